@@ -1,0 +1,28 @@
+# The README's two commands. Both set up a fresh Debian machine first.
+BUILD ?= build
+DB ?= shardscope.db
+JOBS ?= $(shell nproc)
+
+.PHONY: deps configure build demo test clean
+
+deps:
+	@bash cmake/deps.sh
+
+configure: deps
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	  cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release; fi
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@unset OPENBLAS_CORETYPE; $(BUILD)/shardscope run mlp --db $(DB) --mesh 2x2 --steps 20
+	@$(BUILD)/shardscope report $(DB)
+	@echo
+	@echo "Open it in the workstation:  $(BUILD)/shardscope-ui $(DB)"
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+clean:
+	rm -rf $(BUILD)

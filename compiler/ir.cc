@@ -1,0 +1,363 @@
+#include "compiler/ir.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardscope::compiler {
+
+const char* OpcodeName(Opcode op) {
+  switch (op) {
+#define SHARDSCOPE_OP_NAME(e, name, arity) \
+  case Opcode::e:                          \
+    return name;
+    SHARDSCOPE_OPCODES(SHARDSCOPE_OP_NAME)
+#undef SHARDSCOPE_OP_NAME
+  }
+  return "?";
+}
+
+int OpcodeArity(Opcode op) {
+  switch (op) {
+#define SHARDSCOPE_OP_ARITY(e, name, arity) \
+  case Opcode::e:                           \
+    return arity;
+    SHARDSCOPE_OPCODES(SHARDSCOPE_OP_ARITY)
+#undef SHARDSCOPE_OP_ARITY
+  }
+  return 0;
+}
+
+bool IsElementwise(Opcode op) {
+  switch (op) {
+    case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kNegate:
+    case Opcode::kExponential: case Opcode::kLog: case Opcode::kCompare: case Opcode::kSelect:
+    case Opcode::kConvert:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsCollective(Opcode op) { return op == Opcode::kAllReduce || op == Opcode::kAllGather; }
+
+const char* ReduceKindOp(ReduceKind k) {
+  switch (k) {
+    case ReduceKind::kSum: return "stablehlo.add";
+    case ReduceKind::kMax: return "stablehlo.maximum";
+    case ReduceKind::kMin: return "stablehlo.minimum";
+    case ReduceKind::kProd: return "stablehlo.multiply";
+  }
+  return "?";
+}
+
+const char* CompareDirectionName(CompareDirection d) {
+  switch (d) {
+    case CompareDirection::kEQ: return "EQ";
+    case CompareDirection::kNE: return "NE";
+    case CompareDirection::kLT: return "LT";
+    case CompareDirection::kLE: return "LE";
+    case CompareDirection::kGT: return "GT";
+    case CompareDirection::kGE: return "GE";
+  }
+  return "?";
+}
+
+Instruction* Module::Add(std::unique_ptr<Instruction> instr) {
+  instr->id = next_id_++;
+  if (instr->op == Opcode::kParameter) {
+    instr->param_index = static_cast<int64_t>(params_.size());
+    params_.push_back(instr.get());
+  }
+  instrs_.push_back(std::move(instr));
+  return instrs_.back().get();
+}
+
+Instruction* Module::New(Opcode op, Shape shape, std::vector<Instruction*> operands,
+                         const SourceLoc& loc) {
+  auto i = std::make_unique<Instruction>();
+  i->op = op;
+  i->shape = std::move(shape);
+  i->operands = std::move(operands);
+  i->loc = loc;
+  return Add(std::move(i));
+}
+
+Instruction* Module::Parameter(const Shape& shape, std::string name, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kParameter, shape, {}, loc);
+  i->name = std::move(name);
+  return i;
+}
+
+Instruction* Module::Constant(Literal value, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kConstant, value.shape(), {}, loc);
+  i->literal = std::move(value);
+  return i;
+}
+
+Instruction* Module::ScalarConstant(DType t, double v, const SourceLoc& loc) {
+  return Constant(Literal::Scalar(t, v), loc);
+}
+
+Instruction* Module::Iota(const Shape& shape, int64_t dim, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kIota, shape, {}, loc);
+  i->dims = {dim};
+  return i;
+}
+
+Instruction* Module::PartitionId() { return New(Opcode::kPartitionId, Shape(DType::kI32, {}), {}, {}); }
+
+Instruction* Module::Binary(Opcode op, Instruction* a, Instruction* b, const SourceLoc& loc) {
+  return New(op, a->shape, {a, b}, loc);
+}
+
+Instruction* Module::Unary(Opcode op, Instruction* a, const SourceLoc& loc) {
+  return New(op, a->shape, {a}, loc);
+}
+
+Instruction* Module::Compare(Instruction* a, Instruction* b, CompareDirection d,
+                             const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kCompare, Shape(DType::kI1, a->shape.dims), {a, b}, loc);
+  i->compare = d;
+  return i;
+}
+
+Instruction* Module::Select(Instruction* pred, Instruction* t, Instruction* f,
+                            const SourceLoc& loc) {
+  return New(Opcode::kSelect, t->shape, {pred, t, f}, loc);
+}
+
+Instruction* Module::Convert(Instruction* a, DType to, const SourceLoc& loc) {
+  return New(Opcode::kConvert, Shape(to, a->shape.dims), {a}, loc);
+}
+
+Instruction* Module::BroadcastInDim(Instruction* a, std::vector<int64_t> out_dims,
+                                    std::vector<int64_t> broadcast_dims, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kBroadcastInDim, Shape(a->shape.dtype, std::move(out_dims)), {a}, loc);
+  i->dims = std::move(broadcast_dims);
+  return i;
+}
+
+Instruction* Module::Reshape(Instruction* a, std::vector<int64_t> out_dims, const SourceLoc& loc) {
+  return New(Opcode::kReshape, Shape(a->shape.dtype, std::move(out_dims)), {a}, loc);
+}
+
+Instruction* Module::Transpose(Instruction* a, std::vector<int64_t> perm, const SourceLoc& loc) {
+  std::vector<int64_t> out;
+  for (int64_t p : perm) out.push_back(p >= 0 && p < a->shape.rank() ? a->shape.dims[p] : -1);
+  Instruction* i = New(Opcode::kTranspose, Shape(a->shape.dtype, out), {a}, loc);
+  i->dims = std::move(perm);
+  return i;
+}
+
+namespace {
+std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < rank; ++d) {
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
+      out.push_back(d);
+  }
+  return out;
+}
+int64_t DimOr(const Shape& s, int64_t d) { return d >= 0 && d < s.rank() ? s.dims[d] : -1; }
+}  // namespace
+
+Instruction* Module::DotGeneral(Instruction* a, Instruction* b, DotDims dd, const SourceLoc& loc) {
+  std::vector<int64_t> out;
+  for (int64_t d : dd.lhs_batch) out.push_back(DimOr(a->shape, d));
+  for (int64_t d : FreeDims(a->shape.rank(), dd.lhs_batch, dd.lhs_contracting))
+    out.push_back(a->shape.dims[d]);
+  for (int64_t d : FreeDims(b->shape.rank(), dd.rhs_batch, dd.rhs_contracting))
+    out.push_back(b->shape.dims[d]);
+  Instruction* i = New(Opcode::kDotGeneral, Shape(a->shape.dtype, out), {a, b}, loc);
+  i->dot = std::move(dd);
+  return i;
+}
+
+Instruction* Module::Reduce(Instruction* a, Instruction* init, std::vector<int64_t> dims,
+                            ReduceKind k, const SourceLoc& loc) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < a->shape.rank(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) out.push_back(a->shape.dims[d]);
+  Instruction* i = New(Opcode::kReduce, Shape(a->shape.dtype, out), {a, init}, loc);
+  i->dims = std::move(dims);
+  i->reduce = k;
+  return i;
+}
+
+Instruction* Module::DynamicSlice(Instruction* a, std::vector<Instruction*> starts,
+                                  std::vector<int64_t> sizes, const SourceLoc& loc) {
+  std::vector<Instruction*> ops = {a};
+  ops.insert(ops.end(), starts.begin(), starts.end());
+  Instruction* i = New(Opcode::kDynamicSlice, Shape(a->shape.dtype, sizes), ops, loc);
+  i->dims = std::move(sizes);
+  return i;
+}
+
+Instruction* Module::AllReduce(Instruction* a, ReduceKind k,
+                               std::vector<std::vector<int64_t>> groups, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kAllReduce, a->shape, {a}, loc);
+  i->reduce = k;
+  i->replica_groups = std::move(groups);
+  return i;
+}
+
+Instruction* Module::AllGather(Instruction* a, int64_t dim,
+                               std::vector<std::vector<int64_t>> groups, const SourceLoc& loc) {
+  Shape s = a->shape;
+  int64_t group_size = groups.empty() ? 1 : static_cast<int64_t>(groups[0].size());
+  if (dim >= 0 && dim < s.rank()) s.dims[dim] *= group_size;
+  Instruction* i = New(Opcode::kAllGather, s, {a}, loc);
+  i->dims = {dim};
+  i->replica_groups = std::move(groups);
+  return i;
+}
+
+// ---------------------------------------------------------------- verifier
+
+namespace {
+std::string Where(const Instruction& i) {
+  std::string s = absl::StrCat(OpcodeName(i.op), " (%", i.id, ")");
+  if (i.loc.known()) absl::StrAppend(&s, " at ", i.loc.file, ":", i.loc.line);
+  return s;
+}
+
+absl::Status Bad(const Instruction& i, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("verifier: ", Where(i), ": ", why));
+}
+
+bool IsPermutation(const std::vector<int64_t>& p, int rank) {
+  if (static_cast<int>(p.size()) != rank) return false;
+  std::set<int64_t> s(p.begin(), p.end());
+  return static_cast<int>(s.size()) == rank && *s.begin() == 0 && *s.rbegin() == rank - 1;
+}
+
+absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>& seen) {
+  int arity = OpcodeArity(i.op);
+  if (arity >= 0 && static_cast<int>(i.operands.size()) != arity)
+    return Bad(i, absl::StrCat("expects ", arity, " operands, has ", i.operands.size()));
+  for (const Instruction* o : i.operands) {
+    if (!seen.count(o)) return Bad(i, "uses a value defined after it (not topological)");
+  }
+  for (int64_t d : i.shape.dims)
+    if (d < 0) return Bad(i, absl::StrCat("negative dimension in result ", i.shape.ToString()));
+  auto& ops = i.operands;
+  switch (i.op) {
+    case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum:
+      if (ops[0]->shape != ops[1]->shape)
+        return Bad(i, absl::StrCat("operand types differ: ", ops[0]->shape.ToString(), " vs ",
+                                   ops[1]->shape.ToString()));
+      break;
+    case Opcode::kCompare:
+      if (ops[0]->shape != ops[1]->shape) return Bad(i, "compare operands differ in type");
+      break;
+    case Opcode::kSelect:
+      if (ops[1]->shape != ops[2]->shape) return Bad(i, "select branches differ in type");
+      if (ops[0]->shape.dtype != DType::kI1) return Bad(i, "select predicate must be i1");
+      if (ops[0]->shape.rank() != 0 && ops[0]->shape.dims != ops[1]->shape.dims)
+        return Bad(i, "select predicate shape differs from the branches");
+      break;
+    case Opcode::kBroadcastInDim: {
+      const Shape& in = ops[0]->shape;
+      if (static_cast<int>(i.dims.size()) != in.rank())
+        return Bad(i, "broadcast_dimensions must have one entry per operand dimension");
+      for (int d = 0; d < in.rank(); ++d) {
+        int64_t od = i.dims[d];
+        if (od < 0 || od >= i.shape.rank()) return Bad(i, "broadcast dimension out of range");
+        if (in.dims[d] != 1 && in.dims[d] != i.shape.dims[od])
+          return Bad(i, absl::StrCat("operand dim ", d, " (", in.dims[d], ") cannot broadcast to ",
+                                     i.shape.dims[od]));
+      }
+      break;
+    }
+    case Opcode::kReshape:
+      if (ops[0]->shape.elements() != i.shape.elements())
+        return Bad(i, absl::StrCat("reshape changes the element count: ", ops[0]->shape.ToString(),
+                                   " -> ", i.shape.ToString()));
+      break;
+    case Opcode::kTranspose:
+      if (!IsPermutation(i.dims, ops[0]->shape.rank())) return Bad(i, "not a permutation");
+      break;
+    case Opcode::kDotGeneral: {
+      const DotDims& d = i.dot;
+      if (d.lhs_batch.size() != d.rhs_batch.size() ||
+          d.lhs_contracting.size() != d.rhs_contracting.size())
+        return Bad(i, "lhs and rhs must list as many batch and contracting dims");
+      for (size_t k = 0; k < d.lhs_contracting.size(); ++k) {
+        int64_t a = DimOr(ops[0]->shape, d.lhs_contracting[k]);
+        int64_t b = DimOr(ops[1]->shape, d.rhs_contracting[k]);
+        if (a < 0 || b < 0 || a != b)
+          return Bad(i, absl::StrCat("contracting dimensions differ: ", ops[0]->shape.ToString(),
+                                     " x ", ops[1]->shape.ToString()));
+      }
+      for (size_t k = 0; k < d.lhs_batch.size(); ++k) {
+        int64_t a = DimOr(ops[0]->shape, d.lhs_batch[k]);
+        int64_t b = DimOr(ops[1]->shape, d.rhs_batch[k]);
+        if (a < 0 || b < 0 || a != b) return Bad(i, "batch dimensions differ");
+      }
+      if (ops[0]->shape.dtype != ops[1]->shape.dtype) return Bad(i, "operand element types differ");
+      break;
+    }
+    case Opcode::kReduce:
+      if (ops[1]->shape.rank() != 0) return Bad(i, "init value must be a scalar");
+      for (int64_t d : i.dims)
+        if (d < 0 || d >= ops[0]->shape.rank()) return Bad(i, "reduce dimension out of range");
+      break;
+    case Opcode::kDynamicSlice:
+      if (static_cast<int>(ops.size()) != 1 + ops[0]->shape.rank())
+        return Bad(i, "dynamic_slice needs one start index per dimension");
+      for (int d = 0; d < ops[0]->shape.rank(); ++d)
+        if (i.dims[d] > ops[0]->shape.dims[d]) return Bad(i, "slice size exceeds the dimension");
+      break;
+    case Opcode::kAllReduce: case Opcode::kAllGather: {
+      std::set<int64_t> ids;
+      for (const auto& g : i.replica_groups)
+        for (int64_t d : g)
+          if (!ids.insert(d).second) return Bad(i, "a device appears in two replica groups");
+      break;
+    }
+    case Opcode::kConstant:
+      if (!i.literal || i.literal->shape() != i.shape) return Bad(i, "constant without a matching literal");
+      break;
+    default:
+      break;
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status Verify(const Module& m) {
+  std::set<const Instruction*> seen;
+  for (const auto& i : m.instructions()) {
+    absl::Status s = VerifyOne(*i, seen);
+    if (!s.ok()) return s;
+    seen.insert(i.get());
+  }
+  for (const Instruction* o : m.outputs())
+    if (!seen.count(o)) return absl::InvalidArgumentError("verifier: an output is not in the module");
+  return absl::OkStatus();
+}
+
+double InstructionFlops(const Instruction& i) {
+  switch (i.op) {
+    case Opcode::kDotGeneral: {
+      double k = 1;
+      for (int64_t d : i.dot.lhs_contracting) k *= static_cast<double>(i.operands[0]->shape.dims[d]);
+      return 2.0 * k * static_cast<double>(i.shape.elements());
+    }
+    case Opcode::kReduce:
+      return static_cast<double>(i.operands[0]->shape.elements());
+    case Opcode::kAllReduce:
+      return static_cast<double>(i.shape.elements());
+    default:
+      return IsElementwise(i.op) ? static_cast<double>(i.shape.elements()) : 0.0;
+  }
+}
+
+}  // namespace shardscope::compiler

@@ -1,0 +1,42 @@
+// A host literal: a dense row-major array with its shape. Values are stored in
+// their element type; bf16/f16 as 16-bit patterns, i1 as one byte.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "compiler/types.h"
+
+namespace shardscope {
+
+class Literal {
+ public:
+  Literal() = default;
+  explicit Literal(Shape shape);  // zero-filled
+  static Literal FromF32(std::vector<int64_t> dims, const std::vector<float>& values);
+  static Literal FromI32(std::vector<int64_t> dims, const std::vector<int32_t>& values);
+  static Literal Scalar(DType t, double v);
+
+  const Shape& shape() const { return shape_; }
+  int64_t elements() const { return shape_.elements(); }
+  int64_t bytes() const { return static_cast<int64_t>(data_.size()); }
+  void* data() { return data_.data(); }
+  const void* data() const { return data_.data(); }
+  template <typename T> T* as() { return reinterpret_cast<T*>(data_.data()); }
+  template <typename T> const T* as() const { return reinterpret_cast<const T*>(data_.data()); }
+
+  // Element i converted to double, whatever the element type.
+  double GetDouble(int64_t i) const;
+  void SetDouble(int64_t i, double v);
+  std::vector<float> ToF32Vector() const;
+  // Short human-readable summary, e.g. "f32[2,2] {1, 2, 3, 4}".
+  std::string ToString(int max_elements = 8) const;
+
+ private:
+  Shape shape_;
+  std::vector<uint8_t> data_;
+};
+
+}  // namespace shardscope

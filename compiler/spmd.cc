@@ -1,0 +1,676 @@
+#include "compiler/spmd.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::compiler {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v) {
+  return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
+}
+
+int64_t Linearize(const std::vector<int64_t>& coords, const std::vector<int64_t>& sizes) {
+  int64_t l = 0;
+  for (size_t k = 0; k < coords.size(); ++k) l = l * sizes[k] + coords[k];
+  return l;
+}
+
+// A sharding in its full tile form: one tile count per tensor dimension plus a
+// trailing replication dimension, and the device at every tile position. Every
+// kind of sharding the partitioner handles has this form, which keeps each
+// rule a small mapping from a device's old tile coordinates to its new ones.
+struct Tiles {
+  std::vector<int64_t> dims;     // rank + 1
+  std::vector<int64_t> devices;  // row-major over dims
+  std::vector<std::vector<int64_t>> coords;  // device id -> coordinates
+
+  int rank() const { return static_cast<int>(dims.size()) - 1; }
+  int64_t repl() const { return dims.back(); }
+  int64_t DataTiles() const { return Product(dims) / repl(); }
+  const std::vector<int64_t>& Coords(int64_t device) const { return coords[device]; }
+
+  static Tiles Replicated(int rank, int n) {
+    std::vector<int64_t> d(rank + 1, 1);
+    d.back() = n;
+    std::vector<int64_t> devs(n);
+    std::iota(devs.begin(), devs.end(), 0);
+    return Make(d, devs);
+  }
+  static Tiles Make(std::vector<int64_t> dims, std::vector<int64_t> devices) {
+    Tiles t;
+    t.dims = std::move(dims);
+    t.devices = std::move(devices);
+    t.coords.assign(t.devices.size(), {});
+    for (size_t lin = 0; lin < t.devices.size(); ++lin) {
+      std::vector<int64_t> c(t.dims.size());
+      int64_t l = static_cast<int64_t>(lin);
+      for (int k = static_cast<int>(t.dims.size()) - 1; k >= 0; --k) {
+        c[k] = l % t.dims[k];
+        l /= t.dims[k];
+      }
+      t.coords[t.devices[lin]] = std::move(c);
+    }
+    return t;
+  }
+  // Builds tiles of shape `new_dims` where each device sits at `place(device)`.
+  template <typename F>
+  static Tiles Build(std::vector<int64_t> new_dims, int n, F place) {
+    std::vector<int64_t> devs(n, -1);
+    for (int d = 0; d < n; ++d) devs[Linearize(place(d), new_dims)] = d;
+    return Make(std::move(new_dims), std::move(devs));
+  }
+  static absl::StatusOr<Tiles> From(const Sharding& s, int rank, int n) {
+    switch (s.kind()) {
+      case Sharding::Kind::kReplicated:
+        return Replicated(rank, n);
+      case Sharding::Kind::kTiled: {
+        if (absl::Status st = s.Validate(rank, n); !st.ok()) return st;
+        if (static_cast<int64_t>(s.devices().size()) != n)
+          return absl::InvalidArgumentError(absl::StrCat("sharding ", s.ToString(), " covers ",
+                                                         s.devices().size(), " devices, the mesh has ", n));
+        std::vector<int64_t> d = s.tile_dims();
+        if (!s.last_tile_dim_replicate()) d.push_back(1);
+        return Make(d, s.devices());
+      }
+      default:
+        return absl::UnimplementedError(
+            absl::StrCat("sharding ", s.ToString(), " is not supported by the partitioner yet"));
+    }
+  }
+  Sharding ToSharding() const {
+    auto s = Sharding::Tiled(dims, devices, true);
+    return s.ok() ? *s : Sharding();
+  }
+  // Same data on every device (replication order does not matter).
+  bool SameLayout(const Tiles& o) const {
+    if (rank() != o.rank()) return false;
+    for (int k = 0; k < rank(); ++k)
+      if (dims[k] != o.dims[k]) return false;
+    for (size_t d = 0; d < coords.size(); ++d)
+      for (int k = 0; k < rank(); ++k)
+        if (coords[d][k] != o.coords[d][k]) return false;
+    return true;
+  }
+};
+
+// Devices grouped by their coordinates outside `varying`; within a group,
+// ordered by their coordinates on `varying`.
+std::vector<std::vector<int64_t>> GroupsVarying(const Tiles& t, const std::vector<int>& varying) {
+  std::map<std::vector<int64_t>, std::vector<std::pair<int64_t, int64_t>>> groups;
+  std::vector<int64_t> vsizes;
+  for (int v : varying) vsizes.push_back(t.dims[v]);
+  for (int64_t d = 0; d < static_cast<int64_t>(t.coords.size()); ++d) {
+    std::vector<int64_t> key, vc;
+    for (int k = 0; k < static_cast<int>(t.dims.size()); ++k) {
+      if (std::find(varying.begin(), varying.end(), k) != varying.end()) vc.push_back(t.coords[d][k]);
+      else key.push_back(t.coords[d][k]);
+    }
+    groups[key].push_back({Linearize(vc, vsizes), d});
+  }
+  std::vector<std::vector<int64_t>> out;
+  for (auto& [key, members] : groups) {
+    std::sort(members.begin(), members.end());
+    std::vector<int64_t> g;
+    for (auto& m : members) g.push_back(m.second);
+    out.push_back(g);
+  }
+  return out;
+}
+
+std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
+                              const std::vector<int64_t>& contracting) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < rank; ++d)
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
+      out.push_back(d);
+  return out;
+}
+
+// How a dot_general is split: which operand drives, what the other must be,
+// the result's tiles, and the groups that sum partial results.
+struct DotPlan {
+  Tiles lhs, rhs, out;
+  bool partial = false;
+  std::vector<std::vector<int64_t>> groups;
+};
+
+DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
+  const DotDims& dd = i.dot;
+  bool lhs_drives = tl.DataTiles() >= tr.DataTiles();
+  const Tiles& drv = lhs_drives ? tl : tr;
+  const auto& dbatch = lhs_drives ? dd.lhs_batch : dd.rhs_batch;
+  const auto& dcontract = lhs_drives ? dd.lhs_contracting : dd.rhs_contracting;
+  const auto& obatch = lhs_drives ? dd.rhs_batch : dd.lhs_batch;
+  const auto& ocontract = lhs_drives ? dd.rhs_contracting : dd.lhs_contracting;
+  int orank = lhs_drives ? tr.rank() : tl.rank();
+  std::vector<int64_t> dfree = FreeDims(drv.rank(), dbatch, dcontract);
+
+  // The other operand: batch and contracting split as the driver's, the rest whole.
+  std::vector<int64_t> free_sizes, contract_sizes;
+  for (int64_t f : dfree) free_sizes.push_back(drv.dims[f]);
+  free_sizes.push_back(drv.repl());
+  for (int64_t c : dcontract) contract_sizes.push_back(drv.dims[c]);
+  contract_sizes.push_back(drv.repl());
+  std::vector<int64_t> odims(orank + 1, 1);
+  for (size_t k = 0; k < obatch.size(); ++k) odims[obatch[k]] = drv.dims[dbatch[k]];
+  for (size_t k = 0; k < ocontract.size(); ++k) odims[ocontract[k]] = drv.dims[dcontract[k]];
+  odims.back() = Product(free_sizes);
+  Tiles other = Tiles::Build(odims, n, [&](int64_t d) {
+    const auto& c = drv.Coords(d);
+    std::vector<int64_t> oc(orank + 1, 0);
+    for (size_t k = 0; k < obatch.size(); ++k) oc[obatch[k]] = c[dbatch[k]];
+    for (size_t k = 0; k < ocontract.size(); ++k) oc[ocontract[k]] = c[dcontract[k]];
+    std::vector<int64_t> fc;
+    for (int64_t f : dfree) fc.push_back(c[f]);
+    fc.push_back(c.back());
+    oc.back() = Linearize(fc, free_sizes);
+    return oc;
+  });
+
+  // Result dims: batch, lhs free, rhs free; the driver's free dims keep their split.
+  int out_rank = i.shape.rank();
+  std::vector<int64_t> out_dims(out_rank + 1, 1);
+  std::vector<int> out_of_driver_free;  // result dim of each driver free dim
+  int lhs_free_count = static_cast<int>(FreeDims(tl.rank(), dd.lhs_batch, dd.lhs_contracting).size());
+  int batch_count = static_cast<int>(dd.lhs_batch.size());
+  for (size_t k = 0; k < dfree.size(); ++k)
+    out_of_driver_free.push_back(lhs_drives ? batch_count + static_cast<int>(k)
+                                            : batch_count + lhs_free_count + static_cast<int>(k));
+  for (int k = 0; k < batch_count; ++k) out_dims[k] = drv.dims[dbatch[k]];
+  for (size_t k = 0; k < dfree.size(); ++k) out_dims[out_of_driver_free[k]] = drv.dims[dfree[k]];
+  out_dims.back() = Product(contract_sizes);
+  Tiles out = Tiles::Build(out_dims, n, [&](int64_t d) {
+    const auto& c = drv.Coords(d);
+    std::vector<int64_t> oc(out_rank + 1, 0);
+    for (int k = 0; k < batch_count; ++k) oc[k] = c[dbatch[k]];
+    for (size_t k = 0; k < dfree.size(); ++k) oc[out_of_driver_free[k]] = c[dfree[k]];
+    std::vector<int64_t> cc;
+    for (int64_t x : dcontract) cc.push_back(c[x]);
+    cc.push_back(c.back());
+    oc.back() = Linearize(cc, contract_sizes);
+    return oc;
+  });
+
+  DotPlan p{lhs_drives ? tl : other, lhs_drives ? other : tr, out, false, {}};
+  std::vector<int> varying;
+  for (int64_t c : dcontract)
+    if (drv.dims[c] > 1) varying.push_back(static_cast<int>(c));
+  p.partial = !varying.empty();
+  if (p.partial) p.groups = GroupsVarying(drv, varying);
+  return p;
+}
+
+// Reduce: kept dims keep their split; reduced split dims become partial sums.
+struct ReducePlan {
+  Tiles out;
+  std::vector<std::vector<int64_t>> groups;
+};
+
+ReducePlan PlanReduce(const Instruction& i, const Tiles& t, int n) {
+  std::vector<int64_t> kept, reduced;
+  for (int d = 0; d < t.rank(); ++d)
+    (std::find(i.dims.begin(), i.dims.end(), d) != i.dims.end() ? reduced : kept).push_back(d);
+  std::vector<int64_t> odims, rsizes;
+  for (int64_t k : kept) odims.push_back(t.dims[k]);
+  for (int64_t r : reduced) rsizes.push_back(t.dims[r]);
+  rsizes.push_back(t.repl());
+  odims.push_back(Product(rsizes));
+  ReducePlan p;
+  p.out = Tiles::Build(odims, n, [&](int64_t d) {
+    const auto& c = t.Coords(d);
+    std::vector<int64_t> oc, rc;
+    for (int64_t k : kept) oc.push_back(c[k]);
+    for (int64_t r : reduced) rc.push_back(c[r]);
+    rc.push_back(c.back());
+    oc.push_back(Linearize(rc, rsizes));
+    return oc;
+  });
+  std::vector<int> varying;
+  for (int64_t r : reduced)
+    if (t.dims[r] > 1) varying.push_back(static_cast<int>(r));
+  if (!varying.empty()) p.groups = GroupsVarying(t, varying);
+  return p;
+}
+
+// broadcast_in_dim: operand dims keep their split where the size is kept.
+Tiles BroadcastOut(const Instruction& i, const Tiles& t, int n) {
+  int orank = i.shape.rank();
+  std::vector<int64_t> odims(orank + 1, 1);
+  std::vector<int64_t> lost_sizes;  // split operand dims that broadcast from size 1
+  for (int k = 0; k < t.rank(); ++k) {
+    if (i.operands[0]->shape.dims[k] == i.shape.dims[i.dims[k]]) odims[i.dims[k]] = t.dims[k];
+    else lost_sizes.push_back(t.dims[k]);
+  }
+  lost_sizes.push_back(t.repl());
+  odims.back() = Product(lost_sizes);
+  return Tiles::Build(odims, n, [&](int64_t d) {
+    const auto& c = t.Coords(d);
+    std::vector<int64_t> oc(orank + 1, 0), lc;
+    for (int k = 0; k < t.rank(); ++k) {
+      if (i.operands[0]->shape.dims[k] == i.shape.dims[i.dims[k]]) oc[i.dims[k]] = c[k];
+      else lc.push_back(c[k]);
+    }
+    lc.push_back(c.back());
+    oc.back() = Linearize(lc, lost_sizes);
+    return oc;
+  });
+}
+
+// The operand tiles a broadcast needs to produce `out` locally.
+Tiles BroadcastOperandFor(const Instruction& i, const Tiles& out, int n) {
+  const Shape& in = i.operands[0]->shape;
+  std::vector<int64_t> idims(in.rank() + 1, 1);
+  std::vector<int> mapped(in.rank(), -1);
+  for (int k = 0; k < in.rank(); ++k)
+    if (in.dims[k] == i.shape.dims[i.dims[k]]) mapped[k] = static_cast<int>(i.dims[k]);
+  std::vector<int64_t> rest_sizes;
+  std::vector<int> rest_dims;
+  for (int od = 0; od < out.rank(); ++od) {
+    bool is_mapped = std::find(mapped.begin(), mapped.end(), od) != mapped.end();
+    if (!is_mapped) { rest_sizes.push_back(out.dims[od]); rest_dims.push_back(od); }
+  }
+  rest_sizes.push_back(out.repl());
+  rest_dims.push_back(out.rank());
+  for (int k = 0; k < in.rank(); ++k) if (mapped[k] >= 0) idims[k] = out.dims[mapped[k]];
+  idims.back() = Product(rest_sizes);
+  return Tiles::Build(idims, n, [&](int64_t d) {
+    const auto& c = out.Coords(d);
+    std::vector<int64_t> ic(in.rank() + 1, 0), rc;
+    for (int k = 0; k < in.rank(); ++k) if (mapped[k] >= 0) ic[k] = c[mapped[k]];
+    for (int od : rest_dims) rc.push_back(c[od]);
+    ic.back() = Linearize(rc, rest_sizes);
+    return ic;
+  });
+}
+
+Tiles TransposeOut(const Instruction& i, const Tiles& t, int n) {
+  std::vector<int64_t> odims(t.dims.size());
+  for (size_t k = 0; k < i.dims.size(); ++k) odims[k] = t.dims[i.dims[k]];
+  odims.back() = t.repl();
+  return Tiles::Build(odims, n, [&](int64_t d) {
+    const auto& c = t.Coords(d);
+    std::vector<int64_t> oc(c.size());
+    for (size_t k = 0; k < i.dims.size(); ++k) oc[k] = c[i.dims[k]];
+    oc.back() = c.back();
+    return oc;
+  });
+}
+
+// Reshape keeps a split dim when an output dim has the same size and the same
+// number of elements before it (so each device's rows stay contiguous).
+std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
+  const Shape& in = i.operands[0]->shape;
+  std::vector<int> map(in.rank(), -1);
+  for (int k = 0; k < in.rank(); ++k) {
+    if (t.dims[k] == 1) continue;
+    int64_t before = 1;
+    for (int j = 0; j < k; ++j) before *= in.dims[j];
+    int64_t obefore = 1;
+    for (int od = 0; od < i.shape.rank(); ++od) {
+      if (obefore == before && i.shape.dims[od] == in.dims[k]) { map[k] = od; break; }
+      obefore *= i.shape.dims[od];
+    }
+    if (map[k] < 0) return std::nullopt;
+  }
+  std::vector<int64_t> odims(i.shape.rank() + 1, 1);
+  for (int k = 0; k < in.rank(); ++k) if (map[k] >= 0) odims[map[k]] = t.dims[k];
+  odims.back() = t.repl();
+  return Tiles::Build(odims, n, [&](int64_t d) {
+    const auto& c = t.Coords(d);
+    std::vector<int64_t> oc(i.shape.rank() + 1, 0);
+    for (int k = 0; k < in.rank(); ++k) if (map[k] >= 0) oc[map[k]] = c[k];
+    oc.back() = c.back();
+    return oc;
+  });
+}
+
+class Partitioner {
+ public:
+  Partitioner(const Module& g, int n) : g_(g), n_(n) {}
+
+  absl::StatusOr<SpmdResult> Run() {
+    size_t count = g_.instructions().size();
+    sh_.resize(count);
+    pinned_.assign(count, false);
+    source_.assign(count, "propagated");
+    via_.assign(count, "");
+    if (absl::Status s = Forward(); !s.ok()) return s;
+    Backward();
+    if (absl::Status s = Forward(); !s.ok()) return s;
+    result_.local = std::make_unique<Module>(g_.name());
+    result_.local->set_num_partitions(n_);
+    lv_.assign(count, nullptr);
+    for (const auto& i : g_.instructions()) {
+      if (absl::Status s = Emit(*i); !s.ok()) return s;
+    }
+    std::vector<Instruction*> outs;
+    for (const Instruction* o : g_.outputs()) {
+      outs.push_back(lv_[o->id]);
+      result_.output_shardings.push_back(sh_[o->id].ToSharding());
+    }
+    result_.local->SetOutputs(outs);
+    result_.local->output_shardings() = result_.output_shardings;
+    for (const Instruction* p : g_.parameters()) result_.param_shardings.push_back(sh_[p->id].ToSharding());
+    for (const auto& i : g_.instructions()) {
+      result_.decisions.push_back({i->id, sh_[i->id].ToSharding(), source_[i->id], via_[i->id]});
+    }
+    if (absl::Status s = Verify(*result_.local); !s.ok())
+      return absl::InternalError(absl::StrCat("SPMD partitioner produced an invalid program: ", s.message()));
+    return std::move(result_);
+  }
+
+ private:
+  // Gives every instruction a sharding from its operands; pinned ones keep theirs.
+  absl::Status Forward() {
+    for (const auto& ip : g_.instructions()) {
+      const Instruction& i = *ip;
+      if (pinned_[i.id]) continue;
+      int rank = i.shape.rank();
+      switch (i.op) {
+        case Opcode::kParameter: {
+          auto t = Tiles::From(i.sharding.value_or(Sharding()), rank, n_);
+          if (!t.ok())
+            return absl::InvalidArgumentError(absl::StrCat("parameter '", i.name, "' ", i.shape.ToString(),
+                                                           ": ", t.status().message()));
+          sh_[i.id] = *t;
+          pinned_[i.id] = true;
+          source_[i.id] = i.sharding ? "annotated" : "default";
+          break;
+        }
+        case Opcode::kBroadcastInDim:
+          sh_[i.id] = BroadcastOut(i, sh_[i.operands[0]->id], n_);
+          via_[i.id] = "broadcast_in_dim";
+          break;
+        case Opcode::kTranspose:
+          sh_[i.id] = TransposeOut(i, sh_[i.operands[0]->id], n_);
+          via_[i.id] = "transpose";
+          break;
+        case Opcode::kReshape: {
+          auto t = ReshapeOut(i, sh_[i.operands[0]->id], n_);
+          sh_[i.id] = t ? *t : Tiles::Replicated(rank, n_);
+          via_[i.id] = "reshape";
+          break;
+        }
+        case Opcode::kDotGeneral:
+          sh_[i.id] = PlanDot(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_).out;
+          via_[i.id] = "dot_general";
+          break;
+        case Opcode::kReduce:
+          sh_[i.id] = PlanReduce(i, sh_[i.operands[0]->id], n_).out;
+          via_[i.id] = "reduce";
+          break;
+        case Opcode::kAllReduce:
+        case Opcode::kAllGather:
+        case Opcode::kPartitionId:
+          return absl::InvalidArgumentError(absl::StrCat(
+              OpcodeName(i.op), " in a global program: collectives are inserted by the partitioner"));
+        default:
+          if (IsElementwise(i.op)) {
+            const Tiles* best = nullptr;
+            for (const Instruction* o : i.operands) {
+              if (o->shape.rank() != rank) continue;
+              const Tiles& t = sh_[o->id];
+              if (!best || t.DataTiles() > best->DataTiles()) best = &t;
+            }
+            sh_[i.id] = best ? *best : Tiles::Replicated(rank, n_);
+            via_[i.id] = OpcodeName(i.op);
+          } else {
+            sh_[i.id] = Tiles::Replicated(rank, n_);  // constant, iota, dynamic_slice
+          }
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Lets values that are cheap to produce split (broadcasts, iotas, constants,
+  // and elementwise ops on them) take the split of the elementwise op using
+  // them, so they are made already local instead of whole then sliced.
+  void Backward() {
+    const auto& instrs = g_.instructions();
+    for (auto it = instrs.rbegin(); it != instrs.rend(); ++it) {
+      const Instruction& i = **it;
+      if (!IsElementwise(i.op) || sh_[i.id].DataTiles() == 1) continue;
+      for (const Instruction* o : i.operands) {
+        if (o->op == Opcode::kParameter || pinned_[o->id]) continue;
+        if (o->shape.dims != i.shape.dims || sh_[o->id].DataTiles() != 1) continue;
+        bool cheap = o->op == Opcode::kBroadcastInDim || o->op == Opcode::kIota ||
+                     o->op == Opcode::kConstant || IsElementwise(o->op);
+        if (!cheap) continue;
+        sh_[o->id] = sh_[i.id];
+        pinned_[o->id] = true;
+        via_[o->id] = absl::StrCat(OpcodeName(i.op), " (backward)");
+      }
+    }
+  }
+
+  Instruction* Pid() {
+    if (!pid_) pid_ = result_.local->PartitionId();
+    return pid_;
+  }
+
+  // This device's start index along `dim` of a `to`-tiled value, as a scalar.
+  Instruction* StartIndex(const Tiles& to, int dim, int64_t shard_size) {
+    if (to.dims[dim] == 1) return result_.local->ScalarConstant(DType::kI32, 0);
+    std::vector<int32_t> table(n_);
+    for (int d = 0; d < n_; ++d) table[d] = static_cast<int32_t>(to.Coords(d)[dim] * shard_size);
+    Module& m = *result_.local;
+    Instruction* t = m.Constant(Literal::FromI32({n_}, table));
+    Instruction* one = m.DynamicSlice(t, {Pid()}, {1});
+    return m.Reshape(one, {});
+  }
+
+  absl::StatusOr<Shape> LocalShape(const Shape& global, const Tiles& t, const Instruction& at) {
+    Shape s = global;
+    for (int d = 0; d < global.rank(); ++d) {
+      if (global.dims[d] % t.dims[d] != 0)
+        return absl::UnimplementedError(absl::StrCat(
+            OpcodeName(at.op), at.loc.known() ? absl::StrCat(" at ", at.loc.file, ":", at.loc.line) : "",
+            ": dimension ", d, " of ", global.ToString(), " does not divide evenly into ", t.dims[d],
+            " shards (uneven sharding needs padding, not supported yet)"));
+      s.dims[d] = global.dims[d] / t.dims[d];
+    }
+    return s;
+  }
+
+  // Moves a local value from one layout to another: gather what is split and
+  // must be whole, then slice locally what must be split.
+  absl::StatusOr<Instruction*> Reshard(Instruction* v, const Instruction& global, const Tiles& from,
+                                       const Tiles& to) {
+    if (from.SameLayout(to)) return v;
+    Module& m = *result_.local;
+    Tiles cur = from;
+    for (int d = 0; d < from.rank(); ++d) {
+      if (from.dims[d] == 1) continue;
+      if (global.shape.dims[d] % from.dims[d] != 0)
+        return absl::UnimplementedError(absl::StrCat("uneven dimension ", d, " of ", global.shape.ToString()));
+      v = m.AllGather(v, d, GroupsVarying(cur, {d}), global.loc);
+      ++result_.collectives;
+      std::vector<int64_t> nd = cur.dims;
+      nd[d] = 1;
+      nd.back() *= cur.dims[d];
+      const Tiles prev = cur;
+      cur = Tiles::Build(nd, n_, [&](int64_t dev) {
+        std::vector<int64_t> c = prev.Coords(dev);
+        int64_t split = c[d];
+        c[d] = 0;
+        c.back() = c.back() * prev.dims[d] + split;
+        return c;
+      });
+    }
+    if (from.DataTiles() > 1) {
+      result_.rematerializations.push_back({global.id, OpcodeName(global.op), global.shape.bytes(), global.loc});
+    }
+    if (to.DataTiles() == 1) return v;
+    auto local = LocalShape(global.shape, to, global);
+    if (!local.ok()) return local.status();
+    std::vector<Instruction*> starts;
+    for (int d = 0; d < to.rank(); ++d) starts.push_back(StartIndex(to, d, local->dims[d]));
+    return m.DynamicSlice(v, starts, local->dims, global.loc);
+  }
+
+  absl::StatusOr<Instruction*> Operand(const Instruction& i, int k, const Tiles& want) {
+    const Instruction* o = i.operands[k];
+    return Reshard(lv_[o->id], *o, sh_[o->id], want);
+  }
+
+  absl::Status Emit(const Instruction& i) {
+    Module& m = *result_.local;
+    const Tiles& out = sh_[i.id];
+    auto local_shape = LocalShape(i.shape, out, i);
+    if (!local_shape.ok()) return local_shape.status();
+    Instruction* r = nullptr;
+    switch (i.op) {
+      case Opcode::kParameter:
+        r = m.Parameter(*local_shape, i.name, i.loc);
+        r->sharding = out.ToSharding();
+        break;
+      case Opcode::kConstant: {
+        const Literal& lit = *i.literal;
+        bool splat = true;
+        for (int64_t k = 1; k < lit.elements() && splat; ++k) splat = lit.GetDouble(k) == lit.GetDouble(0);
+        if (out.DataTiles() == 1) {
+          r = m.Constant(lit, i.loc);
+        } else if (splat) {
+          Literal l(*local_shape);
+          for (int64_t k = 0; k < l.elements(); ++k) l.SetDouble(k, lit.GetDouble(0));
+          r = m.Constant(std::move(l), i.loc);
+        } else {
+          auto s = Reshard(m.Constant(lit, i.loc), i, Tiles::Replicated(i.shape.rank(), n_), out);
+          if (!s.ok()) return s.status();
+          r = *s;
+        }
+        break;
+      }
+      case Opcode::kIota:
+        if (out.dims[i.dims[0]] == 1) {
+          r = m.Iota(*local_shape, i.dims[0], i.loc);
+        } else {
+          auto s = Reshard(m.Iota(i.shape, i.dims[0], i.loc), i, Tiles::Replicated(i.shape.rank(), n_), out);
+          if (!s.ok()) return s.status();
+          r = *s;
+        }
+        break;
+      case Opcode::kBroadcastInDim: {
+        auto a = Operand(i, 0, BroadcastOperandFor(i, out, n_));
+        if (!a.ok()) return a.status();
+        r = m.BroadcastInDim(*a, local_shape->dims, i.dims, i.loc);
+        break;
+      }
+      case Opcode::kTranspose: {
+        Tiles in = sh_[i.operands[0]->id];
+        r = m.Transpose(lv_[i.operands[0]->id], i.dims, i.loc);
+        if (absl::Status s = Fix(&r, i, TransposeOut(i, in, n_), out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kReshape: {
+        Tiles in = sh_[i.operands[0]->id];
+        auto mapped = ReshapeOut(i, in, n_);
+        if (mapped) {
+          r = m.Reshape(lv_[i.operands[0]->id], local_shape->dims, i.loc);
+          if (absl::Status s = Fix(&r, i, *mapped, out); !s.ok()) return s;
+        } else {
+          auto a = Operand(i, 0, Tiles::Replicated(in.rank(), n_));
+          if (!a.ok()) return a.status();
+          r = m.Reshape(*a, i.shape.dims, i.loc);
+          if (absl::Status s = Fix(&r, i, Tiles::Replicated(i.shape.rank(), n_), out); !s.ok()) return s;
+        }
+        break;
+      }
+      case Opcode::kDotGeneral: {
+        DotPlan p = PlanDot(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_);
+        auto a = Operand(i, 0, p.lhs);
+        if (!a.ok()) return a.status();
+        auto b = Operand(i, 1, p.rhs);
+        if (!b.ok()) return b.status();
+        r = m.DotGeneral(*a, *b, i.dot, i.loc);
+        if (p.partial) {
+          r = m.AllReduce(r, ReduceKind::kSum, p.groups, i.loc);
+          ++result_.collectives;
+        }
+        if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kReduce: {
+        ReducePlan p = PlanReduce(i, sh_[i.operands[0]->id], n_);
+        r = m.Reduce(lv_[i.operands[0]->id], lv_[i.operands[1]->id], i.dims, i.reduce, i.loc);
+        if (!p.groups.empty()) {
+          r = m.AllReduce(r, i.reduce, p.groups, i.loc);
+          ++result_.collectives;
+        }
+        if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kDynamicSlice: {
+        auto a = Operand(i, 0, Tiles::Replicated(i.operands[0]->shape.rank(), n_));
+        if (!a.ok()) return a.status();
+        std::vector<Instruction*> starts;
+        for (size_t k = 1; k < i.operands.size(); ++k) {
+          auto s = Operand(i, static_cast<int>(k), Tiles::Replicated(0, n_));
+          if (!s.ok()) return s.status();
+          starts.push_back(*s);
+        }
+        r = m.DynamicSlice(*a, starts, i.dims, i.loc);
+        break;
+      }
+      default: {
+        if (!IsElementwise(i.op))
+          return absl::UnimplementedError(absl::StrCat("partitioner: no rule for ", OpcodeName(i.op)));
+        std::vector<Instruction*> ops;
+        for (size_t k = 0; k < i.operands.size(); ++k) {
+          const Instruction* o = i.operands[k];
+          if (o->shape.rank() != i.shape.rank()) {  // scalar predicate of select
+            ops.push_back(lv_[o->id]);
+            continue;
+          }
+          Tiles want = out;
+          auto v = Operand(i, static_cast<int>(k), want);
+          if (!v.ok()) return v.status();
+          ops.push_back(*v);
+        }
+        auto e = std::make_unique<Instruction>();
+        e->op = i.op;
+        e->shape = *local_shape;
+        e->operands = ops;
+        e->compare = i.compare;
+        e->loc = i.loc;
+        e->scope = i.scope;
+        r = m.Add(std::move(e));
+      }
+    }
+    if (r->scope.empty()) r->scope = i.scope;
+    lv_[i.id] = r;
+    return absl::OkStatus();
+  }
+
+  // When an op's natural result layout differs from the one assigned to it.
+  absl::Status Fix(Instruction** r, const Instruction& i, const Tiles& natural, const Tiles& want) {
+    auto v = Reshard(*r, i, natural, want);
+    if (!v.ok()) return v.status();
+    *r = *v;
+    return absl::OkStatus();
+  }
+
+  const Module& g_;
+  int n_;
+  std::vector<Tiles> sh_;
+  std::vector<bool> pinned_;
+  std::vector<std::string> source_, via_;
+  std::vector<Instruction*> lv_;
+  Instruction* pid_ = nullptr;
+  SpmdResult result_;
+};
+
+}  // namespace
+
+absl::StatusOr<SpmdResult> SpmdPartition(const Module& global, int num_partitions) {
+  if (num_partitions < 1) return absl::InvalidArgumentError("num_partitions must be >= 1");
+  if (absl::Status s = Verify(global); !s.ok()) return s;
+  return Partitioner(global, num_partitions).Run();
+}
+
+}  // namespace shardscope::compiler

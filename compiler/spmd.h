@@ -1,0 +1,52 @@
+// Sharding propagation and SPMD partitioning.
+//
+// Input: a global module whose parameters carry the user's shardings (none =
+// replicated). Propagation gives every instruction a sharding (forward from
+// the parameters, then backward into broadcasts, iotas, constants and
+// elementwise ops so that values are produced already split). Partitioning
+// then emits ONE local program, driven by stablehlo.partition_id, that every
+// device runs on its shard: local shapes, local slices where a replicated
+// value meets a split one, all_reduce where a reduction or a dot contracts a
+// split dimension, all_gather where a split value must be whole.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir.h"
+
+namespace shardscope::compiler {
+
+// One sharding decision, for the placement views ("where did this come from").
+struct ShardingDecision {
+  int64_t instruction_id = 0;   // in the global module
+  Sharding sharding;
+  std::string source;           // annotated | propagated | default
+  std::string via;              // the op propagation carried it through
+};
+
+// A value that had to be made whole on every device (all-gather to
+// replicated) because no cheaper resharding applied.
+struct Rematerialization {
+  int64_t instruction_id = 0;
+  std::string op;
+  int64_t bytes = 0;
+  SourceLoc loc;
+};
+
+struct SpmdResult {
+  std::unique_ptr<Module> local;           // the per-device program
+  std::vector<Sharding> param_shardings;   // global param index -> sharding
+  std::vector<Sharding> output_shardings;  // output index -> sharding
+  std::vector<ShardingDecision> decisions;
+  std::vector<Rematerialization> rematerializations;
+  int collectives = 0;
+};
+
+// Partitions `global` for `num_partitions` devices (ids 0..n-1). With one
+// partition the local program equals the global one.
+absl::StatusOr<SpmdResult> SpmdPartition(const Module& global, int num_partitions);
+
+}  // namespace shardscope::compiler

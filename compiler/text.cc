@@ -1,0 +1,159 @@
+#include "compiler/text.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace shardscope::compiler {
+namespace {
+
+std::string Ref(const Instruction* i) {
+  return i->op == Opcode::kParameter ? absl::StrCat("%arg", i->param_index)
+                                     : absl::StrCat("%", i->id);
+}
+
+std::string IntList(const std::vector<int64_t>& v) {
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
+
+std::string Loc(const Instruction& i, const PrintOptions& o) {
+  if (!o.locations || !i.loc.known()) return "";
+  std::string file = absl::StrCat("\"", i.loc.file, "\":", i.loc.line, ":0");
+  if (!i.scope.empty()) return absl::StrCat(" loc(\"", i.scope, "\"(", file, "))");
+  return absl::StrCat(" loc(", file, ")");
+}
+
+std::string FunctionalType(const Instruction& i) {
+  std::vector<std::string> in;
+  for (const Instruction* o : i.operands) in.push_back(o->shape.ToMlir());
+  return absl::StrCat("(", absl::StrJoin(in, ", "), ") -> ", i.shape.ToMlir());
+}
+
+std::string Groups(const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<std::string> rows;
+  size_t width = groups.empty() ? 0 : groups[0].size();
+  for (const auto& g : groups) rows.push_back(IntList(g));
+  return absl::StrCat("dense<[", absl::StrJoin(rows, ", "), "]> : tensor<", groups.size(), "x",
+                      width, "xi64>");
+}
+
+std::string LiteralText(const Literal& l) {
+  std::vector<std::string> vals;
+  for (int64_t k = 0; k < l.elements(); ++k) {
+    double v = l.GetDouble(k);
+    vals.push_back(IsFloat(l.shape().dtype) ? absl::StrFormat("%.9g", v)
+                                            : absl::StrCat(static_cast<int64_t>(v)));
+    if (l.shape().dtype == DType::kI1) vals.back() = v != 0 ? "true" : "false";
+  }
+  if (l.shape().rank() == 0) return absl::StrCat("dense<", vals[0], ">");
+  return absl::StrCat("dense<[", absl::StrJoin(vals, ", "), "]>");
+}
+
+std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
+  std::string lhs = absl::StrCat("    ", Ref(&i), " = ");
+  std::vector<std::string> args;
+  for (const Instruction* op : i.operands) args.push_back(Ref(op));
+  std::string a = absl::StrJoin(args, ", ");
+  std::string name = OpcodeName(i.op);
+  std::string body;
+  switch (i.op) {
+    case Opcode::kConstant:
+      body = absl::StrCat(name, " ", LiteralText(*i.literal), " : ", i.shape.ToMlir());
+      break;
+    case Opcode::kIota:
+      body = absl::StrCat(name, " dim = ", i.dims[0], " : ", i.shape.ToMlir());
+      break;
+    case Opcode::kPartitionId:
+      body = absl::StrCat(name, " : ", i.shape.ToMlir());
+      break;
+    case Opcode::kCompare:
+      body = absl::StrCat(name, "  ", CompareDirectionName(i.compare), ", ", a, " : ",
+                          FunctionalType(i));
+      break;
+    case Opcode::kBroadcastInDim:
+      body = absl::StrCat(name, " ", a, ", dims = ", IntList(i.dims), " : ", FunctionalType(i));
+      break;
+    case Opcode::kTranspose:
+      body = absl::StrCat(name, " ", a, ", dims = ", IntList(i.dims), " : ", FunctionalType(i));
+      break;
+    case Opcode::kDotGeneral:
+      body = absl::StrCat(name, " ", a, ", batching_dims = ", IntList(i.dot.lhs_batch), " x ",
+                          IntList(i.dot.rhs_batch), ", contracting_dims = ",
+                          IntList(i.dot.lhs_contracting), " x ", IntList(i.dot.rhs_contracting),
+                          " : ", FunctionalType(i));
+      break;
+    case Opcode::kReduce:
+      body = absl::StrCat(name, "(", Ref(i.operands[0]), " init: ", Ref(i.operands[1]),
+                          ") applies ", ReduceKindOp(i.reduce), " across dimensions = ",
+                          IntList(i.dims), " : ", FunctionalType(i));
+      break;
+    case Opcode::kDynamicSlice:
+      body = absl::StrCat(name, " ", a, ", sizes = ", IntList(i.dims), " : ", FunctionalType(i));
+      break;
+    case Opcode::kAllReduce:
+      body = absl::StrCat("\"", name, "\"(", a, ") ({\n      ^bb0(%x: ",
+                          Shape(i.shape.dtype, {}).ToMlir(), ", %y: ",
+                          Shape(i.shape.dtype, {}).ToMlir(), "):\n        %r = ",
+                          ReduceKindOp(i.reduce), " %x, %y : ", Shape(i.shape.dtype, {}).ToMlir(),
+                          "\n        stablehlo.return %r : ", Shape(i.shape.dtype, {}).ToMlir(),
+                          "\n    }) {replica_groups = ", Groups(i.replica_groups), "} : ",
+                          FunctionalType(i));
+      break;
+    case Opcode::kAllGather:
+      body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", i.dims[0],
+                          " : i64, replica_groups = ", Groups(i.replica_groups), "} : ",
+                          FunctionalType(i));
+      break;
+    default:
+      if (IsElementwise(i.op) && i.op != Opcode::kSelect && i.op != Opcode::kConvert &&
+          i.operands.size() <= 2 && i.operands[0]->shape == i.shape) {
+        body = absl::StrCat(name, " ", a, " : ", i.shape.ToMlir());
+      } else {
+        body = absl::StrCat(name, " ", a, " : ", FunctionalType(i));
+      }
+  }
+  std::string sh;
+  if (i.sharding && i.op != Opcode::kParameter)
+    sh = absl::StrCat(" {mhlo.sharding = \"", i.sharding->ToString(), "\"}");
+  return absl::StrCat(lhs, body, sh, Loc(i, o), "\n");
+}
+
+}  // namespace
+
+std::string PrintModule(const Module& m, const PrintOptions& o) {
+  std::string out = absl::StrCat("module @", m.name(), " attributes {mhlo.num_partitions = ",
+                                 m.num_partitions(), " : i32} {\n  func.func @main(");
+  std::vector<std::string> params;
+  for (const Instruction* p : m.parameters()) {
+    std::vector<std::string> attrs;
+    if (p->sharding) attrs.push_back(absl::StrCat("mhlo.sharding = \"", p->sharding->ToString(), "\""));
+    if (o.names && !p->name.empty()) attrs.push_back(absl::StrCat("shardscope.name = \"", p->name, "\""));
+    std::string s = absl::StrCat(Ref(p), ": ", p->shape.ToMlir());
+    if (!attrs.empty()) absl::StrAppend(&s, " {", absl::StrJoin(attrs, ", "), "}");
+    absl::StrAppend(&s, Loc(*p, o));
+    params.push_back(s);
+  }
+  std::vector<std::string> results;
+  for (size_t k = 0; k < m.outputs().size(); ++k) {
+    std::string s = m.outputs()[k]->shape.ToMlir();
+    if (k < m.output_shardings().size())
+      absl::StrAppend(&s, " {mhlo.sharding = \"", m.output_shardings()[k].ToString(), "\"}");
+    results.push_back(s);
+  }
+  absl::StrAppend(&out, absl::StrJoin(params, ", "), ") -> (", absl::StrJoin(results, ", "),
+                  ") {\n");
+  for (const auto& i : m.instructions()) {
+    if (i->op == Opcode::kParameter) continue;
+    absl::StrAppend(&out, PrintInstr(*i, o));
+  }
+  std::vector<std::string> refs, types;
+  for (const Instruction* r : m.outputs()) {
+    refs.push_back(Ref(r));
+    types.push_back(r->shape.ToMlir());
+  }
+  absl::StrAppend(&out, "    return ", absl::StrJoin(refs, ", "), " : ", absl::StrJoin(types, ", "),
+                  "\n  }\n}\n");
+  return out;
+}
+
+}  // namespace shardscope::compiler

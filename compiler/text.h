@@ -1,0 +1,19 @@
+// StableHLO text output. Every op carries its source location as a `loc(...)`
+// (with the module path as the location's name) unless disabled; the
+// fingerprint prints without locations and names, so neither affects identity.
+#pragma once
+
+#include <string>
+
+#include "compiler/ir.h"
+
+namespace shardscope::compiler {
+
+struct PrintOptions {
+  bool locations = true;   // loc("file":line:0) on each op
+  bool names = true;       // parameter names as arg attributes
+};
+
+std::string PrintModule(const Module& m, const PrintOptions& opts = {});
+
+}  // namespace shardscope::compiler

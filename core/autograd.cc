@@ -1,0 +1,210 @@
+#include "core/autograd.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "absl/strings/str_cat.h"
+#include "core/ops.h"
+
+namespace shardscope {
+namespace {
+using compiler::Opcode;
+using namespace internal;
+
+Tensor Wrap(const std::shared_ptr<Node>& n) {
+  // A handle on an existing node (autograd reuses forward values).
+  return Tensor(n);
+}
+
+Tensor Zeros(const Shape& s, const SourceLoc& loc) {
+  return Broadcast(Constant(0, s.dtype, loc), s.dims, {}, loc);
+}
+
+// Sums `g` down to `shape` over the dimensions a broadcast_in_dim expanded.
+Tensor UnBroadcast(const Tensor& g, const Node& n, const SourceLoc& loc) {
+  const Shape& in = n.operands[0]->shape;
+  std::vector<int64_t> reduce;
+  for (int od = 0; od < g.rank(); ++od) {
+    auto it = std::find(n.dims.begin(), n.dims.end(), od);
+    if (it == n.dims.end()) reduce.push_back(od);
+    else if (in.dims[it - n.dims.begin()] == 1 && g.shape().dims[od] != 1) reduce.push_back(od);
+  }
+  Tensor r = reduce.empty() ? g : Reduce(g, reduce, compiler::ReduceKind::kSum, loc);
+  return Reshape(r, in.dims, loc);
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t d) { return std::find(v.begin(), v.end(), d) != v.end(); }
+
+// Gradient of one dot_general operand: contract g with the other operand over
+// the other's free dims, then put the dims back in this operand's order.
+Tensor DotGrad(const Tensor& g, const Tensor& other, const Shape& self, const std::vector<int64_t>& self_batch,
+               const std::vector<int64_t>& self_contract, const std::vector<int64_t>& other_batch,
+               const std::vector<int64_t>& other_contract, bool self_is_lhs, int other_free_start_in_g,
+               const SourceLoc& loc) {
+  int nb = static_cast<int>(self_batch.size());
+  std::vector<int64_t> other_free;
+  for (int d = 0; d < other.rank(); ++d)
+    if (!Contains(other_batch, d) && !Contains(other_contract, d)) other_free.push_back(d);
+  compiler::DotDims dd;
+  for (int k = 0; k < nb; ++k) { dd.lhs_batch.push_back(k); dd.rhs_batch.push_back(other_batch[k]); }
+  for (size_t k = 0; k < other_free.size(); ++k) {
+    dd.lhs_contracting.push_back(other_free_start_in_g + static_cast<int64_t>(k));
+    dd.rhs_contracting.push_back(other_free[k]);
+  }
+  Tensor r = Dot(g, other, dd, loc);
+  // r dims: [batch, self free (as in g), other's contracting dims in other's order].
+  std::vector<int64_t> self_free;
+  for (int d = 0; d < self.rank(); ++d)
+    if (!Contains(self_batch, d) && !Contains(self_contract, d)) self_free.push_back(d);
+  std::vector<int64_t> other_contract_sorted;
+  for (int d = 0; d < other.rank(); ++d)
+    if (Contains(other_contract, d)) other_contract_sorted.push_back(d);
+  std::vector<int64_t> pos(self.rank());  // position in r of each self dim
+  for (int k = 0; k < nb; ++k) pos[self_batch[k]] = k;
+  for (size_t k = 0; k < self_free.size(); ++k) pos[self_free[k]] = nb + static_cast<int64_t>(k);
+  for (size_t k = 0; k < other_contract_sorted.size(); ++k) {
+    int64_t od = other_contract_sorted[k];
+    int64_t idx = std::find(other_contract.begin(), other_contract.end(), od) - other_contract.begin();
+    pos[self_contract[idx]] = nb + static_cast<int64_t>(self_free.size() + k);
+  }
+  (void)self_is_lhs;
+  bool identity = true;
+  for (int d = 0; d < self.rank(); ++d) identity &= pos[d] == d;
+  return identity ? r : Transpose(r, pos, loc);
+}
+
+// Gradients of node `n`'s operands given the gradient `g` of its result.
+std::vector<Tensor> Vjp(const std::shared_ptr<Node>& np, const Tensor& g) {
+  const Node& n = *np;
+  const SourceLoc& loc = n.loc;
+  auto op = [&](int k) { return Wrap(n.operands[k]); };
+  switch (n.op) {
+    case Opcode::kAdd: return {g, g};
+    case Opcode::kSubtract: return {g, Unary(Opcode::kNegate, g, loc)};
+    case Opcode::kMultiply: return {Binary(Opcode::kMultiply, g, op(1), loc), Binary(Opcode::kMultiply, g, op(0), loc)};
+    case Opcode::kDivide: {
+      Tensor ga = Binary(Opcode::kDivide, g, op(1), loc);
+      Tensor gb = Unary(Opcode::kNegate, Binary(Opcode::kDivide, Binary(Opcode::kMultiply, ga, op(0), loc), op(1), loc), loc);
+      return {ga, gb};
+    }
+    case Opcode::kMaximum: {
+      Tensor p = Compare(op(0), op(1), compiler::CompareDirection::kGE, loc);
+      Tensor z = Zeros(g.shape(), loc);
+      return {Select(p, g, z, loc), Select(p, z, g, loc)};
+    }
+    case Opcode::kNegate: return {Unary(Opcode::kNegate, g, loc)};
+    case Opcode::kExponential: return {Binary(Opcode::kMultiply, g, Wrap(np), loc)};
+    case Opcode::kLog: return {Binary(Opcode::kDivide, g, op(0), loc)};
+    case Opcode::kConvert:
+      return {IsFloat(n.operands[0]->shape.dtype) ? Convert(g, n.operands[0]->shape.dtype, loc) : Tensor()};
+    case Opcode::kSelect: {
+      Tensor z = Zeros(g.shape(), loc);
+      return {Tensor(), Select(op(0), g, z, loc), Select(op(0), z, g, loc)};
+    }
+    case Opcode::kBroadcastInDim: return {UnBroadcast(g, n, loc)};
+    case Opcode::kReshape: return {Reshape(g, n.operands[0]->shape.dims, loc)};
+    case Opcode::kTranspose: {
+      std::vector<int64_t> inv(n.dims.size());
+      for (size_t k = 0; k < n.dims.size(); ++k) inv[n.dims[k]] = static_cast<int64_t>(k);
+      return {Transpose(g, inv, loc)};
+    }
+    case Opcode::kReduce: {
+      const Shape& in = n.operands[0]->shape;
+      std::vector<int64_t> kept;
+      for (int d = 0; d < in.rank(); ++d)
+        if (!Contains(n.dims, d)) kept.push_back(d);
+      Tensor gb = Broadcast(g, in.dims, kept, loc);
+      if (n.reduce == compiler::ReduceKind::kSum) return {gb, Tensor()};
+      if (n.reduce == compiler::ReduceKind::kMax || n.reduce == compiler::ReduceKind::kMin) {
+        Tensor hit = Compare(op(0), Broadcast(Wrap(np), in.dims, kept, loc), compiler::CompareDirection::kEQ, loc);
+        return {Select(hit, gb, Zeros(in, loc), loc), Tensor()};
+      }
+      return {Tensor(), Tensor()};
+    }
+    case Opcode::kDotGeneral: {
+      const auto& dd = n.dot;
+      int nb = static_cast<int>(dd.lhs_batch.size());
+      int lhs_free = n.operands[0]->shape.rank() - nb - static_cast<int>(dd.lhs_contracting.size());
+      Tensor ga = DotGrad(g, op(1), n.operands[0]->shape, dd.lhs_batch, dd.lhs_contracting, dd.rhs_batch,
+                          dd.rhs_contracting, true, nb + lhs_free, loc);
+      // For the rhs, g's lhs-free dims are contracted with the lhs's free dims;
+      // move g's rhs-free dims ahead of them first.
+      std::vector<int64_t> perm;
+      int rhs_free = g.rank() - nb - lhs_free;
+      for (int k = 0; k < nb; ++k) perm.push_back(k);
+      for (int k = 0; k < rhs_free; ++k) perm.push_back(nb + lhs_free + k);
+      for (int k = 0; k < lhs_free; ++k) perm.push_back(nb + k);
+      bool id = true;
+      for (size_t k = 0; k < perm.size(); ++k) id &= perm[k] == static_cast<int64_t>(k);
+      Tensor gt = id ? g : Transpose(g, perm, loc);
+      Tensor gb = DotGrad(gt, op(0), n.operands[1]->shape, dd.rhs_batch, dd.rhs_contracting, dd.lhs_batch,
+                          dd.lhs_contracting, false, nb + rhs_free, loc);
+      return {ga, gb};
+    }
+    default:
+      return std::vector<Tensor>(n.operands.size());
+  }
+}
+
+}  // namespace
+
+absl::Status backward(const Tensor& loss, std::source_location sl) {
+  SourceLoc where = Loc(sl);
+  if (!loss.defined()) return absl::InvalidArgumentError("backward: undefined tensor");
+  if (!loss.status().ok()) return loss.status();
+  if (loss.shape().elements() != 1)
+    return absl::InvalidArgumentError(absl::StrCat("backward: loss must be a scalar, got ", loss.shape().ToString(),
+                                                   " (at ", where.file, ":", where.line, ")"));
+  if (!loss.requires_grad())
+    return absl::InvalidArgumentError(absl::StrCat("backward: the loss does not depend on any tensor that requires a "
+                                                   "gradient (at ", where.file, ":", where.line, ")"));
+  // Topological order of the nodes that need gradients (iterative DFS).
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{loss.node(), 0}};
+  seen.insert(loss.node().get());
+  while (!stack.empty()) {
+    auto& [n, k] = stack.back();
+    if (n->grad_leaf || k >= n->operands.size()) {
+      order.push_back(n);
+      stack.pop_back();
+      continue;
+    }
+    auto child = n->operands[k++];
+    if (child->requires_grad && seen.insert(child.get()).second) stack.push_back({child, 0});
+  }
+  std::unordered_map<Node*, Tensor> grads;
+  grads[loss.node().get()] = internal::Broadcast(internal::Constant(1, loss.dtype(), where), loss.shape().dims, {}, where);
+  NoGradGuard no_grad;  // gradient graphs are not themselves differentiated
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const auto& n = *it;
+    auto gi = grads.find(n.get());
+    if (gi == grads.end()) continue;
+    Tensor g = gi->second;
+    if (n->grad_leaf) {
+      TensorImpl* leaf = n->grad_leaf;
+      if (leaf->grad) {
+        Tensor prev;
+        Tensor acc = internal::Binary(Opcode::kAdd, Tensor(leaf->grad->node), g, where);
+        leaf->grad = acc.impl();
+      } else {
+        leaf->grad = g.impl();
+      }
+      if (leaf->grad && leaf->grad->name.empty()) leaf->grad->name = absl::StrCat(leaf->name, ".grad");
+      continue;
+    }
+    std::vector<Tensor> og = Vjp(n, g);
+    for (size_t k = 0; k < n->operands.size() && k < og.size(); ++k) {
+      const auto& o = n->operands[k];
+      if (!o->requires_grad || !og[k].defined()) continue;
+      auto [slot, fresh] = grads.try_emplace(o.get(), og[k]);
+      if (!fresh) slot->second = internal::Binary(Opcode::kAdd, slot->second, og[k], o->loc);
+    }
+    grads.erase(gi);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardscope

@@ -1,0 +1,59 @@
+#include "core/context.h"
+
+#include "absl/strings/str_cat.h"
+#include "profiler/trace/recorder.h"
+
+namespace shardscope {
+namespace {
+std::unique_ptr<internal::Context> g_ctx;
+}  // namespace
+
+absl::Status Init(const InitOptions& opts) {
+  if (g_ctx) Shutdown();
+  runtime::TopologyOptions t;
+  t.num_hosts = opts.num_hosts;
+  t.chips_per_host = opts.chips_per_host;
+  t.hbm_bytes = opts.hbm_bytes;
+  auto client = runtime::Client::Create(t);
+  if (!client.ok()) return client.status();
+  auto ctx = std::make_unique<internal::Context>();
+  ctx->client = std::move(*client);
+  ctx->host_track = trace::NextId();
+  ctx->client->RecordTopology();
+  if (trace::enabled()) {
+    trace::TrackRecord tr;
+    tr.track_id = ctx->host_track;
+    tr.name = "host 0 / main";
+    tr.clock = trace::Clock::kHost;
+    tr.host_id = 0;
+    tr.thread_name = "main";
+    trace::recorder().Record(tr);
+  }
+  ctx->step_start_ns = trace::HostNowNs();
+  g_ctx = std::move(ctx);
+  return absl::OkStatus();
+}
+
+void Shutdown() {
+  if (!g_ctx) return;
+  // Tensors still alive outlive the context; forget them first so their
+  // destructors do not reach into a dead registry.
+  auto ctx = std::move(g_ctx);
+  ctx->live.clear();
+}
+
+bool Initialized() { return g_ctx != nullptr; }
+
+runtime::Client& GetClient() { return *g_ctx->client; }
+
+namespace internal {
+Context& Ctx() { return *g_ctx; }
+
+void RegisterLive(const std::shared_ptr<TensorImpl>& t) {
+  if (!g_ctx) return;
+  std::lock_guard<std::mutex> l(g_ctx->mu);
+  t->id = g_ctx->next_tensor_id++;
+  g_ctx->live[t->id] = t;
+}
+}  // namespace internal
+}  // namespace shardscope

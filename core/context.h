@@ -1,0 +1,65 @@
+// Process-wide state of the lazy frontend: the runtime client, the live
+// tensors whose values are pending, the graphs seen at each call site (for
+// recompilation causes) and the host track. Internal to core/.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/tensor.h"
+#include "runtime/client.h"
+
+namespace shardscope {
+
+struct InitOptions {
+  int num_hosts = 1;
+  int chips_per_host = 1;
+  int64_t hbm_bytes = int64_t{16} << 30;
+};
+
+// Sets up the runtime (once per run). Emits the topology to the recorder.
+absl::Status Init(const InitOptions& opts);
+// Tears down the runtime and forgets the graph history.
+void Shutdown();
+bool Initialized();
+runtime::Client& GetClient();
+
+namespace internal {
+
+// An input of a cut graph, as the recompilation diagnosis needs it.
+struct GraphInput {
+  std::string name;
+  Shape shape;
+  Sharding sharding;
+  SourceLoc created;
+};
+
+// A graph compiled at some call site, kept to diff later graphs against.
+struct SeenGraph {
+  int64_t graph_id = 0;
+  std::unique_ptr<compiler::Module> module;
+  std::vector<GraphInput> inputs;
+};
+
+struct Context {
+  std::unique_ptr<runtime::Client> client;
+  std::mutex mu;
+  std::map<int64_t, std::weak_ptr<TensorImpl>> live;  // by creation id
+  std::map<std::string, std::vector<SeenGraph>> sites;  // call-site key -> graphs
+  int64_t next_tensor_id = 1;
+  int64_t host_track = 0;
+  int step = 0;
+  int64_t step_start_ns = 0;
+  std::map<std::string, int64_t> recorded_tensors;  // name|shape|sharding -> tensor id
+};
+
+Context& Ctx();
+void RegisterLive(const std::shared_ptr<TensorImpl>& t);
+
+}  // namespace internal
+}  // namespace shardscope

@@ -1,0 +1,357 @@
+#include "core/lazy.h"
+
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/fingerprint.h"
+#include "core/context.h"
+#include "core/recompile.h"
+#include "profiler/trace/recorder.h"
+#include "runtime/buffer.h"
+
+namespace shardscope {
+namespace internal {
+namespace {
+using compiler::Instruction;
+using compiler::Module;
+using compiler::Opcode;
+
+std::string At(const SourceLoc& l) { return absl::StrCat(l.file, ":", l.line); }
+
+// The user's stack above core: the call-site identity beyond the cut's line.
+struct CallSite {
+  std::string key;   // identity: the line plus the return addresses
+  std::string text;  // for people: "samples/mlp.cc:88 mark_step <- RunMlp <- main"
+};
+
+std::string Symbol(void* addr) {
+  Dl_info info;
+  if (!dladdr(addr, &info) || !info.dli_sname) return "";
+  int status = 0;
+  char* dem = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
+  std::string s = status == 0 && dem ? dem : info.dli_sname;
+  std::free(dem);
+  size_t paren = s.find('(');
+  if (paren != std::string::npos) s = s.substr(0, paren);
+  return s;
+}
+
+CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
+  void* frames[24];
+  int n = backtrace(frames, 24);
+  CallSite cs;
+  cs.key = At(loc);
+  cs.text = absl::StrCat(At(loc), " ", what);
+  // Skip this function, the cut and the public entry point (inside core).
+  int shown = 0;
+  for (int k = 3; k < n; ++k) {
+    absl::StrAppend(&cs.key, "|", reinterpret_cast<uintptr_t>(frames[k]));
+    if (shown < 4) {
+      std::string s = Symbol(frames[k]);
+      if (!s.empty() && s.rfind("__libc", 0) != 0 && s != "_start") {
+        absl::StrAppend(&cs.text, " <- ", s);
+        ++shown;
+      }
+    }
+  }
+  return cs;
+}
+
+void HostSlice(const char* name, trace::SliceKind kind, int64_t start, int64_t end, int depth, int64_t parent,
+               int64_t graph_id, int64_t id = 0) {
+  if (!trace::enabled()) return;
+  trace::SliceRecord s;
+  s.slice_id = id ? id : trace::NextId();
+  s.track_id = Ctx().host_track;
+  s.start_ns = start;
+  s.dur_ns = end - start;
+  s.depth = depth;
+  s.parent_id = parent;
+  s.name = name;
+  s.kind = kind;
+  s.step = Ctx().step;
+  s.graph_id = graph_id;
+  trace::recorder().Record(s);
+}
+
+// Builds the IR of `outputs` (pending nodes). Data nodes become parameters in
+// first-visit order; nodes are visited operands-first, in operand order, so
+// the same program always lowers to the same text.
+struct Lowered {
+  std::unique_ptr<Module> module;
+  std::vector<std::shared_ptr<Node>> params;  // data node of each parameter
+};
+
+Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
+  Lowered L;
+  L.module = std::make_unique<Module>("graph");
+  Module& m = *L.module;
+  std::unordered_map<const Node*, Instruction*> done;
+  for (const auto& out : outputs) {
+    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{out, 0}};
+    while (!stack.empty()) {
+      auto [n, k] = stack.back();
+      if (done.count(n.get())) { stack.pop_back(); continue; }
+      if (k < n->operands.size()) {
+        stack.back().second++;
+        const auto& c = n->operands[k];
+        if (!done.count(c.get())) stack.push_back({c, 0});
+        continue;
+      }
+      Instruction* i;
+      if (n->is_data()) {
+        i = m.Parameter(n->shape, n->name, n->created);
+        i->sharding = n->data->sharding;
+        L.params.push_back(n);
+      } else {
+        auto instr = std::make_unique<Instruction>();
+        instr->op = n->op;
+        instr->shape = n->shape;
+        for (const auto& o : n->operands) instr->operands.push_back(done.at(o.get()));
+        instr->dims = n->dims;
+        instr->dot = n->dot;
+        instr->reduce = n->reduce;
+        instr->compare = n->compare;
+        instr->literal = n->literal;
+        instr->loc = n->loc;
+        instr->scope = n->scope;
+        i = m.Add(std::move(instr));
+      }
+      done[n.get()] = i;
+      stack.pop_back();
+    }
+  }
+  for (const auto& out : outputs) m.AddOutput(done.at(out.get()));
+  return L;
+}
+
+nlohmann::json Signature(const std::vector<GraphInput>& inputs) {
+  nlohmann::json sig = nlohmann::json::array();
+  for (const auto& in : inputs) {
+    sig.push_back({{"name", in.name},
+                   {"shape", in.shape.ToString()},
+                   {"dtype", DTypeName(in.shape.dtype)},
+                   {"sharding", in.sharding.ToString()},
+                   {"source", in.created.known() ? At(in.created) : ""}});
+  }
+  return sig;
+}
+
+void RecordTensor(const std::string& name, const Shape& shape, const runtime::DeviceArray& a,
+                  const std::string& source, const SourceLoc& loc) {
+  if (!trace::enabled() || name.empty()) return;
+  auto& ctx = Ctx();
+  std::string key = absl::StrCat(name, "|", shape.ToString(), "|", a.sharding.ToString());
+  if (ctx.recorded_tensors.count(key)) return;
+  int64_t id = trace::NextId();
+  ctx.recorded_tensors[key] = id;
+  trace::TensorRecord t;
+  t.tensor_id = id;
+  t.name = name;
+  t.shape = shape.DimsString();
+  t.dtype = DTypeName(shape.dtype);
+  t.sharding = a.sharding.ToString();
+  t.sharding_source = source;
+  t.source_file = loc.file;
+  t.source_line = loc.line;
+  t.step = ctx.step;
+  trace::recorder().Record(t);
+  for (int d = 0; d < static_cast<int>(a.shards.size()); ++d) {
+    trace::ShardPlacementRecord p;
+    p.tensor_id = id;
+    p.tensor_name = name;
+    p.device_id = d;
+    p.index_ranges = RangesToString(a.sharding.ShardRanges(shape, d));
+    p.bytes = a.shards[d]->literal().bytes();
+    trace::recorder().Record(p);
+  }
+}
+
+enum class CutReason { kMarkStep, kValueRead };
+
+absl::Status Cut(CutReason reason, const SourceLoc& loc) {
+  Context& ctx = Ctx();
+  int64_t t_begin = trace::HostNowNs();
+  int64_t root_id = trace::NextId();
+  // The pending live tensors, oldest first.
+  std::vector<std::shared_ptr<TensorImpl>> pending;
+  {
+    std::lock_guard<std::mutex> l(ctx.mu);
+    for (auto it = ctx.live.begin(); it != ctx.live.end();) {
+      auto t = it->second.lock();
+      if (!t) { it = ctx.live.erase(it); continue; }
+      if (!t->node->is_data() && t->node->op != Opcode::kConstant) pending.push_back(t);
+      else if (!t->node->is_data() && !t->node->error.ok()) pending.push_back(t);
+      ++it;
+    }
+  }
+  for (const auto& t : pending)
+    if (!t->node->error.ok()) return t->node->error;
+  if (pending.empty()) return absl::OkStatus();
+
+  const char* what = reason == CutReason::kMarkStep ? "mark_step" : "value read";
+  CallSite site = CaptureCallSite(loc, what);
+  std::vector<std::shared_ptr<Node>> outs;
+  for (const auto& t : pending) outs.push_back(t->node);
+  Lowered L = Lower(outs);
+  int64_t t_traced = trace::HostNowNs();
+
+  // Inputs on the devices (host values move now).
+  runtime::Client& client = *ctx.client;
+  std::vector<GraphInput> inputs;
+  for (const auto& p : L.params) {
+    DeviceData& d = *p->data;
+    if (!d.device) {
+      auto a = client.TransferToDevices(*d.host, d.sharding, p->name.empty() ? "input" : p->name);
+      if (!a.ok()) return a.status();
+      d.device = std::make_shared<runtime::DeviceArray>(std::move(*a));
+      d.host.reset();
+    }
+    inputs.push_back({p->name, p->shape, d.sharding, p->created});
+  }
+  int64_t t_transferred = trace::HostNowNs();
+
+  // Compile through the cache; on a miss, diagnose why against this call site's graphs.
+  auto compiled = client.Compile(*L.module);
+  if (!compiled.ok()) return compiled.status();
+  int64_t t_compiled = trace::HostNowNs();
+  const runtime::Executable& exe = *compiled->executable;
+  auto& seen = ctx.sites[site.key];
+  if (trace::enabled()) {
+    trace::CompilationRecord c;
+    c.compile_id = trace::NextId();
+    c.step = ctx.step;
+    c.graph_id = exe.graph_id;
+    c.cache = runtime::CacheOutcomeName(compiled->cache);
+    c.duration_ns = compiled->duration_ns;
+    c.call_site = site.text;
+    c.host_start_ns = t_transferred;
+    if (compiled->cache == runtime::CacheOutcome::kMiss) {
+      RecompileCause cause = DiagnoseCause(*L.module, inputs, seen, reason == CutReason::kValueRead, loc);
+      c.cause_kind = cause.kind;
+      c.cause_detail = cause.detail;
+      c.source_file = cause.loc.file;
+      c.source_line = cause.loc.line;
+      c.prev_graph_id = cause.prev_graph_id;
+      trace::GraphRecord g;
+      g.graph_id = exe.graph_id;
+      g.fingerprint = exe.fingerprint;
+      g.call_site = site.text;
+      g.ir_text = exe.ir_before;
+      g.ir_text_after = exe.ir_after;
+      g.op_count = exe.op_count;
+      g.flops = exe.flops;
+      g.bytes = exe.bytes;
+      trace::recorder().Record(g);
+    }
+    trace::recorder().Record(c);
+  }
+  if (compiled->cache == runtime::CacheOutcome::kMiss) {
+    seen.push_back({exe.graph_id, std::move(L.module), inputs});
+  }
+
+  // Run on the mesh.
+  std::vector<const runtime::DeviceArray*> args;
+  for (const auto& p : L.params) args.push_back(p->data->device.get());
+  runtime::ExecuteOptions eo;
+  eo.step = ctx.step;
+  eo.launch_ns = t_compiled;
+  auto results = client.Execute(exe, args, eo);
+  if (!results.ok()) return results.status();
+  int64_t t_executed = trace::HostNowNs();
+
+  // Every pending tensor now holds device data.
+  for (size_t k = 0; k < pending.size(); ++k) {
+    auto& t = pending[k];
+    auto n = std::make_shared<Node>();
+    n->op = Opcode::kParameter;
+    n->shape = t->node->shape;
+    n->data = std::make_shared<DeviceData>();
+    n->data->sharding = exe.output_shardings[k];
+    n->data->sharding_source = "propagated";
+    n->data->device = std::make_shared<runtime::DeviceArray>(std::move((*results)[k]));
+    n->name = t->name;
+    n->created = t->node->loc;
+    if (t->requires_grad) {
+      n->requires_grad = true;
+      n->grad_leaf = t.get();
+    }
+    if (t->node->grad_leaf == t.get()) t->node->grad_leaf = nullptr;
+    t->node = n;
+    RecordTensor(t->name, n->shape, *n->data->device, "propagated", n->created);
+  }
+  for (const auto& p : L.params)
+    RecordTensor(p->name, p->shape, *p->data->device, p->data->sharding_source,
+                 p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
+
+  if (trace::enabled()) {
+    trace::ExecutionRecord e;
+    e.execution_id = trace::NextId();
+    e.step = ctx.step;
+    e.graph_id = exe.graph_id;
+    e.cache = runtime::CacheOutcomeName(compiled->cache);
+    e.input_signature = Signature(inputs).dump();
+    e.cause = reason == CutReason::kMarkStep ? "mark_step" : "value_read";
+    e.source_file = loc.file;
+    e.source_line = loc.line;
+    e.host_start_ns = t_compiled;
+    e.host_dur_ns = t_executed - t_compiled;
+    trace::recorder().Record(e);
+    HostSlice(what, trace::SliceKind::kHost, t_begin, t_executed, 0, -1, exe.graph_id, root_id);
+    HostSlice("trace", trace::SliceKind::kHost, t_begin, t_traced, 1, root_id, exe.graph_id);
+    if (t_transferred > t_traced)
+      HostSlice("transfer to device", trace::SliceKind::kHost, t_traced, t_transferred, 1, root_id, exe.graph_id);
+    HostSlice(compiled->cache == runtime::CacheOutcome::kMiss ? "compile" : "compile (cache hit)",
+              trace::SliceKind::kCompile, t_transferred, t_compiled, 1, root_id, exe.graph_id);
+    HostSlice("execute", trace::SliceKind::kHost, t_compiled, t_executed, 1, root_id, exe.graph_id);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
+  if (!Initialized()) return absl::FailedPreconditionError("shardscope is not initialised (call Init first)");
+  if (!t.status().ok()) return t.status();
+  if (!t.node()->is_data() || !t.node()->data->device) {
+    if (!t.node()->is_data()) {
+      if (absl::Status s = Cut(CutReason::kValueRead, loc); !s.ok()) return s;
+    }
+  }
+  const auto& n = t.node();
+  if (n->op == Opcode::kConstant && n->literal) return *n->literal;
+  if (!n->data) return absl::InternalError("value read: tensor has no data after the cut");
+  if (n->data->host) return *n->data->host;
+  return Ctx().client->TransferToHost(*n->data->device);
+}
+
+}  // namespace internal
+
+absl::Status mark_step(std::source_location sl) {
+  if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
+  auto& ctx = internal::Ctx();
+  absl::Status s = internal::Cut(internal::CutReason::kMarkStep, Loc(sl));
+  ++ctx.step;
+  return s;
+}
+
+void log_step(double loss) {
+  if (!Initialized()) return;
+  auto& ctx = internal::Ctx();
+  int64_t now = trace::HostNowNs();
+  if (trace::enabled()) trace::recorder().Record(trace::StepRecord{ctx.step - 1, loss, now - ctx.step_start_ns});
+  ctx.step_start_ns = now;
+}
+
+int current_step() { return Initialized() ? internal::Ctx().step : 0; }
+
+}  // namespace shardscope

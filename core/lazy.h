@@ -1,0 +1,29 @@
+// Cutting the pending graph: mark_step() and value reads. At each cut core
+// builds the IR of every pending live tensor, compiles it through the
+// client's cache, runs it on the mesh, and records the graph's call site, its
+// input signature and, on a cache miss, why it differs from the nearest
+// earlier graph of that call site.
+#pragma once
+
+#include <source_location>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+
+namespace shardscope {
+
+// Cuts, compiles (cached) and runs everything pending. Returns the first
+// error of an op that made a pending tensor, naming its line.
+absl::Status mark_step(std::source_location loc = std::source_location::current());
+
+// Records the step just ended: its loss and host wall time (the `steps` table).
+void log_step(double loss);
+// The number of mark_step calls so far.
+int current_step();
+
+namespace internal {
+absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc);
+}  // namespace internal
+
+}  // namespace shardscope

@@ -1,0 +1,141 @@
+#include "core/mesh.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/context.h"
+#include "runtime/buffer.h"
+
+namespace shardscope {
+
+std::string AxisSpec::ToString() const {
+  if (name_) return absl::StrCat("'", *name_, "'");
+  if (index_ >= 0) return absl::StrCat(index_);
+  return "none";
+}
+
+absl::StatusOr<Mesh> Mesh::Create(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
+                                  std::vector<std::string> axis_names) {
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 1) return absl::InvalidArgumentError("Mesh: every axis needs at least one device");
+    n *= s;
+  }
+  if (n != static_cast<int64_t>(device_ids.size()))
+    return absl::InvalidArgumentError(absl::StrCat("Mesh: shape [", absl::StrJoin(shape, ","), "] holds ", n,
+                                                   " devices but ", device_ids.size(), " ids are given"));
+  if (std::set<int64_t>(device_ids.begin(), device_ids.end()).size() != device_ids.size())
+    return absl::InvalidArgumentError("Mesh: a device id appears twice");
+  if (axis_names.size() != shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("Mesh: ", shape.size(), " axes but ", axis_names.size(), " names"));
+  if (std::set<std::string>(axis_names.begin(), axis_names.end()).size() != axis_names.size())
+    return absl::InvalidArgumentError("Mesh: an axis name appears twice");
+  Mesh m;
+  m.ids_ = std::move(device_ids);
+  m.shape_ = std::move(shape);
+  m.names_ = std::move(axis_names);
+  return m;
+}
+
+std::string Mesh::Describe() const {
+  std::vector<std::string> parts;
+  for (size_t a = 0; a < names_.size(); ++a) parts.push_back(absl::StrCat(names_[a], " (", shape_[a], ")"));
+  return absl::StrJoin(parts, ", ");
+}
+
+absl::StatusOr<Sharding> Mesh::ToSharding(const std::vector<AxisSpec>& spec, int rank) const {
+  if (static_cast<int>(spec.size()) != rank)
+    return absl::InvalidArgumentError(absl::StrCat("spec has ", spec.size(), " entries but the tensor has rank ", rank));
+  std::vector<int> axis_of_dim(rank, -1);
+  std::set<int> used;
+  for (int d = 0; d < rank; ++d) {
+    const AxisSpec& a = spec[d];
+    if (a.is_none()) continue;
+    int axis = -1;
+    if (a.name()) {
+      auto it = std::find(names_.begin(), names_.end(), *a.name());
+      if (it == names_.end())
+        return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis ", a.ToString(),
+                                                       ", which the mesh does not have"));
+      axis = static_cast<int>(it - names_.begin());
+    } else {
+      axis = a.index();
+      if (axis >= static_cast<int>(shape_.size()))
+        return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis ", axis, ", the mesh has ",
+                                                       shape_.size(), " axes"));
+    }
+    if (!used.insert(axis).second)
+      return absl::InvalidArgumentError(absl::StrCat("mesh axis '", names_[axis], "' is used twice in the spec"));
+    axis_of_dim[d] = axis;
+  }
+  // Tile dims follow tensor dims; the mesh axes no dim uses become the
+  // replication dim. The device order is the mesh transposed to that order.
+  std::vector<int> order;
+  std::vector<int64_t> tile;
+  for (int d = 0; d < rank; ++d) {
+    if (axis_of_dim[d] >= 0) { order.push_back(axis_of_dim[d]); tile.push_back(shape_[axis_of_dim[d]]); }
+    else tile.push_back(1);
+  }
+  int64_t repl = 1;
+  for (int a = 0; a < static_cast<int>(shape_.size()); ++a)
+    if (!used.count(a)) { order.push_back(a); repl *= shape_[a]; }
+  tile.push_back(repl);
+  std::vector<int64_t> strides = Strides(shape_);
+  std::vector<int64_t> osizes;
+  for (int a : order) osizes.push_back(shape_[a]);
+  std::vector<int64_t> devices;
+  std::vector<int64_t> idx(order.size(), 0);
+  for (int64_t k = 0; k < static_cast<int64_t>(ids_.size()); ++k) {
+    int64_t src = 0;
+    for (size_t j = 0; j < order.size(); ++j) src += idx[j] * strides[order[j]];
+    devices.push_back(ids_[src]);
+    for (int j = static_cast<int>(idx.size()) - 1; j >= 0; --j) {
+      if (++idx[j] < osizes[j]) break;
+      idx[j] = 0;
+    }
+  }
+  return Sharding::Tiled(tile, devices, true);
+}
+
+absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec, std::source_location sl) {
+  SourceLoc loc = Loc(sl);
+  std::string who = t.name().empty() ? "tensor" : absl::StrCat("tensor '", t.name(), "'");
+  auto fail = [&](const std::string& why) {
+    const SourceLoc& made = t.defined() ? (t.node()->is_data() ? t.node()->created : t.node()->loc) : loc;
+    return absl::InvalidArgumentError(absl::StrCat("mark_sharding at ", loc.file, ":", loc.line, ": ", why,
+                                                   "\n  ", t.name().empty() ? "the tensor" : t.name(),
+                                                   " was created at ", made.file, ":", made.line,
+                                                   "\n  mesh axes: ", mesh.Describe()));
+  };
+  if (!t.defined()) return fail("undefined tensor");
+  auto s = mesh.ToSharding(spec, t.rank());
+  if (!s.ok()) return fail(absl::StrCat(s.status().message(), " (", who, " is ", t.shape().ToString(), ")"));
+  if (Initialized() && mesh.size() != GetClient().num_devices())
+    return fail(absl::StrCat("the mesh has ", mesh.size(), " devices but the runtime has ", GetClient().num_devices()));
+  for (int d = 0; d < t.rank(); ++d) {
+    if (t.shape().dims[d] % s->TilesInDim(d) != 0)
+      return fail(absl::StrCat("dimension ", d, " of ", who, " ", t.shape().ToString(), " does not divide into ",
+                               s->TilesInDim(d), " shards (uneven sharding is not supported yet)"));
+  }
+  auto& node = t.node();
+  if (!node->is_data())
+    return fail(absl::StrCat(who, " is the pending result of an op; annotate inputs or values after mark_step "
+                             "(annotating intermediate values is not supported yet)"));
+  DeviceData& d = *node->data;
+  if (d.device && d.sharding != *s) {
+    // Already on the devices with another layout: bring it back and re-split.
+    auto host = GetClient().TransferToHost(*d.device);
+    if (!host.ok()) return host.status();
+    d.host = std::move(*host);
+    d.device.reset();
+  }
+  d.sharding = *s;
+  d.sharding_source = "annotated";
+  d.sharding_loc = loc;
+  return absl::OkStatus();
+}
+
+}  // namespace shardscope

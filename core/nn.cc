@@ -1,0 +1,47 @@
+#include "core/nn.h"
+
+#include <cmath>
+#include <random>
+
+#include "core/ops.h"
+
+namespace shardscope {
+namespace nn {
+
+Linear::Linear(int64_t in, int64_t out, std::string name, uint64_t seed, std::source_location loc)
+    : Module(name) {
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(name));
+  float bound = 1.0f / std::sqrt(static_cast<float>(in));
+  std::uniform_real_distribution<float> u(-bound, bound);
+  Literal w(Shape(DType::kF32, {out, in})), b(Shape(DType::kF32, {out}));
+  for (int64_t k = 0; k < w.elements(); ++k) w.as<float>()[k] = u(rng);
+  for (int64_t k = 0; k < b.elements(); ++k) b.as<float>()[k] = u(rng);
+  weight = Tensor::from_host(std::move(w), name + ".weight", loc);
+  bias = Tensor::from_host(std::move(b), name + ".bias", loc);
+  weight.requires_grad_();
+  bias.requires_grad_();
+}
+
+Tensor Linear::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  // x [.., in] contracted with W [out, in] on W's dim 1: no transpose op.
+  SourceLoc l = Loc(loc);
+  Tensor y = internal::Dot(x, weight, {{}, {}, {x.rank() - 1}, {1}}, l);
+  if (x.shape().dims.back() != weight.shape().dims[1])
+    return internal::Error(absl::InvalidArgumentError(
+                               "Linear '" + name() + "': input " + x.shape().ToString() + " does not match weight " +
+                               weight.shape().ToString() + " (at " + l.file + ":" + std::to_string(l.line) + ")"),
+                           x.shape());
+  return add(y, bias, loc);
+}
+
+}  // namespace nn
+
+std::vector<Tensor*> parameters(std::initializer_list<nn::Module*> modules) {
+  std::vector<Tensor*> out;
+  for (nn::Module* m : modules)
+    for (Tensor* p : m->parameters()) out.push_back(p);
+  return out;
+}
+
+}  // namespace shardscope

@@ -1,0 +1,50 @@
+// Neural-network modules. Parameters are named by module path
+// ("l1.weight") and ops created inside a module's forward carry that path.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace shardscope {
+
+namespace nn {
+
+class Module {
+ public:
+  explicit Module(std::string name) : name_(std::move(name)) {}
+  virtual ~Module() = default;
+  const std::string& name() const { return name_; }
+  virtual std::vector<Tensor*> parameters() = 0;
+
+ private:
+  std::string name_;
+};
+
+// y = x W^T + b, with W [out, in] initialised uniformly in +-1/sqrt(in)
+// (PyTorch's default) from a fixed seed so runs are reproducible.
+class Linear : public Module {
+ public:
+  Linear(int64_t in, int64_t out, std::string name = "linear", uint64_t seed = 0,
+         std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {&weight, &bias}; }
+
+  Tensor weight;  // [out, in]
+  Tensor bias;    // [out]
+};
+
+}  // namespace nn
+
+// All parameters of the given modules, in order.
+std::vector<Tensor*> parameters(std::initializer_list<nn::Module*> modules);
+template <typename... M>
+std::vector<Tensor*> parameters(M&... modules) {
+  return parameters({static_cast<nn::Module*>(&modules)...});
+}
+
+}  // namespace shardscope

@@ -1,0 +1,84 @@
+// Tensor ops. Each records an IR node with the caller's source line; shapes
+// are checked here so a mistake names the user's line. Binary ops broadcast
+// like NumPy (trailing dimensions aligned).
+#pragma once
+
+#include <source_location>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace shardscope {
+
+using SL = std::source_location;
+
+Tensor add(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor sub(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor mul(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor div(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor maximum(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor neg(const Tensor& a, SL loc = SL::current());
+Tensor exp(const Tensor& a, SL loc = SL::current());
+Tensor log(const Tensor& a, SL loc = SL::current());
+Tensor relu(const Tensor& a, SL loc = SL::current());
+// With a scalar: the scalar rule applies (see Tensor::scalar).
+Tensor add(const Tensor& a, double b, SL loc = SL::current());
+Tensor mul(const Tensor& a, double b, SL loc = SL::current());
+
+// [.., M, K] x [K, N] -> [.., M, N]; batched when both have rank 3 with equal batch.
+Tensor matmul(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor transpose(const Tensor& a, std::vector<int64_t> perm, SL loc = SL::current());
+Tensor reshape(const Tensor& a, std::vector<int64_t> dims, SL loc = SL::current());
+Tensor broadcast_to(const Tensor& a, std::vector<int64_t> dims, SL loc = SL::current());
+
+Tensor sum(const Tensor& a, std::vector<int64_t> dims, bool keepdim = false, SL loc = SL::current());
+Tensor sum(const Tensor& a, SL loc = SL::current());  // all elements
+Tensor mean(const Tensor& a, std::vector<int64_t> dims, bool keepdim = false, SL loc = SL::current());
+Tensor mean(const Tensor& a, SL loc = SL::current());
+Tensor max(const Tensor& a, std::vector<int64_t> dims, bool keepdim = false, SL loc = SL::current());
+
+Tensor log_softmax(const Tensor& logits, int64_t dim = -1, SL loc = SL::current());
+// Mean negative log-likelihood of integer class labels; logits [B, C], labels i32 [B].
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels, SL loc = SL::current());
+// Fraction of rows whose argmax equals the label (no gradient).
+Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype = DType::kF32, SL loc = SL::current());
+Tensor convert(const Tensor& a, DType to, SL loc = SL::current());
+// The value without its gradient history.
+Tensor stop_gradient(const Tensor& a);
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+namespace internal {
+// Low-level node constructors shared by ops and autograd (no broadcasting).
+Tensor MakeOp(compiler::Opcode op, Shape shape, std::vector<Tensor> operands, const SourceLoc& loc);
+Tensor Broadcast(const Tensor& a, std::vector<int64_t> out_dims, std::vector<int64_t> bdims,
+                 const SourceLoc& loc);
+Tensor Reduce(const Tensor& a, std::vector<int64_t> dims, compiler::ReduceKind k, const SourceLoc& loc);
+Tensor Constant(double v, DType t, const SourceLoc& loc);
+Tensor Dot(const Tensor& a, const Tensor& b, compiler::DotDims dd, const SourceLoc& loc);
+Tensor Compare(const Tensor& a, const Tensor& b, compiler::CompareDirection d, const SourceLoc& loc);
+Tensor Select(const Tensor& p, const Tensor& t, const Tensor& f, const SourceLoc& loc);
+Tensor Transpose(const Tensor& a, std::vector<int64_t> perm, const SourceLoc& loc);
+Tensor Reshape(const Tensor& a, std::vector<int64_t> dims, const SourceLoc& loc);
+Tensor Binary(compiler::Opcode op, const Tensor& a, const Tensor& b, const SourceLoc& loc);
+Tensor Unary(compiler::Opcode op, const Tensor& a, const SourceLoc& loc);
+Tensor Convert(const Tensor& a, DType t, const SourceLoc& loc);
+Tensor Error(absl::Status s, Shape shape);
+// The current module-path scope (nn modules push their names).
+const std::string& CurrentScope();
+}  // namespace internal
+
+// Names the ops created while alive with a module path ("layers.0.attn").
+class NameScope {
+ public:
+  explicit NameScope(const std::string& name);
+  ~NameScope();
+ private:
+  size_t prev_len_;
+};
+
+}  // namespace shardscope

@@ -1,0 +1,129 @@
+// The lazy Tensor. Ops on tensors are recorded, not run: each op adds a node
+// (an IR op with the caller's source line) to a pending graph. mark_step()
+// cuts the graph, compiles it (cached) and runs it on the mesh; reading a
+// value (to_host, item) forces the same. A user's mistake in an op (a shape
+// mismatch, say) poisons the result instead of aborting; the error, naming
+// the op and its line, comes back from mark_step or the read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/ir.h"
+#include "compiler/literal.h"
+#include "compiler/sharding.h"
+#include "compiler/types.h"
+
+namespace shardscope {
+
+namespace runtime { struct DeviceArray; }
+
+using compiler::SourceLoc;
+SourceLoc Loc(const std::source_location& l);
+
+// A value computed on the devices, or waiting on the host to be moved there.
+struct DeviceData {
+  std::shared_ptr<runtime::DeviceArray> device;  // set once on the devices
+  std::optional<Literal> host;                   // set until uploaded
+  Sharding sharding;
+  std::string sharding_source = "default";       // annotated | propagated | default
+  SourceLoc sharding_loc;
+};
+
+// One node of the pending graph: an IR op with operands, or device data.
+struct Node {
+  compiler::Opcode op = compiler::Opcode::kParameter;  // kParameter = data
+  Shape shape;
+  std::vector<std::shared_ptr<Node>> operands;
+  std::vector<int64_t> dims;
+  compiler::DotDims dot;
+  compiler::ReduceKind reduce = compiler::ReduceKind::kSum;
+  compiler::CompareDirection compare = compiler::CompareDirection::kEQ;
+  std::optional<Literal> literal;  // constants
+  SourceLoc loc;
+  std::string scope;
+
+  std::shared_ptr<DeviceData> data;  // data nodes only
+  std::string name;                  // data nodes: the tensor's name
+  SourceLoc created;                 // data nodes: where the value was made
+
+  bool requires_grad = false;
+  struct TensorImpl* grad_leaf = nullptr;  // set while the node is a leaf of `grad_leaf`
+  absl::Status error;                      // poisoned: the first error upstream
+
+  bool is_data() const { return op == compiler::Opcode::kParameter; }
+};
+
+struct TensorImpl {
+  int64_t id = 0;
+  std::shared_ptr<Node> node;
+  std::string name;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  ~TensorImpl();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<Node> node);
+
+  // A host value made into a tensor (moved to the devices at the next cut).
+  static Tensor from_host(Literal value, std::string name = "",
+                          std::source_location loc = std::source_location::current());
+  // A scalar. By the scalar rule, 0 and 1 are inlined into the graph as
+  // constants; any other value is passed as data, so a changing value (a
+  // learning rate) never recompiles.
+  static Tensor scalar(double value, DType dtype = DType::kF32,
+                       std::source_location loc = std::source_location::current());
+  static Tensor zeros(std::vector<int64_t> dims, DType dtype = DType::kF32,
+                      std::source_location loc = std::source_location::current());
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const { return shape().dtype; }
+  int rank() const { return shape().rank(); }
+  int64_t dim(int d) const { return shape().dims[d]; }
+  const std::string& name() const;
+  Tensor& set_name(std::string name);
+  // Status of the value: an error if an op that made it was invalid.
+  const absl::Status& status() const;
+
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);
+  // The gradient left by backward(); undefined when none.
+  Tensor grad() const;
+  void zero_grad();
+
+  // Reads the value: runs what is pending (a cut, recorded as a value read).
+  absl::StatusOr<Literal> to_host(std::source_location loc = std::source_location::current()) const;
+  absl::StatusOr<double> item(std::source_location loc = std::source_location::current()) const;
+
+  // Replaces this tensor's value with `value` (same shape and dtype), keeping
+  // its identity: how optimizers update parameters in place.
+  absl::Status assign(const Tensor& value);
+
+  const std::shared_ptr<Node>& node() const;
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// Disables gradient recording while alive (optimizer updates).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+ private:
+  bool prev_;
+};
+bool GradEnabled();
+
+}  // namespace shardscope

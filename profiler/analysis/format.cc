@@ -1,0 +1,65 @@
+// Human formatting for reports (see format.h).
+#include "profiler/analysis/format.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
+namespace shardscope::analysis {
+
+namespace {
+// Two or three significant digits: "4.1", "38", "250".
+std::string Scaled(double v, const char* unit) {
+  if (v < 10) return absl::StrFormat("%.1f %s", v, unit);
+  return absl::StrFormat("%.0f %s", v, unit);
+}
+}  // namespace
+
+std::string FormatNs(int64_t ns) {
+  double v = static_cast<double>(ns);
+  double a = v < 0 ? -v : v;
+  if (ns == 0) return "0";  // reads better in a column than "0 ns"
+  if (a < 1e3) return absl::StrFormat("%d ns", ns);
+  if (a < 1e6) return Scaled(v / 1e3, "us");
+  if (a < 1e9) return Scaled(v / 1e6, "ms");
+  return absl::StrFormat("%.2f s", v / 1e9);
+}
+
+std::string FormatBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrFormat("%d B", bytes);
+  double v = static_cast<double>(bytes) / 1024;
+  if (v < 1024) return Scaled(v, "KiB");
+  v /= 1024;
+  if (v < 1024) return Scaled(v, "MiB");
+  return Scaled(v / 1024, "GiB");
+}
+
+std::string Humanize(const std::string& snake) {
+  std::string out = snake;
+  std::replace(out.begin(), out.end(), '_', ' ');
+  return out;
+}
+
+std::string AlignTable(const std::vector<std::vector<std::string>>& rows,
+                       const std::string& indent, const std::vector<bool>& right) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (row.size() > width.size()) width.resize(row.size(), 0);
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (size_t c = 0; c < row.size(); ++c) {
+      bool r = c < right.size() && right[c];
+      std::string pad(width[c] - row[c].size(), ' ');
+      line += r ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
+      if (c + 1 < row.size()) line += "  ";
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,20 @@
+// Human formatting shared by the analysis renderers: durations, byte sizes,
+// cause kinds, and a column-aligned plain-text table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::analysis {
+
+std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", "38 ms", "1.25 s"
+std::string FormatBytes(int64_t bytes);  // "512 B", "98 KiB", "3.1 MiB"
+std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "input shape changed"
+
+// Pads columns to a common width; numeric-looking columns could be right aligned
+// by the caller's choice in `right` (one flag per column, may be shorter).
+std::string AlignTable(const std::vector<std::vector<std::string>>& rows,
+                       const std::string& indent, const std::vector<bool>& right = {});
+
+}  // namespace shardscope::analysis

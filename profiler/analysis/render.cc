@@ -1,0 +1,276 @@
+// Renderers for the run report: plain text (the headless report of UX.md),
+// Markdown (for pasting into issues) and JSON (for scripts). Every duration
+// carries its clock, and an empty table says so instead of printing zeros.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "profiler/analysis/format.h"
+#include "profiler/analysis/run_report.h"
+
+namespace shardscope::analysis {
+
+namespace {
+
+std::string Plural(int64_t n, const std::string& one, const std::string& many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+std::string MeshText(const RunHeader& h) {
+  std::string axes = absl::StrReplaceAll(h.mesh_axes, {{",", ", "}});
+  return axes.empty() ? h.mesh : absl::StrCat(h.mesh, " (", axes, ")");
+}
+
+std::string Title(const RunReport& r) {
+  const RunHeader& h = r.run;
+  std::string mesh = h.mesh.empty() ? "" : absl::StrCat(", mesh ", MeshText(h));
+  return absl::StrCat("run ", h.run_id, ": ", h.sample, ", ", Plural(r.steps.count, "step", "steps"),
+                      mesh, ", ", Plural(h.num_devices, "chip", "chips"), " on ",
+                      Plural(h.num_hosts, "host", "hosts"), ", profile ", h.profile,
+                      h.simulated ? ", simulated" : "");
+}
+
+std::string StatusText(const RunHeader& h) {
+  std::string s = absl::StrCat("started ", h.started_at, ", ", h.status);
+  if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
+  if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", h.sharding);
+  return s;
+}
+
+std::string Loss(std::optional<double> v) { return v ? absl::StrFormat("%.4g", *v) : "-"; }
+
+std::string CauseText(const CompileMiss& m) {
+  std::string s = Humanize(m.cause_kind.empty() ? "unknown_cause" : m.cause_kind);
+  if (!m.cause_detail.empty()) absl::StrAppend(&s, ": ", m.cause_detail);
+  return s;
+}
+
+std::string Where(const std::string& file, int line) {
+  if (file.empty()) return "";
+  return line > 0 ? absl::StrCat(file, ":", line) : file;
+}
+
+std::string PerChipBytes(const ShardingRow& s) {
+  if (s.devices == 0) return "not placed";
+  if (s.min_bytes == s.max_bytes) return absl::StrCat(FormatBytes(s.max_bytes), "/chip");
+  return absl::StrCat(FormatBytes(s.min_bytes), "-", FormatBytes(s.max_bytes), "/chip");
+}
+
+std::string ChipName(const DeviceRow& d) {
+  return absl::StrCat("chip ", d.device_id, " (host ", d.host_id, ")");
+}
+
+std::string StepLine(const StepStats& s) {
+  return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
+                      " (host)   loss ", Loss(s.first_loss), " -> ", Loss(s.last_loss));
+}
+
+std::string CompileLine(const CompileStats& c) {
+  return absl::StrCat(FormatNs(c.total_ns), " total (host)   ", c.misses, " miss",
+                      c.misses == 1 ? "" : "es", ", ", c.memory_hits + c.disk_hits,
+                      " cache hit", c.memory_hits + c.disk_hits == 1 ? "" : "s", ", ",
+                      Plural(c.recompilations, "recompilation", "recompilations"));
+}
+
+std::string MdCell(const std::string& s) { return absl::StrReplaceAll(s, {{"|", "\\|"}}); }
+
+std::string MdTable(const std::vector<std::string>& head,
+                    const std::vector<std::vector<std::string>>& rows) {
+  std::string out = absl::StrCat("| ", absl::StrJoin(head, " | "), " |\n|");
+  for (size_t i = 0; i < head.size(); ++i) out += "---|";
+  out += "\n";
+  for (const auto& row : rows) {
+    std::vector<std::string> cells;
+    for (const auto& c : row) cells.push_back(MdCell(c));
+    absl::StrAppend(&out, "| ", absl::StrJoin(cells, " | "), " |\n");
+  }
+  return out;
+}
+
+std::vector<std::string> TimesCells(const DeviceTimes& t) {
+  return {FormatNs(t.compute_ns), FormatNs(t.collective_ns), FormatNs(t.transfer_ns),
+          FormatNs(t.idle_ns), t.bottleneck.empty() ? "-" : t.bottleneck};
+}
+
+std::string ChipHeading(const DeviceBreakdown& d) {
+  return absl::StrCat("Per chip (median step ", d.median_step, " of ", d.steps_covered,
+                      ", span ", FormatNs(d.median_span_ns), ", device clock)");
+}
+
+}  // namespace
+
+std::string RenderText(const RunReport& r) {
+  std::string out = absl::StrCat("shardscope report ", r.run.db_path, " — ", Title(r), "\n",
+                                 StatusText(r.run), "\n\n");
+  std::vector<std::vector<std::string>> summary;
+  summary.push_back({"Steps", absl::StrCat(r.steps.count),
+                     r.steps.count ? StepLine(r.steps) : "no steps recorded"});
+  summary.push_back({"Compilations", absl::StrCat(r.compiles.count),
+                     r.compiles.count ? CompileLine(r.compiles) : "no compilations recorded"});
+  summary.push_back({"Executions", absl::StrCat(r.executions), ""});
+  out += AlignTable(summary, "", {false, true, false});
+
+  out += "\nCompilation misses\n";
+  if (r.compiles.miss_list.empty()) out += "  none recorded\n";
+  for (const CompileMiss& m : r.compiles.miss_list) {
+    absl::StrAppend(&out, absl::StrFormat("  step %-4d %s   %s (host)\n", m.step, CauseText(m),
+                                          FormatNs(m.duration_ns)));
+    std::string at = Where(m.source_file, m.source_line);
+    absl::StrAppend(&out, "            at ", at.empty() ? "unknown source line" : at, "\n");
+  }
+
+  const DeviceBreakdown& d = r.devices;
+  if (d.rows.empty()) {
+    absl::StrAppend(&out, "\nPer chip: ", d.empty_reason, "\n");
+  } else {
+    std::vector<std::vector<std::string>> t = {
+        {ChipHeading(d), "compute", "collective", "transfer", "idle", "bottleneck"}};
+    for (const DeviceRow& row : d.rows) {
+      std::vector<std::string> cells = {absl::StrCat("  ", ChipName(row))};
+      for (auto& c : TimesCells(row.median_step)) cells.push_back(c);
+      t.push_back(cells);
+    }
+    absl::StrAppend(&out, "\n", AlignTable(t, "", {false, true, true, true, true, false}));
+  }
+
+  out += "\nSharding\n";
+  if (r.sharding.empty()) out += "  no tensors recorded\n";
+  std::vector<std::vector<std::string>> s;
+  for (const ShardingRow& row : r.sharding) {
+    s.push_back({row.name, row.dtype + row.shape, row.sharding, row.source, PerChipBytes(row)});
+  }
+  out += AlignTable(s, "  ");
+  return out;
+}
+
+std::string RenderMarkdown(const RunReport& r) {
+  std::string out = absl::StrCat("# shardscope report: ", r.run.db_path, "\n\n", Title(r), "  \n",
+                                 StatusText(r.run), "\n\n");
+  out += MdTable({"", "count", "summary"},
+                 {{"Steps", absl::StrCat(r.steps.count),
+                   r.steps.count ? StepLine(r.steps) : "no steps recorded"},
+                  {"Compilations", absl::StrCat(r.compiles.count),
+                   r.compiles.count ? CompileLine(r.compiles) : "no compilations recorded"},
+                  {"Executions", absl::StrCat(r.executions), ""}});
+
+  out += "\n## Compilation misses\n\n";
+  if (r.compiles.miss_list.empty()) {
+    out += "None recorded.\n";
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const CompileMiss& m : r.compiles.miss_list) {
+      std::string at = Where(m.source_file, m.source_line);
+      rows.push_back({absl::StrCat(m.step), CauseText(m), at.empty() ? "-" : "`" + at + "`",
+                      FormatNs(m.duration_ns)});
+    }
+    out += MdTable({"step", "cause", "source", "duration (host)"}, rows);
+  }
+
+  const DeviceBreakdown& d = r.devices;
+  absl::StrAppend(&out, "\n## ", d.rows.empty() ? std::string("Per chip") : ChipHeading(d), "\n\n");
+  if (d.rows.empty()) {
+    absl::StrAppend(&out, "No breakdown: ", d.empty_reason, ".\n");
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const DeviceRow& row : d.rows) {
+      std::vector<std::string> cells = {ChipName(row)};
+      for (auto& c : TimesCells(row.median_step)) cells.push_back(c);
+      rows.push_back(cells);
+    }
+    out += MdTable({"chip", "compute", "collective", "transfer", "idle", "bottleneck"}, rows);
+  }
+
+  out += "\n## Sharding\n\n";
+  if (r.sharding.empty()) {
+    out += "No tensors recorded.\n";
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const ShardingRow& s : r.sharding) {
+      rows.push_back({"`" + s.name + "`", s.dtype + s.shape, "`" + s.sharding + "`", s.source,
+                      PerChipBytes(s)});
+    }
+    out += MdTable({"tensor", "type", "sharding", "source", "bytes per chip"}, rows);
+  }
+  return out;
+}
+
+namespace {
+nlohmann::json TimesJson(const DeviceTimes& t) {
+  return {{"compute_ns", t.compute_ns},       {"collective_ns", t.collective_ns},
+          {"transfer_ns", t.transfer_ns},     {"idle_ns", t.idle_ns},
+          {"bottleneck", t.bottleneck}};
+}
+nlohmann::json OptJson(const std::optional<double>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
+}
+}  // namespace
+
+nlohmann::json ReportToJson(const RunReport& r) {
+  using nlohmann::json;
+  const RunHeader& h = r.run;
+  json out;
+  out["db_path"] = h.db_path;
+  out["run"] = {{"run_id", h.run_id},         {"sample", h.sample},
+                {"mesh", h.mesh},             {"mesh_axes", h.mesh_axes},
+                {"sharding", h.sharding},     {"topology", h.topology},
+                {"profile", h.profile},       {"clock_kinds", h.clock_kinds},
+                {"tool_version", h.tool_version}, {"started_at", h.started_at},
+                {"status", h.status},         {"num_hosts", h.num_hosts},
+                {"num_devices", h.num_devices}, {"simulated", h.simulated},
+                {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
+  out["steps"] = {{"clock", "host"},
+                  {"count", r.steps.count},
+                  {"median_wall_ns", r.steps.median_wall_ns},
+                  {"p90_wall_ns", r.steps.p90_wall_ns},
+                  {"first_step", r.steps.first_step},
+                  {"last_step", r.steps.last_step},
+                  {"first_loss", OptJson(r.steps.first_loss)},
+                  {"last_loss", OptJson(r.steps.last_loss)}};
+  json misses = json::array();
+  for (const CompileMiss& m : r.compiles.miss_list) {
+    misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},
+                      {"cause_kind", m.cause_kind}, {"cause_detail", m.cause_detail},
+                      {"source_file", m.source_file}, {"source_line", m.source_line},
+                      {"duration_ns", m.duration_ns}});
+  }
+  out["compilations"] = {{"clock", "host"},
+                         {"count", r.compiles.count},
+                         {"misses", r.compiles.misses},
+                         {"memory_hits", r.compiles.memory_hits},
+                         {"disk_hits", r.compiles.disk_hits},
+                         {"recompilations", r.compiles.recompilations},
+                         {"total_ns", r.compiles.total_ns},
+                         {"miss_list", misses}};
+  out["executions"] = r.executions;
+  json devs = json::array();
+  for (const DeviceRow& d : r.devices.rows) {
+    devs.push_back({{"device_id", d.device_id}, {"host_id", d.host_id}, {"coords", d.coords},
+                    {"median_step", TimesJson(d.median_step)},
+                    {"all_steps", TimesJson(d.all_steps)}});
+  }
+  out["devices"] = {{"clock", "device"},
+                    {"median_step", r.devices.median_step},
+                    {"median_span_ns", r.devices.median_span_ns},
+                    {"steps_covered", r.devices.steps_covered},
+                    {"rows", devs},
+                    {"empty_reason", r.devices.empty_reason}};
+  json sh = json::array();
+  for (const ShardingRow& s : r.sharding) {
+    sh.push_back({{"tensor_id", s.tensor_id}, {"name", s.name}, {"dtype", s.dtype},
+                  {"shape", s.shape}, {"sharding", s.sharding}, {"source", s.source},
+                  {"source_file", s.source_file}, {"source_line", s.source_line},
+                  {"devices", s.devices}, {"min_bytes_per_device", s.min_bytes},
+                  {"max_bytes_per_device", s.max_bytes}});
+  }
+  out["sharding"] = sh;
+  return out;
+}
+
+// Replace, not throw, on bad UTF-8: a stored name may hold any bytes.
+std::string RenderJson(const RunReport& r) {
+  return ReportToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,245 @@
+// BuildRunReport: reads one run's tables from the store and condenses them
+// into the RunReport tables (see run_report.h).
+#include "profiler/analysis/run_report.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::analysis {
+
+namespace {
+
+using store::QueryResult;
+
+// Nearest-rank percentile of an unsorted list; q in [0, 1].
+int64_t Percentile(std::vector<int64_t> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t idx = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(idx, v.size() - 1)];
+}
+
+std::string Bottleneck(const DeviceTimes& t) {
+  const std::pair<int64_t, const char*> cats[] = {{t.compute_ns, "compute"},
+                                                  {t.collective_ns, "collective"},
+                                                  {t.transfer_ns, "transfer"},
+                                                  {t.idle_ns, "idle"}};
+  int64_t best = 0;
+  std::string name;
+  for (const auto& [ns, n] : cats) {
+    if (ns > best) {
+      best = ns;
+      name = n;
+    }
+  }
+  return name;
+}
+
+absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
+  auto q = rd.Query("SELECT * FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) {
+    auto latest = rd.LatestRunId();
+    return absl::NotFoundError(
+        latest.ok() ? absl::StrCat(rd.path(), " has no run ", run_id, " (the newest is run ",
+                                   *latest, ")")
+                    : absl::StrCat(rd.path(), " holds no runs yet"));
+  }
+  h->db_path = rd.path();
+  h->run_id = run_id;
+  h->sample = q->Text(0, "sample");
+  h->mesh = q->Text(0, "mesh");
+  h->mesh_axes = q->Text(0, "mesh_axes");
+  h->sharding = q->Text(0, "sharding");
+  h->topology = q->Text(0, "topology");
+  h->profile = q->Text(0, "profile");
+  h->clock_kinds = q->Text(0, "clock_kinds");
+  h->tool_version = q->Text(0, "tool_version");
+  h->started_at = q->Text(0, "started_at");
+  h->status = q->Text(0, "status");
+  h->num_hosts = static_cast<int>(q->Int(0, "num_hosts"));
+  h->num_devices = static_cast<int>(q->Int(0, "num_devices"));
+  h->simulated = q->Int(0, "simulated") != 0;
+  if (q->Text(0, "ended_at_ns") != "") {
+    h->duration_ns = q->Int(0, "ended_at_ns") - q->Int(0, "started_at_ns");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s) {
+  auto q = rd.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
+  if (!q.ok()) return q.status();
+  s->count = static_cast<int64_t>(q->rows.size());
+  if (q->rows.empty()) return absl::OkStatus();
+  std::vector<int64_t> walls;
+  for (size_t i = 0; i < q->rows.size(); ++i) walls.push_back(q->Int(i, "wall_ns"));
+  s->median_wall_ns = Percentile(walls, 0.5);
+  s->p90_wall_ns = Percentile(walls, 0.9);
+  size_t last = q->rows.size() - 1;
+  s->first_step = static_cast<int>(q->Int(0, "step"));
+  s->last_step = static_cast<int>(q->Int(last, "step"));
+  if (q->rows[0][1]) s->first_loss = q->Real(0, "loss");
+  if (q->rows[last][1]) s->last_loss = q->Real(last, "loss");
+  return absl::OkStatus();
+}
+
+absl::Status Fill(const store::Reader& rd, const std::string& run, CompileStats* c) {
+  auto q = rd.Query(
+      "SELECT compile_id, step, graph_id, cache, cause_kind, cause_detail, source_file,"
+      " source_line, duration_ns FROM compilations WHERE run_id = ?1 ORDER BY step, compile_id",
+      {run});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    ++c->count;
+    c->total_ns += q->Int(i, "duration_ns");
+    std::string cache = q->Text(i, "cache");
+    if (cache == "memory_hit") ++c->memory_hits;
+    if (cache == "disk_hit") ++c->disk_hits;
+    if (cache != "miss") continue;
+    ++c->misses;
+    CompileMiss m;
+    m.compile_id = q->Int(i, "compile_id");
+    m.step = static_cast<int>(q->Int(i, "step"));
+    m.graph_id = q->Int(i, "graph_id");
+    m.cause_kind = q->Text(i, "cause_kind");
+    m.cause_detail = q->Text(i, "cause_detail");
+    m.source_file = q->Text(i, "source_file");
+    m.source_line = static_cast<int>(q->Int(i, "source_line"));
+    m.duration_ns = q->Int(i, "duration_ns");
+    if (m.cause_kind != "first_compile") ++c->recompilations;
+    c->miss_list.push_back(std::move(m));
+  }
+  return absl::OkStatus();
+}
+
+DeviceTimes TimesOf(const QueryResult& q, size_t i) {
+  DeviceTimes t;
+  t.compute_ns = q.Int(i, "compute_ns");
+  t.collective_ns = q.Int(i, "collective_ns");
+  t.transfer_ns = q.Int(i, "transfer_ns");
+  t.idle_ns = q.Int(i, "idle_ns");
+  return t;
+}
+
+void Add(DeviceTimes* into, const DeviceTimes& t) {
+  into->compute_ns += t.compute_ns;
+  into->collective_ns += t.collective_ns;
+  into->transfer_ns += t.transfer_ns;
+  into->idle_ns += t.idle_ns;
+}
+
+absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdown* d) {
+  auto tracks = rd.Query(
+      "SELECT count(*) AS n FROM tracks WHERE run_id = ?1 AND clock = 'device'", {run});
+  if (!tracks.ok()) return tracks.status();
+  if (tracks->Int(0, "n") == 0) {
+    d->empty_reason = "no device-clock tracks in this run, so there is no per-chip breakdown";
+    return absl::OkStatus();
+  }
+  auto q = rd.Query(
+      "SELECT step, device_id, compute_ns, collective_ns, transfer_ns, idle_ns, span_ns"
+      " FROM step_device_summary WHERE run_id = ?1 ORDER BY step, device_id",
+      {run});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) {
+    d->empty_reason = "the device tracks hold no step-tagged top-level slices";
+    return absl::OkStatus();
+  }
+  // The median step by device-clock span: typical, unlike the first (warm-up) step.
+  std::map<int, int64_t> span_by_step;
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    span_by_step[static_cast<int>(q->Int(i, "step"))] = q->Int(i, "span_ns");
+  }
+  std::vector<std::pair<int64_t, int>> spans;
+  for (const auto& [step, span] : span_by_step) spans.push_back({span, step});
+  std::sort(spans.begin(), spans.end());
+  const auto& mid = spans[(spans.size() - 1) / 2];
+  d->median_step = mid.second;
+  d->median_span_ns = mid.first;
+  d->steps_covered = static_cast<int64_t>(spans.size());
+
+  std::map<int, DeviceRow> rows;
+  auto devs = rd.Query("SELECT device_id, host_id, coords FROM devices WHERE run_id = ?1", {run});
+  if (!devs.ok()) return devs.status();
+  for (size_t i = 0; i < devs->rows.size(); ++i) {
+    DeviceRow& r = rows[static_cast<int>(devs->Int(i, "device_id"))];
+    r.device_id = static_cast<int>(devs->Int(i, "device_id"));
+    r.host_id = static_cast<int>(devs->Int(i, "host_id"));
+    r.coords = devs->Text(i, "coords");
+  }
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    int dev = static_cast<int>(q->Int(i, "device_id"));
+    DeviceRow& r = rows[dev];  // a device missing from `devices` still gets a row
+    r.device_id = dev;
+    DeviceTimes t = TimesOf(*q, i);
+    Add(&r.all_steps, t);
+    if (q->Int(i, "step") == d->median_step) r.median_step = t;
+  }
+  for (auto& [dev, r] : rows) {
+    // A chip with no slices in the median step sat idle through all of it.
+    if (r.median_step.compute_ns + r.median_step.collective_ns + r.median_step.transfer_ns +
+            r.median_step.idle_ns == 0) {
+      r.median_step.idle_ns = d->median_span_ns;
+    }
+    r.median_step.bottleneck = Bottleneck(r.median_step);
+    r.all_steps.bottleneck = Bottleneck(r.all_steps);
+    d->rows.push_back(r);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<ShardingRow>* out) {
+  auto q = rd.Query(
+      "SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source,"
+      " t.source_file, t.source_line, count(p.device_id) AS devices,"
+      " min(p.bytes) AS min_bytes, max(p.bytes) AS max_bytes"
+      " FROM tensors t LEFT JOIN shard_placements p"
+      "   ON p.run_id = t.run_id AND p.tensor_id = t.tensor_id"
+      " WHERE t.run_id = ?1 GROUP BY t.tensor_id ORDER BY t.step, t.tensor_id",
+      {run});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    ShardingRow r;
+    r.tensor_id = q->Int(i, "tensor_id");
+    r.name = q->Text(i, "name");
+    r.dtype = q->Text(i, "dtype");
+    r.shape = q->Text(i, "shape");
+    r.sharding = q->Text(i, "sharding");
+    r.source = q->Text(i, "sharding_source");
+    r.source_file = q->Text(i, "source_file");
+    r.source_line = static_cast<int>(q->Int(i, "source_line"));
+    r.devices = q->Int(i, "devices");
+    r.min_bytes = q->Int(i, "min_bytes");
+    r.max_bytes = q->Int(i, "max_bytes");
+    out->push_back(std::move(r));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Context(absl::Status st, const store::Reader& rd, const char* what) {
+  if (st.ok() || absl::IsNotFound(st)) return st;
+  return absl::Status(st.code(),
+                      absl::StrCat(rd.path(), ": reading ", what, ": ", st.message()));
+}
+
+}  // namespace
+
+absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id) {
+  RunReport r;
+  std::string run = absl::StrCat(run_id);
+  if (auto st = Context(Fill(reader, run_id, &r.run), reader, "the run"); !st.ok()) return st;
+  if (auto st = Context(Fill(reader, run, &r.steps), reader, "steps"); !st.ok()) return st;
+  if (auto st = Context(Fill(reader, run, &r.compiles), reader, "compilations"); !st.ok()) return st;
+  if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
+    return st;
+  }
+  if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
+  auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
+  if (!ex.ok()) return Context(ex.status(), reader, "executions");
+  r.executions = ex->Int(0, "n");
+  return r;
+}
+
+}  // namespace shardscope::analysis

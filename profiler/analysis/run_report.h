@@ -1,0 +1,105 @@
+// The run report: what `shardscope report` prints and the app's overview shows.
+// Built only from the store (so it works on any stored run) as plain tables;
+// rendering to text, Markdown or JSON is separate (render.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "store/reader.h"
+
+namespace shardscope::analysis {
+
+struct RunHeader {
+  std::string db_path;
+  int64_t run_id = 0;
+  std::string sample, mesh, mesh_axes, sharding, topology, profile, clock_kinds;
+  std::string tool_version, started_at, status;  // status: running | finished
+  int num_hosts = 0;
+  int num_devices = 0;
+  bool simulated = false;
+  std::optional<int64_t> duration_ns;  // ended_at - started_at (unix clock), when finished
+};
+
+// Steps on the host clock (wall time of each training step).
+struct StepStats {
+  int64_t count = 0;
+  int64_t median_wall_ns = 0;
+  int64_t p90_wall_ns = 0;
+  int first_step = 0, last_step = 0;
+  std::optional<double> first_loss, last_loss;
+};
+
+struct CompileMiss {
+  int64_t compile_id = 0;
+  int step = 0;
+  int64_t graph_id = 0;
+  std::string cause_kind;    // first_compile | input_shape_changed | ...
+  std::string cause_detail;
+  std::string source_file;   // empty when unknown
+  int source_line = 0;
+  int64_t duration_ns = 0;   // host clock
+};
+
+struct CompileStats {
+  int64_t count = 0;            // all compile requests, cache hits included
+  int64_t misses = 0, memory_hits = 0, disk_hits = 0;
+  int64_t recompilations = 0;   // misses other than a call site's first compile
+  int64_t total_ns = 0;         // host clock, all requests
+  std::vector<CompileMiss> miss_list;  // by step
+};
+
+// One chip's time by kind on the device clock.
+struct DeviceTimes {
+  int64_t compute_ns = 0, collective_ns = 0, transfer_ns = 0, idle_ns = 0;
+  std::string bottleneck;  // the largest of the four categories; "" when all are 0
+};
+
+struct DeviceRow {
+  int device_id = 0;
+  int host_id = 0;
+  std::string coords;
+  DeviceTimes median_step;  // in the breakdown's median step
+  DeviceTimes all_steps;    // summed over every step
+};
+
+struct DeviceBreakdown {
+  int median_step = -1;        // the step with the median device-clock span
+  int64_t median_span_ns = 0;
+  int64_t steps_covered = 0;   // steps with device-clock slices
+  std::vector<DeviceRow> rows; // empty when the run has no device timeline
+  std::string empty_reason;    // why rows is empty, in words
+};
+
+struct ShardingRow {
+  int64_t tensor_id = 0;
+  std::string name, dtype, shape, sharding, source;
+  std::string source_file;
+  int source_line = 0;
+  int64_t devices = 0;          // devices holding a shard
+  int64_t min_bytes = 0, max_bytes = 0;  // bytes per device (equal when even)
+};
+
+struct RunReport {
+  RunHeader run;
+  StepStats steps;
+  CompileStats compiles;
+  int64_t executions = 0;
+  DeviceBreakdown devices;
+  std::vector<ShardingRow> sharding;
+};
+
+// Builds the report for `run_id`; NotFound when the file holds no such run.
+absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);
+
+// Renderers. Every time is labelled with its clock ("host", "device").
+std::string RenderText(const RunReport& r);
+std::string RenderMarkdown(const RunReport& r);
+nlohmann::json ReportToJson(const RunReport& r);
+std::string RenderJson(const RunReport& r);  // pretty-printed ReportToJson
+
+}  // namespace shardscope::analysis

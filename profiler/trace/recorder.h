@@ -1,0 +1,49 @@
+// The Recorder: the one interface through which compiler, runtime and core
+// report events. It sits at the bottom of the library stack; the store plugs
+// in a sink that writes SQLite. When nothing is installed every call is a
+// cheap no-op, so instrumentation can stay in hot paths.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "profiler/trace/records.h"
+
+namespace shardscope::trace {
+
+class Recorder {
+ public:
+  virtual ~Recorder() = default;
+  virtual void BeginRun(const RunRecord&) {}
+  virtual void Record(const HostRecord&) {}
+  virtual void Record(const DeviceRecord&) {}
+  virtual void Record(const MeshRecord&) {}
+  virtual void Record(const TrackRecord&) {}
+  virtual void Record(const SliceRecord&) {}
+  virtual void Record(const GraphRecord&) {}
+  virtual void Record(const CompilationRecord&) {}
+  virtual void Record(const ExecutionRecord&) {}
+  virtual void Record(const StepRecord&) {}
+  virtual void Record(const TensorRecord&) {}
+  virtual void Record(const ShardPlacementRecord&) {}
+  virtual void Record(const CounterRecord&) {}
+  // Blocks until everything recorded so far is durable.
+  virtual void Flush() {}
+  virtual void EndRun() {}
+};
+
+// The installed recorder; a no-op recorder when none is installed.
+Recorder& recorder();
+// True when a real recorder is installed (lets callers skip building records).
+bool enabled();
+// Installs `r` (not owned); nullptr restores the no-op recorder.
+void SetRecorder(Recorder* r);
+
+// Host clock: nanoseconds since the clock was last reset (at run start).
+int64_t HostNowNs();
+void ResetHostClock();
+
+// Process-wide id sources, so records can reference each other before storage.
+int64_t NextId();
+
+}  // namespace shardscope::trace

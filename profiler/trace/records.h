@@ -1,0 +1,157 @@
+// Event records: the vocabulary every layer uses to report what happened.
+// Plain structs with no behaviour, so compiler, runtime and core can describe
+// events without knowing how (or whether) they are stored. The store maps each
+// record onto a table (docs/schema.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::trace {
+
+// Which clock a timeline is on. Never mixed silently: every track names one.
+enum class Clock { kHost, kDevice, kModeled };
+const char* ClockName(Clock c);
+
+// What a timeline slice is.
+enum class SliceKind { kCompute, kCollective, kTransfer, kHost, kCompile };
+const char* SliceKindName(SliceKind k);
+
+struct RunRecord {
+  std::string sample;          // workload name, e.g. "mlp"
+  std::string mesh;            // e.g. "2x2"
+  std::string mesh_axes;       // e.g. "data,model"
+  std::string sharding;        // strategy name, e.g. "dp"
+  std::string config_json;     // the full run configuration
+  std::string topology;        // e.g. "1 host x 4 chips"
+  std::string profile = "cpu"; // target-chip profile of the modeled clock
+  std::string clock_kinds = "host,device";
+  std::string tool_version;
+  int64_t started_at_unix_ns = 0;
+  bool simulated = false;
+  int num_hosts = 1;
+  int num_devices = 1;
+};
+
+struct HostRecord {
+  int host_id = 0;
+  std::string name;
+};
+
+struct DeviceRecord {
+  int device_id = 0;
+  int host_id = 0;
+  std::string coords;          // mesh coordinates, e.g. "[0,1]"
+  int64_t hbm_bytes = 0;       // memory budget of the virtual chip
+  double peak_flops = 0;       // peak FLOP/s of the run's profile
+};
+
+struct MeshRecord {
+  int mesh_id = 0;
+  std::string shape;           // e.g. "[2,2]"
+  std::string axis_names;      // e.g. "data,model"
+  std::string device_ids;      // row-major, e.g. "0,1,2,3"
+};
+
+// A timeline lane: one per device and per host thread, each on one clock.
+struct TrackRecord {
+  int64_t track_id = 0;
+  std::string name;            // "chip 0", "host 0 / main"
+  Clock clock = Clock::kHost;
+  int device_id = -1;          // -1 on host tracks
+  int host_id = 0;
+  std::string thread_name;     // host tracks only
+};
+
+// One span of time on a track (Perfetto's slice). Ids are assigned by the
+// producer so parents and flows can refer to each other before storage.
+struct SliceRecord {
+  int64_t slice_id = 0;
+  int64_t track_id = 0;
+  int64_t start_ns = 0;        // on the track's clock, since the run started
+  int64_t dur_ns = 0;
+  int depth = 0;
+  int64_t parent_id = -1;
+  std::string name;
+  SliceKind kind = SliceKind::kHost;
+  int step = -1;
+  int64_t graph_id = -1;
+  int64_t op_id = -1;          // instruction id within the graph, if any
+  int64_t flow_id = -1;        // links the slices of one collective across devices
+  int64_t bytes = 0;           // bytes moved (collectives, transfers)
+};
+
+struct GraphRecord {
+  int64_t graph_id = 0;
+  std::string fingerprint;     // structural hash (hex)
+  std::string call_site;       // mark_step location plus the user's stack
+  std::string ir_text;         // StableHLO text as traced
+  std::string ir_text_after;   // after SPMD partitioning and passes
+  int op_count = 0;
+  double flops = 0;
+  int64_t bytes = 0;
+};
+
+struct CompilationRecord {
+  int64_t compile_id = 0;
+  int step = 0;
+  int64_t graph_id = 0;
+  std::string cache;           // miss | memory_hit | disk_hit
+  std::string cause_kind;      // first_compile | input_shape_changed | ... (empty on hits)
+  std::string cause_detail;
+  std::string source_file;     // the user's line the cause points at
+  int source_line = 0;
+  int64_t duration_ns = 0;     // host clock
+  int64_t prev_graph_id = -1;  // the graph this one was diffed against
+  std::string call_site;
+  int64_t host_start_ns = 0;
+};
+
+struct ExecutionRecord {
+  int64_t execution_id = 0;
+  int step = 0;
+  int64_t graph_id = 0;
+  std::string cache;           // how the executable was obtained
+  std::string input_signature; // JSON array: name, shape, dtype, sharding, source
+  std::string cause;           // mark_step | value_read | step_end
+  std::string source_file;     // where the cut happened
+  int source_line = 0;
+  int64_t host_start_ns = 0;
+  int64_t host_dur_ns = 0;
+};
+
+struct StepRecord {
+  int step = 0;
+  double loss = 0;
+  int64_t wall_ns = 0;         // host clock
+};
+
+struct TensorRecord {
+  int64_t tensor_id = 0;
+  std::string name;
+  std::string shape;           // e.g. "[64,784]"
+  std::string dtype;           // e.g. "f32"
+  std::string sharding;        // XLA text form, e.g. "{replicated}"
+  std::string sharding_source; // annotated | propagated | auto | default
+  std::string source_file;
+  int source_line = 0;
+  int step = 0;                // first step the tensor was seen with this sharding
+};
+
+struct ShardPlacementRecord {
+  int64_t tensor_id = 0;
+  std::string tensor_name;
+  int device_id = 0;
+  std::string index_ranges;    // e.g. "[0:32,0:784]"
+  int64_t bytes = 0;
+};
+
+struct CounterRecord {
+  int device_id = -1;          // -1: process-wide
+  std::string name;
+  int64_t ts_ns = 0;
+  double value = 0;
+};
+
+}  // namespace shardscope::trace

@@ -1,0 +1,13 @@
+#include "runtime/buffer.h"
+
+namespace shardscope::runtime {
+
+absl::StatusOr<std::shared_ptr<DeviceBuffer>> DeviceBuffer::Create(Device& device, Literal value,
+                                                                   const std::string& what) {
+  if (absl::Status s = device.Allocate(value.bytes(), what); !s.ok()) return s;
+  return std::shared_ptr<DeviceBuffer>(new DeviceBuffer(&device, std::move(value)));
+}
+
+DeviceBuffer::~DeviceBuffer() { device_->Release(value_.bytes()); }
+
+}  // namespace shardscope::runtime

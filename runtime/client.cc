@@ -1,0 +1,182 @@
+#include "runtime/client.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "compiler/fingerprint.h"
+#include "compiler/text.h"
+#include "profiler/trace/recorder.h"
+#include "runtime/collectives.h"
+#include "runtime/executor.h"
+
+namespace shardscope::runtime {
+namespace {
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+}  // namespace
+
+const char* CacheOutcomeName(CacheOutcome c) {
+  switch (c) {
+    case CacheOutcome::kMiss: return "miss";
+    case CacheOutcome::kMemoryHit: return "memory_hit";
+    case CacheOutcome::kDiskHit: return "disk_hit";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& opts) {
+  auto topo = Topology::Create(opts);
+  if (!topo.ok()) return topo.status();
+  auto c = std::unique_ptr<Client>(new Client());
+  c->topology_ = std::move(*topo);
+  int n = c->topology_->num_devices();
+  int threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
+  c->pool_ = std::make_unique<ThreadPool>(threads);
+  for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
+  c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
+  c->pending_transfers_.assign(n, {});
+  return c;
+}
+
+void Client::RecordTopology(const std::string&) {
+  if (!trace::enabled()) return;
+  auto& r = trace::recorder();
+  for (int h = 0; h < topology_->num_hosts(); ++h) r.Record(trace::HostRecord{h, absl::StrCat("host ", h)});
+  for (int d = 0; d < num_devices(); ++d) {
+    trace::TrackRecord t;
+    t.track_id = device_tracks_[d];
+    t.name = absl::StrCat("chip ", d);
+    t.clock = trace::Clock::kDevice;
+    t.device_id = d;
+    t.host_id = topology_->device(d).host_id();
+    r.Record(t);
+  }
+}
+
+absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
+  int64_t t0 = trace::HostNowNs();
+  std::string key = absl::StrCat(compiler::Fingerprint(global), "/", num_devices());
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return CompileResult{it->second, CacheOutcome::kMemoryHit, trace::HostNowNs() - t0};
+  }
+  auto spmd = compiler::SpmdPartition(global, num_devices());
+  if (!spmd.ok()) return spmd.status();
+  auto exe = std::make_shared<Executable>();
+  exe->graph_id = trace::NextId();
+  exe->fingerprint = key.substr(0, key.find('/'));
+  for (const auto* p : global.parameters()) exe->param_shapes.push_back(p->shape);
+  for (const auto* o : global.outputs()) exe->output_shapes.push_back(o->shape);
+  exe->param_shardings = spmd->param_shardings;
+  exe->output_shardings = spmd->output_shardings;
+  exe->decisions = std::move(spmd->decisions);
+  exe->rematerializations = std::move(spmd->rematerializations);
+  exe->program = std::move(spmd->local);
+  exe->ir_before = compiler::PrintModule(global);
+  exe->ir_after = compiler::PrintModule(*exe->program);
+  for (const auto& i : exe->program->instructions()) exe->flops += compiler::InstructionFlops(*i);
+  for (const auto& s : exe->param_shapes) exe->bytes += s.bytes();
+  for (const auto& s : exe->output_shapes) exe->bytes += s.bytes();
+  exe->op_count = static_cast<int>(global.instructions().size());
+  std::lock_guard<std::mutex> l(mu_);
+  cache_[key] = exe;
+  return CompileResult{exe, CacheOutcome::kMiss, trace::HostNowNs() - t0};
+}
+
+absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, const Sharding& sharding,
+                                                      const std::string& name) {
+  if (absl::Status s = sharding.Validate(value.shape().rank(), num_devices()); !s.ok())
+    return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", s.message()));
+  DeviceArray a{value.shape(), sharding, {}};
+  Shape local = sharding.ShardShape(value.shape());
+  for (int d = 0; d < num_devices(); ++d) {
+    int64_t t0 = ThreadCpuNs();
+    std::vector<IndexRange> r = sharding.ShardRanges(value.shape(), d);
+    std::vector<int64_t> off;
+    for (const auto& x : r) off.push_back(x.begin);
+    Literal shard(local);
+    ExtractBlock(value, off, &shard);
+    auto b = DeviceBuffer::Create(topology_->device(d), std::move(shard), name);
+    if (!b.ok()) return b.status();
+    a.shards.push_back(*b);
+    std::lock_guard<std::mutex> l(mu_);
+    pending_transfers_[d].push_back(
+        {-1, absl::StrCat("transfer ", name), trace::SliceKind::kTransfer, ThreadCpuNs() - t0, -1, local.bytes()});
+  }
+  return a;
+}
+
+absl::StatusOr<Literal> Client::TransferToHost(const DeviceArray& a) {
+  Literal out(a.shape);
+  if (a.sharding.IsReplicated() || a.sharding.kind() == Sharding::Kind::kManual) {
+    if (a.shards.empty()) return absl::InternalError("device array without shards");
+    return a.shards[0]->literal();
+  }
+  for (int d = 0; d < static_cast<int>(a.shards.size()); ++d) {
+    std::vector<IndexRange> r = a.sharding.ShardRanges(a.shape, d);
+    std::vector<int64_t> off;
+    for (const auto& x : r) off.push_back(x.begin);
+    if (a.sharding.kind() == Sharding::Kind::kMaximal && d != a.sharding.maximal_device()) continue;
+    CopyBlock(a.shards[d]->literal(), off, &out);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
+                                                         const std::vector<const DeviceArray*>& args,
+                                                         const ExecuteOptions& opts, ExecuteStats* stats) {
+  int64_t t0 = trace::HostNowNs();
+  int n = num_devices();
+  if (args.size() != exe.param_shapes.size())
+    return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
+                                                   " arguments, got ", args.size()));
+  std::vector<std::vector<const Literal*>> per_device(n);
+  for (size_t k = 0; k < args.size(); ++k) {
+    if (args[k]->sharding != exe.param_shardings[k] || args[k]->shape != exe.param_shapes[k])
+      return absl::InvalidArgumentError(absl::StrCat(
+          "execute: argument ", k, " is ", args[k]->shape.ToString(), " ", args[k]->sharding.ToString(),
+          ", the program expects ", exe.param_shapes[k].ToString(), " ", exe.param_shardings[k].ToString()));
+    for (int d = 0; d < n; ++d) per_device[d].push_back(&args[k]->shards[d]->literal());
+  }
+  ScheduleInput timing;
+  auto outs = ExecuteProgram(*exe.program, *topology_, *pool_, per_device, &timing);
+  if (!outs.ok()) return outs.status();
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (int d = 0; d < n; ++d) {
+      auto& ops = timing.per_device[d];
+      ops.insert(ops.begin(), pending_transfers_[d].begin(), pending_transfers_[d].end());
+      pending_transfers_[d].clear();
+    }
+  }
+  timing.step = opts.step;
+  timing.graph_id = exe.graph_id;
+  timing.launch_ns = opts.launch_ns;
+  auto spans = device_clock_->Schedule(timing);
+  if (!spans.ok()) return spans.status();
+  std::vector<DeviceArray> result;
+  for (size_t k = 0; k < exe.output_shapes.size(); ++k) {
+    DeviceArray a{exe.output_shapes[k], exe.output_shardings[k], {}};
+    for (int d = 0; d < n; ++d) a.shards.push_back((*outs)[d][k]);
+    result.push_back(std::move(a));
+  }
+  if (stats) {
+    stats->spans = *spans;
+    stats->host_ns = trace::HostNowNs() - t0;
+  }
+  return result;
+}
+
+size_t Client::cache_size() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return cache_.size();
+}
+
+}  // namespace shardscope::runtime

@@ -1,0 +1,97 @@
+// The PJRT-style client: compiles global programs into SPMD executables
+// (through an in-memory compile cache keyed by fingerprint and device count),
+// moves data onto and off the devices, and runs executables, laying out each
+// run on the device clock through the Scheduler.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir.h"
+#include "compiler/spmd.h"
+#include "runtime/buffer.h"
+#include "runtime/scheduler.h"
+#include "runtime/thread_pool.h"
+#include "runtime/topology.h"
+
+namespace shardscope::runtime {
+
+enum class CacheOutcome { kMiss, kMemoryHit, kDiskHit };
+const char* CacheOutcomeName(CacheOutcome c);  // miss | memory_hit | disk_hit
+
+struct Executable {
+  int64_t graph_id = 0;           // unique per distinct program in this process
+  std::string fingerprint;
+  std::unique_ptr<compiler::Module> program;  // the per-device SPMD program
+  std::vector<Shape> param_shapes, output_shapes;  // global
+  std::vector<Sharding> param_shardings, output_shardings;
+  std::vector<compiler::ShardingDecision> decisions;
+  std::vector<compiler::Rematerialization> rematerializations;
+  std::string ir_before, ir_after;
+  double flops = 0;               // per device, one run
+  int64_t bytes = 0;              // parameter + output bytes, global
+  int op_count = 0;
+};
+
+struct CompileResult {
+  std::shared_ptr<const Executable> executable;
+  CacheOutcome cache = CacheOutcome::kMiss;
+  int64_t duration_ns = 0;        // host clock
+};
+
+struct ExecuteOptions {
+  int step = 0;
+  int64_t launch_ns = 0;          // host clock time of the launch
+};
+
+struct ExecuteStats {
+  std::vector<DeviceSpan> spans;  // device clock
+  int64_t host_ns = 0;
+};
+
+class Client {
+ public:
+  static absl::StatusOr<std::unique_ptr<Client>> Create(const TopologyOptions& opts);
+
+  Topology& topology() { return *topology_; }
+  int num_devices() const { return topology_->num_devices(); }
+
+  // Emits the host, device and track records of this client to the recorder
+  // (call once the run has begun). Device tracks are on the device clock.
+  void RecordTopology(const std::string& coords_of_device_fmt = "");
+  const std::vector<int64_t>& device_tracks() const { return device_tracks_; }
+
+  // Compiles `global` (parameters carry their shardings) for every device.
+  absl::StatusOr<CompileResult> Compile(const compiler::Module& global);
+
+  // Splits a host value onto the devices by `sharding`. The copy is timed and
+  // appears as a transfer on each device's timeline at its next run.
+  absl::StatusOr<DeviceArray> TransferToDevices(const Literal& value, const Sharding& sharding,
+                                                const std::string& name);
+  // Assembles a host value from the shards.
+  absl::StatusOr<Literal> TransferToHost(const DeviceArray& array);
+
+  absl::StatusOr<std::vector<DeviceArray>> Execute(const Executable& exe,
+                                                   const std::vector<const DeviceArray*>& args,
+                                                   const ExecuteOptions& opts,
+                                                   ExecuteStats* stats = nullptr);
+
+  size_t cache_size() const;
+
+ private:
+  Client() = default;
+  std::unique_ptr<Topology> topology_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Scheduler> device_clock_;
+  std::vector<int64_t> device_tracks_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const Executable>> cache_;
+  std::vector<std::vector<DeviceOp>> pending_transfers_;
+};
+
+}  // namespace shardscope::runtime

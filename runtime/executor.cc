@@ -1,0 +1,183 @@
+#include "runtime/executor.h"
+
+#include <time.h>
+
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "runtime/collectives.h"
+#include "runtime/kernels.h"
+
+namespace shardscope::runtime {
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+std::string OpName(const compiler::Instruction& i) {
+  std::string n = compiler::OpcodeName(i.op);
+  if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
+  return absl::StrCat(n, ".", i.id);
+}
+
+// Ops that a real device would not spend time on (bound or baked in).
+bool Untimed(compiler::Opcode op) {
+  return op == compiler::Opcode::kParameter || op == compiler::Opcode::kConstant ||
+         op == compiler::Opcode::kPartitionId;
+}
+
+// One device's live values during a run.
+struct Frame {
+  std::vector<Literal> owned;
+  std::vector<const Literal*> value;
+  std::vector<int64_t> charged;
+};
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteProgram(
+    const compiler::Module& program, Topology& topology, ThreadPool& pool,
+    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing) {
+  using compiler::Instruction;
+  using compiler::Opcode;
+  const auto& instrs = program.instructions();
+  const int n = topology.num_devices();
+  const size_t count = instrs.size();
+  if (static_cast<int>(args.size()) != n)
+    return absl::InvalidArgumentError("execute: arguments are not given for every device");
+
+  // Last use of every value, so intermediates are freed as soon as possible.
+  std::vector<int64_t> last_use(count, -1);
+  for (size_t k = 0; k < count; ++k)
+    for (const Instruction* o : instrs[k]->operands) last_use[o->id] = static_cast<int64_t>(k);
+  for (const Instruction* o : program.outputs()) last_use[o->id] = static_cast<int64_t>(count);
+
+  std::vector<Frame> frames(n);
+  for (int d = 0; d < n; ++d) {
+    frames[d].owned.resize(count);
+    frames[d].value.assign(count, nullptr);
+    frames[d].charged.assign(count, 0);
+    if (args[d].size() != program.parameters().size())
+      return absl::InvalidArgumentError(absl::StrCat("execute: device ", d, " got ", args[d].size(),
+                                                     " arguments, the program takes ",
+                                                     program.parameters().size()));
+    for (const Instruction* p : program.parameters()) {
+      const Literal* a = args[d][p->param_index];
+      if (a->shape() != p->shape)
+        return absl::InvalidArgumentError(absl::StrCat("execute: argument ", p->param_index, " ('", p->name,
+                                                       "') on device ", d, " is ", a->shape().ToString(),
+                                                       ", the program expects ", p->shape.ToString()));
+      frames[d].value[p->id] = a;
+    }
+  }
+  timing->per_device.assign(n, {});
+  std::vector<absl::Status> errors(n);
+
+  auto release = [&](Frame& f, int d, size_t k) {
+    for (const Instruction* o : instrs[k]->operands) {
+      if (last_use[o->id] == static_cast<int64_t>(k) && f.charged[o->id] > 0) {
+        topology.device(d).Release(f.charged[o->id]);
+        f.charged[o->id] = 0;
+        f.owned[o->id] = Literal();
+        f.value[o->id] = nullptr;
+      }
+    }
+  };
+
+  size_t k = 0;
+  while (k < count) {
+    // Run every device up to the next collective.
+    size_t end = k;
+    while (end < count && !compiler::IsCollective(instrs[end]->op)) ++end;
+    pool.ParallelFor(n, [&](int d) {
+      Frame& f = frames[d];
+      Device& dev = topology.device(d);
+      for (size_t j = k; j < end && errors[d].ok(); ++j) {
+        const Instruction& i = *instrs[j];
+        if (i.op == Opcode::kParameter) continue;
+        absl::Status s = dev.Allocate(i.shape.bytes(), OpName(i));
+        if (!s.ok()) { errors[d] = s; break; }
+        f.charged[i.id] = i.shape.bytes();
+        f.owned[i.id] = Literal(i.shape);
+        std::vector<const Literal*> ops;
+        for (const Instruction* o : i.operands) ops.push_back(f.value[o->id]);
+        int64_t t0 = ThreadCpuNs();
+        s = EvalInstruction(i, ops, d, &f.owned[i.id]);
+        int64_t dur = ThreadCpuNs() - t0;
+        if (!s.ok()) { errors[d] = s; break; }
+        f.value[i.id] = &f.owned[i.id];
+        if (!Untimed(i.op)) timing->per_device[d].push_back({i.id, OpName(i), trace::SliceKind::kCompute, dur, -1, 0});
+        release(f, d, j);
+      }
+    });
+    for (const auto& e : errors)
+      if (!e.ok()) return e;
+    if (end >= count) break;
+
+    // The collective: each replica group combined on one pool thread.
+    const Instruction& c = *instrs[end];
+    int cidx = static_cast<int>(timing->collectives.size());
+    CollectiveRun run;
+    run.groups = c.replica_groups;
+    if (run.groups.empty()) {
+      run.groups.emplace_back();
+      for (int d = 0; d < n; ++d) run.groups[0].push_back(d);
+    }
+    run.group_dur_ns.assign(run.groups.size(), 0);
+    std::vector<absl::Status> gerr(run.groups.size());
+    for (int d = 0; d < n; ++d) {
+      absl::Status s = topology.device(d).Allocate(c.shape.bytes(), OpName(c));
+      if (!s.ok()) return s;
+      frames[d].charged[c.id] = c.shape.bytes();
+      frames[d].owned[c.id] = Literal(c.shape);
+    }
+    pool.ParallelFor(static_cast<int>(run.groups.size()), [&](int g) {
+      const auto& members = run.groups[g];
+      std::vector<const Literal*> in;
+      for (int64_t m : members) in.push_back(frames[m].value[c.operands[0]->id]);
+      int64_t t0 = ThreadCpuNs();
+      Literal& first = frames[members[0]].owned[c.id];
+      absl::Status s = c.op == Opcode::kAllReduce ? AllReduce(c.reduce, in, &first)
+                                                  : AllGather(c.dims[0], in, &first);
+      for (size_t m = 1; m < members.size() && s.ok(); ++m) {
+        Literal& dst = frames[members[m]].owned[c.id];
+        std::memcpy(dst.data(), first.data(), first.bytes());
+      }
+      run.group_dur_ns[g] = ThreadCpuNs() - t0;
+      gerr[g] = s;
+    });
+    for (const auto& e : gerr)
+      if (!e.ok()) return absl::Status(e.code(), absl::StrCat(OpName(c), ": ", e.message()));
+    for (int d = 0; d < n; ++d) {
+      frames[d].value[c.id] = &frames[d].owned[c.id];
+      timing->per_device[d].push_back(
+          {c.id, OpName(c), trace::SliceKind::kCollective, 0, cidx, c.operands[0]->shape.bytes()});
+      release(frames[d], d, end);
+    }
+    timing->collectives.push_back(std::move(run));
+    k = end + 1;
+  }
+
+  std::vector<std::vector<std::shared_ptr<DeviceBuffer>>> out(n);
+  for (int d = 0; d < n; ++d) {
+    Frame& f = frames[d];
+    std::vector<int> uses(count, 0);
+    for (const Instruction* o : program.outputs()) ++uses[o->id];
+    for (const Instruction* o : program.outputs()) {
+      // Move an owned output out of the frame when it is listed once; copy otherwise.
+      bool movable = f.value[o->id] == &f.owned[o->id] && --uses[o->id] == 0;
+      Literal v = movable ? std::move(f.owned[o->id]) : *f.value[o->id];
+      auto b = DeviceBuffer::Create(topology.device(d), std::move(v), OpName(*o));
+      if (!b.ok()) return b.status();
+      out[d].push_back(*b);
+    }
+    for (size_t j = 0; j < count; ++j)
+      if (f.charged[j] > 0) topology.device(d).Release(f.charged[j]);
+  }
+  return out;
+}
+
+}  // namespace shardscope::runtime

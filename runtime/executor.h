@@ -1,0 +1,26 @@
+// Runs one SPMD program on every device of a topology. Devices run side by
+// side on the thread pool, one task each, up to the next collective; the
+// collective then really combines the devices' buffers, group by group, and
+// the devices go on. Every kernel is timed on its thread's CPU clock and
+// handed to the Scheduler as device time.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir.h"
+#include "runtime/buffer.h"
+#include "runtime/scheduler.h"
+#include "runtime/thread_pool.h"
+#include "runtime/topology.h"
+
+namespace shardscope::runtime {
+
+// args[d][k]: parameter k on device d. Returns outputs[d][k] as device buffers
+// and fills `timing` with what each device did (for the Scheduler).
+absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteProgram(
+    const compiler::Module& program, Topology& topology, ThreadPool& pool,
+    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing);
+
+}  // namespace shardscope::runtime

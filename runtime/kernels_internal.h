@@ -1,0 +1,133 @@
+// Shared plumbing of the kernel files (kernels*.cc): error messages that name
+// the instruction, element-type dispatch, the strided-copy engine behind every
+// data-movement op, and per-thread scratch memory. Private to runtime/; no
+// Eigen here, so the non-Eigen kernel files stay quick to compile.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "compiler/ir.h"
+#include "compiler/literal.h"
+
+namespace shardscope::runtime::internal {
+
+using compiler::Instruction;
+using compiler::Opcode;
+
+// "stablehlo.add (%12, samples/mlp.cc:42): <msg>" — the user sees which line of
+// their program produced the op, not just an opcode.
+std::string Describe(const Instruction& instr);
+
+template <typename... Args>
+absl::Status Invalid(const Instruction& instr, const Args&... args) {
+  return absl::InvalidArgumentError(absl::StrCat(Describe(instr), ": ", args...));
+}
+template <typename... Args>
+absl::Status Unimplemented(const Instruction& instr, const Args&... args) {
+  return absl::UnimplementedError(absl::StrCat(Describe(instr), ": ", args...));
+}
+
+// i1 is stored one byte per element (0 or 1).
+using Pred = uint8_t;
+
+template <typename T> struct TypeTag { using type = T; };
+
+// Calls f(TypeTag<T>{}) for the arithmetic element types the kernels compute
+// (f32, f64, i32, i64); returns `unsupported` for the others. Callers decide
+// whether i1 joins in (see VisitWithPred).
+template <typename F>
+absl::Status VisitArith(DType t, F&& f, absl::Status unsupported) {
+  switch (t) {
+    case DType::kF32: return f(TypeTag<float>{});
+    case DType::kF64: return f(TypeTag<double>{});
+    case DType::kI32: return f(TypeTag<int32_t>{});
+    case DType::kI64: return f(TypeTag<int64_t>{});
+    default: return unsupported;
+  }
+}
+
+// As VisitArith, plus i1 (as Pred).
+template <typename F>
+absl::Status VisitWithPred(DType t, F&& f, absl::Status unsupported) {
+  if (t == DType::kI1) return f(TypeTag<Pred>{});
+  return VisitArith(t, std::forward<F>(f), std::move(unsupported));
+}
+
+absl::Status UnsupportedType(const Instruction& instr, DType t);
+
+// Scalar arithmetic with StableHLO semantics, shared by elementwise ops and
+// reductions.
+template <typename T>
+using Unsigned = std::make_unsigned_t<T>;
+
+// Signed overflow is undefined behaviour in C++; StableHLO integers wrap, so
+// integer +,-,* go through the unsigned type (same bits, defined wrap-around).
+template <typename T> inline T Add(T a, T b) {
+  if constexpr (std::is_same_v<T, Pred>) return a | b;  // i1: logical or
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(Unsigned<T>(a) + Unsigned<T>(b));
+  else return a + b;
+}
+template <typename T> inline T Sub(T a, T b) {
+  if constexpr (std::is_integral_v<T>) return static_cast<T>(Unsigned<T>(a) - Unsigned<T>(b));
+  else return a - b;
+}
+template <typename T> inline T Mul(T a, T b) {
+  if constexpr (std::is_same_v<T, Pred>) return a & b;  // i1: logical and
+  else if constexpr (std::is_integral_v<T>) return static_cast<T>(Unsigned<T>(a) * Unsigned<T>(b));
+  else return a * b;
+}
+// Integer division by zero would trap (SIGFPE) and INT_MIN / -1 overflows;
+// like XLA, x/0 gives -1 and INT_MIN / -1 gives INT_MIN (wrap), so a user's
+// bad divisor never takes the process down.
+template <typename T> inline T Div(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    if (b == 0) return static_cast<T>(-1);
+    if (b == -1) return static_cast<T>(Unsigned<T>(0) - Unsigned<T>(a));
+    return a / b;
+  } else {
+    return a / b;
+  }
+}
+// StableHLO maximum/minimum propagate NaN (either operand NaN gives NaN).
+// Written as branch-free selects (| rather than ||) so the loops vectorise.
+template <typename T> inline T Max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return ((a != a) | (a > b)) ? a : b;
+  else return a > b ? a : b;
+}
+template <typename T> inline T Min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) return ((a != a) | (a < b)) ? a : b;
+  else return a < b ? a : b;
+}
+
+
+// Writes the strided view of `src` (dims `dims`, source stride in elements per
+// dimension; 0 repeats an element) densely, row-major, into `dst`. The one
+// engine behind broadcast_in_dim, transpose, dynamic_slice, constant splats and
+// the permute steps of the general dot/reduce paths. It merges dimensions that
+// are contiguous in both views, uses memcpy/fill for unit/zero inner strides,
+// and a cache-blocked loop for transposes. `dst` must not overlap `src`.
+void StridedCopy(const void* src, void* dst, int64_t elem_bytes, std::vector<int64_t> dims,
+                 std::vector<int64_t> src_strides);
+
+// Per-thread scratch buffer `slot` (0..3) of at least `bytes` bytes. It only
+// grows and is reused by later calls: the runtime runs one device per thread,
+// and fresh pages cost ~10 us each to fault in (MACHINE-NOTES "Two traps").
+void* Scratch(int slot, int64_t bytes);
+
+// Per-op kernels, split by file. Operands have been null-checked and their
+// count matches the op; each kernel checks the shapes it relies on.
+absl::Status EvalElementwise(const Instruction& instr, const std::vector<const Literal*>& ops,
+                             Literal* out);  // kernels_elementwise.cc
+absl::Status EvalDataMovement(const Instruction& instr, const std::vector<const Literal*>& ops,
+                              Literal* out);  // kernels_layout.cc
+absl::Status EvalReduce(const Instruction& instr, const Literal& in, const Literal& init,
+                        Literal* out);  // kernels_reduce.cc
+absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const Literal& rhs,
+                            Literal* out);  // kernels_dot.cc
+
+}  // namespace shardscope::runtime::internal

@@ -1,0 +1,102 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "profiler/trace/recorder.h"
+
+namespace shardscope::runtime {
+
+Scheduler::Scheduler(trace::Clock clock, std::vector<int64_t> track_ids)
+    : clock_(clock), tracks_(std::move(track_ids)), free_(tracks_.size(), 0) {}
+
+absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput& in) {
+  int n = static_cast<int>(in.per_device.size());
+  if (n != static_cast<int>(tracks_.size()))
+    return absl::InternalError("scheduler: device count differs from its tracks");
+  std::vector<int64_t> t(n);
+  std::vector<size_t> next(n, 0);
+  std::vector<DeviceSpan> spans(n);
+  for (int d = 0; d < n; ++d) {
+    t[d] = std::max(free_[d], in.launch_ns);
+    spans[d].start_ns = t[d];
+  }
+  const bool emit = trace::enabled();
+  auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow) {
+    if (!emit) return;
+    trace::SliceRecord s;
+    s.slice_id = trace::NextId();
+    s.track_id = tracks_[d];
+    s.start_ns = start;
+    s.dur_ns = dur;
+    s.name = op.name;
+    s.kind = op.kind;
+    s.step = in.step;
+    s.graph_id = in.graph_id;
+    s.op_id = op.op_id;
+    s.flow_id = flow;
+    s.bytes = op.bytes;
+    trace::recorder().Record(s);
+  };
+  // Which group of each collective a device belongs to.
+  std::vector<std::vector<int>> group_of(in.collectives.size(), std::vector<int>(n, -1));
+  for (size_t c = 0; c < in.collectives.size(); ++c)
+    for (size_t g = 0; g < in.collectives[c].groups.size(); ++g)
+      for (int64_t d : in.collectives[c].groups[g])
+        if (d >= 0 && d < n) group_of[c][d] = static_cast<int>(g);
+
+  size_t remaining = 0;
+  for (const auto& ops : in.per_device) remaining += ops.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (int d = 0; d < n; ++d) {
+      // Kernels and transfers run back to back.
+      while (next[d] < in.per_device[d].size() && in.per_device[d][next[d]].collective < 0) {
+        const DeviceOp& op = in.per_device[d][next[d]];
+        slice(d, op, t[d], op.dur_ns, -1);
+        t[d] += op.dur_ns;
+        (op.kind == trace::SliceKind::kTransfer ? spans[d].transfer_ns : spans[d].compute_ns) += op.dur_ns;
+        ++next[d];
+        --remaining;
+        progress = true;
+      }
+      if (next[d] >= in.per_device[d].size()) continue;
+      // A collective: start it when every member of the group has reached it.
+      const DeviceOp& op = in.per_device[d][next[d]];
+      int c = op.collective;
+      int g = group_of[c][d];
+      if (g < 0) return absl::InternalError(absl::StrCat("scheduler: device ", d, " is in no group of ", op.name));
+      const auto& members = in.collectives[c].groups[g];
+      bool ready = true;
+      int64_t start = 0;
+      for (int64_t m : members) {
+        if (next[m] >= in.per_device[m].size() || in.per_device[m][next[m]].collective != c) {
+          ready = false;
+          break;
+        }
+        start = std::max(start, t[m]);
+      }
+      if (!ready) continue;
+      int64_t dur = in.collectives[c].group_dur_ns[g];
+      int64_t flow = emit ? trace::NextId() : -1;
+      for (int64_t m : members) {
+        const DeviceOp& mop = in.per_device[m][next[m]];
+        slice(static_cast<int>(m), mop, start, dur, flow);
+        spans[m].collective_ns += dur;  // includes nothing of the wait: that shows as idle
+        t[m] = start + dur;
+        ++next[m];
+        --remaining;
+      }
+      progress = true;
+    }
+    if (!progress)
+      return absl::InternalError("scheduler: devices wait on collectives that never line up (mismatched programs)");
+  }
+  for (int d = 0; d < n; ++d) {
+    spans[d].end_ns = t[d];
+    free_[d] = t[d];
+  }
+  return spans;
+}
+
+}  // namespace shardscope::runtime

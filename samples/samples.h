@@ -1,0 +1,44 @@
+// Sample workloads, written against core/ the way a user would write them.
+// The CLI's `run` driver picks one by name.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardscope::samples {
+
+struct SampleConfig {
+  int steps = 20;
+  std::vector<int64_t> mesh = {1, 1};              // mesh shape, axes "data", "model"
+  std::string sharding = "dp";                      // strategy
+  uint64_t seed = 0;
+  // mlp: the batch size, and the step at which it changes to `batch_after`
+  // (the demo's one recompilation); change_step < 0 keeps it fixed.
+  int batch = 64;
+  int batch_after = 48;
+  int change_step = 10;
+  double lr = 0.05;
+  std::function<void(int step, double loss)> on_step;  // progress callback
+};
+
+struct SampleResult {
+  std::vector<double> losses;  // one per step
+};
+
+struct SampleInfo {
+  std::string name;
+  std::string description;
+  std::function<absl::StatusOr<SampleResult>(const SampleConfig&)> run;
+};
+
+// The mlp sample: 784-1024-1024-10 classifier, SGD, data parallel over 'data'.
+absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg);
+
+const std::vector<SampleInfo>& Registry();
+const SampleInfo* Find(const std::string& name);
+
+}  // namespace shardscope::samples

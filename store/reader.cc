@@ -1,0 +1,165 @@
+// Read side of the store (see reader.h): read-only connection, shardscope
+// check, and a generic Query that returns every cell as text.
+#include "store/reader.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "store/sqlite_util.h"
+
+namespace shardscope::store {
+
+int QueryResult::Col(const std::string& name) const {
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i] == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int64_t QueryResult::Int(size_t row, const std::string& col, int64_t dflt) const {
+  int c = Col(col);
+  if (c < 0 || row >= rows.size() || !rows[row][c]) return dflt;
+  int64_t v;
+  if (absl::SimpleAtoi(*rows[row][c], &v)) return v;
+  double d;  // a REAL column read as an integer
+  return absl::SimpleAtod(*rows[row][c], &d) ? static_cast<int64_t>(d) : dflt;
+}
+
+double QueryResult::Real(size_t row, const std::string& col, double dflt) const {
+  int c = Col(col);
+  if (c < 0 || row >= rows.size() || !rows[row][c]) return dflt;
+  double v;
+  return absl::SimpleAtod(*rows[row][c], &v) ? v : dflt;
+}
+
+std::string QueryResult::Text(size_t row, const std::string& col, const std::string& dflt) const {
+  int c = Col(col);
+  if (c < 0 || row >= rows.size() || !rows[row][c]) return dflt;
+  return *rows[row][c];
+}
+
+absl::StatusOr<Reader> Reader::Open(const std::string& path) {
+  struct stat sb;
+  if (::stat(path.c_str(), &sb) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+  }
+  if (S_ISDIR(sb.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a database file"));
+  }
+  Reader r;
+  r.path_ = path;
+  // FULLMUTEX: the desktop app may query from more than one thread.
+  if (sqlite3_open_v2(path.c_str(), &r.db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
+                      nullptr) != SQLITE_OK) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", path, ": ", internal::DbError(r.db_)));
+  }
+  sqlite3_busy_timeout(r.db_, 5000);
+  if (absl::Status st =
+          internal::CheckShardscopeDb(r.db_, path, /*allow_empty=*/false, &r.schema_version_);
+      !st.ok()) {
+    return st;
+  }
+  return r;
+}
+
+Reader::Reader(Reader&& o) noexcept
+    : db_(o.db_), path_(std::move(o.path_)), schema_version_(o.schema_version_) {
+  o.db_ = nullptr;
+}
+
+Reader& Reader::operator=(Reader&& o) noexcept {
+  if (this != &o) {
+    if (db_) sqlite3_close(db_);
+    db_ = o.db_;
+    path_ = std::move(o.path_);
+    schema_version_ = o.schema_version_;
+    o.db_ = nullptr;
+  }
+  return *this;
+}
+
+Reader::~Reader() {
+  if (db_) sqlite3_close(db_);
+}
+
+absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
+                                          const std::vector<std::string>& params) const {
+  if (!db_) return absl::FailedPreconditionError("the reader is not open");
+  if (absl::StripAsciiWhitespace(sql).empty()) {
+    return absl::InvalidArgumentError("the SQL statement is empty");
+  }
+  sqlite3_stmt* raw = nullptr;
+  const char* tail = nullptr;
+  if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &raw, &tail) !=
+      SQLITE_OK) {
+    return absl::InvalidArgumentError(absl::StrCat("SQL error: ", internal::DbError(db_)));
+  }
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
+  if (!stmt) return absl::InvalidArgumentError("the SQL text holds no statement");
+  // One statement per call, so a caller never silently loses a second one.
+  std::string_view rest(tail ? tail : "");
+  while (!rest.empty() && (absl::ascii_isspace(rest.front()) || rest.front() == ';')) {
+    rest.remove_prefix(1);
+  }
+  if (!rest.empty()) {
+    return absl::InvalidArgumentError("only one SQL statement can be run at a time");
+  }
+  int nparams = sqlite3_bind_parameter_count(stmt.get());
+  if (static_cast<int>(params.size()) > nparams) {
+    return absl::InvalidArgumentError(absl::StrCat("the statement takes ", nparams,
+                                                   " parameters but ", params.size(),
+                                                   " were given"));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    int64_t v;
+    if (absl::SimpleAtoi(params[i], &v)) {
+      sqlite3_bind_int64(stmt.get(), static_cast<int>(i + 1), v);
+    } else {
+      sqlite3_bind_text(stmt.get(), static_cast<int>(i + 1), params[i].data(),
+                        static_cast<int>(params[i].size()), SQLITE_TRANSIENT);
+    }
+  }
+  QueryResult out;
+  int ncols = sqlite3_column_count(stmt.get());
+  for (int c = 0; c < ncols; ++c) {
+    const char* name = sqlite3_column_name(stmt.get(), c);
+    out.columns.push_back(name ? name : "");
+  }
+  for (;;) {
+    int rc = sqlite3_step(stmt.get());
+    if (rc == SQLITE_DONE) break;
+    if (rc != SQLITE_ROW) {
+      return absl::InvalidArgumentError(absl::StrCat("SQL error: ", internal::DbError(db_)));
+    }
+    std::vector<Cell>& row = out.rows.emplace_back();
+    row.reserve(ncols);
+    for (int c = 0; c < ncols; ++c) {
+      if (sqlite3_column_type(stmt.get(), c) == SQLITE_NULL) {
+        row.emplace_back(std::nullopt);
+      } else {
+        const char* text = reinterpret_cast<const char*>(sqlite3_column_text(stmt.get(), c));
+        int n = sqlite3_column_bytes(stmt.get(), c);
+        row.emplace_back(std::string(text ? text : "", text ? n : 0));
+      }
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> Reader::LatestRunId() const {
+  absl::StatusOr<QueryResult> r = Query("SELECT max(run_id) AS run_id FROM runs");
+  if (!r.ok()) return r.status();
+  if (r->rows.empty() || !r->rows[0][0]) {
+    return absl::NotFoundError(absl::StrCat(path_, " holds no runs yet"));
+  }
+  return r->Int(0, "run_id");
+}
+
+}  // namespace shardscope::store

@@ -1,0 +1,58 @@
+// Read side of the store: opens a shardscope database read-only, checks that it
+// is one, and answers SQL. Reports, the CLI and the desktop app read runs only
+// through this, so a run stored long ago reads exactly like a fresh one.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+struct sqlite3;
+
+namespace shardscope::store {
+
+// One result cell: SQL NULL is nullopt; numbers are kept as text too.
+using Cell = std::optional<std::string>;
+
+struct QueryResult {
+  std::vector<std::string> columns;
+  std::vector<std::vector<Cell>> rows;
+
+  // Column index by name, or -1.
+  int Col(const std::string& name) const;
+  // Typed access helpers; a NULL or missing cell gives the default.
+  int64_t Int(size_t row, const std::string& col, int64_t dflt = 0) const;
+  double Real(size_t row, const std::string& col, double dflt = 0) const;
+  std::string Text(size_t row, const std::string& col, const std::string& dflt = "") const;
+};
+
+class Reader {
+ public:
+  // Opens `path` read-only. Errors name the file and the problem: missing file,
+  // not an SQLite file, or an SQLite file without shardscope's `meta` table.
+  static absl::StatusOr<Reader> Open(const std::string& path);
+  Reader(Reader&&) noexcept;
+  Reader& operator=(Reader&&) noexcept;
+  ~Reader();
+
+  // Runs one SQL statement; `params` bind to ?1, ?2, ... as text or integers
+  // (a param that parses fully as an integer binds as one).
+  absl::StatusOr<QueryResult> Query(const std::string& sql,
+                                    const std::vector<std::string>& params = {}) const;
+
+  // The newest run's id, or NotFound when the database holds no runs.
+  absl::StatusOr<int64_t> LatestRunId() const;
+  int schema_version() const { return schema_version_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  Reader() = default;
+  sqlite3* db_ = nullptr;
+  std::string path_;
+  int schema_version_ = 0;
+};
+
+}  // namespace shardscope::store

@@ -1,0 +1,214 @@
+-- shardscope database schema, version 1. Documented in docs/schema.md.
+-- Timelines follow Perfetto's trace processor: tracks and slices, names interned.
+PRAGMA foreign_keys = ON;
+
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS runs (
+  run_id         INTEGER PRIMARY KEY,
+  sample         TEXT NOT NULL,
+  mesh           TEXT NOT NULL,
+  mesh_axes      TEXT NOT NULL,
+  sharding       TEXT NOT NULL,
+  config_json    TEXT NOT NULL,
+  topology       TEXT NOT NULL,
+  profile        TEXT NOT NULL,
+  clock_kinds    TEXT NOT NULL,
+  tool_version   TEXT NOT NULL,
+  schema_version INTEGER NOT NULL,
+  simulated      INTEGER NOT NULL DEFAULT 0,
+  num_hosts      INTEGER NOT NULL,
+  num_devices    INTEGER NOT NULL,
+  started_at     TEXT NOT NULL,             -- ISO-8601 UTC
+  started_at_ns  INTEGER NOT NULL,          -- unix epoch ns
+  ended_at_ns    INTEGER,                   -- null while running or if the process died
+  status         TEXT NOT NULL DEFAULT 'running'  -- running | finished
+);
+
+CREATE TABLE IF NOT EXISTS hosts (
+  run_id  INTEGER NOT NULL REFERENCES runs(run_id),
+  host_id INTEGER NOT NULL,
+  name    TEXT NOT NULL,
+  PRIMARY KEY (run_id, host_id)
+);
+
+CREATE TABLE IF NOT EXISTS devices (
+  run_id     INTEGER NOT NULL REFERENCES runs(run_id),
+  device_id  INTEGER NOT NULL,
+  host_id    INTEGER NOT NULL,
+  coords     TEXT NOT NULL,
+  hbm_bytes  INTEGER NOT NULL,
+  peak_flops REAL NOT NULL,
+  PRIMARY KEY (run_id, device_id)
+);
+
+CREATE TABLE IF NOT EXISTS meshes (
+  run_id     INTEGER NOT NULL REFERENCES runs(run_id),
+  mesh_id    INTEGER NOT NULL,
+  shape      TEXT NOT NULL,
+  axis_names TEXT NOT NULL,
+  device_ids TEXT NOT NULL,
+  PRIMARY KEY (run_id, mesh_id)
+);
+
+CREATE TABLE IF NOT EXISTS names (
+  name_id INTEGER PRIMARY KEY,
+  name    TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE IF NOT EXISTS tracks (
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  track_id    INTEGER NOT NULL,
+  name        TEXT NOT NULL,
+  clock       TEXT NOT NULL CHECK (clock IN ('host','device','modeled')),
+  device_id   INTEGER,                      -- null on host tracks
+  host_id     INTEGER NOT NULL,
+  thread_name TEXT,
+  PRIMARY KEY (run_id, track_id)
+);
+
+CREATE TABLE IF NOT EXISTS slices (
+  run_id    INTEGER NOT NULL,
+  slice_id  INTEGER NOT NULL,
+  track_id  INTEGER NOT NULL,
+  start_ns  INTEGER NOT NULL,
+  dur_ns    INTEGER NOT NULL,
+  depth     INTEGER NOT NULL,
+  parent_id INTEGER,
+  name_id   INTEGER NOT NULL REFERENCES names(name_id),
+  kind      TEXT NOT NULL CHECK (kind IN ('compute','collective','transfer','host','compile')),
+  step      INTEGER,
+  graph_id  INTEGER,
+  op_id     INTEGER,
+  flow_id   INTEGER,
+  bytes     INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (run_id, slice_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS slices_by_track_time ON slices(run_id, track_id, start_ns);
+CREATE INDEX IF NOT EXISTS slices_by_flow ON slices(run_id, flow_id) WHERE flow_id IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS graphs (
+  run_id        INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id      INTEGER NOT NULL,
+  fingerprint   TEXT NOT NULL,
+  call_site     TEXT NOT NULL,
+  ir_text       TEXT NOT NULL,
+  ir_text_after TEXT NOT NULL,
+  op_count      INTEGER NOT NULL,
+  flops         REAL NOT NULL,
+  bytes         INTEGER NOT NULL,
+  PRIMARY KEY (run_id, graph_id)
+);
+
+CREATE TABLE IF NOT EXISTS compilations (
+  run_id        INTEGER NOT NULL REFERENCES runs(run_id),
+  compile_id    INTEGER NOT NULL,
+  step          INTEGER NOT NULL,
+  graph_id      INTEGER NOT NULL,
+  cache         TEXT NOT NULL CHECK (cache IN ('miss','memory_hit','disk_hit')),
+  cause_kind    TEXT,                       -- null on hits
+  cause_detail  TEXT,
+  source_file   TEXT,
+  source_line   INTEGER,
+  duration_ns   INTEGER NOT NULL,
+  prev_graph_id INTEGER,
+  call_site     TEXT NOT NULL,
+  host_start_ns INTEGER NOT NULL,
+  PRIMARY KEY (run_id, compile_id)
+);
+
+CREATE TABLE IF NOT EXISTS executions (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  execution_id    INTEGER NOT NULL,
+  step            INTEGER NOT NULL,
+  graph_id        INTEGER NOT NULL,
+  cache           TEXT NOT NULL,
+  input_signature TEXT NOT NULL,            -- JSON array
+  cause           TEXT NOT NULL,            -- mark_step | value_read | step_end
+  source_file     TEXT,
+  source_line     INTEGER,
+  host_start_ns   INTEGER NOT NULL,
+  host_dur_ns     INTEGER NOT NULL,
+  PRIMARY KEY (run_id, execution_id)
+);
+
+CREATE TABLE IF NOT EXISTS steps (
+  run_id  INTEGER NOT NULL REFERENCES runs(run_id),
+  step    INTEGER NOT NULL,
+  loss    REAL,
+  wall_ns INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+
+CREATE TABLE IF NOT EXISTS tensors (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  tensor_id       INTEGER NOT NULL,
+  name            TEXT NOT NULL,
+  shape           TEXT NOT NULL,
+  dtype           TEXT NOT NULL,
+  sharding        TEXT NOT NULL,
+  sharding_source TEXT NOT NULL,
+  source_file     TEXT,
+  source_line     INTEGER,
+  step            INTEGER NOT NULL,
+  PRIMARY KEY (run_id, tensor_id)
+);
+
+CREATE TABLE IF NOT EXISTS shard_placements (
+  run_id       INTEGER NOT NULL REFERENCES runs(run_id),
+  tensor_id    INTEGER NOT NULL,
+  tensor_name  TEXT NOT NULL,
+  device_id    INTEGER NOT NULL,
+  index_ranges TEXT NOT NULL,
+  bytes        INTEGER NOT NULL,
+  PRIMARY KEY (run_id, tensor_id, device_id)
+);
+
+CREATE TABLE IF NOT EXISTS counters (
+  run_id    INTEGER NOT NULL REFERENCES runs(run_id),
+  device_id INTEGER,                        -- null: process-wide
+  name      TEXT NOT NULL,
+  ts_ns     INTEGER NOT NULL,
+  value     REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS counters_by_name ON counters(run_id, name, ts_ns);
+
+-- Every slice with its track's device and clock, for simple queries.
+CREATE VIEW IF NOT EXISTS events AS
+SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,
+       s.depth, s.parent_id, s.step, s.graph_id, s.op_id, s.flow_id, s.bytes, t.clock, s.slice_id
+FROM slices s
+JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
+JOIN names n ON n.name_id = s.name_id;
+
+-- Per device and step on the device clock: time by kind from top-level
+-- (depth 0) slices, and idle = the step's span minus busy. The span runs from
+-- the step's first slice to its last on ANY device, so a chip that waits for a
+-- straggler shows that wait as idle.
+CREATE VIEW IF NOT EXISTS step_device_summary AS
+WITH dev AS (
+  SELECT s.run_id, s.step, t.device_id, s.kind, s.start_ns, s.dur_ns
+  FROM slices s
+  JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
+  WHERE t.clock = 'device' AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step IS NOT NULL
+),
+span AS (
+  SELECT run_id, step, min(start_ns) AS step_start_ns, max(start_ns + dur_ns) AS step_end_ns
+  FROM dev GROUP BY run_id, step
+),
+per AS (
+  SELECT run_id, step, device_id,
+         sum(CASE WHEN kind = 'compute' THEN dur_ns ELSE 0 END) AS compute_ns,
+         sum(CASE WHEN kind = 'collective' THEN dur_ns ELSE 0 END) AS collective_ns,
+         sum(CASE WHEN kind = 'transfer' THEN dur_ns ELSE 0 END) AS transfer_ns,
+         sum(dur_ns) AS busy_ns
+  FROM dev GROUP BY run_id, step, device_id
+)
+SELECT p.run_id, p.step, p.device_id, p.compute_ns, p.collective_ns, p.transfer_ns,
+       max(0, (sp.step_end_ns - sp.step_start_ns) - p.busy_ns) AS idle_ns, p.busy_ns,
+       sp.step_end_ns - sp.step_start_ns AS span_ns, sp.step_start_ns, sp.step_end_ns
+FROM per p
+JOIN span sp ON sp.run_id = p.run_id AND sp.step = p.step;

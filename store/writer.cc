@@ -1,0 +1,424 @@
+// The background SQLite writer (see writer.h). Producers only append to a
+// queue under a mutex; one thread owns the connection and writes whole batches
+// inside one transaction each, which is what makes tens of thousands of slices
+// per run cheap.
+#include "store/writer.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <ctime>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "store/schema.h"
+#include "store/sqlite_util.h"
+
+#ifndef SHARDSCOPE_VERSION
+#define SHARDSCOPE_VERSION "dev"
+#endif
+
+namespace shardscope::store {
+
+using internal::Stmt;
+
+namespace {
+
+// Producers block once this many records wait, so a stalled disk bounds memory.
+constexpr size_t kMaxQueued = 1 << 20;
+// The thread writes once this many records wait, or after kLinger, or at once
+// when someone is waiting in Flush/BeginRun/EndRun.
+constexpr size_t kBatch = 8192;
+constexpr std::chrono::milliseconds kLinger{5};
+
+int64_t UnixNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string IsoUtc(int64_t unix_ns) {
+  std::time_t secs = static_cast<std::time_t>(unix_ns / 1000000000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+// Everything the writer thread touches: the connection, one prepared INSERT
+// per table, and the name-interning cache.
+class Writer::Db {
+ public:
+  ~Db() {
+    stmts_ = {};  // statements must be finalized before the connection closes
+    if (db_) sqlite3_close(db_);
+  }
+
+  absl::Status Open(const std::string& path) {
+    struct stat sb;
+    bool exists = ::stat(path.c_str(), &sb) == 0;
+    if (exists && S_ISDIR(sb.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a database file"));
+    }
+    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
+    if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot open ", path, " for writing: ", internal::DbError(db_)));
+    }
+    sqlite3_busy_timeout(db_, 5000);
+    int version = 0;
+    if (absl::Status st = internal::CheckShardscopeDb(db_, path, /*allow_empty=*/true, &version);
+        !st.ok()) {
+      return st;
+    }
+    // WAL lets readers (the UI, the CLI) look at a run while it is being written.
+    absl::Status st = internal::Exec(
+        db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+    if (st.ok()) st = internal::Exec(db_, SchemaSql());
+    if (st.ok()) {
+      st = internal::Exec(
+          db_, absl::StrCat("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
+                            kSchemaVersion, "'), ('tool', 'shardscope');"));
+    }
+    if (!st.ok()) {
+      return absl::InternalError(absl::StrCat("cannot set up ", path, ": ", st.message()));
+    }
+    return Prepare();
+  }
+
+  // Applies one queued item; returns the rows written.
+  absl::Status Write(const Item& item, int64_t* rows) {
+    if (!std::holds_alternative<RunBegin>(item) && run_id_ == 0) {
+      return absl::FailedPreconditionError(
+          "a record arrived before BeginRun and was dropped; call BeginRun first");
+    }
+    *rows = 1;
+    return std::visit([this](const auto& r) { return WriteOne(r); }, item);
+  }
+
+  absl::Status Begin() { return internal::Exec(db_, "BEGIN"); }
+  absl::Status Commit() { return internal::Exec(db_, "COMMIT"); }
+  void Rollback() { internal::Exec(db_, "ROLLBACK").IgnoreError(); }
+  int64_t run_id() const { return run_id_; }
+
+ private:
+  struct Stmts {
+    Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
+        tensor, placement, counter, name_find, name_add;
+  };
+
+  absl::Status Prepare() {
+    // OR REPLACE: a producer that describes the same thing twice (a device, a
+    // step) means "this is the latest description", not an error to keep.
+    const std::pair<Stmt*, const char*> all[] = {
+        {&stmts_.run,
+         "INSERT INTO runs(sample, mesh, mesh_axes, sharding, config_json, topology, profile,"
+         " clock_kinds, tool_version, schema_version, simulated, num_hosts, num_devices,"
+         " started_at, started_at_ns, status)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'running')"},
+        {&stmts_.run_end, "UPDATE runs SET status = 'finished', ended_at_ns = ?2 WHERE run_id = ?1"},
+        {&stmts_.host, "INSERT OR REPLACE INTO hosts VALUES (?1,?2,?3)"},
+        {&stmts_.device, "INSERT OR REPLACE INTO devices VALUES (?1,?2,?3,?4,?5,?6)"},
+        {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
+        {&stmts_.track, "INSERT OR REPLACE INTO tracks VALUES (?1,?2,?3,?4,?5,?6,?7)"},
+        {&stmts_.slice,
+         "INSERT OR REPLACE INTO slices(run_id, slice_id, track_id, start_ns, dur_ns, depth,"
+         " parent_id, name_id, kind, step, graph_id, op_id, flow_id, bytes)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"},
+        {&stmts_.graph, "INSERT OR REPLACE INTO graphs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&stmts_.compilation,
+         "INSERT OR REPLACE INTO compilations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"},
+        {&stmts_.execution,
+         "INSERT OR REPLACE INTO executions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"},
+        {&stmts_.step, "INSERT OR REPLACE INTO steps VALUES (?1,?2,?3,?4)"},
+        {&stmts_.tensor,
+         "INSERT OR REPLACE INTO tensors VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.placement, "INSERT OR REPLACE INTO shard_placements VALUES (?1,?2,?3,?4,?5,?6)"},
+        {&stmts_.counter, "INSERT INTO counters VALUES (?1,?2,?3,?4,?5)"},
+        {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
+        {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
+    };
+    for (const auto& [stmt, sql] : all) {
+      if (absl::Status st = stmt->Prepare(db_, sql); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  // Interned name id; names are shared by all runs in the file.
+  absl::StatusOr<int64_t> NameId(const std::string& name) {
+    if (auto it = names_.find(name); it != names_.end()) return it->second;
+    int64_t id = 0;
+    stmts_.name_find.Text(1, name);
+    if (sqlite3_step(stmts_.name_find.get()) == SQLITE_ROW) {
+      id = sqlite3_column_int64(stmts_.name_find.get(), 0);
+    }
+    sqlite3_reset(stmts_.name_find.get());
+    if (id == 0) {
+      stmts_.name_add.Text(1, name);
+      if (absl::Status st = stmts_.name_add.Run(); !st.ok()) return st;
+      id = sqlite3_last_insert_rowid(db_);
+    }
+    names_.emplace(name, id);
+    return id;
+  }
+
+  static absl::Status Tag(absl::Status st, const char* table, int64_t id) {
+    if (st.ok()) return st;
+    return absl::InternalError(absl::StrCat("writing ", table, " row (id ", id, "): ", st.message()));
+  }
+
+  absl::Status WriteOne(const RunBegin& b) {
+    const trace::RunRecord& r = b.run;
+    run_id_ = 0;  // if the insert fails, later records are dropped, not misfiled
+    int64_t started = r.started_at_unix_ns ? r.started_at_unix_ns : UnixNowNs();
+    Stmt& s = stmts_.run;
+    s.Text(1, r.sample); s.Text(2, r.mesh); s.Text(3, r.mesh_axes); s.Text(4, r.sharding);
+    s.Text(5, r.config_json.empty() ? "{}" : r.config_json); s.Text(6, r.topology);
+    s.Text(7, r.profile); s.Text(8, r.clock_kinds);
+    s.Text(9, r.tool_version.empty() ? SHARDSCOPE_VERSION : r.tool_version);
+    s.Int(10, kSchemaVersion); s.Int(11, r.simulated ? 1 : 0); s.Int(12, r.num_hosts);
+    s.Int(13, r.num_devices); s.Text(14, IsoUtc(started)); s.Int(15, started);
+    if (absl::Status st = s.Run(); !st.ok()) return Tag(st, "runs", 0);
+    run_id_ = sqlite3_last_insert_rowid(db_);
+    return absl::OkStatus();
+  }
+  absl::Status WriteOne(const RunEnd& e) {
+    stmts_.run_end.Int(1, run_id_);
+    stmts_.run_end.Int(2, e.ended_at_ns);
+    return Tag(stmts_.run_end.Run(), "runs", run_id_);
+  }
+  absl::Status WriteOne(const trace::HostRecord& r) {
+    Stmt& s = stmts_.host;
+    s.Int(1, run_id_); s.Int(2, r.host_id); s.Text(3, r.name);
+    return Tag(s.Run(), "hosts", r.host_id);
+  }
+  absl::Status WriteOne(const trace::DeviceRecord& r) {
+    Stmt& s = stmts_.device;
+    s.Int(1, run_id_); s.Int(2, r.device_id); s.Int(3, r.host_id); s.Text(4, r.coords);
+    s.Int(5, r.hbm_bytes); s.Real(6, r.peak_flops);
+    return Tag(s.Run(), "devices", r.device_id);
+  }
+  absl::Status WriteOne(const trace::MeshRecord& r) {
+    Stmt& s = stmts_.mesh;
+    s.Int(1, run_id_); s.Int(2, r.mesh_id); s.Text(3, r.shape); s.Text(4, r.axis_names);
+    s.Text(5, r.device_ids);
+    return Tag(s.Run(), "meshes", r.mesh_id);
+  }
+  absl::Status WriteOne(const trace::TrackRecord& r) {
+    Stmt& s = stmts_.track;
+    s.Int(1, run_id_); s.Int(2, r.track_id); s.Text(3, r.name); s.Text(4, trace::ClockName(r.clock));
+    s.IntOrNull(5, r.device_id); s.Int(6, r.host_id); s.TextOrNull(7, r.thread_name);
+    return Tag(s.Run(), "tracks", r.track_id);
+  }
+  absl::Status WriteOne(const trace::SliceRecord& r) {
+    absl::StatusOr<int64_t> name = NameId(r.name);
+    if (!name.ok()) return Tag(name.status(), "names", r.slice_id);
+    Stmt& s = stmts_.slice;
+    s.Int(1, run_id_); s.Int(2, r.slice_id); s.Int(3, r.track_id); s.Int(4, r.start_ns);
+    s.Int(5, r.dur_ns); s.Int(6, r.depth); s.IntOrNull(7, r.parent_id); s.Int(8, *name);
+    s.Text(9, trace::SliceKindName(r.kind)); s.IntOrNull(10, r.step); s.IntOrNull(11, r.graph_id);
+    s.IntOrNull(12, r.op_id); s.IntOrNull(13, r.flow_id); s.Int(14, r.bytes);
+    return Tag(s.Run(), "slices", r.slice_id);
+  }
+  absl::Status WriteOne(const trace::GraphRecord& r) {
+    Stmt& s = stmts_.graph;
+    s.Int(1, run_id_); s.Int(2, r.graph_id); s.Text(3, r.fingerprint); s.Text(4, r.call_site);
+    s.Text(5, r.ir_text); s.Text(6, r.ir_text_after); s.Int(7, r.op_count); s.Real(8, r.flops);
+    s.Int(9, r.bytes);
+    return Tag(s.Run(), "graphs", r.graph_id);
+  }
+  absl::Status WriteOne(const trace::CompilationRecord& r) {
+    Stmt& s = stmts_.compilation;
+    s.Int(1, run_id_); s.Int(2, r.compile_id); s.Int(3, r.step); s.Int(4, r.graph_id);
+    s.Text(5, r.cache); s.TextOrNull(6, r.cause_kind); s.TextOrNull(7, r.cause_detail);
+    s.TextOrNull(8, r.source_file);
+    r.source_file.empty() ? s.Null(9) : s.Int(9, r.source_line);
+    s.Int(10, r.duration_ns); s.IntOrNull(11, r.prev_graph_id); s.Text(12, r.call_site);
+    s.Int(13, r.host_start_ns);
+    return Tag(s.Run(), "compilations", r.compile_id);
+  }
+  absl::Status WriteOne(const trace::ExecutionRecord& r) {
+    Stmt& s = stmts_.execution;
+    s.Int(1, run_id_); s.Int(2, r.execution_id); s.Int(3, r.step); s.Int(4, r.graph_id);
+    s.Text(5, r.cache); s.Text(6, r.input_signature.empty() ? "[]" : r.input_signature);
+    s.Text(7, r.cause); s.TextOrNull(8, r.source_file);
+    r.source_file.empty() ? s.Null(9) : s.Int(9, r.source_line);
+    s.Int(10, r.host_start_ns); s.Int(11, r.host_dur_ns);
+    return Tag(s.Run(), "executions", r.execution_id);
+  }
+  absl::Status WriteOne(const trace::StepRecord& r) {
+    Stmt& s = stmts_.step;
+    s.Int(1, run_id_); s.Int(2, r.step); s.Real(3, r.loss); s.Int(4, r.wall_ns);
+    return Tag(s.Run(), "steps", r.step);
+  }
+  absl::Status WriteOne(const trace::TensorRecord& r) {
+    Stmt& s = stmts_.tensor;
+    s.Int(1, run_id_); s.Int(2, r.tensor_id); s.Text(3, r.name); s.Text(4, r.shape);
+    s.Text(5, r.dtype); s.Text(6, r.sharding); s.Text(7, r.sharding_source);
+    s.TextOrNull(8, r.source_file);
+    r.source_file.empty() ? s.Null(9) : s.Int(9, r.source_line);
+    s.Int(10, r.step);
+    return Tag(s.Run(), "tensors", r.tensor_id);
+  }
+  absl::Status WriteOne(const trace::ShardPlacementRecord& r) {
+    Stmt& s = stmts_.placement;
+    s.Int(1, run_id_); s.Int(2, r.tensor_id); s.Text(3, r.tensor_name); s.Int(4, r.device_id);
+    s.Text(5, r.index_ranges); s.Int(6, r.bytes);
+    return Tag(s.Run(), "shard_placements", r.tensor_id);
+  }
+  absl::Status WriteOne(const trace::CounterRecord& r) {
+    Stmt& s = stmts_.counter;
+    s.Int(1, run_id_); s.IntOrNull(2, r.device_id); s.Text(3, r.name); s.Int(4, r.ts_ns);
+    s.Real(5, r.value);
+    return Tag(s.Run(), "counters", r.ts_ns);
+  }
+
+  sqlite3* db_ = nullptr;
+  Stmts stmts_;
+  std::unordered_map<std::string, int64_t> names_;
+  int64_t run_id_ = 0;
+};
+
+absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::string& path) {
+  auto db = std::make_unique<Db>();
+  if (absl::Status st = db->Open(path); !st.ok()) return st;
+  return std::unique_ptr<Writer>(new Writer(path, std::move(db)));
+}
+
+Writer::Writer(std::string path, std::unique_ptr<Db> db)
+    : path_(std::move(path)), db_(std::move(db)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Writer::~Writer() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  queued_cv_.notify_all();
+  thread_.join();  // the loop drains the queue before it returns
+  db_.reset();
+}
+
+uint64_t Writer::Push(Item item) {
+  uint64_t seq;
+  bool wake;
+  {
+    std::unique_lock<std::mutex> l(mu_);
+    written_cv_.wait(l, [&] { return queue_.size() < kMaxQueued || stop_; });
+    queue_.push_back(std::move(item));
+    seq = ++enqueued_;
+    // Wake the thread only when work appears or a batch is full, not per record.
+    wake = queue_.size() == 1 || queue_.size() == kBatch;
+  }
+  if (wake) queued_cv_.notify_one();
+  return seq;
+}
+
+void Writer::WaitWritten(uint64_t seq) {
+  std::unique_lock<std::mutex> l(mu_);
+  ++waiters_;  // tells the thread not to linger for a fuller batch
+  queued_cv_.notify_one();
+  written_cv_.wait(l, [&] { return written_ >= seq; });
+  --waiters_;
+}
+
+void Writer::Loop() {
+  std::vector<Item> batch;
+  for (;;) {
+    uint64_t last;
+    {
+      std::unique_lock<std::mutex> l(mu_);
+      queued_cv_.wait(l, [&] { return !queue_.empty() || stop_; });
+      if (queue_.empty()) return;  // stopping, and nothing left to write
+      // Linger briefly for a fuller batch: a commit per handful of records
+      // would cost far more than the records themselves.
+      queued_cv_.wait_for(l, kLinger,
+                          [&] { return queue_.size() >= kBatch || stop_ || waiters_ > 0; });
+      batch.swap(queue_);
+      last = enqueued_;
+    }
+    written_cv_.notify_all();  // room in the queue again
+    // One transaction per batch: the batch grows while the previous one commits.
+    int64_t rows = 0;
+    absl::Status st = db_->Begin();
+    bool in_txn = st.ok();
+    if (!st.ok()) SetError(absl::InternalError(absl::StrCat("starting a transaction: ", st.message())));
+    for (const Item& item : batch) {
+      int64_t n = 0;
+      if (absl::Status w = db_->Write(item, &n); !w.ok()) {
+        SetError(w);
+      } else {
+        rows += n;
+      }
+      if (std::holds_alternative<RunBegin>(item)) run_id_.store(db_->run_id());
+    }
+    if (in_txn) {
+      if (absl::Status c = db_->Commit(); !c.ok()) {
+        SetError(absl::InternalError(absl::StrCat("committing ", batch.size(), " records: ", c.message())));
+        db_->Rollback();
+        rows = 0;
+      }
+    }
+    rows_written_.fetch_add(rows);
+    batch.clear();
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      written_ = last;
+    }
+    written_cv_.notify_all();
+  }
+}
+
+void Writer::SetError(absl::Status st) {
+  std::lock_guard<std::mutex> l(mu_);
+  ++error_count_;
+  if (error_.ok()) error_ = std::move(st);
+}
+
+absl::Status Writer::status() const {
+  std::lock_guard<std::mutex> l(mu_);
+  if (error_.ok()) return error_;
+  std::string msg = absl::StrCat(path_, ": ", error_.message());
+  if (error_count_ > 1) absl::StrAppend(&msg, " (and ", error_count_ - 1, " more write errors)");
+  return absl::Status(error_.code(), msg);
+}
+
+void Writer::BeginRun(const trace::RunRecord& r) { StartRun(r).IgnoreError(); }
+
+absl::StatusOr<int64_t> Writer::StartRun(const trace::RunRecord& r) {
+  int64_t before = run_id_.load();
+  WaitWritten(Push(RunBegin{r}));
+  int64_t id = run_id_.load();
+  if (id == 0 || id == before) {
+    absl::Status st = status();
+    return st.ok() ? absl::InternalError(absl::StrCat(path_, ": the run was not recorded")) : st;
+  }
+  return id;
+}
+
+void Writer::Flush() {
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    seq = enqueued_;
+  }
+  WaitWritten(seq);
+}
+
+void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs()})); }
+
+absl::Status Writer::FlushAndCheck() {
+  Flush();
+  return status();
+}
+
+absl::Status Writer::EndRunAndCheck() {
+  EndRun();
+  return status();
+}
+
+}  // namespace shardscope::store

@@ -1,0 +1,172 @@
+// BuildRunReport and its renderers over the synthetic run (tests/store/synthetic_run.h):
+// exact numbers in the tables, clock labels and plain words in the renderings.
+#include "profiler/analysis/run_report.h"
+
+#include "gtest/gtest.h"
+#include "profiler/analysis/format.h"
+#include "store/writer.h"
+#include "tests/store/synthetic_run.h"
+
+namespace shardscope::analysis {
+namespace {
+
+using namespace shardscope::testing;
+
+class RunReportTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = TempDbPath(::testing::UnitTest::GetInstance()->current_test_info()->name());
+    auto w = store::Writer::Open(path_);
+    ASSERT_TRUE(w.ok()) << w.status();
+    auto id = WriteSyntheticRun(**w);
+    ASSERT_TRUE(id.ok()) << id.status();
+    // A second run with no timelines at all: its report must say so plainly.
+    trace::RunRecord bare;
+    bare.sample = "bare";
+    ASSERT_TRUE((*w)->StartRun(bare).ok());
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+    w->reset();
+    auto r = store::Reader::Open(path_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    reader_ = std::make_unique<store::Reader>(std::move(*r));
+  }
+  RunReport Build(int64_t run) {
+    auto rep = BuildRunReport(*reader_, run);
+    EXPECT_TRUE(rep.ok()) << rep.status();
+    return rep.ok() ? *rep : RunReport{};
+  }
+  bool Has(const std::string& text, const std::string& part) {
+    return text.find(part) != std::string::npos;
+  }
+  std::string path_;
+  std::unique_ptr<store::Reader> reader_;
+};
+
+TEST_F(RunReportTest, Tables) {
+  RunReport r = Build(1);
+  EXPECT_EQ(r.run.sample, "mlp");
+  EXPECT_EQ(r.run.mesh, "2x2");
+  EXPECT_EQ(r.run.num_devices, 4);
+  EXPECT_EQ(r.run.status, "finished");
+  EXPECT_EQ(r.run.started_at, "2023-11-14T22:13:20Z");
+
+  EXPECT_EQ(r.steps.count, kSteps);
+  // Walls: 16.0, 4.1, 4.2, 30.3, 4.4 ms -> median 4.4 ms.
+  EXPECT_EQ(r.steps.median_wall_ns, 4 * kMs + 4 * (kMs / 10));
+  EXPECT_EQ(r.steps.p90_wall_ns, 30 * kMs + 3 * (kMs / 10));
+  EXPECT_DOUBLE_EQ(*r.steps.first_loss, 2.5);
+  EXPECT_DOUBLE_EQ(*r.steps.last_loss, 1.5);
+
+  EXPECT_EQ(r.compiles.count, 5);
+  EXPECT_EQ(r.compiles.misses, 2);
+  EXPECT_EQ(r.compiles.memory_hits, 3);
+  EXPECT_EQ(r.compiles.recompilations, 1);
+  EXPECT_EQ(r.compiles.total_ns, 38 * kMs + 3 * (kMs / 20));
+  ASSERT_EQ(r.compiles.miss_list.size(), 2u);
+  EXPECT_EQ(r.compiles.miss_list[0].cause_kind, "first_compile");
+  EXPECT_EQ(r.compiles.miss_list[1].step, 3);
+  EXPECT_EQ(r.compiles.miss_list[1].cause_kind, "input_shape_changed");
+  EXPECT_EQ(r.compiles.miss_list[1].source_line, 41);
+  EXPECT_EQ(r.executions, kSteps);
+
+  const DeviceBreakdown& d = r.devices;
+  EXPECT_EQ(d.steps_covered, kSteps);
+  EXPECT_EQ(d.median_span_ns, ComputeNs(3) + kCollectiveNs);
+  ASSERT_EQ(d.rows.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    const DeviceRow& row = d.rows[i];
+    EXPECT_EQ(row.device_id, i);
+    EXPECT_EQ(row.host_id, i / 2);
+    EXPECT_EQ(row.median_step.compute_ns, ComputeNs(i));
+    EXPECT_EQ(row.median_step.collective_ns, kCollectiveNs);
+    EXPECT_EQ(row.median_step.idle_ns, ComputeNs(3) - ComputeNs(i));
+    EXPECT_EQ(row.median_step.bottleneck, "compute");
+    EXPECT_EQ(row.all_steps.compute_ns, kSteps * ComputeNs(i));
+  }
+
+  ASSERT_EQ(r.sharding.size(), 2u);
+  EXPECT_EQ(r.sharding[0].name, "x");
+  EXPECT_EQ(r.sharding[0].devices, 4);
+  EXPECT_EQ(r.sharding[0].max_bytes, 32 * 784 * 4);
+  EXPECT_EQ(r.sharding[1].source, "propagated");
+}
+
+TEST_F(RunReportTest, Text) {
+  std::string t = RenderText(Build(1));
+  std::printf("%s", t.c_str());
+  EXPECT_TRUE(Has(t, "run 1: mlp, 5 steps, mesh 2x2 (data, model), 4 chips on 2 hosts, profile cpu"));
+  EXPECT_TRUE(Has(t, "median 4.4 ms   p90 30 ms (host)   loss 2.5 -> 1.5"));
+  EXPECT_TRUE(Has(t, "2 misses, 3 cache hits, 1 recompilation"));
+  EXPECT_TRUE(Has(t, "input shape changed: x f32[64,784] -> f32[48,784]   26 ms (host)"));
+  EXPECT_TRUE(Has(t, "at samples/mlp.cc:41"));
+  EXPECT_TRUE(Has(t, "device clock)"));
+  EXPECT_TRUE(Has(t, "chip 3 (host 1)"));
+  EXPECT_TRUE(Has(t, "compute"));
+  EXPECT_TRUE(Has(t, "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"));
+  EXPECT_TRUE(Has(t, "98 KiB/chip"));
+  EXPECT_TRUE(Has(t, "3.1 MiB/chip"));
+}
+
+TEST_F(RunReportTest, EmptyTablesSaySo) {
+  RunReport r = Build(2);
+  EXPECT_TRUE(r.devices.rows.empty());
+  std::string t = RenderText(r);
+  EXPECT_TRUE(Has(t, "no steps recorded")) << t;
+  EXPECT_TRUE(Has(t, "no compilations recorded")) << t;
+  EXPECT_TRUE(Has(t, "Per chip: no device-clock tracks in this run")) << t;
+  EXPECT_TRUE(Has(t, "no tensors recorded")) << t;
+  EXPECT_TRUE(Has(t, "run 2: bare, 0 steps, 1 chip on 1 host")) << t;
+  std::string md = RenderMarkdown(r);
+  EXPECT_TRUE(Has(md, "No breakdown: no device-clock tracks")) << md;
+}
+
+TEST_F(RunReportTest, Markdown) {
+  std::string md = RenderMarkdown(Build(1));
+  EXPECT_TRUE(Has(md, "# shardscope report: "));
+  EXPECT_TRUE(Has(md, "| step | cause | source | duration (host) |"));
+  EXPECT_TRUE(Has(md, "| 3 | input shape changed: x f32[64,784] -> f32[48,784] | `samples/mlp.cc:41` | 26 ms |"));
+  EXPECT_TRUE(Has(md, "| chip | compute | collective | transfer | idle | bottleneck |"));
+  EXPECT_TRUE(Has(md, "| chip 0 (host 0) | 1.0 ms | 500 us | 0 | 300 us | compute |"));
+  EXPECT_TRUE(Has(md, "| `x` | f32[64,784] |"));
+}
+
+TEST_F(RunReportTest, Json) {
+  nlohmann::json j = nlohmann::json::parse(RenderJson(Build(1)));
+  EXPECT_EQ(j["run"]["sample"], "mlp");
+  EXPECT_EQ(j["steps"]["clock"], "host");
+  EXPECT_EQ(j["steps"]["count"], kSteps);
+  EXPECT_EQ(j["compilations"]["recompilations"], 1);
+  EXPECT_EQ(j["compilations"]["miss_list"][1]["cause_kind"], "input_shape_changed");
+  EXPECT_EQ(j["devices"]["clock"], "device");
+  ASSERT_EQ(j["devices"]["rows"].size(), 4u);
+  EXPECT_EQ(j["devices"]["rows"][3]["median_step"]["compute_ns"], ComputeNs(3));
+  EXPECT_EQ(j["sharding"][0]["max_bytes_per_device"], 32 * 784 * 4);
+  nlohmann::json bare = ReportToJson(Build(2));
+  EXPECT_TRUE(bare["devices"]["rows"].empty());
+  EXPECT_FALSE(bare["devices"]["empty_reason"].get<std::string>().empty());
+  EXPECT_TRUE(bare["steps"]["first_loss"].is_null());
+}
+
+TEST_F(RunReportTest, UnknownRun) {
+  auto rep = BuildRunReport(*reader_, 42);
+  ASSERT_FALSE(rep.ok());
+  EXPECT_TRUE(absl::IsNotFound(rep.status()));
+  EXPECT_TRUE(Has(std::string(rep.status().message()), "has no run 42 (the newest is run 2)"))
+      << rep.status();
+}
+
+TEST(FormatTest, Units) {
+  EXPECT_EQ(FormatNs(0), "0");
+  EXPECT_EQ(FormatNs(850), "850 ns");
+  EXPECT_EQ(FormatNs(12500), "12 us");
+  EXPECT_EQ(FormatNs(4100000), "4.1 ms");
+  EXPECT_EQ(FormatNs(38000000), "38 ms");
+  EXPECT_EQ(FormatNs(1250000000), "1.25 s");
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(100352), "98 KiB");
+  EXPECT_EQ(FormatBytes(3211264), "3.1 MiB");
+  EXPECT_EQ(Humanize("input_shape_changed"), "input shape changed");
+}
+
+}  // namespace
+}  // namespace shardscope::analysis

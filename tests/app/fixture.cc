@@ -1,0 +1,164 @@
+// Fixture databases for the app's tests; see fixture.h.
+#include "tests/app/fixture.h"
+
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "gtest/gtest.h"
+#include "store/schema.h"
+
+namespace shardscope::app::testing {
+namespace {
+
+class Db {
+ public:
+  explicit Db(sqlite3* db) : db_(db) {}
+  ~Db() { sqlite3_close(db_); }
+  absl::Status Exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string message = err ? err : "unknown error";
+      sqlite3_free(err);
+      return absl::InternalError(absl::StrCat("fixture SQL failed: ", message, "\n", sql.substr(0, 300)));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  sqlite3* db_;
+};
+
+#define RETURN_IF_ERROR_FIXTURE(expr) \
+  if (absl::Status st = (expr); !st.ok()) return st
+
+int64_t NameId(const std::string& name) {
+  if (name == "fusion.3") return 1;
+  if (name == "dot.7") return 2;
+  if (name == "all-reduce.2") return 3;
+  if (name == "mark_step") return 4;
+  if (name == "trace") return 5;
+  return 6;  // tiny
+}
+
+std::string SliceRow(int64_t run, int64_t& id, int64_t track, int64_t start, int64_t dur,
+                     int depth, const char* name, const char* kind, int step) {
+  return absl::StrFormat("(%d,%d,%d,%d,%d,%d,NULL,%d,'%s',%d,1,NULL,NULL,%d)", run, id++, track,
+                         start, dur, depth, NameId(name), kind, step,
+                         std::string(kind) == "collective" ? 4096 : 0);
+}
+
+absl::Status WriteRun(Db& db, const FixtureRun& r) {
+  RETURN_IF_ERROR_FIXTURE(db.Exec(absl::StrFormat(
+      "INSERT INTO runs (run_id, sample, mesh, mesh_axes, sharding, config_json, topology, profile, "
+      "clock_kinds, tool_version, schema_version, simulated, num_hosts, num_devices, started_at, "
+      "started_at_ns, ended_at_ns, status) VALUES (%d, 'mlp', '%dx1', 'data', 'data', '{}', "
+      "'%d hosts', 'cpu', 'host,device', 'test', 1, 0, %d, %d, '2024-01-01T00:00:00Z', 0, 1, "
+      "'finished');",
+      r.run_id, r.num_devices, r.num_hosts, r.num_hosts, r.num_devices)));
+  std::string sql;
+  for (int h = 0; h < r.num_hosts; ++h) {
+    absl::StrAppend(&sql, absl::StrFormat("INSERT INTO hosts VALUES (%d, %d, 'host%d');", r.run_id,
+                                          h, h));
+    absl::StrAppend(&sql, absl::StrFormat(
+                              "INSERT INTO tracks VALUES (%d, %d, 'host %d main', 'host', NULL, "
+                              "%d, 'main');",
+                              r.run_id, 1000 + h, h, h));
+  }
+  for (int d = 0; d < r.num_devices; ++d) {
+    int host = d * r.num_hosts / r.num_devices;
+    absl::StrAppend(&sql, absl::StrFormat(
+                              "INSERT INTO devices VALUES (%d, %d, %d, '[%d]', 1073741824, 1e12);",
+                              r.run_id, d, host, d));
+    absl::StrAppend(&sql, absl::StrFormat(
+                              "INSERT INTO tracks VALUES (%d, %d, 'chip %d', 'device', %d, %d, "
+                              "NULL);",
+                              r.run_id, d + 1, d, d, host));
+  }
+  RETURN_IF_ERROR_FIXTURE(db.Exec(sql));
+
+  std::vector<std::string> rows;
+  int64_t id = 1;
+  for (int s = 0; s < r.steps; ++s) {
+    const int64_t t = s * kStepNs;
+    for (int d = 0; d < r.num_devices; ++d) {
+      const int64_t skew = d * 5'000;
+      rows.push_back(SliceRow(r.run_id, id, d + 1, t + skew, 300'000, 0, "fusion.3", "compute", s));
+      rows.push_back(SliceRow(r.run_id, id, d + 1, t + skew + 310'000, 250'000, 0, "dot.7",
+                              "compute", s));
+      rows.push_back(SliceRow(r.run_id, id, d + 1, t + 600'000, 200'000 + d * 10'000, 0,
+                              "all-reduce.2", "collective", s));
+    }
+    for (int h = 0; h < r.num_hosts; ++h) {
+      const int64_t ht = kHostClockStart + t;
+      rows.push_back(SliceRow(r.run_id, id, 1000 + h, ht, 400'000, 0, "mark_step", "host", s));
+      rows.push_back(SliceRow(r.run_id, id, 1000 + h, ht + 20'000, 150'000, 1, "trace", "host", s));
+    }
+  }
+  const int64_t tiny_start = r.steps * kStepNs;
+  for (int i = 0; i < r.tiny_slices; ++i) {
+    rows.push_back(SliceRow(r.run_id, id, 1, tiny_start + 2 * i, 1, 0, "tiny", "compute", -1));
+  }
+  // Batched inserts: SQLite's statement length limit is 1 GB, but smaller
+  // statements keep a failure's message short.
+  for (size_t i = 0; i < rows.size(); i += 500) {
+    std::string insert = "INSERT INTO slices VALUES ";
+    for (size_t j = i; j < std::min(rows.size(), i + 500); ++j) {
+      if (j > i) insert += ",";
+      insert += rows[j];
+    }
+    RETURN_IF_ERROR_FIXTURE(db.Exec(insert + ";"));
+  }
+
+  if (r.with_compilations) {
+    RETURN_IF_ERROR_FIXTURE(db.Exec(absl::StrFormat(
+        "INSERT INTO compilations VALUES "
+        "(%1$d, 1, 0, 1, 'miss', 'first_compile', 'first graph at this call site', "
+        "'samples/mlp.cc', 52, 250000, NULL, 'samples/mlp.cc:52 mark_step', %2$d),"
+        "(%1$d, 2, 2, 2, 'miss', 'input_shape_changed', 'x f32[64,784] -> f32[48,784]', "
+        "'samples/mlp.cc', 41, 180000, 1, 'samples/mlp.cc:52 mark_step', %3$d),"
+        "(%1$d, 3, 3, 1, 'memory_hit', NULL, NULL, NULL, NULL, 12000, NULL, "
+        "'samples/mlp.cc:52 mark_step', %4$d);",
+        r.run_id, kHostClockStart + 180'000, kHostClockStart + 2 * kStepNs + 180'000,
+        kHostClockStart + 3 * kStepNs + 180'000)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteFixtureDb(const std::string& path, const std::vector<FixtureRun>& runs) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  sqlite3* raw = nullptr;
+  if (sqlite3_open(path.c_str(), &raw) != SQLITE_OK) {
+    std::string message = raw ? sqlite3_errmsg(raw) : "out of memory";
+    sqlite3_close(raw);
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", message));
+  }
+  Db db(raw);
+  RETURN_IF_ERROR_FIXTURE(db.Exec(store::SchemaSql()));
+  RETURN_IF_ERROR_FIXTURE(db.Exec(absl::StrFormat(
+      "INSERT OR REPLACE INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '%d');",
+      store::kSchemaVersion)));
+  RETURN_IF_ERROR_FIXTURE(db.Exec(
+      "BEGIN; INSERT INTO names VALUES (1, 'fusion.3'), (2, 'dot.7'), (3, 'all-reduce.2'), "
+      "(4, 'mark_step'), (5, 'trace'), (6, 'tiny');"));
+  for (const FixtureRun& run : runs) RETURN_IF_ERROR_FIXTURE(WriteRun(db, run));
+  return db.Exec("COMMIT;");
+}
+
+std::string TempPath(const std::string& name) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string prefix = info ? absl::StrCat(info->test_suite_name(), ".", info->name()) : "app";
+  for (char& c : prefix) {
+    if (c == '/') c = '_';
+  }
+  std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "shardscope_app_tests";
+  std::filesystem::create_directories(dir);
+  return (dir / absl::StrCat(prefix, ".", name)).string();
+}
+
+}  // namespace shardscope::app::testing

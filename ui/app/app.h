@@ -1,0 +1,27 @@
+// The desktop shell: opens a database, a GLFW window with an OpenGL 3.3
+// context and ImGui, and runs the Workstation until the window closes, or, in
+// screenshot mode, for a few frames before writing the window to a PNG.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace shardscope::app {
+
+struct AppOptions {
+  std::string db_path;
+  std::optional<int64_t> run_id;  // unset: the latest run
+  int width = 1600;
+  int height = 900;
+  std::string screenshot_path;    // set: render, write the PNG, exit
+  std::string view = "timeline";  // timeline | recompilations
+  // Screenshot mode only: where the pointer is, to capture a tooltip.
+  std::optional<std::pair<float, float>> mouse;
+};
+
+// Runs the app; returns the process exit code. Errors are printed to stderr
+// with what the user can do about them.
+int RunApp(const AppOptions& options);
+
+}  // namespace shardscope::app

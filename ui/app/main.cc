@@ -1,0 +1,90 @@
+// shardscope-ui: the desktop workstation. `shardscope-ui PATH [--run N]`
+// opens a stored run; `--screenshot FILE.png` renders it once and exits.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "absl/strings/numbers.h"
+#include "ui/app/app.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: shardscope-ui PATH [options]\n"
+    "\n"
+    "Opens a shardscope database in the desktop workstation: a timeline per chip\n"
+    "(device clock) and per host thread (host clock), and the run's compilations.\n"
+    "\n"
+    "options:\n"
+    "  --run N             show run N (default: the latest run in the file)\n"
+    "  --view NAME         start on a view: timeline (default) or recompilations\n"
+    "  --width W           window width in pixels (default 1600)\n"
+    "  --height H          window height in pixels (default 900)\n"
+    "  --screenshot FILE   render the window once, write it as a PNG, print each\n"
+    "                      timeline lane's rectangle, and exit\n"
+    "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
+    "  --help              this text\n"
+    "\n"
+    "Needs a display; headless, run under `xvfb-run -a` or use `shardscope report PATH`.\n";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "shardscope-ui: %s\n\n%s", message.c_str(), kUsage);
+  return 64;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  shardscope::app::AppOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      if (!options.db_path.empty()) return UsageError("more than one database given: " + arg);
+      options.db_path = arg;
+      continue;
+    }
+    // Accept both `--flag value` and `--flag=value`.
+    std::string value;
+    if (auto eq = arg.find('='); eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return UsageError(arg + " needs a value");
+    }
+    if (arg == "--run") {
+      int64_t run = 0;
+      if (!absl::SimpleAtoi(value, &run)) return UsageError("--run wants a run id, got '" + value + "'");
+      options.run_id = run;
+    } else if (arg == "--width" || arg == "--height") {
+      int px = 0;
+      if (!absl::SimpleAtoi(value, &px) || px < 200 || px > 16384) {
+        return UsageError(arg + " wants pixels between 200 and 16384, got '" + value + "'");
+      }
+      (arg == "--width" ? options.width : options.height) = px;
+    } else if (arg == "--screenshot") {
+      options.screenshot_path = value;
+    } else if (arg == "--view") {
+      if (value != "timeline" && value != "recompilations") {
+        return UsageError("--view is timeline or recompilations, got '" + value + "'");
+      }
+      options.view = value;
+    } else if (arg == "--mouse") {
+      float x = 0, y = 0;
+      if (std::sscanf(value.c_str(), "%f,%f", &x, &y) != 2) {
+        return UsageError("--mouse wants X,Y, got '" + value + "'");
+      }
+      options.mouse = std::pair{x, y};
+    } else {
+      return UsageError("unknown option " + arg);
+    }
+  }
+  if (options.db_path.empty()) return UsageError("no database given");
+  return shardscope::app::RunApp(options);
+}

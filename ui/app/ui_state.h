@@ -1,0 +1,24 @@
+// State the workstation's views share within one window: what is selected and
+// which view should come to the front. Views write requests here instead of
+// calling each other, so each view stays in its own file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace shardscope::app {
+
+enum class ViewId { kTimeline, kRecompilations };
+
+struct UiState {
+  std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere
+  bool scroll_to_selected_compile = false;     // once, when picked elsewhere
+  std::optional<ViewId> bring_to_front;        // consumed by the tab bar next frame
+  std::optional<int64_t> switch_to_run;        // the app reloads the model
+  std::string selection_text;                  // the status bar's line
+  // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
+  bool headless = false;
+};
+
+}  // namespace shardscope::app

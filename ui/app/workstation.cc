@@ -1,0 +1,92 @@
+// The workstation's top level; see workstation.h.
+#include "ui/app/workstation.h"
+
+#include <imgui.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ui/app/palette.h"
+
+namespace shardscope::app {
+
+Workstation::Workstation(std::unique_ptr<TraceModel> model) { SetModel(std::move(model)); }
+
+void Workstation::SetModel(std::unique_ptr<TraceModel> model) {
+  // Views hold a reference to the model, so they go before it does.
+  timeline_.reset();
+  compilations_.reset();
+  model_ = std::move(model);
+  timeline_ = std::make_unique<TimelineView>(*model_);
+  compilations_ = std::make_unique<CompilationsView>(*model_);
+  ui_.selected_compile_id.reset();
+  ui_.selection_text.clear();
+}
+
+std::string Workstation::Title() const {
+  return absl::StrCat("shardscope \xE2\x80\x94 ", std::filesystem::path(model_->path).filename().string(),
+                      " \xE2\x80\x94 run ", model_->run.run_id, " ", model_->run.sample);
+}
+
+void Workstation::DrawRunLine() {
+  const RunInfo& run = model_->run;
+  ImGui::TextColored(ImVec4(kClockLabel.r / 255.f, kClockLabel.g / 255.f, kClockLabel.b / 255.f, 1),
+                     "%s", std::filesystem::path(model_->path).filename().string().c_str());
+  ImGui::SameLine();
+  std::string line = absl::StrFormat("run %d: %s, mesh %s, %d chips on %d hosts, profile %s%s",
+                                     run.run_id, run.sample, run.mesh, run.num_devices,
+                                     run.num_hosts, run.profile,
+                                     run.simulated ? ", simulated (no numerics)" : "");
+  if (run.status != "finished") absl::StrAppend(&line, " [", run.status, "]");
+  ImGui::TextUnformatted(line.c_str());
+  if (model_->run_ids.size() > 1) {
+    ImGui::SameLine(0, 30);
+    ImGui::SetNextItemWidth(110);
+    std::string current = absl::StrCat("run ", run.run_id);
+    if (ImGui::BeginCombo("##run", current.c_str())) {
+      for (int64_t id : model_->run_ids) {
+        std::string label = absl::StrCat("run ", id);
+        if (ImGui::Selectable(label.c_str(), id == run.run_id) && id != run.run_id) {
+          ui_.switch_to_run = id;
+        }
+      }
+      ImGui::EndCombo();
+    }
+  }
+}
+
+void Workstation::Draw() {
+  const ImGuiViewport* viewport = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(viewport->WorkPos);
+  ImGui::SetNextWindowSize(viewport->WorkSize);
+  const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                                 ImGuiWindowFlags_NoSavedSettings |
+                                 ImGuiWindowFlags_NoBringToFrontOnFocus;
+  ImGui::Begin("shardscope", nullptr, flags);
+  DrawRunLine();
+  if (ImGui::BeginTabBar("##views")) {
+    auto tab_flags = [this](ViewId id) {
+      return ui_.bring_to_front == id ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
+    };
+    const auto timeline_flags = tab_flags(ViewId::kTimeline);
+    const auto compile_flags = tab_flags(ViewId::kRecompilations);
+    ui_.bring_to_front.reset();
+    if (ImGui::BeginTabItem("Timeline", nullptr, timeline_flags)) {
+      active_view_ = ViewId::kTimeline;
+      timeline_->Draw(ui_);
+      ImGui::EndTabItem();
+    }
+    std::string compile_label =
+        absl::StrCat("Recompilations (", model_->compilations.size(), ")###recompilations");
+    if (ImGui::BeginTabItem(compile_label.c_str(), nullptr, compile_flags)) {
+      active_view_ = ViewId::kRecompilations;
+      compilations_->Draw(ui_);
+      ImGui::EndTabItem();
+    }
+    ImGui::EndTabBar();
+  }
+  ImGui::End();
+}
+
+}  // namespace shardscope::app

@@ -1,0 +1,74 @@
+// Entry point of the `shardscope` CLI: dispatches to report commands (which read
+// only the store) and driver commands (which run the stack). Exit codes: 0 ok,
+// 1 a command failed (bad file, bad query), 2 bad usage.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "ui/cli/drivers.h"
+#include "ui/cli/reports.h"
+
+#ifndef SHARDSCOPE_VERSION
+#define SHARDSCOPE_VERSION "dev"
+#endif
+
+namespace {
+
+std::string Usage() {
+  std::string s =
+      "shardscope " SHARDSCOPE_VERSION " — see inside a sharded ML stack; every run lands in one SQLite file\n"
+      "\n"
+      "usage: shardscope <command> [args]   (shardscope <command> --help for details)\n"
+      "\n"
+      "commands:\n";
+  if (shardscope::cli::IsDriverCommand("run")) {
+    s += "  run SAMPLE      run a sample workload and record it (e.g. run mlp --db run.db)\n";
+  }
+  s += shardscope::cli::ReportCommandSummaries();
+  return s;
+}
+
+bool IsHelp(const std::string& a) { return a == "--help" || a == "-h" || a == "help"; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace shardscope::cli;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << Usage();
+    return 2;
+  }
+  std::string cmd = args[0];
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (IsHelp(cmd)) {
+    // `shardscope help report` shows that command's help.
+    if (!rest.empty()) {
+      std::string h = IsReportCommand(rest[0]) ? ReportHelp(rest[0]) : DriverHelp(rest[0]);
+      if (h.empty()) {
+        std::cerr << "error: unknown command '" << rest[0] << "'\n" << Usage();
+        return 2;
+      }
+      std::cout << h;
+      return 0;
+    }
+    std::cout << Usage();
+    return 0;
+  }
+  if (cmd == "--version") {
+    std::cout << "shardscope " SHARDSCOPE_VERSION "\n";
+    return 0;
+  }
+  if (IsReportCommand(cmd)) return RunReportCommand(cmd, rest, std::cout, std::cerr);
+  if (IsDriverCommand(cmd)) {
+    for (const std::string& a : rest) {
+      if (a == "--help" || a == "-h") {
+        std::cout << DriverHelp(cmd);
+        return 0;
+      }
+    }
+    return RunDriverCommand(cmd, rest);
+  }
+  std::cerr << "error: unknown command '" << cmd << "'; run 'shardscope --help' for the list\n";
+  return 2;
+}

@@ -1,0 +1,175 @@
+// The report commands: `report` (the run report of profiler/analysis) and
+// `query` (any SQL, as CSV). Argument mistakes exit 2 with a usage hint; a bad
+// or missing file exits 1 with the store's message.
+#include "ui/cli/reports.h"
+
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "profiler/analysis/run_report.h"
+#include "store/reader.h"
+#include "ui/cli/csv.h"
+
+namespace shardscope::cli {
+
+namespace {
+
+constexpr char kReportHelp[] =
+    "usage: shardscope report PATH [--run N] [--format text|md|json]\n"
+    "  Summarizes one stored run: steps (host clock), compilations and their causes,\n"
+    "  time per chip by kind (device clock), and where each tensor's shards live.\n"
+    "  --run N      the run to report (default: the newest run in the file)\n"
+    "  --format F   text (default), md (Markdown) or json\n";
+
+constexpr char kQueryHelp[] =
+    "usage: shardscope query PATH \"SQL\"\n"
+    "  Runs one read-only SQL statement on the database and prints the result as CSV\n"
+    "  (a header row; NULL is an empty field). Tables and views are described in\n"
+    "  docs/schema.md, e.g.\n"
+    "    shardscope query run.db \"SELECT * FROM step_device_summary WHERE step = 3\"\n";
+
+// Splits args into positionals and --flag values; only `flags` are accepted.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> flags;
+  std::string error;
+};
+
+Args Parse(const std::vector<std::string>& argv, const std::set<std::string>& flags) {
+  Args a;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& s = argv[i];
+    if (s.size() < 2 || s.rfind("--", 0) != 0) {
+      a.positional.push_back(s);
+      continue;
+    }
+    std::string name = s, value;
+    bool has_value = false;
+    if (size_t eq = s.find('='); eq != std::string::npos) {
+      name = s.substr(0, eq);
+      value = s.substr(eq + 1);
+      has_value = true;
+    }
+    if (!flags.count(name)) {
+      a.error = absl::StrCat("unknown option '", name, "'");
+      return a;
+    }
+    if (!has_value) {
+      if (i + 1 >= argv.size()) {
+        a.error = absl::StrCat("option ", name, " needs a value");
+        return a;
+      }
+      value = argv[++i];
+    }
+    a.flags[name] = value;
+  }
+  return a;
+}
+
+int Usage(std::ostream& err, const std::string& problem, const char* help) {
+  err << "error: " << problem << "\n" << help;
+  return 2;
+}
+
+int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  Args a = Parse(argv, {"--run", "--format"});
+  if (!a.error.empty()) return Usage(err, a.error, kReportHelp);
+  if (a.positional.size() != 1) {
+    return Usage(err, a.positional.empty() ? "report needs the database PATH"
+                                           : "report takes one PATH",
+                 kReportHelp);
+  }
+  std::string format = a.flags.count("--format") ? a.flags["--format"] : "text";
+  if (format == "markdown") format = "md";
+  if (format != "text" && format != "md" && format != "json") {
+    return Usage(err, absl::StrCat("unknown format '", format, "' (use text, md or json)"),
+                 kReportHelp);
+  }
+  int64_t run_id = 0;
+  if (a.flags.count("--run") && (!absl::SimpleAtoi(a.flags["--run"], &run_id) || run_id <= 0)) {
+    return Usage(err, absl::StrCat("--run wants a positive run number, not '", a.flags["--run"], "'"),
+                 kReportHelp);
+  }
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+  if (!reader.ok()) {
+    err << "error: " << reader.status().message() << "\n";
+    return 1;
+  }
+  if (run_id == 0) {
+    absl::StatusOr<int64_t> latest = reader->LatestRunId();
+    if (!latest.ok()) {
+      err << "error: " << latest.status().message() << "\n";
+      return 1;
+    }
+    run_id = *latest;
+  }
+  absl::StatusOr<analysis::RunReport> report = analysis::BuildRunReport(*reader, run_id);
+  if (!report.ok()) {
+    err << "error: " << report.status().message() << "\n";
+    return 1;
+  }
+  if (format == "json") {
+    out << analysis::RenderJson(*report);
+  } else if (format == "md") {
+    out << analysis::RenderMarkdown(*report);
+  } else {
+    out << analysis::RenderText(*report);
+  }
+  return 0;
+}
+
+int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  Args a = Parse(argv, {});
+  if (!a.error.empty()) return Usage(err, a.error, kQueryHelp);
+  if (a.positional.size() != 2) {
+    return Usage(err, "query needs the database PATH and one SQL statement (quote it)",
+                 kQueryHelp);
+  }
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+  if (!reader.ok()) {
+    err << "error: " << reader.status().message() << "\n";
+    return 1;
+  }
+  absl::StatusOr<store::QueryResult> r = reader->Query(a.positional[1]);
+  if (!r.ok()) {
+    err << "error: " << r.status().message() << "\n";
+    return 1;
+  }
+  out << ToCsv(*r);
+  return 0;
+}
+
+}  // namespace
+
+bool IsReportCommand(const std::string& command) {
+  return command == "report" || command == "query";
+}
+
+std::string ReportCommandSummaries() {
+  return "  report PATH     summary of a stored run (steps, recompilations, per chip, sharding)\n"
+         "  query PATH SQL  run SQL on a stored run's database, print CSV\n";
+}
+
+std::string ReportHelp(const std::string& command) {
+  if (command == "report") return kReportHelp;
+  if (command == "query") return kQueryHelp;
+  return "";
+}
+
+int RunReportCommand(const std::string& command, const std::vector<std::string>& args,
+                     std::ostream& out, std::ostream& err) {
+  for (const std::string& s : args) {
+    if (s == "--help" || s == "-h") {
+      out << ReportHelp(command);
+      return 0;
+    }
+  }
+  if (command == "report") return Report(args, out, err);
+  if (command == "query") return Query(args, out, err);
+  err << "error: unknown report command '" << command << "'\n";
+  return 2;
+}
+
+}  // namespace shardscope::cli
