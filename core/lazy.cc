@@ -57,7 +57,7 @@ CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
     absl::StrAppend(&cs.key, "|", reinterpret_cast<uintptr_t>(frames[k]));
     if (shown < 4) {
       std::string s = Symbol(frames[k]);
-      if (!s.empty() && s.rfind("__libc", 0) != 0 && s != "_start") {
+      if (!s.empty() && s.rfind("__libc", 0) != 0 && s.rfind("std::", 0) != 0 && s != "_start") {
         absl::StrAppend(&cs.text, " <- ", s);
         ++shown;
       }
