@@ -22,7 +22,9 @@ std::string FormatNs(int64_t ns) {
   if (a < 1e3) return absl::StrFormat("%d ns", ns);
   if (a < 1e6) return Scaled(v / 1e3, "us");
   if (a < 1e9) return Scaled(v / 1e6, "ms");
-  return absl::StrFormat("%.2f s", v / 1e9);
+  if (a < 60e9) return absl::StrFormat("%.2f s", v / 1e9);
+  if (a < 3600e9) return absl::StrFormat("%.1f min", v / 60e9);
+  return absl::StrFormat("%.1f h", v / 3600e9);
 }
 
 std::string FormatBytes(int64_t bytes) {

@@ -8,7 +8,7 @@
 
 namespace shardscope::analysis {
 
-std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", "38 ms", "1.25 s"
+std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", "38 ms", "1.25 s", "2.5 min", "26.5 h"
 std::string FormatBytes(int64_t bytes);  // "512 B", "98 KiB", "3.1 MiB"
 std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "input shape changed"
 

@@ -162,6 +162,7 @@ TEST(FormatTest, Units) {
   EXPECT_EQ(FormatNs(4100000), "4.1 ms");
   EXPECT_EQ(FormatNs(38000000), "38 ms");
   EXPECT_EQ(FormatNs(1250000000), "1.25 s");
+  EXPECT_EQ(FormatNs(150LL * 1000000000), "2.5 min");
   EXPECT_EQ(FormatBytes(512), "512 B");
   EXPECT_EQ(FormatBytes(100352), "98 KiB");
   EXPECT_EQ(FormatBytes(3211264), "3.1 MiB");
