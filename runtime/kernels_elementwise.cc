@@ -103,7 +103,12 @@ absl::Status EvalUnary(const Instruction& instr, const Literal& a, Literal* out)
         const T* pa = a.as<T>();
         T* po = out->as<T>();
         if (instr.op == Opcode::kNegate) {
-          for (int64_t i = 0; i < n; ++i) po[i] = Sub<T>(T(0), pa[i]);
+          // -x, not 0 - x: negate(+0) is -0. Integers wrap (INT_MIN stays).
+          if constexpr (std::is_floating_point_v<T>) {
+            for (int64_t i = 0; i < n; ++i) po[i] = -pa[i];
+          } else {
+            for (int64_t i = 0; i < n; ++i) po[i] = Sub<T>(T(0), pa[i]);
+          }
           return absl::OkStatus();
         }
         if constexpr (std::is_floating_point_v<T>) {

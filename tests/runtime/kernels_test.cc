@@ -214,6 +214,13 @@ TEST(Elementwise, UnaryOps) {
       }
     }
   }
+  {  // negate flips the sign of zero
+    Module m;
+    auto* p = m.Parameter(Shape(kF32, {1}), "x");
+    Literal x = Literal::FromF32({1}, {0.0f}), out;
+    ASSERT_TRUE(Eval(m.Unary(Opcode::kNegate, p), {&x}, &out).ok());
+    EXPECT_TRUE(std::signbit(out.as<float>()[0]));
+  }
   for (DType t : {kI32, kI64}) {
     Module m;
     auto* p = m.Parameter(Shape(t, {9}), "x");
