@@ -233,6 +233,7 @@ absl::Status Bad(const Instruction& i, absl::string_view why) {
 
 bool IsPermutation(const std::vector<int64_t>& p, int rank) {
   if (static_cast<int>(p.size()) != rank) return false;
+  if (rank == 0) return true;
   std::set<int64_t> s(p.begin(), p.end());
   return static_cast<int>(s.size()) == rank && *s.begin() == 0 && *s.rbegin() == rank - 1;
 }
@@ -244,8 +245,6 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
   for (const Instruction* o : i.operands) {
     if (!seen.count(o)) return Bad(i, "uses a value defined after it (not topological)");
   }
-  for (int64_t d : i.shape.dims)
-    if (d < 0) return Bad(i, absl::StrCat("negative dimension in result ", i.shape.ToString()));
   auto& ops = i.operands;
   switch (i.op) {
     case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
@@ -282,7 +281,8 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
                                    " -> ", i.shape.ToString()));
       break;
     case Opcode::kTranspose:
-      if (!IsPermutation(i.dims, ops[0]->shape.rank())) return Bad(i, "not a permutation");
+      if (!IsPermutation(i.dims, ops[0]->shape.rank())) return Bad(i, absl::StrCat("dims [", absl::StrJoin(i.dims, ","), "] are not a permutation of ",
+                                     ops[0]->shape.rank(), " dimensions"));
       break;
     case Opcode::kDotGeneral: {
       const DotDims& d = i.dot;
@@ -328,6 +328,10 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
     default:
       break;
   }
+  // After the op's own checks, which explain a bad attribute better than the
+  // -1 it leaves in the inferred result shape.
+  for (int64_t d : i.shape.dims)
+    if (d < 0) return Bad(i, absl::StrCat("negative dimension in result ", i.shape.ToString()));
   return absl::OkStatus();
 }
 }  // namespace

@@ -92,7 +92,7 @@ absl::StatusOr<Sharding> Sharding::Parse(absl::string_view text) {
   size_t close = t.find(']');
   if (close == absl::string_view::npos) return bad("missing ']' after tile dimensions");
   auto tile = ParseIntList(t.substr(0, close), "tile dimensions");
-  if (!tile.ok()) return tile.status();
+  if (!tile.ok()) return bad(tile.status().message());
   t.remove_prefix(close + 1);
   bool replicate = false;
   if (absl::ConsumeSuffix(&t, "last_tile_dim_replicate")) replicate = true;
@@ -103,7 +103,7 @@ absl::StatusOr<Sharding> Sharding::Parse(absl::string_view text) {
     size_t rclose = t.find(']');
     if (rclose == absl::string_view::npos) return bad("missing ']' in iota reshape dims");
     auto reshape = ParseIntList(t.substr(0, rclose), "iota reshape dims");
-    if (!reshape.ok()) return reshape.status();
+    if (!reshape.ok()) return bad(reshape.status().message());
     t.remove_prefix(rclose + 1);
     std::vector<int64_t> perm(reshape->size());
     std::iota(perm.begin(), perm.end(), 0);
@@ -111,9 +111,11 @@ absl::StatusOr<Sharding> Sharding::Parse(absl::string_view text) {
       size_t pclose = t.find(')');
       if (pclose == absl::string_view::npos) return bad("missing ')' in transpose");
       auto p = ParseIntList(t.substr(0, pclose), "transpose permutation");
-      if (!p.ok()) return p.status();
+      if (!p.ok()) return bad(p.status().message());
       perm = *p;
       if (perm.size() != reshape->size()) return bad("transpose rank differs from reshape rank");
+      if (std::set<int64_t>(perm.begin(), perm.end()).size() != perm.size())
+        return bad("bad permutation (a dimension appears twice)");
     }
     int64_t n = 1;
     for (int64_t d : *reshape) n *= d;
@@ -135,7 +137,7 @@ absl::StatusOr<Sharding> Sharding::Parse(absl::string_view text) {
     }
   } else {
     auto d = ParseIntList(t, "device list");
-    if (!d.ok()) return d.status();
+    if (!d.ok()) return bad(d.status().message());
     devices = *d;
   }
   auto s = Tiled(*tile, devices, replicate);

@@ -41,7 +41,10 @@ std::string LiteralText(const Literal& l) {
   std::vector<std::string> vals;
   for (int64_t k = 0; k < l.elements(); ++k) {
     double v = l.GetDouble(k);
-    vals.push_back(IsFloat(l.shape().dtype) ? absl::StrFormat("%.9g", v)
+    // f64 needs 17 significant digits to print every value distinctly (the
+    // fingerprint is this text, so close constants must not collide).
+    vals.push_back(IsFloat(l.shape().dtype)
+                       ? absl::StrFormat(l.shape().dtype == DType::kF64 ? "%.17g" : "%.9g", v)
                                             : absl::StrCat(static_cast<int64_t>(v)));
     if (l.shape().dtype == DType::kI1) vals.back() = v != 0 ? "true" : "false";
   }

@@ -1,6 +1,9 @@
 #include "core/context.h"
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "runtime/buffer.h"
 #include "profiler/trace/recorder.h"
 
 namespace shardscope {
@@ -39,6 +42,24 @@ void Shutdown() {
   // Tensors still alive outlive the context; forget them first so their
   // destructors do not reach into a dead registry.
   auto ctx = std::move(g_ctx);
+  // Their device buffers point at the devices about to be destroyed: bring
+  // every value they reach back to the host (it moves to the devices again
+  // after the next Init), so no buffer outlives its device.
+  std::vector<std::shared_ptr<Node>> stack;
+  for (auto& [id, weak] : ctx->live)
+    if (auto t = weak.lock()) stack.push_back(t->node);
+  std::set<const Node*> seen;
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    if (!n || !seen.insert(n.get()).second) continue;
+    for (const auto& o : n->operands) stack.push_back(o);
+    if (n->data && n->data->device) {
+      auto host = ctx->client->TransferToHost(*n->data->device);
+      if (host.ok()) n->data->host = std::move(*host);
+      n->data->device.reset();
+    }
+  }
   ctx->live.clear();
 }
 
@@ -52,7 +73,11 @@ Context& Ctx() { return *g_ctx; }
 void RegisterLive(const std::shared_ptr<TensorImpl>& t) {
   if (!g_ctx) return;
   std::lock_guard<std::mutex> l(g_ctx->mu);
-  t->id = g_ctx->next_tensor_id++;
+  // Ids are unique for the whole process, not per context: a tensor made
+  // before a Shutdown must not, when it dies, erase a newer tensor's entry.
+  static int64_t next_id = 1;
+  t->id = next_id++;
+  g_ctx->next_tensor_id = next_id;
   g_ctx->live[t->id] = t;
 }
 }  // namespace internal

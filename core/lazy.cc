@@ -329,7 +329,10 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
   }
   const auto& n = t.node();
   if (n->op == Opcode::kConstant && n->literal) return *n->literal;
-  if (!n->data) return absl::InternalError("value read: tensor has no data after the cut");
+  if (!n->data)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "value read at ", At(loc), ": tensor '", t.name(), "' is the pending result of an op made at ", At(n->loc),
+        " before the last Shutdown/Init; its graph was forgotten (read or mark_step before Shutdown)"));
   if (n->data->host) return *n->data->host;
   return Ctx().client->TransferToHost(*n->data->device);
 }

@@ -94,6 +94,13 @@ absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, cons
                                                       const std::string& name) {
   if (absl::Status s = sharding.Validate(value.shape().rank(), num_devices()); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", s.message()));
+  for (int d = 0; d < value.shape().rank(); ++d) {
+    // Shards are cut at ShardShape; an uneven split would read past the value.
+    if (value.shape().dims[d] % sharding.TilesInDim(d) != 0)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", name, "' ", value.shape().ToString(), ": dimension ", d, " does not divide evenly into ",
+          sharding.TilesInDim(d), " shards by ", sharding.ToString(), " (uneven sharding is not supported yet)"));
+  }
   DeviceArray a{value.shape(), sharding, {}};
   Shape local = sharding.ShardShape(value.shape());
   for (int d = 0; d < num_devices(); ++d) {

@@ -73,6 +73,20 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
       frames[d].value[p->id] = a;
     }
   }
+  // Whatever is still charged when this returns (an error part way through
+  // included) goes back to the devices' budgets.
+  struct ReleaseCharges {
+    std::vector<Frame>& frames;
+    Topology& topology;
+    ~ReleaseCharges() {
+      for (size_t d = 0; d < frames.size(); ++d)
+        for (int64_t& c : frames[d].charged)
+          if (c > 0) {
+            topology.device(static_cast<int>(d)).Release(c);
+            c = 0;
+          }
+    }
+  } release_charges{frames, topology};
   timing->per_device.assign(n, {});
   std::vector<absl::Status> errors(n);
 
@@ -175,7 +189,10 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
       out[d].push_back(*b);
     }
     for (size_t j = 0; j < count; ++j)
-      if (f.charged[j] > 0) topology.device(d).Release(f.charged[j]);
+      if (f.charged[j] > 0) {
+        topology.device(d).Release(f.charged[j]);
+        f.charged[j] = 0;
+      }
   }
   return out;
 }

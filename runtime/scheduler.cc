@@ -14,6 +14,25 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   int n = static_cast<int>(in.per_device.size());
   if (n != static_cast<int>(tracks_.size()))
     return absl::InternalError("scheduler: device count differs from its tracks");
+  // Malformed input (a hand-built or stored schedule) is an error, never an
+  // out-of-range read.
+  for (size_t c = 0; c < in.collectives.size(); ++c) {
+    const CollectiveRun& run = in.collectives[c];
+    if (run.group_dur_ns.size() != run.groups.size())
+      return absl::InvalidArgumentError(absl::StrCat("scheduler: collective ", c, " has ", run.groups.size(),
+                                                     " groups but ", run.group_dur_ns.size(), " durations"));
+    for (const auto& g : run.groups)
+      for (int64_t d : g)
+        if (d < 0 || d >= n)
+          return absl::InvalidArgumentError(absl::StrCat("scheduler: collective ", c, " names device ", d,
+                                                         ", the run has ", n, " devices"));
+  }
+  for (int d = 0; d < n; ++d)
+    for (const DeviceOp& op : in.per_device[d])
+      if (op.collective >= static_cast<int>(in.collectives.size()))
+        return absl::InvalidArgumentError(absl::StrCat("scheduler: ", op.name, " on device ", d,
+                                                       " refers to collective ", op.collective, " of ",
+                                                       in.collectives.size()));
   std::vector<int64_t> t(n);
   std::vector<size_t> next(n, 0);
   std::vector<DeviceSpan> spans(n);

@@ -1,0 +1,632 @@
+// Tests of the lazy frontend (core/): op results against hand-computed values,
+// autograd against finite differences (f64), mark_sharding and Mesh errors,
+// op errors surfacing from mark_step, data-parallel training equal to
+// single-device training, and recompilation causes as a Recorder sees them.
+#include <cmath>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/shardscope.h"
+#include "gtest/gtest.h"
+#include "profiler/trace/recorder.h"
+
+namespace shardscope {
+namespace {
+
+constexpr const char* kFile = "tests/core/core_test.cc";
+
+std::vector<double> Values(const Literal& l) {
+  std::vector<double> v;
+  for (int64_t k = 0; k < l.elements(); ++k) v.push_back(l.GetDouble(k));
+  return v;
+}
+
+std::vector<double> Host(const Tensor& t) {
+  auto v = t.to_host();
+  EXPECT_TRUE(v.ok()) << v.status();
+  return v.ok() ? Values(*v) : std::vector<double>{};
+}
+
+Literal F64(std::vector<int64_t> dims, std::vector<double> values) {
+  Literal l(Shape(DType::kF64, std::move(dims)));
+  for (int64_t k = 0; k < l.elements(); ++k) l.SetDouble(k, values[k]);
+  return l;
+}
+
+Literal F32(std::vector<int64_t> dims, std::vector<float> values) { return Literal::FromF32(std::move(dims), values); }
+
+void ExpectNear(const std::vector<double>& got, const std::vector<double>& want, double tol = 1e-5) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], want[k], tol) << "element " << k;
+}
+
+class CoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok()); }
+  void TearDown() override { Shutdown(); }
+  static void Reinit(int chips) { ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = chips}).ok()); }
+};
+
+// ---------------------------------------------------------------- ops
+
+TEST_F(CoreTest, ElementwiseAndBroadcasting) {
+  Tensor a = Tensor::from_host(F32({2, 3}, {1, 2, 3, 4, 5, 6}), "a");
+  Tensor b = Tensor::from_host(F32({3}, {10, 20, 30}), "b");
+  Tensor c = Tensor::from_host(F32({2, 1}, {-1, 2}), "c");
+  ExpectNear(Host(a + b), {11, 22, 33, 14, 25, 36});
+  ExpectNear(Host(a - b), {-9, -18, -27, -6, -15, -24});
+  ExpectNear(Host(a * c), {-1, -2, -3, 8, 10, 12});
+  ExpectNear(Host(b / a), {10, 10, 10, 2.5, 4, 5});
+  ExpectNear(Host(maximum(a, c)), {1, 2, 3, 4, 5, 6});
+  ExpectNear(Host(maximum(c, Tensor::from_host(F32({3}, {0, 3, 1})))), {0, 3, 1, 2, 3, 2});
+  ExpectNear(Host(-c), {1, -2});
+  ExpectNear(Host(relu(c)), {0, 2});
+  ExpectNear(Host(exp(c)), {std::exp(-1.0), std::exp(2.0)});
+  ExpectNear(Host(log(b)), {std::log(10.0), std::log(20.0), std::log(30.0)});
+  ExpectNear(Host(add(a, 0.5)), {1.5, 2.5, 3.5, 4.5, 5.5, 6.5});
+  ExpectNear(Host(mul(a, 2.0)), {2, 4, 6, 8, 10, 12});
+  ExpectNear(Host(mul(a, 1.0)), {1, 2, 3, 4, 5, 6});
+  ExpectNear(Host(convert(a, DType::kI32)), {1, 2, 3, 4, 5, 6});
+}
+
+TEST_F(CoreTest, LayoutAndContractions) {
+  Tensor a = Tensor::from_host(F32({2, 3}, {1, 2, 3, 4, 5, 6}), "a");
+  Tensor w = Tensor::from_host(F32({3, 2}, {1, 0, 0, 1, 1, 1}), "w");
+  ExpectNear(Host(matmul(a, w)), {4, 5, 10, 11});
+  ExpectNear(Host(transpose(a, {1, 0})), {1, 4, 2, 5, 3, 6});
+  Tensor r = reshape(a, {3, 2});
+  EXPECT_EQ(r.shape(), Shape(DType::kF32, {3, 2}));
+  ExpectNear(Host(r), {1, 2, 3, 4, 5, 6});
+  ExpectNear(Host(broadcast_to(Tensor::from_host(F32({2}, {7, 8})), {3, 2})), {7, 8, 7, 8, 7, 8});
+  // Batched: [2,1,2] x [2,2,1].
+  Tensor x = Tensor::from_host(F32({2, 1, 2}, {1, 2, 3, 4}));
+  Tensor y = Tensor::from_host(F32({2, 2, 1}, {5, 6, 7, 8}));
+  ExpectNear(Host(matmul(x, y)), {1 * 5 + 2 * 6, 3 * 7 + 4 * 8});
+}
+
+TEST_F(CoreTest, Reductions) {
+  Tensor a = Tensor::from_host(F32({2, 3}, {1, 5, 3, 4, 2, 6}), "a");
+  ExpectNear(Host(sum(a)), {21});
+  ExpectNear(Host(sum(a, {0})), {5, 7, 9});
+  ExpectNear(Host(sum(a, {-1})), {9, 12});
+  Tensor k = sum(a, {1}, true);
+  EXPECT_EQ(k.shape().dims, (std::vector<int64_t>{2, 1}));
+  ExpectNear(Host(k), {9, 12});
+  ExpectNear(Host(mean(a)), {3.5});
+  ExpectNear(Host(mean(a, {1})), {3, 4});
+  ExpectNear(Host(max(a, {1})), {5, 6});
+  ExpectNear(Host(max(a, {0}, true)), {4, 5, 6});
+  auto item = mean(a).item();
+  ASSERT_TRUE(item.ok());
+  EXPECT_DOUBLE_EQ(*item, 3.5);
+  EXPECT_FALSE(a.item().ok());  // six elements
+}
+
+TEST_F(CoreTest, SoftmaxFamily) {
+  Tensor x = Tensor::from_host(F32({2, 3}, {1, 2, 3, 0, 0, 0}), "x");
+  double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  double lse1 = std::log(3.0);
+  ExpectNear(Host(log_softmax(x)), {1 - lse0, 2 - lse0, 3 - lse0, -lse1, -lse1, -lse1});
+  Tensor labels = Tensor::from_host(Literal::FromI32({2}, {2, 0}), "labels");
+  ExpectNear(Host(one_hot(labels, 3)), {0, 0, 1, 1, 0, 0});
+  ExpectNear(Host(cross_entropy(x, labels)), {-((3 - lse0) + (-lse1)) / 2});
+}
+
+TEST_F(CoreTest, ScalarRule) {
+  // 0 and 1 are inlined constants; other values are data.
+  EXPECT_EQ(Tensor::scalar(1.0).node()->op, compiler::Opcode::kConstant);
+  EXPECT_EQ(Tensor::scalar(0.0).node()->op, compiler::Opcode::kConstant);
+  Tensor lr = Tensor::scalar(0.25);
+  EXPECT_TRUE(lr.node()->is_data());
+  ExpectNear(Host(lr), {0.25});
+  ExpectNear(Host(Tensor::scalar(1.0)), {1});
+}
+
+// ---------------------------------------------------------------- autograd
+
+struct GradCase {
+  std::string name;
+  std::vector<std::vector<int64_t>> shapes;
+  double lo, hi;  // input range
+  std::function<Tensor(const std::vector<Tensor>&)> f;
+};
+
+std::vector<GradCase> GradCases() {
+  auto labels = [] { return Tensor::from_host(Literal::FromI32({3}, {1, 0, 3}), "labels"); };
+  return {
+      {"add", {{2, 3}, {2, 3}}, -1, 1, [](auto& x) { return x[0] + x[1]; }},
+      {"add_broadcast", {{2, 3}, {3}}, -1, 1, [](auto& x) { return x[0] + x[1]; }},
+      {"sub", {{2, 3}, {2, 1}}, -1, 1, [](auto& x) { return x[0] - x[1]; }},
+      {"mul", {{2, 3}, {2, 3}}, -1, 1, [](auto& x) { return x[0] * x[1]; }},
+      {"mul_scalar", {{4}}, -1, 1, [](auto& x) { return mul(x[0], 3.0); }},
+      {"div", {{2, 3}, {2, 3}}, 0.5, 1.5, [](auto& x) { return x[0] / x[1]; }},
+      {"maximum", {{2, 3}, {2, 3}}, -1, 1, [](auto& x) { return maximum(x[0], x[1]); }},
+      {"relu", {{2, 3}}, -1, 1, [](auto& x) { return relu(x[0]); }},
+      {"neg", {{2, 3}}, -1, 1, [](auto& x) { return -x[0]; }},
+      {"exp", {{2, 3}}, -1, 1, [](auto& x) { return exp(x[0]); }},
+      {"log", {{2, 3}}, 0.5, 2, [](auto& x) { return log(x[0]); }},
+      {"matmul", {{2, 3}, {3, 4}}, -1, 1, [](auto& x) { return matmul(x[0], x[1]); }},
+      {"matmul_batched", {{2, 2, 3}, {2, 3, 2}}, -1, 1, [](auto& x) { return matmul(x[0], x[1]); }},
+      {"matmul_rank3_by_2", {{2, 2, 3}, {3, 2}}, -1, 1, [](auto& x) { return matmul(x[0], x[1]); }},
+      {"transpose", {{2, 3, 2}}, -1, 1, [](auto& x) { return transpose(x[0], {2, 0, 1}); }},
+      {"reshape", {{2, 3, 2}}, -1, 1, [](auto& x) { return reshape(x[0], {3, 4}); }},
+      {"broadcast", {{3}}, -1, 1, [](auto& x) { return broadcast_to(x[0], {2, 3}); }},
+      {"sum", {{2, 3, 2}}, -1, 1, [](auto& x) { return sum(x[0], {0, 2}); }},
+      {"sum_keepdim", {{2, 3}}, -1, 1, [](auto& x) { return sum(x[0], {1}, true); }},
+      {"sum_all", {{2, 3}}, -1, 1, [](auto& x) { return sum(x[0]); }},
+      {"mean", {{2, 3}}, -1, 1, [](auto& x) { return mean(x[0], {0}); }},
+      {"mean_all", {{2, 3}}, -1, 1, [](auto& x) { return mean(x[0]); }},
+      {"max", {{2, 3}}, -1, 1, [](auto& x) { return max(x[0], {1}); }},
+      {"log_softmax", {{2, 4}}, -2, 2, [](auto& x) { return log_softmax(x[0]); }},
+      {"cross_entropy", {{3, 4}}, -2, 2, [labels](auto& x) { return cross_entropy(x[0], labels()); }},
+      {"mlp", {{3, 4}, {4, 5}, {5}}, -1, 1,
+       [](auto& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2])); }},
+  };
+}
+
+TEST_F(CoreTest, AutogradMatchesFiniteDifferences) {
+  for (const GradCase& c : GradCases()) {
+    SCOPED_TRACE(c.name);
+    std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+    std::uniform_real_distribution<double> u(c.lo, c.hi);
+    std::vector<Literal> inputs;
+    for (const auto& dims : c.shapes) {
+      Literal l(Shape(DType::kF64, dims));
+      for (int64_t k = 0; k < l.elements(); ++k) l.SetDouble(k, u(rng));
+      inputs.push_back(std::move(l));
+    }
+    // A fixed random weighting makes every output element count: L = sum(f * W).
+    Literal weights;
+    auto loss_of = [&](const std::vector<Tensor>& xs) {
+      Tensor y = c.f(xs);
+      if (weights.elements() == 0 || weights.shape() != y.shape()) {
+        weights = Literal(y.shape());
+        std::uniform_real_distribution<double> wu(0.5, 1.5);
+        std::mt19937_64 wr(7);
+        for (int64_t k = 0; k < weights.elements(); ++k) weights.SetDouble(k, wu(wr));
+      }
+      return sum(mul(y, Tensor::from_host(weights, "W")));
+    };
+
+    std::vector<Tensor> xs;
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      xs.push_back(Tensor::from_host(inputs[k], absl::StrCat("x", k)));
+      xs.back().requires_grad_();
+    }
+    Tensor loss = loss_of(xs);
+    ASSERT_TRUE(loss.status().ok()) << loss.status();
+    ASSERT_TRUE(backward(loss).ok());
+    ASSERT_TRUE(mark_step().ok());
+
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      SCOPED_TRACE(absl::StrCat("input ", k));
+      ASSERT_TRUE(xs[k].grad().defined());
+      std::vector<double> analytic = Host(xs[k].grad());
+      ASSERT_EQ(static_cast<int64_t>(analytic.size()), inputs[k].elements());
+      for (int64_t e = 0; e < inputs[k].elements(); ++e) {
+        const double h = 1e-6;
+        double at[2];
+        for (int side = 0; side < 2; ++side) {
+          std::vector<Tensor> ps;
+          for (size_t j = 0; j < inputs.size(); ++j) {
+            Literal l = inputs[j];
+            if (j == k) l.SetDouble(e, l.GetDouble(e) + (side ? h : -h));
+            ps.push_back(Tensor::from_host(std::move(l), absl::StrCat("x", j)));
+          }
+          auto v = loss_of(ps).item();
+          ASSERT_TRUE(v.ok()) << v.status();
+          at[side] = *v;
+        }
+        double numeric = (at[1] - at[0]) / (2 * h);
+        EXPECT_NEAR(analytic[e], numeric, 1e-5 * (1 + std::abs(numeric))) << "element " << e;
+      }
+    }
+  }
+}
+
+TEST_F(CoreTest, GradientsAccumulateAndZero) {
+  Tensor x = Tensor::from_host(F64({2}, {1, 2}), "x");
+  x.requires_grad_();
+  ASSERT_TRUE(backward(sum(x * x)).ok());
+  ASSERT_TRUE(backward(sum(x)).ok());
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(x.grad()), {3, 5});
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+  Tensor y = Tensor::from_host(F64({2}, {1, 2}), "y");
+  absl::Status s = backward(sum(y));
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("requires a gradient"), std::string::npos) << s;
+  x.requires_grad_();
+  s = backward(x * x);
+  EXPECT_NE(s.message().find("must be a scalar"), std::string::npos) << s;
+}
+
+// ---------------------------------------------------------------- meshes and shardings
+
+TEST_F(CoreTest, MeshCreateErrors) {
+  auto count = Mesh::Create({0, 1, 2}, {2, 2}, {"data", "model"});
+  ASSERT_FALSE(count.ok());
+  EXPECT_NE(count.status().message().find("holds 4 devices but 3 ids"), std::string::npos) << count.status();
+  auto dup = Mesh::Create({0, 1, 1, 2}, {2, 2}, {"data", "model"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("appears twice"), std::string::npos) << dup.status();
+  auto names = Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data", "data"});
+  ASSERT_FALSE(names.ok());
+  EXPECT_NE(names.status().message().find("axis name appears twice"), std::string::npos) << names.status();
+  EXPECT_FALSE(Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data"}).ok());
+  EXPECT_FALSE(Mesh::Create({}, {0}, {"data"}).ok());
+  auto ok = Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->Describe(), "data (2), model (2)");
+}
+
+TEST_F(CoreTest, MeshToSharding) {
+  auto mesh = Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+  ASSERT_TRUE(mesh.ok());
+  auto dp = mesh->ToSharding({"data", none}, 2);
+  ASSERT_TRUE(dp.ok());
+  EXPECT_EQ(dp->ToString(), "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  auto mp = mesh->ToSharding({none, "model"}, 2);
+  ASSERT_TRUE(mp.ok());
+  EXPECT_EQ(mp->ToString(), "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
+  auto both = mesh->ToSharding({"model", "data"}, 2);
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(both->ToString(), "{devices=[2,2]0,2,1,3}");
+  auto by_index = mesh->ToSharding({1, 0}, 2);
+  ASSERT_TRUE(by_index.ok());
+  EXPECT_EQ(*by_index, *both);
+  auto repl = mesh->ToSharding({none, none}, 2);
+  ASSERT_TRUE(repl.ok());
+  EXPECT_TRUE(repl->IsReplicated());
+}
+
+TEST_F(CoreTest, MarkShardingErrorsNameTheTensorAndItsLine) {
+  Reinit(4);
+  auto mesh = Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+  ASSERT_TRUE(mesh.ok());
+  const int made_line = __LINE__ + 1;
+  Tensor w = Tensor::from_host(F32({4, 8}, std::vector<float>(32, 1.f)), "w");
+  std::string made = absl::StrCat("w was created at ", kFile, ":", made_line);
+
+  absl::Status rank = mark_sharding(w, *mesh, {"data"});
+  ASSERT_FALSE(rank.ok());
+  EXPECT_EQ(rank.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(rank.message().find("spec has 1 entries but the tensor has rank 2"), std::string::npos) << rank;
+  EXPECT_NE(rank.message().find(made), std::string::npos) << rank;
+  EXPECT_NE(rank.message().find(absl::StrCat("mark_sharding at ", kFile, ":")), std::string::npos) << rank;
+
+  absl::Status unknown = mark_sharding(w, *mesh, {"batch", none});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.message().find("'batch'"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.message().find(made), std::string::npos) << unknown;
+  EXPECT_NE(unknown.message().find("data (2), model (2)"), std::string::npos) << unknown;
+
+  absl::Status twice = mark_sharding(w, *mesh, {"data", "data"});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.message().find("used twice"), std::string::npos) << twice;
+  EXPECT_NE(twice.message().find(made), std::string::npos) << twice;
+
+  absl::Status index = mark_sharding(w, *mesh, {5, none});
+  ASSERT_FALSE(index.ok());
+  EXPECT_NE(index.message().find(made), std::string::npos) << index;
+
+  Tensor odd = Tensor::from_host(F32({3, 8}, std::vector<float>(24, 1.f)), "odd");
+  absl::Status uneven = mark_sharding(odd, *mesh, {"data", none});
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.message().find("does not divide"), std::string::npos) << uneven;
+
+  auto small = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(mark_sharding(w, *small, {"data", none}).ok());
+
+  // A good annotation after the bad ones works and runs.
+  ASSERT_TRUE(mark_sharding(w, *mesh, {"data", "model"}).ok());
+  Tensor y = w * w;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(y), std::vector<double>(32, 1.0));
+}
+
+TEST_F(CoreTest, ReshardingAValueOnTheDevices) {
+  Reinit(2);
+  auto mesh = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(mesh.ok());
+  Tensor x = Tensor::from_host(F32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), "x");
+  ASSERT_TRUE(mark_sharding(x, *mesh, {"data", none}).ok());
+  Tensor y = x + x;
+  ASSERT_TRUE(mark_step().ok());
+  ASSERT_TRUE(mark_sharding(y, *mesh, {none, "data"}).ok());
+  Tensor z = y * y;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(z), {4, 16, 36, 64, 100, 144, 196, 256});
+  ExpectNear(Host(y), {2, 4, 6, 8, 10, 12, 14, 16});
+}
+
+TEST_F(CoreTest, TensorsOutliveShutdown) {
+  Reinit(2);
+  auto mesh = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(mesh.ok());
+  Tensor x = Tensor::from_host(F32({4}, {1, 2, 3, 4}), "x");
+  ASSERT_TRUE(mark_sharding(x, *mesh, {"data"}).ok());
+  Tensor y = x * x;
+  ASSERT_TRUE(mark_step().ok());
+  Tensor pending = y + y;  // still a pending graph over on-device data
+  // The devices go away; the tensors keep their values on the host and can be
+  // used after the next Init (their shardings are kept, so on the same number
+  // of devices).
+  Shutdown();
+  EXPECT_FALSE(y.to_host().ok());
+  Reinit(2);
+  ExpectNear(Host(y), {1, 4, 9, 16});
+  Tensor z = Tensor::from_host(F32({4}, {1, 1, 1, 1}), "z");
+  Tensor w = y + z;
+  ExpectNear(Host(w), {2, 5, 10, 17});
+  // A graph still pending at Shutdown was forgotten: a clear error.
+  auto lost = pending.to_host();
+  ASSERT_FALSE(lost.ok());
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(lost.status().message().find("Shutdown"), std::string::npos) << lost.status();
+  // Tensors from before do not disturb the new context's bookkeeping when they die.
+  Tensor fresh = Tensor::from_host(F32({4}, {1, 2, 3, 4}), "fresh");
+  Tensor doubled = fresh + fresh;
+  pending = Tensor();
+  y = Tensor();
+  ExpectNear(Host(doubled), {2, 4, 6, 8});
+}
+
+TEST_F(CoreTest, TensorFromBeforeInitDoesNotHideANewOne) {
+  Reinit(1);  // a fresh context
+  Tensor old_a = Tensor::from_host(F32({2}, {1, 2}), "old_a");
+  Tensor old_b = add(old_a, old_a);
+  Reinit(1);  // Shutdown and Init again
+  Tensor a = Tensor::from_host(F32({2}, {3, 4}), "a");
+  Tensor b = add(a, a);
+  old_b = Tensor();  // dies in the new context
+  old_a = Tensor();
+  ExpectNear(Host(b), {6, 8});
+}
+
+// ---------------------------------------------------------------- errors from ops
+
+TEST_F(CoreTest, ShapeErrorsSurfaceFromMarkStep) {
+  Tensor a = Tensor::from_host(F32({2, 3}, std::vector<float>(6, 1.f)), "a");
+  Tensor b = Tensor::from_host(F32({4}, std::vector<float>(4, 1.f)), "b");
+  {
+    // The function form: the operators (a + b) are inline in core/ops.h and
+    // record that header's line, not the caller's.
+    const int line = __LINE__ + 1;
+    Tensor bad = add(a, b);
+    Tensor worse = exp(bad);  // poisoned by the first error
+    EXPECT_FALSE(bad.status().ok());
+    absl::Status s = mark_step();
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("add"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << s;
+    auto read = worse.to_host();
+    ASSERT_FALSE(read.ok());
+    EXPECT_NE(read.status().message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << read.status();
+  }
+  {
+    const int line = __LINE__ + 1;
+    Tensor bad = matmul(a, a);
+    absl::Status s = mark_step();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("matmul"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << s;
+  }
+  {
+    const int line = __LINE__ + 1;
+    Tensor bad = reshape(a, {4, 2});
+    absl::Status s = mark_step();
+    EXPECT_NE(s.message().find("reshape"), std::string::npos) << s;
+    EXPECT_NE(s.message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << s;
+  }
+  {
+    Tensor bad = transpose(a, {0, 0});
+    EXPECT_NE(mark_step().message().find("transpose"), std::string::npos);
+    Tensor bad2 = sum(a, {3});
+    EXPECT_FALSE(bad2.status().ok());
+  }
+  {
+    Tensor bad = a + Tensor::from_host(Literal(Shape(DType::kF64, {2, 3})));
+    EXPECT_NE(mark_step().message().find("element types differ"), std::string::npos);
+  }
+  // With the bad tensors gone, work goes on.
+  Tensor ok = a * a;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(ok), std::vector<double>(6, 1.0));
+}
+
+// ---------------------------------------------------------------- training
+
+// A small MLP trained data parallel on `mesh_shape`; returns the losses.
+std::vector<double> TrainMlp(int chips, std::vector<int64_t> mesh_shape, int steps) {
+  EXPECT_TRUE(Init({.num_hosts = 1, .chips_per_host = chips}).ok());
+  std::vector<int64_t> ids(chips);
+  for (int k = 0; k < chips; ++k) ids[k] = k;
+  auto mesh = Mesh::Create(ids, mesh_shape, {"data", "model"});
+  EXPECT_TRUE(mesh.ok()) << mesh.status();
+  std::vector<double> losses;
+  {
+    nn::Linear l1(12, 16, "l1", 3), l2(16, 4, "l2", 3);
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.1});
+    std::mt19937_64 rng(11);
+    std::normal_distribution<float> n(0.f, 1.f);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<float> xs(8 * 12);
+      std::vector<int32_t> ys(8);
+      for (int b = 0; b < 8; ++b) {
+        ys[b] = b % 4;
+        for (int i = 0; i < 12; ++i) xs[b * 12 + i] = n(rng) + (i % 4 == ys[b] ? 1.5f : 0.f);
+      }
+      Tensor x = Tensor::from_host(Literal::FromF32({8, 12}, xs), "x");
+      Tensor y = Tensor::from_host(Literal::FromI32({8}, ys), "y");
+      EXPECT_TRUE(mark_sharding(x, *mesh, {"data", none}).ok());
+      EXPECT_TRUE(mark_sharding(y, *mesh, {"data"}).ok());
+      Tensor loss = cross_entropy(l2(relu(l1(x))), y);
+      EXPECT_TRUE(backward(loss).ok());
+      EXPECT_TRUE(opt.step().ok());
+      absl::Status s = mark_step();
+      EXPECT_TRUE(s.ok()) << s;
+      auto v = loss.item();
+      EXPECT_TRUE(v.ok()) << v.status();
+      losses.push_back(v.ok() ? *v : NAN);
+    }
+  }
+  Shutdown();
+  return losses;
+}
+
+TEST_F(CoreTest, DataParallelTrainingMatchesOneDevice) {
+  Shutdown();
+  std::vector<double> one = TrainMlp(1, {1, 1}, 6);
+  std::vector<double> four = TrainMlp(4, {2, 2}, 6);
+  ASSERT_EQ(one.size(), four.size());
+  for (size_t k = 0; k < one.size(); ++k)
+    EXPECT_NEAR(four[k], one[k], 1e-4 * std::abs(one[k])) << "step " << k;
+  EXPECT_LT(one.back(), one.front());  // it learns
+  Reinit(1);
+}
+
+// ---------------------------------------------------------------- recompilation causes
+
+class CompileRecorder : public trace::Recorder {
+ public:
+  using trace::Recorder::Record;
+  void Record(const trace::CompilationRecord& c) override { compiles.push_back(c); }
+  std::vector<trace::CompilationRecord> compiles;
+};
+
+class RecompileTest : public CoreTest {
+ protected:
+  void SetUp() override {
+    trace::SetRecorder(&rec_);
+    CoreTest::SetUp();
+  }
+  void TearDown() override {
+    CoreTest::TearDown();
+    trace::SetRecorder(nullptr);
+  }
+  std::vector<trace::CompilationRecord> Misses() const {
+    std::vector<trace::CompilationRecord> out;
+    for (const auto& c : rec_.compiles)
+      if (c.cache == "miss") out.push_back(c);
+    return out;
+  }
+  CompileRecorder rec_;
+};
+
+int g_input_line = 0;
+
+// One training-like step from one call site: its input made at g_input_line.
+absl::Status Step(std::vector<int64_t> dims, DType dtype = DType::kF32, const Mesh* mesh = nullptr,
+                  std::vector<AxisSpec> spec = {}) {
+  Literal v(Shape(dtype, dims));
+  for (int64_t k = 0; k < v.elements(); ++k) v.SetDouble(k, 0.01 * static_cast<double>(k));
+  g_input_line = __LINE__ + 1;
+  Tensor x = Tensor::from_host(std::move(v), "x");
+  if (mesh) {
+    if (absl::Status s = mark_sharding(x, *mesh, spec); !s.ok()) return s;
+  }
+  Tensor y = sum(exp(x) * x, {1});
+  return mark_step();
+}
+
+// The call site is the mark_step line plus the user's stack, so a training
+// loop calls Step from one line; these tests do the same.
+struct StepArgs {
+  std::vector<int64_t> dims;
+  DType dtype = DType::kF32;
+  std::vector<AxisSpec> spec;
+};
+absl::Status Steps(const std::vector<StepArgs>& steps, const Mesh* mesh = nullptr) {
+  for (const StepArgs& a : steps)
+    if (absl::Status s = Step(a.dims, a.dtype, mesh, a.spec); !s.ok()) return s;
+  return absl::OkStatus();
+}
+
+TEST_F(RecompileTest, FirstCompileThenHitsForNewDataOfTheSameShape) {
+  ASSERT_TRUE(Steps({{{4, 3}}, {{4, 3}}, {{4, 3}}, {{4, 3}}}).ok());
+  ASSERT_EQ(rec_.compiles.size(), 4u);
+  EXPECT_EQ(rec_.compiles[0].cache, "miss");
+  EXPECT_EQ(rec_.compiles[0].cause_kind, "first_compile");
+  EXPECT_EQ(rec_.compiles[0].source_file, kFile);
+  for (int k = 1; k < 4; ++k) {
+    EXPECT_EQ(rec_.compiles[k].cache, "memory_hit") << k;
+    EXPECT_EQ(rec_.compiles[k].graph_id, rec_.compiles[0].graph_id);
+  }
+}
+
+TEST_F(RecompileTest, InputShapeChanged) {
+  ASSERT_TRUE(Steps({{{4, 3}}, {{4, 3}}, {{8, 3}}}).ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "input_shape_changed");
+  EXPECT_NE(misses[1].cause_detail.find("x"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_NE(misses[1].cause_detail.find("f32[4,3] -> f32[8,3]"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_file, kFile);
+  EXPECT_EQ(misses[1].source_line, g_input_line);
+  EXPECT_EQ(misses[1].prev_graph_id, misses[0].graph_id);
+  // Back to the first shape: a hit, no new cause.
+  ASSERT_TRUE(Steps({{{4, 3}}}).ok());
+  EXPECT_EQ(Misses().size(), 2u);
+  EXPECT_EQ(rec_.compiles.back().cache, "memory_hit");
+}
+
+TEST_F(RecompileTest, InputDtypeChanged) {
+  ASSERT_TRUE(Steps({{{4, 3}}, {{4, 3}, DType::kF64}}).ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "input_dtype_changed");
+  EXPECT_NE(misses[1].cause_detail.find("f32[4,3] -> f64[4,3]"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_input_line);
+}
+
+TEST_F(RecompileTest, InputShardingChanged) {
+  Reinit(2);
+  auto mesh = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(mesh.ok());
+  ASSERT_TRUE(Steps({{{4, 6}, DType::kF32, {none, none}},
+                     {{4, 6}, DType::kF32, {"data", none}},
+                     {{4, 6}, DType::kF32, {"data", none}}},
+                    &*mesh)
+                  .ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "input_sharding_changed");
+  EXPECT_NE(misses[1].cause_detail.find("{replicated} -> {devices=[2,1]0,1}"), std::string::npos)
+      << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_input_line);
+}
+
+TEST_F(RecompileTest, SameGraphFromAnotherLineDoesNotRecompile) {
+  Literal v = F32({2, 2}, {1, 2, 3, 4});
+  Tensor a = Tensor::from_host(v, "a");
+  Tensor ra = exp(a) + a;
+  ASSERT_TRUE(mark_step().ok());
+  Tensor b = Tensor::from_host(v, "b");
+  Tensor rb = exp(b) + b;
+  ASSERT_TRUE(mark_step().ok());
+  ASSERT_EQ(rec_.compiles.size(), 2u);
+  EXPECT_EQ(rec_.compiles[0].cache, "miss");
+  EXPECT_EQ(rec_.compiles[1].cache, "memory_hit");
+  EXPECT_EQ(rec_.compiles[1].graph_id, rec_.compiles[0].graph_id);
+  ExpectNear(Host(rb), Host(ra));
+}
+
+TEST_F(RecompileTest, ValueReadAndNothingPending) {
+  ASSERT_TRUE(mark_step().ok());  // nothing pending: no graph
+  EXPECT_TRUE(rec_.compiles.empty());
+  Tensor a = Tensor::from_host(F32({2}, {1, 2}), "a");
+  Tensor r = a * a;
+  ExpectNear(Host(r), {1, 4});
+  ASSERT_EQ(rec_.compiles.size(), 1u);
+  EXPECT_EQ(rec_.compiles[0].cause_kind, "value_read_cut");
+}
+
+}  // namespace
+}  // namespace shardscope
