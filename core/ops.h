@@ -46,11 +46,18 @@ Tensor convert(const Tensor& a, DType to, SL loc = SL::current());
 // The value without its gradient history.
 Tensor stop_gradient(const Tensor& a);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
+// Operators cannot take a default source_location, so their left operand
+// converts through OpArg, whose constructor captures the caller's line.
+struct OpArg {
+  OpArg(const Tensor& t, SL loc = SL::current()) : tensor(t), loc(loc) {}
+  const Tensor& tensor;
+  SL loc;
+};
+inline Tensor operator+(OpArg a, const Tensor& b) { return add(a.tensor, b, a.loc); }
+inline Tensor operator-(OpArg a, const Tensor& b) { return sub(a.tensor, b, a.loc); }
+inline Tensor operator*(OpArg a, const Tensor& b) { return mul(a.tensor, b, a.loc); }
+inline Tensor operator/(OpArg a, const Tensor& b) { return div(a.tensor, b, a.loc); }
+inline Tensor operator-(OpArg a) { return neg(a.tensor, a.loc); }
 
 namespace internal {
 // Low-level node constructors shared by ops and autograd (no broadcasting).

@@ -395,8 +395,6 @@ TEST_F(CoreTest, ShapeErrorsSurfaceFromMarkStep) {
   Tensor a = Tensor::from_host(F32({2, 3}, std::vector<float>(6, 1.f)), "a");
   Tensor b = Tensor::from_host(F32({4}, std::vector<float>(4, 1.f)), "b");
   {
-    // The function form: the operators (a + b) are inline in core/ops.h and
-    // record that header's line, not the caller's.
     const int line = __LINE__ + 1;
     Tensor bad = add(a, b);
     Tensor worse = exp(bad);  // poisoned by the first error
@@ -409,6 +407,14 @@ TEST_F(CoreTest, ShapeErrorsSurfaceFromMarkStep) {
     auto read = worse.to_host();
     ASSERT_FALSE(read.ok());
     EXPECT_NE(read.status().message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << read.status();
+  }
+  {
+    // Operators record the user's line too (through OpArg), not core/ops.h.
+    const int line = __LINE__ + 1;
+    Tensor bad = a * b;
+    absl::Status s = mark_step();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find(absl::StrCat(kFile, ":", line)), std::string::npos) << s;
   }
   {
     const int line = __LINE__ + 1;
