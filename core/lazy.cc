@@ -269,6 +269,10 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   if (!results.ok()) return results.status();
   int64_t t_executed = trace::HostNowNs();
 
+  // Inputs first, so a tensor's first record says where its sharding came from.
+  for (const auto& p : L.params)
+    RecordTensor(p->name, p->shape, *p->data->device, p->data->sharding_source,
+                 p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
   // Every pending tensor now holds device data.
   for (size_t k = 0; k < pending.size(); ++k) {
     auto& t = pending[k];
@@ -289,9 +293,6 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     t->node = n;
     RecordTensor(t->name, n->shape, *n->data->device, "propagated", n->created);
   }
-  for (const auto& p : L.params)
-    RecordTensor(p->name, p->shape, *p->data->device, p->data->sharding_source,
-                 p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
 
   if (trace::enabled()) {
     trace::ExecutionRecord e;
