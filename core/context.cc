@@ -1,5 +1,7 @@
 #include "core/context.h"
 
+#include "runtime/dispatch.h"
+
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -42,6 +44,7 @@ void Shutdown() {
   // Tensors still alive outlive the context; forget them first so their
   // destructors do not reach into a dead registry.
   auto ctx = std::move(g_ctx);
+  ctx->client->Synchronize();
   // Their device buffers point at the devices about to be destroyed: bring
   // every value they reach back to the host (it moves to the devices again
   // after the next Init), so no buffer outlives its device.
@@ -55,8 +58,11 @@ void Shutdown() {
     if (!n || !seen.insert(n.get()).second) continue;
     for (const auto& o : n->operands) stack.push_back(o);
     if (n->data && n->data->device) {
-      auto host = ctx->client->TransferToHost(*n->data->device);
-      if (host.ok()) n->data->host = std::move(*host);
+      auto value = n->data->device->Wait();
+      if (value.ok()) {
+        auto host = ctx->client->TransferToHost(**value);
+        if (host.ok()) n->data->host = std::move(*host);
+      }
       n->data->device.reset();
     }
   }

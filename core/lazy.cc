@@ -16,7 +16,7 @@
 #include "core/context.h"
 #include "core/recompile.h"
 #include "profiler/trace/recorder.h"
-#include "runtime/buffer.h"
+#include "runtime/dispatch.h"
 
 namespace shardscope {
 namespace internal {
@@ -146,11 +146,11 @@ nlohmann::json Signature(const std::vector<GraphInput>& inputs) {
   return sig;
 }
 
-void RecordTensor(const std::string& name, const Shape& shape, const runtime::DeviceArray& a,
+void RecordTensor(const std::string& name, const Shape& shape, const Sharding& sharding,
                   const std::string& source, const SourceLoc& loc) {
   if (!trace::enabled() || name.empty()) return;
   auto& ctx = Ctx();
-  std::string key = absl::StrCat(name, "|", shape.ToString(), "|", a.sharding.ToString());
+  std::string key = absl::StrCat(name, "|", shape.ToString(), "|", sharding.ToString());
   if (ctx.recorded_tensors.count(key)) return;
   int64_t id = trace::NextId();
   ctx.recorded_tensors[key] = id;
@@ -159,19 +159,21 @@ void RecordTensor(const std::string& name, const Shape& shape, const runtime::De
   t.name = name;
   t.shape = shape.DimsString();
   t.dtype = DTypeName(shape.dtype);
-  t.sharding = a.sharding.ToString();
+  t.sharding = sharding.ToString();
   t.sharding_source = source;
   t.source_file = loc.file;
   t.source_line = loc.line;
   t.step = ctx.step;
   trace::recorder().Record(t);
-  for (int d = 0; d < static_cast<int>(a.shards.size()); ++d) {
+  for (int d = 0; d < ctx.client->num_devices(); ++d) {
     trace::ShardPlacementRecord p;
     p.tensor_id = id;
     p.tensor_name = name;
     p.device_id = d;
-    p.index_ranges = RangesToString(a.sharding.ShardRanges(shape, d));
-    p.bytes = a.shards[d]->literal().bytes();
+    std::vector<IndexRange> ranges = sharding.ShardRanges(shape, d);
+    p.index_ranges = RangesToString(ranges);
+    p.bytes = DTypeBytes(shape.dtype);
+    for (const auto& r : ranges) p.bytes *= r.end - r.begin;
     trace::recorder().Record(p);
   }
 }
@@ -180,6 +182,8 @@ enum class CutReason { kMarkStep, kValueRead };
 
 absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   Context& ctx = Ctx();
+  // An earlier step that failed on the devices reports here, at the next cut.
+  if (absl::Status s = ctx.client->TakeAsyncError(); !s.ok()) return s;
   int64_t t_begin = trace::HostNowNs();
   int64_t root_id = trace::NextId();
   // The pending live tensors, oldest first.
@@ -213,7 +217,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     if (!d.device) {
       auto a = client.TransferToDevices(*d.host, d.sharding, p->name.empty() ? "input" : p->name);
       if (!a.ok()) return a.status();
-      d.device = std::make_shared<runtime::DeviceArray>(std::move(*a));
+      d.device = runtime::AsyncArray::Ready(std::move(*a));
       d.host.reset();
     }
     inputs.push_back({p->name, p->shape, d.sharding, p->created});
@@ -260,18 +264,17 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   }
 
   // Run on the mesh.
-  std::vector<const runtime::DeviceArray*> args;
-  for (const auto& p : L.params) args.push_back(p->data->device.get());
+  std::vector<std::shared_ptr<runtime::AsyncArray>> args;
+  for (const auto& p : L.params) args.push_back(p->data->device);
   runtime::ExecuteOptions eo;
   eo.step = ctx.step;
   eo.launch_ns = t_compiled;
-  auto results = client.Execute(exe, args, eo);
-  if (!results.ok()) return results.status();
+  auto results = client.ExecuteAsync(compiled->executable, std::move(args), eo);
   int64_t t_executed = trace::HostNowNs();
 
   // Inputs first, so a tensor's first record says where its sharding came from.
   for (const auto& p : L.params)
-    RecordTensor(p->name, p->shape, *p->data->device, p->data->sharding_source,
+    RecordTensor(p->name, p->shape, p->data->sharding, p->data->sharding_source,
                  p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
   // Every pending tensor now holds device data.
   for (size_t k = 0; k < pending.size(); ++k) {
@@ -282,7 +285,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     n->data = std::make_shared<DeviceData>();
     n->data->sharding = exe.output_shardings[k];
     n->data->sharding_source = "propagated";
-    n->data->device = std::make_shared<runtime::DeviceArray>(std::move((*results)[k]));
+    n->data->device = results[k];
     n->name = t->name;
     n->created = t->node->loc;
     if (t->requires_grad) {
@@ -291,7 +294,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     }
     if (t->node->grad_leaf == t.get()) t->node->grad_leaf = nullptr;
     t->node = n;
-    RecordTensor(t->name, n->shape, *n->data->device, "propagated", n->created);
+    RecordTensor(t->name, n->shape, n->data->sharding, "propagated", n->created);
   }
 
   if (trace::enabled()) {
@@ -313,7 +316,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
       HostSlice("transfer to device", trace::SliceKind::kHost, t_traced, t_transferred, 1, root_id, exe.graph_id);
     HostSlice(compiled->cache == runtime::CacheOutcome::kMiss ? "compile" : "compile (cache hit)",
               trace::SliceKind::kCompile, t_transferred, t_compiled, 1, root_id, exe.graph_id);
-    HostSlice("execute", trace::SliceKind::kHost, t_compiled, t_executed, 1, root_id, exe.graph_id);
+    HostSlice("dispatch", trace::SliceKind::kHost, t_compiled, t_executed, 1, root_id, exe.graph_id);
   }
   return absl::OkStatus();
 }
@@ -335,7 +338,13 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
         "value read at ", At(loc), ": tensor '", t.name(), "' is the pending result of an op made at ", At(n->loc),
         " before the last Shutdown/Init; its graph was forgotten (read or mark_step before Shutdown)"));
   if (n->data->host) return *n->data->host;
-  return Ctx().client->TransferToHost(*n->data->device);
+  // The value may still be computing: wait for it, visibly on the host track.
+  int64_t t0 = trace::HostNowNs();
+  auto value = n->data->device->Wait();
+  if (!value.ok()) return value.status();
+  auto host = Ctx().client->TransferToHost(**value);
+  HostSlice("read value", trace::SliceKind::kHost, t0, trace::HostNowNs(), 0, -1, -1);
+  return host;
 }
 
 }  // namespace internal

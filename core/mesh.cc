@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/context.h"
-#include "runtime/buffer.h"
+#include "runtime/dispatch.h"
 
 namespace shardscope {
 
@@ -127,7 +127,9 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
   DeviceData& d = *node->data;
   if (d.device && d.sharding != *s) {
     // Already on the devices with another layout: bring it back and re-split.
-    auto host = GetClient().TransferToHost(*d.device);
+    auto value = d.device->Wait();
+    if (!value.ok()) return value.status();
+    auto host = GetClient().TransferToHost(**value);
     if (!host.ok()) return host.status();
     d.host = std::move(*host);
     d.device.reset();

@@ -22,14 +22,14 @@
 
 namespace shardscope {
 
-namespace runtime { struct DeviceArray; }
+namespace runtime { class AsyncArray; }
 
 using compiler::SourceLoc;
 SourceLoc Loc(const std::source_location& l);
 
 // A value computed on the devices, or waiting on the host to be moved there.
 struct DeviceData {
-  std::shared_ptr<runtime::DeviceArray> device;  // set once on the devices
+  std::shared_ptr<runtime::AsyncArray> device;   // set once on the devices (may still be computing)
   std::optional<Literal> host;                   // set until uploaded
   Sharding sharding;
   std::string sharding_source = "default";       // annotated | propagated | default

@@ -157,8 +157,15 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   if (!outs.ok()) return outs.status();
   {
     std::lock_guard<std::mutex> l(mu_);
+    // Transfers made for this run go first on each device's timeline; an
+    // asynchronous run brings the ones taken when it was enqueued.
     for (int d = 0; d < n; ++d) {
       auto& ops = timing.per_device[d];
+      if (opts.transfers) {
+        if (d < static_cast<int>(opts.transfers->size()))
+          ops.insert(ops.begin(), (*opts.transfers)[d].begin(), (*opts.transfers)[d].end());
+        continue;
+      }
       ops.insert(ops.begin(), pending_transfers_[d].begin(), pending_transfers_[d].end());
       pending_transfers_[d].clear();
     }

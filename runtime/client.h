@@ -15,6 +15,7 @@
 #include "compiler/ir.h"
 #include "compiler/spmd.h"
 #include "runtime/buffer.h"
+#include "runtime/dispatch.h"
 #include "runtime/scheduler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/topology.h"
@@ -47,6 +48,8 @@ struct CompileResult {
 struct ExecuteOptions {
   int step = 0;
   int64_t launch_ns = 0;          // host clock time of the launch
+  // The transfers to show before this run, per device; null: those pending now.
+  std::shared_ptr<const std::vector<std::vector<DeviceOp>>> transfers;
 };
 
 struct ExecuteStats {
@@ -81,6 +84,18 @@ class Client {
                                                    const ExecuteOptions& opts,
                                                    ExecuteStats* stats = nullptr);
 
+  // Enqueues a run and returns its outputs at once, as pending values; the
+  // host goes on tracing while the devices work. Inputs may be pending
+  // outputs of earlier runs (runs go in order). A failed run fails its
+  // outputs, and its error is kept for TakeAsyncError.
+  std::vector<std::shared_ptr<AsyncArray>> ExecuteAsync(std::shared_ptr<const Executable> exe,
+                                                        std::vector<std::shared_ptr<AsyncArray>> args,
+                                                        const ExecuteOptions& opts);
+  // Waits for every enqueued run.
+  void Synchronize();
+  // The first error of an asynchronous run since the last call (OK if none).
+  absl::Status TakeAsyncError();
+
   size_t cache_size() const;
 
  private:
@@ -92,6 +107,9 @@ class Client {
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Executable>> cache_;
   std::vector<std::vector<DeviceOp>> pending_transfers_;
+  absl::Status async_error_;
+  // Last, so it is destroyed first: queued runs finish while the devices live.
+  std::unique_ptr<DispatchQueue> dispatch_;
 };
 
 }  // namespace shardscope::runtime
