@@ -4,12 +4,30 @@
 
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "compiler/types.h"
 
 namespace shardscope {
+
+// Storage aligned to 64 bytes (one AVX-512 vector). Vectorised reductions
+// peel elements until the data is aligned, so with malloc's varying alignment
+// the same sum could round differently from run to run; fixed alignment keeps
+// every result bit-for-bit reproducible.
+template <typename T>
+struct AlignedAllocator {
+  using value_type = T;
+  static constexpr std::align_val_t kAlign{64};
+  AlignedAllocator() = default;
+  template <typename U>
+  AlignedAllocator(const AlignedAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
+  void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
+  template <typename U>
+  bool operator==(const AlignedAllocator<U>&) const { return true; }
+};
 
 class Literal {
  public:
@@ -36,7 +54,7 @@ class Literal {
 
  private:
   Shape shape_;
-  std::vector<uint8_t> data_;
+  std::vector<uint8_t, AlignedAllocator<uint8_t>> data_;
 };
 
 }  // namespace shardscope

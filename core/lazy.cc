@@ -367,4 +367,8 @@ void log_step(double loss) {
 
 int current_step() { return Initialized() ? internal::Ctx().step : 0; }
 
+void set_current_step(int step) {
+  if (Initialized()) internal::Ctx().step = step;
+}
+
 }  // namespace shardscope

@@ -19,8 +19,10 @@ absl::Status mark_step(std::source_location loc = std::source_location::current(
 
 // Records the step just ended: its loss and host wall time (the `steps` table).
 void log_step(double loss);
-// The number of mark_step calls so far.
+// The number of mark_step calls so far, or the step set by set_current_step.
 int current_step();
+// Continues step numbering from `step` (a run resumed from a checkpoint).
+void set_current_step(int step);
 
 namespace internal {
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/autograd.h"
+#include "core/checkpoint.h"
 #include "core/context.h"
 #include "core/lazy.h"
 #include "core/mesh.h"

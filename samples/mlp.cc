@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <random>
 
+#include "absl/strings/numbers.h"
 #include "core/shardscope.h"
 #include "samples/samples.h"
 
@@ -19,18 +20,22 @@ constexpr int64_t kIn = 784, kHidden = 1024, kClasses = 10;
 // mesh, so sharded and single-device runs see identical data.
 class Loader {
  public:
-  explicit Loader(uint64_t seed) : rng_(seed), centres_(kClasses * kIn) {
+  explicit Loader(uint64_t seed) : seed_(seed), centres_(kClasses * kIn) {
+    std::mt19937_64 rng(seed);
     std::normal_distribution<float> n(0.f, 1.f);
-    for (float& w : centres_) w = n(rng_);
+    for (float& w : centres_) w = n(rng);
   }
-  std::pair<ss::Tensor, ss::Tensor> next(int64_t batch) {
+  // The batch of step `step`: each step draws from its own stream, so a run
+  // resumed at step k sees exactly the batches an uninterrupted run would.
+  std::pair<ss::Tensor, ss::Tensor> next(int64_t batch, int step) {
+    std::mt19937_64 rng(seed_ * 1000003 + static_cast<uint64_t>(step));
     std::normal_distribution<float> noise(0.f, 1.5f);
     std::uniform_int_distribution<int32_t> cls(0, kClasses - 1);
     std::vector<float> xs(batch * kIn);
     std::vector<int32_t> ys(batch);
     for (int64_t b = 0; b < batch; ++b) {
-      ys[b] = cls(rng_);
-      for (int64_t i = 0; i < kIn; ++i) xs[b * kIn + i] = centres_[ys[b] * kIn + i] + noise(rng_);
+      ys[b] = cls(rng);
+      for (int64_t i = 0; i < kIn; ++i) xs[b * kIn + i] = centres_[ys[b] * kIn + i] + noise(rng);
     }
     ss::Tensor x = ss::Tensor::from_host(Literal::FromF32({batch, kIn}, xs), "x");
     ss::Tensor y = ss::Tensor::from_host(Literal::FromI32({batch}, ys), "y");
@@ -38,7 +43,7 @@ class Loader {
   }
 
  private:
-  std::mt19937_64 rng_;
+  uint64_t seed_;
   std::vector<float> centres_;
 };
 }  // namespace
@@ -54,10 +59,20 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
   ss::optim::SGD opt(ss::parameters(l1, l2, l3), {.lr = cfg.lr});
   Loader loader(cfg.seed + 1);
 
+  std::vector<ss::Tensor*> params = ss::parameters(l1, l2, l3);
   SampleResult result;
-  for (int step = 0; step < cfg.steps; ++step) {
+  if (!cfg.init_path.empty()) {
+    auto ckpt = ss::load_checkpoint(cfg.init_path);
+    if (!ckpt.ok()) return ckpt.status();
+    if (auto s = ss::load_into(*ckpt, params, cfg.init_path); !s.ok()) return s;
+    if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() &&
+                                               !absl::SimpleAtoi(it->second, &result.first_step))
+      return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
+    ss::set_current_step(result.first_step);
+  }
+  for (int step = result.first_step; step < cfg.steps; ++step) {
     int64_t batch = (cfg.change_step >= 0 && step >= cfg.change_step) ? cfg.batch_after : cfg.batch;
-    auto [x, y] = loader.next(batch);
+    auto [x, y] = loader.next(batch, step);
     if (auto s = ss::mark_sharding(x, *mesh, {"data", ss::none}); !s.ok()) return s;
     if (auto s = ss::mark_sharding(y, *mesh, {"data"}); !s.ok()) return s;
 
@@ -72,6 +87,11 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     ss::log_step(*value);
     result.losses.push_back(*value);
     if (cfg.on_step) cfg.on_step(step, *value);
+  }
+  if (!cfg.save_path.empty()) {
+    if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(cfg.steps)}, {"sample", "mlp"}});
+        !s.ok())
+      return s;
   }
   return result;
 }

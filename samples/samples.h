@@ -22,11 +22,17 @@ struct SampleConfig {
   int batch_after = 48;
   int change_step = 10;
   double lr = 0.05;
+  // Checkpoints (safetensors): start from `init_path` (its weights, and its
+  // step if it records one, so training resumes where it stopped), and write
+  // the weights to `save_path` at the end.
+  std::string init_path;
+  std::string save_path;
   std::function<void(int step, double loss)> on_step;  // progress callback
 };
 
 struct SampleResult {
-  std::vector<double> losses;  // one per step
+  std::vector<double> losses;  // one per step run
+  int first_step = 0;          // the step of losses[0]
 };
 
 struct SampleInfo {

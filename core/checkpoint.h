@@ -1,0 +1,37 @@
+// Checkpoints as safetensors files: an 8-byte little-endian header length, a
+// JSON header mapping each tensor name to its dtype, shape and byte range, then
+// the raw little-endian data. Readable by any safetensors tool; parameters are
+// stored under their module paths ("l1.weight").
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "compiler/literal.h"
+#include "core/tensor.h"
+
+namespace shardscope {
+
+struct Checkpoint {
+  std::map<std::string, Literal> tensors;
+  std::map<std::string, std::string> metadata;  // the header's __metadata__
+};
+
+// Writes the current values of `tensors` (reading them forces what is
+// pending) under their names. Writes to a temporary file and renames it, so a
+// crash never leaves a half-written checkpoint under `path`.
+absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>& tensors,
+                             const std::map<std::string, std::string>& metadata = {});
+
+// Reads a safetensors file. Errors name the file and what is wrong with it.
+absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
+
+// Sets each tensor's value from the checkpoint entry of the same name. Every
+// tensor must be present with the same shape and dtype.
+absl::Status load_into(const Checkpoint& ckpt, const std::vector<Tensor*>& tensors,
+                       const std::string& path_for_errors = "checkpoint");
+
+}  // namespace shardscope
