@@ -636,3 +636,31 @@ TEST_F(RecompileTest, ValueReadAndNothingPending) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// A learning rate that warms up from 0 and decays changes every step, yet the
+// training step compiles once: the optimizer passes the rate as data.
+TEST_F(RecompileTest, ChangingLearningRateNeverRecompiles) {
+  nn::Linear l(3, 2, "l");
+  optim::SGD opt(parameters(l), {.lr = 0});
+  optim::WarmupCosine sched{.peak = 0.5, .warmup_steps = 3, .total_steps = 8};
+  std::vector<double> rates;
+  for (int step = 0; step < 8; ++step) {
+    opt.set_lr(sched.at(step));
+    rates.push_back(opt.lr());
+    Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+    ASSERT_TRUE(backward(sum(l(x))).ok());
+    ASSERT_TRUE(opt.step().ok());
+    ASSERT_TRUE(mark_step().ok());
+  }
+  EXPECT_EQ(Misses().size(), 1u);
+  EXPECT_NEAR(rates[0], 0.125, 1e-12);  // warmup
+  EXPECT_NEAR(rates[3], 0.5, 1e-12);    // peak
+  EXPECT_NEAR(rates[7], 0.5 * 0.5 * (1 + std::cos(M_PI * 4 / 5.0)), 1e-12);
+  for (size_t k = 4; k < rates.size(); ++k) EXPECT_LT(rates[k], rates[k - 1]);  // decays
+}
+
+}  // namespace
+}  // namespace shardscope
