@@ -35,7 +35,8 @@ bool IsElementwise(Opcode op) {
     case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
     case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kNegate:
     case Opcode::kExponential: case Opcode::kLog: case Opcode::kCompare: case Opcode::kSelect:
-    case Opcode::kConvert:
+    case Opcode::kConvert: case Opcode::kAbs: case Opcode::kLogistic: case Opcode::kTanh:
+    case Opcode::kSqrt: case Opcode::kRsqrt: case Opcode::kPower: case Opcode::kClamp:
       return true;
     default:
       return false;
@@ -218,6 +219,78 @@ Instruction* Module::AllGather(Instruction* a, int64_t dim,
   return i;
 }
 
+// The builders of the ops below set attributes first, then take the result
+// type from InferShape; on a bad attribute the type gets a -1 dim, which the
+// verifier reports with InferShape's reason.
+namespace {
+Instruction* Finish(Instruction* i) {
+  auto s = InferShape(*i);
+  i->shape = s.ok() ? *s : Shape(i->operands.empty() ? DType::kF32 : i->operands[0]->shape.dtype, {-1});
+  return i;
+}
+}  // namespace
+
+Instruction* Module::Clamp(Instruction* lo, Instruction* x, Instruction* hi, const SourceLoc& loc) {
+  return Finish(New(Opcode::kClamp, {}, {lo, x, hi}, loc));
+}
+
+Instruction* Module::Slice(Instruction* a, SliceDims s, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kSlice, {}, {a}, loc);
+  i->slice = std::move(s);
+  return Finish(i);
+}
+
+Instruction* Module::DynamicUpdateSlice(Instruction* a, Instruction* update,
+                                        std::vector<Instruction*> starts, const SourceLoc& loc) {
+  std::vector<Instruction*> ops = {a, update};
+  ops.insert(ops.end(), starts.begin(), starts.end());
+  return Finish(New(Opcode::kDynamicUpdateSlice, {}, std::move(ops), loc));
+}
+
+Instruction* Module::Pad(Instruction* a, Instruction* value, PadDims p, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kPad, {}, {a, value}, loc);
+  i->pad = std::move(p);
+  return Finish(i);
+}
+
+Instruction* Module::Concatenate(std::vector<Instruction*> parts, int64_t dim, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kConcatenate, {}, std::move(parts), loc);
+  i->dims = {dim};
+  return Finish(i);
+}
+
+Instruction* Module::Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kConvolution, {}, {lhs, rhs}, loc);
+  i->conv = std::move(c);
+  return Finish(i);
+}
+
+Instruction* Module::ReduceWindow(Instruction* a, Instruction* init, WindowDims w, ReduceKind k,
+                                  const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kReduceWindow, {}, {a, init}, loc);
+  i->window = std::move(w);
+  i->reduce = k;
+  return Finish(i);
+}
+
+Instruction* Module::Gather(Instruction* a, Instruction* indices, GatherDims g, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kGather, {}, {a, indices}, loc);
+  i->gather = std::move(g);
+  return Finish(i);
+}
+
+Instruction* Module::Scatter(Instruction* a, Instruction* indices, Instruction* updates, ScatterDims s,
+                             ReduceKind k, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kScatter, {}, {a, indices, updates}, loc);
+  i->scatter = std::move(s);
+  i->reduce = k;
+  return Finish(i);
+}
+
+Instruction* Module::RngBitGenerator(Instruction* state, const Shape& shape, const SourceLoc& loc) {
+  return New(Opcode::kRngBitGenerator, shape, {state}, loc);
+}
+
 // ---------------------------------------------------------------- verifier
 
 namespace {
@@ -330,6 +403,11 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
   }
   // After the op's own checks, which explain a bad attribute better than the
   // -1 it leaves in the inferred result shape.
+  auto inferred = InferShape(i);
+  if (!inferred.ok()) return Bad(i, inferred.status().message());
+  if (*inferred != i.shape)
+    return Bad(i, absl::StrCat("result type ", i.shape.ToString(), " differs from the ",
+                               inferred->ToString(), " its operands imply"));
   for (int64_t d : i.shape.dims)
     if (d < 0) return Bad(i, absl::StrCat("negative dimension in result ", i.shape.ToString()));
   return absl::OkStatus();
@@ -357,6 +435,20 @@ double InstructionFlops(const Instruction& i) {
     }
     case Opcode::kReduce:
       return static_cast<double>(i.operands[0]->shape.elements());
+    case Opcode::kConvolution: {
+      // 2 per multiply-add: each output sums kernel-input-features x window.
+      const Shape& k = i.operands[1]->shape;
+      if (i.conv.kernel_output_feature < 0 || i.conv.kernel_output_feature >= k.rank()) return 0.0;
+      double per = static_cast<double>(k.elements()) / static_cast<double>(std::max<int64_t>(1, k.dims[i.conv.kernel_output_feature]));
+      return 2.0 * per * static_cast<double>(i.shape.elements());
+    }
+    case Opcode::kReduceWindow: {
+      double w = 1;
+      for (int64_t d : i.window.dimensions) w *= static_cast<double>(d);
+      return w * static_cast<double>(i.shape.elements());
+    }
+    case Opcode::kScatter:
+      return i.scatter.replace ? 0.0 : static_cast<double>(i.operands[2]->shape.elements());
     case Opcode::kAllReduce:
       return static_cast<double>(i.shape.elements());
     default:

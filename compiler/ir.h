@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,13 @@ namespace shardscope::compiler {
   X(kNegate, "stablehlo.negate", 1)                             \
   X(kExponential, "stablehlo.exponential", 1)                   \
   X(kLog, "stablehlo.log", 1)                                   \
+  X(kAbs, "stablehlo.abs", 1)                                   \
+  X(kLogistic, "stablehlo.logistic", 1)                         \
+  X(kTanh, "stablehlo.tanh", 1)                                 \
+  X(kSqrt, "stablehlo.sqrt", 1)                                 \
+  X(kRsqrt, "stablehlo.rsqrt", 1)                               \
+  X(kPower, "stablehlo.power", 2)                               \
+  X(kClamp, "stablehlo.clamp", 3)                               \
   X(kCompare, "stablehlo.compare", 2)                           \
   X(kSelect, "stablehlo.select", 3)                             \
   X(kConvert, "stablehlo.convert", 1)                           \
@@ -39,6 +47,15 @@ namespace shardscope::compiler {
   X(kDotGeneral, "stablehlo.dot_general", 2)                    \
   X(kReduce, "stablehlo.reduce", 2)                             \
   X(kDynamicSlice, "stablehlo.dynamic_slice", -1)               \
+  X(kDynamicUpdateSlice, "stablehlo.dynamic_update_slice", -1)  \
+  X(kSlice, "stablehlo.slice", 1)                               \
+  X(kPad, "stablehlo.pad", 2)                                   \
+  X(kConcatenate, "stablehlo.concatenate", -1)                  \
+  X(kConvolution, "stablehlo.convolution", 2)                   \
+  X(kReduceWindow, "stablehlo.reduce_window", 2)                \
+  X(kGather, "stablehlo.gather", 2)                             \
+  X(kScatter, "stablehlo.scatter", 3)                           \
+  X(kRngBitGenerator, "stablehlo.rng_bit_generator", 1)         \
   X(kAllReduce, "stablehlo.all_reduce", 1)                      \
   X(kAllGather, "stablehlo.all_gather", 1)
 
@@ -63,6 +80,55 @@ struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
 };
 
+// slice: result[i] = operand[start + i * stride] for start <= ... < limit.
+// pad: `low`/`high` may be negative (cropping); `interior` >= 0 between elements.
+struct SliceDims {
+  std::vector<int64_t> start, limit, stride;
+};
+struct PadDims {
+  std::vector<int64_t> low, high, interior;
+};
+
+// convolution, in StableHLO's terms. Spatial dimension k of the input, kernel
+// and output are paired by position in the *_spatial lists; the window
+// attributes have one entry per spatial dimension (empty: stride 1, no
+// padding, dilation 1).
+struct ConvDims {
+  int64_t input_batch = 0, input_feature = 1;
+  std::vector<int64_t> input_spatial;
+  int64_t kernel_input_feature = 1, kernel_output_feature = 0;
+  std::vector<int64_t> kernel_spatial;
+  int64_t output_batch = 0, output_feature = 1;
+  std::vector<int64_t> output_spatial;
+  std::vector<int64_t> window_strides;
+  std::vector<std::pair<int64_t, int64_t>> padding;  // (low, high) per spatial dim
+  std::vector<int64_t> lhs_dilation, rhs_dilation;
+  int64_t feature_group_count = 1, batch_group_count = 1;
+};
+
+// reduce_window: one entry per operand dimension (empty lists: 1 / no padding).
+struct WindowDims {
+  std::vector<int64_t> dimensions, strides, base_dilations, window_dilations;
+  std::vector<std::pair<int64_t, int64_t>> padding;
+};
+
+// gather and scatter dimension numbers (StableHLO's, without the batching dims).
+struct GatherDims {
+  std::vector<int64_t> offset_dims, collapsed_slice_dims, start_index_map;
+  int64_t index_vector_dim = 0;
+  std::vector<int64_t> slice_sizes;
+  bool indices_are_sorted = false;
+};
+struct ScatterDims {
+  std::vector<int64_t> update_window_dims, inserted_window_dims, scatter_dims_to_operand_dims;
+  int64_t index_vector_dim = 0;
+  bool indices_are_sorted = false, unique_indices = false;
+  // The update computation: `reduce` of the instruction combines the current
+  // value with the update (add for embedding gradients), unless `replace`,
+  // where the update overwrites (a region returning its second argument).
+  bool replace = false;
+};
+
 // Where the user's code created an op. Side data: never part of a fingerprint.
 struct SourceLoc {
   std::string file;  // relative to the source tree, e.g. "samples/mlp.cc"
@@ -80,10 +146,16 @@ struct Instruction {
   // Attributes; which apply depends on `op`:
   //  broadcast_in_dim: broadcast dimensions; transpose: permutation;
   //  reduce: dimensions; iota: {iota_dimension}; dynamic_slice: slice sizes;
-  //  all_gather: {all_gather_dim}.
+  //  all_gather: {all_gather_dim}; concatenate: {dimension}.
   std::vector<int64_t> dims;
   DotDims dot;
-  ReduceKind reduce = ReduceKind::kSum;                   // reduce, all_reduce
+  SliceDims slice;                                        // slice
+  PadDims pad;                                            // pad
+  ConvDims conv;                                          // convolution
+  WindowDims window;                                      // reduce_window
+  GatherDims gather;                                      // gather
+  ScatterDims scatter;                                    // scatter
+  ReduceKind reduce = ReduceKind::kSum;  // reduce, reduce_window, scatter, all_reduce
   CompareDirection compare = CompareDirection::kEQ;
   std::optional<Literal> literal;                         // constant
   int64_t param_index = -1;                               // parameter
@@ -137,6 +209,24 @@ class Module {
   Instruction* AllGather(Instruction* a, int64_t dim, std::vector<std::vector<int64_t>> groups,
                          const SourceLoc& loc = {});
 
+  // clamp(min, x, max); min and max may be scalars.
+  Instruction* Clamp(Instruction* lo, Instruction* x, Instruction* hi, const SourceLoc& loc = {});
+  Instruction* Slice(Instruction* a, SliceDims s, const SourceLoc& loc = {});
+  Instruction* DynamicUpdateSlice(Instruction* a, Instruction* update,
+                                  std::vector<Instruction*> starts, const SourceLoc& loc = {});
+  Instruction* Pad(Instruction* a, Instruction* value, PadDims p, const SourceLoc& loc = {});
+  Instruction* Concatenate(std::vector<Instruction*> parts, int64_t dim, const SourceLoc& loc = {});
+  Instruction* Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc = {});
+  Instruction* ReduceWindow(Instruction* a, Instruction* init, WindowDims w, ReduceKind k,
+                            const SourceLoc& loc = {});
+  Instruction* Gather(Instruction* a, Instruction* indices, GatherDims g, const SourceLoc& loc = {});
+  Instruction* Scatter(Instruction* a, Instruction* indices, Instruction* updates, ScatterDims s,
+                       ReduceKind k, const SourceLoc& loc = {});
+  // Random bits of type `shape` (i32 or i64) from a tensor<2xi64> state; the
+  // same state gives the same bits. Unlike StableHLO it returns only the bits:
+  // callers advance the state themselves (e.g. add 1 per step).
+  Instruction* RngBitGenerator(Instruction* state, const Shape& shape, const SourceLoc& loc = {});
+
   // Adds an instruction built elsewhere (e.g. by a pass); assigns its id.
   Instruction* Add(std::unique_ptr<Instruction> instr);
 
@@ -151,6 +241,12 @@ class Module {
   std::vector<Instruction*> outputs_;
   std::vector<Sharding> output_shardings_;
 };
+
+// The result type an instruction's operands and attributes imply (its own
+// `shape` is not read, except for the ops whose result type is an attribute:
+// parameter, constant, iota, reshape, convert, rng_bit_generator). The builders
+// use it and leave -1 dims on failure; the verifier reports its error.
+absl::StatusOr<Shape> InferShape(const Instruction& i);
 
 // Checks types, arities and attributes of every instruction. Errors name the
 // instruction and its source line.

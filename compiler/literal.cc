@@ -1,3 +1,5 @@
+// Literal: host arrays with per-element access in double (see literal.h),
+// including the bf16 and IEEE f16 conversions.
 #include "compiler/literal.h"
 
 #include <cmath>
@@ -16,6 +18,36 @@ uint16_t F32ToBF16(float f) {
 }
 float BF16ToF32(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+// IEEE binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits. Round to
+// nearest even; overflow gives infinity, tiny values become subnormals.
+uint16_t F32ToF16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t ax = x & 0x7fffffffu;
+  if (ax >= 0x7f800000u) return static_cast<uint16_t>(sign | (ax > 0x7f800000u ? 0x7e00u : 0x7c00u));
+  if (ax >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // >= 65520 rounds to inf
+  if (ax < 0x38800000u) {  // below 2^-14: a subnormal, in units of 2^-24
+    float v;
+    std::memcpy(&v, &ax, 4);
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(v * 16777216.0f)));
+  }
+  uint32_t r = ax - 0x38000000u;  // rebias the exponent from 127 to 15
+  r += 0xfffu + ((r >> 13) & 1u);
+  return static_cast<uint16_t>(sign | (r >> 13));
+}
+float F16ToF32(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0) {
+    float v = static_cast<float>(man) / 16777216.0f;
+    return sign ? -v : v;
+  }
+  uint32_t u = exp == 31 ? (sign | 0x7f800000u | (man << 13)) : (sign | ((exp + 112) << 23) | (man << 13));
   float f;
   std::memcpy(&f, &u, 4);
   return f;
@@ -47,7 +79,7 @@ double Literal::GetDouble(int64_t i) const {
     case DType::kF32: return as<float>()[i];
     case DType::kF64: return as<double>()[i];
     case DType::kBF16: return BF16ToF32(as<uint16_t>()[i]);
-    case DType::kF16: return BF16ToF32(as<uint16_t>()[i]);  // not used for f16 yet
+    case DType::kF16: return F16ToF32(as<uint16_t>()[i]);
     case DType::kI32: return as<int32_t>()[i];
     case DType::kI64: return static_cast<double>(as<int64_t>()[i]);
     case DType::kI1: return as<uint8_t>()[i] ? 1.0 : 0.0;
@@ -59,8 +91,8 @@ void Literal::SetDouble(int64_t i, double v) {
   switch (shape_.dtype) {
     case DType::kF32: as<float>()[i] = static_cast<float>(v); break;
     case DType::kF64: as<double>()[i] = v; break;
-    case DType::kBF16:
-    case DType::kF16: as<uint16_t>()[i] = F32ToBF16(static_cast<float>(v)); break;
+    case DType::kBF16: as<uint16_t>()[i] = F32ToBF16(static_cast<float>(v)); break;
+    case DType::kF16: as<uint16_t>()[i] = F32ToF16(static_cast<float>(v)); break;
     case DType::kI32: as<int32_t>()[i] = static_cast<int32_t>(v); break;
     case DType::kI64: as<int64_t>()[i] = static_cast<int64_t>(v); break;
     case DType::kI1: as<uint8_t>()[i] = v != 0; break;

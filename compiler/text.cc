@@ -1,4 +1,8 @@
+// PrintModule: the StableHLO text of a module (see text.h and docs/ops.md for the
+// forms each op takes; compiler/parser.cc reads the same forms back).
 #include "compiler/text.h"
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,6 +56,44 @@ std::string LiteralText(const Literal& l) {
   return absl::StrCat("dense<[", absl::StrJoin(vals, ", "), "]>");
 }
 
+std::string Array(const std::vector<int64_t>& v) {
+  if (v.empty()) return "array<i64>";
+  return absl::StrCat("array<i64: ", absl::StrJoin(v, ", "), ">");
+}
+
+// `v` with `n` entries, defaulting missing ones (an empty list means defaults).
+std::vector<int64_t> Filled(const std::vector<int64_t>& v, size_t n, int64_t dflt) {
+  return v.empty() ? std::vector<int64_t>(n, dflt) : v;
+}
+
+std::string Pairs(const std::vector<std::pair<int64_t, int64_t>>& p, size_t n) {
+  std::vector<std::string> rows;
+  for (size_t k = 0; k < n; ++k)
+    rows.push_back(k < p.size() ? absl::StrCat("[", p[k].first, ", ", p[k].second, "]") : "[0, 0]");
+  return absl::StrCat("[", absl::StrJoin(rows, ", "), "]");
+}
+
+// The body of reduce_window and scatter (and all_reduce): a two-argument
+// region applying the ReduceKind's op, or returning the update (`replace`).
+std::string Region(DType t, ReduceKind k, bool replace) {
+  std::string ty = Shape(t, {}).ToMlir();
+  std::string body = replace ? absl::StrCat("        stablehlo.return %y : ", ty)
+                             : absl::StrCat("        %r = ", ReduceKindOp(k), " %x, %y : ", ty,
+                                            "\n        stablehlo.return %r : ", ty);
+  return absl::StrCat("({\n      ^bb0(%x: ", ty, ", %y: ", ty, "):\n", body, "\n    })");
+}
+
+// "[b, f, 0, 1]": each position of a tensor's dims says which role it plays.
+std::string ConvLayout(int rank, int64_t batch, char b, int64_t feature, char f,
+                       const std::vector<int64_t>& spatial) {
+  std::vector<std::string> v(std::max(rank, 0), "?");
+  if (batch >= 0 && batch < rank) v[batch] = std::string(1, b);
+  if (feature >= 0 && feature < rank) v[feature] = std::string(1, f);
+  for (size_t k = 0; k < spatial.size(); ++k)
+    if (spatial[k] >= 0 && spatial[k] < rank) v[spatial[k]] = absl::StrCat(k);
+  return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
+}
+
 std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
   std::string lhs = absl::StrCat("    ", Ref(&i), " = ");
   std::vector<std::string> args;
@@ -101,6 +143,70 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
                           "\n        stablehlo.return %r : ", Shape(i.shape.dtype, {}).ToMlir(),
                           "\n    }) {replica_groups = ", Groups(i.replica_groups), "} : ",
                           FunctionalType(i));
+      break;
+    case Opcode::kSlice: {
+      std::vector<std::string> r;
+      for (size_t k = 0; k < i.slice.start.size(); ++k)
+        r.push_back(absl::StrCat(i.slice.start[k], ":", k < i.slice.limit.size() ? i.slice.limit[k] : 0, ":",
+                                 k < i.slice.stride.size() ? i.slice.stride[k] : 1));
+      body = absl::StrCat(name, " ", a, " [", absl::StrJoin(r, ", "), "] : ", FunctionalType(i));
+      break;
+    }
+    case Opcode::kPad:
+      body = absl::StrCat(name, " ", a, ", low = ", IntList(i.pad.low), ", high = ", IntList(i.pad.high),
+                          ", interior = ", IntList(i.pad.interior), " : ", FunctionalType(i));
+      break;
+    case Opcode::kConcatenate:
+      body = absl::StrCat(name, " ", a, ", dim = ", i.dims.empty() ? -1 : i.dims[0], " : ", FunctionalType(i));
+      break;
+    case Opcode::kConvolution: {
+      const ConvDims& c = i.conv;
+      const size_t ns = c.input_spatial.size();
+      int rank = static_cast<int>(ns) + 2;
+      body = absl::StrCat(
+          name, "(", a, ") dim_numbers = ",
+          ConvLayout(rank, c.input_batch, 'b', c.input_feature, 'f', c.input_spatial), "x",
+          ConvLayout(rank, c.kernel_output_feature, 'o', c.kernel_input_feature, 'i', c.kernel_spatial), "->",
+          ConvLayout(rank, c.output_batch, 'b', c.output_feature, 'f', c.output_spatial),
+          ", window = {stride = ", IntList(Filled(c.window_strides, ns, 1)), ", pad = ", Pairs(c.padding, ns),
+          ", lhs_dilate = ", IntList(Filled(c.lhs_dilation, ns, 1)), ", rhs_dilate = ",
+          IntList(Filled(c.rhs_dilation, ns, 1)), "} {batch_group_count = ", c.batch_group_count,
+          " : i64, feature_group_count = ", c.feature_group_count, " : i64} : ", FunctionalType(i));
+      break;
+    }
+    case Opcode::kReduceWindow: {
+      const WindowDims& w = i.window;
+      const size_t r = w.dimensions.size();
+      body = absl::StrCat("\"", name, "\"(", a, ") ", Region(i.shape.dtype, i.reduce, false),
+                          " {window_dimensions = ", Array(w.dimensions), ", window_strides = ",
+                          Array(Filled(w.strides, r, 1)), ", base_dilations = ", Array(Filled(w.base_dilations, r, 1)),
+                          ", window_dilations = ", Array(Filled(w.window_dilations, r, 1)), ", padding = dense<",
+                          Pairs(w.padding, r), "> : tensor<", r, "x2xi64>} : ", FunctionalType(i));
+      break;
+    }
+    case Opcode::kGather: {
+      const GatherDims& g = i.gather;
+      body = absl::StrCat("\"", name, "\"(", a, ") {dimension_numbers = #stablehlo.gather<offset_dims = ",
+                          IntList(g.offset_dims), ", collapsed_slice_dims = ", IntList(g.collapsed_slice_dims),
+                          ", start_index_map = ", IntList(g.start_index_map), ", index_vector_dim = ",
+                          g.index_vector_dim, ">, slice_sizes = ", Array(g.slice_sizes),
+                          ", indices_are_sorted = ", g.indices_are_sorted ? "true" : "false", "} : ",
+                          FunctionalType(i));
+      break;
+    }
+    case Opcode::kScatter: {
+      const ScatterDims& sc = i.scatter;
+      body = absl::StrCat("\"", name, "\"(", a, ") ", Region(i.shape.dtype, i.reduce, sc.replace),
+                          " {scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = ",
+                          IntList(sc.update_window_dims), ", inserted_window_dims = ", IntList(sc.inserted_window_dims),
+                          ", scatter_dims_to_operand_dims = ", IntList(sc.scatter_dims_to_operand_dims),
+                          ", index_vector_dim = ", sc.index_vector_dim, ">, indices_are_sorted = ",
+                          sc.indices_are_sorted ? "true" : "false", ", unique_indices = ",
+                          sc.unique_indices ? "true" : "false", "} : ", FunctionalType(i));
+      break;
+    }
+    case Opcode::kRngBitGenerator:
+      body = absl::StrCat(name, " ", a, ", algorithm = DEFAULT : ", FunctionalType(i));
       break;
     case Opcode::kAllGather:
       body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", i.dims[0],

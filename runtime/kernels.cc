@@ -1,7 +1,11 @@
 // EvalInstruction: checks that the operands match the instruction, then hands
-// each op to its kernel (elementwise, data movement, reduce, dot_general live
-// in their own files). The small sources (constant, iota, partition_id) are
-// here. Also the shared helpers of kernels_internal.h that need a home.
+// each op to its kernel (elementwise, data movement, slicing, gather/scatter,
+// reduce, reduce_window, dot_general, convolution live in their own files).
+// The small sources (constant, iota, partition_id, rng_bit_generator) are
+// here, and the bf16/f16 rule: ops that only move data run on the 16-bit
+// values directly; every other op gets its 16-bit operands widened to f32, runs
+// the f32 kernel (so sums and GEMMs accumulate in f32) and rounds the result
+// back once. Also the shared helpers of kernels_internal.h that need a home.
 #include "runtime/kernels.h"
 
 #include <algorithm>
@@ -68,17 +72,18 @@ absl::Status EvalConstant(const Instruction& instr, Literal* out) {
 }
 
 absl::Status EvalIota(const Instruction& instr, Literal* out) {
-  const auto& dims = instr.shape.dims;
+  // out's type, not instr's: a bf16 iota arrives here as f32 (see Widened).
+  const auto& dims = out->shape().dims;
   if (instr.dims.size() != 1 || instr.dims[0] < 0 || instr.dims[0] >= instr.shape.rank()) {
     return Invalid(instr, "iota dimension must be one index below the rank ", instr.shape.rank());
   }
   const int d = static_cast<int>(instr.dims[0]);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < d; ++i) outer *= dims[i];
-  for (int i = d + 1; i < instr.shape.rank(); ++i) inner *= dims[i];
+  for (int i = d + 1; i < out->shape().rank(); ++i) inner *= dims[i];
   const int64_t len = dims[d];
   return internal::VisitArith(
-      instr.shape.dtype,
+      out->shape().dtype,
       [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* o = out->as<T>();
@@ -90,7 +95,38 @@ absl::Status EvalIota(const Instruction& instr, Literal* out) {
         }
         return absl::OkStatus();
       },
-      internal::UnsupportedType(instr, instr.shape.dtype));
+      internal::UnsupportedType(instr, out->shape().dtype));
+}
+
+// SplitMix64's finaliser: a bijective mix of 64 bits.
+uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Counter-based: element k of the output is Mix(key' + k * golden) with
+// key' = state[0] ^ Mix(state[1]), so any element is computable on its own
+// (a sharded program can make just its slice) and the same state always gives
+// the same bits. i32 outputs keep the high 32 bits.
+absl::Status EvalRngBitGenerator(const Instruction& instr, const Literal& state, Literal* out) {
+  if (state.shape() != Shape(DType::kI64, {2})) return Invalid(instr, "the state must be tensor<2xi64>");
+  const uint64_t key = static_cast<uint64_t>(state.as<int64_t>()[0]) ^ Mix(static_cast<uint64_t>(state.as<int64_t>()[1]));
+  const int64_t n = out->elements();
+  switch (out->shape().dtype) {
+    case DType::kI64:
+      for (int64_t k = 0; k < n; ++k)
+        out->as<int64_t>()[k] = static_cast<int64_t>(Mix(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull));
+      return absl::OkStatus();
+    case DType::kI32:
+      for (int64_t k = 0; k < n; ++k)
+        out->as<int32_t>()[k] =
+            static_cast<int32_t>(Mix(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull) >> 32);
+      return absl::OkStatus();
+    default:
+      return Invalid(instr, "random bits are i32 or i64, not ", out->shape().ToString());
+  }
 }
 
 absl::Status EvalPartitionId(const Instruction& instr, int64_t partition_id, Literal* out) {
@@ -100,6 +136,85 @@ absl::Status EvalPartitionId(const Instruction& instr, int64_t partition_id, Lit
     case DType::kI64: *out->as<int64_t>() = partition_id; break;
     default: return Invalid(instr, "partition_id must be i32 or i64, not ", instr.shape.ToString());
   }
+  return absl::OkStatus();
+}
+
+bool IsHalf(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+// Ops that only move elements: they run on 16-bit floats as they are.
+bool MovesData(const Instruction& instr) {
+  switch (instr.op) {
+    case Opcode::kConstant: case Opcode::kBroadcastInDim: case Opcode::kReshape: case Opcode::kTranspose:
+    case Opcode::kDynamicSlice: case Opcode::kDynamicUpdateSlice: case Opcode::kSlice: case Opcode::kPad:
+    case Opcode::kConcatenate: case Opcode::kGather: case Opcode::kSelect:
+      return true;
+    default:  // scatter too: a replacing scatter passes values through f32 exactly
+      return false;
+  }
+}
+
+bool NeedsWidening(const Instruction& instr, const std::vector<const Literal*>& ops, const Literal& out) {
+  if (MovesData(instr)) return false;
+  if (instr.op == Opcode::kConvert && ops[0]->shape().dtype == out.shape().dtype) return false;
+  if (IsHalf(out.shape().dtype)) return true;
+  for (const Literal* l : ops)
+    if (IsHalf(l->shape().dtype)) return true;
+  return false;
+}
+
+absl::Status Dispatch(const Instruction& instr, const std::vector<const Literal*>& operands, int64_t partition_id,
+                      Literal* out) {
+  switch (instr.op) {
+    case Opcode::kConstant: return EvalConstant(instr, out);
+    case Opcode::kIota: return EvalIota(instr, out);
+    case Opcode::kPartitionId: return EvalPartitionId(instr, partition_id, out);
+    case Opcode::kRngBitGenerator: return EvalRngBitGenerator(instr, *operands[0], out);
+    case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kPower: case Opcode::kNegate:
+    case Opcode::kExponential: case Opcode::kLog: case Opcode::kAbs: case Opcode::kLogistic:
+    case Opcode::kTanh: case Opcode::kSqrt: case Opcode::kRsqrt: case Opcode::kClamp:
+    case Opcode::kCompare: case Opcode::kSelect: case Opcode::kConvert:
+      return internal::EvalElementwise(instr, operands, out);
+    case Opcode::kBroadcastInDim:
+    case Opcode::kReshape:
+    case Opcode::kTranspose:
+    case Opcode::kDynamicSlice:
+      return internal::EvalDataMovement(instr, operands, out);
+    case Opcode::kSlice: case Opcode::kPad: case Opcode::kConcatenate: case Opcode::kDynamicUpdateSlice:
+      return internal::EvalSlicing(instr, operands, out);
+    case Opcode::kGather: return internal::EvalGather(instr, *operands[0], *operands[1], out);
+    case Opcode::kScatter: return internal::EvalScatter(instr, *operands[0], *operands[1], *operands[2], out);
+    case Opcode::kReduce: return internal::EvalReduce(instr, *operands[0], *operands[1], out);
+    case Opcode::kReduceWindow: return internal::EvalReduceWindow(instr, *operands[0], *operands[1], out);
+    case Opcode::kDotGeneral:
+      return internal::EvalDotGeneral(instr, *operands[0], *operands[1], out);
+    case Opcode::kConvolution: return internal::EvalConvolution(instr, *operands[0], *operands[1], out);
+    default: break;
+  }
+  return internal::Unimplemented(instr, "no kernel for this op");
+}
+
+// Runs `instr` in f32 on widened copies of its 16-bit operands and rounds an
+// f32 result back to the 16-bit result type.
+absl::Status Widened(const Instruction& instr, const std::vector<const Literal*>& operands, int64_t partition_id,
+                     Literal* out) {
+  std::vector<Literal> wide(operands.size());
+  std::vector<const Literal*> ops(operands.size());
+  for (size_t k = 0; k < operands.size(); ++k) {
+    const Literal& l = *operands[k];
+    if (!IsHalf(l.shape().dtype)) {
+      ops[k] = &l;
+      continue;
+    }
+    wide[k] = Literal(Shape(DType::kF32, l.shape().dims));
+    internal::HalfToF32(l.shape().dtype, l.data(), wide[k].as<float>(), l.elements());
+    ops[k] = &wide[k];
+  }
+  const DType t = out->shape().dtype;
+  if (!IsHalf(t)) return Dispatch(instr, ops, partition_id, out);
+  Literal wide_out(Shape(DType::kF32, out->shape().dims));
+  if (absl::Status s = Dispatch(instr, ops, partition_id, &wide_out); !s.ok()) return s;
+  internal::F32ToHalf(t, wide_out.as<float>(), out->data(), out->elements());
   return absl::OkStatus();
 }
 
@@ -140,34 +255,8 @@ absl::Status EvalInstruction(const compiler::Instruction& instr,
     }
   }
 
-  switch (instr.op) {
-    case Opcode::kConstant: return EvalConstant(instr, out);
-    case Opcode::kIota: return EvalIota(instr, out);
-    case Opcode::kPartitionId: return EvalPartitionId(instr, partition_id, out);
-    case Opcode::kAdd:
-    case Opcode::kSubtract:
-    case Opcode::kMultiply:
-    case Opcode::kDivide:
-    case Opcode::kMaximum:
-    case Opcode::kMinimum:
-    case Opcode::kNegate:
-    case Opcode::kExponential:
-    case Opcode::kLog:
-    case Opcode::kCompare:
-    case Opcode::kSelect:
-    case Opcode::kConvert:
-      return internal::EvalElementwise(instr, operands, out);
-    case Opcode::kBroadcastInDim:
-    case Opcode::kReshape:
-    case Opcode::kTranspose:
-    case Opcode::kDynamicSlice:
-      return internal::EvalDataMovement(instr, operands, out);
-    case Opcode::kReduce: return internal::EvalReduce(instr, *operands[0], *operands[1], out);
-    case Opcode::kDotGeneral:
-      return internal::EvalDotGeneral(instr, *operands[0], *operands[1], out);
-    default: break;
-  }
-  return internal::Unimplemented(instr, "no kernel for this op");
+  if (NeedsWidening(instr, operands, *out)) return Widened(instr, operands, partition_id, out);
+  return Dispatch(instr, operands, partition_id, out);
 }
 
 }  // namespace shardscope::runtime

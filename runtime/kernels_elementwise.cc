@@ -1,4 +1,5 @@
-// Elementwise kernels: binary arithmetic, unary math, compare, select, convert.
+// Elementwise kernels: binary arithmetic and power, unary math (negate, abs,
+// exp, log, logistic, tanh, sqrt, rsqrt), clamp, compare, select, convert.
 // Operands have the output's shape (StableHLO); as a convenience a 1-element
 // operand is also accepted and repeats. Loops are flat over the row-major data
 // so the compiler vectorises them; exp/log use Eigen's vectorised array
@@ -50,6 +51,24 @@ absl::Status CheckSameDims(const Instruction& instr, const Literal& in, int inde
                  out.DimsString(), " (or a 1-element value)");
 }
 
+// Integer power by squaring, wrapping like multiply. A negative exponent gives
+// 0 except for bases 1 and -1 (XLA's rule; the exact result is not an integer).
+template <typename T>
+T Pow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::pow(a, b);
+  } else {
+    if (b < 0) return a == 1 ? T(1) : a == -1 ? ((b & 1) ? T(-1) : T(1)) : T(0);
+    T r = 1;
+    while (b > 0) {
+      if (b & 1) r = Mul<T>(r, a);
+      a = Mul<T>(a, a);
+      b >>= 1;
+    }
+    return r;
+  }
+}
+
 absl::Status EvalBinary(const Instruction& instr, const Literal& a, const Literal& b,
                         Literal* out) {
   const Shape& os = out->shape();
@@ -62,7 +81,7 @@ absl::Status EvalBinary(const Instruction& instr, const Literal& a, const Litera
   if (auto s = CheckSameDims(instr, b, 1, os, true, &bs); !s.ok()) return s;
   const int64_t n = os.elements();
   const Opcode op = instr.op;
-  if (os.dtype == DType::kI1 && (op == Opcode::kSubtract || op == Opcode::kDivide)) {
+  if (os.dtype == DType::kI1 && (op == Opcode::kSubtract || op == Opcode::kDivide || op == Opcode::kPower)) {
     return Invalid(instr, "not defined on i1");
   }
   return VisitWithPred(
@@ -83,6 +102,9 @@ absl::Status EvalBinary(const Instruction& instr, const Literal& a, const Litera
           case Opcode::kDivide:
             if constexpr (!std::is_same_v<T, Pred>) BinaryLoop(pa, as, pb, bs, po, n, Div<T>);
             break;
+          case Opcode::kPower:
+            if constexpr (!std::is_same_v<T, Pred>) BinaryLoop(pa, as, pb, bs, po, n, Pow<T>);
+            break;
           default: return Invalid(instr, "not a binary arithmetic op");
         }
         return absl::OkStatus();
@@ -102,6 +124,15 @@ absl::Status EvalUnary(const Instruction& instr, const Literal& a, Literal* out)
         using T = typename decltype(tag)::type;
         const T* pa = a.as<T>();
         T* po = out->as<T>();
+        if (instr.op == Opcode::kAbs) {
+          if constexpr (std::is_floating_point_v<T>) {
+            for (int64_t i = 0; i < n; ++i) po[i] = std::fabs(pa[i]);  // -0 loses its sign too
+          } else {
+            // Integers wrap: abs(INT_MIN) is INT_MIN, as in XLA.
+            for (int64_t i = 0; i < n; ++i) po[i] = pa[i] < T(0) ? Sub<T>(T(0), pa[i]) : pa[i];
+          }
+          return absl::OkStatus();
+        }
         if (instr.op == Opcode::kNegate) {
           // -x, not 0 - x: negate(+0) is -0. Integers wrap (INT_MIN stays).
           if constexpr (std::is_floating_point_v<T>) {
@@ -115,12 +146,46 @@ absl::Status EvalUnary(const Instruction& instr, const Literal& a, Literal* out)
           using Arr = Eigen::Array<T, Eigen::Dynamic, 1>;
           Eigen::Map<const Arr> in(pa, n);
           Eigen::Map<Arr> res(po, n);
-          if (instr.op == Opcode::kExponential) res = in.exp();
-          else res = in.log();
+          switch (instr.op) {
+            case Opcode::kExponential: res = in.exp(); break;
+            case Opcode::kLog: res = in.log(); break;
+            case Opcode::kTanh: res = in.tanh(); break;
+            case Opcode::kSqrt: res = in.sqrt(); break;
+            case Opcode::kRsqrt: res = in.rsqrt(); break;
+            // 1 / (1 + e^-x): for very negative x, e^-x is inf and the result 0.
+            case Opcode::kLogistic: res = (T(1) + (-in).exp()).inverse(); break;
+            default: return Invalid(instr, "not a unary op");
+          }
           return absl::OkStatus();
         } else {
           return Invalid(instr, "needs a floating-point operand, not ", os.ToString());
         }
+      },
+      UnsupportedType(instr, os.dtype));
+}
+
+// clamp(min, x, max) = min(max(x, min), max), NaN-propagating like them.
+absl::Status EvalClamp(const Instruction& instr, const Literal& lo, const Literal& x, const Literal& hi,
+                       Literal* out) {
+  const Shape& os = out->shape();
+  if (x.shape() != os || lo.shape().dtype != os.dtype || hi.shape().dtype != os.dtype) {
+    return Invalid(instr, "operand ", x.shape().ToString(), " and bounds ", lo.shape().ToString(), ", ",
+                   hi.shape().ToString(), " must share the result type ", os.ToString());
+  }
+  bool ls = false, hs = false;
+  if (auto s = CheckSameDims(instr, lo, 0, os, true, &ls); !s.ok()) return s;
+  if (auto s = CheckSameDims(instr, hi, 2, os, true, &hs); !s.ok()) return s;
+  const int64_t n = os.elements();
+  return VisitWithPred(
+      os.dtype,
+      [&](auto tag) -> absl::Status {
+        using T = typename decltype(tag)::type;
+        const T* pl = lo.as<T>();
+        const T* px = x.as<T>();
+        const T* ph = hi.as<T>();
+        T* po = out->as<T>();
+        for (int64_t i = 0; i < n; ++i) po[i] = Min<T>(Max<T>(px[i], pl[ls ? 0 : i]), ph[hs ? 0 : i]);
+        return absl::OkStatus();
       },
       UnsupportedType(instr, os.dtype));
 }
@@ -264,11 +329,18 @@ absl::Status EvalElementwise(const Instruction& instr, const std::vector<const L
     case Opcode::kDivide:
     case Opcode::kMaximum:
     case Opcode::kMinimum:
+    case Opcode::kPower:
       return EvalBinary(instr, *ops[0], *ops[1], out);
     case Opcode::kNegate:
     case Opcode::kExponential:
     case Opcode::kLog:
+    case Opcode::kAbs:
+    case Opcode::kLogistic:
+    case Opcode::kTanh:
+    case Opcode::kSqrt:
+    case Opcode::kRsqrt:
       return EvalUnary(instr, *ops[0], out);
+    case Opcode::kClamp: return EvalClamp(instr, *ops[0], *ops[1], *ops[2], out);
     case Opcode::kCompare: return EvalCompare(instr, *ops[0], *ops[1], out);
     case Opcode::kSelect: return EvalSelect(instr, *ops[0], *ops[1], *ops[2], out);
     case Opcode::kConvert: return EvalConvert(instr, *ops[0], out);

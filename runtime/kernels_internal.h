@@ -114,6 +114,23 @@ template <typename T> inline T Min(T a, T b) {
 void StridedCopy(const void* src, void* dst, int64_t elem_bytes, std::vector<int64_t> dims,
                  std::vector<int64_t> src_strides);
 
+// As StridedCopy, but the destination is strided too (dst_strides in
+// elements; dims/strides are not normalised). Used where a block lands inside
+// a larger result: pad, dynamic_update_slice, gather.
+void StridedCopyTo(const void* src, const std::vector<int64_t>& src_strides, void* dst,
+                   const std::vector<int64_t>& dst_strides, const std::vector<int64_t>& dims,
+                   int64_t elem_bytes);
+
+// Scalar index k of an i32/i64 literal, widened to int64.
+inline int64_t IndexAt(const Literal& l, int64_t k) {
+  return l.shape().dtype == DType::kI64 ? l.as<int64_t>()[k] : l.as<int32_t>()[k];
+}
+
+// bf16/f16 <-> f32 for n elements (Eigen's round-to-nearest-even
+// conversions); `t` is kBF16 or kF16. kernels_convert.cc.
+void HalfToF32(DType t, const void* src, float* dst, int64_t n);
+void F32ToHalf(DType t, const float* src, void* dst, int64_t n);
+
 // Per-thread scratch buffer `slot` (0..3) of at least `bytes` bytes. It only
 // grows and is reused by later calls: the runtime runs one device per thread,
 // and fresh pages cost ~10 us each to fault in (MACHINE-NOTES "Two traps").
@@ -129,5 +146,16 @@ absl::Status EvalReduce(const Instruction& instr, const Literal& in, const Liter
                         Literal* out);  // kernels_reduce.cc
 absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const Literal& rhs,
                             Literal* out);  // kernels_dot.cc
+// slice, pad, concatenate, dynamic_update_slice (by element width).
+absl::Status EvalSlicing(const Instruction& instr, const std::vector<const Literal*>& ops,
+                         Literal* out);  // kernels_slicing.cc
+absl::Status EvalGather(const Instruction& instr, const Literal& in, const Literal& idx,
+                        Literal* out);  // kernels_gather.cc
+absl::Status EvalScatter(const Instruction& instr, const Literal& in, const Literal& idx,
+                         const Literal& updates, Literal* out);  // kernels_gather.cc
+absl::Status EvalConvolution(const Instruction& instr, const Literal& lhs, const Literal& rhs,
+                             Literal* out);  // kernels_conv.cc
+absl::Status EvalReduceWindow(const Instruction& instr, const Literal& in, const Literal& init,
+                              Literal* out);  // kernels_window.cc
 
 }  // namespace shardscope::runtime::internal

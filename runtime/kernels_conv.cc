@@ -1,0 +1,214 @@
+// convolution as im2col + GEMM. The operands are first brought to the
+// canonical layouts input [N, C, S...] and kernel [O, I, K...] (no copy when
+// they already are, e.g. NCHW/OIHW). Then, per group and per chunk of the
+// batch, the input windows are unrolled into a column matrix
+// col[I*K, n*OS] (zero where the window reads padding or a dilation hole) and
+// one Eigen GEMM computes out[Og, n*OS] = W[Og, I*K] * col. The result is
+// written to a canonical [N, O, OS...] buffer and permuted to the output
+// layout when that differs. f32 and f64; bf16/f16 arrive here widened to f32
+// (kernels.cc), so they accumulate in f32.
+#include <algorithm>
+#include <cstring>
+
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in Eigen's AVX-512 code
+#include <Eigen/Core>
+
+#include "runtime/kernels_internal.h"
+
+namespace shardscope::runtime::internal {
+namespace {
+
+// A tensor of `dims` permuted so that dims `order` come first in that order
+// (returns the data itself when `order` is the identity).
+const void* Canonical(const Literal& l, const std::vector<int64_t>& order, int slot) {
+  bool identity = true;
+  for (size_t k = 0; k < order.size(); ++k) identity &= order[k] == static_cast<int64_t>(k);
+  if (identity) return l.data();
+  const std::vector<int64_t> st = Strides(l.shape().dims);
+  std::vector<int64_t> dims, strides;
+  for (int64_t d : order) {
+    dims.push_back(l.shape().dims[d]);
+    strides.push_back(st[d]);
+  }
+  void* buf = Scratch(slot, l.shape().bytes());
+  StridedCopy(l.data(), buf, DTypeBytes(l.shape().dtype), dims, strides);
+  return buf;
+}
+
+struct Geometry {
+  int ns = 0;                                   // spatial rank
+  std::vector<int64_t> in, k, out;              // spatial sizes
+  std::vector<int64_t> stride, lo, ldil, rdil;  // per spatial dim
+  int64_t in_size = 1, k_size = 1, out_size = 1;
+};
+
+// Fills rows [I*K) x columns [OS) of `col` (row stride `ld`) from one batch
+// element's channels [I, S...] (`src`).
+template <typename T>
+void Im2Col(const T* src, int64_t channels, const Geometry& g, T* col, int64_t ld) {
+  const int ns = g.ns;
+  const int last = ns - 1;
+  std::vector<int64_t> kidx(ns, 0), oidx(ns, 0);
+  const std::vector<int64_t> ist = Strides(g.in);
+  const int64_t ow = g.out[last];
+  for (int64_t c = 0; c < channels; ++c) {
+    const T* chan = src + c * g.in_size;
+    std::fill(kidx.begin(), kidx.end(), 0);
+    for (int64_t kk = 0; kk < g.k_size; ++kk) {
+      T* row = col + (c * g.k_size + kk) * ld;
+      // Odometer over the output positions except the last spatial dim.
+      std::fill(oidx.begin(), oidx.end(), 0);
+      for (int64_t orow = 0; orow < g.out_size / std::max<int64_t>(ow, 1); ++orow) {
+        T* dst = row + orow * ow;
+        int64_t base = 0;
+        bool valid = true;
+        for (int d = 0; d < last; ++d) {
+          int64_t p = oidx[d] * g.stride[d] + kidx[d] * g.rdil[d] - g.lo[d];
+          if (p < 0 || p % g.ldil[d] != 0 || p / g.ldil[d] >= g.in[d]) { valid = false; break; }
+          base += (p / g.ldil[d]) * ist[d];
+        }
+        if (!valid) {
+          std::fill_n(dst, ow, T(0));
+        } else {
+          const int64_t off = kidx[last] * g.rdil[last] - g.lo[last], st = g.stride[last], ld_ = g.ldil[last];
+          const T* line = chan + base;
+          if (ld_ == 1) {
+            // Valid ox: 0 <= ox*st + off < in.
+            int64_t a = off >= 0 ? 0 : (-off + st - 1) / st;
+            int64_t b = g.in[last] - off <= 0 ? 0 : std::min(ow, (g.in[last] - off + st - 1) / st);
+            a = std::min(a, b);
+            std::fill_n(dst, a, T(0));
+            if (st == 1) {
+              std::memcpy(dst + a, line + a + off, static_cast<size_t>(b - a) * sizeof(T));
+            } else {
+              for (int64_t x = a; x < b; ++x) dst[x] = line[x * st + off];
+            }
+            std::fill(dst + b, dst + ow, T(0));
+          } else {
+            for (int64_t x = 0; x < ow; ++x) {
+              int64_t p = x * st + off;
+              dst[x] = (p >= 0 && p % ld_ == 0 && p / ld_ < g.in[last]) ? line[p / ld_] : T(0);
+            }
+          }
+        }
+        for (int d = last - 1; d >= 0; --d) {
+          if (++oidx[d] < g.out[d]) break;
+          oidx[d] = 0;
+        }
+      }
+      for (int d = ns - 1; d >= 0; --d) {
+        if (++kidx[d] < g.k[d]) break;
+        kidx[d] = 0;
+      }
+    }
+  }
+}
+
+template <typename T>
+void Conv(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, const Geometry& g, int64_t fg,
+          int64_t bg) {
+  using RowMat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const int64_t I = C / fg;           // input channels per group
+  const int64_t groups = fg * bg;     // one of the two is 1
+  const int64_t Og = O / groups;      // output features per group
+  const int64_t Nout = N / bg;
+  const int64_t IK = I * g.k_size, OS = g.out_size;
+  // Chunk the batch so that the column matrix stays within ~16 MiB.
+  const int64_t chunk = std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(1, IK * OS), 1, Nout);
+  T* col = static_cast<T*>(Scratch(3, IK * chunk * OS * static_cast<int64_t>(sizeof(T))));
+  RowMat tmp;
+  for (int64_t grp = 0; grp < groups; ++grp) {
+    const int64_t c0 = fg > 1 ? grp * I : 0;       // input channels of this group
+    const int64_t n_off = bg > 1 ? grp * Nout : 0; // input batch elements of this group
+    const int64_t o0 = grp * Og;
+    Eigen::Map<const RowMat> W(ker + o0 * IK, Og, IK);
+    for (int64_t n0 = 0; n0 < Nout; n0 += chunk) {
+      const int64_t nc = std::min(chunk, Nout - n0);
+      for (int64_t n = 0; n < nc; ++n)
+        Im2Col<T>(in + ((n_off + n0 + n) * C + c0) * g.in_size, I, g, col + n * OS, nc * OS);
+      Eigen::Map<const RowMat> Col(col, IK, nc * OS);
+      if (nc == 1) {
+        Eigen::Map<RowMat>(out + (n0 * O + o0) * OS, Og, OS).noalias() = W * Col;
+        continue;
+      }
+      tmp.resize(Og, nc * OS);
+      tmp.noalias() = W * Col;
+      for (int64_t n = 0; n < nc; ++n)
+        for (int64_t o = 0; o < Og; ++o)
+          std::memcpy(out + ((n0 + n) * O + o0 + o) * OS, tmp.data() + o * nc * OS + n * OS,
+                      static_cast<size_t>(OS) * sizeof(T));
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status EvalConvolution(const Instruction& instr, const Literal& lhs, const Literal& rhs, Literal* out) {
+  const auto& c = instr.conv;
+  const Shape& ls = lhs.shape();
+  const Shape& rs = rhs.shape();
+  const Shape& os = out->shape();
+  if (ls.dtype != os.dtype || rs.dtype != os.dtype)
+    return Invalid(instr, "input ", ls.ToString(), " and kernel ", rs.ToString(), " must have the result's type");
+  if (os.dtype != DType::kF32 && os.dtype != DType::kF64)
+    return IsFloat(os.dtype) ? UnsupportedType(instr, os.dtype)
+                             : Unimplemented(instr, "integer convolution is not computed by this build");
+  Geometry g;
+  g.ns = static_cast<int>(c.input_spatial.size());
+  if (ls.rank() != g.ns + 2 || rs.rank() != g.ns + 2 || os.rank() != g.ns + 2 ||
+      static_cast<int>(c.kernel_spatial.size()) != g.ns || static_cast<int>(c.output_spatial.size()) != g.ns)
+    return Invalid(instr, "dimension numbers do not fit ", ls.ToString(), " x ", rs.ToString());
+  if (g.ns == 0) return Unimplemented(instr, "convolution without spatial dims is not computed (use dot_general)");
+  for (int k = 0; k < g.ns; ++k) {
+    g.in.push_back(ls.dims[c.input_spatial[k]]);
+    g.k.push_back(rs.dims[c.kernel_spatial[k]]);
+    g.out.push_back(os.dims[c.output_spatial[k]]);
+    g.stride.push_back(k < static_cast<int>(c.window_strides.size()) ? c.window_strides[k] : 1);
+    g.lo.push_back(k < static_cast<int>(c.padding.size()) ? c.padding[k].first : 0);
+    g.ldil.push_back(k < static_cast<int>(c.lhs_dilation.size()) ? c.lhs_dilation[k] : 1);
+    g.rdil.push_back(k < static_cast<int>(c.rhs_dilation.size()) ? c.rhs_dilation[k] : 1);
+    if (g.stride[k] < 1 || g.ldil[k] < 1 || g.rdil[k] < 1) return Invalid(instr, "strides and dilations must be >= 1");
+    g.in_size *= g.in[k];
+    g.k_size *= g.k[k];
+    g.out_size *= g.out[k];
+  }
+  const int64_t N = ls.dims[c.input_batch], C = ls.dims[c.input_feature], O = rs.dims[c.kernel_output_feature];
+  const int64_t fg = c.feature_group_count, bg = c.batch_group_count;
+  if (fg < 1 || bg < 1 || (fg > 1 && bg > 1) || C % fg || O % (fg * bg) || N % bg ||
+      rs.dims[c.kernel_input_feature] != C / fg || os.dims[c.output_feature] != O || os.dims[c.output_batch] != N / bg)
+    return Invalid(instr, "feature/batch groups do not fit ", ls.ToString(), " x ", rs.ToString(), " -> ",
+                   os.ToString());
+  if (os.elements() == 0) return absl::OkStatus();
+  std::vector<int64_t> lo = {c.input_batch, c.input_feature}, ko = {c.kernel_output_feature, c.kernel_input_feature},
+                       oo = {c.output_batch, c.output_feature};
+  lo.insert(lo.end(), c.input_spatial.begin(), c.input_spatial.end());
+  ko.insert(ko.end(), c.kernel_spatial.begin(), c.kernel_spatial.end());
+  oo.insert(oo.end(), c.output_spatial.begin(), c.output_spatial.end());
+  const void* in = Canonical(lhs, lo, 1);
+  const void* ker = Canonical(rhs, ko, 2);
+  bool out_canonical = true;
+  for (size_t k = 0; k < oo.size(); ++k) out_canonical &= oo[k] == static_cast<int64_t>(k);
+  // Canonical result [N', O, OS...]; slot 0 when it must be permuted after.
+  void* res = out_canonical ? out->data() : Scratch(0, os.bytes());
+  if (g.k_size == 0 || C == 0) {
+    std::memset(res, 0, static_cast<size_t>(os.bytes()));
+  } else if (os.dtype == DType::kF32) {
+    Conv<float>(static_cast<const float*>(in), static_cast<const float*>(ker), static_cast<float*>(res), N, C, O, g,
+                fg, bg);
+  } else {
+    Conv<double>(static_cast<const double*>(in), static_cast<const double*>(ker), static_cast<double*>(res), N, C, O,
+                 g, fg, bg);
+  }
+  if (!out_canonical) {
+    // out dim oo[k] holds canonical dim k: walk the output in its own order.
+    std::vector<int64_t> cdims = {N / bg, O};
+    cdims.insert(cdims.end(), g.out.begin(), g.out.end());
+    const std::vector<int64_t> cst = Strides(cdims);
+    std::vector<int64_t> strides(os.rank());
+    for (size_t k = 0; k < oo.size(); ++k) strides[oo[k]] = cst[k];
+    StridedCopy(res, out->data(), DTypeBytes(os.dtype), os.dims, strides);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardscope::runtime::internal
