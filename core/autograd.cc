@@ -18,9 +18,11 @@ Tensor Wrap(const std::shared_ptr<Node>& n) {
   return Tensor(n);
 }
 
-Tensor Zeros(const Shape& s, const SourceLoc& loc) {
-  return Broadcast(Constant(0, s.dtype, loc), s.dims, {}, loc);
+Tensor Full(const Shape& s, double v, const SourceLoc& loc) {
+  return Broadcast(Constant(v, s.dtype, loc), s.dims, {}, loc);
 }
+
+Tensor Zeros(const Shape& s, const SourceLoc& loc) { return Full(s, 0, loc); }
 
 // Sums `g` down to `shape` over the dimensions a broadcast_in_dim expanded.
 Tensor UnBroadcast(const Tensor& g, const Node& n, const SourceLoc& loc) {
@@ -94,7 +96,40 @@ std::vector<Tensor> Vjp(const std::shared_ptr<Node>& np, const Tensor& g) {
       Tensor z = Zeros(g.shape(), loc);
       return {Select(p, g, z, loc), Select(p, z, g, loc)};
     }
+    case Opcode::kMinimum: {
+      Tensor p = Compare(op(0), op(1), compiler::CompareDirection::kLE, loc);
+      Tensor z = Zeros(g.shape(), loc);
+      return {Select(p, g, z, loc), Select(p, z, g, loc)};
+    }
     case Opcode::kNegate: return {Unary(Opcode::kNegate, g, loc)};
+    case Opcode::kSqrt:  // d sqrt(x) = 1 / (2 sqrt(x))
+      return {Binary(Opcode::kDivide, g, Binary(Opcode::kMultiply, Full(g.shape(), 2, loc), Wrap(np), loc), loc)};
+    case Opcode::kRsqrt: {  // d x^-1/2 = -1/2 x^-3/2 = -1/2 out^3
+      Tensor out = Wrap(np);
+      Tensor cube = Binary(Opcode::kMultiply, Binary(Opcode::kMultiply, out, out, loc), out, loc);
+      return {Binary(Opcode::kMultiply, g, Binary(Opcode::kMultiply, Full(g.shape(), -0.5, loc), cube, loc), loc)};
+    }
+    case Opcode::kTanh: {  // 1 - tanh^2
+      Tensor out = Wrap(np);
+      Tensor d = Binary(Opcode::kSubtract, Full(g.shape(), 1, loc), Binary(Opcode::kMultiply, out, out, loc), loc);
+      return {Binary(Opcode::kMultiply, g, d, loc)};
+    }
+    case Opcode::kLogistic: {  // s (1 - s)
+      Tensor out = Wrap(np);
+      Tensor d = Binary(Opcode::kMultiply, out, Binary(Opcode::kSubtract, Full(g.shape(), 1, loc), out, loc), loc);
+      return {Binary(Opcode::kMultiply, g, d, loc)};
+    }
+    case Opcode::kAbs: {
+      Tensor p = Compare(op(0), Zeros(g.shape(), loc), compiler::CompareDirection::kGE, loc);
+      return {Select(p, g, Unary(Opcode::kNegate, g, loc), loc)};
+    }
+    case Opcode::kPower: {  // d a^b = b a^(b-1) da + a^b log(a) db
+      Tensor bm1 = Binary(Opcode::kSubtract, op(1), Full(g.shape(), 1, loc), loc);
+      Tensor ga = Binary(Opcode::kMultiply, g,
+                         Binary(Opcode::kMultiply, op(1), Binary(Opcode::kPower, op(0), bm1, loc), loc), loc);
+      Tensor gb = Binary(Opcode::kMultiply, g, Binary(Opcode::kMultiply, Wrap(np), Unary(Opcode::kLog, op(0), loc), loc), loc);
+      return {ga, gb};
+    }
     case Opcode::kExponential: return {Binary(Opcode::kMultiply, g, Wrap(np), loc)};
     case Opcode::kLog: return {Binary(Opcode::kDivide, g, op(0), loc)};
     case Opcode::kConvert:

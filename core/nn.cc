@@ -35,6 +35,45 @@ Tensor Linear::operator()(const Tensor& x, std::source_location loc) const {
   return add(y, bias, loc);
 }
 
+namespace {
+Literal Filled(int64_t dim, float v) {
+  Literal l(Shape(DType::kF32, {dim}));
+  for (int64_t k = 0; k < dim; ++k) l.as<float>()[k] = v;
+  return l;
+}
+}  // namespace
+
+RMSNorm::RMSNorm(int64_t dim, std::string name, double e, std::source_location loc) : Module(name), eps(e) {
+  weight = Tensor::from_host(Filled(dim, 1.f), name + ".weight", loc);
+  weight.requires_grad_();
+}
+
+Tensor RMSNorm::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  SourceLoc l = Loc(loc);
+  // eps follows from the module, not from data: an inlined constant.
+  Tensor ms = mean(mul(x, x, loc), {-1}, true, loc);
+  Tensor e = internal::Broadcast(internal::Constant(eps, x.dtype(), l), ms.shape().dims, {}, l);
+  return mul(mul(x, rsqrt(add(ms, e, loc), loc), loc), weight, loc);
+}
+
+LayerNorm::LayerNorm(int64_t dim, std::string name, double e, std::source_location loc) : Module(name), eps(e) {
+  weight = Tensor::from_host(Filled(dim, 1.f), name + ".weight", loc);
+  bias = Tensor::from_host(Filled(dim, 0.f), name + ".bias", loc);
+  weight.requires_grad_();
+  bias.requires_grad_();
+}
+
+Tensor LayerNorm::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  SourceLoc l = Loc(loc);
+  Tensor mu = mean(x, {-1}, true, loc);
+  Tensor c = sub(x, mu, loc);
+  Tensor var = mean(mul(c, c, loc), {-1}, true, loc);
+  Tensor e = internal::Broadcast(internal::Constant(eps, x.dtype(), l), var.shape().dims, {}, l);
+  return add(mul(mul(c, rsqrt(add(var, e, loc), loc), loc), weight, loc), bias, loc);
+}
+
 }  // namespace nn
 
 std::vector<Tensor*> parameters(std::initializer_list<nn::Module*> modules) {

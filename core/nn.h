@@ -38,6 +38,29 @@ class Linear : public Module {
   Tensor bias;    // [out]
 };
 
+// y = x / sqrt(mean(x^2) + eps) * weight, over the last dimension.
+class RMSNorm : public Module {
+ public:
+  RMSNorm(int64_t dim, std::string name = "norm", double eps = 1e-6,
+          std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {&weight}; }
+  Tensor weight;  // [dim], ones
+  double eps;
+};
+
+// y = (x - mean) / sqrt(var + eps) * weight + bias, over the last dimension.
+class LayerNorm : public Module {
+ public:
+  LayerNorm(int64_t dim, std::string name = "norm", double eps = 1e-5,
+            std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {&weight, &bias}; }
+  Tensor weight;  // [dim], ones
+  Tensor bias;    // [dim], zeros
+  double eps;
+};
+
 }  // namespace nn
 
 // All parameters of the given modules, in order.

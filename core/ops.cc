@@ -231,6 +231,14 @@ Tensor log(const Tensor& a, SL l) { return internal::Unary(Opcode::kLog, a, Loc(
 Tensor relu(const Tensor& a, SL l) {
   return BinaryOp(Opcode::kMaximum, "relu", a, internal::Constant(0, a.dtype(), Loc(l)), l);
 }
+Tensor minimum(const Tensor& a, const Tensor& b, SL l) { return BinaryOp(Opcode::kMinimum, "minimum", a, b, l); }
+Tensor pow(const Tensor& a, const Tensor& b, SL l) { return BinaryOp(Opcode::kPower, "pow", a, b, l); }
+Tensor sqrt(const Tensor& a, SL l) { return internal::Unary(Opcode::kSqrt, a, Loc(l)); }
+Tensor rsqrt(const Tensor& a, SL l) { return internal::Unary(Opcode::kRsqrt, a, Loc(l)); }
+Tensor tanh(const Tensor& a, SL l) { return internal::Unary(Opcode::kTanh, a, Loc(l)); }
+Tensor sigmoid(const Tensor& a, SL l) { return internal::Unary(Opcode::kLogistic, a, Loc(l)); }
+Tensor abs(const Tensor& a, SL l) { return internal::Unary(Opcode::kAbs, a, Loc(l)); }
+Tensor silu(const Tensor& a, SL l) { return mul(a, sigmoid(a, l), l); }
 Tensor add(const Tensor& a, double b, SL l) { return add(a, Tensor::scalar(b, a.dtype(), l), l); }
 Tensor mul(const Tensor& a, double b, SL l) { return mul(a, Tensor::scalar(b, a.dtype(), l), l); }
 Tensor convert(const Tensor& a, DType to, SL l) { return internal::Convert(a, to, Loc(l)); }

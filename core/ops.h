@@ -21,6 +21,14 @@ Tensor neg(const Tensor& a, SL loc = SL::current());
 Tensor exp(const Tensor& a, SL loc = SL::current());
 Tensor log(const Tensor& a, SL loc = SL::current());
 Tensor relu(const Tensor& a, SL loc = SL::current());
+Tensor minimum(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor pow(const Tensor& a, const Tensor& b, SL loc = SL::current());
+Tensor sqrt(const Tensor& a, SL loc = SL::current());
+Tensor rsqrt(const Tensor& a, SL loc = SL::current());
+Tensor tanh(const Tensor& a, SL loc = SL::current());
+Tensor sigmoid(const Tensor& a, SL loc = SL::current());
+Tensor abs(const Tensor& a, SL loc = SL::current());
+Tensor silu(const Tensor& a, SL loc = SL::current());
 // With a scalar: the scalar rule applies (see Tensor::scalar).
 Tensor add(const Tensor& a, double b, SL loc = SL::current());
 Tensor mul(const Tensor& a, double b, SL loc = SL::current());

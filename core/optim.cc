@@ -14,6 +14,78 @@ double WarmupCosine::at(int step) const {
   return floor + 0.5 * (peak - floor) * (1 + std::cos(M_PI * t));
 }
 
+namespace {
+// A scalar that travels as data whatever its value (never inlined).
+Tensor Data(double v, const char* name) { return Tensor::from_host(Literal::Scalar(DType::kF32, v), name); }
+}  // namespace
+
+AdamW::AdamW(std::vector<Tensor*> params, AdamWOptions opts) : params_(std::move(params)), opts_(opts) {
+  for (Tensor* p : params_) {
+    m_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("adamw.m." + p->name()));
+    v_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("adamw.v." + p->name()));
+  }
+}
+
+std::vector<Tensor*> AdamW::state() {
+  std::vector<Tensor*> out;
+  for (size_t k = 0; k < m_.size(); ++k) {
+    out.push_back(&m_[k]);
+    out.push_back(&v_[k]);
+  }
+  return out;
+}
+
+absl::Status AdamW::step() {
+  NoGradGuard no_grad;
+  ++t_;
+  const double bc1 = 1 - std::pow(opts_.beta1, t_), bc2 = 1 - std::pow(opts_.beta2, t_);
+  // Per-step values as data; fixed hyperparameters as data too (they are not 0 or 1).
+  Tensor lr = Data(opts_.lr, "lr"), inv_bc1 = Data(1 / bc1, "adamw.inv_bc1"), inv_bc2 = Data(1 / bc2, "adamw.inv_bc2");
+  Tensor b1 = Data(opts_.beta1, "adamw.beta1"), b2 = Data(opts_.beta2, "adamw.beta2");
+  Tensor one_b1 = Data(1 - opts_.beta1, "adamw.1-beta1"), one_b2 = Data(1 - opts_.beta2, "adamw.1-beta2");
+  Tensor eps = Data(opts_.eps, "adamw.eps"), decay = Data(1 - opts_.lr * opts_.weight_decay, "adamw.decay");
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Tensor* p = params_[k];
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    const auto& d = p->shape().dims;
+    auto B = [&](const Tensor& s) { return broadcast_to(s, d); };
+    Tensor m = add(mul(B(b1), m_[k]), mul(B(one_b1), g));
+    Tensor v = add(mul(B(b2), v_[k]), mul(B(one_b2), mul(g, g)));
+    Tensor update = div(mul(m, B(inv_bc1)), add(sqrt(mul(v, B(inv_bc2))), B(eps)));
+    Tensor next = sub(mul(*p, B(decay)), mul(B(lr), update));
+    if (absl::Status s = m_[k].assign(m); !s.ok()) return s;
+    if (absl::Status s = v_[k].assign(v); !s.ok()) return s;
+    if (absl::Status s = p->assign(next); !s.ok()) return s;
+    p->zero_grad();
+  }
+  return absl::OkStatus();
+}
+
+Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm) {
+  NoGradGuard no_grad;
+  Tensor total;
+  for (Tensor* p : params) {
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    Tensor sq = sum(mul(g, g));
+    total = total.defined() ? add(total, sq) : sq;
+  }
+  if (!total.defined()) return total;
+  Tensor norm = sqrt(total);
+  Tensor limit = Data(max_norm, "clip.max_norm");
+  // scale = min(1, max_norm / (norm + 1e-6))
+  Tensor scale = minimum(div(limit, add(norm, Data(1e-6, "clip.eps"))), Tensor::scalar(1.0));
+  for (Tensor* p : params) {
+    Tensor g = p->grad();
+    if (!g.defined()) continue;
+    Tensor clipped = mul(g, broadcast_to(scale, g.shape().dims));
+    clipped.set_name(g.name());
+    p->impl()->grad = clipped.impl();
+  }
+  return norm;
+}
+
 absl::Status SGD::step() {
   NoGradGuard no_grad;
   // Data, not Tensor::scalar: the rate must never be inlined into the graph.

@@ -39,4 +39,37 @@ class SGD {
   SGDOptions opts_;
 };
 
+// AdamW (decoupled weight decay, Loshchilov & Hutter). The rate and the bias
+// corrections change every step and travel as data, so the step compiles
+// once. Moments are tensors named "adamw.m.<param>" / "adamw.v.<param>", so a
+// checkpoint can hold them.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
+};
+
+class AdamW {
+ public:
+  AdamW(std::vector<Tensor*> params, AdamWOptions opts);
+  absl::Status step();
+  void set_lr(double lr) { opts_.lr = lr; }
+  double lr() const { return opts_.lr; }
+  int steps_taken() const { return t_; }
+  // The moment tensors, for checkpoints.
+  std::vector<Tensor*> state();
+
+ private:
+  std::vector<Tensor*> params_;
+  std::vector<Tensor> m_, v_;
+  AdamWOptions opts_;
+  int t_ = 0;
+};
+
+// Scales all gradients so their global L2 norm is at most `max_norm`, without
+// reading anything back to the host; returns the norm before clipping (lazy).
+Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm);
+
 }  // namespace shardscope::optim

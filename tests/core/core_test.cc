@@ -162,6 +162,21 @@ std::vector<GradCase> GradCases() {
       {"max", {{2, 3}}, -1, 1, [](auto& x) { return max(x[0], {1}); }},
       {"log_softmax", {{2, 4}}, -2, 2, [](auto& x) { return log_softmax(x[0]); }},
       {"cross_entropy", {{3, 4}}, -2, 2, [labels](auto& x) { return cross_entropy(x[0], labels()); }},
+      {"minimum", {{2, 3}, {2, 3}}, -1, 1, [](auto& x) { return minimum(x[0], x[1]); }},
+      {"sqrt", {{2, 3}}, 0.5, 2, [](auto& x) { return sqrt(x[0]); }},
+      {"rsqrt", {{2, 3}}, 0.5, 2, [](auto& x) { return rsqrt(x[0]); }},
+      {"tanh", {{2, 3}}, -2, 2, [](auto& x) { return tanh(x[0]); }},
+      {"sigmoid", {{2, 3}}, -3, 3, [](auto& x) { return sigmoid(x[0]); }},
+      {"silu", {{2, 3}}, -3, 3, [](auto& x) { return silu(x[0]); }},
+      {"abs", {{2, 3}}, 0.2, 1, [](auto& x) { return abs(-x[0]); }},
+      {"pow", {{2, 3}, {2, 3}}, 0.5, 1.5, [](auto& x) { return pow(x[0], x[1]); }},
+      {"rms_norm", {{2, 4}, {4}}, -1, 1,
+       [](auto& x) { return mul(mul(x[0], rsqrt(add(mean(mul(x[0], x[0]), {-1}, true), 1e-3))), x[1]); }},
+      {"layer_norm", {{2, 4}}, -1, 1,
+       [](auto& x) {
+         Tensor c = sub(x[0], mean(x[0], {-1}, true));
+         return mul(c, rsqrt(add(mean(mul(c, c), {-1}, true), 1e-3)));
+       }},
       {"mlp", {{3, 4}, {4, 5}, {5}}, -1, 1,
        [](auto& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2])); }},
   };
@@ -660,6 +675,43 @@ TEST_F(RecompileTest, ChangingLearningRateNeverRecompiles) {
   EXPECT_NEAR(rates[3], 0.5, 1e-12);    // peak
   EXPECT_NEAR(rates[7], 0.5 * 0.5 * (1 + std::cos(M_PI * 4 / 5.0)), 1e-12);
   for (size_t k = 4; k < rates.size(); ++k) EXPECT_LT(rates[k], rates[k - 1]);  // decays
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+TEST_F(CoreTest, AdamWFirstStepMovesBySignOfTheGradient) {
+  Tensor p = Tensor::from_host(Literal::FromF32({3}, {0.5f, -2.f, 1.f}), "p");
+  p.requires_grad_();
+  optim::AdamW opt({&p}, {.lr = 0.1, .weight_decay = 0.5});
+  ASSERT_TRUE(backward(sum(mul(p, p))).ok());
+  ASSERT_TRUE(opt.step().ok());
+  ASSERT_TRUE(mark_step().ok());
+  // t=1: the bias-corrected update is g / (|g| + eps) = sign(g); decay scales p first.
+  std::vector<double> want = {0.5 * 0.95 - 0.1, -2 * 0.95 + 0.1, 1 * 0.95 - 0.1};
+  ExpectNear(Host(p), want, 1e-5);
+  ASSERT_EQ(opt.state().size(), 2u);
+  EXPECT_EQ(opt.state()[0]->name(), "adamw.m.p");
+  ExpectNear(Host(*opt.state()[0]), {0.1, -0.4, 0.2}, 1e-6);  // (1 - beta1) g
+}
+
+TEST_F(CoreTest, ClipGradNormScalesWithoutAHostRead) {
+  Tensor a = Tensor::from_host(Literal::FromF32({2}, {3.f, 0.f}), "a");
+  Tensor b = Tensor::from_host(Literal::FromF32({1}, {4.f}), "b");
+  a.requires_grad_();
+  b.requires_grad_();
+  // Gradients (3, 0) and (4): global norm 5.
+  ASSERT_TRUE(backward(add(sum(mul(a, Tensor::from_host(Literal::FromF32({2}, {3.f, 0.f})))),
+                           sum(mul(b, Tensor::from_host(Literal::FromF32({1}, {4.f})))))).ok());
+  Tensor norm = optim::clip_grad_norm({&a, &b}, 1.0);
+  EXPECT_FALSE(norm.node()->is_data());  // still lazy: nothing was read
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(norm), {5}, 1e-5);
+  ExpectNear(Host(a.grad()), {0.6, 0}, 1e-5);
+  ExpectNear(Host(b.grad()), {0.8}, 1e-5);
 }
 
 }  // namespace
