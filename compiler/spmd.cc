@@ -618,8 +618,22 @@ class Partitioner {
         break;
       }
       default: {
-        if (!IsElementwise(i.op))
-          return absl::UnimplementedError(absl::StrCat("partitioner: no rule for ", OpcodeName(i.op)));
+        if (!IsElementwise(i.op)) {
+          // No split rule for this op yet: every device computes it whole on
+          // whole operands (gathered if they were split, and recorded as such).
+          std::vector<Instruction*> ops;
+          for (size_t k = 0; k < i.operands.size(); ++k) {
+            auto v = Operand(i, static_cast<int>(k), Tiles::Replicated(i.operands[k]->shape.rank(), n_));
+            if (!v.ok()) return v.status();
+            ops.push_back(*v);
+          }
+          auto e = std::make_unique<Instruction>(i);
+          e->operands = ops;
+          e->sharding.reset();
+          r = m.Add(std::move(e));
+          if (absl::Status s = Fix(&r, i, Tiles::Replicated(i.shape.rank(), n_), out); !s.ok()) return s;
+          break;
+        }
         std::vector<Instruction*> ops;
         for (size_t k = 0; k < i.operands.size(); ++k) {
           const Instruction* o = i.operands[k];

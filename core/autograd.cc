@@ -101,6 +101,40 @@ std::vector<Tensor> Vjp(const std::shared_ptr<Node>& np, const Tensor& g) {
       Tensor z = Zeros(g.shape(), loc);
       return {Select(p, g, z, loc), Select(p, z, g, loc)};
     }
+    case Opcode::kSlice: {  // zeros around the gradient (stride 1 only)
+      const Shape& in = n.operands[0]->shape;
+      compiler::PadDims p;
+      for (int d = 0; d < in.rank(); ++d) {
+        p.low.push_back(n.slice.start[d]);
+        p.high.push_back(in.dims[d] - n.slice.limit[d]);
+        p.interior.push_back(0);
+      }
+      return {Pad(g, std::move(p), loc)};
+    }
+    case Opcode::kConcatenate: {  // each part's slice of the gradient
+      std::vector<Tensor> out;
+      int64_t dim = n.dims[0], at = 0;
+      for (const auto& o : n.operands) {
+        compiler::SliceDims s;
+        for (int d = 0; d < g.rank(); ++d) {
+          s.start.push_back(d == dim ? at : 0);
+          s.limit.push_back(d == dim ? at + o->shape.dims[d] : g.shape().dims[d]);
+          s.stride.push_back(1);
+        }
+        at += o->shape.dims[dim];
+        out.push_back(Slice(g, std::move(s), loc));
+      }
+      return out;
+    }
+    case Opcode::kGather: {  // embedding rows: scatter-add the gradient back
+      const auto& gd = n.gather;
+      compiler::ScatterDims s;
+      s.update_window_dims = gd.offset_dims;
+      s.inserted_window_dims = gd.collapsed_slice_dims;
+      s.scatter_dims_to_operand_dims = gd.start_index_map;
+      s.index_vector_dim = gd.index_vector_dim;
+      return {ScatterAdd(Zeros(n.operands[0]->shape, loc), op(1), g, std::move(s), loc), Tensor()};
+    }
     case Opcode::kNegate: return {Unary(Opcode::kNegate, g, loc)};
     case Opcode::kSqrt:  // d sqrt(x) = 1 / (2 sqrt(x))
       return {Binary(Opcode::kDivide, g, Binary(Opcode::kMultiply, Full(g.shape(), 2, loc), Wrap(np), loc), loc)};

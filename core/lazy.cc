@@ -119,6 +119,10 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
         for (const auto& o : n->operands) instr->operands.push_back(done.at(o.get()));
         instr->dims = n->dims;
         instr->dot = n->dot;
+        instr->slice = n->slice;
+        instr->pad = n->pad;
+        instr->gather = n->gather;
+        instr->scatter = n->scatter;
         instr->reduce = n->reduce;
         instr->compare = n->compare;
         instr->literal = n->literal;

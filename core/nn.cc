@@ -43,6 +43,21 @@ Literal Filled(int64_t dim, float v) {
 }
 }  // namespace
 
+Embedding::Embedding(int64_t num, int64_t dim, std::string name, uint64_t seed, std::source_location loc)
+    : Module(name) {
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(name));
+  std::normal_distribution<float> n(0.f, 1.f);
+  Literal w(Shape(DType::kF32, {num, dim}));
+  for (int64_t k = 0; k < w.elements(); ++k) w.as<float>()[k] = n(rng);
+  weight = Tensor::from_host(std::move(w), name + ".weight", loc);
+  weight.requires_grad_();
+}
+
+Tensor Embedding::operator()(const Tensor& ids, std::source_location loc) const {
+  NameScope scope(name());
+  return embedding_lookup(weight, ids, loc);
+}
+
 RMSNorm::RMSNorm(int64_t dim, std::string name, double e, std::source_location loc) : Module(name), eps(e) {
   weight = Tensor::from_host(Filled(dim, 1.f), name + ".weight", loc);
   weight.requires_grad_();

@@ -38,6 +38,16 @@ class Linear : public Module {
   Tensor bias;    // [out]
 };
 
+// Rows of a [num, dim] table picked by integer ids; weight ~ N(0, 1) like PyTorch.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, std::string name = "embed", uint64_t seed = 0,
+            std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& ids, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {&weight}; }
+  Tensor weight;  // [num, dim]
+};
+
 // y = x / sqrt(mean(x^2) + eps) * weight, over the last dimension.
 class RMSNorm : public Module {
  public:

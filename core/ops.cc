@@ -141,6 +141,47 @@ Tensor Reshape(const Tensor& a, std::vector<int64_t> dims, const SourceLoc& loc)
   return MakeOp(Opcode::kReshape, Shape(a.dtype(), std::move(dims)), {a}, loc);
 }
 
+Tensor Slice(const Tensor& a, compiler::SliceDims s, const SourceLoc& loc) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < a.rank(); ++d) out.push_back((s.limit[d] - s.start[d] + s.stride[d] - 1) / s.stride[d]);
+  Tensor t = MakeOp(Opcode::kSlice, Shape(a.dtype(), out), {a}, loc);
+  if (t.status().ok()) t.node()->slice = std::move(s);
+  return t;
+}
+
+Tensor Pad(const Tensor& a, compiler::PadDims p, const SourceLoc& loc) {
+  std::vector<int64_t> out;
+  for (int d = 0; d < a.rank(); ++d) out.push_back(a.shape().dims[d] + p.low[d] + p.high[d]);
+  Tensor t = MakeOp(Opcode::kPad, Shape(a.dtype(), out), {a, Constant(0, a.dtype(), loc)}, loc);
+  if (t.status().ok()) t.node()->pad = std::move(p);
+  return t;
+}
+
+Tensor Concatenate(const std::vector<Tensor>& parts, int64_t dim, const SourceLoc& loc) {
+  std::vector<int64_t> out = parts[0].shape().dims;
+  out[dim] = 0;
+  for (const Tensor& p : parts) out[dim] += p.shape().dims[dim];
+  Tensor t = MakeOp(Opcode::kConcatenate, Shape(parts[0].dtype(), out), parts, loc);
+  if (t.status().ok()) t.node()->dims = {dim};
+  return t;
+}
+
+Tensor Gather(const Tensor& table, const Tensor& ids, compiler::GatherDims g, Shape out, const SourceLoc& loc) {
+  Tensor t = MakeOp(Opcode::kGather, std::move(out), {table, ids}, loc);
+  if (t.status().ok()) t.node()->gather = std::move(g);
+  return t;
+}
+
+Tensor ScatterAdd(const Tensor& base, const Tensor& ids, const Tensor& updates, compiler::ScatterDims s,
+                  const SourceLoc& loc) {
+  Tensor t = MakeOp(Opcode::kScatter, base.shape(), {base, ids, updates}, loc);
+  if (t.status().ok()) {
+    t.node()->scatter = std::move(s);
+    t.node()->reduce = compiler::ReduceKind::kSum;
+  }
+  return t;
+}
+
 }  // namespace internal
 
 NameScope::NameScope(const std::string& name) : prev_len_(internal::g_scope.size()) {
@@ -292,6 +333,58 @@ Tensor broadcast_to(const Tensor& a, std::vector<int64_t> dims, SL sl) {
   std::vector<int64_t> bd(a.rank());
   for (int k = 0; k < a.rank(); ++k) bd[k] = k + (static_cast<int>(dims.size()) - a.rank());
   return internal::Broadcast(a, std::move(dims), bd, Loc(sl));
+}
+
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t limit, SL sl) {
+  SourceLoc loc = Loc(sl);
+  if (dim < 0) dim += a.rank();
+  if (dim < 0 || dim >= a.rank() || start < 0 || limit > a.shape().dims[dim] || start > limit)
+    return internal::Error(absl::InvalidArgumentError(absl::StrCat("slice: [", start, ":", limit, "] along dimension ",
+                                                                   dim, " is out of range for ", a.shape().ToString(),
+                                                                   At(loc))),
+                           a.shape());
+  compiler::SliceDims s;
+  for (int d = 0; d < a.rank(); ++d) {
+    s.start.push_back(d == dim ? start : 0);
+    s.limit.push_back(d == dim ? limit : a.shape().dims[d]);
+    s.stride.push_back(1);
+  }
+  return internal::Slice(a, std::move(s), loc);
+}
+
+Tensor concatenate(const std::vector<Tensor>& parts, int64_t dim, SL sl) {
+  SourceLoc loc = Loc(sl);
+  if (parts.empty()) return internal::Error(absl::InvalidArgumentError(absl::StrCat("concatenate: no tensors", At(loc))), Shape());
+  const Tensor& first = parts[0];
+  if (dim < 0) dim += first.rank();
+  for (const Tensor& p : parts) {
+    bool ok = p.defined() && p.rank() == first.rank() && p.dtype() == first.dtype() && dim >= 0 && dim < p.rank();
+    for (int d = 0; ok && d < p.rank(); ++d) ok = d == dim || p.shape().dims[d] == first.shape().dims[d];
+    if (!ok)
+      return internal::Error(absl::InvalidArgumentError(absl::StrCat("concatenate: ", p.shape().ToString(), " does not fit ",
+                                                                     first.shape().ToString(), " along dimension ", dim,
+                                                                     At(loc))),
+                             first.shape());
+  }
+  return internal::Concatenate(parts, dim, loc);
+}
+
+Tensor embedding_lookup(const Tensor& table, const Tensor& ids, SL sl) {
+  SourceLoc loc = Loc(sl);
+  if (table.rank() != 2 || IsFloat(ids.dtype()))
+    return internal::Error(absl::InvalidArgumentError(absl::StrCat("embedding_lookup: table ", table.shape().ToString(),
+                                                                   " must be [V, D] and ids ", ids.shape().ToString(),
+                                                                   " integers", At(loc))),
+                           table.shape());
+  compiler::GatherDims g;
+  g.offset_dims = {ids.rank()};
+  g.collapsed_slice_dims = {0};
+  g.start_index_map = {0};
+  g.index_vector_dim = ids.rank();
+  g.slice_sizes = {1, table.shape().dims[1]};
+  std::vector<int64_t> out = ids.shape().dims;
+  out.push_back(table.shape().dims[1]);
+  return internal::Gather(table, ids, std::move(g), Shape(table.dtype(), out), loc);
 }
 
 Tensor sum(const Tensor& a, std::vector<int64_t> dims, bool keepdim, SL sl) {

@@ -38,6 +38,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, SL loc = SL::current());
 Tensor transpose(const Tensor& a, std::vector<int64_t> perm, SL loc = SL::current());
 Tensor reshape(const Tensor& a, std::vector<int64_t> dims, SL loc = SL::current());
 Tensor broadcast_to(const Tensor& a, std::vector<int64_t> dims, SL loc = SL::current());
+// a[..., start:limit, ...] along `dim` (stride 1).
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t limit, SL loc = SL::current());
+Tensor concatenate(const std::vector<Tensor>& parts, int64_t dim, SL loc = SL::current());
+// Rows of `table` [V, D] picked by integer `ids` [...]: result [..., D].
+Tensor embedding_lookup(const Tensor& table, const Tensor& ids, SL loc = SL::current());
 
 Tensor sum(const Tensor& a, std::vector<int64_t> dims, bool keepdim = false, SL loc = SL::current());
 Tensor sum(const Tensor& a, SL loc = SL::current());  // all elements
@@ -83,6 +88,12 @@ Tensor Binary(compiler::Opcode op, const Tensor& a, const Tensor& b, const Sourc
 Tensor Unary(compiler::Opcode op, const Tensor& a, const SourceLoc& loc);
 Tensor Convert(const Tensor& a, DType t, const SourceLoc& loc);
 Tensor Error(absl::Status s, Shape shape);
+Tensor Slice(const Tensor& a, compiler::SliceDims s, const SourceLoc& loc);
+Tensor Pad(const Tensor& a, compiler::PadDims p, const SourceLoc& loc);
+Tensor Concatenate(const std::vector<Tensor>& parts, int64_t dim, const SourceLoc& loc);
+Tensor Gather(const Tensor& table, const Tensor& ids, compiler::GatherDims g, Shape out, const SourceLoc& loc);
+Tensor ScatterAdd(const Tensor& base, const Tensor& ids, const Tensor& updates, compiler::ScatterDims s,
+                  const SourceLoc& loc);
 // The current module-path scope (nn modules push their names).
 const std::string& CurrentScope();
 }  // namespace internal

@@ -43,6 +43,10 @@ struct Node {
   std::vector<std::shared_ptr<Node>> operands;
   std::vector<int64_t> dims;
   compiler::DotDims dot;
+  compiler::SliceDims slice;
+  compiler::PadDims pad;
+  compiler::GatherDims gather;
+  compiler::ScatterDims scatter;
   compiler::ReduceKind reduce = compiler::ReduceKind::kSum;
   compiler::CompareDirection compare = compiler::CompareDirection::kEQ;
   std::optional<Literal> literal;  // constants
