@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   c->pool_ = std::make_unique<ThreadPool>(threads);
   for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
+  c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(*compiler::FindProfile("cpu")), n);
   c->pending_transfers_.assign(n, {});
   return c;
 }
@@ -57,6 +58,7 @@ void Client::RecordTopology(const std::string&) {
     t.host_id = topology_->device(d).host_id();
     r.Record(t);
   }
+  modeled_clock_->RecordTracks(*topology_);
 }
 
 absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
@@ -85,6 +87,10 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   for (const auto& s : exe->param_shapes) exe->bytes += s.bytes();
   for (const auto& s : exe->output_shapes) exe->bytes += s.bytes();
   exe->op_count = static_cast<int>(global.instructions().size());
+  exe->memory = compiler::PlanMemory(*exe->program);
+  exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program);
+  exe->cost_profile = modeled_clock_->model().profile().name;
+  modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs);
   std::lock_guard<std::mutex> l(mu_);
   cache_[key] = exe;
   return CompileResult{exe, CacheOutcome::kMiss, trace::HostNowNs() - t0};
@@ -144,6 +150,18 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   if (args.size() != exe.param_shapes.size())
     return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
                                                    " arguments, got ", args.size()));
+  // Will the program fit? Its inputs are already on the chips; the rest of its
+  // peak must fit in what is free. Say which buffers make the peak.
+  const int64_t extra = exe.memory.peak_bytes - exe.memory.parameter_bytes;
+  for (int d = 0; d < n; ++d) {
+    const Device& dev = topology_->device(d);
+    if (dev.in_use() + extra > dev.hbm_bytes())
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "out of memory on chip ", d, ": graph ", exe.graph_id, " needs ", compiler::FormatBytes(extra),
+          " beyond its inputs at its peak (at ", exe.memory.buffers[exe.memory.peak_index].op, "), but ",
+          compiler::FormatBytes(dev.hbm_bytes() - dev.in_use()), " of ", compiler::FormatBytes(dev.hbm_bytes()),
+          " are free; largest live buffers at the peak: ", exe.memory.DescribeLargestAtPeak(4)));
+  }
   std::vector<std::vector<const Literal*>> per_device(n);
   for (size_t k = 0; k < args.size(); ++k) {
     if (args[k]->sharding != exe.param_shardings[k] || args[k]->shape != exe.param_shapes[k])
@@ -175,6 +193,8 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   timing.launch_ns = opts.launch_ns;
   auto spans = device_clock_->Schedule(timing);
   if (!spans.ok()) return spans.status();
+  if (auto m = modeled_clock_->Schedule(timing, *exe.program, exe.op_costs, exe.cost_profile); !m.ok())
+    return m.status();
   std::vector<DeviceArray> result;
   for (size_t k = 0; k < exe.output_shapes.size(); ++k) {
     DeviceArray a{exe.output_shapes[k], exe.output_shardings[k], {}};
@@ -186,6 +206,13 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     stats->host_ns = trace::HostNowNs() - t0;
   }
   return result;
+}
+
+absl::Status Client::SetProfile(const std::string& name) {
+  auto p = compiler::FindProfile(name);
+  if (!p.ok()) return p.status();
+  modeled_clock_->set_model(compiler::CostModel(*std::move(p)));
+  return absl::OkStatus();
 }
 
 size_t Client::cache_size() const {

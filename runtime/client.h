@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/buffer_assignment.h"
 #include "compiler/ir.h"
 #include "compiler/spmd.h"
 #include "runtime/buffer.h"
 #include "runtime/dispatch.h"
+#include "runtime/modeled_clock.h"
 #include "runtime/scheduler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/topology.h"
@@ -34,9 +36,13 @@ struct Executable {
   std::vector<compiler::ShardingDecision> decisions;
   std::vector<compiler::Rematerialization> rematerializations;
   std::string ir_before, ir_after;
+  compiler::MemoryPlan memory;    // per device: peak, and what is live there
   double flops = 0;               // per device, one run
   int64_t bytes = 0;              // parameter + output bytes, global
   int op_count = 0;
+  // Cost model of every op of `program` (by instruction id) on `cost_profile`.
+  std::vector<compiler::OpCost> op_costs;
+  std::string cost_profile;
 };
 
 struct CompileResult {
@@ -68,6 +74,12 @@ class Client {
   // (call once the run has begun). Device tracks are on the device clock.
   void RecordTopology(const std::string& coords_of_device_fmt = "");
   const std::vector<int64_t>& device_tracks() const { return device_tracks_; }
+
+  // The chip profile of the modeled clock (`cpu` unless set). Set it before
+  // compiling: ops record their cost on the profile current at compile time.
+  absl::Status SetProfile(const std::string& name);
+  const compiler::ChipProfile& profile() const { return modeled_clock_->model().profile(); }
+  const std::vector<int64_t>& modeled_tracks() const { return modeled_clock_->tracks(); }
 
   // Compiles `global` (parameters carry their shardings) for every device.
   absl::StatusOr<CompileResult> Compile(const compiler::Module& global);
@@ -103,6 +115,7 @@ class Client {
   std::unique_ptr<Topology> topology_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Scheduler> device_clock_;
+  std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Executable>> cache_;

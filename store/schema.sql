@@ -212,3 +212,69 @@ SELECT p.run_id, p.step, p.device_id, p.compute_ns, p.collective_ns, p.transfer_
        sp.step_end_ns - sp.step_start_ns AS span_ns, sp.step_start_ns, sp.step_end_ns
 FROM per p
 JOIN span sp ON sp.run_id = p.run_id AND sp.step = p.step;
+
+-- One row per op of each compiled per-device program, with the cost model's
+-- estimate on the run's chip profile (added in place: CREATE IF NOT EXISTS, so
+-- files written before it gain the table when a writer next opens them).
+CREATE TABLE IF NOT EXISTS ops (
+  run_id        INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id      INTEGER NOT NULL,
+  op_id         INTEGER NOT NULL,            -- slices.op_id
+  name          TEXT NOT NULL,               -- as on the timeline, e.g. dot_general.7
+  opcode        TEXT NOT NULL,
+  shape         TEXT NOT NULL,
+  flops         REAL NOT NULL,               -- per device, one run
+  bytes_read    INTEGER NOT NULL,
+  bytes_written INTEGER NOT NULL,
+  modeled_ns    INTEGER NOT NULL,            -- cost model time on `profile`
+  roofline      TEXT NOT NULL CHECK (roofline IN ('compute','memory','collective','none')),
+  profile       TEXT NOT NULL,
+  source_file   TEXT,
+  source_line   INTEGER,
+  scope         TEXT,                        -- module path, NULL when none
+  PRIMARY KEY (run_id, graph_id, op_id)
+);
+
+-- Per op of a compiled graph: its measured device-clock time over every
+-- execution on every chip (count, total, mean), its cost and roofline class,
+-- the modeled time, and the FLOP/s it achieved against the profile's peak.
+CREATE VIEW IF NOT EXISTS kernel_stats AS
+WITH measured AS (
+  SELECT s.run_id, s.graph_id, s.op_id, count(*) AS count, sum(s.dur_ns) AS total_ns
+  FROM slices s
+  JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
+  WHERE t.clock = 'device' AND s.graph_id IS NOT NULL AND s.op_id IS NOT NULL AND s.depth = 0
+  GROUP BY s.run_id, s.graph_id, s.op_id
+),
+peak AS (
+  SELECT run_id, max(peak_flops) AS peak_flops FROM devices GROUP BY run_id
+)
+SELECT o.run_id, o.graph_id, o.op_id, o.name, o.opcode, o.shape, o.roofline,
+       o.flops, o.bytes_read, o.bytes_written, o.bytes_read + o.bytes_written AS bytes,
+       coalesce(m.count, 0) AS count, coalesce(m.total_ns, 0) AS total_ns,
+       CASE WHEN m.count > 0 THEN m.total_ns * 1.0 / m.count END AS mean_ns,
+       o.modeled_ns, o.profile,
+       CASE WHEN m.total_ns > 0 THEN o.flops * m.count * 1e9 / m.total_ns END AS achieved_flops,
+       p.peak_flops,
+       CASE WHEN m.total_ns > 0 AND p.peak_flops > 0
+            THEN o.flops * m.count * 1e9 / m.total_ns / p.peak_flops END AS fraction_of_peak,
+       o.source_file, o.source_line, o.scope
+FROM ops o
+LEFT JOIN measured m ON m.run_id = o.run_id AND m.graph_id = o.graph_id AND m.op_id = o.op_id
+LEFT JOIN peak p ON p.run_id = o.run_id;
+
+-- Measured device time (all chips, all executions) by the user's source line.
+CREATE VIEW IF NOT EXISTS time_by_source_line AS
+SELECT run_id, source_file, source_line, count(*) AS ops, sum(count) AS kernels,
+       sum(total_ns) AS total_ns, sum(flops * count) AS flops,
+       sum(modeled_ns * count) AS modeled_ns
+FROM kernel_stats
+GROUP BY run_id, source_file, source_line;
+
+-- Measured device time by module path (nn module scope); '' when none.
+CREATE VIEW IF NOT EXISTS time_by_module_path AS
+SELECT run_id, coalesce(scope, '') AS module_path, count(*) AS ops, sum(count) AS kernels,
+       sum(total_ns) AS total_ns, sum(flops * count) AS flops,
+       sum(modeled_ns * count) AS modeled_ns
+FROM kernel_stats
+GROUP BY run_id, coalesce(scope, '');

@@ -107,7 +107,7 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
-        tensor, placement, counter, name_find, name_add;
+        tensor, placement, counter, op, name_find, name_add;
   };
 
   absl::Status Prepare() {
@@ -138,6 +138,10 @@ class Writer::Db {
          "INSERT OR REPLACE INTO tensors VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.placement, "INSERT OR REPLACE INTO shard_placements VALUES (?1,?2,?3,?4,?5,?6)"},
         {&stmts_.counter, "INSERT INTO counters VALUES (?1,?2,?3,?4,?5)"},
+        {&stmts_.op,
+         "INSERT OR REPLACE INTO ops(run_id, graph_id, op_id, name, opcode, shape, flops,"
+         " bytes_read, bytes_written, modeled_ns, roofline, profile, source_file, source_line, scope)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
         {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
         {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
@@ -229,6 +233,17 @@ class Writer::Db {
     s.Text(5, r.ir_text); s.Text(6, r.ir_text_after); s.Int(7, r.op_count); s.Real(8, r.flops);
     s.Int(9, r.bytes);
     return Tag(s.Run(), "graphs", r.graph_id);
+  }
+  absl::Status WriteOne(const trace::OpRecord& r) {
+    Stmt& s = stmts_.op;
+    s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, r.op_id); s.Text(4, r.name);
+    s.Text(5, r.opcode); s.Text(6, r.shape); s.Real(7, r.flops); s.Int(8, r.bytes_read);
+    s.Int(9, r.bytes_written); s.Int(10, r.modeled_ns);
+    s.Text(11, r.roofline.empty() ? "none" : r.roofline); s.Text(12, r.profile);
+    s.TextOrNull(13, r.source_file);
+    r.source_file.empty() ? s.Null(14) : s.Int(14, r.source_line);
+    s.TextOrNull(15, r.scope);
+    return Tag(s.Run(), "ops", r.op_id);
   }
   absl::Status WriteOne(const trace::CompilationRecord& r) {
     Stmt& s = stmts_.compilation;

@@ -99,6 +99,36 @@ std::string ChipHeading(const DeviceBreakdown& d) {
                       ", span ", FormatNs(d.median_span_ns), ", device clock)");
 }
 
+std::string FormatFlops(double f) {
+  if (f >= 1e12) return absl::StrFormat("%.1f TFLOP/s", f / 1e12);
+  if (f >= 1e9) return absl::StrFormat("%.1f GFLOP/s", f / 1e9);
+  if (f >= 1e6) return absl::StrFormat("%.1f MFLOP/s", f / 1e6);
+  return absl::StrFormat("%.0f FLOP/s", f);
+}
+
+std::string KernelsHeading(const RunReport& r) {
+  return absl::StrCat("Top kernels (device clock, all chips and steps; modeled on profile ", r.run.profile,
+                      ", peak ", FormatFlops(r.kernels.peak_flops), ")");
+}
+
+std::vector<std::string> KernelCells(const KernelRow& k) {
+  std::string where = Where(k.source_file, k.source_line);
+  if (!k.scope.empty()) where = where.empty() ? k.scope : absl::StrCat(where, " (", k.scope, ")");
+  return {k.name,
+          k.shape,
+          k.roofline,
+          absl::StrCat(k.count),
+          FormatNs(k.total_ns),
+          FormatNs(k.mean_ns),
+          FormatNs(k.modeled_ns),
+          k.flops > 0 ? FormatFlops(k.achieved_flops) : "-",
+          k.flops > 0 ? absl::StrFormat("%.1f%%", 100 * k.fraction_of_peak) : "-",
+          where.empty() ? "-" : where};
+}
+
+const std::vector<std::string> kKernelHead = {"kernel", "shape",   "bound by", "count",    "total",
+                                              "mean",   "modeled", "achieved", "of peak", "source"};
+
 }  // namespace
 
 std::string RenderText(const RunReport& r) {
@@ -142,6 +172,17 @@ std::string RenderText(const RunReport& r) {
     s.push_back({row.name, row.dtype + row.shape, row.sharding, row.source, PerChipBytes(row)});
   }
   out += AlignTable(s, "  ");
+
+  const KernelStats& k = r.kernels;
+  if (k.top.empty()) {
+    absl::StrAppend(&out, "\nTop kernels: ", k.empty_reason, "\n");
+  } else {
+    absl::StrAppend(&out, "\n", KernelsHeading(r), "\n");
+    std::vector<std::vector<std::string>> t = {kKernelHead};
+    for (const KernelRow& row : k.top) t.push_back(KernelCells(row));
+    out += AlignTable(t, "  ", {false, false, false, true, true, true, true, true, true, false});
+  }
+  if (k.cost_error) absl::StrAppend(&out, CostModelErrorLine(*k.cost_error), "\n");
   return out;
 }
 
@@ -193,6 +234,17 @@ std::string RenderMarkdown(const RunReport& r) {
     }
     out += MdTable({"tensor", "type", "sharding", "source", "bytes per chip"}, rows);
   }
+
+  const KernelStats& k = r.kernels;
+  absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
+  if (k.top.empty()) {
+    absl::StrAppend(&out, "None: ", k.empty_reason, ".\n");
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const KernelRow& row : k.top) rows.push_back(KernelCells(row));
+    out += MdTable(kKernelHead, rows);
+  }
+  if (k.cost_error) absl::StrAppend(&out, "\n", CostModelErrorLine(*k.cost_error), "\n");
   return out;
 }
 
@@ -265,6 +317,27 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"max_bytes_per_device", s.max_bytes}});
   }
   out["sharding"] = sh;
+  json kernels = json::array();
+  for (const KernelRow& k : r.kernels.top) {
+    kernels.push_back({{"graph_id", k.graph_id}, {"op_id", k.op_id}, {"name", k.name},
+                       {"opcode", k.opcode}, {"shape", k.shape}, {"roofline", k.roofline},
+                       {"count", k.count}, {"total_ns", k.total_ns}, {"mean_ns", k.mean_ns},
+                       {"modeled_ns", k.modeled_ns}, {"flops", k.flops},
+                       {"achieved_flops", k.achieved_flops}, {"fraction_of_peak", k.fraction_of_peak},
+                       {"source_file", k.source_file}, {"source_line", k.source_line},
+                       {"scope", k.scope}});
+  }
+  json err = nullptr;
+  if (const auto& e = r.kernels.cost_error) {
+    err = {{"profile", e->profile}, {"kernels", e->kernels}, {"zero_duration", e->zero_duration},
+           {"median", e->median},   {"p90", e->p90},         {"median_ratio", e->median_ratio}};
+  }
+  out["kernels"] = {{"clock", "device"},
+                    {"profile", h.profile},
+                    {"peak_flops", r.kernels.peak_flops},
+                    {"top", kernels},
+                    {"cost_model_error", err},
+                    {"empty_reason", r.kernels.empty_reason}};
   return out;
 }
 

@@ -218,6 +218,49 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<S
   return absl::OkStatus();
 }
 
+absl::Status Fill(const store::Reader& rd, int64_t run_id, KernelStats* k) {
+  auto has = rd.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'view' AND name = 'kernel_stats'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") == 0) {
+    k->empty_reason = "this file predates per-op statistics (no kernel_stats view)";
+    return absl::OkStatus();
+  }
+  std::string run = absl::StrCat(run_id);
+  auto q = rd.Query(
+      "SELECT graph_id, op_id, name, opcode, shape, roofline, scope, source_file, source_line, count,"
+      " total_ns, mean_ns, modeled_ns, flops, achieved_flops, fraction_of_peak, peak_flops"
+      " FROM kernel_stats WHERE run_id = ?1 AND count > 0"
+      " ORDER BY total_ns DESC, graph_id, op_id LIMIT ?2",
+      {run, absl::StrCat(kTopKernels)});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) k->empty_reason = "no per-op statistics in this run (ops without device-clock slices)";
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    KernelRow r;
+    r.graph_id = q->Int(i, "graph_id");
+    r.op_id = q->Int(i, "op_id");
+    r.name = q->Text(i, "name");
+    r.opcode = q->Text(i, "opcode");
+    r.shape = q->Text(i, "shape");
+    r.roofline = q->Text(i, "roofline");
+    r.scope = q->Text(i, "scope");
+    r.source_file = q->Text(i, "source_file");
+    r.source_line = static_cast<int>(q->Int(i, "source_line"));
+    r.count = q->Int(i, "count");
+    r.total_ns = q->Int(i, "total_ns");
+    r.mean_ns = static_cast<int64_t>(q->Real(i, "mean_ns"));
+    r.modeled_ns = q->Int(i, "modeled_ns");
+    r.flops = q->Real(i, "flops");
+    r.achieved_flops = q->Real(i, "achieved_flops");
+    r.fraction_of_peak = q->Real(i, "fraction_of_peak");
+    k->peak_flops = q->Real(i, "peak_flops");
+    k->top.push_back(std::move(r));
+  }
+  auto err = ScoreRunCostModel(rd, run_id);
+  if (!err.ok()) return err.status();
+  k->cost_error = *err;
+  return absl::OkStatus();
+}
+
 absl::Status Context(absl::Status st, const store::Reader& rd, const char* what) {
   if (st.ok() || absl::IsNotFound(st)) return st;
   return absl::Status(st.code(),
@@ -236,6 +279,7 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
     return st;
   }
   if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
+  if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");
   r.executions = ex->Int(0, "n");

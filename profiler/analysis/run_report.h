@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
+#include "profiler/analysis/cost_error.h"
 #include "store/reader.h"
 
 namespace shardscope::analysis {
@@ -84,6 +85,28 @@ struct ShardingRow {
   int64_t min_bytes = 0, max_bytes = 0;  // bytes per device (equal when even)
 };
 
+// One op of a compiled graph, by measured device time (the kernel_stats view).
+struct KernelRow {
+  int64_t graph_id = 0, op_id = 0;
+  std::string name, opcode, shape, roofline, scope, source_file;
+  int source_line = 0;
+  int64_t count = 0;            // executions, all chips
+  int64_t total_ns = 0;         // device clock
+  int64_t mean_ns = 0;
+  int64_t modeled_ns = 0;       // on the run's profile
+  double flops = 0;             // per execution
+  double achieved_flops = 0;    // flops * count / total time
+  double fraction_of_peak = 0;  // achieved / the profile's peak
+};
+
+struct KernelStats {
+  double peak_flops = 0;          // of the run's profile
+  std::vector<KernelRow> top;     // by total device time, at most kTopKernels
+  std::optional<CostModelError> cost_error;
+  std::string empty_reason;       // why `top` is empty, in words
+};
+inline constexpr int kTopKernels = 10;
+
 struct RunReport {
   RunHeader run;
   StepStats steps;
@@ -91,6 +114,7 @@ struct RunReport {
   int64_t executions = 0;
   DeviceBreakdown devices;
   std::vector<ShardingRow> sharding;
+  KernelStats kernels;
 };
 
 // Builds the report for `run_id`; NotFound when the file holds no such run.

@@ -93,6 +93,27 @@ struct GraphRecord {
   int64_t bytes = 0;
 };
 
+// One op (or fused kernel) of a compiled per-device program, with its cost on
+// the run's chip profile. Emitted once per op when a program is compiled, so
+// slices (which carry graph_id and op_id) can be joined to what each op is,
+// where the user wrote it and what the cost model expects it to take.
+struct OpRecord {
+  int64_t graph_id = 0;
+  int64_t op_id = 0;           // instruction id within the per-device program
+  std::string name;            // as on the timeline, e.g. "dot_general.7"
+  std::string opcode;          // e.g. "stablehlo.dot_general"
+  std::string shape;           // result type, e.g. "f32[64,1024]"
+  double flops = 0;            // per device, one run
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  int64_t modeled_ns = 0;      // cost-model time on `profile`
+  std::string roofline;        // compute | memory | collective | none
+  std::string profile;         // the chip profile the cost is for
+  std::string source_file;     // the user's line that made the op
+  int source_line = 0;
+  std::string scope;           // module path, e.g. "layers.0.attn"
+};
+
 struct CompilationRecord {
   int64_t compile_id = 0;
   int step = 0;

@@ -86,7 +86,7 @@ TEST_F(DemoTest, FourDevicesWithComputeAndAllReduceOnTheDeviceClock) {
   auto per = Q(*sharded_,
                "SELECT device_id, SUM(kind='compute') AS compute, "
                "SUM(kind='collective' AND name LIKE 'all_reduce%') AS allreduce, "
-               "SUM(clock != 'device') AS other_clock "
+               "SUM(clock = 'host') AS other_clock "
                "FROM events WHERE device_id IS NOT NULL GROUP BY device_id ORDER BY device_id");
   ASSERT_EQ(per.rows.size(), 4u);
   for (size_t r = 0; r < per.rows.size(); ++r) {

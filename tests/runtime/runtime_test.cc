@@ -445,6 +445,10 @@ TEST(ClientTest, ExecuteOverBudgetIsResourceExhausted) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(out.status().message().find("chip"), std::string::npos) << out.status();
+  // The error names what makes the peak, largest first.
+  EXPECT_NE(out.status().message().find("largest live buffers at the peak: 512 B broadcast_in_dim"),
+            std::string::npos)
+      << out.status();
   // Nothing stays charged after the failed run but the input.
   EXPECT_EQ(client->topology().device(0).in_use(), 128);
   EXPECT_EQ(client->topology().device(1).in_use(), 128);

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "compiler/cost_model.h"
 #include "core/shardscope.h"
 #include "profiler/trace/recorder.h"
 #include "samples/samples.h"
@@ -24,7 +25,8 @@ namespace {
 
 constexpr const char* kRunHelp =
     "usage: shardscope run SAMPLE --db PATH [--mesh RxC] [--steps N] [--hosts H] [--seed S]\n"
-    "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR] [--quiet]\n"
+    "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR]\n"
+    "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE] [--quiet]\n"
     "\n"
     "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
     "(created if missing; an existing shardscope database gains a new run).\n"
@@ -37,6 +39,10 @@ constexpr const char* kRunHelp =
     "                    mlp: batch size, and the step at which it becomes B'\n"
     "                    (defaults 64, 48, 10; --change-step -1 keeps it fixed)\n"
     "  --lr LR           learning rate (default 0.05)\n"
+    "  --profile P       target chip of the modeled clock: cpu (this machine,\n"
+    "                    calibrated), tpu-v4 or h100 (default cpu)\n"
+    "  --init FILE       start from a safetensors checkpoint (resumes at its step)\n"
+    "  --save FILE       write the trained weights as a safetensors checkpoint\n"
     "  --quiet           print only the summary line\n"
     "\n"
     "samples:\n";
@@ -50,7 +56,7 @@ int Usage(const std::string& why) {
 
 int Run(const std::vector<std::string>& args) {
   samples::SampleConfig cfg;
-  std::string sample, db;
+  std::string sample, db, profile = "cpu";
   int64_t hosts = 1;
   bool quiet = false;
   for (size_t k = 0; k < args.size(); ++k) {
@@ -66,6 +72,13 @@ int Run(const std::vector<std::string>& args) {
     if (a.rfind("--", 0) == 0) {
       if (!value(&v)) return Usage(absl::StrCat(a, " needs a value"));
       if (a == "--db") { db = v; continue; }
+      if (a == "--init") { cfg.init_path = v; continue; }
+      if (a == "--save") { cfg.save_path = v; continue; }
+      if (a == "--profile") {
+        if (auto p = compiler::FindProfile(v); !p.ok()) return Usage(std::string(p.status().message()));
+        profile = v;
+        continue;
+      }
       if (a == "--mesh") {
         std::vector<std::string> parts = absl::StrSplit(v, 'x');
         int64_t r = 0, c = 0;
@@ -114,7 +127,8 @@ int Run(const std::vector<std::string>& args) {
   run.config_json = nlohmann::json{{"sample", sample},   {"mesh", mesh_text}, {"steps", cfg.steps},
                                    {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
                                    {"batch_after", cfg.batch_after}, {"change_step", cfg.change_step},
-                                   {"lr", cfg.lr},        {"sharding", cfg.sharding}}
+                                   {"lr", cfg.lr},        {"sharding", cfg.sharding},
+                                   {"profile", profile}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;
@@ -123,6 +137,8 @@ int Run(const std::vector<std::string>& args) {
                                .count();
   run.num_hosts = static_cast<int>(hosts);
   run.num_devices = static_cast<int>(chips);
+  run.profile = profile;
+  run.clock_kinds = "host,device,modeled";
   auto run_id = (*writer)->StartRun(run);
   if (!run_id.ok()) {
     trace::SetRecorder(nullptr);
@@ -135,6 +151,12 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
   }
+  // The modeled clock's chip, before anything compiles (ops record their cost on it).
+  if (absl::Status s = GetClient().SetProfile(profile); !s.ok()) {
+    trace::SetRecorder(nullptr);
+    std::cerr << "error: " << s.message() << "\n";
+    return 1;
+  }
   // Device records: coordinates in the mesh.
   for (int d = 0; d < chips; ++d) {
     trace::DeviceRecord dr;
@@ -142,7 +164,7 @@ int Run(const std::vector<std::string>& args) {
     dr.host_id = static_cast<int>(d / (chips / hosts));
     dr.coords = absl::StrCat("[", d / cfg.mesh[1], ",", d % cfg.mesh[1], "]");
     dr.hbm_bytes = GetClient().topology().device(d).hbm_bytes();
-    dr.peak_flops = 0;
+    dr.peak_flops = GetClient().profile().peak_flops;
     trace::recorder().Record(dr);
   }
   std::string ids;
@@ -170,8 +192,9 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "error: writing " << db << ": " << stored.message() << "\n";
     return 1;
   }
-  std::printf("run %lld: %s, %d steps in %.2f s (host clock), final loss %.4f — stored in %s\n",
-              static_cast<long long>(*run_id), sample.c_str(), cfg.steps, secs,
+  std::printf("run %lld: %s, steps %d-%d in %.2f s (host clock), final loss %.4f — stored in %s\n",
+              static_cast<long long>(*run_id), sample.c_str(), result->first_step,
+              result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
               result->losses.empty() ? 0.0 : result->losses.back(), db.c_str());
   return 0;
 }

@@ -1,0 +1,260 @@
+// The cost model (see cost_model.h) and the built-in chip profiles. Every
+// number of a profile says where it comes from: a public specification sheet,
+// a measurement on this machine, or an assumption named as such.
+#include "compiler/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::compiler {
+
+const char* RooflineClassName(RooflineClass c) {
+  switch (c) {
+    case RooflineClass::kNone: return "none";
+    case RooflineClass::kCompute: return "compute";
+    case RooflineClass::kMemory: return "memory";
+    case RooflineClass::kCollective: return "collective";
+  }
+  return "none";
+}
+
+namespace {
+
+constexpr double kGiga = 1e9;
+constexpr double kTera = 1e12;
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+std::vector<ChipProfile> MakeProfiles() {
+  std::vector<ChipProfile> p;
+
+  // cpu: one virtual chip is one core of this machine (the executor runs each
+  // device's kernels on one pool thread and times them on that thread's CPU
+  // clock). Calibrated on microbenchmarks only — never on the samples — with
+  //   OPENBLAS_CORETYPE= build-cost/bench/calibrate_cpu_bench
+  // (AMD EPYC Zen 5 VM, 2 cores; docs/cost_model.md has the full output).
+  // Three parameters: GEMM FLOP/s, stream bandwidth, per-kernel overhead.
+  ChipProfile cpu;
+  cpu.name = "cpu";
+  cpu.description = "this machine, one core per chip (calibrated)";
+  cpu.peak_flops = 147.2 * kGiga;      // measured: dot_general GEMM through the runtime's kernels
+  cpu.vector_flops = cpu.peak_flops;   // derived: the same SIMD units (not a separate parameter)
+  cpu.hbm_bandwidth = 35.15 * kGiga;    // measured: elementwise add stream through the runtime's kernels
+  cpu.hbm_bytes = 16 * kGiB;           // the runtime's default device budget (core InitOptions)
+  cpu.link_bandwidth = cpu.hbm_bandwidth;  // derived: collectives here are in-memory copies
+  cpu.kernel_overhead_ns = 1705;       // measured: intercept of the stream fit (tiny kernels)
+  cpu.link_latency_ns = cpu.kernel_overhead_ns;  // derived: a ring step is one more kernel call
+  cpu.host_bandwidth = cpu.hbm_bandwidth;        // derived: a "transfer" is a memcpy
+  p.push_back(cpu);
+
+  // tpu-v4: Google Cloud TPU v4 system architecture,
+  // https://cloud.google.com/tpu/docs/v4 ("Peak compute per chip 275 teraflops
+  // (bf16 or int8)", "HBM2 capacity and bandwidth 32 GiB, 1200 GBps").
+  ChipProfile tpu;
+  tpu.name = "tpu-v4";
+  tpu.description = "TPU-v4-like chip (Cloud TPU v4 specification)";
+  // XLA runs f32 dots at DEFAULT precision as single bf16 MXU passes, so the
+  // bf16 peak is the one our f32 programs would see.
+  tpu.peak_flops = 275 * kTera;
+  // Not on the specification sheet. Assumption: the vector units of the two
+  // TensorCores, 8 x 128 lanes each at the 1050 MHz clock of the TPU v4 paper
+  // (Jouppi et al., ISCA 2023), one FMA (2 FLOPs) per lane per cycle.
+  tpu.vector_flops = 2 * 8 * 128 * 2 * 1.05e9;  // ~4.3 TFLOP/s
+  tpu.hbm_bandwidth = 1200 * kGiga;
+  tpu.hbm_bytes = 32 * kGiB;
+  // ICI: 6 links of 50 GB/s per chip (TPU v4 paper; "2400 Gbps" per chip in
+  // Google's TPU comparison tables). A torus all-reduce drives all six links,
+  // so the chip's total is the beta term (an upper bound).
+  tpu.link_bandwidth = 300 * kGiga;
+  tpu.link_latency_ns = 1000;          // assumption: ~1 us per ring step (hop + sync)
+  tpu.host_bandwidth = 16 * kGiga;     // assumption: PCIe Gen3 x16 host link per chip
+  tpu.kernel_overhead_ns = 500;        // assumption: a fusion boundary in one XLA program, no launch
+  p.push_back(tpu);
+
+  // h100: NVIDIA H100 Tensor Core GPU datasheet, SXM5 column,
+  // https://www.nvidia.com/en-us/data-center/h100/ ("FP32 67 teraFLOPS",
+  // "TF32 Tensor Core 989 teraFLOPS" with sparsity, i.e. 494.7 dense;
+  // "GPU memory 80GB", "GPU memory bandwidth 3.35TB/s", "NVLink 900GB/s",
+  // "PCIe Gen5 128GB/s").
+  ChipProfile h100;
+  h100.name = "h100";
+  h100.description = "H100-like GPU (NVIDIA H100 SXM5 datasheet)";
+  // XLA lets f32 dots use TF32 tensor cores on Ampere and later: dense TF32.
+  h100.peak_flops = 494.7 * kTera;
+  h100.vector_flops = 66.9 * kTera;    // FP32 on the CUDA cores
+  h100.hbm_bandwidth = 3350 * kGiga;
+  h100.hbm_bytes = 80'000'000'000;     // "80GB" (decimal, as on the sheet)
+  h100.link_bandwidth = 450 * kGiga;   // NVLink 900 GB/s is both directions together
+  h100.link_latency_ns = 2000;         // assumption: NCCL ring step latency over NVLink, ~2 us
+  h100.host_bandwidth = 64 * kGiga;    // PCIe Gen5 128 GB/s is both directions together
+  h100.kernel_overhead_ns = 2000;      // assumption: CUDA kernel launch, ~2 us
+  p.push_back(h100);
+  return p;
+}
+
+bool IsMatrixOp(const Instruction& i) {
+  // By name, so a convolution added to the op set later is a matrix op too.
+  std::string_view n = OpcodeName(i.op);
+  return i.op == Opcode::kDotGeneral || n == "stablehlo.convolution";
+}
+
+// Ops a device does not spend time on: bound at launch or baked into the program.
+bool Free(const Instruction& i) {
+  return i.op == Opcode::kParameter || i.op == Opcode::kConstant || i.op == Opcode::kPartitionId;
+}
+
+int GroupSize(const Instruction& i, int default_group_size) {
+  size_t n = 0;
+  for (const auto& g : i.replica_groups) n = std::max(n, g.size());
+  return n > 0 ? static_cast<int>(n) : std::max(1, default_group_size);
+}
+
+int64_t OperandBytes(const Instruction& i) {
+  int64_t b = 0;
+  for (const Instruction* o : i.operands) b += o->shape.bytes();
+  return b;
+}
+
+}  // namespace
+
+const std::vector<ChipProfile>& BuiltinProfiles() {
+  static const std::vector<ChipProfile> profiles = MakeProfiles();
+  return profiles;
+}
+
+std::string ProfileNames() {
+  std::string s;
+  for (const ChipProfile& p : BuiltinProfiles()) absl::StrAppend(&s, s.empty() ? "" : ", ", p.name);
+  return s;
+}
+
+absl::StatusOr<ChipProfile> FindProfile(const std::string& name) {
+  for (const ChipProfile& p : BuiltinProfiles())
+    if (p.name == name) return p;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown chip profile '", name, "' (known: ", ProfileNames(), ")"));
+}
+
+CostModel::CostModel(ChipProfile profile) : profile_(std::move(profile)) {}
+
+double CostModel::Flops(const Instruction& i) {
+  // One definition of FLOPs for the whole stack (graphs.flops uses it too).
+  return InstructionFlops(i);
+}
+
+void CostModel::Bytes(const Instruction& i, int64_t* read, int64_t* written) {
+  *read = 0;
+  *written = i.shape.bytes();
+  switch (i.op) {
+    case Opcode::kParameter:
+    case Opcode::kConstant:
+    case Opcode::kPartitionId:
+      *written = 0;
+      return;
+    case Opcode::kIota:
+      return;  // writes only
+    case Opcode::kSlice:
+    case Opcode::kDynamicSlice:
+    case Opcode::kGather: {
+      // Read only the window (the size of the result) plus the start indices:
+      // an embedding lookup touches its rows, not the whole table.
+      *read = i.shape.bytes();
+      for (size_t k = 1; k < i.operands.size(); ++k) *read += i.operands[k]->shape.bytes();
+      return;
+    }
+    default:
+      // Elementwise, layout, dots, reductions, collectives and any op added
+      // later: every operand is read once and the result written once.
+      *read = OperandBytes(i);
+      return;
+  }
+}
+
+OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const {
+  OpCost c;
+  c.flops = flops;
+  c.bytes_read = bytes_read;
+  c.bytes_written = bytes_written;
+  double peak = matrix ? profile_.peak_flops : profile_.vector_flops;
+  c.compute_ns = peak > 0 ? flops / peak * 1e9 : 0;
+  c.memory_ns = profile_.hbm_bandwidth > 0
+                    ? static_cast<double>(bytes_read + bytes_written) / profile_.hbm_bandwidth * 1e9
+                    : 0;
+  c.roofline = c.compute_ns >= c.memory_ns && flops > 0 ? RooflineClass::kCompute : RooflineClass::kMemory;
+  c.modeled_ns = std::llround(std::max(c.compute_ns, c.memory_ns) + profile_.kernel_overhead_ns);
+  return c;
+}
+
+double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const {
+  if (group_size <= 1) return 0;
+  double n = group_size;
+  double steps = kind == CollectiveKind::kAllReduce ? 2 * (n - 1) : n - 1;
+  double fraction = steps / n;  // 2(n-1)/n or (n-1)/n of the result crosses each link
+  double beta = profile_.link_bandwidth > 0 ? fraction * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
+  return steps * profile_.link_latency_ns + beta;
+}
+
+OpCost CostModel::TransferCost(int64_t bytes) const {
+  OpCost c;
+  c.bytes_read = bytes;
+  c.bytes_written = bytes;
+  c.network_ns = profile_.host_bandwidth > 0 ? static_cast<double>(bytes) / profile_.host_bandwidth * 1e9 : 0;
+  c.modeled_ns = std::llround(c.network_ns + profile_.kernel_overhead_ns);
+  c.roofline = RooflineClass::kCollective;
+  return c;
+}
+
+OpCost CostModel::InstructionCost(const Instruction& i, int default_group_size) const {
+  if (Free(i)) return OpCost{};
+  int64_t read = 0, written = 0;
+  Bytes(i, &read, &written);
+  if (IsCollective(i.op)) {
+    OpCost c;
+    c.flops = Flops(i);
+    c.bytes_read = read;
+    c.bytes_written = written;
+    CollectiveKind kind = i.op == Opcode::kAllGather ? CollectiveKind::kAllGather : CollectiveKind::kAllReduce;
+    c.network_ns = CollectiveNs(kind, i.shape.bytes(), GroupSize(i, default_group_size));
+    c.modeled_ns = std::llround(c.network_ns);
+    c.roofline = RooflineClass::kCollective;
+    return c;
+  }
+  return Roofline(Flops(i), read, written, IsMatrixOp(i));
+}
+
+OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
+                             const std::vector<const Instruction*>& outputs) const {
+  std::set<const Instruction*> inside(members.begin(), members.end());
+  std::set<const Instruction*> inputs;
+  double flops = 0;
+  bool matrix = false;
+  for (const Instruction* m : members) {
+    if (Free(*m)) continue;
+    flops += Flops(*m);
+    matrix = matrix || IsMatrixOp(*m);
+    for (const Instruction* o : m->operands)
+      if (!inside.count(o)) inputs.insert(o);
+  }
+  int64_t read = 0, written = 0;
+  for (const Instruction* in : inputs) read += in->shape.bytes();
+  if (outputs.empty()) {
+    if (!members.empty()) written = members.back()->shape.bytes();
+  } else {
+    for (const Instruction* o : outputs) written += o->shape.bytes();
+  }
+  return Roofline(flops, read, written, matrix);
+}
+
+std::vector<OpCost> CostModel::ProgramCosts(const Module& program) const {
+  int64_t max_id = -1;
+  for (const auto& i : program.instructions()) max_id = std::max(max_id, i->id);
+  std::vector<OpCost> costs(static_cast<size_t>(max_id + 1));
+  for (const auto& i : program.instructions())
+    costs[static_cast<size_t>(i->id)] = InstructionCost(*i, program.num_partitions());
+  return costs;
+}
+
+}  // namespace shardscope::compiler

@@ -1,0 +1,106 @@
+// The cost model: what an op (or a fused kernel) costs — FLOPs, bytes read and
+// written — and how long it would take on a target chip. Time is the roofline
+// (the larger of FLOPs over peak and bytes over memory bandwidth, plus a fixed
+// per-kernel overhead); collectives use an alpha-beta ring model. The runtime's
+// Scheduler turns these durations into the `modeled` clock, and the store keeps
+// them per op so measured and modeled time can be compared (docs/cost_model.md).
+//
+// Chip profiles are plain data: `cpu` (this machine, calibrated by
+// bench/calibrate_cpu_bench.cc), `tpu-v4` and `h100` (public specification
+// sheets, cited in cost_model.cc).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/ir.h"
+
+namespace shardscope::compiler {
+
+// What limits an op on the profile: the matrix/vector units, memory traffic,
+// the interconnect, or nothing (parameters and constants cost no time).
+enum class RooflineClass { kNone, kCompute, kMemory, kCollective };
+const char* RooflineClassName(RooflineClass c);  // none | compute | memory | collective
+
+struct ChipProfile {
+  std::string name;                // "cpu", "tpu-v4", "h100"
+  std::string description;
+  double peak_flops = 0;           // FLOP/s of the matrix units on our f32 programs (see .cc)
+  double vector_flops = 0;         // FLOP/s of everything that is not a dot
+  double hbm_bandwidth = 0;        // bytes/s between the chip and its memory
+  int64_t hbm_bytes = 0;           // memory capacity
+  double link_bandwidth = 0;       // bytes/s one chip pushes into a ring collective
+  double link_latency_ns = 0;      // per ring step (alpha)
+  double host_bandwidth = 0;       // bytes/s of host-to-device transfers
+  double kernel_overhead_ns = 0;   // fixed cost of every kernel launch
+
+  // Arithmetic intensity (FLOP/byte) above which a dot is compute-bound.
+  double ridge_point() const { return hbm_bandwidth > 0 ? peak_flops / hbm_bandwidth : 0; }
+};
+
+// The built-in profiles, and one by name (an error lists the names).
+const std::vector<ChipProfile>& BuiltinProfiles();
+absl::StatusOr<ChipProfile> FindProfile(const std::string& name);
+std::string ProfileNames();  // "cpu, tpu-v4, h100"
+
+struct OpCost {
+  double flops = 0;
+  int64_t bytes_read = 0;
+  int64_t bytes_written = 0;
+  double compute_ns = 0;    // FLOPs over the unit's peak
+  double memory_ns = 0;     // bytes over HBM bandwidth
+  double network_ns = 0;    // collectives and transfers: alpha-beta time
+  int64_t modeled_ns = 0;   // the roofline time, overhead included, rounded
+  RooflineClass roofline = RooflineClass::kNone;
+
+  int64_t bytes() const { return bytes_read + bytes_written; }
+};
+
+enum class CollectiveKind { kAllReduce, kAllGather };
+
+class CostModel {
+ public:
+  explicit CostModel(ChipProfile profile);
+  const ChipProfile& profile() const { return profile_; }
+
+  // FLOPs of one instruction. Extends InstructionFlops with the ops it does
+  // not count (a collective's combine, nothing for layout ops); unknown
+  // opcodes fall back to InstructionFlops.
+  static double Flops(const Instruction& i);
+  // Bytes an instruction run as its own kernel reads and writes.
+  static void Bytes(const Instruction& i, int64_t* read, int64_t* written);
+
+  // One instruction as its own kernel. `default_group_size` is the number of
+  // participants of a collective without explicit replica groups (the
+  // program's partition count).
+  OpCost InstructionCost(const Instruction& i, int default_group_size = 1) const;
+
+  // A fused kernel: `members` run in one pass over memory, so only values
+  // crossing the kernel boundary move: operands produced outside the group are
+  // read once each, and `outputs` (members whose values leave the kernel;
+  // empty: the last member) are written. FLOPs add up.
+  OpCost KernelCost(const std::vector<const Instruction*>& members,
+                    const std::vector<const Instruction*>& outputs = {}) const;
+
+  // The roofline of a kernel with these totals. `matrix` picks the matrix
+  // units' peak (dots, convolutions) over the vector peak.
+  OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const;
+
+  // Alpha-beta ring time of a collective over `group_size` chips, where
+  // `bytes` is the per-chip result size: all-reduce moves 2(n-1)/n of it in
+  // 2(n-1) steps, all-gather (n-1)/n in n-1 steps. One chip: no time.
+  double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const;
+
+  // A host-to-device copy of `bytes`.
+  OpCost TransferCost(int64_t bytes) const;
+
+  // Costs of every instruction of a program, indexed by instruction id.
+  std::vector<OpCost> ProgramCosts(const Module& program) const;
+
+ private:
+  ChipProfile profile_;
+};
+
+}  // namespace shardscope::compiler

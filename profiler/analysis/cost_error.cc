@@ -1,0 +1,76 @@
+// ScoreCostModel and friends (see cost_error.h).
+#include "profiler/analysis/cost_error.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardscope::analysis {
+
+namespace {
+// Nearest-rank quantile of a sorted list.
+double Quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  size_t idx = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(idx, sorted.size() - 1)];
+}
+
+// An exact median (the mean of the middle two for an even count).
+double Median(const std::vector<double>& sorted) {
+  if (sorted.empty()) return 0;
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+}  // namespace
+
+CostModelError ScoreCostModel(const std::vector<std::pair<int64_t, int64_t>>& measured_modeled,
+                              const std::string& profile) {
+  CostModelError e;
+  e.profile = profile;
+  std::vector<double> err, ratio;
+  for (const auto& [measured, modeled] : measured_modeled) {
+    if (measured <= 0) {
+      ++e.zero_duration;
+      continue;
+    }
+    double m = static_cast<double>(measured);
+    err.push_back(std::abs(static_cast<double>(modeled) - m) / m);
+    ratio.push_back(static_cast<double>(modeled) / m);
+  }
+  std::sort(err.begin(), err.end());
+  std::sort(ratio.begin(), ratio.end());
+  e.kernels = static_cast<int64_t>(err.size());
+  e.median = Median(err);
+  e.p90 = Quantile(err, 0.9);
+  e.median_ratio = Median(ratio);
+  return e;
+}
+
+absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Reader& reader, int64_t run_id) {
+  auto has = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'ops'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") == 0) return std::optional<CostModelError>();
+  std::string run = absl::StrCat(run_id);
+  auto q = reader.Query(
+      "SELECT s.dur_ns AS measured, o.modeled_ns AS modeled, o.profile AS profile"
+      " FROM slices s"
+      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " JOIN ops o ON o.run_id = s.run_id AND o.graph_id = s.graph_id AND o.op_id = s.op_id"
+      " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind = 'compute' AND s.depth = 0",
+      {run});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) return std::optional<CostModelError>();
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  pairs.reserve(q->rows.size());
+  for (size_t i = 0; i < q->rows.size(); ++i) pairs.push_back({q->Int(i, "measured"), q->Int(i, "modeled")});
+  return std::optional<CostModelError>(ScoreCostModel(pairs, q->Text(0, "profile")));
+}
+
+std::string CostModelErrorLine(const CostModelError& e) {
+  return absl::StrFormat("cost model error (%s profile): median %.0f%% over %d kernels", e.profile,
+                         100 * e.median, e.kernels);
+}
+
+}  // namespace shardscope::analysis

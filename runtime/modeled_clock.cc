@@ -1,0 +1,96 @@
+// ModeledClock and ModeledInput (see modeled_clock.h).
+#include "runtime/modeled_clock.h"
+
+#include "absl/strings/str_cat.h"
+#include "profiler/trace/recorder.h"
+
+namespace shardscope::runtime {
+
+namespace {
+std::vector<int64_t> NewTracks(int n) {
+  std::vector<int64_t> t;
+  for (int d = 0; d < n; ++d) t.push_back(trace::NextId());
+  return t;
+}
+
+int64_t CostOf(const std::vector<compiler::OpCost>& costs, int64_t op_id, const compiler::CostModel& model) {
+  if (op_id >= 0 && op_id < static_cast<int64_t>(costs.size())) return costs[op_id].modeled_ns;
+  return static_cast<int64_t>(model.profile().kernel_overhead_ns);
+}
+}  // namespace
+
+std::string ModeledOpName(const compiler::Instruction& i) {
+  std::string n = compiler::OpcodeName(i.op);
+  if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
+  return absl::StrCat(n, ".", i.id);
+}
+
+ScheduleInput ModeledInput(const ScheduleInput& measured, const std::vector<compiler::OpCost>& costs,
+                           const compiler::CostModel& model) {
+  ScheduleInput m = measured;
+  for (auto& ops : m.per_device) {
+    for (DeviceOp& op : ops) {
+      if (op.collective >= 0 && op.collective < static_cast<int>(m.collectives.size())) {
+        // Every group of one collective instruction moves the same bytes.
+        for (int64_t& g : m.collectives[op.collective].group_dur_ns) g = CostOf(costs, op.op_id, model);
+      } else if (op.kind == trace::SliceKind::kTransfer) {
+        op.dur_ns = model.TransferCost(op.bytes).modeled_ns;
+      } else {
+        op.dur_ns = CostOf(costs, op.op_id, model);
+      }
+    }
+  }
+  return m;
+}
+
+ModeledClock::ModeledClock(compiler::CostModel model, int num_devices)
+    : model_(std::move(model)), tracks_(NewTracks(num_devices)), scheduler_(trace::Clock::kModeled, tracks_) {}
+
+void ModeledClock::RecordTracks(const Topology& topology) const {
+  if (!trace::enabled()) return;
+  for (int d = 0; d < static_cast<int>(tracks_.size()); ++d) {
+    trace::TrackRecord t;
+    t.track_id = tracks_[d];
+    t.name = absl::StrCat("chip ", d, " (modeled)");
+    t.clock = trace::Clock::kModeled;
+    t.device_id = d;
+    t.host_id = topology.device(d).host_id();
+    trace::recorder().Record(t);
+  }
+}
+
+void ModeledClock::RecordOps(int64_t graph_id, const compiler::Module& program,
+                             const std::vector<compiler::OpCost>& costs) const {
+  if (!trace::enabled()) return;
+  for (const auto& i : program.instructions()) {
+    trace::OpRecord r;
+    r.graph_id = graph_id;
+    r.op_id = i->id;
+    r.name = ModeledOpName(*i);
+    r.opcode = compiler::OpcodeName(i->op);
+    r.shape = i->shape.ToString();
+    if (i->id >= 0 && i->id < static_cast<int64_t>(costs.size())) {
+      const compiler::OpCost& c = costs[i->id];
+      r.flops = c.flops;
+      r.bytes_read = c.bytes_read;
+      r.bytes_written = c.bytes_written;
+      r.modeled_ns = c.modeled_ns;
+      r.roofline = compiler::RooflineClassName(c.roofline);
+    }
+    r.profile = model_.profile().name;
+    r.source_file = i->loc.file;
+    r.source_line = i->loc.line;
+    r.scope = i->scope;
+    trace::recorder().Record(r);
+  }
+}
+
+absl::StatusOr<std::vector<DeviceSpan>> ModeledClock::Schedule(const ScheduleInput& measured,
+                                                               const compiler::Module& program,
+                                                               const std::vector<compiler::OpCost>& costs,
+                                                               const std::string& profile) {
+  if (profile == model_.profile().name) return scheduler_.Schedule(ModeledInput(measured, costs, model_));
+  return scheduler_.Schedule(ModeledInput(measured, model_.ProgramCosts(program), model_));
+}
+
+}  // namespace shardscope::runtime

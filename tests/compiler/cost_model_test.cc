@@ -1,0 +1,207 @@
+// The cost model: FLOPs and bytes per op, the roofline (compute- vs
+// memory-bound, with the per-kernel overhead), the alpha-beta ring model of
+// collectives, fused kernels, and that the built-in profiles are sane.
+#include "compiler/cost_model.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace shardscope::compiler {
+namespace {
+
+// A made-up chip with round numbers, so expected times are easy to write.
+ChipProfile Toy() {
+  ChipProfile p;
+  p.name = "toy";
+  p.peak_flops = 1e12;          // 1 FLOP per ps
+  p.vector_flops = 1e11;
+  p.hbm_bandwidth = 1e11;       // 100 bytes per ns
+  p.hbm_bytes = 1 << 20;
+  p.link_bandwidth = 1e10;      // 10 bytes per ns
+  p.link_latency_ns = 100;
+  p.host_bandwidth = 1e9;       // 1 byte per ns
+  p.kernel_overhead_ns = 50;
+  return p;
+}
+
+DotDims MatMul() {
+  DotDims d;
+  d.lhs_contracting = {1};
+  d.rhs_contracting = {0};
+  return d;
+}
+
+TEST(CostModelTest, DotIsComputeBoundWhenLarge) {
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {512, 512}), "a");
+  auto* b = m.Parameter(Shape(DType::kF32, {512, 512}), "b");
+  auto* dot = m.DotGeneral(a, b, MatMul());
+  CostModel cm(Toy());
+  OpCost c = cm.InstructionCost(*dot);
+  EXPECT_DOUBLE_EQ(c.flops, 2.0 * 512 * 512 * 512);
+  EXPECT_EQ(c.bytes_read, 2 * 512 * 512 * 4);
+  EXPECT_EQ(c.bytes_written, 512 * 512 * 4);
+  EXPECT_NEAR(c.compute_ns, 2.0 * 512 * 512 * 512 / 1e3, 1e-6);  // 268 us at 1 TFLOP/s
+  EXPECT_NEAR(c.memory_ns, 3.0 * 512 * 512 * 4 / 100, 1e-6);     // 31 us at 100 GB/s
+  EXPECT_EQ(c.roofline, RooflineClass::kCompute);
+  EXPECT_EQ(c.modeled_ns, std::llround(c.compute_ns + 50));
+  EXPECT_STREQ(RooflineClassName(c.roofline), "compute");
+}
+
+TEST(CostModelTest, SkinnyDotAndElementwiseAreMemoryBound) {
+  Module m;
+  auto* v = m.Parameter(Shape(DType::kF32, {1, 4096}), "v");
+  auto* w = m.Parameter(Shape(DType::kF32, {4096, 4096}), "w");
+  auto* gemv = m.DotGeneral(v, w, MatMul());
+  auto* x = m.Parameter(Shape(DType::kF32, {1000}), "x");
+  auto* add = m.Binary(Opcode::kAdd, x, x);
+  CostModel cm(Toy());
+  OpCost g = cm.InstructionCost(*gemv);
+  EXPECT_EQ(g.roofline, RooflineClass::kMemory);
+  EXPECT_GT(g.memory_ns, g.compute_ns);
+  OpCost e = cm.InstructionCost(*add);
+  EXPECT_DOUBLE_EQ(e.flops, 1000);
+  EXPECT_EQ(e.bytes_read, 8000);
+  EXPECT_EQ(e.bytes_written, 4000);
+  EXPECT_EQ(e.roofline, RooflineClass::kMemory);
+  EXPECT_EQ(e.modeled_ns, 120 + 50);  // 12000 bytes at 100 bytes/ns, plus overhead
+  EXPECT_STREQ(RooflineClassName(e.roofline), "memory");
+}
+
+TEST(CostModelTest, ParametersAndConstantsCostNothing) {
+  Module m;
+  auto* p = m.Parameter(Shape(DType::kF32, {64}), "p");
+  auto* c = m.ScalarConstant(DType::kF32, 2);
+  CostModel cm(Toy());
+  for (const Instruction* i : {p, c}) {
+    OpCost k = cm.InstructionCost(*i);
+    EXPECT_EQ(k.modeled_ns, 0);
+    EXPECT_EQ(k.bytes(), 0);
+    EXPECT_EQ(k.roofline, RooflineClass::kNone);
+  }
+}
+
+TEST(CostModelTest, DynamicSliceReadsOnlyItsWindow) {
+  Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {1000, 8}), "x");
+  auto* i = m.ScalarConstant(DType::kI32, 0);
+  auto* s = m.DynamicSlice(x, {i, i}, {10, 8});
+  int64_t read = 0, written = 0;
+  CostModel::Bytes(*s, &read, &written);
+  EXPECT_EQ(written, 10 * 8 * 4);
+  EXPECT_EQ(read, 10 * 8 * 4 + 2 * 4);
+}
+
+TEST(CostModelTest, NewerOpsFallBackToOperandsAndResult) {
+  // Ops without a rule of their own read every operand once and write the result.
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {100}), "a");
+  auto* b = m.Parameter(Shape(DType::kF32, {100}), "b");
+  Instruction* sel = m.Select(m.Compare(a, b, CompareDirection::kLT), a, b);
+  int64_t read = 0, written = 0;
+  CostModel::Bytes(*sel, &read, &written);
+  EXPECT_EQ(read, 100 * 1 + 2 * 100 * 4);  // i1 predicate + two f32 operands
+  EXPECT_EQ(written, 100 * 4);
+  EXPECT_EQ(CostModel(Toy()).InstructionCost(*sel).roofline, RooflineClass::kMemory);
+}
+
+TEST(CostModelTest, AlphaBetaRing) {
+  CostModel cm(Toy());
+  const int64_t bytes = 1'000'000;
+  // All-reduce over 4: 2(n-1) = 6 steps of 100 ns, 2(n-1)/n = 1.5 of the bytes at 10 bytes/ns.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kAllReduce, bytes, 4), 6 * 100 + 1.5 * bytes / 10, 1e-6);
+  // All-gather over 4: 3 steps, 3/4 of the (gathered) bytes.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kAllGather, bytes, 4), 3 * 100 + 0.75 * bytes / 10, 1e-6);
+  // Two chips: all-reduce moves the buffer once.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kAllReduce, bytes, 2), 2 * 100 + 1.0 * bytes / 10, 1e-6);
+  EXPECT_EQ(cm.CollectiveNs(CollectiveKind::kAllReduce, bytes, 1), 0);
+
+  Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {250'000}), "x");
+  auto* ar = m.AllReduce(x, ReduceKind::kSum, {{0, 1, 2, 3}});
+  OpCost c = cm.InstructionCost(*ar);
+  EXPECT_EQ(c.roofline, RooflineClass::kCollective);
+  EXPECT_EQ(c.modeled_ns, std::llround(cm.CollectiveNs(CollectiveKind::kAllReduce, bytes, 4)));
+  // Without replica groups the group is the whole program.
+  auto* ar_all = m.AllReduce(x, ReduceKind::kSum, {});
+  EXPECT_EQ(cm.InstructionCost(*ar_all, 2).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kAllReduce, bytes, 2)));
+  auto* ag = m.AllGather(x, 0, {{0, 1}, {2, 3}});
+  EXPECT_EQ(cm.InstructionCost(*ag).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kAllGather, 2 * bytes, 2)));
+}
+
+TEST(CostModelTest, FusedKernelMovesOnlyItsBoundary) {
+  Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {1000}), "x");
+  auto* y = m.Parameter(Shape(DType::kF32, {1000}), "y");
+  auto* a = m.Binary(Opcode::kAdd, x, y);
+  auto* e = m.Unary(Opcode::kExponential, a);
+  auto* r = m.Binary(Opcode::kMultiply, e, x);
+  CostModel cm(Toy());
+  OpCost fused = cm.KernelCost({a, e, r});
+  EXPECT_DOUBLE_EQ(fused.flops, 3000);
+  EXPECT_EQ(fused.bytes_read, 8000);     // x and y, once each
+  EXPECT_EQ(fused.bytes_written, 4000);  // only r leaves the kernel
+  int64_t separate = cm.InstructionCost(*a).modeled_ns + cm.InstructionCost(*e).modeled_ns +
+                     cm.InstructionCost(*r).modeled_ns;
+  EXPECT_LT(fused.modeled_ns, separate);
+  OpCost two_out = cm.KernelCost({a, e, r}, {e, r});
+  EXPECT_EQ(two_out.bytes_written, 8000);
+}
+
+TEST(CostModelTest, TransfersUseTheHostLink) {
+  CostModel cm(Toy());
+  OpCost t = cm.TransferCost(1000);
+  EXPECT_EQ(t.modeled_ns, 1000 + 50);
+}
+
+TEST(CostModelTest, ProgramCostsByInstructionId) {
+  Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {16}), "x");
+  auto* n = m.Unary(Opcode::kNegate, x);
+  m.AddOutput(n);
+  CostModel cm(Toy());
+  auto costs = cm.ProgramCosts(m);
+  ASSERT_EQ(costs.size(), 2u);
+  EXPECT_EQ(costs[x->id].modeled_ns, 0);
+  EXPECT_EQ(costs[n->id].modeled_ns, cm.InstructionCost(*n).modeled_ns);
+}
+
+TEST(CostModelTest, ProfilesAreSane) {
+  ASSERT_EQ(BuiltinProfiles().size(), 3u);
+  for (const ChipProfile& p : BuiltinProfiles()) {
+    SCOPED_TRACE(p.name);
+    EXPECT_GT(p.peak_flops, 0);
+    EXPECT_GT(p.vector_flops, 0);
+    EXPECT_LE(p.vector_flops, p.peak_flops);
+    EXPECT_GT(p.hbm_bandwidth, 0);
+    EXPECT_GT(p.hbm_bytes, int64_t{1} << 30);
+    EXPECT_GT(p.link_bandwidth, 0);
+    EXPECT_GE(p.link_latency_ns, 0);
+    EXPECT_GT(p.host_bandwidth, 0);
+    EXPECT_GE(p.kernel_overhead_ns, 0);
+    EXPECT_LT(p.kernel_overhead_ns, 100'000);
+    EXPECT_GT(p.ridge_point(), 1);  // every chip computes faster than it loads
+    auto found = FindProfile(p.name);
+    ASSERT_TRUE(found.ok());
+    EXPECT_EQ(found->peak_flops, p.peak_flops);
+  }
+  auto tpu = *FindProfile("tpu-v4");
+  auto h100 = *FindProfile("h100");
+  auto cpu = *FindProfile("cpu");
+  EXPECT_DOUBLE_EQ(tpu.peak_flops, 275e12);
+  EXPECT_DOUBLE_EQ(tpu.hbm_bandwidth, 1200e9);
+  EXPECT_DOUBLE_EQ(h100.hbm_bandwidth, 3350e9);
+  // The accelerators are orders of magnitude beyond one CPU core.
+  EXPECT_GT(tpu.peak_flops, 100 * cpu.peak_flops);
+  EXPECT_GT(h100.peak_flops, 100 * cpu.peak_flops);
+  EXPECT_LT(cpu.peak_flops, 1e12);
+  auto bad = FindProfile("tpu-v9");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("cpu, tpu-v4, h100"), std::string::npos) << bad.status();
+}
+
+}  // namespace
+}  // namespace shardscope::compiler
