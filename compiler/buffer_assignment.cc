@@ -18,6 +18,7 @@ std::string FormatBytes(int64_t b) {
 
 namespace {
 std::string OpName(const Instruction& i) {
+  if (i.op == Opcode::kParameter && !i.name.empty()) return i.name;  // inputs by their tensor's name
   std::string n = OpcodeName(i.op);
   if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
   return absl::StrCat(n, ".", i.id);

@@ -88,6 +88,21 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   for (const auto& s : exe->output_shapes) exe->bytes += s.bytes();
   exe->op_count = static_cast<int>(global.instructions().size());
   exe->memory = compiler::PlanMemory(*exe->program);
+  if (trace::enabled()) {
+    const compiler::MemoryPlan& mp = exe->memory;
+    trace::MemoryPlanRecord r;
+    r.graph_id = exe->graph_id;
+    r.peak_bytes = mp.peak_bytes;
+    r.parameter_bytes = mp.parameter_bytes;
+    r.arena_bytes = mp.arena_bytes;
+    r.unshared_bytes = mp.unshared_bytes;
+    r.peak_op = mp.peak_index >= 0 ? mp.buffers[mp.peak_index].op : "";
+    for (int k = 0; k < static_cast<int>(mp.live_at_peak.size()) && k < 10; ++k) {
+      const compiler::BufferInfo& b = mp.buffers[mp.live_at_peak[k]];
+      r.live_at_peak.push_back({k, b.instruction_id, b.op, b.bytes, b.parameter, b.loc.file, b.loc.line, b.scope});
+    }
+    trace::recorder().Record(r);
+  }
   exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program);
   exe->cost_profile = modeled_clock_->model().profile().name;
   modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs);

@@ -176,6 +176,33 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 CREATE INDEX IF NOT EXISTS counters_by_name ON counters(run_id, name, ts_ns);
 
+-- Each compiled program's memory plan per device (buffer assignment by
+-- liveness), and the buffers live at its peak, largest first.
+CREATE TABLE IF NOT EXISTS memory_plans (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id        INTEGER NOT NULL,
+  peak_bytes      INTEGER NOT NULL,   -- inputs included
+  parameter_bytes INTEGER NOT NULL,
+  arena_bytes     INTEGER NOT NULL,   -- intermediates + outputs, with reuse
+  unshared_bytes  INTEGER NOT NULL,   -- the same without reuse
+  peak_op         TEXT NOT NULL,
+  PRIMARY KEY (run_id, graph_id)
+);
+
+CREATE TABLE IF NOT EXISTS peak_buffers (
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id    INTEGER NOT NULL,
+  rank        INTEGER NOT NULL,       -- 0 = largest
+  op_id       INTEGER NOT NULL,
+  op          TEXT NOT NULL,
+  bytes       INTEGER NOT NULL,
+  is_input    INTEGER NOT NULL,
+  source_file TEXT,
+  source_line INTEGER,
+  scope       TEXT,
+  PRIMARY KEY (run_id, graph_id, rank)
+);
+
 -- Every slice with its track's device and clock, for simple queries.
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,

@@ -107,7 +107,7 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
-        tensor, placement, counter, op, name_find, name_add;
+        tensor, placement, counter, op, memory_plan, peak_buffer, name_find, name_add;
   };
 
   absl::Status Prepare() {
@@ -142,6 +142,8 @@ class Writer::Db {
          "INSERT OR REPLACE INTO ops(run_id, graph_id, op_id, name, opcode, shape, flops,"
          " bytes_read, bytes_written, modeled_ns, roofline, profile, source_file, source_line, scope)"
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
+        {&stmts_.memory_plan, "INSERT OR REPLACE INTO memory_plans VALUES (?1,?2,?3,?4,?5,?6,?7)"},
+        {&stmts_.peak_buffer, "INSERT OR REPLACE INTO peak_buffers VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
         {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
@@ -234,6 +236,22 @@ class Writer::Db {
     s.Int(9, r.bytes);
     return Tag(s.Run(), "graphs", r.graph_id);
   }
+  absl::Status WriteOne(const trace::MemoryPlanRecord& r) {
+    Stmt& s = stmts_.memory_plan;
+    s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, r.peak_bytes); s.Int(4, r.parameter_bytes);
+    s.Int(5, r.arena_bytes); s.Int(6, r.unshared_bytes); s.Text(7, r.peak_op);
+    if (absl::Status st = Tag(s.Run(), "memory_plans", r.graph_id); !st.ok()) return st;
+    for (const auto& b : r.live_at_peak) {
+      Stmt& p = stmts_.peak_buffer;
+      p.Int(1, run_id_); p.Int(2, r.graph_id); p.Int(3, b.rank); p.Int(4, b.op_id); p.Text(5, b.op);
+      p.Int(6, b.bytes); p.Int(7, b.input ? 1 : 0); p.TextOrNull(8, b.source_file);
+      b.source_file.empty() ? p.Null(9) : p.Int(9, b.source_line);
+      p.TextOrNull(10, b.scope);
+      if (absl::Status st = Tag(p.Run(), "peak_buffers", r.graph_id); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status WriteOne(const trace::OpRecord& r) {
     Stmt& s = stmts_.op;
     s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, r.op_id); s.Text(4, r.name);

@@ -22,6 +22,7 @@ class Recorder {
   virtual void Record(const SliceRecord&) {}
   virtual void Record(const GraphRecord&) {}
   virtual void Record(const OpRecord&) {}
+  virtual void Record(const MemoryPlanRecord&) {}
   virtual void Record(const CompilationRecord&) {}
   virtual void Record(const ExecutionRecord&) {}
   virtual void Record(const StepRecord&) {}

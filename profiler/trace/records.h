@@ -114,6 +114,30 @@ struct OpRecord {
   std::string scope;           // module path, e.g. "layers.0.attn"
 };
 
+// A compiled program's memory plan on each device: its peak, and the buffers
+// live at the peak, largest first (so an out-of-memory run can be explained
+// from the database alone).
+struct PeakBuffer {
+  int rank = 0;                // 0 = largest
+  int64_t op_id = 0;           // instruction id in the per-device program
+  std::string op;              // e.g. "dot_general.7"
+  int64_t bytes = 0;
+  bool input = false;          // a parameter, resident before the run
+  std::string source_file;
+  int source_line = 0;
+  std::string scope;
+};
+
+struct MemoryPlanRecord {
+  int64_t graph_id = 0;
+  int64_t peak_bytes = 0;      // inputs included
+  int64_t parameter_bytes = 0;
+  int64_t arena_bytes = 0;     // intermediates and outputs, with reuse
+  int64_t unshared_bytes = 0;  // the same without reuse
+  std::string peak_op;         // where the peak is reached
+  std::vector<PeakBuffer> live_at_peak;
+};
+
 struct CompilationRecord {
   int64_t compile_id = 0;
   int step = 0;

@@ -168,6 +168,26 @@ TEST_F(DemoTest, ShardPlacementsOfTheBatch) {
   EXPECT_EQ(p.Int(0, "bytes"), 32 * 784 * 4);
 }
 
+TEST_F(DemoTest, MemoryPlanOfEachProgram) {
+  auto m = Q(*sharded_,
+             "SELECT graph_id, peak_bytes, parameter_bytes, arena_bytes, unshared_bytes, peak_op FROM memory_plans "
+             "ORDER BY graph_id");
+  ASSERT_EQ(m.rows.size(), 2u);  // the two compiled programs
+  for (size_t r = 0; r < m.rows.size(); ++r) {
+    EXPECT_GT(m.Int(r, "peak_bytes"), m.Int(r, "parameter_bytes"));
+    EXPECT_LE(m.Int(r, "arena_bytes"), m.Int(r, "unshared_bytes"));  // reuse never costs memory
+    EXPECT_FALSE(m.Text(r, "peak_op").empty());
+  }
+  // The buffers live at the peak, largest first; l2.weight (4 MiB per chip) is among them.
+  auto b = Q(*sharded_,
+             "SELECT rank, op, bytes, is_input, source_file FROM peak_buffers WHERE graph_id = " +
+                 m.Text(0, "graph_id") + " ORDER BY rank");
+  ASSERT_GE(b.rows.size(), 3u);
+  for (size_t r = 1; r < b.rows.size(); ++r) EXPECT_LE(b.Int(r, "bytes"), b.Int(r - 1, "bytes"));
+  EXPECT_GE(b.Int(0, "bytes"), 1024 * 1024 * 4);
+  EXPECT_EQ(b.Text(0, "source_file"), "samples/mlp.cc");
+}
+
 TEST_F(DemoTest, ReportShowsTheRecompilation) {
   Output r = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *sharded_));
   EXPECT_EQ(r.code, 0) << r.text;
