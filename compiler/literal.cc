@@ -56,6 +56,13 @@ float F16ToF32(uint16_t h) {
 
 Literal::Literal(Shape shape) : shape_(std::move(shape)), data_(shape_.bytes(), 0) {}
 
+Literal Literal::Uninitialized(Shape shape) {
+  Literal l;
+  l.shape_ = std::move(shape);
+  l.data_.resize(l.shape_.bytes());  // default-initialised: no zeroing pass
+  return l;
+}
+
 Literal Literal::FromF32(std::vector<int64_t> dims, const std::vector<float>& values) {
   Literal l(Shape(DType::kF32, std::move(dims)));
   std::memcpy(l.data(), values.data(), std::min<size_t>(l.bytes(), values.size() * 4));

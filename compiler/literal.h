@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <new>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,20 @@ struct AlignedAllocator {
   void deallocate(T* p, size_t) { ::operator delete(p, kAlign); }
   template <typename U>
   bool operator==(const AlignedAllocator<U>&) const { return true; }
+  // Default-initialise (leave bytes as they are) unless a value is given, so
+  // an output buffer that a kernel will overwrite is not zeroed first.
+  template <typename U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
 };
 
 class Literal {
  public:
   Literal() = default;
   explicit Literal(Shape shape);  // zero-filled
+  // Contents unspecified: for outputs that are about to be written whole.
+  static Literal Uninitialized(Shape shape);
   static Literal FromF32(std::vector<int64_t> dims, const std::vector<float>& values);
   static Literal FromI32(std::vector<int64_t> dims, const std::vector<int32_t>& values);
   static Literal Scalar(DType t, double v);

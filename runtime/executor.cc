@@ -115,7 +115,7 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
         absl::Status s = dev.Allocate(i.shape.bytes(), OpName(i));
         if (!s.ok()) { errors[d] = s; break; }
         f.charged[i.id] = i.shape.bytes();
-        f.owned[i.id] = Literal(i.shape);
+        f.owned[i.id] = Literal::Uninitialized(i.shape);
         std::vector<const Literal*> ops;
         for (const Instruction* o : i.operands) ops.push_back(f.value[o->id]);
         int64_t t0 = ThreadCpuNs();
@@ -146,7 +146,7 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
       absl::Status s = topology.device(d).Allocate(c.shape.bytes(), OpName(c));
       if (!s.ok()) return s;
       frames[d].charged[c.id] = c.shape.bytes();
-      frames[d].owned[c.id] = Literal(c.shape);
+      frames[d].owned[c.id] = Literal::Uninitialized(c.shape);
     }
     pool.ParallelFor(static_cast<int>(run.groups.size()), [&](int g) {
       const auto& members = run.groups[g];
