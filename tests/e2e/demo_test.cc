@@ -16,35 +16,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "store/reader.h"
+#include "tests/e2e/shell.h"
 
 namespace shardscope {
 namespace {
 
-struct Output {
-  int code = -1;
-  std::string text;
-};
-
-Output Shell(const std::string& cmd) {
-  Output o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-std::string TempDb(const std::string& name) {
-  std::string dir = ::testing::TempDir();
-  std::string path = absl::StrCat(dir, "/", name, "_", getpid(), ".db");
-  std::remove(path.c_str());
-  std::remove((path + "-wal").c_str());
-  std::remove((path + "-shm").c_str());
-  return path;
-}
+using e2e::Output;
+using e2e::Shell;
+using e2e::TempDb;
 
 class DemoTest : public ::testing::Test {
  protected:

@@ -10,32 +10,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "store/reader.h"
+#include "tests/e2e/shell.h"
 
 namespace shardscope {
 namespace {
 
-struct Output {
-  int code = -1;
-  std::string text;
-};
-
-Output Shell(const std::string& cmd) {
-  Output o;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
-  int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return o;
-}
-
-std::string TempDb(const std::string& name) {
-  std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), ".db");
-  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  return path;
-}
+using e2e::Output;
+using e2e::Shell;
+using e2e::TempDb;
 
 store::QueryResult Q(const std::string& db, const std::string& sql) {
   auto r = store::Reader::Open(db);

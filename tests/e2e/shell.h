@@ -1,0 +1,41 @@
+// Helpers of the end-to-end tests: run a command and capture its output, and
+// a fresh database path in the test's temporary directory.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::e2e {
+
+struct Output {
+  int code = -1;
+  std::string text;  // stdout and stderr together
+};
+
+inline Output Shell(const std::string& cmd) {
+  Output o;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.text.append(buf, n);
+  int status = pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return o;
+}
+
+// A path that holds no database yet (nor its WAL files).
+inline std::string TempDb(const std::string& name) {
+  std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), ".db");
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
+  return path;
+}
+
+}  // namespace shardscope::e2e
