@@ -89,6 +89,69 @@ Tensor LayerNorm::operator()(const Tensor& x, std::source_location loc) const {
   return add(mul(mul(c, rsqrt(add(var, e, loc), loc), loc), weight, loc), bias, loc);
 }
 
+MultiHeadAttention::MultiHeadAttention(int64_t d, int64_t h, std::string name, bool c, bool r, uint64_t seed,
+                                       std::source_location loc)
+    : Module(name),
+      q_proj(d, d, name + ".q_proj", seed, loc),
+      k_proj(d, d, name + ".k_proj", seed, loc),
+      v_proj(d, d, name + ".v_proj", seed, loc),
+      o_proj(d, d, name + ".o_proj", seed, loc),
+      heads(h),
+      causal(c),
+      rope(r) {}
+
+std::vector<Tensor*> MultiHeadAttention::parameters() {
+  std::vector<Tensor*> out;
+  for (Linear* l : {&q_proj, &k_proj, &v_proj, &o_proj})
+    for (Tensor* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+Tensor MultiHeadAttention::operator()(const Tensor& x, std::source_location loc) const {
+  SourceLoc l = Loc(loc);
+  if (x.rank() != 3 || x.shape().dims[2] % heads != 0)
+    return internal::Error(absl::InvalidArgumentError("MultiHeadAttention '" + name() + "': input " +
+                                                      x.shape().ToString() + " must be [B, T, D] with D divisible by " +
+                                                      std::to_string(heads) + " heads (at " + l.file + ":" +
+                                                      std::to_string(l.line) + ")"),
+                           x.shape());
+  const int64_t b = x.shape().dims[0], t = x.shape().dims[1], d = x.shape().dims[2], dh = d / heads;
+  // [B, T, D] -> [B*H, T, Dh]: heads become batch for the batched matmuls.
+  auto split = [&](const Tensor& y) {
+    return reshape(transpose(reshape(y, {b, t, heads, dh}, loc), {0, 2, 1, 3}, loc), {b * heads, t, dh}, loc);
+  };
+  Tensor q = split(q_proj(x, loc)), k = split(k_proj(x, loc)), v = split(v_proj(x, loc));
+  Tensor o;
+  {
+    // The projections name themselves ("attn.q_proj"); the attention proper is "attn".
+    NameScope scope(name());
+    if (rope) {
+      q = apply_rope(q, loc);
+      k = apply_rope(k, loc);
+    }
+    o = scaled_dot_product_attention(q, k, v, causal, loc);
+    o = reshape(transpose(reshape(o, {b, heads, t, dh}, loc), {0, 2, 1, 3}, loc), {b, t, d}, loc);
+  }
+  return o_proj(o, loc);
+}
+
+SwiGLU::SwiGLU(int64_t d, int64_t hidden, std::string name, uint64_t seed, std::source_location loc)
+    : Module(name),
+      gate(d, hidden, name + ".gate_proj", seed, loc),
+      up(d, hidden, name + ".up_proj", seed, loc),
+      down(hidden, d, name + ".down_proj", seed, loc) {}
+
+std::vector<Tensor*> SwiGLU::parameters() {
+  std::vector<Tensor*> out;
+  for (Linear* l : {&gate, &up, &down})
+    for (Tensor* p : l->parameters()) out.push_back(p);
+  return out;
+}
+
+Tensor SwiGLU::operator()(const Tensor& x, std::source_location loc) const {
+  return down(mul(silu(gate(x, loc), loc), up(x, loc), loc), loc);
+}
+
 }  // namespace nn
 
 std::vector<Tensor*> parameters(std::initializer_list<nn::Module*> modules) {

@@ -71,6 +71,31 @@ class LayerNorm : public Module {
   double eps;
 };
 
+// Multi-head self-attention on x [B, T, D]: q/k/v projections, optional
+// rotary position embedding of q and k, causal scaled dot-product attention,
+// and the output projection. Ops carry "<name>.q_proj" etc. as module paths.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d_model, int64_t heads, std::string name = "attn", bool causal = true,
+                     bool rope = true, uint64_t seed = 0,
+                     std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override;
+  Linear q_proj, k_proj, v_proj, o_proj;
+  int64_t heads;
+  bool causal, rope;
+};
+
+// The SwiGLU feed-forward block: down(silu(gate(x)) * up(x)).
+class SwiGLU : public Module {
+ public:
+  SwiGLU(int64_t d_model, int64_t hidden, std::string name = "mlp", uint64_t seed = 0,
+         std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override;
+  Linear gate, up, down;
+};
+
 }  // namespace nn
 
 // All parameters of the given modules, in order.

@@ -1,6 +1,7 @@
 #include "core/ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -442,6 +443,69 @@ Tensor log_softmax(const Tensor& x, int64_t dim, SL sl) {
   Tensor s = sub(x, m, sl);
   Tensor lse = log(sum(exp(s, sl), {dim}, true, sl), sl);
   return sub(s, lse, sl);
+}
+
+Tensor softmax(const Tensor& logits, int64_t dim, SL sl) { return exp(log_softmax(logits, dim, sl), sl); }
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target, SL sl) {
+  Tensor d = sub(pred, target, sl);
+  return mean(mul(d, d, sl), sl);
+}
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, SL sl) {
+  SourceLoc loc = Loc(sl);
+  if (q.rank() != 3 || k.shape() != q.shape() || v.rank() != 3 || v.shape().dims[1] != q.shape().dims[1])
+    return internal::Error(absl::InvalidArgumentError(absl::StrCat("attention: q ", q.shape().ToString(), ", k ",
+                                                                   k.shape().ToString(), ", v ", v.shape().ToString(),
+                                                                   " must be [N, T, Dh] alike", At(loc))),
+                           q.shape());
+  const int64_t t = q.shape().dims[1], dh = q.shape().dims[2];
+  // The scale and the mask follow from the shapes: inlined into the graph.
+  Tensor scores = internal::Dot(q, k, {{0}, {0}, {2}, {2}}, loc);  // [N, T, T]
+  Tensor scale = internal::Broadcast(internal::Constant(1.0 / std::sqrt(static_cast<double>(dh)), q.dtype(), loc),
+                                     scores.shape().dims, {}, loc);
+  scores = internal::Binary(Opcode::kMultiply, scores, scale, loc);
+  if (causal) {
+    // Row i may look at columns j <= i: compare iotas, then push the rest to -inf-ish.
+    Shape tt(DType::kI32, {t, t});
+    Tensor row = internal::MakeOp(Opcode::kIota, tt, {}, loc);
+    row.node()->dims = {0};
+    Tensor col = internal::MakeOp(Opcode::kIota, tt, {}, loc);
+    col.node()->dims = {1};
+    Tensor visible = internal::Broadcast(internal::Compare(col, row, compiler::CompareDirection::kLE, loc),
+                                         scores.shape().dims, {1, 2}, loc);
+    Tensor hidden = internal::Broadcast(internal::Constant(-1e9, q.dtype(), loc), scores.shape().dims, {}, loc);
+    scores = internal::Select(visible, scores, hidden, loc);
+  }
+  Tensor p = softmax(scores, -1, sl);
+  return internal::Dot(p, v, {{0}, {0}, {2}, {1}}, loc);  // [N, T, Dv]
+}
+
+Tensor apply_rope(const Tensor& x, SL sl) {
+  SourceLoc loc = Loc(sl);
+  if (x.rank() != 3 || x.shape().dims[2] % 2 != 0)
+    return internal::Error(absl::InvalidArgumentError(absl::StrCat("apply_rope: x ", x.shape().ToString(),
+                                                                   " must be [N, T, Dh] with Dh even", At(loc))),
+                           x.shape());
+  const int64_t t = x.shape().dims[1], dh = x.shape().dims[2], half = dh / 2;
+  // The angle tables follow from the shape; they are constants of the graph.
+  Literal cos_l(Shape(x.dtype(), {t, dh})), sin_l(Shape(x.dtype(), {t, dh}));
+  for (int64_t p = 0; p < t; ++p)
+    for (int64_t i = 0; i < dh; ++i) {
+      double freq = std::pow(10000.0, -2.0 * static_cast<double>(i % half) / static_cast<double>(dh));
+      cos_l.SetDouble(p * dh + i, std::cos(static_cast<double>(p) * freq));
+      sin_l.SetDouble(p * dh + i, std::sin(static_cast<double>(p) * freq));
+    }
+  auto table = [&](Literal l) {
+    auto n = std::make_shared<Node>();
+    n->op = Opcode::kConstant;
+    n->shape = l.shape();
+    n->literal = std::move(l);
+    n->loc = loc;
+    return internal::Broadcast(Tensor(std::move(n)), x.shape().dims, {1, 2}, loc);
+  };
+  Tensor rotated = concatenate({neg(slice(x, 2, half, dh, sl), sl), slice(x, 2, 0, half, sl)}, 2, sl);
+  return add(mul(x, table(std::move(cos_l)), sl), mul(rotated, table(std::move(sin_l)), sl), sl);
 }
 
 Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype, SL sl) {

@@ -186,6 +186,13 @@ std::vector<GradCase> GradCases() {
          Tensor c = sub(x[0], mean(x[0], {-1}, true));
          return mul(c, rsqrt(add(mean(mul(c, c), {-1}, true), 1e-3)));
        }},
+      {"softmax", {{2, 4}}, -2, 2, [](auto& x) { return softmax(x[0]); }},
+      {"mse", {{2, 3}, {2, 3}}, -1, 1, [](auto& x) { return mse_loss(x[0], x[1]); }},
+      {"rope", {{2, 3, 4}}, -1, 1, [](auto& x) { return apply_rope(x[0]); }},
+      {"attention_causal", {{2, 3, 4}, {2, 3, 4}, {2, 3, 4}}, -1, 1,
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }},
+      {"attention_full", {{1, 3, 2}, {1, 3, 2}, {1, 3, 2}}, -1, 1,
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }},
       {"mlp", {{3, 4}, {4, 5}, {5}}, -1, 1,
        [](auto& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2])); }},
   };
@@ -721,6 +728,37 @@ TEST_F(CoreTest, ClipGradNormScalesWithoutAHostRead) {
   ExpectNear(Host(norm), {5}, 1e-5);
   ExpectNear(Host(a.grad()), {0.6, 0}, 1e-5);
   ExpectNear(Host(b.grad()), {0.8}, 1e-5);
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// A causal attention block: position t sees only positions <= t, so the
+// output at t does not depend on later inputs (its gradient there is zero).
+TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
+  nn::MultiHeadAttention attn(8, 2, "attn");
+  Literal xs(Shape(DType::kF32, {1, 4, 8}));
+  for (int64_t k = 0; k < xs.elements(); ++k) xs.as<float>()[k] = 0.1f * static_cast<float>(k % 7) - 0.3f;
+  Tensor x = Tensor::from_host(xs, "x");
+  x.requires_grad_();
+  Tensor y = attn(x);
+  ASSERT_EQ(y.shape().dims, (std::vector<int64_t>{1, 4, 8}));
+  // d sum(y[:, 1, :]) / dx: zero at positions 2 and 3.
+  ASSERT_TRUE(backward(sum(slice(y, 1, 1, 2))).ok());
+  ASSERT_TRUE(mark_step().ok());
+  auto g = x.grad().to_host();
+  ASSERT_TRUE(g.ok());
+  double before = 0, after = 0;
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t d = 0; d < 8; ++d) (t <= 1 ? before : after) += std::abs(g->GetDouble(t * 8 + d));
+  EXPECT_GT(before, 1e-6);
+  EXPECT_EQ(after, 0.0);
+  EXPECT_EQ(attn.parameters().size(), 8u);
+  nn::SwiGLU mlp(8, 16, "mlp");
+  EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
 }  // namespace
