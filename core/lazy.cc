@@ -361,11 +361,16 @@ absl::Status mark_step(std::source_location sl) {
   return s;
 }
 
-void log_step(double loss) {
+void log_step(double loss, std::optional<double> eval_loss) {
   if (!Initialized()) return;
   auto& ctx = internal::Ctx();
   int64_t now = trace::HostNowNs();
-  if (trace::enabled()) trace::recorder().Record(trace::StepRecord{ctx.step - 1, loss, now - ctx.step_start_ns});
+  if (trace::enabled()) {
+    trace::StepRecord r{ctx.step - 1, loss, now - ctx.step_start_ns};
+    r.has_eval_loss = eval_loss.has_value();
+    r.eval_loss = eval_loss.value_or(0);
+    trace::recorder().Record(r);
+  }
   ctx.step_start_ns = now;
 }
 

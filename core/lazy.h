@@ -5,6 +5,7 @@
 // earlier graph of that call site.
 #pragma once
 
+#include <optional>
 #include <source_location>
 
 #include "absl/status/status.h"
@@ -18,7 +19,8 @@ namespace shardscope {
 absl::Status mark_step(std::source_location loc = std::source_location::current());
 
 // Records the step just ended: its loss and host wall time (the `steps` table).
-void log_step(double loss);
+// `eval_loss`, when given, is the held-out loss measured after this step.
+void log_step(double loss, std::optional<double> eval_loss = std::nullopt);
 // The number of mark_step calls so far, or the step set by set_current_step.
 int current_step();
 // Continues step numbering from `step` (a run resumed from a checkpoint).

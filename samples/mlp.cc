@@ -99,6 +99,7 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
 const std::vector<SampleInfo>& Registry() {
   static const std::vector<SampleInfo> samples = {
       {"mlp", "784-1024-1024-10 classifier, SGD, data parallel; batch 64 -> 48 at step 10", RunMlp},
+      {"llama", "Llama-style decoder (2 layers, d 256, 4 heads, SwiGLU 1024, RMSNorm, RoPE), bytes, AdamW", RunLlama},
   };
   return samples;
 }

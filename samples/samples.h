@@ -27,12 +27,20 @@ struct SampleConfig {
   // the weights to `save_path` at the end.
   std::string init_path;
   std::string save_path;
+  // llama: a text file to train on (bytes; the last 10% held out), else
+  // synthetic text; held-out loss every `eval_every` steps (0: never).
+  std::string data_path;
+  int eval_every = 50;
+  // llama's shape (the configuration by default; tests shrink it).
+  int64_t layers = 2, d_model = 256, heads = 4, ffn = 1024, seq = 128, llama_batch = 8;
+  double llama_lr = 3e-3;
   std::function<void(int step, double loss)> on_step;  // progress callback
 };
 
 struct SampleResult {
   std::vector<double> losses;  // one per step run
   int first_step = 0;          // the step of losses[0]
+  std::vector<std::pair<int, double>> eval_losses;  // (step, held-out loss)
 };
 
 struct SampleInfo {
@@ -43,6 +51,9 @@ struct SampleInfo {
 
 // The mlp sample: 784-1024-1024-10 classifier, SGD, data parallel over 'data'.
 absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg);
+
+// The llama sample: a Llama-style byte-level decoder trained with AdamW.
+absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg);
 
 const std::vector<SampleInfo>& Registry();
 const SampleInfo* Find(const std::string& name);

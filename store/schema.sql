@@ -140,6 +140,7 @@ CREATE TABLE IF NOT EXISTS steps (
   step    INTEGER NOT NULL,
   loss    REAL,
   wall_ns INTEGER NOT NULL,
+  eval_loss REAL,                           -- held-out loss after this step, when measured
   PRIMARY KEY (run_id, step)
 );
 

@@ -78,6 +78,7 @@ class Writer::Db {
     absl::Status st = internal::Exec(
         db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
     if (st.ok()) st = internal::Exec(db_, SchemaSql());
+    if (st.ok()) st = Migrate();
     if (st.ok()) {
       st = internal::Exec(
           db_, absl::StrCat("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
@@ -110,6 +111,18 @@ class Writer::Db {
         tensor, placement, counter, op, memory_plan, peak_buffer, name_find, name_add;
   };
 
+  // Columns added to v1 tables after files were written: add them in place
+  // (CREATE TABLE IF NOT EXISTS leaves an existing table as it was).
+  absl::Status Migrate() {
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'", -1, &q,
+                           nullptr) != SQLITE_OK)
+      return absl::InternalError(internal::DbError(db_));
+    bool has = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0;
+    sqlite3_finalize(q);
+    return has ? absl::OkStatus() : internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;");
+  }
+
   absl::Status Prepare() {
     // OR REPLACE: a producer that describes the same thing twice (a device, a
     // step) means "this is the latest description", not an error to keep.
@@ -133,7 +146,8 @@ class Writer::Db {
          "INSERT OR REPLACE INTO compilations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"},
         {&stmts_.execution,
          "INSERT OR REPLACE INTO executions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"},
-        {&stmts_.step, "INSERT OR REPLACE INTO steps VALUES (?1,?2,?3,?4)"},
+        {&stmts_.step,
+         "INSERT OR REPLACE INTO steps(run_id, step, loss, wall_ns, eval_loss) VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.tensor,
          "INSERT OR REPLACE INTO tensors VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.placement, "INSERT OR REPLACE INTO shard_placements VALUES (?1,?2,?3,?4,?5,?6)"},
@@ -285,6 +299,7 @@ class Writer::Db {
   absl::Status WriteOne(const trace::StepRecord& r) {
     Stmt& s = stmts_.step;
     s.Int(1, run_id_); s.Int(2, r.step); s.Real(3, r.loss); s.Int(4, r.wall_ns);
+    r.has_eval_loss ? s.Real(5, r.eval_loss) : s.Null(5);
     return Tag(s.Run(), "steps", r.step);
   }
   absl::Status WriteOne(const trace::TensorRecord& r) {

@@ -170,6 +170,8 @@ struct StepRecord {
   int step = 0;
   double loss = 0;
   int64_t wall_ns = 0;         // host clock
+  bool has_eval_loss = false;  // a held-out loss was measured after this step
+  double eval_loss = 0;
 };
 
 struct TensorRecord {

@@ -26,7 +26,8 @@ namespace {
 constexpr const char* kRunHelp =
     "usage: shardscope run SAMPLE --db PATH [--mesh RxC] [--steps N] [--hosts H] [--seed S]\n"
     "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR]\n"
-    "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE] [--quiet]\n"
+    "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE]\n"
+    "                         [--data FILE] [--eval-every N] [--quiet]\n"
     "\n"
     "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
     "(created if missing; an existing shardscope database gains a new run).\n"
@@ -41,6 +42,8 @@ constexpr const char* kRunHelp =
     "  --lr LR           learning rate (default 0.05)\n"
     "  --profile P       target chip of the modeled clock: cpu (this machine,\n"
     "                    calibrated), tpu-v4 or h100 (default cpu)\n"
+    "  --data FILE       llama: train on this text file's bytes (last 10% held out)\n"
+    "  --eval-every N    llama: held-out loss every N steps (default 50; 0: never)\n"
     "  --init FILE       start from a safetensors checkpoint (resumes at its step)\n"
     "  --save FILE       write the trained weights as a safetensors checkpoint\n"
     "  --quiet           print only the summary line\n"
@@ -73,6 +76,7 @@ int Run(const std::vector<std::string>& args) {
       if (!value(&v)) return Usage(absl::StrCat(a, " needs a value"));
       if (a == "--db") { db = v; continue; }
       if (a == "--init") { cfg.init_path = v; continue; }
+      if (a == "--data") { cfg.data_path = v; continue; }
       if (a == "--save") { cfg.save_path = v; continue; }
       if (a == "--profile") {
         if (auto p = compiler::FindProfile(v); !p.ok()) return Usage(std::string(p.status().message()));
@@ -98,6 +102,7 @@ int Run(const std::vector<std::string>& args) {
       else if (a == "--batch" && n >= 1) cfg.batch = static_cast<int>(n);
       else if (a == "--batch-after" && n >= 1) cfg.batch_after = static_cast<int>(n);
       else if (a == "--change-step") cfg.change_step = static_cast<int>(n);
+      else if (a == "--eval-every" && n >= 0) cfg.eval_every = static_cast<int>(n);
       else return Usage(absl::StrCat("unknown option or bad value: ", a, " ", v));
       continue;
     }
