@@ -3,6 +3,8 @@
 // path, and data parallel over two chips gives the single-chip losses.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "core/shardscope.h"
 #include "samples/samples.h"
 
@@ -60,6 +62,32 @@ TEST(LlamaSample, BadDataFileIsAClearError) {
   Shutdown();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/corpus.txt"), std::string::npos) << r.status();
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// The goal, as a user runs it: `shardscope run llama --data GPL-3
+// --steps 300` reaches a held-out loss below 2.5 nats per byte.
+TEST(LlamaSample, Gpl3HeldOutLossBelow2_5) {
+  const char* gpl = "/usr/share/common-licenses/GPL-3";
+  if (FILE* f = std::fopen(gpl, "r")) std::fclose(f);
+  else GTEST_SKIP() << gpl << " is missing (Debian's base-files ships it)";
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  samples::SampleConfig c;
+  c.steps = 300;
+  c.eval_every = 50;
+  c.data_path = gpl;
+  auto r = samples::RunLlama(c);
+  Shutdown();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_FALSE(r->eval_losses.empty());
+  EXPECT_LT(r->eval_losses.back().second, 2.5);
+  std::printf("llama on GPL-3: held-out loss %.3f nats/byte after %d steps\n", r->eval_losses.back().second,
+              r->eval_losses.back().first + 1);
 }
 
 }  // namespace
