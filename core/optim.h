@@ -58,6 +58,8 @@ class AdamW {
   void set_lr(double lr) { opts_.lr = lr; }
   double lr() const { return opts_.lr; }
   int steps_taken() const { return t_; }
+  // Resuming from a checkpoint: the bias corrections continue from `t`.
+  void set_steps_taken(int t) { t_ = t; }
   // The moment tensors, for checkpoints.
   std::vector<Tensor*> state();
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
 #include "samples/samples.h"
@@ -155,8 +156,23 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
   ss::optim::AdamW opt(params, {.lr = cfg.llama_lr, .weight_decay = 0.01});
   ss::optim::WarmupCosine sched{.peak = cfg.llama_lr, .warmup_steps = std::min(20, cfg.steps / 10),
                                 .total_steps = cfg.steps, .floor = cfg.llama_lr / 10};
+  // Checkpoints hold the weights and AdamW's moments, so a resumed run
+  // continues exactly where the saved one stopped.
+  std::vector<ss::Tensor*> saved = params;
+  for (ss::Tensor* t : opt.state()) saved.push_back(t);
   SampleResult result;
-  for (int step = 0; step < cfg.steps; ++step) {
+  if (!cfg.init_path.empty()) {
+    auto ckpt = ss::load_checkpoint(cfg.init_path);
+    if (!ckpt.ok()) return ckpt.status();
+    if (auto s = ss::load_into(*ckpt, saved, cfg.init_path); !s.ok()) return s;
+    if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() &&
+                                               !absl::SimpleAtoi(it->second, &result.first_step))
+      return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
+    ss::set_current_step(result.first_step);
+    opt.set_steps_taken(result.first_step);
+  }
+  const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  for (int step = result.first_step; step < end; ++step) {
     std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
     auto [x, y] = Batch(corpus->train, cfg.llama_batch, cfg.seq, rng);
     if (auto s = ss::mark_sharding(x, *mesh, {"data", ss::none}); !s.ok()) return s;
@@ -169,7 +185,7 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
     auto value = loss.item();
     if (!value.ok()) return value.status();
     std::optional<double> eval;
-    if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == cfg.steps)) {
+    if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == end)) {
       auto e = EvalLoss(model, corpus->held_out, cfg, *mesh);
       if (!e.ok()) return e.status();
       eval = *e;
@@ -180,7 +196,7 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
     if (cfg.on_step) cfg.on_step(step, *value);
   }
   if (!cfg.save_path.empty()) {
-    if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(cfg.steps)}, {"sample", "llama"}});
+    if (auto s = ss::save_checkpoint(cfg.save_path, saved, {{"step", std::to_string(end)}, {"sample", "llama"}});
         !s.ok())
       return s;
   }

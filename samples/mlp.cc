@@ -70,7 +70,8 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
       return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
     ss::set_current_step(result.first_step);
   }
-  for (int step = result.first_step; step < cfg.steps; ++step) {
+  const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  for (int step = result.first_step; step < end; ++step) {
     int64_t batch = (cfg.change_step >= 0 && step >= cfg.change_step) ? cfg.batch_after : cfg.batch;
     auto [x, y] = loader.next(batch, step);
     if (auto s = ss::mark_sharding(x, *mesh, {"data", ss::none}); !s.ok()) return s;
@@ -89,7 +90,7 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     if (cfg.on_step) cfg.on_step(step, *value);
   }
   if (!cfg.save_path.empty()) {
-    if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(cfg.steps)}, {"sample", "mlp"}});
+    if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(end)}, {"sample", "mlp"}});
         !s.ok())
       return s;
   }

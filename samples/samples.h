@@ -27,6 +27,9 @@ struct SampleConfig {
   // the weights to `save_path` at the end.
   std::string init_path;
   std::string save_path;
+  // Stop before this step (as if interrupted) while schedules still plan for
+  // `steps`; the checkpoint then resumes here. -1: run to `steps`.
+  int stop_at = -1;
   // llama: a text file to train on (bytes; the last 10% held out), else
   // synthetic text; held-out loss every `eval_every` steps (0: never).
   std::string data_path;

@@ -3,7 +3,10 @@
 // path, and data parallel over two chips gives the single-chip losses.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
+#include <string>
 
 #include "core/shardscope.h"
 #include "samples/samples.h"
@@ -52,6 +55,29 @@ TEST(LlamaSample, DataParallelEqualsOneChip) {
   ASSERT_TRUE(two.ok()) << two.status();
   for (size_t k = 0; k < one->losses.size(); ++k)
     EXPECT_NEAR(two->losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
+}
+
+// Weights and AdamW moments are saved, so a resumed run continues exactly.
+TEST(LlamaSample, ResumeIsBitForBit) {
+  samples::SampleConfig c = Tiny();
+  c.steps = 6;
+  c.eval_every = 0;
+  std::string path = ::testing::TempDir() + "/llama_resume_" + std::to_string(getpid()) + ".safetensors";
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  auto full = samples::RunLlama(c);
+  samples::SampleConfig first = c;
+  first.stop_at = 3;  // interrupted: the schedule still plans for 6 steps
+  first.save_path = path;
+  ASSERT_TRUE(samples::RunLlama(first).ok());
+  samples::SampleConfig second = c;
+  second.init_path = path;
+  auto rest = samples::RunLlama(second);
+  Shutdown();
+  ASSERT_TRUE(full.ok()) << full.status();
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  ASSERT_EQ(rest->losses.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) EXPECT_EQ(rest->losses[k], full->losses[3 + k]) << "step " << 3 + k;
+  std::remove(path.c_str());
 }
 
 TEST(LlamaSample, BadDataFileIsAClearError) {

@@ -45,7 +45,9 @@ constexpr const char* kRunHelp =
     "  --data FILE       llama: train on this text file's bytes (last 10% held out)\n"
     "  --eval-every N    llama: held-out loss every N steps (default 50; 0: never)\n"
     "  --init FILE       start from a safetensors checkpoint (resumes at its step)\n"
-    "  --save FILE       write the trained weights as a safetensors checkpoint\n"
+    "  --save FILE       write the trained weights (and optimizer state) as a safetensors checkpoint\n"
+    "  --stop-at K       stop before step K as if interrupted (schedules still plan for --steps);\n"
+    "                    with --save, a later --init FILE resumes at step K\n"
     "  --quiet           print only the summary line\n"
     "\n"
     "samples:\n";
@@ -103,6 +105,7 @@ int Run(const std::vector<std::string>& args) {
       else if (a == "--batch-after" && n >= 1) cfg.batch_after = static_cast<int>(n);
       else if (a == "--change-step") cfg.change_step = static_cast<int>(n);
       else if (a == "--eval-every" && n >= 0) cfg.eval_every = static_cast<int>(n);
+      else if (a == "--stop-at" && n >= 0) cfg.stop_at = static_cast<int>(n);
       else return Usage(absl::StrCat("unknown option or bad value: ", a, " ", v));
       continue;
     }
