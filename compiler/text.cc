@@ -229,6 +229,8 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
 
 }  // namespace
 
+std::string PrintInstruction(const Instruction& i, const PrintOptions& o) { return PrintInstr(i, o); }
+
 std::string PrintModule(const Module& m, const PrintOptions& o) {
   std::string out = absl::StrCat("module @", m.name(), " attributes {mhlo.num_partitions = ",
                                  m.num_partitions(), " : i32} {\n  func.func @main(");

@@ -15,5 +15,7 @@ struct PrintOptions {
 };
 
 std::string PrintModule(const Module& m, const PrintOptions& opts = {});
+// One instruction's line ("    %7 = stablehlo.add %3, %5 : ...").
+std::string PrintInstruction(const Instruction& i, const PrintOptions& opts = {});
 
 }  // namespace shardscope::compiler

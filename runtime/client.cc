@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "compiler/fingerprint.h"
+#include "compiler/passes.h"
 #include "compiler/text.h"
 #include "profiler/trace/recorder.h"
 #include "runtime/collectives.h"
@@ -69,7 +70,10 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
     auto it = cache_.find(key);
     if (it != cache_.end()) return CompileResult{it->second, CacheOutcome::kMemoryHit, trace::HostNowNs() - t0};
   }
-  auto spmd = compiler::SpmdPartition(global, num_devices());
+  // CSE and DCE first: the partitioner and the executor see the smaller graph.
+  compiler::PassStats pass_stats;
+  std::unique_ptr<compiler::Module> simplified = compiler::Simplify(global, &pass_stats);
+  auto spmd = compiler::SpmdPartition(*simplified, num_devices());
   if (!spmd.ok()) return spmd.status();
   auto exe = std::make_shared<Executable>();
   exe->graph_id = trace::NextId();
