@@ -35,14 +35,7 @@ class DemoTest : public ::testing::Test {
     run_1x1_ = new Output(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", *single_,
                                            " --mesh 1x1 --steps 20 --quiet")));
   }
-  static store::QueryResult Q(const std::string& db, const std::string& sql) {
-    auto r = store::Reader::Open(db);
-    EXPECT_TRUE(r.ok()) << r.status();
-    if (!r.ok()) return {};
-    auto q = r->Query(sql);
-    EXPECT_TRUE(q.ok()) << q.status() << "\n" << sql;
-    return q.ok() ? *q : store::QueryResult{};
-  }
+  static store::QueryResult Q(const std::string& db, const std::string& sql) { return e2e::Q(db, sql); }
   static std::string* sharded_;
   static std::string* single_;
   static Output* run_2x2_;

@@ -18,15 +18,7 @@ namespace {
 using e2e::Output;
 using e2e::Shell;
 using e2e::TempDb;
-
-store::QueryResult Q(const std::string& db, const std::string& sql) {
-  auto r = store::Reader::Open(db);
-  EXPECT_TRUE(r.ok()) << r.status();
-  if (!r.ok()) return {};
-  auto q = r->Query(sql);
-  EXPECT_TRUE(q.ok()) << q.status() << "\n" << sql;
-  return q.ok() ? *q : store::QueryResult{};
-}
+using e2e::Q;
 
 class KernelStatsTest : public ::testing::Test {
  protected:

@@ -1,5 +1,5 @@
-// Helpers of the end-to-end tests: run a command and capture its output, and
-// a fresh database path in the test's temporary directory.
+// Helpers of the end-to-end tests: run a command and capture its output, a
+// fresh database path in the test's temporary directory, and a query.
 #pragma once
 
 #include <sys/wait.h>
@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "store/reader.h"
 
 namespace shardscope::e2e {
 
@@ -36,6 +37,16 @@ inline std::string TempDb(const std::string& name) {
   std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), ".db");
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
   return path;
+}
+
+// Runs `sql` on the database at `db`; a failure fails the test and gives no rows.
+inline store::QueryResult Q(const std::string& db, const std::string& sql) {
+  auto r = store::Reader::Open(db);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  auto q = r->Query(sql);
+  EXPECT_TRUE(q.ok()) << q.status() << "\n" << sql;
+  return q.ok() ? *q : store::QueryResult{};
 }
 
 }  // namespace shardscope::e2e
