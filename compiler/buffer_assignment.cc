@@ -25,7 +25,7 @@ std::string OpName(const Instruction& i) {
 }
 }  // namespace
 
-MemoryPlan PlanMemory(const Module& program) {
+MemoryPlan PlanMemory(const Module& program, const FusionPlan* fusion) {
   MemoryPlan plan;
   const auto& instrs = program.instructions();
   const int64_t n = static_cast<int64_t>(instrs.size());
@@ -39,15 +39,20 @@ MemoryPlan PlanMemory(const Module& program) {
     const Instruction& i = *instrs[k];
     BufferInfo& b = plan.buffers[k];
     b.instruction_id = i.id;
-    b.op = OpName(i);
-    b.bytes = i.shape.bytes();
+    b.op = fusion ? KernelName(i, fusion) : OpName(i);
+    // An op fused into a kernel makes no buffer; the kernel reads its
+    // operands when it runs, at its root.
+    const bool absorbed = fusion && fusion->Absorbed(i.id);
+    b.bytes = absorbed ? 0 : i.shape.bytes();
+    const FusedKernel* kern = fusion ? fusion->KernelOf(i.id) : nullptr;
+    const int64_t at = kern ? index_of_id[kern->root->id] : k;
     b.first = b.last = k;
     b.parameter = i.op == Opcode::kParameter;
     b.loc = i.loc;
     b.scope = i.scope;
     for (const Instruction* o : i.operands) {
       BufferInfo& ob = plan.buffers[index_of_id[o->id]];
-      ob.last = std::max(ob.last, k);
+      ob.last = std::max(ob.last, at);
     }
   }
   for (const Instruction* o : program.outputs()) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/fusion.h"
 #include "compiler/ir.h"
 
 namespace shardscope::compiler {
@@ -40,7 +41,9 @@ struct MemoryPlan {
   std::string DescribeLargestAtPeak(int n) const;
 };
 
-MemoryPlan PlanMemory(const Module& program);
+// With `fusion`, ops absorbed into a kernel take no memory and a kernel's
+// outside operands live until the kernel runs.
+MemoryPlan PlanMemory(const Module& program, const FusionPlan* fusion = nullptr);
 
 // "3.1 MiB"
 std::string FormatBytes(int64_t bytes);

@@ -156,6 +156,9 @@ void CostModel::Bytes(const Instruction& i, int64_t* read, int64_t* written) {
       return;
     case Opcode::kIota:
       return;  // writes only
+    case Opcode::kOptimizationBarrier:  // a copy of its first operand; the rest are only waited for
+      *read = i.operands.empty() ? 0 : i.operands[0]->shape.bytes();
+      return;
     case Opcode::kSlice:
     case Opcode::kDynamicSlice:
     case Opcode::kGather: {
@@ -248,12 +251,16 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
   return Roofline(flops, read, written, matrix);
 }
 
-std::vector<OpCost> CostModel::ProgramCosts(const Module& program) const {
+std::vector<OpCost> CostModel::ProgramCosts(const Module& program, const FusionPlan* fusion) const {
   int64_t max_id = -1;
   for (const auto& i : program.instructions()) max_id = std::max(max_id, i->id);
   std::vector<OpCost> costs(static_cast<size_t>(max_id + 1));
-  for (const auto& i : program.instructions())
-    costs[static_cast<size_t>(i->id)] = InstructionCost(*i, program.num_partitions());
+  for (const auto& i : program.instructions()) {
+    const FusedKernel* k = fusion ? fusion->KernelOf(i->id) : nullptr;
+    if (!k) costs[static_cast<size_t>(i->id)] = InstructionCost(*i, program.num_partitions());
+    else if (k->root == i.get()) costs[static_cast<size_t>(i->id)] = KernelCost(k->members);
+    // An absorbed member costs nothing of its own: its kernel carries it.
+  }
   return costs;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/fusion.h"
 #include "compiler/ir.h"
 
 namespace shardscope::compiler {
@@ -97,7 +98,8 @@ class CostModel {
   OpCost TransferCost(int64_t bytes) const;
 
   // Costs of every instruction of a program, indexed by instruction id.
-  std::vector<OpCost> ProgramCosts(const Module& program) const;
+  // With `fusion`, a kernel's cost sits at its root and its other members cost 0.
+  std::vector<OpCost> ProgramCosts(const Module& program, const FusionPlan* fusion = nullptr) const;
 
  private:
   ChipProfile profile_;

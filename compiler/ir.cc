@@ -168,14 +168,15 @@ std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
 int64_t DimOr(const Shape& s, int64_t d) { return d >= 0 && d < s.rank() ? s.dims[d] : -1; }
 }  // namespace
 
-Instruction* Module::DotGeneral(Instruction* a, Instruction* b, DotDims dd, const SourceLoc& loc) {
+Instruction* Module::DotGeneral(Instruction* a, Instruction* b, DotDims dd, const SourceLoc& loc,
+                               std::optional<DType> result_type) {
   std::vector<int64_t> out;
   for (int64_t d : dd.lhs_batch) out.push_back(DimOr(a->shape, d));
   for (int64_t d : FreeDims(a->shape.rank(), dd.lhs_batch, dd.lhs_contracting))
     out.push_back(a->shape.dims[d]);
   for (int64_t d : FreeDims(b->shape.rank(), dd.rhs_batch, dd.rhs_contracting))
     out.push_back(b->shape.dims[d]);
-  Instruction* i = New(Opcode::kDotGeneral, Shape(a->shape.dtype, out), {a, b}, loc);
+  Instruction* i = New(Opcode::kDotGeneral, Shape(result_type.value_or(a->shape.dtype), out), {a, b}, loc);
   i->dot = std::move(dd);
   return i;
 }
@@ -259,8 +260,10 @@ Instruction* Module::Concatenate(std::vector<Instruction*> parts, int64_t dim, c
   return Finish(i);
 }
 
-Instruction* Module::Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc) {
-  Instruction* i = New(Opcode::kConvolution, {}, {lhs, rhs}, loc);
+Instruction* Module::Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc,
+                                 std::optional<DType> result_type) {
+  // The element type is read by InferShape (f32 may be asked for bf16/f16 operands).
+  Instruction* i = New(Opcode::kConvolution, Shape(result_type.value_or(lhs->shape.dtype), {}), {lhs, rhs}, loc);
   i->conv = std::move(c);
   return Finish(i);
 }
@@ -289,6 +292,12 @@ Instruction* Module::Scatter(Instruction* a, Instruction* indices, Instruction* 
 
 Instruction* Module::RngBitGenerator(Instruction* state, const Shape& shape, const SourceLoc& loc) {
   return New(Opcode::kRngBitGenerator, shape, {state}, loc);
+}
+
+Instruction* Module::OptimizationBarrier(Instruction* a, std::vector<Instruction*> after, const SourceLoc& loc) {
+  std::vector<Instruction*> ops = {a};
+  ops.insert(ops.end(), after.begin(), after.end());
+  return Finish(New(Opcode::kOptimizationBarrier, {}, std::move(ops), loc));
 }
 
 // ---------------------------------------------------------------- verifier

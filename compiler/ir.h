@@ -56,6 +56,7 @@ namespace shardscope::compiler {
   X(kGather, "stablehlo.gather", 2)                             \
   X(kScatter, "stablehlo.scatter", 3)                           \
   X(kRngBitGenerator, "stablehlo.rng_bit_generator", 1)         \
+  X(kOptimizationBarrier, "stablehlo.optimization_barrier", -1) \
   X(kAllReduce, "stablehlo.all_reduce", 1)                      \
   X(kAllGather, "stablehlo.all_gather", 1)
 
@@ -199,7 +200,10 @@ class Module {
                               std::vector<int64_t> broadcast_dims, const SourceLoc& loc = {});
   Instruction* Reshape(Instruction* a, std::vector<int64_t> out_dims, const SourceLoc& loc = {});
   Instruction* Transpose(Instruction* a, std::vector<int64_t> perm, const SourceLoc& loc = {});
-  Instruction* DotGeneral(Instruction* a, Instruction* b, DotDims dims, const SourceLoc& loc = {});
+  // `result_type`: the result's element type when it is not the operands'
+  // (f32 for bf16/f16 operands: accumulate and return in f32).
+  Instruction* DotGeneral(Instruction* a, Instruction* b, DotDims dims, const SourceLoc& loc = {},
+                          std::optional<DType> result_type = std::nullopt);
   Instruction* Reduce(Instruction* a, Instruction* init, std::vector<int64_t> dims, ReduceKind k,
                       const SourceLoc& loc = {});
   Instruction* DynamicSlice(Instruction* a, std::vector<Instruction*> starts,
@@ -216,7 +220,8 @@ class Module {
                                   std::vector<Instruction*> starts, const SourceLoc& loc = {});
   Instruction* Pad(Instruction* a, Instruction* value, PadDims p, const SourceLoc& loc = {});
   Instruction* Concatenate(std::vector<Instruction*> parts, int64_t dim, const SourceLoc& loc = {});
-  Instruction* Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc = {});
+  Instruction* Convolution(Instruction* lhs, Instruction* rhs, ConvDims c, const SourceLoc& loc = {},
+                           std::optional<DType> result_type = std::nullopt);
   Instruction* ReduceWindow(Instruction* a, Instruction* init, WindowDims w, ReduceKind k,
                             const SourceLoc& loc = {});
   Instruction* Gather(Instruction* a, Instruction* indices, GatherDims g, const SourceLoc& loc = {});
@@ -226,6 +231,12 @@ class Module {
   // same state gives the same bits. Unlike StableHLO it returns only the bits:
   // callers advance the state themselves (e.g. add 1 per step).
   Instruction* RngBitGenerator(Instruction* state, const Shape& shape, const SourceLoc& loc = {});
+  // `a` unchanged, but not available before every value in `after` is: the
+  // compiler may neither merge it with an equal value (CSE) nor compute what
+  // uses it earlier. StableHLO's optimization_barrier returns all its
+  // operands; ours returns the first and holds the rest (their unused results).
+  Instruction* OptimizationBarrier(Instruction* a, std::vector<Instruction*> after = {},
+                                   const SourceLoc& loc = {});
 
   // Adds an instruction built elsewhere (e.g. by a pass); assigns its id.
   Instruction* Add(std::unique_ptr<Instruction> instr);
@@ -244,7 +255,9 @@ class Module {
 
 // The result type an instruction's operands and attributes imply (its own
 // `shape` is not read, except for the ops whose result type is an attribute:
-// parameter, constant, iota, reshape, convert, rng_bit_generator). The builders
+// parameter, constant, iota, reshape, convert, rng_bit_generator, and the
+// element type of dot_general and convolution, which may be f32 for bf16/f16
+// operands). The builders
 // use it and leave -1 dims on failure; the verifier reports its error.
 absl::StatusOr<Shape> InferShape(const Instruction& i);
 

@@ -31,6 +31,15 @@ bool DistinctInRange(const std::vector<int64_t>& v, int64_t rank) {
 
 bool IsInt(DType t) { return t == DType::kI32 || t == DType::kI64; }
 
+// dot_general and convolution may return f32 for bf16/f16 operands (StableHLO
+// lets their result element type differ from the operands'): the products are
+// accumulated in f32 and not rounded back, which is how mixed precision keeps
+// f32 accuracy in its sums. The instruction's own element type says which.
+DType ContractionResultType(const Instruction& i, DType operands) {
+  const bool half = operands == DType::kBF16 || operands == DType::kF16;
+  return half && i.shape.dtype == DType::kF32 ? DType::kF32 : operands;
+}
+
 // Size of a dimension after dilation by `dil` and padding by lo/hi, then the
 // number of windows of dilated size that fit at stride `stride` (StableHLO's
 // formula for convolution and reduce_window).
@@ -87,7 +96,7 @@ absl::StatusOr<Shape> InferConvolution(const Instruction& i) {
         WindowCount(l.dims[c.input_spatial[k]], lo, hi, At(c.lhs_dilation, k, 1), r.dims[c.kernel_spatial[k]],
                     At(c.rhs_dilation, k, 1), At(c.window_strides, k, 1));
   }
-  return Shape(l.dtype, dims);
+  return Shape(ContractionResultType(i, l.dtype), dims);
 }
 
 absl::StatusOr<Shape> InferReduceWindow(const Instruction& i) {
@@ -237,7 +246,7 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
         if (!Contains(lhs_all, k)) d.push_back(in(0).dims[k]);
       for (int k = 0; k < in(1).rank(); ++k)
         if (!Contains(rhs_all, k)) d.push_back(in(1).dims[k]);
-      return Shape(in(0).dtype, d);
+      return Shape(ContractionResultType(i, in(0).dtype), d);
     }
     case Opcode::kReduce: {
       if (!DistinctInRange(i.dims, in(0).rank())) return Err("reduce dimensions out of range or repeated");
@@ -316,6 +325,9 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
       if (in(0) != Shape(DType::kI64, {2})) return Err("the state must be tensor<2xi64>");
       if (!IsInt(i.shape.dtype)) return Err("random bits are i32 or i64");
       return i.shape;
+    case Opcode::kOptimizationBarrier:
+      if (ops.empty()) return Err("optimization_barrier needs at least one operand");
+      return in(0);
     case Opcode::kAllReduce:
       return in(0);
     case Opcode::kAllGather: {

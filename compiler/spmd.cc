@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <numeric>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 
@@ -237,6 +238,80 @@ ReducePlan PlanReduce(const Instruction& i, const Tiles& t, int n) {
   return p;
 }
 
+// convolution (one group), split one of two ways; anything else is computed whole:
+//  - by the input's batch dim, the kernel whole: each device convolves its
+//    share of the batch and the result keeps the split on its batch dim
+//    (the forward pass and the input gradient of data-parallel training);
+//  - by the input's feature dim, the kernel split alike on its input-feature
+//    dim: each device sums over its share of the features and an all-reduce
+//    adds the partial results (the kernel gradient, which contracts the batch).
+struct ConvPlan {
+  Tiles lhs, rhs, out;
+  std::vector<std::vector<int64_t>> groups;  // partial sums to add (feature split)
+};
+
+std::optional<ConvPlan> PlanConv(const Instruction& i, const Tiles& tl, int n) {
+  const ConvDims& c = i.conv;
+  if (c.feature_group_count != 1 || c.batch_group_count != 1) return std::nullopt;
+  int split = -1;
+  for (int d = 0; d < tl.rank(); ++d) {
+    if (tl.dims[d] == 1) continue;
+    if (split >= 0) return std::nullopt;  // split along two dims
+    split = d;
+  }
+  if (split < 0 || (split != c.input_batch && split != c.input_feature)) return std::nullopt;
+  const int rrank = i.operands[1]->shape.rank(), orank = i.shape.rank();
+  ConvPlan p;
+  p.lhs = tl;
+  if (split == c.input_batch) {
+    p.rhs = Tiles::Replicated(rrank, n);
+    std::vector<int64_t> od(orank + 1, 1);
+    od[c.output_batch] = tl.dims[split];
+    od.back() = tl.repl();
+    p.out = Tiles::Build(od, n, [&](int64_t d) {
+      std::vector<int64_t> oc(orank + 1, 0);
+      oc[c.output_batch] = tl.Coords(d)[split];
+      oc.back() = tl.Coords(d).back();
+      return oc;
+    });
+    return p;
+  }
+  std::vector<int64_t> rd(rrank + 1, 1);
+  rd[c.kernel_input_feature] = tl.dims[split];
+  rd.back() = tl.repl();
+  p.rhs = Tiles::Build(rd, n, [&](int64_t d) {
+    std::vector<int64_t> rc(rrank + 1, 0);
+    rc[c.kernel_input_feature] = tl.Coords(d)[split];
+    rc.back() = tl.Coords(d).back();
+    return rc;
+  });
+  p.out = Tiles::Replicated(orank, n);
+  p.groups = GroupsVarying(tl, {split});
+  return p;
+}
+
+// pad keeps the operand's split on the dims it does not pad.
+bool PadKeepsSplit(const Instruction& i, const Tiles& t) {
+  for (int d = 0; d < t.rank(); ++d)
+    if (t.dims[d] > 1 && (i.pad.low[d] != 0 || i.pad.high[d] != 0 || i.pad.interior[d] != 0)) return false;
+  return true;
+}
+
+// reduce_window keeps the operand's split where its window is one element
+// wide, unstrided and unpadded (the batch and channels of pooling).
+bool WindowKeepsSplit(const Instruction& i, const Tiles& t) {
+  const WindowDims& w = i.window;
+  auto at = [](const std::vector<int64_t>& v, int k) { return k < static_cast<int>(v.size()) ? v[k] : 1; };
+  for (int d = 0; d < t.rank(); ++d) {
+    if (t.dims[d] == 1) continue;
+    bool padded = d < static_cast<int>(w.padding.size()) && (w.padding[d].first != 0 || w.padding[d].second != 0);
+    if (w.dimensions[d] != 1 || at(w.strides, d) != 1 || at(w.base_dilations, d) != 1 ||
+        at(w.window_dilations, d) != 1 || padded)
+      return false;
+  }
+  return true;
+}
+
 // broadcast_in_dim: operand dims keep their split where the size is kept.
 Tiles BroadcastOut(const Instruction& i, const Tiles& t, int n) {
   int orank = i.shape.rank();
@@ -403,6 +478,28 @@ class Partitioner {
         case Opcode::kReduce:
           sh_[i.id] = PlanReduce(i, sh_[i.operands[0]->id], n_).out;
           via_[i.id] = "reduce";
+          break;
+        case Opcode::kConvolution: {
+          auto p = PlanConv(i, sh_[i.operands[0]->id], n_);
+          sh_[i.id] = p ? p->out : Tiles::Replicated(rank, n_);
+          via_[i.id] = "convolution";
+          break;
+        }
+        case Opcode::kReduceWindow: {
+          const Tiles& t = sh_[i.operands[0]->id];
+          sh_[i.id] = WindowKeepsSplit(i, t) ? t : Tiles::Replicated(rank, n_);
+          via_[i.id] = "reduce_window";
+          break;
+        }
+        case Opcode::kPad: {
+          const Tiles& t = sh_[i.operands[0]->id];
+          sh_[i.id] = PadKeepsSplit(i, t) ? t : Tiles::Replicated(rank, n_);
+          via_[i.id] = "pad";
+          break;
+        }
+        case Opcode::kOptimizationBarrier:  // the value passes through as it is laid out
+          sh_[i.id] = sh_[i.operands[0]->id];
+          via_[i.id] = "optimization_barrier";
           break;
         case Opcode::kAllReduce:
         case Opcode::kAllGather:
@@ -587,12 +684,20 @@ class Partitioner {
         if (!a.ok()) return a.status();
         auto b = Operand(i, 1, p.rhs);
         if (!b.ok()) return b.status();
-        r = m.DotGeneral(*a, *b, i.dot, i.loc);
+        r = m.DotGeneral(*a, *b, i.dot, i.loc, i.shape.dtype);
         if (p.partial) {
           r = m.AllReduce(r, ReduceKind::kSum, p.groups, i.loc);
           ++result_.collectives;
         }
         if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kOptimizationBarrier: {
+        // Each device holds its own shard; the values it waits for are not
+        // read, so they are taken in whatever layout they have.
+        std::vector<Instruction*> after;
+        for (size_t k = 1; k < i.operands.size(); ++k) after.push_back(lv_[i.operands[k]->id]);
+        r = m.OptimizationBarrier(lv_[i.operands[0]->id], std::move(after), i.loc);
         break;
       }
       case Opcode::kReduce: {
@@ -603,6 +708,46 @@ class Partitioner {
           ++result_.collectives;
         }
         if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kConvolution: {
+        auto p = PlanConv(i, sh_[i.operands[0]->id], n_);
+        if (!p) {
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
+          break;
+        }
+        auto a = Operand(i, 0, p->lhs);
+        if (!a.ok()) return a.status();
+        auto b = Operand(i, 1, p->rhs);
+        if (!b.ok()) return b.status();
+        r = m.Convolution(*a, *b, i.conv, i.loc, i.shape.dtype);
+        if (!p->groups.empty()) {
+          r = m.AllReduce(r, ReduceKind::kSum, p->groups, i.loc);
+          ++result_.collectives;
+        }
+        if (absl::Status s = Fix(&r, i, p->out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kReduceWindow: {
+        const Tiles& t = sh_[i.operands[0]->id];
+        if (!WindowKeepsSplit(i, t)) {
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
+          break;
+        }
+        r = m.ReduceWindow(lv_[i.operands[0]->id], lv_[i.operands[1]->id], i.window, i.reduce, i.loc);
+        if (absl::Status s = Fix(&r, i, t, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kPad: {
+        const Tiles& t = sh_[i.operands[0]->id];
+        if (!PadKeepsSplit(i, t)) {
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
+          break;
+        }
+        auto v = Operand(i, 1, Tiles::Replicated(0, n_));
+        if (!v.ok()) return v.status();
+        r = m.Pad(lv_[i.operands[0]->id], *v, i.pad, i.loc);
+        if (absl::Status s = Fix(&r, i, t, out); !s.ok()) return s;
         break;
       }
       case Opcode::kDynamicSlice: {
@@ -619,19 +764,7 @@ class Partitioner {
       }
       default: {
         if (!IsElementwise(i.op)) {
-          // No split rule for this op yet: every device computes it whole on
-          // whole operands (gathered if they were split, and recorded as such).
-          std::vector<Instruction*> ops;
-          for (size_t k = 0; k < i.operands.size(); ++k) {
-            auto v = Operand(i, static_cast<int>(k), Tiles::Replicated(i.operands[k]->shape.rank(), n_));
-            if (!v.ok()) return v.status();
-            ops.push_back(*v);
-          }
-          auto e = std::make_unique<Instruction>(i);
-          e->operands = ops;
-          e->sharding.reset();
-          r = m.Add(std::move(e));
-          if (absl::Status s = Fix(&r, i, Tiles::Replicated(i.shape.rank(), n_), out); !s.ok()) return s;
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
           break;
         }
         std::vector<Instruction*> ops;
@@ -659,6 +792,23 @@ class Partitioner {
     if (r->scope.empty()) r->scope = i.scope;
     lv_[i.id] = r;
     return absl::OkStatus();
+  }
+
+  // No split rule for this op (or for how its operands are split): every
+  // device computes it whole on whole operands (gathered if they were split,
+  // and recorded as such), then takes its share of the result.
+  absl::Status EmitWhole(const Instruction& i, Instruction** r) {
+    std::vector<Instruction*> ops;
+    for (size_t k = 0; k < i.operands.size(); ++k) {
+      auto v = Operand(i, static_cast<int>(k), Tiles::Replicated(i.operands[k]->shape.rank(), n_));
+      if (!v.ok()) return v.status();
+      ops.push_back(*v);
+    }
+    auto e = std::make_unique<Instruction>(i);
+    e->operands = ops;
+    e->sharding.reset();
+    *r = result_.local->Add(std::move(e));
+    return Fix(r, i, Tiles::Replicated(i.shape.rank(), n_), sh_[i.id]);
   }
 
   // When an op's natural result layout differs from the one assigned to it.

@@ -208,6 +208,9 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
     case Opcode::kRngBitGenerator:
       body = absl::StrCat(name, " ", a, ", algorithm = DEFAULT : ", FunctionalType(i));
       break;
+    case Opcode::kOptimizationBarrier:  // StableHLO's form when it holds one value
+      body = absl::StrCat(name, " ", a, " : ", i.operands.size() == 1 ? i.shape.ToMlir() : FunctionalType(i));
+      break;
     case Opcode::kAllGather:
       body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", i.dims[0],
                           " : i64, replica_groups = ", Groups(i.replica_groups), "} : ",

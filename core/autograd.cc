@@ -6,7 +6,10 @@
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "core/autocast.h"
 #include "core/ops.h"
+#include "core/ops_cnn.h"
+#include "core/remat.h"
 
 namespace shardscope {
 namespace {
@@ -192,26 +195,36 @@ std::vector<Tensor> Vjp(const std::shared_ptr<Node>& np, const Tensor& g) {
       }
       return {Tensor(), Tensor()};
     }
+    case Opcode::kOptimizationBarrier: {  // the identity on its first operand
+      std::vector<Tensor> out(n.operands.size());
+      out[0] = g;
+      return out;
+    }
     case Opcode::kDotGeneral: {
+      // Under autocast the result is f32 and the operands bf16: their
+      // gradients take their type (g rounded once; the GEMMs still sum in f32).
+      const Tensor gd = Convert(g, n.operands[0]->shape.dtype, loc);
       const auto& dd = n.dot;
       int nb = static_cast<int>(dd.lhs_batch.size());
       int lhs_free = n.operands[0]->shape.rank() - nb - static_cast<int>(dd.lhs_contracting.size());
-      Tensor ga = DotGrad(g, op(1), n.operands[0]->shape, dd.lhs_batch, dd.lhs_contracting, dd.rhs_batch,
+      Tensor ga = DotGrad(gd, op(1), n.operands[0]->shape, dd.lhs_batch, dd.lhs_contracting, dd.rhs_batch,
                           dd.rhs_contracting, true, nb + lhs_free, loc);
       // For the rhs, g's lhs-free dims are contracted with the lhs's free dims;
-      // move g's rhs-free dims ahead of them first.
+      // move gd's rhs-free dims ahead of them first.
       std::vector<int64_t> perm;
-      int rhs_free = g.rank() - nb - lhs_free;
+      int rhs_free = gd.rank() - nb - lhs_free;
       for (int k = 0; k < nb; ++k) perm.push_back(k);
       for (int k = 0; k < rhs_free; ++k) perm.push_back(nb + lhs_free + k);
       for (int k = 0; k < lhs_free; ++k) perm.push_back(nb + k);
       bool id = true;
       for (size_t k = 0; k < perm.size(); ++k) id &= perm[k] == static_cast<int64_t>(k);
-      Tensor gt = id ? g : Transpose(g, perm, loc);
+      Tensor gt = id ? gd : Transpose(gd, perm, loc);
       Tensor gb = DotGrad(gt, op(0), n.operands[1]->shape, dd.rhs_batch, dd.rhs_contracting, dd.lhs_batch,
                           dd.lhs_contracting, false, nb + rhs_free, loc);
       return {ga, gb};
     }
+    case Opcode::kConvolution: return ConvolutionVjp(np, g);  // core/ops_cnn.cc
+    case Opcode::kReduceWindow: return ReduceWindowVjp(np, g);
     default:
       return std::vector<Tensor>(n.operands.size());
   }
@@ -229,29 +242,53 @@ absl::Status backward(const Tensor& loss, std::source_location sl) {
   if (!loss.requires_grad())
     return absl::InvalidArgumentError(absl::StrCat("backward: the loss does not depend on any tensor that requires a "
                                                    "gradient (at ", where.file, ":", where.line, ")"));
+  internal::Backprop({{loss.node(), internal::Broadcast(internal::Constant(1, loss.dtype(), where),
+                                                        loss.shape().dims, {}, where)}},
+                     {}, where);
+  return absl::OkStatus();
+}
+
+namespace internal {
+
+std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std::shared_ptr<Node>, Tensor>>& seeds,
+                                                 const std::unordered_set<const Node*>& stops,
+                                                 const SourceLoc& where) {
   // Topological order of the nodes that need gradients (iterative DFS).
   std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<Node*> seen;
-  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{loss.node(), 0}};
-  seen.insert(loss.node().get());
-  while (!stack.empty()) {
-    auto& [n, k] = stack.back();
-    if (n->grad_leaf || k >= n->operands.size()) {
-      order.push_back(n);
-      stack.pop_back();
-      continue;
+  for (const auto& [root, g0] : seeds) {
+    if (!seen.insert(root.get()).second) continue;
+    std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [n, k] = stack.back();
+      const auto& edges = GradEdges(*n);
+      if (n->grad_leaf || stops.count(n.get()) || k >= edges.size()) {
+        order.push_back(n);
+        stack.pop_back();
+        continue;
+      }
+      auto child = edges[k++];
+      if (child->requires_grad && seen.insert(child.get()).second) stack.push_back({child, 0});
     }
-    auto child = n->operands[k++];
-    if (child->requires_grad && seen.insert(child.get()).second) stack.push_back({child, 0});
   }
   std::unordered_map<Node*, Tensor> grads;
-  grads[loss.node().get()] = internal::Broadcast(internal::Constant(1, loss.dtype(), where), loss.shape().dims, {}, where);
+  for (const auto& [root, g0] : seeds) {
+    auto [slot, fresh] = grads.try_emplace(root.get(), g0);
+    if (!fresh) slot->second = internal::Binary(Opcode::kAdd, slot->second, g0, where);
+  }
   NoGradGuard no_grad;  // gradient graphs are not themselves differentiated
+  AutocastGuard no_autocast(std::nullopt);  // gradients take their values' types (see the dot's Vjp)
+  RematPass remat;
+  std::unordered_map<const Node*, Tensor> stopped;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     const auto& n = *it;
     auto gi = grads.find(n.get());
     if (gi == grads.end()) continue;
     Tensor g = gi->second;
+    if (stops.count(n.get())) {
+      stopped[n.get()] = g;
+      continue;
+    }
     if (n->grad_leaf) {
       TensorImpl* leaf = n->grad_leaf;
       if (leaf->grad) {
@@ -264,16 +301,19 @@ absl::Status backward(const Tensor& loss, std::source_location sl) {
       if (leaf->grad && leaf->grad->name.empty()) leaf->grad->name = absl::StrCat(leaf->name, ".grad");
       continue;
     }
-    std::vector<Tensor> og = Vjp(n, g);
-    for (size_t k = 0; k < n->operands.size() && k < og.size(); ++k) {
-      const auto& o = n->operands[k];
+    std::vector<Tensor> og = remat.Handles(*n) ? remat.Vjp(n, g) : Vjp(n, g);
+    const auto& edges = GradEdges(*n);
+    for (size_t k = 0; k < edges.size() && k < og.size(); ++k) {
+      const auto& o = edges[k];
       if (!o->requires_grad || !og[k].defined()) continue;
       auto [slot, fresh] = grads.try_emplace(o.get(), og[k]);
       if (!fresh) slot->second = internal::Binary(Opcode::kAdd, slot->second, og[k], o->loc);
     }
     grads.erase(gi);
   }
-  return absl::OkStatus();
+  return stopped;
 }
+
+}  // namespace internal
 
 }  // namespace shardscope

@@ -123,6 +123,8 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
         instr->pad = n->pad;
         instr->gather = n->gather;
         instr->scatter = n->scatter;
+        instr->conv = n->conv;
+        instr->window = n->window;
         instr->reduce = n->reduce;
         instr->compare = n->compare;
         instr->literal = n->literal;

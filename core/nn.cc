@@ -152,6 +152,67 @@ Tensor SwiGLU::operator()(const Tensor& x, std::source_location loc) const {
   return down(mul(silu(gate(x, loc), loc), up(x, loc), loc), loc);
 }
 
+Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t s, int64_t p, bool with_bias, std::string name,
+               uint64_t seed, std::source_location loc)
+    : Module(name), stride(s), padding(p) {
+  std::mt19937_64 rng(seed ^ std::hash<std::string>{}(name));
+  float bound = 1.0f / std::sqrt(static_cast<float>(in * kernel * kernel));
+  std::uniform_real_distribution<float> u(-bound, bound);
+  Literal w(Shape(DType::kF32, {out, in, kernel, kernel}));
+  for (int64_t k = 0; k < w.elements(); ++k) w.as<float>()[k] = u(rng);
+  weight = Tensor::from_host(std::move(w), name + ".weight", loc);
+  weight.requires_grad_();
+  if (with_bias) {
+    Literal b(Shape(DType::kF32, {out}));
+    for (int64_t k = 0; k < b.elements(); ++k) b.as<float>()[k] = u(rng);
+    bias = Tensor::from_host(std::move(b), name + ".bias", loc);
+    bias.requires_grad_();
+  }
+}
+
+std::vector<Tensor*> Conv2d::parameters() {
+  if (bias.defined()) return {&weight, &bias};
+  return {&weight};
+}
+
+Tensor Conv2d::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  return conv2d(x, weight, bias, stride, padding, loc);
+}
+
+BatchNorm2d::BatchNorm2d(int64_t channels, std::string name, double e, double m, std::source_location loc)
+    : Module(name), eps(e), momentum(m) {
+  weight = Tensor::from_host(Filled(channels, 1.f), name + ".weight", loc);
+  bias = Tensor::from_host(Filled(channels, 0.f), name + ".bias", loc);
+  running_mean = Tensor::from_host(Filled(channels, 0.f), name + ".running_mean", loc);
+  running_var = Tensor::from_host(Filled(channels, 1.f), name + ".running_var", loc);
+  weight.requires_grad_();
+  bias.requires_grad_();
+}
+
+Tensor BatchNorm2d::operator()(const Tensor& x, std::source_location loc) {
+  NameScope scope(name());
+  return batch_norm2d(x, running_mean, running_var, weight, bias, training, momentum, eps, loc);
+}
+
+Tensor MaxPool2d::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  return max_pool2d(x, kernel, stride, padding, loc);
+}
+
+Tensor AvgPool2d::operator()(const Tensor& x, std::source_location loc) const {
+  NameScope scope(name());
+  return avg_pool2d(x, kernel, stride, padding, loc);
+}
+
+Dropout::Dropout(double prob, std::string name, uint64_t seed)
+    : Module(name), p(prob), generator(seed ^ std::hash<std::string>{}(name), name + ".rng") {}
+
+Tensor Dropout::operator()(const Tensor& x, std::source_location loc) {
+  NameScope scope(name());
+  return dropout(x, p, training, generator, loc);
+}
+
 }  // namespace nn
 
 std::vector<Tensor*> parameters(std::initializer_list<nn::Module*> modules) {

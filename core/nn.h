@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/ops_cnn.h"
 #include "core/tensor.h"
 
 namespace shardscope {
@@ -20,6 +21,8 @@ class Module {
   virtual ~Module() = default;
   const std::string& name() const { return name_; }
   virtual std::vector<Tensor*> parameters() = 0;
+  // State that is not trained but belongs in a checkpoint (BatchNorm2d's running statistics).
+  virtual std::vector<Tensor*> buffers() { return {}; }
 
  private:
   std::string name_;
@@ -94,6 +97,70 @@ class SwiGLU : public Module {
   Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
   std::vector<Tensor*> parameters() override;
   Linear gate, up, down;
+};
+
+// 2-D convolution of x [N, in, H, W] with weight [out, in, k, k] (+ bias
+// [out]), initialised like Linear: uniform in +-1/sqrt(in * k * k).
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t stride = 1, int64_t padding = 0, bool bias = true,
+         std::string name = "conv", uint64_t seed = 0, std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override;
+  Tensor weight;  // [out, in, k, k]
+  Tensor bias;    // [out], undefined without bias
+  int64_t stride, padding;
+};
+
+// Batch normalisation over N, H, W per channel of x [N, C, H, W] (see
+// batch_norm2d). `training` picks batch statistics (and updates the running
+// ones, as tensors on the devices) or the running statistics.
+class BatchNorm2d : public Module {
+ public:
+  BatchNorm2d(int64_t channels, std::string name = "bn", double eps = 1e-5, double momentum = 0.1,
+              std::source_location loc = std::source_location::current());
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current());
+  std::vector<Tensor*> parameters() override { return {&weight, &bias}; }
+  std::vector<Tensor*> buffers() override { return {&running_mean, &running_var}; }
+  Tensor weight;        // [C], ones
+  Tensor bias;          // [C], zeros
+  Tensor running_mean;  // [C], zeros
+  Tensor running_var;   // [C], ones
+  double eps, momentum;
+  bool training = true;
+};
+
+// Pooling over k x k windows of [N, C, H, W] (stride 0: the window size).
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0, std::string name = "pool")
+      : Module(std::move(name)), kernel(kernel), stride(stride), padding(padding) {}
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {}; }
+  int64_t kernel, stride, padding;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0, std::string name = "pool")
+      : Module(std::move(name)), kernel(kernel), stride(stride), padding(padding) {}
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) const;
+  std::vector<Tensor*> parameters() override { return {}; }
+  int64_t kernel, stride, padding;
+};
+
+// Dropout with its own device-side generator ("<name>.rng.state"), seeded
+// from `seed` and the name, so masks are reproducible and change every step
+// without recompiling. The identity when not `training`.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p, std::string name = "dropout", uint64_t seed = 0);
+  Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current());
+  std::vector<Tensor*> parameters() override { return {}; }
+  std::vector<Tensor*> buffers() override { return {&generator.state()}; }
+  double p;
+  bool training = true;
+  Generator generator;
 };
 
 }  // namespace nn

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/autocast.h"
+#include "core/remat.h"
 
 namespace shardscope {
 using compiler::Opcode;
@@ -31,6 +33,7 @@ std::shared_ptr<Node> NewNode(Opcode op, Shape shape, const std::vector<Tensor>&
   n->shape = std::move(shape);
   n->loc = loc;
   n->scope = g_scope;
+  n->seq = NextNodeSeq();
   for (const Tensor& t : operands) {
     n->operands.push_back(t.node());
     if (GradEnabled() && t.requires_grad()) n->requires_grad = true;
@@ -106,7 +109,10 @@ Tensor Reduce(const Tensor& a, std::vector<int64_t> dims, compiler::ReduceKind k
   return t;
 }
 
-Tensor Dot(const Tensor& a, const Tensor& b, compiler::DotDims dd, const SourceLoc& loc) {
+Tensor Dot(const Tensor& a_in, const Tensor& b_in, compiler::DotDims dd, const SourceLoc& loc) {
+  Tensor a = a_in, b = b_in;
+  absl::StatusOr<DType> result_type = AutocastOperands(&a, &b, loc);  // bf16 operands, f32 result
+  if (!result_type.ok()) return Error(result_type.status(), a_in.shape());
   std::vector<int64_t> out;
   auto is_in = [](const std::vector<int64_t>& v, int64_t d) { return std::find(v.begin(), v.end(), d) != v.end(); };
   for (int64_t d : dd.lhs_batch) out.push_back(a.shape().dims[d]);
@@ -114,7 +120,7 @@ Tensor Dot(const Tensor& a, const Tensor& b, compiler::DotDims dd, const SourceL
     if (!is_in(dd.lhs_batch, d) && !is_in(dd.lhs_contracting, d)) out.push_back(a.shape().dims[d]);
   for (int d = 0; d < b.rank(); ++d)
     if (!is_in(dd.rhs_batch, d) && !is_in(dd.rhs_contracting, d)) out.push_back(b.shape().dims[d]);
-  Tensor t = MakeOp(Opcode::kDotGeneral, Shape(a.dtype(), out), {a, b}, loc);
+  Tensor t = MakeOp(Opcode::kDotGeneral, Shape(*result_type, out), {a, b}, loc);
   if (t.status().ok()) t.node()->dot = std::move(dd);
   return t;
 }

@@ -86,14 +86,37 @@ Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm) {
   return norm;
 }
 
+SGD::SGD(std::vector<Tensor*> params, SGDOptions opts) : params_(std::move(params)), opts_(opts) {
+  if (opts_.momentum != 0)
+    for (Tensor* p : params_)
+      momentum_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("sgd.momentum." + p->name()));
+}
+
+std::vector<Tensor*> SGD::state() {
+  std::vector<Tensor*> out;
+  for (Tensor& m : momentum_) out.push_back(&m);
+  return out;
+}
+
 absl::Status SGD::step() {
   NoGradGuard no_grad;
   // Data, not Tensor::scalar: the rate must never be inlined into the graph.
   Tensor lr = Tensor::from_host(Literal::Scalar(DType::kF32, opts_.lr), "lr");
-  for (Tensor* p : params_) {
+  // Plain SGD records exactly the graph it always did; the extras only when asked for.
+  Tensor decay = opts_.weight_decay != 0 ? Data(opts_.weight_decay, "sgd.weight_decay") : Tensor();
+  Tensor mu = opts_.momentum != 0 ? Data(opts_.momentum, "sgd.momentum") : Tensor();
+  for (size_t k = 0; k < params_.size(); ++k) {
+    Tensor* p = params_[k];
     Tensor g = p->grad();
     if (!g.defined()) continue;
-    Tensor update = sub(*p, mul(g, broadcast_to(lr, p->shape().dims)));
+    const auto& d = p->shape().dims;
+    if (decay.defined()) g = add(g, mul(*p, broadcast_to(decay, d)));
+    if (mu.defined()) {
+      Tensor buf = add(mul(momentum_[k], broadcast_to(mu, d)), g);
+      if (absl::Status s = momentum_[k].assign(buf); !s.ok()) return s;
+      g = buf;
+    }
+    Tensor update = sub(*p, mul(g, broadcast_to(lr, d)));
     if (absl::Status s = p->assign(update); !s.ok()) return s;
     p->zero_grad();
   }

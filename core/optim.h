@@ -22,20 +22,30 @@ struct WarmupCosine {
   double at(int step) const;
 };
 
+// SGD as PyTorch defines it: with weight decay, g <- g + weight_decay * p;
+// with momentum, buf <- momentum * buf + g and the step follows buf. The
+// buffers are tensors named "sgd.momentum.<param>" (zeros at first), so a
+// checkpoint can hold them; the hyperparameters travel as data.
 struct SGDOptions {
   double lr = 0.01;
+  double momentum = 0;
+  double weight_decay = 0;
 };
 
 class SGD {
  public:
-  SGD(std::vector<Tensor*> params, SGDOptions opts) : params_(std::move(params)), opts_(opts) {}
-  // p <- p - lr * grad for every parameter with a gradient; clears the gradients.
+  SGD(std::vector<Tensor*> params, SGDOptions opts);
+  // p <- p - lr * grad (plus momentum and weight decay when set) for every
+  // parameter with a gradient; clears the gradients.
   absl::Status step();
   void set_lr(double lr) { opts_.lr = lr; }
   double lr() const { return opts_.lr; }
+  // The momentum buffers, for checkpoints (empty without momentum).
+  std::vector<Tensor*> state();
 
  private:
   std::vector<Tensor*> params_;
+  std::vector<Tensor> momentum_;
   SGDOptions opts_;
 };
 

@@ -23,6 +23,7 @@
 namespace shardscope {
 
 namespace runtime { class AsyncArray; }
+namespace internal { struct RematRegion; }
 
 using compiler::SourceLoc;
 SourceLoc Loc(const std::source_location& l);
@@ -47,6 +48,8 @@ struct Node {
   compiler::PadDims pad;
   compiler::GatherDims gather;
   compiler::ScatterDims scatter;
+  compiler::ConvDims conv;      // convolution
+  compiler::WindowDims window;  // reduce_window
   compiler::ReduceKind reduce = compiler::ReduceKind::kSum;
   compiler::CompareDirection compare = compiler::CompareDirection::kEQ;
   std::optional<Literal> literal;  // constants
@@ -60,6 +63,12 @@ struct Node {
   bool requires_grad = false;
   struct TensorImpl* grad_leaf = nullptr;  // set while the node is a leaf of `grad_leaf`
   absl::Status error;                      // poisoned: the first error upstream
+
+  // Gradient checkpointing (core/remat.h): set on the outputs of a block whose
+  // activations backward recomputes; `seq` tells which op nodes a block made.
+  std::shared_ptr<internal::RematRegion> remat;
+  int remat_output = -1;  // which of the block's outputs this node is
+  uint64_t seq = 0;
 
   bool is_data() const { return op == compiler::Opcode::kParameter; }
 };

@@ -12,15 +12,9 @@
 #include "profiler/trace/recorder.h"
 #include "runtime/collectives.h"
 #include "runtime/executor.h"
+#include "runtime/gemm.h"
 
 namespace shardscope::runtime {
-namespace {
-int64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-}  // namespace
 
 const char* CacheOutcomeName(CacheOutcome c) {
   switch (c) {
@@ -39,6 +33,11 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   int n = c->topology_->num_devices();
   int threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
   c->pool_ = std::make_unique<ThreadPool>(threads);
+  // Cores the mesh leaves idle help each device's big kernels (intra_op.h).
+  const int helpers = static_cast<int>(std::thread::hardware_concurrency()) / n - 1;
+  if (helpers > 0)
+    for (int d = 0; d < n; ++d) c->gangs_.push_back(std::make_unique<Gang>(helpers));
+  ChosenGemmBackend();  // measured now, on the host, not inside the first kernel
   for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
   c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(*compiler::FindProfile("cpu")), n);
@@ -64,7 +63,7 @@ void Client::RecordTopology(const std::string&) {
 
 absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   int64_t t0 = trace::HostNowNs();
-  std::string key = absl::StrCat(compiler::Fingerprint(global), "/", num_devices());
+  std::string key = absl::StrCat(compiler::Fingerprint(global), "/", num_devices(), fusion_enabled_ ? "" : "/unfused");
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = cache_.find(key);
@@ -91,7 +90,8 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   for (const auto& s : exe->param_shapes) exe->bytes += s.bytes();
   for (const auto& s : exe->output_shapes) exe->bytes += s.bytes();
   exe->op_count = static_cast<int>(global.instructions().size());
-  exe->memory = compiler::PlanMemory(*exe->program);
+  if (fusion_enabled_) exe->fusion = compiler::PlanFusion(*exe->program);
+  exe->memory = compiler::PlanMemory(*exe->program, &exe->fusion);
   if (trace::enabled()) {
     const compiler::MemoryPlan& mp = exe->memory;
     trace::MemoryPlanRecord r;
@@ -107,12 +107,37 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
     }
     trace::recorder().Record(r);
   }
-  exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program);
+  exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program, &exe->fusion);
   exe->cost_profile = modeled_clock_->model().profile().name;
-  modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs);
+  modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs, &exe->fusion);
+  RecordFusion(exe->graph_id, *exe->program, exe->fusion);
+  if (trace::enabled()) {
+    const int64_t ops_after = static_cast<int64_t>(exe->program->instructions().size());
+    const std::pair<const char*, int64_t> passes[] = {
+        {"algebraic", pass_stats.algebraic_simplified}, {"constant_folding", pass_stats.constants_folded},
+        {"cse", pass_stats.cse_removed},                {"dce", pass_stats.dce_removed},
+        {"fusion", exe->fusion.fused_ops()}};
+    for (const auto& [name, changed] : passes)
+      trace::recorder().Record(trace::PassRecord{exe->graph_id, name, changed, ops_after});
+  }
   std::lock_guard<std::mutex> l(mu_);
   cache_[key] = exe;
   return CompileResult{exe, CacheOutcome::kMiss, trace::HostNowNs() - t0};
+}
+
+void Client::RecordFusion(int64_t graph_id, const compiler::Module& program,
+                          const compiler::FusionPlan& plan) const {
+  if (!trace::enabled() || plan.decisions.empty()) return;
+  std::vector<const compiler::Instruction*> by_id(plan.kernel_of.size(), nullptr);
+  for (const auto& i : program.instructions()) by_id[i->id] = i.get();
+  trace::FusionRecord r;
+  r.graph_id = graph_id;
+  for (const auto& d : plan.decisions) {
+    const compiler::Instruction& c = *by_id[d.consumer_id];
+    r.edges.push_back({d.producer_id, d.consumer_id, d.producer, d.consumer, d.fused, d.kernel, d.reason,
+                       c.loc.file, c.loc.line, c.scope});
+  }
+  trace::recorder().Record(r);
 }
 
 absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, const Sharding& sharding,
@@ -190,7 +215,7 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     for (int d = 0; d < n; ++d) per_device[d].push_back(&args[k]->shards[d]->literal());
   }
   ScheduleInput timing;
-  auto outs = ExecuteProgram(*exe.program, *topology_, *pool_, per_device, &timing);
+  auto outs = ExecuteProgram(*exe.program, *topology_, *pool_, per_device, &timing, &gangs_, &exe.fusion);
   if (!outs.ok()) return outs.status();
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -210,9 +235,10 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   timing.step = opts.step;
   timing.graph_id = exe.graph_id;
   timing.launch_ns = opts.launch_ns;
+  timing.host_wait_ns = opts.host_wait_ns;
   auto spans = device_clock_->Schedule(timing);
   if (!spans.ok()) return spans.status();
-  if (auto m = modeled_clock_->Schedule(timing, *exe.program, exe.op_costs, exe.cost_profile); !m.ok())
+  if (auto m = modeled_clock_->Schedule(timing, *exe.program, exe.op_costs, exe.cost_profile, &exe.fusion); !m.ok())
     return m.status();
   std::vector<DeviceArray> result;
   for (size_t k = 0; k < exe.output_shapes.size(); ++k) {

@@ -17,6 +17,7 @@
 #include "compiler/spmd.h"
 #include "runtime/buffer.h"
 #include "runtime/dispatch.h"
+#include "runtime/intra_op.h"
 #include "runtime/modeled_clock.h"
 #include "runtime/scheduler.h"
 #include "runtime/thread_pool.h"
@@ -43,6 +44,8 @@ struct Executable {
   // Cost model of every op of `program` (by instruction id) on `cost_profile`.
   std::vector<compiler::OpCost> op_costs;
   std::string cost_profile;
+  // Which ops run together as fused kernels (empty when fusion is off).
+  compiler::FusionPlan fusion;
 };
 
 struct CompileResult {
@@ -54,6 +57,7 @@ struct CompileResult {
 struct ExecuteOptions {
   int step = 0;
   int64_t launch_ns = 0;          // host clock time of the launch
+  int64_t host_wait_ns = 0;       // devices idle for want of this run (ScheduleInput::host_wait_ns)
   // The transfers to show before this run, per device; null: those pending now.
   std::shared_ptr<const std::vector<std::vector<DeviceOp>>> transfers;
 };
@@ -80,6 +84,11 @@ class Client {
   absl::Status SetProfile(const std::string& name);
   const compiler::ChipProfile& profile() const { return modeled_clock_->model().profile(); }
   const std::vector<int64_t>& modeled_tracks() const { return modeled_clock_->tracks(); }
+
+  // Producer-consumer fusion of the compiled programs (on by default; off
+  // runs every op as its own kernel, for comparison). Part of the cache key.
+  void set_fusion(bool on) { fusion_enabled_ = on; }
+  bool fusion() const { return fusion_enabled_; }
 
   // Compiles `global` (parameters carry their shardings) for every device.
   absl::StatusOr<CompileResult> Compile(const compiler::Module& global);
@@ -113,7 +122,11 @@ class Client {
  private:
   Client() = default;
   std::unique_ptr<Topology> topology_;
+  void RecordFusion(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan& plan) const;
+
+  bool fusion_enabled_ = true;
   std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::unique_ptr<Gang>> gangs_;  // per device, when cores outnumber devices
   std::unique_ptr<Scheduler> device_clock_;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::vector<int64_t> device_tracks_;

@@ -28,7 +28,7 @@ std::vector<std::shared_ptr<AsyncArray>> Client::ExecuteAsync(std::shared_ptr<co
   std::vector<std::shared_ptr<AsyncArray>> outs;
   for (size_t k = 0; k < exe->output_shapes.size(); ++k)
     outs.push_back(AsyncArray::Pending(exe->output_shapes[k], exe->output_shardings[k]));
-  dispatch_->Enqueue([this, exe, args = std::move(args), outs, opts = std::move(run_opts)] {
+  dispatch_->Enqueue([this, exe, args = std::move(args), outs, opts = std::move(run_opts)](const DispatchTiming& when) {
     auto fail = [&](const absl::Status& s) {
       for (const auto& o : outs) o->SetError(s);
       std::lock_guard<std::mutex> l(mu_);
@@ -40,7 +40,11 @@ std::vector<std::shared_ptr<AsyncArray>> Client::ExecuteAsync(std::shared_ptr<co
       if (!v.ok()) return fail(v.status());
       in.push_back(*v);
     }
-    auto results = Execute(*exe, in, opts);
+    // Time the devices sat idle because the host had not enqueued this run
+    // yet: it becomes "waiting for host" on the device clock.
+    ExecuteOptions run = opts;
+    run.host_wait_ns = when.starved_ns;
+    auto results = Execute(*exe, in, run);
     if (!results.ok()) return fail(results.status());
     for (size_t k = 0; k < outs.size(); ++k) outs[k]->Set(std::move((*results)[k]));
   });

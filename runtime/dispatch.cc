@@ -1,5 +1,9 @@
 #include "runtime/dispatch.h"
 
+#include <algorithm>
+
+#include "profiler/trace/recorder.h"
+
 namespace shardscope::runtime {
 
 std::shared_ptr<AsyncArray> AsyncArray::Ready(DeviceArray value) {
@@ -60,11 +64,20 @@ DispatchQueue::~DispatchQueue() {
   thread_.join();
 }
 
-void DispatchQueue::Enqueue(std::function<void()> work) {
+void DispatchQueue::Enqueue(std::function<void(const DispatchTiming&)> work) {
   std::unique_lock<std::mutex> l(mu_);
   cv_.wait(l, [&] { return static_cast<int>(queue_.size()) + running_ < max_in_flight_; });
-  queue_.push_back(std::move(work));
+  DispatchTiming t;
+  t.enqueued_ns = trace::HostNowNs();
+  // Starved: nothing queued, nothing running, and something ran before.
+  if (queue_.empty() && running_ == 0 && last_done_ns_ >= 0)
+    t.starved_ns = std::max<int64_t>(0, t.enqueued_ns - last_done_ns_);
+  queue_.push_back({std::move(work), t});
   cv_.notify_all();
+}
+
+void DispatchQueue::Enqueue(std::function<void()> work) {
+  Enqueue([w = std::move(work)](const DispatchTiming&) { w(); });
 }
 
 void DispatchQueue::Drain() {
@@ -77,13 +90,14 @@ void DispatchQueue::Loop() {
   for (;;) {
     cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to run
-    auto work = std::move(queue_.front());
+    Item item = std::move(queue_.front());
     queue_.pop_front();
     ++running_;
     l.unlock();
-    work();
+    item.work(item.timing);
     l.lock();
     --running_;
+    last_done_ns_ = trace::HostNowNs();
     cv_.notify_all();
   }
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -44,12 +45,24 @@ class AsyncArray {
   DeviceArray value_;
 };
 
+// What the queue saw of one piece of work's arrival, on the host clock.
+struct DispatchTiming {
+  int64_t enqueued_ns = 0;  // when it was queued
+  // How long the queue's thread had sat with nothing to run when this work
+  // arrived: from the end of the previous work to this Enqueue. 0 when the
+  // work queued behind earlier work (the thread was busy), and 0 for the first
+  // work ever (there was no previous work to wait after).
+  int64_t starved_ns = 0;
+};
+
 // A FIFO of work run on one thread, at most `max_in_flight` items queued or running.
 class DispatchQueue {
  public:
   explicit DispatchQueue(int max_in_flight);
   ~DispatchQueue();  // finishes what is queued
-  // Blocks while the queue is full, then enqueues.
+  // Blocks while the queue is full, then enqueues. The work is told how long
+  // the thread starved before it arrived (DispatchTiming).
+  void Enqueue(std::function<void(const DispatchTiming&)> work);
   void Enqueue(std::function<void()> work);
   // Blocks until everything enqueued so far has run.
   void Drain();
@@ -59,8 +72,13 @@ class DispatchQueue {
   int max_in_flight_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  struct Item {
+    std::function<void(const DispatchTiming&)> work;
+    DispatchTiming timing;
+  };
+  std::deque<Item> queue_;
   int running_ = 0;
+  int64_t last_done_ns_ = -1;  // host clock when the last work finished; -1: none yet
   bool stop_ = false;
   std::thread thread_;
 };

@@ -1,7 +1,6 @@
 #include "runtime/executor.h"
 
-#include <time.h>
-
+#include <algorithm>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -11,17 +10,7 @@
 namespace shardscope::runtime {
 namespace {
 
-int64_t ThreadCpuNs() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-std::string OpName(const compiler::Instruction& i) {
-  std::string n = compiler::OpcodeName(i.op);
-  if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
-  return absl::StrCat(n, ".", i.id);
-}
+std::string OpName(const compiler::Instruction& i) { return compiler::KernelName(i, nullptr); }
 
 // Ops that a real device would not spend time on (bound or baked in).
 bool Untimed(compiler::Opcode op) {
@@ -40,7 +29,8 @@ struct Frame {
 
 absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteProgram(
     const compiler::Module& program, Topology& topology, ThreadPool& pool,
-    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing) {
+    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing,
+    const std::vector<std::unique_ptr<Gang>>* gangs, const compiler::FusionPlan* fusion) {
   using compiler::Instruction;
   using compiler::Opcode;
   const auto& instrs = program.instructions();
@@ -50,9 +40,17 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     return absl::InvalidArgumentError("execute: arguments are not given for every device");
 
   // Last use of every value, so intermediates are freed as soon as possible.
+  // A fused kernel reads all its members' outside operands when it runs, at
+  // its root's place.
+  std::vector<int64_t> index_of(count, -1);
+  for (size_t k = 0; k < count; ++k) index_of[instrs[k]->id] = static_cast<int64_t>(k);
+  auto kernel_of = [&](const Instruction& i) { return fusion ? fusion->KernelOf(i.id) : nullptr; };
   std::vector<int64_t> last_use(count, -1);
-  for (size_t k = 0; k < count; ++k)
-    for (const Instruction* o : instrs[k]->operands) last_use[o->id] = static_cast<int64_t>(k);
+  for (size_t k = 0; k < count; ++k) {
+    const compiler::FusedKernel* kern = kernel_of(*instrs[k]);
+    const int64_t at = kern ? index_of[kern->root->id] : static_cast<int64_t>(k);
+    for (const Instruction* o : instrs[k]->operands) last_use[o->id] = std::max(last_use[o->id], at);
+  }
   for (const Instruction* o : program.outputs()) last_use[o->id] = static_cast<int64_t>(count);
 
   std::vector<Frame> frames(n);
@@ -90,14 +88,21 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
   timing->per_device.assign(n, {});
   std::vector<absl::Status> errors(n);
 
-  auto release = [&](Frame& f, int d, size_t k) {
-    for (const Instruction* o : instrs[k]->operands) {
+  auto release_operands = [&](Frame& f, int d, const Instruction& i, size_t k) {
+    for (const Instruction* o : i.operands) {
       if (last_use[o->id] == static_cast<int64_t>(k) && f.charged[o->id] > 0) {
         topology.device(d).Release(f.charged[o->id]);
         f.charged[o->id] = 0;
         f.owned[o->id] = Literal();
         f.value[o->id] = nullptr;
       }
+    }
+  };
+  auto release = [&](Frame& f, int d, size_t k) {
+    if (const compiler::FusedKernel* kern = kernel_of(*instrs[k])) {
+      for (const Instruction* m : kern->members) release_operands(f, d, *m, k);
+    } else {
+      release_operands(f, d, *instrs[k], k);
     }
   };
 
@@ -109,21 +114,31 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     pool.ParallelFor(n, [&](int d) {
       Frame& f = frames[d];
       Device& dev = topology.device(d);
+      Gang* gang = gangs && d < static_cast<int>(gangs->size()) ? (*gangs)[d].get() : nullptr;
+      GangScope gang_scope(gang);
       for (size_t j = k; j < end && errors[d].ok(); ++j) {
         const Instruction& i = *instrs[j];
         if (i.op == Opcode::kParameter) continue;
-        absl::Status s = dev.Allocate(i.shape.bytes(), OpName(i));
+        if (fusion && fusion->Absorbed(i.id)) continue;  // runs inside its kernel, at the root
+        const compiler::FusedKernel* kern = kernel_of(i);
+        const std::string name = compiler::KernelName(i, fusion);
+        absl::Status s = dev.Allocate(i.shape.bytes(), name);
         if (!s.ok()) { errors[d] = s; break; }
         f.charged[i.id] = i.shape.bytes();
         f.owned[i.id] = Literal::Uninitialized(i.shape);
-        std::vector<const Literal*> ops;
-        for (const Instruction* o : i.operands) ops.push_back(f.value[o->id]);
         int64_t t0 = ThreadCpuNs();
-        s = EvalInstruction(i, ops, d, &f.owned[i.id]);
-        int64_t dur = ThreadCpuNs() - t0;
+        if (kern) {
+          s = EvalFusedKernel(*kern, f.value, &f.owned[i.id]);
+        } else {
+          std::vector<const Literal*> ops;
+          for (const Instruction* o : i.operands) ops.push_back(f.value[o->id]);
+          t0 = ThreadCpuNs();
+          s = EvalInstruction(i, ops, d, &f.owned[i.id]);
+        }
+        int64_t dur = ThreadCpuNs() - t0 + (gang ? gang->TakeExtraNs() : 0);
         if (!s.ok()) { errors[d] = s; break; }
         f.value[i.id] = &f.owned[i.id];
-        if (!Untimed(i.op)) timing->per_device[d].push_back({i.id, OpName(i), trace::SliceKind::kCompute, dur, -1, 0});
+        if (!Untimed(i.op)) timing->per_device[d].push_back({i.id, name, trace::SliceKind::kCompute, dur, -1, 0});
         release(f, d, j);
       }
     });

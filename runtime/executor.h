@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "compiler/fusion.h"
 #include "compiler/ir.h"
 #include "runtime/buffer.h"
+#include "runtime/intra_op.h"
 #include "runtime/scheduler.h"
 #include "runtime/thread_pool.h"
 #include "runtime/topology.h"
@@ -19,8 +21,12 @@ namespace shardscope::runtime {
 
 // args[d][k]: parameter k on device d. Returns outputs[d][k] as device buffers
 // and fills `timing` with what each device did (for the Scheduler).
+// gangs[d], when given, is device d's intra-op gang (intra_op.h); `fusion`,
+// when given, runs the plan's kernels in one pass each (compiler/fusion.h).
 absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteProgram(
     const compiler::Module& program, Topology& topology, ThreadPool& pool,
-    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing);
+    const std::vector<std::vector<const Literal*>>& args, ScheduleInput* timing,
+    const std::vector<std::unique_ptr<Gang>>* gangs = nullptr,
+    const compiler::FusionPlan* fusion = nullptr);
 
 }  // namespace shardscope::runtime

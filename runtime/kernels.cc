@@ -129,6 +129,15 @@ absl::Status EvalRngBitGenerator(const Instruction& instr, const Literal& state,
   }
 }
 
+// The first operand, copied (the executor gives every value its own buffer);
+// the other operands were only waited for.
+absl::Status EvalOptimizationBarrier(const Instruction& instr, const Literal& a, Literal* out) {
+  if (a.shape() != out->shape())
+    return Invalid(instr, "operand ", a.shape().ToString(), " differs from the result ", out->shape().ToString());
+  if (a.bytes() > 0) std::memcpy(out->data(), a.data(), static_cast<size_t>(a.bytes()));
+  return absl::OkStatus();
+}
+
 absl::Status EvalPartitionId(const Instruction& instr, int64_t partition_id, Literal* out) {
   if (instr.shape.elements() != 1) return Invalid(instr, "partition_id must be a scalar");
   switch (instr.shape.dtype) {
@@ -146,7 +155,7 @@ bool MovesData(const Instruction& instr) {
   switch (instr.op) {
     case Opcode::kConstant: case Opcode::kBroadcastInDim: case Opcode::kReshape: case Opcode::kTranspose:
     case Opcode::kDynamicSlice: case Opcode::kDynamicUpdateSlice: case Opcode::kSlice: case Opcode::kPad:
-    case Opcode::kConcatenate: case Opcode::kGather: case Opcode::kSelect:
+    case Opcode::kConcatenate: case Opcode::kGather: case Opcode::kSelect: case Opcode::kOptimizationBarrier:
       return true;
     default:  // scatter too: a replacing scatter passes values through f32 exactly
       return false;
@@ -169,6 +178,7 @@ absl::Status Dispatch(const Instruction& instr, const std::vector<const Literal*
     case Opcode::kIota: return EvalIota(instr, out);
     case Opcode::kPartitionId: return EvalPartitionId(instr, partition_id, out);
     case Opcode::kRngBitGenerator: return EvalRngBitGenerator(instr, *operands[0], out);
+    case Opcode::kOptimizationBarrier: return EvalOptimizationBarrier(instr, *operands[0], out);
     case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
     case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kPower: case Opcode::kNegate:
     case Opcode::kExponential: case Opcode::kLog: case Opcode::kAbs: case Opcode::kLogistic:

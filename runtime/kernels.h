@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "compiler/fusion.h"
 #include "compiler/ir.h"
 #include "compiler/literal.h"
 
@@ -30,5 +31,11 @@ namespace shardscope::runtime {
 absl::Status EvalInstruction(const compiler::Instruction& instr,
                              const std::vector<const Literal*>& operands,
                              int64_t partition_id, Literal* out);
+
+// Runs a fused kernel (compiler/fusion.h) into `out` (the root's shape).
+// values[id] must hold every value the kernel reads from outside, by
+// instruction id. kernels_fused.cc.
+absl::Status EvalFusedKernel(const compiler::FusedKernel& kernel, const std::vector<const Literal*>& values,
+                             Literal* out);
 
 }  // namespace shardscope::runtime

@@ -3,7 +3,9 @@
 // they already are, e.g. NCHW/OIHW). Then, per group and per chunk of the
 // batch, the input windows are unrolled into a column matrix
 // col[I*K, n*OS] (zero where the window reads padding or a dilation hole) and
-// one Eigen GEMM computes out[Og, n*OS] = W[Og, I*K] * col. The result is
+// one Eigen GEMM computes out[Og, n*OS] = W[Og, I*K] * col (col is built
+// transposed when the window is wider than the output, as for kernel
+// gradients, so that copies run along the long dim). The result is
 // written to a canonical [N, O, OS...] buffer and permuted to the output
 // layout when that differs. f32 and f64; bf16/f16 arrive here widened to f32
 // (kernels.cc), so they accumulate in f32.
@@ -104,6 +106,68 @@ void Im2Col(const T* src, int64_t channels, const Geometry& g, T* col, int64_t l
   }
 }
 
+// The transpose of Im2Col, for windows wider than the output (a kernel
+// gradient: the "kernel" is the output gradient, e.g. 32x32, and the result
+// the 3x3 window): row o of `colT` (row stride `ld`) holds, for output position
+// o, channels [I) x kernel positions [K). Copying runs along the kernel's last
+// dim, which is long here, where Im2Col's run along the output's (3 wide).
+template <typename T>
+void Im2ColT(const T* src, int64_t channels, const Geometry& g, T* colT, int64_t ld) {
+  const int ns = g.ns;
+  const int last = ns - 1;
+  std::vector<int64_t> kidx(ns, 0), oidx(ns, 0);
+  const std::vector<int64_t> ist = Strides(g.in);
+  const int64_t kw = g.k[last];
+  const int64_t krows = g.k_size / std::max<int64_t>(kw, 1);
+  for (int64_t o = 0; o < g.out_size; ++o) {
+    T* row = colT + o * ld;
+    for (int64_t c = 0; c < channels; ++c) {
+      const T* chan = src + c * g.in_size;
+      std::fill(kidx.begin(), kidx.end(), 0);
+      for (int64_t kr = 0; kr < krows; ++kr) {
+        T* dst = row + (c * krows + kr) * kw;
+        int64_t base = 0;
+        bool valid = true;
+        for (int d = 0; d < last; ++d) {
+          int64_t p = oidx[d] * g.stride[d] + kidx[d] * g.rdil[d] - g.lo[d];
+          if (p < 0 || p % g.ldil[d] != 0 || p / g.ldil[d] >= g.in[d]) { valid = false; break; }
+          base += (p / g.ldil[d]) * ist[d];
+        }
+        const int64_t off = oidx[last] * g.stride[last] - g.lo[last], rd = g.rdil[last], ld_ = g.ldil[last];
+        const T* line = chan + base;
+        if (!valid) {
+          std::fill_n(dst, kw, T(0));
+        } else if (ld_ == 1) {
+          // Valid x: 0 <= off + x*rd < in.
+          int64_t a = off >= 0 ? 0 : (-off + rd - 1) / rd;
+          int64_t b = g.in[last] - off <= 0 ? 0 : std::min(kw, (g.in[last] - off + rd - 1) / rd);
+          a = std::min(a, b);
+          std::fill_n(dst, a, T(0));
+          if (rd == 1) {
+            std::memcpy(dst + a, line + a + off, static_cast<size_t>(b - a) * sizeof(T));
+          } else {
+            for (int64_t x = a; x < b; ++x) dst[x] = line[off + x * rd];
+          }
+          std::fill(dst + b, dst + kw, T(0));
+        } else {
+          for (int64_t x = 0; x < kw; ++x) {
+            int64_t p = off + x * rd;
+            dst[x] = (p >= 0 && p % ld_ == 0 && p / ld_ < g.in[last]) ? line[p / ld_] : T(0);
+          }
+        }
+        for (int d = last - 1; d >= 0; --d) {
+          if (++kidx[d] < g.k[d]) break;
+          kidx[d] = 0;
+        }
+      }
+    }
+    for (int d = ns - 1; d >= 0; --d) {
+      if (++oidx[d] < g.out[d]) break;
+      oidx[d] = 0;
+    }
+  }
+}
+
 template <typename T>
 void Conv(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, const Geometry& g, int64_t fg,
           int64_t bg) {
@@ -116,6 +180,8 @@ void Conv(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, co
   // Chunk the batch so that the column matrix stays within ~16 MiB.
   const int64_t chunk = std::clamp<int64_t>((int64_t{4} << 20) / std::max<int64_t>(1, IK * OS), 1, Nout);
   T* col = static_cast<T*>(Scratch(3, IK * chunk * OS * static_cast<int64_t>(sizeof(T))));
+  // Output rows shorter than the window's: unroll window-major (see Im2ColT).
+  const bool transposed = g.out[g.ns - 1] < g.k[g.ns - 1];
   RowMat tmp;
   for (int64_t grp = 0; grp < groups; ++grp) {
     const int64_t c0 = fg > 1 ? grp * I : 0;       // input channels of this group
@@ -124,15 +190,28 @@ void Conv(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, co
     Eigen::Map<const RowMat> W(ker + o0 * IK, Og, IK);
     for (int64_t n0 = 0; n0 < Nout; n0 += chunk) {
       const int64_t nc = std::min(chunk, Nout - n0);
-      for (int64_t n = 0; n < nc; ++n)
-        Im2Col<T>(in + ((n_off + n0 + n) * C + c0) * g.in_size, I, g, col + n * OS, nc * OS);
-      Eigen::Map<const RowMat> Col(col, IK, nc * OS);
-      if (nc == 1) {
-        Eigen::Map<RowMat>(out + (n0 * O + o0) * OS, Og, OS).noalias() = W * Col;
-        continue;
+      if (transposed) {
+        // colT[n*OS + o, I*K]: the same matrix as Col, stored transposed.
+        for (int64_t n = 0; n < nc; ++n)
+          Im2ColT<T>(in + ((n_off + n0 + n) * C + c0) * g.in_size, I, g, col + n * OS * IK, IK);
+        Eigen::Map<const RowMat> ColT(col, nc * OS, IK);
+        if (nc == 1) {
+          Eigen::Map<RowMat>(out + (n0 * O + o0) * OS, Og, OS).noalias() = W * ColT.transpose();
+          continue;
+        }
+        tmp.resize(Og, nc * OS);
+        tmp.noalias() = W * ColT.transpose();
+      } else {
+        for (int64_t n = 0; n < nc; ++n)
+          Im2Col<T>(in + ((n_off + n0 + n) * C + c0) * g.in_size, I, g, col + n * OS, nc * OS);
+        Eigen::Map<const RowMat> Col(col, IK, nc * OS);
+        if (nc == 1) {
+          Eigen::Map<RowMat>(out + (n0 * O + o0) * OS, Og, OS).noalias() = W * Col;
+          continue;
+        }
+        tmp.resize(Og, nc * OS);
+        tmp.noalias() = W * Col;
       }
-      tmp.resize(Og, nc * OS);
-      tmp.noalias() = W * Col;
       for (int64_t n = 0; n < nc; ++n)
         for (int64_t o = 0; o < Og; ++o)
           std::memcpy(out + ((n0 + n) * O + o0 + o) * OS, tmp.data() + o * nc * OS + n * OS,

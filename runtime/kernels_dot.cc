@@ -15,10 +15,17 @@
 #include <Eigen/Core>
 
 #include "absl/strings/str_join.h"
+#include "runtime/gemm.h"
+#include "runtime/intra_op.h"
 #include "runtime/kernels_internal.h"
 
 namespace shardscope::runtime::internal {
 namespace {
+
+using runtime::CurrentGang;
+using runtime::Gang;
+using runtime::ParallelRange;
+using runtime::Sgemm;
 
 using compiler::DotDims;
 
@@ -43,6 +50,47 @@ void GemmEigen(const T* a, bool a_t, const T* b, bool b_t, T* c, int64_t m, int6
   } else {
     C.noalias() = Eigen::Map<const RowMat>(a, k, m).transpose() *
                   Eigen::Map<const RowMat>(b, n, k).transpose();
+  }
+}
+
+// f32 batched GEMM split over the chip's gang (intra_op.h): across batches
+// when there are enough of them, else across the larger of M and N, in parts
+// of at least ~4 MFLOP so that waking a helper pays for itself.
+void GemmF32(const float* a, bool a_t, const float* b, bool b_t, float* c, int64_t batch, int64_t m,
+             int64_t n, int64_t k) {
+  constexpr double kMinPartFlops = 4e6;
+  const Gang* gang = CurrentGang();
+  const int64_t width = gang ? gang->width() : 1;
+  const double flops = 2.0 * m * n * k;
+  const int64_t lda = a_t ? m : k, ldb = b_t ? k : n;
+  if (batch >= width || width == 1) {
+    const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / flops));
+    ParallelRange(batch, grain, [&](int64_t b0, int64_t b1) {
+      for (int64_t bi = b0; bi < b1; ++bi)
+        Sgemm(a_t, b_t, m, n, k, a + bi * m * k, lda, b + bi * k * n, ldb, c + bi * m * n, n);
+    });
+    return;
+  }
+  for (int64_t bi = 0; bi < batch; ++bi) {
+    const float* ab = a + bi * m * k;
+    const float* bb = b + bi * k * n;
+    float* cb = c + bi * m * n;
+    constexpr int64_t kBlock = 16;  // a part is whole 16-wide panels
+    if (n >= m) {
+      const int64_t blocks = (n + kBlock - 1) / kBlock;
+      const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / (2.0 * m * k * kBlock)));
+      ParallelRange(blocks, grain, [&](int64_t p0, int64_t p1) {
+        const int64_t j0 = p0 * kBlock, j1 = std::min(n, p1 * kBlock);
+        Sgemm(a_t, b_t, m, j1 - j0, k, ab, lda, b_t ? bb + j0 * ldb : bb + j0, ldb, cb + j0, n);
+      });
+    } else {
+      const int64_t blocks = (m + kBlock - 1) / kBlock;
+      const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / (2.0 * n * k * kBlock)));
+      ParallelRange(blocks, grain, [&](int64_t p0, int64_t p1) {
+        const int64_t i0 = p0 * kBlock, i1 = std::min(m, p1 * kBlock);
+        Sgemm(a_t, b_t, i1 - i0, n, k, a_t ? ab + i0 : ab + i0 * lda, lda, bb, ldb, cb + i0 * n, n);
+      });
+    }
   }
 }
 
@@ -211,6 +259,10 @@ absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const 
     const T* a = static_cast<const T*>(lv.data);
     const T* b = static_cast<const T*>(rv.data);
     T* c = out->as<T>();
+    if constexpr (std::is_same_v<T, float>) {
+      GemmF32(a, lv.transposed, b, rv.transposed, c, batch, m, n, k);
+      return absl::OkStatus();
+    }
     for (int64_t bi = 0; bi < batch; ++bi) {
       if constexpr (std::is_floating_point_v<T>) {
         GemmEigen<T>(a + bi * m * k, lv.transposed, b + bi * k * n, rv.transposed, c + bi * m * n,

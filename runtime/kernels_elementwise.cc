@@ -16,6 +16,7 @@
 #include <Eigen/Core>
 
 #include "runtime/kernels_internal.h"
+#include "runtime/kernels_vector.h"
 
 namespace shardscope::runtime::internal {
 namespace {
@@ -94,8 +95,14 @@ absl::Status EvalBinary(const Instruction& instr, const Literal& a, const Litera
         switch (op) {
           case Opcode::kAdd: BinaryLoop(pa, as, pb, bs, po, n, Add<T>); break;
           case Opcode::kMultiply: BinaryLoop(pa, as, pb, bs, po, n, Mul<T>); break;
-          case Opcode::kMaximum: BinaryLoop(pa, as, pb, bs, po, n, Max<T>); break;
-          case Opcode::kMinimum: BinaryLoop(pa, as, pb, bs, po, n, Min<T>); break;
+          case Opcode::kMaximum:
+            if constexpr (std::is_floating_point_v<T>) VecMaxMin<T, true>(pa, as, pb, bs, po, n);
+            else BinaryLoop(pa, as, pb, bs, po, n, Max<T>);
+            break;
+          case Opcode::kMinimum:
+            if constexpr (std::is_floating_point_v<T>) VecMaxMin<T, false>(pa, as, pb, bs, po, n);
+            else BinaryLoop(pa, as, pb, bs, po, n, Min<T>);
+            break;
           case Opcode::kSubtract:
             if constexpr (!std::is_same_v<T, Pred>) BinaryLoop(pa, as, pb, bs, po, n, Sub<T>);
             break;
@@ -184,7 +191,12 @@ absl::Status EvalClamp(const Instruction& instr, const Literal& lo, const Litera
         const T* px = x.as<T>();
         const T* ph = hi.as<T>();
         T* po = out->as<T>();
-        for (int64_t i = 0; i < n; ++i) po[i] = Min<T>(Max<T>(px[i], pl[ls ? 0 : i]), ph[hs ? 0 : i]);
+        if constexpr (std::is_floating_point_v<T>) {
+          VecMaxMin<T, true>(px, false, pl, ls, po, n);
+          VecMaxMin<T, false>(po, false, ph, hs, po, n);
+        } else {
+          for (int64_t i = 0; i < n; ++i) po[i] = Min<T>(Max<T>(px[i], pl[ls ? 0 : i]), ph[hs ? 0 : i]);
+        }
         return absl::OkStatus();
       },
       UnsupportedType(instr, os.dtype));

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_join.h"
 #include "runtime/kernels_internal.h"
+#include "runtime/kernels_vector.h"
 
 namespace shardscope::runtime::internal {
 namespace {
@@ -60,7 +61,11 @@ void ReduceLeading(const T* in, int64_t r, int64_t cols, T init, T* out) {
   std::fill_n(out, cols, init);
   for (int64_t i = 0; i < r; ++i) {
     const T* row = in + i * cols;
-    for (int64_t j = 0; j < cols; ++j) out[j] = Combine<T, K>(out[j], row[j]);
+    if constexpr (std::is_floating_point_v<T> && (K == ReduceKind::kMax || K == ReduceKind::kMin)) {
+      VecMaxMin<T, K == ReduceKind::kMax>(out, false, row, false, out, cols);
+    } else {
+      for (int64_t j = 0; j < cols; ++j) out[j] = Combine<T, K>(out[j], row[j]);
+    }
   }
 }
 

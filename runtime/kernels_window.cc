@@ -71,9 +71,10 @@ absl::Status EvalReduceWindow(const Instruction& instr, const Literal& in, const
         std::vector<int64_t> o(r, 0);
         std::vector<int64_t> outer_w(w.dimensions.begin(), w.dimensions.end() - 1);
         int64_t oflat = 0;
+        std::vector<int64_t> wo(outer_w.size());  // reused: one allocation per call, not per element
         do {
           T acc = iv;
-          std::vector<int64_t> wo(outer_w.size(), 0);
+          std::fill(wo.begin(), wo.end(), 0);
           do {
             // Offset of the window row (all dims but the last), or init if
             // the row lies on padding or a dilation hole.

@@ -19,11 +19,7 @@ int64_t CostOf(const std::vector<compiler::OpCost>& costs, int64_t op_id, const 
 }
 }  // namespace
 
-std::string ModeledOpName(const compiler::Instruction& i) {
-  std::string n = compiler::OpcodeName(i.op);
-  if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
-  return absl::StrCat(n, ".", i.id);
-}
+std::string ModeledOpName(const compiler::Instruction& i) { return compiler::KernelName(i, nullptr); }
 
 ScheduleInput ModeledInput(const ScheduleInput& measured, const std::vector<compiler::OpCost>& costs,
                            const compiler::CostModel& model) {
@@ -60,14 +56,18 @@ void ModeledClock::RecordTracks(const Topology& topology) const {
 }
 
 void ModeledClock::RecordOps(int64_t graph_id, const compiler::Module& program,
-                             const std::vector<compiler::OpCost>& costs) const {
+                             const std::vector<compiler::OpCost>& costs,
+                             const compiler::FusionPlan* fusion) const {
   if (!trace::enabled()) return;
   for (const auto& i : program.instructions()) {
+    // One row per kernel that runs: absorbed ops are inside their kernel's row.
+    if (fusion && fusion->Absorbed(i->id)) continue;
+    const bool fused_root = fusion && fusion->KernelOf(i->id);
     trace::OpRecord r;
     r.graph_id = graph_id;
     r.op_id = i->id;
-    r.name = ModeledOpName(*i);
-    r.opcode = compiler::OpcodeName(i->op);
+    r.name = compiler::KernelName(*i, fusion);
+    r.opcode = fused_root ? "fusion" : compiler::OpcodeName(i->op);
     r.shape = i->shape.ToString();
     if (i->id >= 0 && i->id < static_cast<int64_t>(costs.size())) {
       const compiler::OpCost& c = costs[i->id];
@@ -88,9 +88,10 @@ void ModeledClock::RecordOps(int64_t graph_id, const compiler::Module& program,
 absl::StatusOr<std::vector<DeviceSpan>> ModeledClock::Schedule(const ScheduleInput& measured,
                                                                const compiler::Module& program,
                                                                const std::vector<compiler::OpCost>& costs,
-                                                               const std::string& profile) {
+                                                               const std::string& profile,
+                                                               const compiler::FusionPlan* fusion) {
   if (profile == model_.profile().name) return scheduler_.Schedule(ModeledInput(measured, costs, model_));
-  return scheduler_.Schedule(ModeledInput(measured, model_.ProgramCosts(program), model_));
+  return scheduler_.Schedule(ModeledInput(measured, model_.ProgramCosts(program, fusion), model_));
 }
 
 }  // namespace shardscope::runtime

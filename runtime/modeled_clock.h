@@ -40,15 +40,18 @@ class ModeledClock {
 
   // Emits the modeled tracks (one per device, on Clock::kModeled).
   void RecordTracks(const Topology& topology) const;
-  // Emits one OpRecord per op of a newly compiled program.
+  // Emits one OpRecord per kernel of a newly compiled program (a fused
+  // kernel is one row, "fusion.<root id>", opcode "fusion").
   void RecordOps(int64_t graph_id, const compiler::Module& program,
-                 const std::vector<compiler::OpCost>& costs) const;
+                 const std::vector<compiler::OpCost>& costs,
+                 const compiler::FusionPlan* fusion = nullptr) const;
   // Lays out a run on the modeled clock and emits its slices. `costs` are the
   // program's (ProgramCosts); recomputed when `profile` is not this clock's.
   absl::StatusOr<std::vector<DeviceSpan>> Schedule(const ScheduleInput& measured,
                                                    const compiler::Module& program,
                                                    const std::vector<compiler::OpCost>& costs,
-                                                   const std::string& profile);
+                                                   const std::string& profile,
+                                                   const compiler::FusionPlan* fusion = nullptr);
 
  private:
   compiler::CostModel model_;

@@ -196,6 +196,7 @@ absl::Status Eval(const Instruction& i, const std::vector<const Literal*>& in, i
       });
       return absl::OkStatus();
     case Opcode::kReshape:
+    case Opcode::kOptimizationBarrier:  // the first operand, unchanged
       each([&](const Index&, int64_t k) { return A(0).GetDouble(k); });
       return absl::OkStatus();
     case Opcode::kTranspose:

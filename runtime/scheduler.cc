@@ -8,7 +8,7 @@
 namespace shardscope::runtime {
 
 Scheduler::Scheduler(trace::Clock clock, std::vector<int64_t> track_ids)
-    : clock_(clock), tracks_(std::move(track_ids)), free_(tracks_.size(), 0) {}
+    : clock_(clock), tracks_(std::move(track_ids)), free_(tracks_.size(), 0), ran_(tracks_.size(), false) {}
 
 absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput& in) {
   int n = static_cast<int>(in.per_device.size());
@@ -39,8 +39,27 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   for (int d = 0; d < n; ++d) {
     t[d] = std::max(free_[d], in.launch_ns);
     spans[d].start_ns = t[d];
+    // The part of the gap before this program that the host is to blame for
+    // (see the header): never more than the gap, never before a first program.
+    if (clock_ == trace::Clock::kDevice && ran_[d] && in.host_wait_ns > 0)
+      spans[d].host_wait_ns = std::min(t[d] - free_[d], in.host_wait_ns);
   }
   const bool emit = trace::enabled();
+  if (emit) {
+    for (int d = 0; d < n; ++d) {
+      if (spans[d].host_wait_ns <= 0) continue;
+      trace::SliceRecord s;
+      s.slice_id = trace::NextId();
+      s.track_id = tracks_[d];
+      s.start_ns = t[d] - spans[d].host_wait_ns;
+      s.dur_ns = spans[d].host_wait_ns;
+      s.name = "waiting for host";
+      s.kind = trace::SliceKind::kHostWait;
+      s.step = in.step;  // the step whose program the device waited for
+      s.graph_id = in.graph_id;
+      trace::recorder().Record(s);
+    }
+  }
   auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow) {
     if (!emit) return;
     trace::SliceRecord s;
@@ -114,6 +133,7 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   for (int d = 0; d < n; ++d) {
     spans[d].end_ns = t[d];
     free_[d] = t[d];
+    ran_[d] = true;
   }
   return spans;
 }

@@ -36,6 +36,11 @@ struct ScheduleInput {
   int step = 0;
   int64_t graph_id = -1;
   int64_t launch_ns = 0;     // host clock time the program was launched
+  // Host clock: how long the devices sat with nothing to run before this
+  // program was enqueued (DispatchTiming::starved_ns); 0 when it queued behind
+  // earlier work. On the device clock this becomes a "waiting for host" slice
+  // (see Scheduler::Schedule).
+  int64_t host_wait_ns = 0;
   std::vector<std::vector<DeviceOp>> per_device;
   std::vector<CollectiveRun> collectives;
 };
@@ -43,6 +48,7 @@ struct ScheduleInput {
 struct DeviceSpan {
   int64_t start_ns = 0, end_ns = 0;
   int64_t compute_ns = 0, collective_ns = 0, transfer_ns = 0;
+  int64_t host_wait_ns = 0;  // the "waiting for host" slice before start_ns, if any
 };
 
 class Scheduler {
@@ -51,6 +57,19 @@ class Scheduler {
   Scheduler(trace::Clock clock, std::vector<int64_t> track_ids);
   // Places one program run, emits its slices to the recorder, and returns each
   // device's span. Error when the devices' collectives do not line up.
+  //
+  // Waiting for the host (device clock only): a device starts a program at
+  // max(free, launch_ns), so a gap opens before it when the launch came after
+  // the device was free. That gap mixes two things: the host really being late
+  // (the dispatch queue sat empty, measured on the host clock as
+  // `host_wait_ns`), and the device clock running ahead of the host's wall
+  // clock (it adds up CPU time, which is less than wall time, so a device kept
+  // busy by a fast host still drifts ahead and meets each launch early). Only
+  // the first is the host's doing: the slice "waiting for host" (kind
+  // kHostWait) covers min(gap, host_wait_ns) and ends where the program
+  // starts; the rest of the gap stays idle. No slice before a device's first
+  // program, and none on the modeled clock, whose gaps compare modeled
+  // durations with host launches and so say nothing about this run's host.
   absl::StatusOr<std::vector<DeviceSpan>> Schedule(const ScheduleInput& in);
   int64_t device_free_ns(int d) const { return free_[d]; }
 
@@ -58,6 +77,7 @@ class Scheduler {
   trace::Clock clock_;
   std::vector<int64_t> tracks_;
   std::vector<int64_t> free_;
+  std::vector<bool> ran_;  // has the device run a program yet?
 };
 
 }  // namespace shardscope::runtime

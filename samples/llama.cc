@@ -5,6 +5,7 @@
 // 10% held out for the eval loss) or synthetic text with learnable structure.
 #include <algorithm>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -93,14 +94,29 @@ struct Block {
   ss::nn::SwiGLU mlp;
 };
 
+// --autocast: "" (f32 throughout), "bf16" or "f16".
+absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c) {
+  if (c.autocast.empty()) return std::optional<DType>();
+  if (c.autocast == "bf16") return std::optional<DType>(DType::kBF16);
+  if (c.autocast == "f16") return std::optional<DType>(DType::kF16);
+  return absl::InvalidArgumentError(absl::StrCat("--autocast '", c.autocast, "': expected bf16 or f16"));
+}
+
 struct Model {
   explicit Model(const SampleConfig& c)
-      : embed(256, c.d_model, "embed", c.seed), norm(c.d_model, "norm"), head(c.d_model, 256, "lm_head", c.seed) {
+      : embed(256, c.d_model, "embed", c.seed), norm(c.d_model, "norm"), head(c.d_model, 256, "lm_head", c.seed),
+        autocast(AutocastType(c).value_or(std::nullopt)), checkpoint(c.checkpoint_layers) {
     for (int i = 0; i < c.layers; ++i) blocks.push_back(std::make_unique<Block>(c, i));
   }
   ss::Tensor loss(const ss::Tensor& tokens, const ss::Tensor& targets) const {
+    // Mixed precision: every matmul on bf16 copies of its operands, f32 out.
+    ss::AutocastGuard mixed(autocast);
     ss::Tensor h = embed(tokens);
-    for (const auto& b : blocks) h = (*b)(h);
+    for (const auto& b : blocks) {
+      const Block& block = *b;
+      // Checkpointed, a layer keeps only its input for backward.
+      h = checkpoint ? ss::remat([&](const ss::Tensor& x) { return block(x); }, h) : block(h);
+    }
     ss::Tensor logits = head(norm(h));  // [B, T, 256]
     const auto& d = logits.shape().dims;
     return ss::cross_entropy(ss::reshape(logits, {d[0] * d[1], d[2]}), targets);
@@ -118,6 +134,8 @@ struct Model {
   std::vector<std::unique_ptr<Block>> blocks;
   ss::nn::RMSNorm norm;
   ss::nn::Linear head;
+  std::optional<DType> autocast;
+  bool checkpoint = false;
 };
 
 // Held-out loss: the mean over fixed windows of the held-out text (no backward).
@@ -141,21 +159,80 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   return total / batches;
 }
 
+// What training carries from step to step: the mesh, the text, the model and
+// its optimizer. RunLlama drives it; LlamaTrainingStep lends out one step.
+struct Trainer {
+  Trainer(const SampleConfig& c, ss::Mesh m, Corpus text)
+      : cfg(c),
+        mesh(std::move(m)),
+        corpus(std::move(text)),
+        model(c),
+        params(model.parameters()),
+        opt(params, {.lr = c.llama_lr, .weight_decay = 0.01}),
+        sched{.peak = c.llama_lr, .warmup_steps = std::min(20, c.steps / 10), .total_steps = c.steps,
+              .floor = c.llama_lr / 10} {}
+
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const SampleConfig& cfg) {
+    std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
+    for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
+    auto mesh = ss::Mesh::Create(ids, cfg.mesh, {"data", "model"});
+    if (!mesh.ok()) return mesh.status();
+    auto corpus = LoadCorpus(cfg);
+    if (!corpus.ok()) return corpus.status();
+    if (auto t = AutocastType(cfg); !t.ok()) return t.status();
+    return std::make_unique<Trainer>(cfg, *std::move(mesh), *std::move(corpus));
+  }
+
+  // Records training step `step` — a batch, forward, backward, global-norm
+  // clipping, the AdamW update — and returns its loss, pending: the caller cuts.
+  absl::StatusOr<ss::Tensor> TraceStep(int step) {
+    std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
+    auto [x, y] = Batch(corpus.train, cfg.llama_batch, cfg.seq, rng);
+    if (auto s = ss::mark_sharding(x, mesh, {"data", ss::none}); !s.ok()) return s;
+    opt.set_lr(sched.at(step));
+    ss::Tensor loss = model.loss(x, y);
+    if (auto s = ss::backward(loss); !s.ok()) return s;
+    ss::optim::clip_grad_norm(params, 1.0);
+    if (auto s = opt.step(); !s.ok()) return s;
+    return loss;
+  }
+
+  SampleConfig cfg;
+  ss::Mesh mesh;
+  Corpus corpus;
+  Model model;
+  std::vector<ss::Tensor*> params;
+  ss::optim::AdamW opt;
+  ss::optim::WarmupCosine sched;
+};
+
 }  // namespace
 
-absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
-  std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
-  auto mesh = ss::Mesh::Create(ids, cfg.mesh, {"data", "model"});
-  if (!mesh.ok()) return mesh.status();
-  auto corpus = LoadCorpus(cfg);
-  if (!corpus.ok()) return corpus.status();
+struct LlamaTrainingStep::State {
+  std::unique_ptr<Trainer> trainer;
+};
 
-  Model model(cfg);
-  std::vector<ss::Tensor*> params = model.parameters();
-  ss::optim::AdamW opt(params, {.lr = cfg.llama_lr, .weight_decay = 0.01});
-  ss::optim::WarmupCosine sched{.peak = cfg.llama_lr, .warmup_steps = std::min(20, cfg.steps / 10),
-                                .total_steps = cfg.steps, .floor = cfg.llama_lr / 10};
+LlamaTrainingStep::LlamaTrainingStep(std::unique_ptr<State> s) : s_(std::move(s)) {}
+LlamaTrainingStep::~LlamaTrainingStep() = default;
+
+absl::StatusOr<std::unique_ptr<LlamaTrainingStep>> LlamaTrainingStep::Create(const SampleConfig& cfg) {
+  auto t = Trainer::Create(cfg);
+  if (!t.ok()) return t.status();
+  auto state = std::make_unique<State>();
+  state->trainer = *std::move(t);
+  return std::unique_ptr<LlamaTrainingStep>(new LlamaTrainingStep(std::move(state)));
+}
+
+absl::Status LlamaTrainingStep::Trace(int step) { return s_->trainer->TraceStep(step).status(); }
+
+absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
+  auto trainer = Trainer::Create(cfg);
+  if (!trainer.ok()) return trainer.status();
+  Trainer& tr = **trainer;
+  const ss::Mesh& mesh = tr.mesh;
+  Model& model = tr.model;
+  std::vector<ss::Tensor*>& params = tr.params;
+  ss::optim::AdamW& opt = tr.opt;
   // Checkpoints hold the weights and AdamW's moments, so a resumed run
   // continues exactly where the saved one stopped.
   std::vector<ss::Tensor*> saved = params;
@@ -173,20 +250,15 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
   }
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
   for (int step = result.first_step; step < end; ++step) {
-    std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
-    auto [x, y] = Batch(corpus->train, cfg.llama_batch, cfg.seq, rng);
-    if (auto s = ss::mark_sharding(x, *mesh, {"data", ss::none}); !s.ok()) return s;
-    opt.set_lr(sched.at(step));
-    ss::Tensor loss = model.loss(x, y);
-    if (auto s = ss::backward(loss); !s.ok()) return s;
-    ss::optim::clip_grad_norm(params, 1.0);
-    if (auto s = opt.step(); !s.ok()) return s;
+    auto traced = tr.TraceStep(step);
+    if (!traced.ok()) return traced.status();
+    ss::Tensor loss = *std::move(traced);
     if (auto s = ss::mark_step(); !s.ok()) return s;
     auto value = loss.item();
     if (!value.ok()) return value.status();
     std::optional<double> eval;
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == end)) {
-      auto e = EvalLoss(model, corpus->held_out, cfg, *mesh);
+      auto e = EvalLoss(model, tr.corpus.held_out, cfg, mesh);
       if (!e.ok()) return e.status();
       eval = *e;
       result.eval_losses.push_back({step, *e});

@@ -101,6 +101,8 @@ const std::vector<SampleInfo>& Registry() {
   static const std::vector<SampleInfo> samples = {
       {"mlp", "784-1024-1024-10 classifier, SGD, data parallel; batch 64 -> 48 at step 10", RunMlp},
       {"llama", "Llama-style decoder (2 layers, d 256, 4 heads, SwiGLU 1024, RMSNorm, RoPE), bytes, AdamW", RunLlama},
+      {"cnn", "ResNet-style CNN (stem + 3 residual stages 16/32/64, BatchNorm, dropout) on 32x32 images, SGD momentum",
+       RunCnn},
   };
   return samples;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,13 @@ struct SampleConfig {
   // llama's shape (the configuration by default; tests shrink it).
   int64_t layers = 2, d_model = 256, heads = 4, ffn = 1024, seq = 128, llama_batch = 8;
   double llama_lr = 3e-3;
+  // llama: matmuls in mixed precision ("bf16" or "f16": 16-bit operands, f32
+  // results, f32 master weights; "" keeps f32), and gradient checkpointing of
+  // each layer (its activations recomputed in backward instead of kept).
+  std::string autocast;
+  bool checkpoint_layers = false;
+  // cnn: the batch (split over the 'data' axis); --lr sets its SGD rate.
+  int cnn_batch = 32;
   std::function<void(int step, double loss)> on_step;  // progress callback
 };
 
@@ -57,6 +65,28 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg);
 
 // The llama sample: a Llama-style byte-level decoder trained with AdamW.
 absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg);
+
+// One training step of the llama sample, recorded but not cut: what RunLlama
+// records before each mark_step (a batch, forward, backward, clipping, the
+// AdamW update), on the model and optimizer this object keeps across steps.
+// The caller cuts (mark_step), so benchmarks can time the lowering, the
+// fingerprint, the cache lookup and the compilation of the sample's own graph.
+// Needs Init with at least cfg.mesh[0] * cfg.mesh[1] chips.
+class LlamaTrainingStep {
+ public:
+  static absl::StatusOr<std::unique_ptr<LlamaTrainingStep>> Create(const SampleConfig& cfg);
+  ~LlamaTrainingStep();
+  absl::Status Trace(int step);
+
+ private:
+  struct State;
+  explicit LlamaTrainingStep(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+// The cnn sample: a small ResNet (BatchNorm, residual blocks, global average
+// pooling) on synthetic 32x32 images, SGD with momentum, data parallel.
+absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg);
 
 const std::vector<SampleInfo>& Registry();
 const SampleInfo* Find(const std::string& name);

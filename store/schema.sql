@@ -79,7 +79,7 @@ CREATE TABLE IF NOT EXISTS slices (
   depth     INTEGER NOT NULL,
   parent_id INTEGER,
   name_id   INTEGER NOT NULL REFERENCES names(name_id),
-  kind      TEXT NOT NULL CHECK (kind IN ('compute','collective','transfer','host','compile')),
+  kind      TEXT NOT NULL CHECK (kind IN ('compute','collective','transfer','host','compile','host_wait')),
   step      INTEGER,
   graph_id  INTEGER,
   op_id     INTEGER,
@@ -204,6 +204,41 @@ CREATE TABLE IF NOT EXISTS peak_buffers (
   PRIMARY KEY (run_id, graph_id, rank)
 );
 
+-- What each compiler pass did to each compiled program (compiler/passes.h,
+-- compiler/fusion.h): `changed` ops merged (cse), dropped (dce), rewritten to
+-- an operand (algebraic), folded into a constant (constant_folding) or
+-- absorbed into a fused kernel (fusion); `ops_after` the per-device
+-- program's op count at the end.
+CREATE TABLE IF NOT EXISTS compile_passes (
+  run_id    INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id  INTEGER NOT NULL,
+  pass      TEXT NOT NULL,
+  changed   INTEGER NOT NULL,
+  ops_after INTEGER NOT NULL,
+  PRIMARY KEY (run_id, graph_id, pass)
+);
+
+-- Fusion of each compiled per-device program (compiler/fusion.h): every
+-- producer -> consumer edge the pass looked at, whether the producer was fused
+-- into the consumer's kernel, and why not when it was not. `kernel` is the
+-- consumer's kernel as on the timeline ("fusion.40"), NULL when the consumer
+-- runs alone. Source line and module path are the consumer's.
+CREATE TABLE IF NOT EXISTS fusion_decisions (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id        INTEGER NOT NULL,
+  consumer_op_id  INTEGER NOT NULL,
+  producer_op_id  INTEGER NOT NULL,
+  consumer        TEXT NOT NULL,
+  producer        TEXT NOT NULL,
+  fused           INTEGER NOT NULL,
+  kernel          TEXT,
+  reason          TEXT NOT NULL,
+  source_file     TEXT,
+  source_line     INTEGER,
+  scope           TEXT,
+  PRIMARY KEY (run_id, graph_id, consumer_op_id, producer_op_id)
+);
+
 -- Every slice with its track's device and clock, for simple queries.
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,
@@ -213,9 +248,11 @@ JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
 JOIN names n ON n.name_id = s.name_id;
 
 -- Per device and step on the device clock: time by kind from top-level
--- (depth 0) slices, and idle = the step's span minus busy. The span runs from
--- the step's first slice to its last on ANY device, so a chip that waits for a
--- straggler shows that wait as idle.
+-- (depth 0) slices, host_wait = the chip waiting for the host to enqueue the
+-- step's program ('host_wait' slices), and idle = the step's span minus busy
+-- minus host_wait. The span runs from the step's first slice to its last on
+-- ANY device, so a chip that waits for a straggler shows that wait as idle.
+-- (Files written before host_wait_ns get this view when a writer opens them.)
 CREATE VIEW IF NOT EXISTS step_device_summary AS
 WITH dev AS (
   SELECT s.run_id, s.step, t.device_id, s.kind, s.start_ns, s.dur_ns
@@ -232,12 +269,13 @@ per AS (
          sum(CASE WHEN kind = 'compute' THEN dur_ns ELSE 0 END) AS compute_ns,
          sum(CASE WHEN kind = 'collective' THEN dur_ns ELSE 0 END) AS collective_ns,
          sum(CASE WHEN kind = 'transfer' THEN dur_ns ELSE 0 END) AS transfer_ns,
-         sum(dur_ns) AS busy_ns
+         sum(CASE WHEN kind = 'host_wait' THEN dur_ns ELSE 0 END) AS host_wait_ns,
+         sum(CASE WHEN kind = 'host_wait' THEN 0 ELSE dur_ns END) AS busy_ns
   FROM dev GROUP BY run_id, step, device_id
 )
 SELECT p.run_id, p.step, p.device_id, p.compute_ns, p.collective_ns, p.transfer_ns,
-       max(0, (sp.step_end_ns - sp.step_start_ns) - p.busy_ns) AS idle_ns, p.busy_ns,
-       sp.step_end_ns - sp.step_start_ns AS span_ns, sp.step_start_ns, sp.step_end_ns
+       max(0, (sp.step_end_ns - sp.step_start_ns) - p.busy_ns - p.host_wait_ns) AS idle_ns, p.busy_ns,
+       sp.step_end_ns - sp.step_start_ns AS span_ns, sp.step_start_ns, sp.step_end_ns, p.host_wait_ns
 FROM per p
 JOIN span sp ON sp.run_id = p.run_id AND sp.step = p.step;
 

@@ -108,19 +108,75 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
-        tensor, placement, counter, op, memory_plan, peak_buffer, name_find, name_add;
+        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, name_find, name_add;
   };
 
-  // Columns added to v1 tables after files were written: add them in place
-  // (CREATE TABLE IF NOT EXISTS leaves an existing table as it was).
-  absl::Status Migrate() {
+  // The first column of the first row of `sql` as text ("" when no row).
+  absl::StatusOr<std::string> QueryText(const std::string& sql) {
     sqlite3_stmt* q = nullptr;
-    if (sqlite3_prepare_v2(db_, "SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'", -1, &q,
-                           nullptr) != SQLITE_OK)
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &q, nullptr) != SQLITE_OK)
       return absl::InternalError(internal::DbError(db_));
-    bool has = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0) > 0;
+    std::string out;
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+      out = reinterpret_cast<const char*>(sqlite3_column_text(q, 0));
     sqlite3_finalize(q);
-    return has ? absl::OkStatus() : internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;");
+    return out;
+  }
+
+  // Changes to v1 files made after files were written, applied in place when
+  // a writer opens an older file (CREATE ... IF NOT EXISTS leaves an existing
+  // table or view as it was):
+  //  - steps.eval_loss: a new column, added.
+  //  - slices.kind 'host_wait' (a device waiting for the host): a CHECK
+  //    constraint, which SQLite cannot alter, so the table is rebuilt once.
+  //  - step_device_summary.host_wait_ns: a view, dropped and made again.
+  absl::Status Migrate() {
+    auto eval = QueryText("SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'");
+    if (!eval.ok()) return eval.status();
+    if (*eval == "0") {
+      if (absl::Status st = internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;"); !st.ok()) return st;
+    }
+    auto slices = QueryText("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
+    if (!slices.ok()) return slices.status();
+    if (slices->find("'host_wait'") == std::string::npos) {
+      if (absl::Status st = RebuildSlices(); !st.ok()) return st;
+    }
+    auto summary = QueryText("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'step_device_summary'");
+    if (!summary.ok()) return summary.status();
+    if (summary->find("host_wait_ns") == std::string::npos) {
+      return internal::Exec(db_, absl::StrCat("DROP VIEW IF EXISTS step_device_summary;", SchemaSql()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Rebuilds `slices` under the current schema in one transaction. The views
+  // over it are dropped first (a rename would rewrite them to point at the old
+  // table) and its indexes too (they would stay on the old table and block the
+  // new ones); the schema text then makes them all again.
+  absl::Status RebuildSlices() {
+    if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
+    auto fail = [&](absl::Status st) {
+      internal::Exec(db_, "ROLLBACK").IgnoreError();
+      return absl::Status(st.code(), absl::StrCat("migrating slices to the kind 'host_wait': ", st.message()));
+    };
+    // Another writer may have migrated the file while this one waited for the lock.
+    auto again = QueryText("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
+    if (!again.ok()) return fail(again.status());
+    if (again->find("'host_wait'") != std::string::npos) return internal::Exec(db_, "COMMIT");
+    // Columns the old table has, by name: the new table may have more.
+    auto columns = QueryText("SELECT group_concat(name, ', ') FROM pragma_table_info('slices')");
+    if (!columns.ok()) return fail(columns.status());
+    absl::Status st = internal::Exec(
+        db_, absl::StrCat("DROP VIEW IF EXISTS time_by_source_line; DROP VIEW IF EXISTS time_by_module_path;"
+                          " DROP VIEW IF EXISTS kernel_stats; DROP VIEW IF EXISTS step_device_summary;"
+                          " DROP VIEW IF EXISTS events;"
+                          " DROP INDEX IF EXISTS slices_by_track_time; DROP INDEX IF EXISTS slices_by_flow;"
+                          " ALTER TABLE slices RENAME TO slices_before_host_wait;",
+                          SchemaSql(), "INSERT INTO slices(", *columns, ") SELECT ", *columns,
+                          " FROM slices_before_host_wait; DROP TABLE slices_before_host_wait;"));
+    if (!st.ok()) return fail(st);
+    if (st = internal::Exec(db_, "COMMIT"); !st.ok()) return fail(st);
+    return absl::OkStatus();
   }
 
   absl::Status Prepare() {
@@ -158,6 +214,9 @@ class Writer::Db {
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
         {&stmts_.memory_plan, "INSERT OR REPLACE INTO memory_plans VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&stmts_.peak_buffer, "INSERT OR REPLACE INTO peak_buffers VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
+        {&stmts_.fusion_edge,
+         "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
         {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
         {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
@@ -262,6 +321,24 @@ class Writer::Db {
       b.source_file.empty() ? p.Null(9) : p.Int(9, b.source_line);
       p.TextOrNull(10, b.scope);
       if (absl::Status st = Tag(p.Run(), "peak_buffers", r.graph_id); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteOne(const trace::PassRecord& r) {
+    Stmt& s = stmts_.pass;
+    s.Int(1, run_id_); s.Int(2, r.graph_id); s.Text(3, r.pass); s.Int(4, r.changed); s.Int(5, r.ops_after);
+    return Tag(s.Run(), "compile_passes", r.graph_id);
+  }
+  absl::Status WriteOne(const trace::FusionRecord& r) {
+    for (const auto& e : r.edges) {
+      Stmt& s = stmts_.fusion_edge;
+      s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, e.consumer_op_id); s.Int(4, e.producer_op_id);
+      s.Text(5, e.consumer); s.Text(6, e.producer); s.Int(7, e.fused ? 1 : 0); s.TextOrNull(8, e.kernel);
+      s.Text(9, e.reason); s.TextOrNull(10, e.source_file);
+      e.source_file.empty() ? s.Null(11) : s.Int(11, e.source_line);
+      s.TextOrNull(12, e.scope);
+      if (absl::Status st = Tag(s.Run(), "fusion_decisions", r.graph_id); !st.ok()) return st;
     }
     return absl::OkStatus();
   }

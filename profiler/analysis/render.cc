@@ -89,9 +89,34 @@ std::string MdTable(const std::vector<std::string>& head,
   return out;
 }
 
-std::vector<std::string> TimesCells(const DeviceTimes& t) {
-  return {FormatNs(t.compute_ns), FormatNs(t.collective_ns), FormatNs(t.transfer_ns),
-          FormatNs(t.idle_ns), t.bottleneck.empty() ? "-" : t.bottleneck};
+// The "host wait" column is shown only when some chip waited for the host, so
+// runs where the host kept up read as before.
+bool HasHostWait(const DeviceBreakdown& d) { return d.total_host_wait_ns > 0; }
+
+std::vector<std::string> TimesCells(const DeviceTimes& t, bool host_wait) {
+  std::vector<std::string> cells = {FormatNs(t.compute_ns), FormatNs(t.collective_ns), FormatNs(t.transfer_ns),
+                                    FormatNs(t.idle_ns)};
+  if (host_wait) cells.push_back(FormatNs(t.host_wait_ns));
+  cells.push_back(t.bottleneck.empty() ? "-" : t.bottleneck);
+  return cells;
+}
+
+std::vector<std::string> TimesHead(const std::string& first, bool host_wait) {
+  std::vector<std::string> head = {first, "compute", "collective", "transfer", "idle"};
+  if (host_wait) head.push_back("host wait");
+  head.push_back("bottleneck");
+  return head;
+}
+
+// One sentence on chips waiting for the host (device clock, chip average).
+std::string HostWaitLine(const DeviceBreakdown& d) {
+  if (!HasHostWait(d)) return "Waiting for host: none recorded (every program was enqueued before the chips were free)";
+  double share = d.median_span_ns > 0 ? 100.0 * d.median_host_wait_ns / d.median_span_ns : 0;
+  return absl::StrFormat(
+      "Waiting for host: %s of the median step's %s (%.0f%%), %s over all steps (device clock, chip average): the "
+      "chips finished and sat idle until the host enqueued the next program, so tracing, compiling or a value read "
+      "on the host is slower than the chips",
+      FormatNs(d.median_host_wait_ns), FormatNs(d.median_span_ns), share, FormatNs(d.total_host_wait_ns));
 }
 
 std::string ChipHeading(const DeviceBreakdown& d) {
@@ -155,14 +180,18 @@ std::string RenderText(const RunReport& r) {
   if (d.rows.empty()) {
     absl::StrAppend(&out, "\nPer chip: ", d.empty_reason, "\n");
   } else {
-    std::vector<std::vector<std::string>> t = {
-        {ChipHeading(d), "compute", "collective", "transfer", "idle", "bottleneck"}};
+    const bool waits = HasHostWait(d);
+    std::vector<std::vector<std::string>> t = {TimesHead(ChipHeading(d), waits)};
     for (const DeviceRow& row : d.rows) {
       std::vector<std::string> cells = {absl::StrCat("  ", ChipName(row))};
-      for (auto& c : TimesCells(row.median_step)) cells.push_back(c);
+      for (auto& c : TimesCells(row.median_step, waits)) cells.push_back(c);
       t.push_back(cells);
     }
-    absl::StrAppend(&out, "\n", AlignTable(t, "", {false, true, true, true, true, false}));
+    std::vector<bool> right = {false, true, true, true, true};
+    if (waits) right.push_back(true);
+    right.push_back(false);
+    absl::StrAppend(&out, "\n", AlignTable(t, "", right));
+    absl::StrAppend(&out, "  ", HostWaitLine(d), "\n");
   }
 
   out += "\nSharding\n";
@@ -214,13 +243,15 @@ std::string RenderMarkdown(const RunReport& r) {
   if (d.rows.empty()) {
     absl::StrAppend(&out, "No breakdown: ", d.empty_reason, ".\n");
   } else {
+    const bool waits = HasHostWait(d);
     std::vector<std::vector<std::string>> rows;
     for (const DeviceRow& row : d.rows) {
       std::vector<std::string> cells = {ChipName(row)};
-      for (auto& c : TimesCells(row.median_step)) cells.push_back(c);
+      for (auto& c : TimesCells(row.median_step, waits)) cells.push_back(c);
       rows.push_back(cells);
     }
-    out += MdTable({"chip", "compute", "collective", "transfer", "idle", "bottleneck"}, rows);
+    out += MdTable(TimesHead("chip", waits), rows);
+    absl::StrAppend(&out, "\n", HostWaitLine(d), ".\n");
   }
 
   out += "\n## Sharding\n\n";
@@ -252,7 +283,7 @@ namespace {
 nlohmann::json TimesJson(const DeviceTimes& t) {
   return {{"compute_ns", t.compute_ns},       {"collective_ns", t.collective_ns},
           {"transfer_ns", t.transfer_ns},     {"idle_ns", t.idle_ns},
-          {"bottleneck", t.bottleneck}};
+          {"host_wait_ns", t.host_wait_ns},   {"bottleneck", t.bottleneck}};
 }
 nlohmann::json OptJson(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
@@ -306,6 +337,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
                     {"median_step", r.devices.median_step},
                     {"median_span_ns", r.devices.median_span_ns},
                     {"steps_covered", r.devices.steps_covered},
+                    {"median_host_wait_ns", r.devices.median_host_wait_ns},
+                    {"total_host_wait_ns", r.devices.total_host_wait_ns},
                     {"rows", devs},
                     {"empty_reason", r.devices.empty_reason}};
   json sh = json::array();

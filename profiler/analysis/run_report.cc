@@ -25,7 +25,8 @@ std::string Bottleneck(const DeviceTimes& t) {
   const std::pair<int64_t, const char*> cats[] = {{t.compute_ns, "compute"},
                                                   {t.collective_ns, "collective"},
                                                   {t.transfer_ns, "transfer"},
-                                                  {t.idle_ns, "idle"}};
+                                                  {t.idle_ns, "idle"},
+                                                  {t.host_wait_ns, "host"}};
   int64_t best = 0;
   std::string name;
   for (const auto& [ns, n] : cats) {
@@ -120,6 +121,7 @@ DeviceTimes TimesOf(const QueryResult& q, size_t i) {
   t.collective_ns = q.Int(i, "collective_ns");
   t.transfer_ns = q.Int(i, "transfer_ns");
   t.idle_ns = q.Int(i, "idle_ns");
+  t.host_wait_ns = q.Int(i, "host_wait_ns");
   return t;
 }
 
@@ -128,6 +130,7 @@ void Add(DeviceTimes* into, const DeviceTimes& t) {
   into->collective_ns += t.collective_ns;
   into->transfer_ns += t.transfer_ns;
   into->idle_ns += t.idle_ns;
+  into->host_wait_ns += t.host_wait_ns;
 }
 
 absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdown* d) {
@@ -138,9 +141,14 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdo
     d->empty_reason = "no device-clock tracks in this run, so there is no per-chip breakdown";
     return absl::OkStatus();
   }
+  // Files no writer has opened since host_wait_ns was added lack the column.
+  auto cols = rd.Query(
+      "SELECT count(*) AS n FROM pragma_table_info('step_device_summary') WHERE name = 'host_wait_ns'");
+  if (!cols.ok()) return cols.status();
+  const char* host_wait = cols->Int(0, "n") > 0 ? "host_wait_ns" : "0 AS host_wait_ns";
   auto q = rd.Query(
-      "SELECT step, device_id, compute_ns, collective_ns, transfer_ns, idle_ns, span_ns"
-      " FROM step_device_summary WHERE run_id = ?1 ORDER BY step, device_id",
+      absl::StrCat("SELECT step, device_id, compute_ns, collective_ns, transfer_ns, idle_ns, span_ns, ", host_wait,
+                   " FROM step_device_summary WHERE run_id = ?1 ORDER BY step, device_id"),
       {run});
   if (!q.ok()) return q.status();
   if (q->rows.empty()) {
@@ -180,12 +188,18 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdo
   for (auto& [dev, r] : rows) {
     // A chip with no slices in the median step sat idle through all of it.
     if (r.median_step.compute_ns + r.median_step.collective_ns + r.median_step.transfer_ns +
-            r.median_step.idle_ns == 0) {
+            r.median_step.idle_ns + r.median_step.host_wait_ns == 0) {
       r.median_step.idle_ns = d->median_span_ns;
     }
     r.median_step.bottleneck = Bottleneck(r.median_step);
     r.all_steps.bottleneck = Bottleneck(r.all_steps);
+    d->median_host_wait_ns += r.median_step.host_wait_ns;
+    d->total_host_wait_ns += r.all_steps.host_wait_ns;
     d->rows.push_back(r);
+  }
+  if (!d->rows.empty()) {
+    d->median_host_wait_ns /= static_cast<int64_t>(d->rows.size());
+    d->total_host_wait_ns /= static_cast<int64_t>(d->rows.size());
   }
   return absl::OkStatus();
 }

@@ -57,7 +57,10 @@ struct CompileStats {
 // One chip's time by kind on the device clock.
 struct DeviceTimes {
   int64_t compute_ns = 0, collective_ns = 0, transfer_ns = 0, idle_ns = 0;
-  std::string bottleneck;  // the largest of the four categories; "" when all are 0
+  // Waiting for the host to enqueue the step's program ('host_wait' slices);
+  // not part of idle_ns. 0 in files written before it was recorded.
+  int64_t host_wait_ns = 0;
+  std::string bottleneck;  // the largest category ("host" for host_wait); "" when all are 0
 };
 
 struct DeviceRow {
@@ -74,6 +77,10 @@ struct DeviceBreakdown {
   int64_t steps_covered = 0;   // steps with device-clock slices
   std::vector<DeviceRow> rows; // empty when the run has no device timeline
   std::string empty_reason;    // why rows is empty, in words
+  // Waiting for the host, chip average: in the median step, and summed over
+  // all steps (device clock). Both 0 when the host always kept up.
+  int64_t median_host_wait_ns = 0;
+  int64_t total_host_wait_ns = 0;
 };
 
 struct ShardingRow {

@@ -32,6 +32,7 @@ const char* SliceKindName(SliceKind k) {
     case SliceKind::kTransfer: return "transfer";
     case SliceKind::kHost: return "host";
     case SliceKind::kCompile: return "compile";
+    case SliceKind::kHostWait: return "host_wait";
   }
   return "?";
 }

@@ -23,6 +23,8 @@ class Recorder {
   virtual void Record(const GraphRecord&) {}
   virtual void Record(const OpRecord&) {}
   virtual void Record(const MemoryPlanRecord&) {}
+  virtual void Record(const FusionRecord&) {}
+  virtual void Record(const PassRecord&) {}
   virtual void Record(const CompilationRecord&) {}
   virtual void Record(const ExecutionRecord&) {}
   virtual void Record(const StepRecord&) {}

@@ -14,8 +14,10 @@ namespace shardscope::trace {
 enum class Clock { kHost, kDevice, kModeled };
 const char* ClockName(Clock c);
 
-// What a timeline slice is.
-enum class SliceKind { kCompute, kCollective, kTransfer, kHost, kCompile };
+// What a timeline slice is. kHostWait is on device tracks only: the chip had
+// finished its last program and the host had not yet enqueued the next one
+// (runtime/scheduler.h says how it is measured).
+enum class SliceKind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait };
 const char* SliceKindName(SliceKind k);
 
 struct RunRecord {
@@ -136,6 +138,31 @@ struct MemoryPlanRecord {
   int64_t unshared_bytes = 0;  // the same without reuse
   std::string peak_op;         // where the peak is reached
   std::vector<PeakBuffer> live_at_peak;
+};
+
+// Fusion of one compiled program: every producer -> consumer edge the pass
+// looked at, fused or not and why (compiler/fusion.h).
+struct FusionEdge {
+  int64_t producer_op_id = 0, consumer_op_id = 0;
+  std::string producer, consumer;  // "multiply.12"
+  bool fused = false;
+  std::string kernel;              // "fusion.40"; empty when the consumer runs alone
+  std::string reason;
+  std::string source_file;         // the consumer's line
+  int source_line = 0;
+  std::string scope;
+};
+// What each compiler pass did to one program: ops removed or rewritten.
+struct PassRecord {
+  int64_t graph_id = 0;
+  std::string pass;      // cse | dce | algebraic | constant_folding | fusion
+  int64_t changed = 0;   // ops merged, dropped, rewritten, folded or fused into a kernel
+  int64_t ops_after = 0; // ops of the program after the pass pipeline
+};
+
+struct FusionRecord {
+  int64_t graph_id = 0;
+  std::vector<FusionEdge> edges;
 };
 
 struct CompilationRecord {

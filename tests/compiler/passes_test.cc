@@ -42,3 +42,66 @@ TEST(Passes, MergesEqualOpsAndDropsDeadOnes) {
 
 }  // namespace
 }  // namespace shardscope::compiler
+
+namespace shardscope::compiler {
+namespace {
+
+int Count(const Module& m, Opcode op) {
+  int n = 0;
+  for (const auto& i : m.instructions()) n += i->op == op;
+  return n;
+}
+
+TEST(Passes, AlgebraicIdentitiesDropOps) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {4, 2}), "x");
+  Instruction* one = m.BroadcastInDim(m.ScalarConstant(DType::kF32, 1), {4, 2}, {});
+  Instruction* zero = m.BroadcastInDim(m.ScalarConstant(DType::kF32, 0), {4, 2}, {});
+  Instruction* a = m.Binary(Opcode::kMultiply, x, one);               // x
+  Instruction* b = m.Binary(Opcode::kAdd, zero, a);                   // x
+  Instruction* c = m.Unary(Opcode::kNegate, m.Unary(Opcode::kNegate, b));  // x
+  Instruction* d = m.Reshape(c, {4, 2});                              // x
+  Instruction* e = m.Transpose(d, {0, 1});                            // x
+  Instruction* f = m.Binary(Opcode::kDivide, e, one);                 // x
+  Instruction* keep = m.Binary(Opcode::kMultiply, f, zero);           // x*0 is not 0 for NaN/inf: kept
+  m.SetOutputs({f, keep});
+  PassStats st;
+  auto out = Simplify(m, &st);
+  ASSERT_TRUE(Verify(*out).ok());
+  EXPECT_EQ(st.algebraic_simplified, 6);  // a, b, -(-x) (the inner negate is then dead), d, e, f
+  EXPECT_EQ(out->outputs()[0], out->parameters()[0]);  // f is x itself
+  EXPECT_EQ(Count(*out, Opcode::kMultiply), 1);
+  EXPECT_EQ(Count(*out, Opcode::kNegate), 0);
+  EXPECT_EQ(Count(*out, Opcode::kReshape), 0);
+}
+
+TEST(Passes, FoldsFloatOpsOnConstants) {
+  // The kind of arithmetic autograd and optimizers leave: (1 - 0.9) * 2 on
+  // broadcast constants, then used with a real value.
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {3}), "x");
+  Instruction* one = m.BroadcastInDim(m.ScalarConstant(DType::kF32, 1), {3}, {});
+  Instruction* beta = m.BroadcastInDim(m.ScalarConstant(DType::kF32, 0.9), {3}, {});
+  Instruction* two = m.ScalarConstant(DType::kF32, 2);
+  Instruction* diff = m.Binary(Opcode::kSubtract, one, beta);
+  Instruction* scale = m.Binary(Opcode::kMultiply, diff, m.BroadcastInDim(two, {3}, {}));
+  Instruction* sq = m.Unary(Opcode::kSqrt, m.ScalarConstant(DType::kF32, 4));
+  Instruction* y = m.Binary(Opcode::kMultiply, x, scale);
+  m.SetOutputs({y, sq});
+  PassStats st;
+  auto out = Simplify(m, &st);
+  ASSERT_TRUE(Verify(*out).ok()) << Verify(*out);
+  EXPECT_EQ(st.constants_folded, 3);  // diff, scale, sq
+  const Instruction* o = out->outputs()[0];
+  ASSERT_EQ(o->op, Opcode::kMultiply);
+  const Instruction* folded = o->operands[1];
+  ASSERT_EQ(folded->op, Opcode::kBroadcastInDim);
+  ASSERT_EQ(folded->operands[0]->op, Opcode::kConstant);
+  EXPECT_FLOAT_EQ(static_cast<float>(folded->operands[0]->literal->GetDouble(0)), static_cast<float>((1 - 0.9) * 2));
+  EXPECT_EQ(out->outputs()[1]->op, Opcode::kConstant);
+  EXPECT_EQ(out->outputs()[1]->literal->GetDouble(0), 2.0);
+  EXPECT_EQ(Count(*out, Opcode::kSubtract), 0);
+}
+
+}  // namespace
+}  // namespace shardscope::compiler

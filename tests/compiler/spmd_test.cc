@@ -512,5 +512,54 @@ TEST(SpmdTest, ShardingForWrongDeviceCountIsAnError) {
   EXPECT_NE(r.status().message().find("parameter 'x'"), std::string::npos) << r.status();
 }
 
+// NCHW x OIHW -> NCHW, 3x3, padding 1 (as the frontend's conv2d records).
+compiler::ConvDims Nchw() {
+  compiler::ConvDims c;
+  c.input_spatial = c.kernel_spatial = c.output_spatial = {2, 3};
+  c.padding = {{1, 1}, {1, 1}};
+  return c;
+}
+
+TEST(SpmdTest, BatchSplitConvolutionPoolingAndPaddingNeedNoCollective) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {8, 3, 6, 6}), "x");
+  x->sharding = *Sharding::Parse("{devices=[4,1,1,1]0,1,2,3}");
+  Instruction* w = m.Parameter(Shape(DType::kF32, {5, 3, 3, 3}), "w");
+  Instruction* y = m.Convolution(x, w, Nchw());
+  compiler::WindowDims win;
+  win.dimensions = win.strides = {1, 1, 2, 2};
+  Instruction* pooled = m.ReduceWindow(y, m.ScalarConstant(DType::kF32, 0), win, ReduceKind::kSum);
+  m.AddOutput(m.Pad(pooled, m.ScalarConstant(DType::kF32, 0), {{0, 0, 1, 0}, {0, 0, 0, 1}, {0, 0, 1, 1}}));
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->collectives, 0);
+  EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[4,1,1,1]0,1,2,3}");
+  for (const auto& i : r->local->instructions()) {
+    if (i->op == Opcode::kConvolution) {
+      EXPECT_EQ(i->shape, Shape(DType::kF32, {2, 5, 6, 6}));
+    }
+  }
+}
+
+TEST(SpmdTest, KernelGradientOfSplitBatchAllReduces) {
+  // dw = conv(x with its batch as the feature dim, g as the kernel): the batch is contracted.
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {8, 3, 6, 6}), "x");
+  x->sharding = *Sharding::Parse("{devices=[2,1,1,1]0,1}");
+  Instruction* g = m.Parameter(Shape(DType::kF32, {8, 5, 6, 6}), "g");
+  g->sharding = *Sharding::Parse("{devices=[2,1,1,1]0,1}");
+  compiler::ConvDims c = Nchw();
+  c.input_batch = 1, c.input_feature = 0, c.kernel_input_feature = 0, c.kernel_output_feature = 1;
+  c.output_batch = 1, c.output_feature = 0;
+  Instruction* dw = m.Convolution(x, g, c);
+  ASSERT_EQ(dw->shape, Shape(DType::kF32, {5, 3, 3, 3}));
+  m.AddOutput(dw);
+  auto r = compiler::SpmdPartition(m, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllReduce), 1);
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllGather), 0);
+  EXPECT_TRUE(r->output_shardings[0].IsReplicated());
+}
+
 }  // namespace
 }  // namespace shardscope

@@ -195,6 +195,40 @@ std::vector<GradCase> GradCases() {
        [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }},
       {"mlp", {{3, 4}, {4, 5}, {5}}, -1, 1,
        [](auto& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2])); }},
+      // Convolutions: the input gradient is a convolution of the dilated
+      // gradient with the flipped kernel, the kernel's one of input and gradient.
+      {"conv2d", {{2, 3, 5, 5}, {4, 3, 3, 3}}, -1, 1, [](auto& x) { return conv2d(x[0], x[1], Tensor(), 1, 1); }},
+      {"conv2d_stride2_bias", {{1, 2, 6, 7}, {3, 2, 3, 3}, {3}}, -1, 1,
+       [](auto& x) { return conv2d(x[0], x[1], x[2], 2, 1); }},
+      {"conv2d_1x1_stride2", {{2, 3, 4, 4}, {2, 3, 1, 1}}, -1, 1,  // rows the windows never reach
+       [](auto& x) { return conv2d(x[0], x[1], Tensor(), 2, 0); }},
+      {"conv2d_rect_kernel", {{1, 2, 5, 4}, {2, 2, 2, 3}}, -1, 1, [](auto& x) { return conv2d(x[0], x[1], Tensor(), 1, 1); }},
+      {"max_pool2d", {{1, 2, 4, 6}}, -1, 1, [](auto& x) { return max_pool2d(x[0], 2); }},
+      {"max_pool2d_padded", {{1, 2, 5, 5}}, -1, 1, [](auto& x) { return max_pool2d(x[0], 2, 2, 1); }},
+      {"avg_pool2d_overlapping", {{1, 2, 5, 5}}, -1, 1, [](auto& x) { return avg_pool2d(x[0], 3, 2, 1); }},
+      {"avg_pool2d", {{2, 1, 4, 5}}, -1, 1, [](auto& x) { return avg_pool2d(x[0], 2); }},
+      {"global_avg_pool2d", {{2, 3, 3, 4}}, -1, 1, [](auto& x) { return global_avg_pool2d(x[0]); }},
+      {"dropout", {{2, 3, 4, 4}}, -1, 1,
+       [](auto& x) {
+         Generator gen(7);  // the same mask on every evaluation
+         return dropout(x[0], 0.5, true, gen);
+       }},
+      {"batch_norm2d_train", {{3, 2, 2, 3}, {2}, {2}}, -1, 1,
+       [](auto& x) {
+         Tensor rm = Tensor::from_host(F64({2}, {0, 0}), "rm"), rv = Tensor::from_host(F64({2}, {1, 1}), "rv");
+         return batch_norm2d(x[0], rm, rv, x[1], x[2], true);
+       }},
+      {"batch_norm2d_eval", {{2, 2, 3, 3}, {2}, {2}}, -1, 1,
+       [](auto& x) {
+         Tensor rm = Tensor::from_host(F64({2}, {0.1, -0.2}), "rm"), rv = Tensor::from_host(F64({2}, {0.5, 2}), "rv");
+         return batch_norm2d(x[0], rm, rv, x[1], x[2], false);
+       }},
+      {"residual_block", {{2, 2, 4, 4}, {2, 2, 3, 3}, {2, 2, 3, 3}}, -1, 1,
+       [](auto& x) {
+         Tensor rm = Tensor::from_host(F64({2}, {0, 0}), "rm"), rv = Tensor::from_host(F64({2}, {1, 1}), "rv");
+         Tensor h = relu(batch_norm2d(conv2d(x[0], x[1], Tensor(), 1, 1), rm, rv, Tensor(), Tensor(), true));
+         return max_pool2d(relu(conv2d(h, x[2], Tensor(), 1, 1) + x[0]), 2);
+       }},
   };
 }
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
+#include "runtime/reference.h"
 
 namespace shardscope::runtime {
 namespace {
@@ -696,6 +697,51 @@ TEST(DotGeneral, LargeF32Gemm) {
 TEST(DotGeneral, EmptyDims) {
   CheckDot(kF32, {0, 5}, {5, 3}, Dims({}, {1}, {}, {0}));
   CheckDot(kF32, {4, 0}, {0, 3}, Dims({}, {1}, {}, {0}));  // empty contraction gives zeros
+}
+
+// ---------------------------------------------------------------- convolution
+
+// The shapes autograd gives convolution (core/ops_cnn.cc) against the
+// reference: the kernel gradient (batch contracted, the output gradient as a
+// stride-dilated kernel wider than the result: the transposed im2col), and
+// the input gradient (lhs dilation), with padding cropped on the high side.
+TEST(Convolution, GradientShapesMatchTheReference) {
+  struct Case {
+    std::vector<int64_t> lhs, rhs;
+    bool kernel_grad;  // else input grad
+    int64_t stride;
+    std::vector<std::pair<int64_t, int64_t>> padding;
+  };
+  const std::vector<Case> cases = {
+      {{4, 3, 9, 8}, {4, 5, 5, 4}, true, 2, {{1, 1}, {1, 0}}},     // 3x3 stride 2
+      {{6, 2, 10, 10}, {6, 4, 10, 10}, true, 1, {{1, 1}, {1, 1}}},  // 3x3 stride 1
+      {{2, 3, 4, 4}, {2, 2, 2, 2}, true, 2, {{0, -1}, {0, -1}}},    // 1x1 stride 2
+      {{4, 5, 5, 4}, {5, 3, 3, 3}, false, 2, {{1, 2}, {1, 1}}},     // input grad, stride 2
+  };
+  for (DType t : {kF32, kF64}) {
+    for (const Case& c : cases) {
+      Module m;
+      compiler::ConvDims d;
+      d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
+      if (c.kernel_grad) {
+        d.input_batch = 1, d.input_feature = 0, d.kernel_input_feature = 0, d.kernel_output_feature = 1;
+        d.output_batch = 1, d.output_feature = 0;
+        d.rhs_dilation = {c.stride, c.stride};
+      } else {
+        d.kernel_input_feature = 0, d.kernel_output_feature = 1;
+        d.lhs_dilation = {c.stride, c.stride};
+      }
+      d.padding = c.padding;
+      auto* conv = m.Convolution(m.Parameter(Shape(t, c.lhs), "lhs"), m.Parameter(Shape(t, c.rhs), "rhs"), d);
+      ASSERT_TRUE(compiler::Verify(m).ok()) << compiler::Verify(m);
+      Literal a = Random(t, c.lhs), b = Random(t, c.rhs), fast, ref(conv->shape);
+      ASSERT_TRUE(Eval(conv, {&a, &b}, &fast).ok());
+      ASSERT_TRUE(EvalReference(*conv, {&a, &b}, 0, &ref).ok());
+      std::vector<double> want;
+      for (int64_t k = 0; k < ref.elements(); ++k) want.push_back(ref.GetDouble(k));
+      ExpectNear(fast, want, Tolerance(t, 100), absl::StrCat(DTypeName(t), " ", Str(c.lhs), " x ", Str(c.rhs)));
+    }
+  }
 }
 
 // ---------------------------------------------------------------- errors

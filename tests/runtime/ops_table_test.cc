@@ -137,6 +137,19 @@ std::vector<Case> Cases() {
                  if (!numeric(t)) return nullptr;
                  return m.DotGeneral(P(m, t, {2, 5, 4}), P(m, t, {3, 2, 5}, "y"), {{0}, {1}, {1}, {2}});
                }});
+  // Mixed precision: 16-bit float operands, f32 result (accumulated in f32, not rounded back).
+  c.push_back({"dot_general half -> f32", [&](Module& m, DType t) -> Instruction* {
+                 if (t != DType::kBF16 && t != DType::kF16) return nullptr;
+                 return m.DotGeneral(P(m, t, {2, 4, 9}), P(m, t, {2, 9, 3}, "y"), {{0}, {0}, {2}, {1}}, {},
+                                     DType::kF32);
+               }});
+  c.push_back({"convolution half -> f32", [&](Module& m, DType t) -> Instruction* {
+                 if (t != DType::kBF16 && t != DType::kF16) return nullptr;
+                 compiler::ConvDims d;
+                 d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
+                 d.padding = {{1, 1}, {1, 1}};
+                 return m.Convolution(P(m, t, {2, 3, 5, 5}), P(m, t, {4, 3, 3, 3}, "k"), d, {}, DType::kF32);
+               }});
   c.push_back({"convolution NCHW groups", [&](Module& m, DType t) -> Instruction* {
                  if (!numeric(t)) return nullptr;
                  compiler::ConvDims d;
@@ -193,6 +206,9 @@ std::vector<Case> Cases() {
   c.push_back({"scatter replace", [](Module& m, DType t) {
                  compiler::ScatterDims s{{1}, {0}, {0}, 1, false, false, true};
                  return m.Scatter(P(m, t, {6, 3}), Idx(m, {4, 1}, 0, 6), P(m, t, {4, 3}, "u"), s, ReduceKind::kSum);
+               }});
+  c.push_back({"optimization_barrier", [](Module& m, DType t) {
+                 return m.OptimizationBarrier(P(m, t, {3, 5}), {P(m, DType::kF32, {2}, "after")});
                }});
   c.push_back({"rng_bit_generator", [](Module& m, DType t) -> Instruction* {
                  if (!Int(t)) return nullptr;

@@ -27,9 +27,13 @@ inline Rgb KindColor(SliceKind kind) {
     case SliceKind::kTransfer: return {150, 100, 200};   // violet
     case SliceKind::kHost: return {110, 170, 110};       // green
     case SliceKind::kCompile: return {210, 70, 70};      // red
+    case SliceKind::kHostWait: return {62, 66, 76};      // muted: a wait, not work
   }
   return {128, 128, 128};
 }
+
+// Waiting for the host: hatched over KindColor(kHostWait), labelled in dim text.
+inline constexpr Rgb kHostWaitHatch{96, 101, 114};
 
 // Folded blocks are darker so a fold never passes for one long slice.
 inline constexpr float kFoldShade = 0.6f;

@@ -40,6 +40,17 @@ bool InRect(const ImVec2& p, float x0, float y0, float x1, float y1) {
   return p.x >= x0 && p.x < x1 && p.y >= y0 && p.y < y1;
 }
 
+// Diagonal hatching over [x0, x1) x [y0, y1): the mark of a chip waiting for
+// the host. Lines every 8 px, so the cost follows the block's width on screen.
+void DrawHatch(ImDrawList* dl, float x0, float y0, float x1, float y1) {
+  constexpr float kPitch = 8;
+  const float h = y1 - y0;
+  dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y1), true);
+  for (float x = x0 - h; x < x1; x += kPitch)
+    dl->AddLine(ImVec2(x, y1), ImVec2(x + h, y0), kHostWaitHatch.Packed(), 1.0f);
+  dl->PopClipRect();
+}
+
 }  // namespace
 
 // What the mouse is over this frame; filled while drawing, shown after.
@@ -140,7 +151,11 @@ void TimelineView::DrawLane(const Track& track, int lane_index, float y, float h
       if (x1 - x0 < 1) x1 = x0 + 1;
       Rgb color = KindColor(b.kind);
       if (b.folded()) color = color.Scaled(kFoldShade);
+      // A chip waiting for the host is idle, not busy: a muted, hatched block
+      // with a dim label, so it never reads as work.
+      const bool waiting = !b.folded() && b.kind == SliceKind::kHostWait;
       dl->AddRectFilled(ImVec2(x0, ry0), ImVec2(x1, ry1), color.Packed());
+      if (waiting) DrawHatch(dl, std::max(x0, area_left - kRowHeight), ry0, std::min(x1, right), ry1);
       const float visible_w = std::min(x1, right) - std::max(x0, area_left);
       if (visible_w > 30) {
         std::string text = b.folded() ? absl::StrCat(b.count, " slices")
@@ -148,7 +163,7 @@ void TimelineView::DrawLane(const Track& track, int lane_index, float y, float h
         ImVec4 clip(std::max(x0, area_left) + 3, ry0, std::min(x1, right) - 2, ry1);
         dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
                     ImVec2(std::max(x0, area_left) + 4, ry0 + 2),
-                    b.folded() ? kText.Packed() : Rgb{15, 15, 20}.Packed(),
+                    b.folded() ? kText.Packed() : waiting ? kDimText.Packed() : Rgb{15, 15, 20}.Packed(),
                     text.c_str(), nullptr, 0, &clip);
       }
       if (InRect(mouse, std::max(x0 - 1, area_left), ry0, x1 + 1, ry1)) {
@@ -353,6 +368,9 @@ void TimelineView::Draw(UiState& ui) {
         ImGui::TextUnformatted(model_.Name(s.name).c_str());
         ImGui::Separator();
         ImGui::Text("kind: %s", SliceKindName(s.kind));
+        if (s.kind == SliceKind::kHostWait)
+          ImGui::TextWrapped("the chip had finished its last program and sat idle until the host enqueued this "
+                             "step's: the host (tracing, compiling, reading values) was slower than the chips");
         ImGui::Text("%s", t.device_id ? absl::StrCat("device: chip ", *t.device_id, " (host ",
                                                      t.host_id, ")").c_str()
                                       : absl::StrCat("thread: ", LaneTitle(t)).c_str());

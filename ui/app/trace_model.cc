@@ -234,6 +234,7 @@ const char* SliceKindName(SliceKind kind) {
     case SliceKind::kTransfer: return "transfer";
     case SliceKind::kHost: return "host";
     case SliceKind::kCompile: return "compile";
+    case SliceKind::kHostWait: return "host_wait";
   }
   return "compute";
 }
@@ -243,6 +244,7 @@ SliceKind ParseSliceKind(const std::string& text) {
   if (text == "transfer") return SliceKind::kTransfer;
   if (text == "host") return SliceKind::kHost;
   if (text == "compile") return SliceKind::kCompile;
+  if (text == "host_wait") return SliceKind::kHostWait;
   return SliceKind::kCompute;
 }
 

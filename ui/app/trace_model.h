@@ -15,8 +15,10 @@
 
 namespace shardscope::app {
 
-enum class SliceKind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile };
-inline constexpr int kNumSliceKinds = 5;
+// kHostWait: a chip waiting for the host to enqueue its next program (drawn
+// muted, as the absence of work it is, not as work).
+enum class SliceKind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait };
+inline constexpr int kNumSliceKinds = 6;
 
 const char* SliceKindName(SliceKind kind);
 // Unknown kinds read as compute: a trace imported from another tool may use

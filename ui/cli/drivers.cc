@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
+#include "runtime/gemm.h"
 #include "core/shardscope.h"
 #include "profiler/trace/recorder.h"
 #include "samples/samples.h"
@@ -27,7 +28,8 @@ constexpr const char* kRunHelp =
     "usage: shardscope run SAMPLE --db PATH [--mesh RxC] [--steps N] [--hosts H] [--seed S]\n"
     "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR]\n"
     "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE]\n"
-    "                         [--data FILE] [--eval-every N] [--quiet]\n"
+    "                         [--data FILE] [--eval-every N] [--autocast bf16|f16] [--checkpoint]\n"
+    "                         [--no-fusion] [--quiet]\n"
     "\n"
     "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
     "(created if missing; an existing shardscope database gains a new run).\n"
@@ -48,6 +50,12 @@ constexpr const char* kRunHelp =
     "  --save FILE       write the trained weights (and optimizer state) as a safetensors checkpoint\n"
     "  --stop-at K       stop before step K as if interrupted (schedules still plan for --steps);\n"
     "                    with --save, a later --init FILE resumes at step K\n"
+    "  --autocast T      llama: matmuls on T (bf16 or f16) copies of their f32 operands,\n"
+    "                    with f32 results and f32 master weights (mixed precision)\n"
+    "  --checkpoint      llama: gradient checkpointing per layer (activations recomputed\n"
+    "                    in backward; the memory_plans table shows the lower peak)\n"
+    "  --no-fusion       run every op as its own kernel (fusion is on by default;\n"
+    "                    the fusion_decisions table says what was fused and why)\n"
     "  --quiet           print only the summary line\n"
     "\n"
     "samples:\n";
@@ -63,7 +71,7 @@ int Run(const std::vector<std::string>& args) {
   samples::SampleConfig cfg;
   std::string sample, db, profile = "cpu";
   int64_t hosts = 1;
-  bool quiet = false;
+  bool quiet = false, fusion = true;
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string& a = args[k];
     auto value = [&](std::string* out) {
@@ -74,12 +82,19 @@ int Run(const std::vector<std::string>& args) {
     std::string v;
     int64_t n = 0;
     if (a == "--quiet") { quiet = true; continue; }
+    if (a == "--no-fusion") { fusion = false; continue; }
+    if (a == "--checkpoint") { cfg.checkpoint_layers = true; continue; }
     if (a.rfind("--", 0) == 0) {
       if (!value(&v)) return Usage(absl::StrCat(a, " needs a value"));
       if (a == "--db") { db = v; continue; }
       if (a == "--init") { cfg.init_path = v; continue; }
       if (a == "--data") { cfg.data_path = v; continue; }
       if (a == "--save") { cfg.save_path = v; continue; }
+      if (a == "--autocast") {
+        if (v != "bf16" && v != "f16") return Usage(absl::StrCat("--autocast '", v, "' is not bf16 or f16"));
+        cfg.autocast = v;
+        continue;
+      }
       if (a == "--profile") {
         if (auto p = compiler::FindProfile(v); !p.ok()) return Usage(std::string(p.status().message()));
         profile = v;
@@ -136,7 +151,9 @@ int Run(const std::vector<std::string>& args) {
                                    {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
                                    {"batch_after", cfg.batch_after}, {"change_step", cfg.change_step},
                                    {"lr", cfg.lr},        {"sharding", cfg.sharding},
-                                   {"profile", profile}}
+                                   {"profile", profile},  {"fusion", fusion},
+                                   {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
+                                   {"gemm", runtime::ChosenGemmBackend().Describe()}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;
@@ -165,6 +182,7 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "error: " << s.message() << "\n";
     return 1;
   }
+  GetClient().set_fusion(fusion);
   // Device records: coordinates in the mesh.
   for (int d = 0; d < chips; ++d) {
     trace::DeviceRecord dr;
@@ -219,9 +237,13 @@ std::string DriverHelp(const std::string& command) {
 }
 
 int RunDriverCommand(const std::string& command, const std::vector<std::string>& args) {
-  // Keep freed memory in the process: fresh pages fault slowly on these machines.
+  // Keep freed memory in the process: fresh pages fault slowly on these
+  // machines. One arena: a per-thread arena's heap is unmapped whenever it
+  // empties, whatever the trim threshold, and the chips' threads empty theirs
+  // every step.
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_ARENA_MAX, 1);
   if (command == "run") return Run(args);
   std::cerr << "error: unknown driver command '" << command << "'\n";
   return 2;

@@ -1,0 +1,200 @@
+#include "compiler/fusion.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::compiler {
+namespace {
+
+// Bounds the scratch a kernel needs (one block per member).
+constexpr size_t kMaxMembers = 48;
+
+std::string Short(const Instruction& i) {
+  std::string n = OpcodeName(i.op);
+  if (n.rfind("stablehlo.", 0) == 0) n = n.substr(10);
+  return n;
+}
+
+std::string Name(const Instruction& i) { return absl::StrCat(Short(i), ".", i.id); }
+
+bool IsF32OrPred(DType t) { return t == DType::kF32 || t == DType::kI1; }
+
+// Ops the fused loop implements, with the element types it implements them
+// for; "" when fusible, else why not.
+std::string WhyNotLoopOp(const Instruction& i) {
+  const DType t = i.shape.dtype;
+  switch (i.op) {
+    case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kPower: case Opcode::kNegate:
+    case Opcode::kExponential: case Opcode::kLog: case Opcode::kAbs: case Opcode::kLogistic:
+    case Opcode::kTanh: case Opcode::kSqrt: case Opcode::kRsqrt: case Opcode::kClamp:
+      return t == DType::kF32 ? "" : absl::StrCat("element type ", DTypeName(t), " is not fused (f32 only)");
+    case Opcode::kCompare:
+      return i.operands[0]->shape.dtype == DType::kF32
+                 ? ""
+                 : absl::StrCat("compares ", DTypeName(i.operands[0]->shape.dtype), " (f32 only)");
+    case Opcode::kSelect:
+      return t == DType::kF32 ? "" : absl::StrCat("selects ", DTypeName(t), " (f32 only)");
+    case Opcode::kConvert:
+      return IsF32OrPred(t) && IsF32OrPred(i.operands[0]->shape.dtype)
+                 ? ""
+                 : absl::StrCat("converts ", DTypeName(i.operands[0]->shape.dtype), " to ", DTypeName(t),
+                                " (f32 and i1 only)");
+    case Opcode::kBroadcastInDim: case Opcode::kReshape:
+      return IsF32OrPred(t) ? "" : absl::StrCat("element type ", DTypeName(t), " is not fused");
+    case Opcode::kParameter: return "a parameter: read in place";
+    case Opcode::kConstant: return "a constant: read in place";
+    case Opcode::kDotGeneral: return "dot_general runs as a GEMM library call";
+    case Opcode::kConvolution: return "convolution runs as its own kernel";
+    case Opcode::kReduce: return "a reduce ends a kernel (its result is smaller than its operand)";
+    case Opcode::kTranspose: return "transpose reorders memory (not fused)";
+    case Opcode::kAllReduce: case Opcode::kAllGather: return "a collective is a kernel boundary";
+    default: return absl::StrCat(Short(i), " is not a loop op");
+  }
+}
+
+// A reduce over leading or trailing dims of an f32 operand can end a kernel.
+bool ReduceRoot(const Instruction& i) {
+  if (i.op != Opcode::kReduce || i.shape.dtype != DType::kF32) return false;
+  const int r = i.operands[0]->shape.rank();
+  std::vector<int64_t> d = i.dims;
+  std::sort(d.begin(), d.end());
+  if (d.empty()) return false;
+  bool prefix = true, suffix = true;
+  for (size_t k = 0; k < d.size(); ++k) {
+    prefix &= d[k] == static_cast<int64_t>(k);
+    suffix &= d[k] == r - static_cast<int64_t>(d.size()) + static_cast<int64_t>(k);
+  }
+  return prefix || suffix;
+}
+
+}  // namespace
+
+std::string FusedKernel::name() const { return absl::StrCat("fusion.", root->id); }
+
+int64_t FusionPlan::fused_ops() const {
+  int64_t n = 0;
+  for (const auto& k : kernels) n += static_cast<int64_t>(k.members.size()) - 1;
+  return n;
+}
+
+std::string KernelName(const Instruction& i, const FusionPlan* plan) {
+  if (plan) {
+    const FusedKernel* k = plan->KernelOf(i.id);
+    if (k && k->root == &i) return k->name();
+  }
+  return Name(i);
+}
+
+FusionPlan PlanFusion(const Module& program) {
+  FusionPlan plan;
+  const auto& instrs = program.instructions();
+  int64_t max_id = -1;
+  for (const auto& i : instrs) max_id = std::max(max_id, i->id);
+  plan.kernel_of.assign(max_id + 1, -1);
+  std::vector<int64_t> index_of(max_id + 1, -1);
+  std::vector<std::vector<const Instruction*>> users(max_id + 1);
+  std::vector<bool> is_output(max_id + 1, false);
+  for (size_t k = 0; k < instrs.size(); ++k) {
+    index_of[instrs[k]->id] = static_cast<int64_t>(k);
+    for (const Instruction* o : instrs[k]->operands) users[o->id].push_back(instrs[k].get());
+  }
+  for (const Instruction* o : program.outputs()) is_output[o->id] = true;
+
+  std::vector<bool> member(max_id + 1, false), queued(max_id + 1, false);
+  for (int64_t k = static_cast<int64_t>(instrs.size()) - 1; k >= 0; --k) {
+    const Instruction& root = *instrs[k];
+    if (plan.kernel_of[root.id] >= 0) continue;
+    const bool reduce = ReduceRoot(root);
+    if (!reduce && !WhyNotLoopOp(root).empty()) continue;
+    FusedKernel kernel;
+    kernel.kind = reduce ? FusedKernel::Kind::kReduce : FusedKernel::Kind::kLoop;
+    kernel.root = &root;
+    const int64_t loop = reduce ? root.operands[0]->shape.elements() : root.shape.elements();
+    const int kernel_index = static_cast<int>(plan.kernels.size());
+    const std::string kernel_name = kernel.name();
+    std::vector<const Instruction*> members = {&root};
+    member[root.id] = true;
+    // Producers are decided latest-first: by then every member that could use
+    // one has been taken in, so "all users inside the kernel" is final.
+    std::priority_queue<std::pair<int64_t, const Instruction*>> candidates;
+    std::vector<std::pair<const Instruction*, const Instruction*>> edges;  // (consumer, producer)
+    auto offer = [&](const Instruction& consumer) {
+      for (size_t j = 0; j < consumer.operands.size(); ++j) {
+        const Instruction* p = consumer.operands[j];
+        if (consumer.op == Opcode::kReduce && j == 1) continue;  // the init value: a scalar read once
+        if (std::find(edges.begin(), edges.end(), std::pair<const Instruction*, const Instruction*>(&consumer, p)) == edges.end())
+          edges.push_back({&consumer, p});
+        if (!queued[p->id] && !member[p->id]) {
+          queued[p->id] = true;
+          candidates.push({index_of[p->id], p});
+        }
+      }
+    };
+    offer(root);
+    std::vector<std::pair<const Instruction*, std::string>> verdicts;  // producer, reason ("" = fused)
+    while (!candidates.empty()) {
+      const Instruction* p = candidates.top().second;
+      candidates.pop();
+      std::string why = WhyNotLoopOp(*p);
+      if (why.empty()) {
+        bool only_broadcast_users = true;  // read through a broadcast's index map
+        for (const Instruction* u : users[p->id])
+          if (member[u->id] && u->op != Opcode::kBroadcastInDim) only_broadcast_users = false;
+        if (only_broadcast_users) why = "read through a broadcast's index map (a smaller operand)";
+        else if (p->shape.elements() != loop)
+          why = absl::StrCat("has ", p->shape.elements(), " elements, the loop ", loop);
+        else if (is_output[p->id]) why = "is a program output (it must be written)";
+        else if (plan.kernel_of[p->id] >= 0)
+          why = absl::StrCat("already in ", plan.kernels[plan.kernel_of[p->id]].name());
+        else if (members.size() >= kMaxMembers) why = absl::StrCat("the kernel is full (", kMaxMembers, " ops)");
+        else {
+          for (const Instruction* u : users[p->id]) {
+            if (!member[u->id]) {
+              why = absl::StrCat("also used by ", Name(*u), " outside the kernel");
+              break;
+            }
+            if (u->op == Opcode::kBroadcastInDim) {
+              why = "also read through a broadcast inside the kernel";
+              break;
+            }
+          }
+        }
+      }
+      verdicts.push_back({p, why});
+      if (why.empty()) {
+        member[p->id] = true;
+        members.push_back(p);
+        offer(*p);
+      }
+    }
+    for (const Instruction* m : members) member[m->id] = false;
+    for (const auto& [p, why] : verdicts) queued[p->id] = false;
+    const bool alone = members.size() == 1;
+    for (const auto& [c, p] : edges) {
+      FusionDecision d;
+      d.producer_id = p->id;
+      d.consumer_id = c->id;
+      d.producer = Name(*p);
+      d.consumer = Name(*c);
+      d.kernel = alone ? "" : kernel_name;
+      for (const auto& [vp, why] : verdicts)
+        if (vp == p) {
+          d.fused = why.empty();
+          d.reason = why.empty() ? "fused" : why;
+        }
+      plan.decisions.push_back(std::move(d));
+    }
+    if (alone) continue;
+    std::sort(members.begin(), members.end(),
+              [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+    for (const Instruction* m : members) plan.kernel_of[m->id] = kernel_index;
+    kernel.members = std::move(members);
+    plan.kernels.push_back(std::move(kernel));
+  }
+  return plan;
+}
+
+}  // namespace shardscope::compiler

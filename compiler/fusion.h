@@ -1,0 +1,70 @@
+// Producer-consumer fusion. Elementwise ops, broadcasts and reshapes that feed
+// one another are grouped into loop kernels that make one pass over memory
+// (no intermediate is written out), and such chains feeding a reduce become a
+// reduce kernel. The plan leaves the program itself untouched — it still
+// prints as StableHLO — and tells the executor which ops run together, the
+// cost model what crosses each kernel's boundary, and the user, edge by edge,
+// what was fused and why the rest was not.
+//
+// Rules (what the runtime's fused kernels implement, runtime/kernels_fused.cc):
+// - members are elementwise ops, compare/select/clamp/convert, broadcast_in_dim
+//   and reshape, on f32 (i1 for masks); a kernel's root may also be a reduce
+//   over leading or trailing dims (f32);
+// - every member but the root has the loop's element count, and all of its
+//   users inside the kernel (so nothing is computed twice) and is not a
+//   program output (so nothing needs writing out);
+// - operands that are not members (parameters, constants, GEMM results, a
+//   broadcast's smaller operand) are read where they lie.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/ir.h"
+
+namespace shardscope::compiler {
+
+struct FusedKernel {
+  enum class Kind { kLoop, kReduce };
+  Kind kind = Kind::kLoop;
+  const Instruction* root = nullptr;          // runs at the root's place
+  std::vector<const Instruction*> members;    // program order, root last
+  std::string name() const;                   // "fusion.<root id>"
+};
+
+// One producer -> consumer edge the pass looked at.
+struct FusionDecision {
+  int64_t producer_id = 0, consumer_id = 0;
+  std::string producer, consumer;  // "multiply.12"
+  bool fused = false;
+  std::string kernel;              // the consumer's kernel, e.g. "fusion.40" ("" if it stayed alone)
+  std::string reason;              // why (not)
+};
+
+struct FusionPlan {
+  std::vector<FusedKernel> kernels;
+  std::vector<int> kernel_of;  // by instruction id: index into `kernels`, or -1
+  std::vector<FusionDecision> decisions;
+
+  const FusedKernel* KernelOf(int64_t id) const {
+    return id >= 0 && id < static_cast<int64_t>(kernel_of.size()) && kernel_of[id] >= 0
+               ? &kernels[kernel_of[id]]
+               : nullptr;
+  }
+  // A member that runs inside another op's kernel (it makes no buffer of its own).
+  bool Absorbed(int64_t id) const {
+    const FusedKernel* k = KernelOf(id);
+    return k && k->root->id != id;
+  }
+  int64_t fused_ops() const;  // members absorbed into kernels
+};
+
+// Plans fusion for a per-device program (instruction ids index `kernel_of`).
+FusionPlan PlanFusion(const Module& program);
+
+// The op's name on timelines: "fusion.<id>" for a kernel root, else
+// "<opcode>.<id>" ("add.12").
+std::string KernelName(const Instruction& i, const FusionPlan* plan);
+
+}  // namespace shardscope::compiler

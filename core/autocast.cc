@@ -1,0 +1,43 @@
+#include "core/autocast.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/ops.h"
+
+namespace shardscope {
+namespace {
+// Per thread, like the gradient mode: tracing is single-threaded per workload.
+thread_local std::optional<DType> g_autocast;
+thread_local SourceLoc g_autocast_loc;  // the innermost guard's line, for errors
+}  // namespace
+
+AutocastGuard::AutocastGuard(std::optional<DType> dtype, std::source_location loc)
+    : prev_(g_autocast), prev_loc_(g_autocast_loc) {
+  g_autocast = dtype;
+  g_autocast_loc = Loc(loc);
+}
+
+AutocastGuard::~AutocastGuard() {
+  g_autocast = prev_;
+  g_autocast_loc = prev_loc_;
+}
+
+std::optional<DType> autocast_dtype() { return g_autocast; }
+
+namespace internal {
+
+absl::StatusOr<DType> AutocastOperands(Tensor* a, Tensor* b, const SourceLoc& loc) {
+  const DType same = a->defined() ? a->dtype() : DType::kF32;
+  if (!g_autocast || !a->defined() || !b->defined() || !a->status().ok() || !b->status().ok()) return same;
+  if (a->dtype() != DType::kF32 || b->dtype() != DType::kF32) return same;  // only f32 math is lowered
+  const DType t = *g_autocast;
+  if (t != DType::kBF16 && t != DType::kF16)
+    return absl::InvalidArgumentError(absl::StrCat("autocast: ", DTypeName(t),
+                                                   " is not a 16-bit float type (bf16 or f16); AutocastGuard at ",
+                                                   g_autocast_loc.file, ":", g_autocast_loc.line));
+  *a = Convert(*a, t, loc);
+  *b = Convert(*b, t, loc);
+  return DType::kF32;
+}
+
+}  // namespace internal
+}  // namespace shardscope

@@ -1,0 +1,76 @@
+// Intra-op parallelism: when the mesh has fewer virtual chips than the machine
+// has cores, each chip gets a gang of helper threads on the idle cores, and a
+// big kernel (a GEMM, a long elementwise loop) splits its work over them.
+//
+// Device time stays honest: a kernel's time is the critical path of its
+// threads' CPU time. The chip's own thread measures its CPU time around the
+// kernel; for every split, the gang adds how much longer its slowest helper
+// part ran than the chip thread's own parts (TakeExtraNs). With dedicated
+// cores that equals the kernel's wall time; with oversubscribed cores it does
+// not count time spent waiting for a core.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace shardscope::runtime {
+
+class Gang {
+ public:
+  explicit Gang(int helpers);
+  ~Gang();
+  Gang(const Gang&) = delete;
+  Gang& operator=(const Gang&) = delete;
+
+  // Threads that can run parts at once: the caller plus the helpers.
+  int width() const { return static_cast<int>(helpers_.size()) + 1; }
+  // Runs fn(0..parts-1) on the caller and the helpers; returns when all are done.
+  void Run(int parts, const std::function<void(int)>& fn);
+  // Critical-path CPU time the helpers added beyond the caller's own since the
+  // last call (see above).
+  int64_t TakeExtraNs();
+
+ private:
+  void Work(int slot);
+  // Claims parts until none are left; returns this thread's CPU time spent.
+  int64_t Drain();
+
+  std::mutex mu_;
+  std::condition_variable cv_, done_cv_;
+  const std::function<void(int)>* fn_ = nullptr;
+  uint64_t generation_ = 0;
+  int total_ = 0;
+  std::atomic<int> next_{0};
+  int helpers_done_ = 0;
+  int64_t helper_max_ns_ = 0;
+  int64_t extra_ns_ = 0;
+  bool stop_ = false;
+  std::vector<std::thread> helpers_;
+};
+
+// The gang of the calling thread's chip, or null (kernels then run inline).
+Gang* CurrentGang();
+
+// Makes `gang` the calling thread's gang while alive.
+class GangScope {
+ public:
+  explicit GangScope(Gang* gang);
+  ~GangScope();
+
+ private:
+  Gang* prev_;
+};
+
+// Splits [0, n) into contiguous ranges of at least `grain` items, at most one
+// per gang thread, and runs fn(begin, end) on each; inline without a gang.
+void ParallelRange(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+// CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns.
+int64_t ThreadCpuNs();
+
+}  // namespace shardscope::runtime
