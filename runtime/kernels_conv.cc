@@ -7,10 +7,13 @@
 // transposed when the window is wider than the output, as for kernel
 // gradients, so that copies run along the long dim). The result is
 // written to a canonical [N, O, OS...] buffer and permuted to the output
-// layout when that differs. f32 and f64; bf16/f16 arrive here widened to f32
+// layout when that differs. An input dilated by s (the input gradient of a
+// strided convolution) is split into s^d plain convolutions by output phase
+// instead (ConvPolyphase). f32 and f64; bf16/f16 arrive here widened to f32
 // (kernels.cc), so they accumulate in f32.
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC 12 false positive in Eigen's AVX-512 code
 #include <Eigen/Core>
@@ -220,6 +223,83 @@ void Conv(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, co
   }
 }
 
+// Buffers of the polyphase path, kept between calls like Scratch's.
+void* PhaseScratch(int slot, int64_t bytes) {
+  thread_local std::vector<uint8_t> buffers[2];
+  std::vector<uint8_t>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < bytes) b.resize(static_cast<size_t>(bytes));
+  return b.data();
+}
+
+bool NextIndex(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    if (++idx[d] < dims[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+// lhs dilation s (the input gradient of a strided convolution) puts most
+// window taps on holes: im2col would copy zeros and the GEMM multiply them.
+// Split the output by phase instead: positions o = phase + s*m read only the
+// taps k = k0 + s*t with k0 = (lo - phase) mod s, and over those the
+// convolution is a plain one (stride 1, no dilation) with the sub-kernel
+// ker[k0 + s*t] and low padding (lo - phase - k0) / s. One ordinary
+// convolution per phase, written to its strided output positions. Needs
+// window strides and rhs dilation 1 and one group.
+template <typename T>
+void ConvPolyphase(const T* in, const T* ker, T* out, int64_t N, int64_t C, int64_t O, const Geometry& g) {
+  const int ns = g.ns;
+  const std::vector<int64_t> kst = Strides(g.k), ost = Strides(g.out);
+  std::vector<int64_t> phase(ns, 0);
+  do {
+    Geometry p;
+    p.ns = ns;
+    std::vector<int64_t> k0(ns);
+    bool no_output = false;
+    for (int d = 0; d < ns; ++d) {
+      const int64_t s = g.ldil[d];
+      k0[d] = ((g.lo[d] - phase[d]) % s + s) % s;
+      p.in.push_back(g.in[d]);
+      p.k.push_back(k0[d] < g.k[d] ? (g.k[d] - k0[d] + s - 1) / s : 0);
+      p.out.push_back(phase[d] < g.out[d] ? (g.out[d] - phase[d] + s - 1) / s : 0);
+      p.stride.push_back(1);
+      p.lo.push_back((g.lo[d] - phase[d] - k0[d]) / s);  // exact: k0 makes it divisible
+      p.ldil.push_back(1);
+      p.rdil.push_back(1);
+      p.in_size *= p.in[d];
+      p.k_size *= p.k[d];
+      p.out_size *= p.out[d];
+      no_output |= p.out[d] == 0;
+    }
+    if (no_output) continue;
+    T* part = static_cast<T*>(PhaseScratch(1, N * O * p.out_size * static_cast<int64_t>(sizeof(T))));
+    if (p.k_size == 0) {
+      std::fill_n(part, N * O * p.out_size, T(0));  // no tap of this phase falls on the input
+    } else {
+      T* sub = static_cast<T*>(PhaseScratch(0, O * C * p.k_size * static_cast<int64_t>(sizeof(T))));
+      std::vector<int64_t> t(ns, 0);
+      int64_t at = 0;
+      do {
+        int64_t src = 0;
+        for (int d = 0; d < ns; ++d) src += (k0[d] + g.ldil[d] * t[d]) * kst[d];
+        for (int64_t oc = 0; oc < O * C; ++oc) sub[oc * p.k_size + at] = ker[oc * g.k_size + src];
+        ++at;
+      } while (NextIndex(t, p.k));
+      Conv<T>(in, sub, part, N, C, O, p, 1, 1);
+    }
+    // part[n, o, m...] -> out[n, o, phase + s*m ...]
+    std::vector<int64_t> m(ns, 0);
+    int64_t from = 0;
+    do {
+      int64_t to = 0;
+      for (int d = 0; d < ns; ++d) to += (phase[d] + g.ldil[d] * m[d]) * ost[d];
+      for (int64_t plane = 0; plane < N * O; ++plane) out[plane * g.out_size + to] = part[plane * p.out_size + from];
+      ++from;
+    } while (NextIndex(m, p.out));
+  } while (NextIndex(phase, g.ldil));
+}
+
 }  // namespace
 
 absl::Status EvalConvolution(const Instruction& instr, const Literal& lhs, const Literal& rhs, Literal* out) {
@@ -258,6 +338,12 @@ absl::Status EvalConvolution(const Instruction& instr, const Literal& lhs, const
     return Invalid(instr, "feature/batch groups do not fit ", ls.ToString(), " x ", rs.ToString(), " -> ",
                    os.ToString());
   if (os.elements() == 0) return absl::OkStatus();
+  bool dilated = false, plain = fg == 1 && bg == 1;
+  for (int k = 0; k < g.ns; ++k) {
+    dilated |= g.ldil[k] > 1;
+    plain &= g.stride[k] == 1 && g.rdil[k] == 1;
+  }
+  const bool polyphase = dilated && plain;
   std::vector<int64_t> lo = {c.input_batch, c.input_feature}, ko = {c.kernel_output_feature, c.kernel_input_feature},
                        oo = {c.output_batch, c.output_feature};
   lo.insert(lo.end(), c.input_spatial.begin(), c.input_spatial.end());
@@ -271,6 +357,14 @@ absl::Status EvalConvolution(const Instruction& instr, const Literal& lhs, const
   void* res = out_canonical ? out->data() : Scratch(0, os.bytes());
   if (g.k_size == 0 || C == 0) {
     std::memset(res, 0, static_cast<size_t>(os.bytes()));
+  } else if (polyphase) {
+    if (os.dtype == DType::kF32) {
+      ConvPolyphase<float>(static_cast<const float*>(in), static_cast<const float*>(ker), static_cast<float*>(res), N,
+                           C, O, g);
+    } else {
+      ConvPolyphase<double>(static_cast<const double*>(in), static_cast<const double*>(ker),
+                            static_cast<double*>(res), N, C, O, g);
+    }
   } else if (os.dtype == DType::kF32) {
     Conv<float>(static_cast<const float*>(in), static_cast<const float*>(ker), static_cast<float*>(res), N, C, O, g,
                 fg, bg);

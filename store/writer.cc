@@ -149,10 +149,12 @@ class Writer::Db {
     return absl::OkStatus();
   }
 
-  // Rebuilds `slices` under the current schema in one transaction. The views
-  // over it are dropped first (a rename would rewrite them to point at the old
-  // table) and its indexes too (they would stay on the old table and block the
-  // new ones); the schema text then makes them all again.
+  // Rebuilds `slices` under the current schema in one transaction: the old
+  // table is renamed aside, the schema text makes the new one, the rows are
+  // copied and the old table dropped. The rename is done the legacy way, so
+  // views over `slices` (ours and any a user made) keep naming `slices` and
+  // read the new table; the old table's indexes are dropped first, or they
+  // would stay on it and stop the schema text from making the new ones.
   absl::Status RebuildSlices() {
     if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
     auto fail = [&](absl::Status st) {
@@ -167,13 +169,12 @@ class Writer::Db {
     auto columns = QueryText("SELECT group_concat(name, ', ') FROM pragma_table_info('slices')");
     if (!columns.ok()) return fail(columns.status());
     absl::Status st = internal::Exec(
-        db_, absl::StrCat("DROP VIEW IF EXISTS time_by_source_line; DROP VIEW IF EXISTS time_by_module_path;"
-                          " DROP VIEW IF EXISTS kernel_stats; DROP VIEW IF EXISTS step_device_summary;"
-                          " DROP VIEW IF EXISTS events;"
+        db_, absl::StrCat("PRAGMA legacy_alter_table = ON;"
                           " DROP INDEX IF EXISTS slices_by_track_time; DROP INDEX IF EXISTS slices_by_flow;"
                           " ALTER TABLE slices RENAME TO slices_before_host_wait;",
                           SchemaSql(), "INSERT INTO slices(", *columns, ") SELECT ", *columns,
                           " FROM slices_before_host_wait; DROP TABLE slices_before_host_wait;"));
+    internal::Exec(db_, "PRAGMA legacy_alter_table = OFF").IgnoreError();
     if (!st.ok()) return fail(st);
     if (st = internal::Exec(db_, "COMMIT"); !st.ok()) return fail(st);
     return absl::OkStatus();

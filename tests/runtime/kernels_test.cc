@@ -716,7 +716,9 @@ TEST(Convolution, GradientShapesMatchTheReference) {
       {{4, 3, 9, 8}, {4, 5, 5, 4}, true, 2, {{1, 1}, {1, 0}}},     // 3x3 stride 2
       {{6, 2, 10, 10}, {6, 4, 10, 10}, true, 1, {{1, 1}, {1, 1}}},  // 3x3 stride 1
       {{2, 3, 4, 4}, {2, 2, 2, 2}, true, 2, {{0, -1}, {0, -1}}},    // 1x1 stride 2
-      {{4, 5, 5, 4}, {5, 3, 3, 3}, false, 2, {{1, 2}, {1, 1}}},     // input grad, stride 2
+      {{4, 5, 5, 4}, {5, 3, 3, 3}, false, 2, {{1, 2}, {1, 1}}},     // input grad, stride 2 (by phase)
+      {{2, 2, 2, 2}, {2, 3, 1, 1}, false, 2, {{0, 1}, {0, 1}}},     // 1x1: phases with no tap
+      {{1, 3, 4, 3}, {3, 2, 5, 4}, false, 3, {{4, 2}, {-1, 3}}},    // stride 3, cropped
   };
   for (DType t : {kF32, kF64}) {
     for (const Case& c : cases) {

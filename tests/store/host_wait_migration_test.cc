@@ -1,8 +1,9 @@
 // A database written before the slice kind 'host_wait' existed (its slices
 // CHECK constraint refuses the word, its step_device_summary has no
 // host_wait_ns) is migrated when a writer opens it: the slices table is
-// rebuilt with everything it held, its indexes and views are made again, and
-// new runs can store chips waiting for the host.
+// rebuilt with everything it held (views over it, a user's too, keep working),
+// its indexes and the summary view are made again, and new runs can store
+// chips waiting for the host.
 #include <sqlite3.h>
 
 #include <gtest/gtest.h>
@@ -78,7 +79,8 @@ TEST(Migration, SlicesGainTheHostWaitKind) {
       INSERT INTO tracks VALUES (1, 7, 'chip 0', 'device', 0, 0, NULL);
       INSERT INTO names(name_id, name) VALUES (1, 'dot.1');
       INSERT INTO slices(run_id, slice_id, track_id, start_ns, dur_ns, depth, name_id, kind, step)
-        VALUES (1, 1, 7, 0, 100, 0, 1, 'compute', 0), (1, 2, 7, 300, 100, 0, 1, 'compute', 1);)";
+        VALUES (1, 1, 7, 0, 100, 0, 1, 'compute', 0), (1, 2, 7, 300, 100, 0, 1, 'compute', 1);
+      CREATE VIEW my_compute AS SELECT slice_id, dur_ns FROM slices WHERE kind = 'compute';)";
     ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     // The old file refuses the new kind: the migration is needed.
     EXPECT_NE(sqlite3_exec(db,
@@ -129,6 +131,8 @@ TEST(Migration, SlicesGainTheHostWaitKind) {
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM slices WHERE run_id = 1"), 2);
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM events WHERE run_id = 1 AND name = 'dot.1'"), 2);
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM sqlite_master WHERE name LIKE 'slices_before%'"), 0);
+  // A view the user made over slices survives, and reads the new table.
+  EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM my_compute"), 4);
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND tbl_name = 'slices'"
                       " AND name IN ('slices_by_track_time', 'slices_by_flow')"),
             2);
