@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -102,16 +103,24 @@ TEST(HostWait, SlowHostMakesTheChipsWaitAboutAsLongAsItSleeps) {
   ASSERT_TRUE(r.ok()) << r.status();
   Waits waits = ReadWaits(*r, kSteps);
   EXPECT_EQ(waits.per_step_ns[0], 0) << "nothing ran before the first step";
+  // Each wait is the 40 ms sleep plus tracing, less the wall time the chips
+  // spent on the step before; bounds leave room for a loaded machine.
+  int64_t longest = 0;
   for (int k = 1; k < kSteps; ++k) {
-    EXPECT_GE(waits.per_step_ns[k], 30'000'000) << "step " << k;   // 40 ms less the step's own device time
-    EXPECT_LE(waits.per_step_ns[k], 240'000'000) << "step " << k;  // 40 ms plus a loaded machine's slack
+    EXPECT_GE(waits.per_step_ns[k], 20'000'000) << "step " << k;
+    EXPECT_LE(waits.per_step_ns[k], 240'000'000) << "step " << k;
+    longest = std::max(longest, waits.per_step_ns[k]);
   }
+  EXPECT_GE(longest, 35'000'000);
+  std::printf("waits per step (ms, largest over the chips):");
+  for (int64_t ns : waits.per_step_ns) std::printf(" %.1f", ns / 1e6);
+  std::printf("\n");
   EXPECT_EQ(waits.slices, 2 * (kSteps - 1)) << "one slice per chip per waited-for step";
   EXPECT_EQ(waits.modeled_slices, 0);
 
   auto report = analysis::BuildRunReport(*r, 1);
   ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_GE(report->devices.median_host_wait_ns, 30'000'000);
+  EXPECT_GE(report->devices.median_host_wait_ns, 20'000'000);
   for (const auto& row : report->devices.rows) EXPECT_EQ(row.median_step.bottleneck, "host");
   std::string text = analysis::RenderText(*report);
   EXPECT_NE(text.find("host wait"), std::string::npos) << text;
@@ -137,6 +146,7 @@ TEST(HostWait, FastHostKeepsTheChipsBusy) {
   ASSERT_TRUE(r.ok()) << r.status();
   Waits waits = ReadWaits(*r, kSteps);
   EXPECT_GT(waits.compute_ns, 0);
+  std::printf("waits %.3f ms in all, compute %.1f ms in all\n", waits.total_ns / 1e6, waits.compute_ns / 1e6);
   EXPECT_LE(waits.total_ns, waits.compute_ns / 50) << "waits " << waits.total_ns << " ns vs compute "
                                                    << waits.compute_ns << " ns";
   auto report = analysis::BuildRunReport(*r, 1);
