@@ -1,13 +1,16 @@
 // GEMM through the runtime's kernel (EvalInstruction on a dot_general
-// [M,K]x[K,N] f32) side by side with a direct Eigen product on the same
-// shapes and buffers, n = 256, 512, 1024. The two should match: the kernel is
-// meant to be one Eigen GEMM plus negligible dispatch. Counter "FLOPS" is
-// 2*n^3 per iteration as a rate (shown as G/s = GFLOP/s).
+// [M,K]x[K,N] f32) side by side with direct library calls on the same shapes:
+// on one thread against Eigen (n = 256, 512, 1024), and on every core (the
+// runtime's gang, as a 1-chip mesh runs it) against one OpenBLAS call with as
+// many threads, on the llama sample's projection shapes. Counter "FLOPS" is
+// 2*M*N*K per iteration as a rate (shown as G/s = GFLOP/s). Run with
+// OPENBLAS_CORETYPE unset (MACHINE-NOTES).
 //
 //   ./build/bench/gemm_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <malloc.h>
 
 #include <random>
+#include <thread>
 
 // bench/CMakeLists.txt links shardscope_runtime and benchmark only, and the
 // runtime keeps Eigen private; fall back to Debian's include path.
@@ -21,7 +24,10 @@
 #endif
 #include <benchmark/benchmark.h>
 
+#include <cblas.h>
+
 #include "compiler/ir.h"
+#include "runtime/intra_op.h"
 #include "runtime/kernels.h"
 
 namespace {
@@ -38,20 +44,20 @@ Literal RandomF32(int64_t rows, int64_t cols) {
   return l;
 }
 
-void SetFlops(benchmark::State& state, int64_t n) {
-  state.counters["FLOPS"] = benchmark::Counter(2.0 * n * n * n, benchmark::Counter::kIsIterationInvariantRate);
+void SetFlops(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
+  state.counters["FLOPS"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void BM_EvalInstructionDot(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  shardscope::compiler::Module m;
-  auto* a = m.Parameter(Shape(DType::kF32, {n, n}), "a");
-  auto* b = m.Parameter(Shape(DType::kF32, {n, n}), "b");
+// An [M,K] x [K,N] f32 dot_general through the runtime's kernel.
+void RunRuntimeDot(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+  shardscope::compiler::Module mod;
+  auto* a = mod.Parameter(Shape(DType::kF32, {m, k}), "a");
+  auto* b = mod.Parameter(Shape(DType::kF32, {k, n}), "b");
   shardscope::compiler::DotDims dd;
   dd.lhs_contracting = {1};
   dd.rhs_contracting = {0};
-  auto* dot = m.DotGeneral(a, b, dd);
-  Literal la = RandomF32(n, n), lb = RandomF32(n, n), out(dot->shape);
+  auto* dot = mod.DotGeneral(a, b, dd);
+  Literal la = RandomF32(m, k), lb = RandomF32(k, n), out(dot->shape);
   for (auto _ : state) {
     absl::Status s = shardscope::runtime::EvalInstruction(*dot, {&la, &lb}, 0, &out);
     if (!s.ok()) {
@@ -61,7 +67,12 @@ void BM_EvalInstructionDot(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  SetFlops(state, n);
+  SetFlops(state, m, n, k);
+}
+
+void BM_EvalInstructionDot(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  RunRuntimeDot(state, n, n, n);
 }
 
 void BM_EigenDirect(benchmark::State& state) {
@@ -75,8 +86,44 @@ void BM_EigenDirect(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
-  SetFlops(state, n);
+  SetFlops(state, n, n, n);
 }
+
+// The llama sample's projection shapes on the whole machine: the runtime's
+// kernel with a gang spanning every core (as a 1-chip mesh runs it) against
+// one direct OpenBLAS call with as many threads. Args: M, K, N.
+void BM_GangDot(benchmark::State& state) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  shardscope::runtime::Gang gang(std::max(0, cores - 1));
+  shardscope::runtime::GangScope scope(&gang);
+  RunRuntimeDot(state, state.range(0), state.range(1), state.range(2));
+}
+
+void BM_BlasDirectAllCores(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  Literal la = RandomF32(m, k), lb = RandomF32(k, n), out(Shape(DType::kF32, {m, n}));
+  openblas_set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, la.as<float>(), k, lb.as<float>(), n,
+                0.0f, out.as<float>(), n);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);
+  SetFlops(state, m, n, k);
+}
+
+BENCHMARK(BM_GangDot)->Args({1024, 256, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+// Weight gradients: [256, B*T] x [B*T, 1024] and [256, B*T] x [B*T, 256].
+BENCHMARK(BM_GangDot)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({256, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Interleaved per size so that the two columns of one n run back to back.
 BENCHMARK(BM_EvalInstructionDot)->Arg(256)->Unit(benchmark::kMicrosecond);

@@ -44,8 +44,11 @@ MemoryPlan PlanMemory(const Module& program, const FusionPlan* fusion) {
     // operands when it runs, at its root.
     const bool absorbed = fusion && fusion->Absorbed(i.id);
     b.bytes = absorbed ? 0 : i.shape.bytes();
-    const FusedKernel* kern = fusion ? fusion->KernelOf(i.id) : nullptr;
-    const int64_t at = kern ? index_of_id[kern->root->id] : k;
+    int64_t at = k;
+    if (fusion) {
+      at = -1;
+      for (const Instruction* e : fusion->EvaluatedAt(i)) at = std::max(at, index_of_id[e->id]);
+    }
     b.first = b.last = k;
     b.parameter = i.op == Opcode::kParameter;
     b.loc = i.loc;

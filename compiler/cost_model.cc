@@ -257,6 +257,7 @@ std::vector<OpCost> CostModel::ProgramCosts(const Module& program, const FusionP
   std::vector<OpCost> costs(static_cast<size_t>(max_id + 1));
   for (const auto& i : program.instructions()) {
     const FusedKernel* k = fusion ? fusion->KernelOf(i->id) : nullptr;
+    if (fusion && fusion->Absorbed(i->id)) continue;  // its kernels carry it
     if (!k) costs[static_cast<size_t>(i->id)] = InstructionCost(*i, program.num_partitions());
     else if (k->root == i.get()) costs[static_cast<size_t>(i->id)] = KernelCost(k->members);
     // An absorbed member costs nothing of its own: its kernel carries it.

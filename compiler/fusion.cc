@@ -55,6 +55,13 @@ std::string WhyNotLoopOp(const Instruction& i) {
   }
 }
 
+constexpr char kCopied[] = "fused (a copy: this broadcast is recomputed in each kernel that reads it)";
+
+// A broadcast whose operand is smaller than its result.
+bool Expands(const Instruction& i) {
+  return i.op == Opcode::kBroadcastInDim && i.operands[0]->shape.elements() < i.shape.elements();
+}
+
 // A reduce over leading or trailing dims of an f32 operand can end a kernel.
 bool ReduceRoot(const Instruction& i) {
   if (i.op != Opcode::kReduce || i.shape.dtype != DType::kF32) return false;
@@ -80,6 +87,15 @@ int64_t FusionPlan::fused_ops() const {
   return n;
 }
 
+std::vector<const Instruction*> FusionPlan::EvaluatedAt(const Instruction& i) const {
+  std::vector<const Instruction*> at;
+  if (const FusedKernel* k = KernelOf(i.id)) return {k->root};
+  if (!Absorbed(i.id)) at.push_back(&i);
+  if (i.id >= 0 && i.id < static_cast<int64_t>(copied_into.size()))
+    for (int k : copied_into[i.id]) at.push_back(kernels[k].root);
+  return at;
+}
+
 std::string KernelName(const Instruction& i, const FusionPlan* plan) {
   if (plan) {
     const FusedKernel* k = plan->KernelOf(i.id);
@@ -94,6 +110,8 @@ FusionPlan PlanFusion(const Module& program) {
   int64_t max_id = -1;
   for (const auto& i : instrs) max_id = std::max(max_id, i->id);
   plan.kernel_of.assign(max_id + 1, -1);
+  plan.copied_into.assign(max_id + 1, {});
+  plan.absorbed.assign(max_id + 1, false);
   std::vector<int64_t> index_of(max_id + 1, -1);
   std::vector<std::vector<const Instruction*>> users(max_id + 1);
   std::vector<bool> is_output(max_id + 1, false);
@@ -135,10 +153,12 @@ FusionPlan PlanFusion(const Module& program) {
     };
     offer(root);
     std::vector<std::pair<const Instruction*, std::string>> verdicts;  // producer, reason ("" = fused)
+    std::vector<const Instruction*> copies;  // broadcasts copied into this kernel
     while (!candidates.empty()) {
       const Instruction* p = candidates.top().second;
       candidates.pop();
       std::string why = WhyNotLoopOp(*p);
+      bool copy = false;
       if (why.empty()) {
         bool only_broadcast_users = true;  // read through a broadcast's index map
         for (const Instruction* u : users[p->id])
@@ -163,11 +183,24 @@ FusionPlan PlanFusion(const Module& program) {
           }
         }
       }
-      verdicts.push_back({p, why});
+      // A broadcast expanding a smaller operand that cannot join as an
+      // ordinary member (other users, or already copied elsewhere) is copied.
+      if (!why.empty() && Expands(*p) && p->shape.elements() == loop && members.size() < kMaxMembers &&
+          plan.kernel_of[p->id] < 0) {
+        bool read_in_place = false;  // by a broadcast member, which reads operands as values
+        for (const Instruction* u : users[p->id])
+          if (member[u->id] && u->op == Opcode::kBroadcastInDim) read_in_place = true;
+        if (!read_in_place) {
+          why.clear();
+          copy = true;
+        }
+      }
+      verdicts.push_back({p, copy ? std::string(kCopied) : why});
       if (why.empty()) {
         member[p->id] = true;
         members.push_back(p);
-        offer(*p);
+        if (copy) copies.push_back(p);
+        else offer(*p);
       }
     }
     for (const Instruction* m : members) member[m->id] = false;
@@ -182,7 +215,7 @@ FusionPlan PlanFusion(const Module& program) {
       d.kernel = alone ? "" : kernel_name;
       for (const auto& [vp, why] : verdicts)
         if (vp == p) {
-          d.fused = why.empty();
+          d.fused = why.empty() || why == kCopied;
           d.reason = why.empty() ? "fused" : why;
         }
       plan.decisions.push_back(std::move(d));
@@ -190,9 +223,26 @@ FusionPlan PlanFusion(const Module& program) {
     if (alone) continue;
     std::sort(members.begin(), members.end(),
               [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
-    for (const Instruction* m : members) plan.kernel_of[m->id] = kernel_index;
+    for (const Instruction* m : members)
+      if (std::find(copies.begin(), copies.end(), m) == copies.end()) plan.kernel_of[m->id] = kernel_index;
+    for (const Instruction* c : copies) plan.copied_into[c->id].push_back(kernel_index);
     kernel.members = std::move(members);
     plan.kernels.push_back(std::move(kernel));
+  }
+  // Absorbed: non-root members, and copied broadcasts whose every user is in
+  // a kernel holding a copy.
+  for (const auto& k : plan.kernels)
+    for (const Instruction* m : k.members)
+      if (m != k.root && plan.kernel_of[m->id] >= 0) plan.absorbed[m->id] = true;
+  for (const auto& i : instrs) {
+    const auto& into = plan.copied_into[i->id];
+    if (into.empty() || is_output[i->id]) continue;
+    bool covered = true;
+    for (const Instruction* u : users[i->id]) {
+      const int k = plan.kernel_of[u->id];
+      if (k < 0 || std::find(into.begin(), into.end(), k) == into.end()) covered = false;
+    }
+    plan.absorbed[i->id] = covered;
   }
   return plan;
 }

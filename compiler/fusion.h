@@ -14,7 +14,11 @@
 //   users inside the kernel (so nothing is computed twice) and is not a
 //   program output (so nothing needs writing out);
 // - operands that are not members (parameters, constants, GEMM results, a
-//   broadcast's smaller operand) are read where they lie.
+//   broadcast's smaller operand) are read where they lie;
+// - the one exception to "nothing computed twice": a broadcast that expands a
+//   smaller operand is copied into every kernel that uses it (re-reading the
+//   small operand costs less than writing and reading the full-size result),
+//   and runs on its own only if some user is not in a kernel.
 #pragma once
 
 #include <cstdint>
@@ -45,6 +49,10 @@ struct FusionDecision {
 struct FusionPlan {
   std::vector<FusedKernel> kernels;
   std::vector<int> kernel_of;  // by instruction id: index into `kernels`, or -1
+  // By instruction id: kernels holding a copy of this broadcast (see above);
+  // a copied broadcast has no kernel_of of its own.
+  std::vector<std::vector<int>> copied_into;
+  std::vector<bool> absorbed;  // by instruction id: computed only inside kernels
   std::vector<FusionDecision> decisions;
 
   const FusedKernel* KernelOf(int64_t id) const {
@@ -52,12 +60,14 @@ struct FusionPlan {
                ? &kernels[kernel_of[id]]
                : nullptr;
   }
-  // A member that runs inside another op's kernel (it makes no buffer of its own).
+  // A member that runs only inside kernels (it makes no buffer of its own).
   bool Absorbed(int64_t id) const {
-    const FusedKernel* k = KernelOf(id);
-    return k && k->root->id != id;
+    return id >= 0 && id < static_cast<int64_t>(absorbed.size()) && absorbed[id];
   }
-  int64_t fused_ops() const;  // members absorbed into kernels
+  // The instructions (kernel roots, or `i` itself) at whose place `i` is
+  // computed: where its operands are read.
+  std::vector<const Instruction*> EvaluatedAt(const Instruction& i) const;
+  int64_t fused_ops() const;  // members absorbed into kernels (copies included)
 };
 
 // Plans fusion for a per-device program (instruction ids index `kernel_of`).

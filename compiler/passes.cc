@@ -97,6 +97,36 @@ std::optional<double> Fold(const Instruction& i) {
   }
 }
 
+// dot_general(transpose(x)) reads x directly with its dimension numbers
+// mapped through the permutation, when that keeps the order of the operand's
+// free dims (so the result's layout is unchanged). The GEMM then reads x in
+// place as a transposed matrix instead of copying it first. Returns whether
+// `dot` (a copy whose operands are representatives) was rewritten.
+bool FoldTransposeIntoDot(Instruction* dot) {
+  if (dot->op != Opcode::kDotGeneral) return false;
+  bool changed = false;
+  for (int side = 0; side < 2; ++side) {
+    const Instruction* t = dot->operands[side];
+    if (t->op != Opcode::kTranspose) continue;
+    auto& batch = side == 0 ? dot->dot.lhs_batch : dot->dot.rhs_batch;
+    auto& contracting = side == 0 ? dot->dot.lhs_contracting : dot->dot.rhs_contracting;
+    const int rank = t->shape.rank();
+    int64_t last_free = -1;
+    bool keeps_order = true;
+    for (int d = 0; d < rank && keeps_order; ++d) {
+      if (std::count(batch.begin(), batch.end(), d) || std::count(contracting.begin(), contracting.end(), d)) continue;
+      keeps_order = t->dims[d] > last_free;
+      last_free = t->dims[d];
+    }
+    if (!keeps_order) continue;
+    for (auto& d : batch) d = t->dims[d];
+    for (auto& d : contracting) d = t->dims[d];
+    dot->operands[side] = t->operands[0];
+    changed = true;
+  }
+  return changed;
+}
+
 }  // namespace
 
 std::unique_ptr<Module> Simplify(const Module& m, PassStats* stats) {
@@ -171,6 +201,15 @@ std::unique_ptr<Module> Simplify(const Module& m, PassStats* stats) {
       }
       rep[&i] = value;
       ++st.constants_folded;
+      continue;
+    }
+    if (FoldTransposeIntoDot(&probe)) {
+      auto d = std::make_unique<Instruction>(probe);
+      d->id = next_id++;
+      const Instruction* r = intern(*d, d.get());
+      if (r == d.get()) made_here.push_back(std::move(d));
+      rep[&i] = r;
+      ++st.algebraic_simplified;
       continue;
     }
     const Instruction* r = intern(probe, &i);

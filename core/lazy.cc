@@ -365,10 +365,15 @@ absl::Status mark_step(std::source_location sl) {
 
 void log_step(double loss, std::optional<double> eval_loss) {
   if (!Initialized()) return;
+  log_step_at(internal::Ctx().step - 1, loss, eval_loss);
+}
+
+void log_step_at(int step, double loss, std::optional<double> eval_loss) {
+  if (!Initialized()) return;
   auto& ctx = internal::Ctx();
   int64_t now = trace::HostNowNs();
   if (trace::enabled()) {
-    trace::StepRecord r{ctx.step - 1, loss, now - ctx.step_start_ns};
+    trace::StepRecord r{step, loss, now - ctx.step_start_ns};
     r.has_eval_loss = eval_loss.has_value();
     r.eval_loss = eval_loss.value_or(0);
     trace::recorder().Record(r);

@@ -21,6 +21,11 @@ absl::Status mark_step(std::source_location loc = std::source_location::current(
 // Records the step just ended: its loss and host wall time (the `steps` table).
 // `eval_loss`, when given, is the held-out loss measured after this step.
 void log_step(double loss, std::optional<double> eval_loss = std::nullopt);
+// The same for step `step`, logged later: a loop that reads step N's loss only
+// after enqueueing step N+1 (so tracing overlaps execution) logs N here. The
+// wall time is the time since the previous log, which in a steady loop is one
+// step's period.
+void log_step_at(int step, double loss, std::optional<double> eval_loss = std::nullopt);
 // The number of mark_step calls so far, or the step set by set_current_step.
 int current_step();
 // Continues step numbering from `step` (a run resumed from a checkpoint).

@@ -47,9 +47,13 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
   auto kernel_of = [&](const Instruction& i) { return fusion ? fusion->KernelOf(i.id) : nullptr; };
   std::vector<int64_t> last_use(count, -1);
   for (size_t k = 0; k < count; ++k) {
-    const compiler::FusedKernel* kern = kernel_of(*instrs[k]);
-    const int64_t at = kern ? index_of[kern->root->id] : static_cast<int64_t>(k);
-    for (const Instruction* o : instrs[k]->operands) last_use[o->id] = std::max(last_use[o->id], at);
+    const Instruction& i = *instrs[k];
+    int64_t at = static_cast<int64_t>(k);
+    if (fusion) {
+      at = -1;
+      for (const Instruction* e : fusion->EvaluatedAt(i)) at = std::max(at, index_of[e->id]);
+    }
+    for (const Instruction* o : i.operands) last_use[o->id] = std::max(last_use[o->id], at);
   }
   for (const Instruction* o : program.outputs()) last_use[o->id] = static_cast<int64_t>(count);
 

@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 namespace shardscope::runtime {
@@ -16,67 +17,120 @@ int64_t ThreadCpuNs() {
   return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
 }
 
+namespace {
+
+// Waking a blocked thread costs ~25 us here (a futex round trip in a VM), as
+// much as a small kernel. So both sides spin briefly before blocking: helpers
+// for the gap between one kernel and the next, the caller for the helpers'
+// last parts. Spinning is not counted as device time (only parts are).
+constexpr auto kHelperSpin = std::chrono::microseconds(100);
+constexpr auto kCallerSpin = std::chrono::microseconds(50);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins until done() or `limit` has passed; true when done.
+template <typename Done>
+bool SpinUntil(Done done, std::chrono::microseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (int i = 0;; ++i) {
+    if (done()) return true;
+    CpuRelax();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return done();
+  }
+}
+
+constexpr uint64_t Ticket(uint32_t gen, int parts, int next) {
+  return (static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(parts) << 16) | static_cast<uint64_t>(next);
+}
+
+}  // namespace
+
 Gang::Gang(int helpers) {
-  for (int h = 0; h < helpers; ++h) helpers_.emplace_back([this, h] { Work(h); });
+  for (int h = 0; h < helpers; ++h) helpers_.emplace_back([this] { Work(); });
 }
 
 Gang::~Gang() {
+  stop_.store(true);
   {
     std::lock_guard<std::mutex> l(mu_);
-    stop_ = true;
   }
   cv_.notify_all();
   for (auto& t : helpers_) t.join();
 }
 
-int64_t Gang::Drain() {
-  const int64_t t0 = ThreadCpuNs();
-  for (int i = next_.fetch_add(1); i < total_; i = next_.fetch_add(1)) (*fn_)(i);
-  return ThreadCpuNs() - t0;
+int64_t Gang::Drain(uint32_t gen, bool helper) {
+  int64_t spent = 0;
+  uint64_t t = ticket_.load();
+  for (;;) {
+    const int parts = static_cast<int>((t >> 16) & 0xffff), next = static_cast<int>(t & 0xffff);
+    if (static_cast<uint32_t>(t >> 32) != gen || next >= parts) break;
+    if (!ticket_.compare_exchange_weak(t, t + 1)) continue;
+    // A claimed part keeps its run (and fn) alive until done_ counts it.
+    const int64_t t0 = ThreadCpuNs();
+    (*fn_.load())(next);
+    spent += ThreadCpuNs() - t0;
+    if (helper) {
+      int64_t m = helper_max_ns_.load();
+      while (spent > m && !helper_max_ns_.compare_exchange_weak(m, spent)) {
+      }
+    }
+    if (done_.fetch_add(1) + 1 == parts && helper && caller_sleeping_.load()) {
+      { std::lock_guard<std::mutex> l(mu_); }
+      done_cv_.notify_all();
+    }
+    t = ticket_.load();
+  }
+  return spent;
 }
 
 void Gang::Run(int parts, const std::function<void(int)>& fn) {
   if (parts <= 0) return;
-  if (helpers_.empty() || parts == 1) {
+  if (helpers_.empty() || parts == 1 || parts > 0xffff) {
     for (int i = 0; i < parts; ++i) fn(i);
     return;
   }
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    fn_ = &fn;
-    total_ = parts;
-    next_.store(0);
-    helpers_done_ = 0;
-    helper_max_ns_ = 0;
-    ++generation_;
+  const uint32_t gen = generation_.load() + 1;
+  fn_.store(&fn);
+  done_.store(0);
+  helper_max_ns_.store(0);
+  ticket_.store(Ticket(gen, parts, 0));
+  generation_.store(gen);
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> l(mu_); }
+    cv_.notify_all();
   }
-  cv_.notify_all();
-  const int64_t own = Drain();
-  std::unique_lock<std::mutex> l(mu_);
-  done_cv_.wait(l, [&] { return helpers_done_ == static_cast<int>(helpers_.size()); });
-  fn_ = nullptr;
-  extra_ns_ += std::max<int64_t>(0, helper_max_ns_ - own);
+  const int64_t own = Drain(gen, false);
+  auto all_done = [&] { return done_.load() == parts; };
+  if (!SpinUntil(all_done, kCallerSpin)) {
+    std::unique_lock<std::mutex> l(mu_);
+    caller_sleeping_.store(true);
+    done_cv_.wait(l, all_done);
+    caller_sleeping_.store(false);
+  }
+  extra_ns_ += std::max<int64_t>(0, helper_max_ns_.load() - own);
 }
 
-void Gang::Work(int) {
-  uint64_t seen = 0;
-  std::unique_lock<std::mutex> l(mu_);
+void Gang::Work() {
+  uint32_t seen = 0;
   for (;;) {
-    cv_.wait(l, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    l.unlock();
-    const int64_t spent = Drain();
-    l.lock();
-    helper_max_ns_ = std::max(helper_max_ns_, spent);
-    if (++helpers_done_ == static_cast<int>(helpers_.size())) done_cv_.notify_all();
+    auto woken = [&] { return stop_.load() || generation_.load() != seen; };
+    if (!SpinUntil(woken, kHelperSpin)) {
+      std::unique_lock<std::mutex> l(mu_);
+      sleepers_.fetch_add(1);
+      cv_.wait(l, woken);
+      sleepers_.fetch_sub(1);
+    }
+    if (stop_.load()) return;
+    seen = generation_.load();
+    Drain(seen, true);
   }
 }
 
-int64_t Gang::TakeExtraNs() {
-  std::lock_guard<std::mutex> l(mu_);
-  return std::exchange(extra_ns_, 0);
-}
+int64_t Gang::TakeExtraNs() { return std::exchange(extra_ns_, 0); }
 
 Gang* CurrentGang() { return current_gang; }
 

@@ -29,27 +29,34 @@ class Gang {
 
   // Threads that can run parts at once: the caller plus the helpers.
   int width() const { return static_cast<int>(helpers_.size()) + 1; }
-  // Runs fn(0..parts-1) on the caller and the helpers; returns when all are done.
+  // Runs fn(0..parts-1) on the caller and the helpers; returns when all are
+  // done. Parts are claimed one at a time, so a helper that wakes late takes
+  // what is left, and the caller never waits for a helper that took nothing.
   void Run(int parts, const std::function<void(int)>& fn);
   // Critical-path CPU time the helpers added beyond the caller's own since the
   // last call (see above).
   int64_t TakeExtraNs();
 
  private:
-  void Work(int slot);
-  // Claims parts until none are left; returns this thread's CPU time spent.
-  int64_t Drain();
+  void Work();
+  // Claims and runs parts of run `gen` until none are left; returns this
+  // thread's CPU time spent on them, and raises helper_max_ns_ when `helper`.
+  int64_t Drain(uint32_t gen, bool helper);
 
+  // A run's parts are claimed from one word: generation (32 bits), part count
+  // (16) and next part (16), so a helper that still holds an old generation
+  // can never claim a part of a newer run.
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<const std::function<void(int)>*> fn_{nullptr};
+  std::atomic<int> done_{0};            // parts finished in the current run
+  std::atomic<int64_t> helper_max_ns_{0};
+  std::atomic<int> sleepers_{0};        // helpers blocked on cv_
+  std::atomic<bool> caller_sleeping_{false};
+  std::atomic<bool> stop_{false};
+  int64_t extra_ns_ = 0;                // caller thread only
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
-  const std::function<void(int)>* fn_ = nullptr;
-  uint64_t generation_ = 0;
-  int total_ = 0;
-  std::atomic<int> next_{0};
-  int helpers_done_ = 0;
-  int64_t helper_max_ns_ = 0;
-  int64_t extra_ns_ = 0;
-  bool stop_ = false;
   std::vector<std::thread> helpers_;
 };
 

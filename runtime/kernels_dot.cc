@@ -76,7 +76,7 @@ void GemmF32(const float* a, bool a_t, const float* b, bool b_t, float* c, int64
     const float* bb = b + bi * k * n;
     float* cb = c + bi * m * n;
     constexpr int64_t kBlock = 16;  // a part is whole 16-wide panels
-    if (n >= m) {
+    if (n > m) {
       const int64_t blocks = (n + kBlock - 1) / kBlock;
       const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / (2.0 * m * k * kBlock)));
       ParallelRange(blocks, grain, [&](int64_t p0, int64_t p1) {

@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
+#include "samples/loss_log.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
@@ -219,6 +220,7 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
     ss::set_current_step(result.first_step);
   }
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  LossLog losses(cfg, &result);
   for (int step = result.first_step; step < end; ++step) {
     auto [x, y] = loader.batch(cfg.cnn_batch, static_cast<uint64_t>(step));
     if (auto s = ss::mark_sharding(x, *mesh, {"data", ss::none, ss::none, ss::none}); !s.ok()) return s;
@@ -227,19 +229,14 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
     if (auto s = ss::backward(loss); !s.ok()) return s;
     if (auto s = opt.step(); !s.ok()) return s;
     if (auto s = ss::mark_step(); !s.ok()) return s;
-    auto value = loss.item();
-    if (!value.ok()) return value.status();
-    std::optional<double> eval;
+    if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == end)) {
       auto e = EvalLoss(model, loader, cfg.cnn_batch, *mesh);
       if (!e.ok()) return e.status();
-      eval = *e;
-      result.eval_losses.push_back({step, *e});
+      if (auto s = losses.Flush(*e); !s.ok()) return s;
     }
-    ss::log_step(*value, eval);
-    result.losses.push_back(*value);
-    if (cfg.on_step) cfg.on_step(step, *value);
   }
+  if (auto s = losses.Flush(); !s.ok()) return s;
   if (!cfg.save_path.empty()) {
     if (auto s = ss::save_checkpoint(cfg.save_path, saved, {{"step", std::to_string(end)}, {"sample", "cnn"}});
         !s.ok())

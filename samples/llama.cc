@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
+#include "samples/loss_log.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
@@ -249,24 +250,20 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
     opt.set_steps_taken(result.first_step);
   }
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  LossLog losses(cfg, &result);
   for (int step = result.first_step; step < end; ++step) {
     auto traced = tr.TraceStep(step);
     if (!traced.ok()) return traced.status();
     ss::Tensor loss = *std::move(traced);
     if (auto s = ss::mark_step(); !s.ok()) return s;
-    auto value = loss.item();
-    if (!value.ok()) return value.status();
-    std::optional<double> eval;
+    if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == end)) {
       auto e = EvalLoss(model, tr.corpus.held_out, cfg, mesh);
       if (!e.ok()) return e.status();
-      eval = *e;
-      result.eval_losses.push_back({step, *e});
+      if (auto s = losses.Flush(*e); !s.ok()) return s;
     }
-    ss::log_step(*value, eval);
-    result.losses.push_back(*value);
-    if (cfg.on_step) cfg.on_step(step, *value);
   }
+  if (auto s = losses.Flush(); !s.ok()) return s;
   if (!cfg.save_path.empty()) {
     if (auto s = ss::save_checkpoint(cfg.save_path, saved, {{"step", std::to_string(end)}, {"sample", "llama"}});
         !s.ok())

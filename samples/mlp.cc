@@ -7,6 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "core/shardscope.h"
+#include "samples/loss_log.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
@@ -71,6 +72,7 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     ss::set_current_step(result.first_step);
   }
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  LossLog losses(cfg, &result);
   for (int step = result.first_step; step < end; ++step) {
     int64_t batch = (cfg.change_step >= 0 && step >= cfg.change_step) ? cfg.batch_after : cfg.batch;
     auto [x, y] = loader.next(batch, step);
@@ -82,13 +84,9 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     if (auto s = ss::backward(loss); !s.ok()) return s;
     if (auto s = opt.step(); !s.ok()) return s;
     if (auto s = ss::mark_step(); !s.ok()) return s;
-
-    auto value = loss.item();  // already computed by the step: no new graph
-    if (!value.ok()) return value.status();
-    ss::log_step(*value);
-    result.losses.push_back(*value);
-    if (cfg.on_step) cfg.on_step(step, *value);
+    if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;
   }
+  if (auto s = losses.Flush(); !s.ok()) return s;
   if (!cfg.save_path.empty()) {
     if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(end)}, {"sample", "mlp"}});
         !s.ok())

@@ -103,5 +103,46 @@ TEST(Passes, FoldsFloatOpsOnConstants) {
   EXPECT_EQ(Count(*out, Opcode::kSubtract), 0);
 }
 
+TEST(Passes, TransposesFoldIntoDotsThatReadThem) {
+  // A weight gradient as autograd writes it: dW = transpose(g) . x over the
+  // batch and sequence dims. The dot reads g in place instead.
+  Module m;
+  Instruction* g = m.Parameter(Shape(DType::kF32, {2, 3, 5}), "g");
+  Instruction* x = m.Parameter(Shape(DType::kF32, {2, 3, 4}), "x");
+  Instruction* gt = m.Transpose(g, {2, 0, 1});  // [5, 2, 3]
+  DotDims dd;
+  dd.lhs_contracting = {1, 2};
+  dd.rhs_contracting = {0, 1};
+  Instruction* dw = m.DotGeneral(gt, x, dd);  // [5, 4]
+  // Swapping the free dims would change the result's layout: kept.
+  Instruction* y = m.Parameter(Shape(DType::kF32, {3, 4, 6}), "y");
+  Instruction* yt = m.Transpose(y, {1, 0, 2});  // [4, 3, 6]: free dims 4 and 6 keep their order
+  Instruction* z = m.Parameter(Shape(DType::kF32, {6, 4, 3}), "z");
+  Instruction* zt = m.Transpose(z, {1, 0, 2});  // [4, 6, 3]: free dims 4, 6 come from dims 1, 0: swapped
+  DotDims d2;
+  d2.lhs_contracting = {2};
+  d2.rhs_contracting = {0};
+  Instruction* w3 = m.Parameter(Shape(DType::kF32, {3, 2}), "w3");
+  Instruction* kept = m.DotGeneral(zt, w3, d2);
+  DotDims d3;
+  d3.lhs_contracting = {1};
+  d3.rhs_contracting = {0};
+  Instruction* folded = m.DotGeneral(yt, m.Parameter(Shape(DType::kF32, {3, 2}), "w"), d3);
+  m.SetOutputs({dw, kept, folded});
+  PassStats st;
+  auto out = Simplify(m, &st);
+  ASSERT_TRUE(Verify(*out).ok()) << Verify(*out);
+  EXPECT_EQ(st.algebraic_simplified, 2);
+  const Instruction* o = out->outputs()[0];
+  ASSERT_EQ(o->op, Opcode::kDotGeneral);
+  EXPECT_EQ(o->operands[0]->op, Opcode::kParameter);
+  EXPECT_EQ(o->dot.lhs_contracting, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(o->shape, dw->shape);
+  EXPECT_EQ(out->outputs()[1]->operands[0]->op, Opcode::kTranspose);
+  EXPECT_EQ(out->outputs()[2]->operands[0]->op, Opcode::kParameter);
+  EXPECT_EQ(out->outputs()[2]->dot.lhs_contracting, (std::vector<int64_t>{0}));
+  EXPECT_EQ(Count(*out, Opcode::kTranspose), 1);
+}
+
 }  // namespace
 }  // namespace shardscope::compiler

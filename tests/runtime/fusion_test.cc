@@ -16,6 +16,7 @@
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 #include "runtime/client.h"
+#include "runtime/kernels.h"
 
 namespace shardscope {
 namespace {
@@ -181,6 +182,95 @@ std::string Diff(const Literal& got, const Literal& want) {
       return absl::StrCat("element ", k, ": fused ", g, ", unfused ", w);
   }
   return "";
+}
+
+TEST(FusionPlan, BroadcastsAreCopiedIntoEachKernelThatReadsThem) {
+  // bb feeds two kernels (exp(x)+bb is a program output, so the kernels stay
+  // apart) and sb feeds a kernel and a GEMM: each kernel gets its own copy of
+  // the broadcast; bb is then never written out, sb still is (for the GEMM).
+  auto m = Parse(R"(module {
+  func.func @main(%x: tensor<8x16xf32>, %b: tensor<16xf32>, %w: tensor<16x4xf32>) -> (tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>) {
+    %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<16xf32>) -> tensor<8x16xf32>
+    %e = stablehlo.exponential %x : tensor<8x16xf32>
+    %p = stablehlo.add %e, %bb : tensor<8x16xf32>
+    %q = stablehlo.multiply %p, %bb : tensor<8x16xf32>
+    %c = stablehlo.constant dense<2.0> : tensor<f32>
+    %sb = stablehlo.broadcast_in_dim %c, dims = [] : (tensor<f32>) -> tensor<8x16xf32>
+    %t = stablehlo.tanh %q : tensor<8x16xf32>
+    %u = stablehlo.multiply %t, %sb : tensor<8x16xf32>
+    %g = stablehlo.dot_general %sb, %w, contracting_dims = [1] x [0] : (tensor<8x16xf32>, tensor<16x4xf32>) -> tensor<8x4xf32>
+    return %p, %u, %g : tensor<8x16xf32>, tensor<8x16xf32>, tensor<8x4xf32>
+  }
+})");
+  ASSERT_TRUE(m);
+  FusionPlan plan = compiler::PlanFusion(*m);
+  const Instruction* bb = nullptr;
+  const Instruction* sb = nullptr;
+  for (const auto& i : m->instructions())
+    if (i->op == Opcode::kBroadcastInDim) (i->operands[0]->shape.rank() == 1 ? bb : sb) = i.get();
+  ASSERT_TRUE(bb && sb);
+  ASSERT_EQ(plan.kernels.size(), 2u) << compiler::PrintModule(*m);
+  EXPECT_EQ(plan.copied_into[bb->id].size(), 2u);
+  EXPECT_EQ(plan.copied_into[sb->id].size(), 1u);
+  EXPECT_TRUE(plan.Absorbed(bb->id));
+  EXPECT_FALSE(plan.Absorbed(sb->id));
+  EXPECT_EQ(plan.KernelOf(bb->id), nullptr);
+  EXPECT_EQ(plan.EvaluatedAt(*bb).size(), 2u);  // the two kernel roots
+  EXPECT_EQ(plan.EvaluatedAt(*sb).size(), 2u);  // itself, and the kernel root
+  for (const auto& d : plan.decisions)
+    if (d.producer_id == bb->id || d.producer_id == sb->id) {
+      EXPECT_TRUE(d.fused) << d.consumer;
+      EXPECT_NE(d.reason.find("a copy"), std::string::npos) << d.reason;
+    }
+  // And the copies compute what the unfused program computes.
+  std::mt19937_64 rng(3);
+  std::vector<Literal> in;
+  for (const Instruction* p : m->parameters()) in.push_back(RandomLiteral(p->shape, rng));
+  auto fused_client = NewClient(true);
+  auto plain_client = NewClient(false);
+  auto fused = RunOn(*fused_client, *m, in);
+  auto plain = RunOn(*plain_client, *m, in);
+  ASSERT_TRUE(fused.ok()) << fused.status();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  for (size_t k = 0; k < plain->size(); ++k) EXPECT_EQ(Diff((*fused)[k], (*plain)[k]), "") << "output " << k;
+}
+
+TEST(FusedKernels, DotsThatReadTransposesInPlaceComputeTheSame) {
+  // The compiled program folds the transposes into the dots (compiler/passes);
+  // the original runs op by op through the kernels, transposes included.
+  auto m = Parse(R"(module {
+  func.func @main(%g: tensor<4x8x16xf32>, %x: tensor<4x8x12xf32>, %p: tensor<6x16x16xf32>, %v: tensor<6x16x8xf32>) -> (tensor<16x12xf32>, tensor<6x16x8xf32>) {
+    %gt = stablehlo.transpose %g, dims = [2, 0, 1] : (tensor<4x8x16xf32>) -> tensor<16x4x8xf32>
+    %dw = stablehlo.dot_general %gt, %x, contracting_dims = [1, 2] x [0, 1] : (tensor<16x4x8xf32>, tensor<4x8x12xf32>) -> tensor<16x12xf32>
+    %pt = stablehlo.transpose %p, dims = [0, 2, 1] : (tensor<6x16x16xf32>) -> tensor<6x16x16xf32>
+    %dv = stablehlo.dot_general %pt, %v, batching_dims = [0] x [0], contracting_dims = [2] x [1] : (tensor<6x16x16xf32>, tensor<6x16x8xf32>) -> tensor<6x16x8xf32>
+    return %dw, %dv : tensor<16x12xf32>, tensor<6x16x8xf32>
+  }
+})");
+  ASSERT_TRUE(m);
+  std::mt19937_64 rng(11);
+  std::vector<Literal> in;
+  for (const Instruction* p : m->parameters()) in.push_back(RandomLiteral(p->shape, rng));
+  auto client = NewClient(true);
+  std::shared_ptr<const runtime::Executable> exe;
+  auto got = RunOn(*client, *m, in, &exe);
+  ASSERT_TRUE(got.ok()) << got.status();
+  int transposes = 0;
+  for (const auto& i : exe->program->instructions()) transposes += i->op == Opcode::kTranspose;
+  EXPECT_EQ(transposes, 0) << compiler::PrintModule(*exe->program);
+  std::vector<Literal> values(m->instructions().size() + 8);
+  std::vector<const Literal*> ptr(values.size(), nullptr);
+  for (const Instruction* p : m->parameters()) ptr[p->id] = &in[p->param_index];
+  for (const auto& i : m->instructions()) {
+    if (i->op == Opcode::kParameter) continue;
+    std::vector<const Literal*> ops;
+    for (const Instruction* o : i->operands) ops.push_back(ptr[o->id]);
+    values[i->id] = Literal(i->shape);
+    ASSERT_TRUE(runtime::EvalInstruction(*i, ops, 0, &values[i->id]).ok());
+    ptr[i->id] = &values[i->id];
+  }
+  for (size_t k = 0; k < m->outputs().size(); ++k)
+    EXPECT_EQ(Diff((*got)[k], *ptr[m->outputs()[k]->id]), "") << "output " << k;
 }
 
 // Random programs over a [R, C] loop: unary and binary elementwise ops,

@@ -1,0 +1,28 @@
+#include "samples/loss_log.h"
+
+#include <utility>
+
+#include "core/lazy.h"
+
+namespace shardscope::samples {
+
+absl::Status LossLog::Push(int step, Tensor loss) {
+  if (absl::Status s = Flush(); !s.ok()) return s;
+  pending_ = std::move(loss);
+  pending_step_ = step;
+  return absl::OkStatus();
+}
+
+absl::Status LossLog::Flush(std::optional<double> eval_loss) {
+  if (!pending_) return absl::OkStatus();
+  auto value = pending_->item();  // computed by its step: no new graph
+  if (!value.ok()) return value.status();
+  pending_.reset();
+  log_step_at(pending_step_, *value, eval_loss);
+  result_->losses.push_back(*value);
+  if (eval_loss) result_->eval_losses.push_back({pending_step_, *eval_loss});
+  if (cfg_.on_step) cfg_.on_step(pending_step_, *value);
+  return absl::OkStatus();
+}
+
+}  // namespace shardscope::samples
