@@ -13,8 +13,9 @@
 
 namespace shardscope::compiler {
 
-// 128-bit XXH3 of the location-free text, as 32 hex digits. Stable across
-// processes and builds of the same compiler version.
+// 128-bit XXH3 over every instruction's fields (what the location-free text
+// shows, operands by position), as 32 hex digits. Stable across processes and
+// builds of the same compiler version; ids, locations and names do not count.
 std::string Fingerprint(const Module& m);
 
 struct InputDifference {

@@ -4,8 +4,10 @@
 // the line and column.
 #include "compiler/parser.h"
 
+#include <functional>
 #include <limits>
 
+#include "compiler/fingerprint.h"
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 
@@ -93,6 +95,79 @@ TEST(Parser, EveryOpRoundTrips) {
   auto parsed_bare = ParseModule(bare);
   ASSERT_TRUE(parsed_bare.ok()) << parsed_bare.status();
   EXPECT_EQ(PrintModule(**parsed_bare, {.locations = false, .names = false}), bare);
+}
+
+// The fingerprint hashes fields rather than text; the printed (location-free)
+// text shows every attribute, so whenever a change to one attribute shows in
+// the text, it must change the fingerprint too.
+TEST(Parser, FingerprintCoversEveryPrintedAttribute) {
+  auto m = EveryOp();
+  const PrintOptions bare{.locations = false, .names = false};
+  using Mutation = std::function<bool(Instruction&)>;  // false: not applicable
+  auto bump = [](std::vector<int64_t>& v) {
+    if (v.empty()) return false;
+    v[0] += 1;
+    return true;
+  };
+  auto bump_pair = [](std::vector<std::pair<int64_t, int64_t>>& v) {
+    if (v.empty()) return false;
+    v[0].second += 1;
+    return true;
+  };
+  std::vector<Mutation> mutations = {
+      [&](Instruction& i) { return bump(i.dims); },
+      [&](Instruction& i) { return bump(i.dot.lhs_contracting); },
+      [&](Instruction& i) { return bump(i.dot.rhs_contracting); },
+      [&](Instruction& i) { return bump(i.slice.start); },
+      [&](Instruction& i) { return bump(i.slice.stride); },
+      [&](Instruction& i) { return bump(i.pad.low); },
+      [&](Instruction& i) { return bump(i.pad.interior); },
+      [&](Instruction& i) { return bump(i.conv.window_strides); },
+      [&](Instruction& i) { return bump_pair(i.conv.padding); },
+      [&](Instruction& i) { return i.op == Opcode::kConvolution && (++i.conv.feature_group_count, true); },
+      [&](Instruction& i) { return bump(i.window.dimensions); },
+      [&](Instruction& i) { return bump(i.window.strides); },
+      [&](Instruction& i) { return bump(i.gather.slice_sizes); },
+      [&](Instruction& i) { return bump(i.gather.offset_dims); },
+      [&](Instruction& i) { return i.op == Opcode::kGather && (i.gather.indices_are_sorted ^= true, true); },
+      [&](Instruction& i) { return bump(i.scatter.update_window_dims); },
+      [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.replace ^= true, true); },
+      [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.unique_indices ^= true, true); },
+      [&](Instruction& i) {
+        if (i.op != Opcode::kReduce && i.op != Opcode::kReduceWindow && i.op != Opcode::kScatter) return false;
+        i.reduce = i.reduce == ReduceKind::kSum ? ReduceKind::kMax : ReduceKind::kSum;
+        return true;
+      },
+      [&](Instruction& i) {
+        if (i.op != Opcode::kCompare) return false;
+        i.compare = CompareDirection::kGE;
+        return true;
+      },
+      [&](Instruction& i) {
+        if (!i.literal || i.literal->bytes() == 0) return false;
+        static_cast<unsigned char*>(i.literal->data())[0] ^= 1;
+        return true;
+      },
+      [&](Instruction& i) {
+        i.sharding = i.sharding ? std::nullopt : std::optional<Sharding>(*Sharding::Parse("{maximal device=1}"));
+        return true;
+      },
+      [&](Instruction& i) { return bump(i.shape.dims); },
+  };
+  int checked = 0;
+  for (const auto& ip : m->instructions()) {
+    for (const Mutation& mutate : mutations) {
+      auto copy = ParseModule(PrintModule(*m));
+      ASSERT_TRUE(copy.ok());
+      Instruction& target = *(*copy)->instructions()[&ip - &m->instructions()[0]];
+      const std::string text_before = PrintModule(**copy, bare), fp_before = Fingerprint(**copy);
+      if (!mutate(target)) continue;
+      if (PrintModule(**copy, bare) == text_before) continue;
+      ++checked;
+      EXPECT_NE(Fingerprint(**copy), fp_before) << OpcodeName(target.op) << " changed to: " << PrintInstruction(target, bare);
+    }
+  }
+  EXPECT_GT(checked, 40);
 }
 
 TEST(Parser, HandWrittenText) {
