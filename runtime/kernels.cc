@@ -87,12 +87,12 @@ absl::Status EvalIota(const Instruction& instr, Literal* out) {
       [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* o = out->as<T>();
-        for (int64_t a = 0; a < outer; ++a) {
-          for (int64_t k = 0; k < len; ++k) {
-            std::fill_n(o, inner, static_cast<T>(k));
-            o += inner;
-          }
+        // One [len, inner] block, then copies of it for every outer index.
+        for (int64_t k = 0; k < len; ++k) {
+          if (inner == 1) o[k] = static_cast<T>(k);
+          else std::fill_n(o + k * inner, inner, static_cast<T>(k));
         }
+        for (int64_t a = 1; a < outer; ++a) std::memcpy(o + a * len * inner, o, static_cast<size_t>(len * inner) * sizeof(T));
         return absl::OkStatus();
       },
       internal::UnsupportedType(instr, out->shape().dtype));

@@ -152,6 +152,13 @@ absl::Status EvalScatter(const Instruction& instr, const Literal& in, const Lite
         const T* u = up.as<T>();
         T* o = out->as<T>();
         std::vector<int64_t> b(sdims.size(), 0), start(os.rank(), 0), w(wdims.size(), 0);
+        // Row mode: the last window dim runs along the operand's last dim with
+        // unit strides on both sides (embedding-gradient rows), so a row is
+        // placed once and combined element by element without index math.
+        const bool rows = !wdims.empty() && wstr.back() == 1 && wop.back() == os.rank() - 1;
+        const int64_t row_len = rows ? wdims.back() : 1;
+        std::vector<int64_t> outer = wdims;
+        if (rows) outer.back() = 1;
         do {
           std::fill(start.begin(), start.end(), 0);
           int64_t ubase = 0;
@@ -162,15 +169,25 @@ absl::Status EvalScatter(const Instruction& instr, const Literal& in, const Lite
             int64_t uo = ubase, oo = 0;
             bool inside = true;
             for (size_t k = 0; k < w.size(); ++k) uo += w[k] * wstr[k];
+            int64_t row_pos = 0;  // position along the operand's last dim (row mode)
             for (int d = 0; d < os.rank(); ++d) {
               int64_t pos = start[d];
               for (size_t k = 0; k < wop.size(); ++k)
                 if (wop[k] == d) pos += w[k];
-              inside &= pos >= 0 && pos < os.dims[d];
+              if (rows && d == os.rank() - 1) row_pos = pos;
+              else inside &= pos >= 0 && pos < os.dims[d];
               oo += pos * ost[d];
             }
-            if (inside) CombineInto<T>(o + oo, u[uo], instr.reduce, s.replace);
-          } while (Next(w, wdims));
+            if (!inside) continue;
+            if (!rows) {
+              CombineInto<T>(o + oo, u[uo], instr.reduce, s.replace);
+              continue;
+            }
+            // The whole row at once, clipped to the operand's last dim.
+            const int64_t lo = std::max<int64_t>(0, -row_pos);
+            const int64_t hi = std::min<int64_t>(row_len, os.dims.back() - row_pos);
+            for (int64_t j = lo; j < hi; ++j) CombineInto<T>(o + oo + j, u[uo + j], instr.reduce, s.replace);
+          } while (Next(w, outer));
         } while (Next(b, sdims));
         return absl::OkStatus();
       },
