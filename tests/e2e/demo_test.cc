@@ -182,5 +182,20 @@ TEST_F(DemoTest, DesktopAppDrawsOneLanePerDevice) {
   EXPECT_EQ(device_lanes, 4) << r.text;
 }
 
+// Driver commands re-execute themselves once with glibc's huge-page heap
+// (ui/cli/drivers.h); each run records whether it had it, and
+// SHARDSCOPE_HUGEPAGES=0 turns it off.
+TEST(HugePageHeapTest, RecordedPerRunAndCanBeTurnedOff) {
+  for (const char* setting : {"", "0"}) {
+    const std::string db = TempDb(absl::StrCat("hugepages", setting));
+    Output r = Shell(absl::StrCat("env -u GLIBC_TUNABLES SHARDSCOPE_HUGEPAGES=", setting, " ", SHARDSCOPE_CLI_BINARY,
+                                  " run mlp --db ", db, " --steps 2 --quiet"));
+    ASSERT_EQ(r.code, 0) << r.text;
+    auto q = e2e::Q(db, "SELECT json_extract(config_json, '$.huge_page_heap') AS h FROM runs");
+    ASSERT_EQ(q.rows.size(), 1u);
+    EXPECT_EQ(q.Int(0, "h"), std::string(setting) == "0" ? 0 : 1) << "SHARDSCOPE_HUGEPAGES=" << setting;
+  }
+}
+
 }  // namespace
 }  // namespace shardscope

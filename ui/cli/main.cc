@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
         return 0;
       }
     }
+    ReexecWithHugePages(argv);
     return RunDriverCommand(cmd, rest);
   }
   std::cerr << "error: unknown command '" << cmd << "'; run 'shardscope --help' for the list\n";
