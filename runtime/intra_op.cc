@@ -1,5 +1,6 @@
 #include "runtime/intra_op.h"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -22,7 +23,8 @@ namespace {
 // Waking a blocked thread costs ~25 us here (a futex round trip in a VM), as
 // much as a small kernel. So both sides spin briefly before blocking: helpers
 // for the gap between one kernel and the next, the caller for the helpers'
-// last parts. Spinning is not counted as device time (only parts are).
+// last parts, yielding now and then so that a host thread waiting for this
+// core runs first. Spinning is not counted as device time (only parts are).
 constexpr auto kHelperSpin = std::chrono::microseconds(100);
 constexpr auto kCallerSpin = std::chrono::microseconds(50);
 
@@ -39,7 +41,10 @@ bool SpinUntil(Done done, std::chrono::microseconds limit) {
   for (int i = 0;; ++i) {
     if (done()) return true;
     CpuRelax();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) return done();
+    if ((i & 63) == 63) {
+      if (std::chrono::steady_clock::now() >= until) return done();
+      sched_yield();  // a runnable host thread on this core goes first
+    }
   }
 }
 
