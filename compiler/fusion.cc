@@ -77,6 +77,94 @@ bool ReduceRoot(const Instruction& i) {
   return prefix || suffix;
 }
 
+constexpr char kRecomputed[] = "fused (a copy: recomputed in each kernel that reads it, never written out)";
+constexpr size_t kMaxCopies = 4;  // kernels one value may be recomputed in
+
+// Second phase: an elementwise op left on its own only because its users sit
+// in different kernels (or are loop ops on their own) is recomputed in each of
+// them, when its operands are written out anyway; then it is never written.
+// SwiGLU's logistic(gate) and silu(gate) are the typical case: forward and
+// backward both read them. Values are visited latest first, so a value's
+// users have reached their final kernels when it is decided; a loop op on its
+// own becomes a one-op kernel to take copies.
+void CopyCheapProducers(const std::vector<std::unique_ptr<Instruction>>& instrs,
+                        const std::vector<std::vector<const Instruction*>>& users,
+                        const std::vector<int64_t>& index_of, const std::vector<bool>& is_output, FusionPlan* plan) {
+  auto loop_size = [](const FusedKernel& k) {
+    return k.kind == FusedKernel::Kind::kReduce ? k.root->operands[0]->shape.elements() : k.root->shape.elements();
+  };
+  auto in_kernel = [&](int k, const Instruction* i) {
+    const auto& m = plan->kernels[k].members;
+    return std::find(m.begin(), m.end(), i) != m.end();
+  };
+  for (int64_t pos = static_cast<int64_t>(instrs.size()) - 1; pos >= 0; --pos) {
+    const Instruction* p = instrs[pos].get();
+    if (!IsElementwise(p->op) || !WhyNotLoopOp(*p).empty() || plan->kernel_of[p->id] >= 0 ||
+        plan->Absorbed(p->id) || is_output[p->id] || users[p->id].empty())
+      continue;
+    // Its operands must be written out anyway (copied broadcasts come along).
+    bool ok = true;
+    std::vector<const Instruction*> bring = {p};
+    for (const Instruction* o : p->operands) {
+      if (!plan->Absorbed(o->id)) continue;
+      if (Expands(*o) && plan->kernel_of[o->id] < 0) bring.push_back(o);
+      else ok = false;
+    }
+    // Where each user is computed: kernels only.
+    std::vector<int> targets;
+    std::vector<const Instruction*> hosts;  // loop ops on their own that become one-op kernels
+    for (const Instruction* u : users[p->id]) {
+      if (!ok) break;
+      if (u->op == Opcode::kBroadcastInDim) ok = false;  // reads its operand whole
+      std::vector<int> at;
+      if (plan->kernel_of[u->id] >= 0) {
+        at.push_back(plan->kernel_of[u->id]);
+      } else if (plan->Absorbed(u->id)) {
+        at = plan->copied_into[u->id];
+      } else if (WhyNotLoopOp(*u).empty() && u->shape.elements() == p->shape.elements()) {
+        if (std::find(hosts.begin(), hosts.end(), u) == hosts.end()) hosts.push_back(u);
+        continue;
+      } else {
+        ok = false;
+      }
+      for (int k : at) {
+        if (loop_size(plan->kernels[k]) != p->shape.elements()) ok = false;
+        if (std::find(targets.begin(), targets.end(), k) == targets.end()) targets.push_back(k);
+      }
+    }
+    if (!ok || targets.size() + hosts.size() > kMaxCopies) continue;
+    for (int k : targets)
+      if (plan->kernels[k].members.size() + bring.size() > kMaxMembers) ok = false;
+    if (!ok) continue;
+    for (const Instruction* h : hosts) {
+      FusedKernel kernel;
+      kernel.root = h;
+      kernel.members = {h};
+      plan->kernel_of[h->id] = static_cast<int>(plan->kernels.size());
+      targets.push_back(static_cast<int>(plan->kernels.size()));
+      plan->kernels.push_back(std::move(kernel));
+    }
+    for (int k : targets) {
+      FusedKernel& kernel = plan->kernels[k];
+      for (const Instruction* b : bring) {
+        if (in_kernel(k, b)) continue;
+        kernel.members.push_back(b);
+        plan->copied_into[b->id].push_back(k);
+      }
+      std::sort(kernel.members.begin(), kernel.members.end(),
+                [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+    }
+    plan->absorbed[p->id] = true;
+    for (auto& d : plan->decisions)
+      if (d.producer_id == p->id) {
+        const int k = plan->kernel_of[d.consumer_id] >= 0 ? plan->kernel_of[d.consumer_id] : -1;
+        d.fused = true;
+        d.reason = kRecomputed;
+        if (k >= 0) d.kernel = plan->kernels[k].name();
+      }
+  }
+}
+
 }  // namespace
 
 std::string FusedKernel::name() const { return absl::StrCat("fusion.", root->id); }
@@ -244,6 +332,7 @@ FusionPlan PlanFusion(const Module& program) {
     }
     plan.absorbed[i->id] = covered;
   }
+  CopyCheapProducers(instrs, users, index_of, is_output, &plan);
   return plan;
 }
 

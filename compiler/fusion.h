@@ -18,7 +18,10 @@
 // - the one exception to "nothing computed twice": a broadcast that expands a
 //   smaller operand is copied into every kernel that uses it (re-reading the
 //   small operand costs less than writing and reading the full-size result),
-//   and runs on its own only if some user is not in a kernel.
+//   and runs on its own only if some user is not in a kernel; likewise an
+//   elementwise op whose users sit in different kernels (or are loop ops on
+//   their own, which become one-op kernels) and whose operands are written
+//   out anyway is recomputed in each of them and never written.
 #pragma once
 
 #include <cstdint>

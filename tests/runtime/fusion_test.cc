@@ -90,8 +90,9 @@ TEST(FusionPlan, GroupsElementwiseChainsAndSaysWhyNot) {
   EXPECT_EQ(compiler::KernelName(*tail.root, &plan), absl::StrCat("fusion.", tail.root->id));
 }
 
-TEST(FusionPlan, SharedValuesAreNotDuplicated) {
-  // exp(x) feeds two kernels: it must be computed once, so it stays apart.
+TEST(FusionPlan, SharedValuesAreRecomputedOnlyWhereTheyNeedNotBeWritten) {
+  // exp(x) feeds two outputs' ops: each becomes a one-op kernel that
+  // recomputes exp(x) from x, and exp(x) is never written.
   auto m = Parse(R"(module {
   func.func @main(%x: tensor<8x8xf32>) -> (tensor<8x8xf32>, tensor<8x8xf32>) {
     %e = stablehlo.exponential %x : tensor<8x8xf32>
@@ -102,9 +103,31 @@ TEST(FusionPlan, SharedValuesAreNotDuplicated) {
 })");
   ASSERT_TRUE(m);
   FusionPlan plan = compiler::PlanFusion(*m);
-  EXPECT_EQ(plan.fused_ops(), 0);
-  bool said = false;
+  const Instruction* e = m->instructions()[1].get();
+  ASSERT_EQ(e->op, Opcode::kExponential);
+  EXPECT_EQ(plan.kernels.size(), 2u);
+  EXPECT_EQ(plan.copied_into[e->id].size(), 2u);
+  EXPECT_TRUE(plan.Absorbed(e->id));
   for (const auto& d : plan.decisions)
+    if (d.producer_id == e->id) {
+      EXPECT_TRUE(d.fused);
+      EXPECT_NE(d.reason.find("recomputed"), std::string::npos) << d.reason;
+    }
+  // When a GEMM reads exp(x) too, it is written out for the GEMM, and the
+  // elementwise user reads that rather than computing it again.
+  auto g = Parse(R"(module {
+  func.func @main(%x: tensor<8x8xf32>, %w: tensor<8x4xf32>) -> (tensor<8x8xf32>, tensor<8x4xf32>) {
+    %e = stablehlo.exponential %x : tensor<8x8xf32>
+    %a = stablehlo.negate %e : tensor<8x8xf32>
+    %d = stablehlo.dot_general %e, %w, contracting_dims = [1] x [0] : (tensor<8x8xf32>, tensor<8x4xf32>) -> tensor<8x4xf32>
+    return %a, %d : tensor<8x8xf32>, tensor<8x4xf32>
+  }
+})");
+  ASSERT_TRUE(g);
+  FusionPlan gp = compiler::PlanFusion(*g);
+  EXPECT_EQ(gp.fused_ops(), 0);
+  bool said = false;
+  for (const auto& d : gp.decisions)
     said |= !d.fused && d.reason.find("outside the kernel") != std::string::npos;
   EXPECT_TRUE(said);
 }
