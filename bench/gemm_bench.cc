@@ -119,6 +119,11 @@ BENCHMARK(BM_GangDot)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->U
 BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_GangDot)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+// The mlp's forward layers at batch 64: skinny, B-bound.
+BENCHMARK(BM_GangDot)->Args({64, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({64, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({64, 784, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({64, 784, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
 // Weight gradients: [256, B*T] x [B*T, 1024] and [256, B*T] x [B*T, 256].
 BENCHMARK(BM_GangDot)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
