@@ -26,6 +26,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/autocast.h"
 #include "core/ops.h"
 
 namespace shardscope {
@@ -180,14 +181,19 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
     return Fail("conv2d", absl::StrCat("kernel ", w.dim(2), "x", w.dim(3), " does not fit input ", Describe(x),
                                        " padded by ", padding),
                 loc, x.shape());
-  Shape out(x.dtype(), {x.dim(0), w.dim(0), oh / stride + 1, ow / stride + 1});
+  // Under autocast (core/autocast.h) the operands become bf16/f16 converts
+  // and the convolution returns f32, accumulated in f32.
+  Tensor xc = x, wc = w;
+  absl::StatusOr<DType> result_type = internal::AutocastOperands(&xc, &wc, loc);
+  if (!result_type.ok()) return internal::Error(result_type.status(), x.shape());
+  Shape out(*result_type, {x.dim(0), w.dim(0), oh / stride + 1, ow / stride + 1});
   compiler::ConvDims c;  // NCHW x OIHW -> NCHW
   c.input_batch = 0, c.input_feature = 1, c.input_spatial = {2, 3};
   c.kernel_output_feature = 0, c.kernel_input_feature = 1, c.kernel_spatial = {2, 3};
   c.output_batch = 0, c.output_feature = 1, c.output_spatial = {2, 3};
   c.window_strides = {stride, stride};
   c.padding = {{padding, padding}, {padding, padding}};
-  Tensor y = internal::MakeOp(Opcode::kConvolution, out, {x, w}, loc);
+  Tensor y = internal::MakeOp(Opcode::kConvolution, out, {xc, wc}, loc);
   if (y.status().ok()) y.node()->conv = std::move(c);
   if (!bias.defined()) return y;
   if (!bias.status().ok()) return internal::Error(bias.status(), out);
@@ -349,6 +355,9 @@ std::vector<Tensor> ConvolutionVjp(const std::shared_ptr<Node>& np, const Tensor
     return {e, Error(e.status(), ws)};
   }
   Tensor x(n.operands[0]), w(n.operands[1]);
+  // Under autocast the result is f32 and the operands 16-bit: the gradients
+  // take the operands' type (g rounded once; the convolutions sum in f32).
+  const Tensor gd = g.dtype() == xs.dtype ? g : Convert(g, xs.dtype, loc);
   std::vector<Tensor> out(2);
   auto stride = [&](int k) { return k < static_cast<int>(c.window_strides.size()) ? c.window_strides[k] : 1; };
   auto low = [&](int k) { return k < static_cast<int>(c.padding.size()) ? c.padding[k].first : 0; };
@@ -367,7 +376,7 @@ std::vector<Tensor> ConvolutionVjp(const std::shared_ptr<Node>& np, const Tensor
       d.lhs_dilation.push_back(s);
       d.padding.push_back({K - 1 - lo, H - (OH - 1) * s - 1 + lo});
     }
-    Tensor dx = MakeOp(Opcode::kConvolution, xs, {g, FlipSpatial(w, loc)}, loc);
+    Tensor dx = MakeOp(Opcode::kConvolution, xs, {gd, FlipSpatial(w, loc)}, loc);
     if (dx.status().ok()) dx.node()->conv = std::move(d);
     out[0] = dx;
   }
@@ -385,7 +394,7 @@ std::vector<Tensor> ConvolutionVjp(const std::shared_ptr<Node>& np, const Tensor
       // The high side covers only the rows the forward windows reached.
       d.padding.push_back({lo, K - H - lo + (OH - 1) * s});
     }
-    Tensor dw = MakeOp(Opcode::kConvolution, ws, {x, g}, loc);
+    Tensor dw = MakeOp(Opcode::kConvolution, ws, {x, gd}, loc);
     if (dw.status().ok()) dw.node()->conv = std::move(d);
     out[1] = dw;
   }

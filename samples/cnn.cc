@@ -14,7 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
-#include "samples/loss_log.h"
+#include "samples/common.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
@@ -120,6 +120,9 @@ struct ResNet {
     blocks.push_back(std::make_unique<BasicBlock>(32, 64, 2, "layer3.0", seed));
   }
   ss::Tensor loss(const ss::Tensor& images, const ss::Tensor& labels) {
+    // Mixed precision: every convolution and the classifier's matmul on
+    // 16-bit copies of their operands, f32 out (batch norm stays f32).
+    ss::AutocastGuard mixed(autocast);
     ss::Tensor h = stem_bn(stem_conv(images));
     {
       ss::NameScope scope("stem");
@@ -132,6 +135,7 @@ struct ResNet {
     }
     return ss::cross_entropy(fc(dropout(h)), labels);
   }
+  std::optional<DType> autocast;  // --autocast
   std::vector<ss::nn::Module*> modules() {
     std::vector<ss::nn::Module*> m = {&stem_conv, &stem_bn};
     for (auto& b : blocks)
@@ -199,7 +203,10 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
     return absl::InvalidArgumentError(absl::StrCat("cnn: the batch (", cfg.cnn_batch, ") must split evenly over the ",
                                                    cfg.mesh[0], " chips of the 'data' axis"));
 
+  auto autocast = AutocastType(cfg);
+  if (!autocast.ok()) return autocast.status();
   ResNet model(cfg.seed);
+  model.autocast = *autocast;
   std::vector<ss::Tensor*> params = model.parameters();
   ss::optim::SGD opt(params, {.lr = cfg.lr, .momentum = 0.9, .weight_decay = 5e-4});
   ImageLoader loader(cfg.seed + 1);

@@ -12,7 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
-#include "samples/loss_log.h"
+#include "samples/common.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
@@ -94,14 +94,6 @@ struct Block {
   ss::nn::RMSNorm mlp_norm;
   ss::nn::SwiGLU mlp;
 };
-
-// --autocast: "" (f32 throughout), "bf16" or "f16".
-absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c) {
-  if (c.autocast.empty()) return std::optional<DType>();
-  if (c.autocast == "bf16") return std::optional<DType>(DType::kBF16);
-  if (c.autocast == "f16") return std::optional<DType>(DType::kF16);
-  return absl::InvalidArgumentError(absl::StrCat("--autocast '", c.autocast, "': expected bf16 or f16"));
-}
 
 struct Model {
   explicit Model(const SampleConfig& c)

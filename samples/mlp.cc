@@ -7,7 +7,7 @@
 
 #include "absl/strings/numbers.h"
 #include "core/shardscope.h"
-#include "samples/loss_log.h"
+#include "samples/common.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {

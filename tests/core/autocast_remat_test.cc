@@ -144,6 +144,44 @@ TEST_F(AutocastRematTest, AutocastGradientsAreF32AndCloseToF32Training) {
   for (size_t k = 0; k < g32.size(); ++k) EXPECT_LT(RelError(g16[k], g32[k]), 5e-2) << "parameter " << k;
 }
 
+TEST_F(AutocastRematTest, AutocastConvolutionsTakeBf16OperandsAndGiveF32Gradients) {
+  // Two strided, padded convolutions with a relu between, trained one step
+  // both ways from the same weights.
+  auto run = [&](bool autocast, std::vector<std::vector<double>>* grads) {
+    nn::Conv2d c1(3, 8, 3, 2, 1, true, "c1", 5), c2(8, 4, 3, 1, 1, true, "c2", 6);
+    Tensor x = Tensor::from_host(Random({2, 3, 9, 9}, 2), "x");
+    std::optional<AutocastGuard> guard;
+    if (autocast) guard.emplace(DType::kBF16);
+    Tensor y = c2(relu(c1(x)));
+    guard.reset();
+    EXPECT_EQ(y.dtype(), DType::kF32);
+    if (autocast) {
+      // y = conv(convert(h), convert(w)) + bias: the convolution under the bias add.
+      const Node* conv = nullptr;
+      for (const auto& o : y.node()->operands)
+        if (o->op == Opcode::kConvolution) conv = o.get();
+      EXPECT_NE(conv, nullptr);
+      if (conv) {
+        EXPECT_EQ(conv->shape.dtype, DType::kF32);
+        for (const auto& o : conv->operands) EXPECT_EQ(o->shape.dtype, DType::kBF16);
+      }
+    }
+    Tensor loss = mean(mul(y, y));
+    EXPECT_TRUE(backward(loss).ok());
+    for (Tensor* p : parameters(c1, c2)) {
+      EXPECT_EQ(p->grad().dtype(), DType::kF32) << p->name();
+      grads->push_back(Host(p->grad()));
+    }
+    return *loss.item();
+  };
+  std::vector<std::vector<double>> g32, g16;
+  double loss32 = run(false, &g32), loss16 = run(true, &g16);
+  EXPECT_NEAR(loss16, loss32, 2e-2 * std::fabs(loss32));
+  EXPECT_NE(loss16, loss32);  // really computed on rounded operands
+  ASSERT_EQ(g16.size(), g32.size());
+  for (size_t k = 0; k < g32.size(); ++k) EXPECT_LT(RelError(g16[k], g32[k]), 5e-2) << "parameter " << k;
+}
+
 TEST_F(AutocastRematTest, AutocastCanBeTurnedOffInsideAndABadTypeIsAnError) {
   Tensor a = Tensor::from_host(Random({4, 8}, 1), "a"), b = Tensor::from_host(Random({8, 2}, 2), "b");
   AutocastGuard on(DType::kBF16);

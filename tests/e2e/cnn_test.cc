@@ -2,6 +2,7 @@
 // compiles its training step once (a new dropout mask every step is data),
 // and the database's `ops` table holds the convolutions and window
 // reductions under their module paths.
+#include <cmath>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -61,6 +62,22 @@ TEST(CnnE2eTest, LearnsCompilesOnceAndRecordsOpsUnderModulePaths) {
   auto k = Q(db, "SELECT SUM(total_ns) AS t, SUM(count) AS c FROM kernel_stats WHERE opcode = 'stablehlo.convolution'");
   EXPECT_GT(k.Int(0, "c"), 0);
   EXPECT_GT(k.Int(0, "t"), 0);
+}
+
+// --autocast bf16: the convolutions take bf16 operands and return f32, and
+// the run still learns like the f32 one.
+TEST(CnnE2eTest, AutocastRunsConvolutionsOnBf16Operands) {
+  const std::string db = TempDb("cnn_autocast");
+  Output run = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run cnn --db ", db, " --steps 4 --eval-every 0 --autocast bf16 --quiet"));
+  ASSERT_EQ(run.code, 0) << run.text;
+  auto g = e2e::Q(db, "SELECT ir_text FROM graphs ORDER BY graph_id LIMIT 1");
+  ASSERT_EQ(g.rows.size(), 1u);
+  const std::string ir = g.Text(0, "ir_text");
+  EXPECT_NE(ir.find("stablehlo.convolution"), std::string::npos);
+  EXPECT_NE(ir.find("x16x3x3xbf16>) -> tensor<32x16x32x32xf32>"), std::string::npos) << ir.substr(0, 4000);
+  auto steps = e2e::Q(db, "SELECT loss FROM steps ORDER BY step");
+  ASSERT_EQ(steps.rows.size(), 4u);
+  for (size_t r = 0; r < steps.rows.size(); ++r) EXPECT_TRUE(std::isfinite(steps.Real(r, "loss", NAN)));
 }
 
 }  // namespace

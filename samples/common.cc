@@ -1,10 +1,18 @@
-#include "samples/loss_log.h"
+#include "samples/common.h"
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/lazy.h"
 
 namespace shardscope::samples {
+
+absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c) {
+  if (c.autocast.empty()) return std::optional<DType>();
+  if (c.autocast == "bf16") return std::optional<DType>(DType::kBF16);
+  if (c.autocast == "f16") return std::optional<DType>(DType::kF16);
+  return absl::InvalidArgumentError(absl::StrCat("--autocast '", c.autocast, "': expected bf16 or f16"));
+}
 
 absl::Status LossLog::Push(int step, Tensor loss) {
   if (absl::Status s = Flush(); !s.ok()) return s;

@@ -1,5 +1,6 @@
-// The samples' step tail: each step's loss is read one step late, after the
-// next step has been enqueued, so the host traces step N+1 while the chips
+// What the samples share: the --autocast option, and the step tail (LossLog),
+// where each step's loss is read one step late, after the next step has been
+// enqueued, so the host traces step N+1 while the chips
 // still run step N. Reading the loss right after mark_step would make the
 // chips wait for the host's tracing every step (visible as "waiting for
 // host" on the device clock); PyTorch/XLA gives the same advice.
@@ -8,10 +9,15 @@
 #include <optional>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "core/tensor.h"
 #include "samples/samples.h"
 
 namespace shardscope::samples {
+
+// --autocast: "" (f32 throughout), "bf16" or "f16"; anything else is an error
+// naming the value.
+absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c);
 
 class LossLog {
  public:
