@@ -40,9 +40,10 @@ constexpr const char* kRunHelp =
     "  --steps N         training steps (default 20)\n"
     "  --hosts H         hosts the chips are spread over (default 1)\n"
     "  --seed S          seed of weights and data (default 0)\n"
-    "  --batch B, --batch-after B, --change-step K\n"
-    "                    mlp: batch size, and the step at which it becomes B'\n"
-    "                    (defaults 64, 48, 10; --change-step -1 keeps it fixed)\n"
+    "  --batch B         batch size (mlp 64, llama 8, cnn 32 by default)\n"
+    "  --batch-after B, --change-step K\n"
+    "                    mlp: the step at which the batch becomes B'\n"
+    "                    (defaults 48, 10; --change-step -1 keeps it fixed)\n"
     "  --lr LR           learning rate (default 0.05)\n"
     "  --profile P       target chip of the modeled clock: cpu (this machine,\n"
     "                    calibrated), tpu-v4 or h100 (default cpu)\n"
@@ -74,7 +75,7 @@ int Run(const std::vector<std::string>& args) {
   samples::SampleConfig cfg;
   std::string sample, db, profile = "cpu";
   int64_t hosts = 1;
-  bool quiet = false, fusion = true;
+  bool quiet = false, fusion = true, batch_given = false;
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string& a = args[k];
     auto value = [&](std::string* out) {
@@ -119,7 +120,7 @@ int Run(const std::vector<std::string>& args) {
       if (a == "--steps" && n >= 1) cfg.steps = static_cast<int>(n);
       else if (a == "--hosts" && n >= 1) hosts = n;
       else if (a == "--seed" && n >= 0) cfg.seed = static_cast<uint64_t>(n);
-      else if (a == "--batch" && n >= 1) cfg.batch = static_cast<int>(n);
+      else if (a == "--batch" && n >= 1) cfg.batch = static_cast<int>(n), batch_given = true;
       else if (a == "--batch-after" && n >= 1) cfg.batch_after = static_cast<int>(n);
       else if (a == "--change-step") cfg.change_step = static_cast<int>(n);
       else if (a == "--eval-every" && n >= 0) cfg.eval_every = static_cast<int>(n);
@@ -134,6 +135,8 @@ int Run(const std::vector<std::string>& args) {
   if (db.empty()) return Usage("--db PATH is required");
   const samples::SampleInfo* info = samples::Find(sample);
   if (!info) return Usage(absl::StrCat("unknown sample '", sample, "'"));
+  if (batch_given && sample == "cnn") cfg.cnn_batch = cfg.batch;
+  if (batch_given && sample == "llama") cfg.llama_batch = cfg.batch;
   int64_t chips = cfg.mesh[0] * cfg.mesh[1];
   if (chips % hosts != 0) return Usage(absl::StrCat(chips, " chips do not split evenly over ", hosts, " hosts"));
 
