@@ -77,6 +77,45 @@ bool ReduceRoot(const Instruction& i) {
   return prefix || suffix;
 }
 
+constexpr char kEpilogue[] = "fused: the GEMM accumulates into the broadcast bias (its epilogue)";
+
+// add(dot, broadcast(bias)) kernels become GEMMs that accumulate into the
+// bias: an f32 dot on f32 operands whose only user is the add, and a bias
+// broadcast along the result's last dim (or a scalar).
+void GemmEpilogues(const std::vector<std::vector<const Instruction*>>& users, const std::vector<int64_t>& index_of,
+                   const std::vector<bool>& is_output, FusionPlan* plan) {
+  for (size_t k = 0; k < plan->kernels.size(); ++k) {
+    FusedKernel& kernel = plan->kernels[k];
+    const Instruction& add = *kernel.root;
+    if (kernel.kind != FusedKernel::Kind::kLoop || add.op != Opcode::kAdd || kernel.members.size() != 2) continue;
+    const Instruction* bias = kernel.members[0];
+    if (bias->op != Opcode::kBroadcastInDim) continue;
+    const Instruction* dot = add.operands[0] == bias ? add.operands[1] : add.operands[0];
+    if (add.operands[0] != bias && add.operands[1] != bias) continue;
+    const int rank = add.shape.rank();
+    const bool along_last = bias->dims.size() == 1 && bias->dims[0] == rank - 1;
+    if (!(along_last || bias->operands[0]->shape.elements() == 1)) continue;
+    if (dot->op != Opcode::kDotGeneral || dot->shape != add.shape || dot->shape.dtype != DType::kF32 ||
+        dot->operands[0]->shape.dtype != DType::kF32 || dot->operands[1]->shape.dtype != DType::kF32 ||
+        users[dot->id].size() != 1 || is_output[dot->id] || plan->kernel_of[dot->id] >= 0 || plan->Absorbed(dot->id))
+      continue;
+    kernel.kind = FusedKernel::Kind::kGemmBias;
+    kernel.gemm = dot;
+    kernel.bias = bias;
+    kernel.members.insert(kernel.members.begin(), dot);
+    std::sort(kernel.members.begin(), kernel.members.end(),
+              [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+    plan->kernel_of[dot->id] = static_cast<int>(k);
+    plan->absorbed[dot->id] = true;
+    for (auto& d : plan->decisions)
+      if (d.producer_id == dot->id && d.consumer_id == add.id) {
+        d.fused = true;
+        d.reason = kEpilogue;
+        d.kernel = kernel.name();
+      }
+  }
+}
+
 constexpr char kRecomputed[] = "fused (a copy: recomputed in each kernel that reads it, never written out)";
 constexpr size_t kMaxCopies = 4;  // kernels one value may be recomputed in
 
@@ -128,6 +167,7 @@ void CopyCheapProducers(const std::vector<std::unique_ptr<Instruction>>& instrs,
         ok = false;
       }
       for (int k : at) {
+        if (plan->kernels[k].kind == FusedKernel::Kind::kGemmBias) ok = false;
         if (loop_size(plan->kernels[k]) != p->shape.elements()) ok = false;
         if (std::find(targets.begin(), targets.end(), k) == targets.end()) targets.push_back(k);
       }
@@ -332,6 +372,7 @@ FusionPlan PlanFusion(const Module& program) {
     }
     plan.absorbed[i->id] = covered;
   }
+  GemmEpilogues(users, index_of, is_output, &plan);
   CopyCheapProducers(instrs, users, index_of, is_output, &plan);
   return plan;
 }

@@ -21,7 +21,9 @@
 //   and runs on its own only if some user is not in a kernel; likewise an
 //   elementwise op whose users sit in different kernels (or are loop ops on
 //   their own, which become one-op kernels) and whose operands are written
-//   out anyway is recomputed in each of them and never written.
+//   out anyway is recomputed in each of them and never written;
+// - a kernel add(dot_general, broadcast(bias)) whose dot has no other user
+//   becomes kGemmBias: the GEMM accumulates into the broadcast bias.
 #pragma once
 
 #include <cstdint>
@@ -33,10 +35,15 @@
 namespace shardscope::compiler {
 
 struct FusedKernel {
-  enum class Kind { kLoop, kReduce };
+  // kGemmBias: add(dot_general, broadcast(bias)) where the dot has no other
+  // user; the result starts as the broadcast bias and the GEMM accumulates
+  // into it, so the add costs no pass over memory of its own.
+  enum class Kind { kLoop, kReduce, kGemmBias };
   Kind kind = Kind::kLoop;
   const Instruction* root = nullptr;          // runs at the root's place
   std::vector<const Instruction*> members;    // program order, root last
+  const Instruction* gemm = nullptr;          // kGemmBias: the dot_general
+  const Instruction* bias = nullptr;          // kGemmBias: the broadcast
   std::string name() const;                   // "fusion.<root id>"
 };
 

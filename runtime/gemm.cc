@@ -19,23 +19,29 @@ using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using ConstMap = Eigen::Map<const RowMat, 0, Eigen::OuterStride<>>;
 using Map = Eigen::Map<RowMat, 0, Eigen::OuterStride<>>;
 
+template <typename P>
+void Assign(Map& C, const P& product, bool accumulate) {
+  if (accumulate) C.noalias() += product;
+  else C.noalias() = product;
+}
+
 void EigenSgemm(bool a_t, bool b_t, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                const float* b, int64_t ldb, float* c, int64_t ldc) {
+                const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   Map C(c, m, n, Eigen::OuterStride<>(ldc));
   // Stored shapes: A is [m,k] or [k,m]; B is [k,n] or [n,k].
   ConstMap A(a, a_t ? k : m, a_t ? m : k, Eigen::OuterStride<>(lda));
   ConstMap B(b, b_t ? n : k, b_t ? k : n, Eigen::OuterStride<>(ldb));
-  if (!a_t && !b_t) C.noalias() = A * B;
-  else if (!a_t && b_t) C.noalias() = A * B.transpose();
-  else if (a_t && !b_t) C.noalias() = A.transpose() * B;
-  else C.noalias() = A.transpose() * B.transpose();
+  if (!a_t && !b_t) Assign(C, A * B, accumulate);
+  else if (!a_t && b_t) Assign(C, A * B.transpose(), accumulate);
+  else if (a_t && !b_t) Assign(C, A.transpose() * B, accumulate);
+  else Assign(C, A.transpose() * B.transpose(), accumulate);
 }
 
 void BlasSgemm(bool a_t, bool b_t, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float* c, int64_t ldc) {
+               const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   cblas_sgemm(CblasRowMajor, a_t ? CblasTrans : CblasNoTrans, b_t ? CblasTrans : CblasNoTrans,
               static_cast<blasint>(m), static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a,
-              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), 0.0f, c,
+              static_cast<blasint>(lda), b, static_cast<blasint>(ldb), accumulate ? 1.0f : 0.0f, c,
               static_cast<blasint>(ldc));
 }
 
@@ -48,7 +54,7 @@ double Measure(F gemm) {
   double best = 1e30;
   for (int rep = 0; rep < 4; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
-    gemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n);
+    gemm(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, false);
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rep > 0 && s < best) best = s;  // the first run pays for first touches
   }
@@ -83,9 +89,9 @@ const GemmBackend& ChosenGemmBackend() {
 }
 
 void Sgemm(bool a_t, bool b_t, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float* c, int64_t ldc) {
-  if (ChosenGemmBackend().use_blas) BlasSgemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc);
-  else EigenSgemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc);
+           const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
+  if (ChosenGemmBackend().use_blas) BlasSgemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  else EigenSgemm(a_t, b_t, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 }  // namespace shardscope::runtime

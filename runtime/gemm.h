@@ -11,10 +11,11 @@
 
 namespace shardscope::runtime {
 
-// C = op(A) op(B), all row-major with leading dimensions lda/ldb/ldc; op(X) is
-// X or its transpose. A is [m,k] (or [k,m] when a_t), B is [k,n] (or [n,k]).
+// C = op(A) op(B), or C += op(A) op(B) when `accumulate`, all row-major with
+// leading dimensions lda/ldb/ldc; op(X) is X or its transpose. A is [m,k] (or
+// [k,m] when a_t), B is [k,n] (or [n,k]).
 void Sgemm(bool a_t, bool b_t, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-           const float* b, int64_t ldb, float* c, int64_t ldc);
+           const float* b, int64_t ldb, float* c, int64_t ldc, bool accumulate = false);
 
 struct GemmBackend {
   bool use_blas = false;

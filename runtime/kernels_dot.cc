@@ -57,7 +57,7 @@ void GemmEigen(const T* a, bool a_t, const T* b, bool b_t, T* c, int64_t m, int6
 // when there are enough of them, else across the larger of M and N, in parts
 // of at least ~4 MFLOP so that waking a helper pays for itself.
 void GemmF32(const float* a, bool a_t, const float* b, bool b_t, float* c, int64_t batch, int64_t m,
-             int64_t n, int64_t k) {
+             int64_t n, int64_t k, bool accumulate) {
   constexpr double kMinPartFlops = 4e6;
   const Gang* gang = CurrentGang();
   const int64_t width = gang ? gang->width() : 1;
@@ -67,7 +67,7 @@ void GemmF32(const float* a, bool a_t, const float* b, bool b_t, float* c, int64
     const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / flops));
     ParallelRange(batch, grain, [&](int64_t b0, int64_t b1) {
       for (int64_t bi = b0; bi < b1; ++bi)
-        Sgemm(a_t, b_t, m, n, k, a + bi * m * k, lda, b + bi * k * n, ldb, c + bi * m * n, n);
+        Sgemm(a_t, b_t, m, n, k, a + bi * m * k, lda, b + bi * k * n, ldb, c + bi * m * n, n, accumulate);
     });
     return;
   }
@@ -81,14 +81,14 @@ void GemmF32(const float* a, bool a_t, const float* b, bool b_t, float* c, int64
       const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / (2.0 * m * k * kBlock)));
       ParallelRange(blocks, grain, [&](int64_t p0, int64_t p1) {
         const int64_t j0 = p0 * kBlock, j1 = std::min(n, p1 * kBlock);
-        Sgemm(a_t, b_t, m, j1 - j0, k, ab, lda, b_t ? bb + j0 * ldb : bb + j0, ldb, cb + j0, n);
+        Sgemm(a_t, b_t, m, j1 - j0, k, ab, lda, b_t ? bb + j0 * ldb : bb + j0, ldb, cb + j0, n, accumulate);
       });
     } else {
       const int64_t blocks = (m + kBlock - 1) / kBlock;
       const int64_t grain = std::max<int64_t>(1, static_cast<int64_t>(kMinPartFlops / (2.0 * n * k * kBlock)));
       ParallelRange(blocks, grain, [&](int64_t p0, int64_t p1) {
         const int64_t i0 = p0 * kBlock, i1 = std::min(m, p1 * kBlock);
-        Sgemm(a_t, b_t, i1 - i0, n, k, a_t ? ab + i0 : ab + i0 * lda, lda, bb, ldb, cb + i0 * n, n);
+        Sgemm(a_t, b_t, i1 - i0, n, k, a_t ? ab + i0 : ab + i0 * lda, lda, bb, ldb, cb + i0 * n, n, accumulate);
       });
     }
   }
@@ -162,7 +162,7 @@ absl::Status CheckDims(const Instruction& instr, const char* side, const char* w
 }  // namespace
 
 absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const Literal& rhs,
-                            Literal* out) {
+                            Literal* out, bool accumulate) {
   const Shape& ls = lhs.shape();
   const Shape& rs = rhs.shape();
   const Shape& os = out->shape();
@@ -211,8 +211,9 @@ absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const 
   const bool is_int = os.dtype == DType::kI32 || os.dtype == DType::kI64;
   if (!is_float && !is_int) return UnsupportedType(instr, os.dtype);
   if (batch * m * n == 0) return absl::OkStatus();
+  if (accumulate && os.dtype != DType::kF32) return Invalid(instr, "accumulating into the result is f32 only");
   if (k == 0) {  // empty sum
-    std::memset(out->data(), 0, static_cast<size_t>(os.bytes()));
+    if (!accumulate) std::memset(out->data(), 0, static_cast<size_t>(os.bytes()));
     return absl::OkStatus();
   }
 
@@ -260,7 +261,7 @@ absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const 
     const T* b = static_cast<const T*>(rv.data);
     T* c = out->as<T>();
     if constexpr (std::is_same_v<T, float>) {
-      GemmF32(a, lv.transposed, b, rv.transposed, c, batch, m, n, k);
+      GemmF32(a, lv.transposed, b, rv.transposed, c, batch, m, n, k, accumulate);
       return absl::OkStatus();
     }
     for (int64_t bi = 0; bi < batch; ++bi) {

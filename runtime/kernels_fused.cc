@@ -430,6 +430,24 @@ absl::Status RunReduce(const FusedKernel& k, const std::vector<const Literal*>& 
   return absl::OkStatus();
 }
 
+// add(dot, broadcast(bias)): the result starts as the bias, row by row, and
+// the GEMM accumulates into it (where it would otherwise zero it first).
+absl::Status RunGemmBias(const FusedKernel& k, const std::vector<const Literal*>& values, Literal* out) {
+  const Instruction& dot = *k.gemm;
+  const Literal& bias = *values[k.bias->operands[0]->id];
+  const int64_t n = out->elements();
+  const int64_t row = bias.elements();
+  float* o = out->as<float>();
+  const float* b = bias.as<float>();
+  if (row == 1) {
+    std::fill_n(o, n, b[0]);
+  } else {
+    for (int64_t at = 0; at < n; at += row) std::memcpy(o + at, b, static_cast<size_t>(row) * sizeof(float));
+  }
+  return internal::EvalDotGeneral(dot, *values[dot.operands[0]->id], *values[dot.operands[1]->id], out,
+                                  /*accumulate=*/true);
+}
+
 }  // namespace
 
 absl::Status EvalFusedKernel(const compiler::FusedKernel& k, const std::vector<const Literal*>& values,
@@ -439,6 +457,7 @@ absl::Status EvalFusedKernel(const compiler::FusedKernel& k, const std::vector<c
     if (absl::Status s = probe.Check(); !s.ok()) return s;
   }
   const Instruction& root = *k.root;
+  if (k.kind == FusedKernel::Kind::kGemmBias) return RunGemmBias(k, values, out);
   if (k.kind == FusedKernel::Kind::kReduce) {
     switch (root.reduce) {
       case ReduceKind::kSum: return RunReduce<ReduceKind::kSum>(k, values, out);

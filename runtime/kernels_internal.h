@@ -145,7 +145,7 @@ absl::Status EvalDataMovement(const Instruction& instr, const std::vector<const 
 absl::Status EvalReduce(const Instruction& instr, const Literal& in, const Literal& init,
                         Literal* out);  // kernels_reduce.cc
 absl::Status EvalDotGeneral(const Instruction& instr, const Literal& lhs, const Literal& rhs,
-                            Literal* out);  // kernels_dot.cc
+                            Literal* out, bool accumulate = false);  // kernels_dot.cc
 // slice, pad, concatenate, dynamic_update_slice (by element width).
 absl::Status EvalSlicing(const Instruction& instr, const std::vector<const Literal*>& ops,
                          Literal* out);  // kernels_slicing.cc

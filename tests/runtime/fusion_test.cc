@@ -59,32 +59,36 @@ TEST(FusionPlan, GroupsElementwiseChainsAndSaysWhyNot) {
   auto m = Parse(kLayer);
   ASSERT_TRUE(m);
   FusionPlan plan = compiler::PlanFusion(*m);
-  // add(y, bb) is a program output: it runs as a kernel of its own (with the
-  // bias broadcast fused into it); multiply, tanh, exp and the final add make
-  // one kernel reading z once.
+  // add(y, bb) is a program output: it runs as a kernel of its own, where the
+  // GEMM accumulates into the broadcast bias (y has no other user);
+  // multiply, tanh, exp and the final add make one kernel reading z once.
   ASSERT_EQ(plan.kernels.size(), 2u) << compiler::PrintModule(*m);
   const FusedKernel& tail = plan.kernels[0];  // planned from the end
   EXPECT_EQ(tail.root->op, Opcode::kAdd);
   EXPECT_EQ(tail.members.size(), 5u);  // cb, s, t, e, r
   EXPECT_EQ(tail.kind, FusedKernel::Kind::kLoop);
   const FusedKernel& head = plan.kernels[1];
-  EXPECT_EQ(head.members.size(), 2u);  // bb, z
+  EXPECT_EQ(head.members.size(), 3u);  // y, bb, z
+  EXPECT_EQ(head.kind, FusedKernel::Kind::kGemmBias);
+  ASSERT_NE(head.gemm, nullptr);
+  EXPECT_EQ(head.gemm->op, Opcode::kDotGeneral);
+  EXPECT_TRUE(plan.Absorbed(head.gemm->id));
   for (const auto& d : plan.decisions) {
-    if (d.fused) EXPECT_EQ(d.reason, "fused");
+    if (d.fused) EXPECT_TRUE(d.reason == "fused" || d.reason.find("epilogue") != std::string::npos) << d.reason;
     else EXPECT_FALSE(d.reason.empty());
   }
   const auto* z_into_mul = Edge(plan, absl::StrCat("add.", head.root->id), absl::StrCat("multiply.", tail.members[1]->id));
   ASSERT_NE(z_into_mul, nullptr);
   EXPECT_FALSE(z_into_mul->fused);
   EXPECT_EQ(z_into_mul->reason, "is a program output (it must be written)");
-  bool gemm = false, param = false;
+  bool epilogue = false, param = false;
   for (const auto& d : plan.decisions) {
-    gemm |= d.reason == "dot_general runs as a GEMM library call";
+    epilogue |= d.producer_id == head.gemm->id && d.fused && d.reason.find("epilogue") != std::string::npos;
     param |= d.reason == "a parameter: read in place";
   }
-  EXPECT_TRUE(gemm);
+  EXPECT_TRUE(epilogue);
   EXPECT_TRUE(param);
-  EXPECT_EQ(plan.fused_ops(), 5);
+  EXPECT_EQ(plan.fused_ops(), 6);
   EXPECT_TRUE(plan.Absorbed(tail.members[0]->id));
   EXPECT_FALSE(plan.Absorbed(tail.root->id));
   EXPECT_EQ(compiler::KernelName(*tail.root, &plan), absl::StrCat("fusion.", tail.root->id));
@@ -410,6 +414,71 @@ TEST(FusedKernels, ComputeWhatTheUnfusedOpsCompute) {
   EXPECT_GT(kernels, 100);
   EXPECT_GT(reduce_kernels, 20);
   EXPECT_GT(less_memory, 10);
+}
+
+TEST(FusedKernels, GemmsAccumulatingIntoTheirBiasComputeWhatTheUnfusedOpsCompute) {
+  struct Case {
+    const char* text;
+    int gemm_bias_kernels;
+  };
+  const Case cases[] = {
+      {kLayer, 1},
+      // Batched, with the weight read transposed, and a bias along the last dim.
+      {R"(module {
+  func.func @main(%x: tensor<4x40x24xf32>, %w: tensor<4x56x24xf32>, %b: tensor<56xf32>) -> tensor<4x40x56xf32> {
+    %y = stablehlo.dot_general %x, %w, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<4x40x24xf32>, tensor<4x56x24xf32>) -> tensor<4x40x56xf32>
+    %bb = stablehlo.broadcast_in_dim %b, dims = [2] : (tensor<56xf32>) -> tensor<4x40x56xf32>
+    %z = stablehlo.add %bb, %y : tensor<4x40x56xf32>
+    return %z : tensor<4x40x56xf32>
+  }
+})", 1},
+      // A scalar bias, and a GEMM big enough to be split over the chip's helpers.
+      {R"(module {
+  func.func @main(%x: tensor<300x64xf32>, %w: tensor<64x200xf32>, %s: tensor<f32>) -> tensor<300x200xf32> {
+    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<300x64xf32>, tensor<64x200xf32>) -> tensor<300x200xf32>
+    %sb = stablehlo.broadcast_in_dim %s, dims = [] : (tensor<f32>) -> tensor<300x200xf32>
+    %z = stablehlo.add %y, %sb : tensor<300x200xf32>
+    return %z : tensor<300x200xf32>
+  }
+})", 1},
+      // The GEMM's result is read twice: it must be written, so no epilogue.
+      {R"(module {
+  func.func @main(%x: tensor<16x8xf32>, %w: tensor<8x12xf32>, %b: tensor<12xf32>) -> (tensor<16x12xf32>, tensor<16x12xf32>) {
+    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<16x8xf32>, tensor<8x12xf32>) -> tensor<16x12xf32>
+    %bb = stablehlo.broadcast_in_dim %b, dims = [1] : (tensor<12xf32>) -> tensor<16x12xf32>
+    %z = stablehlo.add %y, %bb : tensor<16x12xf32>
+    %e = stablehlo.exponential %y : tensor<16x12xf32>
+    return %z, %e : tensor<16x12xf32>, tensor<16x12xf32>
+  }
+})", 0},
+      // A bias along the first dim is not a row of the GEMM's output: no epilogue.
+      {R"(module {
+  func.func @main(%x: tensor<16x8xf32>, %w: tensor<8x12xf32>, %b: tensor<16xf32>) -> tensor<16x12xf32> {
+    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<16x8xf32>, tensor<8x12xf32>) -> tensor<16x12xf32>
+    %bb = stablehlo.broadcast_in_dim %b, dims = [0] : (tensor<16xf32>) -> tensor<16x12xf32>
+    %z = stablehlo.add %y, %bb : tensor<16x12xf32>
+    return %z : tensor<16x12xf32>
+  }
+})", 0},
+  };
+  auto fused = NewClient(true);
+  auto plain = NewClient(false);
+  for (size_t c = 0; c < std::size(cases); ++c) {
+    auto m = Parse(cases[c].text);
+    ASSERT_TRUE(m);
+    std::mt19937_64 rng(c + 20);
+    std::vector<Literal> in;
+    for (const Instruction* p : m->parameters()) in.push_back(RandomLiteral(p->shape, rng));
+    std::shared_ptr<const runtime::Executable> fe;
+    auto got = RunOn(*fused, *m, in, &fe);
+    auto want = RunOn(*plain, *m, in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(want.ok()) << want.status();
+    int gemm_bias = 0;
+    for (const auto& k : fe->fusion.kernels) gemm_bias += k.kind == FusedKernel::Kind::kGemmBias;
+    EXPECT_EQ(gemm_bias, cases[c].gemm_bias_kernels) << "case " << c;
+    for (size_t k = 0; k < got->size(); ++k) EXPECT_EQ(Diff((*got)[k], (*want)[k]), "") << "case " << c << " output " << k;
+  }
 }
 
 TEST(FusedKernels, TimelineShowsOneKernelPerFusion) {
