@@ -1,7 +1,10 @@
 // Calibrates the cost model's `cpu` profile (compiler/cost_model.cc) on two
 // microbenchmarks only, never on the samples' kernels:
 //   1. GEMM: a square f32 dot_general through the runtime's kernel
-//      (EvalInstruction), n = 256, 512, 1024 -> peak FLOP/s of one core.
+//      (EvalInstruction), n = 256, 512, 1024 -> peak FLOP/s of one core, and
+//      again with an intra-op gang spanning every core (a chip on a mesh with
+//      fewer chips than cores), timed as the executor times it: the chip
+//      thread's CPU time plus the helpers' excess (Gang::TakeExtraNs).
 //   2. Stream: an f32 elementwise add through the same kernel entry, from
 //      1 Ki to 16 Mi elements -> bandwidth and per-kernel overhead, fitted as
 //      t = overhead + bytes / bandwidth by least squares on the relative error
@@ -19,9 +22,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "compiler/ir.h"
+#include "runtime/intra_op.h"
 #include "runtime/kernels.h"
 
 namespace {
@@ -45,18 +50,21 @@ Literal Random(const Shape& s) {
   return l;
 }
 
-// Median thread-CPU time of one kernel call, after a warm-up call.
+// Median device time of one kernel call, after a warm-up call: thread CPU
+// time, plus the helpers' critical-path excess when `gang` runs it.
 double MedianNs(const compiler::Instruction& i, const std::vector<const Literal*>& ops, Literal* out,
-                int reps) {
+                int reps, shardscope::runtime::Gang* gang = nullptr) {
+  shardscope::runtime::GangScope scope(gang);
   if (absl::Status s = shardscope::runtime::EvalInstruction(i, ops, 0, out); !s.ok()) {
     std::fprintf(stderr, "error: %s\n", s.ToString().c_str());
     std::exit(1);
   }
+  if (gang) gang->TakeExtraNs();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
     int64_t t0 = ThreadCpuNs();
     (void)shardscope::runtime::EvalInstruction(i, ops, 0, out);
-    t.push_back(static_cast<double>(ThreadCpuNs() - t0));
+    t.push_back(static_cast<double>(ThreadCpuNs() - t0 + (gang ? gang->TakeExtraNs() : 0)));
   }
   std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
   return t[t.size() / 2];
@@ -71,8 +79,12 @@ int main() {
   if (const char* c = std::getenv("OPENBLAS_CORETYPE"); c && *c)
     std::fprintf(stderr, "warning: OPENBLAS_CORETYPE=%s is set; unset it for calibration\n", c);
 
-  std::printf("GEMM (dot_general f32 [n,n]x[n,n], thread CPU time, median)\n");
-  double gemm_peak = 0;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  shardscope::runtime::Gang gang(std::max(0, cores - 1));
+  double gemm_peak = 0, gang_peak = 0;
+  for (shardscope::runtime::Gang* g : {static_cast<shardscope::runtime::Gang*>(nullptr), &gang}) {
+  std::printf("GEMM (dot_general f32 [n,n]x[n,n], device time, median) on %d thread(s)\n", g ? g->width() : 1);
+  double& peak = g ? gang_peak : gemm_peak;
   for (int64_t n : {256, 512, 1024}) {
     compiler::Module m;
     auto* a = m.Parameter(Shape(DType::kF32, {n, n}), "a");
@@ -82,10 +94,11 @@ int main() {
     dd.rhs_contracting = {0};
     auto* dot = m.DotGeneral(a, b, dd);
     Literal la = Random(a->shape), lb = Random(b->shape), out(dot->shape);
-    double ns = MedianNs(*dot, {&la, &lb}, &out, n >= 1024 ? 7 : 21);
+    double ns = MedianNs(*dot, {&la, &lb}, &out, n >= 1024 ? 7 : 21, g);
     double rate = 2.0 * n * n * n / ns * 1e9;
-    gemm_peak = std::max(gemm_peak, rate);
+    peak = std::max(peak, rate);
     std::printf("  n=%-5lld %10.1f us  %6.1f GFLOP/s\n", static_cast<long long>(n), ns / 1e3, rate / 1e9);
+  }
   }
 
   std::printf("stream (add f32, 3 x 4 bytes per element, thread CPU time, median)\n");
@@ -115,6 +128,7 @@ int main() {
 
   std::printf("\ncpu profile (compiler/cost_model.cc):\n");
   std::printf("  peak_flops         = %.1f * kGiga;  // GEMM FLOP/s, one core\n", gemm_peak / 1e9);
+  std::printf("  gang_peak_flops    = %.1f * kGiga;  // GEMM FLOP/s, a gang of %d\n", gang_peak / 1e9, gang.width());
   std::printf("  hbm_bandwidth      = %.2f * kGiga;  // stream bytes/s, one core\n", bandwidth / 1e9);
   std::printf("  kernel_overhead_ns = %.0f;           // stream fit intercept\n", std::max(0.0, overhead));
   return 0;

@@ -33,19 +33,22 @@ std::vector<ChipProfile> MakeProfiles() {
 
   // cpu: one virtual chip is one core of this machine (the executor runs each
   // device's kernels on one pool thread and times them on that thread's CPU
-  // clock). Calibrated on microbenchmarks only — never on the samples — with
+  // clock), or, on a mesh with fewer chips than cores, that thread plus a
+  // gang of helpers (ForGangWidth). Calibrated on microbenchmarks only — never on the samples — with
   //   OPENBLAS_CORETYPE= build-cost/bench/calibrate_cpu_bench
   // (AMD EPYC Zen 5 VM, 2 cores; docs/cost_model.md has the full output).
-  // Three parameters: GEMM FLOP/s, stream bandwidth, per-kernel overhead.
+  // Four parameters: GEMM FLOP/s on one core and on a gang spanning every
+  // core, stream bandwidth, per-kernel overhead.
   ChipProfile cpu;
   cpu.name = "cpu";
-  cpu.description = "this machine, one core per chip (calibrated)";
-  cpu.peak_flops = 147.2 * kGiga;      // measured: dot_general GEMM through the runtime's kernels
+  cpu.description = "this machine: one core per chip, or a gang of cores when the mesh leaves them idle (calibrated)";
+  cpu.peak_flops = 206.7 * kGiga;      // measured: dot_general GEMM through the runtime's kernels, one core
+  cpu.gang_peak_flops = 385.0 * kGiga; // measured: the same GEMM split over a gang of 2 (both cores)
   cpu.vector_flops = cpu.peak_flops;   // derived: the same SIMD units (not a separate parameter)
-  cpu.hbm_bandwidth = 35.15 * kGiga;    // measured: elementwise add stream through the runtime's kernels
+  cpu.hbm_bandwidth = 37.64 * kGiga;    // measured: elementwise add stream through the runtime's kernels
   cpu.hbm_bytes = 16 * kGiB;           // the runtime's default device budget (core InitOptions)
   cpu.link_bandwidth = cpu.hbm_bandwidth;  // derived: collectives here are in-memory copies
-  cpu.kernel_overhead_ns = 1705;       // measured: intercept of the stream fit (tiny kernels)
+  cpu.kernel_overhead_ns = 1693;       // measured: intercept of the stream fit (tiny kernels)
   cpu.link_latency_ns = cpu.kernel_overhead_ns;  // derived: a ring step is one more kernel call
   cpu.host_bandwidth = cpu.hbm_bandwidth;        // derived: a "transfer" is a memcpy
   p.push_back(cpu);
@@ -119,6 +122,15 @@ int64_t OperandBytes(const Instruction& i) {
 }
 
 }  // namespace
+
+ChipProfile ChipProfile::ForGangWidth(int width) const {
+  if (width <= 1 || gang_peak_flops <= 0) return *this;
+  ChipProfile p = *this;
+  p.peak_flops = gang_peak_flops;
+  p.vector_flops = gang_peak_flops;
+  p.description = absl::StrCat(description, "; this chip's kernels split over ", width, " cores");
+  return p;
+}
 
 const std::vector<ChipProfile>& BuiltinProfiles() {
   static const std::vector<ChipProfile> profiles = MakeProfiles();

@@ -36,6 +36,13 @@ struct ChipProfile {
   double link_latency_ns = 0;      // per ring step (alpha)
   double host_bandwidth = 0;       // bytes/s of host-to-device transfers
   double kernel_overhead_ns = 0;   // fixed cost of every kernel launch
+  // cpu: GEMM FLOP/s of a chip whose intra-op gang (runtime/intra_op.h) spans
+  // every core, as on a mesh with fewer chips than cores; 0 when not measured.
+  double gang_peak_flops = 0;
+
+  // This profile for a chip that runs its big kernels on `width` threads: the
+  // gang's measured peak replaces the one-core peak (matrix and vector).
+  ChipProfile ForGangWidth(int width) const;
 
   // Arithmetic intensity (FLOP/byte) above which a dot is compute-bound.
   double ridge_point() const { return hbm_bandwidth > 0 ? peak_flops / hbm_bandwidth : 0; }

@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   ChosenGemmBackend();  // measured now, on the host, not inside the first kernel
   for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
-  c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(*compiler::FindProfile("cpu")), n);
+  c->modeled_clock_ = std::make_unique<ModeledClock>(
+      compiler::CostModel(compiler::FindProfile("cpu")->ForGangWidth(c->gang_width())), n);
   c->pending_transfers_.assign(n, {});
   return c;
 }
@@ -256,7 +257,7 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
 absl::Status Client::SetProfile(const std::string& name) {
   auto p = compiler::FindProfile(name);
   if (!p.ok()) return p.status();
-  modeled_clock_->set_model(compiler::CostModel(*std::move(p)));
+  modeled_clock_->set_model(compiler::CostModel(p->ForGangWidth(gang_width())));
   return absl::OkStatus();
 }
 

@@ -127,6 +127,7 @@ class Client {
   bool fusion_enabled_ = true;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Gang>> gangs_;  // per device, when cores outnumber devices
+  int gang_width() const { return gangs_.empty() ? 1 : gangs_[0]->width(); }
   std::unique_ptr<Scheduler> device_clock_;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::vector<int64_t> device_tracks_;
