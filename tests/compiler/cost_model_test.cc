@@ -32,6 +32,27 @@ DotDims MatMul() {
   return d;
 }
 
+TEST(CostModelTest, ACpuChipWithAGangIsModeledAtTheGangsPeak) {
+  const ChipProfile cpu = *FindProfile("cpu");
+  ASSERT_GT(cpu.gang_peak_flops, cpu.peak_flops);
+  const ChipProfile one = cpu.ForGangWidth(1), two = cpu.ForGangWidth(2);
+  EXPECT_EQ(one.peak_flops, cpu.peak_flops);
+  EXPECT_EQ(two.peak_flops, cpu.gang_peak_flops);
+  EXPECT_EQ(two.vector_flops, cpu.gang_peak_flops);
+  EXPECT_EQ(two.hbm_bandwidth, cpu.hbm_bandwidth);  // streams do not scale with the gang
+  // A large dot on the gang is modeled proportionally faster.
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {1024, 1024}), "a");
+  auto* b = m.Parameter(Shape(DType::kF32, {1024, 1024}), "b");
+  auto* d = m.DotGeneral(a, b, {{}, {}, {1}, {0}});
+  const double t1 = CostModel(one).InstructionCost(*d, 1).modeled_ns;
+  const double t2 = CostModel(two).InstructionCost(*d, 1).modeled_ns;
+  EXPECT_NEAR(t1 / t2, cpu.gang_peak_flops / cpu.peak_flops, 0.05);
+  // Profiles of other chips have no gang figure and stay as they are.
+  const ChipProfile tpu = *FindProfile("tpu-v4");
+  EXPECT_EQ(tpu.ForGangWidth(2).peak_flops, tpu.peak_flops);
+}
+
 TEST(CostModelTest, DotIsComputeBoundWhenLarge) {
   Module m;
   auto* a = m.Parameter(Shape(DType::kF32, {512, 512}), "a");
