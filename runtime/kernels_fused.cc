@@ -60,20 +60,28 @@ BroadcastMap MapBroadcast(const Instruction& b) {
     m.mode = BroadcastMap::Mode::kSplat;
     return m;
   }
-  // Operand dims in order with no expansion of size-1 dims: the operand is
-  // the output's trailing block (i % size) or leading block (i / size).
+  // The operand's dims of size > 1 (size-1 dims repeat, like missing ones),
+  // in order and each filling its output dim: the operand is then the
+  // output's trailing block (i % size) when they are the output's last dims,
+  // or its leading block (i / size) when they are its first ones.
+  std::vector<int64_t> kept;  // output positions of the operand's dims of size > 1
   bool ordered = true, full = true;
   for (size_t k = 0; k < b.dims.size(); ++k) {
-    if (k > 0 && b.dims[k] <= b.dims[k - 1]) ordered = false;
+    if (in.dims[k] == 1) continue;
+    if (!kept.empty() && b.dims[k] <= kept.back()) ordered = false;
     if (in.dims[k] != out.dims[b.dims[k]]) full = false;
+    kept.push_back(b.dims[k]);
   }
   const int r = out.rank(), n = in.rank();
-  if (ordered && full) {
-    bool suffix = true, prefix = true;
-    for (int k = 0; k < n; ++k) {
-      suffix &= b.dims[k] == r - n + k;
-      prefix &= b.dims[k] == k;
-    }
+  if (ordered && full && !kept.empty()) {
+    // Output dims of size 1 may sit anywhere without breaking the block.
+    int64_t lo = kept.front(), hi = kept.back();
+    bool contiguous = true;
+    for (int64_t d = lo; d <= hi; ++d)
+      if (out.dims[d] != 1 && std::find(kept.begin(), kept.end(), d) == kept.end()) contiguous = false;
+    bool suffix = contiguous, prefix = contiguous;
+    for (int64_t d = hi + 1; d < r; ++d) suffix &= out.dims[d] == 1;
+    for (int64_t d = 0; d < lo; ++d) prefix &= out.dims[d] == 1;
     if (suffix) {
       m.mode = BroadcastMap::Mode::kInner;
       m.size = ie;

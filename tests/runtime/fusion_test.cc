@@ -342,9 +342,14 @@ class Generator {
       case 6: r = m_.Select(m_.Compare(a, b, compiler::CompareDirection::kGT), a,
                             m_.Unary(Opcode::kNegate, b));
         break;
-      case 7: {  // bias along rows or columns
-        Instruction* bc = U(0, 1) ? m_.BroadcastInDim(row_, {rows_, cols_}, {1})
-                                  : m_.BroadcastInDim(col_, {rows_, cols_}, {0});
+      case 7: {  // bias along rows or columns, from [C] / [R] or from [1,C] / [R,1] (keepdims)
+        Instruction* bc = nullptr;
+        switch (U(0, 3)) {
+          case 0: bc = m_.BroadcastInDim(row_, {rows_, cols_}, {1}); break;
+          case 1: bc = m_.BroadcastInDim(col_, {rows_, cols_}, {0}); break;
+          case 2: bc = m_.BroadcastInDim(m_.Reshape(row_, {1, cols_}), {rows_, cols_}, {0, 1}); break;
+          default: bc = m_.BroadcastInDim(m_.Reshape(col_, {rows_, 1}), {rows_, cols_}, {0, 1}); break;
+        }
         r = m_.Binary(Opcode::kAdd, a, bc);
         break;
       }
