@@ -63,6 +63,14 @@ Literal Literal::Uninitialized(Shape shape) {
   return l;
 }
 
+Literal Literal::Reinterpreted(Literal&& from, Shape shape) {
+  Literal l;
+  l.shape_ = std::move(shape);
+  l.data_ = std::move(from.data_);
+  from = Literal();
+  return l;
+}
+
 Literal Literal::FromF32(std::vector<int64_t> dims, const std::vector<float>& values) {
   Literal l(Shape(DType::kF32, std::move(dims)));
   std::memcpy(l.data(), values.data(), std::min<size_t>(l.bytes(), values.size() * 4));

@@ -59,6 +59,9 @@ class Literal {
   explicit Literal(Shape shape);  // zero-filled
   // Contents unspecified: for outputs that are about to be written whole.
   static Literal Uninitialized(Shape shape);
+  // `from`'s bytes under another shape of the same size (a reshape that moves
+  // the buffer instead of copying it); `from` is left empty.
+  static Literal Reinterpreted(Literal&& from, Shape shape);
   static Literal FromF32(std::vector<int64_t> dims, const std::vector<float>& values);
   static Literal FromI32(std::vector<int64_t> dims, const std::vector<int32_t>& values);
   static Literal Scalar(DType t, double v);

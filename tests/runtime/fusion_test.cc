@@ -300,6 +300,44 @@ TEST(FusedKernels, DotsThatReadTransposesInPlaceComputeTheSame) {
     EXPECT_EQ(Diff((*got)[k], *ptr[m->outputs()[k]->id]), "") << "output " << k;
 }
 
+TEST(FusedKernels, ReshapesOfLastUsesTakeTheBufferAndOthersCopy) {
+  // %r reshapes the GEMM's result at its last use (the executor moves the
+  // buffer); %s reshapes %y, which %e still reads afterwards (a copy).
+  auto m = Parse(R"(module {
+  func.func @main(%x: tensor<6x8xf32>, %w: tensor<8x10xf32>, %v: tensor<8x10xf32>) -> (tensor<60xf32>, tensor<2x30xf32>, tensor<6x10xf32>) {
+    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0] : (tensor<6x8xf32>, tensor<8x10xf32>) -> tensor<6x10xf32>
+    %r = stablehlo.reshape %y : (tensor<6x10xf32>) -> tensor<60xf32>
+    %z = stablehlo.dot_general %x, %v, contracting_dims = [1] x [0] : (tensor<6x8xf32>, tensor<8x10xf32>) -> tensor<6x10xf32>
+    %s = stablehlo.reshape %z : (tensor<6x10xf32>) -> tensor<2x30xf32>
+    %e = stablehlo.exponential %z : tensor<6x10xf32>
+    return %r, %s, %e : tensor<60xf32>, tensor<2x30xf32>, tensor<6x10xf32>
+  }
+})");
+  ASSERT_TRUE(m);
+  std::mt19937_64 rng(5);
+  std::vector<Literal> in;
+  for (const Instruction* p : m->parameters()) in.push_back(RandomLiteral(p->shape, rng));
+  for (bool fusion : {true, false}) {
+    auto client = NewClient(fusion);
+    auto got = RunOn(*client, *m, in);
+    ASSERT_TRUE(got.ok()) << got.status();
+    // Expected, op by op.
+    std::vector<Literal> values(m->instructions().size() + 8);
+    std::vector<const Literal*> ptr(values.size(), nullptr);
+    for (const Instruction* p : m->parameters()) ptr[p->id] = &in[p->param_index];
+    for (const auto& i : m->instructions()) {
+      if (i->op == Opcode::kParameter) continue;
+      std::vector<const Literal*> ops;
+      for (const Instruction* o : i->operands) ops.push_back(ptr[o->id]);
+      values[i->id] = Literal(i->shape);
+      ASSERT_TRUE(runtime::EvalInstruction(*i, ops, 0, &values[i->id]).ok());
+      ptr[i->id] = &values[i->id];
+    }
+    for (size_t k = 0; k < m->outputs().size(); ++k)
+      EXPECT_EQ(Diff((*got)[k], *ptr[m->outputs()[k]->id]), "") << "fusion " << fusion << " output " << k;
+  }
+}
+
 // Random programs over a [R, C] loop: unary and binary elementwise ops,
 // compare/select masks, broadcasts of rows, columns and scalars, reshapes,
 // reductions over either dim (whose results come back through broadcasts).
