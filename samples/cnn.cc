@@ -217,15 +217,9 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
   for (ss::Tensor* t : model.buffers()) saved.push_back(t);
   for (ss::Tensor* t : opt.state()) saved.push_back(t);
   SampleResult result;
-  if (!cfg.init_path.empty()) {
-    auto ckpt = ss::load_checkpoint(cfg.init_path);
-    if (!ckpt.ok()) return ckpt.status();
-    if (auto s = ss::load_into(*ckpt, saved, cfg.init_path); !s.ok()) return s;
-    if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() &&
-                                               !absl::SimpleAtoi(it->second, &result.first_step))
-      return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
-    ss::set_current_step(result.first_step);
-  }
+  auto first = ResumeFromCheckpoint(cfg, saved);
+  if (!first.ok()) return first.status();
+  result.first_step = *first;
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
   LossLog losses(cfg, &result);
   for (int step = result.first_step; step < end; ++step) {
@@ -244,11 +238,7 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
     }
   }
   if (auto s = losses.Flush(); !s.ok()) return s;
-  if (!cfg.save_path.empty()) {
-    if (auto s = ss::save_checkpoint(cfg.save_path, saved, {{"step", std::to_string(end)}, {"sample", "cnn"}});
-        !s.ok())
-      return s;
-  }
+  if (auto s = SaveCheckpoint(cfg, saved, end, "cnn"); !s.ok()) return s;
   return result;
 }
 

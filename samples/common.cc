@@ -2,7 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/checkpoint.h"
 #include "core/lazy.h"
 
 namespace shardscope::samples {
@@ -12,6 +14,24 @@ absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c) {
   if (c.autocast == "bf16") return std::optional<DType>(DType::kBF16);
   if (c.autocast == "f16") return std::optional<DType>(DType::kF16);
   return absl::InvalidArgumentError(absl::StrCat("--autocast '", c.autocast, "': expected bf16 or f16"));
+}
+
+absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors) {
+  if (cfg.init_path.empty()) return 0;
+  auto ckpt = load_checkpoint(cfg.init_path);
+  if (!ckpt.ok()) return ckpt.status();
+  if (auto s = load_into(*ckpt, tensors, cfg.init_path); !s.ok()) return s;
+  int step = 0;
+  if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() && !absl::SimpleAtoi(it->second, &step))
+    return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
+  set_current_step(step);
+  return step;
+}
+
+absl::Status SaveCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors, int step,
+                            const std::string& sample) {
+  if (cfg.save_path.empty()) return absl::OkStatus();
+  return save_checkpoint(cfg.save_path, tensors, {{"step", std::to_string(step)}, {"sample", sample}});
 }
 
 absl::Status LossLog::Push(int step, Tensor loss) {

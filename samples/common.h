@@ -7,6 +7,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -18,6 +20,15 @@ namespace shardscope::samples {
 // --autocast: "" (f32 throughout), "bf16" or "f16"; anything else is an error
 // naming the value.
 absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c);
+
+// --init: loads `tensors` (weights and optimizer state) from cfg.init_path
+// when given, and continues the step numbering at the step it recorded.
+// Returns the first step to run (0 without --init).
+absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors);
+// --save: writes `tensors` to cfg.save_path when given, recording `step`
+// (where a resumed run starts) and the sample's name.
+absl::Status SaveCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors, int step,
+                            const std::string& sample);
 
 class LossLog {
  public:

@@ -62,15 +62,9 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
 
   std::vector<ss::Tensor*> params = ss::parameters(l1, l2, l3);
   SampleResult result;
-  if (!cfg.init_path.empty()) {
-    auto ckpt = ss::load_checkpoint(cfg.init_path);
-    if (!ckpt.ok()) return ckpt.status();
-    if (auto s = ss::load_into(*ckpt, params, cfg.init_path); !s.ok()) return s;
-    if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() &&
-                                               !absl::SimpleAtoi(it->second, &result.first_step))
-      return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
-    ss::set_current_step(result.first_step);
-  }
+  auto first = ResumeFromCheckpoint(cfg, params);
+  if (!first.ok()) return first.status();
+  result.first_step = *first;
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
   LossLog losses(cfg, &result);
   for (int step = result.first_step; step < end; ++step) {
@@ -87,11 +81,7 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;
   }
   if (auto s = losses.Flush(); !s.ok()) return s;
-  if (!cfg.save_path.empty()) {
-    if (auto s = ss::save_checkpoint(cfg.save_path, params, {{"step", std::to_string(end)}, {"sample", "mlp"}});
-        !s.ok())
-      return s;
-  }
+  if (auto s = SaveCheckpoint(cfg, params, end, "mlp"); !s.ok()) return s;
   return result;
 }
 
