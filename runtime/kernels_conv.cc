@@ -47,6 +47,45 @@ struct Geometry {
   int64_t in_size = 1, k_size = 1, out_size = 1;
 };
 
+// Where the window at output position `oidx` and kernel position `kidx` reads
+// in the input, over every spatial dim but the last: the offset of that input
+// line (*base), or false when it falls in padding or a dilation hole.
+bool LineBase(const Geometry& g, const std::vector<int64_t>& oidx, const std::vector<int64_t>& kidx,
+              const std::vector<int64_t>& ist, int64_t* base) {
+  *base = 0;
+  for (int d = 0; d + 1 < g.ns; ++d) {
+    const int64_t p = oidx[d] * g.stride[d] + kidx[d] * g.rdil[d] - g.lo[d];
+    if (p < 0 || p % g.ldil[d] != 0 || p / g.ldil[d] >= g.in[d]) return false;
+    *base += (p / g.ldil[d]) * ist[d];
+  }
+  return true;
+}
+
+// dst[x] = the input line's element at dilated position off + x * step, or 0
+// where that is padding or between dilated elements, for x in [0, n). Runs
+// without dilation copy the valid middle in one piece.
+template <typename T>
+void GatherLine(const T* line, int64_t len, int64_t off, int64_t step, int64_t dil, int64_t n, T* dst) {
+  if (dil != 1) {
+    for (int64_t x = 0; x < n; ++x) {
+      const int64_t p = off + x * step;
+      dst[x] = (p >= 0 && p % dil == 0 && p / dil < len) ? line[p / dil] : T(0);
+    }
+    return;
+  }
+  // Valid x: 0 <= off + x * step < len.
+  int64_t a = off >= 0 ? 0 : (-off + step - 1) / step;
+  int64_t b = len - off <= 0 ? 0 : std::min(n, (len - off + step - 1) / step);
+  a = std::min(a, b);
+  std::fill_n(dst, a, T(0));
+  if (step == 1) {
+    std::memcpy(dst + a, line + a + off, static_cast<size_t>(b - a) * sizeof(T));
+  } else {
+    for (int64_t x = a; x < b; ++x) dst[x] = line[off + x * step];
+  }
+  std::fill(dst + b, dst + n, T(0));
+}
+
 // Fills rows [I*K) x columns [OS) of `col` (row stride `ld`) from one batch
 // element's channels [I, S...] (`src`).
 template <typename T>
@@ -66,35 +105,12 @@ void Im2Col(const T* src, int64_t channels, const Geometry& g, T* col, int64_t l
       for (int64_t orow = 0; orow < g.out_size / std::max<int64_t>(ow, 1); ++orow) {
         T* dst = row + orow * ow;
         int64_t base = 0;
-        bool valid = true;
-        for (int d = 0; d < last; ++d) {
-          int64_t p = oidx[d] * g.stride[d] + kidx[d] * g.rdil[d] - g.lo[d];
-          if (p < 0 || p % g.ldil[d] != 0 || p / g.ldil[d] >= g.in[d]) { valid = false; break; }
-          base += (p / g.ldil[d]) * ist[d];
-        }
-        if (!valid) {
+        if (!LineBase(g, oidx, kidx, ist, &base)) {
           std::fill_n(dst, ow, T(0));
         } else {
-          const int64_t off = kidx[last] * g.rdil[last] - g.lo[last], st = g.stride[last], ld_ = g.ldil[last];
-          const T* line = chan + base;
-          if (ld_ == 1) {
-            // Valid ox: 0 <= ox*st + off < in.
-            int64_t a = off >= 0 ? 0 : (-off + st - 1) / st;
-            int64_t b = g.in[last] - off <= 0 ? 0 : std::min(ow, (g.in[last] - off + st - 1) / st);
-            a = std::min(a, b);
-            std::fill_n(dst, a, T(0));
-            if (st == 1) {
-              std::memcpy(dst + a, line + a + off, static_cast<size_t>(b - a) * sizeof(T));
-            } else {
-              for (int64_t x = a; x < b; ++x) dst[x] = line[x * st + off];
-            }
-            std::fill(dst + b, dst + ow, T(0));
-          } else {
-            for (int64_t x = 0; x < ow; ++x) {
-              int64_t p = x * st + off;
-              dst[x] = (p >= 0 && p % ld_ == 0 && p / ld_ < g.in[last]) ? line[p / ld_] : T(0);
-            }
-          }
+          // Along the output's last dim: input position x * stride + k * rdil - lo.
+          GatherLine(chan + base, g.in[last], kidx[last] * g.rdil[last] - g.lo[last], g.stride[last], g.ldil[last],
+                     ow, dst);
         }
         for (int d = last - 1; d >= 0; --d) {
           if (++oidx[d] < g.out[d]) break;
@@ -130,33 +146,12 @@ void Im2ColT(const T* src, int64_t channels, const Geometry& g, T* colT, int64_t
       for (int64_t kr = 0; kr < krows; ++kr) {
         T* dst = row + (c * krows + kr) * kw;
         int64_t base = 0;
-        bool valid = true;
-        for (int d = 0; d < last; ++d) {
-          int64_t p = oidx[d] * g.stride[d] + kidx[d] * g.rdil[d] - g.lo[d];
-          if (p < 0 || p % g.ldil[d] != 0 || p / g.ldil[d] >= g.in[d]) { valid = false; break; }
-          base += (p / g.ldil[d]) * ist[d];
-        }
-        const int64_t off = oidx[last] * g.stride[last] - g.lo[last], rd = g.rdil[last], ld_ = g.ldil[last];
-        const T* line = chan + base;
-        if (!valid) {
+        if (!LineBase(g, oidx, kidx, ist, &base)) {
           std::fill_n(dst, kw, T(0));
-        } else if (ld_ == 1) {
-          // Valid x: 0 <= off + x*rd < in.
-          int64_t a = off >= 0 ? 0 : (-off + rd - 1) / rd;
-          int64_t b = g.in[last] - off <= 0 ? 0 : std::min(kw, (g.in[last] - off + rd - 1) / rd);
-          a = std::min(a, b);
-          std::fill_n(dst, a, T(0));
-          if (rd == 1) {
-            std::memcpy(dst + a, line + a + off, static_cast<size_t>(b - a) * sizeof(T));
-          } else {
-            for (int64_t x = a; x < b; ++x) dst[x] = line[off + x * rd];
-          }
-          std::fill(dst + b, dst + kw, T(0));
         } else {
-          for (int64_t x = 0; x < kw; ++x) {
-            int64_t p = off + x * rd;
-            dst[x] = (p >= 0 && p % ld_ == 0 && p / ld_ < g.in[last]) ? line[p / ld_] : T(0);
-          }
+          // Along the kernel's last dim: input position o * stride + x * rdil - lo.
+          GatherLine(chan + base, g.in[last], oidx[last] * g.stride[last] - g.lo[last], g.rdil[last], g.ldil[last],
+                     kw, dst);
         }
         for (int d = last - 1; d >= 0; --d) {
           if (++kidx[d] < g.k[d]) break;
