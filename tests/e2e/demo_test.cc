@@ -195,6 +195,14 @@ TEST(HugePageHeapTest, RecordedPerRunAndCanBeTurnedOff) {
     ASSERT_EQ(q.rows.size(), 1u);
     EXPECT_EQ(q.Int(0, "h"), std::string(setting) == "0" ? 0 : 1) << "SHARDSCOPE_HUGEPAGES=" << setting;
   }
+  // A choice already made in GLIBC_TUNABLES is kept.
+  const std::string db = TempDb("hugepages_tunable");
+  Output r = Shell(absl::StrCat("env GLIBC_TUNABLES=glibc.malloc.hugetlb=0 ", SHARDSCOPE_CLI_BINARY, " run mlp --db ", db,
+                                " --steps 2 --quiet"));
+  ASSERT_EQ(r.code, 0) << r.text;
+  auto q = e2e::Q(db, "SELECT json_extract(config_json, '$.huge_page_heap') AS h FROM runs");
+  ASSERT_EQ(q.rows.size(), 1u);
+  EXPECT_EQ(q.Int(0, "h"), 0);
 }
 
 }  // namespace

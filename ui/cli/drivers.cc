@@ -258,7 +258,10 @@ void ReexecWithHugePages(char** argv) {
   // per step. Every 4 KiB page of a streamed buffer costs a nested page walk
   // in this VM; PyTorch, which reuses its buffers, gains nothing from it.
   const char* off = std::getenv("SHARDSCOPE_HUGEPAGES");
-  if (HugePageHeap() || (off != nullptr && std::strcmp(off, "0") == 0)) return;
+  const char* set = std::getenv("GLIBC_TUNABLES");
+  // Already chosen, either way, by whoever started us: keep their choice.
+  if (set != nullptr && std::strstr(set, "glibc.malloc.hugetlb=") != nullptr) return;
+  if (off != nullptr && std::strcmp(off, "0") == 0) return;
   const char* env = std::getenv("GLIBC_TUNABLES");
   const bool had = env != nullptr;
   const std::string old = had ? env : "";
