@@ -49,6 +49,11 @@ struct Step {
   bool pred = false;  // i1 block (else f32)
   bool alias = false; // a reshape: its block is its operand's
   BroadcastMap bcast;
+  // An f32 broadcast of one value: binary arithmetic reads the value itself;
+  // its block is filled only when another kind of member reads it.
+  bool splat = false;
+  float splat_value = 0;
+  bool needs_block = true;
 };
 
 BroadcastMap MapBroadcast(const Instruction& b) {
@@ -172,6 +177,31 @@ Blocks& ThreadBlocks() {
   return b;
 }
 
+// Binary ops that read a splat operand as one value (no block).
+bool ScalarAware(Opcode op) {
+  switch (op) {
+    case Opcode::kAdd: case Opcode::kSubtract: case Opcode::kMultiply: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The op on two single values, as the vector paths compute it per element.
+float ScalarOp(Opcode op, float x, float y) {
+  float out = 0;
+  switch (op) {
+    case Opcode::kAdd: return x + y;
+    case Opcode::kSubtract: return x - y;
+    case Opcode::kMultiply: return x * y;
+    case Opcode::kDivide: return x / y;
+    case Opcode::kMaximum: internal::VecMaxMin<float, true>(&x, false, &y, false, &out, 1); return out;
+    case Opcode::kMinimum: internal::VecMaxMin<float, false>(&x, false, &y, false, &out, 1); return out;
+    default: return 0;
+  }
+}
+
 class FusedRunner {
  public:
   FusedRunner(const FusedKernel& k, const std::vector<const Literal*>& values) : kernel_(k) {
@@ -195,8 +225,23 @@ class FusedRunner {
           src.value = values[o->id];
         s.in.push_back(src);
       }
+      if (i->op == Opcode::kBroadcastInDim && s.bcast.mode == BroadcastMap::Mode::kSplat && !s.pred &&
+          s.in[0].value != nullptr) {
+        s.splat = true;
+        s.splat_value = s.in[0].value->as<float>()[0];
+      }
       steps_.push_back(std::move(s));
     }
+    for (Step& st : steps_)
+      if (st.splat) st.needs_block = false;
+    for (size_t m = 0; m < steps_.size(); ++m) {
+      const Step& st = steps_[m];
+      const bool scalar_aware = ScalarAware(st.instr->op) && st.in.size() == 2 && !st.pred;
+      for (const Source& src : st.in)
+        if (src.member >= 0 && (!scalar_aware || m + 1 == steps_.size())) steps_[src.member].needs_block = true;
+    }
+    // The root's block is the kernel's output: a splat root is always filled.
+    if (steps_.back().splat) steps_.back().needs_block = true;
   }
 
   absl::Status Check() const {
@@ -227,6 +272,7 @@ class FusedRunner {
         ptr_p_[m] = s.pred ? const_cast<Pred*>(P(b, first, begin, len, 0)) : nullptr;
         continue;
       }
+      if (!s.needs_block) continue;  // a splat read as its value (Scalar)
       float* of = b.f.data() + m * len;
       Pred* op = b.p.data() + m * len;
       if (m == last) {
@@ -242,6 +288,19 @@ class FusedRunner {
   const FusedKernel& kernel() const { return kernel_; }
 
  private:
+  // True (and the value) when `src` is one f32 value: a splat member or a
+  // one-element operand.
+  bool Scalar(const Source& src, float* v) const {
+    if (src.member >= 0) {
+      if (!steps_[src.member].splat) return false;
+      *v = steps_[src.member].splat_value;
+      return true;
+    }
+    if (src.value->elements() != 1 || src.value->shape().dtype != DType::kF32) return false;
+    *v = src.value->as<float>()[0];
+    return true;
+  }
+
   // Operand blocks. `slot` (0-2) picks the splat buffer, so up to three
   // splat operands of one op coexist.
   const float* F(Blocks& b, const Source& s, int64_t begin, int64_t len, int slot) {
@@ -320,6 +379,39 @@ class FusedRunner {
         return;
       }
       default: break;
+    }
+    if (s.in.size() == 2 && ScalarAware(i.op)) {
+      float xs = 0, ys = 0;
+      const bool xsc = Scalar(s.in[0], &xs), ysc = Scalar(s.in[1], &ys);
+      if (xsc || ysc) {
+        const float* x = xsc ? nullptr : F(b, s.in[0], begin, len, 0);
+        const float* y = ysc ? nullptr : F(b, s.in[1], begin, len, 1);
+        if (xsc && ysc) {
+          const float v = ScalarOp(i.op, xs, ys);
+          std::fill_n(of, len, v);
+        } else if (ysc) {
+          switch (i.op) {
+            case Opcode::kAdd: for (int64_t k = 0; k < len; ++k) of[k] = x[k] + ys; return;
+            case Opcode::kSubtract: for (int64_t k = 0; k < len; ++k) of[k] = x[k] - ys; return;
+            case Opcode::kMultiply: for (int64_t k = 0; k < len; ++k) of[k] = x[k] * ys; return;
+            case Opcode::kDivide: for (int64_t k = 0; k < len; ++k) of[k] = x[k] / ys; return;
+            case Opcode::kMaximum: VecMaxMin<float, true>(x, false, &ys, true, of, len); return;
+            case Opcode::kMinimum: VecMaxMin<float, false>(x, false, &ys, true, of, len); return;
+            default: break;
+          }
+        } else {
+          switch (i.op) {
+            case Opcode::kAdd: for (int64_t k = 0; k < len; ++k) of[k] = xs + y[k]; return;
+            case Opcode::kSubtract: for (int64_t k = 0; k < len; ++k) of[k] = xs - y[k]; return;
+            case Opcode::kMultiply: for (int64_t k = 0; k < len; ++k) of[k] = xs * y[k]; return;
+            case Opcode::kDivide: for (int64_t k = 0; k < len; ++k) of[k] = xs / y[k]; return;
+            case Opcode::kMaximum: VecMaxMin<float, true>(&xs, true, y, false, of, len); return;
+            case Opcode::kMinimum: VecMaxMin<float, false>(&xs, true, y, false, of, len); return;
+            default: break;
+          }
+        }
+        return;
+      }
     }
     if (s.in.size() == 2) {
       const float* x = F(b, s.in[0], begin, len, 0);
