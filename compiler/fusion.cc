@@ -55,6 +55,12 @@ std::string WhyNotLoopOp(const Instruction& i) {
   }
 }
 
+// Kernel members are kept in program order, root last.
+void SortByProgramOrder(std::vector<const Instruction*>* members, const std::vector<int64_t>& index_of) {
+  std::sort(members->begin(), members->end(),
+            [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+}
+
 constexpr char kCopied[] = "fused (a copy: this broadcast is recomputed in each kernel that reads it)";
 
 // A broadcast whose operand is smaller than its result.
@@ -103,8 +109,7 @@ void GemmEpilogues(const std::vector<std::vector<const Instruction*>>& users, co
     kernel.gemm = dot;
     kernel.bias = bias;
     kernel.members.insert(kernel.members.begin(), dot);
-    std::sort(kernel.members.begin(), kernel.members.end(),
-              [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+    SortByProgramOrder(&kernel.members, index_of);
     plan->kernel_of[dot->id] = static_cast<int>(k);
     plan->absorbed[dot->id] = true;
     for (auto& d : plan->decisions)
@@ -191,8 +196,7 @@ void CopyCheapProducers(const std::vector<std::unique_ptr<Instruction>>& instrs,
         kernel.members.push_back(b);
         plan->copied_into[b->id].push_back(k);
       }
-      std::sort(kernel.members.begin(), kernel.members.end(),
-                [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+      SortByProgramOrder(&kernel.members, index_of);
     }
     plan->absorbed[p->id] = true;
     for (auto& d : plan->decisions)
@@ -349,8 +353,7 @@ FusionPlan PlanFusion(const Module& program) {
       plan.decisions.push_back(std::move(d));
     }
     if (alone) continue;
-    std::sort(members.begin(), members.end(),
-              [&](const Instruction* a, const Instruction* b) { return index_of[a->id] < index_of[b->id]; });
+    SortByProgramOrder(&members, index_of);
     for (const Instruction* m : members)
       if (std::find(copies.begin(), copies.end(), m) == copies.end()) plan.kernel_of[m->id] = kernel_index;
     for (const Instruction* c : copies) plan.copied_into[c->id].push_back(kernel_index);

@@ -129,23 +129,19 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
         absl::Status s = dev.Allocate(i.shape.bytes(), name);
         if (!s.ok()) { errors[d] = s; break; }
         f.charged[i.id] = i.shape.bytes();
+        // A reshape of a value at its last use takes that value's buffer: no copy.
         const Instruction* src = i.op == Opcode::kReshape && !kern ? i.operands[0] : nullptr;
-        if (src && last_use[src->id] == static_cast<int64_t>(j) && f.value[src->id] == &f.owned[src->id] &&
-            f.owned[src->id].shape().dtype == i.shape.dtype && f.owned[src->id].bytes() == i.shape.bytes()) {
-          // A reshape of a value used for the last time takes its buffer: no copy.
-          const int64_t t0 = ThreadCpuNs();
-          f.owned[i.id] = Literal::Reinterpreted(std::move(f.owned[src->id]), i.shape);
-          f.value[src->id] = nullptr;
-          const int64_t dur = ThreadCpuNs() - t0;
-          f.value[i.id] = &f.owned[i.id];
-          timing->per_device[d].push_back({i.id, name, trace::SliceKind::kCompute, dur, -1, 0});
-          release(f, d, j);
-          continue;
-        }
-        f.owned[i.id] = Literal::Uninitialized(i.shape);
+        const bool take = src && last_use[src->id] == static_cast<int64_t>(j) &&
+                          f.value[src->id] == &f.owned[src->id] && f.owned[src->id].shape().dtype == i.shape.dtype &&
+                          f.owned[src->id].bytes() == i.shape.bytes();
+        if (!take) f.owned[i.id] = Literal::Uninitialized(i.shape);
         // Thread CPU time costs a system call (~1.3 us in a VM): read it twice per kernel.
         int64_t t0 = 0;
-        if (kern) {
+        if (take) {
+          t0 = ThreadCpuNs();
+          f.owned[i.id] = Literal::Reinterpreted(std::move(f.owned[src->id]), i.shape);
+          f.value[src->id] = nullptr;
+        } else if (kern) {
           t0 = ThreadCpuNs();
           s = EvalFusedKernel(*kern, f.value, &f.owned[i.id]);
         } else {

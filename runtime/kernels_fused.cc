@@ -234,11 +234,10 @@ class FusedRunner {
     }
     for (Step& st : steps_)
       if (st.splat) st.needs_block = false;
-    for (size_t m = 0; m < steps_.size(); ++m) {
-      const Step& st = steps_[m];
+    for (const Step& st : steps_) {
       const bool scalar_aware = ScalarAware(st.instr->op) && st.in.size() == 2 && !st.pred;
       for (const Source& src : st.in)
-        if (src.member >= 0 && (!scalar_aware || m + 1 == steps_.size())) steps_[src.member].needs_block = true;
+        if (src.member >= 0 && !scalar_aware) steps_[src.member].needs_block = true;
     }
     // The root's block is the kernel's output: a splat root is always filled.
     if (steps_.back().splat) steps_.back().needs_block = true;
