@@ -48,16 +48,18 @@ void SetFlops(benchmark::State& state, int64_t m, int64_t n, int64_t k) {
   state.counters["FLOPS"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// An [M,K] x [K,N] f32 dot_general through the runtime's kernel.
-void RunRuntimeDot(benchmark::State& state, int64_t m, int64_t k, int64_t n) {
+// An [M,K] x [K,N] f32 dot_general through the runtime's kernel; with `b_t`
+// the right operand is stored [N,K] (a Linear layer's weight, as the mlp's
+// forward pass reads it).
+void RunRuntimeDot(benchmark::State& state, int64_t m, int64_t k, int64_t n, bool b_t = false) {
   shardscope::compiler::Module mod;
   auto* a = mod.Parameter(Shape(DType::kF32, {m, k}), "a");
-  auto* b = mod.Parameter(Shape(DType::kF32, {k, n}), "b");
+  auto* b = mod.Parameter(b_t ? Shape(DType::kF32, {n, k}) : Shape(DType::kF32, {k, n}), "b");
   shardscope::compiler::DotDims dd;
   dd.lhs_contracting = {1};
-  dd.rhs_contracting = {0};
+  dd.rhs_contracting = {b_t ? 1 : 0};
   auto* dot = mod.DotGeneral(a, b, dd);
-  Literal la = RandomF32(m, k), lb = RandomF32(k, n), out(dot->shape);
+  Literal la = RandomF32(m, k), lb = b_t ? RandomF32(n, k) : RandomF32(k, n), out(dot->shape);
   for (auto _ : state) {
     absl::Status s = shardscope::runtime::EvalInstruction(*dot, {&la, &lb}, 0, &out);
     if (!s.ok()) {
@@ -91,21 +93,24 @@ void BM_EigenDirect(benchmark::State& state) {
 
 // The llama sample's projection shapes on the whole machine: the runtime's
 // kernel with a gang spanning every core (as a 1-chip mesh runs it) against
-// one direct OpenBLAS call with as many threads. Args: M, K, N.
+// one direct OpenBLAS call with as many threads. Args: M, K, N, B stored
+// transposed (0/1).
+// A fourth arg of 1 stores B transposed.
 void BM_GangDot(benchmark::State& state) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   shardscope::runtime::Gang gang(std::max(0, cores - 1));
   shardscope::runtime::GangScope scope(&gang);
-  RunRuntimeDot(state, state.range(0), state.range(1), state.range(2));
+  RunRuntimeDot(state, state.range(0), state.range(1), state.range(2), state.range(3) != 0);
 }
 
 void BM_BlasDirectAllCores(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  Literal la = RandomF32(m, k), lb = RandomF32(k, n), out(Shape(DType::kF32, {m, n}));
+  const bool b_t = state.range(3) != 0;
+  Literal la = RandomF32(m, k), lb = b_t ? RandomF32(n, k) : RandomF32(k, n), out(Shape(DType::kF32, {m, n}));
   openblas_set_num_threads(static_cast<int>(std::thread::hardware_concurrency()));
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, la.as<float>(), k, lb.as<float>(), n,
-                0.0f, out.as<float>(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_t ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, la.as<float>(), k,
+                lb.as<float>(), b_t ? k : n, 0.0f, out.as<float>(), n);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -113,22 +118,26 @@ void BM_BlasDirectAllCores(benchmark::State& state) {
   SetFlops(state, m, n, k);
 }
 
-BENCHMARK(BM_GangDot)->Args({1024, 256, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GangDot)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GangDot)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
-// The mlp's forward layers at batch 64: skinny, B-bound.
-BENCHMARK(BM_GangDot)->Args({64, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({64, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GangDot)->Args({64, 784, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({64, 784, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({1024, 256, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({1024, 256, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 256, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({1024, 1024, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({1024, 1024, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+// The mlp's forward layers at batch 64: skinny, B-bound, the weight stored
+// [out, in] as nn::Linear keeps it.
+BENCHMARK(BM_GangDot)->Args({64, 1024, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({64, 1024, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({64, 784, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({64, 784, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+// Its input gradient: [64, 1024] x [1024, 1024], the weight as stored.
+BENCHMARK(BM_GangDot)->Args({64, 1024, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({64, 1024, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 // Weight gradients: [256, B*T] x [B*T, 1024] and [256, B*T] x [B*T, 256].
-BENCHMARK(BM_GangDot)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 1024})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GangDot)->Args({256, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 256})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({256, 1024, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 1024, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GangDot)->Args({256, 1024, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BlasDirectAllCores)->Args({256, 1024, 256, 0})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Interleaved per size so that the two columns of one n run back to back.
 BENCHMARK(BM_EvalInstructionDot)->Arg(256)->Unit(benchmark::kMicrosecond);
