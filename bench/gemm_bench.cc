@@ -95,7 +95,6 @@ void BM_EigenDirect(benchmark::State& state) {
 // kernel with a gang spanning every core (as a 1-chip mesh runs it) against
 // one direct OpenBLAS call with as many threads. Args: M, K, N, B stored
 // transposed (0/1).
-// A fourth arg of 1 stores B transposed.
 void BM_GangDot(benchmark::State& state) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   shardscope::runtime::Gang gang(std::max(0, cores - 1));
