@@ -163,7 +163,57 @@ struct DotPlan {
   std::vector<std::vector<int64_t>> groups;
 };
 
+// Both operands split on free dims over different devices (the activations'
+// batch over one mesh axis, a column-parallel weight's output features over
+// another): each device multiplies the shards it holds and the result keeps
+// both splits. Only without split contracting dims, with batch dims split
+// alike in both, and when every result tile is held by equally many devices.
+std::optional<DotPlan> PlanDotBothFree(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
+  const DotDims& dd = i.dot;
+  const std::vector<int64_t> lfree = FreeDims(tl.rank(), dd.lhs_batch, dd.lhs_contracting);
+  const std::vector<int64_t> rfree = FreeDims(tr.rank(), dd.rhs_batch, dd.rhs_contracting);
+  auto split_among = [](const Tiles& t, const std::vector<int64_t>& dims) {
+    for (int64_t d : dims)
+      if (t.dims[d] > 1) return true;
+    return false;
+  };
+  if (!split_among(tl, lfree) || !split_among(tr, rfree)) return std::nullopt;
+  if (split_among(tl, dd.lhs_contracting) || split_among(tr, dd.rhs_contracting)) return std::nullopt;
+  for (size_t k = 0; k < dd.lhs_batch.size(); ++k) {
+    const int64_t a = dd.lhs_batch[k], b = dd.rhs_batch[k];
+    if (tl.dims[a] != tr.dims[b]) return std::nullopt;
+    for (int64_t dev = 0; dev < n; ++dev)
+      if (tl.Coords(dev)[a] != tr.Coords(dev)[b]) return std::nullopt;
+  }
+  // Result dims: batch, lhs free, rhs free; each device's coordinates from the operand that splits them.
+  const int out_rank = i.shape.rank();
+  std::vector<int64_t> out_dims(out_rank + 1, 1);
+  int at = 0;
+  for (int64_t b : dd.lhs_batch) out_dims[at++] = tl.dims[b];
+  for (int64_t f : lfree) out_dims[at++] = tl.dims[f];
+  for (int64_t f : rfree) out_dims[at++] = tr.dims[f];
+  int64_t data_tiles = 1;
+  for (int k = 0; k < out_rank; ++k) data_tiles *= out_dims[k];
+  if (n % data_tiles != 0) return std::nullopt;
+  out_dims.back() = n / data_tiles;
+  std::map<std::vector<int64_t>, int64_t> holders;  // result tile -> devices holding it so far
+  std::vector<std::vector<int64_t>> coords(n);
+  for (int64_t dev = 0; dev < n; ++dev) {
+    std::vector<int64_t> c;
+    for (int64_t b : dd.lhs_batch) c.push_back(tl.Coords(dev)[b]);
+    for (int64_t f : lfree) c.push_back(tl.Coords(dev)[f]);
+    for (int64_t f : rfree) c.push_back(tr.Coords(dev)[f]);
+    const int64_t rank_in_tile = holders[c]++;
+    if (rank_in_tile >= out_dims.back()) return std::nullopt;
+    c.push_back(rank_in_tile);
+    coords[dev] = std::move(c);
+  }
+  DotPlan p{tl, tr, Tiles::Build(out_dims, n, [&](int64_t dev) { return coords[dev]; }), false, {}};
+  return p;
+}
+
 DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
+  if (auto both = PlanDotBothFree(i, tl, tr, n)) return *both;
   const DotDims& dd = i.dot;
   bool lhs_drives = tl.DataTiles() >= tr.DataTiles();
   const Tiles& drv = lhs_drives ? tl : tr;
@@ -749,14 +799,21 @@ class Partitioner {
 
   // Lets values that are cheap to produce split (broadcasts, iotas, constants,
   // and elementwise ops on them) take the split of the elementwise op using
-  // them, so they are made already local instead of whole then sliced.
+  // them, so they are made already local instead of whole then sliced. Only
+  // values with that one user: a broadcast CSE shares between a split and a
+  // whole update (AdamW's per-shape constants) would otherwise pull the whole
+  // one's chain into the split, and the next step would gather it back.
   void Backward() {
     const auto& instrs = g_.instructions();
+    std::vector<int> uses(instrs.size(), 0);
+    for (const auto& i : instrs)
+      for (const Instruction* o : i->operands) ++uses[o->id];
+    for (const Instruction* o : g_.outputs()) ++uses[o->id];
     for (auto it = instrs.rbegin(); it != instrs.rend(); ++it) {
       const Instruction& i = **it;
       if (!IsElementwise(i.op) || sh_[i.id].DataTiles() == 1) continue;
       for (const Instruction* o : i.operands) {
-        if (o->op == Opcode::kParameter || pinned_[o->id]) continue;
+        if (o->op == Opcode::kParameter || pinned_[o->id] || uses[o->id] != 1) continue;
         if (o->shape.dims != i.shape.dims || sh_[o->id].DataTiles() != 1) continue;
         bool cheap = o->op == Opcode::kBroadcastInDim || o->op == Opcode::kIota ||
                      o->op == Opcode::kConstant || IsElementwise(o->op);
@@ -774,14 +831,18 @@ class Partitioner {
   }
 
   // This device's start index along `dim` of a `to`-tiled value, as a scalar.
+  // Programs ask for the same offsets many times: each table is made once.
   Instruction* StartIndex(const Tiles& to, int dim, int64_t shard_size) {
     if (to.dims[dim] == 1) return result_.local->ScalarConstant(DType::kI32, 0);
     std::vector<int32_t> table(n_);
     for (int d = 0; d < n_; ++d) table[d] = static_cast<int32_t>(to.Coords(d)[dim] * shard_size);
+    Instruction*& start = starts_[table];
+    if (start) return start;
     Module& m = *result_.local;
     Instruction* t = m.Constant(Literal::FromI32({n_}, table));
     Instruction* one = m.DynamicSlice(t, {Pid()}, {1});
-    return m.Reshape(one, {});
+    start = m.Reshape(one, {});
+    return start;
   }
 
   absl::StatusOr<Shape> LocalShape(const Shape& global, const Tiles& t, const Instruction& at) {
@@ -804,6 +865,17 @@ class Partitioner {
                                        const Tiles& to) {
     if (from.SameLayout(to)) return v;
     Module& m = *result_.local;
+    // A broadcast is made again in the new layout from its (smaller) operand,
+    // resharded as that layout needs: a bias split like its FSDP parameter
+    // is gathered as a bias, not as the activation-sized broadcast.
+    if (global.op == Opcode::kBroadcastInDim) {
+      const Instruction& o = *global.operands[0];
+      auto operand = Reshard(lv_[o.id], o, sh_[o.id], BroadcastOperandFor(global, to, n_));
+      if (!operand.ok()) return operand.status();
+      auto local = LocalShape(global.shape, to, global);
+      if (!local.ok()) return local.status();
+      return m.BroadcastInDim(*operand, local->dims, global.dims, global.loc);
+    }
     std::vector<int64_t> kept;
     for (int d = 0; d < from.rank(); ++d) {
       if (from.dims[d] == 1 || to.dims[d] != from.dims[d]) continue;
@@ -820,8 +892,12 @@ class Partitioner {
       ++result_.collectives;
       cur = cur.Unsplit({d});
     }
-    if (from.DataTiles() > cur.DataTiles() && cur.DataTiles() == 1) {
-      result_.rematerializations.push_back({global.id, OpcodeName(global.op), global.shape.bytes(), global.loc});
+    // Involuntary: made whole only because the op reading it has no split
+    // rule, or on the way between two split layouts. A plan that wants an
+    // operand whole (FSDP's weight gathers) is not recorded.
+    if (from.DataTiles() > 1 && cur.DataTiles() == 1 && (emitting_whole_ || to.DataTiles() > 1)) {
+      result_.rematerializations.push_back(
+          {global.id, OpcodeName(emitting_ ? emitting_->op : global.op), global.shape.bytes(), global.loc});
     }
     if (cur.SameLayout(to)) return v;
     auto local = LocalShape(global.shape, to, global);
@@ -851,6 +927,7 @@ class Partitioner {
   }
 
   absl::Status Emit(const Instruction& i) {
+    emitting_ = &i;
     Module& m = *result_.local;
     const Tiles& out = sh_[i.id];
     auto local_shape = LocalShape(i.shape, out, i);
@@ -1096,11 +1173,13 @@ class Partitioner {
   // and recorded as such), then takes its share of the result.
   absl::Status EmitWhole(const Instruction& i, Instruction** r) {
     std::vector<Instruction*> ops;
+    emitting_whole_ = true;
     for (size_t k = 0; k < i.operands.size(); ++k) {
       auto v = Operand(i, static_cast<int>(k), Tiles::Replicated(i.operands[k]->shape.rank(), n_));
       if (!v.ok()) return v.status();
       ops.push_back(*v);
     }
+    emitting_whole_ = false;
     auto e = std::make_unique<Instruction>(i);
     e->operands = ops;
     e->sharding.reset();
@@ -1123,6 +1202,9 @@ class Partitioner {
   std::vector<std::string> source_, via_;
   std::vector<Instruction*> lv_;
   Instruction* pid_ = nullptr;
+  const Instruction* emitting_ = nullptr;  // the global op being emitted
+  bool emitting_whole_ = false;            // its operands are made whole for want of a split rule
+  std::map<std::vector<int32_t>, Instruction*> starts_;  // StartIndex's tables by content
   SpmdResult result_;
 };
 

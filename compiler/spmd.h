@@ -27,13 +27,15 @@ struct ShardingDecision {
   std::string via;              // the op propagation carried it through
 };
 
-// A value that had to be made whole on every device (all-gather to
-// replicated) because no cheaper resharding applied.
+// An involuntary full rematerialization: a split value made whole on every
+// device (all-gathered) because the op reading it (`op`) has no split rule,
+// or on the way between two split layouts. Planned gathers (an FSDP weight
+// gathered for its matmul) are not recorded.
 struct Rematerialization {
-  int64_t instruction_id = 0;
-  std::string op;
-  int64_t bytes = 0;
-  SourceLoc loc;
+  int64_t instruction_id = 0;  // the value, in the global module
+  std::string op;              // the op that needed it whole
+  int64_t bytes = 0;           // its global size
+  SourceLoc loc;               // where the value was made
 };
 
 struct SpmdResult {

@@ -11,10 +11,17 @@
 
 namespace shardscope {
 
+AxisSpec AxisSpec::Tuple(const std::vector<AxisSpec>& parts) {
+  AxisSpec t(none);
+  for (const AxisSpec& p : parts) t.axes_.insert(t.axes_.end(), p.axes_.begin(), p.axes_.end());
+  return t;
+}
+
 std::string AxisSpec::ToString() const {
-  if (name_) return absl::StrCat("'", *name_, "'");
-  if (index_ >= 0) return absl::StrCat(index_);
-  return "none";
+  if (axes_.empty()) return "none";
+  std::vector<std::string> parts;
+  for (const Axis& a : axes_) parts.push_back(a.name ? absl::StrCat("'", *a.name, "'") : absl::StrCat(a.index));
+  return parts.size() == 1 ? parts[0] : absl::StrCat("(", absl::StrJoin(parts, ", "), ")");
 }
 
 absl::StatusOr<Mesh> Mesh::Create(std::vector<int64_t> device_ids, std::vector<int64_t> shape,
@@ -49,35 +56,40 @@ std::string Mesh::Describe() const {
 absl::StatusOr<Sharding> Mesh::ToSharding(const std::vector<AxisSpec>& spec, int rank) const {
   if (static_cast<int>(spec.size()) != rank)
     return absl::InvalidArgumentError(absl::StrCat("spec has ", spec.size(), " entries but the tensor has rank ", rank));
-  std::vector<int> axis_of_dim(rank, -1);
+  std::vector<std::vector<int>> axes_of_dim(rank);
   std::set<int> used;
   for (int d = 0; d < rank; ++d) {
-    const AxisSpec& a = spec[d];
-    if (a.is_none()) continue;
-    int axis = -1;
-    if (a.name()) {
-      auto it = std::find(names_.begin(), names_.end(), *a.name());
-      if (it == names_.end())
-        return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis ", a.ToString(),
-                                                       ", which the mesh does not have"));
-      axis = static_cast<int>(it - names_.begin());
-    } else {
-      axis = a.index();
-      if (axis >= static_cast<int>(shape_.size()))
-        return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis ", axis, ", the mesh has ",
-                                                       shape_.size(), " axes"));
+    for (const AxisSpec::Axis& a : spec[d].axes()) {
+      int axis = -1;
+      if (a.name) {
+        auto it = std::find(names_.begin(), names_.end(), *a.name);
+        if (it == names_.end())
+          return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis '", *a.name,
+                                                         "', which the mesh does not have"));
+        axis = static_cast<int>(it - names_.begin());
+      } else {
+        axis = a.index;
+        if (axis < 0 || axis >= static_cast<int>(shape_.size()))
+          return absl::InvalidArgumentError(absl::StrCat("spec entry ", d, " names axis ", axis,
+                                                         ", the mesh has axes 0..", shape_.size() - 1));
+      }
+      if (!used.insert(axis).second)
+        return absl::InvalidArgumentError(absl::StrCat("mesh axis '", names_[axis], "' is used twice in the spec"));
+      axes_of_dim[d].push_back(axis);
     }
-    if (!used.insert(axis).second)
-      return absl::InvalidArgumentError(absl::StrCat("mesh axis '", names_[axis], "' is used twice in the spec"));
-    axis_of_dim[d] = axis;
   }
-  // Tile dims follow tensor dims; the mesh axes no dim uses become the
-  // replication dim. The device order is the mesh transposed to that order.
+  // Tile dims follow tensor dims (a tuple's axes multiply); the mesh axes no
+  // dim uses become the replication dim. The device order is the mesh
+  // transposed to that order.
   std::vector<int> order;
   std::vector<int64_t> tile;
   for (int d = 0; d < rank; ++d) {
-    if (axis_of_dim[d] >= 0) { order.push_back(axis_of_dim[d]); tile.push_back(shape_[axis_of_dim[d]]); }
-    else tile.push_back(1);
+    int64_t tiles = 1;
+    for (int axis : axes_of_dim[d]) {
+      order.push_back(axis);
+      tiles *= shape_[axis];
+    }
+    tile.push_back(tiles);
   }
   int64_t repl = 1;
   for (int a = 0; a < static_cast<int>(shape_.size()); ++a)

@@ -18,22 +18,33 @@ namespace shardscope {
 struct None {};
 inline constexpr None none{};
 
-// One entry of a partition spec: a mesh axis by name or index, or none.
+// One entry of a partition spec: a mesh axis by name or index, none, or a
+// tuple of axes (axes("data", "fsdp")) that together split one dimension,
+// the first the most major.
 class AxisSpec {
  public:
+  struct Axis {
+    std::optional<std::string> name;
+    int index = -1;
+  };
   AxisSpec(None) {}
-  AxisSpec(const char* name) : name_(name) {}
-  AxisSpec(std::string name) : name_(std::move(name)) {}
-  AxisSpec(int index) : index_(index) {}
-  bool is_none() const { return !name_ && index_ < 0; }
-  const std::optional<std::string>& name() const { return name_; }
-  int index() const { return index_; }
+  AxisSpec(const char* name) : axes_{{std::string(name), -1}} {}
+  AxisSpec(std::string name) : axes_{{std::move(name), -1}} {}
+  AxisSpec(int index) : axes_{{std::nullopt, index}} {}
+  static AxisSpec Tuple(const std::vector<AxisSpec>& parts);
+  bool is_none() const { return axes_.empty(); }
+  const std::vector<Axis>& axes() const { return axes_; }
   std::string ToString() const;
 
  private:
-  std::optional<std::string> name_;
-  int index_ = -1;
+  std::vector<Axis> axes_;
 };
+
+// A tuple entry: axes("data", "fsdp") splits one dimension over both axes.
+template <typename... A>
+AxisSpec axes(A... a) {
+  return AxisSpec::Tuple({AxisSpec(a)...});
+}
 
 class Mesh {
  public:

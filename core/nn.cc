@@ -116,9 +116,11 @@ Tensor MultiHeadAttention::operator()(const Tensor& x, std::source_location loc)
                                                       std::to_string(l.line) + ")"),
                            x.shape());
   const int64_t b = x.shape().dims[0], t = x.shape().dims[1], d = x.shape().dims[2], dh = d / heads;
-  // [B, T, D] -> [B*H, T, Dh]: heads become batch for the batched matmuls.
+  // [B, T, D] -> [B, H, T, Dh]: batch and heads are the batch dims of the
+  // attention's matmuls, kept apart so that a split of either (data or tensor
+  // parallelism) stays a split of its own dim.
   auto split = [&](const Tensor& y) {
-    return reshape(transpose(reshape(y, {b, t, heads, dh}, loc), {0, 2, 1, 3}, loc), {b * heads, t, dh}, loc);
+    return transpose(reshape(y, {b, t, heads, dh}, loc), {0, 2, 1, 3}, loc);
   };
   Tensor q = split(q_proj(x, loc)), k = split(k_proj(x, loc)), v = split(v_proj(x, loc));
   Tensor o;
@@ -130,7 +132,7 @@ Tensor MultiHeadAttention::operator()(const Tensor& x, std::source_location loc)
       k = apply_rope(k, loc);
     }
     o = scaled_dot_product_attention(q, k, v, causal, loc);
-    o = reshape(transpose(reshape(o, {b, heads, t, dh}, loc), {0, 2, 1, 3}, loc), {b, t, d}, loc);
+    o = reshape(transpose(o, {0, 2, 1, 3}, loc), {b, t, d}, loc);
   }
   return o_proj(o, loc);
 }

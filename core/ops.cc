@@ -458,16 +458,28 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target, SL sl) {
   return mean(mul(d, d, sl), sl);
 }
 
+namespace {
+// The leading dims of a [..., T, D] operand: batch dims of the attention dots.
+std::vector<int64_t> LeadingDims(int rank) {
+  std::vector<int64_t> d(rank - 2);
+  for (int k = 0; k < rank - 2; ++k) d[k] = k;
+  return d;
+}
+}  // namespace
+
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, SL sl) {
   SourceLoc loc = Loc(sl);
-  if (q.rank() != 3 || k.shape() != q.shape() || v.rank() != 3 || v.shape().dims[1] != q.shape().dims[1])
+  const int r = q.rank();
+  if (r < 3 || k.shape() != q.shape() || v.rank() != r ||
+      !std::equal(q.shape().dims.begin(), q.shape().dims.end() - 1, v.shape().dims.begin()))
     return internal::Error(absl::InvalidArgumentError(absl::StrCat("attention: q ", q.shape().ToString(), ", k ",
                                                                    k.shape().ToString(), ", v ", v.shape().ToString(),
-                                                                   " must be [N, T, Dh] alike", At(loc))),
+                                                                   " must be [..., T, Dh] alike", At(loc))),
                            q.shape());
-  const int64_t t = q.shape().dims[1], dh = q.shape().dims[2];
+  const int64_t t = q.shape().dims[r - 2], dh = q.shape().dims[r - 1];
+  const std::vector<int64_t> batch = LeadingDims(r);
   // The scale and the mask follow from the shapes: inlined into the graph.
-  Tensor scores = internal::Dot(q, k, {{0}, {0}, {2}, {2}}, loc);  // [N, T, T]
+  Tensor scores = internal::Dot(q, k, {batch, batch, {r - 1}, {r - 1}}, loc);  // [..., T, T]
   Tensor scale = internal::Broadcast(internal::Constant(1.0 / std::sqrt(static_cast<double>(dh)), q.dtype(), loc),
                                      scores.shape().dims, {}, loc);
   scores = internal::Binary(Opcode::kMultiply, scores, scale, loc);
@@ -479,21 +491,22 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Tensor col = internal::MakeOp(Opcode::kIota, tt, {}, loc);
     col.node()->dims = {1};
     Tensor visible = internal::Broadcast(internal::Compare(col, row, compiler::CompareDirection::kLE, loc),
-                                         scores.shape().dims, {1, 2}, loc);
+                                         scores.shape().dims, {r - 2, r - 1}, loc);
     Tensor hidden = internal::Broadcast(internal::Constant(-1e9, q.dtype(), loc), scores.shape().dims, {}, loc);
     scores = internal::Select(visible, scores, hidden, loc);
   }
   Tensor p = softmax(scores, -1, sl);
-  return internal::Dot(p, v, {{0}, {0}, {2}, {1}}, loc);  // [N, T, Dv]
+  return internal::Dot(p, v, {batch, batch, {r - 1}, {r - 2}}, loc);  // [..., T, Dv]
 }
 
 Tensor apply_rope(const Tensor& x, SL sl) {
   SourceLoc loc = Loc(sl);
-  if (x.rank() != 3 || x.shape().dims[2] % 2 != 0)
+  const int r = x.rank();
+  if (r < 3 || x.shape().dims[r - 1] % 2 != 0)
     return internal::Error(absl::InvalidArgumentError(absl::StrCat("apply_rope: x ", x.shape().ToString(),
-                                                                   " must be [N, T, Dh] with Dh even", At(loc))),
+                                                                   " must be [..., T, Dh] with Dh even", At(loc))),
                            x.shape());
-  const int64_t t = x.shape().dims[1], dh = x.shape().dims[2], half = dh / 2;
+  const int64_t t = x.shape().dims[r - 2], dh = x.shape().dims[r - 1], half = dh / 2;
   // The angle tables follow from the shape; they are constants of the graph.
   Literal cos_l(Shape(x.dtype(), {t, dh})), sin_l(Shape(x.dtype(), {t, dh}));
   for (int64_t p = 0; p < t; ++p)
@@ -508,9 +521,9 @@ Tensor apply_rope(const Tensor& x, SL sl) {
     n->shape = l.shape();
     n->literal = std::move(l);
     n->loc = loc;
-    return internal::Broadcast(Tensor(std::move(n)), x.shape().dims, {1, 2}, loc);
+    return internal::Broadcast(Tensor(std::move(n)), x.shape().dims, {r - 2, r - 1}, loc);
   };
-  Tensor rotated = concatenate({neg(slice(x, 2, half, dh, sl), sl), slice(x, 2, 0, half, sl)}, 2, sl);
+  Tensor rotated = concatenate({neg(slice(x, r - 1, half, dh, sl), sl), slice(x, r - 1, 0, half, sl)}, r - 1, sl);
   return add(mul(x, table(std::move(cos_l)), sl), mul(rotated, table(std::move(sin_l)), sl), sl);
 }
 

@@ -54,11 +54,12 @@ Tensor log_softmax(const Tensor& logits, int64_t dim = -1, SL loc = SL::current(
 Tensor softmax(const Tensor& logits, int64_t dim = -1, SL loc = SL::current());
 // Mean squared error over all elements.
 Tensor mse_loss(const Tensor& pred, const Tensor& target, SL loc = SL::current());
-// Attention over q, k, v [N, T, Dh] (N = batch x heads): softmax(q k^T / sqrt(Dh)
-// [+ causal mask]) v. The causal mask hides later positions from earlier ones.
+// Attention over q, k, v [..., T, Dh] (the leading dims, e.g. batch and heads,
+// are batch dims): softmax(q k^T / sqrt(Dh) [+ causal mask]) v. The causal
+// mask hides later positions from earlier ones.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     SL loc = SL::current());
-// Rotary position embedding of x [N, T, Dh] (Dh even), rotating the two halves
+// Rotary position embedding of x [..., T, Dh] (Dh even), rotating the two halves
 // of each head dimension by position-dependent angles (base 10000).
 Tensor apply_rope(const Tensor& x, SL loc = SL::current());
 // Mean negative log-likelihood of integer class labels; logits [B, C], labels i32 [B].

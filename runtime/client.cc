@@ -266,4 +266,14 @@ size_t Client::cache_size() const {
   return cache_.size();
 }
 
+std::vector<std::shared_ptr<const Executable>> Client::CachedExecutables() const {
+  std::vector<std::shared_ptr<const Executable>> out;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (const auto& [key, exe] : cache_) out.push_back(exe);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->graph_id < b->graph_id; });
+  return out;
+}
+
 }  // namespace shardscope::runtime

@@ -118,6 +118,8 @@ class Client {
   absl::Status TakeAsyncError();
 
   size_t cache_size() const;
+  // The executables in the in-memory cache, in compilation order (graph id).
+  std::vector<std::shared_ptr<const Executable>> CachedExecutables() const;
 
  private:
   Client() = default;

@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
@@ -133,7 +134,7 @@ struct Model {
 
 // Held-out loss: the mean over fixed windows of the held-out text (no backward).
 absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out, const SampleConfig& cfg,
-                                const ss::Mesh& mesh) {
+                                const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch_spec) {
   std::mt19937_64 rng(12345);  // the same windows every time
   // Evaluation cuts belong to the training step they follow: keep its number.
   const int step = ss::current_step();
@@ -141,7 +142,7 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   const int batches = 2;
   for (int k = 0; k < batches; ++k) {
     auto [x, y] = Batch(held_out, cfg.llama_batch, cfg.seq, rng);
-    if (auto s = ss::mark_sharding(x, mesh, {"data", ss::none}); !s.ok()) return s;
+    if (auto s = ss::mark_sharding(x, mesh, batch_spec); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
     if (auto s = ss::mark_step(); !s.ok()) return s;
     auto v = loss.item();
@@ -152,11 +153,60 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   return total / batches;
 }
 
+// How `--sharding` lays the step out on an R x C mesh (README "Sharding
+// strategies"). Weights are [out, in] (nn::Linear).
+//   dp       axes (data, model): the batch over both; weights whole on every chip.
+//   fsdp     axes (data, fsdp): the batch over both; every weight and its AdamW
+//            moments split along dim 0 over fsdp (gathered where used).
+//   tp       axes (data, model): the batch over data; attention q/k/v and SwiGLU
+//            gate/up split by output (column parallel), o_proj and down by input
+//            (row parallel) over model; the rest whole.
+//   fsdp_tp  axes (fsdp, model): tp's splits over model, the other dim of each
+//            weight (dim 0 of the rest) over fsdp; the batch over fsdp.
+struct Strategy {
+  std::vector<std::string> axis_names;
+  std::vector<ss::AxisSpec> batch;  // of the [B, T] token batch
+  std::string name;
+
+  static absl::StatusOr<Strategy> Find(const std::string& name) {
+    if (name == "dp") return Strategy{{"data", "model"}, {ss::axes("data", "model"), ss::none}, name};
+    if (name == "fsdp") return Strategy{{"data", "fsdp"}, {ss::axes("data", "fsdp"), ss::none}, name};
+    if (name == "tp") return Strategy{{"data", "model"}, {"data", ss::none}, name};
+    if (name == "fsdp_tp") return Strategy{{"fsdp", "model"}, {"fsdp", ss::none}, name};
+    if (name == "auto")
+      return absl::UnimplementedError("llama: --sharding auto (auto-sharding) is not implemented yet; "
+                                      "use dp, fsdp, tp or fsdp_tp");
+    return absl::InvalidArgumentError(absl::StrCat("llama: unknown sharding strategy '", name,
+                                                   "' (dp, fsdp, tp, fsdp_tp)"));
+  }
+
+  // The spec of the parameter named `name` (e.g. "layers.0.attn.q_proj.weight").
+  std::vector<ss::AxisSpec> Param(const std::string& pname, int rank) const {
+    std::vector<ss::AxisSpec> spec(rank, ss::none);
+    const bool fsdp = name == "fsdp" || name == "fsdp_tp";
+    const bool tp = name == "tp" || name == "fsdp_tp";
+    auto has = [&](const char* part) { return absl::StrContains(pname, part); };
+    const bool column = has("q_proj.") || has("k_proj.") || has("v_proj.") || has("gate_proj.") || has("up_proj.");
+    const bool row = has("o_proj.") || has("down_proj.");
+    if (tp && column) {
+      spec[0] = "model";
+      if (fsdp && rank == 2) spec[1] = "fsdp";
+    } else if (tp && row && rank == 2) {
+      spec[1] = "model";
+      if (fsdp) spec[0] = "fsdp";
+    } else if (fsdp && rank >= 1) {
+      spec[0] = "fsdp";
+    }
+    return spec;
+  }
+};
+
 // What training carries from step to step: the mesh, the text, the model and
 // its optimizer. RunLlama drives it; LlamaTrainingStep lends out one step.
 struct Trainer {
-  Trainer(const SampleConfig& c, ss::Mesh m, Corpus text)
+  Trainer(const SampleConfig& c, Strategy st, ss::Mesh m, Corpus text)
       : cfg(c),
+        strategy(std::move(st)),
         mesh(std::move(m)),
         corpus(std::move(text)),
         model(c),
@@ -168,12 +218,28 @@ struct Trainer {
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const SampleConfig& cfg) {
     std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
     for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
-    auto mesh = ss::Mesh::Create(ids, cfg.mesh, {"data", "model"});
+    auto strategy = Strategy::Find(cfg.sharding);
+    if (!strategy.ok()) return strategy.status();
+    auto mesh = ss::Mesh::Create(ids, cfg.mesh, strategy->axis_names);
     if (!mesh.ok()) return mesh.status();
     auto corpus = LoadCorpus(cfg);
     if (!corpus.ok()) return corpus.status();
     if (auto t = AutocastType(cfg); !t.ok()) return t.status();
-    return std::make_unique<Trainer>(cfg, *std::move(mesh), *std::move(corpus));
+    auto t = std::make_unique<Trainer>(cfg, *std::move(strategy), *std::move(mesh), *std::move(corpus));
+    if (auto s = t->ShardParameters(); !s.ok()) return s;
+    return t;
+  }
+
+  // Lays out each parameter and its AdamW moments by the strategy (again
+  // after a checkpoint replaced their values).
+  absl::Status ShardParameters() {
+    std::vector<ss::Tensor*> state = opt.state();  // m, v per parameter, in order
+    for (size_t k = 0; k < params.size(); ++k) {
+      const std::vector<ss::AxisSpec> spec = strategy.Param(params[k]->name(), params[k]->rank());
+      for (ss::Tensor* t : {params[k], state[2 * k], state[2 * k + 1]})
+        if (auto s = ss::mark_sharding(*t, mesh, spec); !s.ok()) return s;
+    }
+    return absl::OkStatus();
   }
 
   // Records training step `step` — a batch, forward, backward, global-norm
@@ -181,7 +247,7 @@ struct Trainer {
   absl::StatusOr<ss::Tensor> TraceStep(int step) {
     std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
     auto [x, y] = Batch(corpus.train, cfg.llama_batch, cfg.seq, rng);
-    if (auto s = ss::mark_sharding(x, mesh, {"data", ss::none}); !s.ok()) return s;
+    if (auto s = ss::mark_sharding(x, mesh, strategy.batch); !s.ok()) return s;
     opt.set_lr(sched.at(step));
     ss::Tensor loss = model.loss(x, y);
     if (auto s = ss::backward(loss); !s.ok()) return s;
@@ -191,6 +257,7 @@ struct Trainer {
   }
 
   SampleConfig cfg;
+  Strategy strategy;
   ss::Mesh mesh;
   Corpus corpus;
   Model model;
@@ -218,6 +285,12 @@ absl::StatusOr<std::unique_ptr<LlamaTrainingStep>> LlamaTrainingStep::Create(con
 
 absl::Status LlamaTrainingStep::Trace(int step) { return s_->trainer->TraceStep(step).status(); }
 
+absl::StatusOr<std::vector<std::string>> LlamaMeshAxes(const std::string& sharding) {
+  auto st = Strategy::Find(sharding);
+  if (!st.ok()) return st.status();
+  return st->axis_names;
+}
+
 absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
   auto trainer = Trainer::Create(cfg);
   if (!trainer.ok()) return trainer.status();
@@ -233,6 +306,7 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
   SampleResult result;
   auto first = ResumeFromCheckpoint(cfg, saved);
   if (!first.ok()) return first.status();
+  if (auto s = tr.ShardParameters(); !s.ok()) return s;
   result.first_step = *first;
   opt.set_steps_taken(result.first_step);
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
@@ -244,7 +318,7 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
     if (auto s = ss::mark_step(); !s.ok()) return s;
     if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;
     if (cfg.eval_every > 0 && ((step + 1) % cfg.eval_every == 0 || step + 1 == end)) {
-      auto e = EvalLoss(model, tr.corpus.held_out, cfg, mesh);
+      auto e = EvalLoss(model, tr.corpus.held_out, cfg, mesh, tr.strategy.batch);
       if (!e.ok()) return e.status();
       if (auto s = losses.Flush(*e); !s.ok()) return s;
     }

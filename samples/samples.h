@@ -15,7 +15,7 @@ namespace shardscope::samples {
 struct SampleConfig {
   int steps = 20;
   std::vector<int64_t> mesh = {1, 1};              // mesh shape, axes "data", "model"
-  std::string sharding = "dp";                      // strategy
+  std::string sharding = "dp";                      // strategy: llama has dp, fsdp, tp, fsdp_tp
   uint64_t seed = 0;
   // mlp: the batch size, and the step at which it changes to `batch_after`
   // (the demo's one recompilation); change_step < 0 keeps it fixed.
@@ -65,6 +65,10 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg);
 
 // The llama sample: a Llama-style byte-level decoder trained with AdamW.
 absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg);
+
+// The mesh axis names of a llama sharding strategy (an error names the
+// strategies there are).
+absl::StatusOr<std::vector<std::string>> LlamaMeshAxes(const std::string& sharding);
 
 // One training step of the llama sample, recorded but not cut: what RunLlama
 // records before each mark_step (a batch, forward, backward, clipping, the

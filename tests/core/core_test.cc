@@ -193,6 +193,9 @@ std::vector<GradCase> GradCases() {
        [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }},
       {"attention_full", {{1, 3, 2}, {1, 3, 2}, {1, 3, 2}}, -1, 1,
        [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], false); }},
+      {"attention_heads", {{2, 2, 3, 2}, {2, 2, 3, 2}, {2, 2, 3, 2}}, -1, 1,  // [B, H, T, Dh]
+       [](auto& x) { return scaled_dot_product_attention(x[0], x[1], x[2], true); }},
+      {"rope_heads", {{1, 2, 3, 4}}, -1, 1, [](auto& x) { return apply_rope(x[0]); }},
       {"mlp", {{3, 4}, {4, 5}, {5}}, -1, 1,
        [](auto& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2])); }},
       // Convolutions: the input gradient is a convolution of the dilated
@@ -378,6 +381,12 @@ TEST_F(CoreTest, MarkShardingErrorsNameTheTensorAndItsLine) {
   absl::Status index = mark_sharding(w, *mesh, {5, none});
   ASSERT_FALSE(index.ok());
   EXPECT_NE(index.message().find(made), std::string::npos) << index;
+  absl::Status negative = mark_sharding(w, *mesh, {-1, none});  // not silently "none"
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.message().find("names axis -1"), std::string::npos) << negative;
+  absl::Status tuple_twice = mark_sharding(w, *mesh, {axes("data", "model"), "model"});
+  ASSERT_FALSE(tuple_twice.ok());
+  EXPECT_NE(tuple_twice.message().find("'model' is used twice"), std::string::npos) << tuple_twice;
 
   Tensor odd = Tensor::from_host(F32({3, 8}, std::vector<float>(24, 1.f)), "odd");
   absl::Status uneven = mark_sharding(odd, *mesh, {"data", none});
@@ -393,6 +402,28 @@ TEST_F(CoreTest, MarkShardingErrorsNameTheTensorAndItsLine) {
   Tensor y = w * w;
   ASSERT_TRUE(mark_step().ok());
   ExpectNear(Host(y), std::vector<double>(32, 1.0));
+}
+
+// A tuple entry splits one dim over several mesh axes, the first the most
+// major: on a 2x2 (data, model) mesh, dim 0 in four, device (d, m) holding
+// block 2d + m; swapped, block 2m + d.
+TEST_F(CoreTest, TupleSpecSplitsOneDimOverSeveralAxes) {
+  auto mesh = Mesh::Create({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+  ASSERT_TRUE(mesh.ok());
+  auto s = mesh->ToSharding({axes("data", "model"), none}, 2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->ToString(), "{devices=[4,1]0,1,2,3}");
+  auto swapped = mesh->ToSharding({axes("model", "data"), none}, 2);
+  ASSERT_TRUE(swapped.ok()) << swapped.status();
+  EXPECT_EQ(swapped->ToString(), "{devices=[4,1]0,2,1,3}");
+  EXPECT_EQ(axes("data", 1).ToString(), "('data', 1)");
+
+  Reinit(4);
+  Tensor x = Tensor::from_host(F32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), "x");
+  ASSERT_TRUE(mark_sharding(x, *mesh, {axes("model", "data"), none}).ok());
+  Tensor y = x * x;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(y), {1, 4, 9, 16, 25, 36, 49, 64});
 }
 
 TEST_F(CoreTest, ReshardingAValueOnTheDevices) {

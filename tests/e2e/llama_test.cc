@@ -1,15 +1,20 @@
 // The llama sample in a small configuration: it learns (the training loss
 // falls), measures held-out loss on schedule, names its parameters by module
-// path, and data parallel over two chips gives the single-chip losses; at
-// full size through the CLI, the data-parallel program really splits the batch.
+// path, every sharding strategy gives the single-chip losses with the
+// collectives and memory it implies, and at full size through the CLI the
+// data-parallel program really splits the batch.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "compiler/spmd.h"
 #include "core/shardscope.h"
+#include "runtime/client.h"
 #include "samples/samples.h"
 #include "tests/e2e/shell.h"
 
@@ -30,6 +35,14 @@ samples::SampleConfig Tiny() {
   return c;
 }
 
+// Six steps, no evaluation: enough to compare loss curves.
+samples::SampleConfig Short() {
+  samples::SampleConfig c = Tiny();
+  c.steps = 6;
+  c.eval_every = 0;
+  return c;
+}
+
 TEST(LlamaSample, LearnsAndEvaluates) {
   ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
   auto r = samples::RunLlama(Tiny());
@@ -40,23 +53,6 @@ TEST(LlamaSample, LearnsAndEvaluates) {
   ASSERT_EQ(r->eval_losses.size(), 3u);
   EXPECT_EQ(r->eval_losses[0].first, 9);
   EXPECT_LT(r->eval_losses.back().second, r->eval_losses.front().second + 0.5);
-}
-
-TEST(LlamaSample, DataParallelEqualsOneChip) {
-  samples::SampleConfig c = Tiny();
-  c.steps = 6;
-  c.eval_every = 0;
-  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
-  auto one = samples::RunLlama(c);
-  Shutdown();
-  c.mesh = {2, 1};
-  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 2}).ok());
-  auto two = samples::RunLlama(c);
-  Shutdown();
-  ASSERT_TRUE(one.ok()) << one.status();
-  ASSERT_TRUE(two.ok()) << two.status();
-  for (size_t k = 0; k < one->losses.size(); ++k)
-    EXPECT_NEAR(two->losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
 }
 
 // Equal losses alone would not show a split: a program computed whole on
@@ -79,11 +75,79 @@ TEST(LlamaSample, DataParallelProgramSplitsTheBatch) {
   EXPECT_EQ(ops.Text(0, "lookup"), "f32[4,128,256]");  // batch 8 over 2 chips
 }
 
+// Each --sharding strategy on a 2x2 mesh: the single-chip loss curve, no
+// involuntary full rematerialization, the collectives the strategy implies,
+// and (fsdp) each chip holding about half the weight and AdamW bytes.
+struct StrategyRun {
+  std::vector<double> losses;
+  std::shared_ptr<const runtime::Executable> step;  // the training step's program
+};
+
+StrategyRun RunStrategy(const std::string& strategy) {
+  samples::SampleConfig c = Short();
+  c.mesh = {2, 2};
+  c.sharding = strategy;
+  EXPECT_TRUE(Init({.num_hosts = 1, .chips_per_host = 4}).ok());
+  auto r = samples::RunLlama(c);
+  StrategyRun out;
+  EXPECT_TRUE(r.ok()) << strategy << ": " << r.status();
+  if (r.ok()) out.losses = r->losses;
+  for (const auto& exe : GetClient().CachedExecutables())  // the biggest program is the step
+    if (!out.step || exe->op_count > out.step->op_count) out.step = exe;
+  Shutdown();
+  return out;
+}
+
+int Count(const compiler::Module& m, compiler::Opcode op) {
+  int n = 0;
+  for (const auto& i : m.instructions()) n += i->op == op;
+  return n;
+}
+
+TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  auto one = samples::RunLlama(Short());
+  Shutdown();
+  ASSERT_TRUE(one.ok()) << one.status();
+  using compiler::Opcode;
+  for (const std::string strategy : {"dp", "fsdp", "tp", "fsdp_tp"}) {
+    SCOPED_TRACE(strategy);
+    StrategyRun run = RunStrategy(strategy);
+    ASSERT_EQ(run.losses.size(), one->losses.size());
+    for (size_t k = 0; k < run.losses.size(); ++k)
+      EXPECT_NEAR(run.losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
+    ASSERT_TRUE(run.step);
+    const compiler::Module& program = *run.step->program;
+    // fsdp_tp still moves some activations through a full gather (its dots
+    // pick a driver instead of weighing plans): reported, not yet required.
+    if (strategy != "fsdp_tp")
+      for (const auto& remat : run.step->rematerializations)
+        ADD_FAILURE() << "full rematerialization of a " << remat.bytes << "-byte value for " << remat.op << " at "
+                      << remat.loc.file << ":" << remat.loc.line;
+    const int all_reduces = Count(program, Opcode::kAllReduce), gathers = Count(program, Opcode::kAllGather);
+    EXPECT_GT(all_reduces, 0);  // gradients (dp, fsdp) and row-parallel outputs (tp)
+    if (strategy == "dp" || strategy == "tp") EXPECT_EQ(gathers, 0);
+    if (strategy == "fsdp" || strategy == "fsdp_tp") EXPECT_GT(gathers, 0);  // weights gathered for use
+    // Weights and AdamW moments per chip against one chip's.
+    int64_t local = 0, global = 0;
+    for (const compiler::Instruction* p : program.parameters()) {
+      if (p->shape.rank() == 0 || p->name == "tokens" || p->name == "targets") continue;
+      local += p->shape.bytes();
+      global += run.step->param_shapes[p->param_index].bytes();
+    }
+    ASSERT_GT(global, 0);
+    const double share = static_cast<double>(local) / static_cast<double>(global);
+    std::printf("%s: each chip holds %.3f of the weight and AdamW bytes; %d all-reduces, %d all-gathers, "
+                "%zu full rematerializations\n",
+                strategy.c_str(), share, all_reduces, gathers, run.step->rematerializations.size());
+    if (strategy == "fsdp") EXPECT_LE(share, 0.5 + 0.05);
+    if (strategy == "dp") EXPECT_EQ(share, 1.0);
+  }
+}
+
 // Weights and AdamW moments are saved, so a resumed run continues exactly.
 TEST(LlamaSample, ResumeIsBitForBit) {
-  samples::SampleConfig c = Tiny();
-  c.steps = 6;
-  c.eval_every = 0;
+  samples::SampleConfig c = Short();
   std::string path = ::testing::TempDir() + "/llama_resume_" + std::to_string(getpid()) + ".safetensors";
   ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
   auto full = samples::RunLlama(c);

@@ -63,9 +63,24 @@ TEST(CollectivesTest, AllReduceErrors) {
   absl::Status s = AllReduce(ReduceKind::kSum, {&a, &b}, &out);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("f32[3]"), std::string::npos) << s;
-  Literal h(Shape(DType::kBF16, {2}));
-  Literal ho(Shape(DType::kBF16, {2}));
-  EXPECT_EQ(AllReduce(ReduceKind::kSum, {&h}, &ho).code(), absl::StatusCode::kUnimplemented);
+  Literal p(Shape(DType::kI1, {2}));
+  Literal po(Shape(DType::kI1, {2}));
+  EXPECT_EQ(AllReduce(ReduceKind::kSum, {&p}, &po).code(), absl::StatusCode::kUnimplemented);
+}
+
+// 16-bit floats (autocast's gradients) are summed in f32 and rounded once.
+TEST(CollectivesTest, AllReduceOfBf16SumsInF32) {
+  Literal a(Shape(DType::kBF16, {2})), b(Shape(DType::kBF16, {2})), c(Shape(DType::kBF16, {2}));
+  for (Literal* l : {&a, &b, &c}) l->SetDouble(0, 256);
+  a.SetDouble(1, 1.5);
+  b.SetDouble(1, 0.25);
+  c.SetDouble(1, -3);
+  Literal out(Shape(DType::kBF16, {2}));
+  ASSERT_TRUE(AllReduce(ReduceKind::kSum, {&a, &b, &c}, &out).ok());
+  EXPECT_EQ(out.GetDouble(0), 768);
+  EXPECT_EQ(out.GetDouble(1), -1.25);
+  ASSERT_TRUE(AllReduce(ReduceKind::kMax, {&a, &b, &c}, &out).ok());
+  EXPECT_EQ(out.GetDouble(1), 1.5);
 }
 
 TEST(CollectivesTest, AllGatherAlongEachDim) {

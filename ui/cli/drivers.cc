@@ -15,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
 #include "runtime/gemm.h"
@@ -31,12 +32,17 @@ constexpr const char* kRunHelp =
     "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR]\n"
     "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE]\n"
     "                         [--data FILE] [--eval-every N] [--autocast bf16|f16] [--checkpoint]\n"
+    "                         [--sharding dp|fsdp|tp|fsdp_tp]\n"
     "                         [--no-fusion] [--quiet]\n"
     "\n"
     "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
     "(created if missing; an existing shardscope database gains a new run).\n"
     "\n"
     "  --mesh RxC        mesh shape, axes 'data' x 'model' (default 1x1)\n"
+    "  --sharding S      llama: dp (batch over the whole mesh), fsdp (axes data x fsdp:\n"
+    "                    weights and AdamW moments split over fsdp), tp (weights split\n"
+    "                    column/row parallel over model, batch over data) or fsdp_tp\n"
+    "                    (axes fsdp x model); mlp and cnn are dp (default dp)\n"
     "  --steps N         training steps (default 20)\n"
     "  --hosts H         hosts the chips are spread over (default 1)\n"
     "  --seed S          seed of weights and data (default 0)\n"
@@ -93,6 +99,7 @@ int Run(const std::vector<std::string>& args) {
       if (a == "--db") { db = v; continue; }
       if (a == "--init") { cfg.init_path = v; continue; }
       if (a == "--data") { cfg.data_path = v; continue; }
+      if (a == "--sharding") { cfg.sharding = v; continue; }
       if (a == "--save") { cfg.save_path = v; continue; }
       if (a == "--autocast") {
         if (v != "bf16" && v != "f16") return Usage(absl::StrCat("--autocast '", v, "' is not bf16 or f16"));
@@ -137,6 +144,14 @@ int Run(const std::vector<std::string>& args) {
   if (!info) return Usage(absl::StrCat("unknown sample '", sample, "'"));
   if (batch_given && sample == "cnn") cfg.cnn_batch = cfg.batch;
   if (batch_given && sample == "llama") cfg.llama_batch = cfg.batch;
+  std::vector<std::string> axes = {"data", "model"};
+  if (sample == "llama") {
+    auto a = samples::LlamaMeshAxes(cfg.sharding);
+    if (!a.ok()) return Usage(std::string(a.status().message()));
+    axes = *a;
+  } else if (cfg.sharding != "dp") {
+    return Usage(absl::StrCat(sample, " runs data parallel only (--sharding dp), not '", cfg.sharding, "'"));
+  }
   int64_t chips = cfg.mesh[0] * cfg.mesh[1];
   if (chips % hosts != 0) return Usage(absl::StrCat(chips, " chips do not split evenly over ", hosts, " hosts"));
 
@@ -151,7 +166,7 @@ int Run(const std::vector<std::string>& args) {
   trace::RunRecord run;
   run.sample = sample;
   run.mesh = mesh_text;
-  run.mesh_axes = "data,model";
+  run.mesh_axes = absl::StrJoin(axes, ",");
   run.sharding = cfg.sharding;
   run.config_json = nlohmann::json{{"sample", sample},   {"mesh", mesh_text}, {"steps", cfg.steps},
                                    {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
