@@ -453,6 +453,14 @@ TEST(ReplicaGroups, OutOfRangeOrUncoveredDevicesAreClearErrors) {
   EXPECT_NE(run.status().message().find("replica_groups name device 4; there are 4 devices"), std::string::npos)
       << run.status();
 
+  // Device 1 in two groups (unverified: the verifier says so too).
+  auto twice = Program(Shape(DType::kF32, {4}), 4, [](Module& m, Instruction* x) {
+    return m.CollectiveBroadcast(x, {{0, 1}, {1, 2}});
+  });
+  run = Execute(*twice, Inputs(DType::kF32, {4}, 4));
+  ASSERT_FALSE(run.ok());
+  EXPECT_NE(run.status().message().find("device 1 is in two replica groups"), std::string::npos) << run.status();
+
   // Device 3 in no group of an all_to_all.
   auto uncovered = Program(Shape(DType::kF32, {4}), 4, [](Module& m, Instruction* x) {
     return m.AllToAll(x, 0, 0, 2, {{0, 1}, {2, 3}});
