@@ -11,8 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "compiler/ir.h"
 #include "gtest/gtest.h"
+#include "runtime/client.h"
 #include "runtime/collectives.h"
 #include "runtime/executor.h"
 #include "runtime/scheduler.h"
@@ -503,6 +505,28 @@ TEST(ReplicaGroups, AllReduceAndAllGatherStillGiveEveryMemberTheSameResult) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("4 participants of f32[2] do not make the result f32[2]"), std::string::npos)
       << bad.status();
+}
+
+TEST(ReplicaGroups, CollectivesInAGlobalProgramAreRefusedByCompile) {
+  // Only the partitioner inserts collectives; a user's global program with one
+  // would otherwise be partitioned as if the op were local.
+  auto client = Client::Create({.num_hosts = 1, .chips_per_host = 2});
+  ASSERT_TRUE(client.ok()) << client.status();
+  for (const Build& make : std::vector<Build>{
+           [](Module& m, Instruction* x) { return m.ReduceScatter(x, 0, ReduceKind::kSum, {{0, 1}}); },
+           [](Module& m, Instruction* x) { return m.AllToAll(x, 0, 1, 2, {{0, 1}}); },
+           [](Module& m, Instruction* x) { return m.CollectivePermute(x, {{0, 1}}); },
+           [](Module& m, Instruction* x) { return m.CollectiveBroadcast(x, {{0, 1}}); },
+       }) {
+    auto m = Program(Shape(DType::kF32, {4, 4}), 1, make);
+    auto compiled = (*client)->Compile(*m);
+    ASSERT_FALSE(compiled.ok()) << compiler::OpcodeName(m->outputs()[0]->op);
+    EXPECT_EQ(compiled.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(compiled.status().message().find(absl::StrCat(compiler::OpcodeName(m->outputs()[0]->op),
+                                                            " in a global program")),
+              std::string::npos)
+        << compiled.status();
+  }
 }
 
 }  // namespace
