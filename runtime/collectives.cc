@@ -109,7 +109,8 @@ absl::Status CheckGroup(const char* op, const std::vector<const Literal*>& input
 absl::Status OutputsAre(const char* op, const Shape& want, const std::vector<Literal*>& outputs) {
   for (const Literal* out : outputs)
     if (out == nullptr || out->shape() != want)
-      return absl::InvalidArgumentError(absl::StrCat(op, ": the result should be ", want.ToString(), ", the buffer is ",
+      return absl::InvalidArgumentError(absl::StrCat(op, ": the group makes results of ", want.ToString(),
+                                                     " but the result type is ",
                                                      out ? out->shape().ToString() : "missing"));
   return absl::OkStatus();
 }
@@ -240,9 +241,9 @@ absl::Status CollectivePermute(const std::vector<std::pair<int64_t, int64_t>>& p
       return absl::InvalidArgumentError(absl::StrCat("collective_permute: pair [", source, ", ", target,
                                                      "] is out of range for ", n, " participants"));
     if (is_source[source])
-      return absl::InvalidArgumentError(absl::StrCat("collective_permute: ", source, " is the source of two pairs"));
+      return absl::InvalidArgumentError(absl::StrCat("collective_permute: member ", source, " is the source of two pairs"));
     if (source_of[target])
-      return absl::InvalidArgumentError(absl::StrCat("collective_permute: ", target, " is the target of two pairs"));
+      return absl::InvalidArgumentError(absl::StrCat("collective_permute: member ", target, " is the target of two pairs"));
     is_source[source] = true;
     source_of[target] = inputs[source];
   }
