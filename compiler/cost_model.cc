@@ -211,12 +211,18 @@ OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_writt
 
 CollectiveKind CollectiveKindOf(Opcode op) {
   switch (op) {
-    case Opcode::kAllGather: return CollectiveKind::kAllGather;
-    case Opcode::kReduceScatter: return CollectiveKind::kReduceScatter;
-    case Opcode::kAllToAll: return CollectiveKind::kAllToAll;
-    case Opcode::kCollectivePermute: return CollectiveKind::kCollectivePermute;
-    case Opcode::kCollectiveBroadcast: return CollectiveKind::kCollectiveBroadcast;
-    default: return CollectiveKind::kAllReduce;
+    case Opcode::kAllGather:
+      return CollectiveKind::kAllGather;
+    case Opcode::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case Opcode::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case Opcode::kCollectivePermute:
+      return CollectiveKind::kCollectivePermute;
+    case Opcode::kCollectiveBroadcast:
+      return CollectiveKind::kCollectiveBroadcast;
+    default:
+      return CollectiveKind::kAllReduce;
   }
 }
 
@@ -247,7 +253,8 @@ double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_siz
       break;
     }
   }
-  double beta = profile_.link_bandwidth > 0 ? volume * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
+  double beta =
+      profile_.link_bandwidth > 0 ? volume * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
   return steps * profile_.link_latency_ns + beta;
 }
 

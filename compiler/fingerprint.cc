@@ -66,7 +66,8 @@ class Hasher {
 // position), source location, module path and parameter name. A field added
 // to Instruction must be added here: the size check below fails until then.
 void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, int64_t>& position, Hasher& h) {
-  static_assert(sizeof(Instruction) == 1232, "Instruction changed: hash the new field in HashInstruction, then update the size");
+  static_assert(sizeof(Instruction) == 1232,
+                "Instruction changed: hash the new field in HashInstruction, then update the size");
   h.Int(static_cast<int64_t>(i.op));
   h.ShapeOf(i.shape);
   h.Int(static_cast<int64_t>(i.operands.size()));

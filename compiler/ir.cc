@@ -45,8 +45,12 @@ bool IsElementwise(Opcode op) {
 
 bool IsCollective(Opcode op) {
   switch (op) {
-    case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter: case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute: case Opcode::kCollectiveBroadcast:
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+    case Opcode::kCollectiveBroadcast:
       return true;
     default:
       return false;
@@ -265,7 +269,8 @@ Instruction* Module::AllToAll(Instruction* a, int64_t split_dim, int64_t concat_
   return Finish(i);
 }
 
-Instruction* Module::CollectivePermute(Instruction* a, std::vector<std::pair<int64_t, int64_t>> source_target_pairs,
+Instruction* Module::CollectivePermute(Instruction* a,
+                                       std::vector<std::pair<int64_t, int64_t>> source_target_pairs,
                                        const SourceLoc& loc) {
   Instruction* i = New(Opcode::kCollectivePermute, {}, {a}, loc);
   i->source_target_pairs = std::move(source_target_pairs);
@@ -445,7 +450,10 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
       for (int d = 0; d < ops[0]->shape.rank(); ++d)
         if (i.dims[d] > ops[0]->shape.dims[d]) return Bad(i, "slice size exceeds the dimension");
       break;
-    case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter: case Opcode::kAllToAll:
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
     case Opcode::kCollectiveBroadcast: {
       // StableHLO's replica_groups is a 2-D tensor: every group has as many
       // members, which the result types of all_gather and reduce_scatter rely on.
@@ -453,8 +461,8 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
       for (const auto& g : i.replica_groups) {
         if (g.empty()) return Bad(i, "a replica group is empty");
         if (g.size() != i.replica_groups[0].size())
-          return Bad(i, absl::StrCat("replica groups differ in size (", i.replica_groups[0].size(), " and ", g.size(),
-                                     " members)"));
+          return Bad(i, absl::StrCat("replica groups differ in size (", i.replica_groups[0].size(), " and ",
+                                     g.size(), " members)"));
         for (int64_t d : g) {
           if (d < 0) return Bad(i, absl::StrCat("negative device id ", d, " in replica_groups"));
           if (!ids.insert(d).second) return Bad(i, "a device appears in two replica groups");
@@ -466,7 +474,8 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
       std::set<int64_t> sources, targets;
       for (const auto& [source, target] : i.source_target_pairs) {
         if (source < 0 || target < 0)
-          return Bad(i, absl::StrCat("negative device id in source_target_pairs [", source, ", ", target, "]"));
+          return Bad(i,
+                     absl::StrCat("negative device id in source_target_pairs [", source, ", ", target, "]"));
         if (!sources.insert(source).second)
           return Bad(i, absl::StrCat("device ", source, " is the source of two source_target_pairs"));
         if (!targets.insert(target).second)

@@ -547,7 +547,8 @@ class Parser {
   static absl::Status OneInt(const AttrDict& d, const char* key, std::vector<int64_t>* out) {
     auto it = d.find(key);
     if (it == d.end()) return absl::InvalidArgumentError(absl::StrCat("missing attribute ", key));
-    if (it->second.ints.size() != 1) return absl::InvalidArgumentError(absl::StrCat(key, " must be one integer"));
+    if (it->second.ints.size() != 1)
+      return absl::InvalidArgumentError(absl::StrCat(key, " must be one integer"));
     out->push_back(it->second.ints[0]);
     return absl::OkStatus();
   }
@@ -632,7 +633,10 @@ class Parser {
         s.replace = replace;
         break;
       }
-      case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter: case Opcode::kAllToAll:
+      case Opcode::kAllReduce:
+      case Opcode::kAllGather:
+      case Opcode::kReduceScatter:
+      case Opcode::kAllToAll:
       case Opcode::kCollectiveBroadcast:
         if (d.count("replica_groups")) i->replica_groups = d["replica_groups"].rows;
         if (i->replica_groups.empty() && d.count("replica_groups") && !d["replica_groups"].ints.empty())
@@ -641,7 +645,8 @@ class Parser {
         if (i->op == Opcode::kReduceScatter) {
           // The body names the reduction; without one the op means nothing.
           if (!had_region || replace)
-            missing = absl::InvalidArgumentError("needs a region applying stablehlo.add/maximum/minimum/multiply");
+            missing =
+                absl::InvalidArgumentError("needs a region applying stablehlo.add/maximum/minimum/multiply");
           if (missing.ok()) missing = OneInt(d, "scatter_dimension", &i->dims);
         }
         if (i->op == Opcode::kAllToAll) {
@@ -658,8 +663,8 @@ class Parser {
         if (rows.empty() && !pairs.ints.empty()) rows = {pairs.ints};
         for (const auto& row : rows) {
           if (row.size() != 2) {
-            missing = absl::InvalidArgumentError(
-                absl::StrCat("source_target_pairs rows must be [source, target], got ", row.size(), " values"));
+            missing = absl::InvalidArgumentError(absl::StrCat(
+                "source_target_pairs rows must be [source, target], got ", row.size(), " values"));
             break;
           }
           i->source_target_pairs.push_back({row[0], row[1]});

@@ -361,7 +361,8 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
     }
     case Opcode::kAllToAll: {
       Shape s = in(0);
-      if (i.dims.size() != 3) return Err("all_to_all needs split_dimension, concat_dimension and split_count");
+      if (i.dims.size() != 3)
+        return Err("all_to_all needs split_dimension, concat_dimension and split_count");
       const int64_t split = i.dims[0], concat = i.dims[1], count = i.dims[2];
       if (split < 0 || split >= s.rank())
         return Err(absl::StrCat("split_dimension ", split, " is out of range for rank ", s.rank()));
@@ -372,8 +373,8 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
         return Err(absl::StrCat("split_count ", count, " differs from the replica group size ",
                                 i.replica_groups[0].size()));
       if (s.dims[split] % count != 0)
-        return Err(absl::StrCat("split dimension ", split, " (size ", s.dims[split], ") is not divisible by split_count ",
-                                count));
+        return Err(absl::StrCat("split dimension ", split, " (size ", s.dims[split],
+                                ") is not divisible by split_count ", count));
       s.dims[split] /= count;
       s.dims[concat] *= count;
       return s;

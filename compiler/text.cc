@@ -222,26 +222,27 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
       break;
     case Opcode::kAllGather:
       body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", DimAt(i, 0),
-                          " : i64, replica_groups = ", Groups(i.replica_groups), "} : ",
-                          FunctionalType(i));
+                          " : i64, replica_groups = ", Groups(i.replica_groups), "} : ", FunctionalType(i));
       break;
     case Opcode::kReduceScatter:
       body = absl::StrCat("\"", name, "\"(", a, ") ", Region(i.shape.dtype, i.reduce, false),
-                          " {replica_groups = ", Groups(i.replica_groups), ", scatter_dimension = ", DimAt(i, 0),
-                          " : i64} : ", FunctionalType(i));
+                          " {replica_groups = ", Groups(i.replica_groups),
+                          ", scatter_dimension = ", DimAt(i, 0), " : i64} : ", FunctionalType(i));
       break;
     case Opcode::kAllToAll:
-      body = absl::StrCat("\"", name, "\"(", a, ") {concat_dimension = ", DimAt(i, 1),
-                          " : i64, replica_groups = ", Groups(i.replica_groups), ", split_count = ", DimAt(i, 2),
-                          " : i64, split_dimension = ", DimAt(i, 0), " : i64} : ", FunctionalType(i));
+      body =
+          absl::StrCat("\"", name, "\"(", a, ") {concat_dimension = ", DimAt(i, 1),
+                       " : i64, replica_groups = ", Groups(i.replica_groups), ", split_count = ", DimAt(i, 2),
+                       " : i64, split_dimension = ", DimAt(i, 0), " : i64} : ", FunctionalType(i));
       break;
     case Opcode::kCollectivePermute:
-      body = absl::StrCat("\"", name, "\"(", a, ") {source_target_pairs = ", SourceTargetPairs(i.source_target_pairs),
+      body = absl::StrCat("\"", name, "\"(", a,
+                          ") {source_target_pairs = ", SourceTargetPairs(i.source_target_pairs),
                           "} : ", FunctionalType(i));
       break;
     case Opcode::kCollectiveBroadcast:
-      body = absl::StrCat("\"", name, "\"(", a, ") {replica_groups = ", Groups(i.replica_groups), "} : ",
-                          FunctionalType(i));
+      body = absl::StrCat("\"", name, "\"(", a, ") {replica_groups = ", Groups(i.replica_groups),
+                          "} : ", FunctionalType(i));
       break;
     default:
       if (IsElementwise(i.op) && i.op != Opcode::kSelect && i.op != Opcode::kConvert &&

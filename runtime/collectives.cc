@@ -53,8 +53,8 @@ void ForEachBlockRow(const std::vector<int64_t>& block, const std::vector<int64_
 
 // The copy of a `block`-sized region at `from` in src to `to` in dst (same
 // element type and rank; both regions in bounds).
-void CopyRegion(const Literal& src, const std::vector<int64_t>& from, const std::vector<int64_t>& block, Literal* dst,
-                const std::vector<int64_t>& to) {
+void CopyRegion(const Literal& src, const std::vector<int64_t>& from, const std::vector<int64_t>& block,
+                Literal* dst, const std::vector<int64_t>& to) {
   const int64_t es = DTypeBytes(src.shape().dtype);
   auto* d = static_cast<uint8_t*>(dst->data());
   auto* s = static_cast<const uint8_t*>(src.data());
@@ -100,9 +100,11 @@ absl::Status SameShapes(const char* op, const std::vector<const Literal*>& input
 // One output per input, and the inputs alike.
 absl::Status CheckGroup(const char* op, const std::vector<const Literal*>& inputs,
                         const std::vector<Literal*>& outputs) {
-  if (inputs.empty() || inputs[0] == nullptr) return absl::InvalidArgumentError(absl::StrCat(op, ": empty group"));
+  if (inputs.empty() || inputs[0] == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat(op, ": empty group"));
   if (outputs.size() != inputs.size())
-    return absl::InvalidArgumentError(absl::StrCat(op, ": ", inputs.size(), " inputs but ", outputs.size(), " outputs"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": ", inputs.size(), " inputs but ", outputs.size(), " outputs"));
   return SameShapes(op, inputs);
 }
 
@@ -154,8 +156,7 @@ absl::Status ReduceInto(const char* op, compiler::ReduceKind kind, const std::ve
 }
 }  // namespace
 
-absl::Status AllReduce(compiler::ReduceKind kind, const std::vector<const Literal*>& inputs,
-                       Literal* out) {
+absl::Status AllReduce(compiler::ReduceKind kind, const std::vector<const Literal*>& inputs, Literal* out) {
   return ReduceInto("all_reduce", kind, inputs, out);
 }
 
@@ -184,11 +185,12 @@ absl::Status ReduceScatter(compiler::ReduceKind kind, int64_t dim, const std::ve
   const Shape& in = inputs[0]->shape();
   const int64_t n = static_cast<int64_t>(inputs.size());
   if (dim < 0 || dim >= in.rank())
-    return absl::InvalidArgumentError(absl::StrCat("reduce_scatter: scatter dimension ", dim, " is out of range for ",
-                                                   in.ToString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("reduce_scatter: scatter dimension ", dim, " is out of range for ", in.ToString()));
   if (in.dims[dim] % n != 0)
-    return absl::InvalidArgumentError(absl::StrCat("reduce_scatter: scatter dimension ", dim, " (size ", in.dims[dim],
-                                                   ") is not divisible by the ", n, " participants"));
+    return absl::InvalidArgumentError(absl::StrCat("reduce_scatter: scatter dimension ", dim, " (size ",
+                                                   in.dims[dim], ") is not divisible by the ", n,
+                                                   " participants"));
   const Shape block = Scaled(in, dim, 1, n);
   if (absl::Status s = OutputsAre("reduce_scatter", block, outputs); !s.ok()) return s;
   // The whole reduction, then each member's block of it: the staging buffer
@@ -209,8 +211,9 @@ absl::Status AllToAll(int64_t split_dim, int64_t concat_dim, const std::vector<c
   const Shape& in = inputs[0]->shape();
   const int64_t n = static_cast<int64_t>(inputs.size());
   if (split_dim < 0 || split_dim >= in.rank() || concat_dim < 0 || concat_dim >= in.rank())
-    return absl::InvalidArgumentError(absl::StrCat("all_to_all: split dimension ", split_dim, " or concat dimension ",
-                                                   concat_dim, " is out of range for ", in.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("all_to_all: split dimension ", split_dim,
+                                                   " or concat dimension ", concat_dim,
+                                                   " is out of range for ", in.ToString()));
   if (in.dims[split_dim] % n != 0)
     return absl::InvalidArgumentError(absl::StrCat("all_to_all: split dimension ", split_dim, " (size ",
                                                    in.dims[split_dim], ") is not divisible by the ", n,
@@ -230,7 +233,8 @@ absl::Status AllToAll(int64_t split_dim, int64_t concat_dim, const std::vector<c
 }
 
 absl::Status CollectivePermute(const std::vector<std::pair<int64_t, int64_t>>& pairs,
-                               const std::vector<const Literal*>& inputs, const std::vector<Literal*>& outputs) {
+                               const std::vector<const Literal*>& inputs,
+                               const std::vector<Literal*>& outputs) {
   if (absl::Status s = CheckGroup("collective_permute", inputs, outputs); !s.ok()) return s;
   if (absl::Status s = OutputsAre("collective_permute", inputs[0]->shape(), outputs); !s.ok()) return s;
   const int64_t n = static_cast<int64_t>(inputs.size());
@@ -241,20 +245,25 @@ absl::Status CollectivePermute(const std::vector<std::pair<int64_t, int64_t>>& p
       return absl::InvalidArgumentError(absl::StrCat("collective_permute: pair [", source, ", ", target,
                                                      "] is out of range for ", n, " participants"));
     if (is_source[source])
-      return absl::InvalidArgumentError(absl::StrCat("collective_permute: member ", source, " is the source of two pairs"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective_permute: member ", source, " is the source of two pairs"));
     if (source_of[target])
-      return absl::InvalidArgumentError(absl::StrCat("collective_permute: member ", target, " is the target of two pairs"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("collective_permute: member ", target, " is the target of two pairs"));
     is_source[source] = true;
     source_of[target] = inputs[source];
   }
   for (int64_t t = 0; t < n; ++t) {
-    if (source_of[t]) std::memcpy(outputs[t]->data(), source_of[t]->data(), outputs[t]->bytes());
-    else std::memset(outputs[t]->data(), 0, outputs[t]->bytes());
+    if (source_of[t])
+      std::memcpy(outputs[t]->data(), source_of[t]->data(), outputs[t]->bytes());
+    else
+      std::memset(outputs[t]->data(), 0, outputs[t]->bytes());
   }
   return absl::OkStatus();
 }
 
-absl::Status CollectiveBroadcast(const std::vector<const Literal*>& inputs, const std::vector<Literal*>& outputs) {
+absl::Status CollectiveBroadcast(const std::vector<const Literal*>& inputs,
+                                 const std::vector<Literal*>& outputs) {
   if (absl::Status s = CheckGroup("collective_broadcast", inputs, outputs); !s.ok()) return s;
   if (absl::Status s = OutputsAre("collective_broadcast", inputs[0]->shape(), outputs); !s.ok()) return s;
   for (Literal* out : outputs) std::memcpy(out->data(), inputs[0]->data(), out->bytes());
@@ -278,12 +287,14 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> ParticipantGroups(const compil
     std::set<int64_t> sources, targets;
     for (const auto& [source, target] : c.source_target_pairs) {
       if (!in_range(source) || !in_range(target))
-        return absl::InvalidArgumentError(absl::StrCat("source_target_pairs name [", source, ", ", target, "]; there are ",
-                                                       n, " devices"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("source_target_pairs name [", source, ", ", target, "]; there are ", n, " devices"));
       if (!sources.insert(source).second)
-        return absl::InvalidArgumentError(absl::StrCat("device ", source, " is the source of two source_target_pairs"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", source, " is the source of two source_target_pairs"));
       if (!targets.insert(target).second)
-        return absl::InvalidArgumentError(absl::StrCat("device ", target, " is the target of two source_target_pairs"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("device ", target, " is the target of two source_target_pairs"));
       int64_t a = root(source), b = root(target);
       if (a != b) parent[std::max(a, b)] = std::min(a, b);
     }
@@ -305,7 +316,8 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> ParticipantGroups(const compil
     if (g.empty()) return absl::InvalidArgumentError("a replica group is empty");
     for (int64_t d : g) {
       if (!in_range(d))
-        return absl::InvalidArgumentError(absl::StrCat("replica_groups name device ", d, "; there are ", n, " devices"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("replica_groups name device ", d, "; there are ", n, " devices"));
       if (seen[d]) return absl::InvalidArgumentError(absl::StrCat("device ", d, " is in two replica groups"));
       seen[d] = true;
     }
@@ -332,12 +344,12 @@ absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int
       if (c.op == Opcode::kAllGather && dims.size() != 1)
         return absl::InvalidArgumentError("all_gather needs one all_gather_dim");
       Literal* first = outputs[0];
-      absl::Status s = c.op == Opcode::kAllReduce ? AllReduce(c.reduce, inputs, first)
-                                                  : AllGather(dims[0], inputs, first);
+      absl::Status s =
+          c.op == Opcode::kAllReduce ? AllReduce(c.reduce, inputs, first) : AllGather(dims[0], inputs, first);
       for (size_t m = 1; m < outputs.size() && s.ok(); ++m) {
         if (outputs[m]->shape() != first->shape())
-          return absl::InvalidArgumentError(absl::StrCat("member ", members[m], "'s output is ",
-                                                         outputs[m]->shape().ToString()));
+          return absl::InvalidArgumentError(
+              absl::StrCat("member ", members[m], "'s output is ", outputs[m]->shape().ToString()));
         std::memcpy(outputs[m]->data(), first->data(), first->bytes());
       }
       return s;
@@ -347,10 +359,11 @@ absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int
       return ReduceScatter(c.reduce, dims[0], inputs, outputs);
     case Opcode::kAllToAll:
       if (dims.size() != 3)
-        return absl::InvalidArgumentError("all_to_all needs split_dimension, concat_dimension and split_count");
+        return absl::InvalidArgumentError(
+            "all_to_all needs split_dimension, concat_dimension and split_count");
       if (dims[2] != static_cast<int64_t>(members.size()))
-        return absl::InvalidArgumentError(absl::StrCat("all_to_all: split_count ", dims[2], " differs from the ",
-                                                       members.size(), " participants"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "all_to_all: split_count ", dims[2], " differs from the ", members.size(), " participants"));
       return AllToAll(dims[0], dims[1], inputs, outputs);
     case Opcode::kCollectivePermute: {
       // The pairs among this group's devices, as positions in it.
@@ -361,8 +374,8 @@ absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int
         auto s = position.find(source), t = position.find(target);
         if (s == position.end() && t == position.end()) continue;
         if (s == position.end() || t == position.end())
-          return absl::InvalidArgumentError(absl::StrCat("collective_permute: pair [", source, ", ", target,
-                                                         "] crosses groups"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("collective_permute: pair [", source, ", ", target, "] crosses groups"));
         local.push_back({s->second, t->second});
       }
       return CollectivePermute(local, inputs, outputs);

@@ -38,10 +38,12 @@ absl::Status AllToAll(int64_t split_dim, int64_t concat_dim, const std::vector<c
 // For each (source, target) pair of positions, outputs[target] gets
 // inputs[source]; an output no pair targets is zeros. Any element type.
 absl::Status CollectivePermute(const std::vector<std::pair<int64_t, int64_t>>& pairs,
-                               const std::vector<const Literal*>& inputs, const std::vector<Literal*>& outputs);
+                               const std::vector<const Literal*>& inputs,
+                               const std::vector<Literal*>& outputs);
 
 // Every output gets inputs[0]. Any element type.
-absl::Status CollectiveBroadcast(const std::vector<const Literal*>& inputs, const std::vector<Literal*>& outputs);
+absl::Status CollectiveBroadcast(const std::vector<const Literal*>& inputs,
+                                 const std::vector<Literal*>& outputs);
 
 // The groups of devices (of `num_devices`) that run collective `c` together,
 // each group in member order. Replica-group ops: their replica_groups (empty:

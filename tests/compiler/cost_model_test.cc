@@ -165,10 +165,14 @@ TEST(CostModelTest, AlphaBetaOfTheNewCollectives) {
   EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectivePermute, bytes, 2), 100 + 1.0 * bytes / 10, 1e-6);
   EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectivePermute, bytes, 8), 100 + 1.0 * bytes / 10, 1e-6);
   // Broadcast, binomial tree: ceil(log2 n) steps of the whole value.
-  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 2), 1 * (100 + bytes / 10.0), 1e-6);
-  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 3), 2 * (100 + bytes / 10.0), 1e-6);
-  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 4), 2 * (100 + bytes / 10.0), 1e-6);
-  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 8), 3 * (100 + bytes / 10.0), 1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 2), 1 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 3), 2 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 4), 2 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 8), 3 * (100 + bytes / 10.0),
+              1e-6);
   for (CollectiveKind k : {CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll,
                            CollectiveKind::kCollectivePermute, CollectiveKind::kCollectiveBroadcast})
     EXPECT_EQ(cm.CollectiveNs(k, bytes, 1), 0);
@@ -184,7 +188,8 @@ TEST(CostModelTest, AlphaBetaOfTheNewCollectives) {
   EXPECT_EQ(c.bytes_read, bytes);
   EXPECT_EQ(c.bytes_written, bytes / 4);
   auto* a2a = m.AllToAll(x, 0, 0, 2, {{0, 1}, {2, 3}});
-  EXPECT_EQ(cm.InstructionCost(*a2a).modeled_ns, std::llround(cm.CollectiveNs(CollectiveKind::kAllToAll, bytes, 2)));
+  EXPECT_EQ(cm.InstructionCost(*a2a).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kAllToAll, bytes, 2)));
   // Without replica groups the group is the whole program.
   auto* bc = m.CollectiveBroadcast(x, {});
   EXPECT_EQ(cm.InstructionCost(*bc, 8).modeled_ns,

@@ -1,13 +1,14 @@
 // Tests of the IR (compiler/ir.h): the verifier, the StableHLO text printer,
 // fingerprints (identity without source locations or names) and DiffModules
 // (what changed between two graphs of one call site).
+#include "compiler/ir.h"
+
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/fingerprint.h"
-#include "compiler/ir.h"
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 
@@ -176,25 +177,44 @@ TEST(VerifierTest, NewCollectivesMistakes) {
     Make make;
     const char* want;
   } cases[] = {
-      {[](Module& m, Instruction* a) { m.ReduceScatter(a, 2, ReduceKind::kSum, {{0, 1}}); },
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 2, ReduceKind::kSum, {{0, 1}});
+       },
        "stablehlo.reduce_scatter (%1): scatter_dimension [2] is out of range for rank 2"},
-      {[](Module& m, Instruction* a) { m.ReduceScatter(a, 1, ReduceKind::kSum, {{0, 1, 2, 3}}); },
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 1, ReduceKind::kSum, {{0, 1, 2, 3}});
+       },
        "scatter dimension 1 (size 6) is not divisible by the replica group size 4"},
-      {[](Module& m, Instruction* a) { m.ReduceScatter(a, 0, ReduceKind::kSum, {{0, 1}, {2}}); },
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 0, ReduceKind::kSum, {{0, 1}, {2}});
+       },
        "replica groups differ in size (2 and 1 members)"},
       {[](Module& m, Instruction* a) { m.AllToAll(a, 0, 1, 0, {}); }, "split_count 0 must be positive"},
-      {[](Module& m, Instruction* a) { m.AllToAll(a, 0, 5, 2, {}); }, "concat_dimension 5 is out of range for rank 2"},
+      {[](Module& m, Instruction* a) { m.AllToAll(a, 0, 5, 2, {}); },
+       "concat_dimension 5 is out of range for rank 2"},
       {[](Module& m, Instruction* a) { m.AllToAll(a, -1, 0, 2, {}); }, "split_dimension -1 is out of range"},
       {[](Module& m, Instruction* a) { m.AllToAll(a, 1, 0, 4, {}); },
        "split dimension 1 (size 6) is not divisible by split_count 4"},
-      {[](Module& m, Instruction* a) { m.CollectiveBroadcast(a, {{0, -1}}); }, "negative device id -1 in replica_groups"},
+      {[](Module& m, Instruction* a) {
+         m.CollectiveBroadcast(a, {{0, -1}});
+       },
+       "negative device id -1 in replica_groups"},
       {[](Module& m, Instruction* a) { m.CollectiveBroadcast(a, {{}}); }, "a replica group is empty"},
-      {[](Module& m, Instruction* a) { m.AllGather(a, 0, {{0, 1}, {1, 2}}); }, "a device appears in two replica groups"},
-      {[](Module& m, Instruction* a) { m.CollectivePermute(a, {{0, -2}}); },
+      {[](Module& m, Instruction* a) {
+         m.AllGather(a, 0, {{0, 1}, {1, 2}});
+       },
+       "a device appears in two replica groups"},
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{0, -2}});
+       },
        "negative device id in source_target_pairs [0, -2]"},
-      {[](Module& m, Instruction* a) { m.CollectivePermute(a, {{0, 1}, {1, 2}, {3, 2}}); },
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{0, 1}, {1, 2}, {3, 2}});
+       },
        "stablehlo.collective_permute (%1): device 2 is the target of two source_target_pairs"},
-      {[](Module& m, Instruction* a) { m.CollectivePermute(a, {{3, 1}, {3, 0}}); },
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{3, 1}, {3, 0}});
+       },
        "device 3 is the source of two source_target_pairs"},
       {[](Module& m, Instruction* a) {
          // A declared result that implies no whole group (as a parsed module could have).
@@ -260,14 +280,18 @@ TEST(PrintTest, NewCollectivesInStableHloForm) {
   std::string text = PrintModule(m, {.locations = false, .names = false});
   for (const char* want : {
            "%1 = \"stablehlo.reduce_scatter\"(%arg0) ({\n      ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n"
-           "        %r = stablehlo.maximum %x, %y : tensor<f32>\n        stablehlo.return %r : tensor<f32>\n    }) "
+           "        %r = stablehlo.maximum %x, %y : tensor<f32>\n        stablehlo.return %r : tensor<f32>\n "
+           "   }) "
            "{replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 1 : i64} : "
            "(tensor<4x6xf32>) -> tensor<4x3xf32>",
-           "%2 = \"stablehlo.all_to_all\"(%arg0) {concat_dimension = 0 : i64, replica_groups = dense<[[0, 2], [1, 3]]> "
-           ": tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<4x6xf32>) -> tensor<8x3xf32>",
+           "%2 = \"stablehlo.all_to_all\"(%arg0) {concat_dimension = 0 : i64, replica_groups = dense<[[0, "
+           "2], [1, 3]]> "
+           ": tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<4x6xf32>) -> "
+           "tensor<8x3xf32>",
            "%3 = \"stablehlo.collective_permute\"(%arg0) {source_target_pairs = dense<[[0, 1], [1, 0]]> : "
            "tensor<2x2xi64>} : (tensor<4x6xf32>) -> tensor<4x6xf32>",
-           "%4 = \"stablehlo.collective_broadcast\"(%arg0) {replica_groups = dense<[[1, 0]]> : tensor<1x2xi64>} : "
+           "%4 = \"stablehlo.collective_broadcast\"(%arg0) {replica_groups = dense<[[1, 0]]> : "
+           "tensor<1x2xi64>} : "
            "(tensor<4x6xf32>) -> tensor<4x6xf32>",
        }) {
     EXPECT_NE(text.find(want), std::string::npos) << "missing\n" << want << "\nin\n" << text;

@@ -118,7 +118,8 @@ int CheckFingerprintFollowsText(const Module& m, const std::vector<Mutation>& mu
       if (!mutate(target)) continue;
       if (PrintModule(**copy, bare) == text_before) continue;
       ++checked;
-      EXPECT_NE(Fingerprint(**copy), fp_before) << OpcodeName(target.op) << " changed to: " << PrintInstruction(target, bare);
+      EXPECT_NE(Fingerprint(**copy), fp_before)
+          << OpcodeName(target.op) << " changed to: " << PrintInstruction(target, bare);
     }
   }
   return checked;
@@ -161,7 +162,8 @@ TEST(Parser, FingerprintCoversEveryPrintedAttribute) {
       [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.replace ^= true, true); },
       [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.unique_indices ^= true, true); },
       [&](Instruction& i) {
-        if (i.op != Opcode::kReduce && i.op != Opcode::kReduceWindow && i.op != Opcode::kScatter) return false;
+        if (i.op != Opcode::kReduce && i.op != Opcode::kReduceWindow && i.op != Opcode::kScatter)
+          return false;
         return ToggleReduce(i);
       },
       [&](Instruction& i) {
@@ -382,12 +384,12 @@ TEST(Parser, CollectivesInStableHloSpecText) {
   EXPECT_EQ(by_op.at(Opcode::kAllToAll)->dims, (std::vector<int64_t>{1, 0, 2}));
   EXPECT_EQ(by_op.at(Opcode::kCollectivePermute)->source_target_pairs,
             (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}}));
-  EXPECT_EQ(by_op.at(Opcode::kCollectiveBroadcast)->replica_groups, (std::vector<std::vector<int64_t>>{{1, 0}}));
+  EXPECT_EQ(by_op.at(Opcode::kCollectiveBroadcast)->replica_groups,
+            (std::vector<std::vector<int64_t>>{{1, 0}}));
 }
 
 TEST(Parser, CollectiveErrorsNameTheOp) {
-  const std::string head =
-      "module {\n  func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n";
+  const std::string head = "module {\n  func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n";
   struct Bad {
     const char* line;
     const char* want;
@@ -396,24 +398,29 @@ TEST(Parser, CollectiveErrorsNameTheOp) {
        "  %r = stablehlo.add %x, %y : tensor<f32>\n  stablehlo.return %r : tensor<f32>\n }) "
        "{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<2xf32>\n",
        "stablehlo.reduce_scatter: missing attribute scatter_dimension"},
-      {"    %0 = \"stablehlo.reduce_scatter\"(%a) {scatter_dimension = 0 : i64, replica_groups = dense<[[0, 1]]> : "
+      {"    %0 = \"stablehlo.reduce_scatter\"(%a) {scatter_dimension = 0 : i64, replica_groups = dense<[[0, "
+       "1]]> : "
        "tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<2xf32>\n",
        "stablehlo.reduce_scatter: needs a region applying stablehlo.add/maximum/minimum/multiply"},
       {"    %0 = \"stablehlo.all_to_all\"(%a) {split_dimension = 0 : i64, concat_dimension = 0 : i64} : "
        "(tensor<4xf32>) -> tensor<4xf32>\n",
        "stablehlo.all_to_all: missing attribute split_count"},
-      {"    %0 = \"stablehlo.all_to_all\"(%a) {split_dimension = [], concat_dimension = 0 : i64, split_count = 2 : i64} : "
+      {"    %0 = \"stablehlo.all_to_all\"(%a) {split_dimension = [], concat_dimension = 0 : i64, split_count "
+       "= 2 : i64} : "
        "(tensor<4xf32>) -> tensor<4xf32>\n",
        "stablehlo.all_to_all: split_dimension must be one integer"},
-      {"    %0 = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1, 2]]> : tensor<1x3xi64>} : "
+      {"    %0 = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1, 2]]> : "
+       "tensor<1x3xi64>} : "
        "(tensor<4xf32>) -> tensor<4xf32>\n",
        "stablehlo.collective_permute: source_target_pairs rows must be [source, target], got 3 values"},
       {"    %0 = \"stablehlo.collective_permute\"(%a) {} : (tensor<4xf32>) -> tensor<4xf32>\n",
        "stablehlo.collective_permute: missing attribute source_target_pairs"},
-      {"    %p = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1], [2, 1]]> : tensor<2x2xi64>} : "
+      {"    %p = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1], [2, 1]]> : "
+       "tensor<2x2xi64>} : "
        "(tensor<4xf32>) -> tensor<4xf32>\n    return %p : tensor<4xf32>\n  }\n}\n",
        "device 1 is the target of two source_target_pairs"},
-      {"    %t = \"stablehlo.all_to_all\"(%a) {split_dimension = 0 : i64, concat_dimension = 0 : i64, split_count = 2 : "
+      {"    %t = \"stablehlo.all_to_all\"(%a) {split_dimension = 0 : i64, concat_dimension = 0 : i64, "
+       "split_count = 2 : "
        "i64} : (tensor<4xf32>) -> tensor<2xf32>\n    return %t : tensor<2xf32>\n  }\n}\n",
        "result type tensor<2xf32> differs from the tensor<4xf32> its operands imply"},
   };

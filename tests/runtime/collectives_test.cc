@@ -5,6 +5,8 @@
 // by element from the host inputs (not with the runtime's block copies). Also
 // the participant groups the Scheduler waits on, per-device memory charging,
 // and the errors of bad programs.
+#include "runtime/collectives.h"
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -15,7 +17,6 @@
 #include "compiler/ir.h"
 #include "gtest/gtest.h"
 #include "runtime/client.h"
-#include "runtime/collectives.h"
 #include "runtime/executor.h"
 #include "runtime/scheduler.h"
 #include "runtime/thread_pool.h"
@@ -50,7 +51,8 @@ int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims)
 Literal DeviceInput(DType t, const std::vector<int64_t>& dims, int d) {
   Literal l(Shape(t, dims));
   for (int64_t k = 0; k < l.elements(); ++k)
-    l.SetDouble(k, t == DType::kI1 ? static_cast<double>((k + d) % 3 == 0) : 100.0 * d + static_cast<double>(k) + 1);
+    l.SetDouble(
+        k, t == DType::kI1 ? static_cast<double>((k + d) % 3 == 0) : 100.0 * d + static_cast<double>(k) + 1);
   return l;
 }
 
@@ -91,7 +93,9 @@ Literal Reduced(ReduceKind kind, const std::vector<const Literal*>& xs) {
   for (size_t m = 1; m < xs.size(); ++m)
     for (int64_t k = 0; k < out.elements(); ++k) {
       double a = out.GetDouble(k), b = xs[m]->GetDouble(k);
-      out.SetDouble(k, kind == ReduceKind::kSum ? a + b : kind == ReduceKind::kMax ? std::max(a, b) : std::min(a, b));
+      out.SetDouble(k, kind == ReduceKind::kSum   ? a + b
+                       : kind == ReduceKind::kMax ? std::max(a, b)
+                                                  : std::min(a, b));
     }
   return out;
 }
@@ -114,9 +118,9 @@ void ExpectResults(const std::vector<Literal>& got, const std::vector<Literal>& 
 // ---------------------------------------------------------------- running a program
 
 struct Run {
-  std::vector<Literal> out;          // first output, per device
+  std::vector<Literal> out;  // first output, per device
   ScheduleInput timing;
-  std::vector<int64_t> peak;         // per device
+  std::vector<int64_t> peak;  // per device
 };
 
 // One collective applied to parameter x, after an add (x + x is the value
@@ -194,9 +198,8 @@ TEST(ReduceScatter, EachMemberGetsItsBlockOfTheReduction) {
   };
   for (const ReduceScatterCase& c : cases) {
     SCOPED_TRACE(testing::Message() << c.n << " devices, " << c.groups.size() << " groups, dim " << c.dim);
-    auto m = Program(Shape(c.type, c.dims), c.n, [&](Module& m, Instruction* x) {
-      return m.ReduceScatter(x, c.dim, c.kind, c.groups);
-    });
+    auto m = Program(Shape(c.type, c.dims), c.n,
+                     [&](Module& m, Instruction* x) { return m.ReduceScatter(x, c.dim, c.kind, c.groups); });
     ASSERT_TRUE(compiler::Verify(*m).ok()) << compiler::Verify(*m);
     std::vector<Literal> in = Inputs(c.type, c.dims, c.n);
     auto run = Execute(*m, in);
@@ -249,9 +252,8 @@ TEST(ReduceScatter, ScatterDimensionNotDivisibleIsAClearError) {
 
 TEST(ReduceScatter, EmptyGroupsBuiltForFewerDevicesThanItRunsOnIsAnError) {
   // Built for 2 partitions ([4] -> [2]) but run on 4: the block would be [1].
-  auto m = Program(Shape(DType::kF32, {4}), 2, [](Module& m, Instruction* x) {
-    return m.ReduceScatter(x, 0, ReduceKind::kSum, {});
-  });
+  auto m = Program(Shape(DType::kF32, {4}), 2,
+                   [](Module& m, Instruction* x) { return m.ReduceScatter(x, 0, ReduceKind::kSum, {}); });
   ASSERT_TRUE(compiler::Verify(*m).ok()) << compiler::Verify(*m);
   EXPECT_EQ(m->outputs()[0]->shape, Shape(DType::kF32, {2}));
   auto run = Execute(*m, Inputs(DType::kF32, {4}, 4));
@@ -313,7 +315,9 @@ TEST(AllToAll, BadSplitsAreClearErrors) {
   absl::Status s = compiler::Verify(m);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("stablehlo.all_to_all"), std::string::npos) << s;
-  EXPECT_NE(s.message().find("split dimension 0 (size 3) is not divisible by split_count 2"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("split dimension 0 (size 3) is not divisible by split_count 2"),
+            std::string::npos)
+      << s;
 
   Module g;
   Instruction* y = g.Parameter(Shape(DType::kF32, {4, 4}), "y");
@@ -323,7 +327,8 @@ TEST(AllToAll, BadSplitsAreClearErrors) {
   EXPECT_NE(s.message().find("split_count 2 differs from the replica group size 4"), std::string::npos) << s;
 
   // Empty groups: split_count must match the devices it runs on.
-  auto p = Program(Shape(DType::kF32, {4}), 2, [](Module& m, Instruction* x) { return m.AllToAll(x, 0, 0, 2, {}); });
+  auto p = Program(Shape(DType::kF32, {4}), 2,
+                   [](Module& m, Instruction* x) { return m.AllToAll(x, 0, 0, 2, {}); });
   ASSERT_TRUE(compiler::Verify(*p).ok());
   auto run = Execute(*p, Inputs(DType::kF32, {4}, 4));
   ASSERT_FALSE(run.ok());
@@ -351,10 +356,10 @@ TEST(CollectivePermute, TargetsGetTheirSourcesValueOthersZeros) {
   };
   for (DType type : {DType::kF32, DType::kBF16, DType::kI32, DType::kI1}) {
     for (const PermuteCase& c : cases) {
-      SCOPED_TRACE(testing::Message() << c.n << " devices, " << c.pairs.size() << " pairs, " << DTypeName(type));
-      auto m = Program(Shape(type, {2, 3}), c.n, [&](Module& m, Instruction* x) {
-        return m.CollectivePermute(x, c.pairs);
-      });
+      SCOPED_TRACE(testing::Message()
+                   << c.n << " devices, " << c.pairs.size() << " pairs, " << DTypeName(type));
+      auto m = Program(Shape(type, {2, 3}), c.n,
+                       [&](Module& m, Instruction* x) { return m.CollectivePermute(x, c.pairs); });
       ASSERT_TRUE(compiler::Verify(*m).ok()) << compiler::Verify(*m);
       std::vector<Literal> in = Inputs(type, {2, 3}, c.n);
       auto run = Execute(*m, in);
@@ -388,7 +393,8 @@ TEST(CollectivePermute, ReusedSourceOrTargetAndUnknownDevicesAreClearErrors) {
   auto run = Execute(m, Inputs(DType::kF32, {2}, 4));
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("collective_permute"), std::string::npos) << run.status();
-  EXPECT_NE(run.status().message().find("device 1 is the target of two source_target_pairs"), std::string::npos)
+  EXPECT_NE(run.status().message().find("device 1 is the target of two source_target_pairs"),
+            std::string::npos)
       << run.status();
 
   // A device the topology does not have.
@@ -398,7 +404,8 @@ TEST(CollectivePermute, ReusedSourceOrTargetAndUnknownDevicesAreClearErrors) {
   ASSERT_TRUE(compiler::Verify(*far).ok());
   run = Execute(*far, Inputs(DType::kF32, {2}, 2));
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("source_target_pairs name [0, 5]; there are 2 devices"), std::string::npos)
+  EXPECT_NE(run.status().message().find("source_target_pairs name [0, 5]; there are 2 devices"),
+            std::string::npos)
       << run.status();
 }
 
@@ -410,14 +417,19 @@ TEST(CollectiveBroadcast, EveryMemberGetsTheFirstMembersValue) {
     Groups groups;
   };
   const std::vector<Case> cases = {
-      {2, {}}, {2, {{1, 0}}}, {4, {}}, {4, {{0, 2}, {1, 3}}}, {4, {{2, 1}, {3, 0}}}, {4, {{3}, {1}, {0}, {2}}},
+      {2, {}},
+      {2, {{1, 0}}},
+      {4, {}},
+      {4, {{0, 2}, {1, 3}}},
+      {4, {{2, 1}, {3, 0}}},
+      {4, {{3}, {1}, {0}, {2}}},
   };
   for (DType type : {DType::kF32, DType::kF16, DType::kI64, DType::kI1}) {
     for (const Case& c : cases) {
-      SCOPED_TRACE(testing::Message() << c.n << " devices, " << c.groups.size() << " groups, " << DTypeName(type));
-      auto m = Program(Shape(type, {3, 2}), c.n, [&](Module& m, Instruction* x) {
-        return m.CollectiveBroadcast(x, c.groups);
-      });
+      SCOPED_TRACE(testing::Message()
+                   << c.n << " devices, " << c.groups.size() << " groups, " << DTypeName(type));
+      auto m = Program(Shape(type, {3, 2}), c.n,
+                       [&](Module& m, Instruction* x) { return m.CollectiveBroadcast(x, c.groups); });
       ASSERT_TRUE(compiler::Verify(*m).ok()) << compiler::Verify(*m);
       std::vector<Literal> in = Inputs(type, {3, 2}, c.n);
       auto run = Execute(*m, in);
@@ -454,7 +466,8 @@ TEST(ReplicaGroups, OutOfRangeOrUncoveredDevicesAreClearErrors) {
   auto run = Execute(*far, Inputs(DType::kF32, {4}, 4));
   ASSERT_FALSE(run.ok());
   EXPECT_NE(run.status().message().find("reduce_scatter"), std::string::npos) << run.status();
-  EXPECT_NE(run.status().message().find("replica_groups name device 4; there are 4 devices"), std::string::npos)
+  EXPECT_NE(run.status().message().find("replica_groups name device 4; there are 4 devices"),
+            std::string::npos)
       << run.status();
 
   // Device 1 in two groups (unverified: the verifier says so too).
@@ -463,7 +476,8 @@ TEST(ReplicaGroups, OutOfRangeOrUncoveredDevicesAreClearErrors) {
   });
   run = Execute(*twice, Inputs(DType::kF32, {4}, 4));
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("device 1 is in two replica groups"), std::string::npos) << run.status();
+  EXPECT_NE(run.status().message().find("device 1 is in two replica groups"), std::string::npos)
+      << run.status();
 
   // Device 3 in no group of an all_to_all.
   auto uncovered = Program(Shape(DType::kF32, {4}), 4, [](Module& m, Instruction* x) {
@@ -471,14 +485,16 @@ TEST(ReplicaGroups, OutOfRangeOrUncoveredDevicesAreClearErrors) {
   });
   run = Execute(*uncovered, Inputs(DType::kF32, {4}, 3));
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("replica_groups name device 3; there are 3 devices"), std::string::npos)
+  EXPECT_NE(run.status().message().find("replica_groups name device 3; there are 3 devices"),
+            std::string::npos)
       << run.status();
   auto partial = Program(Shape(DType::kF32, {4}), 4, [](Module& m, Instruction* x) {
     return m.AllToAll(x, 0, 0, 2, {{0, 1}});
   });
   run = Execute(*partial, Inputs(DType::kF32, {4}, 4));
   ASSERT_FALSE(run.ok());
-  EXPECT_NE(run.status().message().find("device 2 is in no replica group"), std::string::npos) << run.status();
+  EXPECT_NE(run.status().message().find("device 2 is in no replica group"), std::string::npos)
+      << run.status();
 
   // Groups of different sizes, which the result types cannot follow.
   Module uneven;
@@ -497,15 +513,18 @@ TEST(ReplicaGroups, AllReduceAndAllGatherStillGiveEveryMemberTheSameResult) {
   std::vector<Literal> in = Inputs(DType::kF32, {2, 2}, 4);
   auto run = Execute(*m, in);
   ASSERT_TRUE(run.ok()) << run.status();
-  Literal s01 = Reduced(ReduceKind::kSum, {&in[0], &in[1]}), s23 = Reduced(ReduceKind::kSum, {&in[2], &in[3]});
+  Literal s01 = Reduced(ReduceKind::kSum, {&in[0], &in[1]}),
+          s23 = Reduced(ReduceKind::kSum, {&in[2], &in[3]});
   Literal gathered = ConcatAlong({s01, s23}, 1);
   ExpectResults(run->out, {gathered, gathered, gathered, gathered});
 
   // An all_gather whose result type assumed a smaller group is refused, not overrun.
-  auto small = Program(Shape(DType::kF32, {2}), 4, [](Module& m, Instruction* x) { return m.AllGather(x, 0, {}); });
+  auto small =
+      Program(Shape(DType::kF32, {2}), 4, [](Module& m, Instruction* x) { return m.AllGather(x, 0, {}); });
   auto bad = Execute(*small, Inputs(DType::kF32, {2}, 4));
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("4 participants of f32[2] do not make the result f32[2]"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("4 participants of f32[2] do not make the result f32[2]"),
+            std::string::npos)
       << bad.status();
 }
 
@@ -515,17 +534,25 @@ TEST(ReplicaGroups, CollectivesInAGlobalProgramAreRefusedByCompile) {
   auto client = Client::Create({.num_hosts = 1, .chips_per_host = 2});
   ASSERT_TRUE(client.ok()) << client.status();
   for (const Build& make : std::vector<Build>{
-           [](Module& m, Instruction* x) { return m.ReduceScatter(x, 0, ReduceKind::kSum, {{0, 1}}); },
-           [](Module& m, Instruction* x) { return m.AllToAll(x, 0, 1, 2, {{0, 1}}); },
-           [](Module& m, Instruction* x) { return m.CollectivePermute(x, {{0, 1}}); },
-           [](Module& m, Instruction* x) { return m.CollectiveBroadcast(x, {{0, 1}}); },
+           [](Module&m, Instruction*x) {
+             return m.ReduceScatter(x, 0, ReduceKind::kSum, {{0, 1}});
+           },
+           [](Module&m, Instruction*x) {
+             return m.AllToAll(x, 0, 1, 2, {{0, 1}});
+           },
+           [](Module&m, Instruction*x) {
+             return m.CollectivePermute(x, {{0, 1}});
+           },
+           [](Module&m, Instruction*x) {
+             return m.CollectiveBroadcast(x, {{0, 1}});
+           },
        }) {
     auto m = Program(Shape(DType::kF32, {4, 4}), 1, make);
     auto compiled = (*client)->Compile(*m);
     ASSERT_FALSE(compiled.ok()) << compiler::OpcodeName(m->outputs()[0]->op);
     EXPECT_EQ(compiled.status().code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_NE(compiled.status().message().find(absl::StrCat(compiler::OpcodeName(m->outputs()[0]->op),
-                                                            " in a global program")),
+    EXPECT_NE(compiled.status().message().find(
+                  absl::StrCat(compiler::OpcodeName(m->outputs()[0]->op), " in a global program")),
               std::string::npos)
         << compiled.status();
   }

@@ -142,7 +142,9 @@ TEST(FusionPlan, EveryCollectiveIsAKernelBoundary) {
   const std::vector<Make> collectives = {
       [](Module& m, Instruction* v) { return m.AllReduce(v, compiler::ReduceKind::kSum, {{0, 1}}); },
       [](Module& m, Instruction* v) { return m.AllGather(v, 0, {{0, 1}}); },
-      [](Module& m, Instruction* v) { return m.ReduceScatter(v, 0, compiler::ReduceKind::kSum, {{0, 1}}); },
+      [](Module& m, Instruction* v) {
+        return m.ReduceScatter(v, 0, compiler::ReduceKind::kSum, {{0, 1}});
+      },
       [](Module& m, Instruction* v) { return m.AllToAll(v, 0, 1, 2, {{0, 1}}); },
       [](Module& m, Instruction* v) { return m.CollectivePermute(v, {{0, 1}, {1, 0}}); },
       [](Module& m, Instruction* v) { return m.CollectiveBroadcast(v, {{0, 1}}); },
@@ -164,7 +166,8 @@ TEST(FusionPlan, EveryCollectiveIsAKernelBoundary) {
     EXPECT_FALSE(plan.Absorbed(c->id));
     ASSERT_NE(plan.KernelOf(after->id), nullptr);
     EXPECT_EQ(plan.KernelOf(after->id)->members.size(), 2u);  // tanh and exp, not the collective
-    const auto* edge = Edge(plan, compiler::KernelName(*c, nullptr), absl::StrCat("tanh.", after->operands[0]->id));
+    const auto* edge =
+        Edge(plan, compiler::KernelName(*c, nullptr), absl::StrCat("tanh.", after->operands[0]->id));
     ASSERT_NE(edge, nullptr);
     EXPECT_FALSE(edge->fused);
     EXPECT_EQ(edge->reason, "a collective is a kernel boundary");
