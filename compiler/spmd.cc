@@ -86,6 +86,29 @@ struct Tiles {
     auto s = Sharding::Tiled(dims, devices, true);
     return s.ok() ? *s : Sharding();
   }
+  // The same layout with `whole` dims no longer split: their tiles join the
+  // replication dimension (each device keeps its other coordinates).
+  Tiles Unsplit(const std::vector<int64_t>& whole) const {
+    std::vector<int64_t> nd = dims, moved_sizes;
+    for (int64_t d : whole) {
+      moved_sizes.push_back(dims[d]);
+      nd[d] = 1;
+    }
+    moved_sizes.push_back(repl());
+    nd.back() = Product(moved_sizes);
+    std::vector<int64_t> devs(devices.size(), -1);
+    for (size_t dev = 0; dev < coords.size(); ++dev) {
+      std::vector<int64_t> c = coords[dev], mc;
+      for (int64_t d : whole) {
+        mc.push_back(c[d]);
+        c[d] = 0;
+      }
+      mc.push_back(c.back());
+      c.back() = Linearize(mc, moved_sizes);
+      devs[Linearize(c, nd)] = static_cast<int64_t>(dev);
+    }
+    return Make(std::move(nd), std::move(devs));
+  }
   // Same data on every device (replication order does not matter).
   bool SameLayout(const Tiles& o) const {
     if (rank() != o.rank()) return false;
@@ -376,19 +399,34 @@ Tiles TransposeOut(const Instruction& i, const Tiles& t, int n) {
   });
 }
 
-// Reshape keeps a split dim when an output dim has the same size and the same
-// number of elements before it (so each device's rows stay contiguous).
+// Reshape keeps a split dim k when an output dim starts where it starts (the
+// same number of elements before it) and either has its size, or merges it
+// with the whole dims after it ([B/2, H, T] -> [B*H/2, T]), or is its major
+// part, divisible by the tiles ([B/2] -> [2/2, B/2]); each device's elements
+// then stay one contiguous block of that output dim.
 std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
   const Shape& in = i.operands[0]->shape;
+  const std::vector<int64_t>& out = i.shape.dims;
   std::vector<int> map(in.rank(), -1);
   for (int k = 0; k < in.rank(); ++k) {
     if (t.dims[k] == 1) continue;
     int64_t before = 1;
     for (int j = 0; j < k; ++j) before *= in.dims[j];
     int64_t obefore = 1;
-    for (int od = 0; od < i.shape.rank(); ++od) {
-      if (obefore == before && i.shape.dims[od] == in.dims[k]) { map[k] = od; break; }
-      obefore *= i.shape.dims[od];
+    for (int od = 0; od < static_cast<int>(out.size()) && obefore <= before; ++od) {
+      if (obefore == before && out[od] > 1) {
+        if (out[od] == in.dims[k]) {
+          map[k] = od;
+        } else if (out[od] > in.dims[k]) {  // merged with the dims after k (a split one finds no dim of its own)
+          int64_t merged = in.dims[k];
+          for (int j = k + 1; j < in.rank() && merged < out[od]; ++j) merged *= in.dims[j];
+          if (merged == out[od]) map[k] = od;
+        } else if (in.dims[k] % out[od] == 0 && out[od] % t.dims[k] == 0) {  // k's major part
+          map[k] = od;
+        }
+        break;
+      }
+      obefore *= out[od];
     }
     if (map[k] < 0) return std::nullopt;
   }
@@ -402,6 +440,178 @@ std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
     oc.back() = c.back();
     return oc;
   });
+}
+
+// Dims of `rank` other than `skip`, in order (a gather's or scatter's batch
+// dims among its indices' dims: all but the index vector dim).
+std::vector<int64_t> DimsExcept(int rank, int64_t skip) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != skip) out.push_back(d);
+  return out;
+}
+
+// Dims of `rank` not in `taken`, in order.
+std::vector<int64_t> DimsNotIn(int rank, const std::vector<int64_t>& taken) {
+  std::vector<int64_t> out;
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(taken.begin(), taken.end(), d) == taken.end()) out.push_back(d);
+  return out;
+}
+
+// Tiles of rank `rank` that take `from`'s split of dim from_dims[k] on dim
+// to_dims[k], are whole elsewhere, and replicate over the rest of `from`.
+Tiles MapSplit(const Tiles& from, const std::vector<int64_t>& from_dims, const std::vector<int64_t>& to_dims,
+               int rank, int n) {
+  std::vector<int64_t> dims(rank + 1, 1), rest_sizes;
+  std::vector<int> rest;
+  for (size_t k = 0; k < from_dims.size(); ++k) dims[to_dims[k]] = from.dims[from_dims[k]];
+  for (int d = 0; d <= from.rank(); ++d)
+    if (std::find(from_dims.begin(), from_dims.end(), d) == from_dims.end()) {
+      rest.push_back(d);
+      rest_sizes.push_back(from.dims[d]);
+    }
+  dims.back() = Product(rest_sizes);
+  return Tiles::Build(dims, n, [&](int64_t dev) {
+    const auto& c = from.Coords(dev);
+    std::vector<int64_t> oc(rank + 1, 0), rc;
+    for (size_t k = 0; k < from_dims.size(); ++k) oc[to_dims[k]] = c[from_dims[k]];
+    for (int d : rest) rc.push_back(c[d]);
+    oc.back() = Linearize(rc, rest_sizes);
+    return oc;
+  });
+}
+
+// True when `t` splits only dims among `allowed`.
+bool SplitsOnlyAmong(const Tiles& t, const std::vector<int64_t>& allowed) {
+  for (int d = 0; d < t.rank(); ++d)
+    if (t.dims[d] > 1 && std::find(allowed.begin(), allowed.end(), d) == allowed.end()) return false;
+  return true;
+}
+
+// gather, split one of two ways (otherwise computed whole):
+//  - by the indices' batch dims, the operand whole: each device looks up its
+//    share of the indices (an embedding lookup of data-parallel training);
+//  - by operand dims that every slice takes whole (not indexed, not
+//    collapsed), the indices whole: each device gathers its columns (an
+//    embedding table split on its feature dim).
+struct GatherPlan {
+  Tiles operand, indices, out;
+};
+
+std::optional<GatherPlan> PlanGather(const Instruction& i, const Tiles& to, const Tiles& ti, int n) {
+  const GatherDims& g = i.gather;
+  const Shape& os = i.operands[0]->shape;
+  const int irank = ti.rank(), orank = to.rank(), rrank = i.shape.rank();
+  const std::vector<int64_t> batch_in = DimsExcept(irank, g.index_vector_dim);
+  const std::vector<int64_t> batch_out = DimsNotIn(rrank, g.offset_dims);
+  std::vector<int64_t> pass_in, pass_out;  // operand dims every slice takes whole, and their result dims
+  const std::vector<int64_t> kept = DimsNotIn(orank, g.collapsed_slice_dims);
+  for (size_t k = 0; k < kept.size(); ++k) {
+    const int64_t d = kept[k];
+    if (g.slice_sizes[d] == os.dims[d] &&
+        std::find(g.start_index_map.begin(), g.start_index_map.end(), d) == g.start_index_map.end()) {
+      pass_in.push_back(d);
+      pass_out.push_back(g.offset_dims[k]);
+    }
+  }
+  const bool indices_split = ti.DataTiles() > 1 && SplitsOnlyAmong(ti, batch_in);
+  const bool operand_split = to.DataTiles() > 1 && SplitsOnlyAmong(to, pass_in);
+  GatherPlan p;
+  if (indices_split && ti.DataTiles() >= to.DataTiles()) {
+    p.indices = ti;
+    p.operand = Tiles::Replicated(orank, n);
+    p.out = MapSplit(ti, batch_in, batch_out, rrank, n);
+    return p;
+  }
+  if (operand_split) {
+    p.operand = to;
+    p.indices = Tiles::Replicated(irank, n);
+    p.out = MapSplit(to, pass_in, pass_out, rrank, n);
+    return p;
+  }
+  return std::nullopt;
+}
+
+// scatter, split by the indices' batch dims (the updates' scatter dims alike):
+// each device scatters its share of the updates, and the devices that hold
+// different shares combine their results. Sums scatter into zeros, are added
+// up by an all-reduce and then added to the operand once; max and min scatter
+// into the operand itself (combining it twice changes nothing). Other
+// combiners, and a replacing scatter, are computed whole.
+struct ScatterPlan {
+  Tiles indices, updates;
+  std::vector<std::vector<int64_t>> groups;
+};
+
+std::optional<ScatterPlan> PlanScatter(const Instruction& i, const Tiles& ti, const Tiles& tu, int n) {
+  const ScatterDims& s = i.scatter;
+  if (s.replace || (i.reduce != ReduceKind::kSum && i.reduce != ReduceKind::kMax && i.reduce != ReduceKind::kMin))
+    return std::nullopt;
+  const std::vector<int64_t> batch_in = DimsExcept(ti.rank(), s.index_vector_dim);
+  const std::vector<int64_t> batch_up = DimsNotIn(tu.rank(), s.update_window_dims);
+  ScatterPlan p;
+  if (ti.DataTiles() > 1 && SplitsOnlyAmong(ti, batch_in) && ti.DataTiles() >= tu.DataTiles()) {
+    p.indices = ti;
+    p.updates = MapSplit(ti, batch_in, batch_up, tu.rank(), n);
+  } else if (tu.DataTiles() > 1 && SplitsOnlyAmong(tu, batch_up)) {
+    p.updates = tu;
+    p.indices = MapSplit(tu, batch_up, batch_in, ti.rank(), n);
+  } else {
+    return std::nullopt;
+  }
+  std::vector<int> varying;
+  for (int64_t d : batch_in)
+    if (p.indices.dims[d] > 1) varying.push_back(static_cast<int>(d));
+  p.groups = GroupsVarying(p.indices, varying);
+  return p;
+}
+
+// A value that is zero everywhere: a zero constant, or a broadcast of one.
+bool IsZero(const Instruction* i) {
+  while (i->op == Opcode::kBroadcastInDim) i = i->operands[0];
+  if (i->op != Opcode::kConstant) return false;
+  for (int64_t k = 0; k < i->literal->elements(); ++k)
+    if (i->literal->GetDouble(k) != 0) return false;
+  return true;
+}
+
+// Dims of a slice-like op that do not take the operand whole: a split there
+// must be gathered first; every other split passes through.
+std::vector<int64_t> PartialDims(const Instruction& i) {
+  const Shape& in = i.operands[0]->shape;
+  std::vector<int64_t> out;
+  for (int d = 0; d < in.rank(); ++d) {
+    bool whole = true;
+    switch (i.op) {
+      case Opcode::kSlice:
+        whole = i.slice.start[d] == 0 && i.slice.limit[d] == in.dims[d] && i.slice.stride[d] == 1;
+        break;
+      case Opcode::kDynamicSlice:  // a full-size window can only start at 0 (starts are clamped)
+        whole = i.dims[d] == in.dims[d];
+        break;
+      case Opcode::kDynamicUpdateSlice:
+        whole = i.operands[1]->shape.dims[d] == in.dims[d];
+        break;
+      case Opcode::kConcatenate:
+        whole = d != i.dims[0];
+        break;
+      default:
+        break;
+    }
+    if (!whole) out.push_back(d);
+  }
+  return out;
+}
+
+// The layout a slice-like op computes in: its (most split) operand's, with
+// the dims it cuts or joins along made whole.
+Tiles SliceLayout(const Instruction& i, const std::vector<Tiles>& sh) {
+  const Tiles* best = &sh[i.operands[0]->id];
+  if (i.op == Opcode::kConcatenate)
+    for (const Instruction* o : i.operands)
+      if (sh[o->id].DataTiles() > best->DataTiles()) best = &sh[o->id];
+  return best->Unsplit(PartialDims(i));
 }
 
 class Partitioner {
@@ -497,6 +707,19 @@ class Partitioner {
           via_[i.id] = "pad";
           break;
         }
+        case Opcode::kSlice:
+        case Opcode::kConcatenate:
+        case Opcode::kDynamicSlice:
+        case Opcode::kDynamicUpdateSlice:
+          sh_[i.id] = SliceLayout(i, sh_);
+          via_[i.id] = OpcodeName(i.op);
+          break;
+        case Opcode::kGather: {
+          auto p = PlanGather(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_);
+          sh_[i.id] = p ? p->out : Tiles::Replicated(rank, n_);
+          via_[i.id] = "gather";
+          break;
+        }
         case Opcode::kOptimizationBarrier:  // the value passes through as it is laid out
           sh_[i.id] = sh_[i.operands[0]->id];
           via_[i.id] = "optimization_barrier";
@@ -578,45 +801,57 @@ class Partitioner {
     return s;
   }
 
-  // Moves a local value from one layout to another: gather what is split and
-  // must be whole, then slice locally what must be split.
+  // Moves a local value from one layout to another: splits both layouts share
+  // (same tiles, every device at the same coordinate) stay; the other split
+  // dims are gathered; then each device slices out what `to` splits further.
   absl::StatusOr<Instruction*> Reshard(Instruction* v, const Instruction& global, const Tiles& from,
                                        const Tiles& to) {
     if (from.SameLayout(to)) return v;
     Module& m = *result_.local;
+    std::vector<int64_t> kept;
+    for (int d = 0; d < from.rank(); ++d) {
+      if (from.dims[d] == 1 || to.dims[d] != from.dims[d]) continue;
+      bool same = true;
+      for (int64_t dev = 0; dev < n_ && same; ++dev) same = from.Coords(dev)[d] == to.Coords(dev)[d];
+      if (same) kept.push_back(d);
+    }
     Tiles cur = from;
     for (int d = 0; d < from.rank(); ++d) {
-      if (from.dims[d] == 1) continue;
+      if (from.dims[d] == 1 || std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
       if (global.shape.dims[d] % from.dims[d] != 0)
         return absl::UnimplementedError(absl::StrCat("uneven dimension ", d, " of ", global.shape.ToString()));
       v = m.AllGather(v, d, GroupsVarying(cur, {d}), global.loc);
       ++result_.collectives;
-      std::vector<int64_t> nd = cur.dims;
-      nd[d] = 1;
-      nd.back() *= cur.dims[d];
-      const Tiles prev = cur;
-      cur = Tiles::Build(nd, n_, [&](int64_t dev) {
-        std::vector<int64_t> c = prev.Coords(dev);
-        int64_t split = c[d];
-        c[d] = 0;
-        c.back() = c.back() * prev.dims[d] + split;
-        return c;
-      });
+      cur = cur.Unsplit({d});
     }
-    if (from.DataTiles() > 1) {
+    if (from.DataTiles() > cur.DataTiles() && cur.DataTiles() == 1) {
       result_.rematerializations.push_back({global.id, OpcodeName(global.op), global.shape.bytes(), global.loc});
     }
-    if (to.DataTiles() == 1) return v;
+    if (cur.SameLayout(to)) return v;
     auto local = LocalShape(global.shape, to, global);
     if (!local.ok()) return local.status();
     std::vector<Instruction*> starts;
-    for (int d = 0; d < to.rank(); ++d) starts.push_back(StartIndex(to, d, local->dims[d]));
+    for (int d = 0; d < to.rank(); ++d) {
+      const bool kept_here = std::find(kept.begin(), kept.end(), d) != kept.end();
+      starts.push_back(kept_here ? m.ScalarConstant(DType::kI32, 0) : StartIndex(to, d, local->dims[d]));
+    }
     return m.DynamicSlice(v, starts, local->dims, global.loc);
   }
 
   absl::StatusOr<Instruction*> Operand(const Instruction& i, int k, const Tiles& want) {
     const Instruction* o = i.operands[k];
     return Reshard(lv_[o->id], *o, sh_[o->id], want);
+  }
+
+  // The first want.size() operands of `i`, each in the layout wanted of it.
+  absl::StatusOr<std::vector<Instruction*>> Operands(const Instruction& i, const std::vector<Tiles>& want) {
+    std::vector<Instruction*> ops;
+    for (size_t k = 0; k < want.size(); ++k) {
+      auto v = Operand(i, static_cast<int>(k), want[k]);
+      if (!v.ok()) return v.status();
+      ops.push_back(*v);
+    }
+    return ops;
   }
 
   absl::Status Emit(const Instruction& i) {
@@ -684,11 +919,9 @@ class Partitioner {
       }
       case Opcode::kDotGeneral: {
         DotPlan p = PlanDot(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_);
-        auto a = Operand(i, 0, p.lhs);
-        if (!a.ok()) return a.status();
-        auto b = Operand(i, 1, p.rhs);
-        if (!b.ok()) return b.status();
-        r = m.DotGeneral(*a, *b, i.dot, i.loc, i.shape.dtype);
+        auto ops = Operands(i, {p.lhs, p.rhs});
+        if (!ops.ok()) return ops.status();
+        r = m.DotGeneral((*ops)[0], (*ops)[1], i.dot, i.loc, i.shape.dtype);
         if (p.partial) {
           r = m.AllReduce(r, ReduceKind::kSum, p.groups, i.loc);
           ++result_.collectives;
@@ -706,12 +939,62 @@ class Partitioner {
       }
       case Opcode::kReduce: {
         ReducePlan p = PlanReduce(i, sh_[i.operands[0]->id], n_);
-        r = m.Reduce(lv_[i.operands[0]->id], lv_[i.operands[1]->id], i.dims, i.reduce, i.loc);
+        Instruction* init = lv_[i.operands[1]->id];
+        // Partial sums and products start from the identity, so that the
+        // all-reduce counts the init once, not once per shard; it is combined
+        // after. Max and min may see it on every shard.
+        const bool once = !p.groups.empty() && (i.reduce == ReduceKind::kSum || i.reduce == ReduceKind::kProd);
+        const double identity = i.reduce == ReduceKind::kSum ? 0 : 1;
+        const bool init_is_identity = i.operands[1]->op == Opcode::kConstant &&
+                                      i.operands[1]->literal->GetDouble(0) == identity;
+        r = m.Reduce(lv_[i.operands[0]->id], once ? m.ScalarConstant(init->shape.dtype, identity, i.loc) : init,
+                     i.dims, i.reduce, i.loc);
         if (!p.groups.empty()) {
           r = m.AllReduce(r, i.reduce, p.groups, i.loc);
           ++result_.collectives;
         }
+        if (once && !init_is_identity) {
+          Instruction* b = m.BroadcastInDim(init, r->shape.dims, {}, i.loc);
+          r = m.Binary(i.reduce == ReduceKind::kSum ? Opcode::kAdd : Opcode::kMultiply, r, b, i.loc);
+        }
         if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kGather: {
+        auto p = PlanGather(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_);
+        if (!p) {
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
+          break;
+        }
+        auto ops = Operands(i, {p->operand, p->indices});
+        if (!ops.ok()) return ops.status();
+        GatherDims g = i.gather;
+        for (int d = 0; d < p->operand.rank(); ++d)  // split dims are taken whole: the local columns
+          if (p->operand.dims[d] > 1) g.slice_sizes[d] = (*ops)[0]->shape.dims[d];
+        r = m.Gather((*ops)[0], (*ops)[1], std::move(g), i.loc);
+        if (absl::Status s = Fix(&r, i, p->out, out); !s.ok()) return s;
+        break;
+      }
+      case Opcode::kScatter: {
+        auto p = PlanScatter(i, sh_[i.operands[1]->id], sh_[i.operands[2]->id], n_);
+        if (!p) {
+          if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
+          break;
+        }
+        const int rank = i.shape.rank();
+        auto ops = Operands(i, {Tiles::Replicated(rank, n_), p->indices, p->updates});
+        if (!ops.ok()) return ops.status();
+        Instruction* base = (*ops)[0];
+        const bool sum = i.reduce == ReduceKind::kSum;
+        const bool zero_base = IsZero(i.operands[0]);
+        Instruction* into = base;
+        if (sum && !zero_base)
+          into = m.BroadcastInDim(m.ScalarConstant(i.shape.dtype, 0, i.loc), i.shape.dims, {}, i.loc);
+        r = m.Scatter(into, (*ops)[1], (*ops)[2], i.scatter, i.reduce, i.loc);
+        r = m.AllReduce(r, i.reduce, p->groups, i.loc);
+        ++result_.collectives;
+        if (sum && !zero_base) r = m.Binary(Opcode::kAdd, r, base, i.loc);
+        if (absl::Status s = Fix(&r, i, Tiles::Replicated(rank, n_), out); !s.ok()) return s;
         break;
       }
       case Opcode::kConvolution: {
@@ -720,11 +1003,9 @@ class Partitioner {
           if (absl::Status s = EmitWhole(i, &r); !s.ok()) return s;
           break;
         }
-        auto a = Operand(i, 0, p->lhs);
-        if (!a.ok()) return a.status();
-        auto b = Operand(i, 1, p->rhs);
-        if (!b.ok()) return b.status();
-        r = m.Convolution(*a, *b, i.conv, i.loc, i.shape.dtype);
+        auto ops = Operands(i, {p->lhs, p->rhs});
+        if (!ops.ok()) return ops.status();
+        r = m.Convolution((*ops)[0], (*ops)[1], i.conv, i.loc, i.shape.dtype);
         if (!p->groups.empty()) {
           r = m.AllReduce(r, ReduceKind::kSum, p->groups, i.loc);
           ++result_.collectives;
@@ -754,16 +1035,32 @@ class Partitioner {
         if (absl::Status s = Fix(&r, i, t, out); !s.ok()) return s;
         break;
       }
-      case Opcode::kDynamicSlice: {
-        auto a = Operand(i, 0, Tiles::Replicated(i.operands[0]->shape.rank(), n_));
-        if (!a.ok()) return a.status();
-        std::vector<Instruction*> starts;
-        for (size_t k = 1; k < i.operands.size(); ++k) {
-          auto s = Operand(i, static_cast<int>(k), Tiles::Replicated(0, n_));
-          if (!s.ok()) return s.status();
-          starts.push_back(*s);
+      case Opcode::kSlice:
+      case Opcode::kConcatenate:
+      case Opcode::kDynamicSlice:
+      case Opcode::kDynamicUpdateSlice: {
+        // Computed in SliceLayout: the array operands taken in it, scalar
+        // start indices whole; a split dim is whole in the window, so its
+        // local window is the local dim (and starts at 0).
+        const Tiles layout = SliceLayout(i, sh_);
+        auto e = std::make_unique<Instruction>(i);
+        e->sharding.reset();
+        for (size_t k = 0; k < i.operands.size(); ++k) {
+          const int rank = i.operands[k]->shape.rank();
+          auto v = Operand(i, static_cast<int>(k), rank == 0 ? Tiles::Replicated(0, n_) : layout);
+          if (!v.ok()) return v.status();
+          e->operands[k] = *v;
         }
-        r = m.DynamicSlice(*a, starts, i.dims, i.loc);
+        auto local = LocalShape(i.shape, layout, i);
+        if (!local.ok()) return local.status();
+        e->shape = *local;
+        for (int d = 0; d < layout.rank(); ++d) {
+          if (layout.dims[d] == 1) continue;
+          if (i.op == Opcode::kSlice) e->slice.limit[d] = local->dims[d];
+          if (i.op == Opcode::kDynamicSlice) e->dims[d] = local->dims[d];
+        }
+        r = m.Add(std::move(e));
+        if (absl::Status s = Fix(&r, i, layout, out); !s.ok()) return s;
         break;
       }
       default: {

@@ -117,6 +117,24 @@ absl::Status OutputsAre(const char* op, const Shape& want, const std::vector<Lit
   return absl::OkStatus();
 }
 
+// 16-bit floats are combined in f32 and rounded once, as a reduction that
+// accumulates in f32 would.
+void CombineHalf(compiler::ReduceKind k, const std::vector<const Literal*>& in, Literal* out) {
+  std::vector<float> acc = in[0]->ToF32Vector();
+  for (size_t g = 1; g < in.size(); ++g) {
+    const std::vector<float> x = in[g]->ToF32Vector();
+    for (size_t i = 0; i < acc.size(); ++i) {
+      switch (k) {
+        case compiler::ReduceKind::kSum: acc[i] += x[i]; break;
+        case compiler::ReduceKind::kProd: acc[i] *= x[i]; break;
+        case compiler::ReduceKind::kMax: acc[i] = std::max(acc[i], x[i]); break;
+        case compiler::ReduceKind::kMin: acc[i] = std::min(acc[i], x[i]); break;
+      }
+    }
+  }
+  for (size_t i = 0; i < acc.size(); ++i) out->SetDouble(static_cast<int64_t>(i), acc[i]);
+}
+
 }  // namespace
 
 void CopyBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst) {
@@ -149,6 +167,7 @@ absl::Status ReduceInto(const char* op, compiler::ReduceKind kind, const std::ve
     case DType::kF64: Combine<double>(kind, inputs, out); break;
     case DType::kI32: Combine<int32_t>(kind, inputs, out); break;
     case DType::kI64: Combine<int64_t>(kind, inputs, out); break;
+    case DType::kBF16: case DType::kF16: CombineHalf(kind, inputs, out); break;
     default:
       return absl::UnimplementedError(absl::StrCat(op, " on ", DTypeName(out->shape().dtype)));
   }

@@ -1,7 +1,9 @@
 // The compiler's central test: sharded equals unsharded. Random small programs
-// (elementwise ops, broadcasts, transposes, reshapes, dot_generals, reductions)
-// are built with fixed seeds, compiled and run through runtime::Client on
-// 2, 4 and 8 chips with random valid tiled / partially replicated shardings on
+// (elementwise ops, broadcasts, transposes, reshapes, dot_generals, reductions
+// with and without an identity init, embedding-style gathers and scatters,
+// slices, concatenates, dynamic (update) slices, pads) are
+// built with fixed seeds, compiled and run through runtime::Client on 1, 2, 4
+// and 8 chips with random valid tiled / partially replicated shardings on
 // their parameters, and compared with their single-device results. A few
 // targeted tests check which collectives the partitioner chooses.
 #include <algorithm>
@@ -81,6 +83,10 @@ class Generator {
     pool_.push_back({p, 1.0});
     return p;
   }
+  // Row indices (i32 in [0, 2), see RandomLiteral): not in the value pool.
+  Instruction* NewIndices(std::vector<int64_t> dims) {
+    return m_.Parameter(Shape(DType::kI32, std::move(dims)), absl::StrCat("p", m_.parameters().size()));
+  }
   void Push(Instruction* i, double bound, const char* op) {
     pool_.push_back({i, bound});
     used_.push_back(op);
@@ -91,7 +97,7 @@ class Generator {
 
   void Step() {
     for (int attempt = 0; attempt < 20; ++attempt)
-      if (TryOne(Uniform(0, 8))) return;
+      if (TryOne(Uniform(0, 15))) return;
   }
 
   bool TryOne(int kind) {
@@ -217,10 +223,11 @@ class Generator {
         bool is_max = Uniform(0, 2) == 0;
         double count = 1;
         for (int64_t d : dims) count *= static_cast<double>(s.dims[d]);
-        double bound = is_max ? a.bound : a.bound * count;
+        // A sum's init is sometimes not its identity: it counts once, however split.
+        const double init_value = is_max ? -std::numeric_limits<double>::infinity() : Uniform(0, 1) ? 0.0 : 0.75;
+        double bound = is_max ? a.bound : a.bound * count + init_value;
         if (bound > 1e4) return false;
-        Instruction* init =
-            m_.ScalarConstant(DType::kF32, is_max ? -std::numeric_limits<double>::infinity() : 0.0);
+        Instruction* init = m_.ScalarConstant(DType::kF32, init_value);
         Push(m_.Reduce(a.i, init, dims, is_max ? ReduceKind::kMax : ReduceKind::kSum), bound,
              is_max ? "reduce_max" : "reduce_sum");
         return true;
@@ -260,6 +267,117 @@ class Generator {
         Push(m_.Binary(Opcode::kAdd, a.i, c), a.bound + 1 + static_cast<double>(s.elements()) / 8, "add");
         return true;
       }
+      case 9: {  // gather: rows of a [V, D] table by indices of shape [B] or [B, T] (an embedding lookup)
+        if (s.rank() != 2) return false;
+        std::vector<int64_t> ids = {Dim()};
+        if (Uniform(0, 1)) ids.push_back(Dim());
+        if (Elements(ids) * s.dims[1] > 4096) return false;
+        Instruction* indices = NewIndices(ids);
+        compiler::GatherDims g;
+        g.offset_dims = {static_cast<int64_t>(ids.size())};
+        g.collapsed_slice_dims = {0};
+        g.start_index_map = {0};
+        g.index_vector_dim = static_cast<int64_t>(ids.size());
+        g.slice_sizes = {1, s.dims[1]};
+        Push(m_.Gather(a.i, indices, g), a.bound, "gather");
+        return true;
+      }
+      case 10: {  // scatter: rows of [B(, T), D] updates into a [V, D] operand (an embedding gradient)
+        if (s.rank() != 2) return false;
+        std::vector<int64_t> ids = {Dim()};
+        if (Uniform(0, 1)) ids.push_back(Dim());
+        std::vector<int64_t> up = ids;
+        up.push_back(s.dims[1]);
+        if (Elements(up) > 4096) return false;
+        Instruction* indices = NewIndices(ids);
+        Instruction* updates = NewParam(up);
+        pool_.pop_back();  // only this scatter reads it
+        compiler::ScatterDims sd;
+        sd.update_window_dims = {static_cast<int64_t>(ids.size())};
+        sd.inserted_window_dims = {0};
+        sd.scatter_dims_to_operand_dims = {0};
+        sd.index_vector_dim = static_cast<int64_t>(ids.size());
+        // Into zeros (as autograd makes the gradient) or into a value; adding or taking the max.
+        const bool into_zeros = Uniform(0, 1);
+        const bool is_max = Uniform(0, 2) == 0;
+        Instruction* base =
+            into_zeros ? m_.BroadcastInDim(m_.ScalarConstant(DType::kF32, 0.0), s.dims, {}) : a.i;
+        double bound = (into_zeros ? 0 : a.bound) + (is_max ? 1.0 : static_cast<double>(Elements(ids)));
+        if (bound > 1e4) return false;
+        Push(m_.Scatter(base, indices, updates, sd, is_max ? ReduceKind::kMax : ReduceKind::kSum), bound,
+             is_max ? "scatter_max" : "scatter_add");
+        return true;
+      }
+      case 11: {  // slice: half of one dim (a contiguous half, or every other element), the others whole
+        if (s.rank() < 1) return false;
+        const int d = Uniform(0, s.rank() - 1);
+        if (s.dims[d] < 4) return false;  // dims stay powers of two, at least 2
+        compiler::SliceDims sd;
+        for (int k = 0; k < s.rank(); ++k) {
+          sd.start.push_back(0);
+          sd.limit.push_back(s.dims[k]);
+          sd.stride.push_back(1);
+        }
+        if (Uniform(0, 1)) {
+          sd.start[d] = Uniform(0, 1) * s.dims[d] / 2;
+          sd.limit[d] = sd.start[d] + s.dims[d] / 2;
+        } else {
+          sd.start[d] = Uniform(0, 1);
+          sd.stride[d] = 2;
+        }
+        Push(m_.Slice(a.i, sd), a.bound, "slice");
+        return true;
+      }
+      case 12: {  // concatenate with a value of the same shape
+        if (s.rank() < 1 || s.elements() > 2048) return false;
+        std::vector<Val> same;
+        for (const Val& v : pool_)
+          if (v.i->shape == s) same.push_back(v);
+        Val b = Uniform(0, 1) ? same[Uniform(0, static_cast<int>(same.size()) - 1)] : Val{NewParam(s.dims), 1.0};
+        Push(m_.Concatenate({a.i, b.i}, Uniform(0, s.rank() - 1)), std::max(a.bound, b.bound), "concatenate");
+        return true;
+      }
+      case 13: {  // dynamic_slice: half of one dim at a constant start, the others whole
+        if (s.rank() < 1) return false;
+        const int d = Uniform(0, s.rank() - 1);
+        std::vector<int64_t> sizes = s.dims;
+        sizes[d] /= 2;
+        std::vector<Instruction*> starts;
+        for (int k = 0; k < s.rank(); ++k)
+          starts.push_back(m_.ScalarConstant(DType::kI32, k == d ? Uniform(0, 3) : 0));
+        Push(m_.DynamicSlice(a.i, starts, sizes), a.bound, "dynamic_slice");
+        return true;
+      }
+      case 14: {  // dynamic_update_slice: a new value over half of one dim
+        if (s.rank() < 1) return false;
+        const int d = Uniform(0, s.rank() - 1);
+        std::vector<int64_t> sizes = s.dims;
+        sizes[d] /= 2;
+        Instruction* update = NewParam(sizes);
+        pool_.pop_back();
+        std::vector<Instruction*> starts;
+        for (int k = 0; k < s.rank(); ++k)
+          starts.push_back(m_.ScalarConstant(DType::kI32, k == d ? Uniform(0, 3) : 0));
+        Push(m_.DynamicUpdateSlice(a.i, update, starts), std::max(a.bound, 1.0), "dynamic_update_slice");
+        return true;
+      }
+      case 15: {  // pad one dim to twice its size (edges, or one element after each)
+        if (s.rank() < 1 || s.elements() > 2048) return false;
+        const int d = Uniform(0, s.rank() - 1);
+        compiler::PadDims pd;
+        pd.low.assign(s.rank(), 0);
+        pd.high.assign(s.rank(), 0);
+        pd.interior.assign(s.rank(), 0);
+        if (Uniform(0, 1)) {
+          pd.low[d] = Uniform(0, 1) * s.dims[d];
+          pd.high[d] = s.dims[d] - pd.low[d];
+        } else {
+          pd.interior[d] = 1;
+          pd.high[d] = 1;
+        }
+        Push(m_.Pad(a.i, m_.ScalarConstant(DType::kF32, 0.5), pd), std::max(a.bound, 0.5), "pad");
+        return true;
+      }
     }
     return false;
   }
@@ -297,8 +415,14 @@ Sharding RandomSharding(const std::vector<int64_t>& dims, int n, std::mt19937_64
   return s.ok() ? *s : Sharding();
 }
 
+// f32 values in [-1, 1]; i32 values are row indices in [0, 2) (every dim is >= 2).
 Literal RandomLiteral(const Shape& shape, std::mt19937_64& rng) {
   Literal l(shape);
+  if (shape.dtype == DType::kI32) {
+    std::uniform_int_distribution<int32_t> row(0, 1);
+    for (int64_t k = 0; k < l.elements(); ++k) l.as<int32_t>()[k] = row(rng);
+    return l;
+  }
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   for (int64_t k = 0; k < l.elements(); ++k) l.as<float>()[k] = u(rng);
   return l;
@@ -359,7 +483,7 @@ std::string CompareLiterals(const Literal& got, const Literal& want, double rtol
 }
 
 TEST(ShardedEqualsUnsharded, RandomPrograms) {
-  constexpr int kSeeds = 150;
+  constexpr int kSeeds = 500;
   std::map<std::string, int> op_programs, op_count;
   std::map<std::string, int> coll_programs, coll_count;
   std::map<int, int> programs_per_n;
@@ -375,9 +499,9 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
     auto want = RunProgram(ClientFor(1), ref, repl, inputs);
     ASSERT_TRUE(want.ok()) << "seed " << seed << ": " << want.status() << "\n" << compiler::PrintModule(ref);
 
-    for (int n : {2, 4, 8}) {
-      // A few sharding draws per program and device count.
-      for (int draw = 0; draw < 2; ++draw) {
+    for (int n : {1, 2, 4, 8}) {
+      // A few sharding draws per program and device count (one on one device).
+      for (int draw = 0; draw < (n == 1 ? 1 : 2); ++draw) {
         Module m;
         Generator(seed, &m).Build();
         std::vector<Sharding> shardings;
@@ -423,20 +547,22 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
       }
     }
   }
-  std::printf("sharded-equals-unsharded: %d random programs, %d sharded runs (%d on 2, %d on 4, %d on 8 devices), "
-              "%d failures\n",
-              kSeeds, programs, programs_per_n[2], programs_per_n[4], programs_per_n[8], failures);
+  std::printf("sharded-equals-unsharded: %d random programs, %d partitioned runs (%d on 1, %d on 2, %d on 4, %d on 8 "
+              "devices), %d failures\n",
+              kSeeds, programs, programs_per_n[1], programs_per_n[2], programs_per_n[4], programs_per_n[8], failures);
   std::printf("  ops in the global programs (sharded runs using it / total uses):\n");
   for (auto& [k, v] : op_programs) std::printf("    %-18s %4d / %4d\n", k.c_str(), v, op_count[k]);
   std::printf("  collectives in the compiled per-device programs (programs / total):\n");
   for (const char* k : {"all_reduce", "all_gather", "dynamic_slice"})
     std::printf("    %-18s %4d / %4d\n", k, coll_programs[k], coll_count[k]);
-  EXPECT_GE(programs, 200);
+  EXPECT_GE(programs, 3000);
   EXPECT_GT(coll_programs["all_reduce"], 0);
   EXPECT_GT(coll_programs["all_gather"], 0);
   EXPECT_GT(coll_programs["dynamic_slice"], 0);
   for (const char* op : {"add", "subtract", "multiply", "maximum", "exponential", "broadcast_in_dim", "transpose",
-                         "reshape", "dot_general", "reduce_sum", "reduce_max", "constant", "iota"})
+                         "reshape", "dot_general", "reduce_sum", "reduce_max", "constant", "iota", "gather",
+                         "scatter_add", "scatter_max", "slice", "concatenate", "dynamic_slice",
+                         "dynamic_update_slice", "pad"})
     EXPECT_GT(op_programs[op], 0) << op;
 }
 
@@ -490,6 +616,97 @@ TEST(SpmdTest, ReduceOverShardedDimAllReduces) {
       EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
   }
   EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[2,2]0,2,1,3 last_tile_dim_replicate}");
+}
+
+// An embedding lookup as the frontend records it: rows of a [V, D] table by ids.
+compiler::GatherDims RowsOf(int64_t ids_rank, int64_t d) {
+  compiler::GatherDims g;
+  g.offset_dims = {ids_rank};
+  g.collapsed_slice_dims = {0};
+  g.start_index_map = {0};
+  g.index_vector_dim = ids_rank;
+  g.slice_sizes = {1, d};
+  return g;
+}
+
+TEST(SpmdTest, EmbeddingLookupSplitByIdsLooksUpLocally) {
+  Module m;
+  Instruction* table = m.Parameter(Shape(DType::kF32, {16, 8}), "table");
+  Instruction* ids = m.Parameter(Shape(DType::kI32, {8, 4}), "ids");
+  ids->sharding = *Sharding::Parse("{devices=[2,1]0,1}");
+  m.AddOutput(m.Gather(table, ids, RowsOf(2, 8)));
+  auto r = compiler::SpmdPartition(m, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->collectives, 0);
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllGather), 0);
+  EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[2,1,1]0,1}");
+  EXPECT_TRUE(r->rematerializations.empty());
+}
+
+TEST(SpmdTest, EmbeddingTableSplitOnFeaturesGathersItsColumns) {
+  Module m;
+  Instruction* table = m.Parameter(Shape(DType::kF32, {16, 8}), "table");
+  table->sharding = *Sharding::Parse("{devices=[1,4]0,1,2,3}");
+  Instruction* ids = m.Parameter(Shape(DType::kI32, {6}), "ids");
+  m.AddOutput(m.Gather(table, ids, RowsOf(1, 8)));
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->collectives, 0);
+  EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[1,4]0,1,2,3}");
+  for (const auto& i : r->local->instructions())
+    if (i->op == Opcode::kGather) EXPECT_EQ(i->shape, Shape(DType::kF32, {6, 2}));
+}
+
+// The embedding gradient under data parallelism: each device scatters its
+// share of the rows into zeros, one all-reduce adds them up.
+TEST(SpmdTest, EmbeddingGradientSplitByIdsAllReducesOnce) {
+  Module m;
+  Instruction* ids = m.Parameter(Shape(DType::kI32, {8}), "ids");
+  ids->sharding = *Sharding::Parse("{devices=[4]0,1,2,3}");
+  Instruction* g = m.Parameter(Shape(DType::kF32, {8, 4}), "g");
+  g->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
+  Instruction* zeros = m.BroadcastInDim(m.ScalarConstant(DType::kF32, 0), {16, 4}, {});
+  compiler::ScatterDims sd;
+  sd.update_window_dims = {1};
+  sd.inserted_window_dims = {0};
+  sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 1;
+  m.AddOutput(m.Scatter(zeros, ids, g, sd, ReduceKind::kSum));
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllReduce), 1);
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllGather), 0);
+  EXPECT_TRUE(r->output_shardings[0].IsReplicated());
+
+  // And the sum is right: ids 0,1,0,1,... each row of g is k + column / 10.
+  std::vector<int32_t> idv(8);
+  std::vector<float> gv(32);
+  for (int k = 0; k < 8; ++k) {
+    idv[k] = k % 2;
+    for (int c = 0; c < 4; ++c) gv[k * 4 + c] = static_cast<float>(k) + static_cast<float>(c) / 10;
+  }
+  std::vector<Literal> in;
+  in.push_back(Literal::FromI32({8}, idv));
+  in.push_back(Literal::FromF32({8, 4}, gv));
+  auto got = RunProgram(ClientFor(4), m, {*ids->sharding, *g->sharding}, in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  const Literal& out = (*got)[0];
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_FLOAT_EQ(out.as<float>()[0 * 4 + c], 0 + 2 + 4 + 6 + 0.4f * c);
+    EXPECT_FLOAT_EQ(out.as<float>()[1 * 4 + c], 1 + 3 + 5 + 7 + 0.4f * c);
+    EXPECT_EQ(out.as<float>()[2 * 4 + c], 0.f);
+  }
+}
+
+// A reduce over a split dim counts its init once, not once per shard.
+TEST(SpmdTest, ReduceInitCountsOnceHoweverSplit) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {8}), "x");
+  x->sharding = *Sharding::Parse("{devices=[4]0,1,2,3}");
+  m.AddOutput(m.Reduce(x, m.ScalarConstant(DType::kF32, 10), {0}, ReduceKind::kSum));
+  auto got = RunProgram(ClientFor(4), m, {*x->sharding}, {Literal::FromF32({8}, std::vector<float>(8, 1.f))});
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].as<float>()[0], 18.f);
 }
 
 TEST(SpmdTest, UnevenShardingIsAClearError) {

@@ -1,6 +1,7 @@
 // The llama sample in a small configuration: it learns (the training loss
 // falls), measures held-out loss on schedule, names its parameters by module
-// path, and data parallel over two chips gives the single-chip losses.
+// path, and data parallel over two chips gives the single-chip losses; at
+// full size through the CLI, the data-parallel program really splits the batch.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 
 #include "core/shardscope.h"
 #include "samples/samples.h"
+#include "tests/e2e/shell.h"
 
 namespace shardscope {
 namespace {
@@ -55,6 +57,26 @@ TEST(LlamaSample, DataParallelEqualsOneChip) {
   ASSERT_TRUE(two.ok()) << two.status();
   for (size_t k = 0; k < one->losses.size(); ++k)
     EXPECT_NEAR(two->losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
+}
+
+// Equal losses alone would not show a split: a program computed whole on
+// every chip gives them too. Each chip looks up only its half of the batch
+// (the embedding gather), nothing is gathered whole, and the gradients are
+// all-reduced.
+TEST(LlamaSample, DataParallelProgramSplitsTheBatch) {
+  const std::string db = e2e::TempDb("llama_dp");
+  e2e::Output run = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --db ", db,
+                                            " --mesh 2x1 --steps 2 --eval-every 0 --quiet"));
+  ASSERT_EQ(run.code, 0) << run.text;
+  auto ops = e2e::Q(db,
+                    "SELECT SUM(opcode = 'stablehlo.all_gather') AS gathers_whole, "
+                    "SUM(opcode = 'stablehlo.all_reduce') AS all_reduces, "
+                    "MAX(CASE WHEN opcode = 'stablehlo.gather' THEN shape END) AS lookup "
+                    "FROM ops WHERE graph_id = (SELECT MAX(graph_id) FROM ops)");
+  ASSERT_EQ(ops.rows.size(), 1u);
+  EXPECT_EQ(ops.Int(0, "gathers_whole"), 0);
+  EXPECT_GT(ops.Int(0, "all_reduces"), 0);
+  EXPECT_EQ(ops.Text(0, "lookup"), "f32[4,128,256]");  // batch 8 over 2 chips
 }
 
 // Weights and AdamW moments are saved, so a resumed run continues exactly.
