@@ -110,6 +110,12 @@ bool Free(const Instruction& i) {
 }
 
 int GroupSize(const Instruction& i, int default_group_size) {
+  if (i.op == Opcode::kCollectivePermute) {
+    // The devices a permute names; one (a device sending to itself) or none moves nothing.
+    std::set<int64_t> devices;
+    for (const auto& [source, target] : i.source_target_pairs) devices.insert({source, target});
+    return static_cast<int>(devices.size());
+  }
   size_t n = 0;
   for (const auto& g : i.replica_groups) n = std::max(n, g.size());
   return n > 0 ? static_cast<int>(n) : std::max(1, default_group_size);
@@ -203,12 +209,52 @@ OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_writt
   return c;
 }
 
+CollectiveKind CollectiveKindOf(Opcode op) {
+  switch (op) {
+    case Opcode::kAllGather:
+      return CollectiveKind::kAllGather;
+    case Opcode::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case Opcode::kAllToAll:
+      return CollectiveKind::kAllToAll;
+    case Opcode::kCollectivePermute:
+      return CollectiveKind::kCollectivePermute;
+    case Opcode::kCollectiveBroadcast:
+      return CollectiveKind::kCollectiveBroadcast;
+    default:
+      return CollectiveKind::kAllReduce;
+  }
+}
+
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const {
   if (group_size <= 1) return 0;
-  double n = group_size;
-  double steps = kind == CollectiveKind::kAllReduce ? 2 * (n - 1) : n - 1;
-  double fraction = steps / n;  // 2(n-1)/n or (n-1)/n of the result crosses each link
-  double beta = profile_.link_bandwidth > 0 ? fraction * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
+  const double n = group_size;
+  double steps = n - 1;  // latency terms
+  double volume = 1;     // multiples of `bytes` that cross a chip's link one after another
+  switch (kind) {
+    case CollectiveKind::kAllReduce:  // reduce-scatter then all-gather
+      steps = 2 * (n - 1);
+      volume = 2 * (n - 1) / n;
+      break;
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:  // keeps its own block, sends the other n-1
+      steps = n - 1;
+      volume = (n - 1) / n;
+      break;
+    case CollectiveKind::kCollectivePermute:
+      steps = 1;
+      volume = 1;
+      break;
+    case CollectiveKind::kCollectiveBroadcast: {
+      // Binomial tree: the holders double each step, each forwarding the whole value.
+      steps = std::ceil(std::log2(n));
+      volume = steps;
+      break;
+    }
+  }
+  double beta =
+      profile_.link_bandwidth > 0 ? volume * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
   return steps * profile_.link_latency_ns + beta;
 }
 
@@ -231,8 +277,8 @@ OpCost CostModel::InstructionCost(const Instruction& i, int default_group_size) 
     c.flops = Flops(i);
     c.bytes_read = read;
     c.bytes_written = written;
-    CollectiveKind kind = i.op == Opcode::kAllGather ? CollectiveKind::kAllGather : CollectiveKind::kAllReduce;
-    c.network_ns = CollectiveNs(kind, i.shape.bytes(), GroupSize(i, default_group_size));
+    const int64_t whole = std::max(i.shape.bytes(), i.operands.empty() ? 0 : i.operands[0]->shape.bytes());
+    c.network_ns = CollectiveNs(CollectiveKindOf(i.op), whole, GroupSize(i, default_group_size));
     c.modeled_ns = std::llround(c.network_ns);
     c.roofline = RooflineClass::kCollective;
     return c;

@@ -66,7 +66,16 @@ struct OpCost {
   int64_t bytes() const { return bytes_read + bytes_written; }
 };
 
-enum class CollectiveKind { kAllReduce, kAllGather };
+enum class CollectiveKind {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kCollectivePermute,
+  kCollectiveBroadcast,
+};
+// The kind of a collective opcode (all_reduce for any other op).
+CollectiveKind CollectiveKindOf(Opcode op);
 
 class CostModel {
  public:
@@ -96,9 +105,13 @@ class CostModel {
   // units' peak (dots, convolutions) over the vector peak.
   OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const;
 
-  // Alpha-beta ring time of a collective over `group_size` chips, where
-  // `bytes` is the per-chip result size: all-reduce moves 2(n-1)/n of it in
-  // 2(n-1) steps, all-gather (n-1)/n in n-1 steps. One chip: no time.
+  // Alpha-beta time of a collective over `group_size` chips, where `bytes` is
+  // the per-chip size of the whole value (the larger of operand and result:
+  // all_gather's result, reduce_scatter's operand). Rings: all-reduce moves
+  // 2(n-1)/n of it in 2(n-1) steps; all-gather and reduce-scatter (n-1)/n in
+  // n-1 steps. all-to-all: a pairwise exchange, (n-1)/n in n-1 steps.
+  // collective-permute: one step of all the bytes. collective-broadcast: a
+  // binomial tree, ceil(log2 n) steps of all the bytes. One chip: no time.
   double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const;
 
   // A host-to-device copy of `bytes`.

@@ -66,7 +66,8 @@ class Hasher {
 // position), source location, module path and parameter name. A field added
 // to Instruction must be added here: the size check below fails until then.
 void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, int64_t>& position, Hasher& h) {
-  static_assert(sizeof(Instruction) == 1208, "Instruction changed: hash the new field in HashInstruction, then update the size");
+  static_assert(sizeof(Instruction) == 1232,
+                "Instruction changed: hash the new field in HashInstruction, then update the size");
   h.Int(static_cast<int64_t>(i.op));
   h.ShapeOf(i.shape);
   h.Int(static_cast<int64_t>(i.operands.size()));
@@ -122,6 +123,7 @@ void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, in
   h.ShardingOf(i.sharding);
   h.Int(static_cast<int64_t>(i.replica_groups.size()));
   for (const auto& g : i.replica_groups) h.Ints(g);
+  h.Pairs(i.source_target_pairs);
 }
 
 }  // namespace
@@ -160,8 +162,17 @@ bool SameStructure(const Instruction& a, const Instruction& b, bool* constant_on
     case Opcode::kTranspose:
     case Opcode::kReduce:
     case Opcode::kIota:
-    case Opcode::kAllGather:
       if (a.dims != b.dims || a.reduce != b.reduce) return false;
+      break;
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+    case Opcode::kCollectiveBroadcast:
+      if (a.dims != b.dims || a.reduce != b.reduce || a.replica_groups != b.replica_groups ||
+          a.source_target_pairs != b.source_target_pairs)
+        return false;
       break;
     case Opcode::kReshape:
       if (a.shape.rank() != b.shape.rank()) return false;

@@ -50,8 +50,9 @@ std::string WhyNotLoopOp(const Instruction& i) {
     case Opcode::kConvolution: return "convolution runs as its own kernel";
     case Opcode::kReduce: return "a reduce ends a kernel (its result is smaller than its operand)";
     case Opcode::kTranspose: return "transpose reorders memory (not fused)";
-    case Opcode::kAllReduce: case Opcode::kAllGather: return "a collective is a kernel boundary";
-    default: return absl::StrCat(Short(i), " is not a loop op");
+    default:
+      if (IsCollective(i.op)) return "a collective is a kernel boundary";
+      return absl::StrCat(Short(i), " is not a loop op");
   }
 }
 

@@ -43,7 +43,21 @@ bool IsElementwise(Opcode op) {
   }
 }
 
-bool IsCollective(Opcode op) { return op == Opcode::kAllReduce || op == Opcode::kAllGather; }
+bool IsCollective(Opcode op) {
+  switch (op) {
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectivePermute:
+    case Opcode::kCollectiveBroadcast:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool HasReplicaGroups(Opcode op) { return IsCollective(op) && op != Opcode::kCollectivePermute; }
 
 const char* ReduceKindOp(ReduceKind k) {
   switch (k) {
@@ -231,6 +245,45 @@ Instruction* Finish(Instruction* i) {
 }
 }  // namespace
 
+Instruction* Module::ReduceScatter(Instruction* a, int64_t dim, ReduceKind k,
+                                   std::vector<std::vector<int64_t>> groups, const SourceLoc& loc) {
+  // With empty groups the IR cannot see the group size, so InferShape reads it
+  // from the declared result: give it the one all num_partitions() devices imply.
+  Shape declared = a->shape;
+  if (groups.empty() && dim >= 0 && dim < declared.rank()) {
+    int64_t& d = declared.dims[dim];
+    d = num_partitions_ > 0 && d % num_partitions_ == 0 ? d / num_partitions_ : -1;
+  }
+  Instruction* i = New(Opcode::kReduceScatter, declared, {a}, loc);
+  i->dims = {dim};
+  i->reduce = k;
+  i->replica_groups = std::move(groups);
+  return Finish(i);
+}
+
+Instruction* Module::AllToAll(Instruction* a, int64_t split_dim, int64_t concat_dim, int64_t split_count,
+                              std::vector<std::vector<int64_t>> groups, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kAllToAll, {}, {a}, loc);
+  i->dims = {split_dim, concat_dim, split_count};
+  i->replica_groups = std::move(groups);
+  return Finish(i);
+}
+
+Instruction* Module::CollectivePermute(Instruction* a,
+                                       std::vector<std::pair<int64_t, int64_t>> source_target_pairs,
+                                       const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kCollectivePermute, {}, {a}, loc);
+  i->source_target_pairs = std::move(source_target_pairs);
+  return Finish(i);
+}
+
+Instruction* Module::CollectiveBroadcast(Instruction* a, std::vector<std::vector<int64_t>> groups,
+                                         const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kCollectiveBroadcast, {}, {a}, loc);
+  i->replica_groups = std::move(groups);
+  return Finish(i);
+}
+
 Instruction* Module::Clamp(Instruction* lo, Instruction* x, Instruction* hi, const SourceLoc& loc) {
   return Finish(New(Opcode::kClamp, {}, {lo, x, hi}, loc));
 }
@@ -397,11 +450,37 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
       for (int d = 0; d < ops[0]->shape.rank(); ++d)
         if (i.dims[d] > ops[0]->shape.dims[d]) return Bad(i, "slice size exceeds the dimension");
       break;
-    case Opcode::kAllReduce: case Opcode::kAllGather: {
+    case Opcode::kAllReduce:
+    case Opcode::kAllGather:
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll:
+    case Opcode::kCollectiveBroadcast: {
+      // StableHLO's replica_groups is a 2-D tensor: every group has as many
+      // members, which the result types of all_gather and reduce_scatter rely on.
       std::set<int64_t> ids;
-      for (const auto& g : i.replica_groups)
-        for (int64_t d : g)
+      for (const auto& g : i.replica_groups) {
+        if (g.empty()) return Bad(i, "a replica group is empty");
+        if (g.size() != i.replica_groups[0].size())
+          return Bad(i, absl::StrCat("replica groups differ in size (", i.replica_groups[0].size(), " and ",
+                                     g.size(), " members)"));
+        for (int64_t d : g) {
+          if (d < 0) return Bad(i, absl::StrCat("negative device id ", d, " in replica_groups"));
           if (!ids.insert(d).second) return Bad(i, "a device appears in two replica groups");
+        }
+      }
+      break;
+    }
+    case Opcode::kCollectivePermute: {
+      std::set<int64_t> sources, targets;
+      for (const auto& [source, target] : i.source_target_pairs) {
+        if (source < 0 || target < 0)
+          return Bad(i,
+                     absl::StrCat("negative device id in source_target_pairs [", source, ", ", target, "]"));
+        if (!sources.insert(source).second)
+          return Bad(i, absl::StrCat("device ", source, " is the source of two source_target_pairs"));
+        if (!targets.insert(target).second)
+          return Bad(i, absl::StrCat("device ", target, " is the target of two source_target_pairs"));
+      }
       break;
     }
     case Opcode::kConstant:
@@ -460,6 +539,8 @@ double InstructionFlops(const Instruction& i) {
       return i.scatter.replace ? 0.0 : static_cast<double>(i.operands[2]->shape.elements());
     case Opcode::kAllReduce:
       return static_cast<double>(i.shape.elements());
+    case Opcode::kReduceScatter:  // like all_reduce: one combine per operand element
+      return static_cast<double>(i.operands[0]->shape.elements());
     default:
       return IsElementwise(i.op) ? static_cast<double>(i.shape.elements()) : 0.0;
   }

@@ -58,7 +58,11 @@ namespace shardscope::compiler {
   X(kRngBitGenerator, "stablehlo.rng_bit_generator", 1)         \
   X(kOptimizationBarrier, "stablehlo.optimization_barrier", -1) \
   X(kAllReduce, "stablehlo.all_reduce", 1)                      \
-  X(kAllGather, "stablehlo.all_gather", 1)
+  X(kAllGather, "stablehlo.all_gather", 1)                      \
+  X(kReduceScatter, "stablehlo.reduce_scatter", 1)              \
+  X(kAllToAll, "stablehlo.all_to_all", 1)                       \
+  X(kCollectivePermute, "stablehlo.collective_permute", 1)      \
+  X(kCollectiveBroadcast, "stablehlo.collective_broadcast", 1)
 
 enum class Opcode {
 #define SHARDSCOPE_OP_ENUM(e, name, arity) e,
@@ -70,6 +74,8 @@ const char* OpcodeName(Opcode op);
 int OpcodeArity(Opcode op);
 bool IsElementwise(Opcode op);
 bool IsCollective(Opcode op);
+// Collectives whose participants are replica_groups (all but collective_permute).
+bool HasReplicaGroups(Opcode op);
 
 enum class ReduceKind { kSum, kMax, kMin, kProd };
 const char* ReduceKindOp(ReduceKind k);  // the body's op, e.g. "stablehlo.add"
@@ -147,7 +153,9 @@ struct Instruction {
   // Attributes; which apply depends on `op`:
   //  broadcast_in_dim: broadcast dimensions; transpose: permutation;
   //  reduce: dimensions; iota: {iota_dimension}; dynamic_slice: slice sizes;
-  //  all_gather: {all_gather_dim}; concatenate: {dimension}.
+  //  all_gather: {all_gather_dim}; concatenate: {dimension};
+  //  reduce_scatter: {scatter_dimension};
+  //  all_to_all: {split_dimension, concat_dimension, split_count}.
   std::vector<int64_t> dims;
   DotDims dot;
   SliceDims slice;                                        // slice
@@ -156,13 +164,16 @@ struct Instruction {
   WindowDims window;                                      // reduce_window
   GatherDims gather;                                      // gather
   ScatterDims scatter;                                    // scatter
-  ReduceKind reduce = ReduceKind::kSum;  // reduce, reduce_window, scatter, all_reduce
+  ReduceKind reduce = ReduceKind::kSum;  // reduce, reduce_window, scatter, all_reduce, reduce_scatter
   CompareDirection compare = CompareDirection::kEQ;
   std::optional<Literal> literal;                         // constant
   int64_t param_index = -1;                               // parameter
   std::string name;                                       // parameter name, e.g. "l1.weight"
   std::optional<Sharding> sharding;
-  std::vector<std::vector<int64_t>> replica_groups;       // collectives
+  std::vector<std::vector<int64_t>> replica_groups;       // collectives but collective_permute
+  // collective_permute: (source, target) device pairs. Not kept in
+  // replica_groups, whose rows are disjoint groups to everything that reads them.
+  std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
 
   SourceLoc loc;
   std::string scope;  // module path, e.g. "layers.0.attn"
@@ -212,6 +223,21 @@ class Module {
                          const SourceLoc& loc = {});
   Instruction* AllGather(Instruction* a, int64_t dim, std::vector<std::vector<int64_t>> groups,
                          const SourceLoc& loc = {});
+  // Member k of a group gets block k (along `dim`) of the group's reduction.
+  // Empty groups: all num_partitions() devices.
+  Instruction* ReduceScatter(Instruction* a, int64_t dim, ReduceKind k,
+                             std::vector<std::vector<int64_t>> groups, const SourceLoc& loc = {});
+  // Each member splits its value into `split_count` blocks along `split_dim`,
+  // sends block j to member j, and concatenates what it receives (in member
+  // order) along `concat_dim`.
+  Instruction* AllToAll(Instruction* a, int64_t split_dim, int64_t concat_dim, int64_t split_count,
+                        std::vector<std::vector<int64_t>> groups, const SourceLoc& loc = {});
+  // Each target gets its source's value; a device that is no pair's target gets zeros.
+  Instruction* CollectivePermute(Instruction* a, std::vector<std::pair<int64_t, int64_t>> source_target_pairs,
+                                 const SourceLoc& loc = {});
+  // Every member of a group gets the group's first member's value.
+  Instruction* CollectiveBroadcast(Instruction* a, std::vector<std::vector<int64_t>> groups,
+                                   const SourceLoc& loc = {});
 
   // clamp(min, x, max); min and max may be scalars.
   Instruction* Clamp(Instruction* lo, Instruction* x, Instruction* hi, const SourceLoc& loc = {});
@@ -257,7 +283,8 @@ class Module {
 // `shape` is not read, except for the ops whose result type is an attribute:
 // parameter, constant, iota, reshape, convert, rng_bit_generator, and the
 // element type of dot_general and convolution, which may be f32 for bf16/f16
-// operands). The builders
+// operands, and the group size of a reduce_scatter with empty replica_groups,
+// read from its scatter dimension). The builders
 // use it and leave -1 dims on failure; the verifier reports its error.
 absl::StatusOr<Shape> InferShape(const Instruction& i);
 

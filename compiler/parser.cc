@@ -2,9 +2,9 @@
 // forms text.cc prints: a cursor with one-token lookahead, a small generic
 // attribute-value reader (ints, lists, array<i64: ...>, dense<...>, strings,
 // #stablehlo.gather<...>) for the generic `"op"(...) {...}` form, and one
-// branch per pretty op form. Regions (reduce_window, scatter, all_reduce) are
-// read loosely: the op applied inside names the ReduceKind; a body that returns
-// its second argument is a replacing scatter.
+// branch per pretty op form. Regions (reduce_window, scatter, all_reduce,
+// reduce_scatter) are read loosely: the op applied inside names the ReduceKind;
+// a body that returns its second argument is a replacing scatter.
 //
 // Instruction ids: a printed module names values %<id>, parameters %arg<k>.
 // When the ids leave exactly the right number of gaps, the parameters go into
@@ -543,6 +543,15 @@ class Parser {
     if (d.count(key)) return absl::OkStatus();
     return absl::InvalidArgumentError(absl::StrCat("missing attribute ", key));
   }
+  // Appends the single integer `key` holds to `out`.
+  static absl::Status OneInt(const AttrDict& d, const char* key, std::vector<int64_t>* out) {
+    auto it = d.find(key);
+    if (it == d.end()) return absl::InvalidArgumentError(absl::StrCat("missing attribute ", key));
+    if (it->second.ints.size() != 1)
+      return absl::InvalidArgumentError(absl::StrCat(key, " must be one integer"));
+    out->push_back(it->second.ints[0]);
+    return absl::OkStatus();
+  }
   static std::vector<std::pair<int64_t, int64_t>> PairsOf(const Attr& a) {
     std::vector<std::pair<int64_t, int64_t>> v;
     for (size_t k = 0; k + 1 < a.ints.size(); k += 2) v.push_back({a.ints[k], a.ints[k + 1]});
@@ -570,7 +579,8 @@ class Parser {
       if (auto s = Expect(")"); !s.ok()) return s;
     }
     bool replace = false;
-    if (Peek("({")) {
+    const bool had_region = Peek("({");
+    if (had_region) {
       if (auto s = Region(i, &replace); !s.ok()) return s;
     }
     AttrDict d;
@@ -623,15 +633,44 @@ class Parser {
         s.replace = replace;
         break;
       }
-      case Opcode::kAllReduce: case Opcode::kAllGather:
+      case Opcode::kAllReduce:
+      case Opcode::kAllGather:
+      case Opcode::kReduceScatter:
+      case Opcode::kAllToAll:
+      case Opcode::kCollectiveBroadcast:
         if (d.count("replica_groups")) i->replica_groups = d["replica_groups"].rows;
         if (i->replica_groups.empty() && d.count("replica_groups") && !d["replica_groups"].ints.empty())
           i->replica_groups = {d["replica_groups"].ints};
-        if (i->op == Opcode::kAllGather) {
-          missing = Need(d, "all_gather_dim");
-          if (missing.ok()) i->dims = {d["all_gather_dim"].ints.at(0)};
+        if (i->op == Opcode::kAllGather) missing = OneInt(d, "all_gather_dim", &i->dims);
+        if (i->op == Opcode::kReduceScatter) {
+          // The body names the reduction; without one the op means nothing.
+          if (!had_region || replace)
+            missing =
+                absl::InvalidArgumentError("needs a region applying stablehlo.add/maximum/minimum/multiply");
+          if (missing.ok()) missing = OneInt(d, "scatter_dimension", &i->dims);
+        }
+        if (i->op == Opcode::kAllToAll) {
+          for (const char* key : {"split_dimension", "concat_dimension", "split_count"})
+            if (missing.ok()) missing = OneInt(d, key, &i->dims);
         }
         break;
+      case Opcode::kCollectivePermute: {
+        missing = Need(d, "source_target_pairs");
+        if (!missing.ok()) break;
+        const Attr& pairs = d["source_target_pairs"];
+        // A single pair may come flat (dense<[0, 1]>); rows otherwise.
+        std::vector<std::vector<int64_t>> rows = pairs.rows;
+        if (rows.empty() && !pairs.ints.empty()) rows = {pairs.ints};
+        for (const auto& row : rows) {
+          if (row.size() != 2) {
+            missing = absl::InvalidArgumentError(absl::StrCat(
+                "source_target_pairs rows must be [source, target], got ", row.size(), " values"));
+            break;
+          }
+          i->source_target_pairs.push_back({row[0], row[1]});
+        }
+        break;
+      }
       default:
         break;
     }

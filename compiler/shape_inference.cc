@@ -337,6 +337,51 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
       s.dims[i.dims[0]] *= group;
       return s;
     }
+    case Opcode::kReduceScatter: {
+      Shape s = in(0);
+      if (i.dims.size() != 1 || i.dims[0] < 0 || i.dims[0] >= s.rank())
+        return Err(absl::StrCat("scatter_dimension ", List(i.dims), " is out of range for rank ", s.rank()));
+      const int64_t dim = i.dims[0], size = s.dims[dim];
+      if (size == 0) return s;
+      int64_t group = i.replica_groups.empty() ? 0 : static_cast<int64_t>(i.replica_groups[0].size());
+      if (group == 0) {
+        // Empty replica groups are every device, a count the IR does not hold:
+        // the declared result type says it (the builder uses num_partitions).
+        const int64_t declared = i.shape.rank() == s.rank() ? i.shape.dims[dim] : -1;
+        if (declared <= 0 || size % declared != 0)
+          return Err(absl::StrCat("with empty replica_groups the result's scatter dimension (", declared,
+                                  ") must divide the operand's (", size, ")"));
+        group = size / declared;
+      }
+      if (size % group != 0)
+        return Err(absl::StrCat("scatter dimension ", dim, " (size ", size,
+                                ") is not divisible by the replica group size ", group));
+      s.dims[dim] = size / group;
+      return s;
+    }
+    case Opcode::kAllToAll: {
+      Shape s = in(0);
+      if (i.dims.size() != 3)
+        return Err("all_to_all needs split_dimension, concat_dimension and split_count");
+      const int64_t split = i.dims[0], concat = i.dims[1], count = i.dims[2];
+      if (split < 0 || split >= s.rank())
+        return Err(absl::StrCat("split_dimension ", split, " is out of range for rank ", s.rank()));
+      if (concat < 0 || concat >= s.rank())
+        return Err(absl::StrCat("concat_dimension ", concat, " is out of range for rank ", s.rank()));
+      if (count <= 0) return Err(absl::StrCat("split_count ", count, " must be positive"));
+      if (!i.replica_groups.empty() && static_cast<int64_t>(i.replica_groups[0].size()) != count)
+        return Err(absl::StrCat("split_count ", count, " differs from the replica group size ",
+                                i.replica_groups[0].size()));
+      if (s.dims[split] % count != 0)
+        return Err(absl::StrCat("split dimension ", split, " (size ", s.dims[split],
+                                ") is not divisible by split_count ", count));
+      s.dims[split] /= count;
+      s.dims[concat] *= count;
+      return s;
+    }
+    case Opcode::kCollectivePermute:
+    case Opcode::kCollectiveBroadcast:
+      return in(0);
   }
   return Err("unknown op");
 }

@@ -776,6 +776,10 @@ class Partitioner {
           break;
         case Opcode::kAllReduce:
         case Opcode::kAllGather:
+        case Opcode::kReduceScatter:
+        case Opcode::kAllToAll:
+        case Opcode::kCollectivePermute:
+        case Opcode::kCollectiveBroadcast:
         case Opcode::kPartitionId:
           return absl::InvalidArgumentError(absl::StrCat(
               OpcodeName(i.op), " in a global program: collectives are inserted by the partitioner"));

@@ -41,6 +41,15 @@ std::string Groups(const std::vector<std::vector<int64_t>>& groups) {
                       width, "xi64>");
 }
 
+std::string SourceTargetPairs(const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  std::vector<std::string> rows;
+  for (const auto& [source, target] : pairs) rows.push_back(absl::StrCat("[", source, ", ", target, "]"));
+  return absl::StrCat("dense<[", absl::StrJoin(rows, ", "), "]> : tensor<", pairs.size(), "x2xi64>");
+}
+
+// dims[k], or -1 when a malformed instruction lacks it (printing never fails).
+int64_t DimAt(const Instruction& i, size_t k) { return k < i.dims.size() ? i.dims[k] : -1; }
+
 std::string LiteralText(const Literal& l) {
   std::vector<std::string> vals;
   for (int64_t k = 0; k < l.elements(); ++k) {
@@ -73,7 +82,7 @@ std::string Pairs(const std::vector<std::pair<int64_t, int64_t>>& p, size_t n) {
   return absl::StrCat("[", absl::StrJoin(rows, ", "), "]");
 }
 
-// The body of reduce_window and scatter (and all_reduce): a two-argument
+// The body of reduce_window, scatter and reduce_scatter: a two-argument
 // region applying the ReduceKind's op, or returning the update (`replace`).
 std::string Region(DType t, ReduceKind k, bool replace) {
   std::string ty = Shape(t, {}).ToMlir();
@@ -212,9 +221,28 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
       body = absl::StrCat(name, " ", a, " : ", i.operands.size() == 1 ? i.shape.ToMlir() : FunctionalType(i));
       break;
     case Opcode::kAllGather:
-      body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", i.dims[0],
-                          " : i64, replica_groups = ", Groups(i.replica_groups), "} : ",
-                          FunctionalType(i));
+      body = absl::StrCat("\"", name, "\"(", a, ") {all_gather_dim = ", DimAt(i, 0),
+                          " : i64, replica_groups = ", Groups(i.replica_groups), "} : ", FunctionalType(i));
+      break;
+    case Opcode::kReduceScatter:
+      body = absl::StrCat("\"", name, "\"(", a, ") ", Region(i.shape.dtype, i.reduce, false),
+                          " {replica_groups = ", Groups(i.replica_groups),
+                          ", scatter_dimension = ", DimAt(i, 0), " : i64} : ", FunctionalType(i));
+      break;
+    case Opcode::kAllToAll:
+      body =
+          absl::StrCat("\"", name, "\"(", a, ") {concat_dimension = ", DimAt(i, 1),
+                       " : i64, replica_groups = ", Groups(i.replica_groups), ", split_count = ", DimAt(i, 2),
+                       " : i64, split_dimension = ", DimAt(i, 0), " : i64} : ", FunctionalType(i));
+      break;
+    case Opcode::kCollectivePermute:
+      body = absl::StrCat("\"", name, "\"(", a,
+                          ") {source_target_pairs = ", SourceTargetPairs(i.source_target_pairs),
+                          "} : ", FunctionalType(i));
+      break;
+    case Opcode::kCollectiveBroadcast:
+      body = absl::StrCat("\"", name, "\"(", a, ") {replica_groups = ", Groups(i.replica_groups),
+                          "} : ", FunctionalType(i));
       break;
     default:
       if (IsElementwise(i.op) && i.op != Opcode::kSelect && i.op != Opcode::kConvert &&

@@ -161,15 +161,17 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
       if (!e.ok()) return e;
     if (end >= count) break;
 
-    // The collective: each replica group combined on one pool thread.
+    // The collective: each group of participants (replica groups; for
+    // collective_permute the devices linked by its pairs, see
+    // ParticipantGroups) runs on one pool thread, and every member gets its
+    // own result.
     const Instruction& c = *instrs[end];
     int cidx = static_cast<int>(timing->collectives.size());
+    auto groups = ParticipantGroups(c, n);
+    if (!groups.ok())
+      return absl::Status(groups.status().code(), absl::StrCat(OpName(c), ": ", groups.status().message()));
     CollectiveRun run;
-    run.groups = c.replica_groups;
-    if (run.groups.empty()) {
-      run.groups.emplace_back();
-      for (int d = 0; d < n; ++d) run.groups[0].push_back(d);
-    }
+    run.groups = *std::move(groups);
     run.group_dur_ns.assign(run.groups.size(), 0);
     std::vector<absl::Status> gerr(run.groups.size());
     for (int d = 0; d < n; ++d) {
@@ -181,17 +183,14 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     pool.ParallelFor(static_cast<int>(run.groups.size()), [&](int g) {
       const auto& members = run.groups[g];
       std::vector<const Literal*> in;
-      for (int64_t m : members) in.push_back(frames[m].value[c.operands[0]->id]);
-      int64_t t0 = ThreadCpuNs();
-      Literal& first = frames[members[0]].owned[c.id];
-      absl::Status s = c.op == Opcode::kAllReduce ? AllReduce(c.reduce, in, &first)
-                                                  : AllGather(c.dims[0], in, &first);
-      for (size_t m = 1; m < members.size() && s.ok(); ++m) {
-        Literal& dst = frames[members[m]].owned[c.id];
-        std::memcpy(dst.data(), first.data(), first.bytes());
+      std::vector<Literal*> out;
+      for (int64_t m : members) {
+        in.push_back(frames[m].value[c.operands[0]->id]);
+        out.push_back(&frames[m].owned[c.id]);
       }
+      int64_t t0 = ThreadCpuNs();
+      gerr[g] = RunCollective(c, members, in, out);
       run.group_dur_ns[g] = ThreadCpuNs() - t0;
-      gerr[g] = s;
     });
     for (const auto& e : gerr)
       if (!e.ok()) return absl::Status(e.code(), absl::StrCat(OpName(c), ": ", e.message()));

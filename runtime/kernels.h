@@ -26,7 +26,7 @@ namespace shardscope::runtime {
 // Returns InvalidArgument (malformed instruction or operands that do not match
 // it) or Unimplemented (a valid op/element-type combination this build does not
 // compute, e.g. arithmetic on bf16/f16), naming the op and its source line;
-// never aborts. Collectives (all_reduce, all_gather) are done by the runtime's
+// never aborts. Collectives (IsCollective) are done by the runtime's
 // collectives and give InvalidArgument here.
 absl::Status EvalInstruction(const compiler::Instruction& instr,
                              const std::vector<const Literal*>& operands,

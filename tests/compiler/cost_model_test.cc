@@ -153,6 +153,62 @@ TEST(CostModelTest, AlphaBetaRing) {
             std::llround(cm.CollectiveNs(CollectiveKind::kAllGather, 2 * bytes, 2)));
 }
 
+TEST(CostModelTest, AlphaBetaOfTheNewCollectives) {
+  CostModel cm(Toy());
+  const int64_t bytes = 1'000'000;  // the whole value; 100 ns latency, 10 bytes/ns
+  // Reduce-scatter ring over 4: 3 steps, each sends a quarter of the operand.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kReduceScatter, bytes, 4), 3 * 100 + 0.75 * bytes / 10, 1e-6);
+  // All-to-all over 4: 3 pairwise rounds, 3/4 of the value leaves each chip.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kAllToAll, bytes, 4), 3 * 100 + 0.75 * bytes / 10, 1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kAllToAll, bytes, 2), 1 * 100 + 0.5 * bytes / 10, 1e-6);
+  // Permute: one transfer of the whole value, whatever the number of devices.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectivePermute, bytes, 2), 100 + 1.0 * bytes / 10, 1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectivePermute, bytes, 8), 100 + 1.0 * bytes / 10, 1e-6);
+  // Broadcast, binomial tree: ceil(log2 n) steps of the whole value.
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 2), 1 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 3), 2 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 4), 2 * (100 + bytes / 10.0),
+              1e-6);
+  EXPECT_NEAR(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 8), 3 * (100 + bytes / 10.0),
+              1e-6);
+  for (CollectiveKind k : {CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll,
+                           CollectiveKind::kCollectivePermute, CollectiveKind::kCollectiveBroadcast})
+    EXPECT_EQ(cm.CollectiveNs(k, bytes, 1), 0);
+
+  Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {250'000}), "x");  // 1 MB
+  // reduce_scatter is costed on its operand (the whole value), not its quarter-size result.
+  auto* rs = m.ReduceScatter(x, 0, ReduceKind::kSum, {{0, 1, 2, 3}});
+  OpCost c = cm.InstructionCost(*rs);
+  EXPECT_EQ(c.roofline, RooflineClass::kCollective);
+  EXPECT_EQ(c.modeled_ns, std::llround(cm.CollectiveNs(CollectiveKind::kReduceScatter, bytes, 4)));
+  EXPECT_DOUBLE_EQ(c.flops, 250'000);  // one combine per operand element, as all_reduce
+  EXPECT_EQ(c.bytes_read, bytes);
+  EXPECT_EQ(c.bytes_written, bytes / 4);
+  auto* a2a = m.AllToAll(x, 0, 0, 2, {{0, 1}, {2, 3}});
+  EXPECT_EQ(cm.InstructionCost(*a2a).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kAllToAll, bytes, 2)));
+  // Without replica groups the group is the whole program.
+  auto* bc = m.CollectiveBroadcast(x, {});
+  EXPECT_EQ(cm.InstructionCost(*bc, 8).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kCollectiveBroadcast, bytes, 8)));
+  auto* ring = m.CollectivePermute(x, {{0, 1}, {1, 2}, {2, 0}});
+  EXPECT_EQ(cm.InstructionCost(*ring, 8).modeled_ns,
+            std::llround(cm.CollectiveNs(CollectiveKind::kCollectivePermute, bytes, 3)));
+  EXPECT_GT(cm.InstructionCost(*ring, 8).modeled_ns, 0);
+  // A permute that names no two devices moves nothing.
+  EXPECT_EQ(cm.InstructionCost(*m.CollectivePermute(x, {}), 8).modeled_ns, 0);
+  EXPECT_EQ(cm.InstructionCost(*m.CollectivePermute(x, {{3, 3}}), 8).modeled_ns, 0);
+
+  EXPECT_EQ(CollectiveKindOf(Opcode::kReduceScatter), CollectiveKind::kReduceScatter);
+  EXPECT_EQ(CollectiveKindOf(Opcode::kAllToAll), CollectiveKind::kAllToAll);
+  EXPECT_EQ(CollectiveKindOf(Opcode::kCollectivePermute), CollectiveKind::kCollectivePermute);
+  EXPECT_EQ(CollectiveKindOf(Opcode::kCollectiveBroadcast), CollectiveKind::kCollectiveBroadcast);
+  EXPECT_EQ(CollectiveKindOf(Opcode::kAllGather), CollectiveKind::kAllGather);
+}
+
 TEST(CostModelTest, FusedKernelMovesOnlyItsBoundary) {
   Module m;
   auto* x = m.Parameter(Shape(DType::kF32, {1000}), "x");

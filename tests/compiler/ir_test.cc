@@ -1,12 +1,14 @@
 // Tests of the IR (compiler/ir.h): the verifier, the StableHLO text printer,
 // fingerprints (identity without source locations or names) and DiffModules
 // (what changed between two graphs of one call site).
+#include "compiler/ir.h"
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "compiler/fingerprint.h"
-#include "compiler/ir.h"
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 
@@ -153,6 +155,83 @@ TEST(VerifierTest, OtherMistakes) {
   }
 }
 
+TEST(VerifierTest, NewCollectivesResultTypes) {
+  Module m;
+  m.set_num_partitions(4);
+  Instruction* a = m.Parameter(Shape(kF32, {8, 6}), "a");
+  EXPECT_EQ(m.ReduceScatter(a, 0, ReduceKind::kSum, {{0, 1, 2, 3}})->shape, Shape(kF32, {2, 6}));
+  EXPECT_EQ(m.ReduceScatter(a, 1, ReduceKind::kMax, {{0, 2}, {1, 3}})->shape, Shape(kF32, {8, 3}));
+  // Empty groups: every one of num_partitions devices.
+  EXPECT_EQ(m.ReduceScatter(a, 0, ReduceKind::kSum, {})->shape, Shape(kF32, {2, 6}));
+  EXPECT_EQ(m.AllToAll(a, 1, 0, 2, {{0, 1}, {2, 3}})->shape, Shape(kF32, {16, 3}));
+  EXPECT_EQ(m.AllToAll(a, 0, 0, 4, {})->shape, Shape(kF32, {8, 6}));
+  EXPECT_EQ(m.CollectivePermute(a, {{0, 1}, {1, 0}})->shape, a->shape);
+  EXPECT_EQ(m.CollectiveBroadcast(a, {{3, 2, 1, 0}})->shape, a->shape);
+  EXPECT_TRUE(Verify(m).ok()) << Verify(m);
+  for (const auto& i : m.instructions()) EXPECT_EQ(IsCollective(i->op), i->op != Opcode::kParameter);
+}
+
+TEST(VerifierTest, NewCollectivesMistakes) {
+  using Make = std::function<void(Module&, Instruction*)>;
+  struct Case {
+    Make make;
+    const char* want;
+  } cases[] = {
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 2, ReduceKind::kSum, {{0, 1}});
+       },
+       "stablehlo.reduce_scatter (%1): scatter_dimension [2] is out of range for rank 2"},
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 1, ReduceKind::kSum, {{0, 1, 2, 3}});
+       },
+       "scatter dimension 1 (size 6) is not divisible by the replica group size 4"},
+      {[](Module& m, Instruction* a) {
+         m.ReduceScatter(a, 0, ReduceKind::kSum, {{0, 1}, {2}});
+       },
+       "replica groups differ in size (2 and 1 members)"},
+      {[](Module& m, Instruction* a) { m.AllToAll(a, 0, 1, 0, {}); }, "split_count 0 must be positive"},
+      {[](Module& m, Instruction* a) { m.AllToAll(a, 0, 5, 2, {}); },
+       "concat_dimension 5 is out of range for rank 2"},
+      {[](Module& m, Instruction* a) { m.AllToAll(a, -1, 0, 2, {}); }, "split_dimension -1 is out of range"},
+      {[](Module& m, Instruction* a) { m.AllToAll(a, 1, 0, 4, {}); },
+       "split dimension 1 (size 6) is not divisible by split_count 4"},
+      {[](Module& m, Instruction* a) {
+         m.CollectiveBroadcast(a, {{0, -1}});
+       },
+       "negative device id -1 in replica_groups"},
+      {[](Module& m, Instruction* a) { m.CollectiveBroadcast(a, {{}}); }, "a replica group is empty"},
+      {[](Module& m, Instruction* a) {
+         m.AllGather(a, 0, {{0, 1}, {1, 2}});
+       },
+       "a device appears in two replica groups"},
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{0, -2}});
+       },
+       "negative device id in source_target_pairs [0, -2]"},
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{0, 1}, {1, 2}, {3, 2}});
+       },
+       "stablehlo.collective_permute (%1): device 2 is the target of two source_target_pairs"},
+      {[](Module& m, Instruction* a) {
+         m.CollectivePermute(a, {{3, 1}, {3, 0}});
+       },
+       "device 3 is the source of two source_target_pairs"},
+      {[](Module& m, Instruction* a) {
+         // A declared result that implies no whole group (as a parsed module could have).
+         m.ReduceScatter(a, 0, ReduceKind::kSum, {})->shape = Shape(kF32, {3, 6});
+       },
+       "with empty replica_groups the result's scatter dimension (3) must divide the operand's (8)"},
+  };
+  for (const Case& c : cases) {
+    Module m;
+    m.set_num_partitions(2);
+    c.make(m, m.Parameter(Shape(kF32, {8, 6}), "a"));
+    absl::Status s = Verify(m);
+    EXPECT_FALSE(s.ok()) << c.want;
+    EXPECT_NE(s.message().find(c.want), std::string::npos) << s << "\nwanted: " << c.want;
+  }
+}
+
 // ---------------------------------------------------------------- printer
 
 TEST(PrintTest, StableHloNamesLocationsAndShardings) {
@@ -188,6 +267,35 @@ TEST(PrintTest, Collectives) {
   EXPECT_NE(text.find("\"stablehlo.all_reduce\""), std::string::npos) << text;
   EXPECT_NE(text.find("replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>"), std::string::npos) << text;
   EXPECT_NE(text.find("all_gather_dim = 0"), std::string::npos) << text;
+}
+
+TEST(PrintTest, NewCollectivesInStableHloForm) {
+  Module m;
+  Instruction* a = m.Parameter(Shape(kF32, {4, 6}), "a");
+  m.AddOutput(m.ReduceScatter(a, 1, ReduceKind::kMax, {{0, 1}, {2, 3}}));
+  m.AddOutput(m.AllToAll(a, 1, 0, 2, {{0, 2}, {1, 3}}));
+  m.AddOutput(m.CollectivePermute(a, {{0, 1}, {1, 0}}));
+  m.AddOutput(m.CollectiveBroadcast(a, {{1, 0}}));
+  ASSERT_TRUE(Verify(m).ok()) << Verify(m);
+  std::string text = PrintModule(m, {.locations = false, .names = false});
+  for (const char* want : {
+           "%1 = \"stablehlo.reduce_scatter\"(%arg0) ({\n      ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n"
+           "        %r = stablehlo.maximum %x, %y : tensor<f32>\n        stablehlo.return %r : tensor<f32>\n "
+           "   }) "
+           "{replica_groups = dense<[[0, 1], [2, 3]]> : tensor<2x2xi64>, scatter_dimension = 1 : i64} : "
+           "(tensor<4x6xf32>) -> tensor<4x3xf32>",
+           "%2 = \"stablehlo.all_to_all\"(%arg0) {concat_dimension = 0 : i64, replica_groups = dense<[[0, "
+           "2], [1, 3]]> "
+           ": tensor<2x2xi64>, split_count = 2 : i64, split_dimension = 1 : i64} : (tensor<4x6xf32>) -> "
+           "tensor<8x3xf32>",
+           "%3 = \"stablehlo.collective_permute\"(%arg0) {source_target_pairs = dense<[[0, 1], [1, 0]]> : "
+           "tensor<2x2xi64>} : (tensor<4x6xf32>) -> tensor<4x6xf32>",
+           "%4 = \"stablehlo.collective_broadcast\"(%arg0) {replica_groups = dense<[[1, 0]]> : "
+           "tensor<1x2xi64>} : "
+           "(tensor<4x6xf32>) -> tensor<4x6xf32>",
+       }) {
+    EXPECT_NE(text.find(want), std::string::npos) << "missing\n" << want << "\nin\n" << text;
+  }
 }
 
 // ---------------------------------------------------------------- fingerprint
@@ -312,6 +420,23 @@ TEST(DiffTest, StructureDifference) {
   ModuleDiff dc = DiffModules(b, c);
   EXPECT_FALSE(dc.same_structure);
   EXPECT_EQ(dc.first_difference, 2);
+}
+
+TEST(DiffTest, CollectiveAttributesAreStructure) {
+  auto build = [](std::vector<std::pair<int64_t, int64_t>> pairs, std::vector<std::vector<int64_t>> groups) {
+    auto m = std::make_unique<Module>();
+    Instruction* x = m->Parameter(Shape(kF32, {4}), "x");
+    m->AddOutput(m->CollectiveBroadcast(m->CollectivePermute(x, std::move(pairs)), std::move(groups)));
+    return m;
+  };
+  auto base = build({{0, 1}, {1, 0}}, {{0, 1}});
+  EXPECT_TRUE(DiffModules(*base, *build({{0, 1}, {1, 0}}, {{0, 1}})).same_structure);
+  ModuleDiff pairs = DiffModules(*base, *build({{1, 0}, {0, 1}}, {{0, 1}}));
+  EXPECT_FALSE(pairs.same_structure);
+  EXPECT_EQ(pairs.first_difference, 1);
+  ModuleDiff groups = DiffModules(*base, *build({{0, 1}, {1, 0}}, {{1, 0}}));
+  EXPECT_FALSE(groups.same_structure);
+  EXPECT_EQ(groups.first_difference, 2);
 }
 
 TEST(DiffTest, ConstantOnlyDifference) {

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <limits>
+#include <map>
 
 #include "compiler/fingerprint.h"
 #include "compiler/text.h"
@@ -100,43 +101,70 @@ TEST(Parser, EveryOpRoundTrips) {
 // The fingerprint hashes fields rather than text; the printed (location-free)
 // text shows every attribute, so whenever a change to one attribute shows in
 // the text, it must change the fingerprint too.
+using Mutation = std::function<bool(Instruction&)>;  // false: not applicable
+
+// Applies every mutation to every instruction of a fresh copy of `m`; returns
+// how many changed the printed text (each of which must change the fingerprint).
+int CheckFingerprintFollowsText(const Module& m, const std::vector<Mutation>& mutations) {
+  const PrintOptions bare{.locations = false, .names = false};
+  int checked = 0;
+  for (const auto& ip : m.instructions()) {
+    for (const Mutation& mutate : mutations) {
+      auto copy = ParseModule(PrintModule(m));
+      EXPECT_TRUE(copy.ok()) << copy.status();
+      if (!copy.ok()) return checked;
+      Instruction& target = *(*copy)->instructions()[&ip - &m.instructions()[0]];
+      const std::string text_before = PrintModule(**copy, bare), fp_before = Fingerprint(**copy);
+      if (!mutate(target)) continue;
+      if (PrintModule(**copy, bare) == text_before) continue;
+      ++checked;
+      EXPECT_NE(Fingerprint(**copy), fp_before)
+          << OpcodeName(target.op) << " changed to: " << PrintInstruction(target, bare);
+    }
+  }
+  return checked;
+}
+
+bool Bump(std::vector<int64_t>& v) {
+  if (v.empty()) return false;
+  v[0] += 1;
+  return true;
+}
+bool BumpPair(std::vector<std::pair<int64_t, int64_t>>& v) {
+  if (v.empty()) return false;
+  v[0].second += 1;
+  return true;
+}
+bool ToggleReduce(Instruction& i) {
+  i.reduce = i.reduce == ReduceKind::kSum ? ReduceKind::kMax : ReduceKind::kSum;
+  return true;
+}
+
 TEST(Parser, FingerprintCoversEveryPrintedAttribute) {
   auto m = EveryOp();
-  const PrintOptions bare{.locations = false, .names = false};
-  using Mutation = std::function<bool(Instruction&)>;  // false: not applicable
-  auto bump = [](std::vector<int64_t>& v) {
-    if (v.empty()) return false;
-    v[0] += 1;
-    return true;
-  };
-  auto bump_pair = [](std::vector<std::pair<int64_t, int64_t>>& v) {
-    if (v.empty()) return false;
-    v[0].second += 1;
-    return true;
-  };
   std::vector<Mutation> mutations = {
-      [&](Instruction& i) { return bump(i.dims); },
-      [&](Instruction& i) { return bump(i.dot.lhs_contracting); },
-      [&](Instruction& i) { return bump(i.dot.rhs_contracting); },
-      [&](Instruction& i) { return bump(i.slice.start); },
-      [&](Instruction& i) { return bump(i.slice.stride); },
-      [&](Instruction& i) { return bump(i.pad.low); },
-      [&](Instruction& i) { return bump(i.pad.interior); },
-      [&](Instruction& i) { return bump(i.conv.window_strides); },
-      [&](Instruction& i) { return bump_pair(i.conv.padding); },
+      [&](Instruction& i) { return Bump(i.dims); },
+      [&](Instruction& i) { return Bump(i.dot.lhs_contracting); },
+      [&](Instruction& i) { return Bump(i.dot.rhs_contracting); },
+      [&](Instruction& i) { return Bump(i.slice.start); },
+      [&](Instruction& i) { return Bump(i.slice.stride); },
+      [&](Instruction& i) { return Bump(i.pad.low); },
+      [&](Instruction& i) { return Bump(i.pad.interior); },
+      [&](Instruction& i) { return Bump(i.conv.window_strides); },
+      [&](Instruction& i) { return BumpPair(i.conv.padding); },
       [&](Instruction& i) { return i.op == Opcode::kConvolution && (++i.conv.feature_group_count, true); },
-      [&](Instruction& i) { return bump(i.window.dimensions); },
-      [&](Instruction& i) { return bump(i.window.strides); },
-      [&](Instruction& i) { return bump(i.gather.slice_sizes); },
-      [&](Instruction& i) { return bump(i.gather.offset_dims); },
+      [&](Instruction& i) { return Bump(i.window.dimensions); },
+      [&](Instruction& i) { return Bump(i.window.strides); },
+      [&](Instruction& i) { return Bump(i.gather.slice_sizes); },
+      [&](Instruction& i) { return Bump(i.gather.offset_dims); },
       [&](Instruction& i) { return i.op == Opcode::kGather && (i.gather.indices_are_sorted ^= true, true); },
-      [&](Instruction& i) { return bump(i.scatter.update_window_dims); },
+      [&](Instruction& i) { return Bump(i.scatter.update_window_dims); },
       [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.replace ^= true, true); },
       [&](Instruction& i) { return i.op == Opcode::kScatter && (i.scatter.unique_indices ^= true, true); },
       [&](Instruction& i) {
-        if (i.op != Opcode::kReduce && i.op != Opcode::kReduceWindow && i.op != Opcode::kScatter) return false;
-        i.reduce = i.reduce == ReduceKind::kSum ? ReduceKind::kMax : ReduceKind::kSum;
-        return true;
+        if (i.op != Opcode::kReduce && i.op != Opcode::kReduceWindow && i.op != Opcode::kScatter)
+          return false;
+        return ToggleReduce(i);
       },
       [&](Instruction& i) {
         if (i.op != Opcode::kCompare) return false;
@@ -152,22 +180,9 @@ TEST(Parser, FingerprintCoversEveryPrintedAttribute) {
         i.sharding = i.sharding ? std::nullopt : std::optional<Sharding>(*Sharding::Parse("{maximal device=1}"));
         return true;
       },
-      [&](Instruction& i) { return bump(i.shape.dims); },
+      [&](Instruction& i) { return Bump(i.shape.dims); },
   };
-  int checked = 0;
-  for (const auto& ip : m->instructions()) {
-    for (const Mutation& mutate : mutations) {
-      auto copy = ParseModule(PrintModule(*m));
-      ASSERT_TRUE(copy.ok());
-      Instruction& target = *(*copy)->instructions()[&ip - &m->instructions()[0]];
-      const std::string text_before = PrintModule(**copy, bare), fp_before = Fingerprint(**copy);
-      if (!mutate(target)) continue;
-      if (PrintModule(**copy, bare) == text_before) continue;
-      ++checked;
-      EXPECT_NE(Fingerprint(**copy), fp_before) << OpcodeName(target.op) << " changed to: " << PrintInstruction(target, bare);
-    }
-  }
-  EXPECT_GT(checked, 40);
+  EXPECT_GT(CheckFingerprintFollowsText(*m, mutations), 40);
 }
 
 TEST(Parser, HandWrittenText) {
@@ -251,19 +266,169 @@ TEST(Parser, ErrorsNameLineAndColumn) {
   }
 }
 
+// Every collective, with and without replica groups.
+std::unique_ptr<Module> EveryCollective() {
+  auto m = std::make_unique<Module>("local");
+  m->set_num_partitions(4);
+  auto* a = m->Parameter(Shape(DType::kF32, {4, 6}), "a");
+  auto* ar = m->AllReduce(a, ReduceKind::kSum, {{0, 1}, {2, 3}});
+  auto* ag = m->AllGather(ar, 0, {{0, 1, 2, 3}});
+  auto* rs = m->ReduceScatter(ag, 1, ReduceKind::kMax, {{0, 2}, {1, 3}}, L(40));
+  rs->scope = "layers.1.mlp";
+  auto* rs_all = m->ReduceScatter(rs, 0, ReduceKind::kProd, {});
+  auto* a2a = m->AllToAll(rs_all, 1, 0, 3, {{0, 1, 2}, {3, 4, 5}}, L(41));
+  auto* a2a_all = m->AllToAll(a2a, 0, 0, 4, {});
+  auto* ring = m->CollectivePermute(a2a_all, {{0, 1}, {1, 2}, {2, 3}, {3, 0}}, L(42));
+  auto* none = m->CollectivePermute(ring, {});
+  auto* bc = m->CollectiveBroadcast(none, {{3, 2}, {1, 0}}, L(43));
+  auto* bc_all = m->CollectiveBroadcast(bc, {});
+  auto* pid = m->PartitionId();
+  m->SetOutputs({bc_all, pid});
+  return m;
+}
+
 TEST(Parser, CollectivesRoundTrip) {
-  Module m("local");
-  m.set_num_partitions(4);
-  auto* a = m.Parameter(Shape(DType::kF32, {2, 3}), "a");
-  auto* ar = m.AllReduce(a, ReduceKind::kSum, {{0, 1}, {2, 3}});
-  auto* ag = m.AllGather(ar, 0, {{0, 1, 2, 3}});
-  auto* pid = m.PartitionId();
-  m.SetOutputs({ag, pid});
-  std::string text = PrintModule(m);
+  auto m = EveryCollective();
+  ASSERT_TRUE(Verify(*m).ok()) << Verify(*m);
+  std::string text = PrintModule(*m);
   auto p = ParseModule(text);
   ASSERT_TRUE(p.ok()) << p.status() << "\n" << text;
   EXPECT_EQ(PrintModule(**p), text);
   EXPECT_EQ((*p)->num_partitions(), 4);
+  EXPECT_EQ(Fingerprint(**p), Fingerprint(*m));
+  // The attributes themselves, not only their printed form, come back.
+  const auto& in = m->instructions();
+  const auto& out = (*p)->instructions();
+  ASSERT_EQ(in.size(), out.size());
+  for (size_t k = 0; k < in.size(); ++k) {
+    EXPECT_EQ(out[k]->op, in[k]->op);
+    EXPECT_EQ(out[k]->dims, in[k]->dims) << OpcodeName(in[k]->op);
+    EXPECT_EQ(out[k]->replica_groups, in[k]->replica_groups) << OpcodeName(in[k]->op);
+    EXPECT_EQ(out[k]->source_target_pairs, in[k]->source_target_pairs) << OpcodeName(in[k]->op);
+    EXPECT_EQ(out[k]->shape, in[k]->shape) << OpcodeName(in[k]->op);
+    if (in[k]->op == Opcode::kReduceScatter) EXPECT_EQ(out[k]->reduce, in[k]->reduce);
+  }
+}
+
+TEST(Parser, FingerprintCoversEveryCollectiveAttribute) {
+  auto m = EveryCollective();
+  std::vector<Mutation> mutations = {
+      [](Instruction& i) { return Bump(i.dims); },
+      [](Instruction& i) {  // the last of several dims (all_to_all's split_count)
+        if (i.dims.size() < 3) return false;
+        i.dims[2] += 1;
+        return true;
+      },
+      [](Instruction& i) {
+        if (i.replica_groups.empty()) return false;
+        i.replica_groups[0].back() += 10;
+        return true;
+      },
+      [](Instruction& i) {
+        if (i.replica_groups.size() < 2) return false;
+        std::swap(i.replica_groups[0], i.replica_groups[1]);
+        return true;
+      },
+      [](Instruction& i) { return BumpPair(i.source_target_pairs); },
+      [](Instruction& i) {
+        if (i.source_target_pairs.empty()) return false;
+        i.source_target_pairs.pop_back();
+        return true;
+      },
+      [](Instruction& i) {
+        return (i.op == Opcode::kAllReduce || i.op == Opcode::kReduceScatter) && ToggleReduce(i);
+      },
+      [](Instruction& i) { return Bump(i.shape.dims); },
+  };
+  // Each new op's attributes are among those checked.
+  EXPECT_GE(CheckFingerprintFollowsText(*m, mutations), 20);
+}
+
+TEST(Parser, CollectivesInStableHloSpecText) {
+  // The spec's examples' forms: channel_handle is read and ignored.
+  auto m = ParseModule(R"(module @spec attributes {mhlo.num_partitions = 2 : i32} {
+  func.func @main(%operand: tensor<2x4xi64>) -> tensor<2x2xi64> {
+    %rs = "stablehlo.reduce_scatter"(%operand) ({
+      ^bb0(%arg0: tensor<i64>, %arg1: tensor<i64>):
+        %0 = stablehlo.add %arg0, %arg1 : tensor<i64>
+        stablehlo.return %0 : tensor<i64>
+    }) {
+      scatter_dimension = 1 : i64,
+      replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>,
+      channel_handle = #stablehlo.channel_handle<handle = 0, type = 0>
+    } : (tensor<2x4xi64>) -> tensor<2x2xi64>
+    %a2a = "stablehlo.all_to_all"(%operand) {
+      split_dimension = 1 : i64,
+      concat_dimension = 0 : i64,
+      split_count = 2 : i64,
+      replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>
+    } : (tensor<2x4xi64>) -> tensor<4x2xi64>
+    %cp = "stablehlo.collective_permute"(%operand) {
+      source_target_pairs = dense<[[0, 1], [1, 0]]> : tensor<2x2xi64>,
+      channel_handle = #stablehlo.channel_handle<handle = 0, type = 0>
+    } : (tensor<2x4xi64>) -> tensor<2x4xi64>
+    %cb = "stablehlo.collective_broadcast"(%operand) {
+      replica_groups = dense<[[1, 0]]> : tensor<1x2xi64>,
+      channel_handle = #stablehlo.channel_handle<handle = 0, type = 0>
+    } : (tensor<2x4xi64>) -> tensor<2x4xi64>
+    return %rs : tensor<2x2xi64>
+  }
+})");
+  ASSERT_TRUE(m.ok()) << m.status();
+  std::map<Opcode, const Instruction*> by_op;
+  for (const auto& i : (*m)->instructions()) by_op[i->op] = i.get();
+  const Instruction* rs = by_op.at(Opcode::kReduceScatter);
+  EXPECT_EQ(rs->dims, (std::vector<int64_t>{1}));
+  EXPECT_EQ(rs->reduce, ReduceKind::kSum);
+  EXPECT_EQ(rs->replica_groups, (std::vector<std::vector<int64_t>>{{0, 1}}));
+  EXPECT_EQ(by_op.at(Opcode::kAllToAll)->dims, (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(by_op.at(Opcode::kCollectivePermute)->source_target_pairs,
+            (std::vector<std::pair<int64_t, int64_t>>{{0, 1}, {1, 0}}));
+  EXPECT_EQ(by_op.at(Opcode::kCollectiveBroadcast)->replica_groups,
+            (std::vector<std::vector<int64_t>>{{1, 0}}));
+}
+
+TEST(Parser, CollectiveErrorsNameTheOp) {
+  const std::string head = "module {\n  func.func @main(%a: tensor<4xf32>) -> tensor<4xf32> {\n";
+  struct Bad {
+    const char* line;
+    const char* want;
+  } cases[] = {
+      {"    %0 = \"stablehlo.reduce_scatter\"(%a) ({\n ^bb0(%x: tensor<f32>, %y: tensor<f32>):\n"
+       "  %r = stablehlo.add %x, %y : tensor<f32>\n  stablehlo.return %r : tensor<f32>\n }) "
+       "{replica_groups = dense<[[0, 1]]> : tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<2xf32>\n",
+       "stablehlo.reduce_scatter: missing attribute scatter_dimension"},
+      {"    %0 = \"stablehlo.reduce_scatter\"(%a) {scatter_dimension = 0 : i64, replica_groups = dense<[[0, "
+       "1]]> : "
+       "tensor<1x2xi64>} : (tensor<4xf32>) -> tensor<2xf32>\n",
+       "stablehlo.reduce_scatter: needs a region applying stablehlo.add/maximum/minimum/multiply"},
+      {"    %0 = \"stablehlo.all_to_all\"(%a) {split_dimension = 0 : i64, concat_dimension = 0 : i64} : "
+       "(tensor<4xf32>) -> tensor<4xf32>\n",
+       "stablehlo.all_to_all: missing attribute split_count"},
+      {"    %0 = \"stablehlo.all_to_all\"(%a) {split_dimension = [], concat_dimension = 0 : i64, split_count "
+       "= 2 : i64} : "
+       "(tensor<4xf32>) -> tensor<4xf32>\n",
+       "stablehlo.all_to_all: split_dimension must be one integer"},
+      {"    %0 = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1, 2]]> : "
+       "tensor<1x3xi64>} : "
+       "(tensor<4xf32>) -> tensor<4xf32>\n",
+       "stablehlo.collective_permute: source_target_pairs rows must be [source, target], got 3 values"},
+      {"    %0 = \"stablehlo.collective_permute\"(%a) {} : (tensor<4xf32>) -> tensor<4xf32>\n",
+       "stablehlo.collective_permute: missing attribute source_target_pairs"},
+      {"    %p = \"stablehlo.collective_permute\"(%a) {source_target_pairs = dense<[[0, 1], [2, 1]]> : "
+       "tensor<2x2xi64>} : "
+       "(tensor<4xf32>) -> tensor<4xf32>\n    return %p : tensor<4xf32>\n  }\n}\n",
+       "device 1 is the target of two source_target_pairs"},
+      {"    %t = \"stablehlo.all_to_all\"(%a) {split_dimension = 0 : i64, concat_dimension = 0 : i64, "
+       "split_count = 2 : "
+       "i64} : (tensor<4xf32>) -> tensor<2xf32>\n    return %t : tensor<2xf32>\n  }\n}\n",
+       "result type tensor<2xf32> differs from the tensor<4xf32> its operands imply"},
+  };
+  for (const Bad& b : cases) {
+    auto m = ParseModule(head + b.line);
+    ASSERT_FALSE(m.ok()) << b.line;
+    EXPECT_NE(m.status().message().find(b.want), std::string::npos) << m.status() << "\nwanted: " << b.want;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 
@@ -134,6 +135,43 @@ TEST(FusionPlan, SharedValuesAreRecomputedOnlyWhereTheyNeedNotBeWritten) {
   for (const auto& d : gp.decisions)
     said |= !d.fused && d.reason.find("outside the kernel") != std::string::npos;
   EXPECT_TRUE(said);
+}
+
+TEST(FusionPlan, EveryCollectiveIsAKernelBoundary) {
+  using Make = std::function<Instruction*(Module&, Instruction*)>;
+  const std::vector<Make> collectives = {
+      [](Module& m, Instruction* v) { return m.AllReduce(v, compiler::ReduceKind::kSum, {{0, 1}}); },
+      [](Module& m, Instruction* v) { return m.AllGather(v, 0, {{0, 1}}); },
+      [](Module& m, Instruction* v) {
+        return m.ReduceScatter(v, 0, compiler::ReduceKind::kSum, {{0, 1}});
+      },
+      [](Module& m, Instruction* v) { return m.AllToAll(v, 0, 1, 2, {{0, 1}}); },
+      [](Module& m, Instruction* v) { return m.CollectivePermute(v, {{0, 1}, {1, 0}}); },
+      [](Module& m, Instruction* v) { return m.CollectiveBroadcast(v, {{0, 1}}); },
+  };
+  for (const Make& make : collectives) {
+    // exp -> collective -> tanh -> exp: the elementwise ops on either side
+    // would fuse but for the collective between them.
+    Module m;
+    m.set_num_partitions(2);
+    Instruction* x = m.Parameter(Shape(DType::kF32, {8, 8}), "x");
+    Instruction* before = m.Unary(Opcode::kExponential, x);
+    Instruction* c = make(m, before);
+    Instruction* after = m.Unary(Opcode::kExponential, m.Unary(Opcode::kTanh, c));
+    m.AddOutput(after);
+    ASSERT_TRUE(compiler::Verify(m).ok()) << compiler::Verify(m);
+    FusionPlan plan = compiler::PlanFusion(m);
+    SCOPED_TRACE(compiler::OpcodeName(c->op));
+    EXPECT_EQ(plan.KernelOf(c->id), nullptr);
+    EXPECT_FALSE(plan.Absorbed(c->id));
+    ASSERT_NE(plan.KernelOf(after->id), nullptr);
+    EXPECT_EQ(plan.KernelOf(after->id)->members.size(), 2u);  // tanh and exp, not the collective
+    const auto* edge =
+        Edge(plan, compiler::KernelName(*c, nullptr), absl::StrCat("tanh.", after->operands[0]->id));
+    ASSERT_NE(edge, nullptr);
+    EXPECT_FALSE(edge->fused);
+    EXPECT_EQ(edge->reason, "a collective is a kernel boundary");
+  }
 }
 
 TEST(FusionPlan, ReduceEndsAKernelOverLeadingOrTrailingDims) {
