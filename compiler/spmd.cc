@@ -803,25 +803,39 @@ class Partitioner {
 
   // Lets values that are cheap to produce split (broadcasts, iotas, constants,
   // and elementwise ops on them) take the split of the elementwise op using
-  // them, so they are made already local instead of whole then sliced. Only
-  // values with that one user: a broadcast CSE shares between a split and a
-  // whole update (AdamW's per-shape constants) would otherwise pull the whole
-  // one's chain into the split, and the next step would gather it back.
+  // them, so they are made already local instead of whole then sliced. A
+  // cheap value moves only when every user already has that split (or is
+  // this one): a broadcast CSE shares between a split and a whole update
+  // (AdamW's per-shape constants) would otherwise pull the whole one's chain
+  // into the split, and the next step would gather it back. A contraction
+  // made whole (a weight gradient summed over a split batch) moves whatever
+  // its other users: it then combines its partial sums straight into the
+  // split (a reduce_scatter), and those users work on the split value, which
+  // only makes them cheaper.
   void Backward() {
     const auto& instrs = g_.instructions();
-    std::vector<int> uses(instrs.size(), 0);
+    std::vector<std::vector<const Instruction*>> users(instrs.size());
     for (const auto& i : instrs)
-      for (const Instruction* o : i->operands) ++uses[o->id];
-    for (const Instruction* o : g_.outputs()) ++uses[o->id];
+      for (const Instruction* o : i->operands) users[o->id].push_back(i.get());
+    std::vector<bool> is_output(instrs.size(), false);
+    for (const Instruction* o : g_.outputs()) is_output[o->id] = true;
+    auto users_agree = [&](const Instruction& o, const Instruction& i) {
+      if (is_output[o.id]) return false;
+      for (const Instruction* u : users[o.id])
+        if (u != &i && !(IsElementwise(u->op) && sh_[u->id].SameLayout(sh_[i.id]))) return false;
+      return true;
+    };
     for (auto it = instrs.rbegin(); it != instrs.rend(); ++it) {
       const Instruction& i = **it;
       if (!IsElementwise(i.op) || sh_[i.id].DataTiles() == 1) continue;
       for (const Instruction* o : i.operands) {
-        if (o->op == Opcode::kParameter || pinned_[o->id] || uses[o->id] != 1) continue;
+        if (o->op == Opcode::kParameter || pinned_[o->id]) continue;
         if (o->shape.dims != i.shape.dims || sh_[o->id].DataTiles() != 1) continue;
-        bool cheap = o->op == Opcode::kBroadcastInDim || o->op == Opcode::kIota ||
-                     o->op == Opcode::kConstant || IsElementwise(o->op);
-        if (!cheap) continue;
+        const bool cheap = o->op == Opcode::kBroadcastInDim || o->op == Opcode::kIota ||
+                           o->op == Opcode::kConstant || IsElementwise(o->op);
+        const bool contraction = o->op == Opcode::kDotGeneral || o->op == Opcode::kReduce ||
+                                 o->op == Opcode::kConvolution || o->op == Opcode::kScatter;
+        if (!(cheap && users_agree(*o, i)) && !contraction) continue;
         sh_[o->id] = sh_[i.id];
         pinned_[o->id] = true;
         via_[o->id] = absl::StrCat(OpcodeName(i.op), " (backward)");
@@ -919,6 +933,60 @@ class Partitioner {
     return Reshard(lv_[o->id], *o, sh_[o->id], want);
   }
 
+  // Combines the partial results each group of devices holds, ending in
+  // `want`. When `want` splits one dim that the combined value (`natural`)
+  // holds whole, and each group's members fall evenly on that dim's tiles, a
+  // reduce_scatter hands each device its block (then an all-reduce adds up
+  // the members that share a block): the gradient reduce-scatter of FSDP.
+  // Otherwise an all-reduce, then the reshard.
+  absl::Status CombinePartials(Instruction** r, const Instruction& i, ReduceKind kind,
+                               const std::vector<std::vector<int64_t>>& groups, const Tiles& natural,
+                               const Tiles& want) {
+    Module& m = *result_.local;
+    int dim = -1;
+    for (int d = 0; d < want.rank(); ++d) {
+      if (natural.dims[d] == want.dims[d]) {
+        for (int64_t dev = 0; dev < n_ && dim != -2; ++dev)
+          if (want.dims[d] > 1 && natural.Coords(dev)[d] != want.Coords(dev)[d]) dim = -2;
+      } else if (natural.dims[d] == 1 && dim == -1) {
+        dim = d;
+      } else {
+        dim = -2;
+      }
+      if (dim == -2) break;
+    }
+    std::vector<std::vector<int64_t>> scatter_groups, sum_groups;
+    if (dim >= 0) {
+      const int64_t tiles = want.dims[dim];
+      for (const auto& g : groups) {
+        std::vector<std::vector<int64_t>> by_block(tiles);
+        for (int64_t dev : g) by_block[want.Coords(dev)[dim]].push_back(dev);
+        const size_t per_block = g.size() / tiles;
+        for (const auto& b : by_block)
+          if (b.size() != per_block || per_block == 0) dim = -2;
+        if (dim < 0) break;
+        for (size_t j = 0; j < per_block; ++j) {
+          scatter_groups.emplace_back();
+          for (const auto& b : by_block) scatter_groups.back().push_back(b[j]);
+        }
+        if (per_block > 1)
+          for (const auto& b : by_block) sum_groups.push_back(b);
+      }
+    }
+    if (dim < 0) {
+      *r = m.AllReduce(*r, kind, groups, i.loc);
+      ++result_.collectives;
+      return Fix(r, i, natural, want);
+    }
+    *r = m.ReduceScatter(*r, dim, kind, scatter_groups, i.loc);
+    ++result_.collectives;
+    if (!sum_groups.empty()) {
+      *r = m.AllReduce(*r, kind, sum_groups, i.loc);
+      ++result_.collectives;
+    }
+    return absl::OkStatus();
+  }
+
   // The first want.size() operands of `i`, each in the layout wanted of it.
   absl::StatusOr<std::vector<Instruction*>> Operands(const Instruction& i, const std::vector<Tiles>& want) {
     std::vector<Instruction*> ops;
@@ -999,11 +1067,9 @@ class Partitioner {
         auto ops = Operands(i, {p.lhs, p.rhs});
         if (!ops.ok()) return ops.status();
         r = m.DotGeneral((*ops)[0], (*ops)[1], i.dot, i.loc, i.shape.dtype);
-        if (p.partial) {
-          r = m.AllReduce(r, ReduceKind::kSum, p.groups, i.loc);
-          ++result_.collectives;
-        }
-        if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
+        absl::Status s = p.partial ? CombinePartials(&r, i, ReduceKind::kSum, p.groups, p.out, out)
+                                   : Fix(&r, i, p.out, out);
+        if (!s.ok()) return s;
         break;
       }
       case Opcode::kOptimizationBarrier: {
@@ -1026,15 +1092,13 @@ class Partitioner {
                                       i.operands[1]->literal->GetDouble(0) == identity;
         r = m.Reduce(lv_[i.operands[0]->id], once ? m.ScalarConstant(init->shape.dtype, identity, i.loc) : init,
                      i.dims, i.reduce, i.loc);
-        if (!p.groups.empty()) {
-          r = m.AllReduce(r, i.reduce, p.groups, i.loc);
-          ++result_.collectives;
-        }
+        absl::Status s = !p.groups.empty() ? CombinePartials(&r, i, i.reduce, p.groups, p.out, out)
+                                           : Fix(&r, i, p.out, out);
+        if (!s.ok()) return s;
         if (once && !init_is_identity) {
           Instruction* b = m.BroadcastInDim(init, r->shape.dims, {}, i.loc);
           r = m.Binary(i.reduce == ReduceKind::kSum ? Opcode::kAdd : Opcode::kMultiply, r, b, i.loc);
         }
-        if (absl::Status s = Fix(&r, i, p.out, out); !s.ok()) return s;
         break;
       }
       case Opcode::kGather: {
@@ -1059,19 +1123,21 @@ class Partitioner {
           break;
         }
         const int rank = i.shape.rank();
-        auto ops = Operands(i, {Tiles::Replicated(rank, n_), p->indices, p->updates});
-        if (!ops.ok()) return ops.status();
-        Instruction* base = (*ops)[0];
         const bool sum = i.reduce == ReduceKind::kSum;
         const bool zero_base = IsZero(i.operands[0]);
-        Instruction* into = base;
+        auto ops = Operands(i, {Tiles::Replicated(rank, n_), p->indices, p->updates});
+        if (!ops.ok()) return ops.status();
+        Instruction* into = (*ops)[0];
         if (sum && !zero_base)
           into = m.BroadcastInDim(m.ScalarConstant(i.shape.dtype, 0, i.loc), i.shape.dims, {}, i.loc);
         r = m.Scatter(into, (*ops)[1], (*ops)[2], i.scatter, i.reduce, i.loc);
-        r = m.AllReduce(r, i.reduce, p->groups, i.loc);
-        ++result_.collectives;
-        if (sum && !zero_base) r = m.Binary(Opcode::kAdd, r, base, i.loc);
-        if (absl::Status s = Fix(&r, i, Tiles::Replicated(rank, n_), out); !s.ok()) return s;
+        if (absl::Status s = CombinePartials(&r, i, i.reduce, p->groups, Tiles::Replicated(rank, n_), out); !s.ok())
+          return s;
+        if (sum && !zero_base) {
+          auto base = Operand(i, 0, out);
+          if (!base.ok()) return base.status();
+          r = m.Binary(Opcode::kAdd, r, *base, i.loc);
+        }
         break;
       }
       case Opcode::kConvolution: {
@@ -1083,11 +1149,9 @@ class Partitioner {
         auto ops = Operands(i, {p->lhs, p->rhs});
         if (!ops.ok()) return ops.status();
         r = m.Convolution((*ops)[0], (*ops)[1], i.conv, i.loc, i.shape.dtype);
-        if (!p->groups.empty()) {
-          r = m.AllReduce(r, ReduceKind::kSum, p->groups, i.loc);
-          ++result_.collectives;
-        }
-        if (absl::Status s = Fix(&r, i, p->out, out); !s.ok()) return s;
+        absl::Status s = !p->groups.empty() ? CombinePartials(&r, i, ReduceKind::kSum, p->groups, p->out, out)
+                                            : Fix(&r, i, p->out, out);
+        if (!s.ok()) return s;
         break;
       }
       case Opcode::kReduceWindow: {

@@ -204,6 +204,23 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdo
   return absl::OkStatus();
 }
 
+}  // namespace
+
+ShardingRow TensorColumns(const store::QueryResult& q, size_t i) {
+  ShardingRow r;
+  r.tensor_id = q.Int(i, "tensor_id");
+  r.name = q.Text(i, "name");
+  r.dtype = q.Text(i, "dtype");
+  r.shape = q.Text(i, "shape");
+  r.sharding = q.Text(i, "sharding");
+  r.source = q.Text(i, "sharding_source");
+  r.source_file = q.Text(i, "source_file");
+  r.source_line = static_cast<int>(q.Int(i, "source_line"));
+  return r;
+}
+
+namespace {
+
 absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<ShardingRow>* out) {
   auto q = rd.Query(
       "SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source,"
@@ -215,15 +232,7 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<S
       {run});
   if (!q.ok()) return q.status();
   for (size_t i = 0; i < q->rows.size(); ++i) {
-    ShardingRow r;
-    r.tensor_id = q->Int(i, "tensor_id");
-    r.name = q->Text(i, "name");
-    r.dtype = q->Text(i, "dtype");
-    r.shape = q->Text(i, "shape");
-    r.sharding = q->Text(i, "sharding");
-    r.source = q->Text(i, "sharding_source");
-    r.source_file = q->Text(i, "source_file");
-    r.source_line = static_cast<int>(q->Int(i, "source_line"));
+    ShardingRow r = TensorColumns(*q, i);
     r.devices = q->Int(i, "devices");
     r.min_bytes = q->Int(i, "min_bytes");
     r.max_bytes = q->Int(i, "max_bytes");

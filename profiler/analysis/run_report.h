@@ -92,6 +92,10 @@ struct ShardingRow {
   int64_t min_bytes = 0, max_bytes = 0;  // bytes per device (equal when even)
 };
 
+// The `tensors` columns of row `i` of a query that selects them (tensor_id,
+// name, dtype, shape, sharding, sharding_source, source_file, source_line).
+ShardingRow TensorColumns(const store::QueryResult& q, size_t i);
+
 // One op of a compiled graph, by measured device time (the kernel_stats view).
 struct KernelRow {
   int64_t graph_id = 0, op_id = 0;

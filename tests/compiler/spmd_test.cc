@@ -532,6 +532,7 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
         for (const auto& i : exe->program->instructions()) {
           if (i->op == Opcode::kAllReduce) ++here["all_reduce"];
           if (i->op == Opcode::kAllGather) ++here["all_gather"];
+          if (i->op == Opcode::kReduceScatter) ++here["reduce_scatter"];
           if (i->op == Opcode::kDynamicSlice) ++here["dynamic_slice"];
         }
         for (auto& [k, v] : here) {
@@ -553,11 +554,12 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   std::printf("  ops in the global programs (sharded runs using it / total uses):\n");
   for (auto& [k, v] : op_programs) std::printf("    %-18s %4d / %4d\n", k.c_str(), v, op_count[k]);
   std::printf("  collectives in the compiled per-device programs (programs / total):\n");
-  for (const char* k : {"all_reduce", "all_gather", "dynamic_slice"})
+  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "dynamic_slice"})
     std::printf("    %-18s %4d / %4d\n", k, coll_programs[k], coll_count[k]);
   EXPECT_GE(programs, 3000);
   EXPECT_GT(coll_programs["all_reduce"], 0);
   EXPECT_GT(coll_programs["all_gather"], 0);
+  EXPECT_GT(coll_programs["reduce_scatter"], 0);
   EXPECT_GT(coll_programs["dynamic_slice"], 0);
   for (const char* op : {"add", "subtract", "multiply", "maximum", "exponential", "broadcast_in_dim", "transpose",
                          "reshape", "dot_general", "reduce_sum", "reduce_max", "constant", "iota", "gather",
@@ -696,6 +698,41 @@ TEST(SpmdTest, EmbeddingGradientSplitByIdsAllReducesOnce) {
     EXPECT_FLOAT_EQ(out.as<float>()[1 * 4 + c], 1 + 3 + 5 + 7 + 0.4f * c);
     EXPECT_EQ(out.as<float>()[2 * 4 + c], 0.f);
   }
+}
+
+// FSDP's weight update: the gradient sums over a batch split four ways and
+// meets a weight split two ways, so each device gets its block by a
+// reduce_scatter (over the devices holding different blocks) and an
+// all-reduce (over those holding the same one) instead of the whole sum.
+TEST(SpmdTest, GradientMeetingASplitWeightIsReduceScattered) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {8, 4}), "x");
+  x->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
+  Instruction* dy = m.Parameter(Shape(DType::kF32, {8, 6}), "dy");
+  dy->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
+  Instruction* w = m.Parameter(Shape(DType::kF32, {4, 6}), "w");
+  w->sharding = *Sharding::Parse("{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}");
+  Instruction* grad = m.DotGeneral(x, dy, {{}, {}, {0}, {0}});  // [4, 6], summed over the batch
+  m.AddOutput(m.Binary(Opcode::kSubtract, w, grad));
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(CountOps(*r->local, Opcode::kReduceScatter), 1) << compiler::PrintModule(*r->local);
+  for (const auto& i : r->local->instructions()) {
+    if (i->op == Opcode::kReduceScatter) {
+      EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
+      EXPECT_EQ(i->shape, Shape(DType::kF32, {2, 6}));
+    }
+    if (i->op == Opcode::kAllReduce) EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+  }
+  std::mt19937_64 rng(5);
+  std::vector<Literal> in;
+  for (const Instruction* p : m.parameters()) in.push_back(RandomLiteral(p->shape, rng));
+  auto got = RunProgram(ClientFor(4), m, {*x->sharding, *dy->sharding, *w->sharding}, in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  for (Instruction* p : {x, dy, w}) p->sharding.reset();
+  auto want = RunProgram(ClientFor(1), m, {Sharding(), Sharding(), Sharding()}, in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  EXPECT_EQ(CompareLiterals((*got)[0], (*want)[0], 1e-5), "");
 }
 
 // A reduce over a split dim counts its init once, not once per shard.

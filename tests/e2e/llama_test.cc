@@ -128,6 +128,7 @@ TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
     EXPECT_GT(all_reduces, 0);  // gradients (dp, fsdp) and row-parallel outputs (tp)
     if (strategy == "dp" || strategy == "tp") EXPECT_EQ(gathers, 0);
     if (strategy == "fsdp" || strategy == "fsdp_tp") EXPECT_GT(gathers, 0);  // weights gathered for use
+    if (strategy == "fsdp") EXPECT_GT(Count(program, Opcode::kReduceScatter), 0);  // gradients scattered
     // Weights and AdamW moments per chip against one chip's.
     int64_t local = 0, global = 0;
     for (const compiler::Instruction* p : program.parameters()) {

@@ -217,7 +217,7 @@ int Run(const std::vector<std::string>& args) {
   }
   std::string ids;
   for (int d = 0; d < chips; ++d) absl::StrAppend(&ids, d ? "," : "", d);
-  trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", cfg.mesh[0], ",", cfg.mesh[1], "]"), "data,model", ids});
+  trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", cfg.mesh[0], ",", cfg.mesh[1], "]"), run.mesh_axes, ids});
 
   if (!quiet) {
     std::cout << "shardscope run " << sample << " — run " << *run_id << " into " << db << ", mesh " << mesh_text

@@ -1,5 +1,5 @@
-// The report commands: `report` (the run report of profiler/analysis) and
-// `query` (any SQL, as CSV). Argument mistakes exit 2 with a usage hint; a bad
+// The report commands: `report` (the run report of profiler/analysis),
+// `sharding` (where each tensor's shards live) and `query` (any SQL, as CSV). Argument mistakes exit 2 with a usage hint; a bad
 // or missing file exits 1 with the store's message.
 #include "ui/cli/reports.h"
 
@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "profiler/analysis/run_report.h"
+#include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
 #include "ui/cli/csv.h"
 
@@ -22,6 +23,16 @@ constexpr char kReportHelp[] =
     "  time per chip by kind (device clock), and where each tensor's shards live.\n"
     "  --run N      the run to report (default: the newest run in the file)\n"
     "  --format F   text (default), md (Markdown) or json\n";
+
+constexpr char kShardingHelp[] =
+    "usage: shardscope sharding PATH [--run N] [--tensor NAME]\n"
+    "  Where each tensor's shards live in one stored run: a table of every tensor's\n"
+    "  sharding, where it came from (annotated, propagated, default) and the bytes each\n"
+    "  chip holds, then a grid per layout: the tiles of the split dims (their index\n"
+    "  ranges) and the chips holding each.\n"
+    "  --run N        the run (default: the newest in the file)\n"
+    "  --tensor NAME  only this tensor (e.g. layers.0.attn.q_proj.weight), a grid for each\n"
+    "                 sharding it was seen with\n";
 
 constexpr char kQueryHelp[] =
     "usage: shardscope query PATH \"SQL\"\n"
@@ -120,6 +131,43 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   return 0;
 }
 
+// The run a report reads: --run N, or the newest; 0 after printing why not.
+int64_t PickRun(const store::Reader& reader, Args& a, std::ostream& err) {
+  int64_t run_id = 0;
+  if (a.flags.count("--run")) return absl::SimpleAtoi(a.flags["--run"], &run_id) && run_id > 0 ? run_id : -1;
+  absl::StatusOr<int64_t> latest = reader.LatestRunId();
+  if (!latest.ok()) {
+    err << "error: " << latest.status().message() << "\n";
+    return 0;
+  }
+  return *latest;
+}
+
+int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  Args a = Parse(argv, {"--run", "--tensor"});
+  if (!a.error.empty()) return Usage(err, a.error, kShardingHelp);
+  if (a.positional.size() != 1)
+    return Usage(err, a.positional.empty() ? "sharding needs the database PATH" : "sharding takes one PATH",
+                 kShardingHelp);
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+  if (!reader.ok()) {
+    err << "error: " << reader.status().message() << "\n";
+    return 1;
+  }
+  const int64_t run_id = PickRun(*reader, a, err);
+  if (run_id < 0)
+    return Usage(err, absl::StrCat("--run wants a positive run number, not '", a.flags["--run"], "'"), kShardingHelp);
+  if (run_id == 0) return 1;
+  const std::string tensor = a.flags.count("--tensor") ? a.flags["--tensor"] : "";
+  absl::StatusOr<analysis::ShardingView> view = analysis::BuildShardingView(*reader, run_id, tensor);
+  if (!view.ok()) {
+    err << "error: " << view.status().message() << "\n";
+    return 1;
+  }
+  out << analysis::RenderShardingText(*view, /*all_grids=*/!tensor.empty());
+  return 0;
+}
+
 int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   Args a = Parse(argv, {});
   if (!a.error.empty()) return Usage(err, a.error, kQueryHelp);
@@ -144,17 +192,19 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
-  return command == "report" || command == "query";
+  return command == "report" || command == "sharding" || command == "query";
 }
 
 std::string ReportCommandSummaries() {
   return "  report PATH     summary of a stored run (steps, recompilations, per chip, sharding)\n"
+         "  sharding PATH   where each tensor's shards live: tiles, chips, bytes (--tensor NAME)\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n";
 }
 
 std::string ReportHelp(const std::string& command) {
   if (command == "report") return kReportHelp;
   if (command == "query") return kQueryHelp;
+  if (command == "sharding") return kShardingHelp;
   return "";
 }
 
@@ -168,6 +218,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   }
   if (command == "report") return Report(args, out, err);
   if (command == "query") return Query(args, out, err);
+  if (command == "sharding") return Sharding(args, out, err);
   err << "error: unknown report command '" << command << "'\n";
   return 2;
 }

@@ -1,0 +1,214 @@
+#include "profiler/analysis/sharding_view.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "profiler/analysis/format.h"
+
+namespace shardscope::analysis {
+namespace {
+
+struct Range {
+  int64_t begin = 0, end = 0;
+  bool operator<(const Range& o) const { return begin != o.begin ? begin < o.begin : end < o.end; }
+  bool operator==(const Range& o) const { return begin == o.begin && end == o.end; }
+  std::string ToString() const { return absl::StrCat(begin, ":", end); }
+};
+
+// "[0:128,0:256]" -> {{0,128},{0,256}}; "[]" (a scalar) -> {}.
+absl::StatusOr<std::vector<Range>> ParseRanges(const std::string& text) {
+  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
+    return absl::DataLossError(absl::StrCat("shard_placements.index_ranges '", text, "' is not [b:e,...]"));
+  std::vector<Range> out;
+  const std::string inner = text.substr(1, text.size() - 2);
+  if (inner.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(inner, ',')) {
+    std::vector<std::string> be = absl::StrSplit(part, ':');
+    Range r;
+    if (be.size() != 2 || !absl::SimpleAtoi(be[0], &r.begin) || !absl::SimpleAtoi(be[1], &r.end))
+      return absl::DataLossError(absl::StrCat("shard_placements.index_ranges '", text, "' is not [b:e,...]"));
+    out.push_back(r);
+  }
+  return out;
+}
+
+std::string Chips(const std::vector<int64_t>& chips) {
+  if (chips.empty()) return "-";
+  return absl::StrCat(chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(chips, ","));
+}
+
+std::string Source(const ShardingRow& t) {
+  if (t.source_file.empty()) return t.source;
+  return absl::StrCat(t.source, " (made at ", t.source_file, ":", t.source_line, ")");
+}
+
+std::string PerChip(const TensorTiles& tt) {
+  const ShardingRow& t = tt.tensor;
+  if (t.devices == 0) return "not placed";
+  std::string bytes = t.min_bytes == t.max_bytes ? FormatBytes(t.max_bytes)
+                                                 : absl::StrCat(FormatBytes(t.min_bytes), "-", FormatBytes(t.max_bytes));
+  return absl::StrCat(bytes, "/chip on ", t.devices, " (of ", FormatBytes(tt.global_bytes), ")");
+}
+
+// The grid: rows are the first split dim's ranges, columns the second's (one
+// row when one dim is split); more split dims list their tiles instead.
+std::string Grid(const TensorTiles& t, const std::string& indent) {
+  if (t.split_dims.empty()) return absl::StrCat(indent, "whole on ", Chips(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]), "\n");
+  if (t.split_dims.size() > 2) {
+    std::vector<std::vector<std::string>> rows = {{"tile (" + absl::StrJoin(t.split_dims, ",") + ")", "held by"}};
+    std::vector<size_t> idx(t.split_dims.size(), 0);
+    for (const auto& chips : t.tile_chips) {
+      std::vector<std::string> parts;
+      for (size_t k = 0; k < idx.size(); ++k) parts.push_back(t.ranges[k][idx[k]]);
+      rows.push_back({absl::StrCat("[", absl::StrJoin(parts, ","), "]"), Chips(chips)});
+      for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
+        if (++idx[k] < t.ranges[k].size()) break;
+        idx[k] = 0;
+      }
+    }
+    return AlignTable(rows, indent);
+  }
+  const bool two = t.split_dims.size() == 2;
+  const size_t nrows = two ? t.ranges[0].size() : 1, ncols = two ? t.ranges[1].size() : t.ranges[0].size();
+  std::vector<std::string> cells(t.tile_chips.size());
+  size_t width = 0;
+  for (size_t k = 0; k < cells.size(); ++k) width = std::max(width, (cells[k] = Chips(t.tile_chips[k])).size());
+  for (const auto& dim : t.ranges)
+    for (const std::string& r : dim) width = std::max(width, r.size());
+  std::string label_pad(two ? 4 + t.ranges[0].back().size() + 7 : 0, ' ');
+  auto pad = [&](const std::string& s) { return s + std::string(width - s.size(), ' '); };
+  std::string rule = label_pad + "+";
+  for (size_t c = 0; c < ncols; ++c) rule += std::string(width + 2, '-') + "+";
+  std::string out = indent + label_pad + " ";
+  const std::vector<std::string>& cols = t.ranges[two ? 1 : 0];
+  for (size_t c = 0; c < ncols; ++c) out += " " + pad(cols[c]) + "  ";
+  absl::StrAppend(&out, " (dim ", t.split_dims[two ? 1 : 0], ")\n", indent, rule, "\n");
+  for (size_t r = 0; r < nrows; ++r) {
+    std::string label = two ? absl::StrCat("dim ", t.split_dims[0], " ", t.ranges[0][r]) : "";
+    out += indent + label + std::string(label_pad.size() - label.size(), ' ') + "|";
+    for (size_t c = 0; c < ncols; ++c) out += " " + pad(cells[r * ncols + c]) + " |";
+    out += "\n" + indent + rule + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t run_id, const std::string& tensor) {
+  const std::string run = std::to_string(run_id);
+  ShardingView v;
+  v.run_id = run_id;
+  auto head = rd.Query("SELECT sample, mesh, mesh_axes, sharding FROM runs WHERE run_id = ?1", {run});
+  if (!head.ok()) return head.status();
+  if (head->rows.empty()) return absl::NotFoundError(absl::StrCat("no run ", run_id, " in ", rd.path()));
+  v.sample = head->Text(0, "sample");
+  v.mesh = head->Text(0, "mesh");
+  v.mesh_axes = head->Text(0, "mesh_axes");
+  v.strategy = head->Text(0, "sharding");
+  auto q = rd.Query(
+      "SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source, t.source_file,"
+      " t.source_line, p.device_id, p.index_ranges, p.bytes"
+      " FROM tensors t LEFT JOIN shard_placements p ON p.run_id = t.run_id AND p.tensor_id = t.tensor_id"
+      " WHERE t.run_id = ?1 AND (?2 = '' OR t.name = ?2) ORDER BY t.step, t.tensor_id, p.device_id",
+      {run, tensor});
+  if (!q.ok()) return q.status();
+  std::map<int64_t, size_t> at;                           // tensor id -> index in v.tensors
+  std::vector<std::vector<std::pair<int64_t, std::vector<Range>>>> shards;  // per tensor: (chip, ranges)
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    const int64_t id = q->Int(i, "tensor_id");
+    auto [it, fresh] = at.emplace(id, v.tensors.size());
+    if (fresh) {
+      v.tensors.push_back({TensorColumns(*q, i)});
+      shards.emplace_back();
+    }
+    if (q->Int(i, "device_id", -1) < 0) continue;  // recorded, never placed
+    auto ranges = ParseRanges(q->Text(i, "index_ranges"));
+    if (!ranges.ok()) return ranges.status();
+    ShardingRow& t = v.tensors[it->second].tensor;
+    const int64_t bytes = q->Int(i, "bytes");
+    t.min_bytes = t.devices == 0 ? bytes : std::min(t.min_bytes, bytes);
+    t.max_bytes = std::max(t.max_bytes, bytes);
+    ++t.devices;
+    shards[it->second].push_back({q->Int(i, "device_id"), *std::move(ranges)});
+  }
+  if (v.tensors.empty() && !tensor.empty()) {
+    auto names = rd.Query("SELECT DISTINCT name FROM tensors WHERE run_id = ?1 ORDER BY name", {run});
+    std::vector<std::string> all;
+    if (names.ok())
+      for (size_t i = 0; i < names->rows.size(); ++i) all.push_back(names->Text(i, "name"));
+    return absl::NotFoundError(absl::StrCat("run ", run_id, " has no tensor '", tensor, "'; it has: ",
+                                            all.empty() ? "none" : absl::StrJoin(all, ", ")));
+  }
+  for (size_t k = 0; k < v.tensors.size(); ++k) {
+    TensorTiles& t = v.tensors[k];
+    const auto& s = shards[k];
+    if (s.empty()) continue;
+    const size_t rank = s[0].second.size();
+    int64_t elements = 1;
+    std::vector<std::vector<Range>> distinct(rank);
+    for (size_t d = 0; d < rank; ++d) {
+      std::set<Range> seen;
+      for (const auto& [chip, ranges] : s) seen.insert(ranges[d]);
+      distinct[d].assign(seen.begin(), seen.end());
+      elements *= distinct[d].back().end;
+      if (distinct[d].size() > 1) t.split_dims.push_back(static_cast<int>(d));
+    }
+    // Whole bytes: the shard bytes scaled by the elements it covers.
+    int64_t first_elements = 1;
+    for (const Range& r : s[0].second) first_elements *= r.end - r.begin;
+    t.global_bytes = first_elements > 0 ? t.tensor.max_bytes / first_elements * elements : 0;
+    size_t tiles = 1;
+    for (int d : t.split_dims) {
+      std::vector<std::string> names;
+      for (const Range& r : distinct[d]) names.push_back(r.ToString());
+      t.ranges.push_back(names);
+      tiles *= names.size();
+    }
+    t.tile_chips.assign(tiles, {});
+    for (const auto& [chip, ranges] : s) {
+      size_t tile = 0;
+      for (int d : t.split_dims) {
+        const auto& dr = distinct[d];
+        tile = tile * dr.size() + (std::find(dr.begin(), dr.end(), ranges[d]) - dr.begin());
+      }
+      t.tile_chips[tile].push_back(chip);
+    }
+  }
+  return v;
+}
+
+std::string RenderShardingText(const ShardingView& v, bool all_grids) {
+  std::string out = absl::StrCat("run ", v.run_id, ": ", v.sample, " on mesh ", v.mesh, " (axes ", v.mesh_axes,
+                                 "), sharding ", v.strategy.empty() ? "-" : v.strategy, "\n\n");
+  if (v.tensors.empty()) return out + "no tensors recorded\n";
+  std::vector<std::vector<std::string>> table = {{"tensor", "type", "sharding", "source", "held"}};
+  for (const TensorTiles& tt : v.tensors) {
+    const ShardingRow& t = tt.tensor;
+    table.push_back({t.name, t.dtype + t.shape, t.sharding, Source(t), PerChip(tt)});
+  }
+  out += AlignTable(table, "  ");
+  // One grid per layout (sharding and shape), naming the tensors that share it.
+  std::map<std::string, std::vector<const TensorTiles*>> layouts;
+  std::vector<std::string> order;
+  for (const TensorTiles& tt : v.tensors) {
+    const ShardingRow& t = tt.tensor;
+    const std::string key = all_grids ? std::to_string(t.tensor_id) : t.sharding + " " + t.shape;
+    if (!layouts.count(key)) order.push_back(key);
+    layouts[key].push_back(&tt);
+  }
+  for (const std::string& key : order) {
+    const auto& ts = layouts[key];
+    const ShardingRow& t = ts[0]->tensor;
+    std::string names = t.name;
+    if (ts.size() > 1) absl::StrAppend(&names, " and ", ts.size() - 1, " more with this layout");
+    absl::StrAppend(&out, "\n", names, ": ", t.dtype, t.shape, " ", t.sharding, "\n", Grid(*ts[0], "  "));
+  }
+  return out;
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,44 @@
+// Where each tensor's shards live, from a stored run: what `shardscope
+// sharding` prints. For each tensor (as recorded: one row per sharding it was
+// seen with) the tiles of the split dims and the chips holding each tile, in
+// the spirit of PyTorch/XLA's visualize_tensor_sharding.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "profiler/analysis/run_report.h"
+#include "store/reader.h"
+
+namespace shardscope::analysis {
+
+struct TensorTiles {
+  ShardingRow tensor;                          // as the run report has it
+  int64_t global_bytes = 0;                    // the whole tensor
+  // Dims cut into more than one range, and those ranges in order ("0:128").
+  std::vector<int> split_dims;
+  std::vector<std::vector<std::string>> ranges;
+  // One tile per combination of the split dims' ranges (row-major over
+  // split_dims): the chips holding it, ascending.
+  std::vector<std::vector<int64_t>> tile_chips;
+};
+
+struct ShardingView {
+  int64_t run_id = 0;
+  std::string sample, mesh, mesh_axes, strategy;
+  std::vector<TensorTiles> tensors;
+};
+
+// All tensors of the run, or those named `tensor` (an error lists the names
+// there are when none matches).
+absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& reader, int64_t run_id,
+                                               const std::string& tensor = "");
+
+// A table of every tensor (sharding, source, bytes per chip) and a grid of
+// tiles per layout: with `all_grids` one per tensor, else one per distinct
+// layout naming the tensors that share it.
+std::string RenderShardingText(const ShardingView& view, bool all_grids);
+
+}  // namespace shardscope::analysis

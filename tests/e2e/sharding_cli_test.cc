@@ -1,0 +1,72 @@
+// `shardscope sharding` on a stored llama run under fsdp_tp (2x2 mesh, axes
+// fsdp x model): the table of every tensor, the grid of a weight split both
+// ways naming the chip of each tile, and a clear error for an unknown tensor.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+using e2e::Output;
+using e2e::Shell;
+
+class ShardingCliTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    db_ = new std::string(e2e::TempDb("sharding_cli"));
+    run_ = new Output(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --db ", *db_,
+                                         " --mesh 2x2 --sharding fsdp_tp --steps 1 --eval-every 0 --quiet")));
+  }
+  static Output Sharding(const std::string& args) {
+    return Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", *db_, " ", args));
+  }
+  static std::string* db_;
+  static Output* run_;
+};
+std::string* ShardingCliTest::db_;
+Output* ShardingCliTest::run_;
+
+TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
+  ASSERT_EQ(run_->code, 0) << run_->text;
+  Output o = Sharding("");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "on mesh 2x2 (axes fsdp,model), sharding fsdp_tp")) << o.text;
+  // The tokens: the batch over fsdp, replicated over model; a quarter of a weight per chip.
+  EXPECT_TRUE(absl::StrContains(o.text, "tokens")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "64 KiB/chip on 4 (of 256 KiB)")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "more with this layout")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "annotated (made at samples/llama.cc:")) << o.text;
+}
+
+// q_proj.weight [out, in] is column parallel: out over model, in over fsdp.
+// Chip (f, m) of the mesh is f * 2 + m, so the tile of out block m and in
+// block f is chip f * 2 + m.
+TEST_F(ShardingCliTest, GridOfAWeightSplitBothWays) {
+  ASSERT_EQ(run_->code, 0) << run_->text;
+  Output o = Sharding("--tensor layers.0.attn.q_proj.weight");
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "{devices=[2,2]0,2,1,3}")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "0:128     128:256   (dim 1)")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "dim 0 0:128       | chip 0  | chip 2  |")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "dim 0 128:256     | chip 1  | chip 3  |")) << o.text;
+}
+
+TEST_F(ShardingCliTest, UnknownTensorAndBadRunAreClearErrors) {
+  Output o = Sharding("--tensor nope");
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "has no tensor 'nope'; it has: ")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "layers.0.attn.q_proj.weight")) << o.text;
+  Output bad = Sharding("--run 0");
+  EXPECT_EQ(bad.code, 2) << bad.text;
+  Output missing = Sharding("--run 7");
+  EXPECT_EQ(missing.code, 1) << missing.text;
+  EXPECT_TRUE(absl::StrContains(missing.text, "no run 7")) << missing.text;
+}
+
+}  // namespace
+}  // namespace shardscope
