@@ -901,6 +901,7 @@ class Partitioner {
       for (int64_t dev = 0; dev < n_ && same; ++dev) same = from.Coords(dev)[d] == to.Coords(dev)[d];
       if (same) kept.push_back(d);
     }
+    if (Instruction* moved = MoveSplit(v, global, from, to, kept)) return moved;
     Tiles cur = from;
     for (int d = 0; d < from.rank(); ++d) {
       if (from.dims[d] == 1 || std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
@@ -926,6 +927,56 @@ class Partitioner {
       starts.push_back(kept_here ? m.ScalarConstant(DType::kI32, 0) : StartIndex(to, d, local->dims[d]));
     }
     return m.DynamicSlice(v, starts, local->dims, global.loc);
+  }
+
+  // Reshards that move data without gathering it whole, or null:
+  //  - the same tiles on other devices: a collective_permute sends each
+  //    device the tile it needs (a device that has it sends to itself);
+  //  - one split moving from dim a to dim b, each device keeping its block
+  //    index: an all_to_all among the devices that differ on a.
+  Instruction* MoveSplit(Instruction* v, const Instruction& global, const Tiles& from, const Tiles& to,
+                         const std::vector<int64_t>& kept) {
+    Module& m = *result_.local;
+    auto data = [](const Tiles& t, int64_t dev) {
+      const auto& c = t.Coords(dev);
+      return std::vector<int64_t>(c.begin(), c.end() - 1);
+    };
+    if (std::equal(from.dims.begin(), from.dims.end() - 1, to.dims.begin()) && from.DataTiles() > 1) {
+      std::map<std::vector<int64_t>, std::vector<int64_t>> holders;  // tile -> devices holding it, unused as sources
+      for (int64_t dev = 0; dev < n_; ++dev) holders[data(from, dev)].push_back(dev);
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      std::vector<int64_t> unserved;
+      for (int64_t dev = 0; dev < n_; ++dev) {  // devices that hold their tile keep it
+        auto& h = holders[data(to, dev)];
+        auto self = std::find(h.begin(), h.end(), dev);
+        if (self != h.end()) {
+          pairs.push_back({dev, dev});
+          h.erase(self);
+        } else {
+          unserved.push_back(dev);
+        }
+      }
+      for (int64_t dev : unserved) {
+        auto& h = holders[data(to, dev)];
+        if (h.empty()) return nullptr;
+        pairs.push_back({h.front(), dev});
+        h.erase(h.begin());
+      }
+      ++result_.collectives;
+      return m.CollectivePermute(v, std::move(pairs), global.loc);
+    }
+    int a = -1, b = -1;
+    for (int d = 0; d < from.rank(); ++d) {
+      if (std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
+      if (from.dims[d] > 1 && to.dims[d] == 1 && a < 0) a = d;
+      else if (to.dims[d] > 1 && from.dims[d] == 1 && b < 0) b = d;
+      else if (from.dims[d] > 1 || to.dims[d] > 1) return nullptr;
+    }
+    if (a < 0 || b < 0 || from.dims[a] != to.dims[b] || global.shape.dims[b] % to.dims[b] != 0) return nullptr;
+    for (int64_t dev = 0; dev < n_; ++dev)
+      if (to.Coords(dev)[b] != from.Coords(dev)[a]) return nullptr;
+    ++result_.collectives;
+    return m.AllToAll(v, b, a, from.dims[a], GroupsVarying(from, {a}), global.loc);
   }
 
   absl::StatusOr<Instruction*> Operand(const Instruction& i, int k, const Tiles& want) {

@@ -533,6 +533,8 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
           if (i->op == Opcode::kAllReduce) ++here["all_reduce"];
           if (i->op == Opcode::kAllGather) ++here["all_gather"];
           if (i->op == Opcode::kReduceScatter) ++here["reduce_scatter"];
+          if (i->op == Opcode::kAllToAll) ++here["all_to_all"];
+          if (i->op == Opcode::kCollectivePermute) ++here["collective_permute"];
           if (i->op == Opcode::kDynamicSlice) ++here["dynamic_slice"];
         }
         for (auto& [k, v] : here) {
@@ -554,12 +556,14 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   std::printf("  ops in the global programs (sharded runs using it / total uses):\n");
   for (auto& [k, v] : op_programs) std::printf("    %-18s %4d / %4d\n", k.c_str(), v, op_count[k]);
   std::printf("  collectives in the compiled per-device programs (programs / total):\n");
-  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "dynamic_slice"})
+  for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute", "dynamic_slice"})
     std::printf("    %-18s %4d / %4d\n", k, coll_programs[k], coll_count[k]);
   EXPECT_GE(programs, 3000);
   EXPECT_GT(coll_programs["all_reduce"], 0);
   EXPECT_GT(coll_programs["all_gather"], 0);
   EXPECT_GT(coll_programs["reduce_scatter"], 0);
+  EXPECT_GT(coll_programs["all_to_all"], 0);
+  EXPECT_GT(coll_programs["collective_permute"], 0);
   EXPECT_GT(coll_programs["dynamic_slice"], 0);
   for (const char* op : {"add", "subtract", "multiply", "maximum", "exponential", "broadcast_in_dim", "transpose",
                          "reshape", "dot_general", "reduce_sum", "reduce_max", "constant", "iota", "gather",

@@ -118,8 +118,9 @@ TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
       EXPECT_NEAR(run.losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
     ASSERT_TRUE(run.step);
     const compiler::Module& program = *run.step->program;
-    // fsdp_tp still moves some activations through a full gather (its dots
-    // pick a driver instead of weighing plans): reported, not yet required.
+    // fsdp_tp's row-parallel dots still move an activation through a full
+    // gather (2 on this model; the dot plans pick a driver instead of
+    // weighing the options): reported, not yet required.
     if (strategy != "fsdp_tp")
       for (const auto& remat : run.step->rematerializations)
         ADD_FAILURE() << "full rematerialization of a " << remat.bytes << "-byte value for " << remat.op << " at "
