@@ -6,15 +6,21 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 
 namespace shardscope::compiler {
 namespace {
+
+// One device's tile coordinates: small, kept off the heap (made per device
+// for every layout the partitioner builds).
+using Coord = absl::InlinedVector<int64_t, 8>;
 
 int64_t Product(const std::vector<int64_t>& v) {
   return std::accumulate(v.begin(), v.end(), int64_t{1}, std::multiplies<>());
 }
 
-int64_t Linearize(const std::vector<int64_t>& coords, const std::vector<int64_t>& sizes) {
+int64_t Linearize(absl::Span<const int64_t> coords, const std::vector<int64_t>& sizes) {
   int64_t l = 0;
   for (size_t k = 0; k < coords.size(); ++k) l = l * sizes[k] + coords[k];
   return l;
@@ -27,12 +33,18 @@ int64_t Linearize(const std::vector<int64_t>& coords, const std::vector<int64_t>
 struct Tiles {
   std::vector<int64_t> dims;     // rank + 1
   std::vector<int64_t> devices;  // row-major over dims
-  std::vector<std::vector<int64_t>> coords;  // device id -> coordinates
+  // Device id -> coordinates, one row of dims.size() per device, flat: a
+  // program makes thousands of these, and 64 small vectors each made compile
+  // time grow with the device count.
+  std::vector<int64_t> coords;
 
   int rank() const { return static_cast<int>(dims.size()) - 1; }
   int64_t repl() const { return dims.back(); }
   int64_t DataTiles() const { return Product(dims) / repl(); }
-  const std::vector<int64_t>& Coords(int64_t device) const { return coords[device]; }
+  int64_t num_devices() const { return static_cast<int64_t>(devices.size()); }
+  absl::Span<const int64_t> Coords(int64_t device) const {
+    return absl::Span<const int64_t>(coords.data() + device * dims.size(), dims.size());
+  }
 
   static Tiles Replicated(int rank, int n) {
     std::vector<int64_t> d(rank + 1, 1);
@@ -45,15 +57,15 @@ struct Tiles {
     Tiles t;
     t.dims = std::move(dims);
     t.devices = std::move(devices);
-    t.coords.assign(t.devices.size(), {});
+    const size_t stride = t.dims.size();
+    t.coords.assign(t.devices.size() * stride, 0);
     for (size_t lin = 0; lin < t.devices.size(); ++lin) {
-      std::vector<int64_t> c(t.dims.size());
+      int64_t* c = t.coords.data() + t.devices[lin] * stride;
       int64_t l = static_cast<int64_t>(lin);
-      for (int k = static_cast<int>(t.dims.size()) - 1; k >= 0; --k) {
+      for (int k = static_cast<int>(stride) - 1; k >= 0; --k) {
         c[k] = l % t.dims[k];
         l /= t.dims[k];
       }
-      t.coords[t.devices[lin]] = std::move(c);
     }
     return t;
   }
@@ -97,8 +109,9 @@ struct Tiles {
     moved_sizes.push_back(repl());
     nd.back() = Product(moved_sizes);
     std::vector<int64_t> devs(devices.size(), -1);
-    for (size_t dev = 0; dev < coords.size(); ++dev) {
-      std::vector<int64_t> c = coords[dev], mc;
+    for (int64_t dev = 0; dev < num_devices(); ++dev) {
+      const auto old = Coords(dev);
+      std::vector<int64_t> c(old.begin(), old.end()), mc;
       for (int64_t d : whole) {
         mc.push_back(c[d]);
         c[d] = 0;
@@ -114,9 +127,9 @@ struct Tiles {
     if (rank() != o.rank()) return false;
     for (int k = 0; k < rank(); ++k)
       if (dims[k] != o.dims[k]) return false;
-    for (size_t d = 0; d < coords.size(); ++d)
+    for (int64_t d = 0; d < num_devices(); ++d)
       for (int k = 0; k < rank(); ++k)
-        if (coords[d][k] != o.coords[d][k]) return false;
+        if (Coords(d)[k] != o.Coords(d)[k]) return false;
     return true;
   }
 };
@@ -127,11 +140,11 @@ std::vector<std::vector<int64_t>> GroupsVarying(const Tiles& t, const std::vecto
   std::map<std::vector<int64_t>, std::vector<std::pair<int64_t, int64_t>>> groups;
   std::vector<int64_t> vsizes;
   for (int v : varying) vsizes.push_back(t.dims[v]);
-  for (int64_t d = 0; d < static_cast<int64_t>(t.coords.size()); ++d) {
+  for (int64_t d = 0; d < t.num_devices(); ++d) {
     std::vector<int64_t> key, vc;
     for (int k = 0; k < static_cast<int>(t.dims.size()); ++k) {
-      if (std::find(varying.begin(), varying.end(), k) != varying.end()) vc.push_back(t.coords[d][k]);
-      else key.push_back(t.coords[d][k]);
+      if (std::find(varying.begin(), varying.end(), k) != varying.end()) vc.push_back(t.Coords(d)[k]);
+      else key.push_back(t.Coords(d)[k]);
     }
     groups[key].push_back({Linearize(vc, vsizes), d});
   }
@@ -236,10 +249,10 @@ DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
   odims.back() = Product(free_sizes);
   Tiles other = Tiles::Build(odims, n, [&](int64_t d) {
     const auto& c = drv.Coords(d);
-    std::vector<int64_t> oc(orank + 1, 0);
+    Coord oc(orank + 1, 0);
     for (size_t k = 0; k < obatch.size(); ++k) oc[obatch[k]] = c[dbatch[k]];
     for (size_t k = 0; k < ocontract.size(); ++k) oc[ocontract[k]] = c[dcontract[k]];
-    std::vector<int64_t> fc;
+    Coord fc;
     for (int64_t f : dfree) fc.push_back(c[f]);
     fc.push_back(c.back());
     oc.back() = Linearize(fc, free_sizes);
@@ -260,10 +273,10 @@ DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
   out_dims.back() = Product(contract_sizes);
   Tiles out = Tiles::Build(out_dims, n, [&](int64_t d) {
     const auto& c = drv.Coords(d);
-    std::vector<int64_t> oc(out_rank + 1, 0);
+    Coord oc(out_rank + 1, 0);
     for (int k = 0; k < batch_count; ++k) oc[k] = c[dbatch[k]];
     for (size_t k = 0; k < dfree.size(); ++k) oc[out_of_driver_free[k]] = c[dfree[k]];
-    std::vector<int64_t> cc;
+    Coord cc;
     for (int64_t x : dcontract) cc.push_back(c[x]);
     cc.push_back(c.back());
     oc.back() = Linearize(cc, contract_sizes);
@@ -297,7 +310,7 @@ ReducePlan PlanReduce(const Instruction& i, const Tiles& t, int n) {
   ReducePlan p;
   p.out = Tiles::Build(odims, n, [&](int64_t d) {
     const auto& c = t.Coords(d);
-    std::vector<int64_t> oc, rc;
+    Coord oc, rc;
     for (int64_t k : kept) oc.push_back(c[k]);
     for (int64_t r : reduced) rc.push_back(c[r]);
     rc.push_back(c.back());
@@ -342,7 +355,7 @@ std::optional<ConvPlan> PlanConv(const Instruction& i, const Tiles& tl, int n) {
     od[c.output_batch] = tl.dims[split];
     od.back() = tl.repl();
     p.out = Tiles::Build(od, n, [&](int64_t d) {
-      std::vector<int64_t> oc(orank + 1, 0);
+      Coord oc(orank + 1, 0);
       oc[c.output_batch] = tl.Coords(d)[split];
       oc.back() = tl.Coords(d).back();
       return oc;
@@ -353,7 +366,7 @@ std::optional<ConvPlan> PlanConv(const Instruction& i, const Tiles& tl, int n) {
   rd[c.kernel_input_feature] = tl.dims[split];
   rd.back() = tl.repl();
   p.rhs = Tiles::Build(rd, n, [&](int64_t d) {
-    std::vector<int64_t> rc(rrank + 1, 0);
+    Coord rc(rrank + 1, 0);
     rc[c.kernel_input_feature] = tl.Coords(d)[split];
     rc.back() = tl.Coords(d).back();
     return rc;
@@ -398,7 +411,7 @@ Tiles BroadcastOut(const Instruction& i, const Tiles& t, int n) {
   odims.back() = Product(lost_sizes);
   return Tiles::Build(odims, n, [&](int64_t d) {
     const auto& c = t.Coords(d);
-    std::vector<int64_t> oc(orank + 1, 0), lc;
+    Coord oc(orank + 1, 0), lc;
     for (int k = 0; k < t.rank(); ++k) {
       if (i.operands[0]->shape.dims[k] == i.shape.dims[i.dims[k]]) oc[i.dims[k]] = c[k];
       else lc.push_back(c[k]);
@@ -428,7 +441,7 @@ Tiles BroadcastOperandFor(const Instruction& i, const Tiles& out, int n) {
   idims.back() = Product(rest_sizes);
   return Tiles::Build(idims, n, [&](int64_t d) {
     const auto& c = out.Coords(d);
-    std::vector<int64_t> ic(in.rank() + 1, 0), rc;
+    Coord ic(in.rank() + 1, 0), rc;
     for (int k = 0; k < in.rank(); ++k) if (mapped[k] >= 0) ic[k] = c[mapped[k]];
     for (int od : rest_dims) rc.push_back(c[od]);
     ic.back() = Linearize(rc, rest_sizes);
@@ -442,7 +455,7 @@ Tiles TransposeOut(const Instruction& i, const Tiles& t, int n) {
   odims.back() = t.repl();
   return Tiles::Build(odims, n, [&](int64_t d) {
     const auto& c = t.Coords(d);
-    std::vector<int64_t> oc(c.size());
+    Coord oc(c.size());
     for (size_t k = 0; k < i.dims.size(); ++k) oc[k] = c[i.dims[k]];
     oc.back() = c.back();
     return oc;
@@ -485,7 +498,7 @@ std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
   odims.back() = t.repl();
   return Tiles::Build(odims, n, [&](int64_t d) {
     const auto& c = t.Coords(d);
-    std::vector<int64_t> oc(i.shape.rank() + 1, 0);
+    Coord oc(i.shape.rank() + 1, 0);
     for (int k = 0; k < in.rank(); ++k) if (map[k] >= 0) oc[map[k]] = c[k];
     oc.back() = c.back();
     return oc;
@@ -524,7 +537,7 @@ Tiles MapSplit(const Tiles& from, const std::vector<int64_t>& from_dims, const s
   dims.back() = Product(rest_sizes);
   return Tiles::Build(dims, n, [&](int64_t dev) {
     const auto& c = from.Coords(dev);
-    std::vector<int64_t> oc(rank + 1, 0), rc;
+    Coord oc(rank + 1, 0), rc;
     for (size_t k = 0; k < from_dims.size(); ++k) oc[to_dims[k]] = c[from_dims[k]];
     for (int d : rest) rc.push_back(c[d]);
     oc.back() = Linearize(rc, rest_sizes);
