@@ -1,6 +1,7 @@
 #include "core/mesh.h"
 
 #include <algorithm>
+#include <functional>
 #include <numeric>
 #include <set>
 
@@ -112,6 +113,60 @@ absl::StatusOr<Sharding> Mesh::ToSharding(const std::vector<AxisSpec>& spec, int
   return Sharding::Tiled(tile, devices, true);
 }
 
+namespace {
+
+// Gives a value on (or bound for) the devices a new layout; one already on
+// the devices in another layout comes back to the host to be split again.
+absl::Status Relayout(Tensor& t, const Sharding& s, const char* source, const SourceLoc& loc) {
+  DeviceData& d = *t.node()->data;
+  if (d.device && d.sharding != s) {
+    auto value = d.device->Wait();
+    if (!value.ok()) return value.status();
+    auto host = GetClient().TransferToHost(**value);
+    if (!host.ok()) return host.status();
+    d.host = std::move(*host);
+    d.device.reset();
+  }
+  d.sharding = s;
+  d.sharding_source = source;
+  d.sharding_loc = loc;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Mesh> HybridMesh(const std::vector<int64_t>& ici_shape, const std::vector<int64_t>& dcn_shape,
+                                std::vector<std::string> axis_names) {
+  if (ici_shape.size() != dcn_shape.size())
+    return absl::InvalidArgumentError(absl::StrCat("HybridMesh: ici shape [", absl::StrJoin(ici_shape, ","),
+                                                   "] and dcn shape [", absl::StrJoin(dcn_shape, ","),
+                                                   "] have different numbers of axes"));
+  std::vector<int64_t> shape(ici_shape.size());
+  for (size_t a = 0; a < shape.size(); ++a) {
+    if (ici_shape[a] < 1 || dcn_shape[a] < 1)
+      return absl::InvalidArgumentError("HybridMesh: every axis needs at least one device in ici and dcn");
+    shape[a] = ici_shape[a] * dcn_shape[a];
+  }
+  // Each axis is dcn blocks of ici chips: mesh coordinate = dcn * ici_size + ici.
+  // A slice (host) holds prod(ici_shape) consecutive device ids.
+  const int64_t per_slice = std::accumulate(ici_shape.begin(), ici_shape.end(), int64_t{1}, std::multiplies<>());
+  const int64_t n = per_slice * std::accumulate(dcn_shape.begin(), dcn_shape.end(), int64_t{1}, std::multiplies<>());
+  std::vector<int64_t> ids(n), coord(shape.size(), 0);
+  for (int64_t at = 0; at < n; ++at) {  // row-major over the mesh
+    int64_t slice = 0, chip = 0;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      slice = slice * dcn_shape[a] + coord[a] / ici_shape[a];
+      chip = chip * ici_shape[a] + coord[a] % ici_shape[a];
+    }
+    ids[at] = slice * per_slice + chip;
+    for (int a = static_cast<int>(shape.size()) - 1; a >= 0; --a) {
+      if (++coord[a] < shape[a]) break;
+      coord[a] = 0;
+    }
+  }
+  return Mesh::Create(std::move(ids), std::move(shape), std::move(axis_names));
+}
+
 absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec, std::source_location sl) {
   SourceLoc loc = Loc(sl);
   std::string who = t.name().empty() ? "tensor" : absl::StrCat("tensor '", t.name(), "'");
@@ -132,24 +187,20 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
       return fail(absl::StrCat("dimension ", d, " of ", who, " ", t.shape().ToString(), " does not divide into ",
                                s->TilesInDim(d), " shards (uneven sharding is not supported yet)"));
   }
-  auto& node = t.node();
-  if (!node->is_data())
+  if (!t.node()->is_data())
     return fail(absl::StrCat(who, " is the pending result of an op; annotate inputs or values after mark_step "
                              "(annotating intermediate values is not supported yet)"));
-  DeviceData& d = *node->data;
-  if (d.device && d.sharding != *s) {
-    // Already on the devices with another layout: bring it back and re-split.
-    auto value = d.device->Wait();
-    if (!value.ok()) return value.status();
-    auto host = GetClient().TransferToHost(**value);
-    if (!host.ok()) return host.status();
-    d.host = std::move(*host);
-    d.device.reset();
-  }
-  d.sharding = *s;
-  d.sharding_source = "annotated";
-  d.sharding_loc = loc;
-  return absl::OkStatus();
+  return Relayout(t, *s, "annotated", loc);
+}
+
+absl::Status clear_sharding(Tensor& t, std::source_location sl) {
+  SourceLoc loc = Loc(sl);
+  if (!t.defined() || !t.node()->is_data())
+    return absl::InvalidArgumentError(absl::StrCat("clear_sharding at ", loc.file, ":", loc.line, ": ",
+                                                   t.defined() ? "the tensor is the pending result of an op"
+                                                               : "undefined tensor",
+                                                   "; clear inputs or values after mark_step"));
+  return Relayout(t, Sharding::Replicated(), "default", loc);
 }
 
 }  // namespace shardscope

@@ -65,9 +65,19 @@ class Mesh {
   std::vector<std::string> names_;
 };
 
+// A mesh over slices (hosts) of chips: `ici_shape` the chips of one slice,
+// `dcn_shape` the slices, per axis; the mesh's shape is their element-wise
+// product, row-major, each axis being dcn blocks of ici chips, and each
+// slice's chips consecutive device ids (0..n-1). Errors as Mesh::Create's.
+absl::StatusOr<Mesh> HybridMesh(const std::vector<int64_t>& ici_shape, const std::vector<int64_t>& dcn_shape,
+                                std::vector<std::string> axis_names);
+
 // Annotates `t` (an input or a value on the devices) with a sharding. Errors
 // name the tensor, where it was made, and the mesh's axes.
 absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec,
                            std::source_location loc = std::source_location::current());
+
+// Drops `t`'s annotation: replicated again (an input or a value on the devices).
+absl::Status clear_sharding(Tensor& t, std::source_location loc = std::source_location::current());
 
 }  // namespace shardscope

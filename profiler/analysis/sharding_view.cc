@@ -42,9 +42,12 @@ std::string Chips(const std::vector<int64_t>& chips) {
   return absl::StrCat(chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(chips, ","));
 }
 
+// An annotation's row carries the mark_sharding line; the others where the
+// tensor was made.
 std::string Source(const ShardingRow& t) {
   if (t.source_file.empty()) return t.source;
-  return absl::StrCat(t.source, " (made at ", t.source_file, ":", t.source_line, ")");
+  return absl::StrCat(t.source, t.source == "annotated" ? " at " : " (made at ", t.source_file, ":", t.source_line,
+                      t.source == "annotated" ? "" : ")");
 }
 
 std::string PerChip(const TensorTiles& tt) {

@@ -426,6 +426,41 @@ TEST_F(CoreTest, TupleSpecSplitsOneDimOverSeveralAxes) {
   ExpectNear(Host(y), {1, 4, 9, 16, 25, 36, 49, 64});
 }
 
+// Two slices of 2x2 chips side by side along the second axis: a 2x4 mesh
+// whose columns 0-1 are slice 0 (ids 0-3) and 2-3 slice 1 (ids 4-7).
+TEST_F(CoreTest, HybridMeshKeepsEachSlicesChipsTogether) {
+  auto m = HybridMesh({2, 2}, {1, 2}, {"data", "model"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->shape(), (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(m->device_ids(), (std::vector<int64_t>{0, 1, 4, 5, 2, 3, 6, 7}));
+  auto rows = HybridMesh({1, 2}, {2, 1}, {"dcn", "ici"});  // slices stacked along the first axis
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_EQ(rows->device_ids(), (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_FALSE(HybridMesh({2}, {1, 2}, {"a"}).ok());
+  EXPECT_FALSE(HybridMesh({2, 0}, {1, 2}, {"a", "b"}).ok());
+  auto dup = HybridMesh({2, 2}, {1, 1}, {"a", "a"});
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("axis name appears twice"), std::string::npos) << dup.status();
+}
+
+TEST_F(CoreTest, ClearShardingMakesAValueWholeAgain) {
+  Reinit(2);
+  auto mesh = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(mesh.ok());
+  Tensor x = Tensor::from_host(F32({4}, {1, 2, 3, 4}), "x");
+  ASSERT_TRUE(mark_sharding(x, *mesh, {"data"}).ok());
+  Tensor y = x + x;
+  ASSERT_TRUE(mark_step().ok());
+  EXPECT_EQ(y.node()->data->sharding.ToString(), "{devices=[2]0,1}");
+  ASSERT_TRUE(clear_sharding(y).ok());
+  EXPECT_TRUE(y.node()->data->sharding.IsReplicated());
+  Tensor z = y * y;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(z), {4, 16, 36, 64});
+  Tensor pending = z + z;
+  EXPECT_FALSE(clear_sharding(pending).ok());
+}
+
 TEST_F(CoreTest, ReshardingAValueOnTheDevices) {
   Reinit(2);
   auto mesh = Mesh::Create({0, 1}, {2}, {"data"});

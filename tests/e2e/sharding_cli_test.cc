@@ -40,7 +40,8 @@ TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
   EXPECT_TRUE(absl::StrContains(o.text, "tokens")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "64 KiB/chip on 4 (of 256 KiB)")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "more with this layout")) << o.text;
-  EXPECT_TRUE(absl::StrContains(o.text, "annotated (made at samples/llama.cc:")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "annotated at samples/llama.cc:")) << o.text;  // the mark_sharding line
+  EXPECT_TRUE(absl::StrContains(o.text, "default (made at core/optim.cc:")) << o.text;
 }
 
 // q_proj.weight [out, in] is column parallel: out over model, in over fsdp.
