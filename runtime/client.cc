@@ -112,6 +112,7 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   exe->cost_profile = modeled_clock_->model().profile().name;
   modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs, &exe->fusion);
   RecordFusion(exe->graph_id, *exe->program, exe->fusion);
+  RecordSharding(exe->graph_id, *simplified, *exe);
   if (trace::enabled()) {
     const int64_t ops_after = static_cast<int64_t>(exe->program->instructions().size());
     const std::pair<const char*, int64_t> passes[] = {
@@ -124,6 +125,34 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   std::lock_guard<std::mutex> l(mu_);
   cache_[key] = exe;
   return CompileResult{exe, CacheOutcome::kMiss, trace::HostNowNs() - t0};
+}
+
+void Client::RecordSharding(int64_t graph_id, const compiler::Module& global, const Executable& exe) const {
+  if (!trace::enabled()) return;
+  std::vector<const compiler::Instruction*> by_id;
+  for (const auto& i : global.instructions()) {
+    if (i->id >= static_cast<int64_t>(by_id.size())) by_id.resize(i->id + 1, nullptr);
+    by_id[i->id] = i.get();
+  }
+  auto name = [](const compiler::Instruction& i) {
+    return i.op == compiler::Opcode::kParameter && !i.name.empty() ? i.name : compiler::KernelName(i, nullptr);
+  };
+  trace::ShardingRecord r;
+  r.graph_id = graph_id;
+  for (const auto& d : exe.decisions) {
+    const compiler::Instruction* i = d.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[d.instruction_id]
+                                                                                           : nullptr;
+    if (!i) continue;
+    r.decisions.push_back({d.instruction_id, name(*i), d.sharding.ToString(), d.source, d.via, i->loc.file,
+                           i->loc.line});
+  }
+  for (const auto& m : exe.rematerializations) {
+    const compiler::Instruction* i = m.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[m.instruction_id]
+                                                                                           : nullptr;
+    r.rematerializations.push_back(
+        {m.instruction_id, i ? name(*i) : "?", m.op, m.bytes, m.loc.file, m.loc.line});
+  }
+  trace::recorder().Record(r);
 }
 
 void Client::RecordFusion(int64_t graph_id, const compiler::Module& program,

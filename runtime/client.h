@@ -125,6 +125,7 @@ class Client {
   Client() = default;
   std::unique_ptr<Topology> topology_;
   void RecordFusion(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan& plan) const;
+  void RecordSharding(int64_t graph_id, const compiler::Module& global, const Executable& exe) const;
 
   bool fusion_enabled_ = true;
   std::unique_ptr<ThreadPool> pool_;

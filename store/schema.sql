@@ -239,6 +239,37 @@ CREATE TABLE IF NOT EXISTS fusion_decisions (
   PRIMARY KEY (run_id, graph_id, consumer_op_id, producer_op_id)
 );
 
+-- Sharding propagation of each compiled program: every op of the global
+-- program with the sharding it got and where that came from.
+CREATE TABLE IF NOT EXISTS sharding_decisions (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id        INTEGER NOT NULL,
+  op_id           INTEGER NOT NULL,
+  name            TEXT NOT NULL,
+  sharding        TEXT NOT NULL,
+  source          TEXT NOT NULL CHECK (source IN ('annotated', 'propagated', 'default', 'auto')),
+  via             TEXT,
+  source_file     TEXT,
+  source_line     INTEGER,
+  PRIMARY KEY (run_id, graph_id, op_id)
+);
+
+-- Involuntary full rematerializations: a split value made whole on every
+-- device because the op reading it has no split rule (or on the way between
+-- two split layouts).
+CREATE TABLE IF NOT EXISTS rematerializations (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id        INTEGER NOT NULL,
+  seq             INTEGER NOT NULL,
+  op_id           INTEGER NOT NULL,
+  value           TEXT NOT NULL,
+  op              TEXT NOT NULL,
+  bytes           INTEGER NOT NULL,
+  source_file     TEXT,
+  source_line     INTEGER,
+  PRIMARY KEY (run_id, graph_id, seq)
+);
+
 -- Every slice with its track's device and clock, for simple queries.
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,

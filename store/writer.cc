@@ -108,7 +108,8 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
-        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, name_find, name_add;
+        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, name_find,
+        name_add;
   };
 
   // The first column of the first row of `sql` as text ("" when no row).
@@ -218,6 +219,8 @@ class Writer::Db {
         {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.fusion_edge,
          "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
+        {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&stmts_.remat, "INSERT OR REPLACE INTO rematerializations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
         {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
@@ -340,6 +343,25 @@ class Writer::Db {
       e.source_file.empty() ? s.Null(11) : s.Int(11, e.source_line);
       s.TextOrNull(12, e.scope);
       if (absl::Status st = Tag(s.Run(), "fusion_decisions", r.graph_id); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteOne(const trace::ShardingRecord& r) {
+    for (const auto& d : r.decisions) {
+      Stmt& s = stmts_.decision;
+      s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, d.op_id); s.Text(4, d.name); s.Text(5, d.sharding);
+      s.Text(6, d.source); s.TextOrNull(7, d.via); s.TextOrNull(8, d.source_file);
+      d.source_file.empty() ? s.Null(9) : s.Int(9, d.source_line);
+      if (absl::Status st = Tag(s.Run(), "sharding_decisions", r.graph_id); !st.ok()) return st;
+    }
+    for (size_t k = 0; k < r.rematerializations.size(); ++k) {
+      const auto& m = r.rematerializations[k];
+      Stmt& s = stmts_.remat;
+      s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, static_cast<int64_t>(k)); s.Int(4, m.op_id);
+      s.Text(5, m.value); s.Text(6, m.op); s.Int(7, m.bytes); s.TextOrNull(8, m.source_file);
+      m.source_file.empty() ? s.Null(9) : s.Int(9, m.source_line);
+      if (absl::Status st = Tag(s.Run(), "rematerializations", r.graph_id); !st.ok()) return st;
     }
     return absl::OkStatus();
   }

@@ -147,6 +147,18 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
     return absl::NotFoundError(absl::StrCat("run ", run_id, " has no tensor '", tensor, "'; it has: ",
                                             all.empty() ? "none" : absl::StrJoin(all, ", ")));
   }
+  // Files from before the table have none to show (it is made when a writer opens them).
+  auto has = rd.Query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rematerializations'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") > 0) {
+    auto r = rd.Query("SELECT graph_id, value, op, bytes, source_file, source_line FROM rematerializations"
+                      " WHERE run_id = ?1 ORDER BY graph_id, seq", {run});
+    if (!r.ok()) return r.status();
+    for (size_t i = 0; i < r->rows.size(); ++i)
+      v.rematerializations.push_back({r->Int(i, "graph_id"), r->Text(i, "value"), r->Text(i, "op"),
+                                      r->Text(i, "source_file"), static_cast<int>(r->Int(i, "source_line")),
+                                      r->Int(i, "bytes")});
+  }
   for (size_t k = 0; k < v.tensors.size(); ++k) {
     TensorTiles& t = v.tensors[k];
     const auto& s = shards[k];
@@ -203,6 +215,17 @@ std::string RenderShardingText(const ShardingView& v, bool all_grids) {
     const std::string key = all_grids ? std::to_string(t.tensor_id) : t.sharding + " " + t.shape;
     if (!layouts.count(key)) order.push_back(key);
     layouts[key].push_back(&tt);
+  }
+  if (v.rematerializations.empty()) {
+    out += "\nNo involuntary full rematerializations.\n";
+  } else {
+    absl::StrAppend(&out, "\n", v.rematerializations.size(),
+                    " involuntary full rematerializations (a split value gathered whole on every chip):\n");
+    std::vector<std::vector<std::string>> rows = {{"graph", "value", "needed whole by", "bytes", "made at"}};
+    for (const RematRow& m : v.rematerializations)
+      rows.push_back({std::to_string(m.graph_id), m.value, m.op, FormatBytes(m.bytes),
+                      absl::StrCat(m.source_file, ":", m.source_line)});
+    out += AlignTable(rows, "  ");
   }
   for (const std::string& key : order) {
     const auto& ts = layouts[key];

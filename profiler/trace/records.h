@@ -165,6 +165,32 @@ struct FusionRecord {
   std::vector<FusionEdge> edges;
 };
 
+// Sharding propagation of one compiled program (compiler/spmd.h): the
+// sharding each op of the global program got and where it came from, and
+// every involuntary full rematerialization.
+struct ShardingDecisionRow {
+  int64_t op_id = 0;           // instruction id in the global program
+  std::string name;            // "dot_general.12", or a parameter's name
+  std::string sharding;        // HLO text
+  std::string source;          // annotated | propagated | default
+  std::string via;             // the op propagation carried it through
+  std::string source_file;
+  int source_line = 0;
+};
+struct RematerializationRow {
+  int64_t op_id = 0;           // the value, in the global program
+  std::string value;           // its name
+  std::string op;              // the op that needed it whole
+  int64_t bytes = 0;
+  std::string source_file;     // where the value was made
+  int source_line = 0;
+};
+struct ShardingRecord {
+  int64_t graph_id = 0;
+  std::vector<ShardingDecisionRow> decisions;
+  std::vector<RematerializationRow> rematerializations;
+};
+
 struct CompilationRecord {
   int64_t compile_id = 0;
   int step = 0;

@@ -41,6 +41,17 @@ TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
   EXPECT_TRUE(absl::StrContains(o.text, "64 KiB/chip on 4 (of 256 KiB)")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "more with this layout")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "annotated at samples/llama.cc:")) << o.text;  // the mark_sharding line
+  // fsdp_tp's row-parallel dots still gather an activation whole (README "Sharding strategies").
+  EXPECT_TRUE(absl::StrContains(o.text, "involuntary full rematerializations (a split value gathered whole")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "stablehlo.dot_general")) << o.text;
+  auto rows = e2e::Q(*db_, "SELECT COUNT(*) AS n FROM rematerializations");
+  auto decided = e2e::Q(*db_,
+                        "SELECT SUM(source = 'annotated') AS annotated, SUM(source = 'propagated') AS propagated "
+                        "FROM sharding_decisions");
+  ASSERT_EQ(rows.rows.size(), 1u);
+  EXPECT_GT(rows.Int(0, "n"), 0);
+  EXPECT_GT(decided.Int(0, "annotated"), 0);
+  EXPECT_GT(decided.Int(0, "propagated"), 0);
   EXPECT_TRUE(absl::StrContains(o.text, "default (made at core/optim.cc:")) << o.text;
 }
 
