@@ -170,13 +170,14 @@ std::unique_ptr<Module> Simplify(const Module& m, PassStats* stats) {
     }
     Instruction probe = i;  // a copy whose operands are representatives
     for (auto& o : probe.operands) o = const_cast<Instruction*>(rep.at(o));
-    if (const Instruction* same = Identity(probe)) {
+    // A value the user annotated stays, with its sharding.
+    if (const Instruction* same = probe.sharding ? nullptr : Identity(probe)) {
       // -(-x) reaches past a representative to its original operand.
       rep[&i] = rep.count(same) ? rep.at(same) : same;
       ++st.algebraic_simplified;
       continue;
     }
-    if (auto v = Fold(probe)) {
+    if (auto v = probe.sharding ? std::nullopt : Fold(probe)) {
       auto c = std::make_unique<Instruction>();
       c->op = Opcode::kConstant;
       c->shape = Shape(i.shape.dtype, {});

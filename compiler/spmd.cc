@@ -719,6 +719,17 @@ class Partitioner {
       const Instruction& i = *ip;
       if (pinned_[i.id]) continue;
       int rank = i.shape.rank();
+      if (i.sharding && i.op != Opcode::kParameter) {  // the user's constraint on a value: fixed
+        auto t = Tiles::From(*i.sharding, rank, n_);
+        if (!t.ok())
+          return absl::InvalidArgumentError(absl::StrCat(OpcodeName(i.op), i.loc.known() ? " at " : "", i.loc.file,
+                                                         i.loc.known() ? absl::StrCat(":", i.loc.line) : "", ": ",
+                                                         t.status().message()));
+        sh_[i.id] = *t;
+        pinned_[i.id] = true;
+        source_[i.id] = "annotated";
+        continue;
+      }
       switch (i.op) {
         case Opcode::kParameter: {
           auto t = Tiles::From(i.sharding.value_or(Sharding()), rank, n_);

@@ -130,6 +130,7 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
         instr->literal = n->literal;
         instr->loc = n->loc;
         instr->scope = n->scope;
+        instr->sharding = n->annotation;
         i = m.Add(std::move(instr));
       }
       done[n.get()] = i;

@@ -187,19 +187,36 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
       return fail(absl::StrCat("dimension ", d, " of ", who, " ", t.shape().ToString(), " does not divide into ",
                                s->TilesInDim(d), " shards (uneven sharding is not supported yet)"));
   }
-  if (!t.node()->is_data())
-    return fail(absl::StrCat(who, " is the pending result of an op; annotate inputs or values after mark_step "
-                             "(annotating intermediate values is not supported yet)"));
+  if (!t.node()->is_data()) {  // a value of the graph being recorded: a constraint the partitioner keeps
+    t.node()->annotation = *s;
+    return absl::OkStatus();
+  }
   return Relayout(t, *s, "annotated", loc);
+}
+
+absl::Status mark_sharding_with_gradients(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec,
+                                          std::source_location sl) {
+  if (absl::Status s = mark_sharding(t, mesh, spec, sl); !s.ok()) return s;
+  if (t.node()->is_data()) {
+    SourceLoc loc = Loc(sl);
+    return absl::InvalidArgumentError(absl::StrCat("mark_sharding_with_gradients at ", loc.file, ":", loc.line,
+                                                   ": ", t.name().empty() ? "the tensor" : t.name(),
+                                                   " is an input, not a value of the graph being recorded; "
+                                                   "use mark_sharding (its gradient follows propagation)"));
+  }
+  t.node()->shard_gradient = true;
+  return absl::OkStatus();
 }
 
 absl::Status clear_sharding(Tensor& t, std::source_location sl) {
   SourceLoc loc = Loc(sl);
-  if (!t.defined() || !t.node()->is_data())
-    return absl::InvalidArgumentError(absl::StrCat("clear_sharding at ", loc.file, ":", loc.line, ": ",
-                                                   t.defined() ? "the tensor is the pending result of an op"
-                                                               : "undefined tensor",
-                                                   "; clear inputs or values after mark_step"));
+  if (!t.defined())
+    return absl::InvalidArgumentError(absl::StrCat("clear_sharding at ", loc.file, ":", loc.line, ": undefined tensor"));
+  if (!t.node()->is_data()) {
+    t.node()->annotation.reset();
+    t.node()->shard_gradient = false;
+    return absl::OkStatus();
+  }
   return Relayout(t, Sharding::Replicated(), "default", loc);
 }
 

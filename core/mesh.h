@@ -72,12 +72,20 @@ class Mesh {
 absl::StatusOr<Mesh> HybridMesh(const std::vector<int64_t>& ici_shape, const std::vector<int64_t>& dcn_shape,
                                 std::vector<std::string> axis_names);
 
-// Annotates `t` (an input or a value on the devices) with a sharding. Errors
-// name the tensor, where it was made, and the mesh's axes.
+// Annotates `t` with a sharding: an input or a value on the devices is laid
+// out so; a value of the graph being recorded keeps it as a constraint the
+// partitioner honours (propagation starts from it). Errors name the tensor,
+// where it was made, and the mesh's axes.
 absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec,
                            std::source_location loc = std::source_location::current());
 
-// Drops `t`'s annotation: replicated again (an input or a value on the devices).
+// As mark_sharding, on a value of the graph being recorded, and backward
+// gives its gradient the same sharding.
+absl::Status mark_sharding_with_gradients(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec,
+                                          std::source_location loc = std::source_location::current());
+
+// Drops `t`'s annotation: an input or a value on the devices is replicated
+// again; a value being recorded is left to propagation.
 absl::Status clear_sharding(Tensor& t, std::source_location loc = std::source_location::current());
 
 }  // namespace shardscope

@@ -56,6 +56,12 @@ struct Node {
   SourceLoc loc;
   std::string scope;
 
+  // Op nodes: a sharding the user fixed with mark_sharding (a constraint the
+  // partitioner keeps); with `shard_gradient`, backward gives this value's
+  // gradient the same one (mark_sharding_with_gradients).
+  std::optional<Sharding> annotation;
+  bool shard_gradient = false;
+
   std::shared_ptr<DeviceData> data;  // data nodes only
   std::string name;                  // data nodes: the tensor's name
   SourceLoc created;                 // data nodes: where the value was made

@@ -457,8 +457,50 @@ TEST_F(CoreTest, ClearShardingMakesAValueWholeAgain) {
   Tensor z = y * y;
   ASSERT_TRUE(mark_step().ok());
   ExpectNear(Host(z), {4, 16, 36, 64});
+  // On a value being recorded it drops the constraint.
   Tensor pending = z + z;
-  EXPECT_FALSE(clear_sharding(pending).ok());
+  ASSERT_TRUE(mark_sharding(pending, *mesh, {"data"}).ok());
+  ASSERT_TRUE(clear_sharding(pending).ok());
+  EXPECT_FALSE(pending.node()->annotation.has_value());
+  Tensor undefined;
+  EXPECT_FALSE(clear_sharding(undefined).ok());
+}
+
+// Values (not inputs) of the newest compiled program whose sharding the user fixed.
+int AnnotatedValues() {
+  auto exes = GetClient().CachedExecutables();
+  if (exes.empty()) return -1;
+  int n = 0;
+  for (const auto& d : exes.back()->decisions) n += d.source == "annotated";
+  return n - static_cast<int>(exes.back()->param_shapes.size());  // the lowering lays out every input
+}
+
+// mark_sharding on a value being recorded is a constraint: the partitioner
+// keeps it (the value and what follows from it come out split), the result
+// is unchanged, and with_gradients gives the value's gradient the same one.
+TEST_F(CoreTest, AnnotatingAnIntermediateValueSplitsIt) {
+  Reinit(2);
+  auto mesh = Mesh::Create({0, 1}, {2}, {"data"});
+  ASSERT_TRUE(mesh.ok());
+  Tensor x = Tensor::from_host(F32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8}), "x");  // replicated
+  Tensor y = x * x;
+  ASSERT_TRUE(mark_sharding(y, *mesh, {"data", none}).ok());
+  Tensor z = y + y;
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(z), {2, 8, 18, 32, 50, 72, 98, 128});
+  EXPECT_EQ(z.node()->data->sharding.ToString(), "{devices=[2,1]0,1}");
+  EXPECT_EQ(AnnotatedValues(), 1);
+
+  Tensor w = Tensor::from_host(F32({2, 2}, {1, 0, 0, 1}), "w");
+  w.requires_grad_();
+  Tensor h = matmul(x, w);
+  ASSERT_TRUE(mark_sharding_with_gradients(h, *mesh, {"data", none}).ok());
+  ASSERT_TRUE(backward(sum(h * h)).ok());
+  Tensor g = w.grad();
+  ASSERT_TRUE(mark_step().ok());
+  ExpectNear(Host(g), {2 * (1 + 9 + 25 + 49), 2 * (2 + 12 + 30 + 56), 2 * (2 + 12 + 30 + 56), 2 * (4 + 16 + 36 + 64)});
+  EXPECT_EQ(AnnotatedValues(), 2);  // h and its gradient
+  EXPECT_FALSE(mark_sharding_with_gradients(x, *mesh, {"data", none}).ok());  // an input: no gradient to fix
 }
 
 TEST_F(CoreTest, ReshardingAValueOnTheDevices) {
