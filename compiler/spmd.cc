@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <optional>
 
@@ -31,19 +32,23 @@ int64_t Linearize(absl::Span<const int64_t> coords, const std::vector<int64_t>& 
 // kind of sharding the partitioner handles has this form, which keeps each
 // rule a small mapping from a device's old tile coordinates to its new ones.
 struct Tiles {
+  // Which device sits where; shared, never changed once made: a program's
+  // ops copy their operands' layouts thousands of times, and copying a
+  // per-device table each time made compile time grow with the device count.
+  struct Assignment {
+    std::vector<int64_t> devices;  // row-major over dims
+    std::vector<int64_t> coords;   // device id -> coordinates, dims.size() per device, flat
+  };
   std::vector<int64_t> dims;     // rank + 1
-  std::vector<int64_t> devices;  // row-major over dims
-  // Device id -> coordinates, one row of dims.size() per device, flat: a
-  // program makes thousands of these, and 64 small vectors each made compile
-  // time grow with the device count.
-  std::vector<int64_t> coords;
+  std::shared_ptr<const Assignment> assignment;
 
   int rank() const { return static_cast<int>(dims.size()) - 1; }
   int64_t repl() const { return dims.back(); }
   int64_t DataTiles() const { return Product(dims) / repl(); }
-  int64_t num_devices() const { return static_cast<int64_t>(devices.size()); }
+  const std::vector<int64_t>& devices() const { return assignment->devices; }
+  int64_t num_devices() const { return static_cast<int64_t>(assignment->devices.size()); }
   absl::Span<const int64_t> Coords(int64_t device) const {
-    return absl::Span<const int64_t>(coords.data() + device * dims.size(), dims.size());
+    return absl::Span<const int64_t>(assignment->coords.data() + device * dims.size(), dims.size());
   }
 
   static Tiles Replicated(int rank, int n) {
@@ -54,27 +59,33 @@ struct Tiles {
     return Make(d, devs);
   }
   static Tiles Make(std::vector<int64_t> dims, std::vector<int64_t> devices) {
-    Tiles t;
-    t.dims = std::move(dims);
-    t.devices = std::move(devices);
-    const size_t stride = t.dims.size();
-    t.coords.assign(t.devices.size() * stride, 0);
-    for (size_t lin = 0; lin < t.devices.size(); ++lin) {
-      int64_t* c = t.coords.data() + t.devices[lin] * stride;
+    auto a = std::make_shared<Assignment>();
+    const size_t stride = dims.size();
+    a->coords.assign(devices.size() * stride, 0);
+    for (size_t lin = 0; lin < devices.size(); ++lin) {
+      int64_t* c = a->coords.data() + devices[lin] * stride;
       int64_t l = static_cast<int64_t>(lin);
       for (int k = static_cast<int>(stride) - 1; k >= 0; --k) {
-        c[k] = l % t.dims[k];
-        l /= t.dims[k];
+        c[k] = l % dims[k];
+        l /= dims[k];
       }
     }
-    return t;
+    a->devices = std::move(devices);
+    return Tiles{std::move(dims), std::move(a)};
   }
   // Builds tiles of shape `new_dims` where each device sits at `place(device)`.
   template <typename F>
   static Tiles Build(std::vector<int64_t> new_dims, int n, F place) {
-    std::vector<int64_t> devs(n, -1);
-    for (int d = 0; d < n; ++d) devs[Linearize(place(d), new_dims)] = d;
-    return Make(std::move(new_dims), std::move(devs));
+    auto a = std::make_shared<Assignment>();
+    a->devices.assign(n, -1);
+    const size_t stride = new_dims.size();
+    a->coords.resize(static_cast<size_t>(n) * stride);
+    for (int d = 0; d < n; ++d) {
+      const auto c = place(d);
+      std::copy(c.begin(), c.end(), a->coords.begin() + d * stride);
+      a->devices[Linearize(c, new_dims)] = d;
+    }
+    return Tiles{std::move(new_dims), std::move(a)};
   }
   static absl::StatusOr<Tiles> From(const Sharding& s, int rank, int n) {
     switch (s.kind()) {
@@ -95,7 +106,7 @@ struct Tiles {
     }
   }
   Sharding ToSharding() const {
-    auto s = Sharding::Tiled(dims, devices, true);
+    auto s = Sharding::Tiled(dims, devices(), true);
     return s.ok() ? *s : Sharding();
   }
   // The same layout with `whole` dims no longer split: their tiles join the
@@ -108,7 +119,7 @@ struct Tiles {
     }
     moved_sizes.push_back(repl());
     nd.back() = Product(moved_sizes);
-    std::vector<int64_t> devs(devices.size(), -1);
+    std::vector<int64_t> devs(num_devices(), -1);
     for (int64_t dev = 0; dev < num_devices(); ++dev) {
       const auto old = Coords(dev);
       std::vector<int64_t> c(old.begin(), old.end()), mc;
@@ -125,6 +136,7 @@ struct Tiles {
   // Same data on every device (replication order does not matter).
   bool SameLayout(const Tiles& o) const {
     if (rank() != o.rank()) return false;
+    if (assignment == o.assignment && dims == o.dims) return true;
     for (int k = 0; k < rank(); ++k)
       if (dims[k] != o.dims[k]) return false;
     for (int64_t d = 0; d < num_devices(); ++d)
@@ -704,8 +716,13 @@ class Partitioner {
     result_.local->SetOutputs(outs);
     result_.local->output_shardings() = result_.output_shardings;
     for (const Instruction* p : g_.parameters()) result_.param_shardings.push_back(sh_[p->id].ToSharding());
+    std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, Sharding> as_sharding;
     for (const auto& i : g_.instructions()) {
-      result_.decisions.push_back({i->id, sh_[i->id].ToSharding(), source_[i->id], via_[i->id]});
+      // Many ops share a layout, and converting one costs a pass over the devices.
+      const Tiles& t = sh_[i->id];
+      auto [it, fresh] = as_sharding.try_emplace(std::make_pair(t.dims, t.devices()));
+      if (fresh) it->second = t.ToSharding();
+      result_.decisions.push_back({i->id, it->second, source_[i->id], via_[i->id]});
     }
     if (absl::Status s = Verify(*result_.local); !s.ok())
       return absl::InternalError(absl::StrCat("SPMD partitioner produced an invalid program: ", s.message()));

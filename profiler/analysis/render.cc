@@ -58,6 +58,21 @@ std::string PerChipBytes(const ShardingRow& s) {
   return absl::StrCat(FormatBytes(s.min_bytes), "-", FormatBytes(s.max_bytes), "/chip");
 }
 
+// The involuntary full rematerializations in one line (the largest named):
+// `shardscope sharding` lists them all.
+std::string RematLine(const RunReport& r) {
+  if (r.rematerializations.empty()) return "No involuntary full rematerializations.";
+  const RematRow* big = &r.rematerializations[0];
+  int64_t total = 0;
+  for (const RematRow& m : r.rematerializations) {
+    total += m.bytes;
+    if (m.bytes > big->bytes) big = &m;
+  }
+  return absl::StrCat(r.rematerializations.size(), " involuntary full rematerializations (", FormatBytes(total),
+                      " gathered whole); the largest: ", big->value, " (", FormatBytes(big->bytes), ") for ", big->op,
+                      " at ", Where(big->source_file, big->source_line), " — see `shardscope sharding`");
+}
+
 std::string ChipName(const DeviceRow& d) {
   return absl::StrCat("chip ", d.device_id, " (host ", d.host_id, ")");
 }
@@ -201,6 +216,7 @@ std::string RenderText(const RunReport& r) {
     s.push_back({row.name, row.dtype + row.shape, row.sharding, row.source, PerChipBytes(row)});
   }
   out += AlignTable(s, "  ");
+  absl::StrAppend(&out, "  ", RematLine(r), "\n");
 
   const KernelStats& k = r.kernels;
   if (k.top.empty()) {
@@ -265,6 +281,7 @@ std::string RenderMarkdown(const RunReport& r) {
     }
     out += MdTable({"tensor", "type", "sharding", "source", "bytes per chip"}, rows);
   }
+  absl::StrAppend(&out, "\n", RematLine(r), "\n");
 
   const KernelStats& k = r.kernels;
   absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
@@ -350,6 +367,11 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"max_bytes_per_device", s.max_bytes}});
   }
   out["sharding"] = sh;
+  json remats = json::array();
+  for (const RematRow& m : r.rematerializations)
+    remats.push_back({{"graph_id", m.graph_id}, {"value", m.value}, {"op", m.op}, {"bytes", m.bytes},
+                      {"source_file", m.source_file}, {"source_line", m.source_line}});
+  out["rematerializations"] = remats;
   json kernels = json::array();
   for (const KernelRow& k : r.kernels.top) {
     kernels.push_back({{"graph_id", k.graph_id}, {"op_id", k.op_id}, {"name", k.name},

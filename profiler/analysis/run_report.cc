@@ -292,6 +292,20 @@ absl::Status Context(absl::Status st, const store::Reader& rd, const char* what)
 
 }  // namespace
 
+absl::Status ReadRematerializations(const store::Reader& rd, int64_t run_id, std::vector<RematRow>* out) {
+  auto has = rd.Query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rematerializations'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") == 0) return absl::OkStatus();
+  auto r = rd.Query("SELECT graph_id, value, op, bytes, source_file, source_line FROM rematerializations"
+                    " WHERE run_id = ?1 ORDER BY graph_id, seq",
+                    {std::to_string(run_id)});
+  if (!r.ok()) return r.status();
+  for (size_t i = 0; i < r->rows.size(); ++i)
+    out->push_back({r->Int(i, "graph_id"), r->Text(i, "value"), r->Text(i, "op"), r->Text(i, "source_file"),
+                    static_cast<int>(r->Int(i, "source_line")), r->Int(i, "bytes")});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id) {
   RunReport r;
   std::string run = absl::StrCat(run_id);
@@ -302,6 +316,9 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
     return st;
   }
   if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
+  if (auto st = Context(ReadRematerializations(reader, run_id, &r.rematerializations), reader, "rematerializations");
+      !st.ok())
+    return st;
   if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");

@@ -118,6 +118,19 @@ struct KernelStats {
 };
 inline constexpr int kTopKernels = 10;
 
+// An involuntary full rematerialization (table `rematerializations`): a
+// split value gathered whole on every chip.
+struct RematRow {
+  int64_t graph_id = 0;
+  std::string value, op, source_file;
+  int source_line = 0;
+  int64_t bytes = 0;
+};
+
+// The run's rematerializations, every compiled program's (none in files from
+// before the table).
+absl::Status ReadRematerializations(const store::Reader& reader, int64_t run_id, std::vector<RematRow>* out);
+
 struct RunReport {
   RunHeader run;
   StepStats steps;
@@ -125,6 +138,7 @@ struct RunReport {
   int64_t executions = 0;
   DeviceBreakdown devices;
   std::vector<ShardingRow> sharding;
+  std::vector<RematRow> rematerializations;
   KernelStats kernels;
 };
 

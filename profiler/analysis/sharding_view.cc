@@ -147,18 +147,7 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
     return absl::NotFoundError(absl::StrCat("run ", run_id, " has no tensor '", tensor, "'; it has: ",
                                             all.empty() ? "none" : absl::StrJoin(all, ", ")));
   }
-  // Files from before the table have none to show (it is made when a writer opens them).
-  auto has = rd.Query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'rematerializations'");
-  if (!has.ok()) return has.status();
-  if (has->Int(0, "n") > 0) {
-    auto r = rd.Query("SELECT graph_id, value, op, bytes, source_file, source_line FROM rematerializations"
-                      " WHERE run_id = ?1 ORDER BY graph_id, seq", {run});
-    if (!r.ok()) return r.status();
-    for (size_t i = 0; i < r->rows.size(); ++i)
-      v.rematerializations.push_back({r->Int(i, "graph_id"), r->Text(i, "value"), r->Text(i, "op"),
-                                      r->Text(i, "source_file"), static_cast<int>(r->Int(i, "source_line")),
-                                      r->Int(i, "bytes")});
-  }
+  if (absl::Status st = ReadRematerializations(rd, run_id, &v.rematerializations); !st.ok()) return st;
   for (size_t k = 0; k < v.tensors.size(); ++k) {
     TensorTiles& t = v.tensors[k];
     const auto& s = shards[k];

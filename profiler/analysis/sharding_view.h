@@ -25,14 +25,6 @@ struct TensorTiles {
   std::vector<std::vector<int64_t>> tile_chips;
 };
 
-// An involuntary full rematerialization (table `rematerializations`).
-struct RematRow {
-  int64_t graph_id = 0;
-  std::string value, op, source_file;
-  int source_line = 0;
-  int64_t bytes = 0;
-};
-
 struct ShardingView {
   int64_t run_id = 0;
   std::string sample, mesh, mesh_axes, strategy;

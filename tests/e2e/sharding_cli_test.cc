@@ -1,6 +1,7 @@
 // `shardscope sharding` on a stored llama run under fsdp_tp (2x2 mesh, axes
 // fsdp x model): the table of every tensor, the grid of a weight split both
-// ways naming the chip of each tile, and a clear error for an unknown tensor.
+// ways naming the chip of each tile, the involuntary full rematerializations
+// (also in `shardscope report`), and a clear error for an unknown tensor.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -66,6 +67,18 @@ TEST_F(ShardingCliTest, GridOfAWeightSplitBothWays) {
   EXPECT_TRUE(absl::StrContains(o.text, "0:128     128:256   (dim 1)")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "dim 0 0:128       | chip 0  | chip 2  |")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "dim 0 128:256     | chip 1  | chip 3  |")) << o.text;
+}
+
+// The run report flags them too, in one line, and lists them in JSON.
+TEST_F(ShardingCliTest, ReportFlagsTheRematerializations) {
+  ASSERT_EQ(run_->code, 0) << run_->text;
+  Output text = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_));
+  ASSERT_EQ(text.code, 0) << text.text;
+  EXPECT_TRUE(absl::StrContains(text.text, "involuntary full rematerializations (")) << text.text;
+  EXPECT_TRUE(absl::StrContains(text.text, "for stablehlo.dot_general at samples/llama.cc:")) << text.text;
+  Output json = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_, " --format json"));
+  ASSERT_EQ(json.code, 0) << json.text;
+  EXPECT_TRUE(absl::StrContains(json.text, "\"rematerializations\": [\n    {")) << json.text.substr(0, 2000);
 }
 
 TEST_F(ShardingCliTest, UnknownTensorAndBadRunAreClearErrors) {
