@@ -63,7 +63,8 @@ std::string PerChip(const TensorTiles& tt) {
 std::string Grid(const TensorTiles& t, const std::string& indent) {
   if (t.split_dims.empty()) return absl::StrCat(indent, "whole on ", Chips(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]), "\n");
   if (t.split_dims.size() > 2) {
-    std::vector<std::vector<std::string>> rows = {{"tile (" + absl::StrJoin(t.split_dims, ",") + ")", "held by"}};
+    std::vector<std::vector<std::string>> rows = {{absl::StrCat("tile (", absl::StrJoin(t.split_dims, ","), ")"),
+                                                   "held by"}};
     std::vector<size_t> idx(t.split_dims.size(), 0);
     for (const auto& chips : t.tile_chips) {
       std::vector<std::string> parts;
@@ -89,12 +90,12 @@ std::string Grid(const TensorTiles& t, const std::string& indent) {
   for (size_t c = 0; c < ncols; ++c) rule += std::string(width + 2, '-') + "+";
   std::string out = indent + label_pad + " ";
   const std::vector<std::string>& cols = t.ranges[two ? 1 : 0];
-  for (size_t c = 0; c < ncols; ++c) out += " " + pad(cols[c]) + "  ";
+  for (size_t c = 0; c < ncols; ++c) absl::StrAppend(&out, " ", pad(cols[c]), "  ");
   absl::StrAppend(&out, " (dim ", t.split_dims[two ? 1 : 0], ")\n", indent, rule, "\n");
   for (size_t r = 0; r < nrows; ++r) {
     std::string label = two ? absl::StrCat("dim ", t.split_dims[0], " ", t.ranges[0][r]) : "";
     out += indent + label + std::string(label_pad.size() - label.size(), ' ') + "|";
-    for (size_t c = 0; c < ncols; ++c) out += " " + pad(cells[r * ncols + c]) + " |";
+    for (size_t c = 0; c < ncols; ++c) absl::StrAppend(&out, " ", pad(cells[r * ncols + c]), " |");
     out += "\n" + indent + rule + "\n";
   }
   return out;
@@ -126,7 +127,9 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
     const int64_t id = q->Int(i, "tensor_id");
     auto [it, fresh] = at.emplace(id, v.tensors.size());
     if (fresh) {
-      v.tensors.push_back({TensorColumns(*q, i)});
+      TensorTiles fresh_tensor;
+      fresh_tensor.tensor = TensorColumns(*q, i);
+      v.tensors.push_back(std::move(fresh_tensor));
       shards.emplace_back();
     }
     if (q->Int(i, "device_id", -1) < 0) continue;  // recorded, never placed

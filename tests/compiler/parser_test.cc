@@ -306,7 +306,7 @@ TEST(Parser, CollectivesRoundTrip) {
     EXPECT_EQ(out[k]->replica_groups, in[k]->replica_groups) << OpcodeName(in[k]->op);
     EXPECT_EQ(out[k]->source_target_pairs, in[k]->source_target_pairs) << OpcodeName(in[k]->op);
     EXPECT_EQ(out[k]->shape, in[k]->shape) << OpcodeName(in[k]->op);
-    if (in[k]->op == Opcode::kReduceScatter) EXPECT_EQ(out[k]->reduce, in[k]->reduce);
+    if (in[k]->op == Opcode::kReduceScatter) { EXPECT_EQ(out[k]->reduce, in[k]->reduce); }
   }
 }
 

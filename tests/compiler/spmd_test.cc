@@ -618,8 +618,9 @@ TEST(SpmdTest, ReduceOverShardedDimAllReduces) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(CountOps(*r->local, Opcode::kAllReduce), 1);
   for (const auto& i : r->local->instructions()) {
-    if (i->op == Opcode::kAllReduce)
+    if (i->op == Opcode::kAllReduce) {
       EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+    }
   }
   EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[2,2]0,2,1,3 last_tile_dim_replicate}");
 }
@@ -660,7 +661,7 @@ TEST(SpmdTest, EmbeddingTableSplitOnFeaturesGathersItsColumns) {
   EXPECT_EQ(r->collectives, 0);
   EXPECT_EQ(r->output_shardings[0].ToString(), "{devices=[1,4]0,1,2,3}");
   for (const auto& i : r->local->instructions())
-    if (i->op == Opcode::kGather) EXPECT_EQ(i->shape, Shape(DType::kF32, {6, 2}));
+    if (i->op == Opcode::kGather) { EXPECT_EQ(i->shape, Shape(DType::kF32, {6, 2})); }
 }
 
 // The embedding gradient under data parallelism: each device scatters its
@@ -726,7 +727,9 @@ TEST(SpmdTest, GradientMeetingASplitWeightIsReduceScattered) {
       EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}}));
       EXPECT_EQ(i->shape, Shape(DType::kF32, {2, 6}));
     }
-    if (i->op == Opcode::kAllReduce) EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+    if (i->op == Opcode::kAllReduce) {
+      EXPECT_EQ(i->replica_groups, (std::vector<std::vector<int64_t>>{{0, 2}, {1, 3}}));
+    }
   }
   std::mt19937_64 rng(5);
   std::vector<Literal> in;
