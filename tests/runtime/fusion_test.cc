@@ -581,8 +581,11 @@ TEST(FusedKernels, TimelineShowsOneKernelPerFusion) {
   const compiler::OpCost& cost = exe->op_costs[tail.root->id];
   EXPECT_EQ(cost.bytes_written, 64 * 16 * 4);
   EXPECT_EQ(cost.bytes_read, 64 * 16 * 4 + 4);  // z, and the scalar 0.5
-  for (const Instruction* member : tail.members)
-    if (member != tail.root) EXPECT_EQ(exe->op_costs[member->id].modeled_ns, 0);
+  for (const Instruction* member : tail.members) {
+    if (member != tail.root) {
+      EXPECT_EQ(exe->op_costs[member->id].modeled_ns, 0);
+    }
+  }
 }
 
 }  // namespace
