@@ -124,6 +124,29 @@ absl::Status WriteRun(Db& db, const FixtureRun& r) {
         r.run_id, kHostClockStart + 180'000, kHostClockStart + 2 * kStepNs + 180'000,
         kHostClockStart + 3 * kStepNs + 180'000)));
   }
+
+  // Placement: x [8,4] split in four over the batch (chips 0-3 each a row
+  // block), w [4,6] split in two over its rows and replicated over the rest
+  // (chips 0,2 hold rows 0:2, chips 1,3 rows 2:4), and one rematerialization.
+  if (r.num_devices == 4) {
+    std::string sql = absl::StrFormat(
+        "INSERT INTO tensors VALUES (%1$d, 1, 'x', '[8,4]', 'f32', '{devices=[4,1]0,1,2,3}', 'annotated', "
+        "'samples/mlp.cc', 41, 0),"
+        "(%1$d, 2, 'w', '[4,6]', 'f32', '{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}', 'propagated', "
+        "'samples/mlp.cc', 30, 0);",
+        r.run_id);
+    for (int d = 0; d < 4; ++d) {
+      absl::StrAppend(&sql, absl::StrFormat("INSERT INTO shard_placements VALUES (%d, 1, 'x', %d, '[%d:%d,0:4]', 32);",
+                                            r.run_id, d, 2 * d, 2 * d + 2));
+      const int half = d % 2;
+      absl::StrAppend(&sql, absl::StrFormat("INSERT INTO shard_placements VALUES (%d, 2, 'w', %d, '[%d:%d,0:6]', 48);",
+                                            r.run_id, d, 2 * half, 2 * half + 2));
+    }
+    absl::StrAppend(&sql, absl::StrFormat("INSERT INTO rematerializations VALUES (%d, 1, 0, 17, 'reshape.17', "
+                                          "'stablehlo.dot_general', 4096, 'samples/mlp.cc', 44);",
+                                          r.run_id));
+    RETURN_IF_ERROR_FIXTURE(db.Exec(sql));
+  }
   return absl::OkStatus();
 }
 

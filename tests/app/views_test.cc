@@ -2,10 +2,13 @@
 // GL: ImGui runs on a bare context (a built font atlas and a display size are
 // all it needs), and the tests feed it mouse input frame by frame, then check
 // that wheel zoom keeps the time under the mouse, dragging pans, clicking a
-// compile marker opens the Recompilations view, and lanes are one per device.
+// compile marker opens the Recompilations view, lanes are one per device, and
+// the Sharding tab draws a tensor's tiles.
 #include <imgui.h>
 
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
@@ -125,6 +128,23 @@ TEST_F(ViewsTest, ClickingACompileMarkerOpensRecompilations) {
   Frame();
   Frame();
   EXPECT_EQ(ws_->active_view(), ViewId::kRecompilations);
+}
+
+// The Sharding tab flags the run's rematerialization, lists its tensors, and
+// draws the picked tensor's tiles with the chips holding each.
+TEST_F(ViewsTest, ShardingTabDrawsTheTilesOfThePickedTensor) {
+  Open({});
+  ws_->ui().bring_to_front = ViewId::kSharding;
+  Frame();
+  Frame();
+  EXPECT_EQ(ws_->active_view(), ViewId::kSharding);
+  ASSERT_EQ(ws_->model().sharding.tensors.size(), 2u);
+  ASSERT_EQ(ws_->model().sharding.rematerializations.size(), 1u);
+  EXPECT_EQ(ws_->placement().drawn_cells(),
+            (std::vector<std::string>{"chip 0", "chip 1", "chip 2", "chip 3"}));  // x: a row block each
+  ws_->placement().Select(1);
+  Frame();
+  EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));  // w's rows
 }
 
 TEST_F(ViewsTest, ShapesDrawnDependOnTheScreen) {

@@ -127,9 +127,15 @@ TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
                       << remat.loc.file << ":" << remat.loc.line;
     const int all_reduces = Count(program, Opcode::kAllReduce), gathers = Count(program, Opcode::kAllGather);
     EXPECT_GT(all_reduces, 0);  // gradients (dp, fsdp) and row-parallel outputs (tp)
-    if (strategy == "dp" || strategy == "tp") EXPECT_EQ(gathers, 0);
-    if (strategy == "fsdp" || strategy == "fsdp_tp") EXPECT_GT(gathers, 0);  // weights gathered for use
-    if (strategy == "fsdp") EXPECT_GT(Count(program, Opcode::kReduceScatter), 0);  // gradients scattered
+    if (strategy == "dp" || strategy == "tp") {
+      EXPECT_EQ(gathers, 0);
+    }
+    if (strategy == "fsdp" || strategy == "fsdp_tp") {  // weights gathered for use
+      EXPECT_GT(gathers, 0);
+    }
+    if (strategy == "fsdp") {  // gradients scattered
+      EXPECT_GT(Count(program, Opcode::kReduceScatter), 0);
+    }
     // Weights and AdamW moments per chip against one chip's.
     int64_t local = 0, global = 0;
     for (const compiler::Instruction* p : program.parameters()) {
@@ -142,8 +148,12 @@ TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
     std::printf("%s: each chip holds %.3f of the weight and AdamW bytes; %d all-reduces, %d all-gathers, "
                 "%zu full rematerializations\n",
                 strategy.c_str(), share, all_reduces, gathers, run.step->rematerializations.size());
-    if (strategy == "fsdp") EXPECT_LE(share, 0.5 + 0.05);
-    if (strategy == "dp") EXPECT_EQ(share, 1.0);
+    if (strategy == "fsdp") {
+      EXPECT_LE(share, 0.5 + 0.05);
+    }
+    if (strategy == "dp") {
+      EXPECT_EQ(share, 1.0);
+    }
   }
 }
 

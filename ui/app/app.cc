@@ -149,9 +149,8 @@ int RunApp(const AppOptions& options) {
 
   const bool screenshot = !options.screenshot_path.empty();
   workstation->ui().headless = screenshot && !options.mouse;
-  if (options.view == "recompilations") {
-    workstation->ui().bring_to_front = ViewId::kRecompilations;
-  }
+  if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
+  if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;
   int exit_code = 0;
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     glfwPollEvents();

@@ -14,11 +14,12 @@ constexpr char kUsage[] =
     "usage: shardscope-ui PATH [options]\n"
     "\n"
     "Opens a shardscope database in the desktop workstation: a timeline per chip\n"
-    "(device clock) and per host thread (host clock), and the run's compilations.\n"
+    "(device clock) and per host thread (host clock), where each tensor's shards\n"
+    "live, and the run's compilations.\n"
     "\n"
     "options:\n"
     "  --run N             show run N (default: the latest run in the file)\n"
-    "  --view NAME         start on a view: timeline (default) or recompilations\n"
+    "  --view NAME         start on a view: timeline (default), sharding or recompilations\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
     "  --screenshot FILE   render the window once, write it as a PNG, print each\n"
@@ -71,8 +72,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--screenshot") {
       options.screenshot_path = value;
     } else if (arg == "--view") {
-      if (value != "timeline" && value != "recompilations") {
-        return UsageError("--view is timeline or recompilations, got '" + value + "'");
+      if (value != "timeline" && value != "sharding" && value != "recompilations") {
+        return UsageError("--view is timeline, sharding or recompilations, got '" + value + "'");
       }
       options.view = value;
     } else if (arg == "--mouse") {

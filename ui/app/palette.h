@@ -46,5 +46,7 @@ inline constexpr Rgb kLaneOdd{40, 43, 50};
 inline constexpr Rgb kText{225, 225, 225};
 inline constexpr Rgb kDimText{150, 155, 165};
 inline constexpr Rgb kClockLabel{240, 200, 90};
+// Something the user should look at: involuntary full rematerializations.
+inline constexpr Rgb kWarning{235, 110, 80};
 
 }  // namespace shardscope::app

@@ -344,6 +344,9 @@ absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
   if (auto s = LoadNames(reader, *run_id, model, name_index); !s.ok()) return s;
   if (auto s = LoadSlices(reader, *run_id, model, track_index, name_index); !s.ok()) return s;
   if (auto s = LoadCompilations(reader, *run_id, model); !s.ok()) return s;
+  auto sharding = analysis::BuildShardingView(reader, *run_id);
+  if (!sharding.ok()) return sharding.status();
+  model.sharding = *std::move(sharding);
   return model;
 }
 

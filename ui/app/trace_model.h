@@ -1,6 +1,7 @@
 // The workstation's in-memory picture of one stored run: its tracks (one lane
 // per device and per host thread, each on one clock), the slices of every lane
-// split into depth rows sorted by start, and the run's compilations. Loaded
+// split into depth rows sorted by start, the run's compilations and its
+// tensors' placement. Loaded
 // once from the store; the views only read it. Knows nothing of the screen, so
 // it is tested without a display.
 #pragma once
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
 
 namespace shardscope::app {
@@ -108,6 +110,9 @@ struct TraceModel {
   std::vector<Track> tracks;
   std::vector<Compilation> compilations;  // by compile_id
   size_t num_slices = 0;
+  // Where each tensor's shards live, and the involuntary full
+  // rematerializations (what `shardscope sharding` prints).
+  analysis::ShardingView sharding;
 
   const std::string& Name(int32_t index) const;
   bool HasClock(Clock clock) const;

@@ -9,7 +9,7 @@
 
 namespace shardscope::app {
 
-enum class ViewId { kTimeline, kRecompilations };
+enum class ViewId { kTimeline, kSharding, kRecompilations };
 
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere

@@ -16,9 +16,11 @@ Workstation::Workstation(std::unique_ptr<TraceModel> model) { SetModel(std::move
 void Workstation::SetModel(std::unique_ptr<TraceModel> model) {
   // Views hold a reference to the model, so they go before it does.
   timeline_.reset();
+  placement_.reset();
   compilations_.reset();
   model_ = std::move(model);
   timeline_ = std::make_unique<TimelineView>(*model_);
+  placement_ = std::make_unique<PlacementView>(*model_);
   compilations_ = std::make_unique<CompilationsView>(*model_);
   ui_.selected_compile_id.reset();
   ui_.selection_text.clear();
@@ -70,11 +72,21 @@ void Workstation::Draw() {
       return ui_.bring_to_front == id ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
     };
     const auto timeline_flags = tab_flags(ViewId::kTimeline);
+    const auto sharding_flags = tab_flags(ViewId::kSharding);
     const auto compile_flags = tab_flags(ViewId::kRecompilations);
     ui_.bring_to_front.reset();
     if (ImGui::BeginTabItem("Timeline", nullptr, timeline_flags)) {
       active_view_ = ViewId::kTimeline;
       timeline_->Draw(ui_);
+      ImGui::EndTabItem();
+    }
+    // The tab itself flags involuntary full rematerializations.
+    const size_t remats = model_->sharding.rematerializations.size();
+    std::string sharding_label =
+        remats ? absl::StrCat("Sharding (", remats, " remat)###sharding") : std::string("Sharding###sharding");
+    if (ImGui::BeginTabItem(sharding_label.c_str(), nullptr, sharding_flags)) {
+      active_view_ = ViewId::kSharding;
+      placement_->Draw(ui_);
       ImGui::EndTabItem();
     }
     std::string compile_label =

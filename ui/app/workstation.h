@@ -1,5 +1,5 @@
 // The workstation window's contents for one run: the run line, the view tabs
-// ([Timeline] [Recompilations]) and the views themselves. Pure ImGui, no GL or
+// ([Timeline] [Sharding] [Recompilations]) and the views themselves. Pure ImGui, no GL or
 // windowing, so the shell in app.cc owns the platform and this owns the UI.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <string>
 
 #include "ui/app/compilations_view.h"
+#include "ui/app/placement_view.h"
 #include "ui/app/timeline_view.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/ui_state.h"
@@ -24,6 +25,7 @@ class Workstation {
   std::string Title() const;
   const TraceModel& model() const { return *model_; }
   const TimelineView& timeline() const { return *timeline_; }
+  PlacementView& placement() { return *placement_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
@@ -35,6 +37,7 @@ class Workstation {
 
   std::unique_ptr<TraceModel> model_;
   std::unique_ptr<TimelineView> timeline_;
+  std::unique_ptr<PlacementView> placement_;
   std::unique_ptr<CompilationsView> compilations_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
