@@ -84,21 +84,21 @@ class Partitioner {
           break;
         }
         case Opcode::kBroadcastInDim:
-          sh_[i.id] = BroadcastOut(i, sh_[i.operands[0]->id], n_);
+          sh_[i.id] = BroadcastOutOf(i, sh_[i.operands[0]->id]);
           via_[i.id] = "broadcast_in_dim";
           break;
         case Opcode::kTranspose:
-          sh_[i.id] = TransposeOut(i, sh_[i.operands[0]->id], n_);
+          sh_[i.id] = TransposeOutOf(i, sh_[i.operands[0]->id]);
           via_[i.id] = "transpose";
           break;
         case Opcode::kReshape: {
-          auto t = ReshapeOut(i, sh_[i.operands[0]->id], n_);
+          auto t = ReshapeOutOf(i, sh_[i.operands[0]->id]);
           sh_[i.id] = t ? *t : Tiles::Replicated(rank, n_);
           via_[i.id] = "reshape";
           break;
         }
         case Opcode::kDotGeneral:
-          sh_[i.id] = PlanDot(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_).out;
+          sh_[i.id] = PlanDotOf(i).out;
           via_[i.id] = "dot_general";
           break;
         case Opcode::kReduce:
@@ -207,6 +207,58 @@ class Partitioner {
         via_[o->id] = absl::StrCat(OpcodeName(i.op), " (backward)");
       }
     }
+  }
+
+  // Layout rules are pure functions of the op's attributes and its operands'
+  // layouts, and a program applies the same few to the same few layouts over
+  // and over (every activation shares one): results are kept, keyed by those,
+  // with the operands' device tables held so a key's addresses stay theirs.
+  struct Memo {
+    std::vector<Tiles> inputs;  // keeps the keyed device tables alive
+    std::optional<Tiles> out;
+    DotPlan dot;
+  };
+  std::vector<int64_t> MemoKey(int tag, const Instruction& i, std::initializer_list<const Tiles*> in) {
+    std::vector<int64_t> k = {tag, i.shape.rank()};
+    k.insert(k.end(), i.shape.dims.begin(), i.shape.dims.end());
+    k.insert(k.end(), i.dims.begin(), i.dims.end());
+    for (const Instruction* o : i.operands) {
+      k.push_back(-1);
+      k.insert(k.end(), o->shape.dims.begin(), o->shape.dims.end());
+    }
+    for (const auto* v : {&i.dot.lhs_batch, &i.dot.rhs_batch, &i.dot.lhs_contracting, &i.dot.rhs_contracting}) {
+      k.push_back(-2);
+      k.insert(k.end(), v->begin(), v->end());
+    }
+    for (const Tiles* t : in) {
+      k.push_back(-3);
+      k.insert(k.end(), t->dims.begin(), t->dims.end());
+      k.push_back(reinterpret_cast<intptr_t>(t->assignment.get()));
+    }
+    return k;
+  }
+  template <typename F>
+  const Memo& Remember(std::vector<int64_t> key, std::initializer_list<const Tiles*> in, F fill) {
+    auto [it, fresh] = memo_.try_emplace(std::move(key));
+    if (fresh) {
+      for (const Tiles* t : in) it->second.inputs.push_back(*t);
+      fill(it->second);
+    }
+    return it->second;
+  }
+  Tiles BroadcastOutOf(const Instruction& i, const Tiles& t) {
+    return *Remember(MemoKey(0, i, {&t}), {&t}, [&](Memo& m) { m.out = BroadcastOut(i, t, n_); }).out;
+  }
+  Tiles TransposeOutOf(const Instruction& i, const Tiles& t) {
+    return *Remember(MemoKey(1, i, {&t}), {&t}, [&](Memo& m) { m.out = TransposeOut(i, t, n_); }).out;
+  }
+  std::optional<Tiles> ReshapeOutOf(const Instruction& i, const Tiles& t) {
+    return Remember(MemoKey(2, i, {&t}), {&t}, [&](Memo& m) { m.out = ReshapeOut(i, t, n_); }).out;
+  }
+  const DotPlan& PlanDotOf(const Instruction& i) {
+    const Tiles& l = sh_[i.operands[0]->id];
+    const Tiles& r = sh_[i.operands[1]->id];
+    return Remember(MemoKey(3, i, {&l, &r}), {&l, &r}, [&](Memo& m) { m.dot = PlanDot(i, l, r, n_); }).dot;
   }
 
   Instruction* Pid() {
@@ -462,12 +514,12 @@ class Partitioner {
       case Opcode::kTranspose: {
         Tiles in = sh_[i.operands[0]->id];
         r = m.Transpose(lv_[i.operands[0]->id], i.dims, i.loc);
-        if (absl::Status s = Fix(&r, i, TransposeOut(i, in, n_), out); !s.ok()) return s;
+        if (absl::Status s = Fix(&r, i, TransposeOutOf(i, in), out); !s.ok()) return s;
         break;
       }
       case Opcode::kReshape: {
         Tiles in = sh_[i.operands[0]->id];
-        auto mapped = ReshapeOut(i, in, n_);
+        auto mapped = ReshapeOutOf(i, in);
         if (mapped) {
           r = m.Reshape(lv_[i.operands[0]->id], local_shape->dims, i.loc);
           if (absl::Status s = Fix(&r, i, *mapped, out); !s.ok()) return s;
@@ -480,7 +532,7 @@ class Partitioner {
         break;
       }
       case Opcode::kDotGeneral: {
-        DotPlan p = PlanDot(i, sh_[i.operands[0]->id], sh_[i.operands[1]->id], n_);
+        const DotPlan p = PlanDotOf(i);
         auto ops = Operands(i, {p.lhs, p.rhs});
         if (!ops.ok()) return ops.status();
         r = m.DotGeneral((*ops)[0], (*ops)[1], i.dot, i.loc, i.shape.dtype);
@@ -690,6 +742,7 @@ class Partitioner {
   const Instruction* emitting_ = nullptr;  // the global op being emitted
   bool emitting_whole_ = false;            // its operands are made whole for want of a split rule
   std::map<std::vector<int32_t>, Instruction*> starts_;  // StartIndex's tables by content
+  std::map<std::vector<int64_t>, Memo> memo_;             // layout rules' results (Remember)
   SpmdResult result_;
 };
 
