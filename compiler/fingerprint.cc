@@ -157,22 +157,15 @@ bool SameStructure(const Instruction& a, const Instruction& b, bool* constant_on
   for (size_t k = 0; k < a.operands.size(); ++k) {
     if (a.operands[k]->id != b.operands[k]->id) return false;
   }
+  if (IsCollective(a.op))
+    return a.dims == b.dims && a.reduce == b.reduce && a.replica_groups == b.replica_groups &&
+           a.source_target_pairs == b.source_target_pairs;
   switch (a.op) {
     case Opcode::kBroadcastInDim:
     case Opcode::kTranspose:
     case Opcode::kReduce:
     case Opcode::kIota:
       if (a.dims != b.dims || a.reduce != b.reduce) return false;
-      break;
-    case Opcode::kAllReduce:
-    case Opcode::kAllGather:
-    case Opcode::kReduceScatter:
-    case Opcode::kAllToAll:
-    case Opcode::kCollectivePermute:
-    case Opcode::kCollectiveBroadcast:
-      if (a.dims != b.dims || a.reduce != b.reduce || a.replica_groups != b.replica_groups ||
-          a.source_target_pairs != b.source_target_pairs)
-        return false;
       break;
     case Opcode::kReshape:
       if (a.shape.rank() != b.shape.rank()) return false;

@@ -140,16 +140,10 @@ class Partitioner {
           sh_[i.id] = sh_[i.operands[0]->id];
           via_[i.id] = "optimization_barrier";
           break;
-        case Opcode::kAllReduce:
-        case Opcode::kAllGather:
-        case Opcode::kReduceScatter:
-        case Opcode::kAllToAll:
-        case Opcode::kCollectivePermute:
-        case Opcode::kCollectiveBroadcast:
-        case Opcode::kPartitionId:
-          return absl::InvalidArgumentError(absl::StrCat(
-              OpcodeName(i.op), " in a global program: collectives are inserted by the partitioner"));
         default:
+          if (IsCollective(i.op) || i.op == Opcode::kPartitionId)
+            return absl::InvalidArgumentError(absl::StrCat(
+                OpcodeName(i.op), " in a global program: collectives are inserted by the partitioner"));
           if (IsElementwise(i.op)) {
             const Tiles* best = nullptr;
             for (const Instruction* o : i.operands) {
@@ -160,7 +154,7 @@ class Partitioner {
             sh_[i.id] = best ? *best : Tiles::Replicated(rank, n_);
             via_[i.id] = OpcodeName(i.op);
           } else {
-            sh_[i.id] = Tiles::Replicated(rank, n_);  // constant, iota, dynamic_slice
+            sh_[i.id] = Tiles::Replicated(rank, n_);  // constant, iota, ops without a split rule
           }
       }
     }

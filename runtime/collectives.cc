@@ -4,51 +4,42 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
 namespace shardscope::runtime {
 namespace {
 
-template <typename T>
-void Combine(compiler::ReduceKind k, const std::vector<const Literal*>& in, Literal* out) {
-  T* o = out->as<T>();
-  int64_t n = out->elements();
-  std::memcpy(o, in[0]->data(), n * sizeof(T));
-  for (size_t g = 1; g < in.size(); ++g) {
-    const T* x = in[g]->as<T>();
-    switch (k) {
-      case compiler::ReduceKind::kSum: for (int64_t i = 0; i < n; ++i) o[i] += x[i]; break;
-      case compiler::ReduceKind::kProd: for (int64_t i = 0; i < n; ++i) o[i] *= x[i]; break;
-      case compiler::ReduceKind::kMax: for (int64_t i = 0; i < n; ++i) o[i] = std::max(o[i], x[i]); break;
-      case compiler::ReduceKind::kMin: for (int64_t i = 0; i < n; ++i) o[i] = std::min(o[i], x[i]); break;
-    }
+template <compiler::ReduceKind K, typename T>
+T CombineOne(T a, T b) {
+  if constexpr (K == compiler::ReduceKind::kSum) return a + b;
+  else if constexpr (K == compiler::ReduceKind::kProd) return a * b;
+  else if constexpr (K == compiler::ReduceKind::kMax) return std::max(a, b);
+  else return std::min(a, b);
+}
+
+// Folds the `members` inputs into `acc` (it starts as the first), in group
+// order; read(g, i) is element i of member g. The kind is a template
+// argument so each loop is a plain vectorizable one (gradients pass here).
+template <typename T, typename Read>
+void CombineAll(compiler::ReduceKind k, size_t members, T* acc, int64_t n, Read read) {
+  auto fold = [&](auto kind) {
+    for (int64_t i = 0; i < n; ++i) acc[i] = read(0, i);
+    for (size_t g = 1; g < members; ++g)
+      for (int64_t i = 0; i < n; ++i) acc[i] = CombineOne<decltype(kind)::value>(acc[i], read(g, i));
+  };
+  switch (k) {
+    case compiler::ReduceKind::kSum: fold(std::integral_constant<compiler::ReduceKind, compiler::ReduceKind::kSum>()); break;
+    case compiler::ReduceKind::kProd: fold(std::integral_constant<compiler::ReduceKind, compiler::ReduceKind::kProd>()); break;
+    case compiler::ReduceKind::kMax: fold(std::integral_constant<compiler::ReduceKind, compiler::ReduceKind::kMax>()); break;
+    case compiler::ReduceKind::kMin: fold(std::integral_constant<compiler::ReduceKind, compiler::ReduceKind::kMin>()); break;
   }
 }
 
-// Walks every element index of `shape`, calling fn(flat index in block, offset-shifted flat index in big).
-template <typename F>
-void ForEachBlockRow(const std::vector<int64_t>& block, const std::vector<int64_t>& big,
-                     const std::vector<int64_t>& offsets, F fn) {
-  int rank = static_cast<int>(block.size());
-  if (rank == 0) { fn(0, 0, 1); return; }
-  std::vector<int64_t> bs = Strides(block), gs = Strides(big);
-  int64_t rows = 1;
-  for (int d = 0; d + 1 < rank; ++d) rows *= block[d];
-  int64_t row_len = block[rank - 1];
-  std::vector<int64_t> idx(rank, 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t b = 0, g = 0;
-    for (int d = 0; d < rank; ++d) {
-      b += idx[d] * bs[d];
-      g += (idx[d] + offsets[d]) * gs[d];
-    }
-    fn(b, g, row_len);
-    for (int d = rank - 2; d >= 0; --d) {
-      if (++idx[d] < block[d]) break;
-      idx[d] = 0;
-    }
-  }
+template <typename T>
+void Combine(compiler::ReduceKind k, const std::vector<const Literal*>& in, Literal* out) {
+  CombineAll<T>(k, in.size(), out->as<T>(), out->elements(), [&](size_t g, int64_t i) { return in[g]->as<T>()[i]; });
 }
 
 // The copy of a `block`-sized region at `from` in src to `to` in dst (same
@@ -120,37 +111,21 @@ absl::Status OutputsAre(const char* op, const Shape& want, const std::vector<Lit
 // 16-bit floats are combined in f32 and rounded once, as a reduction that
 // accumulates in f32 would.
 void CombineHalf(compiler::ReduceKind k, const std::vector<const Literal*>& in, Literal* out) {
-  std::vector<float> acc = in[0]->ToF32Vector();
-  for (size_t g = 1; g < in.size(); ++g) {
-    const std::vector<float> x = in[g]->ToF32Vector();
-    for (size_t i = 0; i < acc.size(); ++i) {
-      switch (k) {
-        case compiler::ReduceKind::kSum: acc[i] += x[i]; break;
-        case compiler::ReduceKind::kProd: acc[i] *= x[i]; break;
-        case compiler::ReduceKind::kMax: acc[i] = std::max(acc[i], x[i]); break;
-        case compiler::ReduceKind::kMin: acc[i] = std::min(acc[i], x[i]); break;
-      }
-    }
-  }
+  std::vector<std::vector<float>> wide;
+  for (const Literal* l : in) wide.push_back(l->ToF32Vector());
+  std::vector<float> acc(out->elements());
+  CombineAll<float>(k, in.size(), acc.data(), out->elements(), [&](size_t g, int64_t i) { return wide[g][i]; });
   for (size_t i = 0; i < acc.size(); ++i) out->SetDouble(static_cast<int64_t>(i), acc[i]);
 }
 
 }  // namespace
 
 void CopyBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst) {
-  int64_t es = DTypeBytes(src.shape().dtype);
-  auto* d = static_cast<uint8_t*>(dst->data());
-  auto* s = static_cast<const uint8_t*>(src.data());
-  ForEachBlockRow(src.shape().dims, dst->shape().dims, offsets,
-                  [&](int64_t b, int64_t g, int64_t len) { std::memcpy(d + g * es, s + b * es, len * es); });
+  CopyRegion(src, std::vector<int64_t>(offsets.size(), 0), src.shape().dims, dst, offsets);
 }
 
 void ExtractBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst) {
-  int64_t es = DTypeBytes(src.shape().dtype);
-  auto* d = static_cast<uint8_t*>(dst->data());
-  auto* s = static_cast<const uint8_t*>(src.data());
-  ForEachBlockRow(dst->shape().dims, src.shape().dims, offsets,
-                  [&](int64_t b, int64_t g, int64_t len) { std::memcpy(d + b * es, s + g * es, len * es); });
+  CopyRegion(src, offsets, dst->shape().dims, dst, std::vector<int64_t>(offsets.size(), 0));
 }
 
 namespace {
