@@ -37,11 +37,6 @@ absl::StatusOr<std::vector<Range>> ParseRanges(const std::string& text) {
   return out;
 }
 
-std::string Chips(const std::vector<int64_t>& chips) {
-  if (chips.empty()) return "-";
-  return absl::StrCat(chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(chips, ","));
-}
-
 // An annotation's row carries the mark_sharding line; the others where the
 // tensor was made.
 std::string Source(const ShardingRow& t) {
@@ -61,7 +56,7 @@ std::string PerChip(const TensorTiles& tt) {
 // The grid: rows are the first split dim's ranges, columns the second's (one
 // row when one dim is split); more split dims list their tiles instead.
 std::string Grid(const TensorTiles& t, const std::string& indent) {
-  if (t.split_dims.empty()) return absl::StrCat(indent, "whole on ", Chips(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]), "\n");
+  if (t.split_dims.empty()) return absl::StrCat(indent, "whole on ", ChipsText(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]), "\n");
   if (t.split_dims.size() > 2) {
     std::vector<std::vector<std::string>> rows = {{absl::StrCat("tile (", absl::StrJoin(t.split_dims, ","), ")"),
                                                    "held by"}};
@@ -69,7 +64,7 @@ std::string Grid(const TensorTiles& t, const std::string& indent) {
     for (const auto& chips : t.tile_chips) {
       std::vector<std::string> parts;
       for (size_t k = 0; k < idx.size(); ++k) parts.push_back(t.ranges[k][idx[k]]);
-      rows.push_back({absl::StrCat("[", absl::StrJoin(parts, ","), "]"), Chips(chips)});
+      rows.push_back({absl::StrCat("[", absl::StrJoin(parts, ","), "]"), ChipsText(chips)});
       for (int k = static_cast<int>(idx.size()) - 1; k >= 0; --k) {
         if (++idx[k] < t.ranges[k].size()) break;
         idx[k] = 0;
@@ -81,7 +76,7 @@ std::string Grid(const TensorTiles& t, const std::string& indent) {
   const size_t nrows = two ? t.ranges[0].size() : 1, ncols = two ? t.ranges[1].size() : t.ranges[0].size();
   std::vector<std::string> cells(t.tile_chips.size());
   size_t width = 0;
-  for (size_t k = 0; k < cells.size(); ++k) width = std::max(width, (cells[k] = Chips(t.tile_chips[k])).size());
+  for (size_t k = 0; k < cells.size(); ++k) width = std::max(width, (cells[k] = ChipsText(t.tile_chips[k])).size());
   for (const auto& dim : t.ranges)
     for (const std::string& r : dim) width = std::max(width, r.size());
   std::string label_pad(two ? 4 + t.ranges[0].back().size() + 7 : 0, ' ');
@@ -102,6 +97,11 @@ std::string Grid(const TensorTiles& t, const std::string& indent) {
 }
 
 }  // namespace
+
+std::string ChipsText(const std::vector<int64_t>& chips) {
+  if (chips.empty()) return "-";
+  return absl::StrCat(chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(chips, ","));
+}
 
 absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t run_id, const std::string& tensor) {
   const std::string run = std::to_string(run_id);

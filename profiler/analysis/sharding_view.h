@@ -37,6 +37,9 @@ struct ShardingView {
 absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& reader, int64_t run_id,
                                                const std::string& tensor = "");
 
+// "chip 3", "chips 0,2": who holds a tile, as every view says it.
+std::string ChipsText(const std::vector<int64_t>& chips);
+
 // A table of every tensor (sharding, source, bytes per chip) and a grid of
 // tiles per layout: with `all_grids` one per tensor, else one per distinct
 // layout naming the tensors that share it.

@@ -15,11 +15,6 @@ namespace {
 
 ImVec4 ToVec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
-std::string Chips(const std::vector<int64_t>& chips) {
-  if (chips.empty()) return "-";
-  return absl::StrCat(chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(chips, ","));
-}
-
 std::string Held(const analysis::TensorTiles& t) {
   const analysis::ShardingRow& r = t.tensor;
   if (r.devices == 0) return "not placed";
@@ -105,7 +100,7 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
   const analysis::ShardingRow& r = t.tensor;
   ImGui::Text("%s %s%s %s", r.name.c_str(), r.dtype.c_str(), r.shape.c_str(), r.sharding.c_str());
   if (t.split_dims.empty()) {
-    drawn_cells_.push_back(Chips(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]));
+    drawn_cells_.push_back(analysis::ChipsText(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]));
     ImGui::Text("whole on %s", drawn_cells_.back().c_str());
     return;
   }
@@ -126,7 +121,7 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     ImGui::TextUnformatted(grid ? (two ? t.ranges[0][row].c_str() : "") : absl::StrCat("tile ", row).c_str());
     for (size_t c = 0; c < ncols; ++c) {
       ImGui::TableNextColumn();
-      drawn_cells_.push_back(Chips(t.tile_chips[grid ? row * ncols + c : row]));
+      drawn_cells_.push_back(analysis::ChipsText(t.tile_chips[grid ? row * ncols + c : row]));
       ImGui::TextUnformatted(drawn_cells_.back().c_str());
     }
   }
