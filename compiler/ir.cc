@@ -168,7 +168,6 @@ Instruction* Module::Transpose(Instruction* a, std::vector<int64_t> perm, const 
   return i;
 }
 
-namespace {
 std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
                               const std::vector<int64_t>& contracting) {
   std::vector<int64_t> out;
@@ -179,6 +178,8 @@ std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
   }
   return out;
 }
+
+namespace {
 int64_t DimOr(const Shape& s, int64_t d) { return d >= 0 && d < s.rank() ? s.dims[d] : -1; }
 }  // namespace
 

@@ -86,6 +86,9 @@ const char* CompareDirectionName(CompareDirection d);
 struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
 };
+// Dims of a rank-`rank` operand that are neither batch nor contracting, in
+// order (a dot's free dims; the result lists batch, lhs free, rhs free).
+std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch, const std::vector<int64_t>& contracting);
 
 // slice: result[i] = operand[start + i * stride] for start <= ... < limit.
 // pad: `low`/`high` may be negative (cropping); `interior` >= 0 between elements.

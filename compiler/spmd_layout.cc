@@ -29,16 +29,6 @@ std::vector<std::vector<int64_t>> GroupsVarying(const Tiles& t, const std::vecto
   return out;
 }
 
-std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> out;
-  for (int d = 0; d < rank; ++d)
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end())
-      out.push_back(d);
-  return out;
-}
-
 // Both operands split on free dims over different devices (the activations'
 // batch over one mesh axis, a column-parallel weight's output features over
 // another): each device multiplies the shards it holds and the result keeps
@@ -350,22 +340,9 @@ std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
   });
 }
 
-// Dims of `rank` other than `skip`, in order (a gather's or scatter's batch
-// dims among its indices' dims: all but the index vector dim).
-std::vector<int64_t> DimsExcept(int rank, int64_t skip) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < rank; ++d)
-    if (d != skip) out.push_back(d);
-  return out;
-}
-
-// Dims of `rank` not in `taken`, in order.
-std::vector<int64_t> DimsNotIn(int rank, const std::vector<int64_t>& taken) {
-  std::vector<int64_t> out;
-  for (int64_t d = 0; d < rank; ++d)
-    if (std::find(taken.begin(), taken.end(), d) == taken.end()) out.push_back(d);
-  return out;
-}
+// Dims of `rank` not in `taken`, in order (a gather's batch dims among its
+// indices' dims are those not the index vector dim).
+std::vector<int64_t> DimsNotIn(int rank, const std::vector<int64_t>& taken) { return FreeDims(rank, taken, {}); }
 
 // Tiles of rank `rank` that take `from`'s split of dim from_dims[k] on dim
 // to_dims[k], are whole elsewhere, and replicate over the rest of `from`.
@@ -401,7 +378,7 @@ std::optional<GatherPlan> PlanGather(const Instruction& i, const Tiles& to, cons
   const GatherDims& g = i.gather;
   const Shape& os = i.operands[0]->shape;
   const int irank = ti.rank(), orank = to.rank(), rrank = i.shape.rank();
-  const std::vector<int64_t> batch_in = DimsExcept(irank, g.index_vector_dim);
+  const std::vector<int64_t> batch_in = DimsNotIn(irank, {g.index_vector_dim});
   const std::vector<int64_t> batch_out = DimsNotIn(rrank, g.offset_dims);
   std::vector<int64_t> pass_in, pass_out;  // operand dims every slice takes whole, and their result dims
   const std::vector<int64_t> kept = DimsNotIn(orank, g.collapsed_slice_dims);
@@ -435,7 +412,7 @@ std::optional<ScatterPlan> PlanScatter(const Instruction& i, const Tiles& ti, co
   const ScatterDims& s = i.scatter;
   if (s.replace || (i.reduce != ReduceKind::kSum && i.reduce != ReduceKind::kMax && i.reduce != ReduceKind::kMin))
     return std::nullopt;
-  const std::vector<int64_t> batch_in = DimsExcept(ti.rank(), s.index_vector_dim);
+  const std::vector<int64_t> batch_in = DimsNotIn(ti.rank(), {s.index_vector_dim});
   const std::vector<int64_t> batch_up = DimsNotIn(tu.rank(), s.update_window_dims);
   ScatterPlan p;
   if (ti.DataTiles() > 1 && SplitsOnlyAmong(ti, batch_in) && ti.DataTiles() >= tu.DataTiles()) {

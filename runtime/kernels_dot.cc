@@ -28,6 +28,7 @@ using runtime::ParallelRange;
 using runtime::Sgemm;
 
 using compiler::DotDims;
+using compiler::FreeDims;
 
 // How an operand's memory is read per batch: as the GEMM operand itself or as
 // its transpose.
@@ -117,19 +118,6 @@ bool Consecutive(const std::vector<int64_t>& dims, int64_t first) {
     if (dims[i] != first + static_cast<int64_t>(i)) return false;
   }
   return true;
-}
-
-// Dims of a rank-`rank` operand that are neither batch nor contracting, in order.
-std::vector<int64_t> FreeDims(int rank, const std::vector<int64_t>& batch,
-                              const std::vector<int64_t>& contracting) {
-  std::vector<int64_t> free;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
-        std::find(contracting.begin(), contracting.end(), d) == contracting.end()) {
-      free.push_back(d);
-    }
-  }
-  return free;
 }
 
 // Copies operand `lit` with its dims in `order` into scratch `slot`: the
