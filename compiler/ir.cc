@@ -1,6 +1,7 @@
 #include "compiler/ir.h"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +68,25 @@ const char* ReduceKindOp(ReduceKind k) {
     case ReduceKind::kProd: return "stablehlo.multiply";
   }
   return "?";
+}
+
+double ReduceIdentity(ReduceKind k, DType t) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double highest = IsFloat(t)          ? inf
+                         : t == DType::kI1   ? 1
+                         : t == DType::kI32  ? std::numeric_limits<int32_t>::max()
+                                             : static_cast<double>(std::numeric_limits<int64_t>::max());
+  const double lowest = IsFloat(t)          ? -inf
+                        : t == DType::kI1   ? 0
+                        : t == DType::kI32  ? std::numeric_limits<int32_t>::lowest()
+                                            : static_cast<double>(std::numeric_limits<int64_t>::lowest());
+  switch (k) {
+    case ReduceKind::kSum: return 0;
+    case ReduceKind::kProd: return 1;
+    case ReduceKind::kMax: return lowest;
+    case ReduceKind::kMin: return highest;
+  }
+  return 0;
 }
 
 const char* CompareDirectionName(CompareDirection d) {

@@ -79,6 +79,9 @@ bool HasReplicaGroups(Opcode op);
 
 enum class ReduceKind { kSum, kMax, kMin, kProd };
 const char* ReduceKindOp(ReduceKind k);  // the body's op, e.g. "stablehlo.add"
+// The value combining with which changes nothing: 0 for a sum, 1 for a
+// product, the type's lowest (-inf for floats) for a max, its highest for a min.
+double ReduceIdentity(ReduceKind k, DType t);
 
 enum class CompareDirection { kEQ, kNE, kLT, kLE, kGT, kGE };
 const char* CompareDirectionName(CompareDirection d);

@@ -275,17 +275,62 @@ class Partitioner {
     return start;
   }
 
-  absl::StatusOr<Shape> LocalShape(const Shape& global, const Tiles& t, const Instruction& at) {
+  // A device's share of a `t`-tiled value: ceil(size / tiles) per dim. Where
+  // the tiles do not divide a dim the last shards end in padding, which holds
+  // anything: ops that combine elements along such a dim mask it first
+  // (MaskPadding), and gathering the dim cuts it off (Resize).
+  static Shape LocalShape(const Shape& global, const Tiles& t) {
     Shape s = global;
-    for (int d = 0; d < global.rank(); ++d) {
-      if (global.dims[d] % t.dims[d] != 0)
-        return absl::UnimplementedError(absl::StrCat(
-            OpcodeName(at.op), at.loc.known() ? absl::StrCat(" at ", at.loc.file, ":", at.loc.line) : "",
-            ": dimension ", d, " of ", global.ToString(), " does not divide evenly into ", t.dims[d],
-            " shards (uneven sharding needs padding, not supported yet)"));
-      s.dims[d] = global.dims[d] / t.dims[d];
-    }
+    for (int d = 0; d < global.rank(); ++d) s.dims[d] = (global.dims[d] + t.dims[d] - 1) / t.dims[d];
     return s;
+  }
+  static bool Uneven(const Shape& global, const Tiles& t, int64_t d) {
+    return t.dims[d] > 1 && global.dims[d] % t.dims[d] != 0;
+  }
+
+  // `v` (a local value of global shape `global`, laid out as `t`) with the
+  // padding of its uneven dims among `dims` replaced by `fill`: the identity
+  // of a sum, a dot or a max that combines elements along them.
+  Instruction* MaskPadding(Instruction* v, const Shape& global, const Tiles& t, const std::vector<int64_t>& dims,
+                           double fill, const SourceLoc& loc) {
+    Module& m = *result_.local;
+    for (int64_t d : dims) {
+      if (!Uneven(global, t, d)) continue;
+      const std::vector<int64_t>& ld = v->shape.dims;
+      Instruction* index = m.Binary(Opcode::kAdd, m.Iota(Shape(DType::kI32, ld), d, loc),
+                                    m.BroadcastInDim(StartIndex(t, static_cast<int>(d), ld[d]), ld, {}, loc), loc);
+      Instruction* size = m.BroadcastInDim(m.ScalarConstant(DType::kI32, global.dims[d], loc), ld, {}, loc);
+      Instruction* fills = m.BroadcastInDim(m.ScalarConstant(v->shape.dtype, fill, loc), ld, {}, loc);
+      v = m.Select(m.Compare(index, size, CompareDirection::kLT, loc), v, fills, loc);
+    }
+    return v;
+  }
+
+  // A local value whose dims outside `kept` are whole (or padded whole, after
+  // an all_gather of an uneven split) cut or padded to the size a device
+  // slices `to`'s tiles from: the global size where `to` keeps the dim whole,
+  // tiles * ceil(size / tiles) where it splits it.
+  Instruction* Resize(Instruction* v, const Instruction& global, const Tiles& to, const std::vector<int64_t>& kept) {
+    Module& m = *result_.local;
+    const int rank = global.shape.rank();
+    SliceDims cut{std::vector<int64_t>(rank, 0), v->shape.dims, std::vector<int64_t>(rank, 1)};
+    PadDims grow{std::vector<int64_t>(rank, 0), std::vector<int64_t>(rank, 0), std::vector<int64_t>(rank, 0)};
+    bool cuts = false, grows = false;
+    for (int d = 0; d < rank; ++d) {
+      if (std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
+      const int64_t size = global.shape.dims[d], tiles = to.dims[d];
+      const int64_t want = (size + tiles - 1) / tiles * tiles;
+      if (v->shape.dims[d] > want) {
+        cut.limit[d] = want;
+        cuts = true;
+      } else if (v->shape.dims[d] < want) {
+        grow.high[d] = want - v->shape.dims[d];
+        grows = true;
+      }
+    }
+    if (cuts) v = m.Slice(v, cut, global.loc);
+    if (grows) v = m.Pad(v, m.ScalarConstant(v->shape.dtype, 0, global.loc), grow, global.loc);
+    return v;
   }
 
   // Moves a local value from one layout to another: splits both layouts share
@@ -302,9 +347,7 @@ class Partitioner {
       const Instruction& o = *global.operands[0];
       auto operand = Reshard(lv_[o.id], o, sh_[o.id], BroadcastOperandFor(global, to, n_));
       if (!operand.ok()) return operand.status();
-      auto local = LocalShape(global.shape, to, global);
-      if (!local.ok()) return local.status();
-      return m.BroadcastInDim(*operand, local->dims, global.dims, global.loc);
+      return m.BroadcastInDim(*operand, LocalShape(global.shape, to).dims, global.dims, global.loc);
     }
     std::vector<int64_t> kept;
     for (int d = 0; d < from.rank(); ++d) {
@@ -317,8 +360,6 @@ class Partitioner {
     Tiles cur = from;
     for (int d = 0; d < from.rank(); ++d) {
       if (from.dims[d] == 1 || std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
-      if (global.shape.dims[d] % from.dims[d] != 0)
-        return absl::UnimplementedError(absl::StrCat("uneven dimension ", d, " of ", global.shape.ToString()));
       v = m.AllGather(v, d, GroupsVarying(cur, {d}), global.loc);
       ++result_.collectives;
       cur = cur.Unsplit({d});
@@ -330,15 +371,15 @@ class Partitioner {
       result_.rematerializations.push_back(
           {global.id, OpcodeName(emitting_ ? emitting_->op : global.op), global.shape.bytes(), global.loc});
     }
+    v = Resize(v, global, to, kept);
     if (cur.SameLayout(to)) return v;
-    auto local = LocalShape(global.shape, to, global);
-    if (!local.ok()) return local.status();
+    const Shape local = LocalShape(global.shape, to);
     std::vector<Instruction*> starts;
     for (int d = 0; d < to.rank(); ++d) {
       const bool kept_here = std::find(kept.begin(), kept.end(), d) != kept.end();
-      starts.push_back(kept_here ? m.ScalarConstant(DType::kI32, 0) : StartIndex(to, d, local->dims[d]));
+      starts.push_back(kept_here ? m.ScalarConstant(DType::kI32, 0) : StartIndex(to, d, local.dims[d]));
     }
-    return m.DynamicSlice(v, starts, local->dims, global.loc);
+    return m.DynamicSlice(v, starts, local.dims, global.loc);
   }
 
   // Reshards that move data without gathering it whole, or null:
@@ -384,7 +425,8 @@ class Partitioner {
       else if (to.dims[d] > 1 && from.dims[d] == 1 && b < 0) b = d;
       else if (from.dims[d] > 1 || to.dims[d] > 1) return nullptr;
     }
-    if (a < 0 || b < 0 || from.dims[a] != to.dims[b] || global.shape.dims[b] % to.dims[b] != 0) return nullptr;
+    if (a < 0 || b < 0 || from.dims[a] != to.dims[b] || Uneven(global.shape, from, a) || Uneven(global.shape, to, b))
+      return nullptr;
     for (int64_t dev = 0; dev < n_; ++dev)
       if (to.Coords(dev)[b] != from.Coords(dev)[a]) return nullptr;
     ++result_.collectives;
@@ -441,6 +483,12 @@ class Partitioner {
       ++result_.collectives;
       return Fix(r, i, natural, want);
     }
+    if (Uneven(i.shape, want, dim)) {  // each member's block padded alike (the padding holds partial sums of nothing)
+      std::vector<int64_t> kept;
+      for (int d = 0; d < want.rank(); ++d)
+        if (d != dim) kept.push_back(d);
+      *r = Resize(*r, i, want, kept);
+    }
     *r = m.ReduceScatter(*r, dim, kind, scatter_groups, i.loc);
     ++result_.collectives;
     if (!sum_groups.empty()) {
@@ -465,12 +513,11 @@ class Partitioner {
     emitting_ = &i;
     Module& m = *result_.local;
     const Tiles& out = sh_[i.id];
-    auto local_shape = LocalShape(i.shape, out, i);
-    if (!local_shape.ok()) return local_shape.status();
+    const Shape local_shape = LocalShape(i.shape, out);
     Instruction* r = nullptr;
     switch (i.op) {
       case Opcode::kParameter:
-        r = m.Parameter(*local_shape, i.name, i.loc);
+        r = m.Parameter(local_shape, i.name, i.loc);
         r->sharding = out.ToSharding();
         break;
       case Opcode::kConstant: {
@@ -480,7 +527,7 @@ class Partitioner {
         if (out.DataTiles() == 1) {
           r = m.Constant(lit, i.loc);
         } else if (splat) {
-          Literal l(*local_shape);
+          Literal l(local_shape);
           for (int64_t k = 0; k < l.elements(); ++k) l.SetDouble(k, lit.GetDouble(0));
           r = m.Constant(std::move(l), i.loc);
         } else {
@@ -492,7 +539,7 @@ class Partitioner {
       }
       case Opcode::kIota:
         if (out.dims[i.dims[0]] == 1) {
-          r = m.Iota(*local_shape, i.dims[0], i.loc);
+          r = m.Iota(local_shape, i.dims[0], i.loc);
         } else {
           auto s = Reshard(m.Iota(i.shape, i.dims[0], i.loc), i, Tiles::Replicated(i.shape.rank(), n_), out);
           if (!s.ok()) return s.status();
@@ -502,7 +549,7 @@ class Partitioner {
       case Opcode::kBroadcastInDim: {
         auto a = Operand(i, 0, BroadcastOperandFor(i, out, n_));
         if (!a.ok()) return a.status();
-        r = m.BroadcastInDim(*a, local_shape->dims, i.dims, i.loc);
+        r = m.BroadcastInDim(*a, local_shape.dims, i.dims, i.loc);
         break;
       }
       case Opcode::kTranspose: {
@@ -515,7 +562,7 @@ class Partitioner {
         Tiles in = sh_[i.operands[0]->id];
         auto mapped = ReshapeOutOf(i, in);
         if (mapped) {
-          r = m.Reshape(lv_[i.operands[0]->id], local_shape->dims, i.loc);
+          r = m.Reshape(lv_[i.operands[0]->id], LocalShape(i.shape, *mapped).dims, i.loc);
           if (absl::Status s = Fix(&r, i, *mapped, out); !s.ok()) return s;
         } else {
           auto a = Operand(i, 0, Tiles::Replicated(in.rank(), n_));
@@ -529,6 +576,10 @@ class Partitioner {
         const DotPlan p = PlanDotOf(i);
         auto ops = Operands(i, {p.lhs, p.rhs});
         if (!ops.ok()) return ops.status();
+        if (p.partial) {  // split contracting dims: padding must add nothing
+          (*ops)[0] = MaskPadding((*ops)[0], i.operands[0]->shape, p.lhs, i.dot.lhs_contracting, 0, i.loc);
+          (*ops)[1] = MaskPadding((*ops)[1], i.operands[1]->shape, p.rhs, i.dot.rhs_contracting, 0, i.loc);
+        }
         r = m.DotGeneral((*ops)[0], (*ops)[1], i.dot, i.loc, i.shape.dtype);
         absl::Status s = p.partial ? CombinePartials(&r, i, ReduceKind::kSum, p.groups, p.out, out)
                                    : Fix(&r, i, p.out, out);
@@ -550,11 +601,13 @@ class Partitioner {
         // all-reduce counts the init once, not once per shard; it is combined
         // after. Max and min may see it on every shard.
         const bool once = !p.groups.empty() && (i.reduce == ReduceKind::kSum || i.reduce == ReduceKind::kProd);
-        const double identity = i.reduce == ReduceKind::kSum ? 0 : 1;
+        const double identity = ReduceIdentity(i.reduce, i.shape.dtype);
         const bool init_is_identity = i.operands[1]->op == Opcode::kConstant &&
                                       i.operands[1]->literal->GetDouble(0) == identity;
-        r = m.Reduce(lv_[i.operands[0]->id], once ? m.ScalarConstant(init->shape.dtype, identity, i.loc) : init,
-                     i.dims, i.reduce, i.loc);
+        const Instruction& in = *i.operands[0];
+        Instruction* x = MaskPadding(lv_[in.id], in.shape, sh_[in.id], i.dims,
+                                     ReduceIdentity(i.reduce, in.shape.dtype), i.loc);
+        r = m.Reduce(x, once ? m.ScalarConstant(init->shape.dtype, identity, i.loc) : init, i.dims, i.reduce, i.loc);
         absl::Status s = !p.groups.empty() ? CombinePartials(&r, i, i.reduce, p.groups, p.out, out)
                                            : Fix(&r, i, p.out, out);
         if (!s.ok()) return s;
@@ -591,6 +644,10 @@ class Partitioner {
         auto ops = Operands(i, {Tiles::Replicated(rank, n_), p->indices, p->updates});
         if (!ops.ok()) return ops.status();
         Instruction* into = (*ops)[0];
+        // Padded rows of split indices point anywhere: their updates change nothing.
+        (*ops)[2] = MaskPadding((*ops)[2], i.operands[2]->shape, p->updates,
+                                FreeDims(i.operands[2]->shape.rank(), i.scatter.update_window_dims, {}),
+                                ReduceIdentity(i.reduce, i.shape.dtype), i.loc);
         if (sum && !zero_base)
           into = m.BroadcastInDim(m.ScalarConstant(i.shape.dtype, 0, i.loc), i.shape.dims, {}, i.loc);
         r = m.Scatter(into, (*ops)[1], (*ops)[2], i.scatter, i.reduce, i.loc);
@@ -611,6 +668,10 @@ class Partitioner {
         }
         auto ops = Operands(i, {p->lhs, p->rhs});
         if (!ops.ok()) return ops.status();
+        if (!p->groups.empty()) {  // split features: padding must add nothing
+          (*ops)[0] = MaskPadding((*ops)[0], i.operands[0]->shape, p->lhs, {i.conv.input_feature}, 0, i.loc);
+          (*ops)[1] = MaskPadding((*ops)[1], i.operands[1]->shape, p->rhs, {i.conv.kernel_input_feature}, 0, i.loc);
+        }
         r = m.Convolution((*ops)[0], (*ops)[1], i.conv, i.loc, i.shape.dtype);
         absl::Status s = !p->groups.empty() ? CombinePartials(&r, i, ReduceKind::kSum, p->groups, p->out, out)
                                             : Fix(&r, i, p->out, out);
@@ -655,13 +716,12 @@ class Partitioner {
           if (!v.ok()) return v.status();
           e->operands[k] = *v;
         }
-        auto local = LocalShape(i.shape, layout, i);
-        if (!local.ok()) return local.status();
-        e->shape = *local;
+        const Shape local = LocalShape(i.shape, layout);
+        e->shape = local;
         for (int d = 0; d < layout.rank(); ++d) {
           if (layout.dims[d] == 1) continue;
-          if (i.op == Opcode::kSlice) e->slice.limit[d] = local->dims[d];
-          if (i.op == Opcode::kDynamicSlice) e->dims[d] = local->dims[d];
+          if (i.op == Opcode::kSlice) e->slice.limit[d] = local.dims[d];
+          if (i.op == Opcode::kDynamicSlice) e->dims[d] = local.dims[d];
         }
         r = m.Add(std::move(e));
         if (absl::Status s = Fix(&r, i, layout, out); !s.ok()) return s;
@@ -686,7 +746,7 @@ class Partitioner {
         }
         auto e = std::make_unique<Instruction>();
         e->op = i.op;
-        e->shape = *local_shape;
+        e->shape = local_shape;
         e->operands = ops;
         e->compare = i.compare;
         e->loc = i.loc;

@@ -301,7 +301,9 @@ Tiles TransposeOut(const Instruction& i, const Tiles& t, int n) {
 // same number of elements before it) and either has its size, or merges it
 // with the whole dims after it ([B/2, H, T] -> [B*H/2, T]), or is its major
 // part, divisible by the tiles ([B/2] -> [2/2, B/2]); each device's elements
-// then stay one contiguous block of that output dim.
+// then stay one contiguous block of that output dim. A dim the tiles do not
+// divide keeps its split only where it keeps its size (its padding then stays
+// at the end of that dim).
 std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
   const Shape& in = i.operands[0]->shape;
   const std::vector<int64_t>& out = i.shape.dims;
@@ -315,7 +317,9 @@ std::optional<Tiles> ReshapeOut(const Instruction& i, const Tiles& t, int n) {
       if (obefore == before && out[od] > 1) {
         if (out[od] == in.dims[k]) {
           map[k] = od;
-        } else if (out[od] > in.dims[k]) {  // merged with the dims after k (a split one finds no dim of its own)
+        } else if (out[od] > in.dims[k] && in.dims[k] % t.dims[k] == 0) {
+          // merged with the dims after k (a split one finds no dim of its own); a padded
+          // shard would put its padding between the elements of the merged dim
           int64_t merged = in.dims[k];
           for (int j = k + 1; j < in.rank() && merged < out[od]; ++j) merged *= in.dims[j];
           if (merged == out[od]) map[k] = od;

@@ -182,11 +182,6 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
   if (!s.ok()) return fail(absl::StrCat(s.status().message(), " (", who, " is ", t.shape().ToString(), ")"));
   if (Initialized() && mesh.size() != GetClient().num_devices())
     return fail(absl::StrCat("the mesh has ", mesh.size(), " devices but the runtime has ", GetClient().num_devices()));
-  for (int d = 0; d < t.rank(); ++d) {
-    if (t.shape().dims[d] % s->TilesInDim(d) != 0)
-      return fail(absl::StrCat("dimension ", d, " of ", who, " ", t.shape().ToString(), " does not divide into ",
-                               s->TilesInDim(d), " shards (uneven sharding is not supported yet)"));
-  }
   if (!t.node()->is_data()) {  // a value of the graph being recorded: a constraint the partitioner keeps
     t.node()->annotation = *s;
     return absl::OkStatus();

@@ -96,10 +96,7 @@ Tensor Reduce(const Tensor& a, std::vector<int64_t> dims, compiler::ReduceKind k
   std::vector<int64_t> out;
   for (int d = 0; d < a.rank(); ++d)
     if (std::find(dims.begin(), dims.end(), d) == dims.end()) out.push_back(a.shape().dims[d]);
-  double init = 0;
-  if (k == compiler::ReduceKind::kMax) init = -std::numeric_limits<double>::infinity();
-  if (k == compiler::ReduceKind::kMin) init = std::numeric_limits<double>::infinity();
-  if (k == compiler::ReduceKind::kProd) init = 1;
+  const double init = compiler::ReduceIdentity(k, a.dtype());
   Tensor t = MakeOp(Opcode::kReduce, Shape(a.dtype(), out), {a, Constant(init, a.dtype(), loc)}, loc);
   if (t.status().ok()) {
     std::sort(dims.begin(), dims.end());

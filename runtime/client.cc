@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -174,21 +175,20 @@ absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, cons
                                                       const std::string& name) {
   if (absl::Status s = sharding.Validate(value.shape().rank(), num_devices()); !s.ok())
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", s.message()));
-  for (int d = 0; d < value.shape().rank(); ++d) {
-    // Shards are cut at ShardShape; an uneven split would read past the value.
-    if (value.shape().dims[d] % sharding.TilesInDim(d) != 0)
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", name, "' ", value.shape().ToString(), ": dimension ", d, " does not divide evenly into ",
-          sharding.TilesInDim(d), " shards by ", sharding.ToString(), " (uneven sharding is not supported yet)"));
-  }
   DeviceArray a{value.shape(), sharding, {}};
   Shape local = sharding.ShardShape(value.shape());
+  bool padded = false;
+  for (int d = 0; d < value.shape().rank(); ++d) padded |= value.shape().dims[d] % sharding.TilesInDim(d) != 0;
   for (int d = 0; d < num_devices(); ++d) {
     int64_t t0 = ThreadCpuNs();
     std::vector<IndexRange> r = sharding.ShardRanges(value.shape(), d);
     std::vector<int64_t> off;
     for (const auto& x : r) off.push_back(x.begin);
     Literal shard(local);
+    if (poison_padding_ && padded) {
+      const double poison = IsFloat(local.dtype) ? std::nan("") : local.dtype == DType::kI1 ? 1 : 1e9;
+      for (int64_t k = 0; k < shard.elements(); ++k) shard.SetDouble(k, poison);
+    }
     ExtractBlock(value, off, &shard);
     auto b = DeviceBuffer::Create(topology_->device(d), std::move(shard), name);
     if (!b.ok()) return b.status();

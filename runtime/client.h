@@ -93,8 +93,15 @@ class Client {
   // Compiles `global` (parameters carry their shardings) for every device.
   absl::StatusOr<CompileResult> Compile(const compiler::Module& global);
 
-  // Splits a host value onto the devices by `sharding`. The copy is timed and
-  // appears as a transfer on each device's timeline at its next run.
+  // What an uneven shard holds past the end of the value: zeros, or (to find
+  // a program that reads its padding) NaN for floats and 1e9 for integers.
+  // Partitioned programs mask or cut padding wherever it could reach data.
+  void set_poison_padding(bool on) { poison_padding_ = on; }
+
+  // Splits a host value onto the devices by `sharding` (a dimension that does
+  // not divide evenly gives every device ceil(size / tiles) elements, the
+  // last ones padded). The copy is timed and appears as a transfer on each
+  // device's timeline at its next run.
   absl::StatusOr<DeviceArray> TransferToDevices(const Literal& value, const Sharding& sharding,
                                                 const std::string& name);
   // Assembles a host value from the shards.
@@ -128,6 +135,7 @@ class Client {
   void RecordSharding(int64_t graph_id, const compiler::Module& global, const Executable& exe) const;
 
   bool fusion_enabled_ = true;
+  bool poison_padding_ = false;
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Gang>> gangs_;  // per device, when cores outnumber devices
   int gang_width() const { return gangs_.empty() ? 1 : gangs_[0]->width(); }

@@ -120,12 +120,24 @@ void CombineHalf(compiler::ReduceKind k, const std::vector<const Literal*>& in, 
 
 }  // namespace
 
+namespace {
+// `block` cut back so that it fits in `limit` from `offsets` (an uneven
+// shard's padding lies past the end of the value).
+std::vector<int64_t> Clipped(std::vector<int64_t> block, const std::vector<int64_t>& offsets,
+                             const std::vector<int64_t>& limit) {
+  for (size_t k = 0; k < block.size(); ++k) block[k] = std::max<int64_t>(0, std::min(block[k], limit[k] - offsets[k]));
+  return block;
+}
+}  // namespace
+
 void CopyBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst) {
-  CopyRegion(src, std::vector<int64_t>(offsets.size(), 0), src.shape().dims, dst, offsets);
+  CopyRegion(src, std::vector<int64_t>(offsets.size(), 0), Clipped(src.shape().dims, offsets, dst->shape().dims),
+             dst, offsets);
 }
 
 void ExtractBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst) {
-  CopyRegion(src, offsets, dst->shape().dims, dst, std::vector<int64_t>(offsets.size(), 0));
+  CopyRegion(src, offsets, Clipped(dst->shape().dims, offsets, src.shape().dims), dst,
+             std::vector<int64_t>(offsets.size(), 0));
 }
 
 namespace {

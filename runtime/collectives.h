@@ -62,9 +62,11 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> ParticipantGroups(const compil
 absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int64_t>& members,
                            const std::vector<const Literal*>& inputs, const std::vector<Literal*>& outputs);
 
-// Copies block `src` into `dst` at element offsets `offsets` (same rank).
+// Copies block `src` into `dst` at element offsets `offsets` (same rank); the
+// part of the block past the end of `dst` (an uneven shard's padding) is left out.
 void CopyBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst);
-// Extracts the block of `src` starting at `offsets` with the shape of `dst`.
+// Extracts the block of `src` starting at `offsets` with the shape of `dst`;
+// where the block runs past the end of `src`, `dst` keeps what it held.
 void ExtractBlock(const Literal& src, const std::vector<int64_t>& offsets, Literal* dst);
 
 }  // namespace shardscope::runtime

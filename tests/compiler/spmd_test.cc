@@ -63,9 +63,10 @@ class Generator {
 
  private:
   int Uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
+  // Mostly powers of two; the odd and the 6 make shardings that do not divide them (padded shards).
   int64_t Dim() {
-    static const int64_t kDims[] = {2, 4, 8, 8, 4};
-    return kDims[Uniform(0, 4)];
+    static const int64_t kDims[] = {2, 4, 8, 8, 4, 3, 6, 5};
+    return kDims[Uniform(0, 7)];
   }
   std::vector<int64_t> RandomShape(int rank) {
     std::vector<int64_t> d;
@@ -154,7 +155,7 @@ class Generator {
         } else {
           if (s.rank() == 0 || s.rank() > 2) return false;
           int k = Uniform(0, s.rank() - 1);
-          if (out[k] < 4) return false;
+          if (out[k] < 4 || out[k] % 2 != 0) return false;
           int64_t f = Uniform(0, 1) ? 2 : out[k] / 2;
           out[k] /= f;
           out.insert(out.begin() + k + 1, f);
@@ -340,6 +341,7 @@ class Generator {
       case 13: {  // dynamic_slice: half of one dim at a constant start, the others whole
         if (s.rank() < 1) return false;
         const int d = Uniform(0, s.rank() - 1);
+        if (s.dims[d] < 2) return false;
         std::vector<int64_t> sizes = s.dims;
         sizes[d] /= 2;
         std::vector<Instruction*> starts;
@@ -351,6 +353,7 @@ class Generator {
       case 14: {  // dynamic_update_slice: a new value over half of one dim
         if (s.rank() < 1) return false;
         const int d = Uniform(0, s.rank() - 1);
+        if (s.dims[d] < 2) return false;
         std::vector<int64_t> sizes = s.dims;
         sizes[d] /= 2;
         Instruction* update = NewParam(sizes);
@@ -389,8 +392,8 @@ class Generator {
 };
 
 // A random valid sharding of `dims` over n devices: per dimension a tile count
-// dividing it, their product dividing n, the rest replicated; devices in a
-// random order.
+// up to its size (not always dividing it: a padded last shard), their product
+// dividing n, the rest replicated; devices in a random order.
 Sharding RandomSharding(const std::vector<int64_t>& dims, int n, std::mt19937_64& rng) {
   if (std::uniform_int_distribution<int>(0, 5)(rng) == 0) return Sharding::Replicated();
   std::vector<int64_t> tiles(dims.size(), 1);
@@ -401,7 +404,7 @@ Sharding RandomSharding(const std::vector<int64_t>& dims, int n, std::mt19937_64
   for (int d : order) {
     std::vector<int64_t> options;
     for (int64_t t = 1; t <= left; t *= 2)
-      if (dims[d] % t == 0 && left % t == 0) options.push_back(t);
+      if (t <= dims[d] && left % t == 0) options.push_back(t);
     tiles[d] = options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
     left /= tiles[d];
   }
@@ -438,6 +441,7 @@ runtime::Client& ClientFor(int n) {
     auto made = runtime::Client::Create(o);
     EXPECT_TRUE(made.ok()) << made.status();
     c = std::move(*made);
+    c->set_poison_padding(true);  // NaN in padded shards: a program that lets padding into data fails
   }
   return *c;
 }
@@ -487,7 +491,7 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   std::map<std::string, int> op_programs, op_count;
   std::map<std::string, int> coll_programs, coll_count;
   std::map<int, int> programs_per_n;
-  int programs = 0, failures = 0;
+  int programs = 0, failures = 0, uneven_runs = 0;
   for (int seed = 0; seed < kSeeds; ++seed) {
     Module ref;
     std::vector<std::string> used = Generator(seed, &ref).Build();
@@ -505,10 +509,13 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
         Module m;
         Generator(seed, &m).Build();
         std::vector<Sharding> shardings;
+        bool uneven = false;
         for (Instruction* p : m.parameters()) {
           shardings.push_back(RandomSharding(p->shape.dims, n, rng));
           p->sharding = shardings.back();
+          for (int d = 0; d < p->shape.rank(); ++d) uneven |= p->shape.dims[d] % shardings.back().TilesInDim(d) != 0;
         }
+        uneven_runs += uneven;
         std::shared_ptr<const runtime::Executable> exe;
         auto got = RunProgram(ClientFor(n), m, shardings, inputs, &exe);
         ++programs;
@@ -553,12 +560,14 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   std::printf("sharded-equals-unsharded: %d random programs, %d partitioned runs (%d on 1, %d on 2, %d on 4, %d on 8 "
               "devices), %d failures\n",
               kSeeds, programs, programs_per_n[1], programs_per_n[2], programs_per_n[4], programs_per_n[8], failures);
+  std::printf("  runs with a parameter split unevenly (padded shards): %d\n", uneven_runs);
   std::printf("  ops in the global programs (sharded runs using it / total uses):\n");
   for (auto& [k, v] : op_programs) std::printf("    %-18s %4d / %4d\n", k.c_str(), v, op_count[k]);
   std::printf("  collectives in the compiled per-device programs (programs / total):\n");
   for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute", "dynamic_slice"})
     std::printf("    %-18s %4d / %4d\n", k, coll_programs[k], coll_count[k]);
   EXPECT_GE(programs, 3000);
+  EXPECT_GE(uneven_runs, 300);
   EXPECT_GT(coll_programs["all_reduce"], 0);
   EXPECT_GT(coll_programs["all_gather"], 0);
   EXPECT_GT(coll_programs["reduce_scatter"], 0);
@@ -753,14 +762,86 @@ TEST(SpmdTest, ReduceInitCountsOnceHoweverSplit) {
   EXPECT_EQ((*got)[0].as<float>()[0], 18.f);
 }
 
-TEST(SpmdTest, UnevenShardingIsAClearError) {
+// Runs `m` (parameters annotated) on n chips with NaN in every padded shard,
+// and unsharded, and compares the outputs.
+void ExpectShardedEqualsUnsharded(Module& m, int n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Literal> in;
+  std::vector<Sharding> shardings, repl;
+  for (Instruction* p : m.parameters()) {
+    in.push_back(RandomLiteral(p->shape, rng));
+    shardings.push_back(p->sharding.value_or(Sharding()));
+    repl.push_back(Sharding());
+  }
+  auto got = RunProgram(ClientFor(n), m, shardings, in);
+  ASSERT_TRUE(got.ok()) << got.status();
+  Module whole;  // the same program without annotations
+  std::map<const Instruction*, Instruction*> same;
+  for (const auto& i : m.instructions()) {
+    auto c = std::make_unique<Instruction>(*i);
+    c->sharding.reset();
+    for (auto& o : c->operands) o = same[o];
+    same[i.get()] = whole.Add(std::move(c));
+  }
+  for (const Instruction* o : m.outputs()) whole.AddOutput(same[o]);
+  auto want = RunProgram(ClientFor(1), whole, repl, in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  for (size_t k = 0; k < want->size(); ++k) EXPECT_EQ(CompareLiterals((*got)[k], (*want)[k], 1e-5), "") << k;
+}
+
+// 6 rows over 4 chips: ceil(6/4) = 2 each, the last chip all padding. A sum
+// and a dot over the split dim mask the padding (NaN here) out.
+TEST(SpmdTest, UnevenSplitsArePaddedAndMasked) {
   Module m;
-  Instruction* x = m.Parameter(Shape(DType::kF32, {6, 4}), "x", {"samples/u.cc", 3, ""});
+  Instruction* x = m.Parameter(Shape(DType::kF32, {6, 5}), "x");
   x->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
-  m.AddOutput(m.Unary(Opcode::kNegate, x));
+  Instruction* w = m.Parameter(Shape(DType::kF32, {6, 3}), "w");
+  w->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
+  m.AddOutput(m.Reduce(m.Unary(Opcode::kExponential, x), m.ScalarConstant(DType::kF32, 0), {0}, ReduceKind::kSum));
+  m.AddOutput(m.DotGeneral(x, w, {{}, {}, {0}, {0}}));  // [5, 3], summed over the split rows
+  m.AddOutput(m.Reduce(x, m.ScalarConstant(DType::kF32, -INFINITY), {0, 1}, ReduceKind::kMax));
+  m.AddOutput(m.Binary(Opcode::kMultiply, x, x));  // stays split: assembled without the padding
   auto r = compiler::SpmdPartition(m, 4);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("does not divide evenly"), std::string::npos) << r.status();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->local->parameters()[0]->shape, Shape(DType::kF32, {2, 5}));
+  EXPECT_EQ(r->output_shardings[3].ToString(), "{devices=[4,1]0,1,2,3}");
+  EXPECT_GE(CountOps(*r->local, Opcode::kSelect), 3) << compiler::PrintModule(*r->local);
+  ExpectShardedEqualsUnsharded(m, 4, 11);
+}
+
+// The gradient of a [3, 5] weight split 2 ways on its 5 columns: the partial
+// sums are padded to 6 columns and reduce-scattered, 3 to each chip.
+TEST(SpmdTest, UnevenGradientIsReduceScattered) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {4, 3}), "x");
+  x->sharding = *Sharding::Parse("{devices=[2,1]0,1}");
+  Instruction* dy = m.Parameter(Shape(DType::kF32, {4, 5}), "dy");
+  dy->sharding = *Sharding::Parse("{devices=[2,1]0,1}");
+  Instruction* w = m.Parameter(Shape(DType::kF32, {3, 5}), "w");
+  w->sharding = *Sharding::Parse("{devices=[1,2]0,1}");
+  m.AddOutput(m.Binary(Opcode::kSubtract, w, m.DotGeneral(x, dy, {{}, {}, {0}, {0}})));
+  auto r = compiler::SpmdPartition(m, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(CountOps(*r->local, Opcode::kReduceScatter), 1) << compiler::PrintModule(*r->local);
+  for (const auto& i : r->local->instructions())
+    if (i->op == Opcode::kReduceScatter) EXPECT_EQ(i->shape, Shape(DType::kF32, {3, 3}));
+  ExpectShardedEqualsUnsharded(m, 2, 12);
+}
+
+// Moving an uneven split to another dim gathers it (the padding cut off),
+// then pads the new dim to a multiple of its tiles before each chip slices.
+TEST(SpmdTest, UnevenReshardCutsAndPads) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {5, 7}), "x");
+  x->sharding = *Sharding::Parse("{devices=[4,1]0,1,2,3}");
+  Instruction* y = m.Unary(Opcode::kNegate, x);
+  y->sharding = *Sharding::Parse("{devices=[1,4]0,1,2,3}");
+  m.AddOutput(m.Reduce(y, m.ScalarConstant(DType::kF32, 0), {1}, ReduceKind::kSum));
+  ExpectShardedEqualsUnsharded(m, 4, 13);
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(CountOps(*r->local, Opcode::kAllGather), 1) << compiler::PrintModule(*r->local);
+  EXPECT_EQ(CountOps(*r->local, Opcode::kPad), 1) << compiler::PrintModule(*r->local);
 }
 
 TEST(SpmdTest, ShardingForWrongDeviceCountIsAnError) {

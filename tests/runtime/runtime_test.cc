@@ -2,6 +2,7 @@
 // clock layout, collectives waiting for their slowest participant, mismatched
 // programs), device HBM budgets, the Client's compile cache and host <->
 // device transfers under several shardings.
+#include <cmath>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -400,11 +401,21 @@ TEST(ClientTest, TransferErrors) {
   auto bad = client->TransferToDevices(value, *Sharding::Parse("{devices=[2,2]0,1,2,3}"), "w");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("tensor 'w'"), std::string::npos) << bad.status();
-  // Uneven tiling is refused up front instead of reading past the value.
+  // Uneven tiling: ceil(3/2) = 2 elements per chip, the last one padded (with
+  // zeros, or NaN when poisoned); the host sees the value without padding.
   Literal odd = Iota(DType::kF32, {3});
-  auto uneven = client->TransferToDevices(odd, *Sharding::Parse("{devices=[2]0,1}"), "odd");
-  ASSERT_FALSE(uneven.ok());
-  EXPECT_NE(uneven.status().message().find("odd"), std::string::npos) << uneven.status();
+  for (bool poison : {false, true}) {
+    client->set_poison_padding(poison);
+    auto uneven = client->TransferToDevices(odd, *Sharding::Parse("{devices=[2]0,1}"), "odd");
+    ASSERT_TRUE(uneven.ok()) << uneven.status();
+    ASSERT_EQ(uneven->shards[1]->literal().shape(), Shape(DType::kF32, {2}));
+    EXPECT_EQ(uneven->shards[1]->literal().as<float>()[0], 2.f);
+    EXPECT_EQ(std::isnan(uneven->shards[1]->literal().as<float>()[1]), poison);
+    auto back = client->TransferToHost(*uneven);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(back->ToF32Vector(), (std::vector<float>{0, 1, 2}));
+  }
+  client->set_poison_padding(false);
   // Over the HBM budget: 4x4 f32 = 64 bytes per chip fits once, not twice.
   auto one = client->TransferToDevices(value, Sharding(), "a");
   ASSERT_TRUE(one.ok()) << one.status();
