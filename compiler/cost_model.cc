@@ -51,6 +51,8 @@ std::vector<ChipProfile> MakeProfiles() {
   cpu.kernel_overhead_ns = 1693;       // measured: intercept of the stream fit (tiny kernels)
   cpu.link_latency_ns = cpu.kernel_overhead_ns;  // derived: a ring step is one more kernel call
   cpu.host_bandwidth = cpu.hbm_bandwidth;        // derived: a "transfer" is a memcpy
+  cpu.dcn_bandwidth = cpu.link_bandwidth;        // derived: virtual hosts share this machine's memory
+  cpu.dcn_latency_ns = cpu.link_latency_ns;
   p.push_back(cpu);
 
   // tpu-v4: Google Cloud TPU v4 system architecture,
@@ -73,6 +75,10 @@ std::vector<ChipProfile> MakeProfiles() {
   // so the chip's total is the beta term (an upper bound).
   tpu.link_bandwidth = 300 * kGiga;
   tpu.link_latency_ns = 1000;          // assumption: ~1 us per ring step (hop + sync)
+  // Between pods (multislice): assumption, a 200 Gbit/s NIC per host of 4
+  // chips, 6.25 GB/s per chip, ~10 us per step.
+  tpu.dcn_bandwidth = 6.25 * kGiga;
+  tpu.dcn_latency_ns = 10000;
   tpu.host_bandwidth = 16 * kGiga;     // assumption: PCIe Gen3 x16 host link per chip
   tpu.kernel_overhead_ns = 500;        // assumption: a fusion boundary in one XLA program, no launch
   p.push_back(tpu);
@@ -92,6 +98,10 @@ std::vector<ChipProfile> MakeProfiles() {
   h100.hbm_bytes = 80'000'000'000;     // "80GB" (decimal, as on the sheet)
   h100.link_bandwidth = 450 * kGiga;   // NVLink 900 GB/s is both directions together
   h100.link_latency_ns = 2000;         // assumption: NCCL ring step latency over NVLink, ~2 us
+  // Between hosts: assumption, one 400 Gbit/s InfiniBand NIC per GPU (as in
+  // DGX H100), 50 GB/s, ~5 us per step.
+  h100.dcn_bandwidth = 50 * kGiga;
+  h100.dcn_latency_ns = 5000;
   h100.host_bandwidth = 64 * kGiga;    // PCIe Gen5 128 GB/s is both directions together
   h100.kernel_overhead_ns = 2000;      // assumption: CUDA kernel launch, ~2 us
   p.push_back(h100);
@@ -109,7 +119,9 @@ bool Free(const Instruction& i) {
   return i.op == Opcode::kParameter || i.op == Opcode::kConstant || i.op == Opcode::kPartitionId;
 }
 
-int GroupSize(const Instruction& i, int default_group_size) {
+}  // namespace
+
+int CollectiveGroupSize(const Instruction& i, int default_group_size) {
   if (i.op == Opcode::kCollectivePermute) {
     // The devices a permute names; one (a device sending to itself) or none moves nothing.
     std::set<int64_t> devices;
@@ -120,6 +132,12 @@ int GroupSize(const Instruction& i, int default_group_size) {
   for (const auto& g : i.replica_groups) n = std::max(n, g.size());
   return n > 0 ? static_cast<int>(n) : std::max(1, default_group_size);
 }
+
+int64_t CollectiveBytes(const Instruction& i) {
+  return std::max(i.shape.bytes(), i.operands.empty() ? 0 : i.operands[0]->shape.bytes());
+}
+
+namespace {
 
 int64_t OperandBytes(const Instruction& i) {
   int64_t b = 0;
@@ -227,6 +245,10 @@ CollectiveKind CollectiveKindOf(Opcode op) {
 }
 
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const {
+  return CollectiveNs(kind, bytes, group_size, ici());
+}
+
+double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const {
   if (group_size <= 1) return 0;
   const double n = group_size;
   double steps = n - 1;  // latency terms
@@ -253,9 +275,8 @@ double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_siz
       break;
     }
   }
-  double beta =
-      profile_.link_bandwidth > 0 ? volume * static_cast<double>(bytes) / profile_.link_bandwidth * 1e9 : 0;
-  return steps * profile_.link_latency_ns + beta;
+  double beta = link.bandwidth > 0 ? volume * static_cast<double>(bytes) / link.bandwidth * 1e9 : 0;
+  return steps * link.latency_ns + beta;
 }
 
 OpCost CostModel::TransferCost(int64_t bytes) const {
@@ -277,8 +298,7 @@ OpCost CostModel::InstructionCost(const Instruction& i, int default_group_size) 
     c.flops = Flops(i);
     c.bytes_read = read;
     c.bytes_written = written;
-    const int64_t whole = std::max(i.shape.bytes(), i.operands.empty() ? 0 : i.operands[0]->shape.bytes());
-    c.network_ns = CollectiveNs(CollectiveKindOf(i.op), whole, GroupSize(i, default_group_size));
+    c.network_ns = CollectiveNs(CollectiveKindOf(i.op), CollectiveBytes(i), CollectiveGroupSize(i, default_group_size));
     c.modeled_ns = std::llround(c.network_ns);
     c.roofline = RooflineClass::kCollective;
     return c;

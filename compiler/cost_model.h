@@ -34,6 +34,8 @@ struct ChipProfile {
   int64_t hbm_bytes = 0;           // memory capacity
   double link_bandwidth = 0;       // bytes/s one chip pushes into a ring collective
   double link_latency_ns = 0;      // per ring step (alpha)
+  double dcn_bandwidth = 0;        // the same between chips of different hosts (data-center network)
+  double dcn_latency_ns = 0;
   double host_bandwidth = 0;       // bytes/s of host-to-device transfers
   double kernel_overhead_ns = 0;   // fixed cost of every kernel launch
   // cpu: GEMM FLOP/s of a chip whose intra-op gang (runtime/intra_op.h) spans
@@ -77,6 +79,18 @@ enum class CollectiveKind {
 // The kind of a collective opcode (all_reduce for any other op).
 CollectiveKind CollectiveKindOf(Opcode op);
 
+// The alpha-beta parameters of the links a collective runs over.
+struct Link {
+  double bandwidth = 0;   // bytes/s one chip pushes (beta = 1 / bandwidth)
+  double latency_ns = 0;  // per step (alpha)
+};
+
+// Participants of a collective: its largest replica group, the devices a
+// permute names, or `default_group_size` without explicit groups.
+int CollectiveGroupSize(const Instruction& i, int default_group_size);
+// The per-chip size a collective's time scales with: the larger of operand and result.
+int64_t CollectiveBytes(const Instruction& i);
+
 class CostModel {
  public:
   explicit CostModel(ChipProfile profile);
@@ -113,6 +127,11 @@ class CostModel {
   // collective-permute: one step of all the bytes. collective-broadcast: a
   // binomial tree, ceil(log2 n) steps of all the bytes. One chip: no time.
   double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size) const;
+  // The same over `link` instead of the profile's chip-to-chip link (a mesh
+  // axis that crosses hosts runs over the data-center network).
+  double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const;
+  Link ici() const { return {profile_.link_bandwidth, profile_.link_latency_ns}; }
+  Link dcn() const { return {profile_.dcn_bandwidth, profile_.dcn_latency_ns}; }
 
   // A host-to-device copy of `bytes`.
   OpCost TransferCost(int64_t bytes) const;

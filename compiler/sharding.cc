@@ -195,6 +195,54 @@ std::vector<IndexRange> Sharding::ShardRanges(const Shape& global, int64_t devic
   return r;
 }
 
+absl::StatusOr<Sharding> Sharding::OnMesh(const std::vector<int64_t>& mesh_shape,
+                                          const std::vector<int64_t>& device_ids,
+                                          const std::vector<std::vector<int>>& axes_of_dim) {
+  const int rank = static_cast<int>(axes_of_dim.size());
+  std::vector<bool> used(mesh_shape.size(), false);
+  for (const auto& axes : axes_of_dim)
+    for (int a : axes) {
+      if (a < 0 || a >= static_cast<int>(mesh_shape.size()) || used[a])
+        return absl::InvalidArgumentError(absl::StrCat("mesh axis ", a, " is out of range or used twice"));
+      used[a] = true;
+    }
+  // Tile dims follow tensor dims (a tuple's axes multiply); the mesh axes no
+  // dim uses become the replication dim. The device order is the mesh
+  // transposed to that order.
+  std::vector<int> order;
+  std::vector<int64_t> tile;
+  for (int d = 0; d < rank; ++d) {
+    int64_t tiles = 1;
+    for (int axis : axes_of_dim[d]) {
+      order.push_back(axis);
+      tiles *= mesh_shape[axis];
+    }
+    tile.push_back(tiles);
+  }
+  int64_t repl = 1;
+  for (int a = 0; a < static_cast<int>(mesh_shape.size()); ++a)
+    if (!used[a]) {
+      order.push_back(a);
+      repl *= mesh_shape[a];
+    }
+  tile.push_back(repl);
+  const std::vector<int64_t> strides = Strides(mesh_shape);
+  std::vector<int64_t> osizes;
+  for (int a : order) osizes.push_back(mesh_shape[a]);
+  std::vector<int64_t> devices;
+  std::vector<int64_t> idx(order.size(), 0);
+  for (size_t k = 0; k < device_ids.size(); ++k) {
+    int64_t src = 0;
+    for (size_t j = 0; j < order.size(); ++j) src += idx[j] * strides[order[j]];
+    devices.push_back(device_ids[src]);
+    for (int j = static_cast<int>(idx.size()) - 1; j >= 0; --j) {
+      if (++idx[j] < osizes[j]) break;
+      idx[j] = 0;
+    }
+  }
+  return Tiled(tile, devices, true);
+}
+
 absl::Status Sharding::Validate(int rank, int64_t num_devices) const {
   if (kind_ == Kind::kMaximal) {
     if (maximal_device_ < 0 || maximal_device_ >= num_devices)

@@ -35,6 +35,13 @@ class Sharding {
                                         std::vector<int64_t> devices,
                                         bool last_tile_dim_replicate);
   static absl::StatusOr<Sharding> Parse(absl::string_view text);
+  // The layout that splits tensor dim d over the mesh axes axes_of_dim[d]
+  // (several multiply, the first the most major) of a mesh of `mesh_shape`
+  // whose devices are `device_ids` row-major; the axes no dim uses replicate.
+  // Axes must be valid and used once (callers check and name the tensor).
+  static absl::StatusOr<Sharding> OnMesh(const std::vector<int64_t>& mesh_shape,
+                                         const std::vector<int64_t>& device_ids,
+                                         const std::vector<std::vector<int>>& axes_of_dim);
 
   Kind kind() const { return kind_; }
   bool IsReplicated() const { return kind_ == Kind::kReplicated; }

@@ -187,13 +187,9 @@ void RecordTensor(const std::string& name, const Shape& shape, const Sharding& s
 
 enum class CutReason { kMarkStep, kValueRead };
 
-absl::Status Cut(CutReason reason, const SourceLoc& loc) {
+// The pending live tensors, oldest first; the first error of an op that made one.
+absl::StatusOr<std::vector<std::shared_ptr<TensorImpl>>> PendingTensors() {
   Context& ctx = Ctx();
-  // An earlier step that failed on the devices reports here, at the next cut.
-  if (absl::Status s = ctx.client->TakeAsyncError(); !s.ok()) return s;
-  int64_t t_begin = trace::HostNowNs();
-  int64_t root_id = trace::NextId();
-  // The pending live tensors, oldest first.
   std::vector<std::shared_ptr<TensorImpl>> pending;
   {
     std::lock_guard<std::mutex> l(ctx.mu);
@@ -207,6 +203,18 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   }
   for (const auto& t : pending)
     if (!t->node->error.ok()) return t->node->error;
+  return pending;
+}
+
+absl::Status Cut(CutReason reason, const SourceLoc& loc) {
+  Context& ctx = Ctx();
+  // An earlier step that failed on the devices reports here, at the next cut.
+  if (absl::Status s = ctx.client->TakeAsyncError(); !s.ok()) return s;
+  int64_t t_begin = trace::HostNowNs();
+  int64_t root_id = trace::NextId();
+  auto found = PendingTensors();
+  if (!found.ok()) return found.status();
+  const std::vector<std::shared_ptr<TensorImpl>>& pending = *found;
   if (pending.empty()) return absl::OkStatus();
 
   const char* what = reason == CutReason::kMarkStep ? "mark_step" : "value read";
@@ -355,6 +363,17 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
 }
 
 }  // namespace internal
+
+absl::StatusOr<PendingGraph> pending_graph() {
+  auto pending = internal::PendingTensors();
+  if (!pending.ok()) return pending.status();
+  std::vector<std::shared_ptr<Node>> outs;
+  for (const auto& t : *pending) outs.push_back(t->node);
+  internal::Lowered L = internal::Lower(outs);
+  PendingGraph g{std::move(L.module), {}};
+  for (const auto& p : L.params) g.inputs.emplace_back(p);
+  return g;
+}
 
 absl::Status mark_step(std::source_location sl) {
   if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");

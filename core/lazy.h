@@ -5,11 +5,13 @@
 // earlier graph of that call site.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <source_location>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "compiler/ir.h"
 #include "core/tensor.h"
 
 namespace shardscope {
@@ -17,6 +19,17 @@ namespace shardscope {
 // Cuts, compiles (cached) and runs everything pending. Returns the first
 // error of an op that made a pending tensor, naming its line.
 absl::Status mark_step(std::source_location loc = std::source_location::current());
+
+// The graph the next mark_step() would compile, lowered as it would lower it
+// (parameters in order, each with its input's current sharding), without
+// running anything; inputs[k] is the tensor feeding parameter k, so laying it
+// out anew (mark_sharding) changes how that step runs. For auto-sharding and
+// for inspecting a step before it runs.
+struct PendingGraph {
+  std::unique_ptr<compiler::Module> module;
+  std::vector<Tensor> inputs;
+};
+absl::StatusOr<PendingGraph> pending_graph();
 
 // Records the step just ended: its loss and host wall time (the `steps` table).
 // `eval_loss`, when given, is the held-out loss measured after this step.

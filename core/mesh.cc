@@ -79,38 +79,7 @@ absl::StatusOr<Sharding> Mesh::ToSharding(const std::vector<AxisSpec>& spec, int
       axes_of_dim[d].push_back(axis);
     }
   }
-  // Tile dims follow tensor dims (a tuple's axes multiply); the mesh axes no
-  // dim uses become the replication dim. The device order is the mesh
-  // transposed to that order.
-  std::vector<int> order;
-  std::vector<int64_t> tile;
-  for (int d = 0; d < rank; ++d) {
-    int64_t tiles = 1;
-    for (int axis : axes_of_dim[d]) {
-      order.push_back(axis);
-      tiles *= shape_[axis];
-    }
-    tile.push_back(tiles);
-  }
-  int64_t repl = 1;
-  for (int a = 0; a < static_cast<int>(shape_.size()); ++a)
-    if (!used.count(a)) { order.push_back(a); repl *= shape_[a]; }
-  tile.push_back(repl);
-  std::vector<int64_t> strides = Strides(shape_);
-  std::vector<int64_t> osizes;
-  for (int a : order) osizes.push_back(shape_[a]);
-  std::vector<int64_t> devices;
-  std::vector<int64_t> idx(order.size(), 0);
-  for (int64_t k = 0; k < static_cast<int64_t>(ids_.size()); ++k) {
-    int64_t src = 0;
-    for (size_t j = 0; j < order.size(); ++j) src += idx[j] * strides[order[j]];
-    devices.push_back(ids_[src]);
-    for (int j = static_cast<int>(idx.size()) - 1; j >= 0; --j) {
-      if (++idx[j] < osizes[j]) break;
-      idx[j] = 0;
-    }
-  }
-  return Sharding::Tiled(tile, devices, true);
+  return Sharding::OnMesh(shape_, ids_, axes_of_dim);
 }
 
 namespace {
@@ -201,6 +170,18 @@ absl::Status mark_sharding_with_gradients(Tensor& t, const Mesh& mesh, const std
   }
   t.node()->shard_gradient = true;
   return absl::OkStatus();
+}
+
+absl::Status apply_auto_sharding(Tensor& t, const Sharding& s, std::source_location sl) {
+  SourceLoc loc = Loc(sl);
+  if (!t.defined() || !t.node()->is_data())
+    return absl::InvalidArgumentError(absl::StrCat("apply_auto_sharding at ", loc.file, ":", loc.line, ": ",
+                                                   t.defined() ? t.name() : "undefined tensor",
+                                                   " is not an input or a value on the devices"));
+  if (absl::Status v = s.Validate(t.rank(), GetClient().num_devices()); !v.ok())
+    return absl::InvalidArgumentError(absl::StrCat("apply_auto_sharding at ", loc.file, ":", loc.line, ": ",
+                                                   t.name(), ": ", v.message()));
+  return Relayout(t, s, "auto", loc);
 }
 
 absl::Status clear_sharding(Tensor& t, std::source_location sl) {

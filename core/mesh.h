@@ -84,6 +84,11 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
 absl::Status mark_sharding_with_gradients(Tensor& t, const Mesh& mesh, const std::vector<AxisSpec>& spec,
                                           std::source_location loc = std::source_location::current());
 
+// Lays out an input (or a value on the devices) as auto-sharding chose: as
+// mark_sharding does, the recorded source being "auto".
+absl::Status apply_auto_sharding(Tensor& t, const Sharding& s,
+                                 std::source_location loc = std::source_location::current());
+
 // Drops `t`'s annotation: an input or a value on the devices is replicated
 // again; a value being recorded is left to propagation.
 absl::Status clear_sharding(Tensor& t, std::source_location loc = std::source_location::current());

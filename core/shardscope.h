@@ -1,6 +1,7 @@
 // The public frontend: include this one header to write a workload.
 #pragma once
 
+#include "core/auto_shard.h"
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/checkpoint.h"

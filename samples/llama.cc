@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <fstream>
 #include <optional>
+#include <map>
 #include <random>
+#include <regex>
+#include <source_location>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -163,26 +166,46 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
 //            (row parallel) over model; the rest whole.
 //   fsdp_tp  axes (fsdp, model): tp's splits over model, the other dim of each
 //            weight (dim 0 of the rest) over fsdp; the batch over fsdp.
+//   auto     axes (data, model): chosen by auto-sharding when the first step
+//            is traced, per role (a weight, its AdamW moments and the same
+//            weight of every layer share one layout; the tokens; the targets).
 struct Strategy {
   std::vector<std::string> axis_names;
   std::vector<ss::AxisSpec> batch;  // of the [B, T] token batch
   std::string name;
+  std::map<std::string, std::vector<ss::AxisSpec>> auto_specs;  // auto, once chosen: by Role
+
+  bool is_auto() const { return name == "auto"; }
+  static constexpr const char* kHand[] = {"dp", "fsdp", "tp", "fsdp_tp"};
 
   static absl::StatusOr<Strategy> Find(const std::string& name) {
     if (name == "dp") return Strategy{{"data", "model"}, {ss::axes("data", "model"), ss::none}, name};
     if (name == "fsdp") return Strategy{{"data", "fsdp"}, {ss::axes("data", "fsdp"), ss::none}, name};
     if (name == "tp") return Strategy{{"data", "model"}, {"data", ss::none}, name};
     if (name == "fsdp_tp") return Strategy{{"fsdp", "model"}, {"fsdp", ss::none}, name};
-    if (name == "auto")
-      return absl::UnimplementedError("llama: --sharding auto (auto-sharding) is not implemented yet; "
-                                      "use dp, fsdp, tp or fsdp_tp");
+    if (name == "auto") return Strategy{{"data", "model"}, {ss::none, ss::none}, name};
     return absl::InvalidArgumentError(absl::StrCat("llama: unknown sharding strategy '", name,
-                                                   "' (dp, fsdp, tp, fsdp_tp)"));
+                                                   "' (dp, fsdp, tp, fsdp_tp, auto)"));
+  }
+
+  // The role of an input of the step: its name without the layer number and
+  // the optimizer's prefix ("adamw.m.layers.3.mlp.up_proj.weight" ->
+  // "layers.*.mlp.up_proj.weight").
+  static std::string Role(const std::string& input) {
+    std::string r = input;
+    for (const char* prefix : {"adamw.m.", "adamw.v."})
+      if (absl::StartsWith(r, prefix)) r = r.substr(std::string(prefix).size());
+    static const std::regex kLayer(R"(layers\.\d+\.)");
+    return std::regex_replace(r, kLayer, "layers.*.");
   }
 
   // The spec of the parameter named `name` (e.g. "layers.0.attn.q_proj.weight").
   std::vector<ss::AxisSpec> Param(const std::string& pname, int rank) const {
     std::vector<ss::AxisSpec> spec(rank, ss::none);
+    if (is_auto()) {
+      auto it = auto_specs.find(Role(pname));
+      return it != auto_specs.end() && static_cast<int>(it->second.size()) == rank ? it->second : spec;
+    }
     const bool fsdp = name == "fsdp" || name == "fsdp_tp";
     const bool tp = name == "tp" || name == "fsdp_tp";
     auto has = [&](const char* part) { return absl::StrContains(pname, part); };
@@ -237,8 +260,41 @@ struct Trainer {
     for (size_t k = 0; k < params.size(); ++k) {
       const std::vector<ss::AxisSpec> spec = strategy.Param(params[k]->name(), params[k]->rank());
       for (ss::Tensor* t : {params[k], state[2 * k], state[2 * k + 1]})
-        if (auto s = ss::mark_sharding(*t, mesh, spec); !s.ok()) return s;
+        if (auto s = Lay(*t, spec); !s.ok()) return s;
     }
+    return absl::OkStatus();
+  }
+
+  // mark_sharding, or under auto the layout auto-sharding chose (recorded so).
+  absl::Status Lay(ss::Tensor& t, const std::vector<ss::AxisSpec>& spec,
+                   std::source_location sl = std::source_location::current()) {
+    if (!strategy.is_auto()) return ss::mark_sharding(t, mesh, spec, sl);
+    auto s = mesh.ToSharding(spec, t.rank());
+    if (!s.ok()) return s.status();
+    return ss::apply_auto_sharding(t, *s, sl);
+  }
+
+  // Auto-sharding of the step just traced (the first): its inputs are laid
+  // out as chosen before it runs; the hand-written strategies are scored on
+  // the same graph for the log and the database.
+  absl::Status ChooseAutoSharding() {
+    std::vector<ss::HandStrategy> hand;
+    for (const char* name : Strategy::kHand) {
+      auto h = Strategy::Find(name);
+      if (!h.ok()) return h.status();
+      auto m = ss::Mesh::Create(mesh.device_ids(), mesh.shape(), h->axis_names);
+      if (!m.ok()) return m.status();
+      hand.push_back({name, *m, [h = *h](const std::string& input, int rank) {
+                        if (input == "tokens") return h.batch;
+                        if (input == "targets") return std::vector<ss::AxisSpec>(rank, ss::none);
+                        return h.Param(input, rank);
+                      }});
+    }
+    auto c = ss::auto_shard_pending_step(mesh, Strategy::Role, hand);
+    if (!c.ok()) return c.status();
+    strategy.auto_specs = c->spec_of_group;
+    if (auto it = strategy.auto_specs.find("tokens"); it != strategy.auto_specs.end()) strategy.batch = it->second;
+    std::printf("%s", ss::DescribeAutoSharding(*c, ss::GetClient().profile().name).c_str());
     return absl::OkStatus();
   }
 
@@ -247,12 +303,16 @@ struct Trainer {
   absl::StatusOr<ss::Tensor> TraceStep(int step) {
     std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
     auto [x, y] = Batch(corpus.train, cfg.llama_batch, cfg.seq, rng);
-    if (auto s = ss::mark_sharding(x, mesh, strategy.batch); !s.ok()) return s;
+    if (auto s = Lay(x, strategy.batch); !s.ok()) return s;
+    if (auto it = strategy.auto_specs.find("targets"); it != strategy.auto_specs.end())
+      if (auto s = Lay(y, it->second); !s.ok()) return s;
     opt.set_lr(sched.at(step));
     ss::Tensor loss = model.loss(x, y);
     if (auto s = ss::backward(loss); !s.ok()) return s;
     ss::optim::clip_grad_norm(params, 1.0);
     if (auto s = opt.step(); !s.ok()) return s;
+    if (strategy.is_auto() && strategy.auto_specs.empty())
+      if (auto s = ChooseAutoSharding(); !s.ok()) return s;
     return loss;
   }
 

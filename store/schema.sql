@@ -270,6 +270,43 @@ CREATE TABLE IF NOT EXISTS rematerializations (
   PRIMARY KEY (run_id, graph_id, seq)
 );
 
+-- Auto-sharding searches (--sharding auto): how the search went, what its
+-- choice and each hand-written strategy cost on the same step's graph (the
+-- modeled clock's profile), and the layout chosen per group of parameters.
+CREATE TABLE IF NOT EXISTS auto_sharding (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  step            INTEGER NOT NULL,
+  method          TEXT NOT NULL CHECK (method IN ('exact', 'heuristic')),
+  combinations    REAL NOT NULL,
+  evaluations     INTEGER NOT NULL,
+  search_ns       INTEGER NOT NULL,
+  profile         TEXT NOT NULL,
+  memory_budget   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step)
+);
+CREATE TABLE IF NOT EXISTS auto_sharding_candidates (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  step            INTEGER NOT NULL,
+  strategy        TEXT NOT NULL,
+  modeled_ns      REAL NOT NULL,
+  collective_ns   REAL NOT NULL,
+  collectives     INTEGER NOT NULL,
+  peak_bytes      INTEGER NOT NULL,
+  fits            INTEGER NOT NULL,
+  rematerializations INTEGER NOT NULL,
+  chosen          INTEGER NOT NULL,
+  PRIMARY KEY (run_id, step, strategy)
+);
+CREATE TABLE IF NOT EXISTS auto_sharding_choices (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  step            INTEGER NOT NULL,
+  group_name      TEXT NOT NULL,
+  tensors         INTEGER NOT NULL,
+  layout          TEXT NOT NULL,
+  sharding        TEXT NOT NULL,
+  PRIMARY KEY (run_id, step, group_name)
+);
+
 -- Every slice with its track's device and clock, for simple queries.
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,

@@ -108,7 +108,7 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
-        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, name_find,
+        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
         name_add;
   };
 
@@ -221,6 +221,10 @@ class Writer::Db {
          "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
         {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.remat, "INSERT OR REPLACE INTO rematerializations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&stmts_.auto_search, "INSERT OR REPLACE INTO auto_sharding VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
+        {&stmts_.auto_candidate,
+         "INSERT OR REPLACE INTO auto_sharding_candidates VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.auto_choice, "INSERT OR REPLACE INTO auto_sharding_choices VALUES (?1,?2,?3,?4,?5,?6)"},
         {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
         {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
@@ -362,6 +366,27 @@ class Writer::Db {
       s.Text(5, m.value); s.Text(6, m.op); s.Int(7, m.bytes); s.TextOrNull(8, m.source_file);
       m.source_file.empty() ? s.Null(9) : s.Int(9, m.source_line);
       if (absl::Status st = Tag(s.Run(), "rematerializations", r.graph_id); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteOne(const trace::AutoShardingRecord& r) {
+    Stmt& s = stmts_.auto_search;
+    s.Int(1, run_id_); s.Int(2, r.step); s.Text(3, r.method); s.Real(4, r.combinations); s.Int(5, r.evaluations);
+    s.Int(6, r.search_ns); s.Text(7, r.profile); s.Int(8, r.memory_budget);
+    if (absl::Status st = Tag(s.Run(), "auto_sharding", r.step); !st.ok()) return st;
+    for (const auto& c : r.candidates) {
+      Stmt& q = stmts_.auto_candidate;
+      q.Int(1, run_id_); q.Int(2, r.step); q.Text(3, c.strategy); q.Real(4, c.modeled_ns); q.Real(5, c.collective_ns);
+      q.Int(6, c.collectives); q.Int(7, c.peak_bytes); q.Int(8, c.fits); q.Int(9, c.rematerializations);
+      q.Int(10, c.chosen);
+      if (absl::Status st = Tag(q.Run(), "auto_sharding_candidates", r.step); !st.ok()) return st;
+    }
+    for (const auto& c : r.choices) {
+      Stmt& q = stmts_.auto_choice;
+      q.Int(1, run_id_); q.Int(2, r.step); q.Text(3, c.group); q.Int(4, c.tensors); q.Text(5, c.layout);
+      q.Text(6, c.sharding);
+      if (absl::Status st = Tag(q.Run(), "auto_sharding_choices", r.step); !st.ok()) return st;
     }
     return absl::OkStatus();
   }

@@ -51,6 +51,7 @@ class Writer : public trace::Recorder {
   void Record(const trace::FusionRecord& r) override { Push(r); }
   void Record(const trace::PassRecord& r) override { Push(r); }
   void Record(const trace::ShardingRecord& r) override { Push(r); }
+  void Record(const trace::AutoShardingRecord& r) override { Push(r); }
   void Record(const trace::CompilationRecord& r) override { Push(r); }
   void Record(const trace::ExecutionRecord& r) override { Push(r); }
   void Record(const trace::StepRecord& r) override { Push(r); }
@@ -79,7 +80,7 @@ class Writer : public trace::Recorder {
   struct RunEnd { int64_t ended_at_ns = 0; };
   using Item = std::variant<RunBegin, RunEnd, trace::HostRecord, trace::DeviceRecord,
                             trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
-                            trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord, trace::PassRecord, trace::ShardingRecord, trace::CompilationRecord,
+                            trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord, trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord, trace::CompilationRecord,
                             trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
                             trace::ShardPlacementRecord, trace::CounterRecord>;
   class Db;  // the connection and prepared statements, used only by the thread

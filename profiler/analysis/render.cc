@@ -60,6 +60,25 @@ std::string PerChipBytes(const ShardingRow& s) {
 
 // The involuntary full rematerializations in one line (the largest named):
 // `shardscope sharding` lists them all.
+// Each auto-sharding search in one line: its modeled step against the best
+// hand-written strategy's.
+std::string AutoShardingLines(const RunReport& r, const char* indent) {
+  std::string out;
+  for (const AutoShardingSummary& a : r.auto_sharding) {
+    std::string best;
+    const double ratio = a.RatioToBestHand(&best);
+    const AutoShardingSummary::Candidate& chosen = a.candidates.empty() ? AutoShardingSummary::Candidate{}
+                                                                         : a.candidates[0];
+    absl::StrAppend(&out, indent,
+                    absl::StrFormat("Auto-sharding (step %d, %s search, %d layouts scored): modeled step %.3f ms "
+                                    "on %s",
+                                    a.step, a.method, a.evaluations, chosen.modeled_ns / 1e6, a.profile),
+                    ratio > 0 ? absl::StrFormat(", %.2fx the best hand-written strategy (%s)", ratio, best) : "",
+                    "; `shardscope sharding` lists the layouts.\n");
+  }
+  return out;
+}
+
 std::string RematLine(const RunReport& r) {
   if (r.rematerializations.empty()) return "No involuntary full rematerializations.";
   const RematRow* big = &r.rematerializations[0];
@@ -217,6 +236,7 @@ std::string RenderText(const RunReport& r) {
   }
   out += AlignTable(s, "  ");
   absl::StrAppend(&out, "  ", RematLine(r), "\n");
+  out += AutoShardingLines(r, "  ");
 
   const KernelStats& k = r.kernels;
   if (k.top.empty()) {
@@ -282,6 +302,7 @@ std::string RenderMarkdown(const RunReport& r) {
     out += MdTable({"tensor", "type", "sharding", "source", "bytes per chip"}, rows);
   }
   absl::StrAppend(&out, "\n", RematLine(r), "\n");
+  if (!r.auto_sharding.empty()) absl::StrAppend(&out, "\n", AutoShardingLines(r, ""));
 
   const KernelStats& k = r.kernels;
   absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
@@ -372,6 +393,24 @@ nlohmann::json ReportToJson(const RunReport& r) {
     remats.push_back({{"graph_id", m.graph_id}, {"value", m.value}, {"op", m.op}, {"bytes", m.bytes},
                       {"source_file", m.source_file}, {"source_line", m.source_line}});
   out["rematerializations"] = remats;
+  json autos = json::array();
+  for (const AutoShardingSummary& a : r.auto_sharding) {
+    json cands = json::array();
+    for (const auto& c : a.candidates)
+      cands.push_back({{"strategy", c.strategy}, {"modeled_ns", c.modeled_ns}, {"collective_ns", c.collective_ns},
+                       {"collectives", c.collectives}, {"peak_bytes", c.peak_bytes}, {"fits", c.fits},
+                       {"rematerializations", c.rematerializations}, {"chosen", c.chosen}});
+    json choices = json::array();
+    for (const auto& c : a.choices)
+      choices.push_back({{"group", c.group}, {"tensors", c.tensors}, {"layout", c.layout}, {"sharding", c.sharding}});
+    std::string best;
+    const double ratio = a.RatioToBestHand(&best);
+    autos.push_back({{"step", a.step}, {"method", a.method}, {"combinations", a.combinations},
+                     {"evaluations", a.evaluations}, {"search_ns", a.search_ns}, {"profile", a.profile},
+                     {"memory_budget", a.memory_budget}, {"candidates", cands}, {"choices", choices},
+                     {"ratio_to_best_hand", ratio}, {"best_hand", best}});
+  }
+  out["auto_sharding"] = autos;
   json kernels = json::array();
   for (const KernelRow& k : r.kernels.top) {
     kernels.push_back({{"graph_id", k.graph_id}, {"op_id", k.op_id}, {"name", k.name},

@@ -306,6 +306,53 @@ absl::Status ReadRematerializations(const store::Reader& rd, int64_t run_id, std
   return absl::OkStatus();
 }
 
+double AutoShardingSummary::RatioToBestHand(std::string* best) const {
+  const Candidate* chosen = nullptr;
+  const Candidate* hand = nullptr;
+  for (const Candidate& c : candidates) {
+    if (c.chosen) chosen = &c;
+    else if (c.fits && (!hand || c.modeled_ns < hand->modeled_ns)) hand = &c;
+  }
+  if (!chosen || !hand || hand->modeled_ns <= 0) return 0;
+  if (best) *best = hand->strategy;
+  return chosen->modeled_ns / hand->modeled_ns;
+}
+
+absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vector<AutoShardingSummary>* out) {
+  auto has = rd.Query("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'auto_sharding'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") == 0) return absl::OkStatus();
+  const std::string run = std::to_string(run_id);
+  auto s = rd.Query("SELECT * FROM auto_sharding WHERE run_id = ?1 ORDER BY step", {run});
+  if (!s.ok()) return s.status();
+  for (size_t i = 0; i < s->rows.size(); ++i) {
+    AutoShardingSummary a;
+    a.step = static_cast<int>(s->Int(i, "step"));
+    a.method = s->Text(i, "method");
+    a.profile = s->Text(i, "profile");
+    a.combinations = s->Real(i, "combinations");
+    a.evaluations = s->Int(i, "evaluations");
+    a.search_ns = s->Int(i, "search_ns");
+    a.memory_budget = s->Int(i, "memory_budget");
+    const std::string step = std::to_string(a.step);
+    auto c = rd.Query("SELECT * FROM auto_sharding_candidates WHERE run_id = ?1 AND step = ?2"
+                      " ORDER BY chosen DESC, modeled_ns",
+                      {run, step});
+    if (!c.ok()) return c.status();
+    for (size_t k = 0; k < c->rows.size(); ++k)
+      a.candidates.push_back({c->Text(k, "strategy"), c->Real(k, "modeled_ns"), c->Real(k, "collective_ns"),
+                              c->Int(k, "collectives"), c->Int(k, "peak_bytes"), c->Int(k, "rematerializations"),
+                              c->Int(k, "fits") != 0, c->Int(k, "chosen") != 0});
+    auto g = rd.Query("SELECT * FROM auto_sharding_choices WHERE run_id = ?1 AND step = ?2", {run, step});
+    if (!g.ok()) return g.status();
+    for (size_t k = 0; k < g->rows.size(); ++k)
+      a.choices.push_back({g->Text(k, "group_name"), g->Text(k, "layout"), g->Text(k, "sharding"),
+                           g->Int(k, "tensors")});
+    out->push_back(std::move(a));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id) {
   RunReport r;
   std::string run = absl::StrCat(run_id);
@@ -318,6 +365,8 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
   if (auto st = Context(ReadRematerializations(reader, run_id, &r.rematerializations), reader, "rematerializations");
       !st.ok())
+    return st;
+  if (auto st = Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"); !st.ok())
     return st;
   if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});

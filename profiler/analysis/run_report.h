@@ -131,6 +131,34 @@ struct RematRow {
 // before the table).
 absl::Status ReadRematerializations(const store::Reader& reader, int64_t run_id, std::vector<RematRow>* out);
 
+// An auto-sharding search (tables auto_sharding*): how it went, what its
+// choice and each hand-written strategy cost (modeled step), and the layout
+// chosen per group of inputs.
+struct AutoShardingSummary {
+  int step = 0;
+  std::string method, profile;
+  double combinations = 0;
+  int64_t evaluations = 0, search_ns = 0, memory_budget = 0;
+  struct Candidate {
+    std::string strategy;
+    double modeled_ns = 0, collective_ns = 0;
+    int64_t collectives = 0, peak_bytes = 0, rematerializations = 0;
+    bool fits = true, chosen = false;
+  };
+  std::vector<Candidate> candidates;  // the chosen first
+  struct Choice {
+    std::string group, layout, sharding;
+    int64_t tensors = 0;
+  };
+  std::vector<Choice> choices;
+  // The chosen candidate's modeled step over the fastest hand-written one that fits (0 if none).
+  double RatioToBestHand(std::string* best) const;
+};
+
+// The run's auto-sharding searches (none without --sharding auto, or in files
+// from before the tables).
+absl::Status ReadAutoSharding(const store::Reader& reader, int64_t run_id, std::vector<AutoShardingSummary>* out);
+
 struct RunReport {
   RunHeader run;
   StepStats steps;
@@ -139,6 +167,7 @@ struct RunReport {
   DeviceBreakdown devices;
   std::vector<ShardingRow> sharding;
   std::vector<RematRow> rematerializations;
+  std::vector<AutoShardingSummary> auto_sharding;
   KernelStats kernels;
 };
 

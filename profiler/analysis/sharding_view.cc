@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "profiler/analysis/format.h"
@@ -151,6 +152,7 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
                                             all.empty() ? "none" : absl::StrJoin(all, ", ")));
   }
   if (absl::Status st = ReadRematerializations(rd, run_id, &v.rematerializations); !st.ok()) return st;
+  if (absl::Status st = ReadAutoSharding(rd, run_id, &v.auto_sharding); !st.ok()) return st;
   for (size_t k = 0; k < v.tensors.size(); ++k) {
     TensorTiles& t = v.tensors[k];
     const auto& s = shards[k];
@@ -218,6 +220,22 @@ std::string RenderShardingText(const ShardingView& v, bool all_grids) {
       rows.push_back({std::to_string(m.graph_id), m.value, m.op, FormatBytes(m.bytes),
                       absl::StrCat(m.source_file, ":", m.source_line)});
     out += AlignTable(rows, "  ");
+  }
+  for (const AutoShardingSummary& a : v.auto_sharding) {
+    absl::StrAppend(&out, "\nAuto-sharding at step ", a.step, ": ", a.method, " search, ", a.evaluations,
+                    " layouts scored of ", absl::StrFormat("%.3g", a.combinations), " in ",
+                    absl::StrFormat("%.1f", static_cast<double>(a.search_ns) / 1e9), " s (host clock), budget ",
+                    a.memory_budget > 0 ? FormatBytes(a.memory_budget) : "none", " per chip\n");
+    std::vector<std::vector<std::string>> rows = {{"group", "tensors", "layout", "sharding"}};
+    for (const auto& c : a.choices) rows.push_back({c.group, std::to_string(c.tensors), c.layout, c.sharding});
+    out += AlignTable(rows, "  ");
+    absl::StrAppend(&out, "  modeled step on the ", a.profile, " profile:\n");
+    std::vector<std::vector<std::string>> cost = {{"strategy", "modeled step", "collectives", "peak/chip", ""}};
+    for (const auto& c : a.candidates)
+      cost.push_back({c.strategy + (c.chosen ? " (chosen)" : ""), absl::StrFormat("%.3f ms", c.modeled_ns / 1e6),
+                      absl::StrFormat("%.3f ms (%d)", c.collective_ns / 1e6, c.collectives), FormatBytes(c.peak_bytes),
+                      c.fits ? "" : "does not fit"});
+    out += AlignTable(cost, "    ");
   }
   for (const std::string& key : order) {
     const auto& ts = layouts[key];

@@ -30,6 +30,7 @@ struct ShardingView {
   std::string sample, mesh, mesh_axes, strategy;
   std::vector<TensorTiles> tensors;
   std::vector<RematRow> rematerializations;  // every compiled program's
+  std::vector<AutoShardingSummary> auto_sharding;
 };
 
 // All tensors of the run, or those named `tensor` (an error lists the names

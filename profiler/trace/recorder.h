@@ -26,6 +26,7 @@ class Recorder {
   virtual void Record(const FusionRecord&) {}
   virtual void Record(const PassRecord&) {}
   virtual void Record(const ShardingRecord&) {}
+  virtual void Record(const AutoShardingRecord&) {}
   virtual void Record(const CompilationRecord&) {}
   virtual void Record(const ExecutionRecord&) {}
   virtual void Record(const StepRecord&) {}

@@ -191,6 +191,37 @@ struct ShardingRecord {
   std::vector<RematerializationRow> rematerializations;
 };
 
+// An auto-sharding search: the layout it chose for each group of parameters,
+// and what that layout and each hand-written strategy cost on the same
+// graph (the modeled step of the cost model's profile).
+struct AutoShardingCandidateRow {
+  std::string strategy;        // "auto", or a hand-written strategy's name
+  double modeled_ns = 0;
+  double collective_ns = 0;
+  int collectives = 0;
+  int64_t peak_bytes = 0;      // per chip
+  bool fits = true;            // within the memory budget
+  int rematerializations = 0;
+  bool chosen = false;
+};
+struct AutoShardingChoiceRow {
+  std::string group;           // "layers.*.attn.q_proj.weight"
+  int tensors = 0;             // parameters sharing the choice
+  std::string layout;          // mesh axes per dim: "[model, none]"
+  std::string sharding;        // HLO text
+};
+struct AutoShardingRecord {
+  int step = 0;
+  std::string method;          // exact | heuristic
+  double combinations = 0;     // size of the search space
+  int evaluations = 0;
+  int64_t search_ns = 0;       // host clock
+  std::string profile;
+  int64_t memory_budget = 0;   // bytes per chip, 0: none
+  std::vector<AutoShardingCandidateRow> candidates;
+  std::vector<AutoShardingChoiceRow> choices;
+};
+
 struct CompilationRecord {
   int64_t compile_id = 0;
   int step = 0;

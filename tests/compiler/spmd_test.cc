@@ -823,8 +823,9 @@ TEST(SpmdTest, UnevenGradientIsReduceScattered) {
   auto r = compiler::SpmdPartition(m, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(CountOps(*r->local, Opcode::kReduceScatter), 1) << compiler::PrintModule(*r->local);
-  for (const auto& i : r->local->instructions())
+  for (const auto& i : r->local->instructions()) {
     if (i->op == Opcode::kReduceScatter) EXPECT_EQ(i->shape, Shape(DType::kF32, {3, 3}));
+  }
   ExpectShardedEqualsUnsharded(m, 2, 12);
 }
 

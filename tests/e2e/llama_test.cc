@@ -75,6 +75,41 @@ TEST(LlamaSample, DataParallelProgramSplitsTheBatch) {
   EXPECT_EQ(ops.Text(0, "lookup"), "f32[4,128,256]");  // batch 8 over 2 chips
 }
 
+// --sharding auto on a 2x2 mesh: the layouts it chose train as one chip does,
+// are recorded as "auto", and its modeled step is at most 1.05x that of the
+// best hand-written strategy (scored on the same graph, fitting the budget).
+TEST(LlamaSample, AutoShardingIsAsFastAsTheBestHandStrategy) {
+  const std::string one = e2e::TempDb("llama_one"), db = e2e::TempDb("llama_auto");
+  const std::string flags = " --steps 3 --eval-every 0 --quiet";
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --db ", one, flags)).code, 0);
+  e2e::Output run =
+      e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --db ", db, " --mesh 2x2 --sharding auto", flags));
+  ASSERT_EQ(run.code, 0) << run.text;
+  auto want = e2e::Q(one, "SELECT step, loss FROM steps ORDER BY step");
+  auto got = e2e::Q(db, "SELECT step, loss FROM steps ORDER BY step");
+  ASSERT_EQ(got.rows.size(), 3u);
+  ASSERT_EQ(want.rows.size(), got.rows.size());
+  for (size_t k = 0; k < got.rows.size(); ++k)
+    EXPECT_NEAR(got.Real(k, "loss"), want.Real(k, "loss"), 1e-4 * std::max(1.0, want.Real(k, "loss"))) << k;
+  auto c = e2e::Q(db,
+                  "SELECT (SELECT modeled_ns FROM auto_sharding_candidates WHERE chosen = 1) AS chosen,"
+                  " (SELECT MIN(modeled_ns) FROM auto_sharding_candidates WHERE chosen = 0 AND fits = 1) AS best_hand,"
+                  " (SELECT COUNT(*) FROM auto_sharding_candidates WHERE chosen = 0) AS hands,"
+                  " (SELECT fits FROM auto_sharding_candidates WHERE chosen = 1) AS fits");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.Int(0, "hands"), 4);  // dp, fsdp, tp, fsdp_tp
+  EXPECT_EQ(c.Int(0, "fits"), 1);
+  const double ratio = c.Real(0, "chosen") / c.Real(0, "best_hand");
+  std::printf("auto-sharding: modeled step %.3f ms, %.3fx the best hand-written strategy's\n",
+              c.Real(0, "chosen") / 1e6, ratio);
+  EXPECT_LE(ratio, 1.05);
+  auto t = e2e::Q(db, "SELECT COUNT(*) AS n FROM tensors WHERE sharding_source = 'auto' AND sharding != '{replicated}'"
+                      " AND name LIKE 'layers.%weight'");
+  EXPECT_GT(t.Int(0, "n"), 0);  // something is really split, and says it was auto-sharding's doing
+  auto choices = e2e::Q(db, "SELECT COUNT(*) AS n FROM auto_sharding_choices WHERE group_name = 'tokens'");
+  EXPECT_EQ(choices.Int(0, "n"), 1);
+}
+
 // Each --sharding strategy on a 2x2 mesh: the single-chip loss curve, no
 // involuntary full rematerialization, the collectives the strategy implies,
 // and (fsdp) each chip holding about half the weight and AdamW bytes.
