@@ -22,6 +22,8 @@ class Partitioner {
     size_t count = g_.instructions().size();
     sh_.resize(count);
     pinned_.assign(count, false);
+    manual_.assign(count, false);
+    constant_.assign(count, false);
     source_.assign(count, "propagated");
     via_.assign(count, "");
     if (absl::Status s = Forward(); !s.ok()) return s;
@@ -36,18 +38,24 @@ class Partitioner {
     std::vector<Instruction*> outs;
     for (const Instruction* o : g_.outputs()) {
       outs.push_back(lv_[o->id]);
-      result_.output_shardings.push_back(sh_[o->id].ToSharding());
+      result_.output_shardings.push_back(manual_[o->id] ? Sharding::Manual() : sh_[o->id].ToSharding());
     }
     result_.local->SetOutputs(outs);
     result_.local->output_shardings() = result_.output_shardings;
-    for (const Instruction* p : g_.parameters()) result_.param_shardings.push_back(sh_[p->id].ToSharding());
+    for (const Instruction* p : g_.parameters()) {
+      const bool own = p->sharding && (p->sharding->kind() == Sharding::Kind::kMaximal ||
+                                       p->sharding->kind() == Sharding::Kind::kManual);
+      result_.param_shardings.push_back(own ? *p->sharding : sh_[p->id].ToSharding());
+    }
     std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, Sharding> as_sharding;
     for (const auto& i : g_.instructions()) {
       // Many ops share a layout, and converting one costs a pass over the devices.
       const Tiles& t = sh_[i->id];
       auto [it, fresh] = as_sharding.try_emplace(std::make_pair(t.dims, t.devices()));
       if (fresh) it->second = t.ToSharding();
-      result_.decisions.push_back({i->id, it->second, source_[i->id], via_[i->id]});
+      const bool maximal = i->sharding && i->sharding->kind() == Sharding::Kind::kMaximal;
+      result_.decisions.push_back({i->id, manual_[i->id] ? Sharding::Manual() : maximal ? *i->sharding : it->second,
+                                   source_[i->id], via_[i->id]});
     }
     if (absl::Status s = Verify(*result_.local); !s.ok())
       return absl::InternalError(absl::StrCat("SPMD partitioner produced an invalid program: ", s.message()));
@@ -61,6 +69,26 @@ class Partitioner {
       const Instruction& i = *ip;
       if (pinned_[i.id]) continue;
       int rank = i.shape.rank();
+      if (absl::Status s = MarkManual(i); !s.ok()) return s;
+      if (manual_[i.id]) {  // each device's own value: the partitioner leaves it alone
+        sh_[i.id] = Tiles::Replicated(rank, n_);
+        pinned_[i.id] = true;
+        source_[i.id] = i.op == Opcode::kParameter ? "annotated" : "propagated";
+        via_[i.id] = i.op == Opcode::kParameter ? "" : absl::StrCat(OpcodeName(i.op), " (manual)");
+        continue;
+      }
+      // A value on one device is made whole on every device from it (a
+      // collective_broadcast, in Emit); it is then replicated.
+      const bool maximal = i.sharding && i.sharding->kind() == Sharding::Kind::kMaximal;
+      if (maximal) {
+        if (i.sharding->maximal_device() < 0 || i.sharding->maximal_device() >= n_)
+          return absl::InvalidArgumentError(absl::StrCat(Where(i), ": ", i.sharding->ToString(), " names a device the ",
+                                                         n_, " devices do not have"));
+        sh_[i.id] = Tiles::Replicated(rank, n_);
+        pinned_[i.id] = true;
+        source_[i.id] = "annotated";
+        continue;
+      }
       if (i.sharding && i.op != Opcode::kParameter) {  // the user's constraint on a value: fixed
         auto t = Tiles::From(*i.sharding, rank, n_);
         if (!t.ok())
@@ -158,6 +186,35 @@ class Partitioner {
           }
       }
     }
+    return absl::OkStatus();
+  }
+
+  // "op at file:line", or the parameter's name.
+  static std::string Where(const Instruction& i) {
+    if (i.op == Opcode::kParameter) return absl::StrCat("parameter '", i.name, "'");
+    return absl::StrCat(OpcodeName(i.op), i.loc.known() ? absl::StrCat(" at ", i.loc.file, ":", i.loc.line) : "");
+  }
+
+  // Manual values (each device's own, as a user's per-device program has
+  // them): a parameter or value annotated {manual}, and every op reading
+  // one. Mixing one with a value the partitioner lays out is an error:
+  // there is no telling which part of it each device should see. Values
+  // made from constants alone (a broadcast 1) are the same everywhere and mix.
+  absl::Status MarkManual(const Instruction& i) {
+    bool any = i.sharding && i.sharding->kind() == Sharding::Kind::kManual, all = true;
+    bool constant = i.op == Opcode::kConstant || i.op == Opcode::kIota;
+    if (!i.operands.empty()) constant = i.op != Opcode::kParameter;
+    for (const Instruction* o : i.operands) {
+      constant = constant && constant_[o->id];
+      if (manual_[o->id]) any = true;
+      else if (!constant_[o->id]) all = false;
+    }
+    constant_[i.id] = constant;
+    if (any && !all)
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(i), " mixes manually sharded values with values the partitioner lays out; annotate them "
+          "all {manual}, or none"));
+    manual_[i.id] = any;
     return absl::OkStatus();
   }
 
@@ -512,12 +569,31 @@ class Partitioner {
   absl::Status Emit(const Instruction& i) {
     emitting_ = &i;
     Module& m = *result_.local;
+    if (manual_[i.id]) {  // as written: each device runs it on its own values
+      auto e = std::make_unique<Instruction>(i);
+      for (auto& o : e->operands) o = lv_[o->id];
+      if (i.op != Opcode::kParameter) e->sharding.reset();
+      lv_[i.id] = m.Add(std::move(e));
+      return absl::OkStatus();
+    }
     const Tiles& out = sh_[i.id];
     const Shape local_shape = LocalShape(i.shape, out);
     Instruction* r = nullptr;
     switch (i.op) {
       case Opcode::kParameter:
         r = m.Parameter(local_shape, i.name, i.loc);
+        if (i.sharding && i.sharding->kind() == Sharding::Kind::kMaximal) {
+          // Only that device's value counts: every device takes it from there.
+          r->sharding = i.sharding;
+          std::vector<int64_t> group = {i.sharding->maximal_device()};
+          for (int64_t d = 0; d < n_; ++d)
+            if (d != group[0]) group.push_back(d);
+          if (n_ > 1) {
+            r = m.CollectiveBroadcast(r, {group}, i.loc);
+            ++result_.collectives;
+          }
+          break;
+        }
         r->sharding = out.ToSharding();
         break;
       case Opcode::kConstant: {
@@ -790,6 +866,8 @@ class Partitioner {
   int n_;
   std::vector<Tiles> sh_;
   std::vector<bool> pinned_;
+  std::vector<bool> manual_;    // each device's own value (MarkManual)
+  std::vector<bool> constant_;  // made from constants alone
   std::vector<std::string> source_, via_;
   std::vector<Instruction*> lv_;
   Instruction* pid_ = nullptr;

@@ -189,7 +189,9 @@ absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, cons
       const double poison = IsFloat(local.dtype) ? std::nan("") : local.dtype == DType::kI1 ? 1 : 1e9;
       for (int64_t k = 0; k < shard.elements(); ++k) shard.SetDouble(k, poison);
     }
-    ExtractBlock(value, off, &shard);
+    // A maximal value is on its one device; the others hold zeros.
+    if (sharding.kind() != Sharding::Kind::kMaximal || d == sharding.maximal_device())
+      ExtractBlock(value, off, &shard);
     auto b = DeviceBuffer::Create(topology_->device(d), std::move(shard), name);
     if (!b.ok()) return b.status();
     a.shards.push_back(*b);

@@ -845,6 +845,57 @@ TEST(SpmdTest, UnevenReshardCutsAndPads) {
   EXPECT_EQ(CountOps(*r->local, Opcode::kPad), 1) << compiler::PrintModule(*r->local);
 }
 
+// {maximal device=2}: only chip 2 holds the value (the others zeros); the
+// program broadcasts it from there before using it.
+TEST(SpmdTest, MaximalParameterIsBroadcastFromItsDevice) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {2, 3}), "x");
+  x->sharding = Sharding::Maximal(2);
+  m.AddOutput(m.Binary(Opcode::kMultiply, x, x));
+  auto r = compiler::SpmdPartition(m, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(CountOps(*r->local, Opcode::kCollectiveBroadcast), 1) << compiler::PrintModule(*r->local);
+  for (const auto& i : r->local->instructions())
+    if (i->op == Opcode::kCollectiveBroadcast) EXPECT_EQ(i->replica_groups[0][0], 2);
+  EXPECT_EQ(r->param_shardings[0].ToString(), "{maximal device=2}");
+  ExpectShardedEqualsUnsharded(m, 4, 14);
+  Module bad;
+  Instruction* y = bad.Parameter(Shape(DType::kF32, {2}), "y");
+  y->sharding = Sharding::Maximal(7);
+  bad.AddOutput(bad.Unary(Opcode::kNegate, y));
+  auto e = compiler::SpmdPartition(bad, 4);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("parameter 'y': {maximal device=7} names a device"), std::string::npos)
+      << e.status();
+}
+
+// {manual}: each chip's own value, as a per-chip program has it: the ops on
+// it are left as written (no collectives, global shapes); mixing it with a
+// value the partitioner lays out is an error naming the op.
+TEST(SpmdTest, ManualValuesAreLeftAlone) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {4}), "x");
+  x->sharding = Sharding::Manual();
+  Instruction* y = m.Binary(Opcode::kAdd, x, m.BroadcastInDim(m.ScalarConstant(DType::kF32, 1), {4}, {}));
+  m.AddOutput(m.Reduce(y, m.ScalarConstant(DType::kF32, 0), {0}, ReduceKind::kSum));
+  auto r = compiler::SpmdPartition(m, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->collectives, 0);
+  EXPECT_EQ(r->local->parameters()[0]->shape, Shape(DType::kF32, {4}));
+  EXPECT_EQ(r->output_shardings[0].ToString(), "{manual}");
+  Module mixed;
+  Instruction* a = mixed.Parameter(Shape(DType::kF32, {4}), "a");
+  a->sharding = Sharding::Manual();
+  Instruction* b = mixed.Parameter(Shape(DType::kF32, {4}), "b");
+  b->sharding = *Sharding::Parse("{devices=[2]0,1}");
+  mixed.AddOutput(mixed.Binary(Opcode::kAdd, a, b, {"samples/m.cc", 9, ""}));
+  auto e = compiler::SpmdPartition(mixed, 2);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("stablehlo.add at samples/m.cc:9 mixes manually sharded values"),
+            std::string::npos)
+      << e.status();
+}
+
 TEST(SpmdTest, ShardingForWrongDeviceCountIsAnError) {
   Module m;
   Instruction* x = m.Parameter(Shape(DType::kF32, {8}), "x");
