@@ -26,6 +26,7 @@ class Partitioner {
     constant_.assign(count, false);
     source_.assign(count, "propagated");
     via_.assign(count, "");
+    from_.assign(count, -1);
     if (absl::Status s = Forward(); !s.ok()) return s;
     Backward();
     if (absl::Status s = Forward(); !s.ok()) return s;
@@ -55,7 +56,7 @@ class Partitioner {
       if (fresh) it->second = t.ToSharding();
       const bool maximal = i->sharding && i->sharding->kind() == Sharding::Kind::kMaximal;
       result_.decisions.push_back({i->id, manual_[i->id] ? Sharding::Manual() : maximal ? *i->sharding : it->second,
-                                   source_[i->id], via_[i->id]});
+                                   source_[i->id], via_[i->id], from_[i->id]});
     }
     if (absl::Status s = Verify(*result_.local); !s.ok())
       return absl::InternalError(absl::StrCat("SPMD partitioner produced an invalid program: ", s.message()));
@@ -185,6 +186,15 @@ class Partitioner {
             sh_[i.id] = Tiles::Replicated(rank, n_);  // constant, iota, ops without a split rule
           }
       }
+      // The operand the layout came from: the most split one (the first on
+      // a tie), as the rules let the most split operand drive; not one that
+      // took its layout from this op (backward), which would close a loop.
+      const Instruction* from = nullptr;
+      for (const Instruction* o : i.operands)
+        if (o->shape.rank() > 0 && from_[o->id] != i.id &&
+            (!from || sh_[o->id].DataTiles() > sh_[from->id].DataTiles()))
+          from = o;
+      if (from && !via_[i.id].empty()) from_[i.id] = from->id;
     }
     return absl::OkStatus();
   }
@@ -256,6 +266,7 @@ class Partitioner {
         sh_[o->id] = sh_[i.id];
         pinned_[o->id] = true;
         via_[o->id] = absl::StrCat(OpcodeName(i.op), " (backward)");
+        from_[o->id] = i.id;
       }
     }
   }
@@ -869,6 +880,7 @@ class Partitioner {
   std::vector<bool> manual_;    // each device's own value (MarkManual)
   std::vector<bool> constant_;  // made from constants alone
   std::vector<std::string> source_, via_;
+  std::vector<int64_t> from_;  // the instruction each propagated layout came from (-1: none)
   std::vector<Instruction*> lv_;
   Instruction* pid_ = nullptr;
   const Instruction* emitting_ = nullptr;  // the global op being emitted

@@ -25,6 +25,7 @@ struct ShardingDecision {
   Sharding sharding;
   std::string source;           // annotated | propagated | default
   std::string via;              // the op propagation carried it through
+  int64_t from = -1;            // the instruction whose layout it took (an operand; a user, backward)
 };
 
 // An involuntary full rematerialization: a split value made whole on every

@@ -145,7 +145,7 @@ void Client::RecordSharding(int64_t graph_id, const compiler::Module& global, co
                                                                                            : nullptr;
     if (!i) continue;
     r.decisions.push_back({d.instruction_id, name(*i), d.sharding.ToString(), d.source, d.via, i->loc.file,
-                           i->loc.line});
+                           i->loc.line, d.from});
   }
   for (const auto& m : exe.rematerializations) {
     const compiler::Instruction* i = m.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[m.instruction_id]

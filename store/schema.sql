@@ -251,6 +251,7 @@ CREATE TABLE IF NOT EXISTS sharding_decisions (
   via             TEXT,
   source_file     TEXT,
   source_line     INTEGER,
+  from_op_id      INTEGER,
   PRIMARY KEY (run_id, graph_id, op_id)
 );
 

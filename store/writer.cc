@@ -127,7 +127,7 @@ class Writer::Db {
   // Changes to v1 files made after files were written, applied in place when
   // a writer opens an older file (CREATE ... IF NOT EXISTS leaves an existing
   // table or view as it was):
-  //  - steps.eval_loss: a new column, added.
+  //  - steps.eval_loss, sharding_decisions.from_op_id: new columns, added.
   //  - slices.kind 'host_wait' (a device waiting for the host): a CHECK
   //    constraint, which SQLite cannot alter, so the table is rebuilt once.
   //  - step_device_summary.host_wait_ns: a view, dropped and made again.
@@ -136,6 +136,13 @@ class Writer::Db {
     if (!eval.ok()) return eval.status();
     if (*eval == "0") {
       if (absl::Status st = internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;"); !st.ok()) return st;
+    }
+    auto from = QueryText("SELECT COUNT(*) FROM pragma_table_info('sharding_decisions') WHERE name = 'from_op_id'");
+    if (!from.ok()) return from.status();
+    if (*from == "0") {
+      if (absl::Status st = internal::Exec(db_, "ALTER TABLE sharding_decisions ADD COLUMN from_op_id INTEGER;");
+          !st.ok())
+        return st;
     }
     auto slices = QueryText("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
     if (!slices.ok()) return slices.status();
@@ -219,7 +226,7 @@ class Writer::Db {
         {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.fusion_edge,
          "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
-        {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.remat, "INSERT OR REPLACE INTO rematerializations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.auto_search, "INSERT OR REPLACE INTO auto_sharding VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
         {&stmts_.auto_candidate,
@@ -357,6 +364,7 @@ class Writer::Db {
       s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, d.op_id); s.Text(4, d.name); s.Text(5, d.sharding);
       s.Text(6, d.source); s.TextOrNull(7, d.via); s.TextOrNull(8, d.source_file);
       d.source_file.empty() ? s.Null(9) : s.Int(9, d.source_line);
+      s.IntOrNull(10, d.from_op_id);
       if (absl::Status st = Tag(s.Run(), "sharding_decisions", r.graph_id); !st.ok()) return st;
     }
     for (size_t k = 0; k < r.rematerializations.size(); ++k) {

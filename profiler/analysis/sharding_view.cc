@@ -191,6 +191,57 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
   return v;
 }
 
+absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t run_id, const std::string& name) {
+  const std::string run = std::to_string(run_id);
+  auto graph = rd.Query("SELECT MAX(graph_id) AS g FROM sharding_decisions WHERE run_id = ?1 AND name = ?2", {run, name});
+  if (!graph.ok()) return graph.status();
+  if (graph->rows.empty() || graph->Text(0, "g").empty()) {
+    auto some = rd.Query("SELECT DISTINCT name FROM sharding_decisions WHERE run_id = ?1 ORDER BY op_id LIMIT 12", {run});
+    std::vector<std::string> names;
+    if (some.ok())
+      for (size_t i = 0; i < some->rows.size(); ++i) names.push_back(some->Text(i, "name"));
+    return absl::NotFoundError(absl::StrCat("run ", run_id, " decided no sharding for '", name, "'",
+                                            names.empty() ? " (it has no sharding decisions)"
+                                                          : absl::StrCat("; names look like: ", absl::StrJoin(names, ", "))));
+  }
+  const std::string g = graph->Text(0, "g");
+  auto all = rd.Query("SELECT op_id, name, sharding, source, via, source_file, source_line, from_op_id"
+                      " FROM sharding_decisions WHERE run_id = ?1 AND graph_id = ?2",
+                      {run, g});
+  if (!all.ok()) return all.status();
+  std::map<int64_t, size_t> row_of;
+  int64_t at = -1;
+  for (size_t i = 0; i < all->rows.size(); ++i) {
+    row_of[all->Int(i, "op_id")] = i;
+    if (all->Text(i, "name") == name) at = all->Int(i, "op_id");
+  }
+  std::string out = absl::StrCat("run ", run_id, ", graph ", g, ": where the layout of ", name, " came from\n");
+  std::vector<std::vector<std::string>> rows = {{"", "value", "sharding", "how", "made at"}};
+  std::set<int64_t> seen;
+  for (int step = 0; at >= 0 && seen.insert(at).second; ++step) {
+    const size_t i = row_of.at(at);
+    const std::string source = all->Text(i, "source"), via = all->Text(i, "via");
+    std::string how = source == "propagated" ? absl::StrCat("propagated through ", via) : source;
+    if (source != "propagated") {
+      // An input's layout: the tensor record knows whether mark_sharding, auto-sharding or the default made it.
+      auto t = rd.Query("SELECT sharding_source, source_file, source_line FROM tensors"
+                        " WHERE run_id = ?1 AND name = ?2 ORDER BY step DESC LIMIT 1",
+                        {run, all->Text(i, "name")});
+      if (t.ok() && !t->rows.empty())
+        how = absl::StrCat(t->Text(0, "sharding_source"), t->Text(0, "source_file").empty() ? "" : " at ",
+                           t->Text(0, "source_file"),
+                           t->Text(0, "source_file").empty() ? "" : absl::StrCat(":", t->Int(0, "source_line")));
+    }
+    const std::string file = all->Text(i, "source_file");
+    rows.push_back({step == 0 ? "" : "<-", all->Text(i, "name"), all->Text(i, "sharding"), how,
+                    file.empty() ? "" : absl::StrCat(file, ":", all->Int(i, "source_line"))});
+    if (source != "propagated") break;
+    const int64_t from = all->Int(i, "from_op_id", -1);
+    at = row_of.count(from) ? from : -1;
+  }
+  return out + AlignTable(rows, "  ");
+}
+
 std::string RenderShardingText(const ShardingView& v, bool all_grids) {
   std::string out = absl::StrCat("run ", v.run_id, ": ", v.sample, " on mesh ", v.mesh, " (axes ", v.mesh_axes,
                                  "), sharding ", v.strategy.empty() ? "-" : v.strategy, "\n\n");

@@ -41,6 +41,13 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& reader, int6
 // "chip 3", "chips 0,2": who holds a tile, as every view says it.
 std::string ChipsText(const std::vector<int64_t>& chips);
 
+// Where the layout of the op or input named `name` (as sharding_decisions
+// names it: "dot_general.12", "tokens") came from, in the newest program that
+// has it: one line per op propagation carried it through, back to an
+// annotation (with its line), auto-sharding or the default. An error lists a
+// few names there are when none matches.
+absl::StatusOr<std::string> RenderShardingChain(const store::Reader& reader, int64_t run_id, const std::string& name);
+
 // A table of every tensor (sharding, source, bytes per chip) and a grid of
 // tiles per layout: with `all_grids` one per tensor, else one per distinct
 // layout naming the tensors that share it.

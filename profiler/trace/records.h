@@ -176,6 +176,7 @@ struct ShardingDecisionRow {
   std::string via;             // the op propagation carried it through
   std::string source_file;
   int source_line = 0;
+  int64_t from_op_id = -1;     // the op whose layout it took (-1: none)
 };
 struct RematerializationRow {
   int64_t op_id = 0;           // the value, in the global program

@@ -81,6 +81,32 @@ TEST_F(ShardingCliTest, ReportFlagsTheRematerializations) {
   EXPECT_TRUE(absl::StrContains(json.text, "\"rematerializations\": [\n    {")) << json.text.substr(0, 2000);
 }
 
+// --why walks a value's layout back through the ops propagation carried it
+// through to where it started: here a dot of the step, back to an input
+// (annotated at its mark_sharding line, or the optimizer's default).
+TEST_F(ShardingCliTest, WhyWalksThePropagationChainBackToItsSource) {
+  ASSERT_EQ(run_->code, 0) << run_->text;
+  auto dots = e2e::Q(*db_,
+                     "SELECT name FROM sharding_decisions WHERE source = 'propagated' AND name LIKE 'dot_general.%'"
+                     " AND graph_id = (SELECT MAX(graph_id) FROM sharding_decisions) ORDER BY op_id DESC LIMIT 1");
+  ASSERT_EQ(dots.rows.size(), 1u);
+  const std::string dot = dots.Text(0, "name");
+  Output o = Sharding("--why " + dot);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "where the layout of " + dot + " came from")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "propagated through")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "\n  <-  ")) << o.text;
+  // The last line is an input and says what laid it out.
+  const std::string last = o.text.substr(o.text.rfind("\n  <-  "));
+  EXPECT_TRUE(absl::StrContains(last, "annotated at samples/llama.cc:") || absl::StrContains(last, "default"))
+      << o.text;
+  auto from = e2e::Q(*db_, "SELECT COUNT(from_op_id) AS n FROM sharding_decisions WHERE source = 'propagated'");
+  EXPECT_GT(from.Int(0, "n"), 0);
+  Output bad = Sharding("--why nope.1");
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_TRUE(absl::StrContains(bad.text, "decided no sharding for 'nope.1'; names look like: ")) << bad.text;
+}
+
 TEST_F(ShardingCliTest, UnknownTensorAndBadRunAreClearErrors) {
   Output o = Sharding("--tensor nope");
   EXPECT_EQ(o.code, 1) << o.text;

@@ -25,14 +25,17 @@ constexpr char kReportHelp[] =
     "  --format F   text (default), md (Markdown) or json\n";
 
 constexpr char kShardingHelp[] =
-    "usage: shardscope sharding PATH [--run N] [--tensor NAME]\n"
+    "usage: shardscope sharding PATH [--run N] [--tensor NAME] [--why NAME]\n"
     "  Where each tensor's shards live in one stored run: a table of every tensor's\n"
     "  sharding, where it came from (annotated, propagated, default) and the bytes each\n"
     "  chip holds, then a grid per layout: the tiles of the split dims (their index\n"
     "  ranges) and the chips holding each.\n"
     "  --run N        the run (default: the newest in the file)\n"
     "  --tensor NAME  only this tensor (e.g. layers.0.attn.q_proj.weight), a grid for each\n"
-    "                 sharding it was seen with\n";
+    "                 sharding it was seen with\n"
+    "  --why NAME     the chain of ops propagation carried this value's layout through\n"
+    "                 (NAME as in sharding_decisions: dot_general.12, tokens), back to\n"
+    "                 the annotation, auto-sharding or default it started from\n";
 
 constexpr char kQueryHelp[] =
     "usage: shardscope query PATH \"SQL\"\n"
@@ -144,7 +147,7 @@ int64_t PickRun(const store::Reader& reader, Args& a, std::ostream& err) {
 }
 
 int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  Args a = Parse(argv, {"--run", "--tensor"});
+  Args a = Parse(argv, {"--run", "--tensor", "--why"});
   if (!a.error.empty()) return Usage(err, a.error, kShardingHelp);
   if (a.positional.size() != 1)
     return Usage(err, a.positional.empty() ? "sharding needs the database PATH" : "sharding takes one PATH",
@@ -158,6 +161,15 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
   if (run_id < 0)
     return Usage(err, absl::StrCat("--run wants a positive run number, not '", a.flags["--run"], "'"), kShardingHelp);
   if (run_id == 0) return 1;
+  if (a.flags.count("--why")) {
+    auto chain = analysis::RenderShardingChain(*reader, run_id, a.flags["--why"]);
+    if (!chain.ok()) {
+      err << "error: " << chain.status().message() << "\n";
+      return 1;
+    }
+    out << *chain;
+    return 0;
+  }
   const std::string tensor = a.flags.count("--tensor") ? a.flags["--tensor"] : "";
   absl::StatusOr<analysis::ShardingView> view = analysis::BuildShardingView(*reader, run_id, tensor);
   if (!view.ok()) {
