@@ -78,10 +78,10 @@ std::optional<DotPlan> PlanDotBothFree(const Instruction& i, const Tiles& tl, co
   return p;
 }
 
-DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
-  if (auto both = PlanDotBothFree(i, tl, tr, n)) return *both;
+// The plan with one operand driving: its splits stay; the other operand is
+// split alike on batch and contracting dims and whole on its free dims.
+DotPlan PlanDotDriven(const Instruction& i, const Tiles& tl, const Tiles& tr, int n, bool lhs_drives) {
   const DotDims& dd = i.dot;
-  bool lhs_drives = tl.DataTiles() >= tr.DataTiles();
   const Tiles& drv = lhs_drives ? tl : tr;
   const auto& dbatch = lhs_drives ? dd.lhs_batch : dd.rhs_batch;
   const auto& dcontract = lhs_drives ? dd.lhs_contracting : dd.rhs_contracting;
@@ -143,6 +143,69 @@ DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
   p.partial = !varying.empty();
   if (p.partial) p.groups = GroupsVarying(drv, varying);
   return p;
+}
+
+namespace {
+
+int64_t LocalBytes(const Shape& s, const Tiles& t) {
+  int64_t elements = 1;
+  for (int d = 0; d < s.rank(); ++d) elements *= (s.dims[d] + t.dims[d] - 1) / t.dims[d];
+  return elements * DTypeBytes(s.dtype);
+}
+
+// What a plan costs one chip, in bytes moved: the operands it reshards (each
+// chip receives at most its new share), the partial sums it adds up (an
+// all-reduce moves about twice the result), and its share of the arithmetic
+// at kFlopsPerByte (about the ridge point of the cpu profile) — so a plan that
+// keeps more work split wins unless it moves much more data.
+double PlanCost(const Instruction& i, const DotPlan& p, const Tiles& tl, const Tiles& tr) {
+  constexpr double kFlopsPerByte = 8;
+  const Shape& ls = i.operands[0]->shape;
+  const Shape& rs = i.operands[1]->shape;
+  double moved = 0;
+  if (!p.lhs.SameLayout(tl)) moved += static_cast<double>(LocalBytes(ls, p.lhs));
+  if (!p.rhs.SameLayout(tr)) moved += static_cast<double>(LocalBytes(rs, p.rhs));
+  if (p.partial) moved += 2.0 * static_cast<double>(LocalBytes(i.shape, p.out));
+  // Local FLOPs: 2 x every local dim of the result x the local contracting sizes.
+  double flops = 2 * static_cast<double>(LocalBytes(i.shape, p.out)) / DTypeBytes(i.shape.dtype);
+  for (int64_t c : i.dot.lhs_contracting) flops *= static_cast<double>((ls.dims[c] + p.lhs.dims[c] - 1) / p.lhs.dims[c]);
+  return moved + flops / kFlopsPerByte;
+}
+
+}  // namespace
+
+DotPlan PlanDot(const Instruction& i, const Tiles& tl, const Tiles& tr, int n) {
+  if (auto both = PlanDotBothFree(i, tl, tr, n)) return *both;
+  // Both operands split: each driving is a plan; the cheaper one wins
+  // (FSDP's gradient dy x W keeps dy's batch split and gathers W, rather than
+  // letting W's split contracting dim scatter dy and lose the batch split).
+  // A third: gather the split contracting dims, then keep both operands'
+  // free splits (the row-parallel weight's gradient dy x W under FSDP + TP:
+  // W gathered over fsdp as its forward use is, dy's batch split and W's
+  // column split both kept, nothing to add up).
+  if (tl.DataTiles() > 1 && tr.DataTiles() > 1) {
+    std::vector<DotPlan> plans = {PlanDotDriven(i, tl, tr, n, true), PlanDotDriven(i, tl, tr, n, false)};
+    auto split_of = [](const Tiles& t, const std::vector<int64_t>& dims) {
+      std::vector<int64_t> out;
+      for (int64_t d : dims)
+        if (t.dims[d] > 1) out.push_back(d);
+      return out;
+    };
+    if (auto gathered = PlanDotBothFree(i, tl.Unsplit(split_of(tl, i.dot.lhs_contracting)),
+                                        tr.Unsplit(split_of(tr, i.dot.rhs_contracting)), n))
+      plans.push_back(*gathered);
+    size_t best = 0;
+    double best_cost = PlanCost(i, plans[0], tl, tr);
+    for (size_t k = 1; k < plans.size(); ++k) {
+      const double c = PlanCost(i, plans[k], tl, tr);
+      if (c < best_cost) {
+        best = k;
+        best_cost = c;
+      }
+    }
+    return plans[best];
+  }
+  return PlanDotDriven(i, tl, tr, n, tl.DataTiles() >= tr.DataTiles());
 }
 
 ReducePlan PlanReduce(const Instruction& i, const Tiles& t, int n) {

@@ -153,13 +153,9 @@ TEST(LlamaSample, ShardingStrategiesMatchOneChipAndAreReal) {
       EXPECT_NEAR(run.losses[k], one->losses[k], 1e-4 * std::max(1.0, one->losses[k])) << "step " << k;
     ASSERT_TRUE(run.step);
     const compiler::Module& program = *run.step->program;
-    // fsdp_tp's row-parallel dots still move an activation through a full
-    // gather (2 on this model; the dot plans pick a driver instead of
-    // weighing the options): reported, not yet required.
-    if (strategy != "fsdp_tp")
-      for (const auto& remat : run.step->rematerializations)
-        ADD_FAILURE() << "full rematerialization of a " << remat.bytes << "-byte value for " << remat.op << " at "
-                      << remat.loc.file << ":" << remat.loc.line;
+    for (const auto& remat : run.step->rematerializations)
+      ADD_FAILURE() << "full rematerialization of a " << remat.bytes << "-byte value for " << remat.op << " at "
+                    << remat.loc.file << ":" << remat.loc.line;
     const int all_reduces = Count(program, Opcode::kAllReduce), gathers = Count(program, Opcode::kAllGather);
     EXPECT_GT(all_reduces, 0);  // gradients (dp, fsdp) and row-parallel outputs (tp)
     if (strategy == "dp" || strategy == "tp") {

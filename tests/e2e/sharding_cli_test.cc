@@ -1,7 +1,10 @@
-// `shardscope sharding` on a stored llama run under fsdp_tp (2x2 mesh, axes
-// fsdp x model): the table of every tensor, the grid of a weight split both
+// `shardscope sharding` on stored llama runs under fsdp_tp: run 1 on a 2x2
+// mesh (axes fsdp x model; no involuntary full rematerialization), run 2 on
+// 3x2, where fsdp splits 256 unevenly in three and a reshape cannot keep
+// that split: the table of every tensor, the grid of a weight split both
 // ways naming the chip of each tile, the involuntary full rematerializations
-// (also in `shardscope report`), and a clear error for an unknown tensor.
+// (also in `shardscope report`), the propagation chain of a value, and clear
+// errors for an unknown tensor or run.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -21,7 +24,9 @@ class ShardingCliTest : public ::testing::Test {
   static void SetUpTestSuite() {
     db_ = new std::string(e2e::TempDb("sharding_cli"));
     run_ = new Output(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --db ", *db_,
-                                         " --mesh 2x2 --sharding fsdp_tp --steps 1 --eval-every 0 --quiet")));
+                                         " --mesh 2x2 --sharding fsdp_tp --steps 1 --eval-every 0 --quiet && ",
+                                         SHARDSCOPE_CLI_BINARY, " run llama --db ", *db_,
+                                         " --mesh 3x2 --sharding fsdp_tp --steps 1 --eval-every 0 --quiet")));
   }
   static Output Sharding(const std::string& args) {
     return Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", *db_, " ", args));
@@ -34,7 +39,7 @@ Output* ShardingCliTest::run_;
 
 TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
   ASSERT_EQ(run_->code, 0) << run_->text;
-  Output o = Sharding("");
+  Output o = Sharding("--run 1");
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "on mesh 2x2 (axes fsdp,model), sharding fsdp_tp")) << o.text;
   // The tokens: the batch over fsdp, replicated over model; a quarter of a weight per chip.
@@ -42,10 +47,14 @@ TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
   EXPECT_TRUE(absl::StrContains(o.text, "64 KiB/chip on 4 (of 256 KiB)")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "more with this layout")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "annotated at samples/llama.cc:")) << o.text;  // the mark_sharding line
-  // fsdp_tp's row-parallel dots still gather an activation whole (README "Sharding strategies").
-  EXPECT_TRUE(absl::StrContains(o.text, "involuntary full rematerializations (a split value gathered whole")) << o.text;
-  EXPECT_TRUE(absl::StrContains(o.text, "stablehlo.dot_general")) << o.text;
-  auto rows = e2e::Q(*db_, "SELECT COUNT(*) AS n FROM rematerializations");
+  EXPECT_TRUE(absl::StrContains(o.text, "No involuntary full rematerializations.")) << o.text;
+  // On 3x2 an unevenly split activation meets a reshape that cannot keep the split.
+  Output uneven = Sharding("--run 2");
+  ASSERT_EQ(uneven.code, 0) << uneven.text;
+  EXPECT_TRUE(absl::StrContains(uneven.text, "involuntary full rematerializations (a split value gathered whole"))
+      << uneven.text;
+  EXPECT_TRUE(absl::StrContains(uneven.text, "needed whole by")) << uneven.text;
+  auto rows = e2e::Q(*db_, "SELECT COUNT(*) AS n FROM rematerializations WHERE run_id = 2");
   auto decided = e2e::Q(*db_,
                         "SELECT SUM(source = 'annotated') AS annotated, SUM(source = 'propagated') AS propagated "
                         "FROM sharding_decisions");
@@ -61,7 +70,7 @@ TEST_F(ShardingCliTest, TableOfEveryTensorAndOneGridPerLayout) {
 // block f is chip f * 2 + m.
 TEST_F(ShardingCliTest, GridOfAWeightSplitBothWays) {
   ASSERT_EQ(run_->code, 0) << run_->text;
-  Output o = Sharding("--tensor layers.0.attn.q_proj.weight");
+  Output o = Sharding("--run 1 --tensor layers.0.attn.q_proj.weight");
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "{devices=[2,2]0,2,1,3}")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "0:128     128:256   (dim 1)")) << o.text;
@@ -72,11 +81,11 @@ TEST_F(ShardingCliTest, GridOfAWeightSplitBothWays) {
 // The run report flags them too, in one line, and lists them in JSON.
 TEST_F(ShardingCliTest, ReportFlagsTheRematerializations) {
   ASSERT_EQ(run_->code, 0) << run_->text;
-  Output text = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_));
+  Output text = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_, " --run 2"));
   ASSERT_EQ(text.code, 0) << text.text;
   EXPECT_TRUE(absl::StrContains(text.text, "involuntary full rematerializations (")) << text.text;
-  EXPECT_TRUE(absl::StrContains(text.text, "for stablehlo.dot_general at samples/llama.cc:")) << text.text;
-  Output json = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_, " --format json"));
+  EXPECT_TRUE(absl::StrContains(text.text, " at samples/llama.cc:")) << text.text;
+  Output json = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", *db_, " --run 2 --format json"));
   ASSERT_EQ(json.code, 0) << json.text;
   EXPECT_TRUE(absl::StrContains(json.text, "\"rematerializations\": [\n    {")) << json.text.substr(0, 2000);
 }
@@ -87,11 +96,12 @@ TEST_F(ShardingCliTest, ReportFlagsTheRematerializations) {
 TEST_F(ShardingCliTest, WhyWalksThePropagationChainBackToItsSource) {
   ASSERT_EQ(run_->code, 0) << run_->text;
   auto dots = e2e::Q(*db_,
-                     "SELECT name FROM sharding_decisions WHERE source = 'propagated' AND name LIKE 'dot_general.%'"
-                     " AND graph_id = (SELECT MAX(graph_id) FROM sharding_decisions) ORDER BY op_id DESC LIMIT 1");
+                     "SELECT name FROM sharding_decisions WHERE run_id = 1 AND source = 'propagated'"
+                     " AND name LIKE 'dot_general.%' AND graph_id = (SELECT MAX(graph_id) FROM sharding_decisions"
+                     " WHERE run_id = 1) ORDER BY op_id DESC LIMIT 1");
   ASSERT_EQ(dots.rows.size(), 1u);
   const std::string dot = dots.Text(0, "name");
-  Output o = Sharding("--why " + dot);
+  Output o = Sharding("--run 1 --why " + dot);
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "where the layout of " + dot + " came from")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "propagated through")) << o.text;
