@@ -957,16 +957,3 @@ TEST(SpmdTest, KernelGradientOfSplitBatchAllReduces) {
 
 }  // namespace
 }  // namespace shardscope
-namespace shardscope { namespace {
-TEST(SpmdDebug, RowParallel) {
-  Module m;
-  Instruction* x = m.Parameter(Shape(DType::kF32, {4, 8, 16}), "x");
-  x->sharding = *Sharding::Parse("{devices=[1,1,2,2]0,2,1,3 last_tile_dim_replicate}");
-  Instruction* w = m.Parameter(Shape(DType::kF32, {16, 16}), "w");
-  w->sharding = *Sharding::Parse("{devices=[2,2]0,1,2,3}");
-  m.AddOutput(m.DotGeneral(x, w, {{}, {}, {2}, {1}}));
-  auto r = compiler::SpmdPartition(m, 4);
-  ASSERT_TRUE(r.ok()) << r.status();
-  printf("remats %zu\n%s\n", r->rematerializations.size(), compiler::PrintModule(*r->local).c_str());
-}
-}}
