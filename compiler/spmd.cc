@@ -323,6 +323,13 @@ class Partitioner {
     return Remember(MemoKey(3, i, {&l, &r}), {&l, &r}, [&](Memo& m) { m.dot = PlanDot(i, l, r, n_); }).dot;
   }
 
+  // Counts collective `c`, which moves (or adds up) global value `value`.
+  Instruction* Moves(Instruction* c, const Instruction& value) {
+    ++result_.collectives;
+    result_.moved_values.push_back({c->id, value.id});
+    return c;
+  }
+
   Instruction* Pid() {
     if (!pid_) pid_ = result_.local->PartitionId();
     return pid_;
@@ -428,8 +435,7 @@ class Partitioner {
     Tiles cur = from;
     for (int d = 0; d < from.rank(); ++d) {
       if (from.dims[d] == 1 || std::find(kept.begin(), kept.end(), d) != kept.end()) continue;
-      v = m.AllGather(v, d, GroupsVarying(cur, {d}), global.loc);
-      ++result_.collectives;
+      v = Moves(m.AllGather(v, d, GroupsVarying(cur, {d}), global.loc), global);
       cur = cur.Unsplit({d});
     }
     // Involuntary: made whole only because the op reading it has no split
@@ -483,8 +489,7 @@ class Partitioner {
         pairs.push_back({h.front(), dev});
         h.erase(h.begin());
       }
-      ++result_.collectives;
-      return m.CollectivePermute(v, std::move(pairs), global.loc);
+      return Moves(m.CollectivePermute(v, std::move(pairs), global.loc), global);
     }
     int a = -1, b = -1;
     for (int d = 0; d < from.rank(); ++d) {
@@ -497,8 +502,7 @@ class Partitioner {
       return nullptr;
     for (int64_t dev = 0; dev < n_; ++dev)
       if (to.Coords(dev)[b] != from.Coords(dev)[a]) return nullptr;
-    ++result_.collectives;
-    return m.AllToAll(v, b, a, from.dims[a], GroupsVarying(from, {a}), global.loc);
+    return Moves(m.AllToAll(v, b, a, from.dims[a], GroupsVarying(from, {a}), global.loc), global);
   }
 
   absl::StatusOr<Instruction*> Operand(const Instruction& i, int k, const Tiles& want) {
@@ -547,8 +551,7 @@ class Partitioner {
       }
     }
     if (dim < 0) {
-      *r = m.AllReduce(*r, kind, groups, i.loc);
-      ++result_.collectives;
+      *r = Moves(m.AllReduce(*r, kind, groups, i.loc), i);
       return Fix(r, i, natural, want);
     }
     if (Uneven(i.shape, want, dim)) {  // each member's block padded alike (the padding holds partial sums of nothing)
@@ -557,12 +560,8 @@ class Partitioner {
         if (d != dim) kept.push_back(d);
       *r = Resize(*r, i, want, kept);
     }
-    *r = m.ReduceScatter(*r, dim, kind, scatter_groups, i.loc);
-    ++result_.collectives;
-    if (!sum_groups.empty()) {
-      *r = m.AllReduce(*r, kind, sum_groups, i.loc);
-      ++result_.collectives;
-    }
+    *r = Moves(m.ReduceScatter(*r, dim, kind, scatter_groups, i.loc), i);
+    if (!sum_groups.empty()) *r = Moves(m.AllReduce(*r, kind, sum_groups, i.loc), i);
     return absl::OkStatus();
   }
 
@@ -600,8 +599,7 @@ class Partitioner {
           for (int64_t d = 0; d < n_; ++d)
             if (d != group[0]) group.push_back(d);
           if (n_ > 1) {
-            r = m.CollectiveBroadcast(r, {group}, i.loc);
-            ++result_.collectives;
+            r = Moves(m.CollectiveBroadcast(r, {group}, i.loc), i);
           }
           break;
         }

@@ -46,6 +46,9 @@ struct SpmdResult {
   std::vector<ShardingDecision> decisions;
   std::vector<Rematerialization> rematerializations;
   int collectives = 0;
+  // (local collective's id, the global instruction whose value it moves or
+  // adds up): which tensor a collective on the timeline belongs to.
+  std::vector<std::pair<int64_t, int64_t>> moved_values;
 };
 
 // Partitions `global` for `num_partitions` devices (ids 0..n-1). With one

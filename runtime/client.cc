@@ -85,6 +85,7 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   exe->output_shardings = spmd->output_shardings;
   exe->decisions = std::move(spmd->decisions);
   exe->rematerializations = std::move(spmd->rematerializations);
+  exe->moved_values = std::move(spmd->moved_values);
   exe->program = std::move(spmd->local);
   exe->ir_before = compiler::PrintModule(global);
   exe->ir_after = compiler::PrintModule(*exe->program);
@@ -111,7 +112,7 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   }
   exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program, &exe->fusion);
   exe->cost_profile = modeled_clock_->model().profile().name;
-  modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs, &exe->fusion);
+  modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs, &exe->fusion, exe->moved_values);
   RecordFusion(exe->graph_id, *exe->program, exe->fusion);
   RecordSharding(exe->graph_id, *simplified, *exe);
   if (trace::enabled()) {

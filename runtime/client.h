@@ -36,6 +36,7 @@ struct Executable {
   std::vector<Sharding> param_shardings, output_shardings;
   std::vector<compiler::ShardingDecision> decisions;
   std::vector<compiler::Rematerialization> rematerializations;
+  std::vector<std::pair<int64_t, int64_t>> moved_values;  // (collective in `program`, global value it moves)
   std::string ir_before, ir_after;
   compiler::MemoryPlan memory;    // per device: peak, and what is live there
   double flops = 0;               // per device, one run

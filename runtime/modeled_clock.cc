@@ -1,6 +1,8 @@
 // ModeledClock and ModeledInput (see modeled_clock.h).
 #include "runtime/modeled_clock.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "profiler/trace/recorder.h"
 
@@ -57,8 +59,10 @@ void ModeledClock::RecordTracks(const Topology& topology) const {
 
 void ModeledClock::RecordOps(int64_t graph_id, const compiler::Module& program,
                              const std::vector<compiler::OpCost>& costs,
-                             const compiler::FusionPlan* fusion) const {
+                             const compiler::FusionPlan* fusion,
+                             const std::vector<std::pair<int64_t, int64_t>>& moved_values) const {
   if (!trace::enabled()) return;
+  std::map<int64_t, int64_t> moves(moved_values.begin(), moved_values.end());
   for (const auto& i : program.instructions()) {
     // One row per kernel that runs: absorbed ops are inside their kernel's row.
     if (fusion && fusion->Absorbed(i->id)) continue;
@@ -81,6 +85,7 @@ void ModeledClock::RecordOps(int64_t graph_id, const compiler::Module& program,
     r.source_file = i->loc.file;
     r.source_line = i->loc.line;
     r.scope = i->scope;
+    if (auto it = moves.find(i->id); it != moves.end()) r.moves_op_id = it->second;
     trace::recorder().Record(r);
   }
 }

@@ -42,9 +42,11 @@ class ModeledClock {
   void RecordTracks(const Topology& topology) const;
   // Emits one OpRecord per kernel of a newly compiled program (a fused
   // kernel is one row, "fusion.<root id>", opcode "fusion").
+  // `moved_values` names the global value each collective moves (ops.moves_op_id).
   void RecordOps(int64_t graph_id, const compiler::Module& program,
                  const std::vector<compiler::OpCost>& costs,
-                 const compiler::FusionPlan* fusion = nullptr) const;
+                 const compiler::FusionPlan* fusion = nullptr,
+                 const std::vector<std::pair<int64_t, int64_t>>& moved_values = {}) const;
   // Lays out a run on the modeled clock and emits its slices. `costs` are the
   // program's (ProgramCosts); recomputed when `profile` is not this clock's.
   absl::StatusOr<std::vector<DeviceSpan>> Schedule(const ScheduleInput& measured,

@@ -367,6 +367,7 @@ CREATE TABLE IF NOT EXISTS ops (
   source_file   TEXT,
   source_line   INTEGER,
   scope         TEXT,                        -- module path, NULL when none
+  moves_op_id   INTEGER,                     -- a collective: the global value it moves (sharding_decisions.op_id)
   PRIMARY KEY (run_id, graph_id, op_id)
 );
 

@@ -127,7 +127,7 @@ class Writer::Db {
   // Changes to v1 files made after files were written, applied in place when
   // a writer opens an older file (CREATE ... IF NOT EXISTS leaves an existing
   // table or view as it was):
-  //  - steps.eval_loss, sharding_decisions.from_op_id: new columns, added.
+  //  - steps.eval_loss, sharding_decisions.from_op_id, ops.moves_op_id: new columns, added.
   //  - slices.kind 'host_wait' (a device waiting for the host): a CHECK
   //    constraint, which SQLite cannot alter, so the table is rebuilt once.
   //  - step_device_summary.host_wait_ns: a view, dropped and made again.
@@ -137,10 +137,11 @@ class Writer::Db {
     if (*eval == "0") {
       if (absl::Status st = internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;"); !st.ok()) return st;
     }
-    auto from = QueryText("SELECT COUNT(*) FROM pragma_table_info('sharding_decisions') WHERE name = 'from_op_id'");
-    if (!from.ok()) return from.status();
-    if (*from == "0") {
-      if (absl::Status st = internal::Exec(db_, "ALTER TABLE sharding_decisions ADD COLUMN from_op_id INTEGER;");
+    for (const auto& [table, column] : {std::pair{"sharding_decisions", "from_op_id"}, std::pair{"ops", "moves_op_id"}}) {
+      auto has = QueryText(absl::StrCat("SELECT COUNT(*) FROM pragma_table_info('", table, "') WHERE name = '", column, "'"));
+      if (!has.ok()) return has.status();
+      if (*has != "0") continue;
+      if (absl::Status st = internal::Exec(db_, absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column, " INTEGER;"));
           !st.ok())
         return st;
     }
@@ -219,8 +220,8 @@ class Writer::Db {
         {&stmts_.counter, "INSERT INTO counters VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.op,
          "INSERT OR REPLACE INTO ops(run_id, graph_id, op_id, name, opcode, shape, flops,"
-         " bytes_read, bytes_written, modeled_ns, roofline, profile, source_file, source_line, scope)"
-         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
+         " bytes_read, bytes_written, modeled_ns, roofline, profile, source_file, source_line, scope, moves_op_id)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"},
         {&stmts_.memory_plan, "INSERT OR REPLACE INTO memory_plans VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&stmts_.peak_buffer, "INSERT OR REPLACE INTO peak_buffers VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
@@ -408,6 +409,7 @@ class Writer::Db {
     s.TextOrNull(13, r.source_file);
     r.source_file.empty() ? s.Null(14) : s.Int(14, r.source_line);
     s.TextOrNull(15, r.scope);
+    s.IntOrNull(16, r.moves_op_id);
     return Tag(s.Run(), "ops", r.op_id);
   }
   absl::Status WriteOne(const trace::CompilationRecord& r) {

@@ -114,6 +114,7 @@ struct OpRecord {
   std::string source_file;     // the user's line that made the op
   int source_line = 0;
   std::string scope;           // module path, e.g. "layers.0.attn"
+  int64_t moves_op_id = -1;    // a collective: the global value it moves (sharding_decisions.op_id)
 };
 
 // A compiled program's memory plan on each device: its peak, and the buffers

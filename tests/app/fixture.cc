@@ -45,9 +45,9 @@ int64_t NameId(const std::string& name) {
 
 std::string SliceRow(int64_t run, int64_t& id, int64_t track, int64_t start, int64_t dur,
                      int depth, const char* name, const char* kind, int step) {
-  return absl::StrFormat("(%d,%d,%d,%d,%d,%d,NULL,%d,'%s',%d,1,NULL,NULL,%d)", run, id++, track,
-                         start, dur, depth, NameId(name), kind, step,
-                         std::string(kind) == "collective" ? 4096 : 0);
+  const bool collective = std::string(kind) == "collective";
+  return absl::StrFormat("(%d,%d,%d,%d,%d,%d,NULL,%d,'%s',%d,1,%s,NULL,%d)", run, id++, track, start, dur, depth,
+                         NameId(name), kind, step, collective ? "9" : "NULL", collective ? 4096 : 0);
 }
 
 absl::Status WriteRun(Db& db, const FixtureRun& r) {
@@ -145,6 +145,16 @@ absl::Status WriteRun(Db& db, const FixtureRun& r) {
     absl::StrAppend(&sql, absl::StrFormat("INSERT INTO rematerializations VALUES (%d, 1, 0, 17, 'reshape.17', "
                                           "'stablehlo.dot_general', 4096, 'samples/mlp.cc', 44);",
                                           r.run_id));
+    // The all-reduce (op 9 of graph 1) adds up w's gradient (global op 2).
+    absl::StrAppend(&sql, absl::StrFormat(
+                              "INSERT INTO ops (run_id, graph_id, op_id, name, opcode, shape, flops, bytes_read, "
+                              "bytes_written, modeled_ns, roofline, profile, moves_op_id) VALUES (%1$d, 1, 9, "
+                              "'all-reduce.2', 'stablehlo.all_reduce', 'f32[2,6]', 0, 48, 48, 1000, 'collective', "
+                              "'cpu', 2);"
+                              "INSERT INTO sharding_decisions (run_id, graph_id, op_id, name, sharding, source) "
+                              "VALUES (%1$d, 1, 2, 'w', '{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}', "
+                              "'annotated');",
+                              r.run_id));
     RETURN_IF_ERROR_FIXTURE(db.Exec(sql));
   }
   return absl::OkStatus();

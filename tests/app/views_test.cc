@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
 #include "ui/app/workstation.h"
@@ -145,6 +146,29 @@ TEST_F(ViewsTest, ShardingTabDrawsTheTilesOfThePickedTensor) {
   ws_->placement().Select(1);
   Frame();
   EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));  // w's rows
+}
+
+// Clicking a collective on a device lane opens the Sharding tab on the
+// tensor it moves (the fixture's all-reduce adds up w's gradient).
+TEST_F(ViewsTest, ClickingACollectiveOpensItsTensorInSharding) {
+  Open({});
+  const TimelineView& tl = ws_->timeline();
+  const LaneRect lane = DeviceLane(0);
+  auto device = ws_->model().ClockExtent(Clock::kDevice);
+  ASSERT_TRUE(device);
+  // Step 1's all-reduce on chip 0 starts at 1.6 ms and lasts 0.2 ms.
+  const float x = lane.x + static_cast<float>((testing::kStepNs + 700'000 - device->first - tl.offset_ns()) / tl.ns_per_px());
+  const float y = lane.y + lane.h / 2;
+  ASSERT_EQ(ws_->placement().selected(), 0u);  // x
+  Frame(ImVec2(x, y));
+  Frame(ImVec2(x, y), true);
+  Frame(ImVec2(x, y), false);
+  EXPECT_TRUE(absl::StrContains(ws_->ui().selection_text, "all-reduce.2")) << ws_->ui().selection_text;
+  Frame();
+  Frame();
+  EXPECT_EQ(ws_->active_view(), ViewId::kSharding);
+  EXPECT_EQ(ws_->placement().selected(), 1u);  // w
+  EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));
 }
 
 TEST_F(ViewsTest, ShapesDrawnDependOnTheScreen) {

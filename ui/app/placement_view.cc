@@ -32,6 +32,21 @@ void PlacementView::Draw(UiState& ui) {
     ImGui::TextColored(ToVec4(kWarning), "%zu involuntary full rematerializations", v.rematerializations.size());
   }
   drawn_cells_.clear();
+  if (ui.show_value) {  // a collective picked on the timeline: the tensor it moves, if it is one
+    note_.clear();
+    auto it = std::find_if(v.tensors.begin(), v.tensors.end(),
+                           [&](const analysis::TensorTiles& t) { return t.tensor.name == *ui.show_value; });
+    if (it != v.tensors.end()) {
+      selected_ = static_cast<size_t>(it - v.tensors.begin());
+      scroll_to_selected_ = true;
+    } else {
+      note_ = absl::StrCat("The collective moves ", *ui.show_value,
+                           ", a value inside the step, not a stored tensor; `shardscope sharding DB --why ",
+                           *ui.show_value, "` walks its layout back to where it came from.");
+    }
+    ui.show_value.reset();
+  }
+  if (!note_.empty()) ImGui::TextWrapped("%s", note_.c_str());
   if (v.tensors.empty()) {
     ImGui::TextDisabled("This run recorded no tensors.");
     return;
@@ -55,7 +70,12 @@ void PlacementView::Draw(UiState& ui) {
       ImGui::PushID(static_cast<int>(k));
       if (ImGui::Selectable(r.name.c_str(), selected_ == k, ImGuiSelectableFlags_SpanAllColumns)) {
         selected_ = k;
+        note_.clear();
         ui.selection_text = absl::StrCat(r.name, " ", r.dtype, r.shape, " ", r.sharding);
+      }
+      if (scroll_to_selected_ && selected_ == k) {
+        ImGui::SetScrollHereY();
+        scroll_to_selected_ = false;
       }
       ImGui::PopID();
       ImGui::TableNextColumn();

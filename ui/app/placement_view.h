@@ -28,6 +28,8 @@ class PlacementView {
 
   const TraceModel& model_;
   size_t selected_ = 0;
+  bool scroll_to_selected_ = false;
+  std::string note_;  // about a picked value that is not a stored tensor
   std::vector<std::string> drawn_cells_;
 };
 

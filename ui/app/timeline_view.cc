@@ -379,6 +379,10 @@ void TimelineView::Draw(UiState& ui) {
                     FormatDuration(double(s.dur_ns)).c_str(), ClockLabel(t.clock));
         if (s.step >= 0) ImGui::Text("step %d", s.step);
         if (s.bytes > 0) ImGui::Text("bytes: %s", FormatBytes(s.bytes).c_str());
+        if (s.moves >= 0) {
+          ImGui::Text("moves: %s", model_.Name(s.moves).c_str());
+          ImGui::TextDisabled("click: open its layout in Sharding");
+        }
       }
       ImGui::EndTooltip();
     }
@@ -395,6 +399,10 @@ void TimelineView::Draw(UiState& ui) {
           "selection: %s, %s, %s, %s (%s)%s", model_.Name(s.name), SliceKindName(s.kind),
           LaneTitle(t), FormatDuration(double(s.dur_ns)), ClockLabel(t.clock),
           s.step >= 0 ? absl::StrCat(", step ", s.step) : std::string());
+      if (s.moves >= 0) {  // a collective: show the tensor it moves where its layout is drawn
+        ui.show_value = model_.Name(s.moves);
+        ui.bring_to_front = ViewId::kSharding;
+      }
     } else if (hover.track) {
       ui.selection_text = absl::StrFormat("selection: %zu folded slices on %s; zoom in to pick one",
                                           hover.block.count, LaneTitle(*hover.track));

@@ -138,19 +138,45 @@ absl::Status LoadNames(const store::Reader& reader, int64_t run_id, TraceModel& 
   return absl::OkStatus();
 }
 
+// The value each collective of the run moves, by (graph, op), as an index
+// into model.names (added there); empty for files from before ops.moves_op_id.
+absl::StatusOr<absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t>> LoadMovedValues(const store::Reader& reader,
+                                                                                         int64_t run_id,
+                                                                                         TraceModel& model) {
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> out;
+  auto has = reader.Query("SELECT COUNT(*) AS n FROM pragma_table_info('ops') WHERE name = 'moves_op_id'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") == 0) return out;
+  auto result = reader.Query(
+      "SELECT o.graph_id, o.op_id, d.name FROM ops o JOIN sharding_decisions d ON d.run_id = o.run_id"
+      " AND d.graph_id = o.graph_id AND d.op_id = o.moves_op_id WHERE o.run_id = ?1",
+      {absl::StrCat(run_id)});
+  if (!result.ok()) return result.status();
+  absl::flat_hash_map<std::string, int32_t> interned;
+  for (const auto& row : result->rows) {
+    const std::string name = CellText(row[2]);
+    auto [it, fresh] = interned.try_emplace(name, static_cast<int32_t>(model.names.size()));
+    if (fresh) model.names.push_back(name);
+    out[{CellInt(row[0]), CellInt(row[1])}] = it->second;
+  }
+  return out;
+}
+
 absl::Status LoadSlices(const store::Reader& reader, int64_t run_id, TraceModel& model,
                         absl::flat_hash_map<int64_t, size_t>& track_index,
                         const absl::flat_hash_map<int64_t, int32_t>& name_index) {
+  auto moved = LoadMovedValues(reader, run_id, model);
+  if (!moved.ok()) return moved.status();
   auto result = reader.Query(
-      "SELECT track_id, slice_id, start_ns, dur_ns, depth, name_id, kind, step, bytes "
+      "SELECT track_id, slice_id, start_ns, dur_ns, depth, name_id, kind, step, bytes, graph_id, op_id "
       "FROM slices WHERE run_id = ?1",
       {absl::StrCat(run_id)});
   if (!result.ok()) return result.status();
-  int c_track, c_id, c_start, c_dur, c_depth, c_name, c_kind, c_step, c_bytes;
+  int c_track, c_id, c_start, c_dur, c_depth, c_name, c_kind, c_step, c_bytes, c_graph, c_op;
   for (auto [col, name] : {std::pair{&c_track, "track_id"}, {&c_id, "slice_id"},
                            {&c_start, "start_ns"}, {&c_dur, "dur_ns"}, {&c_depth, "depth"},
                            {&c_name, "name_id"}, {&c_kind, "kind"}, {&c_step, "step"},
-                           {&c_bytes, "bytes"}}) {
+                           {&c_bytes, "bytes"}, {&c_graph, "graph_id"}, {&c_op, "op_id"}}) {
     auto c = RequireCol(*result, name, "slices");
     if (!c.ok()) return c.status();
     *col = *c;
@@ -173,12 +199,16 @@ absl::Status LoadSlices(const store::Reader& reader, int64_t run_id, TraceModel&
     s.slice_id = CellInt(row[c_id]);
     s.start_ns = CellInt(row[c_start]);
     s.dur_ns = std::max<int64_t>(0, CellInt(row[c_dur]));
-    s.depth = static_cast<int32_t>(std::clamp<int64_t>(CellInt(row[c_depth]), 0, kMaxDepth));
+    s.depth = static_cast<int16_t>(std::clamp<int64_t>(CellInt(row[c_depth]), 0, kMaxDepth));
     auto name_it = name_index.find(CellInt(row[c_name]));
     s.name = name_it == name_index.end() ? 0 : name_it->second;
     s.kind = ParseSliceKind(CellText(row[c_kind]));
     s.step = static_cast<int32_t>(CellInt(row[c_step], -1));
     s.bytes = CellInt(row[c_bytes]);
+    if (s.kind == SliceKind::kCollective && !moved->empty()) {
+      auto m = moved->find(std::pair{CellInt(row[c_graph], -1), CellInt(row[c_op], -1)});
+      if (m != moved->end()) s.moves = m->second;
+    }
     if (track.rows.size() <= static_cast<size_t>(s.depth)) track.rows.resize(s.depth + 1);
     track.rows[s.depth].slices.push_back(s);
   }

@@ -38,7 +38,8 @@ struct Slice {
   int64_t bytes = 0;
   int32_t name = 0;        // index into TraceModel::names
   int32_t step = -1;       // -1: not part of a step
-  int32_t depth = 0;
+  int32_t moves = -1;      // a collective: the value it moves (index into names), -1 unknown
+  int16_t depth = 0;
   SliceKind kind = SliceKind::kCompute;
 
   int64_t end_ns() const { return start_ns + dur_ns; }

@@ -16,6 +16,7 @@ struct UiState {
   bool scroll_to_selected_compile = false;     // once, when picked elsewhere
   std::optional<ViewId> bring_to_front;        // consumed by the tab bar next frame
   std::optional<int64_t> switch_to_run;        // the app reloads the model
+  std::optional<std::string> show_value;       // the Sharding view picks this tensor (a collective's)
   std::string selection_text;                  // the status bar's line
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
