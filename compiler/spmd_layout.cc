@@ -168,7 +168,8 @@ double PlanCost(const Instruction& i, const DotPlan& p, const Tiles& tl, const T
   if (p.partial) moved += 2.0 * static_cast<double>(LocalBytes(i.shape, p.out));
   // Local FLOPs: 2 x every local dim of the result x the local contracting sizes.
   double flops = 2 * static_cast<double>(LocalBytes(i.shape, p.out)) / DTypeBytes(i.shape.dtype);
-  for (int64_t c : i.dot.lhs_contracting) flops *= static_cast<double>((ls.dims[c] + p.lhs.dims[c] - 1) / p.lhs.dims[c]);
+  for (int64_t c : i.dot.lhs_contracting)
+    flops *= static_cast<double>((ls.dims[c] + p.lhs.dims[c] - 1) / p.lhs.dims[c]);
   return moved + flops / kFlopsPerByte;
 }
 
