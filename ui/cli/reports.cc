@@ -4,10 +4,12 @@
 #include "ui/cli/reports.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "profiler/analysis/metrics.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
@@ -36,6 +38,16 @@ constexpr char kShardingHelp[] =
     "  --why NAME     the chain of ops propagation carried this value's layout through\n"
     "                 (NAME as in sharding_decisions: dot_general.12, tokens), back to\n"
     "                 the annotation, auto-sharding or default it started from\n";
+
+constexpr char kMetricsHelp[] =
+    "usage: shardscope metrics PATH [--run N]\n"
+    "  The metrics report of one stored run, as PyTorch/XLA's metrics_report():\n"
+    "  CompileTime, ExecuteTime (device clock), LazyTracing, TransferToDeviceTime,\n"
+    "  TransferFromDeviceTime, MarkStep (count, total, p50/p90/p99, max), counters\n"
+    "  (MarkStep, CachedCompile, UncachedCompile, ValueRead, ...), kernels run per\n"
+    "  opcode, and warnings: more than 0.5 compilations per step after step 10, or\n"
+    "  a value read back every step.\n"
+    "  --run N   the run (default: the newest in the file)\n";
 
 constexpr char kQueryHelp[] =
     "usage: shardscope query PATH \"SQL\"\n"
@@ -146,23 +158,40 @@ int64_t PickRun(const store::Reader& reader, Args& a, std::ostream& err) {
   return *latest;
 }
 
-int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  Args a = Parse(argv, {"--run", "--tensor", "--why"});
-  if (!a.error.empty()) return Usage(err, a.error, kShardingHelp);
-  if (a.positional.size() != 1)
-    return Usage(err, a.positional.empty() ? "sharding needs the database PATH" : "sharding takes one PATH",
-                 kShardingHelp);
-  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+// The start every one-run command shares: PATH [--run N] plus `flags`, the
+// file opened and the run picked. Returns the exit code when it fails.
+struct OneRun {
+  Args args;
+  std::optional<store::Reader> reader;
+  int64_t run_id = 0;
+};
+std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std::string> flags,
+                              const std::string& command, const char* help, std::ostream& err, OneRun* r) {
+  flags.insert("--run");
+  r->args = Parse(argv, flags);
+  if (!r->args.error.empty()) return Usage(err, r->args.error, help);
+  if (r->args.positional.size() != 1)
+    return Usage(err, r->args.positional.empty() ? command + " needs the database PATH" : command + " takes one PATH",
+                 help);
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(r->args.positional[0]);
   if (!reader.ok()) {
     err << "error: " << reader.status().message() << "\n";
     return 1;
   }
-  const int64_t run_id = PickRun(*reader, a, err);
-  if (run_id < 0)
-    return Usage(err, absl::StrCat("--run wants a positive run number, not '", a.flags["--run"], "'"), kShardingHelp);
-  if (run_id == 0) return 1;
+  r->reader.emplace(std::move(*reader));
+  r->run_id = PickRun(*r->reader, r->args, err);
+  if (r->run_id < 0)
+    return Usage(err, absl::StrCat("--run wants a positive run number, not '", r->args.flags["--run"], "'"), help);
+  if (r->run_id == 0) return 1;
+  return std::nullopt;
+}
+
+int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  OneRun r;
+  if (auto code = OpenOneRun(argv, {"--tensor", "--why"}, "sharding", kShardingHelp, err, &r)) return *code;
+  Args& a = r.args;
   if (a.flags.count("--why")) {
-    auto chain = analysis::RenderShardingChain(*reader, run_id, a.flags["--why"]);
+    auto chain = analysis::RenderShardingChain(*r.reader, r.run_id, a.flags["--why"]);
     if (!chain.ok()) {
       err << "error: " << chain.status().message() << "\n";
       return 1;
@@ -171,12 +200,24 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
     return 0;
   }
   const std::string tensor = a.flags.count("--tensor") ? a.flags["--tensor"] : "";
-  absl::StatusOr<analysis::ShardingView> view = analysis::BuildShardingView(*reader, run_id, tensor);
+  absl::StatusOr<analysis::ShardingView> view = analysis::BuildShardingView(*r.reader, r.run_id, tensor);
   if (!view.ok()) {
     err << "error: " << view.status().message() << "\n";
     return 1;
   }
   out << analysis::RenderShardingText(*view, /*all_grids=*/!tensor.empty());
+  return 0;
+}
+
+int Metrics(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  OneRun r;
+  if (auto code = OpenOneRun(argv, {}, "metrics", kMetricsHelp, err, &r)) return *code;
+  absl::StatusOr<analysis::MetricsReport> m = analysis::BuildMetricsReport(*r.reader, r.run_id);
+  if (!m.ok()) {
+    err << "error: " << m.status().message() << "\n";
+    return 1;
+  }
+  out << analysis::RenderMetricsText(*m);
   return 0;
 }
 
@@ -204,12 +245,13 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
-  return command == "report" || command == "sharding" || command == "query";
+  return command == "report" || command == "sharding" || command == "metrics" || command == "query";
 }
 
 std::string ReportCommandSummaries() {
   return "  report PATH     summary of a stored run (steps, recompilations, per chip, sharding)\n"
          "  sharding PATH   where each tensor's shards live: tiles, chips, bytes (--tensor NAME)\n"
+         "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n";
 }
 
@@ -217,6 +259,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "report") return kReportHelp;
   if (command == "query") return kQueryHelp;
   if (command == "sharding") return kShardingHelp;
+  if (command == "metrics") return kMetricsHelp;
   return "";
 }
 
@@ -231,6 +274,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "report") return Report(args, out, err);
   if (command == "query") return Query(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
+  if (command == "metrics") return Metrics(args, out, err);
   err << "error: unknown report command '" << command << "'\n";
   return 2;
 }

@@ -1,0 +1,123 @@
+// The metrics report (profiler/analysis/metrics.h): exact figures over the
+// synthetic run (tests/store/synthetic_run.h), and the two warnings on runs
+// made to trigger them, or not.
+#include "profiler/analysis/metrics.h"
+
+#include "absl/strings/match.h"
+#include "gtest/gtest.h"
+#include "store/writer.h"
+#include "tests/store/synthetic_run.h"
+
+namespace shardscope::analysis {
+namespace {
+
+using namespace shardscope::testing;
+
+const TimingMetric& Metric(const MetricsReport& r, const std::string& name) {
+  for (const TimingMetric& m : r.metrics)
+    if (m.name == name) return m;
+  ADD_FAILURE() << "no metric " << name;
+  return r.metrics.front();
+}
+
+std::optional<int64_t> Counter(const MetricsReport& r, const std::string& name) {
+  for (const CounterMetric& c : r.counters)
+    if (c.name == name) return c.value;
+  ADD_FAILURE() << "no counter " << name;
+  return std::nullopt;
+}
+
+TEST(MetricsTest, SyntheticRunFigures) {
+  const std::string path = TempDbPath("metrics_synthetic");
+  {
+    auto w = store::Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE(WriteSyntheticRun(**w).ok());
+  }
+  auto rd = store::Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto r = BuildMetricsReport(*rd, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->steps, kSteps);
+  // Step 0 compiles in 12 ms, step 3 in 26 ms; the other three hit the cache.
+  const TimingMetric& compile = Metric(*r, "CompileTime");
+  EXPECT_EQ(compile.count, 2);
+  EXPECT_EQ(compile.total_ns, 38 * kMs);
+  EXPECT_EQ(compile.p50_ns, 12 * kMs);
+  EXPECT_EQ(compile.max_ns, 26 * kMs);
+  EXPECT_EQ(compile.clock, "host");
+  // Each step's program: the slowest chip's compute (1.3 ms), then the 0.5 ms all-reduce, on every chip.
+  const TimingMetric& execute = Metric(*r, "ExecuteTime");
+  EXPECT_EQ(execute.clock, "device");
+  EXPECT_EQ(execute.count, kSteps);
+  EXPECT_EQ(execute.p90_ns, ComputeNs(kDevices - 1) + kCollectiveNs);
+  EXPECT_EQ(Metric(*r, "MarkStep").total_ns, kSteps * (kMs / 5));
+  EXPECT_EQ(Counter(*r, "MarkStep"), kSteps);
+  EXPECT_EQ(Counter(*r, "UncachedCompile"), 2);
+  EXPECT_EQ(Counter(*r, "CachedCompile"), 3);
+  EXPECT_EQ(Counter(*r, "ValueRead"), 0);
+  EXPECT_EQ(Counter(*r, "CreateTensor"), std::nullopt);  // not recorded: shown as such, not as 0
+  EXPECT_TRUE(r->warnings.empty());
+  const std::string text = RenderMetricsText(*r);
+  EXPECT_TRUE(absl::StrContains(text, "CompileTime")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "not recorded")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "No warnings.")) << text;
+}
+
+// 14 steps; `churn`: steps 10-13 each compile and every step reads a value.
+int64_t WriteSteps(const std::string& path, bool churn) {
+  auto w = store::Writer::Open(path);
+  EXPECT_TRUE(w.ok()) << w.status();
+  trace::RunRecord run;
+  run.sample = "churn";
+  auto id = (*w)->StartRun(run);
+  EXPECT_TRUE(id.ok()) << id.status();
+  trace::TrackRecord host;
+  host.track_id = 1;
+  host.name = "host 0 / main";
+  (*w)->Record(host);
+  for (int s = 0; s < 14; ++s) {
+    (*w)->Record(trace::StepRecord{s, 1.0, kMs});
+    trace::CompilationRecord c;
+    c.compile_id = s + 1;
+    c.step = s;
+    c.graph_id = 1;
+    c.call_site = "a.cc:1";
+    c.cache = s == 0 || (churn && s >= 10) ? "miss" : "memory_hit";
+    c.duration_ns = kMs;
+    (*w)->Record(c);
+    if (churn) {
+      trace::SliceRecord read;
+      read.slice_id = s + 1;
+      read.track_id = 1;
+      read.start_ns = s * kMs;
+      read.dur_ns = kMs / 2;
+      read.name = "read value";
+      read.step = s;
+      (*w)->Record(read);
+    }
+  }
+  EXPECT_TRUE((*w)->EndRunAndCheck().ok());
+  return id.ok() ? *id : 0;
+}
+
+TEST(MetricsTest, WarnsOfRecompilingAndReadingEveryStep) {
+  const std::string path = TempDbPath("metrics_warnings");
+  const int64_t churn = WriteSteps(path, true);
+  const int64_t calm = WriteSteps(path, false);
+  auto rd = store::Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto bad = BuildMetricsReport(*rd, churn);
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_EQ(bad->warnings.size(), 2u);
+  EXPECT_TRUE(absl::StrContains(bad->warnings[0], "4 compilations in the 4 steps after step 10 (1.00 per step)"))
+      << bad->warnings[0];
+  EXPECT_TRUE(absl::StrContains(bad->warnings[1], "a value is read back in 14 of 14 steps")) << bad->warnings[1];
+  EXPECT_EQ(Counter(*bad, "ValueRead"), 14);
+  auto good = BuildMetricsReport(*rd, calm);
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_TRUE(good->warnings.empty());
+}
+
+}  // namespace
+}  // namespace shardscope::analysis
