@@ -2,6 +2,7 @@
 
 #include "runtime/dispatch.h"
 
+#include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,10 @@ absl::Status Init(const InitOptions& opts) {
   t.hbm_bytes = opts.hbm_bytes;
   auto client = runtime::Client::Create(t);
   if (!client.ok()) return client.status();
+  std::string cache_dir = opts.cache_dir;
+  if (cache_dir.empty())
+    if (const char* env = std::getenv("SHARDSCOPE_CACHE_DIR")) cache_dir = env;
+  if (absl::Status s = (*client)->SetCacheDir(cache_dir); !s.ok()) return s;
   auto ctx = std::make_unique<internal::Context>();
   ctx->client = std::move(*client);
   ctx->host_track = trace::NextId();

@@ -20,6 +20,9 @@ struct InitOptions {
   int num_hosts = 1;
   int chips_per_host = 1;
   int64_t hbm_bytes = int64_t{16} << 30;
+  // The persistent compile cache's directory (runtime/compile_cache.h); empty:
+  // $SHARDSCOPE_CACHE_DIR if set, else none.
+  std::string cache_dir;
 };
 
 // Sets up the runtime (once per run). Emits the topology to the recorder.

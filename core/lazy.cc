@@ -261,6 +261,12 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
       c.source_file = cause.loc.file;
       c.source_line = cause.loc.line;
       c.prev_graph_id = cause.prev_graph_id;
+      if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
+        c.cause_kind = "disk_cache_unreadable";
+        c.cause_detail = compiled->disk_error;
+      }
+    }
+    if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {  // a program new to this process
       trace::GraphRecord g;
       g.graph_id = exe.graph_id;
       g.fingerprint = exe.fingerprint;
@@ -274,7 +280,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     }
     trace::recorder().Record(c);
   }
-  if (compiled->cache == runtime::CacheOutcome::kMiss) {
+  if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {
     seen.push_back({exe.graph_id, std::move(L.module), inputs});
   }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,6 +13,7 @@
 #include "compiler/text.h"
 #include "profiler/trace/recorder.h"
 #include "runtime/collectives.h"
+#include "runtime/compile_cache.h"
 #include "runtime/executor.h"
 #include "runtime/gemm.h"
 
@@ -71,28 +73,46 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
     auto it = cache_.find(key);
     if (it != cache_.end()) return CompileResult{it->second, CacheOutcome::kMemoryHit, trace::HostNowNs() - t0};
   }
-  // CSE and DCE first: the partitioner and the executor see the smaller graph.
+  CompileResult result;
+  std::shared_ptr<Executable> exe;
+  const std::string disk_key = CompileCacheKey(key);
+  if (disk_cache_) {
+    auto loaded = disk_cache_->Load(disk_key);
+    if (!loaded.ok()) result.disk_error = std::string(loaded.status().message());
+    else if (*loaded) exe = **loaded;
+  }
   compiler::PassStats pass_stats;
-  std::unique_ptr<compiler::Module> simplified = compiler::Simplify(global, &pass_stats);
-  auto spmd = compiler::SpmdPartition(*simplified, num_devices());
-  if (!spmd.ok()) return spmd.status();
-  auto exe = std::make_shared<Executable>();
+  if (exe) {
+    result.cache = CacheOutcome::kDiskHit;
+  } else {
+    // CSE and DCE first: the partitioner and the executor see the smaller graph.
+    std::unique_ptr<compiler::Module> simplified = compiler::Simplify(global, &pass_stats);
+    auto spmd = compiler::SpmdPartition(*simplified, num_devices());
+    if (!spmd.ok()) return spmd.status();
+    exe = std::make_shared<Executable>();
+    exe->fingerprint = key.substr(0, key.find('/'));
+    for (const auto* p : global.parameters()) exe->param_shapes.push_back(p->shape);
+    for (const auto* o : global.outputs()) exe->output_shapes.push_back(o->shape);
+    exe->param_shardings = spmd->param_shardings;
+    exe->output_shardings = spmd->output_shardings;
+    exe->sharding = ShardingRows(*simplified, *spmd);
+    exe->rematerializations = std::move(spmd->rematerializations);
+    exe->moved_values = std::move(spmd->moved_values);
+    exe->program = std::move(spmd->local);
+    exe->ir_before = compiler::PrintModule(global);
+    exe->ir_after = compiler::PrintModule(*exe->program);
+    exe->op_count = static_cast<int>(global.instructions().size());
+    if (disk_cache_) {
+      // Best effort: a cache that cannot be written costs the next run a compile, nothing more.
+      disk_cache_->Store(disk_key, *exe).IgnoreError();
+    }
+  }
   exe->graph_id = trace::NextId();
-  exe->fingerprint = key.substr(0, key.find('/'));
-  for (const auto* p : global.parameters()) exe->param_shapes.push_back(p->shape);
-  for (const auto* o : global.outputs()) exe->output_shapes.push_back(o->shape);
-  exe->param_shardings = spmd->param_shardings;
-  exe->output_shardings = spmd->output_shardings;
-  exe->decisions = std::move(spmd->decisions);
-  exe->rematerializations = std::move(spmd->rematerializations);
-  exe->moved_values = std::move(spmd->moved_values);
-  exe->program = std::move(spmd->local);
-  exe->ir_before = compiler::PrintModule(global);
-  exe->ir_after = compiler::PrintModule(*exe->program);
+  exe->flops = 0;
   for (const auto& i : exe->program->instructions()) exe->flops += compiler::InstructionFlops(*i);
+  exe->bytes = 0;
   for (const auto& s : exe->param_shapes) exe->bytes += s.bytes();
   for (const auto& s : exe->output_shapes) exe->bytes += s.bytes();
-  exe->op_count = static_cast<int>(global.instructions().size());
   if (fusion_enabled_) exe->fusion = compiler::PlanFusion(*exe->program);
   exe->memory = compiler::PlanMemory(*exe->program, &exe->fusion);
   if (trace::enabled()) {
@@ -114,8 +134,12 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   exe->cost_profile = modeled_clock_->model().profile().name;
   modeled_clock_->RecordOps(exe->graph_id, *exe->program, exe->op_costs, &exe->fusion, exe->moved_values);
   RecordFusion(exe->graph_id, *exe->program, exe->fusion);
-  RecordSharding(exe->graph_id, *simplified, *exe);
   if (trace::enabled()) {
+    trace::ShardingRecord rows = exe->sharding;
+    rows.graph_id = exe->graph_id;
+    trace::recorder().Record(rows);
+  }
+  if (trace::enabled() && result.cache == CacheOutcome::kMiss) {
     const int64_t ops_after = static_cast<int64_t>(exe->program->instructions().size());
     const std::pair<const char*, int64_t> passes[] = {
         {"algebraic", pass_stats.algebraic_simplified}, {"constant_folding", pass_stats.constants_folded},
@@ -126,11 +150,33 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   }
   std::lock_guard<std::mutex> l(mu_);
   cache_[key] = exe;
-  return CompileResult{exe, CacheOutcome::kMiss, trace::HostNowNs() - t0};
+  result.executable = exe;
+  result.duration_ns = trace::HostNowNs() - t0;
+  return result;
 }
 
-void Client::RecordSharding(int64_t graph_id, const compiler::Module& global, const Executable& exe) const {
-  if (!trace::enabled()) return;
+absl::Status Client::SetCacheDir(const std::string& dir) {
+  if (dir.empty()) {
+    disk_cache_.reset();
+    return absl::OkStatus();
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec || !std::filesystem::is_directory(dir))
+    return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir, "' cannot be created: ",
+                                                   ec ? ec.message() : "not a directory"));
+  disk_cache_ = std::make_shared<CompileCache>(dir);
+  return absl::OkStatus();
+}
+
+std::string Client::CompileCacheKey(const std::string& key) const {
+  // Everything that decides the program: the graph (fingerprint: ops, shapes,
+  // dtypes, shardings, inlined constants), the device count and fusion (in
+  // `key`), how devices sit on hosts, and the compiler's version.
+  return absl::StrCat(key, "/hosts=", topology_->num_hosts(), "/", kCompilerVersion);
+}
+
+trace::ShardingRecord Client::ShardingRows(const compiler::Module& global, const compiler::SpmdResult& spmd) {
   std::vector<const compiler::Instruction*> by_id;
   for (const auto& i : global.instructions()) {
     if (i->id >= static_cast<int64_t>(by_id.size())) by_id.resize(i->id + 1, nullptr);
@@ -140,21 +186,20 @@ void Client::RecordSharding(int64_t graph_id, const compiler::Module& global, co
     return i.op == compiler::Opcode::kParameter && !i.name.empty() ? i.name : compiler::KernelName(i, nullptr);
   };
   trace::ShardingRecord r;
-  r.graph_id = graph_id;
-  for (const auto& d : exe.decisions) {
+  for (const auto& d : spmd.decisions) {
     const compiler::Instruction* i = d.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[d.instruction_id]
                                                                                            : nullptr;
     if (!i) continue;
     r.decisions.push_back({d.instruction_id, name(*i), d.sharding.ToString(), d.source, d.via, i->loc.file,
                            i->loc.line, d.from});
   }
-  for (const auto& m : exe.rematerializations) {
+  for (const auto& m : spmd.rematerializations) {
     const compiler::Instruction* i = m.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[m.instruction_id]
                                                                                            : nullptr;
     r.rematerializations.push_back(
         {m.instruction_id, i ? name(*i) : "?", m.op, m.bytes, m.loc.file, m.loc.line});
   }
-  trace::recorder().Record(r);
+  return r;
 }
 
 void Client::RecordFusion(int64_t graph_id, const compiler::Module& program,

@@ -34,7 +34,9 @@ struct Executable {
   std::unique_ptr<compiler::Module> program;  // the per-device SPMD program
   std::vector<Shape> param_shapes, output_shapes;  // global
   std::vector<Sharding> param_shardings, output_shardings;
-  std::vector<compiler::ShardingDecision> decisions;
+  // Every global op's sharding and every rematerialization, named as they
+  // are recorded (graph_id set when recorded).
+  trace::ShardingRecord sharding;
   std::vector<compiler::Rematerialization> rematerializations;
   std::vector<std::pair<int64_t, int64_t>> moved_values;  // (collective in `program`, global value it moves)
   std::string ir_before, ir_after;
@@ -53,7 +55,10 @@ struct CompileResult {
   std::shared_ptr<const Executable> executable;
   CacheOutcome cache = CacheOutcome::kMiss;
   int64_t duration_ns = 0;        // host clock
+  std::string disk_error;         // a persistent entry that could not be read (removed; recompiled)
 };
+
+class CompileCache;
 
 struct ExecuteOptions {
   int step = 0;
@@ -91,8 +96,14 @@ class Client {
   void set_fusion(bool on) { fusion_enabled_ = on; }
   bool fusion() const { return fusion_enabled_; }
 
-  // Compiles `global` (parameters carry their shardings) for every device.
+  // Compiles `global` (parameters carry their shardings) for every device:
+  // from the in-memory cache, else the persistent one (when set), else anew.
   absl::StatusOr<CompileResult> Compile(const compiler::Module& global);
+
+  // Keeps compiled programs in `dir` (created if missing) across processes;
+  // empty turns it off. See runtime/compile_cache.h.
+  absl::Status SetCacheDir(const std::string& dir);
+  const CompileCache* disk_cache() const { return disk_cache_.get(); }
 
   // What an uneven shard holds past the end of the value: zeros, or (to find
   // a program that reads its padding) NaN for floats and 1e9 for integers.
@@ -133,7 +144,10 @@ class Client {
   Client() = default;
   std::unique_ptr<Topology> topology_;
   void RecordFusion(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan& plan) const;
-  void RecordSharding(int64_t graph_id, const compiler::Module& global, const Executable& exe) const;
+  // The decisions and rematerializations of `spmd`, named from `global`.
+  static trace::ShardingRecord ShardingRows(const compiler::Module& global, const compiler::SpmdResult& spmd);
+  std::string CompileCacheKey(const std::string& key) const;
+  std::shared_ptr<CompileCache> disk_cache_;
 
   bool fusion_enabled_ = true;
   bool poison_padding_ = false;

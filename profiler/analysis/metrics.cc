@@ -55,12 +55,13 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
     by_name[name].push_back(host->Int(i, "dur"));
     if (name == "read value") steps_reading.insert(host->Int(i, "step", -1));
   }
-  auto compiles = rd.Query("SELECT cache, duration_ns, step FROM compilations WHERE run_id = ?1", {run});
+  auto compiles = rd.Query("SELECT cache, duration_ns, step, cause_kind FROM compilations WHERE run_id = ?1", {run});
   if (!compiles.ok()) return compiles.status();
   std::vector<int64_t> compile_ns;
-  int64_t cached = 0, uncached = 0, disk_hits = 0, late_misses = 0;
+  int64_t cached = 0, uncached = 0, disk_hits = 0, late_misses = 0, unreadable = 0;
   for (size_t i = 0; i < compiles->rows.size(); ++i) {
     const std::string cache = compiles->Text(i, "cache");
+    unreadable += compiles->Text(i, "cause_kind") == "disk_cache_unreadable";
     if (cache == "miss") {
       compile_ns.push_back(compiles->Int(i, "duration_ns"));
       ++uncached;
@@ -97,13 +98,21 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
   r.metrics.push_back(Timing("MarkStep", "host", "a mark_step call", by_name["mark_step"]));
 
   const int64_t reads = static_cast<int64_t>(by_name["read value"].size());
+  // The persistent cache counts only for runs that had one (the run's config says which directory).
+  auto config = rd.Query("SELECT COALESCE(json_extract(config_json, '$.cache_dir'), '') AS dir FROM runs"
+                         " WHERE run_id = ?1",
+                         {run});
+  const bool persistent = config.ok() && !config->rows.empty() && !config->Text(0, "dir").empty();
+  auto persistent_count = [&](int64_t n) { return persistent ? std::optional<int64_t>(n) : std::nullopt; };
+  const char* no_cache = "no --cache-dir in this run";
   r.counters = {
       {"MarkStep", static_cast<int64_t>(by_name["mark_step"].size()), ""},
-      {"CachedCompile", cached, "programs taken from a cache"},
+      {"CachedCompile", cached, "programs taken from a cache (memory or disk)"},
       {"UncachedCompile", uncached, "programs compiled"},
-      {"PersistentCacheHit", disk_hits, "from the on-disk cache"},
-      {"PersistentCacheMiss", std::nullopt, "not recorded: no persistent compile cache yet"},
-      {"PersistentCacheDeserializeFailure", std::nullopt, "not recorded: no persistent compile cache yet"},
+      {"PersistentCacheHit", persistent_count(disk_hits), persistent ? "from the on-disk cache" : no_cache},
+      {"PersistentCacheMiss", persistent_count(uncached), persistent ? "not on disk: compiled and stored" : no_cache},
+      {"PersistentCacheDeserializeFailure", persistent_count(unreadable),
+       persistent ? "unreadable entries, removed and recompiled" : no_cache},
       {"CreateTensor", std::nullopt, "not recorded by this version"},
       {"ValueRead", reads, "host reads of a tensor's value"},
       {"Fallback", std::nullopt, "not recorded: no host_call fallback yet"},

@@ -57,6 +57,7 @@ TEST(MetricsTest, SyntheticRunFigures) {
   EXPECT_EQ(Counter(*r, "CachedCompile"), 3);
   EXPECT_EQ(Counter(*r, "ValueRead"), 0);
   EXPECT_EQ(Counter(*r, "CreateTensor"), std::nullopt);  // not recorded: shown as such, not as 0
+  EXPECT_EQ(Counter(*r, "PersistentCacheMiss"), std::nullopt);  // no cache directory in this run
   EXPECT_TRUE(r->warnings.empty());
   const std::string text = RenderMetricsText(*r);
   EXPECT_TRUE(absl::StrContains(text, "CompileTime")) << text;

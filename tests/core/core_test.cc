@@ -481,7 +481,7 @@ int AnnotatedValues() {
   auto exes = GetClient().CachedExecutables();
   if (exes.empty()) return -1;
   int n = 0;
-  for (const auto& d : exes.back()->decisions) n += d.source == "annotated";
+  for (const auto& d : exes.back()->sharding.decisions) n += d.source == "annotated";
   return n - static_cast<int>(exes.back()->param_shapes.size());  // the lowering lays out every input
 }
 

@@ -33,7 +33,7 @@ constexpr const char* kRunHelp =
     "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE]\n"
     "                         [--data FILE] [--eval-every N] [--autocast bf16|f16] [--checkpoint]\n"
     "                         [--sharding dp|fsdp|tp|fsdp_tp|auto]\n"
-    "                         [--no-fusion] [--quiet]\n"
+    "                         [--no-fusion] [--cache-dir DIR] [--quiet]\n"
     "\n"
     "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
     "(created if missing; an existing shardscope database gains a new run).\n"
@@ -68,11 +68,20 @@ constexpr const char* kRunHelp =
     "                    in backward; the memory_plans table shows the lower peak)\n"
     "  --no-fusion       run every op as its own kernel (fusion is on by default;\n"
     "                    the fusion_decisions table says what was fused and why)\n"
+    "  --cache-dir DIR   keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
+    "                    a second run of the same workload compiles nothing\n"
     "  --quiet           print only the summary line\n"
     "\n"
     "samples:\n";
 
 bool ParseInt(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v); }
+
+// The persistent compile cache's directory: the flag, else $SHARDSCOPE_CACHE_DIR, else none.
+std::string CacheDir(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("SHARDSCOPE_CACHE_DIR");
+  return env ? env : "";
+}
 
 int Usage(const std::string& why) {
   std::cerr << "error: run: " << why << "\n" << DriverHelp("run");
@@ -84,6 +93,7 @@ int Run(const std::vector<std::string>& args) {
   std::string sample, db, profile = "cpu";
   int64_t hosts = 1;
   bool quiet = false, fusion = true, batch_given = false;
+  std::string cache_dir;
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string& a = args[k];
     auto value = [&](std::string* out) {
@@ -102,6 +112,7 @@ int Run(const std::vector<std::string>& args) {
       if (a == "--init") { cfg.init_path = v; continue; }
       if (a == "--data") { cfg.data_path = v; continue; }
       if (a == "--sharding") { cfg.sharding = v; continue; }
+      if (a == "--cache-dir") { cache_dir = v; continue; }
       if (a == "--save") { cfg.save_path = v; continue; }
       if (a == "--autocast") {
         if (v != "bf16" && v != "f16") return Usage(absl::StrCat("--autocast '", v, "' is not bf16 or f16"));
@@ -177,7 +188,8 @@ int Run(const std::vector<std::string>& args) {
                                    {"profile", profile},  {"fusion", fusion},
                                    {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
                                    {"gemm", runtime::ChosenGemmBackend().Describe()},
-                                   {"huge_page_heap", HugePageHeap()}}
+                                   {"huge_page_heap", HugePageHeap()},
+                                   {"cache_dir", CacheDir(cache_dir)}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;
@@ -194,7 +206,9 @@ int Run(const std::vector<std::string>& args) {
     std::cerr << "error: " << run_id.status().message() << "\n";
     return 1;
   }
-  if (absl::Status s = Init({.num_hosts = static_cast<int>(hosts), .chips_per_host = static_cast<int>(chips / hosts)});
+  if (absl::Status s = Init({.num_hosts = static_cast<int>(hosts),
+                             .chips_per_host = static_cast<int>(chips / hosts),
+                             .cache_dir = CacheDir(cache_dir)});
       !s.ok()) {
     trace::SetRecorder(nullptr);
     std::cerr << "error: " << s.message() << "\n";

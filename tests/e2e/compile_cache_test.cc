@@ -1,0 +1,49 @@
+// The persistent compile cache end to end: two `shardscope run` processes
+// share one empty cache directory at the same time (both succeed, every
+// entry they leave is whole), then a third run of the same workload compiles
+// nothing, trains identically, and `shardscope metrics` counts the hits.
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+TEST(CompileCacheE2e, TwoProcessesShareADirectoryThenARunCompilesNothing) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/cache_e2e_", getpid());
+  std::filesystem::remove_all(dir);
+  const std::string a = e2e::TempDb("cache_a"), b = e2e::TempDb("cache_b"), c = e2e::TempDb("cache_c");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x1 --steps 4 --quiet --cache-dir ", dir,
+                                       " --db ");
+  // Both at once; each prints its summary line, and the shell reports the worse exit status.
+  e2e::Output both = e2e::Shell(absl::StrCat("(", run, a, " & ", run, b, " & wait %1 && wait %2)"));
+  ASSERT_EQ(both.code, 0) << both.text;
+  EXPECT_EQ(both.text.find("error"), std::string::npos) << both.text;
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_EQ(e.path().extension(), ".sscache") << e.path();  // no temporary file left behind
+    ++entries;
+  }
+  EXPECT_GT(entries, 0);
+  e2e::Output third = e2e::Shell(run + c);
+  ASSERT_EQ(third.code, 0) << third.text;
+  auto compiles = e2e::Q(c, "SELECT SUM(cache = 'miss') AS misses, SUM(cache = 'disk_hit') AS disk FROM compilations");
+  EXPECT_EQ(compiles.Int(0, "misses"), 0);
+  EXPECT_GT(compiles.Int(0, "disk"), 0);
+  auto losses = e2e::Q(c, "SELECT group_concat(loss) AS l FROM steps");
+  auto first = e2e::Q(a, "SELECT group_concat(loss) AS l FROM steps");
+  EXPECT_EQ(losses.Text(0, "l"), first.Text(0, "l"));
+  e2e::Output metrics = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", c));
+  ASSERT_EQ(metrics.code, 0) << metrics.text;
+  EXPECT_TRUE(absl::StrContains(metrics.text, "UncachedCompile                    0")) << metrics.text;
+  EXPECT_TRUE(absl::StrContains(metrics.text, "PersistentCacheMiss                0")) << metrics.text;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace shardscope
