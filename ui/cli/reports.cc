@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "profiler/analysis/metrics.h"
+#include "profiler/analysis/recompiles.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
@@ -47,6 +48,15 @@ constexpr char kMetricsHelp[] =
     "  (MarkStep, CachedCompile, UncachedCompile, ValueRead, ...), kernels run per\n"
     "  opcode, and warnings: more than 0.5 compilations per step after step 10, or\n"
     "  a value read back every step.\n"
+    "  --run N   the run (default: the newest in the file)\n";
+
+constexpr char kRecompilesHelp[] =
+    "usage: shardscope recompiles PATH [--run N]\n"
+    "  Per call site (the mark_step line and the user's stack): how many distinct\n"
+    "  graphs, each compilation with its cause, detail, line and time, and\n"
+    "  suggestions from the whole run: padding buckets for churning input shapes\n"
+    "  with the compilations they would save, and what removes value-read cuts,\n"
+    "  inlined-scalar and branch recompilations.\n"
     "  --run N   the run (default: the newest in the file)\n";
 
 constexpr char kQueryHelp[] =
@@ -209,15 +219,18 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
   return 0;
 }
 
-int Metrics(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+// A command that builds one report of one run and prints it.
+template <typename Build, typename Render>
+int OneRunReport(const std::vector<std::string>& argv, const std::string& command, const char* help,
+                 std::ostream& out, std::ostream& err, Build build, Render render) {
   OneRun r;
-  if (auto code = OpenOneRun(argv, {}, "metrics", kMetricsHelp, err, &r)) return *code;
-  absl::StatusOr<analysis::MetricsReport> m = analysis::BuildMetricsReport(*r.reader, r.run_id);
-  if (!m.ok()) {
-    err << "error: " << m.status().message() << "\n";
+  if (auto code = OpenOneRun(argv, {}, command, help, err, &r)) return *code;
+  auto report = build(*r.reader, r.run_id);
+  if (!report.ok()) {
+    err << "error: " << report.status().message() << "\n";
     return 1;
   }
-  out << analysis::RenderMetricsText(*m);
+  out << render(*report);
   return 0;
 }
 
@@ -245,13 +258,15 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
-  return command == "report" || command == "sharding" || command == "metrics" || command == "query";
+  return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
+         command == "query";
 }
 
 std::string ReportCommandSummaries() {
   return "  report PATH     summary of a stored run (steps, recompilations, per chip, sharding)\n"
          "  sharding PATH   where each tensor's shards live: tiles, chips, bytes (--tensor NAME)\n"
          "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
+         "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n";
 }
 
@@ -260,6 +275,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "query") return kQueryHelp;
   if (command == "sharding") return kShardingHelp;
   if (command == "metrics") return kMetricsHelp;
+  if (command == "recompiles") return kRecompilesHelp;
   return "";
 }
 
@@ -274,7 +290,11 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "report") return Report(args, out, err);
   if (command == "query") return Query(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
-  if (command == "metrics") return Metrics(args, out, err);
+  if (command == "metrics")
+    return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText);
+  if (command == "recompiles")
+    return OneRunReport(args, command, kRecompilesHelp, out, err, analysis::BuildRecompilesReport,
+                        analysis::RenderRecompilesText);
   err << "error: unknown report command '" << command << "'\n";
   return 2;
 }

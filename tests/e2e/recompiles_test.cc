@@ -1,0 +1,41 @@
+// `shardscope recompiles` on mlp runs whose batch shrinks from 64 to 48 at
+// step 3: the call site, both compilations with their causes and lines, and a
+// padding suggestion (48 -> 64) that predicts one compilation saved; running
+// again with the padded batch saves exactly that many.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+int64_t Misses(const std::string& db) {
+  return e2e::Q(db, "SELECT COUNT(*) AS n FROM compilations WHERE cache = 'miss'").Int(0, "n");
+}
+
+TEST(RecompilesE2e, PaddingSuggestionSavesWhatItPredicts) {
+  const std::string churn = e2e::TempDb("recompiles_churn"), padded = e2e::TempDb("recompiles_padded");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 6 --change-step 3 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + churn + " --batch-after 48").code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", churn));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "samples/mlp.cc:")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "2 distinct graphs, 2 compilations")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "first_compile")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "input_shape_changed  samples/mlp.cc:")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "x ([48,784], [64,784] -> [64,784])")) << o.text;
+  const std::string saves = "1 compilation saved";
+  ASSERT_TRUE(absl::StrContains(o.text, saves)) << o.text;
+  // Apply it: the batch padded to its bucket, 64, all along.
+  ASSERT_EQ(e2e::Shell(run + padded + " --batch-after 64").code, 0);
+  EXPECT_EQ(Misses(churn) - Misses(padded), 1);
+  e2e::Output help = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles --help"));
+  EXPECT_TRUE(absl::StrContains(help.text, "usage: shardscope recompiles PATH [--run N]")) << help.text;
+}
+
+}  // namespace
+}  // namespace shardscope
