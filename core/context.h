@@ -59,6 +59,12 @@ struct Context {
   int step = 0;
   int64_t step_start_ns = 0;
   std::map<std::string, int64_t> recorded_tensors;  // name|shape|sharding -> tensor id
+  // The newest cut's program: for compile()'s guard on distinct graphs.
+  struct LastCut {
+    std::string fingerprint;
+    bool compiled = false;           // a cache miss
+    std::string cause_kind, cause_detail;
+  } last_cut;
 };
 
 Context& Ctx();

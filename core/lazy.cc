@@ -206,8 +206,9 @@ absl::StatusOr<std::vector<std::shared_ptr<TensorImpl>>> PendingTensors() {
   return pending;
 }
 
-absl::Status Cut(CutReason reason, const SourceLoc& loc) {
+absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_site = nullptr) {
   Context& ctx = Ctx();
+  ctx.last_cut = {};
   // An earlier step that failed on the devices reports here, at the next cut.
   if (absl::Status s = ctx.client->TakeAsyncError(); !s.ok()) return s;
   int64_t t_begin = trace::HostNowNs();
@@ -218,7 +219,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   if (pending.empty()) return absl::OkStatus();
 
   const char* what = reason == CutReason::kMarkStep ? "mark_step" : "value read";
-  CallSite site = CaptureCallSite(loc, what);
+  CallSite site = fixed_site ? *fixed_site : CaptureCallSite(loc, what);
   std::vector<std::shared_ptr<Node>> outs;
   for (const auto& t : pending) outs.push_back(t->node);
   Lowered L = Lower(outs);
@@ -245,6 +246,16 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
   int64_t t_compiled = trace::HostNowNs();
   const runtime::Executable& exe = *compiled->executable;
   auto& seen = ctx.sites[site.key];
+  // Why it compiled (a miss): recorded, and kept for compile()'s guard.
+  RecompileCause cause;
+  if (compiled->cache == runtime::CacheOutcome::kMiss) {
+    cause = DiagnoseCause(*L.module, inputs, seen, reason == CutReason::kValueRead, loc);
+    if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
+      cause.kind = "disk_cache_unreadable";
+      cause.detail = compiled->disk_error;
+    }
+  }
+  ctx.last_cut = {exe.fingerprint, compiled->cache == runtime::CacheOutcome::kMiss, cause.kind, cause.detail};
   if (trace::enabled()) {
     trace::CompilationRecord c;
     c.compile_id = trace::NextId();
@@ -255,16 +266,11 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc) {
     c.call_site = site.text;
     c.host_start_ns = t_transferred;
     if (compiled->cache == runtime::CacheOutcome::kMiss) {
-      RecompileCause cause = DiagnoseCause(*L.module, inputs, seen, reason == CutReason::kValueRead, loc);
       c.cause_kind = cause.kind;
       c.cause_detail = cause.detail;
       c.source_file = cause.loc.file;
       c.source_line = cause.loc.line;
       c.prev_graph_id = cause.prev_graph_id;
-      if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
-        c.cause_kind = "disk_cache_unreadable";
-        c.cause_detail = compiled->disk_error;
-      }
     }
     if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {  // a program new to this process
       trace::GraphRecord g;
@@ -380,6 +386,16 @@ absl::StatusOr<PendingGraph> pending_graph() {
   for (const auto& p : L.params) g.inputs.emplace_back(p);
   return g;
 }
+
+namespace internal {
+absl::Status MarkStepAt(const SourceLoc& loc, const std::string& name) {
+  if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
+  const CallSite site{absl::StrCat("compile:", name, "@", At(loc)), absl::StrCat(At(loc), " compile(", name, ")")};
+  absl::Status s = Cut(CutReason::kMarkStep, loc, &site);
+  ++Ctx().step;
+  return s;
+}
+}  // namespace internal
 
 absl::Status mark_step(std::source_location sl) {
   if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");

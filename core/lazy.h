@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <source_location>
 
 #include "absl/status/status.h"
@@ -46,6 +47,8 @@ void set_current_step(int step);
 
 namespace internal {
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc);
+// mark_step as one call site however it is reached: compile()'s steps.
+absl::Status MarkStepAt(const SourceLoc& loc, const std::string& name);
 }  // namespace internal
 
 }  // namespace shardscope

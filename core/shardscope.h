@@ -5,6 +5,7 @@
 #include "core/autocast.h"
 #include "core/autograd.h"
 #include "core/checkpoint.h"
+#include "core/compile.h"
 #include "core/context.h"
 #include "core/lazy.h"
 #include "core/mesh.h"

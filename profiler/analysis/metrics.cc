@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "profiler/analysis/format.h"
 
 namespace shardscope::analysis {
@@ -45,13 +46,20 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
   auto host = rd.Query(
       "SELECT n.name AS name, s.dur_ns AS dur, s.step AS step FROM slices s JOIN names n ON n.name_id = s.name_id"
       " WHERE s.run_id = ?1 AND s.kind = 'host'"
-      " AND n.name IN ('mark_step', 'trace', 'transfer to device', 'read value')",
+      " AND (n.name IN ('mark_step', 'trace', 'transfer to device', 'read value') OR n.name LIKE 'host_call at %')",
       {run});
   if (!host.ok()) return host.status();
   std::map<std::string, std::vector<int64_t>> by_name;
   std::set<int64_t> steps_reading;
+  std::set<std::string> fallback_lines;
+  int64_t fallbacks = 0;
   for (size_t i = 0; i < host->rows.size(); ++i) {
     const std::string name = host->Text(i, "name");
+    if (name.rfind("host_call at ", 0) == 0) {
+      ++fallbacks;
+      fallback_lines.insert(name.substr(13));
+      continue;
+    }
     by_name[name].push_back(host->Int(i, "dur"));
     if (name == "read value") steps_reading.insert(host->Int(i, "step", -1));
   }
@@ -115,7 +123,9 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
        persistent ? "unreadable entries, removed and recompiled" : no_cache},
       {"CreateTensor", std::nullopt, "not recorded by this version"},
       {"ValueRead", reads, "host reads of a tensor's value"},
-      {"Fallback", std::nullopt, "not recorded: no host_call fallback yet"},
+      {"Fallback", fallbacks,
+       fallback_lines.empty() ? "host_call: C++ run on host values"
+                              : absl::StrCat("host_call at ", absl::StrJoin(fallback_lines, ", "))},
   };
 
   auto kernels = rd.Query(

@@ -65,7 +65,7 @@ TEST(MetricsTest, SyntheticRunFigures) {
   EXPECT_TRUE(absl::StrContains(text, "No warnings.")) << text;
 }
 
-// 14 steps; `churn`: steps 10-13 each compile and every step reads a value.
+// 14 steps; `churn`: steps 10-13 each compile, and every step reads a value and falls back to host_call.
 int64_t WriteSteps(const std::string& path, bool churn) {
   auto w = store::Writer::Open(path);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -96,6 +96,10 @@ int64_t WriteSteps(const std::string& path, bool churn) {
       read.name = "read value";
       read.step = s;
       (*w)->Record(read);
+      trace::SliceRecord fallback = read;  // a host_call's slice, as core records it
+      fallback.slice_id = 100 + s;
+      fallback.name = "host_call at a.cc:9";
+      (*w)->Record(fallback);
     }
   }
   EXPECT_TRUE((*w)->EndRunAndCheck().ok());
@@ -115,6 +119,8 @@ TEST(MetricsTest, WarnsOfRecompilingAndReadingEveryStep) {
       << bad->warnings[0];
   EXPECT_TRUE(absl::StrContains(bad->warnings[1], "a value is read back in 14 of 14 steps")) << bad->warnings[1];
   EXPECT_EQ(Counter(*bad, "ValueRead"), 14);
+  EXPECT_EQ(Counter(*bad, "Fallback"), 14);
+  EXPECT_TRUE(absl::StrContains(RenderMetricsText(*bad), "host_call at a.cc:9")) << RenderMetricsText(*bad);
   auto good = BuildMetricsReport(*rd, calm);
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_TRUE(good->warnings.empty());
