@@ -195,9 +195,7 @@ absl::StatusOr<double> EvalLoss(ResNet& model, const ImageLoader& loader, int64_
 }  // namespace
 
 absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
-  std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
-  auto mesh = ss::Mesh::Create(ids, cfg.mesh, {"data", "model"});
+  auto mesh = SampleMesh(cfg);
   if (!mesh.ok()) return mesh.status();
   if (cfg.cnn_batch % cfg.mesh[0] != 0)
     return absl::InvalidArgumentError(absl::StrCat("cnn: the batch (", cfg.cnn_batch, ") must split evenly over the ",

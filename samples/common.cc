@@ -53,4 +53,10 @@ absl::Status LossLog::Flush(std::optional<double> eval_loss) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector<std::string> axes) {
+  std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
+  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
+  return shardscope::Mesh::Create(ids, cfg.mesh, std::move(axes));
+}
+
 }  // namespace shardscope::samples

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/mesh.h"
 #include "core/tensor.h"
 #include "samples/samples.h"
 
@@ -24,6 +25,9 @@ absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c);
 // --init: loads `tensors` (weights and optimizer state) from cfg.init_path
 // when given, and continues the step numbering at the step it recorded.
 // Returns the first step to run (0 without --init).
+// The mesh of cfg.mesh over chips 0..n-1, row-major, with these axis names.
+absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector<std::string> axes = {"data", "model"});
+
 absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors);
 // --save: writes `tensors` to cfg.save_path when given, recording `step`
 // (where a resumed run starts) and the sample's name.

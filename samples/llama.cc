@@ -239,11 +239,9 @@ struct Trainer {
               .floor = c.llama_lr / 10} {}
 
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const SampleConfig& cfg) {
-    std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
-    for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
     auto strategy = Strategy::Find(cfg.sharding);
     if (!strategy.ok()) return strategy.status();
-    auto mesh = ss::Mesh::Create(ids, cfg.mesh, strategy->axis_names);
+    auto mesh = SampleMesh(cfg, strategy->axis_names);
     if (!mesh.ok()) return mesh.status();
     auto corpus = LoadCorpus(cfg);
     if (!corpus.ok()) return corpus.status();

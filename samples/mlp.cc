@@ -50,9 +50,7 @@ class Loader {
 }  // namespace
 
 absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
-  std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
-  auto mesh = ss::Mesh::Create(ids, cfg.mesh, {"data", "model"});
+  auto mesh = SampleMesh(cfg);
   if (!mesh.ok()) return mesh.status();
 
   ss::nn::Linear l1(kIn, kHidden, "l1", cfg.seed), l2(kHidden, kHidden, "l2", cfg.seed),
@@ -91,6 +89,8 @@ const std::vector<SampleInfo>& Registry() {
       {"llama", "Llama-style decoder (2 layers, d 256, 4 heads, SwiGLU 1024, RMSNorm, RoPE), bytes, AdamW", RunLlama},
       {"cnn", "ResNet-style CNN (stem + 3 residual stages 16/32/64, BatchNorm, dropout) on 32x32 images, SGD momentum",
        RunCnn},
+      {"recompile_storm", "next-token model fed random lengths 8..48: a graph per length; --bucket pads to powers of two",
+       RunRecompileStorm},
   };
   return samples;
 }

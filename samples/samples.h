@@ -45,6 +45,8 @@ struct SampleConfig {
   bool checkpoint_layers = false;
   // cnn: the batch (split over the 'data' axis); --lr sets its SGD rate.
   int cnn_batch = 32;
+  // recompile_storm: pad each batch's length to its power-of-two bucket.
+  bool bucket = false;
   std::function<void(int step, double loss)> on_step;  // progress callback
 };
 
@@ -91,6 +93,10 @@ class LlamaTrainingStep {
 // The cnn sample: a small ResNet (BatchNorm, residual blocks, global average
 // pooling) on synthetic 32x32 images, SGD with momentum, data parallel.
 absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg);
+
+// The recompile_storm sample: batches of random lengths 8..48, a new graph per
+// length; cfg.bucket pads them to power-of-two buckets (samples/storm.cc).
+absl::StatusOr<SampleResult> RunRecompileStorm(const SampleConfig& cfg);
 
 const std::vector<SampleInfo>& Registry();
 const SampleInfo* Find(const std::string& name);

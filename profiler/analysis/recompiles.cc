@@ -71,10 +71,12 @@ void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompi
     std::vector<std::string> shown;
     std::set<std::string> buckets;
     for (const std::string& s : shapes[name]) {
-      shown.push_back(DimsText(DimsOf(s)));
+      if (shown.size() < 4) shown.push_back(DimsText(DimsOf(s)));
       buckets.insert(padded(name, s));
     }
-    how.push_back(absl::StrCat(name, " (", absl::StrJoin(shown, ", "), " -> ",
+    const size_t seen = shapes[name].size();
+    how.push_back(absl::StrCat(name, " (", absl::StrJoin(shown, ", "), seen > shown.size() ? ", ..." : "",
+                               seen > shown.size() ? absl::StrCat(" ", seen, " shapes") : "", " -> ",
                                absl::StrJoin(std::vector<std::string>(buckets.begin(), buckets.end()), ", "), ")"));
   }
   if (churning.empty()) return;
@@ -91,12 +93,11 @@ void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompi
     after.insert(a);
   }
   const int64_t saved = static_cast<int64_t>(before.size()) - static_cast<int64_t>(after.size());
-  site->suggestions.push_back(
-      {absl::StrCat("pad to power-of-two buckets: ", absl::StrJoin(how, "; "), ": ", after.size(),
-                    " distinct input shapes instead of ", before.size(),
-                    saved > 0 ? absl::StrCat(", ", saved, " compilation", saved == 1 ? "" : "s", " saved")
-                              : " (padding would not save a compilation)"),
-       saved > 0 ? saved : 0});
+  if (saved <= 0) return;  // already bucketed, or the shapes are buckets already
+  site->suggestions.push_back({absl::StrCat("pad to power-of-two buckets: ", absl::StrJoin(how, "; "), ": ",
+                                            after.size(), " distinct input shapes instead of ", before.size(), ", ",
+                                            saved, " compilation", saved == 1 ? "" : "s", " saved"),
+                               saved});
 }
 
 }  // namespace

@@ -37,5 +37,29 @@ TEST(RecompilesE2e, PaddingSuggestionSavesWhatItPredicts) {
   EXPECT_TRUE(absl::StrContains(help.text, "usage: shardscope recompiles PATH [--run N]")) << help.text;
 }
 
+// The recompile_storm sample: a new graph per batch length; the suggestion's
+// predicted saving is what --bucket (the suggestion applied) saves, and the
+// losses do not change (the padding is masked out).
+TEST(RecompilesE2e, StormBucketsSaveWhatTheSuggestionPredicts) {
+  const std::string storm = e2e::TempDb("storm"), bucketed = e2e::TempDb("storm_bucketed");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run recompile_storm --steps 30 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + storm).code, 0);
+  ASSERT_EQ(e2e::Shell(run + bucketed + " --bucket").code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", storm));
+  ASSERT_EQ(o.code, 0) << o.text;
+  const size_t at = o.text.find(" compilations saved");
+  ASSERT_NE(at, std::string::npos) << o.text;
+  const size_t from = o.text.rfind(' ', at - 1) + 1;
+  const int64_t predicted = std::stoll(o.text.substr(from, at - from));
+  EXPECT_GT(Misses(storm), 10);  // a storm
+  EXPECT_EQ(Misses(storm) - Misses(bucketed), predicted) << o.text;
+  auto a = e2e::Q(storm, "SELECT loss FROM steps ORDER BY step"), b = e2e::Q(bucketed, "SELECT loss FROM steps ORDER BY step");
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (size_t k = 0; k < a.rows.size(); ++k)  // the same up to summation order
+    EXPECT_NEAR(a.Real(k, "loss"), b.Real(k, "loss"), 1e-5) << "step " << k;
+  e2e::Output quiet = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", bucketed));
+  EXPECT_EQ(quiet.text.find("suggestion"), std::string::npos) << quiet.text;  // nothing left to suggest
+}
+
 }  // namespace
 }  // namespace shardscope

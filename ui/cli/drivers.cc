@@ -66,6 +66,8 @@ constexpr const char* kRunHelp =
     "                    of their f32 operands, with f32 results and f32 master weights\n"
     "  --checkpoint      llama: gradient checkpointing per layer (activations recomputed\n"
     "                    in backward; the memory_plans table shows the lower peak)\n"
+    "  --bucket          recompile_storm: pad each batch's length to its power-of-two\n"
+    "                    bucket (what `shardscope recompiles` suggests)\n"
     "  --no-fusion       run every op as its own kernel (fusion is on by default;\n"
     "                    the fusion_decisions table says what was fused and why)\n"
     "  --cache-dir DIR   keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
@@ -106,6 +108,7 @@ int Run(const std::vector<std::string>& args) {
     if (a == "--quiet") { quiet = true; continue; }
     if (a == "--no-fusion") { fusion = false; continue; }
     if (a == "--checkpoint") { cfg.checkpoint_layers = true; continue; }
+    if (a == "--bucket") { cfg.bucket = true; continue; }
     if (a.rfind("--", 0) == 0) {
       if (!value(&v)) return Usage(absl::StrCat(a, " needs a value"));
       if (a == "--db") { db = v; continue; }
@@ -189,7 +192,7 @@ int Run(const std::vector<std::string>& args) {
                                    {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
                                    {"gemm", runtime::ChosenGemmBackend().Describe()},
                                    {"huge_page_heap", HugePageHeap()},
-                                   {"cache_dir", CacheDir(cache_dir)}}
+                                   {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;
