@@ -26,6 +26,7 @@ absl::Status Init(const InitOptions& opts) {
   if (cache_dir.empty())
     if (const char* env = std::getenv("SHARDSCOPE_CACHE_DIR")) cache_dir = env;
   if (absl::Status s = (*client)->SetCacheDir(cache_dir); !s.ok()) return s;
+  (*client)->set_cache_capacity(opts.cache_capacity);
   auto ctx = std::make_unique<internal::Context>();
   ctx->client = std::move(*client);
   ctx->host_track = trace::NextId();
@@ -88,6 +89,7 @@ void RegisterLive(const std::shared_ptr<TensorImpl>& t) {
   // before a Shutdown must not, when it dies, erase a newer tensor's entry.
   static int64_t next_id = 1;
   t->id = next_id++;
+  ++g_ctx->tensors_created;
   g_ctx->next_tensor_id = next_id;
   g_ctx->live[t->id] = t;
 }

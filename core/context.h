@@ -23,6 +23,8 @@ struct InitOptions {
   // The persistent compile cache's directory (runtime/compile_cache.h); empty:
   // $SHARDSCOPE_CACHE_DIR if set, else none.
   std::string cache_dir;
+  // Programs the in-memory compile cache keeps (0: no limit).
+  size_t cache_capacity = 0;
 };
 
 // Sets up the runtime (once per run). Emits the topology to the recorder.
@@ -65,6 +67,7 @@ struct Context {
     bool compiled = false;           // a cache miss
     std::string cause_kind, cause_detail;
   } last_cut;
+  int64_t tensors_created = 0;  // the CreateTensor counter
 };
 
 Context& Ctx();

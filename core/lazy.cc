@@ -253,6 +253,10 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
       cause.kind = "disk_cache_unreadable";
       cause.detail = compiled->disk_error;
+    } else if (compiled->evicted) {
+      cause.kind = "cache_evicted";
+      cause.detail = absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
+                                  client.cache_capacity(), " programs); raise the capacity, or use --cache-dir");
     }
   }
   ctx.last_cut = {exe.fingerprint, compiled->cache == runtime::CacheOutcome::kMiss, cause.kind, cause.detail};
@@ -401,6 +405,11 @@ absl::Status mark_step(std::source_location sl) {
   if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
   auto& ctx = internal::Ctx();
   absl::Status s = internal::Cut(internal::CutReason::kMarkStep, Loc(sl));
+  if (trace::enabled()) {
+    std::lock_guard<std::mutex> l(ctx.mu);
+    trace::recorder().Record(trace::CounterRecord{-1, "CreateTensor", trace::HostNowNs(),
+                                                  static_cast<double>(ctx.tensors_created)});
+  }
   ++ctx.step;
   return s;
 }

@@ -71,9 +71,21 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = cache_.find(key);
-    if (it != cache_.end()) return CompileResult{it->second, CacheOutcome::kMemoryHit, trace::HostNowNs() - t0};
+    if (it != cache_.end()) {
+      cache_use_.remove(key);
+      cache_use_.push_back(key);
+      CompileResult hit;
+      hit.executable = it->second;
+      hit.cache = CacheOutcome::kMemoryHit;
+      hit.duration_ns = trace::HostNowNs() - t0;
+      return hit;
+    }
   }
   CompileResult result;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    result.evicted = evicted_.count(key) > 0;
+  }
   std::shared_ptr<Executable> exe;
   const std::string disk_key = CompileCacheKey(key);
   if (disk_cache_) {
@@ -150,9 +162,21 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
   }
   std::lock_guard<std::mutex> l(mu_);
   cache_[key] = exe;
+  cache_use_.push_back(key);
+  evicted_.erase(key);
+  while (cache_capacity_ > 0 && cache_.size() > cache_capacity_) {
+    cache_.erase(cache_use_.front());
+    evicted_.insert(cache_use_.front());
+    cache_use_.pop_front();
+  }
   result.executable = exe;
   result.duration_ns = trace::HostNowNs() - t0;
   return result;
+}
+
+void Client::set_cache_capacity(size_t programs) {
+  std::lock_guard<std::mutex> l(mu_);
+  cache_capacity_ = programs;
 }
 
 absl::Status Client::SetCacheDir(const std::string& dir) {

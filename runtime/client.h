@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +58,7 @@ struct CompileResult {
   CacheOutcome cache = CacheOutcome::kMiss;
   int64_t duration_ns = 0;        // host clock
   std::string disk_error;         // a persistent entry that could not be read (removed; recompiled)
+  bool evicted = false;           // a miss for a program this client compiled and then evicted
 };
 
 class CompileCache;
@@ -104,6 +107,11 @@ class Client {
   // empty turns it off. See runtime/compile_cache.h.
   absl::Status SetCacheDir(const std::string& dir);
   const CompileCache* disk_cache() const { return disk_cache_.get(); }
+
+  // At most `programs` executables in memory (0: no limit); the least
+  // recently used one goes first. A later miss for it says it was evicted.
+  void set_cache_capacity(size_t programs);
+  size_t cache_capacity() const { return cache_capacity_; }
 
   // What an uneven shard holds past the end of the value: zeros, or (to find
   // a program that reads its padding) NaN for floats and 1e9 for integers.
@@ -159,6 +167,9 @@ class Client {
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Executable>> cache_;
+  size_t cache_capacity_ = 0;
+  std::list<std::string> cache_use_;     // keys, least recently used first
+  std::set<std::string> evicted_;        // keys compiled here and evicted since
   std::vector<std::vector<DeviceOp>> pending_transfers_;
   absl::Status async_error_;
   // Last, so it is destroyed first: queued runs finish while the devices live.

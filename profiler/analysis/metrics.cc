@@ -106,6 +106,9 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
   r.metrics.push_back(Timing("MarkStep", "host", "a mark_step call", by_name["mark_step"]));
 
   const int64_t reads = static_cast<int64_t>(by_name["read value"].size());
+  auto created = rd.Query("SELECT MAX(value) AS n FROM counters WHERE run_id = ?1 AND name = 'CreateTensor'", {run});
+  if (!created.ok()) return created.status();
+  const bool counted = !created->rows.empty() && !created->Text(0, "n").empty();
   // The persistent cache counts only for runs that had one (the run's config says which directory).
   auto config = rd.Query("SELECT COALESCE(json_extract(config_json, '$.cache_dir'), '') AS dir FROM runs"
                          " WHERE run_id = ?1",
@@ -121,7 +124,8 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
       {"PersistentCacheMiss", persistent_count(uncached), persistent ? "not on disk: compiled and stored" : no_cache},
       {"PersistentCacheDeserializeFailure", persistent_count(unreadable),
        persistent ? "unreadable entries, removed and recompiled" : no_cache},
-      {"CreateTensor", std::nullopt, "not recorded by this version"},
+      {"CreateTensor", counted ? std::optional<int64_t>(created->Int(0, "n")) : std::nullopt,
+       counted ? "tensors the frontend made" : "not recorded in this run"},
       {"ValueRead", reads, "host reads of a tensor's value"},
       {"Fallback", fallbacks,
        fallback_lines.empty() ? "host_call: C++ run on host values"

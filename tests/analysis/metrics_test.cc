@@ -100,6 +100,7 @@ int64_t WriteSteps(const std::string& path, bool churn) {
       fallback.slice_id = 100 + s;
       fallback.name = "host_call at a.cc:9";
       (*w)->Record(fallback);
+      (*w)->Record(trace::CounterRecord{-1, "CreateTensor", s * kMs, 10.0 * (s + 1)});
     }
   }
   EXPECT_TRUE((*w)->EndRunAndCheck().ok());
@@ -120,6 +121,7 @@ TEST(MetricsTest, WarnsOfRecompilingAndReadingEveryStep) {
   EXPECT_TRUE(absl::StrContains(bad->warnings[1], "a value is read back in 14 of 14 steps")) << bad->warnings[1];
   EXPECT_EQ(Counter(*bad, "ValueRead"), 14);
   EXPECT_EQ(Counter(*bad, "Fallback"), 14);
+  EXPECT_EQ(Counter(*bad, "CreateTensor"), 140);  // the counter's last sample
   EXPECT_TRUE(absl::StrContains(RenderMetricsText(*bad), "host_call at a.cc:9")) << RenderMetricsText(*bad);
   auto good = BuildMetricsReport(*rd, calm);
   ASSERT_TRUE(good.ok()) << good.status();

@@ -70,5 +70,24 @@ TEST_F(CompileTest, GuardRefusesTooManyDistinctGraphs) {
   EXPECT_TRUE(absl::StrContains(third.message(), "-> f32[8,2]")) << third;  // against the nearest earlier graph
 }
 
+// With room for one program, alternating two graphs evicts each: the third
+// step recompiles the first graph, and says it was evicted.
+TEST(CacheEvictionTest, RecompilingAnEvictedGraphSaysSo) {
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1, .cache_capacity = 1}).ok());
+  std::vector<std::string> causes;
+  for (int64_t rows : {4, 6, 4}) {  // one call site: the same line and stack each time
+    Tensor x = Tensor::from_host(Literal::FromF32({rows, 2}, std::vector<float>(rows * 2, 1.f)), "x");
+    Tensor y = sum(x * x);
+    ASSERT_TRUE(mark_step().ok());
+    causes.push_back(internal::Ctx().last_cut.cause_kind);
+  }
+  EXPECT_EQ(causes, (std::vector<std::string>{"first_compile", "input_shape_changed", "cache_evicted"}));
+  EXPECT_TRUE(internal::Ctx().last_cut.compiled);
+  EXPECT_EQ(internal::Ctx().last_cut.cause_kind, "cache_evicted");
+  EXPECT_TRUE(absl::StrContains(internal::Ctx().last_cut.cause_detail, "keeps 1 programs")) << internal::Ctx().last_cut.cause_detail;
+  EXPECT_EQ(GetClient().cache_size(), 1u);
+  Shutdown();
+}
+
 }  // namespace
 }  // namespace shardscope

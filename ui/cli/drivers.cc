@@ -72,6 +72,8 @@ constexpr const char* kRunHelp =
     "                    the fusion_decisions table says what was fused and why)\n"
     "  --cache-dir DIR   keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
     "                    a second run of the same workload compiles nothing\n"
+    "  --cache-capacity N  keep at most N programs in memory (default: all); a\n"
+    "                    recompiled evicted one is diagnosed as cache_evicted\n"
     "  --quiet           print only the summary line\n"
     "\n"
     "samples:\n";
@@ -96,6 +98,7 @@ int Run(const std::vector<std::string>& args) {
   int64_t hosts = 1;
   bool quiet = false, fusion = true, batch_given = false;
   std::string cache_dir;
+  size_t cache_capacity = 0;
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string& a = args[k];
     auto value = [&](std::string* out) {
@@ -116,6 +119,11 @@ int Run(const std::vector<std::string>& args) {
       if (a == "--data") { cfg.data_path = v; continue; }
       if (a == "--sharding") { cfg.sharding = v; continue; }
       if (a == "--cache-dir") { cache_dir = v; continue; }
+      if (a == "--cache-capacity") {
+        if (!ParseInt(v, &n) || n < 0) return Usage(absl::StrCat("--cache-capacity '", v, "' is not a count"));
+        cache_capacity = static_cast<size_t>(n);
+        continue;
+      }
       if (a == "--save") { cfg.save_path = v; continue; }
       if (a == "--autocast") {
         if (v != "bf16" && v != "f16") return Usage(absl::StrCat("--autocast '", v, "' is not bf16 or f16"));
@@ -192,7 +200,8 @@ int Run(const std::vector<std::string>& args) {
                                    {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
                                    {"gemm", runtime::ChosenGemmBackend().Describe()},
                                    {"huge_page_heap", HugePageHeap()},
-                                   {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket}}
+                                   {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket},
+                                   {"cache_capacity", cache_capacity}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;
@@ -211,7 +220,8 @@ int Run(const std::vector<std::string>& args) {
   }
   if (absl::Status s = Init({.num_hosts = static_cast<int>(hosts),
                              .chips_per_host = static_cast<int>(chips / hosts),
-                             .cache_dir = CacheDir(cache_dir)});
+                             .cache_dir = CacheDir(cache_dir),
+                             .cache_capacity = cache_capacity});
       !s.ok()) {
     trace::SetRecorder(nullptr);
     std::cerr << "error: " << s.message() << "\n";
