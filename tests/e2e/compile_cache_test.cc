@@ -3,6 +3,7 @@
 // entry they leave is whole), then a third run of the same workload compiles
 // nothing, trains identically, and `shardscope metrics` counts the hits.
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -54,6 +55,16 @@ TEST(CompileCacheE2e, TwoProcessesShareADirectoryThenARunCompilesNothing) {
   EXPECT_EQ(Counter(metrics.text, "UncachedCompile"), "0") << metrics.text;
   EXPECT_EQ(Counter(metrics.text, "PersistentCacheMiss"), "0") << metrics.text;
   EXPECT_NE(Counter(metrics.text, "PersistentCacheHit"), "0") << metrics.text;
+  // A damaged entry: the next run recompiles that program and says why, naming the file.
+  std::string damaged;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) damaged = e.path().string();
+  { std::ofstream(damaged, std::ios::trunc) << "{\"version\": 7"; }
+  const std::string d = e2e::TempDb("cache_d");
+  ASSERT_EQ(e2e::Shell(run + d).code, 0);
+  auto why = e2e::Q(d, "SELECT cause_kind, cause_detail FROM compilations WHERE cache = 'miss'");
+  ASSERT_EQ(why.rows.size(), 1u);
+  EXPECT_EQ(why.Text(0, "cause_kind"), "disk_cache_unreadable");
+  EXPECT_TRUE(absl::StrContains(why.Text(0, "cause_detail"), damaged)) << why.Text(0, "cause_detail");
   std::filesystem::remove_all(dir);
 }
 
