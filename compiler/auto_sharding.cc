@@ -389,7 +389,8 @@ absl::StatusOr<AutoShardingResult> AutoShard(const Module& global, std::vector<A
   const auto& params = work->parameters();
   std::vector<bool> grouped(params.size(), false);
   for (const auto& g : groups) {
-    if (g.params.empty()) return absl::InvalidArgumentError(absl::StrCat("auto-sharding: group '", g.name, "' is empty"));
+    if (g.params.empty())
+      return absl::InvalidArgumentError(absl::StrCat("auto-sharding: group '", g.name, "' is empty"));
     for (int p : g.params) {
       if (p < 0 || p >= static_cast<int>(params.size()))
         return absl::InvalidArgumentError(absl::StrCat("auto-sharding: group '", g.name, "' names parameter ", p,

@@ -93,7 +93,8 @@ absl::StatusOr<AutoShardingChoice> auto_shard_pending_step(
   for (const auto& [name, e] : c.hand) rec.candidates.push_back(Row(name, e, false));
   for (size_t k = 0; k < c.result.groups.size(); ++k) {
     const auto& grp = c.result.groups[k];
-    rec.choices.push_back({grp.name, static_cast<int>(grp.params.size()), compiler::AxesToString(c.result.choice[k], am),
+    rec.choices.push_back({grp.name, static_cast<int>(grp.params.size()),
+                           compiler::AxesToString(c.result.choice[k], am),
                            c.result.param_shardings[grp.params[0]].ToString()});
   }
   trace::recorder().Record(rec);

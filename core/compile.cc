@@ -50,8 +50,8 @@ absl::Status CompiledFn::operator()() {
   fingerprints_.push_back(cut.fingerprint);
   if (opts_.max_different_graphs > 0 && distinct_graphs() > opts_.max_different_graphs)
     return absl::FailedPreconditionError(absl::StrCat(
-        "compile: '", opts_.name, "' produced ", distinct_graphs(), " distinct graphs, more than max_different_graphs = ",
-        opts_.max_different_graphs, "; the newest differs: ", cut.cause_kind.empty() ? "(cached)" : cut.cause_kind,
+        "compile: '", opts_.name, "' produced ", distinct_graphs(),
+        " distinct graphs, more than max_different_graphs = ", opts_.max_different_graphs, "; the newest differs: ", cut.cause_kind.empty() ? "(cached)" : cut.cause_kind,
         cut.cause_detail.empty() ? "" : absl::StrCat(": ", cut.cause_detail)));
   return absl::OkStatus();
 }

@@ -392,27 +392,31 @@ absl::StatusOr<PendingGraph> pending_graph() {
 }
 
 namespace internal {
-absl::Status MarkStepAt(const SourceLoc& loc, const std::string& name) {
-  if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
-  const CallSite site{absl::StrCat("compile:", name, "@", At(loc)), absl::StrCat(At(loc), " compile(", name, ")")};
-  absl::Status s = Cut(CutReason::kMarkStep, loc, &site);
-  ++Ctx().step;
-  return s;
-}
-}  // namespace internal
-
-absl::Status mark_step(std::source_location sl) {
-  if (!Initialized()) return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
-  auto& ctx = internal::Ctx();
-  absl::Status s = internal::Cut(internal::CutReason::kMarkStep, Loc(sl));
+namespace {
+// A mark_step: the cut (at `site`, else the caller's line and stack), the
+// CreateTensor counter's sample, and the next step number.
+absl::Status Step(const SourceLoc& loc, const CallSite* site) {
+  if (!Initialized())
+    return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
+  Context& ctx = Ctx();
+  absl::Status s = Cut(CutReason::kMarkStep, loc, site);
   if (trace::enabled()) {
     std::lock_guard<std::mutex> l(ctx.mu);
-    trace::recorder().Record(trace::CounterRecord{-1, "CreateTensor", trace::HostNowNs(),
-                                                  static_cast<double>(ctx.tensors_created)});
+    trace::recorder().Record(
+        trace::CounterRecord{-1, "CreateTensor", trace::HostNowNs(), static_cast<double>(ctx.tensors_created)});
   }
   ++ctx.step;
   return s;
 }
+}  // namespace
+
+absl::Status MarkStepAt(const SourceLoc& loc, const std::string& name) {
+  const CallSite site{absl::StrCat("compile:", name, "@", At(loc)), absl::StrCat(At(loc), " compile(", name, ")")};
+  return Step(loc, &site);
+}
+}  // namespace internal
+
+absl::Status mark_step(std::source_location sl) { return internal::Step(Loc(sl), nullptr); }
 
 void log_step(double loss, std::optional<double> eval_loss) {
   if (!Initialized()) return;
