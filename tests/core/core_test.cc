@@ -766,6 +766,47 @@ TEST_F(RecompileTest, InputShapeChanged) {
   EXPECT_EQ(rec_.compiles.back().cache, "memory_hit");
 }
 
+int g_scalar_line = 0, g_branch_line = 0;
+
+// A step whose scalar is 0 or 1 (inlined into the graph by the scalar rule),
+// or whose op depends on a host-side flag (a branch).
+absl::Status ScalarStep(double s) {
+  Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+  g_scalar_line = __LINE__ + 1;
+  Tensor y = add(x, s);
+  return mark_step();
+}
+absl::Status BranchStep(bool flag) {
+  Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+  g_branch_line = __LINE__ + 1;
+  Tensor y = flag ? exp(x) : tanh(x);
+  return mark_step();
+}
+
+TEST_F(RecompileTest, InlinedScalarChanged) {
+  for (double s : {0.0, 1.0})
+    ASSERT_TRUE(ScalarStep(s).ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "inlined_scalar_changed");
+  EXPECT_NE(misses[1].cause_detail.find("from 0 to 1"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_scalar_line);
+  // Any other value is data: 0.25, 0.5 and 0.75 share one graph.
+  for (double s : {0.25, 0.5, 0.75})
+    ASSERT_TRUE(ScalarStep(s).ok());
+  EXPECT_EQ(Misses().size(), 3u);
+}
+
+TEST_F(RecompileTest, GraphChangedNamesTheFirstDifferingOp) {
+  for (bool flag : {true, false})
+    ASSERT_TRUE(BranchStep(flag).ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "graph_changed");
+  EXPECT_NE(misses[1].cause_detail.find("first at stablehlo.tanh"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_branch_line);
+}
+
 TEST_F(RecompileTest, InputDtypeChanged) {
   ASSERT_TRUE(Steps({{{4, 3}}, {{4, 3}, DType::kF64}}).ok());
   auto misses = Misses();
