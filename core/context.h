@@ -42,6 +42,7 @@ struct GraphInput {
   Shape shape;
   Sharding sharding;
   SourceLoc created;
+  bool shape_from_data = false;  // made by nonzero: its shape follows the values
 };
 
 // A graph compiled at some call site, kept to diff later graphs against.

@@ -236,7 +236,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       d.device = runtime::AsyncArray::Ready(std::move(*a));
       d.host.reset();
     }
-    inputs.push_back({p->name, p->shape, d.sharding, p->created});
+    inputs.push_back({p->name, p->shape, d.sharding, p->created, p->shape_from_data});
   }
   int64_t t_transferred = trace::HostNowNs();
 

@@ -553,4 +553,27 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, SL sl) {
   return neg(mean(sum(mul(lp, oh, sl), {1}, false, sl), sl), sl);
 }
 
+absl::StatusOr<Tensor> nonzero(const Tensor& a, SL loc) {
+  auto v = a.to_host(loc);
+  if (!v.ok()) return v.status();
+  const std::vector<int64_t>& dims = v->shape().dims;
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int32_t> idx;
+  int64_t count = 0;
+  for (int64_t k = 0; k < v->elements(); ++k) {
+    if (v->GetDouble(k) == 0) continue;
+    ++count;
+    int64_t rest = k;
+    std::vector<int32_t> at(rank);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      at[d] = static_cast<int32_t>(rest % dims[d]);
+      rest /= dims[d];
+    }
+    idx.insert(idx.end(), at.begin(), at.end());
+  }
+  Tensor t = Tensor::from_host(Literal::FromI32({count, rank}, idx), "nonzero", loc);
+  t.node()->shape_from_data = true;
+  return t;
+}
+
 }  // namespace shardscope

@@ -67,6 +67,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, SL loc = SL::cu
 // Fraction of rows whose argmax equals the label (no gradient).
 Tensor one_hot(const Tensor& labels, int64_t classes, DType dtype = DType::kF32, SL loc = SL::current());
 Tensor convert(const Tensor& a, DType to, SL loc = SL::current());
+// The indices of the nonzero elements of `a`, i32 [count, rank] (as
+// torch.nonzero). Its shape depends on the values, so it reads `a` (cutting
+// the graph) and computes on the host; a graph using it recompiles whenever
+// the count changes, diagnosed as data_dependent_shape at this line.
+absl::StatusOr<Tensor> nonzero(const Tensor& a, SL loc = SL::current());
 // The value without its gradient history.
 Tensor stop_gradient(const Tensor& a);
 

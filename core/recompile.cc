@@ -53,6 +53,11 @@ RecompileCause DiagnoseCause(const compiler::Module& graph, const std::vector<Gr
     const GraphInput& before = best->inputs[first.index];
     c.kind = first.shape ? "input_shape_changed" : first.dtype ? "input_dtype_changed" : "input_sharding_changed";
     c.detail = absl::StrCat("input ", Describe(before, now, first.index, first), " (created at ", At(now.created), ")");
+    if (first.shape && now.shape_from_data) {  // the values decided the shape: padding it is the fix
+      c.kind = "data_dependent_shape";
+      c.detail = absl::StrCat("input ", Describe(before, now, first.index, first), " has a shape that depends on ",
+                              "values (nonzero at ", At(now.created), "); pad it to a fixed size to compile once");
+    }
     if (d.inputs.size() > 1) {
       absl::StrAppend(&c.detail, "; also ");
       for (size_t k = 1; k < d.inputs.size() && k < 4; ++k) {

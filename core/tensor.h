@@ -65,6 +65,7 @@ struct Node {
   std::shared_ptr<DeviceData> data;  // data nodes only
   std::string name;                  // data nodes: the tensor's name
   SourceLoc created;                 // data nodes: where the value was made
+  bool shape_from_data = false;      // data nodes: made by an op whose shape depends on values (nonzero)
 
   bool requires_grad = false;
   struct TensorImpl* grad_leaf = nullptr;  // set while the node is a leaf of `grad_leaf`

@@ -807,6 +807,30 @@ TEST_F(RecompileTest, GraphChangedNamesTheFirstDifferingOp) {
   EXPECT_EQ(misses[1].source_line, g_branch_line);
 }
 
+// nonzero's count follows the values: a graph using it recompiles when the
+// count changes, diagnosed as data_dependent_shape at the nonzero line.
+int g_nonzero_line = 0;
+absl::Status NonzeroStep(std::vector<float> mask) {
+  Tensor m = Tensor::from_host(Literal::FromF32({4}, mask), "mask");
+  g_nonzero_line = __LINE__ + 1;
+  auto idx = nonzero(m);
+  if (!idx.ok()) return idx.status();
+  Tensor y = sum(convert(*idx, DType::kF32));
+  return mark_step();
+}
+
+TEST_F(RecompileTest, DataDependentShape) {
+  for (auto mask : {std::vector<float>{1, 0, 1, 0}, std::vector<float>{0, 1, 0, 1}, std::vector<float>{1, 1, 1, 0}})
+    ASSERT_TRUE(NonzeroStep(mask).ok());
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);  // two nonzeros twice: one graph; three: another
+  EXPECT_EQ(misses[1].cause_kind, "data_dependent_shape");
+  EXPECT_NE(misses[1].cause_detail.find("i32[2,1] -> i32[3,1]"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_NE(misses[1].cause_detail.find(absl::StrCat("nonzero at ", kFile, ":", g_nonzero_line)), std::string::npos)
+      << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_nonzero_line);
+}
+
 TEST_F(RecompileTest, InputDtypeChanged) {
   ASSERT_TRUE(Steps({{{4, 3}}, {{4, 3}, DType::kF64}}).ok());
   auto misses = Misses();
