@@ -253,7 +253,9 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
       cause.kind = "disk_cache_unreadable";
       cause.detail = compiled->disk_error;
+      cause.loc = loc;
     } else if (compiled->evicted) {
+      cause.loc = loc;
       cause.kind = "cache_evicted";
       cause.detail = absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
                                   client.cache_capacity(), " programs); raise the capacity, or use --cache-dir");

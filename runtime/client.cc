@@ -196,8 +196,9 @@ absl::Status Client::SetCacheDir(const std::string& dir) {
 std::string Client::CompileCacheKey(const std::string& key) const {
   // Everything that decides the program: the graph (fingerprint: ops, shapes,
   // dtypes, shardings, inlined constants), the device count and fusion (in
-  // `key`), how devices sit on hosts, and the compiler's version.
-  return absl::StrCat(key, "/hosts=", topology_->num_hosts(), "/", kCompilerVersion);
+  // `key`), how devices sit on hosts, the target profile and the compiler's version.
+  return absl::StrCat(key, "/hosts=", topology_->num_hosts(), "/profile=", modeled_clock_->model().profile().name, "/",
+                      kCompilerVersion);
 }
 
 trace::ShardingRecord Client::ShardingRows(const compiler::Module& global, const compiler::SpmdResult& spmd) {

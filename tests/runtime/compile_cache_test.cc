@@ -83,6 +83,11 @@ TEST(CompileCacheTest, AnotherOptionIsAMissNeverAStaleHit) {
   auto r = unfused->Compile(*RowSum());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->cache, CacheOutcome::kMiss);
+  auto profiled = MakeClient(dir);  // another target profile
+  ASSERT_TRUE(profiled->SetProfile("tpu-v4").ok());
+  auto p = profiled->Compile(*RowSum());
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->cache, CacheOutcome::kMiss);
   auto four = Client::Create({.num_hosts = 2, .chips_per_host = 1});  // two chips, on two hosts
   ASSERT_TRUE(four.ok());
   ASSERT_TRUE((*four)->SetCacheDir(dir).ok());
