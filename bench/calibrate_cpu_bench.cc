@@ -15,7 +15,6 @@
 // the profile uses. Run it with OPENBLAS_CORETYPE unset:
 //
 //   OPENBLAS_CORETYPE= build-cost/bench/calibrate_cpu_bench
-#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "compiler/ir.h"
 #include "runtime/intra_op.h"
 #include "runtime/kernels.h"
@@ -73,9 +73,7 @@ double MedianNs(const compiler::Instruction& i, const std::vector<const Literal*
 }  // namespace
 
 int main() {
-  // As the `run` driver does: keep freed memory, so pages do not fault again.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  shardscope::bench::KeepFreedMemory();  // as the `run` driver does
   if (const char* c = std::getenv("OPENBLAS_CORETYPE"); c && *c)
     std::fprintf(stderr, "warning: OPENBLAS_CORETYPE=%s is set; unset it for calibration\n", c);
 

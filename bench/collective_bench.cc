@@ -7,13 +7,13 @@
 // so reduce_scatter's "out" is small next to its "in". Run with the machine idle.
 //
 //   ./build/bench/collective_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
-#include <malloc.h>
 
 #include <cstring>
 #include <vector>
 
 #include <benchmark/benchmark.h>
 
+#include "bench/bench_main.h"
 #include "compiler/literal.h"
 #include "runtime/collectives.h"
 
@@ -128,13 +128,4 @@ BENCHMARK(BM_CollectivePermute)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Keep freed buffers in the heap (MACHINE-NOTES, "Two traps").
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+int main(int argc, char** argv) { return shardscope::bench::BenchmarkMain(argc, argv); }

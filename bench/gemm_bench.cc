@@ -7,7 +7,6 @@
 // OPENBLAS_CORETYPE unset (MACHINE-NOTES).
 //
 //   ./build/bench/gemm_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
-#include <malloc.h>
 
 #include <random>
 #include <thread>
@@ -26,6 +25,7 @@
 
 #include <cblas.h>
 
+#include "bench/bench_main.h"
 #include "compiler/ir.h"
 #include "runtime/intra_op.h"
 #include "runtime/kernels.h"
@@ -148,14 +148,5 @@ BENCHMARK(BM_EigenDirect)->Arg(1024)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  // Keep freed GEMM work buffers in the heap: returning them to the OS makes
-  // every call page-fault them back in (MACHINE-NOTES, "Two traps").
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
-}
+// GEMM work buffers freed between calls stay in the heap (KeepFreedMemory).
+int main(int argc, char** argv) { return shardscope::bench::BenchmarkMain(argc, argv); }

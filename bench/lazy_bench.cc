@@ -5,7 +5,6 @@
 // on a 1x1 and a 2x2 mesh.
 //   build/bench/lazy_bench [--benchmark_filter=Llama]
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 #include <time.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include <memory>
 #include <mutex>
 
+#include "bench/bench_main.h"
 #include "compiler/buffer_assignment.h"
 #include "compiler/cost_model.h"
 #include "compiler/fingerprint.h"
@@ -47,8 +47,7 @@ int g_generation = 0;
 // already on that many (or always, when `fresh`); false on failure.
 bool InitChips(int chips, bool fresh = false) {
   static bool once = [] {
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    shardscope::bench::KeepFreedMemory();
     return true;
   }();
   (void)once;

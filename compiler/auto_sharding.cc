@@ -24,15 +24,8 @@ namespace {
 // Mesh coordinates of every device id (empty for ids not in the mesh).
 std::map<int64_t, std::vector<int64_t>> CoordsOf(const AutoMesh& mesh) {
   std::map<int64_t, std::vector<int64_t>> out;
-  for (size_t k = 0; k < mesh.device_ids.size(); ++k) {
-    std::vector<int64_t> c(mesh.shape.size());
-    int64_t l = static_cast<int64_t>(k);
-    for (int a = static_cast<int>(mesh.shape.size()) - 1; a >= 0; --a) {
-      c[a] = l % mesh.shape[a];
-      l /= mesh.shape[a];
-    }
-    out[mesh.device_ids[k]] = std::move(c);
-  }
+  for (size_t k = 0; k < mesh.device_ids.size(); ++k)
+    out[mesh.device_ids[k]] = Unravel(static_cast<int64_t>(k), mesh.shape);
   return out;
 }
 

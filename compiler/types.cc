@@ -63,4 +63,19 @@ std::vector<int64_t> Strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
+std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> index(dims.size());
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+    index[i] = flat % dims[i];
+    flat /= dims[i];
+  }
+  return index;
+}
+
+int64_t Ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& dims) {
+  int64_t flat = 0;
+  for (size_t i = 0; i < dims.size(); ++i) flat = flat * dims[i] + index[i];
+  return flat;
+}
+
 }  // namespace shardscope

@@ -40,5 +40,8 @@ struct Shape {
 
 // Row-major strides in elements.
 std::vector<int64_t> Strides(const std::vector<int64_t>& dims);
+// The row-major index of element `flat` of `dims`, and back.
+std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims);
+int64_t Ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& dims);
 
 }  // namespace shardscope

@@ -563,13 +563,7 @@ absl::StatusOr<Tensor> nonzero(const Tensor& a, SL loc) {
   for (int64_t k = 0; k < v->elements(); ++k) {
     if (v->GetDouble(k) == 0) continue;
     ++count;
-    int64_t rest = k;
-    std::vector<int32_t> at(rank);
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      at[d] = static_cast<int32_t>(rest % dims[d]);
-      rest /= dims[d];
-    }
-    idx.insert(idx.end(), at.begin(), at.end());
+    for (int64_t i : Unravel(k, dims)) idx.push_back(static_cast<int32_t>(i));
   }
   Tensor t = Tensor::from_host(Literal::FromI32({count, rank}, idx), "nonzero", loc);
   t.node()->shape_from_data = true;

@@ -32,21 +32,6 @@ using Groups = std::vector<std::vector<int64_t>>;
 
 // ---------------------------------------------------------------- host-side expectations
 
-std::vector<int64_t> Unravel(int64_t k, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    idx[d] = k % dims[d];
-    k /= dims[d];
-  }
-  return idx;
-}
-
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t k = 0;
-  for (size_t d = 0; d < dims.size(); ++d) k = k * dims[d] + idx[d];
-  return k;
-}
-
 // Device d's input: distinct, nonzero values per device (i1: a pattern that differs by device).
 Literal DeviceInput(DType t, const std::vector<int64_t>& dims, int d) {
   Literal l(Shape(t, dims));

@@ -54,20 +54,6 @@ Literal Random(DType t, std::vector<int64_t> dims, double lo = -1, double hi = 1
 
 Literal Scalar(DType t, double v) { return Literal::Scalar(t, v); }
 
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
-    idx[i] = flat % dims[i];
-    flat /= dims[i];
-  }
-  return idx;
-}
-
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t i = 0; i < dims.size(); ++i) flat = flat * dims[i] + idx[i];
-  return flat;
-}
 
 // Runs the kernel; the result literal is allocated with the instruction's type.
 absl::Status Eval(const Instruction* instr, const std::vector<const Literal*>& ops, Literal* out,
