@@ -116,7 +116,18 @@ bool IsMatrixOp(const Instruction& i) {
 
 // Ops a device does not spend time on: bound at launch or baked into the program.
 bool Free(const Instruction& i) {
-  return i.op == Opcode::kParameter || i.op == Opcode::kConstant || i.op == Opcode::kPartitionId;
+  return i.op == Opcode::kParameter || i.op == Opcode::kConstant || i.op == Opcode::kPartitionId ||
+         i.op == Opcode::kGetTupleElement;  // a while's result, handed over
+}
+
+void Accumulate(OpCost* total, const OpCost& c, double times) {
+  total->flops += c.flops * times;
+  total->bytes_read += std::llround(static_cast<double>(c.bytes_read) * times);
+  total->bytes_written += std::llround(static_cast<double>(c.bytes_written) * times);
+  total->compute_ns += c.compute_ns * times;
+  total->memory_ns += c.memory_ns * times;
+  total->network_ns += c.network_ns * times;
+  total->modeled_ns += std::llround(static_cast<double>(c.modeled_ns) * times);
 }
 
 }  // namespace
@@ -289,8 +300,25 @@ OpCost CostModel::TransferCost(int64_t bytes) const {
   return c;
 }
 
+OpCost CostModel::WhileCost(const Instruction& w, int default_group_size) const {
+  // The condition runs once more than the body. A trip count the program
+  // does not make plain is taken as one iteration.
+  const double trips = static_cast<double>(StaticTripCount(w).value_or(1));
+  OpCost total;
+  for (const auto* region : {w.cond.get(), w.body.get()}) {
+    if (!region) continue;
+    const double times = region == w.cond.get() ? trips + 1 : trips;
+    for (const auto& i : region->instructions()) Accumulate(&total, InstructionCost(*i, default_group_size), times);
+  }
+  total.roofline = total.network_ns > std::max(total.compute_ns, total.memory_ns) ? RooflineClass::kCollective
+                   : total.compute_ns >= total.memory_ns && total.flops > 0        ? RooflineClass::kCompute
+                                                                                   : RooflineClass::kMemory;
+  return total;
+}
+
 OpCost CostModel::InstructionCost(const Instruction& i, int default_group_size) const {
   if (Free(i)) return OpCost{};
+  if (i.op == Opcode::kWhile) return WhileCost(i, default_group_size);
   int64_t read = 0, written = 0;
   Bytes(i, &read, &written);
   if (IsCollective(i.op)) {

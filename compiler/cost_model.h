@@ -107,6 +107,9 @@ class CostModel {
   // participants of a collective without explicit replica groups (the
   // program's partition count).
   OpCost InstructionCost(const Instruction& i, int default_group_size = 1) const;
+  // A while: its regions' instructions, the body times its static trip count
+  // (StaticTripCount; one when unknown), the condition once more.
+  OpCost WhileCost(const Instruction& w, int default_group_size = 1) const;
 
   // A fused kernel: `members` run in one pass over memory, so only values
   // crossing the kernel boundary move: operands produced outside the group are

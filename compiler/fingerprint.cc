@@ -66,7 +66,7 @@ class Hasher {
 // position), source location, module path and parameter name. A field added
 // to Instruction must be added here: the size check below fails until then.
 void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, int64_t>& position, Hasher& h) {
-  static_assert(sizeof(Instruction) == 1232,
+  static_assert(sizeof(Instruction) == 1264,
                 "Instruction changed: hash the new field in HashInstruction, then update the size");
   h.Int(static_cast<int64_t>(i.op));
   h.ShapeOf(i.shape);
@@ -124,6 +124,10 @@ void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, in
   h.Int(static_cast<int64_t>(i.replica_groups.size()));
   for (const auto& g : i.replica_groups) h.Ints(g);
   h.Pairs(i.source_target_pairs);
+  for (const auto* region : {&i.cond, &i.body}) {
+    h.Int(*region != nullptr);
+    if (*region) h.Str(Fingerprint(**region));
+  }
 }
 
 }  // namespace
@@ -178,6 +182,12 @@ bool SameStructure(const Instruction& a, const Instruction& b, bool* constant_on
       break;
     case Opcode::kCompare:
       if (a.compare != b.compare) return false;
+      break;
+    case Opcode::kGetTupleElement:
+      if (a.dims != b.dims) return false;
+      break;
+    case Opcode::kWhile:  // a different loop (its trip count included) is a different graph
+      if (Fingerprint(*a.cond) != Fingerprint(*b.cond) || Fingerprint(*a.body) != Fingerprint(*b.body)) return false;
       break;
     case Opcode::kConvert:
       if (a.shape.dtype != b.shape.dtype) return false;

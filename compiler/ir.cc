@@ -374,6 +374,81 @@ Instruction* Module::OptimizationBarrier(Instruction* a, std::vector<Instruction
   return Finish(New(Opcode::kOptimizationBarrier, {}, std::move(ops), loc));
 }
 
+std::vector<Instruction*> Module::While(std::vector<Instruction*> init, std::shared_ptr<const Module> cond,
+                                        std::shared_ptr<const Module> body, const SourceLoc& loc) {
+  const size_t n = init.size();
+  Instruction* w = New(Opcode::kWhile, WhilePlaceholderShape(), std::move(init), loc);
+  w->cond = std::move(cond);
+  w->body = std::move(body);
+  std::vector<Instruction*> results;
+  for (size_t k = 0; k < n; ++k) results.push_back(GetTupleElement(w, static_cast<int64_t>(k), loc));
+  return results;
+}
+
+Instruction* Module::GetTupleElement(Instruction* w, int64_t index, const SourceLoc& loc) {
+  Instruction* i = New(Opcode::kGetTupleElement, {}, {w}, loc);
+  i->dims = {index};
+  return Finish(i);
+}
+
+Shape WhilePlaceholderShape() { return Shape(DType::kI1, {0}); }
+
+namespace {
+// The scalar integer constant `i` holds, if it is one.
+std::optional<int64_t> IntConstant(const Instruction* i) {
+  if (i->op != Opcode::kConstant || !i->literal || i->shape.rank() != 0 || IsFloat(i->shape.dtype) ||
+      i->shape.dtype == DType::kI1)
+    return std::nullopt;
+  return static_cast<int64_t>(i->literal->GetDouble(0));
+}
+}  // namespace
+
+std::optional<int64_t> StaticTripCount(const Instruction& w) {
+  if (w.op != Opcode::kWhile || !w.cond || !w.body || w.cond->outputs().size() != 1) return std::nullopt;
+  const Instruction* c = w.cond->outputs()[0];
+  if (c->op != Opcode::kCompare) return std::nullopt;
+  // counter OP limit, or limit OP counter (turned around).
+  CompareDirection dir = c->compare;
+  const Instruction* counter = c->operands[0];
+  std::optional<int64_t> limit = IntConstant(c->operands[1]);
+  if (counter->op != Opcode::kParameter) {
+    counter = c->operands[1];
+    limit = IntConstant(c->operands[0]);
+    static const CompareDirection kSwapped[] = {CompareDirection::kEQ, CompareDirection::kNE, CompareDirection::kGT,
+                                                CompareDirection::kGE, CompareDirection::kLT, CompareDirection::kLE};
+    dir = kSwapped[static_cast<int>(dir)];
+  }
+  if (counter->op != Opcode::kParameter || !limit) return std::nullopt;
+  const int64_t k = counter->param_index;
+  if (k < 0 || k >= static_cast<int64_t>(w.operands.size()) || k >= static_cast<int64_t>(w.body->outputs().size()))
+    return std::nullopt;
+  std::optional<int64_t> start = IntConstant(w.operands[k]);
+  const Instruction* next = w.body->outputs()[k];
+  if (!start || next->op != Opcode::kAdd) return std::nullopt;
+  std::optional<int64_t> step;
+  if (next->operands[0]->op == Opcode::kParameter && next->operands[0]->param_index == k)
+    step = IntConstant(next->operands[1]);
+  else if (next->operands[1]->op == Opcode::kParameter && next->operands[1]->param_index == k)
+    step = IntConstant(next->operands[0]);
+  if (!step || *step == 0) return std::nullopt;
+  // Run the count symbolically, up to a bound that keeps this cheap.
+  auto holds = [&](int64_t v) {
+    switch (dir) {
+      case CompareDirection::kLT: return v < *limit;
+      case CompareDirection::kLE: return v <= *limit;
+      case CompareDirection::kGT: return v > *limit;
+      case CompareDirection::kGE: return v >= *limit;
+      case CompareDirection::kNE: return v != *limit;
+      case CompareDirection::kEQ: return v == *limit;
+    }
+    return false;
+  };
+  int64_t trips = 0;
+  for (int64_t v = *start; holds(v); v += *step)
+    if (++trips > (int64_t{1} << 24)) return std::nullopt;
+  return trips;
+}
+
 // ---------------------------------------------------------------- verifier
 
 namespace {
@@ -392,6 +467,33 @@ bool IsPermutation(const std::vector<int64_t>& p, int rank) {
   if (rank == 0) return true;
   std::set<int64_t> s(p.begin(), p.end());
   return static_cast<int>(s.size()) == rank && *s.begin() == 0 && *s.rbegin() == rank - 1;
+}
+
+// The regions take the carried values and give them back (body) or an i1 (cond).
+absl::Status VerifyWhile(const Instruction& i) {
+  if (!i.cond || !i.body) return Bad(i, "while without its cond and body regions");
+  for (const Module* region : {i.cond.get(), i.body.get()}) {
+    const char* what = region == i.cond.get() ? "cond" : "body";
+    if (absl::Status s = Verify(*region); !s.ok())
+      return Bad(i, absl::StrCat("in its ", what, ": ", s.message()));
+    if (region->parameters().size() != i.operands.size())
+      return Bad(i, absl::StrCat("its ", what, " takes ", region->parameters().size(), " values, the loop carries ",
+                                 i.operands.size()));
+    for (size_t k = 0; k < i.operands.size(); ++k)
+      if (region->parameters()[k]->shape != i.operands[k]->shape)
+        return Bad(i, absl::StrCat("its ", what, "'s parameter ", k, " is ", region->parameters()[k]->shape.ToString(),
+                                   ", the carried value is ", i.operands[k]->shape.ToString()));
+  }
+  if (i.cond->outputs().size() != 1 || i.cond->outputs()[0]->shape != Shape(DType::kI1, {}))
+    return Bad(i, "its cond must return one i1 scalar");
+  if (i.body->outputs().size() != i.operands.size())
+    return Bad(i, absl::StrCat("its body returns ", i.body->outputs().size(), " values, the loop carries ",
+                               i.operands.size()));
+  for (size_t k = 0; k < i.operands.size(); ++k)
+    if (i.body->outputs()[k]->shape != i.operands[k]->shape)
+      return Bad(i, absl::StrCat("its body returns ", i.body->outputs()[k]->shape.ToString(), " for carried value ",
+                                 k, ", which is ", i.operands[k]->shape.ToString()));
+  return absl::OkStatus();
 }
 
 absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>& seen) {
@@ -506,6 +608,12 @@ absl::Status VerifyOne(const Instruction& i, const std::set<const Instruction*>&
     }
     case Opcode::kConstant:
       if (!i.literal || i.literal->shape() != i.shape) return Bad(i, "constant without a matching literal");
+      break;
+    case Opcode::kWhile:
+      if (absl::Status s = VerifyWhile(i); !s.ok()) return s;
+      break;
+    case Opcode::kGetTupleElement:
+      if (ops[0]->op != Opcode::kWhile) return Bad(i, "get_tuple_element reads a while's results only");
       break;
     default:
       break;

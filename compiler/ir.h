@@ -62,7 +62,9 @@ namespace shardscope::compiler {
   X(kReduceScatter, "stablehlo.reduce_scatter", 1)              \
   X(kAllToAll, "stablehlo.all_to_all", 1)                       \
   X(kCollectivePermute, "stablehlo.collective_permute", 1)      \
-  X(kCollectiveBroadcast, "stablehlo.collective_broadcast", 1)
+  X(kCollectiveBroadcast, "stablehlo.collective_broadcast", 1)  \
+  X(kWhile, "stablehlo.while", -1)                              \
+  X(kGetTupleElement, "get_tuple_element", 1)
 
 enum class Opcode {
 #define SHARDSCOPE_OP_ENUM(e, name, arity) e,
@@ -142,6 +144,8 @@ struct ScatterDims {
   bool replace = false;
 };
 
+class Module;
+
 // Where the user's code created an op. Side data: never part of a fingerprint.
 struct SourceLoc {
   std::string file;  // relative to the source tree, e.g. "samples/mlp.cc"
@@ -180,6 +184,10 @@ struct Instruction {
   // collective_permute: (source, target) device pairs. Not kept in
   // replica_groups, whose rows are disjoint groups to everything that reads them.
   std::vector<std::pair<int64_t, int64_t>> source_target_pairs;
+  // while: the loop's regions, closed modules over the carried values (one
+  // parameter each, in operand order): `cond` returns one i1 scalar, `body`
+  // the next carried values. Shared, never changed once built.
+  std::shared_ptr<const Module> cond, body;
 
   SourceLoc loc;
   std::string scope;  // module path, e.g. "layers.0.attn"
@@ -270,6 +278,16 @@ class Module {
   Instruction* OptimizationBarrier(Instruction* a, std::vector<Instruction*> after = {},
                                    const SourceLoc& loc = {});
 
+  // A loop over carried values: while cond(values) is true, values = body(values).
+  // Returns one get_tuple_element per carried value (the loop's results; the
+  // while instruction itself holds no value, its shape is the empty
+  // placeholder tensor<0xi1>). `cond` and `body` take one parameter per
+  // value of `init`, in order.
+  std::vector<Instruction*> While(std::vector<Instruction*> init, std::shared_ptr<const Module> cond,
+                                  std::shared_ptr<const Module> body, const SourceLoc& loc = {});
+  // Result `index` of a while.
+  Instruction* GetTupleElement(Instruction* w, int64_t index, const SourceLoc& loc = {});
+
   // Adds an instruction built elsewhere (e.g. by a pass); assigns its id.
   Instruction* Add(std::unique_ptr<Instruction> instr);
 
@@ -297,6 +315,14 @@ absl::StatusOr<Shape> InferShape(const Instruction& i);
 // Checks types, arities and attributes of every instruction. Errors name the
 // instruction and its source line.
 absl::Status Verify(const Module& m);
+
+// The placeholder type of a while instruction itself (it holds no value).
+Shape WhilePlaceholderShape();
+
+// How many times a while's body runs when that is plain from the program: the
+// loop counts a scalar integer from a constant init by a constant step in the
+// body, compared with a constant in the condition. nullopt otherwise.
+std::optional<int64_t> StaticTripCount(const Instruction& w);
 
 // FLOPs of one instruction (2 per multiply-add for dot_general, 1 per element
 // for elementwise ops and reductions).

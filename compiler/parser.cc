@@ -12,6 +12,7 @@
 // parameters were created between other ops; otherwise parameters come first.
 #include "compiler/parser.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
@@ -39,7 +40,8 @@ using AttrDict = std::map<std::string, Attr>;
 
 struct Parsed {
   std::unique_ptr<Instruction> instr;
-  std::string name;  // without the %
+  std::string name;   // without the %
+  int64_t want = -1;  // the id its name gives (Build keeps it if it can), or -1
 };
 
 class Parser {
@@ -100,6 +102,11 @@ class Parser {
     size_t b = p_;
     while (p_ < t_.size() && (std::isalnum(static_cast<unsigned char>(t_[p_])) || t_[p_] == '_')) ++p_;
     if (b == p_) return Error("empty value name");
+    // %7#1: result 1 of a multi-result op (a while).
+    if (p_ + 1 < t_.size() && t_[p_] == '#' && std::isdigit(static_cast<unsigned char>(t_[p_ + 1]))) {
+      ++p_;
+      while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) ++p_;
+    }
     return std::string(t_.substr(b, p_ - b));
   }
   absl::StatusOr<std::string> String() {
@@ -361,30 +368,51 @@ class Parser {
       if (p_ >= t_.size()) return Error("missing return");
       if (auto s = ParseInstruction(); !s.ok()) return s;
     }
-    std::vector<std::string> outs;
-    if (Peek("%")) {
-      do {
-        size_t at = (SkipWs(), p_);
-        auto n = ValueName();
-        if (!n.ok()) return n.status();
-        if (!values_.count(*n)) return Error(absl::StrCat("return of undefined value %", *n), at);
-        outputs_.push_back(values_[*n]);
-      } while (Consume(","));
-      if (auto s = Expect(":"); !s.ok()) return s;
-      for (size_t k = 0; k < outputs_.size(); ++k) {
-        if (k && !Consume(",")) return Error("expected ','");
-        size_t at = (SkipWs(), p_);
-        auto t = Type();
-        if (!t.ok()) return t.status();
-        if (*t != outputs_[k]->shape)
-          return Error(absl::StrCat("return type ", t->ToMlir(), " differs from the value's ", outputs_[k]->shape.ToMlir()), at);
-      }
-    }
+    if (auto s = ParseReturn(); !s.ok()) return s;
     if (auto s = Expect("}"); !s.ok()) return s;
     if (auto s = Expect("}"); !s.ok()) return s;
     SkipWs();
     if (p_ != t_.size()) return Error("unexpected text after the module");
     return absl::OkStatus();
+  }
+
+  // After `return`: `%a, %b : T, T` (or nothing) into outputs_.
+  absl::Status ParseReturn() {
+    if (!Peek("%")) return absl::OkStatus();
+    do {
+      size_t at = (SkipWs(), p_);
+      auto n = ValueName();
+      if (!n.ok()) return n.status();
+      auto v = Lookup(*n, at);
+      if (!v.ok()) return v.status();
+      outputs_.push_back(*v);
+    } while (Consume(","));
+    if (auto s = Expect(":"); !s.ok()) return s;
+    for (size_t k = 0; k < outputs_.size(); ++k) {
+      if (k && !Consume(",")) return Error("expected ','");
+      size_t at = (SkipWs(), p_);
+      auto t = Type();
+      if (!t.ok()) return t.status();
+      if (*t != outputs_[k]->shape)
+        return Error(absl::StrCat("return type ", t->ToMlir(), " differs from the value's ",
+                                  outputs_[k]->shape.ToMlir()), at);
+    }
+    return absl::OkStatus();
+  }
+
+  // The value named %name in the region being read. Our while regions are
+  // closed: a value of an enclosing region must come in as a carried value.
+  absl::StatusOr<Instruction*> Lookup(const std::string& name, size_t at) {
+    auto it = values_.find(name);
+    if (it != values_.end() && it->second->op == Opcode::kWhile)
+      return Error(absl::StrCat("%", name, " is a while with ", it->second->operands.size(),
+                                " results: read one as %", name, "#k"), at);
+    if (it != values_.end()) return it->second;
+    for (const auto& outer : outer_)
+      if (outer.count(name))
+        return Error(absl::StrCat("%", name, " is defined outside this while region; regions here see only ",
+                                  "their carried values, so pass it in as one"), at);
+    return Error(absl::StrCat("use of undefined value %", name), at);
   }
 
   absl::Status ParseSignature() {
@@ -453,9 +481,9 @@ class Parser {
       size_t at = (SkipWs(), p_);
       auto n = ValueName();
       if (!n.ok()) return n.status();
-      auto it = values_.find(*n);
-      if (it == values_.end()) return Error(absl::StrCat("use of undefined value %", *n), at);
-      ops.push_back(it->second);
+      auto v = Lookup(*n, at);
+      if (!v.ok()) return v.status();
+      ops.push_back(*v);
       size_t save = p_;
       if (Consume(",") && Peek("%")) continue;
       p_ = save;
@@ -688,7 +716,8 @@ class Parser {
       return m;
     }();
     auto it = table.find(name);
-    if (it == table.end() || it->second == Opcode::kParameter) return false;
+    if (it == table.end() || it->second == Opcode::kParameter || it->second == Opcode::kGetTupleElement)
+      return false;
     *op = it->second;
     return true;
   }
@@ -814,6 +843,12 @@ class Parser {
     auto name = ValueName();
     if (!name.ok()) return name.status();
     if (values_.count(*name)) return Error(absl::StrCat("%", *name, " is defined twice"), at);
+    int64_t results = 1;  // %7:2 = ...
+    if (Consume(":")) {
+      auto r = Int();
+      if (!r.ok()) return r.status();
+      results = *r;
+    }
     if (auto s = Expect("="); !s.ok()) return s;
     auto i = std::make_unique<Instruction>();
     size_t op_at = (SkipWs(), p_);
@@ -823,8 +858,12 @@ class Parser {
       auto opname = Word();
       if (!opname.ok()) return opname.status();
       if (!LookupOp(*opname, &i->op)) return Error(absl::StrCat("unknown op '", *opname, "'"), op_at);
-      if (auto s = Pretty(i.get()); !s.ok()) return s;
+      absl::Status s = i->op == Opcode::kWhile ? While(i.get(), *name) : Pretty(i.get());
+      if (!s.ok()) return s;
     }
+    if ((i->op == Opcode::kWhile ? static_cast<int64_t>(i->operands.size()) : 1) != results)
+      return Error(absl::StrCat(OpcodeName(i->op), " gives ", i->op == Opcode::kWhile ? i->operands.size() : 1,
+                                " results, the name says ", results), at);
     SkipWs();
     if (Peek("{")) {
       size_t dat = p_;
@@ -839,9 +878,120 @@ class Parser {
     if (*inferred != i->shape)
       return Error(absl::StrCat(OpcodeName(i->op), ": result type ", i->shape.ToMlir(), " differs from the ",
                                 inferred->ToMlir(), " its operands imply"), op_at);
-    values_[*name] = i.get();
-    body_.push_back({std::move(i), *name});
+    // Printed ids are kept where they can be (Build): a while's results take
+    // the ids after its own, as Module::While gives them.
+    int64_t want = -1;
+    if (absl::StartsWith(*name, id_prefix_)) {
+      int64_t id = 0;
+      if (absl::SimpleAtoi(absl::string_view(*name).substr(id_prefix_.size()), &id)) want = id;
+    }
+    Instruction* made = i.get();
+    values_[*name] = made;
+    body_.push_back({std::move(i), *name, want});
+    if (made->op == Opcode::kWhile) {
+      for (int64_t k = 0; k < results; ++k) {
+        auto g = std::make_unique<Instruction>();
+        g->op = Opcode::kGetTupleElement;
+        g->operands = {made};
+        g->dims = {k};
+        g->shape = made->operands[k]->shape;
+        g->loc = made->loc;
+        g->scope = made->scope;
+        std::string gname = results == 1 ? *name : absl::StrCat(*name, "#", k);
+        values_[gname] = g.get();
+        body_.push_back({std::move(g), gname, want < 0 ? -1 : want + 1 + k});
+      }
+    }
     return absl::OkStatus();
+  }
+
+  // `(%a = %x, ...) : T, ... cond { ... } do { ... }`, after `stablehlo.while`.
+  absl::Status While(Instruction* w, const std::string& name) {
+    if (auto s = Expect("("); !s.ok()) return s;
+    std::vector<std::string> args;
+    if (!Consume(")")) {
+      do {
+        size_t at = (SkipWs(), p_);
+        auto a = ValueName();
+        if (!a.ok()) return a.status();
+        if (auto s = Expect("="); !s.ok()) return s;
+        size_t vat = (SkipWs(), p_);
+        auto v = ValueName();
+        if (!v.ok()) return v.status();
+        auto init = Lookup(*v, vat);
+        if (!init.ok()) return init.status();
+        if (std::count(args.begin(), args.end(), *a)) return Error(absl::StrCat("%", *a, " is defined twice"), at);
+        args.push_back(*a);
+        w->operands.push_back(*init);
+      } while (Consume(","));
+      if (auto s = Expect(")"); !s.ok()) return s;
+    }
+    if (auto s = Expect(":"); !s.ok()) return s;
+    for (size_t k = 0; k < w->operands.size(); ++k) {
+      if (k && !Consume(",")) return Error("expected ','");
+      size_t at = (SkipWs(), p_);
+      auto t = Type();
+      if (!t.ok()) return t.status();
+      if (*t != w->operands[k]->shape)
+        return Error(absl::StrCat("carried value ", k, " is ", w->operands[k]->shape.ToMlir(), " but the type says ",
+                                  t->ToMlir()), at);
+    }
+    // Our printer names region values after the while (%w7_c3 in its cond);
+    // Build keeps those ids when the names follow that form.
+    int64_t id = 0;
+    const std::string base = absl::SimpleAtoi(name, &id) ? absl::StrCat("w", name, "_") : absl::StrCat(name, "_");
+    if (auto s = Expect("cond"); !s.ok()) return s;
+    auto cond = WhileRegion(args, w->operands, base + "c");
+    if (!cond.ok()) return cond.status();
+    if (auto s = Expect("do"); !s.ok()) return s;
+    auto body = WhileRegion(args, w->operands, base + "b");
+    if (!body.ok()) return body.status();
+    w->cond = *std::move(cond);
+    w->body = *std::move(body);
+    w->shape = WhilePlaceholderShape();
+    return absl::OkStatus();
+  }
+
+  // `{ ops... stablehlo.return ... }`: one of a while's regions, a module of
+  // its own whose parameters are the carried values.
+  absl::StatusOr<std::shared_ptr<const Module>> WhileRegion(const std::vector<std::string>& args,
+                                                            const std::vector<Instruction*>& init,
+                                                            const std::string& id_prefix) {
+    if (auto s = Expect("{"); !s.ok()) return s;
+    outer_.push_back(std::move(values_));
+    auto saved_params = std::move(params_);
+    auto saved_body = std::move(body_);
+    auto saved_outputs = std::move(outputs_);
+    std::string saved_prefix = id_prefix_;
+    values_.clear();
+    params_.clear();
+    body_.clear();
+    outputs_.clear();
+    id_prefix_ = id_prefix;
+    for (size_t k = 0; k < args.size(); ++k) {
+      auto p = std::make_unique<Instruction>();
+      p->op = Opcode::kParameter;
+      p->shape = init[k]->shape;
+      values_[args[k]] = p.get();
+      params_.push_back({std::move(p), args[k], -1});
+    }
+    while (true) {
+      SkipWs();
+      if (Consume("stablehlo.return") || Consume("return")) break;
+      if (p_ >= t_.size()) return Error("missing stablehlo.return in a while region");
+      if (auto s = ParseInstruction(); !s.ok()) return s;
+    }
+    if (auto s = ParseReturn(); !s.ok()) return s;
+    if (auto s = Expect("}"); !s.ok()) return s;
+    auto m = Build(/*region=*/true);
+    values_ = std::move(outer_.back());
+    outer_.pop_back();
+    params_ = std::move(saved_params);
+    body_ = std::move(saved_body);
+    outputs_ = std::move(saved_outputs);
+    id_prefix_ = saved_prefix;
+    if (!m.ok()) return m.status();
+    return std::shared_ptr<const Module>(*std::move(m));
   }
 
   // The pretty forms, after the op name.
@@ -987,8 +1137,8 @@ class Parser {
   }
 
   // ------------------------------------------------------------ building
-  absl::StatusOr<std::unique_ptr<Module>> Build() {
-    auto m = std::make_unique<Module>(module_name_);
+  absl::StatusOr<std::unique_ptr<Module>> Build(bool region = false) {
+    auto m = std::make_unique<Module>(region ? "region" : module_name_);
     m->set_num_partitions(num_partitions_);
     const size_t total = params_.size() + body_.size();
     // Can the printed ids be kept? They must be distinct numbers below
@@ -997,8 +1147,8 @@ class Parser {
     bool keep = true;
     int64_t last = -1;
     for (size_t k = 0; k < body_.size() && keep; ++k) {
-      int64_t id = 0;
-      keep = absl::SimpleAtoi(body_[k].name, &id) && id > last && id < static_cast<int64_t>(total);
+      const int64_t id = body_[k].want;
+      keep = id > last && id < static_cast<int64_t>(total);
       if (keep) slot_of[id] = static_cast<int>(k);
       last = id;
     }
@@ -1023,6 +1173,8 @@ class Parser {
   std::string module_name_ = "main";
   int num_partitions_ = 1;
   std::map<std::string, Instruction*> values_;
+  std::vector<std::map<std::string, Instruction*>> outer_;  // enclosing regions' values
+  std::string id_prefix_;  // what precedes a printed id in this region's names
   std::vector<Parsed> params_, body_;
   std::vector<Instruction*> outputs_;
   std::vector<Sharding> out_shardings_;

@@ -170,6 +170,11 @@ std::unique_ptr<Module> Simplify(const Module& m, PassStats* stats) {
     }
     Instruction probe = i;  // a copy whose operands are representatives
     for (auto& o : probe.operands) o = const_cast<Instruction*>(rep.at(o));
+    const bool simplified_regions = probe.op == Opcode::kWhile && probe.cond && probe.body;
+    if (simplified_regions) {  // regions keep their parameters and results
+      probe.cond = Simplify(*probe.cond, &st);
+      probe.body = Simplify(*probe.body, &st);
+    }
     // A value the user annotated stays, with its sharding.
     if (const Instruction* same = probe.sharding ? nullptr : Identity(probe)) {
       // -(-x) reaches past a representative to its original operand.
@@ -204,13 +209,14 @@ std::unique_ptr<Module> Simplify(const Module& m, PassStats* stats) {
       ++st.constants_folded;
       continue;
     }
-    if (FoldTransposeIntoDot(&probe)) {
+    const bool folded = FoldTransposeIntoDot(&probe);
+    if (folded || simplified_regions) {
       auto d = std::make_unique<Instruction>(probe);
       d->id = next_id++;
       const Instruction* r = intern(*d, d.get());
       if (r == d.get()) made_here.push_back(std::move(d));
       rep[&i] = r;
-      ++st.algebraic_simplified;
+      st.algebraic_simplified += folded;
       continue;
     }
     const Instruction* r = intern(probe, &i);

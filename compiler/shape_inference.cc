@@ -325,6 +325,15 @@ absl::StatusOr<Shape> Infer(const Instruction& i) {
       if (in(0) != Shape(DType::kI64, {2})) return Err("the state must be tensor<2xi64>");
       if (!IsInt(i.shape.dtype)) return Err("random bits are i32 or i64");
       return i.shape;
+    case Opcode::kWhile:
+      return WhilePlaceholderShape();
+    case Opcode::kGetTupleElement: {
+      const Instruction& w = *ops[0];
+      if (w.op != Opcode::kWhile) return Err("get_tuple_element reads a while's results only");
+      if (i.dims.size() != 1 || i.dims[0] < 0 || i.dims[0] >= static_cast<int64_t>(w.operands.size()))
+        return Err(absl::StrCat("result index out of range: the while carries ", w.operands.size(), " values"));
+      return w.operands[i.dims[0]]->shape;
+    }
     case Opcode::kOptimizationBarrier:
       if (ops.empty()) return Err("optimization_barrier needs at least one operand");
       return in(0);

@@ -29,9 +29,18 @@ absl::StatusOr<SpmdResult> Partitioner::Run() {
     if (absl::Status s = Emit(*i); !s.ok()) return s;
   }
   std::vector<Instruction*> outs;
-  for (const Instruction* o : g_.outputs()) {
-    outs.push_back(lv_[o->id]);
-    result_.output_shardings.push_back(manual_[o->id] ? Sharding::Manual() : sh_[o->id].ToSharding());
+  for (size_t k = 0; k < g_.outputs().size(); ++k) {
+    const Instruction* o = g_.outputs()[k];
+    Instruction* v = lv_[o->id];
+    Tiles layout = sh_[o->id];
+    if (pins_ && k < pins_->outputs.size() && !manual_[o->id] && !layout.SameLayout(pins_->outputs[k])) {
+      auto moved = Reshard(v, *o, layout, pins_->outputs[k]);
+      if (!moved.ok()) return moved.status();
+      v = *moved;
+      layout = pins_->outputs[k];
+    }
+    outs.push_back(v);
+    result_.output_shardings.push_back(manual_[o->id] ? Sharding::Manual() : layout.ToSharding());
   }
   result_.local->SetOutputs(outs);
   result_.local->output_shardings() = result_.output_shardings;
@@ -93,6 +102,13 @@ absl::Status Partitioner::Forward() {
     }
     switch (i.op) {
       case Opcode::kParameter: {
+        if (pins_ && i.param_index < static_cast<int64_t>(pins_->params.size())) {  // a while's carried value
+          sh_[i.id] = pins_->params[i.param_index];
+          pinned_[i.id] = true;
+          source_[i.id] = "propagated";
+          via_[i.id] = "while";
+          break;
+        }
         auto t = Tiles::From(i.sharding.value_or(Sharding()), rank, n_);
         if (!t.ok())
           return absl::InvalidArgumentError(absl::StrCat("parameter '", i.name, "' ", i.shape.ToString(),
@@ -155,6 +171,14 @@ absl::Status Partitioner::Forward() {
         via_[i.id] = "gather";
         break;
       }
+      case Opcode::kWhile:  // holds no value; its results are laid out as their inits
+        sh_[i.id] = Tiles::Replicated(rank, n_);
+        break;
+      case Opcode::kGetTupleElement:
+        sh_[i.id] = sh_[i.operands[0]->operands[i.dims[0]]->id];
+        via_[i.id] = "while";
+        from_[i.id] = i.operands[0]->operands[i.dims[0]]->id;
+        break;
       case Opcode::kOptimizationBarrier:  // the value passes through as it is laid out
         sh_[i.id] = sh_[i.operands[0]->id];
         via_[i.id] = "optimization_barrier";
@@ -181,7 +205,7 @@ absl::Status Partitioner::Forward() {
     // took its layout from this op (backward), which would close a loop.
     const Instruction* from = nullptr;
     for (const Instruction* o : i.operands)
-      if (o->shape.rank() > 0 && from_[o->id] != i.id &&
+      if (o->shape.rank() > 0 && o->op != Opcode::kWhile && from_[o->id] != i.id &&
           (!from || sh_[o->id].DataTiles() > sh_[from->id].DataTiles()))
         from = o;
     if (from && !via_[i.id].empty()) from_[i.id] = from->id;
@@ -219,23 +243,32 @@ void Partitioner::Backward() {
     for (const Instruction* o : i->operands) users[o->id].push_back(i.get());
   std::vector<bool> is_output(instrs.size(), false);
   for (const Instruction* o : g_.outputs()) is_output[o->id] = true;
-  auto users_agree = [&](const Instruction& o, const Instruction& i) {
+  // Every user of `o` but `reader` is elementwise in `layout`.
+  auto users_agree = [&](const Instruction& o, const Instruction& reader, const Tiles& layout) {
     if (is_output[o.id]) return false;
     for (const Instruction* u : users[o.id])
-      if (u != &i && !(IsElementwise(u->op) && sh_[u->id].SameLayout(sh_[i.id]))) return false;
+      if (u != &reader && !(IsElementwise(u->op) && sh_[u->id].SameLayout(layout))) return false;
     return true;
   };
   for (auto it = instrs.rbegin(); it != instrs.rend(); ++it) {
     const Instruction& i = **it;
     if (!IsElementwise(i.op) || sh_[i.id].DataTiles() == 1) continue;
     for (const Instruction* o : i.operands) {
+      // A loop's result split by its user: start the loop split, when its
+      // init is cheap to make so and read by the loop alone (an accumulator
+      // of zeros); the carried value then stays split through the loop.
+      const Instruction* reader = &i;
+      if (o->op == Opcode::kGetTupleElement) {
+        reader = o->operands[0];
+        o = reader->operands[o->dims[0]];
+      }
       if (o->op == Opcode::kParameter || pinned_[o->id]) continue;
       if (o->shape.dims != i.shape.dims || sh_[o->id].DataTiles() != 1) continue;
       const bool cheap = o->op == Opcode::kBroadcastInDim || o->op == Opcode::kIota ||
                          o->op == Opcode::kConstant || IsElementwise(o->op);
       const bool contraction = o->op == Opcode::kDotGeneral || o->op == Opcode::kReduce ||
                                o->op == Opcode::kConvolution || o->op == Opcode::kScatter;
-      if (!(cheap && users_agree(*o, i)) && !contraction) continue;
+      if (!(cheap && users_agree(*o, *reader, sh_[i.id])) && !contraction) continue;
       sh_[o->id] = sh_[i.id];
       pinned_[o->id] = true;
       via_[o->id] = absl::StrCat(OpcodeName(i.op), " (backward)");

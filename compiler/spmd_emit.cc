@@ -103,6 +103,12 @@ absl::Status Partitioner::Emit(const Instruction& i) {
       if (!s.ok()) return s;
       break;
     }
+    case Opcode::kWhile:
+      if (absl::Status s = EmitWhile(i, &r); !s.ok()) return s;
+      break;
+    case Opcode::kGetTupleElement:
+      r = while_results_.at(i.operands[0]->id).at(i.dims[0]);
+      break;
     case Opcode::kOptimizationBarrier: {
       // Each device holds its own shard; the values it waits for are not
       // read, so they are taken in whatever layout they have.
@@ -273,6 +279,41 @@ absl::Status Partitioner::Emit(const Instruction& i) {
   }
   if (r->scope.empty()) r->scope = i.scope;
   lv_[i.id] = r;
+  return absl::OkStatus();
+}
+
+absl::Status Partitioner::EmitWhile(const Instruction& w, Instruction** r) {
+  RegionPins body_pins, cond_pins;
+  std::vector<Instruction*> init;
+  for (const Instruction* o : w.operands) {
+    body_pins.params.push_back(sh_[o->id]);
+    init.push_back(lv_[o->id]);
+  }
+  body_pins.outputs = body_pins.params;
+  cond_pins.params = body_pins.params;
+  cond_pins.outputs = {Tiles::Replicated(0, n_)};
+  const std::string where = absl::StrCat("stablehlo.while", w.loc.known() ? " at " : "", w.loc.file,
+                                         w.loc.known() ? absl::StrCat(":", w.loc.line) : "");
+  std::shared_ptr<const Module> regions[2];
+  for (int k = 0; k < 2; ++k) {
+    const Module& region = k == 0 ? *w.cond : *w.body;
+    auto part = Partitioner(region, n_, k == 0 ? &cond_pins : &body_pins).Run();
+    if (!part.ok())
+      return absl::Status(part.status().code(), absl::StrCat(where, ", its ", k == 0 ? "cond" : "body", ": ",
+                                                             part.status().message()));
+    result_.collectives += part->collectives;
+    // What the loop makes whole every iteration is recorded against the loop.
+    for (Rematerialization rm : part->rematerializations) {
+      rm.instruction_id = w.id;
+      rm.op = absl::StrCat("while ", k == 0 ? "cond" : "body", ": ", rm.op);
+      result_.rematerializations.push_back(std::move(rm));
+    }
+    regions[k] = std::move(part->local);
+  }
+  std::vector<Instruction*> results = result_.local->While(init, regions[0], regions[1], w.loc);
+  while_results_[w.id] = results;
+  *r = results.empty() ? nullptr : results[0]->operands[0];
+  if (!*r) return absl::InvalidArgumentError(absl::StrCat(where, " carries no values"));
   return absl::OkStatus();
 }
 

@@ -17,9 +17,16 @@ namespace shardscope::compiler::spmd_internal {
 
 using namespace spmd_layout;  // the layouts and rules of spmd_layout.h
 
+// The layouts a while's region is partitioned under: its parameters come in,
+// and its results must leave, in the carried values' layouts (the cond's one
+// result: replicated).
+struct RegionPins {
+  std::vector<Tiles> params, outputs;
+};
+
 class Partitioner {
  public:
-  Partitioner(const Module& g, int n) : g_(g), n_(n) {}
+  Partitioner(const Module& g, int n, const RegionPins* pins = nullptr) : g_(g), n_(n), pins_(pins) {}
 
   absl::StatusOr<SpmdResult> Run();
 
@@ -133,6 +140,11 @@ class Partitioner {
 
   absl::Status Emit(const Instruction& i);
 
+  // A while: each carried value keeps its init's layout through the loop; the
+  // regions are partitioned as programs of their own under those layouts
+  // (collectives inside the body run every iteration).
+  absl::Status EmitWhile(const Instruction& w, Instruction** r);
+
   // No split rule for this op (or for how its operands are split): every
   // device computes it whole on whole operands (gathered if they were split,
   // and recorded as such), then takes its share of the result.
@@ -143,6 +155,8 @@ class Partitioner {
 
   const Module& g_;
   int n_;
+  const RegionPins* pins_;  // a while region's fixed layouts, or null
+  std::map<int64_t, std::vector<Instruction*>> while_results_;  // global while id -> local results
   std::vector<Tiles> sh_;
   std::vector<bool> pinned_;
   std::vector<bool> manual_;    // each device's own value (MarkManual)

@@ -11,9 +11,40 @@
 namespace shardscope::compiler {
 namespace {
 
-std::string Ref(const Instruction* i) {
-  return i->op == Opcode::kParameter ? absl::StrCat("%arg", i->param_index)
-                                     : absl::StrCat("%", i->id);
+// How values are named in one region: parameters `%<arg><k>`, the others
+// `%<instr><id>`. The function body uses %arg0 and %7; a while's regions
+// prefix both with the while's name (%w7_arg0, %w7_c3 in its cond, %w7_b3 in
+// its body), so names stay unique in the whole function, as MLIR needs.
+struct Names {
+  std::string arg = "arg", instr;
+};
+
+// A while's result k: `%7#k`, or `%7` when it carries one value.
+std::string Ref(const Instruction* i, const Names& n) {
+  if (i->op == Opcode::kGetTupleElement) {
+    std::string w = Ref(i->operands[0], n);
+    return i->operands[0]->operands.size() == 1 ? w : absl::StrCat(w, "#", i->dims.empty() ? -1 : i->dims[0]);
+  }
+  return i->op == Opcode::kParameter ? absl::StrCat("%", n.arg, i->param_index)
+                                     : absl::StrCat("%", n.instr, i->id);
+}
+
+// The names inside the regions of while `w` (named under `n`).
+Names RegionNames(const Instruction& w, const Names& n, bool body) {
+  std::string base = n.instr.empty() ? absl::StrCat("w", w.id, "_") : absl::StrCat(n.instr, w.id, "_");
+  return {absl::StrCat(base, "arg"), absl::StrCat(base, body ? "b" : "c")};
+}
+
+std::string Indented(const std::string& text, const std::string& pad) {
+  std::string out;
+  size_t b = 0;
+  while (b < text.size()) {
+    size_t e = text.find('\n', b);
+    if (e == std::string::npos) e = text.size() - 1;
+    absl::StrAppend(&out, pad, text.substr(b, e - b + 1));
+    b = e + 1;
+  }
+  return out;
 }
 
 std::string IntList(const std::vector<int64_t>& v) {
@@ -103,10 +134,44 @@ std::string ConvLayout(int rank, int64_t batch, char b, int64_t feature, char f,
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
 }
 
-std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
-  std::string lhs = absl::StrCat("    ", Ref(&i), " = ");
+std::string PrintInstr(const Instruction& i, const PrintOptions& o, const Names& names);
+
+// A region's lines and its return, indented one level below the while.
+std::string RegionText(const Module& m, const PrintOptions& o, const Names& names) {
+  std::string out;
+  for (const auto& i : m.instructions())
+    if (i->op != Opcode::kParameter && i->op != Opcode::kGetTupleElement)
+      absl::StrAppend(&out, Indented(PrintInstr(*i, o, names), "  "));
+  std::vector<std::string> refs, types;
+  for (const Instruction* r : m.outputs()) {
+    refs.push_back(Ref(r, names));
+    types.push_back(r->shape.ToMlir());
+  }
+  absl::StrAppend(&out, "      stablehlo.return ", absl::StrJoin(refs, ", "), " : ", absl::StrJoin(types, ", "),
+                  "\n");
+  return out;
+}
+
+// `%7:2 = stablehlo.while(%w7_arg0 = %3, %w7_arg1 = %arg0) : T0, T1 cond {...} do {...}`
+std::string WhileText(const Instruction& i, const PrintOptions& o, const Names& names) {
+  if (!i.cond || !i.body) return "stablehlo.while() : () cond {} do {}";  // malformed: printing never fails
+  const Names cn = RegionNames(i, names, false), bn = RegionNames(i, names, true);
+  std::vector<std::string> args, types;
+  for (size_t k = 0; k < i.operands.size(); ++k) {
+    args.push_back(absl::StrCat("%", cn.arg, k, " = ", Ref(i.operands[k], names)));
+    types.push_back(i.operands[k]->shape.ToMlir());
+  }
+  return absl::StrCat(OpcodeName(i.op), "(", absl::StrJoin(args, ", "), ") : ", absl::StrJoin(types, ", "),
+                      "\n     cond {\n", RegionText(*i.cond, o, cn), "    } do {\n", RegionText(*i.body, o, bn),
+                      "    }");
+}
+
+std::string PrintInstr(const Instruction& i, const PrintOptions& o, const Names& names) {
+  std::string lhs = absl::StrCat("    ", Ref(&i, names));
+  if (i.op == Opcode::kWhile && i.operands.size() != 1) absl::StrAppend(&lhs, ":", i.operands.size());
+  absl::StrAppend(&lhs, " = ");
   std::vector<std::string> args;
-  for (const Instruction* op : i.operands) args.push_back(Ref(op));
+  for (const Instruction* op : i.operands) args.push_back(Ref(op, names));
   std::string a = absl::StrJoin(args, ", ");
   std::string name = OpcodeName(i.op);
   std::string body;
@@ -137,7 +202,7 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
                           " : ", FunctionalType(i));
       break;
     case Opcode::kReduce:
-      body = absl::StrCat(name, "(", Ref(i.operands[0]), " init: ", Ref(i.operands[1]),
+      body = absl::StrCat(name, "(", Ref(i.operands[0], names), " init: ", Ref(i.operands[1], names),
                           ") applies ", ReduceKindOp(i.reduce), " across dimensions = ",
                           IntList(i.dims), " : ", FunctionalType(i));
       break;
@@ -244,6 +309,12 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
       body = absl::StrCat("\"", name, "\"(", a, ") {replica_groups = ", Groups(i.replica_groups),
                           "} : ", FunctionalType(i));
       break;
+    case Opcode::kWhile:
+      body = WhileText(i, o, names);
+      break;
+    case Opcode::kGetTupleElement:  // never a line of a module (its uses say %w#k); the CSE key's form
+      body = absl::StrCat(name, " ", a, ", index = ", DimAt(i, 0), " : ", i.shape.ToMlir());
+      break;
     default:
       if (IsElementwise(i.op) && i.op != Opcode::kSelect && i.op != Opcode::kConvert &&
           i.operands.size() <= 2 && i.operands[0]->shape == i.shape) {
@@ -260,7 +331,7 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o) {
 
 }  // namespace
 
-std::string PrintInstruction(const Instruction& i, const PrintOptions& o) { return PrintInstr(i, o); }
+std::string PrintInstruction(const Instruction& i, const PrintOptions& o) { return PrintInstr(i, o, Names()); }
 
 std::string PrintModule(const Module& m, const PrintOptions& o) {
   std::string out = absl::StrCat("module @", m.name(), " attributes {mhlo.num_partitions = ",
@@ -270,7 +341,7 @@ std::string PrintModule(const Module& m, const PrintOptions& o) {
     std::vector<std::string> attrs;
     if (p->sharding) attrs.push_back(absl::StrCat("mhlo.sharding = \"", p->sharding->ToString(), "\""));
     if (o.names && !p->name.empty()) attrs.push_back(absl::StrCat("shardscope.name = \"", p->name, "\""));
-    std::string s = absl::StrCat(Ref(p), ": ", p->shape.ToMlir());
+    std::string s = absl::StrCat(Ref(p, Names()), ": ", p->shape.ToMlir());
     if (!attrs.empty()) absl::StrAppend(&s, " {", absl::StrJoin(attrs, ", "), "}");
     absl::StrAppend(&s, Loc(*p, o));
     params.push_back(s);
@@ -285,12 +356,12 @@ std::string PrintModule(const Module& m, const PrintOptions& o) {
   absl::StrAppend(&out, absl::StrJoin(params, ", "), ") -> (", absl::StrJoin(results, ", "),
                   ") {\n");
   for (const auto& i : m.instructions()) {
-    if (i->op == Opcode::kParameter) continue;
-    absl::StrAppend(&out, PrintInstr(*i, o));
+    if (i->op == Opcode::kParameter || i->op == Opcode::kGetTupleElement) continue;
+    absl::StrAppend(&out, PrintInstr(*i, o, Names()));
   }
   std::vector<std::string> refs, types;
   for (const Instruction* r : m.outputs()) {
-    refs.push_back(Ref(r));
+    refs.push_back(Ref(r, Names()));
     types.push_back(r->shape.ToMlir());
   }
   absl::StrAppend(&out, "    return ", absl::StrJoin(refs, ", "), " : ", absl::StrJoin(types, ", "),

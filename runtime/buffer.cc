@@ -10,4 +10,11 @@ absl::StatusOr<std::shared_ptr<DeviceBuffer>> DeviceBuffer::Create(Device& devic
 
 DeviceBuffer::~DeviceBuffer() { device_->Release(value_.bytes()); }
 
+Literal DeviceBuffer::Take() {
+  Literal v = std::move(value_);
+  value_ = Literal();
+  device_->Release(v.bytes());
+  return v;
+}
+
 }  // namespace shardscope::runtime

@@ -24,6 +24,8 @@ class DeviceBuffer {
 
   const Literal& literal() const { return value_; }
   Literal& mutable_literal() { return value_; }
+  // Hands the value over; the device is no longer charged for it.
+  Literal Take();
   int device_id() const { return device_->id(); }
 
  private:

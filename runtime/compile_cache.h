@@ -23,7 +23,7 @@ namespace shardscope::runtime {
 
 // Bumped whenever partitioning or the program text changes what a cached
 // entry would contain (an old entry then simply misses).
-inline constexpr const char* kCompilerVersion = "shardscope-spmd-8";
+inline constexpr const char* kCompilerVersion = "shardscope-spmd-9";
 
 class CompileCache {
  public:

@@ -1,6 +1,7 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +24,58 @@ struct Frame {
   std::vector<Literal> owned;
   std::vector<const Literal*> value;
   std::vector<int64_t> charged;
+  // A finished while's results (by the while's id) until its get_tuple_elements take them.
+  std::map<int64_t, std::vector<std::shared_ptr<DeviceBuffer>>> results;
 };
+
+// Runs while `w` on every device from its carried values `carried[d]` until
+// its condition is false, leaving the results in `carried`. The regions run
+// as programs of their own (collectives in the body included); their
+// kernels are appended to `timing` under the while's id. Every device must
+// agree on the condition, as they run one program in lockstep.
+absl::Status RunWhile(const compiler::Instruction& w, Topology& topology, ThreadPool& pool,
+                      std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>& carried, ScheduleInput* timing,
+                      const std::vector<std::unique_ptr<Gang>>* gangs) {
+  const int n = topology.num_devices();
+  const std::string where = absl::StrCat("stablehlo.while (%", w.id, ")",
+                                         w.loc.known() ? absl::StrCat(" at ", w.loc.file, ":", w.loc.line) : "");
+  auto run = [&](const compiler::Module& region, const char* what)
+      -> absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> {
+    std::vector<std::vector<const Literal*>> args(n);
+    for (int d = 0; d < n; ++d)
+      for (const auto& b : carried[d]) args[d].push_back(&b->literal());
+    ScheduleInput sub;
+    auto out = ExecuteProgram(region, topology, pool, args, &sub, gangs, nullptr);
+    if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat(where, ", its ", what, ": ", out.status().message()));
+    const int offset = static_cast<int>(timing->collectives.size());
+    std::map<int64_t, const compiler::Instruction*> by_id;
+    for (const auto& i : region.instructions()) by_id[i->id] = i.get();
+    for (int d = 0; d < n; ++d)
+      for (DeviceOp& op : sub.per_device[d]) {
+        if (!op.region_op) op.region_op = by_id[op.op_id];  // a nested loop's op keeps its own
+        op.op_id = w.id;
+        op.name = absl::StrCat("while.", w.id, "/", what, "/", op.name);
+        if (op.collective >= 0) op.collective += offset;
+        timing->per_device[d].push_back(std::move(op));
+      }
+    for (CollectiveRun& c : sub.collectives) timing->collectives.push_back(std::move(c));
+    return out;
+  };
+  for (int64_t trip = 0;; ++trip) {
+    auto go = run(*w.cond, "cond");
+    if (!go.ok()) return go.status();
+    const bool first = (*go)[0][0]->literal().GetDouble(0) != 0;
+    for (int d = 1; d < n; ++d)
+      if (((*go)[d][0]->literal().GetDouble(0) != 0) != first)
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, ": the devices disagree on its condition at iteration ", trip, " (device 0 says ", first,
+            ", device ", d, " says ", !first, "); a loop's condition must be the same on every device"));
+    if (!first) return absl::OkStatus();
+    auto next = run(*w.body, "body");
+    if (!next.ok()) return next.status();
+    carried = *std::move(next);
+  }
+}
 
 }  // namespace
 
@@ -92,8 +144,18 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
   timing->per_device.assign(n, {});
   std::vector<absl::Status> errors(n);
 
+  // A while's result may be read by more than one get_tuple_element: the last takes it.
+  std::vector<bool> last_of_result(count, false);
+  {
+    std::map<std::pair<int64_t, int64_t>, int64_t> last;
+    for (const auto& i : instrs)
+      if (i->op == Opcode::kGetTupleElement) last[{i->operands[0]->id, i->dims[0]}] = i->id;
+    for (const auto& [key, id] : last) last_of_result[id] = true;
+  }
+
   auto release_operands = [&](Frame& f, int d, const Instruction& i, size_t k) {
     for (const Instruction* o : i.operands) {
+      if (o->op == Opcode::kWhile && last_use[o->id] == static_cast<int64_t>(k)) f.results.erase(o->id);
       if (last_use[o->id] == static_cast<int64_t>(k) && f.charged[o->id] > 0) {
         topology.device(d).Release(f.charged[o->id]);
         f.charged[o->id] = 0;
@@ -114,7 +176,7 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
   while (k < count) {
     // Run every device up to the next collective.
     size_t end = k;
-    while (end < count && !compiler::IsCollective(instrs[end]->op)) ++end;
+    while (end < count && !compiler::IsCollective(instrs[end]->op) && instrs[end]->op != Opcode::kWhile) ++end;
     pool.ParallelFor(n, [&](int d) {
       Frame& f = frames[d];
       Device& dev = topology.device(d);
@@ -129,6 +191,13 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
         absl::Status s = dev.Allocate(i.shape.bytes(), name);
         if (!s.ok()) { errors[d] = s; break; }
         f.charged[i.id] = i.shape.bytes();
+        if (i.op == Opcode::kGetTupleElement) {  // a while's result: handed over, not computed
+          auto& held = f.results[i.operands[0]->id][i.dims[0]];
+          f.owned[i.id] = last_of_result[i.id] ? held->Take() : held->literal();
+          f.value[i.id] = &f.owned[i.id];
+          release(f, d, j);
+          continue;
+        }
         // A reshape of a value at its last use takes that value's buffer: no copy.
         const Instruction* src = i.op == Opcode::kReshape && !kern ? i.operands[0] : nullptr;
         const bool take = src && last_use[src->id] == static_cast<int64_t>(j) &&
@@ -160,6 +229,24 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     for (const auto& e : errors)
       if (!e.ok()) return e;
     if (end >= count) break;
+
+    if (instrs[end]->op == Opcode::kWhile) {
+      const Instruction& w = *instrs[end];
+      std::vector<std::vector<std::shared_ptr<DeviceBuffer>>> carried(n);
+      for (int d = 0; d < n; ++d)
+        for (const Instruction* o : w.operands) {
+          auto b = DeviceBuffer::Create(topology.device(d), *frames[d].value[o->id], OpName(w));
+          if (!b.ok()) return b.status();
+          carried[d].push_back(*std::move(b));
+        }
+      if (absl::Status s = RunWhile(w, topology, pool, carried, timing, gangs); !s.ok()) return s;
+      for (int d = 0; d < n; ++d) {
+        frames[d].results[w.id] = std::move(carried[d]);
+        release(frames[d], d, end);
+      }
+      k = end + 1;
+      continue;
+    }
 
     // The collective: each group of participants (replica groups; for
     // collective_permute the devices linked by its pairs, see

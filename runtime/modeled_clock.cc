@@ -26,15 +26,20 @@ std::string ModeledOpName(const compiler::Instruction& i) { return compiler::Ker
 ScheduleInput ModeledInput(const ScheduleInput& measured, const std::vector<compiler::OpCost>& costs,
                            const compiler::CostModel& model) {
   ScheduleInput m = measured;
+  const int devices = static_cast<int>(m.per_device.size());
+  // A while's slices are its regions' ops, each priced as itself per iteration.
+  auto cost_of = [&](const DeviceOp& op) {
+    return op.region_op ? model.InstructionCost(*op.region_op, devices).modeled_ns : CostOf(costs, op.op_id, model);
+  };
   for (auto& ops : m.per_device) {
     for (DeviceOp& op : ops) {
       if (op.collective >= 0 && op.collective < static_cast<int>(m.collectives.size())) {
         // Every group of one collective instruction moves the same bytes.
-        for (int64_t& g : m.collectives[op.collective].group_dur_ns) g = CostOf(costs, op.op_id, model);
+        for (int64_t& g : m.collectives[op.collective].group_dur_ns) g = cost_of(op);
       } else if (op.kind == trace::SliceKind::kTransfer) {
         op.dur_ns = model.TransferCost(op.bytes).modeled_ns;
       } else {
-        op.dur_ns = CostOf(costs, op.op_id, model);
+        op.dur_ns = cost_of(op);
       }
     }
   }

@@ -17,13 +17,22 @@
 
 namespace shardscope::runtime {
 
+}  // namespace shardscope::runtime
+namespace shardscope::compiler {
+struct Instruction;
+}  // namespace shardscope::compiler
+namespace shardscope::runtime {
+
 struct DeviceOp {
-  int64_t op_id = -1;        // instruction id in the program
+  int64_t op_id = -1;        // instruction id in the program (a while's, for what its regions ran)
   std::string name;          // e.g. "dot_general.7"
   trace::SliceKind kind = trace::SliceKind::kCompute;
   int64_t dur_ns = 0;        // compute/transfer: measured; collective: see CollectiveRun
   int collective = -1;       // index into ScheduleInput::collectives
   int64_t bytes = 0;
+  // What ran inside a while's region: that region's instruction (the
+  // modeled clock prices it, not the whole loop). Owned by the program.
+  const compiler::Instruction* region_op = nullptr;
 };
 
 // One collective instruction's run: its replica groups and each group's duration.

@@ -1,7 +1,7 @@
 // The compiler's central test: sharded equals unsharded. Random small programs
 // (elementwise ops, broadcasts, transposes, reshapes, dot_generals, reductions
-// with and without an identity init, embedding-style gathers and scatters,
-// slices, concatenates, dynamic (update) slices, pads) are
+// with and without an identity init, 1-D convolutions, embedding-style gathers and scatters,
+// slices, concatenates, dynamic (update) slices, pads, while loops) are
 // built with fixed seeds, compiled and run through runtime::Client on 1, 2, 4
 // and 8 chips with random valid tiled / partially replicated shardings on
 // their parameters, and compared with their single-device results. A few
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -24,6 +25,7 @@
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 #include "runtime/client.h"
+#include "tests/compiler/run_on_chips.h"
 
 namespace shardscope {
 namespace {
@@ -98,7 +100,7 @@ class Generator {
 
   void Step() {
     for (int attempt = 0; attempt < 20; ++attempt)
-      if (TryOne(Uniform(0, 15))) return;
+      if (TryOne(Uniform(0, 18))) return;
   }
 
   bool TryOne(int kind) {
@@ -381,6 +383,78 @@ class Generator {
         Push(m_.Pad(a.i, m_.ScalarConstant(DType::kF32, 0.5), pd), std::max(a.bound, 0.5), "pad");
         return true;
       }
+      case 18: {  // a weight gradient: contract a [m, k] with a new [m, n] over m, plus a new [k, n]
+        if (s.rank() != 2 || a.bound > 100) return false;
+        Instruction* b = NewParam({s.dims[0], Dim()});
+        compiler::DotDims dd;
+        dd.lhs_contracting = dd.rhs_contracting = {0};
+        Instruction* g = m_.DotGeneral(a.i, b, dd);
+        Instruction* w = NewParam(g->shape.dims);
+        Push(m_.Binary(Opcode::kAdd, g, w), a.bound * static_cast<double>(s.dims[0]) + 1, "dot_general");
+        return true;
+      }
+      case 17: {  // convolution: a rank-3 value as [batch, features, width] with a new kernel
+        if (s.rank() != 3 || s.elements() > 1024) return false;
+        const int64_t width = std::min<int64_t>(s.dims[2], Uniform(1, 3));
+        const double bound = a.bound * static_cast<double>(s.dims[1] * width);
+        if (bound > 1e4) return false;
+        compiler::ConvDims c;
+        c.input_spatial = c.kernel_spatial = c.output_spatial = {2};
+        if (Uniform(0, 1)) c.padding = {{width / 2, width - 1 - width / 2}};  // "same"
+        if (Uniform(0, 3) == 0) c.window_strides = {2};
+        Instruction* kernel = NewParam({Dim(), s.dims[1], width});
+        Push(m_.Convolution(a.i, kernel, c), bound, "convolution");
+        return true;
+      }
+      case 16: {  // while: a counter to 1..3 and two carried values of a's shape
+        if (s.rank() < 1 || s.elements() > 1024) return false;
+        const int trips = Uniform(1, 3);
+        const int body_kind = Uniform(0, 2);
+        const int d = Uniform(0, s.rank() - 1);
+        auto cond = std::make_shared<Module>("cond");
+        auto body = std::make_shared<Module>("body");
+        const Shape counter(DType::kI32, {});
+        for (Module* r : {cond.get(), body.get()}) {
+          r->Parameter(counter, "i");
+          r->Parameter(s, "x");
+          r->Parameter(s, "y");
+        }
+        cond->AddOutput(cond->Compare(cond->parameters()[0], cond->ScalarConstant(DType::kI32, trips),
+                                      compiler::CompareDirection::kLT));
+        Instruction* i = body->parameters()[0];
+        Instruction* x = body->parameters()[1];
+        Instruction* y = body->parameters()[2];
+        Instruction* next = nullptr;
+        double bound = 0;
+        Instruction* init_x = a.i;
+        if (body_kind == 0) {  // x = tanh(x) + y / 2
+          Instruction* half = body->BroadcastInDim(body->ScalarConstant(DType::kF32, 0.5), s.dims, {});
+          next = body->Binary(Opcode::kAdd, body->Unary(Opcode::kTanh, x), body->Binary(Opcode::kMultiply, y, half));
+          bound = 1 + a.bound / 2;
+        } else if (body_kind == 1) {  // x = x / 2 + the mean of x along d (a collective when d is split)
+          Instruction* sum = body->Reduce(x, body->ScalarConstant(DType::kF32, 0), {d}, ReduceKind::kSum);
+          std::vector<int64_t> keep;
+          for (int k = 0; k < s.rank(); ++k)
+            if (k != d) keep.push_back(k);
+          Instruction* mean = body->Binary(
+              Opcode::kMultiply, body->BroadcastInDim(sum, s.dims, keep),
+              body->BroadcastInDim(body->ScalarConstant(DType::kF32, 1.0 / static_cast<double>(s.dims[d])), s.dims, {}));
+          Instruction* half = body->BroadcastInDim(body->ScalarConstant(DType::kF32, 0.5), s.dims, {});
+          next = body->Binary(Opcode::kAdd, body->Binary(Opcode::kMultiply, x, half), mean);
+          bound = a.bound * std::pow(1.5, trips);
+        } else {  // an accumulator from zeros: x = x + y (y = a)
+          init_x = m_.BroadcastInDim(m_.ScalarConstant(DType::kF32, 0), s.dims, {});
+          next = body->Binary(Opcode::kAdd, x, y);
+          bound = a.bound * trips;
+        }
+        body->AddOutput(body->Binary(Opcode::kAdd, i, body->ScalarConstant(DType::kI32, 1)));
+        body->AddOutput(next);
+        body->AddOutput(y);
+        std::vector<Instruction*> out =
+            m_.While({m_.ScalarConstant(DType::kI32, 0), init_x, a.i}, std::move(cond), std::move(body));
+        Push(out[1], bound, "while");
+        return true;
+      }
     }
     return false;
   }
@@ -431,47 +505,6 @@ Literal RandomLiteral(const Shape& shape, std::mt19937_64& rng) {
   return l;
 }
 
-runtime::Client& ClientFor(int n) {
-  static std::map<int, std::unique_ptr<runtime::Client>> clients;
-  auto& c = clients[n];
-  if (!c) {
-    runtime::TopologyOptions o;
-    o.num_hosts = 1;
-    o.chips_per_host = n;
-    auto made = runtime::Client::Create(o);
-    EXPECT_TRUE(made.ok()) << made.status();
-    c = std::move(*made);
-    c->set_poison_padding(true);  // NaN in padded shards: a program that lets padding into data fails
-  }
-  return *c;
-}
-
-// Runs `m` on `client` with the given shardings and inputs; returns host outputs.
-absl::StatusOr<std::vector<Literal>> RunProgram(runtime::Client& client, const Module& m,
-                                         const std::vector<Sharding>& shardings,
-                                         const std::vector<Literal>& inputs,
-                                         std::shared_ptr<const runtime::Executable>* exe_out = nullptr) {
-  auto compiled = client.Compile(m);
-  if (!compiled.ok()) return compiled.status();
-  if (exe_out) *exe_out = compiled->executable;
-  std::vector<runtime::DeviceArray> args;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    auto a = client.TransferToDevices(inputs[k], shardings[k], absl::StrCat("p", k));
-    if (!a.ok()) return a.status();
-    args.push_back(std::move(*a));
-  }
-  std::vector<const runtime::DeviceArray*> ptrs;
-  for (const auto& a : args) ptrs.push_back(&a);
-  auto outs = client.Execute(*compiled->executable, ptrs, {});
-  if (!outs.ok()) return outs.status();
-  std::vector<Literal> host;
-  for (const auto& o : *outs) {
-    auto h = client.TransferToHost(o);
-    if (!h.ok()) return h.status();
-    host.push_back(std::move(*h));
-  }
-  return host;
-}
 
 // Max |a-b| relative to the reference's scale.
 std::string CompareLiterals(const Literal& got, const Literal& want, double rtol) {
@@ -536,15 +569,29 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
           }
         }
         std::map<std::string, int> here;
-        for (const auto& i : exe->program->instructions()) {
-          if (i->op == Opcode::kAllReduce) ++here["all_reduce"];
-          if (i->op == Opcode::kAllGather) ++here["all_gather"];
-          if (i->op == Opcode::kReduceScatter) ++here["reduce_scatter"];
-          if (i->op == Opcode::kAllToAll) ++here["all_to_all"];
-          if (i->op == Opcode::kCollectivePermute) ++here["collective_permute"];
-          if (i->op == Opcode::kDynamicSlice) ++here["dynamic_slice"];
-        }
+        // The program and its loops' regions (collectives there run every iteration).
+        std::function<void(const Module&)> count = [&](const Module& prog) {
+          for (const auto& i : prog.instructions()) {
+            if (i->op == Opcode::kWhile) {
+              bool split = false;
+              for (const Instruction* p : i->body->parameters())
+                for (int d = 0; d < p->shape.rank() && p->sharding; ++d) split |= p->sharding->TilesInDim(d) > 1;
+              here["while_split"] += split;
+              for (const auto& b : i->body->instructions()) here["while_body_collective"] += compiler::IsCollective(b->op);
+              count(*i->cond);
+              count(*i->body);
+            }
+            if (i->op == Opcode::kAllReduce) ++here["all_reduce"];
+            if (i->op == Opcode::kAllGather) ++here["all_gather"];
+            if (i->op == Opcode::kReduceScatter) ++here["reduce_scatter"];
+            if (i->op == Opcode::kAllToAll) ++here["all_to_all"];
+            if (i->op == Opcode::kCollectivePermute) ++here["collective_permute"];
+            if (i->op == Opcode::kDynamicSlice) ++here["dynamic_slice"];
+          }
+        };
+        count(*exe->program);
         for (auto& [k, v] : here) {
+          if (v == 0) continue;
           ++coll_programs[k];
           coll_count[k] += v;
         }
@@ -566,6 +613,8 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   std::printf("  collectives in the compiled per-device programs (programs / total):\n");
   for (const char* k : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "collective_permute", "dynamic_slice"})
     std::printf("    %-18s %4d / %4d\n", k, coll_programs[k], coll_count[k]);
+  std::printf("  while loops carrying a split value: %d programs; collectives inside loop bodies: %d programs / %d\n",
+              coll_programs["while_split"], coll_programs["while_body_collective"], coll_count["while_body_collective"]);
   EXPECT_GE(programs, 3000);
   EXPECT_GE(uneven_runs, 300);
   EXPECT_GT(coll_programs["all_reduce"], 0);
@@ -574,10 +623,12 @@ TEST(ShardedEqualsUnsharded, RandomPrograms) {
   EXPECT_GT(coll_programs["all_to_all"], 0);
   EXPECT_GT(coll_programs["collective_permute"], 0);
   EXPECT_GT(coll_programs["dynamic_slice"], 0);
+  EXPECT_GT(coll_programs["while_split"], 0);
+  EXPECT_GT(coll_programs["while_body_collective"], 0);
   for (const char* op : {"add", "subtract", "multiply", "maximum", "exponential", "broadcast_in_dim", "transpose",
                          "reshape", "dot_general", "reduce_sum", "reduce_max", "constant", "iota", "gather",
                          "scatter_add", "scatter_max", "slice", "concatenate", "dynamic_slice",
-                         "dynamic_update_slice", "pad"})
+                         "dynamic_update_slice", "pad", "convolution", "while"})
     EXPECT_GT(op_programs[op], 0) << op;
 }
 
@@ -824,7 +875,9 @@ TEST(SpmdTest, UnevenGradientIsReduceScattered) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(CountOps(*r->local, Opcode::kReduceScatter), 1) << compiler::PrintModule(*r->local);
   for (const auto& i : r->local->instructions()) {
-    if (i->op == Opcode::kReduceScatter) EXPECT_EQ(i->shape, Shape(DType::kF32, {3, 3}));
+    if (i->op == Opcode::kReduceScatter) {
+      EXPECT_EQ(i->shape, Shape(DType::kF32, {3, 3}));
+    }
   }
   ExpectShardedEqualsUnsharded(m, 2, 12);
 }
@@ -856,7 +909,9 @@ TEST(SpmdTest, MaximalParameterIsBroadcastFromItsDevice) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(CountOps(*r->local, Opcode::kCollectiveBroadcast), 1) << compiler::PrintModule(*r->local);
   for (const auto& i : r->local->instructions())
-    if (i->op == Opcode::kCollectiveBroadcast) EXPECT_EQ(i->replica_groups[0][0], 2);
+    if (i->op == Opcode::kCollectiveBroadcast) {
+      EXPECT_EQ(i->replica_groups[0][0], 2);
+    }
   EXPECT_EQ(r->param_shardings[0].ToString(), "{maximal device=2}");
   ExpectShardedEqualsUnsharded(m, 4, 14);
   Module bad;
