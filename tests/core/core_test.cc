@@ -872,6 +872,76 @@ TEST_F(RecompileTest, SameGraphFromAnotherLineDoesNotRecompile) {
   ExpectNear(Host(rb), Host(ra));
 }
 
+// The same step with its independent lines in the opposite order: u = exp(x)
+// and v = tanh(x) (different ops), exps of inputs of different shapes, and
+// x - y. The lowering is canonical: one compilation, the second order a cache
+// hit, every tensor its own value.
+struct Ordered {
+  Tensor u, v, w, a, b;
+};
+Ordered OrderedStep(bool swap) {
+  Tensor x = Tensor::from_host(F32({2, 2}, {0.5f, 1, 1.5f, 2}), "x");
+  Tensor y = Tensor::from_host(F32({2, 2}, {-1, 0, 1, 3}), "y");
+  Tensor p = Tensor::from_host(F32({4}, {1, 2, 3, 4}), "p");
+  Tensor q = Tensor::from_host(F32({2}, {5, 6}), "q");
+  Ordered o;
+  if (!swap) {
+    o.u = exp(x);
+    o.v = tanh(x);
+    o.a = exp(p);
+    o.b = exp(q);
+    o.w = x - y;
+  } else {
+    o.w = x - y;
+    o.b = exp(q);
+    o.a = exp(p);
+    o.v = tanh(x);
+    o.u = exp(x);
+  }
+  EXPECT_TRUE(mark_step().ok());
+  return o;
+}
+
+TEST_F(RecompileTest, SameGraphBuiltInAnotherOrderDoesNotRecompile) {
+  std::vector<Ordered> steps;
+  for (bool swap : {false, true}) steps.push_back(OrderedStep(swap));
+  ASSERT_EQ(rec_.compiles.size(), 2u);
+  EXPECT_EQ(Misses().size(), 1u);
+  EXPECT_EQ(rec_.compiles[1].cache, "memory_hit");
+  EXPECT_EQ(rec_.compiles[1].graph_id, rec_.compiles[0].graph_id);
+  for (const Ordered& o : steps) {
+    ExpectNear(Host(o.u), {std::exp(0.5), std::exp(1.0), std::exp(1.5), std::exp(2.0)});
+    ExpectNear(Host(o.v), {std::tanh(0.5), std::tanh(1.0), std::tanh(1.5), std::tanh(2.0)});
+    ExpectNear(Host(o.w), {1.5, 1, 0.5, -1});
+    ExpectNear(Host(o.a), {std::exp(1.0), std::exp(2.0), std::exp(3.0), std::exp(4.0)}, 1e-4);
+    ExpectNear(Host(o.b), {std::exp(5.0), std::exp(6.0)}, 1e-3);
+  }
+}
+
+// exp(x) and exp(y) of one shape: equal subgraphs, ordered by how x and y are
+// used elsewhere (x - y reads x first), whichever the user made first.
+TEST_F(RecompileTest, EqualSubgraphsOrderedByHowTheirInputsAreUsed) {
+  std::vector<std::vector<Tensor>> steps;
+  for (bool swap : {false, true}) {
+    Tensor x = Tensor::from_host(F32({3}, {1, 2, 3}), "x");
+    Tensor y = Tensor::from_host(F32({3}, {0, -1, -2}), "y");
+    Tensor ex, ey;
+    if (swap)
+      ey = exp(y), ex = exp(x);
+    else
+      ex = exp(x), ey = exp(y);
+    Tensor d = x - y;
+    ASSERT_TRUE(mark_step().ok());
+    steps.push_back({ex, ey, d});
+  }
+  EXPECT_EQ(Misses().size(), 1u);
+  for (const auto& t : steps) {
+    ExpectNear(Host(t[0]), {std::exp(1.0), std::exp(2.0), std::exp(3.0)}, 1e-4);
+    ExpectNear(Host(t[1]), {1, std::exp(-1.0), std::exp(-2.0)});
+    ExpectNear(Host(t[2]), {1, 3, 5});
+  }
+}
+
 TEST_F(RecompileTest, ValueReadAndNothingPending) {
   ASSERT_TRUE(mark_step().ok());  // nothing pending: no graph
   EXPECT_TRUE(rec_.compiles.empty());
