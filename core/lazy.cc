@@ -433,7 +433,8 @@ absl::StatusOr<PendingGraph> pending_graph() {
 namespace internal {
 namespace {
 // A mark_step: the cut (at `site`, else the caller's line and stack), the
-// CreateTensor counter's sample, and the next step number.
+// samples of the CreateTensor counter and of the per-op counters that moved
+// ("TracedOp:stablehlo.add": op tensors traced so far), and the next step number.
 absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   if (!Initialized())
     return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
@@ -441,8 +442,17 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   absl::Status s = Cut(CutReason::kMarkStep, loc, site);
   if (trace::enabled()) {
     std::lock_guard<std::mutex> l(ctx.mu);
+    const int64_t now = trace::HostNowNs();
     trace::recorder().Record(
-        trace::CounterRecord{-1, "CreateTensor", trace::HostNowNs(), static_cast<double>(ctx.tensors_created)});
+        trace::CounterRecord{-1, "CreateTensor", now, static_cast<double>(ctx.tensors_created)});
+    for (const auto& [op, n] : ctx.ops_traced) {
+      int64_t& sampled = ctx.ops_traced_sampled[op];
+      if (sampled == n) continue;
+      sampled = n;
+      trace::recorder().Record(
+          trace::CounterRecord{-1, absl::StrCat(trace::kTracedOpCounterPrefix, compiler::OpcodeName(op)), now,
+                               static_cast<double>(n)});
+    }
   }
   ++ctx.step;
   return s;

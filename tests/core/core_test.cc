@@ -4,6 +4,7 @@
 // single-device training, and recompilation causes as a Recorder sees them.
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -957,6 +958,39 @@ TEST_F(RecompileTest, ValueReadAndNothingPending) {
 
 namespace shardscope {
 namespace {
+
+// The per-op counters: each op node the frontend traced counts once under its
+// opcode (a tensor made again on the same node does not), sampled at every
+// mark_step as "TracedOp:<opcode>" when it moved; the last sample is the total.
+class CounterRecorder : public trace::Recorder {
+ public:
+  using trace::Recorder::Record;
+  void Record(const trace::CounterRecord& c) override { last[c.name] = {c.value, ++samples[c.name]}; }
+  std::map<std::string, std::pair<double, int>> last;  // name -> (last value, samples)
+  std::map<std::string, int> samples;
+};
+
+TEST(TracedOpCounters, CountEachOpKindTracedPerRun) {
+  CounterRecorder rec;
+  trace::SetRecorder(&rec);
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = Tensor::from_host(F32({2}, {1, 2}), "x");
+    x.requires_grad_();
+    Tensor y = exp(x) + exp(x) * x;
+    if (step == 0) Tensor t = tanh(y);
+    Tensor same = stop_gradient(y);  // a new tensor on a copy of y's node: no new op
+    ASSERT_TRUE(mark_step().ok());
+  }
+  Shutdown();
+  trace::SetRecorder(nullptr);
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.exponential"], (std::pair<double, int>{6, 3}));
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.add"], (std::pair<double, int>{3, 3}));
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.multiply"], (std::pair<double, int>{3, 3}));
+  // Sampled once: it never moved after step 0.
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.tanh"], (std::pair<double, int>{1, 1}));
+  EXPECT_EQ(rec.last.count("TracedOp:parameter"), 0u);  // data is not an op
+}
 
 // A learning rate that warms up from 0 and decays changes every step, yet the
 // training step compiles once: the optimizer passes the rate as data.
