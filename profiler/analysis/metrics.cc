@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/recompiles.h"
 
 namespace shardscope::analysis {
 namespace {
@@ -56,10 +57,20 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
       if (c.name == "ValueRead") reads = c.value.value_or(0);
     for (const TimingMetric& m : r.metrics)
       if (m.name == "TransferFromDeviceTime") waited_ns = m.total_ns;
-    r.warnings.push_back(absl::StrFormat(
+    std::string warning = absl::StrFormat(
         "a value is read back in %d of %d steps (%d reads, %s waiting on the host clock): each read "
         "waits for the chips; read every N steps, or after the next mark_step",
-        steps_reading, r.steps, reads, FormatNs(waited_ns)));
+        steps_reading, r.steps, reads, FormatNs(waited_ns));
+    // Reads mid-step also cut the graph: what reading every N steps saves (`shardscope recompiles` too).
+    auto cuts = FindValueReadCuts(rd, run_id);
+    if (!cuts.ok()) return cuts.status();
+    for (const ValueReadCuts& c : *cuts)
+      if (c.executions_saved > 0)
+        absl::StrAppend(&warning,
+                        absl::StrFormat("; the read at %s cut the graph in %d steps: every %d steps, "
+                                        "%d program runs saved",
+                                        c.at, c.steps_cut, c.every, c.executions_saved));
+    r.warnings.push_back(std::move(warning));
   }
   return r;
 }

@@ -56,8 +56,9 @@ constexpr char kRecompilesHelp[] =
     "  Per call site (the mark_step line and the user's stack): how many distinct\n"
     "  graphs, each compilation with its cause, detail, line and time, and\n"
     "  suggestions from the whole run: padding buckets for churning input shapes\n"
-    "  with the compilations they would save, and what removes value-read cuts,\n"
-    "  inlined-scalar and branch recompilations.\n"
+    "  with the compilations they would save, and what removes value-read cuts\n"
+    "  (reading every 10 steps: the program runs saved), inlined-scalar and branch\n"
+    "  recompilations.\n"
     "  --run N   the run (default: the newest in the file)\n";
 
 constexpr char kQueryHelp[] =
