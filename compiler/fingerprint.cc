@@ -2,9 +2,12 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_format.h"
 #include "compiler/text.h"
 
@@ -12,19 +15,16 @@ namespace shardscope::compiler {
 
 namespace {
 
-// Feeds fields to XXH3 in a fixed byte form: integers as 64-bit values,
-// vectors with their length first (so [1],[2,3] and [1,2],[3] differ).
-class Hasher {
+// Feeds fields in a fixed form: integers as 64-bit values, vectors with
+// their length first (so [1],[2,3] and [1,2],[3] differ). `Sink` takes the
+// words (Words) and byte strings (Bytes).
+template <class Sink>
+class Feeder {
  public:
-  Hasher() : st_(XXH3_createState()) { XXH3_128bits_reset(st_); }
-  ~Hasher() { XXH3_freeState(st_); }
-  Hasher(const Hasher&) = delete;
-  Hasher& operator=(const Hasher&) = delete;
-
-  void Int(int64_t v) { XXH3_128bits_update(st_, &v, sizeof v); }
+  void Int(int64_t v) { sink().Words(&v, 1); }
   void Ints(const std::vector<int64_t>& v) {
     Int(static_cast<int64_t>(v.size()));
-    if (!v.empty()) XXH3_128bits_update(st_, v.data(), v.size() * sizeof(int64_t));
+    if (!v.empty()) sink().Words(v.data(), v.size());
   }
   void Pairs(const std::vector<std::pair<int64_t, int64_t>>& v) {
     Int(static_cast<int64_t>(v.size()));
@@ -33,11 +33,7 @@ class Hasher {
       Int(b);
     }
   }
-  void Bytes(const void* p, size_t n) {
-    Int(static_cast<int64_t>(n));
-    if (n > 0) XXH3_128bits_update(st_, p, n);
-  }
-  void Str(const std::string& s) { Bytes(s.data(), s.size()); }
+  void Str(const std::string& s) { sink().Bytes(s.data(), s.size()); }
   void ShapeOf(const shardscope::Shape& s) {
     Int(static_cast<int64_t>(s.dtype));
     Ints(s.dims);
@@ -53,6 +49,24 @@ class Hasher {
     Int(s.has_value());
     if (s) ShardingOf(*s);
   }
+
+ private:
+  Sink& sink() { return static_cast<Sink&>(*this); }
+};
+
+// The fingerprint's hasher: XXH3-128 over the fed bytes.
+class Hasher : public Feeder<Hasher> {
+ public:
+  Hasher() : st_(XXH3_createState()) { XXH3_128bits_reset(st_); }
+  ~Hasher() { XXH3_freeState(st_); }
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+
+  void Words(const int64_t* v, size_t n) { XXH3_128bits_update(st_, v, n * sizeof(int64_t)); }
+  void Bytes(const void* p, size_t n) {
+    Int(static_cast<int64_t>(n));
+    if (n > 0) XXH3_128bits_update(st_, p, n);
+  }
   std::string Hex() const {
     XXH128_hash_t h = XXH3_128bits_digest(st_);
     return absl::StrFormat("%016x%016x", h.high64, h.low64);
@@ -62,16 +76,34 @@ class Hasher {
   XXH3_state_t* st_;
 };
 
+// A 64-bit key per instruction: the fields are gathered (comparable as they
+// are), then hashed once.
+class Key64 : public Feeder<Key64> {
+ public:
+  void Words(const int64_t* v, size_t n) { buf_.insert(buf_.end(), v, v + n); }
+  void Bytes(const void* p, size_t n) {
+    Int(static_cast<int64_t>(n));
+    Int(static_cast<int64_t>(XXH3_64bits(p, n)));
+  }
+  uint64_t Digest() const { return XXH3_64bits(buf_.data(), buf_.size() * sizeof(int64_t)); }
+  bool operator==(const Key64& o) const { return buf_ == o.buf_; }
+
+ private:
+  absl::InlinedVector<int64_t, 64> buf_;
+};
+
 // Every attribute of Instruction except its id (operands are referred to by
-// position), source location, module path and parameter name. A field added
-// to Instruction must be added here: the size check below fails until then.
-void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, int64_t>& position, Hasher& h) {
+// `operand(o)`: a position, or a key), source location, module path and
+// parameter name. A field added to Instruction must be added here: the size
+// check below fails until then.
+template <class H, class OperandValue>
+void HashInstruction(const Instruction& i, const OperandValue& operand, H& h) {
   static_assert(sizeof(Instruction) == 1264,
                 "Instruction changed: hash the new field in HashInstruction, then update the size");
   h.Int(static_cast<int64_t>(i.op));
   h.ShapeOf(i.shape);
   h.Int(static_cast<int64_t>(i.operands.size()));
-  for (const Instruction* o : i.operands) h.Int(position.at(o->id));
+  for (const Instruction* o : i.operands) h.Int(static_cast<int64_t>(operand(o)));
   h.Ints(i.dims);
   h.Ints(i.dot.lhs_batch);
   h.Ints(i.dot.rhs_batch);
@@ -130,6 +162,59 @@ void HashInstruction(const Instruction& i, const absl::flat_hash_map<int64_t, in
   }
 }
 
+// What DiffModules counts as structure: the opcode, the wiring (operands by
+// `operand(o)`) and the attributes that do not follow from shapes. Shapes,
+// dtypes of inputs, shardings and scalar constants' values are left out, so
+// graphs that differ only in those (a new batch size, an inlined scalar) keep
+// the same structure, op for op.
+template <class OperandValue>
+void HashStructure(const Instruction& i, const OperandValue& operand, Key64& h) {
+  h.Int(static_cast<int64_t>(i.op));
+  h.Int(static_cast<int64_t>(i.operands.size()));
+  for (const Instruction* o : i.operands) h.Int(static_cast<int64_t>(operand(o)));
+  if (IsCollective(i.op)) {
+    h.Ints(i.dims);
+    h.Int(static_cast<int64_t>(i.reduce));
+    h.Int(static_cast<int64_t>(i.replica_groups.size()));
+    for (const auto& g : i.replica_groups) h.Ints(g);
+    h.Pairs(i.source_target_pairs);
+    return;
+  }
+  switch (i.op) {
+    case Opcode::kBroadcastInDim:
+    case Opcode::kTranspose:
+    case Opcode::kReduce:
+    case Opcode::kIota:
+      h.Ints(i.dims);
+      h.Int(static_cast<int64_t>(i.reduce));
+      break;
+    case Opcode::kReshape:
+      h.Int(i.shape.rank());
+      break;
+    case Opcode::kDotGeneral:
+      h.Ints(i.dot.lhs_batch);
+      h.Ints(i.dot.rhs_batch);
+      h.Ints(i.dot.lhs_contracting);
+      h.Ints(i.dot.rhs_contracting);
+      break;
+    case Opcode::kCompare:
+      h.Int(static_cast<int64_t>(i.compare));
+      break;
+    case Opcode::kConvert:
+      h.Int(static_cast<int64_t>(i.shape.dtype));
+      break;
+    case Opcode::kGetTupleElement:
+      h.Ints(i.dims);
+      break;
+    case Opcode::kWhile:  // a different loop (its trip count included) is a different graph
+      h.Str(Fingerprint(*i.cond));
+      h.Str(Fingerprint(*i.body));
+      break;
+    default:
+      break;
+  }
+}
+
 }  // namespace
 
 std::string Fingerprint(const Module& m) {
@@ -142,7 +227,8 @@ std::string Fingerprint(const Module& m) {
   position.reserve(m.instructions().size());
   for (const auto& i : m.instructions()) {
     position[i->id] = static_cast<int64_t>(position.size());
-    HashInstruction(*i, position, h);
+    const auto by_position = [&](const Instruction* o) { return position.at(o->id); };
+    HashInstruction(*i, by_position, h);
   }
   h.Int(static_cast<int64_t>(m.parameters().size()));
   for (const Instruction* p : m.parameters()) h.Int(position.at(p->id));
@@ -154,57 +240,90 @@ std::string Fingerprint(const Module& m) {
 }
 
 namespace {
-// Attributes of an instruction that do not follow from its shapes.
+// Attributes of an instruction that do not follow from its shapes (operands
+// by id: both modules number their instructions from 0 in order).
 bool SameStructure(const Instruction& a, const Instruction& b, bool* constant_only) {
   *constant_only = false;
-  if (a.op != b.op || a.operands.size() != b.operands.size()) return false;
-  for (size_t k = 0; k < a.operands.size(); ++k) {
-    if (a.operands[k]->id != b.operands[k]->id) return false;
-  }
-  if (IsCollective(a.op))
-    return a.dims == b.dims && a.reduce == b.reduce && a.replica_groups == b.replica_groups &&
-           a.source_target_pairs == b.source_target_pairs;
-  switch (a.op) {
-    case Opcode::kBroadcastInDim:
-    case Opcode::kTranspose:
-    case Opcode::kReduce:
-    case Opcode::kIota:
-      if (a.dims != b.dims || a.reduce != b.reduce) return false;
-      break;
-    case Opcode::kReshape:
-      if (a.shape.rank() != b.shape.rank()) return false;
-      break;
-    case Opcode::kDotGeneral:
-      if (a.dot.lhs_batch != b.dot.lhs_batch || a.dot.rhs_batch != b.dot.rhs_batch ||
-          a.dot.lhs_contracting != b.dot.lhs_contracting ||
-          a.dot.rhs_contracting != b.dot.rhs_contracting)
-        return false;
-      break;
-    case Opcode::kCompare:
-      if (a.compare != b.compare) return false;
-      break;
-    case Opcode::kGetTupleElement:
-      if (a.dims != b.dims) return false;
-      break;
-    case Opcode::kWhile:  // a different loop (its trip count included) is a different graph
-      if (Fingerprint(*a.cond) != Fingerprint(*b.cond) || Fingerprint(*a.body) != Fingerprint(*b.body)) return false;
-      break;
-    case Opcode::kConvert:
-      if (a.shape.dtype != b.shape.dtype) return false;
-      break;
-    case Opcode::kConstant:
-      if (a.literal->shape().rank() == 0 && b.literal->shape().rank() == 0 &&
-          a.literal->GetDouble(0) != b.literal->GetDouble(0)) {
-        *constant_only = true;
-        return false;
-      }
-      break;
-    default:
-      break;
+  const auto by_id = [](const Instruction* o) { return o->id; };
+  Key64 ka, kb;
+  HashStructure(a, by_id, ka);
+  HashStructure(b, by_id, kb);
+  if (!(ka == kb)) return false;
+  if (a.op == Opcode::kConstant && a.literal->shape().rank() == 0 && b.literal->shape().rank() == 0 &&
+      a.literal->GetDouble(0) != b.literal->GetDouble(0)) {
+    *constant_only = true;
+    return false;
   }
   return true;
 }
+
+uint64_t Combine(std::initializer_list<uint64_t> words) {
+  return XXH3_64bits(words.begin(), words.size() * sizeof(uint64_t));
+}
 }  // namespace
+
+std::vector<size_t> CanonicalOutputOrder(const std::vector<const Instruction*>& topo,
+                                         const std::vector<const Instruction*>& outputs) {
+  const size_t n = topo.size();
+  absl::flat_hash_map<const Instruction*, size_t> index;
+  index.reserve(n);
+  for (size_t k = 0; k < n; ++k) index[topo[k]] = k;
+  // Bottom-up: the structure key (what DiffModules compares) over each subgraph.
+  std::vector<uint64_t> structure(n);
+  const auto structure_of = [&](const Instruction* o) { return structure[index.at(o)]; };
+  for (size_t k = 0; k < n; ++k) {
+    Key64 s;
+    HashStructure(*topo[k], structure_of, s);
+    structure[k] = s.Digest();
+  }
+  std::vector<size_t> out(outputs.size());
+  for (size_t j = 0; j < outputs.size(); ++j) out[j] = index.at(outputs[j]);
+  bool ties = false;  // distinct outputs of equal structure (rare: only then are more keys needed)
+  {
+    absl::flat_hash_map<uint64_t, size_t> first;  // structure key -> an output's instruction
+    for (size_t o : out) {
+      auto [it, fresh] = first.try_emplace(structure[o], o);
+      ties = ties || (!fresh && it->second != o);
+    }
+  }
+  // For ties: outputs of equal structure over different values (exp(x),
+  // exp(y)) are told apart by how their subgraphs' values are used elsewhere
+  // (a key of each instruction's users, top-down, folded back into the
+  // subgraphs bottom-up), then by the full key (what the fingerprint covers:
+  // shapes, shardings, constants) of their subgraphs.
+  std::vector<uint64_t> refined(n, 0), full(n, 0);
+  if (ties) {
+    std::vector<std::vector<std::pair<size_t, size_t>>> users(n);  // (user, operand position)
+    for (size_t k = 0; k < n; ++k)
+      for (size_t p = 0; p < topo[k]->operands.size(); ++p)
+        users[index.at(topo[k]->operands[p])].push_back({k, p});
+    std::vector<uint64_t> used(n, 0), output_count(n, 0);
+    for (size_t o : out) ++output_count[o];
+    for (size_t k = n; k-- > 0;) {
+      std::vector<uint64_t> u;
+      for (const auto& [user, pos] : users[k]) u.push_back(Combine({structure[user], pos, used[user]}));
+      std::sort(u.begin(), u.end());
+      u.push_back(output_count[k]);
+      used[k] = XXH3_64bits(u.data(), u.size() * sizeof(uint64_t));
+    }
+    const auto full_of = [&](const Instruction* o) { return full[index.at(o)]; };
+    for (size_t k = 0; k < n; ++k) {
+      std::vector<uint64_t> w = {structure[k], used[k]};
+      for (const Instruction* o : topo[k]->operands) w.push_back(refined[index.at(o)]);
+      refined[k] = XXH3_64bits(w.data(), w.size() * sizeof(uint64_t));
+      Key64 f;
+      HashInstruction(*topo[k], full_of, f);
+      full[k] = f.Digest();
+    }
+  }
+  std::vector<size_t> order(outputs.size());
+  for (size_t j = 0; j < order.size(); ++j) order[j] = j;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const size_t x = out[a], y = out[b];
+    return std::tie(structure[x], refined[x], full[x]) < std::tie(structure[y], refined[y], full[y]);
+  });
+  return order;
+}
 
 ModuleDiff DiffModules(const Module& old_m, const Module& new_m) {
   ModuleDiff d;

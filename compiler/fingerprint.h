@@ -18,6 +18,21 @@ namespace shardscope::compiler {
 // builds of the same compiler version; ids, locations and names do not count.
 std::string Fingerprint(const Module& m);
 
+// The order in which to lower a graph's outputs so that the same graph built
+// in another order lowers to the same module (and fingerprint). `topo` holds
+// every instruction the outputs reach, operands before users, in any such
+// order; outputs[j] is one of them. Returns a permutation of 0..outputs.size()
+// -1: emit outputs[order[0]] first. Outputs are sorted by a key of their
+// whole subgraph that ignores creation order, ids, locations and names: first
+// its structure (what DiffModules compares, so a new shape or an inlined
+// scalar keeps the order and the diagnosis), then, when structures tie, how
+// the subgraph's values are used by the rest of the graph, then shapes,
+// dtypes, shardings and constants; outputs equal in all of these keep their
+// given order (they lower alike unless the graph is symmetric in a way these
+// keys miss).
+std::vector<size_t> CanonicalOutputOrder(const std::vector<const Instruction*>& topo,
+                                         const std::vector<const Instruction*>& outputs);
+
 struct InputDifference {
   int index = 0;        // parameter index
   bool shape = false;   // dims differ

@@ -90,6 +90,11 @@ void RegisterLive(const std::shared_ptr<TensorImpl>& t) {
   static int64_t next_id = 1;
   t->id = next_id++;
   ++g_ctx->tensors_created;
+  Node* n = t->node.get();
+  if (n && !n->is_data() && n->error.ok() && !n->counted) {
+    n->counted = true;
+    ++g_ctx->ops_traced[n->op];
+  }
   g_ctx->next_tensor_id = next_id;
   g_ctx->live[t->id] = t;
 }

@@ -69,6 +69,10 @@ struct Context {
     std::string cause_kind, cause_detail;
   } last_cut;
   int64_t tensors_created = 0;  // the CreateTensor counter
+  // The per-op counters: op nodes the frontend traced (each once, when a
+  // tensor first holds it), by opcode, and the values last sampled into the
+  // recorder (only changed ones are sampled).
+  std::map<compiler::Opcode, int64_t> ops_traced, ops_traced_sampled;
 };
 
 Context& Ctx();

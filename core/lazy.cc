@@ -83,19 +83,53 @@ void HostSlice(const char* name, trace::SliceKind kind, int64_t start, int64_t e
   trace::recorder().Record(s);
 }
 
-// Builds the IR of `outputs` (pending nodes). Data nodes become parameters in
-// first-visit order; nodes are visited operands-first, in operand order, so
-// the same program always lowers to the same text.
+// Builds the IR of `outputs` (pending nodes), the same module whatever order
+// the user built the graph in: outputs are lowered in the canonical order of
+// compiler::CanonicalOutputOrder, each operands-first in operand order, and
+// data nodes become parameters in first-visit order.
 struct Lowered {
   std::unique_ptr<Module> module;
   std::vector<std::shared_ptr<Node>> params;  // data node of each parameter
+  std::vector<size_t> order;                  // module output j is outputs[order[j]]
 };
 
+std::unique_ptr<Instruction> LowerNode(const Node& n,
+                                       const std::unordered_map<const Node*, Instruction*>& done) {
+  auto i = std::make_unique<Instruction>();
+  i->op = n.op;
+  i->shape = n.shape;
+  if (n.is_data()) {
+    i->name = n.name;
+    i->loc = n.created;
+    i->sharding = n.data->sharding;
+    return i;
+  }
+  for (const auto& o : n.operands) i->operands.push_back(done.at(o.get()));
+  i->dims = n.dims;
+  i->dot = n.dot;
+  i->slice = n.slice;
+  i->pad = n.pad;
+  i->gather = n.gather;
+  i->scatter = n.scatter;
+  i->conv = n.conv;
+  i->window = n.window;
+  i->reduce = n.reduce;
+  i->compare = n.compare;
+  i->literal = n.literal;
+  i->loc = n.loc;
+  i->scope = n.scope;
+  i->sharding = n.annotation;
+  return i;
+}
+
 Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
-  Lowered L;
-  L.module = std::make_unique<Module>("graph");
-  Module& m = *L.module;
+  // Every node the outputs reach, as an instruction not yet in a module, operands first.
   std::unordered_map<const Node*, Instruction*> done;
+  // Each instruction until the module takes it, and the data node of each parameter.
+  using Built = std::pair<std::unique_ptr<Instruction>, std::shared_ptr<Node>>;
+  std::unordered_map<const Instruction*, Built> built;
+  std::vector<const Instruction*> topo;
+  std::vector<Instruction*> outs;
   for (const auto& out : outputs) {
     std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{out, 0}};
     while (!stack.empty()) {
@@ -107,37 +141,40 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
         if (!done.count(c.get())) stack.push_back({c, 0});
         continue;
       }
-      Instruction* i;
-      if (n->is_data()) {
-        i = m.Parameter(n->shape, n->name, n->created);
-        i->sharding = n->data->sharding;
-        L.params.push_back(n);
-      } else {
-        auto instr = std::make_unique<Instruction>();
-        instr->op = n->op;
-        instr->shape = n->shape;
-        for (const auto& o : n->operands) instr->operands.push_back(done.at(o.get()));
-        instr->dims = n->dims;
-        instr->dot = n->dot;
-        instr->slice = n->slice;
-        instr->pad = n->pad;
-        instr->gather = n->gather;
-        instr->scatter = n->scatter;
-        instr->conv = n->conv;
-        instr->window = n->window;
-        instr->reduce = n->reduce;
-        instr->compare = n->compare;
-        instr->literal = n->literal;
-        instr->loc = n->loc;
-        instr->scope = n->scope;
-        instr->sharding = n->annotation;
-        i = m.Add(std::move(instr));
-      }
+      std::unique_ptr<Instruction> owned = LowerNode(*n, done);
+      Instruction* i = owned.get();
       done[n.get()] = i;
+      topo.push_back(i);
+      built[i] = {std::move(owned), n->is_data() ? n : nullptr};
       stack.pop_back();
     }
+    outs.push_back(done.at(out.get()));
   }
-  for (const auto& out : outputs) m.AddOutput(done.at(out.get()));
+  // Into the module in the canonical order: outputs sorted, each subgraph operands-first.
+  Lowered L;
+  L.order = compiler::CanonicalOutputOrder(topo, {outs.begin(), outs.end()});
+  L.module = std::make_unique<Module>("graph");
+  Module& m = *L.module;
+  for (size_t j : L.order) {
+    std::vector<std::pair<Instruction*, size_t>> stack{{outs[j], 0}};
+    while (!stack.empty()) {
+      auto [i, k] = stack.back();
+      auto it = built.find(i);
+      if (it == built.end() || !it->second.first) {  // added already
+        stack.pop_back();
+        continue;
+      }
+      if (k < i->operands.size()) {
+        stack.back().second++;
+        stack.push_back({i->operands[k], 0});
+        continue;
+      }
+      if (it->second.second) L.params.push_back(std::move(it->second.second));
+      m.Add(std::move(it->second.first));
+      stack.pop_back();
+    }
+    m.AddOutput(outs[j]);
+  }
   return L;
 }
 
@@ -309,16 +346,16 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
   for (const auto& p : L.params)
     RecordTensor(p->name, p->shape, p->data->sharding, p->data->sharding_source,
                  p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
-  // Every pending tensor now holds device data.
-  for (size_t k = 0; k < pending.size(); ++k) {
-    auto& t = pending[k];
+  // Every pending tensor now holds device data: result j is pending[L.order[j]]'s.
+  for (size_t j = 0; j < L.order.size(); ++j) {
+    auto& t = pending[L.order[j]];
     auto n = std::make_shared<Node>();
     n->op = Opcode::kParameter;
     n->shape = t->node->shape;
     n->data = std::make_shared<DeviceData>();
-    n->data->sharding = exe.output_shardings[k];
+    n->data->sharding = exe.output_shardings[j];
     n->data->sharding_source = "propagated";
-    n->data->device = results[k];
+    n->data->device = results[j];
     n->name = t->name;
     n->created = t->node->loc;
     if (t->requires_grad) {
@@ -396,7 +433,8 @@ absl::StatusOr<PendingGraph> pending_graph() {
 namespace internal {
 namespace {
 // A mark_step: the cut (at `site`, else the caller's line and stack), the
-// CreateTensor counter's sample, and the next step number.
+// samples of the CreateTensor counter and of the per-op counters that moved
+// ("TracedOp:stablehlo.add": op tensors traced so far), and the next step number.
 absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   if (!Initialized())
     return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
@@ -404,8 +442,17 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   absl::Status s = Cut(CutReason::kMarkStep, loc, site);
   if (trace::enabled()) {
     std::lock_guard<std::mutex> l(ctx.mu);
+    const int64_t now = trace::HostNowNs();
     trace::recorder().Record(
-        trace::CounterRecord{-1, "CreateTensor", trace::HostNowNs(), static_cast<double>(ctx.tensors_created)});
+        trace::CounterRecord{-1, "CreateTensor", now, static_cast<double>(ctx.tensors_created)});
+    for (const auto& [op, n] : ctx.ops_traced) {
+      int64_t& sampled = ctx.ops_traced_sampled[op];
+      if (sampled == n) continue;
+      sampled = n;
+      trace::recorder().Record(
+          trace::CounterRecord{-1, absl::StrCat(trace::kTracedOpCounterPrefix, compiler::OpcodeName(op)), now,
+                               static_cast<double>(n)});
+    }
   }
   ++ctx.step;
   return s;

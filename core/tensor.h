@@ -76,6 +76,7 @@ struct Node {
   std::shared_ptr<internal::RematRegion> remat;
   int remat_output = -1;  // which of the block's outputs this node is
   uint64_t seq = 0;
+  bool counted = false;  // in the per-op counters (an op node counts once, however many tensors hold it)
 
   bool is_data() const { return op == compiler::Opcode::kParameter; }
 };

@@ -74,6 +74,10 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
     ss::Tensor logits = l3(ss::relu(l2(ss::relu(l1(x)))));
     ss::Tensor loss = ss::cross_entropy(logits, y);
     if (auto s = ss::backward(loss); !s.ok()) return s;
+    if (cfg.read_loss_every > 0 && (step - result.first_step) % cfg.read_loss_every == 0) {
+      // A logging line before the update: the read cuts the graph (loss and gradients run now).
+      if (auto v = loss.item(); !v.ok()) return v.status();
+    }
     if (auto s = opt.step(); !s.ok()) return s;
     if (auto s = ss::mark_step(); !s.ok()) return s;
     if (auto s = losses.Push(step, std::move(loss)); !s.ok()) return s;

@@ -47,6 +47,10 @@ struct SampleConfig {
   int cnn_batch = 32;
   // recompile_storm: pad each batch's length to its power-of-two bucket.
   bool bucket = false;
+  // mlp: read the loss mid-step (after backward, before the optimizer's
+  // update) at the first step and every N steps after, as a logging line
+  // would; each read cuts the graph (value_read_cut). 0: never.
+  int read_loss_every = 0;
   std::function<void(int step, double loss)> on_step;  // progress callback
 };
 

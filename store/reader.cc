@@ -11,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "store/schema.h"
 #include "store/sqlite_util.h"
 
 namespace shardscope::store {
@@ -69,15 +70,26 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
   return r;
 }
 
+Reader Reader::OnConnection(sqlite3* db) {
+  Reader r;
+  r.db_ = db;
+  r.owned_ = false;
+  r.schema_version_ = kSchemaVersion;
+  const char* file = sqlite3_db_filename(db, "main");
+  r.path_ = file ? file : "";
+  return r;
+}
+
 Reader::Reader(Reader&& o) noexcept
-    : db_(o.db_), path_(std::move(o.path_)), schema_version_(o.schema_version_) {
+    : db_(o.db_), owned_(o.owned_), path_(std::move(o.path_)), schema_version_(o.schema_version_) {
   o.db_ = nullptr;
 }
 
 Reader& Reader::operator=(Reader&& o) noexcept {
   if (this != &o) {
-    if (db_) sqlite3_close(db_);
+    if (db_ && owned_) sqlite3_close(db_);
     db_ = o.db_;
+    owned_ = o.owned_;
     path_ = std::move(o.path_);
     schema_version_ = o.schema_version_;
     o.db_ = nullptr;
@@ -86,7 +98,7 @@ Reader& Reader::operator=(Reader&& o) noexcept {
 }
 
 Reader::~Reader() {
-  if (db_) sqlite3_close(db_);
+  if (db_ && owned_) sqlite3_close(db_);
 }
 
 absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,

@@ -34,6 +34,9 @@ class Reader {
   // Opens `path` read-only. Errors name the file and the problem: missing file,
   // not an SQLite file, or an SQLite file without shardscope's `meta` table.
   static absl::StatusOr<Reader> Open(const std::string& path);
+  // A reader over a connection that stays the caller's to close (the writer's
+  // thread reads the rows it has not committed yet this way).
+  static Reader OnConnection(sqlite3* db);
   Reader(Reader&&) noexcept;
   Reader& operator=(Reader&&) noexcept;
   ~Reader();
@@ -51,6 +54,7 @@ class Reader {
  private:
   Reader() = default;
   sqlite3* db_ = nullptr;
+  bool owned_ = true;
   std::string path_;
   int schema_version_ = 0;
 };

@@ -177,6 +177,28 @@ CREATE TABLE IF NOT EXISTS counters (
 );
 CREATE INDEX IF NOT EXISTS counters_by_name ON counters(run_id, name, ts_ns);
 
+-- The metrics report of each run that ended (store/metrics.cc), written by the
+-- writer when the run ends with the code `shardscope metrics` prints: one row
+-- per timing metric, counter, op kind the frontend traced and opcode run. A
+-- run that never ended, and files written before this table (added in place:
+-- CREATE IF NOT EXISTS), have no rows; the report computes them instead.
+CREATE TABLE IF NOT EXISTS metrics (
+  run_id   INTEGER NOT NULL REFERENCES runs(run_id),
+  kind     TEXT NOT NULL CHECK (kind IN ('metric','counter','op_traced','kernel_runs')),
+  name     TEXT NOT NULL,                -- CompileTime, MarkStep, ...; an opcode for op_traced, kernel_runs
+  position INTEGER NOT NULL,             -- order within its kind, as printed
+  clock    TEXT,                         -- metric: host | device
+  count    INTEGER,                      -- metric: samples
+  total_ns INTEGER,                      -- metric: sum of the samples
+  p50_ns   INTEGER,                      -- metric: percentiles (nearest rank) and the largest sample
+  p90_ns   INTEGER,
+  p99_ns   INTEGER,
+  max_ns   INTEGER,
+  value    INTEGER,                      -- counter, op_traced, kernel_runs; a counter's NULL: not recorded
+  note     TEXT NOT NULL DEFAULT '',     -- metric: what one sample is; counter: what it counts
+  PRIMARY KEY (run_id, kind, name)
+);
+
 -- Each compiled program's memory plan per device (buffer assignment by
 -- liveness), and the buffers live at its peak, largest first.
 CREATE TABLE IF NOT EXISTS memory_plans (

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "store/metrics.h"
 #include "store/schema.h"
 #include "store/sqlite_util.h"
 
@@ -280,10 +281,12 @@ class Writer::Db {
     run_id_ = sqlite3_last_insert_rowid(db_);
     return absl::OkStatus();
   }
+  // The run ends: its row says so, and its metrics report is stored.
   absl::Status WriteOne(const RunEnd& e) {
     stmts_.run_end.Int(1, run_id_);
     stmts_.run_end.Int(2, e.ended_at_ns);
-    return Tag(stmts_.run_end.Run(), "runs", run_id_);
+    if (absl::Status st = stmts_.run_end.Run(); !st.ok()) return Tag(st, "runs", run_id_);
+    return Tag(internal::StoreRunMetrics(db_, run_id_), "metrics", run_id_);
   }
   absl::Status WriteOne(const trace::HostRecord& r) {
     Stmt& s = stmts_.host;

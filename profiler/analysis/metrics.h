@@ -1,8 +1,10 @@
 // The metrics report of a stored run, in the spirit of PyTorch/XLA's
 // metrics_report(): timing metrics (count, total, percentiles, each on its
-// clock), counters, kernel runs per opcode, and automatic warnings. Computed
-// from the run's stored tables (compilations, slices, steps, ops), so it
-// works on any shardscope database; printed by `shardscope metrics`.
+// clock), counters, ops traced per kind, kernel runs per opcode, and
+// automatic warnings. The figures are the run's rows of the `metrics` table
+// (store/metrics.h, written when the run ended), or, for a run without them
+// (it never ended; an older file), computed from its tables by the same code,
+// so it works on any shardscope database; printed by `shardscope metrics`.
 #pragma once
 
 #include <cstdint>
@@ -11,31 +13,20 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "store/metrics.h"
 #include "store/reader.h"
 
 namespace shardscope::analysis {
 
-struct TimingMetric {
-  std::string name;     // CompileTime, ExecuteTime, ...
-  std::string clock;    // host | device
-  std::string what;     // what one sample is
-  int64_t count = 0;
-  int64_t total_ns = 0;
-  int64_t p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;  // nearest rank
-};
+using TimingMetric = store::TimingMetric;
+using CounterMetric = store::CounterMetric;
 
-struct CounterMetric {
-  std::string name;            // MarkStep, CachedCompile, ...
-  std::optional<int64_t> value;  // none: this run does not record it (the note says why)
-  std::string note;
-};
-
-struct MetricsReport {
+// The figures (store::RunMetrics: metrics, counters, ops traced, kernels run),
+// the run's step count and the warnings drawn from them.
+struct MetricsReport : store::RunMetrics {
   int64_t run_id = 0;
   int64_t steps = 0;
-  std::vector<TimingMetric> metrics;
-  std::vector<CounterMetric> counters;
-  std::vector<std::pair<std::string, int64_t>> kernel_runs;  // opcode -> kernels run on all chips, most first
+  bool stored = false;  // the figures came from the `metrics` table (else computed now)
   std::vector<std::string> warnings;
 };
 

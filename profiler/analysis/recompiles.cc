@@ -102,6 +102,33 @@ void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompi
 
 }  // namespace
 
+absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader& rd, int64_t run_id,
+                                                             int every) {
+  const std::string run = std::to_string(run_id);
+  auto all = rd.Query(
+      "SELECT COUNT(*) AS runs, COUNT(DISTINCT step) AS steps, MIN(step) AS first FROM executions"
+      " WHERE run_id = ?1",
+      {run});
+  if (!all.ok()) return all.status();
+  const int64_t runs = all->Int(0, "runs"), steps = all->Int(0, "steps"), first = all->Int(0, "first");
+  auto cuts = rd.Query(
+      "SELECT COALESCE(source_file, '') AS file, COALESCE(source_line, 0) AS line, step FROM executions"
+      " WHERE run_id = ?1 AND cause = 'value_read' GROUP BY file, line, step ORDER BY file, line, step",
+      {run});
+  if (!cuts.ok()) return cuts.status();
+  std::vector<ValueReadCuts> out;
+  for (size_t i = 0; i < cuts->rows.size(); ++i) {
+    const std::string at = absl::StrCat(cuts->Text(i, "file"), ":", cuts->Int(i, "line"));
+    if (out.empty() || out.back().at != at) out.push_back({at, steps, 0, runs, every});
+    ValueReadCuts& c = out.back();
+    ++c.steps_cut;
+    if ((cuts->Int(i, "step") - first) % every != 0) ++c.executions_saved;
+  }
+  for (ValueReadCuts& c : out)
+    c.compilations_added = c.steps_cut == c.steps && c.executions_saved > 0 ? 1 : 0;
+  return out;
+}
+
 int64_t PowerOfTwoBucket(int64_t size) {
   int64_t b = 1;
   while (b < size) b *= 2;
@@ -141,6 +168,8 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
     }
     s.compiles.push_back(std::move(e));
   }
+  auto cuts = FindValueReadCuts(rd, run_id);
+  if (!cuts.ok()) return cuts.status();
   for (auto& [site, s] : by_site) {
     s.distinct_graphs = static_cast<int64_t>(graphs[site].size());
     const auto& c = causes[site];
@@ -158,9 +187,21 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
       const auto& [n, where] = c.at(kind);
       return absl::StrCat(n, " compilation", n == 1 ? "" : "s", where.empty() ? "" : absl::StrCat(" (", where, ")"));
     };
-    if (c.count("value_read_cut"))
+    if (c.count("value_read_cut")) {
       s.suggestions.push_back({absl::StrCat(at("value_read_cut"), " because a value was read mid-step: read it "
                                             "after mark_step, or only every N steps"), c.at("value_read_cut").first});
+      for (const ValueReadCuts& v : *cuts) {
+        if (v.at != c.at("value_read_cut").second || v.executions_saved <= 0) continue;
+        const std::string cost =
+            v.compilations_added ? ", for 1 more compilation (the whole step's graph, compiled once)" : "";
+        s.suggestions.push_back(
+            {absl::StrCat("the read at ", v.at, " cut the graph in ", v.steps_cut, " of ", v.steps,
+                          " steps (", v.executions, " program runs in the run); reading it every ", v.every,
+                          " steps instead: ", v.executions - v.executions_saved, " runs, ",
+                          v.executions_saved, " program runs saved", cost),
+             -1, v.executions_saved});
+      }
+    }
     if (c.count("inlined_scalar_changed"))
       s.suggestions.push_back({absl::StrCat(at("inlined_scalar_changed"), " because an inlined scalar (0 or 1) "
                                             "changed: pass it as a tensor so its value is data"),

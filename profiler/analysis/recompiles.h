@@ -2,8 +2,10 @@
 // `shardscope recompiles` prints. Suggestions come from the whole run: for
 // inputs whose shapes churn, the power-of-two padding buckets that cover the
 // shapes seen and how many compilations they would have saved (counted from
-// the recorded input signatures); for value reads, branches and the scalar
-// rule, the change that removes the cause.
+// the recorded input signatures); for value reads, moving the read after
+// mark_step, or reading every N steps with the program runs that saves
+// (counted from the recorded executions); for branches and the scalar rule,
+// the change that removes the cause.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@ struct CompileEvent {
 struct Suggestion {
   std::string text;
   int64_t compilations_saved = -1;  // predicted; -1 when it does not apply
+  int64_t executions_saved = -1;    // program runs, predicted; -1 when it does not apply
 };
 
 struct CallSiteRecompiles {
@@ -38,6 +41,24 @@ struct RecompilesReport {
   int64_t run_id = 0;
   std::vector<CallSiteRecompiles> sites;  // most misses first
 };
+
+// A value read mid-step cuts the graph there: the step runs one program up
+// to the read and another for the rest. Per line that read, from the run's
+// executions: the steps it cut, and what reading it only every `every` steps
+// would change — the read kept at the run's first step and every `every`th
+// step after it (0, every, 2 * every, ...), its other steps running whole.
+struct ValueReadCuts {
+  std::string at;          // "file:line" of the read
+  int64_t steps = 0;       // steps in the run (that ran a program)
+  int64_t steps_cut = 0;   // steps in which this read cut the graph
+  int64_t executions = 0;  // program runs in the run
+  int every = 0;
+  int64_t executions_saved = 0;    // the cuts no longer made: one program run each
+  int64_t compilations_added = 0;  // 1 when it cut every step: the whole step's graph is then new
+};
+inline constexpr int kReadEvery = 10;  // the N of the suggestion "read every N steps"
+absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader& reader, int64_t run_id,
+                                                             int every = kReadEvery);
 
 absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& reader, int64_t run_id);
 std::string RenderRecompilesText(const RecompilesReport& r);

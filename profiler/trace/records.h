@@ -287,4 +287,9 @@ struct CounterRecord {
   double value = 0;
 };
 
+// The frontend's per-op counters: this prefix and the opcode
+// ("TracedOp:stablehlo.add"), the op tensors traced so far in the run,
+// sampled at every mark_step when they moved.
+inline constexpr const char* kTracedOpCounterPrefix = "TracedOp:";
+
 }  // namespace shardscope::trace

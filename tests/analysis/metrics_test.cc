@@ -3,6 +3,10 @@
 // made to trigger them, or not.
 #include "profiler/analysis/metrics.h"
 
+#include <sqlite3.h>
+
+#include <regex>
+
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "store/writer.h"
@@ -65,8 +69,9 @@ TEST(MetricsTest, SyntheticRunFigures) {
   EXPECT_TRUE(absl::StrContains(text, "No warnings.")) << text;
 }
 
-// 14 steps; `churn`: steps 10-13 each compile, and every step reads a value and falls back to host_call.
-int64_t WriteSteps(const std::string& path, bool churn) {
+// 14 steps; `churn`: steps 10-13 each compile, and every step reads a value, falls back to host_call and
+// traces two adds (and an exp every other step). `end`: the run ends (its metrics are stored).
+int64_t WriteSteps(const std::string& path, bool churn, bool end = true) {
   auto w = store::Writer::Open(path);
   EXPECT_TRUE(w.ok()) << w.status();
   trace::RunRecord run;
@@ -101,9 +106,12 @@ int64_t WriteSteps(const std::string& path, bool churn) {
       fallback.name = "host_call at a.cc:9";
       (*w)->Record(fallback);
       (*w)->Record(trace::CounterRecord{-1, "CreateTensor", s * kMs, 10.0 * (s + 1)});
+      (*w)->Record(trace::CounterRecord{-1, "TracedOp:stablehlo.add", s * kMs, 2.0 * (s + 1)});
+      if (s % 2 == 0)
+        (*w)->Record(trace::CounterRecord{-1, "TracedOp:stablehlo.exponential", s * kMs, s / 2 + 1.0});
     }
   }
-  EXPECT_TRUE((*w)->EndRunAndCheck().ok());
+  EXPECT_TRUE(end ? (*w)->EndRunAndCheck().ok() : (*w)->FlushAndCheck().ok());
   return id.ok() ? *id : 0;
 }
 
@@ -126,6 +134,71 @@ TEST(MetricsTest, WarnsOfRecompilingAndReadingEveryStep) {
   auto good = BuildMetricsReport(*rd, calm);
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_TRUE(good->warnings.empty());
+}
+
+// The per-op counters: the last sample of each TracedOp counter, most first.
+TEST(MetricsTest, OpsTracedPerKind) {
+  const std::string path = TempDbPath("metrics_ops_traced");
+  const int64_t run = WriteSteps(path, true);
+  auto rd = store::Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto r = BuildMetricsReport(*rd, run);
+  ASSERT_TRUE(r.ok()) << r.status();
+  using Counts = std::vector<std::pair<std::string, int64_t>>;
+  EXPECT_EQ(r->ops_traced, (Counts{{"stablehlo.add", 28}, {"stablehlo.exponential", 7}}));
+  const std::string text = RenderMetricsText(*r);
+  EXPECT_TRUE(absl::StrContains(text, "Ops traced")) << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex("Ops traced[^\\n]*\\n +stablehlo\\.add +28\\n"))) << text;
+}
+
+// The figures of a run that ended are rows of the `metrics` table, equal to
+// what the same code computes from the run's tables; a run that never ended
+// has no rows and is computed; so is a file without the table (older files).
+TEST(MetricsTest, StoredWhenTheRunEndsElseComputed) {
+  const std::string path = TempDbPath("metrics_stored");
+  const int64_t ended = WriteSteps(path, true);
+  const int64_t open = WriteSteps(path, true, /*end=*/false);
+  {
+    auto rd = store::Reader::Open(path);
+    ASSERT_TRUE(rd.ok()) << rd.status();
+    auto stored = BuildMetricsReport(*rd, ended);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_TRUE(stored->stored);
+    auto computed = store::ComputeRunMetrics(*rd, ended);
+    ASSERT_TRUE(computed.ok()) << computed.status();
+    EXPECT_TRUE(static_cast<const store::RunMetrics&>(*stored) == *computed);
+    EXPECT_EQ(Metric(*stored, "TransferFromDeviceTime").count, 14);
+    EXPECT_EQ(Counter(*stored, "PersistentCacheHit"), std::nullopt);  // NULL in the table: not recorded
+    auto rows = rd->Query(
+        "SELECT COUNT(*) AS n, SUM(kind = 'metric') AS metrics, SUM(kind = 'counter') AS counters,"
+        " SUM(CASE WHEN kind = 'counter' AND name = 'ValueRead' THEN value END) AS reads,"
+        " SUM(CASE WHEN kind = 'op_traced' AND name = 'stablehlo.add' THEN value END) AS adds"
+        " FROM metrics WHERE run_id = ?1",
+        {std::to_string(ended)});
+    ASSERT_TRUE(rows.ok()) << rows.status();
+    EXPECT_EQ(rows->Int(0, "metrics"), 6);
+    EXPECT_EQ(rows->Int(0, "counters"), 9);
+    EXPECT_EQ(rows->Int(0, "reads"), 14);
+    EXPECT_EQ(rows->Int(0, "adds"), 28);
+    auto unended = BuildMetricsReport(*rd, open);
+    ASSERT_TRUE(unended.ok()) << unended.status();
+    EXPECT_FALSE(unended->stored);
+    EXPECT_EQ(Counter(*unended, "ValueRead"), 14);
+    EXPECT_TRUE(absl::StrContains(RenderMetricsText(*unended), "computed from the run's tables"));
+    EXPECT_TRUE(absl::StrContains(RenderMetricsText(*stored), "stored when the run ended"));
+  }
+  // A file from before the table: the same figures, computed.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "DROP TABLE metrics", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto rd = store::Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto old = BuildMetricsReport(*rd, ended);
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FALSE(old->stored);
+  EXPECT_EQ(Counter(*old, "ValueRead"), 14);
+  EXPECT_EQ(Metric(*old, "TransferFromDeviceTime").count, 14);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // single-device training, and recompilation causes as a Recorder sees them.
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -872,6 +873,76 @@ TEST_F(RecompileTest, SameGraphFromAnotherLineDoesNotRecompile) {
   ExpectNear(Host(rb), Host(ra));
 }
 
+// The same step with its independent lines in the opposite order: u = exp(x)
+// and v = tanh(x) (different ops), exps of inputs of different shapes, and
+// x - y. The lowering is canonical: one compilation, the second order a cache
+// hit, every tensor its own value.
+struct Ordered {
+  Tensor u, v, w, a, b;
+};
+Ordered OrderedStep(bool swap) {
+  Tensor x = Tensor::from_host(F32({2, 2}, {0.5f, 1, 1.5f, 2}), "x");
+  Tensor y = Tensor::from_host(F32({2, 2}, {-1, 0, 1, 3}), "y");
+  Tensor p = Tensor::from_host(F32({4}, {1, 2, 3, 4}), "p");
+  Tensor q = Tensor::from_host(F32({2}, {5, 6}), "q");
+  Ordered o;
+  if (!swap) {
+    o.u = exp(x);
+    o.v = tanh(x);
+    o.a = exp(p);
+    o.b = exp(q);
+    o.w = x - y;
+  } else {
+    o.w = x - y;
+    o.b = exp(q);
+    o.a = exp(p);
+    o.v = tanh(x);
+    o.u = exp(x);
+  }
+  EXPECT_TRUE(mark_step().ok());
+  return o;
+}
+
+TEST_F(RecompileTest, SameGraphBuiltInAnotherOrderDoesNotRecompile) {
+  std::vector<Ordered> steps;
+  for (bool swap : {false, true}) steps.push_back(OrderedStep(swap));
+  ASSERT_EQ(rec_.compiles.size(), 2u);
+  EXPECT_EQ(Misses().size(), 1u);
+  EXPECT_EQ(rec_.compiles[1].cache, "memory_hit");
+  EXPECT_EQ(rec_.compiles[1].graph_id, rec_.compiles[0].graph_id);
+  for (const Ordered& o : steps) {
+    ExpectNear(Host(o.u), {std::exp(0.5), std::exp(1.0), std::exp(1.5), std::exp(2.0)});
+    ExpectNear(Host(o.v), {std::tanh(0.5), std::tanh(1.0), std::tanh(1.5), std::tanh(2.0)});
+    ExpectNear(Host(o.w), {1.5, 1, 0.5, -1});
+    ExpectNear(Host(o.a), {std::exp(1.0), std::exp(2.0), std::exp(3.0), std::exp(4.0)}, 1e-4);
+    ExpectNear(Host(o.b), {std::exp(5.0), std::exp(6.0)}, 1e-3);
+  }
+}
+
+// exp(x) and exp(y) of one shape: equal subgraphs, ordered by how x and y are
+// used elsewhere (x - y reads x first), whichever the user made first.
+TEST_F(RecompileTest, EqualSubgraphsOrderedByHowTheirInputsAreUsed) {
+  std::vector<std::vector<Tensor>> steps;
+  for (bool swap : {false, true}) {
+    Tensor x = Tensor::from_host(F32({3}, {1, 2, 3}), "x");
+    Tensor y = Tensor::from_host(F32({3}, {0, -1, -2}), "y");
+    Tensor ex, ey;
+    if (swap)
+      ey = exp(y), ex = exp(x);
+    else
+      ex = exp(x), ey = exp(y);
+    Tensor d = x - y;
+    ASSERT_TRUE(mark_step().ok());
+    steps.push_back({ex, ey, d});
+  }
+  EXPECT_EQ(Misses().size(), 1u);
+  for (const auto& t : steps) {
+    ExpectNear(Host(t[0]), {std::exp(1.0), std::exp(2.0), std::exp(3.0)}, 1e-4);
+    ExpectNear(Host(t[1]), {1, std::exp(-1.0), std::exp(-2.0)});
+    ExpectNear(Host(t[2]), {1, 3, 5});
+  }
+}
+
 TEST_F(RecompileTest, ValueReadAndNothingPending) {
   ASSERT_TRUE(mark_step().ok());  // nothing pending: no graph
   EXPECT_TRUE(rec_.compiles.empty());
@@ -887,6 +958,39 @@ TEST_F(RecompileTest, ValueReadAndNothingPending) {
 
 namespace shardscope {
 namespace {
+
+// The per-op counters: each op node the frontend traced counts once under its
+// opcode (a tensor made again on the same node does not), sampled at every
+// mark_step as "TracedOp:<opcode>" when it moved; the last sample is the total.
+class CounterRecorder : public trace::Recorder {
+ public:
+  using trace::Recorder::Record;
+  void Record(const trace::CounterRecord& c) override { last[c.name] = {c.value, ++samples[c.name]}; }
+  std::map<std::string, std::pair<double, int>> last;  // name -> (last value, samples)
+  std::map<std::string, int> samples;
+};
+
+TEST(TracedOpCounters, CountEachOpKindTracedPerRun) {
+  CounterRecorder rec;
+  trace::SetRecorder(&rec);
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  for (int step = 0; step < 3; ++step) {
+    Tensor x = Tensor::from_host(F32({2}, {1, 2}), "x");
+    x.requires_grad_();
+    Tensor y = exp(x) + exp(x) * x;
+    if (step == 0) Tensor t = tanh(y);
+    Tensor same = stop_gradient(y);  // a new tensor on a copy of y's node: no new op
+    ASSERT_TRUE(mark_step().ok());
+  }
+  Shutdown();
+  trace::SetRecorder(nullptr);
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.exponential"], (std::pair<double, int>{6, 3}));
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.add"], (std::pair<double, int>{3, 3}));
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.multiply"], (std::pair<double, int>{3, 3}));
+  // Sampled once: it never moved after step 0.
+  EXPECT_EQ(rec.last["TracedOp:stablehlo.tanh"], (std::pair<double, int>{1, 1}));
+  EXPECT_EQ(rec.last.count("TracedOp:parameter"), 0u);  // data is not an op
+}
 
 // A learning rate that warms up from 0 and decays changes every step, yet the
 // training step compiles once: the optimizer passes the rate as data.

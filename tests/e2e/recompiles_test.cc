@@ -1,7 +1,8 @@
 // `shardscope recompiles` on mlp runs whose batch shrinks from 64 to 48 at
 // step 3: the call site, both compilations with their causes and lines, and a
 // padding suggestion (48 -> 64) that predicts one compilation saved; running
-// again with the padded batch saves exactly that many.
+// again with the padded batch saves exactly that many. The same for the
+// recompile_storm sample's buckets, and for reading a value every N steps.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -59,6 +60,44 @@ TEST(RecompilesE2e, StormBucketsSaveWhatTheSuggestionPredicts) {
     EXPECT_NEAR(a.Real(k, "loss"), b.Real(k, "loss"), 1e-5) << "step " << k;
   e2e::Output quiet = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", bucketed));
   EXPECT_EQ(quiet.text.find("suggestion"), std::string::npos) << quiet.text;  // nothing left to suggest
+}
+
+// mlp reading its loss mid-step (a logging line before the update): each read
+// cuts the graph, so every step runs two programs. The suggestion to read
+// every 10 steps predicts the program runs saved and the one compilation it
+// costs; running again with --read-loss-every 10 saves and costs exactly that.
+TEST(RecompilesE2e, ReadingEveryNStepsSavesWhatTheSuggestionPredicts) {
+  const std::string every = e2e::TempDb("reads_every_step"), tenth = e2e::TempDb("reads_every_tenth");
+  const std::string run =
+      absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 12 --change-step -1 --batch 16 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + every + " --read-loss-every 1").code, 0);
+  ASSERT_EQ(e2e::Shell(run + tenth + " --read-loss-every 10").code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", every));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "value_read_cut  samples/mlp.cc:")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "cut the graph in 12 of 12 steps (24 program runs in the run)"))
+      << o.text;
+  const size_t at = o.text.find(" program runs saved");
+  ASSERT_NE(at, std::string::npos) << o.text;
+  const size_t from = o.text.rfind(' ', at - 1) + 1;
+  const int64_t predicted = std::stoll(o.text.substr(from, at - from));
+  EXPECT_EQ(predicted, 10);  // steps 1-9 and 11 run whole
+  EXPECT_TRUE(absl::StrContains(o.text, "for 1 more compilation")) << o.text;
+  auto executions = [](const std::string& db) {
+    return e2e::Q(db, "SELECT COUNT(*) AS n FROM executions").Int(0, "n");
+  };
+  EXPECT_EQ(executions(every) - executions(tenth), predicted);
+  EXPECT_EQ(Misses(tenth) - Misses(every), 1);
+  // The metrics warning about reading every step gives the same number.
+  e2e::Output m = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", every));
+  EXPECT_TRUE(absl::StrContains(m.text, absl::StrCat("every 10 steps, ", predicted, " program runs saved")))
+      << m.text;
+  // The same losses: the read changes when programs run, not what they compute.
+  auto a = e2e::Q(every, "SELECT loss FROM steps ORDER BY step"),
+       b = e2e::Q(tenth, "SELECT loss FROM steps ORDER BY step");
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (size_t k = 0; k < a.rows.size(); ++k)
+    EXPECT_NEAR(a.Real(k, "loss"), b.Real(k, "loss"), 1e-4) << "step " << k;
 }
 
 }  // namespace

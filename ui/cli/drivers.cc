@@ -68,6 +68,8 @@ constexpr const char* kRunHelp =
     "                    in backward; the memory_plans table shows the lower peak)\n"
     "  --bucket          recompile_storm: pad each batch's length to its power-of-two\n"
     "                    bucket (what `shardscope recompiles` suggests)\n"
+    "  --read-loss-every N  mlp: read the loss mid-step (before the update) every N steps,\n"
+    "                    cutting the graph there (default 0: never)\n"
     "  --no-fusion       run every op as its own kernel (fusion is on by default;\n"
     "                    the fusion_decisions table says what was fused and why)\n"
     "  --cache-dir DIR   keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
@@ -156,6 +158,7 @@ int Run(const std::vector<std::string>& args) {
       else if (a == "--change-step") cfg.change_step = static_cast<int>(n);
       else if (a == "--eval-every" && n >= 0) cfg.eval_every = static_cast<int>(n);
       else if (a == "--stop-at" && n >= 0) cfg.stop_at = static_cast<int>(n);
+      else if (a == "--read-loss-every" && n >= 0) cfg.read_loss_every = static_cast<int>(n);
       else return Usage(absl::StrCat("unknown option or bad value: ", a, " ", v));
       continue;
     }
@@ -201,7 +204,8 @@ int Run(const std::vector<std::string>& args) {
                                    {"gemm", runtime::ChosenGemmBackend().Describe()},
                                    {"huge_page_heap", HugePageHeap()},
                                    {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket},
-                                   {"cache_capacity", cache_capacity}}
+                                   {"cache_capacity", cache_capacity},
+                                   {"read_loss_every", cfg.read_loss_every}}
                         .dump();
   run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   run.tool_version = SHARDSCOPE_VERSION;

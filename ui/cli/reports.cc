@@ -45,9 +45,10 @@ constexpr char kMetricsHelp[] =
     "  The metrics report of one stored run, as PyTorch/XLA's metrics_report():\n"
     "  CompileTime, ExecuteTime (device clock), LazyTracing, TransferToDeviceTime,\n"
     "  TransferFromDeviceTime, MarkStep (count, total, p50/p90/p99, max), counters\n"
-    "  (MarkStep, CachedCompile, UncachedCompile, ValueRead, ...), kernels run per\n"
-    "  opcode, and warnings: more than 0.5 compilations per step after step 10, or\n"
-    "  a value read back every step.\n"
+    "  (MarkStep, CachedCompile, UncachedCompile, ValueRead, ...), ops traced per\n"
+    "  kind, kernels run per opcode, and warnings: more than 0.5 compilations per\n"
+    "  step after step 10, or a value read back every step. The figures are the\n"
+    "  run's rows of the metrics table (stored when it ended), else computed.\n"
     "  --run N   the run (default: the newest in the file)\n";
 
 constexpr char kRecompilesHelp[] =
@@ -55,8 +56,9 @@ constexpr char kRecompilesHelp[] =
     "  Per call site (the mark_step line and the user's stack): how many distinct\n"
     "  graphs, each compilation with its cause, detail, line and time, and\n"
     "  suggestions from the whole run: padding buckets for churning input shapes\n"
-    "  with the compilations they would save, and what removes value-read cuts,\n"
-    "  inlined-scalar and branch recompilations.\n"
+    "  with the compilations they would save, and what removes value-read cuts\n"
+    "  (reading every 10 steps: the program runs saved), inlined-scalar and branch\n"
+    "  recompilations.\n"
     "  --run N   the run (default: the newest in the file)\n";
 
 constexpr char kQueryHelp[] =

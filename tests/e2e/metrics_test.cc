@@ -1,0 +1,78 @@
+// `shardscope metrics` on a stored mlp run: the `metrics` table the writer
+// filled when the run ended holds exactly what the command prints, row for
+// row — timing metrics, counters, ops traced per kind, kernels run.
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "profiler/analysis/format.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+// The cells of the rows printed under `title` (up to the next blank line),
+// split where columns meet (two spaces or more).
+std::vector<std::vector<std::string>> Section(const std::string& text, const std::string& title) {
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  size_t k = 0;
+  while (k < lines.size() && lines[k].rfind(title, 0) != 0) ++k;
+  const std::regex gap(" {2,}");
+  for (++k; k < lines.size() && !lines[k].empty(); ++k) {
+    std::vector<std::string> cells;
+    for (std::sregex_token_iterator it(lines[k].begin(), lines[k].end(), gap, -1), end; it != end; ++it)
+      if (!it->str().empty()) cells.push_back(*it);
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+TEST(MetricsE2e, StoredRowsAreWhatTheCommandPrints) {
+  const std::string db = e2e::TempDb("metrics_stored");
+  const std::string run = " run mlp --steps 3 --change-step -1 --batch 16 --quiet --db ";
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, run, db)).code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "stored when the run ended")) << o.text;
+  auto rows = e2e::Q(db,
+                     "SELECT kind, name, clock, count, total_ns, p50_ns, p90_ns, p99_ns, max_ns, value, note"
+                     " FROM metrics WHERE run_id = 1 ORDER BY position");
+  auto ns = [&](size_t i, const char* col) { return analysis::FormatNs(rows.Int(i, col)); };
+  std::vector<std::vector<std::string>> metrics, counters, traced, kernels;
+  for (size_t i = 0; i < rows.rows.size(); ++i) {
+    const std::string kind = rows.Text(i, "kind"), name = rows.Text(i, "name"), note = rows.Text(i, "note");
+    if (kind == "metric") {
+      metrics.push_back({name, rows.Text(i, "clock"), rows.Text(i, "count"), ns(i, "total_ns"),
+                         ns(i, "p50_ns"), ns(i, "p90_ns"), ns(i, "p99_ns"), ns(i, "max_ns"), note});
+    } else if (kind == "counter") {
+      counters.push_back({name, rows.Text(i, "value", "-")});
+      if (!note.empty()) counters.back().push_back(note);
+    } else {
+      (kind == "op_traced" ? traced : kernels).push_back({name, rows.Text(i, "value")});
+    }
+  }
+  std::vector<std::vector<std::string>> printed = Section(o.text, "Metric");
+  ASSERT_FALSE(printed.empty()) << o.text;
+  printed.erase(printed.begin());  // the header
+  EXPECT_EQ(printed, metrics) << o.text;
+  EXPECT_EQ(metrics.size(), 6u);
+  EXPECT_EQ(Section(o.text, "Counter"), counters) << o.text;
+  EXPECT_EQ(Section(o.text, "Ops traced"), traced) << o.text;
+  EXPECT_EQ(Section(o.text, "Kernels run"), kernels) << o.text;
+  // Three steps of a 3-layer MLP: three matmuls forward and more backward, each step.
+  bool dots = false;
+  for (const auto& t : traced) dots = dots || (t[0] == "stablehlo.dot_general" && std::stoll(t[1]) >= 9);
+  EXPECT_TRUE(dots) << o.text;
+  EXPECT_FALSE(kernels.empty()) << o.text;
+  auto steps = e2e::Q(db, "SELECT value FROM metrics WHERE kind = 'counter' AND name = 'MarkStep'");
+  EXPECT_EQ(steps.Int(0, "value"), 3);
+}
+
+}  // namespace
+}  // namespace shardscope
