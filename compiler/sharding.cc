@@ -277,6 +277,64 @@ std::string Sharding::ToString() const {
   return "{?}";
 }
 
+namespace {
+// Ordered factorizations of n into `parts` factors > 1.
+void Factorizations(int64_t n, int parts, std::vector<int64_t>& cur, std::vector<std::vector<int64_t>>& out) {
+  if (parts == 1) {
+    if (n > 1) {
+      cur.push_back(n);
+      out.push_back(cur);
+      cur.pop_back();
+    }
+    return;
+  }
+  for (int64_t f = 2; f < n; ++f) {
+    if (n % f) continue;
+    cur.push_back(f);
+    Factorizations(n / f, parts - 1, cur, out);
+    cur.pop_back();
+  }
+}
+
+// "<=[a,b]T(1,0)" when `devices` is iota(n) reshaped to `dims` and transposed
+// by `perm`, trying every shape of up to three factors; "" when none fits.
+std::string IotaForm(const std::vector<int64_t>& devices) {
+  const int64_t n = static_cast<int64_t>(devices.size());
+  bool plain = n > 0;
+  for (int64_t k = 0; k < n && plain; ++k) plain = devices[k] == k;
+  if (plain) return absl::StrCat("<=[", n, "]");
+  for (int parts = 2; parts <= 3; ++parts) {
+    std::vector<int64_t> cur;
+    std::vector<std::vector<int64_t>> shapes;
+    Factorizations(n, parts, cur, shapes);
+    for (const auto& dims : shapes) {
+      std::vector<int64_t> perm(parts);
+      std::iota(perm.begin(), perm.end(), 0);
+      while (std::next_permutation(perm.begin(), perm.end())) {
+        std::vector<int64_t> out_dims(parts);
+        for (int k = 0; k < parts; ++k) out_dims[k] = dims[perm[k]];
+        bool fits = true;
+        for (int64_t k = 0; k < n && fits; ++k) {
+          const std::vector<int64_t> r = Unravel(k, out_dims);
+          std::vector<int64_t> src(parts);
+          for (int j = 0; j < parts; ++j) src[perm[j]] = r[j];
+          fits = devices[k] == Ravel(src, dims);
+        }
+        if (fits) return absl::StrCat("<=[", absl::StrJoin(dims, ","), "]T(", absl::StrJoin(perm, ","), ")");
+      }
+    }
+  }
+  return "";
+}
+}  // namespace
+
+std::string Sharding::ToIotaString() const {
+  const std::string iota = kind_ == Kind::kTiled ? IotaForm(devices_) : "";
+  if (iota.empty()) return ToString();
+  return absl::StrCat("{devices=[", absl::StrJoin(tile_dims_, ","), "]", iota,
+                      last_tile_dim_replicate_ ? " last_tile_dim_replicate" : "", "}");
+}
+
 bool Sharding::operator==(const Sharding& o) const {
   return kind_ == o.kind_ && tile_dims_ == o.tile_dims_ && devices_ == o.devices_ &&
          last_tile_dim_replicate_ == o.last_tile_dim_replicate_ &&

@@ -64,7 +64,12 @@ class Sharding {
   // Checks the sharding against a tensor rank and a device count.
   absl::Status Validate(int rank, int64_t num_devices) const;
 
+  // XLA's text form with the device list written out ({devices=[2,2]0,2,1,3}).
   std::string ToString() const;
+  // The same, in XLA's iota form where the device list is a reshaped and
+  // transposed iota ({devices=[2,2]<=[4]}, {devices=[2,4]<=[4,2]T(1,0)}, as
+  // XLA prints them); the written-out form where it is not.
+  std::string ToIotaString() const;
   bool operator==(const Sharding& o) const;
   bool operator!=(const Sharding& o) const { return !(*this == o); }
 

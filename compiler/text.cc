@@ -35,6 +35,10 @@ Names RegionNames(const Instruction& w, const Names& n, bool body) {
   return {absl::StrCat(base, "arg"), absl::StrCat(base, body ? "b" : "c")};
 }
 
+std::string ShardingText(const Sharding& s, const PrintOptions& o) {
+  return o.iota_shardings ? s.ToIotaString() : s.ToString();
+}
+
 std::string Indented(const std::string& text, const std::string& pad) {
   std::string out;
   size_t b = 0;
@@ -325,7 +329,7 @@ std::string PrintInstr(const Instruction& i, const PrintOptions& o, const Names&
   }
   std::string sh;
   if (i.sharding && i.op != Opcode::kParameter)
-    sh = absl::StrCat(" {mhlo.sharding = \"", i.sharding->ToString(), "\"}");
+    sh = absl::StrCat(" {mhlo.sharding = \"", ShardingText(*i.sharding, o), "\"}");
   return absl::StrCat(lhs, body, sh, Loc(i, o), "\n");
 }
 
@@ -339,7 +343,7 @@ std::string PrintModule(const Module& m, const PrintOptions& o) {
   std::vector<std::string> params;
   for (const Instruction* p : m.parameters()) {
     std::vector<std::string> attrs;
-    if (p->sharding) attrs.push_back(absl::StrCat("mhlo.sharding = \"", p->sharding->ToString(), "\""));
+    if (p->sharding) attrs.push_back(absl::StrCat("mhlo.sharding = \"", ShardingText(*p->sharding, o), "\""));
     if (o.names && !p->name.empty()) attrs.push_back(absl::StrCat("shardscope.name = \"", p->name, "\""));
     std::string s = absl::StrCat(Ref(p, Names()), ": ", p->shape.ToMlir());
     if (!attrs.empty()) absl::StrAppend(&s, " {", absl::StrJoin(attrs, ", "), "}");
@@ -350,7 +354,7 @@ std::string PrintModule(const Module& m, const PrintOptions& o) {
   for (size_t k = 0; k < m.outputs().size(); ++k) {
     std::string s = m.outputs()[k]->shape.ToMlir();
     if (k < m.output_shardings().size())
-      absl::StrAppend(&s, " {mhlo.sharding = \"", m.output_shardings()[k].ToString(), "\"}");
+      absl::StrAppend(&s, " {mhlo.sharding = \"", ShardingText(m.output_shardings()[k], o), "\"}");
     results.push_back(s);
   }
   absl::StrAppend(&out, absl::StrJoin(params, ", "), ") -> (", absl::StrJoin(results, ", "),

@@ -12,6 +12,7 @@ namespace shardscope::compiler {
 struct PrintOptions {
   bool locations = true;   // loc("file":line:0) on each op
   bool names = true;       // parameter names as arg attributes
+  bool iota_shardings = false;  // shardings in XLA's iota form where they fit (Sharding::ToIotaString)
 };
 
 std::string PrintModule(const Module& m, const PrintOptions& opts = {});

@@ -185,6 +185,21 @@ TEST(Parser, FingerprintCoversEveryPrintedAttribute) {
   EXPECT_GT(CheckFingerprintFollowsText(*m, mutations), 40);
 }
 
+TEST(Parser, IotaShardingsPrintAndParseBack) {
+  Module m;
+  Instruction* x = m.Parameter(Shape(DType::kF32, {4, 8}), "x");
+  x->sharding = *Sharding::Parse("{devices=[2,4]<=[4,2]T(1,0)}");
+  m.AddOutput(m.Unary(Opcode::kExponential, x));
+  PrintOptions o;
+  o.iota_shardings = true;
+  const std::string text = PrintModule(m, o);
+  EXPECT_NE(text.find("mhlo.sharding = \"{devices=[2,4]<=[4,2]T(1,0)}\""), std::string::npos) << text;
+  EXPECT_NE(PrintModule(m).find("{devices=[2,4]0,2,4,6,1,3,5,7}"), std::string::npos);
+  auto back = ParseModule(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(Fingerprint(**back), Fingerprint(m));
+}
+
 TEST(Parser, HandWrittenText) {
   auto m = ParseModule(R"(
     // An MLP layer, written by hand.

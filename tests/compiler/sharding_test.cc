@@ -62,6 +62,22 @@ TEST(ShardingTest, IotaForms) {
   EXPECT_EQ(d.devices(), (std::vector<int64_t>{0, 2, 1, 3}));
 }
 
+TEST(ShardingTest, PrintsTheIotaFormWhereItFits) {
+  // As XLA prints them; each parses back to the same device list.
+  for (const char* text : {"{devices=[2,2]<=[4]}", "{devices=[2,4]<=[4,2]T(1,0)}",
+                           "{devices=[2,1,2]<=[4] last_tile_dim_replicate}",
+                           "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}",
+                           "{devices=[2,2,2]<=[2,2,2]T(2,1,0)}", "{devices=[4,2]<=[2,2,2]T(0,2,1)}"}) {
+    Sharding s = MustParse(text);
+    EXPECT_EQ(s.ToIotaString(), text);
+    EXPECT_EQ(MustParse(s.ToIotaString()), s) << text;
+  }
+  // Not an iota: the written-out list; the other kinds as they are.
+  EXPECT_EQ(MustParse("{devices=[4,1]3,0,2,1}").ToIotaString(), "{devices=[4,1]3,0,2,1}");
+  EXPECT_EQ(MustParse("{maximal device=1}").ToIotaString(), "{maximal device=1}");
+  EXPECT_EQ(Sharding::Replicated().ToIotaString(), "{replicated}");
+}
+
 TEST(ShardingTest, BadTextsGiveClearErrors) {
   struct Case {
     const char* text;
