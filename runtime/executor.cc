@@ -39,6 +39,10 @@ absl::Status RunWhile(const compiler::Instruction& w, Topology& topology, Thread
   const int n = topology.num_devices();
   const std::string where = absl::StrCat("stablehlo.while (%", w.id, ")",
                                          w.loc.known() ? absl::StrCat(" at ", w.loc.file, ":", w.loc.line) : "");
+  // Each region's instructions by id, for naming what its slices ran (made once, not per iteration).
+  std::map<int64_t, const compiler::Instruction*> cond_ops, body_ops;
+  for (const auto& i : w.cond->instructions()) cond_ops[i->id] = i.get();
+  for (const auto& i : w.body->instructions()) body_ops[i->id] = i.get();
   auto run = [&](const compiler::Module& region, const char* what)
       -> absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> {
     std::vector<std::vector<const Literal*>> args(n);
@@ -48,11 +52,13 @@ absl::Status RunWhile(const compiler::Instruction& w, Topology& topology, Thread
     auto out = ExecuteProgram(region, topology, pool, args, &sub, gangs, nullptr);
     if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat(where, ", its ", what, ": ", out.status().message()));
     const int offset = static_cast<int>(timing->collectives.size());
-    std::map<int64_t, const compiler::Instruction*> by_id;
-    for (const auto& i : region.instructions()) by_id[i->id] = i.get();
+    const auto& by_id = &region == w.cond.get() ? cond_ops : body_ops;
     for (int d = 0; d < n; ++d)
       for (DeviceOp& op : sub.per_device[d]) {
-        if (!op.region_op) op.region_op = by_id[op.op_id];  // a nested loop's op keeps its own
+        if (!op.region_op) {  // a nested loop's op keeps its own
+          auto it = by_id.find(op.op_id);
+          op.region_op = it == by_id.end() ? nullptr : it->second;
+        }
         op.op_id = w.id;
         op.name = absl::StrCat("while.", w.id, "/", what, "/", op.name);
         if (op.collective >= 0) op.collective += offset;
