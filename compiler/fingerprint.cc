@@ -162,7 +162,7 @@ void HashInstruction(const Instruction& i, const OperandValue& operand, H& h) {
   }
 }
 
-// What DiffModules counts as structure: the opcode, the wiring (operands by
+// What graph diffs count as structure: the opcode, the wiring (operands by
 // `operand(o)`) and the attributes that do not follow from shapes. Shapes,
 // dtypes of inputs, shardings and scalar constants' values are left out, so
 // graphs that differ only in those (a new batch size, an inlined scalar) keep
@@ -239,24 +239,21 @@ std::string Fingerprint(const Module& m) {
   return h.Hex();
 }
 
-namespace {
-// Attributes of an instruction that do not follow from its shapes (operands
-// by id: both modules number their instructions from 0 in order).
-bool SameStructure(const Instruction& a, const Instruction& b, bool* constant_only) {
-  *constant_only = false;
-  const auto by_id = [](const Instruction* o) { return o->id; };
-  Key64 ka, kb;
-  HashStructure(a, by_id, ka);
-  HashStructure(b, by_id, kb);
-  if (!(ka == kb)) return false;
-  if (a.op == Opcode::kConstant && a.literal->shape().rank() == 0 && b.literal->shape().rank() == 0 &&
-      a.literal->GetDouble(0) != b.literal->GetDouble(0)) {
-    *constant_only = true;
-    return false;
-  }
-  return true;
+uint64_t OwnStructureKey(const Instruction& i) {
+  Key64 k;
+  HashStructure(i, [](const Instruction*) { return 0; }, k);
+  return k.Digest();
 }
 
+uint64_t OwnFullKey(const Instruction& i) {
+  Key64 k;
+  HashStructure(i, [](const Instruction*) { return 0; }, k);
+  if (i.literal) k.Bytes(i.literal->data(), static_cast<size_t>(i.literal->bytes()));
+  if (i.op != Opcode::kParameter) k.ShardingOf(i.sharding);  // a constraint; a parameter's layout is its input's
+  return k.Digest();
+}
+
+namespace {
 uint64_t Combine(std::initializer_list<uint64_t> words) {
   return XXH3_64bits(words.begin(), words.size() * sizeof(uint64_t));
 }
@@ -268,7 +265,7 @@ std::vector<size_t> CanonicalOutputOrder(const std::vector<const Instruction*>& 
   absl::flat_hash_map<const Instruction*, size_t> index;
   index.reserve(n);
   for (size_t k = 0; k < n; ++k) index[topo[k]] = k;
-  // Bottom-up: the structure key (what DiffModules compares) over each subgraph.
+  // Bottom-up: the structure key (what graph diffs compare) over each subgraph.
   std::vector<uint64_t> structure(n);
   const auto structure_of = [&](const Instruction* o) { return structure[index.at(o)]; };
   for (size_t k = 0; k < n; ++k) {
@@ -323,54 +320,6 @@ std::vector<size_t> CanonicalOutputOrder(const std::vector<const Instruction*>& 
     return std::tie(structure[x], refined[x], full[x]) < std::tie(structure[y], refined[y], full[y]);
   });
   return order;
-}
-
-ModuleDiff DiffModules(const Module& old_m, const Module& new_m) {
-  ModuleDiff d;
-  d.parameter_count_old = static_cast<int>(old_m.parameters().size());
-  d.parameter_count_new = static_cast<int>(new_m.parameters().size());
-  const auto& a = old_m.instructions();
-  const auto& b = new_m.instructions();
-  size_t n = std::min(a.size(), b.size());
-  for (size_t k = 0; k < n; ++k) {
-    bool constant_only = false;
-    if (!SameStructure(*a[k], *b[k], &constant_only)) {
-      ++d.distance;
-      if (constant_only) {
-        // A scalar constant's value: shape-derived ones (a mean's divisor)
-        // change with the inputs; otherwise it is an inlined scalar.
-        if (d.first_constant_difference < 0) {
-          d.first_constant_difference = static_cast<int64_t>(k);
-          d.old_constant = a[k]->literal->GetDouble(0);
-          d.new_constant = b[k]->literal->GetDouble(0);
-        }
-        continue;
-      }
-      if (d.first_difference < 0) d.first_difference = static_cast<int64_t>(k);
-      d.same_structure = false;
-    }
-  }
-  if (a.size() != b.size()) {
-    d.same_structure = false;
-    if (d.first_difference < 0) d.first_difference = static_cast<int64_t>(n);
-    d.distance += std::llabs(static_cast<int64_t>(a.size()) - static_cast<int64_t>(b.size()));
-  }
-  size_t np = std::min(old_m.parameters().size(), new_m.parameters().size());
-  for (size_t k = 0; k < np; ++k) {
-    const Instruction* p = old_m.parameters()[k];
-    const Instruction* q = new_m.parameters()[k];
-    InputDifference diff;
-    diff.index = static_cast<int>(k);
-    diff.shape = p->shape.dims != q->shape.dims;
-    diff.dtype = p->shape.dtype != q->shape.dtype;
-    Sharding ps = p->sharding.value_or(Sharding()), qs = q->sharding.value_or(Sharding());
-    diff.sharding = ps != qs;
-    if (diff.shape || diff.dtype || diff.sharding) {
-      d.inputs.push_back(diff);
-      ++d.distance;
-    }
-  }
-  return d;
 }
 
 }  // namespace shardscope::compiler

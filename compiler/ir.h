@@ -150,7 +150,9 @@ class Module;
 struct SourceLoc {
   std::string file;  // relative to the source tree, e.g. "samples/mlp.cc"
   int line = 0;
-  std::string function;
+  // The library call between the user's line and the op, when the op was made
+  // inside one (e.g. "optim::AdamW::step"); empty when the user made it.
+  std::string via;
   bool known() const { return line > 0; }
 };
 

@@ -36,6 +36,7 @@ absl::StatusOr<DType> AutocastOperands(Tensor* a, Tensor* b, const SourceLoc& lo
                                                    g_autocast_loc.file, ":", g_autocast_loc.line));
   *a = Convert(*a, t, loc);
   *b = Convert(*b, t, loc);
+  a->node()->note_loc = b->node()->note_loc = g_autocast_loc;  // the guard that made them
   return DType::kF32;
 }
 

@@ -14,6 +14,13 @@ namespace {
 std::unique_ptr<internal::Context> g_ctx;
 }  // namespace
 
+namespace internal {
+PreviousRuntime& Previous() {
+  static PreviousRuntime p;
+  return p;
+}
+}  // namespace internal
+
 absl::Status Init(const InitOptions& opts) {
   if (g_ctx) Shutdown();
   runtime::TopologyOptions t;
@@ -29,6 +36,7 @@ absl::Status Init(const InitOptions& opts) {
   (*client)->set_cache_capacity(opts.cache_capacity);
   auto ctx = std::make_unique<internal::Context>();
   ctx->client = std::move(*client);
+  ctx->recompile_notices = opts.recompile_notices;
   ctx->host_track = trace::NextId();
   ctx->client->RecordTopology();
   if (trace::enabled()) {
@@ -44,6 +52,13 @@ absl::Status Init(const InitOptions& opts) {
   g_ctx = std::move(ctx);
   return absl::OkStatus();
 }
+
+namespace internal {
+std::string GraphInput::Key() const {
+  if (!name.empty()) return name;
+  return created.known() ? absl::StrCat("@", created.file, ":", created.line) : "";
+}
+}  // namespace internal
 
 void Shutdown() {
   if (!g_ctx) return;
@@ -73,6 +88,9 @@ void Shutdown() {
     }
   }
   ctx->live.clear();
+  // Kept for one more runtime: a step that recompiles after Init on another
+  // mesh is compared with what it compiled before (mesh_changed).
+  internal::Previous() = {std::move(ctx->sites), ctx->client->num_devices()};
 }
 
 bool Initialized() { return g_ctx != nullptr; }

@@ -25,6 +25,9 @@ struct InitOptions {
   std::string cache_dir;
   // Programs the in-memory compile cache keeps (0: no limit).
   size_t cache_capacity = 0;
+  // A one-line notice on stderr at each recompilation (a miss at a call site
+  // that compiled before), as PT_XLA_DEBUG and TORCH_LOGS=recompiles do.
+  bool recompile_notices = true;
 };
 
 // Sets up the runtime (once per run). Emits the topology to the recorder.
@@ -43,6 +46,11 @@ struct GraphInput {
   Sharding sharding;
   SourceLoc created;
   bool shape_from_data = false;  // made by nonzero: its shape follows the values
+  SourceLoc sharding_loc;        // the mark_sharding that laid it out, if any
+  bool requires_grad = false;
+  SourceLoc requires_grad_loc;
+  // What pairs it with an input of another graph: its name, else where it was made.
+  std::string Key() const;
 };
 
 // A graph compiled at some call site, kept to diff later graphs against.
@@ -50,6 +58,10 @@ struct SeenGraph {
   int64_t graph_id = 0;
   std::unique_ptr<compiler::Module> module;
   std::vector<GraphInput> inputs;
+  std::vector<SourceLoc> notes;  // per instruction: Node::note_loc
+  SourceLoc read_before;         // a value read that cut this step before this graph
+  std::string options;           // compile options it was compiled under
+  std::string site_text;
 };
 
 struct Context {
@@ -69,6 +81,9 @@ struct Context {
     std::string cause_kind, cause_detail;
   } last_cut;
   int64_t tensors_created = 0;  // the CreateTensor counter
+  int64_t mark_steps = 0;       // the MarkStep counter: every call, whether or not it ran anything
+  SourceLoc step_read;          // this step's first value read that cut the graph
+  bool recompile_notices = true;
   // The per-op counters: op nodes the frontend traced (each once, when a
   // tensor first holds it), by opcode, and the values last sampled into the
   // recorder (only changed ones are sampled).
@@ -76,6 +91,13 @@ struct Context {
 };
 
 Context& Ctx();
+
+// The graphs of the runtime before the last Shutdown, and its chip count.
+struct PreviousRuntime {
+  std::map<std::string, std::vector<SeenGraph>> sites;
+  int chips = 0;
+};
+PreviousRuntime& Previous();
 void RegisterLive(const std::shared_ptr<TensorImpl>& t);
 
 }  // namespace internal

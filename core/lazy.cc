@@ -5,6 +5,7 @@
 #include <execinfo.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <unordered_map>
 
@@ -91,6 +92,7 @@ struct Lowered {
   std::unique_ptr<Module> module;
   std::vector<std::shared_ptr<Node>> params;  // data node of each parameter
   std::vector<size_t> order;                  // module output j is outputs[order[j]]
+  std::vector<SourceLoc> notes;               // per instruction: its node's note_loc
 };
 
 std::unique_ptr<Instruction> LowerNode(const Node& n,
@@ -126,7 +128,11 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
   // Every node the outputs reach, as an instruction not yet in a module, operands first.
   std::unordered_map<const Node*, Instruction*> done;
   // Each instruction until the module takes it, and the data node of each parameter.
-  using Built = std::pair<std::unique_ptr<Instruction>, std::shared_ptr<Node>>;
+  struct Built {
+    std::unique_ptr<Instruction> first;
+    std::shared_ptr<Node> second;  // data nodes
+    const Node* node = nullptr;
+  };
   std::unordered_map<const Instruction*, Built> built;
   std::vector<const Instruction*> topo;
   std::vector<Instruction*> outs;
@@ -145,7 +151,7 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
       Instruction* i = owned.get();
       done[n.get()] = i;
       topo.push_back(i);
-      built[i] = {std::move(owned), n->is_data() ? n : nullptr};
+      built[i] = {std::move(owned), n->is_data() ? n : nullptr, n.get()};
       stack.pop_back();
     }
     outs.push_back(done.at(out.get()));
@@ -170,6 +176,7 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
         continue;
       }
       if (it->second.second) L.params.push_back(std::move(it->second.second));
+      L.notes.push_back(it->second.node->note_loc);
       m.Add(std::move(it->second.first));
       stack.pop_back();
     }
@@ -224,6 +231,22 @@ void RecordTensor(const std::string& name, const Shape& shape, const Sharding& s
 
 enum class CutReason { kMarkStep, kValueRead };
 
+// What a compiled program depends on besides its graph (the compile cache's
+// key has them too), for the options_changed cause.
+std::string CompileOptions(const runtime::Client& client) {
+  return absl::StrCat(client.num_devices(), " chips, fusion ", client.fusion() ? "on" : "off", ", profile ",
+                      client.profile().name);
+}
+
+// The one-line notice at a recompilation, as PT_XLA_DEBUG prints.
+void Notice(int step, const RecompileCause& c) {
+  std::string detail = c.detail.size() > 200 ? c.detail.substr(0, 197) + "..." : c.detail;
+  for (char& ch : detail)
+    if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
+  std::fprintf(stderr, "shardscope: step %d recompiled: %s%s%s at %s:%d: %s\n", step, c.kind.c_str(),
+               c.subkind.empty() ? "" : "/", c.subkind.c_str(), c.loc.file.c_str(), c.loc.line, detail.c_str());
+}
+
 // The pending live tensors, oldest first; the first error of an op that made one.
 absl::StatusOr<std::vector<std::shared_ptr<TensorImpl>>> PendingTensors() {
   Context& ctx = Ctx();
@@ -273,7 +296,11 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       d.device = runtime::AsyncArray::Ready(std::move(*a));
       d.host.reset();
     }
-    inputs.push_back({p->name, p->shape, d.sharding, p->created, p->shape_from_data});
+    GraphInput in{p->name, p->shape, d.sharding, p->created, p->shape_from_data};
+    if (d.sharding_source == "annotated") in.sharding_loc = d.sharding_loc;
+    in.requires_grad = p->requires_grad;
+    in.requires_grad_loc = p->requires_grad_loc;
+    inputs.push_back(std::move(in));
   }
   int64_t t_transferred = trace::HostNowNs();
 
@@ -285,20 +312,47 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
   auto& seen = ctx.sites[site.key];
   // Why it compiled (a miss): recorded, and kept for compile()'s guard.
   RecompileCause cause;
+  const std::string options = CompileOptions(client);
+  // A value read earlier in this step cut it: the graphs of this step's later
+  // cuts are what is left of the step.
+  const SourceLoc read_before = ctx.step_read;
+  if (reason == CutReason::kValueRead && !ctx.step_read.known()) ctx.step_read = loc;
   if (compiled->cache == runtime::CacheOutcome::kMiss) {
-    cause = DiagnoseCause(*L.module, inputs, seen, reason == CutReason::kValueRead, loc);
+    DiagnosisInput di;
+    di.graph = L.module.get();
+    di.inputs = &inputs;
+    di.notes = &L.notes;
+    di.earlier = &seen;
+    // The first graph here since Init on another mesh: compared with what
+    // this call site compiled on the mesh before.
+    PreviousRuntime& prev = Previous();
+    if (seen.empty() && prev.chips != client.num_devices() && prev.sites.count(site.key))
+      di.earlier = &prev.sites[site.key];
+    if (seen.empty())
+      for (const auto& [key, graphs] : ctx.sites)
+        if (key != site.key)
+          for (const auto& g : graphs) di.elsewhere.push_back(&g);
+    di.value_read = reason == CutReason::kValueRead;
+    di.cut_loc = loc;
+    di.read_before = read_before;
+    di.options = options;
+    cause = DiagnoseCause(di);
     if (!compiled->disk_error.empty()) {  // compiled before, but its stored copy was damaged
       cause.kind = "disk_cache_unreadable";
+      cause.subkind.clear();
       cause.detail = compiled->disk_error;
       cause.loc = loc;
     } else if (compiled->evicted) {
       cause.loc = loc;
       cause.kind = "cache_evicted";
+      cause.subkind.clear();
       cause.detail = absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
                                   client.cache_capacity(), " programs); raise the capacity, or use --cache-dir");
     }
   }
   ctx.last_cut = {exe.fingerprint, compiled->cache == runtime::CacheOutcome::kMiss, cause.kind, cause.detail};
+  if (ctx.recompile_notices && compiled->cache == runtime::CacheOutcome::kMiss && cause.kind != "first_compile")
+    Notice(ctx.step, cause);
   if (trace::enabled()) {
     trace::CompilationRecord c;
     c.compile_id = trace::NextId();
@@ -310,7 +364,10 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     c.host_start_ns = t_transferred;
     if (compiled->cache == runtime::CacheOutcome::kMiss) {
       c.cause_kind = cause.kind;
+      c.cause_subkind = cause.subkind;
       c.cause_detail = cause.detail;
+      c.diff = std::move(cause.diff);
+      c.diff_total = cause.diff_total;
       c.source_file = cause.loc.file;
       c.source_line = cause.loc.line;
       c.prev_graph_id = cause.prev_graph_id;
@@ -330,7 +387,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     trace::recorder().Record(c);
   }
   if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {
-    seen.push_back({exe.graph_id, std::move(L.module), inputs});
+    seen.push_back({exe.graph_id, std::move(L.module), inputs, std::move(L.notes), read_before, options, site.text});
   }
 
   // Run on the mesh.
@@ -358,6 +415,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     n->data->device = results[j];
     n->name = t->name;
     n->created = t->node->loc;
+    n->requires_grad_loc = t->requires_grad_loc;
     if (t->requires_grad) {
       n->requires_grad = true;
       n->grad_leaf = t.get();
@@ -445,6 +503,7 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
     const int64_t now = trace::HostNowNs();
     trace::recorder().Record(
         trace::CounterRecord{-1, "CreateTensor", now, static_cast<double>(ctx.tensors_created)});
+    trace::recorder().Record(trace::CounterRecord{-1, "MarkStep", now, static_cast<double>(++ctx.mark_steps)});
     for (const auto& [op, n] : ctx.ops_traced) {
       int64_t& sampled = ctx.ops_traced_sampled[op];
       if (sampled == n) continue;
@@ -455,6 +514,7 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
     }
   }
   ++ctx.step;
+  ctx.step_read = {};
   return s;
 }
 }  // namespace

@@ -153,6 +153,7 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
     return fail(absl::StrCat("the mesh has ", mesh.size(), " devices but the runtime has ", GetClient().num_devices()));
   if (!t.node()->is_data()) {  // a value of the graph being recorded: a constraint the partitioner keeps
     t.node()->annotation = *s;
+    t.node()->note_loc = loc;
     return absl::OkStatus();
   }
   return Relayout(t, *s, "annotated", loc);

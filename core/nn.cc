@@ -23,6 +23,7 @@ Linear::Linear(int64_t in, int64_t out, std::string name, uint64_t seed, std::so
 }
 
 Tensor Linear::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::Linear", loc);
   NameScope scope(name());
   // x [.., in] contracted with W [out, in] on W's dim 1: no transpose op.
   SourceLoc l = Loc(loc);
@@ -54,6 +55,7 @@ Embedding::Embedding(int64_t num, int64_t dim, std::string name, uint64_t seed, 
 }
 
 Tensor Embedding::operator()(const Tensor& ids, std::source_location loc) const {
+  internal::LibraryCall call("nn::Embedding", loc);
   NameScope scope(name());
   return embedding_lookup(weight, ids, loc);
 }
@@ -64,6 +66,7 @@ RMSNorm::RMSNorm(int64_t dim, std::string name, double e, std::source_location l
 }
 
 Tensor RMSNorm::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::RMSNorm", loc);
   NameScope scope(name());
   SourceLoc l = Loc(loc);
   // eps follows from the module, not from data: an inlined constant.
@@ -80,6 +83,7 @@ LayerNorm::LayerNorm(int64_t dim, std::string name, double e, std::source_locati
 }
 
 Tensor LayerNorm::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::LayerNorm", loc);
   NameScope scope(name());
   SourceLoc l = Loc(loc);
   Tensor mu = mean(x, {-1}, true, loc);
@@ -108,6 +112,7 @@ std::vector<Tensor*> MultiHeadAttention::parameters() {
 }
 
 Tensor MultiHeadAttention::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::MultiHeadAttention", loc);
   SourceLoc l = Loc(loc);
   if (x.rank() != 3 || x.shape().dims[2] % heads != 0)
     return internal::Error(absl::InvalidArgumentError("MultiHeadAttention '" + name() + "': input " +
@@ -151,6 +156,7 @@ std::vector<Tensor*> SwiGLU::parameters() {
 }
 
 Tensor SwiGLU::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::SwiGLU", loc);
   return down(mul(silu(gate(x, loc), loc), up(x, loc), loc), loc);
 }
 
@@ -178,6 +184,7 @@ std::vector<Tensor*> Conv2d::parameters() {
 }
 
 Tensor Conv2d::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::Conv2d", loc);
   NameScope scope(name());
   return conv2d(x, weight, bias, stride, padding, loc);
 }
@@ -193,16 +200,19 @@ BatchNorm2d::BatchNorm2d(int64_t channels, std::string name, double e, double m,
 }
 
 Tensor BatchNorm2d::operator()(const Tensor& x, std::source_location loc) {
+  internal::LibraryCall call("nn::BatchNorm2d", loc);
   NameScope scope(name());
   return batch_norm2d(x, running_mean, running_var, weight, bias, training, momentum, eps, loc);
 }
 
 Tensor MaxPool2d::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::MaxPool2d", loc);
   NameScope scope(name());
   return max_pool2d(x, kernel, stride, padding, loc);
 }
 
 Tensor AvgPool2d::operator()(const Tensor& x, std::source_location loc) const {
+  internal::LibraryCall call("nn::AvgPool2d", loc);
   NameScope scope(name());
   return avg_pool2d(x, kernel, stride, padding, loc);
 }
@@ -211,6 +221,7 @@ Dropout::Dropout(double prob, std::string name, uint64_t seed)
     : Module(name), p(prob), generator(seed ^ std::hash<std::string>{}(name), name + ".rng") {}
 
 Tensor Dropout::operator()(const Tensor& x, std::source_location loc) {
+  internal::LibraryCall call("nn::Dropout", loc);
   NameScope scope(name());
   return dropout(x, p, training, generator, loc);
 }

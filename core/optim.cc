@@ -19,7 +19,9 @@ namespace {
 Tensor Data(double v, const char* name) { return Tensor::from_host(Literal::Scalar(DType::kF32, v), name); }
 }  // namespace
 
-AdamW::AdamW(std::vector<Tensor*> params, AdamWOptions opts) : params_(std::move(params)), opts_(opts) {
+AdamW::AdamW(std::vector<Tensor*> params, AdamWOptions opts, std::source_location loc)
+    : params_(std::move(params)), opts_(opts) {
+  internal::LibraryCall call("optim::AdamW", loc);
   for (Tensor* p : params_) {
     m_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("adamw.m." + p->name()));
     v_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("adamw.v." + p->name()));
@@ -35,7 +37,8 @@ std::vector<Tensor*> AdamW::state() {
   return out;
 }
 
-absl::Status AdamW::step() {
+absl::Status AdamW::step(std::source_location loc) {
+  internal::LibraryCall call("optim::AdamW::step", loc);
   NoGradGuard no_grad;
   ++t_;
   const double bc1 = 1 - std::pow(opts_.beta1, t_), bc2 = 1 - std::pow(opts_.beta2, t_);
@@ -62,7 +65,8 @@ absl::Status AdamW::step() {
   return absl::OkStatus();
 }
 
-Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm) {
+Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm, std::source_location loc) {
+  internal::LibraryCall call("optim::clip_grad_norm", loc);
   NoGradGuard no_grad;
   Tensor total;
   for (Tensor* p : params) {
@@ -86,7 +90,9 @@ Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm) {
   return norm;
 }
 
-SGD::SGD(std::vector<Tensor*> params, SGDOptions opts) : params_(std::move(params)), opts_(opts) {
+SGD::SGD(std::vector<Tensor*> params, SGDOptions opts, std::source_location loc)
+    : params_(std::move(params)), opts_(opts) {
+  internal::LibraryCall call("optim::SGD", loc);
   if (opts_.momentum != 0)
     for (Tensor* p : params_)
       momentum_.push_back(Tensor::zeros(p->shape().dims, p->dtype()).set_name("sgd.momentum." + p->name()));
@@ -98,7 +104,8 @@ std::vector<Tensor*> SGD::state() {
   return out;
 }
 
-absl::Status SGD::step() {
+absl::Status SGD::step(std::source_location loc) {
+  internal::LibraryCall call("optim::SGD::step", loc);
   NoGradGuard no_grad;
   // Data, not Tensor::scalar: the rate must never be inlined into the graph.
   Tensor lr = Tensor::from_host(Literal::Scalar(DType::kF32, opts_.lr), "lr");

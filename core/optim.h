@@ -34,10 +34,11 @@ struct SGDOptions {
 
 class SGD {
  public:
-  SGD(std::vector<Tensor*> params, SGDOptions opts);
+  SGD(std::vector<Tensor*> params, SGDOptions opts, std::source_location loc = std::source_location::current());
   // p <- p - lr * grad (plus momentum and weight decay when set) for every
-  // parameter with a gradient; clears the gradients.
-  absl::Status step();
+  // parameter with a gradient; clears the gradients. Its ops are attributed
+  // to the caller's line.
+  absl::Status step(std::source_location loc = std::source_location::current());
   void set_lr(double lr) { opts_.lr = lr; }
   double lr() const { return opts_.lr; }
   // The momentum buffers, for checkpoints (empty without momentum).
@@ -63,8 +64,9 @@ struct AdamWOptions {
 
 class AdamW {
  public:
-  AdamW(std::vector<Tensor*> params, AdamWOptions opts);
-  absl::Status step();
+  AdamW(std::vector<Tensor*> params, AdamWOptions opts,
+        std::source_location loc = std::source_location::current());
+  absl::Status step(std::source_location loc = std::source_location::current());
   void set_lr(double lr) { opts_.lr = lr; }
   double lr() const { return opts_.lr; }
   int steps_taken() const { return t_; }
@@ -82,6 +84,7 @@ class AdamW {
 
 // Scales all gradients so their global L2 norm is at most `max_norm`, without
 // reading anything back to the host; returns the norm before clipping (lazy).
-Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm);
+Tensor clip_grad_norm(const std::vector<Tensor*>& params, double max_norm,
+                      std::source_location loc = std::source_location::current());
 
 }  // namespace shardscope::optim

@@ -1,94 +1,443 @@
 #include "core/recompile.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
-#include "compiler/fingerprint.h"
+#include "absl/strings/str_join.h"
+#include "compiler/graph_diff.h"
 
 namespace shardscope::internal {
 namespace {
+using compiler::GraphDiff;
+using compiler::Instruction;
+using compiler::Module;
+using compiler::Opcode;
+using compiler::OpChange;
+
 std::string At(const SourceLoc& l) { return l.known() ? absl::StrCat(l.file, ":", l.line) : "an unknown line"; }
 
+std::string Short(Opcode op) {
+  std::string s = compiler::OpcodeName(op);
+  if (s.rfind("stablehlo.", 0) == 0) s = s.substr(10);
+  return s;
+}
+
+// "the exponential at train.cc:12 (in optim::AdamW::step)"
+std::string OpAt(const Instruction& i) {
+  std::string s = absl::StrCat(Short(i.op), " at ", At(i.loc));
+  if (!i.loc.via.empty()) absl::StrAppend(&s, " (in ", i.loc.via, ")");
+  return s;
+}
+
 std::string InputName(const GraphInput& in, int index) {
+  if (in.name.rfind("scalar@", 0) == 0) return absl::StrCat("the scalar made at ", in.name.substr(7));
   return in.name.empty() ? absl::StrCat("input #", index) : in.name;
 }
 
-std::string Describe(const GraphInput& old_in, const GraphInput& new_in, int index, const compiler::InputDifference& d) {
-  std::string n = InputName(new_in, index);
-  if (d.shape || d.dtype) return absl::StrCat(n, " ", old_in.shape.ToString(), " -> ", new_in.shape.ToString());
-  return absl::StrCat(n, " ", old_in.sharding.ToString(), " -> ", new_in.sharding.ToString());
+std::vector<std::string> Keys(const std::vector<GraphInput>& inputs) {
+  std::vector<std::string> k;
+  for (const auto& in : inputs) k.push_back(in.Key());
+  return k;
 }
+
+bool Is16BitFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
+// The first op (in the new graph's order) that reads parameter `p`.
+const Instruction* FirstReader(const Module& m, const Instruction* p) {
+  for (const auto& i : m.instructions())
+    for (const Instruction* o : i->operands)
+      if (o == p) return i.get();
+  return nullptr;
+}
+
+// The graph compared with, the diff, and lookups over both sides.
+struct Compared {
+  const SeenGraph* old = nullptr;
+  GraphDiff diff;
+  const Module* now = nullptr;
+  const std::vector<GraphInput>* inputs = nullptr;
+  const std::vector<SourceLoc>* notes = nullptr;
+
+  const Instruction& Old(int64_t k) const { return *old->module->instructions()[k]; }
+  const Instruction& New(int64_t k) const { return *now->instructions()[k]; }
+  // The instruction a change is about: the new one, else the old one.
+  const Instruction& Of(const OpChange& c) const { return c.new_index >= 0 ? New(c.new_index) : Old(c.old_index); }
+  SourceLoc NoteOf(const OpChange& c) const {
+    if (c.new_index >= 0 && c.new_index < static_cast<int64_t>(notes->size()) && (*notes)[c.new_index].known())
+      return (*notes)[c.new_index];
+    if (c.old_index >= 0 && c.old_index < static_cast<int64_t>(old->notes.size())) return old->notes[c.old_index];
+    return {};
+  }
+  bool IsParam(const OpChange& c) const { return Of(c).op == Opcode::kParameter; }
+};
+
+// "3 ops added, 1 removed, 2 changed"
+std::string CountText(const GraphDiff& d) {
+  std::vector<std::string> parts;
+  const int64_t a = d.Count(OpChange::Kind::kAdded), r = d.Count(OpChange::Kind::kRemoved),
+                c = d.Count(OpChange::Kind::kChanged);
+  if (a) parts.push_back(absl::StrCat(a, a == 1 ? " op added" : " ops added"));
+  if (r) parts.push_back(absl::StrCat(r, " removed"));
+  if (c) parts.push_back(absl::StrCat(c, " changed"));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string DescribeChange(const Compared& c, const OpChange& ch) {
+  const Instruction& i = c.Of(ch);
+  switch (ch.kind) {
+    case OpChange::Kind::kAdded: return absl::StrCat("added ", OpAt(i));
+    case OpChange::Kind::kRemoved: return absl::StrCat("removed ", OpAt(i));
+    case OpChange::Kind::kChanged:
+      if (ch.what == "opcode") return absl::StrCat(OpAt(i), " (was ", Short(c.Old(ch.old_index).op), ")");
+      return absl::StrCat(ch.what, " of ", OpAt(i));
+  }
+  return "";
+}
+
+// The first change a user should look at: in the new graph's order, ops the
+// user made (not parameters) first.
+const OpChange* FirstChange(const Compared& c) {
+  for (const auto& ch : c.diff.changes)
+    if (!c.IsParam(ch)) return &ch;
+  return c.diff.changes.empty() ? nullptr : &c.diff.changes.front();
+}
+
+void FillDiff(const Compared& c, RecompileCause* cause) {
+  cause->prev_graph_id = c.old->graph_id;
+  cause->diff_total = static_cast<int64_t>(c.diff.changes.size());
+  for (const auto& ch : c.diff.changes) {
+    if (cause->diff.size() >= trace::kMaxDiffOps) break;
+    const Instruction& i = c.Of(ch);
+    trace::CompileDiffOp op;
+    op.change = compiler::OpChangeKindName(ch.kind);
+    op.opcode = compiler::OpcodeName(i.op);
+    op.op_index = ch.new_index >= 0 ? ch.new_index : ch.old_index;
+    op.what = ch.what;
+    op.source_file = i.loc.file;
+    op.source_line = i.loc.line;
+    op.via = i.loc.via;
+    if (i.op == Opcode::kParameter && !i.name.empty()) op.what = i.name;
+    cause->diff.push_back(std::move(op));
+  }
+}
+
+// The input differences, most specific first: a shape that follows the
+// values, a shape, a dtype, a layout.
+bool InputCause(const Compared& c, RecompileCause* cause) {
+  const auto& d = c.diff;
+  if (d.inputs.empty()) return false;
+  const auto rank = [&](const compiler::InputChange& ic) {
+    const GraphInput& now = (*c.inputs)[ic.new_param];
+    if (ic.shape && now.shape_from_data) return 0;
+    return ic.shape ? 1 : ic.dtype ? 2 : 3;
+  };
+  std::vector<compiler::InputChange> sorted = d.inputs;
+  std::stable_sort(sorted.begin(), sorted.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  const auto describe = [&](const compiler::InputChange& ic) {
+    const GraphInput& before = c.old->inputs[ic.old_param];
+    const GraphInput& now = (*c.inputs)[ic.new_param];
+    std::string n = InputName(now, ic.new_param);
+    if (ic.shape || ic.dtype) return absl::StrCat(n, " ", before.shape.ToString(), " -> ", now.shape.ToString());
+    return absl::StrCat(n, " ", before.sharding.ToString(), " -> ", now.sharding.ToString());
+  };
+  const compiler::InputChange& first = sorted.front();
+  const GraphInput& now = (*c.inputs)[first.new_param];
+  const Instruction* param = c.now->parameters()[first.new_param];
+  const Instruction* reader = FirstReader(*c.now, param);
+  const std::string read_by = reader ? absl::StrCat(", read by ", OpAt(*reader)) : "";
+  switch (rank(first)) {
+    case 0:
+      cause->kind = "data_dependent_shape";
+      cause->detail = absl::StrCat("input ", describe(first), ": its shape follows the values (nonzero at ",
+                                   At(now.created), "); pad it to a fixed size to compile once");
+      cause->loc = now.created;
+      break;
+    case 1:
+    case 2:
+      cause->kind = rank(first) == 1 ? "input_shape_changed" : "input_dtype_changed";
+      cause->detail = absl::StrCat("input ", describe(first), " (created at ", At(now.created), read_by, ")");
+      cause->loc = now.created;
+      break;
+    default:
+      cause->kind = "input_sharding_changed";
+      cause->loc = now.sharding_loc.known() ? now.sharding_loc : now.created;
+      cause->detail = absl::StrCat("input ", describe(first),
+                                   now.sharding_loc.known() ? absl::StrCat(" (mark_sharding at ", At(now.sharding_loc), ")")
+                                                            : absl::StrCat(" (created at ", At(now.created), ")"));
+      break;
+  }
+  if (sorted.size() > 1) {
+    absl::StrAppend(&cause->detail, "; also ");
+    for (size_t k = 1; k < sorted.size() && k < 3; ++k)
+      absl::StrAppend(&cause->detail, k > 1 ? ", " : "", describe(sorted[k]));
+    if (sorted.size() > 3) absl::StrAppend(&cause->detail, " and ", sorted.size() - 3, " more inputs");
+  }
+  return true;
+}
+
+// A scalar whose inlined value changed, or that crossed the scalar rule (0
+// and 1 are inlined, other values are data): a constant removed where a
+// scalar input made at the same line was added, or the reverse.
+bool ScalarCause(const Compared& c, RecompileCause* cause) {
+  const auto scalar_param_line = [](const Instruction& i) -> std::string {
+    if (i.op != Opcode::kParameter || i.name.rfind("scalar@", 0) != 0) return "";
+    return i.name.substr(7);
+  };
+  const auto constant_line = [](const Instruction& i) -> std::string {
+    if (i.op != Opcode::kConstant || !i.literal || i.literal->shape().rank() != 0) return "";
+    return absl::StrCat(i.loc.file, ":", i.loc.line);
+  };
+  for (const auto& ch : c.diff.changes) {
+    if (ch.kind == OpChange::Kind::kChanged && ch.what == "constant") {
+      const Instruction& o = c.Old(ch.old_index);
+      const Instruction& n = c.New(ch.new_index);
+      if (constant_line(n).empty()) continue;
+      cause->kind = "inlined_scalar_changed";
+      cause->loc = n.loc;
+      cause->detail = absl::StrCat("the scalar at ", At(n.loc), " changed from ", o.literal->GetDouble(0), " to ",
+                                   n.literal->GetDouble(0),
+                                   " (0 and 1 are inlined into the graph; pass a tensor to avoid recompiling)");
+      return true;
+    }
+  }
+  for (const auto& add : c.diff.changes) {
+    if (add.kind != OpChange::Kind::kAdded) continue;
+    const Instruction& a = c.New(add.new_index);
+    const std::string pa = scalar_param_line(a), ca = constant_line(a);
+    if (pa.empty() && ca.empty()) continue;
+    for (const auto& rem : c.diff.changes) {
+      if (rem.kind != OpChange::Kind::kRemoved) continue;
+      const Instruction& r = c.Old(rem.old_index);
+      if (!pa.empty() && constant_line(r) == pa) {
+        cause->kind = "inlined_scalar_changed";
+        for (size_t p = 0; p < c.now->parameters().size(); ++p)
+          if (c.now->parameters()[p] == &a) cause->loc = (*c.inputs)[p].created;
+        cause->detail = absl::StrCat("the scalar at ", pa, " was inlined as ", r.literal->GetDouble(0),
+                                     " and is now data (only 0 and 1 are inlined; pass it as a tensor every step)");
+        return true;
+      }
+      if (!ca.empty() && scalar_param_line(r) == ca) {
+        cause->kind = "inlined_scalar_changed";
+        cause->loc = a.loc;
+        cause->detail = absl::StrCat("the scalar at ", ca, " was data and is now inlined as ", a.literal->GetDouble(0),
+                                     " (0 and 1 are inlined; pass it as a tensor every step)");
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+// The kind of structural change.
+void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cause) {
+  const auto& d = c.diff;
+  cause->kind = "graph_changed";
+  const std::string vs = absl::StrCat(" vs graph ", c.old->graph_id);
+  const std::string counts = CountText(d);
+  const OpChange* first = FirstChange(c);
+
+  // A value read that cut the step on some steps only.
+  if (in.read_before.known() != c.old->read_before.known()) {
+    const SourceLoc& read = in.read_before.known() ? in.read_before : c.old->read_before;
+    cause->subkind = "cut_on_some_steps";
+    cause->loc = read;
+    cause->detail = absl::StrCat("a value read at ", At(read), " cuts the step on some steps only, so this call site",
+                                 in.read_before.known() ? " now compiles the rest of the step after the read"
+                                                        : " now compiles the whole step again",
+                                 vs, " (", counts, ")");
+    return;
+  }
+  // Parameters frozen or unfrozen.
+  for (size_t p = 0; p < c.now->parameters().size(); ++p) {
+    const int64_t k = std::find_if(c.now->instructions().begin(), c.now->instructions().end(),
+                                   [&](const auto& i) { return i.get() == c.now->parameters()[p]; }) -
+                      c.now->instructions().begin();
+    const int64_t o = d.new_to_old[k];
+    if (o < 0) continue;
+    int old_p = -1;
+    for (size_t q = 0; q < c.old->module->parameters().size(); ++q)
+      if (c.old->module->parameters()[q] == &c.Old(o)) old_p = static_cast<int>(q);
+    if (old_p < 0) continue;
+    const GraphInput& now = (*c.inputs)[p];
+    const GraphInput& before = c.old->inputs[old_p];
+    if (now.requires_grad == before.requires_grad) continue;
+    cause->subkind = now.requires_grad ? "parameter_unfrozen" : "parameter_frozen";
+    cause->loc = now.requires_grad_loc.known() ? now.requires_grad_loc : now.created;
+    cause->detail = absl::StrCat(InputName(now, static_cast<int>(p)), now.requires_grad ? " requires" : " no longer requires",
+                                 " a gradient (requires_grad_ at ", At(cause->loc), ")", vs, ": ", counts);
+    return;
+  }
+  std::vector<const OpChange*> ops;  // the differing ops, inputs left out
+  for (const auto& ch : d.changes)
+    if (!c.IsParam(ch)) ops.push_back(&ch);
+  const auto all = [&](auto pred) { return !ops.empty() && std::all_of(ops.begin(), ops.end(), pred); };
+  // A sharding constraint on an intermediate added, removed or changed.
+  if (all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kChanged && ch->what == "sharding constraint"; })) {
+    const OpChange& ch = *ops.front();
+    const Instruction& o = c.Old(ch.old_index);
+    const Instruction& n = c.New(ch.new_index);
+    const SourceLoc note = c.NoteOf(ch);
+    cause->subkind = "constraint_changed";
+    cause->loc = note.known() ? note : n.loc;
+    cause->detail = absl::StrCat("the sharding constraint on ", OpAt(n), " changed: ",
+                                 o.sharding ? o.sharding->ToString() : "none", " -> ",
+                                 n.sharding ? n.sharding->ToString() : "none", " (mark_sharding at ", At(cause->loc), ")",
+                                 ops.size() > 1 ? absl::StrCat("; ", ops.size() - 1, " more constraints") : "");
+    return;
+  }
+  // Autocast turned on or off: only conversions to or from 16-bit floats.
+  const auto autocast_convert = [&](const OpChange* ch) {
+    if (ch->kind == OpChange::Kind::kChanged) return false;
+    const Instruction& i = c.Of(*ch);
+    if (i.op != Opcode::kConvert) return false;
+    return Is16BitFloat(i.shape.dtype) || (!i.operands.empty() && Is16BitFloat(i.operands[0]->shape.dtype));
+  };
+  if (all(autocast_convert)) {
+    const bool on = ops.front()->kind == OpChange::Kind::kAdded;
+    SourceLoc guard;
+    for (const OpChange* ch : ops)
+      if (SourceLoc n = c.NoteOf(*ch); n.known()) { guard = n; break; }
+    cause->subkind = "autocast_changed";
+    cause->loc = guard.known() ? guard : c.Of(*ops.front()).loc;
+    cause->detail = absl::StrCat("autocast was turned ", on ? "on" : "off", " (AutocastGuard at ", At(cause->loc), ")",
+                                 vs, ": ", counts);
+    return;
+  }
+  const auto via_prefix = [&](const OpChange* ch, const char* prefix) {
+    return c.Of(*ch).loc.via.rfind(prefix, 0) == 0;
+  };
+  // The optimizer swapped, or its update changed.
+  if (all([&](const OpChange* ch) { return via_prefix(ch, "optim::"); })) {
+    const OpChange* at = ops.front();
+    for (const OpChange* ch : ops)
+      if (ch->new_index >= 0) { at = ch; break; }
+    const Instruction& i = c.Of(*at);
+    cause->subkind = "optimizer_changed";
+    cause->loc = i.loc;
+    cause->detail = absl::StrCat("the optimizer's update changed (", i.loc.via, " called at ", At(i.loc), ")", vs, ": ",
+                                 counts);
+    return;
+  }
+  // A layer added or removed: ops only added (or only removed), some of them
+  // made by a layer (an nn module's call, or under a module's name scope).
+  const bool only_added = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; });
+  const bool only_removed = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
+  if (only_added || only_removed) {
+    for (const OpChange* ch : ops) {
+      const Instruction& i = c.Of(*ch);
+      if (i.loc.via.rfind("nn::", 0) != 0 && i.scope.empty()) continue;
+      cause->subkind = only_added ? "layer_added" : "layer_removed";
+      cause->loc = i.loc;
+      const std::string layer = !i.loc.via.empty() ? i.loc.via : i.scope;
+      cause->detail = absl::StrCat("a layer was ", only_added ? "added" : "removed", ": ", layer,
+                                   i.scope.empty() || i.scope == layer ? "" : absl::StrCat(" '", i.scope, "'"),
+                                   only_added ? " called at " : " called (before) at ", At(i.loc), vs, ": ", counts);
+      return;
+    }
+  }
+  cause->subkind = "ops_changed";
+  if (first) {
+    const Instruction& i = c.Of(*first);
+    cause->loc = i.loc;
+    cause->detail = absl::StrCat("the graph changed", vs, " (", counts, "); first: ", DescribeChange(c, *first));
+  } else {
+    cause->loc = in.cut_loc;
+    cause->detail = absl::StrCat("the graph changed", vs);
+  }
+}
+
+Compared Nearest(const std::vector<const SeenGraph*>& graphs, const DiagnosisInput& in) {
+  Compared best;
+  const std::vector<std::string> keys = Keys(*in.inputs);
+  for (const SeenGraph* g : graphs) {
+    GraphDiff d = compiler::DiffGraphs(*g->module, *in.graph, Keys(g->inputs), keys);
+    // Ties go to the later graph: the one the user changed last.
+    if (!best.old || d.distance() <= best.diff.distance()) {
+      best.old = g;
+      best.diff = std::move(d);
+    }
+  }
+  best.now = in.graph;
+  best.inputs = in.inputs;
+  best.notes = in.notes;
+  return best;
+}
+
 }  // namespace
 
-RecompileCause DiagnoseCause(const compiler::Module& graph, const std::vector<GraphInput>& inputs,
-                             const std::vector<SeenGraph>& earlier, bool value_read, const SourceLoc& cut_loc) {
+RecompileCause DiagnoseCause(const DiagnosisInput& in) {
   RecompileCause c;
-  if (earlier.empty()) {
-    if (value_read) {
+  c.loc = in.cut_loc;
+  if (in.earlier->empty()) {
+    if (in.value_read) {
       c.kind = "value_read_cut";
-      c.detail = absl::StrCat("a tensor value was read mid-step at ", At(cut_loc),
-                              ", cutting the graph there");
-      c.loc = cut_loc;
-    } else {
-      c.kind = "first_compile";
-      c.detail = absl::StrCat("first graph at this call site (", graph.instructions().size(), " ops, ",
-                              inputs.size(), " inputs)");
-      c.loc = cut_loc;
+      c.detail = absl::StrCat("a tensor value was read mid-step at ", At(in.cut_loc), ", cutting the graph there");
+      return c;
     }
-    return c;
-  }
-  // The nearest earlier graph of this call site.
-  const SeenGraph* best = nullptr;
-  compiler::ModuleDiff best_diff;
-  for (const auto& g : earlier) {
-    compiler::ModuleDiff d = compiler::DiffModules(*g.module, graph);
-    if (!best || d.distance < best_diff.distance) {
-      best = &g;
-      best_diff = d;
-    }
-  }
-  c.prev_graph_id = best->graph_id;
-  const auto& d = best_diff;
-  if (d.same_structure && d.parameter_count_old == d.parameter_count_new && !d.inputs.empty()) {
-    const compiler::InputDifference& first = d.inputs.front();
-    const GraphInput& now = inputs[first.index];
-    const GraphInput& before = best->inputs[first.index];
-    c.kind = first.shape ? "input_shape_changed" : first.dtype ? "input_dtype_changed" : "input_sharding_changed";
-    c.detail = absl::StrCat("input ", Describe(before, now, first.index, first), " (created at ", At(now.created), ")");
-    if (first.shape && now.shape_from_data) {  // the values decided the shape: padding it is the fix
-      c.kind = "data_dependent_shape";
-      c.detail = absl::StrCat("input ", Describe(before, now, first.index, first), " has a shape that depends on ",
-                              "values (nonzero at ", At(now.created), "); pad it to a fixed size to compile once");
-    }
-    if (d.inputs.size() > 1) {
-      absl::StrAppend(&c.detail, "; also ");
-      for (size_t k = 1; k < d.inputs.size() && k < 4; ++k) {
-        const auto& o = d.inputs[k];
-        absl::StrAppend(&c.detail, k > 1 ? ", " : "", Describe(best->inputs[o.index], inputs[o.index], o.index, o));
+    // A graph close to one compiled at another call site: the call moved.
+    if (!in.elsewhere.empty()) {
+      Compared near = Nearest(in.elsewhere, in);
+      const int64_t ops = static_cast<int64_t>(in.graph->instructions().size());
+      if (near.old && near.diff.distance() * 20 <= ops) {
+        c.kind = "call_site_changed";
+        c.detail = absl::StrCat("first graph at this call site; graph ", near.old->graph_id, " from ",
+                                near.old->site_text, near.diff.empty() ? " is the same graph" : " differs by ",
+                                near.diff.empty() ? "" : CountText(near.diff),
+                                near.diff.inputs.empty() ? "" : absl::StrCat(near.diff.changes.empty() ? "" : ", ",
+                                                                            near.diff.inputs.size(), " inputs"));
+        FillDiff(near, &c);
+        return c;
       }
-      if (d.inputs.size() > 4) absl::StrAppend(&c.detail, ", and ", d.inputs.size() - 4, " more");
     }
-    c.loc = now.created;
+    c.kind = "first_compile";
+    c.detail = absl::StrCat("first graph at this call site (", in.graph->instructions().size(), " ops, ",
+                            in.inputs->size(), " inputs)");
     return c;
   }
-  const auto& instrs = graph.instructions();
-  if (d.same_structure && d.first_constant_difference >= 0) {
-    const compiler::Instruction& i = *instrs[d.first_constant_difference];
-    c.kind = "inlined_scalar_changed";
-    c.detail = absl::StrCat("an inlined scalar changed from ", d.old_constant, " to ", d.new_constant, " at ",
-                            At(i.loc), " (0 and 1 are inlined into the graph; pass a tensor to avoid recompiling)");
-    c.loc = i.loc;
+  std::vector<const SeenGraph*> graphs;
+  for (const auto& g : *in.earlier) graphs.push_back(&g);
+  Compared near = Nearest(graphs, in);
+  FillDiff(near, &c);
+  if (near.diff.empty()) {
+    // "4 chips, fusion on, profile cpu": the chip count is the mesh.
+    const auto chips = [](const std::string& o) { return o.substr(0, o.find(',')); };
+    const auto rest = [](const std::string& o) { return o.find(',') == std::string::npos ? "" : o.substr(o.find(',')); };
+    if (chips(near.old->options) != chips(in.options) && rest(near.old->options) == rest(in.options)) {
+      c.kind = "mesh_changed";
+      c.detail = absl::StrCat("the same graph as graph ", near.old->graph_id, " on another mesh: ",
+                              chips(near.old->options), " -> ", chips(in.options),
+                              ", no input's layout differs");
+      return c;
+    }
+    if (near.old->options != in.options) {
+      c.kind = "options_changed";
+      c.detail = absl::StrCat("the same graph as graph ", near.old->graph_id, " under other compile options: ",
+                              near.old->options, " -> ", in.options);
+      return c;
+    }
+    // Nothing this comparison sees (output layouts, say): say so rather than guess.
+    c.kind = "graph_changed";
+    c.subkind = "ops_changed";
+    c.detail = absl::StrCat("differs from graph ", near.old->graph_id,
+                            " only in what the comparison does not cover (output layouts)");
     return c;
   }
-  c.kind = "graph_changed";
-  if (d.first_difference >= 0 && d.first_difference < static_cast<int64_t>(instrs.size())) {
-    const compiler::Instruction& i = *instrs[d.first_difference];
-    c.detail = absl::StrCat("the graph differs from graph ", best->graph_id, " first at ", compiler::OpcodeName(i.op),
-                            " (op #", d.first_difference, ") created at ", At(i.loc));
-    c.loc = i.loc;
-  } else {
-    c.detail = absl::StrCat("the graph differs from graph ", best->graph_id, " (", best->module->instructions().size(),
-                            " ops then, ", instrs.size(), " now)");
-    c.loc = cut_loc;
+  if (InputCause(near, &c)) {
+    // Constants that follow the new shapes (a mean's divisor) are not news;
+    // anything else that changed is listed.
+    GraphDiff rest;
+    for (const auto& ch : near.diff.changes)
+      if (!(ch.kind == OpChange::Kind::kChanged && ch.what == "constant")) rest.changes.push_back(ch);
+    if (!rest.changes.empty())
+      absl::StrAppend(&c.detail, "; also ", CountText(rest), " vs graph ", near.old->graph_id);
+    return c;
   }
+  const std::string also = absl::StrCat("; also ", CountText(near.diff), " vs graph ", near.old->graph_id);
+  if (ScalarCause(near, &c)) {
+    if (near.diff.changes.size() > 2) absl::StrAppend(&c.detail, also);
+    return c;
+  }
+  GraphCause(near, in, &c);
   return c;
 }
 

@@ -9,12 +9,42 @@
 
 namespace shardscope {
 
-SourceLoc Loc(const std::source_location& l) {
+namespace {
+// The outermost library call active on this thread (internal::LibraryCall).
+thread_local int g_call_depth = 0;
+thread_local SourceLoc g_call_loc;
+
+SourceLoc Plain(const std::source_location& l) {
   std::string file = l.file_name();
   constexpr const char* kRoot = SHARDSCOPE_SOURCE_DIR;
-  if (file.rfind(kRoot, 0) == 0) file = file.substr(std::strlen(kRoot));
-  return SourceLoc{file, static_cast<int>(l.line()), l.function_name()};
+  if (file.rfind(kRoot, 0) == 0) {
+    file = file.substr(std::strlen(kRoot));
+  } else {
+    // Compiled by a relative path (ccache's base_dir rewrites paths so): the
+    // name relative to the build directory, "../samples/mlp.cc", is shown as
+    // the source tree's "samples/mlp.cc".
+    size_t k = 0;
+    while (file.compare(k, 3, "../") == 0 || file.compare(k, 2, "./") == 0) k += file[k] == '.' && file[k + 1] == '/' ? 2 : 3;
+    file = file.substr(k);
+  }
+  return SourceLoc{std::move(file), static_cast<int>(l.line()), ""};
 }
+}  // namespace
+
+SourceLoc Loc(const std::source_location& l) {
+  if (g_call_depth > 0) return g_call_loc;
+  return Plain(l);
+}
+
+namespace internal {
+LibraryCall::LibraryCall(const char* via, const std::source_location& loc) {
+  if (g_call_depth++ == 0) {
+    g_call_loc = Plain(loc);
+    g_call_loc.via = via;
+  }
+}
+LibraryCall::~LibraryCall() { --g_call_depth; }
+}  // namespace internal
 
 namespace {
 thread_local bool g_grad_enabled = true;
@@ -63,6 +93,7 @@ Tensor Tensor::scalar(double value, DType dtype, std::source_location loc) {
     n->shape = Shape(dtype, {});
     n->literal = Literal::Scalar(dtype, value);
     n->loc = Loc(loc);
+    n->note_loc = n->loc;  // a user's scalar, inlined by the scalar rule
     return Tensor(std::move(n));
   }
   return from_host(Literal::Scalar(dtype, value), absl::StrCat("scalar@", Loc(loc).file, ":", loc.line()), loc);
@@ -87,10 +118,12 @@ const absl::Status& Tensor::status() const { return impl_ ? impl_->node->error :
 
 bool Tensor::requires_grad() const { return impl_ && impl_->node->requires_grad; }
 
-Tensor& Tensor::requires_grad_(bool on) {
+Tensor& Tensor::requires_grad_(bool on, std::source_location loc) {
   if (!impl_) return *this;
   impl_->requires_grad = on;
+  impl_->requires_grad_loc = Loc(loc);
   impl_->node->requires_grad = on;
+  impl_->node->requires_grad_loc = impl_->requires_grad_loc;
   impl_->node->grad_leaf = on ? impl_.get() : nullptr;
   return *this;
 }

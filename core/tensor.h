@@ -26,7 +26,23 @@ namespace runtime { class AsyncArray; }
 namespace internal { struct RematRegion; }
 
 using compiler::SourceLoc;
+// The line an op is attributed to: `l`, or inside a library call (an
+// optimizer's step, a layer) the user's line that made that call.
 SourceLoc Loc(const std::source_location& l);
+
+namespace internal {
+// While alive, every op made on this thread is attributed to `loc`, the
+// user's line that called the library function `via` ("optim::AdamW::step"),
+// so that a recompilation cause never points into the library's own code.
+// Nested calls keep the outermost (a layer inside a layer is the user's call).
+class LibraryCall {
+ public:
+  LibraryCall(const char* via, const std::source_location& loc);
+  ~LibraryCall();
+  LibraryCall(const LibraryCall&) = delete;
+  LibraryCall& operator=(const LibraryCall&) = delete;
+};
+}  // namespace internal
 
 // A value computed on the devices, or waiting on the host to be moved there.
 struct DeviceData {
@@ -68,6 +84,11 @@ struct Node {
   bool shape_from_data = false;      // data nodes: made by an op whose shape depends on values (nonzero)
 
   bool requires_grad = false;
+  SourceLoc requires_grad_loc;             // the requires_grad_ call that set it
+  // Op nodes: the line that shaped this op beyond the one that made it: the
+  // mark_sharding that constrained it, the AutocastGuard under which this
+  // convert was made, the Tensor::scalar that inlined this constant.
+  SourceLoc note_loc;
   struct TensorImpl* grad_leaf = nullptr;  // set while the node is a leaf of `grad_leaf`
   absl::Status error;                      // poisoned: the first error upstream
 
@@ -86,6 +107,7 @@ struct TensorImpl {
   std::shared_ptr<Node> node;
   std::string name;
   bool requires_grad = false;
+  SourceLoc requires_grad_loc;  // the requires_grad_ call that set it
   std::shared_ptr<TensorImpl> grad;
   ~TensorImpl();
 };
@@ -117,7 +139,7 @@ class Tensor {
   const absl::Status& status() const;
 
   bool requires_grad() const;
-  Tensor& requires_grad_(bool on = true);
+  Tensor& requires_grad_(bool on = true, std::source_location loc = std::source_location::current());
   // The gradient left by backward(); undefined when none.
   Tensor grad() const;
   void zero_grad();

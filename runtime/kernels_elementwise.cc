@@ -154,13 +154,13 @@ absl::Status EvalUnary(const Instruction& instr, const Literal& a, Literal* out)
           Eigen::Map<const Arr> in(pa, n);
           Eigen::Map<Arr> res(po, n);
           switch (instr.op) {
-            case Opcode::kExponential: res = in.exp(); break;
+            case Opcode::kExponential: res = FlushedExp<T>(in); break;
             case Opcode::kLog: res = in.log(); break;
             case Opcode::kTanh: res = in.tanh(); break;
             case Opcode::kSqrt: res = in.sqrt(); break;
             case Opcode::kRsqrt: res = in.rsqrt(); break;
             // 1 / (1 + e^-x): for very negative x, e^-x is inf and the result 0.
-            case Opcode::kLogistic: res = (T(1) + (-in).exp()).inverse(); break;
+            case Opcode::kLogistic: res = (T(1) + FlushedExp<T>(-in)).inverse(); break;
             default: return Invalid(instr, "not a unary op");
           }
           return absl::OkStatus();

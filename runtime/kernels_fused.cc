@@ -432,12 +432,12 @@ class FusedRunner {
     switch (i.op) {
       case Opcode::kNegate: for (int64_t k = 0; k < len; ++k) of[k] = -x[k]; return;
       case Opcode::kAbs: for (int64_t k = 0; k < len; ++k) of[k] = std::fabs(x[k]); return;
-      case Opcode::kExponential: res = in.exp(); return;
+      case Opcode::kExponential: res = FlushedExp<float>(in); return;
       case Opcode::kLog: res = in.log(); return;
       case Opcode::kTanh: res = in.tanh(); return;
       case Opcode::kSqrt: res = in.sqrt(); return;
       case Opcode::kRsqrt: res = in.rsqrt(); return;
-      case Opcode::kLogistic: res = (1.0f + (-in).exp()).inverse(); return;
+      case Opcode::kLogistic: res = (1.0f + FlushedExp<float>(-in)).inverse(); return;
       default: break;
     }
   }

@@ -37,6 +37,17 @@ using Pred = uint8_t;
 
 template <typename T> struct TypeTag { using type = T; };
 
+// Below this input Eigen's vectorized exp clamps: without AVX-512 it returns
+// exp(-88.72) = 2.9e-39 for any smaller float (exp(-1e9) included), so a
+// causal mask of -1e9 would leak into a softmax. Results below it are
+// denormal at most; they are flushed to 0 (error under 3e-39).
+template <typename T> inline constexpr T kExpFlushBelow = std::is_same_v<T, float> ? T(-88.7228) : T(-708.39);
+// exp of an Eigen array expression, with the flush above.
+template <typename T, typename E>
+auto FlushedExp(const E& in) {
+  return (in < kExpFlushBelow<T>).select(T(0), in.exp());
+}
+
 // Calls f(TypeTag<T>{}) for the arithmetic element types the kernels compute
 // (f32, f64, i32, i64); returns `unsupported` for the others. Callers decide
 // whether i1 joins in (see VisitWithPred).

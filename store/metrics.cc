@@ -110,6 +110,13 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
                              by_name["read value"]));
   r.metrics.push_back(Timing("MarkStep", "host", "a mark_step call", by_name["mark_step"]));
 
+  // Every mark_step() call is counted by core (a call with nothing pending
+  // runs no program and leaves no slice); older files only have the slices.
+  auto marks = rd.Query("SELECT MAX(value) AS n FROM counters WHERE run_id = ?1 AND name = 'MarkStep'", {run});
+  if (!marks.ok()) return marks.status();
+  const int64_t mark_steps = !marks->rows.empty() && !marks->Text(0, "n").empty()
+                                 ? marks->Int(0, "n")
+                                 : static_cast<int64_t>(by_name["mark_step"].size());
   auto created =
       rd.Query("SELECT MAX(value) AS n FROM counters WHERE run_id = ?1 AND name = 'CreateTensor'", {run});
   if (!created.ok()) return created.status();
@@ -123,7 +130,7 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
   auto persistent_count = [&](int64_t n) { return persistent ? std::optional<int64_t>(n) : std::nullopt; };
   const char* no_cache = "no --cache-dir in this run";
   r.counters = {
-      {"MarkStep", static_cast<int64_t>(by_name["mark_step"].size()), ""},
+      {"MarkStep", mark_steps, "mark_step() calls"},
       {"CachedCompile", cached, "programs taken from a cache (memory or disk)"},
       {"UncachedCompile", uncached, "programs compiled"},
       {"PersistentCacheHit", persistent_count(disk_hits), persistent ? "from the on-disk cache" : no_cache},

@@ -117,7 +117,26 @@ CREATE TABLE IF NOT EXISTS compilations (
   prev_graph_id INTEGER,
   call_site     TEXT NOT NULL,
   host_start_ns INTEGER NOT NULL,
+  cause_subkind TEXT,                       -- graph_changed: layer_added | ... | ops_changed
+  diff_total    INTEGER,                    -- ops that differ from prev_graph_id in all
   PRIMARY KEY (run_id, compile_id)
+);
+
+-- The aligned diff of a recompiled graph against the graph it was compared
+-- with (compilations.prev_graph_id): ops added, removed and changed, each with
+-- the user's line that made it (at most 200 per compilation; diff_total has all).
+CREATE TABLE IF NOT EXISTS compile_diffs (
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  compile_id  INTEGER NOT NULL,
+  ordinal     INTEGER NOT NULL,
+  change      TEXT NOT NULL CHECK (change IN ('added','removed','changed')),
+  opcode      TEXT NOT NULL,
+  op_index    INTEGER NOT NULL,            -- in the new graph (added, changed), else the old one
+  what        TEXT,                        -- changed: constant | sharding constraint | attributes | operands
+  source_file TEXT,
+  source_line INTEGER,
+  via         TEXT,                        -- the library call between the user's line and the op
+  PRIMARY KEY (run_id, compile_id, ordinal)
 );
 
 CREATE TABLE IF NOT EXISTS executions (

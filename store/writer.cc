@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <tuple>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
@@ -108,7 +109,7 @@ class Writer::Db {
 
  private:
   struct Stmts {
-    Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, execution, step,
+    Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, compile_diff, execution, step,
         tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
         name_add;
   };
@@ -138,11 +139,13 @@ class Writer::Db {
     if (*eval == "0") {
       if (absl::Status st = internal::Exec(db_, "ALTER TABLE steps ADD COLUMN eval_loss REAL;"); !st.ok()) return st;
     }
-    for (const auto& [table, column] : {std::pair{"sharding_decisions", "from_op_id"}, std::pair{"ops", "moves_op_id"}}) {
+    for (const auto& [table, column, type] :
+         {std::tuple{"sharding_decisions", "from_op_id", "INTEGER"}, std::tuple{"ops", "moves_op_id", "INTEGER"},
+          std::tuple{"compilations", "cause_subkind", "TEXT"}, std::tuple{"compilations", "diff_total", "INTEGER"}}) {
       auto has = QueryText(absl::StrCat("SELECT COUNT(*) FROM pragma_table_info('", table, "') WHERE name = '", column, "'"));
       if (!has.ok()) return has.status();
       if (*has != "0") continue;
-      if (absl::Status st = internal::Exec(db_, absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column, " INTEGER;"));
+      if (absl::Status st = internal::Exec(db_, absl::StrCat("ALTER TABLE ", table, " ADD COLUMN ", column, " ", type, ";"));
           !st.ok())
         return st;
     }
@@ -210,7 +213,10 @@ class Writer::Db {
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"},
         {&stmts_.graph, "INSERT OR REPLACE INTO graphs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.compilation,
-         "INSERT OR REPLACE INTO compilations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13)"},
+         "INSERT OR REPLACE INTO compilations(run_id, compile_id, step, graph_id, cache, cause_kind, cause_detail,"
+         " source_file, source_line, duration_ns, prev_graph_id, call_site, host_start_ns, cause_subkind, diff_total)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"},
+        {&stmts_.compile_diff, "INSERT OR REPLACE INTO compile_diffs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.execution,
          "INSERT OR REPLACE INTO executions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11)"},
         {&stmts_.step,
@@ -423,7 +429,19 @@ class Writer::Db {
     r.source_file.empty() ? s.Null(9) : s.Int(9, r.source_line);
     s.Int(10, r.duration_ns); s.IntOrNull(11, r.prev_graph_id); s.Text(12, r.call_site);
     s.Int(13, r.host_start_ns);
-    return Tag(s.Run(), "compilations", r.compile_id);
+    s.TextOrNull(14, r.cause_subkind);
+    r.diff.empty() ? s.Null(15) : s.Int(15, r.diff_total);
+    if (absl::Status st = Tag(s.Run(), "compilations", r.compile_id); !st.ok()) return st;
+    for (size_t k = 0; k < r.diff.size(); ++k) {
+      const trace::CompileDiffOp& o = r.diff[k];
+      Stmt& d = stmts_.compile_diff;
+      d.Int(1, run_id_); d.Int(2, r.compile_id); d.Int(3, static_cast<int64_t>(k)); d.Text(4, o.change);
+      d.Text(5, o.opcode); d.Int(6, o.op_index); d.TextOrNull(7, o.what); d.TextOrNull(8, o.source_file);
+      o.source_file.empty() ? d.Null(9) : d.Int(9, o.source_line);
+      d.TextOrNull(10, o.via);
+      if (absl::Status st = Tag(d.Run(), "compile_diffs", r.compile_id); !st.ok()) return st;
+    }
+    return absl::OkStatus();
   }
   absl::Status WriteOne(const trace::ExecutionRecord& r) {
     Stmt& s = stmts_.execution;

@@ -1,5 +1,7 @@
 #include "profiler/analysis/metrics.h"
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -106,6 +108,30 @@ std::string RenderMetricsText(const MetricsReport& r) {
     for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ! ", w, "\n");
   }
   return out;
+}
+
+std::string RenderMetricsJson(const MetricsReport& r) {
+  nlohmann::json j;
+  j["schema"] = "shardscope.metrics/1";
+  j["run_id"] = r.run_id;
+  j["steps"] = r.steps;
+  j["stored"] = r.stored;
+  j["metrics"] = nlohmann::json::array();
+  for (const TimingMetric& m : r.metrics)
+    j["metrics"].push_back({{"name", m.name}, {"clock", m.clock}, {"what", m.what}, {"count", m.count},
+                            {"total_ns", m.total_ns}, {"p50_ns", m.p50_ns}, {"p90_ns", m.p90_ns},
+                            {"p99_ns", m.p99_ns}, {"max_ns", m.max_ns}});
+  j["counters"] = nlohmann::json::array();
+  for (const CounterMetric& c : r.counters)
+    j["counters"].push_back(
+        {{"name", c.name}, {"value", c.value ? nlohmann::json(*c.value) : nlohmann::json()}, {"note", c.note}});
+  j["ops_traced"] = nlohmann::json::object();
+  for (const auto& [op, n] : r.ops_traced) j["ops_traced"][op] = n;
+  j["kernel_runs"] = nlohmann::json::object();
+  for (const auto& [op, n] : r.kernel_runs) j["kernel_runs"][op] = n;
+  j["warnings"] = r.warnings;
+  j["warning_count"] = r.warnings.size();
+  return j.dump(2) + "\n";
 }
 
 }  // namespace shardscope::analysis

@@ -32,5 +32,7 @@ struct MetricsReport : store::RunMetrics {
 
 absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& reader, int64_t run_id);
 std::string RenderMetricsText(const MetricsReport& r);
+// The documented JSON form (docs/schema.md, "metrics --format json").
+std::string RenderMetricsJson(const MetricsReport& r);
 
 }  // namespace shardscope::analysis

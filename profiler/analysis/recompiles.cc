@@ -1,6 +1,7 @@
 #include "profiler/analysis/recompiles.h"
 
 #include <algorithm>
+#include <list>
 #include <map>
 #include <set>
 
@@ -30,76 +31,6 @@ std::vector<int64_t> DimsOf(const std::string& shape) {
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
 
-// Shape churn at one call site: the inputs whose shapes differ between its
-// runs, the buckets that cover them, and how many distinct graphs the
-// padded shapes would have made (the other inputs as they were).
-void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompiles* site) {
-  std::map<std::string, std::set<std::string>> shapes;  // input -> shapes seen
-  std::vector<std::map<std::string, std::string>> runs;
-  for (const std::string& text : signatures) {
-    nlohmann::json sig = nlohmann::json::parse(text, nullptr, false);
-    if (!sig.is_array()) continue;
-    runs.emplace_back();
-    for (const auto& in : sig) {
-      const std::string name = in.value("name", ""), shape = in.value("shape", "");
-      shapes[name].insert(shape);
-      runs.back()[name] = shape;
-    }
-  }
-  // Only the dims that change are padded (a feature size that never changes stays).
-  std::map<std::string, std::vector<bool>> varies;
-  for (const auto& [name, seen] : shapes) {
-    if (seen.size() < 2) continue;
-    std::vector<int64_t> first = DimsOf(*seen.begin());
-    std::vector<bool>& v = varies[name];
-    v.assign(first.size(), false);
-    for (const std::string& s : seen) {
-      std::vector<int64_t> d = DimsOf(s);
-      for (size_t k = 0; k < d.size() && k < first.size(); ++k) v[k] = v[k] || d[k] != first[k];
-    }
-  }
-  auto padded = [&](const std::string& name, const std::string& shape) {
-    std::vector<int64_t> d = DimsOf(shape);
-    const std::vector<bool>& v = varies[name];
-    for (size_t k = 0; k < d.size() && k < v.size(); ++k)
-      if (v[k]) d[k] = PowerOfTwoBucket(d[k]);
-    return DimsText(d);
-  };
-  std::vector<std::string> churning, how;
-  for (const auto& [name, flags] : varies) {
-    churning.push_back(name);
-    std::vector<std::string> shown;
-    std::set<std::string> buckets;
-    for (const std::string& s : shapes[name]) {
-      if (shown.size() < 4) shown.push_back(DimsText(DimsOf(s)));
-      buckets.insert(padded(name, s));
-    }
-    const size_t seen = shapes[name].size();
-    how.push_back(absl::StrCat(name, " (", absl::StrJoin(shown, ", "), seen > shown.size() ? ", ..." : "",
-                               seen > shown.size() ? absl::StrCat(" ", seen, " shapes") : "", " -> ",
-                               absl::StrJoin(std::vector<std::string>(buckets.begin(), buckets.end()), ", "), ")"));
-  }
-  if (churning.empty()) return;
-  std::set<std::vector<std::string>> before, after;
-  for (const auto& run : runs) {
-    std::vector<std::string> b, a;
-    for (const std::string& name : churning) {
-      auto it = run.find(name);
-      const std::string shape = it == run.end() ? "" : it->second;
-      b.push_back(shape);
-      a.push_back(padded(name, shape));
-    }
-    before.insert(b);
-    after.insert(a);
-  }
-  const int64_t saved = static_cast<int64_t>(before.size()) - static_cast<int64_t>(after.size());
-  if (saved <= 0) return;  // already bucketed, or the shapes are buckets already
-  site->suggestions.push_back({absl::StrCat("pad to power-of-two buckets: ", absl::StrJoin(how, "; "), ": ",
-                                            after.size(), " distinct input shapes instead of ", before.size(), ", ",
-                                            saved, " compilation", saved == 1 ? "" : "s", " saved"),
-                               saved});
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader& rd, int64_t run_id,
@@ -111,9 +42,15 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
       {run});
   if (!all.ok()) return all.status();
   const int64_t runs = all->Int(0, "runs"), steps = all->Int(0, "steps"), first = all->Int(0, "first");
+  // A read's cut is one more program run only when a program ran after it in
+  // that step (the rest of the step); a read after everything of its step was
+  // traced merely runs the step early, and not reading saves nothing.
   auto cuts = rd.Query(
-      "SELECT COALESCE(source_file, '') AS file, COALESCE(source_line, 0) AS line, step FROM executions"
-      " WHERE run_id = ?1 AND cause = 'value_read' GROUP BY file, line, step ORDER BY file, line, step",
+      "SELECT COALESCE(source_file, '') AS file, COALESCE(source_line, 0) AS line, step,"
+      " MAX(EXISTS (SELECT 1 FROM executions l WHERE l.run_id = e.run_id AND l.step = e.step"
+      "             AND l.execution_id > e.execution_id)) AS followed"
+      " FROM executions e WHERE run_id = ?1 AND cause = 'value_read' GROUP BY file, line, step"
+      " ORDER BY file, line, step",
       {run});
   if (!cuts.ok()) return cuts.status();
   std::vector<ValueReadCuts> out;
@@ -122,7 +59,7 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
     if (out.empty() || out.back().at != at) out.push_back({at, steps, 0, runs, every});
     ValueReadCuts& c = out.back();
     ++c.steps_cut;
-    if ((cuts->Int(i, "step") - first) % every != 0) ++c.executions_saved;
+    if ((cuts->Int(i, "step") - first) % every != 0 && cuts->Int(i, "followed")) ++c.executions_saved;
   }
   for (ValueReadCuts& c : out)
     c.compilations_added = c.steps_cut == c.steps && c.executions_saved > 0 ? 1 : 0;
@@ -135,82 +72,303 @@ int64_t PowerOfTwoBucket(int64_t size) {
   return b;
 }
 
+namespace {
+
+// The run's cuts in the order they ran: which program each asked for, where,
+// with which inputs, and how the compile cache answered. Compilations and
+// executions are recorded together at every cut (compile before execute), so
+// the k-th of each belong together.
+struct Cut {
+  int64_t step = 0;
+  std::string site, fingerprint, signature, cache, kind, subkind, cause;
+  bool read_followed = false;  // a value read with a later program in its step
+};
+
+// Replays keys through an LRU compile cache of `capacity` programs (0: no
+// limit), as runtime::Client does: the compilations it takes.
+int64_t SimulateMisses(const std::vector<std::string>& keys, int64_t capacity) {
+  std::list<std::string> lru;
+  std::map<std::string, std::list<std::string>::iterator> where;
+  int64_t misses = 0;
+  for (const std::string& k : keys) {
+    auto it = where.find(k);
+    if (it != where.end()) {
+      lru.splice(lru.begin(), lru, it->second);
+      continue;
+    }
+    ++misses;
+    lru.push_front(k);
+    where[k] = lru.begin();
+    if (capacity > 0 && static_cast<int64_t>(lru.size()) > capacity) {
+      where.erase(lru.back());
+      lru.pop_back();
+    }
+  }
+  return misses;
+}
+
+// The signature with the named dims padded: the input shapes a padded program sees.
+std::string PaddedSignature(const std::string& text, const std::map<std::string, std::vector<bool>>& varies) {
+  nlohmann::json sig = nlohmann::json::parse(text, nullptr, false);
+  if (!sig.is_array()) return text;
+  std::string out;
+  for (const auto& in : sig) {
+    const std::string name = in.value("name", "");
+    std::vector<int64_t> d = DimsOf(in.value("shape", ""));
+    auto it = varies.find(name);
+    if (it != varies.end())
+      for (size_t k = 0; k < d.size() && k < it->second.size(); ++k)
+        if (it->second[k]) d[k] = PowerOfTwoBucket(d[k]);
+    absl::StrAppend(&out, name, ":", in.value("dtype", ""), DimsText(d), in.value("sharding", ""), ";");
+  }
+  return out;
+}
+
+std::string Clip(const std::string& s, size_t n = kMaxDetail) {
+  return s.size() <= n ? s : s.substr(0, n - 3) + "...";
+}
+
+}  // namespace
+
 absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, int64_t run_id) {
   RecompilesReport r;
   r.run_id = run_id;
   const std::string run = std::to_string(run_id);
+  // cause_subkind came with schema changes of issue 13; older files lack it.
+  auto has_subkind = rd.Query("SELECT COUNT(*) AS n FROM pragma_table_info('compilations') WHERE name = 'cause_subkind'");
+  if (!has_subkind.ok()) return has_subkind.status();
+  const std::string subkind = has_subkind->Int(0, "n") ? "COALESCE(c.cause_subkind, '')" : "''";
   auto q = rd.Query(
-      "SELECT compile_id, step, graph_id, cache, COALESCE(cause_kind, '') AS cause_kind,"
-      " COALESCE(cause_detail, '') AS cause_detail, COALESCE(source_file, '') AS file,"
-      " COALESCE(source_line, 0) AS line, duration_ns, call_site FROM compilations WHERE run_id = ?1"
-      " ORDER BY compile_id",
+      "SELECT c.compile_id, c.step, c.graph_id, c.cache, COALESCE(c.cause_kind, '') AS cause_kind, " + subkind +
+          " AS cause_subkind, COALESCE(c.cause_detail, '') AS cause_detail, COALESCE(c.source_file, '') AS file,"
+          " COALESCE(c.source_line, 0) AS line, c.duration_ns, c.call_site, COALESCE(g.fingerprint, '') AS fp"
+          " FROM compilations c LEFT JOIN graphs g ON g.run_id = c.run_id AND g.graph_id = c.graph_id"
+          " WHERE c.run_id = ?1 ORDER BY c.compile_id",
       {run});
   if (!q.ok()) return q.status();
   std::map<std::string, CallSiteRecompiles> by_site;
-  std::map<std::string, std::set<int64_t>> graphs;
+  std::map<std::string, std::set<std::string>> graphs;  // site -> distinct programs (fingerprints)
   std::map<std::string, std::map<std::string, std::pair<int64_t, std::string>>> causes;  // site -> kind -> (n, at)
+  std::vector<Cut> cuts_in_order;
   for (size_t i = 0; i < q->rows.size(); ++i) {
     const std::string site = q->Text(i, "call_site");
     CallSiteRecompiles& s = by_site[site];
     s.call_site = site;
-    graphs[site].insert(q->Int(i, "graph_id"));
+    const std::string fp = q->Text(i, "fp");
+    graphs[site].insert(fp.empty() ? absl::StrCat("graph ", q->Int(i, "graph_id")) : fp);
     const std::string cache = q->Text(i, "cache");
+    cuts_in_order.push_back({q->Int(i, "step"), site, fp, "", cache, q->Text(i, "cause_kind"), q->Text(i, "cause_subkind")});
     if (cache == "memory_hit") continue;
     CompileEvent e{q->Int(i, "compile_id"), q->Int(i, "step"), q->Int(i, "graph_id"), q->Int(i, "duration_ns"),
                    cache, q->Text(i, "cause_kind"), q->Text(i, "cause_detail"),
-                   q->Text(i, "file").empty() ? "" : absl::StrCat(q->Text(i, "file"), ":", q->Int(i, "line"))};
+                   q->Text(i, "file").empty() ? "" : absl::StrCat(q->Text(i, "file"), ":", q->Int(i, "line")),
+                   q->Text(i, "cause_subkind")};
     if (cache == "miss") {
       ++s.misses;
       s.compile_ns += e.duration_ns;
-      auto& [n, at] = causes[site][e.cause_kind];
+      const std::string key = e.cause_subkind.empty() ? e.cause_kind : absl::StrCat(e.cause_kind, "/", e.cause_subkind);
+      auto& [n, at] = causes[site][key];
       ++n;
       if (at.empty()) at = e.at;
     }
     s.compiles.push_back(std::move(e));
   }
+  // The executions, matched to the cuts in order.
+  auto ex = rd.Query(
+      "SELECT e.step, e.input_signature AS sig, e.cause,"
+      " EXISTS (SELECT 1 FROM executions l WHERE l.run_id = e.run_id AND l.step = e.step"
+      "         AND l.execution_id > e.execution_id) AS followed"
+      " FROM executions e WHERE e.run_id = ?1 ORDER BY e.execution_id",
+      {run});
+  if (!ex.ok()) return ex.status();
+  // Predictions need the cuts and executions to line up, and no disk cache
+  // in between (a disk hit is neither a compilation nor free).
+  bool provable = ex->rows.size() == cuts_in_order.size();
+  for (size_t k = 0; provable && k < cuts_in_order.size(); ++k) {
+    Cut& c = cuts_in_order[k];
+    provable = c.step == ex->Int(k, "step") && c.cache != "disk_hit" && !c.fingerprint.empty();
+    c.signature = ex->Text(k, "sig");
+    c.cause = ex->Text(k, "cause");
+    c.read_followed = ex->Int(k, "followed") != 0;
+  }
+  int64_t capacity = 0;
+  if (auto cfg = rd.Query("SELECT config_json FROM runs WHERE run_id = ?1", {run}); cfg.ok() && !cfg->rows.empty()) {
+    nlohmann::json j = nlohmann::json::parse(cfg->Text(0, "config_json"), nullptr, false);
+    if (j.is_object() && j.contains("cache_capacity") && j["cache_capacity"].is_number_integer())
+      capacity = j["cache_capacity"].get<int64_t>();
+  }
+  int64_t recorded_misses = 0;
+  for (const Cut& c : cuts_in_order) recorded_misses += c.cache == "miss";
+  std::vector<std::string> base_keys;
+  for (const Cut& c : cuts_in_order) base_keys.push_back(c.fingerprint);
+  // The replay must reproduce what the run compiled, or nothing is predicted.
+  provable = provable && SimulateMisses(base_keys, capacity) == recorded_misses;
+  const auto saved_with = [&](const std::vector<std::string>& keys, int64_t cap) {
+    return recorded_misses - SimulateMisses(keys, cap);
+  };
+
   auto cuts = FindValueReadCuts(rd, run_id);
   if (!cuts.ok()) return cuts.status();
   for (auto& [site, s] : by_site) {
     s.distinct_graphs = static_cast<int64_t>(graphs[site].size());
     const auto& c = causes[site];
-    if (c.count("input_shape_changed")) {
-      std::vector<std::string> signatures;
-      auto ex = rd.Query(
-          "SELECT e.input_signature AS sig FROM executions e WHERE e.run_id = ?1 AND e.graph_id IN"
-          " (SELECT graph_id FROM compilations WHERE run_id = ?1 AND call_site = ?2)",
-          {run, site});
-      if (!ex.ok()) return ex.status();
-      for (size_t i = 0; i < ex->rows.size(); ++i) signatures.push_back(ex->Text(i, "sig"));
-      ShapeSuggestion(signatures, &s);
-    }
     auto at = [&](const std::string& kind) {
       const auto& [n, where] = c.at(kind);
       return absl::StrCat(n, " compilation", n == 1 ? "" : "s", where.empty() ? "" : absl::StrCat(" (", where, ")"));
     };
+    auto count = [&](const std::string& kind) { return c.count(kind) ? c.at(kind).first : 0; };
+    if (c.count("input_shape_changed") || c.count("data_dependent_shape")) {
+      // Which inputs' dims churn at this site, and the padded replay.
+      std::map<std::string, std::set<std::string>> shapes;
+      std::vector<std::string> signatures;
+      for (const Cut& k : cuts_in_order) {
+        if (k.site != site) continue;
+        signatures.push_back(k.signature);
+      }
+      std::map<std::string, std::vector<bool>> varies;
+      for (const std::string& text : signatures) {
+        nlohmann::json sig = nlohmann::json::parse(text, nullptr, false);
+        if (!sig.is_array()) continue;
+        for (const auto& in : sig) shapes[in.value("name", "")].insert(in.value("shape", ""));
+      }
+      for (const auto& [name, seen] : shapes) {
+        if (seen.size() < 2) continue;
+        std::vector<int64_t> first = DimsOf(*seen.begin());
+        std::vector<bool>& v = varies[name];
+        v.assign(first.size(), false);
+        for (const std::string& sh : seen) {
+          std::vector<int64_t> d = DimsOf(sh);
+          for (size_t k = 0; k < d.size() && k < first.size(); ++k) v[k] = v[k] || d[k] != first[k];
+        }
+      }
+      if (!varies.empty()) {
+        // The padded program is the same graph for inputs that pad alike;
+        // that holds only if at this site the inputs decide the program.
+        std::map<std::string, std::set<std::string>> fp_of_sig;
+        std::vector<std::string> keys;
+        for (const Cut& k : cuts_in_order) {
+          if (k.site != site) {
+            keys.push_back(k.fingerprint);
+            continue;
+          }
+          fp_of_sig[PaddedSignature(k.signature, {})].insert(k.fingerprint);
+          keys.push_back(absl::StrCat(site, "|", PaddedSignature(k.signature, varies)));
+        }
+        bool decided = true;
+        for (const auto& [sig, fps] : fp_of_sig) decided = decided && fps.size() == 1;
+        std::vector<std::string> how;
+        for (const auto& [name, flags] : varies) {
+          std::set<std::string> buckets;
+          std::vector<std::string> shown;
+          for (const std::string& sh : shapes[name]) {
+            if (shown.size() < 4) shown.push_back(DimsText(DimsOf(sh)));
+            std::vector<int64_t> d = DimsOf(sh);
+            for (size_t k = 0; k < d.size() && k < flags.size(); ++k)
+              if (flags[k]) d[k] = PowerOfTwoBucket(d[k]);
+            buckets.insert(DimsText(d));
+          }
+          const size_t seen = shapes[name].size();
+          how.push_back(absl::StrCat(name, " (", absl::StrJoin(shown, ", "), seen > shown.size() ? ", ..." : "",
+                                     seen > shown.size() ? absl::StrCat(" ", seen, " shapes") : "", " -> ",
+                                     absl::StrJoin(std::vector<std::string>(buckets.begin(), buckets.end()), ", "),
+                                     ")"));
+        }
+        const int64_t saved = provable && decided ? saved_with(keys, capacity) : -1;
+        if (saved != 0)
+          s.suggestions.push_back(
+              {absl::StrCat("pad to power-of-two buckets: ", absl::StrJoin(how, "; "),
+                            saved > 0 ? absl::StrCat(": ", saved, " compilation", saved == 1 ? "" : "s", " saved")
+                                      : " (the saving cannot be proved from this run: its graphs differ in more than "
+                                        "their input shapes)"),
+               saved, saved >= 0 ? 0 : -1, "pad_shapes"});
+      }
+    }
     if (c.count("value_read_cut")) {
       s.suggestions.push_back({absl::StrCat(at("value_read_cut"), " because a value was read mid-step: read it "
-                                            "after mark_step, or only every N steps"), c.at("value_read_cut").first});
+                                            "after mark_step, or only every N steps"),
+                               -1, -1, "read_after_mark_step"});
       for (const ValueReadCuts& v : *cuts) {
         if (v.at != c.at("value_read_cut").second || v.executions_saved <= 0) continue;
         const std::string cost =
             v.compilations_added ? ", for 1 more compilation (the whole step's graph, compiled once)" : "";
         s.suggestions.push_back(
-            {absl::StrCat("the read at ", v.at, " cut the graph in ", v.steps_cut, " of ", v.steps,
-                          " steps (", v.executions, " program runs in the run); reading it every ", v.every,
-                          " steps instead: ", v.executions - v.executions_saved, " runs, ",
-                          v.executions_saved, " program runs saved", cost),
-             -1, v.executions_saved});
+            {absl::StrCat("the read at ", v.at, " cut the graph in ", v.steps_cut, " of ", v.steps, " steps (",
+                          v.executions, " program runs in the run); reading it every ", v.every,
+                          " steps instead: ", v.executions - v.executions_saved, " runs, ", v.executions_saved,
+                          " program runs saved", cost),
+             -v.compilations_added, v.executions_saved, "read_every_n"});
       }
     }
-    if (c.count("inlined_scalar_changed"))
-      s.suggestions.push_back({absl::StrCat(at("inlined_scalar_changed"), " because an inlined scalar (0 or 1) "
-                                            "changed: pass it as a tensor so its value is data"),
-                               c.at("inlined_scalar_changed").first});
-    if (c.count("graph_changed"))
-      s.suggestions.push_back({absl::StrCat(at("graph_changed"), " because the graph's structure changed (a branch "
-                                            "on a value read back, or a loop whose trip count changed): compute both "
-                                            "sides and select, or keep the trip count fixed"),
-                               -1});
+    if (count("graph_changed/cut_on_some_steps")) {
+      // Reading after mark_step: every step runs whole, as the steps without the read did.
+      std::string whole;
+      std::set<int64_t> read_steps;
+      for (const Cut& k : cuts_in_order)
+        if (k.cause == "value_read") read_steps.insert(k.step);
+      for (const Cut& k : cuts_in_order)
+        if (k.site == site && !read_steps.count(k.step)) whole = k.fingerprint;
+      std::vector<std::string> keys;
+      int64_t runs_saved = 0;
+      for (const Cut& k : cuts_in_order) {
+        if (k.cause == "value_read") {
+          runs_saved += k.read_followed;
+          if (!k.read_followed) keys.push_back(whole.empty() ? site + "|whole" : whole);
+          continue;
+        }
+        keys.push_back(read_steps.count(k.step) && k.site == site ? (whole.empty() ? site + "|whole" : whole)
+                                                                   : k.fingerprint);
+      }
+      const int64_t saved = provable ? saved_with(keys, capacity) : -1;
+      s.suggestions.push_back({absl::StrCat(at("graph_changed/cut_on_some_steps"),
+                                            " because a value read cuts the step on some steps only: read it after "
+                                            "mark_step (one graph for every step)",
+                                            saved >= 0 ? absl::StrCat(": ", saved, " compilations and ", runs_saved,
+                                                                      " program runs saved")
+                                                       : ""),
+                               saved, saved >= 0 ? runs_saved : -1, "read_after_mark_step"});
+    }
+    if (c.count("inlined_scalar_changed")) {
+      // As data, the scalar no longer tells the graphs apart: merge each
+      // graph whose only difference was the scalar with the one it was compared to.
+      s.suggestions.push_back({absl::StrCat(at("inlined_scalar_changed"),
+                                            " because a scalar crossed the scalar rule (0 and 1 are inlined): make it "
+                                            "a tensor with Tensor::from_host so its value is data"),
+                               count("inlined_scalar_changed"), 0, "scalar_as_tensor"});
+    }
+    if (c.count("cache_evicted")) {
+      const int64_t saved = provable ? saved_with(base_keys, 0) : -1;
+      const int64_t programs = [&] {
+        std::set<std::string> all(base_keys.begin(), base_keys.end());
+        return static_cast<int64_t>(all.size());
+      }();
+      s.suggestions.push_back({absl::StrCat(at("cache_evicted"), " because the in-memory cache (", capacity,
+                                            " programs) evicted programs used again: --cache-capacity ", programs,
+                                            " keeps all of this run's programs",
+                                            saved >= 0 ? absl::StrCat(" (", saved, " compilations saved)") : ""),
+                               saved, saved >= 0 ? 0 : -1, "raise_cache_capacity"});
+    }
+    const std::map<std::string, std::string> advice = {
+        {"input_dtype_changed", "an input's dtype changed: convert it once where it is made, so every step sees one dtype"},
+        {"input_sharding_changed", "an input's layout changed: give mark_sharding one spec for it on every step"},
+        {"graph_changed/ops_changed",
+         "the computation changed (a branch on the host, an op replaced): if it depends on a value read back, "
+         "compute both sides and select with where(); otherwise it is one compilation per variant"},
+        {"graph_changed/optimizer_changed",
+         "the optimizer changed: one compilation per optimizer; create it once before the loop"},
+        {"graph_changed/parameter_frozen", "a parameter was frozen: one compilation per set of trained parameters; "
+                                           "freeze before the first step, not during training"},
+        {"graph_changed/parameter_unfrozen", "a parameter was unfrozen: one compilation per set of trained parameters"},
+        {"graph_changed/constraint_changed",
+         "a sharding constraint on an intermediate changed: keep one mark_sharding spec per value"},
+        {"graph_changed/autocast_changed",
+         "autocast was switched: keep the AutocastGuard around the same code on every step"},
+        {"data_dependent_shape", "a shape follows the values (nonzero): pad the result to a fixed size"},
+        {"options_changed", "compile options changed between steps (fusion, target profile): set them once"},
+        {"call_site_changed", "the step is reached from another call site: call it from one place, or wrap it in "
+                              "compile()"},
+    };
+    for (const auto& [key, text] : advice)
+      if (c.count(key)) s.suggestions.push_back({absl::StrCat(at(key), ": ", text), -1, -1, key});
   }
   for (auto& [site, s] : by_site) r.sites.push_back(std::move(s));
   std::stable_sort(r.sites.begin(), r.sites.end(),
@@ -227,12 +385,51 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
                     ", ", FormatNs(s.compile_ns), " compiling (host clock)\n");
     std::vector<std::vector<std::string>> t = {{"step", "cache", "cause", "at", "time", "detail"}};
     for (const CompileEvent& e : s.compiles)
-      t.push_back({std::to_string(e.step), e.cache, e.cause_kind.empty() ? "-" : e.cause_kind,
-                   e.at.empty() ? "-" : e.at, FormatNs(e.duration_ns), e.cause_detail});
+      t.push_back({std::to_string(e.step), e.cache,
+                   e.cause_kind.empty() ? "-" : e.cause_subkind.empty() ? e.cause_kind
+                                                                        : e.cause_kind + "/" + e.cause_subkind,
+                   e.at.empty() ? "-" : e.at, FormatNs(e.duration_ns), Clip(e.cause_detail)});
     out += AlignTable(t, "    ");
     for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", g.text, "\n");
   }
   return out;
+}
+
+std::string RenderRecompilesJson(const RecompilesReport& r) {
+  nlohmann::json j;
+  j["schema"] = "shardscope.recompiles/1";
+  j["run_id"] = r.run_id;
+  int64_t distinct = 0, compilations = 0;
+  j["call_sites"] = nlohmann::json::array();
+  for (const CallSiteRecompiles& s : r.sites) {
+    nlohmann::json site = {{"call_site", s.call_site},
+                           {"distinct_graphs", s.distinct_graphs},
+                           {"compilations", s.misses},
+                           {"compile_ns", s.compile_ns}};
+    distinct += s.distinct_graphs;
+    compilations += s.misses;
+    site["compiles"] = nlohmann::json::array();
+    for (const CompileEvent& e : s.compiles)
+      site["compiles"].push_back({{"step", e.step},
+                                  {"graph_id", e.graph_id},
+                                  {"cache", e.cache},
+                                  {"cause_kind", e.cause_kind},
+                                  {"cause_subkind", e.cause_subkind},
+                                  {"at", e.at},
+                                  {"duration_ns", e.duration_ns},
+                                  {"detail", Clip(e.cause_detail)}});
+    site["suggestions"] = nlohmann::json::array();
+    for (const Suggestion& g : s.suggestions) {
+      nlohmann::json sj = {{"kind", g.kind}, {"text", g.text}};
+      sj["compilations_saved"] = g.compilations_saved >= 0 ? nlohmann::json(g.compilations_saved) : nlohmann::json();
+      sj["program_runs_saved"] = g.executions_saved >= 0 ? nlohmann::json(g.executions_saved) : nlohmann::json();
+      site["suggestions"].push_back(sj);
+    }
+    j["call_sites"].push_back(site);
+  }
+  j["distinct_graphs"] = distinct;
+  j["compilations"] = compilations;
+  return j.dump(2) + "\n";
 }
 
 }  // namespace shardscope::analysis

@@ -20,12 +20,18 @@ namespace shardscope::analysis {
 struct CompileEvent {
   int64_t compile_id = 0, step = 0, graph_id = 0, duration_ns = 0;
   std::string cache, cause_kind, cause_detail, at;  // at: "file:line" or ""
+  std::string cause_subkind;
 };
 
+// What would stop a call site's compilations. A number is given only where
+// the stored run proves it (e.g. a replay of the run's own sequence of
+// programs through the compile cache reproduces the compilations it had);
+// -1 means no prediction is made.
 struct Suggestion {
   std::string text;
   int64_t compilations_saved = -1;  // predicted; -1 when it does not apply
   int64_t executions_saved = -1;    // program runs, predicted; -1 when it does not apply
+  std::string kind;                 // pad_shapes | read_after_mark_step | read_every_n | scalar_as_tensor | ...
 };
 
 struct CallSiteRecompiles {
@@ -61,7 +67,11 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
                                                              int every = kReadEvery);
 
 absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& reader, int64_t run_id);
+// Details are cut to kMaxDetail characters in text (the database keeps all).
+inline constexpr size_t kMaxDetail = 200;
 std::string RenderRecompilesText(const RecompilesReport& r);
+// The documented JSON form (docs/schema.md, "recompiles --format json").
+std::string RenderRecompilesJson(const RecompilesReport& r);
 
 // Padding buckets for one set of observed sizes: each rounded up to a power of two.
 int64_t PowerOfTwoBucket(int64_t size);

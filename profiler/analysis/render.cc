@@ -43,7 +43,10 @@ std::string Loss(std::optional<double> v) { return v ? absl::StrFormat("%.4g", *
 
 std::string CauseText(const CompileMiss& m) {
   std::string s = Humanize(m.cause_kind.empty() ? "unknown_cause" : m.cause_kind);
-  if (!m.cause_detail.empty()) absl::StrAppend(&s, ": ", m.cause_detail);
+  if (!m.cause_subkind.empty()) absl::StrAppend(&s, " (", Humanize(m.cause_subkind), ")");
+  // Reports show at most 200 characters of a detail; the database keeps it whole.
+  if (!m.cause_detail.empty())
+    absl::StrAppend(&s, ": ", m.cause_detail.size() <= 200 ? m.cause_detail : m.cause_detail.substr(0, 197) + "...");
   return s;
 }
 
@@ -352,7 +355,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
   json misses = json::array();
   for (const CompileMiss& m : r.compiles.miss_list) {
     misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},
-                      {"cause_kind", m.cause_kind}, {"cause_detail", m.cause_detail},
+                      {"cause_kind", m.cause_kind}, {"cause_subkind", m.cause_subkind},
+                      {"cause_detail", m.cause_detail},
                       {"source_file", m.source_file}, {"source_line", m.source_line},
                       {"duration_ns", m.duration_ns}});
   }

@@ -87,10 +87,14 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s)
 }
 
 absl::Status Fill(const store::Reader& rd, const std::string& run, CompileStats* c) {
-  auto q = rd.Query(
-      "SELECT compile_id, step, graph_id, cache, cause_kind, cause_detail, source_file,"
-      " source_line, duration_ns FROM compilations WHERE run_id = ?1 ORDER BY step, compile_id",
-      {run});
+  // cause_subkind arrived with schema changes of issue 13; older files lack it.
+  auto has = rd.Query("SELECT COUNT(*) AS n FROM pragma_table_info('compilations') WHERE name = 'cause_subkind'");
+  if (!has.ok()) return has.status();
+  auto q = rd.Query(absl::StrCat("SELECT compile_id, step, graph_id, cache, cause_kind, ",
+                                 has->Int(0, "n") ? "cause_subkind" : "NULL AS cause_subkind",
+                                 ", cause_detail, source_file, source_line, duration_ns FROM compilations"
+                                 " WHERE run_id = ?1 ORDER BY step, compile_id"),
+                    {run});
   if (!q.ok()) return q.status();
   for (size_t i = 0; i < q->rows.size(); ++i) {
     ++c->count;
@@ -105,6 +109,7 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, CompileStats*
     m.step = static_cast<int>(q->Int(i, "step"));
     m.graph_id = q->Int(i, "graph_id");
     m.cause_kind = q->Text(i, "cause_kind");
+    m.cause_subkind = q->Text(i, "cause_subkind");
     m.cause_detail = q->Text(i, "cause_detail");
     m.source_file = q->Text(i, "source_file");
     m.source_line = static_cast<int>(q->Int(i, "source_line"));

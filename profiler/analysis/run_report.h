@@ -40,6 +40,7 @@ struct CompileMiss {
   int step = 0;
   int64_t graph_id = 0;
   std::string cause_kind;    // first_compile | input_shape_changed | ...
+  std::string cause_subkind; // graph_changed: layer_added | ... | ops_changed
   std::string cause_detail;
   std::string source_file;   // empty when unknown
   int source_line = 0;

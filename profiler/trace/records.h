@@ -224,12 +224,25 @@ struct AutoShardingRecord {
   std::vector<AutoShardingChoiceRow> choices;
 };
 
+// One op of a recompiled graph's aligned diff against the graph it was
+// compared with (compiler/graph_diff.h).
+struct CompileDiffOp {
+  std::string change;       // added | removed | changed
+  std::string opcode;       // e.g. stablehlo.exponential
+  int64_t op_index = -1;    // in the new graph's instructions (added, changed), else the old one's
+  std::string what;         // changed: constant | sharding constraint | attributes | operands
+  std::string source_file;  // the user's line that made it
+  int source_line = 0;
+  std::string via;          // the library call between, if any (e.g. optim::AdamW::step)
+};
+
 struct CompilationRecord {
   int64_t compile_id = 0;
   int step = 0;
   int64_t graph_id = 0;
   std::string cache;           // miss | memory_hit | disk_hit
   std::string cause_kind;      // first_compile | input_shape_changed | ... (empty on hits)
+  std::string cause_subkind;   // graph_changed: layer_added | ... | ops_changed (docs/schema.md)
   std::string cause_detail;
   std::string source_file;     // the user's line the cause points at
   int source_line = 0;
@@ -237,7 +250,10 @@ struct CompilationRecord {
   int64_t prev_graph_id = -1;  // the graph this one was diffed against
   std::string call_site;
   int64_t host_start_ns = 0;
+  std::vector<CompileDiffOp> diff;  // against prev_graph_id (at most kMaxDiffOps)
+  int64_t diff_total = 0;           // ops that differ in all (diff may hold fewer)
 };
+inline constexpr size_t kMaxDiffOps = 200;
 
 struct ExecutionRecord {
   int64_t execution_id = 0;

@@ -114,7 +114,8 @@ absl::Status WriteRun(Db& db, const FixtureRun& r) {
 
   if (r.with_compilations) {
     RETURN_IF_ERROR_FIXTURE(db.Exec(absl::StrFormat(
-        "INSERT INTO compilations VALUES "
+        "INSERT INTO compilations(run_id, compile_id, step, graph_id, cache, cause_kind, cause_detail,"
+        " source_file, source_line, duration_ns, prev_graph_id, call_site, host_start_ns) VALUES "
         "(%1$d, 1, 0, 1, 'miss', 'first_compile', 'first graph at this call site', "
         "'samples/mlp.cc', 52, 250000, NULL, 'samples/mlp.cc:52 mark_step', %2$d),"
         "(%1$d, 2, 2, 2, 'miss', 'input_shape_changed', 'x f32[64,784] -> f32[48,784]', "

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/fingerprint.h"
+#include "compiler/graph_diff.h"
 #include "compiler/text.h"
 #include "gtest/gtest.h"
 
@@ -346,36 +347,35 @@ TEST(FingerprintTest, DistinguishesCloseF64Constants) {
 }
 
 // ---------------------------------------------------------------- diffs
+// (Aligned diffs of generated graphs: tests/compiler/graph_diff_test.cc.)
 
 TEST(DiffTest, IdenticalModules) {
-  ModuleDiff d = DiffModules(*Build({}), *Build({}));
-  EXPECT_TRUE(d.same_structure);
-  EXPECT_TRUE(d.inputs.empty());
-  EXPECT_EQ(d.first_difference, -1);
-  EXPECT_EQ(d.first_constant_difference, -1);
-  EXPECT_EQ(d.distance, 0);
-  // Locations and names are not differences.
+  GraphDiff d = DiffGraphs(*Build({}), *Build({}));
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(d.distance(), 0);
+  // Locations are not differences; inputs pair by the keys given.
   Prog moved;
   moved.line_offset = 3;
-  moved.x_name = "y";
-  EXPECT_EQ(DiffModules(*Build({}), *Build(moved)).distance, 0);
+  EXPECT_TRUE(DiffGraphs(*Build({}), *Build(moved)).empty());
+  Prog renamed;
+  renamed.x_name = "y";
+  EXPECT_TRUE(DiffGraphs(*Build({}), *Build(renamed), {"x", "w"}, {"x", "w"}).empty());
 }
 
 TEST(DiffTest, InputShapeDtypeSharding) {
   Prog shape;
   shape.x_dims = {16, 4};
-  ModuleDiff d = DiffModules(*Build({}), *Build(shape));
-  EXPECT_TRUE(d.same_structure);
+  GraphDiff d = DiffGraphs(*Build({}), *Build(shape));
+  EXPECT_TRUE(d.changes.empty());
   ASSERT_EQ(d.inputs.size(), 1u);
-  EXPECT_EQ(d.inputs[0].index, 0);
+  EXPECT_EQ(d.inputs[0].new_param, 0);
   EXPECT_TRUE(d.inputs[0].shape);
   EXPECT_FALSE(d.inputs[0].dtype);
   EXPECT_FALSE(d.inputs[0].sharding);
 
   Prog dtype;
   dtype.dtype = DType::kF64;
-  d = DiffModules(*Build({}), *Build(dtype));
-  EXPECT_TRUE(d.same_structure);
+  d = DiffGraphs(*Build({}), *Build(dtype));
   ASSERT_EQ(d.inputs.size(), 2u);  // both parameters change element type
   EXPECT_TRUE(d.inputs[0].dtype);
   EXPECT_FALSE(d.inputs[0].shape);
@@ -383,43 +383,45 @@ TEST(DiffTest, InputShapeDtypeSharding) {
 
   Prog sharded;
   sharded.x_sharding = *Sharding::Parse("{devices=[2,1]0,1}");
-  d = DiffModules(*Build({}), *Build(sharded));
-  EXPECT_TRUE(d.same_structure);
+  d = DiffGraphs(*Build({}), *Build(sharded));
+  EXPECT_TRUE(d.changes.empty());
   ASSERT_EQ(d.inputs.size(), 1u);
   EXPECT_TRUE(d.inputs[0].sharding);
   EXPECT_FALSE(d.inputs[0].shape);
   // An explicit {replicated} equals no annotation.
   Prog repl;
   repl.x_sharding = Sharding::Replicated();
-  EXPECT_TRUE(DiffModules(*Build({}), *Build(repl)).inputs.empty());
+  EXPECT_TRUE(DiffGraphs(*Build({}), *Build(repl)).empty());
 }
 
-TEST(DiffTest, StructureDifference) {
+TEST(DiffTest, AnInsertedOpIsTheOnlyDifference) {
   Prog extra;
   extra.extra_op = true;
   auto old_m = Build({});
   auto new_m = Build(extra);
-  ModuleDiff d = DiffModules(*old_m, *new_m);
-  EXPECT_FALSE(d.same_structure);
-  ASSERT_GE(d.first_difference, 0);
-  EXPECT_EQ(new_m->instructions()[d.first_difference]->op, Opcode::kNegate);
-  EXPECT_GT(d.distance, 0);
-  EXPECT_EQ(d.parameter_count_old, 2);
-  EXPECT_EQ(d.parameter_count_new, 2);
+  GraphDiff d = DiffGraphs(*old_m, *new_m);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changes[0].kind, OpChange::Kind::kAdded);
+  EXPECT_EQ(new_m->instructions()[d.changes[0].new_index]->op, Opcode::kNegate);
+  // Removing it again is the one removal.
+  GraphDiff back = DiffGraphs(*new_m, *old_m);
+  ASSERT_EQ(back.changes.size(), 1u);
+  EXPECT_EQ(back.changes[0].kind, OpChange::Kind::kRemoved);
 
-  // A different contraction is structure too.
-  auto a = Build({});
+  // A different contraction on the same line is the dot's attributes.
   Module b;
   Instruction* x = b.Parameter(Shape(kF32, {4, 4}), "x");
   Instruction* w = b.Parameter(Shape(kF32, {4, 4}), "w");
-  b.AddOutput(b.DotGeneral(x, w, {{}, {}, {0}, {0}}));
+  b.AddOutput(b.DotGeneral(x, w, {{}, {}, {0}, {0}}, At(20)));
   Module c;
   Instruction* x2 = c.Parameter(Shape(kF32, {4, 4}), "x");
   Instruction* w2 = c.Parameter(Shape(kF32, {4, 4}), "w");
-  c.AddOutput(c.DotGeneral(x2, w2, {{}, {}, {1}, {0}}));
-  ModuleDiff dc = DiffModules(b, c);
-  EXPECT_FALSE(dc.same_structure);
-  EXPECT_EQ(dc.first_difference, 2);
+  c.AddOutput(c.DotGeneral(x2, w2, {{}, {}, {1}, {0}}, At(20)));
+  GraphDiff dc = DiffGraphs(b, c);
+  ASSERT_EQ(dc.changes.size(), 1u);
+  EXPECT_EQ(dc.changes[0].kind, OpChange::Kind::kChanged);
+  EXPECT_EQ(dc.changes[0].what, "attributes");
+  EXPECT_EQ(dc.changes[0].new_index, 2);
 }
 
 TEST(DiffTest, CollectiveAttributesAreStructure) {
@@ -430,28 +432,31 @@ TEST(DiffTest, CollectiveAttributesAreStructure) {
     return m;
   };
   auto base = build({{0, 1}, {1, 0}}, {{0, 1}});
-  EXPECT_TRUE(DiffModules(*base, *build({{0, 1}, {1, 0}}, {{0, 1}})).same_structure);
-  ModuleDiff pairs = DiffModules(*base, *build({{1, 0}, {0, 1}}, {{0, 1}}));
-  EXPECT_FALSE(pairs.same_structure);
-  EXPECT_EQ(pairs.first_difference, 1);
-  ModuleDiff groups = DiffModules(*base, *build({{0, 1}, {1, 0}}, {{1, 0}}));
-  EXPECT_FALSE(groups.same_structure);
-  EXPECT_EQ(groups.first_difference, 2);
+  EXPECT_TRUE(DiffGraphs(*base, *build({{0, 1}, {1, 0}}, {{0, 1}})).empty());
+  auto other_pairs = build({{1, 0}, {0, 1}}, {{0, 1}});
+  GraphDiff pairs = DiffGraphs(*base, *other_pairs);
+  ASSERT_FALSE(pairs.changes.empty());
+  EXPECT_EQ(other_pairs->instructions()[pairs.changes[0].new_index]->op, Opcode::kCollectivePermute);
+  auto other_groups = build({{0, 1}, {1, 0}}, {{1, 0}});
+  GraphDiff groups = DiffGraphs(*base, *other_groups);
+  ASSERT_FALSE(groups.changes.empty());
+  EXPECT_EQ(other_groups->instructions()[groups.changes[0].new_index]->op, Opcode::kCollectiveBroadcast);
 }
 
 TEST(DiffTest, ConstantOnlyDifference) {
   Prog constant;
   constant.scale = 0.25;
+  auto old_m = Build({});
   auto new_m = Build(constant);
-  ModuleDiff d = DiffModules(*Build({}), *new_m);
-  EXPECT_TRUE(d.same_structure);
+  GraphDiff d = DiffGraphs(*old_m, *new_m);
   EXPECT_TRUE(d.inputs.empty());
-  EXPECT_EQ(d.first_difference, -1);
-  ASSERT_GE(d.first_constant_difference, 0);
-  EXPECT_EQ(new_m->instructions()[d.first_constant_difference]->op, Opcode::kConstant);
-  EXPECT_DOUBLE_EQ(d.old_constant, 0.5);
-  EXPECT_DOUBLE_EQ(d.new_constant, 0.25);
-  EXPECT_GT(d.distance, 0);
+  ASSERT_EQ(d.changes.size(), 1u);  // the constant; its users read its counterpart
+  EXPECT_EQ(d.changes[0].kind, OpChange::Kind::kChanged);
+  EXPECT_EQ(d.changes[0].what, "constant");
+  const Instruction& c = *new_m->instructions()[d.changes[0].new_index];
+  EXPECT_EQ(c.op, Opcode::kConstant);
+  EXPECT_DOUBLE_EQ(c.literal->GetDouble(0), 0.25);
+  EXPECT_DOUBLE_EQ(old_m->instructions()[d.changes[0].old_index]->literal->GetDouble(0), 0.5);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "compiler/cost_model.h"
 #include "compiler/fingerprint.h"
+#include "compiler/graph_diff.h"
 #include "compiler/ir.h"
 #include "compiler/parser.h"
 #include "compiler/passes.h"
@@ -231,9 +232,9 @@ TEST(WhileTest, TripCountIsPartOfTheGraphIdentity) {
   auto a = MatmulLoop(2), b = MatmulLoop(3);
   EXPECT_NE(compiler::Fingerprint(*a), compiler::Fingerprint(*b));
   EXPECT_EQ(compiler::Fingerprint(*a), compiler::Fingerprint(*MatmulLoop(2)));
-  compiler::ModuleDiff d = compiler::DiffModules(*a, *b);
-  EXPECT_FALSE(d.same_structure);
-  EXPECT_EQ(a->instructions()[d.first_difference]->op, Opcode::kWhile);
+  compiler::GraphDiff d = compiler::DiffGraphs(*a, *b);
+  ASSERT_FALSE(d.changes.empty());
+  EXPECT_EQ(b->instructions()[d.changes.front().new_index]->op, Opcode::kWhile);
 }
 
 TEST(WhileTest, SimplifyWorksInsideTheRegions) {

@@ -710,7 +710,7 @@ class RecompileTest : public CoreTest {
   CompileRecorder rec_;
 };
 
-int g_input_line = 0;
+int g_input_line = 0, g_shard_line = 0;
 
 // One training-like step from one call site: its input made at g_input_line.
 absl::Status Step(std::vector<int64_t> dims, DType dtype = DType::kF32, const Mesh* mesh = nullptr,
@@ -720,6 +720,7 @@ absl::Status Step(std::vector<int64_t> dims, DType dtype = DType::kF32, const Me
   g_input_line = __LINE__ + 1;
   Tensor x = Tensor::from_host(std::move(v), "x");
   if (mesh) {
+    g_shard_line = __LINE__ + 1;
     if (absl::Status s = mark_sharding(x, *mesh, spec); !s.ok()) return s;
   }
   Tensor y = sum(exp(x) * x, {1});
@@ -804,8 +805,16 @@ TEST_F(RecompileTest, GraphChangedNamesTheFirstDifferingOp) {
   auto misses = Misses();
   ASSERT_EQ(misses.size(), 2u);
   EXPECT_EQ(misses[1].cause_kind, "graph_changed");
-  EXPECT_NE(misses[1].cause_detail.find("first at stablehlo.tanh"), std::string::npos) << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].cause_subkind, "ops_changed");
+  EXPECT_NE(misses[1].cause_detail.find(absl::StrCat("first: tanh at ", kFile, ":", g_branch_line, " (was exponential)")),
+            std::string::npos)
+      << misses[1].cause_detail;
   EXPECT_EQ(misses[1].source_line, g_branch_line);
+  // Aligned, not positional: exactly that op, made by the same line, changed.
+  ASSERT_EQ(misses[1].diff.size(), 1u);
+  EXPECT_EQ(misses[1].diff[0].change, "changed");
+  EXPECT_EQ(misses[1].diff[0].what, "opcode");
+  EXPECT_EQ(misses[1].diff[0].opcode, "stablehlo.tanh");
 }
 
 // nonzero's count follows the values: a graph using it recompiles when the
@@ -855,7 +864,8 @@ TEST_F(RecompileTest, InputShardingChanged) {
   EXPECT_EQ(misses[1].cause_kind, "input_sharding_changed");
   EXPECT_NE(misses[1].cause_detail.find("{replicated} -> {devices=[2,1]0,1}"), std::string::npos)
       << misses[1].cause_detail;
-  EXPECT_EQ(misses[1].source_line, g_input_line);
+  // A layout's cause is the mark_sharding that set it, not where the tensor was made.
+  EXPECT_EQ(misses[1].source_line, g_shard_line);
 }
 
 TEST_F(RecompileTest, SameGraphFromAnotherLineDoesNotRecompile) {

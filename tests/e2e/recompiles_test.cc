@@ -6,6 +6,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -98,6 +99,69 @@ TEST(RecompilesE2e, ReadingEveryNStepsSavesWhatTheSuggestionPredicts) {
   ASSERT_EQ(a.rows.size(), b.rows.size());
   for (size_t k = 0; k < a.rows.size(); ++k)
     EXPECT_NEAR(a.Real(k, "loss"), b.Real(k, "loss"), 1e-4) << "step " << k;
+}
+
+// The suggestions of `recompiles --format json`, by kind.
+nlohmann::json Suggestion(const std::string& db, const std::string& kind) {
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", db, " --format json"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  nlohmann::json j = nlohmann::json::parse(o.text, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << o.text;
+  if (!j.is_object()) return {};
+  EXPECT_EQ(j["schema"], "shardscope.recompiles/1");
+  for (const auto& site : j["call_sites"])
+    for (const auto& g : site["suggestions"])
+      if (g["kind"] == kind) return g;
+  ADD_FAILURE() << "no suggestion of kind " << kind << " in\n" << o.text;
+  return {};
+}
+
+// mlp reading its loss mid-step on steps 0 and 10 only: the mark_step's call
+// site alternates between the whole step and what is left after the read
+// (graph_changed / cut_on_some_steps at the read's line); reading after
+// mark_step instead saves what the suggestion predicts, compilations and
+// program runs both.
+TEST(RecompilesE2e, ReadingAfterMarkStepSavesWhatTheSuggestionPredicts) {
+  const std::string some = e2e::TempDb("reads_some_steps"), none = e2e::TempDb("reads_none");
+  const std::string run =
+      absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 12 --change-step -1 --batch 16 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + some + " --read-loss-every 10").code, 0);
+  ASSERT_EQ(e2e::Shell(run + none).code, 0);
+  auto cut = e2e::Q(some, "SELECT cause_subkind, source_file FROM compilations WHERE cause_kind = 'graph_changed'");
+  ASSERT_EQ(cut.rows.size(), 1u);
+  EXPECT_EQ(cut.Text(0, "cause_subkind"), "cut_on_some_steps");
+  EXPECT_EQ(cut.Text(0, "source_file"), "samples/mlp.cc");
+  nlohmann::json g = Suggestion(some, "read_after_mark_step");
+  ASSERT_TRUE(g.is_object());
+  auto executions = [](const std::string& db) {
+    return e2e::Q(db, "SELECT COUNT(*) AS n FROM executions").Int(0, "n");
+  };
+  ASSERT_TRUE(g["compilations_saved"].is_number()) << g.dump();
+  EXPECT_EQ(Misses(some) - Misses(none), g["compilations_saved"].get<int64_t>()) << g.dump();
+  EXPECT_EQ(executions(some) - executions(none), g["program_runs_saved"].get<int64_t>()) << g.dump();
+  EXPECT_GT(g["compilations_saved"].get<int64_t>(), 0);
+}
+
+// A capped in-memory cache evicts the storm's graphs and compiles them again
+// (cache_evicted); distinct graphs are counted once however often they were
+// compiled, and the capacity the suggestion names saves what it predicts.
+TEST(RecompilesE2e, RaisingTheCacheCapacitySavesWhatTheSuggestionPredicts) {
+  const std::string capped = e2e::TempDb("storm_capped"), open = e2e::TempDb("storm_uncapped");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run recompile_storm --steps 30 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + capped + " --cache-capacity 4").code, 0);
+  ASSERT_EQ(e2e::Shell(run + open).code, 0);
+  EXPECT_GT(e2e::Q(capped, "SELECT COUNT(*) AS n FROM compilations WHERE cause_kind = 'cache_evicted'").Int(0, "n"), 0);
+  nlohmann::json g = Suggestion(capped, "raise_cache_capacity");
+  ASSERT_TRUE(g["compilations_saved"].is_number()) << g.dump();
+  EXPECT_EQ(Misses(capped) - Misses(open), g["compilations_saved"].get<int64_t>()) << g.dump();
+  // Distinct graphs are programs, not compilations: the same in both runs.
+  e2e::Output a = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", capped, " --format json"));
+  e2e::Output b = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", open, " --format json"));
+  auto ja = nlohmann::json::parse(a.text, nullptr, false), jb = nlohmann::json::parse(b.text, nullptr, false);
+  ASSERT_TRUE(ja.is_object() && jb.is_object()) << a.text << b.text;
+  EXPECT_EQ(ja["distinct_graphs"], jb["distinct_graphs"]);
+  EXPECT_GT(ja["compilations"].get<int64_t>(), ja["distinct_graphs"].get<int64_t>());
+  EXPECT_EQ(jb["compilations"], jb["distinct_graphs"]);
 }
 
 }  // namespace

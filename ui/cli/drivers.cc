@@ -76,7 +76,8 @@ constexpr const char* kRunHelp =
     "                    a second run of the same workload compiles nothing\n"
     "  --cache-capacity N  keep at most N programs in memory (default: all); a\n"
     "                    recompiled evicted one is diagnosed as cache_evicted\n"
-    "  --quiet           print only the summary line\n"
+    "  --quiet           print only the summary line (no per-step losses and no\n"
+    "                    one-line notice on stderr at each recompilation)\n"
     "\n"
     "samples:\n";
 
@@ -225,7 +226,8 @@ int Run(const std::vector<std::string>& args) {
   if (absl::Status s = Init({.num_hosts = static_cast<int>(hosts),
                              .chips_per_host = static_cast<int>(chips / hosts),
                              .cache_dir = CacheDir(cache_dir),
-                             .cache_capacity = cache_capacity});
+                             .cache_capacity = cache_capacity,
+                             .recompile_notices = !quiet});
       !s.ok()) {
     trace::SetRecorder(nullptr);
     std::cerr << "error: " << s.message() << "\n";

@@ -41,7 +41,7 @@ constexpr char kShardingHelp[] =
     "                 the annotation, auto-sharding or default it started from\n";
 
 constexpr char kMetricsHelp[] =
-    "usage: shardscope metrics PATH [--run N]\n"
+    "usage: shardscope metrics PATH [--run N] [--format text|json]\n"
     "  The metrics report of one stored run, as PyTorch/XLA's metrics_report():\n"
     "  CompileTime, ExecuteTime (device clock), LazyTracing, TransferToDeviceTime,\n"
     "  TransferFromDeviceTime, MarkStep (count, total, p50/p90/p99, max), counters\n"
@@ -49,17 +49,19 @@ constexpr char kMetricsHelp[] =
     "  kind, kernels run per opcode, and warnings: more than 0.5 compilations per\n"
     "  step after step 10, or a value read back every step. The figures are the\n"
     "  run's rows of the metrics table (stored when it ended), else computed.\n"
-    "  --run N   the run (default: the newest in the file)\n";
+    "  --run N       the run (default: the newest in the file)\n"
+    "  --format F    text (default) or json (fields documented in docs/schema.md)\n";
 
 constexpr char kRecompilesHelp[] =
-    "usage: shardscope recompiles PATH [--run N]\n"
+    "usage: shardscope recompiles PATH [--run N] [--format text|json]\n"
     "  Per call site (the mark_step line and the user's stack): how many distinct\n"
     "  graphs, each compilation with its cause, detail, line and time, and\n"
     "  suggestions from the whole run: padding buckets for churning input shapes\n"
     "  with the compilations they would save, and what removes value-read cuts\n"
     "  (reading every 10 steps: the program runs saved), inlined-scalar and branch\n"
     "  recompilations.\n"
-    "  --run N   the run (default: the newest in the file)\n";
+    "  --run N       the run (default: the newest in the file)\n"
+    "  --format F    text (default) or json (fields documented in docs/schema.md)\n";
 
 constexpr char kQueryHelp[] =
     "usage: shardscope query PATH \"SQL\"\n"
@@ -221,18 +223,22 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
   return 0;
 }
 
-// A command that builds one report of one run and prints it.
-template <typename Build, typename Render>
+// A command that builds one report of one run and prints it as text or,
+// with --format json, in its documented JSON form.
+template <typename Build, typename Render, typename RenderJson>
 int OneRunReport(const std::vector<std::string>& argv, const std::string& command, const char* help,
-                 std::ostream& out, std::ostream& err, Build build, Render render) {
+                 std::ostream& out, std::ostream& err, Build build, Render render, RenderJson render_json) {
   OneRun r;
-  if (auto code = OpenOneRun(argv, {}, command, help, err, &r)) return *code;
+  if (auto code = OpenOneRun(argv, {"--format"}, command, help, err, &r)) return *code;
+  const std::string format = r.args.flags.count("--format") ? r.args.flags["--format"] : "text";
+  if (format != "text" && format != "json")
+    return Usage(err, absl::StrCat("--format '", format, "' is not text or json"), help);
   auto report = build(*r.reader, r.run_id);
   if (!report.ok()) {
     err << "error: " << report.status().message() << "\n";
     return 1;
   }
-  out << render(*report);
+  out << (format == "json" ? render_json(*report) : render(*report));
   return 0;
 }
 
@@ -293,10 +299,11 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "query") return Query(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
-    return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText);
+    return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,
+                        analysis::RenderMetricsJson);
   if (command == "recompiles")
     return OneRunReport(args, command, kRecompilesHelp, out, err, analysis::BuildRecompilesReport,
-                        analysis::RenderRecompilesText);
+                        analysis::RenderRecompilesText, analysis::RenderRecompilesJson);
   err << "error: unknown report command '" << command << "'\n";
   return 2;
 }
