@@ -8,14 +8,15 @@
 // clear error.
 #include "runtime/compile_cache.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <fcntl.h>
+#include <xxhash.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -227,6 +228,39 @@ TEST(CompileCacheTest, OneFlippedByteInAnyPartNeverLoads) {
     EXPECT_NE(at, std::string::npos) << what << " not in " << body;
     return at == std::string::npos ? good.size() - 1 : at + skip;
   };
+  // The digit of the constant the partitioned program's reduce starts from.
+  const size_t program_at = good.find("\"program\":", key_end);
+  const size_t init_at = good.find("init: %", program_at);
+  ASSERT_NE(init_at, std::string::npos) << body;
+  const std::string init = good.substr(init_at + 6, good.find(')', init_at) - init_at - 6);
+  const std::string constant = init + " = stablehlo.constant dense<0>";
+  const size_t init_digit = good.find(constant, program_at) + constant.size() - 2;
+  ASSERT_EQ(good[init_digit], '0') << body;
+  {
+    // Re-signed, the flipped program would load and compute other sums: only
+    // the checksum stands between it and a silently different result.
+    std::string resigned = good;
+    resigned[init_digit] = '1';
+    const size_t sum_end = resigned.find('\n');
+    const std::string prefix = resigned.substr(0, resigned.rfind(' ', sum_end) + 1);
+    const std::string rest = resigned.substr(sum_end + 1);
+    XXH3_state_t* st = XXH3_createState();
+    XXH3_128bits_reset(st);
+    XXH3_128bits_update(st, prefix.data(), prefix.size());
+    XXH3_128bits_update(st, rest.data(), rest.size());
+    const XXH128_hash_t h = XXH3_128bits_digest(st);
+    XXH3_freeState(st);
+    char hex[33];
+    std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                  static_cast<unsigned long long>(h.low64));
+    WriteAll(entry, prefix + hex + "\n" + rest);
+    auto client = MakeClient(dir);
+    auto r = client->Compile(*RowSum());
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(r->cache, CacheOutcome::kDiskHit) << r->disk_error;
+    EXPECT_NE(RunOnce(*client, *r), expected);
+    WriteAll(entry, good);
+  }
   // Positions in the header: magic, version, key size, body size, checksum.
   const size_t version_at = std::string(kEntryMagic).size() + 1;
   const size_t key_size_at = header.find(' ', version_at) + 1;
@@ -243,7 +277,7 @@ TEST(CompileCacheTest, OneFlippedByteInAnyPartNeverLoads) {
       {"header body size", body_size_at, nullptr},
       {"header checksum", sum_at + 5, "checksum mismatch (content damaged)"},
       {"key", key_at + (key_end - key_at) / 2, "checksum mismatch"},
-      {"program text", in_body("dense<0>", 6, "\"program\""), "checksum mismatch"},
+      {"program text", init_digit, "checksum mismatch"},
       {"input layouts", in_body("param_shardings", 20), "checksum mismatch"},
       {"output shapes", in_body("output_shapes", 20), "checksum mismatch"},
       {"sharding rows", in_body("decisions", 14), "checksum mismatch"},
