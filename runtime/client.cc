@@ -186,8 +186,8 @@ absl::Status Client::SetCacheDir(const std::string& dir) {
   }
   std::error_code ec;
   if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
-    return absl::InvalidArgumentError(
-        absl::StrCat("compile cache directory '", dir, "' is not a directory; pass a directory to --cache-dir"));
+    return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir,
+                                                   "' is not a directory; pass a directory to --cache-dir"));
   std::filesystem::create_directories(dir, ec);
   if (ec)
     return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir, "' cannot be created: ",

@@ -57,7 +57,7 @@ struct CompileResult {
   std::shared_ptr<const Executable> executable;
   CacheOutcome cache = CacheOutcome::kMiss;
   int64_t duration_ns = 0;        // host clock
-  std::string disk_error;         // a persistent entry that could not be used: one line naming the file and why (recompiled)
+  std::string disk_error;         // a persistent entry that could not be read (removed; recompiled)
   bool evicted = false;           // a miss for a program this client compiled and then evicted
 };
 

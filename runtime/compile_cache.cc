@@ -116,10 +116,12 @@ absl::Status WriteAll(int fd, absl::string_view data) {
 absl::StatusOr<absl::string_view> Unframe(absl::string_view file, const std::string& key) {
   if (file.empty()) return absl::DataLossError("empty (0 bytes; a write that never finished)");
   const size_t eol = file.substr(0, kMaxHeaderBytes).find('\n');
-  const bool ours = file.substr(0, std::strlen(kEntryMagic)) == absl::string_view(kEntryMagic).substr(0, file.size());
+  const bool ours =
+      file.substr(0, std::strlen(kEntryMagic)) == absl::string_view(kEntryMagic).substr(0, file.size());
   if (eol == absl::string_view::npos)
-    return absl::DataLossError(ours ? absl::StrCat("truncated inside its header (", file.size(), " bytes)")
-                                    : absl::StrCat("not a compile cache entry (no '", kEntryMagic, "' header)"));
+    return absl::DataLossError(
+        ours ? absl::StrCat("truncated inside its header (", file.size(), " bytes)")
+             : absl::StrCat("not a compile cache entry (no '", kEntryMagic, "' header)"));
   const absl::string_view header = file.substr(0, eol);
   const std::vector<absl::string_view> f = absl::StrSplit(header, ' ');
   if (f[0] != kEntryMagic)
@@ -139,14 +141,16 @@ absl::StatusOr<absl::string_view> Unframe(absl::string_view file, const std::str
   const int64_t have = static_cast<int64_t>(file.size());
   if (have < want) return absl::DataLossError(absl::StrCat("truncated: ", have, " of ", want, " bytes"));
   if (have > want)
-    return absl::DataLossError(absl::StrCat(have - want, " bytes after the end its header gives (", want, " bytes)"));
+    return absl::DataLossError(
+        absl::StrCat(have - want, " bytes after the end its header gives (", want, " bytes)"));
   // Everything but the checksum's own digits: the header up to them, then the rest.
   const std::string sum = Checksum(header.substr(0, header.size() - f[4].size()), file.substr(eol + 1));
   if (sum != f[4]) return absl::DataLossError("checksum mismatch (content damaged)");
   const absl::string_view stored_key = file.substr(eol + 1, key_bytes);
   if (file[eol + 1 + key_bytes] != '\n') return absl::DataLossError("garbled: no newline after the key");
   if (stored_key != key)
-    return absl::DataLossError(absl::StrCat("stored under another key ('", absl::CEscape(stored_key.substr(0, 80)),
+    return absl::DataLossError(absl::StrCat("stored under another key ('",
+                                            absl::CEscape(stored_key.substr(0, 80)),
                                             stored_key.size() > 80 ? "...'" : "'", ")"));
   return file.substr(eol + 1 + key_bytes + 1);
 }
@@ -176,13 +180,16 @@ absl::StatusOr<std::shared_ptr<Executable>> Decode(absl::string_view body) {
     for (const auto& s : j.at(field)) {
       auto sharding = Sharding::Parse(s.get<std::string>());
       if (!sharding.ok()) return sharding.status();
-      (std::string(field) == "param_shardings" ? exe->param_shardings : exe->output_shardings).push_back(*sharding);
+      (std::string(field) == "param_shardings" ? exe->param_shardings : exe->output_shardings)
+          .push_back(*sharding);
     }
-  for (const auto& m : j.at("moved_values")) exe->moved_values.push_back({m.at(0).get<int64_t>(), m.at(1).get<int64_t>()});
+  for (const auto& m : j.at("moved_values"))
+    exe->moved_values.push_back({m.at(0).get<int64_t>(), m.at(1).get<int64_t>()});
   for (const auto& d : j.at("decisions"))
-    exe->sharding.decisions.push_back({d.at(0).get<int64_t>(), d.at(1).get<std::string>(), d.at(2).get<std::string>(),
-                                       d.at(3).get<std::string>(), d.at(4).get<std::string>(),
-                                       d.at(5).get<std::string>(), d.at(6).get<int>(), d.at(7).get<int64_t>()});
+    exe->sharding.decisions.push_back({d.at(0).get<int64_t>(), d.at(1).get<std::string>(),
+                                       d.at(2).get<std::string>(), d.at(3).get<std::string>(),
+                                       d.at(4).get<std::string>(), d.at(5).get<std::string>(),
+                                       d.at(6).get<int>(), d.at(7).get<int64_t>()});
   for (const auto& m : j.at("rematerializations")) {
     exe->sharding.rematerializations.push_back({m.at(0).get<int64_t>(), m.at(1).get<std::string>(),
                                                 m.at(2).get<std::string>(), m.at(3).get<int64_t>(),
@@ -205,8 +212,8 @@ absl::StatusOr<std::unique_ptr<CompileCache>> CompileCache::Open(const std::stri
     return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir, "' does not exist",
                                                    ec ? absl::StrCat(" (", ec.message(), ")") : ""));
   if (!std::filesystem::is_directory(status))
-    return absl::InvalidArgumentError(
-        absl::StrCat("compile cache directory '", dir, "' is not a directory; pass a directory to --cache-dir"));
+    return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir,
+                                                   "' is not a directory; pass a directory to --cache-dir"));
   auto cache = std::unique_ptr<CompileCache>(new CompileCache(dir));
   cache->RemoveOrphanedTemporaries();
   return cache;
@@ -255,7 +262,8 @@ absl::StatusOr<std::optional<std::shared_ptr<Executable>>> CompileCache::Load(co
       return std::optional<std::shared_ptr<Executable>>();
     }
     if (errno == ELOOP)
-      return unreadable("is a symbolic link, not a regular file; skipped (left in place, not overwritten), recompiled");
+      return unreadable(
+          "is a symbolic link, not a regular file; skipped (left in place, not overwritten), recompiled");
     return unreadable(absl::StrCat("cannot be opened (", std::strerror(errno), "); recompiled"));
   }
   struct Closer {
@@ -263,10 +271,12 @@ absl::StatusOr<std::optional<std::shared_ptr<Executable>>> CompileCache::Load(co
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat st;
-  if (fstat(fd, &st) != 0) return unreadable(absl::StrCat("cannot be examined (", std::strerror(errno), "); recompiled"));
+  if (fstat(fd, &st) != 0)
+    return unreadable(absl::StrCat("cannot be examined (", std::strerror(errno), "); recompiled"));
   if (!S_ISREG(st.st_mode))
-    return unreadable(absl::StrCat("is ", KindOf(st.st_mode),
-                                   ", not a regular file; skipped (left in place, not overwritten), recompiled"));
+    return unreadable(
+        absl::StrCat("is ", KindOf(st.st_mode),
+                     ", not a regular file; skipped (left in place, not overwritten), recompiled"));
   std::string text;
   absl::Status failed;
   absl::StatusOr<std::shared_ptr<Executable>> exe;
@@ -282,7 +292,8 @@ absl::StatusOr<std::optional<std::shared_ptr<Executable>>> CompileCache::Load(co
     } catch (const std::exception& e) {
       exe = absl::DataLossError(e.what());
     }
-    if (!exe.ok()) failed = absl::DataLossError(absl::StrCat("garbled content (", exe.status().message(), ")"));
+    if (!exe.ok())
+      failed = absl::DataLossError(absl::StrCat("garbled content (", exe.status().message(), ")"));
   }
   if (failed.ok()) {
     ++hits_;
@@ -320,7 +331,8 @@ absl::Status CompileCache::Store(const std::string& key, const Executable& exe) 
   j["moved_values"] = exe.moved_values;
   j["decisions"] = json::array();
   for (const auto& d : exe.sharding.decisions)
-    j["decisions"].push_back({d.op_id, d.name, d.sharding, d.source, d.via, d.source_file, d.source_line, d.from_op_id});
+    j["decisions"].push_back(
+        {d.op_id, d.name, d.sharding, d.source, d.via, d.source_file, d.source_line, d.from_op_id});
   j["rematerializations"] = json::array();
   for (const auto& m : exe.sharding.rematerializations)
     j["rematerializations"].push_back({m.op_id, m.value, m.op, m.bytes, m.source_file, m.source_line});
@@ -330,8 +342,8 @@ absl::Status CompileCache::Store(const std::string& key, const Executable& exe) 
   // link) is not ours to replace.
   struct stat st;
   if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    return absl::FailedPreconditionError(
-        absl::StrCat("compile cache entry ", path, " is ", KindOf(st.st_mode), ", not a regular file; not overwritten"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "compile cache entry ", path, " is ", KindOf(st.st_mode), ", not a regular file; not overwritten"));
   const std::string prefix =
       absl::StrCat(kEntryMagic, " ", kEntryFormatVersion, " ", key.size(), " ", body.size(), " ");
   const std::string rest = absl::StrCat(key, "\n", body);

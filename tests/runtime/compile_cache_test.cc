@@ -63,7 +63,8 @@ std::unique_ptr<Module> RowSum(int64_t rows = 4) {
 std::vector<float> RunOnce(Client& c, const CompileResult& r, int64_t rows = 4) {
   std::vector<float> values(rows * 3);
   for (size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(k) / 4;
-  auto x = c.TransferToDevices(Literal::FromF32({rows, 3}, values), *Sharding::Parse("{devices=[2,1]0,1}"), "x");
+  auto x =
+      c.TransferToDevices(Literal::FromF32({rows, 3}, values), *Sharding::Parse("{devices=[2,1]0,1}"), "x");
   EXPECT_TRUE(x.ok()) << x.status();
   auto out = c.Execute(*r.executable, {&*x}, {});
   EXPECT_TRUE(out.ok()) << out.status();
@@ -95,8 +96,8 @@ std::filesystem::path OnlyEntry(const std::string& dir) {
 // A fresh client in `dir` compiles RowSum(rows): the stored entry must not
 // load — a miss whose disk_error names `entry` and says `why` — and the
 // recompiled program must compute `expected`. Returns the disk_error.
-std::string ExpectRecompiled(const std::string& dir, const std::filesystem::path& entry, const std::string& why,
-                             const std::vector<float>& expected, int64_t rows = 4) {
+std::string ExpectRecompiled(const std::string& dir, const std::filesystem::path& entry,
+                             const std::string& why, const std::vector<float>& expected, int64_t rows = 4) {
   auto client = MakeClient(dir);
   auto r = client->Compile(*RowSum(rows));
   EXPECT_TRUE(r.ok()) << r.status();
@@ -119,7 +120,8 @@ TEST(CompileCacheTest, ASecondClientCompilesNothing) {
   auto a = first->Compile(*RowSum());
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_EQ(a->cache, CacheOutcome::kMiss);
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()), 1);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()),
+            1);
   auto second = MakeClient(dir);
   auto b = second->Compile(*RowSum());
   ASSERT_TRUE(b.ok()) << b.status();
@@ -289,7 +291,10 @@ TEST(CompileCacheTest, OneFlippedByteInAnyPartNeverLoads) {
     ASSERT_LT(f.at, bad.size());
     bad[f.at] ^= 0x01;
     WriteAll(entry, bad);
-    ExpectRecompiled(dir, entry, f.why ? f.why : bad[f.at] > good[f.at] ? "truncated" : "bytes after the end",
+    ExpectRecompiled(dir, entry,
+                     f.why                    ? f.why
+                     : bad[f.at] > good[f.at] ? "truncated"
+                                              : "bytes after the end",
                      expected);
     // The damaged entry was removed and rewritten whole.
     EXPECT_EQ(ReadAll(entry), good);
@@ -478,7 +483,8 @@ TEST(CompileCacheTest, OrphanedTemporariesOfDeadWritersAreRemovedLiveOnesKept) {
   const std::string unrelated = dir + "/notes.tmp.1.2";
   for (const auto& p : {of_dead, of_live, of_self, of_old_live, other_host, other_host_old, unrelated})
     WriteAll(p, "partial");
-  const auto long_ago = std::filesystem::file_time_type::clock::now() - kOrphanTempAge - std::chrono::minutes(5);
+  const auto long_ago =
+      std::filesystem::file_time_type::clock::now() - kOrphanTempAge - std::chrono::minutes(5);
   std::filesystem::last_write_time(of_old_live, long_ago);
   std::filesystem::last_write_time(other_host_old, long_ago);
 
