@@ -185,11 +185,16 @@ absl::Status Client::SetCacheDir(const std::string& dir) {
     return absl::OkStatus();
   }
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir,
+                                                   "' is not a directory; pass a directory to --cache-dir"));
   std::filesystem::create_directories(dir, ec);
-  if (ec || !std::filesystem::is_directory(dir))
+  if (ec)
     return absl::InvalidArgumentError(absl::StrCat("compile cache directory '", dir, "' cannot be created: ",
-                                                   ec ? ec.message() : "not a directory"));
-  disk_cache_ = std::make_shared<CompileCache>(dir);
+                                                   ec.message()));
+  auto cache = CompileCache::Open(dir);
+  if (!cache.ok()) return cache.status();
+  disk_cache_ = std::move(*cache);
   return absl::OkStatus();
 }
 

@@ -1,7 +1,10 @@
 // The persistent compile cache end to end: two `shardscope run` processes
 // share one empty cache directory at the same time (both succeed, every
 // entry they leave is whole), then a third run of the same workload compiles
-// nothing, trains identically, and `shardscope metrics` counts the hits.
+// nothing, trains identically, and `shardscope metrics` counts the hits; a
+// damaged entry and a FIFO at an entry's path are each a diagnosed miss.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -65,6 +68,19 @@ TEST(CompileCacheE2e, TwoProcessesShareADirectoryThenARunCompilesNothing) {
   ASSERT_EQ(why.rows.size(), 1u);
   EXPECT_EQ(why.Text(0, "cause_kind"), "disk_cache_unreadable");
   EXPECT_TRUE(absl::StrContains(why.Text(0, "cause_detail"), damaged)) << why.Text(0, "cause_detail");
+  // A FIFO at an entry's path: the run neither blocks (`timeout` would exit
+  // 124) nor touches it; the program is compiled and the miss says why.
+  std::filesystem::remove(damaged);
+  ASSERT_EQ(mkfifo(damaged.c_str(), 0644), 0);
+  const std::string f = e2e::TempDb("cache_f");
+  e2e::Output fifo = e2e::Shell(absl::StrCat("timeout 120 ", run, f));
+  ASSERT_EQ(fifo.code, 0) << fifo.text;
+  auto skipped = e2e::Q(f, "SELECT cause_kind, cause_detail FROM compilations WHERE cache = 'miss'");
+  ASSERT_EQ(skipped.rows.size(), 1u);
+  EXPECT_EQ(skipped.Text(0, "cause_kind"), "disk_cache_unreadable");
+  EXPECT_TRUE(absl::StrContains(skipped.Text(0, "cause_detail"), absl::StrCat(damaged, ": is a FIFO")))
+      << skipped.Text(0, "cause_detail");
+  EXPECT_TRUE(std::filesystem::is_fifo(damaged));
   std::filesystem::remove_all(dir);
 }
 
