@@ -383,7 +383,8 @@ TEST(RecompileScenarios, Constraint_ActivationConstraintAdded) {
 // On a 2x2 mesh the hidden activation's constraint goes from batch-split to
 // batch- and feature-split at step 2. That step hands l2.weight back split
 // over 'model' (propagated from the constraint), so step 3 compiles once more
-// for the new layout of an input made by opt.step(); then the loop is steady.
+// for the new layout of an input made by opt.step(); step 3 in turn hands
+// l1's parameters back split, and step 4 compiles again; then it is steady.
 TEST(RecompileScenarios, Constraint_ActivationConstraintChangedOnTwoByTwoMesh) {
   int at_constraint = 0, at_opt = 0, at_step = 0;
   Recorded r = Record("constraint_changed", 4, [&] {
@@ -405,7 +406,8 @@ TEST(RecompileScenarios, Constraint_ActivationConstraintChangedOnTwoByTwoMesh) {
   ExpectMisses(r, kFile,
                {{0, "first_compile", "", at_step},
                 {2, "graph_changed", "constraint_changed", at_constraint},
-                {3, "input_sharding_changed", "", at_opt, {"l2.weight", "replicated"}}});
+                {3, "input_sharding_changed", "", at_opt, {"l2.weight", "replicated"}},
+                {4, "input_sharding_changed", "", at_opt, {"l1.weight", "replicated"}}});
 }
 
 // The constraint on the attention output is removed at step 3.
