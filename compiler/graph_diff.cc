@@ -23,7 +23,7 @@ struct Side {
 
 uint64_t Mix(const std::vector<uint64_t>& words) { return XXH3_64bits(words.data(), words.size() * sizeof(uint64_t)); }
 
-Side Analyse(const Module& m, const std::vector<std::string>& keys) {
+Side Analyse(const Module& m, const std::vector<std::string>& keys, const std::vector<std::string>& tags) {
   Side s;
   s.instrs = &m.instructions();
   const auto& instrs = m.instructions();
@@ -50,6 +50,11 @@ Side Analyse(const Module& m, const std::vector<std::string>& keys) {
     }
     s.own_structure[k] = OwnStructureKey(i);
     s.own_full[k] = OwnFullKey(i);
+    if (k < tags.size() && !tags[k].empty()) {  // a tagged op never pairs with an untagged one
+      const uint64_t t = XXH3_64bits(tags[k].data(), tags[k].size());
+      s.own_structure[k] = Mix({s.own_structure[k], t});
+      s.own_full[k] = Mix({s.own_full[k], t});
+    }
     std::vector<uint64_t> w = {s.own_full[k]};
     for (const Instruction* o : i.operands) w.push_back(s.merkle[s.index.at(o)]);
     s.merkle[k] = Mix(w);
@@ -223,8 +228,9 @@ GraphDiff Align(const Module& old_module, const Module& new_module, const Side& 
 }  // namespace
 
 GraphDiff DiffGraphs(const Module& old_module, const Module& new_module, const std::vector<std::string>& old_keys,
-                     const std::vector<std::string>& new_keys) {
-  const Side a = Analyse(old_module, old_keys), b = Analyse(new_module, new_keys);
+                     const std::vector<std::string>& new_keys, const std::vector<std::string>& old_tags,
+                     const std::vector<std::string>& new_tags) {
+  const Side a = Analyse(old_module, old_keys, old_tags), b = Analyse(new_module, new_keys, new_tags);
   // Within a run the same line makes the same op, and an op inserted before
   // another of its kind has that one's content, not its line: line first. But
   // code that moved (another call site's copy of a step) keeps content and

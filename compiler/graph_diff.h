@@ -47,9 +47,12 @@ struct GraphDiff {
 
 // `old_keys`/`new_keys` name each parameter (in parameters() order) for
 // pairing inputs; when empty, a parameter's name is its key (unnamed ones pair
-// in order). Parameters that share a key pair in order.
+// in order). Parameters that share a key pair in order. `*_tags`, per
+// instruction (may be empty), are part of an op's identity: a caller's mark
+// (e.g. "a user's scalar") that keeps it from pairing with an op without it.
 GraphDiff DiffGraphs(const Module& old_module, const Module& new_module,
-                     const std::vector<std::string>& old_keys = {}, const std::vector<std::string>& new_keys = {});
+                     const std::vector<std::string>& old_keys = {}, const std::vector<std::string>& new_keys = {},
+                     const std::vector<std::string>& old_tags = {}, const std::vector<std::string>& new_tags = {});
 
 const char* OpChangeKindName(OpChange::Kind k);  // added | removed | changed
 

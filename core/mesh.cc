@@ -154,6 +154,9 @@ absl::Status mark_sharding(Tensor& t, const Mesh& mesh, const std::vector<AxisSp
   if (!t.node()->is_data()) {  // a value of the graph being recorded: a constraint the partitioner keeps
     t.node()->annotation = *s;
     t.node()->note_loc = loc;
+    // Which mesh the spec was written on: its axes and its devices in order.
+    t.node()->note_loc.via = absl::StrCat("mesh ", mesh.Describe(), " over devices [",
+                                          absl::StrJoin(mesh.device_ids(), ","), "]");
     return absl::OkStatus();
   }
   return Relayout(t, *s, "annotated", loc);

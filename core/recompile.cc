@@ -1,9 +1,11 @@
 #include "core/recompile.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "compiler/fingerprint.h"
 #include "compiler/graph_diff.h"
 
 namespace shardscope::internal {
@@ -23,9 +25,61 @@ std::string Short(Opcode op) {
 }
 
 // "the exponential at train.cc:12 (in optim::AdamW::step)"
+bool Is16BitFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
+
 std::string OpAt(const Instruction& i) {
   std::string s = absl::StrCat(Short(i.op), " at ", At(i.loc));
-  if (!i.loc.via.empty()) absl::StrAppend(&s, " (in ", i.loc.via, ")");
+  if (!i.loc.via.empty())
+    absl::StrAppend(&s, " (in ", i.loc.via, i.scope.empty() ? "" : absl::StrCat(" '", i.scope, "'"), ")");
+  else if (!i.scope.empty())
+    absl::StrAppend(&s, " (in '", i.scope, "')");
+  return s;
+}
+
+// The names of inputs only one graph has ("sgd.momentum.l1.weight, ..."), at most three.
+std::string InputsOnlyIn(const Module& m, const std::vector<int64_t>& to_other) {
+  std::vector<std::string> names;
+  for (const Instruction* p : m.parameters()) {
+    int64_t k = 0;
+    while (m.instructions()[k].get() != p) ++k;
+    if (to_other[k] >= 0 || p->name.empty() || p->name.rfind("scalar@", 0) == 0) continue;
+    names.push_back(p->name);
+  }
+  if (names.size() > 3) {
+    const size_t more = names.size() - 3;
+    names.resize(3);
+    names.push_back(absl::StrCat("and ", more, " more"));
+  }
+  return absl::StrJoin(names, ", ");
+}
+
+// A 16-bit float conversion: what autocast adds around contractions.
+bool IsAutocastConvert(const Instruction& i) {
+  return i.op == Opcode::kConvert &&
+         (Is16BitFloat(i.shape.dtype) || (!i.operands.empty() && Is16BitFloat(i.operands[0]->shape.dtype)));
+}
+
+// Whether the graphs are the same once 16-bit conversions are left out (the
+// other ops' own fields, as a multiset), and differ in those conversions.
+bool OnlyAutocastDiffers(const Module& a, const Module& b) {
+  std::multiset<uint64_t> x, y;
+  std::multiset<std::pair<int, int>> cx, cy;  // conversions: (from, to) dtypes
+  for (const auto& i : a.instructions()) {
+    if (IsAutocastConvert(*i)) cx.insert({static_cast<int>(i->operands[0]->shape.dtype), static_cast<int>(i->shape.dtype)});
+    else if (i->op != Opcode::kParameter) x.insert(compiler::OwnStructureKey(*i));
+  }
+  for (const auto& i : b.instructions()) {
+    if (IsAutocastConvert(*i)) cy.insert({static_cast<int>(i->operands[0]->shape.dtype), static_cast<int>(i->shape.dtype)});
+    else if (i->op != Opcode::kParameter) y.insert(compiler::OwnStructureKey(*i));
+  }
+  return x == y && cx != cy;
+}
+
+// Layer names (module scopes) a graph's ops were made under.
+std::set<std::string> Layers(const Module& m) {
+  std::set<std::string> s;
+  for (const auto& i : m.instructions())
+    if (!i->scope.empty()) s.insert(i->scope);
   return s;
 }
 
@@ -39,8 +93,6 @@ std::vector<std::string> Keys(const std::vector<GraphInput>& inputs) {
   for (const auto& in : inputs) k.push_back(in.Key());
   return k;
 }
-
-bool Is16BitFloat(DType t) { return t == DType::kBF16 || t == DType::kF16; }
 
 // The first op (in the new graph's order) that reads parameter `p`.
 const Instruction* FirstReader(const Module& m, const Instruction* p) {
@@ -191,7 +243,7 @@ bool ScalarCause(const Compared& c, RecompileCause* cause) {
     if (ch.kind == OpChange::Kind::kChanged && ch.what == "constant") {
       const Instruction& o = c.Old(ch.old_index);
       const Instruction& n = c.New(ch.new_index);
-      if (constant_line(n).empty()) continue;
+      if (constant_line(n).empty() || !c.NoteOf(ch).known()) continue;  // a user's Tensor::scalar only
       cause->kind = "inlined_scalar_changed";
       cause->loc = n.loc;
       cause->detail = absl::StrCat("the scalar at ", At(n.loc), " changed from ", o.literal->GetDouble(0), " to ",
@@ -208,7 +260,7 @@ bool ScalarCause(const Compared& c, RecompileCause* cause) {
     for (const auto& rem : c.diff.changes) {
       if (rem.kind != OpChange::Kind::kRemoved) continue;
       const Instruction& r = c.Old(rem.old_index);
-      if (!pa.empty() && constant_line(r) == pa) {
+      if (!pa.empty() && constant_line(r) == pa && c.NoteOf(rem).known()) {
         cause->kind = "inlined_scalar_changed";
         for (size_t p = 0; p < c.now->parameters().size(); ++p)
           if (c.now->parameters()[p] == &a) cause->loc = (*c.inputs)[p].created;
@@ -216,7 +268,7 @@ bool ScalarCause(const Compared& c, RecompileCause* cause) {
                                      " and is now data (only 0 and 1 are inlined; pass it as a tensor every step)");
         return true;
       }
-      if (!ca.empty() && scalar_param_line(r) == ca) {
+      if (!ca.empty() && scalar_param_line(r) == ca && c.NoteOf(add).known()) {
         cause->kind = "inlined_scalar_changed";
         cause->loc = a.loc;
         cause->detail = absl::StrCat("the scalar at ", ca, " was data and is now inlined as ", a.literal->GetDouble(0),
@@ -248,24 +300,35 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     return;
   }
   // Parameters frozen or unfrozen.
-  for (size_t p = 0; p < c.now->parameters().size(); ++p) {
-    const int64_t k = std::find_if(c.now->instructions().begin(), c.now->instructions().end(),
-                                   [&](const auto& i) { return i.get() == c.now->parameters()[p]; }) -
-                      c.now->instructions().begin();
-    const int64_t o = d.new_to_old[k];
-    if (o < 0) continue;
-    int old_p = -1;
-    for (size_t q = 0; q < c.old->module->parameters().size(); ++q)
-      if (c.old->module->parameters()[q] == &c.Old(o)) old_p = static_cast<int>(q);
-    if (old_p < 0) continue;
-    const GraphInput& now = (*c.inputs)[p];
-    const GraphInput& before = c.old->inputs[old_p];
-    if (now.requires_grad == before.requires_grad) continue;
-    cause->subkind = now.requires_grad ? "parameter_unfrozen" : "parameter_frozen";
-    cause->loc = now.requires_grad_loc.known() ? now.requires_grad_loc : now.created;
-    cause->detail = absl::StrCat(InputName(now, static_cast<int>(p)), now.requires_grad ? " requires" : " no longer requires",
-                                 " a gradient (requires_grad_ at ", At(cause->loc), ")", vs, ": ", counts);
-    return;
+  {
+    std::vector<std::string> frozen, unfrozen;
+    SourceLoc where;
+    for (size_t p = 0; p < c.now->parameters().size(); ++p) {
+      int64_t k = 0;
+      while (c.now->instructions()[k].get() != c.now->parameters()[p]) ++k;
+      const int64_t o = d.new_to_old[k];
+      if (o < 0) continue;
+      int old_p = -1;
+      for (size_t q = 0; q < c.old->module->parameters().size(); ++q)
+        if (c.old->module->parameters()[q] == &c.Old(o)) old_p = static_cast<int>(q);
+      if (old_p < 0) continue;
+      const GraphInput& now = (*c.inputs)[p];
+      if (now.requires_grad == c.old->inputs[old_p].requires_grad) continue;
+      (now.requires_grad ? unfrozen : frozen).push_back(InputName(now, static_cast<int>(p)));
+      if (!where.known()) where = now.requires_grad_loc.known() ? now.requires_grad_loc : now.created;
+    }
+    if (!frozen.empty() || !unfrozen.empty()) {
+      const bool freezing = !frozen.empty();
+      std::vector<std::string>& names = freezing ? frozen : unfrozen;
+      std::sort(names.begin(), names.end());
+      cause->subkind = freezing ? "parameter_frozen" : "parameter_unfrozen";
+      cause->loc = where;
+      cause->detail = absl::StrCat(absl::StrJoin(names.begin(), names.begin() + std::min<size_t>(names.size(), 4), ", "),
+                                   names.size() > 4 ? absl::StrCat(" and ", names.size() - 4, " more") : "",
+                                   freezing ? " no longer require" : " now require", " a gradient (requires_grad_ at ",
+                                   At(where), ")", vs, ": ", counts);
+      return;
+    }
   }
   std::vector<const OpChange*> ops;  // the differing ops, inputs left out
   for (const auto& ch : d.changes)
@@ -277,6 +340,20 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     const Instruction& o = c.Old(ch.old_index);
     const Instruction& n = c.New(ch.new_index);
     const SourceLoc note = c.NoteOf(ch);
+    // The same spec on another mesh: every changed constraint's mesh differs.
+    const bool mesh_moved = std::all_of(ops.begin(), ops.end(), [&](const OpChange* x) {
+      const SourceLoc a = x->old_index < static_cast<int64_t>(c.old->notes.size()) ? c.old->notes[x->old_index] : SourceLoc();
+      const SourceLoc b = x->new_index < static_cast<int64_t>(c.notes->size()) ? (*c.notes)[x->new_index] : SourceLoc();
+      return a.known() && b.known() && a.via != b.via && a.file == b.file && a.line == b.line;
+    });
+    if (mesh_moved) {
+      const SourceLoc a = c.old->notes[ch.old_index];
+      cause->kind = "mesh_changed";
+      cause->loc = in.cut_loc;
+      cause->detail = absl::StrCat("the mesh changed under the mark_sharding at ", At(note), " (", a.via, " -> ",
+                                   note.via, "); no input's layout differs");
+      return;
+    }
     cause->subkind = "constraint_changed";
     cause->loc = note.known() ? note : n.loc;
     cause->detail = absl::StrCat("the sharding constraint on ", OpAt(n), " changed: ",
@@ -285,53 +362,66 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                                  ops.size() > 1 ? absl::StrCat("; ", ops.size() - 1, " more constraints") : "");
     return;
   }
-  // Autocast turned on or off: only conversions to or from 16-bit floats.
-  const auto autocast_convert = [&](const OpChange* ch) {
-    if (ch->kind == OpChange::Kind::kChanged) return false;
-    const Instruction& i = c.Of(*ch);
-    if (i.op != Opcode::kConvert) return false;
-    return Is16BitFloat(i.shape.dtype) || (!i.operands.empty() && Is16BitFloat(i.operands[0]->shape.dtype));
-  };
-  if (all(autocast_convert)) {
-    const bool on = ops.front()->kind == OpChange::Kind::kAdded;
+  // Autocast turned on, off or to another type: the graphs are the same once
+  // 16-bit conversions are left out.
+  if (OnlyAutocastDiffers(*c.old->module, *c.now)) {
     SourceLoc guard;
-    for (const OpChange* ch : ops)
-      if (SourceLoc n = c.NoteOf(*ch); n.known()) { guard = n; break; }
+    bool on = false;
+    for (size_t k = 0; k < c.notes->size() && !guard.known(); ++k)
+      if (IsAutocastConvert(c.New(static_cast<int64_t>(k))) && (*c.notes)[k].known()) guard = (*c.notes)[k], on = true;
+    for (size_t k = 0; k < c.old->notes.size() && !guard.known(); ++k)
+      if (IsAutocastConvert(c.Old(static_cast<int64_t>(k))) && c.old->notes[k].known()) guard = c.old->notes[k];
     cause->subkind = "autocast_changed";
-    cause->loc = guard.known() ? guard : c.Of(*ops.front()).loc;
-    cause->detail = absl::StrCat("autocast was turned ", on ? "on" : "off", " (AutocastGuard at ", At(cause->loc), ")",
-                                 vs, ": ", counts);
+    cause->loc = guard.known() ? guard : in.cut_loc;
+    cause->detail = absl::StrCat("autocast ", on ? "is on" : "was turned off", " (AutocastGuard at ", At(cause->loc),
+                                 ")", vs, ": ", counts);
     return;
   }
   const auto via_prefix = [&](const OpChange* ch, const char* prefix) {
     return c.Of(*ch).loc.via.rfind(prefix, 0) == 0;
   };
   // The optimizer swapped, or its update changed.
-  if (all([&](const OpChange* ch) { return via_prefix(ch, "optim::"); })) {
+  const auto optimizer_op = [&](const OpChange* ch) {
+    const std::string& v = c.Of(*ch).loc.via;
+    return v.rfind("optim::SGD", 0) == 0 || v.rfind("optim::AdamW", 0) == 0;
+  };
+  if (all(optimizer_op)) {
     const OpChange* at = ops.front();
     for (const OpChange* ch : ops)
       if (ch->new_index >= 0) { at = ch; break; }
     const Instruction& i = c.Of(*at);
     cause->subkind = "optimizer_changed";
     cause->loc = i.loc;
+    const std::string added = InputsOnlyIn(*c.now, d.new_to_old), gone = InputsOnlyIn(*c.old->module, d.old_to_new);
     cause->detail = absl::StrCat("the optimizer's update changed (", i.loc.via, " called at ", At(i.loc), ")", vs, ": ",
-                                 counts);
+                                 counts, added.empty() ? "" : absl::StrCat("; new state ", added),
+                                 gone.empty() ? "" : absl::StrCat("; gone ", gone));
     return;
   }
-  // A layer added or removed: ops only added (or only removed), some of them
-  // made by a layer (an nn module's call, or under a module's name scope).
-  const bool only_added = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; });
-  const bool only_removed = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
-  if (only_added || only_removed) {
-    for (const OpChange* ch : ops) {
-      const Instruction& i = c.Of(*ch);
-      if (i.loc.via.rfind("nn::", 0) != 0 && i.scope.empty()) continue;
-      cause->subkind = only_added ? "layer_added" : "layer_removed";
-      cause->loc = i.loc;
-      const std::string layer = !i.loc.via.empty() ? i.loc.via : i.scope;
-      cause->detail = absl::StrCat("a layer was ", only_added ? "added" : "removed", ": ", layer,
-                                   i.scope.empty() || i.scope == layer ? "" : absl::StrCat(" '", i.scope, "'"),
-                                   only_added ? " called at " : " called (before) at ", At(i.loc), vs, ": ", counts);
+  // A layer added or removed: a layer (module scope) only one graph has.
+  {
+    const std::set<std::string> before = Layers(*c.old->module), now = Layers(*c.now);
+    const auto only = [](const std::set<std::string>& a, const std::set<std::string>& b) {
+      std::vector<std::string> out;
+      for (const auto& x : a)
+        if (!b.count(x) && !b.count(x.substr(0, x.find('.')))) out.push_back(x);
+      return out;
+    };
+    const std::vector<std::string> added = only(now, before), removed = only(before, now);
+    if (added.empty() != removed.empty()) {
+      const bool adding = !added.empty();
+      const std::string& layer = adding ? added.front() : removed.front();
+      // Its call's line: the first op made under that scope.
+      const Module& m = adding ? *c.now : *c.old->module;
+      SourceLoc at;
+      std::string via;
+      for (const auto& i : m.instructions())
+        if (i->scope == layer) { at = i->loc; via = i->loc.via; break; }
+      cause->subkind = adding ? "layer_added" : "layer_removed";
+      cause->loc = at;
+      cause->detail = absl::StrCat("layer '", layer, "'", via.empty() ? "" : absl::StrCat(" (", via, ")"),
+                                   adding ? " added, called at " : " removed, called before at ", At(at), vs, ": ",
+                                   counts);
       return;
     }
   }
@@ -346,11 +436,20 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   }
 }
 
+// A user's scalar (Tensor::scalar, inlined by the scalar rule) is told apart
+// from the library's own constants of the same value and line.
+std::vector<std::string> Tags(const Module& m, const std::vector<SourceLoc>& notes) {
+  std::vector<std::string> tags(m.instructions().size());
+  for (size_t k = 0; k < tags.size() && k < notes.size(); ++k)
+    if (m.instructions()[k]->op == Opcode::kConstant && notes[k].known()) tags[k] = "user scalar";
+  return tags;
+}
+
 Compared Nearest(const std::vector<const SeenGraph*>& graphs, const DiagnosisInput& in) {
   Compared best;
-  const std::vector<std::string> keys = Keys(*in.inputs);
+  const std::vector<std::string> keys = Keys(*in.inputs), tags = Tags(*in.graph, *in.notes);
   for (const SeenGraph* g : graphs) {
-    GraphDiff d = compiler::DiffGraphs(*g->module, *in.graph, Keys(g->inputs), keys);
+    GraphDiff d = compiler::DiffGraphs(*g->module, *in.graph, Keys(g->inputs), keys, Tags(*g->module, g->notes), tags);
     // Ties go to the later graph: the one the user changed last.
     if (!best.old || d.distance() <= best.diff.distance()) {
       best.old = g;

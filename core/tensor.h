@@ -86,8 +86,9 @@ struct Node {
   bool requires_grad = false;
   SourceLoc requires_grad_loc;             // the requires_grad_ call that set it
   // Op nodes: the line that shaped this op beyond the one that made it: the
-  // mark_sharding that constrained it, the AutocastGuard under which this
-  // convert was made, the Tensor::scalar that inlined this constant.
+  // mark_sharding that constrained it (its `via` names the mesh the spec was
+  // written on), the AutocastGuard under which this convert was made, the
+  // Tensor::scalar that inlined this constant.
   SourceLoc note_loc;
   struct TensorImpl* grad_leaf = nullptr;  // set while the node is a leaf of `grad_leaf`
   absl::Status error;                      // poisoned: the first error upstream
