@@ -26,7 +26,14 @@ namespace runtime { class AsyncArray; }
 namespace internal { struct RematRegion; }
 
 using compiler::SourceLoc;
+// Where `l` is, as stored: a file under the source root (SetSourceRoot) is
+// named relative to it, one under shardscope's own source tree relative to
+// that (samples/mlp.cc), any other as the compiler named it.
 SourceLoc Loc(const std::source_location& l);
+// The directory a user's source files are named relative to ("" for none).
+// Set it before tracing: ops traced earlier keep the names they had.
+void SetSourceRoot(std::string dir);
+std::string SourceRoot();
 
 // A value computed on the devices, or waiting on the host to be moved there.
 struct DeviceData {
