@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <cstring>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "core/context.h"
@@ -13,9 +14,16 @@ namespace {
 // The outermost library call active on this thread (internal::LibraryCall).
 thread_local int g_call_depth = 0;
 thread_local SourceLoc g_call_loc;
+std::mutex g_source_root_mu;
+std::string g_source_root;  // empty, or ending in '/'
 
 SourceLoc Plain(const std::source_location& l) {
   std::string file = l.file_name();
+  {
+    std::lock_guard<std::mutex> lock(g_source_root_mu);
+    if (!g_source_root.empty() && file.rfind(g_source_root, 0) == 0)
+      return SourceLoc{file.substr(g_source_root.size()), static_cast<int>(l.line()), ""};
+  }
   constexpr const char* kRoot = SHARDSCOPE_SOURCE_DIR;
   if (file.rfind(kRoot, 0) == 0) {
     file = file.substr(std::strlen(kRoot));
@@ -45,6 +53,17 @@ LibraryCall::LibraryCall(const char* via, const std::source_location& loc) {
 }
 LibraryCall::~LibraryCall() { --g_call_depth; }
 }  // namespace internal
+
+void SetSourceRoot(std::string dir) {
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  std::lock_guard<std::mutex> lock(g_source_root_mu);
+  g_source_root = std::move(dir);
+}
+
+std::string SourceRoot() {
+  std::lock_guard<std::mutex> lock(g_source_root_mu);
+  return g_source_root;
+}
 
 namespace {
 thread_local bool g_grad_enabled = true;

@@ -26,9 +26,16 @@ namespace runtime { class AsyncArray; }
 namespace internal { struct RematRegion; }
 
 using compiler::SourceLoc;
-// The line an op is attributed to: `l`, or inside a library call (an
-// optimizer's step, a layer) the user's line that made that call.
+// Where `l` is, as stored: a file under the source root (SetSourceRoot) is
+// named relative to it, one under shardscope's own source tree relative to
+// that (samples/mlp.cc), any other as the compiler named it (less a leading
+// "../": ccache's base_dir compiles by relative paths). Inside a library call
+// (an optimizer's step, a layer) it is the user's line that made that call.
 SourceLoc Loc(const std::source_location& l);
+// The directory a user's source files are named relative to ("" for none).
+// Set it before tracing: ops traced earlier keep the names they had.
+void SetSourceRoot(std::string dir);
+std::string SourceRoot();
 
 namespace internal {
 // While alive, every op made on this thread is attributed to `loc`, the

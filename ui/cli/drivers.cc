@@ -15,14 +15,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
 #include "runtime/gemm.h"
 #include "core/shardscope.h"
-#include "profiler/trace/recorder.h"
+#include "record/recording.h"
 #include "samples/samples.h"
-#include "store/writer.h"
 
 namespace shardscope::cli {
 namespace {
@@ -183,100 +181,61 @@ int Run(const std::vector<std::string>& args) {
   int64_t chips = cfg.mesh[0] * cfg.mesh[1];
   if (chips % hosts != 0) return Usage(absl::StrCat(chips, " chips do not split evenly over ", hosts, " hosts"));
 
-  auto writer = store::Writer::Open(db);
-  if (!writer.ok()) {
-    std::cerr << "error: " << writer.status().message() << "\n";
-    return 1;
-  }
-  trace::ResetHostClock();
-  trace::SetRecorder(writer->get());
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
-  trace::RunRecord run;
-  run.sample = sample;
-  run.mesh = mesh_text;
-  run.mesh_axes = absl::StrJoin(axes, ",");
-  run.sharding = cfg.sharding;
-  run.config_json = nlohmann::json{{"sample", sample},   {"mesh", mesh_text}, {"steps", cfg.steps},
-                                   {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
-                                   {"batch_after", cfg.batch_after}, {"change_step", cfg.change_step},
-                                   {"lr", cfg.lr},        {"sharding", cfg.sharding},
-                                   {"profile", profile},  {"fusion", fusion},
-                                   {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
-                                   {"gemm", runtime::ChosenGemmBackend().Describe()},
-                                   {"huge_page_heap", HugePageHeap()},
-                                   {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket},
-                                   {"cache_capacity", cache_capacity},
-                                   {"read_loss_every", cfg.read_loss_every}}
-                        .dump();
-  run.topology = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
-  run.tool_version = SHARDSCOPE_VERSION;
-  run.started_at_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
-  run.num_hosts = static_cast<int>(hosts);
-  run.num_devices = static_cast<int>(chips);
-  run.profile = profile;
-  run.clock_kinds = "host,device,modeled";
-  auto run_id = (*writer)->StartRun(run);
-  if (!run_id.ok()) {
-    trace::SetRecorder(nullptr);
-    std::cerr << "error: " << run_id.status().message() << "\n";
+  std::string config_json =
+      nlohmann::json{{"sample", sample},   {"mesh", mesh_text}, {"steps", cfg.steps},
+                     {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
+                     {"batch_after", cfg.batch_after}, {"change_step", cfg.change_step},
+                     {"lr", cfg.lr},        {"sharding", cfg.sharding},
+                     {"profile", profile},  {"fusion", fusion},
+                     {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
+                     {"gemm", runtime::ChosenGemmBackend().Describe()},
+                     {"huge_page_heap", HugePageHeap()},
+                     {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket},
+                     {"cache_capacity", cache_capacity},
+                     {"read_loss_every", cfg.read_loss_every}}
+          .dump();
+  // The database, the recorder, the chips and the run's rows: what a user's
+  // own program gets from Recording::Start (record/recording.h).
+  auto rec = Recording::Start({.db = db,
+                               .workload = sample,
+                               .mesh = cfg.mesh,
+                               .mesh_axes = axes,
+                               .hosts = static_cast<int>(hosts),
+                               .profile = profile,
+                               .sharding = cfg.sharding,
+                               .config_json = config_json,
+                               .fusion = fusion,
+                               .cache_dir = CacheDir(cache_dir),
+                               .cache_capacity = cache_capacity,
+                               .recompile_notices = !quiet,
+                               .source_root = SHARDSCOPE_SOURCE_DIR});
+  if (!rec.ok()) {
+    std::cerr << "error: " << rec.status().message() << "\n";
     return 1;
   }
-  if (absl::Status s = Init({.num_hosts = static_cast<int>(hosts),
-                             .chips_per_host = static_cast<int>(chips / hosts),
-                             .cache_dir = CacheDir(cache_dir),
-                             .cache_capacity = cache_capacity,
-                             .recompile_notices = !quiet});
-      !s.ok()) {
-    trace::SetRecorder(nullptr);
-    std::cerr << "error: " << s.message() << "\n";
-    return 1;
-  }
-  // The modeled clock's chip, before anything compiles (ops record their cost on it).
-  if (absl::Status s = GetClient().SetProfile(profile); !s.ok()) {
-    trace::SetRecorder(nullptr);
-    std::cerr << "error: " << s.message() << "\n";
-    return 1;
-  }
-  GetClient().set_fusion(fusion);
-  // Device records: coordinates in the mesh.
-  for (int d = 0; d < chips; ++d) {
-    trace::DeviceRecord dr;
-    dr.device_id = d;
-    dr.host_id = static_cast<int>(d / (chips / hosts));
-    dr.coords = absl::StrCat("[", d / cfg.mesh[1], ",", d % cfg.mesh[1], "]");
-    dr.hbm_bytes = GetClient().topology().device(d).hbm_bytes();
-    dr.peak_flops = GetClient().profile().peak_flops;
-    trace::recorder().Record(dr);
-  }
-  std::string ids;
-  for (int d = 0; d < chips; ++d) absl::StrAppend(&ids, d ? "," : "", d);
-  trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", cfg.mesh[0], ",", cfg.mesh[1], "]"), run.mesh_axes, ids});
 
   if (!quiet) {
-    std::cout << "shardscope run " << sample << " — run " << *run_id << " into " << db << ", mesh " << mesh_text
-              << " (data, model), " << run.topology << "\n";
+    std::cout << "shardscope run " << sample << " — run " << (*rec)->run_id() << " into " << db << ", mesh "
+              << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
     cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
   }
   auto t0 = std::chrono::steady_clock::now();
   auto result = info->run(cfg);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  Shutdown();
-  (*writer)->EndRun();
-  absl::Status stored = (*writer)->status();
-  trace::SetRecorder(nullptr);
+  const int64_t run_id = (*rec)->run_id();
+  absl::Status stored = (*rec)->Finish();
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";
-    std::cerr << "(what ran before the error is stored in " << db << ", run " << *run_id << ")\n";
+    std::cerr << "(what ran before the error is stored in " << db << ", run " << run_id << ")\n";
     return 1;
   }
   if (!stored.ok()) {
-    std::cerr << "error: writing " << db << ": " << stored.message() << "\n";
+    std::cerr << "error: " << stored.message() << "\n";
     return 1;
   }
   std::printf("run %lld: %s, steps %d-%d in %.2f s (host clock), final loss %.4f — stored in %s\n",
-              static_cast<long long>(*run_id), sample.c_str(), result->first_step,
+              static_cast<long long>(run_id), sample.c_str(), result->first_step,
               result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
               result->losses.empty() ? 0.0 : result->losses.back(), db.c_str());
   return 0;

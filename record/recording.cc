@@ -1,0 +1,189 @@
+#include "record/recording.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "compiler/cost_model.h"
+#include "core/context.h"
+#include "profiler/trace/recorder.h"
+#include "store/writer.h"
+
+#ifndef SHARDSCOPE_VERSION
+#define SHARDSCOPE_VERSION "dev"
+#endif
+
+namespace shardscope {
+namespace {
+
+// One recording at a time: the recorder and the runtime are process-wide.
+std::atomic<bool> g_recording{false};
+
+std::vector<std::string> DefaultAxes(size_t rank) {
+  if (rank == 1) return {"data"};
+  if (rank == 2) return {"data", "model"};
+  std::vector<std::string> axes;
+  for (size_t k = 0; k < rank; ++k) axes.push_back(absl::StrCat("axis", k));
+  return axes;
+}
+
+// The checks that need no file: a bad option writes nothing.
+absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat("Recording: ", parts...)); };
+  if (o.db.empty()) return bad("no database path (set RecordingOptions::db, e.g. \"run.db\")");
+  if (o.workload.empty()) return bad("no workload name (set RecordingOptions::workload)");
+  if (o.mesh.empty()) return bad("the mesh has no axes (e.g. .mesh = {2, 2})");
+  *chips = 1;
+  for (int64_t d : o.mesh) {
+    if (d < 1) return bad("mesh axis of size ", d, " in [", absl::StrJoin(o.mesh, ","), "]: sizes must be >= 1");
+    *chips *= d;
+  }
+  if (!o.mesh_axes.empty() && o.mesh_axes.size() != o.mesh.size())
+    return bad(o.mesh_axes.size(), " axis names (", absl::StrJoin(o.mesh_axes, ", "), ") for a mesh of ",
+               o.mesh.size(), " axes");
+  if (o.hosts < 1) return bad("hosts is ", o.hosts, ": needs at least 1");
+  if (*chips % o.hosts != 0) return bad(*chips, " chips do not split evenly over ", o.hosts, " hosts");
+  if (auto p = compiler::FindProfile(o.profile); !p.ok()) return bad(p.status().message());
+  if (!o.config_json.empty()) {
+    auto j = nlohmann::json::parse(o.config_json, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return bad("config_json is not a JSON object: ", o.config_json);
+  }
+  return absl::OkStatus();
+}
+
+std::string Directory(const char* file) {
+  std::string f = file;
+  size_t slash = f.rfind('/');
+  return slash == std::string::npos ? "" : f.substr(0, slash + 1);
+}
+
+}  // namespace
+
+Recording::Recording(RecordingOptions options, Mesh mesh) : options_(std::move(options)), mesh_(std::move(mesh)) {}
+
+absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, std::source_location caller) {
+  int64_t chips = 0;
+  if (absl::Status s = Validate(o, &chips); !s.ok()) return s;
+  if (o.mesh_axes.empty()) o.mesh_axes = DefaultAxes(o.mesh.size());
+  std::vector<int64_t> ids(chips);
+  for (int64_t d = 0; d < chips; ++d) ids[d] = d;
+  auto mesh = Mesh::Create(ids, o.mesh, o.mesh_axes);
+  if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat("Recording: ", mesh.status().message()));
+  if (g_recording.exchange(true))
+    return absl::FailedPreconditionError("Recording: another recording is still open; Finish() it first");
+
+  auto writer = store::Writer::Open(o.db);
+  if (!writer.ok()) {
+    g_recording = false;
+    return writer.status();
+  }
+  std::unique_ptr<Recording> rec(new Recording(std::move(o), std::move(*mesh)));
+  const RecordingOptions& opt = rec->options_;
+  const int hosts = opt.hosts;
+  const std::string mesh_text = absl::StrJoin(opt.mesh, "x");
+  rec->topology_ = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
+  rec->previous_source_root_ = SourceRoot();
+  SetSourceRoot(opt.source_root.empty() ? Directory(caller.file_name()) : opt.source_root);
+
+  trace::ResetHostClock();
+  trace::SetRecorder(writer->get());
+  trace::RunRecord run;
+  run.sample = opt.workload;
+  run.mesh = mesh_text;
+  run.mesh_axes = absl::StrJoin(opt.mesh_axes, ",");
+  run.sharding = opt.sharding;
+  // The persistent compile cache: the option, else $SHARDSCOPE_CACHE_DIR. The
+  // config names it (`cache_dir`): the metrics report counts disk hits by it.
+  std::string cache_dir = opt.cache_dir;
+  if (cache_dir.empty())
+    if (const char* env = std::getenv("SHARDSCOPE_CACHE_DIR")) cache_dir = env;
+  if (opt.config_json.empty()) {
+    run.config_json = nlohmann::json{{"workload", opt.workload},   {"mesh", mesh_text},
+                                     {"mesh_axes", opt.mesh_axes}, {"hosts", hosts},
+                                     {"profile", opt.profile},     {"sharding", opt.sharding},
+                                     {"fusion", opt.fusion},       {"cache_dir", cache_dir},
+                                     {"cache_capacity", opt.cache_capacity}}
+                          .dump();
+  } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir")) {
+    j["cache_dir"] = cache_dir;
+    run.config_json = j.dump();
+  } else {
+    run.config_json = opt.config_json;  // as given, byte for byte
+  }
+  run.topology = rec->topology_;
+  run.tool_version = SHARDSCOPE_VERSION;
+  run.started_at_unix_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  run.num_hosts = hosts;
+  run.num_devices = static_cast<int>(chips);
+  run.profile = opt.profile;
+  run.clock_kinds = "host,device,modeled";
+  // From here a failure leaves the run's row 'running', as a process that
+  // died would: what was written stays readable.
+  auto fail = [&](absl::Status s) {
+    rec->finished_ = true;  // not by the destructor: the run did not start
+    if (Initialized()) Shutdown();
+    trace::SetRecorder(nullptr);
+    SetSourceRoot(rec->previous_source_root_);
+    g_recording = false;
+    return s;
+  };
+  auto run_id = (*writer)->StartRun(run);
+  if (!run_id.ok()) return fail(run_id.status());
+  rec->run_id_ = *run_id;
+  rec->writer_ = std::move(*writer);
+  if (absl::Status s = Init({.num_hosts = hosts,
+                             .chips_per_host = static_cast<int>(chips / hosts),
+                             .cache_dir = cache_dir,
+                             .cache_capacity = opt.cache_capacity,
+                             .recompile_notices = opt.recompile_notices});
+      !s.ok())
+    return fail(s);
+  // The modeled clock's chip, before anything compiles (ops record their cost on it).
+  if (absl::Status s = GetClient().SetProfile(opt.profile); !s.ok()) return fail(s);
+  GetClient().set_fusion(opt.fusion);
+  // Device rows: each chip's host and coordinates in the mesh.
+  for (int64_t d = 0; d < chips; ++d) {
+    trace::DeviceRecord dr;
+    dr.device_id = static_cast<int>(d);
+    dr.host_id = static_cast<int>(d / (chips / hosts));
+    std::vector<int64_t> coords(opt.mesh.size());
+    for (int64_t k = static_cast<int64_t>(opt.mesh.size()) - 1, rest = d; k >= 0; --k) {
+      coords[k] = rest % opt.mesh[k];
+      rest /= opt.mesh[k];
+    }
+    dr.coords = absl::StrCat("[", absl::StrJoin(coords, ","), "]");
+    dr.hbm_bytes = GetClient().topology().device(static_cast<int>(d)).hbm_bytes();
+    dr.peak_flops = GetClient().profile().peak_flops;
+    trace::recorder().Record(dr);
+  }
+  trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", absl::StrJoin(opt.mesh, ","), "]"),
+                                             run.mesh_axes, absl::StrJoin(ids, ",")});
+  return rec;
+}
+
+absl::Status Recording::Finish() {
+  if (finished_) return finish_status_;
+  finished_ = true;
+  Shutdown();
+  writer_->EndRun();  // the run's metrics report is computed and stored here
+  if (absl::Status s = writer_->status(); !s.ok())
+    finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));
+  trace::SetRecorder(nullptr);
+  writer_.reset();  // closes the file
+  SetSourceRoot(previous_source_root_);
+  g_recording = false;
+  return finish_status_;
+}
+
+Recording::~Recording() {
+  if (!finished_) Finish().IgnoreError();
+}
+
+}  // namespace shardscope

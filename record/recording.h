@@ -1,0 +1,97 @@
+// Recording a run from your own program: what `shardscope run` does around a
+// sample, as one object. Start() opens (or creates) the database, installs it
+// as the recorder, writes the run's row, sets up the virtual chips and records
+// them and the mesh; Finish() shuts the chips down, ends the run (its metrics
+// report is computed then) and closes the file. Between the two, train with
+// the frontend (core/shardscope.h): every compilation, execution, step and
+// timeline lands in the database, for `shardscope report` and the workstation.
+//
+//   auto rec = shardscope::Recording::Start({.db = "run.db", .workload = "my_mlp", .mesh = {2, 2}});
+//   if (!rec.ok()) return fail(rec.status());
+//   ... build the model on (*rec)->mesh(), train with mark_step() and log_step(loss) ...
+//   absl::Status s = (*rec)->Finish();
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <source_location>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/mesh.h"
+
+namespace shardscope {
+
+namespace store { class Writer; }
+
+struct RecordingOptions {
+  // The SQLite file: created when missing; an existing shardscope database gains a new run.
+  std::string db;
+  // The run's name in reports (the runs table's `sample` column).
+  std::string workload = "main";
+  // The mesh's shape, row-major over chips 0..N-1; N is the product.
+  std::vector<int64_t> mesh = {1, 1};
+  // One name per mesh axis (default: data, model for two axes; axis0, axis1, ... otherwise).
+  std::vector<std::string> mesh_axes;
+  // Hosts the chips are spread over, evenly, in order.
+  int hosts = 1;
+  // The target chip of the modeled clock: cpu (this machine), tpu-v4 or h100.
+  std::string profile = "cpu";
+  // A label for the sharding strategy, shown by reports ("" for none).
+  std::string sharding;
+  // The run's configuration, a JSON object (your hyperparameters, say), stored
+  // as given plus a "cache_dir" key when it has none; empty: one describing
+  // these options.
+  std::string config_json;
+  bool fusion = true;
+  // The persistent compile cache's directory; empty: $SHARDSCOPE_CACHE_DIR if set, else none.
+  std::string cache_dir;
+  // Programs the in-memory compile cache keeps (0: no limit).
+  size_t cache_capacity = 0;
+  // A one-line notice on stderr at each recompilation (InitOptions::recompile_notices).
+  bool recompile_notices = true;
+  // Source files under this directory are stored relative to it (main.cc:12).
+  // Empty: the directory of the file that calls Start.
+  std::string source_root;
+};
+
+class Recording {
+ public:
+  // Starts recording a run. Errors: bad options (InvalidArgument), another
+  // recording still open (FailedPrecondition), a database that cannot be
+  // opened or written (named in the message). Nothing is written on a bad option.
+  static absl::StatusOr<std::unique_ptr<Recording>> Start(
+      RecordingOptions options, std::source_location caller = std::source_location::current());
+  // Finishes the run if Finish was not called (its error is then lost).
+  ~Recording();
+  Recording(const Recording&) = delete;
+  Recording& operator=(const Recording&) = delete;
+
+  // Shuts the chips down, marks the run finished and closes the database.
+  // Returns the first error writing it hit, if any. Later calls return the same.
+  absl::Status Finish();
+
+  // The mesh of the options' shape and axis names, over all the chips.
+  const Mesh& mesh() const { return mesh_; }
+  int64_t run_id() const { return run_id_; }
+  const std::string& db() const { return options_.db; }
+  // "1 host x 4 chips"
+  const std::string& topology() const { return topology_; }
+  bool finished() const { return finished_; }
+
+ private:
+  Recording(RecordingOptions options, Mesh mesh);
+
+  RecordingOptions options_;
+  Mesh mesh_;
+  std::string topology_;
+  std::string previous_source_root_;
+  std::unique_ptr<store::Writer> writer_;
+  int64_t run_id_ = 0;
+  bool finished_ = false;
+  absl::Status finish_status_;
+};
+
+}  // namespace shardscope

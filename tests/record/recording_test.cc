@@ -1,0 +1,159 @@
+// Recording: a run recorded from a program's own code, read back from the file.
+#include "record/recording.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <source_location>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/shardscope.h"
+#include "store/reader.h"
+
+namespace shardscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string TempDb(const std::string& name) {
+  fs::path p = fs::path(testing::TempDir()) / ("recording_test_" + name + ".db");
+  fs::remove(p);
+  fs::remove(p.string() + "-wal");
+  fs::remove(p.string() + "-shm");
+  return p.string();
+}
+
+store::QueryResult Query(const std::string& db, const std::string& sql) {
+  auto reader = store::Reader::Open(db);
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return {};
+  auto q = reader->Query(sql);
+  EXPECT_TRUE(q.ok()) << q.status();
+  return q.ok() ? *q : store::QueryResult{};
+}
+
+// Two steps of a small data-parallel regression on `mesh`.
+absl::Status Train(const Mesh& mesh) {
+  nn::Linear l(4, 1, "l");
+  optim::SGD opt(parameters(l), {.lr = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    Tensor x = Tensor::from_host(Literal::FromF32({8, 4}, std::vector<float>(32, 0.5f)), "x");
+    Tensor y = Tensor::from_host(Literal::FromF32({8, 1}, std::vector<float>(8, 1.f)), "y");
+    if (auto s = mark_sharding(x, mesh, {"data", none}); !s.ok()) return s;
+    Tensor loss = mse_loss(l(x), y);
+    if (auto s = backward(loss); !s.ok()) return s;
+    if (auto s = opt.step(); !s.ok()) return s;
+    if (auto s = mark_step(); !s.ok()) return s;
+    auto v = loss.item();
+    if (!v.ok()) return v.status();
+    log_step(*v);
+  }
+  return absl::OkStatus();
+}
+
+TEST(Recording, RecordsTheRunItsDevicesMeshAndSteps) {
+  const std::string db = TempDb("run");
+  auto rec = Recording::Start({.db = db,
+                               .workload = "tiny",
+                               .mesh = {2, 1, 2},
+                               .mesh_axes = {"data", "stage", "model"},
+                               .hosts = 2,
+                               .profile = "tpu-v4"});
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ((*rec)->topology(), "2 hosts x 2 chips");
+  EXPECT_EQ((*rec)->mesh().shape(), (std::vector<int64_t>{2, 1, 2}));
+  ASSERT_TRUE(Train((*rec)->mesh()).ok());
+  ASSERT_TRUE((*rec)->Finish().ok());
+  EXPECT_TRUE((*rec)->finished());
+  EXPECT_TRUE((*rec)->Finish().ok());  // again: the same answer, nothing more written
+
+  auto run = Query(db, "SELECT * FROM runs");
+  ASSERT_EQ(run.rows.size(), 1u);
+  EXPECT_EQ(run.Text(0, "sample"), "tiny");
+  EXPECT_EQ(run.Text(0, "mesh"), "2x1x2");
+  EXPECT_EQ(run.Text(0, "mesh_axes"), "data,stage,model");
+  EXPECT_EQ(run.Text(0, "profile"), "tpu-v4");
+  EXPECT_EQ(run.Text(0, "clock_kinds"), "host,device,modeled");
+  EXPECT_EQ(run.Text(0, "status"), "finished");
+  EXPECT_EQ(run.Int(0, "num_hosts"), 2);
+  EXPECT_EQ(run.Int(0, "num_devices"), 4);
+  EXPECT_NE(run.Text(0, "config_json").find("\"workload\":\"tiny\""), std::string::npos);
+
+  auto dev = Query(db, "SELECT device_id, host_id, coords FROM devices ORDER BY device_id");
+  ASSERT_EQ(dev.rows.size(), 4u);
+  EXPECT_EQ(dev.Text(1, "coords"), "[0,0,1]");
+  EXPECT_EQ(dev.Text(2, "coords"), "[1,0,0]");
+  EXPECT_EQ(dev.Int(1, "host_id"), 0);
+  EXPECT_EQ(dev.Int(2, "host_id"), 1);
+  auto mesh = Query(db, "SELECT shape, axis_names, device_ids FROM meshes");
+  ASSERT_EQ(mesh.rows.size(), 1u);
+  EXPECT_EQ(mesh.Text(0, "shape"), "[2,1,2]");
+  EXPECT_EQ(mesh.Text(0, "device_ids"), "0,1,2,3");
+  EXPECT_EQ(Query(db, "SELECT COUNT(*) AS n FROM steps").Int(0, "n"), 2);
+  EXPECT_GT(Query(db, "SELECT COUNT(*) AS n FROM metrics").Int(0, "n"), 0);  // written as the run ended
+}
+
+TEST(Recording, NamesSourcesRelativeToTheCallersDirectory) {
+  const std::string db = TempDb("source");
+  auto rec = Recording::Start({.db = db, .mesh = {4}});
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  EXPECT_EQ((*rec)->mesh().axis_names(), (std::vector<std::string>{"data"}));
+  ASSERT_TRUE(Train((*rec)->mesh()).ok());
+  ASSERT_TRUE((*rec)->Finish().ok());
+  const std::string here = fs::path(std::source_location::current().file_name()).filename().string();
+  auto c = Query(db, "SELECT DISTINCT source_file FROM compilations WHERE source_file IS NOT NULL");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.Text(0, "source_file"), here);  // recording_test.cc, not a path
+  EXPECT_EQ(SourceRoot(), "");                // restored when the recording ended
+}
+
+TEST(Recording, BadOptionsWriteNothing) {
+  const std::string db = TempDb("bad");
+  auto err = [&](RecordingOptions o) {
+    o.db = db;
+    auto r = Recording::Start(std::move(o));
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? absl::OkStatus() : r.status();
+  };
+  EXPECT_EQ(err({.mesh = {2, 0}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(err({.mesh = {2, 3}, .hosts = 4}).message().find("6 chips do not split evenly over 4 hosts"),
+            std::string::npos);
+  EXPECT_NE(err({.profile = "tpu-v9"}).message().find("tpu-v9"), std::string::npos);
+  EXPECT_NE(err({.mesh = {2, 2}, .mesh_axes = {"data"}}).message().find("1 axis names (data) for a mesh of 2 axes"),
+            std::string::npos);
+  EXPECT_NE(err({.config_json = "[1, 2"}).message().find("config_json is not a JSON object"), std::string::npos);
+  EXPECT_FALSE(fs::exists(db));
+  auto no_db = Recording::Start({});
+  ASSERT_FALSE(no_db.ok());
+  EXPECT_NE(no_db.status().message().find("no database path"), std::string::npos);
+}
+
+TEST(Recording, OneAtATimeAndAnUnreadableFileIsNamed) {
+  const std::string db = TempDb("first");
+  auto first = Recording::Start({.db = db});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = Recording::Start({.db = TempDb("second")});
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  first->reset();  // the destructor finishes the run
+  EXPECT_EQ(Query(db, "SELECT status FROM runs").Text(0, "status"), "finished");
+
+  const std::string garbage = TempDb("garbage");
+  std::ofstream(garbage) << "not a database, just text long enough to have a header of sorts";
+  auto bad = Recording::Start({.db = garbage});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(garbage), std::string::npos) << bad.status();
+  // A failed start leaves nothing open; a given config is kept, naming the cache directory.
+  unsetenv("SHARDSCOPE_CACHE_DIR");
+  const std::string again_db = TempDb("again");
+  auto again = Recording::Start({.db = again_db, .mesh = {2, 1, 2}, .config_json = R"({"lr": 0.1})"});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->mesh().axis_names(), (std::vector<std::string>{"axis0", "axis1", "axis2"}));
+  ASSERT_TRUE((*again)->Finish().ok());
+  EXPECT_EQ(Query(again_db, "SELECT config_json FROM runs").Text(0, "config_json"), R"({"cache_dir":"","lr":0.1})");
+}
+
+}  // namespace
+}  // namespace shardscope
