@@ -30,6 +30,25 @@ std::vector<int64_t> DimsOf(const std::string& shape) {
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
 
+// A field of one input of a stored signature, as text: "" when the input is
+// not an object or lacks it; a shape stored as a list of dims reads "[64,784]".
+// Whatever another tool or version stored, reading it never throws.
+std::string SignatureText(const nlohmann::json& input, const char* key) {
+  if (!input.is_object()) return "";
+  auto it = input.find(key);
+  if (it == input.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    std::vector<int64_t> dims;
+    for (const auto& d : *it) {
+      if (!d.is_number_integer()) return "";
+      dims.push_back(d.get<int64_t>());
+    }
+    return DimsText(dims);
+  }
+  return "";
+}
+
 // Shape churn at one call site: the inputs whose shapes differ between its
 // runs, the buckets that cover them, and how many distinct graphs the
 // padded shapes would have made (the other inputs as they were).
@@ -41,7 +60,7 @@ void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompi
     if (!sig.is_array()) continue;
     runs.emplace_back();
     for (const auto& in : sig) {
-      const std::string name = in.value("name", ""), shape = in.value("shape", "");
+      const std::string name = SignatureText(in, "name"), shape = SignatureText(in, "shape");
       shapes[name].insert(shape);
       runs.back()[name] = shape;
     }
@@ -222,7 +241,7 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
   std::string out = absl::StrCat("run ", r.run_id, ": compilations by call site\n");
   if (r.sites.empty()) return out + "\nno compilations recorded\n";
   for (const CallSiteRecompiles& s : r.sites) {
-    absl::StrAppend(&out, "\n", s.call_site, "\n  ", s.distinct_graphs, " distinct graph",
+    absl::StrAppend(&out, "\n", Printable(s.call_site), "\n  ", s.distinct_graphs, " distinct graph",
                     s.distinct_graphs == 1 ? "" : "s", ", ", s.misses, " compilation", s.misses == 1 ? "" : "s",
                     ", ", FormatNs(s.compile_ns), " compiling (host clock)\n");
     std::vector<std::vector<std::string>> t = {{"step", "cache", "cause", "at", "time", "detail"}};
@@ -230,7 +249,7 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
       t.push_back({std::to_string(e.step), e.cache, e.cause_kind.empty() ? "-" : e.cause_kind,
                    e.at.empty() ? "-" : e.at, FormatNs(e.duration_ns), e.cause_detail});
     out += AlignTable(t, "    ");
-    for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", g.text, "\n");
+    for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", Printable(g.text), "\n");
   }
   return out;
 }
