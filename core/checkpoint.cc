@@ -1,15 +1,28 @@
 #include "core/checkpoint.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardscope {
 namespace {
+
+// safetensors' own reader refuses headers over 100 MB.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{100} << 20;
+constexpr size_t kMaxRank = 16;
 
 // safetensors' dtype names.
 const char* SafeName(DType t) {
@@ -75,50 +88,116 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a valid safetensors file: ", why));
   };
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("checkpoint ", path, " cannot be opened"));
-  f.seekg(0, std::ios::end);
-  int64_t size = f.tellg();
-  f.seekg(0);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return absl::NotFoundError(absl::StrCat("checkpoint ", path, " cannot be opened: ", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return absl::NotFoundError(absl::StrCat("checkpoint ", path, " cannot be read: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                                              : "a special file";
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", path, " is ", what, ", not a regular file"));
+  }
+  const int64_t size = st.st_size;
+  // Reads exactly `n` bytes at `offset`.
+  auto read_at = [&](void* to, int64_t n, int64_t offset) -> bool {
+    char* p = static_cast<char*>(to);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd, p, static_cast<size_t>(std::min<int64_t>(n, int64_t{1} << 30)), offset);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      p += got, n -= got, offset += got;
+    }
+    return true;
+  };
   unsigned char len[8];
-  if (size < 8 || !f.read(reinterpret_cast<char*>(len), 8)) return bad("shorter than its 8-byte header length");
+  if (size < 8 || !read_at(len, 8, 0))
+    return bad(absl::StrCat("shorter than its 8-byte header length (", size, " bytes)"));
   uint64_t n = 0;
   for (int k = 7; k >= 0; --k) n = (n << 8) | len[k];
-  if (n > static_cast<uint64_t>(size - 8)) return bad(absl::StrCat("header length ", n, " exceeds the file"));
+  if (n < 2) return bad(absl::StrCat("header length ", n, " cannot hold a JSON object"));
+  if (n > kMaxHeaderBytes)
+    return bad(absl::StrCat("header length ", n, " is over the ", kMaxHeaderBytes >> 20, " MiB safetensors allows"));
+  if (n > static_cast<uint64_t>(size - 8))
+    return bad(absl::StrCat("header length ", n, " exceeds the file (", size, " bytes)"));
   std::string text(n, '\0');
-  f.read(text.data(), static_cast<std::streamsize>(n));
-  nlohmann::json header = nlohmann::json::parse(text, nullptr, false);
-  if (header.is_discarded() || !header.is_object()) return bad("the header is not a JSON object");
+  if (!read_at(text.data(), static_cast<int64_t>(n), 8)) return bad("reading the header failed");
+  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded()) return bad("the header is not well-formed JSON");
+  if (!header.is_object()) return bad("the header is not a JSON object");
   const int64_t data_start = 8 + static_cast<int64_t>(n);
+  const int64_t data_bytes = size - data_start;  // what the data offsets may address
   Checkpoint ckpt;
   for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string name = absl::CHexEscape(it.key());  // as errors show it
     if (it.key() == "__metadata__") {
       if (!it->is_object()) return bad("__metadata__ is not an object");
-      for (auto m = it->begin(); m != it->end(); ++m)
-        if (m->is_string()) ckpt.metadata[m.key()] = m->get<std::string>();
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string())
+          return bad(absl::StrCat("__metadata__ entry '", absl::CHexEscape(m.key()), "' is not a string"));
+        ckpt.metadata[m.key()] = m->get<std::string>();
+      }
+      if (auto step = ckpt.metadata.find("step"); step != ckpt.metadata.end()) {
+        int64_t v = -1;
+        const std::string& t = step->second;
+        const bool digits = !t.empty() && t.size() <= 10 &&
+                            std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+        if (!digits || !absl::SimpleAtoi(t, &v) || v > kMaxCheckpointStep)
+          return bad(absl::StrCat("__metadata__ step '", absl::CHexEscape(t.substr(0, 40)),
+                                  "' is not a step number (0..", kMaxCheckpointStep, ")"));
+      }
       continue;
     }
     const auto& e = *it;
     DType t;
     if (!e.is_object() || !e.contains("dtype") || !e["dtype"].is_string() ||
         !FromSafeName(e["dtype"].get<std::string>(), &t))
-      return bad(absl::StrCat("tensor '", it.key(), "' has no known dtype"));
+      return bad(absl::StrCat("tensor '", name, "' has no known dtype (F32, F64, BF16, F16, I32, I64, BOOL)"));
     if (!e.contains("shape") || !e["shape"].is_array() || !e.contains("data_offsets") ||
         !e["data_offsets"].is_array() || e["data_offsets"].size() != 2)
-      return bad(absl::StrCat("tensor '", it.key(), "' lacks a shape or data_offsets"));
+      return bad(absl::StrCat("tensor '", name, "' lacks a shape or data_offsets"));
+    if (e["shape"].size() > kMaxRank)
+      return bad(absl::StrCat("tensor '", name, "' has ", e["shape"].size(), " dims (at most ", kMaxRank, ")"));
+    // The dims, and the bytes they need, without overflow: a shape that
+    // cannot fit in the file is refused before anything is allocated.
     std::vector<int64_t> dims;
+    uint64_t bytes = static_cast<uint64_t>(DTypeBytes(t));
     for (const auto& d : e["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) return bad(absl::StrCat("tensor '", it.key(), "' has a bad shape"));
-      dims.push_back(d.get<int64_t>());
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return bad(absl::StrCat("tensor '", name, "' has a bad shape ", e["shape"].dump(),
+                                " (dims are non-negative integers)"));
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && bytes > static_cast<uint64_t>(data_bytes) / dim) bytes = UINT64_MAX;  // past the file
+      else bytes *= dim;
+      dims.push_back(static_cast<int64_t>(dim));
     }
-    int64_t begin = e["data_offsets"][0].get<int64_t>(), end = e["data_offsets"][1].get<int64_t>();
-    Literal v(Shape(t, dims));
-    if (end - begin != v.bytes() || begin < 0 || data_start + end > size)
-      return bad(absl::StrCat("tensor '", it.key(), "' ", v.shape().ToString(), " needs ", v.bytes(),
-                              " bytes but its data_offsets are [", begin, ", ", end, ")"));
-    f.seekg(data_start + begin);
-    f.read(static_cast<char*>(v.data()), v.bytes());
-    if (!f) return bad(absl::StrCat("reading tensor '", it.key(), "' failed"));
+    const auto& off = e["data_offsets"];
+    if (!off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      return bad(absl::StrCat("tensor '", name, "' has data_offsets ", off.dump(),
+                              ", not two non-negative integers"));
+    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    const std::string shape_text = absl::StrCat(SafeName(t), e["shape"].dump());
+    if (bytes > static_cast<uint64_t>(data_bytes))
+      return bad(absl::StrCat("tensor '", name, "' ", shape_text, " needs more bytes than the file's ", data_bytes,
+                              " bytes of data"));
+    if (begin > end || end > static_cast<uint64_t>(data_bytes))
+      return bad(absl::StrCat("tensor '", name, "' has data_offsets [", begin, ", ", end,
+                              ") outside the file's ", data_bytes, " bytes of data"));
+    if (end - begin != bytes)
+      return bad(absl::StrCat("tensor '", name, "' ", shape_text, " needs ", bytes, " bytes but its data_offsets are [",
+                              begin, ", ", end, ")"));
+    Literal v = Literal::Uninitialized(Shape(t, dims));
+    if (!read_at(v.data(), v.bytes(), data_start + static_cast<int64_t>(begin)))
+      return bad(absl::StrCat("reading tensor '", name, "' failed"));
     ckpt.tensors.emplace(it.key(), std::move(v));
   }
   return ckpt;

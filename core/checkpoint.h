@@ -4,6 +4,7 @@
 // stored under their module paths ("l1.weight").
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,7 +27,17 @@ struct Checkpoint {
 absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>& tensors,
                              const std::map<std::string, std::string>& metadata = {});
 
-// Reads a safetensors file. Errors name the file and what is wrong with it.
+// The largest step a checkpoint may record (its __metadata__ "step").
+inline constexpr int64_t kMaxCheckpointStep = 10'000'000;
+
+// Reads a safetensors file. It must be a regular file (a FIFO or a directory
+// is refused without waiting on it) whose header length is within the file
+// and safetensors' 100 MiB, whose header is a JSON object, each tensor with a
+// known dtype, a shape of non-negative dims and data_offsets that cover
+// exactly its bytes inside the file, and whose __metadata__ holds strings,
+// "step" (when present) a decimal number 0..kMaxCheckpointStep. Errors name
+// the file and what is wrong with it; nothing is allocated for a tensor
+// before its shape is known to fit in the file.
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 
 // Sets each tensor's value from the checkpoint entry of the same name. Every

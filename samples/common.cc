@@ -1,5 +1,6 @@
 #include "samples/common.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -21,9 +22,14 @@ absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vec
   auto ckpt = load_checkpoint(cfg.init_path);
   if (!ckpt.ok()) return ckpt.status();
   if (auto s = load_into(*ckpt, tensors, cfg.init_path); !s.ok()) return s;
-  int step = 0;
+  int step = 0;  // load_checkpoint checked it is a number 0..kMaxCheckpointStep
   if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() && !absl::SimpleAtoi(it->second, &step))
     return absl::InvalidArgumentError(cfg.init_path + ": metadata step '" + it->second + "' is not a number");
+  const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;
+  if (step >= end)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", cfg.init_path, " resumes at step ", step, " but the run ends before step ", end,
+        cfg.stop_at >= 0 && cfg.stop_at < cfg.steps ? " (--stop-at)" : " (--steps)", ": nothing left to train"));
   set_current_step(step);
   return step;
 }

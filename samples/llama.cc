@@ -3,14 +3,18 @@
 // with RoPE and RMSNorm + SwiGLU, a final norm and an output head — trained
 // with AdamW on next-byte prediction. Data: a text file (`--data`; its last
 // 10% held out for the eval loss) or synthetic text with learnable structure.
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
-#include <fstream>
+#include <cstring>
 #include <optional>
 #include <map>
 #include <random>
 #include <regex>
 #include <source_location>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -46,14 +50,52 @@ struct Corpus {
   std::string train, held_out;
 };
 
+// The bytes of `path`, a regular file of at most kMaxDataBytes, read a piece
+// at a time: a FIFO, a device (/dev/zero) or a directory is refused before a
+// byte is read, and a file that grows past the limit while read stops there.
+absl::StatusOr<std::string> ReadDataFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("--data ", path, " cannot be opened: ", std::strerror(errno)));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return absl::NotFoundError(absl::StrCat("--data ", path, " cannot be read: ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(absl::StrCat("--data ", path, " is ",
+                                                   S_ISDIR(st.st_mode)    ? "a directory"
+                                                   : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                   : S_ISCHR(st.st_mode)  ? "a character device"
+                                                   : S_ISBLK(st.st_mode)  ? "a block device"
+                                                   : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                          : "a special file",
+                                                   ", not a regular file of text"));
+  const std::string too_big = absl::StrCat("--data ", path, " is larger than the ", kMaxDataBytes >> 20,
+                                           " MiB the llama sample keeps in memory");
+  if (st.st_size > kMaxDataBytes) return absl::InvalidArgumentError(absl::StrCat(too_big, " (", st.st_size, " bytes)"));
+  std::string text;
+  text.reserve(static_cast<size_t>(st.st_size));
+  char piece[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, piece, sizeof piece);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::DataLossError(absl::StrCat("--data ", path, ": reading failed: ", std::strerror(errno)));
+    if (n == 0) break;
+    if (static_cast<int64_t>(text.size()) + n > kMaxDataBytes) return absl::InvalidArgumentError(too_big);
+    text.append(piece, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 absl::StatusOr<Corpus> LoadCorpus(const SampleConfig& cfg) {
   std::string text;
   if (!cfg.data_path.empty()) {
-    std::ifstream f(cfg.data_path, std::ios::binary);
-    if (!f) return absl::NotFoundError(absl::StrCat("--data ", cfg.data_path, " cannot be opened"));
-    std::stringstream ss_;
-    ss_ << f.rdbuf();
-    text = ss_.str();
+    auto bytes = ReadDataFile(cfg.data_path);
+    if (!bytes.ok()) return bytes.status();
+    text = *std::move(bytes);
   } else {
     text = SyntheticText(200000, cfg.seed + 7);
   }

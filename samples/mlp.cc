@@ -88,13 +88,20 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
 }
 
 const std::vector<SampleInfo>& Registry() {
+  // The flags are what each Run* reads of its SampleConfig; the batch limits
+  // keep a step's activations (and their gradients) within a few GiB:
+  // about 28 KiB per example for mlp, 8 MiB for llama (128 positions, 2
+  // layers, 4x128x128 attention scores), 2.5 MiB for cnn.
   static const std::vector<SampleInfo> samples = {
-      {"mlp", "784-1024-1024-10 classifier, SGD, data parallel; batch 64 -> 48 at step 10", RunMlp},
-      {"llama", "Llama-style decoder (2 layers, d 256, 4 heads, SwiGLU 1024, RMSNorm, RoPE), bytes, AdamW", RunLlama},
+      {"mlp", "784-1024-1024-10 classifier, SGD, data parallel; batch 64 -> 48 at step 10", RunMlp,
+       {"--batch", "--batch-after", "--change-step", "--lr", "--init", "--save", "--stop-at", "--read-loss-every"},
+       16384},
+      {"llama", "Llama-style decoder (2 layers, d 256, 4 heads, SwiGLU 1024, RMSNorm, RoPE), bytes, AdamW", RunLlama,
+       {"--batch", "--init", "--save", "--stop-at", "--data", "--eval-every", "--autocast", "--checkpoint"}, 256},
       {"cnn", "ResNet-style CNN (stem + 3 residual stages 16/32/64, BatchNorm, dropout) on 32x32 images, SGD momentum",
-       RunCnn},
+       RunCnn, {"--batch", "--lr", "--init", "--save", "--stop-at", "--eval-every", "--autocast"}, 1024},
       {"recompile_storm", "next-token model fed random lengths 8..48: a graph per length; --bucket pads to powers of two",
-       RunRecompileStorm},
+       RunRecompileStorm, {"--lr", "--bucket"}, 0},
   };
   return samples;
 }

@@ -64,7 +64,17 @@ struct SampleInfo {
   std::string name;
   std::string description;
   std::function<absl::StatusOr<SampleResult>(const SampleConfig&)> run;
+  // The `shardscope run` flags this sample reads beyond those every sample
+  // takes (--db, --mesh, --steps, --hosts, --seed, --sharding, --profile and
+  // the runtime's): `run` refuses the others, lists these in its help, and
+  // records only these in the run's config.
+  std::vector<std::string> flags;
+  // The largest batch (--batch, --batch-after) that fits this machine's memory.
+  int max_batch = 0;
 };
+
+// The largest --data file the llama sample reads (it keeps every byte in memory).
+inline constexpr int64_t kMaxDataBytes = int64_t{256} << 20;
 
 // The mlp sample: 784-1024-1024-10 classifier, SGD, data parallel over 'data'.
 absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg);

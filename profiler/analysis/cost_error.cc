@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/format.h"
 
 namespace shardscope::analysis {
 
@@ -69,7 +70,7 @@ absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Rea
 }
 
 std::string CostModelErrorLine(const CostModelError& e) {
-  return absl::StrFormat("cost model error (%s profile): median %.0f%% over %d kernels", e.profile,
+  return absl::StrFormat("cost model error (%s profile): median %.0f%% over %d kernels", Printable(e.profile),
                          100 * e.median, e.kernels);
 }
 

@@ -42,8 +42,30 @@ std::string Humanize(const std::string& snake) {
   return out;
 }
 
-std::string AlignTable(const std::vector<std::vector<std::string>>& rows,
+std::string Printable(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7F) {
+      out += ch;
+      continue;
+    }
+    switch (c) {
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default: absl::StrAppendFormat(&out, "\\x%02x", c);
+    }
+  }
+  return out;
+}
+
+std::string AlignTable(const std::vector<std::vector<std::string>>& table,
                        const std::string& indent, const std::vector<bool>& right) {
+  std::vector<std::vector<std::string>> rows = table;
+  for (auto& row : rows)
+    for (std::string& cell : row) cell = Printable(cell);
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (row.size() > width.size()) width.resize(row.size(), 0);

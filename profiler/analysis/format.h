@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace shardscope::analysis {
@@ -11,8 +12,14 @@ namespace shardscope::analysis {
 std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", "38 ms", "1.25 s", "2.5 min", "26.5 h"
 std::string FormatBytes(int64_t bytes);  // "512 B", "98 KiB", "3.1 MiB"
 std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "input shape changed"
+// A name from the database as one line of text: control characters print as
+// escapes ("\n", "\r", "\t", "\x1b", "\x7f"), so a stored name can neither
+// break a report's lines nor drive the terminal. Every table cell is printed
+// so (AlignTable, Markdown cells), and each name the text renderers print
+// outside a table.
+std::string Printable(std::string_view name);
 
-// Pads columns to a common width; numeric-looking columns could be right aligned
+// Pads columns to a common width (of the cells as Printable shows them); numeric-looking columns could be right aligned
 // by the caller's choice in `right` (one flag per column, may be shorter).
 std::string AlignTable(const std::vector<std::vector<std::string>>& rows,
                        const std::string& indent, const std::vector<bool>& right = {});

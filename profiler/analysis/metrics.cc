@@ -105,7 +105,7 @@ std::string RenderMetricsText(const MetricsReport& r) {
     out += "\nNo warnings.\n";
   } else {
     out += "\nWarnings\n";
-    for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ! ", w, "\n");
+    for (const std::string& w : r.warnings) absl::StrAppend(&out, "  ! ", Printable(w), "\n");
   }
   return out;
 }

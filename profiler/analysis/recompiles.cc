@@ -31,6 +31,25 @@ std::vector<int64_t> DimsOf(const std::string& shape) {
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
 
+// A field of one input of a stored signature, as text: "" when the input is
+// not an object or lacks it; a shape stored as a list of dims reads "[64,784]".
+// Whatever another tool or version stored, reading it never throws.
+std::string SignatureText(const nlohmann::json& input, const char* key) {
+  if (!input.is_object()) return "";
+  auto it = input.find(key);
+  if (it == input.end()) return "";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_array()) {
+    std::vector<int64_t> dims;
+    for (const auto& d : *it) {
+      if (!d.is_number_integer()) return "";
+      dims.push_back(d.get<int64_t>());
+    }
+    return DimsText(dims);
+  }
+  return "";
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader& rd, int64_t run_id,
@@ -113,13 +132,13 @@ std::string PaddedSignature(const std::string& text, const std::map<std::string,
   if (!sig.is_array()) return text;
   std::string out;
   for (const auto& in : sig) {
-    const std::string name = in.value("name", "");
-    std::vector<int64_t> d = DimsOf(in.value("shape", ""));
+    const std::string name = SignatureText(in, "name");
+    std::vector<int64_t> d = DimsOf(SignatureText(in, "shape"));
     auto it = varies.find(name);
     if (it != varies.end())
       for (size_t k = 0; k < d.size() && k < it->second.size(); ++k)
         if (it->second[k]) d[k] = PowerOfTwoBucket(d[k]);
-    absl::StrAppend(&out, name, ":", in.value("dtype", ""), DimsText(d), in.value("sharding", ""), ";");
+    absl::StrAppend(&out, name, ":", SignatureText(in, "dtype"), DimsText(d), SignatureText(in, "sharding"), ";");
   }
   return out;
 }
@@ -229,7 +248,7 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
       for (const std::string& text : signatures) {
         nlohmann::json sig = nlohmann::json::parse(text, nullptr, false);
         if (!sig.is_array()) continue;
-        for (const auto& in : sig) shapes[in.value("name", "")].insert(in.value("shape", ""));
+        for (const auto& in : sig) shapes[SignatureText(in, "name")].insert(SignatureText(in, "shape"));
       }
       for (const auto& [name, seen] : shapes) {
         if (seen.size() < 2) continue;
@@ -380,7 +399,7 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
   std::string out = absl::StrCat("run ", r.run_id, ": compilations by call site\n");
   if (r.sites.empty()) return out + "\nno compilations recorded\n";
   for (const CallSiteRecompiles& s : r.sites) {
-    absl::StrAppend(&out, "\n", s.call_site, "\n  ", s.distinct_graphs, " distinct graph",
+    absl::StrAppend(&out, "\n", Printable(s.call_site), "\n  ", s.distinct_graphs, " distinct graph",
                     s.distinct_graphs == 1 ? "" : "s", ", ", s.misses, " compilation", s.misses == 1 ? "" : "s",
                     ", ", FormatNs(s.compile_ns), " compiling (host clock)\n");
     std::vector<std::vector<std::string>> t = {{"step", "cache", "cause", "at", "time", "detail"}};
@@ -390,7 +409,7 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
                                                                         : e.cause_kind + "/" + e.cause_subkind,
                    e.at.empty() ? "-" : e.at, FormatNs(e.duration_ns), Clip(e.cause_detail)});
     out += AlignTable(t, "    ");
-    for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", g.text, "\n");
+    for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", Printable(g.text), "\n");
   }
   return out;
 }

@@ -19,40 +19,41 @@ std::string Plural(int64_t n, const std::string& one, const std::string& many) {
 }
 
 std::string MeshText(const RunHeader& h) {
-  std::string axes = absl::StrReplaceAll(h.mesh_axes, {{",", ", "}});
-  return axes.empty() ? h.mesh : absl::StrCat(h.mesh, " (", axes, ")");
+  std::string axes = Printable(absl::StrReplaceAll(h.mesh_axes, {{",", ", "}}));
+  return axes.empty() ? Printable(h.mesh) : absl::StrCat(Printable(h.mesh), " (", axes, ")");
 }
 
 std::string Title(const RunReport& r) {
   const RunHeader& h = r.run;
   std::string mesh = h.mesh.empty() ? "" : absl::StrCat(", mesh ", MeshText(h));
-  return absl::StrCat("run ", h.run_id, ": ", h.sample, ", ", Plural(r.steps.count, "step", "steps"),
+  return absl::StrCat("run ", h.run_id, ": ", Printable(h.sample), ", ", Plural(r.steps.count, "step", "steps"),
                       mesh, ", ", Plural(h.num_devices, "chip", "chips"), " on ",
-                      Plural(h.num_hosts, "host", "hosts"), ", profile ", h.profile,
+                      Plural(h.num_hosts, "host", "hosts"), ", profile ", Printable(h.profile),
                       h.simulated ? ", simulated" : "");
 }
 
 std::string StatusText(const RunHeader& h) {
-  std::string s = absl::StrCat("started ", h.started_at, ", ", h.status);
+  std::string s = absl::StrCat("started ", Printable(h.started_at), ", ", Printable(h.status));
   if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
-  if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", h.sharding);
+  if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", Printable(h.sharding));
   return s;
 }
 
 std::string Loss(std::optional<double> v) { return v ? absl::StrFormat("%.4g", *v) : "-"; }
 
 std::string CauseText(const CompileMiss& m) {
-  std::string s = Humanize(m.cause_kind.empty() ? "unknown_cause" : m.cause_kind);
-  if (!m.cause_subkind.empty()) absl::StrAppend(&s, " (", Humanize(m.cause_subkind), ")");
+  std::string s = Printable(Humanize(m.cause_kind.empty() ? "unknown_cause" : m.cause_kind));
+  if (!m.cause_subkind.empty()) absl::StrAppend(&s, " (", Printable(Humanize(m.cause_subkind)), ")");
   // Reports show at most 200 characters of a detail; the database keeps it whole.
   if (!m.cause_detail.empty())
-    absl::StrAppend(&s, ": ", m.cause_detail.size() <= 200 ? m.cause_detail : m.cause_detail.substr(0, 197) + "...");
+    absl::StrAppend(&s, ": ",
+                    Printable(m.cause_detail.size() <= 200 ? m.cause_detail : m.cause_detail.substr(0, 197) + "..."));
   return s;
 }
 
 std::string Where(const std::string& file, int line) {
   if (file.empty()) return "";
-  return line > 0 ? absl::StrCat(file, ":", line) : file;
+  return line > 0 ? absl::StrCat(Printable(file), ":", line) : Printable(file);
 }
 
 std::string PerChipBytes(const ShardingRow& s) {
@@ -75,8 +76,10 @@ std::string AutoShardingLines(const RunReport& r, const char* indent) {
     absl::StrAppend(&out, indent,
                     absl::StrFormat("Auto-sharding (step %d, %s search, %d layouts scored): modeled step %.3f ms "
                                     "on %s",
-                                    a.step, a.method, a.evaluations, chosen.modeled_ns / 1e6, a.profile),
-                    ratio > 0 ? absl::StrFormat(", %.2fx the best hand-written strategy (%s)", ratio, best) : "",
+                                    a.step, Printable(a.method), a.evaluations, chosen.modeled_ns / 1e6,
+                                    Printable(a.profile)),
+                    ratio > 0 ? absl::StrFormat(", %.2fx the best hand-written strategy (%s)", ratio, Printable(best))
+                              : "",
                     "; `shardscope sharding` lists the layouts.\n");
   }
   return out;
@@ -91,7 +94,8 @@ std::string RematLine(const RunReport& r) {
     if (m.bytes > big->bytes) big = &m;
   }
   return absl::StrCat(r.rematerializations.size(), " involuntary full rematerializations (", FormatBytes(total),
-                      " gathered whole); the largest: ", big->value, " (", FormatBytes(big->bytes), ") for ", big->op,
+                      " gathered whole); the largest: ", Printable(big->value), " (", FormatBytes(big->bytes), ") for ",
+                      Printable(big->op),
                       " at ", Where(big->source_file, big->source_line), " — see `shardscope sharding`");
 }
 
@@ -111,7 +115,7 @@ std::string CompileLine(const CompileStats& c) {
                       Plural(c.recompilations, "recompilation", "recompilations"));
 }
 
-std::string MdCell(const std::string& s) { return absl::StrReplaceAll(s, {{"|", "\\|"}}); }
+std::string MdCell(const std::string& s) { return absl::StrReplaceAll(Printable(s), {{"|", "\\|"}}); }
 
 std::string MdTable(const std::vector<std::string>& head,
                     const std::vector<std::vector<std::string>>& rows) {
@@ -169,7 +173,7 @@ std::string FormatFlops(double f) {
 }
 
 std::string KernelsHeading(const RunReport& r) {
-  return absl::StrCat("Top kernels (device clock, all chips and steps; modeled on profile ", r.run.profile,
+  return absl::StrCat("Top kernels (device clock, all chips and steps; modeled on profile ", Printable(r.run.profile),
                       ", peak ", FormatFlops(r.kernels.peak_flops), ")");
 }
 
@@ -194,7 +198,7 @@ const std::vector<std::string> kKernelHead = {"kernel", "shape",   "bound by", "
 }  // namespace
 
 std::string RenderText(const RunReport& r) {
-  std::string out = absl::StrCat("shardscope report ", r.run.db_path, " — ", Title(r), "\n",
+  std::string out = absl::StrCat("shardscope report ", Printable(r.run.db_path), " — ", Title(r), "\n",
                                  StatusText(r.run), "\n\n");
   std::vector<std::vector<std::string>> summary;
   summary.push_back({"Steps", absl::StrCat(r.steps.count),
@@ -255,7 +259,7 @@ std::string RenderText(const RunReport& r) {
 }
 
 std::string RenderMarkdown(const RunReport& r) {
-  std::string out = absl::StrCat("# shardscope report: ", r.run.db_path, "\n\n", Title(r), "  \n",
+  std::string out = absl::StrCat("# shardscope report: ", Printable(r.run.db_path), "\n\n", Title(r), "  \n",
                                  StatusText(r.run), "\n\n");
   out += MdTable({"", "count", "summary"},
                  {{"Steps", absl::StrCat(r.steps.count),

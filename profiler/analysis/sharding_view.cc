@@ -215,7 +215,8 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
     row_of[all->Int(i, "op_id")] = i;
     if (all->Text(i, "name") == name) at = all->Int(i, "op_id");
   }
-  std::string out = absl::StrCat("run ", run_id, ", graph ", g, ": where the layout of ", name, " came from\n");
+  std::string out =
+      absl::StrCat("run ", run_id, ", graph ", g, ": where the layout of ", Printable(name), " came from\n");
   std::vector<std::vector<std::string>> rows = {{"", "value", "sharding", "how", "made at"}};
   std::set<int64_t> seen;
   for (int step = 0; at >= 0 && seen.insert(at).second; ++step) {
@@ -243,8 +244,9 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
 }
 
 std::string RenderShardingText(const ShardingView& v, bool all_grids) {
-  std::string out = absl::StrCat("run ", v.run_id, ": ", v.sample, " on mesh ", v.mesh, " (axes ", v.mesh_axes,
-                                 "), sharding ", v.strategy.empty() ? "-" : v.strategy, "\n\n");
+  std::string out = absl::StrCat("run ", v.run_id, ": ", Printable(v.sample), " on mesh ", Printable(v.mesh),
+                                 " (axes ", Printable(v.mesh_axes), "), sharding ",
+                                 v.strategy.empty() ? "-" : Printable(v.strategy), "\n\n");
   if (v.tensors.empty()) return out + "no tensors recorded\n";
   std::vector<std::vector<std::string>> table = {{"tensor", "type", "sharding", "source", "held"}};
   for (const TensorTiles& tt : v.tensors) {
@@ -273,14 +275,14 @@ std::string RenderShardingText(const ShardingView& v, bool all_grids) {
     out += AlignTable(rows, "  ");
   }
   for (const AutoShardingSummary& a : v.auto_sharding) {
-    absl::StrAppend(&out, "\nAuto-sharding at step ", a.step, ": ", a.method, " search, ", a.evaluations,
+    absl::StrAppend(&out, "\nAuto-sharding at step ", a.step, ": ", Printable(a.method), " search, ", a.evaluations,
                     " layouts scored of ", absl::StrFormat("%.3g", a.combinations), " in ",
                     absl::StrFormat("%.1f", static_cast<double>(a.search_ns) / 1e9), " s (host clock), budget ",
                     a.memory_budget > 0 ? FormatBytes(a.memory_budget) : "none", " per chip\n");
     std::vector<std::vector<std::string>> rows = {{"group", "tensors", "layout", "sharding"}};
     for (const auto& c : a.choices) rows.push_back({c.group, std::to_string(c.tensors), c.layout, c.sharding});
     out += AlignTable(rows, "  ");
-    absl::StrAppend(&out, "  modeled step on the ", a.profile, " profile:\n");
+    absl::StrAppend(&out, "  modeled step on the ", Printable(a.profile), " profile:\n");
     std::vector<std::vector<std::string>> cost = {{"strategy", "modeled step", "collectives", "peak/chip", ""}};
     for (const auto& c : a.candidates)
       cost.push_back({c.strategy + (c.chosen ? " (chosen)" : ""), absl::StrFormat("%.3f ms", c.modeled_ns / 1e6),
@@ -291,9 +293,10 @@ std::string RenderShardingText(const ShardingView& v, bool all_grids) {
   for (const std::string& key : order) {
     const auto& ts = layouts[key];
     const ShardingRow& t = ts[0]->tensor;
-    std::string names = t.name;
+    std::string names = Printable(t.name);
     if (ts.size() > 1) absl::StrAppend(&names, " and ", ts.size() - 1, " more with this layout");
-    absl::StrAppend(&out, "\n", names, ": ", t.dtype, t.shape, " ", t.sharding, "\n", Grid(*ts[0], "  "));
+    absl::StrAppend(&out, "\n", names, ": ", Printable(t.dtype + t.shape), " ", Printable(t.sharding), "\n",
+                    Grid(*ts[0], "  "));
   }
   return out;
 }

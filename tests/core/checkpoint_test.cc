@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
@@ -88,6 +92,143 @@ TEST_F(CheckpointTest, ClearErrors) {
   EXPECT_FALSE(save_checkpoint(Temp("x"), {&a, &a}).ok());
   std::remove(path.c_str());
   std::remove(cut.c_str());
+}
+
+// A safetensors file from its parts: the 8-byte length (the header's own
+// unless `length` is given), the header text and the data bytes.
+std::string WriteSafetensors(const std::string& name, const std::string& header, const std::string& data,
+                             std::optional<uint64_t> length = std::nullopt) {
+  std::string path = Temp(name);
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  const uint64_t n = length.value_or(header.size());
+  for (int k = 0; k < 8; ++k) f.put(static_cast<char>(n >> (8 * k)));
+  f << header << data;
+  return path;
+}
+
+// Every damage a checkpoint can have is an error naming the file and what is
+// wrong, never a crash, a huge allocation or a wait.
+TEST_F(CheckpointTest, DamagedFilesAreClearErrors) {
+  const std::string eight(8, '\0');  // the data of one f32[2]
+  const std::string ok_entry = R"("w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  struct Case {
+    const char* what;
+    std::string header;
+    std::string data;
+    std::optional<uint64_t> length;
+    const char* message;
+  } cases[] = {
+      {"length 1", "{", "", std::nullopt, "header length 1 cannot hold a JSON object"},
+      {"length past the file", "{}", "", 4096, "header length 4096 exceeds the file (10 bytes)"},
+      {"length 2^64-1", "{}", "", UINT64_MAX, "header length 18446744073709551615 is over the 100 MiB"},
+      {"length over 100 MiB", "{}", "", uint64_t{101} << 20, "is over the 100 MiB safetensors allows"},
+      {"not JSON", "{\"w\": [", "", std::nullopt, "the header is not well-formed JSON"},
+      {"not an object", "[1, 2]", "", std::nullopt, "the header is not a JSON object"},
+      {"unknown dtype", R"({"w":{"dtype":"F8","shape":[2],"data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' has no known dtype"},
+      {"entry not an object", R"({"w":3})", eight, std::nullopt, "tensor 'w' has no known dtype"},
+      {"no shape", R"({"w":{"dtype":"F32","data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' lacks a shape or data_offsets"},
+      {"negative dim", R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' has a bad shape [-2]"},
+      {"fractional dim", R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' has a bad shape [2.5]"},
+      {"dim as text", R"({"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' has a bad shape"},
+      {"dim past int64", R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", eight,
+       std::nullopt, "tensor 'w' has a bad shape"},
+      {"shape beyond the file",
+       R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})", eight, std::nullopt,
+       "tensor 'w' F32[4294967296,4294967296] needs more bytes than the file's 8 bytes of data"},
+      {"too many dims", R"({"w":{"dtype":"F32","shape":[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1],"data_offsets":[0,4]}})",
+       eight, std::nullopt, "tensor 'w' has 17 dims (at most 16)"},
+      {"offsets past the file", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[1000,1008]}})", eight,
+       std::nullopt, "tensor 'w' has data_offsets [1000, 1008) outside the file's 8 bytes of data"},
+      {"offsets reversed", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", eight, std::nullopt,
+       "tensor 'w' has data_offsets [8, 0) outside"},
+      {"negative offset", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", eight, std::nullopt,
+       "tensor 'w' has data_offsets [-8,0], not two non-negative integers"},
+      {"offsets as text", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":["0","8"]}})", eight, std::nullopt,
+       "not two non-negative integers"},
+      {"one offset", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", eight, std::nullopt,
+       "tensor 'w' lacks a shape or data_offsets"},
+      {"offsets not the shape's bytes", R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", eight,
+       std::nullopt, "tensor 'w' F32[2] needs 8 bytes but its data_offsets are [0, 4)"},
+      {"metadata not an object", "{" + ok_entry + R"(,"__metadata__":[1]})", eight, std::nullopt,
+       "__metadata__ is not an object"},
+      {"metadata not text", "{" + ok_entry + R"(,"__metadata__":{"step":5}})", eight, std::nullopt,
+       "__metadata__ entry 'step' is not a string"},
+      {"step negative", "{" + ok_entry + R"(,"__metadata__":{"step":"-3"}})", eight, std::nullopt,
+       "__metadata__ step '-3' is not a step number (0..10000000)"},
+      {"step 2^31", "{" + ok_entry + R"(,"__metadata__":{"step":"2147483648"}})", eight, std::nullopt,
+       "__metadata__ step '2147483648' is not a step number"},
+      {"step huge", "{" + ok_entry + R"(,"__metadata__":{"step":"99999999999999999999999"}})", eight, std::nullopt,
+       "__metadata__ step '99999999999999999999999' is not a step number"},
+      {"step text", "{" + ok_entry + R"(,"__metadata__":{"step":"ten"}})", eight, std::nullopt,
+       "__metadata__ step 'ten' is not a step number"},
+      {"step with a sign", "{" + ok_entry + R"(,"__metadata__":{"step":"+3"}})", eight, std::nullopt,
+       "__metadata__ step '+3' is not a step number"},
+      {"escape in a name", R"({"w\u001b[2J":{"dtype":"F8","shape":[2],"data_offsets":[0,8]}})", eight,
+       std::nullopt, "tensor 'w\\x1b[2J' has no known dtype"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = WriteSafetensors("damaged.safetensors", c.header, c.data, c.length);
+    auto ck = load_checkpoint(path);
+    ASSERT_FALSE(ck.ok()) << c.what << ": loaded";
+    EXPECT_NE(ck.status().message().find(path), std::string::npos) << c.what << ": " << ck.status();
+    EXPECT_NE(ck.status().message().find(c.message), std::string::npos) << c.what << ": " << ck.status();
+    std::remove(path.c_str());
+  }
+  // The same parts, undamaged, load.
+  const std::string path =
+      WriteSafetensors("whole.safetensors", "{" + ok_entry + R"(,"__metadata__":{"step":"10000000"}})", eight);
+  auto ck = load_checkpoint(path);
+  ASSERT_TRUE(ck.ok()) << ck.status();
+  EXPECT_EQ(ck->metadata.at("step"), "10000000");
+  EXPECT_EQ(ck->tensors.at("w").shape(), Shape(DType::kF32, {2}));
+  std::remove(path.c_str());
+}
+
+// Not a regular file: refused at once, without reading (a FIFO would block).
+TEST_F(CheckpointTest, OnlyRegularFilesAreRead) {
+  auto dir = load_checkpoint(::testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("is a directory, not a regular file"), std::string::npos) << dir.status();
+  auto zero = load_checkpoint("/dev/zero");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("/dev/zero is a character device"), std::string::npos) << zero.status();
+  const std::string fifo = Temp("ckpt.fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto f = load_checkpoint(fifo);  // with no writer: returns, does not wait
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find(fifo + " is a FIFO, not a regular file"), std::string::npos) << f.status();
+  std::remove(fifo.c_str());
+}
+
+// A checkpoint at or past the run's last step leaves nothing to train: an error, not a run of no steps.
+TEST_F(CheckpointTest, ResumingPastTheEndIsAnError) {
+  samples::SampleConfig cfg;
+  cfg.steps = 3;
+  cfg.batch = cfg.batch_after = 8;
+  cfg.save_path = Temp("end.safetensors");
+  ASSERT_TRUE(samples::RunMlp(cfg).ok());
+  cfg.init_path = cfg.save_path;
+  cfg.save_path.clear();
+  auto r = samples::RunMlp(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("resumes at step 3 but the run ends before step 3 (--steps)"), std::string::npos)
+      << r.status();
+  cfg.steps = 10;
+  cfg.stop_at = 2;
+  r = samples::RunMlp(cfg);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("ends before step 2 (--stop-at)"), std::string::npos) << r.status();
+  cfg.stop_at = -1;
+  r = samples::RunMlp(cfg);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->first_step, 3);
+  std::remove(cfg.init_path.c_str());
 }
 
 // Training 20 steps equals training 10, saving, and resuming for 10 more.

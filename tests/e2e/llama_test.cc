@@ -5,6 +5,7 @@
 // data-parallel program really splits the batch.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -217,6 +218,52 @@ TEST(LlamaSample, BadDataFileIsAClearError) {
   Shutdown();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("/nonexistent/corpus.txt"), std::string::npos) << r.status();
+}
+
+// --data that is not a regular file, or is larger than the sample keeps in
+// memory, is refused before it is read: a FIFO without a writer does not
+// block, /dev/zero does not fill memory, a 300 MiB (sparse) file is not read.
+TEST(LlamaSample, DataMustBeABoundedRegularFile) {
+  const std::string fifo = absl::StrCat(::testing::TempDir(), "/llama_data_", getpid(), ".fifo");
+  const std::string big = absl::StrCat(::testing::TempDir(), "/llama_data_", getpid(), ".big");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  {
+    FILE* f = std::fopen(big.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    ASSERT_EQ(ftruncate(fileno(f), samples::kMaxDataBytes + 1), 0);
+    std::fclose(f);
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {fifo, fifo + " is a FIFO, not a regular file"},
+      {"/dev/zero", "--data /dev/zero is a character device, not a regular file"},
+      {::testing::TempDir(), "is a directory, not a regular file"},
+      {big, big + " is larger than the 256 MiB the llama sample keeps in memory (268435457 bytes)"},
+  };
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  for (const auto& [path, message] : cases) {
+    samples::SampleConfig c = Tiny();
+    c.data_path = path;
+    auto r = samples::RunLlama(c);
+    ASSERT_FALSE(r.ok()) << path;
+    EXPECT_NE(r.status().message().find(message), std::string::npos) << r.status();
+  }
+  // A regular file read in many pieces trains.
+  {
+    std::FILE* f = std::fopen(big.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    for (int k = 0; k < 20000; ++k) std::fputs("the quick brown fox ", f);  // 400 KB
+    std::fclose(f);
+  }
+  samples::SampleConfig c = Tiny();
+  c.steps = 1;
+  c.eval_every = 0;
+  c.data_path = big;
+  auto r = samples::RunLlama(c);
+  EXPECT_TRUE(r.ok()) << r.status();
+  Shutdown();
+  std::remove(fifo.c_str());
+  std::remove(big.c_str());
 }
 
 }  // namespace

@@ -3,83 +3,43 @@
 // runs a sample, so everything the stack reports lands in one SQLite file.
 #include "ui/cli/drivers.h"
 
+#include <errno.h>
 #include <malloc.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <cstdio>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
 #include "runtime/gemm.h"
 #include "core/shardscope.h"
 #include "record/recording.h"
 #include "samples/samples.h"
+#include "ui/cli/flags.h"
 
 namespace shardscope::cli {
 namespace {
 
-constexpr const char* kRunHelp =
-    "usage: shardscope run SAMPLE --db PATH [--mesh RxC] [--steps N] [--hosts H] [--seed S]\n"
-    "                         [--batch B] [--batch-after B] [--change-step K] [--lr LR]\n"
-    "                         [--profile cpu|tpu-v4|h100] [--init FILE] [--save FILE]\n"
-    "                         [--data FILE] [--eval-every N] [--autocast bf16|f16] [--checkpoint]\n"
-    "                         [--sharding dp|fsdp|tp|fsdp_tp|auto]\n"
-    "                         [--no-fusion] [--cache-dir DIR] [--quiet]\n"
-    "\n"
-    "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
-    "(created if missing; an existing shardscope database gains a new run).\n"
-    "\n"
-    "  --mesh RxC        mesh shape, axes 'data' x 'model' (default 1x1)\n"
-    "  --sharding S      llama: dp (batch over the whole mesh), fsdp (axes data x fsdp:\n"
-    "                    weights and AdamW moments split over fsdp), tp (weights split\n"
-    "                    column/row parallel over model, batch over data) or fsdp_tp\n"
-    "                    (axes fsdp x model), or auto (chosen by auto-sharding for the\n"
-    "                    lowest modeled step that fits each chip; compared with the\n"
-    "                    others in `shardscope sharding`); mlp and cnn are dp (default dp)\n"
-    "  --steps N         training steps (default 20)\n"
-    "  --hosts H         hosts the chips are spread over (default 1)\n"
-    "  --seed S          seed of weights and data (default 0)\n"
-    "  --batch B         batch size (mlp 64, llama 8, cnn 32 by default)\n"
-    "  --batch-after B, --change-step K\n"
-    "                    mlp: the step at which the batch becomes B'\n"
-    "                    (defaults 48, 10; --change-step -1 keeps it fixed)\n"
-    "  --lr LR           learning rate (default 0.05)\n"
-    "  --profile P       target chip of the modeled clock: cpu (this machine,\n"
-    "                    calibrated), tpu-v4 or h100 (default cpu)\n"
-    "  --data FILE       llama: train on this text file's bytes (last 10% held out)\n"
-    "  --eval-every N    llama, cnn: held-out loss every N steps and after the last\n"
-    "                    (default 50; 0: never)\n"
-    "  --init FILE       start from a safetensors checkpoint (resumes at its step)\n"
-    "  --save FILE       write the trained weights (and optimizer state) as a safetensors checkpoint\n"
-    "  --stop-at K       stop before step K as if interrupted (schedules still plan for --steps);\n"
-    "                    with --save, a later --init FILE resumes at step K\n"
-    "  --autocast T      llama, cnn: matmuls and convolutions on T (bf16 or f16) copies\n"
-    "                    of their f32 operands, with f32 results and f32 master weights\n"
-    "  --checkpoint      llama: gradient checkpointing per layer (activations recomputed\n"
-    "                    in backward; the memory_plans table shows the lower peak)\n"
-    "  --bucket          recompile_storm: pad each batch's length to its power-of-two\n"
-    "                    bucket (what `shardscope recompiles` suggests)\n"
-    "  --read-loss-every N  mlp: read the loss mid-step (before the update) every N steps,\n"
-    "                    cutting the graph there (default 0: never)\n"
-    "  --no-fusion       run every op as its own kernel (fusion is on by default;\n"
-    "                    the fusion_decisions table says what was fused and why)\n"
-    "  --cache-dir DIR   keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
-    "                    a second run of the same workload compiles nothing\n"
-    "  --cache-capacity N  keep at most N programs in memory (default: all); a\n"
-    "                    recompiled evicted one is diagnosed as cache_evicted\n"
-    "  --quiet           print only the summary line (no per-step losses and no\n"
-    "                    one-line notice on stderr at each recompilation)\n"
-    "\n"
-    "samples:\n";
-
-bool ParseInt(const std::string& s, int64_t* v) { return absl::SimpleAtoi(s, v); }
+// What this machine runs: `run` refuses a number outside these before it
+// records anything. Chips: runtime/topology.cc computes the shards of up to
+// 64 chips for real (DESIGN.md). Steps: what a checkpoint may resume at.
+constexpr int64_t kMaxSteps = kMaxCheckpointStep;
+constexpr int64_t kMaxChips = 64;
+constexpr int64_t kMaxCacheCapacity = 1'000'000;
+constexpr double kMaxLr = 100;
 
 // The persistent compile cache's directory: the flag, else $SHARDSCOPE_CACHE_DIR, else none.
 std::string CacheDir(const std::string& flag) {
@@ -88,113 +48,359 @@ std::string CacheDir(const std::string& flag) {
   return env ? env : "";
 }
 
+// What `run` was asked for, checked.
+struct RunOptions {
+  samples::SampleConfig cfg;
+  const samples::SampleInfo* info = nullptr;
+  std::string sample, db, profile = "cpu", cache_dir;
+  int64_t hosts = 1;
+  bool quiet = false, fusion = true;
+  size_t cache_capacity = 0;
+};
+
+// A flag's value: its text, and the number it holds (kInt, kReal).
+struct FlagValue {
+  std::string text;
+  int64_t n = 0;
+  double real = 0;
+};
+
+// One flag of `run`: its value's form and range, its help, what it sets and
+// what the run's config_json records of it. Whether a sample takes it is the
+// sample's to say (SampleInfo::flags); the others every sample takes.
+struct RunFlag {
+  enum Kind { kSwitch, kInt, kBatch, kReal, kMesh, kText };
+  std::string name, metavar;  // metavar "" for a switch
+  Kind kind;
+  int64_t lo = 0, hi = 0;     // kInt's range (kBatch: 1..the sample's max_batch)
+  std::string help;           // "{range}" stands for the range
+  std::function<absl::Status(RunOptions&, const FlagValue&)> apply;
+  std::string config_key;     // "" when not recorded
+  std::function<nlohmann::json(const RunOptions&)> recorded;
+};
+
+absl::Status Ok() { return absl::OkStatus(); }
+
+const std::vector<RunFlag>& RunFlags() {
+  using K = RunFlag::Kind;
+  using O = RunOptions;
+  using V = FlagValue;
+  static const std::vector<RunFlag> flags = {
+      {"--db", "PATH", K::kText, 0, 0, "the database to record into (required)",
+       [](O& o, const V& v) { o.db = v.text; return Ok(); }, "", nullptr},
+      {"--mesh", "RxC", K::kMesh, 1, kMaxChips,
+       "mesh shape, axes 'data' x 'model' (default 1x1); R and C\n"
+       "are 1..64 and R*C at most 64: the most chips this machine\n"
+       "computes for real",
+       [](O&, const V&) { return Ok(); }, "mesh",
+       [](const O& o) { return absl::StrCat(o.cfg.mesh[0], "x", o.cfg.mesh[1]); }},
+      {"--sharding", "S", K::kText, 0, 0,
+       "llama: dp (batch over the whole mesh), fsdp (axes data x fsdp:\n"
+       "weights and AdamW moments split over fsdp), tp (weights split\n"
+       "column/row parallel over model, batch over data) or fsdp_tp\n"
+       "(axes fsdp x model), or auto (chosen by auto-sharding for the\n"
+       "lowest modeled step that fits each chip; compared with the\n"
+       "others in `shardscope sharding`); the other samples are dp (default dp)",
+       [](O& o, const V& v) { o.cfg.sharding = v.text; return Ok(); }, "sharding",
+       [](const O& o) { return o.cfg.sharding; }},
+      {"--steps", "N", K::kInt, 1, kMaxSteps, "training steps, {range} (default 20)",
+       [](O& o, const V& v) { o.cfg.steps = static_cast<int>(v.n); return Ok(); }, "steps",
+       [](const O& o) { return o.cfg.steps; }},
+      {"--hosts", "H", K::kInt, 1, kMaxChips, "hosts the chips are spread over, {range}, dividing the chips (default 1)",
+       [](O& o, const V& v) { o.hosts = v.n; return Ok(); }, "hosts", [](const O& o) { return o.hosts; }},
+      {"--seed", "S", K::kInt, 0, INT64_MAX, "seed of weights and data, {range} (default 0)",
+       [](O& o, const V& v) { o.cfg.seed = static_cast<uint64_t>(v.n); return Ok(); }, "seed",
+       [](const O& o) { return o.cfg.seed; }},
+      {"--profile", "P", K::kText, 0, 0,
+       "target chip of the modeled clock: cpu (this machine,\n"
+       "calibrated), tpu-v4 or h100 (default cpu)",
+       [](O& o, const V& v) {
+         if (auto p = compiler::FindProfile(v.text); !p.ok()) return p.status();
+         o.profile = v.text;
+         return Ok();
+       },
+       "profile", [](const O& o) { return o.profile; }},
+      {"--batch", "B", K::kBatch, 1, 0, "batch size (mlp 64, llama 8, cnn 32 by default),\n{range}",
+       [](O& o, const V& v) {
+         o.cfg.batch = static_cast<int>(v.n);
+         o.cfg.cnn_batch = o.cfg.llama_batch = o.cfg.batch;  // each sample reads its own
+         return Ok();
+       },
+       "batch",
+       [](const O& o) {
+         return o.sample == "llama" ? o.cfg.llama_batch : o.sample == "cnn" ? o.cfg.cnn_batch : o.cfg.batch;
+       }},
+      {"--batch-after", "B", K::kBatch, 1, 0, "the batch from --change-step on, {range} (default 48)",
+       [](O& o, const V& v) { o.cfg.batch_after = static_cast<int>(v.n); return Ok(); }, "batch_after",
+       [](const O& o) { return o.cfg.batch_after; }},
+      {"--change-step", "K", K::kInt, -1, kMaxSteps, "the step at which the batch becomes --batch-after,\n{range} (default 10; -1 keeps it fixed)",
+       [](O& o, const V& v) { o.cfg.change_step = static_cast<int>(v.n); return Ok(); }, "change_step",
+       [](const O& o) { return o.cfg.change_step; }},
+      {"--lr", "LR", K::kReal, 0, 0, "learning rate, finite, {range} (default 0.05)",
+       [](O& o, const V& v) { o.cfg.lr = v.real; return Ok(); }, "lr", [](const O& o) { return o.cfg.lr; }},
+      {"--data", "FILE", K::kText, 0, 0,
+       absl::StrCat("train on this regular file's bytes (last 10% held out),\n"
+                    "at most ", samples::kMaxDataBytes >> 20, " MiB (kept in memory)"),
+       [](O& o, const V& v) { o.cfg.data_path = v.text; return Ok(); }, "data",
+       [](const O& o) { return o.cfg.data_path; }},
+      {"--eval-every", "N", K::kInt, 0, kMaxSteps, "held-out loss every N steps and after the last,\n{range} (default 50; 0: never)",
+       [](O& o, const V& v) { o.cfg.eval_every = static_cast<int>(v.n); return Ok(); }, "eval_every",
+       [](const O& o) { return o.cfg.eval_every; }},
+      {"--init", "FILE", K::kText, 0, 0, "start from a safetensors checkpoint (a regular file;\nresumes at its step)",
+       [](O& o, const V& v) { o.cfg.init_path = v.text; return Ok(); }, "init",
+       [](const O& o) { return o.cfg.init_path; }},
+      {"--save", "FILE", K::kText, 0, 0, "write the trained weights (and optimizer state)\nas a safetensors checkpoint",
+       [](O& o, const V& v) { o.cfg.save_path = v.text; return Ok(); }, "save",
+       [](const O& o) { return o.cfg.save_path; }},
+      {"--stop-at", "K", K::kInt, 0, kMaxSteps,
+       "stop before step K as if interrupted, {range}\n"
+       "(schedules still plan for --steps); with --save, a later\n"
+       "--init FILE resumes at step K",
+       [](O& o, const V& v) { o.cfg.stop_at = static_cast<int>(v.n); return Ok(); }, "stop_at",
+       [](const O& o) { return o.cfg.stop_at; }},
+      {"--autocast", "T", K::kText, 0, 0,
+       "matmuls and convolutions on T (bf16 or f16) copies of their\n"
+       "f32 operands, with f32 results and f32 master weights",
+       [](O& o, const V& v) {
+         if (v.text != "bf16" && v.text != "f16")
+           return absl::InvalidArgumentError(absl::StrCat("--autocast '", v.text, "' is not bf16 or f16"));
+         o.cfg.autocast = v.text;
+         return Ok();
+       },
+       "autocast", [](const O& o) { return o.cfg.autocast; }},
+      {"--checkpoint", "", K::kSwitch, 0, 0,
+       "gradient checkpointing per layer (activations recomputed\n"
+       "in backward; the memory_plans table shows the lower peak)",
+       [](O& o, const V&) { o.cfg.checkpoint_layers = true; return Ok(); }, "checkpoint",
+       [](const O& o) { return o.cfg.checkpoint_layers; }},
+      {"--bucket", "", K::kSwitch, 0, 0,
+       "pad each batch's length to its power-of-two bucket\n(what `shardscope recompiles` suggests)",
+       [](O& o, const V&) { o.cfg.bucket = true; return Ok(); }, "bucket", [](const O& o) { return o.cfg.bucket; }},
+      {"--read-loss-every", "N", K::kInt, 0, kMaxSteps,
+       "read the loss mid-step (before the update) every N steps,\n"
+       "cutting the graph there, {range} (default 0: never)",
+       [](O& o, const V& v) { o.cfg.read_loss_every = static_cast<int>(v.n); return Ok(); }, "read_loss_every",
+       [](const O& o) { return o.cfg.read_loss_every; }},
+      {"--no-fusion", "", K::kSwitch, 0, 0,
+       "run every op as its own kernel (fusion is on by default;\n"
+       "the fusion_decisions table says what was fused and why)",
+       [](O& o, const V&) { o.fusion = false; return Ok(); }, "fusion", [](const O& o) { return o.fusion; }},
+      {"--cache-dir", "DIR", K::kText, 0, 0,
+       "keep compiled programs in DIR (default $SHARDSCOPE_CACHE_DIR):\n"
+       "a second run of the same workload compiles nothing",
+       [](O& o, const V& v) { o.cache_dir = v.text; return Ok(); }, "cache_dir",
+       [](const O& o) { return CacheDir(o.cache_dir); }},
+      {"--cache-capacity", "N", K::kInt, 0, kMaxCacheCapacity,
+       "keep at most N programs in memory, {range} (default 0: all);\n"
+       "a recompiled evicted one is diagnosed as cache_evicted",
+       [](O& o, const V& v) { o.cache_capacity = static_cast<size_t>(v.n); return Ok(); }, "cache_capacity",
+       [](const O& o) { return o.cache_capacity; }},
+      {"--quiet", "", K::kSwitch, 0, 0,
+       "print only the summary line (no per-step losses, no notice on stderr at each recompilation)",
+       [](O& o, const V&) { o.quiet = true; return Ok(); }, "", nullptr},
+  };
+  return flags;
+}
+
+const RunFlag* FindRunFlag(const std::string& name) {
+  for (const RunFlag& f : RunFlags())
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+// Whether some sample declares `flag` as its own (the others take every flag that no sample declares).
+bool SampleSpecific(const std::string& flag) {
+  for (const auto& s : samples::Registry())
+    if (std::find(s.flags.begin(), s.flags.end(), flag) != s.flags.end()) return true;
+  return false;
+}
+
+bool Uses(const samples::SampleInfo& s, const std::string& flag) {
+  return !SampleSpecific(flag) || std::find(s.flags.begin(), s.flags.end(), flag) != s.flags.end();
+}
+
+// The samples that take `flag`: "mlp, cnn".
+std::string SamplesUsing(const std::string& flag) {
+  std::vector<std::string> names;
+  for (const auto& s : samples::Registry())
+    if (std::find(s.flags.begin(), s.flags.end(), flag) != s.flags.end()) names.push_back(s.name);
+  return absl::StrJoin(names, ", ");
+}
+
+// The range text of a flag's help: a batch's per sample.
+std::string HelpRange(const RunFlag& f) {
+  if (f.kind == RunFlag::kReal) return absl::StrCat("0 < ", f.metavar, " <= ", kMaxLr);
+  if (f.kind != RunFlag::kBatch) return RangeText(f.lo, f.hi);
+  std::vector<std::string> parts;
+  for (const auto& s : samples::Registry())
+    if (Uses(s, f.name)) parts.push_back(absl::StrCat(RangeText(f.lo, s.max_batch), " (", s.name, ")"));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string RunHelpText() {
+  constexpr size_t kColumn = 20;
+  std::string h =
+      "usage: shardscope run SAMPLE --db PATH [flags]\n"
+      "\n"
+      "Runs a sample workload on a mesh of virtual chips and records it into PATH\n"
+      "(created if missing; an existing shardscope database gains a new run).\n"
+      "A number outside its range, NaN or infinity, or a flag the sample does not\n"
+      "read, is refused (exit 2) before anything is recorded; the run's config_json\n"
+      "records the flags the sample reads.\n"
+      "\n";
+  const std::string indent(kColumn, ' ');
+  for (const RunFlag& f : RunFlags()) {
+    std::string label = absl::StrCat("  ", f.name, f.metavar.empty() ? "" : " ", f.metavar);
+    label += label.size() < kColumn ? std::string(kColumn - label.size(), ' ') : "  ";
+    std::string help = absl::StrReplaceAll(f.help, {{"{range}", HelpRange(f)}});
+    if (SampleSpecific(f.name)) help = absl::StrCat(SamplesUsing(f.name), ": ", help);
+    absl::StrAppend(&h, label, absl::StrReplaceAll(help, {{"\n", "\n" + indent}}), "\n");
+  }
+  absl::StrAppend(&h, "\nsamples, each with its own flags (the flags above not marked for a sample, every\nsample takes):\n");
+  for (const auto& s : samples::Registry())
+    absl::StrAppend(&h, "  ", s.name, "  ", s.description, "\n      ", absl::StrJoin(s.flags, " "), "\n");
+  return h;
+}
+
 int Usage(const std::string& why) {
-  std::cerr << "error: run: " << why << "\n" << DriverHelp("run");
+  std::cerr << "error: run: " << why << "\n(shardscope run --help lists the flags and their ranges)\n";
   return 2;
 }
 
-int Run(const std::vector<std::string>& args) {
-  samples::SampleConfig cfg;
-  std::string sample, db, profile = "cpu";
-  int64_t hosts = 1;
-  bool quiet = false, fusion = true, batch_given = false;
-  std::string cache_dir;
-  size_t cache_capacity = 0;
+// What `path` is when it is not a regular file ("a FIFO"), or "" when it is one.
+std::string NotRegular(const std::string& path, std::string* why_missing) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    *why_missing = std::strerror(errno);
+    return "";
+  }
+  if (S_ISREG(st.st_mode)) return "";
+  return S_ISDIR(st.st_mode)    ? "a directory"
+         : S_ISFIFO(st.st_mode) ? "a FIFO"
+         : S_ISCHR(st.st_mode)  ? "a character device"
+         : S_ISBLK(st.st_mode)  ? "a block device"
+         : S_ISSOCK(st.st_mode) ? "a socket"
+                                : "a special file";
+}
+
+// Parses and checks `run`'s arguments into `o`; the exit code when they are wrong.
+std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o) {
+  // The flags as given, in order; the last of a repeated flag wins.
+  std::vector<std::pair<const RunFlag*, std::string>> given;
   for (size_t k = 0; k < args.size(); ++k) {
     const std::string& a = args[k];
-    auto value = [&](std::string* out) {
-      if (k + 1 >= args.size()) return false;
-      *out = args[++k];
-      return true;
-    };
-    std::string v;
-    int64_t n = 0;
-    if (a == "--quiet") { quiet = true; continue; }
-    if (a == "--no-fusion") { fusion = false; continue; }
-    if (a == "--checkpoint") { cfg.checkpoint_layers = true; continue; }
-    if (a == "--bucket") { cfg.bucket = true; continue; }
     if (a.rfind("--", 0) == 0) {
-      if (!value(&v)) return Usage(absl::StrCat(a, " needs a value"));
-      if (a == "--db") { db = v; continue; }
-      if (a == "--init") { cfg.init_path = v; continue; }
-      if (a == "--data") { cfg.data_path = v; continue; }
-      if (a == "--sharding") { cfg.sharding = v; continue; }
-      if (a == "--cache-dir") { cache_dir = v; continue; }
-      if (a == "--cache-capacity") {
-        if (!ParseInt(v, &n) || n < 0) return Usage(absl::StrCat("--cache-capacity '", v, "' is not a count"));
-        cache_capacity = static_cast<size_t>(n);
+      const RunFlag* f = FindRunFlag(a);
+      if (!f) return Usage(absl::StrCat("unknown option '", a, "'"));
+      if (f->kind == RunFlag::kSwitch) {
+        given.push_back({f, ""});
         continue;
       }
-      if (a == "--save") { cfg.save_path = v; continue; }
-      if (a == "--autocast") {
-        if (v != "bf16" && v != "f16") return Usage(absl::StrCat("--autocast '", v, "' is not bf16 or f16"));
-        cfg.autocast = v;
-        continue;
-      }
-      if (a == "--profile") {
-        if (auto p = compiler::FindProfile(v); !p.ok()) return Usage(std::string(p.status().message()));
-        profile = v;
-        continue;
-      }
-      if (a == "--mesh") {
-        std::vector<std::string> parts = absl::StrSplit(v, 'x');
-        int64_t r = 0, c = 0;
-        if (parts.size() != 2 || !ParseInt(parts[0], &r) || !ParseInt(parts[1], &c) || r < 1 || c < 1)
-          return Usage(absl::StrCat("--mesh '", v, "' is not of the form RxC (e.g. 2x2)"));
-        cfg.mesh = {r, c};
-        continue;
-      }
-      if (a == "--lr") {
-        if (!absl::SimpleAtod(v, &cfg.lr) || cfg.lr <= 0) return Usage(absl::StrCat("--lr '", v, "' is not a positive number"));
-        continue;
-      }
-      if (!ParseInt(v, &n)) return Usage(absl::StrCat(a, " '", v, "' is not an integer"));
-      if (a == "--steps" && n >= 1) cfg.steps = static_cast<int>(n);
-      else if (a == "--hosts" && n >= 1) hosts = n;
-      else if (a == "--seed" && n >= 0) cfg.seed = static_cast<uint64_t>(n);
-      else if (a == "--batch" && n >= 1) cfg.batch = static_cast<int>(n), batch_given = true;
-      else if (a == "--batch-after" && n >= 1) cfg.batch_after = static_cast<int>(n);
-      else if (a == "--change-step") cfg.change_step = static_cast<int>(n);
-      else if (a == "--eval-every" && n >= 0) cfg.eval_every = static_cast<int>(n);
-      else if (a == "--stop-at" && n >= 0) cfg.stop_at = static_cast<int>(n);
-      else if (a == "--read-loss-every" && n >= 0) cfg.read_loss_every = static_cast<int>(n);
-      else return Usage(absl::StrCat("unknown option or bad value: ", a, " ", v));
+      if (k + 1 >= args.size()) return Usage(absl::StrCat(a, " needs a value (", a, " ", f->metavar, ")"));
+      given.push_back({f, args[++k]});
       continue;
     }
-    if (!sample.empty()) return Usage(absl::StrCat("unexpected argument '", a, "'"));
-    sample = a;
+    if (!o->sample.empty()) return Usage(absl::StrCat("unexpected argument '", a, "'"));
+    o->sample = a;
   }
-  if (sample.empty()) return Usage("which sample? (e.g. shardscope run mlp --db run.db)");
-  if (db.empty()) return Usage("--db PATH is required");
-  const samples::SampleInfo* info = samples::Find(sample);
-  if (!info) return Usage(absl::StrCat("unknown sample '", sample, "'"));
-  if (batch_given && sample == "cnn") cfg.cnn_batch = cfg.batch;
-  if (batch_given && sample == "llama") cfg.llama_batch = cfg.batch;
+  if (o->sample.empty()) return Usage("which sample? (e.g. shardscope run mlp --db run.db)");
+  o->info = samples::Find(o->sample);
+  if (!o->info) {
+    std::vector<std::string> names;
+    for (const auto& s : samples::Registry()) names.push_back(s.name);
+    return Usage(absl::StrCat("unknown sample '", o->sample, "' (", absl::StrJoin(names, ", "), ")"));
+  }
+  const samples::SampleInfo& info = *o->info;
+  for (const auto& [f, text] : given) {
+    if (!Uses(info, f->name)) {
+      const std::string users = SamplesUsing(f->name);
+      return Usage(absl::StrCat(info.name, " does not use ", f->name, " (only ", users,
+                                users.find(',') == std::string::npos ? " does" : " do", "); its own flags: ",
+                                info.flags.empty() ? "none" : absl::StrJoin(info.flags, " ")));
+    }
+    FlagValue v{text};
+    switch (f->kind) {
+      case RunFlag::kInt:
+      case RunFlag::kBatch: {
+        auto n = ParseIntFlag(f->name, text, f->lo, f->kind == RunFlag::kBatch ? info.max_batch : f->hi);
+        if (!n.ok()) return Usage(std::string(n.status().message()));
+        v.n = *n;
+        break;
+      }
+      case RunFlag::kReal: {
+        auto r = ParsePositiveRealFlag(f->name, text, f->metavar, 0, kMaxLr);
+        if (!r.ok()) return Usage(std::string(r.status().message()));
+        v.real = *r;
+        break;
+      }
+      case RunFlag::kMesh: {
+        std::vector<std::string> parts = absl::StrSplit(text, 'x');
+        if (parts.size() != 2) return Usage(absl::StrCat("--mesh '", text, "' is not of the form RxC (e.g. 2x2)"));
+        auto r = ParseIntFlag(absl::StrCat("--mesh ", text, ": R"), parts[0], 1, kMaxChips);
+        if (!r.ok()) return Usage(std::string(r.status().message()));
+        auto c = ParseIntFlag(absl::StrCat("--mesh ", text, ": C"), parts[1], 1, kMaxChips);
+        if (!c.ok()) return Usage(std::string(c.status().message()));
+        if (*r * *c > kMaxChips)
+          return Usage(absl::StrCat("--mesh ", text, " is ", *r * *c, " chips; this machine computes at most ",
+                                    kMaxChips, " for real"));
+        o->cfg.mesh = {*r, *c};
+        break;
+      }
+      case RunFlag::kSwitch:
+      case RunFlag::kText:
+        break;
+    }
+    if (absl::Status s = f->apply(*o, v); !s.ok()) return Usage(std::string(s.message()));
+  }
+  if (o->db.empty()) return Usage("--db PATH is required");
+  if (o->sample != "llama" && o->cfg.sharding != "dp")
+    return Usage(absl::StrCat(o->sample, " runs data parallel only (--sharding dp), not '", o->cfg.sharding, "'"));
+  const int64_t chips = o->cfg.mesh[0] * o->cfg.mesh[1];
+  if (chips % o->hosts != 0)
+    return Usage(absl::StrCat(chips, " chips do not split evenly over ", o->hosts, " hosts (--hosts)"));
+  // Files the sample will read: there, and regular (a FIFO or /dev/zero would
+  // block or never end). The sample checks them again as it opens them.
+  for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--data", o->cfg.data_path},
+                                   std::pair<std::string, std::string>{"--init", o->cfg.init_path}}) {
+    if (path.empty()) continue;
+    std::string missing;
+    const std::string what = NotRegular(path, &missing);
+    if (!missing.empty()) return Usage(absl::StrCat(flag, " ", path, ": ", missing));
+    if (!what.empty()) return Usage(absl::StrCat(flag, " ", path, " is ", what, ", not a regular file"));
+  }
+  return std::nullopt;
+}
+
+// runs.config_json: the flags the sample reads, with the values it ran with.
+nlohmann::json RecordedConfig(const RunOptions& o) {
+  nlohmann::json config = {{"sample", o.sample}};
+  for (const RunFlag& f : RunFlags())
+    if (!f.config_key.empty() && Uses(*o.info, f.name)) config[f.config_key] = f.recorded(o);
+  return config;
+}
+
+int Run(const std::vector<std::string>& args) {
+  RunOptions o;
+  if (std::optional<int> code = ParseRun(args, &o)) return *code;
+  samples::SampleConfig& cfg = o.cfg;
+  const samples::SampleInfo* info = o.info;
+  const std::string &sample = o.sample, &db = o.db, &profile = o.profile, &cache_dir = o.cache_dir;
+  const int64_t hosts = o.hosts;
+  const bool quiet = o.quiet, fusion = o.fusion;
+  const size_t cache_capacity = o.cache_capacity;
+  const nlohmann::json config = RecordedConfig(o);
   std::vector<std::string> axes = {"data", "model"};
   if (sample == "llama") {
     auto a = samples::LlamaMeshAxes(cfg.sharding);
     if (!a.ok()) return Usage(std::string(a.status().message()));
     axes = *a;
-  } else if (cfg.sharding != "dp") {
-    return Usage(absl::StrCat(sample, " runs data parallel only (--sharding dp), not '", cfg.sharding, "'"));
   }
   int64_t chips = cfg.mesh[0] * cfg.mesh[1];
-  if (chips % hosts != 0) return Usage(absl::StrCat(chips, " chips do not split evenly over ", hosts, " hosts"));
 
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
-  std::string config_json =
-      nlohmann::json{{"sample", sample},   {"mesh", mesh_text}, {"steps", cfg.steps},
-                     {"hosts", hosts},      {"seed", cfg.seed},  {"batch", cfg.batch},
-                     {"batch_after", cfg.batch_after}, {"change_step", cfg.change_step},
-                     {"lr", cfg.lr},        {"sharding", cfg.sharding},
-                     {"profile", profile},  {"fusion", fusion},
-                     {"autocast", cfg.autocast}, {"checkpoint", cfg.checkpoint_layers},
-                     {"gemm", runtime::ChosenGemmBackend().Describe()},
-                     {"huge_page_heap", HugePageHeap()},
-                     {"cache_dir", CacheDir(cache_dir)}, {"bucket", cfg.bucket},
-                     {"cache_capacity", cache_capacity},
-                     {"read_loss_every", cfg.read_loss_every}}
-          .dump();
+  nlohmann::json recorded = config;
+  recorded["gemm"] = runtime::ChosenGemmBackend().Describe();
+  recorded["huge_page_heap"] = HugePageHeap();
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
   auto rec = Recording::Start({.db = db,
@@ -204,7 +410,7 @@ int Run(const std::vector<std::string>& args) {
                                .hosts = static_cast<int>(hosts),
                                .profile = profile,
                                .sharding = cfg.sharding,
-                               .config_json = config_json,
+                               .config_json = recorded.dump(),
                                .fusion = fusion,
                                .cache_dir = CacheDir(cache_dir),
                                .cache_capacity = cache_capacity,
@@ -247,9 +453,7 @@ bool IsDriverCommand(const std::string& command) { return command == "run"; }
 
 std::string DriverHelp(const std::string& command) {
   if (command != "run") return "";
-  std::string h = kRunHelp;
-  for (const auto& s : samples::Registry()) absl::StrAppend(&h, "  ", s.name, "  ", s.description, "\n");
-  return h;
+  return RunHelpText();
 }
 
 namespace {

@@ -7,6 +7,7 @@
 
 #include "ui/cli/drivers.h"
 #include "ui/cli/reports.h"
+#include "ui/cli/terminal.h"
 
 #ifndef SHARDSCOPE_VERSION
 #define SHARDSCOPE_VERSION "dev"
@@ -34,6 +35,8 @@ bool IsHelp(const std::string& a) { return a == "--help" || a == "-h" || a == "h
 
 int main(int argc, char** argv) {
   using namespace shardscope::cli;
+  // No byte of a stored name, a file name or an argument drives the terminal.
+  MakeStandardStreamsTerminalSafe();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     std::cerr << Usage();

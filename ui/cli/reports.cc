@@ -3,18 +3,21 @@
 // or missing file exits 1 with the store's message.
 #include "ui/cli/reports.h"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/recompiles.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
 #include "ui/cli/csv.h"
+#include "ui/cli/flags.h"
 
 namespace shardscope::cli {
 
@@ -113,39 +116,87 @@ int Usage(std::ostream& err, const std::string& problem, const char* help) {
   return 2;
 }
 
-int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  Args a = Parse(argv, {"--run", "--format"});
-  if (!a.error.empty()) return Usage(err, a.error, kReportHelp);
-  if (a.positional.size() != 1) {
-    return Usage(err, a.positional.empty() ? "report needs the database PATH"
-                                           : "report takes one PATH",
-                 kReportHelp);
+// The run ids in the file, as ranges: "1-3, 5". "none" when it holds none.
+std::string RunRanges(const std::vector<int64_t>& ids) {
+  if (ids.empty()) return "none";
+  std::vector<std::string> parts;
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
+    parts.push_back(j == i ? absl::StrCat(ids[i]) : absl::StrCat(ids[i], "-", ids[j]));
+    i = j + 1;
   }
-  std::string format = a.flags.count("--format") ? a.flags["--format"] : "text";
-  if (format == "markdown") format = "md";
-  if (format != "text" && format != "md" && format != "json") {
-    return Usage(err, absl::StrCat("unknown format '", format, "' (use text, md or json)"),
-                 kReportHelp);
-  }
+  return absl::StrJoin(parts, ", ");
+}
+
+// The start every one-run command shares: PATH [--run N] plus `flags`, the
+// file opened and the run picked: --run N when the file holds it, else the
+// newest. Returns the exit code when it fails: 2 for bad arguments (--run
+// not a number 1..2^63-1), 1 for a file that cannot be read or holds no such run.
+struct OneRun {
+  Args args;
+  std::optional<store::Reader> reader;
   int64_t run_id = 0;
-  if (a.flags.count("--run") && (!absl::SimpleAtoi(a.flags["--run"], &run_id) || run_id <= 0)) {
-    return Usage(err, absl::StrCat("--run wants a positive run number, not '", a.flags["--run"], "'"),
-                 kReportHelp);
+};
+// `check` finds what is wrong with the command's own flags ("" when nothing),
+// before the file is opened.
+std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std::string> flags,
+                              const std::string& command, const char* help, std::ostream& err, OneRun* r,
+                              const std::function<std::string(Args&)>& check = nullptr) {
+  flags.insert("--run");
+  r->args = Parse(argv, flags);
+  if (!r->args.error.empty()) return Usage(err, r->args.error, help);
+  if (check)
+    if (std::string problem = check(r->args); !problem.empty()) return Usage(err, problem, help);
+  if (r->args.positional.size() != 1)
+    return Usage(err, r->args.positional.empty() ? command + " needs the database PATH" : command + " takes one PATH",
+                 help);
+  if (auto it = r->args.flags.find("--run"); it != r->args.flags.end()) {
+    absl::StatusOr<int64_t> id = ParseIntFlag("--run", it->second, 1, INT64_MAX);
+    if (!id.ok()) return Usage(err, std::string(id.status().message()), help);
+    r->run_id = *id;
   }
-  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(r->args.positional[0]);
   if (!reader.ok()) {
     err << "error: " << reader.status().message() << "\n";
     return 1;
   }
-  if (run_id == 0) {
-    absl::StatusOr<int64_t> latest = reader->LatestRunId();
+  r->reader.emplace(std::move(*reader));
+  if (r->run_id == 0) {
+    absl::StatusOr<int64_t> latest = r->reader->LatestRunId();
     if (!latest.ok()) {
       err << "error: " << latest.status().message() << "\n";
       return 1;
     }
-    run_id = *latest;
+    r->run_id = *latest;
+    return std::nullopt;
   }
-  absl::StatusOr<analysis::RunReport> report = analysis::BuildRunReport(*reader, run_id);
+  absl::StatusOr<store::QueryResult> ids = r->reader->Query("SELECT run_id FROM runs ORDER BY run_id");
+  if (!ids.ok()) {
+    err << "error: " << ids.status().message() << "\n";
+    return 1;
+  }
+  std::vector<int64_t> runs;
+  for (size_t i = 0; i < ids->rows.size(); ++i) runs.push_back(ids->Int(i, "run_id"));
+  if (!std::binary_search(runs.begin(), runs.end(), r->run_id)) {
+    err << "error: " << r->reader->path() << " has no run " << r->run_id << " (runs: " << RunRanges(runs) << ")\n";
+    return 1;
+  }
+  return std::nullopt;
+}
+
+int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  OneRun r;
+  std::string format = "text";
+  auto check_format = [&](Args& a) -> std::string {
+    if (a.flags.count("--format")) format = a.flags["--format"];
+    if (format == "markdown") format = "md";
+    if (format != "text" && format != "md" && format != "json")
+      return absl::StrCat("unknown format '", format, "' (use text, md or json)");
+    return "";
+  };
+  if (auto code = OpenOneRun(argv, {"--format"}, "report", kReportHelp, err, &r, check_format)) return *code;
+  absl::StatusOr<analysis::RunReport> report = analysis::BuildRunReport(*r.reader, r.run_id);
   if (!report.ok()) {
     err << "error: " << report.status().message() << "\n";
     return 1;
@@ -158,46 +209,6 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     out << analysis::RenderText(*report);
   }
   return 0;
-}
-
-// The run a report reads: --run N, or the newest; 0 after printing why not.
-int64_t PickRun(const store::Reader& reader, Args& a, std::ostream& err) {
-  int64_t run_id = 0;
-  if (a.flags.count("--run")) return absl::SimpleAtoi(a.flags["--run"], &run_id) && run_id > 0 ? run_id : -1;
-  absl::StatusOr<int64_t> latest = reader.LatestRunId();
-  if (!latest.ok()) {
-    err << "error: " << latest.status().message() << "\n";
-    return 0;
-  }
-  return *latest;
-}
-
-// The start every one-run command shares: PATH [--run N] plus `flags`, the
-// file opened and the run picked. Returns the exit code when it fails.
-struct OneRun {
-  Args args;
-  std::optional<store::Reader> reader;
-  int64_t run_id = 0;
-};
-std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std::string> flags,
-                              const std::string& command, const char* help, std::ostream& err, OneRun* r) {
-  flags.insert("--run");
-  r->args = Parse(argv, flags);
-  if (!r->args.error.empty()) return Usage(err, r->args.error, help);
-  if (r->args.positional.size() != 1)
-    return Usage(err, r->args.positional.empty() ? command + " needs the database PATH" : command + " takes one PATH",
-                 help);
-  absl::StatusOr<store::Reader> reader = store::Reader::Open(r->args.positional[0]);
-  if (!reader.ok()) {
-    err << "error: " << reader.status().message() << "\n";
-    return 1;
-  }
-  r->reader.emplace(std::move(*reader));
-  r->run_id = PickRun(*r->reader, r->args, err);
-  if (r->run_id < 0)
-    return Usage(err, absl::StrCat("--run wants a positive run number, not '", r->args.flags["--run"], "'"), help);
-  if (r->run_id == 0) return 1;
-  return std::nullopt;
 }
 
 int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {

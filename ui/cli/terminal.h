@@ -1,0 +1,56 @@
+// Output that cannot drive the terminal. Names in a database (tensors, files,
+// call sites, cause details, samples) are whatever the program that recorded
+// them made, and a name holding "\x1b[2J" must print as those characters, not
+// clear the screen. Everything the CLI writes to std::cout and std::cerr goes
+// through TerminalSafeBuf (main.cc installs it), the one place output is
+// produced: control characters other than newline and tab print as visible
+// escapes (\x1b, \r, \x7f), as do the C1 controls in UTF-8 (\u009b) and bytes
+// that are not UTF-8 (\xff). Newlines pass: the renderers escape those inside
+// names (analysis::Printable).
+#pragma once
+
+#include <streambuf>
+#include <string>
+#include <string_view>
+
+namespace shardscope::cli {
+
+// A byte stream's escaping, one byte at a time (a UTF-8 sequence may arrive in pieces).
+class TerminalFilter {
+ public:
+  // Appends the escaped form of `bytes` to `out`; an unfinished UTF-8 sequence waits for the next call.
+  void Feed(std::string_view bytes, std::string* out);
+  // Ends the stream: an unfinished sequence is not UTF-8, and is escaped.
+  void Finish(std::string* out);
+
+ private:
+  void Take(unsigned char b, std::string* out);
+  void Flush(std::string* out);  // the pending bytes, escaped
+  std::string pending_;          // a UTF-8 sequence begun
+  int need_ = 0;                 // continuation bytes it still needs
+  unsigned char lo_ = 0x80, hi_ = 0xBF;  // the range of its next byte (overlong, surrogate checks)
+};
+
+// The whole of `text`, escaped.
+std::string TerminalSafe(std::string_view text);
+
+// A streambuf writing escaped bytes to `dest` (not owned).
+class TerminalSafeBuf : public std::streambuf {
+ public:
+  explicit TerminalSafeBuf(std::streambuf* dest) : dest_(dest) {}
+
+ protected:
+  int_type overflow(int_type c) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override;  // a flush ends any unfinished sequence
+
+ private:
+  std::streambuf* dest_;
+  TerminalFilter filter_;
+  std::string buf_;
+};
+
+// Points std::cout and std::cerr at TerminalSafeBufs for the rest of the process.
+void MakeStandardStreamsTerminalSafe();
+
+}  // namespace shardscope::cli
