@@ -136,13 +136,13 @@ GraphDiff Align(const Module& old_module, const Module& new_module, const Side& 
   // here let their users pair too): the same op at the same line (its
   // constant, constraint or attributes may differ), else the same op reading
   // corresponding operands (moved to another line).
-  using LineKey = std::tuple<int64_t, std::string>;  // operand count, file:line
+  using LineKey = std::tuple<int64_t, std::string>;  // opcode, file:line
   absl::flat_hash_map<uint64_t, std::vector<int64_t>> by_structure;
   std::map<LineKey, std::vector<int64_t>> by_line;
   for (size_t o = 0; o < A.size(); ++o) {
     if (d.old_to_new[o] >= 0 || a.param_number[o] >= 0) continue;
     by_structure[a.own_structure[o]].push_back(static_cast<int64_t>(o));
-    by_line[{static_cast<int64_t>(A[o]->operands.size()), LocKey(*A[o])}].push_back(static_cast<int64_t>(o));
+    by_line[{static_cast<int64_t>(A[o]->op), LocKey(*A[o])}].push_back(static_cast<int64_t>(o));
   }
   // Same line first, over the whole graph: an op inserted before one of the
   // same kind must not take its place.
@@ -150,15 +150,14 @@ GraphDiff Align(const Module& old_module, const Module& new_module, const Side& 
     if (d.new_to_old[n] >= 0 || b.param_number[n] >= 0) continue;
     const Instruction& i = *B[n];
     if (!i.loc.known()) continue;
-    auto it = by_line.find({static_cast<int64_t>(i.operands.size()), LocKey(i)});
+    auto it = by_line.find({static_cast<int64_t>(i.op), LocKey(i)});
     if (it == by_line.end()) continue;
     int64_t best = -1;
     int best_score = -1;
     for (int64_t o : it->second) {
       if (d.old_to_new[o] >= 0 || A[o]->operands.size() != i.operands.size()) continue;
-      // The same opcode first, then the same structure, then most operands corresponding.
-      const int score = (A[o]->op == i.op ? 2000 : 0) + (a.own_structure[o] == b.own_structure[n] ? 1000 : 0) +
-                        operands_corresponding(o, n);
+      // The same structure first, then most operands corresponding.
+      const int score = (a.own_structure[o] == b.own_structure[n] ? 1000 : 0) + operands_corresponding(o, n);
       if (score > best_score) best = o, best_score = score;
     }
     if (best >= 0) pair(best, static_cast<int64_t>(n));
@@ -176,6 +175,25 @@ GraphDiff Align(const Module& old_module, const Module& new_module, const Side& 
         pair(o, static_cast<int64_t>(n));
         break;
       }
+    }
+  }
+
+  // Another op in place of one: the only op left at a line on each side (of
+  // one arity), reading the same values (exp(x) where tanh(x) was).
+  {
+    std::map<LineKey, std::vector<int64_t>> olds, news;  // (arity, line) -> ops left
+    for (size_t o = 0; o < A.size(); ++o)
+      if (d.old_to_new[o] < 0 && a.param_number[o] < 0 && A[o]->loc.known())
+        olds[{static_cast<int64_t>(A[o]->operands.size()), LocKey(*A[o])}].push_back(static_cast<int64_t>(o));
+    for (size_t n = 0; n < B.size(); ++n)
+      if (d.new_to_old[n] < 0 && b.param_number[n] < 0 && B[n]->loc.known())
+        news[{static_cast<int64_t>(B[n]->operands.size()), LocKey(*B[n])}].push_back(static_cast<int64_t>(n));
+    for (const auto& [key, ns] : news) {
+      auto it = olds.find(key);
+      if (ns.size() != 1 || it == olds.end() || it->second.size() != 1) continue;
+      const int64_t o = it->second.front(), n = ns.front();
+      if (!B[n]->operands.empty() && operands_corresponding(o, n) == static_cast<int>(B[n]->operands.size()))
+        pair(o, n);
     }
   }
 

@@ -325,7 +325,8 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       cause->loc = where;
       cause->detail = absl::StrCat(absl::StrJoin(names.begin(), names.begin() + std::min<size_t>(names.size(), 4), ", "),
                                    names.size() > 4 ? absl::StrCat(" and ", names.size() - 4, " more") : "",
-                                   freezing ? " no longer require" : " now require", " a gradient (requires_grad_ at ",
+                                   freezing ? " no longer require" : " now require", names.size() == 1 ? "s" : "",
+                                   " a gradient (requires_grad_ at ",
                                    At(where), ")", vs, ": ", counts);
       return;
     }
