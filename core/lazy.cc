@@ -296,7 +296,12 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       d.device = runtime::AsyncArray::Ready(std::move(*a));
       d.host.reset();
     }
-    GraphInput in{p->name, p->shape, d.sharding, p->created, p->shape_from_data};
+    GraphInput in;
+    in.name = p->name;
+    in.shape = p->shape;
+    in.sharding = d.sharding;
+    in.created = p->created;
+    in.shape_from_data = p->shape_from_data;
     if (d.sharding_source == "annotated") in.sharding_loc = d.sharding_loc;
     in.requires_grad = p->requires_grad;
     in.requires_grad_loc = p->requires_grad_loc;

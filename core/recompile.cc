@@ -378,9 +378,6 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                                  ")", vs, ": ", counts);
     return;
   }
-  const auto via_prefix = [&](const OpChange* ch, const char* prefix) {
-    return c.Of(*ch).loc.via.rfind(prefix, 0) == 0;
-  };
   // The optimizer swapped, or its update changed.
   const auto optimizer_op = [&](const OpChange* ch) {
     const std::string& v = c.Of(*ch).loc.via;

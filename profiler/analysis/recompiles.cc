@@ -176,7 +176,14 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
     const std::string fp = q->Text(i, "fp");
     graphs[site].insert(fp.empty() ? absl::StrCat("graph ", q->Int(i, "graph_id")) : fp);
     const std::string cache = q->Text(i, "cache");
-    cuts_in_order.push_back({q->Int(i, "step"), site, fp, "", cache, q->Text(i, "cause_kind"), q->Text(i, "cause_subkind")});
+    Cut cut;
+    cut.step = q->Int(i, "step");
+    cut.site = site;
+    cut.fingerprint = fp;
+    cut.cache = cache;
+    cut.kind = q->Text(i, "cause_kind");
+    cut.subkind = q->Text(i, "cause_subkind");
+    cuts_in_order.push_back(std::move(cut));
     if (cache == "memory_hit") continue;
     CompileEvent e{q->Int(i, "compile_id"), q->Int(i, "step"), q->Int(i, "graph_id"), q->Int(i, "duration_ns"),
                    cache, q->Text(i, "cause_kind"), q->Text(i, "cause_detail"),
