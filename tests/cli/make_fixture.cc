@@ -1,7 +1,8 @@
 // Test-only helper for the CLI tests: writes into DIR the synthetic run
-// (fixture.db), a text file posing as a database (garbage.db) and another
-// tool's SQLite file (foreign.db).
+// (fixture.db), a text file posing as a database (garbage.db), another
+// tool's SQLite file (foreign.db) and a FIFO (fifo.db).
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -43,5 +44,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   sqlite3_close(db);
+  std::remove((dir + "/fifo.db").c_str());
+  if (mkfifo((dir + "/fifo.db").c_str(), 0600) != 0) {
+    std::cerr << "cannot make fifo.db\n";
+    return 1;
+  }
   return 0;
 }
