@@ -30,6 +30,16 @@ std::vector<int64_t> DimsOf(const std::string& shape) {
 
 std::string DimsText(const std::vector<int64_t>& dims) { return absl::StrCat("[", absl::StrJoin(dims, ","), "]"); }
 
+// One field of a stored input signature as text: "" when missing, an array
+// (a shape written as [64,784]) as its JSON text. The stored text may be
+// anything (another version, a damaged file), so nothing here may throw.
+std::string SignatureField(const nlohmann::json& in, const char* key) {
+  if (!in.is_object()) return "";
+  auto it = in.find(key);
+  if (it == in.end()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
 // Shape churn at one call site: the inputs whose shapes differ between its
 // runs, the buckets that cover them, and how many distinct graphs the
 // padded shapes would have made (the other inputs as they were).
@@ -41,7 +51,7 @@ void ShapeSuggestion(const std::vector<std::string>& signatures, CallSiteRecompi
     if (!sig.is_array()) continue;
     runs.emplace_back();
     for (const auto& in : sig) {
-      const std::string name = in.value("name", ""), shape = in.value("shape", "");
+      const std::string name = SignatureField(in, "name"), shape = SignatureField(in, "shape");
       shapes[name].insert(shape);
       runs.back()[name] = shape;
     }
