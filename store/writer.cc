@@ -719,10 +719,10 @@ int64_t Writer::WriteBatch(const std::vector<Item>& batch) {
       continue;
     }
     db_->GiveUp(batch, out.st);
-    SetError(absl::Status(out.st.code(), absl::StrCat(out.st.message(), " (", batch.size(),
-                                                      batch.size() == 1 ? " record" : " records",
-                                                      " lost", attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "",
-                                                      ")")));
+    std::string msg = absl::StrCat(out.st.message(), " (", batch.size(), batch.size() == 1 ? " record" : " records",
+                                   " lost", attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "", ")");
+    if (absl::IsDataLoss(out.st)) absl::StrAppend(&msg, "; run `shardscope check ", path_, "` for details");
+    SetError(absl::Status(out.st.code(), msg));
     return 0;
   }
 }
