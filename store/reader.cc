@@ -46,21 +46,14 @@ std::string QueryResult::Text(size_t row, const std::string& col, const std::str
 }
 
 absl::StatusOr<Reader> Reader::Open(const std::string& path) {
-  struct stat sb;
-  if (::stat(path.c_str(), &sb) != 0) {
-    return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-  }
-  if (S_ISDIR(sb.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a database file"));
-  }
+  // stat, never open, what may not be a file: opening a FIFO blocks.
+  if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/false); !st.ok()) return st;
   Reader r;
   r.path_ = path;
-  // FULLMUTEX: the desktop app may query from more than one thread.
-  if (sqlite3_open_v2(path.c_str(), &r.db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX,
-                      nullptr) != SQLITE_OK) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cannot open ", path, ": ", internal::DbError(r.db_)));
-  }
+  // Read-only, and immutable where the file's side files cannot be made
+  // (read-only media, a WAL file copied without its -wal). FULLMUTEX: the
+  // desktop app may query from more than one thread.
+  if (absl::Status st = internal::OpenForReading(path, SQLITE_OPEN_FULLMUTEX, &r.db_); !st.ok()) return st;
   sqlite3_busy_timeout(r.db_, 5000);
   if (absl::Status st =
           internal::CheckShardscopeDb(r.db_, path, /*allow_empty=*/false, &r.schema_version_);
@@ -111,7 +104,7 @@ absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
   const char* tail = nullptr;
   if (sqlite3_prepare_v2(db_, sql.c_str(), static_cast<int>(sql.size()), &raw, &tail) !=
       SQLITE_OK) {
-    return absl::InvalidArgumentError(absl::StrCat("SQL error: ", internal::DbError(db_)));
+    return Failed("SQL error: ");
   }
   std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> stmt(raw, sqlite3_finalize);
   if (!stmt) return absl::InvalidArgumentError("the SQL text holds no statement");
@@ -147,9 +140,7 @@ absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
   for (;;) {
     int rc = sqlite3_step(stmt.get());
     if (rc == SQLITE_DONE) break;
-    if (rc != SQLITE_ROW) {
-      return absl::InvalidArgumentError(absl::StrCat("SQL error: ", internal::DbError(db_)));
-    }
+    if (rc != SQLITE_ROW) return Failed("SQL error: ");
     std::vector<Cell>& row = out.rows.emplace_back();
     row.reserve(ncols);
     for (int c = 0; c < ncols; ++c) {
@@ -163,6 +154,18 @@ absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
     }
   }
   return out;
+}
+
+absl::Status Reader::Failed(const char* what) const {
+  int code = sqlite3_errcode(db_) & 0xff;
+  // A damaged file is not the query's fault: say which file, and what checks it.
+  if (code == SQLITE_CORRUPT || code == SQLITE_NOTADB) {
+    return internal::DamagedFileError(path_, internal::DbError(db_));
+  }
+  if (code == SQLITE_IOERR) {
+    return absl::InternalError(absl::StrCat("reading ", path_, ": ", internal::DbError(db_)));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, internal::DbError(db_)));
 }
 
 absl::StatusOr<int64_t> Reader::LatestRunId() const {

@@ -31,8 +31,11 @@ struct QueryResult {
 
 class Reader {
  public:
-  // Opens `path` read-only. Errors name the file and the problem: missing file,
-  // not an SQLite file, or an SQLite file without shardscope's `meta` table.
+  // Opens `path` read-only (immutable where its -shm cannot be made and its
+  // -wal holds nothing: read-only media, a copy without its -wal). Errors name
+  // the file and the problem: missing file, not a regular file (a FIFO, a
+  // device: refused without opening it), not an SQLite file, an SQLite file
+  // without shardscope's `meta` table, or one a run left unfinished.
   static absl::StatusOr<Reader> Open(const std::string& path);
   // A reader over a connection that stays the caller's to close (the writer's
   // thread reads the rows it has not committed yet this way).
@@ -42,7 +45,9 @@ class Reader {
   ~Reader();
 
   // Runs one SQL statement; `params` bind to ?1, ?2, ... as text or integers
-  // (a param that parses fully as an integer binds as one).
+  // (a param that parses fully as an integer binds as one). A damaged file
+  // (SQLITE_CORRUPT, SQLITE_NOTADB) gives DataLoss naming the file and
+  // `shardscope check`.
   absl::StatusOr<QueryResult> Query(const std::string& sql,
                                     const std::vector<std::string>& params = {}) const;
 
@@ -53,6 +58,7 @@ class Reader {
 
  private:
   Reader() = default;
+  absl::Status Failed(const char* what) const;
   sqlite3* db_ = nullptr;
   bool owned_ = true;
   std::string path_;

@@ -25,8 +25,42 @@ CREATE TABLE IF NOT EXISTS runs (
   started_at     TEXT NOT NULL,             -- ISO-8601 UTC
   started_at_ns  INTEGER NOT NULL,          -- unix epoch ns
   ended_at_ns    INTEGER,                   -- null while running or if the process died
-  status         TEXT NOT NULL DEFAULT 'running'  -- running | finished
+  status         TEXT NOT NULL DEFAULT 'running'  -- running | finished | incomplete (records lost)
 );
+
+-- The process that writes each run, so a reader can tell a live run from one whose
+-- writer died (run_status, store/run_state.h).
+CREATE TABLE IF NOT EXISTS run_writers (
+  run_id        INTEGER PRIMARY KEY REFERENCES runs(run_id),
+  host          TEXT NOT NULL,               -- gethostname()
+  pid           INTEGER NOT NULL,
+  boot_id       TEXT NOT NULL,               -- the machine's boot id ('' when unknown)
+  process_start INTEGER NOT NULL,            -- the process's start, clock ticks after boot (0 unknown)
+  token         TEXT NOT NULL,               -- random, one per writer
+  heartbeat_ns  INTEGER NOT NULL,            -- unix ns of the writer's last sign of life (every 5 s)
+  closed_at_ns  INTEGER,                     -- the writer closed the file (the run ended or not)
+  records_lost  INTEGER NOT NULL DEFAULT 0,  -- records of the run that never reached the file
+  note          TEXT                         -- why they were lost
+);
+
+-- Each run's status as a reader should show it: a run still 'running' whose writer
+-- closed the file, or has not been heard from for 60 s, ended abnormally. (The CLI
+-- and the app also look up the writer's process when it ran on this machine, and
+-- so know at once.)
+CREATE VIEW IF NOT EXISTS run_status AS
+SELECT r.run_id, r.sample,
+       CASE
+         WHEN r.status <> 'running' THEN r.status
+         WHEN w.run_id IS NULL THEN 'running'
+         WHEN w.closed_at_ns IS NOT NULL THEN 'ended abnormally'
+         WHEN w.heartbeat_ns < (CAST(strftime('%s', 'now') AS INTEGER) - 60) * 1000000000 THEN 'ended abnormally'
+         ELSE 'running'
+       END AS status,
+       r.status AS stored_status,
+       (SELECT max(step) FROM steps s WHERE s.run_id = r.run_id) AS last_step,
+       r.started_at, r.ended_at_ns, w.host, w.pid, w.heartbeat_ns, w.closed_at_ns,
+       coalesce(w.records_lost, 0) AS records_lost, w.note
+FROM runs r LEFT JOIN run_writers w ON w.run_id = r.run_id;
 
 CREATE TABLE IF NOT EXISTS hosts (
   run_id  INTEGER NOT NULL REFERENCES runs(run_id),

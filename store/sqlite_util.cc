@@ -1,6 +1,13 @@
 // SQLite helpers for store/ (see sqlite_util.h).
 #include "store/sqlite_util.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "store/schema.h"
@@ -37,7 +44,7 @@ absl::Status Stmt::Prepare(sqlite3* db, std::string_view sql) {
 absl::Status Stmt::Run() {
   int rc = sqlite3_step(s_);
   absl::Status st;
-  if (rc != SQLITE_DONE && rc != SQLITE_ROW) st = absl::InternalError(DbError(db_));
+  if (rc != SQLITE_DONE && rc != SQLITE_ROW) st = SqliteStatus(rc, DbError(db_));
   sqlite3_reset(s_);
   sqlite3_clear_bindings(s_);
   return st;
@@ -45,10 +52,190 @@ absl::Status Stmt::Run() {
 
 absl::Status Exec(sqlite3* db, const std::string& sql) {
   char* err = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+  if (int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {
     std::string msg = err ? err : DbError(db);
     sqlite3_free(err);
-    return absl::InternalError(msg);
+    return SqliteStatus(rc, std::move(msg));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SqliteStatus(int rc, std::string message) {
+  switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+      return absl::OkStatus();
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return absl::UnavailableError(std::move(message));
+    case SQLITE_FULL:
+      return absl::ResourceExhaustedError(std::move(message));
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return absl::DataLossError(std::move(message));
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN:
+    case SQLITE_AUTH:
+      return absl::PermissionDeniedError(std::move(message));
+    case SQLITE_IOERR:
+    case SQLITE_NOMEM:
+    case SQLITE_INTERRUPT:
+    case SQLITE_ABORT:
+    case SQLITE_PROTOCOL:
+    case SQLITE_SCHEMA:
+    case SQLITE_NOLFS:
+      return absl::InternalError(std::move(message));
+    default:  // CONSTRAINT, MISMATCH, TOOBIG, RANGE, ERROR ...: the statement, not the file
+      return absl::InvalidArgumentError(std::move(message));
+  }
+}
+
+bool AbortsTransaction(const absl::Status& st) {
+  return !st.ok() && !absl::IsInvalidArgument(st) && !absl::IsFailedPrecondition(st);
+}
+
+absl::Status CheckRegularFile(const std::string& path, bool may_be_missing) {
+  struct stat sb;
+  if (::stat(path.c_str(), &sb) != 0) {
+    if (errno == ENOENT && may_be_missing) return absl::OkStatus();
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::PermissionDeniedError(absl::StrCat("cannot look at ", path, ": ", std::strerror(errno)));
+  }
+  if (S_ISREG(sb.st_mode)) return absl::OkStatus();
+  const char* what = S_ISDIR(sb.st_mode)    ? "a directory"
+                     : S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)"
+                     : S_ISSOCK(sb.st_mode) ? "a socket"
+                     : S_ISCHR(sb.st_mode)  ? "a character device"
+                     : S_ISBLK(sb.st_mode)  ? "a block device"
+                                            : "not a regular file";
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, " is ", what, ", not a database file; shardscope databases are regular files"));
+}
+
+absl::Status DamagedFileError(const std::string& path, const std::string& detail) {
+  return absl::DataLossError(absl::StrCat(path, " is damaged (", detail, "); run `shardscope check ", path,
+                                          "` for details"));
+}
+
+const std::set<std::string>& SchemaObjectNames() {
+  static const std::set<std::string>* names = [] {
+    auto* out = new std::set<std::string>;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) == SQLITE_OK &&
+        Exec(db, SchemaSql()).ok()) {
+      Stmt s;
+      if (s.Prepare(db, "SELECT name FROM sqlite_master").ok()) {
+        while (sqlite3_step(s.get()) == SQLITE_ROW) {
+          out->insert(reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0)));
+        }
+      }
+    }
+    sqlite3_close(db);
+    return out;
+  }();
+  return *names;
+}
+
+namespace {
+std::string DirOf(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+}  // namespace
+
+ReadOpenMode DecideReadOpen(const ReadOpenFacts& f) {
+  if (!f.wal_mode) return ReadOpenMode::kReadOnly;  // a rollback-journal file reads with no side files
+  if (f.dir_writable || (f.shm_exists && f.shm_writable)) return ReadOpenMode::kReadOnly;
+  if (!f.wal_has_data) return ReadOpenMode::kImmutable;  // nothing in the -wal to miss
+  // SQLite reads a WAL file through an existing read-only -shm, but cannot make one.
+  return f.shm_exists ? ReadOpenMode::kReadOnly : ReadOpenMode::kWalUnreachable;
+}
+
+ReadOpenFacts GatherReadOpenFacts(const std::string& path) {
+  ReadOpenFacts f;
+  if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
+    unsigned char header[20] = {};
+    ssize_t n = ::pread(fd, header, sizeof header, 0);
+    ::close(fd);
+    f.wal_mode = n == static_cast<ssize_t>(sizeof header) && std::memcmp(header, "SQLite format 3", 16) == 0 &&
+                 header[18] == 2 && header[19] == 2;
+  }
+  f.dir_writable = ::access(DirOf(path).c_str(), W_OK) == 0;
+  struct stat sb;
+  f.wal_has_data = ::stat((path + "-wal").c_str(), &sb) == 0 && sb.st_size > 32;  // more than its header
+  f.shm_exists = ::stat((path + "-shm").c_str(), &sb) == 0;
+  f.shm_writable = f.shm_exists && ::access((path + "-shm").c_str(), W_OK) == 0;
+  return f;
+}
+
+std::string FileUri(const std::string& path, const std::string& query) {
+  std::string abs = path;
+  if (abs.empty() || abs[0] != '/') {
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof cwd)) abs = absl::StrCat(cwd, "/", path);
+  }
+  std::string out = "file://";
+  for (unsigned char c : abs) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '/' || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      static const char* hex = "0123456789ABCDEF";
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  if (!query.empty()) absl::StrAppend(&out, "?", query);
+  return out;
+}
+
+absl::Status OpenForReading(const std::string& path, int extra_flags, sqlite3** db) {
+  *db = nullptr;
+  ReadOpenFacts facts = GatherReadOpenFacts(path);
+  ReadOpenMode mode = DecideReadOpen(facts);
+  if (mode == ReadOpenMode::kWalUnreachable) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, ": its last commits are in ", path, "-wal, and SQLite cannot read them here (it must make ", path,
+        "-shm beside the file, and the directory is read-only); copy both files to a writable directory and "
+        "read the copy"));
+  }
+  auto open = [&](bool immutable) {
+    if (*db) sqlite3_close(*db);
+    *db = nullptr;
+    int flags = SQLITE_OPEN_READONLY | extra_flags;
+    int rc = immutable ? sqlite3_open_v2(FileUri(path, "immutable=1").c_str(), db, flags | SQLITE_OPEN_URI, nullptr)
+                       : sqlite3_open_v2(path.c_str(), db, flags, nullptr);
+    return rc;
+  };
+  bool immutable = mode == ReadOpenMode::kImmutable;
+  if (open(immutable) != SQLITE_OK) {
+    absl::Status st = absl::InvalidArgumentError(absl::StrCat("cannot open ", path, ": ", DbError(*db)));
+    sqlite3_close(*db);
+    *db = nullptr;
+    return st;
+  }
+  if (!immutable && !facts.wal_has_data) {
+    // Where the side files cannot be made after all (a full disk, a file
+    // system without locks), read the file as it stands: nothing is in a -wal.
+    Stmt probe;
+    int rc = probe.Prepare(*db, "SELECT count(*) FROM sqlite_master").ok() ? sqlite3_step(probe.get())
+                                                                           : sqlite3_errcode(*db);
+    probe = Stmt();
+    int code = rc & 0xff;
+    if (code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_IOERR || code == SQLITE_FULL ||
+        code == SQLITE_PERM || code == SQLITE_BUSY) {
+      if (open(/*immutable=*/true) != SQLITE_OK) {
+        absl::Status st = absl::InvalidArgumentError(absl::StrCat("cannot open ", path, ": ", DbError(*db)));
+        sqlite3_close(*db);
+        *db = nullptr;
+        return st;
+      }
+    }
   }
   return absl::OkStatus();
 }
@@ -77,15 +264,47 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
   if (rc != SQLITE_ROW) {
     int code = sqlite3_errcode(db);
     if (code == SQLITE_NOTADB) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, " is not an SQLite database (", DbError(db), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, " is not an SQLite database (", DbError(db), "); if it was one, `shardscope check ", path,
+          "` says what is wrong"));
     }
+    if (code == SQLITE_CORRUPT) return DamagedFileError(path, DbError(db));
     return absl::InvalidArgumentError(
         absl::StrCat("cannot read ", path, ": ", DbError(db)));
   }
   int64_t objects = sqlite3_column_int64(count.get(), 0);
   bool has_meta = sqlite3_column_int64(count.get(), 1) > 0;
-  if (objects == 0 && allow_empty) return absl::OkStatus();
+  count = Stmt();
+  const std::string unfinished = absl::StrCat(
+      path, " was left unfinished by a shardscope run that stopped while creating it; remove it or run again "
+      "to complete it");
+  if (objects == 0) {
+    if (allow_empty) return absl::OkStatus();
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, " has no tables yet (no 'meta' table): it was left unfinished by a shardscope run that stopped while "
+        "creating it, or is an empty file; remove it or run again to complete it"));
+  }
+  if (has_meta) {
+    // An older shardscope made the schema one statement at a time and wrote
+    // the meta rows last: a file it left half made has an empty meta table
+    // and nothing but shardscope's tables, indexes and views.
+    Stmt probe;
+    bool empty_meta = probe.Prepare(db, "SELECT count(*) FROM meta").ok() &&
+                      sqlite3_step(probe.get()) == SQLITE_ROW && sqlite3_column_int64(probe.get(), 0) == 0;
+    probe = Stmt();
+    bool ours_only = empty_meta;
+    if (empty_meta && probe.Prepare(db, "SELECT name FROM sqlite_master WHERE substr(name, 1, 7) <> 'sqlite_'").ok()) {
+      const std::set<std::string>& known = SchemaObjectNames();
+      while (sqlite3_step(probe.get()) == SQLITE_ROW) {
+        const unsigned char* name = sqlite3_column_text(probe.get(), 0);
+        if (!name || !known.count(reinterpret_cast<const char*>(name))) ours_only = false;
+      }
+    }
+    if (ours_only) {
+      if (allow_empty) return absl::OkStatus();
+      return absl::FailedPreconditionError(unfinished);
+    }
+  }
   if (!has_meta) {
     return absl::InvalidArgumentError(absl::StrCat(
         path,

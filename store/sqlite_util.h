@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -50,9 +51,59 @@ class Stmt {
 // Runs one or more statements that return nothing (schema text, pragmas).
 absl::Status Exec(sqlite3* db, const std::string& sql);
 
+// An SQLite result code as a status, so callers can tell kinds of failure apart:
+// busy/locked -> Unavailable (worth retrying), full -> ResourceExhausted,
+// corrupt/not a database -> DataLoss, read-only/permission/cannot open ->
+// PermissionDenied, I/O and memory -> Internal, anything else (a constraint,
+// a type mismatch: one bad row) -> InvalidArgument.
+absl::Status SqliteStatus(int rc, std::string message);
+// True for a status that aborts a whole transaction (anything but one bad row).
+bool AbortsTransaction(const absl::Status& st);
+
+// Refuses what is not a regular file (a directory, FIFO, device, socket)
+// without opening it: opening a FIFO blocks until someone writes to it.
+// A missing path passes when `may_be_missing` (the writer creates it).
+absl::Status CheckRegularFile(const std::string& path, bool may_be_missing);
+
+// "X is damaged (...); run `shardscope check X` for details": for
+// SQLITE_CORRUPT and SQLITE_NOTADB met while reading a file that opened.
+absl::Status DamagedFileError(const std::string& path, const std::string& detail);
+
+// Names of every table, index and view the current schema text creates
+// (computed once, from SchemaSql() on an in-memory database).
+const std::set<std::string>& SchemaObjectNames();
+
+// How a reader opens a file. A database in WAL mode needs its -shm file
+// (created beside it) even to read; where that cannot be made (read-only
+// media, a directory the user cannot write) and the -wal holds nothing, the
+// file is opened `immutable` (SQLite then takes no locks and makes no files).
+struct ReadOpenFacts {
+  bool wal_mode = false;      // the header says WAL (bytes 18-19 are 2)
+  bool dir_writable = false;  // -shm can be created beside the file
+  bool wal_has_data = false;  // a -wal file with frames in it exists
+  bool shm_exists = false;
+  bool shm_writable = false;
+};
+enum class ReadOpenMode {
+  kReadOnly,        // SQLITE_OPEN_READONLY
+  kImmutable,       // read-only, file:...?immutable=1
+  kWalUnreachable,  // commits sit in the -wal and SQLite cannot read them here
+};
+ReadOpenMode DecideReadOpen(const ReadOpenFacts& facts);
+ReadOpenFacts GatherReadOpenFacts(const std::string& path);
+// The file: URI of `path` with `query` appended (e.g. "immutable=1").
+std::string FileUri(const std::string& path, const std::string& query);
+// Opens `path` for reading as DecideReadOpen says (and, when a plain
+// read-only open cannot read a WAL file whose -wal is empty, immutable).
+// `extra_flags` is added to SQLITE_OPEN_READONLY. On failure *db is closed.
+absl::Status OpenForReading(const std::string& path, int extra_flags, sqlite3** db);
+
 // Checks that `db` (opened from `path`) is a shardscope database this build can
 // read, and returns its schema version through `version`. With `allow_empty`, an
-// SQLite file with no tables at all passes with version 0 (a fresh file to set up).
+// SQLite file with no tables at all passes with version 0 (a fresh file to set up),
+// and so does one whose schema an older shardscope left half made (a `meta` table
+// without rows, only shardscope's tables): the writer completes it. Without it,
+// both are refused as "left unfinished".
 absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_empty,
                                int* version);
 

@@ -4,15 +4,18 @@
 // per run cheap.
 #include "store/writer.h"
 
-#include <sys/stat.h>
-
+#include <algorithm>
 #include <chrono>
 #include <ctime>
+#include <random>
 #include <tuple>
 #include <unordered_map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "store/metrics.h"
+#include "store/run_state.h"
 #include "store/schema.h"
 #include "store/sqlite_util.h"
 
@@ -55,22 +58,20 @@ std::string IsoUtc(int64_t unix_ns) {
 class Writer::Db {
  public:
   ~Db() {
+    own_ = {};
     stmts_ = {};  // statements must be finalized before the connection closes
     if (db_) sqlite3_close(db_);
   }
 
-  absl::Status Open(const std::string& path) {
-    struct stat sb;
-    bool exists = ::stat(path.c_str(), &sb) == 0;
-    if (exists && S_ISDIR(sb.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, " is a directory, not a database file"));
-    }
+  absl::Status Open(const std::string& path, const WriterOptions& options) {
+    // Never open what is not a regular file: opening a FIFO blocks.
+    if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/true); !st.ok()) return st;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return absl::InvalidArgumentError(
           absl::StrCat("cannot open ", path, " for writing: ", internal::DbError(db_)));
     }
-    sqlite3_busy_timeout(db_, 5000);
+    sqlite3_busy_timeout(db_, options.busy_timeout_ms);
     int version = 0;
     if (absl::Status st = internal::CheckShardscopeDb(db_, path, /*allow_empty=*/true, &version);
         !st.ok()) {
@@ -79,18 +80,123 @@ class Writer::Db {
     // WAL lets readers (the UI, the CLI) look at a run while it is being written.
     absl::Status st = internal::Exec(
         db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-    if (st.ok()) st = internal::Exec(db_, SchemaSql());
-    if (st.ok()) st = Migrate();
+    // The schema and the meta rows in one transaction: a process killed (or a
+    // disk that fills) while making them leaves an empty file, never half a schema.
+    if (st.ok()) st = internal::Exec(db_, "BEGIN IMMEDIATE");
     if (st.ok()) {
       st = internal::Exec(
-          db_, absl::StrCat("INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
+          db_, absl::StrCat(SchemaSql(), "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
                             kSchemaVersion, "'), ('tool', 'shardscope');"));
+      st = st.ok() ? internal::Exec(db_, "COMMIT") : st;
+      if (!st.ok()) internal::Exec(db_, "ROLLBACK").IgnoreError();
+    }
+    if (st.ok()) st = Migrate();
+    if (st.ok() && options.max_file_bytes > 0) {
+      auto page = QueryText("PRAGMA page_size");
+      int64_t page_size = 0;
+      if (page.ok() && absl::SimpleAtoi(*page, &page_size) && page_size > 0) {
+        st = internal::Exec(db_, absl::StrCat("PRAGMA max_page_count = ",
+                                              std::max<int64_t>(1, options.max_file_bytes / page_size)));
+      }
     }
     if (!st.ok()) {
-      return absl::InternalError(absl::StrCat("cannot set up ", path, ": ", st.message()));
+      return absl::Status(st.code(), absl::StrCat("cannot set up ", path, ": ", st.message()));
     }
+    me_ = ThisProcess();
+    std::random_device rd;
+    token_ = absl::StrFormat("%08x%08x", rd(), rd());
     return Prepare();
   }
+
+  // The outcome of one attempt at a batch. A failed attempt left nothing in
+  // the file and the connection's state as before it (WriteBatch undoes it).
+  struct BatchOutcome {
+    absl::Status st;         // the transaction failed: nothing of the batch was written
+    int64_t rows = 0;        // rows written
+    int64_t item_errors = 0; // records refused one by one (the rest were written)
+    absl::Status first_item_error;
+  };
+
+  BatchOutcome WriteBatch(const std::vector<Item>& batch) {
+    BatchOutcome out;
+    const int64_t run_before = run_id_, lost_before = lost_;
+    const bool ended_before = run_ended_;
+    const std::string note_before = loss_note_;
+    auto undo = [&](absl::Status st) {
+      internal::Exec(db_, "ROLLBACK").IgnoreError();  // an error when SQLite already rolled back
+      names_.clear();  // ids of names made in the transaction are gone with it
+      run_id_ = run_before;
+      lost_ = lost_before;
+      run_ended_ = ended_before;
+      loss_note_ = note_before;
+      out.st = std::move(st);
+      out.rows = 0;
+      return out;
+    };
+    // IMMEDIATE: wait for another process's write lock here (busy timeout),
+    // not halfway through the batch.
+    if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) {
+      return undo(absl::Status(st.code(), absl::StrCat("starting a transaction: ", st.message())));
+    }
+    for (const Item& item : batch) {
+      int64_t n = 0;
+      absl::Status w = Write(item, &n);
+      if (w.ok()) {
+        out.rows += n;
+        continue;
+      }
+      // A full disk, a lock, an I/O error: the transaction is lost (SQLite
+      // may have rolled it back already). A bad record: only that record.
+      if (internal::AbortsTransaction(w) || sqlite3_get_autocommit(db_)) return undo(w);
+      ++out.item_errors;
+      ++lost_;
+      if (loss_note_.empty()) loss_note_ = std::string(w.message());
+      if (out.first_item_error.ok()) out.first_item_error = w;
+    }
+    if (absl::Status c = internal::Exec(db_, "COMMIT"); !c.ok()) {
+      return undo(absl::Status(c.code(), absl::StrCat("committing ", batch.size(), " records: ", c.message())));
+    }
+    return out;
+  }
+
+  // A batch that could not be written: its records count as lost to the run.
+  void GiveUp(const std::vector<Item>& batch, const absl::Status& why) {
+    lost_ += static_cast<int64_t>(batch.size());
+    if (loss_note_.empty()) loss_note_ = std::string(why.message());
+    for (const Item& item : batch) {
+      // The run never reached the file: what follows is dropped, not misfiled.
+      if (std::holds_alternative<RunBegin>(item)) run_id_ = 0;
+    }
+  }
+
+  // Says in run_writers that the writer is alive (its own small transaction).
+  void Heartbeat() {
+    if (run_id_ == 0 || run_ended_) return;
+    own_.heartbeat.Int(1, run_id_);
+    own_.heartbeat.Int(2, UnixNowNs());
+    own_.heartbeat.Run().IgnoreError();  // a missed beat is no loss; a stale one reads as gone
+  }
+
+  // The writer closes: run_writers says so (a run not ended then reads as
+  // ended abnormally), and the file is left self-contained where no other
+  // connection has it open: WAL checkpointed and journal mode DELETE, so it
+  // reads without -wal/-shm files (read-only media, a copy of the file alone).
+  void Close() {
+    if (!db_) return;
+    if (run_id_ != 0) {
+      Stmt& s = own_.writer_close;
+      s.Int(1, run_id_); s.Int(2, UnixNowNs()); s.Int(3, lost_); s.TextOrNull(4, LossNote());
+      s.Run().IgnoreError();
+    }
+    own_ = {};
+    stmts_ = {};
+    sqlite3_busy_timeout(db_, 0);  // another connection open: leave WAL as it is, at once
+    if (internal::Exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)").ok()) {
+      internal::Exec(db_, "PRAGMA journal_mode = DELETE").IgnoreError();
+    }
+  }
+
+  int64_t lost() const { return lost_; }
 
   // Applies one queued item; returns the rows written.
   absl::Status Write(const Item& item, int64_t* rows) {
@@ -102,9 +208,6 @@ class Writer::Db {
     return std::visit([this](const auto& r) { return WriteOne(r); }, item);
   }
 
-  absl::Status Begin() { return internal::Exec(db_, "BEGIN"); }
-  absl::Status Commit() { return internal::Exec(db_, "COMMIT"); }
-  void Rollback() { internal::Exec(db_, "ROLLBACK").IgnoreError(); }
   int64_t run_id() const { return run_id_; }
 
  private:
@@ -202,7 +305,7 @@ class Writer::Db {
          " clock_kinds, tool_version, schema_version, simulated, num_hosts, num_devices,"
          " started_at, started_at_ns, status)"
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'running')"},
-        {&stmts_.run_end, "UPDATE runs SET status = 'finished', ended_at_ns = ?2 WHERE run_id = ?1"},
+        {&stmts_.run_end, "UPDATE runs SET status = ?3, ended_at_ns = ?2 WHERE run_id = ?1"},
         {&stmts_.host, "INSERT OR REPLACE INTO hosts VALUES (?1,?2,?3)"},
         {&stmts_.device, "INSERT OR REPLACE INTO devices VALUES (?1,?2,?3,?4,?5,?6)"},
         {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
@@ -246,7 +349,29 @@ class Writer::Db {
     for (const auto& [stmt, sql] : all) {
       if (absl::Status st = stmt->Prepare(db_, sql); !st.ok()) return st;
     }
+    // Who writes each run, so readers can tell a live run from a killed one.
+    const std::pair<Stmt*, const char*> writer[] = {
+        {&own_.writer_begin,
+         "INSERT OR REPLACE INTO run_writers(run_id, host, pid, boot_id, process_start, token, heartbeat_ns)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7)"},
+        {&own_.heartbeat, "UPDATE run_writers SET heartbeat_ns = ?2 WHERE run_id = ?1"},
+        {&own_.writer_end,
+         "UPDATE run_writers SET heartbeat_ns = ?2, records_lost = ?3, note = ?4 WHERE run_id = ?1"},
+        {&own_.writer_close,
+         "UPDATE run_writers SET closed_at_ns = ?2, heartbeat_ns = ?2, records_lost = ?3, note = ?4"
+         " WHERE run_id = ?1"},
+    };
+    for (const auto& [stmt, sql] : writer) {
+      if (absl::Status st = stmt->Prepare(db_, sql); !st.ok()) return st;
+    }
     return absl::OkStatus();
+  }
+
+  // "N records were not written (the first: why)", or "" when none were lost.
+  std::string LossNote() const {
+    if (lost_ == 0) return "";
+    return absl::StrCat(lost_, lost_ == 1 ? " record was" : " records were", " not written (the first: ",
+                        loss_note_, ")");
   }
 
   // Interned name id; names are shared by all runs in the file.
@@ -269,7 +394,8 @@ class Writer::Db {
 
   static absl::Status Tag(absl::Status st, const char* table, int64_t id) {
     if (st.ok()) return st;
-    return absl::InternalError(absl::StrCat("writing ", table, " row (id ", id, "): ", st.message()));
+    // The code stays: it tells a bad row from a full disk or a lock.
+    return absl::Status(st.code(), absl::StrCat("writing ", table, " row (id ", id, "): ", st.message()));
   }
 
   absl::Status WriteOne(const RunBegin& b) {
@@ -284,14 +410,28 @@ class Writer::Db {
     s.Int(10, kSchemaVersion); s.Int(11, r.simulated ? 1 : 0); s.Int(12, r.num_hosts);
     s.Int(13, r.num_devices); s.Text(14, IsoUtc(started)); s.Int(15, started);
     if (absl::Status st = s.Run(); !st.ok()) return Tag(st, "runs", 0);
-    run_id_ = sqlite3_last_insert_rowid(db_);
+    int64_t id = sqlite3_last_insert_rowid(db_);
+    Stmt& w = own_.writer_begin;
+    w.Int(1, id); w.Text(2, me_.host); w.Int(3, me_.pid); w.Text(4, me_.boot_id); w.Int(5, me_.start_ticks);
+    w.Text(6, token_); w.Int(7, UnixNowNs());
+    if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", id);
+    run_id_ = id;
+    lost_ = 0;
+    loss_note_.clear();
+    run_ended_ = false;
     return absl::OkStatus();
   }
-  // The run ends: its row says so, and its metrics report is stored.
+  // The run ends: its row says so ('incomplete' when records of it were
+  // lost), and its metrics report is stored.
   absl::Status WriteOne(const RunEnd& e) {
     stmts_.run_end.Int(1, run_id_);
     stmts_.run_end.Int(2, e.ended_at_ns);
+    stmts_.run_end.Text(3, lost_ > 0 ? "incomplete" : "finished");
     if (absl::Status st = stmts_.run_end.Run(); !st.ok()) return Tag(st, "runs", run_id_);
+    Stmt& w = own_.writer_end;
+    w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, LossNote());
+    if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", run_id_);
+    run_ended_ = true;
     return Tag(internal::StoreRunMetrics(db_, run_id_), "metrics", run_id_);
   }
   absl::Status WriteOne(const trace::HostRecord& r) {
@@ -484,16 +624,25 @@ class Writer::Db {
   Stmts stmts_;
   std::unordered_map<std::string, int64_t> names_;
   int64_t run_id_ = 0;
+  // The run_writers statements: who writes the run, its heartbeat, its end.
+  struct RunWriterStmts {
+    Stmt writer_begin, heartbeat, writer_end, writer_close;
+  } own_;
+  bool run_ended_ = false;
+  int64_t lost_ = 0;       // records of the current run that did not reach the file
+  std::string loss_note_;  // why the first of them did not
+  ProcessIdentity me_;
+  std::string token_;
 };
 
-absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::string& path, WriterOptions options) {
   auto db = std::make_unique<Db>();
-  if (absl::Status st = db->Open(path); !st.ok()) return st;
-  return std::unique_ptr<Writer>(new Writer(path, std::move(db)));
+  if (absl::Status st = db->Open(path, options); !st.ok()) return st;
+  return std::unique_ptr<Writer>(new Writer(path, std::move(db), std::move(options)));
 }
 
-Writer::Writer(std::string path, std::unique_ptr<Db> db)
-    : path_(std::move(path)), db_(std::move(db)) {
+Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
+    : path_(std::move(path)), db_(std::move(db)), options_(std::move(options)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -504,6 +653,7 @@ Writer::~Writer() {
   }
   queued_cv_.notify_all();
   thread_.join();  // the loop drains the queue before it returns
+  db_->Close();
   db_.reset();
 }
 
@@ -531,13 +681,22 @@ void Writer::WaitWritten(uint64_t seq) {
 }
 
 void Writer::Loop() {
+  using Clock = std::chrono::steady_clock;
+  const auto beat_every = std::chrono::milliseconds(std::max(1, options_.heartbeat_ms));
+  auto next_beat = Clock::now() + beat_every;
   std::vector<Item> batch;
   for (;;) {
     uint64_t last;
     {
       std::unique_lock<std::mutex> l(mu_);
-      queued_cv_.wait(l, [&] { return !queue_.empty() || stop_; });
-      if (queue_.empty()) return;  // stopping, and nothing left to write
+      queued_cv_.wait_until(l, next_beat, [&] { return !queue_.empty() || stop_; });
+      if (queue_.empty()) {
+        if (stop_) return;  // stopping, and nothing left to write
+        l.unlock();
+        db_->Heartbeat();  // idle, alive
+        next_beat = Clock::now() + beat_every;
+        continue;
+      }
       // Linger briefly for a fuller batch: a commit per handful of records
       // would cost far more than the records themselves.
       queued_cv_.wait_for(l, kLinger,
@@ -547,28 +706,14 @@ void Writer::Loop() {
     }
     written_cv_.notify_all();  // room in the queue again
     // One transaction per batch: the batch grows while the previous one commits.
-    int64_t rows = 0;
-    absl::Status st = db_->Begin();
-    bool in_txn = st.ok();
-    if (!st.ok()) SetError(absl::InternalError(absl::StrCat("starting a transaction: ", st.message())));
-    for (const Item& item : batch) {
-      int64_t n = 0;
-      if (absl::Status w = db_->Write(item, &n); !w.ok()) {
-        SetError(w);
-      } else {
-        rows += n;
-      }
-      if (std::holds_alternative<RunBegin>(item)) run_id_.store(db_->run_id());
-    }
-    if (in_txn) {
-      if (absl::Status c = db_->Commit(); !c.ok()) {
-        SetError(absl::InternalError(absl::StrCat("committing ", batch.size(), " records: ", c.message())));
-        db_->Rollback();
-        rows = 0;
-      }
-    }
-    rows_written_.fetch_add(rows);
+    rows_written_.fetch_add(WriteBatch(batch));
+    run_id_.store(db_->run_id());
+    records_lost_.store(db_->lost());
     batch.clear();
+    if (Clock::now() >= next_beat) {
+      db_->Heartbeat();
+      next_beat = Clock::now() + beat_every;
+    }
     {
       std::lock_guard<std::mutex> l(mu_);
       written_ = last;
@@ -577,10 +722,41 @@ void Writer::Loop() {
   }
 }
 
-void Writer::SetError(absl::Status st) {
-  std::lock_guard<std::mutex> l(mu_);
-  ++error_count_;
-  if (error_.ok()) error_ = std::move(st);
+int64_t Writer::WriteBatch(const std::vector<Item>& batch) {
+  const int attempts = std::max(1, options_.batch_attempts);
+  for (int attempt = 1;; ++attempt) {
+    Db::BatchOutcome out = db_->WriteBatch(batch);
+    if (out.st.ok()) {
+      if (out.item_errors > 0) SetError(out.first_item_error, out.item_errors);
+      return out.rows;
+    }
+    // Another process holds the write lock beyond the busy timeout: try the
+    // whole batch again, a bounded number of times.
+    if (absl::IsUnavailable(out.st) && attempt < attempts) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20 * attempt));
+      continue;
+    }
+    db_->GiveUp(batch, out.st);
+    std::string msg = absl::StrCat(out.st.message(), " (", batch.size(), batch.size() == 1 ? " record" : " records",
+                                   " lost", attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "", ")");
+    if (absl::IsDataLoss(out.st)) absl::StrAppend(&msg, "; run `shardscope check ", path_, "` for details");
+    SetError(absl::Status(out.st.code(), msg));
+    return 0;
+  }
+}
+
+void Writer::SetError(absl::Status st, int64_t count) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    error_count_ += count;
+    if (error_.ok()) {
+      error_ = std::move(st);
+      first = true;
+    }
+  }
+  failed_.store(true);
+  if (first && options_.on_error) options_.on_error(status());
 }
 
 absl::Status Writer::status() const {

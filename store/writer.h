@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,14 +21,37 @@
 
 namespace shardscope::store {
 
+// How the writer deals with other processes and with failure (the defaults suit a run).
+struct WriterOptions {
+  // How long one attempt at a batch waits for another process's write lock.
+  int busy_timeout_ms = 5000;
+  // Attempts per batch while the file stays locked (SQLITE_BUSY/LOCKED), with a
+  // short pause between; after the last, the batch's records count as lost.
+  int batch_attempts = 3;
+  // 0: no cap. Else the file stops growing at about this size and writes fail as
+  // on a full disk (SQLITE_FULL), e.g. to bound a long run's database.
+  int64_t max_file_bytes = 0;
+  // How often the writer's thread says in run_writers.heartbeat_ns that it is alive.
+  int heartbeat_ms = 5000;
+  // Called once, on the writer's thread, with status() at the first write
+  // error; the run can stop there (status() and failed() say the same later).
+  std::function<void(const absl::Status&)> on_error;
+};
+
 class Writer : public trace::Recorder {
  public:
-  // Opens `path` for writing: creates it (WAL mode, schema v1, meta rows) when
-  // missing or empty, or opens an existing shardscope database to append runs.
-  // Refuses another tool's file, a non-SQLite file, or a newer schema, naming the file.
-  static absl::StatusOr<std::unique_ptr<Writer>> Open(const std::string& path);
-  // Writes what is queued, stops the thread and closes the file. Does not end
-  // an open run: a run without EndRun stays 'running', as if the process died.
+  // Opens `path` for writing: creates it (WAL mode, schema v1, meta rows, all
+  // in one transaction) when missing or empty, completes a file an older
+  // version left half made, or opens an existing shardscope database to append
+  // runs. Refuses what is not a regular file (a FIFO, a device), another tool's
+  // file, a non-SQLite file, or a newer schema, naming the file.
+  static absl::StatusOr<std::unique_ptr<Writer>> Open(const std::string& path,
+                                                      WriterOptions options = {});
+  // Writes what is queued, stops the thread and closes the file, leaving it
+  // self-contained (WAL checkpointed, journal mode DELETE) unless another
+  // connection still has it open. Does not end an open run: a run without
+  // EndRun stays 'running' in `runs`, and run_writers.closed_at_ns tells
+  // readers that its writer is gone (they show it as ended abnormally).
   ~Writer() override;
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -62,15 +86,21 @@ class Writer : public trace::Recorder {
   // Blocks until everything recorded before the call is committed (visible to
   // readers, safe from a crash of this process).
   void Flush() override;
-  // Marks the current run 'finished' with its end time, then flushes.
+  // Marks the current run 'finished' with its end time (or 'incomplete' when
+  // records of it were lost: run_writers says how many and why), then flushes.
   void EndRun() override;
   // Flush()/EndRun() followed by status(): for callers that want the error.
   absl::Status FlushAndCheck();
   absl::Status EndRunAndCheck();
 
-  // The first error the background writer hit (OK when none). Writing goes on
-  // after an error; later errors are counted in the message, never abort.
+  // The first error the background writer hit (OK when none), set as soon as
+  // it happens and naming the file. Writing goes on after an error; later
+  // errors are counted in the message, never abort.
   absl::Status status() const;
+  // True once status() is an error: a cheap poll for a run's loop.
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  // Records of the current run that did not reach the file.
+  int64_t records_lost() const { return records_lost_.load(); }
   // Rows written so far (all tables), for throughput reports.
   int64_t rows_written() const { return rows_written_.load(); }
   const std::string& path() const { return path_; }
@@ -85,15 +115,18 @@ class Writer : public trace::Recorder {
                             trace::ShardPlacementRecord, trace::CounterRecord>;
   class Db;  // the connection and prepared statements, used only by the thread
 
-  explicit Writer(std::string path, std::unique_ptr<Db> db);
+  explicit Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options);
   // Queues one item; returns its sequence number (for waiting on it).
   uint64_t Push(Item item);
   void WaitWritten(uint64_t seq);
   void Loop();
-  void SetError(absl::Status st);
+  // Writes one batch in one transaction, retrying it while the file is locked.
+  int64_t WriteBatch(const std::vector<Item>& batch);
+  void SetError(absl::Status st, int64_t count = 1);
 
   std::string path_;
   std::unique_ptr<Db> db_;
+  WriterOptions options_;
 
   mutable std::mutex mu_;
   std::condition_variable queued_cv_;   // the thread waits for work
@@ -108,6 +141,8 @@ class Writer : public trace::Recorder {
 
   std::atomic<int64_t> run_id_{0};
   std::atomic<int64_t> rows_written_{0};
+  std::atomic<int64_t> records_lost_{0};
+  std::atomic<bool> failed_{false};
   std::thread thread_;
 };
 

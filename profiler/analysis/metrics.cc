@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/recompiles.h"
+#include "store/run_state.h"
 
 namespace shardscope::analysis {
 namespace {
@@ -23,6 +24,7 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
   auto steps = rd.Query("SELECT COUNT(*) AS n FROM steps WHERE run_id = ?1", {run});
   if (!steps.ok()) return steps.status();
   r.steps = steps->Int(0, "n");
+  if (auto state = store::ReadRunState(rd, run_id); state.ok()) r.run_state = state->Describe();
   auto stored = store::ReadRunMetrics(rd, run_id);
   if (!stored.ok()) return stored.status();
   r.stored = stored->has_value();
@@ -80,7 +82,9 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
 std::string RenderMetricsText(const MetricsReport& r) {
   std::string out = absl::StrCat("run ", r.run_id, ": metrics over ", r.steps, " steps (",
                                  r.stored ? "stored when the run ended" : "computed from the run's tables",
-                                 ")\n\nMetric\n");
+                                 ")\n");
+  if (!r.run_state.empty() && r.run_state != "finished") absl::StrAppend(&out, "status: ", r.run_state, "\n");
+  out += "\nMetric\n";
   std::vector<std::vector<std::string>> t = {
       {"name", "clock", "count", "total", "p50", "p90", "p99", "max", "one sample is"}};
   for (const TimingMetric& m : r.metrics)

@@ -27,6 +27,7 @@ struct MetricsReport : store::RunMetrics {
   int64_t run_id = 0;
   int64_t steps = 0;
   bool stored = false;  // the figures came from the `metrics` table (else computed now)
+  std::string run_state;  // store::RunState::Describe(), e.g. "ended abnormally after step 7: ..."
   std::vector<std::string> warnings;
 };
 

@@ -33,7 +33,8 @@ std::string Title(const RunReport& r) {
 }
 
 std::string StatusText(const RunHeader& h) {
-  std::string s = absl::StrCat("started ", Printable(h.started_at), ", ", Printable(h.status));
+  std::string s = absl::StrCat("started ", Printable(h.started_at), ", ",
+                               Printable(h.status_detail.empty() ? h.status : h.status_detail));
   if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
   if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", Printable(h.sharding));
   return s;
@@ -345,7 +346,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"sharding", h.sharding},     {"topology", h.topology},
                 {"profile", h.profile},       {"clock_kinds", h.clock_kinds},
                 {"tool_version", h.tool_version}, {"started_at", h.started_at},
-                {"status", h.status},         {"num_hosts", h.num_hosts},
+                {"status", h.status},         {"status_detail", h.status_detail},
+                {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
   out["steps"] = {{"clock", "host"},

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "store/run_state.h"
 
 namespace shardscope::analysis {
 
@@ -60,6 +61,10 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   h->tool_version = q->Text(0, "tool_version");
   h->started_at = q->Text(0, "started_at");
   h->status = q->Text(0, "status");
+  if (auto state = store::ReadRunState(rd, run_id); state.ok()) {
+    h->status = state->status;
+    h->status_detail = state->Describe();
+  }
   h->num_hosts = static_cast<int>(q->Int(0, "num_hosts"));
   h->num_devices = static_cast<int>(q->Int(0, "num_devices"));
   h->simulated = q->Int(0, "simulated") != 0;

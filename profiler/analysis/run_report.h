@@ -19,7 +19,10 @@ struct RunHeader {
   std::string db_path;
   int64_t run_id = 0;
   std::string sample, mesh, mesh_axes, sharding, topology, profile, clock_kinds;
-  std::string tool_version, started_at, status;  // status: running | finished
+  std::string tool_version, started_at;
+  // running | finished | incomplete | ended abnormally (store/run_state.h), and
+  // the line that says how, e.g. "ended abnormally after step 7: its writer ... is gone".
+  std::string status, status_detail;
   int num_hosts = 0;
   int num_devices = 0;
   bool simulated = false;

@@ -1,9 +1,10 @@
 // Test-only helper for the CLI tests: writes into DIR the synthetic run
 // (fixture.db), three of them (multi.db: runs 1-3), the synthetic run with
 // names holding terminal escapes, newlines, a C1 control and a byte that is
-// not UTF-8 (hostile.db), a text file posing as a database (garbage.db) and
-// another tool's SQLite file (foreign.db).
+// not UTF-8 (hostile.db), a text file posing as a database (garbage.db),
+// another tool's SQLite file (foreign.db) and a FIFO (fifo.db).
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <fstream>
@@ -80,5 +81,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   sqlite3_close(db);
+  std::remove((dir + "/fifo.db").c_str());
+  if (mkfifo((dir + "/fifo.db").c_str(), 0600) != 0) {
+    std::cerr << "cannot make fifo.db\n";
+    return 1;
+  }
   return 0;
 }

@@ -38,7 +38,8 @@ TEST(WriterTest, CreatesDatabaseWithMeta) {
   EXPECT_EQ(q.Text(0, "key"), "schema_version");
   EXPECT_EQ(q.Text(0, "value"), "1");
   EXPECT_EQ(q.Text(1, "value"), "shardscope");
-  EXPECT_EQ(MustQuery(*r, "PRAGMA journal_mode").Text(0, "journal_mode"), "wal");
+  // WAL while a writer has it open; a closed file is self-contained (no -wal, -shm).
+  EXPECT_EQ(MustQuery(*r, "PRAGMA journal_mode").Text(0, "journal_mode"), "delete");
   EXPECT_FALSE(r->LatestRunId().ok());
 }
 
@@ -297,7 +298,9 @@ TEST(WriterTest, ErrorsAreKeptNotFatal) {
   auto r = Reader::Open(path);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(MustQuery(*r, "SELECT count(*) AS n FROM steps").Int(0, "n"), 1);
-  EXPECT_EQ(MustQuery(*r, "SELECT status FROM runs").Text(0, "status"), "finished");
+  // The run lost a record: never 'finished', and it says what was lost.
+  EXPECT_EQ(MustQuery(*r, "SELECT status FROM runs").Text(0, "status"), "incomplete");
+  EXPECT_EQ(MustQuery(*r, "SELECT records_lost FROM run_writers").Int(0, "records_lost"), 1);
 }
 
 TEST(WriterTest, WorksAsTheInstalledRecorder) {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "store/run_state.h"
 
 namespace shardscope::app {
 namespace {
@@ -75,6 +76,8 @@ absl::Status LoadRun(const store::Reader& reader, int64_t run_id, TraceModel& mo
   run.num_devices = info->Int(0, "num_devices");
   run.simulated = info->Int(0, "simulated") != 0;
   run.status = info->Text(0, "status");
+  // A run whose writer died shows as "ended abnormally", not "running" forever.
+  if (auto state = store::ReadRunState(reader, run_id); state.ok()) run.status = state->status;
   return absl::OkStatus();
 }
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <cstdio>
 #include <functional>
@@ -426,6 +427,16 @@ int Run(const std::vector<std::string>& args) {
               << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
     cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
   }
+  // A write error (a full disk, a lock held too long) stops the run at once; what was committed stays readable.
+  cfg.on_step = [print = cfg.on_step, w = writer->get()](int step, double loss) {
+    if (print) print(step, loss);
+    if (!w->failed()) return;
+    w->EndRun();  // 'incomplete', where the file still takes it
+    std::fflush(stdout);
+    std::cerr << "error: " << w->status().message() << "\n(the run stopped after step " << step
+              << "; what was committed before the error stays readable)\n";
+    std::_Exit(1);
+  };
   auto t0 = std::chrono::steady_clock::now();
   auto result = info->run(cfg);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ui/cli/check.h"
 #include "ui/cli/drivers.h"
 #include "ui/cli/reports.h"
 #include "ui/cli/terminal.h"
@@ -26,6 +27,7 @@ std::string Usage() {
     s += "  run SAMPLE      run a sample workload and record it (e.g. run mlp --db run.db)\n";
   }
   s += shardscope::cli::ReportCommandSummaries();
+  s += "  check PATH      is the file whole? SQLite's integrity check and shardscope's own\n";
   return s;
 }
 
@@ -47,7 +49,9 @@ int main(int argc, char** argv) {
   if (IsHelp(cmd)) {
     // `shardscope help report` shows that command's help.
     if (!rest.empty()) {
-      std::string h = IsReportCommand(rest[0]) ? ReportHelp(rest[0]) : DriverHelp(rest[0]);
+      std::string h = rest[0] == "check"           ? std::string(kCheckHelp)
+                      : IsReportCommand(rest[0]) ? ReportHelp(rest[0])
+                                                 : DriverHelp(rest[0]);
       if (h.empty()) {
         std::cerr << "error: unknown command '" << rest[0] << "'\n" << Usage();
         return 2;
@@ -62,6 +66,7 @@ int main(int argc, char** argv) {
     std::cout << "shardscope " SHARDSCOPE_VERSION "\n";
     return 0;
   }
+  if (cmd == "check") return RunCheckCommand(rest, std::cout, std::cerr);
   if (IsReportCommand(cmd)) return RunReportCommand(cmd, rest, std::cout, std::cerr);
   if (IsDriverCommand(cmd)) {
     for (const std::string& a : rest) {

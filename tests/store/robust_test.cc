@@ -1,0 +1,562 @@
+// A store that survives bad input and failure: what is not a regular file is
+// refused without being opened, a half-made schema is named unfinished (and a
+// writer completes it), a run whose writer is gone reads as ended abnormally, a
+// finished file needs no side files, a full disk and a lock held by another
+// process are reported at once and never leave a run 'finished' that lost
+// rows, and `check` tells a whole file from a damaged one.
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "store/check.h"
+#include "store/reader.h"
+#include "store/run_state.h"
+#include "store/schema.h"
+#include "store/sqlite_util.h"
+#include "store/writer.h"
+#include "tests/store/synthetic_run.h"
+
+namespace shardscope::store {
+namespace {
+
+using namespace shardscope::trace;
+using shardscope::testing::TempDbPath;
+
+bool Contains(const absl::Status& st, const std::string& s) {
+  return st.message().find(s) != std::string::npos;
+}
+
+bool Exists(const std::string& path) {
+  struct stat sb;
+  return ::stat(path.c_str(), &sb) == 0;
+}
+
+void RawExec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+QueryResult MustQuery(const std::string& path, const std::string& sql) {
+  auto r = Reader::Open(path);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  auto q = r->Query(sql);
+  EXPECT_TRUE(q.ok()) << sql << ": " << q.status();
+  return q.ok() ? *q : QueryResult{};
+}
+
+// Steps [first, first + n): a track, `slices` slices per step, then the step's row.
+void RecordSteps(Writer& w, int first, int n, int slices = 20) {
+  if (first == 0) w.Record(TrackRecord{1, "host", Clock::kHost, -1, 0, "main"});
+  for (int s = first; s < first + n; ++s) {
+    for (int k = 0; k < slices; ++k) {
+      SliceRecord sl;
+      sl.slice_id = int64_t{s} * 1000 + k;
+      sl.track_id = 1;
+      sl.start_ns = sl.slice_id * 10;
+      sl.dur_ns = 5;
+      sl.name = absl::StrCat("op.", k, ".", std::string(40, 'x'));
+      sl.kind = SliceKind::kHost;
+      sl.step = s;
+      w.Record(sl);
+    }
+    w.Record(StepRecord{s, 1.0, 100});
+  }
+}
+
+WriterOptions LockOptions(int busy_timeout_ms, int batch_attempts) {
+  WriterOptions o;
+  o.busy_timeout_ms = busy_timeout_ms;
+  o.batch_attempts = batch_attempts;
+  return o;
+}
+
+// --- 1. Not a regular file -------------------------------------------------
+
+TEST(Robust, FifoSocketAndDeviceAreRefusedWithoutOpening) {
+  std::string fifo = TempDbPath("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  // Opening a FIFO would block this test forever: the checks must stat it.
+  auto r = Reader::Open(fifo);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status(), fifo + " is a FIFO")) << r.status();
+  auto w = Writer::Open(fifo);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(Contains(w.status(), fifo + " is a FIFO")) << w.status();
+  CheckReport c = CheckDatabase(fifo);
+  ASSERT_FALSE(c.healthy());
+  EXPECT_NE(c.problems[0].find("FIFO"), std::string::npos);
+  std::remove(fifo.c_str());
+
+  std::string sock = TempDbPath("sock");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(sock.size(), sizeof addr.sun_path);
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  auto rs = Reader::Open(sock);
+  EXPECT_TRUE(Contains(rs.status(), sock + " is a socket")) << rs.status();
+  EXPECT_TRUE(Contains(Writer::Open(sock).status(), "is a socket"));
+  close(fd);
+  std::remove(sock.c_str());
+
+  auto dev = Reader::Open("/dev/null");
+  EXPECT_TRUE(Contains(dev.status(), "/dev/null is a character device")) << dev.status();
+  EXPECT_TRUE(Contains(Writer::Open("/dev/null").status(), "is a character device"));
+}
+
+// --- 2. Half-made schemas --------------------------------------------------
+
+TEST(Robust, SchemaLeftHalfMadeByAnOlderVersionIsUnfinishedAndAWriterCompletesIt) {
+  std::string path = TempDbPath("half");
+  // What an older version left when killed while making the schema: it ran
+  // the statements one by one (meta first) and wrote meta's rows last.
+  std::string schema = SchemaSql();
+  size_t cut = schema.find("CREATE TABLE IF NOT EXISTS tracks");
+  ASSERT_NE(cut, std::string::npos);
+  RawExec(path, "PRAGMA journal_mode = WAL;" + schema.substr(0, cut));
+
+  auto r = Reader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status(), path + " was left unfinished by a shardscope run that stopped while creating "
+                                          "it; remove it or run again to complete it"))
+      << r.status();
+  CheckReport c = CheckDatabase(path);
+  ASSERT_FALSE(c.healthy());
+  EXPECT_NE(c.problems[0].find("left unfinished"), std::string::npos) << c.problems[0];
+
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    RecordSteps(**w, 0, 2);
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  }
+  EXPECT_TRUE(CheckDatabase(path).healthy());
+  EXPECT_EQ(MustQuery(path, "SELECT count(*) AS n FROM steps").Int(0, "n"), 2);
+  for (const std::string& name : internal::SchemaObjectNames()) {
+    EXPECT_EQ(MustQuery(path, "SELECT count(*) AS n FROM sqlite_master WHERE name = '" + name + "'").Int(0, "n"), 1)
+        << name;
+  }
+}
+
+TEST(Robust, AnEmptyDatabaseIsUnfinishedButAnotherToolsFileIsForeign) {
+  std::string path = TempDbPath("empty");
+  RawExec(path, "PRAGMA journal_mode = WAL;");  // killed right after the journal mode was set
+  EXPECT_TRUE(Contains(Reader::Open(path).status(), "left unfinished")) << Reader::Open(path).status();
+  EXPECT_TRUE(Writer::Open(path).ok());
+  std::string foreign = TempDbPath("foreign_meta");
+  // A meta table without rows, but also a table that is not ours: not our leftover.
+  RawExec(foreign, "CREATE TABLE meta (key TEXT, value TEXT); CREATE TABLE photos (id INTEGER);");
+  auto f = Reader::Open(foreign);
+  EXPECT_TRUE(Contains(f.status(), "was it written by another tool?")) << f.status();
+  EXPECT_FALSE(Writer::Open(foreign).ok());
+}
+
+TEST(Robust, SchemaAndMetaAreCreatedInOneTransaction) {
+  // Another process holds the write lock while the file is created: the
+  // writer gives up with nothing half made, and a later writer succeeds.
+  std::string path = TempDbPath("one_txn");
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "PRAGMA journal_mode = WAL; BEGIN EXCLUSIVE;", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  auto w = Writer::Open(path, LockOptions(50, 1));
+  EXPECT_FALSE(w.ok());
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  EXPECT_TRUE(Contains(Reader::Open(path).status(), "left unfinished")) << Reader::Open(path).status();
+  auto again = Writer::Open(path);
+  ASSERT_TRUE(again.ok()) << again.status();
+}
+
+// --- 3. Runs whose writer is gone ------------------------------------------
+
+TEST(Robust, RunStateFollowsTheWriter) {
+  std::string path = TempDbPath("state");
+  auto w = Writer::Open(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 3);
+  (*w)->Flush();
+  {
+    auto r = Reader::Open(path);
+    ASSERT_TRUE(r.ok());
+    auto st = ReadRunState(*r, 1);
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->status, "running");
+    EXPECT_EQ(st->last_step, 2);
+    QueryResult who = r->Query("SELECT host, pid, boot_id, token FROM run_writers").value();
+    EXPECT_EQ(who.Int(0, "pid"), getpid());
+    EXPECT_EQ(who.Text(0, "host"), ThisProcess().host);
+    EXPECT_FALSE(who.Text(0, "token").empty());
+    EXPECT_EQ(r->Query("SELECT status FROM run_status").value().Text(0, "status"), "running");
+  }
+  w->reset();  // closed without EndRun
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto st = ReadRunState(*r, 1);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->stored_status, "running");
+  EXPECT_EQ(st->status, "ended abnormally");
+  EXPECT_EQ(st->Describe().rfind("ended abnormally after step 2: its writer (pid ", 0), 0u) << st->Describe();
+  EXPECT_NE(st->Describe().find("closed the file without ending the run"), std::string::npos);
+  QueryResult view = r->Query("SELECT status, last_step FROM run_status WHERE run_id = 1").value();
+  EXPECT_EQ(view.Text(0, "status"), "ended abnormally");
+  EXPECT_EQ(view.Int(0, "last_step"), 2);
+}
+
+TEST(Robust, ARunWhoseProcessDiedEndedAbnormally) {
+  std::string path = TempDbPath("died");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = Writer::Open(path);
+    if (!w.ok() || !(*w)->StartRun(RunRecord{}).ok()) _exit(2);
+    RecordSteps(**w, 0, 4);
+    (*w)->Flush();
+    _exit(0);  // no EndRun, no destructor: as if killed
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  auto r = Reader::Open(path);  // the writer left its -wal: still readable
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto st = ReadRunState(*r, 1);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->status, "ended abnormally");
+  EXPECT_EQ(st->Describe(), absl::StrCat("ended abnormally after step 3: its writer (pid ", child, " on host ",
+                                         ThisProcess().host, ") is gone: killed or crashed"));
+  // The heartbeat is recent, so the view (which cannot ask the kernel) still says running...
+  EXPECT_EQ(r->Query("SELECT status FROM run_status").value().Text(0, "status"), "running");
+  EXPECT_TRUE(CheckDatabase(path).healthy());
+}
+
+TEST(Robust, ARunWrittenOnAnotherHostGoesByItsHeartbeat) {
+  std::string path = TempDbPath("elsewhere");
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  }
+  // Two runs "still being written" on another machine: one beat a second
+  // ago, one two minutes ago.
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch()).count();
+  RawExec(path, absl::StrCat("UPDATE run_writers SET host = 'far-away', closed_at_ns = NULL, heartbeat_ns = ",
+                             now - 1'000'000'000, " WHERE run_id = 1; UPDATE run_writers SET host = 'far-away',"
+                             " closed_at_ns = NULL, heartbeat_ns = ", now - 120'000'000'000, " WHERE run_id = 2;"));
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto states = ReadRunStates(*r);
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 2u);
+  EXPECT_EQ((*states)[0].status, "running");
+  EXPECT_EQ((*states)[1].status, "ended abnormally");
+  EXPECT_NE((*states)[1].detail.find("no sign of life from its writer"), std::string::npos) << (*states)[1].detail;
+  QueryResult view = r->Query("SELECT status FROM run_status ORDER BY run_id").value();
+  EXPECT_EQ(view.Text(0, "status"), "running");
+  EXPECT_EQ(view.Text(1, "status"), "ended abnormally");
+}
+
+TEST(Robust, ProcessAliveSeesZombiesAndReusedPids) {
+  ProcessIdentity me = ThisProcess();
+  EXPECT_EQ(ProcessAlive(me), true);
+  ProcessIdentity reused = me;
+  reused.start_ticks = me.start_ticks + 12345;  // same pid, another process
+  EXPECT_EQ(ProcessAlive(reused), me.start_ticks == 0 ? true : false);
+  ProcessIdentity rebooted = me;
+  rebooted.boot_id = "another-boot";
+  EXPECT_EQ(ProcessAlive(rebooted), me.boot_id.empty());
+  ProcessIdentity elsewhere = me;
+  elsewhere.host = "some-other-host";
+  EXPECT_FALSE(ProcessAlive(elsewhere).has_value());
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  usleep(100000);  // it exits; not reaped yet: a zombie
+  ProcessIdentity zombie = me;
+  zombie.pid = child;
+  zombie.start_ticks = 0;
+  EXPECT_EQ(ProcessAlive(zombie), false);
+  waitpid(child, nullptr, 0);
+  EXPECT_EQ(ProcessAlive(zombie), false);
+}
+
+// --- 4. Finished files are self-contained ----------------------------------
+
+TEST(Robust, AClosedWriterLeavesOneSelfContainedFile) {
+  std::string path = TempDbPath("alone");
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    RecordSteps(**w, 0, 5);
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  }
+  EXPECT_FALSE(Exists(path + "-wal"));
+  EXPECT_FALSE(Exists(path + "-shm"));
+  EXPECT_EQ(MustQuery(path, "PRAGMA journal_mode").Text(0, "journal_mode"), "delete");
+  internal::ReadOpenFacts f = internal::GatherReadOpenFacts(path);
+  EXPECT_FALSE(f.wal_mode);
+  // Read from a directory nobody may write (the decision; root could write
+  // anyway, the real read-only mount is in process_test).
+  f.dir_writable = false;
+  EXPECT_EQ(internal::DecideReadOpen(f), internal::ReadOpenMode::kReadOnly);
+}
+
+TEST(Robust, ReadOpenDecision) {
+  using internal::DecideReadOpen;
+  using internal::ReadOpenFacts;
+  using internal::ReadOpenMode;
+  // A rollback-journal file reads with no side files, anywhere.
+  EXPECT_EQ(DecideReadOpen({.wal_mode = false, .dir_writable = false}), ReadOpenMode::kReadOnly);
+  // WAL: -shm can be made: the normal read-only open.
+  EXPECT_EQ(DecideReadOpen({.wal_mode = true, .dir_writable = true, .wal_has_data = true}), ReadOpenMode::kReadOnly);
+  // WAL on read-only media, or copied without its -wal into such a place: immutable.
+  EXPECT_EQ(DecideReadOpen({.wal_mode = true, .dir_writable = false, .wal_has_data = false}),
+            ReadOpenMode::kImmutable);
+  // An existing writable -shm serves.
+  EXPECT_EQ(DecideReadOpen({.wal_mode = true, .dir_writable = false, .wal_has_data = false, .shm_exists = true,
+                            .shm_writable = true}),
+            ReadOpenMode::kReadOnly);
+  // Commits in a -wal that cannot be read here: said so, never silently dropped.
+  EXPECT_EQ(DecideReadOpen({.wal_mode = true, .dir_writable = false, .wal_has_data = true}),
+            ReadOpenMode::kWalUnreachable);
+  EXPECT_EQ(DecideReadOpen({.wal_mode = true, .dir_writable = false, .wal_has_data = true, .shm_exists = true}),
+            ReadOpenMode::kReadOnly);
+  EXPECT_EQ(internal::FileUri("/a b/x?y#%.db", "immutable=1"), "file:///a%20b/x%3Fy%23%25.db?immutable=1");
+}
+
+TEST(Robust, AWalFileCopiedWithoutItsWalReads) {
+  // A copy of a running (or killed) run's file, without its -wal: the header
+  // says WAL; what was checkpointed reads.
+  std::string path = TempDbPath("walsrc");
+  auto w = Writer::Open(path);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 3);
+  (*w)->Flush();
+  RawExec(path, "PRAGMA wal_checkpoint(PASSIVE)");
+  std::string copy = TempDbPath("walcopy");
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::ofstream out(copy, std::ios::binary);
+    out << in.rdbuf();
+  }
+  w->reset();
+  EXPECT_TRUE(internal::GatherReadOpenFacts(copy).wal_mode);
+  EXPECT_EQ(MustQuery(copy, "SELECT count(*) AS n FROM steps").Int(0, "n"), 3);
+}
+
+// --- 5. A full disk --------------------------------------------------------
+
+TEST(Robust, AFullDiskIsReportedAtOnceAndWhatWasCommittedStays) {
+  std::string path = TempDbPath("full");
+  { ASSERT_TRUE(Writer::Open(path).ok()); }
+  struct stat sb;
+  ASSERT_EQ(::stat(path.c_str(), &sb), 0);
+  std::atomic<int> callbacks{0};
+  std::string callback_message;
+  WriterOptions opt;
+  opt.max_file_bytes = sb.st_size + (96 << 10);  // the disk fills after a few dozen steps
+  opt.on_error = [&](const absl::Status& st) {
+    callback_message = std::string(st.message());
+    ++callbacks;
+  };
+  auto w = Writer::Open(path, opt);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  int stopped_at = -1;
+  for (int s = 0; s < 1000; ++s) {
+    RecordSteps(**w, s, 1);
+    (*w)->Flush();  // a step's records are committed before the next starts
+    if ((*w)->failed()) {
+      stopped_at = s;
+      break;
+    }
+  }
+  ASSERT_GE(stopped_at, 1) << "the disk never filled";
+  absl::Status st = (*w)->status();
+  EXPECT_TRUE(absl::IsResourceExhausted(st)) << st;
+  EXPECT_TRUE(Contains(st, path)) << st;
+  EXPECT_TRUE(Contains(st, "full")) << st;
+  EXPECT_EQ(callbacks.load(), 1);
+  EXPECT_EQ(callback_message, std::string(st.message()));
+  EXPECT_GT((*w)->records_lost(), 0);
+  (*w)->EndRun();  // may not fit either
+  w->reset();
+
+  // Every step before the one that did not fit is there, whole.
+  CheckReport c = CheckDatabase(path);
+  EXPECT_TRUE(c.healthy()) << (c.problems.empty() ? "" : c.problems[0]);
+  QueryResult q = MustQuery(path, "SELECT count(*) AS n, max(step) AS last FROM steps");
+  EXPECT_EQ(q.Int(0, "n"), stopped_at);
+  EXPECT_EQ(q.Int(0, "last"), stopped_at - 1);
+  EXPECT_EQ(MustQuery(path, "SELECT count(*) AS n FROM steps s WHERE (SELECT count(*) FROM slices l"
+                            " WHERE l.step = s.step) <> 20").Int(0, "n"), 0);
+  EXPECT_GE(MustQuery(path, "SELECT count(*) AS n FROM slices").Int(0, "n"), int64_t{stopped_at} * 20);
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto state = ReadRunState(*r, 1);
+  ASSERT_TRUE(state.ok());
+  EXPECT_NE(state->status, "finished");
+  EXPECT_NE(state->status, "running");
+}
+
+// --- 6. A lock held by another process -------------------------------------
+
+TEST(Robust, ABatchIsRetriedWhileAnotherProcessHoldsTheLock) {
+  std::string path = TempDbPath("busy_retry");
+  auto w = Writer::Open(path, LockOptions(20, 40));
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));  // several busy timeouts
+    sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  });
+  RecordSteps(**w, 0, 5);
+  (*w)->Flush();
+  release.join();
+  sqlite3_close(holder);
+  EXPECT_TRUE((*w)->status().ok()) << (*w)->status();
+  ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  w->reset();
+  EXPECT_EQ(MustQuery(path, "SELECT count(*) AS n FROM slices").Int(0, "n"), 100);
+  EXPECT_EQ(MustQuery(path, "SELECT status FROM runs").Text(0, "status"), "finished");
+}
+
+TEST(Robust, ARunThatLostRowsToALockIsIncompleteNotFinished) {
+  std::string path = TempDbPath("busy_lost");
+  auto w = Writer::Open(path, LockOptions(20, 2));
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 2);
+  (*w)->Flush();
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  RecordSteps(**w, 2, 1);  // 21 records, lost: the lock outlasts both attempts
+  (*w)->Flush();
+  sqlite3_exec(holder, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(holder);
+  absl::Status st = (*w)->status();
+  EXPECT_TRUE(absl::IsUnavailable(st)) << st;
+  EXPECT_TRUE(Contains(st, "locked")) << st;
+  EXPECT_TRUE(Contains(st, "21 records lost after 2 attempts")) << st;
+  EXPECT_EQ((*w)->records_lost(), 21);
+  RecordSteps(**w, 3, 1);
+  (*w)->EndRun();
+  w->reset();
+  QueryResult run = MustQuery(path, "SELECT r.status, w.records_lost, w.note FROM runs r JOIN run_writers w USING (run_id)");
+  EXPECT_EQ(run.Text(0, "status"), "incomplete");
+  EXPECT_EQ(run.Int(0, "records_lost"), 21);
+  EXPECT_EQ(run.Text(0, "note").rfind("21 records were not written (the first: ", 0), 0u) << run.Text(0, "note");
+  EXPECT_EQ(MustQuery(path, "SELECT group_concat(step) AS s FROM steps").Text(0, "s"), "0,1,3");
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(ReadRunState(*r, 1)->Describe().rfind("incomplete: 21 records were not written", 0), 0u)
+      << ReadRunState(*r, 1)->Describe();
+  EXPECT_TRUE(CheckDatabase(path).healthy());
+}
+
+// --- 7. check ---------------------------------------------------------------
+
+std::string WriteFixture(const std::string& name) {
+  std::string path = TempDbPath(name);
+  auto w = Writer::Open(path);
+  EXPECT_TRUE(w.ok());
+  EXPECT_TRUE(shardscope::testing::WriteSyntheticRun(**w).ok());
+  return path;
+}
+
+TEST(Robust, CheckPassesAWholeFileAndListsItsRuns) {
+  std::string path = WriteFixture("check_ok");
+  CheckReport c = CheckDatabase(path);
+  EXPECT_TRUE(c.healthy()) << c.problems[0];
+  ASSERT_EQ(c.runs.size(), 1u);
+  EXPECT_EQ(c.runs[0], "run 1: mlp, finished");
+}
+
+TEST(Robust, CheckFindsBrokenReferencesAndStatuses) {
+  std::string path = WriteFixture("check_refs");
+  RawExec(path,
+          "INSERT INTO slices(run_id, slice_id, track_id, start_ns, dur_ns, depth, name_id, kind)"
+          " VALUES (1, 999999, 4242, 0, 1, 0, 1, 'compute');"
+          "UPDATE compilations SET graph_id = 777 WHERE compile_id = (SELECT min(compile_id) FROM compilations);"
+          "PRAGMA foreign_keys = OFF; INSERT INTO hosts VALUES (9, 0, 'ghost');"
+          "INSERT INTO runs(sample, mesh, mesh_axes, sharding, config_json, topology, profile, clock_kinds,"
+          " tool_version, schema_version, num_hosts, num_devices, started_at, started_at_ns, status)"
+          " VALUES ('x','1x1','a','dp','{}','t','cpu','host','0',1,1,1,'2024',0,'exploded');");
+  CheckReport c = CheckDatabase(path);
+  ASSERT_FALSE(c.healthy());
+  std::string all;
+  for (const auto& p : c.problems) all += p + "\n";
+  EXPECT_NE(all.find("run 1: 1 slices on tracks that are not in `tracks`"), std::string::npos) << all;
+  EXPECT_NE(all.find("run 1: 1 compilations of graphs that are not in `graphs`"), std::string::npos) << all;
+  EXPECT_NE(all.find("1 rows of hosts -> runs refer to rows that do not exist"), std::string::npos) << all;
+  EXPECT_NE(all.find("1 rows of `hosts` belong to no run in `runs`"), std::string::npos) << all;
+  EXPECT_NE(all.find("run 2 has status 'exploded'"), std::string::npos) << all;
+}
+
+// Overwrites page `page` (1-based) of the file with junk.
+void SmashPage(const std::string& path, int64_t page) {
+  int64_t page_size = MustQuery(path, "PRAGMA page_size").Int(0, "page_size");
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp((page - 1) * page_size + 8);
+  std::string junk(static_cast<size_t>(page_size - 16), '\x5a');
+  f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+}
+
+TEST(Robust, DamagedFilesAreCaughtAndNamed) {
+  std::string path = WriteFixture("damaged");
+  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slices'").Int(0, "rootpage");
+  ASSERT_GT(root, 1);
+  SmashPage(path, root);
+  CheckReport c = CheckDatabase(path);
+  ASSERT_FALSE(c.healthy());
+  EXPECT_NE(c.problems[0].find("SQLite integrity check"), std::string::npos) << c.problems[0];
+  auto r = Reader::Open(path);  // the schema is fine: the damage shows when slices are read
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto q = r->Query("SELECT count(*) FROM slices WHERE dur_ns > 0");
+  ASSERT_FALSE(q.ok());
+  EXPECT_TRUE(absl::IsDataLoss(q.status())) << q.status();
+  EXPECT_TRUE(Contains(q.status(), path + " is damaged (")) << q.status();
+  EXPECT_TRUE(Contains(q.status(), "run `shardscope check " + path + "` for details")) << q.status();
+}
+
+TEST(Robust, AnIndexThatDisagreesWithItsTableFailsCheck) {
+  // Damage that plain reads do not notice (they answer, differently
+  // depending on the plan): only the integrity check does.
+  std::string path = WriteFixture("bad_index");
+  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slices_by_track_time'")
+                     .Int(0, "rootpage");
+  ASSERT_GT(root, 1);
+  // Swap in the root page of another index: well-formed, wrong rows.
+  RawExec(path, absl::StrCat("PRAGMA writable_schema = ON; UPDATE sqlite_master SET rootpage = (SELECT rootpage FROM"
+                             " sqlite_master WHERE name = 'counters_by_name') WHERE name = 'slices_by_track_time';"));
+  CheckReport c = CheckDatabase(path);
+  EXPECT_FALSE(c.healthy());
+}
+
+}  // namespace
+}  // namespace shardscope::store
