@@ -168,6 +168,10 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   return rec;
 }
 
+bool Recording::failed() const { return writer_ && writer_->failed(); }
+
+absl::Status Recording::write_status() const { return writer_ ? writer_->status() : finish_status_; }
+
 absl::Status Recording::Finish() {
   if (finished_) return finish_status_;
   finished_ = true;

@@ -80,6 +80,11 @@ class Recording {
   // "1 host x 4 chips"
   const std::string& topology() const { return topology_; }
   bool finished() const { return finished_; }
+  // Whether writing the database failed (a full disk, a lock held too long):
+  // the run should stop; Finish then ends it as 'incomplete' and says why.
+  bool failed() const;
+  // The first write error, naming the file (OK while none).
+  absl::Status write_status() const;
 
  private:
   Recording(RecordingOptions options, Mesh mesh);

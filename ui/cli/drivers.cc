@@ -428,12 +428,13 @@ int Run(const std::vector<std::string>& args) {
     cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
   }
   // A write error (a full disk, a lock held too long) stops the run at once; what was committed stays readable.
-  cfg.on_step = [print = cfg.on_step, w = writer->get()](int step, double loss) {
+  cfg.on_step = [print = cfg.on_step, r = rec->get()](int step, double loss) {
     if (print) print(step, loss);
-    if (!w->failed()) return;
-    w->EndRun();  // 'incomplete', where the file still takes it
+    if (!r->failed()) return;
+    const absl::Status why = r->write_status();
+    r->Finish().IgnoreError();  // 'incomplete', where the file still takes it
     std::fflush(stdout);
-    std::cerr << "error: " << w->status().message() << "\n(the run stopped after step " << step
+    std::cerr << "error: " << why.message() << "\n(the run stopped after step " << step
               << "; what was committed before the error stays readable)\n";
     std::_Exit(1);
   };
