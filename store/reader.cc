@@ -2,6 +2,8 @@
 // check, and a generic Query that returns every cell as text.
 #include "store/reader.h"
 
+#include <functional>
+
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -96,6 +98,22 @@ Reader::~Reader() {
 
 absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
                                           const std::vector<std::string>& params) const {
+  QueryResult out;
+  absl::Status st = Stream(
+      sql, params, [&](const std::vector<std::string>& columns) { out.columns = columns; },
+      [&](const std::vector<Cell>& row) { out.rows.push_back(row); });
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::Status Reader::ForEachRow(const std::string& sql, const std::vector<std::string>& params,
+                                const std::function<void(const std::vector<Cell>&)>& row) const {
+  return Stream(sql, params, nullptr, row);
+}
+
+absl::Status Reader::Stream(const std::string& sql, const std::vector<std::string>& params,
+                            const std::function<void(const std::vector<std::string>&)>& columns,
+                            const std::function<void(const std::vector<Cell>&)>& each) const {
   if (!db_) return absl::FailedPreconditionError("the reader is not open");
   if (absl::StripAsciiWhitespace(sql).empty()) {
     return absl::InvalidArgumentError("the SQL statement is empty");
@@ -131,17 +149,21 @@ absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
                         static_cast<int>(params[i].size()), SQLITE_TRANSIENT);
     }
   }
-  QueryResult out;
   int ncols = sqlite3_column_count(stmt.get());
-  for (int c = 0; c < ncols; ++c) {
-    const char* name = sqlite3_column_name(stmt.get(), c);
-    out.columns.push_back(name ? name : "");
+  if (columns) {
+    std::vector<std::string> names;
+    for (int c = 0; c < ncols; ++c) {
+      const char* name = sqlite3_column_name(stmt.get(), c);
+      names.push_back(name ? name : "");
+    }
+    columns(names);
   }
+  std::vector<Cell> row;
   for (;;) {
     int rc = sqlite3_step(stmt.get());
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return Failed("SQL error: ");
-    std::vector<Cell>& row = out.rows.emplace_back();
+    row.clear();
     row.reserve(ncols);
     for (int c = 0; c < ncols; ++c) {
       if (sqlite3_column_type(stmt.get(), c) == SQLITE_NULL) {
@@ -152,8 +174,9 @@ absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
         row.emplace_back(std::string(text ? text : "", text ? n : 0));
       }
     }
+    each(row);
   }
-  return out;
+  return absl::OkStatus();
 }
 
 absl::Status Reader::Failed(const char* what) const {

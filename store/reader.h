@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,9 @@ class Reader {
   // `shardscope check`.
   absl::StatusOr<QueryResult> Query(const std::string& sql,
                                     const std::vector<std::string>& params = {}) const;
+  // The same, one row at a time without keeping the rows (exports of whole runs).
+  absl::Status ForEachRow(const std::string& sql, const std::vector<std::string>& params,
+                          const std::function<void(const std::vector<Cell>&)>& row) const;
 
   // The newest run's id, or NotFound when the database holds no runs.
   absl::StatusOr<int64_t> LatestRunId() const;
@@ -58,6 +62,9 @@ class Reader {
 
  private:
   Reader() = default;
+  absl::Status Stream(const std::string& sql, const std::vector<std::string>& params,
+                      const std::function<void(const std::vector<std::string>&)>& columns,
+                      const std::function<void(const std::vector<Cell>&)>& each) const;
   absl::Status Failed(const char* what) const;
   sqlite3* db_ = nullptr;
   bool owned_ = true;

@@ -15,6 +15,7 @@
 #include "profiler/analysis/recompiles.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
+#include "store/chrome_export.h"
 #include "store/reader.h"
 #include "ui/cli/csv.h"
 #include "ui/cli/flags.h"
@@ -72,6 +73,16 @@ constexpr char kQueryHelp[] =
     "  (a header row; NULL is an empty field). Tables and views are described in\n"
     "  docs/schema.md, e.g.\n"
     "    shardscope query run.db \"SELECT * FROM step_device_summary WHERE step = 3\"\n";
+
+constexpr char kExportHelp[] =
+    "usage: shardscope export PATH [--run N] --chrome OUT.json[.gz]\n"
+    "  Writes one stored run in the Chrome trace event format, which Perfetto UI\n"
+    "  (ui.perfetto.dev) and chrome://tracing open: a process per chip and clock\n"
+    "  (\"chip 3 (device clock)\", sorted by chip id), a process per host with its\n"
+    "  threads, every slice as a complete event, the chips of one collective linked\n"
+    "  by flows, counters as counter events. OUT ending in .gz is gzip-compressed.\n"
+    "  --run N           the run (default: the newest in the file)\n"
+    "  --chrome OUT      the file to write\n";
 
 // Splits args into positionals and --flag values; only `flags` are accepted.
 struct Args {
@@ -274,11 +285,28 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   return 0;
 }
 
+int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  OneRun r;
+  if (auto code = OpenOneRun(argv, {"--chrome"}, "export", kExportHelp, err, &r)) return *code;
+  if (!r.args.flags.count("--chrome") || r.args.flags["--chrome"].empty())
+    return Usage(err, "export needs --chrome OUT.json (the only format so far)", kExportHelp);
+  const std::string path = r.args.flags["--chrome"];
+  auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path);
+  if (!stats.ok()) {
+    err << "error: " << stats.status().message() << "\n";
+    return 1;
+  }
+  out << "run " << r.run_id << " written to " << path << ": " << stats->processes << " processes, " << stats->slices
+      << " slices, " << stats->flows << " flows, " << stats->counters
+      << " counter samples (open it in ui.perfetto.dev or chrome://tracing)\n";
+  return 0;
+}
+
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query";
+         command == "query" || command == "export";
 }
 
 std::string ReportCommandSummaries() {
@@ -286,7 +314,8 @@ std::string ReportCommandSummaries() {
          "  sharding PATH   where each tensor's shards live: tiles, chips, bytes (--tensor NAME)\n"
          "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
-         "  query PATH SQL  run SQL on a stored run's database, print CSV\n";
+         "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
+         "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n";
 }
 
 std::string ReportHelp(const std::string& command) {
@@ -295,6 +324,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "sharding") return kShardingHelp;
   if (command == "metrics") return kMetricsHelp;
   if (command == "recompiles") return kRecompilesHelp;
+  if (command == "export") return kExportHelp;
   return "";
 }
 
@@ -308,6 +338,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   }
   if (command == "report") return Report(args, out, err);
   if (command == "query") return Query(args, out, err);
+  if (command == "export") return Export(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,

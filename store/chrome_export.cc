@@ -1,0 +1,219 @@
+#include "store/chrome_export.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardscope::store {
+namespace {
+
+// A file written plain or through gzip, with the first error kept.
+class Out {
+ public:
+  static absl::StatusOr<Out> Open(const std::string& path) {
+    Out o;
+    o.path_ = path;
+    if (absl::EndsWith(path, ".gz")) {
+      o.gz_ = gzopen(path.c_str(), "wb6");
+      if (!o.gz_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+    } else {
+      o.f_ = std::fopen(path.c_str(), "wb");
+      if (!o.f_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+    }
+    return o;
+  }
+  Out() = default;
+  Out(Out&& o) noexcept : path_(std::move(o.path_)), f_(o.f_), gz_(o.gz_), ok_(o.ok_) { o.f_ = nullptr, o.gz_ = nullptr; }
+  ~Out() { Close().IgnoreError(); }
+
+  void Write(const std::string& s) {
+    if (!ok_ || s.empty()) return;
+    if (gz_) ok_ = gzwrite(gz_, s.data(), static_cast<unsigned>(s.size())) == static_cast<int>(s.size());
+    else ok_ = std::fwrite(s.data(), 1, s.size(), f_) == s.size();
+  }
+  absl::Status Close() {
+    bool closed = true;
+    if (gz_) closed = gzclose(gz_) == Z_OK;
+    if (f_) closed = std::fclose(f_) == 0;
+    gz_ = nullptr;
+    f_ = nullptr;
+    if (!ok_ || !closed) {
+      ok_ = true;
+      return absl::DataLossError(absl::StrCat("writing ", path_, " failed (disk full?)"));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+  gzFile gz_ = nullptr;
+  bool ok_ = true;
+};
+
+std::string Quote(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+// Chrome trace timestamps are microseconds.
+std::string Us(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1000.0); }
+
+struct Lane {
+  int64_t pid = 0, tid = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path) {
+  const std::string run = std::to_string(run_id);
+  auto info = rd.Query("SELECT sample, mesh, topology, profile, tool_version FROM runs WHERE run_id = ?1", {run});
+  if (!info.ok()) return info.status();
+  if (info->rows.empty()) return absl::NotFoundError(absl::StrCat(rd.path(), " has no run ", run_id));
+  auto tracks = rd.Query(
+      "SELECT track_id, name, clock, device_id, host_id, COALESCE(thread_name, name) AS thread FROM tracks"
+      " WHERE run_id = ?1 ORDER BY track_id",
+      {run});
+  if (!tracks.ok()) return tracks.status();
+  auto out = Out::Open(path);
+  if (!out.ok()) return out.status();
+  ChromeExportStats stats;
+
+  // Processes: hosts first (host clock), then every chip on the device clock
+  // in chip order, then on the modeled clock. pid 0 is not used.
+  const auto pid_of = [](const std::string& clock, int64_t device, int64_t host) -> int64_t {
+    if (clock == "host" || device < 0) return 1 + host;
+    return (clock == "modeled" ? 2'000'000 : 1'000'000) + device;
+  };
+  std::map<int64_t, Lane> lanes;                     // track -> (pid, tid)
+  std::map<int64_t, std::pair<std::string, int64_t>> processes;  // pid -> (name, sort index)
+  std::map<int64_t, int64_t> device_pid;             // chip -> its device-clock process, for counters
+  std::string meta;
+  for (size_t i = 0; i < tracks->rows.size(); ++i) {
+    const int64_t track = tracks->Int(i, "track_id"), host = tracks->Int(i, "host_id");
+    const std::string clock = tracks->Text(i, "clock");
+    const int64_t device = tracks->rows[i][tracks->Col("device_id")] ? tracks->Int(i, "device_id") : -1;
+    const int64_t pid = pid_of(clock, device, host);
+    lanes[track] = {pid, track};
+    if (!processes.count(pid)) {
+      const bool chip = clock != "host" && device >= 0;
+      const std::string name = chip ? absl::StrCat("chip ", device, " (", clock, " clock)")
+                                    : absl::StrCat("host ", host, " (host clock)");
+      const int64_t sort = chip ? (clock == "modeled" ? 2'000'000 : 1'000'000) + device : host;
+      processes[pid] = {name, sort};
+      if (chip && clock == "device") device_pid[device] = pid;
+    }
+    absl::StrAppend(&meta, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid, ",\"tid\":", track,
+                    ",\"args\":{\"name\":", Quote(tracks->Text(i, "thread")), "}}");
+  }
+  const nlohmann::json other = {{"run_id", run_id},
+                                {"sample", info->Text(0, "sample")},
+                                {"mesh", info->Text(0, "mesh")},
+                                {"topology", info->Text(0, "topology")},
+                                {"profile", info->Text(0, "profile")},
+                                {"tool", absl::StrCat("shardscope ", info->Text(0, "tool_version"))},
+                                {"clocks", "host: wall time of the process; device: measured kernel times laid out "
+                                           "per chip; modeled: the cost model on the run's profile"}};
+  out->Write(absl::StrCat("{\"displayTimeUnit\":\"ns\",\"otherData\":",
+                          other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                          ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"
+                          "\"args\":{\"name\":\"shardscope: host, device and modeled clocks are separate processes\"}}"));
+  for (const auto& [pid, p] : processes) {
+    out->Write(absl::StrCat(",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid, ",\"tid\":0,\"args\":{\"name\":",
+                            Quote(p.first), "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
+                            ",\"tid\":0,\"args\":{\"sort_index\":", p.second, "}}"));
+    ++stats.processes;
+  }
+  out->Write(meta);
+
+  // Slices, per track in time order, the enclosing one first: X events nest
+  // as stored. Streamed row by row.
+  {
+    const std::string sql =
+        "SELECT s.track_id, s.start_ns, s.dur_ns, n.name, s.kind, s.step, s.graph_id, s.op_id, s.bytes"
+        " FROM slices s JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1"
+        " ORDER BY s.track_id, s.start_ns, s.dur_ns DESC, s.depth";
+    absl::Status st = rd.ForEachRow(sql, {run}, [&](const std::vector<Cell>& r) {
+      auto it = lanes.find(std::stoll(r[0].value_or("0")));
+      if (it == lanes.end()) return;
+      std::string args = absl::StrCat("\"kind\":", Quote(r[4].value_or("")));
+      if (r[5]) absl::StrAppend(&args, ",\"step\":", *r[5]);
+      if (r[6]) absl::StrAppend(&args, ",\"graph_id\":", *r[6]);
+      if (r[7]) absl::StrAppend(&args, ",\"op_id\":", *r[7]);
+      if (r[8] && *r[8] != "0") absl::StrAppend(&args, ",\"bytes\":", *r[8]);
+      out->Write(absl::StrCat(",\n{\"ph\":\"X\",\"pid\":", it->second.pid, ",\"tid\":", it->second.tid,
+                              ",\"ts\":", Us(std::stoll(r[1].value_or("0"))), ",\"dur\":",
+                              Us(std::stoll(r[2].value_or("0"))), ",\"name\":", Quote(r[3].value_or("")),
+                              ",\"cat\":", Quote(r[4].value_or("")), ",\"args\":{", args, "}}"));
+      ++stats.slices;
+    });
+    if (!st.ok()) return st;
+  }
+
+  // Flows: the slices of one collective across chips, earliest first.
+  {
+    int64_t flow = -1, n = 0;
+    std::string pending;  // the previous slice's event, written once the next shows it was not the last
+    const auto event = [&](const char* ph, int64_t id, const Lane& l, int64_t ts) {
+      return absl::StrCat(",\n{\"ph\":\"", ph, "\",\"id\":", id, ",\"pid\":", l.pid, ",\"tid\":", l.tid,
+                          ",\"ts\":", Us(ts), ",\"name\":\"collective\",\"cat\":\"collective\"",
+                          ph[0] == 'f' ? ",\"bp\":\"e\"" : "", "}");
+    };
+    Lane last_lane;
+    int64_t last_ts = 0;
+    const auto finish = [&]() {
+      if (n >= 2) {
+        out->Write(pending);
+        out->Write(event("f", flow, last_lane, last_ts));
+        ++stats.flows;
+      }
+    };
+    absl::Status st = rd.ForEachRow(
+        "SELECT flow_id, track_id, start_ns FROM slices WHERE run_id = ?1 AND flow_id IS NOT NULL"
+        " ORDER BY flow_id, start_ns",
+        {run}, [&](const std::vector<Cell>& r) {
+          const int64_t id = std::stoll(r[0].value_or("0"));
+          auto it = lanes.find(std::stoll(r[1].value_or("0")));
+          if (it == lanes.end()) return;
+          const int64_t ts = std::stoll(r[2].value_or("0"));
+          if (id != flow) {
+            finish();
+            flow = id, n = 0, pending.clear();
+          } else {
+            // The previous slice was not the last: it starts the flow or is a step on it.
+            absl::StrAppend(&pending, event(n == 1 ? "s" : "t", flow, last_lane, last_ts));
+          }
+          ++n;
+          last_lane = it->second;
+          last_ts = ts;
+        });
+    if (!st.ok()) return st;
+    finish();
+  }
+
+  // Counters: a chip's on its device-clock process, process-wide ones on host 0.
+  {
+    absl::Status st = rd.ForEachRow(
+        "SELECT device_id, name, ts_ns, value FROM counters WHERE run_id = ?1 ORDER BY device_id, name, ts_ns", {run},
+        [&](const std::vector<Cell>& r) {
+          int64_t pid = 1;
+          if (r[0]) {
+            auto it = device_pid.find(std::stoll(*r[0]));
+            if (it != device_pid.end()) pid = it->second;
+          }
+          out->Write(absl::StrCat(",\n{\"ph\":\"C\",\"pid\":", pid, ",\"tid\":0,\"ts\":",
+                                  Us(std::stoll(r[2].value_or("0"))), ",\"name\":", Quote(r[1].value_or("")),
+                                  ",\"args\":{\"value\":", r[3].value_or("0"), "}}"));
+          ++stats.counters;
+        });
+    if (!st.ok()) return st;
+  }
+  out->Write("\n]}\n");
+  if (absl::Status s = out->Close(); !s.ok()) return s;
+  return stats;
+}
+
+}  // namespace shardscope::store

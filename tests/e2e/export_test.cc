@@ -1,0 +1,113 @@
+// `shardscope export --chrome`: a recorded run written as a Chrome trace and
+// parsed back — every slice one complete event, nested per thread as stored,
+// chips as processes in chip order with the clock in their names, one flow
+// per collective linking its chips, counters as counter events; gzip output
+// reads back the same.
+#include <zlib.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+std::string ReadGz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string out;
+  if (!f) return out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, n);
+  gzclose(f);
+  return out;
+}
+
+class ExportE2e : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    db_ = new std::string(e2e::TempDb("export"));
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x1 --steps 3 --quiet --db ", *db_));
+    ASSERT_EQ(o.code, 0) << o.text;
+  }
+  static std::string* db_;
+};
+std::string* ExportE2e::db_ = nullptr;
+
+TEST_F(ExportE2e, ChromeTraceReadsBackWithEverySliceFlowAndCounter) {
+  for (const std::string ext : {".json", ".json.gz"}) {
+    const std::string out = absl::StrCat(::testing::TempDir(), "/export_", getpid(), ext);
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_, " --chrome ", out));
+    ASSERT_EQ(o.code, 0) << o.text;
+    const std::string text = ext == ".json" ? e2e::Shell("cat " + out).text : ReadGz(out);
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j["traceEvents"].is_array()) << ext;
+    std::map<std::string, int> ph;
+    std::map<int64_t, std::string> names;
+    std::map<int64_t, int64_t> sort;
+    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> threads;
+    std::map<int64_t, std::string> flows;  // id -> phases seen
+    for (const auto& e : j["traceEvents"]) {
+      const std::string p = e["ph"];
+      ++ph[p];
+      if (p == "M" && e["name"] == "process_name") names[e["pid"]] = e["args"]["name"];
+      if (p == "M" && e["name"] == "process_sort_index") sort[e["pid"]] = e["args"]["sort_index"];
+      if (p == "X") threads[{e["pid"], e["tid"]}].push_back({e["ts"].get<double>(), e["dur"].get<double>()});
+      if (p == "s" || p == "t" || p == "f") flows[e["id"]] += p;
+    }
+    // Every slice of the run, once.
+    auto slices = e2e::Q(*db_, "SELECT COUNT(*) AS n FROM slices");
+    EXPECT_EQ(ph["X"], slices.Int(0, "n")) << ext;
+    auto counters = e2e::Q(*db_, "SELECT COUNT(*) AS n FROM counters");
+    EXPECT_EQ(ph["C"], counters.Int(0, "n")) << ext;
+    // Processes: the host, then each chip on each clock, in chip order.
+    std::vector<std::string> by_sort;
+    std::map<int64_t, std::string> ordered;
+    for (const auto& [pid, s] : sort) ordered[s] = names[pid];
+    for (const auto& [s, n] : ordered) by_sort.push_back(n);
+    EXPECT_EQ(by_sort, (std::vector<std::string>{"host 0 (host clock)", "chip 0 (device clock)", "chip 1 (device clock)",
+                                                 "chip 0 (modeled clock)", "chip 1 (modeled clock)"}))
+        << ext;
+    // Nesting per thread: each event lies inside the one open around it, or after it.
+    for (auto& [lane, events] : threads) {
+      std::vector<double> open;  // end times of the enclosing events
+      for (const auto& [ts, dur] : events) {
+        while (!open.empty() && ts >= open.back() - 1e-3) open.pop_back();
+        if (!open.empty()) EXPECT_LE(ts + dur, open.back() + 1e-3) << "pid " << lane.first << " tid " << lane.second;
+        open.push_back(ts + dur);
+      }
+    }
+    // One flow per collective that links at least two chips: start, steps, finish.
+    auto linked = e2e::Q(*db_,
+                         "SELECT COUNT(*) AS n FROM (SELECT flow_id FROM slices WHERE flow_id IS NOT NULL"
+                         " GROUP BY flow_id HAVING COUNT(*) >= 2)");
+    EXPECT_EQ(static_cast<int64_t>(flows.size()), linked.Int(0, "n")) << ext;
+    EXPECT_GT(flows.size(), 0u);
+    for (const auto& [id, phases] : flows) {
+      EXPECT_EQ(phases.front(), 's') << id;
+      EXPECT_EQ(phases.back(), 'f') << id;
+    }
+  }
+}
+
+TEST_F(ExportE2e, BadArgumentsAreClearErrors) {
+  e2e::Output none = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_));
+  EXPECT_EQ(none.code, 2) << none.text;
+  EXPECT_TRUE(absl::StrContains(none.text, "--chrome")) << none.text;
+  e2e::Output run = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_, " --run 9 --chrome /tmp/x.json"));
+  EXPECT_EQ(run.code, 1) << run.text;
+  EXPECT_TRUE(absl::StrContains(run.text, "no run 9")) << run.text;
+  e2e::Output dir = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_, " --chrome /nonexistent/x.json"));
+  EXPECT_EQ(dir.code, 1) << dir.text;
+  EXPECT_TRUE(absl::StrContains(dir.text, "/nonexistent/x.json")) << dir.text;
+}
+
+}  // namespace
+}  // namespace shardscope
