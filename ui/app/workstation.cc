@@ -1,6 +1,8 @@
 // The workstation's top level; see workstation.h.
 #include "ui/app/workstation.h"
 
+#include <algorithm>
+
 #include <imgui.h>
 
 #include <filesystem>
@@ -89,8 +91,10 @@ void Workstation::Draw() {
       placement_->Draw(ui_);
       ImGui::EndTabItem();
     }
-    std::string compile_label =
-        absl::StrCat("Recompilations (", model_->compilations.size(), ")###recompilations");
+    // Compilations, not cache lookups: a run with no recompilation shows its one compile per call site.
+    const int64_t misses = std::count_if(model_->compilations.begin(), model_->compilations.end(),
+                                         [](const auto& c) { return c.cache == "miss"; });
+    std::string compile_label = absl::StrCat("Recompilations (", misses, ")###recompilations");
     if (ImGui::BeginTabItem(compile_label.c_str(), nullptr, compile_flags)) {
       active_view_ = ViewId::kRecompilations;
       compilations_->Draw(ui_);

@@ -11,12 +11,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/recompiles.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/chrome_export.h"
 #include "store/reader.h"
+#include "store/run_state.h"
 #include "ui/cli/csv.h"
 #include "ui/cli/flags.h"
 
@@ -73,6 +75,14 @@ constexpr char kQueryHelp[] =
     "  (a header row; NULL is an empty field). Tables and views are described in\n"
     "  docs/schema.md, e.g.\n"
     "    shardscope query run.db \"SELECT * FROM step_device_summary WHERE step = 3\"\n";
+
+constexpr char kRunsHelp[] =
+    "usage: shardscope runs PATH\n"
+    "  Lists the runs a database holds: id, workload, mesh, steps stored, when it\n"
+    "  started, whether it ended normally (finished), ended abnormally (its writer\n"
+    "  is gone: killed, crashed) with the last step that reached the file, stopped\n"
+    "  incomplete (a write error, rows lost) or is still running, and whether it was\n"
+    "  recorded or simulated.\n";
 
 constexpr char kExportHelp[] =
     "usage: shardscope export PATH [--run N] --chrome OUT.json[.gz]\n"
@@ -285,6 +295,45 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   return 0;
 }
 
+int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  Args a = Parse(argv, {});
+  if (!a.error.empty()) return Usage(err, a.error, kRunsHelp);
+  if (a.positional.size() != 1)
+    return Usage(err, a.positional.empty() ? "runs needs the database PATH" : "runs takes one PATH", kRunsHelp);
+  absl::StatusOr<store::Reader> reader = store::Reader::Open(a.positional[0]);
+  if (!reader.ok()) {
+    err << "error: " << reader.status().message() << "\n";
+    return 1;
+  }
+  auto rows = reader->Query(
+      "SELECT r.run_id, r.sample, r.mesh, r.started_at, r.simulated,"
+      " (SELECT COUNT(*) FROM steps s WHERE s.run_id = r.run_id) AS steps FROM runs r ORDER BY r.run_id");
+  if (!rows.ok()) {
+    err << "error: " << rows.status().message() << "\n";
+    return 1;
+  }
+  auto states = store::ReadRunStates(*reader);
+  if (!states.ok()) {
+    err << "error: " << states.status().message() << "\n";
+    return 1;
+  }
+  std::map<int64_t, std::string> state;
+  for (const auto& s : *states) state[s.run_id] = s.Describe();
+  if (rows->rows.empty()) {
+    out << a.positional[0] << " holds no runs yet\n";
+    return 0;
+  }
+  std::vector<std::vector<std::string>> t = {{"run", "workload", "mesh", "steps", "started", "kind", "status"}};
+  for (size_t i = 0; i < rows->rows.size(); ++i) {
+    const int64_t id = rows->Int(i, "run_id");
+    t.push_back({std::to_string(id), rows->Text(i, "sample"), rows->Text(i, "mesh"),
+                 std::to_string(rows->Int(i, "steps")), rows->Text(i, "started_at"),
+                 rows->Int(i, "simulated") ? "simulated" : "recorded", state.count(id) ? state[id] : "-"});
+  }
+  out << analysis::AlignTable(t, "");
+  return 0;
+}
+
 int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
   if (auto code = OpenOneRun(argv, {"--chrome"}, "export", kExportHelp, err, &r)) return *code;
@@ -306,7 +355,7 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query" || command == "export";
+         command == "query" || command == "export" || command == "runs";
 }
 
 std::string ReportCommandSummaries() {
@@ -315,7 +364,8 @@ std::string ReportCommandSummaries() {
          "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
-         "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n";
+         "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
+         "  runs PATH       the runs a file holds, and whether each ended normally\n";
 }
 
 std::string ReportHelp(const std::string& command) {
@@ -325,6 +375,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "metrics") return kMetricsHelp;
   if (command == "recompiles") return kRecompilesHelp;
   if (command == "export") return kExportHelp;
+  if (command == "runs") return kRunsHelp;
   return "";
 }
 
@@ -339,6 +390,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "report") return Report(args, out, err);
   if (command == "query") return Query(args, out, err);
   if (command == "export") return Export(args, out, err);
+  if (command == "runs") return Runs(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,
