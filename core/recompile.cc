@@ -1,6 +1,7 @@
 #include "core/recompile.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -443,8 +444,27 @@ std::vector<std::string> Tags(const Module& m, const std::vector<SourceLoc>& not
   return tags;
 }
 
-Compared Nearest(const std::vector<const SeenGraph*>& graphs, const DiagnosisInput& in) {
+// How many earlier graphs are diffed in full: a call site with hundreds of
+// graphs (a shape storm) must not make every miss cost hundreds of diffs.
+constexpr size_t kMaxCompared = 8;
+
+Compared Nearest(std::vector<const SeenGraph*> graphs, const DiagnosisInput& in) {
   Compared best;
+  if (graphs.size() > kMaxCompared) {
+    // The candidates closest in size (ops and inputs), the latest first on a tie.
+    const auto gap = [&](const SeenGraph* g) {
+      return std::llabs(static_cast<int64_t>(g->module->instructions().size()) -
+                        static_cast<int64_t>(in.graph->instructions().size())) +
+             std::llabs(static_cast<int64_t>(g->inputs.size()) - static_cast<int64_t>(in.inputs->size()));
+    };
+    std::reverse(graphs.begin(), graphs.end());
+    std::stable_sort(graphs.begin(), graphs.end(),
+                     [&](const SeenGraph* a, const SeenGraph* b) { return gap(a) < gap(b); });
+    graphs.resize(kMaxCompared);
+    // In the order they were compiled again, so that equal distances go to the latest.
+    std::sort(graphs.begin(), graphs.end(),
+              [](const SeenGraph* a, const SeenGraph* b) { return a->graph_id < b->graph_id; });
+  }
   const std::vector<std::string> keys = Keys(*in.inputs), tags = Tags(*in.graph, *in.notes);
   for (const SeenGraph* g : graphs) {
     GraphDiff d = compiler::DiffGraphs(*g->module, *in.graph, Keys(g->inputs), keys, Tags(*g->module, g->notes), tags);
