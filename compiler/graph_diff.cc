@@ -164,7 +164,7 @@ GraphDiff Align(const Module& old_module, const Module& new_module, const Side& 
   }
   // Equal subgraphs made by other lines (code that moved), then the same op
   // reading corresponding operands.
-  pair_equal(/*same_line=*/false);
+  if (line_first) pair_equal(/*same_line=*/false);  // else done first, above
   for (size_t n = 0; n < B.size(); ++n) {
     if (d.new_to_old[n] >= 0 || b.param_number[n] >= 0 || B[n]->operands.empty()) continue;
     auto it = by_structure.find(b.own_structure[n]);

@@ -317,7 +317,9 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
   auto& seen = ctx.sites[site.key];
   // Why it compiled (a miss): recorded, and kept for compile()'s guard.
   RecompileCause cause;
-  const std::string options = CompileOptions(client);
+  // Only a new program is diagnosed or kept: a cache hit (every steady step) needs no options text.
+  const std::string options =
+      compiled->cache == runtime::CacheOutcome::kMemoryHit ? std::string() : CompileOptions(client);
   // A value read earlier in this step cut it: the graphs of this step's later
   // cuts are what is left of the step.
   const SourceLoc read_before = ctx.step_read;

@@ -40,11 +40,10 @@ std::string OpAt(const Instruction& i) {
 // The names of inputs only one graph has ("sgd.momentum.l1.weight, ..."), at most three.
 std::string InputsOnlyIn(const Module& m, const std::vector<int64_t>& to_other) {
   std::vector<std::string> names;
-  for (const Instruction* p : m.parameters()) {
-    int64_t k = 0;
-    while (m.instructions()[k].get() != p) ++k;
-    if (to_other[k] >= 0 || p->name.empty() || p->name.rfind("scalar@", 0) == 0) continue;
-    names.push_back(p->name);
+  for (size_t k = 0; k < m.instructions().size(); ++k) {
+    const Instruction& p = *m.instructions()[k];
+    if (p.op != Opcode::kParameter || to_other[k] >= 0 || p.name.empty() || p.name.rfind("scalar@", 0) == 0) continue;
+    names.push_back(p.name);
   }
   if (names.size() > 3) {
     const size_t more = names.size() - 3;
@@ -304,15 +303,15 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   {
     std::vector<std::string> frozen, unfrozen;
     SourceLoc where;
-    for (size_t p = 0; p < c.now->parameters().size(); ++p) {
-      int64_t k = 0;
-      while (c.now->instructions()[k].get() != c.now->parameters()[p]) ++k;
+    // Paired inputs, each instruction once (param_index is its parameter number).
+    for (size_t k = 0; k < c.now->instructions().size(); ++k) {
+      const Instruction& i = c.New(static_cast<int64_t>(k));
       const int64_t o = d.new_to_old[k];
-      if (o < 0) continue;
-      int old_p = -1;
-      for (size_t q = 0; q < c.old->module->parameters().size(); ++q)
-        if (c.old->module->parameters()[q] == &c.Old(o)) old_p = static_cast<int>(q);
-      if (old_p < 0) continue;
+      if (i.op != Opcode::kParameter || o < 0 || c.Old(o).op != Opcode::kParameter) continue;
+      const int64_t p = i.param_index, old_p = c.Old(o).param_index;
+      if (p < 0 || old_p < 0 || p >= static_cast<int64_t>(c.inputs->size()) ||
+          old_p >= static_cast<int64_t>(c.old->inputs.size()))
+        continue;
       const GraphInput& now = (*c.inputs)[p];
       if (now.requires_grad == c.old->inputs[old_p].requires_grad) continue;
       (now.requires_grad ? unfrozen : frozen).push_back(InputName(now, static_cast<int>(p)));
