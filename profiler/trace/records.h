@@ -32,6 +32,7 @@ struct RunRecord {
   std::string tool_version;
   int64_t started_at_unix_ns = 0;
   bool simulated = false;
+  bool imported = false;       // read from another tool's trace (shardscope import)
   int num_hosts = 1;
   int num_devices = 1;
 };
@@ -82,6 +83,13 @@ struct SliceRecord {
   int64_t op_id = -1;          // instruction id within the graph, if any
   int64_t flow_id = -1;        // links the slices of one collective across devices
   int64_t bytes = 0;           // bytes moved (collectives, transfers)
+  // A collective: when this chip's operands were ready (on the track's clock),
+  // -1 when not a collective. The slice itself starts when the last member
+  // arrived, so start_ns - arrival_ns is the time this chip waited for others.
+  int64_t arrival_ns = -1;
+  // The producing tool's own category, kept beside `kind` (an imported trace's
+  // "cat", e.g. "cuda_runtime"); empty for slices shardscope recorded.
+  std::string category;
 };
 
 struct GraphRecord {
