@@ -1,0 +1,109 @@
+// Timeline reads for views that must stay fast on runs of millions of slices:
+// the slices of one track in a time window (decoded from the chunked layout,
+// docs/schema.md "Timelines"), and the level-of-detail summaries that draw any
+// zoom level, the whole run included, from a few thousand rows. The desktop
+// app reads timelines only through this; SQL users have the `slices` view.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/reader.h"
+
+namespace shardscope::store {
+
+// The kinds stored in slices.kind, in the order of SummaryBucket::kind_ns.
+enum class TimelineKind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait };
+inline constexpr int kNumTimelineKinds = 6;
+const char* TimelineKindName(TimelineKind kind);  // "compute", ... as in slices.kind
+
+struct TimelineSlice {
+  int64_t slice_id = 0;
+  int64_t start_ns = 0;
+  int64_t dur_ns = 0;
+  int64_t parent_id = -1;
+  int64_t graph_id = -1;
+  int64_t op_id = -1;
+  int64_t flow_id = -1;
+  int64_t bytes = 0;
+  int64_t arrival_ns = -1;  // a collective: when this chip was ready (-1: not recorded)
+  int32_t name_id = 0;      // names.name_id
+  int32_t category_id = 0;  // names.name_id of the producer's category, 0: none
+  int32_t step = -1;
+  int16_t depth = 0;
+  TimelineKind kind = TimelineKind::kCompute;
+};
+
+// One time bucket of one track at one depth and level: what the slices that
+// START in [start_ns, start_ns + width) hold. Slices longer than a bucket are
+// counted in the bucket they start in (busy_ns may exceed the width).
+struct SummaryBucket {
+  int64_t start_ns = 0;
+  int64_t width_ns = 0;
+  int16_t depth = 0;
+  int64_t count = 0;
+  int64_t busy_ns = 0;                                  // sum of durations
+  std::array<int64_t, kNumTimelineKinds> kind_ns{};     // busy time by kind
+  int64_t longest_slice_id = 0;                         // the longest slice starting here
+  int64_t longest_start_ns = 0, longest_dur_ns = 0;
+  int32_t longest_name_id = 0;
+  TimelineKind longest_kind = TimelineKind::kCompute;
+  int32_t first_step = -1, last_step = -1;              // steps seen (-1: none)
+};
+
+// A counter's summary per bucket: min, max and the last value.
+struct CounterBucket {
+  int64_t start_ns = 0;
+  int64_t width_ns = 0;
+  int64_t count = 0;
+  double min = 0, max = 0, last = 0;
+  int64_t last_ts_ns = 0;
+};
+
+// Where a step ran on one clock (over all tracks of that clock), from the
+// slices that carry it.
+struct StepBounds {
+  int32_t step = 0;
+  std::string clock;  // host | device | modeled
+  int64_t start_ns = 0, end_ns = 0;
+};
+
+// Summary levels: level L buckets are kLevel0WidthNs << (2 * L) wide (1.05 ms,
+// 4.2 ms, ... ~18 min at level 10).
+inline constexpr int64_t kLevel0WidthNs = int64_t{1} << 20;
+inline constexpr int kNumSummaryLevels = 11;
+int64_t SummaryWidthNs(int level);
+// The finest level whose buckets over [t0, t1) number at most `max_buckets`;
+// -1 when even level 0 is coarser than needed (then read slices instead).
+int SummaryLevelFor(int64_t t0, int64_t t1, int max_buckets);
+
+class TimelineReader {
+ public:
+  explicit TimelineReader(const Reader& reader) : reader_(reader) {}
+
+  // Slices of `track_id` that overlap [t0, t1), sorted by (depth, start).
+  // Stops after `max_slices` (0: no limit) and says so in *truncated.
+  absl::StatusOr<std::vector<TimelineSlice>> Slices(int64_t run_id, int64_t track_id, int64_t t0,
+                                                    int64_t t1, size_t max_slices = 0,
+                                                    bool* truncated = nullptr) const;
+  // Summary buckets of `track_id` at `level` that start in [t0, t1), by (depth, start).
+  absl::StatusOr<std::vector<SummaryBucket>> Summaries(int64_t run_id, int64_t track_id, int level,
+                                                       int64_t t0, int64_t t1) const;
+  // A counter's buckets at `level` (device_id -1: process-wide).
+  absl::StatusOr<std::vector<CounterBucket>> CounterSummaries(int64_t run_id, int device_id,
+                                                              const std::string& name, int level,
+                                                              int64_t t0, int64_t t1) const;
+  // Every step's bounds on every clock, by (clock, step).
+  absl::StatusOr<std::vector<StepBounds>> Steps(int64_t run_id) const;
+  // names.name for a name_id ("" when unknown).
+  absl::StatusOr<std::vector<std::pair<int32_t, std::string>>> Names(
+      const std::vector<int32_t>& name_ids) const;
+
+ private:
+  const Reader& reader_;
+};
+
+}  // namespace shardscope::store
