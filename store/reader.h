@@ -58,6 +58,9 @@ class Reader {
   // The newest run's id, or NotFound when the database holds no runs.
   absl::StatusOr<int64_t> LatestRunId() const;
   int schema_version() const { return schema_version_; }
+  // The connection, for the store's own readers that decode many rows
+  // (store/timeline.h); everyone else goes through Query.
+  sqlite3* connection() const { return db_; }
   const std::string& path() const { return path_; }
 
  private:

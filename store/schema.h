@@ -8,6 +8,6 @@ namespace shardscope::store {
 const char* SchemaSql();
 
 // Version of the schema this build writes and the newest it can read.
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 }  // namespace shardscope::store

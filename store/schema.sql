@@ -1,4 +1,4 @@
--- shardscope database schema, version 1. Documented in docs/schema.md.
+-- shardscope database schema, version 2. Documented in docs/schema.md.
 -- Timelines follow Perfetto's trace processor: tracks and slices, names interned.
 PRAGMA foreign_keys = ON;
 
@@ -25,7 +25,9 @@ CREATE TABLE IF NOT EXISTS runs (
   started_at     TEXT NOT NULL,             -- ISO-8601 UTC
   started_at_ns  INTEGER NOT NULL,          -- unix epoch ns
   ended_at_ns    INTEGER,                   -- null while running or if the process died
-  status         TEXT NOT NULL DEFAULT 'running'  -- running | finished | incomplete (records lost)
+  status         TEXT NOT NULL DEFAULT 'running', -- running | finished | incomplete (records lost)
+  imported       INTEGER NOT NULL DEFAULT 0,  -- read from another tool's trace (shardscope import)
+  capture_note   TEXT                         -- what the timeline left out, and why (NULL: nothing)
 );
 
 -- The process that writes each run, so a reader can tell a live run from one whose
@@ -104,25 +106,101 @@ CREATE TABLE IF NOT EXISTS tracks (
   PRIMARY KEY (run_id, track_id)
 );
 
-CREATE TABLE IF NOT EXISTS slices (
-  run_id    INTEGER NOT NULL,
-  slice_id  INTEGER NOT NULL,
-  track_id  INTEGER NOT NULL,
-  start_ns  INTEGER NOT NULL,
-  dur_ns    INTEGER NOT NULL,
-  depth     INTEGER NOT NULL,
-  parent_id INTEGER,
-  name_id   INTEGER NOT NULL REFERENCES names(name_id),
-  kind      TEXT NOT NULL CHECK (kind IN ('compute','collective','transfer','host','compile','host_wait')),
-  step      INTEGER,
-  graph_id  INTEGER,
-  op_id     INTEGER,
-  flow_id   INTEGER,
-  bytes     INTEGER NOT NULL DEFAULT 0,
-  PRIMARY KEY (run_id, slice_id)
+-- Slices are stored in chunks (schema version 2): up to 512 slices of one
+-- track, one step and one program per row, as JSON text, each slice an array
+--   [start delta, dur_ns, name_id, kind, slice_id delta, op_id, depth,
+--    parent_id, flow_id, bytes, wait_ns, category name_id]
+-- with deltas against the slice before (the first against start_ns and
+-- first_slice_id) and trailing fields left out at their defaults
+-- (-, -, -, -, 1, -1, 0, -1, -1, 0, -1, 0). kind: 0 compute, 1 collective,
+-- 2 transfer, 3 host, 4 compile, 5 host_wait. Query the `slices` view.
+CREATE TABLE IF NOT EXISTS slice_chunks (
+  chunk_id       INTEGER PRIMARY KEY,
+  run_id         INTEGER NOT NULL,
+  track_id       INTEGER NOT NULL,
+  step           INTEGER,
+  graph_id       INTEGER,
+  start_ns       INTEGER NOT NULL,          -- the first slice's start
+  end_ns         INTEGER NOT NULL,          -- the latest end of its slices
+  first_slice_id INTEGER NOT NULL,
+  count          INTEGER NOT NULL,
+  slices         TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS slice_chunks_by_track_time ON slice_chunks(run_id, track_id, start_ns);
+CREATE INDEX IF NOT EXISTS slice_chunks_by_step ON slice_chunks(run_id, step);
+
+-- One row per slice, as in schema version 1 (which stored this table).
+-- wait_ns: a collective's time waiting for the other chips (start_ns minus
+-- arrival_ns, when this chip's operands were ready).
+CREATE VIEW IF NOT EXISTS slices AS
+SELECT run_id, first_slice_id + sum(d_id) OVER w AS slice_id, track_id,
+       start_ns + sum(d_start) OVER w AS start_ns, dur_ns, depth,
+       CASE WHEN parent_id >= 0 THEN parent_id END AS parent_id, name_id,
+       CASE kind WHEN 0 THEN 'compute' WHEN 1 THEN 'collective' WHEN 2 THEN 'transfer'
+                 WHEN 3 THEN 'host' WHEN 4 THEN 'compile' WHEN 5 THEN 'host_wait' END AS kind,
+       step, graph_id,
+       CASE WHEN op_id >= 0 THEN op_id END AS op_id,
+       CASE WHEN flow_id >= 0 THEN flow_id END AS flow_id, bytes,
+       CASE WHEN wait_ns >= 0 THEN start_ns + sum(d_start) OVER w - wait_ns END AS arrival_ns,
+       CASE WHEN wait_ns >= 0 THEN wait_ns END AS wait_ns,
+       CASE WHEN category_id > 0 THEN category_id END AS category_id
+FROM (
+  SELECT c.run_id, c.track_id, c.chunk_id, c.step, c.graph_id, c.start_ns, c.first_slice_id, j.key AS k,
+         json_extract(j.value, '$[0]') AS d_start, json_extract(j.value, '$[1]') AS dur_ns,
+         json_extract(j.value, '$[2]') AS name_id, json_extract(j.value, '$[3]') AS kind,
+         coalesce(json_extract(j.value, '$[4]'), CASE WHEN j.key = 0 THEN 0 ELSE 1 END) AS d_id,
+         coalesce(json_extract(j.value, '$[5]'), -1) AS op_id,
+         coalesce(json_extract(j.value, '$[6]'), 0) AS depth,
+         coalesce(json_extract(j.value, '$[7]'), -1) AS parent_id,
+         coalesce(json_extract(j.value, '$[8]'), -1) AS flow_id,
+         coalesce(json_extract(j.value, '$[9]'), 0) AS bytes,
+         coalesce(json_extract(j.value, '$[10]'), -1) AS wait_ns,
+         coalesce(json_extract(j.value, '$[11]'), 0) AS category_id
+  FROM slice_chunks c, json_each(c.slices) j
+)
+WINDOW w AS (PARTITION BY run_id, track_id, chunk_id ORDER BY k ROWS UNBOUNDED PRECEDING);
+
+-- Level of detail (Perfetto's mipmap): per track, depth and time bucket, what
+-- the slices STARTING in the bucket hold. Level L buckets are 2^(20 + 2L) ns
+-- wide (1.05 ms, 4.2 ms, ... 78 h at level 14); bucket = floor(start / width).
+-- Written as the run goes (a run killed early has them up to its last flush).
+-- The app's whole-run view is one query at the finest level with few enough
+-- buckets:
+--   SELECT * FROM slice_summaries WHERE run_id = ? AND level = ? ORDER BY track_id, depth, bucket;
+CREATE TABLE IF NOT EXISTS slice_summaries (
+  run_id           INTEGER NOT NULL,
+  track_id         INTEGER NOT NULL,
+  level            INTEGER NOT NULL,
+  depth            INTEGER NOT NULL,
+  bucket           INTEGER NOT NULL,
+  count            INTEGER NOT NULL,
+  busy_ns          INTEGER NOT NULL,          -- sum of durations (may pass the width)
+  compute_ns       INTEGER NOT NULL,          -- busy_ns by kind
+  collective_ns    INTEGER NOT NULL,
+  transfer_ns      INTEGER NOT NULL,
+  host_ns          INTEGER NOT NULL,
+  compile_ns       INTEGER NOT NULL,
+  host_wait_ns     INTEGER NOT NULL,
+  longest_slice_id INTEGER NOT NULL,          -- the longest slice starting in the bucket
+  longest_start_ns INTEGER NOT NULL,
+  longest_dur_ns   INTEGER NOT NULL,
+  longest_name_id  INTEGER NOT NULL,
+  longest_kind     INTEGER NOT NULL,          -- kind code as in slice_chunks
+  first_step       INTEGER,                   -- steps its slices belong to
+  last_step        INTEGER,
+  PRIMARY KEY (run_id, level, track_id, depth, bucket)
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS slices_by_track_time ON slices(run_id, track_id, start_ns);
-CREATE INDEX IF NOT EXISTS slices_by_flow ON slices(run_id, flow_id) WHERE flow_id IS NOT NULL;
+
+-- Where each step ran on each clock: the first start and last end of the
+-- slices that carry it (maintained with the chunks).
+CREATE TABLE IF NOT EXISTS step_bounds (
+  run_id   INTEGER NOT NULL,
+  step     INTEGER NOT NULL,
+  clock    TEXT NOT NULL,
+  start_ns INTEGER NOT NULL,
+  end_ns   INTEGER NOT NULL,
+  PRIMARY KEY (run_id, clock, step)
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS graphs (
   run_id        INTEGER NOT NULL REFERENCES runs(run_id),
@@ -386,10 +464,12 @@ CREATE TABLE IF NOT EXISTS auto_sharding_choices (
 -- Every slice with its track's device and clock, for simple queries.
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,
-       s.depth, s.parent_id, s.step, s.graph_id, s.op_id, s.flow_id, s.bytes, t.clock, s.slice_id
+       s.depth, s.parent_id, s.step, s.graph_id, s.op_id, s.flow_id, s.bytes, t.clock, s.slice_id,
+       s.arrival_ns, s.wait_ns, c.name AS category
 FROM slices s
 JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
-JOIN names n ON n.name_id = s.name_id;
+JOIN names n ON n.name_id = s.name_id
+LEFT JOIN names c ON c.name_id = s.category_id;
 
 -- Per device and step on the device clock: time by kind from top-level
 -- (depth 0) slices, host_wait = the chip waiting for the host to enqueue the

@@ -8,6 +8,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -72,17 +73,23 @@ struct StepBounds {
 };
 
 // Summary levels: level L buckets are kLevel0WidthNs << (2 * L) wide (1.05 ms,
-// 4.2 ms, ... ~18 min at level 10).
+// 4.2 ms, 16.8 ms, ... 78 hours at level 14), so any run's whole span is a
+// few buckets at some level.
 inline constexpr int64_t kLevel0WidthNs = int64_t{1} << 20;
-inline constexpr int kNumSummaryLevels = 11;
+inline constexpr int kNumSummaryLevels = 15;
 int64_t SummaryWidthNs(int level);
-// The finest level whose buckets over [t0, t1) number at most `max_buckets`;
-// -1 when even level 0 is coarser than needed (then read slices instead).
+// The finest level whose buckets over [t0, t1) number at most `max_buckets`
+// (one per pixel, say); -1 when level 0 would have at most max_buckets / 2 of
+// them (a bucket wider than two pixels): then read slices instead.
 int SummaryLevelFor(int64_t t0, int64_t t1, int max_buckets);
 
 class TimelineReader {
  public:
   explicit TimelineReader(const Reader& reader) : reader_(reader) {}
+
+  // False on a schema-version-1 file (one row per slice, no stored summaries;
+  // readable, answered by SQL over its `slices` table; a writer migrates it).
+  absl::StatusOr<bool> chunked() const;
 
   // Slices of `track_id` that overlap [t0, t1), sorted by (depth, start).
   // Stops after `max_slices` (0: no limit) and says so in *truncated.
@@ -103,7 +110,10 @@ class TimelineReader {
       const std::vector<int32_t>& name_ids) const;
 
  private:
+  absl::StatusOr<int64_t> MaxChunkSpan(int64_t run_id, int64_t track_id) const;
   const Reader& reader_;
+  mutable int chunked_ = -1;  // -1 unknown
+  mutable std::vector<std::tuple<int64_t, int64_t, int64_t>> spans_;  // run, track, longest chunk
 };
 
 }  // namespace shardscope::store

@@ -8,15 +8,18 @@
 #include <chrono>
 #include <ctime>
 #include <random>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "store/metrics.h"
 #include "store/run_state.h"
 #include "store/schema.h"
+#include "store/slice_chunks.h"
 #include "store/sqlite_util.h"
 
 #ifndef SHARDSCOPE_VERSION
@@ -59,7 +62,8 @@ class Writer::Db {
  public:
   ~Db() {
     own_ = {};
-    stmts_ = {};  // statements must be finalized before the connection closes
+    stmts_ = {};
+    tl_ = {};  // statements must be finalized before the connection closes
     if (db_) sqlite3_close(db_);
   }
 
@@ -90,6 +94,13 @@ class Writer::Db {
       st = st.ok() ? internal::Exec(db_, "COMMIT") : st;
       if (!st.ok()) internal::Exec(db_, "ROLLBACK").IgnoreError();
     }
+    ring_steps_ = std::max(0, options.ring_steps);
+    max_capture_bytes_ = std::max<int64_t>(0, options.max_capture_bytes);
+    if (st.ok()) {
+      auto page = QueryText("PRAGMA page_size");
+      if (!page.ok() || !absl::SimpleAtoi(*page, &page_size_)) page_size_ = 4096;
+    }
+    if (st.ok()) st = PrepareTimeline();
     if (st.ok()) st = Migrate();
     if (st.ok() && options.max_file_bytes > 0) {
       auto page = QueryText("PRAGMA page_size");
@@ -119,6 +130,8 @@ class Writer::Db {
 
   BatchOutcome WriteBatch(const std::vector<Item>& batch) {
     BatchOutcome out;
+    snapshots_.clear();
+    CheckCaptureCap();
     const int64_t run_before = run_id_, lost_before = lost_;
     const bool ended_before = run_ended_;
     const std::string note_before = loss_note_;
@@ -129,6 +142,12 @@ class Writer::Db {
       lost_ = lost_before;
       run_ended_ = ended_before;
       loss_note_ = note_before;
+      // The slices of open chunks go back to what the file has.
+      for (auto& [track, snap] : snapshots_) {
+        if (snap.has_value()) tracks_[track] = std::move(*snap);
+        else tracks_.erase(track);
+      }
+      snapshots_.clear();
       out.st = std::move(st);
       out.rows = 0;
       return out;
@@ -156,6 +175,7 @@ class Writer::Db {
     if (absl::Status c = internal::Exec(db_, "COMMIT"); !c.ok()) {
       return undo(absl::Status(c.code(), absl::StrCat("committing ", batch.size(), " records: ", c.message())));
     }
+    snapshots_.clear();
     return out;
   }
 
@@ -190,6 +210,7 @@ class Writer::Db {
     }
     own_ = {};
     stmts_ = {};
+    tl_ = {};
     sqlite3_busy_timeout(db_, 0);  // another connection open: leave WAL as it is, at once
     if (internal::Exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)").ok()) {
       internal::Exec(db_, "PRAGMA journal_mode = DELETE").IgnoreError();
@@ -200,6 +221,7 @@ class Writer::Db {
 
   // Applies one queued item; returns the rows written.
   absl::Status Write(const Item& item, int64_t* rows) {
+    if (std::holds_alternative<FlushMark>(item) && run_id_ == 0) return absl::OkStatus();
     if (!std::holds_alternative<RunBegin>(item) && run_id_ == 0) {
       return absl::FailedPreconditionError(
           "a record arrived before BeginRun and was dropped; call BeginRun first");
@@ -212,7 +234,7 @@ class Writer::Db {
 
  private:
   struct Stmts {
-    Stmt run, run_end, host, device, mesh, track, slice, graph, compilation, compile_diff, execution, step,
+    Stmt run, run_end, host, device, mesh, track, graph, compilation, compile_diff, execution, step,
         tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
         name_add;
   };
@@ -252,10 +274,18 @@ class Writer::Db {
           !st.ok())
         return st;
     }
-    auto slices = QueryText("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
+    for (const auto& [column, type] : {std::pair{"imported", "INTEGER NOT NULL DEFAULT 0"}, std::pair{"capture_note", "TEXT"}}) {
+      auto has = QueryText(absl::StrCat("SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = '", column, "'"));
+      if (!has.ok()) return has.status();
+      if (*has != "0") continue;
+      if (absl::Status st = internal::Exec(db_, absl::StrCat("ALTER TABLE runs ADD COLUMN ", column, " ", type, ";"));
+          !st.ok())
+        return st;
+    }
+    auto slices = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
     if (!slices.ok()) return slices.status();
-    if (slices->find("'host_wait'") == std::string::npos) {
-      if (absl::Status st = RebuildSlices(); !st.ok()) return st;
+    if (*slices != "0") {
+      if (absl::Status st = ConvertV1Slices(); !st.ok()) return st;
     }
     auto summary = QueryText("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'step_device_summary'");
     if (!summary.ok()) return summary.status();
@@ -265,34 +295,117 @@ class Writer::Db {
     return absl::OkStatus();
   }
 
-  // Rebuilds `slices` under the current schema in one transaction: the old
-  // table is renamed aside, the schema text makes the new one, the rows are
-  // copied and the old table dropped. The rename is done the legacy way, so
-  // views over `slices` (ours and any a user made) keep naming `slices` and
-  // read the new table; the old table's indexes are dropped first, or they
-  // would stay on it and stop the schema text from making the new ones.
-  absl::Status RebuildSlices() {
+  // Version 1 kept one row per slice in a `slices` table. Version 2 keeps
+  // them in chunks: every row goes through the same encoder and summaries as
+  // a live run (so a migrated run reads exactly like a new one), then the
+  // table makes way for the `slices` view, all in one transaction.
+  absl::Status ConvertV1Slices() {
     if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
     auto fail = [&](absl::Status st) {
       internal::Exec(db_, "ROLLBACK").IgnoreError();
-      return absl::Status(st.code(), absl::StrCat("migrating slices to the kind 'host_wait': ", st.message()));
+      tracks_.clear();
+      snapshots_.clear();
+      run_id_ = 0;
+      return absl::Status(st.code(), absl::StrCat("migrating slices to schema version 2 (chunks): ", st.message()));
     };
     // Another writer may have migrated the file while this one waited for the lock.
-    auto again = QueryText("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
+    auto again = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'slices'");
     if (!again.ok()) return fail(again.status());
-    if (again->find("'host_wait'") != std::string::npos) return internal::Exec(db_, "COMMIT");
-    // Columns the old table has, by name: the new table may have more.
-    auto columns = QueryText("SELECT group_concat(name, ', ') FROM pragma_table_info('slices')");
-    if (!columns.ok()) return fail(columns.status());
+    if (*again == "0") return internal::Exec(db_, "COMMIT");
+    Stmt rows;
+    if (absl::Status st = rows.Prepare(
+            db_,
+            "SELECT s.run_id, s.track_id, s.slice_id, s.start_ns, s.dur_ns, s.depth, s.parent_id, s.name_id, s.kind,"
+            " s.step, s.graph_id, s.op_id, s.flow_id, s.bytes, coalesce(t.clock, '') FROM slices s"
+            " LEFT JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+            " ORDER BY s.run_id, s.track_id, s.start_ns, s.slice_id");
+        !st.ok())
+      return fail(st);
+    auto opt = [&](int col) { return sqlite3_column_type(rows.get(), col) == SQLITE_NULL ? -1 : sqlite3_column_int64(rows.get(), col); };
+    run_id_ = 0;
+    int rc;
+    while ((rc = sqlite3_step(rows.get())) == SQLITE_ROW) {
+      const int64_t run = sqlite3_column_int64(rows.get(), 0);
+      if (run != run_id_) {
+        if (absl::Status st = FlushOpen(); !st.ok()) return fail(st);
+        tracks_.clear();
+        run_id_ = run;
+      }
+      trace::SliceRecord r;
+      r.track_id = sqlite3_column_int64(rows.get(), 1);
+      TimelineSlice t;
+      t.slice_id = sqlite3_column_int64(rows.get(), 2);
+      t.start_ns = sqlite3_column_int64(rows.get(), 3);
+      t.dur_ns = std::max<int64_t>(0, sqlite3_column_int64(rows.get(), 4));
+      t.depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(rows.get(), 5), 0, INT16_MAX));
+      t.parent_id = opt(6);
+      t.name_id = static_cast<int32_t>(sqlite3_column_int64(rows.get(), 7));
+      const char* kind = reinterpret_cast<const char*>(sqlite3_column_text(rows.get(), 8));
+      t.kind = KindCode(kind ? kind : "");
+      const int64_t step = opt(9);
+      t.step = step < 0 || step > INT32_MAX ? -1 : static_cast<int32_t>(step);
+      t.graph_id = opt(10);
+      t.op_id = opt(11);
+      t.flow_id = opt(12);
+      t.bytes = sqlite3_column_int64(rows.get(), 13);
+      const char* clock = reinterpret_cast<const char*>(sqlite3_column_text(rows.get(), 14));
+      track_clock_[r.track_id] = clock ? clock : "";
+      if (absl::Status st = AddSlice(r.track_id, t); !st.ok()) return fail(st);
+    }
+    if (rc != SQLITE_DONE) return fail(absl::DataLossError(internal::DbError(db_)));
+    rows = Stmt();
+    if (absl::Status st = FlushOpen(); !st.ok()) return fail(st);
+    tracks_.clear();
+    snapshots_.clear();
+    track_clock_.clear();
+    run_id_ = 0;
     absl::Status st = internal::Exec(
-        db_, absl::StrCat("PRAGMA legacy_alter_table = ON;"
-                          " DROP INDEX IF EXISTS slices_by_track_time; DROP INDEX IF EXISTS slices_by_flow;"
-                          " ALTER TABLE slices RENAME TO slices_before_host_wait;",
-                          SchemaSql(), "INSERT INTO slices(", *columns, ") SELECT ", *columns,
-                          " FROM slices_before_host_wait; DROP TABLE slices_before_host_wait;"));
-    internal::Exec(db_, "PRAGMA legacy_alter_table = OFF").IgnoreError();
+        db_, absl::StrCat("DROP INDEX IF EXISTS slices_by_track_time; DROP INDEX IF EXISTS slices_by_flow;"
+                          " DROP TABLE slices; DROP VIEW IF EXISTS events;",
+                          SchemaSql(), "UPDATE meta SET value = '", kSchemaVersion, "' WHERE key = 'schema_version';"));
     if (!st.ok()) return fail(st);
     if (st = internal::Exec(db_, "COMMIT"); !st.ok()) return fail(st);
+    return absl::OkStatus();
+  }
+
+  static TimelineKind KindCode(std::string_view kind) {
+    for (int k = 0; k < kNumTimelineKinds; ++k)
+      if (kind == TimelineKindName(static_cast<TimelineKind>(k))) return static_cast<TimelineKind>(k);
+    return TimelineKind::kCompute;  // v1's CHECK allowed no other words
+  }
+
+  // The statements of the chunked timeline, ready before Migrate needs them.
+  absl::Status PrepareTimeline() {
+    const std::pair<Stmt*, const char*> all[] = {
+        {&tl_.chunk,
+         "INSERT INTO slice_chunks(run_id, track_id, step, graph_id, start_ns, end_ns, first_slice_id, count, slices)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        // A bucket closed earlier gains the slices that arrive late for it.
+        {&tl_.summary,
+         "INSERT INTO slice_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
+         " ON CONFLICT(run_id, level, track_id, depth, bucket) DO UPDATE SET"
+         " count = count + excluded.count, busy_ns = busy_ns + excluded.busy_ns,"
+         " compute_ns = compute_ns + excluded.compute_ns, collective_ns = collective_ns + excluded.collective_ns,"
+         " transfer_ns = transfer_ns + excluded.transfer_ns, host_ns = host_ns + excluded.host_ns,"
+         " compile_ns = compile_ns + excluded.compile_ns, host_wait_ns = host_wait_ns + excluded.host_wait_ns,"
+         " longest_slice_id = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_slice_id ELSE longest_slice_id END,"
+         " longest_start_ns = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_start_ns ELSE longest_start_ns END,"
+         " longest_name_id = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_name_id ELSE longest_name_id END,"
+         " longest_kind = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_kind ELSE longest_kind END,"
+         " longest_dur_ns = max(longest_dur_ns, excluded.longest_dur_ns),"
+         " first_step = coalesce(min(first_step, excluded.first_step), first_step, excluded.first_step),"
+         " last_step = coalesce(max(last_step, excluded.last_step), last_step, excluded.last_step)"},
+        {&tl_.bounds,
+         "INSERT INTO step_bounds VALUES (?1,?2,?3,?4,?5) ON CONFLICT(run_id, clock, step) DO UPDATE SET"
+         " start_ns = min(start_ns, excluded.start_ns), end_ns = max(end_ns, excluded.end_ns)"},
+        {&tl_.track_clock, "SELECT clock FROM tracks WHERE run_id = ?1 AND track_id = ?2"},
+        {&tl_.page_count, "PRAGMA page_count"},
+        {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
+        {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
+    };
+    for (const auto& [stmt, sql] : all) {
+      if (absl::Status st = stmt->Prepare(db_, sql); !st.ok()) return st;
+    }
     return absl::OkStatus();
   }
 
@@ -303,17 +416,14 @@ class Writer::Db {
         {&stmts_.run,
          "INSERT INTO runs(sample, mesh, mesh_axes, sharding, config_json, topology, profile,"
          " clock_kinds, tool_version, schema_version, simulated, num_hosts, num_devices,"
-         " started_at, started_at_ns, status)"
-         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'running')"},
+         " started_at, started_at_ns, status, imported)"
+         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'running',?16)"},
         {&stmts_.run_end, "UPDATE runs SET status = ?3, ended_at_ns = ?2 WHERE run_id = ?1"},
         {&stmts_.host, "INSERT OR REPLACE INTO hosts VALUES (?1,?2,?3)"},
         {&stmts_.device, "INSERT OR REPLACE INTO devices VALUES (?1,?2,?3,?4,?5,?6)"},
         {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.track, "INSERT OR REPLACE INTO tracks VALUES (?1,?2,?3,?4,?5,?6,?7)"},
-        {&stmts_.slice,
-         "INSERT OR REPLACE INTO slices(run_id, slice_id, track_id, start_ns, dur_ns, depth,"
-         " parent_id, name_id, kind, step, graph_id, op_id, flow_id, bytes)"
-         " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14)"},
+        {&own_.capture_note, "UPDATE runs SET capture_note = ?2 WHERE run_id = ?1"},
         {&stmts_.graph, "INSERT OR REPLACE INTO graphs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.compilation,
          "INSERT OR REPLACE INTO compilations(run_id, compile_id, step, graph_id, cache, cause_kind, cause_detail,"
@@ -343,8 +453,6 @@ class Writer::Db {
         {&stmts_.auto_candidate,
          "INSERT OR REPLACE INTO auto_sharding_candidates VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.auto_choice, "INSERT OR REPLACE INTO auto_sharding_choices VALUES (?1,?2,?3,?4,?5,?6)"},
-        {&stmts_.name_find, "SELECT name_id FROM names WHERE name = ?1"},
-        {&stmts_.name_add, "INSERT INTO names(name) VALUES (?1)"},
     };
     for (const auto& [stmt, sql] : all) {
       if (absl::Status st = stmt->Prepare(db_, sql); !st.ok()) return st;
@@ -400,6 +508,17 @@ class Writer::Db {
 
   absl::Status WriteOne(const RunBegin& b) {
     const trace::RunRecord& r = b.run;
+    if (run_id_ != 0) {
+      if (absl::Status st = FlushOpen(); !st.ok()) return st;
+    }
+    tracks_.clear();
+    track_clock_.clear();
+    notes_.clear();
+    ring_note_.clear();
+    capture_stopped_ = false;
+    not_captured_ = 0;
+    last_step_ = -1;
+    trimmed_through_ = -1;
     run_id_ = 0;  // if the insert fails, later records are dropped, not misfiled
     int64_t started = r.started_at_unix_ns ? r.started_at_unix_ns : UnixNowNs();
     Stmt& s = stmts_.run;
@@ -408,7 +527,7 @@ class Writer::Db {
     s.Text(7, r.profile); s.Text(8, r.clock_kinds);
     s.Text(9, r.tool_version.empty() ? SHARDSCOPE_VERSION : r.tool_version);
     s.Int(10, kSchemaVersion); s.Int(11, r.simulated ? 1 : 0); s.Int(12, r.num_hosts);
-    s.Int(13, r.num_devices); s.Text(14, IsoUtc(started)); s.Int(15, started);
+    s.Int(13, r.num_devices); s.Text(14, IsoUtc(started)); s.Int(15, started); s.Int(16, r.imported ? 1 : 0);
     if (absl::Status st = s.Run(); !st.ok()) return Tag(st, "runs", 0);
     int64_t id = sqlite3_last_insert_rowid(db_);
     Stmt& w = own_.writer_begin;
@@ -424,6 +543,9 @@ class Writer::Db {
   // The run ends: its row says so ('incomplete' when records of it were
   // lost), and its metrics report is stored.
   absl::Status WriteOne(const RunEnd& e) {
+    if (absl::Status st = FlushOpen(); !st.ok()) return Tag(st, "slice_chunks", run_id_);
+    if (capture_stopped_)
+      if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", run_id_);
     stmts_.run_end.Int(1, run_id_);
     stmts_.run_end.Int(2, e.ended_at_ns);
     stmts_.run_end.Text(3, lost_ > 0 ? "incomplete" : "finished");
@@ -453,20 +575,190 @@ class Writer::Db {
   }
   absl::Status WriteOne(const trace::TrackRecord& r) {
     Stmt& s = stmts_.track;
+    track_clock_[r.track_id] = trace::ClockName(r.clock);
     s.Int(1, run_id_); s.Int(2, r.track_id); s.Text(3, r.name); s.Text(4, trace::ClockName(r.clock));
     s.IntOrNull(5, r.device_id); s.Int(6, r.host_id); s.TextOrNull(7, r.thread_name);
     return Tag(s.Run(), "tracks", r.track_id);
   }
   absl::Status WriteOne(const trace::SliceRecord& r) {
+    if (capture_stopped_) {
+      ++not_captured_;
+      return absl::OkStatus();
+    }
     absl::StatusOr<int64_t> name = NameId(r.name);
     if (!name.ok()) return Tag(name.status(), "names", r.slice_id);
-    Stmt& s = stmts_.slice;
-    s.Int(1, run_id_); s.Int(2, r.slice_id); s.Int(3, r.track_id); s.Int(4, r.start_ns);
-    s.Int(5, r.dur_ns); s.Int(6, r.depth); s.IntOrNull(7, r.parent_id); s.Int(8, *name);
-    s.Text(9, trace::SliceKindName(r.kind)); s.IntOrNull(10, r.step); s.IntOrNull(11, r.graph_id);
-    s.IntOrNull(12, r.op_id); s.IntOrNull(13, r.flow_id); s.Int(14, r.bytes);
-    return Tag(s.Run(), "slices", r.slice_id);
+    TimelineSlice t;
+    t.slice_id = r.slice_id;
+    t.start_ns = r.start_ns;
+    t.dur_ns = std::max<int64_t>(0, r.dur_ns);
+    t.depth = static_cast<int16_t>(std::clamp(r.depth, 0, int{INT16_MAX}));
+    t.parent_id = r.parent_id;
+    t.name_id = static_cast<int32_t>(*name);
+    t.kind = static_cast<TimelineKind>(r.kind);
+    t.step = r.step;
+    t.graph_id = r.graph_id;
+    t.op_id = r.op_id;
+    t.flow_id = r.flow_id;
+    t.bytes = r.bytes;
+    t.arrival_ns = r.arrival_ns;
+    if (!r.category.empty()) {
+      absl::StatusOr<int64_t> cat = NameId(r.category);
+      if (!cat.ok()) return Tag(cat.status(), "names", r.slice_id);
+      t.category_id = static_cast<int32_t>(*cat);
+    }
+    return Tag(AddSlice(r.track_id, t), "slice_chunks", r.slice_id);
   }
+
+  // The track's open chunk and summaries, saved as they were before this
+  // batch the first time the batch touches them (a rolled-back batch puts
+  // them back, so a retry neither loses nor doubles a slice).
+  struct TrackState {
+    internal::ChunkEncoder chunk;
+    internal::TrackSummaries summaries;
+  };
+  TrackState& Touch(int64_t track) {
+    auto it = tracks_.find(track);
+    if (!snapshots_.count(track))
+      snapshots_.emplace(track, it == tracks_.end() ? std::nullopt : std::optional<TrackState>(it->second));
+    return it == tracks_.end() ? tracks_[track] : it->second;
+  }
+
+  absl::Status AddSlice(int64_t track, const TimelineSlice& t) {
+    TrackState& ts = Touch(track);
+    current_track_ = track;
+    // A chunk holds one step of one program: a fold or a ring trim never splits one.
+    if (!ts.chunk.empty() && (ts.chunk.step() != t.step || ts.chunk.graph_id() != t.graph_id ||
+                              ts.chunk.count() >= internal::kChunkSlices)) {
+      if (absl::Status st = EmitChunk(track, ts); !st.ok()) return st;
+    }
+    if (ts.chunk.empty()) ts.chunk.Reset(t.step, t.graph_id);
+    ts.chunk.Add(t);
+    ts.summaries.Add(t, &closed_);
+    return WriteClosed();
+  }
+
+  absl::Status EmitChunk(int64_t track, TrackState& ts) {
+    Stmt& c = tl_.chunk;
+    c.Int(1, run_id_); c.Int(2, track); c.IntOrNull(3, ts.chunk.step()); c.IntOrNull(4, ts.chunk.graph_id());
+    c.Int(5, ts.chunk.start_ns()); c.Int(6, ts.chunk.end_ns()); c.Int(7, ts.chunk.first_slice_id());
+    c.Int(8, ts.chunk.count()); c.Text(9, ts.chunk.Text());
+    if (absl::Status st = c.Run(); !st.ok()) return st;
+    if (ts.chunk.step() >= 0) {
+      const std::string& clock = ClockOf(track);
+      if (!clock.empty()) {
+        Stmt& b = tl_.bounds;
+        b.Int(1, run_id_); b.Int(2, ts.chunk.step()); b.Text(3, clock); b.Int(4, ts.chunk.start_ns());
+        b.Int(5, ts.chunk.end_ns());
+        if (absl::Status st = b.Run(); !st.ok()) return st;
+      }
+    }
+    ts.chunk.Reset(-1, -1);  // keeps its buffer for the next chunk
+    return absl::OkStatus();
+  }
+
+  absl::Status WriteClosed() {
+    for (const internal::ClosedBucket& c : closed_) {
+      const SummaryBucket& b = c.summary;
+      Stmt& s = tl_.summary;
+      s.Int(1, run_id_); s.Int(2, current_track_); s.Int(3, c.level); s.Int(4, b.depth); s.Int(5, c.bucket);
+      s.Int(6, b.count); s.Int(7, b.busy_ns);
+      for (int k = 0; k < kNumTimelineKinds; ++k) s.Int(8 + k, b.kind_ns[k]);
+      s.Int(14, b.longest_slice_id); s.Int(15, b.longest_start_ns); s.Int(16, b.longest_dur_ns);
+      s.Int(17, b.longest_name_id); s.Int(18, static_cast<int64_t>(b.longest_kind));
+      s.IntOrNull(19, b.first_step); s.IntOrNull(20, b.last_step);
+      if (absl::Status st = s.Run(); !st.ok()) {
+        closed_.clear();
+        return st;
+      }
+    }
+    closed_.clear();
+    return absl::OkStatus();
+  }
+
+  // Writes every open chunk and summary bucket: readers see all recorded so far.
+  absl::Status FlushOpen() {
+    std::vector<int64_t> ids;
+    ids.reserve(tracks_.size());
+    for (const auto& [track, ts] : tracks_) ids.push_back(track);
+    std::sort(ids.begin(), ids.end());
+    for (int64_t track : ids) {
+      TrackState& ts = Touch(track);
+      current_track_ = track;
+      if (!ts.chunk.empty())
+        if (absl::Status st = EmitChunk(track, ts); !st.ok()) return st;
+      ts.summaries.CloseAll(&closed_);
+      if (absl::Status st = WriteClosed(); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string& ClockOf(int64_t track) {
+    auto it = track_clock_.find(track);
+    if (it != track_clock_.end()) return it->second;
+    std::string clock;
+    Stmt& q = tl_.track_clock;
+    q.Int(1, run_id_); q.Int(2, track);
+    if (sqlite3_step(q.get()) == SQLITE_ROW && sqlite3_column_text(q.get(), 0))
+      clock = reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 0));
+    sqlite3_reset(q.get());
+    return track_clock_[track] = clock;
+  }
+
+  // The file passed max_capture_bytes: the timeline stops here, and says so.
+  void CheckCaptureCap() {
+    if (max_capture_bytes_ <= 0 || capture_stopped_ || run_id_ == 0) return;
+    int64_t pages = 0;
+    if (sqlite3_step(tl_.page_count.get()) == SQLITE_ROW) pages = sqlite3_column_int64(tl_.page_count.get(), 0);
+    sqlite3_reset(tl_.page_count.get());
+    if (pages * page_size_ < max_capture_bytes_) return;
+    capture_stopped_ = true;
+    stopped_at_step_ = last_step_ + 1;
+  }
+
+  // runs.capture_note: the producer's notes, then the writer's own.
+  absl::Status WriteCaptureNote() {
+    std::vector<std::string> parts = notes_;
+    if (!ring_note_.empty()) parts.push_back(ring_note_);
+    if (capture_stopped_) {
+      parts.push_back(absl::StrCat("timeline capture stopped at step ", stopped_at_step_, ": the file reached the ",
+                                   absl::StrFormat("%.1f", max_capture_bytes_ / 1048576.0), " MB capture limit; ",
+                                   not_captured_, " later slices and counters were not recorded"));
+    }
+    if (parts.empty()) return absl::OkStatus();
+    Stmt& s = own_.capture_note;
+    s.Int(1, run_id_); s.Text(2, absl::StrJoin(parts, "; "));
+    return s.Run();
+  }
+
+  absl::Status WriteOne(const FlushMark&) { return FlushOpen(); }
+  absl::Status WriteOne(const CaptureNote& n) {
+    notes_.push_back(n.text);
+    return Tag(WriteCaptureNote(), "runs", run_id_);
+  }
+
+  // --trace-ring: step `step` ended; the timeline of steps before the ring goes.
+  absl::Status TrimRing(int64_t step) {
+    const int64_t cut = step - ring_steps_;  // steps <= cut are dropped
+    if (ring_steps_ <= 0 || cut < 0 || cut <= trimmed_through_) return absl::OkStatus();
+    const std::string run = absl::StrCat(run_id_), last = absl::StrCat(cut);
+    // Buckets that end before the first kept step's start, per clock; a
+    // bucket straddling the cut keeps what it counted (the note says so).
+    absl::Status st = internal::Exec(
+        db_, absl::StrCat(
+                 "DELETE FROM slice_summaries WHERE run_id = ", run, " AND EXISTS (SELECT 1 FROM tracks t"
+                 " WHERE t.run_id = ", run, " AND t.track_id = slice_summaries.track_id AND"
+                 " ((slice_summaries.bucket + 1) << (20 + 2 * slice_summaries.level)) <="
+                 " (SELECT min(b.start_ns) FROM step_bounds b WHERE b.run_id = ", run,
+                 " AND b.clock = t.clock AND b.step > ", last, "));"
+                 " DELETE FROM slice_chunks WHERE run_id = ", run, " AND step <= ", last, ";"
+                 " DELETE FROM step_bounds WHERE run_id = ", run, " AND step <= ", last, ";"));
+    if (!st.ok()) return st;
+    trimmed_through_ = cut;
+    ring_note_ = absl::StrCat("timeline kept for the last ", ring_steps_, " steps only (a ring): steps up to ", cut,
+                              " were dropped; coarse level-of-detail buckets that span the cut still count them");
+    return WriteCaptureNote();
+  }
+
   absl::Status WriteOne(const trace::GraphRecord& r) {
     Stmt& s = stmts_.graph;
     s.Int(1, run_id_); s.Int(2, r.graph_id); s.Text(3, r.fingerprint); s.Text(4, r.call_site);
@@ -592,11 +884,18 @@ class Writer::Db {
     s.Int(10, r.host_start_ns); s.Int(11, r.host_dur_ns);
     return Tag(s.Run(), "executions", r.execution_id);
   }
+  // A step ended: its timeline is written with its row, in one transaction,
+  // so a reader never sees the step without its slices (or half of them).
   absl::Status WriteOne(const trace::StepRecord& r) {
+    if (absl::Status st = FlushOpen(); !st.ok()) return Tag(st, "slice_chunks", r.step);
+    if (capture_stopped_)
+      if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", r.step);
     Stmt& s = stmts_.step;
     s.Int(1, run_id_); s.Int(2, r.step); s.Real(3, r.loss); s.Int(4, r.wall_ns);
     r.has_eval_loss ? s.Real(5, r.eval_loss) : s.Null(5);
-    return Tag(s.Run(), "steps", r.step);
+    if (absl::Status st = Tag(s.Run(), "steps", r.step); !st.ok()) return st;
+    last_step_ = std::max<int64_t>(last_step_, r.step);
+    return Tag(TrimRing(r.step), "slice_chunks", r.step);
   }
   absl::Status WriteOne(const trace::TensorRecord& r) {
     Stmt& s = stmts_.tensor;
@@ -614,6 +913,10 @@ class Writer::Db {
     return Tag(s.Run(), "shard_placements", r.tensor_id);
   }
   absl::Status WriteOne(const trace::CounterRecord& r) {
+    if (capture_stopped_) {
+      ++not_captured_;
+      return absl::OkStatus();
+    }
     Stmt& s = stmts_.counter;
     s.Int(1, run_id_); s.IntOrNull(2, r.device_id); s.Text(3, r.name); s.Int(4, r.ts_ns);
     s.Real(5, r.value);
@@ -622,11 +925,25 @@ class Writer::Db {
 
   sqlite3* db_ = nullptr;
   Stmts stmts_;
+  struct TimelineStmts {
+    Stmt chunk, summary, bounds, track_clock, page_count;
+  } tl_;
+  std::unordered_map<int64_t, TrackState> tracks_;
+  std::unordered_map<int64_t, std::optional<TrackState>> snapshots_;
+  std::unordered_map<int64_t, std::string> track_clock_;
+  std::vector<internal::ClosedBucket> closed_;
+  int64_t current_track_ = 0;  // the track closed_ belongs to
+  int ring_steps_ = 0;
+  int64_t max_capture_bytes_ = 0, page_size_ = 4096;
+  bool capture_stopped_ = false;
+  int64_t not_captured_ = 0, stopped_at_step_ = 0, last_step_ = -1, trimmed_through_ = -1;
+  std::vector<std::string> notes_;  // AddCaptureNote's
+  std::string ring_note_;
   std::unordered_map<std::string, int64_t> names_;
   int64_t run_id_ = 0;
   // The run_writers statements: who writes the run, its heartbeat, its end.
   struct RunWriterStmts {
-    Stmt writer_begin, heartbeat, writer_end, writer_close;
+    Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note;
   } own_;
   bool run_ended_ = false;
   int64_t lost_ = 0;       // records of the current run that did not reach the file
@@ -647,6 +964,7 @@ Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
 }
 
 Writer::~Writer() {
+  Push(FlushMark{});  // open chunks and summaries reach the file before it closes
   {
     std::lock_guard<std::mutex> l(mu_);
     stop_ = true;
@@ -780,14 +1098,7 @@ absl::StatusOr<int64_t> Writer::StartRun(const trace::RunRecord& r) {
   return id;
 }
 
-void Writer::Flush() {
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    seq = enqueued_;
-  }
-  WaitWritten(seq);
-}
+void Writer::Flush() { WaitWritten(Push(FlushMark{})); }
 
 void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs()})); }
 

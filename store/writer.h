@@ -33,6 +33,13 @@ struct WriterOptions {
   int64_t max_file_bytes = 0;
   // How often the writer's thread says in run_writers.heartbeat_ns that it is alive.
   int heartbeat_ms = 5000;
+  // Timeline capture limits (`shardscope run --trace-ring N`, `--trace-max-mb N`).
+  // ring_steps > 0: when step S ends, the timeline of steps up to S - ring_steps
+  // is deleted (chunks, their level-of-detail buckets, step bounds).
+  int ring_steps = 0;
+  // > 0: once the file passes this size, slices and counters are no longer
+  // recorded (everything else is); runs.capture_note says from which step.
+  int64_t max_capture_bytes = 0;
   // Called once, on the writer's thread, with status() at the first write
   // error; the run can stop there (status() and failed() say the same later).
   std::function<void(const absl::Status&)> on_error;
@@ -83,6 +90,12 @@ class Writer : public trace::Recorder {
   void Record(const trace::ShardPlacementRecord& r) override { Push(r); }
   void Record(const trace::CounterRecord& r) override { Push(r); }
 
+  // Appends to the current run's runs.capture_note ("; " between notes): what
+  // the timeline leaves out and why, so no report shows a silent gap.
+  void AddCaptureNote(std::string note) { Push(CaptureNote{std::move(note)}); }
+  // Slices dropped by max_capture_bytes so far.
+  int64_t slices_not_captured() const { return not_captured_.load(); }
+
   // Blocks until everything recorded before the call is committed (visible to
   // readers, safe from a crash of this process).
   void Flush() override;
@@ -108,7 +121,10 @@ class Writer : public trace::Recorder {
  private:
   struct RunBegin { trace::RunRecord run; };
   struct RunEnd { int64_t ended_at_ns = 0; };
-  using Item = std::variant<RunBegin, RunEnd, trace::HostRecord, trace::DeviceRecord,
+  // Writes what open chunks and summary buckets hold, so readers see it.
+  struct FlushMark {};
+  struct CaptureNote { std::string text; };
+  using Item = std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, trace::HostRecord, trace::DeviceRecord,
                             trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
                             trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord, trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord, trace::CompilationRecord,
                             trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
@@ -142,6 +158,7 @@ class Writer : public trace::Recorder {
   std::atomic<int64_t> run_id_{0};
   std::atomic<int64_t> rows_written_{0};
   std::atomic<int64_t> records_lost_{0};
+  std::atomic<int64_t> not_captured_{0};
   std::atomic<bool> failed_{false};
   std::thread thread_;
 };

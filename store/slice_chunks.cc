@@ -1,0 +1,213 @@
+// Chunk encoding and decoding, and the level-of-detail accumulator (see slice_chunks.h).
+#include "store/slice_chunks.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::store::internal {
+
+int SummaryShift(int level) { return 20 + 2 * level; }
+
+void ChunkEncoder::Reset(int64_t step, int64_t graph_id) {
+  text_.clear();
+  text_.push_back('[');
+  count_ = 0;
+  step_ = step;
+  graph_id_ = graph_id;
+  start_ns_ = end_ns_ = first_id_ = prev_start_ = prev_id_ = 0;
+}
+
+namespace {
+
+void AppendInt(std::string* out, int64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out->append(buf, end);
+}
+
+}  // namespace
+
+void ChunkEncoder::Add(const TimelineSlice& s) {
+  if (count_ == 0) {
+    start_ns_ = prev_start_ = s.start_ns;
+    first_id_ = prev_id_ = s.slice_id;
+    end_ns_ = s.start_ns + s.dur_ns;
+  } else {
+    text_.push_back(',');
+  }
+  std::array<int64_t, kChunkFields> f = {
+      s.start_ns - prev_start_, s.dur_ns, s.name_id, static_cast<int64_t>(s.kind), s.slice_id - prev_id_,
+      s.op_id < 0 ? -1 : s.op_id, s.depth, s.parent_id < 0 ? -1 : s.parent_id, s.flow_id < 0 ? -1 : s.flow_id,
+      s.bytes, s.arrival_ns < 0 ? -1 : std::max<int64_t>(0, s.start_ns - s.arrival_ns), s.category_id};
+  // The first slice's id delta is 0, not the default 1: keep it written.
+  int n = kChunkFields;
+  while (n > 5 && f[n - 1] == kChunkDefaults[n - 1]) --n;
+  if (n == 5 && count_ > 0 && f[4] == kChunkDefaults[4]) n = 4;
+  text_.push_back('[');
+  for (int i = 0; i < n; ++i) {
+    if (i) text_.push_back(',');
+    AppendInt(&text_, f[i]);
+  }
+  text_.push_back(']');
+  prev_start_ = s.start_ns;
+  prev_id_ = s.slice_id;
+  end_ns_ = std::max(end_ns_, s.start_ns + s.dur_ns);
+  ++count_;
+}
+
+namespace {
+
+// A strict reader of what ChunkEncoder writes: an array of arrays of integers.
+class ChunkParser {
+ public:
+  explicit ChunkParser(std::string_view text) : p_(text.data()), end_(text.data() + text.size()) {}
+
+  bool Eat(char c) {
+    Skip();
+    if (p_ < end_ && *p_ == c) {
+      ++p_;
+      return true;
+    }
+    return false;
+  }
+  bool Int(int64_t* v) {
+    Skip();
+    auto [next, ec] = std::from_chars(p_, end_, *v);
+    if (ec != std::errc() || next == p_) return false;
+    p_ = next;
+    return true;
+  }
+  bool AtEnd() {
+    Skip();
+    return p_ == end_;
+  }
+  size_t offset(std::string_view text) const { return static_cast<size_t>(p_ - text.data()); }
+
+ private:
+  // SQL users may rewrite a chunk with json() (which keeps it valid JSON but
+  // may add spaces): accept whitespace anywhere JSON does.
+  void Skip() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\t' || *p_ == '\r')) ++p_;
+  }
+  const char* p_;
+  const char* end_;
+};
+
+}  // namespace
+
+absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vector<TimelineSlice>* out) {
+  ChunkParser p(text);
+  auto bad = [&](const std::string& what) {
+    return absl::DataLossError(absl::StrCat("slice_chunks row ", h.chunk_id, " is damaged: ", what, " at byte ",
+                                            p.offset(text), " of its text"));
+  };
+  if (!p.Eat('[')) return bad("expected '['");
+  const size_t first = out->size();
+  int64_t start = h.start_ns, id = h.first_slice_id;
+  bool any = false;
+  if (!p.Eat(']')) {
+    do {
+      if (!p.Eat('[')) return bad("expected '[' opening a slice");
+      std::array<int64_t, kChunkFields> f = kChunkDefaults;
+      int n = 0;
+      if (!p.Eat(']')) {
+        do {
+          if (n == kChunkFields) return bad("a slice with more than 12 fields");
+          if (!p.Int(&f[n])) return bad("expected an integer");
+          ++n;
+        } while (p.Eat(','));
+        if (!p.Eat(']')) return bad("expected ']' closing a slice");
+      }
+      if (n < 4) return bad("a slice with fewer than 4 fields");
+      if (!any && n < 5) f[4] = 0;  // the first slice's id is first_slice_id itself
+      any = true;
+      TimelineSlice s;
+      start += f[0];
+      id += f[4];
+      s.start_ns = start;
+      s.slice_id = id;
+      s.dur_ns = f[1];
+      if (f[1] < 0) return bad("a negative duration");
+      if (f[2] < 0 || f[2] > INT32_MAX) return bad("a name_id out of range");
+      s.name_id = static_cast<int32_t>(f[2]);
+      if (f[3] < 0 || f[3] >= kNumTimelineKinds) return bad("an unknown kind code");
+      s.kind = static_cast<TimelineKind>(f[3]);
+      s.op_id = f[5];
+      if (f[6] < 0 || f[6] > INT16_MAX) return bad("a depth out of range");
+      s.depth = static_cast<int16_t>(f[6]);
+      s.parent_id = f[7];
+      s.flow_id = f[8];
+      s.bytes = f[9];
+      s.arrival_ns = f[10] < 0 ? -1 : start - f[10];
+      if (f[11] < 0 || f[11] > INT32_MAX) return bad("a category name_id out of range");
+      s.category_id = static_cast<int32_t>(f[11]);
+      s.step = h.step < 0 || h.step > INT32_MAX ? -1 : static_cast<int32_t>(h.step);
+      s.graph_id = h.graph_id;
+      out->push_back(s);
+    } while (p.Eat(','));
+    if (!p.Eat(']')) return bad("expected ']' closing the chunk");
+  }
+  if (!p.AtEnd()) return bad("text after the chunk");
+  if (const size_t held = out->size() - first; static_cast<int64_t>(held) != h.count) {
+    out->resize(first);
+    return absl::DataLossError(absl::StrCat("slice_chunks row ", h.chunk_id, " is damaged: it says ", h.count,
+                                            " slices and holds ", held));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+void Accumulate(SummaryBucket& b, const TimelineSlice& s) {
+  if (b.count == 0 || s.dur_ns > b.longest_dur_ns) {
+    b.longest_slice_id = s.slice_id;
+    b.longest_start_ns = s.start_ns;
+    b.longest_dur_ns = s.dur_ns;
+    b.longest_name_id = s.name_id;
+    b.longest_kind = s.kind;
+  }
+  ++b.count;
+  b.busy_ns += s.dur_ns;
+  b.kind_ns[static_cast<int>(s.kind)] += s.dur_ns;
+  if (s.step >= 0) {
+    b.first_step = b.first_step < 0 ? s.step : std::min(b.first_step, s.step);
+    b.last_step = std::max(b.last_step, s.step);
+  }
+}
+
+}  // namespace
+
+void TrackSummaries::Add(const TimelineSlice& s, std::vector<ClosedBucket>* closed) {
+  const size_t depth = static_cast<size_t>(std::max<int16_t>(0, s.depth));
+  if (depth >= by_depth_.size()) by_depth_.resize(depth + 1);
+  auto& levels = by_depth_[depth];
+  for (int level = 0; level < kNumSummaryLevels; ++level) {
+    Open& o = levels[level];
+    const int64_t bucket = s.start_ns >> SummaryShift(level);  // floor, also before 0
+    if (o.summary.count > 0 && o.bucket != bucket) {
+      closed->push_back({level, o.bucket, o.summary});
+      o.summary = SummaryBucket{};
+    }
+    if (o.summary.count == 0) {
+      o.bucket = bucket;
+      o.summary.start_ns = bucket << SummaryShift(level);
+      o.summary.width_ns = int64_t{1} << SummaryShift(level);
+      o.summary.depth = static_cast<int16_t>(depth);
+    }
+    Accumulate(o.summary, s);
+  }
+}
+
+void TrackSummaries::CloseAll(std::vector<ClosedBucket>* closed) {
+  for (auto& levels : by_depth_)
+    for (int level = 0; level < kNumSummaryLevels; ++level) {
+      Open& o = levels[level];
+      if (o.summary.count == 0) continue;
+      closed->push_back({level, o.bucket, o.summary});
+      o.summary = SummaryBucket{};
+    }
+}
+
+}  // namespace shardscope::store::internal

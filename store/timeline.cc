@@ -1,0 +1,350 @@
+// Timeline reads over chunks and summaries (see timeline.h), with the same
+// answers from SQL on a version-1 file's one-row-per-slice table.
+#include "store/timeline.h"
+
+#include <algorithm>
+#include <sqlite3.h>
+
+#include "absl/strings/str_cat.h"
+#include "store/slice_chunks.h"
+#include "store/sqlite_util.h"
+
+namespace shardscope::store {
+
+using internal::Stmt;
+
+const char* TimelineKindName(TimelineKind kind) {
+  switch (kind) {
+    case TimelineKind::kCompute: return "compute";
+    case TimelineKind::kCollective: return "collective";
+    case TimelineKind::kTransfer: return "transfer";
+    case TimelineKind::kHost: return "host";
+    case TimelineKind::kCompile: return "compile";
+    case TimelineKind::kHostWait: return "host_wait";
+  }
+  return "compute";
+}
+
+int64_t SummaryWidthNs(int level) { return int64_t{1} << internal::SummaryShift(level); }
+
+int SummaryLevelFor(int64_t t0, int64_t t1, int max_buckets) {
+  if (t1 <= t0) t1 = t0 + 1;
+  max_buckets = std::max(1, max_buckets);
+  for (int level = 0; level < kNumSummaryLevels; ++level) {
+    const int shift = internal::SummaryShift(level);
+    const int64_t n = ((t1 - 1) >> shift) - (t0 >> shift) + 1;
+    if (level == 0 && n <= max_buckets / 2) return -1;
+    if (n <= max_buckets) return level;
+  }
+  return kNumSummaryLevels - 1;
+}
+
+namespace {
+
+int64_t ColumnOr(sqlite3_stmt* q, int col, int64_t none) {
+  return sqlite3_column_type(q, col) == SQLITE_NULL ? none : sqlite3_column_int64(q, col);
+}
+
+TimelineKind KindFromText(const unsigned char* text) {
+  const std::string_view kind = text ? reinterpret_cast<const char*>(text) : "";
+  for (int k = 0; k < kNumTimelineKinds; ++k)
+    if (kind == TimelineKindName(static_cast<TimelineKind>(k))) return static_cast<TimelineKind>(k);
+  return TimelineKind::kCompute;
+}
+
+// Steps a prepared query to its end, calling `row` per row; a damaged file
+// is DataLoss naming `shardscope check`.
+template <typename F>
+absl::Status EachRow(sqlite3* db, Stmt& q, const std::string& path, F&& row) {
+  int rc;
+  while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
+    if (absl::Status st = row(q.get()); !st.ok()) return st;
+  }
+  if (rc == SQLITE_DONE) return absl::OkStatus();
+  std::string msg = absl::StrCat(path, ": reading the timeline: ", internal::DbError(db));
+  if (rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB)
+    return absl::DataLossError(absl::StrCat(msg, "; run `shardscope check ", path, "` for details"));
+  return absl::InternalError(msg);
+}
+
+}  // namespace
+
+absl::StatusOr<bool> TimelineReader::chunked() const {
+  if (chunked_ < 0) {
+    auto r = reader_.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'slice_chunks'");
+    if (!r.ok()) return r.status();
+    chunked_ = r->Int(0, "n") > 0 ? 1 : 0;
+  }
+  return chunked_ == 1;
+}
+
+absl::StatusOr<int64_t> TimelineReader::MaxChunkSpan(int64_t run_id, int64_t track_id) const {
+  for (const auto& [run, track, span] : spans_)
+    if (run == run_id && track == track_id) return span;
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  if (absl::Status st = q.Prepare(db, "SELECT coalesce(max(end_ns - start_ns), 0) FROM slice_chunks"
+                                      " WHERE run_id = ?1 AND track_id = ?2");
+      !st.ok())
+    return st;
+  q.Int(1, run_id);
+  q.Int(2, track_id);
+  int64_t span = 0;
+  if (absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+        span = sqlite3_column_int64(s, 0);
+        return absl::OkStatus();
+      });
+      !st.ok())
+    return st;
+  // A reader of a live run may see longer chunks later: keep only finished answers short-lived.
+  if (spans_.size() > 4096) spans_.clear();
+  spans_.emplace_back(run_id, track_id, span);
+  return span;
+}
+
+absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id, int64_t track_id, int64_t t0,
+                                                                  int64_t t1, size_t max_slices,
+                                                                  bool* truncated) const {
+  if (truncated) *truncated = false;
+  auto is_chunked = chunked();
+  if (!is_chunked.ok()) return is_chunked.status();
+  sqlite3* db = reader_.connection();
+  std::vector<TimelineSlice> out;
+  auto full = [&] { return max_slices > 0 && out.size() >= max_slices; };
+  Stmt q;
+  if (*is_chunked) {
+    // Chunks are found by start through the index; one that starts before t0
+    // can reach into the window by at most the track's longest chunk.
+    auto span = MaxChunkSpan(run_id, track_id);
+    if (!span.ok()) return span.status();
+    if (absl::Status st = q.Prepare(db,
+                                    "SELECT chunk_id, step, graph_id, start_ns, first_slice_id, count, slices"
+                                    " FROM slice_chunks WHERE run_id = ?1 AND track_id = ?2 AND start_ns >= ?3"
+                                    " AND start_ns < ?4 AND end_ns >= ?5 ORDER BY start_ns");
+        !st.ok())
+      return st;
+    q.Int(1, run_id);
+    q.Int(2, track_id);
+    q.Int(3, t0 - *span);
+    q.Int(4, t1);
+    q.Int(5, t0);
+    std::vector<TimelineSlice> chunk;
+    absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) -> absl::Status {
+      if (full()) return absl::OkStatus();
+      internal::ChunkHeader h;
+      h.chunk_id = sqlite3_column_int64(s, 0);
+      h.step = ColumnOr(s, 1, -1);
+      h.graph_id = ColumnOr(s, 2, -1);
+      h.start_ns = sqlite3_column_int64(s, 3);
+      h.first_slice_id = sqlite3_column_int64(s, 4);
+      h.count = sqlite3_column_int64(s, 5);
+      const char* text = reinterpret_cast<const char*>(sqlite3_column_text(s, 6));
+      chunk.clear();
+      if (absl::Status d = internal::DecodeChunk(h, text ? text : "", &chunk); !d.ok())
+        return absl::Status(d.code(), absl::StrCat(reader_.path(), ": ", d.message()));
+      for (const TimelineSlice& x : chunk) {
+        if (x.start_ns >= t1 || x.start_ns + x.dur_ns < t0) continue;
+        if (full()) break;
+        out.push_back(x);
+      }
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+  } else {
+    if (absl::Status st = q.Prepare(db,
+                                    "SELECT slice_id, start_ns, dur_ns, depth, parent_id, name_id, kind, step,"
+                                    " graph_id, op_id, flow_id, bytes FROM slices WHERE run_id = ?1 AND"
+                                    " track_id = ?2 AND start_ns < ?3 AND start_ns + dur_ns >= ?4 ORDER BY start_ns");
+        !st.ok())
+      return st;
+    q.Int(1, run_id);
+    q.Int(2, track_id);
+    q.Int(3, t1);
+    q.Int(4, t0);
+    absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+      if (full()) return absl::OkStatus();
+      TimelineSlice x;
+      x.slice_id = sqlite3_column_int64(s, 0);
+      x.start_ns = sqlite3_column_int64(s, 1);
+      x.dur_ns = std::max<int64_t>(0, sqlite3_column_int64(s, 2));
+      x.depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 3), 0, INT16_MAX));
+      x.parent_id = ColumnOr(s, 4, -1);
+      x.name_id = static_cast<int32_t>(sqlite3_column_int64(s, 5));
+      x.kind = KindFromText(sqlite3_column_text(s, 6));
+      const int64_t step = ColumnOr(s, 7, -1);
+      x.step = step > INT32_MAX ? -1 : static_cast<int32_t>(step);
+      x.graph_id = ColumnOr(s, 8, -1);
+      x.op_id = ColumnOr(s, 9, -1);
+      x.flow_id = ColumnOr(s, 10, -1);
+      x.bytes = sqlite3_column_int64(s, 11);
+      out.push_back(x);
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+  }
+  if (truncated) *truncated = full();
+  std::sort(out.begin(), out.end(), [](const TimelineSlice& a, const TimelineSlice& b) {
+    return a.depth != b.depth ? a.depth < b.depth : a.start_ns != b.start_ns ? a.start_ns < b.start_ns
+                                                                             : a.slice_id < b.slice_id;
+  });
+  return out;
+}
+
+absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run_id, int64_t track_id, int level,
+                                                                     int64_t t0, int64_t t1) const {
+  if (level < 0 || level >= kNumSummaryLevels)
+    return absl::InvalidArgumentError(
+        absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+  auto is_chunked = chunked();
+  if (!is_chunked.ok()) return is_chunked.status();
+  const int shift = internal::SummaryShift(level);
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  // Version 1 stored no summaries: the same buckets by SQL (the bare columns
+  // beside max(dur_ns) come from the longest slice's row).
+  const char* sql =
+      *is_chunked
+          ? "SELECT depth, bucket, count, busy_ns, compute_ns, collective_ns, transfer_ns, host_ns, compile_ns,"
+            " host_wait_ns, longest_slice_id, longest_start_ns, longest_dur_ns, longest_name_id, longest_kind,"
+            " first_step, last_step FROM slice_summaries WHERE run_id = ?1 AND level = ?2 AND track_id = ?3"
+            " AND bucket >= ?4 AND bucket <= ?5 ORDER BY depth, bucket"
+          : "SELECT depth, start_ns >> ?6 AS b, count(*), sum(dur_ns),"
+            " sum(CASE kind WHEN 'compute' THEN dur_ns ELSE 0 END),"
+            " sum(CASE kind WHEN 'collective' THEN dur_ns ELSE 0 END),"
+            " sum(CASE kind WHEN 'transfer' THEN dur_ns ELSE 0 END),"
+            " sum(CASE kind WHEN 'host' THEN dur_ns ELSE 0 END),"
+            " sum(CASE kind WHEN 'compile' THEN dur_ns ELSE 0 END),"
+            " sum(CASE kind WHEN 'host_wait' THEN dur_ns ELSE 0 END),"
+            " slice_id, start_ns, max(dur_ns), name_id, kind, min(step), max(step) FROM slices"
+            " WHERE run_id = ?1 AND ?2 >= 0 AND track_id = ?3 AND start_ns >= (?4 << ?6) AND start_ns < ((?5 + 1) << ?6)"
+            " GROUP BY depth, b ORDER BY depth, b";
+  if (absl::Status st = q.Prepare(db, sql); !st.ok()) return st;
+  q.Int(1, run_id);
+  q.Int(2, level);
+  q.Int(3, track_id);
+  q.Int(4, t0 >> shift);
+  q.Int(5, (std::max(t1, t0 + 1) - 1) >> shift);
+  if (!*is_chunked) q.Int(6, shift);
+  std::vector<SummaryBucket> out;
+  absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+    SummaryBucket b;
+    b.depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 0), 0, INT16_MAX));
+    b.start_ns = sqlite3_column_int64(s, 1) << shift;
+    b.width_ns = int64_t{1} << shift;
+    b.count = sqlite3_column_int64(s, 2);
+    b.busy_ns = sqlite3_column_int64(s, 3);
+    for (int k = 0; k < kNumTimelineKinds; ++k) b.kind_ns[k] = sqlite3_column_int64(s, 4 + k);
+    b.longest_slice_id = sqlite3_column_int64(s, 10);
+    b.longest_start_ns = sqlite3_column_int64(s, 11);
+    b.longest_dur_ns = sqlite3_column_int64(s, 12);
+    b.longest_name_id = static_cast<int32_t>(sqlite3_column_int64(s, 13));
+    if (*is_chunked) {
+      const int64_t kind = sqlite3_column_int64(s, 14);
+      b.longest_kind = kind >= 0 && kind < kNumTimelineKinds ? static_cast<TimelineKind>(kind) : TimelineKind::kCompute;
+    } else {
+      b.longest_kind = KindFromText(sqlite3_column_text(s, 14));
+    }
+    b.first_step = static_cast<int32_t>(ColumnOr(s, 15, -1));
+    b.last_step = static_cast<int32_t>(ColumnOr(s, 16, -1));
+    out.push_back(b);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::StatusOr<std::vector<CounterBucket>> TimelineReader::CounterSummaries(int64_t run_id, int device_id,
+                                                                            const std::string& name, int level,
+                                                                            int64_t t0, int64_t t1) const {
+  if (level < 0 || level >= kNumSummaryLevels)
+    return absl::InvalidArgumentError(
+        absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+  const int shift = internal::SummaryShift(level);
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  // Counters are sampled per program run, not per kernel: the index on
+  // (run_id, name, ts_ns) answers this without stored summaries.
+  if (absl::Status st = q.Prepare(
+          db,
+          "SELECT ts_ns >> ?6 AS b, count(*), min(value), max(value),"
+          " (SELECT c2.value FROM counters c2 WHERE c2.run_id = ?1 AND c2.name = ?2 AND c2.device_id IS ?3"
+          "   AND c2.ts_ns >= ((ts_ns >> ?6) << ?6) AND c2.ts_ns < (((ts_ns >> ?6) + 1) << ?6)"
+          "   ORDER BY c2.ts_ns DESC, c2.rowid DESC LIMIT 1),"
+          " max(ts_ns) FROM counters WHERE run_id = ?1 AND name = ?2 AND device_id IS ?3"
+          " AND ts_ns >= (?4 << ?6) AND ts_ns < ((?5 + 1) << ?6) GROUP BY b ORDER BY b");
+      !st.ok())
+    return st;
+  q.Int(1, run_id);
+  q.Text(2, name);
+  if (device_id < 0) q.Null(3);
+  else q.Int(3, device_id);
+  q.Int(4, t0 >> shift);
+  q.Int(5, (std::max(t1, t0 + 1) - 1) >> shift);
+  q.Int(6, shift);
+  std::vector<CounterBucket> out;
+  absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+    CounterBucket b;
+    b.start_ns = sqlite3_column_int64(s, 0) << shift;
+    b.width_ns = int64_t{1} << shift;
+    b.count = sqlite3_column_int64(s, 1);
+    b.min = sqlite3_column_double(s, 2);
+    b.max = sqlite3_column_double(s, 3);
+    b.last = sqlite3_column_double(s, 4);
+    b.last_ts_ns = sqlite3_column_int64(s, 5);
+    out.push_back(b);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::StatusOr<std::vector<StepBounds>> TimelineReader::Steps(int64_t run_id) const {
+  auto is_chunked = chunked();
+  if (!is_chunked.ok()) return is_chunked.status();
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  const char* sql = *is_chunked
+                        ? "SELECT step, clock, start_ns, end_ns FROM step_bounds WHERE run_id = ?1 ORDER BY clock, step"
+                        : "SELECT s.step, t.clock, min(s.start_ns), max(s.start_ns + s.dur_ns) FROM slices s"
+                          " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+                          " WHERE s.run_id = ?1 AND s.step IS NOT NULL GROUP BY t.clock, s.step ORDER BY t.clock, s.step";
+  if (absl::Status st = q.Prepare(db, sql); !st.ok()) return st;
+  q.Int(1, run_id);
+  std::vector<StepBounds> out;
+  absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+    StepBounds b;
+    b.step = static_cast<int32_t>(sqlite3_column_int64(s, 0));
+    const unsigned char* clock = sqlite3_column_text(s, 1);
+    b.clock = clock ? reinterpret_cast<const char*>(clock) : "";
+    b.start_ns = sqlite3_column_int64(s, 2);
+    b.end_ns = sqlite3_column_int64(s, 3);
+    out.push_back(std::move(b));
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  return out;
+}
+
+absl::StatusOr<std::vector<std::pair<int32_t, std::string>>> TimelineReader::Names(
+    const std::vector<int32_t>& name_ids) const {
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  if (absl::Status st = q.Prepare(db, "SELECT name FROM names WHERE name_id = ?1"); !st.ok()) return st;
+  std::vector<std::pair<int32_t, std::string>> out;
+  out.reserve(name_ids.size());
+  for (int32_t id : name_ids) {
+    q.Int(1, id);
+    std::string name;
+    absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+      const unsigned char* t = sqlite3_column_text(s, 0);
+      name = t ? reinterpret_cast<const char*>(t) : "";
+      return absl::OkStatus();
+    });
+    sqlite3_reset(q.get());
+    if (!st.ok()) return st;
+    out.emplace_back(id, std::move(name));
+  }
+  return out;
+}
+
+}  // namespace shardscope::store
