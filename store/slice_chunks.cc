@@ -99,12 +99,13 @@ class ChunkParser {
 
 absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vector<TimelineSlice>* out) {
   ChunkParser p(text);
+  const size_t first = out->size();
   auto bad = [&](const std::string& what) {
+    out->resize(first);  // a damaged chunk gives nothing, not its first half
     return absl::DataLossError(absl::StrCat("slice_chunks row ", h.chunk_id, " is damaged: ", what, " at byte ",
                                             p.offset(text), " of its text"));
   };
   if (!p.Eat('[')) return bad("expected '['");
-  const size_t first = out->size();
   int64_t start = h.start_ns, id = h.first_slice_id;
   bool any = false;
   if (!p.Eat(']')) {

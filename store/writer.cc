@@ -181,7 +181,7 @@ class Writer::Db {
 
   // A batch that could not be written: its records count as lost to the run.
   void GiveUp(const std::vector<Item>& batch, const absl::Status& why) {
-    lost_ += static_cast<int64_t>(batch.size());
+    lost_ += Records(batch);
     if (loss_note_.empty()) loss_note_ = std::string(why.message());
     for (const Item& item : batch) {
       // The run never reached the file: what follows is dropped, not misfiled.
@@ -218,6 +218,12 @@ class Writer::Db {
   }
 
   int64_t lost() const { return lost_; }
+
+  // The batch's records: a flush mark asks for a write and carries none.
+  static int64_t Records(const std::vector<Item>& batch) {
+    return std::count_if(batch.begin(), batch.end(),
+                         [](const Item& i) { return !std::holds_alternative<FlushMark>(i); });
+  }
 
   // Applies one queued item; returns the rows written.
   absl::Status Write(const Item& item, int64_t* rows) {
@@ -1055,7 +1061,8 @@ int64_t Writer::WriteBatch(const std::vector<Item>& batch) {
       continue;
     }
     db_->GiveUp(batch, out.st);
-    std::string msg = absl::StrCat(out.st.message(), " (", batch.size(), batch.size() == 1 ? " record" : " records",
+    const int64_t records = Db::Records(batch);
+    std::string msg = absl::StrCat(out.st.message(), " (", records, records == 1 ? " record" : " records",
                                    " lost", attempt > 1 ? absl::StrCat(" after ", attempt, " attempts") : "", ")");
     if (absl::IsDataLoss(out.st)) absl::StrAppend(&msg, "; run `shardscope check ", path_, "` for details");
     SetError(absl::Status(out.st.code(), msg));

@@ -8,6 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <cstdio>
 #include <string>
 
@@ -19,6 +22,15 @@
 
 namespace shardscope::store {
 namespace {
+
+// The version-1 schema text, as the release that wrote version-1 files had it.
+std::string V1SchemaSql() {
+  std::ifstream f(SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_FALSE(text.str().empty()) << "missing " SHARDSCOPE_TEST_DATA "/store/schema_v1.sql";
+  return text.str();
+}
 
 // step_device_summary as it was before host_wait_ns.
 constexpr char kOldSummary[] = R"(CREATE VIEW IF NOT EXISTS step_device_summary AS
@@ -47,7 +59,7 @@ FROM per p
 JOIN span sp ON sp.run_id = p.run_id AND sp.step = p.step;)";
 
 std::string OldSchema() {
-  std::string s = SchemaSql();
+  std::string s = V1SchemaSql();
   std::string check = absl::StrReplaceAll(s, {{"'compile','host_wait')", "'compile')"}});
   EXPECT_NE(check, s) << "the slices CHECK changed; update this test";
   const std::string begin = "CREATE VIEW IF NOT EXISTS step_device_summary AS";
@@ -133,9 +145,9 @@ TEST(Migration, SlicesGainTheHostWaitKind) {
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM sqlite_master WHERE name LIKE 'slices_before%'"), 0);
   // A view the user made over slices survives, and reads the new table.
   EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM my_compute"), 4);
-  EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM sqlite_master WHERE type = 'index' AND tbl_name = 'slices'"
-                      " AND name IN ('slices_by_track_time', 'slices_by_flow')"),
-            2);
+  // Version 2: the rows went into chunks, and `slices` is the view over them.
+  EXPECT_EQ(Count(*r, "SELECT count(*) AS n FROM sqlite_master WHERE type = 'view' AND name = 'slices'"), 1);
+  EXPECT_EQ(Count(*r, "SELECT sum(count) AS n FROM slice_chunks WHERE run_id = 1"), 2);
   // The new run's wait is stored and summed apart from idle time.
   auto q = r->Query("SELECT step, compute_ns, host_wait_ns, idle_ns, span_ns FROM step_device_summary"
                     " WHERE run_id = 2 ORDER BY step");

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include <cstdio>
 #include <string>
 
@@ -16,13 +19,22 @@
 namespace shardscope::store {
 namespace {
 
+// The version-1 schema text, as the release that wrote version-1 files had it.
+std::string V1SchemaSql() {
+  std::ifstream f(SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");
+  std::stringstream text;
+  text << f.rdbuf();
+  EXPECT_FALSE(text.str().empty()) << "missing " SHARDSCOPE_TEST_DATA "/store/schema_v1.sql";
+  return text.str();
+}
+
 TEST(Migration, OldStepsTableGainsEvalLoss) {
   std::string path = absl::StrCat(::testing::TempDir(), "/old_", getpid(), ".db");
   std::remove(path.c_str());
   {
     // The schema as it was: steps without eval_loss, one finished run, one step.
     std::string old = absl::StrReplaceAll(
-        SchemaSql(), {{"  eval_loss REAL,                           -- held-out loss after this step, when measured\n", ""}});
+        V1SchemaSql(), {{"  eval_loss REAL,                           -- held-out loss after this step, when measured\n", ""}});
     ASSERT_EQ(old.find("eval_loss"), std::string::npos) << "the schema text changed; update this test";
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
@@ -57,6 +69,58 @@ TEST(Migration, OldStepsTableGainsEvalLoss) {
   EXPECT_FALSE(q->rows[0][3].has_value());  // the old step: no eval loss
   EXPECT_DOUBLE_EQ(q->Real(1, "eval_loss"), 1.75);
   EXPECT_DOUBLE_EQ(q->Real(0, "loss"), 2.5);
+  std::remove(path.c_str());
+}
+
+// A file written by the last release that stored version 1 (one row per
+// slice), kept as it was: a writer migrates it to chunks, and every slice
+// reads back the same through the `slices` view, with summaries and step
+// bounds made for the old run.
+TEST(Migration, AVersion1FileFromTheLastReleaseMigratesToChunks) {
+  const std::string fixture = SHARDSCOPE_TEST_DATA "/store/schema_v1_mlp.db";
+  std::string path = absl::StrCat(::testing::TempDir(), "/v1_copy_", getpid(), ".db");
+  {
+    std::ifstream in(fixture, std::ios::binary);
+    ASSERT_TRUE(in) << "missing " << fixture;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  const std::string columns =
+      "run_id, slice_id, track_id, start_ns, dur_ns, depth, parent_id, name_id, kind, step, graph_id, op_id,"
+      " flow_id, bytes";
+  auto all_slices = [&](const Reader& r) {
+    auto q = r.Query("SELECT " + columns + " FROM slices ORDER BY run_id, slice_id");
+    EXPECT_TRUE(q.ok()) << q.status();
+    return q.ok() ? q->rows : std::vector<std::vector<Cell>>{};
+  };
+  std::vector<std::vector<Cell>> before;
+  {
+    auto r = Reader::Open(path);  // read as it is, without migrating
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->schema_version(), 1);
+    before = all_slices(*r);
+    ASSERT_GT(before.size(), 100u);
+  }
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+  }
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->schema_version(), 2);
+  EXPECT_EQ(all_slices(*r), before);
+  auto n = [&](const std::string& sql) {
+    auto q = r->Query(sql);
+    EXPECT_TRUE(q.ok()) << q.status() << " " << sql;
+    return q.ok() ? q->Int(0, "n") : -1;
+  };
+  EXPECT_EQ(n("SELECT count(*) AS n FROM sqlite_master WHERE type = 'view' AND name = 'slices'"), 1);
+  EXPECT_EQ(n("SELECT sum(count) AS n FROM slice_summaries WHERE level = 0 AND depth = 0"),
+            n("SELECT count(*) AS n FROM slices WHERE depth = 0"));
+  EXPECT_EQ(n("SELECT count(DISTINCT step) AS n FROM step_bounds WHERE clock = 'device'"), 3);
+  EXPECT_GT(n("SELECT count(*) AS n FROM step_device_summary"), 0);
+  EXPECT_GT(n("SELECT count(*) AS n FROM kernel_stats WHERE count > 0"), 0);
+  EXPECT_EQ(n("SELECT count(*) AS n FROM runs WHERE imported = 0 AND capture_note IS NULL"), 1);
   std::remove(path.c_str());
 }
 

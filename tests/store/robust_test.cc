@@ -500,8 +500,8 @@ TEST(Robust, CheckPassesAWholeFileAndListsItsRuns) {
 TEST(Robust, CheckFindsBrokenReferencesAndStatuses) {
   std::string path = WriteFixture("check_refs");
   RawExec(path,
-          "INSERT INTO slices(run_id, slice_id, track_id, start_ns, dur_ns, depth, name_id, kind)"
-          " VALUES (1, 999999, 4242, 0, 1, 0, 1, 'compute');"
+          "INSERT INTO slice_chunks(run_id, track_id, start_ns, end_ns, first_slice_id, count, slices)"
+          " VALUES (1, 4242, 0, 1, 999999, 1, '[[0,1,1,0,0]]');"
           "UPDATE compilations SET graph_id = 777 WHERE compile_id = (SELECT min(compile_id) FROM compilations);"
           "PRAGMA foreign_keys = OFF; INSERT INTO hosts VALUES (9, 0, 'ghost');"
           "INSERT INTO runs(sample, mesh, mesh_axes, sharding, config_json, topology, profile, clock_kinds,"
@@ -529,7 +529,7 @@ void SmashPage(const std::string& path, int64_t page) {
 
 TEST(Robust, DamagedFilesAreCaughtAndNamed) {
   std::string path = WriteFixture("damaged");
-  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slices'").Int(0, "rootpage");
+  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slice_chunks'").Int(0, "rootpage");
   ASSERT_GT(root, 1);
   SmashPage(path, root);
   CheckReport c = CheckDatabase(path);
@@ -548,12 +548,12 @@ TEST(Robust, AnIndexThatDisagreesWithItsTableFailsCheck) {
   // Damage that plain reads do not notice (they answer, differently
   // depending on the plan): only the integrity check does.
   std::string path = WriteFixture("bad_index");
-  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slices_by_track_time'")
+  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slice_chunks_by_track_time'")
                      .Int(0, "rootpage");
   ASSERT_GT(root, 1);
   // Swap in the root page of another index: well-formed, wrong rows.
   RawExec(path, absl::StrCat("PRAGMA writable_schema = ON; UPDATE sqlite_master SET rootpage = (SELECT rootpage FROM"
-                             " sqlite_master WHERE name = 'counters_by_name') WHERE name = 'slices_by_track_time';"));
+                             " sqlite_master WHERE name = 'counters_by_name') WHERE name = 'slice_chunks_by_track_time';"));
   CheckReport c = CheckDatabase(path);
   EXPECT_FALSE(c.healthy());
 }

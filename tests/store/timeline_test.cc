@@ -1,0 +1,287 @@
+// The chunked slice layout and its reads: chunks decode to exactly what was
+// encoded (and damaged ones are named, not crashed on); windows and summaries
+// read through TimelineReader equal what a brute-force pass over the recorded
+// slices gives; the `slices` view agrees; ring and size cap leave notes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "store/reader.h"
+#include "store/slice_chunks.h"
+#include "store/timeline.h"
+#include "store/writer.h"
+#include "tests/store/synthetic_run.h"
+
+namespace shardscope::store {
+namespace {
+
+using shardscope::testing::TempDbPath;
+
+bool Same(const TimelineSlice& a, const TimelineSlice& b) {
+  return std::tie(a.slice_id, a.start_ns, a.dur_ns, a.parent_id, a.graph_id, a.op_id, a.flow_id, a.bytes,
+                  a.arrival_ns, a.name_id, a.category_id, a.step, a.depth, a.kind) ==
+         std::tie(b.slice_id, b.start_ns, b.dur_ns, b.parent_id, b.graph_id, b.op_id, b.flow_id, b.bytes,
+                  b.arrival_ns, b.name_id, b.category_id, b.step, b.depth, b.kind);
+}
+
+TimelineSlice RandomSlice(std::mt19937_64& rng, int64_t id, int64_t start) {
+  TimelineSlice s;
+  s.slice_id = id;
+  s.start_ns = start;
+  s.dur_ns = static_cast<int64_t>(rng() % 100000);
+  s.depth = static_cast<int16_t>(rng() % 3);
+  s.parent_id = rng() % 2 ? -1 : static_cast<int64_t>(rng() % 1000);
+  s.name_id = static_cast<int32_t>(1 + rng() % 50);
+  s.kind = static_cast<TimelineKind>(rng() % kNumTimelineKinds);
+  s.op_id = rng() % 3 ? static_cast<int64_t>(rng() % 500) : -1;
+  s.flow_id = rng() % 4 ? -1 : static_cast<int64_t>(rng() % 100000);
+  s.bytes = rng() % 2 ? 0 : static_cast<int64_t>(rng() % (int64_t{1} << 40));
+  s.arrival_ns = rng() % 3 ? -1 : start - static_cast<int64_t>(rng() % 5000);
+  s.category_id = rng() % 4 ? 0 : static_cast<int32_t>(rng() % 9);
+  return s;
+}
+
+TEST(SliceChunks, DecodeGivesBackWhatWasEncoded) {
+  std::mt19937_64 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    internal::ChunkEncoder enc;
+    const int64_t step = round % 5 == 0 ? -1 : round, graph = round % 3 == 0 ? -1 : round * 7;
+    enc.Reset(step, graph);
+    std::vector<TimelineSlice> in;
+    int64_t id = static_cast<int64_t>(rng() % 1000000), start = static_cast<int64_t>(rng() % 1000000000) - 5000;
+    const int n = 1 + static_cast<int>(rng() % internal::kChunkSlices);
+    for (int i = 0; i < n; ++i) {
+      // Ids and starts mostly rise, sometimes fall (nested slices recorded at their end).
+      id += rng() % 5 == 0 ? -static_cast<int64_t>(rng() % 50) : static_cast<int64_t>(1 + rng() % 70);
+      start += rng() % 6 == 0 ? -static_cast<int64_t>(rng() % 3000) : static_cast<int64_t>(rng() % 100000);
+      TimelineSlice s = RandomSlice(rng, id, start);
+      s.step = step < 0 ? -1 : static_cast<int32_t>(step);
+      s.graph_id = graph;
+      in.push_back(s);
+      enc.Add(s);
+    }
+    internal::ChunkHeader h{round, step, graph, enc.start_ns(), enc.first_slice_id(), enc.count()};
+    std::vector<TimelineSlice> out;
+    ASSERT_TRUE(internal::DecodeChunk(h, enc.Text(), &out).ok()) << enc.Text().substr(0, 200);
+    ASSERT_EQ(out.size(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) ASSERT_TRUE(Same(in[i], out[i])) << "round " << round << " slice " << i;
+  }
+}
+
+TEST(SliceChunks, DamagedChunksAreNamedNotCrashedOn) {
+  internal::ChunkHeader h{42, 1, 2, 1000, 10, 2};
+  std::vector<TimelineSlice> out;
+  for (const char* text : {"", "[", "[[0,1,2,0,0],[5,1,2,0]", "[[0,1,2,9,0],[5,1,2,0]]", "[[0,1,2,0,0]]",
+                           "[[0,1,2,0,0],[5,-1,2,0]]", "[[0,1,2,0,0],[5,1,2,0,1,2,3,4,5,6,7,8,9]]",
+                           "[[0,1,2,0,0],[x]]", "[[0,1,2,0,0],[5,1,2,0]] trailing", "[[0,1],[5,1,2,0]]",
+                           "[[0,1,2,0,0],[5,1,2,0,99999999999999999999999]]"}) {
+    out.clear();
+    absl::Status st = internal::DecodeChunk(h, text, &out);
+    EXPECT_TRUE(absl::IsDataLoss(st)) << text << " -> " << st;
+    EXPECT_NE(st.message().find("slice_chunks row 42"), std::string::npos) << st;
+    EXPECT_TRUE(out.empty()) << text;
+  }
+  EXPECT_TRUE(internal::DecodeChunk(h, " [ [0, 1,2,0,0] ,\n[5,1,2,0] ] ", &out).ok());
+}
+
+struct Recorded {
+  std::string path;
+  std::map<int64_t, std::vector<TimelineSlice>> by_track;  // as recorded, with name ids resolved later
+  std::map<int64_t, std::vector<std::string>> names;
+};
+
+// Two device tracks and a host track with nesting, over `steps` steps.
+Recorded RecordRun(const std::string& name, int steps, WriterOptions options = {}) {
+  Recorded out;
+  out.path = TempDbPath(name);
+  auto w = Writer::Open(out.path, options);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return out;
+  trace::RunRecord run;
+  run.sample = "synthetic";
+  EXPECT_TRUE((*w)->StartRun(run).ok());
+  for (int t = 0; t < 3; ++t) {
+    trace::TrackRecord tr;
+    tr.track_id = 10 + t;
+    tr.name = t < 2 ? absl::StrCat("chip ", t) : "host 0 / main";
+    tr.clock = t < 2 ? trace::Clock::kDevice : trace::Clock::kHost;
+    tr.device_id = t < 2 ? t : -1;
+    (*w)->Record(tr);
+  }
+  std::mt19937_64 rng(11);
+  int64_t id = 1;
+  std::vector<int64_t> now = {0, 0, 0};
+  for (int step = 0; step < steps; ++step) {
+    for (int t = 0; t < 3; ++t) {
+      const int n = 300 + static_cast<int>(rng() % 500);
+      for (int i = 0; i < n; ++i) {
+        trace::SliceRecord s;
+        s.slice_id = id++;
+        s.track_id = 10 + t;
+        s.start_ns = now[t];
+        s.dur_ns = 1000 + static_cast<int64_t>(rng() % 200000);
+        s.name = absl::StrCat("op.", rng() % 20);
+        s.kind = t == 2 ? trace::SliceKind::kHost : static_cast<trace::SliceKind>(rng() % 3);
+        s.step = step;
+        s.graph_id = step % 2;
+        s.op_id = static_cast<int64_t>(i);
+        if (s.kind == trace::SliceKind::kCollective) s.arrival_ns = s.start_ns - 500;
+        if (t == 2 && i % 2 == 1) {  // a child inside the previous host slice
+          s.depth = 1;
+          s.parent_id = id - 2;
+          s.start_ns = now[t] - 900;
+          s.dur_ns = 400;
+        } else {
+          now[t] += s.dur_ns + static_cast<int64_t>(rng() % 3000);
+        }
+        (*w)->Record(s);
+        TimelineSlice x;
+        x.slice_id = s.slice_id;
+        x.start_ns = s.start_ns;
+        x.dur_ns = s.dur_ns;
+        x.depth = static_cast<int16_t>(s.depth);
+        x.parent_id = s.parent_id;
+        x.kind = static_cast<TimelineKind>(s.kind);
+        x.step = step;
+        x.graph_id = s.graph_id;
+        x.op_id = s.op_id;
+        x.arrival_ns = s.arrival_ns;
+        out.by_track[s.track_id].push_back(x);
+        out.names[s.track_id].push_back(s.name);
+      }
+    }
+    trace::StepRecord st;
+    st.step = step;
+    st.wall_ns = 1;
+    (*w)->Record(st);
+  }
+  EXPECT_TRUE((*w)->EndRunAndCheck().ok()) << (*w)->status();
+  return out;
+}
+
+TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
+  Recorded rec = RecordRun("timeline_read", 4);
+  auto r = Reader::Open(rec.path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  TimelineReader tl(*r);
+  ASSERT_TRUE(tl.chunked().value());
+  // Resolve the names the writer interned.
+  auto ids = r->Query("SELECT name_id, name FROM names");
+  ASSERT_TRUE(ids.ok());
+  std::map<std::string, int32_t> name_id;
+  for (size_t i = 0; i < ids->rows.size(); ++i)
+    name_id[ids->Text(i, "name")] = static_cast<int32_t>(ids->Int(i, "name_id"));
+  for (auto& [track, slices] : rec.by_track)
+    for (size_t i = 0; i < slices.size(); ++i) slices[i].name_id = name_id[rec.names[track][i]];
+
+  std::mt19937_64 rng(3);
+  for (auto& [track, slices] : rec.by_track) {
+    const int64_t end = std::max_element(slices.begin(), slices.end(), [](auto& a, auto& b) {
+                          return a.start_ns + a.dur_ns < b.start_ns + b.dur_ns;
+                        })->start_ns + slices.back().dur_ns;
+    for (int q = 0; q < 20; ++q) {
+      int64_t t0 = static_cast<int64_t>(rng() % static_cast<uint64_t>(end));
+      int64_t t1 = t0 + 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(end / 3));
+      std::vector<TimelineSlice> want;
+      for (const auto& s : slices)
+        if (s.start_ns < t1 && s.start_ns + s.dur_ns >= t0) want.push_back(s);
+      std::sort(want.begin(), want.end(), [](auto& a, auto& b) {
+        return a.depth != b.depth ? a.depth < b.depth : a.start_ns != b.start_ns ? a.start_ns < b.start_ns : a.slice_id < b.slice_id;
+      });
+      auto got = tl.Slices(1, track, t0, t1);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), want.size()) << "track " << track << " [" << t0 << ", " << t1 << ")";
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_TRUE(Same((*got)[i], want[i])) << i;
+    }
+    for (int level = 0; level < 4; ++level) {
+      std::map<std::pair<int, int64_t>, SummaryBucket> want;
+      const int shift = 20 + 2 * level;
+      for (const auto& s : slices) {
+        SummaryBucket& b = want[{s.depth, s.start_ns >> shift}];
+        if (b.count == 0 || s.dur_ns > b.longest_dur_ns) {
+          b.longest_slice_id = s.slice_id;
+          b.longest_dur_ns = s.dur_ns;
+        }
+        ++b.count;
+        b.busy_ns += s.dur_ns;
+        b.kind_ns[static_cast<int>(s.kind)] += s.dur_ns;
+      }
+      auto got = tl.Summaries(1, track, level, 0, end);
+      ASSERT_TRUE(got.ok()) << got.status();
+      ASSERT_EQ(got->size(), want.size()) << "level " << level;
+      for (const SummaryBucket& b : *got) {
+        const SummaryBucket& w = want[{b.depth, b.start_ns >> shift}];
+        EXPECT_EQ(b.count, w.count);
+        EXPECT_EQ(b.busy_ns, w.busy_ns);
+        EXPECT_EQ(b.kind_ns, w.kind_ns);
+        EXPECT_EQ(b.longest_dur_ns, w.longest_dur_ns);
+        EXPECT_EQ(b.width_ns, int64_t{1} << shift);
+      }
+    }
+  }
+  auto steps = tl.Steps(1);
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->size(), 8u);  // 4 steps on the device and host clocks
+  // The SQL view expands the same slices.
+  auto view = r->Query("SELECT count(*) AS n, sum(dur_ns) AS d, sum(wait_ns) AS w FROM slices");
+  ASSERT_TRUE(view.ok()) << view.status();
+  int64_t n = 0, d = 0, wsum = 0;
+  for (const auto& [track, slices] : rec.by_track)
+    for (const auto& s : slices) {
+      ++n;
+      d += s.dur_ns;
+      if (s.arrival_ns >= 0) wsum += s.start_ns - s.arrival_ns;
+    }
+  EXPECT_EQ(view->Int(0, "n"), n);
+  EXPECT_EQ(view->Int(0, "d"), d);
+  EXPECT_EQ(view->Int(0, "w"), wsum);
+  // The whole-run view is one small query at a coarse level.
+  const int level = SummaryLevelFor(0, int64_t{1} << 32, 2000);
+  EXPECT_GE(level, 1);
+  EXPECT_EQ(SummaryLevelFor(0, 1000000, 2000), -1);
+}
+
+TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
+  WriterOptions o;
+  o.ring_steps = 2;
+  Recorded rec = RecordRun("timeline_ring", 6, o);
+  auto r = Reader::Open(rec.path);
+  ASSERT_TRUE(r.ok());
+  auto steps = r->Query("SELECT group_concat(DISTINCT step) AS s FROM (SELECT step FROM slice_chunks ORDER BY step)");
+  ASSERT_TRUE(steps.ok());
+  EXPECT_EQ(steps->Text(0, "s"), "4,5");
+  auto note = r->Query("SELECT capture_note FROM runs");
+  ASSERT_TRUE(note.ok());
+  EXPECT_NE(note->Text(0, "capture_note").find("last 2 steps"), std::string::npos) << note->Text(0, "capture_note");
+  EXPECT_NE(note->Text(0, "capture_note").find("steps up to 3 were dropped"), std::string::npos);
+  auto all_steps = r->Query("SELECT count(*) AS n FROM steps");
+  EXPECT_EQ(all_steps->Int(0, "n"), 6);  // only the timeline is trimmed
+}
+
+TEST(Timeline, ACaptureCapStopsTheTimelineAndSaysWhere) {
+  WriterOptions o;
+  o.max_capture_bytes = 300 * 1024;
+  Recorded rec = RecordRun("timeline_cap", 12, o);
+  auto r = Reader::Open(rec.path);
+  ASSERT_TRUE(r.ok());
+  int64_t recorded = 0;
+  for (const auto& [track, s] : rec.by_track) recorded += static_cast<int64_t>(s.size());
+  auto q = r->Query("SELECT (SELECT sum(count) FROM slice_chunks) AS kept, (SELECT count(*) FROM steps) AS steps,"
+                    " (SELECT capture_note FROM runs) AS note");
+  ASSERT_TRUE(q.ok());
+  EXPECT_LT(q->Int(0, "kept"), recorded);
+  EXPECT_GT(q->Int(0, "kept"), 0);
+  EXPECT_EQ(q->Int(0, "steps"), 12);
+  const std::string note = q->Text(0, "note");
+  EXPECT_NE(note.find("timeline capture stopped at step "), std::string::npos) << note;
+  EXPECT_NE(note.find(absl::StrCat(recorded - q->Int(0, "kept"), " later slices")), std::string::npos) << note;
+}
+
+}  // namespace
+}  // namespace shardscope::store
