@@ -1,6 +1,7 @@
 // Read side of the store (see reader.h): read-only connection, shardscope
 // check, and a generic Query that returns every cell as text.
 #include "store/reader.h"
+#include "store/slice_vtab.h"
 
 #include <functional>
 
@@ -62,6 +63,7 @@ absl::StatusOr<Reader> Reader::Open(const std::string& path) {
       !st.ok()) {
     return st;
   }
+  if (absl::Status st = internal::InstallNativeSlices(r.db_); !st.ok()) return st;
   return r;
 }
 

@@ -108,12 +108,14 @@ CREATE TABLE IF NOT EXISTS tracks (
 
 -- Slices are stored in chunks (schema version 2): up to 512 slices of one
 -- track, one step and one program per row, as JSON text, each slice an array
---   [start delta, dur_ns, name_id, kind, slice_id delta, op_id, depth,
---    parent_id, flow_id, bytes, wait_ns, category name_id]
--- with deltas against the slice before (the first against start_ns and
--- first_slice_id) and trailing fields left out at their defaults
--- (-, -, -, -, 1, -1, 0, -1, -1, 0, -1, 0). kind: 0 compute, 1 collective,
--- 2 transfer, 3 host, 4 compile, 5 host_wait. Query the `slices` view.
+--   [gap, dur_ns, name_id, kind, op_id, slice_id delta, depth, parent_id,
+--    flow_id, bytes, wait_ns, category name_id]
+-- where gap is the start minus the previous slice's end (the first slice's:
+-- minus start_ns) and the id delta is against the previous slice's id (the
+-- first's: against first_slice_id); trailing fields at their defaults
+-- (-, -, -, -, -1, 1, 0, -1, -1, 0, -1, 0) are left out. kind: 0 compute,
+-- 1 collective, 2 transfer, 3 host, 4 compile, 5 host_wait. Query the
+-- `slices` view.
 CREATE TABLE IF NOT EXISTS slice_chunks (
   chunk_id       INTEGER PRIMARY KEY,
   run_id         INTEGER NOT NULL,
@@ -134,22 +136,22 @@ CREATE INDEX IF NOT EXISTS slice_chunks_by_step ON slice_chunks(run_id, step);
 -- arrival_ns, when this chip's operands were ready).
 CREATE VIEW IF NOT EXISTS slices AS
 SELECT run_id, first_slice_id + sum(d_id) OVER w AS slice_id, track_id,
-       start_ns + sum(d_start) OVER w AS start_ns, dur_ns, depth,
+       start_ns + sum(gap + dur_ns) OVER w - dur_ns AS start_ns, dur_ns, depth,
        CASE WHEN parent_id >= 0 THEN parent_id END AS parent_id, name_id,
        CASE kind WHEN 0 THEN 'compute' WHEN 1 THEN 'collective' WHEN 2 THEN 'transfer'
                  WHEN 3 THEN 'host' WHEN 4 THEN 'compile' WHEN 5 THEN 'host_wait' END AS kind,
        step, graph_id,
        CASE WHEN op_id >= 0 THEN op_id END AS op_id,
        CASE WHEN flow_id >= 0 THEN flow_id END AS flow_id, bytes,
-       CASE WHEN wait_ns >= 0 THEN start_ns + sum(d_start) OVER w - wait_ns END AS arrival_ns,
+       CASE WHEN wait_ns >= 0 THEN start_ns + sum(gap + dur_ns) OVER w - dur_ns - wait_ns END AS arrival_ns,
        CASE WHEN wait_ns >= 0 THEN wait_ns END AS wait_ns,
        CASE WHEN category_id > 0 THEN category_id END AS category_id
 FROM (
   SELECT c.run_id, c.track_id, c.chunk_id, c.step, c.graph_id, c.start_ns, c.first_slice_id, j.key AS k,
-         json_extract(j.value, '$[0]') AS d_start, json_extract(j.value, '$[1]') AS dur_ns,
+         json_extract(j.value, '$[0]') AS gap, json_extract(j.value, '$[1]') AS dur_ns,
          json_extract(j.value, '$[2]') AS name_id, json_extract(j.value, '$[3]') AS kind,
-         coalesce(json_extract(j.value, '$[4]'), CASE WHEN j.key = 0 THEN 0 ELSE 1 END) AS d_id,
-         coalesce(json_extract(j.value, '$[5]'), -1) AS op_id,
+         coalesce(json_extract(j.value, '$[4]'), -1) AS op_id,
+         coalesce(json_extract(j.value, '$[5]'), CASE WHEN j.key = 0 THEN 0 ELSE 1 END) AS d_id,
          coalesce(json_extract(j.value, '$[6]'), 0) AS depth,
          coalesce(json_extract(j.value, '$[7]'), -1) AS parent_id,
          coalesce(json_extract(j.value, '$[8]'), -1) AS flow_id,
@@ -161,8 +163,8 @@ FROM (
 WINDOW w AS (PARTITION BY run_id, track_id, chunk_id ORDER BY k ROWS UNBOUNDED PRECEDING);
 
 -- Level of detail (Perfetto's mipmap): per track, depth and time bucket, what
--- the slices STARTING in the bucket hold. Level L buckets are 2^(20 + 2L) ns
--- wide (1.05 ms, 4.2 ms, ... 78 h at level 14); bucket = floor(start / width).
+-- the slices STARTING in the bucket hold. Level L buckets are 2^(22 + 2L) ns
+-- wide (4.2 ms, 16.8 ms, ... 78 h at level 13); bucket = floor(start / width).
 -- Written as the run goes (a run killed early has them up to its last flush).
 -- The app's whole-run view is one query at the finest level with few enough
 -- buckets:
@@ -188,7 +190,8 @@ CREATE TABLE IF NOT EXISTS slice_summaries (
   longest_kind     INTEGER NOT NULL,          -- kind code as in slice_chunks
   first_step       INTEGER,                   -- steps its slices belong to
   last_step        INTEGER,
-  PRIMARY KEY (run_id, level, track_id, depth, bucket)
+  -- Time before track: buckets close in time order, so rows append and pages fill.
+  PRIMARY KEY (run_id, level, bucket, track_id, depth)
 ) WITHOUT ROWID;
 
 -- Where each step ran on each clock: the first start and last end of the

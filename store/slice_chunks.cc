@@ -8,7 +8,7 @@
 
 namespace shardscope::store::internal {
 
-int SummaryShift(int level) { return 20 + 2 * level; }
+int SummaryShift(int level) { return 22 + 2 * level; }
 
 void ChunkEncoder::Reset(int64_t step, int64_t graph_id) {
   text_.clear();
@@ -16,7 +16,7 @@ void ChunkEncoder::Reset(int64_t step, int64_t graph_id) {
   count_ = 0;
   step_ = step;
   graph_id_ = graph_id;
-  start_ns_ = end_ns_ = first_id_ = prev_start_ = prev_id_ = 0;
+  start_ns_ = end_ns_ = first_id_ = prev_end_ = prev_id_ = 0;
 }
 
 namespace {
@@ -31,27 +31,26 @@ void AppendInt(std::string* out, int64_t v) {
 
 void ChunkEncoder::Add(const TimelineSlice& s) {
   if (count_ == 0) {
-    start_ns_ = prev_start_ = s.start_ns;
+    start_ns_ = prev_end_ = s.start_ns;
     first_id_ = prev_id_ = s.slice_id;
     end_ns_ = s.start_ns + s.dur_ns;
   } else {
     text_.push_back(',');
   }
   std::array<int64_t, kChunkFields> f = {
-      s.start_ns - prev_start_, s.dur_ns, s.name_id, static_cast<int64_t>(s.kind), s.slice_id - prev_id_,
-      s.op_id < 0 ? -1 : s.op_id, s.depth, s.parent_id < 0 ? -1 : s.parent_id, s.flow_id < 0 ? -1 : s.flow_id,
+      s.start_ns - prev_end_, s.dur_ns, s.name_id, static_cast<int64_t>(s.kind), s.op_id < 0 ? -1 : s.op_id,
+      s.slice_id - prev_id_, s.depth, s.parent_id < 0 ? -1 : s.parent_id, s.flow_id < 0 ? -1 : s.flow_id,
       s.bytes, s.arrival_ns < 0 ? -1 : std::max<int64_t>(0, s.start_ns - s.arrival_ns), s.category_id};
-  // The first slice's id delta is 0, not the default 1: keep it written.
+  // The first slice's id delta is 0, not the default 1: it stays written.
   int n = kChunkFields;
-  while (n > 5 && f[n - 1] == kChunkDefaults[n - 1]) --n;
-  if (n == 5 && count_ > 0 && f[4] == kChunkDefaults[4]) n = 4;
+  while (n > 4 && f[n - 1] == kChunkDefaults[n - 1] && !(count_ == 0 && n == 6)) --n;
   text_.push_back('[');
   for (int i = 0; i < n; ++i) {
     if (i) text_.push_back(',');
     AppendInt(&text_, f[i]);
   }
   text_.push_back(']');
-  prev_start_ = s.start_ns;
+  prev_end_ = s.start_ns + s.dur_ns;
   prev_id_ = s.slice_id;
   end_ns_ = std::max(end_ns_, s.start_ns + s.dur_ns);
   ++count_;
@@ -106,7 +105,7 @@ absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vecto
                                             p.offset(text), " of its text"));
   };
   if (!p.Eat('[')) return bad("expected '['");
-  int64_t start = h.start_ns, id = h.first_slice_id;
+  int64_t prev_end = h.start_ns, id = h.first_slice_id;
   bool any = false;
   if (!p.Eat(']')) {
     do {
@@ -122,20 +121,21 @@ absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vecto
         if (!p.Eat(']')) return bad("expected ']' closing a slice");
       }
       if (n < 4) return bad("a slice with fewer than 4 fields");
-      if (!any && n < 5) f[4] = 0;  // the first slice's id is first_slice_id itself
+      if (!any && n < 6) f[5] = 0;  // the first slice's id is first_slice_id itself
       any = true;
       TimelineSlice s;
-      start += f[0];
-      id += f[4];
+      const int64_t start = prev_end + f[0];
+      id += f[5];
       s.start_ns = start;
       s.slice_id = id;
       s.dur_ns = f[1];
       if (f[1] < 0) return bad("a negative duration");
+      prev_end = start + f[1];
       if (f[2] < 0 || f[2] > INT32_MAX) return bad("a name_id out of range");
       s.name_id = static_cast<int32_t>(f[2]);
       if (f[3] < 0 || f[3] >= kNumTimelineKinds) return bad("an unknown kind code");
       s.kind = static_cast<TimelineKind>(f[3]);
-      s.op_id = f[5];
+      s.op_id = f[4];
       if (f[6] < 0 || f[6] > INT16_MAX) return bad("a depth out of range");
       s.depth = static_cast<int16_t>(f[6]);
       s.parent_id = f[7];

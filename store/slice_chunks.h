@@ -23,15 +23,15 @@ namespace shardscope::store::internal {
 inline constexpr int kChunkSlices = 512;
 
 // Fields of one encoded slice, in order, and the value a trailing field takes
-// when it is left out (most slices end after five or six fields).
-//   0 start minus the previous slice's start (the chunk's start_ns for the first)
-//   1 dur_ns   2 name_id   3 kind (TimelineKind)   4 slice_id minus the previous
-//   slice's (first: minus first_slice_id)   5 op_id (-1 none)   6 depth
-//   7 parent_id (-1 none)   8 flow_id (-1 none)   9 bytes
+// when it is left out (a kernel right after the one before ends after five).
+//   0 gap: start minus the previous slice's end (the chunk's start_ns for the first)
+//   1 dur_ns   2 name_id   3 kind (TimelineKind)   4 op_id (-1 none)
+//   5 slice_id minus the previous slice's (the first: minus first_slice_id)
+//   6 depth   7 parent_id (-1 none)   8 flow_id (-1 none)   9 bytes
 //   10 wait_ns: start_ns minus arrival_ns (-1: no arrival recorded)
 //   11 category name_id (0 none)
 inline constexpr int kChunkFields = 12;
-inline constexpr std::array<int64_t, kChunkFields> kChunkDefaults = {0, 0, 0, 0, 1, -1, 0, -1, -1, 0, -1, 0};
+inline constexpr std::array<int64_t, kChunkFields> kChunkDefaults = {0, 0, 0, 0, -1, 1, 0, -1, -1, 0, -1, 0};
 
 // Builds one chunk's text slice by slice.
 class ChunkEncoder {
@@ -54,7 +54,7 @@ class ChunkEncoder {
   int count_ = 0;
   int64_t step_ = -1, graph_id_ = -1;
   int64_t start_ns_ = 0, end_ns_ = 0, first_id_ = 0;
-  int64_t prev_start_ = 0, prev_id_ = 0;
+  int64_t prev_end_ = 0, prev_id_ = 0;
 };
 
 // What a chunk row holds besides its text.

@@ -192,6 +192,22 @@ absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id
 
 absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run_id, int64_t track_id, int level,
                                                                      int64_t t0, int64_t t1) const {
+  auto all = ReadSummaries(run_id, track_id, level, t0, t1);
+  if (!all.ok()) return all.status();
+  std::vector<SummaryBucket> out;
+  out.reserve(all->size());
+  for (TrackBucket& b : *all) out.push_back(b.bucket);
+  return out;
+}
+
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::AllSummaries(int64_t run_id, int level,
+                                                                                      int64_t t0, int64_t t1) const {
+  return ReadSummaries(run_id, -1, level, t0, t1);
+}
+
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSummaries(int64_t run_id,
+                                                                                       int64_t track_id, int level,
+                                                                                       int64_t t0, int64_t t1) const {
   if (level < 0 || level >= kNumSummaryLevels)
     return absl::InvalidArgumentError(
         absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
@@ -201,13 +217,13 @@ absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run
   sqlite3* db = reader_.connection();
   Stmt q;
   // Version 1 stored no summaries: the same buckets by SQL (the bare columns
-  // beside max(dur_ns) come from the longest slice's row).
+  // beside max(dur_ns) come from the longest slice's row). ?3 = -1: every track.
   const char* sql =
       *is_chunked
           ? "SELECT depth, bucket, count, busy_ns, compute_ns, collective_ns, transfer_ns, host_ns, compile_ns,"
             " host_wait_ns, longest_slice_id, longest_start_ns, longest_dur_ns, longest_name_id, longest_kind,"
-            " first_step, last_step FROM slice_summaries WHERE run_id = ?1 AND level = ?2 AND track_id = ?3"
-            " AND bucket >= ?4 AND bucket <= ?5 ORDER BY depth, bucket"
+            " first_step, last_step, track_id FROM slice_summaries WHERE run_id = ?1 AND level = ?2"
+            " AND bucket >= ?4 AND bucket <= ?5 AND (?3 < 0 OR track_id = ?3) ORDER BY track_id, depth, bucket"
           : "SELECT depth, start_ns >> ?6 AS b, count(*), sum(dur_ns),"
             " sum(CASE kind WHEN 'compute' THEN dur_ns ELSE 0 END),"
             " sum(CASE kind WHEN 'collective' THEN dur_ns ELSE 0 END),"
@@ -215,9 +231,9 @@ absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run
             " sum(CASE kind WHEN 'host' THEN dur_ns ELSE 0 END),"
             " sum(CASE kind WHEN 'compile' THEN dur_ns ELSE 0 END),"
             " sum(CASE kind WHEN 'host_wait' THEN dur_ns ELSE 0 END),"
-            " slice_id, start_ns, max(dur_ns), name_id, kind, min(step), max(step) FROM slices"
-            " WHERE run_id = ?1 AND ?2 >= 0 AND track_id = ?3 AND start_ns >= (?4 << ?6) AND start_ns < ((?5 + 1) << ?6)"
-            " GROUP BY depth, b ORDER BY depth, b";
+            " slice_id, start_ns, max(dur_ns), name_id, kind, min(step), max(step), track_id FROM slices"
+            " WHERE run_id = ?1 AND ?2 >= 0 AND (?3 < 0 OR track_id = ?3) AND start_ns >= (?4 << ?6)"
+            " AND start_ns < ((?5 + 1) << ?6) GROUP BY track_id, depth, b ORDER BY track_id, depth, b";
   if (absl::Status st = q.Prepare(db, sql); !st.ok()) return st;
   q.Int(1, run_id);
   q.Int(2, level);
@@ -225,7 +241,7 @@ absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run
   q.Int(4, t0 >> shift);
   q.Int(5, (std::max(t1, t0 + 1) - 1) >> shift);
   if (!*is_chunked) q.Int(6, shift);
-  std::vector<SummaryBucket> out;
+  std::vector<TrackBucket> out;
   absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
     SummaryBucket b;
     b.depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 0), 0, INT16_MAX));
@@ -246,7 +262,7 @@ absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run
     }
     b.first_step = static_cast<int32_t>(ColumnOr(s, 15, -1));
     b.last_step = static_cast<int32_t>(ColumnOr(s, 16, -1));
-    out.push_back(b);
+    out.push_back({sqlite3_column_int64(s, 17), b});
     return absl::OkStatus();
   });
   if (!st.ok()) return st;

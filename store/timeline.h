@@ -72,11 +72,12 @@ struct StepBounds {
   int64_t start_ns = 0, end_ns = 0;
 };
 
-// Summary levels: level L buckets are kLevel0WidthNs << (2 * L) wide (1.05 ms,
-// 4.2 ms, 16.8 ms, ... 78 hours at level 14), so any run's whole span is a
-// few buckets at some level.
-inline constexpr int64_t kLevel0WidthNs = int64_t{1} << 20;
-inline constexpr int kNumSummaryLevels = 15;
+// Summary levels: level L buckets are kLevel0WidthNs << (2 * L) wide (4.2 ms,
+// 16.8 ms, 67 ms, ... 78 hours at level 13), so any run's whole span is a few
+// buckets at some level. Level 0 is no finer so that summaries stay a few
+// bytes per slice (windows narrower than a few seconds read slices).
+inline constexpr int64_t kLevel0WidthNs = int64_t{1} << 22;
+inline constexpr int kNumSummaryLevels = 14;
 int64_t SummaryWidthNs(int level);
 // The finest level whose buckets over [t0, t1) number at most `max_buckets`
 // (one per pixel, say); -1 when level 0 would have at most max_buckets / 2 of
@@ -99,6 +100,13 @@ class TimelineReader {
   // Summary buckets of `track_id` at `level` that start in [t0, t1), by (depth, start).
   absl::StatusOr<std::vector<SummaryBucket>> Summaries(int64_t run_id, int64_t track_id, int level,
                                                        int64_t t0, int64_t t1) const;
+  // The same for every track of the run in one query (the whole-run view):
+  // by (track_id, depth, start).
+  struct TrackBucket {
+    int64_t track_id = 0;
+    SummaryBucket bucket;
+  };
+  absl::StatusOr<std::vector<TrackBucket>> AllSummaries(int64_t run_id, int level, int64_t t0, int64_t t1) const;
   // A counter's buckets at `level` (device_id -1: process-wide).
   absl::StatusOr<std::vector<CounterBucket>> CounterSummaries(int64_t run_id, int device_id,
                                                               const std::string& name, int level,
@@ -111,6 +119,8 @@ class TimelineReader {
 
  private:
   absl::StatusOr<int64_t> MaxChunkSpan(int64_t run_id, int64_t track_id) const;
+  absl::StatusOr<std::vector<TrackBucket>> ReadSummaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
+                                                         int64_t t1) const;
   const Reader& reader_;
   mutable int chunked_ = -1;  // -1 unknown
   mutable std::vector<std::tuple<int64_t, int64_t, int64_t>> spans_;  // run, track, longest chunk

@@ -20,6 +20,7 @@
 #include "store/run_state.h"
 #include "store/schema.h"
 #include "store/slice_chunks.h"
+#include "store/slice_vtab.h"
 #include "store/sqlite_util.h"
 
 #ifndef SHARDSCOPE_VERSION
@@ -81,9 +82,12 @@ class Writer::Db {
         !st.ok()) {
       return st;
     }
+    // 16 KiB pages (a new file only): a chunk row of a step's slices is a few
+    // KiB, and on 4 KiB pages most of them would get a page each, half empty.
     // WAL lets readers (the UI, the CLI) look at a run while it is being written.
     absl::Status st = internal::Exec(
-        db_, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+        db_, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+             " PRAGMA foreign_keys = ON;");
     // The schema and the meta rows in one transaction: a process killed (or a
     // disk that fills) while making them leaves an empty file, never half a schema.
     if (st.ok()) st = internal::Exec(db_, "BEGIN IMMEDIATE");
@@ -102,6 +106,7 @@ class Writer::Db {
     }
     if (st.ok()) st = PrepareTimeline();
     if (st.ok()) st = Migrate();
+    if (st.ok()) st = internal::InstallNativeSlices(db_);  // the metrics at a run's end read slices
     if (st.ok() && options.max_file_bytes > 0) {
       auto page = QueryText("PRAGMA page_size");
       int64_t page_size = 0;
@@ -389,7 +394,7 @@ class Writer::Db {
         // A bucket closed earlier gains the slices that arrive late for it.
         {&tl_.summary,
          "INSERT INTO slice_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
-         " ON CONFLICT(run_id, level, track_id, depth, bucket) DO UPDATE SET"
+         " ON CONFLICT(run_id, level, bucket, track_id, depth) DO UPDATE SET"
          " count = count + excluded.count, busy_ns = busy_ns + excluded.busy_ns,"
          " compute_ns = compute_ns + excluded.compute_ns, collective_ns = collective_ns + excluded.collective_ns,"
          " transfer_ns = transfer_ns + excluded.transfer_ns, host_ns = host_ns + excluded.host_ns,"
@@ -681,20 +686,26 @@ class Writer::Db {
     return absl::OkStatus();
   }
 
-  // Writes every open chunk and summary bucket: readers see all recorded so far.
-  absl::Status FlushOpen() {
+  // Writes every open chunk and, with `summaries`, every open summary bucket:
+  // readers see all recorded so far. (A bucket written open is merged with
+  // what it gains later, so this costs an upsert per open bucket: at a step's
+  // end the writer does it at most once a second, not every step.)
+  absl::Status FlushOpen(bool summaries = true) {
     std::vector<int64_t> ids;
     ids.reserve(tracks_.size());
-    for (const auto& [track, ts] : tracks_) ids.push_back(track);
+    for (const auto& [track, ts] : tracks_)
+      if (summaries || !ts.chunk.empty()) ids.push_back(track);
     std::sort(ids.begin(), ids.end());
     for (int64_t track : ids) {
       TrackState& ts = Touch(track);
       current_track_ = track;
       if (!ts.chunk.empty())
         if (absl::Status st = EmitChunk(track, ts); !st.ok()) return st;
+      if (!summaries) continue;
       ts.summaries.CloseAll(&closed_);
       if (absl::Status st = WriteClosed(); !st.ok()) return st;
     }
+    if (summaries) summaries_flushed_ = std::chrono::steady_clock::now();
     return absl::OkStatus();
   }
 
@@ -893,7 +904,8 @@ class Writer::Db {
   // A step ended: its timeline is written with its row, in one transaction,
   // so a reader never sees the step without its slices (or half of them).
   absl::Status WriteOne(const trace::StepRecord& r) {
-    if (absl::Status st = FlushOpen(); !st.ok()) return Tag(st, "slice_chunks", r.step);
+    const bool summaries = std::chrono::steady_clock::now() - summaries_flushed_ >= std::chrono::seconds(1);
+    if (absl::Status st = FlushOpen(summaries); !st.ok()) return Tag(st, "slice_chunks", r.step);
     if (capture_stopped_)
       if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", r.step);
     Stmt& s = stmts_.step;
@@ -944,6 +956,7 @@ class Writer::Db {
   bool capture_stopped_ = false;
   int64_t not_captured_ = 0, stopped_at_step_ = 0, last_step_ = -1, trimmed_through_ = -1;
   std::vector<std::string> notes_;  // AddCaptureNote's
+  std::chrono::steady_clock::time_point summaries_flushed_{};
   std::string ring_note_;
   std::unordered_map<std::string, int64_t> names_;
   int64_t run_id_ = 0;

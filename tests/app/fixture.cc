@@ -4,11 +4,14 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "gtest/gtest.h"
 #include "store/schema.h"
+#include "store/writer.h"
 
 namespace shardscope::app::testing {
 namespace {
@@ -163,6 +166,12 @@ absl::Status WriteRun(Db& db, const FixtureRun& r) {
 
 }  // namespace
 
+// Opening the file with a writer migrates it to the current schema.
+absl::Status MigrateToCurrent(const std::string& path) {
+  auto w = store::Writer::Open(path);
+  return w.ok() ? absl::OkStatus() : w.status();
+}
+
 absl::Status WriteFixtureDb(const std::string& path, const std::vector<FixtureRun>& runs) {
   std::error_code ec;
   std::filesystem::remove(path, ec);
@@ -173,15 +182,21 @@ absl::Status WriteFixtureDb(const std::string& path, const std::vector<FixtureRu
     return absl::InternalError(absl::StrCat("cannot create ", path, ": ", message));
   }
   Db db(raw);
-  RETURN_IF_ERROR_FIXTURE(db.Exec(store::SchemaSql()));
-  RETURN_IF_ERROR_FIXTURE(db.Exec(absl::StrFormat(
-      "INSERT OR REPLACE INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '%d');",
-      store::kSchemaVersion)));
+  // Rows are written the way version 1 stored them (one per slice); a
+  // writer opening the file then migrates it to the current layout.
+  std::ifstream v1(SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");
+  std::stringstream v1_sql;
+  v1_sql << v1.rdbuf();
+  if (v1_sql.str().empty()) return absl::NotFoundError("missing " SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");
+  RETURN_IF_ERROR_FIXTURE(db.Exec(v1_sql.str()));
+  RETURN_IF_ERROR_FIXTURE(db.Exec(
+      "INSERT OR REPLACE INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '1');"));
   RETURN_IF_ERROR_FIXTURE(db.Exec(
       "BEGIN; INSERT INTO names VALUES (1, 'fusion.3'), (2, 'dot.7'), (3, 'all-reduce.2'), "
       "(4, 'mark_step'), (5, 'trace'), (6, 'tiny');"));
   for (const FixtureRun& run : runs) RETURN_IF_ERROR_FIXTURE(WriteRun(db, run));
-  return db.Exec("COMMIT;");
+  RETURN_IF_ERROR_FIXTURE(db.Exec("COMMIT;"));
+  return MigrateToCurrent(path);
 }
 
 std::string TempPath(const std::string& name) {

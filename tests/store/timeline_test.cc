@@ -201,7 +201,7 @@ TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
     }
     for (int level = 0; level < 4; ++level) {
       std::map<std::pair<int, int64_t>, SummaryBucket> want;
-      const int shift = 20 + 2 * level;
+      const int shift = 22 + 2 * level;
       for (const auto& s : slices) {
         SummaryBucket& b = want[{s.depth, s.start_ns >> shift}];
         if (b.count == 0 || s.dur_ns > b.longest_dur_ns) {
@@ -242,9 +242,9 @@ TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
   EXPECT_EQ(view->Int(0, "d"), d);
   EXPECT_EQ(view->Int(0, "w"), wsum);
   // The whole-run view is one small query at a coarse level.
-  const int level = SummaryLevelFor(0, int64_t{1} << 32, 2000);
-  EXPECT_GE(level, 1);
+  EXPECT_EQ(SummaryLevelFor(0, int64_t{1} << 32, 2000), 0);  // 1024 level-0 buckets
   EXPECT_EQ(SummaryLevelFor(0, 1000000, 2000), -1);
+  EXPECT_EQ(SummaryLevelFor(0, int64_t{1} << 34, 2000), 1);  // 4096 level-0 buckets, 1024 at level 1
 }
 
 TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
