@@ -1,6 +1,7 @@
 // `shardscope runs`: every run a file holds, with how it ended — a finished
 // run, and a run killed mid-way, which reads as ended abnormally with the
-// last step that reached the file.
+// last step that reached the file. While that run still runs, `report` and
+// `runs` say so and exit 0.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,6 +35,14 @@ TEST(RunsE2e, ListsFinishedAndKilledRuns) {
     auto steps = e2e::Q(db, "SELECT COUNT(*) AS n FROM steps WHERE run_id = 2");
     if (steps.Int(0, "n") >= 3) break;
   }
+  // While it runs: the report covers what has landed, says the run is still
+  // running, and is not an error.
+  e2e::Output live = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db));
+  EXPECT_EQ(live.code, 0) << live.text;
+  EXPECT_TRUE(absl::StrContains(live.text, "running after step")) << live.text;
+  e2e::Output live_runs = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db));
+  EXPECT_EQ(live_runs.code, 0) << live_runs.text;
+  EXPECT_TRUE(absl::StrContains(live_runs.text, "running")) << live_runs.text;
   kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);
