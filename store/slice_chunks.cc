@@ -180,35 +180,69 @@ void Accumulate(SummaryBucket& b, const TimelineSlice& s) {
 
 }  // namespace
 
+namespace {
+
+// Adds a closed bucket's figures to its parent's (the bucket four times as
+// wide that holds it).
+void Merge(SummaryBucket& into, const SummaryBucket& b) {
+  if (into.count == 0 || b.longest_dur_ns > into.longest_dur_ns) {
+    into.longest_slice_id = b.longest_slice_id;
+    into.longest_start_ns = b.longest_start_ns;
+    into.longest_dur_ns = b.longest_dur_ns;
+    into.longest_name_id = b.longest_name_id;
+    into.longest_kind = b.longest_kind;
+  }
+  into.count += b.count;
+  into.busy_ns += b.busy_ns;
+  for (int k = 0; k < kNumTimelineKinds; ++k) into.kind_ns[k] += b.kind_ns[k];
+  if (b.first_step >= 0) into.first_step = into.first_step < 0 ? b.first_step : std::min(into.first_step, b.first_step);
+  into.last_step = std::max(into.last_step, b.last_step);
+}
+
+}  // namespace
+
+// Only level 0 sees every slice; a bucket that closes rolls up into the level
+// above, so a slice costs one accumulation, not one per level. Buckets nest
+// exactly (four per parent), and every write is a merge, so a slice that
+// arrives late (in a bucket already closed) still lands in the right place at
+// every level.
+void TrackSummaries::Close(Levels& levels, int level, std::vector<ClosedBucket>* closed) {
+  Open& o = levels[level];
+  if (o.summary.count == 0) return;
+  closed->push_back({level, o.bucket, o.summary});
+  if (level + 1 < kNumSummaryLevels) {
+    Open& up = levels[level + 1];
+    const int64_t parent = o.bucket >> 2;
+    if (up.summary.count > 0 && up.bucket != parent) Close(levels, level + 1, closed);
+    if (up.summary.count == 0) Start(up, parent, level + 1, o.summary.depth);
+    Merge(up.summary, o.summary);
+  }
+  o.summary = SummaryBucket{};
+}
+
+void TrackSummaries::Start(Open& o, int64_t bucket, int level, int16_t depth) {
+  o.bucket = bucket;
+  o.summary.start_ns = bucket << SummaryShift(level);
+  o.summary.width_ns = int64_t{1} << SummaryShift(level);
+  o.summary.depth = depth;
+}
+
 void TrackSummaries::Add(const TimelineSlice& s, std::vector<ClosedBucket>* closed) {
   const size_t depth = static_cast<size_t>(std::max<int16_t>(0, s.depth));
   if (depth >= by_depth_.size()) by_depth_.resize(depth + 1);
-  auto& levels = by_depth_[depth];
-  for (int level = 0; level < kNumSummaryLevels; ++level) {
-    Open& o = levels[level];
-    const int64_t bucket = s.start_ns >> SummaryShift(level);  // floor, also before 0
-    if (o.summary.count > 0 && o.bucket != bucket) {
-      closed->push_back({level, o.bucket, o.summary});
-      o.summary = SummaryBucket{};
-    }
-    if (o.summary.count == 0) {
-      o.bucket = bucket;
-      o.summary.start_ns = bucket << SummaryShift(level);
-      o.summary.width_ns = int64_t{1} << SummaryShift(level);
-      o.summary.depth = static_cast<int16_t>(depth);
-    }
-    Accumulate(o.summary, s);
-  }
+  Levels& levels = by_depth_[depth];
+  Open& o = levels[0];
+  const int64_t bucket = s.start_ns >> SummaryShift(0);  // floor, also before 0
+  if (o.summary.count > 0 && o.bucket != bucket) Close(levels, 0, closed);
+  if (o.summary.count == 0) Start(o, bucket, 0, static_cast<int16_t>(depth));
+  Accumulate(o.summary, s);
 }
 
 void TrackSummaries::CloseAll(std::vector<ClosedBucket>* closed) {
-  for (auto& levels : by_depth_)
-    for (int level = 0; level < kNumSummaryLevels; ++level) {
-      Open& o = levels[level];
-      if (o.summary.count == 0) continue;
-      closed->push_back({level, o.bucket, o.summary});
-      o.summary = SummaryBucket{};
-    }
+  // Finest first: each close rolls up into the level above before that one
+  // is closed in turn.
+  for (Levels& levels : by_depth_)
+    for (int level = 0; level < kNumSummaryLevels; ++level) Close(levels, level, closed);
 }
 
 }  // namespace shardscope::store::internal

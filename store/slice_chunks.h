@@ -92,7 +92,10 @@ class TrackSummaries {
     int64_t bucket = 0;
     SummaryBucket summary;
   };
-  std::vector<std::array<Open, kNumSummaryLevels>> by_depth_;
+  using Levels = std::array<Open, kNumSummaryLevels>;
+  static void Close(Levels& levels, int level, std::vector<ClosedBucket>* closed);
+  static void Start(Open& o, int64_t bucket, int level, int16_t depth);
+  std::vector<Levels> by_depth_;
 };
 
 int SummaryShift(int level);  // log2 of SummaryWidthNs(level)
