@@ -132,10 +132,13 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   // Slices, per track in time order, the enclosing one first: X events nest
   // as stored. Streamed row by row.
   {
-    const std::string sql =
-        "SELECT s.track_id, s.start_ns, s.dur_ns, n.name, s.kind, s.step, s.graph_id, s.op_id, s.bytes"
-        " FROM slices s JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1"
-        " ORDER BY s.track_id, s.start_ns, s.dur_ns DESC, s.depth";
+    // A collective's wait for the other chips (schema version 2 on).
+    auto has_wait = rd.Query("SELECT count(*) AS n FROM pragma_table_info('slices') WHERE name = 'wait_ns'");
+    const bool wait = has_wait.ok() && has_wait->Int(0, "n") > 0;
+    const std::string sql = absl::StrCat(
+        "SELECT s.track_id, s.start_ns, s.dur_ns, n.name, s.kind, s.step, s.graph_id, s.op_id, s.bytes, ",
+        wait ? "s.wait_ns" : "NULL", " FROM slices s JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1"
+        " ORDER BY s.track_id, s.start_ns, s.dur_ns DESC, s.depth");
     absl::Status st = rd.ForEachRow(sql, {run}, [&](const std::vector<Cell>& r) {
       auto it = lanes.find(std::stoll(r[0].value_or("0")));
       if (it == lanes.end()) return;
@@ -144,6 +147,7 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
       if (r[6]) absl::StrAppend(&args, ",\"graph_id\":", *r[6]);
       if (r[7]) absl::StrAppend(&args, ",\"op_id\":", *r[7]);
       if (r[8] && *r[8] != "0") absl::StrAppend(&args, ",\"bytes\":", *r[8]);
+      if (r[9]) absl::StrAppend(&args, ",\"wait_us\":", Us(std::stoll(*r[9])));
       out->Write(absl::StrCat(",\n{\"ph\":\"X\",\"pid\":", it->second.pid, ",\"tid\":", it->second.tid,
                               ",\"ts\":", Us(std::stoll(r[1].value_or("0"))), ",\"dur\":",
                               Us(std::stoll(r[2].value_or("0"))), ",\"name\":", Quote(r[3].value_or("")),
