@@ -150,9 +150,9 @@ TEST(StoreFailure, AFullDiskStopsTheRunWithAnErrorNamingTheFile) {
   ASSERT_EQ(Shell("mkdir -p " + dir).code, 0);
   const std::string db = dir + "/run.db";
   const std::string bin = SHARDSCOPE_CLI_BINARY;
-  // A 1 MiB file system: the schema and a few dozen steps fit, 2000 steps do not.
+  // A 3 MiB file system: the schema (16 KiB pages) and some steps fit, 2000 steps do not.
   auto t0 = Clock::now();
-  Output o = Shell(absl::StrCat("unshare -m sh -c 'mount -t tmpfs -o size=1m tmpfs ", dir, " && ", bin,
+  Output o = Shell(absl::StrCat("unshare -m sh -c 'mount -t tmpfs -o size=3m tmpfs ", dir, " && ", bin,
                                 " run mlp --db ", db, " --mesh 1x2 --steps 2000 --quiet; echo \"run exit $?\"; ", bin,
                                 " check ", db, "; echo \"check exit $?\"; ", bin, " report ", db,
                                 "; echo \"report exit $?\"'"));
