@@ -2,6 +2,8 @@
 // encoded (and damaged ones are named, not crashed on); windows and summaries
 // read through TimelineReader equal what a brute-force pass over the recorded
 // slices gives; the `slices` view agrees; ring and size cap leave notes.
+#include <sqlite3.h>
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -241,6 +243,26 @@ TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
   EXPECT_EQ(view->Int(0, "n"), n);
   EXPECT_EQ(view->Int(0, "d"), d);
   EXPECT_EQ(view->Int(0, "w"), wsum);
+  // The JSON view (what the sqlite3 shell reads) and the native one (what
+  // shardscope's own connections read) give the same rows.
+  const std::string all = "SELECT run_id, slice_id, track_id, start_ns, dur_ns, depth, parent_id, name_id, kind,"
+                          " step, graph_id, op_id, flow_id, bytes, arrival_ns, wait_ns, category_id FROM slices"
+                          " ORDER BY slice_id";
+  auto native = r->Query(all);
+  ASSERT_TRUE(native.ok()) << native.status();
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(rec.path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  {
+    Reader plain = Reader::OnConnection(raw);
+    auto temp = plain.Query("SELECT count(*) AS n FROM sqlite_temp_master");
+    ASSERT_TRUE(temp.ok());
+    ASSERT_EQ(temp->Int(0, "n"), 0);  // nothing shadows the file's own views here
+    auto json = plain.Query(all);
+    ASSERT_TRUE(json.ok()) << json.status();
+    EXPECT_EQ(json->rows.size(), static_cast<size_t>(n));
+    EXPECT_TRUE(json->rows == native->rows);
+  }
+  sqlite3_close(raw);
   // The whole-run view is one small query at a coarse level.
   EXPECT_EQ(SummaryLevelFor(0, int64_t{1} << 32, 2000), 0);  // 1024 level-0 buckets
   EXPECT_EQ(SummaryLevelFor(0, 1000000, 2000), -1);
