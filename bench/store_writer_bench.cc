@@ -14,7 +14,7 @@
 // step is used. The output says which. Goals (issue 14): >= 1M slices/s,
 // <= 0.4 us writer CPU per slice, each query <= 50 ms.
 //
-//   build/bench/store_writer_bench [--slices N] [--chips C] [--template DB] [--keep PATH]
+//   build/bench/store_writer_bench [--slices N] [--chips C] [--template DB] [--keep PATH] [--no-baseline]
 #include <sqlite3.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -107,8 +107,13 @@ int main(int argc, char** argv) {
   int64_t total = 2000000;
   int chips = 64;
   std::string tmpl, keep;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool baseline = true;
+  std::string reads_of;  // only the reads, of a file an earlier --keep left
+  for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
+    if (a == "--no-baseline") { baseline = false; --i; continue; }
+    if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
+    if (a == "--reads-of") { reads_of = argv[i + 1]; continue; }
     if (a == "--slices") total = std::atoll(argv[i + 1]);
     else if (a == "--chips") chips = std::atoi(argv[i + 1]);
     else if (a == "--template") tmpl = argv[i + 1];
@@ -149,7 +154,10 @@ int main(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(slices.size());
 
   // 1. The writer.
-  const std::string path = keep.empty() ? absl::StrCat("/tmp/store_writer_bench_", getpid(), ".db") : keep;
+  const std::string path = !reads_of.empty() ? reads_of
+                           : keep.empty()    ? absl::StrCat("/tmp/store_writer_bench_", getpid(), ".db")
+                                             : keep;
+  if (reads_of.empty()) {  // (--reads-of: reads only)
   std::remove(path.c_str());
   double writer_s = 0, writer_cpu = 0;
   {
@@ -194,7 +202,7 @@ int main(int argc, char** argv) {
               static_cast<long long>(sb.st_size));
 
   // 2. Baseline: version 1's row per slice with its index.
-  {
+  if (baseline) {
     const std::string base = path + ".v1";
     std::remove(base.c_str());
     sqlite3* db = nullptr;
@@ -243,12 +251,15 @@ int main(int argc, char** argv) {
     std::remove((base + "-shm").c_str());
   }
 
+  }
+
   // 3. Reads.
   {
     auto r = ss::store::Reader::Open(path);
     if (!r.ok()) { std::fprintf(stderr, "%s\n", std::string(r.status().message()).c_str()); return 1; }
     ss::store::TimelineReader tl(*r);
-    const int64_t end = *std::max_element(now.begin(), now.end());
+    int64_t end = *std::max_element(now.begin(), now.end());
+    if (auto e = r->Query("SELECT max(end_ns) AS e FROM slice_chunks WHERE run_id = 1"); e.ok()) end = e->Int(0, "e");
     const int level = std::max(0, ss::store::SummaryLevelFor(0, end, 2000));
     double t0 = Seconds();
     size_t buckets = 0;
@@ -276,7 +287,7 @@ int main(int argc, char** argv) {
     std::printf("random windows (0.5%% of the run, all %d chips): median %.1f ms, max %.1f ms (%zu items read)\n", chips,
                 ms[ms.size() / 2], ms.back(), read);
   }
-  if (keep.empty()) {
+  if (keep.empty() && reads_of.empty()) {
     std::remove(path.c_str());
   } else {
     std::printf("kept %s\n", path.c_str());
