@@ -1,6 +1,8 @@
-// Tests of the workstation's model without a display: loading a run from a
-// fixture database, the visible-window binary search, and level-of-detail
-// folding (many tiny slices fold into few blocks, none lost).
+// Tests of the workstation's model without a display: loading a run's small
+// tables, the visible-window binary search, level-of-detail folding and
+// summary columns (what a shape holds, never across a step), the level a zoom
+// wants, clock alignment, the lane layout of a 64-chip pod, and the background
+// loader over fixture databases written through the store's Writer.
 #include "ui/app/trace_model.h"
 
 #include <fstream>
@@ -9,8 +11,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
+#include "ui/app/clock_alignment.h"
 #include "ui/app/format.h"
 #include "ui/app/lod.h"
+#include "ui/app/timeline_layout.h"
+#include "ui/app/timeline_loader.h"
 
 namespace shardscope::app {
 namespace {
@@ -50,43 +55,14 @@ TEST(TraceModel, LoadsLatestRunByDefault) {
   EXPECT_FALSE(model->tracks[4].is_device());
   EXPECT_EQ(model->tracks[4].clock, Clock::kHost);
   EXPECT_EQ(model->tracks[4].thread_name, "main");
-  const FixtureRun spec{.num_devices = 4, .num_hosts = 2};
-  EXPECT_EQ(model->num_slices, size_t(spec.steps) * (4 * testing::kSlicesPerDeviceStep +
-                                                     2 * testing::kSlicesPerHostStep));
-}
-
-TEST(TraceModel, SlicesAreSortedPerDepthRowWithRunningMaxEnd) {
-  auto model = LoadTraceModel(TwoRunDb(), 2);
-  ASSERT_TRUE(model.ok()) << model.status();
-  const Track& chip0 = model->tracks[0];
-  ASSERT_EQ(chip0.rows.size(), 1u);
-  const SliceRow& row = chip0.rows[0];
-  ASSERT_EQ(row.slices.size(), 6u * testing::kSlicesPerDeviceStep);
-  for (size_t i = 1; i < row.slices.size(); ++i) {
-    EXPECT_LE(row.slices[i - 1].start_ns, row.slices[i].start_ns);
-    EXPECT_LE(row.max_end[i - 1], row.max_end[i]);
-  }
-  EXPECT_EQ(model->Name(row.slices[0].name), "fusion.3");
-  EXPECT_EQ(row.slices[0].kind, SliceKind::kCompute);
-  EXPECT_EQ(row.slices[2].kind, SliceKind::kCollective);
-  EXPECT_EQ(row.slices[2].bytes, 4096);
-  EXPECT_EQ(row.slices[3].step, 1);
-  // Host lanes have the nested 'trace' slices in a second depth row.
-  const Track& host0 = model->tracks[4];
-  ASSERT_EQ(host0.rows.size(), 2u);
-  EXPECT_EQ(model->Name(host0.rows[1].slices[0].name), "trace");
-}
-
-TEST(TraceModel, ClocksKeepTheirOwnExtents) {
-  auto model = LoadTraceModel(TwoRunDb(), 2);
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto device = model->ClockExtent(Clock::kDevice);
-  auto host = model->ClockExtent(Clock::kHost);
-  ASSERT_TRUE(device && host);
-  EXPECT_EQ(device->first, 0);
-  EXPECT_EQ(host->first, testing::kHostClockStart);
-  EXPECT_FALSE(model->ClockExtent(Clock::kModeled).has_value());
-  EXPECT_FALSE(model->HasClock(Clock::kModeled));
+  // One launch per step, on the host clock.
+  ASSERT_EQ(model->dispatches.size(), 6u);
+  EXPECT_EQ(model->dispatches[1].step, 1);
+  EXPECT_EQ(model->dispatches[1].host_start_ns, testing::kHostClockStart + testing::kStepNs + testing::kDispatchAfterNs);
+  // The collective's moved value, for the selection panel.
+  ASSERT_NE(model->MovedValue(1, 9), nullptr);
+  EXPECT_EQ(*model->MovedValue(1, 9), "w");
+  EXPECT_EQ(model->MovedValue(1, 8), nullptr);
 }
 
 TEST(TraceModel, LoadsCompilations) {
@@ -127,7 +103,7 @@ TEST(TraceModel, BadFilesAreErrorsNotCrashes) {
   EXPECT_THAT(not_db.status().message(), HasSubstr("junk.db"));
 }
 
-// A row of slices from (start, dur) pairs.
+// A row of slices from (start, dur) pairs, all compute, no step.
 SliceRow MakeRow(const std::vector<std::pair<int64_t, int64_t>>& spans) {
   SliceRow row;
   for (auto [start, dur] : spans) {
@@ -178,7 +154,6 @@ TEST(SliceRow, VisibleMatchesBruteForce) {
         EXPECT_TRUE(i >= first && i < last) << "slice " << i << " missed for [" << t0 << "," << t1 << ")";
       }
     }
-    // The range is tight at the ends: nothing entirely before the window begins it.
     if (first < last) {
       EXPECT_GT(row.max_end[first], t0);
       EXPECT_LT(row.slices[last - 1].start_ns, t1);
@@ -201,15 +176,17 @@ TEST(FoldRow, ManyTinySlicesFoldIntoFewBlocksAndKeepTheirCount) {
   SliceRow row = MakeRow(spans);
   const double ns_per_px = 2.0 * n / 1000;
   auto blocks = FoldRow(row, 0, 2 * n, 3 * ns_per_px);
-  EXPECT_LE(blocks.size(), 1000u / 3 + 2);
-  EXPECT_GE(blocks.size(), 1u);
+  // Folds stop growing at kMaxFoldWidths * 3 px, so density along the row shows.
+  EXPECT_LE(blocks.size(), 1000u / (3 * kMaxFoldWidths) + 2);
+  EXPECT_GE(blocks.size(), 1000u / (3 * kMaxFoldWidths) - 2);
   EXPECT_EQ(TotalCount(blocks), size_t(n));
-  // Blocks cover consecutive index ranges in order.
   size_t next = 0;
   for (const DrawBlock& b : blocks) {
     EXPECT_EQ(b.first, next);
     next = b.first + b.count;
     EXPECT_LE(b.start_ns, b.end_ns);
+    // Half of the span is busy: 1 ns slices 1 ns apart.
+    EXPECT_NEAR(b.busy_fraction(), 0.5, 0.01);
   }
 }
 
@@ -256,21 +233,397 @@ TEST(FoldRow, ShapesDependOnTheScreenNotTheTrace) {
     const double ns_per_px = double(t) / width_px;
     auto blocks = FoldRow(row, 0, t + 1, 3 * ns_per_px);
     EXPECT_EQ(TotalCount(blocks), size_t(n));
-    // A block is either a wide slice (>= 3 px) or a fold that is followed by a
-    // gap or a wide slice, so at most about two per 3 px.
     EXPECT_LE(blocks.size(), size_t(2 * width_px / 3 + 2)) << n << " slices";
   }
 }
 
-TEST(TimeAxis, ZoomKeepsTheTimeUnderTheMouse) {
-  TimeAxis axis{1000, 10, 100};
-  const double before = axis.ToNs(400);
-  ZoomAround(axis, 400, 2.0, 0.01, 1e9);
-  EXPECT_DOUBLE_EQ(axis.ns_per_px, 5);
-  EXPECT_NEAR(axis.ToNs(400), before, 1e-9);
-  ZoomAround(axis, 400, 1e-12, 0.01, 50);  // clamped out
-  EXPECT_DOUBLE_EQ(axis.ns_per_px, 50);
-  EXPECT_NEAR(axis.ToNs(400), before, 1e-6);
+// Slices of several steps and kinds, each under a pixel.
+SliceRow StepRow() {
+  SliceRow row;
+  auto add = [&](int64_t start, int64_t dur, SliceKind kind, int step) {
+    Slice s;
+    s.start_ns = start;
+    s.dur_ns = dur;
+    s.kind = kind;
+    s.step = step;
+    row.slices.push_back(s);
+  };
+  // Step 0: a host wait first, then mostly compute, then a collective.
+  add(0, 2, SliceKind::kHostWait, 0);
+  add(2, 6, SliceKind::kCompute, 0);
+  add(8, 6, SliceKind::kCompute, 0);
+  add(14, 3, SliceKind::kCollective, 0);
+  // Step 1 begins right after, with no gap a fold could see.
+  add(17, 1, SliceKind::kTransfer, 1);
+  add(18, 8, SliceKind::kCompute, 1);
+  row.Finish();
+  return row;
+}
+
+TEST(FoldRow, FoldsNeverCrossAStepBoundary) {
+  SliceRow row = StepRow();
+  auto blocks = FoldRow(row, 0, 100, 30);  // everything under 30 ns folds
+  ASSERT_EQ(blocks.size(), 2u);
+  EXPECT_EQ(blocks[0].step, 0);
+  EXPECT_EQ(blocks[0].count, 4u);
+  EXPECT_EQ(blocks[1].step, 1);
+  EXPECT_EQ(blocks[1].count, 2u);
+  EXPECT_LE(blocks[0].end_ns, blocks[1].start_ns);
+}
+
+TEST(FoldRow, AFoldShowsWhatItHoldsNotItsFirstSlice) {
+  SliceRow row = StepRow();
+  auto blocks = FoldRow(row, 0, 100, 30);
+  const DrawBlock& b = blocks[0];
+  // It begins with a host wait, but it is mostly compute.
+  EXPECT_EQ(row.slices[b.first].kind, SliceKind::kHostWait);
+  EXPECT_EQ(b.kind, SliceKind::kCompute);
+  EXPECT_EQ(b.kind_ns[int(SliceKind::kCompute)], 12);
+  EXPECT_EQ(b.kind_ns[int(SliceKind::kCollective)], 3);
+  EXPECT_EQ(b.kind_ns[int(SliceKind::kHostWait)], 2);
+  EXPECT_EQ(b.busy_ns, 17);
+  EXPECT_DOUBLE_EQ(b.busy_fraction(), 1.0);
+  EXPECT_EQ(DominantKind(b.kind_ns), SliceKind::kCompute);
+}
+
+TEST(Lod, LevelFollowsTheZoom) {
+  const double level0 = double(store::kLevel0WidthNs);
+  // Level 0's buckets wider than a 3 px column: read slices.
+  EXPECT_EQ(LevelForZoom(level0 / 3 * 0.9, 3), -1);
+  EXPECT_EQ(LevelForZoom(level0 / 3, 3), 0);
+  EXPECT_EQ(LevelForZoom(level0 * 4 / 3, 3), 1);
+  EXPECT_EQ(LevelForZoom(level0 * 4 / 3 * 3.9, 3), 1);
+  EXPECT_EQ(LevelForZoom(level0 * 16 / 3, 3), 2);
+  EXPECT_EQ(LevelForZoom(1e15, 3), store::kNumSummaryLevels - 1);
+  // The buckets of the chosen level are never wider than a column.
+  for (double ns_per_px : {4e5, 1e6, 3e7, 1e9}) {
+    const int level = LevelForZoom(ns_per_px, 3);
+    ASSERT_GE(level, 0);
+    EXPECT_LE(double(store::kLevel0WidthNs << (2 * level)), 3 * ns_per_px);
+  }
+}
+
+store::SummaryBucket Bucket(int64_t start, int64_t width, int64_t count, int64_t busy, SliceKind kind, int step) {
+  store::SummaryBucket b;
+  b.start_ns = start;
+  b.width_ns = width;
+  b.count = count;
+  b.busy_ns = busy;
+  b.kind_ns[int(kind)] = busy;
+  b.first_step = b.last_step = step;
+  return b;
+}
+
+TEST(SummaryColumns, AggregateBucketsIntoColumns) {
+  std::vector<store::SummaryBucket> buckets;
+  for (int i = 0; i < 8; ++i) buckets.push_back(Bucket(i * 100, 100, 2, 50, i < 4 ? SliceKind::kCompute : SliceKind::kCollective, i / 4));
+  auto columns = SummaryColumns(buckets, 0, 800, 400);
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_EQ(columns[0].count, 8);
+  EXPECT_EQ(columns[0].busy_ns, 200);
+  EXPECT_DOUBLE_EQ(columns[0].busy_fraction(), 0.5);
+  EXPECT_EQ(columns[0].dominant, SliceKind::kCompute);
+  EXPECT_EQ(columns[1].dominant, SliceKind::kCollective);
+  EXPECT_EQ(columns[0].first_step, 0);
+  EXPECT_EQ(columns[1].last_step, 1);
+}
+
+TEST(SummaryColumns, ALongSliceSpillsIntoTheColumnsItCovers) {
+  // One 350 ns collective starts in the first 100 ns bucket.
+  std::vector<store::SummaryBucket> buckets{Bucket(0, 100, 1, 350, SliceKind::kCollective, 0),
+                                            Bucket(400, 100, 1, 20, SliceKind::kCompute, 0)};
+  auto columns = SummaryColumns(buckets, 0, 1000, 100);
+  ASSERT_EQ(columns.size(), 5u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(columns[i].start_ns, i * 100);
+    EXPECT_DOUBLE_EQ(columns[i].busy_fraction(), 1.0);
+    EXPECT_EQ(columns[i].dominant, SliceKind::kCollective);
+  }
+  EXPECT_EQ(columns[3].busy_ns, 50);
+  EXPECT_EQ(columns[3].count, 0);  // nothing starts there; it is the spill
+  EXPECT_EQ(columns[4].dominant, SliceKind::kCompute);
+  EXPECT_EQ(columns[4].busy_ns, 20);
+}
+
+TEST(CounterColumns, KeepMinMaxAndLast) {
+  std::vector<store::CounterBucket> b(4);
+  for (int i = 0; i < 4; ++i) b[i] = store::CounterBucket{i * 10, 10, 1, double(i), double(10 + i), double(5 + i), i * 10 + 5};
+  auto columns = CounterColumns(b, 0, 40, 20);
+  ASSERT_EQ(columns.size(), 2u);
+  EXPECT_EQ(columns[0].min, 0);
+  EXPECT_EQ(columns[0].max, 11);
+  EXPECT_EQ(columns[0].last, 6);
+  EXPECT_EQ(columns[1].count, 2);
+}
+
+TEST(LoadWindow, CoversTheViewWithMarginAndStaysPutForSmallMoves) {
+  auto [t0, t1] = LoadWindow(1000, 2000, 0, 1'000'000);
+  EXPECT_LE(t0, 1000 - 500);
+  EXPECT_GE(t1, 2000);
+  EXPECT_EQ(LoadWindow(1010, 2010, 0, 1'000'000), (std::pair{t0, t1}));
+  // Clipped to the run.
+  EXPECT_EQ(LoadWindow(0, 1000, 0, 1500).first, 0);
+  EXPECT_EQ(LoadWindow(0, 1000, 0, 1500).second, 1500);
+}
+
+std::array<std::vector<StepSpan>, kNumClocks> Steps(std::vector<StepSpan> host, std::vector<StepSpan> device) {
+  std::array<std::vector<StepSpan>, kNumClocks> steps;
+  steps[int(Clock::kHost)] = std::move(host);
+  steps[int(Clock::kDevice)] = std::move(device);
+  return steps;
+}
+
+std::array<std::optional<std::pair<int64_t, int64_t>>, kNumClocks> Extents(std::pair<int64_t, int64_t> host,
+                                                                          std::pair<int64_t, int64_t> device) {
+  std::array<std::optional<std::pair<int64_t, int64_t>>, kNumClocks> e;
+  e[int(Clock::kHost)] = host;
+  e[int(Clock::kDevice)] = device;
+  return e;
+}
+
+TEST(AlignClocks, ADeviceClockThatStartsBeforeTheDispatchIsPlacedAfterIt) {
+  // The chips' clock starts at 0, the host dispatches step 0 at 5 s.
+  auto steps = Steps({{0, 4'900'000'000, 5'001'000'000}}, {{0, 0, 800'000}, {1, 1'000'000, 1'800'000}});
+  std::vector<Dispatch> dispatches{{0, 1, 5'000'400'000, 1000}, {1, 1, 5'001'400'000, 1000}};
+  auto a = AlignClocks(steps, dispatches, Extents({4'900'000'000, 5'002'000'000}, {0, 1'800'000}));
+  EXPECT_EQ(a.offset_ns[int(Clock::kHost)], 0);
+  EXPECT_EQ(a.offset_ns[int(Clock::kDevice)], 5'000'400'000);
+  EXPECT_TRUE(a.related[int(Clock::kDevice)]);
+  EXPECT_THAT(a.note[int(Clock::kDevice)], HasSubstr("dispatch"));
+  // Every step's program now starts at or after its launch.
+  for (size_t s = 0; s < 2; ++s) {
+    EXPECT_GE(steps[int(Clock::kDevice)][s].start_ns + a.offset_ns[int(Clock::kDevice)], dispatches[s].host_start_ns);
+  }
+}
+
+TEST(AlignClocks, ClocksThatAlreadyAgreeAreLeftAlone) {
+  // shardscope's Scheduler lays programs out from their launch: nothing to shift.
+  auto steps = Steps({{0, 0, 2'000'000}}, {{0, 1'500'000, 2'500'000}});
+  std::vector<Dispatch> dispatches{{0, 1, 1'500'000, 1000}};
+  auto a = AlignClocks(steps, dispatches, Extents({0, 2'000'000}, {1'500'000, 2'500'000}));
+  EXPECT_EQ(a.offset_ns[int(Clock::kDevice)], 0);
+  EXPECT_TRUE(a.related[int(Clock::kDevice)]);
+}
+
+TEST(AlignClocks, AnotherClockDomainIsPulledBackToTheDispatch) {
+  // An imported GPU clock counting from boot, hours ahead of the host's.
+  const int64_t hours = int64_t{3600} * 1'000'000'000 * 5;
+  auto steps = Steps({{7, 100, 900}}, {{7, hours + 1000, hours + 2000}});
+  auto a = AlignClocks(steps, {}, Extents({0, 1000}, {hours + 1000, hours + 2000}));
+  EXPECT_EQ(a.offset_ns[int(Clock::kDevice)], 100 - (hours + 1000));  // host step start, no dispatches
+  EXPECT_THAT(a.note[int(Clock::kDevice)], HasSubstr("another clock domain"));
+}
+
+TEST(AlignClocks, WithoutCommonStepsFirstEventsLineUpAndSaySo) {
+  auto steps = Steps({}, {{0, 50, 90}});
+  auto a = AlignClocks(steps, {}, Extents({1000, 5000}, {40, 90}));
+  EXPECT_FALSE(a.related[int(Clock::kDevice)]);
+  EXPECT_EQ(a.offset_ns[int(Clock::kDevice)], 1000 - 40);
+  EXPECT_THAT(a.note[int(Clock::kDevice)], HasSubstr("not aligned"));
+}
+
+// A pod: 64 chips on 8 hosts, each on the device and modeled clocks, a main
+// thread per host, and compilations.
+TraceModel Pod() {
+  TraceModel m;
+  for (int d = 0; d < 64; ++d) {
+    for (Clock c : {Clock::kDevice, Clock::kModeled}) {
+      Track t;
+      t.track_id = d * 2 + (c == Clock::kModeled);
+      t.clock = c;
+      t.device_id = d;
+      t.host_id = d / 8;
+      m.tracks.push_back(t);
+    }
+  }
+  for (int h = 0; h < 8; ++h) {
+    Track t;
+    t.track_id = 1000 + h;
+    t.host_id = h;
+    t.thread_name = "main";
+    m.tracks.push_back(t);
+  }
+  m.compilations.resize(3);
+  return m;
+}
+
+TEST(TimelineLayout, SixtyFourChipsAndTheHostLanesFitOneScreen) {
+  TraceModel pod = Pod();
+  RunOverview overview;
+  for (const Track& t : pod.tracks) overview.depths[t.track_id] = t.is_device() ? 1 : 3;
+  auto sections = BuildSections(pod, &overview);
+  ASSERT_EQ(sections.size(), 3u);
+  EXPECT_EQ(sections[0].clock, Clock::kDevice);
+  EXPECT_EQ(sections[1].clock, Clock::kModeled);
+  EXPECT_EQ(sections[2].clock, Clock::kHost);
+  // Grouped by host: 8 chips each.
+  ASSERT_EQ(sections[0].groups.size(), 8u);
+  EXPECT_EQ(sections[0].groups[3].label, "host 3 \xC2\xB7 chips 24-31");
+  EXPECT_EQ(sections[0].groups[3].lanes.size(), 8u);
+
+  auto collapsed = DefaultCollapsed(sections);
+  EXPECT_TRUE(collapsed.contains("modeled"));  // one clock's chips at a time
+  const float screen = 700;  // what a 900 px window leaves the lanes
+  RowLayout layout = LayoutRows(sections, collapsed, screen);
+  EXPECT_TRUE(layout.fits);
+  EXPECT_LE(layout.total_h, screen);
+  int device_lanes = 0, host_lanes = 0, headers = 0;
+  for (const Row& row : layout.rows) {
+    if (row.type == RowType::kLane) {
+      EXPECT_GE(row.h, kMinLaneHeight);
+      (sections[row.section].clock == Clock::kDevice ? device_lanes : host_lanes)++;
+    }
+    headers += row.type == RowType::kGroup;
+  }
+  EXPECT_EQ(device_lanes, 64);
+  EXPECT_EQ(host_lanes, 8);
+  EXPECT_EQ(headers, 8);  // one per host of chips; a host's single thread needs none
+
+  // Collapsing a host's chips hides them and gives the rest more room.
+  float before = 0;
+  for (const Row& row : layout.rows) {
+    if (row.type == RowType::kLane && sections[row.section].clock == Clock::kDevice) before = row.h;
+  }
+  for (int h = 0; h < 4; ++h) collapsed.insert(absl::StrCat("device/host ", h));
+  RowLayout smaller = LayoutRows(sections, collapsed, screen);
+  int shown = 0;
+  float after = 0;
+  for (const Row& row : smaller.rows) {
+    if (row.type == RowType::kLane && sections[row.section].clock == Clock::kDevice) ++shown, after = row.h;
+  }
+  EXPECT_EQ(shown, 32);
+  EXPECT_GT(after, before);
+}
+
+TEST(TimelineLayout, LanesGetADepthRowEachWhenThereIsRoom) {
+  TraceModel pod = Pod();
+  pod.tracks.resize(2);  // chip 0 on two clocks
+  Track main;
+  main.track_id = 1000;
+  main.thread_name = "main";
+  pod.tracks.push_back(main);
+  RunOverview overview;
+  overview.depths[1000] = 3;
+  auto sections = BuildSections(pod, &overview);
+  RowLayout layout = LayoutRows(sections, {}, 800);
+  for (const Row& row : layout.rows) {
+    if (row.type == RowType::kLane && row.lane.label == "host 0: main") {
+      EXPECT_EQ(row.rows_shown, 3);
+      EXPECT_EQ(row.h, 3 * kDepthRowHeight + 4);
+    }
+  }
+}
+
+class LoaderTest : public ::testing::Test {
+ protected:
+  void Open(const FixtureRun& run, LoaderOptions options = {}) {
+    std::string db = TempPath("loader.db");
+    ASSERT_TRUE(WriteFixtureDb(db, {run}).ok());
+    auto model = LoadTraceModel(db, std::nullopt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = std::make_unique<TraceModel>(*std::move(model));
+    loader_ = std::make_unique<TimelineLoader>(*model_, nullptr, options);
+    ASSERT_TRUE(loader_->WaitIdle(30));
+    ASSERT_TRUE(loader_->error().ok()) << loader_->error();
+    ASSERT_NE(loader_->overview(), nullptr);
+  }
+  std::unique_ptr<TraceModel> model_;
+  std::unique_ptr<TimelineLoader> loader_;
+};
+
+TEST_F(LoaderTest, OverviewHasStepsExtentsAlignmentAndWholeRunSummaries) {
+  Open({.num_devices = 4, .num_hosts = 2});
+  const RunOverview& ov = *loader_->overview();
+  ASSERT_EQ(ov.steps[int(Clock::kDevice)].size(), 6u);
+  ASSERT_EQ(ov.steps[int(Clock::kHost)].size(), 6u);
+  EXPECT_EQ(ov.steps[int(Clock::kDevice)][2].start_ns, 2 * testing::kStepNs);
+  ASSERT_TRUE(ov.extent[int(Clock::kDevice)]);
+  EXPECT_EQ(ov.extent[int(Clock::kDevice)]->first, 0);
+  EXPECT_GE(ov.extent[int(Clock::kDevice)]->second, 5 * testing::kStepNs + 800'000);
+  EXPECT_FALSE(ov.extent[int(Clock::kModeled)]);
+  // The chips' clock is placed after the host's launch of step 0.
+  EXPECT_EQ(ov.alignment.offset_ns[int(Clock::kDevice)], testing::kHostClockStart + testing::kDispatchAfterNs);
+  // Host threads have a nested row; chips one.
+  EXPECT_EQ(ov.depths.at(testing::HostTrack(0)), 2);
+  EXPECT_EQ(ov.depths.at(testing::DeviceTrack(0)), 1);
+  // Whole-run summaries of every track hold every slice.
+  auto whole = loader_->WholeRun(testing::DeviceTrack(2));
+  ASSERT_NE(whole, nullptr);
+  int64_t count = 0, collective_ns = 0;
+  for (const auto& b : whole->depths.at(0)) count += b.count, collective_ns += b.kind_ns[int(SliceKind::kCollective)];
+  EXPECT_EQ(count, 6 * testing::kSlicesPerDeviceStep);
+  EXPECT_EQ(collective_ns, 6 * (200'000 + 2 * 10'000));
+  EXPECT_TRUE(ov.counters.empty());
+}
+
+TEST_F(LoaderTest, LoadsOnlyTheWindowItIsAskedFor) {
+  Open({.num_devices = 2, .num_hosts = 1});
+  WindowKey key{testing::DeviceTrack(1), -1, 2 * testing::kStepNs, 3 * testing::kStepNs};
+  loader_->Request({key});
+  ASSERT_TRUE(loader_->WaitIdle(30));
+  auto w = loader_->Get(key);
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->rows.size(), 1u);
+  ASSERT_EQ(w->rows[0].slices.size(), 3u);  // step 2's three slices, nothing else
+  for (const Slice& s : w->rows[0].slices) EXPECT_EQ(s.step, 2);
+  EXPECT_EQ(loader_->Name(w->rows[0].slices[2].name_id), "all-reduce.2");
+  EXPECT_EQ(w->rows[0].slices[2].kind, SliceKind::kCollective);
+  // A narrower window inside is answered from it; a coarser level is not.
+  EXPECT_EQ(loader_->Best(key.track_id, -1, key.t0 + 10, key.t1 - 10), w);
+  // Wider than it: only the whole-run summaries cover that (coarser, a fallback).
+  ASSERT_NE(loader_->Best(key.track_id, -1, 0, key.t1), nullptr);
+  EXPECT_GE(loader_->Best(key.track_id, -1, 0, key.t1)->key.level, 0);
+  EXPECT_FALSE(loader_->progress().busy());
+}
+
+TEST_F(LoaderTest, AWindowWithTooManySlicesComesBackTruncated) {
+  Open({.num_devices = 1, .num_hosts = 1, .tiny_slices = 3000}, LoaderOptions{.max_slices_per_window = 2000});
+  WindowKey key{testing::DeviceTrack(0), -1, 0, 7 * testing::kStepNs};
+  loader_->Request({key});
+  ASSERT_TRUE(loader_->WaitIdle(30));
+  auto w = loader_->Get(key);
+  ASSERT_NE(w, nullptr);
+  EXPECT_TRUE(w->truncated);
+  EXPECT_TRUE(w->rows.empty());  // nothing half-loaded is kept
+  auto best = loader_->Best(key.track_id, -1, 0, 7 * testing::kStepNs);
+  ASSERT_NE(best, nullptr);
+  EXPECT_GE(best->key.level, 0);  // never the truncated slices
+}
+
+TEST_F(LoaderTest, FindsTheMembersOfACollectiveAndWhoArrivedLast) {
+  FixtureRun run{.num_devices = 4, .num_hosts = 2, .late_device = 2};
+  Open(run);
+  std::vector<int64_t> tracks;
+  for (int d = 0; d < 4; ++d) tracks.push_back(testing::DeviceTrack(d));
+  const int64_t t = 3 * testing::kStepNs;
+  loader_->Request({WindowKey{testing::DeviceTrack(0), -1, t, t + testing::kStepNs}});
+  ASSERT_TRUE(loader_->WaitIdle(30));
+  auto w = loader_->Get(WindowKey{testing::DeviceTrack(0), -1, t, t + testing::kStepNs});
+  ASSERT_NE(w, nullptr);
+  const Slice& ar = w->rows[0].slices[2];
+  EXPECT_EQ(ar.slice_id, testing::AllReduceSliceId(run, 3, 0));
+  ASSERT_GE(ar.flow_id, 0);
+  loader_->RequestFlow(ar.flow_id, tracks, ar.start_ns, ar.end_ns());
+  ASSERT_TRUE(loader_->WaitIdle(30));
+  FlowMembers flow = loader_->flow();
+  EXPECT_TRUE(flow.done);
+  ASSERT_EQ(flow.members.size(), 4u);
+  const auto last = std::max_element(flow.members.begin(), flow.members.end(),
+                                     [](const auto& a, const auto& b) { return a.second.arrival_ns < b.second.arrival_ns; });
+  if (last->second.arrival_ns < 0) GTEST_SKIP() << "this store does not keep arrival_ns yet";
+  EXPECT_EQ(last->first, testing::DeviceTrack(2));
+}
+
+TEST_F(LoaderTest, ListsCountersWithWholeRunSummaries) {
+  Open({.num_devices = 4, .num_hosts = 2, .with_counters = true});
+  const auto& counters = loader_->overview()->counters;
+  ASSERT_EQ(counters.size(), 5u);  // CreateTensor, then hbm_bytes_in_use on 4 chips
+  EXPECT_EQ(counters[0].name, "CreateTensor");
+  EXPECT_FALSE(counters[0].device_id);
+  EXPECT_EQ(counters[1].name, "hbm_bytes_in_use");
+  EXPECT_EQ(counters[3].device_id, 2);
+  EXPECT_DOUBLE_EQ(counters[3].max, 3e6 + 5000);
+  EXPECT_DOUBLE_EQ(counters[3].min, 3e6);
 }
 
 TEST(Format, DurationsAndBytes) {
@@ -283,6 +636,20 @@ TEST(Format, DurationsAndBytes) {
   EXPECT_EQ(NiceStep(130), 200);
   EXPECT_EQ(NiceStep(1000), 1000);
   EXPECT_EQ(NiceStep(4100), 5000);
+  EXPECT_EQ(FormatTick(5'001'200'000, 200'000), "5.0012 s");
+  EXPECT_EQ(FormatTick(12'000'000, 2'000'000), "12 ms");
+  EXPECT_EQ(FormatTick(850, 50), "850 ns");
+}
+
+TEST(TimeAxis, ZoomKeepsTheTimeUnderTheMouse) {
+  TimeAxis axis{1000, 10, 100};
+  const double before = axis.ToNs(400);
+  ZoomAround(axis, 400, 2.0, 0.01, 1e9);
+  EXPECT_DOUBLE_EQ(axis.ns_per_px, 5);
+  EXPECT_NEAR(axis.ToNs(400), before, 1e-9);
+  ZoomAround(axis, 400, 1e-12, 0.01, 50);  // clamped out
+  EXPECT_DOUBLE_EQ(axis.ns_per_px, 50);
+  EXPECT_NEAR(axis.ToNs(400), before, 1e-6);
 }
 
 }  // namespace

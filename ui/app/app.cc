@@ -9,14 +9,21 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 #include <stb_image_write.h>
+#include <sys/resource.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/workstation.h"
@@ -95,11 +102,109 @@ bool HaveDisplay() {
   return (x && *x) || (wayland && *wayland);
 }
 
+// Input seen since the last frame. Set by GLFW callbacks installed before
+// ImGui's, which chain to them, so the loop knows an empty event (data from
+// the loader: one frame) from input (a few frames, for ImGui to settle).
+std::atomic<bool> g_input{false};
+
+void InstallInputFlags(GLFWwindow* window) {
+  glfwSetCursorPosCallback(window, [](GLFWwindow*, double, double) { g_input = true; });
+  glfwSetMouseButtonCallback(window, [](GLFWwindow*, int, int, int) { g_input = true; });
+  glfwSetScrollCallback(window, [](GLFWwindow*, double, double) { g_input = true; });
+  glfwSetKeyCallback(window, [](GLFWwindow*, int, int, int, int) { g_input = true; });
+  glfwSetCharCallback(window, [](GLFWwindow*, unsigned int) { g_input = true; });
+  glfwSetWindowFocusCallback(window, [](GLFWwindow*, int) { g_input = true; });
+  glfwSetCursorEnterCallback(window, [](GLFWwindow*, int) { g_input = true; });
+  glfwSetWindowSizeCallback(window, [](GLFWwindow*, int, int) { g_input = true; });
+  glfwSetWindowRefreshCallback(window, [](GLFWwindow*) { g_input = true; });
+}
+
+// CPU seconds this process has used (all threads).
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_utime.tv_usec / 1e6 + u.ru_stime.tv_sec + u.ru_stime.tv_usec / 1e6;
+}
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Resident and peak resident memory of this process, in MiB.
+std::pair<double, double> MemoryMiB() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  double rss = 0, hwm = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) rss = std::atof(line.c_str() + 6) / 1024;
+    if (line.rfind("VmHWM:", 0) == 0) hwm = std::atof(line.c_str() + 6) / 1024;
+  }
+  return {rss, hwm};
+}
+
+std::pair<double, double> P50P95(std::vector<double> ms) {
+  if (ms.empty()) return {0, 0};
+  std::sort(ms.begin(), ms.end());
+  auto at = [&](double q) { return ms[std::min(ms.size() - 1, static_cast<size_t>(q * (ms.size() - 1) + 0.5))]; };
+  return {at(0.5), at(0.95)};
+}
+
+// --bench: frame times of an empty window, the whole run, and panning, in
+// this process, with glFinish so the software renderer's work is counted.
+template <typename DrawFrame>
+void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double first_frame_s, double complete_s) {
+  constexpr int kFrames = 60;
+  auto timed = [&](auto&& body) {
+    std::vector<double> ms;
+    for (int i = 0; i < kFrames; ++i) {
+      const auto t = std::chrono::steady_clock::now();
+      glfwPollEvents();
+      body(i);
+      glFinish();
+      glfwSwapBuffers(window);
+      ms.push_back(Seconds(t) * 1e3);
+    }
+    return P50P95(std::move(ms));
+  };
+  auto [mem_rss, mem_hwm] = MemoryMiB();
+  const auto empty = timed([&](int) {
+    ImGui_ImplOpenGL3_NewFrame();
+    ImGui_ImplGlfw_NewFrame();
+    ImGui::NewFrame();
+    ImGui::SetNextWindowPos(ImGui::GetMainViewport()->WorkPos);
+    ImGui::SetNextWindowSize(ImGui::GetMainViewport()->WorkSize);
+    ImGui::Begin("empty", nullptr, ImGuiWindowFlags_NoDecoration);
+    ImGui::End();
+    ImGui::Render();
+    int fb_w = 0, fb_h = 0;
+    glfwGetFramebufferSize(window, &fb_w, &fb_h);
+    glViewport(0, 0, fb_w, fb_h);
+    glClear(GL_COLOR_BUFFER_BIT);
+    ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  });
+  size_t shapes = 0;
+  const auto whole = timed([&](int) {
+    draw_frame(false);
+    shapes = std::max(shapes, ws.timeline().shapes_drawn());
+  });
+  const auto pan = timed([&](int) {
+    ws.timeline().PanPixels(7);
+    draw_frame(false);
+  });
+  std::printf("bench first_frame_ms=%.0f complete_ms=%.0f rss_mib=%.0f peak_rss_mib=%.0f\n", first_frame_s * 1e3,
+              complete_s * 1e3, mem_rss, mem_hwm);
+  std::printf("bench frame_ms empty_p50=%.1f empty_p95=%.1f whole_run_p50=%.1f whole_run_p95=%.1f "
+              "pan_p50=%.1f pan_p95=%.1f shapes=%zu\n",
+              empty.first, empty.second, whole.first, whole.second, pan.first, pan.second, shapes);
+}
+
 }  // namespace
 
 int RunApp(const AppOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
   // The file first: a wrong path is the likelier mistake, and it is reported
-  // the same with or without a display.
+  // the same with or without a display. Only the run's small tables are read
+  // here; the timeline loads in the background once the window is up.
   auto model = LoadTraceModel(options.db_path, options.run_id);
   if (!model.ok()) {
     std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
@@ -125,18 +230,22 @@ int RunApp(const AppOptions& options) {
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  auto workstation =
-      std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)));
+  // The loader's thread wakes the idle loop when data arrives.
+  auto workstation = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)),
+                                                   [] { glfwPostEmptyEvent(); });
   GLFWwindow* window = glfwCreateWindow(options.width, options.height,
                                         workstation->Title().c_str(), nullptr, nullptr);
   if (!window) {
     std::fprintf(stderr, "shardscope-ui: cannot create an OpenGL 3.3 window: %s\n",
                  g_glfw_error.c_str());
+    workstation.reset();
     glfwTerminate();
     return 2;
   }
   glfwMakeContextCurrent(window);
-  glfwSwapInterval(options.screenshot_path.empty() ? 1 : 0);
+  const bool capture = !options.screenshot_path.empty() || !options.dump_layout_path.empty();
+  glfwSwapInterval(capture || options.bench ? 0 : 1);
+  InstallInputFlags(window);
 
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
@@ -147,44 +256,97 @@ int RunApp(const AppOptions& options) {
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
 
-  const bool screenshot = !options.screenshot_path.empty();
-  workstation->ui().headless = screenshot && !options.mouse;
+  workstation->ui().headless = capture && !options.mouse;
   if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
   if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;
+  if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
+  LayoutDump dump;
   int exit_code = 0;
-  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
-    glfwPollEvents();
+  double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;
+  // Frames still to draw before sleeping until the next event: input needs a
+  // few (ImGui settles hover and clicks over two or three), data one.
+  int frames_left = 3;
+  auto draw_frame = [&](bool record) {
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
-    if (screenshot) {
+    if (capture) {
       // Xvfb's pointer sits mid-screen; a screenshot must not depend on it.
-      io.MousePos = options.mouse ? ImVec2(options.mouse->first, options.mouse->second)
-                                  : ImVec2(-FLT_MAX, -FLT_MAX);
+      io.MousePos = options.mouse ? ImVec2(options.mouse->first, options.mouse->second) : ImVec2(-FLT_MAX, -FLT_MAX);
     }
+    workstation->ui().layout = record ? &dump : nullptr;
     ImGui::NewFrame();
     workstation->Draw();
     ImGui::Render();
+    workstation->ui().layout = nullptr;
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
     glClearColor(kBackground.r / 255.f, kBackground.g / 255.f, kBackground.b / 255.f, 1);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  };
+  for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
+    if (capture || options.bench || frames_left > 0) {
+      glfwPollEvents();
+    } else if (options.exit_after_s > 0) {
+      glfwWaitEventsTimeout(std::max(0.01, options.exit_after_s - Seconds(started)));
+    } else {
+      glfwWaitEvents();
+    }
+    if (options.exit_after_s > 0 && Seconds(started) >= options.exit_after_s) break;
+    if (g_input.exchange(false)) frames_left = std::max(frames_left, 3);
+    frames_left = std::max(frames_left, 1);  // woken: something changed
 
-    if (screenshot && frame + 1 >= kScreenshotFrames) {
-      if (!WriteScreenshot(options.screenshot_path, fb_w, fb_h)) {
-        std::fprintf(stderr, "shardscope-ui: cannot write %s\n", options.screenshot_path.c_str());
-        exit_code = 1;
-      } else {
-        int win_w = 0, win_h = 0;
-        glfwGetWindowSize(window, &win_w, &win_h);
-        std::printf("screenshot %s %dx%d\n", options.screenshot_path.c_str(), fb_w, fb_h);
-        PrintLanes(*workstation, win_w > 0 ? float(fb_w) / win_w : 1,
-                   win_h > 0 ? float(fb_h) / win_h : 1);
+    draw_frame(capture);
+    if (first_frame_s < 0) first_frame_s = Seconds(started);
+    const bool complete = frame + 1 >= kScreenshotFrames && workstation->complete();
+    if (complete && complete_s < 0) {
+      complete_s = Seconds(started);
+      complete_cpu_s = CpuSeconds();
+    }
+
+    if (capture && frame + 1 >= kScreenshotFrames) {
+      // The captured frame is the finished one: the whole-run level of
+      // detail drawn, not the progress frame. A loader that never finishes
+      // (a damaged file) still gets a picture, with a warning.
+      const bool give_up = Seconds(started) > 120;
+      if (!complete && !give_up) {
+        workstation->loader().WaitIdle(0.5);
+        continue;
       }
+      if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
+      int fb_w = 0, fb_h = 0, win_w = 0, win_h = 0;
+      glfwGetFramebufferSize(window, &fb_w, &fb_h);
+      glfwGetWindowSize(window, &win_w, &win_h);
+      if (!options.screenshot_path.empty()) {
+        if (!WriteScreenshot(options.screenshot_path, fb_w, fb_h)) {
+          std::fprintf(stderr, "shardscope-ui: cannot write %s\n", options.screenshot_path.c_str());
+          exit_code = 1;
+        } else {
+          std::printf("screenshot %s %dx%d\n", options.screenshot_path.c_str(), fb_w, fb_h);
+        }
+      }
+      if (!options.dump_layout_path.empty()) {
+        if (auto st = dump.WriteFile(options.dump_layout_path); !st.ok()) {
+          std::fprintf(stderr, "shardscope-ui: %s\n", std::string(st.message()).c_str());
+          exit_code = 1;
+        } else {
+          std::printf("layout %s view=%s items=%zu\n", options.dump_layout_path.c_str(), dump.view().c_str(),
+                      dump.size());
+        }
+      }
+      PrintLanes(*workstation, win_w > 0 ? float(fb_w) / win_w : 1, win_h > 0 ? float(fb_h) / win_h : 1);
+      std::printf("timing first_frame_ms=%.0f complete_ms=%.0f\n", first_frame_s * 1e3, complete_s * 1e3);
+      break;
+    }
+    if (options.bench && complete) {
+      RunBench(window, *workstation, draw_frame, first_frame_s, complete_s);
       break;
     }
     glfwSwapBuffers(window);
+    --frames_left;
+    // A text field blinks its cursor.
+    if (io.WantTextInput && frames_left <= 0) glfwWaitEventsTimeout(0.5);
 
     if (auto run = workstation->ui().switch_to_run) {
       workstation->ui().switch_to_run.reset();
@@ -195,12 +357,19 @@ int RunApp(const AppOptions& options) {
       } else {
         workstation->ui().selection_text = std::string(next.status().message());
       }
+      frames_left = 3;
     }
   }
 
+  if (options.exit_after_s > 0 && complete_s >= 0) {
+    // What the window cost while nothing changed: from its first finished frame to now.
+    const double wall = Seconds(started) - complete_s, cpu = CpuSeconds() - complete_cpu_s;
+    std::printf("idle cpu_s=%.3f wall_s=%.2f cpu_percent=%.2f\n", cpu, wall, wall > 0 ? 100 * cpu / wall : 0.0);
+  }
   ImGui_ImplOpenGL3_Shutdown();
   ImGui_ImplGlfw_Shutdown();
   ImGui::DestroyContext();
+  workstation.reset();  // stops the loader before the display goes
   glfwDestroyWindow(window);
   glfwTerminate();
   return exit_code;

@@ -15,7 +15,14 @@ struct AppOptions {
   int width = 1600;
   int height = 900;
   std::string screenshot_path;    // set: render, write the PNG, exit
-  std::string view = "timeline";  // timeline | recompilations
+  std::string dump_layout_path;   // set: write what the captured frame draws as JSON, exit
+  std::string view = "timeline";  // timeline | sharding | recompilations
+  std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
+  // Run this long, then exit (idle CPU measurements); 0: until closed.
+  double exit_after_s = 0;
+  // Measure open time, memory and frame times (empty window, whole run,
+  // panning), print them, and exit.
+  bool bench = false;
   // Screenshot mode only: where the pointer is, to capture a tooltip.
   std::optional<std::pair<float, float>> mouse;
 };

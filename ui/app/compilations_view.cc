@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ui/app/format.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 
 namespace shardscope::app {
@@ -18,6 +19,7 @@ ImVec4 ToVec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f)
 }  // namespace
 
 void CompilationsView::Draw(UiState& ui) {
+  if (ui.layout) ui.layout->Begin("recompilations");
   const auto& all = model_.compilations;
   size_t misses = 0;
   int64_t total_ns = 0;
@@ -66,6 +68,14 @@ void CompilationsView::Draw(UiState& ui) {
       std::string id = std::to_string(c.compile_id);
       if (ImGui::Selectable(id.c_str(), selected, ImGuiSelectableFlags_SpanAllColumns)) {
         ui.selected_compile_id = c.compile_id;
+      }
+      if (ui.layout) {
+        const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
+        auto& item = ui.layout->Add("row", c.cause_kind.empty() ? c.cache : c.cause_kind,
+                                    nlohmann::json{{"table", "compilations"}, {"compile_id", c.compile_id}}, p.x, p.y, sz.x, sz.y);
+        item["cache"] = c.cache;
+        item["step"] = c.step;
+        item["selected"] = selected;
       }
       // Scroll a row picked elsewhere (a timeline marker) into view once.
       if (selected && ui.scroll_to_selected_compile) {

@@ -1,6 +1,7 @@
 // Formatting helpers; see format.h.
 #include "ui/app/format.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
@@ -40,6 +41,26 @@ double NiceStep(double min_ns) {
     if (m * p >= min_ns) return m * p;
   }
   return 10 * p;
+}
+
+std::string FormatTick(double t_ns, double step_ns) {
+  const double a = std::fabs(t_ns);
+  double unit = 1;
+  const char* name = "ns";
+  if (a >= 1e9) {
+    unit = 1e9;
+    name = "s";
+  } else if (a >= 1e6) {
+    unit = 1e6;
+    name = "ms";
+  } else if (a >= 1e3) {
+    unit = 1e3;
+    name = "us";
+  }
+  int decimals = 0;
+  if (step_ns > 0 && step_ns < unit) decimals = static_cast<int>(std::ceil(std::log10(unit / step_ns) - 1e-9));
+  decimals = std::clamp(decimals, 0, 9);
+  return absl::StrFormat("%.*f %s", decimals, t_ns / unit, name);
 }
 
 }  // namespace shardscope::app

@@ -1,5 +1,6 @@
 // shardscope-ui: the desktop workstation. `shardscope-ui PATH [--run N]`
-// opens a stored run; `--screenshot FILE.png` renders it once and exits.
+// opens a stored run; `--screenshot FILE.png` and `--dump-layout FILE.json`
+// render it once loaded and exit.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,9 +23,17 @@ constexpr char kUsage[] =
     "  --view NAME         start on a view: timeline (default), sharding or recompilations\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
-    "  --screenshot FILE   render the window once, write it as a PNG, print each\n"
-    "                      timeline lane's rectangle, and exit\n"
+    "  --screenshot FILE   render the window once the view has loaded (the timeline:\n"
+    "                      its whole-run level of detail), write it as a PNG, print\n"
+    "                      each timeline lane's rectangle, and exit\n"
+    "  --dump-layout FILE  write what that frame draws as JSON (items with the stored\n"
+    "                      row each shows; docs/app.md) and exit; with or without\n"
+    "                      --screenshot\n"
+    "  --select SLICE_ID   select that slice at open and show its step (a collective:\n"
+    "                      its flow across the chips)\n"
     "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
+    "  --exit-after SEC    quit after SEC seconds (measuring idle CPU)\n"
+    "  --bench             print open time, memory and frame times, and exit\n"
     "  --help              this text\n"
     "\n"
     "Needs a display; headless, run under `xvfb-run -a` or use `shardscope report PATH`.\n";
@@ -43,6 +52,10 @@ int main(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (arg == "--bench") {
+      options.bench = true;
+      continue;
     }
     if (arg.rfind("--", 0) != 0) {
       if (!options.db_path.empty()) return UsageError("more than one database given: " + arg);
@@ -71,6 +84,18 @@ int main(int argc, char** argv) {
       (arg == "--width" ? options.width : options.height) = px;
     } else if (arg == "--screenshot") {
       options.screenshot_path = value;
+    } else if (arg == "--dump-layout") {
+      options.dump_layout_path = value;
+    } else if (arg == "--select") {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(value, &id)) return UsageError("--select wants a slice id, got '" + value + "'");
+      options.select_slice = id;
+    } else if (arg == "--exit-after") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || seconds <= 0) {
+        return UsageError("--exit-after wants seconds, got '" + value + "'");
+      }
+      options.exit_after_s = seconds;
     } else if (arg == "--view") {
       if (value != "timeline" && value != "sharding" && value != "recompilations") {
         return UsageError("--view is timeline, sharding or recompilations, got '" + value + "'");

@@ -35,8 +35,18 @@ inline Rgb KindColor(SliceKind kind) {
 // Waiting for the host: hatched over KindColor(kHostWait), labelled in dim text.
 inline constexpr Rgb kHostWaitHatch{96, 101, 114};
 
-// Folded blocks are darker so a fold never passes for one long slice.
-inline constexpr float kFoldShade = 0.6f;
+// Behind a folded block or summary column: its extent, drawn under the
+// busy part (whose height is the busy fraction), so a sparse fold reads as
+// sparse and never passes for one long slice.
+inline constexpr Rgb kFoldBackground{52, 56, 66};
+inline constexpr Rgb kStepMarker{120, 126, 140};
+inline constexpr Rgb kFlow{250, 230, 120};
+inline constexpr Rgb kLastArrival{255, 80, 80};
+inline constexpr Rgb kSelection{255, 255, 255};
+inline constexpr Rgb kCounterLine{110, 200, 210};
+inline constexpr Rgb kCounterBand{50, 95, 105};
+inline constexpr Rgb kGroupHeader{30, 33, 39};
+inline constexpr Rgb kSectionHeader{20, 22, 26};
 
 inline Rgb CompileColor(bool miss) { return miss ? Rgb{220, 60, 60} : Rgb{90, 170, 120}; }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "ui/app/format.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 
 namespace shardscope::app {
@@ -24,6 +25,8 @@ std::string Held(const analysis::TensorTiles& t) {
 }  // namespace
 
 void PlacementView::Draw(UiState& ui) {
+  if (ui.layout) ui.layout->Begin("sharding");
+  layout_ = ui.layout;
   const analysis::ShardingView& v = model_.sharding;
   ImGui::Text("%zu tensors on mesh %s (axes %s), sharding %s", v.tensors.size(), v.mesh.c_str(),
               v.mesh_axes.c_str(), v.strategy.empty() ? "-" : v.strategy.c_str());
@@ -122,6 +125,11 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
   if (t.split_dims.empty()) {
     drawn_cells_.push_back(analysis::ChipsText(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]));
     ImGui::Text("whole on %s", drawn_cells_.back().c_str());
+    if (layout_) {
+      const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
+      layout_->Add("cell", drawn_cells_.back(), nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x,
+                   p.y, sz.x, sz.y);
+    }
     return;
   }
   const bool grid = t.split_dims.size() <= 2;
@@ -143,6 +151,13 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
       ImGui::TableNextColumn();
       drawn_cells_.push_back(analysis::ChipsText(t.tile_chips[grid ? row * ncols + c : row]));
       ImGui::TextUnformatted(drawn_cells_.back().c_str());
+      if (layout_) {
+        const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
+        auto& item = layout_->Add("cell", drawn_cells_.back(),
+                                  nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x, p.y, sz.x, sz.y);
+        item["row"] = row;
+        item["column"] = c;
+      }
     }
   }
   ImGui::EndTable();

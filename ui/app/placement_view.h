@@ -31,6 +31,7 @@ class PlacementView {
   bool scroll_to_selected_ = false;
   std::string note_;  // about a picked value that is not a stored tensor
   std::vector<std::string> drawn_cells_;
+  LayoutDump* layout_ = nullptr;  // this frame's dump, if any
 };
 
 }  // namespace shardscope::app

@@ -1,40 +1,35 @@
 // The Timeline view; see timeline_view.h. Lanes are drawn straight into the
 // window's draw list over one invisible button that owns the mouse, so zoom,
-// pan and hover cost nothing per slice beyond what is on screen.
+// pan and hover cost nothing per slice beyond what is on screen. Each frame
+// asks the loader for the windows it lacks and draws the best it has
+// meanwhile (coarser summaries, never nothing once the overview is in).
 #include "ui/app/timeline_view.h"
 
 #include <imgui.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ui/app/format.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/lod.h"
 #include "ui/app/palette.h"
 
 namespace shardscope::app {
 namespace {
 
-constexpr float kLabelWidth = 180;
-constexpr float kRulerHeight = 26;
-constexpr float kRowHeight = 20;
-constexpr float kLaneMinHeight = 40;
-constexpr float kLanePad = 4;
-constexpr float kFoldPx = 3;  // narrower than this is folded
+constexpr float kLabelWidth = 170;
+constexpr float kFoldPx = 3;      // slices narrower than this fold
+constexpr float kColumnPx = 3;    // summary columns are this wide
+constexpr float kMinStepPx = 6;   // step markers closer than this are thinned
+constexpr float kDetailsHeight = 150;
+constexpr float kSmallFont = 12.5f;
 
-float LaneHeight(const Track& track) {
-  float rows = static_cast<float>(std::max<size_t>(1, track.rows.size()));
-  return std::max(kLaneMinHeight, rows * kRowHeight + 2 * kLanePad);
-}
-
-std::string LaneTitle(const Track& track) {
-  if (track.device_id) return absl::StrCat("chip ", *track.device_id);
-  std::string thread = track.thread_name.empty() ? track.name : track.thread_name;
-  return absl::StrCat("host ", track.host_id, ": ", thread);
-}
+using nlohmann::json;
 
 bool InRect(const ImVec2& p, float x0, float y0, float x1, float y1) {
   return p.x >= x0 && p.x < x1 && p.y >= y0 && p.y < y1;
@@ -51,373 +46,1011 @@ void DrawHatch(ImDrawList* dl, float x0, float y0, float x1, float y1) {
   dl->PopClipRect();
 }
 
+void SmallText(ImDrawList* dl, float x, float y, Rgb color, const std::string& text, float size = kSmallFont,
+               const ImVec4* clip = nullptr) {
+  dl->AddText(ImGui::GetFont(), size, ImVec2(x, y), color.Packed(), text.c_str(), nullptr, 0, clip);
+}
+
+json KindsJson(const KindNs& kind_ns) {
+  json kinds = json::object();
+  for (int k = 0; k < kNumSliceKinds; ++k) {
+    if (kind_ns[k] > 0) kinds[SliceKindName(static_cast<SliceKind>(k))] = kind_ns[k];
+  }
+  return kinds;
+}
+
+// How a fold or summary column is drawn: its extent as a dim background, and
+// from the bottom a bar as tall as its busy fraction, split into each kind's
+// share (stacked) or, in rows too short to show shares, the dominant kind.
+struct Shape {
+  int filled_px = 0;
+  std::array<int, kNumSliceKinds> kind_px{};  // stacked: each kind's pixels
+  SliceKind dominant = SliceKind::kCompute;
+  bool operator==(const Shape&) const = default;
+};
+
+Shape ShapeOf(const KindNs& kind_ns, double busy_fraction, float height, bool stacked) {
+  Shape s;
+  s.dominant = DominantKind(kind_ns);
+  const double busy = std::clamp(busy_fraction, 0.0, 1.0);
+  s.filled_px = busy > 0 ? std::max(1, static_cast<int>(std::lround(busy * height))) : 0;
+  if (stacked) {
+    int64_t total = 0;
+    for (int64_t v : kind_ns) total += v;
+    if (total > 0) {
+      // Largest remainders, so the parts add up to the bar exactly.
+      int used = 0;
+      std::array<double, kNumSliceKinds> rest{};
+      for (int k = 0; k < kNumSliceKinds; ++k) {
+        const double px = static_cast<double>(kind_ns[k]) / total * s.filled_px;
+        s.kind_px[k] = static_cast<int>(px);
+        rest[k] = px - s.kind_px[k];
+        used += s.kind_px[k];
+      }
+      while (used < s.filled_px) {
+        int best = 0;
+        for (int k = 1; k < kNumSliceKinds; ++k) {
+          if (rest[k] > rest[best]) best = k;
+        }
+        ++s.kind_px[best];
+        rest[best] = -1;
+        ++used;
+      }
+    }
+  } else {
+    s.kind_px[static_cast<int>(s.dominant)] = s.filled_px;
+  }
+  return s;
+}
+
+void DrawShape(ImDrawList* dl, float x0, float x1, float y0, float y1, const Shape& s) {
+  dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), kFoldBackground.Packed());
+  float y = y1;
+  // Host waits last (on top, muted): the work is what the eye should find.
+  for (int k = 0; k < kNumSliceKinds; ++k) {
+    if (s.kind_px[k] <= 0) continue;
+    const float top = std::max(y0, y - s.kind_px[k]);
+    dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, y), KindColor(static_cast<SliceKind>(k)).Packed());
+    y = top;
+  }
+}
+
+std::string LaneTitle(const Track& track) {
+  if (track.device_id) return absl::StrCat("chip ", *track.device_id);
+  std::string thread = track.thread_name.empty() ? track.name : track.thread_name;
+  return absl::StrCat("host ", track.host_id, ": ", thread);
+}
+
+std::string KindSummary(const KindNs& kind_ns) {
+  int64_t total = 0;
+  for (int64_t v : kind_ns) total += v;
+  std::string out;
+  if (total <= 0) return out;
+  for (int k = 0; k < kNumSliceKinds; ++k) {
+    if (kind_ns[k] <= 0) continue;
+    absl::StrAppend(&out, out.empty() ? "" : ", ", SliceKindName(static_cast<SliceKind>(k)), " ",
+                    absl::StrFormat("%.0f%%", 100.0 * kind_ns[k] / total));
+  }
+  return out;
+}
+
 }  // namespace
+
+// One frame's geometry and mapping between each clock's time and screen x.
+struct TimelineView::Frame {
+  ImDrawList* dl = nullptr;
+  float left = 0, right = 0, area_left = 0, top = 0;
+  float clip_top = 0, clip_bottom = 0;
+  ImVec2 mouse;
+  double view_t0 = 0, ns_per_px = 1;
+  std::array<double, kNumClocks> offset{};
+
+  float ToX(Clock c, double raw_ns) const {
+    return area_left + static_cast<float>((raw_ns + offset[static_cast<int>(c)] - view_t0) / ns_per_px);
+  }
+  double RawAt(Clock c, float x) const {
+    return view_t0 + (x - area_left) * ns_per_px - offset[static_cast<int>(c)];
+  }
+  // The visible window of clock `c`, in its own times.
+  std::pair<int64_t, int64_t> Window(Clock c) const {
+    return {static_cast<int64_t>(std::floor(RawAt(c, area_left))),
+            static_cast<int64_t>(std::ceil(RawAt(c, right))) + 1};
+  }
+};
 
 // What the mouse is over this frame; filled while drawing, shown after.
 struct TimelineView::Hover {
+  enum What { kNone, kSlice, kFold, kColumn, kCompile, kCounter, kHeader } what = kNone;
   const Track* track = nullptr;
-  const SliceRow* row = nullptr;
+  Slice slice;
   DrawBlock block;
+  Column column;
+  int level = 0;
   const Compilation* compile = nullptr;
+  const CounterTrack* counter = nullptr;
+  CounterColumn counter_column;
+  const Row* header = nullptr;
 };
 
-TimelineView::TimelineView(const TraceModel& model) : model_(model) {
-  for (const Track& t : model.tracks) {
-    if (t.clock == Clock::kDevice) has_device_ = true;
-    if (t.clock == Clock::kModeled) has_modeled_ = true;
+TimelineView::TimelineView(const TraceModel& model, TimelineLoader& loader)
+    : model_(model), loader_(loader) {
+  sections_ = BuildSections(model_, nullptr);
+}
+
+std::string TimelineView::Name(int32_t name_id) const {
+  std::string name = loader_.Name(name_id);
+  return name.empty() ? absl::StrCat("name #", name_id) : name;
+}
+
+double TimelineView::Offset(Clock clock) const {
+  return overview_ ? static_cast<double>(overview_->alignment.offset_ns[static_cast<int>(clock)]) : 0.0;
+}
+
+void TimelineView::EnsureSections() {
+  if (overview_) return;
+  overview_ = loader_.overview();
+  if (!overview_) return;
+  sections_ = BuildSections(model_, overview_);
+  collapsed_ = DefaultCollapsed(sections_);
+  // The run's extent on the shared axis, from every clock that has events.
+  lo_ns_ = std::numeric_limits<double>::max();
+  hi_ns_ = std::numeric_limits<double>::lowest();
+  for (int c = 0; c < kNumClocks; ++c) {
+    if (!overview_->extent[c]) continue;
+    lo_ns_ = std::min(lo_ns_, double(overview_->extent[c]->first + overview_->alignment.offset_ns[c]));
+    hi_ns_ = std::max(hi_ns_, double(overview_->extent[c]->second + overview_->alignment.offset_ns[c]));
   }
-  // A simulated run has no measured device clock; show what there is.
-  device_clock_ = has_device_ || !has_modeled_ ? Clock::kDevice : Clock::kModeled;
-  for (Clock c : {Clock::kHost, Clock::kDevice, Clock::kModeled}) {
-    auto extent = model.ClockExtent(c);
-    origin_ns_[static_cast<int>(c)] = extent ? static_cast<double>(extent->first) : 0.0;
+  if (lo_ns_ > hi_ns_) lo_ns_ = 0, hi_ns_ = 1e6;
+  ns_per_px_ = 0;  // fit once the extent is known
+}
+
+void TimelineView::SetCollapsed(const std::string& key, bool collapsed) {
+  if (collapsed) collapsed_.insert(key);
+  else collapsed_.erase(key);
+}
+
+void TimelineView::Fit() {
+  const double span = std::max(1000.0, hi_ns_ - lo_ns_);
+  const float w = std::max(area_w_, 50.0f);
+  ns_per_px_ = span * 1.02 / w;
+  fit_ns_per_px_ = ns_per_px_;
+  // Never left of time 0: no axis shows times before the run started.
+  view_t0_ = std::max(std::min(0.0, lo_ns_), lo_ns_ - span * 0.01);
+}
+
+void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
+  if (area_w_ <= 0 || !overview_) {
+    pending_window_ = std::pair{clock, std::pair{t0, t1}};
+    return;
+  }
+  const double span = std::max<double>(100, double(t1 - t0));
+  ns_per_px_ = span * 1.1 / area_w_;
+  view_t0_ = double(t0) + Offset(clock) - span * 0.05;
+}
+
+void TimelineView::SelectSliceId(int64_t slice_id) {
+  loader_.RequestLocate(slice_id);
+  awaiting_located_ = true;
+}
+
+void TimelineView::Select(int64_t track_id, const Slice& slice, UiState& ui) {
+  selection_ = TimelineSelection{track_id, slice};
+  flow_requested_ = false;
+  const Track* track = model_.FindTrack(track_id);
+  if (slice.flow_id >= 0 && track) {
+    // The other members overlap this one in time on chips of the same clock.
+    std::vector<int64_t> tracks;
+    for (const Track& t : model_.tracks) {
+      if (t.clock == track->clock && t.is_device() == track->is_device()) tracks.push_back(t.track_id);
+    }
+    const int64_t pad = std::max<int64_t>(1, slice.dur_ns);
+    loader_.RequestFlow(slice.flow_id, std::move(tracks), slice.start_ns - pad, slice.end_ns() + pad);
+    flow_requested_ = true;
+  }
+  if (track) {
+    ui.selection_text = absl::StrFormat(
+        "selection: %s, %s, %s, %s (%s)%s", Name(slice.name_id), SliceKindName(slice.kind), LaneTitle(*track),
+        FormatDuration(double(slice.dur_ns)), ClockLabel(track->clock),
+        slice.step >= 0 ? absl::StrCat(", step ", slice.step) : std::string());
   }
 }
 
-double TimelineView::ClockOrigin(Clock clock) const {
-  return origin_ns_[static_cast<int>(clock)];
-}
-
-void TimelineView::Fit(float area_width) {
-  double span = 0;
-  for (Clock c : {device_clock_, Clock::kHost}) {
-    if (auto e = model_.ClockExtent(c)) span = std::max(span, double(e->second - e->first));
+void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui) {
+  const Section& s = sections_[row.section];
+  const float y = f.top + row.y;
+  ImDrawList* dl = f.dl;
+  dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + row.h), kSectionHeader.Packed());
+  const std::string title = absl::StrCat(row.collapsed ? "\xE2\x96\xB6 " : "\xE2\x96\xBC ", ClockLabel(s.clock));
+  dl->AddText(ImVec2(f.left + 6, y + 1), kClockLabel.Packed(), title.c_str());
+  const int c = static_cast<int>(s.clock);
+  std::string note;
+  if (overview_) {
+    note = overview_->alignment.note[c];
+    if (s.clock == Clock::kHost) note = "the process's wall time since the run started";
+    if (s.clock == Clock::kModeled) absl::StrAppend(&note, note.empty() ? "" : "; ", "cost model on profile ", model_.run.profile);
   }
-  if (span <= 0) span = 1000;
-  area_width = std::max(area_width, 50.0f);
-  // A little margin on both sides so the first and last slices are not cut.
-  fit_span_ns_ = span;
-  fit_ns_per_px_ = span * 1.04 / area_width;
-  ns_per_px_ = fit_ns_per_px_;
-  offset_ns_ = -span * 0.02;
-}
-
-float TimelineView::DrawRuler(Clock clock, float y, float left, float right, float label_w) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float area_left = left + label_w;
-  dl->AddRectFilled(ImVec2(left, y), ImVec2(right, y + kRulerHeight), Rgb{20, 22, 26}.Packed());
-  // Which clock this section is on, said where every lane below can see it.
-  std::string title = absl::StrCat(ClockLabel(clock));
-  dl->AddText(ImVec2(left + 6, y + 5), kClockLabel.Packed(), title.c_str());
-  const double step = NiceStep(ns_per_px_ * 90);
-  const double t_left = offset_ns_;
-  const double t_right = offset_ns_ + (right - area_left) * ns_per_px_;
-  dl->PushClipRect(ImVec2(area_left, y), ImVec2(right, y + kRulerHeight), true);
-  for (double t = std::floor(t_left / step) * step; t <= t_right; t += step) {
-    float x = area_left + static_cast<float>((t - offset_ns_) / ns_per_px_);
-    dl->AddLine(ImVec2(x, y + kRulerHeight - 7), ImVec2(x, y + kRulerHeight), kDimText.Packed());
-    std::string label = FormatDuration(std::fabs(t) < step * 1e-6 ? 0 : t);
-    dl->AddText(ImVec2(x + 3, y + 4), kDimText.Packed(), label.c_str());
+  if (row.collapsed) {
+    size_t lanes = 0;
+    for (const LaneGroup& g : s.groups) lanes += g.lanes.size();
+    absl::StrAppend(&note, note.empty() ? "" : "  \xC2\xB7  ", lanes, " lanes hidden; click to show");
   }
-  dl->PopClipRect();
-  dl->AddLine(ImVec2(left, y + kRulerHeight - 1), ImVec2(right, y + kRulerHeight - 1),
-              Rgb{70, 74, 82}.Packed());
-  return kRulerHeight;
-}
-
-void TimelineView::DrawLane(const Track& track, int lane_index, float y, float h, float left,
-                            float right, float label_w, Hover& hover) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float area_left = left + label_w;
-  const Rgb bg = lane_index % 2 ? kLaneOdd : kLaneEven;
-  dl->AddRectFilled(ImVec2(left, y), ImVec2(right, y + h), bg.Packed());
-
-  // Label column: the lane's name, and its clock in the line below.
-  std::string title = LaneTitle(track);
-  dl->AddText(ImVec2(left + 8, y + 4), kText.Packed(), title.c_str());
-  std::string sub = track.device_id ? absl::StrCat(ClockLabel(track.clock), ", host ", track.host_id)
-                                    : std::string(ClockLabel(track.clock));
-  dl->AddText(ImVec2(left + 8, y + 4 + ImGui::GetTextLineHeight()), kDimText.Packed(),
-              sub.c_str());
-
-  LaneRect rect{track.track_id, track.device_id, track.host_id, track.clock,
-                area_left, y, right - area_left, h, 0};
-  const double origin = ClockOrigin(track.clock);
-  TimeAxis axis{origin + offset_ns_, ns_per_px_, area_left};
-  const int64_t t0 = static_cast<int64_t>(std::floor(axis.ToNs(area_left)));
-  const int64_t t1 = static_cast<int64_t>(std::ceil(axis.ToNs(right))) + 1;
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-
-  dl->PushClipRect(ImVec2(area_left, y), ImVec2(right, y + h), true);
-  for (size_t d = 0; d < track.rows.size(); ++d) {
-    const SliceRow& row = track.rows[d];
-    const float ry0 = y + kLanePad + d * kRowHeight;
-    const float ry1 = ry0 + kRowHeight - 2;
-    for (const DrawBlock& b : FoldRow(row, t0, t1, kFoldPx * ns_per_px_)) {
-      // Clamp before converting to float: far off-screen ends would lose all
-      // precision and draw garbage.
-      float x0 = axis.ToX(std::max<double>(b.start_ns, t0 - ns_per_px_));
-      float x1 = axis.ToX(std::min<double>(b.end_ns, t1 + ns_per_px_));
-      if (x1 - x0 < 1) x1 = x0 + 1;
-      Rgb color = KindColor(b.kind);
-      if (b.folded()) color = color.Scaled(kFoldShade);
-      // A chip waiting for the host is idle, not busy: a muted, hatched block
-      // with a dim label, so it never reads as work.
-      const bool waiting = !b.folded() && b.kind == SliceKind::kHostWait;
-      dl->AddRectFilled(ImVec2(x0, ry0), ImVec2(x1, ry1), color.Packed());
-      if (waiting) DrawHatch(dl, std::max(x0, area_left - kRowHeight), ry0, std::min(x1, right), ry1);
-      const float visible_w = std::min(x1, right) - std::max(x0, area_left);
-      if (visible_w > 30) {
-        std::string text = b.folded() ? absl::StrCat(b.count, " slices")
-                                      : model_.Name(row.slices[b.first].name);
-        ImVec4 clip(std::max(x0, area_left) + 3, ry0, std::min(x1, right) - 2, ry1);
-        dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
-                    ImVec2(std::max(x0, area_left) + 4, ry0 + 2),
-                    b.folded() ? kText.Packed() : waiting ? kDimText.Packed() : Rgb{15, 15, 20}.Packed(),
-                    text.c_str(), nullptr, 0, &clip);
-      }
-      if (InRect(mouse, std::max(x0 - 1, area_left), ry0, x1 + 1, ry1)) {
-        dl->AddRect(ImVec2(x0, ry0), ImVec2(x1, ry1), kText.Packed(), 0, 0, 1.5f);
-        hover.track = &track;
-        hover.row = &row;
-        hover.block = b;
-      }
-      ++rect.blocks_drawn;
+  SmallText(dl, f.area_left, y + 2, kDimText, note);
+  if (ui.layout) {
+    auto& item = ui.layout->Add("axis", ClockLabel(s.clock), json{{"table", "tracks"}, {"clock", ClockName(s.clock)}},
+                                f.left, y, f.right - f.left, row.h);
+    item["clock"] = ClockName(s.clock);
+    item["offset_ns"] = overview_ ? overview_->alignment.offset_ns[c] : 0;
+    item["note"] = note;
+    item["collapsed"] = row.collapsed;
+  }
+  if (row.collapsed) return;
+  // Ruler in this clock's own time; no ticks before its zero.
+  const float ruler_y = y + 28;
+  const double step = NiceStep(f.ns_per_px * 90);
+  const double t_left = f.RawAt(s.clock, f.area_left), t_right = f.RawAt(s.clock, f.right);
+  dl->PushClipRect(ImVec2(f.area_left, y), ImVec2(f.right, y + row.h), true);
+  for (double t = std::max(0.0, std::floor(t_left / step) * step); t <= t_right; t += step) {
+    const float x = f.ToX(s.clock, t);
+    dl->AddLine(ImVec2(x, y + row.h - 5), ImVec2(x, y + row.h), kDimText.Packed());
+    const std::string label = FormatTick(t, step);
+    SmallText(dl, x + 3, ruler_y, kDimText, label);
+    if (ui.layout) {
+      auto& item = ui.layout->Add("text", label, json{{"table", "tracks"}, {"clock", ClockName(s.clock)}}, x, ruler_y,
+                                  ImGui::CalcTextSize(label.c_str()).x, kSmallFont);
+      item["role"] = "tick";
+      item["clock"] = ClockName(s.clock);
+      item["t_ns"] = t;
     }
   }
   dl->PopClipRect();
+  dl->AddLine(ImVec2(f.left, y + row.h - 1), ImVec2(f.right, y + row.h - 1), Rgb{70, 74, 82}.Packed());
+}
+
+void TimelineView::DrawGroupHeader(const Row& row, const Frame& f, UiState& ui) {
+  const LaneGroup& g = sections_[row.section].groups[row.group];
+  const float y = f.top + row.y;
+  f.dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + row.h), kGroupHeader.Packed());
+  std::string label = absl::StrCat(row.collapsed ? "\xE2\x96\xB6 " : "\xE2\x96\xBC ", g.label);
+  if (row.collapsed) absl::StrAppend(&label, " (", g.lanes.size(), " lanes hidden)");
+  SmallText(f.dl, f.left + 4, y + 1, kText, label);
+  if (ui.layout) {
+    json ref = json{{"table", "hosts"}, {"clock", ClockName(sections_[row.section].clock)}};
+    if (!g.lanes.empty() && g.lanes.front().type == RowType::kLane) {
+      ref["host_id"] = model_.tracks[g.lanes.front().index].host_id;
+    } else {
+      ref = json{{"table", "counters"}, {"group", g.key}};
+    }
+    auto& item = ui.layout->Add("group", g.label, std::move(ref), f.left, y, f.right - f.left, row.h);
+    item["collapsed"] = row.collapsed;
+    item["lanes"] = g.lanes.size();
+  }
+}
+
+void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiState& ui,
+                            std::vector<WindowKey>& wanted) {
+  const Track& t = model_.tracks[row.lane.index];
+  ImDrawList* dl = f.dl;
+  const float y0 = f.top + row.y, y1 = y0 + row.h;
+  const bool odd = (&row - layout_.rows.data()) % 2;
+  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(f.right, y1), (odd ? kLaneOdd : kLaneEven).Packed());
+
+  LaneRect rect{t.track_id, t.device_id, t.host_id, t.clock, f.area_left, y0, f.right - f.area_left, row.h, 0, 0, false};
+  // Label: every lane when there is room, else every k-th (the others are
+  // named by their neighbours and the group header).
+  const float label_size = std::clamp(row.h - 1, 10.0f, 14.0f);
+  const int every = std::max(1, static_cast<int>(std::ceil(11.0f / row.h)));
+  if ((row.lane.index % every) == 0) {
+    ImVec4 clip(f.left, y0 - 6, f.area_left - 4, y1 + 6);
+    SmallText(dl, f.left + 14, y0 + std::min(0.0f, (row.h - label_size) / 2), kText, row.label, label_size, &clip);
+  }
+
+  const int c = static_cast<int>(t.clock);
+  const auto& ext = overview_ ? overview_->extent[c] : std::nullopt;
+  auto [r0, r1] = f.Window(t.clock);
+  int desired = LevelForZoom(f.ns_per_px, kColumnPx);
+  std::shared_ptr<const WindowData> data;
+  int64_t v0 = r0, v1 = r1;
+  if (ext) {
+    v0 = std::max(r0, ext->first);
+    v1 = std::min(r1, ext->second);
+    if (v1 <= v0) v1 = v0 + 1;
+    auto [w0, w1] = LoadWindow(r0, r1, ext->first, ext->second);
+    WindowKey key{t.track_id, desired, w0, w1};
+    if (desired < 0) {
+      // Too many slices for one window: draw the finest summaries instead.
+      if (auto got = loader_.Get(key); got && got->truncated) key.level = desired = 0;
+    }
+    data = loader_.Best(t.track_id, desired, v0, v1);
+    if (!data || data->key.level > desired) {
+      wanted.push_back(key);
+      rect.fallback = true;
+    }
+  }
+  rect.level = data ? data->key.level : desired;
+
+  dl->PushClipRect(ImVec2(f.area_left, y0), ImVec2(f.right, y1), true);
+  const int rows_shown = row.rows_shown;
+  const float row_h = (row.h - 2) / rows_shown;
+  const bool stacked = row_h >= 12;
+  const bool labels = row_h >= 12;
+  for (int d = 0; data && d < rows_shown; ++d) {
+    const float ry0 = y0 + 1 + d * row_h;
+    const float ry1 = ry0 + row_h - (row_h >= 8 ? 1 : 0);
+    if (data->key.level < 0) {
+      if (static_cast<size_t>(d) >= data->rows.size()) break;
+      const SliceRow& srow = data->rows[d];
+      for (const DrawBlock& b : FoldRow(srow, v0, v1, kFoldPx * f.ns_per_px)) {
+        // Clamp before converting to float: far off-screen ends would lose
+        // all precision.
+        float x0 = f.ToX(t.clock, std::max<double>(b.start_ns, r0 - f.ns_per_px));
+        float x1 = f.ToX(t.clock, std::min<double>(b.end_ns, r1 + f.ns_per_px));
+        if (x1 - x0 < 1) x1 = x0 + 1;
+        const Slice& first = srow.slices[b.first];
+        if (!b.folded()) {
+          dl->AddRectFilled(ImVec2(x0, ry0), ImVec2(x1, ry1), KindColor(b.kind).Packed());
+          // A chip waiting for the host is idle, not busy: muted and hatched.
+          if (b.kind == SliceKind::kHostWait) DrawHatch(dl, x0, ry0, x1, ry1);
+        } else {
+          DrawShape(dl, x0, x1, ry0, ry1, ShapeOf(b.kind_ns, b.busy_fraction(), ry1 - ry0, stacked));
+        }
+        const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
+        if (labels && visible_w > 30) {
+          std::string text = b.folded() ? absl::StrCat(b.count, " slices") : Name(first.name_id);
+          ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
+          const Rgb color = b.folded() ? kText : b.kind == SliceKind::kHostWait ? kDimText : Rgb{15, 15, 20};
+          SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, color, text, kSmallFont, &clip);
+        }
+        if (InRect(f.mouse, std::max(x0 - 1, f.area_left), ry0, x1 + 1, ry1 + 1)) {
+          hover.what = b.folded() ? Hover::kFold : Hover::kSlice;
+          hover.track = &t;
+          hover.slice = first;
+          hover.block = b;
+        }
+        if (ui.layout) {
+          const Slice& last = srow.slices[b.first + b.count - 1];
+          json ref = b.folded() ? json{{"table", "slices"}, {"track_id", t.track_id}, {"first_slice_id", first.slice_id},
+                                       {"last_slice_id", last.slice_id}, {"count", b.count}}
+                                : json{{"table", "slices"}, {"slice_id", first.slice_id}};
+          auto& item = ui.layout->Add("rect", b.folded() ? absl::StrCat(b.count, " slices") : Name(first.name_id),
+                                      std::move(ref), x0, ry0, x1 - x0, ry1 - ry0);
+          item["track_id"] = t.track_id;
+          item["clock"] = ClockName(t.clock);
+          item["depth"] = d;
+          item["level"] = -1;
+          item["kind"] = SliceKindName(b.kind);
+          item["kinds"] = KindsJson(b.kind_ns);
+          item["busy_fraction"] = b.busy_fraction();
+          item["first_step"] = b.step;
+          item["last_step"] = b.step;
+          item["start_ns"] = b.start_ns;
+          item["end_ns"] = b.end_ns;
+        }
+        ++rect.blocks_drawn;
+      }
+    } else {
+      if (static_cast<size_t>(d) >= data->depths.size()) break;
+      const auto& buckets = data->depths[d];
+      const std::vector<Column> columns = SummaryColumns(buckets, v0, v1, kColumnPx * f.ns_per_px);
+      const int64_t level_width = store::kLevel0WidthNs << (2 * data->key.level);
+      // Neighbouring columns that look the same are one rectangle.
+      for (size_t i = 0; i < columns.size();) {
+        const Column& head = columns[i];
+        const Shape shape = ShapeOf(head.kind_ns, head.busy_fraction(), ry1 - ry0, stacked);
+        Column merged = head;
+        size_t j = i + 1;
+        while (j < columns.size() && columns[j].start_ns == merged.end_ns &&
+               ShapeOf(columns[j].kind_ns, columns[j].busy_fraction(), ry1 - ry0, stacked) == shape) {
+          const Column& n = columns[j];
+          merged.end_ns = n.end_ns;
+          merged.count += n.count;
+          for (int k = 0; k < kNumSliceKinds; ++k) merged.kind_ns[k] += n.kind_ns[k];
+          merged.busy_ns += n.busy_ns;
+          merged.num_buckets += n.num_buckets;
+          if (n.first_step >= 0 && (merged.first_step < 0 || n.first_step < merged.first_step)) merged.first_step = n.first_step;
+          merged.last_step = std::max(merged.last_step, n.last_step);
+          if (n.longest_dur_ns > merged.longest_dur_ns) {
+            merged.longest_dur_ns = n.longest_dur_ns;
+            merged.longest_slice_id = n.longest_slice_id;
+            merged.longest_name_id = n.longest_name_id;
+          }
+          ++j;
+        }
+        merged.dominant = DominantKind(merged.kind_ns);
+        float x0 = f.ToX(t.clock, std::max<double>(merged.start_ns, r0 - f.ns_per_px));
+        float x1 = f.ToX(t.clock, std::min<double>(merged.end_ns, r1 + f.ns_per_px));
+        if (x1 - x0 < 1) x1 = x0 + 1;
+        DrawShape(dl, x0, x1, ry0, ry1, shape);
+        if (labels && x1 - x0 > 60 && merged.longest_name_id != 0 && shape.filled_px >= ry1 - ry0 - 1) {
+          ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
+          SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, Rgb{15, 15, 20},
+                    Name(merged.longest_name_id), kSmallFont, &clip);
+        }
+        if (InRect(f.mouse, std::max(x0, f.area_left), ry0, x1, ry1 + 1)) {
+          hover.what = Hover::kColumn;
+          hover.track = &t;
+          hover.column = merged;
+          hover.level = data->key.level;
+        }
+        if (ui.layout) {
+          json ref = {{"table", "slice_summaries"}, {"track_id", t.track_id}, {"level", data->key.level},
+                      {"depth", d}, {"bucket", merged.start_ns / level_width},
+                      {"bucket_end", (merged.end_ns - 1) / level_width}};
+          auto& item = ui.layout->Add("rect", absl::StrCat(merged.count, " slices"), std::move(ref), x0, ry0, x1 - x0,
+                                      ry1 - ry0);
+          item["track_id"] = t.track_id;
+          item["clock"] = ClockName(t.clock);
+          item["depth"] = d;
+          item["level"] = data->key.level;
+          item["kind"] = SliceKindName(merged.dominant);
+          item["kinds"] = KindsJson(merged.kind_ns);
+          item["busy_fraction"] = merged.busy_fraction();
+          item["count"] = merged.count;
+          item["first_step"] = merged.first_step;
+          item["last_step"] = merged.last_step;
+          item["start_ns"] = merged.start_ns;
+          item["end_ns"] = merged.end_ns;
+        }
+        ++rect.blocks_drawn;
+        i = j;
+      }
+    }
+  }
+  dl->PopClipRect();
+  if (ui.layout) {
+    json ref = {{"table", "tracks"}, {"track_id", t.track_id}};
+    auto& item = ui.layout->Add("lane", LaneTitle(t), std::move(ref), f.area_left, y0, f.right - f.area_left, row.h);
+    item["clock"] = ClockName(t.clock);
+    item["host_id"] = t.host_id;
+    if (t.device_id) item["device_id"] = *t.device_id;
+    item["level"] = rect.level;
+    item["fallback"] = rect.fallback;
+    item["shapes"] = rect.blocks_drawn;
+    item["rows_shown"] = rows_shown;
+  }
   shapes_drawn_ += rect.blocks_drawn;
   lanes_.push_back(rect);
 }
 
-void TimelineView::DrawCompileLane(float y, float h, float left, float right, float label_w,
-                                   Hover& hover) {
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  const float area_left = left + label_w;
-  dl->AddRectFilled(ImVec2(left, y), ImVec2(right, y + h), Rgb{44, 36, 38}.Packed());
-  dl->AddText(ImVec2(left + 8, y + 4), kText.Packed(), "compilations");
-  dl->AddText(ImVec2(left + 8, y + 4 + ImGui::GetTextLineHeight()), kDimText.Packed(),
-              "host clock");
-  TimeAxis axis{ClockOrigin(Clock::kHost) + offset_ns_, ns_per_px_, area_left};
-  const ImVec2 mouse = ImGui::GetIO().MousePos;
-  const float my0 = y + kLanePad, my1 = y + h - kLanePad;
-  dl->PushClipRect(ImVec2(area_left, y), ImVec2(right, y + h), true);
+void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, UiState& ui) {
+  ImDrawList* dl = f.dl;
+  const float y = f.top + row.y, h = row.h;
+  dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + h), Rgb{44, 36, 38}.Packed());
+  SmallText(dl, f.left + 14, y + std::max(0.0f, (h - kSmallFont) / 2), kText, "compilations");
+  const float my0 = y + 2, my1 = y + h - 2;
+  dl->PushClipRect(ImVec2(f.area_left, y), ImVec2(f.right, y + h), true);
   const auto& compiles = model_.compilations;
   for (size_t i = 0; i < compiles.size(); ++i) {
     const Compilation& c = compiles[i];
-    float x0 = axis.ToX(static_cast<double>(c.host_start_ns));
-    float x1 = axis.ToX(static_cast<double>(c.host_start_ns + c.duration_ns));
-    if (x1 < area_left - 400 || x0 > right) continue;
+    float x0 = f.ToX(Clock::kHost, double(c.host_start_ns));
+    float x1 = f.ToX(Clock::kHost, double(c.host_start_ns + c.duration_ns));
+    if (x1 < f.area_left - 400 || x0 > f.right) continue;
     // A marker stays at least a few pixels wide: compilations are rare and
     // each one matters, so none may vanish at any zoom.
     if (x1 - x0 < 4) x1 = x0 + 4;
-    Rgb color = CompileColor(c.is_miss());
+    const Rgb color = CompileColor(c.is_miss());
     dl->AddRectFilled(ImVec2(x0, my0), ImVec2(x1, my1), color.Packed());
-    std::string text = c.is_miss() ? absl::StrCat("compile #", c.compile_id, ": ",
-                                                  c.cause_kind.empty() ? "miss" : c.cause_kind)
+    std::string text = c.is_miss() ? absl::StrCat("compile #", c.compile_id, ": ", c.cause_kind.empty() ? "miss" : c.cause_kind)
                                    : absl::StrCat("#", c.compile_id, " ", c.cache);
     if (!c.SourceLocation().empty() && c.is_miss()) absl::StrAppend(&text, " at ", c.SourceLocation());
-    // The label starts on the marker and may run on to the right until the
-    // next marker, so short markers still say what they are.
-    float next_x = right;
-    if (i + 1 < compiles.size()) {
-      next_x = std::min(next_x, axis.ToX(static_cast<double>(compiles[i + 1].host_start_ns)) - 4);
-    }
+    // The label may run on to the right until the next marker.
+    float next_x = f.right;
+    if (i + 1 < compiles.size()) next_x = std::min(next_x, f.ToX(Clock::kHost, double(compiles[i + 1].host_start_ns)) - 4);
     ImVec4 clip(x0 + 2, my0, std::max(x1, next_x), my1);
     const bool inside = x1 - x0 > ImGui::CalcTextSize(text.c_str()).x + 8;
-    dl->AddText(ImGui::GetFont(), ImGui::GetFontSize(),
-                ImVec2(inside ? x0 + 4 : x1 + 4, my0 + 4),
-                inside ? Rgb{15, 15, 20}.Packed() : color.Scaled(1.2f).Packed(), text.c_str(),
-                nullptr, 0, &clip);
-    if (InRect(mouse, x0 - 2, my0, x1 + 2, my1)) hover.compile = &c;
+    if (h >= 12) {
+      SmallText(dl, inside ? x0 + 4 : x1 + 4, my0 + std::max(0.0f, (my1 - my0 - kSmallFont) / 2),
+                inside ? Rgb{15, 15, 20} : color.Scaled(1.2f), text, kSmallFont, &clip);
+    }
+    if (InRect(f.mouse, x0 - 2, my0, x1 + 2, my1)) {
+      hover.what = Hover::kCompile;
+      hover.compile = &c;
+    }
+    if (ui.layout) {
+      auto& item = ui.layout->Add("marker", text, json{{"table", "compilations"}, {"compile_id", c.compile_id}}, x0, my0,
+                                  x1 - x0, my1 - my0);
+      item["clock"] = "host";
+      item["cache"] = c.cache;
+    }
   }
   dl->PopClipRect();
 }
 
+void TimelineView::DrawCounter(const Row& row, const Frame& f, Hover& hover, UiState& ui,
+                               std::vector<WindowKey>& wanted) {
+  const CounterTrack& ct = overview_->counters[row.lane.index];
+  ImDrawList* dl = f.dl;
+  const float y0 = f.top + row.y, y1 = y0 + row.h;
+  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(f.right, y1), kLaneEven.Packed());
+  {
+    ImVec4 clip(f.left, y0, f.area_left - 4, y1);
+    const float size = std::clamp(row.h - 1, 10.0f, kSmallFont);
+    SmallText(dl, f.left + 14, y0 + std::max(0.0f, (row.h - size) / 2), kCounterLine, row.label, size, &clip);
+  }
+  // The counter's data: the window at the zoom's level when loaded, else whole-run.
+  auto [r0, r1] = f.Window(Clock::kHost);
+  const int level = std::max(0, LevelForZoom(f.ns_per_px, kColumnPx));
+  const auto& ext = overview_->extent[static_cast<int>(Clock::kHost)];
+  const std::vector<store::CounterBucket>* buckets = &ct.whole_run;
+  if (ext && level < ct.whole_run_level) {
+    auto [w0, w1] = LoadWindow(r0, r1, ext->first, ext->second);
+    WindowKey key{0, level, w0, w1, row.lane.index};
+    if (auto got = loader_.Get(key)) buckets = &got->counter_buckets;
+    else wanted.push_back(key);
+  }
+  const std::vector<CounterColumn> columns = CounterColumns(*buckets, r0, r1, kColumnPx * f.ns_per_px);
+  const double lo = std::min(0.0, ct.min), hi = ct.max > lo ? ct.max : lo + 1;
+  auto y_of = [&](double v) { return y1 - 2 - static_cast<float>((v - lo) / (hi - lo)) * (row.h - 4); };
+  dl->PushClipRect(ImVec2(f.area_left, y0), ImVec2(f.right, y1), true);
+  std::vector<ImVec2> line;
+  line.reserve(columns.size() * 2);
+  for (const CounterColumn& col : columns) {
+    const float x0 = f.ToX(Clock::kHost, double(col.start_ns)), x1 = f.ToX(Clock::kHost, double(col.end_ns));
+    dl->AddRectFilled(ImVec2(x0, y_of(col.max)), ImVec2(std::max(x1, x0 + 1), y_of(col.min) + 1), kCounterBand.Packed());
+    line.emplace_back(x0, y_of(col.last));
+    line.emplace_back(x1, y_of(col.last));
+    if (InRect(f.mouse, x0, y0, x1, y1)) {
+      hover.what = Hover::kCounter;
+      hover.counter = &ct;
+      hover.counter_column = col;
+    }
+  }
+  if (line.size() >= 2) dl->AddPolyline(line.data(), static_cast<int>(line.size()), kCounterLine.Packed(), 0, 1.0f);
+  dl->PopClipRect();
+  if (ui.layout) {
+    json ref = {{"table", "counters"}, {"name", ct.name}};
+    ref["device_id"] = ct.device_id ? json(*ct.device_id) : json(nullptr);
+    auto& item = ui.layout->Add("counter", row.label, std::move(ref), f.area_left, y0, f.right - f.area_left, row.h);
+    item["clock"] = "host";
+    item["min"] = ct.min;
+    item["max"] = ct.max;
+    item["columns"] = columns.size();
+  }
+  shapes_drawn_ += columns.size();
+}
+
+void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
+  if (!overview_) return;
+  // Each section's lanes, top to bottom.
+  for (size_t si = 0; si < sections_.size(); ++si) {
+    const Clock clock = sections_[si].clock;
+    float top = std::numeric_limits<float>::max(), bottom = 0;
+    const Row* header = nullptr;
+    for (const Row& row : layout_.rows) {
+      if (row.section != static_cast<int>(si)) continue;
+      if (row.type == RowType::kSection) {
+        header = &row;
+        continue;
+      }
+      top = std::min(top, f.top + row.y);
+      bottom = std::max(bottom, f.top + row.y + row.h);
+    }
+    if (!header || header->collapsed || top >= bottom) continue;
+    const auto& steps = overview_->steps[static_cast<int>(clock)];
+    if (steps.empty()) continue;
+    // Thin to every k-th step (1, 2, 5, 10, ...) when steps are narrower than kMinStepPx.
+    const double mean_px = steps.size() > 1
+                               ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / f.ns_per_px
+                               : 1e9;
+    int every = 1;
+    for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
+      for (int k : {1, 2, 5}) {
+        every = k * m;
+        if (mean_px * every >= kMinStepPx) break;
+      }
+    }
+    const bool label_steps = mean_px * every >= 44;
+    auto [r0, r1] = f.Window(clock);
+    const float label_y = f.top + header->y + 15;
+    f.dl->PushClipRect(ImVec2(f.area_left, f.top + header->y), ImVec2(f.right, bottom), true);
+    for (const StepSpan& s : steps) {
+      if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
+      const float x = std::floor(f.ToX(clock, double(s.start_ns))) + 0.5f;
+      f.dl->AddLine(ImVec2(x, top), ImVec2(x, bottom), kStepMarker.Packed(150), 1.0f);
+      if (label_steps) SmallText(f.dl, x + 2, label_y, kStepMarker, absl::StrCat("step ", s.step));
+      if (ui.layout) {
+        auto& item = ui.layout->Add("marker", absl::StrCat("step ", s.step),
+                                    json{{"table", "slices"}, {"step", s.step}, {"clock", ClockName(clock)}}, x, top, 0,
+                                    bottom - top);
+        item["role"] = "step";
+        item["clock"] = ClockName(clock);
+        item["start_ns"] = s.start_ns;
+        item["end_ns"] = s.end_ns;
+      }
+    }
+    f.dl->PopClipRect();
+  }
+}
+
+void TimelineView::DrawFlow(const Frame& f, UiState& ui) {
+  if (!selection_) return;
+  // Where each track's lane is this frame.
+  auto lane_of = [&](int64_t track_id) -> const Row* {
+    for (const Row& row : layout_.rows) {
+      if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == track_id) return &row;
+    }
+    return nullptr;
+  };
+  auto slice_rect = [&](int64_t track_id, const Slice& s, ImVec2& a, ImVec2& b) {
+    const Row* row = lane_of(track_id);
+    const Track* track = model_.FindTrack(track_id);
+    if (!row || !track) return false;
+    const int rows_shown = row->rows_shown;
+    const float row_h = (row->h - 2) / rows_shown;
+    const int d = std::min<int>(s.depth, rows_shown - 1);
+    a = ImVec2(f.ToX(track->clock, double(s.start_ns)), f.top + row->y + 1 + d * row_h);
+    b = ImVec2(std::max(a.x + 2, f.ToX(track->clock, double(s.end_ns()))), a.y + row_h - 1);
+    return true;
+  };
+  ImDrawList* dl = f.dl;
+  dl->PushClipRect(ImVec2(f.area_left, f.clip_top), ImVec2(f.right, f.clip_bottom), true);
+  ImVec2 a, b;
+  if (slice_rect(selection_->track_id, selection_->slice, a, b)) {
+    dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), kSelection.Packed(), 0, 0, 2.0f);
+  }
+  const FlowMembers flow = loader_.flow();
+  if (selection_->slice.flow_id >= 0 && flow.flow_id == selection_->slice.flow_id && flow.done) {
+    // The last member to arrive held everyone else up (arrival_ns; without
+    // it recorded, nobody is marked).
+    const std::pair<int64_t, Slice>* last = nullptr;
+    for (const auto& m : flow.members) {
+      if (m.second.arrival_ns >= 0 && (!last || m.second.arrival_ns > last->second.arrival_ns)) last = &m;
+    }
+    const std::string name = Name(selection_->slice.name_id);
+    ImVec2 prev;
+    const Slice* prev_slice = nullptr;
+    for (const auto& [track_id, s] : flow.members) {
+      ImVec2 p0, p1;
+      if (!slice_rect(track_id, s, p0, p1)) continue;
+      const Track* track = model_.FindTrack(track_id);
+      const ImVec2 anchor(p0.x, (p0.y + p1.y) / 2);
+      // Where this chip arrived: it waited from there to the start.
+      if (s.arrival_ns >= 0 && track) {
+        const float ax = f.ToX(track->clock, double(s.arrival_ns));
+        dl->AddLine(ImVec2(ax, anchor.y), anchor, kFlow.Packed(200), 1.0f);
+        dl->AddCircleFilled(ImVec2(ax, anchor.y), 2.5f, kFlow.Packed());
+      }
+      if (prev_slice) {
+        dl->AddLine(prev, anchor, kFlow.Packed(220), 1.5f);
+        if (ui.layout) {
+          auto& item = ui.layout->Add("flow", name, json{{"table", "slices"}, {"flow_id", s.flow_id}}, std::min(prev.x, anchor.x),
+                                      std::min(prev.y, anchor.y), std::fabs(anchor.x - prev.x), std::fabs(anchor.y - prev.y));
+          item["from"] = json{{"table", "slices"}, {"slice_id", prev_slice->slice_id}};
+          item["to"] = json{{"table", "slices"}, {"slice_id", s.slice_id}};
+          item["x0"] = prev.x;
+          item["y0"] = prev.y;
+          item["x1"] = anchor.x;
+          item["y1"] = anchor.y;
+        }
+      }
+      if (last && last->first == track_id && last->second.slice_id == s.slice_id) {
+        const float ax = track ? f.ToX(track->clock, double(s.arrival_ns)) : anchor.x;
+        dl->AddTriangleFilled(ImVec2(ax - 5, p0.y - 1), ImVec2(ax + 5, p0.y - 1), ImVec2(ax, p0.y + 6), kLastArrival.Packed());
+        dl->AddRect(ImVec2(p0.x - 1, p0.y - 1), ImVec2(p1.x + 1, p1.y + 1), kLastArrival.Packed(), 0, 0, 2.0f);
+        if (ui.layout) {
+          auto& item = ui.layout->Add("marker", "last to arrive", json{{"table", "slices"}, {"slice_id", s.slice_id}},
+                                      ax - 5, p0.y - 1, 10, 7);
+          item["role"] = "last_arrival";
+          item["track_id"] = track_id;
+          item["arrival_ns"] = s.arrival_ns;
+        }
+      }
+      prev = anchor;
+      prev_slice = &s;
+    }
+  }
+  dl->PopClipRect();
+}
+
+void TimelineView::DrawTooltip(const Hover& hover, const Frame& f) {
+  if (hover.what == Hover::kNone || hover.what == Hover::kHeader) return;
+  ImGui::BeginTooltip();
+  if (hover.what == Hover::kCompile) {
+    const Compilation& c = *hover.compile;
+    ImGui::Text("compile #%lld, step %lld: %s", static_cast<long long>(c.compile_id), static_cast<long long>(c.step),
+                c.cache.c_str());
+    if (!c.cause_kind.empty()) ImGui::Text("cause: %s", c.cause_kind.c_str());
+    if (!c.cause_detail.empty()) ImGui::TextWrapped("%s", c.cause_detail.c_str());
+    if (!c.SourceLocation().empty()) ImGui::Text("at %s", c.SourceLocation().c_str());
+    ImGui::Text("duration %s (host clock)", FormatDuration(double(c.duration_ns)).c_str());
+    ImGui::TextDisabled("click: open in Recompilations");
+  } else if (hover.what == Hover::kCounter) {
+    const CounterColumn& c = hover.counter_column;
+    ImGui::Text("%s%s", hover.counter->name.c_str(),
+                hover.counter->device_id ? absl::StrCat(", chip ", *hover.counter->device_id).c_str() : " (process)");
+    ImGui::Text("at %s (host clock): last %.6g, min %.6g, max %.6g over %lld samples",
+                FormatDuration(double(c.start_ns)).c_str(), c.last, c.min, c.max, static_cast<long long>(c.count));
+  } else if (hover.what == Hover::kColumn) {
+    const Column& c = hover.column;
+    const Track& t = *hover.track;
+    ImGui::Text("%lld slices start here (summary level %d)", static_cast<long long>(c.count), hover.level);
+    ImGui::Text("%s, %s", LaneTitle(t).c_str(), ClockLabel(t.clock));
+    ImGui::Text("from %s for %s; busy %.0f%%", FormatDuration(double(c.start_ns)).c_str(),
+                FormatDuration(double(c.end_ns - c.start_ns)).c_str(), 100 * c.busy_fraction());
+    if (std::string kinds = KindSummary(c.kind_ns); !kinds.empty()) ImGui::Text("%s", kinds.c_str());
+    if (c.first_step >= 0) {
+      ImGui::Text(c.first_step == c.last_step ? "step %d" : "steps %d-%d", c.first_step, c.last_step);
+    }
+    if (c.longest_name_id) ImGui::Text("longest: %s, %s", Name(c.longest_name_id).c_str(), FormatDuration(double(c.longest_dur_ns)).c_str());
+    ImGui::TextDisabled("click or wheel: zoom in");
+  } else if (hover.what == Hover::kFold) {
+    const DrawBlock& b = hover.block;
+    const Track& t = *hover.track;
+    ImGui::Text("%zu slices folded here (each under %.0f px)", b.count, kFoldPx);
+    ImGui::Text("%s, %s", LaneTitle(t).c_str(), ClockLabel(t.clock));
+    ImGui::Text("from %s for %s; busy %.0f%%", FormatDuration(double(b.start_ns)).c_str(),
+                FormatDuration(double(b.end_ns - b.start_ns)).c_str(), 100 * b.busy_fraction());
+    if (std::string kinds = KindSummary(b.kind_ns); !kinds.empty()) ImGui::Text("%s", kinds.c_str());
+    if (b.step >= 0) ImGui::Text("step %d", b.step);
+    ImGui::TextDisabled("click or wheel: zoom in");
+  } else if (hover.what == Hover::kSlice) {
+    const Slice& s = hover.slice;
+    const Track& t = *hover.track;
+    ImGui::TextUnformatted(Name(s.name_id).c_str());
+    ImGui::Separator();
+    ImGui::Text("kind: %s", SliceKindName(s.kind));
+    if (s.kind == SliceKind::kHostWait)
+      ImGui::TextWrapped("the chip had finished its last program and sat idle until the host enqueued this "
+                         "step's: the host (tracing, compiling, reading values) was slower than the chips");
+    ImGui::Text("%s", t.device_id ? absl::StrCat("device: chip ", *t.device_id, " (host ", t.host_id, ")").c_str()
+                                  : absl::StrCat("thread: ", LaneTitle(t)).c_str());
+    ImGui::Text("start %s, duration %s (%s)", FormatDuration(double(s.start_ns)).c_str(),
+                FormatDuration(double(s.dur_ns)).c_str(), ClockLabel(t.clock));
+    if (s.step >= 0) ImGui::Text("step %d", s.step);
+    if (s.bytes > 0) ImGui::Text("bytes: %s", FormatBytes(s.bytes).c_str());
+    if (const std::string* moved = model_.MovedValue(s.graph_id, s.op_id)) ImGui::Text("moves: %s", moved->c_str());
+    if (s.flow_id >= 0) ImGui::TextDisabled("click: select it and show its flow across the chips");
+  }
+  ImGui::EndTooltip();
+}
+
+void TimelineView::DrawDetails(UiState& ui) {
+  const Slice& s = selection_->slice;
+  const Track* t = model_.FindTrack(selection_->track_id);
+  if (!t) return;
+  auto text = [&](const std::string& line, Rgb color = kText) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::TextColored(ImVec4(color.r / 255.f, color.g / 255.f, color.b / 255.f, 1), "%s", line.c_str());
+    if (ui.layout) {
+      auto& item = ui.layout->Add("text", line, json{{"table", "slices"}, {"slice_id", s.slice_id}}, p.x, p.y,
+                                  ImGui::CalcTextSize(line.c_str()).x, ImGui::GetTextLineHeight());
+      item["role"] = "details";
+    }
+  };
+  text(absl::StrFormat("%s  \xC2\xB7  %s  \xC2\xB7  %s (host %d)  \xC2\xB7  %s%s", Name(s.name_id), SliceKindName(s.kind),
+                       LaneTitle(*t), t->host_id, ClockLabel(t->clock),
+                       s.step >= 0 ? absl::StrCat("  \xC2\xB7  step ", s.step) : std::string()),
+       kClockLabel);
+  text(absl::StrFormat("start %s, duration %s%s", FormatDuration(double(s.start_ns)), FormatDuration(double(s.dur_ns)),
+                       s.bytes > 0 ? absl::StrCat(", ", FormatBytes(s.bytes)) : std::string()));
+  if (const std::string* moved = model_.MovedValue(s.graph_id, s.op_id)) {
+    ImGui::SameLine(0, 20);
+    const std::string label = absl::StrCat("Show ", *moved, "'s layout in Sharding");
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    if (ImGui::SmallButton(label.c_str())) {
+      ui.show_value = *moved;
+      ui.bring_to_front = ViewId::kSharding;
+    }
+    if (ui.layout) {
+      auto& item = ui.layout->Add("button", label, json{{"table", "sharding_decisions"}, {"name", *moved}}, p.x, p.y,
+                                  ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+      item["role"] = "open_sharding";
+    }
+  }
+  if (s.flow_id < 0) return;
+  const FlowMembers flow = loader_.flow();
+  if (flow.flow_id != s.flow_id || !flow.done) {
+    text("finding the other chips of this collective...", kDimText);
+    return;
+  }
+  // Members by arrival: the last to arrive is who the others waited for.
+  std::vector<const std::pair<int64_t, Slice>*> by_arrival;
+  for (const auto& m : flow.members) by_arrival.push_back(&m);
+  const bool arrivals = std::any_of(by_arrival.begin(), by_arrival.end(), [](auto* m) { return m->second.arrival_ns >= 0; });
+  if (!arrivals) {
+    text(absl::StrFormat("collective over %d chips; arrivals were not recorded in this run, so the last to arrive "
+                         "is unknown",
+                         flow.members.size()),
+         kDimText);
+    return;
+  }
+  std::sort(by_arrival.begin(), by_arrival.end(),
+            [](auto* a, auto* b) { return a->second.arrival_ns > b->second.arrival_ns; });
+  const auto* last = by_arrival.front();
+  const Track* lt = model_.FindTrack(last->first);
+  int64_t first_arrival = last->second.arrival_ns;
+  for (auto* m : by_arrival) {
+    if (m->second.arrival_ns >= 0) first_arrival = std::min(first_arrival, m->second.arrival_ns);
+  }
+  text(absl::StrFormat("collective over %d chips; last to arrive: %s, %s after the first (the others waited for it)",
+                       flow.members.size(), lt ? LaneTitle(*lt) : "?",
+                       FormatDuration(double(last->second.arrival_ns - first_arrival))),
+       kLastArrival);
+  std::string waits = "waited: ";
+  int shown = 0;
+  for (auto it = by_arrival.rbegin(); it != by_arrival.rend() && shown < 8; ++it, ++shown) {
+    const Track* mt = model_.FindTrack((*it)->first);
+    absl::StrAppend(&waits, shown ? ", " : "", mt ? LaneTitle(*mt) : "?", " ",
+                    FormatDuration(double((*it)->second.start_ns - (*it)->second.arrival_ns)));
+  }
+  if (by_arrival.size() > 8) absl::StrAppend(&waits, ", ...");
+  text(waits, kDimText);
+}
+
 void TimelineView::Draw(UiState& ui) {
+  if (ui.layout) ui.layout->Begin("timeline");
   lanes_.clear();
   shapes_drawn_ = 0;
-
-  // Toolbar: which clock the device lanes use, fit, and how to move.
-  if (has_device_ && has_modeled_) {
-    ImGui::TextUnformatted("device lanes:");
-    ImGui::SameLine();
-    if (ImGui::RadioButton("measured (device clock)", device_clock_ == Clock::kDevice)) {
-      device_clock_ = Clock::kDevice;
-      ns_per_px_ = 0;
+  complete_ = false;
+  EnsureSections();
+  if (awaiting_located_) {
+    if (auto found = loader_.located()) {
+      awaiting_located_ = false;
+      Select(found->first, found->second, ui);
+      // Show the slice's step on its clock, or the slice itself with room around it.
+      const Track* t = model_.FindTrack(found->first);
+      if (t && overview_) {
+        int64_t t0 = found->second.start_ns - 10 * found->second.dur_ns, t1 = found->second.end_ns() + 10 * found->second.dur_ns;
+        for (const StepSpan& s : overview_->steps[static_cast<int>(t->clock)]) {
+          if (s.step == found->second.step) t0 = s.start_ns, t1 = s.end_ns;
+        }
+        ShowWindow(t->clock, t0, t1);
+      }
+    } else if (!loader_.locate_error().ok()) {
+      awaiting_located_ = false;
+      ui.selection_text = std::string(loader_.locate_error().message());
     }
-    ImGui::SameLine();
-    if (ImGui::RadioButton("modeled clock", device_clock_ == Clock::kModeled)) {
-      device_clock_ = Clock::kModeled;
-      ns_per_px_ = 0;
-    }
-    ImGui::SameLine();
   }
+
+  // Toolbar: fit, the loading state, how to move.
   if (ImGui::Button("Fit")) ns_per_px_ = 0;
   ImGui::SameLine();
-  ImGui::TextDisabled(
-      "wheel: zoom at mouse   drag: pan   shift+wheel: scroll lanes   double-click: fit   "
-      "(each section's time is from its clock's first event)");
+  const LoaderProgress progress = loader_.progress();
+  if (!loader_.error().ok()) {
+    ImGui::TextColored(ImVec4(kWarning.r / 255.f, kWarning.g / 255.f, kWarning.b / 255.f, 1), "%s",
+                       std::string(loader_.error().message()).c_str());
+    ImGui::SameLine();
+  } else if (!progress.overview_done) {
+    ImGui::TextUnformatted("loading the run's overview (steps, extents, whole-run summaries)...");
+    ImGui::SameLine();
+  } else if (progress.busy()) {
+    ImGui::ProgressBar(progress.total ? float(progress.done) / progress.total : 0.f, ImVec2(140, 0),
+                       absl::StrFormat("%d/%d windows", progress.done, progress.total).c_str());
+    ImGui::SameLine();
+  }
+  ImGui::TextDisabled("wheel: zoom   drag: pan   click: select / zoom into a fold   double-click: fit   "
+                      "headers: collapse");
 
-  const float status_h = ImGui::GetFrameHeightWithSpacing();
-  ImGui::BeginChild("##timeline", ImVec2(0, -status_h), false,
-                    ImGuiWindowFlags_NoScrollWithMouse);
+  const float details_h = selection_ ? kDetailsHeight : ImGui::GetFrameHeightWithSpacing();
+  ImGui::BeginChild("##timeline", ImVec2(0, -details_h), false, ImGuiWindowFlags_NoScrollWithMouse);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = std::max(ImGui::GetContentRegionAvail().x, kLabelWidth + 50);
-  const float left = origin.x, right = origin.x + width;
-  if (ns_per_px_ <= 0) Fit(width - kLabelWidth);
-
-  std::vector<const Track*> device_lanes, host_lanes;
-  for (const Track& t : model_.tracks) {
-    if (t.clock == device_clock_) device_lanes.push_back(&t);
-    else if (t.clock == Clock::kHost) host_lanes.push_back(&t);
+  const float avail_h = ImGui::GetContentRegionAvail().y;
+  Frame f;
+  f.dl = ImGui::GetWindowDrawList();
+  f.left = origin.x;
+  f.right = origin.x + width;
+  f.area_left = f.left + kLabelWidth;
+  f.top = origin.y;
+  area_w_ = f.right - f.area_left;
+  // ImGui sizes a window from the frame before: the first frame's width is a
+  // placeholder, and a fit to it would be far too wide.
+  const bool sized = ImGui::GetFrameCount() > 1 && area_w_ >= 100;
+  if (sized && overview_ && pending_window_) {
+    auto [clock, window] = *pending_window_;
+    pending_window_.reset();
+    ShowWindow(clock, window.first, window.second);
+  } else if (sized && overview_ && ns_per_px_ <= 0) {
+    Fit();
   }
-  const bool show_compiles = !model_.compilations.empty();
-  float total_h = 0;
-  if (!device_lanes.empty()) total_h += kRulerHeight;
-  for (const Track* t : device_lanes) total_h += LaneHeight(*t);
-  if (!host_lanes.empty() || show_compiles) total_h += kRulerHeight + 6;
-  if (show_compiles) total_h += kLaneMinHeight;
-  for (const Track* t : host_lanes) total_h += LaneHeight(*t);
-  total_h = std::max(total_h, 40.0f);
+  layout_ = LayoutRows(sections_, collapsed_, avail_h);
 
-  // One item owns the mouse over all lanes: hover, click, drag and wheel.
-  ImGui::InvisibleButton("##lanes", ImVec2(width, total_h));
+  // One item owns the mouse over all rows: hover, click, drag and wheel.
+  ImGui::InvisibleButton("##lanes", ImVec2(width, std::max(layout_.total_h, 40.0f)));
   const bool hovered = ImGui::IsItemHovered();
   const bool active = ImGui::IsItemActive();
   ImGuiIO& io = ImGui::GetIO();
-  const float area_left = left + kLabelWidth;
-  if (hovered && io.MouseWheel != 0 && !ui.headless) {
-    if (io.KeyShift) {
-      ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * kRowHeight);
-    } else {
-      TimeAxis axis{offset_ns_, ns_per_px_, area_left};
-      ZoomAround(axis, std::max(io.MousePos.x, area_left), std::pow(1.25, io.MouseWheel), 0.01,
-                 fit_ns_per_px_ * 8);
-      offset_ns_ = axis.origin_ns;
-      ns_per_px_ = axis.ns_per_px;
-    }
-  }
-  if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) {
-    offset_ns_ -= io.MouseDelta.x * ns_per_px_;
-  }
-  if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) {
-    ns_per_px_ = 0;
-    Fit(width - kLabelWidth);
-  }
-  // Keep part of the run on screen: panning off into empty time helps no one,
-  // and far-off times would overflow the integer window below.
-  const double view_ns = (width - kLabelWidth) * ns_per_px_;
-  const double lowest = -0.9 * view_ns;
-  offset_ns_ = std::clamp(offset_ns_, lowest, std::max(lowest, fit_span_ns_ - 0.1 * view_ns));
-  const bool clicked = hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) &&
-                       io.MouseDragMaxDistanceSqr[0] < 9;
-
-  const float win_top = ImGui::GetWindowPos().y;
-  const float win_bottom = win_top + ImGui::GetWindowSize().y;
-  Hover hover;
-  float y = origin.y;
-  if (!device_lanes.empty()) {
-    y += DrawRuler(device_clock_, y, left, right, kLabelWidth);
-    int i = 0;
-    for (const Track* t : device_lanes) {
-      float h = LaneHeight(*t);
-      // Lanes scrolled out of the child are skipped entirely.
-      if (y + h >= win_top && y <= win_bottom) DrawLane(*t, i, y, h, left, right, kLabelWidth, hover);
-      y += h;
-      ++i;
-    }
-  }
-  if (!host_lanes.empty() || show_compiles) {
-    y += 6;
-    y += DrawRuler(Clock::kHost, y, left, right, kLabelWidth);
-    if (show_compiles) {
-      DrawCompileLane(y, kLaneMinHeight, left, right, kLabelWidth, hover);
-      y += kLaneMinHeight;
-    }
-    int i = 0;
-    for (const Track* t : host_lanes) {
-      float h = LaneHeight(*t);
-      if (y + h >= win_top && y <= win_bottom) DrawLane(*t, i, y, h, left, right, kLabelWidth, hover);
-      y += h;
-      ++i;
-    }
-  }
-  if (device_lanes.empty() && host_lanes.empty()) {
-    ImGui::GetWindowDrawList()->AddText(ImVec2(left + 8, origin.y + 8), kDimText.Packed(),
-                                        "This run has no timeline tracks.");
-  }
-
-  // Tooltip and click for what is under the mouse.
-  if (hovered && !ui.headless && !active) {
-    if (hover.compile) {
-      const Compilation& c = *hover.compile;
-      ImGui::BeginTooltip();
-      ImGui::Text("compile #%lld, step %lld: %s", static_cast<long long>(c.compile_id),
-                  static_cast<long long>(c.step), c.cache.c_str());
-      if (!c.cause_kind.empty()) ImGui::Text("cause: %s", c.cause_kind.c_str());
-      if (!c.cause_detail.empty()) ImGui::TextWrapped("%s", c.cause_detail.c_str());
-      if (!c.SourceLocation().empty()) ImGui::Text("at %s", c.SourceLocation().c_str());
-      ImGui::Text("duration %s (host clock)", FormatDuration(double(c.duration_ns)).c_str());
-      ImGui::TextDisabled("click: open in Recompilations");
-      ImGui::EndTooltip();
-    } else if (hover.track) {
-      const Track& t = *hover.track;
-      const double origin_ns = ClockOrigin(t.clock);
-      ImGui::BeginTooltip();
-      if (hover.block.folded()) {
-        ImGui::Text("%zu slices folded here (each under %.0f px)", hover.block.count, kFoldPx);
-        ImGui::Text("%s, %s", LaneTitle(t).c_str(), ClockLabel(t.clock));
-        ImGui::Text("from %s for %s (%s)",
-                    FormatDuration(double(hover.block.start_ns) - origin_ns).c_str(),
-                    FormatDuration(double(hover.block.end_ns - hover.block.start_ns)).c_str(),
-                    ClockLabel(t.clock));
-        ImGui::TextDisabled("zoom in (wheel) to see them one by one");
+  f.mouse = ui.headless ? ImVec2(-FLT_MAX, -FLT_MAX) : io.MousePos;
+  if (overview_ && ns_per_px_ > 0) {
+    if (hovered && io.MouseWheel != 0 && !ui.headless) {
+      if (io.KeyShift) {
+        ImGui::SetScrollY(ImGui::GetScrollY() - io.MouseWheel * 3 * kDepthRowHeight);
       } else {
-        const Slice& s = hover.row->slices[hover.block.first];
-        ImGui::TextUnformatted(model_.Name(s.name).c_str());
-        ImGui::Separator();
-        ImGui::Text("kind: %s", SliceKindName(s.kind));
-        if (s.kind == SliceKind::kHostWait)
-          ImGui::TextWrapped("the chip had finished its last program and sat idle until the host enqueued this "
-                             "step's: the host (tracing, compiling, reading values) was slower than the chips");
-        ImGui::Text("%s", t.device_id ? absl::StrCat("device: chip ", *t.device_id, " (host ",
-                                                     t.host_id, ")").c_str()
-                                      : absl::StrCat("thread: ", LaneTitle(t)).c_str());
-        ImGui::Text("start %s, duration %s (%s)",
-                    FormatDuration(double(s.start_ns) - origin_ns).c_str(),
-                    FormatDuration(double(s.dur_ns)).c_str(), ClockLabel(t.clock));
-        if (s.step >= 0) ImGui::Text("step %d", s.step);
-        if (s.bytes > 0) ImGui::Text("bytes: %s", FormatBytes(s.bytes).c_str());
-        if (s.moves >= 0) {
-          ImGui::Text("moves: %s", model_.Name(s.moves).c_str());
-          ImGui::TextDisabled("click: open its layout in Sharding");
-        }
+        TimeAxis axis{view_t0_, ns_per_px_, f.area_left};
+        ZoomAround(axis, std::max(io.MousePos.x, f.area_left), std::pow(1.25, io.MouseWheel), 0.01, fit_ns_per_px_ * 4);
+        view_t0_ = axis.origin_ns;
+        ns_per_px_ = axis.ns_per_px;
       }
-      ImGui::EndTooltip();
+    }
+    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) view_t0_ -= io.MouseDelta.x * ns_per_px_;
+    if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) Fit();
+    // Keep part of the run on screen, and no time before 0 at the left edge.
+    const double view_ns = area_w_ * ns_per_px_;
+    const double lowest = std::min(0.0, lo_ns_ - view_ns * 0.02);
+    view_t0_ = std::clamp(view_t0_, lowest, std::max(lowest, hi_ns_ - 0.1 * view_ns));
+  }
+  const bool clicked = hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left) && io.MouseDragMaxDistanceSqr[0] < 9;
+  f.view_t0 = view_t0_;
+  f.ns_per_px = ns_per_px_ > 0 ? ns_per_px_ : 1;
+  for (int c = 0; c < kNumClocks; ++c) f.offset[c] = Offset(static_cast<Clock>(c));
+  f.clip_top = ImGui::GetWindowPos().y;
+  f.clip_bottom = f.clip_top + ImGui::GetWindowSize().y;
+
+  Hover hover;
+  std::vector<WindowKey> wanted;
+  bool all_exact = overview_ != nullptr;
+  if (!overview_) {
+    f.dl->AddText(ImVec2(f.left + 8, f.top + 8), kDimText.Packed(),
+                  loader_.error().ok() ? "Loading the run's overview..." : "The timeline could not be loaded.");
+  } else if (sections_.empty()) {
+    f.dl->AddText(ImVec2(f.left + 8, f.top + 8), kDimText.Packed(), "This run has no timeline tracks.");
+  }
+  for (const Row& row : layout_.rows) {
+    const float y = f.top + row.y;
+    // Rows scrolled out of the child are skipped entirely.
+    if (y + row.h < f.clip_top || y > f.clip_bottom) continue;
+    if (InRect(f.mouse, f.left, y, f.right, y + row.h) && (row.type == RowType::kSection || row.type == RowType::kGroup)) {
+      hover.what = Hover::kHeader;
+      hover.header = &row;
+    }
+    switch (row.type) {
+      case RowType::kSection: DrawSectionHeader(row, f, ui); break;
+      case RowType::kGroup: DrawGroupHeader(row, f, ui); break;
+      case RowType::kLane:
+        if (overview_) {
+          DrawLane(row, f, hover, ui, wanted);
+          all_exact &= !lanes_.back().fallback;
+        }
+        break;
+      case RowType::kCompiles: DrawCompiles(row, f, hover, ui); break;
+      case RowType::kCounter: if (overview_) DrawCounter(row, f, hover, ui, wanted); break;
     }
   }
+  DrawStepMarkers(f, ui);
+  DrawFlow(f, ui);
+  loader_.Request(wanted);
+  all_exact &= wanted.empty();
+
+  if (hovered && !ui.headless && !active) DrawTooltip(hover, f);
   if (clicked) {
-    if (hover.compile) {
-      ui.selected_compile_id = hover.compile->compile_id;
-      ui.bring_to_front = ViewId::kRecompilations;
-      ui.scroll_to_selected_compile = true;
-    } else if (hover.track && !hover.block.folded()) {
-      const Track& t = *hover.track;
-      const Slice& s = hover.row->slices[hover.block.first];
-      ui.selection_text = absl::StrFormat(
-          "selection: %s, %s, %s, %s (%s)%s", model_.Name(s.name), SliceKindName(s.kind),
-          LaneTitle(t), FormatDuration(double(s.dur_ns)), ClockLabel(t.clock),
-          s.step >= 0 ? absl::StrCat(", step ", s.step) : std::string());
-      if (s.moves >= 0) {  // a collective: show the tensor it moves where its layout is drawn
-        ui.show_value = model_.Name(s.moves);
-        ui.bring_to_front = ViewId::kSharding;
+    switch (hover.what) {
+      case Hover::kHeader: {
+        const Row& row = *hover.header;
+        const std::string& key = row.type == RowType::kSection ? sections_[row.section].key
+                                                                : sections_[row.section].groups[row.group].key;
+        SetCollapsed(key, !row.collapsed);
+        break;
       }
-    } else if (hover.track) {
-      ui.selection_text = absl::StrFormat("selection: %zu folded slices on %s; zoom in to pick one",
-                                          hover.block.count, LaneTitle(*hover.track));
+      case Hover::kCompile:
+        ui.selected_compile_id = hover.compile->compile_id;
+        ui.bring_to_front = ViewId::kRecompilations;
+        ui.scroll_to_selected_compile = true;
+        break;
+      case Hover::kSlice: Select(hover.track->track_id, hover.slice, ui); break;
+      case Hover::kFold: ShowWindow(hover.track->clock, hover.block.start_ns, hover.block.end_ns); break;
+      case Hover::kColumn: ShowWindow(hover.track->clock, hover.column.start_ns, hover.column.end_ns); break;
+      default:
+        selection_.reset();
+        ui.selection_text.clear();
+        break;
     }
   }
   ImGui::EndChild();
 
-  // Status bar: the selection, or what is on screen.
-  if (!ui.selection_text.empty()) {
+  if (selection_) {
+    ImGui::BeginChild("##details", ImVec2(0, 0), true);
+    DrawDetails(ui);
+    ImGui::EndChild();
+  } else if (!ui.selection_text.empty()) {
     ImGui::TextUnformatted(ui.selection_text.c_str());
   } else {
-    ImGui::TextDisabled("%zu slices on %zu tracks; %zu shapes drawn (runs narrower than %.0f px "
-                        "are folded); click a slice to select it",
-                        model_.num_slices, model_.tracks.size(), shapes_drawn_, kFoldPx);
+    ImGui::TextDisabled("%zu lanes; %zu shapes drawn (slices under %.0f px fold; zoomed out, %0.f px summary columns); "
+                        "click a slice to select it",
+                        lanes_.size(), shapes_drawn_, kFoldPx, kColumnPx);
   }
+  const bool flow_pending = selection_ && selection_->slice.flow_id >= 0 &&
+                            !(loader_.flow().flow_id == selection_->slice.flow_id && loader_.flow().done);
+  complete_ = all_exact && !progress.busy() && !loader_.progress().busy() && !awaiting_located_ && !pending_window_ &&
+              !flow_pending && ns_per_px_ > 0;
 }
 
 }  // namespace shardscope::app

@@ -1,14 +1,27 @@
-// The Timeline view: one lane per device on the device (or modeled) clock,
-// then the compilations and one lane per host thread on the host clock. Each
-// clock has its own ruler and its own zero, so the clocks are never mixed;
-// zoom and pan move both sections together. Wheel zooms around the mouse,
-// dragging pans, double-click fits the whole run.
+// The Timeline view: a section per clock (device, modeled, host), each with
+// its own labelled ruler in that clock's time, placed on one screen axis so
+// that a chip's work never shows before the host dispatched it
+// (clock_alignment.h). Lanes are grouped by host under collapsible headers and
+// shrink together so a pod fits the window (timeline_layout.h); counters sit in
+// the host section. What a lane draws comes from TimelineLoader: summary
+// columns zoomed out, raw slices (folded below a few pixels) zoomed in; every
+// folded shape shows each kind's share and the busy fraction, folds stop at
+// step boundaries, and step markers cross every lane. Clicking a slice selects
+// it: the details panel below says what it is, and a collective shows its flow
+// across the chips with the last to arrive marked. Wheel zooms around the
+// mouse, dragging pans, double-click fits the run, clicking a folded shape
+// zooms into it.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "ui/app/timeline_layout.h"
+#include "ui/app/timeline_loader.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/ui_state.h"
 
@@ -23,46 +36,83 @@ struct LaneRect {
   Clock clock = Clock::kHost;
   float x = 0, y = 0, w = 0, h = 0;
   size_t blocks_drawn = 0;
+  int level = 0;          // what it drew: a summary level, or -1 for slices
+  bool fallback = false;  // drew coarser data than its zoom wants (still loading)
+};
+
+// The selected slice and, for a collective, its members on the other chips.
+struct TimelineSelection {
+  int64_t track_id = 0;
+  Slice slice;
 };
 
 class TimelineView {
  public:
-  explicit TimelineView(const TraceModel& model);
+  TimelineView(const TraceModel& model, TimelineLoader& loader);
 
   void Draw(UiState& ui);
 
+  // The last frame drew every visible lane at the level its zoom wants, with
+  // the run's overview loaded, the selection's flow found and nothing left to
+  // load: what --screenshot and --dump-layout wait for.
+  bool complete() const { return complete_; }
+
   const std::vector<LaneRect>& lanes() const { return lanes_; }
-  // Slice shapes drawn in the last frame (single and folded).
+  // Shapes drawn in the last frame (slices, folds and summary columns).
   size_t shapes_drawn() const { return shapes_drawn_; }
-  Clock device_section_clock() const { return device_clock_; }
-  // The view: time (since each clock's first event) at the slice area's left
-  // edge, and the zoom.
-  double offset_ns() const { return offset_ns_; }
+  // The view on the shared axis (host-clock time): time at the slice area's
+  // left edge, and the zoom.
+  double offset_ns() const { return view_t0_; }
   double ns_per_px() const { return ns_per_px_; }
+  // Moves the view right by `px` pixels' worth of time (--bench pans with it).
+  void PanPixels(float px) { view_t0_ += px * ns_per_px_; }
+  // Shows [t0, t1) of `clock` (its own times) across the slice area.
+  void ShowWindow(Clock clock, int64_t t0, int64_t t1);
+  // Selects a slice by id (it is looked up in the background) and shows its step.
+  void SelectSliceId(int64_t slice_id);
+  const std::optional<TimelineSelection>& selection() const { return selection_; }
+  // The rows of the last frame (for tests: collapsed groups, heights).
+  const RowLayout& layout() const { return layout_; }
+  void SetCollapsed(const std::string& key, bool collapsed);
 
  private:
   struct Hover;
+  struct Frame;
 
-  void Fit(float area_width);
-  float DrawRuler(Clock clock, float y, float left, float right, float label_w);
-  void DrawLane(const Track& track, int lane_index, float y, float h, float left, float right,
-                float label_w, Hover& hover);
-  void DrawCompileLane(float y, float h, float left, float right, float label_w, Hover& hover);
-  double ClockOrigin(Clock clock) const;
+  void Fit();
+  void EnsureSections();
+  void Select(int64_t track_id, const Slice& slice, UiState& ui);
+  void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui);
+  void DrawGroupHeader(const Row& row, const Frame& f, UiState& ui);
+  void DrawLane(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
+  void DrawCompiles(const Row& row, const Frame& f, Hover& hover, UiState& ui);
+  void DrawCounter(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
+  void DrawStepMarkers(const Frame& f, UiState& ui);
+  void DrawFlow(const Frame& f, UiState& ui);
+  void DrawTooltip(const Hover& hover, const Frame& f);
+  void DrawDetails(UiState& ui);
+  std::string Name(int32_t name_id) const;
+  double Offset(Clock clock) const;
 
   const TraceModel& model_;
-  Clock device_clock_ = Clock::kDevice;
-  bool has_modeled_ = false;
-  bool has_device_ = false;
-  // View, shared by both sections: time since each clock's origin at the
-  // left edge of the slice area, and the zoom. ns_per_px_ == 0: fit next frame.
-  double offset_ns_ = 0;
+  TimelineLoader& loader_;
+  const RunOverview* overview_ = nullptr;  // once loaded
+  std::vector<Section> sections_;
+  absl::flat_hash_set<std::string> collapsed_;
+  RowLayout layout_;
+  // The view on the shared axis; ns_per_px_ == 0: fit next frame.
+  double view_t0_ = 0;
   double ns_per_px_ = 0;
   double fit_ns_per_px_ = 1;
-  double fit_span_ns_ = 1;
-  double origin_ns_[3] = {0, 0, 0};  // per Clock: its first event's time
+  double lo_ns_ = 0, hi_ns_ = 1;  // the run's extent on the shared axis
+  std::optional<std::pair<Clock, std::pair<int64_t, int64_t>>> pending_window_;
+  std::optional<TimelineSelection> selection_;
+  bool awaiting_located_ = false;
+  bool flow_requested_ = false;
   std::vector<LaneRect> lanes_;
   size_t shapes_drawn_ = 0;
+  bool complete_ = false;
+  float area_w_ = 0;
 };
 
 }  // namespace shardscope::app

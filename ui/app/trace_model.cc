@@ -1,5 +1,6 @@
-// Loads a stored run into the TraceModel the views draw from. Everything comes
-// from plain SQL on the store, so a run recorded long ago loads like a new one.
+// Loads the small part of a stored run (see trace_model.h). Everything comes
+// from plain SQL on the store, so a run recorded long ago loads like a new one;
+// no query here reads slices, so opening costs the same for any trace size.
 #include "ui/app/trace_model.h"
 
 #include <algorithm>
@@ -14,23 +15,6 @@
 
 namespace shardscope::app {
 namespace {
-
-// Depth rows beyond this are folded into the last one: a runaway depth in an
-// imported trace must not create thousands of empty rows.
-constexpr int32_t kMaxDepth = 31;
-
-// Column index that must exist; the schema is ours, so a missing one means
-// the file predates or postdates this build.
-absl::StatusOr<int> RequireCol(const store::QueryResult& result, const char* name,
-                               const char* table) {
-  int col = result.Col(name);
-  if (col < 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("table '", table, "' has no column '", name,
-                     "'; was the database written by a different shardscope version?"));
-  }
-  return col;
-}
 
 // Cell parsing by index: the Reader's by-name helpers look the column up per
 // call, which is too slow for the millions of cells a large trace has.
@@ -81,29 +65,23 @@ absl::Status LoadRun(const store::Reader& reader, int64_t run_id, TraceModel& mo
   return absl::OkStatus();
 }
 
-absl::StatusOr<Clock> ParseClock(const std::string& text, int64_t track_id) {
-  if (text == "host") return Clock::kHost;
-  if (text == "device") return Clock::kDevice;
-  if (text == "modeled") return Clock::kModeled;
-  return absl::DataLossError(
-      absl::StrCat("track ", track_id, " has unknown clock '", text, "'"));
-}
-
-absl::Status LoadTracks(const store::Reader& reader, int64_t run_id, TraceModel& model,
-                        absl::flat_hash_map<int64_t, size_t>& index_of) {
+absl::Status LoadTracks(const store::Reader& reader, int64_t run_id, TraceModel& model) {
   auto result = reader.Query(
       "SELECT track_id, name, clock, device_id, host_id, thread_name FROM tracks "
       "WHERE run_id = ?1 ORDER BY track_id",
       {absl::StrCat(run_id)});
   if (!result.ok()) return result.status();
+  const int dev_col = result->Col("device_id");
   for (size_t i = 0; i < result->rows.size(); ++i) {
     Track track;
     track.track_id = result->Int(i, "track_id");
     track.name = result->Text(i, "name");
-    auto clock = ParseClock(result->Text(i, "clock"), track.track_id);
-    if (!clock.ok()) return clock.status();
+    auto clock = ParseClock(result->Text(i, "clock"));
+    if (!clock) {
+      return absl::DataLossError(absl::StrCat("track ", track.track_id, " has unknown clock '",
+                                              result->Text(i, "clock"), "'"));
+    }
     track.clock = *clock;
-    int dev_col = result->Col("device_id");
     if (dev_col >= 0 && result->rows[i][dev_col]) track.device_id = CellInt(result->rows[i][dev_col]);
     track.host_id = result->Int(i, "host_id");
     track.thread_name = result->Text(i, "thread_name");
@@ -120,115 +98,37 @@ absl::Status LoadTracks(const store::Reader& reader, int64_t run_id, TraceModel&
     if (a.host_id != b.host_id) return a.host_id < b.host_id;
     return a.track_id < b.track_id;
   });
-  for (size_t i = 0; i < model.tracks.size(); ++i) index_of[model.tracks[i].track_id] = i;
   return absl::OkStatus();
 }
 
-absl::Status LoadNames(const store::Reader& reader, int64_t run_id, TraceModel& model,
-                       absl::flat_hash_map<int64_t, int32_t>& index_of) {
-  // Only the names this run uses: the names table is shared by every run.
-  auto result = reader.Query(
-      "SELECT name_id, name FROM names WHERE name_id IN "
-      "(SELECT DISTINCT name_id FROM slices WHERE run_id = ?1)",
-      {absl::StrCat(run_id)});
-  if (!result.ok()) return result.status();
-  model.names.reserve(result->rows.size() + 1);
-  model.names.push_back("(unnamed)");
-  for (const auto& row : result->rows) {
-    index_of[CellInt(row[0])] = static_cast<int32_t>(model.names.size());
-    model.names.push_back(CellText(row[1]));
-  }
-  return absl::OkStatus();
-}
-
-// The value each collective of the run moves, by (graph, op), as an index
-// into model.names (added there); empty for files from before ops.moves_op_id.
-absl::StatusOr<absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t>> LoadMovedValues(const store::Reader& reader,
-                                                                                         int64_t run_id,
-                                                                                         TraceModel& model) {
-  absl::flat_hash_map<std::pair<int64_t, int64_t>, int32_t> out;
+// The value each collective of the run moves, by (graph, op); empty for files
+// from before ops.moves_op_id. One row per collective op, not per slice.
+absl::Status LoadMovedValues(const store::Reader& reader, int64_t run_id, TraceModel& model) {
   auto has = reader.Query("SELECT COUNT(*) AS n FROM pragma_table_info('ops') WHERE name = 'moves_op_id'");
   if (!has.ok()) return has.status();
-  if (has->Int(0, "n") == 0) return out;
+  if (has->Int(0, "n") == 0) return absl::OkStatus();
   auto result = reader.Query(
       "SELECT o.graph_id, o.op_id, d.name FROM ops o JOIN sharding_decisions d ON d.run_id = o.run_id"
       " AND d.graph_id = o.graph_id AND d.op_id = o.moves_op_id WHERE o.run_id = ?1",
       {absl::StrCat(run_id)});
   if (!result.ok()) return result.status();
-  absl::flat_hash_map<std::string, int32_t> interned;
   for (const auto& row : result->rows) {
-    const std::string name = CellText(row[2]);
-    auto [it, fresh] = interned.try_emplace(name, static_cast<int32_t>(model.names.size()));
-    if (fresh) model.names.push_back(name);
-    out[{CellInt(row[0]), CellInt(row[1])}] = it->second;
+    model.moved_values[{CellInt(row[0]), CellInt(row[1])}] = CellText(row[2]);
   }
-  return out;
+  return absl::OkStatus();
 }
 
-absl::Status LoadSlices(const store::Reader& reader, int64_t run_id, TraceModel& model,
-                        absl::flat_hash_map<int64_t, size_t>& track_index,
-                        const absl::flat_hash_map<int64_t, int32_t>& name_index) {
-  auto moved = LoadMovedValues(reader, run_id, model);
-  if (!moved.ok()) return moved.status();
+// Every program launch of the run: a few per step, so small even for long runs.
+absl::Status LoadDispatches(const store::Reader& reader, int64_t run_id, TraceModel& model) {
   auto result = reader.Query(
-      "SELECT track_id, slice_id, start_ns, dur_ns, depth, name_id, kind, step, bytes, graph_id, op_id "
-      "FROM slices WHERE run_id = ?1",
+      "SELECT step, graph_id, host_start_ns, host_dur_ns FROM executions WHERE run_id = ?1 "
+      "ORDER BY host_start_ns",
       {absl::StrCat(run_id)});
   if (!result.ok()) return result.status();
-  int c_track, c_id, c_start, c_dur, c_depth, c_name, c_kind, c_step, c_bytes, c_graph, c_op;
-  for (auto [col, name] : {std::pair{&c_track, "track_id"}, {&c_id, "slice_id"},
-                           {&c_start, "start_ns"}, {&c_dur, "dur_ns"}, {&c_depth, "depth"},
-                           {&c_name, "name_id"}, {&c_kind, "kind"}, {&c_step, "step"},
-                           {&c_bytes, "bytes"}, {&c_graph, "graph_id"}, {&c_op, "op_id"}}) {
-    auto c = RequireCol(*result, name, "slices");
-    if (!c.ok()) return c.status();
-    *col = *c;
-  }
+  model.dispatches.reserve(result->rows.size());
   for (const auto& row : result->rows) {
-    int64_t track_id = CellInt(row[c_track]);
-    auto it = track_index.find(track_id);
-    if (it == track_index.end()) {
-      // A slice on an undeclared track still deserves a lane rather than
-      // vanishing; name it so the gap in the file is visible.
-      Track orphan;
-      orphan.track_id = track_id;
-      orphan.name = absl::StrCat("track ", track_id, " (not in tracks table)");
-      orphan.clock = Clock::kHost;
-      it = track_index.emplace(track_id, model.tracks.size()).first;
-      model.tracks.push_back(std::move(orphan));
-    }
-    Track& track = model.tracks[it->second];
-    Slice s;
-    s.slice_id = CellInt(row[c_id]);
-    s.start_ns = CellInt(row[c_start]);
-    s.dur_ns = std::max<int64_t>(0, CellInt(row[c_dur]));
-    s.depth = static_cast<int16_t>(std::clamp<int64_t>(CellInt(row[c_depth]), 0, kMaxDepth));
-    auto name_it = name_index.find(CellInt(row[c_name]));
-    s.name = name_it == name_index.end() ? 0 : name_it->second;
-    s.kind = ParseSliceKind(CellText(row[c_kind]));
-    s.step = static_cast<int32_t>(CellInt(row[c_step], -1));
-    s.bytes = CellInt(row[c_bytes]);
-    if (s.kind == SliceKind::kCollective && !moved->empty()) {
-      auto m = moved->find(std::pair{CellInt(row[c_graph], -1), CellInt(row[c_op], -1)});
-      if (m != moved->end()) s.moves = m->second;
-    }
-    if (track.rows.size() <= static_cast<size_t>(s.depth)) track.rows.resize(s.depth + 1);
-    track.rows[s.depth].slices.push_back(s);
-  }
-  for (Track& track : model.tracks) {
-    track.num_slices = 0;
-    track.min_start_ns = std::numeric_limits<int64_t>::max();
-    track.max_end_ns = std::numeric_limits<int64_t>::min();
-    for (SliceRow& row : track.rows) {
-      row.Finish();
-      track.num_slices += row.slices.size();
-      if (!row.slices.empty()) {
-        track.min_start_ns = std::min(track.min_start_ns, row.slices.front().start_ns);
-        track.max_end_ns = std::max(track.max_end_ns, row.max_end.back());
-      }
-    }
-    if (track.num_slices == 0) track.min_start_ns = track.max_end_ns = 0;
-    model.num_slices += track.num_slices;
+    model.dispatches.push_back(Dispatch{static_cast<int32_t>(CellInt(row[0])), CellInt(row[1]),
+                                        CellInt(row[2]), CellInt(row[3])});
   }
   return absl::OkStatus();
 }
@@ -290,6 +190,13 @@ const char* ClockName(Clock clock) {
   return "host";
 }
 
+std::optional<Clock> ParseClock(const std::string& text) {
+  if (text == "host") return Clock::kHost;
+  if (text == "device") return Clock::kDevice;
+  if (text == "modeled") return Clock::kModeled;
+  return std::nullopt;
+}
+
 const char* ClockLabel(Clock clock) {
   switch (clock) {
     case Clock::kHost: return "host clock";
@@ -331,11 +238,6 @@ std::string Compilation::SourceLocation() const {
   return absl::StrCat(source_file, ":", source_line);
 }
 
-const std::string& TraceModel::Name(int32_t index) const {
-  if (index < 0 || static_cast<size_t>(index) >= names.size()) return names.front();
-  return names[index];
-}
-
 bool TraceModel::HasClock(Clock clock) const {
   for (const Track& t : tracks) {
     if (t.clock == clock) return true;
@@ -343,22 +245,16 @@ bool TraceModel::HasClock(Clock clock) const {
   return false;
 }
 
-std::optional<std::pair<int64_t, int64_t>> TraceModel::ClockExtent(Clock clock) const {
-  int64_t lo = std::numeric_limits<int64_t>::max();
-  int64_t hi = std::numeric_limits<int64_t>::min();
+const Track* TraceModel::FindTrack(int64_t track_id) const {
   for (const Track& t : tracks) {
-    if (t.clock != clock || t.num_slices == 0) continue;
-    lo = std::min(lo, t.min_start_ns);
-    hi = std::max(hi, t.max_end_ns);
+    if (t.track_id == track_id) return &t;
   }
-  if (clock == Clock::kHost) {
-    for (const Compilation& c : compilations) {
-      lo = std::min(lo, c.host_start_ns);
-      hi = std::max(hi, c.host_start_ns + c.duration_ns);
-    }
-  }
-  if (lo > hi) return std::nullopt;
-  return std::pair{lo, hi};
+  return nullptr;
+}
+
+const std::string* TraceModel::MovedValue(int64_t graph_id, int64_t op_id) const {
+  auto it = moved_values.find(std::pair{graph_id, op_id});
+  return it == moved_values.end() ? nullptr : &it->second;
 }
 
 absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
@@ -371,12 +267,10 @@ absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
     run_id = *latest;
   }
   if (auto s = LoadRun(reader, *run_id, model); !s.ok()) return s;
-  absl::flat_hash_map<int64_t, size_t> track_index;
-  if (auto s = LoadTracks(reader, *run_id, model, track_index); !s.ok()) return s;
-  absl::flat_hash_map<int64_t, int32_t> name_index;
-  if (auto s = LoadNames(reader, *run_id, model, name_index); !s.ok()) return s;
-  if (auto s = LoadSlices(reader, *run_id, model, track_index, name_index); !s.ok()) return s;
+  if (auto s = LoadTracks(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadCompilations(reader, *run_id, model); !s.ok()) return s;
+  if (auto s = LoadDispatches(reader, *run_id, model); !s.ok()) return s;
+  if (auto s = LoadMovedValues(reader, *run_id, model); !s.ok()) return s;
   auto sharding = analysis::BuildShardingView(reader, *run_id);
   if (!sharding.ok()) return sharding.status();
   model.sharding = *std::move(sharding);

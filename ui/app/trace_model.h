@@ -1,16 +1,20 @@
-// The workstation's in-memory picture of one stored run: its tracks (one lane
-// per device and per host thread, each on one clock), the slices of every lane
-// split into depth rows sorted by start, the run's compilations and its
-// tensors' placement. Loaded
-// once from the store; the views only read it. Knows nothing of the screen, so
-// it is tested without a display.
+// The workstation's picture of one stored run, as far as it is small: the
+// run's facts, its tracks (one lane per device and per host thread, each on
+// one clock), its compilations, the host's dispatch of every program
+// (executions), the value each collective moves, and its tensors' placement.
+// Loaded once at open in a few small queries; slices are never read here: the
+// timeline asks for the visible window through TimelineLoader
+// (timeline_loader.h). Knows nothing of the screen, so it is tested without a
+// display.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/reader.h"
@@ -18,7 +22,8 @@
 namespace shardscope::app {
 
 // kHostWait: a chip waiting for the host to enqueue its next program (drawn
-// muted, as the absence of work it is, not as work).
+// muted, as the absence of work it is, not as work). The order is
+// store::TimelineKind's, so summaries' kind_ns index by it.
 enum class SliceKind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait };
 inline constexpr int kNumSliceKinds = 6;
 
@@ -28,17 +33,23 @@ const char* SliceKindName(SliceKind kind);
 SliceKind ParseSliceKind(const std::string& text);
 
 enum class Clock : uint8_t { kHost, kDevice, kModeled };
+inline constexpr int kNumClocks = 3;
 const char* ClockName(Clock clock);        // "host", "device", "modeled"
 const char* ClockLabel(Clock clock);       // "host clock", "device clock", ...
+std::optional<Clock> ParseClock(const std::string& text);
 
+// One slice as the timeline holds it for a loaded window.
 struct Slice {
   int64_t start_ns = 0;
   int64_t dur_ns = 0;
   int64_t slice_id = 0;
   int64_t bytes = 0;
-  int32_t name = 0;        // index into TraceModel::names
-  int32_t step = -1;       // -1: not part of a step
-  int32_t moves = -1;      // a collective: the value it moves (index into names), -1 unknown
+  int64_t flow_id = -1;     // the slices of one collective share it
+  int64_t arrival_ns = -1;  // a collective: when this chip was ready (-1: not recorded)
+  int64_t graph_id = -1;
+  int64_t op_id = -1;
+  int32_t name_id = 0;      // names.name_id
+  int32_t step = -1;        // -1: not part of a step
   int16_t depth = 0;
   SliceKind kind = SliceKind::kCompute;
 
@@ -65,10 +76,6 @@ struct Track {
   std::optional<int64_t> device_id;  // set on device lanes
   int64_t host_id = 0;
   std::string thread_name;
-  std::vector<SliceRow> rows;  // rows[d]: slices at depth d
-  size_t num_slices = 0;
-  int64_t min_start_ns = 0;   // over all rows; meaningless when num_slices == 0
-  int64_t max_end_ns = 0;
 
   bool is_device() const { return device_id.has_value(); }
 };
@@ -90,6 +97,15 @@ struct Compilation {
   std::string SourceLocation() const;  // "file:line", "file", or ""
 };
 
+// The host's launch of one compiled program (a row of `executions`): the
+// chips cannot start it before host_start_ns on the host clock.
+struct Dispatch {
+  int32_t step = 0;
+  int64_t graph_id = 0;
+  int64_t host_start_ns = 0;
+  int64_t host_dur_ns = 0;
+};
+
 struct RunInfo {
   int64_t run_id = 0;
   std::string sample;
@@ -105,21 +121,22 @@ struct TraceModel {
   std::string path;
   RunInfo run;
   std::vector<int64_t> run_ids;  // every run in the file, ascending
-  std::vector<std::string> names;
   // Device tracks first (by device, then clock), then host tracks (by host,
   // then track id): the order lanes are drawn in.
   std::vector<Track> tracks;
   std::vector<Compilation> compilations;  // by compile_id
-  size_t num_slices = 0;
+  std::vector<Dispatch> dispatches;       // by host_start_ns
+  // The value each collective moves, by (graph_id, op_id): what the Sharding
+  // view can show for a selected collective.
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, std::string> moved_values;
   // Where each tensor's shards live, and the involuntary full
   // rematerializations (what `shardscope sharding` prints).
   analysis::ShardingView sharding;
 
-  const std::string& Name(int32_t index) const;
   bool HasClock(Clock clock) const;
-  // Earliest start and latest end over tracks on `clock` (host also counts
-  // compilations). nullopt when nothing is on that clock.
-  std::optional<std::pair<int64_t, int64_t>> ClockExtent(Clock clock) const;
+  const Track* FindTrack(int64_t track_id) const;
+  // The value a collective slice moves, or nullptr.
+  const std::string* MovedValue(int64_t graph_id, int64_t op_id) const;
 };
 
 // Loads run `run_id` (the latest run when unset). Errors say which run is

@@ -9,6 +9,8 @@
 
 namespace shardscope::app {
 
+class LayoutDump;
+
 enum class ViewId { kTimeline, kSharding, kRecompilations };
 
 struct UiState {
@@ -20,6 +22,9 @@ struct UiState {
   std::string selection_text;                  // the status bar's line
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
+  // Set for a frame whose drawing should be recorded (--dump-layout): each
+  // view adds what it draws (layout_dump.h).
+  LayoutDump* layout = nullptr;
 };
 
 }  // namespace shardscope::app

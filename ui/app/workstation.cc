@@ -9,19 +9,28 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 
 namespace shardscope::app {
 
-Workstation::Workstation(std::unique_ptr<TraceModel> model) { SetModel(std::move(model)); }
+Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake) : wake_(std::move(wake)) {
+  SetModel(std::move(model));
+}
+
+bool Workstation::complete() const {
+  return active_view_ != ViewId::kTimeline || timeline_->complete();
+}
 
 void Workstation::SetModel(std::unique_ptr<TraceModel> model) {
   // Views hold a reference to the model, so they go before it does.
   timeline_.reset();
+  loader_.reset();  // joins its thread before the model it read goes
   placement_.reset();
   compilations_.reset();
   model_ = std::move(model);
-  timeline_ = std::make_unique<TimelineView>(*model_);
+  loader_ = std::make_unique<TimelineLoader>(*model_, wake_);
+  timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
   placement_ = std::make_unique<PlacementView>(*model_);
   compilations_ = std::make_unique<CompilationsView>(*model_);
   ui_.selected_compile_id.reset();
@@ -68,6 +77,7 @@ void Workstation::Draw() {
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("shardscope", nullptr, flags);
+  if (ui_.layout) ui_.layout->Begin("");  // the view drawn below names itself
   DrawRunLine();
   if (ImGui::BeginTabBar("##views")) {
     auto tab_flags = [this](ViewId id) {

@@ -3,11 +3,13 @@
 // windowing, so the shell in app.cc owns the platform and this owns the UI.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "ui/app/compilations_view.h"
 #include "ui/app/placement_view.h"
+#include "ui/app/timeline_loader.h"
 #include "ui/app/timeline_view.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/ui_state.h"
@@ -16,7 +18,9 @@ namespace shardscope::app {
 
 class Workstation {
  public:
-  explicit Workstation(std::unique_ptr<TraceModel> model);
+  // `wake` is called from the timeline's loader thread when data arrives, so
+  // an idle window can redraw (the app posts an empty GLFW event).
+  explicit Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake = {});
 
   // Draws one frame's UI filling the whole display.
   void Draw();
@@ -25,6 +29,11 @@ class Workstation {
   std::string Title() const;
   const TraceModel& model() const { return *model_; }
   const TimelineView& timeline() const { return *timeline_; }
+  TimelineView& timeline() { return *timeline_; }
+  TimelineLoader& loader() { return *loader_; }
+  // The last frame is final: the active view has all it needs drawn (the
+  // timeline: its overview and every visible lane at its level of detail).
+  bool complete() const;
   PlacementView& placement() { return *placement_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
@@ -36,6 +45,8 @@ class Workstation {
   void DrawRunLine();
 
   std::unique_ptr<TraceModel> model_;
+  std::function<void()> wake_;
+  std::unique_ptr<TimelineLoader> loader_;
   std::unique_ptr<TimelineView> timeline_;
   std::unique_ptr<PlacementView> placement_;
   std::unique_ptr<CompilationsView> compilations_;

@@ -1,0 +1,558 @@
+// The timeline's background loader; see timeline_loader.h.
+#include "ui/app/timeline_loader.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::app {
+namespace {
+
+// Depth rows beyond this are folded into the last one: a runaway depth in an
+// imported trace must not create thousands of empty rows.
+constexpr int kMaxDepth = 31;
+// Far enough to hold any stored time and still leave room for arithmetic.
+constexpr int64_t kAllTimeLo = -(int64_t{1} << 61);
+constexpr int64_t kAllTimeHi = int64_t{1} << 61;
+
+int64_t LevelWidth(int level) { return store::kLevel0WidthNs << (2 * level); }
+
+// The finest level whose buckets over [t0, t1) number at most `n`.
+int LevelWithAtMost(int64_t t0, int64_t t1, int64_t n) {
+  for (int level = 0; level < store::kNumSummaryLevels; ++level) {
+    if ((t1 - t0) / LevelWidth(level) + 1 <= n) return level;
+  }
+  return store::kNumSummaryLevels - 1;
+}
+
+Slice ToSlice(const store::TimelineSlice& t) {
+  Slice s;
+  s.start_ns = t.start_ns;
+  s.dur_ns = std::max<int64_t>(0, t.dur_ns);
+  s.slice_id = t.slice_id;
+  s.bytes = t.bytes;
+  s.flow_id = t.flow_id;
+  s.arrival_ns = t.arrival_ns;
+  s.graph_id = t.graph_id;
+  s.op_id = t.op_id;
+  s.name_id = t.name_id;
+  s.step = t.step;
+  s.depth = static_cast<int16_t>(std::clamp<int>(t.depth, 0, kMaxDepth));
+  s.kind = static_cast<SliceKind>(static_cast<int>(t.kind));
+  return s;
+}
+
+// Buckets split by depth (they come sorted by depth, then start).
+std::vector<std::vector<store::SummaryBucket>> ByDepth(std::vector<store::SummaryBucket> buckets) {
+  std::vector<std::vector<store::SummaryBucket>> depths;
+  for (store::SummaryBucket& b : buckets) {
+    const int d = std::clamp<int>(b.depth, 0, kMaxDepth);
+    if (depths.size() <= static_cast<size_t>(d)) depths.resize(d + 1);
+    depths[d].push_back(std::move(b));
+  }
+  for (auto& row : depths) {
+    std::sort(row.begin(), row.end(), [](const auto& a, const auto& b) { return a.start_ns < b.start_ns; });
+  }
+  return depths;
+}
+
+size_t BytesOf(const WindowData& w) {
+  size_t bytes = sizeof(WindowData);
+  for (const SliceRow& r : w.rows) bytes += r.slices.capacity() * (sizeof(Slice) + sizeof(int64_t));
+  for (const auto& d : w.depths) bytes += d.capacity() * sizeof(store::SummaryBucket);
+  bytes += w.counter_buckets.capacity() * sizeof(store::CounterBucket);
+  return bytes;
+}
+
+}  // namespace
+
+TimelineLoader::TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options)
+    : path_(model.path),
+      run_id_(model.run.run_id),
+      tracks_(model.tracks),
+      dispatches_(model.dispatches),
+      options_(options),
+      on_data_(std::move(on_data)) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+TimelineLoader::~TimelineLoader() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+const RunOverview* TimelineLoader::overview() const {
+  std::lock_guard lock(mu_);
+  return overview_.get();
+}
+
+absl::Status TimelineLoader::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+LoaderProgress TimelineLoader::progress() const {
+  std::lock_guard lock(mu_);
+  // After an error nothing more will come: say done rather than spin forever.
+  const bool failed = !error_.ok();
+  return LoaderProgress{overview_ != nullptr || failed, failed ? request_total_ : request_done_,
+                        request_total_};
+}
+
+void TimelineLoader::SetError(const absl::Status& status) {
+  std::lock_guard lock(mu_);
+  if (error_.ok()) error_ = status;
+}
+
+void TimelineLoader::Request(const std::vector<WindowKey>& keys) {
+  {
+    std::lock_guard lock(mu_);
+    auto cached = [&](const WindowKey& k) {
+      for (const auto& w : cache_) {
+        if (w->key == k) return true;
+      }
+      return false;
+    };
+    std::deque<WindowKey> next;
+    absl::flat_hash_set<WindowKey> seen;
+    for (const WindowKey& k : keys) {
+      if (!seen.insert(k).second || cached(k) || (loading_ && *loading_ == k)) continue;
+      next.push_back(k);
+    }
+    // The same set as before (the view asks every frame until it has it):
+    // keep the progress count running rather than restarting it.
+    const bool same = next.size() == pending_.size() && std::equal(next.begin(), next.end(), pending_.begin());
+    if (same) return;
+    pending_ = std::move(next);
+    request_total_ = pending_.size() + (loading_ ? 1 : 0);
+    request_done_ = 0;
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<const WindowData> TimelineLoader::Get(const WindowKey& key) const {
+  std::lock_guard lock(mu_);
+  for (const auto& w : cache_) {
+    if (w->key == key) return w;
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const WindowData> TimelineLoader::WholeRun(int64_t track_id) const {
+  std::lock_guard lock(mu_);
+  auto it = whole_run_.find(track_id);
+  return it == whole_run_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<const WindowData> TimelineLoader::Best(int64_t track_id, int level, int64_t t0,
+                                                       int64_t t1) const {
+  std::lock_guard lock(mu_);
+  std::shared_ptr<const WindowData> finer, coarser;
+  auto consider = [&](const std::shared_ptr<const WindowData>& w) {
+    if (w->key.track_id != track_id || w->key.t0 > t0 || w->key.t1 < t1 || w->truncated) return;
+    if (w->key.level <= level) {
+      if (!finer || w->key.level > finer->key.level) finer = w;
+    } else if (!coarser || w->key.level < coarser->key.level) {
+      coarser = w;
+    }
+  };
+  for (const auto& w : cache_) consider(w);
+  if (auto it = whole_run_.find(track_id); it != whole_run_.end()) {
+    // Whole-run summaries cover every window: there is nothing outside the run.
+    const auto& w = it->second;
+    if (w->key.level <= level) {
+      if (!finer || w->key.level > finer->key.level) finer = w;
+    } else if (!coarser || w->key.level < coarser->key.level) {
+      coarser = w;
+    }
+  }
+  return finer ? finer : coarser;
+}
+
+void TimelineLoader::RequestFlow(int64_t flow_id, std::vector<int64_t> tracks, int64_t t0, int64_t t1) {
+  {
+    std::lock_guard lock(mu_);
+    flow_job_ = FlowJob{flow_id, std::move(tracks), t0, t1};
+    flow_ = FlowMembers{flow_id, {}, false};
+  }
+  cv_.notify_all();
+}
+
+void TimelineLoader::RequestLocate(int64_t slice_id) {
+  {
+    std::lock_guard lock(mu_);
+    locate_job_ = slice_id;
+    located_.reset();
+    locate_error_ = absl::OkStatus();
+  }
+  cv_.notify_all();
+}
+
+std::optional<std::pair<int64_t, Slice>> TimelineLoader::located() const {
+  std::lock_guard lock(mu_);
+  return located_;
+}
+
+absl::Status TimelineLoader::locate_error() const {
+  std::lock_guard lock(mu_);
+  return locate_error_;
+}
+
+absl::Status TimelineLoader::Locate(const store::TimelineReader& tl, const store::Reader& reader,
+                                    int64_t slice_id) {
+  // One row by key through the SQL view; then the full slice from its window.
+  auto row = reader.Query("SELECT track_id, start_ns, dur_ns FROM slices WHERE run_id = ?1 AND slice_id = ?2",
+                          {absl::StrCat(run_id_), absl::StrCat(slice_id)});
+  if (!row.ok()) return row.status();
+  if (row->rows.empty()) {
+    return absl::NotFoundError(absl::StrCat("run ", run_id_, " has no slice ", slice_id));
+  }
+  const int64_t track = row->Int(0, "track_id"), start = row->Int(0, "start_ns");
+  const int64_t dur = std::max<int64_t>(1, row->Int(0, "dur_ns"));
+  auto slices = tl.Slices(run_id_, track, start, start + dur, 0);
+  if (!slices.ok()) return slices.status();
+  std::vector<int32_t> names;
+  for (const store::TimelineSlice& t : *slices) {
+    if (t.slice_id != slice_id) continue;
+    names.push_back(t.name_id);
+    if (auto s = ResolveNames(tl, names); !s.ok()) return s;
+    std::lock_guard lock(mu_);
+    located_ = std::pair{track, ToSlice(t)};
+    return absl::OkStatus();
+  }
+  return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not in its track's window"));
+}
+
+FlowMembers TimelineLoader::flow() const {
+  std::lock_guard lock(mu_);
+  return flow_;
+}
+
+std::string TimelineLoader::Name(int32_t name_id) const {
+  std::lock_guard lock(mu_);
+  auto it = names_.find(name_id);
+  return it == names_.end() ? std::string() : it->second;
+}
+
+bool TimelineLoader::WaitIdle(double timeout_s) const {
+  std::unique_lock lock(mu_);
+  return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] {
+    return !error_.ok() || (overview_ && pending_.empty() && !loading_ && !flow_job_ && !locate_job_);
+  });
+}
+
+void TimelineLoader::Insert(std::shared_ptr<WindowData> data) {
+  data->bytes = BytesOf(*data);
+  std::lock_guard lock(mu_);
+  cache_bytes_ += data->bytes;
+  cache_.push_front(std::move(data));
+  // Oldest out first; what a frame still draws stays alive through its shared_ptr.
+  while (cache_bytes_ > options_.cache_bytes && cache_.size() > 1) {
+    cache_bytes_ -= cache_.back()->bytes;
+    cache_.pop_back();
+  }
+}
+
+absl::Status TimelineLoader::ResolveNames(const store::TimelineReader& tl, std::vector<int32_t> ids) {
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(ids, [&](int32_t id) { return id == 0 || names_.contains(id); });
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) return absl::OkStatus();
+  auto names = tl.Names(ids);
+  if (!names.ok()) return names.status();
+  std::lock_guard lock(mu_);
+  for (auto& [id, name] : *names) names_[id] = std::move(name);
+  return absl::OkStatus();
+}
+
+absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const store::Reader& reader) {
+  auto ov = std::make_unique<RunOverview>();
+  auto steps = tl.Steps(run_id_);
+  if (!steps.ok()) return steps.status();
+  for (const store::StepBounds& s : *steps) {
+    auto clock = ParseClock(s.clock);
+    if (!clock) continue;
+    ov->steps[static_cast<int>(*clock)].push_back(StepSpan{s.step, s.start_ns, s.end_ns});
+  }
+  for (auto& v : ov->steps) {
+    std::sort(v.begin(), v.end(), [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
+  }
+
+  // Each track's extent, found coarse to fine: a few buckets per query.
+  struct Extent {
+    int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
+    bool empty() const { return lo > hi; }
+  };
+  absl::flat_hash_map<int64_t, Extent> track_extent;
+  for (const Track& t : tracks_) {
+    Extent e;
+    int level = store::kNumSummaryLevels - 1;
+    int64_t lo = kAllTimeLo, hi = kAllTimeHi;
+    for (int pass = 0; pass < store::kNumSummaryLevels; ++pass) {
+      auto buckets = tl.Summaries(run_id_, t.track_id, level, lo, hi);
+      if (!buckets.ok()) return buckets.status();
+      if (buckets->empty()) break;
+      e = Extent{};
+      for (const store::SummaryBucket& b : *buckets) {
+        if (b.count <= 0) continue;
+        e.lo = std::min(e.lo, b.start_ns);
+        e.hi = std::max({e.hi, b.start_ns + b.width_ns, b.longest_start_ns + b.longest_dur_ns});
+      }
+      if (e.empty()) break;
+      const int finer = LevelWithAtMost(e.lo, e.hi, 64);
+      if (finer >= level) break;
+      level = finer;
+      lo = e.lo;
+      hi = e.hi;
+    }
+    if (!e.empty()) track_extent[t.track_id] = e;
+  }
+  // A clock's extent: its tracks', its steps', and for the host its compilations'.
+  std::array<Extent, kNumClocks> clock_extent;
+  for (const Track& t : tracks_) {
+    auto it = track_extent.find(t.track_id);
+    if (it == track_extent.end()) continue;
+    Extent& ce = clock_extent[static_cast<int>(t.clock)];
+    ce.lo = std::min(ce.lo, it->second.lo);
+    ce.hi = std::max(ce.hi, it->second.hi);
+  }
+  for (int c = 0; c < kNumClocks; ++c) {
+    for (const StepSpan& s : ov->steps[c]) {
+      clock_extent[c].lo = std::min(clock_extent[c].lo, s.start_ns);
+      clock_extent[c].hi = std::max(clock_extent[c].hi, s.end_ns);
+    }
+  }
+  auto compiles = reader.Query(
+      "SELECT MIN(host_start_ns) AS lo, MAX(host_start_ns + duration_ns) AS hi, COUNT(*) AS n "
+      "FROM compilations WHERE run_id = ?1",
+      {absl::StrCat(run_id_)});
+  if (!compiles.ok()) return compiles.status();
+  if (compiles->Int(0, "n") > 0) {
+    Extent& he = clock_extent[static_cast<int>(Clock::kHost)];
+    he.lo = std::min(he.lo, compiles->Int(0, "lo"));
+    he.hi = std::max(he.hi, compiles->Int(0, "hi"));
+  }
+  for (int c = 0; c < kNumClocks; ++c) {
+    if (!clock_extent[c].empty()) ov->extent[c] = std::pair{clock_extent[c].lo, clock_extent[c].hi};
+  }
+  ov->alignment = AlignClocks(ov->steps, dispatches_, ov->extent);
+
+  // Whole-run summaries per track, at the level that gives each clock about
+  // kWholeRunBuckets buckets: what any zoomed-out frame draws from.
+  std::vector<int32_t> names;
+  absl::flat_hash_map<int64_t, std::shared_ptr<const WindowData>> whole;
+  for (const Track& t : tracks_) {
+    const auto& ext = ov->extent[static_cast<int>(t.clock)];
+    auto w = std::make_shared<WindowData>();
+    const int level = ext ? LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets) : 0;
+    w->key = WindowKey{t.track_id, level, kAllTimeLo, kAllTimeHi};
+    if (ext && track_extent.contains(t.track_id)) {
+      auto buckets = tl.Summaries(run_id_, t.track_id, level, ext->first - LevelWidth(level), ext->second);
+      if (!buckets.ok()) return buckets.status();
+      for (const auto& b : *buckets) names.push_back(b.longest_name_id);
+      w->depths = ByDepth(*std::move(buckets));
+    }
+    ov->depths[t.track_id] = std::max<int>(1, static_cast<int>(w->depths.size()));
+    w->bytes = BytesOf(*w);
+    whole[t.track_id] = std::move(w);
+  }
+
+  // Counters: which exist (names through the (run, name, ts) index, one probe
+  // per name; then the chips of the per-chip ones), with whole-run summaries
+  // on the host clock, which counters are sampled on.
+  std::vector<std::string> counter_names;
+  std::string after;
+  for (;;) {
+    auto next = reader.Query(
+        "SELECT name, device_id FROM counters WHERE run_id = ?1 AND name > ?2 ORDER BY name LIMIT 1",
+        {absl::StrCat(run_id_), after});
+    if (!next.ok()) return next.status();
+    if (next->rows.empty() || next->Text(0, "name") == after) break;
+    after = next->Text(0, "name");
+    counter_names.push_back(after);
+  }
+  std::vector<int> device_ids{-1};
+  for (const Track& t : tracks_) {
+    if (t.device_id && std::find(device_ids.begin(), device_ids.end(), *t.device_id) == device_ids.end()) {
+      device_ids.push_back(static_cast<int>(*t.device_id));
+    }
+  }
+  const auto& host_ext = ov->extent[static_cast<int>(Clock::kHost)];
+  int64_t c_lo = host_ext ? host_ext->first : 0, c_hi = host_ext ? host_ext->second : 1;
+  for (const std::string& name : counter_names) {
+    auto span = reader.Query("SELECT MIN(ts_ns) AS lo, MAX(ts_ns) AS hi FROM counters WHERE run_id = ?1 AND name = ?2",
+                             {absl::StrCat(run_id_), name});
+    if (!span.ok()) return span.status();
+    c_lo = std::min(c_lo, span->Int(0, "lo"));
+    c_hi = std::max(c_hi, span->Int(0, "hi") + 1);
+  }
+  const int counter_level = LevelWithAtMost(c_lo, c_hi, kWholeRunBuckets);
+  for (const std::string& name : counter_names) {
+    for (int device : device_ids) {
+      auto buckets = tl.CounterSummaries(run_id_, device, name, counter_level, c_lo - LevelWidth(counter_level), c_hi);
+      if (!buckets.ok()) return buckets.status();
+      if (buckets->empty()) continue;
+      CounterTrack ct;
+      if (device >= 0) ct.device_id = device;
+      ct.name = name;
+      ct.min = std::numeric_limits<double>::max();
+      ct.max = std::numeric_limits<double>::lowest();
+      for (const auto& b : *buckets) {
+        ct.min = std::min(ct.min, b.min);
+        ct.max = std::max(ct.max, b.max);
+      }
+      ct.whole_run = *std::move(buckets);
+      ct.whole_run_level = counter_level;
+      ov->counters.push_back(std::move(ct));
+    }
+  }
+  if (auto s = ResolveNames(tl, std::move(names)); !s.ok()) return s;
+
+  {
+    std::lock_guard lock(mu_);
+    whole_run_ = std::move(whole);
+    overview_ = std::move(ov);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<WindowData>> TimelineLoader::LoadWindowData(const store::TimelineReader& tl,
+                                                                          const WindowKey& key) {
+  auto w = std::make_shared<WindowData>();
+  w->key = key;
+  std::vector<int32_t> names;
+  if (key.counter >= 0) {
+    const CounterTrack* counter = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (overview_ && key.counter < static_cast<int>(overview_->counters.size())) {
+        counter = &overview_->counters[key.counter];  // fixed once published
+      }
+    }
+    if (!counter) return absl::InvalidArgumentError(absl::StrCat("no counter ", key.counter));
+    auto buckets = tl.CounterSummaries(run_id_, counter->device_id.value_or(-1), counter->name, key.level,
+                                       key.t0 - LevelWidth(key.level), key.t1);
+    if (!buckets.ok()) return buckets.status();
+    w->counter_buckets = *std::move(buckets);
+    w->bytes = BytesOf(*w);
+    return w;
+  }
+  if (key.level < 0) {
+    bool truncated = false;
+    auto slices = tl.Slices(run_id_, key.track_id, key.t0, key.t1, options_.max_slices_per_window, &truncated);
+    if (!slices.ok()) return slices.status();
+    w->truncated = truncated;
+    // A truncated window is not drawn (the view falls back to summaries), so
+    // keep nothing of it but the fact.
+    if (!truncated) {
+      for (const store::TimelineSlice& t : *slices) {
+        Slice s = ToSlice(t);
+        if (w->rows.size() <= static_cast<size_t>(s.depth)) w->rows.resize(s.depth + 1);
+        w->rows[s.depth].slices.push_back(s);
+        names.push_back(s.name_id);
+      }
+      for (SliceRow& row : w->rows) row.Finish();
+    }
+  } else {
+    auto buckets = tl.Summaries(run_id_, key.track_id, key.level, key.t0 - LevelWidth(key.level), key.t1);
+    if (!buckets.ok()) return buckets.status();
+    for (const auto& b : *buckets) names.push_back(b.longest_name_id);
+    w->depths = ByDepth(*std::move(buckets));
+  }
+  if (auto s = ResolveNames(tl, std::move(names)); !s.ok()) return s;
+  return w;
+}
+
+absl::Status TimelineLoader::LoadFlow(const store::TimelineReader& tl, const FlowJob& job) {
+  FlowMembers found{job.flow_id, {}, true};
+  std::vector<int32_t> names;
+  for (int64_t track : job.tracks) {
+    auto slices = tl.Slices(run_id_, track, job.t0, job.t1, 4096);
+    if (!slices.ok()) return slices.status();
+    for (const store::TimelineSlice& t : *slices) {
+      if (t.flow_id != job.flow_id) continue;
+      found.members.emplace_back(track, ToSlice(t));
+      names.push_back(t.name_id);
+    }
+  }
+  if (auto s = ResolveNames(tl, std::move(names)); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  if (flow_.flow_id == job.flow_id) flow_ = std::move(found);  // unless another was asked for since
+  return absl::OkStatus();
+}
+
+void TimelineLoader::Loop() {
+  auto reader = store::Reader::Open(path_);
+  if (!reader.ok()) {
+    SetError(reader.status());
+    idle_cv_.notify_all();
+    if (on_data_) on_data_();
+    return;
+  }
+  store::TimelineReader tl(*reader);
+  if (auto s = LoadOverview(tl, *reader); !s.ok()) SetError(s);
+  idle_cv_.notify_all();
+  if (on_data_) on_data_();
+  for (;;) {
+    std::optional<FlowJob> flow;
+    std::optional<int64_t> locate;
+    WindowKey key;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stop_ || flow_job_ || locate_job_ || !pending_.empty(); });
+      if (stop_) return;
+      if (!error_.ok()) {  // nothing more will load; let waiters go
+        pending_.clear();
+        flow_job_.reset();
+        locate_job_.reset();
+        idle_cv_.notify_all();
+        continue;
+      }
+      // The selection first: the user just clicked.
+      if (locate_job_) {
+        locate = *locate_job_;
+        locate_job_.reset();
+      } else if (flow_job_) {
+        flow = std::move(flow_job_);
+        flow_job_.reset();
+      } else {
+        key = pending_.front();
+        pending_.pop_front();
+        loading_ = key;
+      }
+    }
+    if (locate) {
+      // A slice that is not there is the user's mistake, not the loader's end.
+      if (auto s = Locate(tl, *reader, *locate); !s.ok()) {
+        std::lock_guard lock(mu_);
+        locate_error_ = s;
+      }
+    } else if (flow) {
+      if (auto s = LoadFlow(tl, *flow); !s.ok()) SetError(s);
+    } else {
+      auto data = LoadWindowData(tl, key);
+      if (data.ok()) Insert(*std::move(data));
+      else SetError(data.status());
+      std::lock_guard lock(mu_);
+      loading_.reset();
+      ++request_done_;
+    }
+    {
+      std::lock_guard lock(mu_);
+      if (pending_.empty() && !flow_job_ && !locate_job_) idle_cv_.notify_all();
+    }
+    if (on_data_) on_data_();
+  }
+}
+
+}  // namespace shardscope::app
