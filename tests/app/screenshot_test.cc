@@ -1,6 +1,9 @@
 // End-to-end tests of the shardscope-ui binary: its command line, its errors
-// without a display or with a bad file, and a screenshot under Xvfb that must
-// show exactly one lane per device with that device's slices drawn in it.
+// without a display or with a bad file, a screenshot under Xvfb that must
+// show exactly one lane per device with that device's slices drawn in it,
+// --dump-layout's record of what the captured frame drew (lanes, step
+// markers, summaries, counters, a collective's flow with the last arrival
+// marked), and the window using no CPU while nothing changes.
 #include <stb_image.h>
 #include <sys/wait.h>
 
@@ -14,11 +17,13 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/app/fixture.h"
 
 namespace shardscope::app {
@@ -217,10 +222,11 @@ TEST(ShardscopeUi, ScreenshotOfRecompilationsAndFoldedRun) {
   if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
   std::string db = testing::TempPath("fixture.db");
   std::string png = testing::TempPath("recompilations.png");
-  // 200k tiny slices on chip 0: the whole-run view must still come up.
+  // 40k tiny slices on chip 0: the whole-run view must still come up.
   ASSERT_TRUE(
-      testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 4, .tiny_slices = 200'000}})
+      testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 4, .tiny_slices = 40'000}})
           .ok());
+  std::filesystem::remove(png);
   Result timeline = RunUnderXvfb(absl::StrCat(db, " --screenshot ", png));
   ASSERT_EQ(timeline.exit_code, 0) << timeline.output;
   auto lanes = ParseLanes(timeline.output);
@@ -229,7 +235,7 @@ TEST(ShardscopeUi, ScreenshotOfRecompilationsAndFoldedRun) {
   for (const Lane& lane : lanes) {
     if (lane.fields.count("device") && lane.Int("device") == 0) blocks = lane.Int("blocks");
   }
-  // Folded to the screen: far fewer shapes than the 200k slices.
+  // Folded to the screen: far fewer shapes than the 40k slices.
   EXPECT_GT(blocks, 0);
   EXPECT_LT(blocks, 2000);
 
@@ -238,6 +244,148 @@ TEST(ShardscopeUi, ScreenshotOfRecompilationsAndFoldedRun) {
   Image img = LoadPng(png);
   EXPECT_EQ(img.w, 1600);
   EXPECT_EQ(img.h, 900);
+}
+
+using nlohmann::json;
+
+json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return json();
+  return json::parse(in, nullptr, /*allow_exceptions=*/false);
+}
+
+std::vector<json> ItemsOf(const json& doc, const std::string& type, const std::string& role = "") {
+  std::vector<json> out;
+  for (const json& item : doc["items"]) {
+    if (item["type"] == type && (role.empty() || item.value("role", "") == role)) out.push_back(item);
+  }
+  return out;
+}
+
+// What the first finished frame draws, as data: a lane per chip and host
+// thread, step markers on each clock, rectangles that name the stored rows
+// they show, and counter lanes.
+TEST(ShardscopeUi, DumpLayoutRecordsWhatTheTimelineDraws) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  std::string db = testing::TempPath("fixture.db");
+  std::string out = testing::TempPath("layout.json");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 4, .num_hosts = 2, .with_counters = true}}).ok());
+  std::filesystem::remove(out);
+  Result r = RunUnderXvfb(absl::StrCat(db, " --dump-layout ", out, " --width 1400 --height 860"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("layout " + out));
+  json doc = ReadJson(out);
+  ASSERT_TRUE(doc.is_object()) << "not JSON: " << out;
+  EXPECT_EQ(doc["view"], "timeline");
+
+  std::set<int> chips;
+  int host_lanes = 0;
+  for (const json& lane : ItemsOf(doc, "lane")) {
+    EXPECT_EQ(lane["ref"]["table"], "tracks");
+    EXPECT_FALSE(lane["fallback"].get<bool>()) << "captured before " << lane["label"] << " loaded";
+    if (lane.contains("device_id")) chips.insert(lane["device_id"].get<int>());
+    else ++host_lanes;
+  }
+  EXPECT_EQ(chips, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(host_lanes, 2);
+  std::map<std::string, int> steps;
+  for (const json& m : ItemsOf(doc, "marker", "step")) steps[m["clock"]]++;
+  EXPECT_EQ(steps["device"], 6);
+  EXPECT_EQ(steps["host"], 6);
+  auto rects = ItemsOf(doc, "rect");
+  EXPECT_GE(rects.size(), size_t(4 * 6 * testing::kSlicesPerDeviceStep));
+  for (const json& rect : rects) {
+    const std::string table = rect["ref"]["table"];
+    EXPECT_TRUE(table == "slices" || table == "slice_summaries") << rect.dump();
+  }
+  auto counters = ItemsOf(doc, "counter");
+  EXPECT_EQ(counters.size(), 5u);  // hbm_bytes_in_use on 4 chips, CreateTensor
+  auto axes = ItemsOf(doc, "axis");
+  ASSERT_EQ(axes.size(), 2u);
+  EXPECT_EQ(axes[0]["label"], "device clock");
+  EXPECT_EQ(axes[1]["label"], "host clock");
+}
+
+// --select a collective: the frame shows its step, its flow across the four
+// chips, and marks the chip that arrived last.
+TEST(ShardscopeUi, SelectingACollectiveDrawsItsFlowWithTheLastArrivalMarked) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  std::string db = testing::TempPath("fixture.db");
+  std::string out = testing::TempPath("layout.json");
+  const testing::FixtureRun run{.num_devices = 4, .num_hosts = 2, .late_device = 2};
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {run}).ok());
+  std::filesystem::remove(out);
+  Result r = RunUnderXvfb(absl::StrCat(db, " --select ", testing::AllReduceSliceId(run, 3, 1), " --dump-layout ", out));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json doc = ReadJson(out);
+  ASSERT_TRUE(doc.is_object());
+  auto flows = ItemsOf(doc, "flow");
+  ASSERT_EQ(flows.size(), 3u) << doc.dump(1).substr(0, 2000);
+  auto last = ItemsOf(doc, "marker", "last_arrival");
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0]["ref"]["slice_id"], testing::AllReduceSliceId(run, 3, 2));
+  bool panel = false;
+  for (const json& t : ItemsOf(doc, "text", "details")) {
+    panel |= absl::StrContains(t["label"].get<std::string>(), "last to arrive: chip 2");
+  }
+  EXPECT_TRUE(panel) << "the details panel does not name the late chip";
+}
+
+// Zoomed out over a long run, lanes draw from the stored summaries, and what
+// is drawn is bounded by the screen's width.
+TEST(ShardscopeUi, ALongRunIsDrawnFromSummariesBoundedByTheScreen) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  std::string db = testing::TempPath("fixture.db");
+  std::string out = testing::TempPath("layout.json");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 4, .num_hosts = 1, .steps = 1200}}).ok());
+  Result r = RunUnderXvfb(absl::StrCat(db, " --dump-layout ", out, " --width 1200 --height 800"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json doc = ReadJson(out);
+  ASSERT_TRUE(doc.is_object());
+  std::map<std::pair<int64_t, int>, int> rects_per_row;  // (track, depth)
+  for (const json& rect : ItemsOf(doc, "rect")) {
+    EXPECT_EQ(rect["ref"]["table"], "slice_summaries") << rect.dump();
+    EXPECT_GE(rect["level"].get<int>(), 0);
+    rects_per_row[{rect["track_id"].get<int64_t>(), rect["depth"].get<int>()}]++;
+    // What a column holds: busy time by kind, adding up to its busy fraction.
+    int64_t kinds = 0;
+    for (auto& [kind, ns] : rect["kinds"].items()) kinds += ns.get<int64_t>();
+    const double span = rect["end_ns"].get<double>() - rect["start_ns"].get<double>();
+    EXPECT_NEAR(double(kinds) / span, rect["busy_fraction"].get<double>(), 0.01);
+  }
+  ASSERT_EQ(rects_per_row.size(), 6u);  // 4 chips and the host thread's two depths
+  for (auto [row, n] : rects_per_row) EXPECT_LE(n, 1200 / 3) << "track " << row.first;
+  for (const json& lane : ItemsOf(doc, "lane")) EXPECT_GE(lane["level"].get<int>(), 0);
+  std::map<std::string, int> steps;
+  for (const json& m : ItemsOf(doc, "marker", "step")) steps[m["clock"]]++;
+  EXPECT_GT(steps["device"], 0);  // thinned to every k-th step, but there
+  EXPECT_LT(steps["device"], 1200);
+}
+
+// Nothing changes, nothing is drawn: the window sleeps in glfwWaitEvents.
+TEST(ShardscopeUi, UsesNoCpuWhileNothingChanges) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  std::string db = testing::TempPath("fixture.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 8}}).ok());
+  Result r = RunUnderXvfb(absl::StrCat(db, " --exit-after 4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::string line;
+  for (absl::string_view l : absl::StrSplit(r.output, '\n')) {
+    if (absl::StartsWith(l, "idle ")) line = std::string(l);
+  }
+  ASSERT_FALSE(line.empty()) << r.output;
+  double percent = -1, wall = 0;
+  for (absl::string_view word : absl::StrSplit(line, ' ')) {
+    if (absl::StartsWith(word, "cpu_percent=")) {
+      ASSERT_TRUE(absl::SimpleAtod(word.substr(12), &percent));
+    }
+    if (absl::StartsWith(word, "wall_s=")) {
+      ASSERT_TRUE(absl::SimpleAtod(word.substr(7), &wall));
+    }
+  }
+  EXPECT_GT(wall, 2.0) << line;
+  // The goal is 1%; the margin covers a loaded CI machine's scheduling noise.
+  EXPECT_LT(percent, 3.0) << line;
 }
 
 }  // namespace

@@ -282,7 +282,9 @@ TEST_F(ViewsTest, StepMarkersCrossEveryLaneAndFoldsStayInTheirStep) {
   }
   for (const json& r : Items("rect")) EXPECT_EQ(r["first_step"], r["last_step"]) << r.dump();
   for (const json& t : Items("text")) {
-    if (t.value("role", "") == "tick") EXPECT_GE(t["t_ns"].get<double>(), 0) << t.dump();
+    if (t.value("role", "") == "tick") {
+      EXPECT_GE(t["t_ns"].get<double>(), 0) << t.dump();
+    }
   }
 }
 

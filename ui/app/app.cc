@@ -299,7 +299,7 @@ int RunApp(const AppOptions& options) {
 
     draw_frame(capture);
     if (first_frame_s < 0) first_frame_s = Seconds(started);
-    const bool complete = frame + 1 >= kScreenshotFrames && workstation->complete();
+    const bool complete = (frame + 1 >= kScreenshotFrames || !capture) && workstation->complete();
     if (complete && complete_s < 0) {
       complete_s = Seconds(started);
       complete_cpu_s = CpuSeconds();

@@ -166,9 +166,10 @@ std::vector<CounterColumn> CounterColumns(const std::vector<store::CounterBucket
       c.min = std::min(c.min, b.min);
       c.max = std::max(c.max, b.max);
       c.last = b.last;
+      c.last_ts_ns = b.last_ts_ns;
       c.count += b.count;
     } else {
-      out.push_back(CounterColumn{start, start + width, b.min, b.max, b.last, b.count});
+      out.push_back(CounterColumn{start, start + width, b.min, b.max, b.last, b.count, b.last_ts_ns});
     }
   }
   return out;

@@ -84,6 +84,7 @@ struct CounterColumn {
   int64_t start_ns = 0, end_ns = 0;
   double min = 0, max = 0, last = 0;
   int64_t count = 0;
+  int64_t last_ts_ns = 0;  // when `last` was sampled
 };
 std::vector<CounterColumn> CounterColumns(const std::vector<store::CounterBucket>& buckets,
                                           int64_t t0, int64_t t1, double column_ns);

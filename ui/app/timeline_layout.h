@@ -61,7 +61,7 @@ struct Row {
   int rows_shown = 1;      // depth rows that fit the lane's height
 };
 
-inline constexpr float kSectionHeight = 34;  // title line, then the ruler
+inline constexpr float kSectionHeight = 44;  // title and note, step numbers, the ruler
 inline constexpr float kGroupHeight = 15;
 inline constexpr float kDepthRowHeight = 18;
 inline constexpr float kMinLaneHeight = 6;

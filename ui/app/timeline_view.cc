@@ -12,6 +12,7 @@
 #include <limits>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "ui/app/format.h"
@@ -49,6 +50,17 @@ void DrawHatch(ImDrawList* dl, float x0, float y0, float x1, float y1) {
 void SmallText(ImDrawList* dl, float x, float y, Rgb color, const std::string& text, float size = kSmallFont,
                const ImVec4* clip = nullptr) {
   dl->AddText(ImGui::GetFont(), size, ImVec2(x, y), color.Packed(), text.c_str(), nullptr, 0, clip);
+}
+
+// A disclosure triangle: pointing right when collapsed, down when open.
+void DrawDisclosure(ImDrawList* dl, float x, float y, float size, bool collapsed, Rgb color) {
+  const float h = size * 0.5f;
+  if (collapsed) {
+    dl->AddTriangleFilled(ImVec2(x, y), ImVec2(x + h * 1.4f, y + h), ImVec2(x, y + 2 * h), color.Packed());
+  } else {
+    dl->AddTriangleFilled(ImVec2(x, y + h * 0.3f), ImVec2(x + 2 * h, y + h * 0.3f), ImVec2(x + h, y + h * 1.7f),
+                          color.Packed());
+  }
 }
 
 json KindsJson(const KindNs& kind_ns) {
@@ -113,6 +125,12 @@ void DrawShape(ImDrawList* dl, float x0, float x1, float y0, float y1, const Sha
     dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, y), KindColor(static_cast<SliceKind>(k)).Packed());
     y = top;
   }
+}
+
+// A counter's value as its name suggests: bytes for *bytes*, else a number.
+std::string FormatCounter(const std::string& name, double v) {
+  if (absl::StrContains(name, "bytes")) return FormatBytes(static_cast<int64_t>(v));
+  return absl::StrFormat("%.6g", v);
 }
 
 std::string LaneTitle(const Track& track) {
@@ -260,8 +278,8 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
   const float y = f.top + row.y;
   ImDrawList* dl = f.dl;
   dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + row.h), kSectionHeader.Packed());
-  const std::string title = absl::StrCat(row.collapsed ? "\xE2\x96\xB6 " : "\xE2\x96\xBC ", ClockLabel(s.clock));
-  dl->AddText(ImVec2(f.left + 6, y + 1), kClockLabel.Packed(), title.c_str());
+  DrawDisclosure(dl, f.left + 5, y + 4, 10, row.collapsed, kClockLabel);
+  dl->AddText(ImVec2(f.left + 20, y + 1), kClockLabel.Packed(), ClockLabel(s.clock));
   const int c = static_cast<int>(s.clock);
   std::string note;
   if (overview_) {
@@ -285,7 +303,7 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
   }
   if (row.collapsed) return;
   // Ruler in this clock's own time; no ticks before its zero.
-  const float ruler_y = y + 28;
+  const float ruler_y = y + 29;
   const double step = NiceStep(f.ns_per_px * 90);
   const double t_left = f.RawAt(s.clock, f.area_left), t_right = f.RawAt(s.clock, f.right);
   dl->PushClipRect(ImVec2(f.area_left, y), ImVec2(f.right, y + row.h), true);
@@ -310,9 +328,10 @@ void TimelineView::DrawGroupHeader(const Row& row, const Frame& f, UiState& ui) 
   const LaneGroup& g = sections_[row.section].groups[row.group];
   const float y = f.top + row.y;
   f.dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + row.h), kGroupHeader.Packed());
-  std::string label = absl::StrCat(row.collapsed ? "\xE2\x96\xB6 " : "\xE2\x96\xBC ", g.label);
+  std::string label = g.label;
   if (row.collapsed) absl::StrAppend(&label, " (", g.lanes.size(), " lanes hidden)");
-  SmallText(f.dl, f.left + 4, y + 1, kText, label);
+  DrawDisclosure(f.dl, f.left + 5, y + 3, 9, row.collapsed, kText);
+  SmallText(f.dl, f.left + 18, y + 1, kText, label);
   if (ui.layout) {
     json ref = json{{"table", "hosts"}, {"clock", ClockName(sections_[row.section].clock)}};
     if (!g.lanes.empty() && g.lanes.front().type == RowType::kLane) {
@@ -341,7 +360,7 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   const int every = std::max(1, static_cast<int>(std::ceil(11.0f / row.h)));
   if ((row.lane.index % every) == 0) {
     ImVec4 clip(f.left, y0 - 6, f.area_left - 4, y1 + 6);
-    SmallText(dl, f.left + 14, y0 + std::min(0.0f, (row.h - label_size) / 2), kText, row.label, label_size, &clip);
+    SmallText(dl, f.left + 14, y0 + (row.h - label_size) / 2 - 1, kText, row.label, label_size, &clip);
   }
 
   const int c = static_cast<int>(t.clock);
@@ -585,16 +604,24 @@ void TimelineView::DrawCounter(const Row& row, const Frame& f, Hover& hover, UiS
   line.reserve(columns.size() * 2);
   for (const CounterColumn& col : columns) {
     const float x0 = f.ToX(Clock::kHost, double(col.start_ns)), x1 = f.ToX(Clock::kHost, double(col.end_ns));
-    dl->AddRectFilled(ImVec2(x0, y_of(col.max)), ImVec2(std::max(x1, x0 + 1), y_of(col.min) + 1), kCounterBand.Packed());
-    line.emplace_back(x0, y_of(col.last));
-    line.emplace_back(x1, y_of(col.last));
+    // The band where a column holds several samples; the line steps at each
+    // last sample's own time (buckets are coarser than sparse samples).
+    if (col.count > 1) {
+      dl->AddRectFilled(ImVec2(x0, y_of(col.max)), ImVec2(std::max(x1, x0 + 1), y_of(col.min) + 1), kCounterBand.Packed());
+    }
+    const float xl = f.ToX(Clock::kHost, double(col.last_ts_ns));
+    if (!line.empty()) line.emplace_back(xl, line.back().y);
+    line.emplace_back(xl, y_of(col.last));
     if (InRect(f.mouse, x0, y0, x1, y1)) {
       hover.what = Hover::kCounter;
       hover.counter = &ct;
       hover.counter_column = col;
     }
   }
+  if (!line.empty() && ext) line.emplace_back(f.ToX(Clock::kHost, double(ext->second)), line.back().y);
   if (line.size() >= 2) dl->AddPolyline(line.data(), static_cast<int>(line.size()), kCounterLine.Packed(), 0, 1.0f);
+  // The scale: the lane runs from 0 (or the minimum, if negative) to the run's maximum.
+  if (row.h >= 12) SmallText(dl, f.area_left + 4, y0 + 1, kDimText, absl::StrCat("max ", FormatCounter(ct.name, ct.max)), 11);
   dl->PopClipRect();
   if (ui.layout) {
     json ref = {{"table", "counters"}, {"name", ct.name}};
@@ -757,8 +784,9 @@ void TimelineView::DrawTooltip(const Hover& hover, const Frame& f) {
     const CounterColumn& c = hover.counter_column;
     ImGui::Text("%s%s", hover.counter->name.c_str(),
                 hover.counter->device_id ? absl::StrCat(", chip ", *hover.counter->device_id).c_str() : " (process)");
-    ImGui::Text("at %s (host clock): last %.6g, min %.6g, max %.6g over %lld samples",
-                FormatDuration(double(c.start_ns)).c_str(), c.last, c.min, c.max, static_cast<long long>(c.count));
+    ImGui::Text("at %s (host clock): last %s, min %s, max %s over %lld samples", FormatDuration(double(c.start_ns)).c_str(),
+                FormatCounter(hover.counter->name, c.last).c_str(), FormatCounter(hover.counter->name, c.min).c_str(),
+                FormatCounter(hover.counter->name, c.max).c_str(), static_cast<long long>(c.count));
   } else if (hover.what == Hover::kColumn) {
     const Column& c = hover.column;
     const Track& t = *hover.track;
