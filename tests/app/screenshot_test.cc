@@ -337,7 +337,7 @@ TEST(ShardscopeUi, ALongRunIsDrawnFromSummariesBoundedByTheScreen) {
   if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
   std::string db = testing::TempPath("fixture.db");
   std::string out = testing::TempPath("layout.json");
-  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 4, .num_hosts = 1, .steps = 1200}}).ok());
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 2, .num_hosts = 1, .steps = 4000}}).ok());
   Result r = RunUnderXvfb(absl::StrCat(db, " --dump-layout ", out, " --width 1200 --height 800"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   json doc = ReadJson(out);
@@ -353,13 +353,13 @@ TEST(ShardscopeUi, ALongRunIsDrawnFromSummariesBoundedByTheScreen) {
     const double span = rect["end_ns"].get<double>() - rect["start_ns"].get<double>();
     EXPECT_NEAR(double(kinds) / span, rect["busy_fraction"].get<double>(), 0.01);
   }
-  ASSERT_EQ(rects_per_row.size(), 6u);  // 4 chips and the host thread's two depths
+  ASSERT_EQ(rects_per_row.size(), 4u);  // 2 chips and the host thread's two depths
   for (auto [row, n] : rects_per_row) EXPECT_LE(n, 1200 / 3) << "track " << row.first;
   for (const json& lane : ItemsOf(doc, "lane")) EXPECT_GE(lane["level"].get<int>(), 0);
   std::map<std::string, int> steps;
   for (const json& m : ItemsOf(doc, "marker", "step")) steps[m["clock"]]++;
   EXPECT_GT(steps["device"], 0);  // thinned to every k-th step, but there
-  EXPECT_LT(steps["device"], 1200);
+  EXPECT_LT(steps["device"], 4000);
 }
 
 // Nothing changes, nothing is drawn: the window sleeps in glfwWaitEvents.

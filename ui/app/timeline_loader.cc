@@ -288,34 +288,41 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     std::sort(v.begin(), v.end(), [](const StepSpan& a, const StepSpan& b) { return a.step < b.step; });
   }
 
-  // Each track's extent, found coarse to fine: a few buckets per query.
+  // Each track's extent, found coarse to fine over all tracks of a clock at
+  // once: a few buckets per track per query, a few queries per clock.
   struct Extent {
     int64_t lo = std::numeric_limits<int64_t>::max(), hi = std::numeric_limits<int64_t>::min();
     bool empty() const { return lo > hi; }
   };
+  absl::flat_hash_map<int64_t, Clock> clock_of;
+  for (const Track& t : tracks_) clock_of[t.track_id] = t.clock;
   absl::flat_hash_map<int64_t, Extent> track_extent;
-  for (const Track& t : tracks_) {
-    Extent e;
+  for (Clock clock : {Clock::kHost, Clock::kDevice, Clock::kModeled}) {
     int level = store::kNumSummaryLevels - 1;
     int64_t lo = kAllTimeLo, hi = kAllTimeHi;
     for (int pass = 0; pass < store::kNumSummaryLevels; ++pass) {
-      auto buckets = tl.Summaries(run_id_, t.track_id, level, lo, hi);
+      auto buckets = tl.AllSummaries(run_id_, level, lo, hi);
       if (!buckets.ok()) return buckets.status();
-      if (buckets->empty()) break;
-      e = Extent{};
-      for (const store::SummaryBucket& b : *buckets) {
-        if (b.count <= 0) continue;
+      Extent all;
+      absl::flat_hash_map<int64_t, Extent> found;
+      for (const auto& tb : *buckets) {
+        auto it = clock_of.find(tb.track_id);
+        if (it == clock_of.end() || it->second != clock || tb.bucket.count <= 0) continue;
+        const store::SummaryBucket& b = tb.bucket;
+        Extent& e = found[tb.track_id];
         e.lo = std::min(e.lo, b.start_ns);
         e.hi = std::max({e.hi, b.start_ns + b.width_ns, b.longest_start_ns + b.longest_dur_ns});
+        all.lo = std::min(all.lo, e.lo);
+        all.hi = std::max(all.hi, e.hi);
       }
-      if (e.empty()) break;
-      const int finer = LevelWithAtMost(e.lo, e.hi, 64);
+      if (all.empty()) break;  // keep what the coarser pass found
+      for (auto& [track, e] : found) track_extent[track] = e;
+      const int finer = LevelWithAtMost(all.lo, all.hi, 64);
       if (finer >= level) break;
       level = finer;
-      lo = e.lo;
-      hi = e.hi;
+      lo = all.lo;
+      hi = all.hi;
     }
-    if (!e.empty()) track_extent[t.track_id] = e;
   }
   // A clock's extent: its tracks', its steps', and for the host its compilations'.
   std::array<Extent, kNumClocks> clock_extent;
@@ -350,21 +357,34 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
   // Whole-run summaries per track, at the level that gives each clock about
   // kWholeRunBuckets buckets: what any zoomed-out frame draws from.
   std::vector<int32_t> names;
-  absl::flat_hash_map<int64_t, std::shared_ptr<const WindowData>> whole;
+  absl::flat_hash_map<int64_t, std::shared_ptr<WindowData>> whole;
   for (const Track& t : tracks_) {
     const auto& ext = ov->extent[static_cast<int>(t.clock)];
     auto w = std::make_shared<WindowData>();
     const int level = ext ? LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets) : 0;
     w->key = WindowKey{t.track_id, level, kAllTimeLo, kAllTimeHi};
-    if (ext && track_extent.contains(t.track_id)) {
-      auto buckets = tl.Summaries(run_id_, t.track_id, level, ext->first - LevelWidth(level), ext->second);
-      if (!buckets.ok()) return buckets.status();
-      for (const auto& b : *buckets) names.push_back(b.longest_name_id);
-      w->depths = ByDepth(*std::move(buckets));
-    }
-    ov->depths[t.track_id] = std::max<int>(1, static_cast<int>(w->depths.size()));
-    w->bytes = BytesOf(*w);
     whole[t.track_id] = std::move(w);
+  }
+  for (Clock clock : {Clock::kHost, Clock::kDevice, Clock::kModeled}) {
+    const auto& ext = ov->extent[static_cast<int>(clock)];
+    if (!ext) continue;
+    const int level = LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets);
+    auto buckets = tl.AllSummaries(run_id_, level, ext->first, ext->second);
+    if (!buckets.ok()) return buckets.status();
+    absl::flat_hash_map<int64_t, std::vector<store::SummaryBucket>> per_track;
+    for (auto& tb : *buckets) {
+      auto it = clock_of.find(tb.track_id);
+      if (it == clock_of.end() || it->second != clock) continue;
+      names.push_back(tb.bucket.longest_name_id);
+      per_track[tb.track_id].push_back(std::move(tb.bucket));
+    }
+    for (auto& [track, list] : per_track) whole[track]->depths = ByDepth(std::move(list));
+  }
+  absl::flat_hash_map<int64_t, std::shared_ptr<const WindowData>> whole_const;
+  for (auto& [track, w] : whole) {
+    ov->depths[track] = std::max<int>(1, static_cast<int>(w->depths.size()));
+    w->bytes = BytesOf(*w);
+    whole_const[track] = std::move(w);
   }
 
   // Counters: which exist (names through the (run, name, ts) index, one probe
@@ -420,7 +440,7 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
 
   {
     std::lock_guard lock(mu_);
-    whole_run_ = std::move(whole);
+    whole_run_ = std::move(whole_const);
     overview_ = std::move(ov);
   }
   return absl::OkStatus();
