@@ -1,9 +1,12 @@
 // The timeline's background loader; see timeline_loader.h.
 #include "ui/app/timeline_loader.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -365,16 +368,25 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     w->key = WindowKey{t.track_id, level, kAllTimeLo, kAllTimeHi};
     whole[t.track_id] = std::move(w);
   }
-  for (Clock clock : {Clock::kHost, Clock::kDevice, Clock::kModeled}) {
-    const auto& ext = ov->extent[static_cast<int>(clock)];
+  // One query per level (clocks usually share one), over the union of their extents.
+  std::map<int, std::pair<int64_t, int64_t>> ranges;  // level -> [lo, hi)
+  std::array<int, kNumClocks> clock_level{};
+  for (int c = 0; c < kNumClocks; ++c) {
+    const auto& ext = ov->extent[c];
     if (!ext) continue;
-    const int level = LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets);
-    auto buckets = tl.AllSummaries(run_id_, level, ext->first, ext->second);
+    clock_level[c] = LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets);
+    auto [it, fresh] = ranges.try_emplace(clock_level[c], *ext);
+    it->second = {std::min(it->second.first, ext->first), std::max(it->second.second, ext->second)};
+  }
+  for (const auto& [level, range] : ranges) {
+    auto buckets = tl.AllSummaries(run_id_, level, range.first, range.second);
     if (!buckets.ok()) return buckets.status();
     absl::flat_hash_map<int64_t, std::vector<store::SummaryBucket>> per_track;
     for (auto& tb : *buckets) {
       auto it = clock_of.find(tb.track_id);
-      if (it == clock_of.end() || it->second != clock) continue;
+      if (it == clock_of.end() || clock_level[static_cast<int>(it->second)] != level) continue;
+      const auto& ext = ov->extent[static_cast<int>(it->second)];
+      if (!ext || tb.bucket.start_ns + tb.bucket.width_ns <= ext->first || tb.bucket.start_ns >= ext->second) continue;
       names.push_back(tb.bucket.longest_name_id);
       per_track[tb.track_id].push_back(std::move(tb.bucket));
     }
@@ -401,12 +413,6 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     after = next->Text(0, "name");
     counter_names.push_back(after);
   }
-  std::vector<int> device_ids{-1};
-  for (const Track& t : tracks_) {
-    if (t.device_id && std::find(device_ids.begin(), device_ids.end(), *t.device_id) == device_ids.end()) {
-      device_ids.push_back(static_cast<int>(*t.device_id));
-    }
-  }
   const auto& host_ext = ov->extent[static_cast<int>(Clock::kHost)];
   int64_t c_lo = host_ext ? host_ext->first : 0, c_hi = host_ext ? host_ext->second : 1;
   for (const std::string& name : counter_names) {
@@ -417,21 +423,62 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     c_hi = std::max(c_hi, span->Int(0, "hi") + 1);
   }
   const int counter_level = LevelWithAtMost(c_lo, c_hi, kWholeRunBuckets);
+  const int shift = 22 + 2 * counter_level;  // kLevel0WidthNs << (2 * level), as a shift
+  static_assert(store::kLevel0WidthNs == int64_t{1} << 22, "the shift above follows kLevel0WidthNs");
   for (const std::string& name : counter_names) {
-    for (int device : device_ids) {
-      auto buckets = tl.CounterSummaries(run_id_, device, name, counter_level, c_lo - LevelWidth(counter_level), c_hi);
-      if (!buckets.ok()) return buckets.status();
-      if (buckets->empty()) continue;
+    // One pass over the name's samples for every chip at once, bucketed as
+    // CounterSummaries would: asking it chip by chip would read every chip's
+    // samples once per chip (its index has no device_id).
+    std::map<int, std::vector<store::CounterBucket>> per_device;
+    // Straight from SQLite's columns: these can be millions of samples, and
+    // text cells would cost an allocation each.
+    sqlite3* db = reader.connection();
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT coalesce(device_id, -1), ts_ns, value FROM counters WHERE run_id = ?1 AND name = ?2 "
+                           "ORDER BY ts_ns",
+                           -1, &q, nullptr) != SQLITE_OK) {
+      return absl::InternalError(absl::StrCat(path_, ": reading counters: ", sqlite3_errmsg(db)));
+    }
+    sqlite3_bind_int64(q, 1, run_id_);
+    sqlite3_bind_text(q, 2, name.data(), static_cast<int>(name.size()), SQLITE_TRANSIENT);
+    int rc;
+    while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+      const int device = sqlite3_column_int(q, 0);
+      const int64_t ts = sqlite3_column_int64(q, 1);
+      const double v = sqlite3_column_double(q, 2);
+      auto& buckets = per_device[device];
+      const int64_t start = (ts >> shift) << shift;
+      if (buckets.empty() || buckets.back().start_ns != start) {
+        store::CounterBucket b;
+        b.start_ns = start;
+        b.width_ns = int64_t{1} << shift;
+        b.min = b.max = v;
+        buckets.push_back(b);
+      }
+      store::CounterBucket& b = buckets.back();
+      ++b.count;
+      b.min = std::min(b.min, v);
+      b.max = std::max(b.max, v);
+      b.last = v;
+      b.last_ts_ns = ts;
+    }
+    sqlite3_finalize(q);
+    if (rc != SQLITE_DONE) {
+      return absl::DataLossError(absl::StrCat(path_, ": reading counters: ", sqlite3_errmsg(db),
+                                              "; run `shardscope check ", path_, "` for details"));
+    }
+    for (auto& [device, buckets] : per_device) {
       CounterTrack ct;
       if (device >= 0) ct.device_id = device;
       ct.name = name;
       ct.min = std::numeric_limits<double>::max();
       ct.max = std::numeric_limits<double>::lowest();
-      for (const auto& b : *buckets) {
+      for (const auto& b : buckets) {
         ct.min = std::min(ct.min, b.min);
         ct.max = std::max(ct.max, b.max);
       }
-      ct.whole_run = *std::move(buckets);
+      ct.whole_run = std::move(buckets);
       ct.whole_run_level = counter_level;
       ov->counters.push_back(std::move(ct));
     }
