@@ -182,10 +182,15 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   });
+  const int empty_vertices = ImGui::GetDrawData()->TotalVtxCount;
   size_t shapes = 0;
+  int vertices = 0, commands = 0;
   const auto whole = timed([&](int) {
     draw_frame(false);
     shapes = std::max(shapes, ws.timeline().shapes_drawn());
+    vertices = ImGui::GetDrawData()->TotalVtxCount;
+    commands = 0;
+    for (int i = 0; i < ImGui::GetDrawData()->CmdListsCount; ++i) commands += ImGui::GetDrawData()->CmdLists[i]->CmdBuffer.Size;
   });
   const auto pan = timed([&](int) {
     ws.timeline().PanPixels(7);
@@ -194,8 +199,9 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
   std::printf("bench first_frame_ms=%.0f complete_ms=%.0f rss_mib=%.0f peak_rss_mib=%.0f\n", first_frame_s * 1e3,
               complete_s * 1e3, mem_rss, mem_hwm);
   std::printf("bench frame_ms empty_p50=%.1f empty_p95=%.1f whole_run_p50=%.1f whole_run_p95=%.1f "
-              "pan_p50=%.1f pan_p95=%.1f shapes=%zu\n",
-              empty.first, empty.second, whole.first, whole.second, pan.first, pan.second, shapes);
+              "pan_p50=%.1f pan_p95=%.1f shapes=%zu vertices=%d (empty %d) draw_calls=%d\n",
+              empty.first, empty.second, whole.first, whole.second, pan.first, pan.second, shapes, vertices,
+              empty_vertices, commands);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ namespace {
 constexpr float kLabelWidth = 170;
 constexpr float kFoldPx = 3;      // slices narrower than this fold
 constexpr float kColumnPx = 3;    // summary columns are this wide
-constexpr float kMinStepPx = 6;   // step markers closer than this are thinned
+constexpr float kMinStepPx = 12;  // step markers closer than this are thinned
 constexpr float kDetailsHeight = 150;
 constexpr float kSmallFont = 12.5f;
 
@@ -62,6 +62,25 @@ void DrawDisclosure(ImDrawList* dl, float x, float y, float size, bool collapsed
                           color.Packed());
   }
 }
+
+// The data layer: every lane's shapes go to draw-list channel 1 under one
+// clip rect (the slice area), so a frame is a handful of draw calls rather
+// than a few per lane: the software renderer pays for each call. Labels and
+// backgrounds stay in channel 0, drawn first.
+class DataLayer {
+ public:
+  DataLayer(ImDrawList* dl, ImVec2 min, ImVec2 max) : dl_(dl) {
+    dl_->ChannelsSetCurrent(1);
+    dl_->PushClipRect(min, max, false);
+  }
+  ~DataLayer() {
+    dl_->PopClipRect();
+    dl_->ChannelsSetCurrent(0);
+  }
+
+ private:
+  ImDrawList* dl_;
+};
 
 json KindsJson(const KindNs& kind_ns) {
   json kinds = json::object();
@@ -116,7 +135,10 @@ Shape ShapeOf(const KindNs& kind_ns, double busy_fraction, float height, bool st
 }
 
 void DrawShape(ImDrawList* dl, float x0, float x1, float y0, float y1, const Shape& s) {
-  dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), kFoldBackground.Packed());
+  // Each pixel once: the software renderer pays per pixel filled, so the
+  // background goes only above the bar, and not at all in rows too short for
+  // it to read (there the bar's height says it).
+  if (y1 - s.filled_px > y0 && y1 - y0 >= 10) dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1 - s.filled_px), kFoldBackground.Packed());
   float y = y1;
   // Host waits last (on top, muted): the work is what the eye should find.
   for (int k = 0; k < kNumSliceKinds; ++k) {
@@ -159,6 +181,8 @@ struct TimelineView::Frame {
   ImDrawList* dl = nullptr;
   float left = 0, right = 0, area_left = 0, top = 0;
   float clip_top = 0, clip_bottom = 0;
+  ImVec2 DataMin() const { return ImVec2(area_left, clip_top); }
+  ImVec2 DataMax() const { return ImVec2(right, clip_bottom); }
   ImVec2 mouse;
   double view_t0 = 0, ns_per_px = 1;
   std::array<double, kNumClocks> offset{};
@@ -306,7 +330,8 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
   const float ruler_y = y + 29;
   const double step = NiceStep(f.ns_per_px * 90);
   const double t_left = f.RawAt(s.clock, f.area_left), t_right = f.RawAt(s.clock, f.right);
-  dl->PushClipRect(ImVec2(f.area_left, y), ImVec2(f.right, y + row.h), true);
+  {
+  DataLayer layer(dl, f.DataMin(), f.DataMax());
   for (double t = std::max(0.0, std::floor(t_left / step) * step); t <= t_right; t += step) {
     const float x = f.ToX(s.clock, t);
     dl->AddLine(ImVec2(x, y + row.h - 5), ImVec2(x, y + row.h), kDimText.Packed());
@@ -320,7 +345,7 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
       item["t_ns"] = t;
     }
   }
-  dl->PopClipRect();
+  }
   dl->AddLine(ImVec2(f.left, y + row.h - 1), ImVec2(f.right, y + row.h - 1), Rgb{70, 74, 82}.Packed());
 }
 
@@ -351,7 +376,10 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   ImDrawList* dl = f.dl;
   const float y0 = f.top + row.y, y1 = y0 + row.h;
   const bool odd = (&row - layout_.rows.data()) % 2;
-  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(f.right, y1), (odd ? kLaneOdd : kLaneEven).Packed());
+  // Stripes in the label column; across the slices only where lanes are tall
+  // enough for them to help (each filled pixel costs the software renderer).
+  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(row.h >= 16 ? f.right : f.area_left, y1),
+                    (odd ? kLaneOdd : kLaneEven).Packed());
 
   LaneRect rect{t.track_id, t.device_id, t.host_id, t.clock, f.area_left, y0, f.right - f.area_left, row.h, 0, 0, false};
   // Label: every lane when there is room, else every k-th (the others are
@@ -387,7 +415,7 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   }
   rect.level = data ? data->key.level : desired;
 
-  dl->PushClipRect(ImVec2(f.area_left, y0), ImVec2(f.right, y1), true);
+  std::optional<DataLayer> layer(std::in_place, dl, f.DataMin(), f.DataMax());
   const int rows_shown = row.rows_shown;
   const float row_h = (row.h - 2) / rows_shown;
   const bool stacked = row_h >= 12;
@@ -514,7 +542,7 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
       }
     }
   }
-  dl->PopClipRect();
+  layer.reset();
   if (ui.layout) {
     json ref = {{"table", "tracks"}, {"track_id", t.track_id}};
     auto& item = ui.layout->Add("lane", LaneTitle(t), std::move(ref), f.area_left, y0, f.right - f.area_left, row.h);
@@ -536,7 +564,7 @@ void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, Ui
   dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + h), Rgb{44, 36, 38}.Packed());
   SmallText(dl, f.left + 14, y + std::max(0.0f, (h - kSmallFont) / 2), kText, "compilations");
   const float my0 = y + 2, my1 = y + h - 2;
-  dl->PushClipRect(ImVec2(f.area_left, y), ImVec2(f.right, y + h), true);
+  std::optional<DataLayer> layer(std::in_place, dl, f.DataMin(), f.DataMax());
   const auto& compiles = model_.compilations;
   for (size_t i = 0; i < compiles.size(); ++i) {
     const Compilation& c = compiles[i];
@@ -571,7 +599,7 @@ void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, Ui
       item["cache"] = c.cache;
     }
   }
-  dl->PopClipRect();
+  layer.reset();
 }
 
 void TimelineView::DrawCounter(const Row& row, const Frame& f, Hover& hover, UiState& ui,
@@ -599,7 +627,7 @@ void TimelineView::DrawCounter(const Row& row, const Frame& f, Hover& hover, UiS
   const std::vector<CounterColumn> columns = CounterColumns(*buckets, r0, r1, kColumnPx * f.ns_per_px);
   const double lo = std::min(0.0, ct.min), hi = ct.max > lo ? ct.max : lo + 1;
   auto y_of = [&](double v) { return y1 - 2 - static_cast<float>((v - lo) / (hi - lo)) * (row.h - 4); };
-  dl->PushClipRect(ImVec2(f.area_left, y0), ImVec2(f.right, y1), true);
+  std::optional<DataLayer> layer(std::in_place, dl, f.DataMin(), f.DataMax());
   std::vector<ImVec2> line;
   line.reserve(columns.size() * 2);
   for (const CounterColumn& col : columns) {
@@ -622,7 +650,7 @@ void TimelineView::DrawCounter(const Row& row, const Frame& f, Hover& hover, UiS
   if (line.size() >= 2) dl->AddPolyline(line.data(), static_cast<int>(line.size()), kCounterLine.Packed(), 0, 1.0f);
   // The scale: the lane runs from 0 (or the minimum, if negative) to the run's maximum.
   if (row.h >= 12) SmallText(dl, f.area_left + 4, y0 + 1, kDimText, absl::StrCat("max ", FormatCounter(ct.name, ct.max)), 11);
-  dl->PopClipRect();
+  layer.reset();
   if (ui.layout) {
     json ref = {{"table", "counters"}, {"name", ct.name}};
     ref["device_id"] = ct.device_id ? json(*ct.device_id) : json(nullptr);
@@ -668,7 +696,7 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
     const bool label_steps = mean_px * every >= 44;
     auto [r0, r1] = f.Window(clock);
     const float label_y = f.top + header->y + 15;
-    f.dl->PushClipRect(ImVec2(f.area_left, f.top + header->y), ImVec2(f.right, bottom), true);
+    DataLayer layer(f.dl, f.DataMin(), f.DataMax());
     for (const StepSpan& s : steps) {
       if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
       const float x = std::floor(f.ToX(clock, double(s.start_ns))) + 0.5f;
@@ -684,7 +712,6 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
         item["end_ns"] = s.end_ns;
       }
     }
-    f.dl->PopClipRect();
   }
 }
 
@@ -709,7 +736,7 @@ void TimelineView::DrawFlow(const Frame& f, UiState& ui) {
     return true;
   };
   ImDrawList* dl = f.dl;
-  dl->PushClipRect(ImVec2(f.area_left, f.clip_top), ImVec2(f.right, f.clip_bottom), true);
+  DataLayer layer(dl, f.DataMin(), f.DataMax());
   ImVec2 a, b;
   if (slice_rect(selection_->track_id, selection_->slice, a, b)) {
     dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), kSelection.Packed(), 0, 0, 2.0f);
@@ -765,7 +792,6 @@ void TimelineView::DrawFlow(const Frame& f, UiState& ui) {
       prev_slice = &s;
     }
   }
-  dl->PopClipRect();
 }
 
 void TimelineView::DrawTooltip(const Hover& hover, const Frame& f) {
@@ -1012,6 +1038,7 @@ void TimelineView::Draw(UiState& ui) {
   } else if (sections_.empty()) {
     f.dl->AddText(ImVec2(f.left + 8, f.top + 8), kDimText.Packed(), "This run has no timeline tracks.");
   }
+  f.dl->ChannelsSplit(2);
   for (const Row& row : layout_.rows) {
     const float y = f.top + row.y;
     // Rows scrolled out of the child are skipped entirely.
@@ -1035,6 +1062,7 @@ void TimelineView::Draw(UiState& ui) {
   }
   DrawStepMarkers(f, ui);
   DrawFlow(f, ui);
+  f.dl->ChannelsMerge();
   loader_.Request(wanted);
   all_exact &= wanted.empty();
 
