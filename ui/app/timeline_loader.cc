@@ -210,28 +210,48 @@ absl::Status TimelineLoader::locate_error() const {
 
 absl::Status TimelineLoader::Locate(const store::TimelineReader& tl, const store::Reader& reader,
                                     int64_t slice_id) {
-  // One row by key through the SQL view; then the full slice from its window.
-  auto row = reader.Query("SELECT track_id, start_ns, dur_ns FROM slices WHERE run_id = ?1 AND slice_id = ?2",
-                          {absl::StrCat(run_id_), absl::StrCat(slice_id)});
-  if (!row.ok()) return row.status();
-  if (row->rows.empty()) {
-    return absl::NotFoundError(absl::StrCat("run ", run_id_, " has no slice ", slice_id));
+  // Candidate windows: per track, the chunk whose first slice id is the
+  // largest not above the one sought (ids grow within a track's chunks), so
+  // at most one chunk per track; the `slices` view would decode every chunk
+  // of the run to find one row. A version-1 file has no chunks: ask the table.
+  struct Candidate {
+    int64_t track, t0, t1, first_id;
+  };
+  std::vector<Candidate> candidates;
+  auto chunked = tl.chunked();
+  if (!chunked.ok()) return chunked.status();
+  const std::vector<std::string> params{absl::StrCat(run_id_), absl::StrCat(slice_id)};
+  auto rows = *chunked
+                  ? reader.Query("SELECT c.track_id, c.start_ns, c.end_ns, c.first_slice_id FROM slice_chunks c JOIN "
+                                 "(SELECT track_id, max(first_slice_id) AS f FROM slice_chunks WHERE run_id = ?1 AND "
+                                 "first_slice_id <= ?2 GROUP BY track_id) m ON c.run_id = ?1 AND c.track_id = m.track_id "
+                                 "AND c.first_slice_id = m.f",
+                                 params)
+                  : reader.Query("SELECT track_id, start_ns, start_ns + dur_ns AS end_ns, slice_id FROM slices "
+                                 "WHERE run_id = ?1 AND slice_id = ?2",
+                                 params);
+  if (!rows.ok()) return rows.status();
+  for (size_t i = 0; i < rows->rows.size(); ++i) {
+    candidates.push_back(Candidate{rows->Int(i, "track_id"), rows->Int(i, "start_ns"), rows->Int(i, "end_ns"),
+                                   rows->Int(i, rows->columns[3])});
   }
-  const int64_t track = row->Int(0, "track_id"), start = row->Int(0, "start_ns");
-  const int64_t dur = std::max<int64_t>(1, row->Int(0, "dur_ns"));
-  auto slices = tl.Slices(run_id_, track, start, start + dur, 0);
-  if (!slices.ok()) return slices.status();
-  std::vector<int32_t> names;
-  for (const store::TimelineSlice& t : *slices) {
-    if (t.slice_id != slice_id) continue;
-    names.push_back(t.name_id);
-    if (auto s = ResolveNames(tl, names); !s.ok()) return s;
-    std::lock_guard lock(mu_);
-    located_ = std::pair{track, ToSlice(t)};
-    return absl::OkStatus();
+  // The closest first id is the likeliest holder.
+  std::sort(candidates.begin(), candidates.end(),
+            [](const Candidate& a, const Candidate& b) { return a.first_id > b.first_id; });
+  for (const Candidate& c : candidates) {
+    auto slices = tl.Slices(run_id_, c.track, c.t0, std::max(c.t1, c.t0) + 1, 0);
+    if (!slices.ok()) return slices.status();
+    for (const store::TimelineSlice& t : *slices) {
+      if (t.slice_id != slice_id) continue;
+      if (auto s = ResolveNames(tl, {t.name_id}); !s.ok()) return s;
+      std::lock_guard lock(mu_);
+      located_ = std::pair{c.track, ToSlice(t)};
+      return absl::OkStatus();
+    }
   }
-  return absl::NotFoundError(absl::StrCat("slice ", slice_id, " is not in its track's window"));
+  return absl::NotFoundError(absl::StrCat("run ", run_id_, " has no slice ", slice_id));
 }
+
 
 FlowMembers TimelineLoader::flow() const {
   std::lock_guard lock(mu_);

@@ -27,7 +27,7 @@ constexpr float kLabelWidth = 170;
 constexpr float kFoldPx = 3;      // slices narrower than this fold
 constexpr float kColumnPx = 3;    // summary columns are this wide
 constexpr float kMinStepPx = 12;  // step markers closer than this are thinned
-constexpr float kDetailsHeight = 150;
+constexpr float kDetailsHeight = 110;
 constexpr float kSmallFont = 12.5f;
 
 using nlohmann::json;
@@ -746,9 +746,14 @@ void TimelineView::DrawFlow(const Frame& f, UiState& ui) {
     // The last member to arrive held everyone else up (arrival_ns; without
     // it recorded, nobody is marked).
     const std::pair<int64_t, Slice>* last = nullptr;
+    int64_t first_arrival = std::numeric_limits<int64_t>::max();
     for (const auto& m : flow.members) {
-      if (m.second.arrival_ns >= 0 && (!last || m.second.arrival_ns > last->second.arrival_ns)) last = &m;
+      if (m.second.arrival_ns < 0) continue;
+      first_arrival = std::min(first_arrival, m.second.arrival_ns);
+      if (!last || m.second.arrival_ns > last->second.arrival_ns) last = &m;
     }
+    // Chips that all arrived together held nobody up.
+    if (last && last->second.arrival_ns == first_arrival) last = nullptr;
     const std::string name = Name(selection_->slice.name_id);
     ImVec2 prev;
     const Slice* prev_slice = nullptr;
@@ -914,6 +919,10 @@ void TimelineView::DrawDetails(UiState& ui) {
   int64_t first_arrival = last->second.arrival_ns;
   for (auto* m : by_arrival) {
     if (m->second.arrival_ns >= 0) first_arrival = std::min(first_arrival, m->second.arrival_ns);
+  }
+  if (first_arrival == last->second.arrival_ns) {
+    text(absl::StrFormat("collective over %d chips; all arrived together (nobody waited)", flow.members.size()), kDimText);
+    return;
   }
   text(absl::StrFormat("collective over %d chips; last to arrive: %s, %s after the first (the others waited for it)",
                        flow.members.size(), lt ? LaneTitle(*lt) : "?",
