@@ -69,6 +69,12 @@ absl::Status WriteRun(store::Writer& w, const FixtureRun& r) {
     t.device_id = d;
     t.host_id = host;
     w.Record(t);
+    if (r.with_modeled) {
+      t.track_id = ModeledTrack(d);
+      t.name = absl::StrCat("chip ", d, " (modeled)");
+      t.clock = Clock::kModeled;
+      w.Record(t);
+    }
   }
 
   const int64_t base = IdBase(r);
@@ -88,6 +94,11 @@ absl::Status WriteRun(store::Writer& w, const FixtureRun& r) {
       ar.bytes = 4096;
       if (r.with_arrivals) ar.arrival_ns = t + skew + 310'000 + 250'000 + late;
       w.Record(ar);
+      if (r.with_modeled) {
+        const int64_t mid = base + 80'000'000 + (int64_t{s} * r.num_devices + d) * 2;
+        w.Record(MakeSlice(mid + 1, ModeledTrack(d), t / 2, 150'000, 0, "fusion.3", SliceKind::kCompute, s));
+        w.Record(MakeSlice(mid + 2, ModeledTrack(d), t / 2 + 150'000, 125'000, 0, "dot.7", SliceKind::kCompute, s));
+      }
     }
     for (int h = 0; h < r.num_hosts; ++h) {
       const int64_t ht = kHostClockStart + t;

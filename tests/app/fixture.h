@@ -25,6 +25,9 @@ struct FixtureRun {
   bool with_dispatches = true;
   // hbm_bytes_in_use per chip and CreateTensor for the process, per step.
   bool with_counters = false;
+  // Each chip also on the modeled clock (track 500 + d), its slices at half
+  // the measured durations, from 0.
+  bool with_modeled = false;
   // Each chip's arrival at the all-reduce; this chip arrives last.
   bool with_arrivals = true;
   int late_device = 1;
@@ -46,6 +49,7 @@ inline constexpr int kCompilationsPerRun = 3;
 // Track ids: chip d is track d + 1; host h's main thread is track 1000 + h.
 inline int64_t DeviceTrack(int device) { return device + 1; }
 inline int64_t HostTrack(int host) { return 1000 + host; }
+inline int64_t ModeledTrack(int device) { return 500 + device; }
 // Slice ids: the all-reduce of `step` on chip `device` in run `run_id`.
 int64_t AllReduceSliceId(const FixtureRun& run, int step, int device);
 

@@ -338,6 +338,29 @@ TEST_F(ViewsTest, SixtyFourChipsAndTheHostLanesFitTheWindow) {
   EXPECT_EQ(ws_->timeline().lanes().size(), 64u + 8u - 8u);
 }
 
+// The modeled clock has its own section and ruler, collapsed while measured
+// device lanes are shown; opened, its lanes are placed after the host's
+// dispatch like the device clock's.
+TEST_F(ViewsTest, TheModeledClockHasItsOwnCollapsedSection) {
+  Open({.num_devices = 2, .num_hosts = 1, .with_modeled = true});
+  std::vector<json> axes = Items("axis");
+  ASSERT_EQ(axes.size(), 3u);
+  EXPECT_EQ(axes[1]["label"], "modeled clock");
+  EXPECT_TRUE(axes[1]["collapsed"].get<bool>());
+  for (const json& lane : Items("lane")) EXPECT_NE(lane["clock"], "modeled");
+  Click(Center(axes[1]));
+  Settle();
+  int modeled = 0;
+  for (const json& lane : Items("lane")) modeled += lane["clock"] == "modeled";
+  EXPECT_EQ(modeled, 2);
+  for (const json& a : Items("axis")) {
+    if (a["clock"] == "modeled") {
+      EXPECT_FALSE(a["collapsed"].get<bool>());
+      EXPECT_EQ(a["offset_ns"], testing::kHostClockStart + testing::kDispatchAfterNs);
+    }
+  }
+}
+
 TEST_F(ViewsTest, CountersHaveLanes) {
   Open({.num_devices = 4, .num_hosts = 2, .with_counters = true});
   auto counters = Items("counter");

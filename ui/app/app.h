@@ -20,8 +20,9 @@ struct AppOptions {
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;
-  // Measure open time, memory and frame times (empty window, whole run,
-  // panning), print them, and exit.
+  // Measure open time, memory and frame times (an empty window, the
+  // workstation with its lanes collapsed, the whole run, panning), print
+  // them, and exit.
   bool bench = false;
   // Screenshot mode only: where the pointer is, to capture a tooltip.
   std::optional<std::pair<float, float>> mouse;

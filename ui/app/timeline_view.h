@@ -74,6 +74,8 @@ class TimelineView {
   // The rows of the last frame (for tests: collapsed groups, heights).
   const RowLayout& layout() const { return layout_; }
   void SetCollapsed(const std::string& key, bool collapsed);
+  const absl::flat_hash_set<std::string>& collapsed() const { return collapsed_; }
+  void SetCollapsed(absl::flat_hash_set<std::string> keys) { collapsed_ = std::move(keys); }
 
  private:
   struct Hover;
