@@ -310,6 +310,8 @@ CREATE TABLE IF NOT EXISTS counters (
   value     REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS counters_by_name ON counters(run_id, name, ts_ns);
+-- One chip's counter over a time range (the timeline's counter tracks).
+CREATE INDEX IF NOT EXISTS counters_by_device ON counters(run_id, name, device_id, ts_ns);
 
 -- The metrics report of each run that ended (store/metrics.cc), written by the
 -- writer when the run ends with the code `shardscope metrics` prints: one row
