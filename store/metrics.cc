@@ -52,6 +52,8 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
   auto host = rd.Query(
       "SELECT n.name AS name, s.dur_ns AS dur FROM slices s JOIN names n ON n.name_id = s.name_id"
       " WHERE s.run_id = ?1 AND s.kind = 'host'"
+      // Only the host lanes' chunks are decoded (the constraint reaches slice_chunks' index).
+      " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'host')"
       " AND (n.name IN ('mark_step', 'trace', 'transfer to device', 'read value')"
       " OR n.name LIKE 'host_call at %')",
       {run});
@@ -90,6 +92,7 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
       "SELECT s.step AS step, s.graph_id AS graph, MAX(s.start_ns + s.dur_ns) - MIN(s.start_ns) AS span"
       " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
       " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind IN ('compute', 'collective')"
+      " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device')"
       " AND s.graph_id IS NOT NULL GROUP BY s.step, s.graph_id, s.track_id",
       {run});
   if (!runs.ok()) return runs.status();
@@ -160,7 +163,9 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
              "SELECT o.opcode AS name, COUNT(*) AS n FROM slices s"
              " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
              " JOIN ops o ON o.run_id = s.run_id AND o.graph_id = s.graph_id AND o.op_id = s.op_id"
-             " WHERE s.run_id = ?1 AND t.clock = 'device' GROUP BY o.opcode ORDER BY n DESC, o.opcode",
+             " WHERE s.run_id = ?1 AND t.clock = 'device'"
+             " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device')"
+             " GROUP BY o.opcode ORDER BY n DESC, o.opcode",
              run);
   if (!kernels.ok()) return kernels.status();
   r.kernel_runs = *std::move(kernels);
