@@ -106,13 +106,15 @@ Measured RunOnce(const Options& o, ss::trace::SliceDetail detail, int k) {
   auto axes = ss::samples::LlamaMeshAxes("dp");
   Measured m;
   const double t0 = Now();
-  auto rec = ss::Recording::Start({.db = db,
-                                   .workload = "llama",
-                                   .mesh = o.mesh,
-                                   .mesh_axes = axes.ok() ? *axes : std::vector<std::string>{},
-                                   .sharding = "dp",
-                                   .recompile_notices = false,
-                                   .trace = detail});
+  ss::RecordingOptions ro;
+  ro.db = db;
+  ro.workload = "llama";
+  ro.mesh = o.mesh;
+  if (axes.ok()) ro.mesh_axes = *axes;
+  ro.sharding = "dp";
+  ro.recompile_notices = false;
+  ro.trace = detail;
+  auto rec = ss::Recording::Start(ro);
   if (!rec.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(rec.status().message()).c_str());
     std::exit(1);

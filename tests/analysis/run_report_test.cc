@@ -2,6 +2,8 @@
 // exact numbers in the tables, clock labels and plain words in the renderings.
 #include "profiler/analysis/run_report.h"
 
+#include <sqlite3.h>
+
 #include "gtest/gtest.h"
 #include "profiler/analysis/format.h"
 #include "store/writer.h"
@@ -145,6 +147,37 @@ TEST_F(RunReportTest, Json) {
   EXPECT_TRUE(bare["devices"]["rows"].empty());
   EXPECT_FALSE(bare["devices"]["empty_reason"].get<std::string>().empty());
   EXPECT_TRUE(bare["steps"]["first_loss"].is_null());
+}
+
+// runs.capture_note (what a capture setting left out of the timeline) is
+// printed under the title in every format; a run without one, or a file
+// without the column (every other test here until the store adds it), prints none.
+TEST_F(RunReportTest, CaptureNoteUnderTheTitle) {
+  EXPECT_EQ(Build(1).run.capture_note, "");
+  EXPECT_FALSE(Has(RenderText(Build(1)), "capture:"));
+  reader_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  // The store's schema may already have the column; add it where it does not.
+  sqlite3_exec(db, "ALTER TABLE runs ADD COLUMN capture_note TEXT", nullptr, nullptr, nullptr);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE runs SET capture_note = 'timeline only for steps 2-3 (--trace-steps 2:3); "
+                         "steps 0-1 and 4-4 not captured (--trace-steps 2:3)' WHERE run_id = 1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto r = store::Reader::Open(path_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  reader_ = std::make_unique<store::Reader>(std::move(*r));
+  RunReport noted = Build(1);
+  EXPECT_TRUE(Has(noted.run.capture_note, "steps 0-1 and 4-4 not captured")) << noted.run.capture_note;
+  const std::string text = RenderText(noted);
+  EXPECT_TRUE(Has(text, "\ncapture: timeline only for steps 2-3 (--trace-steps 2:3); steps 0-1")) << text;
+  EXPECT_LT(text.find("capture:"), text.find("Steps"));  // at the top, before any table
+  EXPECT_TRUE(Has(RenderMarkdown(noted), "capture: timeline only for steps 2-3")) << RenderMarkdown(noted);
+  EXPECT_EQ(ReportToJson(noted)["run"]["capture_note"], noted.run.capture_note);
+  EXPECT_FALSE(Has(RenderText(Build(2)), "capture:"));  // the other run has no note
+  EXPECT_EQ(ReportToJson(Build(2))["run"]["capture_note"], "");
 }
 
 TEST_F(RunReportTest, UnknownRun) {
