@@ -14,6 +14,14 @@ Scheduler::Scheduler(trace::Clock clock, std::vector<int64_t> track_ids)
       ran_(tracks_.size(), false),
       moved_(tracks_.size()) {}
 
+namespace {
+size_t TotalOps(const ScheduleInput& in) {
+  size_t k = 0;
+  for (const auto& ops : in.per_device) k += ops.size();
+  return k;
+}
+}  // namespace
+
 absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput& in) {
   int n = static_cast<int>(in.per_device.size());
   if (n != static_cast<int>(tracks_.size()))
@@ -53,6 +61,9 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   const bool kernels = detail == trace::SliceDetail::kKernels;
   const bool counters = clock_ == trace::Clock::kDevice && trace::enabled();
   const bool memory = counters && in.memory.size() == static_cast<size_t>(n);
+  // The run's slices, handed to the recorder together at the end (one step for a queueing sink).
+  std::vector<trace::SliceRecord> out;
+  if (kernels) out.reserve(TotalOps(in) + n);
   if (detail != trace::SliceDetail::kNone) {
     for (int d = 0; d < n; ++d) {
       if (spans[d].host_wait_ns <= 0) continue;
@@ -65,11 +76,11 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       s.kind = trace::SliceKind::kHostWait;
       s.step = in.step;  // the step whose program the device waited for
       s.graph_id = in.graph_id;
-      trace::recorder().Record(s);
+      out.push_back(std::move(s));
     }
   }
   auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow, int64_t arrival) {
-    trace::SliceRecord s;
+    trace::SliceRecord& s = out.emplace_back();
     s.slice_id = trace::NextId();
     s.track_id = tracks_[d];
     s.start_ns = start;
@@ -82,7 +93,6 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
     s.flow_id = flow;
     s.bytes = op.bytes;
     s.arrival_ns = arrival;
-    trace::recorder().Record(s);
   };
   // When each device reached the op at which its memory peaked.
   std::vector<int64_t> peak_at(memory ? n : 0, -1);
@@ -164,9 +174,10 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       s.kind = trace::SliceKind::kCompute;
       s.step = in.step;
       s.graph_id = in.graph_id;
-      trace::recorder().Record(s);
+      out.push_back(std::move(s));
     }
   }
+  if (!out.empty()) trace::recorder().RecordSlices(std::move(out));
   if (counters) {
     auto counter = [&](int d, const char* name, int64_t ts, int64_t value) {
       trace::recorder().Record(trace::CounterRecord{d, name, ts, static_cast<double>(value)});

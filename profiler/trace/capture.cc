@@ -41,13 +41,25 @@ SliceDetail CaptureFilter::Detail(int step) const {
   return settings_.detail;
 }
 
-void CaptureFilter::Record(const SliceRecord& r) {
+bool CaptureFilter::Drops(const SliceRecord& r) const {
   const SliceDetail d = Detail(r.step);
-  if (d == SliceDetail::kNone || (d == SliceDetail::kPrograms && IsKernelSlice(r))) {
+  return d == SliceDetail::kNone || (d == SliceDetail::kPrograms && IsKernelSlice(r));
+}
+
+void CaptureFilter::Record(const SliceRecord& r) {
+  if (Drops(r)) {
     dropped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   sink_->Record(r);
+}
+
+void CaptureFilter::RecordSlices(std::vector<SliceRecord>&& slices) {
+  const size_t before = slices.size();
+  slices.erase(std::remove_if(slices.begin(), slices.end(), [&](const SliceRecord& r) { return Drops(r); }),
+               slices.end());
+  if (slices.size() != before) dropped_.fetch_add(static_cast<int64_t>(before - slices.size()), std::memory_order_relaxed);
+  if (!slices.empty()) sink_->RecordSlices(std::move(slices));
 }
 
 void CaptureFilter::Record(const StepRecord& r) {

@@ -67,6 +67,7 @@ class CaptureFilter : public Recorder {
   void Record(const MeshRecord& r) override { sink_->Record(r); }
   void Record(const TrackRecord& r) override { sink_->Record(r); }
   void Record(const SliceRecord& r) override;
+  void RecordSlices(std::vector<SliceRecord>&& slices) override;
   void Record(const GraphRecord& r) override { sink_->Record(r); }
   void Record(const OpRecord& r) override { sink_->Record(r); }
   void Record(const MemoryPlanRecord& r) override { sink_->Record(r); }
@@ -84,6 +85,7 @@ class CaptureFilter : public Recorder {
   void EndRun() override { sink_->EndRun(); }
 
  private:
+  bool Drops(const SliceRecord& r) const;
   // Widens the range of steps the run is known to have taken.
   void Saw(int step) const;
 

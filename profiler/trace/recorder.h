@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "profiler/trace/records.h"
 
@@ -35,6 +36,12 @@ class Recorder {
   virtual void Record(const MeshRecord&) {}
   virtual void Record(const TrackRecord&) {}
   virtual void Record(const SliceRecord&) {}
+  // The slices of one program run at once (the Scheduler's), in order; the
+  // recorder takes them. A sink that queues records can take the batch in one
+  // step instead of one per slice; by default each goes to Record.
+  virtual void RecordSlices(std::vector<SliceRecord>&& slices) {
+    for (const SliceRecord& s : slices) Record(s);
+  }
   virtual void Record(const GraphRecord&) {}
   virtual void Record(const OpRecord&) {}
   virtual void Record(const MemoryPlanRecord&) {}

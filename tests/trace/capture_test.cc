@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
 #include <vector>
 
 namespace shardscope::trace {
@@ -93,6 +94,23 @@ TEST(CaptureFilter, StepsKeepsStepAndProgramSlicesOnly) {
   EXPECT_EQ(f.NotesAtStart()[0].rfind("--trace steps: kernels not recorded", 0), 0u);
   EXPECT_FALSE(IsKernelSlice(Slice(0, SliceKind::kHost, -1, "dispatch")));
   EXPECT_TRUE(IsKernelSlice(Slice(0, SliceKind::kCompute, 0, "fusion.0")));
+}
+
+TEST(CaptureFilter, BatchesAreFilteredLikeSingleSlices) {
+  Sink sink;
+  CaptureFilter f(&sink, {SliceDetail::kPrograms, 2, 3});
+  std::vector<SliceRecord> batch;
+  for (int step = 1; step < 5; ++step)
+    for (auto [kind, op, name] : {std::tuple{SliceKind::kCompute, 7, "dot_general.7"},
+                                  std::tuple{SliceKind::kCompute, -1, "graph 3"},
+                                  std::tuple{SliceKind::kCollective, 9, "all_reduce.9"}})
+      batch.push_back(Slice(step, kind, op, name));
+  f.RecordSlices(std::move(batch));
+  ASSERT_EQ(sink.slices.size(), 2u);  // the program slices of steps 2 and 3, in order
+  EXPECT_EQ(sink.slices[0].step, 2);
+  EXPECT_EQ(sink.slices[1].step, 3);
+  EXPECT_EQ(sink.slices[1].name, "graph 3");
+  EXPECT_EQ(f.slices_dropped(), 10);
 }
 
 TEST(CaptureFilter, WindowKeepsItsStepsAndNamesTheOthers) {
