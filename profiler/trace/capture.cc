@@ -24,19 +24,19 @@ bool IsKernelSlice(const SliceRecord& s) {
 
 CaptureFilter::CaptureFilter(Recorder* sink, CaptureSettings settings) : sink_(sink), settings_(settings) {}
 
-void CaptureFilter::Saw(int step) const {
+void CaptureFilter::StepRange::Add(int step) {
   if (step < 0) return;
   // Relaxed loads first: the common case (a step already inside the range) writes nothing.
-  int lo = first_seen_.load(std::memory_order_relaxed);
-  while (step < lo && !first_seen_.compare_exchange_weak(lo, step, std::memory_order_relaxed)) {
+  int lo = first.load(std::memory_order_relaxed);
+  while (step < lo && !first.compare_exchange_weak(lo, step, std::memory_order_relaxed)) {
   }
-  int hi = last_seen_.load(std::memory_order_relaxed);
-  while (step > hi && !last_seen_.compare_exchange_weak(hi, step, std::memory_order_relaxed)) {
+  int hi = last.load(std::memory_order_relaxed);
+  while (step > hi && !last.compare_exchange_weak(hi, step, std::memory_order_relaxed)) {
   }
 }
 
 SliceDetail CaptureFilter::Detail(int step) const {
-  Saw(step);
+  asked_.Add(step);
   if (step >= 0 && (step < settings_.first_step || step > settings_.last_step)) return SliceDetail::kNone;
   return settings_.detail;
 }
@@ -63,7 +63,7 @@ void CaptureFilter::RecordSlices(std::vector<SliceRecord>&& slices) {
 }
 
 void CaptureFilter::Record(const StepRecord& r) {
-  Saw(r.step);
+  logged_.Add(r.step);
   sink_->Record(r);
 }
 
@@ -94,7 +94,8 @@ std::vector<std::string> CaptureFilter::NotesAtStart() const {
 
 std::string CaptureFilter::NoteAtEnd() const {
   if (!settings_.windowed() || settings_.detail == SliceDetail::kNone) return "";
-  const int lo = first_seen_.load(), hi = last_seen_.load();
+  const StepRange& steps = logged_.first.load() <= logged_.last.load() ? logged_ : asked_;
+  const int lo = steps.first.load(), hi = steps.last.load();
   if (lo > hi) return "";
   std::vector<std::string> gaps;
   if (lo < settings_.first_step) gaps.push_back(Range(lo, std::min(hi, settings_.first_step - 1)));

@@ -86,14 +86,20 @@ class CaptureFilter : public Recorder {
 
  private:
   bool Drops(const SliceRecord& r) const;
-  // Widens the range of steps the run is known to have taken.
-  void Saw(int step) const;
+  // A range of steps, widened from any thread; first > last: empty.
+  struct StepRange {
+    std::atomic<int> first{INT_MAX}, last{INT_MIN};
+    void Add(int step);
+  };
 
   Recorder* sink_;
   CaptureSettings settings_;
-  // Steps seen (in Detail queries, slices and step records); first > last: none yet.
-  mutable std::atomic<int> first_seen_{INT_MAX};
-  mutable std::atomic<int> last_seen_{INT_MIN};
+  // The steps the run logged (StepRecords): what the end note names. Steps
+  // only asked about (Detail) stand in for a program that logs none; they
+  // also include the frontend's step after the last one (its final value
+  // reads), which is no training step.
+  StepRange logged_;
+  mutable StepRange asked_;
   std::atomic<int64_t> dropped_{0};
 };
 

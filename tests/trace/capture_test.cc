@@ -155,6 +155,19 @@ TEST(CaptureFilter, OpenWindowsAndRunsInsideTheWindow) {
     EXPECT_EQ(f.NoteAtEnd(), "");
   }
   {
+    Sink sink;  // the steps logged name the gaps; the frontend's step after the last is no step of the run
+    CaptureFilter f(&sink, {SliceDetail::kKernels, 2, 3});
+    for (int step = 0; step < 6; ++step) f.Record(StepRecord{step, 0, 0});
+    f.Detail(6);
+    EXPECT_EQ(f.NoteAtEnd(), "steps 0-1 and 4-5 not captured (--trace-steps 2:3)");
+  }
+  {
+    Sink sink;  // a program that logs no steps: the steps asked about
+    CaptureFilter f(&sink, {SliceDetail::kKernels, 2, 3});
+    for (int step = 0; step < 5; ++step) f.Detail(step);
+    EXPECT_EQ(f.NoteAtEnd(), "steps 0-1 and 4 not captured (--trace-steps 2:3)");
+  }
+  {
     Sink sink;  // slices outside any step follow the mode alone
     CaptureFilter f(&sink, {SliceDetail::kKernels, 10, 20});
     f.Record(Slice(-1, SliceKind::kHost, -1, "read value"));
