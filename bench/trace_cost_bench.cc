@@ -259,6 +259,10 @@ void ProducerCost(const Options& o) {
   auto w = ss::store::Writer::Open(db);
   if (!w.ok()) Fail(w.status());
   if (auto r = (*w)->StartRun(ss::trace::RunRecord{}); !r.ok()) Fail(r.status());
+  // Twice, counting the second: the first grows the writer's queue, and
+  // touching its fresh pages (MACHINE-NOTES) would be counted as Push.
+  time(w->get());
+  (*w)->Flush();
   const double cpu0 = ProcessCpu();
   const double into_writer = time(w->get());
   (*w)->Flush();
@@ -345,7 +349,11 @@ int main(int argc, char** argv) {
     if (off.slices != 0) std::printf("  warning: the --trace off run stored %lld slices\n", static_cast<long long>(off.slices));
     std::fflush(stdout);
   }
-  const Interval w = MeanCi(wall_ratio), c = MeanCi(cpu_ratio);
+  // The steps alone (Finish left out): what capture costs while the run trains.
+  std::vector<double> steps_ratio;
+  for (size_t k = 0; k < kernels_wall.size(); ++k)
+    steps_ratio.push_back((kernels_wall[k] - kernels_fin[k]) / (off_wall[k] - off_fin[k]));
+  const Interval w = MeanCi(wall_ratio), c = MeanCi(cpu_ratio), st = MeanCi(steps_ratio);
   const int df = o.pairs - 1;
   std::printf("\nmedian time counted: kernels %.4f s, off %.4f s (from step 0's loss through Finish); "
               "of it Finish %.4f s and %.4f s\n",
@@ -358,6 +366,8 @@ int main(int argc, char** argv) {
               last_kernels.slices ? static_cast<double>(last_kernels.file_bytes) / last_kernels.slices : 0.0);
   std::printf("wall ratio kernels/off: mean %.4f, 95%% CI [%.4f, %.4f] (t, %d df)\n", w.mean, w.lo, w.hi, df);
   std::printf("cpu  ratio kernels/off: mean %.4f, 95%% CI [%.4f, %.4f] (t, %d df)\n", c.mean, c.lo, c.hi, df);
+  std::printf("wall ratio of the steps alone (Finish left out): mean %.4f, 95%% CI [%.4f, %.4f] (t, %d df)\n",
+              st.mean, st.lo, st.hi, df);
   std::printf("goal: wall ratio's upper bound <= 1.03: %s\n", w.hi <= 1.03 ? "met" : "NOT met");
   return 0;
 }
