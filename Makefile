@@ -3,7 +3,7 @@ BUILD ?= build
 DB ?= shardscope.db
 JOBS ?= $(shell nproc)
 
-.PHONY: deps configure build demo test clean
+.PHONY: deps configure build demo test bench-trace clean
 
 deps:
 	@bash cmake/deps.sh
@@ -23,6 +23,12 @@ demo: build
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# What full timeline capture costs (README, "Capture control"): 20 interleaved
+# pairs of the 2x2 llama step, --trace kernels against --trace off.
+bench-trace: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target trace_cost_bench
+	@unset OPENBLAS_CORETYPE; $(BUILD)/bench/trace_cost_bench --pairs 20 --steps 6
 
 clean:
 	rm -rf $(BUILD)

@@ -23,7 +23,7 @@ absl::StatusOr<std::vector<Tensor>> host_call(const HostFn& fn, const std::vecto
   const int64_t t1 = trace::HostNowNs();
   if (!out.ok())
     return absl::Status(out.status().code(), absl::StrCat("host_call at ", at, ": ", out.status().message()));
-  if (trace::enabled()) {
+  if (trace::slice_detail(internal::Ctx().step) != trace::SliceDetail::kNone) {
     trace::SliceRecord s;
     s.slice_id = trace::NextId();
     s.track_id = internal::Ctx().host_track;

@@ -69,7 +69,8 @@ CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
 
 void HostSlice(const char* name, trace::SliceKind kind, int64_t start, int64_t end, int depth, int64_t parent,
                int64_t graph_id, int64_t id = 0) {
-  if (!trace::enabled()) return;
+  // Host slices are step and program slices: kept unless capture is off for this step.
+  if (trace::slice_detail(Ctx().step) == trace::SliceDetail::kNone) return;
   trace::SliceRecord s;
   s.slice_id = id ? id : trace::NextId();
   s.track_id = Ctx().host_track;

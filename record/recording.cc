@@ -1,6 +1,7 @@
 #include "record/recording.h"
 
 #include <atomic>
+#include <climits>
 #include <chrono>
 #include <cstdlib>
 #include <utility>
@@ -49,6 +50,12 @@ absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
   if (o.hosts < 1) return bad("hosts is ", o.hosts, ": needs at least 1");
   if (*chips % o.hosts != 0) return bad(*chips, " chips do not split evenly over ", o.hosts, " hosts");
   if (auto p = compiler::FindProfile(o.profile); !p.ok()) return bad(p.status().message());
+  if (o.trace_first_step < 0) return bad("trace_first_step is ", o.trace_first_step, ": steps start at 0");
+  if (o.trace_last_step < -1 || (o.trace_last_step >= 0 && o.trace_last_step < o.trace_first_step))
+    return bad("trace_last_step ", o.trace_last_step, " is before trace_first_step ", o.trace_first_step,
+               " (-1 for no end)");
+  if (o.trace_ring_steps < 0) return bad("trace_ring_steps is ", o.trace_ring_steps, ": 0 keeps every step");
+  if (o.trace_max_bytes < 0) return bad("trace_max_bytes is ", o.trace_max_bytes, ": 0 for no cap");
   if (!o.config_json.empty()) {
     auto j = nlohmann::json::parse(o.config_json, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object()) return bad("config_json is not a JSON object: ", o.config_json);
@@ -77,7 +84,10 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   if (g_recording.exchange(true))
     return absl::FailedPreconditionError("Recording: another recording is still open; Finish() it first");
 
-  auto writer = store::Writer::Open(o.db);
+  store::WriterOptions writer_options;
+  writer_options.ring_steps = o.trace_ring_steps;
+  writer_options.max_capture_bytes = o.trace_max_bytes;
+  auto writer = store::Writer::Open(o.db, writer_options);
   if (!writer.ok()) {
     g_recording = false;
     return writer.status();
@@ -91,7 +101,11 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   SetSourceRoot(opt.source_root.empty() ? Directory(caller.file_name()) : opt.source_root);
 
   trace::ResetHostClock();
-  trace::SetRecorder(writer->get());
+  const trace::CaptureSettings capture{opt.trace, opt.trace_first_step,
+                                       opt.trace_last_step < 0 ? INT_MAX : opt.trace_last_step};
+  // The default keeps everything: records go straight to the writer, no filter in between.
+  if (!capture.keeps_everything()) rec->capture_ = std::make_unique<trace::CaptureFilter>(writer->get(), capture);
+  trace::SetRecorder(rec->capture_ ? static_cast<trace::Recorder*>(rec->capture_.get()) : writer->get());
   trace::RunRecord run;
   run.sample = opt.workload;
   run.mesh = mesh_text;
@@ -138,6 +152,9 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   if (!run_id.ok()) return fail(run_id.status());
   rec->run_id_ = *run_id;
   rec->writer_ = std::move(*writer);
+  // Said now, not at the end: a run killed half way shows no silent gap either.
+  if (rec->capture_)
+    for (std::string& note : rec->capture_->NotesAtStart()) rec->writer_->AddCaptureNote(std::move(note));
   if (absl::Status s = Init({.num_hosts = hosts,
                              .chips_per_host = static_cast<int>(chips / hosts),
                              .cache_dir = cache_dir,
@@ -175,11 +192,14 @@ absl::Status Recording::write_status() const { return writer_ ? writer_->status(
 absl::Status Recording::Finish() {
   if (finished_) return finish_status_;
   finished_ = true;
-  Shutdown();
+  Shutdown();  // every queued program has run: the steps the run took are known
+  if (capture_)
+    if (std::string note = capture_->NoteAtEnd(); !note.empty()) writer_->AddCaptureNote(std::move(note));
   writer_->EndRun();  // the run's metrics report is computed and stored here
   if (absl::Status s = writer_->status(); !s.ok())
     finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));
   trace::SetRecorder(nullptr);
+  capture_.reset();
   writer_.reset();  // closes the file
   SetSourceRoot(previous_source_root_);
   g_recording = false;

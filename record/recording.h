@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/mesh.h"
+#include "profiler/trace/capture.h"
 
 namespace shardscope {
 
@@ -55,6 +56,20 @@ struct RecordingOptions {
   // Source files under this directory are stored relative to it (main.cc:12).
   // Empty: the directory of the file that calls Start.
   std::string source_root;
+
+  // Timeline capture, like torch_xla's xp.trace (`shardscope run --trace ...`).
+  // What a setting leaves out is said in the run's runs.capture_note, so no
+  // report shows a silent gap.
+  // kKernels: every slice; kPrograms: step and program slices only (trace::SliceDetail);
+  // kNone: no slices (compilations, executions, steps, counters and metrics are still recorded).
+  trace::SliceDetail trace = trace::SliceDetail::kKernels;
+  // Slices only of steps trace_first_step..trace_last_step, inclusive (-1: no end).
+  int trace_first_step = 0;
+  int trace_last_step = -1;
+  // Keep only the last N steps' slices (0: all); done by the store's writer.
+  int trace_ring_steps = 0;
+  // Stop capturing slices when the file would pass this many bytes (0: no cap); the store's writer.
+  int64_t trace_max_bytes = 0;
 };
 
 class Recording {
@@ -94,6 +109,8 @@ class Recording {
   std::string topology_;
   std::string previous_source_root_;
   std::unique_ptr<store::Writer> writer_;
+  // Between the stack and the writer when capture is narrowed (null: everything goes to the writer).
+  std::unique_ptr<trace::CaptureFilter> capture_;
   int64_t run_id_ = 0;
   bool finished_ = false;
   absl::Status finish_status_;

@@ -273,7 +273,13 @@ absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, cons
     a.shards.push_back(*b);
     std::lock_guard<std::mutex> l(mu_);
     pending_transfers_[d].push_back(
-        {-1, absl::StrCat("transfer ", name), trace::SliceKind::kTransfer, ThreadCpuNs() - t0, -1, local.bytes()});
+        {.op_id = -1,
+         .name = absl::StrCat("transfer ", name),
+         .kind = trace::SliceKind::kTransfer,
+         .dur_ns = ThreadCpuNs() - t0,
+         .collective = -1,
+         .bytes = local.bytes(),
+         .received_bytes = local.bytes()});
   }
   return a;
 }
@@ -331,13 +337,19 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     // asynchronous run brings the ones taken when it was enqueued.
     for (int d = 0; d < n; ++d) {
       auto& ops = timing.per_device[d];
+      const size_t before = ops.size();
       if (opts.transfers) {
         if (d < static_cast<int>(opts.transfers->size()))
           ops.insert(ops.begin(), (*opts.transfers)[d].begin(), (*opts.transfers)[d].end());
-        continue;
+      } else {
+        ops.insert(ops.begin(), pending_transfers_[d].begin(), pending_transfers_[d].end());
+        pending_transfers_[d].clear();
       }
-      ops.insert(ops.begin(), pending_transfers_[d].begin(), pending_transfers_[d].end());
-      pending_transfers_[d].clear();
+      // The memory peak's op moved back by the transfers put before it.
+      if (d < static_cast<int>(timing.memory.size())) {
+        timing.memory[d].peak_op += ops.size() - before;
+        timing.memory[d].end_bytes = topology_->device(d).in_use();
+      }
     }
   }
   timing.step = opts.step;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
+#include "compiler/cost_model.h"
 
 namespace shardscope::runtime {
 namespace {
@@ -335,6 +336,43 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> ParticipantGroups(const compil
     groups.push_back({d});
   }
   return groups;
+}
+
+LinkBytes CollectiveLinkBytes(const compiler::Instruction& c, const std::vector<int64_t>& group, size_t position) {
+  using compiler::CollectiveKind;
+  LinkBytes out;
+  const int64_t n = static_cast<int64_t>(group.size());
+  if (n <= 1 || position >= group.size() || c.operands.empty()) return out;
+  const int64_t b = c.operands[0]->shape.bytes();
+  const int64_t me = group[position];
+  switch (compiler::CollectiveKindOf(c.op)) {
+    case CollectiveKind::kAllReduce:
+      out.sent = out.received = 2 * (n - 1) * b / n;
+      break;
+    case CollectiveKind::kAllGather:
+      out.sent = out.received = (n - 1) * b;
+      break;
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllToAll:
+      out.sent = out.received = (n - 1) * b / n;
+      break;
+    case CollectiveKind::kCollectivePermute:
+      for (const auto& [source, target] : c.source_target_pairs) {
+        if (source == target) continue;
+        if (source == me) out.sent += b;
+        if (target == me) out.received += b;
+      }
+      break;
+    case CollectiveKind::kCollectiveBroadcast: {
+      // Step k: the first 2^k members hold the value, and member i forwards it to i + 2^k.
+      const int64_t i = static_cast<int64_t>(position);
+      for (int64_t holders = 1; holders < n; holders *= 2)
+        if (i < holders && i + holders < n) out.sent += b;
+      out.received = i > 0 ? b : 0;
+      break;
+    }
+  }
+  return out;
 }
 
 absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int64_t>& members,

@@ -57,6 +57,22 @@ absl::Status CollectiveBroadcast(const std::vector<const Literal*>& inputs,
 absl::StatusOr<std::vector<std::vector<int64_t>>> ParticipantGroups(const compiler::Instruction& c,
                                                                     int num_devices);
 
+// The bytes device group[position] puts on its links and takes off them when
+// collective `c` runs for `group` (from ParticipantGroups), under the
+// algorithm the cost model prices (compiler::CostModel::CollectiveNs), with
+// B the operand's bytes per chip and n the group's size: all_reduce, a ring
+// reduce-scatter then all-gather, 2(n-1)/n B each way; all_gather (n-1) B
+// ((n-1)/n of the result); reduce_scatter and all_to_all (n-1)/n B;
+// collective_permute, B sent per pair this device is the source of and B
+// received when it is a target (pairs to itself move nothing);
+// collective_broadcast, a binomial tree from the group's first member, B
+// sent per device forwarded to and B received by every other member. Summed
+// over a group, sent equals received.
+struct LinkBytes {
+  int64_t sent = 0, received = 0;
+};
+LinkBytes CollectiveLinkBytes(const compiler::Instruction& c, const std::vector<int64_t>& group, size_t position);
+
 // Runs collective `c` for one group from ParticipantGroups: inputs[k] and
 // outputs[k] belong to device members[k].
 absl::Status RunCollective(const compiler::Instruction& c, const std::vector<int64_t>& members,

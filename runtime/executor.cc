@@ -53,7 +53,11 @@ absl::Status RunWhile(const compiler::Instruction& w, Topology& topology, Thread
     if (!out.ok()) return absl::Status(out.status().code(), absl::StrCat(where, ", its ", what, ": ", out.status().message()));
     const int offset = static_cast<int>(timing->collectives.size());
     const auto& by_id = &region == w.cond.get() ? cond_ops : body_ops;
-    for (int d = 0; d < n; ++d)
+    for (int d = 0; d < n; ++d) {
+      // The region's memory peak, at its op's place among the while's ops.
+      if (d < static_cast<int>(sub.memory.size()) && d < static_cast<int>(timing->memory.size()) &&
+          sub.memory[d].peak_bytes > timing->memory[d].peak_bytes)
+        timing->memory[d] = {sub.memory[d].peak_bytes, timing->per_device[d].size() + sub.memory[d].peak_op, -1};
       for (DeviceOp& op : sub.per_device[d]) {
         if (!op.region_op) {  // a nested loop's op keeps its own
           auto it = by_id.find(op.op_id);
@@ -64,6 +68,7 @@ absl::Status RunWhile(const compiler::Instruction& w, Topology& topology, Thread
         if (op.collective >= 0) op.collective += offset;
         timing->per_device[d].push_back(std::move(op));
       }
+    }
     for (CollectiveRun& c : sub.collectives) timing->collectives.push_back(std::move(c));
     return out;
   };
@@ -148,7 +153,19 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     }
   } release_charges{frames, topology};
   timing->per_device.assign(n, {});
+  timing->memory.assign(n, {});
   std::vector<absl::Status> errors(n);
+  // HBM in use on device d just after an allocation of this run: the run's
+  // peak, and the op it belongs to (the next one pushed for the Scheduler).
+  // One atomic load per kernel.
+  auto note_memory = [&](int d) {
+    const int64_t now = topology.device(d).in_use();
+    MemorySamples& m = timing->memory[d];
+    if (now > m.peak_bytes) {
+      m.peak_bytes = now;
+      m.peak_op = timing->per_device[d].size();
+    }
+  };
 
   // A while's result may be read by more than one get_tuple_element: the last takes it.
   std::vector<bool> last_of_result(count, false);
@@ -197,6 +214,7 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
         absl::Status s = dev.Allocate(i.shape.bytes(), name);
         if (!s.ok()) { errors[d] = s; break; }
         f.charged[i.id] = i.shape.bytes();
+        note_memory(d);
         if (i.op == Opcode::kGetTupleElement) {  // a while's result: handed over, not computed
           auto& held = f.results[i.operands[0]->id][i.dims[0]];
           f.owned[i.id] = last_of_result[i.id] ? held->Take() : held->literal();
@@ -272,6 +290,7 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
       if (!s.ok()) return s;
       frames[d].charged[c.id] = c.shape.bytes();
       frames[d].owned[c.id] = Literal::Uninitialized(c.shape);
+      note_memory(d);
     }
     pool.ParallelFor(static_cast<int>(run.groups.size()), [&](int g) {
       const auto& members = run.groups[g];
@@ -287,10 +306,17 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     });
     for (const auto& e : gerr)
       if (!e.ok()) return absl::Status(e.code(), absl::StrCat(OpName(c), ": ", e.message()));
+    // What each device put on its links and took off them (the device clock's counters).
+    std::vector<LinkBytes> moved(n);
+    for (const auto& members : run.groups)
+      for (size_t p = 0; p < members.size(); ++p)
+        if (members[p] >= 0 && members[p] < n) moved[members[p]] = CollectiveLinkBytes(c, members, p);
     for (int d = 0; d < n; ++d) {
       frames[d].value[c.id] = &frames[d].owned[c.id];
-      timing->per_device[d].push_back(
-          {c.id, OpName(c), trace::SliceKind::kCollective, 0, cidx, c.operands[0]->shape.bytes()});
+      DeviceOp op{c.id, OpName(c), trace::SliceKind::kCollective, 0, cidx, c.operands[0]->shape.bytes()};
+      op.sent_bytes = moved[d].sent;
+      op.received_bytes = moved[d].received;
+      timing->per_device[d].push_back(std::move(op));
       release(frames[d], d, end);
     }
     timing->collectives.push_back(std::move(run));

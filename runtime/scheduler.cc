@@ -8,7 +8,19 @@
 namespace shardscope::runtime {
 
 Scheduler::Scheduler(trace::Clock clock, std::vector<int64_t> track_ids)
-    : clock_(clock), tracks_(std::move(track_ids)), free_(tracks_.size(), 0), ran_(tracks_.size(), false) {}
+    : clock_(clock),
+      tracks_(std::move(track_ids)),
+      free_(tracks_.size(), 0),
+      ran_(tracks_.size(), false),
+      moved_(tracks_.size()) {}
+
+namespace {
+size_t TotalOps(const ScheduleInput& in) {
+  size_t k = 0;
+  for (const auto& ops : in.per_device) k += ops.size();
+  return k;
+}
+}  // namespace
 
 absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput& in) {
   int n = static_cast<int>(in.per_device.size());
@@ -44,8 +56,15 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
     if (clock_ == trace::Clock::kDevice && ran_[d] && in.host_wait_ns > 0)
       spans[d].host_wait_ns = std::min(t[d] - free_[d], in.host_wait_ns);
   }
-  const bool emit = trace::enabled();
-  if (emit) {
+  // Asked once per run: the per-op paths below test plain bools.
+  const trace::SliceDetail detail = trace::slice_detail(in.step);
+  const bool kernels = detail == trace::SliceDetail::kKernels;
+  const bool counters = clock_ == trace::Clock::kDevice && trace::enabled();
+  const bool memory = counters && in.memory.size() == static_cast<size_t>(n);
+  // The run's slices, handed to the recorder together at the end (one step for a queueing sink).
+  std::vector<trace::SliceRecord> out;
+  if (kernels) out.reserve(TotalOps(in) + n);
+  if (detail != trace::SliceDetail::kNone) {
     for (int d = 0; d < n; ++d) {
       if (spans[d].host_wait_ns <= 0) continue;
       trace::SliceRecord s;
@@ -57,12 +76,11 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       s.kind = trace::SliceKind::kHostWait;
       s.step = in.step;  // the step whose program the device waited for
       s.graph_id = in.graph_id;
-      trace::recorder().Record(s);
+      out.push_back(std::move(s));
     }
   }
-  auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow) {
-    if (!emit) return;
-    trace::SliceRecord s;
+  auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow, int64_t arrival) {
+    trace::SliceRecord& s = out.emplace_back();
     s.slice_id = trace::NextId();
     s.track_id = tracks_[d];
     s.start_ns = start;
@@ -74,7 +92,12 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
     s.op_id = op.op_id;
     s.flow_id = flow;
     s.bytes = op.bytes;
-    trace::recorder().Record(s);
+    s.arrival_ns = arrival;
+  };
+  // When each device reached the op at which its memory peaked.
+  std::vector<int64_t> peak_at(memory ? n : 0, -1);
+  auto mark_peak = [&](int d) {
+    if (memory && peak_at[d] < 0 && next[d] == in.memory[d].peak_op) peak_at[d] = t[d];
   };
   // Which group of each collective a device belongs to.
   std::vector<std::vector<int>> group_of(in.collectives.size(), std::vector<int>(n, -1));
@@ -91,7 +114,8 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       // Kernels and transfers run back to back.
       while (next[d] < in.per_device[d].size() && in.per_device[d][next[d]].collective < 0) {
         const DeviceOp& op = in.per_device[d][next[d]];
-        slice(d, op, t[d], op.dur_ns, -1);
+        mark_peak(d);
+        if (kernels) slice(d, op, t[d], op.dur_ns, -1, -1);
         t[d] += op.dur_ns;
         (op.kind == trace::SliceKind::kTransfer ? spans[d].transfer_ns : spans[d].compute_ns) += op.dur_ns;
         ++next[d];
@@ -116,10 +140,12 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       }
       if (!ready) continue;
       int64_t dur = in.collectives[c].group_dur_ns[g];
-      int64_t flow = emit ? trace::NextId() : -1;
+      int64_t flow = kernels ? trace::NextId() : -1;
       for (int64_t m : members) {
         const DeviceOp& mop = in.per_device[m][next[m]];
-        slice(static_cast<int>(m), mop, start, dur, flow);
+        if (memory && peak_at[m] < 0 && next[m] == in.memory[m].peak_op) peak_at[m] = start;
+        // arrival_ns: when this member got here (t[m]); start - t[m] is its wait for the others.
+        if (kernels) slice(static_cast<int>(m), mop, start, dur, flow, t[m]);
         spans[m].collective_ns += dur;  // includes nothing of the wait: that shows as idle
         t[m] = start + dur;
         ++next[m];
@@ -134,6 +160,48 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
     spans[d].end_ns = t[d];
     free_[d] = t[d];
     ran_[d] = true;
+  }
+  if (detail == trace::SliceDetail::kPrograms) {
+    const std::string name = absl::StrCat("graph ", in.graph_id);
+    for (int d = 0; d < n; ++d) {
+      if (in.per_device[d].empty()) continue;
+      trace::SliceRecord s;
+      s.slice_id = trace::NextId();
+      s.track_id = tracks_[d];
+      s.start_ns = spans[d].start_ns;
+      s.dur_ns = spans[d].end_ns - spans[d].start_ns;
+      s.name = name;
+      s.kind = trace::SliceKind::kCompute;
+      s.step = in.step;
+      s.graph_id = in.graph_id;
+      out.push_back(std::move(s));
+    }
+  }
+  if (!out.empty()) trace::recorder().RecordSlices(std::move(out));
+  if (counters) {
+    auto counter = [&](int d, const char* name, int64_t ts, int64_t value) {
+      trace::recorder().Record(trace::CounterRecord{d, name, ts, static_cast<double>(value)});
+    };
+    for (int d = 0; d < n; ++d) {
+      if (memory && in.memory[d].peak_bytes >= 0)
+        counter(d, kHbmInUseCounter, peak_at[d] >= 0 ? peak_at[d] : spans[d].end_ns, in.memory[d].peak_bytes);
+      if (memory && in.memory[d].end_bytes >= 0) counter(d, kHbmInUseCounter, spans[d].end_ns, in.memory[d].end_bytes);
+      Moved& mv = moved_[d];
+      for (const DeviceOp& op : in.per_device[d]) {
+        if (op.kind == trace::SliceKind::kTransfer) {
+          mv.from_host += op.received_bytes;
+        } else {
+          mv.sent += op.sent_bytes;
+          mv.received += op.received_bytes;
+        }
+      }
+      // Cumulative: a sample only when the total moved, so idle chips add no rows.
+      if (mv.sent != mv.sent_said) counter(d, kCollectiveSentCounter, spans[d].end_ns, mv.sent_said = mv.sent);
+      if (mv.received != mv.received_said)
+        counter(d, kCollectiveReceivedCounter, spans[d].end_ns, mv.received_said = mv.received);
+      if (mv.from_host != mv.from_host_said)
+        counter(d, kHostToDeviceCounter, spans[d].end_ns, mv.from_host_said = mv.from_host);
+    }
   }
   return spans;
 }

@@ -33,6 +33,19 @@ struct DeviceOp {
   // What ran inside a while's region: that region's instruction (the
   // modeled clock prices it, not the whole loop). Owned by the program.
   const compiler::Instruction* region_op = nullptr;
+  // Bytes this chip put on and took off its links: a collective's share under
+  // the algorithm the cost model prices (CollectiveLinkBytes), a transfer's
+  // bytes from the host (received). Summed into the device clock's counters.
+  int64_t sent_bytes = 0, received_bytes = 0;
+};
+
+// HBM in use on one chip during a program run, from the executor's
+// accounting (Device::in_use), which the device clock turns into
+// "hbm_bytes_in_use" counter samples at the times it places them.
+struct MemorySamples {
+  int64_t peak_bytes = -1;   // the most in use at any allocation of the run; -1: not measured
+  size_t peak_op = 0;        // seen while per_device[d][peak_op] ran (placed at its start)
+  int64_t end_bytes = -1;    // in use once the run released its intermediates; -1: not measured
 };
 
 // One collective instruction's run: its replica groups and each group's duration.
@@ -52,6 +65,7 @@ struct ScheduleInput {
   int64_t host_wait_ns = 0;
   std::vector<std::vector<DeviceOp>> per_device;
   std::vector<CollectiveRun> collectives;
+  std::vector<MemorySamples> memory;  // per device; empty: not measured
 };
 
 struct DeviceSpan {
@@ -79,14 +93,39 @@ class Scheduler {
   // starts; the rest of the gap stays idle. No slice before a device's first
   // program, and none on the modeled clock, whose gaps compare modeled
   // durations with host launches and so say nothing about this run's host.
+  //
+  // What is emitted follows trace::slice_detail(in.step), asked once per run:
+  // kKernels, a slice per kernel, collective and transfer (a collective's
+  // slice carries each member's own arrival in arrival_ns; it starts at the
+  // last arrival); kPrograms, one slice per device for the whole run ("graph
+  // N", kind compute, op_id -1) plus the host waits; kNone, no slices.
+  //
+  // Counters (device clock only, whenever a recorder is installed), per chip
+  // at the times this clock gives them: "hbm_bytes_in_use" at the run's peak
+  // and at its end (in.memory), and, at the end of a run that moved any,
+  // the chip's cumulative "collective_bytes_sent", "collective_bytes_received"
+  // and "host_to_device_bytes" since this Scheduler was made.
   absl::StatusOr<std::vector<DeviceSpan>> Schedule(const ScheduleInput& in);
   int64_t device_free_ns(int d) const { return free_[d]; }
 
  private:
+  // Cumulative bytes moved by one chip, and what its counters last said.
+  struct Moved {
+    int64_t sent = 0, received = 0, from_host = 0;
+    int64_t sent_said = 0, received_said = 0, from_host_said = 0;
+  };
+
   trace::Clock clock_;
   std::vector<int64_t> tracks_;
   std::vector<int64_t> free_;
   std::vector<bool> ran_;  // has the device run a program yet?
+  std::vector<Moved> moved_;
 };
+
+// Counter names of the device clock (docs/schema.md, counters).
+inline constexpr const char* kHbmInUseCounter = "hbm_bytes_in_use";
+inline constexpr const char* kCollectiveSentCounter = "collective_bytes_sent";
+inline constexpr const char* kCollectiveReceivedCounter = "collective_bytes_received";
+inline constexpr const char* kHostToDeviceCounter = "host_to_device_bytes";
 
 }  // namespace shardscope::runtime

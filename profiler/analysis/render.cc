@@ -37,6 +37,8 @@ std::string StatusText(const RunHeader& h) {
                                Printable(h.status_detail.empty() ? h.status : h.status_detail));
   if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
   if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", Printable(h.sharding));
+  // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
+  if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
   return s;
 }
 
@@ -347,6 +349,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"profile", h.profile},       {"clock_kinds", h.clock_kinds},
                 {"tool_version", h.tool_version}, {"started_at", h.started_at},
                 {"status", h.status},         {"status_detail", h.status_detail},
+                {"capture_note", h.capture_note},
                 {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};

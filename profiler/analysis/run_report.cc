@@ -71,6 +71,14 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   if (q->Text(0, "ended_at_ns") != "") {
     h->duration_ns = q->Int(0, "ended_at_ns") - q->Int(0, "started_at_ns");
   }
+  // runs.capture_note arrived with capture control (issue 14); older files lack it.
+  auto has = rd.Query("SELECT COUNT(*) AS n FROM pragma_table_info('runs') WHERE name = 'capture_note'");
+  if (!has.ok()) return has.status();
+  if (has->Int(0, "n") > 0) {
+    auto note = rd.Query("SELECT capture_note FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});
+    if (!note.ok()) return note.status();
+    if (!note->rows.empty()) h->capture_note = note->Text(0, "capture_note");
+  }
   return absl::OkStatus();
 }
 

@@ -27,6 +27,10 @@ struct RunHeader {
   int num_devices = 0;
   bool simulated = false;
   std::optional<int64_t> duration_ns;  // ended_at - started_at (unix clock), when finished
+  // What the run's capture settings left out of its timeline (runs.capture_note:
+  // "--trace steps: kernels not recorded ..."); "" when everything was captured
+  // or the file predates the column.
+  std::string capture_note;
 };
 
 // Steps on the host clock (wall time of each training step).

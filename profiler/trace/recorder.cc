@@ -4,7 +4,11 @@
 
 namespace shardscope::trace {
 namespace {
-Recorder g_null;
+class NullRecorder : public Recorder {
+ public:
+  SliceDetail Detail(int) const override { return SliceDetail::kNone; }
+};
+NullRecorder g_null;
 std::atomic<Recorder*> g_recorder{&g_null};
 std::atomic<int64_t> g_epoch_ns{0};
 std::atomic<int64_t> g_next_id{1};
@@ -37,8 +41,18 @@ const char* SliceKindName(SliceKind k) {
   return "?";
 }
 
+const char* SliceDetailName(SliceDetail d) {
+  switch (d) {
+    case SliceDetail::kNone: return "off";
+    case SliceDetail::kPrograms: return "steps";
+    case SliceDetail::kKernels: return "kernels";
+  }
+  return "?";
+}
+
 Recorder& recorder() { return *g_recorder.load(std::memory_order_acquire); }
 bool enabled() { return g_recorder.load(std::memory_order_acquire) != &g_null; }
+SliceDetail slice_detail(int step) { return g_recorder.load(std::memory_order_acquire)->Detail(step); }
 void SetRecorder(Recorder* r) { g_recorder.store(r ? r : &g_null, std::memory_order_release); }
 
 int64_t HostNowNs() {

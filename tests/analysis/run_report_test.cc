@@ -2,6 +2,11 @@
 // exact numbers in the tables, clock labels and plain words in the renderings.
 #include "profiler/analysis/run_report.h"
 
+#include <sqlite3.h>
+
+#include <fstream>
+#include <sstream>
+
 #include "gtest/gtest.h"
 #include "profiler/analysis/format.h"
 #include "store/writer.h"
@@ -145,6 +150,62 @@ TEST_F(RunReportTest, Json) {
   EXPECT_TRUE(bare["devices"]["rows"].empty());
   EXPECT_FALSE(bare["devices"]["empty_reason"].get<std::string>().empty());
   EXPECT_TRUE(bare["steps"]["first_loss"].is_null());
+}
+
+// runs.capture_note (what a capture setting left out of the timeline) is
+// printed under the title in every format; a run without one prints none.
+TEST_F(RunReportTest, CaptureNoteUnderTheTitle) {
+  EXPECT_EQ(Build(1).run.capture_note, "");
+  EXPECT_FALSE(Has(RenderText(Build(1)), "capture:"));
+  reader_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE runs SET capture_note = 'timeline only for steps 2-3 (--trace-steps 2:3); "
+                         "steps 0-1 and 4-4 not captured (--trace-steps 2:3)' WHERE run_id = 1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto r = store::Reader::Open(path_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  reader_ = std::make_unique<store::Reader>(std::move(*r));
+  RunReport noted = Build(1);
+  EXPECT_TRUE(Has(noted.run.capture_note, "steps 0-1 and 4-4 not captured")) << noted.run.capture_note;
+  const std::string text = RenderText(noted);
+  EXPECT_TRUE(Has(text, "\ncapture: timeline only for steps 2-3 (--trace-steps 2:3); steps 0-1")) << text;
+  EXPECT_LT(text.find("capture:"), text.find("Steps"));  // at the top, before any table
+  EXPECT_TRUE(Has(RenderMarkdown(noted), "capture: timeline only for steps 2-3")) << RenderMarkdown(noted);
+  EXPECT_EQ(ReportToJson(noted)["run"]["capture_note"], noted.run.capture_note);
+  EXPECT_FALSE(Has(RenderText(Build(2)), "capture:"));  // the other run has no note
+  EXPECT_EQ(ReportToJson(Build(2))["run"]["capture_note"], "");
+}
+
+// A version-1 file (no runs.capture_note) reports as before, with no capture line.
+TEST(RunReportV1, FileWithoutTheCaptureNoteColumn) {
+  std::ifstream f(SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");
+  std::stringstream schema;
+  schema << f.rdbuf();
+  ASSERT_FALSE(schema.str().empty()) << "missing " SHARDSCOPE_TEST_DATA "/store/schema_v1.sql";
+  ASSERT_EQ(schema.str().find("capture_note"), std::string::npos);
+  const std::string path = TempDbPath("report_v1");
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  const std::string sql = schema.str() + R"(
+    INSERT INTO meta VALUES ('schema_version', '1'), ('tool', 'shardscope');
+    INSERT INTO runs(run_id, sample, mesh, mesh_axes, sharding, config_json, topology, profile, clock_kinds,
+                     tool_version, schema_version, num_hosts, num_devices, started_at, started_at_ns, status)
+      VALUES (1, 'mlp', '1x1', 'data,model', 'dp', '{}', '1 host x 1 chip', 'cpu', 'host,device', '0.1.0', 1,
+              1, 1, '2026-11-01T00:00:00Z', 0, 'finished');
+    INSERT INTO steps VALUES (1, 0, 2.5, 1000, NULL);)";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  sqlite3_close(db);
+  auto r = store::Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto rep = BuildRunReport(*r, 1);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  EXPECT_EQ(rep->run.capture_note, "");
+  EXPECT_EQ(rep->steps.count, 1);
+  EXPECT_EQ(RenderText(*rep).find("capture:"), std::string::npos);
 }
 
 TEST_F(RunReportTest, UnknownRun) {

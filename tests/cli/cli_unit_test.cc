@@ -69,6 +69,29 @@ TEST(ParsePositiveRealFlag, RefusesNanInfinityAndTheRangesEnds) {
               std::string("--lr '") + bad + "' is not a number (allowed 0 < LR <= 100)");
 }
 
+TEST(ParseStepWindowFlag, ClosedAndOpenWindows) {
+  using W = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(*ParseStepWindowFlag("--trace-steps", "10:20", 100), W(10, 20));
+  EXPECT_EQ(*ParseStepWindowFlag("--trace-steps", "3:3", 100), W(3, 3));
+  EXPECT_EQ(*ParseStepWindowFlag("--trace-steps", "10:", 100), W(10, -1));
+  EXPECT_EQ(*ParseStepWindowFlag("--trace-steps", ":20", 100), W(0, 20));
+  EXPECT_EQ(*ParseStepWindowFlag("--trace-steps", "0:100", 100), W(0, 100));
+}
+
+TEST(ParseStepWindowFlag, RefusesWhatIsNotAWindow) {
+  auto message = [](const std::string& text) {
+    return std::string(ParseStepWindowFlag("--trace-steps", text, 100).status().message());
+  };
+  EXPECT_EQ(message("5:2"), "--trace-steps '5:2': the first step 5 is after the last 2 (N:M keeps steps N to M)");
+  for (const char* bad : {"5", ":", "", "1:2:3", "1-2"})
+    EXPECT_EQ(message(bad), std::string("--trace-steps '") + bad +
+                                "' is not a window of steps: N:M (N to M, inclusive), N: or :M")
+        << bad;
+  EXPECT_EQ(message("x:2"), "--trace-steps x:2: N 'x' is not an integer (allowed 0..100)");
+  EXPECT_EQ(message("1:101"), "--trace-steps 1:101: M '101' is out of range (allowed 0..100)");
+  EXPECT_EQ(message("-1:2"), "--trace-steps -1:2: N '-1' is out of range (allowed 0..100)");
+}
+
 TEST(TerminalSafe, EscapesControlsKeepsTextNewlinesAndUtf8) {
   EXPECT_EQ(TerminalSafe("plain text\twith tab\n"), "plain text\twith tab\n");
   EXPECT_EQ(TerminalSafe("a\x1b[2Jb"), "a\\x1b[2Jb");

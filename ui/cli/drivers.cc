@@ -27,6 +27,7 @@
 #include "compiler/cost_model.h"
 #include "runtime/gemm.h"
 #include "core/shardscope.h"
+#include "profiler/trace/capture.h"
 #include "record/recording.h"
 #include "samples/samples.h"
 #include "ui/cli/flags.h"
@@ -41,6 +42,8 @@ constexpr int64_t kMaxSteps = kMaxCheckpointStep;
 constexpr int64_t kMaxChips = 64;
 constexpr int64_t kMaxCacheCapacity = 1'000'000;
 constexpr double kMaxLr = 100;
+// --trace-max-mb: up to 1 TiB, more than a disk of these machines holds.
+constexpr int64_t kMaxTraceMb = int64_t{1} << 20;
 
 // The persistent compile cache's directory: the flag, else $SHARDSCOPE_CACHE_DIR, else none.
 std::string CacheDir(const std::string& flag) {
@@ -57,6 +60,11 @@ struct RunOptions {
   int64_t hosts = 1;
   bool quiet = false, fusion = true;
   size_t cache_capacity = 0;
+  // Capture control (--trace, --trace-steps, --trace-ring, --trace-max-mb).
+  trace::SliceDetail trace = trace::SliceDetail::kKernels;
+  std::string trace_steps;  // the window as given, "" when none
+  int64_t trace_first_step = 0, trace_last_step = -1;
+  int64_t trace_ring = 0, trace_max_mb = 0;
 };
 
 // A flag's value: its text, and the number it holds (kInt, kReal).
@@ -196,6 +204,41 @@ const std::vector<RunFlag>& RunFlags() {
        "a recompiled evicted one is diagnosed as cache_evicted",
        [](O& o, const V& v) { o.cache_capacity = static_cast<size_t>(v.n); return Ok(); }, "cache_capacity",
        [](const O& o) { return o.cache_capacity; }},
+      {"--trace", "MODE", K::kText, 0, 0,
+       "timeline capture, like torch_xla's xp.trace: kernels (every\n"
+       "kernel, collective and transfer; the default), steps (step and\n"
+       "program slices only: host slices, one slice per program run\n"
+       "on each chip) or off (no timeline; compilations, steps and\n"
+       "metrics are still recorded). runs.capture_note says what is left out",
+       [](O& o, const V& v) {
+         for (auto d : {trace::SliceDetail::kNone, trace::SliceDetail::kPrograms, trace::SliceDetail::kKernels})
+           if (v.text == trace::SliceDetailName(d)) {
+             o.trace = d;
+             return Ok();
+           }
+         return absl::InvalidArgumentError(absl::StrCat("--trace '", v.text, "' is not off, steps or kernels"));
+       },
+       "trace", [](const O& o) { return trace::SliceDetailName(o.trace); }},
+      {"--trace-steps", "N:M", K::kText, 0, 0,
+       "timeline slices only of steps N to M, inclusive (N: from N on,\n"
+       ":M up to M)",
+       [](O& o, const V& v) {
+         auto w = ParseStepWindowFlag("--trace-steps", v.text, kMaxSteps);
+         if (!w.ok()) return w.status();
+         o.trace_steps = v.text;
+         o.trace_first_step = w->first;
+         o.trace_last_step = w->second;
+         return Ok();
+       },
+       "trace_steps", [](const O& o) { return o.trace_steps; }},
+      {"--trace-ring", "N", K::kInt, 1, kMaxSteps,
+       "keep only the last N steps' slices, for long jobs, {range}\n(default: all)",
+       [](O& o, const V& v) { o.trace_ring = v.n; return Ok(); }, "trace_ring",
+       [](const O& o) { return o.trace_ring; }},
+      {"--trace-max-mb", "N", K::kInt, 1, kMaxTraceMb,
+       "stop capturing slices when the file would pass N MB\n(N x 2^20 bytes), {range} (default: no cap)",
+       [](O& o, const V& v) { o.trace_max_mb = v.n; return Ok(); }, "trace_max_mb",
+       [](const O& o) { return o.trace_max_mb; }},
       {"--quiet", "", K::kSwitch, 0, 0,
        "print only the summary line (no per-step losses, no notice on stderr at each recompilation)",
        [](O& o, const V&) { o.quiet = true; return Ok(); }, "", nullptr},
@@ -356,6 +399,20 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
   if (o->db.empty()) return Usage("--db PATH is required");
   if (o->sample != "llama" && o->cfg.sharding != "dp")
     return Usage(absl::StrCat(o->sample, " runs data parallel only (--sharding dp), not '", o->cfg.sharding, "'"));
+  // Capture flags that contradict each other or the run: refused, never ignored.
+  if (o->trace == trace::SliceDetail::kNone) {
+    for (const auto& [flag, set] : {std::pair<const char*, bool>{"--trace-steps", !o->trace_steps.empty()},
+                                    std::pair<const char*, bool>{"--trace-ring", o->trace_ring > 0},
+                                    std::pair<const char*, bool>{"--trace-max-mb", o->trace_max_mb > 0}})
+      if (set) return Usage(absl::StrCat(flag, " has nothing to limit with --trace off (no slices are captured)"));
+  }
+  if (!o->trace_steps.empty()) {
+    const bool stops_early = o->cfg.stop_at >= 0 && o->cfg.stop_at < o->cfg.steps;
+    const int end = stops_early ? o->cfg.stop_at : o->cfg.steps;  // the run's steps are < end
+    if (o->trace_first_step >= end)
+      return Usage(absl::StrCat("--trace-steps ", o->trace_steps, " starts after the run's last step ", end - 1, " (",
+                                stops_early ? "--stop-at " : "--steps ", end, "): nothing would be captured"));
+  }
   const int64_t chips = o->cfg.mesh[0] * o->cfg.mesh[1];
   if (chips % o->hosts != 0)
     return Usage(absl::StrCat(chips, " chips do not split evenly over ", o->hosts, " hosts (--hosts)"));
@@ -416,7 +473,12 @@ int Run(const std::vector<std::string>& args) {
                                .cache_dir = CacheDir(cache_dir),
                                .cache_capacity = cache_capacity,
                                .recompile_notices = !quiet,
-                               .source_root = SHARDSCOPE_SOURCE_DIR});
+                               .source_root = SHARDSCOPE_SOURCE_DIR,
+                               .trace = o.trace,
+                               .trace_first_step = static_cast<int>(o.trace_first_step),
+                               .trace_last_step = static_cast<int>(o.trace_last_step),
+                               .trace_ring_steps = static_cast<int>(o.trace_ring),
+                               .trace_max_bytes = o.trace_max_mb << 20});
   if (!rec.ok()) {
     std::cerr << "error: " << rec.status().message() << "\n";
     return 1;

@@ -55,4 +55,28 @@ absl::StatusOr<double> ParsePositiveRealFlag(const std::string& flag, const std:
   return v;
 }
 
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseStepWindowFlag(const std::string& flag, const std::string& text,
+                                                                int64_t max_step) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || text.find(':', colon + 1) != std::string::npos || text.size() == 1)
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", Shown(text),
+                                                   " is not a window of steps: N:M (N to M, inclusive), N: or :M"));
+  const std::string first = text.substr(0, colon), last = text.substr(colon + 1);
+  std::pair<int64_t, int64_t> w{0, -1};
+  if (!first.empty()) {
+    auto n = ParseIntFlag(absl::StrCat(flag, " ", text, ": N"), first, 0, max_step);
+    if (!n.ok()) return n.status();
+    w.first = *n;
+  }
+  if (!last.empty()) {
+    auto m = ParseIntFlag(absl::StrCat(flag, " ", text, ": M"), last, 0, max_step);
+    if (!m.ok()) return m.status();
+    w.second = *m;
+  }
+  if (w.second >= 0 && w.first > w.second)
+    return absl::InvalidArgumentError(absl::StrCat(flag, " ", Shown(text), ": the first step ", w.first,
+                                                   " is after the last ", w.second, " (N:M keeps steps N to M)"));
+  return w;
+}
+
 }  // namespace shardscope::cli

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -22,5 +23,11 @@ absl::StatusOr<int64_t> ParseIntFlag(const std::string& flag, const std::string&
 // NaN and infinities are refused. `metavar` names the value in the range text.
 absl::StatusOr<double> ParsePositiveRealFlag(const std::string& flag, const std::string& text, const std::string& metavar,
                                              double lo, double hi);
+
+// A window of steps: "N:M" (steps N to M, inclusive), "N:" (N on) or ":M"
+// (0 to M), each end in 0..max_step and N <= M. Returns {N, M}, M = -1 when open.
+//   --trace-steps '5:2': the first step 5 is after the last 2
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseStepWindowFlag(const std::string& flag, const std::string& text,
+                                                                int64_t max_step);
 
 }  // namespace shardscope::cli
