@@ -160,11 +160,14 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
   r.ops_traced = *std::move(traced);
   auto kernels =
       Counts(rd,
-             "SELECT o.opcode AS name, COUNT(*) AS n FROM slices s"
-             " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-             " JOIN ops o ON o.run_id = s.run_id AND o.graph_id = s.graph_id AND o.op_id = s.op_id"
-             " WHERE s.run_id = ?1 AND t.clock = 'device'"
+             // Slices counted per op first (one pass over the device lanes'
+             // chunks), then named: joined the other way round, the planner
+             // may decode every chunk once per op.
+             "SELECT o.opcode AS name, SUM(k.n) AS n FROM (SELECT s.graph_id, s.op_id, COUNT(*) AS n FROM slices s"
+             " WHERE s.run_id = ?1 AND s.op_id IS NOT NULL"
              " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device')"
+             " GROUP BY s.graph_id, s.op_id) k"
+             " JOIN ops o ON o.run_id = ?1 AND o.graph_id = k.graph_id AND o.op_id = k.op_id"
              " GROUP BY o.opcode ORDER BY n DESC, o.opcode",
              run);
   if (!kernels.ok()) return kernels.status();
