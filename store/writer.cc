@@ -226,8 +226,12 @@ class Writer::Db {
 
   // The batch's records: a flush mark asks for a write and carries none.
   static int64_t Records(const std::vector<Item>& batch) {
-    return std::count_if(batch.begin(), batch.end(),
-                         [](const Item& i) { return !std::holds_alternative<FlushMark>(i); });
+    int64_t n = 0;
+    for (const Item& i : batch) {
+      if (const auto* b = std::get_if<SliceBatch>(&i)) n += static_cast<int64_t>(b->slices.size());
+      else n += std::holds_alternative<FlushMark>(i) ? 0 : 1;
+    }
+    return n;
   }
 
   // Applies one queued item; returns the rows written.
@@ -237,7 +241,8 @@ class Writer::Db {
       return absl::FailedPreconditionError(
           "a record arrived before BeginRun and was dropped; call BeginRun first");
     }
-    *rows = 1;
+    const auto* slices = std::get_if<SliceBatch>(&item);
+    *rows = slices ? static_cast<int64_t>(slices->slices.size()) : 1;
     return std::visit([this](const auto& r) { return WriteOne(r); }, item);
   }
 
@@ -748,6 +753,11 @@ class Writer::Db {
   }
 
   absl::Status WriteOne(const FlushMark&) { return FlushOpen(); }
+  absl::Status WriteOne(const SliceBatch& b) {
+    for (const trace::SliceRecord& r : b.slices)
+      if (absl::Status st = WriteOne(r); !st.ok()) return st;
+    return absl::OkStatus();
+  }
   absl::Status WriteOne(const CaptureNote& n) {
     notes_.push_back(n.text);
     return Tag(WriteCaptureNote(), "runs", run_id_);

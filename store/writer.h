@@ -76,6 +76,8 @@ class Writer : public trace::Recorder {
   void Record(const trace::MeshRecord& r) override { Push(r); }
   void Record(const trace::TrackRecord& r) override { Push(r); }
   void Record(const trace::SliceRecord& r) override { Push(r); }
+  // A program run's slices: one queue entry, one lock, however many slices.
+  void RecordSlices(std::vector<trace::SliceRecord>&& slices) override { Push(SliceBatch{std::move(slices)}); }
   void Record(const trace::GraphRecord& r) override { Push(r); }
   void Record(const trace::OpRecord& r) override { Push(r); }
   void Record(const trace::MemoryPlanRecord& r) override { Push(r); }
@@ -124,7 +126,8 @@ class Writer : public trace::Recorder {
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};
   struct CaptureNote { std::string text; };
-  using Item = std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, trace::HostRecord, trace::DeviceRecord,
+  struct SliceBatch { std::vector<trace::SliceRecord> slices; };
+  using Item = std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, SliceBatch, trace::HostRecord, trace::DeviceRecord,
                             trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
                             trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord, trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord, trace::CompilationRecord,
                             trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
