@@ -3,6 +3,8 @@
 // or missing file exits 1 with the store's message.
 #include "ui/cli/reports.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -19,6 +21,7 @@
 #include "store/chrome_export.h"
 #include "store/reader.h"
 #include "store/run_state.h"
+#include "store/trace_import.h"
 #include "ui/cli/csv.h"
 #include "ui/cli/flags.h"
 
@@ -93,6 +96,19 @@ constexpr char kExportHelp[] =
     "  by flows, counters as counter events. OUT ending in .gz is gzip-compressed.\n"
     "  --run N           the run (default: the newest in the file)\n"
     "  --chrome OUT      the file to write\n";
+
+constexpr char kImportHelp[] =
+    "usage: shardscope import FILE... --db DB [--quiet]\n"
+    "  Reads Chrome trace event JSON files (PyTorch profiler / Kineto traces, gzipped\n"
+    "  or not, object or array form) into DB as one new run: each file is one rank\n"
+    "  (distributedInfo.rank, else the order given) and becomes one host; CPU threads\n"
+    "  become host tracks, GPU streams device lanes. Launches and their kernels keep\n"
+    "  their flows, collectives are matched across the ranks given and share a flow,\n"
+    "  and each rank's clock offset is estimated from the collectives' ends.\n"
+    "  Events that could not be used are counted by reason in import_stats, printed\n"
+    "  at the end. Record traces with torch.profiler: docs/import.md.\n"
+    "  --db DB    the database to add the run to (created when missing)\n"
+    "  --quiet    no progress bar and no summary, only errors\n";
 
 // Splits args into positionals and --flag values; only `flags` are accepted.
 struct Args {
@@ -351,11 +367,37 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   return 0;
 }
 
+int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> rest;
+  bool quiet = false;
+  for (const std::string& a : argv) {
+    if (a == "--quiet") quiet = true;
+    else rest.push_back(a);
+  }
+  Args a = Parse(rest, {"--db"});
+  if (!a.error.empty()) return Usage(err, a.error, kImportHelp);
+  if (!a.flags.count("--db") || a.flags["--db"].empty()) return Usage(err, "import needs --db DB", kImportHelp);
+  if (a.positional.empty()) return Usage(err, "import needs at least one trace FILE", kImportHelp);
+  store::ImportOptions options;
+  options.progress = !quiet && isatty(STDERR_FILENO);
+  absl::StatusOr<store::ImportResult> r = store::ImportChromeTraces(a.positional, a.flags["--db"], options);
+  if (!r.ok()) {
+    err << "error: " << r.status().message() << "\n";
+    return 1;
+  }
+  if (!quiet) out << store::RenderImportSummary(*r);
+  for (const store::ImportedFile& f : r->files)
+    if (f.truncated) err << "warning: " << f.path << " is cut short (" << f.truncation << "); imported what came before\n";
+  for (const store::ImportStat& s : r->stats)
+    if (s.severity == "error") err << "warning: " << s.description << "\n";
+  return 0;
+}
+
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query" || command == "export" || command == "runs";
+         command == "query" || command == "export" || command == "runs" || command == "import";
 }
 
 std::string ReportCommandSummaries() {
@@ -365,7 +407,8 @@ std::string ReportCommandSummaries() {
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
          "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
-         "  runs PATH       the runs a file holds, and whether each ended normally\n";
+         "  runs PATH       the runs a file holds, and whether each ended normally\n"
+         "  import FILE...  PyTorch profiler / Chrome traces into a database as one run (--db DB)\n";
 }
 
 std::string ReportHelp(const std::string& command) {
@@ -376,6 +419,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "recompiles") return kRecompilesHelp;
   if (command == "export") return kExportHelp;
   if (command == "runs") return kRunsHelp;
+  if (command == "import") return kImportHelp;
   return "";
 }
 
@@ -391,6 +435,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "query") return Query(args, out, err);
   if (command == "export") return Export(args, out, err);
   if (command == "runs") return Runs(args, out, err);
+  if (command == "import") return Import(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,
