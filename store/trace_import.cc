@@ -26,6 +26,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -52,6 +53,7 @@
 namespace shardscope::store {
 
 namespace {
+
 
 using internal::TraceEvent;
 using trace::SliceKind;
@@ -181,7 +183,7 @@ bool RecLess(const Rec& a, const Rec& b) {
 // unlinked temporary files, read back in one merged, sorted stream.
 class Spiller {
  public:
-  Spiller(size_t cap, std::string dir) : cap_(std::max<size_t>(cap, 1024)), dir_(std::move(dir)) {}
+  Spiller(size_t cap, std::string dir) : cap_(std::max<size_t>(cap, 16)), dir_(std::move(dir)) {}
   ~Spiller() {
     for (Run& r : runs_)
       if (r.f) std::fclose(r.f);
@@ -351,14 +353,6 @@ struct HostCorr {
 };
 
 enum Family : uint8_t { kFamKernel = 0, kFamBackend = 1, kFamParamComms = 2, kFamC10d = 3 };
-const char* FamilyName(uint8_t f) {
-  switch (f) {
-    case kFamKernel: return "collective kernels";
-    case kFamBackend: return "backend collective ops";
-    case kFamParamComms: return "record_param_comms ops";
-    default: return "c10d ops";
-  }
-}
 
 struct Coll {
   uint64_t seq = 0;             // the slice's Rec::seq
@@ -419,6 +413,12 @@ class Importer {
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
+  // One more of `name`; where it was is worked out for the first only.
+  template <typename Where>
+  void StatAt(const char* name, Where&& where) {
+    StatAcc& s = stats_[name];
+    if (s.count++ == 0) s.first = where();
+  }
   std::string Where(const FileState& f, const TraceEvent& e) const {
     return absl::StrCat(f.path, " event #", e.index);
   }
@@ -699,24 +699,25 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
 
 void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
   if (e.flags & TraceEvent::kNotObject) {
-    Stat("event_not_object", Where(f, e));
+    StatAt("event_not_object", [&] { return Where(f, e); });
     return;
   }
   const bool x = e.ph == "X";
   if (x) ++f.x_events;
   auto unusable = [&](const char* why) {
-    Stat(why, Where(f, e));
+    StatAt(why, [&] { return Where(f, e); });
     if (x) ++f.x_unusable;
   };
   if (e.ph.empty() || (e.flags & TraceEvent::kBadPhase)) return unusable("missing_phase");
   if (e.ph.size() != 1) return unusable("unknown_phase");
   if (e.flags & TraceEvent::kBadPidTid) return unusable("bad_pid_tid");
-  if (e.flags & TraceEvent::kNameNotString) Stat("name_not_string", Where(f, e));
-  if (e.flags & TraceEvent::kArgsNotObject) Stat("args_not_object", Where(f, e));
+  if (e.flags & TraceEvent::kNameNotString) StatAt("name_not_string", [&] { return Where(f, e); });
+  if (e.flags & TraceEvent::kArgsNotObject) StatAt("args_not_object", [&] { return Where(f, e); });
   const char ph = e.ph[0];
+  if (ph == '\0') return unusable("unknown_phase");  // "\u0000": strchr would match the terminator
   if (ph == 'M') return Metadata(file, e);
-  if (std::strchr("beSTpFn", ph)) return Stat("async_event_unsupported", Where(f, e));
-  if (std::strchr("ONDPRcvV()", ph)) return Stat("unsupported_phase", Where(f, e));
+  if (std::strchr("beSTpFn", ph)) return StatAt("async_event_unsupported", [&] { return Where(f, e); });
+  if (std::strchr("ONDPRcvV()", ph)) return StatAt("unsupported_phase", [&] { return Where(f, e); });
   if (!std::strchr("XBEiICstf", ph)) return unusable("unknown_phase");
   if (e.ts_state != TraceEvent::Num::kOk) return unusable("bad_timestamp");
 
@@ -730,10 +731,10 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       return;
     case 'E': {
       auto it = f.open_begins.find(ThreadOf(file, e));
-      if (it == f.open_begins.end() || it->second.empty()) return Stat("unmatched_end", Where(f, e));
+      if (it == f.open_begins.end() || it->second.empty()) return StatAt("unmatched_end", [&] { return Where(f, e); });
       OpenBegin b = std::move(it->second.back());
       it->second.pop_back();
-      if (e.ts_ns < b.event.ts_ns) return Stat("end_before_begin", Where(f, e));
+      if (e.ts_ns < b.event.ts_ns) return StatAt("end_before_begin", [&] { return Where(f, e); });
       return AddSlice(f, file, b.event, e.ts_ns - b.event.ts_ns);
     }
     case 'i':
@@ -762,7 +763,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         Push(r).IgnoreError();
         return;
       }
-      if (e.scope == "g" || e.scope == "p") return Stat("instant_not_thread_scoped", Where(f, e));
+      if (e.scope == "g" || e.scope == "p") return StatAt("instant_not_thread_scoped", [&] { return Where(f, e); });
       return AddSlice(f, file, e, 0);
     }
     case 'C': {
@@ -780,11 +781,11 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         Push(r).IgnoreError();
         ++numeric;
       }
-      if (numeric == 0) Stat("counter_not_numeric", Where(f, e));
+      if (numeric == 0) StatAt("counter_not_numeric", [&] { return Where(f, e); });
       return;
     }
     default: {  // s, t, f
-      if (!e.has_id) return Stat("flow_missing_id", Where(f, e));
+      if (!e.has_id) return StatAt("flow_missing_id", [&] { return Where(f, e); });
       Rec r;
       r.ts = e.ts_ns;
       r.seq = seq_++;
@@ -1184,6 +1185,8 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   };
   std::vector<Open> stacks[3];
   std::vector<int64_t> pending_next;
+  constexpr int64_t kFlushEvery = 16384;
+  std::future<void> flushing;
   uint32_t cur_thread = UINT32_MAX;
   const int64_t total = spill_.total();
   int64_t done = 0;
@@ -1258,8 +1261,11 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     s.bytes = r.bytes;
     w.Record(s);
     ++res.slices;
-    if (res.slices % 65536 == 0) {
-      w.Flush();  // bounds the writer's queue, so memory stays flat on big traces
+    if (res.slices % kFlushEvery == 0) {
+      // Bounds the writer's queue (so memory stays flat on big traces) without
+      // stopping here while it writes: wait for the previous flush, start the next.
+      if (flushing.valid()) flushing.wait();
+      flushing = std::async(std::launch::async, [&w] { w.Flush(); });
       Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
                absl::StrCat(res.slices, " slices"));
     }
@@ -1272,7 +1278,10 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     pending_next.clear();
   };
 
-  std::set<int64_t> flows_used;
+  std::vector<bool> flows_used(static_cast<size_t>(next_flow_), false);  // flow ids are dense
+  auto use_flow = [&](int64_t fl) {
+    if (fl >= 0 && fl < next_flow_) flows_used[static_cast<size_t>(fl)] = true;
+  };
   Rec r;
   while (spill_.Next(&r)) {
     ++done;
@@ -1299,7 +1308,10 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
       while (!st.empty() && st.back().end <= r.ts) pop_emit(st);
       int64_t end = r.ts + r.dur;
       if (!st.empty() && end > st.back().end) {
-        Stat("slice_overlaps_parent", files_[file].path);
+        StatAt("slice_overlaps_parent", [&] {
+          return absl::StrFormat("%s: '%s' at %.3f us, in '%s'", files_[file].path, names_.Str(r.name),
+                                 static_cast<double>(r.ts) / 1e3, names_.Str(st.back().rec.name));
+        });
         end = st.back().end;
       }
       Open o{next_slice++, r.ts, end, st.empty() ? -1 : st.back().id, static_cast<int>(st.size()), r, -1};
@@ -1314,7 +1326,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
         }
         pending_next.clear();
       }
-      if (o.flow >= 0) flows_used.insert(o.flow);
+      use_flow(o.flow);
       st.push_back(std::move(o));
       continue;
     }
@@ -1334,14 +1346,15 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
       if (st.empty() || st.back().start > r.ts) continue;
       bound = true;
       if (fl < 0) break;
-      if (st.back().flow < 0) st.back().flow = fl, flows_used.insert(fl);
+      if (st.back().flow < 0) st.back().flow = fl, use_flow(fl);
       else if (st.back().flow != fl) Stat("slice_with_several_flows", files_[file].path);
     }
     if (!bound) Stat("flow_unbound", files_[file].path);
   }
   finish_thread();
+  if (flushing.valid()) flushing.wait();
   if (!spill_.error().ok()) return spill_.error();
-  res.flows = static_cast<int64_t>(flows_used.size());
+  res.flows = std::count(flows_used.begin(), flows_used.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
   std::map<int, int64_t> steps;
@@ -1417,6 +1430,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     EndProgress();
     return st;
   }
+  res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   LinkCorrelations();
   MatchCollectives();
   // Flow ids: collectives first (numbered while matching), then each rank's
@@ -1531,17 +1545,25 @@ absl::StatusOr<ImportResult> ImportChromeTraces(const std::vector<std::string>& 
 }
 
 std::string RenderImportSummary(const ImportResult& r) {
-  std::string out = absl::StrCat("imported ", r.files.size(), r.files.size() == 1 ? " file" : " files", " into run ",
-                                 r.run_id, " of ", r.db_path, ": ", r.hosts, r.hosts == 1 ? " host, " : " hosts, ",
-                                 r.devices, r.devices == 1 ? " GPU, " : " GPUs, ", r.tracks, " tracks, ", r.slices,
-                                 " slices, ", r.steps, " steps, ", r.flows, " flows, ", r.counters,
-                                 " counter samples\n");
+  auto n = [](int64_t count, const char* one, const char* many) {
+    return absl::StrCat(count, " ", count == 1 ? one : many);
+  };
+  std::string out = absl::StrCat("imported ", n(static_cast<int64_t>(r.files.size()), "file", "files"), " into run ",
+                                 r.run_id, " of ", r.db_path, ": ", n(r.hosts, "host", "hosts"), ", ",
+                                 n(r.devices, "GPU", "GPUs"), ", ", n(r.tracks, "track", "tracks"), ", ",
+                                 n(r.slices, "slice", "slices"), ", ", n(r.steps, "step", "steps"), ", ",
+                                 n(r.flows, "flow", "flows"), ", ", n(r.counters, "counter sample", "counter samples"),
+                                 "\n");
   for (const ImportedFile& f : r.files) {
+    const double off = static_cast<double>(f.clock_offset_ns);
     std::string offset =
-        !f.offset_known ? "clock offset unknown"
+        !f.offset_known ? absl::StrCat("clock offset ", f.offset_source)
         : f.offset_source == "reference rank"
             ? "clock offset 0 (reference rank)"
-            : absl::StrFormat("clock offset %+.3f ms (%s)", static_cast<double>(f.clock_offset_ns) / 1e6, f.offset_source);
+            : absl::StrCat("clock offset ",
+                           std::fabs(off) < 1e6 ? absl::StrFormat("%+.3f us", off / 1e3)
+                                                : absl::StrFormat("%+.3f ms", off / 1e6),
+                           " (", f.offset_source, ")");
     absl::StrAppend(&out, "  rank ", f.rank, " of ", f.world_size, "  ", f.path, "  ", f.events, " events  ", offset,
                     f.truncated ? absl::StrCat("  TRUNCATED: ", f.truncation) : "", "\n");
   }
@@ -1561,9 +1583,12 @@ std::string RenderImportSummary(const ImportResult& r) {
       absl::StrAppend(&out, absl::StrFormat("  %-9s %-28s %8d  %s\n", s.severity, s.name, s.count, s.description));
   }
   const double mb = static_cast<double>(r.input_bytes) / 1e6;
-  absl::StrAppend(&out, absl::StrFormat("read %.1f MB (%.1f MB of JSON) in %.2f s: %.1f MB/s of JSON\n", mb,
-                                        static_cast<double>(r.json_bytes) / 1e6, r.seconds,
-                                        r.seconds > 0 ? static_cast<double>(r.json_bytes) / 1e6 / r.seconds : 0.0));
+  const double json_mb = static_cast<double>(r.json_bytes) / 1e6;
+  absl::StrAppend(&out, absl::StrFormat("%.1f MB read (%.1f MB of JSON) in %.2f s, %.1f MB/s of JSON; parsing took "
+                                        "%.2f s (%.1f MB/s), matching and writing %.2f s\n",
+                                        mb, json_mb, r.seconds, r.seconds > 0 ? json_mb / r.seconds : 0.0,
+                                        r.read_seconds, r.read_seconds > 0 ? json_mb / r.read_seconds : 0.0,
+                                        r.seconds - r.read_seconds));
   return out;
 }
 

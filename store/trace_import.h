@@ -65,7 +65,8 @@ struct ImportResult {
   int64_t x_events = 0, x_events_unusable = 0;  // complete events, and those dropped
   int64_t collectives = 0, collectives_matched = 0;
   uint64_t input_bytes = 0, json_bytes = 0;
-  double seconds = 0;
+  double seconds = 0;        // all of it
+  double read_seconds = 0;   // parsing the files (phase 1), the rest is matching and writing
 };
 
 // Imports `files` (one per rank) into the database at `db_path` (created when
