@@ -205,18 +205,25 @@ class Spiller {
     }
     if (runs_.empty()) {
       std::sort(buf_.begin(), buf_.end(), RecLess);
-    } else {
-      buf_.clear();
-      buf_.shrink_to_fit();
-      for (Run& r : runs_) {
-        std::rewind(r.f);
-        r.buf.resize(kReadRecs);
-        Refill(r);
-      }
-      for (size_t i = 0; i < runs_.size(); ++i)
-        if (runs_[i].pos < runs_[i].n) heap_.push(i);
+      return absl::OkStatus();
     }
-    return absl::OkStatus();
+    buf_.clear();
+    buf_.shrink_to_fit();
+    return Rewind();
+  }
+
+  // Starts the sorted stream over (a second pass).
+  absl::Status Rewind() {
+    next_ = 0;
+    heap_ = decltype(heap_)(HeapLess{&runs_});
+    for (Run& r : runs_) {
+      std::rewind(r.f);
+      r.buf.resize(kReadRecs);
+      Refill(r);
+    }
+    for (size_t i = 0; i < runs_.size(); ++i)
+      if (runs_[i].pos < runs_[i].n) heap_.push(i);
+    return error_;
   }
 
   // The next record in sorted order; false at the end (or on a read error: error()).
@@ -438,6 +445,11 @@ class Importer {
   const HostCorr* Linked(uint32_t file, int64_t corr) const;
 
   // phase 2
+  int AssignDevices();
+  std::vector<size_t> ByRank() const;
+  int64_t OwnFlow(const Rec& r) const;
+  int64_t PointFlow(const Rec& p) const;
+  absl::Status Walk(Writer* w, ImportResult& res);
   absl::Status Emit(Writer& w, ImportResult& res);
   int64_t Align(uint32_t file, int64_t ts) const { return ts + files_[file].base + files_[file].offset - origin_; }
   absl::Status WriteStatsAndFiles(const std::string& db_path, int64_t run_id, ImportResult& res);
@@ -457,6 +469,9 @@ class Importer {
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
+  bool has_flow_events_ = false;
+  std::unordered_map<uint64_t, int64_t> bound_;  // Rec::seq -> flow id, from flow events
+  std::vector<bool> flows_used_;
   uint64_t seq_ = 0;
   int64_t origin_ = 0;
   int64_t next_flow_ = 1;
@@ -786,6 +801,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
     }
     default: {  // s, t, f
       if (!e.has_id) return StatAt("flow_missing_id", [&] { return Where(f, e); });
+      has_flow_events_ = true;
       Rec r;
       r.ts = e.ts_ns;
       r.seq = seq_++;
@@ -1141,14 +1157,9 @@ void Importer::EstimateOffsets(
 // ---------------------------------------------------------------------------
 // Phase 2: sorted records to tracks and slices.
 
-absl::Status Importer::Emit(Writer& w, ImportResult& res) {
-  absl::Status st = spill_.Finish();
-  if (!st.ok()) return st;
-  int64_t next_slice = 1, next_track = 1;
-  // Devices: global ids in rank order, then local GPU index.
-  std::vector<size_t> by_rank(files_.size());
-  std::iota(by_rank.begin(), by_rank.end(), 0);
-  std::sort(by_rank.begin(), by_rank.end(), [&](size_t a, size_t b) { return files_[a].rank < files_[b].rank; });
+// Global device ids, in rank order then local GPU index (before the run row,
+// which counts them).
+int Importer::AssignDevices() {
   for (ThreadInfo& t : threads_)
     if (t.local_device == -2) {
       // A GPU process without an index: number it after the known ones.
@@ -1156,40 +1167,58 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
       int idx = f.devices.empty() ? 0 : f.devices.rbegin()->first + 1;
       for (ThreadInfo& u : threads_)
         if (u.process == t.process && u.local_device == -2) u.local_device = idx;
+      f.devices.emplace(idx, -1);
     }
   for (ThreadInfo& t : threads_)
     if (t.local_device >= 0) files_[t.file].devices.emplace(t.local_device, -1);
-  int next_device = 0;
-  for (size_t i : by_rank) {
-    FileState& f = files_[i];
-    w.Record(trace::HostRecord{f.rank, absl::StrCat("rank ", f.rank, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
-    for (auto& [local, global] : f.devices) {
-      global = next_device++;
-      trace::DeviceRecord d;
-      d.device_id = global;
-      d.host_id = f.rank;
-      d.coords = absl::StrCat("[", f.rank, ",", local, "]");
-      for (const internal::DeviceProperty& p : f.info.devices)
-        if (p.id == local) d.hbm_bytes = p.total_memory;
-      w.Record(d);
-    }
-  }
-  res.hosts = static_cast<int64_t>(files_.size());
-  res.devices = next_device;
+  int next = 0;
+  for (size_t i : ByRank())
+    for (auto& [local, global] : files_[i].devices) global = next++;
+  return next;
+}
 
+std::vector<size_t> Importer::ByRank() const {
+  std::vector<size_t> order(files_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return files_[a].rank < files_[b].rank; });
+  return order;
+}
+
+// A slice's flow from what it carries itself: its collective's, its launch
+// correlation's, or a v2 flow's (bind_id); -1 when none.
+int64_t Importer::OwnFlow(const Rec& r) const {
+  if (r.flags & kCollective)
+    if (auto it = coll_flow_.find(r.seq); it != coll_flow_.end()) return it->second;
+  if (r.corr >= 0)
+    if (int64_t f = CorrFlow(threads_[r.thread].file, r.corr); f >= 0) return f;
+  if (r.flow) return generic_flows_[r.flow - 1].id;
+  return -1;
+}
+
+int64_t Importer::PointFlow(const Rec& p) const {
+  if (p.flags & kAc2g) return CorrFlow(threads_[p.thread].file, p.corr);
+  if (p.flow) return generic_flows_[p.flow - 1].id;
+  return -1;
+}
+
+// One pass over the sorted records, nesting slices with a stack per lane.
+// Without a writer it only binds flow events to the slices open at their
+// time (bound_); with one it writes each slice as it opens, so every track's
+// slices reach the store in start order, parents before children.
+absl::Status Importer::Walk(Writer* w, ImportResult& res) {
   struct Open {
-    int64_t id, start, end, parent;
-    int depth;
-    Rec rec;
+    int64_t id, start, end;
+    uint64_t seq;
     int64_t flow;
+    uint32_t name;
   };
   std::vector<Open> stacks[3];
   std::vector<int64_t> pending_next;
-  constexpr int64_t kFlushEvery = 16384;
-  std::future<void> flushing;
   uint32_t cur_thread = UINT32_MAX;
+  int64_t next_slice = 1, done = 0;
   const int64_t total = spill_.total();
-  int64_t done = 0;
+  constexpr int64_t kFlushEvery = 8192;
+  std::future<void> flushing;
 
   auto track_of = [&](uint32_t thread, uint8_t lane) -> int64_t {
     ThreadInfo& t = threads_[thread];
@@ -1197,7 +1226,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     const FileState& f = files_[t.file];
     const ProcessInfo& p = processes_[t.process];
     trace::TrackRecord tr;
-    tr.track_id = t.track[lane] = next_track++;
+    tr.track_id = t.track[lane] = ++res.tracks;
     tr.host_id = f.rank;
     if (lane == kHostLane) {
       std::string proc = !p.name.empty() ? p.name : p.pid_is_string ? p.pid_text : absl::StrCat("pid ", p.pid_text);
@@ -1221,67 +1250,26 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
         tr.name = absl::StrCat("rank ", f.rank, " / GPU ", t.local_device, " / ", stream, " annotations");
       }
     }
-    w.Record(tr);
-    ++res.tracks;
+    w->Record(tr);
     return tr.track_id;
   };
 
-  auto flow_of_point = [&](const Rec& p) -> int64_t {
-    if (p.flags & kAc2g) return CorrFlow(threads_[p.thread].file, p.corr);
-    if (p.flow) {
-      const GenericFlow& g = generic_flows_[p.flow - 1];
-      return g.id;
-    }
-    return -1;
-  };
-
-  auto pop_emit = [&](std::vector<Open>& st) {
-    Open o = st.back();
-    st.pop_back();
-    const Rec& r = o.rec;
-    const ThreadInfo& t = threads_[r.thread];
-    const FileState& f = files_[t.file];
-    trace::SliceRecord s;
-    s.slice_id = o.id;
-    s.track_id = track_of(r.thread, r.lane);
-    s.start_ns = Align(t.file, o.start);
-    s.dur_ns = o.end - o.start;
-    s.depth = o.depth;
-    s.parent_id = o.parent;
-    s.name = names_.Str(r.name);
-    s.category = cats_.Str(r.cat);
-    s.kind = static_cast<SliceKind>(r.kind);
-    if (r.lane == kHostLane) {
-      s.step = StepAt(f, o.start);
-    } else {
-      const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
-      s.step = StepAt(f, l ? l->ts : o.start);
-    }
-    s.flow_id = o.flow;
-    s.bytes = r.bytes;
-    w.Record(s);
-    ++res.slices;
-    if (res.slices % kFlushEvery == 0) {
-      // Bounds the writer's queue (so memory stays flat on big traces) without
-      // stopping here while it writes: wait for the previous flush, start the next.
-      if (flushing.valid()) flushing.wait();
-      flushing = std::async(std::launch::async, [&w] { w.Flush(); });
-      Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
-               absl::StrCat(res.slices, " slices"));
-    }
-  };
-
   auto finish_thread = [&]() {
-    for (auto& st : stacks)
-      while (!st.empty()) pop_emit(st);
-    if (!pending_next.empty()) Stat("flow_unbound", "", static_cast<int64_t>(pending_next.size()));
+    for (auto& st : stacks) st.clear();
+    if (!w && !pending_next.empty()) Stat("flow_unbound", "", static_cast<int64_t>(pending_next.size()));
     pending_next.clear();
   };
-
-  std::vector<bool> flows_used(static_cast<size_t>(next_flow_), false);  // flow ids are dense
-  auto use_flow = [&](int64_t fl) {
-    if (fl >= 0 && fl < next_flow_) flows_used[static_cast<size_t>(fl)] = true;
+  // A flow reaching a slice: kept when the slice has none, else counted.
+  auto bind = [&](Open& o, int64_t fl, uint32_t file) {
+    if (fl < 0) return;
+    if (o.flow < 0) {
+      o.flow = fl;
+      bound_[o.seq] = fl;
+    } else if (o.flow != fl) {
+      Stat("slice_with_several_flows", files_[file].path);
+    }
   };
+
   Rec r;
   while (spill_.Next(&r)) {
     ++done;
@@ -1291,6 +1279,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     }
     const uint32_t file = threads_[r.thread].file;
     if (r.type == kCounter) {
+      if (!w) continue;
       trace::CounterRecord c;
       c.name = names_.Str(r.name);
       c.ts_ns = Align(file, r.ts);
@@ -1299,62 +1288,116 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
       const FileState& f = files_[file];
       int local = r.corr >= 0 ? static_cast<int>(r.corr) : t.local_device;
       c.device_id = local >= 0 && f.devices.count(local) ? f.devices.at(local) : -1;
-      w.Record(c);
+      w->Record(c);
       ++res.counters;
       continue;
     }
     if (r.type == kSlice) {
       std::vector<Open>& st = stacks[r.lane];
-      while (!st.empty() && st.back().end <= r.ts) pop_emit(st);
+      while (!st.empty() && st.back().end <= r.ts) st.pop_back();
       int64_t end = r.ts + r.dur;
       if (!st.empty() && end > st.back().end) {
-        StatAt("slice_overlaps_parent", [&] {
-          return absl::StrFormat("%s: '%s' at %.3f us, in '%s'", files_[file].path, names_.Str(r.name),
-                                 static_cast<double>(r.ts) / 1e3, names_.Str(st.back().rec.name));
-        });
+        if (w)
+          StatAt("slice_overlaps_parent", [&] {
+            return absl::StrFormat("%s: '%s' at %.3f us, in '%s'", files_[file].path, names_.Str(r.name),
+                                   static_cast<double>(r.ts) / 1e3, names_.Str(st.back().name));
+          });
         end = st.back().end;
       }
-      Open o{next_slice++, r.ts, end, st.empty() ? -1 : st.back().id, static_cast<int>(st.size()), r, -1};
-      if ((r.flags & kCollective) && coll_flow_.count(r.seq)) o.flow = coll_flow_.at(r.seq);
-      if (o.flow < 0 && r.corr >= 0) o.flow = CorrFlow(file, r.corr);
-      if (o.flow < 0 && r.flow) o.flow = generic_flows_[r.flow - 1].id;
-      if (!pending_next.empty()) {
-        for (int64_t fl : pending_next) {
-          if (fl < 0) continue;
-          if (o.flow < 0) o.flow = fl;
-          else if (o.flow != fl) Stat("slice_with_several_flows", files_[file].path);
-        }
+      Open o{next_slice++, r.ts, end, r.seq, OwnFlow(r), r.name};
+      if (!w) {
+        for (int64_t fl : pending_next) bind(o, fl, file);
         pending_next.clear();
+      } else if (o.flow < 0 && !bound_.empty()) {
+        if (auto it = bound_.find(r.seq); it != bound_.end()) o.flow = it->second;
       }
-      use_flow(o.flow);
-      st.push_back(std::move(o));
+      if (w) {
+        const ThreadInfo& t = threads_[r.thread];
+        const FileState& f = files_[file];
+        trace::SliceRecord s;
+        s.slice_id = o.id;
+        s.track_id = track_of(r.thread, r.lane);
+        s.start_ns = Align(file, r.ts);
+        s.dur_ns = end - r.ts;
+        s.depth = static_cast<int>(st.size());
+        s.parent_id = st.empty() ? -1 : st.back().id;
+        s.name = names_.Str(r.name);
+        s.category = cats_.Str(r.cat);
+        s.kind = static_cast<SliceKind>(r.kind);
+        if (r.lane == kHostLane) {
+          s.step = StepAt(f, r.ts);
+        } else {
+          // A GPU slice belongs to the step that launched it.
+          const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
+          s.step = StepAt(f, l ? l->ts : r.ts);
+        }
+        s.flow_id = o.flow;
+        s.bytes = r.bytes;
+        if (o.flow >= 0 && o.flow < next_flow_) flows_used_[static_cast<size_t>(o.flow)] = true;
+        w->Record(s);
+        if (++res.slices % kFlushEvery == 0) {
+          // Bounds the writer's queue (memory stays flat on big traces)
+          // without stopping here while it writes: wait for the previous
+          // flush, start the next.
+          if (flushing.valid()) flushing.wait();
+          flushing = std::async(std::launch::async, [w] { w->Flush(); });
+          Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
+                   absl::StrCat(res.slices, " slices"));
+        }
+      }
+      st.push_back(o);
       continue;
     }
+    if (w) continue;  // flow events were bound in the first pass
     if (r.type == kFlowNext) {
-      pending_next.push_back(flow_of_point(r));
+      pending_next.push_back(PointFlow(r));
       continue;
     }
-    // A flow point bound to the innermost slice open at its time: for an end,
+    // A flow event binds to the innermost slice open at its time: for an end,
     // preferably a GPU lane's (the kernel), for a start the host's (the launch).
-    const int64_t fl = flow_of_point(r);
-    const uint8_t prefer[3][3] = {{kHostLane, kDeviceLane, kAnnotationLane}, {kDeviceLane, kHostLane, kAnnotationLane}};
-    const uint8_t* lanes = prefer[(r.flags & kFlowEnd) ? 1 : 0];
+    const int64_t fl = PointFlow(r);
+    static constexpr uint8_t kPrefer[2][3] = {{kHostLane, kDeviceLane, kAnnotationLane},
+                                              {kDeviceLane, kHostLane, kAnnotationLane}};
+    const uint8_t* lanes = kPrefer[(r.flags & kFlowEnd) ? 1 : 0];
     bool bound = false;
     for (int i = 0; i < 3 && !bound; ++i) {
       std::vector<Open>& st = stacks[lanes[i]];
-      while (!st.empty() && st.back().end < r.ts) pop_emit(st);
+      while (!st.empty() && st.back().end < r.ts) st.pop_back();
       if (st.empty() || st.back().start > r.ts) continue;
       bound = true;
-      if (fl < 0) break;
-      if (st.back().flow < 0) st.back().flow = fl, use_flow(fl);
-      else if (st.back().flow != fl) Stat("slice_with_several_flows", files_[file].path);
+      bind(st.back(), fl, file);
     }
     if (!bound) Stat("flow_unbound", files_[file].path);
   }
   finish_thread();
   if (flushing.valid()) flushing.wait();
-  if (!spill_.error().ok()) return spill_.error();
-  res.flows = std::count(flows_used.begin(), flows_used.end(), true);
+  return spill_.error();
+}
+
+absl::Status Importer::Emit(Writer& w, ImportResult& res) {
+  absl::Status st = spill_.Finish();
+  if (!st.ok()) return st;
+  for (size_t i : ByRank()) {
+    FileState& f = files_[i];
+    w.Record(trace::HostRecord{f.rank, absl::StrCat("rank ", f.rank, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
+    for (const auto& [local, global] : f.devices) {
+      trace::DeviceRecord d;
+      d.device_id = global;
+      d.host_id = f.rank;
+      d.coords = absl::StrCat("[", f.rank, ",", local, "]");
+      for (const internal::DeviceProperty& p : f.info.devices)
+        if (p.id == local) d.hbm_bytes = p.total_memory;
+      w.Record(d);
+    }
+  }
+  res.hosts = static_cast<int64_t>(files_.size());
+  flows_used_.assign(static_cast<size_t>(next_flow_), false);  // flow ids are dense
+  if (has_flow_events_) {
+    if (st = Walk(nullptr, res); !st.ok()) return st;
+    if (st = spill_.Rewind(); !st.ok()) return st;
+  }
+  if (st = Walk(&w, res); !st.ok()) return st;
+  res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
   std::map<int, int64_t> steps;
@@ -1452,11 +1495,9 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     EndProgress();
     return writer.status();
   }
-  std::vector<size_t> by_rank(files_.size());
-  std::iota(by_rank.begin(), by_rank.end(), 0);
-  std::sort(by_rank.begin(), by_rank.end(), [&](size_t a, size_t b) { return files_[a].rank < files_[b].rank; });
-  bool any_device = false;
-  for (const ThreadInfo& t : threads_) any_device = any_device || t.local_device != -1;
+  const std::vector<size_t> by_rank = ByRank();
+  res.devices = AssignDevices();
+  const bool any_device = res.devices > 0;
   trace::RunRecord run;
   const std::string first = paths[by_rank[0]].substr(paths[by_rank[0]].rfind('/') + 1);
   run.sample = files_.size() == 1 ? first : absl::StrCat(first, " +", files_.size() - 1);
@@ -1464,6 +1505,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   run.profile = "none";
   run.clock_kinds = any_device ? "host,device" : "host";
   run.num_hosts = static_cast<int>(files_.size());
+  run.num_devices = static_cast<int>(res.devices);
   std::vector<std::string> ranks, quoted;
   for (size_t i : by_rank) ranks.push_back(std::to_string(files_[i].rank));
   for (const std::string& p : paths) quoted.push_back(nlohmann::json(p).dump());

@@ -26,7 +26,7 @@ struct ImportOptions {
   bool progress = false;
   // Records held in memory before a sorted chunk is spilled to a temporary
   // file (64 bytes each); smaller bounds memory further, at some speed.
-  int64_t chunk_records = 1 << 18;
+  int64_t chunk_records = 1 << 17;
   // Where spilled chunks go; "" means $TMPDIR or /tmp. They are unlinked at once.
   std::string temp_dir;
 };

@@ -462,7 +462,8 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
 }
 
 // Writes a Kineto-shaped trace of about `target` bytes of JSON, gzipped:
-// steps of CPU ops with launches, kernels on two streams with ac2g flows.
+// steps of CPU ops with launches, kernels on two streams with ac2g flows, and
+// an optimizer op with its inputs' shapes.
 int64_t WriteBigTrace(const std::string& path, int64_t target) {
   gzFile f = gzopen(path.c_str(), "wb1");
   std::string buf = "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"world_size\": 1}, \"traceEvents\": [\n";
@@ -479,6 +480,12 @@ int64_t WriteBigTrace(const std::string& path, int64_t target) {
     }
   };
   bool first = true;
+  // The optimizer op's args (record_shapes=True): every input's shape and type.
+  std::string dims, types;
+  for (int p = 0; p < 8000; ++p) {
+    absl::StrAppend(&dims, p ? ", " : "", "[", 256 + p % 7, ", 1024]");
+    absl::StrAppend(&types, p ? ", " : "", "\"float\"");
+  }
   auto add = [&](const std::string& e) {
     if (!first) buf += ",\n";
     first = false;
@@ -511,6 +518,10 @@ int64_t WriteBigTrace(const std::string& path, int64_t target) {
                        us(t + 10), ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}"));
       ++corr;
     }
+    // An optimizer step over 8000 parameters, recorded with shapes.
+    add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::_foreach_add_\", \"pid\": 77, \"tid\": 77,"
+                     " \"ts\": ", us(step_start + 1980), ", \"dur\": 15.5, \"args\": {\"Input Dims\": [", dims,
+                     "], \"Input type\": [", types, "]}}"));
     ts += 2100;
     ++step;
     flush(false);
@@ -547,9 +558,9 @@ TEST(ImportE2e, LargeTraceStreamsInBoundedMemory) {
               kJsonBytes / 1e6 / secs, peak / 1e6);
   // Streaming: far below the trace's size (the store's SQLite cache included).
   EXPECT_LT(peak, kJsonBytes / 4) << "peak RSS " << peak;
-  // Every X event became a slice: a step, then 40 x (op, launch, kernel).
-  ASSERT_EQ(events % 201, 0);
-  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), events / 201 * 121);
+  // Every X event became a slice: a step, 40 x (op, launch, kernel), the optimizer op.
+  ASSERT_EQ(events % 202, 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), events / 202 * 122);
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name = 'cudaLaunchKernel' AND (flow_id IS NULL OR depth <> 2)"), 0);
   std::remove(trace.c_str());
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
