@@ -26,6 +26,7 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <future>
 #include <map>
 #include <memory>
@@ -98,7 +99,9 @@ constexpr StatDef kStatDefs[] = {
     {"args_not_object", "info", "events whose args is not an object: the args are ignored"},
     {"flow_missing_id", "info", "flow events (s/t/f) without an id: dropped"},
     {"flow_without_target", "info", "flows with a start and no end among the files: not linked"},
-    {"flow_without_source", "info", "flows with an end and no start among the files: not linked"},
+    {"flow_without_source", "info",
+     "flows with an end and no start among the files: not linked (Kineto ends ac2g flows on host calls such as "
+     "cudaStreamIsCapturing and cudaEventRecord without starting them)"},
     {"flow_unbound", "info", "flow events with no slice on their thread at their time to attach to: dropped"},
     {"slice_with_several_flows", "info",
      "slices bound to more than one flow: a slice keeps one flow id (the first), the others are not linked"},
@@ -391,8 +394,9 @@ struct FileState {
   std::string offset_source;
   int64_t x_events = 0, x_unusable = 0;
   std::vector<StepSpan> steps;
-  std::vector<HostCorr> host_corr;   // launches (cuda_runtime, ac2g starts)
-  std::vector<int64_t> dev_corr;     // GPU-side events (kernels, memcpy, ac2g ends)
+  std::vector<HostCorr> host_corr;   // launches (cuda_runtime slices, ac2g starts)
+  std::vector<int64_t> dev_corr;     // GPU-side slices (kernels, memcpy, memset)
+  std::vector<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
@@ -813,8 +817,11 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         // Kineto's launch -> kernel link: the id is the correlation id.
         r.flags |= kAc2g;
         r.corr = corr;
-        if (ph == 's') f.host_corr.push_back({corr, r.ts, r.thread});
-        if (ph == 'f') f.dev_corr.push_back(corr);
+        if (ph == 's') {
+          f.host_corr.push_back({corr, r.ts, r.thread});
+          f.flow_starts.push_back(corr);
+        }
+        if (ph == 'f') f.flow_ends.push_back(corr);
       } else {
         uint32_t key = keys_.Id(absl::StrCat("v1\x1f", e.cat, "\x1f", e.name, "\x1f", e.id));
         if (key >= generic_flows_.size()) generic_flows_.resize(key + 1);
@@ -915,19 +922,43 @@ void Importer::LinkCorrelations() {
     f.host_corr.erase(std::unique(f.host_corr.begin(), f.host_corr.end(),
                                   [](const HostCorr& a, const HostCorr& b) { return a.corr == b.corr; }),
                       f.host_corr.end());
-    std::sort(f.dev_corr.begin(), f.dev_corr.end());
-    f.dev_corr.erase(std::unique(f.dev_corr.begin(), f.dev_corr.end()), f.dev_corr.end());
-    f.linked.clear();
+    auto sorted_set = [](std::vector<int64_t>& v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    sorted_set(f.dev_corr);
+    sorted_set(f.flow_starts);
+    sorted_set(f.flow_ends);
     int64_t orphans = 0;
+    {
+      // A GPU-side slice without its launch.
+      size_t h = 0;
+      for (int64_t c : f.dev_corr) {
+        while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
+        if (h == f.host_corr.size() || f.host_corr[h].corr != c) ++orphans;
+      }
+    }
+    // The GPU side: slices carrying the id, or ac2g flows that have both ends
+    // (Kineto also ends ac2g flows on host calls such as cudaStreamIsCapturing,
+    // with no start: those link nothing).
+    std::vector<int64_t> both, gpu_side;
+    std::set_intersection(f.flow_starts.begin(), f.flow_starts.end(), f.flow_ends.begin(), f.flow_ends.end(),
+                          std::back_inserter(both));
+    std::set_union(f.dev_corr.begin(), f.dev_corr.end(), both.begin(), both.end(), std::back_inserter(gpu_side));
+    int64_t no_source = 0, no_target = 0;
+    for (int64_t c : f.flow_ends) no_source += !std::binary_search(f.flow_starts.begin(), f.flow_starts.end(), c);
+    for (int64_t c : f.flow_starts) no_target += !std::binary_search(gpu_side.begin(), gpu_side.end(), c);
+    f.linked.clear();
     size_t h = 0;
-    for (int64_t c : f.dev_corr) {
+    for (int64_t c : gpu_side) {
       while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
       if (h < f.host_corr.size() && f.host_corr[h].corr == c) f.linked.push_back(f.host_corr[h]);
-      else ++orphans;
     }
     if (orphans) Stat("kernel_without_launch", f.path, orphans);
+    if (no_source) Stat("flow_without_source", f.path, no_source);
+    if (no_target) Stat("flow_without_target", f.path, no_target);
+    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::vector<int64_t>().swap(*v);
     std::vector<HostCorr>().swap(f.host_corr);
-    std::vector<int64_t>().swap(f.dev_corr);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -277,6 +278,42 @@ TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
   EXPECT_EQ(e2e::Q(db, "SELECT clock_kinds FROM runs").Text(0, "clock_kinds"), "host,device");
 }
 
+TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
+  // Recorded on an NVIDIA H200 with PyTorch 2.11 (record_traces.py --cuda, with
+  // a one-rank NCCL process group): Kineto's own format, ac2g and fwdbwd flows.
+  const std::string db = e2e::TempDb("import_cuda");
+  e2e::Output o = Import(kData + "cuda_mlp_nccl.json.gz", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "unusable 0 (0.00%)")) << o.text;
+  for (const auto& [name, cs] : Stats(db)) EXPECT_EQ(cs.second, "info") << name;
+  const int64_t kernels = Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL");
+  EXPECT_GT(kernels, 50);
+  // Each kernel shares its flow with exactly one launch on a host thread, and takes its step.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events k WHERE k.clock = 'device' AND k.device_id IS NOT NULL AND"
+                       " k.step IS NOT NULL AND (SELECT COUNT(*) FROM events l WHERE l.flow_id = k.flow_id AND"
+                       " l.clock = 'host' AND l.name LIKE 'cuda%Launch%') = 1"),
+            kernels);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL AND kind <>"
+                       " 'compute'"),
+            0);
+  // Forward ops linked to their backward ops on the autograd thread (fwdbwd flows).
+  EXPECT_GE(Scalar(db, "SELECT COUNT(*) AS v FROM (SELECT flow_id FROM events WHERE clock = 'host' AND flow_id IS NOT"
+                       " NULL GROUP BY flow_id HAVING COUNT(DISTINCT track_id) = 2 AND COUNT(*) = 2)"),
+            20);
+  // One flow per all_reduce: its c10d op, record_param_comms and nccl: op.
+  auto coll = e2e::Q(db, "SELECT flow_id, COUNT(*) AS n, GROUP_CONCAT(name, '|') AS names FROM events WHERE kind ="
+                         " 'collective' GROUP BY flow_id");
+  ASSERT_EQ(coll.rows.size(), 18u);
+  for (size_t i = 0; i < coll.rows.size(); ++i) {
+    EXPECT_EQ(coll.Int(i, "n"), 3) << coll.Text(i, "names");
+    EXPECT_TRUE(absl::StrContains(coll.Text(i, "names"), "nccl:all_reduce")) << coll.Text(i, "names");
+  }
+  // Kineto's absolute time: baseTimeNanoseconds plus the first event.
+  EXPECT_GT(Scalar(db, "SELECT started_at_ns AS v FROM runs"), 1790857026000000000);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM steps"), 3);
+  ExpectProperNesting(db);
+}
+
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
   const std::string db = e2e::TempDb("import_one_rank");
   e2e::Output o = Import(kData + "gpu_rank1.json", db);
@@ -290,6 +327,48 @@ TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
   EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT flow_id) AS v FROM events WHERE clock = 'device' AND flow_id IS NOT NULL"),
             6);
   EXPECT_TRUE(absl::StrContains(o.text, "collective_unmatched")) << o.text;
+}
+
+TEST(ImportE2e, ReportsOnAnImportedRunWorkOrSayTheyNeedIr) {
+  const std::string db = e2e::TempDb("import_reports");
+  ASSERT_EQ(Import(absl::StrCat(kData, "gpu_rank0.json ", kData, "gpu_rank1.json"), db).code, 0);
+  e2e::Output runs = e2e::Shell(absl::StrCat(kCli, " runs ", db));
+  ASSERT_EQ(runs.code, 0) << runs.text;
+  EXPECT_TRUE(absl::StrContains(runs.text, "imported  finished")) << runs.text;
+  for (const char* format : {"text", "md", "json"}) {
+    e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db, " --format ", format));
+    ASSERT_EQ(report.code, 0) << report.text;
+    EXPECT_TRUE(absl::StrContains(report.text, format == std::string("json") ? "\"imported\": true" : "imported trace"))
+        << report.text;
+    EXPECT_FALSE(absl::StrContains(report.text, " h (host)")) << report.text;  // no duration from 2023 to today
+  }
+  e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_TRUE(absl::StrContains(report.text, "chip 1 (host 1)")) << report.text;  // per-GPU time, device clock
+  // The commands that need IR say so in one line, and succeed.
+  for (const char* cmd : {"recompiles", "sharding", "metrics", "sharding --why dot_general.1",
+                          "recompiles --format json", "metrics --format json"}) {
+    e2e::Output o = e2e::Shell(absl::StrCat(kCli, " ", cmd, " ", db));
+    EXPECT_EQ(o.code, 0) << cmd << ": " << o.text;
+    EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << cmd << ": " << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "no IR")) << cmd << ": " << o.text;
+    if (absl::StrContains(cmd, "json")) EXPECT_TRUE(nlohmann::json::accept(o.text)) << o.text;
+  }
+  // The timeline goes back out to Perfetto: every slice once, the flows kept.
+  const std::string out = Temp("export.json");
+  e2e::Output ex = e2e::Shell(absl::StrCat(kCli, " export ", db, " --chrome ", out));
+  ASSERT_EQ(ex.code, 0) << ex.text;
+  nlohmann::json j = nlohmann::json::parse(ReadAll(out));
+  int64_t x = 0;
+  std::set<int64_t> flows;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") ++x;
+    if (e["ph"] == "s" || e["ph"] == "f" || e["ph"] == "t") flows.insert(e["id"].get<int64_t>());
+  }
+  EXPECT_EQ(x, Scalar(db, "SELECT COUNT(*) AS v FROM slices"));
+  EXPECT_EQ(static_cast<int64_t>(flows.size()), Scalar(db, "SELECT COUNT(DISTINCT flow_id) AS v FROM slices"));
+  // A second import appends a run to the same file.
+  ASSERT_EQ(Import(kData + "cpu_mlp.json.gz", db).code, 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM runs WHERE imported = 1"), 2);
 }
 
 TEST(ImportE2e, SpilledChunksGiveTheSameRun) {

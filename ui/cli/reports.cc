@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/recompiles.h"
@@ -222,6 +223,16 @@ std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std
   return std::nullopt;
 }
 
+// For a run read from another tool's trace (shardscope import): the one line
+// a command that needs IR prints instead of an empty report; "" for a recorded run.
+std::string NeedsIrLine(const store::Reader& reader, int64_t run_id, const std::string& command) {
+  auto q = reader.Query("SELECT * FROM runs WHERE run_id = ?1", {std::to_string(run_id)});
+  if (!q.ok() || q->rows.empty() || q->Col("imported") < 0 || q->Int(0, "imported") == 0) return "";
+  return absl::StrCat("run ", run_id, " was imported from a trace (shardscope import): it has timelines but no IR, so `",
+                      command, "` has nothing to show; it needs a run recorded by shardscope (`report` and `export"
+                      " --chrome` show the imported timeline)");
+}
+
 int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
   std::string format = "text";
@@ -251,6 +262,10 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
 int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
   if (auto code = OpenOneRun(argv, {"--tensor", "--why"}, "sharding", kShardingHelp, err, &r)) return *code;
+  if (std::string line = NeedsIrLine(*r.reader, r.run_id, "sharding"); !line.empty()) {
+    out << line << "\n";
+    return 0;
+  }
   Args& a = r.args;
   if (a.flags.count("--why")) {
     auto chain = analysis::RenderShardingChain(*r.reader, r.run_id, a.flags["--why"]);
@@ -281,6 +296,14 @@ int OneRunReport(const std::vector<std::string>& argv, const std::string& comman
   const std::string format = r.args.flags.count("--format") ? r.args.flags["--format"] : "text";
   if (format != "text" && format != "json")
     return Usage(err, absl::StrCat("--format '", format, "' is not text or json"), help);
+  if (std::string line = NeedsIrLine(*r.reader, r.run_id, command); !line.empty()) {
+    if (format == "json")
+      out << "{\"run\": " << r.run_id << ", \"imported\": true, \"message\": \""
+          << absl::StrReplaceAll(line, {{"\\", "\\\\"}, {"\"", "\\\""}}) << "\"}\n";
+    else
+      out << line << "\n";
+    return 0;
+  }
   auto report = build(*r.reader, r.run_id);
   if (!report.ok()) {
     err << "error: " << report.status().message() << "\n";
@@ -321,9 +344,9 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
     err << "error: " << reader.status().message() << "\n";
     return 1;
   }
+  // r.*: files from before runs.imported list too.
   auto rows = reader->Query(
-      "SELECT r.run_id, r.sample, r.mesh, r.started_at, r.simulated,"
-      " (SELECT COUNT(*) FROM steps s WHERE s.run_id = r.run_id) AS steps FROM runs r ORDER BY r.run_id");
+      "SELECT r.*, (SELECT COUNT(*) FROM steps s WHERE s.run_id = r.run_id) AS steps FROM runs r ORDER BY r.run_id");
   if (!rows.ok()) {
     err << "error: " << rows.status().message() << "\n";
     return 1;
@@ -344,7 +367,8 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
     const int64_t id = rows->Int(i, "run_id");
     t.push_back({std::to_string(id), rows->Text(i, "sample"), rows->Text(i, "mesh"),
                  std::to_string(rows->Int(i, "steps")), rows->Text(i, "started_at"),
-                 rows->Int(i, "simulated") ? "simulated" : "recorded", state.count(id) ? state[id] : "-"});
+                 rows->Int(i, "imported") ? "imported" : rows->Int(i, "simulated") ? "simulated" : "recorded",
+                 state.count(id) ? state[id] : "-"});
   }
   out << analysis::AlignTable(t, "");
   return 0;

@@ -10,8 +10,9 @@ It writes, gzipped and small:
   gloo_rank0.json.gz,           a two-process torch.distributed job (backend gloo,
   gloo_rank1.json.gz            world size 2) doing all_reduce and broadcast under
                                 torch.profiler, one trace per rank.
-With --cuda OUT_DIR it records a small CUDA trace instead (cuda_mlp.json.gz), when
-torch sees a GPU.
+With --cuda it records the CUDA trace instead (cuda_mlp_nccl.json.gz: the same MLP on
+a GPU, its gradients all-reduced in a one-rank NCCL group), when torch sees a GPU. The
+committed one was recorded on an NVIDIA H200 with PyTorch 2.11 (CUDA 13).
 """
 import argparse
 import gzip
@@ -71,14 +72,26 @@ def record_cpu(out_dir):
 
 
 def record_cuda(out_dir):
+    # One-rank NCCL group: real nccl:/c10d ops and distributedInfo, on one GPU.
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     model = mlp("cuda")
-    tmp = os.path.join(out_dir, "cuda_mlp.json")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32, device="cuda")
+    y = torch.randint(0, 10, (16,), device="cuda")
+    tmp = os.path.join(out_dir, "cuda_mlp_nccl.json")
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 schedule=schedule(wait=1, warmup=1, active=3),
                  on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
-        train_steps(model, "cuda", prof, 5)
+        for _ in range(5):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+            opt.step()
+            prof.step()
         torch.cuda.synchronize()
-    gzip_trace(tmp, os.path.join(out_dir, "cuda_mlp.json.gz"))
+    dist.destroy_process_group()
+    gzip_trace(tmp, os.path.join(out_dir, "cuda_mlp_nccl.json.gz"))
 
 
 def gloo_worker(rank, world, port, out_dir):
