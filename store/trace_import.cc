@@ -140,7 +140,8 @@ const StatDef* FindStat(std::string_view name) {
 
 struct StatAcc {
   int64_t count = 0;
-  std::string first;  // where the first one was
+  std::string first;   // where the first one was
+  std::string detail;  // or what it amounts to, said instead
 };
 
 // ---------------------------------------------------------------------------
@@ -394,9 +395,10 @@ struct FileState {
   std::string offset_source;
   int64_t x_events = 0, x_unusable = 0;
   std::vector<StepSpan> steps;
-  std::vector<HostCorr> host_corr;   // launches (cuda_runtime slices, ac2g starts)
-  std::vector<int64_t> dev_corr;     // GPU-side slices (kernels, memcpy, memset)
-  std::vector<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
+  // Deques: they grow without the copy (and twice the memory) of a vector's doubling.
+  std::deque<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
+  std::deque<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
+  std::deque<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
@@ -922,7 +924,7 @@ void Importer::LinkCorrelations() {
     f.host_corr.erase(std::unique(f.host_corr.begin(), f.host_corr.end(),
                                   [](const HostCorr& a, const HostCorr& b) { return a.corr == b.corr; }),
                       f.host_corr.end());
-    auto sorted_set = [](std::vector<int64_t>& v) {
+    auto sorted_set = [](std::deque<int64_t>& v) {
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
     };
@@ -948,17 +950,24 @@ void Importer::LinkCorrelations() {
     int64_t no_source = 0, no_target = 0;
     for (int64_t c : f.flow_ends) no_source += !std::binary_search(f.flow_starts.begin(), f.flow_starts.end(), c);
     for (int64_t c : f.flow_starts) no_target += !std::binary_search(gpu_side.begin(), gpu_side.end(), c);
+    // Counted first, so `linked` (kept for phase 2) is allocated once, at its size.
+    auto for_each_linked = [&](auto&& take) {
+      size_t h = 0;
+      for (int64_t c : gpu_side) {
+        while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
+        if (h < f.host_corr.size() && f.host_corr[h].corr == c) take(f.host_corr[h]);
+      }
+    };
+    size_t n = 0;
+    for_each_linked([&](const HostCorr&) { ++n; });
     f.linked.clear();
-    size_t h = 0;
-    for (int64_t c : gpu_side) {
-      while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
-      if (h < f.host_corr.size() && f.host_corr[h].corr == c) f.linked.push_back(f.host_corr[h]);
-    }
+    f.linked.reserve(n);
+    for_each_linked([&](const HostCorr& l) { f.linked.push_back(l); });
     if (orphans) Stat("kernel_without_launch", f.path, orphans);
     if (no_source) Stat("flow_without_source", f.path, no_source);
     if (no_target) Stat("flow_without_target", f.path, no_target);
-    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::vector<int64_t>().swap(*v);
-    std::vector<HostCorr>().swap(f.host_corr);
+    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::deque<int64_t>().swap(*v);
+    std::deque<HostCorr>().swap(f.host_corr);
   }
 }
 
@@ -1585,8 +1594,12 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     res.x_events_unusable += f.x_unusable;
     res.files.push_back(std::move(out));
   }
-  if (res.x_events > 0 && res.x_events_unusable * 100 > res.x_events)
-    Stat("unusable_x_events_over_1pct", absl::StrCat(res.x_events_unusable, " of ", res.x_events));
+  if (res.x_events > 0 && res.x_events_unusable * 100 > res.x_events) {
+    StatAcc& s = stats_["unusable_x_events_over_1pct"];
+    s.count = 1;
+    s.detail = absl::StrFormat("%d of %d, %.1f%%", res.x_events_unusable, res.x_events,
+                               100.0 * static_cast<double>(res.x_events_unusable) / static_cast<double>(res.x_events));
+  }
   res.collectives = static_cast<int64_t>(colls_.size());
   res.collectives_matched = collectives_matched_;
   for (const auto& [name, acc] : stats_) {
@@ -1596,7 +1609,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     s.count = acc.count;
     s.severity = d ? d->severity : "info";
     s.description = d ? d->description : name;
-    if (!acc.first.empty()) absl::StrAppend(&s.description, " (first: ", acc.first, ")");
+    if (!acc.detail.empty()) absl::StrAppend(&s.description, " (", acc.detail, ")");
+    else if (!acc.first.empty()) absl::StrAppend(&s.description, " (first: ", acc.first, ")");
     res.stats.push_back(std::move(s));
   }
   auto sev = [](const std::string& s) { return s == "error" ? 0 : s == "data_loss" ? 1 : 2; };
