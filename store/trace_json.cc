@@ -577,8 +577,11 @@ class Handler {
 
   void ArgField(const std::string& k, const Value& v) {
     TraceEvent& e = event_;
+    // Numeric args are kept for counters and instants only ("ph" usually comes
+    // first; when it comes later they are kept in case).
     double d;
-    if (AsDouble(v, &d) && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
+    const bool keep = e.ph.empty() || e.ph == "C" || e.ph == "i" || e.ph == "I";
+    if (keep && AsDouble(v, &d) && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
     int64_t i;
     if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
     else if (k == "device") { if (AsInt(v, &i)) e.device = i; }
