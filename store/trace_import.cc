@@ -486,7 +486,7 @@ class Importer {
   // progress
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
   bool drew_ = false;
-  uint64_t bytes_done_ = 0, bytes_total_ = 0;
+  uint64_t bytes_done_ = 0, bytes_total_ = 0, json_done_ = 0;
 };
 
 void Importer::Stat(const char* name, const std::string& where, int64_t n) {
@@ -842,11 +842,12 @@ absl::Status Importer::ReadFile(size_t index) {
   const uint32_t file = static_cast<uint32_t>(index);
   const std::string label = absl::StrCat("reading ", f.path);
   const uint64_t done_before = bytes_done_;
-  auto on_progress = [&](uint64_t read) {
+  const uint64_t json_before = json_done_;
+  auto on_progress = [&](uint64_t read, uint64_t json) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    uint64_t done = done_before + read;
-    Progress(label, bytes_total_ ? static_cast<double>(done) / static_cast<double>(bytes_total_) : 0,
-             absl::StrFormat("%.1f MB/s", secs > 0 ? static_cast<double>(done) / 1e6 / secs : 0.0));
+    Progress(label, bytes_total_ ? static_cast<double>(done_before + read) / static_cast<double>(bytes_total_) : 0,
+             absl::StrFormat("%.0f MB of JSON, %.1f MB/s", static_cast<double>(json_before + json) / 1e6,
+                             secs > 0 ? static_cast<double>(json_before + json) / 1e6 / secs : 0.0));
   };
   absl::StatusOr<internal::ParseOutcome> out = internal::ReadChromeTrace(
       f.path, &f.info, [&](TraceEvent& e) { OnEvent(f, file, e); }, on_progress);
@@ -854,6 +855,7 @@ absl::Status Importer::ReadFile(size_t index) {
   if (!pushed_error_.ok()) return pushed_error_;
   f.outcome = *out;
   bytes_done_ += out->file_bytes;
+  json_done_ += out->json_bytes;
   // B events never closed end with the file.
   for (auto& [thread, open] : f.open_begins) {
     for (OpenBegin& b : open) {

@@ -208,7 +208,7 @@ class Handler {
   enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kDist, kDevProps, kDevProp, kSkip };
 
   Handler(const TraceInput& in, TraceFileInfo* info, const std::function<void(TraceEvent&)>& on_event,
-          const std::function<void(uint64_t)>& on_progress)
+          const std::function<void(uint64_t, uint64_t)>& on_progress)
       : in_(in), info_(info), on_event_(on_event), on_progress_(on_progress) {
     stack_.push_back({kRoot, ""});
   }
@@ -354,8 +354,8 @@ class Handler {
 
   void Progress() {
     if (on_progress_ && in_.file_read() >= next_progress_) {
-      on_progress_(in_.file_read());
-      next_progress_ = in_.file_read() + (4 << 20);
+      on_progress_(in_.file_read(), in_.consumed());
+      next_progress_ = in_.file_read() + (256 << 10);
     }
   }
 
@@ -602,7 +602,7 @@ class Handler {
   const TraceInput& in_;
   TraceFileInfo* info_;
   const std::function<void(TraceEvent&)>& on_event_;
-  const std::function<void(uint64_t)>& on_progress_;
+  const std::function<void(uint64_t, uint64_t)>& on_progress_;
   std::vector<Frame> stack_;
   TraceEvent event_;
   std::string text_;
@@ -631,7 +631,7 @@ std::string Sniff(const std::string& head) {
 
 absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileInfo* info,
                                              const std::function<void(TraceEvent&)>& on_event,
-                                             const std::function<void(uint64_t)>& on_progress) {
+                                             const std::function<void(uint64_t, uint64_t)>& on_progress) {
   struct stat sb;
   if (::stat(path.c_str(), &sb) != 0) {
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));

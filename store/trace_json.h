@@ -94,14 +94,15 @@ struct ParseOutcome {
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order
-// and `on_progress` with the compressed bytes read so far (every few MB).
+// and `on_progress` with the file's bytes read and the JSON bytes parsed so
+// far (every 256 KiB of file).
 // Errors (InvalidArgument/NotFound/PermissionDenied) name the file and, for
 // bad JSON, the byte offset and the event index; a file that ends early is
 // not an error (ParseOutcome::truncated) once at least the start of
 // traceEvents was read.
 absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileInfo* info,
                                              const std::function<void(TraceEvent&)>& on_event,
-                                             const std::function<void(uint64_t)>& on_progress = nullptr);
+                                             const std::function<void(uint64_t, uint64_t)>& on_progress = nullptr);
 
 // Microseconds as JSON number text ("123", "-4.5", "1.25e3") to integer
 // nanoseconds, exactly for plain decimals; false when it is not a number or
