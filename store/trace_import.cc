@@ -27,6 +27,7 @@
 #include <deque>
 #include <functional>
 #include <iterator>
+#include <limits>
 #include <future>
 #include <map>
 #include <memory>
@@ -124,6 +125,7 @@ constexpr StatDef kStatDefs[] = {
     {"clock_offset_inconsistent", "info",
      "ranks where no single clock offset makes every matched collective overlap on both ranks: the median of "
      "the end differences is used as is"},
+    {"bad_base_time", "info", "files whose baseTimeNanoseconds is negative or beyond 2096: ignored, times placed as recorded"},
     {"display_time_unit_ignored", "info",
      "files that set displayTimeUnit: it changes only how viewers display times; ts and dur are microseconds "
      "either way (as chrome://tracing and Perfetto read them)"},
@@ -146,6 +148,10 @@ struct StatAcc {
 
 // ---------------------------------------------------------------------------
 // Records of phase 1.
+
+// Times beyond this (about 126 years in ns) are not trusted: sums of a few
+// of them stay within int64.
+constexpr int64_t kMaxNs = 4000000000000000000;
 
 enum RecType : uint8_t { kFlowNext = 0, kSlice = 1, kFlowEnclosing = 2, kCounter = 3 };
 enum Lane : uint8_t { kHostLane = 0, kDeviceLane = 1, kAnnotationLane = 2 };
@@ -457,7 +463,11 @@ class Importer {
   int64_t PointFlow(const Rec& p) const;
   absl::Status Walk(Writer* w, ImportResult& res);
   absl::Status Emit(Writer& w, ImportResult& res);
-  int64_t Align(uint32_t file, int64_t ts) const { return ts + files_[file].base + files_[file].offset - origin_; }
+  // Run-relative ns; in 128 bits, since a rank's base, offset and the origin
+  // may each be near the ends of int64 before they cancel.
+  int64_t Align(uint32_t file, int64_t ts) const {
+    return static_cast<int64_t>(static_cast<__int128>(ts) + files_[file].base + files_[file].offset - origin_);
+  }
   absl::Status WriteStatsAndFiles(const std::string& db_path, int64_t run_id, ImportResult& res);
   void Progress(const std::string& what, double fraction, const std::string& detail, bool force = false);
   void EndProgress();
@@ -877,6 +887,10 @@ absl::Status Importer::ReadFile(size_t index) {
         out->truncated ? absl::StrCat("; ", out->truncation) : "", ")"));
   }
   f.base = f.info.has_base_time ? f.info.base_time_ns : 0;
+  if (f.base < 0 || f.base > kMaxNs) {
+    Stat("bad_base_time", absl::StrCat(f.path, ": ", f.base));
+    f.base = 0;
+  }
   return absl::OkStatus();
 }
 
@@ -1158,9 +1172,10 @@ void Importer::EstimateOffsets(
   for (size_t r = 0; r < files_.size(); ++r) {
     if (r == ref) continue;
     FileState& f = files_[r];
+    using Wide = __int128;  // sums and differences of times near int64's ends
     for (int fam : {0, 1}) {  // kernels, then gloo ops
-      std::vector<int64_t> diffs;
-      int64_t lo = INT64_MIN, hi = INT64_MAX;
+      std::vector<Wide> diffs;
+      Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
       for (const auto& [key, members] : buckets) {
         const Coll *a = nullptr, *b = nullptr;
         int na = 0, nb = 0;
@@ -1171,18 +1186,19 @@ void Importer::EstimateOffsets(
           if (c.file == r) b = &c, ++nb;
         }
         if (na != 1 || nb != 1) continue;
-        const int64_t ra = files_[ref].base, rb = f.base;
+        const Wide ra = files_[ref].base, rb = f.base;
         diffs.push_back((a->end + ra) - (b->end + rb));
         lo = std::max(lo, (a->ts + ra) - (b->end + rb));
         hi = std::min(hi, (a->end + ra) - (b->ts + rb));
       }
       if (diffs.empty()) continue;
       std::sort(diffs.begin(), diffs.end());
-      int64_t off = diffs.size() % 2 ? diffs[diffs.size() / 2]
-                                     : diffs[diffs.size() / 2 - 1] + (diffs[diffs.size() / 2] - diffs[diffs.size() / 2 - 1]) / 2;
+      Wide off = diffs.size() % 2 ? diffs[diffs.size() / 2]
+                                  : diffs[diffs.size() / 2 - 1] + (diffs[diffs.size() / 2] - diffs[diffs.size() / 2 - 1]) / 2;
       if (lo <= hi) off = std::clamp(off, lo, hi);
-      else Stat("clock_offset_inconsistent", f.path);
-      f.offset = off;
+      if (off > kMaxNs || off < -kMaxNs) continue;  // more than a century apart: not one job's clocks
+      if (lo > hi) Stat("clock_offset_inconsistent", f.path);
+      f.offset = static_cast<int64_t>(off);
       f.offset_known = true;
       f.offset_source = absl::StrCat(lo <= hi ? "" : "inconsistent: ", "median end difference of ", diffs.size(),
                                      " matched ", fam == 0 ? "collective kernels" : "gloo collectives",
@@ -1528,8 +1544,21 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     if (g.start && g.end) g.id = next_flow_++;
     else Stat(g.start ? "flow_without_target" : "flow_without_source");
   }
-  origin_ = INT64_MAX;
-  for (const FileState& f : files_) origin_ = std::min(origin_, f.first_ts + f.base + f.offset);
+  {
+    __int128 origin = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
+    for (const FileState& f : files_) {
+      origin = std::min(origin, static_cast<__int128>(f.first_ts) + f.base + f.offset);
+      end = std::max(end, static_cast<__int128>(f.last_ts) + f.base + f.offset);
+    }
+    if (end - origin > kMaxNs) {
+      EndProgress();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the files' times span more than a century once placed on one clock (",
+          files_.size() == 1 ? "a timestamp far from the others" : "are they from one job?",
+          "): ", absl::StrJoin(paths, ", ")));
+    }
+    origin_ = static_cast<int64_t>(origin);
+  }
 
   // The run.
   absl::StatusOr<std::unique_ptr<Writer>> writer = Writer::Open(db_path);

@@ -416,6 +416,10 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
        "(in event #1 of traceEvents)"},
       {"nothing_usable.json", "[{\"ph\": \"X\", \"ts\": \"soon\", \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
        "holds no usable trace events"},
+      {"centuries.json",
+       "[{\"ph\": \"X\", \"name\": \"a\", \"ts\": -4000000000000000, \"dur\": 1, \"pid\": 1, \"tid\": 1},"
+       " {\"ph\": \"X\", \"name\": \"b\", \"ts\": 3999999999999999, \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
+       "span more than a century"},
   };
   for (const Refused& r : refused) {
     const std::string db = e2e::TempDb("import_refused");
@@ -478,6 +482,17 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_EQ(stats[c.stat].second, "data_loss");
     EXPECT_GT(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), 0) << c.name;
     ExpectProperNesting(db);
+  }
+  // A baseTimeNanoseconds at int64's end is ignored, not overflowed.
+  {
+    const std::string db = e2e::TempDb("import_base");
+    e2e::Output o = ImportText("base.json",
+                               "{\"baseTimeNanoseconds\": 9223372036854775807, \"traceEvents\": [{\"ph\": \"X\","
+                               " \"name\": \"a\", \"ts\": 1, \"dur\": 4000000000000000, \"pid\": 1, \"tid\": 1}]}",
+                               db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["bad_base_time"].first, 1);
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM slices"), 4000000000000000000);
   }
   // An array without its final ']' is allowed by the format: nothing lost.
   {
