@@ -427,7 +427,7 @@ class Importer {
   // phase 1
   absl::Status ReadFile(size_t index);
   void OnEvent(FileState& f, uint32_t file, TraceEvent& e);
-  void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, const char* name_override = nullptr);
+  void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
@@ -664,7 +664,7 @@ int64_t DtypeBytes(const std::string& dtype) {
   return 0;
 }
 
-void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, const char* name_override) {
+void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur) {
   Lane lane = LaneOf(e);
   uint32_t thread = ThreadOf(file, e);
   ThreadInfo& t = threads_[thread];
@@ -681,7 +681,7 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   r.dur = dur;
   r.seq = seq_++;
   r.thread = thread;
-  r.name = names_.Id(name_override ? std::string_view(name_override) : std::string_view(e.name));
+  r.name = names_.Id(e.name);
   r.cat = cats_.Id(e.cat);
   r.type = kSlice;
   r.lane = lane;
@@ -1045,6 +1045,36 @@ void Importer::MatchCollectives() {
       if (const HostCorr* l = Linked(c.file, c.corr)) at = l->ts;
     c.step = all_have_steps ? StepAt(f, at) : -1;
   }
+  // Host collective ops by (rank, thread), in start order, longer first.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> host_by_thread;
+  for (size_t i = 0; i < colls_.size(); ++i)
+    if (colls_[i].family != kFamKernel) host_by_thread[{colls_[i].file, colls_[i].thread}].push_back(i);
+  for (auto& [ft, v] : host_by_thread)
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
+      const Coll &x = colls_[a], &y = colls_[b];
+      return x.ts != y.ts ? x.ts < y.ts : (x.end - x.ts) > (y.end - y.ts);
+    });
+  // The host ops whose span holds a kernel's launch (nccl:, record_param_comms, c10d::).
+  auto around_launch = [&](const Coll& k, const std::function<void(size_t)>& each) {
+    const HostCorr* l = Linked(k.file, k.corr);
+    if (!l) return;
+    auto it = host_by_thread.find({k.file, l->thread});
+    if (it == host_by_thread.end()) return;
+    for (size_t j : it->second)
+      if (colls_[j].ts <= l->ts && l->ts <= colls_[j].end) each(j);
+  };
+  // A kernel carries no process group or sequence number: it takes those of
+  // the innermost op around its launch that has them, so kernels of different
+  // groups are not matched by one order.
+  const uint32_t no_group = keys_.Id("");
+  for (Coll& k : colls_) {
+    if (k.family != kFamKernel) continue;
+    around_launch(k, [&](size_t j) {
+      const Coll& h = colls_[j];
+      if (h.group != no_group) k.group = h.group, k.ranks = h.ranks;
+      if (h.seq_arg >= 0) k.seq_arg = h.seq_arg;
+    });
+  }
   // Sequence numbers are used per (family, group) when every instance has one
   // and none repeats on a rank.
   std::map<std::pair<uint8_t, uint32_t>, bool> use_seq;
@@ -1106,14 +1136,7 @@ void Importer::MatchCollectives() {
   }
   // Within a rank: a host op that encloses another collective op on its
   // thread, or a collective kernel's launch, is the same collective.
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> host_by_thread;
-  for (size_t i = 0; i < colls_.size(); ++i)
-    if (colls_[i].family != kFamKernel) host_by_thread[{colls_[i].file, colls_[i].thread}].push_back(i);
   for (auto& [ft, v] : host_by_thread) {
-    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
-      const Coll &x = colls_[a], &y = colls_[b];
-      return x.ts != y.ts ? x.ts < y.ts : (x.end - x.ts) > (y.end - y.ts);
-    });
     std::vector<size_t> open;
     for (size_t i : v) {
       while (!open.empty() && colls_[open.back()].end < colls_[i].end) open.pop_back();
@@ -1121,16 +1144,8 @@ void Importer::MatchCollectives() {
       open.push_back(i);
     }
   }
-  for (size_t i = 0; i < colls_.size(); ++i) {
-    const Coll& k = colls_[i];
-    if (k.family != kFamKernel) continue;
-    const HostCorr* l = Linked(k.file, k.corr);
-    if (!l) continue;
-    auto it = host_by_thread.find({k.file, l->thread});
-    if (it == host_by_thread.end()) continue;
-    for (size_t j : it->second)
-      if (colls_[j].ts <= l->ts && l->ts <= colls_[j].end) all.Join(i, j);
-  }
+  for (size_t i = 0; i < colls_.size(); ++i)
+    if (colls_[i].family == kFamKernel) around_launch(colls_[i], [&](size_t j) { all.Join(i, j); });
   // A joined set holding two instances of one family on one rank mixed up
   // two collectives: those fall back to their family's cross-rank flows.
   std::map<size_t, std::set<std::pair<uint32_t, uint8_t>>> seen;

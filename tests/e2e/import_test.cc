@@ -314,6 +314,75 @@ TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
   ExpectProperNesting(db);
 }
 
+// A Kineto file of one rank of two: per collective, an nccl:all_reduce op
+// (its process group and, when >= 0, its sequence number), the launch inside
+// it and the NCCL kernel on the group's stream (20 for group "0", 21 for "1").
+struct Collective {
+  std::string group;
+  int seq;
+  int ts;
+};
+std::string RankFile(int rank, const std::vector<Collective>& cs) {
+  std::string ev;
+  int corr = 1;
+  for (const Collective& c : cs) {
+    const int stream = c.group == "0" ? 20 : 21;
+    absl::StrAppend(&ev, ev.empty() ? "" : ",\n",
+                    absl::StrFormat(R"({"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 9, "tid": 9,)"
+                                    R"( "ts": %d, "dur": 20, "args": {"Process Group Name": "%s", "Process Group Ranks":)"
+                                    R"( "[0, 1]"%s}},)",
+                                    c.ts, c.group, c.seq >= 0 ? absl::StrCat(", \"Seq\": ", c.seq) : ""),
+                    absl::StrFormat(R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9,)"
+                                    R"( "ts": %d, "dur": 5, "args": {"correlation": %d}},)",
+                                    c.ts + 5, corr),
+                    absl::StrFormat(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",)"
+                                    R"( "pid": 0, "tid": %d, "ts": %d, "dur": 50, "args": {"device": 0, "stream": %d,)"
+                                    R"( "correlation": %d}})",
+                                    stream, c.ts + 30, stream, corr));
+    ++corr;
+  }
+  return absl::StrCat(R"({"distributedInfo": {"rank": )", rank, R"(, "world_size": 2}, "traceEvents": [)", ev, "]}");
+}
+
+TEST(ImportE2e, CollectivesMatchPerProcessGroupAndBySequenceNumber) {
+  // Two groups whose collectives the ranks issue in opposite orders: kernels
+  // (which carry no group) take their launch's op's group, so each is matched
+  // within its own group, not by one order over all kernels.
+  {
+    const std::string db = e2e::TempDb("import_groups");
+    const std::string r0 = WriteTemp("groups0.json", RankFile(0, {{"0", -1, 100}, {"1", -1, 200}}));
+    const std::string r1 = WriteTemp("groups1.json", RankFile(1, {{"1", -1, 100}, {"0", -1, 200}}));
+    e2e::Output o = Import(absl::StrCat(r0, " ", r1), db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    auto flows = e2e::Q(db, "SELECT e.flow_id, COUNT(*) AS n, COUNT(DISTINCT e.host_id) AS hosts,"
+                            " COUNT(DISTINCT t.thread_name) AS streams FROM events e JOIN tracks t ON t.run_id ="
+                            " e.run_id AND t.track_id = e.track_id WHERE e.clock = 'device' GROUP BY e.flow_id");
+    ASSERT_EQ(flows.rows.size(), 2u) << o.text;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(flows.Int(i, "n"), 2);
+      EXPECT_EQ(flows.Int(i, "hosts"), 2);
+      EXPECT_EQ(flows.Int(i, "streams"), 1);  // one group's stream on both ranks
+    }
+    EXPECT_EQ(Stats(db).count("collective_unmatched"), 0u) << o.text;
+  }
+  // Rank 1's window starts one collective later: by order, its first would
+  // pair with rank 0's first; by sequence number it pairs with rank 0's second.
+  {
+    const std::string db = e2e::TempDb("import_seq");
+    const std::string r0 = WriteTemp("seq0.json", RankFile(0, {{"0", 7, 100}, {"0", 8, 200}}));
+    const std::string r1 = WriteTemp("seq1.json", RankFile(1, {{"0", 8, 100}}));
+    e2e::Output o = Import(absl::StrCat(r0, " ", r1), db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    // Rank 1's kernel shares its flow with rank 0's second kernel (the one launched at 205 us).
+    auto pair = e2e::Q(db, "SELECT b.host_id, b.start_ns FROM events a JOIN events b ON b.flow_id = a.flow_id AND"
+                           " b.host_id = 0 WHERE a.host_id = 1 AND a.clock = 'device' AND b.clock = 'device'");
+    ASSERT_EQ(pair.rows.size(), 1u) << o.text;
+    auto second = e2e::Q(db, "SELECT MAX(start_ns) AS v FROM events WHERE host_id = 0 AND clock = 'device'");
+    EXPECT_EQ(pair.Int(0, "start_ns"), second.Int(0, "v"));
+    EXPECT_EQ(Stats(db)["collective_unmatched"].first, 2);  // rank 0's seq 7: its op and its kernel
+  }
+}
+
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
   const std::string db = e2e::TempDb("import_one_rank");
   e2e::Output o = Import(kData + "gpu_rank1.json", db);
