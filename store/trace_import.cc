@@ -1663,8 +1663,10 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   std::stable_sort(res.stats.begin(), res.stats.end(),
                    [&](const ImportStat& a, const ImportStat& b) { return sev(a.severity) < sev(b.severity); });
   st = WriteStatsAndFiles(db_path, res.run_id, res);
-  if (st.ok()) st = (*writer)->EndRunAndCheck();
+  // The run ends either way: its slices are in; a failure above is still the answer.
+  absl::Status ended = (*writer)->EndRunAndCheck();
   if (!st.ok()) return st;
+  if (!ended.ok()) return ended;
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   return res;
 }
