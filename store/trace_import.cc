@@ -13,6 +13,7 @@
 // file that is not a trace leaves the database untouched.
 #include "store/trace_import.h"
 
+#include <malloc.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -365,9 +366,10 @@ struct StepSpan {
 
 struct HostCorr {
   int64_t corr = 0;
-  int64_t ts = 0;
+  int64_t ts = 0;        // the launch's time; kNoTime when only an ac2g flow start told of it
   uint32_t thread = 0;
 };
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
 
 enum Family : uint8_t { kFamKernel = 0, kFamBackend = 1, kFamParamComms = 2, kFamC10d = 3 };
 
@@ -401,10 +403,10 @@ struct FileState {
   std::string offset_source;
   int64_t x_events = 0, x_unusable = 0;
   std::vector<StepSpan> steps;
-  // Deques: they grow without the copy (and twice the memory) of a vector's doubling.
-  std::deque<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
-  std::deque<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
-  std::deque<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
+  // Correlation ids seen, sorted and matched between the phases (about 48 bytes per launch).
+  std::vector<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
+  std::vector<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
+  std::vector<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
@@ -829,10 +831,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         // Kineto's launch -> kernel link: the id is the correlation id.
         r.flags |= kAc2g;
         r.corr = corr;
-        if (ph == 's') {
-          f.host_corr.push_back({corr, r.ts, r.thread});
-          f.flow_starts.push_back(corr);
-        }
+        if (ph == 's') f.flow_starts.push_back(corr);
         if (ph == 'f') f.flow_ends.push_back(corr);
       } else {
         uint32_t key = keys_.Id(absl::StrCat("v1\x1f", e.cat, "\x1f", e.name, "\x1f", e.id));
@@ -940,7 +939,7 @@ void Importer::LinkCorrelations() {
     f.host_corr.erase(std::unique(f.host_corr.begin(), f.host_corr.end(),
                                   [](const HostCorr& a, const HostCorr& b) { return a.corr == b.corr; }),
                       f.host_corr.end());
-    auto sorted_set = [](std::deque<int64_t>& v) {
+    auto sorted_set = [](std::vector<int64_t>& v) {
       std::sort(v.begin(), v.end());
       v.erase(std::unique(v.begin(), v.end()), v.end());
     };
@@ -956,22 +955,26 @@ void Importer::LinkCorrelations() {
         if (h == f.host_corr.size() || f.host_corr[h].corr != c) ++orphans;
       }
     }
-    // The GPU side: slices carrying the id, or ac2g flows that have both ends
+    // The GPU side: slices carrying the id, or ac2g flows with both ends
     // (Kineto also ends ac2g flows on host calls such as cudaStreamIsCapturing,
-    // with no start: those link nothing).
-    std::vector<int64_t> both, gpu_side;
-    std::set_intersection(f.flow_starts.begin(), f.flow_starts.end(), f.flow_ends.begin(), f.flow_ends.end(),
-                          std::back_inserter(both));
-    std::set_union(f.dev_corr.begin(), f.dev_corr.end(), both.begin(), both.end(), std::back_inserter(gpu_side));
+    // with no start: those link nothing). The host side: launch slices, or
+    // flow starts (time and thread then unknown: the flow still links).
+    auto in = [](const std::vector<int64_t>& v, int64_t c) { return std::binary_search(v.begin(), v.end(), c); };
     int64_t no_source = 0, no_target = 0;
-    for (int64_t c : f.flow_ends) no_source += !std::binary_search(f.flow_starts.begin(), f.flow_starts.end(), c);
-    for (int64_t c : f.flow_starts) no_target += !std::binary_search(gpu_side.begin(), gpu_side.end(), c);
+    for (int64_t c : f.flow_ends) no_source += !in(f.flow_starts, c);
+    auto gpu_side = [&](int64_t c) { return in(f.dev_corr, c) || (in(f.flow_starts, c) && in(f.flow_ends, c)); };
+    for (int64_t c : f.flow_starts) no_target += !gpu_side(c);
     // Counted first, so `linked` (kept for phase 2) is allocated once, at its size.
     auto for_each_linked = [&](auto&& take) {
-      size_t h = 0;
-      for (int64_t c : gpu_side) {
-        while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
-        if (h < f.host_corr.size() && f.host_corr[h].corr == c) take(f.host_corr[h]);
+      // Merge of the sorted host side (slices, flow starts), each id once, kept when the GPU side has it.
+      size_t h = 0, st = 0;
+      while (h < f.host_corr.size() || st < f.flow_starts.size()) {
+        const bool from_slice =
+            h < f.host_corr.size() && (st == f.flow_starts.size() || f.host_corr[h].corr <= f.flow_starts[st]);
+        const int64_t c = from_slice ? f.host_corr[h].corr : f.flow_starts[st];
+        if (gpu_side(c)) take(from_slice ? f.host_corr[h] : HostCorr{c, kNoTime, UINT32_MAX});
+        while (h < f.host_corr.size() && f.host_corr[h].corr == c) ++h;
+        while (st < f.flow_starts.size() && f.flow_starts[st] == c) ++st;
       }
     };
     size_t n = 0;
@@ -982,15 +985,20 @@ void Importer::LinkCorrelations() {
     if (orphans) Stat("kernel_without_launch", f.path, orphans);
     if (no_source) Stat("flow_without_source", f.path, no_source);
     if (no_target) Stat("flow_without_target", f.path, no_target);
-    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::deque<int64_t>().swap(*v);
-    std::deque<HostCorr>().swap(f.host_corr);
+    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::vector<int64_t>().swap(*v);
+    std::vector<HostCorr>().swap(f.host_corr);
   }
+  // What the indexes held goes back to the system, not just to malloc's free
+  // lists, so phase 2 starts from a smaller footprint.
+  malloc_trim(0);
 }
 
+// The launch slice of a linked correlation id; nullptr when there is none (or
+// only an ac2g flow start told of it, without a slice's time and thread).
 const HostCorr* Importer::Linked(uint32_t file, int64_t corr) const {
   const std::vector<HostCorr>& v = files_[file].linked;
   auto it = std::lower_bound(v.begin(), v.end(), corr, [](const HostCorr& a, int64_t c) { return a.corr < c; });
-  return it != v.end() && it->corr == corr ? &*it : nullptr;
+  return it != v.end() && it->corr == corr && it->ts != kNoTime ? &*it : nullptr;
 }
 
 int64_t Importer::CorrFlow(uint32_t file, int64_t corr) const {
