@@ -74,6 +74,11 @@ std::map<std::string, std::pair<int64_t, std::string>> Stats(const std::string& 
 
 int64_t Scalar(const std::string& db, const std::string& sql) { return e2e::Q(db, sql).Int(0, "v", -999); }
 
+// A file of `text`, imported: the exit code and output.
+e2e::Output ImportText(const std::string& name, const std::string& text, const std::string& db) {
+  return Import(WriteTemp(name, text), db);
+}
+
 // Every slice with a parent lies inside it, on its track, one level deeper.
 void ExpectProperNesting(const std::string& db) {
   auto bad = e2e::Q(db,
@@ -440,6 +445,37 @@ TEST(ImportE2e, ReportsOnAnImportedRunWorkOrSayTheyNeedIr) {
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM runs WHERE imported = 1"), 2);
 }
 
+TEST(ImportE2e, FlowEventsLinkTheSlicesTheyBindTo) {
+  // No correlation ids: an ac2g flow alone links a launch and its kernel;
+  // fwdbwd-style flows bind to the slice open at their time (bp "e" at the
+  // end too), an "f" without bp to the next slice on its thread; v2 flows by bind_id.
+  const std::string text = R"([
+    {"ph": "X", "cat": "cuda_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+    {"ph": "X", "cat": "kernel", "name": "kernel", "pid": 0, "tid": 7, "ts": 20, "dur": 5},
+    {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 1, "tid": 1, "ts": 10},
+    {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 0, "tid": 7, "ts": 20, "bp": "e"},
+    {"ph": "X", "name": "fwd", "pid": 1, "tid": 1, "ts": 30, "dur": 5},
+    {"ph": "X", "name": "bwd", "pid": 1, "tid": 2, "ts": 50, "dur": 5},
+    {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 31},
+    {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 2, "ts": 50, "bp": "e"},
+    {"ph": "X", "name": "other", "pid": 1, "tid": 4, "ts": 70, "dur": 5},
+    {"ph": "s", "cat": "x", "name": "n", "id": 5, "pid": 1, "tid": 4, "ts": 71},
+    {"ph": "f", "cat": "x", "name": "n", "id": 5, "pid": 1, "tid": 3, "ts": 60},
+    {"ph": "X", "name": "next", "pid": 1, "tid": 3, "ts": 65, "dur": 5},
+    {"ph": "X", "name": "p", "pid": 2, "tid": 1, "ts": 80, "dur": 1, "bind_id": "b", "flow_out": true},
+    {"ph": "X", "name": "q", "pid": 2, "tid": 2, "ts": 90, "dur": 1, "bind_id": "b", "flow_in": true}
+  ])";
+  const std::string db = e2e::TempDb("import_flows");
+  e2e::Output o = ImportText("flows.json", text, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto flows = e2e::Q(db, "SELECT GROUP_CONCAT(name, '+') AS names FROM (SELECT flow_id, name FROM events WHERE flow_id"
+                          " IS NOT NULL ORDER BY flow_id, start_ns) GROUP BY flow_id ORDER BY names");
+  std::vector<std::string> got;
+  for (size_t i = 0; i < flows.rows.size(); ++i) got.push_back(flows.Text(i, "names"));
+  EXPECT_EQ(got, (std::vector<std::string>{"fwd+bwd", "launch+kernel", "next+other", "p+q"})) << o.text;
+  EXPECT_EQ(Stats(db).size(), 0u) << o.text;
+}
+
 TEST(ImportE2e, SpilledChunksGiveTheSameRun) {
   // The same import with records spilled in chunks of 16 (merged back from
   // temporary files) and held in memory must store the same slices.
@@ -461,11 +497,6 @@ TEST(ImportE2e, SpilledChunksGiveTheSameRun) {
   ASSERT_GT(qa.rows.size(), 500u);
   EXPECT_EQ(qa.rows, qb.rows);
   EXPECT_EQ(ra->hosts, 3);
-}
-
-// A file of `text`, imported: the exit code and output.
-e2e::Output ImportText(const std::string& name, const std::string& text, const std::string& db) {
-  return Import(WriteTemp(name, text), db);
 }
 
 TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
