@@ -425,7 +425,9 @@ TEST(ImportE2e, ReportsOnAnImportedRunWorkOrSayTheyNeedIr) {
     EXPECT_EQ(o.code, 0) << cmd << ": " << o.text;
     EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << cmd << ": " << o.text;
     EXPECT_TRUE(absl::StrContains(o.text, "no IR")) << cmd << ": " << o.text;
-    if (absl::StrContains(cmd, "json")) EXPECT_TRUE(nlohmann::json::accept(o.text)) << o.text;
+    if (absl::StrContains(cmd, "json")) {
+      EXPECT_TRUE(nlohmann::json::accept(o.text)) << o.text;
+    }
   }
   // The timeline goes back out to Perfetto: every slice once, the flows kept.
   const std::string out = Temp("export.json");
