@@ -574,3 +574,31 @@ SELECT run_id, coalesce(scope, '') AS module_path, count(*) AS ops, sum(count) A
        sum(modeled_ns * count) AS modeled_ns
 FROM kernel_stats
 GROUP BY run_id, coalesce(scope, '');
+
+-- Traces imported from other tools (`shardscope import`, docs/import.md): one
+-- row per file of an imported run. A rank's clock_offset_ns is added to its
+-- times to line it up with the reference rank (the lowest); NULL when it
+-- could not be estimated (import_stats says so).
+CREATE TABLE IF NOT EXISTS trace_imports (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  file            TEXT NOT NULL,             -- as given on the command line
+  rank            INTEGER NOT NULL,          -- distributedInfo.rank, else the file's order
+  world_size      INTEGER NOT NULL,
+  host_id         INTEGER NOT NULL,          -- hosts.host_id (= rank)
+  clock_offset_ns INTEGER,                   -- NULL: unknown
+  events          INTEGER NOT NULL,          -- elements of traceEvents read
+  first_ts_ns     INTEGER NOT NULL,          -- run-relative, offset applied
+  last_ts_ns      INTEGER NOT NULL,
+  PRIMARY KEY (run_id, rank)
+);
+
+-- What an import could not use, or changed, counted by reason (as Perfetto's
+-- `stats` table): severity info | data_loss | error.
+CREATE TABLE IF NOT EXISTS import_stats (
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  name        TEXT NOT NULL,                 -- e.g. x_event_negative_dur, collective_unmatched
+  count       INTEGER NOT NULL,
+  severity    TEXT NOT NULL CHECK (severity IN ('info', 'data_loss', 'error')),
+  description TEXT NOT NULL,
+  PRIMARY KEY (run_id, name)
+);

@@ -29,7 +29,7 @@ std::string Title(const RunReport& r) {
   return absl::StrCat("run ", h.run_id, ": ", Printable(h.sample), ", ", Plural(r.steps.count, "step", "steps"),
                       mesh, ", ", Plural(h.num_devices, "chip", "chips"), " on ",
                       Plural(h.num_hosts, "host", "hosts"), ", profile ", Printable(h.profile),
-                      h.simulated ? ", simulated" : "");
+                      h.simulated ? ", simulated" : "", h.imported ? ", imported trace" : "");
 }
 
 std::string StatusText(const RunHeader& h) {
@@ -37,6 +37,9 @@ std::string StatusText(const RunHeader& h) {
                                Printable(h.status_detail.empty() ? h.status : h.status_detail));
   if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
   if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", Printable(h.sharding));
+  if (h.imported)
+    absl::StrAppend(&s, "; imported from another tool's trace (shardscope import): timelines and steps only, no IR,"
+                        " so compilations, sharding and kernels are empty");
   // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
   return s;
@@ -351,7 +354,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"status", h.status},         {"status_detail", h.status_detail},
                 {"capture_note", h.capture_note},
                 {"num_hosts", h.num_hosts},
-                {"num_devices", h.num_devices}, {"simulated", h.simulated},
+                {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
   out["steps"] = {{"clock", "host"},
                   {"count", r.steps.count},

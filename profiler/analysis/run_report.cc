@@ -68,7 +68,9 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   h->num_hosts = static_cast<int>(q->Int(0, "num_hosts"));
   h->num_devices = static_cast<int>(q->Int(0, "num_devices"));
   h->simulated = q->Int(0, "simulated") != 0;
-  if (q->Text(0, "ended_at_ns") != "") {
+  h->imported = q->Col("imported") >= 0 && q->Int(0, "imported") != 0;
+  // An imported run starts when its trace did and ends when the import did: no duration.
+  if (q->Text(0, "ended_at_ns") != "" && !h->imported) {
     h->duration_ns = q->Int(0, "ended_at_ns") - q->Int(0, "started_at_ns");
   }
   // runs.capture_note arrived with capture control (issue 14); older files lack it.

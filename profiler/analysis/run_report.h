@@ -26,7 +26,8 @@ struct RunHeader {
   int num_hosts = 0;
   int num_devices = 0;
   bool simulated = false;
-  std::optional<int64_t> duration_ns;  // ended_at - started_at (unix clock), when finished
+  bool imported = false;               // read from another tool's trace: timelines, no IR
+  std::optional<int64_t> duration_ns;  // ended_at - started_at (unix clock), when finished and recorded
   // What the run's capture settings left out of its timeline (runs.capture_note:
   // "--trace steps: kernels not recorded ..."); "" when everything was captured
   // or the file predates the column.

@@ -14,6 +14,7 @@
 #include "store/check.h"
 #include "store/reader.h"
 #include "store/run_state.h"
+#include "store/trace_import.h"
 
 namespace shardscope::fuzz {
 
@@ -38,6 +39,26 @@ void ReadAnyFile(const std::string& path) {
   }
 }
 
+void ImportAnyBytes(const uint8_t* data, size_t size) {
+  static const std::string base = absl::StrCat(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp",
+                                               "/shardscope_fuzz_import_", getpid());
+  const std::string trace = base + ".json", db = base + ".db";
+  auto clean = [&] {
+    std::remove(trace.c_str());
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((db + suffix).c_str());
+  };
+  clean();
+  {
+    std::ofstream out(trace, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  // Small spill chunks, so the merge of temporary files is exercised too.
+  store::ImportOptions options;
+  options.chunk_records = 64;
+  if (store::ImportChromeTraces({trace}, db, options).ok()) ReadAnyFile(db);
+  clean();
+}
+
 void ReadAnyBytes(const uint8_t* data, size_t size) {
   // /dev/shm where there is one: the file is written once per input.
   static const std::string path = absl::StrCat(
@@ -49,6 +70,8 @@ void ReadAnyBytes(const uint8_t* data, size_t size) {
   }
   ReadAnyFile(path);
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((path + suffix).c_str());
+  // The same bytes as a trace for `shardscope import`.
+  ImportAnyBytes(data, size);
 }
 
 }  // namespace shardscope::fuzz

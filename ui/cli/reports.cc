@@ -3,6 +3,8 @@
 // or missing file exits 1 with the store's message.
 #include "ui/cli/reports.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -11,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/recompiles.h"
@@ -19,6 +22,7 @@
 #include "store/chrome_export.h"
 #include "store/reader.h"
 #include "store/run_state.h"
+#include "store/trace_import.h"
 #include "ui/cli/csv.h"
 #include "ui/cli/flags.h"
 
@@ -93,6 +97,19 @@ constexpr char kExportHelp[] =
     "  by flows, counters as counter events. OUT ending in .gz is gzip-compressed.\n"
     "  --run N           the run (default: the newest in the file)\n"
     "  --chrome OUT      the file to write\n";
+
+constexpr char kImportHelp[] =
+    "usage: shardscope import FILE... --db DB [--quiet]\n"
+    "  Reads Chrome trace event JSON files (PyTorch profiler / Kineto traces, gzipped\n"
+    "  or not, object or array form) into DB as one new run: each file is one rank\n"
+    "  (distributedInfo.rank, else the order given) and becomes one host; CPU threads\n"
+    "  become host tracks, GPU streams device lanes. Launches and their kernels keep\n"
+    "  their flows, collectives are matched across the ranks given and share a flow,\n"
+    "  and each rank's clock offset is estimated from the collectives' ends.\n"
+    "  Events that could not be used are counted by reason in import_stats, printed\n"
+    "  at the end. Record traces with torch.profiler: docs/import.md.\n"
+    "  --db DB    the database to add the run to (created when missing)\n"
+    "  --quiet    no progress bar and no summary, only errors\n";
 
 // Splits args into positionals and --flag values; only `flags` are accepted.
 struct Args {
@@ -206,6 +223,16 @@ std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std
   return std::nullopt;
 }
 
+// For a run read from another tool's trace (shardscope import): the one line
+// a command that needs IR prints instead of an empty report; "" for a recorded run.
+std::string NeedsIrLine(const store::Reader& reader, int64_t run_id, const std::string& command) {
+  auto q = reader.Query("SELECT * FROM runs WHERE run_id = ?1", {std::to_string(run_id)});
+  if (!q.ok() || q->rows.empty() || q->Col("imported") < 0 || q->Int(0, "imported") == 0) return "";
+  return absl::StrCat("run ", run_id, " was imported from a trace (shardscope import): it has timelines but no IR, so `",
+                      command, "` has nothing to show; it needs a run recorded by shardscope (`report` and `export"
+                      " --chrome` show the imported timeline)");
+}
+
 int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
   std::string format = "text";
@@ -235,6 +262,10 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
 int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
   if (auto code = OpenOneRun(argv, {"--tensor", "--why"}, "sharding", kShardingHelp, err, &r)) return *code;
+  if (std::string line = NeedsIrLine(*r.reader, r.run_id, "sharding"); !line.empty()) {
+    out << line << "\n";
+    return 0;
+  }
   Args& a = r.args;
   if (a.flags.count("--why")) {
     auto chain = analysis::RenderShardingChain(*r.reader, r.run_id, a.flags["--why"]);
@@ -265,6 +296,14 @@ int OneRunReport(const std::vector<std::string>& argv, const std::string& comman
   const std::string format = r.args.flags.count("--format") ? r.args.flags["--format"] : "text";
   if (format != "text" && format != "json")
     return Usage(err, absl::StrCat("--format '", format, "' is not text or json"), help);
+  if (std::string line = NeedsIrLine(*r.reader, r.run_id, command); !line.empty()) {
+    if (format == "json")
+      out << "{\"run\": " << r.run_id << ", \"imported\": true, \"message\": \""
+          << absl::StrReplaceAll(line, {{"\\", "\\\\"}, {"\"", "\\\""}}) << "\"}\n";
+    else
+      out << line << "\n";
+    return 0;
+  }
   auto report = build(*r.reader, r.run_id);
   if (!report.ok()) {
     err << "error: " << report.status().message() << "\n";
@@ -305,9 +344,9 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
     err << "error: " << reader.status().message() << "\n";
     return 1;
   }
+  // r.*: files from before runs.imported list too.
   auto rows = reader->Query(
-      "SELECT r.run_id, r.sample, r.mesh, r.started_at, r.simulated,"
-      " (SELECT COUNT(*) FROM steps s WHERE s.run_id = r.run_id) AS steps FROM runs r ORDER BY r.run_id");
+      "SELECT r.*, (SELECT COUNT(*) FROM steps s WHERE s.run_id = r.run_id) AS steps FROM runs r ORDER BY r.run_id");
   if (!rows.ok()) {
     err << "error: " << rows.status().message() << "\n";
     return 1;
@@ -328,7 +367,8 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
     const int64_t id = rows->Int(i, "run_id");
     t.push_back({std::to_string(id), rows->Text(i, "sample"), rows->Text(i, "mesh"),
                  std::to_string(rows->Int(i, "steps")), rows->Text(i, "started_at"),
-                 rows->Int(i, "simulated") ? "simulated" : "recorded", state.count(id) ? state[id] : "-"});
+                 rows->Int(i, "imported") ? "imported" : rows->Int(i, "simulated") ? "simulated" : "recorded",
+                 state.count(id) ? state[id] : "-"});
   }
   out << analysis::AlignTable(t, "");
   return 0;
@@ -351,11 +391,37 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   return 0;
 }
 
+int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> rest;
+  bool quiet = false;
+  for (const std::string& a : argv) {
+    if (a == "--quiet") quiet = true;
+    else rest.push_back(a);
+  }
+  Args a = Parse(rest, {"--db"});
+  if (!a.error.empty()) return Usage(err, a.error, kImportHelp);
+  if (!a.flags.count("--db") || a.flags["--db"].empty()) return Usage(err, "import needs --db DB", kImportHelp);
+  if (a.positional.empty()) return Usage(err, "import needs at least one trace FILE", kImportHelp);
+  store::ImportOptions options;
+  options.progress = !quiet && isatty(STDERR_FILENO);
+  absl::StatusOr<store::ImportResult> r = store::ImportChromeTraces(a.positional, a.flags["--db"], options);
+  if (!r.ok()) {
+    err << "error: " << r.status().message() << "\n";
+    return 1;
+  }
+  if (!quiet) out << store::RenderImportSummary(*r);
+  for (const store::ImportedFile& f : r->files)
+    if (f.truncated) err << "warning: " << f.path << " is cut short (" << f.truncation << "); imported what came before\n";
+  for (const store::ImportStat& s : r->stats)
+    if (s.severity == "error") err << "warning: " << s.description << "\n";
+  return 0;
+}
+
 }  // namespace
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query" || command == "export" || command == "runs";
+         command == "query" || command == "export" || command == "runs" || command == "import";
 }
 
 std::string ReportCommandSummaries() {
@@ -365,7 +431,8 @@ std::string ReportCommandSummaries() {
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
          "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
-         "  runs PATH       the runs a file holds, and whether each ended normally\n";
+         "  runs PATH       the runs a file holds, and whether each ended normally\n"
+         "  import FILE...  PyTorch profiler / Chrome traces into a database as one run (--db DB)\n";
 }
 
 std::string ReportHelp(const std::string& command) {
@@ -376,6 +443,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "recompiles") return kRecompilesHelp;
   if (command == "export") return kExportHelp;
   if (command == "runs") return kRunsHelp;
+  if (command == "import") return kImportHelp;
   return "";
 }
 
@@ -391,6 +459,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "query") return Query(args, out, err);
   if (command == "export") return Export(args, out, err);
   if (command == "runs") return Runs(args, out, err);
+  if (command == "import") return Import(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,

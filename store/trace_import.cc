@@ -1,0 +1,1738 @@
+// See trace_import.h and docs/import.md.
+//
+// Two phases. Phase 1 reads every file (trace_json.h) and turns each usable
+// event into a 64-byte record (Rec) holding interned names, rank-local
+// nanoseconds and the ids that link events; records go to a bounded buffer
+// that is sorted and spilled to an unlinked temporary file when full. The few
+// things needed across the whole set — ProfilerStep spans, collectives,
+// correlation ids, metadata — are kept aside, small. Between the phases,
+// collectives are matched across ranks, flows numbered and clock offsets
+// estimated. Phase 2 merges the sorted records back, per thread and in time
+// order, nests slices with a stack per lane and writes them through
+// store::Writer. Nothing is written before every file has been read, so a
+// file that is not a trace leaves the database untouched.
+#include "store/trace_import.h"
+
+#include <malloc.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <future>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <queue>
+#include <set>
+#include <string_view>
+#include <tuple>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "profiler/trace/records.h"
+#include "store/sqlite_util.h"
+#include "store/trace_json.h"
+#include "store/writer.h"
+
+namespace shardscope::store {
+
+namespace {
+
+
+using internal::TraceEvent;
+using trace::SliceKind;
+
+// ---------------------------------------------------------------------------
+// import_stats: every reason an event was dropped or changed.
+
+struct StatDef {
+  const char* name;
+  const char* severity;
+  const char* description;
+};
+
+constexpr StatDef kStatDefs[] = {
+    {"unusable_x_events_over_1pct", "error",
+     "more than 1% of the complete (X) events could not be used: the timeline misses a noticeable part of the "
+     "trace (the other rows say why)"},
+    {"x_event_negative_dur", "data_loss", "complete (X) events with a negative duration: dropped"},
+    {"x_event_bad_dur", "data_loss", "complete (X) events without a numeric \"dur\": dropped"},
+    {"bad_timestamp", "data_loss", "events whose \"ts\" is missing, not a number or beyond +-100 years: dropped"},
+    {"bad_pid_tid", "data_loss", "events whose pid or tid is not a number or a string: dropped"},
+    {"event_not_object", "data_loss", "elements of traceEvents that are not objects: dropped"},
+    {"missing_phase", "data_loss", "events without a \"ph\" (or with one that is not a string): dropped"},
+    {"unknown_phase", "data_loss", "events whose \"ph\" is no phase of the Chrome trace event format: dropped"},
+    {"async_event_unsupported", "data_loss",
+     "async events (ph b/e/n, S/T/p/F): not imported (PyTorch profiler traces do not use them)"},
+    {"unsupported_phase", "info",
+     "events of phases that carry no timeline slice here (object O/N/D, sample P, mark R, clock sync c, memory "
+     "dump v/V, context ( )): skipped"},
+    {"unmatched_end", "data_loss", "E events with no open B event on their thread: dropped"},
+    {"end_before_begin", "data_loss", "E events earlier than the B they close: the pair is dropped"},
+    {"begin_without_end", "data_loss", "B events never closed: kept, ending at the file's last timestamp"},
+    {"truncated_gzip", "data_loss", "files whose gzip stream ends early: the events before the cut are imported"},
+    {"gzip_corrupt", "data_loss", "files whose gzip data is damaged: the events before the damage are imported"},
+    {"truncated_json", "data_loss", "files whose JSON ends in the middle: the events before the cut are imported"},
+    {"slice_overlaps_parent", "info",
+     "slices that start inside another on their thread but end after it (improper nesting, often rounding to "
+     "whole microseconds): clipped to end with it"},
+    {"instant_not_thread_scoped", "info", "global or process instant events (s: g/p): skipped, no thread to place them on"},
+    {"counter_not_numeric", "info", "counter (C) events without a numeric arg: dropped"},
+    {"name_not_string", "info", "events whose name is not a string: kept, named by the value's text"},
+    {"args_not_object", "info", "events whose args is not an object: the args are ignored"},
+    {"flow_missing_id", "info", "flow events (s/t/f) without an id: dropped"},
+    {"flow_without_target", "info", "flows with a start and no end among the files: not linked"},
+    {"flow_without_source", "info",
+     "flows with an end and no start among the files: not linked (Kineto ends ac2g flows on host calls such as "
+     "cudaStreamIsCapturing and cudaEventRecord without starting them)"},
+    {"flow_unbound", "info", "flow events with no slice on their thread at their time to attach to: dropped"},
+    {"slice_with_several_flows", "info",
+     "slices bound to more than one flow: a slice keeps one flow id (the first), the others are not linked"},
+    {"kernel_without_launch", "info",
+     "GPU events whose correlation id matches no launch of their rank (the launch fell outside the profiled "
+     "window): no launch flow"},
+    {"collective_unmatched", "info",
+     "collectives that no other imported rank's collective matched: their other ranks are not among the files, "
+     "or recorded a different sequence"},
+    {"collective_partial", "info", "collectives matched on some but not all of the imported ranks of their group"},
+    {"collective_seq_duplicate", "info",
+     "a rank holds two collectives of one process group with the same sequence number: that group is matched by "
+     "order instead"},
+    {"collective_match_conflict", "info",
+     "collectives whose cross-rank matches disagree with their launches or enclosing ops: each kind of event "
+     "(c10d op, backend op, kernel) keeps its own cross-rank flow instead of one for all"},
+    {"clock_offset_unknown", "info",
+     "ranks whose clock offset could not be estimated (no collective kernel or gloo collective matched with the "
+     "reference rank): their times are placed as recorded"},
+    {"clock_offset_inconsistent", "info",
+     "ranks where no single clock offset makes every matched collective overlap on both ranks: the median of "
+     "the end differences is used as is"},
+    {"bad_base_time", "info", "files whose baseTimeNanoseconds is negative or beyond 2096: ignored, times placed as recorded"},
+    {"display_time_unit_ignored", "info",
+     "files that set displayTimeUnit: it changes only how viewers display times; ts and dur are microseconds "
+     "either way (as chrome://tracing and Perfetto read them)"},
+    {"json_array_unterminated", "info", "array-form files without their final ']' (the format allows it)"},
+    {"trailing_data", "info", "files with more bytes after the JSON value: ignored"},
+    {"gzip_trailing_garbage", "info", "gzip files with bytes after the last gzip member: ignored"},
+};
+
+const StatDef* FindStat(std::string_view name) {
+  for (const StatDef& d : kStatDefs)
+    if (name == d.name) return &d;
+  return nullptr;
+}
+
+struct StatAcc {
+  int64_t count = 0;
+  std::string first;   // where the first one was
+  std::string detail;  // or what it amounts to, said instead
+};
+
+// ---------------------------------------------------------------------------
+// Records of phase 1.
+
+// Times beyond this (about 126 years in ns) are not trusted: sums of a few
+// of them stay within int64.
+constexpr int64_t kMaxNs = 4000000000000000000;
+
+enum RecType : uint8_t { kFlowNext = 0, kSlice = 1, kFlowEnclosing = 2, kCounter = 3 };
+enum Lane : uint8_t { kHostLane = 0, kDeviceLane = 1, kAnnotationLane = 2 };
+enum RecFlags : uint8_t {
+  kCollective = 1,
+  kAc2g = 2,        // a flow point whose id is a CUDA correlation id
+  kFlowStart = 4,   // a flow point that starts its flow (s; v2 flow_out)
+  kFlowEnd = 8,     // a flow point that ends it (f; v2 flow_in)
+};
+
+// One event as phase 1 keeps it (64 bytes; sorted and spilled as is).
+struct Rec {
+  int64_t ts = 0;     // rank-local nanoseconds (baseTimeNanoseconds not yet added)
+  int64_t dur = 0;    // slices: duration; counters: the value's bits
+  int64_t corr = -1;  // CUDA correlation id (slices, ac2g flow points)
+  int64_t bytes = 0;
+  uint64_t seq = 0;   // order of appearance over the whole import
+  uint32_t thread = 0;
+  uint32_t name = 0;
+  uint32_t cat = 0;
+  uint32_t flow = 0;  // generic flow key + 1; 0: none
+  uint8_t type = kSlice;
+  uint8_t lane = kHostLane;
+  uint8_t kind = static_cast<uint8_t>(SliceKind::kHost);
+  uint8_t flags = 0;
+  uint32_t pad = 0;
+};
+static_assert(sizeof(Rec) == 64);
+
+bool RecLess(const Rec& a, const Rec& b) {
+  if (a.thread != b.thread) return a.thread < b.thread;
+  if (a.ts != b.ts) return a.ts < b.ts;
+  if (a.type != b.type) return a.type < b.type;
+  if (a.type == kSlice && a.dur != b.dur) return a.dur > b.dur;  // the longer one is the parent
+  return a.seq < b.seq;
+}
+
+// Records in a bounded buffer; full buffers are sorted and written to
+// unlinked temporary files, read back in one merged, sorted stream.
+class Spiller {
+ public:
+  Spiller(size_t cap, std::string dir) : cap_(std::max<size_t>(cap, 16)), dir_(std::move(dir)) {}
+  ~Spiller() {
+    for (Run& r : runs_)
+      if (r.f) std::fclose(r.f);
+  }
+
+  absl::Status Push(const Rec& r) {
+    buf_.push_back(r);
+    ++total_;
+    if (buf_.size() >= cap_) return Spill();
+    return absl::OkStatus();
+  }
+  int64_t total() const { return total_; }
+  int spilled_chunks() const { return static_cast<int>(runs_.size()); }
+
+  // Ends phase 1: what is buffered is sorted (and spilled, when earlier chunks were).
+  absl::Status Finish() {
+    if (!runs_.empty() && !buf_.empty()) {
+      if (absl::Status st = Spill(); !st.ok()) return st;
+    }
+    if (runs_.empty()) {
+      std::sort(buf_.begin(), buf_.end(), RecLess);
+      return absl::OkStatus();
+    }
+    buf_.clear();
+    buf_.shrink_to_fit();
+    return Rewind();
+  }
+
+  // Starts the sorted stream over (a second pass).
+  absl::Status Rewind() {
+    next_ = 0;
+    heap_ = decltype(heap_)(HeapLess{&runs_});
+    for (Run& r : runs_) {
+      std::rewind(r.f);
+      r.buf.resize(kReadRecs);
+      Refill(r);
+    }
+    for (size_t i = 0; i < runs_.size(); ++i)
+      if (runs_[i].pos < runs_[i].n) heap_.push(i);
+    return error_;
+  }
+
+  // The next record in sorted order; false at the end (or on a read error: error()).
+  bool Next(Rec* out) {
+    if (runs_.empty()) {
+      if (next_ >= buf_.size()) return false;
+      *out = buf_[next_++];
+      return true;
+    }
+    if (heap_.empty()) return false;
+    size_t i = heap_.top();
+    heap_.pop();
+    Run& r = runs_[i];
+    *out = r.buf[r.pos++];
+    if (r.pos >= r.n) Refill(r);
+    if (r.pos < r.n) heap_.push(i);
+    return true;
+  }
+  const absl::Status& error() const { return error_; }
+
+ private:
+  static constexpr size_t kReadRecs = 4096;
+  struct Run {
+    FILE* f = nullptr;
+    std::vector<Rec> buf;
+    size_t pos = 0, n = 0;
+  };
+  struct HeapLess {
+    const std::vector<Run>* runs;
+    bool operator()(size_t a, size_t b) const {
+      return RecLess((*runs)[b].buf[(*runs)[b].pos], (*runs)[a].buf[(*runs)[a].pos]);
+    }
+  };
+
+  FILE* TempFile() {
+    std::string dir = dir_;
+    if (dir.empty()) {
+      const char* t = std::getenv("TMPDIR");
+      dir = t && *t ? t : "/tmp";
+    }
+    std::string tmpl = dir + "/shardscope-import-XXXXXX";
+    int fd = mkstemp(tmpl.data());
+    if (fd < 0) return nullptr;
+    ::unlink(tmpl.c_str());  // gone when closed, whatever happens to the process
+    return fdopen(fd, "w+b");
+  }
+
+  absl::Status Spill() {
+    std::sort(buf_.begin(), buf_.end(), RecLess);
+    Run r;
+    r.f = TempFile();
+    if (!r.f)
+      return absl::ResourceExhaustedError(absl::StrCat("cannot make a temporary file for the import in ",
+                                                       dir_.empty() ? "$TMPDIR or /tmp" : dir_, ": ",
+                                                       std::strerror(errno)));
+    if (std::fwrite(buf_.data(), sizeof(Rec), buf_.size(), r.f) != buf_.size() || std::fflush(r.f) != 0) {
+      std::fclose(r.f);
+      return absl::ResourceExhaustedError(
+          absl::StrCat("writing the import's temporary file failed (", std::strerror(errno),
+                       "); free space in $TMPDIR or /tmp, or set TMPDIR to a disk with room"));
+    }
+    runs_.push_back(std::move(r));
+    buf_.clear();
+    return absl::OkStatus();
+  }
+
+  void Refill(Run& r) {
+    r.pos = 0;
+    r.n = std::fread(r.buf.data(), sizeof(Rec), r.buf.size(), r.f);
+    if (r.n == 0 && std::ferror(r.f) && error_.ok())
+      error_ = absl::DataLossError(absl::StrCat("reading the import's temporary file failed: ", std::strerror(errno)));
+  }
+
+  size_t cap_;
+  std::string dir_;
+  std::vector<Rec> buf_;
+  size_t next_ = 0;
+  int64_t total_ = 0;
+  std::vector<Run> runs_;
+  std::priority_queue<size_t, std::vector<size_t>, HeapLess> heap_{HeapLess{&runs_}};
+  absl::Status error_;
+};
+
+// Strings kept once: names, categories, flow keys.
+class Interner {
+ public:
+  uint32_t Id(std::string_view s) {
+    auto it = map_.find(s);
+    if (it != map_.end()) return it->second;
+    strs_.emplace_back(s);
+    uint32_t id = static_cast<uint32_t>(strs_.size() - 1);
+    map_.emplace(strs_.back(), id);
+    return id;
+  }
+  const std::string& Str(uint32_t id) const { return strs_[id]; }
+  size_t size() const { return strs_.size(); }
+
+ private:
+  std::deque<std::string> strs_;  // stable addresses for the map's views
+  std::unordered_map<std::string_view, uint32_t> map_;
+};
+
+// ---------------------------------------------------------------------------
+// What phase 1 keeps aside.
+
+struct ThreadInfo {
+  uint32_t file = 0;
+  uint32_t process = 0;
+  std::string tid_text;
+  int64_t tid_num = -1;
+  std::string name;             // from thread_name metadata
+  int local_device = -1;        // the GPU of its device lanes (-2: not yet known)
+  int64_t stream = -1;
+  int64_t track[3] = {0, 0, 0}; // per lane, once made in phase 2
+};
+
+struct ProcessInfo {
+  uint32_t file = 0;
+  std::string pid_text;
+  int64_t pid_num = -1;
+  bool pid_is_string = false;
+  std::string name, labels;     // process_name / process_labels metadata
+};
+
+struct StepSpan {
+  int64_t start = 0, end = 0;   // rank-local ns
+  int step = 0;
+};
+
+struct HostCorr {
+  int64_t corr = 0;
+  int64_t ts = 0;        // the launch's time; kNoTime when only an ac2g flow start told of it
+  uint32_t thread = 0;
+};
+constexpr int64_t kNoTime = std::numeric_limits<int64_t>::min();
+
+enum Family : uint8_t { kFamKernel = 0, kFamBackend = 1, kFamParamComms = 2, kFamC10d = 3 };
+
+struct Coll {
+  uint64_t seq = 0;             // the slice's Rec::seq
+  uint32_t file = 0, thread = 0;
+  uint8_t family = 0;
+  bool gloo = false;
+  uint32_t op = 0, group = 0;   // interned
+  std::string ranks;            // "Process Group Ranks", when given
+  int64_t seq_arg = -1;
+  int64_t ts = 0, end = 0;      // rank-local ns
+  int64_t corr = -1;
+  int step = -1;
+};
+
+struct OpenBegin {
+  TraceEvent event;
+  uint32_t thread = 0;
+};
+
+struct FileState {
+  std::string path;
+  internal::TraceFileInfo info;
+  internal::ParseOutcome outcome;
+  int rank = 0, world_size = 1;
+  int64_t first_ts = INT64_MAX, last_ts = INT64_MIN;  // rank-local ns
+  int64_t base = 0;       // baseTimeNanoseconds, 0 when absent
+  int64_t offset = 0;     // estimated clock offset
+  bool offset_known = false;
+  std::string offset_source;
+  int64_t x_events = 0, x_unusable = 0;
+  std::vector<StepSpan> steps;
+  // Correlation ids seen, sorted and matched between the phases (about 48 bytes per launch).
+  std::vector<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
+  std::vector<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
+  std::vector<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
+  std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
+  int64_t corr_flow_base = 0;
+  std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
+  std::map<int, int> devices;        // local GPU index -> global device id
+};
+
+struct GenericFlow {
+  bool start = false, end = false;
+  int64_t id = -1;  // flow id, once numbered
+};
+
+// The importer's state across both phases.
+class Importer {
+ public:
+  Importer(const ImportOptions& o) : opts_(o), spill_(static_cast<size_t>(o.chunk_records), o.temp_dir) {}
+
+  absl::StatusOr<ImportResult> Run(const std::vector<std::string>& paths, const std::string& db_path);
+
+ private:
+  // phase 1
+  absl::Status ReadFile(size_t index);
+  void OnEvent(FileState& f, uint32_t file, TraceEvent& e);
+  void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur);
+  uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
+  uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
+  void Metadata(uint32_t file, const TraceEvent& e);
+  void Stat(const char* name, const std::string& where = "", int64_t n = 1);
+  // One more of `name`; where it was is worked out for the first only.
+  template <typename Where>
+  void StatAt(const char* name, Where&& where) {
+    StatAcc& s = stats_[name];
+    if (s.count++ == 0) s.first = where();
+  }
+  std::string Where(const FileState& f, const TraceEvent& e) const {
+    return absl::StrCat(f.path, " event #", e.index);
+  }
+  absl::Status Push(const Rec& r) {
+    if (!pushed_error_.ok()) return pushed_error_;
+    pushed_error_ = spill_.Push(r);
+    return pushed_error_;
+  }
+
+  // between the phases
+  absl::Status AssignRanks();
+  void LinkCorrelations();
+  void MatchCollectives();
+  void EstimateOffsets(const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets);
+  int StepAt(const FileState& f, int64_t ts) const;
+  int64_t CorrFlow(uint32_t file, int64_t corr) const;
+  const HostCorr* Linked(uint32_t file, int64_t corr) const;
+
+  // phase 2
+  int AssignDevices();
+  std::vector<size_t> ByRank() const;
+  int64_t OwnFlow(const Rec& r) const;
+  int64_t PointFlow(const Rec& p) const;
+  absl::Status Walk(Writer* w, ImportResult& res);
+  absl::Status Emit(Writer& w, ImportResult& res);
+  // Run-relative ns; in 128 bits, since a rank's base, offset and the origin
+  // may each be near the ends of int64 before they cancel.
+  int64_t Align(uint32_t file, int64_t ts) const {
+    return static_cast<int64_t>(static_cast<__int128>(ts) + files_[file].base + files_[file].offset - origin_);
+  }
+  absl::Status WriteStatsAndFiles(const std::string& db_path, int64_t run_id, ImportResult& res);
+  void Progress(const std::string& what, double fraction, const std::string& detail, bool force = false);
+  void EndProgress();
+
+  ImportOptions opts_;
+  std::vector<FileState> files_;
+  Spiller spill_;
+  absl::Status pushed_error_;
+  Interner names_, cats_, keys_;
+  std::vector<ThreadInfo> threads_;
+  std::vector<ProcessInfo> processes_;
+  std::unordered_map<std::string, uint32_t> thread_index_, process_index_;
+  std::vector<GenericFlow> generic_flows_;  // by keys_ id
+  std::vector<Coll> colls_;
+  std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
+  std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
+  std::map<std::string, StatAcc> stats_;
+  bool has_flow_events_ = false;
+  std::unordered_map<uint64_t, int64_t> bound_;  // Rec::seq -> flow id, from flow events
+  std::vector<bool> flows_used_;
+  uint64_t seq_ = 0;
+  int64_t origin_ = 0;
+  int64_t next_flow_ = 1;
+  int64_t collectives_matched_ = 0;
+  std::map<int, std::pair<int64_t, int64_t>> step_wall_;  // step -> (wall ns, ranks)
+  // progress
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_draw_{};
+  bool drew_ = false;
+  uint64_t bytes_done_ = 0, bytes_total_ = 0, json_done_ = 0;
+};
+
+void Importer::Stat(const char* name, const std::string& where, int64_t n) {
+  StatAcc& s = stats_[name];
+  if (s.count == 0 && !where.empty()) s.first = where;
+  s.count += n;
+}
+
+// ---------------------------------------------------------------------------
+// Progress on a terminal.
+
+void Importer::Progress(const std::string& what, double fraction, const std::string& detail, bool force) {
+  if (!opts_.progress) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!force && drew_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
+  last_draw_ = now;
+  drew_ = true;
+  fraction = std::clamp(fraction, 0.0, 1.0);
+  constexpr int kWidth = 30;
+  int filled = static_cast<int>(fraction * kWidth);
+  std::string bar = std::string(filled, '#') + std::string(kWidth - filled, '.');
+  std::string label = what.size() > 40 ? "..." + what.substr(what.size() - 37) : what;
+  for (char& c : label)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // a file name never drives the terminal
+  std::fprintf(stderr, "\r\x1b[2K%-40s [%s] %3d%%  %s", label.c_str(), bar.c_str(),
+               static_cast<int>(fraction * 100), detail.c_str());
+  std::fflush(stderr);
+}
+
+void Importer::EndProgress() {
+  if (opts_.progress && drew_) {
+    std::fprintf(stderr, "\r\x1b[2K");
+    std::fflush(stderr);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Phase 1: events to records.
+
+std::string IdText(const internal::JsonId& id) {
+  if (!id.present) return "0";
+  return id.is_string ? id.str : std::to_string(id.num);
+}
+
+uint32_t Importer::ProcessOf(uint32_t file, const TraceEvent& e) {
+  std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid));
+  auto [it, fresh] = process_index_.emplace(std::move(key), static_cast<uint32_t>(processes_.size()));
+  if (fresh) {
+    ProcessInfo p;
+    p.file = file;
+    p.pid_text = IdText(e.pid);
+    p.pid_is_string = e.pid.is_string;
+    p.pid_num = e.pid.is_string ? -1 : e.pid.num;
+    processes_.push_back(std::move(p));
+  }
+  return it->second;
+}
+
+uint32_t Importer::ThreadOf(uint32_t file, const TraceEvent& e) {
+  std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid), "\x1f",
+                                 e.tid.is_string ? "s" : "n", IdText(e.tid));
+  auto it = thread_index_.find(key);
+  if (it != thread_index_.end()) return it->second;
+  ThreadInfo t;
+  t.file = file;
+  t.process = ProcessOf(file, e);
+  t.tid_text = IdText(e.tid);
+  t.tid_num = e.tid.is_string ? -1 : e.tid.num;
+  threads_.push_back(std::move(t));
+  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
+  thread_index_.emplace(std::move(key), id);
+  return id;
+}
+
+void Importer::Metadata(uint32_t file, const TraceEvent& e) {
+  if (e.name == "process_name" || e.name == "process_labels") {
+    ProcessInfo& p = processes_[ProcessOf(file, e)];
+    (e.name == "process_name" ? p.name : p.labels) = e.name == "process_name" ? e.arg_name : e.labels;
+  } else if (e.name == "thread_name") {
+    threads_[ThreadOf(file, e)].name = e.arg_name;
+  }
+  // process_sort_index / thread_sort_index and others: tracks are ordered by rank, device and stream.
+}
+
+// Which lane an event belongs on, from its category (Kineto's, or the older
+// capitalised ones) and, for the legacy profiler, its process's name.
+Lane LaneOf(const TraceEvent& e) {
+  std::string cat = absl::AsciiStrToLower(e.cat);
+  if (cat == "gpu_user_annotation") return kAnnotationLane;
+  if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset" ||
+      cat == "gpu_instant_event")
+    return kDeviceLane;
+  if (cat.empty() && e.pid.is_string && absl::StartsWith(e.pid.str, "CUDA functions")) return kDeviceLane;
+  return kHostLane;
+}
+
+// "all_reduce", "AllReduce", "allreduce_" -> "allreduce": one spelling per op,
+// so each family's ops compare across ranks.
+std::string NormalOp(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '_' || c == ':' || c == ' ') continue;
+    out.push_back(absl::ascii_tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+struct Classified {
+  SliceKind kind = SliceKind::kHost;
+  bool collective = false;
+  uint8_t family = 0;
+  bool gloo = false;
+  std::string op;
+};
+
+Classified Classify(const TraceEvent& e, Lane lane) {
+  Classified c;
+  const std::string& n = e.name;
+  std::string cat = absl::AsciiStrToLower(e.cat);
+  if (lane == kAnnotationLane) return c;
+  if (lane == kDeviceLane) {
+    for (std::string_view prefix : {std::string_view("ncclKernel_"), std::string_view("ncclDevKernel_")}) {
+      if (n.compare(0, prefix.size(), prefix) == 0) {
+        c.kind = SliceKind::kCollective;
+        c.collective = true;
+        c.family = kFamKernel;
+        std::string_view rest = std::string_view(n).substr(prefix.size());
+        c.op = NormalOp(rest.substr(0, rest.find_first_of("_(<")));
+        return c;
+      }
+    }
+    if (cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset" ||
+        absl::StartsWith(n, "Memcpy") || absl::StartsWith(n, "Memset"))
+      c.kind = SliceKind::kTransfer;
+    else
+      c.kind = SliceKind::kCompute;
+    return c;
+  }
+  if (absl::StartsWith(n, "nccl:") || absl::StartsWith(n, "gloo:")) {
+    c.kind = SliceKind::kCollective;
+    c.collective = true;
+    c.family = kFamBackend;
+    c.gloo = n[0] == 'g';
+    c.op = NormalOp(std::string_view(n).substr(5));
+  } else if (absl::StartsWith(n, "c10d::")) {
+    c.kind = SliceKind::kCollective;
+    c.collective = true;
+    c.family = kFamC10d;
+    c.op = NormalOp(std::string_view(n).substr(6));
+  } else if (n == "record_param_comms") {
+    c.kind = SliceKind::kCollective;
+    c.collective = true;
+    c.family = kFamParamComms;
+    c.op = NormalOp(e.collective_name);
+  }
+  return c;
+}
+
+int64_t DtypeBytes(const std::string& dtype) {
+  std::string d = absl::AsciiStrToLower(dtype);
+  if (absl::StrContains(d, "64") || d == "double" || d == "long") return 8;
+  if (absl::StrContains(d, "32") || d == "float" || d == "int") return 4;
+  if (absl::StrContains(d, "16") || d == "half") return 2;
+  if (absl::StrContains(d, "8") || d == "bool" || d == "byte" || d == "char") return 1;
+  return 0;
+}
+
+void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur) {
+  Lane lane = LaneOf(e);
+  uint32_t thread = ThreadOf(file, e);
+  ThreadInfo& t = threads_[thread];
+  if (lane != kHostLane && t.local_device == -1) {
+    // Kineto: args.device, else the GPU's pid is its index.
+    if (e.device >= 0) t.local_device = static_cast<int>(e.device);
+    else if (!e.pid.is_string && e.pid.num >= 0 && e.pid.num < 4096) t.local_device = static_cast<int>(e.pid.num);
+    else t.local_device = -2;
+    t.stream = e.stream >= 0 ? e.stream : t.tid_num;
+  }
+  Classified c = Classify(e, lane);
+  Rec r;
+  r.ts = e.ts_ns;
+  r.dur = dur;
+  r.seq = seq_++;
+  r.thread = thread;
+  r.name = names_.Id(e.name);
+  r.cat = cats_.Id(e.cat);
+  r.type = kSlice;
+  r.lane = lane;
+  r.kind = static_cast<uint8_t>(c.kind);
+  r.corr = e.correlation;
+  if (e.bytes >= 0) {
+    r.bytes = e.bytes;
+  } else if (int64_t size = DtypeBytes(e.dtype); size > 0 && std::max(e.in_nelems, e.out_nelems) > 0) {
+    r.bytes = std::max(e.in_nelems, e.out_nelems) * size;
+  }
+  if (!e.bind_id.empty() && (e.flow_in || e.flow_out)) {
+    uint32_t key = keys_.Id(absl::StrCat("v2\x1f", e.bind_id));
+    if (key >= generic_flows_.size()) generic_flows_.resize(key + 1);
+    (e.flow_out ? generic_flows_[key].start : generic_flows_[key].end) = true;
+    r.flow = key + 1;
+  }
+  f.first_ts = std::min(f.first_ts, r.ts);
+  f.last_ts = std::max(f.last_ts, r.ts + dur);
+  if (absl::StartsWith(e.name, "ProfilerStep#") && lane == kHostLane) {
+    int n;
+    if (absl::SimpleAtoi(absl::string_view(e.name).substr(13), &n) && n >= 0) f.steps.push_back({r.ts, r.ts + dur, n});
+  }
+  if (e.correlation >= 0) {
+    if (lane == kHostLane) f.host_corr.push_back({e.correlation, r.ts, thread});
+    else if (lane == kDeviceLane) f.dev_corr.push_back(e.correlation);
+  }
+  if (c.collective) {
+    r.flags |= kCollective;
+    Coll k;
+    k.seq = r.seq;
+    k.file = file;
+    k.thread = thread;
+    k.family = c.family;
+    k.gloo = c.gloo;
+    k.op = keys_.Id(c.op);
+    k.group = keys_.Id(!e.pg_name.empty() ? e.pg_name : e.pg_ranks);
+    k.ranks = e.pg_ranks;
+    k.seq_arg = e.seq;
+    k.ts = r.ts;
+    k.end = r.ts + dur;
+    k.corr = e.correlation;
+    colls_.push_back(std::move(k));
+  }
+  Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
+}
+
+void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
+  if (e.flags & TraceEvent::kNotObject) {
+    StatAt("event_not_object", [&] { return Where(f, e); });
+    return;
+  }
+  const bool x = e.ph == "X";
+  if (x) ++f.x_events;
+  auto unusable = [&](const char* why) {
+    StatAt(why, [&] { return Where(f, e); });
+    if (x) ++f.x_unusable;
+  };
+  if (e.ph.empty() || (e.flags & TraceEvent::kBadPhase)) return unusable("missing_phase");
+  if (e.ph.size() != 1) return unusable("unknown_phase");
+  if (e.flags & TraceEvent::kBadPidTid) return unusable("bad_pid_tid");
+  if (e.flags & TraceEvent::kNameNotString) StatAt("name_not_string", [&] { return Where(f, e); });
+  if (e.flags & TraceEvent::kArgsNotObject) StatAt("args_not_object", [&] { return Where(f, e); });
+  const char ph = e.ph[0];
+  if (ph == '\0') return unusable("unknown_phase");  // "\u0000": strchr would match the terminator
+  if (ph == 'M') return Metadata(file, e);
+  if (std::strchr("beSTpFn", ph)) return StatAt("async_event_unsupported", [&] { return Where(f, e); });
+  if (std::strchr("ONDPRcvV()", ph)) return StatAt("unsupported_phase", [&] { return Where(f, e); });
+  if (!std::strchr("XBEiICstf", ph)) return unusable("unknown_phase");
+  if (e.ts_state != TraceEvent::Num::kOk) return unusable("bad_timestamp");
+
+  switch (ph) {
+    case 'X':
+      if (e.dur_state != TraceEvent::Num::kOk) return unusable("x_event_bad_dur");
+      if (e.dur_ns < 0) return unusable("x_event_negative_dur");
+      return AddSlice(f, file, e, e.dur_ns);
+    case 'B':
+      f.open_begins[ThreadOf(file, e)].push_back({e, 0});
+      return;
+    case 'E': {
+      auto it = f.open_begins.find(ThreadOf(file, e));
+      if (it == f.open_begins.end() || it->second.empty()) return StatAt("unmatched_end", [&] { return Where(f, e); });
+      OpenBegin b = std::move(it->second.back());
+      it->second.pop_back();
+      if (e.ts_ns < b.event.ts_ns) return StatAt("end_before_begin", [&] { return Where(f, e); });
+      return AddSlice(f, file, b.event, e.ts_ns - b.event.ts_ns);
+    }
+    case 'i':
+    case 'I': {
+      if (e.name == "[memory]") {
+        // Kineto's allocator events: the running total as a counter per device.
+        double total = NAN, type = 0, dev = -1;
+        for (const auto& [k, v] : e.numbers) {
+          if (k == "Total Allocated") total = v;
+          if (k == "Device Type") type = v;
+          if (k == "Device Id") dev = v;
+        }
+        if (std::isnan(total)) return;
+        Rec r;
+        r.type = kCounter;
+        r.ts = e.ts_ns;
+        r.seq = seq_++;
+        r.thread = ThreadOf(file, e);
+        r.dur = std::bit_cast<int64_t>(total);
+        // A GPU's total goes to that device (corr carries the local GPU index), the host's to the process.
+        r.corr = type != 0 && dev >= 0 ? static_cast<int64_t>(dev) : -1;
+        r.name = names_.Id(r.corr >= 0 ? "GPU memory allocated (bytes)" : "CPU memory allocated (bytes)");
+        if (r.corr >= 0) f.devices.emplace(static_cast<int>(dev), -1);
+        f.first_ts = std::min(f.first_ts, r.ts);
+        f.last_ts = std::max(f.last_ts, r.ts);
+        Push(r).IgnoreError();
+        return;
+      }
+      if (e.scope == "g" || e.scope == "p") return StatAt("instant_not_thread_scoped", [&] { return Where(f, e); });
+      return AddSlice(f, file, e, 0);
+    }
+    case 'C': {
+      int numeric = 0;
+      for (const auto& [k, v] : e.numbers) {
+        Rec r;
+        r.type = kCounter;
+        r.ts = e.ts_ns;
+        r.seq = seq_++;
+        r.thread = ThreadOf(file, e);
+        r.dur = std::bit_cast<int64_t>(v);
+        r.name = names_.Id(e.numbers.size() == 1 ? e.name : absl::StrCat(e.name, ".", k));
+        f.first_ts = std::min(f.first_ts, r.ts);
+        f.last_ts = std::max(f.last_ts, r.ts);
+        Push(r).IgnoreError();
+        ++numeric;
+      }
+      if (numeric == 0) StatAt("counter_not_numeric", [&] { return Where(f, e); });
+      return;
+    }
+    default: {  // s, t, f
+      if (!e.has_id) return StatAt("flow_missing_id", [&] { return Where(f, e); });
+      has_flow_events_ = true;
+      Rec r;
+      r.ts = e.ts_ns;
+      r.seq = seq_++;
+      r.thread = ThreadOf(file, e);
+      r.type = ph == 'f' && e.bp != "e" ? kFlowNext : kFlowEnclosing;
+      r.flags = ph == 's' ? kFlowStart : ph == 'f' ? kFlowEnd : 0;
+      int64_t corr;
+      if ((e.cat == "ac2g" || e.name == "ac2g") && absl::SimpleAtoi(e.id, &corr) && corr >= 0) {
+        // Kineto's launch -> kernel link: the id is the correlation id.
+        r.flags |= kAc2g;
+        r.corr = corr;
+        if (ph == 's') f.flow_starts.push_back(corr);
+        if (ph == 'f') f.flow_ends.push_back(corr);
+      } else {
+        uint32_t key = keys_.Id(absl::StrCat("v1\x1f", e.cat, "\x1f", e.name, "\x1f", e.id));
+        if (key >= generic_flows_.size()) generic_flows_.resize(key + 1);
+        if (ph == 's') generic_flows_[key].start = true;
+        if (ph == 'f') generic_flows_[key].end = true;
+        r.flow = key + 1;
+      }
+      Push(r).IgnoreError();
+      return;
+    }
+  }
+}
+
+absl::Status Importer::ReadFile(size_t index) {
+  FileState& f = files_[index];
+  const uint32_t file = static_cast<uint32_t>(index);
+  const std::string label = absl::StrCat("reading ", f.path);
+  const uint64_t done_before = bytes_done_;
+  const uint64_t json_before = json_done_;
+  auto on_progress = [&](uint64_t read, uint64_t json) {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    Progress(label, bytes_total_ ? static_cast<double>(done_before + read) / static_cast<double>(bytes_total_) : 0,
+             absl::StrFormat("%.0f MB of JSON, %.1f MB/s", static_cast<double>(json_before + json) / 1e6,
+                             secs > 0 ? static_cast<double>(json_before + json) / 1e6 / secs : 0.0));
+  };
+  absl::StatusOr<internal::ParseOutcome> out = internal::ReadChromeTrace(
+      f.path, &f.info, [&](TraceEvent& e) { OnEvent(f, file, e); }, on_progress);
+  if (!out.ok()) return out.status();
+  if (!pushed_error_.ok()) return pushed_error_;
+  f.outcome = *out;
+  bytes_done_ += out->file_bytes;
+  json_done_ += out->json_bytes;
+  // B events never closed end with the file.
+  for (auto& [thread, open] : f.open_begins) {
+    for (OpenBegin& b : open) {
+      Stat("begin_without_end", Where(f, b.event));
+      int64_t end = std::max(f.last_ts, b.event.ts_ns);
+      AddSlice(f, file, b.event, end - b.event.ts_ns);
+    }
+  }
+  f.open_begins.clear();
+  if (!pushed_error_.ok()) return pushed_error_;
+  if (out->truncated) Stat(out->truncation_stat.c_str(), absl::StrCat(f.path, ": ", out->truncation));
+  if (out->array_unterminated) Stat("json_array_unterminated", f.path);
+  if (out->trailing_data) Stat("trailing_data", f.path);
+  if (out->gzip_trailing_garbage) Stat("gzip_trailing_garbage", f.path);
+  if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
+  if (f.first_ts == INT64_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        f.path, " holds no usable trace events (", out->events, " elements in traceEvents",
+        out->truncated ? absl::StrCat("; ", out->truncation) : "", ")"));
+  }
+  f.base = f.info.has_base_time ? f.info.base_time_ns : 0;
+  if (f.base < 0 || f.base > kMaxNs) {
+    Stat("bad_base_time", absl::StrCat(f.path, ": ", f.base));
+    f.base = 0;
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Between the phases.
+
+absl::Status Importer::AssignRanks() {
+  std::map<int, size_t> taken;
+  for (size_t i = 0; i < files_.size(); ++i) {
+    FileState& f = files_[i];
+    if (!f.info.has_rank) continue;
+    if (f.info.rank < 0 || f.info.rank > 1000000)
+      return absl::InvalidArgumentError(
+          absl::StrCat(f.path, ": distributedInfo.rank is ", f.info.rank, ", not a rank (0..1000000)"));
+    auto [it, fresh] = taken.emplace(static_cast<int>(f.info.rank), i);
+    if (!fresh)
+      return absl::InvalidArgumentError(absl::StrCat(files_[it->second].path, " and ", f.path,
+                                                     " both say they are rank ", f.info.rank,
+                                                     " (distributedInfo.rank); import each rank once"));
+    f.rank = static_cast<int>(f.info.rank);
+  }
+  // Files without distributedInfo take the lowest free ranks, in command-line order.
+  int next = 0;
+  int world = 0;
+  for (FileState& f : files_) {
+    if (!f.info.has_rank) {
+      while (taken.count(next)) ++next;
+      f.rank = next;
+      taken.emplace(next, 0);
+    }
+    if (f.info.has_world_size && f.info.world_size > 0 && f.info.world_size <= 1000000)
+      world = std::max(world, static_cast<int>(f.info.world_size));
+  }
+  for (FileState& f : files_) {
+    f.world_size = std::max(world, static_cast<int>(files_.size()));
+    f.world_size = std::max(f.world_size, f.rank + 1);
+  }
+  return absl::OkStatus();
+}
+
+void Importer::LinkCorrelations() {
+  for (size_t i = 0; i < files_.size(); ++i) {
+    FileState& f = files_[i];
+    std::sort(f.host_corr.begin(), f.host_corr.end(), [](const HostCorr& a, const HostCorr& b) {
+      return a.corr != b.corr ? a.corr < b.corr : a.ts < b.ts;
+    });
+    f.host_corr.erase(std::unique(f.host_corr.begin(), f.host_corr.end(),
+                                  [](const HostCorr& a, const HostCorr& b) { return a.corr == b.corr; }),
+                      f.host_corr.end());
+    auto sorted_set = [](std::vector<int64_t>& v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+    };
+    sorted_set(f.dev_corr);
+    sorted_set(f.flow_starts);
+    sorted_set(f.flow_ends);
+    int64_t orphans = 0;
+    {
+      // A GPU-side slice without its launch.
+      size_t h = 0;
+      for (int64_t c : f.dev_corr) {
+        while (h < f.host_corr.size() && f.host_corr[h].corr < c) ++h;
+        if (h == f.host_corr.size() || f.host_corr[h].corr != c) ++orphans;
+      }
+    }
+    // The GPU side: slices carrying the id, or ac2g flows with both ends
+    // (Kineto also ends ac2g flows on host calls such as cudaStreamIsCapturing,
+    // with no start: those link nothing). The host side: launch slices, or
+    // flow starts (time and thread then unknown: the flow still links).
+    auto in = [](const std::vector<int64_t>& v, int64_t c) { return std::binary_search(v.begin(), v.end(), c); };
+    int64_t no_source = 0, no_target = 0;
+    for (int64_t c : f.flow_ends) no_source += !in(f.flow_starts, c);
+    auto gpu_side = [&](int64_t c) { return in(f.dev_corr, c) || (in(f.flow_starts, c) && in(f.flow_ends, c)); };
+    for (int64_t c : f.flow_starts) no_target += !gpu_side(c);
+    // Counted first, so `linked` (kept for phase 2) is allocated once, at its size.
+    auto for_each_linked = [&](auto&& take) {
+      // Merge of the sorted host side (slices, flow starts), each id once, kept when the GPU side has it.
+      size_t h = 0, st = 0;
+      while (h < f.host_corr.size() || st < f.flow_starts.size()) {
+        const bool from_slice =
+            h < f.host_corr.size() && (st == f.flow_starts.size() || f.host_corr[h].corr <= f.flow_starts[st]);
+        const int64_t c = from_slice ? f.host_corr[h].corr : f.flow_starts[st];
+        if (gpu_side(c)) take(from_slice ? f.host_corr[h] : HostCorr{c, kNoTime, UINT32_MAX});
+        while (h < f.host_corr.size() && f.host_corr[h].corr == c) ++h;
+        while (st < f.flow_starts.size() && f.flow_starts[st] == c) ++st;
+      }
+    };
+    size_t n = 0;
+    for_each_linked([&](const HostCorr&) { ++n; });
+    f.linked.clear();
+    f.linked.reserve(n);
+    for_each_linked([&](const HostCorr& l) { f.linked.push_back(l); });
+    if (orphans) Stat("kernel_without_launch", f.path, orphans);
+    if (no_source) Stat("flow_without_source", f.path, no_source);
+    if (no_target) Stat("flow_without_target", f.path, no_target);
+    for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::vector<int64_t>().swap(*v);
+    std::vector<HostCorr>().swap(f.host_corr);
+  }
+  // What the indexes held goes back to the system, not just to malloc's free
+  // lists, so phase 2 starts from a smaller footprint.
+  malloc_trim(0);
+}
+
+// The launch slice of a linked correlation id; nullptr when there is none (or
+// only an ac2g flow start told of it, without a slice's time and thread).
+const HostCorr* Importer::Linked(uint32_t file, int64_t corr) const {
+  const std::vector<HostCorr>& v = files_[file].linked;
+  auto it = std::lower_bound(v.begin(), v.end(), corr, [](const HostCorr& a, int64_t c) { return a.corr < c; });
+  return it != v.end() && it->corr == corr && it->ts != kNoTime ? &*it : nullptr;
+}
+
+int64_t Importer::CorrFlow(uint32_t file, int64_t corr) const {
+  if (corr < 0) return -1;
+  if (auto it = coll_corr_flow_.find({file, corr}); it != coll_corr_flow_.end()) return it->second;
+  const std::vector<HostCorr>& v = files_[file].linked;
+  auto it = std::lower_bound(v.begin(), v.end(), corr, [](const HostCorr& a, int64_t c) { return a.corr < c; });
+  if (it == v.end() || it->corr != corr) return -1;
+  return files_[file].corr_flow_base + (it - v.begin());
+}
+
+int Importer::StepAt(const FileState& f, int64_t ts) const {
+  auto it = std::upper_bound(f.steps.begin(), f.steps.end(), ts,
+                             [](int64_t t, const StepSpan& s) { return t < s.start; });
+  if (it == f.steps.begin()) return -1;
+  --it;
+  return ts < it->end || (ts == it->start) ? it->step : -1;
+}
+
+// Disjoint sets over collective instances.
+struct UnionFind {
+  std::vector<size_t> parent;
+  explicit UnionFind(size_t n) : parent(n) { std::iota(parent.begin(), parent.end(), 0); }
+  size_t Find(size_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  }
+  void Join(size_t a, size_t b) {
+    a = Find(a), b = Find(b);
+    if (a != b) parent[std::max(a, b)] = std::min(a, b);
+  }
+};
+
+std::set<int> ParseRanks(const std::string& text) {
+  std::set<int> out;
+  for (absl::string_view part : absl::StrSplit(text, absl::ByAnyChar("[], "), absl::SkipEmpty())) {
+    int r;
+    if (absl::SimpleAtoi(part, &r)) out.insert(r);
+  }
+  return out;
+}
+
+void Importer::MatchCollectives() {
+  for (FileState& f : files_) std::sort(f.steps.begin(), f.steps.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  bool all_have_steps = !files_.empty();
+  for (const FileState& f : files_) all_have_steps = all_have_steps && !f.steps.empty();
+  // Steps of each instance (a kernel's is its launch's), for order within a step.
+  for (Coll& c : colls_) {
+    const FileState& f = files_[c.file];
+    int64_t at = c.ts;
+    if (c.family == kFamKernel)
+      if (const HostCorr* l = Linked(c.file, c.corr)) at = l->ts;
+    c.step = all_have_steps ? StepAt(f, at) : -1;
+  }
+  // Host collective ops by (rank, thread), in start order, longer first.
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<size_t>> host_by_thread;
+  for (size_t i = 0; i < colls_.size(); ++i)
+    if (colls_[i].family != kFamKernel) host_by_thread[{colls_[i].file, colls_[i].thread}].push_back(i);
+  for (auto& [ft, v] : host_by_thread)
+    std::sort(v.begin(), v.end(), [&](size_t a, size_t b) {
+      const Coll &x = colls_[a], &y = colls_[b];
+      return x.ts != y.ts ? x.ts < y.ts : (x.end - x.ts) > (y.end - y.ts);
+    });
+  // The host ops whose span holds a kernel's launch (nccl:, record_param_comms, c10d::).
+  auto around_launch = [&](const Coll& k, const std::function<void(size_t)>& each) {
+    const HostCorr* l = Linked(k.file, k.corr);
+    if (!l) return;
+    auto it = host_by_thread.find({k.file, l->thread});
+    if (it == host_by_thread.end()) return;
+    for (size_t j : it->second)
+      if (colls_[j].ts <= l->ts && l->ts <= colls_[j].end) each(j);
+  };
+  // A kernel carries no process group or sequence number: it takes those of
+  // the innermost op around its launch that has them, so kernels of different
+  // groups are not matched by one order.
+  const uint32_t no_group = keys_.Id("");
+  for (Coll& k : colls_) {
+    if (k.family != kFamKernel) continue;
+    around_launch(k, [&](size_t j) {
+      const Coll& h = colls_[j];
+      if (h.group != no_group) k.group = h.group, k.ranks = h.ranks;
+      if (h.seq_arg >= 0) k.seq_arg = h.seq_arg;
+    });
+  }
+  // Sequence numbers are used per (family, group) when every instance has one
+  // and none repeats on a rank.
+  std::map<std::pair<uint8_t, uint32_t>, bool> use_seq;
+  {
+    std::set<std::tuple<uint8_t, uint32_t, uint32_t, int64_t>> seen;
+    for (const Coll& c : colls_) {
+      auto [it, fresh] = use_seq.emplace(std::make_pair(c.family, c.group), true);
+      if (c.seq_arg < 0) it->second = false;
+      if (!seen.emplace(c.family, c.group, c.file, c.seq_arg).second && c.seq_arg >= 0 && it->second) {
+        it->second = false;
+        Stat("collective_seq_duplicate", files_[c.file].path);
+      }
+    }
+  }
+  // Order within (file, family, group, op, step).
+  std::vector<size_t> order(colls_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const Coll &x = colls_[a], &y = colls_[b];
+    return std::tie(x.file, x.family, x.group, x.op, x.step, x.ts, x.seq) <
+           std::tie(y.file, y.family, y.group, y.op, y.step, y.ts, y.seq);
+  });
+  // Key: (family, group, op or -1, step or -1, index within or seq) -> instances.
+  std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>> buckets;
+  {
+    std::map<std::tuple<uint32_t, int, uint32_t, uint32_t, int>, int64_t> counter;
+    for (size_t i : order) {
+      const Coll& c = colls_[i];
+      if (use_seq[{c.family, c.group}]) {
+        buckets[{c.family, c.group, UINT32_MAX, -1, c.seq_arg}].push_back(i);
+      } else {
+        int64_t k = counter[{c.file, c.family, c.group, c.op, c.step}]++;
+        buckets[{c.family, c.group, c.op, c.step, k}].push_back(i);
+      }
+    }
+  }
+  UnionFind by_family(colls_.size()), all(colls_.size());
+  const bool single_rank = files_.size() == 1 && files_[0].world_size <= 1;
+  for (const auto& [key, members] : buckets) {
+    std::set<uint32_t> ranks_here;
+    for (size_t i : members) ranks_here.insert(colls_[i].file);
+    for (size_t i = 1; i < members.size(); ++i) {
+      by_family.Join(members[0], members[i]);
+      all.Join(members[0], members[i]);
+    }
+    if (ranks_here.size() > 1) collectives_matched_ += static_cast<int64_t>(members.size());
+    // Which imported ranks should hold it: its group's, else all.
+    std::set<int> group = ParseRanks(colls_[members[0]].ranks);
+    size_t expected = 0;
+    for (const FileState& f : files_)
+      if (group.empty() || group.count(f.rank)) ++expected;
+    const FileState& f0 = files_[colls_[members[0]].file];
+    if (ranks_here.size() == 1) {
+      if (!single_rank && (group.empty() ? f0.world_size > 1 : group.size() > 1))
+        Stat("collective_unmatched", f0.path, static_cast<int64_t>(members.size()));
+    } else if (ranks_here.size() < expected) {
+      Stat("collective_partial", f0.path, static_cast<int64_t>(members.size()));
+    }
+  }
+  // Within a rank: a host op that encloses another collective op on its
+  // thread, or a collective kernel's launch, is the same collective.
+  for (auto& [ft, v] : host_by_thread) {
+    std::vector<size_t> open;
+    for (size_t i : v) {
+      while (!open.empty() && colls_[open.back()].end < colls_[i].end) open.pop_back();
+      if (!open.empty() && colls_[open.back()].ts <= colls_[i].ts) all.Join(open.back(), i);
+      open.push_back(i);
+    }
+  }
+  for (size_t i = 0; i < colls_.size(); ++i)
+    if (colls_[i].family == kFamKernel) around_launch(colls_[i], [&](size_t j) { all.Join(i, j); });
+  // A joined set holding two instances of one family on one rank mixed up
+  // two collectives: those fall back to their family's cross-rank flows.
+  std::map<size_t, std::set<std::pair<uint32_t, uint8_t>>> seen;
+  std::set<size_t> conflicted;
+  for (size_t i = 0; i < colls_.size(); ++i) {
+    size_t root = all.Find(i);
+    if (!seen[root].emplace(colls_[i].file, colls_[i].family).second) conflicted.insert(root);
+  }
+  if (!conflicted.empty()) Stat("collective_match_conflict", "", static_cast<int64_t>(conflicted.size()));
+  std::map<std::pair<int, size_t>, std::vector<size_t>> groups;  // (which union-find, root) -> members
+  for (size_t i = 0; i < colls_.size(); ++i) {
+    size_t root = all.Find(i);
+    if (conflicted.count(root)) groups[{0, by_family.Find(i)}].push_back(i);
+    else groups[{1, root}].push_back(i);
+  }
+  for (const auto& [key, members] : groups) {
+    if (members.size() < 2) continue;  // a lone instance keeps its launch link only
+    int64_t flow = next_flow_++;
+    for (size_t i : members) {
+      coll_flow_[colls_[i].seq] = flow;
+      if (colls_[i].family == kFamKernel && colls_[i].corr >= 0) coll_corr_flow_[{colls_[i].file, colls_[i].corr}] = flow;
+    }
+  }
+  EstimateOffsets(buckets);
+}
+
+// Each rank's offset against the reference (the lowest rank): collectives
+// that really synchronise (NCCL kernels, gloo ops) end together on every
+// rank, so the median of end differences estimates it; the offset is then
+// kept within what every matched pair allows (each collective starts on both
+// ranks before it ends on either).
+void Importer::EstimateOffsets(
+    const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets) {
+  size_t ref = 0;
+  for (size_t i = 1; i < files_.size(); ++i)
+    if (files_[i].rank < files_[ref].rank) ref = i;
+  files_[ref].offset_known = true;
+  files_[ref].offset_source = "reference rank";
+  for (size_t r = 0; r < files_.size(); ++r) {
+    if (r == ref) continue;
+    FileState& f = files_[r];
+    using Wide = __int128;  // sums and differences of times near int64's ends
+    for (int fam : {0, 1}) {  // kernels, then gloo ops
+      std::vector<Wide> diffs;
+      Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      for (const auto& [key, members] : buckets) {
+        const Coll *a = nullptr, *b = nullptr;
+        int na = 0, nb = 0;
+        for (size_t i : members) {
+          const Coll& c = colls_[i];
+          if (fam == 0 ? c.family != kFamKernel : !(c.family == kFamBackend && c.gloo)) break;
+          if (c.file == ref) a = &c, ++na;
+          if (c.file == r) b = &c, ++nb;
+        }
+        if (na != 1 || nb != 1) continue;
+        const Wide ra = files_[ref].base, rb = f.base;
+        diffs.push_back((a->end + ra) - (b->end + rb));
+        lo = std::max(lo, (a->ts + ra) - (b->end + rb));
+        hi = std::min(hi, (a->end + ra) - (b->ts + rb));
+      }
+      if (diffs.empty()) continue;
+      std::sort(diffs.begin(), diffs.end());
+      Wide off = diffs.size() % 2 ? diffs[diffs.size() / 2]
+                                  : diffs[diffs.size() / 2 - 1] + (diffs[diffs.size() / 2] - diffs[diffs.size() / 2 - 1]) / 2;
+      if (lo <= hi) off = std::clamp(off, lo, hi);
+      if (off > kMaxNs || off < -kMaxNs) continue;  // more than a century apart: not one job's clocks
+      if (lo > hi) Stat("clock_offset_inconsistent", f.path);
+      f.offset = static_cast<int64_t>(off);
+      f.offset_known = true;
+      f.offset_source = absl::StrCat(lo <= hi ? "" : "inconsistent: ", "median end difference of ", diffs.size(),
+                                     " matched ", fam == 0 ? "collective kernels" : "gloo collectives",
+                                     lo <= hi ? ", within what their starts allow" : "");
+      break;
+    }
+    if (!f.offset_known) {
+      Stat("clock_offset_unknown", f.path);
+      f.offset_source = "unknown: no collective kernel or gloo collective matched with the reference rank";
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Phase 2: sorted records to tracks and slices.
+
+// Global device ids, in rank order then local GPU index (before the run row,
+// which counts them).
+int Importer::AssignDevices() {
+  for (ThreadInfo& t : threads_)
+    if (t.local_device == -2) {
+      // A GPU process without an index: number it after the known ones.
+      FileState& f = files_[t.file];
+      int idx = f.devices.empty() ? 0 : f.devices.rbegin()->first + 1;
+      for (ThreadInfo& u : threads_)
+        if (u.process == t.process && u.local_device == -2) u.local_device = idx;
+      f.devices.emplace(idx, -1);
+    }
+  for (ThreadInfo& t : threads_)
+    if (t.local_device >= 0) files_[t.file].devices.emplace(t.local_device, -1);
+  int next = 0;
+  for (size_t i : ByRank())
+    for (auto& [local, global] : files_[i].devices) global = next++;
+  return next;
+}
+
+std::vector<size_t> Importer::ByRank() const {
+  std::vector<size_t> order(files_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return files_[a].rank < files_[b].rank; });
+  return order;
+}
+
+// A slice's flow from what it carries itself: its collective's, its launch
+// correlation's, or a v2 flow's (bind_id); -1 when none.
+int64_t Importer::OwnFlow(const Rec& r) const {
+  if (r.flags & kCollective)
+    if (auto it = coll_flow_.find(r.seq); it != coll_flow_.end()) return it->second;
+  if (r.corr >= 0)
+    if (int64_t f = CorrFlow(threads_[r.thread].file, r.corr); f >= 0) return f;
+  if (r.flow) return generic_flows_[r.flow - 1].id;
+  return -1;
+}
+
+int64_t Importer::PointFlow(const Rec& p) const {
+  if (p.flags & kAc2g) return CorrFlow(threads_[p.thread].file, p.corr);
+  if (p.flow) return generic_flows_[p.flow - 1].id;
+  return -1;
+}
+
+// One pass over the sorted records, nesting slices with a stack per lane.
+// Without a writer it only binds flow events to the slices open at their
+// time (bound_); with one it writes each slice as it opens, so every track's
+// slices reach the store in start order, parents before children.
+absl::Status Importer::Walk(Writer* w, ImportResult& res) {
+  struct Open {
+    int64_t id, start, end;
+    uint64_t seq;
+    int64_t flow;
+    uint32_t name;
+  };
+  std::vector<Open> stacks[3];
+  std::vector<int64_t> pending_next;
+  uint32_t cur_thread = UINT32_MAX;
+  int64_t next_slice = 1, done = 0;
+  const int64_t total = spill_.total();
+  constexpr int64_t kFlushEvery = 8192;
+  std::future<void> flushing;
+
+  auto track_of = [&](uint32_t thread, uint8_t lane) -> int64_t {
+    ThreadInfo& t = threads_[thread];
+    if (t.track[lane]) return t.track[lane];
+    const FileState& f = files_[t.file];
+    const ProcessInfo& p = processes_[t.process];
+    trace::TrackRecord tr;
+    tr.track_id = t.track[lane] = ++res.tracks;
+    tr.host_id = f.rank;
+    if (lane == kHostLane) {
+      std::string proc = !p.name.empty() ? p.name : p.pid_is_string ? p.pid_text : absl::StrCat("pid ", p.pid_text);
+      std::string thread_label = !t.name.empty() ? t.name : absl::StrCat("thread ", t.tid_text);
+      tr.clock = trace::Clock::kHost;
+      tr.device_id = -1;
+      tr.thread_name = thread_label;
+      tr.name = absl::StrCat("rank ", f.rank, " / ", proc, " / ", thread_label);
+    } else {
+      int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
+      std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
+      tr.clock = trace::Clock::kDevice;
+      tr.thread_name = stream;
+      if (lane == kDeviceLane) {
+        tr.device_id = global;
+        tr.name = absl::StrCat("rank ", f.rank, " / GPU ", t.local_device, " / ", stream);
+      } else {
+        // Annotations span kernels; on a lane of their own, without a device,
+        // so per-device time is counted from the kernels alone.
+        tr.device_id = -1;
+        tr.name = absl::StrCat("rank ", f.rank, " / GPU ", t.local_device, " / ", stream, " annotations");
+      }
+    }
+    w->Record(tr);
+    return tr.track_id;
+  };
+
+  auto finish_thread = [&]() {
+    for (auto& st : stacks) st.clear();
+    if (!w && !pending_next.empty()) Stat("flow_unbound", "", static_cast<int64_t>(pending_next.size()));
+    pending_next.clear();
+  };
+  // A flow reaching a slice: kept when the slice has none, else counted.
+  auto bind = [&](Open& o, int64_t fl, uint32_t file) {
+    if (fl < 0) return;
+    if (o.flow < 0) {
+      o.flow = fl;
+      bound_[o.seq] = fl;
+    } else if (o.flow != fl) {
+      Stat("slice_with_several_flows", files_[file].path);
+    }
+  };
+
+  Rec r;
+  while (spill_.Next(&r)) {
+    ++done;
+    if (r.thread != cur_thread) {
+      finish_thread();
+      cur_thread = r.thread;
+    }
+    const uint32_t file = threads_[r.thread].file;
+    if (r.type == kCounter) {
+      if (!w) continue;
+      trace::CounterRecord c;
+      c.name = names_.Str(r.name);
+      c.ts_ns = Align(file, r.ts);
+      c.value = std::bit_cast<double>(r.dur);
+      const ThreadInfo& t = threads_[r.thread];
+      const FileState& f = files_[file];
+      int local = r.corr >= 0 ? static_cast<int>(r.corr) : t.local_device;
+      c.device_id = local >= 0 && f.devices.count(local) ? f.devices.at(local) : -1;
+      w->Record(c);
+      ++res.counters;
+      continue;
+    }
+    if (r.type == kSlice) {
+      std::vector<Open>& st = stacks[r.lane];
+      while (!st.empty() && st.back().end <= r.ts) st.pop_back();
+      int64_t end = r.ts + r.dur;
+      if (!st.empty() && end > st.back().end) {
+        if (w)
+          StatAt("slice_overlaps_parent", [&] {
+            return absl::StrFormat("%s: '%s' at %.3f us, in '%s'", files_[file].path, names_.Str(r.name),
+                                   static_cast<double>(r.ts) / 1e3, names_.Str(st.back().name));
+          });
+        end = st.back().end;
+      }
+      Open o{next_slice++, r.ts, end, r.seq, OwnFlow(r), r.name};
+      if (!w) {
+        for (int64_t fl : pending_next) bind(o, fl, file);
+        pending_next.clear();
+      } else if (o.flow < 0 && !bound_.empty()) {
+        if (auto it = bound_.find(r.seq); it != bound_.end()) o.flow = it->second;
+      }
+      if (w) {
+        const ThreadInfo& t = threads_[r.thread];
+        const FileState& f = files_[file];
+        trace::SliceRecord s;
+        s.slice_id = o.id;
+        s.track_id = track_of(r.thread, r.lane);
+        s.start_ns = Align(file, r.ts);
+        s.dur_ns = end - r.ts;
+        s.depth = static_cast<int>(st.size());
+        s.parent_id = st.empty() ? -1 : st.back().id;
+        s.name = names_.Str(r.name);
+        s.category = cats_.Str(r.cat);
+        s.kind = static_cast<SliceKind>(r.kind);
+        if (r.lane == kHostLane) {
+          s.step = StepAt(f, r.ts);
+        } else {
+          // A GPU slice belongs to the step that launched it.
+          const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
+          s.step = StepAt(f, l ? l->ts : r.ts);
+        }
+        s.flow_id = o.flow;
+        s.bytes = r.bytes;
+        if (o.flow >= 0 && o.flow < next_flow_) flows_used_[static_cast<size_t>(o.flow)] = true;
+        w->Record(s);
+        if (++res.slices % kFlushEvery == 0) {
+          // Bounds the writer's queue (memory stays flat on big traces)
+          // without stopping here while it writes: wait for the previous
+          // flush, start the next.
+          if (flushing.valid()) flushing.wait();
+          flushing = std::async(std::launch::async, [w] { w->Flush(); });
+          Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
+                   absl::StrCat(res.slices, " slices"));
+        }
+      }
+      st.push_back(o);
+      continue;
+    }
+    if (w) continue;  // flow events were bound in the first pass
+    if (r.type == kFlowNext) {
+      pending_next.push_back(PointFlow(r));
+      continue;
+    }
+    // A flow event binds to the innermost slice open at its time: for an end,
+    // preferably a GPU lane's (the kernel), for a start the host's (the launch).
+    const int64_t fl = PointFlow(r);
+    static constexpr uint8_t kPrefer[2][3] = {{kHostLane, kDeviceLane, kAnnotationLane},
+                                              {kDeviceLane, kHostLane, kAnnotationLane}};
+    const uint8_t* lanes = kPrefer[(r.flags & kFlowEnd) ? 1 : 0];
+    bool bound = false;
+    for (int i = 0; i < 3 && !bound; ++i) {
+      std::vector<Open>& st = stacks[lanes[i]];
+      while (!st.empty() && st.back().end < r.ts) st.pop_back();
+      if (st.empty() || st.back().start > r.ts) continue;
+      bound = true;
+      bind(st.back(), fl, file);
+    }
+    if (!bound) Stat("flow_unbound", files_[file].path);
+  }
+  finish_thread();
+  if (flushing.valid()) flushing.wait();
+  return spill_.error();
+}
+
+absl::Status Importer::Emit(Writer& w, ImportResult& res) {
+  absl::Status st = spill_.Finish();
+  if (!st.ok()) return st;
+  for (size_t i : ByRank()) {
+    FileState& f = files_[i];
+    w.Record(trace::HostRecord{f.rank, absl::StrCat("rank ", f.rank, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
+    for (const auto& [local, global] : f.devices) {
+      trace::DeviceRecord d;
+      d.device_id = global;
+      d.host_id = f.rank;
+      d.coords = absl::StrCat("[", f.rank, ",", local, "]");
+      for (const internal::DeviceProperty& p : f.info.devices)
+        if (p.id == local) d.hbm_bytes = p.total_memory;
+      w.Record(d);
+    }
+  }
+  res.hosts = static_cast<int64_t>(files_.size());
+  flows_used_.assign(static_cast<size_t>(next_flow_), false);  // flow ids are dense
+  if (has_flow_events_) {
+    if (st = Walk(nullptr, res); !st.ok()) return st;
+    if (st = spill_.Rewind(); !st.ok()) return st;
+  }
+  if (st = Walk(&w, res); !st.ok()) return st;
+  res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
+
+  // Steps: one row per ProfilerStep number, its longest span over the ranks.
+  std::map<int, int64_t> steps;
+  for (const FileState& f : files_)
+    for (const StepSpan& s : f.steps) steps[s.step] = std::max(steps[s.step], s.end - s.start);
+  for (const auto& [n, wall] : steps) {
+    trace::StepRecord s;
+    s.step = n;
+    s.loss = std::nan("");  // no loss in a trace: SQLite stores NaN as NULL
+    s.wall_ns = wall;
+    w.Record(s);
+  }
+  res.steps = static_cast<int64_t>(steps.size());
+  return absl::OkStatus();
+}
+
+absl::Status Importer::WriteStatsAndFiles(const std::string& db_path, int64_t run_id, ImportResult& res) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(db_path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    std::string e = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    return absl::InternalError(absl::StrCat("cannot reopen ", db_path, " to write import_stats: ", e));
+  }
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
+  sqlite3_busy_timeout(db, 10000);
+  absl::Status st = internal::Exec(db, "BEGIN IMMEDIATE");
+  internal::Stmt stat, file;
+  if (st.ok())
+    st = stat.Prepare(db, "INSERT INTO import_stats(run_id, name, count, severity, description) VALUES (?,?,?,?,?)");
+  if (st.ok())
+    st = file.Prepare(db,
+                      "INSERT INTO trace_imports(run_id, file, rank, world_size, host_id, clock_offset_ns, events,"
+                      " first_ts_ns, last_ts_ns) VALUES (?,?,?,?,?,?,?,?,?)");
+  for (const ImportStat& s : res.stats) {
+    if (!st.ok()) break;
+    stat.Int(1, run_id); stat.Text(2, s.name); stat.Int(3, s.count); stat.Text(4, s.severity);
+    stat.Text(5, s.description);
+    st = stat.Run();
+  }
+  for (const ImportedFile& f : res.files) {
+    if (!st.ok()) break;
+    file.Int(1, run_id); file.Text(2, f.path); file.Int(3, f.rank); file.Int(4, f.world_size);
+    file.Int(5, f.host_id);
+    f.offset_known ? file.Int(6, f.clock_offset_ns) : file.Null(6);
+    file.Int(7, f.events); file.Int(8, f.first_ts_ns); file.Int(9, f.last_ts_ns);
+    st = file.Run();
+  }
+  st = st.ok() ? internal::Exec(db, "COMMIT") : st;
+  if (!st.ok()) {
+    internal::Exec(db, "ROLLBACK").IgnoreError();
+    return absl::Status(st.code(), absl::StrCat("writing import_stats of run ", run_id, " to ", db_path, ": ", st.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths, const std::string& db_path) {
+  if (paths.empty()) return absl::InvalidArgumentError("no trace files to import");
+  ImportResult res;
+  res.db_path = db_path;
+  files_.resize(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    files_[i].path = paths[i];
+    struct stat sb;
+    if (::stat(paths[i].c_str(), &sb) == 0) bytes_total_ += static_cast<uint64_t>(sb.st_size);
+  }
+  for (size_t i = 0; i < files_.size(); ++i) {
+    if (absl::Status st = ReadFile(i); !st.ok()) {
+      EndProgress();
+      return st;
+    }
+  }
+  if (absl::Status st = AssignRanks(); !st.ok()) {
+    EndProgress();
+    return st;
+  }
+  res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  LinkCorrelations();
+  MatchCollectives();
+  // Flow ids: collectives first (numbered while matching), then each rank's
+  // launch -> kernel links, then other flows present at both ends.
+  for (FileState& f : files_) {
+    f.corr_flow_base = next_flow_;
+    next_flow_ += static_cast<int64_t>(f.linked.size());
+  }
+  for (GenericFlow& g : generic_flows_) {
+    if (g.start && g.end) g.id = next_flow_++;
+    else Stat(g.start ? "flow_without_target" : "flow_without_source");
+  }
+  {
+    __int128 origin = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();
+    for (const FileState& f : files_) {
+      origin = std::min(origin, static_cast<__int128>(f.first_ts) + f.base + f.offset);
+      end = std::max(end, static_cast<__int128>(f.last_ts) + f.base + f.offset);
+    }
+    if (end - origin > kMaxNs) {
+      EndProgress();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the files' times span more than a century once placed on one clock (",
+          files_.size() == 1 ? "a timestamp far from the others" : "are they from one job?",
+          "): ", absl::StrJoin(paths, ", ")));
+    }
+    origin_ = static_cast<int64_t>(origin);
+  }
+
+  // The run.
+  absl::StatusOr<std::unique_ptr<Writer>> writer = Writer::Open(db_path);
+  if (!writer.ok()) {
+    EndProgress();
+    return writer.status();
+  }
+  const std::vector<size_t> by_rank = ByRank();
+  res.devices = AssignDevices();
+  const bool any_device = res.devices > 0;
+  trace::RunRecord run;
+  const std::string first = paths[by_rank[0]].substr(paths[by_rank[0]].rfind('/') + 1);
+  run.sample = files_.size() == 1 ? first : absl::StrCat(first, " +", files_.size() - 1);
+  run.imported = true;
+  run.profile = "none";
+  run.clock_kinds = any_device ? "host,device" : "host";
+  run.num_hosts = static_cast<int>(files_.size());
+  run.num_devices = static_cast<int>(res.devices);
+  std::vector<std::string> ranks, quoted;
+  for (size_t i : by_rank) ranks.push_back(std::to_string(files_[i].rank));
+  for (const std::string& p : paths) quoted.push_back(nlohmann::json(p).dump());
+  run.topology = absl::StrCat(files_.size(), files_.size() == 1 ? " host" : " hosts", " (rank",
+                              files_.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ","), " of ", files_[0].world_size,
+                              ")");
+  run.config_json = absl::StrCat("{\"imported_from\": [", absl::StrJoin(quoted, ", "), "], \"format\": \"chrome_trace_json\"}");
+  // Absolute times: Kineto's baseTimeNanoseconds, or timestamps that already are unix time.
+  run.started_at_unix_ns = origin_ > 1000000000000000000 ? origin_ : 0;
+  absl::StatusOr<int64_t> run_id = (*writer)->StartRun(run);
+  if (!run_id.ok()) {
+    EndProgress();
+    return run_id.status();
+  }
+  res.run_id = *run_id;
+  absl::Status st = Emit(**writer, res);
+  if (st.ok()) st = (*writer)->FlushAndCheck();
+  EndProgress();
+  if (!st.ok()) {
+    (*writer)->EndRun();
+    return absl::Status(st.code(), absl::StrCat("importing into ", db_path, " (run ", res.run_id, "): ", st.message()));
+  }
+
+  // The files, in rank order, and the stats.
+  for (size_t i : by_rank) {
+    const FileState& f = files_[i];
+    ImportedFile out;
+    out.path = f.path;
+    out.rank = f.rank;
+    out.world_size = f.world_size;
+    out.host_id = f.rank;
+    out.offset_known = f.offset_known;
+    out.clock_offset_ns = f.offset;
+    out.offset_source = f.offset_source;
+    out.events = f.outcome.events;
+    out.first_ts_ns = Align(static_cast<uint32_t>(i), f.first_ts);
+    out.last_ts_ns = Align(static_cast<uint32_t>(i), f.last_ts);
+    out.truncated = f.outcome.truncated;
+    out.truncation = f.outcome.truncation;
+    out.gzip = f.outcome.gzip;
+    out.file_bytes = f.outcome.file_bytes;
+    out.json_bytes = f.outcome.json_bytes;
+    res.input_bytes += f.outcome.file_bytes;
+    res.json_bytes += f.outcome.json_bytes;
+    res.x_events += f.x_events;
+    res.x_events_unusable += f.x_unusable;
+    res.files.push_back(std::move(out));
+  }
+  if (res.x_events > 0 && res.x_events_unusable * 100 > res.x_events) {
+    StatAcc& s = stats_["unusable_x_events_over_1pct"];
+    s.count = 1;
+    s.detail = absl::StrFormat("%d of %d, %.1f%%", res.x_events_unusable, res.x_events,
+                               100.0 * static_cast<double>(res.x_events_unusable) / static_cast<double>(res.x_events));
+  }
+  res.collectives = static_cast<int64_t>(colls_.size());
+  res.collectives_matched = collectives_matched_;
+  for (const auto& [name, acc] : stats_) {
+    const StatDef* d = FindStat(name);
+    ImportStat s;
+    s.name = name;
+    s.count = acc.count;
+    s.severity = d ? d->severity : "info";
+    s.description = d ? d->description : name;
+    if (!acc.detail.empty()) absl::StrAppend(&s.description, " (", acc.detail, ")");
+    else if (!acc.first.empty()) absl::StrAppend(&s.description, " (first: ", acc.first, ")");
+    res.stats.push_back(std::move(s));
+  }
+  auto sev = [](const std::string& s) { return s == "error" ? 0 : s == "data_loss" ? 1 : 2; };
+  std::stable_sort(res.stats.begin(), res.stats.end(),
+                   [&](const ImportStat& a, const ImportStat& b) { return sev(a.severity) < sev(b.severity); });
+  st = WriteStatsAndFiles(db_path, res.run_id, res);
+  // The run ends either way: its slices are in; a failure above is still the answer.
+  absl::Status ended = (*writer)->EndRunAndCheck();
+  if (!st.ok()) return st;
+  if (!ended.ok()) return ended;
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  return res;
+}
+
+}  // namespace
+
+absl::StatusOr<ImportResult> ImportChromeTraces(const std::vector<std::string>& files, const std::string& db_path,
+                                                const ImportOptions& options) {
+  Importer importer(options);
+  return importer.Run(files, db_path);
+}
+
+std::string RenderImportSummary(const ImportResult& r) {
+  auto n = [](int64_t count, const char* one, const char* many) {
+    return absl::StrCat(count, " ", count == 1 ? one : many);
+  };
+  std::string out = absl::StrCat("imported ", n(static_cast<int64_t>(r.files.size()), "file", "files"), " into run ",
+                                 r.run_id, " of ", r.db_path, ": ", n(r.hosts, "host", "hosts"), ", ",
+                                 n(r.devices, "GPU", "GPUs"), ", ", n(r.tracks, "track", "tracks"), ", ",
+                                 n(r.slices, "slice", "slices"), ", ", n(r.steps, "step", "steps"), ", ",
+                                 n(r.flows, "flow", "flows"), ", ", n(r.counters, "counter sample", "counter samples"),
+                                 "\n");
+  for (const ImportedFile& f : r.files) {
+    const double off = static_cast<double>(f.clock_offset_ns);
+    std::string offset =
+        !f.offset_known ? absl::StrCat("clock offset ", f.offset_source)
+        : f.offset_source == "reference rank"
+            ? "clock offset 0 (reference rank)"
+            : absl::StrCat("clock offset ",
+                           std::fabs(off) < 1e6 ? absl::StrFormat("%+.3f us", off / 1e3)
+                                                : absl::StrFormat("%+.3f ms", off / 1e6),
+                           " (", f.offset_source, ")");
+    absl::StrAppend(&out, "  rank ", f.rank, " of ", f.world_size, "  ", f.path, "  ", f.events, " events  ", offset,
+                    f.truncated ? absl::StrCat("  TRUNCATED: ", f.truncation) : "", "\n");
+  }
+  if (r.collectives > 0)
+    absl::StrAppend(&out, "  collectives: ", r.collectives, " ops, ", r.collectives_matched,
+                    " matched across ranks\n");
+  absl::StrAppend(&out, absl::StrFormat("  complete (X) events: %d, unusable %d (%.2f%%)\n", r.x_events,
+                                        r.x_events_unusable,
+                                        r.x_events ? 100.0 * static_cast<double>(r.x_events_unusable) /
+                                                         static_cast<double>(r.x_events)
+                                                   : 0.0));
+  if (r.stats.empty()) {
+    absl::StrAppend(&out, "import_stats: none (every event was used)\n");
+  } else {
+    absl::StrAppend(&out, "import_stats (SELECT * FROM import_stats WHERE run_id = ", r.run_id, "):\n");
+    for (const ImportStat& s : r.stats)
+      absl::StrAppend(&out, absl::StrFormat("  %-9s %-28s %8d  %s\n", s.severity, s.name, s.count, s.description));
+  }
+  const double mb = static_cast<double>(r.input_bytes) / 1e6;
+  const double json_mb = static_cast<double>(r.json_bytes) / 1e6;
+  absl::StrAppend(&out, absl::StrFormat("%.1f MB read (%.1f MB of JSON) in %.2f s, %.1f MB/s of JSON; parsing took "
+                                        "%.2f s (%.1f MB/s), matching and writing %.2f s\n",
+                                        mb, json_mb, r.seconds, r.seconds > 0 ? json_mb / r.seconds : 0.0,
+                                        r.read_seconds, r.read_seconds > 0 ? json_mb / r.read_seconds : 0.0,
+                                        r.seconds - r.read_seconds));
+  return out;
+}
+
+}  // namespace shardscope::store

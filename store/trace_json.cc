@@ -1,0 +1,710 @@
+// See trace_json.h.
+#include "store/trace_json.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+#include <istream>
+#include <limits>
+#include <streambuf>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::store::internal {
+
+void TraceEvent::Clear() {
+  flags = 0;
+  ph.clear(); name.clear(); cat.clear();
+  has_name = false;
+  pid = JsonId{}; tid = JsonId{};
+  ts_state = dur_state = Num::kAbsent;
+  ts_ns = dur_ns = 0;
+  id.clear(); has_id = false;
+  bp.clear(); scope.clear(); bind_id.clear();
+  flow_in = flow_out = false;
+  correlation = device = stream = seq = in_nelems = out_nelems = bytes = sort_index = -1;
+  pg_name.clear(); pg_ranks.clear(); collective_name.clear(); dtype.clear(); arg_name.clear(); labels.clear();
+  numbers.clear();
+}
+
+bool MicrosTextToNs(std::string_view t, int64_t* ns) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < t.size() && (t[i] == '-' || t[i] == '+')) neg = t[i++] == '-';
+  int64_t whole = 0;
+  int digits = 0;
+  while (i < t.size() && t[i] >= '0' && t[i] <= '9') {
+    if (whole > 400000000000000000 / 10) return false;
+    whole = whole * 10 + (t[i++] - '0');
+    ++digits;
+  }
+  int64_t frac_ns = 0;  // the first three fraction digits; the fourth rounds
+  int frac_digits = 0;
+  bool round_up = false;
+  if (i < t.size() && t[i] == '.') {
+    ++i;
+    for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i, ++frac_digits) {
+      if (frac_digits < 3) frac_ns = frac_ns * 10 + (t[i] - '0');
+      else if (frac_digits == 3) round_up = t[i] >= '5';
+    }
+  }
+  for (int k = std::min(frac_digits, 3); k < 3; ++k) frac_ns *= 10;
+  if (digits == 0 && frac_digits == 0) return false;
+  if (i < t.size() && (t[i] == 'e' || t[i] == 'E')) {
+    // Exponent notation: rare in traces; exact enough through long double.
+    std::string s(t);
+    char* end = nullptr;
+    errno = 0;
+    long double v = std::strtold(s.c_str(), &end);
+    if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(static_cast<double>(v))) return false;
+    v *= 1000;
+    if (std::fabs(static_cast<double>(v)) > 4e18) return false;
+    *ns = static_cast<int64_t>(std::llround(static_cast<double>(v)));
+    return true;
+  }
+  if (i != t.size()) return false;
+  if (whole > 4000000000000000) return false;  // 4e15 us: about 126 years
+  int64_t v = whole * 1000 + frac_ns + (round_up ? 1 : 0);
+  *ns = neg ? -v : v;
+  return true;
+}
+
+namespace {
+
+// Bytes of the file in pieces, inflated when it is gzip (several members are
+// read one after another, as gzip -d does). Stops, keeping what came before,
+// at damaged compressed data or a member cut short.
+class TraceInput : public std::streambuf {
+ public:
+  ~TraceInput() override {
+    if (z_init_) inflateEnd(&zs_);
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  absl::Status Open(const std::string& path, const std::string& head, int fd, uint64_t size) {
+    path_ = path;
+    fd_ = fd;
+    file_bytes_ = size;
+    in_.resize(kPiece);
+    out_.resize(kPiece);
+    gzip_ = head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f &&
+            static_cast<unsigned char>(head[1]) == 0x8b;
+    if (gzip_) {
+      std::memset(&zs_, 0, sizeof zs_);
+      if (inflateInit2(&zs_, 15 + 16) != Z_OK) return absl::InternalError("zlib: inflateInit2 failed");
+      z_init_ = true;
+    }
+    setg(out_.data(), out_.data(), out_.data());
+    return absl::OkStatus();
+  }
+
+  bool gzip() const { return gzip_; }
+  uint64_t file_read() const { return file_read_; }
+  // Uncompressed bytes handed to the parser so far.
+  uint64_t consumed() const { return out_total_ - static_cast<uint64_t>(egptr() - gptr()); }
+  bool at_end() const { return ended_; }
+  bool damaged() const { return !damage_.empty(); }
+  const std::string& damage() const { return damage_; }
+  const std::string& damage_stat() const { return damage_stat_; }
+  const std::string& io_error() const { return io_error_; }
+  bool trailing_garbage() const { return trailing_garbage_; }
+
+ protected:
+  int_type underflow() override {
+    if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+    if (ended_) return traits_type::eof();
+    size_t n = gzip_ ? Inflate() : ReadRaw(out_.data(), out_.size());
+    if (n == 0) {
+      ended_ = true;
+      return traits_type::eof();
+    }
+    out_total_ += n;
+    setg(out_.data(), out_.data(), out_.data() + n);
+    return traits_type::to_int_type(*gptr());
+  }
+
+ private:
+  static constexpr size_t kPiece = 256 << 10;
+
+  size_t ReadRaw(char* buf, size_t cap) {
+    for (;;) {
+      ssize_t n = ::read(fd_, buf, cap);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        io_error_ = std::strerror(errno);
+        return 0;
+      }
+      file_read_ += static_cast<uint64_t>(n);
+      return static_cast<size_t>(n);
+    }
+  }
+
+  size_t Inflate() {
+    zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
+    zs_.avail_out = static_cast<uInt>(out_.size());
+    while (zs_.avail_out == out_.size()) {
+      if (zs_.avail_in == 0) {
+        size_t n = ReadRaw(in_.data(), in_.size());
+        if (n == 0) {
+          if (!member_done_ && io_error_.empty()) {
+            damage_stat_ = "truncated_gzip";
+            damage_ = absl::StrCat("the gzip stream ends early, after ", file_read_, " of its bytes");
+          }
+          break;
+        }
+        zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        zs_.avail_in = static_cast<uInt>(n);
+      }
+      if (member_done_) {
+        // Another member follows, or padding (gzip ignores trailing zeros).
+        if (zs_.avail_in >= 2 && zs_.next_in[0] == 0x1f && zs_.next_in[1] == 0x8b) {
+          inflateReset(&zs_);
+          member_done_ = false;
+        } else {
+          trailing_garbage_ = true;
+          zs_.avail_in = 0;
+          // Nothing more will be inflated; drain the file so progress reaches 100%.
+          char sink[4096];
+          while (ReadRaw(sink, sizeof sink) > 0) {}
+          break;
+        }
+      }
+      int rc = inflate(&zs_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        member_done_ = true;
+        continue;
+      }
+      if (rc == Z_OK) continue;
+      if (rc == Z_BUF_ERROR && zs_.avail_in == 0) continue;  // needs more input
+      damage_stat_ = "gzip_corrupt";
+      damage_ = absl::StrCat("the gzip data is damaged near compressed byte ",
+                             file_read_ - zs_.avail_in, " (zlib: ", zs_.msg ? zs_.msg : "error ", rc, ")");
+      break;
+    }
+    return out_.size() - zs_.avail_out;
+  }
+
+  std::string path_;
+  int fd_ = -1;
+  uint64_t file_bytes_ = 0, file_read_ = 0, out_total_ = 0;
+  bool gzip_ = false, z_init_ = false, member_done_ = false, ended_ = false, trailing_garbage_ = false;
+  z_stream zs_{};
+  std::vector<char> in_, out_;
+  std::string damage_, damage_stat_, io_error_;
+};
+
+// SAX handler: keeps a stack of what each open container is, fills one
+// TraceEvent per element of traceEvents and skips everything else.
+class Handler {
+ public:
+  enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kDist, kDevProps, kDevProp, kSkip };
+
+  Handler(const TraceInput& in, TraceFileInfo* info, const std::function<void(TraceEvent&)>& on_event,
+          const std::function<void(uint64_t, uint64_t)>& on_progress)
+      : in_(in), info_(info), on_event_(on_event), on_progress_(on_progress) {
+    stack_.push_back({kRoot, ""});
+  }
+
+  // The parse stopped on purpose: why (a fatal shape problem), else "".
+  const std::string& fatal() const { return fatal_; }
+  bool root_done() const { return root_done_; }
+  bool in_events() const { return events_open_; }
+  bool saw_events() const { return saw_events_; }
+  // Depth of the innermost open container below traceEvents (0: between events).
+  bool between_events() const { return events_open_ && stack_.back().role == kEvents; }
+  int64_t events() const { return events_; }
+  bool array_form() const { return array_form_; }
+  // The top-level value began (an object or array was opened).
+  bool started() const { return stack_.size() > 1 || root_done_; }
+
+  // nlohmann's SAX interface.
+  bool null() { return Scalar(Value{Value::kNull}); }
+  bool boolean(bool b) {
+    Value v{Value::kBool};
+    v.b = b;
+    return Scalar(v);
+  }
+  bool number_integer(int64_t i) {
+    Value v{Value::kInt};
+    v.i = i;
+    return Scalar(v);
+  }
+  bool number_unsigned(uint64_t u) {
+    Value v{Value::kInt};
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      v.kind = Value::kFloat;
+      v.d = static_cast<double>(u);
+      text_ = std::to_string(u);
+      v.text = text_;
+    } else {
+      v.i = static_cast<int64_t>(u);
+    }
+    return Scalar(v);
+  }
+  bool number_float(double d, const std::string& s) {
+    Value v{Value::kFloat};
+    v.d = d;
+    v.text = s;
+    return Scalar(v);
+  }
+  bool string(std::string& s) {
+    Value v{Value::kString};
+    v.text = s;
+    return Scalar(v);
+  }
+  bool binary(nlohmann::json::binary_t&) { return Scalar(Value{Value::kNull}); }
+  bool key(std::string& k) {
+    stack_.back().key = k;
+    return true;
+  }
+  bool start_object(size_t) { return Open(true); }
+  bool start_array(size_t) { return Open(false); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+    error_position_ = position;
+    error_ = ex.what();
+    // nlohmann's prefix ("[json.exception.parse_error.101] ") says nothing to a user.
+    if (size_t p = error_.find("] "); p != std::string::npos && error_.rfind("[json.exception", 0) == 0)
+      error_ = error_.substr(p + 2);
+    return false;
+  }
+  const std::string& error() const { return error_; }
+  size_t error_position() const { return error_position_; }
+
+ private:
+  struct Value {
+    enum Kind { kNull, kBool, kInt, kFloat, kString } kind;
+    bool b = false;
+    int64_t i = 0;
+    double d = 0;
+    std::string_view text{};  // a string's value, a float's text
+  };
+  struct Frame {
+    Role role;
+    std::string key;
+  };
+
+  static bool AsInt(const Value& v, int64_t* out) {
+    if (v.kind == Value::kInt) {
+      *out = v.i;
+      return true;
+    }
+    if (v.kind == Value::kFloat && std::isfinite(v.d) && v.d == std::floor(v.d) && std::fabs(v.d) < 9e18) {
+      *out = static_cast<int64_t>(v.d);
+      return true;
+    }
+    if (v.kind == Value::kString && !v.text.empty()) {
+      int64_t x = 0;
+      size_t i = v.text[0] == '-' ? 1 : 0;
+      if (i == v.text.size()) return false;
+      for (; i < v.text.size(); ++i) {
+        if (v.text[i] < '0' || v.text[i] > '9' || x > (std::numeric_limits<int64_t>::max() - 9) / 10) return false;
+        x = x * 10 + (v.text[i] - '0');
+      }
+      *out = v.text[0] == '-' ? -x : x;
+      return true;
+    }
+    return false;
+  }
+  static bool AsDouble(const Value& v, double* out) {
+    if (v.kind == Value::kInt) *out = static_cast<double>(v.i);
+    else if (v.kind == Value::kFloat) *out = v.d;
+    else return false;
+    return true;
+  }
+  // A time field (microseconds): a number, or a string holding one.
+  static TraceEvent::Num Micros(const Value& v, int64_t* ns) {
+    if (v.kind == Value::kInt) {
+      if (v.i > 4000000000000000 || v.i < -4000000000000000) return TraceEvent::Num::kBad;
+      *ns = v.i * 1000;
+      return TraceEvent::Num::kOk;
+    }
+    if (v.kind == Value::kFloat || v.kind == Value::kString)
+      return MicrosTextToNs(v.text, ns) ? TraceEvent::Num::kOk : TraceEvent::Num::kBad;
+    return TraceEvent::Num::kBad;
+  }
+  static std::string Text(const Value& v) {
+    switch (v.kind) {
+      case Value::kNull: return "null";
+      case Value::kBool: return v.b ? "true" : "false";
+      case Value::kInt: return std::to_string(v.i);
+      case Value::kFloat:
+      case Value::kString: return std::string(v.text);
+    }
+    return "";
+  }
+  static void SetId(const Value& v, JsonId* id, TraceEvent* e) {
+    id->present = true;
+    if (v.kind == Value::kString) {
+      id->is_string = true;
+      id->str = std::string(v.text);
+    } else if (!AsInt(v, &id->num)) {
+      e->flags |= TraceEvent::kBadPidTid;
+    }
+  }
+
+  void Progress() {
+    if (on_progress_ && in_.file_read() >= next_progress_) {
+      on_progress_(in_.file_read(), in_.consumed());
+      next_progress_ = in_.file_read() + (256 << 10);
+    }
+  }
+
+  // A container starts where the top frame's current key (or element) is.
+  bool Open(bool object) {
+    Frame& top = stack_.back();
+    const std::string& k = top.key;
+    Role next = kSkip;
+    switch (top.role) {
+      case kRoot:
+        if (root_done_) return true;
+        if (object) {
+          info_->object_form = true;
+          next = kTop;
+        } else {
+          array_form_ = true;
+          events_open_ = saw_events_ = true;
+          next = kEvents;
+        }
+        break;
+      case kTop:
+        if (k == "traceEvents") {
+          if (object) {
+            fatal_ = "\"traceEvents\" is an object; it must be an array of events";
+            return false;
+          }
+          events_open_ = saw_events_ = true;
+          next = kEvents;
+        } else if (k == "distributedInfo" && object) {
+          next = kDist;
+        } else if (k == "deviceProperties" && !object) {
+          next = kDevProps;
+        }
+        break;
+      case kEvents:
+        event_.Clear();
+        event_.index = events_;
+        event_.offset = in_.consumed();
+        if (object) {
+          next = kEvent;
+        } else {
+          event_.flags |= TraceEvent::kNotObject;
+          skip_event_ = true;
+          next = kSkip;
+        }
+        break;
+      case kEvent:
+        if (k == "args") {
+          if (object) next = kArgs;
+          else event_.flags |= TraceEvent::kArgsNotObject;
+        } else if (k == "pid" || k == "tid") {
+          event_.flags |= TraceEvent::kBadPidTid;
+        } else if (k == "ts") {
+          event_.ts_state = TraceEvent::Num::kBad;
+        } else if (k == "dur") {
+          event_.dur_state = TraceEvent::Num::kBad;
+        } else if (k == "ph") {
+          event_.flags |= TraceEvent::kBadPhase;
+        } else if (k == "name") {
+          event_.flags |= TraceEvent::kNameNotString;
+          event_.has_name = true;
+          event_.name = object ? "{...}" : "[...]";
+        } else if (k == "id2" && object) {
+          next = kArgs;  // {"global": ..} / {"local": ..}: read as the id below
+          id2_ = true;
+        }
+        break;
+      case kArgs:
+        if (!object && (k == "Process Group Ranks" || k == "pg ranks")) next = kRanks;
+        break;
+      case kDevProps:
+        if (object) {
+          info_->devices.emplace_back();
+          next = kDevProp;
+        }
+        break;
+      default:
+        break;
+    }
+    stack_.push_back({next, ""});
+    if (next == kRanks) event_.pg_ranks = "[";
+    return true;
+  }
+
+  bool Close() {
+    Role role = stack_.back().role;
+    stack_.pop_back();
+    if (role == kArgs && id2_) id2_ = false;
+    if (role == kRanks) event_.pg_ranks += "]";
+    if (role == kEvent || (skip_event_ && stack_.back().role == kEvents)) {
+      skip_event_ = false;
+      on_event_(event_);
+      ++events_;
+      Progress();
+    } else if (role == kEvents) {
+      events_open_ = false;
+    }
+    if (stack_.size() == 1) root_done_ = true;
+    return true;
+  }
+
+  bool Scalar(const Value& v) {
+    Frame& top = stack_.back();
+    const std::string& k = top.key;
+    switch (top.role) {
+      case kRoot:
+        if (root_done_) return true;
+        fatal_ = "the top level is a single value, not an object with \"traceEvents\" or an array of events";
+        return false;
+      case kTop:
+        if (k == "traceEvents") {
+          fatal_ = "\"traceEvents\" is not an array of events";
+          return false;
+        }
+        if (k == "baseTimeNanoseconds" && AsInt(v, &info_->base_time_ns)) info_->has_base_time = true;
+        if (k == "displayTimeUnit" && v.kind == Value::kString) info_->display_time_unit = std::string(v.text);
+        return true;
+      case kEvents:
+        // A number or string where an event should be.
+        event_.Clear();
+        event_.index = events_;
+        event_.offset = in_.consumed();
+        event_.flags |= TraceEvent::kNotObject;
+        on_event_(event_);
+        ++events_;
+        return true;
+      case kEvent:
+        EventField(k, v);
+        return true;
+      case kArgs:
+        if (id2_) {
+          if (k == "global" || k == "local") {
+            event_.id = absl::StrCat(k, ":", Text(v));
+            event_.has_id = true;
+          }
+        } else {
+          ArgField(k, v);
+        }
+        return true;
+      case kRanks: {
+        int64_t r;
+        if (AsInt(v, &r)) absl::StrAppend(&event_.pg_ranks, event_.pg_ranks.size() > 1 ? ", " : "", r);
+        return true;
+      }
+      case kDist:
+        if (k == "rank" && AsInt(v, &info_->rank)) info_->has_rank = true;
+        if (k == "world_size" && AsInt(v, &info_->world_size)) info_->has_world_size = true;
+        if (k == "backend" && v.kind == Value::kString) info_->backend = std::string(v.text);
+        return true;
+      case kDevProp: {
+        DeviceProperty& d = info_->devices.back();
+        if (k == "id") AsInt(v, &d.id);
+        if (k == "name" && v.kind == Value::kString) d.name = std::string(v.text);
+        if (k == "totalGlobalMem") AsInt(v, &d.total_memory);
+        return true;
+      }
+      default:
+        return true;
+    }
+  }
+
+  void EventField(const std::string& k, const Value& v) {
+    TraceEvent& e = event_;
+    if (k.empty()) return;
+    switch (k[0]) {
+      case 'p':
+        if (k == "ph") {
+          if (v.kind == Value::kString) e.ph = std::string(v.text);
+          else e.flags |= TraceEvent::kBadPhase;
+        } else if (k == "pid") {
+          SetId(v, &e.pid, &e);
+        }
+        return;
+      case 'n':
+        if (k == "name") {
+          e.has_name = true;
+          if (v.kind == Value::kString) {
+            e.name = std::string(v.text);
+          } else {
+            e.name = Text(v);
+            e.flags |= TraceEvent::kNameNotString;
+          }
+        }
+        return;
+      case 'c':
+        if (k == "cat") {
+          if (v.kind == Value::kString) e.cat = std::string(v.text);
+          else e.flags |= TraceEvent::kCatNotString;
+        }
+        return;
+      case 't':
+        if (k == "ts") e.ts_state = Micros(v, &e.ts_ns);
+        else if (k == "tid") SetId(v, &e.tid, &e);
+        return;
+      case 'd':
+        if (k == "dur") e.dur_state = Micros(v, &e.dur_ns);
+        return;
+      case 'i':
+        if (k == "id" && v.kind != Value::kNull && v.kind != Value::kBool) {
+          e.id = Text(v);
+          e.has_id = true;
+        }
+        return;
+      case 'b':
+        if (k == "bp" && v.kind == Value::kString) e.bp = std::string(v.text);
+        else if (k == "bind_id" && (v.kind == Value::kString || v.kind == Value::kInt)) e.bind_id = Text(v);
+        return;
+      case 's':
+        if (k == "s" && v.kind == Value::kString) e.scope = std::string(v.text);
+        return;
+      case 'f':
+        if (k == "flow_in" && v.kind == Value::kBool) e.flow_in = v.b;
+        else if (k == "flow_out" && v.kind == Value::kBool) e.flow_out = v.b;
+        return;
+      default:
+        return;
+    }
+  }
+
+  void ArgField(const std::string& k, const Value& v) {
+    TraceEvent& e = event_;
+    // Numeric args are kept for counters and instants only ("ph" usually comes
+    // first; when it comes later they are kept in case).
+    double d;
+    const bool keep = e.ph.empty() || e.ph == "C" || e.ph == "i" || e.ph == "I";
+    if (keep && AsDouble(v, &d) && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
+    int64_t i;
+    if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
+    else if (k == "device") { if (AsInt(v, &i)) e.device = i; }
+    else if (k == "stream") { if (AsInt(v, &i)) e.stream = i; }
+    else if (k == "Seq" || k == "seq") { if (AsInt(v, &i)) e.seq = i; }
+    else if (k == "In msg nelems" || k == "in_msg_nelems") { if (AsInt(v, &i)) e.in_nelems = i; }
+    else if (k == "Out msg nelems" || k == "out_msg_nelems") { if (AsInt(v, &i)) e.out_nelems = i; }
+    else if (k == "bytes") { if (AsInt(v, &i)) e.bytes = i; }
+    else if (k == "sort_index") { if (AsInt(v, &i)) e.sort_index = i; }
+    else if (k == "Process Group Name" || k == "pg_name") { if (v.kind != Value::kNull) e.pg_name = Text(v); }
+    else if (k == "Process Group Ranks" || k == "pg ranks") { if (v.kind == Value::kString) e.pg_ranks = std::string(v.text); }
+    else if (k == "Collective name" || k == "collective_name") { if (v.kind == Value::kString) e.collective_name = std::string(v.text); }
+    else if (k == "dtype") { if (v.kind == Value::kString) e.dtype = std::string(v.text); }
+    else if (k == "name") { e.arg_name = Text(v); }
+    else if (k == "labels") { if (v.kind == Value::kString) e.labels = std::string(v.text); }
+  }
+
+  const TraceInput& in_;
+  TraceFileInfo* info_;
+  const std::function<void(TraceEvent&)>& on_event_;
+  const std::function<void(uint64_t, uint64_t)>& on_progress_;
+  std::vector<Frame> stack_;
+  TraceEvent event_;
+  std::string text_;
+  std::string fatal_, error_;
+  size_t error_position_ = 0;
+  int64_t events_ = 0;
+  uint64_t next_progress_ = 0;
+  bool root_done_ = false, events_open_ = false, saw_events_ = false, array_form_ = false;
+  bool skip_event_ = false, id2_ = false;
+};
+
+// What a file that is not a trace at all starts with, to say so plainly.
+std::string Sniff(const std::string& head) {
+  auto starts = [&](std::string_view magic) { return head.compare(0, magic.size(), magic) == 0; };
+  if (starts(std::string_view("SQLite format 3\0", 16)))
+    return "is an SQLite database (a shardscope database?), not a trace; give the trace files first and the "
+           "database with --db";
+  if (starts("\x28\xb5\x2f\xfd")) return "is zstd-compressed; decompress it (zstd -d) or recompress it with gzip";
+  if (starts("\xfd" "7zXZ")) return "is xz-compressed; decompress it (xz -d) or recompress it with gzip";
+  if (starts("BZh")) return "is bzip2-compressed; decompress it (bunzip2) or recompress it with gzip";
+  if (starts("PK\x03\x04")) return "is a zip archive; unzip it first";
+  return "";
+}
+
+}  // namespace
+
+absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileInfo* info,
+                                             const std::function<void(TraceEvent&)>& on_event,
+                                             const std::function<void(uint64_t, uint64_t)>& on_progress) {
+  struct stat sb;
+  if (::stat(path.c_str(), &sb) != 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    return absl::PermissionDeniedError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    const char* what = S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO (named pipe)"
+                       : S_ISSOCK(sb.st_mode) ? "a socket" : "a device";
+    return absl::InvalidArgumentError(absl::StrCat(path, " is ", what, ", not a trace file"));
+  }
+  if (sb.st_size == 0) return absl::InvalidArgumentError(absl::StrCat(path, " is empty (0 bytes), not a trace"));
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  std::string head(16, '\0');
+  ssize_t got = ::pread(fd, head.data(), head.size(), 0);
+  head.resize(got > 0 ? static_cast<size_t>(got) : 0);
+  if (std::string why = Sniff(head); !why.empty()) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " ", why));
+  }
+
+  TraceInput in;
+  if (absl::Status st = in.Open(path, head, fd, static_cast<uint64_t>(sb.st_size)); !st.ok()) return st;
+  ParseOutcome out;
+  out.gzip = in.gzip();
+  out.file_bytes = static_cast<uint64_t>(sb.st_size);
+  Handler h(in, info, on_event, on_progress);
+  std::istream stream(&in);
+  bool ok = nlohmann::json::sax_parse(stream, &h, nlohmann::json::input_format_t::json, /*strict=*/true);
+  out.events = h.events();
+  out.json_bytes = in.consumed();
+  if (!in.io_error().empty())
+    return absl::DataLossError(absl::StrCat("reading ", path, " failed after ", in.file_read(), " bytes: ", in.io_error()));
+  auto where = [&](size_t pos) {
+    return absl::StrCat("at byte ", pos, out.gzip ? " of the uncompressed JSON" : "",
+                        h.in_events() ? absl::StrCat(" (in event #", h.events(), " of traceEvents)") : "");
+  };
+  if (!ok) {
+    if (!h.fatal().empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is not a Chrome trace: ", h.fatal()));
+    // Ended early: the input stopped (a truncated or damaged gzip, or JSON cut
+    // off) where the parser wanted more. Keep what was read.
+    const bool eof = in.at_end() && h.error_position() >= in.consumed();
+    if (h.root_done()) {
+      out.trailing_data = true;  // a complete value, then something else
+    } else if (eof && h.saw_events()) {
+      if (in.damaged()) {
+        out.truncated = true;
+        out.truncation_stat = in.damage_stat();
+        out.truncation = in.damage();
+      } else if (h.array_form() && h.between_events()) {
+        out.array_unterminated = true;  // the format allows leaving out the final ']'
+      } else {
+        out.truncated = true;
+        out.truncation_stat = "truncated_json";
+        out.truncation = absl::StrCat("the JSON ends early, ", where(h.error_position()));
+      }
+    } else if (eof && in.damaged()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.damage(), ", before any trace event"));
+    } else if (!h.started()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, " is not JSON", out.gzip ? " (after gunzip)" : "", ": ",
+                                                     h.error(), "; expected a Chrome trace (JSON, optionally gzipped)"));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON ", where(h.error_position()), ": ", h.error()));
+    }
+  } else if (in.damaged()) {
+    // The JSON was whole but the gzip trailer was not: nothing lost.
+    out.gzip_trailing_garbage = true;
+  }
+  if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
+  if (!h.saw_events())
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a Chrome trace: it has no \"traceEvents\" array",
+                                                   out.truncated ? " (the file ends early)" : ""));
+  return out;
+}
+
+}  // namespace shardscope::store::internal

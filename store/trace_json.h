@@ -1,0 +1,112 @@
+// Streaming reader of Chrome trace event JSON (internal to store/, used by
+// trace_import.cc): a file, gzipped or not, is inflated in fixed-size pieces
+// and fed to nlohmann's SAX parser, which hands over one event of
+// `traceEvents` at a time. No document is ever built, so memory does not grow
+// with the file. Both forms are read: the object form ({"traceEvents": [...],
+// "distributedInfo": {...}, ...}) and the bare array form ([{...}, ...]).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardscope::store::internal {
+
+// A pid or tid: Chrome traces use numbers ("pid": 4242) or strings
+// ("pid": "CPU functions", "tid": "PyTorch Profiler").
+struct JsonId {
+  bool present = false;
+  bool is_string = false;
+  int64_t num = 0;
+  std::string str;
+};
+
+// One element of traceEvents, with the fields and args the importer reads.
+// Fields of a wrong JSON type are flagged (TraceEvent::kBad*), never thrown.
+struct TraceEvent {
+  enum Flags : uint32_t {
+    kNotObject = 1u << 0,       // the element is not an object
+    kBadPhase = 1u << 1,        // "ph" is not a string
+    kNameNotString = 1u << 2,   // "name" is a number or a literal (kept as its text)
+    kBadPidTid = 1u << 3,       // "pid"/"tid" is an object, array, literal or fraction
+    kArgsNotObject = 1u << 4,   // "args" is not an object (ignored)
+    kCatNotString = 1u << 5,    // "cat" is not a string (ignored)
+  };
+  enum class Num : uint8_t { kAbsent, kOk, kBad };
+
+  int64_t index = 0;        // position in traceEvents, from 0
+  uint64_t offset = 0;      // byte offset of the event in the (uncompressed) JSON text
+  uint32_t flags = 0;
+  std::string ph, name, cat;
+  bool has_name = false;
+  JsonId pid, tid;
+  Num ts_state = Num::kAbsent, dur_state = Num::kAbsent;
+  int64_t ts_ns = 0, dur_ns = 0;  // microseconds in the file, nanoseconds here
+  std::string id;                 // flow id ("id", "id2.global/local"), as text
+  bool has_id = false;
+  std::string bp, scope;          // flow binding point; instant scope ("s")
+  std::string bind_id;            // flow v2: "bind_id" with "flow_in"/"flow_out"
+  bool flow_in = false, flow_out = false;
+
+  // args
+  int64_t correlation = -1, device = -1, stream = -1, seq = -1;
+  int64_t in_nelems = -1, out_nelems = -1, bytes = -1, sort_index = -1;
+  std::string pg_name, pg_ranks, collective_name, dtype, arg_name, labels;
+  std::vector<std::pair<std::string, double>> numbers;  // every numeric arg (counters, [memory])
+
+  void Clear();
+};
+
+struct DeviceProperty {
+  int64_t id = -1;
+  std::string name;
+  int64_t total_memory = 0;
+};
+
+// The top-level keys beside traceEvents (object form only).
+struct TraceFileInfo {
+  bool object_form = false;
+  bool has_rank = false, has_world_size = false, has_base_time = false;
+  int64_t rank = -1, world_size = -1;
+  std::string backend;
+  int64_t base_time_ns = 0;  // Kineto's baseTimeNanoseconds: ts are relative to it
+  std::string display_time_unit;
+  std::vector<DeviceProperty> devices;
+};
+
+struct ParseOutcome {
+  bool gzip = false;
+  int64_t events = 0;              // elements of traceEvents delivered
+  uint64_t file_bytes = 0;         // the file's size on disk
+  uint64_t json_bytes = 0;         // uncompressed bytes read
+  // Set when the input stopped early (a truncated gzip member, damaged
+  // compressed data, JSON cut off); what was read before is kept.
+  bool truncated = false;
+  std::string truncation;          // what stopped it, where
+  std::string truncation_stat;     // truncated_gzip | gzip_corrupt | truncated_json
+  bool array_unterminated = false; // array form without its final ']' (allowed by the format)
+  bool trailing_data = false;      // bytes after the top-level value (ignored)
+  bool gzip_trailing_garbage = false;
+};
+
+// Reads the trace at `path`, calling `on_event` for each event in file order
+// and `on_progress` with the file's bytes read and the JSON bytes parsed so
+// far (every 256 KiB of file).
+// Errors (InvalidArgument/NotFound/PermissionDenied) name the file and, for
+// bad JSON, the byte offset and the event index; a file that ends early is
+// not an error (ParseOutcome::truncated) once at least the start of
+// traceEvents was read.
+absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileInfo* info,
+                                             const std::function<void(TraceEvent&)>& on_event,
+                                             const std::function<void(uint64_t, uint64_t)>& on_progress = nullptr);
+
+// Microseconds as JSON number text ("123", "-4.5", "1.25e3") to integer
+// nanoseconds, exactly for plain decimals; false when it is not a number or
+// is out of range (beyond about +-100 years).
+bool MicrosTextToNs(std::string_view text, int64_t* ns);
+
+}  // namespace shardscope::store::internal

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Records the real PyTorch profiler traces that tests/e2e/import_test.cc imports.
+
+Run with Debian's PyTorch (apt-get install python3-torch), from this folder:
+    /usr/bin/python3 record_traces.py
+It writes, gzipped and small:
+  cpu_mlp.json.gz               a 3-layer MLP trained for a few steps on CPU under
+                                torch.profiler with a schedule, so ProfilerStep#N
+                                annotations mark the steps;
+  gloo_rank0.json.gz,           a two-process torch.distributed job (backend gloo,
+  gloo_rank1.json.gz            world size 2) doing all_reduce and broadcast under
+                                torch.profiler, one trace per rank.
+With --cuda it records the CUDA trace instead (cuda_mlp_nccl.json.gz: the same MLP on
+a GPU, its gradients all-reduced in a one-rank NCCL group), when torch sees a GPU. The
+committed one was recorded on an NVIDIA H200 with PyTorch 2.11 (CUDA 13).
+"""
+import argparse
+import gzip
+import json
+import os
+import shutil
+import socket
+import sys
+import tempfile
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.profiler import ProfilerActivity, profile, schedule
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def gzip_trace(src, dst):
+    # Re-serialised compactly (same events, no indentation) so the files stay small.
+    with open(src) as f:
+        trace = json.load(f)
+    with gzip.open(dst, "wt", compresslevel=9) as f:
+        json.dump(trace, f, separators=(",", ":"))
+    os.remove(src)
+
+
+def mlp(device):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(32, 64), torch.nn.ReLU(),
+        torch.nn.Linear(64, 64), torch.nn.ReLU(),
+        torch.nn.Linear(64, 10)).to(device)
+
+
+def train_steps(model, device, prof, steps):
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32, device=device)
+    y = torch.randint(0, 10, (16,), device=device)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        prof.step()
+
+
+def record_cpu(out_dir):
+    model = mlp("cpu")
+    tmp = os.path.join(out_dir, "cpu_mlp.json")
+    # wait 1, warmup 1, then 3 active steps: ProfilerStep#2..#4 are recorded.
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=1, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+        train_steps(model, "cpu", prof, 5)
+    gzip_trace(tmp, os.path.join(out_dir, "cpu_mlp.json.gz"))
+
+
+def record_cuda(out_dir):
+    # One-rank NCCL group: real nccl:/c10d ops and distributedInfo, on one GPU.
+    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+    model = mlp("cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(16, 32, device="cuda")
+    y = torch.randint(0, 10, (16,), device="cuda")
+    tmp = os.path.join(out_dir, "cuda_mlp_nccl.json")
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                 schedule=schedule(wait=1, warmup=1, active=3),
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+        for _ in range(5):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)
+            opt.step()
+            prof.step()
+        torch.cuda.synchronize()
+    dist.destroy_process_group()
+    gzip_trace(tmp, os.path.join(out_dir, "cuda_mlp_nccl.json.gz"))
+
+
+def gloo_worker(rank, world, port, out_dir):
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    t = torch.full((1024,), float(rank))
+    tmp = os.path.join(out_dir, f"gloo_rank{rank}.json")
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=0, warmup=1, active=3, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+        for step in range(4):
+            dist.all_reduce(t)
+            dist.broadcast(t, src=0)
+            t = t / world + rank
+            if step == 2:
+                dist.barrier()
+            prof.step()
+    dist.destroy_process_group()
+    gzip_trace(tmp, os.path.join(out_dir, f"gloo_rank{rank}.json.gz"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=HERE)
+    ap.add_argument("--cuda", action="store_true", help="record the CUDA trace only")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_num_threads(1)
+    if args.cuda:
+        if not torch.cuda.is_available():
+            sys.exit("no CUDA device visible to torch")
+        record_cuda(args.out)
+        return
+    record_cpu(args.out)
+    mp.spawn(gloo_worker, args=(2, free_port(), args.out), nprocs=2, join=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,766 @@
+// `shardscope import`: PyTorch profiler traces recorded on this machine
+// (tests/data/import/record_traces.py: a CPU MLP under torch.profiler, a
+// two-process gloo job), hand-written GPU-shaped Kineto files (launches and
+// kernels on two streams, memcpy/memset, NCCL collectives on two ranks with a
+// known clock offset) and malformed inputs, imported through the CLI and
+// checked in the database; a 200 MB generated trace imports in bounded memory.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "store/trace_import.h"
+#include "store/trace_json.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+const std::string kData = std::string(SHARDSCOPE_TEST_SOURCE_DIR) + "/tests/data/import/";
+const std::string kCli = SHARDSCOPE_CLI_BINARY;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+std::string Gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string out;
+  if (!f) return out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, n);
+  gzclose(f);
+  return out;
+}
+
+std::string Temp(const std::string& name) { return absl::StrCat(::testing::TempDir(), "/import_", getpid(), "_", name); }
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  std::string path = Temp(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+e2e::Output Import(const std::string& files, const std::string& db) {
+  return e2e::Shell(absl::StrCat(kCli, " import ", files, " --db ", db));
+}
+
+// The import_stats rows of a run: name -> (count, severity).
+std::map<std::string, std::pair<int64_t, std::string>> Stats(const std::string& db, int64_t run = 1) {
+  std::map<std::string, std::pair<int64_t, std::string>> out;
+  auto q = e2e::Q(db, absl::StrCat("SELECT name, count, severity FROM import_stats WHERE run_id = ", run));
+  for (size_t i = 0; i < q.rows.size(); ++i) out[q.Text(i, "name")] = {q.Int(i, "count"), q.Text(i, "severity")};
+  return out;
+}
+
+int64_t Scalar(const std::string& db, const std::string& sql) { return e2e::Q(db, sql).Int(0, "v", -999); }
+
+// A file of `text`, imported: the exit code and output.
+e2e::Output ImportText(const std::string& name, const std::string& text, const std::string& db) {
+  return Import(WriteTemp(name, text), db);
+}
+
+// Every slice with a parent lies inside it, on its track, one level deeper.
+void ExpectProperNesting(const std::string& db) {
+  auto bad = e2e::Q(db,
+                    "SELECT COUNT(*) AS v FROM slices c JOIN slices p ON p.run_id = c.run_id AND p.slice_id = c.parent_id"
+                    " WHERE p.track_id <> c.track_id OR c.start_ns < p.start_ns OR c.start_ns + c.dur_ns > p.start_ns"
+                    " + p.dur_ns OR c.depth <> p.depth + 1");
+  EXPECT_EQ(bad.Int(0, "v"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices WHERE (parent_id IS NULL) <> (depth = 0)"), 0);
+  // Siblings never overlap.
+  EXPECT_EQ(Scalar(db,
+                   "SELECT COUNT(*) AS v FROM slices a JOIN slices b ON a.run_id = b.run_id AND a.track_id = b.track_id"
+                   " AND a.depth = b.depth AND coalesce(a.parent_id, -1) = coalesce(b.parent_id, -1)"
+                   " AND a.slice_id < b.slice_id WHERE a.start_ns < b.start_ns + b.dur_ns AND b.start_ns < a.start_ns"
+                   " + a.dur_ns AND a.dur_ns > 0 AND b.dur_ns > 0"),
+            0);
+}
+
+TEST(ImportUnit, MicrosecondTextToExactNanoseconds) {
+  int64_t ns = 0;
+  ASSERT_TRUE(store::internal::MicrosTextToNs("140.125", &ns));
+  EXPECT_EQ(ns, 140125);
+  ASSERT_TRUE(store::internal::MicrosTextToNs("5573226873937.293", &ns));
+  EXPECT_EQ(ns, 5573226873937293);  // beyond a double's exact nanoseconds
+  ASSERT_TRUE(store::internal::MicrosTextToNs("-2.0005", &ns));
+  EXPECT_EQ(ns, -2001);
+  ASSERT_TRUE(store::internal::MicrosTextToNs("1.5e3", &ns));
+  EXPECT_EQ(ns, 1500000);
+  ASSERT_TRUE(store::internal::MicrosTextToNs("7", &ns));
+  EXPECT_EQ(ns, 7000);
+  EXPECT_FALSE(store::internal::MicrosTextToNs("abc", &ns));
+  EXPECT_FALSE(store::internal::MicrosTextToNs("", &ns));
+  EXPECT_FALSE(store::internal::MicrosTextToNs("1e400", &ns));
+  EXPECT_FALSE(store::internal::MicrosTextToNs("99999999999999999999", &ns));
+}
+
+TEST(ImportE2e, RealCpuTraceHasStepsNestingAndNoUnusableEvents) {
+  const std::string db = e2e::TempDb("import_cpu");
+  e2e::Output o = Import(kData + "cpu_mlp.json.gz", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "imported 1 file into run 1")) << o.text;
+  // The recorded trace: PyTorch 1.13's profiler, array form, complete events.
+  nlohmann::json events = nlohmann::json::parse(Gunzip(kData + "cpu_mlp.json.gz"));
+  ASSERT_TRUE(events.is_array());
+  int64_t x = 0;
+  std::set<int> steps;
+  for (const auto& e : events) {
+    if (e["ph"] == "X") ++x;
+    std::string name = e["name"];
+    if (absl::StartsWith(name, "ProfilerStep#")) steps.insert(std::stoi(name.substr(13)));
+  }
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), x);
+  auto stored_steps = e2e::Q(db, "SELECT step FROM steps WHERE run_id = 1 ORDER BY step");
+  ASSERT_EQ(stored_steps.rows.size(), 3u);
+  EXPECT_EQ(stored_steps.Int(0, "step"), *steps.begin());
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM steps WHERE loss IS NOT NULL"), 0);
+  ExpectProperNesting(db);
+  // Ops sit inside their step: every aten::linear has a step and a parent.
+  EXPECT_GT(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name = 'aten::linear'"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name = 'aten::linear' AND (step IS NULL OR depth < 1)"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events e JOIN slices p ON p.slice_id = e.parent_id AND p.run_id ="
+                       " e.run_id WHERE e.name = 'aten::addmm' AND p.step <> e.step"),
+            0);
+  // Deepest nesting goes several levels (step > linear > addmm > ...).
+  EXPECT_GE(Scalar(db, "SELECT MAX(depth) AS v FROM slices"), 3);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM tracks WHERE clock <> 'host'"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices WHERE kind <> 'host'"), 0);
+  // Zero unusable events; nothing lost.
+  for (const auto& [name, cs] : Stats(db)) EXPECT_EQ(cs.second, "info") << name;
+  EXPECT_TRUE(absl::StrContains(o.text, "unusable 0 (0.00%)")) << o.text;
+  auto file = e2e::Q(db, "SELECT * FROM trace_imports WHERE run_id = 1");
+  ASSERT_EQ(file.rows.size(), 1u);
+  EXPECT_EQ(file.Int(0, "rank"), 0);
+  EXPECT_EQ(file.Int(0, "world_size"), 1);
+  EXPECT_EQ(file.Int(0, "clock_offset_ns", -1), 0);
+  EXPECT_EQ(file.Int(0, "events"), static_cast<int64_t>(events.size()));
+  EXPECT_EQ(file.Int(0, "first_ts_ns"), 0);
+  EXPECT_EQ(e2e::Q(db, "SELECT status FROM runs WHERE run_id = 1").Text(0, "status"), "finished");
+}
+
+TEST(ImportE2e, GlooPairMatchesCollectivesAcrossRanksWithOffsets) {
+  const std::string db = e2e::TempDb("import_gloo");
+  e2e::Output o = Import(absl::StrCat(kData, "gloo_rank0.json.gz ", kData, "gloo_rank1.json.gz"), db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM hosts WHERE run_id = 1"), 2);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT host_id) AS v FROM tracks WHERE run_id = 1"), 2);
+  // Each gloo collective of rank 0 is linked to the same one of rank 1 by one flow.
+  auto gloo = e2e::Q(db,
+                     "SELECT flow_id, COUNT(*) AS n, COUNT(DISTINCT host_id) AS hosts, MIN(name) AS a, MAX(name) AS b"
+                     " FROM events WHERE name LIKE 'gloo:%' GROUP BY flow_id");
+  ASSERT_GE(gloo.rows.size(), 5u);
+  for (size_t i = 0; i < gloo.rows.size(); ++i) {
+    EXPECT_TRUE(gloo.rows[i][gloo.Col("flow_id")].has_value());
+    EXPECT_EQ(gloo.Int(i, "n"), 2);
+    EXPECT_EQ(gloo.Int(i, "hosts"), 2);
+    EXPECT_EQ(gloo.Text(i, "a"), gloo.Text(i, "b"));
+  }
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name LIKE 'gloo:%' AND kind <> 'collective'"), 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name LIKE 'c10d::%' AND (kind <> 'collective' OR"
+                       " flow_id IS NULL)"),
+            0);
+  auto stats = Stats(db);
+  EXPECT_EQ(stats.count("collective_unmatched"), 0u);
+  EXPECT_EQ(stats.count("clock_offset_unknown"), 0u);
+  // Offsets stored: the reference rank 0, and rank 1's estimate.
+  auto files = e2e::Q(db, "SELECT rank, clock_offset_ns, host_id, world_size FROM trace_imports ORDER BY rank");
+  ASSERT_EQ(files.rows.size(), 2u);
+  EXPECT_EQ(files.Int(0, "clock_offset_ns", -1), 0);
+  ASSERT_TRUE(files.rows[1][files.Col("clock_offset_ns")].has_value());
+  EXPECT_EQ(files.Int(1, "host_id"), 1);
+  EXPECT_EQ(files.Int(1, "world_size"), 2);
+  // Lined up: when the offset is consistent, every matched gloo collective overlaps on both ranks.
+  if (!stats.count("clock_offset_inconsistent")) {
+    EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events a JOIN events b ON a.flow_id = b.flow_id AND a.host_id = 0"
+                         " AND b.host_id = 1 WHERE a.name LIKE 'gloo:%' AND (a.start_ns > b.start_ns + b.dur_ns OR"
+                         " b.start_ns > a.start_ns + a.dur_ns)"),
+              0);
+  }
+  EXPECT_TRUE(absl::StrContains(o.text, "rank 1 of 2")) << o.text;
+}
+
+TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
+  const std::string db = e2e::TempDb("import_gpu");
+  e2e::Output o = Import(absl::StrCat(kData, "gpu_rank1.json ", kData, "gpu_rank0.json"), db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  // One GPU per rank, with its memory from deviceProperties; lanes per stream on the device clock.
+  auto devices = e2e::Q(db, "SELECT device_id, host_id, hbm_bytes FROM devices ORDER BY device_id");
+  ASSERT_EQ(devices.rows.size(), 2u);
+  EXPECT_EQ(devices.Int(0, "host_id"), 0);
+  EXPECT_EQ(devices.Int(1, "host_id"), 1);
+  EXPECT_EQ(devices.Int(0, "hbm_bytes"), 85045870592);
+  auto lanes = e2e::Q(db,
+                      "SELECT host_id, device_id, thread_name FROM tracks WHERE clock = 'device' AND device_id IS NOT"
+                      " NULL ORDER BY host_id, thread_name");
+  ASSERT_EQ(lanes.rows.size(), 4u);
+  EXPECT_EQ(lanes.Text(0, "thread_name"), "stream 20");
+  EXPECT_EQ(lanes.Text(1, "thread_name"), "stream 7");
+  EXPECT_EQ(lanes.Int(2, "device_id"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM tracks WHERE clock = 'device' AND device_id IS NULL"), 2);
+  // Launch -> kernel: one flow per pair; microseconds with fractions kept to the nanosecond.
+  auto gemm = e2e::Q(db, "SELECT start_ns, dur_ns, flow_id, step, kind FROM events WHERE name LIKE 'sm90_xmma_gemm%'"
+                         " AND host_id = 0");
+  ASSERT_EQ(gemm.rows.size(), 1u);
+  EXPECT_EQ(gemm.Int(0, "start_ns"), 140125 - 90000);
+  EXPECT_EQ(gemm.Int(0, "dur_ns"), 50500);
+  EXPECT_EQ(gemm.Text(0, "kind"), "compute");
+  EXPECT_EQ(gemm.Int(0, "step"), 5);
+  auto launch = e2e::Q(db, absl::StrCat("SELECT name, clock, kind FROM events WHERE flow_id = ", gemm.Int(0, "flow_id"),
+                                        " AND slice_id <> (SELECT slice_id FROM events WHERE name LIKE",
+                                        " 'sm90_xmma_gemm%' AND host_id = 0)"));
+  ASSERT_EQ(launch.rows.size(), 1u);
+  EXPECT_EQ(launch.Text(0, "name"), "cudaLaunchKernel");
+  EXPECT_EQ(launch.Text(0, "clock"), "host");
+  // Copies and sets are transfers with their bytes, linked to their API call
+  // (the memset has no ac2g flow event: the correlation id alone links it).
+  auto copies = e2e::Q(db, "SELECT e.name, e.kind, e.bytes, (SELECT COUNT(*) FROM events l WHERE l.flow_id = e.flow_id"
+                           " AND l.clock = 'host' AND l.name LIKE 'cudaMem%') AS launches FROM events e WHERE e.name"
+                           " LIKE 'Mem%' AND e.host_id = 0 ORDER BY e.name");
+  ASSERT_EQ(copies.rows.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(copies.Text(i, "kind"), "transfer");
+    EXPECT_EQ(copies.Int(i, "launches"), 1) << copies.Text(i, "name");
+  }
+  EXPECT_EQ(copies.Int(0, "bytes"), 4096);
+  EXPECT_EQ(copies.Int(1, "bytes"), 1024);
+  // NCCL: each collective is one flow over both ranks' kernels, launches and nccl: ops.
+  for (const char* kernel : {"ncclDevKernel_AllReduce%", "ncclKernel_Broadcast%"}) {
+    auto k = e2e::Q(db, absl::StrCat("SELECT flow_id, kind, host_id, start_ns + dur_ns AS end_ns FROM events WHERE"
+                                     " name LIKE '", kernel, "' ORDER BY host_id"));
+    ASSERT_EQ(k.rows.size(), 2u) << kernel;
+    EXPECT_EQ(k.Text(0, "kind"), "collective");
+    EXPECT_EQ(k.Int(0, "flow_id"), k.Int(1, "flow_id")) << kernel;
+    EXPECT_EQ(k.Int(0, "end_ns"), k.Int(1, "end_ns")) << kernel;  // the offset lines up their ends
+    auto members = e2e::Q(db, absl::StrCat("SELECT host_id, name, clock FROM events WHERE flow_id = ",
+                                           k.Int(0, "flow_id"), " ORDER BY host_id, clock DESC, name"));
+    ASSERT_EQ(members.rows.size(), 6u) << kernel;
+    EXPECT_EQ(members.Text(0, "name"), "cudaLaunchKernel");
+    EXPECT_TRUE(absl::StartsWith(members.Text(1, "name"), "nccl:")) << members.Text(1, "name");
+    EXPECT_EQ(members.Text(1, "clock"), "host");
+  }
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name LIKE 'nccl:%' AND kind = 'collective'"), 4);
+  // Bytes from the message size and dtype (1M floats).
+  EXPECT_EQ(Scalar(db, "SELECT MIN(bytes) AS v FROM events WHERE name = 'nccl:all_reduce'"), 4 << 20);
+  // Rank 1's clock is 37.5 us behind rank 0's; times start at the earliest event.
+  auto files = e2e::Q(db, "SELECT rank, clock_offset_ns FROM trace_imports ORDER BY rank");
+  ASSERT_EQ(files.rows.size(), 2u);
+  EXPECT_EQ(files.Int(0, "clock_offset_ns", -1), 0);
+  EXPECT_EQ(files.Int(1, "clock_offset_ns", -1), 37500);
+  EXPECT_EQ(Scalar(db, "SELECT started_at_ns AS v FROM runs"), 1700000000000000000 + 90000);
+  EXPECT_EQ(Scalar(db, "SELECT MIN(start_ns) AS v FROM slices"), 0);
+  // Kineto's allocator events become a counter on the GPU.
+  auto mem = e2e::Q(db, "SELECT device_id, value FROM counters WHERE name = 'GPU memory allocated (bytes)'");
+  ASSERT_EQ(mem.rows.size(), 1u);
+  EXPECT_EQ(mem.Int(0, "device_id"), 0);
+  EXPECT_EQ(mem.Real(0, "value"), 8388608);
+  // A global instant has no lane; displayTimeUnit is noted. Nothing lost.
+  auto stats = Stats(db);
+  EXPECT_EQ(stats["instant_not_thread_scoped"].first, 1);
+  EXPECT_EQ(stats["display_time_unit_ignored"].first, 2);
+  for (const auto& [name, cs] : stats) EXPECT_EQ(cs.second, "info") << name;
+  ExpectProperNesting(db);
+  EXPECT_EQ(e2e::Q(db, "SELECT clock_kinds FROM runs").Text(0, "clock_kinds"), "host,device");
+}
+
+TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
+  // Recorded on an NVIDIA H200 with PyTorch 2.11 (record_traces.py --cuda, with
+  // a one-rank NCCL process group): Kineto's own format, ac2g and fwdbwd flows.
+  const std::string db = e2e::TempDb("import_cuda");
+  e2e::Output o = Import(kData + "cuda_mlp_nccl.json.gz", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "unusable 0 (0.00%)")) << o.text;
+  for (const auto& [name, cs] : Stats(db)) EXPECT_EQ(cs.second, "info") << name;
+  const int64_t kernels = Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL");
+  EXPECT_GT(kernels, 50);
+  // Each kernel shares its flow with exactly one launch on a host thread, and takes its step.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events k WHERE k.clock = 'device' AND k.device_id IS NOT NULL AND"
+                       " k.step IS NOT NULL AND (SELECT COUNT(*) FROM events l WHERE l.flow_id = k.flow_id AND"
+                       " l.clock = 'host' AND l.name LIKE 'cuda%Launch%') = 1"),
+            kernels);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL AND kind <>"
+                       " 'compute'"),
+            0);
+  // Forward ops linked to their backward ops on the autograd thread (fwdbwd flows).
+  EXPECT_GE(Scalar(db, "SELECT COUNT(*) AS v FROM (SELECT flow_id FROM events WHERE clock = 'host' AND flow_id IS NOT"
+                       " NULL GROUP BY flow_id HAVING COUNT(DISTINCT track_id) = 2 AND COUNT(*) = 2)"),
+            20);
+  // One flow per all_reduce: its c10d op, record_param_comms and nccl: op.
+  auto coll = e2e::Q(db, "SELECT flow_id, COUNT(*) AS n, GROUP_CONCAT(name, '|') AS names FROM events WHERE kind ="
+                         " 'collective' GROUP BY flow_id");
+  ASSERT_EQ(coll.rows.size(), 18u);
+  for (size_t i = 0; i < coll.rows.size(); ++i) {
+    EXPECT_EQ(coll.Int(i, "n"), 3) << coll.Text(i, "names");
+    EXPECT_TRUE(absl::StrContains(coll.Text(i, "names"), "nccl:all_reduce")) << coll.Text(i, "names");
+  }
+  // Kineto's absolute time: baseTimeNanoseconds plus the first event.
+  EXPECT_GT(Scalar(db, "SELECT started_at_ns AS v FROM runs"), 1790857026000000000);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM steps"), 3);
+  ExpectProperNesting(db);
+}
+
+// A Kineto file of one rank of two: per collective, an nccl:all_reduce op
+// (its process group and, when >= 0, its sequence number), the launch inside
+// it and the NCCL kernel on the group's stream (20 for group "0", 21 for "1").
+struct Collective {
+  std::string group;
+  int seq;
+  int ts;
+};
+std::string RankFile(int rank, const std::vector<Collective>& cs) {
+  std::string ev;
+  int corr = 1;
+  for (const Collective& c : cs) {
+    const int stream = c.group == "0" ? 20 : 21;
+    absl::StrAppend(&ev, ev.empty() ? "" : ",\n",
+                    absl::StrFormat(R"({"ph": "X", "cat": "cpu_op", "name": "nccl:all_reduce", "pid": 9, "tid": 9,)"
+                                    R"( "ts": %d, "dur": 20, "args": {"Process Group Name": "%s", "Process Group Ranks":)"
+                                    R"( "[0, 1]"%s}},)",
+                                    c.ts, c.group, c.seq >= 0 ? absl::StrCat(", \"Seq\": ", c.seq) : ""),
+                    absl::StrFormat(R"({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9,)"
+                                    R"( "ts": %d, "dur": 5, "args": {"correlation": %d}},)",
+                                    c.ts + 5, corr),
+                    absl::StrFormat(R"({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL",)"
+                                    R"( "pid": 0, "tid": %d, "ts": %d, "dur": 50, "args": {"device": 0, "stream": %d,)"
+                                    R"( "correlation": %d}})",
+                                    stream, c.ts + 30, stream, corr));
+    ++corr;
+  }
+  return absl::StrCat(R"({"distributedInfo": {"rank": )", rank, R"(, "world_size": 2}, "traceEvents": [)", ev, "]}");
+}
+
+TEST(ImportE2e, CollectivesMatchPerProcessGroupAndBySequenceNumber) {
+  // Two groups whose collectives the ranks issue in opposite orders: kernels
+  // (which carry no group) take their launch's op's group, so each is matched
+  // within its own group, not by one order over all kernels.
+  {
+    const std::string db = e2e::TempDb("import_groups");
+    const std::string r0 = WriteTemp("groups0.json", RankFile(0, {{"0", -1, 100}, {"1", -1, 200}}));
+    const std::string r1 = WriteTemp("groups1.json", RankFile(1, {{"1", -1, 100}, {"0", -1, 200}}));
+    e2e::Output o = Import(absl::StrCat(r0, " ", r1), db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    auto flows = e2e::Q(db, "SELECT e.flow_id, COUNT(*) AS n, COUNT(DISTINCT e.host_id) AS hosts,"
+                            " COUNT(DISTINCT t.thread_name) AS streams FROM events e JOIN tracks t ON t.run_id ="
+                            " e.run_id AND t.track_id = e.track_id WHERE e.clock = 'device' GROUP BY e.flow_id");
+    ASSERT_EQ(flows.rows.size(), 2u) << o.text;
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_EQ(flows.Int(i, "n"), 2);
+      EXPECT_EQ(flows.Int(i, "hosts"), 2);
+      EXPECT_EQ(flows.Int(i, "streams"), 1);  // one group's stream on both ranks
+    }
+    EXPECT_EQ(Stats(db).count("collective_unmatched"), 0u) << o.text;
+  }
+  // Rank 1's window starts one collective later: by order, its first would
+  // pair with rank 0's first; by sequence number it pairs with rank 0's second.
+  {
+    const std::string db = e2e::TempDb("import_seq");
+    const std::string r0 = WriteTemp("seq0.json", RankFile(0, {{"0", 7, 100}, {"0", 8, 200}}));
+    const std::string r1 = WriteTemp("seq1.json", RankFile(1, {{"0", 8, 100}}));
+    e2e::Output o = Import(absl::StrCat(r0, " ", r1), db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    // Rank 1's kernel shares its flow with rank 0's second kernel (the one launched at 205 us).
+    auto pair = e2e::Q(db, "SELECT b.host_id, b.start_ns FROM events a JOIN events b ON b.flow_id = a.flow_id AND"
+                           " b.host_id = 0 WHERE a.host_id = 1 AND a.clock = 'device' AND b.clock = 'device'");
+    ASSERT_EQ(pair.rows.size(), 1u) << o.text;
+    auto second = e2e::Q(db, "SELECT MAX(start_ns) AS v FROM events WHERE host_id = 0 AND clock = 'device'");
+    EXPECT_EQ(pair.Int(0, "start_ns"), second.Int(0, "v"));
+    EXPECT_EQ(Stats(db)["collective_unmatched"].first, 2);  // rank 0's seq 7: its op and its kernel
+  }
+}
+
+TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
+  const std::string db = e2e::TempDb("import_one_rank");
+  e2e::Output o = Import(kData + "gpu_rank1.json", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Scalar(db, "SELECT host_id AS v FROM hosts"), 1);  // the rank distributedInfo gives
+  auto stats = Stats(db);
+  ASSERT_TRUE(stats.count("collective_unmatched")) << o.text;
+  EXPECT_EQ(stats["collective_unmatched"].first, 4);  // two nccl: ops, two NCCL kernels
+  EXPECT_EQ(stats["collective_unmatched"].second, "info");
+  // Launch links stay.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT flow_id) AS v FROM events WHERE clock = 'device' AND flow_id IS NOT NULL"),
+            6);
+  EXPECT_TRUE(absl::StrContains(o.text, "collective_unmatched")) << o.text;
+}
+
+TEST(ImportE2e, ReportsOnAnImportedRunWorkOrSayTheyNeedIr) {
+  const std::string db = e2e::TempDb("import_reports");
+  ASSERT_EQ(Import(absl::StrCat(kData, "gpu_rank0.json ", kData, "gpu_rank1.json"), db).code, 0);
+  e2e::Output runs = e2e::Shell(absl::StrCat(kCli, " runs ", db));
+  ASSERT_EQ(runs.code, 0) << runs.text;
+  EXPECT_TRUE(absl::StrContains(runs.text, "imported  finished")) << runs.text;
+  for (const char* format : {"text", "md", "json"}) {
+    e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db, " --format ", format));
+    ASSERT_EQ(report.code, 0) << report.text;
+    EXPECT_TRUE(absl::StrContains(report.text, format == std::string("json") ? "\"imported\": true" : "imported trace"))
+        << report.text;
+    EXPECT_FALSE(absl::StrContains(report.text, " h (host)")) << report.text;  // no duration from 2023 to today
+  }
+  e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_TRUE(absl::StrContains(report.text, "chip 1 (host 1)")) << report.text;  // per-GPU time, device clock
+  // The commands that need IR say so in one line, and succeed.
+  for (const char* cmd : {"recompiles", "sharding", "metrics", "sharding --why dot_general.1",
+                          "recompiles --format json", "metrics --format json"}) {
+    e2e::Output o = e2e::Shell(absl::StrCat(kCli, " ", cmd, " ", db));
+    EXPECT_EQ(o.code, 0) << cmd << ": " << o.text;
+    EXPECT_EQ(std::count(o.text.begin(), o.text.end(), '\n'), 1) << cmd << ": " << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "no IR")) << cmd << ": " << o.text;
+    if (absl::StrContains(cmd, "json")) {
+      EXPECT_TRUE(nlohmann::json::accept(o.text)) << o.text;
+    }
+  }
+  // The timeline goes back out to Perfetto: every slice once, the flows kept.
+  const std::string out = Temp("export.json");
+  e2e::Output ex = e2e::Shell(absl::StrCat(kCli, " export ", db, " --chrome ", out));
+  ASSERT_EQ(ex.code, 0) << ex.text;
+  nlohmann::json j = nlohmann::json::parse(ReadAll(out));
+  int64_t x = 0;
+  std::set<int64_t> flows;
+  for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "X") ++x;
+    if (e["ph"] == "s" || e["ph"] == "f" || e["ph"] == "t") flows.insert(e["id"].get<int64_t>());
+  }
+  EXPECT_EQ(x, Scalar(db, "SELECT COUNT(*) AS v FROM slices"));
+  EXPECT_EQ(static_cast<int64_t>(flows.size()), Scalar(db, "SELECT COUNT(DISTINCT flow_id) AS v FROM slices"));
+  // A second import appends a run to the same file.
+  ASSERT_EQ(Import(kData + "cpu_mlp.json.gz", db).code, 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM runs WHERE imported = 1"), 2);
+}
+
+TEST(ImportE2e, FlowEventsLinkTheSlicesTheyBindTo) {
+  // No correlation ids: an ac2g flow alone links a launch and its kernel;
+  // fwdbwd-style flows bind to the slice open at their time (bp "e" at the
+  // end too), an "f" without bp to the next slice on its thread; v2 flows by bind_id.
+  const std::string text = R"([
+    {"ph": "X", "cat": "cuda_runtime", "name": "launch", "pid": 1, "tid": 1, "ts": 10, "dur": 5},
+    {"ph": "X", "cat": "kernel", "name": "kernel", "pid": 0, "tid": 7, "ts": 20, "dur": 5},
+    {"ph": "s", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 1, "tid": 1, "ts": 10},
+    {"ph": "f", "cat": "ac2g", "name": "ac2g", "id": 42, "pid": 0, "tid": 7, "ts": 20, "bp": "e"},
+    {"ph": "X", "name": "fwd", "pid": 1, "tid": 1, "ts": 30, "dur": 5},
+    {"ph": "X", "name": "bwd", "pid": 1, "tid": 2, "ts": 50, "dur": 5},
+    {"ph": "s", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 1, "ts": 31},
+    {"ph": "f", "cat": "fwdbwd", "name": "fwdbwd", "id": 1, "pid": 1, "tid": 2, "ts": 50, "bp": "e"},
+    {"ph": "X", "name": "other", "pid": 1, "tid": 4, "ts": 70, "dur": 5},
+    {"ph": "s", "cat": "x", "name": "n", "id": 5, "pid": 1, "tid": 4, "ts": 71},
+    {"ph": "f", "cat": "x", "name": "n", "id": 5, "pid": 1, "tid": 3, "ts": 60},
+    {"ph": "X", "name": "next", "pid": 1, "tid": 3, "ts": 65, "dur": 5},
+    {"ph": "X", "name": "p", "pid": 2, "tid": 1, "ts": 80, "dur": 1, "bind_id": "b", "flow_out": true},
+    {"ph": "X", "name": "q", "pid": 2, "tid": 2, "ts": 90, "dur": 1, "bind_id": "b", "flow_in": true}
+  ])";
+  const std::string db = e2e::TempDb("import_flows");
+  e2e::Output o = ImportText("flows.json", text, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto flows = e2e::Q(db, "SELECT GROUP_CONCAT(name, '+') AS names FROM (SELECT flow_id, name FROM events WHERE flow_id"
+                          " IS NOT NULL ORDER BY flow_id, start_ns) GROUP BY flow_id ORDER BY names");
+  std::vector<std::string> got;
+  for (size_t i = 0; i < flows.rows.size(); ++i) got.push_back(flows.Text(i, "names"));
+  EXPECT_EQ(got, (std::vector<std::string>{"fwd+bwd", "launch+kernel", "next+other", "p+q"})) << o.text;
+  EXPECT_EQ(Stats(db).size(), 0u) << o.text;
+}
+
+TEST(ImportE2e, SpilledChunksGiveTheSameRun) {
+  // The same import with records spilled in chunks of 16 (merged back from
+  // temporary files) and held in memory must store the same slices.
+  const std::string a = e2e::TempDb("import_mem"), b = e2e::TempDb("import_spill");
+  // The CPU trace has no distributedInfo: it takes the lowest free rank, 2.
+  const std::vector<std::string> files = {kData + "gpu_rank0.json", kData + "gpu_rank1.json",
+                                          kData + "cpu_mlp.json.gz"};
+  store::ImportOptions spill;
+  spill.chunk_records = 16;
+  auto ra = store::ImportChromeTraces(files, a);
+  ASSERT_TRUE(ra.ok()) << ra.status();
+  auto rb = store::ImportChromeTraces(files, b, spill);
+  ASSERT_TRUE(rb.ok()) << rb.status();
+  EXPECT_EQ(ra->slices, rb->slices);
+  const std::string sql =
+      "SELECT slice_id, track_id, start_ns, dur_ns, depth, parent_id, name, kind, step, flow_id, bytes FROM events"
+      " ORDER BY slice_id";
+  auto qa = e2e::Q(a, sql), qb = e2e::Q(b, sql);
+  ASSERT_GT(qa.rows.size(), 500u);
+  EXPECT_EQ(qa.rows, qb.rows);
+  EXPECT_EQ(ra->hosts, 3);
+}
+
+TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
+  // Refused outright, naming the file; the database is not created.
+  struct Refused {
+    std::string name, text, says;
+  };
+  const std::vector<Refused> refused = {
+      {"empty.json", "", "is empty"},
+      {"text.json", "this is not a trace\n", "is not JSON"},
+      {"number.json", "42", "not a Chrome trace"},
+      {"noevents.json", "{\"foo\": 1}", "no \"traceEvents\" array"},
+      {"events_number.json", "{\"traceEvents\": 5}", "\"traceEvents\" is not an array"},
+      {"events_object.json", "{\"traceEvents\": {}}", "\"traceEvents\" is an object"},
+      {"bad_middle.json",
+       "{\"traceEvents\": [{\"ph\": \"X\", \"ts\": 1, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"name\": \"a\"}, {\"ph\": X}]}",
+       "(in event #1 of traceEvents)"},
+      {"nothing_usable.json", "[{\"ph\": \"X\", \"ts\": \"soon\", \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
+       "holds no usable trace events"},
+      {"centuries.json",
+       "[{\"ph\": \"X\", \"name\": \"a\", \"ts\": -4000000000000000, \"dur\": 1, \"pid\": 1, \"tid\": 1},"
+       " {\"ph\": \"X\", \"name\": \"b\", \"ts\": 3999999999999999, \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
+       "span more than a century"},
+  };
+  for (const Refused& r : refused) {
+    const std::string db = e2e::TempDb("import_refused");
+    e2e::Output o = ImportText(r.name, r.text, db);
+    EXPECT_EQ(o.code, 1) << r.name << ": " << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, r.name)) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, r.says)) << r.name << ": " << o.text;
+    EXPECT_NE(access(db.c_str(), F_OK), 0) << r.name << ": a failed import made " << db;
+  }
+  {
+    // Bad JSON deep in the file: the byte offset.
+    const std::string db = e2e::TempDb("import_refused");
+    const std::string text = "[{\"ph\":\"X\",\"ts\":1,\"dur\":1,\"pid\":1,\"tid\":1,\"name\":\"a\"},\n{\"ph\":\"X\",]";
+    e2e::Output o = ImportText("bad_middle2.json", text, db);
+    EXPECT_EQ(o.code, 1) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, absl::StrCat("at byte ", text.rfind(']') + 1))) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "event #1")) << o.text;
+  }
+  // A database given as a trace, a directory, a FIFO (never blocks), a missing file.
+  {
+    const std::string db = e2e::TempDb("import_refused");
+    const std::string other = e2e::TempDb("import_other");
+    ASSERT_EQ(Import(kData + "gpu_rank0.json", other).code, 0);
+    e2e::Output o = Import(other, db);
+    EXPECT_EQ(o.code, 1);
+    EXPECT_TRUE(absl::StrContains(o.text, "is an SQLite database")) << o.text;
+    o = Import(::testing::TempDir(), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "is a directory")) << o.text;
+    const std::string fifo = Temp("fifo");
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    o = Import(fifo, db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "FIFO")) << o.text;
+    o = Import(Temp("missing.json"), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "no such file")) << o.text;
+    o = e2e::Shell(absl::StrCat(kCli, " import ", kData, "gpu_rank0.json"));
+    EXPECT_EQ(o.code, 2) << o.text;
+    // Two files that claim the same rank.
+    o = Import(absl::StrCat(kData, "gpu_rank0.json ", kData, "gpu_rank0.json"), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "both say they are rank 0")) << o.text;
+  }
+  // Cut short: what came before is kept, and the loss is counted and said.
+  const std::string gz = ReadAll(kData + "cpu_mlp.json.gz");
+  const std::string json = Gunzip(kData + "cpu_mlp.json.gz");
+  const std::string gpu = ReadAll(kData + "gpu_rank0.json");
+  struct Cut {
+    std::string name, bytes, stat;
+  };
+  const std::vector<Cut> cuts = {
+      {"cut.json.gz", gz.substr(0, gz.size() * 6 / 10), "truncated_gzip"},
+      {"cut_array.json", json.substr(0, json.size() * 6 / 10), "truncated_json"},
+      {"cut_object.json", gpu.substr(0, gpu.size() / 2), "truncated_json"},
+  };
+  for (const Cut& c : cuts) {
+    const std::string db = e2e::TempDb("import_cut");
+    e2e::Output o = ImportText(c.name, c.bytes, db);
+    ASSERT_EQ(o.code, 0) << c.name << ": " << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "cut short")) << o.text;
+    auto stats = Stats(db);
+    ASSERT_TRUE(stats.count(c.stat)) << c.name << ": " << o.text;
+    EXPECT_EQ(stats[c.stat].second, "data_loss");
+    EXPECT_GT(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), 0) << c.name;
+    ExpectProperNesting(db);
+  }
+  // A baseTimeNanoseconds at int64's end is ignored, not overflowed.
+  {
+    const std::string db = e2e::TempDb("import_base");
+    e2e::Output o = ImportText("base.json",
+                               "{\"baseTimeNanoseconds\": 9223372036854775807, \"traceEvents\": [{\"ph\": \"X\","
+                               " \"name\": \"a\", \"ts\": 1, \"dur\": 4000000000000000, \"pid\": 1, \"tid\": 1}]}",
+                               db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["bad_base_time"].first, 1);
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM slices"), 4000000000000000000);
+  }
+  // An array without its final ']' is allowed by the format: nothing lost.
+  {
+    const std::string db = e2e::TempDb("import_unterminated");
+    e2e::Output o = ImportText("open_array.json", json.substr(0, json.rfind(']')), db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["json_array_unterminated"].second, "info");
+  }
+  // Wrong types, negative durations, unknown phases, B/E trouble: each counted
+  // by reason, the good events kept.
+  const std::string odd = R"([
+    {"ph": "X", "name": "good", "ts": 10, "dur": 100, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "child", "ts": 20, "dur": 10, "pid": 1, "tid": 1, "args": [1, 2]},
+    {"ph": "X", "name": 5, "ts": 30, "dur": 5, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "bad ts", "ts": "abc", "dur": 1, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "no dur", "ts": 40, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "text dur", "ts": 40, "dur": true, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "negative", "ts": 50, "dur": -5, "pid": 1, "tid": 1},
+    {"ph": "X", "name": "pid object", "ts": 50, "dur": 5, "pid": {"a": 1}, "tid": 1},
+    {"ph": "Z", "name": "unknown", "ts": 60, "pid": 1, "tid": 1},
+    {"ph": "XX", "name": "unknown too", "ts": 60, "pid": 1, "tid": 1},
+    {"name": "no phase", "ts": 60, "pid": 1, "tid": 1},
+    {"ph": "b", "name": "async", "ts": 60, "id": 1, "pid": 1, "tid": 1},
+    7, [1], "x", null,
+    {"ph": "E", "ts": 70, "pid": 1, "tid": 2},
+    {"ph": "B", "name": "opened", "ts": 80, "pid": 1, "tid": 2},
+    {"ph": "B", "name": "closed", "ts": 90, "pid": 1, "tid": 2},
+    {"ph": "E", "ts": 95, "pid": 1, "tid": 2},
+    {"ph": "X", "name": "overlaps", "ts": 105, "dur": 20, "pid": 1, "tid": 1},
+    {"ph": "s", "name": "lonely", "cat": "c", "id": 9, "ts": 12, "pid": 1, "tid": 1},
+    {"ph": "C", "name": "no numbers", "ts": 12, "pid": 1, "args": {"a": "b"}}
+  ])";
+  const std::string db = e2e::TempDb("import_odd");
+  e2e::Output o = ImportText("odd.json", odd, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto stats = Stats(db);
+  const std::map<std::string, std::pair<int64_t, std::string>> want = {
+      {"args_not_object", {1, "info"}},      {"name_not_string", {1, "info"}},
+      {"bad_timestamp", {1, "data_loss"}},   {"x_event_bad_dur", {2, "data_loss"}},
+      {"x_event_negative_dur", {1, "data_loss"}}, {"bad_pid_tid", {1, "data_loss"}},
+      {"unknown_phase", {2, "data_loss"}},   {"missing_phase", {1, "data_loss"}},
+      {"async_event_unsupported", {1, "data_loss"}}, {"event_not_object", {4, "data_loss"}},
+      {"unmatched_end", {1, "data_loss"}},   {"begin_without_end", {1, "data_loss"}},
+      {"slice_overlaps_parent", {1, "info"}}, {"flow_without_target", {1, "info"}},
+      {"counter_not_numeric", {1, "info"}},   {"unusable_x_events_over_1pct", {1, "error"}},
+  };
+  for (const auto& [name, cs] : want) {
+    ASSERT_TRUE(stats.count(name)) << name << "\n" << o.text;
+    EXPECT_EQ(stats[name], cs) << name;
+  }
+  EXPECT_EQ(stats.size(), want.size()) << o.text;
+  auto kept = e2e::Q(db, "SELECT name, depth, dur_ns FROM events ORDER BY slice_id");
+  std::set<std::string> names;
+  for (size_t i = 0; i < kept.rows.size(); ++i) names.insert(kept.Text(i, "name"));
+  EXPECT_EQ(names, (std::set<std::string>{"good", "child", "5", "opened", "closed", "overlaps"}));
+  // The clipped slice ends with its parent; the unclosed B ends with the file.
+  EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'overlaps'"), 5000);
+  EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'opened'"), 45000);
+  EXPECT_TRUE(absl::StrContains(o.text, "warning: more than 1%")) << o.text;
+  ExpectProperNesting(db);
+}
+
+// Writes a Kineto-shaped trace of about `target` bytes of JSON, gzipped:
+// steps of CPU ops with launches, kernels on two streams with ac2g flows, and
+// an optimizer op with its inputs' shapes.
+int64_t WriteBigTrace(const std::string& path, int64_t target) {
+  gzFile f = gzopen(path.c_str(), "wb1");
+  std::string buf = "{\"schemaVersion\": 1, \"distributedInfo\": {\"rank\": 0, \"world_size\": 1}, \"traceEvents\": [\n";
+  int64_t written = 0, events = 0;
+  double ts = 1000.0;
+  auto us = [](double v) { return absl::StrFormat("%.3f", v); };  // StrCat(double) keeps only 6 digits
+  int step = 0;
+  int64_t corr = 1;
+  auto flush = [&](bool force) {
+    if (buf.size() > (1 << 20) || force) {
+      gzwrite(f, buf.data(), static_cast<unsigned>(buf.size()));
+      written += static_cast<int64_t>(buf.size());
+      buf.clear();
+    }
+  };
+  bool first = true;
+  // The optimizer op's args (record_shapes=True): every input's shape and type.
+  std::string dims, types;
+  for (int p = 0; p < 8000; ++p) {
+    absl::StrAppend(&dims, p ? ", " : "", "[", 256 + p % 7, ", 1024]");
+    absl::StrAppend(&types, p ? ", " : "", "\"float\"");
+  }
+  auto add = [&](const std::string& e) {
+    if (!first) buf += ",\n";
+    first = false;
+    buf += e;
+    ++events;
+  };
+  while (written + static_cast<int64_t>(buf.size()) < target) {
+    const double step_start = ts;
+    add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#", step,
+                     "\", \"pid\": 77, \"tid\": 77, \"ts\": ", us(step_start), ", \"dur\": 2000.5, \"args\": {}}"));
+    for (int op = 0; op < 40; ++op) {
+      const double t = step_start + 1 + op * 49.25;
+      add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::linear\", \"pid\": 77, \"tid\": 77,"
+                       " \"ts\": ", us(t), ", \"dur\": 40.125, \"args\": {\"External id\": ", corr,
+                       ", \"Record function id\": 0, \"Ev Idx\": ", corr, ", \"Sequence number\": ", corr,
+                       ", \"Fwd thread id\": 0, \"Input Dims\": [[64, 784], [1024, 784], [1024]],"
+                       " \"Input type\": [\"float\", \"float\", \"float\"]}}"));
+      add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": 77, \"tid\":"
+                       " 77, \"ts\": ", us(t + 2), ", \"dur\": 6.5, \"args\": {\"cbid\": 211, \"correlation\": ", corr,
+                       ", \"External id\": ", corr, "}}"));
+      add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel<float, 128>(float const*, float*)\","
+                       " \"pid\": 0, \"tid\": ", op % 2 ? 7 : 20, ", \"ts\": ", us(t + 10), ", \"dur\": 20.75, \"args\":"
+                       " {\"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": ", op % 2 ? 7 : 20,
+                       ", \"correlation\": ", corr, ", \"registers per thread\": 128, \"shared memory\": 49152,"
+                       " \"blocks per SM\": 0.969697, \"warps per SM\": 7.757576, \"grid\": [128, 1, 1],"
+                       " \"block\": [256, 1, 1], \"est. achieved occupancy %\": 12}}"));
+      add(absl::StrCat("{\"ph\": \"s\", \"id\": ", corr, ", \"pid\": 77, \"tid\": 77, \"ts\": ", us(t + 2),
+                       ", \"cat\": \"ac2g\", \"name\": \"ac2g\"}"));
+      add(absl::StrCat("{\"ph\": \"f\", \"id\": ", corr, ", \"pid\": 0, \"tid\": ", op % 2 ? 7 : 20, ", \"ts\": ",
+                       us(t + 10), ", \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\"}"));
+      ++corr;
+    }
+    // An optimizer step over 8000 parameters, recorded with shapes.
+    add(absl::StrCat("{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::_foreach_add_\", \"pid\": 77, \"tid\": 77,"
+                     " \"ts\": ", us(step_start + 1980), ", \"dur\": 15.5, \"args\": {\"Input Dims\": [", dims,
+                     "], \"Input type\": [", types, "]}}"));
+    ts += 2100;
+    ++step;
+    flush(false);
+  }
+  buf += "\n], \"baseTimeNanoseconds\": 1700000000000000000}\n";
+  flush(true);
+  gzclose(f);
+  return events;
+}
+
+TEST(ImportE2e, LargeTraceStreamsInBoundedMemory) {
+  const std::string trace = Temp("big.json.gz");
+  const int64_t kJsonBytes = 200 << 20;
+  const int64_t events = WriteBigTrace(trace, kJsonBytes);
+  const std::string db = e2e::TempDb("import_big");
+  auto t0 = std::chrono::steady_clock::now();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, STDOUT_FILENO);
+    execl(SHARDSCOPE_CLI_BINARY, SHARDSCOPE_CLI_BINARY, "import", trace.c_str(), "--db", db.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  struct rusage ru {};
+  ASSERT_EQ(wait4(child, &status, 0, &ru), child);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const int64_t peak = static_cast<int64_t>(ru.ru_maxrss) * 1024;
+  std::printf("[ import ] %.0f MB of JSON (%.1f MB gzipped), %lld events: %.2f s, %.1f MB/s of JSON, peak RSS %.1f MB\n",
+              kJsonBytes / 1e6, static_cast<double>(ReadAll(trace).size()) / 1e6, static_cast<long long>(events), secs,
+              kJsonBytes / 1e6 / secs, peak / 1e6);
+  // Streaming: far below the trace's size (the store's SQLite cache included).
+  EXPECT_LT(peak, kJsonBytes / 4) << "peak RSS " << peak;
+  // Every X event became a slice: a step, 40 x (op, launch, kernel), the optimizer op.
+  ASSERT_EQ(events % 202, 0);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM slices"), events / 202 * 122);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name = 'cudaLaunchKernel' AND (flow_id IS NULL OR depth <> 2)"), 0);
+  std::remove(trace.c_str());
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+}
+
+}  // namespace
+}  // namespace shardscope
