@@ -6,6 +6,7 @@
 // marked), and the window using no CPU while nothing changes.
 #include <stb_image.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -21,9 +22,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "store/reader.h"
+#include "store/writer.h"
 #include "tests/app/fixture.h"
 
 namespace shardscope::app {
@@ -386,6 +390,73 @@ TEST(ShardscopeUi, UsesNoCpuWhileNothingChanges) {
   EXPECT_GT(wall, 2.0) << line;
   // The goal is 1%; the margin covers a loaded CI machine's scheduling noise.
   EXPECT_LT(percent, 3.0) << line;
+}
+
+// --follow: the window follows a run while another process writes it, and
+// reloads as its steps land.
+TEST(Screenshot, FollowReloadsAsStepsLand) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  const std::string db = absl::StrCat(::testing::TempDir(), "/follow_", getpid(), ".db");
+  std::remove(db.c_str());
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto w = store::Writer::Open(db);
+    if (!w.ok()) _exit(3);
+    trace::RunRecord run;
+    run.sample = "follow";
+    if (!(*w)->StartRun(run).ok()) _exit(4);
+    trace::TrackRecord t;
+    t.track_id = 1;
+    t.name = "chip 0";
+    t.clock = trace::Clock::kDevice;
+    t.device_id = 0;
+    (*w)->Record(t);
+    for (int step = 0; step < 40; ++step) {
+      for (int i = 0; i < 50; ++i) {
+        trace::SliceRecord s;
+        s.slice_id = step * 100 + i + 1;
+        s.track_id = 1;
+        s.start_ns = (step * 50 + i) * 100000;
+        s.dur_ns = 90000;
+        s.name = "fusion.1";
+        s.kind = trace::SliceKind::kCompute;
+        s.step = step;
+        (*w)->Record(s);
+      }
+      trace::StepRecord st;
+      st.step = step;
+      st.wall_ns = 1;
+      (*w)->Record(st);
+      (*w)->Flush();
+      usleep(200000);
+    }
+    (*w)->EndRun();
+    _exit(0);
+  }
+  for (int k = 0; k < 100; ++k) {  // the run's first step is in the file
+    usleep(50000);
+    auto r = store::Reader::Open(db);
+    if (!r.ok()) continue;
+    auto q = r->Query("SELECT count(*) AS n FROM steps");
+    if (q.ok() && q->Int(0, "n") > 0) break;
+  }
+  Result r = RunUnderXvfb(absl::StrCat(db, " --follow --exit-after 5"));
+  int status = 0;
+  waitpid(child, &status, 0);
+  int reloads = 0;
+  long long last = -1;
+  bool increasing = true;
+  for (absl::string_view l : absl::StrSplit(r.output, '\n')) {
+    long long steps = 0;
+    if (!absl::ConsumePrefix(&l, "following run 1: ")) continue;
+    ASSERT_TRUE(absl::SimpleAtoi(l.substr(0, l.find(' ')), &steps)) << l;
+    increasing &= steps > last;
+    last = steps;
+    ++reloads;
+  }
+  EXPECT_GE(reloads, 2) << r.output;
+  EXPECT_TRUE(increasing) << r.output;
 }
 
 }  // namespace

@@ -19,16 +19,35 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "store/reader.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/workstation.h"
 
 namespace shardscope::app {
+
+namespace {
+
+// --follow: the newest run and how many steps of it have landed (each step's
+// slices arrive in the same transaction as its row, so a reload never shows
+// half a step). nullopt when the file cannot be read just now.
+std::optional<std::pair<int64_t, int64_t>> FollowState(const std::string& path) {
+  auto r = store::Reader::Open(path);
+  if (!r.ok()) return std::nullopt;
+  auto q = r->Query(
+      "SELECT r.run_id AS run, (SELECT count(*) FROM steps s WHERE s.run_id = r.run_id) AS steps"
+      " FROM runs r ORDER BY r.run_id DESC LIMIT 1");
+  if (!q.ok() || q->rows.empty()) return std::nullopt;
+  return std::pair{q->Int(0, "run"), q->Int(0, "steps")};
+}
+
+}  // namespace
 namespace {
 
 // Frames drawn before a screenshot: ImGui sizes windows and tables from the
@@ -297,13 +316,35 @@ int RunApp(const AppOptions& options) {
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
   };
+  double followed_s = Seconds(started);
+  std::optional<std::pair<int64_t, int64_t>> following;
+  if (options.follow) following = FollowState(options.db_path);
   for (int frame = 0; !glfwWindowShouldClose(window); ++frame) {
     if (capture || options.bench || frames_left > 0) {
       glfwPollEvents();
     } else if (options.exit_after_s > 0) {
-      glfwWaitEventsTimeout(std::max(0.01, options.exit_after_s - Seconds(started)));
+      glfwWaitEventsTimeout(std::max(0.01, options.follow ? std::min(1.0, options.exit_after_s - Seconds(started))
+                                                          : options.exit_after_s - Seconds(started)));
+    } else if (options.follow) {
+      glfwWaitEventsTimeout(1.0);  // the store is looked at once a second
     } else {
       glfwWaitEvents();
+    }
+    if (options.follow && Seconds(started) - followed_s >= 1.0) {
+      followed_s = Seconds(started);
+      if (auto now = FollowState(options.db_path); now && *now != following) {
+        // A newer run, or more steps of this one: the view shows what has landed.
+        auto next = LoadTraceModel(options.db_path, now->first);
+        if (next.ok()) {
+          following = *now;
+          std::printf("following run %lld: %lld steps\n", static_cast<long long>(now->first),
+                      static_cast<long long>(now->second));
+          std::fflush(stdout);
+          workstation->SetModel(std::make_unique<TraceModel>(*std::move(next)));
+          glfwSetWindowTitle(window, workstation->Title().c_str());
+          frames_left = 3;
+        }
+      }
     }
     if (options.exit_after_s > 0 && Seconds(started) >= options.exit_after_s) break;
     if (g_input.exchange(false)) frames_left = std::max(frames_left, 3);

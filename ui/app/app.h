@@ -24,6 +24,9 @@ struct AppOptions {
   // workstation with its lanes collapsed, the whole run, panning), print
   // them, and exit.
   bool bench = false;
+  // Follow the newest run as steps land: the store is polled once a second and
+  // the view reloads when a newer run starts or the run gains steps.
+  bool follow = false;
   // Screenshot mode only: where the pointer is, to capture a tooltip.
   std::optional<std::pair<float, float>> mouse;
 };

@@ -23,6 +23,8 @@ constexpr char kUsage[] =
     "  --view NAME         start on a view: timeline (default), sharding or recompilations\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
+    "  --follow            follow the newest run as its steps land (the store is\n"
+    "                      read once a second; a run being written shows whole steps)\n"
     "  --screenshot FILE   render the window once the view has loaded (the timeline:\n"
     "                      its whole-run level of detail), write it as a PNG, print\n"
     "                      each timeline lane's rectangle, and exit\n"
@@ -52,6 +54,10 @@ int main(int argc, char** argv) {
     if (arg == "--help" || arg == "-h") {
       std::fputs(kUsage, stdout);
       return 0;
+    }
+    if (arg == "--follow") {
+      options.follow = true;
+      continue;
     }
     if (arg == "--bench") {
       options.bench = true;
