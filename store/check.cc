@@ -257,20 +257,12 @@ CheckReport CheckDatabase(const std::string& path) {
   if (chunked) {
     std::vector<TimelineSlice> decoded;
     int64_t damaged = 0;
-    c.Each("SELECT chunk_id, step, graph_id, start_ns, first_slice_id, count, slices FROM slice_chunks",
-           [&](sqlite3_stmt* s) {
-             internal::ChunkHeader h;
-             h.chunk_id = sqlite3_column_int64(s, 0);
-             h.step = sqlite3_column_type(s, 1) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 1);
-             h.graph_id = sqlite3_column_type(s, 2) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 2);
-             h.start_ns = sqlite3_column_int64(s, 3);
-             h.first_slice_id = sqlite3_column_int64(s, 4);
-             h.count = sqlite3_column_int64(s, 5);
-             decoded.clear();
-             if (absl::Status st = internal::DecodeChunk(h, Text(s, 6), &decoded); !st.ok()) {
-               if (++damaged <= 5) r.problems.push_back(std::string(st.message()));
-             }
-           });
+    c.Each(absl::StrCat("SELECT ", internal::kChunkRowColumns, " FROM slice_chunks"), [&](sqlite3_stmt* s) {
+      decoded.clear();
+      if (absl::Status st = internal::DecodeChunkRow(s, &decoded); !st.ok()) {
+        if (++damaged <= 5) r.problems.push_back(std::string(st.message()));
+      }
+    });
     if (damaged > 5) r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged slice_chunks rows"));
   }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include <sqlite3.h>
+
 #include "absl/strings/str_cat.h"
 
 namespace shardscope::store::internal {
@@ -157,6 +159,22 @@ absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vecto
                                             " slices and holds ", held));
   }
   return absl::OkStatus();
+}
+
+absl::Status DecodeChunkRow(sqlite3_stmt* row, std::vector<TimelineSlice>* out) {
+  auto opt = [&](int col) {
+    return sqlite3_column_type(row, col) == SQLITE_NULL ? int64_t{-1} : sqlite3_column_int64(row, col);
+  };
+  ChunkHeader h;
+  h.chunk_id = sqlite3_column_int64(row, 0);
+  h.step = opt(1);
+  h.graph_id = opt(2);
+  h.start_ns = sqlite3_column_int64(row, 3);
+  h.first_slice_id = sqlite3_column_int64(row, 4);
+  h.count = sqlite3_column_int64(row, 5);
+  const unsigned char* text = sqlite3_column_text(row, 6);
+  const int bytes = sqlite3_column_bytes(row, 6);
+  return DecodeChunk(h, text ? std::string_view(reinterpret_cast<const char*>(text), bytes) : "", out);
 }
 
 namespace {

@@ -16,6 +16,8 @@
 #include "absl/status/status.h"
 #include "store/timeline.h"
 
+struct sqlite3_stmt;
+
 namespace shardscope::store::internal {
 
 // A chunk holds at most this many slices, and only slices of one step and one
@@ -70,6 +72,12 @@ struct ChunkHeader {
 // Decodes one chunk, appending its slices to `out`. A malformed text (a
 // damaged file) is DataLoss naming the chunk, never a crash.
 absl::Status DecodeChunk(const ChunkHeader& header, std::string_view text, std::vector<TimelineSlice>* out);
+
+// The columns of a slice_chunks row that DecodeChunkRow reads, in its order.
+inline constexpr char kChunkRowColumns[] = "chunk_id, step, graph_id, start_ns, first_slice_id, count, slices";
+// Decodes the chunk in the current row of `row`, a query that selected
+// kChunkRowColumns first.
+absl::Status DecodeChunkRow(sqlite3_stmt* row, std::vector<TimelineSlice>* out);
 
 // The level-of-detail accumulator of one track: an open bucket per depth and
 // level; a slice that starts in a later bucket closes the open one, which

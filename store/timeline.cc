@@ -68,6 +68,12 @@ absl::Status EachRow(sqlite3* db, Stmt& q, const std::string& path, F&& row) {
   return absl::InternalError(msg);
 }
 
+absl::Status CheckLevel(int level) {
+  if (level >= 0 && level < kNumSummaryLevels) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+}
+
 }  // namespace
 
 absl::StatusOr<bool> TimelineReader::chunked() const {
@@ -119,9 +125,9 @@ absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id
     auto span = MaxChunkSpan(run_id, track_id);
     if (!span.ok()) return span.status();
     if (absl::Status st = q.Prepare(db,
-                                    "SELECT chunk_id, step, graph_id, start_ns, first_slice_id, count, slices"
-                                    " FROM slice_chunks WHERE run_id = ?1 AND track_id = ?2 AND start_ns >= ?3"
-                                    " AND start_ns < ?4 AND end_ns >= ?5 ORDER BY start_ns");
+                                    absl::StrCat("SELECT ", internal::kChunkRowColumns,
+                                                 " FROM slice_chunks WHERE run_id = ?1 AND track_id = ?2 AND start_ns >= ?3"
+                                    " AND start_ns < ?4 AND end_ns >= ?5 ORDER BY start_ns"));
         !st.ok())
       return st;
     q.Int(1, run_id);
@@ -132,16 +138,8 @@ absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id
     std::vector<TimelineSlice> chunk;
     absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) -> absl::Status {
       if (full()) return absl::OkStatus();
-      internal::ChunkHeader h;
-      h.chunk_id = sqlite3_column_int64(s, 0);
-      h.step = ColumnOr(s, 1, -1);
-      h.graph_id = ColumnOr(s, 2, -1);
-      h.start_ns = sqlite3_column_int64(s, 3);
-      h.first_slice_id = sqlite3_column_int64(s, 4);
-      h.count = sqlite3_column_int64(s, 5);
-      const char* text = reinterpret_cast<const char*>(sqlite3_column_text(s, 6));
       chunk.clear();
-      if (absl::Status d = internal::DecodeChunk(h, text ? text : "", &chunk); !d.ok())
+      if (absl::Status d = internal::DecodeChunkRow(s, &chunk); !d.ok())
         return absl::Status(d.code(), absl::StrCat(reader_.path(), ": ", d.message()));
       for (const TimelineSlice& x : chunk) {
         if (x.start_ns >= t1 || x.start_ns + x.dur_ns < t0) continue;
@@ -209,9 +207,7 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::AllSumm
 absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSummaries(int64_t run_id,
                                                                                        int64_t track_id, int level,
                                                                                        int64_t t0, int64_t t1) const {
-  if (level < 0 || level >= kNumSummaryLevels)
-    return absl::InvalidArgumentError(
-        absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+  if (absl::Status st = CheckLevel(level); !st.ok()) return st;
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
   const int shift = internal::SummaryShift(level);
@@ -277,9 +273,7 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
 absl::StatusOr<std::vector<CounterBucket>> TimelineReader::CounterSummaries(int64_t run_id, int device_id,
                                                                             const std::string& name, int level,
                                                                             int64_t t0, int64_t t1) const {
-  if (level < 0 || level >= kNumSummaryLevels)
-    return absl::InvalidArgumentError(
-        absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+  if (absl::Status st = CheckLevel(level); !st.ok()) return st;
   const int shift = internal::SummaryShift(level);
   sqlite3* db = reader_.connection();
   Stmt q;
