@@ -48,15 +48,15 @@ std::string QueryResult::Text(size_t row, const std::string& col, const std::str
   return *rows[row][c];
 }
 
-absl::StatusOr<Reader> Reader::Open(const std::string& path) {
+absl::StatusOr<Reader> Reader::Open(const std::string& path, Threads threads) {
   // stat, never open, what may not be a file: opening a FIFO blocks.
   if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/false); !st.ok()) return st;
   Reader r;
   r.path_ = path;
   // Read-only, and immutable where the file's side files cannot be made
-  // (read-only media, a WAL file copied without its -wal). FULLMUTEX: the
-  // desktop app may query from more than one thread.
-  if (absl::Status st = internal::OpenForReading(path, SQLITE_OPEN_FULLMUTEX, &r.db_); !st.ok()) return st;
+  // (read-only media, a WAL file copied without its -wal).
+  const int mutex = threads == Threads::kAnyThread ? SQLITE_OPEN_FULLMUTEX : SQLITE_OPEN_NOMUTEX;
+  if (absl::Status st = internal::OpenForReading(path, mutex, &r.db_); !st.ok()) return st;
   sqlite3_busy_timeout(r.db_, 5000);
   // Timelines are read in large ranges: map the file rather than copy each
   // page through read(), and keep more of it cached (64 MiB).

@@ -37,7 +37,13 @@ class Reader {
   // the file and the problem: missing file, not a regular file (a FIFO, a
   // device: refused without opening it), not an SQLite file, an SQLite file
   // without shardscope's `meta` table, or one a run left unfinished.
-  static absl::StatusOr<Reader> Open(const std::string& path);
+  //
+  // kAnyThread lets several threads share the connection (SQLite serializes
+  // every call with a mutex); kOneThread is for a reader that one thread owns
+  // (the app's timeline loader, the CLI): without the mutex, reading a
+  // column costs a third less, which is most of a whole-run summary query.
+  enum class Threads { kAnyThread, kOneThread };
+  static absl::StatusOr<Reader> Open(const std::string& path, Threads threads = Threads::kAnyThread);
   // A reader over a connection that stays the caller's to close (the writer's
   // thread reads the rows it has not committed yet this way).
   static Reader OnConnection(sqlite3* db);

@@ -6,6 +6,7 @@
 #include <tuple>
 #include <sqlite3.h>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "store/slice_chunks.h"
 #include "store/sqlite_util.h"
@@ -72,6 +73,36 @@ absl::Status CheckLevel(int level) {
   if (level >= 0 && level < kNumSummaryLevels) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("summary level ", level, " does not exist (levels are 0..", kNumSummaryLevels - 1, ")"));
+}
+
+// Rows arrive in key order (bucket, track, depth), so within one (track,
+// depth) they are already in time order: a stable regroup by (track, depth)
+// puts them in (track, depth, time) order in linear time. A comparison sort of
+// these 140-byte rows cost a fifth of the whole-run query.
+std::vector<TimelineReader::TrackBucket> GroupByTrackAndDepth(std::vector<TimelineReader::TrackBucket> rows) {
+  using Key = std::pair<int64_t, int16_t>;
+  std::vector<std::pair<Key, size_t>> groups;  // (track, depth) -> count, then offset
+  absl::flat_hash_map<Key, size_t> index;
+  std::vector<uint32_t> group_of(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Key k{rows[i].track_id, rows[i].bucket.depth};
+    auto [it, fresh] = index.try_emplace(k, groups.size());
+    if (fresh) groups.push_back({k, 0});
+    ++groups[it->second].second;
+    group_of[i] = static_cast<uint32_t>(it->second);
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a].first < groups[b].first; });
+  std::vector<size_t> next(groups.size());
+  size_t at = 0;
+  for (size_t g : order) {
+    next[g] = at;
+    at += groups[g].second;
+  }
+  std::vector<TimelineReader::TrackBucket> out(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) out[next[group_of[i]]++] = rows[i];
+  return out;
 }
 
 }  // namespace
@@ -239,6 +270,20 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
   q.Int(5, (std::max(t1, t0 + 1) - 1) >> shift);
   if (!*is_chunked) q.Int(6, shift);
   std::vector<TrackBucket> out;
+  {
+    // Room for a bucket per track over the range (more come with depth):
+    // growing a vector of these rows copied them over and over.
+    int64_t tracks = 1;
+    if (track_id < 0) {
+      Stmt n;
+      if (n.Prepare(db, "SELECT count(*) FROM tracks WHERE run_id = ?1").ok()) {
+        n.Int(1, run_id);
+        if (sqlite3_step(n.get()) == SQLITE_ROW) tracks = std::max<int64_t>(1, sqlite3_column_int64(n.get(), 0));
+      }
+    }
+    const int64_t buckets = ((std::max(t1, t0 + 1) - 1) >> shift) - (t0 >> shift) + 1;
+    out.reserve(static_cast<size_t>(std::min<int64_t>(int64_t{1} << 22, std::min<int64_t>(buckets, 1 << 16) * tracks)));
+  }
   absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
     SummaryBucket b;
     b.depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 0), 0, INT16_MAX));
@@ -263,11 +308,7 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
     return absl::OkStatus();
   });
   if (!st.ok()) return st;
-  // By track, depth and time: sorted here, where it is cheaper than SQL's sorter.
-  std::sort(out.begin(), out.end(), [](const TrackBucket& a, const TrackBucket& b) {
-    return std::tie(a.track_id, a.bucket.depth, a.bucket.start_ns) < std::tie(b.track_id, b.bucket.depth, b.bucket.start_ns);
-  });
-  return out;
+  return GroupByTrackAndDepth(std::move(out));
 }
 
 absl::StatusOr<std::vector<CounterBucket>> TimelineReader::CounterSummaries(int64_t run_id, int device_id,

@@ -579,7 +579,7 @@ absl::Status TimelineLoader::LoadFlow(const store::TimelineReader& tl, const Flo
 }
 
 void TimelineLoader::Loop() {
-  auto reader = store::Reader::Open(path_);
+  auto reader = store::Reader::Open(path_, store::Reader::Threads::kOneThread);  // this thread's own
   if (!reader.ok()) {
     SetError(reader.status());
     idle_cv_.notify_all();
