@@ -227,7 +227,8 @@ void Merge(SummaryBucket& into, const SummaryBucket& b) {
 void TrackSummaries::Close(Levels& levels, int level, std::vector<ClosedBucket>* closed) {
   Open& o = levels[level];
   if (o.summary.count == 0) return;
-  closed->push_back({level, o.bucket, o.summary});
+  closed->push_back({level, o.bucket, o.summary, o.bucket > o.highest_closed});
+  o.highest_closed = std::max(o.highest_closed, o.bucket);
   if (level + 1 < kNumSummaryLevels) {
     Open& up = levels[level + 1];
     const int64_t parent = o.bucket >> 2;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,6 +24,9 @@ namespace shardscope::store::internal {
 // A chunk holds at most this many slices, and only slices of one step and one
 // program (graph), so folds and ring trims never need to split one.
 inline constexpr int kChunkSlices = 512;
+// ... and about this much text: four such rows fill a 16 KiB page (one a 4 KiB
+// page). Rows of a step's ~10 KiB took a page each and left a third of it empty.
+inline constexpr size_t kChunkTextBytes = 3840;
 
 // Fields of one encoded slice, in order, and the value a trailing field takes
 // when it is left out (a kernel right after the one before ends after five).
@@ -87,6 +91,10 @@ struct ClosedBucket {
   int level = 0;
   int64_t bucket = 0;      // start_ns >> level's shift
   SummaryBucket summary;
+  // Past every bucket this track closed before at its level and depth: no
+  // row of it can exist yet, so a plain insert will do (most rows; an insert
+  // that finds one anyway falls back to the merge).
+  bool fresh = true;
 };
 
 class TrackSummaries {
@@ -99,6 +107,7 @@ class TrackSummaries {
   struct Open {
     int64_t bucket = 0;
     SummaryBucket summary;
+    int64_t highest_closed = INT64_MIN;  // the last bucket written, for ClosedBucket::fresh
   };
   using Levels = std::array<Open, kNumSummaryLevels>;
   static void Close(Levels& levels, int level, std::vector<ClosedBucket>* closed);

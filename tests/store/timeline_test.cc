@@ -99,7 +99,9 @@ struct Recorded {
 };
 
 // Two device tracks and a host track with nesting, over `steps` steps.
-Recorded RecordRun(const std::string& name, int steps, WriterOptions options = {}) {
+// With `flush_each_step`, every step ends with a Flush: open chunks and
+// summary buckets are written, and the next step's slices merge into them.
+Recorded RecordRun(const std::string& name, int steps, WriterOptions options = {}, bool flush_each_step = false) {
   Recorded out;
   out.path = TempDbPath(name);
   auto w = Writer::Open(out.path, options);
@@ -162,13 +164,13 @@ Recorded RecordRun(const std::string& name, int steps, WriterOptions options = {
     st.step = step;
     st.wall_ns = 1;
     (*w)->Record(st);
+    if (flush_each_step) (*w)->Flush();
   }
   EXPECT_TRUE((*w)->EndRunAndCheck().ok()) << (*w)->status();
   return out;
 }
 
-TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
-  Recorded rec = RecordRun("timeline_read", 4);
+void ExpectWindowsAndSummariesEqualABruteForcePass(Recorded rec) {
   auto r = Reader::Open(rec.path);
   ASSERT_TRUE(r.ok()) << r.status();
   TimelineReader tl(*r);
@@ -267,6 +269,22 @@ TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
   EXPECT_EQ(SummaryLevelFor(0, int64_t{1} << 32, 2000), 0);  // 1024 level-0 buckets
   EXPECT_EQ(SummaryLevelFor(0, 1000000, 2000), -1);
   EXPECT_EQ(SummaryLevelFor(0, int64_t{1} << 34, 2000), 1);  // 4096 level-0 buckets, 1024 at level 1
+  // Chunks stay about a quarter of a 16 KiB page (the text cap, passed by at
+  // most the slice that crossed it), so four share a page.
+  auto sizes = r->Query("SELECT max(length(slices)) AS most, count(*) AS n, sum(count) AS slices FROM slice_chunks");
+  ASSERT_TRUE(sizes.ok()) << sizes.status();
+  EXPECT_LE(sizes->Int(0, "most"), static_cast<int64_t>(internal::kChunkTextBytes) + 120);
+  EXPECT_EQ(sizes->Int(0, "slices"), n);
+}
+
+TEST(Timeline, WindowsAndSummariesEqualABruteForcePass) {
+  ExpectWindowsAndSummariesEqualABruteForcePass(RecordRun("timeline_read", 4));
+}
+
+// Flushed buckets are written open; the slices that come after land in the
+// same buckets and must be merged into those rows, not replace or double them.
+TEST(Timeline, SummariesMergeAcrossFlushes) {
+  ExpectWindowsAndSummariesEqualABruteForcePass(RecordRun("timeline_flushed", 4, {}, /*flush_each_step=*/true));
 }
 
 TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
@@ -284,6 +302,20 @@ TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
   EXPECT_NE(note->Text(0, "capture_note").find("steps up to 3 were dropped"), std::string::npos);
   auto all_steps = r->Query("SELECT count(*) AS n FROM steps");
   EXPECT_EQ(all_steps->Int(0, "n"), 6);  // only the timeline is trimmed
+  // The kept steps keep their level-of-detail buckets at every level; only a
+  // bucket straddling the cut may still count slices of the steps dropped.
+  int64_t kept = 0, straddling = 0;
+  for (const auto& [track, slices] : rec.by_track)
+    for (const auto& s : slices) {
+      kept += s.step >= 4;
+      straddling += s.step == 3;
+    }
+  for (int level = 0; level < 3; ++level) {
+    auto sum = r->Query(absl::StrCat("SELECT sum(count) AS n FROM slice_summaries WHERE level = ", level));
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    EXPECT_GE(sum->Int(0, "n"), kept) << "level " << level;
+    EXPECT_LE(sum->Int(0, "n"), kept + straddling) << "level " << level;
+  }
 }
 
 TEST(Timeline, ACaptureCapStopsTheTimelineAndSaysWhere) {
