@@ -108,10 +108,12 @@ int main(int argc, char** argv) {
   int chips = 64;
   std::string tmpl, keep;
   bool baseline = true;
+  int per_slice_records = 0;  // 1: Writer::Record per slice instead of RecordSlices per program run
   std::string reads_of;  // only the reads, of a file an earlier --keep left
   for (int i = 1; i < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--no-baseline") { baseline = false; --i; continue; }
+    if (a == "--per-slice") { per_slice_records = 1; --i; continue; }
     if (i + 1 >= argc) { std::fprintf(stderr, "%s needs a value\n", a.c_str()); return 2; }
     if (a == "--reads-of") { reads_of = argv[i + 1]; continue; }
     if (a == "--slices") total = std::atoll(argv[i + 1]);
@@ -179,16 +181,26 @@ int main(int argc, char** argv) {
     (*w)->Flush();
     const double t0 = Seconds(), p0 = ProcessCpu(), me0 = ThreadCpu();
     int last_step = 0;
+    std::vector<ss::trace::SliceRecord> program;  // one program run's slices, every chip's
     for (const auto& s : slices) {
       if (s.step != last_step) {  // a step's row, as a run writes it
+        if (per_slice_records == 0) (*w)->RecordSlices(std::move(program));
+        program.clear();
         ss::trace::StepRecord st;
         st.step = last_step;
         st.wall_ns = 1;
         (*w)->Record(st);
         last_step = s.step;
       }
-      (*w)->Record(s);
+      // The Scheduler hands over a program run's slices at once (RecordSlices);
+      // --per-slice records each alone, as an importer or a custom producer may.
+      if (per_slice_records) {
+        (*w)->Record(s);
+      } else {
+        program.push_back(s);
+      }
     }
+    if (!program.empty()) (*w)->RecordSlices(std::move(program));
     (*w)->Flush();  // every slice committed and readable
     const double t1 = Seconds(), p1 = ProcessCpu(), me1 = ThreadCpu();
     writer_s = t1 - t0;

@@ -373,6 +373,18 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
   return absl::OkStatus();
 }
 
+absl::StatusOr<RunHeader> ReadRunHeader(const store::Reader& reader, int64_t run_id) {
+  RunHeader h;
+  if (auto st = Context(Fill(reader, run_id, &h), reader, "the run"); !st.ok()) return st;
+  return h;
+}
+
+absl::StatusOr<CompileStats> ReadCompileStats(const store::Reader& reader, int64_t run_id) {
+  CompileStats c;
+  if (auto st = Context(Fill(reader, absl::StrCat(run_id), &c), reader, "compilations"); !st.ok()) return st;
+  return c;
+}
+
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id) {
   RunReport r;
   std::string run = absl::StrCat(run_id);

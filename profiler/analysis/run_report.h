@@ -180,6 +180,10 @@ struct RunReport {
   KernelStats kernels;
 };
 
+// Parts of the report on their own (the run comparison reads these too).
+absl::StatusOr<RunHeader> ReadRunHeader(const store::Reader& reader, int64_t run_id);
+absl::StatusOr<CompileStats> ReadCompileStats(const store::Reader& reader, int64_t run_id);
+
 // Builds the report for `run_id`; NotFound when the file holds no such run.
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);
 

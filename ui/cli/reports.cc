@@ -20,6 +20,7 @@
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/chrome_export.h"
+#include "ui/cli/diff.h"
 #include "store/reader.h"
 #include "store/run_state.h"
 #include "store/trace_import.h"
@@ -421,7 +422,7 @@ int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query" || command == "export" || command == "runs" || command == "import";
+         command == "query" || command == "export" || command == "runs" || command == "import" || command == "diff";
 }
 
 std::string ReportCommandSummaries() {
@@ -432,7 +433,8 @@ std::string ReportCommandSummaries() {
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
          "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
          "  runs PATH       the runs a file holds, and whether each ended normally\n"
-         "  import FILE...  PyTorch profiler / Chrome traces into a database as one run (--db DB)\n";
+         "  import FILE...  PyTorch profiler / Chrome traces into a database as one run (--db DB)\n"
+         "  diff A [B]      run B against run A: steps, ops, compiles, memory, sharding (--fail-if-slower PCT)\n";
 }
 
 std::string ReportHelp(const std::string& command) {
@@ -444,6 +446,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "export") return kExportHelp;
   if (command == "runs") return kRunsHelp;
   if (command == "import") return kImportHelp;
+  if (command == "diff") return kDiffHelp;
   return "";
 }
 
@@ -460,6 +463,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "export") return Export(args, out, err);
   if (command == "runs") return Runs(args, out, err);
   if (command == "import") return Import(args, out, err);
+  if (command == "diff") return RunDiffCommand(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,

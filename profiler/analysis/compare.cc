@@ -1,0 +1,358 @@
+#include "profiler/analysis/compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "profiler/analysis/format.h"
+
+namespace shardscope::analysis {
+
+namespace {
+
+using store::QueryResult;
+using store::Reader;
+
+double Quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos));
+  const size_t hi = std::min(sorted.size() - 1, lo + 1);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
+}
+
+absl::StatusOr<bool> HasTable(const Reader& rd, const std::string& name) {
+  auto q = rd.Query("SELECT count(*) AS n FROM sqlite_master WHERE name = ?1", {name});
+  if (!q.ok()) return q.status();
+  return q->Int(0, "n") > 0;
+}
+
+// Per-step times of one run on each clock: host from `steps`, device and
+// modeled from each step's span over the chips on that clock.
+absl::Status ReadStepTimes(const Reader& rd, int64_t run, std::map<std::string, std::vector<double>>* out) {
+  const std::string id = absl::StrCat(run);
+  auto host = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {id});
+  if (!host.ok()) return host.status();
+  for (size_t i = 0; i < host->rows.size(); ++i) (*out)["host"].push_back(static_cast<double>(host->Int(i, "wall_ns")));
+  auto bounds = HasTable(rd, "step_bounds");
+  if (!bounds.ok()) return bounds.status();
+  // step_bounds (version 2 on) holds the spans; a version-1 file has them only in its slices.
+  auto spans = rd.Query(*bounds ? "SELECT clock, step, end_ns - start_ns AS ns FROM step_bounds"
+                                  " WHERE run_id = ?1 AND clock IN ('device', 'modeled') ORDER BY clock, step"
+                                : "SELECT t.clock AS clock, s.step AS step, max(s.start_ns + s.dur_ns) - min(s.start_ns)"
+                                  " AS ns FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+                                  " WHERE s.run_id = ?1 AND t.clock IN ('device', 'modeled') AND s.step IS NOT NULL"
+                                  " GROUP BY t.clock, s.step ORDER BY t.clock, s.step",
+                        {id});
+  if (!spans.ok()) return spans.status();
+  for (size_t i = 0; i < spans->rows.size(); ++i)
+    (*out)[spans->Text(i, "clock")].push_back(static_cast<double>(spans->Int(i, "ns")));
+  return absl::OkStatus();
+}
+
+struct OpKey {
+  std::string call_site, name, shape;
+  bool operator<(const OpKey& o) const { return std::tie(call_site, name, shape) < std::tie(o.call_site, o.name, o.shape); }
+};
+struct OpFacts {
+  std::string opcode, source;
+  std::map<int64_t, double> by_step;  // step -> ns (all chips)
+};
+
+// Each op's time per step on `clock`, averaged over the chips on that clock.
+// Ops of compiled programs are keyed by their graph's call site, name and
+// shape (graph and op ids differ between runs); kernels without an `ops` row
+// (an imported trace) by their name.
+absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock, std::map<OpKey, OpFacts>* out,
+                         int64_t* chips) {
+  const std::string id = absl::StrCat(run);
+  auto n = rd.Query("SELECT count(*) AS n FROM tracks WHERE run_id = ?1 AND clock = ?2 AND device_id IS NOT NULL",
+                    {id, clock});
+  if (!n.ok()) return n.status();
+  *chips = n->Int(0, "n");
+  if (*chips == 0) return absl::OkStatus();
+  auto has_ops = HasTable(rd, "ops");
+  if (!has_ops.ok()) return has_ops.status();
+  std::map<std::pair<int64_t, int64_t>, std::pair<OpKey, OpFacts>> ops;  // (graph, op) -> key, facts
+  if (*has_ops) {
+    auto q = rd.Query(
+        "SELECT o.graph_id, o.op_id, o.name, o.opcode, o.shape, o.source_file, o.source_line, g.call_site"
+        " FROM ops o LEFT JOIN graphs g ON g.run_id = o.run_id AND g.graph_id = o.graph_id WHERE o.run_id = ?1",
+        {id});
+    if (!q.ok()) return q.status();
+    for (size_t i = 0; i < q->rows.size(); ++i) {
+      OpFacts f;
+      f.opcode = q->Text(i, "opcode");
+      if (!q->Text(i, "source_file").empty())
+        f.source = absl::StrCat(q->Text(i, "source_file"), ":", q->Int(i, "source_line"));
+      ops[{q->Int(i, "graph_id"), q->Int(i, "op_id")}] = {
+          OpKey{q->Text(i, "call_site"), q->Text(i, "name"), q->Text(i, "shape")}, std::move(f)};
+    }
+  }
+  auto q = rd.Query(
+      "SELECT s.step AS step, coalesce(s.graph_id, -1) AS graph_id, coalesce(s.op_id, -1) AS op_id,"
+      " n.name AS name, sum(s.dur_ns) AS ns FROM slices s"
+      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " LEFT JOIN names n ON n.name_id = s.name_id"
+      " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step IS NOT NULL"
+      " AND s.kind <> 'host_wait'"
+      " GROUP BY s.step, s.graph_id, s.op_id, s.name_id",
+      {id, clock});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    const int64_t step = q->Int(i, "step");
+    const double ns = static_cast<double>(q->Int(i, "ns")) / static_cast<double>(*chips);
+    auto it = ops.find({q->Int(i, "graph_id"), q->Int(i, "op_id")});
+    if (it != ops.end()) {
+      OpFacts& f = (*out)[it->second.first];
+      if (f.opcode.empty()) {
+        f.opcode = it->second.second.opcode;
+        f.source = it->second.second.source;
+      }
+      f.by_step[step] += ns;
+    } else {
+      (*out)[OpKey{"", q->Text(i, "name"), ""}].by_step[step] += ns;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ReadPeak(const Reader& rd, int64_t run) {
+  auto has = HasTable(rd, "memory_plans");
+  if (!has.ok()) return has.status();
+  if (!*has) return 0;
+  auto q = rd.Query("SELECT coalesce(max(peak_bytes), 0) AS p FROM memory_plans WHERE run_id = ?1", {absl::StrCat(run)});
+  if (!q.ok()) return q.status();
+  return q->Int(0, "p");
+}
+
+// Each tensor's sharding as last recorded.
+absl::StatusOr<std::map<std::string, std::string>> ReadShardings(const Reader& rd, int64_t run) {
+  auto q = rd.Query("SELECT name, sharding FROM tensors WHERE run_id = ?1 ORDER BY step, tensor_id", {absl::StrCat(run)});
+  if (!q.ok()) return q.status();
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < q->rows.size(); ++i) out[q->Text(i, "name")] = q->Text(i, "sharding");
+  return out;
+}
+
+std::vector<double> Values(const std::map<int64_t, double>& by_step) {
+  std::vector<double> v;
+  v.reserve(by_step.size());
+  for (const auto& [step, ns] : by_step) v.push_back(ns);
+  return v;
+}
+
+std::string Percent(double r) { return absl::StrFormat("%+.1f%%", 100 * r); }
+
+std::string Verdict(const RunComparison& c) {
+  const StepClockDelta* s = c.StepsOn(c.op_clock);
+  std::string ops = absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " ops slower, ",
+                                 c.counts[static_cast<int>(Change::kFaster)], " faster, ",
+                                 c.counts[static_cast<int>(Change::kAdded)], " added, ",
+                                 c.counts[static_cast<int>(Change::kRemoved)], " removed");
+  if (!s || s->a.n == 0 || s->b.n == 0)
+    return absl::StrCat("no verdict on the ", c.op_clock, " clock: ", !s || s->a.n == 0 ? "A" : "B",
+                        " has no steps on it; ", ops);
+  const double a = s->a.median, b = s->b.median;
+  std::string head;
+  switch (s->delta.change) {
+    case Change::kSlower:
+      head = absl::StrCat("B is slower: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
+      break;
+    case Change::kFaster:
+      head = absl::StrCat("B is faster: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
+      break;
+    default:
+      head = absl::StrCat("no change beyond the noise: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)),
+                          " -> ", FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ", noise ±",
+                          absl::StrFormat("%.1f%%", a > 0 ? 100 * s->delta.threshold / a : 0.0), ")");
+  }
+  std::string top;
+  for (const OpDelta& o : c.ops)
+    if (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded ||
+        o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved) {
+      top = absl::StrCat("; largest: ", o.name, " ", ChangeName(o.delta.change), " (",
+                         o.step_impact_ns >= 0 ? "+" : "-", FormatNs(static_cast<int64_t>(std::abs(o.step_impact_ns))),
+                         " on the average step)");
+      break;
+    }
+  return absl::StrCat(head, "; ", ops, top);
+}
+
+}  // namespace
+
+double Spread::StandardError() const {
+  return n > 0 ? 1.2533 * 1.4826 * mad / std::sqrt(static_cast<double>(n)) : 0;
+}
+
+Spread SpreadOf(std::vector<double> v) {
+  Spread s;
+  s.n = static_cast<int64_t>(v.size());
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.median = Quantile(v, 0.5);
+  s.p10 = Quantile(v, 0.1);
+  s.p90 = Quantile(v, 0.9);
+  std::vector<double> dev;
+  dev.reserve(v.size());
+  for (double x : v) dev.push_back(std::abs(x - s.median));
+  std::sort(dev.begin(), dev.end());
+  s.mad = Quantile(dev, 0.5);
+  return s;
+}
+
+const char* ChangeName(Change c) {
+  switch (c) {
+    case Change::kAdded: return "added";
+    case Change::kRemoved: return "removed";
+    case Change::kFaster: return "faster";
+    case Change::kSlower: return "slower";
+    case Change::kUnchanged: return "unchanged";
+  }
+  return "unchanged";
+}
+
+Delta Classify(const Spread& a, const Spread& b) {
+  Delta d;
+  if (a.n == 0 && b.n == 0) return d;
+  if (a.n == 0) {
+    d.change = Change::kAdded;
+    d.diff = b.median;
+    return d;
+  }
+  if (b.n == 0) {
+    d.change = Change::kRemoved;
+    d.diff = -a.median;
+    return d;
+  }
+  d.diff = b.median - a.median;
+  d.noise_measured = a.n >= kMinSteps && b.n >= kMinSteps;
+  d.threshold = d.noise_measured ? kNoiseSigmas * std::hypot(a.StandardError(), b.StandardError())
+                                 : kFallbackThreshold * a.median;
+  if (std::abs(d.diff) > d.threshold && d.diff != 0) d.change = d.diff > 0 ? Change::kSlower : Change::kFaster;
+  return d;
+}
+
+const StepClockDelta* RunComparison::StepsOn(const std::string& clock) const {
+  for (const StepClockDelta& s : steps)
+    if (s.clock == clock) return &s;
+  return nullptr;
+}
+
+absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const Reader& rb, int64_t run_b,
+                                          const CompareOptions& options) {
+  if (options.clock != "device" && options.clock != "modeled")
+    return absl::InvalidArgumentError(
+        absl::StrCat("the comparison clock is device or modeled, not '", options.clock, "'"));
+  RunComparison c;
+  c.op_clock = options.clock;
+  auto ha = ReadRunHeader(ra, run_a);
+  if (!ha.ok()) return ha.status();
+  auto hb = ReadRunHeader(rb, run_b);
+  if (!hb.ok()) return hb.status();
+  c.a = *std::move(ha);
+  c.b = *std::move(hb);
+  auto context = [](const Reader& rd, const char* what, absl::Status st) {
+    return absl::Status(st.code(), absl::StrCat(rd.path(), ": reading ", what, ": ", st.message()));
+  };
+
+  std::map<std::string, std::vector<double>> sa, sb;
+  if (auto st = ReadStepTimes(ra, run_a, &sa); !st.ok()) return context(ra, "step times", st);
+  if (auto st = ReadStepTimes(rb, run_b, &sb); !st.ok()) return context(rb, "step times", st);
+  for (const char* clock : {"host", "device", "modeled"}) {
+    if (!sa.count(clock) && !sb.count(clock)) continue;
+    StepClockDelta d;
+    d.clock = clock;
+    d.a = SpreadOf(sa[clock]);
+    d.b = SpreadOf(sb[clock]);
+    d.delta = Classify(d.a, d.b);
+    c.steps.push_back(d);
+  }
+
+  auto ca = ReadCompileStats(ra, run_a);
+  if (!ca.ok()) return ca.status();
+  auto cb = ReadCompileStats(rb, run_b);
+  if (!cb.ok()) return cb.status();
+  c.compiles_a = *std::move(ca);
+  c.compiles_b = *std::move(cb);
+  auto pa = ReadPeak(ra, run_a);
+  if (!pa.ok()) return context(ra, "memory plans", pa.status());
+  auto pb = ReadPeak(rb, run_b);
+  if (!pb.ok()) return context(rb, "memory plans", pb.status());
+  c.peak_a = *pa;
+  c.peak_b = *pb;
+
+  std::map<OpKey, OpFacts> oa, ob;
+  int64_t chips_a = 0, chips_b = 0;
+  if (auto st = ReadOpTimes(ra, run_a, c.op_clock, &oa, &chips_a); !st.ok()) return context(ra, "op times", st);
+  if (auto st = ReadOpTimes(rb, run_b, c.op_clock, &ob, &chips_b); !st.ok()) return context(rb, "op times", st);
+  for (const auto& [side, chips] : {std::pair{"A", chips_a}, std::pair{"B", chips_b}})
+    if (chips == 0)
+      c.notes.push_back(absl::StrCat(side, " has no ", c.op_clock, "-clock timeline: its ops cannot be timed",
+                                     c.op_clock == "modeled" ? " (a run records the modeled clock; an import does not)"
+                                                             : ""));
+  std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
+  for (const auto& [k, f] : oa) all[k].first = &f;
+  for (const auto& [k, f] : ob) all[k].second = &f;
+  bool fallback_used = false;
+  for (const auto& [k, pair] : all) {
+    OpDelta d;
+    d.name = k.name;
+    d.shape = k.shape;
+    const OpFacts* f = pair.first ? pair.first : pair.second;
+    d.opcode = f->opcode;
+    d.source = f->source;
+    if (pair.first) d.a = SpreadOf(Values(pair.first->by_step));
+    if (pair.second) d.b = SpreadOf(Values(pair.second->by_step));
+    // A side without a timeline on this clock cannot say an op was added or removed.
+    if ((!pair.first && chips_a == 0) || (!pair.second && chips_b == 0)) continue;
+    d.delta = Classify(d.a, d.b);
+    if (d.a.n > 0 && d.b.n > 0 && !d.delta.noise_measured) fallback_used = true;
+    auto share = [](const Spread& s, size_t steps) {
+      return steps > 0 ? std::min(1.0, static_cast<double>(s.n) / static_cast<double>(steps)) : 1.0;
+    };
+    // Sign as the class: a slower op adds to the step even where it runs less often in B.
+    d.step_impact_ns = d.b.n == 0   ? -d.a.median * share(d.a, sa[c.op_clock].size())
+                       : d.a.n == 0 ? d.b.median * share(d.b, sb[c.op_clock].size())
+                                    : d.delta.diff * share(d.b, sb[c.op_clock].size());
+    ++c.counts[static_cast<int>(d.delta.change)];
+    c.ops.push_back(std::move(d));
+  }
+  std::stable_sort(c.ops.begin(), c.ops.end(), [](const OpDelta& x, const OpDelta& y) {
+    const bool cx = x.delta.change != Change::kUnchanged, cy = y.delta.change != Change::kUnchanged;
+    if (cx != cy) return cx;
+    return std::abs(x.step_impact_ns) > std::abs(y.step_impact_ns);
+  });
+  c.notes.push_back(absl::StrCat(
+      "an op or a step counts as faster or slower when its median per-step time moved by more than ",
+      absl::StrFormat("%.0f", kNoiseSigmas),
+      " standard errors of the difference, measured from each run's own steps (median absolute deviation)"));
+  if (fallback_used)
+    c.notes.push_back(absl::StrCat("some ops ran in fewer than ", kMinSteps,
+                                   " steps on a side: their noise cannot be measured, and a change beyond ",
+                                   absl::StrFormat("%.0f%%", 100 * kFallbackThreshold), " counts instead"));
+  if (c.a.imported || c.b.imported)
+    c.notes.push_back("an imported trace has no compiled ops: its kernels are matched by name");
+
+  auto sha = ReadShardings(ra, run_a);
+  if (!sha.ok()) return context(ra, "tensors", sha.status());
+  auto shb = ReadShardings(rb, run_b);
+  if (!shb.ok()) return context(rb, "tensors", shb.status());
+  for (const auto& [name, s] : *sha) {
+    auto it = shb->find(name);
+    if (it == shb->end()) c.sharding.push_back({name, s, ""});
+    else if (it->second != s) c.sharding.push_back({name, s, it->second});
+  }
+  for (const auto& [name, s] : *shb)
+    if (!sha->count(name)) c.sharding.push_back({name, "", s});
+
+  c.verdict = Verdict(c);
+  return c;
+}
+
+}  // namespace shardscope::analysis

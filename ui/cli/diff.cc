@@ -1,0 +1,153 @@
+// `shardscope diff`: two stored runs compared (profiler/analysis/compare.h),
+// printed, with an optional CI gate on the step time.
+#include "ui/cli/diff.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "profiler/analysis/compare.h"
+#include "store/reader.h"
+
+namespace shardscope::cli {
+
+const char kDiffHelp[] =
+    "usage: shardscope diff A.db [B.db] [--runs A,B] [--clock device|modeled|host]\n"
+    "                      [--format text|md|html|json] [--fail-if-slower PCT]\n"
+    "  Compares run B against run A: step time on each clock (median, p10-p90),\n"
+    "  compilations, memory peak, each op's time per step classed as added, removed,\n"
+    "  faster, slower or unchanged (unchanged: within the noise measured from the\n"
+    "  runs' own steps), sharding changes, and a one-line verdict.\n"
+    "  Two files: the newest run of each (--runs A,B picks run A in the first file\n"
+    "  and run B in the second). One file: --runs A,B is required.\n"
+    "  --clock C           the clock of op times, of the verdict and of the gate:\n"
+    "                      device (default), modeled (deterministic: for CI), or host\n"
+    "                      (the gate only: host steps; ops stay on the device clock)\n"
+    "  --format F          text (default), md, html (one self-contained file) or json\n"
+    "  --fail-if-slower P  exit 3 when B's median step on the clock is more than P\n"
+    "                      percent slower than A's (0 <= P <= 1000)\n"
+    "  Exit: 0 compared, 1 a file or run cannot be read, 2 bad arguments, 3 the gate failed.\n";
+
+namespace {
+
+int Usage(std::ostream& err, const std::string& problem) {
+  err << "error: " << problem << "\n" << kDiffHelp;
+  return 2;
+}
+
+// The newest run of a file, or `wanted` when given.
+std::optional<int64_t> PickRun(const store::Reader& r, std::optional<int64_t> wanted, std::ostream& err) {
+  if (wanted) return wanted;
+  auto latest = r.LatestRunId();
+  if (!latest.ok()) {
+    err << "error: " << latest.status().message() << "\n";
+    return std::nullopt;
+  }
+  return *latest;
+}
+
+}  // namespace
+
+int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  std::vector<std::string> paths;
+  std::string format = "text", clock = "device", runs;
+  std::optional<double> gate;
+  const std::set<std::string> flags = {"--runs", "--clock", "--format", "--fail-if-slower"};
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.rfind("--", 0) != 0 || a.size() < 3) {
+      paths.push_back(a);
+      continue;
+    }
+    std::string name = a, value;
+    if (size_t eq = a.find('='); eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else {
+      if (!flags.count(name)) return Usage(err, absl::StrCat("unknown option '", name, "'"));
+      if (i + 1 >= argv.size()) return Usage(err, absl::StrCat("option ", name, " needs a value"));
+      value = argv[++i];
+    }
+    if (!flags.count(name)) return Usage(err, absl::StrCat("unknown option '", name, "'"));
+    if (name == "--runs") runs = value;
+    if (name == "--clock") clock = value;
+    if (name == "--format") format = value;
+    if (name == "--fail-if-slower") {
+      double pct = 0;
+      if (!absl::SimpleAtod(value, &pct) || !std::isfinite(pct) || pct < 0 || pct > 1000)
+        return Usage(err, absl::StrCat("--fail-if-slower takes a percentage 0..1000, not '", value, "'"));
+      gate = pct;
+    }
+  }
+  if (format != "text" && format != "md" && format != "html" && format != "json")
+    return Usage(err, absl::StrCat("--format is text, md, html or json, not '", format, "'"));
+  if (clock != "device" && clock != "modeled" && clock != "host")
+    return Usage(err, absl::StrCat("--clock is device, modeled or host, not '", clock, "'"));
+  if (paths.empty() || paths.size() > 2) return Usage(err, "diff takes one or two database files");
+  std::optional<int64_t> run_a, run_b;
+  if (!runs.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(runs, ',');
+    int64_t x = 0, y = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &x) || !absl::SimpleAtoi(parts[1], &y) || x < 1 || y < 1)
+      return Usage(err, absl::StrCat("--runs takes two run ids, A,B (e.g. 1,2), not '", runs, "'"));
+    run_a = x;
+    run_b = y;
+  } else if (paths.size() == 1) {
+    return Usage(err, "one file needs --runs A,B: which two of its runs to compare");
+  }
+  auto ra = store::Reader::Open(paths[0], store::Reader::Threads::kOneThread);
+  if (!ra.ok()) {
+    err << "error: " << ra.status().message() << "\n";
+    return 1;
+  }
+  std::optional<store::Reader> rb_own;
+  if (paths.size() == 2) {
+    auto rb = store::Reader::Open(paths[1], store::Reader::Threads::kOneThread);
+    if (!rb.ok()) {
+      err << "error: " << rb.status().message() << "\n";
+      return 1;
+    }
+    rb_own = *std::move(rb);
+  }
+  const store::Reader& rb = rb_own ? *rb_own : *ra;
+  run_a = PickRun(*ra, run_a, err);
+  if (!run_a) return 1;
+  run_b = PickRun(rb, run_b, err);
+  if (!run_b) return 1;
+  analysis::CompareOptions options;
+  options.clock = clock == "modeled" ? "modeled" : "device";
+  auto c = analysis::CompareRuns(*ra, *run_a, rb, *run_b, options);
+  if (!c.ok()) {
+    err << "error: " << c.status().message() << "\n";
+    return 1;
+  }
+  if (format == "json") {
+    nlohmann::json j = analysis::ComparisonToJson(*c);
+    if (gate) j["gate"] = {{"clock", clock}, {"fail_if_slower_pct", *gate}};
+    out << j.dump(2) << "\n";
+  } else if (format == "md") {
+    out << analysis::RenderComparisonMarkdown(*c);
+  } else if (format == "html") {
+    out << analysis::RenderComparisonHtml(*c);
+  } else {
+    out << analysis::RenderComparisonText(*c);
+  }
+  if (!gate) return 0;
+  // The gate: B's median step on `clock` against A's.
+  const analysis::StepClockDelta* s = c->StepsOn(clock);
+  if (!s || s->a.n == 0 || s->b.n == 0) {
+    err << "error: --fail-if-slower: " << (!s || s->a.n == 0 ? "A" : "B") << " has no steps on the " << clock
+        << " clock, so the gate cannot be checked\n";
+    return 1;
+  }
+  const double pct = 100 * s->Relative();
+  err << "gate: B's median " << clock << " step is " << absl::StrFormat("%+.2f%%", pct) << " against A's (limit +"
+      << *gate << "%): " << (pct > *gate ? "FAILED" : "passed") << "\n";
+  return pct > *gate ? 3 : 0;
+}
+
+}  // namespace shardscope::cli
