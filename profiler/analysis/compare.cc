@@ -291,11 +291,20 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   int64_t chips_a = 0, chips_b = 0;
   if (auto st = ReadOpTimes(ra, run_a, c.op_clock, &oa, &chips_a); !st.ok()) return context(ra, "op times", st);
   if (auto st = ReadOpTimes(rb, run_b, c.op_clock, &ob, &chips_b); !st.ok()) return context(rb, "op times", st);
-  for (const auto& [side, chips] : {std::pair{"A", chips_a}, std::pair{"B", chips_b}})
+  // A side with no kernels on the clock (no such timeline, or captured with
+  // --trace off or steps) can time no op, nor say one was added or removed.
+  const bool timed_a = !oa.empty(), timed_b = !ob.empty();
+  for (const auto& [side, timed, chips, h] :
+       {std::tuple{"A", timed_a, chips_a, &c.a}, std::tuple{"B", timed_b, chips_b, &c.b}}) {
+    if (timed) continue;
     if (chips == 0)
       c.notes.push_back(absl::StrCat(side, " has no ", c.op_clock, "-clock timeline: its ops cannot be timed",
                                      c.op_clock == "modeled" ? " (a run records the modeled clock; an import does not)"
                                                              : ""));
+    else
+      c.notes.push_back(absl::StrCat(side, " recorded no kernels on the ", c.op_clock, " clock: its ops cannot be timed",
+                                     h->capture_note.empty() ? "" : absl::StrCat(" (", h->capture_note, ")")));
+  }
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;
@@ -310,7 +319,7 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
     if (pair.first) d.a = SpreadOf(Values(pair.first->by_step));
     if (pair.second) d.b = SpreadOf(Values(pair.second->by_step));
     // A side without a timeline on this clock cannot say an op was added or removed.
-    if ((!pair.first && chips_a == 0) || (!pair.second && chips_b == 0)) continue;
+    if (!timed_a || !timed_b) continue;
     d.delta = Classify(d.a, d.b);
     if (d.a.n > 0 && d.b.n > 0 && !d.delta.noise_measured) fallback_used = true;
     auto share = [](const Spread& s, size_t steps) {

@@ -131,6 +131,19 @@ TEST_F(DiffE2e, BadArgumentsAndMissingRunsSayWhat) {
   EXPECT_EQ(nofile.code, 1);
 }
 
+TEST_F(DiffE2e, ARunWithoutKernelsSaysSoInsteadOfCallingEveryOpNew) {
+  const std::string off = e2e::TempDb("diff_trace_off");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("run mlp --steps 3 --mesh 2x2 --trace off --quiet --db ", off))).code, 0);
+  e2e::Output o = e2e::Shell(CliStdout(absl::StrCat("diff ", off, " ", same_, " --runs 1,1 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  EXPECT_EQ(j["counts"]["added"], 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "no verdict")) << j["verdict"];
+  bool said = false;
+  for (const json& n : j["notes"]) said |= absl::StrContains(n.get<std::string>(), "A recorded no kernels");
+  EXPECT_TRUE(said) << j["notes"].dump();
+}
+
 TEST(DiffE2eSharding, ShardingChangesAreListed) {
   const std::string db = e2e::TempDb("diff_sharding");
   const std::string llama = " run llama --steps 2 --mesh 2x2 --quiet --db " + db;
