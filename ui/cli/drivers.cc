@@ -31,6 +31,7 @@
 #include "record/recording.h"
 #include "samples/samples.h"
 #include "ui/cli/flags.h"
+#include "ui/cli/replay.h"
 
 namespace shardscope::cli {
 namespace {
@@ -523,9 +524,10 @@ int Run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-bool IsDriverCommand(const std::string& command) { return command == "run"; }
+bool IsDriverCommand(const std::string& command) { return command == "run" || command == "replay"; }
 
 std::string DriverHelp(const std::string& command) {
+  if (command == "replay") return kReplayHelp;
   if (command != "run") return "";
   return RunHelpText();
 }
@@ -569,6 +571,7 @@ int RunDriverCommand(const std::string& command, const std::vector<std::string>&
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   mallopt(M_ARENA_MAX, 1);
   if (command == "run") return Run(args);
+  if (command == "replay") return RunReplay(args);
   std::cerr << "error: unknown driver command '" << command << "'\n";
   return 2;
 }

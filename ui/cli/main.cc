@@ -25,6 +25,7 @@ std::string Usage() {
       "commands:\n";
   if (shardscope::cli::IsDriverCommand("run")) {
     s += "  run SAMPLE      run a sample workload and record it (e.g. run mlp --db run.db)\n";
+    s += "  replay PATH     re-execute a stored run on this build and compare it with the stored one\n";
   }
   s += shardscope::cli::ReportCommandSummaries();
   s += "  check PATH      is the file whole? SQLite's integrity check and shardscope's own\n";

@@ -1,0 +1,319 @@
+// `shardscope replay DB [--run N]`: re-executes a stored run's programs on the
+// current build and compares the new run with the stored one (issue 17).
+//
+// Each program is parsed again from graphs.ir_text and compiled anew (so its
+// fingerprint is computed, never copied); the executions run in their stored
+// order, step by step, on the stored mesh and hosts, with synthetic inputs
+// (zeros: the run did not save its values). The new run lands in the same
+// file, its config_json naming the run it replays, with its own compilations,
+// executions and timelines; then the comparison (`shardscope diff`) is printed.
+#include "ui/cli/replay.h"
+
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "compiler/literal.h"
+#include "compiler/parser.h"
+#include "core/context.h"
+#include "nlohmann/json.hpp"
+#include "profiler/analysis/compare.h"
+#include "profiler/trace/recorder.h"
+#include "record/recording.h"
+#include "runtime/client.h"
+#include "store/reader.h"
+
+namespace shardscope::cli {
+
+const char kReplayHelp[] =
+    "usage: shardscope replay DB [--run N] [--quiet]\n"
+    "  Re-executes a stored run on this build: every program is parsed again from\n"
+    "  its stored IR and compiled anew (fingerprints computed again and checked\n"
+    "  against the stored ones), then the run's executions run in their stored\n"
+    "  order on the stored mesh, with synthetic inputs (zeros). The replay is a new\n"
+    "  run in DB (config_json.replay_of names the run it replays); the comparison\n"
+    "  with the stored run is printed (as `shardscope diff DB --runs N,NEW`).\n"
+    "  A run imported from another tool has no IR and cannot be replayed.\n"
+    "  --run N    the run to replay (default: the newest)\n"
+    "  --quiet    print only the comparison\n"
+    "  Exit: 0 replayed, 1 the run cannot be read or replayed (or a program's\n"
+    "  fingerprint or op count differs from the stored one), 2 bad arguments.\n";
+
+namespace {
+
+int Usage(const std::string& problem) {
+  std::cerr << "error: " << problem << "\n" << kReplayHelp;
+  return 2;
+}
+
+int Fail(const std::string& problem) {
+  std::cerr << "error: " << problem << "\n";
+  return 1;
+}
+
+struct StoredGraph {
+  int64_t graph_id = 0;
+  std::string fingerprint, call_site, ir_text;
+  int64_t op_count = 0;
+};
+
+struct StoredExecution {
+  int step = 0;
+  int64_t graph_id = 0;
+};
+
+struct StoredRun {
+  std::string sample, sharding, profile;
+  std::vector<int64_t> mesh;
+  std::vector<std::string> axes;
+  int hosts = 1;
+  bool fusion = true;
+  std::vector<StoredGraph> graphs;
+  std::vector<StoredExecution> executions;
+};
+
+// What the replay needs of run `run`, or why it cannot be replayed.
+absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
+  const std::string id = absl::StrCat(run);
+  auto q = r.Query("SELECT * FROM runs WHERE run_id = ?1", {id});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) return absl::NotFoundError(absl::StrCat(r.path(), " has no run ", run));
+  if (q->Col("imported") >= 0 && q->Int(0, "imported") != 0)
+    return absl::FailedPreconditionError(
+        absl::StrCat("run ", run, " of ", r.path(), " was imported from another tool's trace: it has timelines but no "
+                     "programs (IR) to compile, so it cannot be replayed"));
+  StoredRun s;
+  s.sample = q->Text(0, "sample");
+  s.sharding = q->Text(0, "sharding");
+  s.profile = q->Text(0, "profile", "cpu");
+  s.hosts = static_cast<int>(std::max<int64_t>(1, q->Int(0, "num_hosts")));
+  for (absl::string_view d : absl::StrSplit(q->Text(0, "mesh"), 'x')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(d, &n) || n < 1)
+      return absl::DataLossError(absl::StrCat("run ", run, "'s mesh '", q->Text(0, "mesh"), "' is not RxC"));
+    s.mesh.push_back(n);
+  }
+  for (absl::string_view a : absl::StrSplit(q->Text(0, "mesh_axes"), ',', absl::SkipEmpty())) s.axes.emplace_back(a);
+  if (s.axes.size() != s.mesh.size()) s.axes.clear();  // Recording names them
+  const nlohmann::json config = nlohmann::json::parse(q->Text(0, "config_json", "{}"), nullptr, false);
+  if (config.is_object() && config.contains("fusion") && config["fusion"].is_boolean()) s.fusion = config["fusion"];
+  auto g = r.Query("SELECT graph_id, fingerprint, call_site, ir_text, op_count FROM graphs WHERE run_id = ?1"
+                   " ORDER BY graph_id",
+                   {id});
+  if (!g.ok()) return g.status();
+  for (size_t i = 0; i < g->rows.size(); ++i)
+    s.graphs.push_back({g->Int(i, "graph_id"), g->Text(i, "fingerprint"), g->Text(i, "call_site"),
+                        g->Text(i, "ir_text"), g->Int(i, "op_count")});
+  if (s.graphs.empty())
+    return absl::FailedPreconditionError(absl::StrCat("run ", run, " of ", r.path(), " stored no programs: nothing to replay"));
+  auto e = r.Query("SELECT step, graph_id FROM executions WHERE run_id = ?1 ORDER BY execution_id", {id});
+  if (!e.ok()) return e.status();
+  for (size_t i = 0; i < e->rows.size(); ++i)
+    s.executions.push_back({static_cast<int>(e->Int(i, "step")), e->Int(i, "graph_id")});
+  return s;
+}
+
+struct Replayed {
+  std::shared_ptr<const runtime::Executable> exe;
+  std::vector<runtime::DeviceArray> inputs;  // synthetic, on the devices
+  bool executed = false;
+};
+
+}  // namespace
+
+int RunReplay(const std::vector<std::string>& args) {
+  std::string db;
+  std::optional<int64_t> run;
+  bool quiet = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--quiet") {
+      quiet = true;
+    } else if (args[i] == "--run") {
+      int64_t n = 0;
+      if (i + 1 >= args.size() || !absl::SimpleAtoi(args[i + 1], &n) || n < 1)
+        return Usage("--run takes a run id (1, 2, ...)");
+      run = n;
+      ++i;
+    } else if (args[i].rfind("--", 0) == 0) {
+      return Usage(absl::StrCat("unknown option '", args[i], "'"));
+    } else if (db.empty()) {
+      db = args[i];
+    } else {
+      return Usage("replay takes one database");
+    }
+  }
+  if (db.empty()) return Usage("replay needs the database DB");
+
+  StoredRun stored;
+  {
+    auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
+    if (!r.ok()) return Fail(std::string(r.status().message()));
+    if (!run) {
+      auto latest = r->LatestRunId();
+      if (!latest.ok()) return Fail(std::string(latest.status().message()));
+      run = *latest;
+    }
+    auto s = ReadStoredRun(*r, *run);
+    if (!s.ok()) return Fail(std::string(s.status().message()));
+    stored = *std::move(s);
+  }
+
+  nlohmann::json config = {{"replay_of", *run}, {"inputs", "synthetic (zeros)"}, {"fusion", stored.fusion}};
+  auto rec = Recording::Start({.db = db,
+                               .workload = stored.sample,
+                               .mesh = stored.mesh,
+                               .mesh_axes = stored.axes,
+                               .hosts = stored.hosts,
+                               .profile = stored.profile,
+                               .sharding = stored.sharding,
+                               .config_json = config.dump(),
+                               .fusion = stored.fusion,
+                               .recompile_notices = false});
+  if (!rec.ok()) return Fail(std::string(rec.status().message()));
+  const int64_t new_run = (*rec)->run_id();
+  if (!quiet)
+    std::cout << "shardscope replay — run " << *run << " of " << db << " (" << stored.sample << ", mesh "
+              << stored.mesh[0] << "x" << (stored.mesh.size() > 1 ? stored.mesh[1] : 1) << ", " << stored.graphs.size()
+              << " programs, " << stored.executions.size() << " executions) as run " << new_run << "\n";
+
+  runtime::Client& client = GetClient();
+  std::map<int64_t, Replayed> by_graph;  // stored graph id -> its replay
+  std::vector<std::string> mismatches;
+  absl::Status failed;
+  for (const StoredGraph& g : stored.graphs) {
+    auto module = compiler::ParseModule(g.ir_text);
+    if (!module.ok()) {
+      failed = absl::DataLossError(absl::StrCat("graph ", g.graph_id, " of run ", *run, ": its stored IR does not parse: ",
+                                                module.status().message()));
+      break;
+    }
+    const int64_t t0 = trace::HostNowNs();
+    auto compiled = client.Compile(**module);
+    if (!compiled.ok()) {
+      failed = absl::Status(compiled.status().code(), absl::StrCat("graph ", g.graph_id, " of run ", *run,
+                                                                   " does not compile: ", compiled.status().message()));
+      break;
+    }
+    const runtime::Executable& exe = *compiled->executable;
+    if (exe.fingerprint != g.fingerprint)
+      mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": fingerprint ", exe.fingerprint, ", stored ", g.fingerprint));
+    if (exe.op_count != g.op_count)
+      mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": ", exe.op_count, " ops, stored ", g.op_count));
+    if (trace::enabled()) {
+      if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {
+        trace::GraphRecord gr;
+        gr.graph_id = exe.graph_id;
+        gr.fingerprint = exe.fingerprint;
+        gr.call_site = g.call_site;
+        gr.ir_text = exe.ir_before;
+        gr.ir_text_after = exe.ir_after;
+        gr.op_count = exe.op_count;
+        gr.flops = exe.flops;
+        gr.bytes = exe.bytes;
+        trace::recorder().Record(gr);
+      }
+      trace::CompilationRecord c;
+      c.compile_id = trace::NextId();
+      c.graph_id = exe.graph_id;
+      c.step = stored.executions.empty() ? 0 : stored.executions.front().step;
+      c.cache = runtime::CacheOutcomeName(compiled->cache);
+      c.duration_ns = compiled->duration_ns;
+      c.call_site = g.call_site;
+      c.host_start_ns = t0;
+      if (compiled->cache == runtime::CacheOutcome::kMiss) {
+        c.cause_kind = "first_compile";
+        c.cause_detail = absl::StrCat("replay of run ", *run, ", graph ", g.graph_id);
+      }
+      trace::recorder().Record(c);
+    }
+    Replayed& rp = by_graph[g.graph_id];
+    rp.exe = compiled->executable;
+    const auto& params = (*module)->parameters();
+    for (size_t p = 0; p < exe.param_shapes.size(); ++p) {
+      // Named as the stored program names its inputs, so transfers match the stored run's by name.
+      const std::string name = p < params.size() && !params[p]->name.empty() ? params[p]->name : absl::StrCat("input.", p);
+      auto a = client.TransferToDevices(Literal(exe.param_shapes[p]), exe.param_shardings[p], name);
+      if (!a.ok()) {
+        failed = a.status();
+        break;
+      }
+      rp.inputs.push_back(*std::move(a));
+    }
+    if (!failed.ok()) break;
+  }
+
+  // The executions, in their stored order; a step ends where the next begins.
+  int64_t step_start = trace::HostNowNs();
+  for (size_t i = 0; failed.ok() && i < stored.executions.size(); ++i) {
+    const StoredExecution& e = stored.executions[i];
+    auto it = by_graph.find(e.graph_id);
+    if (it == by_graph.end()) {
+      failed = absl::DataLossError(absl::StrCat("execution ", i, " of run ", *run, " ran graph ", e.graph_id,
+                                                ", which the run did not store"));
+      break;
+    }
+    Replayed& rp = it->second;
+    std::vector<const runtime::DeviceArray*> in;
+    for (const auto& a : rp.inputs) in.push_back(&a);
+    runtime::ExecuteOptions eo;
+    eo.step = e.step;
+    eo.launch_ns = trace::HostNowNs();
+    auto out = client.Execute(*rp.exe, in, eo);
+    const int64_t done = trace::HostNowNs();
+    if (!out.ok()) {
+      failed = absl::Status(out.status().code(), absl::StrCat("step ", e.step, ", graph ", e.graph_id, ": ",
+                                                              out.status().message()));
+      break;
+    }
+    if (trace::enabled()) {
+      trace::ExecutionRecord x;
+      x.execution_id = trace::NextId();
+      x.step = e.step;
+      x.graph_id = rp.exe->graph_id;
+      x.cache = rp.executed ? "memory_hit" : "miss";
+      x.input_signature = "[]";
+      x.cause = "mark_step";
+      x.host_start_ns = eo.launch_ns;
+      x.host_dur_ns = done - eo.launch_ns;
+      trace::recorder().Record(x);
+      if (i + 1 == stored.executions.size() || stored.executions[i + 1].step != e.step) {
+        trace::StepRecord st;
+        st.step = e.step;
+        st.loss = std::numeric_limits<double>::quiet_NaN();  // no loss: synthetic inputs
+        st.wall_ns = done - step_start;
+        trace::recorder().Record(st);
+        step_start = done;
+      }
+    }
+    rp.executed = true;
+  }
+  absl::Status finished = (*rec)->Finish();
+  if (!failed.ok())
+    return Fail(absl::StrCat(failed.message(), "\n(what was replayed before the error is stored as run ", new_run, ")"));
+  if (!finished.ok()) return Fail(std::string(finished.message()));
+  if (!quiet)
+    std::cout << "recompiled " << stored.graphs.size() << " programs from their stored IR: "
+              << (mismatches.empty() ? "every fingerprint and op count equals the stored one"
+                                     : absl::StrCat(mismatches.size(), " differ"))
+              << "; ran " << stored.executions.size() << " executions\n\n";
+
+  auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
+  if (!r.ok()) return Fail(std::string(r.status().message()));
+  auto c = analysis::CompareRuns(*r, *run, *r, new_run);
+  if (!c.ok()) return Fail(std::string(c.status().message()));
+  std::cout << analysis::RenderComparisonText(*c);
+  if (!mismatches.empty()) {
+    for (const std::string& m : mismatches) std::cerr << "error: " << m << "\n";
+    std::cerr << "error: this build compiles " << mismatches.size()
+              << " of the stored programs differently from the build that recorded them\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace shardscope::cli
