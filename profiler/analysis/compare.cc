@@ -147,7 +147,7 @@ std::vector<double> Values(const std::map<int64_t, double>& by_step) {
 
 std::string Percent(double r) { return absl::StrFormat("%+.1f%%", 100 * r); }
 
-std::string Verdict(const RunComparison& c) {
+std::string ComparisonVerdict(const RunComparison& c) {
   const StepClockDelta* s = c.StepsOn(c.op_clock);
   std::string ops = absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " ops slower, ",
                                  c.counts[static_cast<int>(Change::kFaster)], " faster, ",
@@ -360,7 +360,7 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   for (const auto& [name, s] : *shb)
     if (!sha->count(name)) c.sharding.push_back({name, "", s});
 
-  c.verdict = Verdict(c);
+  c.verdict = ComparisonVerdict(c);
   return c;
 }
 

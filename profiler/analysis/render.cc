@@ -201,11 +201,54 @@ std::vector<std::string> KernelCells(const KernelRow& k) {
 const std::vector<std::string> kKernelHead = {"kernel", "shape",   "bound by", "count",    "total",
                                               "mean",   "modeled", "achieved", "of peak", "source"};
 
+const std::vector<std::string> kEvidenceHead = {"", "bound", "measured", "value", "threshold", "numbers"};
+
+std::vector<std::vector<std::string>> EvidenceRows(const Verdict& v) {
+  std::vector<std::vector<std::string>> rows;
+  for (const Evidence& e : v.evidence) {
+    const bool measurable = e.detail.rfind("not measurable", 0) != 0;
+    rows.push_back({e.passed ? "!" : measurable ? "-" : "?", e.bound, e.what,
+                    measurable ? absl::StrFormat("%.1f%%", e.value) : "-", absl::StrFormat(">= %.0f%%", e.threshold),
+                    e.detail});
+  }
+  return rows;
+}
+
+const std::vector<std::string> kPartsHead = {"chip", "compute", "collective", "transfer", "host wait", "idle", "step"};
+
+std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
+  std::vector<std::vector<std::string>> rows;
+  for (const StepParts& p : v.parts)
+    rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns), FormatNs(p.collective_ns),
+                    FormatNs(p.transfer_ns), FormatNs(p.host_wait_ns), FormatNs(p.idle_ns),
+                    FormatNs(p.compute_ns + p.collective_ns + p.transfer_ns + p.host_wait_ns + p.idle_ns)});
+  return rows;
+}
+
+std::string PartsHeading(const Verdict& v) {
+  return absl::StrCat("Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns),
+                      ", device clock: compute over collective over transfer over host wait over idle, so each row adds"
+                      " up to the step)");
+}
+
+std::string LateLine(const Verdict& v) {
+  if (v.late.collectives == 0) return "Late arrivals: no collective with arrivals recorded on two or more chips";
+  std::string out = absl::StrCat("Late arrivals (device clock, ", v.late.collectives, " collectives): last to arrive");
+  for (size_t i = 0; i < v.late.chips.size() && i < 4; ++i)
+    absl::StrAppend(&out, i ? ", " : " ", "chip ", v.late.chips[i].device_id, " ", v.late.chips[i].last, "x (",
+                    FormatNs(v.late.chips[i].late_ns), " late in all)");
+  return out;
+}
+
 }  // namespace
 
 std::string RenderText(const RunReport& r) {
   std::string out = absl::StrCat("shardscope report ", Printable(r.run.db_path), " — ", Title(r), "\n",
                                  StatusText(r.run), "\n\n");
+  absl::StrAppend(&out, "Verdict: ", Printable(r.verdict.line), "\n");
+  std::vector<std::vector<std::string>> ev = {kEvidenceHead};
+  for (auto& row : EvidenceRows(r.verdict)) ev.push_back(row);
+  absl::StrAppend(&out, AlignTable(ev, "  "), "  (! passed, - below its threshold, ? not measurable)\n\n");
   std::vector<std::vector<std::string>> summary;
   summary.push_back({"Steps", absl::StrCat(r.steps.count),
                      r.steps.count ? StepLine(r.steps) : "no steps recorded"});
@@ -240,6 +283,12 @@ std::string RenderText(const RunReport& r) {
     absl::StrAppend(&out, "\n", AlignTable(t, "", right));
     absl::StrAppend(&out, "  ", HostWaitLine(d), "\n");
   }
+  if (!r.verdict.parts.empty()) {
+    std::vector<std::vector<std::string>> t = {kPartsHead};
+    for (auto& row : PartsRows(r.verdict)) t.push_back(row);
+    absl::StrAppend(&out, "\n", PartsHeading(r.verdict), "\n", AlignTable(t, "  ", {false, true, true, true, true, true, true}));
+  }
+  absl::StrAppend(&out, LateLine(r.verdict), "\n");
 
   out += "\nSharding\n";
   if (r.sharding.empty()) out += "  no tensors recorded\n";
@@ -267,6 +316,8 @@ std::string RenderText(const RunReport& r) {
 std::string RenderMarkdown(const RunReport& r) {
   std::string out = absl::StrCat("# shardscope report: ", Printable(r.run.db_path), "\n\n", Title(r), "  \n",
                                  StatusText(r.run), "\n\n");
+  absl::StrAppend(&out, "**Verdict:** ", MdCell(r.verdict.line), "\n\n",
+                  MdTable(kEvidenceHead, EvidenceRows(r.verdict)), "\n");
   out += MdTable({"", "count", "summary"},
                  {{"Steps", absl::StrCat(r.steps.count),
                    r.steps.count ? StepLine(r.steps) : "no steps recorded"},
@@ -302,6 +353,9 @@ std::string RenderMarkdown(const RunReport& r) {
     out += MdTable(TimesHead("chip", waits), rows);
     absl::StrAppend(&out, "\n", HostWaitLine(d), ".\n");
   }
+  if (!r.verdict.parts.empty())
+    absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(kPartsHead, PartsRows(r.verdict)));
+  absl::StrAppend(&out, "\n", LateLine(r.verdict), "\n");
 
   out += "\n## Sharding\n\n";
   if (r.sharding.empty()) {
@@ -345,7 +399,9 @@ nlohmann::json ReportToJson(const RunReport& r) {
   using nlohmann::json;
   const RunHeader& h = r.run;
   json out;
+  out["schema"] = "shardscope.report/1";
   out["db_path"] = h.db_path;
+  out["verdict"] = VerdictToJson(r.verdict);
   out["run"] = {{"run_id", h.run_id},         {"sample", h.sample},
                 {"mesh", h.mesh},             {"mesh_axes", h.mesh_axes},
                 {"sharding", h.sharding},     {"topology", h.topology},

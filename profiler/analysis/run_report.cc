@@ -404,6 +404,9 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");
   r.executions = ex->Int(0, "n");
+  auto verdict = BuildVerdict(reader, r);
+  if (!verdict.ok()) return Context(verdict.status(), reader, "the verdict");
+  r.verdict = *std::move(verdict);
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/cost_error.h"
+#include "profiler/analysis/verdict.h"
 #include "store/reader.h"
 
 namespace shardscope::analysis {
@@ -178,6 +179,7 @@ struct RunReport {
   std::vector<RematRow> rematerializations;
   std::vector<AutoShardingSummary> auto_sharding;
   KernelStats kernels;
+  Verdict verdict;  // what bounds the step, with its evidence (verdict.h)
 };
 
 // Parts of the report on their own (the run comparison reads these too).

@@ -1,0 +1,297 @@
+#include "profiler/analysis/verdict.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "profiler/analysis/format.h"
+#include "profiler/analysis/run_report.h"
+
+namespace shardscope::analysis {
+
+namespace {
+
+using store::Reader;
+
+// Priority order of the attribution: lower wins.
+enum Part { kCompute = 0, kCollective, kTransfer, kHostWait, kNumParts };
+
+int PartOf(const std::string& kind) {
+  if (kind == "compute") return kCompute;
+  if (kind == "collective") return kCollective;
+  if (kind == "transfer") return kTransfer;
+  if (kind == "host_wait") return kHostWait;
+  return -1;  // host-side kinds on a device lane do not occupy the chip
+}
+
+// Sweeps one chip's intervals over [t0, t1): each instant goes to the
+// highest-priority part active then, else to idle.
+StepParts Attribute(int device, const std::vector<std::tuple<int64_t, int64_t, int>>& intervals, int64_t t0,
+                    int64_t t1) {
+  std::vector<std::pair<int64_t, int>> edges;  // (time, +-(part + 1))
+  for (const auto& [s, e, p] : intervals) {
+    const int64_t a = std::max(s, t0), b = std::min(e, t1);
+    if (b <= a) continue;
+    edges.push_back({a, p + 1});
+    edges.push_back({b, -(p + 1)});
+  }
+  std::sort(edges.begin(), edges.end());
+  StepParts out;
+  out.device_id = device;
+  int64_t active[kNumParts] = {0, 0, 0, 0};
+  int64_t* sums[kNumParts] = {&out.compute_ns, &out.collective_ns, &out.transfer_ns, &out.host_wait_ns};
+  int64_t at = t0;
+  for (size_t i = 0; i <= edges.size(); ++i) {
+    const int64_t next = i < edges.size() ? edges[i].first : t1;
+    if (next > at) {
+      int top = -1;
+      for (int p = 0; p < kNumParts && top < 0; ++p)
+        if (active[p] > 0) top = p;
+      (top < 0 ? out.idle_ns : *sums[top]) += next - at;
+      at = next;
+    }
+    if (i < edges.size()) {
+      const int v = edges[i].second;
+      active[std::abs(v) - 1] += v > 0 ? 1 : -1;
+    }
+  }
+  return out;
+}
+
+absl::Status AttributeMedianStep(const Reader& rd, int64_t run, int step, Verdict* v) {
+  auto q = rd.Query(
+      "SELECT t.device_id AS device, s.kind AS kind, s.start_ns AS start, s.start_ns + s.dur_ns AS end,"
+      " s.arrival_ns AS arrival FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " WHERE s.run_id = ?1 AND s.step = ?2 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.depth = 0",
+      {absl::StrCat(run), absl::StrCat(step)});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) return absl::OkStatus();
+  std::map<int, std::vector<std::tuple<int64_t, int64_t, int>>> by_chip;
+  int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    const int64_t s = q->Int(i, "start"), e = q->Int(i, "end");
+    t0 = std::min(t0, s);
+    t1 = std::max(t1, e);
+    const int part = PartOf(q->Text(i, "kind"));
+    auto& chip = by_chip[static_cast<int>(q->Int(i, "device"))];
+    if (part < 0) continue;
+    // At a collective from the chip's arrival: waiting for the others is the collective's time.
+    const bool arrived = part == kCollective && !q->Text(i, "arrival").empty();
+    chip.push_back({arrived ? std::min(s, q->Int(i, "arrival")) : s, e, part});
+  }
+  v->step = step;
+  v->span_ns = t1 - t0;
+  for (const auto& [device, intervals] : by_chip) v->parts.push_back(Attribute(device, intervals, t0, t1));
+  return absl::OkStatus();
+}
+
+absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) {
+  auto q = rd.Query(
+      "SELECT s.flow_id AS flow, t.device_id AS device, s.arrival_ns AS arrival FROM slices s"
+      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.kind = 'collective'"
+      " AND s.arrival_ns IS NOT NULL AND s.flow_id IS NOT NULL ORDER BY s.flow_id",
+      {absl::StrCat(run)});
+  if (!q.ok()) return q.status();
+  std::map<int, LateArrivals::Chip> chips;
+  size_t i = 0;
+  while (i < q->rows.size()) {
+    size_t j = i;
+    std::vector<std::pair<int64_t, int>> arrivals;
+    while (j < q->rows.size() && q->Int(j, "flow") == q->Int(i, "flow")) {
+      arrivals.push_back({q->Int(j, "arrival"), static_cast<int>(q->Int(j, "device"))});
+      ++j;
+    }
+    i = j;
+    if (arrivals.size() < 2) continue;
+    std::sort(arrivals.begin(), arrivals.end());
+    ++out->collectives;
+    // Late by how much: against the median arrival of the others.
+    const size_t others = arrivals.size() - 1;
+    const int64_t median_other = arrivals[(others - 1) / 2].first;
+    LateArrivals::Chip& c = chips[arrivals.back().second];
+    c.device_id = arrivals.back().second;
+    ++c.last;
+    c.late_ns += arrivals.back().first - median_other;
+  }
+  for (const auto& [d, c] : chips) out->chips.push_back(c);
+  std::sort(out->chips.begin(), out->chips.end(), [](const auto& a, const auto& b) {
+    return a.last != b.last ? a.last > b.last : a.late_ns > b.late_ns;
+  });
+  return absl::OkStatus();
+}
+
+std::string Pct(double v) { return absl::StrFormat("%.1f%%", v); }
+
+}  // namespace
+
+absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
+  Verdict v;
+  const int64_t run = r.run.run_id;
+  const std::string id = absl::StrCat(run);
+  if (r.devices.median_step >= 0)
+    if (auto st = AttributeMedianStep(rd, run, r.devices.median_step, &v); !st.ok()) return st;
+  if (auto st = ReadLateArrivals(rd, run, &v.late); !st.ok()) return st;
+  const double chips = std::max<size_t>(1, v.parts.size());
+  auto share = [&](int64_t StepParts::*field) {
+    double sum = 0;
+    for (const StepParts& p : v.parts) sum += static_cast<double>(p.*field);
+    return v.span_ns > 0 ? 100 * sum / chips / static_cast<double>(v.span_ns) : 0.0;
+  };
+  const bool timeline = v.span_ns > 0;
+
+  // Recompilation: compile time in the steps after warm-up, against their host time.
+  {
+    // A call site's first compile (an eval program first run at step 50) is not a recompilation.
+    Evidence e{"recompilation", absl::StrCat("recompiling in the steps after step ", kLateCompileStep,
+                                             ", share of their host time"),
+               0, kRecompileShare, "%"};
+    auto c = rd.Query("SELECT count(*) AS n, coalesce(sum(duration_ns), 0) AS ns FROM compilations"
+                      " WHERE run_id = ?1 AND cache = 'miss' AND step > ?2"
+                      " AND coalesce(cause_kind, '') <> 'first_compile'",
+                      {id, absl::StrCat(kLateCompileStep)});
+    auto s = rd.Query("SELECT count(*) AS n, coalesce(sum(wall_ns), 0) AS ns FROM steps WHERE run_id = ?1 AND step > ?2",
+                      {id, absl::StrCat(kLateCompileStep)});
+    if (!c.ok()) return c.status();
+    if (!s.ok()) return s.status();
+    if (s->Int(0, "n") == 0) {
+      e.detail = absl::StrCat("not measurable: no steps after step ", kLateCompileStep, " (the first are warm-up)");
+    } else {
+      e.value = s->Int(0, "ns") > 0 ? 100.0 * static_cast<double>(c->Int(0, "ns")) / static_cast<double>(s->Int(0, "ns")) : 0;
+      e.passed = c->Int(0, "n") > 0 && e.value >= e.threshold;
+      e.detail = absl::StrCat(c->Int(0, "n"), c->Int(0, "n") == 1 ? " recompilation" : " recompilations",
+                              " after step ", kLateCompileStep, ", ",
+                              FormatNs(c->Int(0, "ns")), " of ", FormatNs(s->Int(0, "ns")), " (host clock)");
+    }
+    v.evidence.push_back(e);
+  }
+  // Host: chips waiting for the host to enqueue the next program.
+  {
+    Evidence e{"host", "waiting for the host, share of the median step (chip average, device clock)",
+               share(&StepParts::host_wait_ns), kHostWaitShare, "%"};
+    e.passed = timeline && e.value >= e.threshold;
+    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns)) : "no device timeline";
+    v.evidence.push_back(e);
+  }
+  // Stragglers: one chip last at collectives far more than its share, and late by a lot.
+  {
+    Evidence e{"stragglers", "the chip most often last at collectives: its lateness, share of all steps' device time",
+               0, kStragglerLateShare, "%"};
+    const int n = r.run.num_devices;
+    double total_ns = 0;  // all steps' device time, chip average
+    for (const DeviceRow& d : r.devices.rows)
+      total_ns += static_cast<double>(d.all_steps.compute_ns + d.all_steps.collective_ns + d.all_steps.transfer_ns +
+                                      d.all_steps.idle_ns + d.all_steps.host_wait_ns);
+    total_ns /= std::max<size_t>(1, r.devices.rows.size());
+    if (v.late.collectives == 0 || v.late.chips.empty() || n < 2) {
+      e.detail = "not measurable: no collective with arrivals recorded on two or more chips";
+    } else {
+      const LateArrivals::Chip& top = v.late.chips.front();
+      // Last more often than chance allows: twice its fair share, at least half (90% with two chips).
+      const double fair = std::min(0.9, std::max(0.5, 2.0 / n));
+      const double last_share = static_cast<double>(top.last) / static_cast<double>(v.late.collectives);
+      e.value = total_ns > 0 ? 100.0 * static_cast<double>(top.late_ns) / total_ns : 0;
+      e.passed = last_share >= fair && e.value >= e.threshold;
+      e.detail = absl::StrCat("chip ", top.device_id, " last at ", top.last, " of ", v.late.collectives,
+                              " collectives (", Pct(100 * last_share), "; more than ", Pct(100 * fair),
+                              " is beyond chance), late by ", FormatNs(top.late_ns), " in all");
+    }
+    v.evidence.push_back(e);
+  }
+  // Collectives.
+  {
+    Evidence e{"collectives", "collectives (waiting at them included), share of the median step (chip average)",
+               share(&StepParts::collective_ns), kCollectiveShare, "%"};
+    e.passed = timeline && e.value >= e.threshold;
+    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns), ", device clock")
+                        : "no device timeline";
+    v.evidence.push_back(e);
+  }
+  // Memory: the largest program against a chip's HBM, and memory-bound kernels' share.
+  {
+    Evidence cap{"memory", "the largest program's peak, share of a chip's HBM", 0, kHbmShare, "%"};
+    auto p = rd.Query("SELECT (SELECT coalesce(max(peak_bytes), 0) FROM memory_plans WHERE run_id = ?1) AS peak,"
+                      " (SELECT coalesce(min(hbm_bytes), 0) FROM devices WHERE run_id = ?1) AS hbm",
+                      {id});
+    if (p.ok() && p->Int(0, "hbm") > 0 && p->Int(0, "peak") > 0) {
+      cap.value = 100.0 * static_cast<double>(p->Int(0, "peak")) / static_cast<double>(p->Int(0, "hbm"));
+      cap.passed = cap.value >= cap.threshold;
+      cap.detail = absl::StrCat(FormatBytes(p->Int(0, "peak")), " of ", FormatBytes(p->Int(0, "hbm")));
+    } else {
+      cap.detail = "not measurable: no memory plan or HBM size recorded";
+    }
+    v.evidence.push_back(cap);
+    Evidence bw{"memory", "memory-bound kernels (roofline), share of compute-kernel time", 0, kMemoryBoundShare, "%"};
+    auto k = rd.Query("SELECT roofline, sum(total_ns) AS ns FROM kernel_stats WHERE run_id = ?1"
+                      " AND roofline IN ('compute', 'memory') GROUP BY roofline",
+                      {id});
+    int64_t mem = 0, all = 0;
+    if (k.ok())
+      for (size_t i = 0; i < k->rows.size(); ++i) {
+        all += k->Int(i, "ns");
+        if (k->Text(i, "roofline") == "memory") mem += k->Int(i, "ns");
+      }
+    if (all > 0) {
+      bw.value = 100.0 * static_cast<double>(mem) / static_cast<double>(all);
+      bw.passed = timeline && share(&StepParts::compute_ns) >= kComputeShare && bw.value >= bw.threshold;
+      bw.detail = absl::StrCat(FormatNs(mem), " of ", FormatNs(all), " (device clock, all steps); counts when compute"
+                               " is at least ", Pct(kComputeShare), " of the step");
+    } else {
+      bw.detail = "not measurable: no kernels with a roofline class (an imported trace has none)";
+    }
+    v.evidence.push_back(bw);
+  }
+  // Compute.
+  {
+    Evidence e{"compute", "compute, share of the median step (chip average)", share(&StepParts::compute_ns),
+               kComputeShare, "%"};
+    e.passed = timeline && e.value >= e.threshold;
+    e.detail = timeline ? absl::StrCat("idle ", Pct(share(&StepParts::idle_ns)), ", transfers ",
+                                       Pct(share(&StepParts::transfer_ns)))
+                        : "no device timeline";
+    v.evidence.push_back(e);
+  }
+
+  const Evidence* first = nullptr;
+  for (const Evidence& e : v.evidence)
+    if (e.passed) {
+      first = &e;
+      break;
+    }
+  if (first) {
+    v.bound = first->bound;
+    v.line = absl::StrCat("bound by ", first->bound, ": ", first->what, " ", Pct(first->value), " (threshold ",
+                          Pct(first->threshold), "); ", first->detail);
+  } else if (!timeline && v.evidence.front().detail.rfind("not measurable", 0) == 0) {
+    v.bound = "unknown";
+    v.line = absl::StrCat("no verdict: ", r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason);
+  } else {
+    v.bound = "none";
+    v.line = absl::StrCat("no single bound passes its threshold: compute ", Pct(share(&StepParts::compute_ns)),
+                          ", collectives ", Pct(share(&StepParts::collective_ns)), ", transfers ",
+                          Pct(share(&StepParts::transfer_ns)), ", host wait ", Pct(share(&StepParts::host_wait_ns)),
+                          ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
+  }
+  return v;
+}
+
+nlohmann::json VerdictToJson(const Verdict& v) {
+  nlohmann::json ev = nlohmann::json::array();
+  for (const Evidence& e : v.evidence)
+    ev.push_back({{"bound", e.bound}, {"what", e.what}, {"value", e.value}, {"threshold", e.threshold},
+                  {"unit", e.unit}, {"passed", e.passed}, {"detail", e.detail}});
+  nlohmann::json parts = nlohmann::json::array();
+  for (const StepParts& p : v.parts)
+    parts.push_back({{"device_id", p.device_id}, {"compute_ns", p.compute_ns}, {"collective_ns", p.collective_ns},
+                     {"transfer_ns", p.transfer_ns}, {"host_wait_ns", p.host_wait_ns}, {"idle_ns", p.idle_ns}});
+  nlohmann::json late = nlohmann::json::array();
+  for (const auto& c : v.late.chips) late.push_back({{"device_id", c.device_id}, {"last", c.last}, {"late_ns", c.late_ns}});
+  return {{"bound", v.bound},
+          {"line", v.line},
+          {"evidence", ev},
+          {"breakdown", {{"clock", "device"}, {"step", v.step}, {"span_ns", v.span_ns}, {"chips", parts}}},
+          {"late_arrivals", {{"collectives", v.late.collectives}, {"chips", late}}}};
+}
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,79 @@
+// What bounds a run's step, in the manner of XProf's smart suggestions, from
+// the store alone (issue 17): each candidate bound is a measured value against
+// a threshold stated as a number, and the verdict is the first one that
+// passes, in a fixed order (recompilation, host, stragglers, collectives,
+// memory, compute). Where the data cannot support an answer it says so.
+//
+// The step-time breakdown behind it is attributed by priority, so that the
+// parts of each chip's step add up to the step: at every instant of the
+// median step, a chip counts as computing if any compute kernel runs, else in
+// a collective (from its arrival at it: waiting for the others counts there),
+// else transferring, else waiting for the host, else idle (device clock).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "store/reader.h"
+
+namespace shardscope::analysis {
+
+struct RunReport;  // run_report.h, which holds a Verdict
+
+// One candidate bound: `value` measured against `threshold` (same unit).
+struct Evidence {
+  std::string bound;  // recompilation | host | stragglers | collectives | memory | compute
+  std::string what;   // what was measured, in words, e.g. "collectives' share of the median step"
+  double value = 0, threshold = 0;
+  std::string unit;   // "%" (a share, 0-100), "x" (a ratio)
+  bool passed = false;
+  std::string detail; // the numbers behind it, e.g. "chip 3 last at 47 of 60 collectives"
+};
+
+// One chip's median step, attributed by priority (sums to span_ns).
+struct StepParts {
+  int device_id = 0;
+  int64_t compute_ns = 0, collective_ns = 0, transfer_ns = 0, host_wait_ns = 0, idle_ns = 0;
+};
+
+// Which chip arrives last at collectives (device clock, every step).
+struct LateArrivals {
+  int64_t collectives = 0;  // collectives with an arrival recorded on at least two chips
+  struct Chip {
+    int device_id = 0;
+    int64_t last = 0;             // collectives it reached last
+    int64_t late_ns = 0;          // summed: its arrival minus the median of the others'
+  };
+  std::vector<Chip> chips;        // most often last first
+};
+
+struct Verdict {
+  std::string bound;              // the first bound that passed, or "none" / "unknown"
+  std::string line;               // one line, with its numbers
+  std::vector<Evidence> evidence; // every candidate, in order
+  int step = -1;                  // the median step the breakdown covers (device clock)
+  int64_t span_ns = 0;
+  std::vector<StepParts> parts;   // per chip
+  LateArrivals late;
+};
+
+// Thresholds (stated in the report next to each value).
+inline constexpr double kRecompileShare = 10;     // % of the host time of steps after kLateCompileStep
+inline constexpr int kLateCompileStep = 10;
+inline constexpr double kHostWaitShare = 20;      // % of the median step, chip average
+inline constexpr double kStragglerLateShare = 5;  // % of the device time of all steps
+inline constexpr double kCollectiveShare = 30;    // % of the median step, chip average
+inline constexpr double kHbmShare = 90;           // % of a chip's HBM for the largest program's peak
+inline constexpr double kMemoryBoundShare = 50;   // % of kernel time in memory-bound kernels
+inline constexpr double kComputeShare = 50;       // % of the median step, chip average
+
+// From the report's other parts (its run, its device breakdown) and the store.
+absl::StatusOr<Verdict> BuildVerdict(const store::Reader& reader, const RunReport& report);
+
+nlohmann::json VerdictToJson(const Verdict& v);
+
+}  // namespace shardscope::analysis
