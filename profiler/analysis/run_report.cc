@@ -404,6 +404,26 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");
   r.executions = ex->Int(0, "n");
+  {
+    std::map<int, StepPoint> by_step;
+    auto host = reader.Query("SELECT step, wall_ns FROM steps WHERE run_id = ?1", {run});
+    if (!host.ok()) return Context(host.status(), reader, "steps");
+    for (size_t i = 0; i < host->rows.size(); ++i) {
+      StepPoint& p = by_step[static_cast<int>(host->Int(i, "step"))];
+      p.host_ns = host->Int(i, "wall_ns");
+    }
+    auto has = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE name = 'step_bounds'");
+    if (has.ok() && has->Int(0, "n") > 0) {
+      auto dev = reader.Query("SELECT step, end_ns - start_ns AS ns FROM step_bounds WHERE run_id = ?1 AND clock = 'device'",
+                              {run});
+      if (!dev.ok()) return Context(dev.status(), reader, "step bounds");
+      for (size_t i = 0; i < dev->rows.size(); ++i) by_step[static_cast<int>(dev->Int(i, "step"))].device_ns = dev->Int(i, "ns");
+    }
+    for (auto& [step, p] : by_step) {
+      p.step = step;
+      r.series.push_back(p);
+    }
+  }
   auto verdict = BuildVerdict(reader, r);
   if (!verdict.ok()) return Context(verdict.status(), reader, "the verdict");
   r.verdict = *std::move(verdict);

@@ -169,9 +169,17 @@ struct AutoShardingSummary {
 // from before the tables).
 absl::Status ReadAutoSharding(const store::Reader& reader, int64_t run_id, std::vector<AutoShardingSummary>* out);
 
+// Each step's time on the host clock and its span on the device clock (-1:
+// not on that clock), for charts.
+struct StepPoint {
+  int step = 0;
+  int64_t host_ns = -1, device_ns = -1;
+};
+
 struct RunReport {
   RunHeader run;
   StepStats steps;
+  std::vector<StepPoint> series;
   CompileStats compiles;
   int64_t executions = 0;
   DeviceBreakdown devices;
@@ -194,5 +202,8 @@ std::string RenderText(const RunReport& r);
 std::string RenderMarkdown(const RunReport& r);
 nlohmann::json ReportToJson(const RunReport& r);
 std::string RenderJson(const RunReport& r);  // pretty-printed ReportToJson
+// One self-contained HTML file (no scripts, fonts or styles from anywhere),
+// with inline SVG charts; `metrics_text` (the metrics report) is shown as is.
+std::string RenderHtml(const RunReport& r, const std::string& metrics_text);
 
 }  // namespace shardscope::analysis

@@ -1,6 +1,7 @@
 #include "profiler/analysis/verdict.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,18 @@ int PartOf(const std::string& kind) {
 // Sweeps one chip's intervals over [t0, t1): each instant goes to the
 // highest-priority part active then, else to idle.
 StepParts Attribute(int device, const std::vector<std::tuple<int64_t, int64_t, int>>& intervals, int64_t t0,
-                    int64_t t1) {
+                    int64_t t1, ThumbLane* thumb) {
+  // Time per part in each thumbnail column (index kNumParts: idle).
+  std::vector<std::array<int64_t, kNumParts + 1>> columns(kThumbColumns, std::array<int64_t, kNumParts + 1>{});
+  const double per_column = static_cast<double>(std::max<int64_t>(1, t1 - t0)) / kThumbColumns;
+  auto paint = [&](int64_t a, int64_t b, int part) {
+    for (int64_t x = a; x < b;) {
+      const int col = std::min(kThumbColumns - 1, static_cast<int>(static_cast<double>(x - t0) / per_column));
+      const int64_t col_end = std::min<int64_t>(b, t0 + static_cast<int64_t>((col + 1) * per_column) + 1);
+      columns[col][part] += std::max<int64_t>(1, col_end - x);
+      x = std::max(col_end, x + 1);
+    }
+  };
   std::vector<std::pair<int64_t, int>> edges;  // (time, +-(part + 1))
   for (const auto& [s, e, p] : intervals) {
     const int64_t a = std::max(s, t0), b = std::min(e, t1);
@@ -49,6 +61,7 @@ StepParts Attribute(int device, const std::vector<std::tuple<int64_t, int64_t, i
       for (int p = 0; p < kNumParts && top < 0; ++p)
         if (active[p] > 0) top = p;
       (top < 0 ? out.idle_ns : *sums[top]) += next - at;
+      paint(at, next, top < 0 ? kNumParts : top);
       at = next;
     }
     if (i < edges.size()) {
@@ -56,14 +69,31 @@ StepParts Attribute(int device, const std::vector<std::tuple<int64_t, int64_t, i
       active[std::abs(v) - 1] += v > 0 ? 1 : -1;
     }
   }
+  thumb->device_id = device;
+  for (const auto& c : columns) {
+    const int part = static_cast<int>(std::max_element(c.begin(), c.end()) - c.begin());
+    if (!thumb->runs.empty() && thumb->runs.back().second == part) ++thumb->runs.back().first;
+    else thumb->runs.push_back({1, part});
+  }
   return out;
 }
 
+// Files from before arrivals were recorded have slices without arrival_ns.
+absl::StatusOr<bool> HasArrivals(const Reader& rd) {
+  auto q = rd.Query("SELECT count(*) AS n FROM pragma_table_info('slices') WHERE name = 'arrival_ns'");
+  if (!q.ok()) return q.status();
+  return q->Int(0, "n") > 0;
+}
+
 absl::Status AttributeMedianStep(const Reader& rd, int64_t run, int step, Verdict* v) {
+  auto arrivals = HasArrivals(rd);
+  if (!arrivals.ok()) return arrivals.status();
   auto q = rd.Query(
-      "SELECT t.device_id AS device, s.kind AS kind, s.start_ns AS start, s.start_ns + s.dur_ns AS end,"
-      " s.arrival_ns AS arrival FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-      " WHERE s.run_id = ?1 AND s.step = ?2 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.depth = 0",
+      absl::StrCat("SELECT t.device_id AS device, s.kind AS kind, s.start_ns AS start, s.start_ns + s.dur_ns AS end, ",
+                   *arrivals ? "s.arrival_ns" : "NULL",
+                   " AS arrival FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+                   " WHERE s.run_id = ?1 AND s.step = ?2 AND t.clock = 'device' AND t.device_id IS NOT NULL"
+                   " AND s.depth = 0"),
       {absl::StrCat(run), absl::StrCat(step)});
   if (!q.ok()) return q.status();
   if (q->rows.empty()) return absl::OkStatus();
@@ -82,11 +112,18 @@ absl::Status AttributeMedianStep(const Reader& rd, int64_t run, int step, Verdic
   }
   v->step = step;
   v->span_ns = t1 - t0;
-  for (const auto& [device, intervals] : by_chip) v->parts.push_back(Attribute(device, intervals, t0, t1));
+  for (const auto& [device, intervals] : by_chip) {
+    ThumbLane lane;
+    v->parts.push_back(Attribute(device, intervals, t0, t1, &lane));
+    v->thumbnail.push_back(std::move(lane));
+  }
   return absl::OkStatus();
 }
 
 absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) {
+  auto arrivals = HasArrivals(rd);
+  if (!arrivals.ok()) return arrivals.status();
+  if (!*arrivals) return absl::OkStatus();
   auto q = rd.Query(
       "SELECT s.flow_id AS flow, t.device_id AS device, s.arrival_ns AS arrival FROM slices s"
       " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"

@@ -40,6 +40,15 @@ struct StepParts {
   int64_t compute_ns = 0, collective_ns = 0, transfer_ns = 0, host_wait_ns = 0, idle_ns = 0;
 };
 
+// One chip's median step drawn small: kThumbColumns columns, each the part
+// that held most of its time (0 compute, 1 collective, 2 transfer, 3 host
+// wait, 4 idle), run-length coded as (columns, part).
+inline constexpr int kThumbColumns = 600;
+struct ThumbLane {
+  int device_id = 0;
+  std::vector<std::pair<int, int>> runs;
+};
+
 // Which chip arrives last at collectives (device clock, every step).
 struct LateArrivals {
   int64_t collectives = 0;  // collectives with an arrival recorded on at least two chips
@@ -58,6 +67,7 @@ struct Verdict {
   int step = -1;                  // the median step the breakdown covers (device clock)
   int64_t span_ns = 0;
   std::vector<StepParts> parts;   // per chip
+  std::vector<ThumbLane> thumbnail;  // per chip, the same step
   LateArrivals late;
 };
 

@@ -32,11 +32,15 @@ namespace shardscope::cli {
 namespace {
 
 constexpr char kReportHelp[] =
-    "usage: shardscope report PATH [--run N] [--format text|md|json]\n"
-    "  Summarizes one stored run: steps (host clock), compilations and their causes,\n"
-    "  time per chip by kind (device clock), and where each tensor's shards live.\n"
+    "usage: shardscope report PATH [--run N] [--format text|md|html|json]\n"
+    "  Summarizes one stored run: what ran; the verdict (what bounds the step:\n"
+    "  recompilation, host, stragglers, collectives, memory or compute, each measured\n"
+    "  against a stated threshold); steps (host clock); compilations and their\n"
+    "  causes; each chip's median step attributed by priority (device clock); late\n"
+    "  arrivals at collectives; where each tensor's shards live; top kernels.\n"
     "  --run N      the run to report (default: the newest run in the file)\n"
-    "  --format F   text (default), md (Markdown) or json\n";
+    "  --format F   text (default), md (Markdown), html (one self-contained file with\n"
+    "               charts, and the metrics report) or json (schema shardscope.report/1)\n";
 
 constexpr char kShardingHelp[] =
     "usage: shardscope sharding PATH [--run N] [--tensor NAME] [--why NAME]\n"
@@ -240,8 +244,8 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   auto check_format = [&](Args& a) -> std::string {
     if (a.flags.count("--format")) format = a.flags["--format"];
     if (format == "markdown") format = "md";
-    if (format != "text" && format != "md" && format != "json")
-      return absl::StrCat("unknown format '", format, "' (use text, md or json)");
+    if (format != "text" && format != "md" && format != "json" && format != "html")
+      return absl::StrCat("unknown format '", format, "' (use text, md, html or json)");
     return "";
   };
   if (auto code = OpenOneRun(argv, {"--format"}, "report", kReportHelp, err, &r, check_format)) return *code;
@@ -252,6 +256,10 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   }
   if (format == "json") {
     out << analysis::RenderJson(*report);
+  } else if (format == "html") {
+    auto metrics = analysis::BuildMetricsReport(*r.reader, r.run_id);
+    out << analysis::RenderHtml(*report, metrics.ok() ? analysis::RenderMetricsText(*metrics)
+                                                      : absl::StrCat("(no metrics: ", metrics.status().message(), ")"));
   } else if (format == "md") {
     out << analysis::RenderMarkdown(*report);
   } else {

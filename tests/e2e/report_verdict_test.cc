@@ -1,0 +1,77 @@
+// `shardscope report`'s verdict on real runs: a recompilation storm is bound by
+// recompilation, with its numbers; every chip's priority-attributed parts add
+// up to the step exactly; the HTML form is one self-contained file with charts.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "tests/e2e/shell.h"
+
+namespace shardscope {
+namespace {
+
+using nlohmann::json;
+
+std::string Cli(const std::string& args) { return absl::StrCat(SHARDSCOPE_CLI_BINARY, " ", args); }
+
+json ReportJson(const std::string& db) {
+  e2e::Output o = e2e::Shell(absl::StrCat("(", Cli("report " + db + " --format json"), " 2>/dev/null)"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  json j = json::parse(o.text, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << o.text;
+  return j;
+}
+
+TEST(ReportVerdictE2e, ARecompilationStormIsBoundByRecompilation) {
+  const std::string db = e2e::TempDb("verdict_storm");
+  ASSERT_EQ(e2e::Shell(Cli("run recompile_storm --steps 20 --quiet --db " + db)).code, 0);
+  json j = ReportJson(db);
+  EXPECT_EQ(j["schema"], "shardscope.report/1");
+  EXPECT_EQ(j["verdict"]["bound"], "recompilation") << j["verdict"].dump(1);
+  const json& first = j["verdict"]["evidence"][0];
+  EXPECT_EQ(first["bound"], "recompilation");
+  EXPECT_TRUE(first["passed"].get<bool>());
+  EXPECT_GE(first["value"].get<double>(), first["threshold"].get<double>());
+  EXPECT_TRUE(absl::StrContains(first["detail"].get<std::string>(), "recompilations after step 10")) << first.dump();
+  e2e::Output text = e2e::Shell(Cli("report " + db));
+  EXPECT_TRUE(absl::StrContains(text.text, "Verdict: bound by recompilation")) << text.text;
+}
+
+TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
+  const std::string db = e2e::TempDb("verdict_mlp");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 4 --mesh 2x2 --quiet --db " + db)).code, 0);
+  json j = ReportJson(db);
+  const json& b = j["verdict"]["breakdown"];
+  EXPECT_EQ(b["clock"], "device");
+  ASSERT_EQ(b["chips"].size(), 4u) << b.dump();
+  const int64_t span = b["span_ns"];
+  EXPECT_GT(span, 0);
+  for (const json& c : b["chips"]) {
+    const int64_t sum = c["compute_ns"].get<int64_t>() + c["collective_ns"].get<int64_t>() +
+                        c["transfer_ns"].get<int64_t>() + c["host_wait_ns"].get<int64_t>() + c["idle_ns"].get<int64_t>();
+    EXPECT_EQ(sum, span) << c.dump();
+    EXPECT_GT(c["compute_ns"].get<int64_t>(), 0);
+  }
+  // Every candidate bound is stated with its threshold; the verdict names one or says none passed.
+  EXPECT_EQ(j["verdict"]["evidence"].size(), 7u);
+  for (const json& e : j["verdict"]["evidence"]) EXPECT_GT(e["threshold"].get<double>(), 0) << e.dump();
+  EXPECT_FALSE(j["verdict"]["line"].get<std::string>().empty());
+  e2e::Output html = e2e::Shell(absl::StrCat("(", Cli("report " + db + " --format html"), " 2>/dev/null)"));
+  ASSERT_EQ(html.code, 0);
+  EXPECT_TRUE(absl::StartsWith(html.text, "<!DOCTYPE html>"));
+  size_t svgs = 0;
+  for (size_t at = html.text.find("<svg"); at != std::string::npos; at = html.text.find("<svg", at + 1)) ++svgs;
+  EXPECT_EQ(svgs, 3u);  // steps, per-chip parts, the median step drawn small
+  EXPECT_TRUE(absl::StrContains(html.text, "<h2>Metrics</h2>"));
+  EXPECT_FALSE(absl::StrContains(html.text, "<script"));
+  EXPECT_FALSE(absl::StrContains(html.text, "src=\"http"));
+  EXPECT_FALSE(absl::StrContains(html.text, "href=\"http"));
+  EXPECT_FALSE(absl::StrContains(html.text, "@import"));
+  EXPECT_LT(html.text.size(), 2u << 20);
+}
+
+}  // namespace
+}  // namespace shardscope
