@@ -50,6 +50,19 @@ TEST(ReplayE2e, RecompilesTheStoredProgramsAndRunsThemAgain) {
   EXPECT_EQ(again.code, 0) << again.text;
 }
 
+TEST(ReplayE2e, OnAnotherChipTheModeledClockAnswers) {
+  const std::string db = e2e::TempDb("replay_h100");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --mesh 2x2 --quiet --db " + db)).code, 0);
+  e2e::Output o = e2e::Shell(Cli("replay " + db + " --profile h100"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(e2e::Q(db, "SELECT profile FROM runs WHERE run_id = 2").Text(0, "profile"), "h100");
+  // An h100 is modeled far faster than this machine's cores.
+  EXPECT_TRUE(absl::StrContains(o.text, "B is faster: modeled step")) << o.text;
+  e2e::Output bad = e2e::Shell(Cli("replay " + db + " --profile z80"));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_TRUE(absl::StrContains(bad.text, "unknown chip profile 'z80'")) << bad.text;
+}
+
 TEST(ReplayE2e, ImportedRunsAndBadArgumentsAreRefusedWithAReason) {
   const std::string db = e2e::TempDb("replay_import");
   ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gpu_rank0.json --quiet --db ", db)))

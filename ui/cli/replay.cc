@@ -31,7 +31,7 @@
 namespace shardscope::cli {
 
 const char kReplayHelp[] =
-    "usage: shardscope replay DB [--run N] [--quiet]\n"
+    "usage: shardscope replay DB [--run N] [--profile cpu|tpu-v4|h100] [--quiet]\n"
     "  Re-executes a stored run on this build: every program is parsed again from\n"
     "  its stored IR and compiled anew (fingerprints computed again and checked\n"
     "  against the stored ones), then the run's executions run in their stored\n"
@@ -39,8 +39,11 @@ const char kReplayHelp[] =
     "  run in DB (config_json.replay_of names the run it replays); the comparison\n"
     "  with the stored run is printed (as `shardscope diff DB --runs N,NEW`).\n"
     "  A run imported from another tool has no IR and cannot be replayed.\n"
-    "  --run N    the run to replay (default: the newest)\n"
-    "  --quiet    print only the comparison\n"
+    "  --run N        the run to replay (default: the newest)\n"
+    "  --profile P    the modeled clock's target chip for the replay (default: the\n"
+    "                 stored run's): \"what would this run do on an h100\"; the\n"
+    "                 comparison is then on the modeled clock\n"
+    "  --quiet        print only the comparison\n"
     "  Exit: 0 replayed, 1 the run cannot be read or replayed (or a program's\n"
     "  fingerprint or op count differs from the stored one), 2 bad arguments.\n";
 
@@ -130,9 +133,13 @@ int RunReplay(const std::vector<std::string>& args) {
   std::string db;
   std::optional<int64_t> run;
   bool quiet = false;
+  std::string profile;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quiet") {
       quiet = true;
+    } else if (args[i] == "--profile") {
+      if (i + 1 >= args.size()) return Usage("--profile needs a chip profile (cpu, tpu-v4 or h100)");
+      profile = args[++i];
     } else if (args[i] == "--run") {
       int64_t n = 0;
       if (i + 1 >= args.size() || !absl::SimpleAtoi(args[i + 1], &n) || n < 1)
@@ -163,7 +170,10 @@ int RunReplay(const std::vector<std::string>& args) {
     stored = *std::move(s);
   }
 
-  nlohmann::json config = {{"replay_of", *run}, {"inputs", "synthetic (zeros)"}, {"fusion", stored.fusion}};
+  const bool other_chip = !profile.empty() && profile != stored.profile;
+  if (!profile.empty()) stored.profile = profile;  // Recording::Start refuses an unknown one, by name
+  nlohmann::json config = {{"replay_of", *run}, {"inputs", "synthetic (zeros)"}, {"fusion", stored.fusion},
+                           {"profile", stored.profile}};
   auto rec = Recording::Start({.db = db,
                                .workload = stored.sample,
                                .mesh = stored.mesh,
@@ -304,7 +314,10 @@ int RunReplay(const std::vector<std::string>& args) {
 
   auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
   if (!r.ok()) return Fail(std::string(r.status().message()));
-  auto c = analysis::CompareRuns(*r, *run, *r, new_run);
+  // On another chip only the modeled clock answers "what would it do there".
+  analysis::CompareOptions options;
+  if (other_chip) options.clock = "modeled";
+  auto c = analysis::CompareRuns(*r, *run, *r, new_run, options);
   if (!c.ok()) return Fail(std::string(c.status().message()));
   std::cout << analysis::RenderComparisonText(*c);
   if (!mismatches.empty()) {
