@@ -45,7 +45,16 @@ absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> Counts(const Reader
 
 }  // namespace
 
-absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
+void RunAggregates::Merge(const RunAggregates& other) {
+  for (const auto& [key, span] : other.spans) {
+    Span& s = spans[key];
+    s.start = std::min(s.start, span.start);
+    s.end = std::max(s.end, span.end);
+  }
+  for (const auto& [key, n] : other.kernels) kernels[key] += n;
+}
+
+absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, const RunAggregates* slices) {
   RunMetrics r;
   const std::string run = std::to_string(run_id);
   // Host-clock spans the frontend records around each cut and read.
@@ -88,18 +97,25 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
   }
   // A program's run on the device clock: on each chip from its first kernel
   // to its last of that step and graph; the slowest chip is the run's time.
-  auto runs = rd.Query(
-      "SELECT s.step AS step, s.graph_id AS graph, MAX(s.start_ns + s.dur_ns) - MIN(s.start_ns) AS span"
-      " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-      " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind IN ('compute', 'collective')"
-      " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device')"
-      " AND s.graph_id IS NOT NULL GROUP BY s.step, s.graph_id, s.track_id",
-      {run});
-  if (!runs.ok()) return runs.status();
   std::map<std::pair<int64_t, int64_t>, int64_t> slowest;
-  for (size_t i = 0; i < runs->rows.size(); ++i) {
-    int64_t& s = slowest[{runs->Int(i, "step", -1), runs->Int(i, "graph")}];
-    s = std::max(s, runs->Int(i, "span"));
+  if (slices) {
+    for (const auto& [key, span] : slices->spans) {
+      int64_t& s = slowest[{std::get<0>(key), std::get<1>(key)}];
+      s = std::max(s, span.end - span.start);
+    }
+  } else {
+    auto runs = rd.Query(
+        "SELECT s.step AS step, s.graph_id AS graph, MAX(s.start_ns + s.dur_ns) - MIN(s.start_ns) AS span"
+        " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+        " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind IN ('compute', 'collective')"
+        " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device')"
+        " AND s.graph_id IS NOT NULL GROUP BY s.step, s.graph_id, s.track_id",
+        {run});
+    if (!runs.ok()) return runs.status();
+    for (size_t i = 0; i < runs->rows.size(); ++i) {
+      int64_t& s = slowest[{runs->Int(i, "step", -1), runs->Int(i, "graph")}];
+      s = std::max(s, runs->Int(i, "span"));
+    }
   }
   std::vector<int64_t> execute_ns;
   for (const auto& [key, span] : slowest) execute_ns.push_back(span);
@@ -158,6 +174,21 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id) {
                        run);
   if (!traced.ok()) return traced.status();
   r.ops_traced = *std::move(traced);
+  if (slices) {
+    // Named through `ops`, as the query below joins them (a kernel of no op row is not counted).
+    auto ops = rd.Query("SELECT graph_id, op_id, opcode FROM ops WHERE run_id = ?1", {run});
+    if (!ops.ok()) return ops.status();
+    std::map<std::string, int64_t> by_opcode;
+    for (size_t i = 0; i < ops->rows.size(); ++i) {
+      auto it = slices->kernels.find({ops->Int(i, "graph_id"), ops->Int(i, "op_id")});
+      if (it != slices->kernels.end()) by_opcode[ops->Text(i, "opcode")] += it->second;
+    }
+    for (const auto& [name, n] : by_opcode) r.kernel_runs.push_back({name, n});
+    std::sort(r.kernel_runs.begin(), r.kernel_runs.end(), [](const auto& a, const auto& b) {
+      return a.second != b.second ? a.second > b.second : a.first < b.first;
+    });
+    return r;
+  }
   auto kernels =
       Counts(rd,
              // Slices counted per op first (one pass over the device lanes'
@@ -207,9 +238,9 @@ absl::StatusOr<std::optional<RunMetrics>> ReadRunMetrics(const Reader& rd, int64
 
 namespace internal {
 
-absl::Status StoreRunMetrics(sqlite3* db, int64_t run_id) {
+absl::Status StoreRunMetrics(sqlite3* db, int64_t run_id, const RunAggregates* slices) {
   const Reader rd = Reader::OnConnection(db);
-  auto r = ComputeRunMetrics(rd, run_id);
+  auto r = ComputeRunMetrics(rd, run_id, slices);
   if (!r.ok()) return r.status();
   Stmt clear, insert;
   if (absl::Status st = clear.Prepare(db, "DELETE FROM metrics WHERE run_id = ?1"); !st.ok()) return st;

@@ -13,6 +13,10 @@
 #include <utility>
 #include <vector>
 
+#include <climits>
+#include <tuple>
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "store/reader.h"
 
@@ -45,8 +49,29 @@ struct RunMetrics {
   bool operator==(const RunMetrics&) const = default;
 };
 
-// The figures from the run's stored tables (compilations, slices, counters, ops).
-absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& reader, int64_t run_id);
+// What the writer counts as a run's slices arrive, so that the run's end need
+// not read every slice back (two passes over the timeline took seconds on a
+// long run): per (step, graph, device track) the first start and the last end
+// of its compute and collective kernels, and per (graph, op) the kernels run
+// on device tracks. Only complete when every slice of the run is in the file.
+struct RunAggregates {
+  struct Span {
+    int64_t start = INT64_MAX, end = INT64_MIN;
+  };
+  absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t>, Span> spans;  // (step or -1, graph, track)
+  absl::flat_hash_map<std::pair<int64_t, int64_t>, int64_t> kernels;        // (graph or -1, op) -> count
+  void Merge(const RunAggregates& other);
+  void Clear() {
+    spans.clear();
+    kernels.clear();
+  }
+};
+
+// The figures from the run's stored tables (compilations, slices, counters,
+// ops). With `slices` (the writer's, complete), ExecuteTime and the kernels per
+// opcode come from it instead of the slices: the same figures.
+absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& reader, int64_t run_id,
+                                             const RunAggregates* slices = nullptr);
 
 // The run's rows of the `metrics` table; nullopt when it has none.
 absl::StatusOr<std::optional<RunMetrics>> ReadRunMetrics(const Reader& reader, int64_t run_id);
@@ -55,7 +80,7 @@ namespace internal {
 // Computes the run's figures on the writer's connection (inside its open
 // transaction, so the run's last records count) and replaces its rows of the
 // `metrics` table with them.
-absl::Status StoreRunMetrics(sqlite3* db, int64_t run_id);
+absl::Status StoreRunMetrics(sqlite3* db, int64_t run_id, const RunAggregates* slices = nullptr);
 }  // namespace internal
 
 }  // namespace shardscope::store

@@ -153,6 +153,7 @@ class Writer::Db {
         else tracks_.erase(track);
       }
       snapshots_.clear();
+      batch_aggregates_.Clear();  // the batch's chunks go back into the open ones, and come again
       out.st = std::move(st);
       out.rows = 0;
       return out;
@@ -181,6 +182,8 @@ class Writer::Db {
       return undo(absl::Status(c.code(), absl::StrCat("committing ", batch.size(), " records: ", c.message())));
     }
     snapshots_.clear();
+    aggregates_.Merge(batch_aggregates_);
+    batch_aggregates_.Clear();
     return out;
   }
 
@@ -534,6 +537,9 @@ class Writer::Db {
     }
     tracks_.clear();
     track_clock_.clear();
+    aggregates_.Clear();
+    batch_aggregates_.Clear();
+    aggregates_exact_ = true;
     notes_.clear();
     ring_note_.clear();
     capture_stopped_ = false;
@@ -575,7 +581,12 @@ class Writer::Db {
     w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, LossNote());
     if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", run_id_);
     run_ended_ = true;
-    return Tag(internal::StoreRunMetrics(db_, run_id_), "metrics", run_id_);
+    // The writer's aggregates stand for the slices only when every slice of
+    // the run is in the file; else the metrics read the slices back.
+    const bool complete = aggregates_exact_ && ring_steps_ <= 0 && !capture_stopped_ && lost_ == 0;
+    RunAggregates all = aggregates_;
+    all.Merge(batch_aggregates_);  // this batch's, not committed yet
+    return Tag(internal::StoreRunMetrics(db_, run_id_, complete ? &all : nullptr), "metrics", run_id_);
   }
   absl::Status WriteOne(const trace::HostRecord& r) {
     Stmt& s = stmts_.host;
@@ -636,6 +647,10 @@ class Writer::Db {
   struct TrackState {
     internal::ChunkEncoder chunk;
     internal::TrackSummaries summaries;
+    // For the run's aggregates (RunAggregates), of the open chunk: its compute
+    // and collective kernels' first start and last end, and its slices' ops.
+    int64_t kernels_start = INT64_MAX, kernels_end = INT64_MIN;
+    std::vector<int32_t> ops;
   };
   TrackState& Touch(int64_t track) {
     auto it = tracks_.find(track);
@@ -655,6 +670,14 @@ class Writer::Db {
     }
     if (ts.chunk.empty()) ts.chunk.Reset(t.step, t.graph_id);
     ts.chunk.Add(t);
+    if (t.kind == TimelineKind::kCompute || t.kind == TimelineKind::kCollective) {
+      ts.kernels_start = std::min(ts.kernels_start, t.start_ns);
+      ts.kernels_end = std::max(ts.kernels_end, t.start_ns + t.dur_ns);
+    }
+    if (t.op_id >= 0) {
+      if (t.op_id <= INT32_MAX) ts.ops.push_back(static_cast<int32_t>(t.op_id));
+      else aggregates_exact_ = false;
+    }
     ts.summaries.Add(t, &closed_);
     return WriteClosed();
   }
@@ -674,6 +697,21 @@ class Writer::Db {
         if (absl::Status st = b.Run(); !st.ok()) return st;
       }
     }
+    // The run's aggregates, from this chunk (one step and program of one track).
+    const std::string& clock = ClockOf(track);
+    if (clock.empty()) {
+      aggregates_exact_ = false;  // a slice before its track: the run's end reads the slices instead
+    } else if (clock == "device") {
+      if (ts.kernels_start <= ts.kernels_end && ts.chunk.graph_id() >= 0) {
+        RunAggregates::Span& span = batch_aggregates_.spans[{ts.chunk.step(), ts.chunk.graph_id(), track}];
+        span.start = std::min(span.start, ts.kernels_start);
+        span.end = std::max(span.end, ts.kernels_end);
+      }
+      for (int32_t op : ts.ops) ++batch_aggregates_.kernels[{ts.chunk.graph_id(), op}];
+    }
+    ts.kernels_start = INT64_MAX;
+    ts.kernels_end = INT64_MIN;
+    ts.ops.clear();
     ts.chunk.Reset(-1, -1);  // keeps its buffer for the next chunk
     return absl::OkStatus();
   }
@@ -974,6 +1012,10 @@ class Writer::Db {
   } tl_;
   std::unordered_map<int64_t, TrackState> tracks_;
   std::unordered_map<int64_t, std::optional<TrackState>> snapshots_;
+  // What the run's end needs of its slices (store/metrics.h): the committed
+  // part, and the part of the batch being written (merged when it commits).
+  RunAggregates aggregates_, batch_aggregates_;
+  bool aggregates_exact_ = true;
   std::unordered_map<int64_t, std::string> track_clock_;
   std::vector<internal::ClosedBucket> closed_;
   int64_t current_track_ = 0;  // the track closed_ belongs to

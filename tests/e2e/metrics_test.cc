@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "profiler/analysis/format.h"
+#include "store/metrics.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -72,6 +73,33 @@ TEST(MetricsE2e, StoredRowsAreWhatTheCommandPrints) {
   EXPECT_FALSE(kernels.empty()) << o.text;
   auto steps = e2e::Q(db, "SELECT value FROM metrics WHERE kind = 'counter' AND name = 'MarkStep'");
   EXPECT_EQ(steps.Int(0, "value"), 3);
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// The writer stores a run's metrics from what it counted as the slices came
+// (no read-back of the timeline at the run's end); they equal what the same
+// code computes from the stored slices, on real runs with collectives, an
+// eval program and a recompilation.
+TEST(MetricsE2e, TheWritersCountsEqualTheSlices) {
+  const std::string db = e2e::TempDb("metrics_aggregates");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 12 --mesh 2x2 --quiet --db ", db)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --steps 3 --mesh 2x2 --quiet --db ", db)).code, 0);
+  auto rd = store::Reader::Open(db);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  for (int64_t run : {1, 2}) {
+    auto stored = store::ReadRunMetrics(*rd, run);
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    ASSERT_TRUE(stored->has_value()) << "run " << run << " stored no metrics";
+    auto computed = store::ComputeRunMetrics(*rd, run);
+    ASSERT_TRUE(computed.ok()) << computed.status();
+    EXPECT_TRUE(**stored == *computed) << "run " << run;
+    EXPECT_FALSE(computed->kernel_runs.empty());
+  }
 }
 
 }  // namespace
