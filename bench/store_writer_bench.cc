@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
     writer_s = t1 - t0;
     writer_cpu = (p1 - p0) - (me1 - me0);
     (*w)->EndRun();  // the run's metrics report, computed over the stored run
-    std::printf("run end:  %.2f s (the metrics report over every stored slice)\n", Seconds() - t1);
+    std::printf("run end:  %.2f s (the run's metrics, from the writer's own counts)\n", Seconds() - t1);
   }
   struct stat sb{};
   ::stat(path.c_str(), &sb);
