@@ -5,7 +5,8 @@
 // (each pair's order alternates, so drift hits both modes alike). Each run is
 // a fresh recording of --steps steps; the time counted runs from the moment
 // step 0's loss is read (the first compile behind it, the same in both modes)
-// to Finish returning. Reports each pair's ratio kernels/off of wall time
+// to Finish returning. A pair is four runs, ABBA (BAAB every other pair), so
+// the machine's drift within a pair cancels. Reports each pair's ratio kernels/off of wall time
 // and of process CPU time (every thread: the chips, the host, the writer),
 // their means with a 95% confidence interval (Student's t), and the slices
 // and file bytes of a kernels run. Goal (issue 14): the wall ratio's upper
@@ -314,7 +315,7 @@ int main(int argc, char** argv) {
       return Usage(("unknown option " + a).c_str());
     }
   }
-  std::printf("trace_cost_bench: llama dp on %lldx%lld, %d steps per run, %d interleaved pairs "
+  std::printf("trace_cost_bench: llama dp on %lldx%lld, %d steps per run, %d pairs of four runs (ABBA) "
               "(--trace kernels vs --trace off) into %s, OPENBLAS_CORETYPE %s\n",
               static_cast<long long>(o.mesh[0]), static_cast<long long>(o.mesh[1]), o.steps, o.pairs,
               o.discard ? "a recorder that discards every record (--sink discard)" : "a real store::Writer",
@@ -327,13 +328,29 @@ int main(int argc, char** argv) {
   std::printf("%4s %12s %12s %10s %10s %10s %10s %10s\n", "pair", "kernels s", "off s", "wall ratio", "cpu ratio",
               "kern fin s", "off fin s", "slices");
   for (int p = 0; p < o.pairs; ++p) {
+    // A pair is four runs, ABBA (kernels, off, off, kernels; BAAB on odd
+    // pairs): a drift of the machine's speed within the pair hits both modes
+    // alike, so each pair's ratio is not a coin toss of which ran second.
+    auto add = [](Measured& into, const Measured& m) {
+      into.wall += m.wall;
+      into.cpu += m.cpu;
+      into.finish_wall += m.finish_wall;
+      into.whole_wall += m.whole_wall;
+      into.slices = m.slices;
+      into.file_bytes = m.file_bytes;
+    };
     Measured on, off;
-    if (p % 2 == 0) {
-      on = RunOnce(o, ss::trace::SliceDetail::kKernels, 2 * p);
-      off = RunOnce(o, ss::trace::SliceDetail::kNone, 2 * p + 1);
-    } else {
-      off = RunOnce(o, ss::trace::SliceDetail::kNone, 2 * p);
-      on = RunOnce(o, ss::trace::SliceDetail::kKernels, 2 * p + 1);
+    const bool kernels_first = p % 2 == 0;
+    for (int k = 0; k < 4; ++k) {
+      const bool kernels = (k == 0 || k == 3) == kernels_first;
+      add(kernels ? on : off, RunOnce(o, kernels ? ss::trace::SliceDetail::kKernels : ss::trace::SliceDetail::kNone,
+                                      4 * p + k));
+    }
+    for (Measured* m : {&on, &off}) {
+      m->wall /= 2;
+      m->cpu /= 2;
+      m->finish_wall /= 2;
+      m->whole_wall /= 2;
     }
     wall_ratio.push_back(on.wall / off.wall);
     cpu_ratio.push_back(on.cpu / off.cpu);

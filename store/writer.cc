@@ -36,9 +36,13 @@ namespace {
 // Producers block once this many records wait, so a stalled disk bounds memory.
 constexpr size_t kMaxQueued = 1 << 20;
 // The thread writes once this many records wait, or after kLinger, or at once
-// when someone is waiting in Flush/BeginRun/EndRun.
+// when someone is waiting in Flush/BeginRun/EndRun. Each commit rewrites every
+// page it touched into the WAL (16 KiB each: the open summary and index pages
+// again and again), so committing every few ms cost a traced run four times
+// the system time of an untraced one; a tenth of a second keeps live views
+// current and the WAL small.
 constexpr size_t kBatch = 8192;
-constexpr std::chrono::milliseconds kLinger{5};
+constexpr std::chrono::milliseconds kLinger{100};
 
 int64_t UnixNowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
