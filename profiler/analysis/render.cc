@@ -265,6 +265,8 @@ std::string RenderText(const RunReport& r) {
     std::string at = Where(m.source_file, m.source_line);
     absl::StrAppend(&out, "            at ", at.empty() ? "unknown source line" : at, "\n");
   }
+  for (const CompileSuggestion& sg : r.compiles.suggestions)
+    absl::StrAppend(&out, "  suggestion for ", Printable(sg.call_site), ": ", Printable(sg.text), "\n");
 
   const DeviceBreakdown& d = r.devices;
   if (d.rows.empty()) {
@@ -337,6 +339,9 @@ std::string RenderMarkdown(const RunReport& r) {
     }
     out += MdTable({"step", "cause", "source", "duration (host)"}, rows);
   }
+  for (const CompileSuggestion& sg : r.compiles.suggestions)
+    absl::StrAppend(&out, "\n- suggestion for `", Printable(sg.call_site), "`: ", MdCell(sg.text));
+  if (!r.compiles.suggestions.empty()) out += "\n";
 
   const DeviceBreakdown& d = r.devices;
   absl::StrAppend(&out, "\n## ", d.rows.empty() ? std::string("Per chip") : ChipHeading(d), "\n\n");
@@ -428,6 +433,9 @@ nlohmann::json ReportToJson(const RunReport& r) {
                       {"source_file", m.source_file}, {"source_line", m.source_line},
                       {"duration_ns", m.duration_ns}});
   }
+  json suggestions = json::array();
+  for (const CompileSuggestion& sg : r.compiles.suggestions)
+    suggestions.push_back({{"call_site", sg.call_site}, {"text", sg.text}, {"compilations_saved", sg.compilations_saved}});
   out["compilations"] = {{"clock", "host"},
                          {"count", r.compiles.count},
                          {"misses", r.compiles.misses},
@@ -435,7 +443,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
                          {"disk_hits", r.compiles.disk_hits},
                          {"recompilations", r.compiles.recompilations},
                          {"total_ns", r.compiles.total_ns},
-                         {"miss_list", misses}};
+                         {"miss_list", misses},
+                         {"suggestions", suggestions}};
   out["executions"] = r.executions;
   json devs = json::array();
   for (const DeviceRow& d : r.devices.rows) {

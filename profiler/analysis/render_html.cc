@@ -213,6 +213,12 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                       FormatNs(m.duration_ns)});
     out += Table({"step", "cause", "detail", "source", "time (host)"}, rows);
   }
+  if (!r.compiles.suggestions.empty()) {
+    out += "<ul>";
+    for (const CompileSuggestion& sg : r.compiles.suggestions)
+      absl::StrAppend(&out, "<li>suggestion for <code>", H(sg.call_site), "</code>: ", H(sg.text), "</li>");
+    out += "</ul>\n";
+  }
 
   if (!r.sharding.empty()) {
     std::vector<std::vector<std::string>> rows;

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "profiler/analysis/recompiles.h"
 #include "store/run_state.h"
 
 namespace shardscope::analysis {
@@ -391,6 +392,15 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(Fill(reader, run_id, &r.run), reader, "the run"); !st.ok()) return st;
   if (auto st = Context(Fill(reader, run, &r.steps), reader, "steps"); !st.ok()) return st;
   if (auto st = Context(Fill(reader, run, &r.compiles), reader, "compilations"); !st.ok()) return st;
+  if (r.compiles.recompilations > 0) {
+    auto rec = BuildRecompilesReport(reader, run_id);
+    if (!rec.ok()) return Context(rec.status(), reader, "recompilation suggestions");
+    for (const CallSiteRecompiles& site : rec->sites) {
+      if (site.misses < 2) continue;
+      const std::string first_line = site.call_site.substr(0, site.call_site.find('\n'));
+      for (const Suggestion& sg : site.suggestions) r.compiles.suggestions.push_back({first_line, sg.text, sg.compilations_saved});
+    }
+  }
   if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
     return st;
   }

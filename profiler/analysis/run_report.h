@@ -56,12 +56,21 @@ struct CompileMiss {
   int64_t duration_ns = 0;   // host clock
 };
 
+// What would stop a call site's recompilations (`shardscope recompiles` has
+// the whole analysis); numbers only where the stored run proves them.
+struct CompileSuggestion {
+  std::string call_site;        // its first line
+  std::string text;
+  int64_t compilations_saved = -1;
+};
+
 struct CompileStats {
   int64_t count = 0;            // all compile requests, cache hits included
   int64_t misses = 0, memory_hits = 0, disk_hits = 0;
   int64_t recompilations = 0;   // misses other than a call site's first compile
   int64_t total_ns = 0;         // host clock, all requests
   std::vector<CompileMiss> miss_list;  // by step
+  std::vector<CompileSuggestion> suggestions;  // for call sites that recompiled
 };
 
 // One chip's time by kind on the device clock.

@@ -200,6 +200,10 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       e.detail = absl::StrCat(c->Int(0, "n"), c->Int(0, "n") == 1 ? " recompilation" : " recompilations",
                               " after step ", kLateCompileStep, ", ",
                               FormatNs(c->Int(0, "ns")), " of ", FormatNs(s->Int(0, "ns")), " (host clock)");
+      if (e.passed && !r.compiles.suggestions.empty()) {
+        const std::string& text = r.compiles.suggestions.front().text;
+        absl::StrAppend(&e.detail, "; suggestion: ", text.size() > 160 ? text.substr(0, 157) + "..." : text);
+      }
     }
     v.evidence.push_back(e);
   }
