@@ -214,21 +214,34 @@ std::vector<std::vector<std::string>> EvidenceRows(const Verdict& v) {
   return rows;
 }
 
-const std::vector<std::string> kPartsHead = {"chip", "compute", "collective", "transfer", "host wait", "idle", "step"};
+// The host-wait column only where a chip waited (as the per-chip table).
+bool PartsWait(const Verdict& v) {
+  for (const StepParts& p : v.parts)
+    if (p.host_wait_ns > 0) return true;
+  return false;
+}
+
+std::vector<std::string> PartsHead(const Verdict& v) {
+  if (PartsWait(v)) return {"chip", "compute", "collective", "transfer", "host wait", "idle", "step"};
+  return {"chip", "compute", "collective", "transfer", "idle", "step"};
+}
 
 std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
-  for (const StepParts& p : v.parts)
+  for (const StepParts& p : v.parts) {
     rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns), FormatNs(p.collective_ns),
-                    FormatNs(p.transfer_ns), FormatNs(p.host_wait_ns), FormatNs(p.idle_ns),
-                    FormatNs(p.compute_ns + p.collective_ns + p.transfer_ns + p.host_wait_ns + p.idle_ns)});
+                    FormatNs(p.transfer_ns)});
+    if (PartsWait(v)) rows.back().push_back(FormatNs(p.host_wait_ns));
+    rows.back().push_back(FormatNs(p.idle_ns));
+    rows.back().push_back(FormatNs(p.compute_ns + p.collective_ns + p.transfer_ns + p.host_wait_ns + p.idle_ns));
+  }
   return rows;
 }
 
 std::string PartsHeading(const Verdict& v) {
   return absl::StrCat("Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns),
-                      ", device clock: compute over collective over transfer over host wait over idle, so each row adds"
-                      " up to the step)");
+                      ", device clock: compute over collective over transfer over ",
+                      PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
 }
 
 std::string LateLine(const Verdict& v) {
@@ -286,9 +299,11 @@ std::string RenderText(const RunReport& r) {
     absl::StrAppend(&out, "  ", HostWaitLine(d), "\n");
   }
   if (!r.verdict.parts.empty()) {
-    std::vector<std::vector<std::string>> t = {kPartsHead};
+    std::vector<std::vector<std::string>> t = {PartsHead(r.verdict)};
     for (auto& row : PartsRows(r.verdict)) t.push_back(row);
-    absl::StrAppend(&out, "\n", PartsHeading(r.verdict), "\n", AlignTable(t, "  ", {false, true, true, true, true, true, true}));
+    std::vector<bool> right(t[0].size(), true);
+    right[0] = false;
+    absl::StrAppend(&out, "\n", PartsHeading(r.verdict), "\n", AlignTable(t, "  ", right));
   }
   absl::StrAppend(&out, LateLine(r.verdict), "\n");
 
@@ -359,7 +374,7 @@ std::string RenderMarkdown(const RunReport& r) {
     absl::StrAppend(&out, "\n", HostWaitLine(d), ".\n");
   }
   if (!r.verdict.parts.empty())
-    absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(kPartsHead, PartsRows(r.verdict)));
+    absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(PartsHead(r.verdict), PartsRows(r.verdict)));
   absl::StrAppend(&out, "\n", LateLine(r.verdict), "\n");
 
   out += "\n## Sharding\n\n";

@@ -311,7 +311,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     v.bound = "none";
     v.line = absl::StrCat("no single bound passes its threshold: compute ", Pct(share(&StepParts::compute_ns)),
                           ", collectives ", Pct(share(&StepParts::collective_ns)), ", transfers ",
-                          Pct(share(&StepParts::transfer_ns)), ", host wait ", Pct(share(&StepParts::host_wait_ns)),
+                          Pct(share(&StepParts::transfer_ns)),
+                          share(&StepParts::host_wait_ns) > 0 ? absl::StrCat(", host wait ", Pct(share(&StepParts::host_wait_ns))) : "",
                           ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
   }
   return v;
