@@ -381,16 +381,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       c.prev_graph_id = cause.prev_graph_id;
     }
     if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {  // a program new to this process
-      trace::GraphRecord g;
-      g.graph_id = exe.graph_id;
-      g.fingerprint = exe.fingerprint;
-      g.call_site = site.text;
-      g.ir_text = exe.ir_before;
-      g.ir_text_after = exe.ir_after;
-      g.op_count = exe.op_count;
-      g.flops = exe.flops;
-      g.bytes = exe.bytes;
-      trace::recorder().Record(g);
+      trace::recorder().Record(runtime::GraphRecordOf(exe, site.text));
     }
     trace::recorder().Record(c);
   }

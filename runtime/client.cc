@@ -19,6 +19,20 @@
 
 namespace shardscope::runtime {
 
+trace::GraphRecord GraphRecordOf(const Executable& exe, const std::string& call_site) {
+  trace::GraphRecord g;
+  g.graph_id = exe.graph_id;
+  g.fingerprint = exe.fingerprint;
+  g.call_site = call_site;
+  g.ir_text = exe.ir_before;
+  g.ir_text_after = exe.ir_after;
+  g.op_count = exe.op_count;
+  g.flops = exe.flops;
+  g.bytes = exe.bytes;
+  return g;
+}
+
+
 const char* CacheOutcomeName(CacheOutcome c) {
   switch (c) {
     case CacheOutcome::kMiss: return "miss";

@@ -53,6 +53,10 @@ struct Executable {
   compiler::FusionPlan fusion;
 };
 
+// The graph record of a compiled program (one per program new to a process),
+// named by the call site that cut it.
+trace::GraphRecord GraphRecordOf(const Executable& exe, const std::string& call_site);
+
 struct CompileResult {
   std::shared_ptr<const Executable> executable;
   CacheOutcome cache = CacheOutcome::kMiss;

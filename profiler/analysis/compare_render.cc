@@ -65,6 +65,12 @@ std::vector<std::vector<std::string>> OpRows(const RunComparison& c, size_t limi
   return rows;
 }
 
+std::vector<std::vector<std::string>> ShardingRows(const RunComparison& c) {
+  std::vector<std::vector<std::string>> rows = {{"tensor", "A", "B"}};
+  for (const ShardingChange& s : c.sharding) rows.push_back({s.tensor, s.a.empty() ? "-" : s.a, s.b.empty() ? "-" : s.b});
+  return rows;
+}
+
 std::string CountsLine(const RunComparison& c) {
   return absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " slower, ", c.counts[static_cast<int>(Change::kFaster)],
                       " faster, ", c.counts[static_cast<int>(Change::kAdded)], " added, ",
@@ -171,9 +177,7 @@ std::string RenderComparisonText(const RunComparison& c) {
     if (Changed(c) > kTopOps) absl::StrAppend(&out, "  ... ", Changed(c) - kTopOps, " more changed (--format json lists every op)\n");
   }
   if (!c.sharding.empty()) {
-    std::vector<std::vector<std::string>> rows = {{"tensor", "A", "B"}};
-    for (const ShardingChange& s : c.sharding) rows.push_back({s.tensor, s.a.empty() ? "-" : s.a, s.b.empty() ? "-" : s.b});
-    absl::StrAppend(&out, "\nSharding changes (", c.sharding.size(), ")\n", AlignTable(rows, "  "));
+    absl::StrAppend(&out, "\nSharding changes (", c.sharding.size(), ")\n", AlignTable(ShardingRows(c), "  "));
   } else {
     absl::StrAppend(&out, "\nSharding: no tensor's sharding differs\n");
   }
@@ -193,9 +197,7 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
   if (c.sharding.empty()) {
     out += "No tensor's sharding differs.\n";
   } else {
-    std::vector<std::vector<std::string>> rows = {{"tensor", "A", "B"}};
-    for (const ShardingChange& s : c.sharding) rows.push_back({s.tensor, s.a.empty() ? "-" : s.a, s.b.empty() ? "-" : s.b});
-    out += MdTable(rows);
+    out += MdTable(ShardingRows(c));
   }
   absl::StrAppend(&out, "\n## Notes\n\n");
   for (const std::string& n : c.notes) absl::StrAppend(&out, "- ", Md(n), "\n");
@@ -248,9 +250,7 @@ std::string RenderComparisonHtml(const RunComparison& c) {
   if (c.sharding.empty()) {
     out += "<p>No tensor's sharding differs.</p>\n";
   } else {
-    std::vector<std::vector<std::string>> rows = {{"tensor", "A", "B"}};
-    for (const ShardingChange& s : c.sharding) rows.push_back({s.tensor, s.a.empty() ? "-" : s.a, s.b.empty() ? "-" : s.b});
-    out += HtmlTable(rows);
+    out += HtmlTable(ShardingRows(c));
   }
   out += "<h2>Notes</h2><ul>";
   for (const std::string& n : c.notes) absl::StrAppend(&out, "<li>", Html(n), "</li>");

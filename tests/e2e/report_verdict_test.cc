@@ -77,16 +77,11 @@ TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
   EXPECT_FALSE(j["verdict"]["line"].get<std::string>().empty());
   e2e::Output html = e2e::Shell(absl::StrCat("(", Cli("report " + db + " --format html"), " 2>/dev/null)"));
   ASSERT_EQ(html.code, 0);
-  EXPECT_TRUE(absl::StartsWith(html.text, "<!DOCTYPE html>"));
   size_t svgs = 0;
   for (size_t at = html.text.find("<svg"); at != std::string::npos; at = html.text.find("<svg", at + 1)) ++svgs;
   EXPECT_EQ(svgs, 3u);  // steps, per-chip parts, the median step drawn small
   EXPECT_TRUE(absl::StrContains(html.text, "<h2>Metrics</h2>"));
-  EXPECT_FALSE(absl::StrContains(html.text, "<script"));
-  EXPECT_FALSE(absl::StrContains(html.text, "src=\"http"));
-  EXPECT_FALSE(absl::StrContains(html.text, "href=\"http"));
-  EXPECT_FALSE(absl::StrContains(html.text, "@import"));
-  EXPECT_LT(html.text.size(), 2u << 20);
+  e2e::ExpectSelfContainedHtml(html.text);
 }
 
 }  // namespace

@@ -49,4 +49,13 @@ inline store::QueryResult Q(const std::string& db, const std::string& sql) {
   return q.ok() ? *q : store::QueryResult{};
 }
 
+// A report meant to be read offline: one HTML file that fetches nothing
+// (no scripts, no remote sources, styles or imports) and stays under 2 MB.
+inline void ExpectSelfContainedHtml(const std::string& html) {
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u) << html.substr(0, 200);
+  for (const char* remote : {"<script", "src=\"http", "href=\"http", "@import", "url(http"})
+    EXPECT_EQ(html.find(remote), std::string::npos) << remote;
+  EXPECT_LT(html.size(), 2u << 20);
+}
+
 }  // namespace shardscope::e2e

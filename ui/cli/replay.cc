@@ -216,16 +216,7 @@ int RunReplay(const std::vector<std::string>& args) {
       mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": ", exe.op_count, " ops, stored ", g.op_count));
     if (trace::enabled()) {
       if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {
-        trace::GraphRecord gr;
-        gr.graph_id = exe.graph_id;
-        gr.fingerprint = exe.fingerprint;
-        gr.call_site = g.call_site;
-        gr.ir_text = exe.ir_before;
-        gr.ir_text_after = exe.ir_after;
-        gr.op_count = exe.op_count;
-        gr.flops = exe.flops;
-        gr.bytes = exe.bytes;
-        trace::recorder().Record(gr);
+        trace::recorder().Record(runtime::GraphRecordOf(exe, g.call_site));
       }
       trace::CompilationRecord c;
       c.compile_id = trace::NextId();
