@@ -293,6 +293,8 @@ int RunReplay(const std::vector<std::string>& args) {
     }
     rp.executed = true;
   }
+  // The inputs live on the chips: free them before the chips shut down.
+  by_graph.clear();
   absl::Status finished = (*rec)->Finish();
   if (!failed.ok())
     return Fail(absl::StrCat(failed.message(), "\n(what was replayed before the error is stored as run ", new_run, ")"));
