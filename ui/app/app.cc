@@ -14,10 +14,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -168,25 +170,77 @@ std::pair<double, double> P50P95(std::vector<double> ms) {
   return {at(0.5), at(0.95)};
 }
 
+// Where a frame's time goes (--bench): building the UI (ImGui, the views),
+// handing its draw lists to OpenGL, the renderer finishing (llvmpipe
+// rasterizes here), and the swap.
+struct FramePhases {
+  double ui_ms = 0, submit_ms = 0;
+};
+FramePhases g_phases;
+
+// When each step of opening finished, in seconds since the start (--bench).
+struct OpenSteps {
+  double model = 0, glfw = 0, window = 0, imgui = 0;
+};
+OpenSteps g_open;
+
+// Pixels the renderer shades for `data`: each triangle's area clipped to its
+// command's clip rect (a bounding-box clip, so an upper bound for clipped
+// triangles). A software renderer pays per pixel shaded and blended.
+double ShadedPixels(const ImDrawData* data) {
+  double total = 0;
+  for (int l = 0; l < data->CmdListsCount; ++l) {
+    const ImDrawList* list = data->CmdLists[l];
+    for (const ImDrawCmd& cmd : list->CmdBuffer) {
+      if (cmd.UserCallback) continue;
+      for (unsigned i = 0; i + 2 < cmd.ElemCount; i += 3) {
+        ImVec2 p[3];
+        for (int k = 0; k < 3; ++k) p[k] = list->VtxBuffer[cmd.VtxOffset + list->IdxBuffer[cmd.IdxOffset + i + k]].pos;
+        const double area = 0.5 * std::fabs((p[1].x - p[0].x) * (p[2].y - p[0].y) - (p[2].x - p[0].x) * (p[1].y - p[0].y));
+        float x0 = std::min({p[0].x, p[1].x, p[2].x}), x1 = std::max({p[0].x, p[1].x, p[2].x});
+        float y0 = std::min({p[0].y, p[1].y, p[2].y}), y1 = std::max({p[0].y, p[1].y, p[2].y});
+        const double box = double(x1 - x0) * (y1 - y0);
+        const double cx = std::max(0.0f, std::min(x1, cmd.ClipRect.z) - std::max(x0, cmd.ClipRect.x));
+        const double cy = std::max(0.0f, std::min(y1, cmd.ClipRect.w) - std::max(y0, cmd.ClipRect.y));
+        total += box > 0 ? area * (cx * cy / box) : 0;
+      }
+    }
+  }
+  return total;
+}
+
 // --bench: frame times of an empty window, the whole run, and panning, in
 // this process, with glFinish so the software renderer's work is counted.
 template <typename DrawFrame>
 void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double first_frame_s, double complete_s) {
   constexpr int kFrames = 60;
-  auto timed = [&](auto&& body) {
+  struct Split {
+    std::vector<double> ui, submit, finish, swap;
+  };
+  std::map<std::string, Split> splits;
+  auto timed = [&](const char* name, auto&& body) {
     std::vector<double> ms;
+    Split& split = splits[name];
     for (int i = 0; i < kFrames; ++i) {
       const auto t = std::chrono::steady_clock::now();
       glfwPollEvents();
+      g_phases = {};
       body(i);
+      const auto t_finish = std::chrono::steady_clock::now();
       glFinish();
+      const auto t_swap = std::chrono::steady_clock::now();
       glfwSwapBuffers(window);
       ms.push_back(Seconds(t) * 1e3);
+      split.ui.push_back(g_phases.ui_ms);
+      split.submit.push_back(g_phases.submit_ms);
+      split.finish.push_back(std::chrono::duration<double, std::milli>(t_swap - t_finish).count());
+      split.swap.push_back(Seconds(t_swap) * 1e3);
     }
     return P50P95(std::move(ms));
   };
   auto [mem_rss, mem_hwm] = MemoryMiB();
-  const auto empty = timed([&](int) {
+  const auto empty = timed("empty", [&](int) {
+    const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
@@ -195,23 +249,29 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     ImGui::Begin("empty", nullptr, ImGuiWindowFlags_NoDecoration);
     ImGui::End();
     ImGui::Render();
+    const auto t1 = std::chrono::steady_clock::now();
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    g_phases.ui_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    g_phases.submit_ms = Seconds(t1) * 1e3;
   });
   const int empty_vertices = ImGui::GetDrawData()->TotalVtxCount;
+  const double empty_pixels = ShadedPixels(ImGui::GetDrawData());
+  double pixels = 0, chrome_pixels = 0;
   size_t shapes = 0;
   int vertices = 0, commands = 0;
-  const auto whole = timed([&](int) {
+  const auto whole = timed("whole_run", [&](int) {
     draw_frame(false);
     shapes = std::max(shapes, ws.timeline().shapes_drawn());
     vertices = ImGui::GetDrawData()->TotalVtxCount;
+    pixels = ShadedPixels(ImGui::GetDrawData());
     commands = 0;
     for (int i = 0; i < ImGui::GetDrawData()->CmdListsCount; ++i) commands += ImGui::GetDrawData()->CmdLists[i]->CmdBuffer.Size;
   });
-  const auto pan = timed([&](int) {
+  const auto pan = timed("pan", [&](int) {
     ws.timeline().PanPixels(7);
     draw_frame(false);
   });
@@ -219,14 +279,27 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
   // chrome (tabs, toolbar, headers) without a lane, to tell its cost from the lanes'.
   const auto keep = ws.timeline().collapsed();
   for (const char* key : {"device", "modeled", "host"}) ws.timeline().SetCollapsed(key, true);
-  const auto chrome = timed([&](int) { draw_frame(false); });
+  const auto chrome = timed("chrome", [&](int) {
+    draw_frame(false);
+    chrome_pixels = ShadedPixels(ImGui::GetDrawData());
+  });
   ws.timeline().SetCollapsed(keep);
   std::printf("bench first_frame_ms=%.0f complete_ms=%.0f rss_mib=%.0f peak_rss_mib=%.0f\n", first_frame_s * 1e3,
               complete_s * 1e3, mem_rss, mem_hwm);
+  std::printf("bench open_ms model=%.0f glfw_init=%.0f window=%.0f imgui=%.0f first_frame=%.0f\n", g_open.model * 1e3,
+              g_open.glfw * 1e3, g_open.window * 1e3, g_open.imgui * 1e3, first_frame_s * 1e3);
   std::printf("bench frame_ms empty_p50=%.1f empty_p95=%.1f chrome_p50=%.1f chrome_p95=%.1f whole_run_p50=%.1f "
               "whole_run_p95=%.1f pan_p50=%.1f pan_p95=%.1f shapes=%zu vertices=%d (empty %d) draw_calls=%d\n",
               empty.first, empty.second, chrome.first, chrome.second, whole.first, whole.second, pan.first, pan.second,
               shapes, vertices, empty_vertices, commands);
+  std::printf("bench shaded_kpx empty=%.0f chrome=%.0f whole_run=%.0f\n", empty_pixels / 1e3, chrome_pixels / 1e3,
+              pixels / 1e3);
+  // Medians of each phase: what to work on.
+  for (const auto& [name, split] : splits) {
+    std::printf("bench phases %s ui_p50=%.1f submit_p50=%.1f finish_p50=%.1f swap_p50=%.1f\n", name.c_str(),
+                P50P95(split.ui).first, P50P95(split.submit).first, P50P95(split.finish).first,
+                P50P95(split.swap).first);
+  }
 }
 
 }  // namespace
@@ -241,6 +314,7 @@ int RunApp(const AppOptions& options) {
     std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
     return 1;
   }
+  g_open.model = Seconds(started);
   if (!HaveDisplay()) {
     std::fprintf(stderr,
                  "shardscope-ui: no display (DISPLAY is unset); run under xvfb-run or use "
@@ -257,6 +331,7 @@ int RunApp(const AppOptions& options) {
                  display ? display : "", g_glfw_error.c_str(), options.db_path.c_str());
     return 2;
   }
+  g_open.glfw = Seconds(started);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
@@ -274,6 +349,7 @@ int RunApp(const AppOptions& options) {
     return 2;
   }
   glfwMakeContextCurrent(window);
+  g_open.window = Seconds(started);
   const bool capture = !options.screenshot_path.empty() || !options.dump_layout_path.empty();
   glfwSwapInterval(capture || options.bench ? 0 : 1);
   InstallInputFlags(window);
@@ -286,6 +362,7 @@ int RunApp(const AppOptions& options) {
   ApplyStyle();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  g_open.imgui = Seconds(started);
 
   workstation->ui().headless = capture && !options.mouse;
   if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
@@ -298,6 +375,7 @@ int RunApp(const AppOptions& options) {
   // few (ImGui settles hover and clicks over two or three), data one.
   int frames_left = 3;
   auto draw_frame = [&](bool record) {
+    const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     if (capture) {
@@ -309,12 +387,15 @@ int RunApp(const AppOptions& options) {
     workstation->Draw();
     ImGui::Render();
     workstation->ui().layout = nullptr;
+    const auto t1 = std::chrono::steady_clock::now();
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
     glClearColor(kBackground.r / 255.f, kBackground.g / 255.f, kBackground.b / 255.f, 1);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    g_phases.ui_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    g_phases.submit_ms = Seconds(t1) * 1e3;
   };
   double followed_s = Seconds(started);
   std::optional<std::pair<int64_t, int64_t>> following;
