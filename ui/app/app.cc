@@ -27,6 +27,7 @@
 
 #include "absl/strings/str_format.h"
 #include "store/reader.h"
+#include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 #include "ui/app/trace_model.h"
@@ -35,6 +36,45 @@
 namespace shardscope::app {
 
 namespace {
+
+// The timeline's lane images as OpenGL textures (lane_texture.h): nearest
+// texels, no mipmaps; the images are opaque, so they are drawn with blending
+// off (the software renderer then need not read what is under them).
+class GlTextureHost : public TextureHost {
+ public:
+  ImTextureID Create() override {
+    GLuint tex = 0;
+    glGenTextures(1, &tex);
+    glBindTexture(GL_TEXTURE_2D, tex);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(tex));
+  }
+  void Upload(ImTextureID id, int w, int h, const uint32_t* pixels) override {
+    glBindTexture(GL_TEXTURE_2D, Name(id));
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, pixels);
+  }
+  void UploadRows(ImTextureID id, int w, int y0, int rows, const uint32_t* pixels) override {
+    glBindTexture(GL_TEXTURE_2D, Name(id));
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, w, rows, GL_RGBA, GL_UNSIGNED_BYTE, pixels);
+  }
+  void Release(ImTextureID id) override {
+    GLuint tex = Name(id);
+    glDeleteTextures(1, &tex);
+  }
+  ImDrawCallback OpaqueBegin() const override {
+    return [](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); };
+  }
+
+ private:
+  static GLuint Name(ImTextureID id) { return static_cast<GLuint>(reinterpret_cast<intptr_t>(id)); }
+};
 
 // --follow: the newest run and how many steps of it have landed (each step's
 // slices arrive in the same transaction as its row, so a reload never shows
@@ -261,11 +301,12 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
   const int empty_vertices = ImGui::GetDrawData()->TotalVtxCount;
   const double empty_pixels = ShadedPixels(ImGui::GetDrawData());
   double pixels = 0, chrome_pixels = 0;
-  size_t shapes = 0;
+  size_t shapes = 0, quads = 0, rasterized = 0;
   int vertices = 0, commands = 0;
   const auto whole = timed("whole_run", [&](int) {
     draw_frame(false);
     shapes = std::max(shapes, ws.timeline().shapes_drawn());
+    quads = ws.timeline().quads_drawn();
     vertices = ImGui::GetDrawData()->TotalVtxCount;
     pixels = ShadedPixels(ImGui::GetDrawData());
     commands = 0;
@@ -274,6 +315,7 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
   const auto pan = timed("pan", [&](int) {
     ws.timeline().PanPixels(7);
     draw_frame(false);
+    rasterized += ws.timeline().lanes_rasterized();
   });
   // The same window with every clock's section collapsed: the workstation's
   // chrome (tabs, toolbar, headers) without a lane, to tell its cost from the lanes'.
@@ -292,6 +334,8 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
               "whole_run_p95=%.1f pan_p50=%.1f pan_p95=%.1f shapes=%zu vertices=%d (empty %d) draw_calls=%d\n",
               empty.first, empty.second, chrome.first, chrome.second, whole.first, whole.second, pan.first, pan.second,
               shapes, vertices, empty_vertices, commands);
+  std::printf("bench lanes image_quads=%zu lanes_redrawn_while_panning=%zu texture_uploads=%zu\n", quads, rasterized,
+              ws.timeline().uploads());
   std::printf("bench shaded_kpx empty=%.0f chrome=%.0f whole_run=%.0f\n", empty_pixels / 1e3, chrome_pixels / 1e3,
               pixels / 1e3);
   // Medians of each phase: what to work on.
@@ -364,6 +408,8 @@ int RunApp(const AppOptions& options) {
   ImGui_ImplOpenGL3_Init("#version 330 core");
   g_open.imgui = Seconds(started);
 
+  GlTextureHost textures;  // outlives the workstation (reset below, before the window goes)
+  workstation->ui().textures = &textures;
   workstation->ui().headless = capture && !options.mouse;
   if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
   if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;

@@ -73,6 +73,11 @@ void Workstation::Draw() {
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
   ImGui::SetNextWindowSize(viewport->WorkSize);
+  // The window fills the display, whose every frame starts cleared to
+  // kBackground (the shell's glClear): its own background would paint the
+  // same colour over every pixel again, which a software renderer pays for
+  // in full.
+  ImGui::SetNextWindowBgAlpha(0.0f);
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
