@@ -317,6 +317,12 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     draw_frame(false);
     rasterized += ws.timeline().lanes_rasterized();
   });
+  // Zooming in and out by 25% every frame: every lane's image is redrawn
+  // and uploaded each frame (the worst case for drawing lanes into images).
+  const auto zoom = timed("zoom", [&](int i) {
+    ws.timeline().ZoomBy(i % 2 ? 1 / 1.25 : 1.25);
+    draw_frame(false);
+  });
   // The same window with every clock's section collapsed: the workstation's
   // chrome (tabs, toolbar, headers) without a lane, to tell its cost from the lanes'.
   const auto keep = ws.timeline().collapsed();
@@ -334,6 +340,7 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
               "whole_run_p95=%.1f pan_p50=%.1f pan_p95=%.1f shapes=%zu vertices=%d (empty %d) draw_calls=%d\n",
               empty.first, empty.second, chrome.first, chrome.second, whole.first, whole.second, pan.first, pan.second,
               shapes, vertices, empty_vertices, commands);
+  std::printf("bench frame_ms zoom_p50=%.1f zoom_p95=%.1f (every lane redrawn each frame)\n", zoom.first, zoom.second);
   std::printf("bench lanes image_quads=%zu lanes_redrawn_while_panning=%zu texture_uploads=%zu\n", quads, rasterized,
               ws.timeline().uploads());
   std::printf("bench shaded_kpx empty=%.0f chrome=%.0f whole_run=%.0f\n", empty_pixels / 1e3, chrome_pixels / 1e3,

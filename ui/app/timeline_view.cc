@@ -128,6 +128,34 @@ Shape ShapeOf(const KindNs& kind_ns, double busy_fraction, float height, bool st
   return s;
 }
 
+// Step markers closer than kMinStepPx are thinned to every k-th step (1, 2,
+// 5, 10, 20, 50, ...).
+int StepEvery(const std::vector<StepSpan>& steps, double ns_per_px) {
+  const double mean_px =
+      steps.size() > 1 ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / ns_per_px : 1e9;
+  int every = 1;
+  for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
+    for (int k : {1, 2, 5}) {
+      every = k * m;
+      if (mean_px * every >= kMinStepPx) break;
+    }
+  }
+  return every;
+}
+
+// Blends `color` at `alpha` over column x of rows [y0, y1).
+void BlendColumn(LaneImage& img, int x, int y0, int y1, Rgb color, int alpha) {
+  if (x < 0 || x >= img.w) return;
+  for (int y = std::max(0, y0); y < std::min(img.h, y1); ++y) {
+    uint32_t& p = img.px[static_cast<size_t>(y) * img.w + x];
+    auto mix = [&](int shift, uint8_t c) {
+      const int under = (p >> shift) & 255;
+      return static_cast<uint32_t>((c * alpha + under * (255 - alpha)) / 255) << shift;
+    };
+    p = (p & 0xff000000u) | mix(0, color.r) | mix(8, color.g) | mix(16, color.b);
+  }
+}
+
 // A counter's value as its name suggests: bytes for *bytes*, else a number.
 std::string FormatCounter(const std::string& name, double v) {
   if (absl::StrContains(name, "bytes")) return FormatBytes(static_cast<int64_t>(v));
@@ -280,6 +308,10 @@ void TimelineView::PrepareAtlas(const Frame& f) {
     atlas_.tex = host_->Create();
     atlas_.full = true;
   }
+}
+
+int TimelineView::StepColumn(Clock clock, int64_t start_ns) const {
+  return static_cast<int>(std::floor((double(start_ns) + atlas_.offset[static_cast<int>(clock)] - atlas_.t0) / atlas_.ns_per_px));
 }
 
 void TimelineView::UploadAtlas() {
@@ -500,10 +532,12 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   const int slot_y0 = static_cast<int>(std::lround(y0 - f.clip_top));
   const int slot_y1 = static_cast<int>(std::lround(y1 - f.clip_top));
   LaneCache& lc = lane_cache_[t.track_id];
+  lc.frame = frame_;
   if (lc.data != data.get() || lc.atlas_gen != atlas_.gen || lc.slot_y0 != slot_y0 || lc.slot_y1 != slot_y1 ||
       lc.rows_shown != rows_shown || lc.stripe != stripe || lc.odd != odd) {
     // Redraw this lane's image: what its data holds over the atlas's span.
     lc = LaneCache{};
+    lc.frame = frame_;
     lc.data = data.get();
     lc.hold = data;
     lc.atlas_gen = atlas_.gen;
@@ -539,6 +573,18 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
           const Rgb color = s.block.folded() ? kText : s.block.kind == SliceKind::kHostWait ? kDimText : Rgb{15, 15, 20};
           lc.labels.push_back(LaneCache::Label{s.x0, s.x1, s.y0, s.y1, s.first.name_id,
                                                s.block.folded() ? static_cast<int64_t>(s.block.count) : 0, color, 30});
+        }
+      }
+    }
+    // The section's step markers cross the lane.
+    if (overview_) {
+      const auto& steps = overview_->steps[c];
+      if (!steps.empty()) {
+        const int every = StepEvery(steps, atlas_.ns_per_px);
+        const double a0 = atlas_.t0 - f.offset[c], a1 = a0 + img.w * atlas_.ns_per_px;
+        for (const StepSpan& s : steps) {
+          if (s.start_ns < a0 || s.start_ns > a1 || s.step % every != 0) continue;
+          BlendColumn(img, StepColumn(t.clock, s.start_ns), top, bottom, kStepMarker, 150);
         }
       }
     }
@@ -857,27 +903,28 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
     if (!header || header->collapsed || top >= bottom) continue;
     const auto& steps = overview_->steps[static_cast<int>(clock)];
     if (steps.empty()) continue;
-    // Thin to every k-th step (1, 2, 5, 10, ...) when steps are narrower than kMinStepPx.
+    const int every = StepEvery(steps, f.ns_per_px);
     const double mean_px = steps.size() > 1
                                ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / f.ns_per_px
                                : 1e9;
-    int every = 1;
-    for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
-      for (int k : {1, 2, 5}) {
-        every = k * m;
-        if (mean_px * every >= kMinStepPx) break;
-      }
-    }
     const bool label_steps = mean_px * every >= 44;
     auto [r0, r1] = f.Window(clock);
     const float label_y = f.top + header->y + 15;
+    // Lanes have the markers in their images (PaintLane); the section's other
+    // rows that show time (counters, compilations) get them drawn here, as
+    // one pixel wide rects, not anti-aliased lines (twice the pixels).
+    std::vector<std::pair<float, float>> spans;
+    for (const Row& row : layout_.rows) {
+      if (row.section != static_cast<int>(si) || (row.type != RowType::kCounter && row.type != RowType::kCompiles)) continue;
+      const float y0 = f.top + row.y, y1 = y0 + row.h;
+      if (!spans.empty() && spans.back().second == y0) spans.back().second = y1;
+      else spans.emplace_back(y0, y1);
+    }
     DataLayer layer(f.dl, f.DataMin(), f.DataMax());
     for (const StepSpan& s : steps) {
       if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
-      const float x = std::floor(f.ToX(clock, double(s.start_ns))) + 0.5f;
-      // One pixel wide and not anti-aliased: an anti-aliased line shades
-      // about twice the pixels, and these cross every lane.
-      f.dl->AddRectFilled(ImVec2(x - 0.5f, top), ImVec2(x + 0.5f, bottom), kStepMarker.Packed(150));
+      const float x = f.atlas_x + static_cast<float>(StepColumn(clock, s.start_ns)) + 0.5f;
+      for (auto [y0, y1] : spans) f.dl->AddRectFilled(ImVec2(x - 0.5f, y0), ImVec2(x + 0.5f, y1), kStepMarker.Packed(150));
       if (label_steps) SmallText(f.dl, x + 2, label_y, kStepMarker, absl::StrCat("step ", s.step));
       if (ui.layout) {
         auto& item = ui.layout->Add("marker", absl::StrCat("step ", s.step),
@@ -1226,6 +1273,7 @@ void TimelineView::Draw(UiState& ui) {
   }
   quads_drawn_ = 0;
   lanes_rasterized_ = 0;
+  ++frame_;
   if (ui.textures != host_) {
     if (host_ && atlas_.tex) host_->Release(atlas_.tex);
     atlas_.tex = nullptr;
@@ -1272,6 +1320,11 @@ void TimelineView::Draw(UiState& ui) {
   }
   f.dl->ChannelsMerge();
   if (overview_) UploadAtlas();
+  // Lanes not drawn this frame (collapsed, scrolled away) keep no window alive.
+  for (auto it = lane_cache_.begin(); it != lane_cache_.end();) {
+    if (it->second.frame != frame_) lane_cache_.erase(it++);
+    else ++it;
+  }
   loader_.Request(wanted);
   all_exact &= wanted.empty();
 

@@ -86,6 +86,12 @@ class TimelineView {
   double ns_per_px() const { return ns_per_px_; }
   // Moves the view right by `px` pixels' worth of time (--bench pans with it).
   void PanPixels(float px) { view_t0_ += px * ns_per_px_; }
+  // Zooms by `factor` (> 1: in) around the middle of the slice area (--bench).
+  void ZoomBy(double factor) {
+    const double mid = view_t0_ + area_w_ / 2 * ns_per_px_;
+    ns_per_px_ /= factor;
+    view_t0_ = mid - area_w_ / 2 * ns_per_px_;
+  }
   // Shows [t0, t1) of `clock` (its own times) across the slice area.
   void ShowWindow(Clock clock, int64_t t0, int64_t t1);
   // Selects a slice by id (it is looked up in the background) and shows its step.
@@ -112,6 +118,8 @@ class TimelineView {
   void LaneShapes(const Track& t, const WindowData& data, int64_t t0, int64_t t1, const Frame& f, float lane_h,
                   int rows_shown, std::vector<LaneShape>& out) const;
   void PrepareAtlas(const Frame& f);
+  // The atlas column of a step marker at `start_ns` of `clock`.
+  int StepColumn(Clock clock, int64_t start_ns) const;
   void UploadAtlas();
   void DrawCompiles(const Row& row, const Frame& f, Hover& hover, UiState& ui);
   void DrawCounter(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
@@ -155,7 +163,8 @@ class TimelineView {
   // What a lane's rows of the atlas show, to know when to redraw them.
   struct LaneCache {
     const WindowData* data = nullptr;
-    std::shared_ptr<const WindowData> hold;
+    std::shared_ptr<const WindowData> hold;  // so `data` is not another window at the same address
+    uint64_t frame = 0;                      // last drawn in this frame (others are dropped)
     uint64_t atlas_gen = 0;
     int slot_y0 = 0, slot_y1 = 0, rows_shown = 0;
     bool stripe = false, odd = false;
@@ -176,6 +185,7 @@ class TimelineView {
   TextureHost* host_ = nullptr;
   float atlas_x_ = 0;
   size_t quads_drawn_ = 0, lanes_rasterized_ = 0, uploads_ = 0;
+  uint64_t frame_ = 0;
   bool complete_ = false;
   float area_w_ = 0;
 };
