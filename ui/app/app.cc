@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -97,6 +98,8 @@ namespace {
 constexpr int kScreenshotFrames = 4;
 
 std::string g_glfw_error;
+// glfwInit has returned: from then on other threads may post empty events.
+std::atomic<bool> g_glfw_ready{false};
 
 void OnGlfwError(int code, const char* description) {
   g_glfw_error = absl::StrFormat("%s (GLFW error %#x)", description, code);
@@ -357,60 +360,85 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
 
 int RunApp(const AppOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  // The file first: a wrong path is the likelier mistake, and it is reported
-  // the same with or without a display. Only the run's small tables are read
-  // here; the timeline loads in the background once the window is up.
-  auto model = LoadTraceModel(options.db_path, options.run_id);
-  if (!model.ok()) {
-    std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
-    return 1;
-  }
-  g_open.model = Seconds(started);
+  // The run's small tables (and the workstation over them), ImGui's context
+  // and its font atlas are made on another thread while this one opens the
+  // display and makes the window, the longest step (a software renderer
+  // loads LLVM): the first frame waits for the slower of the two, not for
+  // both. The timeline's loader starts once the first frame is on screen:
+  // run alongside, it would take the cores the window is being made with.
+  absl::StatusOr<TraceModel> model = absl::UnknownError("not loaded");
+  std::unique_ptr<Workstation> workstation;
+  std::thread opener([&] {
+    model = LoadTraceModel(options.db_path, options.run_id);
+    g_open.model = Seconds(started);
+    if (model.ok()) {
+      // The loader's thread wakes the idle loop when data arrives.
+      workstation = std::make_unique<Workstation>(
+          std::make_unique<TraceModel>(*std::move(model)), [] { if (g_glfw_ready) glfwPostEmptyEvent(); },
+          /*start_loading=*/false);
+    }
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;  // no imgui.ini next to whatever the user opened
+    LoadFont(io);
+    unsigned char* pixels = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);  // builds the atlas
+    ApplyStyle();
+  });
+  // The file's errors first: a wrong path is the likelier mistake, and it is
+  // reported the same with or without a display.
+  auto fail = [&](int code, const std::string& message) {
+    if (opener.joinable()) opener.join();
+    if (!model.ok() && !workstation) {
+      std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
+      code = 1;
+    } else {
+      std::fprintf(stderr, "shardscope-ui: %s\n", message.c_str());
+    }
+    workstation.reset();
+    ImGui::DestroyContext();
+    return code;
+  };
   if (!HaveDisplay()) {
-    std::fprintf(stderr,
-                 "shardscope-ui: no display (DISPLAY is unset); run under xvfb-run or use "
-                 "`shardscope report %s`\n",
-                 options.db_path.c_str());
-    return 2;
+    return fail(2, absl::StrFormat("no display (DISPLAY is unset); run under xvfb-run or use `shardscope report %s`",
+                                   options.db_path));
   }
   glfwSetErrorCallback(OnGlfwError);
   if (!glfwInit()) {
     const char* display = std::getenv("DISPLAY");
-    std::fprintf(stderr,
-                 "shardscope-ui: cannot open the display (DISPLAY=%s): %s; run under xvfb-run "
-                 "or use `shardscope report %s`\n",
-                 display ? display : "", g_glfw_error.c_str(), options.db_path.c_str());
-    return 2;
+    return fail(2, absl::StrFormat("cannot open the display (DISPLAY=%s): %s; run under xvfb-run or use `shardscope "
+                                   "report %s`",
+                                   display ? display : "", g_glfw_error, options.db_path));
   }
+  g_glfw_ready = true;
   g_open.glfw = Seconds(started);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  // The loader's thread wakes the idle loop when data arrives.
-  auto workstation = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)),
-                                                   [] { glfwPostEmptyEvent(); });
-  GLFWwindow* window = glfwCreateWindow(options.width, options.height,
-                                        workstation->Title().c_str(), nullptr, nullptr);
-  if (!window) {
-    std::fprintf(stderr, "shardscope-ui: cannot create an OpenGL 3.3 window: %s\n",
-                 g_glfw_error.c_str());
-    workstation.reset();
-    glfwTerminate();
-    return 2;
-  }
-  glfwMakeContextCurrent(window);
+  // Shown once the file is known to open: a wrong path flashes no window.
+  glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "shardscope", nullptr, nullptr);
   g_open.window = Seconds(started);
+  opener.join();
+  if (!window || !workstation) {
+    const std::string why = absl::StrFormat("cannot create an OpenGL 3.3 window: %s", g_glfw_error);
+    if (window) glfwDestroyWindow(window);
+    const int code = fail(2, why);
+    g_glfw_ready = false;
+    glfwTerminate();
+    return code;
+  }
+  glfwSetWindowTitle(window, workstation->Title().c_str());
+  glfwShowWindow(window);
+  glfwMakeContextCurrent(window);
   const bool capture = !options.screenshot_path.empty() || !options.dump_layout_path.empty();
   glfwSwapInterval(capture || options.bench ? 0 : 1);
   InstallInputFlags(window);
 
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;  // no imgui.ini next to whatever the user opened
-  LoadFont(io);
-  ApplyStyle();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
   g_open.imgui = Seconds(started);
@@ -531,6 +559,7 @@ int RunApp(const AppOptions& options) {
       break;
     }
     glfwSwapBuffers(window);
+    if (frame == 0) workstation->StartLoading();  // the first frame is on screen
     --frames_left;
     // A text field blinks its cursor.
     if (io.WantTextInput && frames_left <= 0) glfwWaitEventsTimeout(0.5);
