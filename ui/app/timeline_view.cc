@@ -1283,6 +1283,7 @@ void TimelineView::Draw(UiState& ui) {
     PrepareAtlas(f);
     f.atlas_x = std::round(f.area_left + static_cast<float>((atlas_.t0 - f.view_t0) / f.ns_per_px));
     atlas_x_ = f.atlas_x;
+    atlas_y_ = f.clip_top;
   }
   f.dl->ChannelsSplit(kNumChannels);
   if (host_ && host_->OpaqueBegin()) {

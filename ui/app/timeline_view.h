@@ -75,9 +75,11 @@ class TimelineView {
   size_t lanes_rasterized() const { return lanes_rasterized_; }
   size_t uploads() const { return uploads_; }
   // The lanes' images (an atlas covering the visible slice area and a margin
-  // either side), for tests; `atlas_x()` is where its left edge was drawn.
+  // either side), for tests; (atlas_x(), atlas_y()) is where its top left
+  // corner was drawn.
   const LaneImage& atlas() const { return atlas_.image; }
   float atlas_x() const { return atlas_x_; }
+  float atlas_y() const { return atlas_y_; }
   // One shape of a lane (timeline_view.cc).
   struct LaneShape;
   // The view on the shared axis (host-clock time): time at the slice area's
@@ -183,7 +185,7 @@ class TimelineView {
   Atlas atlas_;
   absl::flat_hash_map<int64_t, LaneCache> lane_cache_;
   TextureHost* host_ = nullptr;
-  float atlas_x_ = 0;
+  float atlas_x_ = 0, atlas_y_ = 0;
   size_t quads_drawn_ = 0, lanes_rasterized_ = 0, uploads_ = 0;
   uint64_t frame_ = 0;
   bool complete_ = false;
