@@ -350,6 +350,44 @@ TEST_F(ViewsTest, PanningMovesTheImagesWithoutRedrawingThem) {
   EXPECT_EQ(ws_->timeline().lanes_rasterized(), ws_->timeline().lanes().size());
 }
 
+// --follow reloads the run as its steps land: a view the user never moved
+// fits the longer run; one zoomed into the middle stays where it was; one
+// showing the run's end (the live edge) keeps its zoom and moves with the end;
+// collapsed sections stay collapsed.
+TEST_F(ViewsTest, AReloadOfTheSameRunKeepsTheUsersView) {
+  Open({.num_devices = 2, .num_hosts = 1, .steps = 6});
+  auto reload = [&](int steps) {
+    const std::string db = testing::TempPath(absl::StrCat("views_", steps, ".db"));
+    ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 2, .num_hosts = 1, .steps = steps}}).ok());
+    auto model = LoadTraceModel(db, std::nullopt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    TimelineView::ViewState view = ws_->timeline().SaveView();
+    ws_->SetModel(std::make_unique<TraceModel>(*std::move(model)));
+    ws_->timeline().RestoreView(std::move(view));
+    Settle();
+  };
+  const double fit6 = ws_->timeline().ns_per_px();
+  reload(12);
+  EXPECT_GT(ws_->timeline().ns_per_px(), 1.3 * fit6) << "an unmoved view fits the longer run";
+
+  ws_->timeline().ShowWindow(Clock::kDevice, 2 * testing::kStepNs, 4 * testing::kStepNs);
+  ws_->timeline().SetCollapsed("host", true);
+  Settle();
+  const double t0 = ws_->timeline().offset_ns(), ns_per_px = ws_->timeline().ns_per_px();
+  reload(18);
+  EXPECT_DOUBLE_EQ(ws_->timeline().ns_per_px(), ns_per_px);
+  EXPECT_DOUBLE_EQ(ws_->timeline().offset_ns(), t0);
+  EXPECT_TRUE(ws_->timeline().collapsed().contains("host"));
+
+  // At the live edge: the newest step (17) on screen.
+  ws_->timeline().ShowWindow(Clock::kDevice, 15 * testing::kStepNs, 19 * testing::kStepNs);
+  Settle();
+  const double edge_t0 = ws_->timeline().offset_ns(), edge_ns_per_px = ws_->timeline().ns_per_px();
+  reload(24);
+  EXPECT_DOUBLE_EQ(ws_->timeline().ns_per_px(), edge_ns_per_px);
+  EXPECT_NEAR(ws_->timeline().offset_ns(), edge_t0 + 6 * testing::kStepNs, 0.1 * testing::kStepNs);
+}
+
 // What a frame hands the renderer follows the screen, not the trace: a
 // hundred times the slices, about the same vertices.
 TEST_F(ViewsTest, AFramesVerticesDoNotGrowWithTheTrace) {

@@ -498,11 +498,16 @@ int RunApp(const AppOptions& options) {
         // A newer run, or more steps of this one: the view shows what has landed.
         auto next = LoadTraceModel(options.db_path, now->first);
         if (next.ok()) {
-          following = *now;
           std::printf("following run %lld: %lld steps\n", static_cast<long long>(now->first),
                       static_cast<long long>(now->second));
           std::fflush(stdout);
+          // More steps of the same run: the user's zoom, place and collapsed
+          // groups stay (following the end if it was on screen).
+          const bool same_run = following && following->first == now->first;
+          auto view = workstation->timeline().SaveView();
           workstation->SetModel(std::make_unique<TraceModel>(*std::move(next)));
+          if (same_run) workstation->timeline().RestoreView(std::move(view));
+          following = *now;
           glfwSetWindowTitle(window, workstation->Title().c_str());
           frames_left = 3;
         }

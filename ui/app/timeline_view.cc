@@ -354,6 +354,18 @@ void TimelineView::EnsureSections() {
   }
   if (lo_ns_ > hi_ns_) lo_ns_ = 0, hi_ns_ = 1e6;
   ns_per_px_ = 0;  // fit once the extent is known
+  if (restore_) {
+    // A reload of the run being followed: keep what the user was looking at.
+    if (restore_->has_collapsed) collapsed_ = restore_->collapsed;
+    if (restore_->moved && restore_->ns_per_px > 0 && restore_->area_w > 0) {
+      const bool at_edge = restore_->t0 + restore_->area_w * restore_->ns_per_px >= restore_->last_step_ns;
+      ns_per_px_ = restore_->ns_per_px;
+      fit_ns_per_px_ = std::max(1000.0, hi_ns_ - lo_ns_) * 1.02 / restore_->area_w;
+      view_t0_ = at_edge ? restore_->t0 + std::max(0.0, LastStepNs() - restore_->last_step_ns) : restore_->t0;
+      moved_ = true;
+    }
+    restore_.reset();
+  }
 }
 
 void TimelineView::SetCollapsed(const std::string& key, bool collapsed) {
@@ -366,8 +378,31 @@ void TimelineView::Fit() {
   const float w = std::max(area_w_, 50.0f);
   ns_per_px_ = span * 1.02 / w;
   fit_ns_per_px_ = ns_per_px_;
+  moved_ = false;
   // Never left of time 0: no axis shows times before the run started.
   view_t0_ = std::max(std::min(0.0, lo_ns_), lo_ns_ - span * 0.01);
+}
+
+double TimelineView::LastStepNs() const {
+  double last = lo_ns_;
+  for (int c = 0; overview_ && c < kNumClocks; ++c) {
+    const auto& steps = overview_->steps[c];
+    if (!steps.empty()) last = std::max(last, double(steps.back().start_ns + overview_->alignment.offset_ns[c]));
+  }
+  return last;
+}
+
+TimelineView::ViewState TimelineView::SaveView() const {
+  if (restore_ && !overview_) return *restore_;  // reloaded again before it loaded
+  ViewState s;
+  s.t0 = view_t0_;
+  s.ns_per_px = ns_per_px_;
+  s.moved = moved_ && overview_ && ns_per_px_ > 0;
+  s.last_step_ns = LastStepNs();
+  s.area_w = area_w_;
+  s.collapsed = collapsed_;
+  s.has_collapsed = overview_ != nullptr;
+  return s;
 }
 
 void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
@@ -378,6 +413,7 @@ void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
   const double span = std::max<double>(100, double(t1 - t0));
   ns_per_px_ = span * 1.1 / area_w_;
   view_t0_ = double(t0) + Offset(clock) - span * 0.05;
+  moved_ = true;
 }
 
 void TimelineView::SelectSliceId(int64_t slice_id) {
@@ -1246,9 +1282,13 @@ void TimelineView::Draw(UiState& ui) {
         ZoomAround(axis, std::max(io.MousePos.x, f.area_left), std::pow(1.25, io.MouseWheel), 0.01, fit_ns_per_px_ * 4);
         view_t0_ = axis.origin_ns;
         ns_per_px_ = axis.ns_per_px;
+        moved_ = true;
       }
     }
-    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) view_t0_ -= io.MouseDelta.x * ns_per_px_;
+    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) {
+      view_t0_ -= io.MouseDelta.x * ns_per_px_;
+      moved_ = true;
+    }
     if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) Fit();
     // Keep part of the run on screen, and no time before 0 at the left edge.
     const double view_ns = area_w_ * ns_per_px_;

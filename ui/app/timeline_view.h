@@ -87,13 +87,33 @@ class TimelineView {
   double offset_ns() const { return view_t0_; }
   double ns_per_px() const { return ns_per_px_; }
   // Moves the view right by `px` pixels' worth of time (--bench pans with it).
-  void PanPixels(float px) { view_t0_ += px * ns_per_px_; }
+  void PanPixels(float px) {
+    view_t0_ += px * ns_per_px_;
+    moved_ = true;
+  }
   // Zooms by `factor` (> 1: in) around the middle of the slice area (--bench).
   void ZoomBy(double factor) {
     const double mid = view_t0_ + area_w_ / 2 * ns_per_px_;
     ns_per_px_ /= factor;
     view_t0_ = mid - area_w_ / 2 * ns_per_px_;
+    moved_ = true;
   }
+  // What the user is looking at, kept across a reload of the same run
+  // (--follow, as steps land).
+  struct ViewState {
+    double t0 = 0, ns_per_px = 0;
+    bool moved = false;  // zoomed or panned since the view last fit the run
+    double last_step_ns = 0;  // where the newest step started then, on the shared axis
+    float area_w = 0;
+    absl::flat_hash_set<std::string> collapsed;
+    bool has_collapsed = false;
+  };
+  ViewState SaveView() const;
+  // Applies `state` once the reloaded run's overview is in: a view the user
+  // never moved fits the run again; one showing the start of the newest step
+  // (the live edge) keeps its zoom and moves on with the newest step; any
+  // other stays where it was.
+  void RestoreView(ViewState state) { restore_ = std::move(state); }
   // Shows [t0, t1) of `clock` (its own times) across the slice area.
   void ShowWindow(Clock clock, int64_t t0, int64_t t1);
   // Selects a slice by id (it is looked up in the background) and shows its step.
@@ -110,6 +130,9 @@ class TimelineView {
   struct Frame;
 
   void Fit();
+  // The start of the newest step of any clock, on the shared axis (the
+  // run's start when it has no steps).
+  double LastStepNs() const;
   void EnsureSections();
   void Select(int64_t track_id, const Slice& slice, UiState& ui);
   void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui);
@@ -142,6 +165,8 @@ class TimelineView {
   double view_t0_ = 0;
   double ns_per_px_ = 0;
   double fit_ns_per_px_ = 1;
+  bool moved_ = false;  // see ViewState
+  std::optional<ViewState> restore_;
   double lo_ns_ = 0, hi_ns_ = 1;  // the run's extent on the shared axis
   std::optional<std::pair<Clock, std::pair<int64_t, int64_t>>> pending_window_;
   std::optional<TimelineSelection> selection_;
