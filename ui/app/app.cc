@@ -364,8 +364,8 @@ int RunApp(const AppOptions& options) {
   // and its font atlas are made on another thread while this one opens the
   // display and makes the window, the longest step (a software renderer
   // loads LLVM): the first frame waits for the slower of the two, not for
-  // both. The timeline's loader starts once the first frame is on screen:
-  // run alongside, it would take the cores the window is being made with.
+  // both. The timeline's loader starts once the window is made: run
+  // alongside, it would take the cores the window is being made with.
   absl::StatusOr<TraceModel> model = absl::UnknownError("not loaded");
   std::unique_ptr<Workstation> workstation;
   std::thread opener([&] {
@@ -433,6 +433,7 @@ int RunApp(const AppOptions& options) {
   }
   glfwSetWindowTitle(window, workstation->Title().c_str());
   glfwShowWindow(window);
+  workstation->StartLoading();  // the window is made: the cores are free for it
   glfwMakeContextCurrent(window);
   const bool capture = !options.screenshot_path.empty() || !options.dump_layout_path.empty();
   glfwSwapInterval(capture || options.bench ? 0 : 1);
@@ -564,7 +565,6 @@ int RunApp(const AppOptions& options) {
       break;
     }
     glfwSwapBuffers(window);
-    if (frame == 0) workstation->StartLoading();  // the first frame is on screen
     --frames_left;
     // A text field blinks its cursor.
     if (io.WantTextInput && frames_left <= 0) glfwWaitEventsTimeout(0.5);

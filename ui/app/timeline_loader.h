@@ -108,7 +108,7 @@ class TimelineLoader {
   TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options = {},
                  bool start = true);
   // Starts the thread if it is not running yet: the app holds it back until
-  // its first frame is on screen, so that the two do not share the cores.
+  // its window is made, so that the two do not share the cores.
   void Start();
   ~TimelineLoader();
   TimelineLoader(const TimelineLoader&) = delete;
