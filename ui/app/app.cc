@@ -256,15 +256,14 @@ double ShadedPixels(const ImDrawData* data) {
 // this process, with glFinish so the software renderer's work is counted.
 template <typename DrawFrame>
 void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double first_frame_s, double complete_s) {
-  constexpr int kFrames = 60;
   struct Split {
-    std::vector<double> ui, submit, finish, swap;
+    std::vector<double> ms, ui, submit, finish, swap;
   };
   std::map<std::string, Split> splits;
-  auto timed = [&](const char* name, auto&& body) {
-    std::vector<double> ms;
+  // `frames` frames of `body`, measured after `warmup` unmeasured ones.
+  auto timed = [&](const char* name, auto&& body, int frames = 60, int warmup = 0) {
     Split& split = splits[name];
-    for (int i = 0; i < kFrames; ++i) {
+    for (int i = 0; i < warmup + frames; ++i) {
       const auto t = std::chrono::steady_clock::now();
       glfwPollEvents();
       g_phases = {};
@@ -273,16 +272,17 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
       glFinish();
       const auto t_swap = std::chrono::steady_clock::now();
       glfwSwapBuffers(window);
-      ms.push_back(Seconds(t) * 1e3);
+      if (i < warmup) continue;
+      split.ms.push_back(Seconds(t) * 1e3);
       split.ui.push_back(g_phases.ui_ms);
       split.submit.push_back(g_phases.submit_ms);
       split.finish.push_back(std::chrono::duration<double, std::milli>(t_swap - t_finish).count());
       split.swap.push_back(Seconds(t_swap) * 1e3);
     }
-    return P50P95(std::move(ms));
+    return P50P95(split.ms);
   };
   auto [mem_rss, mem_hwm] = MemoryMiB();
-  const auto empty = timed("empty", [&](int) {
+  auto empty_frame = [&](int) {
     const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
@@ -300,13 +300,14 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
     g_phases.ui_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
     g_phases.submit_ms = Seconds(t1) * 1e3;
-  });
+  };
+  timed("empty", empty_frame, 1);
   const int empty_vertices = ImGui::GetDrawData()->TotalVtxCount;
   const double empty_pixels = ShadedPixels(ImGui::GetDrawData());
   double pixels = 0, chrome_pixels = 0;
   size_t shapes = 0, quads = 0, rasterized = 0;
   int vertices = 0, commands = 0;
-  const auto whole = timed("whole_run", [&](int) {
+  auto whole_frame = [&](int) {
     draw_frame(false);
     shapes = std::max(shapes, ws.timeline().shapes_drawn());
     quads = ws.timeline().quads_drawn();
@@ -314,12 +315,22 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     pixels = ShadedPixels(ImGui::GetDrawData());
     commands = 0;
     for (int i = 0; i < ImGui::GetDrawData()->CmdListsCount; ++i) commands += ImGui::GetDrawData()->CmdLists[i]->CmdBuffer.Size;
-  });
-  const auto pan = timed("pan", [&](int) {
+  };
+  auto pan_frame = [&](int) {
     ws.timeline().PanPixels(7);
     draw_frame(false);
     rasterized += ws.timeline().lanes_rasterized();
-  });
+  };
+  // The empty window, the whole run and panning take turns of 10 frames
+  // (after 2 unmeasured): the machine's load moves while a benchmark runs,
+  // and turns let the three see the same load. 60 frames each.
+  splits.clear();
+  std::pair<double, double> empty, whole, pan;
+  for (int turn = 0; turn < 6; ++turn) {
+    empty = timed("empty", empty_frame, 10, 2);
+    whole = timed("whole_run", whole_frame, 10, 2);
+    pan = timed("pan", pan_frame, 10, 2);
+  }
   // Zooming in and out by 25% every frame: every lane's image is redrawn
   // and uploaded each frame (the worst case for drawing lanes into images).
   const auto zoom = timed("zoom", [&](int i) {
