@@ -633,9 +633,12 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
     const int top = std::max(0, slot_y0), bottom = std::min(atlas_.image.h, slot_y1);
     if (top < bottom) {
       DataLayer layer(dl, f.DataMin(), f.DataMax(), kImageChannel);
-      const float h = static_cast<float>(atlas_.image.h);
-      dl->AddImage(atlas_.tex, ImVec2(f.atlas_x, f.clip_top + top), ImVec2(f.atlas_x + atlas_.image.w, f.clip_top + bottom),
-                   ImVec2(0, top / h), ImVec2(1, bottom / h));
+      // Only the part on screen: a quad three screens wide, clipped, costs
+      // the renderer more to set up.
+      const float w = static_cast<float>(atlas_.image.w), h = static_cast<float>(atlas_.image.h);
+      const float sx0 = std::max(f.atlas_x, std::floor(f.area_left)), sx1 = std::min(f.atlas_x + w, std::ceil(f.right));
+      dl->AddImage(atlas_.tex, ImVec2(sx0, f.clip_top + top), ImVec2(sx1, f.clip_top + bottom),
+                   ImVec2((sx0 - f.atlas_x) / w, top / h), ImVec2((sx1 - f.atlas_x) / w, bottom / h));
       ++quads_drawn_;
     }
   }
