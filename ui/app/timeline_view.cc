@@ -654,7 +654,7 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
       const float x0 = f.atlas_x + l.x0, x1 = f.atlas_x + l.x1;
       if (x1 <= f.area_left || x0 >= f.right) continue;
       const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
-      if (l.min_width == 30 ? visible_w <= 30 : false) continue;
+      if (l.min_width == 30 && visible_w <= 30) continue;  // a slice: named when 30 px of it show
       const float ry0 = y0 + l.y0, ry1 = y0 + l.y1;
       std::string text = l.count > 0 ? absl::StrCat(l.count, " slices") : Name(l.name_id);
       ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
