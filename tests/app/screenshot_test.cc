@@ -287,6 +287,7 @@ TEST(ShardscopeUi, DumpLayoutRecordsWhatTheTimelineDraws) {
   for (const json& lane : ItemsOf(doc, "lane")) {
     EXPECT_EQ(lane["ref"]["table"], "tracks");
     EXPECT_FALSE(lane["fallback"].get<bool>()) << "captured before " << lane["label"] << " loaded";
+    EXPECT_EQ(lane["drawn_as"], "image");  // one textured quad; its shapes are the rects below
     if (lane.contains("device_id")) chips.insert(lane["device_id"].get<int>());
     else ++host_lanes;
   }

@@ -7,6 +7,7 @@
 // clocks aligned, flows of a collective with the last to arrive marked.
 #include <imgui.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -16,13 +17,45 @@
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
+#include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
+#include "ui/app/palette.h"
 #include "ui/app/workstation.h"
 
 namespace shardscope::app {
 namespace {
 
 using nlohmann::json;
+
+// Textures as the GL shell would keep them: what was uploaded last, so a test
+// can read the pixels a lane's image would show.
+class FakeTextures : public TextureHost {
+ public:
+  ImTextureID Create() override { return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(++created)); }
+  void Upload(ImTextureID, int width, int height, const uint32_t* pixels) override {
+    ++uploads;
+    w = width;
+    h = height;
+    px.assign(pixels, pixels + static_cast<size_t>(w) * h);
+  }
+  void UploadRows(ImTextureID, int width, int y0, int rows, const uint32_t* pixels) override {
+    ++uploads;
+    EXPECT_EQ(width, w);
+    EXPECT_LE(y0 + rows, h);
+    std::copy(pixels, pixels + static_cast<size_t>(width) * rows, px.begin() + static_cast<size_t>(y0) * w);
+  }
+  void Release(ImTextureID) override { ++released; }
+  // The texel under window pixel (x, y) of the image drawn with its top left at (x0, y0).
+  uint32_t At(float x0, float y0, float x, float y) const {
+    const int tx = static_cast<int>(std::floor(x - x0)), ty = static_cast<int>(std::floor(y - y0));
+    if (tx < 0 || ty < 0 || tx >= w || ty >= h) return 0;
+    return px[static_cast<size_t>(ty) * w + tx];
+  }
+
+  int created = 0, uploads = 0, released = 0;
+  int w = 0, h = 0;
+  std::vector<uint32_t> px;
+};
 
 class ViewsTest : public ::testing::Test {
  protected:
@@ -53,6 +86,7 @@ class ViewsTest : public ::testing::Test {
     auto model = LoadTraceModel(db, std::nullopt);
     ASSERT_TRUE(model.ok()) << model.status();
     ws_ = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)));
+    ws_->ui().textures = &textures_;
     Settle();
   }
 
@@ -110,6 +144,7 @@ class ViewsTest : public ::testing::Test {
   }
 
   testing::FixtureRun run_;
+  FakeTextures textures_;  // outlives ws_
   std::unique_ptr<Workstation> ws_;
   LayoutDump dump_;
 };
@@ -256,6 +291,117 @@ TEST_F(ViewsTest, ClickingACollectiveSelectsItAndDrawsItsFlow) {
 TEST_F(ViewsTest, ShapesDrawnDependOnTheScreen) {
   Open({.num_devices = 2, .tiny_slices = 30'000});
   EXPECT_LT(ws_->timeline().shapes_drawn(), 1500u);
+}
+
+// Lanes are drawn as images, one quad each, yet the layout still lists every
+// shape with the stored row it shows, and the image holds the shape's colour
+// where the layout says it is.
+TEST_F(ViewsTest, LanesAreImagesAndTheLayoutStillListsTheirShapes) {
+  Open({.num_devices = 4, .num_hosts = 2});
+  const TimelineView& tl = ws_->timeline();
+  ws_->timeline().ShowWindow(Clock::kDevice, 0, 2 * testing::kStepNs);
+  Settle();
+  Frame();
+  EXPECT_EQ(tl.quads_drawn(), tl.lanes().size());
+  EXPECT_GT(textures_.uploads, 0);
+  ASSERT_EQ(textures_.w, tl.atlas().w);
+  for (const json& lane : Items("lane")) EXPECT_EQ(lane["drawn_as"], "image") << lane.dump();
+  int checked = 0;
+  for (const json& rect : Items("rect")) {
+    if (!rect["ref"].contains("slice_id")) continue;  // folds and columns have no single colour
+    const ImVec2 c = Center(rect);
+    if (c.x < tl.lanes().front().x + 1 || rect["w"].get<float>() < 3) continue;
+    const SliceKind kind = ParseSliceKind(rect["kind"].get<std::string>());
+    EXPECT_EQ(textures_.At(tl.atlas_x(), tl.atlas_y(), c.x, c.y), KindColor(kind).Packed())
+        << "the image does not show " << rect.dump();
+    ++checked;
+  }
+  EXPECT_GE(checked, 4 * 2 * testing::kSlicesPerDeviceStep);
+  // Clicking a slice still selects it: the shapes are found from the data, not the pixels.
+  const int64_t id = testing::AllReduceSliceId(run_, 1, 3);
+  ASSERT_NE(SliceRect(id), nullptr);
+  Click(Center(*SliceRect(id)));
+  ASSERT_TRUE(tl.selection());
+  EXPECT_EQ(tl.selection()->slice.slice_id, id);
+}
+
+// A pan within the image's margin moves the quads: no lane is drawn again and
+// nothing is uploaded; the shapes move with the view.
+TEST_F(ViewsTest, PanningMovesTheImagesWithoutRedrawingThem) {
+  Open({.num_devices = 4, .num_hosts = 2, .steps = 12});
+  ws_->timeline().ShowWindow(Clock::kDevice, 2 * testing::kStepNs, 6 * testing::kStepNs);
+  Settle();
+  Frame();
+  const int64_t id = testing::AllReduceSliceId(run_, 4, 1);
+  ASSERT_NE(SliceRect(id), nullptr);
+  const float x_before = (*SliceRect(id))["x"].get<float>();
+  const int uploads = textures_.uploads;
+  for (int i = 0; i < 10; ++i) {
+    ws_->timeline().PanPixels(7);
+    Frame();
+    EXPECT_EQ(ws_->timeline().lanes_rasterized(), 0u) << "frame " << i;
+  }
+  EXPECT_EQ(textures_.uploads, uploads);
+  ASSERT_NE(SliceRect(id), nullptr);
+  EXPECT_NEAR((*SliceRect(id))["x"].get<float>(), x_before - 70, 1.0f);
+  // A zoom draws every lane again.
+  ws_->timeline().ZoomBy(1.25);
+  Frame();
+  EXPECT_EQ(ws_->timeline().lanes_rasterized(), ws_->timeline().lanes().size());
+}
+
+// --follow reloads the run as its steps land: a view the user never moved
+// fits the longer run; one zoomed into the middle stays where it was; one
+// showing the run's end (the live edge) keeps its zoom and moves with the end;
+// collapsed sections stay collapsed.
+TEST_F(ViewsTest, AReloadOfTheSameRunKeepsTheUsersView) {
+  Open({.num_devices = 2, .num_hosts = 1, .steps = 6});
+  auto reload = [&](int steps) {
+    const std::string db = testing::TempPath(absl::StrCat("views_", steps, ".db"));
+    ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.num_devices = 2, .num_hosts = 1, .steps = steps}}).ok());
+    auto model = LoadTraceModel(db, std::nullopt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    TimelineView::ViewState view = ws_->timeline().SaveView();
+    ws_->SetModel(std::make_unique<TraceModel>(*std::move(model)));
+    ws_->timeline().RestoreView(std::move(view));
+    Settle();
+  };
+  const double fit6 = ws_->timeline().ns_per_px();
+  reload(12);
+  EXPECT_GT(ws_->timeline().ns_per_px(), 1.3 * fit6) << "an unmoved view fits the longer run";
+
+  ws_->timeline().ShowWindow(Clock::kDevice, 2 * testing::kStepNs, 4 * testing::kStepNs);
+  ws_->timeline().SetCollapsed("host", true);
+  Settle();
+  const double t0 = ws_->timeline().offset_ns(), ns_per_px = ws_->timeline().ns_per_px();
+  reload(18);
+  EXPECT_DOUBLE_EQ(ws_->timeline().ns_per_px(), ns_per_px);
+  EXPECT_DOUBLE_EQ(ws_->timeline().offset_ns(), t0);
+  EXPECT_TRUE(ws_->timeline().collapsed().contains("host"));
+
+  // At the live edge: the newest step (17) on screen.
+  ws_->timeline().ShowWindow(Clock::kDevice, 15 * testing::kStepNs, 19 * testing::kStepNs);
+  Settle();
+  const double edge_t0 = ws_->timeline().offset_ns(), edge_ns_per_px = ws_->timeline().ns_per_px();
+  reload(24);
+  EXPECT_DOUBLE_EQ(ws_->timeline().ns_per_px(), edge_ns_per_px);
+  EXPECT_NEAR(ws_->timeline().offset_ns(), edge_t0 + 6 * testing::kStepNs, 0.1 * testing::kStepNs);
+}
+
+// What a frame hands the renderer follows the screen, not the trace: a
+// hundred times the slices, about the same vertices.
+TEST_F(ViewsTest, AFramesVerticesDoNotGrowWithTheTrace) {
+  auto vertices = [&](int tiny) {
+    Open({.num_devices = 2, .tiny_slices = tiny});
+    Frame();
+    const ImDrawData* data = ImGui::GetDrawData();
+    return data ? data->TotalVtxCount : -1;
+  };
+  const int small = vertices(1'000);
+  const int large = vertices(100'000);
+  ASSERT_GT(small, 0);
+  EXPECT_LT(large, 12'000);
+  EXPECT_LT(std::abs(large - small), 1'000) << small << " vs " << large;
 }
 
 // Every lane of a section is crossed by that section's step markers; folds

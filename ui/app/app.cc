@@ -14,17 +14,21 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "store/reader.h"
+#include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 #include "ui/app/trace_model.h"
@@ -33,6 +37,45 @@
 namespace shardscope::app {
 
 namespace {
+
+// The timeline's lane images as OpenGL textures (lane_texture.h): nearest
+// texels, no mipmaps; the images are opaque, so they are drawn with blending
+// off (the software renderer then need not read what is under them).
+class GlTextureHost : public TextureHost {
+ public:
+  ImTextureID Create() override {
+    GLuint tex = 0;
+    glGenTextures(1, &tex);
+    glBindTexture(GL_TEXTURE_2D, tex);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MIN_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_MAG_FILTER, GL_NEAREST);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_S, GL_CLAMP_TO_EDGE);
+    glTexParameteri(GL_TEXTURE_2D, GL_TEXTURE_WRAP_T, GL_CLAMP_TO_EDGE);
+    return reinterpret_cast<ImTextureID>(static_cast<intptr_t>(tex));
+  }
+  void Upload(ImTextureID id, int w, int h, const uint32_t* pixels) override {
+    glBindTexture(GL_TEXTURE_2D, Name(id));
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+    glTexImage2D(GL_TEXTURE_2D, 0, GL_RGBA8, w, h, 0, GL_RGBA, GL_UNSIGNED_BYTE, pixels);
+  }
+  void UploadRows(ImTextureID id, int w, int y0, int rows, const uint32_t* pixels) override {
+    glBindTexture(GL_TEXTURE_2D, Name(id));
+    glPixelStorei(GL_UNPACK_ALIGNMENT, 4);
+    glPixelStorei(GL_UNPACK_ROW_LENGTH, 0);
+    glTexSubImage2D(GL_TEXTURE_2D, 0, 0, y0, w, rows, GL_RGBA, GL_UNSIGNED_BYTE, pixels);
+  }
+  void Release(ImTextureID id) override {
+    GLuint tex = Name(id);
+    glDeleteTextures(1, &tex);
+  }
+  ImDrawCallback OpaqueBegin() const override {
+    return [](const ImDrawList*, const ImDrawCmd*) { glDisable(GL_BLEND); };
+  }
+
+ private:
+  static GLuint Name(ImTextureID id) { return static_cast<GLuint>(reinterpret_cast<intptr_t>(id)); }
+};
 
 // --follow: the newest run and how many steps of it have landed (each step's
 // slices arrive in the same transaction as its row, so a reload never shows
@@ -55,6 +98,8 @@ namespace {
 constexpr int kScreenshotFrames = 4;
 
 std::string g_glfw_error;
+// glfwInit has returned: from then on other threads may post empty events.
+std::atomic<bool> g_glfw_ready{false};
 
 void OnGlfwError(int code, const char* description) {
   g_glfw_error = absl::StrFormat("%s (GLFW error %#x)", description, code);
@@ -168,25 +213,77 @@ std::pair<double, double> P50P95(std::vector<double> ms) {
   return {at(0.5), at(0.95)};
 }
 
+// Where a frame's time goes (--bench): building the UI (ImGui, the views),
+// handing its draw lists to OpenGL, the renderer finishing (llvmpipe
+// rasterizes here), and the swap.
+struct FramePhases {
+  double ui_ms = 0, submit_ms = 0;
+};
+FramePhases g_phases;
+
+// When each step of opening finished, in seconds since the start (--bench).
+struct OpenSteps {
+  double model = 0, glfw = 0, window = 0, imgui = 0;
+};
+OpenSteps g_open;
+
+// Pixels the renderer shades for `data`: each triangle's area clipped to its
+// command's clip rect (a bounding-box clip, so an upper bound for clipped
+// triangles). A software renderer pays per pixel shaded and blended.
+double ShadedPixels(const ImDrawData* data) {
+  double total = 0;
+  for (int l = 0; l < data->CmdListsCount; ++l) {
+    const ImDrawList* list = data->CmdLists[l];
+    for (const ImDrawCmd& cmd : list->CmdBuffer) {
+      if (cmd.UserCallback) continue;
+      for (unsigned i = 0; i + 2 < cmd.ElemCount; i += 3) {
+        ImVec2 p[3];
+        for (int k = 0; k < 3; ++k) p[k] = list->VtxBuffer[cmd.VtxOffset + list->IdxBuffer[cmd.IdxOffset + i + k]].pos;
+        const double area = 0.5 * std::fabs((p[1].x - p[0].x) * (p[2].y - p[0].y) - (p[2].x - p[0].x) * (p[1].y - p[0].y));
+        float x0 = std::min({p[0].x, p[1].x, p[2].x}), x1 = std::max({p[0].x, p[1].x, p[2].x});
+        float y0 = std::min({p[0].y, p[1].y, p[2].y}), y1 = std::max({p[0].y, p[1].y, p[2].y});
+        const double box = double(x1 - x0) * (y1 - y0);
+        const double cx = std::max(0.0f, std::min(x1, cmd.ClipRect.z) - std::max(x0, cmd.ClipRect.x));
+        const double cy = std::max(0.0f, std::min(y1, cmd.ClipRect.w) - std::max(y0, cmd.ClipRect.y));
+        total += box > 0 ? area * (cx * cy / box) : 0;
+      }
+    }
+  }
+  return total;
+}
+
 // --bench: frame times of an empty window, the whole run, and panning, in
 // this process, with glFinish so the software renderer's work is counted.
 template <typename DrawFrame>
 void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double first_frame_s, double complete_s) {
-  constexpr int kFrames = 60;
-  auto timed = [&](auto&& body) {
-    std::vector<double> ms;
-    for (int i = 0; i < kFrames; ++i) {
+  struct Split {
+    std::vector<double> ms, ui, submit, finish, swap;
+  };
+  std::map<std::string, Split> splits;
+  // `frames` frames of `body`, measured after `warmup` unmeasured ones.
+  auto timed = [&](const char* name, auto&& body, int frames = 60, int warmup = 0) {
+    Split& split = splits[name];
+    for (int i = 0; i < warmup + frames; ++i) {
       const auto t = std::chrono::steady_clock::now();
       glfwPollEvents();
+      g_phases = {};
       body(i);
+      const auto t_finish = std::chrono::steady_clock::now();
       glFinish();
+      const auto t_swap = std::chrono::steady_clock::now();
       glfwSwapBuffers(window);
-      ms.push_back(Seconds(t) * 1e3);
+      if (i < warmup) continue;
+      split.ms.push_back(Seconds(t) * 1e3);
+      split.ui.push_back(g_phases.ui_ms);
+      split.submit.push_back(g_phases.submit_ms);
+      split.finish.push_back(std::chrono::duration<double, std::milli>(t_swap - t_finish).count());
+      split.swap.push_back(Seconds(t_swap) * 1e3);
     }
-    return P50P95(std::move(ms));
+    return P50P95(split.ms);
   };
   auto [mem_rss, mem_hwm] = MemoryMiB();
-  const auto empty = timed([&](int) {
+  auto empty_frame = [&](int) {
+    const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     ImGui::NewFrame();
@@ -195,98 +292,171 @@ void RunBench(GLFWwindow* window, Workstation& ws, DrawFrame& draw_frame, double
     ImGui::Begin("empty", nullptr, ImGuiWindowFlags_NoDecoration);
     ImGui::End();
     ImGui::Render();
+    const auto t1 = std::chrono::steady_clock::now();
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-  });
+    g_phases.ui_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    g_phases.submit_ms = Seconds(t1) * 1e3;
+  };
+  timed("empty", empty_frame, 1);
   const int empty_vertices = ImGui::GetDrawData()->TotalVtxCount;
-  size_t shapes = 0;
+  const double empty_pixels = ShadedPixels(ImGui::GetDrawData());
+  double pixels = 0, chrome_pixels = 0;
+  size_t shapes = 0, quads = 0, rasterized = 0;
   int vertices = 0, commands = 0;
-  const auto whole = timed([&](int) {
+  auto whole_frame = [&](int) {
     draw_frame(false);
     shapes = std::max(shapes, ws.timeline().shapes_drawn());
+    quads = ws.timeline().quads_drawn();
     vertices = ImGui::GetDrawData()->TotalVtxCount;
+    pixels = ShadedPixels(ImGui::GetDrawData());
     commands = 0;
     for (int i = 0; i < ImGui::GetDrawData()->CmdListsCount; ++i) commands += ImGui::GetDrawData()->CmdLists[i]->CmdBuffer.Size;
-  });
-  const auto pan = timed([&](int) {
+  };
+  auto pan_frame = [&](int) {
     ws.timeline().PanPixels(7);
+    draw_frame(false);
+    rasterized += ws.timeline().lanes_rasterized();
+  };
+  // The empty window, the whole run and panning take turns of 10 frames
+  // (after 2 unmeasured): the machine's load moves while a benchmark runs,
+  // and turns let the three see the same load. 60 frames each.
+  splits.clear();
+  std::pair<double, double> empty, whole, pan;
+  for (int turn = 0; turn < 6; ++turn) {
+    empty = timed("empty", empty_frame, 10, 2);
+    whole = timed("whole_run", whole_frame, 10, 2);
+    pan = timed("pan", pan_frame, 10, 2);
+  }
+  // Zooming in and out by 25% every frame: every lane's image is redrawn
+  // and uploaded each frame (the worst case for drawing lanes into images).
+  const auto zoom = timed("zoom", [&](int i) {
+    ws.timeline().ZoomBy(i % 2 ? 1 / 1.25 : 1.25);
     draw_frame(false);
   });
   // The same window with every clock's section collapsed: the workstation's
   // chrome (tabs, toolbar, headers) without a lane, to tell its cost from the lanes'.
   const auto keep = ws.timeline().collapsed();
   for (const char* key : {"device", "modeled", "host"}) ws.timeline().SetCollapsed(key, true);
-  const auto chrome = timed([&](int) { draw_frame(false); });
+  const auto chrome = timed("chrome", [&](int) {
+    draw_frame(false);
+    chrome_pixels = ShadedPixels(ImGui::GetDrawData());
+  });
   ws.timeline().SetCollapsed(keep);
   std::printf("bench first_frame_ms=%.0f complete_ms=%.0f rss_mib=%.0f peak_rss_mib=%.0f\n", first_frame_s * 1e3,
               complete_s * 1e3, mem_rss, mem_hwm);
+  std::printf("bench open_ms model=%.0f glfw_init=%.0f window=%.0f imgui=%.0f first_frame=%.0f\n", g_open.model * 1e3,
+              g_open.glfw * 1e3, g_open.window * 1e3, g_open.imgui * 1e3, first_frame_s * 1e3);
   std::printf("bench frame_ms empty_p50=%.1f empty_p95=%.1f chrome_p50=%.1f chrome_p95=%.1f whole_run_p50=%.1f "
               "whole_run_p95=%.1f pan_p50=%.1f pan_p95=%.1f shapes=%zu vertices=%d (empty %d) draw_calls=%d\n",
               empty.first, empty.second, chrome.first, chrome.second, whole.first, whole.second, pan.first, pan.second,
               shapes, vertices, empty_vertices, commands);
+  std::printf("bench frame_ms zoom_p50=%.1f zoom_p95=%.1f (every lane redrawn each frame)\n", zoom.first, zoom.second);
+  std::printf("bench lanes image_quads=%zu lanes_redrawn_while_panning=%zu texture_uploads=%zu\n", quads, rasterized,
+              ws.timeline().uploads());
+  std::printf("bench shaded_kpx empty=%.0f chrome=%.0f whole_run=%.0f\n", empty_pixels / 1e3, chrome_pixels / 1e3,
+              pixels / 1e3);
+  // Medians of each phase: what to work on.
+  for (const auto& [name, split] : splits) {
+    std::printf("bench phases %s ui_p50=%.1f submit_p50=%.1f finish_p50=%.1f swap_p50=%.1f\n", name.c_str(),
+                P50P95(split.ui).first, P50P95(split.submit).first, P50P95(split.finish).first,
+                P50P95(split.swap).first);
+  }
 }
 
 }  // namespace
 
 int RunApp(const AppOptions& options) {
   const auto started = std::chrono::steady_clock::now();
-  // The file first: a wrong path is the likelier mistake, and it is reported
-  // the same with or without a display. Only the run's small tables are read
-  // here; the timeline loads in the background once the window is up.
-  auto model = LoadTraceModel(options.db_path, options.run_id);
-  if (!model.ok()) {
-    std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
-    return 1;
-  }
+  // The run's small tables (and the workstation over them), ImGui's context
+  // and its font atlas are made on another thread while this one opens the
+  // display and makes the window, the longest step (a software renderer
+  // loads LLVM): the first frame waits for the slower of the two, not for
+  // both. The timeline's loader starts once the window is made: run
+  // alongside, it would take the cores the window is being made with.
+  absl::StatusOr<TraceModel> model = absl::UnknownError("not loaded");
+  std::unique_ptr<Workstation> workstation;
+  std::thread opener([&] {
+    model = LoadTraceModel(options.db_path, options.run_id);
+    g_open.model = Seconds(started);
+    if (model.ok()) {
+      // The loader's thread wakes the idle loop when data arrives.
+      workstation = std::make_unique<Workstation>(
+          std::make_unique<TraceModel>(*std::move(model)), [] { if (g_glfw_ready) glfwPostEmptyEvent(); },
+          /*start_loading=*/false);
+    }
+    IMGUI_CHECKVERSION();
+    ImGui::CreateContext();
+    ImGuiIO& io = ImGui::GetIO();
+    io.IniFilename = nullptr;  // no imgui.ini next to whatever the user opened
+    LoadFont(io);
+    unsigned char* pixels = nullptr;
+    int w = 0, h = 0;
+    io.Fonts->GetTexDataAsRGBA32(&pixels, &w, &h);  // builds the atlas
+    ApplyStyle();
+  });
+  // The file's errors first: a wrong path is the likelier mistake, and it is
+  // reported the same with or without a display.
+  auto fail = [&](int code, const std::string& message) {
+    if (opener.joinable()) opener.join();
+    if (!model.ok() && !workstation) {
+      std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
+      code = 1;
+    } else {
+      std::fprintf(stderr, "shardscope-ui: %s\n", message.c_str());
+    }
+    workstation.reset();
+    ImGui::DestroyContext();
+    return code;
+  };
   if (!HaveDisplay()) {
-    std::fprintf(stderr,
-                 "shardscope-ui: no display (DISPLAY is unset); run under xvfb-run or use "
-                 "`shardscope report %s`\n",
-                 options.db_path.c_str());
-    return 2;
+    return fail(2, absl::StrFormat("no display (DISPLAY is unset); run under xvfb-run or use `shardscope report %s`",
+                                   options.db_path));
   }
   glfwSetErrorCallback(OnGlfwError);
   if (!glfwInit()) {
     const char* display = std::getenv("DISPLAY");
-    std::fprintf(stderr,
-                 "shardscope-ui: cannot open the display (DISPLAY=%s): %s; run under xvfb-run "
-                 "or use `shardscope report %s`\n",
-                 display ? display : "", g_glfw_error.c_str(), options.db_path.c_str());
-    return 2;
+    return fail(2, absl::StrFormat("cannot open the display (DISPLAY=%s): %s; run under xvfb-run or use `shardscope "
+                                   "report %s`",
+                                   display ? display : "", g_glfw_error, options.db_path));
   }
+  g_glfw_ready = true;
+  g_open.glfw = Seconds(started);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
   glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
   glfwWindowHint(GLFW_OPENGL_PROFILE, GLFW_OPENGL_CORE_PROFILE);
   glfwWindowHint(GLFW_OPENGL_FORWARD_COMPAT, GLFW_TRUE);
-  // The loader's thread wakes the idle loop when data arrives.
-  auto workstation = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)),
-                                                   [] { glfwPostEmptyEvent(); });
-  GLFWwindow* window = glfwCreateWindow(options.width, options.height,
-                                        workstation->Title().c_str(), nullptr, nullptr);
-  if (!window) {
-    std::fprintf(stderr, "shardscope-ui: cannot create an OpenGL 3.3 window: %s\n",
-                 g_glfw_error.c_str());
-    workstation.reset();
+  // Shown once the file is known to open: a wrong path flashes no window.
+  glfwWindowHint(GLFW_VISIBLE, GLFW_FALSE);
+  GLFWwindow* window = glfwCreateWindow(options.width, options.height, "shardscope", nullptr, nullptr);
+  g_open.window = Seconds(started);
+  opener.join();
+  if (!window || !workstation) {
+    const std::string why = absl::StrFormat("cannot create an OpenGL 3.3 window: %s", g_glfw_error);
+    if (window) glfwDestroyWindow(window);
+    const int code = fail(2, why);
+    g_glfw_ready = false;
     glfwTerminate();
-    return 2;
+    return code;
   }
+  glfwSetWindowTitle(window, workstation->Title().c_str());
+  glfwShowWindow(window);
+  workstation->StartLoading();  // the window is made: the cores are free for it
   glfwMakeContextCurrent(window);
   const bool capture = !options.screenshot_path.empty() || !options.dump_layout_path.empty();
   glfwSwapInterval(capture || options.bench ? 0 : 1);
   InstallInputFlags(window);
 
-  IMGUI_CHECKVERSION();
-  ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  io.IniFilename = nullptr;  // no imgui.ini next to whatever the user opened
-  LoadFont(io);
-  ApplyStyle();
   ImGui_ImplGlfw_InitForOpenGL(window, true);
   ImGui_ImplOpenGL3_Init("#version 330 core");
+  g_open.imgui = Seconds(started);
 
+  GlTextureHost textures;  // outlives the workstation (reset below, before the window goes)
+  workstation->ui().textures = &textures;
   workstation->ui().headless = capture && !options.mouse;
   if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
   if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;
@@ -298,6 +468,7 @@ int RunApp(const AppOptions& options) {
   // few (ImGui settles hover and clicks over two or three), data one.
   int frames_left = 3;
   auto draw_frame = [&](bool record) {
+    const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
     if (capture) {
@@ -309,12 +480,15 @@ int RunApp(const AppOptions& options) {
     workstation->Draw();
     ImGui::Render();
     workstation->ui().layout = nullptr;
+    const auto t1 = std::chrono::steady_clock::now();
     int fb_w = 0, fb_h = 0;
     glfwGetFramebufferSize(window, &fb_w, &fb_h);
     glViewport(0, 0, fb_w, fb_h);
     glClearColor(kBackground.r / 255.f, kBackground.g / 255.f, kBackground.b / 255.f, 1);
     glClear(GL_COLOR_BUFFER_BIT);
     ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+    g_phases.ui_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+    g_phases.submit_ms = Seconds(t1) * 1e3;
   };
   double followed_s = Seconds(started);
   std::optional<std::pair<int64_t, int64_t>> following;
@@ -336,11 +510,16 @@ int RunApp(const AppOptions& options) {
         // A newer run, or more steps of this one: the view shows what has landed.
         auto next = LoadTraceModel(options.db_path, now->first);
         if (next.ok()) {
-          following = *now;
           std::printf("following run %lld: %lld steps\n", static_cast<long long>(now->first),
                       static_cast<long long>(now->second));
           std::fflush(stdout);
+          // More steps of the same run: the user's zoom, place and collapsed
+          // groups stay (following the end if it was on screen).
+          const bool same_run = following && following->first == now->first;
+          auto view = workstation->timeline().SaveView();
           workstation->SetModel(std::make_unique<TraceModel>(*std::move(next)));
+          if (same_run) workstation->timeline().RestoreView(std::move(view));
+          following = *now;
           glfwSetWindowTitle(window, workstation->Title().c_str());
           frames_left = 3;
         }

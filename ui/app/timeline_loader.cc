@@ -72,14 +72,19 @@ size_t BytesOf(const WindowData& w) {
 
 }  // namespace
 
-TimelineLoader::TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options)
+TimelineLoader::TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options,
+                               bool start)
     : path_(model.path),
       run_id_(model.run.run_id),
       tracks_(model.tracks),
       dispatches_(model.dispatches),
       options_(options),
       on_data_(std::move(on_data)) {
-  thread_ = std::thread([this] { Loop(); });
+  if (start) Start();
+}
+
+void TimelineLoader::Start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { Loop(); });
 }
 
 TimelineLoader::~TimelineLoader() {
@@ -88,7 +93,7 @@ TimelineLoader::~TimelineLoader() {
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 const RunOverview* TimelineLoader::overview() const {

@@ -101,10 +101,15 @@ struct LoaderOptions {
 
 class TimelineLoader {
  public:
-  // Starts the thread, which opens `path` on its own connection and loads the
-  // overview of `model`'s run. `on_data` is called (on the loader's thread)
-  // whenever something new is ready, to wake an idle UI.
-  TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options = {});
+  // Starts the thread (unless `start` is false: then Start() does), which
+  // opens `path` on its own connection and loads the overview of `model`'s
+  // run. `on_data` is called (on the loader's thread) whenever something new
+  // is ready, to wake an idle UI.
+  TimelineLoader(const TraceModel& model, std::function<void()> on_data, LoaderOptions options = {},
+                 bool start = true);
+  // Starts the thread if it is not running yet: the app holds it back until
+  // its window is made, so that the two do not share the cores.
+  void Start();
   ~TimelineLoader();
   TimelineLoader(const TimelineLoader&) = delete;
   TimelineLoader& operator=(const TimelineLoader&) = delete;

@@ -36,17 +36,6 @@ bool InRect(const ImVec2& p, float x0, float y0, float x1, float y1) {
   return p.x >= x0 && p.x < x1 && p.y >= y0 && p.y < y1;
 }
 
-// Diagonal hatching over [x0, x1) x [y0, y1): the mark of a chip waiting for
-// the host. Lines every 8 px, so the cost follows the block's width on screen.
-void DrawHatch(ImDrawList* dl, float x0, float y0, float x1, float y1) {
-  constexpr float kPitch = 8;
-  const float h = y1 - y0;
-  dl->PushClipRect(ImVec2(x0, y0), ImVec2(x1, y1), true);
-  for (float x = x0 - h; x < x1; x += kPitch)
-    dl->AddLine(ImVec2(x, y1), ImVec2(x + h, y0), kHostWaitHatch.Packed(), 1.0f);
-  dl->PopClipRect();
-}
-
 void SmallText(ImDrawList* dl, float x, float y, Rgb color, const std::string& text, float size = kSmallFont,
                const ImVec4* clip = nullptr) {
   dl->AddText(ImGui::GetFont(), size, ImVec2(x, y), color.Packed(), text.c_str(), nullptr, 0, clip);
@@ -63,14 +52,19 @@ void DrawDisclosure(ImDrawList* dl, float x, float y, float size, bool collapsed
   }
 }
 
-// The data layer: every lane's shapes go to draw-list channel 1 under one
-// clip rect (the slice area), so a frame is a handful of draw calls rather
-// than a few per lane: the software renderer pays for each call. Labels and
-// backgrounds stay in channel 0, drawn first.
+// Draw-list channels: labels and backgrounds first (0), then the lanes'
+// images (1, opaque: blending off where the shell can), then what is drawn
+// over them (2: names, step markers, rulers, counters, flows) under one clip
+// rect (the slice area), so a frame is a handful of draw calls rather than a
+// few per lane: the software renderer pays for each call.
+constexpr int kImageChannel = 1;
+constexpr int kOverlayChannel = 2;
+constexpr int kNumChannels = 3;
+
 class DataLayer {
  public:
-  DataLayer(ImDrawList* dl, ImVec2 min, ImVec2 max) : dl_(dl) {
-    dl_->ChannelsSetCurrent(1);
+  DataLayer(ImDrawList* dl, ImVec2 min, ImVec2 max, int channel = kOverlayChannel) : dl_(dl) {
+    dl_->ChannelsSetCurrent(channel);
     dl_->PushClipRect(min, max, false);
   }
   ~DataLayer() {
@@ -134,18 +128,31 @@ Shape ShapeOf(const KindNs& kind_ns, double busy_fraction, float height, bool st
   return s;
 }
 
-void DrawShape(ImDrawList* dl, float x0, float x1, float y0, float y1, const Shape& s) {
-  // Each pixel once: the software renderer pays per pixel filled, so the
-  // background goes only above the bar, and not at all in rows too short for
-  // it to read (there the bar's height says it).
-  if (y1 - s.filled_px > y0 && y1 - y0 >= 10) dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1 - s.filled_px), kFoldBackground.Packed());
-  float y = y1;
-  // Host waits last (on top, muted): the work is what the eye should find.
-  for (int k = 0; k < kNumSliceKinds; ++k) {
-    if (s.kind_px[k] <= 0) continue;
-    const float top = std::max(y0, y - s.kind_px[k]);
-    dl->AddRectFilled(ImVec2(x0, top), ImVec2(x1, y), KindColor(static_cast<SliceKind>(k)).Packed());
-    y = top;
+// Step markers closer than kMinStepPx are thinned to every k-th step (1, 2,
+// 5, 10, 20, 50, ...).
+int StepEvery(const std::vector<StepSpan>& steps, double ns_per_px) {
+  const double mean_px =
+      steps.size() > 1 ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / ns_per_px : 1e9;
+  int every = 1;
+  for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
+    for (int k : {1, 2, 5}) {
+      every = k * m;
+      if (mean_px * every >= kMinStepPx) break;
+    }
+  }
+  return every;
+}
+
+// Blends `color` at `alpha` over column x of rows [y0, y1).
+void BlendColumn(LaneImage& img, int x, int y0, int y1, Rgb color, int alpha) {
+  if (x < 0 || x >= img.w) return;
+  for (int y = std::max(0, y0); y < std::min(img.h, y1); ++y) {
+    uint32_t& p = img.px[static_cast<size_t>(y) * img.w + x];
+    auto mix = [&](int shift, uint8_t c) {
+      const int under = (p >> shift) & 255;
+      return static_cast<uint32_t>((c * alpha + under * (255 - alpha)) / 255) << shift;
+    };
+    p = (p & 0xff000000u) | mix(0, color.r) | mix(8, color.g) | mix(16, color.b);
   }
 }
 
@@ -184,6 +191,7 @@ struct TimelineView::Frame {
   ImVec2 DataMin() const { return ImVec2(area_left, clip_top); }
   ImVec2 DataMax() const { return ImVec2(right, clip_bottom); }
   ImVec2 mouse;
+  float atlas_x = 0;  // screen x of the atlas's left edge (whole pixels)
   double view_t0 = 0, ns_per_px = 1;
   std::array<double, kNumClocks> offset{};
 
@@ -214,9 +222,111 @@ struct TimelineView::Hover {
   const Row* header = nullptr;
 };
 
+// One shape of a lane: a slice, a fold of slices or a summary column, where
+// it lies in the atlas and what it holds.
+struct TimelineView::LaneShape {
+  float x0 = 0, x1 = 0;  // atlas pixels
+  float y0 = 0, y1 = 0;  // from the lane's top
+  int depth = 0;
+  bool column = false;   // a summary column; else slices (one, or a fold)
+  DrawBlock block;
+  Slice first;           // the block's first slice
+  int64_t last_slice_id = 0;
+  Column col;
+  Shape shape;           // how a fold or column fills its rectangle
+};
+
+namespace {
+
+// A shape's pixels in the lane image whose top row is `top`: a slice in its
+// kind's colour (a chip waiting for the host muted and hatched); a fold or
+// column as its extent, dim, under a bar as tall as its busy fraction split
+// into each kind's share. Each pixel is written once.
+void PaintShape(LaneImage& img, const TimelineView::LaneShape& s, int top) {
+  const int x0 = static_cast<int>(std::floor(s.x0 + 0.5f));
+  const int x1 = std::max(x0 + 1, static_cast<int>(std::floor(s.x1 + 0.5f)));
+  const int y0 = top + static_cast<int>(std::lround(s.y0)), y1 = top + static_cast<int>(std::lround(s.y1));
+  if (!s.column && !s.block.folded()) {
+    img.Fill(x0, x1, y0, y1, KindColor(s.block.kind).Packed());
+    if (s.block.kind == SliceKind::kHostWait) {
+      // Diagonal lines every 8 px.
+      const uint32_t hatch = kHostWaitHatch.Packed();
+      for (int y = std::max(0, y0); y < std::min(img.h, y1); ++y) {
+        for (int x = std::max(0, x0); x < std::min(img.w, x1); ++x) {
+          if (((x - x0 + (y1 - 1 - y)) & 7) == 0) img.px[static_cast<size_t>(y) * img.w + x] = hatch;
+        }
+      }
+    }
+    return;
+  }
+  const Shape& sh = s.shape;
+  // The background only above the bar, and not in rows too short for it to
+  // read (there the bar's height says it).
+  if (y1 - sh.filled_px > y0 && y1 - y0 >= 10) img.Fill(x0, x1, y0, y1 - sh.filled_px, kFoldBackground.Packed());
+  int y = y1;
+  // Host waits last (on top, muted): the work is what the eye should find.
+  for (int k = 0; k < kNumSliceKinds; ++k) {
+    if (sh.kind_px[k] <= 0) continue;
+    const int bar_top = std::max(y0, y - sh.kind_px[k]);
+    img.Fill(x0, x1, bar_top, y, KindColor(static_cast<SliceKind>(k)).Packed());
+    y = bar_top;
+  }
+}
+
+}  // namespace
+
 TimelineView::TimelineView(const TraceModel& model, TimelineLoader& loader)
     : model_(model), loader_(loader) {
   sections_ = BuildSections(model_, nullptr);
+}
+
+TimelineView::~TimelineView() {
+  if (host_ && atlas_.tex) host_->Release(atlas_.tex);
+}
+
+void TimelineView::PrepareAtlas(const Frame& f) {
+  // As tall as the slice area shows, three screen widths wide (within what a
+  // texture may be), at the frame's zoom; panning within the margin reuses it.
+  const int want_h = std::max(1, static_cast<int>(std::ceil(f.clip_bottom - f.clip_top)));
+  const float area_w = f.right - f.area_left;
+  const int want_w = std::min(kMaxAtlasWidth, std::max(static_cast<int>(std::ceil(area_w)) + 4,
+                                                       static_cast<int>(std::ceil(3 * area_w))));
+  const double vis0 = f.view_t0, vis1 = f.view_t0 + area_w * f.ns_per_px;
+  const bool fresh = atlas_.image.w != want_w || atlas_.image.h != want_h || atlas_.ns_per_px != f.ns_per_px ||
+                     atlas_.offset != f.offset || vis0 < atlas_.t0 + f.ns_per_px ||
+                     vis1 > atlas_.t0 + (atlas_.image.w - 1) * atlas_.ns_per_px;
+  if (fresh) {
+    atlas_.image.Resize(want_w, want_h);
+    atlas_.ns_per_px = f.ns_per_px;
+    atlas_.offset = f.offset;
+    const double margin_px = std::floor((want_w - area_w) / 2);
+    atlas_.t0 = std::floor(vis0 / f.ns_per_px - margin_px) * f.ns_per_px;
+    ++atlas_.gen;
+    atlas_.full = true;
+  }
+  if (host_ && !atlas_.tex) {
+    atlas_.tex = host_->Create();
+    atlas_.full = true;
+  }
+}
+
+int TimelineView::StepColumn(Clock clock, int64_t start_ns) const {
+  return static_cast<int>(std::floor((double(start_ns) + atlas_.offset[static_cast<int>(clock)] - atlas_.t0) / atlas_.ns_per_px));
+}
+
+void TimelineView::UploadAtlas() {
+  if (host_ && atlas_.tex && (atlas_.full || atlas_.dirty_lo < atlas_.dirty_hi)) {
+    if (atlas_.full) {
+      host_->Upload(atlas_.tex, atlas_.image.w, atlas_.image.h, atlas_.image.px.data());
+    } else {
+      host_->UploadRows(atlas_.tex, atlas_.image.w, atlas_.dirty_lo, atlas_.dirty_hi - atlas_.dirty_lo,
+                        &atlas_.image.px[static_cast<size_t>(atlas_.dirty_lo) * atlas_.image.w]);
+    }
+    ++uploads_;
+  }
+  atlas_.full = false;
+  atlas_.dirty_lo = std::numeric_limits<int>::max();
+  atlas_.dirty_hi = -1;
 }
 
 std::string TimelineView::Name(int32_t name_id) const {
@@ -244,6 +354,18 @@ void TimelineView::EnsureSections() {
   }
   if (lo_ns_ > hi_ns_) lo_ns_ = 0, hi_ns_ = 1e6;
   ns_per_px_ = 0;  // fit once the extent is known
+  if (restore_) {
+    // A reload of the run being followed: keep what the user was looking at.
+    if (restore_->has_collapsed) collapsed_ = restore_->collapsed;
+    if (restore_->moved && restore_->ns_per_px > 0 && restore_->area_w > 0) {
+      const bool at_edge = restore_->t0 + restore_->area_w * restore_->ns_per_px >= restore_->last_step_ns;
+      ns_per_px_ = restore_->ns_per_px;
+      fit_ns_per_px_ = std::max(1000.0, hi_ns_ - lo_ns_) * 1.02 / restore_->area_w;
+      view_t0_ = at_edge ? restore_->t0 + std::max(0.0, LastStepNs() - restore_->last_step_ns) : restore_->t0;
+      moved_ = true;
+    }
+    restore_.reset();
+  }
 }
 
 void TimelineView::SetCollapsed(const std::string& key, bool collapsed) {
@@ -256,8 +378,31 @@ void TimelineView::Fit() {
   const float w = std::max(area_w_, 50.0f);
   ns_per_px_ = span * 1.02 / w;
   fit_ns_per_px_ = ns_per_px_;
+  moved_ = false;
   // Never left of time 0: no axis shows times before the run started.
   view_t0_ = std::max(std::min(0.0, lo_ns_), lo_ns_ - span * 0.01);
+}
+
+double TimelineView::LastStepNs() const {
+  double last = lo_ns_;
+  for (int c = 0; overview_ && c < kNumClocks; ++c) {
+    const auto& steps = overview_->steps[c];
+    if (!steps.empty()) last = std::max(last, double(steps.back().start_ns + overview_->alignment.offset_ns[c]));
+  }
+  return last;
+}
+
+TimelineView::ViewState TimelineView::SaveView() const {
+  if (restore_ && !overview_) return *restore_;  // reloaded again before it loaded
+  ViewState s;
+  s.t0 = view_t0_;
+  s.ns_per_px = ns_per_px_;
+  s.moved = moved_ && overview_ && ns_per_px_ > 0;
+  s.last_step_ns = LastStepNs();
+  s.area_w = area_w_;
+  s.collapsed = collapsed_;
+  s.has_collapsed = overview_ != nullptr;
+  return s;
 }
 
 void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
@@ -268,6 +413,7 @@ void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
   const double span = std::max<double>(100, double(t1 - t0));
   ns_per_px_ = span * 1.1 / area_w_;
   view_t0_ = double(t0) + Offset(clock) - span * 0.05;
+  moved_ = true;
 }
 
 void TimelineView::SelectSliceId(int64_t slice_id) {
@@ -376,10 +522,9 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   ImDrawList* dl = f.dl;
   const float y0 = f.top + row.y, y1 = y0 + row.h;
   const bool odd = (&row - layout_.rows.data()) % 2;
-  // Stripes in the label column; across the slices only where lanes are tall
-  // enough for them to help (each filled pixel costs the software renderer).
-  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(row.h >= 16 ? f.right : f.area_left, y1),
-                    (odd ? kLaneOdd : kLaneEven).Packed());
+  // Stripes in the label column; across the slices (in the lane's image)
+  // only where lanes are tall enough for them to help.
+  dl->AddRectFilled(ImVec2(f.left, y0), ImVec2(f.area_left, y1), (odd ? kLaneOdd : kLaneEven).Packed());
 
   LaneRect rect{t.track_id, t.device_id, t.host_id, t.clock, f.area_left, y0, f.right - f.area_left, row.h, 0, 0, false};
   // Label: every lane when there is room, else every k-th (the others are
@@ -415,70 +560,223 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   }
   rect.level = data ? data->key.level : desired;
 
-  std::optional<DataLayer> layer(std::in_place, dl, f.DataMin(), f.DataMax());
   const int rows_shown = row.rows_shown;
   const float row_h = (row.h - 2) / rows_shown;
-  const bool stacked = row_h >= 12;
   const bool labels = row_h >= 12;
-  for (int d = 0; data && d < rows_shown; ++d) {
-    const float ry0 = y0 + 1 + d * row_h;
+  const bool stripe = row.h >= 16;
+  // The lane's rows in the atlas (which covers the visible part of the timeline).
+  const int slot_y0 = static_cast<int>(std::lround(y0 - f.clip_top));
+  const int slot_y1 = static_cast<int>(std::lround(y1 - f.clip_top));
+  LaneCache& lc = lane_cache_[t.track_id];
+  lc.frame = frame_;
+  if (lc.data != data.get() || lc.atlas_gen != atlas_.gen || lc.slot_y0 != slot_y0 || lc.slot_y1 != slot_y1 ||
+      lc.rows_shown != rows_shown || lc.stripe != stripe || lc.odd != odd) {
+    // Redraw this lane's image: what its data holds over the atlas's span.
+    lc = LaneCache{};
+    lc.frame = frame_;
+    lc.data = data.get();
+    lc.hold = data;
+    lc.atlas_gen = atlas_.gen;
+    lc.slot_y0 = slot_y0;
+    lc.slot_y1 = slot_y1;
+    lc.rows_shown = rows_shown;
+    lc.stripe = stripe;
+    lc.odd = odd;
+    LaneImage& img = atlas_.image;
+    const int top = std::max(0, slot_y0), bottom = std::min(img.h, slot_y1);
+    img.Fill(0, img.w, top, bottom, (stripe ? (odd ? kLaneOdd : kLaneEven) : kBackground).Packed());
+    if (top < bottom) {
+      atlas_.dirty_lo = std::min(atlas_.dirty_lo, top);
+      atlas_.dirty_hi = std::max(atlas_.dirty_hi, bottom);
+    }
+    if (data && ext) {
+      const double a0 = atlas_.t0 - f.offset[c];
+      lc.t0 = std::max<int64_t>(static_cast<int64_t>(std::floor(a0)), ext->first);
+      lc.t1 = std::min<int64_t>(static_cast<int64_t>(std::ceil(a0 + img.w * atlas_.ns_per_px)) + 1, ext->second);
+      if (lc.t1 <= lc.t0) lc.t1 = lc.t0 + 1;
+      std::vector<LaneShape> shapes;
+      LaneShapes(t, *data, lc.t0, lc.t1, f, row.h, rows_shown, shapes);
+      lc.marks.assign(rows_shown, {});
+      for (const LaneShape& s : shapes) {
+        PaintShape(img, s, slot_y0);
+        lc.marks[s.depth].emplace_back(s.x0, s.x1);
+        if (!labels) continue;
+        if (s.column) {
+          if (s.x1 - s.x0 > 60 && s.col.longest_name_id != 0 && s.shape.filled_px >= s.y1 - s.y0 - 1) {
+            lc.labels.push_back(LaneCache::Label{s.x0, s.x1, s.y0, s.y1, s.col.longest_name_id, 0, Rgb{15, 15, 20}, 60});
+          }
+        } else if (s.x1 - s.x0 > 30) {
+          const Rgb color = s.block.folded() ? kText : s.block.kind == SliceKind::kHostWait ? kDimText : Rgb{15, 15, 20};
+          lc.labels.push_back(LaneCache::Label{s.x0, s.x1, s.y0, s.y1, s.first.name_id,
+                                               s.block.folded() ? static_cast<int64_t>(s.block.count) : 0, color, 30});
+        }
+      }
+    }
+    // The section's step markers cross the lane.
+    if (overview_) {
+      const auto& steps = overview_->steps[c];
+      if (!steps.empty()) {
+        const int every = StepEvery(steps, atlas_.ns_per_px);
+        const double a0 = atlas_.t0 - f.offset[c], a1 = a0 + img.w * atlas_.ns_per_px;
+        for (const StepSpan& s : steps) {
+          if (s.start_ns < a0 || s.start_ns > a1 || s.step % every != 0) continue;
+          BlendColumn(img, StepColumn(t.clock, s.start_ns), top, bottom, kStepMarker, 150);
+        }
+      }
+    }
+    ++lanes_rasterized_;
+  }
+
+  // The image: one quad, its pixels drawn above.
+  const float ax0 = f.area_left - f.atlas_x, ax1 = f.right - f.atlas_x;  // the screen in atlas pixels
+  if (host_ && atlas_.tex) {
+    const int top = std::max(0, slot_y0), bottom = std::min(atlas_.image.h, slot_y1);
+    if (top < bottom) {
+      DataLayer layer(dl, f.DataMin(), f.DataMax(), kImageChannel);
+      // Only the part on screen: a quad three screens wide, clipped, costs
+      // the renderer more to set up.
+      const float w = static_cast<float>(atlas_.image.w), h = static_cast<float>(atlas_.image.h);
+      const float sx0 = std::max(f.atlas_x, std::floor(f.area_left)), sx1 = std::min(f.atlas_x + w, std::ceil(f.right));
+      dl->AddImage(atlas_.tex, ImVec2(sx0, f.clip_top + top), ImVec2(sx1, f.clip_top + bottom),
+                   ImVec2((sx0 - f.atlas_x) / w, top / h), ImVec2((sx1 - f.atlas_x) / w, bottom / h));
+      ++quads_drawn_;
+    }
+  }
+  for (const auto& marks : lc.marks) {
+    // Shapes in a row are in start order; those overlapping the screen are drawn.
+    auto first = std::partition_point(marks.begin(), marks.end(), [&](const auto& m) { return m.second <= ax0; });
+    auto last = std::partition_point(first, marks.end(), [&](const auto& m) { return m.first < ax1; });
+    rect.blocks_drawn += static_cast<size_t>(last - first);
+  }
+  {
+    DataLayer layer(dl, f.DataMin(), f.DataMax());
+    for (const LaneCache::Label& l : lc.labels) {
+      const float x0 = f.atlas_x + l.x0, x1 = f.atlas_x + l.x1;
+      if (x1 <= f.area_left || x0 >= f.right) continue;
+      const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
+      if (l.min_width == 30 && visible_w <= 30) continue;  // a slice: named when 30 px of it show
+      const float ry0 = y0 + l.y0, ry1 = y0 + l.y1;
+      std::string text = l.count > 0 ? absl::StrCat(l.count, " slices") : Name(l.name_id);
+      ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
+      SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, l.color, text, kSmallFont, &clip);
+    }
+  }
+
+  // Hover and --dump-layout need each shape with what it holds: made again
+  // for this lane only (hover) or for a recorded frame, the same way.
+  const bool mouse_here = InRect(f.mouse, f.area_left, y0, f.right, y1 + 1);
+  if (data && ext && (mouse_here || ui.layout)) {
+    std::vector<LaneShape> shapes;
+    LaneShapes(t, *data, lc.t0, lc.t1, f, row.h, rows_shown, shapes);
+    const int64_t level_width = data->key.level >= 0 ? store::kLevel0WidthNs << (2 * data->key.level) : 1;
+    for (const LaneShape& s : shapes) {
+      const float x0 = f.atlas_x + s.x0, x1 = f.atlas_x + s.x1;
+      const float ry0 = y0 + s.y0, ry1 = y0 + s.y1;
+      if (x1 <= f.area_left - 1 || x0 >= f.right + 1) continue;
+      if (!s.column && InRect(f.mouse, std::max(x0 - 1, f.area_left), ry0, x1 + 1, ry1 + 1)) {
+        hover.what = s.block.folded() ? Hover::kFold : Hover::kSlice;
+        hover.track = &t;
+        hover.slice = s.first;
+        hover.block = s.block;
+      } else if (s.column && InRect(f.mouse, std::max(x0, f.area_left), ry0, x1, ry1 + 1)) {
+        hover.what = Hover::kColumn;
+        hover.track = &t;
+        hover.column = s.col;
+        hover.level = data->key.level;
+      }
+      if (!ui.layout) continue;
+      // Clamped to just outside the slice area, as the shapes are drawn.
+      const float cx0 = std::max(x0, f.area_left - 1), cx1 = std::min(x1, f.right + 1);
+      if (!s.column) {
+        const DrawBlock& b = s.block;
+        json ref = b.folded() ? json{{"table", "slices"}, {"track_id", t.track_id}, {"first_slice_id", s.first.slice_id},
+                                     {"last_slice_id", s.last_slice_id}, {"count", b.count}}
+                              : json{{"table", "slices"}, {"slice_id", s.first.slice_id}};
+        auto& item = ui.layout->Add("rect", b.folded() ? absl::StrCat(b.count, " slices") : Name(s.first.name_id),
+                                    std::move(ref), cx0, ry0, cx1 - cx0, ry1 - ry0);
+        item["track_id"] = t.track_id;
+        item["clock"] = ClockName(t.clock);
+        item["depth"] = s.depth;
+        item["level"] = -1;
+        item["kind"] = SliceKindName(b.kind);
+        item["kinds"] = KindsJson(b.kind_ns);
+        item["busy_fraction"] = b.busy_fraction();
+        item["first_step"] = b.step;
+        item["last_step"] = b.step;
+        item["start_ns"] = b.start_ns;
+        item["end_ns"] = b.end_ns;
+      } else {
+        const Column& m = s.col;
+        json ref = {{"table", "slice_summaries"}, {"track_id", t.track_id}, {"level", data->key.level},
+                    {"depth", s.depth}, {"bucket", m.start_ns / level_width},
+                    {"bucket_end", (m.end_ns - 1) / level_width}};
+        auto& item = ui.layout->Add("rect", absl::StrCat(m.count, " slices"), std::move(ref), cx0, ry0, cx1 - cx0,
+                                    ry1 - ry0);
+        item["track_id"] = t.track_id;
+        item["clock"] = ClockName(t.clock);
+        item["depth"] = s.depth;
+        item["level"] = data->key.level;
+        item["kind"] = SliceKindName(m.dominant);
+        item["kinds"] = KindsJson(m.kind_ns);
+        item["busy_fraction"] = m.busy_fraction();
+        item["count"] = m.count;
+        item["first_step"] = m.first_step;
+        item["last_step"] = m.last_step;
+        item["start_ns"] = m.start_ns;
+        item["end_ns"] = m.end_ns;
+      }
+    }
+  }
+  if (ui.layout) {
+    json ref = {{"table", "tracks"}, {"track_id", t.track_id}};
+    auto& item = ui.layout->Add("lane", LaneTitle(t), std::move(ref), f.area_left, y0, f.right - f.area_left, row.h);
+    item["clock"] = ClockName(t.clock);
+    item["host_id"] = t.host_id;
+    if (t.device_id) item["device_id"] = *t.device_id;
+    item["level"] = rect.level;
+    item["fallback"] = rect.fallback;
+    item["shapes"] = rect.blocks_drawn;
+    item["rows_shown"] = rows_shown;
+    // The shapes are pixels of the lane's image, drawn as one textured quad.
+    item["drawn_as"] = "image";
+  }
+  shapes_drawn_ += rect.blocks_drawn;
+  lanes_.push_back(rect);
+}
+
+void TimelineView::LaneShapes(const Track& t, const WindowData& data, int64_t v0, int64_t v1, const Frame& f,
+                              float lane_h, int rows_shown, std::vector<LaneShape>& out) const {
+  const float row_h = (lane_h - 2) / rows_shown;
+  const bool stacked = row_h >= 12;
+  const double ns = f.ns_per_px;
+  const double off = f.offset[static_cast<int>(t.clock)];
+  // Atlas pixels, clamped just outside the image: far ends would lose all
+  // precision as floats.
+  const double limit = atlas_.image.w + 2.0;
+  auto ax = [&](double raw) { return static_cast<float>(std::clamp((raw + off - atlas_.t0) / ns, -2.0, limit)); };
+  for (int d = 0; d < rows_shown; ++d) {
+    const float ry0 = 1 + d * row_h;
     const float ry1 = ry0 + row_h - (row_h >= 8 ? 1 : 0);
-    if (data->key.level < 0) {
-      if (static_cast<size_t>(d) >= data->rows.size()) break;
-      const SliceRow& srow = data->rows[d];
-      for (const DrawBlock& b : FoldRow(srow, v0, v1, kFoldPx * f.ns_per_px)) {
-        // Clamp before converting to float: far off-screen ends would lose
-        // all precision.
-        float x0 = f.ToX(t.clock, std::max<double>(b.start_ns, r0 - f.ns_per_px));
-        float x1 = f.ToX(t.clock, std::min<double>(b.end_ns, r1 + f.ns_per_px));
-        if (x1 - x0 < 1) x1 = x0 + 1;
-        const Slice& first = srow.slices[b.first];
-        if (!b.folded()) {
-          dl->AddRectFilled(ImVec2(x0, ry0), ImVec2(x1, ry1), KindColor(b.kind).Packed());
-          // A chip waiting for the host is idle, not busy: muted and hatched.
-          if (b.kind == SliceKind::kHostWait) DrawHatch(dl, x0, ry0, x1, ry1);
-        } else {
-          DrawShape(dl, x0, x1, ry0, ry1, ShapeOf(b.kind_ns, b.busy_fraction(), ry1 - ry0, stacked));
-        }
-        const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
-        if (labels && visible_w > 30) {
-          std::string text = b.folded() ? absl::StrCat(b.count, " slices") : Name(first.name_id);
-          ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
-          const Rgb color = b.folded() ? kText : b.kind == SliceKind::kHostWait ? kDimText : Rgb{15, 15, 20};
-          SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, color, text, kSmallFont, &clip);
-        }
-        if (InRect(f.mouse, std::max(x0 - 1, f.area_left), ry0, x1 + 1, ry1 + 1)) {
-          hover.what = b.folded() ? Hover::kFold : Hover::kSlice;
-          hover.track = &t;
-          hover.slice = first;
-          hover.block = b;
-        }
-        if (ui.layout) {
-          const Slice& last = srow.slices[b.first + b.count - 1];
-          json ref = b.folded() ? json{{"table", "slices"}, {"track_id", t.track_id}, {"first_slice_id", first.slice_id},
-                                       {"last_slice_id", last.slice_id}, {"count", b.count}}
-                                : json{{"table", "slices"}, {"slice_id", first.slice_id}};
-          auto& item = ui.layout->Add("rect", b.folded() ? absl::StrCat(b.count, " slices") : Name(first.name_id),
-                                      std::move(ref), x0, ry0, x1 - x0, ry1 - ry0);
-          item["track_id"] = t.track_id;
-          item["clock"] = ClockName(t.clock);
-          item["depth"] = d;
-          item["level"] = -1;
-          item["kind"] = SliceKindName(b.kind);
-          item["kinds"] = KindsJson(b.kind_ns);
-          item["busy_fraction"] = b.busy_fraction();
-          item["first_step"] = b.step;
-          item["last_step"] = b.step;
-          item["start_ns"] = b.start_ns;
-          item["end_ns"] = b.end_ns;
-        }
-        ++rect.blocks_drawn;
+    if (data.key.level < 0) {
+      if (static_cast<size_t>(d) >= data.rows.size()) break;
+      const SliceRow& srow = data.rows[d];
+      for (const DrawBlock& b : FoldRow(srow, v0, v1, kFoldPx * ns)) {
+        LaneShape s;
+        s.x0 = ax(double(b.start_ns));
+        s.x1 = ax(double(b.end_ns));
+        if (s.x1 - s.x0 < 1) s.x1 = s.x0 + 1;
+        s.y0 = ry0;
+        s.y1 = ry1;
+        s.depth = d;
+        s.block = b;
+        s.first = srow.slices[b.first];
+        s.last_slice_id = srow.slices[b.first + b.count - 1].slice_id;
+        if (b.folded()) s.shape = ShapeOf(b.kind_ns, b.busy_fraction(), ry1 - ry0, stacked);
+        out.push_back(s);
       }
     } else {
-      if (static_cast<size_t>(d) >= data->depths.size()) break;
-      const auto& buckets = data->depths[d];
-      const std::vector<Column> columns = SummaryColumns(buckets, v0, v1, kColumnPx * f.ns_per_px);
-      const int64_t level_width = store::kLevel0WidthNs << (2 * data->key.level);
+      if (static_cast<size_t>(d) >= data.depths.size()) break;
+      const std::vector<Column> columns = SummaryColumns(data.depths[d], v0, v1, kColumnPx * ns);
       // Neighbouring columns that look the same are one rectangle.
       for (size_t i = 0; i < columns.size();) {
         const Column& head = columns[i];
@@ -503,59 +801,21 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
           ++j;
         }
         merged.dominant = DominantKind(merged.kind_ns);
-        float x0 = f.ToX(t.clock, std::max<double>(merged.start_ns, r0 - f.ns_per_px));
-        float x1 = f.ToX(t.clock, std::min<double>(merged.end_ns, r1 + f.ns_per_px));
-        if (x1 - x0 < 1) x1 = x0 + 1;
-        DrawShape(dl, x0, x1, ry0, ry1, shape);
-        if (labels && x1 - x0 > 60 && merged.longest_name_id != 0 && shape.filled_px >= ry1 - ry0 - 1) {
-          ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
-          SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, Rgb{15, 15, 20},
-                    Name(merged.longest_name_id), kSmallFont, &clip);
-        }
-        if (InRect(f.mouse, std::max(x0, f.area_left), ry0, x1, ry1 + 1)) {
-          hover.what = Hover::kColumn;
-          hover.track = &t;
-          hover.column = merged;
-          hover.level = data->key.level;
-        }
-        if (ui.layout) {
-          json ref = {{"table", "slice_summaries"}, {"track_id", t.track_id}, {"level", data->key.level},
-                      {"depth", d}, {"bucket", merged.start_ns / level_width},
-                      {"bucket_end", (merged.end_ns - 1) / level_width}};
-          auto& item = ui.layout->Add("rect", absl::StrCat(merged.count, " slices"), std::move(ref), x0, ry0, x1 - x0,
-                                      ry1 - ry0);
-          item["track_id"] = t.track_id;
-          item["clock"] = ClockName(t.clock);
-          item["depth"] = d;
-          item["level"] = data->key.level;
-          item["kind"] = SliceKindName(merged.dominant);
-          item["kinds"] = KindsJson(merged.kind_ns);
-          item["busy_fraction"] = merged.busy_fraction();
-          item["count"] = merged.count;
-          item["first_step"] = merged.first_step;
-          item["last_step"] = merged.last_step;
-          item["start_ns"] = merged.start_ns;
-          item["end_ns"] = merged.end_ns;
-        }
-        ++rect.blocks_drawn;
+        LaneShape s;
+        s.column = true;
+        s.x0 = ax(double(merged.start_ns));
+        s.x1 = ax(double(merged.end_ns));
+        if (s.x1 - s.x0 < 1) s.x1 = s.x0 + 1;
+        s.y0 = ry0;
+        s.y1 = ry1;
+        s.depth = d;
+        s.col = merged;
+        s.shape = shape;
+        out.push_back(s);
         i = j;
       }
     }
   }
-  layer.reset();
-  if (ui.layout) {
-    json ref = {{"table", "tracks"}, {"track_id", t.track_id}};
-    auto& item = ui.layout->Add("lane", LaneTitle(t), std::move(ref), f.area_left, y0, f.right - f.area_left, row.h);
-    item["clock"] = ClockName(t.clock);
-    item["host_id"] = t.host_id;
-    if (t.device_id) item["device_id"] = *t.device_id;
-    item["level"] = rect.level;
-    item["fallback"] = rect.fallback;
-    item["shapes"] = rect.blocks_drawn;
-    item["rows_shown"] = rows_shown;
-  }
-  shapes_drawn_ += rect.blocks_drawn;
-  lanes_.push_back(rect);
 }
 
 void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, UiState& ui) {
@@ -682,25 +942,28 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
     if (!header || header->collapsed || top >= bottom) continue;
     const auto& steps = overview_->steps[static_cast<int>(clock)];
     if (steps.empty()) continue;
-    // Thin to every k-th step (1, 2, 5, 10, ...) when steps are narrower than kMinStepPx.
+    const int every = StepEvery(steps, f.ns_per_px);
     const double mean_px = steps.size() > 1
                                ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / f.ns_per_px
                                : 1e9;
-    int every = 1;
-    for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
-      for (int k : {1, 2, 5}) {
-        every = k * m;
-        if (mean_px * every >= kMinStepPx) break;
-      }
-    }
     const bool label_steps = mean_px * every >= 44;
     auto [r0, r1] = f.Window(clock);
     const float label_y = f.top + header->y + 15;
+    // Lanes have the markers in their images (PaintLane); the section's other
+    // rows that show time (counters, compilations) get them drawn here, as
+    // one pixel wide rects, not anti-aliased lines (twice the pixels).
+    std::vector<std::pair<float, float>> spans;
+    for (const Row& row : layout_.rows) {
+      if (row.section != static_cast<int>(si) || (row.type != RowType::kCounter && row.type != RowType::kCompiles)) continue;
+      const float y0 = f.top + row.y, y1 = y0 + row.h;
+      if (!spans.empty() && spans.back().second == y0) spans.back().second = y1;
+      else spans.emplace_back(y0, y1);
+    }
     DataLayer layer(f.dl, f.DataMin(), f.DataMax());
     for (const StepSpan& s : steps) {
       if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
-      const float x = std::floor(f.ToX(clock, double(s.start_ns))) + 0.5f;
-      f.dl->AddLine(ImVec2(x, top), ImVec2(x, bottom), kStepMarker.Packed(150), 1.0f);
+      const float x = f.atlas_x + static_cast<float>(StepColumn(clock, s.start_ns)) + 0.5f;
+      for (auto [y0, y1] : spans) f.dl->AddRectFilled(ImVec2(x - 0.5f, y0), ImVec2(x + 0.5f, y1), kStepMarker.Packed(150));
       if (label_steps) SmallText(f.dl, x + 2, label_y, kStepMarker, absl::StrCat("step ", s.step));
       if (ui.layout) {
         auto& item = ui.layout->Add("marker", absl::StrCat("step ", s.step),
@@ -1022,9 +1285,13 @@ void TimelineView::Draw(UiState& ui) {
         ZoomAround(axis, std::max(io.MousePos.x, f.area_left), std::pow(1.25, io.MouseWheel), 0.01, fit_ns_per_px_ * 4);
         view_t0_ = axis.origin_ns;
         ns_per_px_ = axis.ns_per_px;
+        moved_ = true;
       }
     }
-    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) view_t0_ -= io.MouseDelta.x * ns_per_px_;
+    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) {
+      view_t0_ -= io.MouseDelta.x * ns_per_px_;
+      moved_ = true;
+    }
     if (hovered && ImGui::IsMouseDoubleClicked(ImGuiMouseButton_Left)) Fit();
     // Keep part of the run on screen, and no time before 0 at the left edge.
     const double view_ns = area_w_ * ns_per_px_;
@@ -1047,7 +1314,26 @@ void TimelineView::Draw(UiState& ui) {
   } else if (sections_.empty()) {
     f.dl->AddText(ImVec2(f.left + 8, f.top + 8), kDimText.Packed(), "This run has no timeline tracks.");
   }
-  f.dl->ChannelsSplit(2);
+  quads_drawn_ = 0;
+  lanes_rasterized_ = 0;
+  ++frame_;
+  if (ui.textures != host_) {
+    if (host_ && atlas_.tex) host_->Release(atlas_.tex);
+    atlas_.tex = nullptr;
+    host_ = ui.textures;
+  }
+  if (overview_) {
+    PrepareAtlas(f);
+    f.atlas_x = std::round(f.area_left + static_cast<float>((atlas_.t0 - f.view_t0) / f.ns_per_px));
+    atlas_x_ = f.atlas_x;
+    atlas_y_ = f.clip_top;
+  }
+  f.dl->ChannelsSplit(kNumChannels);
+  if (host_ && host_->OpaqueBegin()) {
+    f.dl->ChannelsSetCurrent(kImageChannel);
+    f.dl->AddCallback(host_->OpaqueBegin(), nullptr);
+    f.dl->ChannelsSetCurrent(0);
+  }
   for (const Row& row : layout_.rows) {
     const float y = f.top + row.y;
     // Rows scrolled out of the child are skipped entirely.
@@ -1071,7 +1357,18 @@ void TimelineView::Draw(UiState& ui) {
   }
   DrawStepMarkers(f, ui);
   DrawFlow(f, ui);
+  if (host_ && host_->OpaqueBegin()) {
+    f.dl->ChannelsSetCurrent(kImageChannel);
+    f.dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
+    f.dl->ChannelsSetCurrent(0);
+  }
   f.dl->ChannelsMerge();
+  if (overview_) UploadAtlas();
+  // Lanes not drawn this frame (collapsed, scrolled away) keep no window alive.
+  for (auto it = lane_cache_.begin(); it != lane_cache_.end();) {
+    if (it->second.frame != frame_) lane_cache_.erase(it++);
+    else ++it;
+  }
   loader_.Request(wanted);
   all_exact &= wanted.empty();
 

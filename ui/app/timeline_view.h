@@ -13,13 +13,17 @@
 // zooms into it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "ui/app/palette.h"
+#include "ui/app/lane_texture.h"
 #include "ui/app/timeline_layout.h"
 #include "ui/app/timeline_loader.h"
 #include "ui/app/trace_model.h"
@@ -49,6 +53,9 @@ struct TimelineSelection {
 class TimelineView {
  public:
   TimelineView(const TraceModel& model, TimelineLoader& loader);
+  ~TimelineView();
+  TimelineView(const TimelineView&) = delete;
+  TimelineView& operator=(const TimelineView&) = delete;
 
   void Draw(UiState& ui);
 
@@ -58,14 +65,55 @@ class TimelineView {
   bool complete() const { return complete_; }
 
   const std::vector<LaneRect>& lanes() const { return lanes_; }
-  // Shapes drawn in the last frame (slices, folds and summary columns).
+  // Shapes drawn in the last frame (slices, folds and summary columns), as
+  // pixels of the lanes' images.
   size_t shapes_drawn() const { return shapes_drawn_; }
+  // What the last frame cost the renderer for the lanes: image quads drawn
+  // (one per visible lane), lanes whose image was redrawn, and texture
+  // uploads so far.
+  size_t quads_drawn() const { return quads_drawn_; }
+  size_t lanes_rasterized() const { return lanes_rasterized_; }
+  size_t uploads() const { return uploads_; }
+  // The lanes' images (an atlas covering the visible slice area and a margin
+  // either side), for tests; (atlas_x(), atlas_y()) is where its top left
+  // corner was drawn.
+  const LaneImage& atlas() const { return atlas_.image; }
+  float atlas_x() const { return atlas_x_; }
+  float atlas_y() const { return atlas_y_; }
+  // One shape of a lane (timeline_view.cc).
+  struct LaneShape;
   // The view on the shared axis (host-clock time): time at the slice area's
   // left edge, and the zoom.
   double offset_ns() const { return view_t0_; }
   double ns_per_px() const { return ns_per_px_; }
   // Moves the view right by `px` pixels' worth of time (--bench pans with it).
-  void PanPixels(float px) { view_t0_ += px * ns_per_px_; }
+  void PanPixels(float px) {
+    view_t0_ += px * ns_per_px_;
+    moved_ = true;
+  }
+  // Zooms by `factor` (> 1: in) around the middle of the slice area (--bench).
+  void ZoomBy(double factor) {
+    const double mid = view_t0_ + area_w_ / 2 * ns_per_px_;
+    ns_per_px_ /= factor;
+    view_t0_ = mid - area_w_ / 2 * ns_per_px_;
+    moved_ = true;
+  }
+  // What the user is looking at, kept across a reload of the same run
+  // (--follow, as steps land).
+  struct ViewState {
+    double t0 = 0, ns_per_px = 0;
+    bool moved = false;  // zoomed or panned since the view last fit the run
+    double last_step_ns = 0;  // where the newest step started then, on the shared axis
+    float area_w = 0;
+    absl::flat_hash_set<std::string> collapsed;
+    bool has_collapsed = false;
+  };
+  ViewState SaveView() const;
+  // Applies `state` once the reloaded run's overview is in: a view the user
+  // never moved fits the run again; one showing the start of the newest step
+  // (the live edge) keeps its zoom and moves on with the newest step; any
+  // other stays where it was.
+  void RestoreView(ViewState state) { restore_ = std::move(state); }
   // Shows [t0, t1) of `clock` (its own times) across the slice area.
   void ShowWindow(Clock clock, int64_t t0, int64_t t1);
   // Selects a slice by id (it is looked up in the background) and shows its step.
@@ -82,11 +130,22 @@ class TimelineView {
   struct Frame;
 
   void Fit();
+  // The start of the newest step of any clock, on the shared axis (the
+  // run's start when it has no steps).
+  double LastStepNs() const;
   void EnsureSections();
   void Select(int64_t track_id, const Slice& slice, UiState& ui);
   void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui);
   void DrawGroupHeader(const Row& row, const Frame& f, UiState& ui);
   void DrawLane(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
+  // The shapes of `data` over [t0, t1) of the track's clock at the frame's
+  // zoom, placed in the atlas, for a lane `lane_h` tall showing `rows_shown` depths.
+  void LaneShapes(const Track& t, const WindowData& data, int64_t t0, int64_t t1, const Frame& f, float lane_h,
+                  int rows_shown, std::vector<LaneShape>& out) const;
+  void PrepareAtlas(const Frame& f);
+  // The atlas column of a step marker at `start_ns` of `clock`.
+  int StepColumn(Clock clock, int64_t start_ns) const;
+  void UploadAtlas();
   void DrawCompiles(const Row& row, const Frame& f, Hover& hover, UiState& ui);
   void DrawCounter(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
   void DrawStepMarkers(const Frame& f, UiState& ui);
@@ -106,6 +165,8 @@ class TimelineView {
   double view_t0_ = 0;
   double ns_per_px_ = 0;
   double fit_ns_per_px_ = 1;
+  bool moved_ = false;  // see ViewState
+  std::optional<ViewState> restore_;
   double lo_ns_ = 0, hi_ns_ = 1;  // the run's extent on the shared axis
   std::optional<std::pair<Clock, std::pair<int64_t, int64_t>>> pending_window_;
   std::optional<TimelineSelection> selection_;
@@ -113,6 +174,45 @@ class TimelineView {
   bool flow_requested_ = false;
   std::vector<LaneRect> lanes_;
   size_t shapes_drawn_ = 0;
+
+  // The lanes' images: one atlas, each visible lane's rows in it.
+  static constexpr int kMaxAtlasWidth = 8192;
+  struct Atlas {
+    ImTextureID tex = nullptr;
+    LaneImage image;
+    double t0 = 0;         // shared-axis time at x = 0
+    double ns_per_px = 0;
+    std::array<double, kNumClocks> offset{};
+    uint64_t gen = 0;      // bumped when every lane must be redrawn
+    bool full = true;      // upload all of it
+    int dirty_lo = 1 << 30, dirty_hi = -1;  // rows redrawn since the last upload
+  };
+  // What a lane's rows of the atlas show, to know when to redraw them.
+  struct LaneCache {
+    const WindowData* data = nullptr;
+    std::shared_ptr<const WindowData> hold;  // so `data` is not another window at the same address
+    uint64_t frame = 0;                      // last drawn in this frame (others are dropped)
+    uint64_t atlas_gen = 0;
+    int slot_y0 = 0, slot_y1 = 0, rows_shown = 0;
+    bool stripe = false, odd = false;
+    int64_t t0 = 0, t1 = 0;  // the span of the track's clock drawn
+    // Per depth: each shape's [x0, x1) in atlas pixels, in start order.
+    std::vector<std::vector<std::pair<float, float>>> marks;
+    struct Label {
+      float x0, x1, y0, y1;  // atlas x, y from the lane's top
+      int32_t name_id;
+      int64_t count;         // a fold: "N slices"
+      Rgb color;
+      int min_width;         // 30: shown when that much of it is on screen; 60: a column
+    };
+    std::vector<Label> labels;
+  };
+  Atlas atlas_;
+  absl::flat_hash_map<int64_t, LaneCache> lane_cache_;
+  TextureHost* host_ = nullptr;
+  float atlas_x_ = 0, atlas_y_ = 0;
+  size_t quads_drawn_ = 0, lanes_rasterized_ = 0, uploads_ = 0;
+  uint64_t frame_ = 0;
   bool complete_ = false;
   float area_w_ = 0;
 };

@@ -10,6 +10,7 @@
 namespace shardscope::app {
 
 class LayoutDump;
+class TextureHost;
 
 enum class ViewId { kTimeline, kSharding, kRecompilations };
 
@@ -25,6 +26,9 @@ struct UiState {
   // Set for a frame whose drawing should be recorded (--dump-layout): each
   // view adds what it draws (layout_dump.h).
   LayoutDump* layout = nullptr;
+  // Where the timeline's lane images become textures (the shell's OpenGL);
+  // null: drawn on the CPU but not shown (tests without GL).
+  TextureHost* textures = nullptr;
 };
 
 }  // namespace shardscope::app

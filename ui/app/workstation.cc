@@ -14,22 +14,23 @@
 
 namespace shardscope::app {
 
-Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake) : wake_(std::move(wake)) {
-  SetModel(std::move(model));
+Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake, bool start_loading)
+    : wake_(std::move(wake)) {
+  SetModel(std::move(model), start_loading);
 }
 
 bool Workstation::complete() const {
   return active_view_ != ViewId::kTimeline || timeline_->complete();
 }
 
-void Workstation::SetModel(std::unique_ptr<TraceModel> model) {
+void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading) {
   // Views hold a reference to the model, so they go before it does.
   timeline_.reset();
   loader_.reset();  // joins its thread before the model it read goes
   placement_.reset();
   compilations_.reset();
   model_ = std::move(model);
-  loader_ = std::make_unique<TimelineLoader>(*model_, wake_);
+  loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
   placement_ = std::make_unique<PlacementView>(*model_);
   compilations_ = std::make_unique<CompilationsView>(*model_);
@@ -73,6 +74,11 @@ void Workstation::Draw() {
   const ImGuiViewport* viewport = ImGui::GetMainViewport();
   ImGui::SetNextWindowPos(viewport->WorkPos);
   ImGui::SetNextWindowSize(viewport->WorkSize);
+  // The window fills the display, whose every frame starts cleared to
+  // kBackground (the shell's glClear): its own background would paint the
+  // same colour over every pixel again, which a software renderer pays for
+  // in full.
+  ImGui::SetNextWindowBgAlpha(0.0f);
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
                                  ImGuiWindowFlags_NoSavedSettings |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;

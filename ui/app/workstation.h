@@ -20,7 +20,9 @@ class Workstation {
  public:
   // `wake` is called from the timeline's loader thread when data arrives, so
   // an idle window can redraw (the app posts an empty GLFW event).
-  explicit Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake = {});
+  // With `start_loading` false the timeline's loader waits for StartLoading().
+  explicit Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake = {}, bool start_loading = true);
+  void StartLoading() { loader_->Start(); }
 
   // Draws one frame's UI filling the whole display.
   void Draw();
@@ -39,7 +41,7 @@ class Workstation {
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
   // Replaces the run shown (the run picker asked for another one).
-  void SetModel(std::unique_ptr<TraceModel> model);
+  void SetModel(std::unique_ptr<TraceModel> model, bool start_loading = true);
 
  private:
   void DrawRunLine();
