@@ -43,11 +43,11 @@ struct RecordingOptions {
   // the mesh, and decides the hosts (`hosts` must then be 1 or agree). The
   // devices rows get each chip's coordinates and links; with it, every
   // collective's traffic shows per link ("link A-B" slices). Empty: none.
-  std::string topology;
+  std::string topology{};
   // Faults injected on the device clock (`--fault`, runtime/faults.h):
   // "slow-chip:3:0.6", "link:3-4:0.25", "jitter:0.05", "fail-chip:2@5",
   // "host-preempt:1@4". Stored under "faults" in config_json, nowhere else.
-  std::vector<std::string> faults;
+  std::vector<std::string> faults{};
   // Seeds the jitter fault's draws.
   uint64_t fault_seed = 0;
   // The target chip of the modeled clock: cpu (this machine), tpu-v4 or h100.

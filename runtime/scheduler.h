@@ -64,7 +64,7 @@ struct CollectiveRun {
   std::vector<std::vector<int64_t>> groups;
   std::vector<int64_t> group_dur_ns;
   // Per group, the links its traffic crossed; empty without a topology.
-  std::vector<std::vector<LinkTransfer>> group_links;
+  std::vector<std::vector<LinkTransfer>> group_links{};
 };
 
 struct ScheduleInput {
@@ -82,7 +82,7 @@ struct ScheduleInput {
   // Per device, time its chip was taken away before this program (an injected
   // host preemption, runtime/faults.h): it starts that much later, behind a
   // "host preempted" slice (kind kHostWait). Empty: none.
-  std::vector<int64_t> start_delay_ns;
+  std::vector<int64_t> start_delay_ns{};
 };
 
 struct DeviceSpan {

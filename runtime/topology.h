@@ -45,7 +45,7 @@ struct TopologyOptions {
   // How the chips are wired (interconnect.h: "2x4", "gpu:2x4"); empty: not
   // said (no coordinates, no links). When set, it decides the hosts: it must
   // have num_hosts * chips_per_host chips, and its own hosts replace num_hosts.
-  std::string interconnect;
+  std::string interconnect{};
 };
 
 class Topology {
