@@ -777,15 +777,13 @@ std::string RenderFleetJson(const FleetReport& r) {
   for (const FleetSuspect& s : r.suspects) {
     nlohmann::json e = {{"kind", s.kind},         {"id", s.id},
                         {"score", s.score},       {"flagged", s.flagged},
-                        {"evidence", s.evidence}, {"saved_ns_per_step", s.saved_ns_per_step}};
-    if (s.kind != "link") {
+                        {"evidence", s.evidence}, {"slowdown", s.slowdown},
+                        {"saved_ns_per_step", s.saved_ns_per_step}};
+    if (s.kind == "chip") {
       e["last_arrivals"] = s.last_arrivals;
-      e["collectives"] = s.collectives;
-      if (s.kind == "chip") e["late_ns_per_step"] = s.late_ns_per_step;
-    } else {
-      e["slowdown"] = s.slowdown;
-      e["collectives"] = s.collectives;
+      e["late_ns_per_step"] = s.late_ns_per_step;
     }
+    if (s.kind != "host") e["collectives"] = s.collectives;
     j["suspects"].push_back(e);
   }
   j["chips"] = nlohmann::json::array();

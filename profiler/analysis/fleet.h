@@ -44,8 +44,8 @@ struct FleetSuspect {
   bool flagged = false;
   std::vector<std::string> evidence;
   // The figures behind the evidence.
-  int last_arrivals = 0;         // collectives it arrived last at (chips, hosts)
-  int collectives = 0;           // collectives it took part in
+  int last_arrivals = 0;         // chips: collectives it arrived last at
+  int collectives = 0;           // chips, links: collectives it took part in
   double late_ns_per_step = 0;   // mean arrival after the group's median, per step
   double saved_ns_per_step = 0;  // what-if: step time saved by fixing it (flagged: with those above)
   double slowdown = 1;           // its time over its peers' (1: as fast)
