@@ -25,6 +25,9 @@ struct InitOptions {
   std::string cache_dir;
   // Programs the in-memory compile cache keeps (0: no limit).
   size_t cache_capacity = 0;
+  // How the chips are wired (runtime/interconnect.h: "2x4", "gpu:2x4"); empty:
+  // not said. Its chips must number num_hosts * chips_per_host; it decides the hosts.
+  std::string topology{};
   // A one-line notice on stderr at each recompilation (a miss at a call site
   // that compiled before), as PT_XLA_DEBUG and TORCH_LOGS=recompiles do.
   bool recompile_notices = true;

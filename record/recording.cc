@@ -4,6 +4,7 @@
 #include <climits>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +14,7 @@
 #include "compiler/cost_model.h"
 #include "core/context.h"
 #include "profiler/trace/recorder.h"
+#include "runtime/faults.h"
 #include "store/writer.h"
 
 #ifndef SHARDSCOPE_VERSION
@@ -50,6 +52,20 @@ absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
   if (o.hosts < 1) return bad("hosts is ", o.hosts, ": needs at least 1");
   if (*chips % o.hosts != 0) return bad(*chips, " chips do not split evenly over ", o.hosts, " hosts");
   if (auto p = compiler::FindProfile(o.profile); !p.ok()) return bad(p.status().message());
+  if (!o.topology.empty()) {
+    auto ic = runtime::Interconnect::Parse(o.topology);
+    if (!ic.ok()) return bad(ic.status().message());
+    if (ic->num_chips() != *chips)
+      return bad("--topology ", o.topology, " has ", ic->num_chips(), " chips but the mesh [",
+                 absl::StrJoin(o.mesh, ","), "] has ", *chips,
+                 ": a real run computes every chip of its topology, so the mesh must cover it exactly",
+                 ic->num_chips() > *chips ? " (larger pods need simulated mode, not available yet)" : "");
+    if (o.hosts != 1 && o.hosts != ic->num_hosts())
+      return bad("--hosts ", o.hosts, " disagrees with --topology ", o.topology, ", which has ", ic->num_hosts(),
+                 " host", ic->num_hosts() == 1 ? "" : "s", " (leave --hosts out: the topology decides)");
+  }
+  for (const std::string& spec : o.faults)
+    if (auto f = runtime::ParseFault(spec); !f.ok()) return bad(f.status().message());
   if (o.trace_first_step < 0) return bad("trace_first_step is ", o.trace_first_step, ": steps start at 0");
   if (o.trace_last_step < -1 || (o.trace_last_step >= 0 && o.trace_last_step < o.trace_first_step))
     return bad("trace_last_step ", o.trace_last_step, " is before trace_first_step ", o.trace_first_step,
@@ -94,9 +110,12 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   }
   std::unique_ptr<Recording> rec(new Recording(std::move(o), std::move(*mesh)));
   const RecordingOptions& opt = rec->options_;
-  const int hosts = opt.hosts;
+  std::optional<runtime::Interconnect> wiring;
+  if (!opt.topology.empty()) wiring = *runtime::Interconnect::Parse(opt.topology);  // checked in Validate
+  const int hosts = wiring ? wiring->num_hosts() : opt.hosts;
   const std::string mesh_text = absl::StrJoin(opt.mesh, "x");
-  rec->topology_ = absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
+  rec->topology_ = wiring ? wiring->Describe()
+                          : absl::StrCat(hosts, hosts == 1 ? " host x " : " hosts x ", chips / hosts, " chips");
   rec->previous_source_root_ = SourceRoot();
   SetSourceRoot(opt.source_root.empty() ? Directory(caller.file_name()) : opt.source_root);
 
@@ -117,12 +136,14 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   if (cache_dir.empty())
     if (const char* env = std::getenv("SHARDSCOPE_CACHE_DIR")) cache_dir = env;
   if (opt.config_json.empty()) {
-    run.config_json = nlohmann::json{{"workload", opt.workload},   {"mesh", mesh_text},
+    nlohmann::json j = {{"workload", opt.workload},   {"mesh", mesh_text},
                                      {"mesh_axes", opt.mesh_axes}, {"hosts", hosts},
                                      {"profile", opt.profile},     {"sharding", opt.sharding},
                                      {"fusion", opt.fusion},       {"cache_dir", cache_dir},
-                                     {"cache_capacity", opt.cache_capacity}}
-                          .dump();
+                                     {"cache_capacity", opt.cache_capacity}};
+    if (!opt.topology.empty()) j["topology"] = opt.topology;
+    if (!opt.faults.empty()) j["faults"] = opt.faults;
+    run.config_json = j.dump();
   } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir")) {
     j["cache_dir"] = cache_dir;
     run.config_json = j.dump();
@@ -159,9 +180,16 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
                              .chips_per_host = static_cast<int>(chips / hosts),
                              .cache_dir = cache_dir,
                              .cache_capacity = opt.cache_capacity,
+                             .topology = opt.topology,
                              .recompile_notices = opt.recompile_notices});
       !s.ok())
     return fail(s);
+  if (!opt.faults.empty()) {
+    std::vector<runtime::Fault> faults;
+    for (const std::string& spec : opt.faults) faults.push_back(*runtime::ParseFault(spec));  // parsed in Validate
+    if (absl::Status s = GetClient().SetFaults(runtime::FaultPlan(std::move(faults), opt.fault_seed)); !s.ok())
+      return fail(absl::InvalidArgumentError(absl::StrCat("Recording: ", s.message())));
+  }
   // The modeled clock's chip, before anything compiles (ops record their cost on it).
   if (absl::Status s = GetClient().SetProfile(opt.profile); !s.ok()) return fail(s);
   GetClient().set_fusion(opt.fusion);
@@ -178,11 +206,35 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     dr.coords = absl::StrCat("[", absl::StrJoin(coords, ","), "]");
     dr.hbm_bytes = GetClient().topology().device(static_cast<int>(d)).hbm_bytes();
     dr.peak_flops = GetClient().profile().peak_flops;
+    if (wiring) {
+      const compiler::ChipProfile& p = GetClient().profile();
+      dr.topology_coords = wiring->CoordsText(static_cast<int>(d));
+      nlohmann::json links = nlohmann::json::array();
+      for (const runtime::Link& l : wiring->links()) {
+        if (l.a != d && l.b != d) continue;
+        links.push_back({{"peer", l.a == d ? l.b : l.a},
+                         {"kind", l.dcn ? "dcn" : "ici"},
+                         {"bandwidth", l.dcn ? p.dcn_bandwidth : p.link_bandwidth},
+                         {"latency_ns", l.dcn ? p.dcn_latency_ns : p.link_latency_ns}});
+      }
+      dr.links_json = links.dump();
+    }
     trace::recorder().Record(dr);
   }
   trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", absl::StrJoin(opt.mesh, ","), "]"),
                                              run.mesh_axes, absl::StrJoin(ids, ",")});
   return rec;
+}
+
+void Recording::Abandon() {
+  if (finished_) return;
+  finished_ = true;
+  Shutdown();
+  trace::SetRecorder(nullptr);
+  capture_.reset();
+  writer_.reset();  // writes what is queued and closes the file, without EndRun
+  SetSourceRoot(previous_source_root_);
+  g_recording = false;
 }
 
 bool Recording::failed() const { return writer_ && writer_->failed(); }

@@ -38,6 +38,18 @@ struct RecordingOptions {
   std::vector<std::string> mesh_axes;
   // Hosts the chips are spread over, evenly, in order.
   int hosts = 1;
+  // How the chips are wired (`--topology`): a torus "2x4", "2x2x2" or a GPU
+  // cluster "gpu:2x4" (runtime/interconnect.h). It must have as many chips as
+  // the mesh, and decides the hosts (`hosts` must then be 1 or agree). The
+  // devices rows get each chip's coordinates and links; with it, every
+  // collective's traffic shows per link ("link A-B" slices). Empty: none.
+  std::string topology{};
+  // Faults injected on the device clock (`--fault`, runtime/faults.h):
+  // "slow-chip:3:0.6", "link:3-4:0.25", "jitter:0.05", "fail-chip:2@5",
+  // "host-preempt:1@4". Stored under "faults" in config_json, nowhere else.
+  std::vector<std::string> faults{};
+  // Seeds the jitter fault's draws.
+  uint64_t fault_seed = 0;
   // The target chip of the modeled clock: cpu (this machine), tpu-v4 or h100.
   std::string profile = "cpu";
   // A label for the sharding strategy, shown by reports ("" for none).
@@ -87,6 +99,10 @@ class Recording {
   // Shuts the chips down, marks the run finished and closes the database.
   // Returns the first error writing it hit, if any. Later calls return the same.
   absl::Status Finish();
+  // Stops recording without ending the run, as a process that died would: the
+  // run stays 'running' with its writer gone, which readers show as ended
+  // abnormally (a hang detected, a chip lost). What was recorded stays.
+  void Abandon();
 
   // The mesh of the options' shape and axis names, over all the chips.
   const Mesh& mesh() const { return mesh_; }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +61,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   c->modeled_clock_ = std::make_unique<ModeledClock>(
       compiler::CostModel(compiler::FindProfile("cpu")->ForGangWidth(c->gang_width())), n);
   c->pending_transfers_.assign(n, {});
+  for (int d = 0; d < n; ++d) c->host_of_.push_back(c->topology_->device(d).host_id());
   return c;
 }
 
@@ -319,6 +321,7 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
                                                          const ExecuteOptions& opts, ExecuteStats* stats) {
   int64_t t0 = trace::HostNowNs();
   int n = num_devices();
+  if (std::optional<Fault> f = faults_.FailureBy(opts.step)) return FailedChip(exe, opts.step, *f);
   if (args.size() != exe.param_shapes.size())
     return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
                                                    " arguments, got ", args.size()));
@@ -370,7 +373,16 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   timing.graph_id = exe.graph_id;
   timing.launch_ns = opts.launch_ns;
   timing.host_wait_ns = opts.host_wait_ns;
-  auto spans = device_clock_->Schedule(timing);
+  // Faults change what the device clock composes, not what was measured: the
+  // modeled clock below gets the run as measured.
+  const Interconnect* wiring = topology_->interconnect();
+  std::optional<ScheduleInput> faulted;
+  if (!faults_.empty() || wiring) {
+    faulted = timing;
+    faults_.Apply(&*faulted, host_of_);
+    if (wiring) AddLinkTraffic(&*faulted, *wiring, faults_);
+  }
+  auto spans = device_clock_->Schedule(faulted ? *faulted : timing);
   if (!spans.ok()) return spans.status();
   if (auto m = modeled_clock_->Schedule(timing, *exe.program, exe.op_costs, exe.cost_profile, &exe.fusion); !m.ok())
     return m.status();
@@ -385,6 +397,42 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     stats->host_ns = trace::HostNowNs() - t0;
   }
   return result;
+}
+
+absl::Status Client::SetFaults(FaultPlan faults) {
+  for (const Fault& f : faults.faults())
+    if (absl::Status s = CheckFault(f, num_devices(), topology_->num_hosts(), topology_->interconnect()); !s.ok())
+      return s;
+  faults_ = std::move(faults);
+  return absl::OkStatus();
+}
+
+absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f) const {
+  // What a hang detector says: the first collective the other chips would
+  // wait in for ever, and who waits.
+  std::string collective;
+  for (const auto& i : exe.program->instructions())
+    if (compiler::IsCollective(i->op)) {
+      collective = compiler::KernelName(*i, nullptr);
+      break;
+    }
+  // The others, as ranges: "0-8,10-15".
+  std::string waiting;
+  for (int d = 0; d < num_devices(); ++d) {
+    if (d == f.chip) continue;
+    int e = d;
+    while (e + 1 < num_devices() && e + 1 != f.chip) ++e;
+    absl::StrAppend(&waiting, waiting.empty() ? "" : ",", d, e > d ? absl::StrCat("-", e) : "");
+    d = e;
+  }
+  const std::string where = absl::StrCat("chip ", f.chip, " (host ", topology_->device(f.chip).host_id(), ")");
+  if (collective.empty())
+    return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding (",
+                                           f.spec, ") while running graph ", exe.graph_id,
+                                           ", which has no collective; its results never arrive"));
+  return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding (", f.spec,
+                                         "); collective ", collective, " of graph ", exe.graph_id,
+                                         " never completed: chips ", waiting, " wait in it for chip ", f.chip));
 }
 
 absl::Status Client::SetProfile(const std::string& name) {

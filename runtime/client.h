@@ -19,6 +19,7 @@
 #include "compiler/spmd.h"
 #include "runtime/buffer.h"
 #include "runtime/dispatch.h"
+#include "runtime/faults.h"
 #include "runtime/intra_op.h"
 #include "runtime/modeled_clock.h"
 #include "runtime/scheduler.h"
@@ -98,6 +99,11 @@ class Client {
   const compiler::ChipProfile& profile() const { return modeled_clock_->model().profile(); }
   const std::vector<int64_t>& modeled_tracks() const { return modeled_clock_->tracks(); }
 
+  // Faults to inject on the device clock from now on (runtime/faults.h);
+  // each is checked against this client's chips, hosts and links.
+  absl::Status SetFaults(FaultPlan faults);
+  const FaultPlan& faults() const { return faults_; }
+
   // Producer-consumer fusion of the compiled programs (on by default; off
   // runs every op as its own kernel, for comparison). Part of the cache key.
   void set_fusion(bool on) { fusion_enabled_ = on; }
@@ -167,6 +173,10 @@ class Client {
   std::vector<std::unique_ptr<Gang>> gangs_;  // per device, when cores outnumber devices
   int gang_width() const { return gangs_.empty() ? 1 : gangs_[0]->width(); }
   std::unique_ptr<Scheduler> device_clock_;
+  FaultPlan faults_;
+  std::vector<int> host_of_;  // per device
+  // The hang error of a chip that failed (fail-chip), for every later run.
+  absl::Status FailedChip(const Executable& exe, int step, const Fault& f) const;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;

@@ -48,13 +48,21 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   std::vector<int64_t> t(n);
   std::vector<size_t> next(n, 0);
   std::vector<DeviceSpan> spans(n);
+  struct Delay { int d; int64_t at, dur; };
+  std::vector<Delay> delayed;
   for (int d = 0; d < n; ++d) {
     t[d] = std::max(free_[d], in.launch_ns);
+    if (d < static_cast<int>(in.start_delay_ns.size()) && in.start_delay_ns[d] > 0) {
+      // Preempted: the chip comes back after the delay (faults.h).
+      delayed.push_back({d, t[d], in.start_delay_ns[d]});
+      t[d] += in.start_delay_ns[d];
+      spans[d].host_wait_ns += in.start_delay_ns[d];
+    }
     spans[d].start_ns = t[d];
     // The part of the gap before this program that the host is to blame for
     // (see the header): never more than the gap, never before a first program.
     if (clock_ == trace::Clock::kDevice && ran_[d] && in.host_wait_ns > 0)
-      spans[d].host_wait_ns = std::min(t[d] - free_[d], in.host_wait_ns);
+      spans[d].host_wait_ns += std::min(t[d] - free_[d] - spans[d].host_wait_ns, in.host_wait_ns);
   }
   // Asked once per run: the per-op paths below test plain bools.
   const trace::SliceDetail detail = trace::slice_detail(in.step);
@@ -65,13 +73,28 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
   std::vector<trace::SliceRecord> out;
   if (kernels) out.reserve(TotalOps(in) + n);
   if (detail != trace::SliceDetail::kNone) {
+    for (const Delay& dl : delayed) {
+      trace::SliceRecord s;
+      s.slice_id = trace::NextId();
+      s.track_id = tracks_[dl.d];
+      s.start_ns = dl.at;
+      s.dur_ns = dl.dur;
+      s.name = "host preempted";
+      s.kind = trace::SliceKind::kHostWait;
+      s.step = in.step;
+      s.graph_id = in.graph_id;
+      out.push_back(std::move(s));
+    }
     for (int d = 0; d < n; ++d) {
-      if (spans[d].host_wait_ns <= 0) continue;
+      int64_t preempted = 0;
+      for (const Delay& dl : delayed)
+        if (dl.d == d) preempted = dl.dur;
+      if (spans[d].host_wait_ns - preempted <= 0) continue;
       trace::SliceRecord s;
       s.slice_id = trace::NextId();
       s.track_id = tracks_[d];
       s.start_ns = t[d] - spans[d].host_wait_ns;
-      s.dur_ns = spans[d].host_wait_ns;
+      s.dur_ns = spans[d].host_wait_ns - preempted;
       s.name = "waiting for host";
       s.kind = trace::SliceKind::kHostWait;
       s.step = in.step;  // the step whose program the device waited for
@@ -79,7 +102,7 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       out.push_back(std::move(s));
     }
   }
-  auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow, int64_t arrival) {
+  auto slice = [&](int d, const DeviceOp& op, int64_t start, int64_t dur, int64_t flow, int64_t arrival) -> int64_t {
     trace::SliceRecord& s = out.emplace_back();
     s.slice_id = trace::NextId();
     s.track_id = tracks_[d];
@@ -93,6 +116,7 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
     s.flow_id = flow;
     s.bytes = op.bytes;
     s.arrival_ns = arrival;
+    return s.slice_id;
   };
   // When each device reached the op at which its memory peaked.
   std::vector<int64_t> peak_at(memory ? n : 0, -1);
@@ -141,11 +165,33 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       if (!ready) continue;
       int64_t dur = in.collectives[c].group_dur_ns[g];
       int64_t flow = kernels ? trace::NextId() : -1;
+      const std::vector<LinkTransfer>* links =
+          g < static_cast<int>(in.collectives[c].group_links.size()) ? &in.collectives[c].group_links[g] : nullptr;
       for (int64_t m : members) {
         const DeviceOp& mop = in.per_device[m][next[m]];
         if (memory && peak_at[m] < 0 && next[m] == in.memory[m].peak_op) peak_at[m] = start;
         // arrival_ns: when this member got here (t[m]); start - t[m] is its wait for the others.
-        if (kernels) slice(static_cast<int>(m), mop, start, dur, flow, t[m]);
+        if (kernels) {
+          const int64_t parent = slice(static_cast<int>(m), mop, start, dur, flow, t[m]);
+          // The links this member's lane shows, inside its collective.
+          if (links)
+            for (const LinkTransfer& lt : *links) {
+              if (lt.device != m) continue;
+              trace::SliceRecord& s = out.emplace_back();
+              s.slice_id = trace::NextId();
+              s.track_id = tracks_[m];
+              s.start_ns = start;
+              s.dur_ns = lt.dur_ns;
+              s.depth = 1;
+              s.parent_id = parent;
+              s.name = absl::StrCat("link ", lt.a, "-", lt.b);
+              s.kind = trace::SliceKind::kTransfer;
+              s.step = in.step;
+              s.graph_id = in.graph_id;
+              s.op_id = mop.op_id;
+              s.bytes = lt.bytes;
+            }
+        }
         spans[m].collective_ns += dur;  // includes nothing of the wait: that shows as idle
         t[m] = start + dur;
         ++next[m];

@@ -48,10 +48,23 @@ struct MemorySamples {
   int64_t end_bytes = -1;    // in use once the run released its intermediates; -1: not measured
 };
 
+// What one link did during one group's collective (runtime/faults.h,
+// AddLinkTraffic): drawn as a "link A-B" slice (kind transfer) inside the
+// collective's slice on `device`'s lane, from the collective's start.
+struct LinkTransfer {
+  int a = 0, b = 0;          // the link, a < b
+  int device = 0;            // the member whose lane shows it
+  int hops = 1;              // ring hops it carries
+  int64_t bytes = 0;
+  int64_t dur_ns = 0;
+};
+
 // One collective instruction's run: its replica groups and each group's duration.
 struct CollectiveRun {
   std::vector<std::vector<int64_t>> groups;
   std::vector<int64_t> group_dur_ns;
+  // Per group, the links its traffic crossed; empty without a topology.
+  std::vector<std::vector<LinkTransfer>> group_links{};
 };
 
 struct ScheduleInput {
@@ -66,6 +79,10 @@ struct ScheduleInput {
   std::vector<std::vector<DeviceOp>> per_device;
   std::vector<CollectiveRun> collectives;
   std::vector<MemorySamples> memory;  // per device; empty: not measured
+  // Per device, time its chip was taken away before this program (an injected
+  // host preemption, runtime/faults.h): it starts that much later, behind a
+  // "host preempted" slice (kind kHostWait). Empty: none.
+  std::vector<int64_t> start_delay_ns{};
 };
 
 struct DeviceSpan {
@@ -97,8 +114,11 @@ class Scheduler {
   // What is emitted follows trace::slice_detail(in.step), asked once per run:
   // kKernels, a slice per kernel, collective and transfer (a collective's
   // slice carries each member's own arrival in arrival_ns; it starts at the
-  // last arrival); kPrograms, one slice per device for the whole run ("graph
-  // N", kind compute, op_id -1) plus the host waits; kNone, no slices.
+  // last arrival; with a topology, each link its group's traffic crossed is a
+  // "link A-B" slice inside it, CollectiveRun::group_links); kPrograms, one
+  // slice per device for the whole run ("graph N", kind compute, op_id -1)
+  // plus the host waits; kNone, no slices. A preempted chip
+  // (start_delay_ns) shows a "host preempted" slice (kind kHostWait) first.
   //
   // Counters (device clock only, whenever a recorder is installed), per chip
   // at the times this clock gives them: "hbm_bytes_in_use" at the run's peak

@@ -29,9 +29,21 @@ absl::StatusOr<std::unique_ptr<Topology>> Topology::Create(const TopologyOptions
         " chips do not fit this machine for real computation (at most 64)"));
   auto t = std::unique_ptr<Topology>(new Topology());
   t->opts_ = opts;
-  for (int h = 0; h < opts.num_hosts; ++h)
-    for (int c = 0; c < opts.chips_per_host; ++c)
-      t->devices_.push_back(std::make_unique<Device>(h * opts.chips_per_host + c, h, opts.hbm_bytes));
+  if (!opts.interconnect.empty()) {
+    auto ic = Interconnect::Parse(opts.interconnect);
+    if (!ic.ok()) return ic.status();
+    if (ic->num_chips() != opts.num_hosts * opts.chips_per_host)
+      return absl::InvalidArgumentError(absl::StrCat("topology ", opts.interconnect, " has ", ic->num_chips(),
+                                                     " chips, but ", opts.num_hosts * opts.chips_per_host,
+                                                     " were asked for"));
+    t->opts_.num_hosts = ic->num_hosts();
+    t->opts_.chips_per_host = ic->chips_per_host();
+    t->interconnect_ = *std::move(ic);
+  }
+  const TopologyOptions& o = t->opts_;
+  for (int h = 0; h < o.num_hosts; ++h)
+    for (int c = 0; c < o.chips_per_host; ++c)
+      t->devices_.push_back(std::make_unique<Device>(h * o.chips_per_host + c, h, o.hbm_bytes));
   return t;
 }
 

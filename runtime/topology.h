@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/interconnect.h"
 
 namespace shardscope::runtime {
 
@@ -40,6 +42,10 @@ struct TopologyOptions {
   int num_hosts = 1;
   int chips_per_host = 4;
   int64_t hbm_bytes = int64_t{16} << 30;  // per chip
+  // How the chips are wired (interconnect.h: "2x4", "gpu:2x4"); empty: not
+  // said (no coordinates, no links). When set, it decides the hosts: it must
+  // have num_hosts * chips_per_host chips, and its own hosts replace num_hosts.
+  std::string interconnect{};
 };
 
 class Topology {
@@ -51,9 +57,12 @@ class Topology {
   const Device& device(int id) const { return *devices_[id]; }
   // "1 host x 4 chips"
   std::string ToString() const;
+  // The wiring, when the run named one (--topology); null otherwise.
+  const Interconnect* interconnect() const { return interconnect_ ? &*interconnect_ : nullptr; }
 
  private:
   TopologyOptions opts_;
+  std::optional<Interconnect> interconnect_;
   std::vector<std::unique_ptr<Device>> devices_;
 };
 

@@ -78,8 +78,22 @@ CREATE TABLE IF NOT EXISTS devices (
   coords     TEXT NOT NULL,
   hbm_bytes  INTEGER NOT NULL,
   peak_flops REAL NOT NULL,
+  -- Where the chip sits in the run's --topology (NULL without one; added in
+  -- place to older files): a torus's [x,y(,z)], a GPU cluster's [host,chip].
+  topology_coords TEXT,
+  -- Its links, a JSON array of {"peer", "kind" (ici|dcn), "bandwidth" (bytes/s
+  -- of the run's profile), "latency_ns"}; the `links` view lists each link once.
+  links      TEXT,
   PRIMARY KEY (run_id, device_id)
 );
+
+-- The topology's links, each once (link_id 'A-B', A < B), from devices.links.
+CREATE VIEW IF NOT EXISTS links AS
+SELECT d.run_id, d.device_id || '-' || json_extract(j.value, '$.peer') AS link_id,
+       d.device_id AS a, json_extract(j.value, '$.peer') AS b, json_extract(j.value, '$.kind') AS kind,
+       json_extract(j.value, '$.bandwidth') AS bandwidth, json_extract(j.value, '$.latency_ns') AS latency_ns
+FROM devices d, json_each(d.links) j
+WHERE d.links IS NOT NULL AND d.device_id < json_extract(j.value, '$.peer');
 
 CREATE TABLE IF NOT EXISTS meshes (
   run_id     INTEGER NOT NULL REFERENCES runs(run_id),

@@ -277,7 +277,8 @@ class Writer::Db {
   // Changes to v1 files made after files were written, applied in place when
   // a writer opens an older file (CREATE ... IF NOT EXISTS leaves an existing
   // table or view as it was):
-  //  - steps.eval_loss, sharding_decisions.from_op_id, ops.moves_op_id: new columns, added.
+  //  - steps.eval_loss, sharding_decisions.from_op_id, ops.moves_op_id,
+  //    devices.topology_coords and devices.links: new columns, added.
   //  - slices.kind 'host_wait' (a device waiting for the host): a CHECK
   //    constraint, which SQLite cannot alter, so the table is rebuilt once.
   //  - step_device_summary.host_wait_ns: a view, dropped and made again.
@@ -289,7 +290,8 @@ class Writer::Db {
     }
     for (const auto& [table, column, type] :
          {std::tuple{"sharding_decisions", "from_op_id", "INTEGER"}, std::tuple{"ops", "moves_op_id", "INTEGER"},
-          std::tuple{"compilations", "cause_subkind", "TEXT"}, std::tuple{"compilations", "diff_total", "INTEGER"}}) {
+          std::tuple{"compilations", "cause_subkind", "TEXT"}, std::tuple{"compilations", "diff_total", "INTEGER"},
+          std::tuple{"devices", "topology_coords", "TEXT"}, std::tuple{"devices", "links", "TEXT"}}) {
       auto has = QueryText(absl::StrCat("SELECT COUNT(*) FROM pragma_table_info('", table, "') WHERE name = '", column, "'"));
       if (!has.ok()) return has.status();
       if (*has != "0") continue;
@@ -448,7 +450,7 @@ class Writer::Db {
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,'running',?16)"},
         {&stmts_.run_end, "UPDATE runs SET status = ?3, ended_at_ns = ?2 WHERE run_id = ?1"},
         {&stmts_.host, "INSERT OR REPLACE INTO hosts VALUES (?1,?2,?3)"},
-        {&stmts_.device, "INSERT OR REPLACE INTO devices VALUES (?1,?2,?3,?4,?5,?6)"},
+        {&stmts_.device, "INSERT OR REPLACE INTO devices VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
         {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.track, "INSERT OR REPLACE INTO tracks VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&own_.capture_note, "UPDATE runs SET capture_note = ?2 WHERE run_id = ?1"},
@@ -601,6 +603,7 @@ class Writer::Db {
     Stmt& s = stmts_.device;
     s.Int(1, run_id_); s.Int(2, r.device_id); s.Int(3, r.host_id); s.Text(4, r.coords);
     s.Int(5, r.hbm_bytes); s.Real(6, r.peak_flops);
+    s.TextOrNull(7, r.topology_coords); s.TextOrNull(8, r.links_json);
     return Tag(s.Run(), "devices", r.device_id);
   }
   absl::Status WriteOne(const trace::MeshRecord& r) {

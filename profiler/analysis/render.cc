@@ -42,6 +42,8 @@ std::string StatusText(const RunHeader& h) {
                         " so compilations, sharding and kernels are empty");
   // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
+  if (h.faults_injected)
+    absl::StrAppend(&s, "\nfaults injected on the device clock: see runs.config_json \"faults\" (docs/fleet.md)");
   return s;
 }
 
@@ -429,6 +431,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"tool_version", h.tool_version}, {"started_at", h.started_at},
                 {"status", h.status},         {"status_detail", h.status_detail},
                 {"capture_note", h.capture_note},
+                {"faults_injected", h.faults_injected},
                 {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};

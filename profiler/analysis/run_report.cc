@@ -82,6 +82,12 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
     if (!note.ok()) return note.status();
     if (!note->rows.empty()) h->capture_note = note->Text(0, "capture_note");
   }
+  auto faults = rd.Query(
+      "SELECT coalesce(json_array_length(json_extract(config_json, '$.faults')), 0) AS n FROM runs"
+      " WHERE run_id = ?1 AND json_valid(config_json)",
+      {absl::StrCat(run_id)});
+  if (!faults.ok()) return faults.status();
+  h->faults_injected = !faults->rows.empty() && faults->Int(0, "n") > 0;
   return absl::OkStatus();
 }
 

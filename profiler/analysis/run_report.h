@@ -33,6 +33,9 @@ struct RunHeader {
   // "--trace steps: kernels not recorded ..."); "" when everything was captured
   // or the file predates the column.
   std::string capture_note;
+  // Faults were injected on the device clock (`run --fault`): its timeline is
+  // not the machine's own. Which ones: runs.config_json's "faults" only.
+  bool faults_injected = false;
 };
 
 // Steps on the host clock (wall time of each training step).

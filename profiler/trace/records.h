@@ -48,6 +48,10 @@ struct DeviceRecord {
   std::string coords;          // mesh coordinates, e.g. "[0,1]"
   int64_t hbm_bytes = 0;       // memory budget of the virtual chip
   double peak_flops = 0;       // peak FLOP/s of the run's profile
+  // With a --topology (else empty): the chip's coordinates in it ("[1,0,3]")
+  // and its links as JSON ([{"peer":4,"kind":"ici","bandwidth":...,"latency_ns":...}]).
+  std::string topology_coords{};
+  std::string links_json{};
 };
 
 struct MeshRecord {

@@ -72,6 +72,59 @@ TEST(Migration, OldStepsTableGainsEvalLoss) {
   std::remove(path.c_str());
 }
 
+// A version-2 file from before --topology: `devices` without topology_coords
+// and links, no `links` view. A reader opens it as it is; a writer adds the
+// columns in place, old rows read NULL, and new chips keep their coordinates.
+TEST(Migration, AVersion2FileGainsTopologyColumns) {
+  std::string path = absl::StrCat(::testing::TempDir(), "/v2_topology_", getpid(), ".db");
+  std::remove(path.c_str());
+  auto one_run = [&](const std::string& coords, const std::string& links) {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    trace::RunRecord run;
+    run.sample = "mlp";
+    run.mesh = "2x1";
+    ASSERT_TRUE((*w)->StartRun(run).ok());
+    for (int d = 0; d < 2; ++d) {
+      trace::DeviceRecord dev{d, 0, absl::StrCat("[", d, ",0]"), 1 << 30, 1e12};
+      dev.topology_coords = coords.empty() ? "" : absl::StrCat("[", d, "]");
+      dev.links_json = links.empty() ? "" : absl::StrCat(R"([{"peer":)", 1 - d, R"(,"kind":"ici","bandwidth":1e9,"latency_ns":1000}])");
+      (*w)->Record(dev);
+    }
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok()) << (*w)->status();
+  };
+  one_run("", "");
+  {
+    // Back to the version-2 schema as it was.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* sql = "DROP VIEW links; ALTER TABLE devices DROP COLUMN topology_coords; ALTER TABLE devices DROP COLUMN links;";
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  {
+    auto r = Reader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto q = r->Query("SELECT COUNT(*) AS n FROM devices");
+    ASSERT_TRUE(q.ok()) << q.status();
+    EXPECT_EQ(q->Int(0, "n"), 2);
+  }
+  one_run("yes", "yes");
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto q = r->Query("SELECT run_id, device_id, topology_coords, links FROM devices ORDER BY run_id, device_id");
+  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_EQ(q->rows.size(), 4u);
+  EXPECT_FALSE(q->rows[0][2].has_value());  // the old run's chips: no coordinates
+  EXPECT_EQ(q->Text(3, "topology_coords"), "[1]");
+  auto links = r->Query("SELECT run_id, link_id, kind, bandwidth FROM links");
+  ASSERT_TRUE(links.ok()) << links.status();
+  ASSERT_EQ(links->rows.size(), 1u);  // 0-1, once
+  EXPECT_EQ(links->Text(0, "link_id"), "0-1");
+  EXPECT_EQ(links->Text(0, "kind"), "ici");
+  std::remove(path.c_str());
+}
+
 // A file written by the last release that stored version 1 (one row per
 // slice), kept as it was: a writer migrates it to chunks, and every slice
 // reads back the same through the `slices` view, with summaries and step

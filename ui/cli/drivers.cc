@@ -25,7 +25,9 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
+#include "runtime/faults.h"
 #include "runtime/gemm.h"
+#include "runtime/interconnect.h"
 #include "core/shardscope.h"
 #include "profiler/trace/capture.h"
 #include "record/recording.h"
@@ -59,6 +61,8 @@ struct RunOptions {
   const samples::SampleInfo* info = nullptr;
   std::string sample, db, profile = "cpu", cache_dir;
   int64_t hosts = 1;
+  std::string topology;             // --topology, "" when none
+  std::vector<std::string> faults;  // --fault, in order
   bool quiet = false, fusion = true;
   size_t cache_capacity = 0;
   // Capture control (--trace, --trace-steps, --trace-ring, --trace-max-mb).
@@ -118,6 +122,32 @@ const std::vector<RunFlag>& RunFlags() {
        [](const O& o) { return o.cfg.steps; }},
       {"--hosts", "H", K::kInt, 1, kMaxChips, "hosts the chips are spread over, {range}, dividing the chips (default 1)",
        [](O& o, const V& v) { o.hosts = v.n; return Ok(); }, "hosts", [](const O& o) { return o.hosts; }},
+      {"--topology", "T", K::kText, 0, 0,
+       "how the chips are wired: a torus AxB or AxBxC (2x4, 2x2x2;\n"
+       "wraparound links, hosts of 4 chips) or gpu:NxM (N hosts of M\n"
+       "chips, NVLink inside a host, a slower network between hosts);\n"
+       "as many chips as the mesh. Decides the hosts; devices rows get\n"
+       "coordinates and links, collectives show their traffic per link",
+       [](O& o, const V& v) {
+         if (auto t = runtime::Interconnect::Parse(v.text); !t.ok()) return t.status();
+         o.topology = v.text;
+         return Ok();
+       },
+       "topology", [](const O& o) { return o.topology; }},
+      {"--fault", "SPEC", K::kText, 0, 0,
+       "inject a fault on the device clock (repeatable, combinable):\n"
+       "slow-chip:C:S (chip C at speed S, 0<S<1), link:A-B:F (that\n"
+       "link of --topology at F of its bandwidth), jitter:J (every\n"
+       "kernel +-J, seeded by --seed), fail-chip:C@N (chip C stops at\n"
+       "step N: the run ends with a hang error), host-preempt:H@N[:MS]\n"
+       "(host H's chips gone at step N for MS ms, default 200).\n"
+       "Stored under \"faults\" in runs.config_json only (docs/fleet.md)",
+       [](O& o, const V& v) {
+         if (auto f = runtime::ParseFault(v.text); !f.ok()) return f.status();
+         o.faults.push_back(v.text);
+         return Ok();
+       },
+       "faults", [](const O& o) { return nlohmann::json(o.faults); }},
       {"--seed", "S", K::kInt, 0, INT64_MAX, "seed of weights and data, {range} (default 0)",
        [](O& o, const V& v) { o.cfg.seed = static_cast<uint64_t>(v.n); return Ok(); }, "seed",
        [](const O& o) { return o.cfg.seed; }},
@@ -417,6 +447,32 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
   const int64_t chips = o->cfg.mesh[0] * o->cfg.mesh[1];
   if (chips % o->hosts != 0)
     return Usage(absl::StrCat(chips, " chips do not split evenly over ", o->hosts, " hosts (--hosts)"));
+  // The topology against the mesh, and each fault against the chips, hosts and links.
+  std::optional<runtime::Interconnect> wiring;
+  int64_t hosts = o->hosts;
+  if (!o->topology.empty()) {
+    wiring = *runtime::Interconnect::Parse(o->topology);
+    if (wiring->num_chips() != chips)
+      return Usage(absl::StrCat("--topology ", o->topology, " has ", wiring->num_chips(), " chips but --mesh ",
+                                o->cfg.mesh[0], "x", o->cfg.mesh[1], " has ", chips,
+                                ": a real run computes every chip of its topology, so the mesh must cover it",
+                                wiring->num_chips() > chips
+                                    ? absl::StrCat(" (this machine runs at most ", kMaxChips,
+                                                   " chips for real; larger pods need simulated mode, not available yet)")
+                                    : ""));
+    if (o->hosts != 1 && o->hosts != wiring->num_hosts())
+      return Usage(absl::StrCat("--hosts ", o->hosts, " disagrees with --topology ", o->topology, " (",
+                                wiring->num_hosts(), " hosts); leave --hosts out, the topology decides"));
+    hosts = wiring->num_hosts();
+    o->hosts = hosts;  // recorded as the run's hosts
+  }
+  for (const std::string& spec : o->faults) {
+    auto f = runtime::ParseFault(spec);
+    if (absl::Status st = runtime::CheckFault(*f, static_cast<int>(chips), static_cast<int>(hosts),
+                                              wiring ? &*wiring : nullptr);
+        !st.ok())
+      return Usage(std::string(st.message()));
+  }
   // Files the sample will read: there, and regular (a FIFO or /dev/zero would
   // block or never end). The sample checks them again as it opens them.
   for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--data", o->cfg.data_path},
@@ -454,7 +510,6 @@ int Run(const std::vector<std::string>& args) {
     if (!a.ok()) return Usage(std::string(a.status().message()));
     axes = *a;
   }
-  int64_t chips = cfg.mesh[0] * cfg.mesh[1];
 
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
   nlohmann::json recorded = config;
@@ -467,6 +522,9 @@ int Run(const std::vector<std::string>& args) {
                                .mesh = cfg.mesh,
                                .mesh_axes = axes,
                                .hosts = static_cast<int>(hosts),
+                               .topology = o.topology,
+                               .faults = o.faults,
+                               .fault_seed = cfg.seed,
                                .profile = profile,
                                .sharding = cfg.sharding,
                                .config_json = recorded.dump(),
@@ -488,6 +546,9 @@ int Run(const std::vector<std::string>& args) {
   if (!quiet) {
     std::cout << "shardscope run " << sample << " — run " << (*rec)->run_id() << " into " << db << ", mesh "
               << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
+    if (!o.faults.empty())
+      std::cout << "  faults injected on the device clock: " << absl::StrJoin(o.faults, ", ")
+                << " (recorded in runs.config_json 'faults')\n";
     cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
   }
   // A write error (a full disk, a lock held too long) stops the run at once; what was committed stays readable.
@@ -505,6 +566,15 @@ int Run(const std::vector<std::string>& args) {
   auto result = info->run(cfg);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t run_id = (*rec)->run_id();
+  if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
+    // A chip failed (--fault fail-chip): the run ends as a hang would, not
+    // finished; every step before it stays recorded.
+    (*rec)->Abandon();
+    std::fflush(stdout);
+    std::cerr << "error: " << result.status().message() << "\n";
+    std::cerr << "(run " << run_id << " ended abnormally; the steps before it are stored in " << db << ")\n";
+    return 1;
+  }
   absl::Status stored = (*rec)->Finish();
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "profiler/analysis/fleet.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/recompiles.h"
@@ -77,6 +78,24 @@ constexpr char kRecompilesHelp[] =
     "  recompilations.\n"
     "  --run N       the run (default: the newest in the file)\n"
     "  --format F    text (default) or json (fields documented in docs/schema.md)\n";
+
+constexpr char kFleetHelp[] =
+    "usage: shardscope fleet PATH [--run N] [--format text|json] [--threshold PCT]\n"
+    "  Which chip, link or host slows the steps of one stored run down, from the\n"
+    "  database alone (docs/fleet.md): per collective which chip arrived last and by\n"
+    "  how much, counted over steps; per link its time per byte against its peers';\n"
+    "  a what-if that re-schedules the recorded steps with the suspect's kernel or\n"
+    "  transfer times at its peers' median (the step time fixing it would save); and\n"
+    "  a per-chip step breakdown with the chips that stand out. A suspect's score is\n"
+    "  how much slower than its peers it is (a chip's kernels against the same\n"
+    "  kernels elsewhere, a link's time per byte, a host's chips together). Works on\n"
+    "  imported multi-rank traces. Too few steps or no collectives: it says so and\n"
+    "  flags no one.\n"
+    "  --run N          the run (default: the newest in the file)\n"
+    "  --format F       text (default) or json: {\"suspects\": [{\"kind\", \"id\", \"score\",\n"
+    "                   \"flagged\", \"evidence\"}, ...], ...} ranked by score\n"
+    "  --threshold PCT  flag suspects at least PCT% slower than their peers\n"
+    "                   (0 < PCT <= 100, default 8)\n";
 
 constexpr char kQueryHelp[] =
     "usage: shardscope query PATH \"SQL\"\n"
@@ -322,6 +341,28 @@ int OneRunReport(const std::vector<std::string>& argv, const std::string& comman
   return 0;
 }
 
+int Fleet(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
+  OneRun r;
+  if (auto code = OpenOneRun(argv, {"--format", "--threshold"}, "fleet", kFleetHelp, err, &r)) return *code;
+  const std::string format = r.args.flags.count("--format") ? r.args.flags["--format"] : "text";
+  if (format != "text" && format != "json")
+    return Usage(err, absl::StrCat("--format '", format, "' is not text or json"), kFleetHelp);
+  analysis::FleetOptions opt;
+  opt.run_id = r.run_id;
+  if (auto it = r.args.flags.find("--threshold"); it != r.args.flags.end()) {
+    auto pct = ParsePositiveRealFlag("--threshold", it->second, "PCT", 0, 100);
+    if (!pct.ok()) return Usage(err, std::string(pct.status().message()), kFleetHelp);
+    opt.flag_threshold = *pct / 100;
+  }
+  auto report = analysis::AnalyzeFleet(*r.reader, opt);
+  if (!report.ok()) {
+    err << "error: " << report.status().message() << "\n";
+    return 1;
+  }
+  out << (format == "json" ? analysis::RenderFleetJson(*report) : analysis::RenderFleetText(*report));
+  return 0;
+}
+
 int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   Args a = Parse(argv, {});
   if (!a.error.empty()) return Usage(err, a.error, kQueryHelp);
@@ -430,7 +471,8 @@ int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream
 
 bool IsReportCommand(const std::string& command) {
   return command == "report" || command == "sharding" || command == "metrics" || command == "recompiles" ||
-         command == "query" || command == "export" || command == "runs" || command == "import" || command == "diff";
+         command == "query" || command == "export" || command == "runs" || command == "import" || command == "diff" ||
+         command == "fleet";
 }
 
 std::string ReportCommandSummaries() {
@@ -438,6 +480,7 @@ std::string ReportCommandSummaries() {
          "  sharding PATH   where each tensor's shards live: tiles, chips, bytes (--tensor NAME)\n"
          "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
+         "  fleet PATH      which chip, link or host slows the steps, with evidence and a what-if\n"
          "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
          "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
          "  runs PATH       the runs a file holds, and whether each ended normally\n"
@@ -455,6 +498,7 @@ std::string ReportHelp(const std::string& command) {
   if (command == "runs") return kRunsHelp;
   if (command == "import") return kImportHelp;
   if (command == "diff") return kDiffHelp;
+  if (command == "fleet") return kFleetHelp;
   return "";
 }
 
@@ -473,6 +517,7 @@ int RunReportCommand(const std::string& command, const std::vector<std::string>&
   if (command == "import") return Import(args, out, err);
   if (command == "diff") return RunDiffCommand(args, out, err);
   if (command == "sharding") return Sharding(args, out, err);
+  if (command == "fleet") return Fleet(args, out, err);
   if (command == "metrics")
     return OneRunReport(args, command, kMetricsHelp, out, err, analysis::BuildMetricsReport, analysis::RenderMetricsText,
                         analysis::RenderMetricsJson);

@@ -1,0 +1,804 @@
+// Fleet diagnosis (see fleet.h).
+#include "profiler/analysis/fleet.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace shardscope::analysis {
+
+namespace {
+
+enum Kind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
+
+Kind KindOf(const std::string& k) {
+  if (k == "compute") return kCompute;
+  if (k == "collective") return kCollective;
+  if (k == "transfer") return kTransfer;
+  if (k == "host") return kHost;
+  if (k == "compile") return kCompile;
+  if (k == "host_wait") return kHostWait;
+  return kOther;
+}
+
+struct Op {
+  int64_t id = 0, parent = -1;
+  Kind kind = kCompute;
+  int64_t start = 0, dur = 0, flow = -1, arrival = -1, bytes = 0;
+  int depth = 0;
+  int device = 0;
+  std::string name;
+};
+
+// A collective of one group in one step: its members' arrivals.
+struct Instance {
+  int step = 0;
+  int64_t flow = 0;
+  struct Member {
+    int device;
+    int64_t arrival, start, dur;
+  };
+  std::vector<Member> members;
+  int64_t proper_ns = 0;  // the collective itself: the shortest member's time after the last arrival
+};
+
+// One link slice inside a collective.
+struct LinkUse {
+  std::string link;
+  int64_t flow = 0;
+  int64_t bytes = 0, dur = 0;
+};
+
+struct StepData {
+  int step = 0;
+  std::map<int, std::vector<Op>> ops;  // device -> depth-0 ops by start
+  std::vector<LinkUse> links;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
+std::string Pct(double f) { return absl::StrFormat("%.1f%%", f * 100); }
+
+// What a what-if changes: per device a factor on its non-collective ops, per
+// collective (flow) a new duration.
+struct Change {
+  std::map<int, double> scale;
+  std::map<int64_t, int64_t> collective_ns;
+};
+
+// The step's time re-scheduled with `change`: each chip's ops back to back
+// from its recorded first start, a collective starting when its last member
+// arrives. -1 when the chips' collectives do not line up (overlapping streams
+// of an imported trace).
+int64_t Replay(const StepData& s, const std::map<int64_t, Instance*>& instances, const Change& change) {
+  std::map<int, size_t> next;
+  std::map<int, double> t;
+  double t0 = 1e300;
+  for (const auto& [d, ops] : s.ops) {
+    if (ops.empty()) continue;
+    next[d] = 0;
+    t[d] = static_cast<double>(ops.front().start);
+    t0 = std::min(t0, t[d]);
+  }
+  auto is_sync = [&](const Op& op) {
+    return op.kind == kCollective && op.flow >= 0 && instances.count(op.flow);
+  };
+  size_t remaining = 0;
+  for (const auto& [d, ops] : s.ops) remaining += ops.size();
+  while (remaining > 0) {
+    bool progress = false;
+    for (auto& [d, k] : next) {
+      const auto& ops = s.ops.at(d);
+      const auto sc = change.scale.find(d);
+      const double f = sc == change.scale.end() ? 1.0 : sc->second;
+      while (k < ops.size() && !is_sync(ops[k])) {
+        t[d] += ops[k].kind == kCollective ? ops[k].dur : ops[k].dur * f;
+        ++k;
+        --remaining;
+        progress = true;
+      }
+    }
+    // Every collective whose members all wait at it.
+    for (auto& [d, k] : next) {
+      const auto& ops = s.ops.at(d);
+      if (k >= ops.size() || !is_sync(ops[k])) continue;  // placed with an earlier member just now
+      const Instance& in = *instances.at(ops[k].flow);
+      bool ready = true;
+      double start = 0;
+      for (const auto& m : in.members) {
+        auto it = next.find(m.device);
+        if (it == next.end() || it->second >= s.ops.at(m.device).size() ||
+            s.ops.at(m.device)[it->second].flow != in.flow) {
+          ready = false;
+          break;
+        }
+        start = std::max(start, t[m.device]);
+      }
+      if (!ready) continue;
+      const auto over = change.collective_ns.find(in.flow);
+      const double dur = over == change.collective_ns.end() ? in.proper_ns : over->second;
+      for (const auto& m : in.members) {
+        t[m.device] = start + dur;
+        ++next[m.device];
+        --remaining;
+      }
+      progress = true;
+    }
+    if (!progress) return -1;
+  }
+  double end = 0;
+  for (const auto& [d, x] : t) end = std::max(end, x);
+  return static_cast<int64_t>(end - t0);
+}
+
+}  // namespace
+
+absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
+  FleetReport r;
+  r.threshold = opt.flag_threshold;
+  int64_t run = opt.run_id;
+  if (run < 0) {
+    auto latest = rd.LatestRunId();
+    if (!latest.ok()) return latest.status();
+    run = *latest;
+  }
+  r.run_id = run;
+  const std::string run_text = absl::StrCat(run);
+  auto info = rd.Query(
+      "SELECT sample, topology, imported, num_devices, num_hosts FROM runs WHERE run_id = ?1", {run_text});
+  if (!info.ok()) return info.status();
+  if (info->rows.empty()) return absl::NotFoundError(absl::StrCat("no run ", run, " in ", rd.path()));
+  r.sample = info->Text(0, "sample");
+  r.topology = info->Text(0, "topology");
+  r.imported = info->Int(0, "imported") != 0;
+
+  // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
+  auto has_column = [&](const char* table, const char* column) {
+    auto q = rd.Query(absl::StrCat("SELECT COUNT(*) AS n FROM pragma_table_info('", table,
+                                   "') WHERE name = '", column, "'"));
+    return q.ok() && q->Int(0, "n") > 0;
+  };
+  const bool topo_coords = has_column("devices", "topology_coords");
+  auto devs = rd.Query(absl::StrCat("SELECT device_id, host_id, coords",
+                                    topo_coords ? ", topology_coords" : ", NULL AS topology_coords",
+                                    " FROM devices WHERE run_id = ?1 ORDER BY device_id"),
+                       {run_text});
+  if (!devs.ok()) return devs.status();
+  std::map<int, int> host_of;
+  std::map<int, std::string> coords_of;
+  for (size_t i = 0; i < devs->rows.size(); ++i) {
+    const int d = static_cast<int>(devs->Int(i, "device_id"));
+    host_of[d] = static_cast<int>(devs->Int(i, "host_id"));
+    coords_of[d] = devs->Text(i, "topology_coords", devs->Text(i, "coords"));
+  }
+  // Link kinds (ici, dcn), so a link is compared with links of its kind.
+  std::map<std::string, std::string> link_kind;
+  std::map<std::string, double> link_bandwidth;
+  if (has_column("devices", "links")) {
+    auto links = rd.Query("SELECT link_id, kind, bandwidth FROM links WHERE run_id = ?1", {run_text});
+    if (links.ok())
+      for (size_t i = 0; i < links->rows.size(); ++i) {
+        link_kind[links->Text(i, "link_id")] = links->Text(i, "kind");
+        link_bandwidth[links->Text(i, "link_id")] = links->Real(i, "bandwidth");
+      }
+  }
+
+  // The device-clock slices of every step.
+  const bool has_arrival = has_column("slices", "arrival_ns");
+  std::map<int, StepData> steps;
+  std::map<int64_t, int64_t> flow_of_slice;  // collective slice id -> its flow
+  absl::Status st = rd.ForEachRow(
+      absl::StrCat(
+          "SELECT s.slice_id, s.parent_id, s.kind, s.start_ns, s.dur_ns, s.depth, s.flow_id, ",
+          has_arrival ? "s.arrival_ns" : "NULL",
+          ", s.bytes, n.name, t.device_id, s.step"
+          " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+          " JOIN names n ON n.name_id = s.name_id"
+          " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.step IS NOT NULL"),
+      {run_text}, [&](const std::vector<store::Cell>& c) {
+        auto num = [&](size_t k, int64_t dflt) { return c[k] ? std::stoll(*c[k]) : dflt; };
+        Op op;
+        op.id = num(0, 0);
+        op.parent = num(1, -1);
+        op.kind = KindOf(c[2].value_or(""));
+        op.start = num(3, 0);
+        op.dur = num(4, 0);
+        op.depth = static_cast<int>(num(5, 0));
+        op.flow = num(6, -1);
+        op.arrival = num(7, -1);
+        op.bytes = num(8, 0);
+        op.name = c[9].value_or("");
+        op.device = static_cast<int>(num(10, 0));
+        const int step = static_cast<int>(num(11, -1));
+        StepData& s = steps[step];
+        s.step = step;
+        if (op.depth == 0) {
+          if (op.kind == kCollective && op.flow >= 0) flow_of_slice[op.id] = op.flow;
+          s.ops[op.device].push_back(std::move(op));
+        } else if (op.kind == kTransfer && op.name.rfind("link ", 0) == 0) {
+          s.links.push_back({op.name.substr(5), op.parent, op.bytes, op.dur});  // flow filled below
+        }
+      });
+  if (!st.ok()) return st;
+  for (auto& [n, s] : steps) {
+    for (auto& [d, ops] : s.ops)
+      std::sort(ops.begin(), ops.end(),
+                [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+    for (LinkUse& l : s.links) {
+      auto it = flow_of_slice.find(l.flow);
+      l.flow = it == flow_of_slice.end() ? -1 : it->second;
+    }
+  }
+  r.chips = static_cast<int>(host_of.size());
+  std::set<int> hosts;
+  for (const auto& [d, h] : host_of) hosts.insert(h);
+  r.hosts = static_cast<int>(hosts.size());
+
+  // Collective instances: one per flow with at least two chips.
+  std::map<int64_t, Instance> instances;
+  std::map<int, std::map<int64_t, Instance*>> by_step;
+  for (const auto& [n, s] : steps)
+    for (const auto& [d, ops] : s.ops)
+      for (const Op& op : ops) {
+        if (op.kind != kCollective || op.flow < 0) continue;
+        Instance& in = instances[op.flow];
+        in.step = n;
+        in.flow = op.flow;
+        in.members.push_back({d, op.arrival >= 0 ? op.arrival : op.start, op.start, op.dur});
+      }
+  for (auto it = instances.begin(); it != instances.end();) {
+    Instance& in = it->second;
+    std::set<int> devices;
+    for (const auto& m : in.members) devices.insert(m.device);
+    if (devices.size() < 2 || devices.size() != in.members.size()) {
+      it = instances.erase(it);  // one chip (nothing to wait for), or a flow a chip holds twice
+      continue;
+    }
+    int64_t last = 0;
+    for (const auto& m : in.members) last = std::max(last, m.arrival);
+    int64_t proper = INT64_MAX;
+    for (const auto& m : in.members) proper = std::min(proper, m.start + m.dur - std::max(last, m.start));
+    in.proper_ns = std::max<int64_t>(0, proper);
+    by_step[in.step][in.flow] = &in;
+    ++it;
+  }
+  // The steps to analyse: those with collectives; the first is left out when
+  // there are enough (it holds the warm-up: weights moved onto the chips).
+  std::vector<int> used;
+  for (const auto& [n, m] : by_step) used.push_back(n);
+  if (static_cast<int>(used.size()) > opt.min_steps + 1) {
+    r.notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
+    used.erase(used.begin());
+  }
+  r.steps = static_cast<int>(used.size());
+  for (int n : used) r.collectives += static_cast<int64_t>(by_step[n].size());
+
+  // Step spans and the per-chip breakdown.
+  std::vector<double> spans;
+  std::map<int, FleetChip> rows;
+  std::vector<int> all_steps;
+  for (const auto& [n, s] : steps) all_steps.push_back(n);
+  const std::vector<int>& breakdown_steps = used.empty() ? all_steps : used;
+  for (int n : breakdown_steps) {
+    const StepData& s = steps[n];
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (const auto& [d, ops] : s.ops)
+      for (const Op& op : ops) {
+        lo = std::min(lo, op.start);
+        hi = std::max(hi, op.start + op.dur);
+      }
+    if (lo > hi) continue;
+    const double span = static_cast<double>(hi - lo);
+    spans.push_back(span);
+    for (const auto& [d, ops] : s.ops) {
+      FleetChip& c = rows[d];
+      double busy = 0;
+      for (const Op& op : ops) {
+        busy += op.dur;
+        switch (op.kind) {
+          case kCompute:
+            c.compute_ns += op.dur;
+            break;
+          case kCollective:
+            c.collective_ns += op.dur;
+            if (op.arrival >= 0 && op.start > op.arrival) {
+              c.wait_ns += op.start - op.arrival;
+              busy += op.start - op.arrival;
+            }
+            break;
+          case kTransfer:
+            c.transfer_ns += op.dur;
+            break;
+          case kHostWait:
+            c.host_wait_ns += op.dur;
+            break;
+          default:
+            break;
+        }
+      }
+      c.idle_ns += std::max(0.0, span - busy);
+      c.span_ns += span;
+    }
+  }
+  r.median_step_ns = Median(spans);
+  const double nsteps = std::max<size_t>(1, spans.size());
+  for (auto& [d, c] : rows) {
+    c.device_id = d;
+    c.host_id = host_of.count(d) ? host_of[d] : d;
+    c.coords = coords_of[d];
+    for (double* v : {&c.compute_ns, &c.collective_ns, &c.wait_ns, &c.transfer_ns, &c.host_wait_ns,
+                      &c.idle_ns, &c.span_ns})
+      *v /= nsteps;
+  }
+  // Chips that stand out: above their peers' median by more than 4 median
+  // absolute deviations and 5% of the step.
+  constexpr double kStandOutShare = 0.05;
+  if (rows.size() >= 3) {
+    struct Cat {
+      const char* name;
+      double FleetChip::*field;
+    };
+    for (const Cat& cat : {Cat{"compute", &FleetChip::compute_ns}, Cat{"transfer", &FleetChip::transfer_ns},
+                           Cat{"host wait", &FleetChip::host_wait_ns}}) {
+      for (auto& [d, c] : rows) {
+        std::vector<double> peers;
+        for (const auto& [e, o] : rows)
+          if (e != d) peers.push_back(o.*cat.field);
+        const double med = Median(peers);
+        std::vector<double> dev;
+        for (double p : peers) dev.push_back(std::fabs(p - med));
+        const double mad = Median(dev);
+        if (c.*cat.field > med + std::max(4 * mad, kStandOutShare * r.median_step_ns))
+          c.stands_out.push_back(absl::StrCat(cat.name, " ", Ms(c.*cat.field), "/step vs peers' ", Ms(med)));
+      }
+    }
+  }
+  for (auto& [d, c] : rows) r.chip_rows.push_back(c);
+
+  // Can the data support an answer?
+  if (instances.empty()) {
+    r.supported = false;
+    // A CPU-only trace (gloo) has its collectives on host threads.
+    auto host_side = rd.Query(
+        "SELECT COUNT(*) AS n FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+        " WHERE s.run_id = ?1 AND t.clock = 'host' AND s.kind = 'collective' AND s.flow_id IS NOT NULL",
+        {run_text});
+    const bool on_host = host_side.ok() && host_side->Int(0, "n") > 0;
+    r.verdict = absl::StrCat(
+        "cannot rank suspects: run ", run, " has no collective across chips on the device clock (",
+        on_host ? "its collectives are on host threads only, as in a CPU-only trace; those are not diagnosed yet"
+                : "one chip, or no timeline",
+        "), so no chip can be late for its peers; no one is flagged");
+    return r;
+  }
+  if (r.steps < opt.min_steps) {
+    r.supported = false;
+    r.verdict = absl::StrCat("cannot rank suspects: only ", r.steps, " step", r.steps == 1 ? "" : "s",
+                             " with collectives (need ", opt.min_steps,
+                             ") — too few to tell a slow chip from noise; no one is flagged");
+    return r;
+  }
+
+  // Baseline replays, and whether the replay follows the recording at all.
+  std::map<int, int64_t> base;
+  double base_total = 0;
+  int replay_failed = 0;
+  for (int n : used) {
+    const int64_t b = Replay(steps[n], by_step[n], {});
+    if (b < 0) {
+      ++replay_failed;
+      continue;
+    }
+    base[n] = b;
+    base_total += b;
+  }
+  const bool whatif = replay_failed * 2 < static_cast<int>(used.size()) && base_total > 0;
+  if (replay_failed > 0)
+    r.notes.push_back(absl::StrCat(replay_failed,
+                                   " step(s) could not be re-scheduled (their chips' collectives do not "
+                                   "line up, as in overlapping streams)",
+                                   whatif ? "; left out of the what-if" : ""));
+  auto saved_share = [&](const std::function<Change(int)>& change_of) {
+    double saved = 0;
+    for (const auto& [n, b] : base) {
+      const int64_t w = Replay(steps[n], by_step[n], change_of(n));
+      if (w >= 0) saved += static_cast<double>(b - w);
+    }
+    return std::make_pair(saved / base_total, saved / std::max<size_t>(1, base.size()));
+  };
+  // Per step, each chip's time outside collectives (compute, transfers, host waits).
+  auto own_time = [&](int n) {
+    std::map<int, double> t;
+    for (const auto& [d, ops] : steps[n].ops)
+      for (const Op& op : ops)
+        if (op.kind != kCollective) t[d] += op.dur;
+    return t;
+  };
+
+  // Each chip's kernels against the same kernels of its peers: per (step,
+  // kernel name, occurrence), its time over the peers' median, and the median
+  // of those ratios weighted by the kernel's time. One kernel slowed by the
+  // machine (another process, a cache flushed) moves it little; a chip slower
+  // at everything moves it by as much.
+  std::map<int, std::vector<std::pair<double, double>>> ratios;  // chip -> (ratio, weight)
+  for (int n : used) {
+    std::map<std::pair<std::string, int>, std::map<int, int64_t>> same;  // (name, occurrence) -> chip -> ns
+    for (const auto& [d, ops] : steps[n].ops) {
+      std::map<std::string, int> seen;
+      for (const Op& op : ops)
+        if (op.kind == kCompute || op.kind == kTransfer) same[{op.name, seen[op.name]++}][d] = op.dur;
+    }
+    for (const auto& [key, by_chip] : same) {
+      if (by_chip.size() < 2) continue;
+      for (const auto& [d, ns] : by_chip) {
+        std::vector<double> peers;
+        for (const auto& [e, v] : by_chip)
+          if (e != d) peers.push_back(static_cast<double>(v));
+        const double med = Median(peers);
+        if (med > 0) ratios[d].push_back({ns / med, med});
+      }
+    }
+  }
+  auto weighted_median = [](std::vector<std::pair<double, double>> v) {
+    if (v.empty()) return 1.0;
+    std::sort(v.begin(), v.end());
+    double total = 0, acc = 0;
+    for (const auto& [x, w] : v) total += w;
+    for (const auto& [x, w] : v)
+      if ((acc += w) >= total / 2) return x;
+    return v.back().first;
+  };
+
+  // Late arrival per chip.
+  std::map<int, FleetSuspect> chips;
+  std::map<int, std::vector<double>> margins;
+  std::map<int, double> late_sum;
+  for (int n : used)
+    for (const auto& [flow, in] : by_step[n]) {
+      std::vector<double> arrivals;
+      for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
+      const double med = Median(arrivals);
+      const auto last = std::max_element(in->members.begin(), in->members.end(),
+                                         [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
+      double second = -1e300;
+      for (const auto& m : in->members)
+        if (&m != &*last) second = std::max(second, static_cast<double>(m.arrival));
+      for (const auto& m : in->members) {
+        chips[m.device].collectives++;
+        late_sum[m.device] += m.arrival - med;
+      }
+      chips[last->device].last_arrivals++;
+      margins[last->device].push_back(last->arrival - second);
+    }
+  // Every candidate, with what fixing it changes in the what-if.
+  struct Candidate {
+    FleetSuspect s;
+    std::function<Change(int)> change;
+  };
+  std::vector<Candidate> cands;
+  for (auto& [d, s] : chips) {
+    s.kind = "chip";
+    s.id = absl::StrCat(d);
+    s.late_ns_per_step = late_sum[d] / r.steps;
+    s.slowdown = weighted_median(ratios[d]);
+    s.score = std::max(0.0, s.slowdown - 1);
+    s.evidence.push_back(absl::StrCat("its kernels take ", absl::StrFormat("%.3f", s.slowdown),
+                                      "x its peers' time for the same kernels (weighted median over ",
+                                      ratios[d].size(), ")"));
+    const double share = static_cast<double>(s.last_arrivals) / std::max(1, s.collectives);
+    s.evidence.push_back(absl::StrCat(
+        "arrived last at ", s.last_arrivals, " of ", s.collectives, " collectives (", Pct(share), ")",
+        s.last_arrivals ? absl::StrCat(", by ", Ms(Median(margins[d])), " (median) over the next latest")
+                        : ""));
+    s.evidence.push_back(absl::StrCat("arrives ", Ms(std::fabs(s.late_ns_per_step)), " per step ",
+                                      s.late_ns_per_step >= 0 ? "after" : "before",
+                                      " its groups' median arrival"));
+    if (host_of.count(d) && r.hosts > 1)
+      s.evidence.push_back(absl::StrCat("on host ", host_of[d], ", at ", coords_of[d]));
+    cands.push_back({s, [&, d = d](int n) {
+                       // Its kernels and transfers at its peers' median each (as a whole: one factor per
+                       // step).
+                       Change c;
+                       auto t = own_time(n);
+                       std::vector<double> peers;
+                       for (const auto& [e, v] : t)
+                         if (e != d) peers.push_back(v);
+                       const double med = Median(peers);
+                       if (t[d] > med && t[d] > 0) c.scale[d] = med / t[d];
+                       return c;
+                     }});
+  }
+
+  // Hosts of several chips: what their chips share (all late together, as a
+  // preempted or slow host makes them). One slow chip does not make its host
+  // a suspect: the host's other chips are on time.
+  std::map<int, std::vector<int>> chips_of_host;
+  for (const auto& [d, h] : host_of) chips_of_host[h].push_back(d);
+  const bool host_suspects = r.hosts > 1 && std::all_of(chips_of_host.begin(), chips_of_host.end(),
+                                                        [](const auto& h) { return h.second.size() > 1; });
+  if (host_suspects) {
+    for (const auto& [h, members] : chips_of_host) {
+      FleetSuspect s;
+      s.kind = "host";
+      s.id = absl::StrCat(h);
+      // Per step, what all its chips spend beyond the other hosts' chips' median outside collectives.
+      auto common_of = [&, members = members](int n, double* peer_median) {
+        auto t = own_time(n);
+        std::vector<double> peers;
+        for (const auto& [e, v] : t)
+          if (std::find(members.begin(), members.end(), e) == members.end()) peers.push_back(v);
+        *peer_median = Median(peers);
+        double common = 1e300;
+        for (int d : members) common = std::min(common, t.count(d) ? t[d] - *peer_median : 0.0);
+        return std::max(0.0, common);
+      };
+      double common_sum = 0, peer_sum = 0;
+      int hit = 0;
+      for (int n : used) {
+        double med = 0;
+        const double c = common_of(n, &med);
+        common_sum += c;
+        peer_sum += med;
+        hit += c > 0.1 * med;
+      }
+      s.slowdown = peer_sum > 0 ? 1 + common_sum / peer_sum : 1;
+      s.score = s.slowdown - 1;
+      s.evidence.push_back(
+          absl::StrCat("its ", members.size(), " chips together spend ", Ms(common_sum / r.steps),
+                       " per step more outside collectives than the other hosts' chips (", Pct(s.score),
+                       " of their time; in ", hit, " of ", r.steps, " steps by more than 10%)"));
+      cands.push_back({s, [&, members = members, common_of](int n) {
+                         Change c;
+                         double med = 0;
+                         const double common = common_of(n, &med);
+                         auto t = own_time(n);
+                         if (common > 0)
+                           for (int d : members)
+                             if (t[d] > 0) c.scale[d] = (t[d] - common) / t[d];
+                         return c;
+                       }});
+    }
+  } else if (r.hosts > 1) {
+    r.notes.push_back("hosts of one chip each (imported ranks): a host's evidence is its chip's");
+  }
+
+  // Links: time per byte against the other links of the same kind in the same collective.
+  std::map<std::string, std::vector<double>> slowdowns;
+  std::map<std::string, int> uses;
+  std::map<std::string, std::pair<double, double>> moved;  // link -> (bytes, ns) over the steps
+  struct LinkChange {
+    int step;
+    int64_t flow;
+    int64_t new_ns;
+  };
+  std::map<std::string, std::vector<LinkChange>> link_changes;
+  std::set<std::string> seen_links;
+  for (int n : used) {
+    std::map<int64_t, std::vector<const LinkUse*>> per_flow;
+    for (const LinkUse& l : steps[n].links)
+      if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
+    for (const auto& [flow, ls] : per_flow) {
+      auto inst = by_step[n].find(flow);
+      if (inst == by_step[n].end()) continue;
+      const int64_t D = inst->second->proper_ns;
+      for (const LinkUse* l : ls) {
+        seen_links.insert(l->link);
+        std::vector<double> peer_rates;
+        int64_t max_other = 0;
+        for (const LinkUse* o : ls) {
+          if (o == l) continue;
+          max_other = std::max(max_other, o->dur);
+          if (link_kind[o->link] == link_kind[l->link])
+            peer_rates.push_back(static_cast<double>(o->dur) / o->bytes);
+        }
+        if (peer_rates.empty()) continue;
+        const double med = Median(peer_rates);
+        const double rate = static_cast<double>(l->dur) / l->bytes;
+        slowdowns[l->link].push_back(rate / med);
+        uses[l->link]++;
+        moved[l->link].first += l->bytes;
+        moved[l->link].second += l->dur;
+        const double replaced = med * l->bytes;
+        const double freed = std::min<double>(l->dur, D) - std::max<double>(replaced, max_other);
+        if (freed > 0) link_changes[l->link].push_back({n, flow, static_cast<int64_t>(D - freed)});
+      }
+    }
+  }
+  r.links = static_cast<int>(seen_links.size());
+  for (const auto& [link, sl] : slowdowns) {
+    FleetSuspect s;
+    s.kind = "link";
+    s.id = link;
+    s.collectives = uses[link];
+    s.slowdown = Median(sl);
+    s.score = std::max(0.0, s.slowdown - 1);
+    const std::string kind = link_kind.count(link) ? link_kind[link] : "";
+    s.evidence.push_back(absl::StrCat("takes ", absl::StrFormat("%.2f", s.slowdown),
+                                      "x its peers' time per byte",
+                                      kind.empty() ? "" : absl::StrCat(" (", kind, " links)"),
+                                      ", median over ", s.collectives, " collectives"));
+    if (moved[link].second > 0)
+      s.evidence.push_back(absl::StrCat("moved ", absl::StrFormat("%.1f", moved[link].first / 1e6), " MB in ",
+                                        Ms(moved[link].second), " on the device clock (",
+                                        absl::StrFormat("%.2f", moved[link].first / moved[link].second),
+                                        " GB/s as this machine's in-memory collectives go)"));
+    if (link_bandwidth.count(link) && link_bandwidth[link] > 0)
+      s.evidence.push_back(absl::StrCat("nominal bandwidth ",
+                                        absl::StrFormat("%.1f", link_bandwidth[link] / 1e9),
+                                        " GB/s on the run's profile; it moves its bytes at ",
+                                        Pct(1 / std::max(1e-9, s.slowdown)), " of its peers' rate"));
+    cands.push_back({s, [&, link = link](int n) {
+                       Change c;
+                       for (const LinkChange& lc : link_changes[link])
+                         if (lc.step == n) c.collective_ns[lc.flow] = lc.new_ns;
+                       return c;
+                     }});
+  }
+
+  // Ranked by how much slower than its peers each suspect is; flagged at the
+  // threshold. The what-if says what fixing each would save: the flagged ones
+  // in rank order, each with those above it fixed too (two slow chips: fixing
+  // the slower alone leaves the other slow), the rest alone.
+  std::stable_sort(cands.begin(), cands.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.s.score > b.s.score; });
+  auto merged = [&](const std::vector<size_t>& which, int n) {
+    Change c;
+    for (size_t i : which) {
+      Change x = cands[i].change(n);
+      for (const auto& [d, f] : x.scale) c.scale[d] = c.scale.count(d) ? c.scale[d] * f : f;
+      for (const auto& [flow, ns] : x.collective_ns)
+        c.collective_ns[flow] = c.collective_ns.count(flow) ? std::min(c.collective_ns[flow], ns) : ns;
+    }
+    return c;
+  };
+  std::vector<size_t> fixed;
+  std::vector<std::string> fixed_names;
+  double saved_before = 0, saved_before_ns = 0;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    FleetSuspect& s = cands[i].s;
+    s.flagged = s.score >= opt.flag_threshold;
+    if (!whatif) {
+      s.evidence.push_back("what-if not estimated (see notes)");
+      continue;
+    }
+    std::vector<size_t> with = s.flagged ? fixed : std::vector<size_t>{};
+    with.push_back(i);
+    auto [share, per_step] = saved_share([&](int n) { return merged(with, n); });
+    const double base_share = s.flagged ? saved_before : 0, base_ns = s.flagged ? saved_before_ns : 0;
+    s.saved_ns_per_step = per_step - base_ns;
+    s.evidence.push_back(
+        absl::StrCat("what-if: fixed",
+                     s.flagged && !fixed_names.empty()
+                         ? absl::StrCat(" (", absl::StrJoin(fixed_names, ", "), " fixed too)")
+                         : "",
+                     ", the step would take ", Ms(std::max(0.0, s.saved_ns_per_step)), " less (",
+                     Pct(std::max(0.0, share - base_share)), " of the step)"));
+    if (s.flagged) {
+      fixed.push_back(i);
+      fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
+      saved_before = share;
+      saved_before_ns = per_step;
+    }
+  }
+  for (const Candidate& c : cands) r.suspects.push_back(c.s);
+  std::vector<std::string> flagged;
+  for (const FleetSuspect& s : r.suspects)
+    if (s.flagged)
+      flagged.push_back(absl::StrCat(s.kind, " ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
+  if (flagged.empty()) {
+    r.verdict = absl::StrCat(
+        "no chip, link or host stands out: none is ", Pct(opt.flag_threshold),
+        " or more slower than its peers",
+        r.suspects.empty() ? ""
+                           : absl::StrCat(" (the most: ", r.suspects.front().kind, " ", r.suspects.front().id,
+                                          ", ", Pct(r.suspects.front().score), ")"));
+  } else {
+    r.verdict = absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", absl::StrJoin(flagged, ", "),
+                             " — slower than its peers by at least ", Pct(opt.flag_threshold));
+    if (whatif && saved_before > 0)
+      absl::StrAppend(&r.verdict, "; fixing ", flagged.size() == 1 ? "it" : "them", " would save ",
+                      Ms(saved_before_ns), " per step (", Pct(saved_before), ")");
+  }
+  return r;
+}
+
+std::string RenderFleetText(const FleetReport& r) {
+  std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,
+                                 r.imported ? ", imported" : "", "; ", r.topology, "), ", r.chips,
+                                 " chips on ", r.hosts, r.hosts == 1 ? " host" : " hosts", "\n");
+  absl::StrAppend(&out, "  ", r.steps, " steps analysed, ", r.collectives, " collectives",
+                  r.links ? absl::StrCat(", ", r.links, " links with traffic") : "", ", median step ",
+                  Ms(r.median_step_ns), " (device clock)\n");
+  absl::StrAppend(&out, "verdict: ", r.verdict, "\n");
+  for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
+  if (!r.suspects.empty()) {
+    absl::StrAppend(&out, "\nsuspects, ranked by how much slower than their peers they are (flagged at >= ",
+                    Pct(r.threshold), "):\n");
+    int rank = 0;
+    for (const FleetSuspect& s : r.suspects) {
+      if (++rank > 12 && !s.flagged) {
+        absl::StrAppend(&out, "  ... ", r.suspects.size() - rank + 1,
+                        " more below (--format json lists all)\n");
+        break;
+      }
+      absl::StrAppend(&out, absl::StrFormat("  %2d. %-5s %-6s %6s%s\n", rank, s.kind, s.id, Pct(s.score),
+                                            s.flagged ? "  FLAGGED" : ""));
+      if (rank <= 5 || s.flagged)
+        for (const std::string& e : s.evidence) absl::StrAppend(&out, "        ", e, "\n");
+    }
+  }
+  if (!r.chip_rows.empty()) {
+    absl::StrAppend(&out, "\nper-chip step breakdown (mean per step, ms, device clock):\n");
+    absl::StrAppend(&out,
+                    absl::StrFormat("  %-5s %-5s %-10s %9s %10s %9s %9s %9s %9s\n", "chip", "host", "coords",
+                                    "compute", "collective", "wait", "transfer", "host wait", "idle"));
+    std::vector<std::string> standing;
+    for (const FleetChip& c : r.chip_rows) {
+      absl::StrAppend(
+          &out, absl::StrFormat("  %-5d %-5d %-10s %9.3f %10.3f %9.3f %9.3f %9.3f %9.3f\n", c.device_id,
+                                c.host_id, c.coords, c.compute_ns / 1e6, c.collective_ns / 1e6,
+                                c.wait_ns / 1e6, c.transfer_ns / 1e6, c.host_wait_ns / 1e6, c.idle_ns / 1e6));
+      for (const std::string& w : c.stands_out)
+        standing.push_back(absl::StrCat("chip ", c.device_id, ": ", w));
+    }
+    if (standing.empty()) absl::StrAppend(&out, "  no chip stands out from its peers\n");
+    for (const std::string& w : standing) absl::StrAppend(&out, "  stands out — ", w, "\n");
+  }
+  return out;
+}
+
+std::string RenderFleetJson(const FleetReport& r) {
+  nlohmann::json j;
+  j["run"] = r.run_id;
+  j["sample"] = r.sample;
+  j["topology"] = r.topology;
+  j["imported"] = r.imported;
+  j["steps"] = r.steps;
+  j["collectives"] = r.collectives;
+  j["median_step_ns"] = r.median_step_ns;
+  j["threshold"] = r.threshold;
+  j["supported"] = r.supported;
+  j["verdict"] = r.verdict;
+  j["notes"] = r.notes;
+  j["suspects"] = nlohmann::json::array();
+  for (const FleetSuspect& s : r.suspects) {
+    nlohmann::json e = {{"kind", s.kind},         {"id", s.id},
+                        {"score", s.score},       {"flagged", s.flagged},
+                        {"evidence", s.evidence}, {"slowdown", s.slowdown},
+                        {"saved_ns_per_step", s.saved_ns_per_step}};
+    if (s.kind == "chip") {
+      e["last_arrivals"] = s.last_arrivals;
+      e["late_ns_per_step"] = s.late_ns_per_step;
+    }
+    if (s.kind != "host") e["collectives"] = s.collectives;
+    j["suspects"].push_back(e);
+  }
+  j["chips"] = nlohmann::json::array();
+  for (const FleetChip& c : r.chip_rows)
+    j["chips"].push_back({{"device_id", c.device_id},
+                          {"host_id", c.host_id},
+                          {"coords", c.coords},
+                          {"compute_ns", c.compute_ns},
+                          {"collective_ns", c.collective_ns},
+                          {"wait_ns", c.wait_ns},
+                          {"transfer_ns", c.transfer_ns},
+                          {"host_wait_ns", c.host_wait_ns},
+                          {"idle_ns", c.idle_ns},
+                          {"stands_out", c.stands_out}});
+  return j.dump(2) + "\n";
+}
+
+}  // namespace shardscope::analysis

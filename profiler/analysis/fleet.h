@@ -1,0 +1,87 @@
+// Fleet diagnosis of a stored run, from the database alone: which chip, link
+// or host slows the steps down, each suspect with its evidence (docs/fleet.md).
+//  - Late arrival (HTA, TraceLens): per collective, which chip arrived last and
+//    by how much, counted over the steps.
+//  - Links: each "link A-B" slice's time for its bytes against its peers' in
+//    the same collective (and the link's bandwidth from the `links` view).
+//  - Score: how much slower than its peers a suspect is — a chip's kernels
+//    against the same kernels on the other chips (weighted median of the
+//    ratios), a link's time per byte against the other links of its kind in
+//    the same collectives, a host's chips' shared excess outside collectives.
+//  - What-if: the recorded steps re-scheduled (each chip's ops back to back, a
+//    collective starting when its last member arrives, as the runtime's
+//    Scheduler does) with the suspect's kernel or transfer times replaced by
+//    the median of its peers: the step time that fixing it would save.
+//  - A per-chip step breakdown (compute, collective, collective wait,
+//    transfer, host wait, idle) and the chips that stand out from their peers.
+// Works on imported multi-rank traces (ranks are hosts, a collective's
+// arrival is its start there). Reads no config_json: what was injected is not
+// known to it. When the data cannot support an answer (too few steps, no
+// collectives) it says so and flags no one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "store/reader.h"
+
+namespace shardscope::analysis {
+
+struct FleetOptions {
+  int64_t run_id = -1;  // -1: the newest run
+  // A suspect is flagged when it is at least this much slower than its peers
+  // (its score): a chip's kernels, a link's time per byte, a host's chips together.
+  double flag_threshold = 0.08;
+  int min_steps = 3;  // steps with collectives needed to say anything
+};
+
+struct FleetSuspect {
+  std::string kind;  // chip | link | host
+  std::string id;    // "17", "3-4", "2"
+  double score = 0;  // how much slower than its peers: slowdown - 1, at least 0
+  bool flagged = false;
+  std::vector<std::string> evidence;
+  // The figures behind the evidence.
+  int last_arrivals = 0;         // chips: collectives it arrived last at
+  int collectives = 0;           // chips, links: collectives it took part in
+  double late_ns_per_step = 0;   // mean arrival after the group's median, per step
+  double saved_ns_per_step = 0;  // what-if: step time saved by fixing it (flagged: with those above)
+  double slowdown = 1;           // its time over its peers' (1: as fast)
+};
+
+struct FleetChip {
+  int device_id = 0;
+  int host_id = 0;
+  std::string coords;  // topology coordinates when recorded, else mesh coordinates
+  // Mean per step (device clock, ns).
+  double compute_ns = 0, collective_ns = 0, wait_ns = 0, transfer_ns = 0, host_wait_ns = 0, idle_ns = 0;
+  double span_ns = 0;
+  std::vector<std::string> stands_out;  // "compute 1.9 ms vs peers' 1.6 ms", ...
+};
+
+struct FleetReport {
+  int64_t run_id = 0;
+  std::string sample, topology;
+  bool imported = false;
+  int chips = 0, hosts = 0;
+  int steps = 0;            // steps analysed
+  int64_t collectives = 0;  // collective instances (one per group and run)
+  int links = 0;            // links with recorded traffic
+  double median_step_ns = 0;
+  double threshold = 0;
+  bool supported = true;               // false: the data cannot support an answer (see verdict)
+  std::string verdict;                 // one sentence
+  std::vector<std::string> notes;      // what was left out and why
+  std::vector<FleetSuspect> suspects;  // ranked by score, highest first
+  std::vector<FleetChip> chip_rows;
+};
+
+absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& reader, const FleetOptions& options);
+std::string RenderFleetText(const FleetReport& r);
+// {"run", "verdict", "supported", "threshold", "steps", "suspects": [{"kind",
+// "id", "score", "flagged", "evidence": [...]}, ...], "chips": [...]}
+std::string RenderFleetJson(const FleetReport& r);
+
+}  // namespace shardscope::analysis
