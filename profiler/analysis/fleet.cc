@@ -158,12 +158,12 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   r.run_id = run;
   const std::string run_text = absl::StrCat(run);
   auto info = rd.Query(
-      "SELECT sample, topology, imported, num_devices, num_hosts FROM runs WHERE run_id = ?1", {run_text});
+      "SELECT * FROM runs WHERE run_id = ?1", {run_text});  // * : files before runs.imported lack it
   if (!info.ok()) return info.status();
   if (info->rows.empty()) return absl::NotFoundError(absl::StrCat("no run ", run, " in ", rd.path()));
   r.sample = info->Text(0, "sample");
   r.topology = info->Text(0, "topology");
-  r.imported = info->Int(0, "imported") != 0;
+  r.imported = info->Col("imported") >= 0 && info->Int(0, "imported") != 0;
 
   // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
   auto has_column = [&](const char* table, const char* column) {

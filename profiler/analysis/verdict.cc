@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/fleet.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/run_report.h"
 
@@ -215,28 +216,31 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns)) : "no device timeline";
     v.evidence.push_back(e);
   }
-  // Stragglers: one chip last at collectives far more than its share, and late by a lot.
+  // Stragglers: the fleet diagnosis (fleet.h) — a chip, link or host slower
+  // than its peers — so the report and `shardscope fleet` never disagree.
   {
-    Evidence e{"stragglers", "the chip most often last at collectives: its lateness, share of all steps' device time",
-               0, kStragglerLateShare, "%"};
-    const int n = r.run.num_devices;
-    double total_ns = 0;  // all steps' device time, chip average
-    for (const DeviceRow& d : r.devices.rows)
-      total_ns += static_cast<double>(d.all_steps.compute_ns + d.all_steps.collective_ns + d.all_steps.transfer_ns +
-                                      d.all_steps.idle_ns + d.all_steps.host_wait_ns);
-    total_ns /= std::max<size_t>(1, r.devices.rows.size());
-    if (v.late.collectives == 0 || v.late.chips.empty() || n < 2) {
-      e.detail = "not measurable: no collective with arrivals recorded on two or more chips";
+    Evidence e{"stragglers", "the top fleet suspect (chip, link or host): how much slower than its peers", 0,
+               kStragglerShare, "%"};
+    FleetOptions fo;
+    fo.run_id = run;
+    fo.flag_threshold = kStragglerShare / 100;
+    auto fleet = AnalyzeFleet(rd, fo);
+    if (!fleet.ok()) {
+      e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
+    } else if (!fleet->supported || fleet->suspects.empty()) {
+      e.detail = absl::StrCat("not measurable: ", fleet->verdict);
     } else {
-      const LateArrivals::Chip& top = v.late.chips.front();
-      // Last more often than chance allows: twice its fair share, at least half (90% with two chips).
-      const double fair = std::min(0.9, std::max(0.5, 2.0 / n));
-      const double last_share = static_cast<double>(top.last) / static_cast<double>(v.late.collectives);
-      e.value = total_ns > 0 ? 100.0 * static_cast<double>(top.late_ns) / total_ns : 0;
-      e.passed = last_share >= fair && e.value >= e.threshold;
-      e.detail = absl::StrCat("chip ", top.device_id, " last at ", top.last, " of ", v.late.collectives,
-                              " collectives (", Pct(100 * last_share), "; more than ", Pct(100 * fair),
-                              " is beyond chance), late by ", FormatNs(top.late_ns), " in all");
+      const FleetSuspect& top = fleet->suspects.front();
+      e.value = 100 * top.score;
+      e.passed = top.flagged;
+      e.detail = absl::StrCat(top.kind, " ", top.id, " at ", absl::StrFormat("%.2f", top.slowdown),
+                              "x its peers' time");
+      if (top.kind == "chip" && top.collectives > 0)
+        absl::StrAppend(&e.detail, ", last at ", top.last_arrivals, " of ", top.collectives, " collectives");
+      if (top.saved_ns_per_step > 0)
+        absl::StrAppend(&e.detail, "; fixing it would save ", FormatNs(static_cast<int64_t>(top.saved_ns_per_step)),
+                        " per step (what-if)");
+      absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
     }
     v.evidence.push_back(e);
   }

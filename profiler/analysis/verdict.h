@@ -75,7 +75,7 @@ struct Verdict {
 inline constexpr double kRecompileShare = 10;     // % of the host time of steps after kLateCompileStep
 inline constexpr int kLateCompileStep = 10;
 inline constexpr double kHostWaitShare = 20;      // % of the median step, chip average
-inline constexpr double kStragglerLateShare = 5;  // % of the device time of all steps
+inline constexpr double kStragglerShare = 8;      // % slower than its peers (fleet.h's flag threshold)
 inline constexpr double kCollectiveShare = 30;    // % of the median step, chip average
 inline constexpr double kHbmShare = 90;           // % of a chip's HBM for the largest program's peak
 inline constexpr double kMemoryBoundShare = 50;   // % of kernel time in memory-bound kernels
