@@ -54,12 +54,16 @@ absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Rea
   if (!has.ok()) return has.status();
   if (has->Int(0, "n") == 0) return std::optional<CostModelError>();
   std::string run = absl::StrCat(run_id);
+  // The device lanes' compute kernels first, then each looked up in `ops`
+  // (CROSS JOIN keeps that order): joined freely, the planner put `ops`
+  // outside and scanned every kernel of the graph once per op — 10 s of a
+  // 240k-slice run's report.
   auto q = reader.Query(
-      "SELECT s.dur_ns AS measured, o.modeled_ns AS modeled, o.profile AS profile"
-      " FROM slices s"
-      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-      " JOIN ops o ON o.run_id = s.run_id AND o.graph_id = s.graph_id AND o.op_id = s.op_id"
-      " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind = 'compute' AND s.depth = 0",
+      "WITH k AS MATERIALIZED (SELECT s.graph_id, s.op_id, s.dur_ns FROM slices s"
+      "   WHERE s.run_id = ?1 AND s.kind = 'compute' AND s.depth = 0"
+      "   AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device'))"
+      " SELECT k.dur_ns AS measured, o.modeled_ns AS modeled, o.profile AS profile"
+      " FROM k CROSS JOIN ops o ON o.run_id = ?1 AND o.graph_id = k.graph_id AND o.op_id = k.op_id",
       {run});
   if (!q.ok()) return q.status();
   if (q->rows.empty()) return std::optional<CostModelError>();
