@@ -196,6 +196,18 @@ absl::Status Reader::Failed(const char* what) const {
   return absl::InvalidArgumentError(absl::StrCat(what, internal::DbError(db_)));
 }
 
+absl::StatusOr<bool> Reader::HasTable(const std::string& name) const {
+  auto q = Query("SELECT count(*) AS n FROM sqlite_master WHERE name = ?1", {name});
+  if (!q.ok()) return q.status();
+  return q->Int(0, "n") > 0;
+}
+
+absl::StatusOr<bool> Reader::HasColumn(const std::string& table, const std::string& column) const {
+  auto q = Query("SELECT count(*) AS n FROM pragma_table_info(?1) WHERE name = ?2", {table, column});
+  if (!q.ok()) return q.status();
+  return q->Int(0, "n") > 0;
+}
+
 absl::StatusOr<int64_t> Reader::LatestRunId() const {
   absl::StatusOr<QueryResult> r = Query("SELECT max(run_id) AS run_id FROM runs");
   if (!r.ok()) return r.status();

@@ -63,6 +63,10 @@ class Reader {
 
   // The newest run's id, or NotFound when the database holds no runs.
   absl::StatusOr<int64_t> LatestRunId() const;
+  // Whether the file has a table or view `name`, and whether `table` has
+  // `column`: older files lack what later versions added.
+  absl::StatusOr<bool> HasTable(const std::string& name) const;
+  absl::StatusOr<bool> HasColumn(const std::string& table, const std::string& column) const;
   int schema_version() const { return schema_version_; }
   // The connection, for the store's own readers that decode many rows
   // (store/timeline.h); everyone else goes through Query.

@@ -24,12 +24,6 @@ double Quantile(const std::vector<double>& sorted, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
-absl::StatusOr<bool> HasTable(const Reader& rd, const std::string& name) {
-  auto q = rd.Query("SELECT count(*) AS n FROM sqlite_master WHERE name = ?1", {name});
-  if (!q.ok()) return q.status();
-  return q->Int(0, "n") > 0;
-}
-
 // Per-step times of one run on each clock: host from `steps`, device and
 // modeled from each step's span over the chips on that clock.
 absl::Status ReadStepTimes(const Reader& rd, int64_t run, std::map<std::string, std::vector<double>>* out) {
@@ -37,7 +31,7 @@ absl::Status ReadStepTimes(const Reader& rd, int64_t run, std::map<std::string, 
   auto host = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {id});
   if (!host.ok()) return host.status();
   for (size_t i = 0; i < host->rows.size(); ++i) (*out)["host"].push_back(static_cast<double>(host->Int(i, "wall_ns")));
-  auto bounds = HasTable(rd, "step_bounds");
+  auto bounds = rd.HasTable("step_bounds");
   if (!bounds.ok()) return bounds.status();
   // step_bounds (version 2 on) holds the spans; a version-1 file has them only in its slices.
   auto spans = rd.Query(*bounds ? "SELECT clock, step, end_ns - start_ns AS ns FROM step_bounds"
@@ -74,7 +68,7 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
   if (!n.ok()) return n.status();
   *chips = n->Int(0, "n");
   if (*chips == 0) return absl::OkStatus();
-  auto has_ops = HasTable(rd, "ops");
+  auto has_ops = rd.HasTable("ops");
   if (!has_ops.ok()) return has_ops.status();
   std::map<std::pair<int64_t, int64_t>, std::pair<OpKey, OpFacts>> ops;  // (graph, op) -> key, facts
   if (*has_ops) {
@@ -121,7 +115,7 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
 }
 
 absl::StatusOr<int64_t> ReadPeak(const Reader& rd, int64_t run) {
-  auto has = HasTable(rd, "memory_plans");
+  auto has = rd.HasTable("memory_plans");
   if (!has.ok()) return has.status();
   if (!*has) return 0;
   auto q = rd.Query("SELECT coalesce(max(peak_bytes), 0) AS p FROM memory_plans WHERE run_id = ?1", {absl::StrCat(run)});

@@ -50,9 +50,9 @@ CostModelError ScoreCostModel(const std::vector<std::pair<int64_t, int64_t>>& me
 }
 
 absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Reader& reader, int64_t run_id) {
-  auto has = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'ops'");
+  auto has = reader.HasTable("ops");
   if (!has.ok()) return has.status();
-  if (has->Int(0, "n") == 0) return std::optional<CostModelError>();
+  if (!*has) return std::optional<CostModelError>();
   std::string run = absl::StrCat(run_id);
   // The device lanes' compute kernels first, then each looked up in `ops`
   // (CROSS JOIN keeps that order): joined freely, the planner put `ops`

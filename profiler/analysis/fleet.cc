@@ -167,9 +167,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
 
   // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
   auto has_column = [&](const char* table, const char* column) {
-    auto q = rd.Query(absl::StrCat("SELECT COUNT(*) AS n FROM pragma_table_info('", table,
-                                   "') WHERE name = '", column, "'"));
-    return q.ok() && q->Int(0, "n") > 0;
+    auto has = rd.HasColumn(table, column);
+    return has.ok() && *has;
   };
   const bool topo_coords = has_column("devices", "topology_coords");
   auto devs = rd.Query(absl::StrCat("SELECT device_id, host_id, coords",

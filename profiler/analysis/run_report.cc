@@ -428,8 +428,8 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
       StepPoint& p = by_step[static_cast<int>(host->Int(i, "step"))];
       p.host_ns = host->Int(i, "wall_ns");
     }
-    auto has = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE name = 'step_bounds'");
-    if (has.ok() && has->Int(0, "n") > 0) {
+    auto has = reader.HasTable("step_bounds");
+    if (has.ok() && *has) {
       auto dev = reader.Query("SELECT step, end_ns - start_ns AS ns FROM step_bounds WHERE run_id = ?1 AND clock = 'device'",
                               {run});
       if (!dev.ok()) return Context(dev.status(), reader, "step bounds");

@@ -80,11 +80,7 @@ StepParts Attribute(int device, const std::vector<std::tuple<int64_t, int64_t, i
 }
 
 // Files from before arrivals were recorded have slices without arrival_ns.
-absl::StatusOr<bool> HasArrivals(const Reader& rd) {
-  auto q = rd.Query("SELECT count(*) AS n FROM pragma_table_info('slices') WHERE name = 'arrival_ns'");
-  if (!q.ok()) return q.status();
-  return q->Int(0, "n") > 0;
-}
+absl::StatusOr<bool> HasArrivals(const Reader& rd) { return rd.HasColumn("slices", "arrival_ns"); }
 
 absl::Status AttributeMedianStep(const Reader& rd, int64_t run, int step, Verdict* v) {
   auto arrivals = HasArrivals(rd);
