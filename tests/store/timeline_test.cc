@@ -282,7 +282,9 @@ Recorded RecordRun(const std::string& name, int steps, WriterOptions options = {
         s.start_ns = now[t];
         s.dur_ns = 1000 + static_cast<int64_t>(rng() % 200000);
         s.name = absl::StrCat("op.", rng() % 20);
-        s.kind = t == 2 ? trace::SliceKind::kHost : static_cast<trace::SliceKind>(rng() % 3);
+        s.kind = t == 2           ? trace::SliceKind::kHost
+                 : rng() % 7 == 0 ? trace::SliceKind::kHostWait  // a chip waiting for the host
+                                  : static_cast<trace::SliceKind>(rng() % 3);
         s.step = step;
         s.graph_id = step % 2;
         s.op_id = static_cast<int64_t>(i);
@@ -423,12 +425,22 @@ void ExpectWindowsAndSummariesEqualABruteForcePass(Recorded rec) {
                               " FROM slice_summaries ORDER BY run_id, track_id, level, depth, bucket";
   auto native_buckets = r->Query(buckets);
   ASSERT_TRUE(native_buckets.ok()) << native_buckets.status();
+  // ... and the per-chip step breakdown, summed per chunk natively and per
+  // slice by the file's own view.
+  const std::string breakdown = "SELECT * FROM step_device_summary ORDER BY run_id, step, device_id";
+  auto native_breakdown = r->Query(breakdown);
+  ASSERT_TRUE(native_breakdown.ok()) << native_breakdown.status();
   {
     Reader plain = Reader::OnConnection(raw);
     auto json = plain.Query(buckets);
     ASSERT_TRUE(json.ok()) << json.status();
     EXPECT_GT(json->rows.size(), 0u);
     EXPECT_TRUE(json->rows == native_buckets->rows);
+    auto per_slice = plain.Query(breakdown);
+    ASSERT_TRUE(per_slice.ok()) << per_slice.status();
+    EXPECT_EQ(per_slice->rows.size(), 8u);  // 4 steps x 2 chips
+    EXPECT_TRUE(per_slice->rows == native_breakdown->rows);
+    EXPECT_TRUE(per_slice->columns == native_breakdown->columns);
   }
   sqlite3_close(raw);
   for (const auto& [track, slices] : rec.by_track) {
@@ -483,19 +495,24 @@ TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
   EXPECT_NE(note->Text(0, "capture_note").find("steps up to 3 were dropped"), std::string::npos);
   auto all_steps = r->Query("SELECT count(*) AS n FROM steps");
   EXPECT_EQ(all_steps->Int(0, "n"), 6);  // only the timeline is trimmed
-  // The kept steps keep their level-of-detail buckets at every level; only a
-  // bucket straddling the cut may still count slices of the steps dropped.
-  int64_t kept = 0, straddling = 0;
+  // The kept steps keep their level-of-detail buckets at every level; a
+  // bucket that ends before the first kept step's start (on its track's
+  // clock) goes, and one straddling it keeps what it counted: exactly.
+  std::map<bool, int64_t> cut;  // host clock? -> first start of a kept step
   for (const auto& [track, slices] : rec.by_track)
-    for (const auto& s : slices) {
-      kept += s.step >= 4;
-      straddling += s.step == 3;
-    }
-  for (int level = 0; level < 3; ++level) {
+    for (const auto& s : slices)
+      if (s.step >= 4) {
+        auto [it, fresh] = cut.try_emplace(track == 12, s.start_ns);
+        if (!fresh) it->second = std::min(it->second, s.start_ns);
+      }
+  for (int level = 0; level < 5; ++level) {
+    const int shift = 22 + 2 * level;
+    int64_t want = 0;
+    for (const auto& [track, slices] : rec.by_track)
+      for (const auto& s : slices) want += ((s.start_ns >> shift) + 1) << shift > cut[track == 12];
     auto sum = r->Query(absl::StrCat("SELECT sum(count) AS n FROM slice_summaries WHERE level = ", level));
     ASSERT_TRUE(sum.ok()) << sum.status();
-    EXPECT_GE(sum->Int(0, "n"), kept) << "level " << level;
-    EXPECT_LE(sum->Int(0, "n"), kept + straddling) << "level " << level;
+    EXPECT_EQ(sum->Int(0, "n"), want) << "level " << level;
   }
 }
 
