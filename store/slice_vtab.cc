@@ -120,11 +120,49 @@ constexpr char kSliceDeclaration[] =
     " arrival_ns, wait_ns, category_id, chunk_id HIDDEN, chunk_start HIDDEN, first_slice_id HIDDEN,"
     " count HIDDEN, slices HIDDEN)";
 
-int FilterSlices(sqlite3_vtab_cursor* cur, int, const char*, int argc, sqlite3_value** argv) {
+// Besides the chunk (every hidden argument, required), `kind = ?` and
+// `depth = ?` are filtered here when a query has them (idxNum bits 1 and 2,
+// in that order after the chunk's arguments): the report's collectives and
+// kernels of a 10M-slice run are then decoded without SQLite stepping over
+// every other slice.
+enum SliceFilter { kFilterKind = 1, kFilterDepth = 2 };
+
+int SliceBestIndex(sqlite3_vtab*, sqlite3_index_info* info) {
+  int have = 0, kind = -1, depth = -1;
+  for (int c = 0; c < info->nConstraint; ++c) {
+    const auto& k = info->aConstraint[c];
+    if (k.op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    if (k.iColumn >= kArgChunkId) {
+      if (!k.usable) return SQLITE_CONSTRAINT;
+      info->aConstraintUsage[c].argvIndex = k.iColumn - kArgChunkId + 1;
+      info->aConstraintUsage[c].omit = 1;
+      have |= 1 << (k.iColumn - kArgChunkId);
+    } else if (k.usable && k.iColumn == kKind && kind < 0) {
+      kind = c;
+    } else if (k.usable && k.iColumn == kDepth && depth < 0) {
+      depth = c;
+    }
+  }
+  if (have != (1 << (kNumSliceColumns - kArgChunkId)) - 1) return SQLITE_CONSTRAINT;
+  int next = kNumSliceColumns - kArgChunkId + 1;
+  info->idxNum = 0;
+  for (auto [c, bit] : {std::pair{kind, kFilterKind}, std::pair{depth, kFilterDepth}}) {
+    if (c < 0) continue;
+    info->aConstraintUsage[c].argvIndex = next++;
+    info->aConstraintUsage[c].omit = 1;
+    info->idxNum |= bit;
+  }
+  info->estimatedCost = info->idxNum ? 50 : 100;
+  info->estimatedRows = info->idxNum ? kChunkSlices / 8 : kChunkSlices / 2;
+  return SQLITE_OK;
+}
+
+int FilterSlices(sqlite3_vtab_cursor* cur, int idx, const char*, int argc, sqlite3_value** argv) {
   auto* c = reinterpret_cast<SliceCursor*>(cur);
   c->rows.clear();
   c->i = 0;
-  if (argc != kNumSliceColumns - kArgChunkId) return SQLITE_ERROR;
+  const int want_args = kNumSliceColumns - kArgChunkId + ((idx & kFilterKind) ? 1 : 0) + ((idx & kFilterDepth) ? 1 : 0);
+  if (argc != want_args) return SQLITE_ERROR;
   ChunkHeader h;
   h.chunk_id = sqlite3_value_int64(argv[0]);
   h.start_ns = sqlite3_value_int64(argv[1]);
@@ -133,7 +171,27 @@ int FilterSlices(sqlite3_vtab_cursor* cur, int, const char*, int argc, sqlite3_v
   const unsigned char* text = sqlite3_value_text(argv[4]);
   const int bytes = sqlite3_value_bytes(argv[4]);
   absl::Status st = DecodeChunk(h, text ? std::string_view(reinterpret_cast<const char*>(text), bytes) : "", &c->rows);
-  return st.ok() ? SQLITE_OK : Damaged(cur, st);
+  if (!st.ok()) return Damaged(cur, st);
+  int arg = kNumSliceColumns - kArgChunkId;
+  if (idx & kFilterKind) {
+    // The column is text: a value of another type equals no row (SQL's rule without affinity).
+    sqlite3_value* v = argv[arg++];
+    int code = -1;
+    if (sqlite3_value_type(v) == SQLITE_TEXT) {
+      const std::string_view want(reinterpret_cast<const char*>(sqlite3_value_text(v)), sqlite3_value_bytes(v));
+      for (int k = 0; k < kNumTimelineKinds; ++k)
+        if (want == TimelineKindName(static_cast<TimelineKind>(k))) code = k;
+    }
+    std::erase_if(c->rows, [&](const TimelineSlice& x) { return static_cast<int>(x.kind) != code; });
+  }
+  if (idx & kFilterDepth) {
+    sqlite3_value* v = argv[arg++];
+    const int type = sqlite3_value_type(v);
+    const bool numeric = type == SQLITE_INTEGER || type == SQLITE_FLOAT;
+    const double want = numeric ? sqlite3_value_double(v) : 0;
+    std::erase_if(c->rows, [&](const TimelineSlice& x) { return !numeric || static_cast<double>(x.depth) != want; });
+  }
+  return SQLITE_OK;
 }
 
 int SliceColumnValue(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
@@ -282,13 +340,14 @@ int SumColumnValue(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
 
 template <typename Row, const char* kDeclaration, int kFirst, int kCount, int kRows>
 sqlite3_module MakeModule(int (*filter)(sqlite3_vtab_cursor*, int, const char*, int, sqlite3_value**),
-                          int (*column)(sqlite3_vtab_cursor*, sqlite3_context*, int)) {
+                          int (*column)(sqlite3_vtab_cursor*, sqlite3_context*, int),
+                          int (*best_index)(sqlite3_vtab*, sqlite3_index_info*) = BestIndex<kFirst, kCount, kRows>) {
   sqlite3_module m;
   std::memset(&m, 0, sizeof m);
   m.iVersion = 0;
   m.xCreate = nullptr;  // eponymous only: it exists in every schema, stored nowhere
   m.xConnect = Connect<kDeclaration>;
-  m.xBestIndex = BestIndex<kFirst, kCount, kRows>;
+  m.xBestIndex = best_index;
   m.xDisconnect = Disconnect;
   m.xDestroy = Disconnect;
   m.xOpen = Open<Row>;
@@ -303,7 +362,7 @@ sqlite3_module MakeModule(int (*filter)(sqlite3_vtab_cursor*, int, const char*, 
 
 const sqlite3_module kSliceModule =
     MakeModule<TimelineSlice, kSliceDeclaration, kArgChunkId, kNumSliceColumns - kArgChunkId, kChunkSlices / 2>(
-        FilterSlices, SliceColumnValue);
+        FilterSlices, SliceColumnValue, SliceBestIndex);
 const sqlite3_module kSumModule =
     MakeModule<ChunkSums, kSumDeclaration, kSumArgChunkId, kNumSumColumns - kSumArgChunkId, 1>(FilterSums,
                                                                                               SumColumnValue);
