@@ -24,6 +24,10 @@ void ChunkEncoder::Reset(int64_t step, int64_t graph_id) {
 namespace {
 
 void AppendInt(std::string* out, int64_t v) {
+  if (static_cast<uint64_t>(v) < 10) {  // most fields: kinds, depths, small gaps and deltas
+    out->push_back(static_cast<char>('0' + v));
+    return;
+  }
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   out->append(buf, end);
