@@ -164,6 +164,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   r.sample = info->Text(0, "sample");
   r.topology = info->Text(0, "topology");
   r.imported = info->Col("imported") >= 0 && info->Int(0, "imported") != 0;
+  r.simulated = info->Col("simulated") >= 0 && info->Int(0, "simulated") != 0;
+  r.clock = r.simulated ? "modeled" : "device";
 
   // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
   auto has_column = [&](const char* table, const char* column) {
@@ -206,8 +208,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
           ", s.bytes, n.name, t.device_id, s.step"
           " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
           " JOIN names n ON n.name_id = s.name_id"
-          " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.step IS NOT NULL"),
-      {run_text}, [&](const std::vector<store::Cell>& c) {
+          " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.step IS NOT NULL"),
+      {run_text, r.clock}, [&](const std::vector<store::Cell>& c) {
         auto num = [&](size_t k, int64_t dflt) { return c[k] ? std::stoll(*c[k]) : dflt; };
         Op op;
         op.id = num(0, 0);
@@ -377,7 +379,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         {run_text});
     const bool on_host = host_side.ok() && host_side->Int(0, "n") > 0;
     r.verdict = absl::StrCat(
-        "cannot rank suspects: run ", run, " has no collective across chips on the device clock (",
+        "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
         on_host ? "its collectives are on host threads only, as in a CPU-only trace; those are not diagnosed yet"
                 : "one chip, or no timeline",
         "), so no chip can be late for its peers; no one is flagged");
@@ -631,9 +633,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                                       ", median over ", s.collectives, " collectives"));
     if (moved[link].second > 0)
       s.evidence.push_back(absl::StrCat("moved ", absl::StrFormat("%.1f", moved[link].first / 1e6), " MB in ",
-                                        Ms(moved[link].second), " on the device clock (",
+                                        Ms(moved[link].second), " on the ", r.clock, " clock (",
                                         absl::StrFormat("%.2f", moved[link].first / moved[link].second),
-                                        " GB/s as this machine's in-memory collectives go)"));
+                                        r.simulated ? " GB/s, simulated)" : " GB/s as this machine's in-memory collectives go)"));
     if (link_bandwidth.count(link) && link_bandwidth[link] > 0)
       s.evidence.push_back(absl::StrCat("nominal bandwidth ",
                                         absl::StrFormat("%.1f", link_bandwidth[link] / 1e9),
@@ -716,11 +718,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,
-                                 r.imported ? ", imported" : "", "; ", r.topology, "), ", r.chips,
+                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ", r.topology, "), ", r.chips,
                                  " chips on ", r.hosts, r.hosts == 1 ? " host" : " hosts", "\n");
   absl::StrAppend(&out, "  ", r.steps, " steps analysed, ", r.collectives, " collectives",
                   r.links ? absl::StrCat(", ", r.links, " links with traffic") : "", ", median step ",
-                  Ms(r.median_step_ns), " (device clock)\n");
+                  Ms(r.median_step_ns), " (", r.clock, " clock)\n");
   absl::StrAppend(&out, "verdict: ", r.verdict, "\n");
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   if (!r.suspects.empty()) {
@@ -740,7 +742,7 @@ std::string RenderFleetText(const FleetReport& r) {
     }
   }
   if (!r.chip_rows.empty()) {
-    absl::StrAppend(&out, "\nper-chip step breakdown (mean per step, ms, device clock):\n");
+    absl::StrAppend(&out, absl::StrCat("\nper-chip step breakdown (mean per step, ms, ", r.clock, " clock):\n"));
     absl::StrAppend(&out,
                     absl::StrFormat("  %-5s %-5s %-10s %9s %10s %9s %9s %9s %9s\n", "chip", "host", "coords",
                                     "compute", "collective", "wait", "transfer", "host wait", "idle"));
@@ -765,6 +767,8 @@ std::string RenderFleetJson(const FleetReport& r) {
   j["sample"] = r.sample;
   j["topology"] = r.topology;
   j["imported"] = r.imported;
+  j["simulated"] = r.simulated;
+  j["clock"] = r.clock;
   j["steps"] = r.steps;
   j["collectives"] = r.collectives;
   j["median_step_ns"] = r.median_step_ns;
