@@ -788,6 +788,89 @@ absl::StatusOr<std::vector<TimelineSlice>> SimTimelineReader::Slices(int64_t run
   return out;
 }
 
+absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function<void(const Row&)>& fn) const {
+  sqlite3* db = reader_.connection();
+  const std::string run = std::to_string(run_id);
+  auto chips = reader_.Query("SELECT device_id, time_scale, jitter, seed FROM sim_chips WHERE run_id = ?1 ORDER BY device_id",
+                             {run});
+  if (!chips.ok()) return chips.status();
+  std::vector<trace::SimChip> chip(chips->rows.size());
+  for (size_t i = 0; i < chips->rows.size(); ++i) {
+    if (chips->Int(i, "device_id") != static_cast<int64_t>(i))
+      return absl::DataLossError(absl::StrCat("sim_chips of run ", run_id, " miss chip ", i));
+    chip[i] = {chips->Real(i, "time_scale"), chips->Real(i, "jitter"), static_cast<uint64_t>(chips->Int(i, "seed"))};
+  }
+  const int n = static_cast<int>(chip.size());
+  std::map<int32_t, std::string> names;
+  {
+    auto q = reader_.Query("SELECT name_id, name FROM names");
+    if (!q.ok()) return q.status();
+    for (size_t i = 0; i < q->rows.size(); ++i) names[static_cast<int32_t>(q->Int(i, "name_id"))] = q->Text(i, "name");
+  }
+  static const std::string kUnnamed;
+  auto name_of = [&](int32_t id) -> const std::string* {
+    auto it = names.find(id);
+    return it == names.end() ? &kUnnamed : &it->second;
+  };
+  std::map<int64_t, trace::SimProgram> programs;
+  auto load = [&](int64_t graph_id) -> absl::StatusOr<const trace::SimProgram*> {
+    if (auto it = programs.find(graph_id); it != programs.end()) return &it->second;
+    sqlite3_stmt* q = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT schedule FROM sim_programs WHERE run_id = ?1 AND graph_id = ?2", -1, &q,
+                           nullptr) != SQLITE_OK)
+      return absl::InternalError(internal::DbError(db));
+    sqlite3_bind_int64(q, 1, run_id);
+    sqlite3_bind_int64(q, 2, graph_id);
+    absl::StatusOr<trace::SimProgram> p =
+        absl::NotFoundError(absl::StrCat("run ", run_id, " has no sim_programs row for graph ", graph_id));
+    if (sqlite3_step(q) == SQLITE_ROW)
+      p = DecodeProgram(sqlite3_column_blob(q, 0), static_cast<size_t>(sqlite3_column_bytes(q, 0)), graph_id);
+    sqlite3_finalize(q);
+    if (!p.ok()) return p.status();
+    p->BuildIndex(n);
+    return &(programs[graph_id] = *std::move(p));
+  };
+  sqlite3_stmt* q = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT seq, step, graph_id, transfers, starts, preempted, ends FROM sim_runs WHERE run_id = ?1"
+                         " ORDER BY seq",
+                         -1, &q, nullptr) != SQLITE_OK)
+    return absl::InternalError(internal::DbError(db));
+  std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> owned(q, sqlite3_finalize);
+  sqlite3_bind_int64(q, 1, run_id);
+  std::vector<trace::SimSlice> slices;
+  int rc;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    const int64_t graph_id = sqlite3_column_int64(q, 2);
+    auto program = load(graph_id);
+    if (!program.ok()) return program.status();
+    trace::SimRun r;
+    auto blob = [&](int k) { return sqlite3_column_blob(q, k); };
+    auto size = [&](int k) { return static_cast<size_t>(sqlite3_column_bytes(q, k)); };
+    if (!DecodeRun(sqlite3_column_int64(q, 0), static_cast<int>(sqlite3_column_int64(q, 1)), graph_id, blob(3),
+                   size(3), blob(4), size(4), blob(5), size(5), blob(6), size(6), &r) ||
+        static_cast<int>(r.start_ns.size()) != n ||
+        static_cast<int>(r.collective_end_ns.size()) != (*program)->num_collective_ops)
+      return absl::DataLossError(absl::StrCat("sim_runs row ", r.seq, " of run ", run_id,
+                                              " is damaged or does not match its program (run `shardscope check`)"));
+    Row row;
+    row.step = r.step;
+    row.graph_id = graph_id;
+    for (int c = 0; c < n; ++c) {
+      slices.clear();
+      trace::SimChipSlices(run_id, **program, chip[c], r, c, &slices);
+      row.device_id = c;
+      for (const trace::SimSlice& s : slices) {
+        row.slice = s;
+        row.name = name_of(s.name_id);
+        fn(row);
+      }
+    }
+  }
+  if (rc != SQLITE_DONE) return absl::InternalError(internal::DbError(db));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<SummaryBucket>> SimTimelineReader::Summaries(int64_t run_id, int64_t track_id, int level,
                                                                         int64_t t0, int64_t t1) const {
   if (level < 0 || level >= kNumSummaryLevels)

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,6 +52,18 @@ class SimTimelineReader {
   // slices made for the window.
   absl::StatusOr<std::vector<SummaryBucket>> Summaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
                                                        int64_t t1) const;
+
+  // Every slice of the run, made in C++ without a row through SQL (what the
+  // `slices` view gives, ~10x faster for whole-run analyses such as the fleet
+  // diagnosis): program runs in order, chips in order within each.
+  struct Row {
+    int device_id = 0;
+    int step = 0;
+    int64_t graph_id = -1;
+    const std::string* name = nullptr;  // names.name
+    trace::SimSlice slice;
+  };
+  absl::Status ForEachSlice(int64_t run_id, const std::function<void(const Row&)>& fn) const;
 
  private:
   const Reader& reader_;
