@@ -28,6 +28,7 @@ absl::Status Init(const InitOptions& opts) {
   t.chips_per_host = opts.chips_per_host;
   t.hbm_bytes = opts.hbm_bytes;
   t.interconnect = opts.topology;
+  t.simulate = opts.simulate;
   auto client = runtime::Client::Create(t);
   if (!client.ok()) return client.status();
   std::string cache_dir = opts.cache_dir;

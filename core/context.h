@@ -31,6 +31,9 @@ struct InitOptions {
   // A one-line notice on stderr at each recompilation (a miss at a call site
   // that compiled before), as PT_XLA_DEBUG and TORCH_LOGS=recompiles do.
   bool recompile_notices = true;
+  // Simulated mode (runtime/simulate.h): nothing is computed; every run is laid
+  // out on the modeled clock only. Needs a topology.
+  bool simulate = false;
 };
 
 // Sets up the runtime (once per run). Emits the topology to the recorder.

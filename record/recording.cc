@@ -15,6 +15,7 @@
 #include "core/context.h"
 #include "profiler/trace/recorder.h"
 #include "runtime/faults.h"
+#include "store/sim_timeline.h"
 #include "store/writer.h"
 
 #ifndef SHARDSCOPE_VERSION
@@ -52,14 +53,20 @@ absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
   if (o.hosts < 1) return bad("hosts is ", o.hosts, ": needs at least 1");
   if (*chips % o.hosts != 0) return bad(*chips, " chips do not split evenly over ", o.hosts, " hosts");
   if (auto p = compiler::FindProfile(o.profile); !p.ok()) return bad(p.status().message());
+  if (o.simulate && o.topology.empty())
+    return bad("a simulated run needs a topology (e.g. .topology = \"16x16x16\")");
+  if (o.simulate && (o.trace != trace::SliceDetail::kKernels || o.trace_first_step != 0 || o.trace_last_step != -1 ||
+                     o.trace_ring_steps != 0 || o.trace_max_bytes != 0))
+    return bad("timeline capture options do not apply to a simulated run (it stores schedules, not slices)");
   if (!o.topology.empty()) {
     auto ic = runtime::Interconnect::Parse(o.topology);
     if (!ic.ok()) return bad(ic.status().message());
     if (ic->num_chips() != *chips)
       return bad("--topology ", o.topology, " has ", ic->num_chips(), " chips but the mesh [",
                  absl::StrJoin(o.mesh, ","), "] has ", *chips,
-                 ": a real run computes every chip of its topology, so the mesh must cover it exactly",
-                 ic->num_chips() > *chips ? " (larger pods need simulated mode, not available yet)" : "");
+                 o.simulate ? ": the mesh must cover the simulated topology exactly"
+                            : ": a real run computes every chip of its topology, so the mesh must cover it exactly",
+                 ic->num_chips() > *chips && !o.simulate ? " (larger pods need simulated mode: .simulate = true)" : "");
     if (o.hosts != 1 && o.hosts != ic->num_hosts())
       return bad("--hosts ", o.hosts, " disagrees with --topology ", o.topology, ", which has ", ic->num_hosts(),
                  " host", ic->num_hosts() == 1 ? "" : "s", " (leave --hosts out: the topology decides)");
@@ -158,7 +165,8 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   run.num_hosts = hosts;
   run.num_devices = static_cast<int>(chips);
   run.profile = opt.profile;
-  run.clock_kinds = "host,device,modeled";
+  run.clock_kinds = opt.simulate ? "host,modeled" : "host,device,modeled";
+  run.simulated = opt.simulate;
   // From here a failure leaves the run's row 'running', as a process that
   // died would: what was written stays readable.
   auto fail = [&](absl::Status s) {
@@ -176,12 +184,16 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   // Said now, not at the end: a run killed half way shows no silent gap either.
   if (rec->capture_)
     for (std::string& note : rec->capture_->NotesAtStart()) rec->writer_->AddCaptureNote(std::move(note));
+  // A simulated chip has the profile's memory; a real one this machine's budget.
+  const int64_t hbm = opt.simulate ? compiler::FindProfile(opt.profile)->hbm_bytes : int64_t{16} << 30;
   if (absl::Status s = Init({.num_hosts = hosts,
                              .chips_per_host = static_cast<int>(chips / hosts),
+                             .hbm_bytes = hbm,
                              .cache_dir = cache_dir,
                              .cache_capacity = opt.cache_capacity,
                              .topology = opt.topology,
-                             .recompile_notices = opt.recompile_notices});
+                             .recompile_notices = opt.recompile_notices,
+                             .simulate = opt.simulate});
       !s.ok())
     return fail(s);
   if (!opt.faults.empty()) {
@@ -226,8 +238,23 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   return rec;
 }
 
+absl::Status Recording::StoreSimulation() {
+  if (!options_.simulate || !Initialized()) return absl::OkStatus();
+  runtime::Client& client = GetClient();
+  client.Synchronize();
+  const runtime::Simulator* sim = client.simulator();
+  if (!sim) return absl::OkStatus();
+  writer_->Flush();  // the names, tracks and steps first; then the schedules, over a connection of their own
+  return store::WriteSimTimeline(options_.db, {.run_id = run_id_,
+                                               .programs = &sim->programs(),
+                                               .chips = &sim->chips(),
+                                               .track_ids = &client.modeled_tracks(),
+                                               .runs = &sim->runs()});
+}
+
 void Recording::Abandon() {
   if (finished_) return;
+  if (absl::Status s = StoreSimulation(); !s.ok()) finish_status_ = s;
   finished_ = true;
   Shutdown();
   trace::SetRecorder(nullptr);
@@ -243,6 +270,7 @@ absl::Status Recording::write_status() const { return writer_ ? writer_->status(
 
 absl::Status Recording::Finish() {
   if (finished_) return finish_status_;
+  absl::Status simulated = StoreSimulation();
   finished_ = true;
   Shutdown();  // every queued program has run: the steps the run took are known
   if (capture_)
@@ -250,6 +278,8 @@ absl::Status Recording::Finish() {
   writer_->EndRun();  // the run's metrics report is computed and stored here
   if (absl::Status s = writer_->status(); !s.ok())
     finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));
+  else if (!simulated.ok())
+    finish_status_ = simulated;
   trace::SetRecorder(nullptr);
   capture_.reset();
   writer_.reset();  // closes the file

@@ -82,6 +82,16 @@ struct RecordingOptions {
   int trace_ring_steps = 0;
   // Stop capturing slices when the file would pass this many bytes (0: no cap); the store's writer.
   int64_t trace_max_bytes = 0;
+
+  // Simulated mode (`shardscope run --simulate`, docs/simulate.md): the steps
+  // are traced, compiled and partitioned for every chip of `topology` (which
+  // must be set; it may have thousands of chips), and laid out on the modeled
+  // clock without computing values; faults apply there. Each chip has the
+  // profile's HBM. The run is marked simulated (runs.simulated = 1, clocks
+  // host and modeled); its timeline is stored as schedules
+  // (store/sim_timeline.h) when it finishes or is abandoned. Values read back
+  // (a loss) are zeros. Timeline capture options do not apply.
+  bool simulate = false;
 };
 
 class Recording {
@@ -119,6 +129,8 @@ class Recording {
 
  private:
   Recording(RecordingOptions options, Mesh mesh);
+  // Simulated mode: waits for the queued runs and stores their schedule.
+  absl::Status StoreSimulation();
 
   RecordingOptions options_;
   Mesh mesh_;

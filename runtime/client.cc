@@ -50,18 +50,20 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   c->topology_ = std::move(*topo);
   int n = c->topology_->num_devices();
   int threads = std::max(1, std::min<int>(n, static_cast<int>(std::thread::hardware_concurrency())));
+  if (opts.simulate) threads = 1;  // nothing is computed
   c->pool_ = std::make_unique<ThreadPool>(threads);
   // Cores the mesh leaves idle help each device's big kernels (intra_op.h).
   const int helpers = static_cast<int>(std::thread::hardware_concurrency()) / n - 1;
-  if (helpers > 0)
+  if (helpers > 0 && !opts.simulate)
     for (int d = 0; d < n; ++d) c->gangs_.push_back(std::make_unique<Gang>(helpers));
-  ChosenGemmBackend();  // measured now, on the host, not inside the first kernel
+  if (!opts.simulate) ChosenGemmBackend();  // measured now, on the host, not inside the first kernel
   for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
   c->modeled_clock_ = std::make_unique<ModeledClock>(
       compiler::CostModel(compiler::FindProfile("cpu")->ForGangWidth(c->gang_width())), n);
   c->pending_transfers_.assign(n, {});
   for (int d = 0; d < n; ++d) c->host_of_.push_back(c->topology_->device(d).host_id());
+  if (opts.simulate) c->simulator_ = std::make_unique<Simulator>(n, c->host_of_, c->topology_->interconnect());
   return c;
 }
 
@@ -69,7 +71,7 @@ void Client::RecordTopology(const std::string&) {
   if (!trace::enabled()) return;
   auto& r = trace::recorder();
   for (int h = 0; h < topology_->num_hosts(); ++h) r.Record(trace::HostRecord{h, absl::StrCat("host ", h)});
-  for (int d = 0; d < num_devices(); ++d) {
+  for (int d = 0; d < num_devices() && !simulated(); ++d) {  // a simulated run has no device clock
     trace::TrackRecord t;
     t.track_id = device_tracks_[d];
     t.name = absl::StrCat("chip ", d);
@@ -236,7 +238,11 @@ trace::ShardingRecord Client::ShardingRows(const compiler::Module& global, const
     const compiler::Instruction* i = d.instruction_id < static_cast<int64_t>(by_id.size()) ? by_id[d.instruction_id]
                                                                                            : nullptr;
     if (!i) continue;
-    r.decisions.push_back({d.instruction_id, name(*i), d.sharding.ToString(), d.source, d.via, i->loc.file,
+    // Beyond the chips a machine computes (a simulated pod), the device list in
+    // its iota form: "<=[4096]", not 4096 numbers in every row.
+    const bool long_list = d.sharding.kind() == Sharding::Kind::kTiled && d.sharding.devices().size() > 64;
+    r.decisions.push_back({d.instruction_id, name(*i), long_list ? d.sharding.ToIotaString() : d.sharding.ToString(),
+                           d.source, d.via, i->loc.file,
                            i->loc.line, d.from});
   }
   for (const auto& m : spmd.rematerializations) {
@@ -269,6 +275,23 @@ absl::StatusOr<DeviceArray> Client::TransferToDevices(const Literal& value, cons
     return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "': ", s.message()));
   DeviceArray a{value.shape(), sharding, {}};
   Shape local = sharding.ShardShape(value.shape());
+  if (simulated()) {
+    // One shard (device 0's), shared by every chip: its values are never computed on.
+    std::vector<IndexRange> r = sharding.ShardRanges(value.shape(), 0);
+    std::vector<int64_t> off;
+    for (const auto& x : r) off.push_back(x.begin);
+    Literal shard(local);
+    ExtractBlock(value, off, &shard);
+    auto b = DeviceBuffer::Create(topology_->device(0), std::move(shard), name);
+    if (!b.ok()) return b.status();
+    a.shards.assign(num_devices(), *b);
+    std::lock_guard<std::mutex> l(mu_);
+    pending_sim_transfers_.push_back({.name = absl::StrCat("transfer ", name),
+                                      .kind = trace::SliceKind::kTransfer,
+                                      .dur_ns = modeled_clock_->model().TransferCost(local.bytes()).modeled_ns,
+                                      .bytes = local.bytes()});
+    return a;
+  }
   bool padded = false;
   for (int d = 0; d < value.shape().rank(); ++d) padded |= value.shape().dims[d] % sharding.TilesInDim(d) != 0;
   for (int d = 0; d < num_devices(); ++d) {
@@ -322,6 +345,7 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   int64_t t0 = trace::HostNowNs();
   int n = num_devices();
   if (std::optional<Fault> f = faults_.FailureBy(opts.step)) return FailedChip(exe, opts.step, *f);
+  if (simulated()) return Simulate(exe, args, opts, stats);
   if (args.size() != exe.param_shapes.size())
     return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
                                                    " arguments, got ", args.size()));
@@ -404,7 +428,47 @@ absl::Status Client::SetFaults(FaultPlan faults) {
     if (absl::Status s = CheckFault(f, num_devices(), topology_->num_hosts(), topology_->interconnect()); !s.ok())
       return s;
   faults_ = std::move(faults);
+  if (simulator_) simulator_->SetFaults(faults_);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<DeviceArray>> Client::Simulate(const Executable& exe,
+                                                          const std::vector<const DeviceArray*>& args,
+                                                          const ExecuteOptions& opts, ExecuteStats* stats) {
+  const int64_t t0 = trace::HostNowNs();
+  if (args.size() != exe.param_shapes.size())
+    return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
+                                                   " arguments, got ", args.size()));
+  // Will the program fit a chip of the profile? Its plan's peak, inputs included.
+  const int64_t hbm = topology_->device(0).hbm_bytes();
+  if (exe.memory.peak_bytes > hbm)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of memory on every chip (simulated): graph ", exe.graph_id, " needs ",
+        compiler::FormatBytes(exe.memory.peak_bytes), " at its peak (at ",
+        exe.memory.peak_index >= 0 ? exe.memory.buffers[exe.memory.peak_index].op : "?", ") but a chip has ",
+        compiler::FormatBytes(hbm), "; largest live buffers at the peak: ", exe.memory.DescribeLargestAtPeak(4)));
+  std::vector<trace::SimOp> transfers;
+  if (opts.sim_transfers) {
+    transfers = *opts.sim_transfers;
+  } else {
+    std::lock_guard<std::mutex> l(mu_);
+    transfers.swap(pending_sim_transfers_);
+  }
+  if (absl::Status s = simulator_->Run(exe.graph_id, *exe.program, &exe.fusion, exe.op_costs, modeled_clock_->model(),
+                                       opts.step, std::move(transfers));
+      !s.ok())
+    return s;
+  std::vector<DeviceArray> result;
+  for (size_t k = 0; k < exe.output_shapes.size(); ++k) {
+    DeviceArray a{exe.output_shapes[k], exe.output_shardings[k], {}};
+    Literal zeros(exe.output_shardings[k].ShardShape(exe.output_shapes[k]));
+    auto b = DeviceBuffer::Create(topology_->device(0), std::move(zeros), "simulated output");
+    if (!b.ok()) return b.status();
+    a.shards.assign(num_devices(), *b);
+    result.push_back(std::move(a));
+  }
+  if (stats) stats->host_ns = trace::HostNowNs() - t0;
+  return result;
 }
 
 absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f) const {

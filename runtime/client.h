@@ -23,6 +23,7 @@
 #include "runtime/intra_op.h"
 #include "runtime/modeled_clock.h"
 #include "runtime/scheduler.h"
+#include "runtime/simulate.h"
 #include "runtime/thread_pool.h"
 #include "runtime/topology.h"
 
@@ -74,6 +75,8 @@ struct ExecuteOptions {
   int64_t host_wait_ns = 0;       // devices idle for want of this run (ScheduleInput::host_wait_ns)
   // The transfers to show before this run, per device; null: those pending now.
   std::shared_ptr<const std::vector<std::vector<DeviceOp>>> transfers;
+  // Simulated mode: the host-to-device copies to show before this run (the same on every chip).
+  std::shared_ptr<const std::vector<trace::SimOp>> sim_transfers;
 };
 
 struct ExecuteStats {
@@ -103,6 +106,14 @@ class Client {
   // each is checked against this client's chips, hosts and links.
   absl::Status SetFaults(FaultPlan faults);
   const FaultPlan& faults() const { return faults_; }
+
+  // Simulated mode (TopologyOptions::simulate): no values are computed. Every
+  // array holds one zero-filled shard shared by all chips, and every run is
+  // laid out by the Simulator on the modeled clock (nothing on the device
+  // clock); the store keeps its schedule (store/sim_timeline.h).
+  bool simulated() const { return simulator_ != nullptr; }
+  // Null unless simulated. Read it once the runs are done (Synchronize).
+  const Simulator* simulator() const { return simulator_.get(); }
 
   // Producer-consumer fusion of the compiled programs (on by default; off
   // runs every op as its own kernel, for comparison). Part of the cache key.
@@ -178,6 +189,11 @@ class Client {
   // The hang error of a chip that failed (fail-chip), for every later run.
   absl::Status FailedChip(const Executable& exe, int step, const Fault& f) const;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
+  std::unique_ptr<Simulator> simulator_;         // simulated mode only
+  std::vector<trace::SimOp> pending_sim_transfers_;
+  absl::StatusOr<std::vector<DeviceArray>> Simulate(const Executable& exe,
+                                                    const std::vector<const DeviceArray*>& args,
+                                                    const ExecuteOptions& opts, ExecuteStats* stats);
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<const Executable>> cache_;

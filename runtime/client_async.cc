@@ -24,6 +24,10 @@ std::vector<std::shared_ptr<AsyncArray>> Client::ExecuteAsync(std::shared_ptr<co
     std::lock_guard<std::mutex> l(mu_);
     run_opts.transfers = std::make_shared<const std::vector<std::vector<DeviceOp>>>(std::move(pending_transfers_));
     pending_transfers_.assign(num_devices(), {});
+    if (simulator_) {
+      run_opts.sim_transfers = std::make_shared<const std::vector<trace::SimOp>>(std::move(pending_sim_transfers_));
+      pending_sim_transfers_.clear();
+    }
   }
   std::vector<std::shared_ptr<AsyncArray>> outs;
   for (size_t k = 0; k < exe->output_shapes.size(); ++k)

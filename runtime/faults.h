@@ -57,6 +57,7 @@ class FaultPlan {
   FaultPlan(std::vector<Fault> faults, uint64_t seed) : faults_(std::move(faults)), seed_(seed) {}
   bool empty() const { return faults_.empty(); }
   const std::vector<Fault>& faults() const { return faults_; }
+  uint64_t seed() const { return seed_; }
 
   // The chip that fails at or before `step` (the earliest such fault), if any.
   std::optional<Fault> FailureBy(int step) const;

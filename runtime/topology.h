@@ -46,6 +46,9 @@ struct TopologyOptions {
   // said (no coordinates, no links). When set, it decides the hosts: it must
   // have num_hosts * chips_per_host chips, and its own hosts replace num_hosts.
   std::string interconnect{};
+  // Simulated mode (runtime/simulate.h): no values are computed, every run is
+  // laid out on the modeled clock only, and the topology may have thousands of chips.
+  bool simulate = false;
 };
 
 class Topology {
@@ -59,6 +62,7 @@ class Topology {
   std::string ToString() const;
   // The wiring, when the run named one (--topology); null otherwise.
   const Interconnect* interconnect() const { return interconnect_ ? &*interconnect_ : nullptr; }
+  bool simulated() const { return opts_.simulate; }
 
  private:
   TopologyOptions opts_;

@@ -639,3 +639,50 @@ CREATE TABLE IF NOT EXISTS import_stats (
   description TEXT NOT NULL,
   PRIMARY KEY (run_id, name)
 );
+
+-- Simulated runs (`shardscope run --simulate`, docs/simulate.md; runs.simulated = 1).
+-- Their timelines are not stored a row (or a chunk) per slice: each program's
+-- schedule is stored once, with each chip's differences and seeds, and, per
+-- program run, each chip's start and each collective group's end. shardscope's
+-- own connections make the slices again on demand (store/sim_timeline.h): the
+-- `slices`, `events` and other views they read include them (the plain sqlite3
+-- shell, which cannot make them, sees none). All on the modeled clock.
+-- Blobs are unsigned LEB128 varints (signed ones zigzag-coded); layouts in
+-- store/sim_timeline.cc.
+CREATE TABLE IF NOT EXISTS sim_programs (
+  run_id      INTEGER NOT NULL,
+  graph_id    INTEGER NOT NULL,
+  ops         INTEGER NOT NULL,             -- kernels and collectives per chip per run
+  collectives INTEGER NOT NULL,             -- collective ops
+  algorithms  TEXT NOT NULL,                -- JSON: how many collective ops ran as ring, tree, torus
+  schedule    BLOB NOT NULL,                -- ops (name_id, kind, op_id, modeled ns, ...), group layouts,
+                                            -- each collective's per-group duration and link traffic
+  PRIMARY KEY (run_id, graph_id)
+) WITHOUT ROWID;
+-- Each chip's differences from the schedule (from the run's faults, which
+-- config_json alone names): its kernels and transfers take time_scale times as
+-- long, each kernel (1 + u) as long with u uniform in [-jitter, jitter] drawn
+-- from (seed, step, chip, kernel).
+CREATE TABLE IF NOT EXISTS sim_chips (
+  run_id     INTEGER NOT NULL,
+  device_id  INTEGER NOT NULL,
+  track_id   INTEGER NOT NULL,              -- its modeled-clock track
+  time_scale REAL NOT NULL,
+  jitter     REAL NOT NULL,
+  seed       INTEGER NOT NULL,
+  PRIMARY KEY (run_id, device_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sim_chips_by_track ON sim_chips(run_id, track_id);
+-- One row per program run (seq in run order): each chip's start, its
+-- preemption if any, and the end of each collective group.
+CREATE TABLE IF NOT EXISTS sim_runs (
+  run_id    INTEGER NOT NULL,
+  seq       INTEGER NOT NULL,
+  step      INTEGER NOT NULL,
+  graph_id  INTEGER NOT NULL,
+  transfers BLOB NOT NULL,                  -- host-to-device copies before it
+  starts    BLOB NOT NULL,                  -- per chip, ns on the modeled clock
+  preempted BLOB,                           -- per chip, ns taken away before its start (NULL: none)
+  ends      BLOB NOT NULL,                  -- per collective op, per group: its end
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "store/schema.h"
+#include "store/sim_timeline.h"
 #include "store/slice_chunks.h"
 #include "store/sqlite_util.h"
 
@@ -421,7 +422,9 @@ absl::Status InstallNativeSlices(sqlite3* db) {
       "CREATE TEMP VIEW IF NOT EXISTS slices AS SELECT c.run_id, s.slice_id, c.track_id, s.start_ns, s.dur_ns,"
       " s.depth, s.parent_id, s.name_id, s.kind, c.step, c.graph_id, s.op_id, s.flow_id, s.bytes, s.arrival_ns,"
       " s.wait_ns, s.category_id FROM main.slice_chunks c,"
-      " shardscope_chunk_slices(c.chunk_id, c.start_ns, c.first_slice_id, c.count, c.slices) s;";
+      " shardscope_chunk_slices(c.chunk_id, c.start_ns, c.first_slice_id, c.count, c.slices) s";
+  // Simulated runs' slices, made from their schedules (store/sim_timeline.h).
+  absl::StrAppend(&sql, InstallSimSlices(db), ";");
   // The per-chip step breakdown from each chunk's sums (the same rows as the
   // schema's view over every slice; tests/store compares the two).
   absl::StrAppend(

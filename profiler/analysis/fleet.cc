@@ -1,6 +1,8 @@
 // Fleet diagnosis (see fleet.h).
 #include "profiler/analysis/fleet.h"
 
+#include "store/sim_timeline.h"
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -67,6 +69,26 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Median(v without v[j]) for every j, in O(n log n) (a pod of thousands of
+// chips compares each chip with all its peers, kernel by kernel).
+std::vector<double> LeaveOneOutMedians(const std::vector<double>& v) {
+  const size_t n = v.size();
+  std::vector<double> out(n, 0);
+  if (n < 2) return out;
+  std::vector<size_t> order(n);
+  for (size_t k = 0; k < n; ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> sorted(n);
+  for (size_t k = 0; k < n; ++k) sorted[k] = v[order[k]];
+  const size_t m = n - 1;  // the others
+  for (size_t r = 0; r < n; ++r) {
+    // The k-th of the others is sorted[k] below the removed rank r, sorted[k + 1] from it on.
+    auto at = [&](size_t k) { return sorted[k < r ? k : k + 1]; };
+    out[order[r]] = m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
+  }
+  return out;
 }
 
 std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
@@ -164,6 +186,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   r.sample = info->Text(0, "sample");
   r.topology = info->Text(0, "topology");
   r.imported = info->Col("imported") >= 0 && info->Int(0, "imported") != 0;
+  r.simulated = info->Col("simulated") >= 0 && info->Int(0, "simulated") != 0;
+  r.clock = r.simulated ? "modeled" : "device";
 
   // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
   auto has_column = [&](const char* table, const char* column) {
@@ -199,15 +223,46 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   const bool has_arrival = has_column("slices", "arrival_ns");
   std::map<int, StepData> steps;
   std::map<int64_t, int64_t> flow_of_slice;  // collective slice id -> its flow
-  absl::Status st = rd.ForEachRow(
+  // One slice as the analysis keeps it (from SQL rows, or made from a simulated run's schedule).
+  auto add = [&](Op op, int step) {
+    StepData& s = steps[step];
+    s.step = step;
+    if (op.depth == 0) {
+      if (op.kind == kCollective && op.flow >= 0) flow_of_slice[op.id] = op.flow;
+      s.ops[op.device].push_back(std::move(op));
+    } else if (op.kind == kTransfer && op.name.rfind("link ", 0) == 0) {
+      s.links.push_back({op.name.substr(5), op.parent, op.bytes, op.dur});  // flow filled below
+    }
+  };
+  absl::Status st;
+  if (r.simulated) {
+    // A simulated run's slices are made from its schedule: in C++, not row by row through SQL.
+    st = store::SimTimelineReader(rd).ForEachSlice(run, [&](const store::SimTimelineReader::Row& row) {
+      const trace::SimSlice& x = row.slice;
+      Op op;
+      op.id = x.slice_id;
+      op.parent = x.parent_id;
+      op.kind = KindOf(trace::SliceKindName(x.kind));
+      op.start = x.start_ns;
+      op.dur = x.dur_ns;
+      op.depth = x.depth;
+      op.flow = x.flow_id;
+      op.arrival = x.arrival_ns;
+      op.bytes = x.bytes;
+      op.name = *row.name;
+      op.device = row.device_id;
+      add(std::move(op), row.step);
+    });
+  } else {
+    st = rd.ForEachRow(
       absl::StrCat(
           "SELECT s.slice_id, s.parent_id, s.kind, s.start_ns, s.dur_ns, s.depth, s.flow_id, ",
           has_arrival ? "s.arrival_ns" : "NULL",
           ", s.bytes, n.name, t.device_id, s.step"
           " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
           " JOIN names n ON n.name_id = s.name_id"
-          " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.step IS NOT NULL"),
-      {run_text}, [&](const std::vector<store::Cell>& c) {
+          " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.step IS NOT NULL"),
+      {run_text, r.clock}, [&](const std::vector<store::Cell>& c) {
         auto num = [&](size_t k, int64_t dflt) { return c[k] ? std::stoll(*c[k]) : dflt; };
         Op op;
         op.id = num(0, 0);
@@ -221,16 +276,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         op.bytes = num(8, 0);
         op.name = c[9].value_or("");
         op.device = static_cast<int>(num(10, 0));
-        const int step = static_cast<int>(num(11, -1));
-        StepData& s = steps[step];
-        s.step = step;
-        if (op.depth == 0) {
-          if (op.kind == kCollective && op.flow >= 0) flow_of_slice[op.id] = op.flow;
-          s.ops[op.device].push_back(std::move(op));
-        } else if (op.kind == kTransfer && op.name.rfind("link ", 0) == 0) {
-          s.links.push_back({op.name.substr(5), op.parent, op.bytes, op.dur});  // flow filled below
-        }
+        add(std::move(op), static_cast<int>(num(11, -1)));
       });
+  }
   if (!st.ok()) return st;
   for (auto& [n, s] : steps) {
     for (auto& [d, ops] : s.ops)
@@ -377,7 +425,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         {run_text});
     const bool on_host = host_side.ok() && host_side->Int(0, "n") > 0;
     r.verdict = absl::StrCat(
-        "cannot rank suspects: run ", run, " has no collective across chips on the device clock (",
+        "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
         on_host ? "its collectives are on host threads only, as in a CPU-only trace; those are not diagnosed yet"
                 : "one chip, or no timeline",
         "), so no chip can be late for its peers; no one is flagged");
@@ -442,11 +490,12 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     }
     for (const auto& [key, by_chip] : same) {
       if (by_chip.size() < 2) continue;
+      std::vector<double> all;
+      for (const auto& [d, ns] : by_chip) all.push_back(static_cast<double>(ns));
+      const std::vector<double> peers_median = LeaveOneOutMedians(all);
+      size_t k = 0;
       for (const auto& [d, ns] : by_chip) {
-        std::vector<double> peers;
-        for (const auto& [e, v] : by_chip)
-          if (e != d) peers.push_back(static_cast<double>(v));
-        const double med = Median(peers);
+        const double med = peers_median[k++];
         if (med > 0) ratios[d].push_back({ns / med, med});
       }
     }
@@ -631,9 +680,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                                       ", median over ", s.collectives, " collectives"));
     if (moved[link].second > 0)
       s.evidence.push_back(absl::StrCat("moved ", absl::StrFormat("%.1f", moved[link].first / 1e6), " MB in ",
-                                        Ms(moved[link].second), " on the device clock (",
+                                        Ms(moved[link].second), " on the ", r.clock, " clock (",
                                         absl::StrFormat("%.2f", moved[link].first / moved[link].second),
-                                        " GB/s as this machine's in-memory collectives go)"));
+                                        r.simulated ? " GB/s, simulated)" : " GB/s as this machine's in-memory collectives go)"));
     if (link_bandwidth.count(link) && link_bandwidth[link] > 0)
       s.evidence.push_back(absl::StrCat("nominal bandwidth ",
                                         absl::StrFormat("%.1f", link_bandwidth[link] / 1e9),
@@ -666,11 +715,22 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   std::vector<size_t> fixed;
   std::vector<std::string> fixed_names;
   double saved_before = 0, saved_before_ns = 0;
+  // Each what-if re-schedules every step of every chip: on a pod of thousands
+  // of chips (a simulated run) it is done for the flagged suspects and the
+  // highest-ranked others only.
+  constexpr int kWhatIfOthers = 32;
+  int others = 0;
+  bool cut = false;
   for (size_t i = 0; i < cands.size(); ++i) {
     FleetSuspect& s = cands[i].s;
     s.flagged = s.score >= opt.flag_threshold;
     if (!whatif) {
       s.evidence.push_back("what-if not estimated (see notes)");
+      continue;
+    }
+    if (!s.flagged && others++ >= kWhatIfOthers) {
+      s.evidence.push_back("what-if not estimated (ranked below the suspects re-scheduled, see notes)");
+      cut = true;
       continue;
     }
     std::vector<size_t> with = s.flagged ? fixed : std::vector<size_t>{};
@@ -692,6 +752,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
       saved_before_ns = per_step;
     }
   }
+  if (cut)
+    r.notes.push_back(absl::StrCat("what-if estimated for the flagged suspects and the ", kWhatIfOthers,
+                                   " highest-ranked others only (", cands.size(), " suspects)"));
   for (const Candidate& c : cands) r.suspects.push_back(c.s);
   std::vector<std::string> flagged;
   for (const FleetSuspect& s : r.suspects)
@@ -716,11 +779,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,
-                                 r.imported ? ", imported" : "", "; ", r.topology, "), ", r.chips,
+                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ", r.topology, "), ", r.chips,
                                  " chips on ", r.hosts, r.hosts == 1 ? " host" : " hosts", "\n");
   absl::StrAppend(&out, "  ", r.steps, " steps analysed, ", r.collectives, " collectives",
                   r.links ? absl::StrCat(", ", r.links, " links with traffic") : "", ", median step ",
-                  Ms(r.median_step_ns), " (device clock)\n");
+                  Ms(r.median_step_ns), " (", r.clock, " clock)\n");
   absl::StrAppend(&out, "verdict: ", r.verdict, "\n");
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   if (!r.suspects.empty()) {
@@ -740,7 +803,7 @@ std::string RenderFleetText(const FleetReport& r) {
     }
   }
   if (!r.chip_rows.empty()) {
-    absl::StrAppend(&out, "\nper-chip step breakdown (mean per step, ms, device clock):\n");
+    absl::StrAppend(&out, absl::StrCat("\nper-chip step breakdown (mean per step, ms, ", r.clock, " clock):\n"));
     absl::StrAppend(&out,
                     absl::StrFormat("  %-5s %-5s %-10s %9s %10s %9s %9s %9s %9s\n", "chip", "host", "coords",
                                     "compute", "collective", "wait", "transfer", "host wait", "idle"));
@@ -765,6 +828,8 @@ std::string RenderFleetJson(const FleetReport& r) {
   j["sample"] = r.sample;
   j["topology"] = r.topology;
   j["imported"] = r.imported;
+  j["simulated"] = r.simulated;
+  j["clock"] = r.clock;
   j["steps"] = r.steps;
   j["collectives"] = r.collectives;
   j["median_step_ns"] = r.median_step_ns;

@@ -65,6 +65,9 @@ struct FleetReport {
   int64_t run_id = 0;
   std::string sample, topology;
   bool imported = false;
+  // A simulated run (runs.simulated) has only the modeled clock: it is read instead of the device clock.
+  bool simulated = false;
+  std::string clock = "device";
   int chips = 0, hosts = 0;
   int steps = 0;            // steps analysed
   int64_t collectives = 0;  // collective instances (one per group and run)

@@ -410,6 +410,10 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
     return st;
   }
+  if (r.run.simulated)  // docs/simulate.md: no device clock to break down; say so, not zeros
+    r.devices.empty_reason =
+        "a simulated run has only the modeled clock (no device clock): no measured per-chip breakdown; "
+        "`shardscope fleet` breaks each chip's step down on the modeled clock";
   if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
   if (auto st = Context(ReadRematerializations(reader, run_id, &r.rematerializations), reader, "rematerializations");
       !st.ok())

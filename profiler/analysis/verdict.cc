@@ -174,6 +174,10 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     return v.span_ns > 0 ? 100 * sum / chips / static_cast<double>(v.span_ns) : 0.0;
   };
   const bool timeline = v.span_ns > 0;
+  // A simulated run has no device clock at all: its shares are not measurable, not zero.
+  const std::string no_timeline =
+      r.run.simulated ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
+                      : "no device timeline";
 
   // Recompilation: compile time in the steps after warm-up, against their host time.
   {
@@ -209,7 +213,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     Evidence e{"host", "waiting for the host, share of the median step (chip average, device clock)",
                share(&StepParts::host_wait_ns), kHostWaitShare, "%"};
     e.passed = timeline && e.value >= e.threshold;
-    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns)) : "no device timeline";
+    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns)) : no_timeline;
     v.evidence.push_back(e);
   }
   // Stragglers: the fleet diagnosis (fleet.h) — a chip, link or host slower
@@ -246,7 +250,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                share(&StepParts::collective_ns), kCollectiveShare, "%"};
     e.passed = timeline && e.value >= e.threshold;
     e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns), ", device clock")
-                        : "no device timeline";
+                        : no_timeline;
     v.evidence.push_back(e);
   }
   // Memory: the largest program against a chip's HBM, and memory-bound kernels' share.
@@ -290,7 +294,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     e.passed = timeline && e.value >= e.threshold;
     e.detail = timeline ? absl::StrCat("idle ", Pct(share(&StepParts::idle_ns)), ", transfers ",
                                        Pct(share(&StepParts::transfer_ns)))
-                        : "no device timeline";
+                        : no_timeline;
     v.evidence.push_back(e);
   }
 

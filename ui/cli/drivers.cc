@@ -43,6 +43,10 @@ namespace {
 // 64 chips for real (DESIGN.md). Steps: what a checkpoint may resume at.
 constexpr int64_t kMaxSteps = kMaxCheckpointStep;
 constexpr int64_t kMaxChips = 64;
+// A simulated pod (--simulate) computes nothing: as many chips as a topology names.
+constexpr int64_t kMaxSimulatedChips = 65536;
+// A simulated run's batch: up to 64 sequences (or examples) per chip of the largest pod.
+constexpr int64_t kMaxSimulatedBatch = int64_t{64} * kMaxSimulatedChips;
 constexpr int64_t kMaxCacheCapacity = 1'000'000;
 constexpr double kMaxLr = 100;
 // --trace-max-mb: up to 1 TiB, more than a disk of these machines holds.
@@ -64,6 +68,8 @@ struct RunOptions {
   std::string topology;             // --topology, "" when none
   std::vector<std::string> faults;  // --fault, in order
   bool quiet = false, fusion = true;
+  bool simulate = false;            // --simulate
+  bool mesh_given = false, batch_given = false, change_step_given = false;
   size_t cache_capacity = 0;
   // Capture control (--trace, --trace-steps, --trace-ring, --trace-max-mb).
   trace::SliceDetail trace = trace::SliceDetail::kKernels;
@@ -102,11 +108,20 @@ const std::vector<RunFlag>& RunFlags() {
   static const std::vector<RunFlag> flags = {
       {"--db", "PATH", K::kText, 0, 0, "the database to record into (required)",
        [](O& o, const V& v) { o.db = v.text; return Ok(); }, "", nullptr},
+      {"--simulate", "", K::kSwitch, 0, 0,
+       "simulate a pod of --topology's chips (thousands) instead of\n"
+       "computing: the step is traced, compiled and partitioned for\n"
+       "every chip, then laid out on the modeled clock from the cost\n"
+       "model, collectives priced per link (docs/simulate.md). The mesh\n"
+       "defaults to all chips on 'data', --batch to one sequence (mlp,\n"
+       "cnn: one example) per data-parallel chip; --fault applies on\n"
+       "the modeled clock; runs.simulated = 1",
+       [](O& o, const V&) { o.simulate = true; return Ok(); }, "", nullptr},  // recorded by Run when set
       {"--mesh", "RxC", K::kMesh, 1, kMaxChips,
        "mesh shape, axes 'data' x 'model' (default 1x1); R and C\n"
        "are 1..64 and R*C at most 64: the most chips this machine\n"
        "computes for real",
-       [](O&, const V&) { return Ok(); }, "mesh",
+       [](O& o, const V&) { o.mesh_given = true; return Ok(); }, "mesh",
        [](const O& o) { return absl::StrCat(o.cfg.mesh[0], "x", o.cfg.mesh[1]); }},
       {"--sharding", "S", K::kText, 0, 0,
        "llama: dp (batch over the whole mesh), fsdp (axes data x fsdp:\n"
@@ -164,6 +179,7 @@ const std::vector<RunFlag>& RunFlags() {
        [](O& o, const V& v) {
          o.cfg.batch = static_cast<int>(v.n);
          o.cfg.cnn_batch = o.cfg.llama_batch = o.cfg.batch;  // each sample reads its own
+         o.batch_given = true;
          return Ok();
        },
        "batch",
@@ -174,7 +190,12 @@ const std::vector<RunFlag>& RunFlags() {
        [](O& o, const V& v) { o.cfg.batch_after = static_cast<int>(v.n); return Ok(); }, "batch_after",
        [](const O& o) { return o.cfg.batch_after; }},
       {"--change-step", "K", K::kInt, -1, kMaxSteps, "the step at which the batch becomes --batch-after,\n{range} (default 10; -1 keeps it fixed)",
-       [](O& o, const V& v) { o.cfg.change_step = static_cast<int>(v.n); return Ok(); }, "change_step",
+       [](O& o, const V& v) {
+         o.cfg.change_step = static_cast<int>(v.n);
+         o.change_step_given = true;
+         return Ok();
+       },
+       "change_step",
        [](const O& o) { return o.cfg.change_step; }},
       {"--lr", "LR", K::kReal, 0, 0, "learning rate, finite, {range} (default 0.05)",
        [](O& o, const V& v) { o.cfg.lr = v.real; return Ok(); }, "lr", [](const O& o) { return o.cfg.lr; }},
@@ -360,6 +381,9 @@ std::string NotRegular(const std::string& path, std::string* why_missing) {
 
 // Parses and checks `run`'s arguments into `o`; the exit code when they are wrong.
 std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o) {
+  // --simulate changes what other flags accept (the chips, the batch): known first.
+  o->simulate = std::find(args.begin(), args.end(), "--simulate") != args.end();
+  const int64_t max_chips = o->simulate ? kMaxSimulatedChips : kMaxChips;
   // The flags as given, in order; the last of a repeated flag wins.
   std::vector<std::pair<const RunFlag*, std::string>> given;
   for (size_t k = 0; k < args.size(); ++k) {
@@ -397,7 +421,8 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     switch (f->kind) {
       case RunFlag::kInt:
       case RunFlag::kBatch: {
-        auto n = ParseIntFlag(f->name, text, f->lo, f->kind == RunFlag::kBatch ? info.max_batch : f->hi);
+        auto n = ParseIntFlag(f->name, text, f->lo,
+                              f->kind == RunFlag::kBatch ? (o->simulate ? kMaxSimulatedBatch : info.max_batch) : f->hi);
         if (!n.ok()) return Usage(std::string(n.status().message()));
         v.n = *n;
         break;
@@ -411,13 +436,16 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
       case RunFlag::kMesh: {
         std::vector<std::string> parts = absl::StrSplit(text, 'x');
         if (parts.size() != 2) return Usage(absl::StrCat("--mesh '", text, "' is not of the form RxC (e.g. 2x2)"));
-        auto r = ParseIntFlag(absl::StrCat("--mesh ", text, ": R"), parts[0], 1, kMaxChips);
+        auto r = ParseIntFlag(absl::StrCat("--mesh ", text, ": R"), parts[0], 1, max_chips);
         if (!r.ok()) return Usage(std::string(r.status().message()));
-        auto c = ParseIntFlag(absl::StrCat("--mesh ", text, ": C"), parts[1], 1, kMaxChips);
+        auto c = ParseIntFlag(absl::StrCat("--mesh ", text, ": C"), parts[1], 1, max_chips);
         if (!c.ok()) return Usage(std::string(c.status().message()));
-        if (*r * *c > kMaxChips)
-          return Usage(absl::StrCat("--mesh ", text, " is ", *r * *c, " chips; this machine computes at most ",
-                                    kMaxChips, " for real"));
+        if (*r * *c > max_chips)
+          return Usage(o->simulate ? absl::StrCat("--mesh ", text, " is ", *r * *c, " chips; a simulated pod has at most ",
+                                                  kMaxSimulatedChips)
+                                   : absl::StrCat("--mesh ", text, " is ", *r * *c,
+                                                  " chips; this machine computes at most ", kMaxChips,
+                                                  " for real (more: --simulate)"));
         o->cfg.mesh = {*r, *c};
         break;
       }
@@ -437,6 +465,33 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
                                     std::pair<const char*, bool>{"--trace-max-mb", o->trace_max_mb > 0}})
       if (set) return Usage(absl::StrCat(flag, " has nothing to limit with --trace off (no slices are captured)"));
   }
+  if (o->simulate) {
+    if (o->topology.empty())
+      return Usage("--simulate needs --topology T: the pod to simulate (e.g. --topology 16x16x16 or gpu:64x8)");
+    for (const auto& [flag, set] : {std::pair<const char*, bool>{"--trace", o->trace != trace::SliceDetail::kKernels},
+                                    std::pair<const char*, bool>{"--trace-steps", !o->trace_steps.empty()},
+                                    std::pair<const char*, bool>{"--trace-ring", o->trace_ring > 0},
+                                    std::pair<const char*, bool>{"--trace-max-mb", o->trace_max_mb > 0}})
+      if (set)
+        return Usage(absl::StrCat(flag, " does not apply with --simulate: a simulated run stores each program's"
+                                        " schedule once, not slices (docs/simulate.md)"));
+    for (const char* flag : {"--save", "--init", "--data"})
+      for (const auto& [f, text] : given)
+        if (f->name == flag)
+          return Usage(absl::StrCat(flag, " does not apply with --simulate: no values are computed"));
+    const auto wiring = runtime::Interconnect::Parse(o->topology);  // checked by --topology
+    // The mesh defaults to every chip on 'data'; the batch to one per data-parallel chip.
+    if (!o->mesh_given) o->cfg.mesh = {wiring->num_chips(), 1};
+    if (!o->batch_given) {
+      const int64_t data_chips =
+          o->sample == "llama" && (o->cfg.sharding == "tp" || o->cfg.sharding == "fsdp_tp")
+              ? o->cfg.mesh[0]
+              : o->sample == "llama" ? o->cfg.mesh[0] * o->cfg.mesh[1] : o->cfg.mesh[0];
+      o->cfg.batch = o->cfg.cnn_batch = o->cfg.llama_batch = static_cast<int>(data_chips);
+    }
+    // The mlp's batch change (the demo's recompilation) only when asked for.
+    if (!o->change_step_given) o->cfg.change_step = -1;
+  }
   if (!o->trace_steps.empty()) {
     const bool stops_early = o->cfg.stop_at >= 0 && o->cfg.stop_at < o->cfg.steps;
     const int end = stops_early ? o->cfg.stop_at : o->cfg.steps;  // the run's steps are < end
@@ -455,10 +510,11 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     if (wiring->num_chips() != chips)
       return Usage(absl::StrCat("--topology ", o->topology, " has ", wiring->num_chips(), " chips but --mesh ",
                                 o->cfg.mesh[0], "x", o->cfg.mesh[1], " has ", chips,
-                                ": a real run computes every chip of its topology, so the mesh must cover it",
-                                wiring->num_chips() > chips
+                                o->simulate ? ": the mesh must cover the simulated topology"
+                                            : ": a real run computes every chip of its topology, so the mesh must cover it",
+                                wiring->num_chips() > chips && !o->simulate
                                     ? absl::StrCat(" (this machine runs at most ", kMaxChips,
-                                                   " chips for real; larger pods need simulated mode, not available yet)")
+                                                   " chips for real; larger pods: --simulate)")
                                     : ""));
     if (o->hosts != 1 && o->hosts != wiring->num_hosts())
       return Usage(absl::StrCat("--hosts ", o->hosts, " disagrees with --topology ", o->topology, " (",
@@ -513,7 +569,14 @@ int Run(const std::vector<std::string>& args) {
 
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
   nlohmann::json recorded = config;
-  recorded["gemm"] = runtime::ChosenGemmBackend().Describe();
+  if (o.simulate) {
+    recorded["simulate"] = true;
+    // What --simulate chose when not given (the flags' own keys say the values).
+    recorded["mesh"] = mesh_text;
+    recorded["batch"] = sample == "llama" ? cfg.llama_batch : sample == "cnn" ? cfg.cnn_batch : cfg.batch;
+  } else {
+    recorded["gemm"] = runtime::ChosenGemmBackend().Describe();
+  }
   recorded["huge_page_heap"] = HugePageHeap();
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
@@ -537,7 +600,8 @@ int Run(const std::vector<std::string>& args) {
                                .trace_first_step = static_cast<int>(o.trace_first_step),
                                .trace_last_step = static_cast<int>(o.trace_last_step),
                                .trace_ring_steps = static_cast<int>(o.trace_ring),
-                               .trace_max_bytes = o.trace_max_mb << 20});
+                               .trace_max_bytes = o.trace_max_mb << 20,
+                               .simulate = o.simulate});
   if (!rec.ok()) {
     std::cerr << "error: " << rec.status().message() << "\n";
     return 1;
@@ -546,10 +610,17 @@ int Run(const std::vector<std::string>& args) {
   if (!quiet) {
     std::cout << "shardscope run " << sample << " — run " << (*rec)->run_id() << " into " << db << ", mesh "
               << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
+    if (o.simulate)
+      std::cout << "  simulated: " << (*rec)->topology() << " on the modeled clock (profile " << profile
+                << "), batch " << (sample == "llama" ? cfg.llama_batch : sample == "cnn" ? cfg.cnn_batch : cfg.batch)
+                << "; no values are computed\n";
     if (!o.faults.empty())
-      std::cout << "  faults injected on the device clock: " << absl::StrJoin(o.faults, ", ")
-                << " (recorded in runs.config_json 'faults')\n";
-    cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
+      std::cout << "  faults injected on the " << (o.simulate ? "modeled" : "device") << " clock: "
+                << absl::StrJoin(o.faults, ", ") << " (recorded in runs.config_json 'faults')\n";
+    if (o.simulate)
+      cfg.on_step = [](int step, double) { std::printf("  step %3d  traced and scheduled\n", step); };
+    else
+      cfg.on_step = [](int step, double loss) { std::printf("  step %3d  loss %.4f\n", step, loss); };
   }
   // A write error (a full disk, a lock held too long) stops the run at once; what was committed stays readable.
   cfg.on_step = [print = cfg.on_step, r = rec->get()](int step, double loss) {
@@ -564,8 +635,14 @@ int Run(const std::vector<std::string>& args) {
   };
   auto t0 = std::chrono::steady_clock::now();
   auto result = info->run(cfg);
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const int64_t run_id = (*rec)->run_id();
+  // A simulated run: each step's modeled time, from the simulator (what the store will say).
+  std::vector<std::pair<int, int64_t>> modeled_steps;
+  if (o.simulate && Initialized()) {
+    GetClient().Synchronize();
+    if (const runtime::Simulator* sim = GetClient().simulator()) modeled_steps = sim->StepSpans();
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
     // A chip failed (--fault fail-chip): the run ends as a hang would, not
     // finished; every step before it stays recorded.
@@ -584,6 +661,20 @@ int Run(const std::vector<std::string>& args) {
   if (!stored.ok()) {
     std::cerr << "error: " << stored.message() << "\n";
     return 1;
+  }
+  if (o.simulate) {
+    std::vector<int64_t> ns;
+    for (const auto& [step, span] : modeled_steps) ns.push_back(span);
+    std::sort(ns.begin(), ns.end());
+    const int64_t chips = cfg.mesh[0] * cfg.mesh[1];
+    std::printf("run %lld: %s simulated on %lld chips, steps %d-%d in %.2f s (host clock, %.0f chip-steps/s); "
+                "modeled step (%s) median %.3f ms, max %.3f ms — stored in %s\n",
+                static_cast<long long>(run_id), sample.c_str(), static_cast<long long>(chips), result->first_step,
+                result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
+                secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0.0,
+                profile.c_str(), ns.empty() ? 0.0 : ns[ns.size() / 2] / 1e6, ns.empty() ? 0.0 : ns.back() / 1e6,
+                db.c_str());
+    return 0;
   }
   std::printf("run %lld: %s, steps %d-%d in %.2f s (host clock), final loss %.4f — stored in %s\n",
               static_cast<long long>(run_id), sample.c_str(), result->first_step,

@@ -1,0 +1,119 @@
+// Simulated mode (`shardscope run --simulate`, docs/simulate.md): the real
+// step is traced, compiled and partitioned for the whole topology, then every
+// chip's program is laid out on the modeled clock without computing values.
+// Kernels take the cost model's time on the run's chip profile; collectives are
+// priced over the links they use (PriceCollective); faults change the chips'
+// speeds, the links' bandwidth and the hosts' start times. The schedule is
+// kept compactly (profiler/trace/sim_program.h) for the store, which makes any
+// chip's slices again on demand.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "compiler/cost_model.h"
+#include "compiler/fusion.h"
+#include "compiler/ir.h"
+#include "profiler/trace/sim_program.h"
+#include "runtime/faults.h"
+#include "runtime/interconnect.h"
+
+namespace shardscope::runtime {
+
+// One group's collective on the topology: how long it takes from the last
+// arrival, by which algorithm, and what each link it used carried.
+struct CollectivePrice {
+  int64_t dur_ns = 0;
+  std::string algorithm;  // ring | tree | torus | alpha-beta
+  std::vector<trace::SimLinkUse> links;
+};
+
+// Prices a collective of `kind` over `members` (in order), `bytes` being the
+// per-chip size of the whole value (compiler::CollectiveBytes). Candidates:
+//   ring   the members in order, each hop routed over the topology; all-reduce
+//          2(n-1) steps of B/n, all-gather, reduce-scatter and all-to-all n-1
+//          steps of B/n, a permute one step of B;
+//   tree   binomial (recursive doubling over the member order): broadcast
+//          ceil(log2 n) rounds of B, all-reduce a reduce then a broadcast;
+//   torus  on a torus, when the group is a sub-grid (each dimension either
+//          fixed or whole): a reduce-scatter along each dimension in turn,
+//          then an all-gather back (all-gather and reduce-scatter: one half),
+//          each dimension's rings running at once over their own links.
+// Each step of a phase lasts the longest route's latency plus the busiest
+// link's time: a link carrying k transfers at once shares its bandwidth k
+// ways, and a faulted link runs at its share (link_factor). The cheapest
+// candidate is taken, as NCCL picks its algorithm. Without a topology:
+// the cost model's alpha-beta ring.
+class CollectivePricer {
+ public:
+  CollectivePricer(const compiler::CostModel& model, const Interconnect* ic, const FaultPlan& faults);
+  CollectivePrice Price(compiler::CollectiveKind kind, int64_t bytes, const std::vector<int>& members);
+
+ private:
+  struct Transfer {
+    int src = 0, dst = 0;
+  };
+  // One phase: `transfers` at once, `steps` times, `chunk` bytes each. Adds to
+  // the links' busy time and bytes; returns the phase's time.
+  double Phase(const std::vector<Transfer>& transfers, int steps, double chunk);
+  CollectivePrice Finish(const std::string& algorithm, double ns);
+  bool SubGrid(const std::vector<int>& members, std::vector<int>* spanned) const;
+
+  const compiler::CostModel& model_;
+  const Interconnect* ic_;
+  std::vector<double> factor_;  // per link: bandwidth share
+  // Scratch of one candidate: per link busy ns and bytes, and who showed it.
+  std::vector<double> busy_, bytes_;
+  std::vector<int> shown_by_;
+  std::vector<int> touched_;
+};
+
+// The schedule of one compiled per-device program: its kernels (fused ones as
+// one op at their root, a while as one op priced by WhileCost) with the costs
+// of `costs`, and its collectives priced per group by `pricer`.
+absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compiler::Module& program,
+                                                  const compiler::FusionPlan* fusion,
+                                                  const std::vector<compiler::OpCost>& costs,
+                                                  const compiler::CostModel& model, int num_devices,
+                                                  CollectivePricer& pricer);
+
+// A simulated run's state: programs, chips, and every program run so far.
+class Simulator {
+ public:
+  Simulator(int num_devices, std::vector<int> host_of, const Interconnect* ic);
+  // The chips' differences from the fault plan (slow-chip, jitter) and the
+  // links' bandwidth shares; call before the first run.
+  void SetFaults(const FaultPlan& faults);
+  // Lays out one run of `graph_id` (built on first use) at `step`, after `transfers`.
+  absl::Status Run(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan* fusion,
+                   const std::vector<compiler::OpCost>& costs, const compiler::CostModel& model, int step,
+                   std::vector<trace::SimOp> transfers);
+
+  int num_devices() const { return n_; }
+  const std::map<int64_t, trace::SimProgram>& programs() const { return programs_; }
+  const std::vector<trace::SimChip>& chips() const { return chips_; }
+  const std::vector<trace::SimRun>& runs() const { return runs_; }
+  // Per link index of the topology: its bandwidth share (1: healthy).
+  const std::vector<double>& link_factors() const { return link_factor_; }
+  const Interconnect* interconnect() const { return ic_; }
+  // The modeled span of each step: from the earliest start to the latest end over all chips.
+  std::vector<std::pair<int, int64_t>> StepSpans() const;
+
+ private:
+  int n_;
+  std::vector<int> host_of_;
+  const Interconnect* ic_;
+  FaultPlan faults_;
+  std::vector<trace::SimChip> chips_;
+  std::vector<double> link_factor_;
+  std::map<int64_t, trace::SimProgram> programs_;
+  std::vector<trace::SimRun> runs_;
+  std::vector<int64_t> free_;
+  std::set<int> preempted_steps_;
+};
+
+}  // namespace shardscope::runtime

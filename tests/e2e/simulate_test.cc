@@ -1,0 +1,152 @@
+// Simulated pods end to end (`shardscope run --simulate`, docs/simulate.md):
+// the run is marked simulated with only the host and modeled clocks, every
+// chip's timeline is drawable and queryable from the stored schedules, the
+// reports work on it and say so, a failing chip ends it with a hang error, a
+// pod of 64 llama chips stays under 1 KB of file per chip-step, and mistakes
+// are refused (e2e_simulate_test).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope::e2e {
+namespace {
+
+const std::string kCli = SHARDSCOPE_CLI_BINARY;
+
+int64_t FileBytes(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+TEST(Simulate, MlpOnATorusIsStoredAsSchedulesAndReadAsSlices) {
+  const std::string db = TempDb("sim_mlp");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 4x4 --steps 6 --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("simulated: 4x4 torus"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("modeled step (cpu) median"), std::string::npos) << o.text;
+  store::QueryResult run = Q(db, "SELECT simulated, clock_kinds, num_devices, mesh, config_json FROM runs");
+  EXPECT_EQ(run.Int(0, "simulated"), 1);
+  EXPECT_EQ(run.Text(0, "clock_kinds"), "host,modeled");
+  EXPECT_EQ(run.Int(0, "num_devices"), 16);
+  EXPECT_EQ(run.Text(0, "mesh"), "16x1");  // every chip on 'data'
+  auto config = nlohmann::json::parse(run.Text(0, "config_json"));
+  EXPECT_EQ(config["batch"], 16);  // one example per data-parallel chip
+  EXPECT_EQ(config["simulate"], true);
+  // No device clock at all; a modeled track per chip.
+  store::QueryResult tracks = Q(db, "SELECT clock, COUNT(*) AS n FROM tracks WHERE device_id IS NOT NULL GROUP BY clock");
+  ASSERT_EQ(tracks.rows.size(), 1u);
+  EXPECT_EQ(tracks.Text(0, "clock"), "modeled");
+  EXPECT_EQ(tracks.Int(0, "n"), 16);
+  // Every chip's slices, per step, through the events view: the same kernels on every chip.
+  store::QueryResult per_chip = Q(db,
+      "SELECT device_id, COUNT(*) AS n, SUM(kind = 'collective') AS coll FROM events"
+      " WHERE clock = 'modeled' AND step = 3 AND depth = 0 GROUP BY device_id");
+  ASSERT_EQ(per_chip.rows.size(), 16u);
+  EXPECT_GT(per_chip.Int(0, "coll"), 0);
+  for (size_t i = 1; i < per_chip.rows.size(); ++i) EXPECT_EQ(per_chip.Int(i, "n"), per_chip.Int(0, "n"));
+  // Links carried each collective's traffic.
+  store::QueryResult links = Q(db, "SELECT COUNT(DISTINCT name_id) AS n FROM slices WHERE depth = 1 AND kind = 'transfer'");
+  EXPECT_EQ(links.Int(0, "n"), 32);  // a 4x4 torus has 32 links
+  store::QueryResult none = Q(db, "SELECT COUNT(*) AS n FROM slice_chunks c JOIN tracks t USING (run_id, track_id)"
+                                  " WHERE t.clock = 'modeled'");
+  EXPECT_EQ(none.Int(0, "n"), 0);  // no slice is stored row by row
+
+  // The reports work on it and say it is simulated, with no device clock.
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_EQ(report.code, 0) << report.text;
+  EXPECT_NE(report.text.find("simulated"), std::string::npos) << report.text;
+  Output runs = Shell(absl::StrCat(kCli, " runs ", db));
+  EXPECT_EQ(runs.code, 0) << runs.text;
+  EXPECT_NE(runs.text.find("simulated"), std::string::npos) << runs.text;
+  Output metrics = Shell(absl::StrCat(kCli, " metrics ", db));
+  EXPECT_EQ(metrics.code, 0) << metrics.text;
+  Output fleet = Shell(absl::StrCat(kCli, " fleet ", db));
+  EXPECT_EQ(fleet.code, 0) << fleet.text;
+  EXPECT_NE(fleet.text.find("simulated"), std::string::npos) << fleet.text;
+  EXPECT_NE(fleet.text.find("modeled clock"), std::string::npos) << fleet.text;
+  const std::string json = absl::StrCat(::testing::TempDir(), "/sim_mlp_", getpid(), ".json");
+  Output exported = Shell(absl::StrCat(kCli, " export ", db, " --chrome ", json));
+  EXPECT_EQ(exported.code, 0) << exported.text;
+  EXPECT_GT(FileBytes(json), 10000);
+  Output diff = Shell(absl::StrCat(kCli, " diff ", db, " ", db));
+  EXPECT_EQ(diff.code, 0) << diff.text;
+  EXPECT_NE(diff.text.find("simulated"), std::string::npos) << diff.text;
+}
+
+// What a chip-step costs in the file: the same 64-chip pod for 4 and for 12
+// steps; the difference over the 8 extra steps (a run's fixed part -- its
+// programs' IR, its devices, tensors and placements -- is the same in both).
+// bench/simulate_bench.sh measures the whole file at 4096 chips x 20 steps.
+TEST(Simulate, LlamaPodStaysUnderAKilobytePerChipStep) {
+  int64_t bytes[2] = {0, 0};
+  const int steps[2] = {4, 12};
+  for (int k = 0; k < 2; ++k) {
+    const std::string db = TempDb(absl::StrCat("sim_llama_", steps[k]));
+    Output o = Shell(absl::StrCat(kCli, " run llama --simulate --topology 4x4x4 --quiet --fault jitter:0.05 --steps ",
+                                  steps[k], " --db ", db));
+    ASSERT_EQ(o.code, 0) << o.text;
+    bytes[k] = FileBytes(db);
+    if (k == 1) {
+      store::QueryResult r = Q(db, "SELECT num_devices, config_json FROM runs");
+      EXPECT_EQ(r.Int(0, "num_devices"), 64);
+      EXPECT_EQ(nlohmann::json::parse(r.Text(0, "config_json"))["batch"], 64);
+      // Jitter: one kernel's 64 chips all differ, reproducibly from the seed.
+      store::QueryResult k = Q(db,
+          "SELECT COUNT(DISTINCT dur_ns) AS n FROM events WHERE clock = 'modeled' AND step = 2 AND kind = 'compute'"
+          " AND op_id = (SELECT op_id FROM events WHERE clock = 'modeled' AND kind = 'compute' AND step = 2"
+          " ORDER BY dur_ns DESC LIMIT 1)");
+      EXPECT_GT(k.Int(0, "n"), 32);
+    }
+  }
+  const double per_chip_step = static_cast<double>(bytes[1] - bytes[0]) / (64.0 * (steps[1] - steps[0]));
+  std::printf("llama, 64 chips: %lld bytes for 4 steps, %lld for 12: %.0f bytes per extra chip-step\n",
+              static_cast<long long>(bytes[0]), static_cast<long long>(bytes[1]), per_chip_step);
+  EXPECT_LT(per_chip_step, 1024);
+}
+
+TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
+  const std::string db = TempDb("sim_fail");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 4x4 --steps 8 --quiet --fault fail-chip:9@5 --db ",
+                                db));
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("hang detected at step 5: chip 9 (host 2)"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("collective all_reduce"), std::string::npos) << o.text;
+  EXPECT_NE(o.text.find("chips 0-8,10-15 wait in it for chip 9"), std::string::npos) << o.text;
+  store::QueryResult st = Q(db, "SELECT status, last_step FROM run_status");
+  EXPECT_EQ(st.Text(0, "status"), "ended abnormally");
+  EXPECT_EQ(st.Int(0, "last_step", -1), 4);
+  store::QueryResult sl = Q(db, "SELECT MAX(step) AS s, COUNT(*) AS n FROM slices WHERE kind = 'collective'");
+  EXPECT_EQ(sl.Int(0, "s", -1), 4);  // the steps before it are drawable
+  EXPECT_GT(sl.Int(0, "n"), 0);
+}
+
+TEST(Simulate, MistakesAreRefused) {
+  struct Bad {
+    std::string flags, says;
+  };
+  const std::vector<Bad> bad = {
+      {"--simulate --steps 2", "--simulate needs --topology T"},
+      {"--simulate --topology 4x4 --mesh 8x1", "--topology 4x4 has 16 chips but --mesh 8x1 has 8"},
+      {"--simulate --topology 4x4 --trace off", "--trace does not apply with --simulate"},
+      {"--simulate --topology 4x4 --save w.safetensors", "--save does not apply with --simulate"},
+      {"--simulate --topology 4x4 --fault slow-chip:16:0.5", "chip 16 does not exist"},
+      {"--topology 16x16x16 --mesh 8x1", "larger pods: --simulate"},
+      {"--mesh 64x2", "more: --simulate"},
+  };
+  for (const Bad& b : bad) {
+    const std::string db = TempDb("sim_bad");
+    Output o = Shell(absl::StrCat(kCli, " run mlp --db ", db, " ", b.flags));
+    EXPECT_EQ(o.code, 2) << b.flags << "\n" << o.text;
+    EXPECT_NE(o.text.find(b.says), std::string::npos) << b.flags << "\n" << o.text;
+    EXPECT_NE(access(db.c_str(), F_OK), 0) << b.flags << ": nothing is recorded";
+  }
+}
+
+}  // namespace
+}  // namespace shardscope::e2e
