@@ -544,7 +544,7 @@ int RunApp(const AppOptions& options) {
       // (a damaged file) still gets a picture, with a warning.
       const bool give_up = Seconds(started) > 120;
       if (!complete && !give_up) {
-        workstation->loader().WaitIdle(0.5);
+        workstation->WaitForData(0.5);
         continue;
       }
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
