@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -112,6 +113,22 @@ TEST_F(AnalysisViewsHeadless, Metrics) {
   auto types = Types(dump);
   EXPECT_GE(types.count("chart"), 6u);  // step time, loss, compile, kinds, transfers, two counters
   EXPECT_GE(types.count("row"), 6u);    // the report's timing metrics and counters
+}
+
+TEST_F(AnalysisViewsHeadless, CompareWithAnotherFile) {
+  const std::string other = testing::TempPath("other.db");
+  ASSERT_TRUE(testing::WriteProfileDb(other, {{.dot_scale = 1.5, .with_extra_op = true}}).ok());
+  const std::string layout = testing::TempPath("compare.json");
+  Result r = RunUi(absl::StrCat(other, " --view compare --compare ", *db_, " --compare-run 1 --dump-layout ", layout));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  json dump = ReadJson(layout);
+  EXPECT_EQ(dump["view"], "compare");
+  std::map<std::string, std::string> change;
+  for (const json& item : dump["items"]) {
+    if (item["type"] == "row") change[item["label"].get<std::string>()] = item["change"];
+  }
+  EXPECT_EQ(change["dot.7"], "slower");
+  EXPECT_EQ(change["multiply.9"], "added");
 }
 
 TEST_F(AnalysisViewsHeadless, AViewNotBuiltYetIsAClearUsageError) {

@@ -462,6 +462,9 @@ int RunApp(const AppOptions& options) {
     workstation->ui().bring_to_front = *view;
   }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
+  if (!options.compare_path.empty() || options.compare_run) {
+    workstation->compare().SetTarget({options.compare_path, options.compare_run});
+  }
   LayoutDump dump;
   int exit_code = 0;
   double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;

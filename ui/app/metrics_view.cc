@@ -190,11 +190,13 @@ void MetricsView::Draw(UiState& ui) {
     return;
   }
   if (!result->ok()) {
+    ++drawn_;
     ImGui::TextColored(Color(kWarning), "The metrics could not be read: %s",
                        std::string(result->status().message()).c_str());
     return;
   }
   const MetricsModel& m = **result;
+  ++drawn_;
   const analysis::MetricsReport& r = m.report;
   ImGui::BeginChild("##metrics", ImVec2(0, 0), false);
   ImGui::Text("Metrics report of run %lld: %lld steps (%s)%s", static_cast<long long>(r.run_id),

@@ -56,7 +56,9 @@ class MetricsView {
  public:
   MetricsView(const TraceModel& model, std::function<void()> wake) : model_(model), wake_(std::move(wake)) {}
   void Draw(UiState& ui);
-  bool complete() const { return job_.ready(); }
+  // Loaded, and drawn for a few frames (ImGui sizes a new table's columns
+  // from the frame before).
+  bool complete() const { return job_.ready() && drawn_ >= 3; }
   bool Wait(double timeout_s) const { return job_.Wait(timeout_s); }
   void StartLoading();
   const MetricsModel* model() const { return job_.get(); }
@@ -64,6 +66,7 @@ class MetricsView {
  private:
   const TraceModel& model_;
   std::function<void()> wake_;
+  int drawn_ = 0;  // frames drawn since the model arrived
   BackgroundModel<MetricsModel> job_;
 };
 

@@ -296,6 +296,7 @@ void OpsView::Draw(UiState& ui) {
     if (ImGui::Selectable("all steps", !step_) && step_) {
       step_.reset();
       job_.Cancel();
+      drawn_ = 0;
     }
     std::set<int> steps;
     for (const Dispatch& d : model_.dispatches) steps.insert(d.step);
@@ -303,6 +304,7 @@ void OpsView::Draw(UiState& ui) {
       if (ImGui::Selectable(absl::StrCat("step ", s).c_str(), step_ == s) && step_ != s) {
         step_ = s;
         job_.Cancel();
+        drawn_ = 0;
       }
     }
     ImGui::EndCombo();
@@ -320,11 +322,13 @@ void OpsView::Draw(UiState& ui) {
     return;
   }
   if (!result->ok()) {
+    ++drawn_;
     ImGui::TextColored(Color(kWarning), "The op profile could not be built: %s",
                        std::string(result->status().message()).c_str());
     return;
   }
   const OpProfile& p = **result;
+  ++drawn_;
   std::string line = absl::StrFormat("%d kernels, %s of device time on %d chips (device clock, %s)",
                                      p.kernels.size(), FormatDuration(double(p.total_ns)), p.devices,
                                      p.step ? absl::StrCat("step ", *p.step) : "all steps");

@@ -87,7 +87,9 @@ class OpsView {
  public:
   OpsView(const TraceModel& model, std::function<void()> wake) : model_(model), wake_(std::move(wake)) {}
   void Draw(UiState& ui);
-  bool complete() const { return job_.ready(); }
+  // Loaded, and drawn for a few frames (ImGui sizes a new table's columns
+  // from the frame before).
+  bool complete() const { return job_.ready() && drawn_ >= 3; }
   bool Wait(double timeout_s) const { return job_.Wait(timeout_s); }
   void StartLoading();
   const OpProfile* profile() const { return job_.get(); }
@@ -100,6 +102,7 @@ class OpsView {
 
   const TraceModel& model_;
   std::function<void()> wake_;
+  int drawn_ = 0;  // frames drawn since the model arrived
   BackgroundModel<OpProfile> job_;
   std::optional<int> step_;
   int grouping_ = 0;

@@ -181,11 +181,13 @@ void OverviewView::Draw(UiState& ui) {
     return;
   }
   if (!result->ok()) {
+    ++drawn_;
     ImGui::TextColored(Color(kWarning), "The overview could not be built: %s",
                        std::string(result->status().message()).c_str());
     return;
   }
   const OverviewModel& m = **result;
+  ++drawn_;
   const analysis::RunReport& r = m.report;
   const analysis::RunHeader& h = r.run;
   const json run_ref = {{"table", "runs"}, {"run_id", h.run_id}};

@@ -57,7 +57,9 @@ class OverviewView {
   OverviewView(const TraceModel& model, std::function<void()> wake) : model_(model), wake_(std::move(wake)) {}
   void Draw(UiState& ui);
   // The model is built (or failed): the view draws its final content.
-  bool complete() const { return job_.ready(); }
+  // Loaded, and drawn for a few frames (ImGui sizes a new table's columns
+  // from the frame before).
+  bool complete() const { return job_.ready() && drawn_ >= 3; }
   bool Wait(double timeout_s) const { return job_.Wait(timeout_s); }
   void StartLoading();
   const OverviewModel* model() const { return job_.get(); }
@@ -65,6 +67,7 @@ class OverviewView {
  private:
   const TraceModel& model_;
   std::function<void()> wake_;
+  int drawn_ = 0;  // frames drawn since the model arrived
   BackgroundModel<OverviewModel> job_;
 };
 

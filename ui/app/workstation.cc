@@ -32,6 +32,7 @@ bool Workstation::Builds(ViewId id) {
     case ViewId::kRecompilations:
     case ViewId::kOps:
     case ViewId::kMetrics:
+    case ViewId::kCompare:
       return true;
     default:
       return false;
@@ -44,6 +45,7 @@ bool Workstation::complete() const {
     case ViewId::kOverview: return overview_->complete();
     case ViewId::kOps: return ops_->complete();
     case ViewId::kMetrics: return metrics_->complete();
+    case ViewId::kCompare: return compare_->complete();
     default: return true;
   }
 }
@@ -53,6 +55,7 @@ bool Workstation::WaitForData(double timeout_s) {
     case ViewId::kOverview: return overview_->Wait(timeout_s);
     case ViewId::kOps: return ops_->Wait(timeout_s);
     case ViewId::kMetrics: return metrics_->Wait(timeout_s);
+    case ViewId::kCompare: return compare_->Wait(timeout_s);
     default: return loader_->WaitIdle(timeout_s);
   }
 }
@@ -66,6 +69,9 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   overview_.reset();  // interrupts a model still being built
   ops_.reset();
   metrics_.reset();
+  std::optional<CompareTarget> compare_with;  // the comparison follows a new run of the same file
+  if (compare_ && compare_->target()) compare_with = *compare_->target();
+  compare_.reset();
   model_ = std::move(model);
   loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
@@ -74,6 +80,8 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   overview_ = std::make_unique<OverviewView>(*model_, wake_);
   ops_ = std::make_unique<OpsView>(*model_, wake_);
   metrics_ = std::make_unique<MetricsView>(*model_, wake_);
+  compare_ = std::make_unique<CompareView>(*model_, wake_);
+  if (compare_with && !compare_with->path.empty()) compare_->SetTarget(*compare_with);
   ui_.selected_compile_id.reset();
   ui_.selected_op.reset();
   ui_.selected_graph.reset();
@@ -140,6 +148,7 @@ void Workstation::DrawView(ViewId id) {
     case ViewId::kOverview: overview_->Draw(ui_); break;
     case ViewId::kOps: ops_->Draw(ui_); break;
     case ViewId::kMetrics: metrics_->Draw(ui_); break;
+    case ViewId::kCompare: compare_->Draw(ui_); break;
     case ViewId::kTimeline: timeline_->Draw(ui_); break;
     case ViewId::kSharding: placement_->Draw(ui_); break;
     case ViewId::kRecompilations: compilations_->Draw(ui_); break;

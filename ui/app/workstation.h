@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "ui/app/compare_view.h"
 #include "ui/app/compilations_view.h"
 #include "ui/app/metrics_view.h"
 #include "ui/app/ops_view.h"
@@ -53,6 +54,7 @@ class Workstation {
   OverviewView& overview() { return *overview_; }
   OpsView& ops() { return *ops_; }
   MetricsView& metrics() { return *metrics_; }
+  CompareView& compare() { return *compare_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
@@ -74,6 +76,7 @@ class Workstation {
   std::unique_ptr<OverviewView> overview_;
   std::unique_ptr<OpsView> ops_;
   std::unique_ptr<MetricsView> metrics_;
+  std::unique_ptr<CompareView> compare_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
 };
