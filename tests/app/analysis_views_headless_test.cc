@@ -115,6 +115,25 @@ TEST_F(AnalysisViewsHeadless, Metrics) {
   EXPECT_GE(types.count("row"), 6u);    // the report's timing metrics and counters
 }
 
+TEST_F(AnalysisViewsHeadless, Memory) {
+  json dump = Open("memory");
+  EXPECT_EQ(dump["view"], "memory");
+  auto reader = store::Reader::Open(*db_);
+  ASSERT_TRUE(reader.ok());
+  auto peak = reader->Query("SELECT graph_id, peak_bytes FROM memory_plans WHERE run_id = 1 ORDER BY peak_bytes DESC");
+  ASSERT_TRUE(peak.ok());
+  int largest = 0;
+  for (const json& item : dump["items"]) {
+    if (item["type"] == "program" && item["largest"].get<bool>()) {
+      ++largest;
+      EXPECT_EQ(item["peak_bytes"].get<int64_t>(), peak->Int(0, "peak_bytes"));
+      EXPECT_EQ(item["ref"]["graph_id"].get<int64_t>(), peak->Int(0, "graph_id"));
+    }
+  }
+  EXPECT_EQ(largest, 1);
+  EXPECT_EQ(Types(dump).count("buffer"), 3u);
+}
+
 TEST_F(AnalysisViewsHeadless, CompareWithAnotherFile) {
   const std::string other = testing::TempPath("other.db");
   ASSERT_TRUE(testing::WriteProfileDb(other, {{.dot_scale = 1.5, .with_extra_op = true}}).ok());

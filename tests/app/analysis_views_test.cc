@@ -22,6 +22,7 @@
 #include "tests/app/profile_fixture.h"
 #include "profiler/analysis/compare.h"
 #include "ui/app/layout_dump.h"
+#include "ui/app/memory_view.h"
 #include "ui/app/metrics_view.h"
 #include "ui/app/ops_view.h"
 #include "ui/app/overview_view.h"
@@ -485,6 +486,77 @@ TEST_F(AnalysisViewsTest, MetricsViewChartsEveryStepAndHoverReadsIt) {
   auto span5 = Q(*reader_, "SELECT end_ns - start_ns AS span FROM step_bounds WHERE run_id = 1 AND clock = 'device'"
                            " AND step = 5");
   EXPECT_EQ(hover[0]["values"]["device"].get<double>(), double(span5.Int(0, "span")));
+}
+
+// ---- Memory ----
+
+TEST_F(AnalysisViewsTest, MemoryPlansAndPeakBuffersAreTheTables) {
+  Write({{}});
+  auto m = BuildMemoryModel(*reader_, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto plans = Q(*reader_, "SELECT graph_id, peak_bytes, parameter_bytes, arena_bytes, unshared_bytes, peak_op"
+                           " FROM memory_plans WHERE run_id = 1 ORDER BY graph_id");
+  ASSERT_EQ(m->plans.size(), plans.rows.size());
+  for (size_t i = 0; i < plans.rows.size(); ++i) {
+    const auto& p = m->plans[i];
+    EXPECT_EQ(p.graph_id, plans.Int(i, "graph_id"));
+    EXPECT_EQ(p.peak_bytes, plans.Int(i, "peak_bytes"));
+    EXPECT_EQ(p.parameter_bytes, plans.Int(i, "parameter_bytes"));
+    EXPECT_EQ(p.arena_bytes, plans.Int(i, "arena_bytes"));
+    EXPECT_EQ(p.unshared_bytes, plans.Int(i, "unshared_bytes"));
+    EXPECT_EQ(p.peak_op, plans.Text(i, "peak_op"));
+    auto buffers = Q(*reader_, absl::StrCat("SELECT op, bytes, is_input FROM peak_buffers WHERE run_id = 1 AND graph_id = ",
+                                            p.graph_id, " ORDER BY rank"));
+    ASSERT_EQ(p.live_at_peak.size(), buffers.rows.size());
+    for (size_t b = 0; b < buffers.rows.size(); ++b) {
+      EXPECT_EQ(p.live_at_peak[b].op, buffers.Text(b, "op"));
+      EXPECT_EQ(p.live_at_peak[b].bytes, buffers.Int(b, "bytes"));
+      EXPECT_EQ(p.live_at_peak[b].input, buffers.Int(b, "is_input") != 0);
+    }
+    auto runs = Q(*reader_, absl::StrCat("SELECT count(*) AS n FROM executions WHERE run_id = 1 AND graph_id = ", p.graph_id));
+    EXPECT_EQ(p.executions, runs.Int(0, "n"));
+  }
+  auto peak = Q(*reader_, "SELECT max(peak_bytes) AS p FROM memory_plans WHERE run_id = 1");
+  EXPECT_EQ(m->plans[m->LargestPlan()].peak_bytes, peak.Int(0, "p"));
+  // The counter per chip: every sample of chip 2, as stored.
+  auto samples = Q(*reader_, "SELECT value FROM counters WHERE run_id = 1 AND name = 'hbm_bytes_in_use' AND device_id = 2"
+                             " ORDER BY ts_ns");
+  ASSERT_EQ(m->in_use.size(), 4u);
+  ASSERT_EQ(m->in_use[2].max.size(), samples.rows.size());
+  for (size_t i = 0; i < samples.rows.size(); ++i) EXPECT_DOUBLE_EQ(m->in_use[2].max[i], samples.Real(i, "value"));
+  EXPECT_EQ(m->HbmOf(2), testing::kProfileHbm);
+}
+
+TEST_F(AnalysisViewsTest, MemoryViewMarksThePeakAndTheBudget) {
+  Write({{}});
+  OpenWorkstation(ViewId::kMemory);
+  ASSERT_EQ(ws_->active_view(), ViewId::kMemory);
+  EXPECT_EQ(dump_.view(), "memory");
+  auto programs = Items("program");
+  ASSERT_EQ(programs.size(), 2u);
+  EXPECT_TRUE(programs[0]["largest"].get<bool>());  // graph 1: 300 MiB
+  EXPECT_TRUE(programs[0]["selected"].get<bool>());
+  EXPECT_EQ(Items("buffer").size(), 3u);
+  auto charts = Items("chart");
+  ASSERT_EQ(charts.size(), 2u);
+  EXPECT_EQ(charts[0]["limit"].get<double>(), double(testing::kProfileHbm));
+  EXPECT_EQ(charts[0]["mark_x"].get<double>(), 1.0);
+  EXPECT_EQ(charts[1]["limit"].get<double>(), double(testing::kProfileHbm));
+  EXPECT_EQ(charts[1]["series"][0]["points"].size(), 8u);  // chip 0, one sample per step
+  // Picking graph 2 lists its buffers.
+  Click(Center(programs[1]));
+  Frame();
+  ASSERT_TRUE(ws_->ui().selected_graph);
+  EXPECT_EQ(*ws_->ui().selected_graph, 2);
+  for (const json& b : Items("buffer")) EXPECT_EQ(b["ref"]["graph_id"], 2);
+}
+
+TEST_F(AnalysisViewsTest, MemoryOfAnImportedRunSaysItHasNoPlans) {
+  Write({{.imported = true}});
+  OpenWorkstation(ViewId::kMemory);
+  bool said = false;
+  for (const json& t : Items("text")) said |= absl::StrContains(t["label"].get<std::string>(), "no IR");
+  EXPECT_TRUE(said);
 }
 
 // ---- Compare ----

@@ -140,7 +140,8 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
   if (spec.limit) {
     const float y = Y(*spec.limit);
     dl->AddLine(ImVec2(left, y), ImVec2(right, y), kWarning.Packed(), 1.5f);
-    dl->AddText(ImVec2(right - 6 - ImGui::CalcTextSize(spec.limit_label.c_str()).x, y - 16), kWarning.Packed(),
+    dl->AddText(ImVec2(right - 6 - ImGui::CalcTextSize(spec.limit_label.c_str()).x, y - 16 < top ? y + 2 : y - 16),
+                kWarning.Packed(),
                 spec.limit_label.c_str());
   }
   if (spec.mark_x) {

@@ -31,6 +31,7 @@ bool Workstation::Builds(ViewId id) {
     case ViewId::kSharding:
     case ViewId::kRecompilations:
     case ViewId::kOps:
+    case ViewId::kMemory:
     case ViewId::kMetrics:
     case ViewId::kCompare:
       return true;
@@ -45,6 +46,7 @@ bool Workstation::complete() const {
     case ViewId::kOverview: return overview_->complete();
     case ViewId::kOps: return ops_->complete();
     case ViewId::kMetrics: return metrics_->complete();
+    case ViewId::kMemory: return memory_->complete();
     case ViewId::kCompare: return compare_->complete();
     default: return true;
   }
@@ -55,6 +57,7 @@ bool Workstation::WaitForData(double timeout_s) {
     case ViewId::kOverview: return overview_->Wait(timeout_s);
     case ViewId::kOps: return ops_->Wait(timeout_s);
     case ViewId::kMetrics: return metrics_->Wait(timeout_s);
+    case ViewId::kMemory: return memory_->Wait(timeout_s);
     case ViewId::kCompare: return compare_->Wait(timeout_s);
     default: return loader_->WaitIdle(timeout_s);
   }
@@ -69,6 +72,7 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   overview_.reset();  // interrupts a model still being built
   ops_.reset();
   metrics_.reset();
+  memory_.reset();
   std::optional<CompareTarget> compare_with;  // the comparison follows a new run of the same file
   if (compare_ && compare_->target()) compare_with = *compare_->target();
   compare_.reset();
@@ -80,6 +84,7 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   overview_ = std::make_unique<OverviewView>(*model_, wake_);
   ops_ = std::make_unique<OpsView>(*model_, wake_);
   metrics_ = std::make_unique<MetricsView>(*model_, wake_);
+  memory_ = std::make_unique<MemoryView>(*model_, wake_);
   compare_ = std::make_unique<CompareView>(*model_, wake_);
   if (compare_with && !compare_with->path.empty()) compare_->SetTarget(*compare_with);
   ui_.selected_compile_id.reset();
@@ -148,6 +153,7 @@ void Workstation::DrawView(ViewId id) {
     case ViewId::kOverview: overview_->Draw(ui_); break;
     case ViewId::kOps: ops_->Draw(ui_); break;
     case ViewId::kMetrics: metrics_->Draw(ui_); break;
+    case ViewId::kMemory: memory_->Draw(ui_); break;
     case ViewId::kCompare: compare_->Draw(ui_); break;
     case ViewId::kTimeline: timeline_->Draw(ui_); break;
     case ViewId::kSharding: placement_->Draw(ui_); break;

@@ -12,6 +12,7 @@
 
 #include "ui/app/compare_view.h"
 #include "ui/app/compilations_view.h"
+#include "ui/app/memory_view.h"
 #include "ui/app/metrics_view.h"
 #include "ui/app/ops_view.h"
 #include "ui/app/overview_view.h"
@@ -55,6 +56,7 @@ class Workstation {
   OpsView& ops() { return *ops_; }
   MetricsView& metrics() { return *metrics_; }
   CompareView& compare() { return *compare_; }
+  MemoryView& memory() { return *memory_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
@@ -77,6 +79,7 @@ class Workstation {
   std::unique_ptr<OpsView> ops_;
   std::unique_ptr<MetricsView> metrics_;
   std::unique_ptr<CompareView> compare_;
+  std::unique_ptr<MemoryView> memory_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
 };
