@@ -6,6 +6,9 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -21,6 +24,7 @@
 #include "tests/app/fixture.h"
 #include "tests/app/profile_fixture.h"
 #include "profiler/analysis/compare.h"
+#include "ui/app/background.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/memory_view.h"
 #include "ui/app/metrics_view.h"
@@ -132,6 +136,44 @@ class AnalysisViewsTest : public ::testing::Test {
   std::unique_ptr<Workstation> ws_;
   LayoutDump dump_;
 };
+
+// ---- Building a model off the UI thread ----
+
+TEST_F(AnalysisViewsTest, BackgroundModelBuildsOnceAndWakesTheWindow) {
+  Write({{}});
+  std::atomic<int> woken{0};
+  BackgroundModel<int64_t> job;
+  auto count = [](const store::Reader& r) -> absl::StatusOr<int64_t> {
+    auto q = r.Query("SELECT count(*) AS n FROM ops");
+    if (!q.ok()) return q.status();
+    return q->Int(0, "n");
+  };
+  job.Start(db_, count, [&] { ++woken; });
+  job.Start(db_, count, [&] { ++woken; });  // once
+  ASSERT_TRUE(job.Wait(30));
+  ASSERT_NE(job.get(), nullptr);
+  EXPECT_EQ(*job.get(), Q(*reader_, "SELECT count(*) AS n FROM ops").Int(0, "n"));
+  EXPECT_EQ(woken.load(), 1);
+}
+
+// Leaving a view (another run, closing the window) must not wait for its
+// model: a query still running is interrupted.
+TEST_F(AnalysisViewsTest, BackgroundModelCancelInterruptsARunningQuery) {
+  Write({{}});
+  BackgroundModel<int64_t> job;
+  job.Start(db_, [](const store::Reader& r) -> absl::StatusOr<int64_t> {
+    auto q = r.Query("WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) AS n FROM c");
+    if (!q.ok()) return q.status();
+    return q->Int(0, "n");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(job.ready());
+  const auto t0 = std::chrono::steady_clock::now();
+  job.Cancel();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 2.0);
+  EXPECT_FALSE(job.started());
+  EXPECT_EQ(job.result(), nullptr);
+}
 
 // ---- Op profile ----
 

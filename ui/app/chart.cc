@@ -34,6 +34,8 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
   const float width = std::max(200.0f, ImGui::GetContentRegionAvail().x);
   ImGui::InvisibleButton(id, ImVec2(width, height));
   const bool hovered = ImGui::IsItemHovered() && !ui.headless;
+  // Off screen (scrolled away in its view): listed in the dump, not drawn.
+  const bool visible = ImGui::IsItemVisible();
   const float left = origin.x + 78, right = origin.x + width - 12, top = origin.y + 26, bottom = origin.y + height - 18;
 
   // Ranges over every value (and the limit line).
@@ -68,6 +70,7 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
     if (spec.limit) item["limit"] = *spec.limit;
     if (spec.mark_x) item["mark_x"] = *spec.mark_x;
   }
+  if (!visible) return std::nullopt;
   if (!(x1 >= x0)) {
     dl->AddText(ImVec2(left + 8, top + 6), kDimText.Packed(), "no values");
     return std::nullopt;
@@ -102,40 +105,76 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
   for (size_t si = 0; si < series.size(); ++si) {
     const ChartSeries& s = series[si];
     const uint32_t color = s.color.Packed();
+    const size_t n = std::min(s.x.size(), s.y.size());
     if (s.bars) {
-      const float shift = (float(si) - float(series.size() - 1) / 2) * bar_w;
-      for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-        if (std::isnan(s.y[i])) continue;
-        const float cx = X(s.x[i]) + shift;
-        dl->AddRectFilled(ImVec2(cx - bar_w / 2, Y(s.y[i])), ImVec2(cx + bar_w / 2, Y(std::max(0.0, y0))), color);
+      // Bars narrower than a few pixels: one per pixel column, its tallest,
+      // so the cost follows the chart's width, not the steps.
+      if (bar_w >= 3 || n < 2) {
+        const float shift = (float(si) - float(series.size() - 1) / 2) * bar_w;
+        for (size_t i = 0; i < n; ++i) {
+          if (std::isnan(s.y[i])) continue;
+          const float cx = X(s.x[i]) + shift;
+          dl->AddRectFilled(ImVec2(cx - bar_w / 2, Y(s.y[i])), ImVec2(cx + bar_w / 2, Y(std::max(0.0, y0))), color);
+        }
+      } else {
+        int column = INT32_MIN;
+        double tallest = 0;
+        auto flush = [&] {
+          if (column != INT32_MIN) {
+            dl->AddRectFilled(ImVec2(float(column), Y(tallest)), ImVec2(float(column) + 1, Y(std::max(0.0, y0))), color);
+          }
+        };
+        for (size_t i = 0; i < n; ++i) {
+          if (std::isnan(s.y[i])) continue;
+          const int c = int(std::floor(X(s.x[i])));
+          if (c != column) {
+            flush();
+            column = c;
+            tallest = s.y[i];
+          } else {
+            tallest = std::max(tallest, s.y[i]);
+          }
+        }
+        flush();
       }
       continue;
     }
     // Band (min..max), then the line; a NaN breaks the line.
     if (s.y_min.size() == s.y.size()) {
-      for (size_t i = 0; i + 1 < s.x.size(); ++i) {
+      const uint32_t band = s.color.Scaled(0.45f).Packed(160);
+      for (size_t i = 0; i + 1 < n; ++i) {
         if (std::isnan(s.y[i]) || std::isnan(s.y_min[i])) continue;
         dl->AddRectFilled(ImVec2(X(s.x[i]), Y(s.y[i])), ImVec2(std::max(X(s.x[i + 1]), X(s.x[i]) + 1), Y(s.y_min[i])),
-                          s.color.Scaled(0.45f).Packed(160));
+                          band);
       }
     }
-    ImVec2 prev;
-    bool have = false;
-    // Many points: one vertex per pixel column is all the screen shows.
-    float last_x = -1e9f;
-    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
+    // One polyline per unbroken run; points closer than a pixel are folded
+    // into their column's extremes (a spike narrower than a pixel still shows).
+    std::vector<ImVec2> run;
+    auto draw_run = [&] {
+      if (run.size() >= 2) dl->AddPolyline(run.data(), int(run.size()), color, ImDrawFlags_None, 1.5f);
+      if (n <= 64) {
+        for (const ImVec2& p : run) dl->AddCircleFilled(p, 2.5f, color, 8);
+      }
+      run.clear();
+    };
+    for (size_t i = 0; i < n; ++i) {
       if (std::isnan(s.y[i])) {
-        have = false;
+        draw_run();
         continue;
       }
       const ImVec2 p(X(s.x[i]), Y(s.y[i]));
-      if (have && p.x - last_x < 1 && i + 1 < s.x.size()) continue;
-      if (have) dl->AddLine(prev, p, color, 1.5f);
-      if (s.x.size() <= 64) dl->AddCircleFilled(p, 2.5f, color, 8);
-      prev = p;
-      last_x = p.x;
-      have = true;
+      if (run.size() >= 2 && p.x - run[run.size() - 2].x < 1 && run.back().x - run[run.size() - 2].x < 1) {
+        // Same column as the last two: keep the column's top and bottom.
+        ImVec2& a = run[run.size() - 2];
+        ImVec2& b = run.back();
+        if (p.y < std::min(a.y, b.y)) (a.y <= b.y ? a : b) = ImVec2(a.x, p.y);
+        else if (p.y > std::max(a.y, b.y)) (a.y >= b.y ? a : b) = ImVec2(b.x, p.y);
+        continue;
+      }
+      run.push_back(p);
     }
+    draw_run();
   }
   if (spec.limit) {
     const float y = Y(*spec.limit);
