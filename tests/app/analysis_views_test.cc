@@ -345,12 +345,22 @@ TEST_F(AnalysisViewsTest, OverviewNumbersAreTheReportsAndTheTables) {
   Write({{}});
   auto m = BuildOverviewModel(*reader_, 1);
   ASSERT_TRUE(m.ok()) << m.status();
+  auto o = BuildOverviewReport(*reader_, 1);
+  ASSERT_TRUE(o.ok()) << o.status();
   auto report = analysis::BuildRunReport(*reader_, 1);
   ASSERT_TRUE(report.ok()) << report.status();
-  // The verdict is the report's, word for word.
-  EXPECT_EQ(m->report.verdict.bound, report->verdict.bound);
-  EXPECT_EQ(m->report.verdict.line, report->verdict.line);
-  ASSERT_EQ(m->report.verdict.evidence.size(), report->verdict.evidence.size());
+  // The verdict is the report's, word for word; the quick part's steps and
+  // compilations are the report's too.
+  EXPECT_EQ(o->report.verdict.bound, report->verdict.bound);
+  EXPECT_EQ(o->report.verdict.line, report->verdict.line);
+  ASSERT_EQ(o->report.verdict.evidence.size(), report->verdict.evidence.size());
+  EXPECT_EQ(m->steps.count, report->steps.count);
+  EXPECT_EQ(m->steps.median_wall_ns, report->steps.median_wall_ns);
+  EXPECT_EQ(m->steps.p90_wall_ns, report->steps.p90_wall_ns);
+  EXPECT_EQ(m->steps.first_loss, report->steps.first_loss);
+  EXPECT_EQ(m->steps.last_loss, report->steps.last_loss);
+  EXPECT_EQ(m->compiles.count, report->compiles.count);
+  EXPECT_EQ(m->run.sample, report->run.sample);
 
   std::vector<int64_t> wall, device, modeled;
   auto steps = Q(*reader_, "SELECT wall_ns FROM steps WHERE run_id = 1");
@@ -367,10 +377,10 @@ TEST_F(AnalysisViewsTest, OverviewNumbersAreTheReportsAndTheTables) {
 
   auto c = Q(*reader_, "SELECT count(*) AS n, sum(cache = 'miss') AS misses, sum(duration_ns) AS ns"
                        " FROM compilations WHERE run_id = 1");
-  EXPECT_EQ(m->report.compiles.count, c.Int(0, "n"));
-  EXPECT_EQ(m->report.compiles.misses, c.Int(0, "misses"));
-  EXPECT_EQ(m->report.compiles.total_ns, c.Int(0, "ns"));
-  EXPECT_EQ(m->report.compiles.recompilations, 1);
+  EXPECT_EQ(m->compiles.count, c.Int(0, "n"));
+  EXPECT_EQ(m->compiles.misses, c.Int(0, "misses"));
+  EXPECT_EQ(m->compiles.total_ns, c.Int(0, "ns"));
+  EXPECT_EQ(m->compiles.recompilations, 1);
 
   auto plan = Q(*reader_, "SELECT graph_id, peak_bytes FROM memory_plans WHERE run_id = 1 ORDER BY peak_bytes DESC");
   EXPECT_EQ(m->memory.graph_id, plan.Int(0, "graph_id"));
@@ -385,8 +395,9 @@ TEST_F(AnalysisViewsTest, OverviewLinksOpenTheViewThatExplainsEachLine) {
   OpenWorkstation(ViewId::kOverview);
   ASSERT_EQ(ws_->active_view(), ViewId::kOverview);
   EXPECT_EQ(dump_.view(), "overview");
-  const OverviewModel* m = ws_->overview().model();
+  const OverviewReport* m = ws_->overview().report();
   ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(Items("pending").empty());
   auto verdict = Items("verdict");
   ASSERT_EQ(verdict.size(), 1u);
   EXPECT_EQ(verdict[0]["label"], m->report.verdict.line);

@@ -87,12 +87,31 @@ ViewId ViewForBound(const std::string& bound, const std::string& what) {
 
 absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, int64_t run_id) {
   OverviewModel m;
-  auto report = analysis::BuildRunReport(reader, run_id);
-  if (!report.ok()) return report.status();
-  m.report = *std::move(report);
+  auto header = analysis::ReadRunHeader(reader, run_id);
+  if (!header.ok()) return header.status();
+  m.run = *std::move(header);
+  auto compiles = analysis::ReadCompileStats(reader, run_id);
+  if (!compiles.ok()) return compiles.status();
+  m.compiles = *std::move(compiles);
   const std::string run = absl::StrCat(run_id);
+  // Steps on the host clock, as the report reads them.
+  auto steps = reader.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
+  if (!steps.ok()) return steps.status();
+  m.steps.count = static_cast<int64_t>(steps->rows.size());
+  if (!steps->rows.empty()) {
+    std::vector<int64_t> walls;
+    for (size_t i = 0; i < steps->rows.size(); ++i) walls.push_back(steps->Int(i, "wall_ns"));
+    m.steps.median_wall_ns = Median(walls);
+    std::sort(walls.begin(), walls.end());
+    m.steps.p90_wall_ns = walls[std::min(walls.size() - 1, static_cast<size_t>(0.9 * double(walls.size() - 1) + 0.5))];
+    const size_t last = steps->rows.size() - 1;
+    m.steps.first_step = static_cast<int>(steps->Int(0, "step"));
+    m.steps.last_step = static_cast<int>(steps->Int(last, "step"));
+    if (steps->rows[0][1]) m.steps.first_loss = steps->Real(0, "loss");
+    if (steps->rows[last][1]) m.steps.last_loss = steps->Real(last, "loss");
+  }
 
-  m.host_step_ns = m.report.steps.count > 0 ? m.report.steps.median_wall_ns : -1;
+  m.host_step_ns = m.steps.count > 0 ? m.steps.median_wall_ns : -1;
   auto bounds = reader.Query("SELECT clock, end_ns - start_ns AS span FROM step_bounds WHERE run_id = ?1", {run});
   if (!bounds.ok()) return bounds.status();
   std::map<std::string, std::vector<int64_t>> spans;
@@ -134,7 +153,7 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   }
 
   // Warnings, most basic first.
-  const analysis::RunHeader& h = m.report.run;
+  const analysis::RunHeader& h = m.run;
   if (h.status != "finished" && !h.status_detail.empty()) m.warnings.push_back(h.status_detail);
   if (!h.capture_note.empty()) m.warnings.push_back(absl::StrCat("capture: ", h.capture_note));
   if (h.faults_injected) {
@@ -153,23 +172,32 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
                                         lost->Text(i, "description")));
     }
   }
-  if (!m.report.rematerializations.empty()) {
-    m.warnings.push_back(absl::StrCat(m.report.rematerializations.size(),
+  return m;
+}
+
+absl::StatusOr<OverviewReport> BuildOverviewReport(const store::Reader& reader, int64_t run_id) {
+  OverviewReport o;
+  auto report = analysis::BuildRunReport(reader, run_id);
+  if (!report.ok()) return report.status();
+  o.report = *std::move(report);
+  if (!o.report.rematerializations.empty()) {
+    o.warnings.push_back(absl::StrCat(o.report.rematerializations.size(),
                                       " involuntary full rematerialization(s): a split value gathered whole on "
                                       "every chip"));
   }
   auto metrics = analysis::BuildMetricsReport(reader, run_id);
   if (metrics.ok()) {
-    for (const std::string& w : metrics->warnings) m.warnings.push_back(w);
+    for (const std::string& w : metrics->warnings) o.warnings.push_back(w);
   } else {
-    m.warnings.push_back(absl::StrCat("metrics report unavailable: ", metrics.status().message()));
+    o.warnings.push_back(absl::StrCat("metrics report unavailable: ", metrics.status().message()));
   }
-  return m;
+  return o;
 }
 
 void OverviewView::StartLoading() {
   const int64_t run = model_.run.run_id;
   job_.Start(model_.path, [run](const store::Reader& r) { return BuildOverviewModel(r, run); }, wake_);
+  report_job_.Start(model_.path, [run](const store::Reader& r) { return BuildOverviewReport(r, run); }, wake_);
 }
 
 void OverviewView::Draw(UiState& ui) {
@@ -177,7 +205,7 @@ void OverviewView::Draw(UiState& ui) {
   StartLoading();
   const auto* result = job_.result();
   if (!result) {
-    ImGui::TextDisabled("Reading the run's report (verdict, top ops, compilations)...");
+    ImGui::TextDisabled("Reading the run (steps, compilations, memory plans)...");
     return;
   }
   if (!result->ok()) {
@@ -187,15 +215,28 @@ void OverviewView::Draw(UiState& ui) {
     return;
   }
   const OverviewModel& m = **result;
-  ++drawn_;
-  const analysis::RunReport& r = m.report;
-  const analysis::RunHeader& h = r.run;
+  // The report's part comes later on a large run; until then its sections say so.
+  const auto* report_result = report_job_.result();
+  if (report_result) ++drawn_;
+  const OverviewReport* rep = report_result && report_result->ok() ? &**report_result : nullptr;
+  auto report_pending = [&](UiState& ui, const json& ref) {
+    const ImVec4 dim = Color(kDimText);
+    if (!report_result) {
+      Line(ui, "computing (the report's analysis of every slice; minutes on a run of millions)...", ref, std::nullopt,
+           &dim, "pending");
+    } else {
+      const ImVec4 warn = Color(kWarning);
+      Line(ui, absl::StrCat("the report could not be built: ", report_result->status().message()), ref, std::nullopt,
+           &warn, "warning");
+    }
+  };
+  const analysis::RunHeader& h = m.run;
   const json run_ref = {{"table", "runs"}, {"run_id", h.run_id}};
   ImGui::BeginChild("##overview", ImVec2(0, 0), false);
 
   Heading(ui, "What ran");
   {
-    std::string what = absl::StrFormat("run %d: %s, %d steps, mesh %s", h.run_id, h.sample, r.steps.count, h.mesh);
+    std::string what = absl::StrFormat("run %d: %s, %d steps, mesh %s", h.run_id, h.sample, m.steps.count, h.mesh);
     if (!h.mesh_axes.empty()) absl::StrAppend(&what, " (", h.mesh_axes, ")");
     absl::StrAppend(&what, ", ", h.num_devices, " chips on ", h.num_hosts, h.num_hosts == 1 ? " host" : " hosts");
     if (!h.sharding.empty()) absl::StrAppend(&what, ", sharding ", h.sharding);
@@ -217,9 +258,9 @@ void OverviewView::Draw(UiState& ui) {
     if (m.host_step_ns >= 0) {
       std::string line = absl::StrFormat("host clock: median %s, p90 %s over %d steps",
                                          FormatDuration(double(m.host_step_ns)),
-                                         FormatDuration(double(r.steps.p90_wall_ns)), r.steps.count);
-      if (r.steps.first_loss && r.steps.last_loss) {
-        absl::StrAppend(&line, absl::StrFormat("; loss %.4g -> %.4g", *r.steps.first_loss, *r.steps.last_loss));
+                                         FormatDuration(double(m.steps.p90_wall_ns)), m.steps.count);
+      if (m.steps.first_loss && m.steps.last_loss) {
+        absl::StrAppend(&line, absl::StrFormat("; loss %.4g -> %.4g", *m.steps.first_loss, *m.steps.last_loss));
       }
       Line(ui, line, steps_ref, Built(ViewId::kMetrics, ViewId::kTimeline));
     } else {
@@ -242,8 +283,10 @@ void OverviewView::Draw(UiState& ui) {
   }
 
   Heading(ui, "What bounds the step");
-  {
-    const analysis::Verdict& v = r.verdict;
+  if (!rep) {
+    report_pending(ui, json{{"table", "runs"}, {"run_id", h.run_id}});
+  } else {
+    const analysis::Verdict& v = rep->report.verdict;
     const json verdict_ref = {{"table", "runs"}, {"run_id", h.run_id}, {"verdict", v.bound}};
     std::string what;
     for (const auto& e : v.evidence) {
@@ -288,8 +331,10 @@ void OverviewView::Draw(UiState& ui) {
   }
 
   Heading(ui, "Top ops (device clock, all chips and steps)");
-  {
-    const analysis::KernelStats& k = r.kernels;
+  if (!rep) {
+    report_pending(ui, json{{"table", "ops"}, {"run_id", h.run_id}});
+  } else {
+    const analysis::KernelStats& k = rep->report.kernels;
     if (k.top.empty()) {
       Line(ui, k.empty_reason.empty() ? "no per-op timings in this run" : k.empty_reason,
            json{{"table", "ops"}, {"run_id", h.run_id}}, std::nullopt);
@@ -316,7 +361,7 @@ void OverviewView::Draw(UiState& ui) {
 
   Heading(ui, "Compilations (host clock)");
   {
-    const analysis::CompileStats& c = r.compiles;
+    const analysis::CompileStats& c = m.compiles;
     Line(ui,
          absl::StrFormat("%d compile requests, %s in all: %d misses (%d recompilation%s), %d memory hits, "
                          "%d disk hits",
@@ -368,9 +413,11 @@ void OverviewView::Draw(UiState& ui) {
   }
 
   Heading(ui, "Warnings and capture notes");
-  if (m.warnings.empty()) Line(ui, "none", run_ref, std::nullopt);
+  std::vector<std::string> warnings = m.warnings;
+  if (rep) warnings.insert(warnings.end(), rep->warnings.begin(), rep->warnings.end());
+  if (warnings.empty()) Line(ui, rep ? "none" : "none so far", run_ref, std::nullopt);
   const ImVec4 warn = Color(kWarning);
-  for (const std::string& w : m.warnings) {
+  for (const std::string& w : warnings) {
     const bool remat = absl::StrContains(w, "rematerialization");
     Line(ui, w, run_ref, remat ? std::optional<ViewId>(ViewId::kSharding) : Built(ViewId::kMetrics, ViewId::kTimeline),
          &warn, "warning");

@@ -20,8 +20,11 @@
 
 namespace shardscope::app {
 
+// What the run's small tables say, in well under a second on any run.
 struct OverviewModel {
-  analysis::RunReport report;
+  analysis::RunHeader run;         // analysis::ReadRunHeader, as the report's
+  analysis::StepStats steps;       // host clock, as the report's (nearest rank)
+  analysis::CompileStats compiles; // analysis::ReadCompileStats, as the report's
   // The median step on each clock (nearest rank; -1: the run has no step on
   // that clock). Host: each step's wall time (`steps`, as the report's
   // Steps line); device and modeled: each step's span over every chip
@@ -45,7 +48,16 @@ struct OverviewModel {
   std::vector<std::string> warnings;
 };
 
+// The report's analysis of every slice (the verdict, top ops, the cost
+// model's error): seconds to minutes on a run of millions of slices, so the
+// overview shows the model above first and fills these in when they come.
+struct OverviewReport {
+  analysis::RunReport report;          // analysis::BuildRunReport: `shardscope report`'s
+  std::vector<std::string> warnings;   // rematerializations, the metrics report's warnings
+};
+
 absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, int64_t run_id);
+absl::StatusOr<OverviewReport> BuildOverviewReport(const store::Reader& reader, int64_t run_id);
 
 // Which view explains a verdict's bound ("compute", "memory", ...), given the
 // evidence line's wording (the HBM peak goes to Memory, memory-bound kernels
@@ -59,16 +71,18 @@ class OverviewView {
   // The model is built (or failed): the view draws its final content.
   // Loaded, and drawn for a few frames (ImGui sizes a new table's columns
   // from the frame before).
-  bool complete() const { return job_.ready() && drawn_ >= 3; }
-  bool Wait(double timeout_s) const { return job_.Wait(timeout_s); }
+  bool complete() const { return job_.ready() && report_job_.ready() && drawn_ >= 3; }
+  bool Wait(double timeout_s) const { return job_.Wait(timeout_s) && report_job_.Wait(timeout_s); }
   void StartLoading();
   const OverviewModel* model() const { return job_.get(); }
+  const OverviewReport* report() const { return report_job_.get(); }
 
  private:
   const TraceModel& model_;
   std::function<void()> wake_;
   int drawn_ = 0;  // frames drawn since the model arrived
   BackgroundModel<OverviewModel> job_;
+  BackgroundModel<OverviewReport> report_job_;
 };
 
 }  // namespace shardscope::app
