@@ -150,6 +150,59 @@ TEST_F(AnalysisViewsHeadless, CompareWithAnotherFile) {
   EXPECT_EQ(change["multiply.9"], "added");
 }
 
+// A real run of the stack (`shardscope run mlp`): every analysis view opens
+// on it, and the op profile's rows add up to the device time the store has.
+TEST_F(AnalysisViewsHeadless, EveryViewOpensOnARealRun) {
+#ifndef SHARDSCOPE_CLI_BINARY
+  GTEST_SKIP() << "built without the shardscope CLI";
+#else
+  const std::string db = testing::TempPath("mlp.db");
+  for (const char* suffix : {"", "-wal", "-shm"}) std::remove((db + suffix).c_str());
+  Result run;
+  {
+    FILE* p = popen(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", db,
+                                 " --mesh 2x2 --steps 4 --change-step 2 --quiet 2>&1").c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) run.output.append(buf, n);
+    const int status = pclose(p);
+    run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  auto reader = store::Reader::Open(db);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  for (const char* view : {"overview", "ops", "memory", "metrics"}) {
+    const std::string layout = testing::TempPath(absl::StrCat("mlp_", view, ".json"));
+    Result r = RunUi(absl::StrCat(db, " --view ", view, " --dump-layout ", layout));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    json dump = ReadJson(layout);
+    EXPECT_EQ(dump["view"], view);
+    auto types = Types(dump);
+    if (std::string(view) == "overview") {
+      EXPECT_EQ(types.count("verdict"), 1u);
+      EXPECT_EQ(types.count("compilation"), 2u);  // the first compile and the recompilation at step 2
+    }
+    if (std::string(view) == "ops") {
+      auto busy = reader->Query("SELECT sum(busy_ns) AS ns FROM step_device_summary WHERE run_id = 1");
+      ASSERT_TRUE(busy.ok());
+      int64_t total = 0;
+      for (const json& item : dump["items"]) {
+        if (item["type"] == "text" && item["ref"]["table"] == "ops") total = item["total_ns"];
+      }
+      EXPECT_NEAR(double(total), double(busy->Int(0, "ns")), 0.01 * double(busy->Int(0, "ns")));
+      EXPECT_GT(types.count("dot"), 10u);
+    }
+    if (std::string(view) == "memory") {
+      auto plans = reader->Query("SELECT count(*) AS n FROM memory_plans WHERE run_id = 1");
+      ASSERT_TRUE(plans.ok());
+      EXPECT_EQ(int64_t(types.count("program")), plans->Int(0, "n"));
+    }
+    if (std::string(view) == "metrics") EXPECT_GE(types.count("chart"), 5u);
+  }
+#endif
+}
+
 TEST_F(AnalysisViewsHeadless, AViewNotBuiltYetIsAClearUsageError) {
   Result r = RunUi(absl::StrCat(*db_, " --view fleet --dump-layout x.json"));
   EXPECT_EQ(r.exit_code, 64) << r.output;

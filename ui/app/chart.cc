@@ -151,8 +151,11 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
     // One polyline per unbroken run; points closer than a pixel are folded
     // into their column's extremes (a spike narrower than a pixel still shows).
     std::vector<ImVec2> run;
+    // Many points: one-pixel lines, which ImGui draws with a quarter of the
+    // vertices of thicker anti-aliased ones.
+    const float thickness = n > 64 ? 1.0f : 1.5f;
     auto draw_run = [&] {
-      if (run.size() >= 2) dl->AddPolyline(run.data(), int(run.size()), color, ImDrawFlags_None, 1.5f);
+      if (run.size() >= 2) dl->AddPolyline(run.data(), int(run.size()), color, ImDrawFlags_None, thickness);
       if (n <= 64) {
         for (const ImVec2& p : run) dl->AddCircleFilled(p, 2.5f, color, 8);
       }
