@@ -85,7 +85,9 @@ TEST_F(AnalysisViewsHeadless, Overview) {
   EXPECT_EQ(types.count("compilation"), 2u);
   EXPECT_GE(types.count("op"), 1u);
   for (const json& item : dump["items"]) {
-    if (item["type"] == "verdict") EXPECT_TRUE(absl::StartsWith(item["label"].get<std::string>(), "bound by"));
+    if (item["type"] == "verdict") {
+      EXPECT_TRUE(absl::StartsWith(item["label"].get<std::string>(), "bound by"));
+    }
   }
 }
 
@@ -198,7 +200,9 @@ TEST_F(AnalysisViewsHeadless, EveryViewOpensOnARealRun) {
       ASSERT_TRUE(plans.ok());
       EXPECT_EQ(int64_t(types.count("program")), plans->Int(0, "n"));
     }
-    if (std::string(view) == "metrics") EXPECT_GE(types.count("chart"), 5u);
+    if (std::string(view) == "metrics") {
+      EXPECT_GE(types.count("chart"), 5u);
+    }
   }
 #endif
 }

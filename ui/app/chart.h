@@ -19,25 +19,25 @@ enum class ChartUnit { kNs, kBytes, kNumber };
 std::string FormatChartValue(double v, ChartUnit unit);
 
 struct ChartSeries {
-  std::string name;
+  std::string name{};
   Rgb color{110, 200, 210};
-  std::vector<double> x, y;  // same length; NaN in y: no value there
-  bool bars = false;         // bars from 0 instead of a line
-  std::vector<double> y_min; // optional band under the line (same length as y)
+  std::vector<double> x{}, y{};  // same length; NaN in y: no value there
+  bool bars = false;             // bars from 0 instead of a line
+  std::vector<double> y_min{};   // optional band under the line (same length as y)
 };
 
 struct ChartSpec {
-  std::string title;
-  std::string x_label;             // "step", "host clock", "op order"
+  std::string title{};
+  std::string x_label{};           // "step", "host clock", "op order"
   ChartUnit unit = ChartUnit::kNs;
   ChartUnit x_unit = ChartUnit::kNumber;
   bool from_zero = true;           // y axis starts at 0
   // A horizontal line across the chart (a budget), with its label.
-  std::optional<double> limit;
-  std::string limit_label;
+  std::optional<double> limit{};
+  std::string limit_label{};
   // A point to mark (a peak): x and its label.
-  std::optional<double> mark_x;
-  std::string mark_label;
+  std::optional<double> mark_x{};
+  std::string mark_label{};
 };
 
 // Draws the chart at the cursor, full width, `height` tall, and advances the
