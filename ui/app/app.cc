@@ -458,9 +458,13 @@ int RunApp(const AppOptions& options) {
   GlTextureHost textures;  // outlives the workstation (reset below, before the window goes)
   workstation->ui().textures = &textures;
   workstation->ui().headless = capture && !options.mouse;
-  if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
-  if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;
+  if (auto view = ViewFromName(options.view); view && Workstation::Builds(*view)) {
+    workstation->ui().bring_to_front = *view;
+  }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
+  if (!options.compare_path.empty() || options.compare_run) {
+    workstation->compare().SetTarget({options.compare_path, options.compare_run});
+  }
   LayoutDump dump;
   int exit_code = 0;
   double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;
@@ -543,7 +547,7 @@ int RunApp(const AppOptions& options) {
       // (a damaged file) still gets a picture, with a warning.
       const bool give_up = Seconds(started) > 120;
       if (!complete && !give_up) {
-        workstation->loader().WaitIdle(0.5);
+        workstation->WaitForData(0.5);
         continue;
       }
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");

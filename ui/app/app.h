@@ -16,8 +16,12 @@ struct AppOptions {
   int height = 900;
   std::string screenshot_path;    // set: render, write the PNG, exit
   std::string dump_layout_path;   // set: write what the captured frame draws as JSON, exit
-  std::string view = "timeline";  // timeline | sharding | recompilations
+  std::string view = "timeline";  // a ViewInfo name (ui_state.h) the workstation builds
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
+  // The Compare view's other run: a file (--compare) and a run in it
+  // (--compare-run; alone: a run of this file).
+  std::string compare_path;
+  std::optional<int64_t> compare_run;
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;
   // Measure open time, memory and frame times (an empty window, the

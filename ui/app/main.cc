@@ -8,6 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "ui/app/app.h"
+#include "ui/app/ui_state.h"
+#include "ui/app/workstation.h"
 
 namespace {
 
@@ -20,7 +22,10 @@ constexpr char kUsage[] =
     "\n"
     "options:\n"
     "  --run N             show run N (default: the latest run in the file)\n"
-    "  --view NAME         start on a view: timeline (default), sharding or recompilations\n"
+    "  --view NAME         start on a view: overview, timeline (default), sharding,\n"
+    "                      recompilations, graph, ops, memory, metrics, compare or fleet\n"
+    "  --compare OTHER.db  the Compare view compares this run with OTHER.db's latest run\n"
+    "  --compare-run N     ... with its run N (without --compare: run N of this file)\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
     "  --follow            follow the newest run as its steps land (the store is\n"
@@ -88,6 +93,12 @@ int main(int argc, char** argv) {
         return UsageError(arg + " wants pixels between 200 and 16384, got '" + value + "'");
       }
       (arg == "--width" ? options.width : options.height) = px;
+    } else if (arg == "--compare") {
+      options.compare_path = value;
+    } else if (arg == "--compare-run") {
+      int64_t run = 0;
+      if (!absl::SimpleAtoi(value, &run)) return UsageError("--compare-run wants a run id, got '" + value + "'");
+      options.compare_run = run;
     } else if (arg == "--screenshot") {
       options.screenshot_path = value;
     } else if (arg == "--dump-layout") {
@@ -103,8 +114,14 @@ int main(int argc, char** argv) {
       }
       options.exit_after_s = seconds;
     } else if (arg == "--view") {
-      if (value != "timeline" && value != "sharding" && value != "recompilations") {
-        return UsageError("--view is timeline, sharding or recompilations, got '" + value + "'");
+      auto view = shardscope::app::ViewFromName(value);
+      if (!view) {
+        std::string names;
+        for (const auto& v : shardscope::app::kViews) names += std::string(names.empty() ? "" : ", ") + v.name;
+        return UsageError("--view is one of " + names + "; got '" + value + "'");
+      }
+      if (!shardscope::app::Workstation::Builds(*view)) {
+        return UsageError("--view " + value + ": that view is not built yet in this version of shardscope-ui");
       }
       options.view = value;
     } else if (arg == "--mouse") {

@@ -6,13 +6,62 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 namespace shardscope::app {
 
 class LayoutDump;
 class TextureHost;
 
-enum class ViewId { kTimeline, kSharding, kRecompilations };
+// Every view the workstation has or will have, in tab order. Which of them
+// the workstation draws is Workstation::Builds(id); main.cc's --view accepts
+// every name below and refuses one not built yet with a clear message.
+enum class ViewId {
+  kOverview,
+  kTimeline,
+  kSharding,
+  kRecompilations,
+  kGraph,
+  kOps,
+  kMemory,
+  kMetrics,
+  kCompare,
+  kFleet,
+};
+
+struct ViewInfo {
+  ViewId id;
+  const char* name;   // --view NAME, and the layout dump's "view"
+  const char* title;  // the tab's and the View menu's label
+};
+
+inline constexpr ViewInfo kViews[] = {
+    {ViewId::kOverview, "overview", "Overview"},
+    {ViewId::kTimeline, "timeline", "Timeline"},
+    {ViewId::kSharding, "sharding", "Sharding"},
+    {ViewId::kRecompilations, "recompilations", "Recompilations"},
+    {ViewId::kGraph, "graph", "Graph"},
+    {ViewId::kOps, "ops", "Op profile"},
+    {ViewId::kMemory, "memory", "Memory"},
+    {ViewId::kMetrics, "metrics", "Metrics"},
+    {ViewId::kCompare, "compare", "Compare"},
+    {ViewId::kFleet, "fleet", "Fleet"},
+};
+
+inline const ViewInfo& ViewInfoOf(ViewId id) {
+  for (const ViewInfo& v : kViews) {
+    if (v.id == id) return v;
+  }
+  return kViews[0];
+}
+inline const char* ViewName(ViewId id) { return ViewInfoOf(id).name; }
+inline std::optional<ViewId> ViewFromName(std::string_view name) {
+  for (const ViewInfo& v : kViews) {
+    if (name == v.name) return v.id;
+  }
+  return std::nullopt;
+}
 
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere
@@ -20,6 +69,12 @@ struct UiState {
   std::optional<ViewId> bring_to_front;        // consumed by the tab bar next frame
   std::optional<int64_t> switch_to_run;        // the app reloads the model
   std::optional<std::string> show_value;       // the Sharding view picks this tensor (a collective's)
+  // An op of a compiled program picked anywhere, (graph_id, op_id): the op
+  // profile selects and scrolls to it.
+  std::optional<std::pair<int64_t, int64_t>> selected_op;
+  bool scroll_to_selected_op = false;
+  // A compiled program picked anywhere (graph_id): the memory view shows its plan.
+  std::optional<int64_t> selected_graph;
   std::string selection_text;                  // the status bar's line
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
