@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <set>
@@ -264,6 +265,29 @@ CheckReport CheckDatabase(const std::string& path) {
       }
     });
     if (damaged > 5) r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged slice_chunks rows"));
+  }
+  // ... and every level-of-detail group (schema version 3).
+  if (tables.count("slice_summary_groups")) {
+    std::vector<SummaryBucket> decoded;
+    int64_t damaged = 0;
+    c.Each("SELECT run_id, track_id, level, depth, first_bucket, slice_base, step_base, count, buckets"
+           " FROM slice_summary_groups",
+           [&](sqlite3_stmt* s) {
+             decoded.clear();
+             const unsigned char* text = sqlite3_column_text(s, 8);
+             absl::Status st = internal::DecodeGroup(
+                 static_cast<int>(sqlite3_column_int64(s, 2)),
+                 static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 3), 0, INT16_MAX)),
+                 sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6),
+                 sqlite3_column_int64(s, 7),
+                 text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, 8)) : "",
+                 &decoded);
+             if (!st.ok() && ++damaged <= 5)
+               r.problems.push_back(absl::StrCat("run ", sqlite3_column_int64(s, 0), ", track ",
+                                                 sqlite3_column_int64(s, 1), ": ", st.message()));
+           });
+    if (damaged > 5)
+      r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged slice_summary_groups rows"));
   }
 
   // References between tables. A run that did not finish may end mid-way

@@ -116,9 +116,22 @@ absl::Status Reader::ForEachRow(const std::string& sql, const std::vector<std::s
   return Stream(sql, params, nullptr, row);
 }
 
+absl::Status Reader::ForEachIntRow(const std::string& sql, const std::vector<std::string>& params, int64_t null_value,
+                                   const std::function<void(const std::vector<int64_t>&)>& each) const {
+  std::vector<int64_t> row;
+  return Stream(sql, params, nullptr, nullptr, [&](sqlite3_stmt* s) {
+    const int ncols = sqlite3_column_count(s);
+    row.resize(static_cast<size_t>(ncols));
+    for (int c = 0; c < ncols; ++c)
+      row[c] = sqlite3_column_type(s, c) == SQLITE_NULL ? null_value : sqlite3_column_int64(s, c);
+    each(row);
+  });
+}
+
 absl::Status Reader::Stream(const std::string& sql, const std::vector<std::string>& params,
                             const std::function<void(const std::vector<std::string>&)>& columns,
-                            const std::function<void(const std::vector<Cell>&)>& each) const {
+                            const std::function<void(const std::vector<Cell>&)>& each,
+                            const std::function<void(sqlite3_stmt*)>& raw_row) const {
   if (!db_) return absl::FailedPreconditionError("the reader is not open");
   if (absl::StripAsciiWhitespace(sql).empty()) {
     return absl::InvalidArgumentError("the SQL statement is empty");
@@ -168,6 +181,10 @@ absl::Status Reader::Stream(const std::string& sql, const std::vector<std::strin
     int rc = sqlite3_step(stmt.get());
     if (rc == SQLITE_DONE) break;
     if (rc != SQLITE_ROW) return Failed("SQL error: ");
+    if (raw_row) {
+      raw_row(stmt.get());
+      continue;
+    }
     row.clear();
     row.reserve(ncols);
     for (int c = 0; c < ncols; ++c) {

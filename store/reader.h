@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 
 struct sqlite3;
+struct sqlite3_stmt;
 
 namespace shardscope::store {
 
@@ -61,6 +62,11 @@ class Reader {
   absl::Status ForEachRow(const std::string& sql, const std::vector<std::string>& params,
                           const std::function<void(const std::vector<Cell>&)>& row) const;
 
+  // The same for a query of integers, without making text of them (the
+  // kernels of a 10M-slice run): NULL reads as `null_value`.
+  absl::Status ForEachIntRow(const std::string& sql, const std::vector<std::string>& params, int64_t null_value,
+                             const std::function<void(const std::vector<int64_t>&)>& row) const;
+
   // The newest run's id, or NotFound when the database holds no runs.
   absl::StatusOr<int64_t> LatestRunId() const;
   // Whether the file has a table or view `name`, and whether `table` has
@@ -77,7 +83,8 @@ class Reader {
   Reader() = default;
   absl::Status Stream(const std::string& sql, const std::vector<std::string>& params,
                       const std::function<void(const std::vector<std::string>&)>& columns,
-                      const std::function<void(const std::vector<Cell>&)>& each) const;
+                      const std::function<void(const std::vector<Cell>&)>& each,
+                      const std::function<void(sqlite3_stmt*)>& raw_row = nullptr) const;
   absl::Status Failed(const char* what) const;
   sqlite3* db_ = nullptr;
   bool owned_ = true;

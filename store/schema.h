@@ -8,6 +8,6 @@ namespace shardscope::store {
 const char* SchemaSql();
 
 // Version of the schema this build writes and the newest it can read.
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 
 }  // namespace shardscope::store

@@ -180,33 +180,56 @@ WINDOW w AS (PARTITION BY run_id, track_id, chunk_id ORDER BY k ROWS UNBOUNDED P
 -- the slices STARTING in the bucket hold. Level L buckets are 2^(22 + 2L) ns
 -- wide (4.2 ms, 16.8 ms, ... 78 h at level 13); bucket = floor(start / width).
 -- Written as the run goes (a run killed early has them up to its last flush).
--- The app's whole-run view is one query at the finest level with few enough
--- buckets:
---   SELECT * FROM slice_summaries WHERE run_id = ? AND level = ? ORDER BY track_id, depth, bucket;
-CREATE TABLE IF NOT EXISTS slice_summaries (
-  run_id           INTEGER NOT NULL,
-  track_id         INTEGER NOT NULL,
-  level            INTEGER NOT NULL,
-  depth            INTEGER NOT NULL,
-  bucket           INTEGER NOT NULL,
-  count            INTEGER NOT NULL,
-  busy_ns          INTEGER NOT NULL,          -- sum of durations (may pass the width)
-  compute_ns       INTEGER NOT NULL,          -- busy_ns by kind
-  collective_ns    INTEGER NOT NULL,
-  transfer_ns      INTEGER NOT NULL,
-  host_ns          INTEGER NOT NULL,
-  compile_ns       INTEGER NOT NULL,
-  host_wait_ns     INTEGER NOT NULL,
-  longest_slice_id INTEGER NOT NULL,          -- the longest slice starting in the bucket
-  longest_start_ns INTEGER NOT NULL,
-  longest_dur_ns   INTEGER NOT NULL,
-  longest_name_id  INTEGER NOT NULL,
-  longest_kind     INTEGER NOT NULL,          -- kind code as in slice_chunks
-  first_step       INTEGER,                   -- steps its slices belong to
-  last_step        INTEGER,
-  -- Time before track: buckets close in time order, so rows append and pages fill.
-  PRIMARY KEY (run_id, level, bucket, track_id, depth)
+-- Stored 32 buckets to a row (one track, depth and level; first_bucket a
+-- multiple of 32), as JSON text: [[offset, count, longest_dur_ns,
+-- longest_start_ns - bucket start, longest_slice_id - slice_base,
+-- longest_name_id, longest_kind, first_step - step_base (-1: none),
+-- last_step - first_step, compute_ns, collective_ns, transfer_ns, host_ns,
+-- compile_ns, host_wait_ns], ...], trailing zeros left out. (Version 2 had a
+-- row per bucket: the writer spent a fifth of its time on them.)
+CREATE TABLE IF NOT EXISTS slice_summary_groups (
+  run_id       INTEGER NOT NULL,
+  track_id     INTEGER NOT NULL,
+  level        INTEGER NOT NULL,
+  depth        INTEGER NOT NULL,
+  first_bucket INTEGER NOT NULL,
+  count        INTEGER NOT NULL,             -- buckets in the text
+  slice_base   INTEGER NOT NULL,
+  step_base    INTEGER NOT NULL,
+  buckets      TEXT NOT NULL,
+  -- Time before track: groups close in time order, so rows append and pages fill.
+  PRIMARY KEY (run_id, level, first_bucket, track_id, depth)
 ) WITHOUT ROWID;
+
+-- A row per bucket, as version 2 stored them (shardscope's own connections
+-- read a native decoder behind a TEMP view of the same name). The app's
+-- whole-run view is, in effect:
+--   SELECT * FROM slice_summaries WHERE run_id = ? AND level = ? ORDER BY track_id, depth, bucket;
+CREATE VIEW IF NOT EXISTS slice_summaries AS
+SELECT run_id, track_id, level, depth, bucket, count,
+       compute_ns + collective_ns + transfer_ns + host_ns + compile_ns + host_wait_ns AS busy_ns,
+       compute_ns, collective_ns, transfer_ns, host_ns, compile_ns, host_wait_ns,
+       longest_slice_id, longest_start_ns, longest_dur_ns, longest_name_id, longest_kind, first_step, last_step
+FROM (
+  SELECT g.run_id, g.track_id, g.level, g.depth, g.first_bucket + json_extract(j.value, '$[0]') AS bucket,
+         json_extract(j.value, '$[1]') AS count,
+         coalesce(json_extract(j.value, '$[9]'), 0) AS compute_ns,
+         coalesce(json_extract(j.value, '$[10]'), 0) AS collective_ns,
+         coalesce(json_extract(j.value, '$[11]'), 0) AS transfer_ns,
+         coalesce(json_extract(j.value, '$[12]'), 0) AS host_ns,
+         coalesce(json_extract(j.value, '$[13]'), 0) AS compile_ns,
+         coalesce(json_extract(j.value, '$[14]'), 0) AS host_wait_ns,
+         g.slice_base + json_extract(j.value, '$[4]') AS longest_slice_id,
+         ((g.first_bucket + json_extract(j.value, '$[0]')) << (22 + 2 * g.level)) + json_extract(j.value, '$[3]')
+           AS longest_start_ns,
+         json_extract(j.value, '$[2]') AS longest_dur_ns,
+         json_extract(j.value, '$[5]') AS longest_name_id,
+         json_extract(j.value, '$[6]') AS longest_kind,
+         CASE WHEN json_extract(j.value, '$[7]') >= 0 THEN g.step_base + json_extract(j.value, '$[7]') END AS first_step,
+         CASE WHEN json_extract(j.value, '$[7]') >= 0
+              THEN g.step_base + json_extract(j.value, '$[7]') + json_extract(j.value, '$[8]') END AS last_step
+  FROM slice_summary_groups g, json_each(g.buckets) j
+);
 
 -- Where each step ran on each clock: the first start and last end of the
 -- slices that carry it (maintained with the chunks).

@@ -24,6 +24,10 @@ void ChunkEncoder::Reset(int64_t step, int64_t graph_id) {
 namespace {
 
 void AppendInt(std::string* out, int64_t v) {
+  if (static_cast<uint64_t>(v) < 10) {  // most fields: kinds, depths, small gaps and deltas
+    out->push_back(static_cast<char>('0' + v));
+    return;
+  }
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
   out->append(buf, end);
@@ -198,11 +202,7 @@ void Accumulate(SummaryBucket& b, const TimelineSlice& s) {
 
 }  // namespace
 
-namespace {
-
-// Adds a closed bucket's figures to its parent's (the bucket four times as
-// wide that holds it).
-void Merge(SummaryBucket& into, const SummaryBucket& b) {
+void MergeBucket(SummaryBucket& into, const SummaryBucket& b) {
   if (into.count == 0 || b.longest_dur_ns > into.longest_dur_ns) {
     into.longest_slice_id = b.longest_slice_id;
     into.longest_start_ns = b.longest_start_ns;
@@ -217,8 +217,6 @@ void Merge(SummaryBucket& into, const SummaryBucket& b) {
   into.last_step = std::max(into.last_step, b.last_step);
 }
 
-}  // namespace
-
 // Only level 0 sees every slice; a bucket that closes rolls up into the level
 // above, so a slice costs one accumulation, not one per level. Buckets nest
 // exactly (four per parent), and every write is a merge, so a slice that
@@ -227,14 +225,13 @@ void Merge(SummaryBucket& into, const SummaryBucket& b) {
 void TrackSummaries::Close(Levels& levels, int level, std::vector<ClosedBucket>* closed) {
   Open& o = levels[level];
   if (o.summary.count == 0) return;
-  closed->push_back({level, o.bucket, o.summary, o.bucket > o.highest_closed});
-  o.highest_closed = std::max(o.highest_closed, o.bucket);
+  closed->push_back({level, o.bucket, o.summary});
   if (level + 1 < kNumSummaryLevels) {
     Open& up = levels[level + 1];
     const int64_t parent = o.bucket >> 2;
     if (up.summary.count > 0 && up.bucket != parent) Close(levels, level + 1, closed);
     if (up.summary.count == 0) Start(up, parent, level + 1, o.summary.depth);
-    Merge(up.summary, o.summary);
+    MergeBucket(up.summary, o.summary);
   }
   o.summary = SummaryBucket{};
 }
@@ -262,6 +259,221 @@ void TrackSummaries::CloseAll(std::vector<ClosedBucket>* closed) {
   // is closed in turn.
   for (Levels& levels : by_depth_)
     for (int level = 0; level < kNumSummaryLevels; ++level) Close(levels, level, closed);
+}
+
+// ---- Summary groups ----
+
+void AddToGroup(SummaryGroup& g, const SummaryBucket& b) {
+  auto& v = g.buckets;
+  if (v.empty() || v.back().start_ns < b.start_ns) {  // the usual case: buckets close in time order
+    v.push_back(b);
+    return;
+  }
+  auto it = std::lower_bound(v.begin(), v.end(), b.start_ns,
+                             [](const SummaryBucket& x, int64_t start) { return x.start_ns < start; });
+  if (it != v.end() && it->start_ns == b.start_ns) {
+    MergeBucket(*it, b);
+  } else {
+    v.insert(it, b);
+  }
+}
+
+GroupRow EncodeGroup(const SummaryGroup& g) {
+  GroupRow row;
+  row.first_bucket = g.first_bucket;
+  int64_t slice_base = INT64_MAX, step_base = INT64_MAX;
+  for (const SummaryBucket& b : g.buckets) {
+    slice_base = std::min(slice_base, b.longest_slice_id);
+    if (b.first_step >= 0) step_base = std::min<int64_t>(step_base, b.first_step);
+  }
+  row.slice_base = slice_base == INT64_MAX ? 0 : slice_base;
+  row.step_base = step_base == INT64_MAX ? 0 : step_base;
+  const int shift = SummaryShift(g.level);
+  std::string& t = row.text;
+  t.reserve(g.buckets.size() * 48 + 2);
+  t.push_back('[');
+  for (size_t i = 0; i < g.buckets.size(); ++i) {
+    const SummaryBucket& b = g.buckets[i];
+    const bool stepped = b.first_step >= 0;
+    std::array<int64_t, kGroupFields> f = {(b.start_ns >> shift) - g.first_bucket,
+                                           b.count,
+                                           b.longest_dur_ns,
+                                           b.longest_start_ns - b.start_ns,
+                                           b.longest_slice_id - row.slice_base,
+                                           b.longest_name_id,
+                                           static_cast<int64_t>(b.longest_kind),
+                                           stepped ? b.first_step - row.step_base : -1,
+                                           stepped ? std::max(0, b.last_step - b.first_step) : 0};
+    for (int k = 0; k < kNumTimelineKinds; ++k) f[9 + k] = b.kind_ns[k];
+    int n = kGroupFields;
+    while (n > kGroupMinFields && f[n - 1] == 0) --n;
+    if (i) t.push_back(',');
+    t.push_back('[');
+    for (int j = 0; j < n; ++j) {
+      if (j) t.push_back(',');
+      AppendInt(&t, f[j]);
+    }
+    t.push_back(']');
+  }
+  t.push_back(']');
+  return row;
+}
+
+absl::Status DecodeGroup(int level, int16_t depth, int64_t first_bucket, int64_t slice_base, int64_t step_base,
+                         int64_t count, std::string_view text, std::vector<SummaryBucket>* out, int64_t b0,
+                         int64_t b1) {
+  ChunkParser p(text);
+  const size_t first = out->size();
+  auto bad = [&](const std::string& what) {
+    out->resize(first);
+    return absl::DataLossError(absl::StrCat("slice_summary_groups row (level ", level, ", first bucket ", first_bucket,
+                                            ", depth ", depth, ") is damaged: ", what, " at byte ", p.offset(text),
+                                            " of its text"));
+  };
+  if (level < 0 || level >= kNumSummaryLevels) return bad(absl::StrCat("level ", level, " does not exist"));
+  const int shift = SummaryShift(level);
+  int64_t held = 0, prev_offset = -1;
+  if (!p.Eat('[')) return bad("expected '['");
+  if (!p.Eat(']')) {
+    do {
+      if (!p.Eat('[')) return bad("expected '[' opening a bucket");
+      std::array<int64_t, kGroupFields> f{};
+      int n = 0;
+      if (!p.Eat(']')) {
+        do {
+          if (n == kGroupFields) return bad(absl::StrCat("a bucket with more than ", kGroupFields, " fields"));
+          if (!p.Int(&f[n])) return bad("expected an integer");
+          ++n;
+        } while (p.Eat(','));
+        if (!p.Eat(']')) return bad("expected ']' closing a bucket");
+      }
+      if (n < kGroupMinFields) return bad(absl::StrCat("a bucket with fewer than ", kGroupMinFields, " fields"));
+      if (f[0] <= prev_offset || f[0] >= kGroupBuckets) return bad("a bucket offset out of order or range");
+      prev_offset = f[0];
+      if (f[1] < 1) return bad("a bucket holding no slices");
+      if (f[2] < 0) return bad("a negative duration");
+      if (f[5] < 0 || f[5] > INT32_MAX) return bad("a name_id out of range");
+      if (f[6] < 0 || f[6] >= kNumTimelineKinds) return bad("an unknown kind code");
+      if (f[7] < -1 || f[8] < 0 || (f[7] >= 0 && step_base + f[7] + f[8] > INT32_MAX))
+        return bad("a step out of range");
+      int64_t busy = 0;
+      for (int k = 0; k < kNumTimelineKinds; ++k) {
+        if (f[9 + k] < 0) return bad("a negative time by kind");
+        busy += f[9 + k];
+      }
+      ++held;
+      const int64_t bucket = first_bucket + f[0];
+      if (bucket < b0 || bucket > b1) continue;
+      SummaryBucket b;
+      b.start_ns = bucket << shift;
+      b.width_ns = int64_t{1} << shift;
+      b.depth = depth;
+      b.count = f[1];
+      b.longest_dur_ns = f[2];
+      b.longest_start_ns = b.start_ns + f[3];
+      b.longest_slice_id = slice_base + f[4];
+      b.longest_name_id = static_cast<int32_t>(f[5]);
+      b.longest_kind = static_cast<TimelineKind>(f[6]);
+      if (f[7] >= 0) {
+        b.first_step = static_cast<int32_t>(step_base + f[7]);
+        b.last_step = static_cast<int32_t>(step_base + f[7] + f[8]);
+      }
+      for (int k = 0; k < kNumTimelineKinds; ++k) b.kind_ns[k] = f[9 + k];
+      b.busy_ns = busy;
+      out->push_back(b);
+    } while (p.Eat(','));
+    if (!p.Eat(']')) return bad("expected ']' closing the group");
+  }
+  if (!p.AtEnd()) return bad("text after the group");
+  if (held != count) {
+    out->resize(first);
+    return absl::DataLossError(absl::StrCat("slice_summary_groups row (level ", level, ", first bucket ", first_bucket,
+                                            ", depth ", depth, ") is damaged: it says ", count, " buckets and holds ",
+                                            held));
+  }
+  return absl::OkStatus();
+}
+
+GroupWrite TrackGroups::Write(Newest& n, bool keep) {
+  GroupWrite w;
+  w.mode = n.row == Row::kMine   ? GroupWrite::Mode::kReplace
+           : n.row == Row::kNone ? GroupWrite::Mode::kInsert
+                                 : GroupWrite::Mode::kMerge;
+  w.current = keep;
+  n.highest_written = std::max(n.highest_written, n.group.first_bucket);
+  n.row = Row::kMine;  // once written (a failed write rolls the batch and this state back)
+  n.dirty = false;
+  if (keep) {
+    w.group = n.group;
+  } else {
+    w.group = std::move(n.group);
+    n.group = SummaryGroup{};
+    n.present = false;
+  }
+  return w;
+}
+
+void TrackGroups::Add(const ClosedBucket& c, std::vector<GroupWrite>* writes) {
+  const auto depth = static_cast<int16_t>(std::max<int16_t>(0, c.summary.depth));
+  if (static_cast<size_t>(depth) >= by_depth_.size()) by_depth_.resize(depth + 1);
+  Newest& n = by_depth_[depth][c.level];
+  const int64_t first = GroupOf(c.bucket);
+  if (n.present && first < n.group.first_bucket) {
+    // A late slice's bucket, in a group already written: merge it into the row.
+    GroupWrite w;
+    w.mode = GroupWrite::Mode::kMerge;
+    w.group.level = c.level;
+    w.group.depth = depth;
+    w.group.first_bucket = first;
+    w.group.buckets.push_back(c.summary);
+    writes->push_back(std::move(w));
+    return;
+  }
+  if (n.present && first > n.group.first_bucket) {
+    if (n.dirty) {
+      writes->push_back(Write(n, /*keep=*/false));
+    } else {
+      n.present = false;
+    }
+  }
+  if (!n.present) {
+    n.present = true;
+    n.dirty = false;
+    n.row = first > n.highest_written ? Row::kNone : Row::kUnknown;
+    n.group = SummaryGroup{c.level, depth, first, {}};
+  }
+  AddToGroup(n.group, c.summary);
+  n.dirty = true;
+}
+
+void TrackGroups::TakeDirty(std::vector<GroupWrite>* writes) {
+  for (auto& levels : by_depth_)
+    for (Newest& n : levels)
+      if (n.present && n.dirty) writes->push_back(Write(n, /*keep=*/true));
+}
+
+void TrackGroups::Adopt(const SummaryGroup& merged) {
+  if (static_cast<size_t>(merged.depth) >= by_depth_.size() || merged.level < 0 || merged.level >= kNumSummaryLevels)
+    return;
+  Newest& n = by_depth_[merged.depth][merged.level];
+  if (!n.present || n.group.first_bucket != merged.first_bucket) return;
+  n.group.buckets = merged.buckets;
+  n.row = Row::kMine;
+}
+
+void TrackGroups::DropBefore(int64_t cut_ns) {
+  for (auto& levels : by_depth_)
+    for (Newest& n : levels) {
+      if (!n.present) continue;
+      auto& v = n.group.buckets;
+      v.erase(std::remove_if(v.begin(), v.end(),
+                             [&](const SummaryBucket& b) { return b.start_ns + b.width_ns <= cut_ns; }),
+              v.end());
+      if (v.empty()) {
+        n.present = false;
+        n.dirty = false;
+      }
+    }
 }
 
 }  // namespace shardscope::store::internal

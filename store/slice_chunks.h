@@ -85,16 +85,12 @@ absl::Status DecodeChunkRow(sqlite3_stmt* row, std::vector<TimelineSlice>* out);
 
 // The level-of-detail accumulator of one track: an open bucket per depth and
 // level; a slice that starts in a later bucket closes the open one, which
-// goes to `closed` for the writer to store (merged with what the file already
+// goes to `closed` (for TrackGroups, below: merged with what the file already
 // has for that bucket, so late slices add to it rather than replace it).
 struct ClosedBucket {
   int level = 0;
   int64_t bucket = 0;      // start_ns >> level's shift
   SummaryBucket summary;
-  // Past every bucket this track closed before at its level and depth: no
-  // row of it can exist yet, so a plain insert will do (most rows; an insert
-  // that finds one anyway falls back to the merge).
-  bool fresh = true;
 };
 
 class TrackSummaries {
@@ -107,12 +103,101 @@ class TrackSummaries {
   struct Open {
     int64_t bucket = 0;
     SummaryBucket summary;
-    int64_t highest_closed = INT64_MIN;  // the last bucket written, for ClosedBucket::fresh
   };
   using Levels = std::array<Open, kNumSummaryLevels>;
   static void Close(Levels& levels, int level, std::vector<ClosedBucket>* closed);
   static void Start(Open& o, int64_t bucket, int level, int16_t depth);
   std::vector<Levels> by_depth_;
+};
+
+// Adds a bucket's figures to another's of the same place (a bucket written
+// open gaining later slices, or a child rolling up into its parent).
+void MergeBucket(SummaryBucket& into, const SummaryBucket& b);
+
+// Summary buckets are stored kGroupBuckets to a row of `slice_summary_groups`
+// (one track, depth and level; the group of bucket b starts at b rounded down
+// to a multiple of kGroupBuckets), as JSON text: one row per bucket cost a
+// fifth of the writer's time and made the whole-run view read ~50k rows.
+inline constexpr int kGroupBuckets = 32;
+inline constexpr int64_t GroupOf(int64_t bucket) { return bucket & ~int64_t{kGroupBuckets - 1}; }
+
+// Fields of one bucket in a group's text, in order; trailing zeros are left
+// out (at least kGroupMinFields are written):
+//   0 offset: bucket - first_bucket (0..31)   1 count   2 longest_dur_ns
+//   3 longest_start_ns - the bucket's start   4 longest_slice_id - slice_base
+//   5 longest_name_id   6 longest_kind (TimelineKind)
+//   7 first_step - step_base (-1: the bucket's slices carry no step)
+//   8 last_step - first_step
+//   9.. time by kind, in TimelineKind order (busy_ns is their sum)
+inline constexpr int kGroupFields = 9 + kNumTimelineKinds;
+inline constexpr int kGroupMinFields = 9;
+
+struct SummaryGroup {
+  int level = 0;
+  int16_t depth = 0;
+  int64_t first_bucket = 0;            // GroupOf(any of its buckets)
+  std::vector<SummaryBucket> buckets;  // by start, each of this level's width
+};
+
+// Puts `b` (a bucket of g's level and depth, inside g) in its place in g,
+// merging with the bucket already there.
+void AddToGroup(SummaryGroup& g, const SummaryBucket& b);
+
+// What a group row holds besides its text.
+struct GroupRow {
+  int64_t first_bucket = 0;
+  int64_t slice_base = 0;  // the smallest longest_slice_id
+  int64_t step_base = 0;   // the smallest first_step (0 when no bucket has one)
+  std::string text;
+};
+GroupRow EncodeGroup(const SummaryGroup& g);
+
+// Decodes a group row's buckets (level and depth given), appending them to
+// `out`; those outside [b0, b1] are skipped. A malformed text is DataLoss
+// naming the row, never a crash.
+absl::Status DecodeGroup(int level, int16_t depth, int64_t first_bucket, int64_t slice_base, int64_t step_base,
+                         int64_t count, std::string_view text, std::vector<SummaryBucket>* out,
+                         int64_t b0 = INT64_MIN, int64_t b1 = INT64_MAX);
+
+// One track's groups as the writer holds them: the newest group of each
+// depth and level stays in memory while its buckets close, and is written
+// when a bucket of a later group closes (or at a flush). A bucket closing in
+// an older group (a late slice) is merged into that group's row at once.
+struct GroupWrite {
+  enum class Mode {
+    kInsert,   // no row can exist yet (unless an earlier writer's): insert; if one is there, merge
+    kReplace,  // the row holds a part of what this holds: overwrite it
+    kMerge,    // a row may hold other buckets of it: read, merge, write
+  };
+  Mode mode = Mode::kInsert;
+  SummaryGroup group;
+  // The group is still this track's newest of its level and depth: after a
+  // merge the writer hands the merged buckets back (TrackGroups::Adopt).
+  bool current = false;
+};
+
+class TrackGroups {
+ public:
+  void Add(const ClosedBucket& c, std::vector<GroupWrite>* writes);
+  // Every newest group that gained a bucket since it was written (a flush).
+  void TakeDirty(std::vector<GroupWrite>* writes);
+  // The file's row of this group, merged with what memory held: memory now
+  // holds it all, and later writes overwrite the row.
+  void Adopt(const SummaryGroup& merged);
+  // The ring trim: forgets buckets that end at or before `cut_ns`.
+  void DropBefore(int64_t cut_ns);
+
+ private:
+  enum class Row : uint8_t { kNone, kMine, kUnknown };
+  struct Newest {
+    bool present = false;
+    bool dirty = false;
+    Row row = Row::kNone;
+    SummaryGroup group;
+    int64_t highest_written = INT64_MIN;  // first_bucket of the last group written
+  };
+  GroupWrite Write(Newest& n, bool keep);
+  std::vector<std::array<Newest, kNumSummaryLevels>> by_depth_;
 };
 
 int SummaryShift(int level);  // log2 of SummaryWidthNs(level)

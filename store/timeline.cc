@@ -116,6 +116,71 @@ absl::StatusOr<bool> TimelineReader::chunked() const {
   return chunked_ == 1;
 }
 
+absl::StatusOr<bool> TimelineReader::grouped() const {
+  if (grouped_ < 0) {
+    auto r = reader_.Query(
+        "SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'slice_summary_groups'");
+    if (!r.ok()) return r.status();
+    grouped_ = r->Int(0, "n") > 0 ? 1 : 0;
+  }
+  return grouped_ == 1;
+}
+
+// Version 3: 32 buckets to a row; the rows whose groups meet [b0, b1],
+// decoded natively (the whole-run view of a 10M-slice run is ~1.5k rows).
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadGroups(int64_t run_id, int64_t track_id,
+                                                                                    int level, int64_t t0,
+                                                                                    int64_t t1) const {
+  const int shift = internal::SummaryShift(level);
+  const int64_t b0 = t0 >> shift, b1 = (std::max(t1, t0 + 1) - 1) >> shift;
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  if (absl::Status st = q.Prepare(db,
+                                  "SELECT track_id, depth, first_bucket, slice_base, step_base, count, buckets"
+                                  " FROM slice_summary_groups WHERE run_id = ?1 AND level = ?2"
+                                  " AND first_bucket >= ?4 AND first_bucket <= ?5 AND (?3 < 0 OR track_id = ?3)");
+      !st.ok())
+    return st;
+  q.Int(1, run_id);
+  q.Int(2, level);
+  q.Int(3, track_id);
+  q.Int(4, internal::GroupOf(b0));
+  q.Int(5, b1);
+  // Rows come in key order (first_bucket, track, depth): decode them as they
+  // come, then order the rows (a few thousand), not the buckets.
+  struct Span {
+    int64_t track, first_bucket;
+    int16_t depth;
+    uint32_t begin, end;
+  };
+  std::vector<Span> spans;
+  std::vector<SummaryBucket> buckets;
+  absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+    const size_t begin = buckets.size();
+    const int64_t track = sqlite3_column_int64(s, 0), first_bucket = sqlite3_column_int64(s, 2);
+    const auto depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 1), 0, INT16_MAX));
+    const unsigned char* text = sqlite3_column_text(s, 6);
+    absl::Status st = internal::DecodeGroup(
+        level, depth, first_bucket, sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5),
+        text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, 6)) : "", &buckets, b0,
+        b1);
+    if (!st.ok()) return absl::DataLossError(absl::StrCat(reader_.path(), ": ", st.message(), "; run `shardscope check ",
+                                                          reader_.path(), "` for details"));
+    if (buckets.size() > begin)
+      spans.push_back({track, first_bucket, depth, static_cast<uint32_t>(begin), static_cast<uint32_t>(buckets.size())});
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.track, a.depth, a.first_bucket) < std::tie(b.track, b.depth, b.first_bucket);
+  });
+  std::vector<TrackBucket> out;
+  out.reserve(buckets.size());
+  for (const Span& sp : spans)
+    for (uint32_t i = sp.begin; i < sp.end; ++i) out.push_back({sp.track, buckets[i]});
+  return out;
+}
+
 absl::StatusOr<int64_t> TimelineReader::MaxChunkSpan(int64_t run_id, int64_t track_id) const {
   for (const auto& [run, track, span] : spans_)
     if (run == run_id && track == track_id) return span;
@@ -241,10 +306,13 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
   if (absl::Status st = CheckLevel(level); !st.ok()) return st;
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
+  auto is_grouped = grouped();
+  if (!is_grouped.ok()) return is_grouped.status();
+  if (*is_grouped) return ReadGroups(run_id, track_id, level, t0, t1);
   const int shift = internal::SummaryShift(level);
   sqlite3* db = reader_.connection();
   Stmt q;
-  // Version 1 stored no summaries: the same buckets by SQL (the bare columns
+  // Version 2 kept a row per bucket; version 1 stored no summaries: the same buckets by SQL (the bare columns
   // beside max(dur_ns) come from the longest slice's row). ?3 = -1: every track.
   const char* sql =
       *is_chunked

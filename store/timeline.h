@@ -119,10 +119,15 @@ class TimelineReader {
 
  private:
   absl::StatusOr<int64_t> MaxChunkSpan(int64_t run_id, int64_t track_id) const;
+  // True on a version-3 file (summaries 32 buckets to a row).
+  absl::StatusOr<bool> grouped() const;
+  absl::StatusOr<std::vector<TrackBucket>> ReadGroups(int64_t run_id, int64_t track_id, int level, int64_t t0,
+                                                      int64_t t1) const;
   absl::StatusOr<std::vector<TrackBucket>> ReadSummaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
                                                          int64_t t1) const;
   const Reader& reader_;
   mutable int chunked_ = -1;  // -1 unknown
+  mutable int grouped_ = -1;
   mutable std::vector<std::tuple<int64_t, int64_t, int64_t>> spans_;  // run, track, longest chunk
 };
 

@@ -81,14 +81,17 @@ constexpr StatDef kStatDefs[] = {
     {"event_not_object", "data_loss", "elements of traceEvents that are not objects: dropped"},
     {"missing_phase", "data_loss", "events without a \"ph\" (or with one that is not a string): dropped"},
     {"unknown_phase", "data_loss", "events whose \"ph\" is no phase of the Chrome trace event format: dropped"},
-    {"async_event_unsupported", "data_loss",
-     "async events (ph b/e/n, S/T/p/F): not imported (PyTorch profiler traces do not use them)"},
+    {"async_missing_id", "data_loss", "async events (ph b/e/n, S/T/p/F) without an \"id\": dropped"},
+    {"async_step_ignored", "info",
+     "async step events (ph T/p): skipped; the S..F slice they divide is kept whole"},
+    {"async_unmatched_end", "data_loss",
+     "async ends (ph e/F) with no open begin of that name on their (process, category, id) lane: dropped"},
     {"unsupported_phase", "info",
      "events of phases that carry no timeline slice here (object O/N/D, sample P, mark R, clock sync c, memory "
      "dump v/V, context ( )): skipped"},
     {"unmatched_end", "data_loss", "E events with no open B event on their thread: dropped"},
-    {"end_before_begin", "data_loss", "E events earlier than the B they close: the pair is dropped"},
-    {"begin_without_end", "data_loss", "B events never closed: kept, ending at the file's last timestamp"},
+    {"end_before_begin", "data_loss", "E (or async e/F) events earlier than the begin they close: the pair is dropped"},
+    {"begin_without_end", "data_loss", "B (or async b/S) events never closed: kept, ending at the file's last timestamp"},
     {"truncated_gzip", "data_loss", "files whose gzip stream ends early: the events before the cut are imported"},
     {"gzip_corrupt", "data_loss", "files whose gzip data is damaged: the events before the damage are imported"},
     {"truncated_json", "data_loss", "files whose JSON ends in the middle: the events before the cut are imported"},
@@ -386,9 +389,12 @@ struct Coll {
   int step = -1;
 };
 
+// AddSlice's thread: the event's own (pid, tid).
+constexpr uint32_t kOwnThread = UINT32_MAX;
+
 struct OpenBegin {
   TraceEvent event;
-  uint32_t thread = 0;
+  uint32_t thread = kOwnThread;  // an async lane (AsyncLaneOf), or the event's own thread
 };
 
 struct FileState {
@@ -429,7 +435,9 @@ class Importer {
   // phase 1
   absl::Status ReadFile(size_t index);
   void OnEvent(FileState& f, uint32_t file, TraceEvent& e);
-  void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur);
+  void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, uint32_t thread = kOwnThread);
+  void AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e);
+  uint32_t AsyncLaneOf(uint32_t file, const TraceEvent& e);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
@@ -557,6 +565,55 @@ uint32_t Importer::ProcessOf(uint32_t file, const TraceEvent& e) {
   return it->second;
 }
 
+// Async events (nestable b/e/n and the older S/T/p/F) go on a lane of their
+// own per (process, category, id), as Perfetto places them: the begins and
+// ends of one id nest on it, and the operations of different ids that
+// overlap in time (requests, prefetches) never pretend to nest.
+uint32_t Importer::AsyncLaneOf(uint32_t file, const TraceEvent& e) {
+  std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid), "\x1f" "async\x1f", e.cat,
+                                 "\x1f", e.id);
+  auto it = thread_index_.find(key);
+  if (it != thread_index_.end()) return it->second;
+  ThreadInfo t;
+  t.file = file;
+  t.process = ProcessOf(file, e);
+  t.tid_text = absl::StrCat("async ", e.id);
+  t.name = absl::StrCat(e.cat.empty() ? "async" : e.cat, " #", e.id);
+  threads_.push_back(std::move(t));
+  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
+  thread_index_.emplace(std::move(key), id);
+  return id;
+}
+
+void Importer::AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e) {
+  if (!e.has_id) return StatAt("async_missing_id", [&] { return Where(f, e); });
+  const uint32_t lane = AsyncLaneOf(file, e);
+  switch (e.ph[0]) {
+    case 'b':
+    case 'S':
+      f.open_begins[lane].push_back({e, lane});
+      return;
+    case 'n':
+      return AddSlice(f, file, e, 0, lane);
+    case 'T':
+    case 'p':
+      return StatAt("async_step_ignored", [&] { return Where(f, e); });
+    default: {  // e, F: the innermost open begin of that name (a nameless end: the innermost)
+      auto it = f.open_begins.find(lane);
+      if (it == f.open_begins.end()) return StatAt("async_unmatched_end", [&] { return Where(f, e); });
+      std::vector<OpenBegin>& open = it->second;
+      auto b = std::find_if(open.rbegin(), open.rend(), [&](const OpenBegin& o) {
+        return !e.has_name || e.name.empty() || o.event.name == e.name;
+      });
+      if (b == open.rend()) return StatAt("async_unmatched_end", [&] { return Where(f, e); });
+      OpenBegin begin = std::move(*b);
+      open.erase(std::next(b).base());
+      if (e.ts_ns < begin.event.ts_ns) return StatAt("end_before_begin", [&] { return Where(f, e); });
+      return AddSlice(f, file, begin.event, e.ts_ns - begin.event.ts_ns, lane);
+    }
+  }
+}
+
 uint32_t Importer::ThreadOf(uint32_t file, const TraceEvent& e) {
   std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid), "\x1f",
                                  e.tid.is_string ? "s" : "n", IdText(e.tid));
@@ -666,9 +723,9 @@ int64_t DtypeBytes(const std::string& dtype) {
   return 0;
 }
 
-void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur) {
+void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, uint32_t thread) {
   Lane lane = LaneOf(e);
-  uint32_t thread = ThreadOf(file, e);
+  if (thread == kOwnThread) thread = ThreadOf(file, e);
   ThreadInfo& t = threads_[thread];
   if (lane != kHostLane && t.local_device == -1) {
     // Kineto: args.device, else the GPU's pid is its index.
@@ -749,7 +806,10 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
   const char ph = e.ph[0];
   if (ph == '\0') return unusable("unknown_phase");  // "\u0000": strchr would match the terminator
   if (ph == 'M') return Metadata(file, e);
-  if (std::strchr("beSTpFn", ph)) return StatAt("async_event_unsupported", [&] { return Where(f, e); });
+  if (std::strchr("beSTpFn", ph)) {
+    if (e.ts_state != TraceEvent::Num::kOk) return unusable("bad_timestamp");
+    return AsyncEvent(f, file, e);
+  }
   if (std::strchr("ONDPRcvV()", ph)) return StatAt("unsupported_phase", [&] { return Where(f, e); });
   if (!std::strchr("XBEiICstf", ph)) return unusable("unknown_phase");
   if (e.ts_state != TraceEvent::Num::kOk) return unusable("bad_timestamp");
@@ -760,7 +820,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       if (e.dur_ns < 0) return unusable("x_event_negative_dur");
       return AddSlice(f, file, e, e.dur_ns);
     case 'B':
-      f.open_begins[ThreadOf(file, e)].push_back({e, 0});
+      f.open_begins[ThreadOf(file, e)].push_back({e, kOwnThread});
       return;
     case 'E': {
       auto it = f.open_begins.find(ThreadOf(file, e));
@@ -870,7 +930,7 @@ absl::Status Importer::ReadFile(size_t index) {
     for (OpenBegin& b : open) {
       Stat("begin_without_end", Where(f, b.event));
       int64_t end = std::max(f.last_ts, b.event.ts_ns);
-      AddSlice(f, file, b.event, end - b.event.ts_ns);
+      AddSlice(f, file, b.event, end - b.event.ts_ns, b.thread);
     }
   }
   f.open_begins.clear();

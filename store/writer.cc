@@ -312,11 +312,95 @@ class Writer::Db {
     if (*slices != "0") {
       if (absl::Status st = ConvertV1Slices(); !st.ok()) return st;
     }
+    auto rows = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'slice_summaries'");
+    if (!rows.ok()) return rows.status();
+    if (*rows != "0") {
+      if (absl::Status st = ConvertV2Summaries(); !st.ok()) return st;
+    }
     auto summary = QueryText("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'step_device_summary'");
     if (!summary.ok()) return summary.status();
     if (summary->find("host_wait_ns") == std::string::npos) {
       return internal::Exec(db_, absl::StrCat("DROP VIEW IF EXISTS step_device_summary;", SchemaSql()));
     }
+    return absl::OkStatus();
+  }
+
+  // Version 2 kept a row per summary bucket in a `slice_summaries` table;
+  // version 3 keeps them in groups (slice_summary_groups) behind a view of
+  // that name. The rows are regrouped as they are, in one transaction.
+  absl::Status ConvertV2Summaries() {
+    if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
+    auto fail = [&](absl::Status st) {
+      internal::Exec(db_, "ROLLBACK").IgnoreError();
+      run_id_ = 0;
+      return absl::Status(st.code(), absl::StrCat("migrating summaries to schema version 3 (groups): ", st.message()));
+    };
+    auto again = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = 'slice_summaries'");
+    if (!again.ok()) return fail(again.status());
+    if (*again == "0") return internal::Exec(db_, "COMMIT");
+    Stmt rows;
+    if (absl::Status st = rows.Prepare(
+            db_,
+            "SELECT run_id, track_id, level, depth, bucket, count, busy_ns, compute_ns, collective_ns, transfer_ns,"
+            " host_ns, compile_ns, host_wait_ns, longest_slice_id, longest_start_ns, longest_dur_ns, longest_name_id,"
+            " longest_kind, first_step, last_step FROM slice_summaries"
+            " ORDER BY run_id, track_id, level, depth, bucket");
+        !st.ok())
+      return fail(st);
+    internal::SummaryGroup g;
+    int64_t track = -1;
+    auto put = [&]() -> absl::Status {
+      if (g.buckets.empty()) return absl::OkStatus();
+      absl::Status st = PutGroup(tl_.group_insert, track, g);
+      g.buckets.clear();
+      return st;
+    };
+    int rc;
+    while ((rc = sqlite3_step(rows.get())) == SQLITE_ROW) {
+      sqlite3_stmt* r = rows.get();
+      auto col = [&](int i) { return sqlite3_column_int64(r, i); };
+      const int level = static_cast<int>(col(2));
+      if (level < 0 || level >= kNumSummaryLevels) continue;  // no reader could place it
+      const int64_t run = col(0), tr = col(1), bucket = col(4);
+      const auto depth = static_cast<int16_t>(std::clamp<int64_t>(col(3), 0, INT16_MAX));
+      if (run != run_id_ || tr != track || level != g.level || depth != g.depth ||
+          internal::GroupOf(bucket) != g.first_bucket) {
+        if (absl::Status st = put(); !st.ok()) return fail(st);
+        run_id_ = run;
+        track = tr;
+        g.level = level;
+        g.depth = depth;
+        g.first_bucket = internal::GroupOf(bucket);
+      }
+      SummaryBucket b;
+      const int shift = internal::SummaryShift(level);
+      b.start_ns = bucket << shift;
+      b.width_ns = int64_t{1} << shift;
+      b.depth = depth;
+      b.count = std::max<int64_t>(1, col(5));
+      for (int k = 0; k < kNumTimelineKinds; ++k) b.kind_ns[k] = std::max<int64_t>(0, col(7 + k));
+      b.busy_ns = col(6);
+      b.longest_slice_id = col(13);
+      b.longest_start_ns = col(14);
+      b.longest_dur_ns = std::max<int64_t>(0, col(15));
+      b.longest_name_id = static_cast<int32_t>(std::clamp<int64_t>(col(16), 0, INT32_MAX));
+      const int64_t kind = col(17);
+      b.longest_kind = kind >= 0 && kind < kNumTimelineKinds ? static_cast<TimelineKind>(kind) : TimelineKind::kCompute;
+      if (sqlite3_column_type(r, 18) != SQLITE_NULL && col(18) >= 0) {
+        b.first_step = static_cast<int32_t>(std::min<int64_t>(col(18), INT32_MAX));
+        b.last_step = static_cast<int32_t>(std::clamp<int64_t>(col(19), b.first_step, INT32_MAX));
+      }
+      internal::AddToGroup(g, b);
+    }
+    if (rc != SQLITE_DONE) return fail(absl::DataLossError(internal::DbError(db_)));
+    if (absl::Status st = put(); !st.ok()) return fail(st);
+    rows = Stmt();
+    run_id_ = 0;
+    absl::Status st = internal::Exec(
+        db_, absl::StrCat("DROP TABLE slice_summaries;", SchemaSql(), "UPDATE meta SET value = '", kSchemaVersion,
+                          "' WHERE key = 'schema_version';"));
+    if (!st.ok()) return fail(st);
+    if (st = internal::Exec(db_, "COMMIT"); !st.ok()) return fail(st);
     return absl::OkStatus();
   }
 
@@ -405,26 +489,19 @@ class Writer::Db {
         {&tl_.chunk,
          "INSERT INTO slice_chunks(run_id, track_id, step, graph_id, start_ns, end_ns, first_slice_id, count, slices)"
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
-        // A bucket closed earlier gains the slices that arrive late for it.
-        {&tl_.summary,
-         "INSERT INTO slice_summaries VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"
-         " ON CONFLICT(run_id, level, bucket, track_id, depth) DO UPDATE SET"
-         " count = count + excluded.count, busy_ns = busy_ns + excluded.busy_ns,"
-         " compute_ns = compute_ns + excluded.compute_ns, collective_ns = collective_ns + excluded.collective_ns,"
-         " transfer_ns = transfer_ns + excluded.transfer_ns, host_ns = host_ns + excluded.host_ns,"
-         " compile_ns = compile_ns + excluded.compile_ns, host_wait_ns = host_wait_ns + excluded.host_wait_ns,"
-         " longest_slice_id = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_slice_id ELSE longest_slice_id END,"
-         " longest_start_ns = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_start_ns ELSE longest_start_ns END,"
-         " longest_name_id = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_name_id ELSE longest_name_id END,"
-         " longest_kind = CASE WHEN excluded.longest_dur_ns > longest_dur_ns THEN excluded.longest_kind ELSE longest_kind END,"
-         " longest_dur_ns = max(longest_dur_ns, excluded.longest_dur_ns),"
-         " first_step = coalesce(min(first_step, excluded.first_step), first_step, excluded.first_step),"
-         " last_step = coalesce(max(last_step, excluded.last_step), last_step, excluded.last_step)"},
-        // The same row where none can exist yet (ClosedBucket::fresh): half
-        // the cost of the merge above, and most rows are new.
-        {&tl_.summary_insert,
-         "INSERT OR IGNORE INTO slice_summaries VALUES"
-         " (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16,?17,?18,?19,?20)"},
+        // Level-of-detail groups (slice_chunks.h, TrackGroups).
+        {&tl_.group_insert,
+         "INSERT OR IGNORE INTO slice_summary_groups(run_id, track_id, level, depth, first_bucket, count,"
+         " slice_base, step_base, buckets) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&tl_.group_replace,
+         "INSERT OR REPLACE INTO slice_summary_groups(run_id, track_id, level, depth, first_bucket, count,"
+         " slice_base, step_base, buckets) VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
+        {&tl_.group_read,
+         "SELECT slice_base, step_base, count, buckets FROM slice_summary_groups"
+         " WHERE run_id = ?1 AND level = ?2 AND first_bucket = ?3 AND track_id = ?4 AND depth = ?5"},
+        {&tl_.group_delete,
+         "DELETE FROM slice_summary_groups"
+         " WHERE run_id = ?1 AND level = ?2 AND first_bucket = ?3 AND track_id = ?4 AND depth = ?5"},
         {&tl_.bounds,
          "INSERT INTO step_bounds VALUES (?1,?2,?3,?4,?5) ON CONFLICT(run_id, clock, step) DO UPDATE SET"
          " start_ns = min(start_ns, excluded.start_ns), end_ns = max(end_ns, excluded.end_ns)"},
@@ -654,6 +731,7 @@ class Writer::Db {
   struct TrackState {
     internal::ChunkEncoder chunk;
     internal::TrackSummaries summaries;
+    internal::TrackGroups groups;
     // For the run's aggregates (RunAggregates), of the open chunk: its compute
     // and collective kernels' first start and last end, and its slices' ops.
     int64_t kernels_start = INT64_MAX, kernels_end = INT64_MIN;
@@ -686,7 +764,7 @@ class Writer::Db {
       else aggregates_exact_ = false;
     }
     ts.summaries.Add(t, &closed_);
-    return WriteClosed();
+    return closed_.empty() ? absl::OkStatus() : WriteClosed(ts);
   }
 
   absl::Status EmitChunk(int64_t track, TrackState& ts) {
@@ -723,33 +801,66 @@ class Writer::Db {
     return absl::OkStatus();
   }
 
-  absl::Status WriteClosed() {
-    auto write = [&](Stmt& s, const internal::ClosedBucket& c) {
-      const SummaryBucket& b = c.summary;
-      s.Int(1, run_id_); s.Int(2, current_track_); s.Int(3, c.level); s.Int(4, b.depth); s.Int(5, c.bucket);
-      s.Int(6, b.count); s.Int(7, b.busy_ns);
-      for (int k = 0; k < kNumTimelineKinds; ++k) s.Int(8 + k, b.kind_ns[k]);
-      s.Int(14, b.longest_slice_id); s.Int(15, b.longest_start_ns); s.Int(16, b.longest_dur_ns);
-      s.Int(17, b.longest_name_id); s.Int(18, static_cast<int64_t>(b.longest_kind));
-      s.IntOrNull(19, b.first_step); s.IntOrNull(20, b.last_step);
-      return s.Run();
-    };
-    for (const internal::ClosedBucket& c : closed_) {
-      absl::Status st;
-      if (c.fresh) {
-        st = write(tl_.summary_insert, c);
-        // The row was there after all (a writer before this one): merge into it.
-        if (st.ok() && sqlite3_changes(db_) == 0) st = write(tl_.summary, c);
-      } else {
-        st = write(tl_.summary, c);
-      }
-      if (!st.ok()) {
-        closed_.clear();
-        return st;
-      }
-    }
+  // The buckets TrackSummaries closed go into their groups; groups that are
+  // done (or, at a flush, every group that changed) are written.
+  absl::Status WriteClosed(TrackState& ts) {
+    for (const internal::ClosedBucket& c : closed_) ts.groups.Add(c, &writes_);
     closed_.clear();
+    return WriteGroups(ts);
+  }
+
+  absl::Status WriteGroups(TrackState& ts) {
+    absl::Status st;
+    for (internal::GroupWrite& w : writes_) {
+      st = WriteGroup(ts, w);
+      if (!st.ok()) break;
+    }
+    writes_.clear();
+    return st;
+  }
+
+  absl::Status WriteGroup(TrackState& ts, internal::GroupWrite& w) {
+    using Mode = internal::GroupWrite::Mode;
+    if (w.mode == Mode::kReplace) return PutGroup(tl_.group_replace, current_track_, w.group);
+    if (w.mode == Mode::kInsert) {
+      if (absl::Status st = PutGroup(tl_.group_insert, current_track_, w.group); !st.ok()) return st;
+      if (sqlite3_changes(db_) > 0) return absl::OkStatus();
+      // The row was there after all (a writer before this one): merge into it.
+    }
+    Stmt& r = tl_.group_read;
+    r.Int(1, run_id_); r.Int(2, w.group.level); r.Int(3, w.group.first_bucket); r.Int(4, current_track_);
+    r.Int(5, w.group.depth);
+    internal::SummaryGroup merged{w.group.level, w.group.depth, w.group.first_bucket, {}};
+    absl::Status st;
+    if (int rc = sqlite3_step(r.get()); rc == SQLITE_ROW) {
+      const unsigned char* text = sqlite3_column_text(r.get(), 3);
+      st = internal::DecodeGroup(
+          w.group.level, w.group.depth, w.group.first_bucket, sqlite3_column_int64(r.get(), 0),
+          sqlite3_column_int64(r.get(), 1), sqlite3_column_int64(r.get(), 2),
+          text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(r.get(), 3)) : "",
+          &merged.buckets);
+    } else if (rc != SQLITE_DONE) {
+      st = absl::InternalError(internal::DbError(db_));
+    }
+    sqlite3_reset(r.get());
+    if (!st.ok()) return st;
+    for (const SummaryBucket& b : w.group.buckets) internal::AddToGroup(merged, b);
+    if (st = PutGroup(tl_.group_replace, current_track_, merged); !st.ok()) return st;
+    if (w.current) ts.groups.Adopt(merged);
     return absl::OkStatus();
+  }
+
+  absl::Status PutGroup(Stmt& s, int64_t track, const internal::SummaryGroup& g) {
+    if (g.buckets.empty()) {  // everything it held was trimmed away
+      Stmt& d = tl_.group_delete;
+      d.Int(1, run_id_); d.Int(2, g.level); d.Int(3, g.first_bucket); d.Int(4, track); d.Int(5, g.depth);
+      return d.Run();
+    }
+    internal::GroupRow row = internal::EncodeGroup(g);
+    s.Int(1, run_id_); s.Int(2, track); s.Int(3, g.level); s.Int(4, g.depth); s.Int(5, row.first_bucket);
+    s.Int(6, static_cast<int64_t>(g.buckets.size())); s.Int(7, row.slice_base); s.Int(8, row.step_base);
+    s.Text(9, row.text);
+    return s.Run();
   }
 
   // Writes every open chunk and, with `summaries`, every open summary bucket:
@@ -769,7 +880,9 @@ class Writer::Db {
         if (absl::Status st = EmitChunk(track, ts); !st.ok()) return st;
       if (!summaries) continue;
       ts.summaries.CloseAll(&closed_);
-      if (absl::Status st = WriteClosed(); !st.ok()) return st;
+      if (absl::Status st = WriteClosed(ts); !st.ok()) return st;
+      ts.groups.TakeDirty(&writes_);
+      if (absl::Status st = WriteGroups(ts); !st.ok()) return st;
     }
     if (summaries) summaries_flushed_ = std::chrono::steady_clock::now();
     return absl::OkStatus();
@@ -824,6 +937,65 @@ class Writer::Db {
     return Tag(WriteCaptureNote(), "runs", run_id_);
   }
 
+  // The ring trim of the level of detail: per clock, groups that end before
+  // the first kept step go, groups that straddle it lose the buckets before
+  // it, in the file and in memory alike.
+  absl::Status TrimSummaries(int64_t last_dropped_step) {
+    std::vector<std::pair<std::string, int64_t>> cuts;
+    {
+      Stmt q;
+      if (absl::Status st = q.Prepare(db_, "SELECT clock, min(start_ns) FROM step_bounds WHERE run_id = ?1 AND step > ?2"
+                                           " GROUP BY clock");
+          !st.ok())
+        return st;
+      q.Int(1, run_id_); q.Int(2, last_dropped_step);
+      while (sqlite3_step(q.get()) == SQLITE_ROW)
+        cuts.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 0)), sqlite3_column_int64(q.get(), 1));
+    }
+    for (const auto& [clock, cut] : cuts) {
+      constexpr char kOfClock[] = " run_id = ?1 AND track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2)";
+      Stmt whole, part;
+      if (absl::Status st = whole.Prepare(
+              db_, absl::StrCat("DELETE FROM slice_summary_groups WHERE", kOfClock, " AND ((first_bucket + ",
+                                internal::kGroupBuckets, ") << (", internal::SummaryShift(0), " + 2 * level)) <= ?3"));
+          !st.ok())
+        return st;
+      whole.Int(1, run_id_); whole.Text(2, clock); whole.Int(3, cut);
+      if (absl::Status st = whole.Run(); !st.ok()) return st;
+      if (absl::Status st = part.Prepare(
+              db_, absl::StrCat("SELECT track_id, level, depth, first_bucket, slice_base, step_base, count, buckets"
+                                " FROM slice_summary_groups WHERE", kOfClock, " AND (first_bucket << (",
+                                internal::SummaryShift(0), " + 2 * level)) < ?3"));
+          !st.ok())
+        return st;
+      part.Int(1, run_id_); part.Text(2, clock); part.Int(3, cut);
+      std::vector<std::pair<int64_t, internal::SummaryGroup>> kept;
+      int rc;
+      while ((rc = sqlite3_step(part.get())) == SQLITE_ROW) {
+        sqlite3_stmt* r = part.get();
+        internal::SummaryGroup g{static_cast<int>(sqlite3_column_int64(r, 1)),
+                                 static_cast<int16_t>(sqlite3_column_int64(r, 2)), sqlite3_column_int64(r, 3), {}};
+        const unsigned char* text = sqlite3_column_text(r, 7);
+        absl::Status st = internal::DecodeGroup(
+            g.level, g.depth, g.first_bucket, sqlite3_column_int64(r, 4), sqlite3_column_int64(r, 5),
+            sqlite3_column_int64(r, 6),
+            text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(r, 7)) : "", &g.buckets);
+        if (!st.ok()) return st;
+        std::erase_if(g.buckets, [&](const SummaryBucket& b) { return b.start_ns + b.width_ns <= cut; });
+        kept.emplace_back(sqlite3_column_int64(r, 0), std::move(g));
+      }
+      if (rc != SQLITE_DONE) return absl::InternalError(internal::DbError(db_));
+      part = Stmt();
+      for (const auto& [track, g] : kept)
+        if (absl::Status st = PutGroup(tl_.group_replace, track, g); !st.ok()) return st;
+      std::vector<int64_t> ids;
+      for (const auto& [track, ts] : tracks_)
+        if (ClockOf(track) == clock) ids.push_back(track);
+      for (int64_t track : ids) Touch(track).groups.DropBefore(cut);
+    }
+    return absl::OkStatus();
+  }
+
   // --trace-ring: step `step` ended; the timeline of steps before the ring goes.
   absl::Status TrimRing(int64_t step) {
     const int64_t cut = step - ring_steps_;  // steps <= cut are dropped
@@ -831,15 +1003,10 @@ class Writer::Db {
     const std::string run = absl::StrCat(run_id_), last = absl::StrCat(cut);
     // Buckets that end before the first kept step's start, per clock; a
     // bucket straddling the cut keeps what it counted (the note says so).
+    if (absl::Status st = TrimSummaries(cut); !st.ok()) return st;
     absl::Status st = internal::Exec(
-        db_, absl::StrCat(
-                 "DELETE FROM slice_summaries WHERE run_id = ", run, " AND EXISTS (SELECT 1 FROM tracks t"
-                 " WHERE t.run_id = ", run, " AND t.track_id = slice_summaries.track_id AND"
-                 " ((slice_summaries.bucket + 1) << (", internal::SummaryShift(0), " + 2 * slice_summaries.level)) <="
-                 " (SELECT min(b.start_ns) FROM step_bounds b WHERE b.run_id = ", run,
-                 " AND b.clock = t.clock AND b.step > ", last, "));"
-                 " DELETE FROM slice_chunks WHERE run_id = ", run, " AND step <= ", last, ";"
-                 " DELETE FROM step_bounds WHERE run_id = ", run, " AND step <= ", last, ";"));
+        db_, absl::StrCat(" DELETE FROM slice_chunks WHERE run_id = ", run, " AND step <= ", last, ";"
+                          " DELETE FROM step_bounds WHERE run_id = ", run, " AND step <= ", last, ";"));
     if (!st.ok()) return st;
     trimmed_through_ = cut;
     ring_note_ = absl::StrCat("timeline kept for the last ", ring_steps_, " steps only (a ring): steps up to ", cut,
@@ -1015,7 +1182,7 @@ class Writer::Db {
   sqlite3* db_ = nullptr;
   Stmts stmts_;
   struct TimelineStmts {
-    Stmt chunk, summary, summary_insert, bounds, track_clock, page_count;
+    Stmt chunk, group_insert, group_replace, group_read, group_delete, bounds, track_clock, page_count;
   } tl_;
   std::unordered_map<int64_t, TrackState> tracks_;
   std::unordered_map<int64_t, std::optional<TrackState>> snapshots_;
@@ -1025,6 +1192,7 @@ class Writer::Db {
   bool aggregates_exact_ = true;
   std::unordered_map<int64_t, std::string> track_clock_;
   std::vector<internal::ClosedBucket> closed_;
+  std::vector<internal::GroupWrite> writes_;
   int64_t current_track_ = 0;  // the track closed_ belongs to
   int ring_steps_ = 0;
   int64_t max_capture_bytes_ = 0, page_size_ = 4096;

@@ -58,19 +58,21 @@ absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Rea
   // (CROSS JOIN keeps that order): joined freely, the planner put `ops`
   // outside and scanned every kernel of the graph once per op — 10 s of a
   // 240k-slice run's report.
-  auto q = reader.Query(
+  // A run without ops (an imported trace, a file from before them) has nothing to score.
+  auto profile = reader.Query("SELECT profile FROM ops WHERE run_id = ?1 LIMIT 1", {run});
+  if (!profile.ok()) return profile.status();
+  if (profile->rows.empty()) return std::optional<CostModelError>();
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  absl::Status st = reader.ForEachIntRow(
       "WITH k AS MATERIALIZED (SELECT s.graph_id, s.op_id, s.dur_ns FROM slices s"
       "   WHERE s.run_id = ?1 AND s.kind = 'compute' AND s.depth = 0"
       "   AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device'))"
-      " SELECT k.dur_ns AS measured, o.modeled_ns AS modeled, o.profile AS profile"
+      " SELECT k.dur_ns AS measured, o.modeled_ns AS modeled"
       " FROM k CROSS JOIN ops o ON o.run_id = ?1 AND o.graph_id = k.graph_id AND o.op_id = k.op_id",
-      {run});
-  if (!q.ok()) return q.status();
-  if (q->rows.empty()) return std::optional<CostModelError>();
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  pairs.reserve(q->rows.size());
-  for (size_t i = 0; i < q->rows.size(); ++i) pairs.push_back({q->Int(i, "measured"), q->Int(i, "modeled")});
-  return std::optional<CostModelError>(ScoreCostModel(pairs, q->Text(0, "profile")));
+      {run}, 0, [&](const std::vector<int64_t>& row) { pairs.push_back({row[0], row[1]}); });
+  if (!st.ok()) return st;
+  if (pairs.empty()) return std::optional<CostModelError>();
+  return std::optional<CostModelError>(ScoreCostModel(pairs, profile->Text(0, "profile")));
 }
 
 std::string CostModelErrorLine(const CostModelError& e) {

@@ -636,8 +636,8 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
       {"bad_timestamp", {1, "data_loss"}},   {"x_event_bad_dur", {2, "data_loss"}},
       {"x_event_negative_dur", {1, "data_loss"}}, {"bad_pid_tid", {1, "data_loss"}},
       {"unknown_phase", {2, "data_loss"}},   {"missing_phase", {1, "data_loss"}},
-      {"async_event_unsupported", {1, "data_loss"}}, {"event_not_object", {4, "data_loss"}},
-      {"unmatched_end", {1, "data_loss"}},   {"begin_without_end", {1, "data_loss"}},
+      {"event_not_object", {4, "data_loss"}},
+      {"unmatched_end", {1, "data_loss"}},   {"begin_without_end", {2, "data_loss"}},
       {"slice_overlaps_parent", {1, "info"}}, {"flow_without_target", {1, "info"}},
       {"counter_not_numeric", {1, "info"}},   {"unusable_x_events_over_1pct", {1, "error"}},
   };
@@ -649,11 +649,65 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
   auto kept = e2e::Q(db, "SELECT name, depth, dur_ns FROM events ORDER BY slice_id");
   std::set<std::string> names;
   for (size_t i = 0; i < kept.rows.size(); ++i) names.insert(kept.Text(i, "name"));
-  EXPECT_EQ(names, (std::set<std::string>{"good", "child", "5", "opened", "closed", "overlaps"}));
+  EXPECT_EQ(names, (std::set<std::string>{"good", "child", "5", "async", "opened", "closed", "overlaps"}));
   // The clipped slice ends with its parent; the unclosed B ends with the file.
   EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'overlaps'"), 5000);
   EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'opened'"), 45000);
   EXPECT_TRUE(absl::StrContains(o.text, "warning: more than 1%")) << o.text;
+  ExpectProperNesting(db);
+}
+
+// Async events, as Chrome, Perfetto's SDK and many servers write them: one
+// lane per (process, category, id); b/e nest on it (an end closes the
+// innermost open begin of its name), n is an instant, the older S..F pair is
+// one slice (its T/p steps are counted, not drawn); operations of two ids that
+// overlap get two lanes rather than a false nesting.
+TEST(ImportE2e, AsyncEventsGetALanePerId) {
+  const std::string text = R"({"traceEvents": [
+    {"ph": "X", "name": "main work", "ts": 0, "dur": 1000, "pid": 7, "tid": 1},
+    {"ph": "b", "name": "request", "cat": "net", "id": "0x1", "ts": 100, "pid": 7, "tid": 1},
+    {"ph": "b", "name": "dns", "cat": "net", "id": "0x1", "ts": 110, "pid": 7, "tid": 1},
+    {"ph": "b", "name": "request", "cat": "net", "id": "0x2", "ts": 150, "pid": 7, "tid": 3},
+    {"ph": "n", "name": "retry", "cat": "net", "id": "0x1", "ts": 120, "pid": 7, "tid": 1},
+    {"ph": "e", "name": "dns", "cat": "net", "id": "0x1", "ts": 130, "pid": 7, "tid": 1},
+    {"ph": "e", "name": "request", "cat": "net", "id": "0x1", "ts": 300, "pid": 7, "tid": 1},
+    {"ph": "e", "name": "request", "cat": "net", "id": "0x2", "ts": 400, "pid": 7, "tid": 3},
+    {"ph": "S", "name": "load", "cat": "io", "id": 5, "ts": 200, "pid": 7, "tid": 1},
+    {"ph": "T", "name": "load", "cat": "io", "id": 5, "ts": 250, "pid": 7, "tid": 1, "args": {"step": "parse"}},
+    {"ph": "F", "name": "load", "cat": "io", "id": 5, "ts": 600, "pid": 7, "tid": 1},
+    {"ph": "e", "name": "never begun", "cat": "net", "id": "0x9", "ts": 700, "pid": 7, "tid": 1},
+    {"ph": "b", "name": "no id", "cat": "net", "ts": 700, "pid": 7, "tid": 1}
+  ]})";
+  const std::string db = e2e::TempDb("import_async");
+  e2e::Output o = ImportText("async.json", text, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto stats = Stats(db);
+  EXPECT_EQ(stats["async_step_ignored"], (std::pair<int64_t, std::string>{1, "info"}));
+  EXPECT_EQ(stats["async_unmatched_end"], (std::pair<int64_t, std::string>{1, "data_loss"}));
+  EXPECT_EQ(stats["async_missing_id"], (std::pair<int64_t, std::string>{1, "data_loss"}));
+  EXPECT_FALSE(stats.count("begin_without_end")) << o.text;
+  auto rows = e2e::Q(db,
+                     "SELECT e.name, e.depth, e.start_ns, e.dur_ns, t.name AS track FROM events e"
+                     " JOIN tracks t ON t.run_id = e.run_id AND t.track_id = e.track_id ORDER BY e.start_ns, e.depth");
+  std::map<std::string, std::tuple<int64_t, int64_t, int64_t, std::string>> by_name;  // depth, start, dur, track
+  for (size_t i = 0; i < rows.rows.size(); ++i)
+    by_name[rows.Text(i, "name") + "@" + std::to_string(rows.Int(i, "start_ns") / 1000)] = {
+        rows.Int(i, "depth"), rows.Int(i, "start_ns"), rows.Int(i, "dur_ns"), rows.Text(i, "track")};
+  ASSERT_EQ(by_name.size(), 6u) << o.text;
+  auto track = [&](const std::string& k) { return std::get<3>(by_name[k]); };
+  EXPECT_EQ(std::get<2>(by_name["request@100"]), 200000);
+  EXPECT_EQ(std::get<0>(by_name["request@100"]), 0);
+  EXPECT_EQ(std::get<0>(by_name["dns@110"]), 1);  // inside the request of its id
+  EXPECT_EQ(std::get<2>(by_name["dns@110"]), 20000);
+  EXPECT_EQ(std::get<2>(by_name["retry@120"]), 0);
+  EXPECT_EQ(track("dns@110"), track("request@100"));
+  EXPECT_EQ(track("retry@120"), track("request@100"));
+  EXPECT_NE(track("request@150"), track("request@100"));  // overlapping ids: two lanes
+  EXPECT_EQ(std::get<0>(by_name["request@150"]), 0);
+  EXPECT_EQ(std::get<2>(by_name["load@200"]), 400000);  // S..F, the T step inside it
+  EXPECT_NE(track("load@200"), track("main work@0"));
+  EXPECT_TRUE(absl::StrContains(track("request@100"), "net #0x1")) << track("request@100");
+  EXPECT_TRUE(absl::StrContains(track("load@200"), "io #5")) << track("load@200");
   ExpectProperNesting(db);
 }
 

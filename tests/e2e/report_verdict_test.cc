@@ -82,6 +82,19 @@ TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
   EXPECT_EQ(svgs, 3u);  // steps, per-chip parts, the median step drawn small
   EXPECT_TRUE(absl::StrContains(html.text, "<h2>Metrics</h2>"));
   e2e::ExpectSelfContainedHtml(html.text);
+  // The metrics report closes every form, with the counters `shardscope metrics` prints.
+  ASSERT_TRUE(j["metrics"].is_object()) << j.dump().substr(0, 400);
+  int64_t mark_steps = -1;
+  for (const json& c : j["metrics"]["counters"])
+    if (c["name"] == "MarkStep") mark_steps = c["value"].get<int64_t>();
+  EXPECT_EQ(mark_steps, 4);
+  e2e::Output metrics = e2e::Shell(absl::StrCat("(", Cli("metrics " + db), " 2>/dev/null)"));
+  for (const char* format : {"text", "md"}) {
+    e2e::Output o = e2e::Shell(absl::StrCat("(", Cli("report " + db + " --format " + format), " 2>/dev/null)"));
+    ASSERT_EQ(o.code, 0);
+    EXPECT_TRUE(absl::StrContains(o.text, format == std::string("md") ? "## Metrics" : "\nMetrics\n")) << format;
+    EXPECT_TRUE(absl::StrContains(o.text, metrics.text)) << format;
+  }
 }
 
 }  // namespace

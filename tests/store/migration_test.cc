@@ -9,11 +9,14 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "store/reader.h"
 #include "store/schema.h"
+#include "store/timeline.h"
 #include "store/writer.h"
 
 namespace shardscope::store {
@@ -160,7 +163,7 @@ TEST(Migration, AVersion1FileFromTheLastReleaseMigratesToChunks) {
   }
   auto r = Reader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->schema_version(), 2);
+  EXPECT_EQ(r->schema_version(), kSchemaVersion);
   EXPECT_EQ(all_slices(*r), before);
   auto n = [&](const std::string& sql) {
     auto q = r->Query(sql);
@@ -174,6 +177,95 @@ TEST(Migration, AVersion1FileFromTheLastReleaseMigratesToChunks) {
   EXPECT_GT(n("SELECT count(*) AS n FROM step_device_summary"), 0);
   EXPECT_GT(n("SELECT count(*) AS n FROM kernel_stats WHERE count > 0"), 0);
   EXPECT_EQ(n("SELECT count(*) AS n FROM runs WHERE imported = 0 AND capture_note IS NULL"), 1);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace shardscope::store
+
+namespace shardscope::store {
+namespace {
+
+// A file written by the last release that stored version 2 (a row per summary
+// bucket), kept as it was: it reads as it is (the timeline and its level of
+// detail), and a writer regroups the buckets, 32 to a row, with every bucket
+// reading back the same through the `slice_summaries` view — the file's own
+// JSON view and shardscope's native one alike — and through TimelineReader.
+TEST(Migration, AVersion2FileFromTheLastReleaseRegroupsItsSummaries) {
+  const std::string fixture = SHARDSCOPE_TEST_DATA "/store/schema_v2_mlp.db";
+  std::string path = absl::StrCat(::testing::TempDir(), "/v2_copy_", getpid(), ".db");
+  {
+    std::ifstream in(fixture, std::ios::binary);
+    ASSERT_TRUE(in) << "missing " << fixture;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  const std::string buckets =
+      "SELECT run_id, track_id, level, depth, bucket, count, busy_ns, compute_ns, collective_ns, transfer_ns, host_ns,"
+      " compile_ns, host_wait_ns, longest_slice_id, longest_start_ns, longest_dur_ns, longest_name_id, longest_kind,"
+      " first_step, last_step FROM slice_summaries ORDER BY run_id, track_id, level, depth, bucket";
+  auto whole_run = [](const Reader& r) {
+    TimelineReader tl(r);
+    auto b = tl.AllSummaries(1, 0, INT64_MIN / 4, INT64_MAX / 4);
+    EXPECT_TRUE(b.ok()) << b.status();
+    std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> out;
+    if (b.ok())
+      for (const auto& x : *b)
+        out.emplace_back(x.track_id, x.bucket.start_ns, x.bucket.count, x.bucket.busy_ns, x.bucket.longest_slice_id);
+    return out;
+  };
+  std::vector<std::vector<Cell>> before;
+  std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> before_lod;
+  {
+    auto r = Reader::Open(path);  // read as it is, without migrating
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->schema_version(), 2);
+    auto q = r->Query(buckets);
+    ASSERT_TRUE(q.ok()) << q.status();
+    before = q->rows;
+    ASSERT_GT(before.size(), 50u);
+    before_lod = whole_run(*r);
+    ASSERT_FALSE(before_lod.empty());
+  }
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+  }
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->schema_version(), kSchemaVersion);
+  auto native = r->Query(buckets);
+  ASSERT_TRUE(native.ok()) << native.status();
+  EXPECT_TRUE(native->rows == before);
+  EXPECT_EQ(whole_run(*r), before_lod);
+  // One row per track, level, depth and 32 buckets.
+  auto kinds = r->Query("SELECT (SELECT type FROM sqlite_master WHERE name = 'slice_summaries') AS t,"
+                        " (SELECT count(*) FROM slice_summary_groups) AS groups,"
+                        " (SELECT count(*) FROM (SELECT DISTINCT run_id, track_id, level, depth, bucket >> 5"
+                        " FROM slice_summaries)) AS want");
+  ASSERT_TRUE(kinds.ok());
+  EXPECT_EQ(kinds->Text(0, "t"), "view");
+  EXPECT_EQ(kinds->Int(0, "groups"), kinds->Int(0, "want"));
+  EXPECT_LT(kinds->Int(0, "groups"), static_cast<int64_t>(before.size()));
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  {
+    Reader plain = Reader::OnConnection(raw);  // the sqlite3 shell's view of the file
+    auto json = plain.Query(buckets);
+    ASSERT_TRUE(json.ok()) << json.status();
+    EXPECT_TRUE(json->rows == before);
+  }
+  sqlite3_close(raw);
+  // And a second writer changes nothing more.
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+  }
+  auto again = Reader::Open(path);
+  ASSERT_TRUE(again.ok());
+  auto q = again->Query(buckets);
+  ASSERT_TRUE(q.ok());
+  EXPECT_TRUE(q->rows == before);
   std::remove(path.c_str());
 }
 

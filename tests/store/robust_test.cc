@@ -24,6 +24,7 @@
 #include "store/run_state.h"
 #include "store/schema.h"
 #include "store/sqlite_util.h"
+#include "store/timeline.h"
 #include "store/writer.h"
 #include "tests/store/synthetic_run.h"
 
@@ -516,6 +517,30 @@ TEST(Robust, CheckFindsBrokenReferencesAndStatuses) {
   EXPECT_NE(all.find("1 rows of hosts -> runs refer to rows that do not exist"), std::string::npos) << all;
   EXPECT_NE(all.find("1 rows of `hosts` belong to no run in `runs`"), std::string::npos) << all;
   EXPECT_NE(all.find("run 2 has status 'exploded'"), std::string::npos) << all;
+}
+
+// A level-of-detail group whose text was edited by hand: `check` names the
+// row, and the timeline's reads say the file is damaged instead of drawing it.
+TEST(Robust, CheckNamesADamagedSummaryGroup) {
+  std::string path = WriteFixture("check_groups");
+  RawExec(path,
+          "UPDATE slice_summary_groups SET buckets = '[[0,1,2,0,0,0,0,-1,0],[x]]'"
+          " WHERE (run_id, level, first_bucket, track_id, depth) ="
+          " (SELECT run_id, level, first_bucket, track_id, depth FROM slice_summary_groups"
+          "  WHERE level = 0 ORDER BY first_bucket, track_id LIMIT 1);");
+  CheckReport c = CheckDatabase(path);
+  ASSERT_FALSE(c.healthy());
+  std::string all;
+  for (const auto& p : c.problems) all += p + "\n";
+  EXPECT_NE(all.find("slice_summary_groups row (level 0, first bucket"), std::string::npos) << all;
+  EXPECT_NE(all.find("is damaged: expected an integer"), std::string::npos) << all;
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  TimelineReader tl(*r);
+  auto b = tl.AllSummaries(1, 0, INT64_MIN / 4, INT64_MAX / 4);
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(absl::IsDataLoss(b.status())) << b.status();
+  EXPECT_NE(b.status().message().find("shardscope check"), std::string::npos) << b.status();
 }
 
 // Overwrites page `page` (1-based) of the file with junk.

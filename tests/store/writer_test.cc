@@ -6,6 +6,7 @@
 
 #include "gtest/gtest.h"
 #include "store/reader.h"
+#include "store/schema.h"
 #include "store/writer.h"
 #include "tests/store/synthetic_run.h"
 
@@ -32,11 +33,11 @@ TEST(WriterTest, CreatesDatabaseWithMeta) {
   { MustOpen(path); }
   auto r = Reader::Open(path);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->schema_version(), 2);
+  EXPECT_EQ(r->schema_version(), kSchemaVersion);
   QueryResult q = MustQuery(*r, "SELECT key, value FROM meta ORDER BY key");
   ASSERT_EQ(q.rows.size(), 2u);
   EXPECT_EQ(q.Text(0, "key"), "schema_version");
-  EXPECT_EQ(q.Text(0, "value"), "2");
+  EXPECT_EQ(q.Text(0, "value"), std::to_string(kSchemaVersion));
   EXPECT_EQ(q.Text(1, "value"), "shardscope");
   // WAL while a writer has it open; a closed file is self-contained (no -wal, -shm).
   EXPECT_EQ(MustQuery(*r, "PRAGMA journal_mode").Text(0, "journal_mode"), "delete");
@@ -61,7 +62,7 @@ TEST(WriterTest, RoundTripsEveryRecordKind) {
   EXPECT_EQ(run.Text(0, "mesh_axes"), "data,model");
   EXPECT_EQ(run.Text(0, "status"), "finished");
   EXPECT_EQ(run.Text(0, "started_at"), "2023-11-14T22:13:20Z");
-  EXPECT_EQ(run.Int(0, "schema_version"), 2);
+  EXPECT_EQ(run.Int(0, "schema_version"), kSchemaVersion);
   EXPECT_EQ(run.Text(0, "tool_version"), "0.1.0");
   EXPECT_GT(run.Int(0, "ended_at_ns"), run.Int(0, "started_at_ns"));
 

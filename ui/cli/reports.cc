@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "nlohmann/json.hpp"
 #include "profiler/analysis/fleet.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
@@ -38,10 +39,11 @@ constexpr char kReportHelp[] =
     "  recompilation, host, stragglers, collectives, memory or compute, each measured\n"
     "  against a stated threshold); steps (host clock); compilations and their\n"
     "  causes; each chip's median step attributed by priority (device clock); late\n"
-    "  arrivals at collectives; where each tensor's shards live; top kernels.\n"
+    "  arrivals at collectives; where each tensor's shards live; top kernels; and\n"
+    "  the metrics report (as `shardscope metrics`).\n"
     "  --run N      the run to report (default: the newest run in the file)\n"
     "  --format F   text (default), md (Markdown), html (one self-contained file with\n"
-    "               charts, and the metrics report) or json (schema shardscope.report/1)\n";
+    "               charts) or json (schema shardscope.report/1, the metrics under \"metrics\")\n";
 
 constexpr char kShardingHelp[] =
     "usage: shardscope sharding PATH [--run N] [--tensor NAME] [--why NAME]\n"
@@ -273,16 +275,24 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     err << "error: " << report.status().message() << "\n";
     return 1;
   }
+  // The metrics report closes every form (PyTorch/XLA's metrics_report(), as `shardscope metrics` prints it).
+  auto metrics = analysis::BuildMetricsReport(*r.reader, r.run_id);
+  const std::string metrics_text = metrics.ok() ? analysis::RenderMetricsText(*metrics)
+                                                : absl::StrCat("(no metrics: ", metrics.status().message(), ")\n");
   if (format == "json") {
-    out << analysis::RenderJson(*report);
+    nlohmann::json j = analysis::ReportToJson(*report);
+    if (metrics.ok()) {
+      j["metrics"] = nlohmann::json::parse(analysis::RenderMetricsJson(*metrics), nullptr, false);
+    } else {
+      j["metrics"] = {{"error", std::string(metrics.status().message())}};
+    }
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (format == "html") {
-    auto metrics = analysis::BuildMetricsReport(*r.reader, r.run_id);
-    out << analysis::RenderHtml(*report, metrics.ok() ? analysis::RenderMetricsText(*metrics)
-                                                      : absl::StrCat("(no metrics: ", metrics.status().message(), ")"));
+    out << analysis::RenderHtml(*report, metrics_text);
   } else if (format == "md") {
-    out << analysis::RenderMarkdown(*report);
+    out << analysis::RenderMarkdown(*report) << "\n## Metrics\n\n```\n" << metrics_text << "```\n";
   } else {
-    out << analysis::RenderText(*report);
+    out << analysis::RenderText(*report) << "\nMetrics\n" << metrics_text;
   }
   return 0;
 }
