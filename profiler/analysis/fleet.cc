@@ -542,8 +542,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         chips[m.device].collectives++;
         late_sum[m.device] += m.arrival - med;
       }
-      chips[last->device].last_arrivals++;
-      margins[last->device].push_back(last->arrival - second);
+      // A tie (a simulated pod without faults arrives all at once) has no last chip.
+      if (last->arrival > second) {
+        chips[last->device].last_arrivals++;
+        margins[last->device].push_back(last->arrival - second);
+      }
     }
   // Every candidate, with what fixing it changes in the what-if.
   struct Candidate {
