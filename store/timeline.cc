@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "store/sim_timeline.h"
 #include "store/slice_chunks.h"
 #include "store/sqlite_util.h"
 
@@ -116,6 +117,40 @@ absl::StatusOr<bool> TimelineReader::chunked() const {
   return chunked_ == 1;
 }
 
+absl::StatusOr<bool> TimelineReader::simulated(int64_t run_id) const {
+  for (const auto& [run, sim] : simulated_)
+    if (run == run_id) return sim;
+  auto sim = SimTimelineReader(reader_).IsSimulated(run_id);
+  if (!sim.ok()) return sim.status();
+  simulated_.emplace_back(run_id, *sim);
+  return *sim;
+}
+
+// A simulated run stores schedules, not slices (store/sim_timeline.h): its
+// buckets are made from them, a chip at a time, in (track, depth, time) order.
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSimSummaries(int64_t run_id,
+                                                                                         int64_t track_id, int level,
+                                                                                         int64_t t0,
+                                                                                         int64_t t1) const {
+  std::vector<int64_t> tracks;
+  if (track_id >= 0) {
+    tracks.push_back(track_id);
+  } else {
+    auto q = reader_.Query("SELECT track_id FROM sim_chips WHERE run_id = ?1 ORDER BY track_id",
+                           {absl::StrCat(run_id)});
+    if (!q.ok()) return q.status();
+    for (size_t i = 0; i < q->rows.size(); ++i) tracks.push_back(q->Int(i, "track_id"));
+  }
+  SimTimelineReader sim(reader_);
+  std::vector<TrackBucket> out;
+  for (int64_t track : tracks) {
+    auto b = sim.Summaries(run_id, track, level, t0, t1);
+    if (!b.ok()) return b.status();
+    for (const SummaryBucket& x : *b) out.push_back({track, x});
+  }
+  return GroupByTrackAndDepth(std::move(out));
+}
+
 absl::StatusOr<bool> TimelineReader::grouped() const {
   if (grouped_ < 0) {
     auto r = reader_.Query(
@@ -209,6 +244,9 @@ absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id
                                                                   int64_t t1, size_t max_slices,
                                                                   bool* truncated) const {
   if (truncated) *truncated = false;
+  auto sim = simulated(run_id);
+  if (!sim.ok()) return sim.status();
+  if (*sim) return SimTimelineReader(reader_).Slices(run_id, track_id, t0, t1, max_slices, truncated);
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
   sqlite3* db = reader_.connection();
@@ -304,6 +342,9 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
                                                                                        int64_t track_id, int level,
                                                                                        int64_t t0, int64_t t1) const {
   if (absl::Status st = CheckLevel(level); !st.ok()) return st;
+  auto sim = simulated(run_id);
+  if (!sim.ok()) return sim.status();
+  if (*sim) return ReadSimSummaries(run_id, track_id, level, t0, t1);
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
   auto is_grouped = grouped();

@@ -91,6 +91,9 @@ class TimelineReader {
   // False on a schema-version-1 file (one row per slice, no stored summaries;
   // readable, answered by SQL over its `slices` table; a writer migrates it).
   absl::StatusOr<bool> chunked() const;
+  // Whether `run_id` was simulated (its slices are made from stored
+  // schedules by SimTimelineReader, which Slices and the summaries defer to).
+  absl::StatusOr<bool> simulated(int64_t run_id) const;
 
   // Slices of `track_id` that overlap [t0, t1), sorted by (depth, start).
   // Stops after `max_slices` (0: no limit) and says so in *truncated.
@@ -119,6 +122,8 @@ class TimelineReader {
 
  private:
   absl::StatusOr<int64_t> MaxChunkSpan(int64_t run_id, int64_t track_id) const;
+  absl::StatusOr<std::vector<TrackBucket>> ReadSimSummaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
+                                                            int64_t t1) const;
   // True on a version-3 file (summaries 32 buckets to a row).
   absl::StatusOr<bool> grouped() const;
   absl::StatusOr<std::vector<TrackBucket>> ReadGroups(int64_t run_id, int64_t track_id, int level, int64_t t0,
@@ -128,6 +133,7 @@ class TimelineReader {
   const Reader& reader_;
   mutable int chunked_ = -1;  // -1 unknown
   mutable int grouped_ = -1;
+  mutable std::vector<std::pair<int64_t, bool>> simulated_;  // run -> simulated
   mutable std::vector<std::tuple<int64_t, int64_t, int64_t>> spans_;  // run, track, longest chunk
 };
 

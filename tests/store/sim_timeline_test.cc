@@ -3,6 +3,7 @@
 // SimTimelineReader exactly as the simulator placed them, a few bytes per
 // chip and step, and damaged rows named (store_sim_timeline_test).
 #include "store/sim_timeline.h"
+#include "store/timeline.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -217,6 +218,32 @@ TEST(SimTimeline, ReaderServesAChipsWindowAndItsSummaries) {
   EXPECT_EQ(busy, want_busy);
   EXPECT_EQ(count, want_count);
   EXPECT_FALSE(sim.Summaries(run_id, 102, 99, 0, 1).ok());
+
+  // TimelineReader (what the app reads) defers to it for a simulated run:
+  // the same window, and the whole-run summaries of every chip.
+  TimelineReader tl(*rd);
+  ASSERT_TRUE(*tl.simulated(run_id));
+  auto same = tl.Slices(run_id, 102, t0, t1);
+  ASSERT_TRUE(same.ok()) << same.status();
+  ASSERT_EQ(same->size(), slices->size());
+  for (size_t i = 0; i < same->size(); ++i) EXPECT_EQ((*same)[i].slice_id, (*slices)[i].slice_id);
+  auto whole = tl.AllSummaries(run_id, 0, 0, s.runs.back().end_ns[1] + 1);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::set<int64_t> chips;
+  int64_t chip_count = 0;
+  for (const auto& b : *whole) {
+    chips.insert(b.track_id);
+    if (b.track_id == 102 && b.bucket.depth == 0) chip_count += b.bucket.count;
+  }
+  EXPECT_EQ(chips.size(), s.chips.size());
+  EXPECT_EQ(chip_count, want_count);
+  for (size_t i = 1; i < whole->size(); ++i) {
+    const auto& a = (*whole)[i - 1].bucket;
+    const auto& b = (*whole)[i].bucket;
+    const bool ordered = std::tie((*whole)[i - 1].track_id, a.depth, a.start_ns) <
+                         std::tie((*whole)[i].track_id, b.depth, b.start_ns);
+    ASSERT_TRUE(ordered) << i;
+  }
 }
 
 TEST(SimTimeline, StoresAFewBytesPerChipStepAndNamesDamage) {
