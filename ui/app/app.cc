@@ -458,8 +458,9 @@ int RunApp(const AppOptions& options) {
   GlTextureHost textures;  // outlives the workstation (reset below, before the window goes)
   workstation->ui().textures = &textures;
   workstation->ui().headless = capture && !options.mouse;
-  if (options.view == "recompilations") workstation->ui().bring_to_front = ViewId::kRecompilations;
-  if (options.view == "sharding") workstation->ui().bring_to_front = ViewId::kSharding;
+  if (auto view = ViewFromName(options.view); view && Workstation::Builds(*view)) {
+    workstation->ui().bring_to_front = *view;
+  }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
   LayoutDump dump;
   int exit_code = 0;

@@ -16,7 +16,7 @@ struct AppOptions {
   int height = 900;
   std::string screenshot_path;    // set: render, write the PNG, exit
   std::string dump_layout_path;   // set: write what the captured frame draws as JSON, exit
-  std::string view = "timeline";  // timeline | sharding | recompilations
+  std::string view = "timeline";  // a ViewInfo name (ui_state.h) the workstation builds
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;

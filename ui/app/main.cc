@@ -8,6 +8,8 @@
 
 #include "absl/strings/numbers.h"
 #include "ui/app/app.h"
+#include "ui/app/ui_state.h"
+#include "ui/app/workstation.h"
 
 namespace {
 
@@ -20,7 +22,8 @@ constexpr char kUsage[] =
     "\n"
     "options:\n"
     "  --run N             show run N (default: the latest run in the file)\n"
-    "  --view NAME         start on a view: timeline (default), sharding or recompilations\n"
+    "  --view NAME         start on a view: overview, timeline (default), sharding,\n"
+    "                      recompilations, graph, ops, memory, metrics, compare or fleet\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
     "  --follow            follow the newest run as its steps land (the store is\n"
@@ -103,8 +106,14 @@ int main(int argc, char** argv) {
       }
       options.exit_after_s = seconds;
     } else if (arg == "--view") {
-      if (value != "timeline" && value != "sharding" && value != "recompilations") {
-        return UsageError("--view is timeline, sharding or recompilations, got '" + value + "'");
+      auto view = shardscope::app::ViewFromName(value);
+      if (!view) {
+        std::string names;
+        for (const auto& v : shardscope::app::kViews) names += std::string(names.empty() ? "" : ", ") + v.name;
+        return UsageError("--view is one of " + names + "; got '" + value + "'");
+      }
+      if (!shardscope::app::Workstation::Builds(*view)) {
+        return UsageError("--view " + value + ": that view is not built yet in this version of shardscope-ui");
       }
       options.view = value;
     } else if (arg == "--mouse") {

@@ -6,13 +6,61 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace shardscope::app {
 
 class LayoutDump;
 class TextureHost;
 
-enum class ViewId { kTimeline, kSharding, kRecompilations };
+// Every view the workstation has or will have, in tab order. Which of them
+// the workstation draws is Workstation::Builds(id); main.cc's --view accepts
+// every name below and refuses one not built yet with a clear message.
+enum class ViewId {
+  kOverview,
+  kTimeline,
+  kSharding,
+  kRecompilations,
+  kGraph,
+  kOps,
+  kMemory,
+  kMetrics,
+  kCompare,
+  kFleet,
+};
+
+struct ViewInfo {
+  ViewId id;
+  const char* name;   // --view NAME, and the layout dump's "view"
+  const char* title;  // the tab's and the View menu's label
+};
+
+inline constexpr ViewInfo kViews[] = {
+    {ViewId::kOverview, "overview", "Overview"},
+    {ViewId::kTimeline, "timeline", "Timeline"},
+    {ViewId::kSharding, "sharding", "Sharding"},
+    {ViewId::kRecompilations, "recompilations", "Recompilations"},
+    {ViewId::kGraph, "graph", "Graph"},
+    {ViewId::kOps, "ops", "Op profile"},
+    {ViewId::kMemory, "memory", "Memory"},
+    {ViewId::kMetrics, "metrics", "Metrics"},
+    {ViewId::kCompare, "compare", "Compare"},
+    {ViewId::kFleet, "fleet", "Fleet"},
+};
+
+inline const ViewInfo& ViewInfoOf(ViewId id) {
+  for (const ViewInfo& v : kViews) {
+    if (v.id == id) return v;
+  }
+  return kViews[0];
+}
+inline const char* ViewName(ViewId id) { return ViewInfoOf(id).name; }
+inline std::optional<ViewId> ViewFromName(std::string_view name) {
+  for (const ViewInfo& v : kViews) {
+    if (name == v.name) return v.id;
+  }
+  return std::nullopt;
+}
 
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere

@@ -19,6 +19,17 @@ Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()
   SetModel(std::move(model), start_loading);
 }
 
+bool Workstation::Builds(ViewId id) {
+  switch (id) {
+    case ViewId::kTimeline:
+    case ViewId::kSharding:
+    case ViewId::kRecompilations:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool Workstation::complete() const {
   return active_view_ != ViewId::kTimeline || timeline_->complete();
 }

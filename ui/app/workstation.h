@@ -27,6 +27,10 @@ class Workstation {
   // Draws one frame's UI filling the whole display.
   void Draw();
 
+  // Whether this workstation draws view `id` (a tab and a View menu entry);
+  // --view refuses a name whose view is not built yet.
+  static bool Builds(ViewId id);
+
   // The window title: "shardscope — FILE — run N sample".
   std::string Title() const;
   const TraceModel& model() const { return *model_; }
