@@ -31,6 +31,7 @@
 #include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
+#include "ui/app/timeline_nav.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/workstation.h"
 
@@ -462,6 +463,15 @@ int RunApp(const AppOptions& options) {
     workstation->ui().bring_to_front = *view;
   }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
+  if (!options.range.empty()) {
+    auto range = ParseRangeArg(options.range);  // checked by main.cc already
+    if (range.ok()) {
+      workstation->timeline().SetRange(range->clock, range->t0, range->t1);
+      workstation->timeline().ShowWindow(range->clock, range->t0 - (range->t1 - range->t0) / 4,
+                                         range->t1 + (range->t1 - range->t0) / 4);
+    }
+  }
+  if (!options.search.empty()) workstation->timeline().Search(options.search, /*select_first=*/true);
   LayoutDump dump;
   int exit_code = 0;
   double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;

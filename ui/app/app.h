@@ -18,6 +18,8 @@ struct AppOptions {
   std::string dump_layout_path;   // set: write what the captured frame draws as JSON, exit
   std::string view = "timeline";  // a ViewInfo name (ui_state.h) the workstation builds
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
+  std::string range;    // --range [CLOCK:]T0:T1: a range selected at open, its table shown
+  std::string search;   // --search NAME: found in the whole run at open, the first hit selected
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;
   // Measure open time, memory and frame times (an empty window, the

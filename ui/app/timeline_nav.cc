@@ -7,7 +7,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "ui/app/format.h"
 
 namespace shardscope::app {
@@ -192,6 +195,39 @@ absl::StatusOr<RangeStats> ComputeRangeStats(const store::Reader& reader, int64_
   std::sort(out.rows.begin(), out.rows.end(), [](const RangeRow& a, const RangeRow& b) {
     return a.total_ns != b.total_ns ? a.total_ns > b.total_ns : a.name < b.name;
   });
+  return out;
+}
+
+absl::StatusOr<RangeArg> ParseRangeArg(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, ':');
+  RangeArg out;
+  if (parts.size() == 3) {
+    auto clock = ParseClock(parts[0]);
+    if (!clock) return absl::InvalidArgumentError(absl::StrCat("--range: unknown clock '", parts[0], "' (device, modeled or host)"));
+    out.clock = *clock;
+    parts.erase(parts.begin());
+  }
+  if (parts.size() != 2) return absl::InvalidArgumentError(absl::StrCat("--range wants [CLOCK:]T0:T1, got '", text, "'"));
+  int64_t t[2];
+  for (int i = 0; i < 2; ++i) {
+    std::string v = parts[i];
+    double scale = 1;
+    for (const auto& [unit, factor] : {std::pair{"ns", 1.0}, {"us", 1e3}, {"ms", 1e6}, {"s", 1e9}}) {
+      if (absl::EndsWith(v, unit)) {
+        v.resize(v.size() - std::string_view(unit).size());
+        scale = factor;
+        break;
+      }
+    }
+    double x = 0;
+    if (!absl::SimpleAtod(v, &x) || x < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--range: '", parts[i], "' is not a time (e.g. 1.5ms, 2s, 250000)"));
+    }
+    t[i] = static_cast<int64_t>(std::llround(x * scale));
+  }
+  if (t[1] <= t[0]) return absl::InvalidArgumentError(absl::StrCat("--range: the end must come after the start: '", text, "'"));
+  out.t0 = t[0];
+  out.t1 = t[1];
   return out;
 }
 

@@ -72,6 +72,14 @@ absl::StatusOr<RangeStats> ComputeRangeStats(const store::Reader& reader, int64_
                                              const std::vector<int64_t>& track_ids, int64_t t0, int64_t t1,
                                              const RangeOptions& options = {});
 
+// --range [CLOCK:]T0:T1 (CLOCK device, modeled or host, default device; each
+// time a number with an optional unit, ns (default), us, ms or s: 1.2ms:4.5ms).
+struct RangeArg {
+  Clock clock = Clock::kDevice;
+  int64_t t0 = 0, t1 = 0;
+};
+absl::StatusOr<RangeArg> ParseRangeArg(const std::string& text);
+
 // The stored op a slice ran (`ops`): what the compiler made of it and what
 // the cost model expected (per device, per execution).
 struct OpInfo {

@@ -62,6 +62,12 @@ inline std::optional<ViewId> ViewFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// An op of a compiled program to show in the Graph view (op_id -1: the program).
+struct GraphFocus {
+  int64_t graph_id = -1;
+  int64_t op_id = -1;
+};
+
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere
   bool scroll_to_selected_compile = false;     // once, when picked elsewhere
@@ -69,6 +75,10 @@ struct UiState {
   std::optional<int64_t> switch_to_run;        // the app reloads the model
   std::optional<std::string> show_value;       // the Sharding view picks this tensor (a collective's)
   std::string selection_text;                  // the status bar's line
+  // The Graph view opens here (a kernel picked on the timeline); the
+  // timeline outlines the slices of `highlight_op` (an op picked in Graph).
+  std::optional<GraphFocus> graph_focus;
+  std::optional<GraphFocus> highlight_op;
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
   // Set for a frame whose drawing should be recorded (--dump-layout): each
