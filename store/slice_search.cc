@@ -153,4 +153,74 @@ absl::StatusOr<SliceSearch> FindSlicesByName(const Reader& reader, int64_t run_i
   return out;
 }
 
+absl::StatusOr<SliceSearch> FindSlicesByOp(const Reader& reader, int64_t run_id, int64_t graph_id, int64_t op_id,
+                                           size_t max_hits) {
+  SliceSearch out;
+  absl::flat_hash_set<int32_t> names;
+  auto keep = [&](int64_t track_id, const TimelineSlice& x) {
+    ++out.total;
+    names.insert(x.name_id);
+    out.hits.push_back(SliceHit{track_id, x});
+    if (max_hits > 0 && out.hits.size() >= 2 * max_hits) {
+      std::nth_element(out.hits.begin(), out.hits.begin() + max_hits, out.hits.end(), Earlier);
+      out.hits.resize(max_hits);
+    }
+  };
+  auto chunked = TimelineReader(reader).chunked();
+  if (!chunked.ok()) return chunked.status();
+  sqlite3* db = reader.connection();
+  Stmt q;
+  if (*chunked) {
+    // A chunk holds one program's slices: its graph_id column finds them.
+    if (absl::Status st = q.Prepare(db, absl::StrCat("SELECT ", internal::kChunkRowColumns,
+                                                     ", track_id FROM slice_chunks WHERE run_id = ?1 AND graph_id = ?2"));
+        !st.ok())
+      return st;
+    q.Int(1, run_id);
+    q.Int(2, graph_id);
+    std::vector<TimelineSlice> chunk;
+    absl::Status st = Step(db, q, reader.path(), [&](sqlite3_stmt* s) -> absl::Status {
+      chunk.clear();
+      if (absl::Status d = internal::DecodeChunkRow(s, &chunk); !d.ok())
+        return absl::Status(d.code(), absl::StrCat(reader.path(), ": ", d.message()));
+      const int64_t track_id = sqlite3_column_int64(s, 7);
+      for (const TimelineSlice& x : chunk) {
+        if (x.op_id == op_id && x.graph_id == graph_id) keep(track_id, x);
+      }
+      return absl::OkStatus();
+    });
+    if (!st.ok()) return st;
+  } else {
+    auto rows = reader.Query(
+        "SELECT track_id, slice_id, start_ns, dur_ns, depth, name_id, step, flow_id, bytes FROM slices"
+        " WHERE run_id = ?1 AND graph_id = ?2 AND op_id = ?3",
+        {std::to_string(run_id), std::to_string(graph_id), std::to_string(op_id)});
+    if (!rows.ok()) return rows.status();
+    for (size_t i = 0; i < rows->rows.size(); ++i) {
+      TimelineSlice x;
+      x.slice_id = rows->Int(i, "slice_id");
+      x.start_ns = rows->Int(i, "start_ns");
+      x.dur_ns = std::max<int64_t>(0, rows->Int(i, "dur_ns"));
+      x.depth = static_cast<int16_t>(rows->Int(i, "depth"));
+      x.name_id = static_cast<int32_t>(rows->Int(i, "name_id"));
+      x.step = static_cast<int32_t>(rows->Int(i, "step", -1));
+      x.flow_id = rows->Int(i, "flow_id", -1);
+      x.bytes = rows->Int(i, "bytes");
+      x.graph_id = graph_id;
+      x.op_id = op_id;
+      keep(rows->Int(i, "track_id"), x);
+    }
+  }
+  std::sort(out.hits.begin(), out.hits.end(), Earlier);
+  if (max_hits > 0 && out.hits.size() > max_hits) out.hits.resize(max_hits);
+  if (!names.empty()) {
+    std::vector<int32_t> ids(names.begin(), names.end());
+    auto named = TimelineReader(reader).Names(ids);
+    if (!named.ok()) return named.status();
+    out.names = *std::move(named);
+    std::sort(out.names.begin(), out.names.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  }
+  return out;
+}
+
 }  // namespace shardscope::store

@@ -40,4 +40,10 @@ struct SliceSearch {
 absl::StatusOr<SliceSearch> FindSlicesByName(const Reader& reader, int64_t run_id, const std::string& needle,
                                              size_t max_hits = 100'000);
 
+// Slices of `run_id` that ran op `op_id` of graph `graph_id` (a kernel's
+// slices, on every clock): only chunks of that graph are decoded. `names`
+// holds the names they carry.
+absl::StatusOr<SliceSearch> FindSlicesByOp(const Reader& reader, int64_t run_id, int64_t graph_id, int64_t op_id,
+                                           size_t max_hits = 100'000);
+
 }  // namespace shardscope::store

@@ -166,6 +166,26 @@ TEST(SliceSearch, FindsEveryMatchInTheRunNotOnlyLoadedWindows) {
   EXPECT_EQ(none->total, 0);
 }
 
+TEST(SliceSearch, AnOpsSlicesAreFoundThroughItsGraphsChunks) {
+  const std::string path = testing::TempPath("nav_search_op.db");
+  FixtureRun run;
+  run.steps = 7;
+  ASSERT_TRUE(testing::WriteFixtureDb(path, {run}).ok());
+  store::Reader r = Open(path);
+  auto found = store::FindSlicesByOp(r, 1, 1, 9);  // the all-reduce: op 9 of graph 1
+  ASSERT_TRUE(found.ok()) << found.status();
+  auto sql = Q(r, "SELECT slice_id FROM slices WHERE run_id = 1 AND graph_id = 1 AND op_id = 9 ORDER BY start_ns, "
+                  "track_id, slice_id");
+  ASSERT_EQ(found->total, static_cast<int64_t>(sql.rows.size()));
+  EXPECT_EQ(found->total, 7 * 4);
+  for (size_t i = 0; i < sql.rows.size(); ++i) EXPECT_EQ(found->hits[i].slice.slice_id, sql.Int(i, "slice_id"));
+  ASSERT_EQ(found->names.size(), 1u);
+  EXPECT_EQ(found->names[0].second, "all-reduce.2");
+  auto none = store::FindSlicesByOp(r, 1, 1, 10);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->total, 0);
+}
+
 TEST(SelectionDetails, OpCounterpartAndProgramStartsEqualSql) {
   const std::string path = testing::TempPath("nav_details.db");
   FixtureRun run;

@@ -2,7 +2,10 @@
 // --range shows a table whose figures equal SQL over the same slices,
 // --search finds every match of the run and selects the first, and a
 // selection's panel names its op and draws its program's dispatch to each
-// chip. Each reads --dump-layout (docs/app.md), not pixels.
+// chip; on a run the real stack records, --compile shows a recompiled graph
+// beside the one it was compared with, scrolled to the difference, and
+// --graph a program's neighbourhood of one op with its costs. Each reads
+// --dump-layout (docs/app.md), not pixels.
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -152,6 +155,129 @@ TEST(TimelineNavigation, SelectionNamesItsOpAndDrawsItsProgramsDispatchToEachChi
     EXPECT_EQ(flows[i]["from"]["host_start_ns"], launch);
     EXPECT_LT(flows[i]["x0"].get<double>(), flows[i]["x1"].get<double>() + 1)
         << "a chip drawn starting its program before the host launched it";
+  }
+}
+
+// `shardscope run mlp` on 2x2 for 12 steps: the batch shrinks at step 10.
+const std::string& RecordedRun() {
+  static const std::string* db = [] {
+    auto* path = new std::string(testing::TempPath("nav_ui_mlp.db"));
+    std::filesystem::remove(*path);
+    const std::string cmd =
+        absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", *path, " --mesh 2x2 --steps 12 --quiet > /dev/null 2>&1");
+    if (std::system(cmd.c_str()) != 0) path->clear();
+    return path;
+  }();
+  return *db;
+}
+
+TEST(RecompilationsView, APickedRecompileStandsBesideItsPreviousGraphScrolledToTheDifference) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string& db = RecordedRun();
+  ASSERT_FALSE(db.empty()) << "shardscope run mlp failed";
+  auto miss = Q(db, "SELECT compile_id, graph_id, prev_graph_id FROM compilations WHERE run_id = 1 AND cache = 'miss' "
+                    "AND prev_graph_id IS NOT NULL");
+  ASSERT_EQ(miss.rows.size(), 1u);
+  const int64_t id = miss.Int(0, "compile_id");
+  json doc = Capture(db, absl::StrCat("--compile ", id), "nav_ui_recompile.json");
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["view"], "recompilations");
+  // Every compilation, grouped by call site, the picked one selected.
+  std::vector<json> rows;
+  for (const json& r : LayoutItems(doc, "row")) {
+    if (r["ref"]["table"] == "compilations") rows.push_back(r);
+  }
+  EXPECT_EQ(static_cast<int64_t>(rows.size()), Q(db, "SELECT count(*) AS n FROM compilations WHERE run_id = 1").Int(0, "n"));
+  int selected = 0;
+  for (const json& r : rows) {
+    if (r["selected"].get<bool>()) {
+      ++selected;
+      EXPECT_EQ(r["ref"]["compile_id"], id);
+      EXPECT_EQ(r["label"], "input_shape_changed");
+      EXPECT_EQ(r["source"], "samples/mlp.cc:41");
+    }
+  }
+  EXPECT_EQ(selected, 1);
+  EXPECT_EQ(LayoutItems(doc, "group").size(),
+            static_cast<size_t>(Q(db, "SELECT count(DISTINCT call_site) AS n FROM compilations WHERE run_id = 1").Int(0, "n")));
+  EXPECT_FALSE(LayoutItems(doc, "text", "suggestion").empty());
+  // The two graphs, aligned, the difference on screen.
+  auto diff = LayoutItems(doc, "text", "diff");
+  ASSERT_EQ(diff.size(), 1u);
+  EXPECT_EQ(diff[0]["old_graph_id"], miss.Int(0, "prev_graph_id"));
+  EXPECT_EQ(diff[0]["new_graph_id"], miss.Int(0, "graph_id"));
+  EXPECT_TRUE(diff[0]["from_diff"].get<bool>());
+  auto stored = Q(db, absl::StrCat("SELECT change, opcode, op_index FROM compile_diffs WHERE run_id = 1 AND compile_id = ", id));
+  ASSERT_FALSE(stored.rows.empty());
+  EXPECT_EQ(diff[0]["diff_rows"], static_cast<int64_t>(stored.rows.size()));
+  bool shown = false;
+  for (const json& r : LayoutItems(doc, "row", "diff_row")) {
+    if (r["change"] == stored.Text(0, "change") && r["new_index"] == stored.Int(0, "op_index")) {
+      shown = true;
+      EXPECT_EQ(r["new_opcode"], stored.Text(0, "opcode"));
+      EXPECT_EQ(r["old_opcode"], stored.Text(0, "opcode"));  // a changed op faces its old self
+      EXPECT_FALSE(r["new_source"].get<std::string>().empty());
+      EXPECT_FALSE(r["old_source"].get<std::string>().empty());
+    }
+  }
+  EXPECT_TRUE(shown) << "the stored difference is not on screen (not scrolled to)";
+}
+
+TEST(GraphView, OpensAtAnOpWithItsNeighbourhoodFusedKernelsFoldedAndTheirCosts) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string& db = RecordedRun();
+  ASSERT_FALSE(db.empty()) << "shardscope run mlp failed";
+  // The costliest fused kernel by the cost model.
+  auto k = Q(db, "SELECT graph_id, op_id, name, flops, modeled_ns FROM ops WHERE run_id = 1 AND opcode = 'fusion' "
+                 "ORDER BY modeled_ns DESC LIMIT 1");
+  ASSERT_EQ(k.rows.size(), 1u);
+  const int64_t graph = k.Int(0, "graph_id"), op = k.Int(0, "op_id");
+  json doc = Capture(db, absl::StrCat("--graph ", graph, ":", op), "nav_ui_graph.json");
+  ASSERT_TRUE(doc.is_object());
+  EXPECT_EQ(doc["view"], "graph");
+  auto head = LayoutItems(doc, "text", "graph");
+  ASSERT_EQ(head.size(), 1u);
+  EXPECT_EQ(head[0]["ref"]["graph_id"], graph);
+  EXPECT_EQ(head[0]["center_op_id"], op);
+  EXPECT_TRUE(head[0]["partitioned"].get<bool>());
+  auto rows = LayoutItems(doc, "row", "graph_op");
+  ASSERT_FALSE(rows.empty());
+  EXPECT_LT(rows.size(), head[0]["ops"].get<size_t>());  // a neighbourhood, not the program
+  int centers = 0;
+  for (const json& r : rows) {
+    EXPECT_LE(r["distance"].get<int>(), 2);
+    if (!r["center"].get<bool>()) continue;
+    ++centers;
+    // The centre is the kernel, folded, with the cost model's figures.
+    EXPECT_EQ(r["ref"]["op_id"], op);
+    EXPECT_TRUE(r["fused_kernel"].get<bool>());
+    EXPECT_TRUE(r["folded"].get<bool>());
+    EXPECT_EQ(r["label"], k.Text(0, "name"));
+    EXPECT_DOUBLE_EQ(r["flops"].get<double>(), k.Real(0, "flops"));
+    EXPECT_EQ(r["modeled_ns"], k.Int(0, "modeled_ns"));
+    EXPECT_GT(r["measured_count"].get<int64_t>(), 0);
+    EXPECT_EQ(r["members"], Q(db, absl::StrCat("SELECT count(DISTINCT producer_op_id) + 1 AS n FROM fusion_decisions "
+                                               "WHERE run_id = 1 AND graph_id = ", graph, " AND fused AND kernel = '",
+                                               k.Text(0, "name"), "'")).Int(0, "n"));
+    EXPECT_FALSE(r["source"].get<std::string>().empty());
+  }
+  EXPECT_EQ(centers, 1);
+  EXPECT_EQ(LayoutItems(doc, "button", "show_on_timeline").size(), 1u);
+}
+
+TEST(GraphView, AnImportedRunSaysItHasNoIrInOneLine) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_imported.db");
+  std::filesystem::remove(db);
+  testing::UiResult imported = testing::RunShell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", SHARDSCOPE_SOURCE_DIR,
+                                                              "/tests/data/import/gpu_rank0.json --db ", db));
+  ASSERT_EQ(imported.exit_code, 0) << imported.output;
+  for (const std::string view : {"graph", "recompilations"}) {
+    json doc = Capture(db, "--view " + view, absl::StrCat("nav_ui_imported_", view, ".json"));
+    EXPECT_EQ(doc["view"], view);
+    auto line = LayoutItems(doc, "text", "no_ir");
+    ASSERT_EQ(line.size(), 1u) << view;
+    EXPECT_THAT(line[0]["label"].get<std::string>(), HasSubstr("no IR"));
   }
 }
 

@@ -472,6 +472,17 @@ int RunApp(const AppOptions& options) {
     }
   }
   if (!options.search.empty()) workstation->timeline().Search(options.search, /*select_first=*/true);
+  // --compile and --graph open their view unless --view named another.
+  const bool view_named = options.view != "timeline";
+  if (options.compile_id) {
+    workstation->ui().selected_compile_id = *options.compile_id;
+    workstation->ui().scroll_to_selected_compile = true;
+    if (!view_named) workstation->ui().bring_to_front = ViewId::kRecompilations;
+  }
+  if (options.graph_op) {
+    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
+    if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
+  }
   LayoutDump dump;
   int exit_code = 0;
   double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;

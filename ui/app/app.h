@@ -20,6 +20,8 @@ struct AppOptions {
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
   std::string range;    // --range [CLOCK:]T0:T1: a range selected at open, its table shown
   std::string search;   // --search NAME: found in the whole run at open, the first hit selected
+  std::optional<int64_t> compile_id;  // --compile ID: that compilation picked in Recompilations
+  std::optional<std::pair<int64_t, int64_t>> graph_op;  // --graph G[:OP]: the Graph view at that op (-1: costliest)
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;
   // Measure open time, memory and frame times (an empty window, the

@@ -43,6 +43,10 @@ constexpr char kUsage[] =
     "                      starting in it; times as 1.5ms, 200us, 2s or ns\n"
     "  --search NAME       find slices whose name contains NAME in the whole run and\n"
     "                      select the first (in the app: Ctrl+F, Enter/F3 next)\n"
+    "  --compile ID        pick compilation ID in Recompilations (opening it): its\n"
+    "                      graph beside the one it was compared with\n"
+    "  --graph G[:OP]      open the Graph view on graph G (after partitioning) around\n"
+    "                      op OP (default: its costliest kernel)\n"
     "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
     "  --exit-after SEC    quit after SEC seconds (measuring idle CPU)\n"
     "  --bench             print open time, memory and frame times, and exit\n"
@@ -111,6 +115,18 @@ int main(int argc, char** argv) {
         return UsageError(std::string(range.status().message()));
       }
       options.range = value;
+    } else if (arg == "--compile") {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(value, &id)) return UsageError("--compile wants a compile id, got '" + value + "'");
+      options.compile_id = id;
+    } else if (arg == "--graph") {
+      int64_t graph = 0, op = -1;
+      const size_t colon = value.find(':');
+      if (!absl::SimpleAtoi(value.substr(0, colon), &graph) ||
+          (colon != std::string::npos && !absl::SimpleAtoi(value.substr(colon + 1), &op))) {
+        return UsageError("--graph wants GRAPH_ID or GRAPH_ID:OP_ID, got '" + value + "'");
+      }
+      options.graph_op = std::pair{graph, op};
     } else if (arg == "--search") {
       if (value.empty()) return UsageError("--search wants a name (or part of one)");
       options.search = value;

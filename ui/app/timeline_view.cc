@@ -1629,6 +1629,8 @@ void TimelineView::Search(const std::string& text, bool select_first) {
   }
   search_text_ = text;
   select_first_hit_ = select_first;
+  if (ui_) ui_->highlight_op.reset();
+  highlighted_op_.reset();
   hits_.clear();
   hit_index_ = -1;
   search_.reset();
@@ -1641,6 +1643,23 @@ void TimelineView::Search(const std::string& text, bool select_first) {
   TimelineLoader* loader = &loader_;
   search_job_.Start(
       model_.path, [run, text](const store::Reader& r) { return store::FindSlicesByName(r, run, text); },
+      [loader] { loader->Wake(); });
+}
+
+void TimelineView::SearchOp(int64_t graph_id, int64_t op_id) {
+  highlighted_op_ = std::pair{graph_id, op_id};
+  search_text_ = absl::StrFormat("op %d of graph %d", op_id, graph_id);
+  std::snprintf(search_buf_, sizeof(search_buf_), "%s", "");
+  select_first_hit_ = false;
+  hits_.clear();
+  hit_index_ = -1;
+  search_.reset();
+  search_error_.clear();
+  const int64_t run = model_.run.run_id;
+  TimelineLoader* loader = &loader_;
+  search_job_.Start(
+      model_.path,
+      [run, graph_id, op_id](const store::Reader& r) { return store::FindSlicesByOp(r, run, graph_id, op_id); },
       [loader] { loader->Wake(); });
 }
 
@@ -1734,7 +1753,12 @@ void TimelineView::StartSelectionJobs() {
   }
 }
 
-void TimelineView::PollJobs(UiState&) {
+void TimelineView::PollJobs(UiState& ui) {
+  // An op picked in the Graph view: its slices become the marked hits.
+  if (overview_ && ui.highlight_op &&
+      highlighted_op_ != std::pair{ui.highlight_op->graph_id, ui.highlight_op->op_id}) {
+    SearchOp(ui.highlight_op->graph_id, ui.highlight_op->op_id);
+  }
   if (overview_ && range_pending_) {
     auto [clock, window] = *range_pending_;
     range_pending_.reset();
@@ -1867,10 +1891,14 @@ void TimelineView::DrawSearchBar(UiState& ui) {
       status = search_->names.empty() ? absl::StrCat("no slice name contains '", search_text_, "'")
                                       : absl::StrCat("no slices named like '", search_text_, "' in this run");
     } else {
+      if (highlighted_op_) {
+        status = absl::StrFormat("%s (graph %d): %d slices; Enter: next", search_->names.empty() ? search_text_ : search_->names[0].second,
+                                 highlighted_op_->first, search_->total);
+      } else
       status = absl::StrFormat("%s%d of %d%s in %d name%s", hit_index_ >= 0 ? "" : "-", hit_index_ + 1, search_->total,
                                search_->truncated() ? absl::StrFormat(" (the first %d shown)", hits_.size()) : "",
                                search_->names.size(), search_->names.size() == 1 ? "" : "s");
-      if (hit_index_ < 0) status = absl::StrFormat("%d hits in %d name%s; Enter: next", search_->total,
+      if (hit_index_ < 0 && !highlighted_op_) status = absl::StrFormat("%d hits in %d name%s; Enter: next", search_->total,
                                                    search_->names.size(), search_->names.size() == 1 ? "" : "s");
     }
   }
@@ -1881,6 +1909,7 @@ void TimelineView::DrawSearchBar(UiState& ui) {
       auto& item = ui.layout->Add("text", status, json{{"table", "slices"}, {"search", search_text_}}, p.x, p.y,
                                   ImGui::CalcTextSize(status.c_str()).x, ImGui::GetTextLineHeight());
       item["role"] = "search";
+      if (highlighted_op_) item["op"] = json{{"graph_id", highlighted_op_->first}, {"op_id", highlighted_op_->second}};
       item["total"] = search_->total;
       item["hits"] = hits_.size();
       item["index"] = hit_index_;

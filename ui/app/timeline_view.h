@@ -137,6 +137,9 @@ class TimelineView {
   // Finds slices named like `text` in the whole run (Ctrl+F; --search); the
   // first hit is selected once found when `select_first`.
   void Search(const std::string& text, bool select_first = true);
+  // Marks the slices of op `op_id` of graph `graph_id` as the hits (an op
+  // picked in the Graph view), found in the whole run.
+  void SearchOp(int64_t graph_id, int64_t op_id);
   // Selects the next (+1) or previous (-1) hit and shows it.
   void StepSearch(int direction);
   struct SearchHit {
@@ -283,6 +286,7 @@ class TimelineView {
   std::vector<SearchHit> hits_;
   int hit_index_ = -1;
   std::optional<std::string> search_pending_;  // until the overview is in
+  std::optional<std::pair<int64_t, int64_t>> highlighted_op_;  // (graph, op) whose slices are the hits
   Background<std::optional<OpInfo>> op_job_;
   std::optional<OpInfo> op_;
   Background<std::optional<Slice>> counterpart_job_;

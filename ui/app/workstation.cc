@@ -24,6 +24,7 @@ bool Workstation::Builds(ViewId id) {
     case ViewId::kTimeline:
     case ViewId::kSharding:
     case ViewId::kRecompilations:
+    case ViewId::kGraph:
       return true;
     default:
       return false;
@@ -31,6 +32,8 @@ bool Workstation::Builds(ViewId id) {
 }
 
 bool Workstation::complete() const {
+  if (active_view_ == ViewId::kRecompilations) return compilations_->complete();
+  if (active_view_ == ViewId::kGraph) return graph_->complete();
   return active_view_ != ViewId::kTimeline || timeline_->complete();
 }
 
@@ -40,11 +43,13 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   loader_.reset();  // joins its thread before the model it read goes
   placement_.reset();
   compilations_.reset();
+  graph_.reset();
   model_ = std::move(model);
   loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
   placement_ = std::make_unique<PlacementView>(*model_);
-  compilations_ = std::make_unique<CompilationsView>(*model_);
+  compilations_ = std::make_unique<CompilationsView>(*model_, wake_);
+  graph_ = std::make_unique<GraphView>(*model_, wake_);
   ui_.selected_compile_id.reset();
   ui_.selection_text.clear();
 }
@@ -103,6 +108,7 @@ void Workstation::Draw() {
     const auto timeline_flags = tab_flags(ViewId::kTimeline);
     const auto sharding_flags = tab_flags(ViewId::kSharding);
     const auto compile_flags = tab_flags(ViewId::kRecompilations);
+    const auto graph_flags = tab_flags(ViewId::kGraph);
     ui_.bring_to_front.reset();
     if (ImGui::BeginTabItem("Timeline", nullptr, timeline_flags)) {
       active_view_ = ViewId::kTimeline;
@@ -125,6 +131,11 @@ void Workstation::Draw() {
     if (ImGui::BeginTabItem(compile_label.c_str(), nullptr, compile_flags)) {
       active_view_ = ViewId::kRecompilations;
       compilations_->Draw(ui_);
+      ImGui::EndTabItem();
+    }
+    if (ImGui::BeginTabItem("Graph", nullptr, graph_flags)) {
+      active_view_ = ViewId::kGraph;
+      graph_->Draw(ui_);
       ImGui::EndTabItem();
     }
     ImGui::EndTabBar();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ui/app/compilations_view.h"
+#include "ui/app/graph_view.h"
 #include "ui/app/placement_view.h"
 #include "ui/app/timeline_loader.h"
 #include "ui/app/timeline_view.h"
@@ -41,6 +42,8 @@ class Workstation {
   // timeline: its overview and every visible lane at its level of detail).
   bool complete() const;
   PlacementView& placement() { return *placement_; }
+  CompilationsView& compilations() { return *compilations_; }
+  GraphView& graph() { return *graph_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
@@ -56,6 +59,7 @@ class Workstation {
   std::unique_ptr<TimelineView> timeline_;
   std::unique_ptr<PlacementView> placement_;
   std::unique_ptr<CompilationsView> compilations_;
+  std::unique_ptr<GraphView> graph_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
 };
