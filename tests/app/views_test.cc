@@ -539,3 +539,55 @@ TEST_F(ViewsTest, CountersHaveLanes) {
 
 }  // namespace
 }  // namespace shardscope::app
+
+namespace shardscope::app {
+namespace {
+
+// The Graph view and the timeline lead to each other through UiState: a
+// kernel's "Open its op in Graph" opens the Graph view at that op, and an op
+// picked there marks its slices, found in the whole run, on the timeline.
+TEST_F(ViewsTest, AKernelOpensInGraphAndAGraphOpMarksItsSlices) {
+  Open({.num_devices = 4, .num_hosts = 2});
+  const int64_t id = testing::AllReduceSliceId(run_, 2, 1);  // op 9 of graph 1
+  ws_->timeline().SelectSliceId(id);
+  Settle();
+  json open;
+  for (const json& b : Items("button")) {
+    if (b.value("role", "") == "open_graph") open = b;
+  }
+  ASSERT_FALSE(open.is_null()) << "no Open in Graph button for the selected kernel";
+  EXPECT_EQ(open["ref"]["graph_id"], 1);
+  EXPECT_EQ(open["ref"]["op_id"], 9);
+  Click(Center(open));
+  Frame();
+  Settle();
+  EXPECT_EQ(ws_->active_view(), ViewId::kGraph);
+  EXPECT_EQ(ws_->graph().graph_id(), 1);
+  EXPECT_EQ(ws_->graph().center_id(), 9);
+  // This fixture stores no IR text: the view says so in one line.
+  std::vector<json> no_ir;
+  for (const json& t : Items("text")) {
+    if (t.value("role", "") == "no_ir") no_ir.push_back(t);
+  }
+  EXPECT_EQ(no_ir.size(), 1u);
+
+  // An op picked in Graph: back on the timeline its slices are the hits.
+  ws_->ui().highlight_op = GraphFocus{1, 9};
+  ws_->ui().bring_to_front = ViewId::kTimeline;
+  Frame();
+  Settle();
+  EXPECT_EQ(ws_->active_view(), ViewId::kTimeline);
+  EXPECT_EQ(ws_->timeline().search_hits().size(), size_t(4 * run_.steps));
+  for (const auto& hit : ws_->timeline().search_hits()) EXPECT_EQ(hit.slice.op_id, 9);
+  json search;
+  for (const json& t : Items("text")) {
+    if (t.value("role", "") == "search") search = t;
+  }
+  ASSERT_FALSE(search.is_null());
+  EXPECT_EQ(search["op"]["graph_id"], 1);
+  EXPECT_EQ(search["op"]["op_id"], 9);
+  EXPECT_EQ(search["total"], 4 * run_.steps);
+}
+
+}  // namespace
+}  // namespace shardscope::app
