@@ -118,6 +118,9 @@ class Background {
  public:
   void Start(const std::string& path, std::function<absl::StatusOr<T>(const store::Reader&)> work,
              std::function<void()> wake = {}) {
+    // A query still running is left to finish on its own, its answer unread:
+    // a std::async future would otherwise block this (the UI) thread when replaced.
+    Retire();
     future_ = std::async(std::launch::async, [path, work = std::move(work), wake = std::move(wake)]() {
       absl::StatusOr<T> result = [&]() -> absl::StatusOr<T> {
         auto reader = store::Reader::Open(path, store::Reader::Threads::kOneThread);
@@ -132,6 +135,7 @@ class Background {
   bool pending() const { return future_.valid(); }
   // Moves a finished answer in; true when one arrived this call.
   bool Poll() {
+    std::erase_if(retired_, [](auto& f) { return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
     if (!future_.valid() || future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
     result_ = future_.get();
     return true;
@@ -141,15 +145,25 @@ class Background {
     Poll();
   }
   const std::optional<absl::StatusOr<T>>& result() const { return result_; }
+  // Forgets the query and its answer (a running one finishes on its own).
   void Reset() {
-    if (future_.valid()) future_.wait();
-    future_ = {};
+    Retire();
     result_.reset();
   }
-  ~Background() { Reset(); }
+  ~Background() {
+    if (future_.valid()) future_.wait();
+    for (auto& f : retired_) f.wait();
+  }
 
  private:
+  void Retire() {
+    if (future_.valid() && future_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+      retired_.push_back(std::move(future_));
+    }
+    future_ = {};
+  }
   std::future<absl::StatusOr<T>> future_;
+  std::vector<std::future<absl::StatusOr<T>>> retired_;
   std::optional<absl::StatusOr<T>> result_;
 };
 

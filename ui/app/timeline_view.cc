@@ -1891,15 +1891,18 @@ void TimelineView::DrawSearchBar(UiState& ui) {
       status = search_->names.empty() ? absl::StrCat("no slice name contains '", search_text_, "'")
                                       : absl::StrCat("no slices named like '", search_text_, "' in this run");
     } else {
+      const std::string names = absl::StrFormat("%d name%s", search_->names.size(), search_->names.size() == 1 ? "" : "s");
+      const std::string kept = search_->truncated() ? absl::StrFormat(" (the first %d kept)", hits_.size()) : "";
       if (highlighted_op_) {
-        status = absl::StrFormat("%s (graph %d): %d slices; Enter: next", search_->names.empty() ? search_text_ : search_->names[0].second,
-                                 highlighted_op_->first, search_->total);
-      } else
-      status = absl::StrFormat("%s%d of %d%s in %d name%s", hit_index_ >= 0 ? "" : "-", hit_index_ + 1, search_->total,
-                               search_->truncated() ? absl::StrFormat(" (the first %d shown)", hits_.size()) : "",
-                               search_->names.size(), search_->names.size() == 1 ? "" : "s");
-      if (hit_index_ < 0 && !highlighted_op_) status = absl::StrFormat("%d hits in %d name%s; Enter: next", search_->total,
-                                                   search_->names.size(), search_->names.size() == 1 ? "" : "s");
+        // An op picked in the Graph view: its slices are the hits.
+        status = absl::StrFormat("%s (graph %d): %d slices%s; Enter: next",
+                                 search_->names.empty() ? search_text_ : search_->names[0].second,
+                                 highlighted_op_->first, search_->total, kept);
+      } else if (hit_index_ < 0) {
+        status = absl::StrFormat("%d hits%s in %s; Enter: next", search_->total, kept, names);
+      } else {
+        status = absl::StrFormat("%d of %d%s in %s", hit_index_ + 1, search_->total, kept, names);
+      }
     }
   }
   if (!status.empty()) {
