@@ -6,6 +6,8 @@
 // recompiled graph beside the one it was compared with, aligned by the stored
 // diff; a program's ops with their costs, fused kernels and measured times,
 // and an op's neighbourhood; and an imported run, which has no IR, saying so.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -29,7 +31,8 @@ namespace {
 class RecompilesModelTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    db_ = new std::string(testing::TempPath("recompiles_mlp.db"));
+    // Once per process (ctest runs each test in its own, two at a time).
+    db_ = new std::string(testing::TempPath(absl::StrCat("recompiles_mlp_", getpid(), ".db")));
     std::filesystem::remove(*db_);
     const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", *db_,
                                          " --mesh 2x2 --steps 12 --quiet > /dev/null 2>&1");
