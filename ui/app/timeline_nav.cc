@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -29,86 +30,40 @@ int64_t NearestRank(const std::vector<int64_t>& sorted, double q) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
-// Accumulates one range over its tracks.
-class RangeAccumulator {
- public:
-  RangeAccumulator(const store::TimelineReader& tl, int64_t run_id, const RangeOptions& options)
-      : tl_(tl), run_id_(run_id), options_(options), budget_(options.max_raw_slices) {}
-
-  // Adds what starts in [a, b) on `track`, from raw slices while the budget
-  // lasts (`allow_raw`), else from whole summary buckets plus raw edges.
-  absl::Status Add(int64_t track, int64_t a, int64_t b, bool allow_raw) {
-    if (a >= b) return absl::OkStatus();
-    if (allow_raw && budget_ > 0) {
-      bool truncated = false;
-      auto slices = tl_.Slices(run_id_, track, a, b, budget_, &truncated);
-      if (!slices.ok()) return slices.status();
-      if (!truncated) {
-        budget_ -= slices->size();
-        AddRaw(*slices, a, b);
-        return absl::OkStatus();
-      }
-      budget_ = 0;  // this range is too big for slices: the rest goes to summaries
-    }
-    // The finest level with at most max_buckets buckets over [a, b).
-    int level = 0;
-    while (level + 1 < store::kNumSummaryLevels && (b - a) / LevelWidth(level) + 1 > options_.max_buckets) ++level;
-    const int64_t w = LevelWidth(level);
-    const int64_t i0 = CeilDiv(a, w), i1 = FloorDiv(b, w);
-    if (i1 <= i0) {
-      // No whole bucket even at level 0 (under 8.4 ms): slices, whatever their number.
-      auto slices = tl_.Slices(run_id_, track, a, b);
-      if (!slices.ok()) return slices.status();
-      AddRaw(*slices, a, b);
-      return absl::OkStatus();
-    }
-    auto buckets = tl_.Summaries(run_id_, track, level, i0 * w, i1 * w);
-    if (!buckets.ok()) return buckets.status();
-    for (const store::SummaryBucket& bucket : *buckets) {
-      summarized_ += bucket.count;
-      count_ += bucket.count;
-      if (bucket.depth == 0) busy_ns_ += bucket.busy_ns;
-      for (int k = 0; k < kNumSliceKinds; ++k) summary_kind_ns_[k] += bucket.kind_ns[k];
-    }
-    summary_level_ = std::max(summary_level_, level);
-    summarized_track_ = true;
-    // The edges, which no whole bucket covers: slices (or finer summaries).
-    if (absl::Status st = Add(track, a, i0 * w, true); !st.ok()) return st;
-    return Add(track, i1 * w, b, true);
-  }
-
+// Accumulates one range: raw slices by (name, kind), and what whole
+// summary buckets hold by kind.
+struct RangeAccumulator {
   void AddRaw(const std::vector<store::TimelineSlice>& slices, int64_t a, int64_t b) {
     for (const store::TimelineSlice& s : slices) {
       if (s.start_ns < a || s.start_ns >= b) continue;  // overlaps, but starts elsewhere
       const int64_t dur = std::max<int64_t>(0, s.dur_ns);
-      auto& acc = by_name_[{s.name_id, static_cast<int>(s.kind)}];
-      acc.push_back(dur);
-      raw_kind_[static_cast<int>(s.kind)].first += 1;
-      raw_kind_[static_cast<int>(s.kind)].second += dur;
-      ++count_;
-      if (s.depth == 0) busy_ns_ += dur;
+      by_name[{s.name_id, static_cast<int>(s.kind)}].push_back(dur);
+      raw_kind[static_cast<int>(s.kind)].first += 1;
+      raw_kind[static_cast<int>(s.kind)].second += dur;
+      ++count;
+      if (s.depth == 0) busy_ns += dur;
     }
   }
-
-  bool TakeSummarizedTrack() {
-    const bool was = summarized_track_;
-    summarized_track_ = false;
-    return was;
+  void AddBucket(const store::SummaryBucket& bucket) {
+    summarized += bucket.count;
+    count += bucket.count;
+    if (bucket.depth == 0) busy_ns += bucket.busy_ns;
+    for (int k = 0; k < kNumSliceKinds; ++k) summary_kind_ns[k] += bucket.kind_ns[k];
   }
 
-  std::map<std::pair<int32_t, int>, std::vector<int64_t>> by_name_;
-  std::array<std::pair<int64_t, int64_t>, kNumSliceKinds> raw_kind_{};  // count, ns
-  std::array<int64_t, kNumSliceKinds> summary_kind_ns_{};
-  int64_t count_ = 0, busy_ns_ = 0, summarized_ = 0;
-  int summary_level_ = -1;
-
- private:
-  const store::TimelineReader& tl_;
-  const int64_t run_id_;
-  const RangeOptions options_;
-  size_t budget_;
-  bool summarized_track_ = false;
+  std::map<std::pair<int32_t, int>, std::vector<int64_t>> by_name;
+  std::array<std::pair<int64_t, int64_t>, kNumSliceKinds> raw_kind{};  // count, ns
+  std::array<int64_t, kNumSliceKinds> summary_kind_ns{};
+  int64_t count = 0, busy_ns = 0, summarized = 0;
 };
+
+// The finest level whose buckets over [t0, t1) number at most `n`.
+int LevelWithAtMost(int64_t t0, int64_t t1, int64_t n) {
+  for (int level = 0; level < store::kNumSummaryLevels; ++level) {
+    if ((t1 - t0) / LevelWidth(level) + 1 <= n) return level;
+  }
+  return store::kNumSummaryLevels - 1;
+}
 
 }  // namespace
 
@@ -137,24 +92,63 @@ absl::StatusOr<RangeStats> ComputeRangeStats(const store::Reader& reader, int64_
   out.t0 = t0;
   out.t1 = std::max(t0, t1);
   out.track_ids = track_ids;
+  t1 = out.t1;
   store::TimelineReader tl(reader);
-  RangeAccumulator acc(tl, run_id, options);
-  for (int64_t track : track_ids) {
-    if (absl::Status st = acc.Add(track, out.t0, out.t1, true); !st.ok()) return st;
-    if (acc.TakeSummarizedTrack()) ++out.tracks_summarized;
+  RangeAccumulator acc;
+  const absl::flat_hash_set<int64_t> wanted(track_ids.begin(), track_ids.end());
+  // How many slices the range holds, at most: a few coarse buckets covering
+  // it, in one query. Within the budget, the slices themselves.
+  const int coarse = LevelWithAtMost(t0, t1, 64);
+  const int64_t cw = LevelWidth(coarse);
+  auto estimate = tl.AllSummaries(run_id, coarse, FloorDiv(t0, cw) * cw, (FloorDiv(t1 - 1, cw) + 1) * cw);
+  if (!estimate.ok()) return estimate.status();
+  int64_t at_most = 0;
+  for (const auto& b : *estimate) {
+    if (wanted.contains(b.track_id)) at_most += b.bucket.count;
   }
-  out.count = acc.count_;
-  out.busy_ns = acc.busy_ns_;
-  out.summarized = acc.summarized_;
-  out.summary_level = acc.summary_level_;
-  out.exact = acc.summarized_ == 0 && acc.summary_level_ < 0;
+  const int level = LevelWithAtMost(t0, t1, options.max_buckets);
+  const int64_t w = LevelWidth(level);
+  const int64_t i0 = CeilDiv(t0, w), i1 = FloorDiv(t1, w);
+  if (at_most <= static_cast<int64_t>(options.max_raw_slices) || i1 <= i0) {
+    // Few enough (or no whole bucket inside: under two level-0 buckets).
+    for (int64_t track : track_ids) {
+      auto slices = tl.Slices(run_id, track, t0, t1);
+      if (!slices.ok()) return slices.status();
+      acc.AddRaw(*slices, t0, t1);
+    }
+  } else {
+    // Whole buckets from the summaries, in one query; the edges no whole
+    // bucket covers (under one bucket each side) from slices.
+    auto buckets = tl.AllSummaries(run_id, level, i0 * w, i1 * w);
+    if (!buckets.ok()) return buckets.status();
+    absl::flat_hash_set<int64_t> summarized_tracks;
+    for (const auto& b : *buckets) {
+      if (!wanted.contains(b.track_id)) continue;
+      acc.AddBucket(b.bucket);
+      summarized_tracks.insert(b.track_id);
+    }
+    out.tracks_summarized = static_cast<int>(summarized_tracks.size());
+    out.summary_level = level;
+    for (int64_t track : track_ids) {
+      for (auto [a, b] : {std::pair{t0, i0 * w}, std::pair{i1 * w, t1}}) {
+        if (a >= b) continue;
+        auto slices = tl.Slices(run_id, track, a, b);
+        if (!slices.ok()) return slices.status();
+        acc.AddRaw(*slices, a, b);
+      }
+    }
+  }
+  out.count = acc.count;
+  out.busy_ns = acc.busy_ns;
+  out.summarized = acc.summarized;
+  out.exact = acc.summarized == 0 && out.summary_level < 0;
   if (out.exact) {
     std::vector<int32_t> ids;
-    for (const auto& [key, durs] : acc.by_name_) ids.push_back(key.first);
+    for (const auto& [key, durs] : acc.by_name) ids.push_back(key.first);
     auto names = tl.Names(ids);
     if (!names.ok()) return names.status();
     absl::flat_hash_map<int32_t, std::string> name_of(names->begin(), names->end());
-    for (auto& [key, durs] : acc.by_name_) {
+    for (auto& [key, durs] : acc.by_name) {
       std::sort(durs.begin(), durs.end());
       RangeRow row;
       row.name_id = key.first;
@@ -174,15 +168,15 @@ absl::StatusOr<RangeStats> ComputeRangeStats(const store::Reader& reader, int64_
     // Summaries keep busy time per kind, not names or distributions: one row
     // per kind, its time the raw edges' plus the summarized buckets'.
     for (int k = 0; k < kNumSliceKinds; ++k) {
-      const auto [raw_count, raw_ns] = acc.raw_kind_[k];
-      const int64_t ns = raw_ns + acc.summary_kind_ns_[k];
+      const auto [raw_count, raw_ns] = acc.raw_kind[k];
+      const int64_t ns = raw_ns + acc.summary_kind_ns[k];
       if (ns <= 0 && raw_count == 0) continue;
       RangeRow row;
       row.kind = static_cast<SliceKind>(k);
       row.name = SliceKindName(row.kind);
       row.total_ns = ns;
       row.count = -1;  // summaries do not count slices per kind
-      row.from_summaries = acc.summary_kind_ns_[k] > 0;
+      row.from_summaries = acc.summary_kind_ns[k] > 0;
       out.rows.push_back(std::move(row));
     }
     out.note = absl::StrFormat(

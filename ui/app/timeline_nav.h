@@ -2,10 +2,11 @@
 // thread (no ImGui here, so tests check them against SQL without a display):
 //   - what a time range covers (shift-drag): per name, count, total, mean,
 //     p50 and p90 of the slices that start in the range, on the lanes of one
-//     clock. Exact from raw slices while they are few enough; past that the
-//     parts of the range that whole level-of-detail buckets cover are counted
-//     from the stored summaries (per kind: summaries keep no per-name
-//     durations) and only the edges are read raw, and the result says so.
+//     clock. Exact from raw slices while they are few enough (estimated from
+//     coarse summaries); past that the parts of the range that whole
+//     level-of-detail buckets cover are counted from the stored summaries in
+//     one query (per kind: summaries keep no per-name durations) and only the
+//     edges are read raw, and the result says so.
 //   - search by name over the whole run (store/slice_search.h);
 //   - the selected slice's op (`ops`), its counterpart on the other clock
 //     (device <-> modeled) and the program it belongs to: the host's dispatch
@@ -62,7 +63,9 @@ struct RangeStats {
 };
 
 struct RangeOptions {
-  // Raw slices read per range, over all its tracks, before summaries stand in.
+  // The most slices a range is read from one by one, over all its tracks
+  // (estimated first from a few coarse summary buckets, in one query); a
+  // range holding more is counted from summaries plus its edges.
   size_t max_raw_slices = 400'000;
   // Summary buckets read per track for the summarized middle of a range.
   int max_buckets = 4096;
