@@ -483,6 +483,9 @@ int RunApp(const AppOptions& options) {
     workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
     if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
   }
+  if (!options.compare_path.empty() || options.compare_run) {
+    workstation->compare().SetTarget({options.compare_path, options.compare_run});
+  }
   LayoutDump dump;
   int exit_code = 0;
   double first_frame_s = -1, complete_s = -1, complete_cpu_s = 0;
@@ -565,7 +568,7 @@ int RunApp(const AppOptions& options) {
       // (a damaged file) still gets a picture, with a warning.
       const bool give_up = Seconds(started) > 120;
       if (!complete && !give_up) {
-        workstation->loader().WaitIdle(0.5);
+        workstation->WaitForData(0.5);
         continue;
       }
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");

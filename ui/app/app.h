@@ -22,6 +22,10 @@ struct AppOptions {
   std::string search;   // --search NAME: found in the whole run at open, the first hit selected
   std::optional<int64_t> compile_id;  // --compile ID: that compilation picked in Recompilations
   std::optional<std::pair<int64_t, int64_t>> graph_op;  // --graph G[:OP]: the Graph view at that op (-1: costliest)
+  // The Compare view's other run: a file (--compare) and a run in it
+  // (--compare-run; alone: a run of this file).
+  std::string compare_path;
+  std::optional<int64_t> compare_run;
   // Run this long, then exit (idle CPU measurements); 0: until closed.
   double exit_after_s = 0;
   // Measure open time, memory and frame times (an empty window, the

@@ -25,6 +25,8 @@ constexpr char kUsage[] =
     "  --run N             show run N (default: the latest run in the file)\n"
     "  --view NAME         start on a view: overview, timeline (default), sharding,\n"
     "                      recompilations, graph, ops, memory, metrics, compare or fleet\n"
+    "  --compare OTHER.db  the Compare view compares this run with OTHER.db's latest run\n"
+    "  --compare-run N     ... with its run N (without --compare: run N of this file)\n"
     "  --width W           window width in pixels (default 1600)\n"
     "  --height H          window height in pixels (default 900)\n"
     "  --follow            follow the newest run as its steps land (the store is\n"
@@ -102,6 +104,12 @@ int main(int argc, char** argv) {
         return UsageError(arg + " wants pixels between 200 and 16384, got '" + value + "'");
       }
       (arg == "--width" ? options.width : options.height) = px;
+    } else if (arg == "--compare") {
+      options.compare_path = value;
+    } else if (arg == "--compare-run") {
+      int64_t run = 0;
+      if (!absl::SimpleAtoi(value, &run)) return UsageError("--compare-run wants a run id, got '" + value + "'");
+      options.compare_run = run;
     } else if (arg == "--screenshot") {
       options.screenshot_path = value;
     } else if (arg == "--dump-layout") {

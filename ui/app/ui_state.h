@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace shardscope::app {
 
@@ -74,6 +75,12 @@ struct UiState {
   std::optional<ViewId> bring_to_front;        // consumed by the tab bar next frame
   std::optional<int64_t> switch_to_run;        // the app reloads the model
   std::optional<std::string> show_value;       // the Sharding view picks this tensor (a collective's)
+  // An op of a compiled program picked anywhere, (graph_id, op_id): the op
+  // profile selects and scrolls to it.
+  std::optional<std::pair<int64_t, int64_t>> selected_op;
+  bool scroll_to_selected_op = false;
+  // A compiled program picked anywhere (graph_id): the memory view shows its plan.
+  std::optional<int64_t> selected_graph;
   std::string selection_text;                  // the status bar's line
   // The Graph view opens here (a kernel picked on the timeline); the
   // timeline outlines the slices of `highlight_op` (an op picked in Graph).

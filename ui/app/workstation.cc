@@ -2,6 +2,8 @@
 #include "ui/app/workstation.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <imgui.h>
 
@@ -17,14 +19,23 @@ namespace shardscope::app {
 Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()> wake, bool start_loading)
     : wake_(std::move(wake)) {
   SetModel(std::move(model), start_loading);
+  // Overview is the first tab, but the workstation lands on the timeline
+  // (ImGui would show the first tab; --view picks another).
+  ui_.bring_to_front = ViewId::kTimeline;
 }
 
 bool Workstation::Builds(ViewId id) {
   switch (id) {
+    // The fleet comes when it is built.
+    case ViewId::kOverview:
     case ViewId::kTimeline:
     case ViewId::kSharding:
     case ViewId::kRecompilations:
     case ViewId::kGraph:
+    case ViewId::kOps:
+    case ViewId::kMemory:
+    case ViewId::kMetrics:
+    case ViewId::kCompare:
       return true;
     default:
       return false;
@@ -32,9 +43,33 @@ bool Workstation::Builds(ViewId id) {
 }
 
 bool Workstation::complete() const {
-  if (active_view_ == ViewId::kRecompilations) return compilations_->complete();
-  if (active_view_ == ViewId::kGraph) return graph_->complete();
-  return active_view_ != ViewId::kTimeline || timeline_->complete();
+  switch (active_view_) {
+    case ViewId::kTimeline: return timeline_->complete();
+    case ViewId::kOverview: return overview_->complete();
+    case ViewId::kRecompilations: return compilations_->complete();
+    case ViewId::kGraph: return graph_->complete();
+    case ViewId::kOps: return ops_->complete();
+    case ViewId::kMetrics: return metrics_->complete();
+    case ViewId::kMemory: return memory_->complete();
+    case ViewId::kCompare: return compare_->complete();
+    default: return true;
+  }
+}
+
+bool Workstation::WaitForData(double timeout_s) {
+  switch (active_view_) {
+    case ViewId::kOverview: return overview_->Wait(timeout_s);
+    case ViewId::kOps: return ops_->Wait(timeout_s);
+    case ViewId::kMetrics: return metrics_->Wait(timeout_s);
+    case ViewId::kMemory: return memory_->Wait(timeout_s);
+    case ViewId::kCompare: return compare_->Wait(timeout_s);
+    case ViewId::kRecompilations:
+    case ViewId::kGraph:
+      // Their queries wake the window when they finish; a capture polls.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, static_cast<int>(timeout_s * 1000))));
+      return complete();
+    default: return loader_->WaitIdle(timeout_s);
+  }
 }
 
 void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading) {
@@ -44,13 +79,28 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   placement_.reset();
   compilations_.reset();
   graph_.reset();
+  overview_.reset();  // interrupts a model still being built
+  ops_.reset();
+  metrics_.reset();
+  memory_.reset();
+  std::optional<CompareTarget> compare_with;  // the comparison follows a new run of the same file
+  if (compare_ && compare_->target()) compare_with = *compare_->target();
+  compare_.reset();
   model_ = std::move(model);
   loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
   placement_ = std::make_unique<PlacementView>(*model_);
   compilations_ = std::make_unique<CompilationsView>(*model_, wake_);
   graph_ = std::make_unique<GraphView>(*model_, wake_);
+  overview_ = std::make_unique<OverviewView>(*model_, wake_);
+  ops_ = std::make_unique<OpsView>(*model_, wake_);
+  metrics_ = std::make_unique<MetricsView>(*model_, wake_);
+  memory_ = std::make_unique<MemoryView>(*model_, wake_);
+  compare_ = std::make_unique<CompareView>(*model_, wake_);
+  if (compare_with && !compare_with->path.empty()) compare_->SetTarget(*compare_with);
   ui_.selected_compile_id.reset();
+  ui_.selected_op.reset();
+  ui_.selected_graph.reset();
   ui_.selection_text.clear();
 }
 
@@ -70,8 +120,10 @@ void Workstation::DrawRunLine() {
                                      run.simulated ? ", simulated (no numerics)" : "");
   if (run.status != "finished") absl::StrAppend(&line, " [", run.status, "]");
   ImGui::TextUnformatted(line.c_str());
+  ImGui::SameLine(0, 30);
+  DrawViewMenu();
   if (model_->run_ids.size() > 1) {
-    ImGui::SameLine(0, 30);
+    ImGui::SameLine(0, 12);
     ImGui::SetNextItemWidth(110);
     std::string current = absl::StrCat("run ", run.run_id);
     if (ImGui::BeginCombo("##run", current.c_str())) {
@@ -83,6 +135,55 @@ void Workstation::DrawRunLine() {
       }
       ImGui::EndCombo();
     }
+  }
+}
+
+std::string Workstation::TabLabel(ViewId id) const {
+  const ViewInfo& info = ViewInfoOf(id);
+  switch (id) {
+    case ViewId::kSharding: {
+      // The tab itself flags involuntary full rematerializations.
+      const size_t remats = model_->sharding.rematerializations.size();
+      if (remats) return absl::StrCat(info.title, " (", remats, " remat)###", info.name);
+      break;
+    }
+    case ViewId::kRecompilations: {
+      // Compilations, not cache lookups: a run with no recompilation shows its one compile per call site.
+      const int64_t misses = std::count_if(model_->compilations.begin(), model_->compilations.end(),
+                                           [](const auto& c) { return c.cache == "miss"; });
+      return absl::StrCat(info.title, " (", misses, ")###", info.name);
+    }
+    default:
+      break;
+  }
+  return absl::StrCat(info.title, "###", info.name);
+}
+
+void Workstation::DrawView(ViewId id) {
+  switch (id) {
+    case ViewId::kOverview: overview_->Draw(ui_); break;
+    case ViewId::kOps: ops_->Draw(ui_); break;
+    case ViewId::kMetrics: metrics_->Draw(ui_); break;
+    case ViewId::kMemory: memory_->Draw(ui_); break;
+    case ViewId::kCompare: compare_->Draw(ui_); break;
+    case ViewId::kTimeline: timeline_->Draw(ui_); break;
+    case ViewId::kSharding: placement_->Draw(ui_); break;
+    case ViewId::kRecompilations: compilations_->Draw(ui_); break;
+    case ViewId::kGraph: graph_->Draw(ui_); break;
+    default: break;
+  }
+}
+
+// Every view, built or not, and where to go: the tabs' menu form.
+void Workstation::DrawViewMenu() {
+  if (ImGui::SmallButton("Views")) ImGui::OpenPopup("##view_menu");
+  if (ImGui::BeginPopup("##view_menu")) {
+    for (const ViewInfo& view : kViews) {
+      const bool built = Builds(view.id);
+      const std::string label = built ? std::string(view.title) : absl::StrCat(view.title, " (not built yet)");
+      if (ImGui::MenuItem(label.c_str(), nullptr, active_view_ == view.id, built)) ui_.bring_to_front = view.id;
+    }
+    ImGui::EndPopup();
   }
 }
 
@@ -102,41 +203,23 @@ void Workstation::Draw() {
   if (ui_.layout) ui_.layout->Begin("");  // the view drawn below names itself
   DrawRunLine();
   if (ImGui::BeginTabBar("##views")) {
-    auto tab_flags = [this](ViewId id) {
-      return ui_.bring_to_front == id ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
-    };
-    const auto timeline_flags = tab_flags(ViewId::kTimeline);
-    const auto sharding_flags = tab_flags(ViewId::kSharding);
-    const auto compile_flags = tab_flags(ViewId::kRecompilations);
-    const auto graph_flags = tab_flags(ViewId::kGraph);
+    // A view asked for (a link, --view) is drawn from the frame its tab
+    // comes to the front: the tab shown until then is not drawn this frame,
+    // so a view passed through never starts loading what it would show.
+    std::optional<ViewId> pending = ui_.bring_to_front;
+    if (pending && !Builds(*pending)) pending.reset();
     ui_.bring_to_front.reset();
-    if (ImGui::BeginTabItem("Timeline", nullptr, timeline_flags)) {
-      active_view_ = ViewId::kTimeline;
-      timeline_->Draw(ui_);
-      ImGui::EndTabItem();
-    }
-    // The tab itself flags involuntary full rematerializations.
-    const size_t remats = model_->sharding.rematerializations.size();
-    std::string sharding_label =
-        remats ? absl::StrCat("Sharding (", remats, " remat)###sharding") : std::string("Sharding###sharding");
-    if (ImGui::BeginTabItem(sharding_label.c_str(), nullptr, sharding_flags)) {
-      active_view_ = ViewId::kSharding;
-      placement_->Draw(ui_);
-      ImGui::EndTabItem();
-    }
-    // Compilations, not cache lookups: a run with no recompilation shows its one compile per call site.
-    const int64_t misses = std::count_if(model_->compilations.begin(), model_->compilations.end(),
-                                         [](const auto& c) { return c.cache == "miss"; });
-    std::string compile_label = absl::StrCat("Recompilations (", misses, ")###recompilations");
-    if (ImGui::BeginTabItem(compile_label.c_str(), nullptr, compile_flags)) {
-      active_view_ = ViewId::kRecompilations;
-      compilations_->Draw(ui_);
-      ImGui::EndTabItem();
-    }
-    if (ImGui::BeginTabItem("Graph", nullptr, graph_flags)) {
-      active_view_ = ViewId::kGraph;
-      graph_->Draw(ui_);
-      ImGui::EndTabItem();
+    for (const ViewInfo& view : kViews) {
+      if (!Builds(view.id)) continue;
+      const std::string label = TabLabel(view.id);
+      const auto flags = pending == view.id ? ImGuiTabItemFlags_SetSelected : ImGuiTabItemFlags_None;
+      if (ImGui::BeginTabItem(label.c_str(), nullptr, flags)) {
+        if (!pending || *pending == view.id) {
+          active_view_ = view.id;
+          DrawView(view.id);
+        }
+        ImGui::EndTabItem();
+      }
     }
     ImGui::EndTabBar();
   }

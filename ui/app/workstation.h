@@ -1,14 +1,22 @@
-// The workstation window's contents for one run: the run line, the view tabs
-// ([Timeline] [Sharding] [Recompilations]) and the views themselves. Pure ImGui, no GL or
-// windowing, so the shell in app.cc owns the platform and this owns the UI.
+// The workstation window's contents for one run: the run line (with the run
+// picker and a menu of every view), the view tabs (one per built view, in
+// kViews' order: [Overview] [Timeline] [Sharding] [Recompilations] ...) and
+// the views themselves. Pure ImGui, no GL or windowing, so the shell in
+// app.cc owns the platform and this owns the UI. The timeline is the view a
+// new workstation lands on.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
 
+#include "ui/app/compare_view.h"
 #include "ui/app/compilations_view.h"
 #include "ui/app/graph_view.h"
+#include "ui/app/memory_view.h"
+#include "ui/app/metrics_view.h"
+#include "ui/app/ops_view.h"
+#include "ui/app/overview_view.h"
 #include "ui/app/placement_view.h"
 #include "ui/app/timeline_loader.h"
 #include "ui/app/timeline_view.h"
@@ -41,9 +49,17 @@ class Workstation {
   // The last frame is final: the active view has all it needs drawn (the
   // timeline: its overview and every visible lane at its level of detail).
   bool complete() const;
+  // Waits up to `timeout_s` for data the active view is loading (the
+  // timeline's windows, an analysis view's model); true when it is idle.
+  bool WaitForData(double timeout_s);
   PlacementView& placement() { return *placement_; }
   CompilationsView& compilations() { return *compilations_; }
   GraphView& graph() { return *graph_; }
+  OverviewView& overview() { return *overview_; }
+  OpsView& ops() { return *ops_; }
+  MetricsView& metrics() { return *metrics_; }
+  CompareView& compare() { return *compare_; }
+  MemoryView& memory() { return *memory_; }
   UiState& ui() { return ui_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
@@ -52,6 +68,9 @@ class Workstation {
 
  private:
   void DrawRunLine();
+  void DrawViewMenu();
+  void DrawView(ViewId id);
+  std::string TabLabel(ViewId id) const;
 
   std::unique_ptr<TraceModel> model_;
   std::function<void()> wake_;
@@ -60,6 +79,11 @@ class Workstation {
   std::unique_ptr<PlacementView> placement_;
   std::unique_ptr<CompilationsView> compilations_;
   std::unique_ptr<GraphView> graph_;
+  std::unique_ptr<OverviewView> overview_;
+  std::unique_ptr<OpsView> ops_;
+  std::unique_ptr<MetricsView> metrics_;
+  std::unique_ptr<CompareView> compare_;
+  std::unique_ptr<MemoryView> memory_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
 };
