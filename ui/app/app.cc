@@ -31,6 +31,7 @@
 #include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
+#include "ui/app/timeline_nav.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/workstation.h"
 
@@ -462,6 +463,26 @@ int RunApp(const AppOptions& options) {
     workstation->ui().bring_to_front = *view;
   }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
+  if (!options.range.empty()) {
+    auto range = ParseRangeArg(options.range);  // checked by main.cc already
+    if (range.ok()) {
+      workstation->timeline().SetRange(range->clock, range->t0, range->t1);
+      workstation->timeline().ShowWindow(range->clock, range->t0 - (range->t1 - range->t0) / 4,
+                                         range->t1 + (range->t1 - range->t0) / 4);
+    }
+  }
+  if (!options.search.empty()) workstation->timeline().Search(options.search, /*select_first=*/true);
+  // --compile and --graph open their view unless --view named another.
+  const bool view_named = options.view != "timeline";
+  if (options.compile_id) {
+    workstation->ui().selected_compile_id = *options.compile_id;
+    workstation->ui().scroll_to_selected_compile = true;
+    if (!view_named) workstation->ui().bring_to_front = ViewId::kRecompilations;
+  }
+  if (options.graph_op) {
+    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
+    if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
+  }
   if (!options.compare_path.empty() || options.compare_run) {
     workstation->compare().SetTarget({options.compare_path, options.compare_run});
   }

@@ -18,6 +18,10 @@ struct AppOptions {
   std::string dump_layout_path;   // set: write what the captured frame draws as JSON, exit
   std::string view = "timeline";  // a ViewInfo name (ui_state.h) the workstation builds
   std::optional<int64_t> select_slice;  // select this slice (and show its step) at open
+  std::string range;    // --range [CLOCK:]T0:T1: a range selected at open, its table shown
+  std::string search;   // --search NAME: found in the whole run at open, the first hit selected
+  std::optional<int64_t> compile_id;  // --compile ID: that compilation picked in Recompilations
+  std::optional<std::pair<int64_t, int64_t>> graph_op;  // --graph G[:OP]: the Graph view at that op (-1: costliest)
   // The Compare view's other run: a file (--compare) and a run in it
   // (--compare-run; alone: a run of this file).
   std::string compare_path;

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "ui/app/app.h"
+#include "ui/app/timeline_nav.h"
 #include "ui/app/ui_state.h"
 #include "ui/app/workstation.h"
 
@@ -38,6 +39,16 @@ constexpr char kUsage[] =
     "                      --screenshot\n"
     "  --select SLICE_ID   select that slice at open and show its step (a collective:\n"
     "                      its flow across the chips)\n"
+    "  --range [CLOCK:]T0:T1  select that time range of CLOCK (device, modeled or\n"
+    "                      host; default device) at open and show its table: per\n"
+    "                      name the count, total, mean, p50 and p90 of the slices\n"
+    "                      starting in it; times as 1.5ms, 200us, 2s or ns\n"
+    "  --search NAME       find slices whose name contains NAME in the whole run and\n"
+    "                      select the first (in the app: Ctrl+F, Enter/F3 next)\n"
+    "  --compile ID        pick compilation ID in Recompilations (opening it): its\n"
+    "                      graph beside the one it was compared with\n"
+    "  --graph G[:OP]      open the Graph view on graph G (after partitioning) around\n"
+    "                      op OP (default: its costliest kernel)\n"
     "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
     "  --exit-after SEC    quit after SEC seconds (measuring idle CPU)\n"
     "  --bench             print open time, memory and frame times, and exit\n"
@@ -107,6 +118,26 @@ int main(int argc, char** argv) {
       int64_t id = 0;
       if (!absl::SimpleAtoi(value, &id)) return UsageError("--select wants a slice id, got '" + value + "'");
       options.select_slice = id;
+    } else if (arg == "--range") {
+      if (auto range = shardscope::app::ParseRangeArg(value); !range.ok()) {
+        return UsageError(std::string(range.status().message()));
+      }
+      options.range = value;
+    } else if (arg == "--compile") {
+      int64_t id = 0;
+      if (!absl::SimpleAtoi(value, &id)) return UsageError("--compile wants a compile id, got '" + value + "'");
+      options.compile_id = id;
+    } else if (arg == "--graph") {
+      int64_t graph = 0, op = -1;
+      const size_t colon = value.find(':');
+      if (!absl::SimpleAtoi(value.substr(0, colon), &graph) ||
+          (colon != std::string::npos && !absl::SimpleAtoi(value.substr(colon + 1), &op))) {
+        return UsageError("--graph wants GRAPH_ID or GRAPH_ID:OP_ID, got '" + value + "'");
+      }
+      options.graph_op = std::pair{graph, op};
+    } else if (arg == "--search") {
+      if (value.empty()) return UsageError("--search wants a name (or part of one)");
+      options.search = value;
     } else if (arg == "--exit-after") {
       double seconds = 0;
       if (!absl::SimpleAtod(value, &seconds) || seconds <= 0) {

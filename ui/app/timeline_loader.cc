@@ -269,6 +269,11 @@ std::string TimelineLoader::Name(int32_t name_id) const {
   return it == names_.end() ? std::string() : it->second;
 }
 
+void TimelineLoader::AddNames(const std::vector<std::pair<int32_t, std::string>>& names) {
+  std::lock_guard lock(mu_);
+  for (const auto& [id, name] : names) names_.try_emplace(id, name);
+}
+
 bool TimelineLoader::WaitIdle(double timeout_s) const {
   std::unique_lock lock(mu_);
   return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] {

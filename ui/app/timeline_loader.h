@@ -146,6 +146,15 @@ class TimelineLoader {
 
   // names.name for a name id the loader has delivered ("" when unknown yet).
   std::string Name(int32_t name_id) const;
+  // Learns names found elsewhere (a search, a range's table), so Name() knows them.
+  void AddNames(const std::vector<std::pair<int32_t, std::string>>& names);
+  // Wakes an idle UI the way new data does (for the view's own background queries).
+  // Safe from any thread.
+  void Wake() const {
+    if (on_data_) on_data_();
+  }
+  const std::string& path() const { return path_; }
+  int64_t run_id() const { return run_id_; }
 
   // Blocks until the overview and every requested window are loaded (tests,
   // and --screenshot, which must capture a finished frame). False on timeout.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -28,6 +29,11 @@ constexpr float kFoldPx = 3;      // slices narrower than this fold
 constexpr float kColumnPx = 3;    // summary columns are this wide
 constexpr float kMinStepPx = 12;  // step markers closer than this are thinned
 constexpr float kDetailsHeight = 110;
+constexpr int kKeyW = 'W', kKeyA = 'A', kKeyS = 'S', kKeyD = 'D', kKeyF = 'F';
+constexpr int kKeyF3 = 292;  // GLFW_KEY_F3: the GLFW backend indexes keys by GLFW's codes
+constexpr size_t kMaxHitMarks = 2000;
+constexpr float kRangeTableHeight = 190;
+
 constexpr float kSmallFont = 12.5f;
 
 using nlohmann::json;
@@ -410,6 +416,7 @@ void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
     pending_window_ = std::pair{clock, std::pair{t0, t1}};
     return;
   }
+  pending_window_.reset();  // the latest request wins
   const double span = std::max<double>(100, double(t1 - t0));
   ns_per_px_ = span * 1.1 / area_w_;
   view_t0_ = double(t0) + Offset(clock) - span * 0.05;
@@ -424,6 +431,7 @@ void TimelineView::SelectSliceId(int64_t slice_id) {
 void TimelineView::Select(int64_t track_id, const Slice& slice, UiState& ui) {
   selection_ = TimelineSelection{track_id, slice};
   flow_requested_ = false;
+  StartSelectionJobs();
   const Track* track = model_.FindTrack(track_id);
   if (slice.flow_id >= 0 && track) {
     // The other members overlap this one in time on chips of the same clock.
@@ -1129,7 +1137,7 @@ void TimelineView::DrawDetails(UiState& ui) {
   const Slice& s = selection_->slice;
   const Track* t = model_.FindTrack(selection_->track_id);
   if (!t) return;
-  auto text = [&](const std::string& line, Rgb color = kText) {
+  std::function<void(const std::string&, Rgb)> text = [&](const std::string& line, Rgb color) {
     const ImVec2 p = ImGui::GetCursorScreenPos();
     ImGui::TextColored(ImVec4(color.r / 255.f, color.g / 255.f, color.b / 255.f, 1), "%s", line.c_str());
     if (ui.layout) {
@@ -1143,7 +1151,8 @@ void TimelineView::DrawDetails(UiState& ui) {
                        s.step >= 0 ? absl::StrCat("  \xC2\xB7  step ", s.step) : std::string()),
        kClockLabel);
   text(absl::StrFormat("start %s, duration %s%s", FormatDuration(double(s.start_ns)), FormatDuration(double(s.dur_ns)),
-                       s.bytes > 0 ? absl::StrCat(", ", FormatBytes(s.bytes)) : std::string()));
+                       s.bytes > 0 ? absl::StrCat(", ", FormatBytes(s.bytes)) : std::string()),
+       kText);
   if (const std::string* moved = model_.MovedValue(s.graph_id, s.op_id)) {
     ImGui::SameLine(0, 20);
     const std::string label = absl::StrCat("Show ", *moved, "'s layout in Sharding");
@@ -1158,6 +1167,7 @@ void TimelineView::DrawDetails(UiState& ui) {
       item["role"] = "open_sharding";
     }
   }
+  DrawSelectionOp(ui, text);
   if (s.flow_id < 0) return;
   const FlowMembers flow = loader_.flow();
   if (flow.flow_id != s.flow_id || !flow.done) {
@@ -1204,10 +1214,12 @@ void TimelineView::DrawDetails(UiState& ui) {
 
 void TimelineView::Draw(UiState& ui) {
   if (ui.layout) ui.layout->Begin("timeline");
+  ui_ = &ui;
   lanes_.clear();
   shapes_drawn_ = 0;
   complete_ = false;
   EnsureSections();
+  PollJobs(ui);
   if (awaiting_located_) {
     if (auto found = loader_.located()) {
       awaiting_located_ = false;
@@ -1230,6 +1242,7 @@ void TimelineView::Draw(UiState& ui) {
   // Toolbar: fit, the loading state, how to move.
   if (ImGui::Button("Fit")) ns_per_px_ = 0;
   ImGui::SameLine();
+  DrawSearchBar(ui);
   const LoaderProgress progress = loader_.progress();
   if (!loader_.error().ok()) {
     ImGui::TextColored(ImVec4(kWarning.r / 255.f, kWarning.g / 255.f, kWarning.b / 255.f, 1), "%s",
@@ -1243,10 +1256,13 @@ void TimelineView::Draw(UiState& ui) {
                        absl::StrFormat("%d/%d windows", progress.done, progress.total).c_str());
     ImGui::SameLine();
   }
-  ImGui::TextDisabled("wheel: zoom   drag: pan   click: select / zoom into a fold   double-click: fit   "
-                      "headers: collapse");
+  ImGui::TextDisabled("W/S or wheel: zoom   A/D or drag: pan   shift-drag: range   click: select   "
+                      "double-click: fit   Esc: clear");
+  HandleKeys(ui);
 
-  const float details_h = selection_ ? kDetailsHeight : ImGui::GetFrameHeightWithSpacing();
+  const float details_h = (selection_ || range_stats_)
+                              ? std::max(selection_ ? kDetailsHeight + 40 : 0.0f, range_stats_ ? kRangeTableHeight : 0.0f)
+                              : ImGui::GetFrameHeightWithSpacing();
   ImGui::BeginChild("##timeline", ImVec2(0, -details_h), false, ImGuiWindowFlags_NoScrollWithMouse);
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const float width = std::max(ImGui::GetContentRegionAvail().x, kLabelWidth + 50);
@@ -1288,7 +1304,29 @@ void TimelineView::Draw(UiState& ui) {
         moved_ = true;
       }
     }
-    if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) {
+    // Shift-drag selects a range on the clock of the lane it starts on.
+    if (hovered && ImGui::IsMouseClicked(ImGuiMouseButton_Left) && io.KeyShift && io.MousePos.x >= f.area_left) {
+      for (const Row& row : layout_.rows) {
+        const float y = f.top + row.y;
+        if (io.MousePos.y >= y && io.MousePos.y < y + row.h) {
+          range_drag_ = RangeDrag{sections_[row.section].clock, io.MousePos.x, io.MousePos.x};
+          break;
+        }
+      }
+    }
+    if (range_drag_) {
+      range_drag_->x1 = std::clamp(io.MousePos.x, f.area_left, f.right);
+      if (!active || ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+        if (std::fabs(range_drag_->x1 - range_drag_->x0) >= 3) {
+          const Clock c = range_drag_->clock;
+          const double off = Offset(c);
+          const double a = view_t0_ + (std::min(range_drag_->x0, range_drag_->x1) - f.area_left) * ns_per_px_ - off;
+          const double b = view_t0_ + (std::max(range_drag_->x0, range_drag_->x1) - f.area_left) * ns_per_px_ - off;
+          SetRange(c, static_cast<int64_t>(std::floor(a)), static_cast<int64_t>(std::ceil(b)));
+        }
+        range_drag_.reset();
+      }
+    } else if (active && ImGui::IsMouseDragging(ImGuiMouseButton_Left, 2)) {
       view_t0_ -= io.MouseDelta.x * ns_per_px_;
       moved_ = true;
     }
@@ -1357,6 +1395,11 @@ void TimelineView::Draw(UiState& ui) {
   }
   DrawStepMarkers(f, ui);
   DrawFlow(f, ui);
+  if (overview_) {
+    DrawRangeBand(f, ui);
+    DrawSearchMarks(f, ui);
+    DrawNavFlows(f, ui);
+  }
   if (host_ && host_->OpaqueBegin()) {
     f.dl->ChannelsSetCurrent(kImageChannel);
     f.dl->AddCallback(ImDrawCallback_ResetRenderState, nullptr);
@@ -1398,10 +1441,19 @@ void TimelineView::Draw(UiState& ui) {
   }
   ImGui::EndChild();
 
-  if (selection_) {
-    ImGui::BeginChild("##details", ImVec2(0, 0), true);
-    DrawDetails(ui);
-    ImGui::EndChild();
+  if (selection_ || range_stats_) {
+    const float w = ImGui::GetContentRegionAvail().x;
+    if (selection_) {
+      ImGui::BeginChild("##details", ImVec2(range_stats_ ? w * 0.5f : 0, 0), true);
+      DrawDetails(ui);
+      ImGui::EndChild();
+    }
+    if (range_stats_) {
+      if (selection_) ImGui::SameLine();
+      ImGui::BeginChild("##range", ImVec2(0, 0), true);
+      DrawRangeTable(ui);
+      ImGui::EndChild();
+    }
   } else if (!ui.selection_text.empty()) {
     ImGui::TextUnformatted(ui.selection_text.c_str());
   } else {
@@ -1412,7 +1464,682 @@ void TimelineView::Draw(UiState& ui) {
   const bool flow_pending = selection_ && selection_->slice.flow_id >= 0 &&
                             !(loader_.flow().flow_id == selection_->slice.flow_id && loader_.flow().done);
   complete_ = all_exact && !progress.busy() && !loader_.progress().busy() && !awaiting_located_ && !pending_window_ &&
-              !flow_pending && ns_per_px_ > 0;
+              !flow_pending && ns_per_px_ > 0 && !JobsPending();
+}
+
+}  // namespace shardscope::app
+
+// ---------------------------------------------------------------------------
+// Navigation: keys, range selection, search, the selection's lookups.
+
+namespace shardscope::app {
+
+void TimelineView::DrawSelectionOp(UiState& ui, const std::function<void(const std::string&, Rgb)>& text) {
+  const Slice& s = selection_->slice;
+  const Track* t = model_.FindTrack(selection_->track_id);
+  // The op it ran, as compiled (ops): shape, cost, line and module path.
+  if (op_) {
+    const OpInfo& op = *op_;
+    std::string line = absl::StrFormat("op %s (%s) %s", op.name, op.opcode, op.shape);
+    if (op.flops > 0) absl::StrAppend(&line, absl::StrFormat(", %.4g FLOP", op.flops));
+    if (op.bytes_read + op.bytes_written > 0)
+      absl::StrAppend(&line, ", reads ", FormatBytes(op.bytes_read), ", writes ", FormatBytes(op.bytes_written));
+    if (!op.roofline.empty()) absl::StrAppend(&line, ", ", op.roofline, "-bound");
+    text(line, kText);
+    std::string where = op.SourceLocation().empty() ? std::string("source line unknown") : op.SourceLocation();
+    if (!op.scope.empty()) absl::StrAppend(&where, "  \xC2\xB7  scope ", op.scope);
+    absl::StrAppend(&where, "  \xC2\xB7  graph ", op.graph_id, ", op ", op.op_id);
+    text(where, kDimText);
+  } else if (s.graph_id >= 0 && s.op_id >= 0 && op_job_.pending()) {
+    text("looking up its op...", kDimText);
+  } else if (s.graph_id >= 0 && s.op_id >= 0) {
+    text(absl::StrFormat("graph %d, op %d: this file has no row for it in ops (imported, or recorded without IR)",
+                         s.graph_id, s.op_id),
+         kDimText);
+  }
+  if (s.graph_id >= 0) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    const std::string label = s.op_id >= 0 ? "Open its op in Graph" : "Open its program in Graph";
+    if (ImGui::SmallButton(label.c_str())) {
+      ui.graph_focus = GraphFocus{s.graph_id, s.op_id};
+      ui.bring_to_front = ViewId::kGraph;
+    }
+    if (ui.layout) {
+      auto& item = ui.layout->Add("button", label, json{{"table", "ops"}, {"graph_id", s.graph_id}, {"op_id", s.op_id}},
+                                  p.x, p.y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+      item["role"] = "open_graph";
+    }
+  }
+  // Device and modeled clocks side by side: the same kernel measured and modeled.
+  if (t && t->device_id && t->clock != Clock::kHost) {
+    const bool measured = t->clock == Clock::kDevice;
+    if (counterpart_) {
+      const int64_t dev = measured ? s.dur_ns : counterpart_->second.dur_ns;
+      const int64_t mod = measured ? counterpart_->second.dur_ns : s.dur_ns;
+      text(absl::StrFormat("device clock %s  |  modeled clock %s (%s)  |  measured / modeled %.2fx",
+                           FormatDuration(double(dev)), FormatDuration(double(mod)), model_.run.profile,
+                           mod > 0 ? double(dev) / mod : 0.0),
+           kClockLabel);
+      const std::string key = measured ? "modeled" : "device";
+      if (collapsed_.contains(key)) {
+        ImGui::SameLine();
+        if (ImGui::SmallButton(measured ? "Show modeled lanes" : "Show device lanes")) RevealTrack(counterpart_->first);
+      }
+    } else if (op_ && op_->modeled_ns >= 0 && measured) {
+      text(absl::StrFormat("device clock %s  |  cost model %s on %s (no modeled lane holds this kernel)",
+                           FormatDuration(double(s.dur_ns)), FormatDuration(double(op_->modeled_ns)), op_->profile),
+           kClockLabel);
+    }
+  }
+  // Who launched it: the host's dispatch of its program, and each chip's start.
+  if (dispatch_) {
+    std::string line = absl::StrFormat("program of graph %d, step %d: dispatched by the host at %s (host clock) in %s",
+                                       dispatch_->graph_id, dispatch_->step,
+                                       FormatDuration(double(dispatch_->host_start_ns)),
+                                       FormatDuration(double(dispatch_->host_dur_ns)));
+    if (!starts_.empty()) {
+      int64_t lo = starts_.front().slice.start_ns, hi = lo;
+      for (const ProgramStart& p : starts_) lo = std::min(lo, p.slice.start_ns), hi = std::max(hi, p.slice.start_ns);
+      absl::StrAppend(&line, absl::StrFormat("; began on %d chips within %s", starts_.size(), FormatDuration(double(hi - lo))));
+    }
+    text(line, kDimText);
+  }
+}
+
+namespace {
+
+
+ImVec4 Vec4(Rgb c, float a = 1) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, a); }
+
+std::string Percent(double part, double whole) {
+  return whole > 0 ? absl::StrFormat("%.1f%%", 100 * part / whole) : std::string("-");
+}
+
+}  // namespace
+
+const Row* TimelineView::LaneRow(int64_t track_id) const {
+  for (const Row& row : layout_.rows) {
+    if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == track_id) return &row;
+  }
+  return nullptr;
+}
+
+void TimelineView::RevealTrack(int64_t track_id) {
+  for (const Section& s : sections_) {
+    for (const LaneGroup& g : s.groups) {
+      for (const LaneRef& l : g.lanes) {
+        if (l.type == RowType::kLane && model_.tracks[l.index].track_id == track_id) {
+          collapsed_.erase(s.key);
+          collapsed_.erase(g.key);
+        }
+      }
+    }
+  }
+}
+
+std::optional<std::pair<int64_t, int64_t>> TimelineView::StepWindow(Clock clock, int32_t step) const {
+  if (!overview_ || step < 0) return std::nullopt;
+  for (const StepSpan& s : overview_->steps[static_cast<int>(clock)]) {
+    if (s.step == step) return std::pair{s.start_ns, s.end_ns + 1};
+  }
+  return std::nullopt;
+}
+
+void TimelineView::SetRange(Clock clock, int64_t t0, int64_t t1) {
+  if (t1 < t0) std::swap(t0, t1);
+  if (!overview_) {
+    range_pending_ = std::pair{clock, std::pair{t0, t1}};
+    return;
+  }
+  std::vector<int64_t> tracks;
+  for (const Track& t : model_.tracks) {
+    if (t.clock == clock) tracks.push_back(t.track_id);
+  }
+  range_stats_.reset();
+  range_error_.clear();
+  const int64_t run = model_.run.run_id;
+  TimelineLoader* loader = &loader_;
+  range_job_.Start(
+      model_.path,
+      [run, clock, tracks, t0, t1](const store::Reader& r) { return ComputeRangeStats(r, run, clock, tracks, t0, t1); },
+      [loader] { loader->Wake(); });
+  // What is being computed shows at once; the table fills when it is done.
+  RangeStats placeholder;
+  placeholder.clock = clock;
+  placeholder.t0 = t0;
+  placeholder.t1 = t1;
+  placeholder.track_ids = tracks;
+  placeholder.note = "counting...";
+  range_stats_ = std::move(placeholder);
+}
+
+void TimelineView::ClearRange() {
+  range_job_.Reset();
+  range_stats_.reset();
+  range_pending_.reset();
+  range_error_.clear();
+}
+
+void TimelineView::Search(const std::string& text, bool select_first) {
+  std::snprintf(search_buf_, sizeof(search_buf_), "%s", text.c_str());
+  if (!overview_) {
+    search_pending_ = text;
+    select_first_hit_ = select_first;
+    return;
+  }
+  search_text_ = text;
+  select_first_hit_ = select_first;
+  if (ui_) ui_->highlight_op.reset();
+  highlighted_op_.reset();
+  hits_.clear();
+  hit_index_ = -1;
+  search_.reset();
+  search_error_.clear();
+  if (text.empty()) {
+    search_job_.Reset();
+    return;
+  }
+  const int64_t run = model_.run.run_id;
+  TimelineLoader* loader = &loader_;
+  search_job_.Start(
+      model_.path, [run, text](const store::Reader& r) { return store::FindSlicesByName(r, run, text); },
+      [loader] { loader->Wake(); });
+}
+
+void TimelineView::SearchOp(int64_t graph_id, int64_t op_id) {
+  highlighted_op_ = std::pair{graph_id, op_id};
+  search_text_ = absl::StrFormat("op %d of graph %d", op_id, graph_id);
+  std::snprintf(search_buf_, sizeof(search_buf_), "%s", "");
+  select_first_hit_ = false;
+  hits_.clear();
+  hit_index_ = -1;
+  search_.reset();
+  search_error_.clear();
+  const int64_t run = model_.run.run_id;
+  TimelineLoader* loader = &loader_;
+  search_job_.Start(
+      model_.path,
+      [run, graph_id, op_id](const store::Reader& r) { return store::FindSlicesByOp(r, run, graph_id, op_id); },
+      [loader] { loader->Wake(); });
+}
+
+void TimelineView::StepSearch(int direction) {
+  if (hits_.empty() || !ui_) return;
+  const int n = static_cast<int>(hits_.size());
+  if (hit_index_ < 0 || hit_index_ >= n) {
+    // From what is on screen: the first hit at or after its left edge, or
+    // the last one before its right edge.
+    const double left = view_t0_, right = view_t0_ + area_w_ * std::max(ns_per_px_, 1.0);
+    if (direction > 0) {
+      auto it = std::lower_bound(hits_.begin(), hits_.end(), left, [](const SearchHit& h, double t) { return h.axis_ns < t; });
+      hit_index_ = it == hits_.end() ? 0 : static_cast<int>(it - hits_.begin());
+    } else {
+      auto it = std::upper_bound(hits_.begin(), hits_.end(), right, [](double t, const SearchHit& h) { return t < h.axis_ns; });
+      hit_index_ = it == hits_.begin() ? n - 1 : static_cast<int>(it - hits_.begin()) - 1;
+    }
+  } else {
+    hit_index_ = ((hit_index_ + direction) % n + n) % n;
+  }
+  const SearchHit& hit = hits_[hit_index_];
+  RevealTrack(hit.track_id);
+  Select(hit.track_id, hit.slice, *ui_);
+  if (const Track* t = model_.FindTrack(hit.track_id)) {
+    const int64_t pad = std::max<int64_t>(10 * hit.slice.dur_ns, 25'000);
+    ShowWindow(t->clock, hit.slice.start_ns - pad, hit.slice.end_ns() + pad);
+  }
+}
+
+void TimelineView::StartSelectionJobs() {
+  op_job_.Reset();
+  counterpart_job_.Reset();
+  starts_job_.Reset();
+  op_.reset();
+  counterpart_.reset();
+  counterpart_track_ = -1;
+  starts_.clear();
+  dispatch_.reset();
+  if (!selection_) return;
+  const Slice s = selection_->slice;
+  const Track* track = model_.FindTrack(selection_->track_id);
+  if (!track) return;
+  const int64_t run = model_.run.run_id;
+  TimelineLoader* loader = &loader_;
+  auto wake = [loader] { loader->Wake(); };
+  if (s.graph_id >= 0 && s.op_id >= 0) {
+    const int64_t g = s.graph_id, o = s.op_id;
+    op_job_.Start(model_.path, [run, g, o](const store::Reader& r) { return LookupOp(r, run, g, o); }, wake);
+  }
+  // The same kernel on the chip's other clock: measured against modeled.
+  if (track->device_id && track->clock != Clock::kHost && s.step >= 0) {
+    const Clock other = track->clock == Clock::kDevice ? Clock::kModeled : Clock::kDevice;
+    for (const Track& t : model_.tracks) {
+      if (t.clock != other || t.device_id != track->device_id) continue;
+      counterpart_track_ = t.track_id;
+      auto window = StepWindow(other, s.step);
+      if (!window && overview_ && overview_->extent[static_cast<int>(other)]) window = *overview_->extent[static_cast<int>(other)];
+      if (!window) break;
+      const auto [w0, w1] = *window;
+      const int64_t tid = t.track_id;
+      const int32_t name_id = s.name_id;
+      counterpart_job_.Start(
+          model_.path, [run, tid, s, name_id, w0, w1](const store::Reader& r) { return FindCounterpart(r, run, tid, s, name_id, w0, w1); },
+          wake);
+      break;
+    }
+  }
+  // The host's launch of this program, and where each chip began running it.
+  if (s.step >= 0 && s.graph_id >= 0) {
+    for (const Dispatch& d : model_.dispatches) {
+      if (d.step == s.step && d.graph_id == s.graph_id) {
+        dispatch_ = d;
+        break;
+      }
+    }
+    const Clock chips = track->clock == Clock::kHost ? Clock::kDevice : track->clock;
+    std::vector<int64_t> tracks;
+    for (const Track& t : model_.tracks) {
+      if (t.clock == chips && t.is_device()) tracks.push_back(t.track_id);
+    }
+    auto window = StepWindow(chips, s.step);
+    if (dispatch_ && window && !tracks.empty()) {
+      const auto [w0, w1] = *window;
+      const int32_t step = s.step;
+      const int64_t g = s.graph_id;
+      starts_job_.Start(
+          model_.path,
+          [run, tracks, step, g, w0, w1](const store::Reader& r) { return FindProgramStarts(r, run, tracks, step, g, w0, w1); },
+          wake);
+    }
+  }
+}
+
+void TimelineView::PollJobs(UiState& ui) {
+  // An op picked in the Graph view: its slices become the marked hits.
+  if (overview_ && ui.highlight_op &&
+      highlighted_op_ != std::pair{ui.highlight_op->graph_id, ui.highlight_op->op_id}) {
+    SearchOp(ui.highlight_op->graph_id, ui.highlight_op->op_id);
+  }
+  if (overview_ && range_pending_) {
+    auto [clock, window] = *range_pending_;
+    range_pending_.reset();
+    SetRange(clock, window.first, window.second);
+  }
+  if (overview_ && search_pending_) {
+    std::string text = *search_pending_;
+    search_pending_.reset();
+    Search(text, select_first_hit_);
+  }
+  if (range_job_.Poll()) {
+    const auto& r = *range_job_.result();
+    if (r.ok()) {
+      range_stats_ = *r;
+      std::vector<std::pair<int32_t, std::string>> names;
+      for (const RangeRow& row : r->rows) {
+        if (row.name_id) names.emplace_back(row.name_id, row.name);
+      }
+      loader_.AddNames(names);
+    } else {
+      range_error_ = std::string(r.status().message());
+    }
+  }
+  if (search_job_.Poll()) {
+    const auto& r = *search_job_.result();
+    if (r.ok()) {
+      search_ = *r;
+      loader_.AddNames(r->names);
+      hits_.clear();
+      for (const store::SliceHit& h : r->hits) {
+        const Track* t = model_.FindTrack(h.track_id);
+        if (!t) continue;
+        Slice s = SliceFromStore(h.slice);
+        hits_.push_back(SearchHit{h.track_id, s, double(s.start_ns) + Offset(t->clock)});
+      }
+      std::stable_sort(hits_.begin(), hits_.end(), [](const SearchHit& a, const SearchHit& b) { return a.axis_ns < b.axis_ns; });
+      hit_index_ = -1;
+      if (select_first_hit_ && !hits_.empty()) {
+        // The run's first hit, not the first on screen.
+        select_first_hit_ = false;
+        hit_index_ = hits_.size() - 1;
+        StepSearch(+1);
+      }
+    } else {
+      search_error_ = std::string(r.status().message());
+    }
+  }
+  if (op_job_.Poll()) {
+    const auto& r = *op_job_.result();
+    if (r.ok() && r->has_value()) op_ = **r;
+  }
+  if (counterpart_job_.Poll()) {
+    const auto& r = *counterpart_job_.result();
+    if (r.ok() && r->has_value()) counterpart_ = std::pair{counterpart_track_, **r};
+  }
+  if (starts_job_.Poll()) {
+    const auto& r = *starts_job_.result();
+    if (r.ok()) starts_ = *r;
+  }
+}
+
+bool TimelineView::JobsPending() const {
+  return range_job_.pending() || search_job_.pending() || op_job_.pending() || counterpart_job_.pending() ||
+         starts_job_.pending() || range_pending_.has_value() || search_pending_.has_value();
+}
+
+void TimelineView::HandleKeys(UiState& ui) {
+  ImGuiIO& io = ImGui::GetIO();
+  if (ui.headless) return;
+  if (io.KeyCtrl && ImGui::IsKeyPressed(kKeyF, false)) focus_search_ = true;
+  if (ImGui::IsKeyPressed(kKeyF3)) StepSearch(io.KeyShift ? -1 : +1);
+  if (io.WantTextInput) return;  // typing in the search box
+  if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Escape), false)) {
+    if (range_stats_) {
+      ClearRange();
+    } else {
+      selection_.reset();
+      StartSelectionJobs();
+      ui.selection_text.clear();
+    }
+  }
+  if (!overview_ || ns_per_px_ <= 0 || io.KeyCtrl) return;
+  // While held: W/S zoom by 4x per second around the mouse (the middle when
+  // it is elsewhere); A/D pan by the view's width per second.
+  const float dt = std::clamp(io.DeltaTime, 0.0f, 0.1f);
+  const float area_left = ImGui::GetWindowPos().x + kLabelWidth;
+  const float mx = io.MousePos.x >= area_left && io.MousePos.x < area_left + area_w_ ? io.MousePos.x : area_left + area_w_ / 2;
+  auto zoom = [&](double factor) {
+    TimeAxis axis{view_t0_, ns_per_px_, area_left};
+    ZoomAround(axis, mx, factor, 0.01, fit_ns_per_px_ * 4);
+    view_t0_ = axis.origin_ns;
+    ns_per_px_ = axis.ns_per_px;
+    moved_ = true;
+  };
+  if (ImGui::IsKeyDown(kKeyW)) zoom(std::pow(4.0, dt));
+  if (ImGui::IsKeyDown(kKeyS)) zoom(std::pow(4.0, -dt));
+  const double pan = area_w_ * ns_per_px_ * dt;
+  if (ImGui::IsKeyDown(kKeyA)) view_t0_ -= pan, moved_ = true;
+  if (ImGui::IsKeyDown(kKeyD)) view_t0_ += pan, moved_ = true;
+}
+
+void TimelineView::DrawSearchBar(UiState& ui) {
+  ImGui::SetNextItemWidth(200);
+  if (focus_search_) {
+    ImGui::SetKeyboardFocusHere();
+    focus_search_ = false;
+  }
+  const bool enter = ImGui::InputTextWithHint("##find", "find slices by name (Ctrl+F)", search_buf_, sizeof(search_buf_),
+                                              ImGuiInputTextFlags_EnterReturnsTrue);
+  if (enter) {
+    if (search_text_ != search_buf_ || (!search_ && !search_job_.pending())) {
+      Search(search_buf_, true);
+    } else {
+      StepSearch(ImGui::GetIO().KeyShift ? -1 : +1);
+    }
+    focus_search_ = true;  // stay in the box: Enter again steps on
+  }
+  ImGui::SameLine(0, 2);
+  if (ImGui::ArrowButton("##prev", ImGuiDir_Left)) StepSearch(-1);
+  ImGui::SameLine(0, 2);
+  if (ImGui::ArrowButton("##next", ImGuiDir_Right)) StepSearch(+1);
+  ImGui::SameLine();
+  std::string status;
+  if (search_job_.pending()) {
+    status = "searching the whole run...";
+  } else if (!search_error_.empty()) {
+    status = search_error_;
+  } else if (search_) {
+    if (search_->total == 0) {
+      status = search_->names.empty() ? absl::StrCat("no slice name contains '", search_text_, "'")
+                                      : absl::StrCat("no slices named like '", search_text_, "' in this run");
+    } else {
+      const std::string names = absl::StrFormat("%d name%s", search_->names.size(), search_->names.size() == 1 ? "" : "s");
+      const std::string kept = search_->truncated() ? absl::StrFormat(" (the first %d kept)", hits_.size()) : "";
+      if (highlighted_op_) {
+        // An op picked in the Graph view: its slices are the hits.
+        status = absl::StrFormat("%s (graph %d): %d slices%s; Enter: next",
+                                 search_->names.empty() ? search_text_ : search_->names[0].second,
+                                 highlighted_op_->first, search_->total, kept);
+      } else if (hit_index_ < 0) {
+        status = absl::StrFormat("%d hits%s in %s; Enter: next", search_->total, kept, names);
+      } else {
+        status = absl::StrFormat("%d of %d%s in %s", hit_index_ + 1, search_->total, kept, names);
+      }
+    }
+  }
+  if (!status.empty()) {
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::TextUnformatted(status.c_str());
+    if (ui.layout && search_) {
+      auto& item = ui.layout->Add("text", status, json{{"table", "slices"}, {"search", search_text_}}, p.x, p.y,
+                                  ImGui::CalcTextSize(status.c_str()).x, ImGui::GetTextLineHeight());
+      item["role"] = "search";
+      if (highlighted_op_) item["op"] = json{{"graph_id", highlighted_op_->first}, {"op_id", highlighted_op_->second}};
+      item["total"] = search_->total;
+      item["hits"] = hits_.size();
+      item["index"] = hit_index_;
+      json names = json::array();
+      for (const auto& [id, name] : search_->names) names.push_back(name);
+      item["names"] = std::move(names);
+    }
+    ImGui::SameLine();
+  }
+}
+
+void TimelineView::DrawRangeBand(const Frame& f, UiState& ui) {
+  std::optional<std::tuple<Clock, double, double>> band;
+  if (range_drag_) {
+    const float a = std::min(range_drag_->x0, range_drag_->x1), b = std::max(range_drag_->x0, range_drag_->x1);
+    band = std::tuple{range_drag_->clock, f.RawAt(range_drag_->clock, a), f.RawAt(range_drag_->clock, b)};
+  } else if (range_stats_) {
+    band = std::tuple{range_stats_->clock, double(range_stats_->t0), double(range_stats_->t1)};
+  }
+  if (!band) return;
+  const auto [clock, t0, t1] = *band;
+  // Across the rows of the range's clock: its section, from header to last lane.
+  float y0 = std::numeric_limits<float>::max(), y1 = std::numeric_limits<float>::lowest();
+  for (const Row& row : layout_.rows) {
+    if (sections_[row.section].clock != clock) continue;
+    y0 = std::min(y0, f.top + row.y);
+    y1 = std::max(y1, f.top + row.y + row.h);
+  }
+  if (y0 > y1) return;
+  const float x0 = f.ToX(clock, t0), x1 = std::max(x0 + 1, f.ToX(clock, t1));
+  DataLayer layer(f.dl, f.DataMin(), f.DataMax());
+  f.dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), kSelection.Packed(40));
+  f.dl->AddLine(ImVec2(x0, y0), ImVec2(x0, y1), kSelection.Packed(220), 1.5f);
+  f.dl->AddLine(ImVec2(x1, y0), ImVec2(x1, y1), kSelection.Packed(220), 1.5f);
+  const std::string label = FormatDuration(t1 - t0);
+  SmallText(f.dl, x0 + 4, y0 + 2, kText, label);
+  if (ui.layout && !range_drag_) {
+    auto& item = ui.layout->Add("marker", label, json{{"table", "slices"}, {"clock", ClockName(clock)}}, x0, y0, x1 - x0,
+                                y1 - y0);
+    item["role"] = "range";
+    item["clock"] = ClockName(clock);
+    item["start_ns"] = static_cast<int64_t>(t0);
+    item["end_ns"] = static_cast<int64_t>(t1);
+  }
+}
+
+void TimelineView::DrawSearchMarks(const Frame& f, UiState& ui) {
+  if (hits_.empty()) return;
+  const double left = f.view_t0 - 2 * f.ns_per_px, right = f.view_t0 + (f.right - f.area_left + 2) * f.ns_per_px;
+  auto first = std::lower_bound(hits_.begin(), hits_.end(), left, [](const SearchHit& h, double t) { return h.axis_ns < t; });
+  DataLayer layer(f.dl, f.DataMin(), f.DataMax());
+  size_t drawn = 0;
+  for (auto it = first; it != hits_.end() && it->axis_ns <= right && drawn < kMaxHitMarks; ++it) {
+    const Row* row = LaneRow(it->track_id);
+    const Track* t = model_.FindTrack(it->track_id);
+    if (!row || !t) continue;
+    const float x = f.ToX(t->clock, double(it->slice.start_ns));
+    const float y = f.top + row->y;
+    const bool current = hit_index_ >= 0 && &*it == &hits_[hit_index_];
+    const Rgb color = current ? kSelection : kWarning;
+    f.dl->AddTriangleFilled(ImVec2(x - 4, y), ImVec2(x + 4, y), ImVec2(x, y + 6), color.Packed());
+    const float w = std::max(1.0f, static_cast<float>(it->slice.dur_ns / f.ns_per_px));
+    f.dl->AddRect(ImVec2(x, y + 1), ImVec2(x + w, y + row->h - 1), color.Packed(200));
+    ++drawn;
+    if (ui.layout) {
+      auto& item = ui.layout->Add("marker", Name(it->slice.name_id), json{{"table", "slices"}, {"slice_id", it->slice.slice_id}},
+                                  x - 4, y, std::max(8.0f, w), row->h);
+      item["role"] = "search_hit";
+      item["track_id"] = it->track_id;
+      item["start_ns"] = it->slice.start_ns;
+      item["current"] = current;
+    }
+  }
+}
+
+void TimelineView::DrawNavFlows(const Frame& f, UiState& ui) {
+  if (!selection_) return;
+  auto slice_box = [&](int64_t track_id, const Slice& s, ImVec2& a, ImVec2& b) {
+    const Row* row = LaneRow(track_id);
+    const Track* track = model_.FindTrack(track_id);
+    if (!row || !track) return false;
+    const float row_h = (row->h - 2) / row->rows_shown;
+    const int d = std::min<int>(s.depth, row->rows_shown - 1);
+    a = ImVec2(f.ToX(track->clock, double(s.start_ns)), f.top + row->y + 1 + d * row_h);
+    b = ImVec2(std::max(a.x + 2, f.ToX(track->clock, double(s.end_ns()))), a.y + row_h - 1);
+    return true;
+  };
+  DataLayer layer(f.dl, f.DataMin(), f.DataMax());
+  // The same kernel on the other clock, outlined.
+  if (counterpart_) {
+    ImVec2 a, b;
+    if (slice_box(counterpart_->first, counterpart_->second, a, b)) {
+      f.dl->AddRect(ImVec2(a.x - 1, a.y - 1), ImVec2(b.x + 1, b.y + 1), kSelection.Packed(170), 0, 0, 1.5f);
+      if (ui.layout) {
+        auto& item = ui.layout->Add("marker", Name(counterpart_->second.name_id),
+                                    json{{"table", "slices"}, {"slice_id", counterpart_->second.slice_id}}, a.x, a.y,
+                                    b.x - a.x, b.y - a.y);
+        item["role"] = "counterpart";
+        item["track_id"] = counterpart_->first;
+        item["dur_ns"] = counterpart_->second.dur_ns;
+      }
+    }
+  }
+  // The host's dispatch of the program, to where each chip began it.
+  if (!dispatch_ || starts_.empty()) return;
+  const Track* chip = model_.FindTrack(selection_->track_id);
+  const Row* host_row = nullptr;
+  for (const Track& t : model_.tracks) {
+    if (t.is_device() || t.clock != Clock::kHost) continue;
+    const Row* row = LaneRow(t.track_id);
+    if (!row) continue;
+    if (!host_row || (chip && t.host_id == chip->host_id && selection_->track_id != t.track_id)) host_row = row;
+    if (chip && t.host_id == chip->host_id) break;
+  }
+  const float hx = f.ToX(Clock::kHost, double(dispatch_->host_start_ns));
+  const float hy = host_row ? f.top + host_row->y + host_row->h / 2 : f.clip_top;
+  if (host_row) f.dl->AddCircleFilled(ImVec2(hx, hy), 3.5f, kFlow.Packed());
+  for (const ProgramStart& p : starts_) {
+    ImVec2 a, b;
+    if (!slice_box(p.track_id, p.slice, a, b)) continue;
+    const ImVec2 to(a.x, (a.y + b.y) / 2);
+    if (host_row) {
+      // A curve from the dispatch down (or up) to the program's first kernel.
+      const float mid = (hy + to.y) / 2;
+      f.dl->AddBezierCubic(ImVec2(hx, hy), ImVec2(hx, mid), ImVec2(to.x, mid), to, kFlow.Packed(150), 1.2f);
+    }
+    if (ui.layout) {
+      auto& item = ui.layout->Add("flow", "dispatch",
+                                  json{{"table", "executions"}, {"step", dispatch_->step}, {"graph_id", dispatch_->graph_id}},
+                                  std::min(hx, to.x), std::min(hy, to.y), std::fabs(to.x - hx), std::fabs(to.y - hy));
+      item["role"] = "dispatch";
+      item["from"] = json{{"table", "executions"}, {"step", dispatch_->step}, {"graph_id", dispatch_->graph_id},
+                          {"host_start_ns", dispatch_->host_start_ns}};
+      item["to"] = json{{"table", "slices"}, {"slice_id", p.slice.slice_id}};
+      item["track_id"] = p.track_id;
+      item["x0"] = hx;
+      item["y0"] = hy;
+      item["x1"] = to.x;
+      item["y1"] = to.y;
+    }
+  }
+}
+
+void TimelineView::DrawRangeTable(UiState& ui) {
+  const RangeStats& r = *range_stats_;
+  const std::string head = absl::StrFormat("range %s - %s (%s, %s) on %d lanes", FormatDuration(double(r.t0)),
+                                           FormatDuration(double(r.t1)), FormatDuration(double(r.t1 - r.t0)),
+                                           ClockLabel(r.clock), r.track_ids.size());
+  const ImVec2 hp = ImGui::GetCursorScreenPos();
+  ImGui::TextColored(Vec4(kClockLabel), "%s", head.c_str());
+  if (ui.layout) {
+    auto& item = ui.layout->Add("text", head, json{{"table", "slices"}, {"clock", ClockName(r.clock)}}, hp.x, hp.y,
+                                ImGui::CalcTextSize(head.c_str()).x, ImGui::GetTextLineHeight());
+    item["role"] = "range";
+    item["clock"] = ClockName(r.clock);
+    item["start_ns"] = r.t0;
+    item["end_ns"] = r.t1;
+    item["exact"] = r.exact;
+    item["count"] = r.count;
+    item["busy_ns"] = r.busy_ns;
+    item["summarized"] = r.summarized;
+    item["summary_level"] = r.summary_level;
+    item["pending"] = range_job_.pending();
+  }
+  ImGui::SameLine();
+  if (ImGui::SmallButton("clear (Esc)")) {
+    ClearRange();
+    return;
+  }
+  const std::string note = range_error_.empty() ? r.note : range_error_;
+  const ImVec2 np = ImGui::GetCursorScreenPos();
+  ImGui::PushTextWrapPos(0);
+  ImGui::TextColored(Vec4(r.exact ? kDimText : kWarning), "%s", note.c_str());
+  ImGui::PopTextWrapPos();
+  if (ui.layout) {
+    auto& item = ui.layout->Add("text", note, json{{"table", r.exact ? "slices" : "slice_summaries"}}, np.x, np.y,
+                                ImGui::GetContentRegionAvail().x, ImGui::GetTextLineHeight());
+    item["role"] = "range_note";
+  }
+  if (range_job_.pending()) return;
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
+  if (!ImGui::BeginTable("##range", 8, flags)) return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn(r.exact ? "name" : "kind", ImGuiTableColumnFlags_WidthStretch);
+  for (const char* c : {"kind", "count", "total", "of range", "mean", "p50", "p90"}) ImGui::TableSetupColumn(c);
+  ImGui::TableHeadersRow();
+  const double span = double(r.t1 - r.t0) * std::max<size_t>(1, r.track_ids.size());
+  for (const RangeRow& row : r.rows) {
+    ImGui::TableNextRow();
+    ImGui::TableNextColumn();
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    std::string label = row.from_summaries ? absl::StrCat(row.name, " (summaries)") : row.name;
+    // Clicking a name searches for it (next/previous then walk its slices).
+    if (ImGui::Selectable(label.c_str(), false, ImGuiSelectableFlags_SpanAllColumns) && row.name_id) {
+      Search(row.name, false);
+    }
+    if (ui.layout) {
+      auto& item = ui.layout->Add("row", row.name,
+                                  json{{"table", row.from_summaries ? "slice_summaries" : "slices"},
+                                       {"clock", ClockName(r.clock)}, {"start_ns", r.t0}, {"end_ns", r.t1}},
+                                  p.x, p.y, ImGui::GetContentRegionAvail().x, ImGui::GetTextLineHeight());
+      item["role"] = "range_row";
+      item["kind"] = SliceKindName(row.kind);
+      item["count"] = row.count;
+      item["total_ns"] = row.total_ns;
+      item["mean_ns"] = row.count > 0 ? json(row.mean_ns()) : json(nullptr);
+      item["p50_ns"] = row.p50_ns >= 0 ? json(row.p50_ns) : json(nullptr);
+      item["p90_ns"] = row.p90_ns >= 0 ? json(row.p90_ns) : json(nullptr);
+      item["from_summaries"] = row.from_summaries;
+    }
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(SliceKindName(row.kind));
+    ImGui::TableNextColumn();
+    if (row.count >= 0) ImGui::Text("%lld", static_cast<long long>(row.count));
+    else ImGui::TextDisabled("-");
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(FormatDuration(double(row.total_ns)).c_str());
+    ImGui::TableNextColumn();
+    ImGui::TextUnformatted(Percent(double(row.total_ns), span).c_str());
+    for (int64_t v : {row.count > 0 ? static_cast<int64_t>(std::llround(row.mean_ns())) : int64_t{-1}, row.p50_ns, row.p90_ns}) {
+      ImGui::TableNextColumn();
+      if (v >= 0) ImGui::TextUnformatted(FormatDuration(double(v)).c_str());
+      else ImGui::TextDisabled("-");
+    }
+  }
+  ImGui::EndTable();
 }
 
 }  // namespace shardscope::app

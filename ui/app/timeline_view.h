@@ -11,10 +11,19 @@
 // across the chips with the last to arrive marked. Wheel zooms around the
 // mouse, dragging pans, double-click fits the run, clicking a folded shape
 // zooms into it.
+//
+// Navigation, as Tracy's: W/S zoom and A/D pan while held; shift-drag selects
+// a time range on one clock and a table below says what it covers per name
+// (timeline_nav.h: from slices, or summaries past a budget, which it says);
+// Ctrl+F finds slices by name in the whole run (a store query), Enter/F3 and
+// Shift+Enter/Shift+F3 step through the hits; the selection stays until
+// Escape, outlined, with its op (ops), its counterpart on the other clock and
+// the host's dispatch of its program drawn as flows to where each chip began it.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +35,7 @@
 #include "ui/app/lane_texture.h"
 #include "ui/app/timeline_layout.h"
 #include "ui/app/timeline_loader.h"
+#include "ui/app/timeline_nav.h"
 #include "ui/app/trace_model.h"
 #include "ui/app/ui_state.h"
 
@@ -119,6 +129,28 @@ class TimelineView {
   // Selects a slice by id (it is looked up in the background) and shows its step.
   void SelectSliceId(int64_t slice_id);
   const std::optional<TimelineSelection>& selection() const { return selection_; }
+  // Selects [t0, t1) of `clock` (its own times) as the range whose table is
+  // shown, over every lane of that clock (shift-drag; --range).
+  void SetRange(Clock clock, int64_t t0, int64_t t1);
+  void ClearRange();
+  const std::optional<RangeStats>& range_stats() const { return range_stats_; }
+  // Finds slices named like `text` in the whole run (Ctrl+F; --search); the
+  // first hit is selected once found when `select_first`.
+  void Search(const std::string& text, bool select_first = true);
+  // Marks the slices of op `op_id` of graph `graph_id` as the hits (an op
+  // picked in the Graph view), found in the whole run.
+  void SearchOp(int64_t graph_id, int64_t op_id);
+  // Selects the next (+1) or previous (-1) hit and shows it.
+  void StepSearch(int direction);
+  struct SearchHit {
+    int64_t track_id = 0;
+    Slice slice;
+    double axis_ns = 0;  // start on the shared axis, the hits' order
+  };
+  const std::vector<SearchHit>& search_hits() const { return hits_; }
+  int search_index() const { return hit_index_; }
+  // The selected op's row of `ops`, once looked up.
+  const std::optional<OpInfo>& selected_op() const { return op_; }
   // The rows of the last frame (for tests: collapsed groups, heights).
   const RowLayout& layout() const { return layout_; }
   void SetCollapsed(const std::string& key, bool collapsed);
@@ -152,6 +184,24 @@ class TimelineView {
   void DrawFlow(const Frame& f, UiState& ui);
   void DrawTooltip(const Hover& hover, const Frame& f);
   void DrawDetails(UiState& ui);
+  // The selection's op, its other clock and its program's dispatch, as lines
+  // of the details panel (each through `text`, so --dump-layout has them).
+  void DrawSelectionOp(UiState& ui, const std::function<void(const std::string&, Rgb)>& text);
+  void DrawRangeTable(UiState& ui);
+  void DrawSearchBar(UiState& ui);
+  void DrawRangeBand(const Frame& f, UiState& ui);
+  void DrawSearchMarks(const Frame& f, UiState& ui);
+  void DrawNavFlows(const Frame& f, UiState& ui);
+  void HandleKeys(UiState& ui);
+  // Starts the selection's lookups: its op, its counterpart on the other
+  // clock, and where its program started on each chip.
+  void StartSelectionJobs();
+  void PollJobs(UiState& ui);
+  bool JobsPending() const;
+  const Row* LaneRow(int64_t track_id) const;
+  // Opens the section and group that hold `track_id`, so its lane is drawn.
+  void RevealTrack(int64_t track_id);
+  std::optional<std::pair<int64_t, int64_t>> StepWindow(Clock clock, int32_t step) const;
   std::string Name(int32_t name_id) const;
   double Offset(Clock clock) const;
 
@@ -215,6 +265,37 @@ class TimelineView {
   uint64_t frame_ = 0;
   bool complete_ = false;
   float area_w_ = 0;
+
+  // Navigation (timeline_nav.h).
+  struct RangeDrag {
+    Clock clock = Clock::kDevice;
+    float x0 = 0, x1 = 0;
+  };
+  std::optional<RangeDrag> range_drag_;
+  std::optional<RangeStats> range_stats_;
+  std::string range_error_;
+  Background<RangeStats> range_job_;
+  std::optional<std::pair<Clock, std::pair<int64_t, int64_t>>> range_pending_;  // until the overview is in
+  char search_buf_[160] = {};
+  bool focus_search_ = false;
+  std::string search_text_;
+  bool select_first_hit_ = false;
+  Background<store::SliceSearch> search_job_;
+  std::optional<store::SliceSearch> search_;
+  std::string search_error_;
+  std::vector<SearchHit> hits_;
+  int hit_index_ = -1;
+  std::optional<std::string> search_pending_;  // until the overview is in
+  std::optional<std::pair<int64_t, int64_t>> highlighted_op_;  // (graph, op) whose slices are the hits
+  Background<std::optional<OpInfo>> op_job_;
+  std::optional<OpInfo> op_;
+  Background<std::optional<Slice>> counterpart_job_;
+  std::optional<std::pair<int64_t, Slice>> counterpart_;  // (track, slice) on the other clock
+  int64_t counterpart_track_ = -1;
+  Background<std::vector<ProgramStart>> starts_job_;
+  std::vector<ProgramStart> starts_;
+  std::optional<Dispatch> dispatch_;  // the host's launch of the selection's program
+  UiState* ui_ = nullptr;             // the last frame's, for selections made between frames
 };
 
 }  // namespace shardscope::app

@@ -63,6 +63,12 @@ inline std::optional<ViewId> ViewFromName(std::string_view name) {
   return std::nullopt;
 }
 
+// An op of a compiled program to show in the Graph view (op_id -1: the program).
+struct GraphFocus {
+  int64_t graph_id = -1;
+  int64_t op_id = -1;
+};
+
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere
   bool scroll_to_selected_compile = false;     // once, when picked elsewhere
@@ -76,6 +82,10 @@ struct UiState {
   // A compiled program picked anywhere (graph_id): the memory view shows its plan.
   std::optional<int64_t> selected_graph;
   std::string selection_text;                  // the status bar's line
+  // The Graph view opens here (a kernel picked on the timeline); the
+  // timeline outlines the slices of `highlight_op` (an op picked in Graph).
+  std::optional<GraphFocus> graph_focus;
+  std::optional<GraphFocus> highlight_op;
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
   // Set for a frame whose drawing should be recorded (--dump-layout): each

@@ -2,6 +2,8 @@
 #include "ui/app/workstation.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include <imgui.h>
 
@@ -24,12 +26,12 @@ Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()
 
 bool Workstation::Builds(ViewId id) {
   switch (id) {
-    // views-b's views (graph; recompilations' graph diff) and the fleet
-    // come as they are built.
+    // The fleet comes when it is built.
     case ViewId::kOverview:
     case ViewId::kTimeline:
     case ViewId::kSharding:
     case ViewId::kRecompilations:
+    case ViewId::kGraph:
     case ViewId::kOps:
     case ViewId::kMemory:
     case ViewId::kMetrics:
@@ -44,6 +46,8 @@ bool Workstation::complete() const {
   switch (active_view_) {
     case ViewId::kTimeline: return timeline_->complete();
     case ViewId::kOverview: return overview_->complete();
+    case ViewId::kRecompilations: return compilations_->complete();
+    case ViewId::kGraph: return graph_->complete();
     case ViewId::kOps: return ops_->complete();
     case ViewId::kMetrics: return metrics_->complete();
     case ViewId::kMemory: return memory_->complete();
@@ -59,6 +63,11 @@ bool Workstation::WaitForData(double timeout_s) {
     case ViewId::kMetrics: return metrics_->Wait(timeout_s);
     case ViewId::kMemory: return memory_->Wait(timeout_s);
     case ViewId::kCompare: return compare_->Wait(timeout_s);
+    case ViewId::kRecompilations:
+    case ViewId::kGraph:
+      // Their queries wake the window when they finish; a capture polls.
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(20, static_cast<int>(timeout_s * 1000))));
+      return complete();
     default: return loader_->WaitIdle(timeout_s);
   }
 }
@@ -69,6 +78,7 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   loader_.reset();  // joins its thread before the model it read goes
   placement_.reset();
   compilations_.reset();
+  graph_.reset();
   overview_.reset();  // interrupts a model still being built
   ops_.reset();
   metrics_.reset();
@@ -80,7 +90,8 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
   placement_ = std::make_unique<PlacementView>(*model_);
-  compilations_ = std::make_unique<CompilationsView>(*model_);
+  compilations_ = std::make_unique<CompilationsView>(*model_, wake_);
+  graph_ = std::make_unique<GraphView>(*model_, wake_);
   overview_ = std::make_unique<OverviewView>(*model_, wake_);
   ops_ = std::make_unique<OpsView>(*model_, wake_);
   metrics_ = std::make_unique<MetricsView>(*model_, wake_);
@@ -158,6 +169,7 @@ void Workstation::DrawView(ViewId id) {
     case ViewId::kTimeline: timeline_->Draw(ui_); break;
     case ViewId::kSharding: placement_->Draw(ui_); break;
     case ViewId::kRecompilations: compilations_->Draw(ui_); break;
+    case ViewId::kGraph: graph_->Draw(ui_); break;
     default: break;
   }
 }

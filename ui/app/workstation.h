@@ -12,6 +12,7 @@
 
 #include "ui/app/compare_view.h"
 #include "ui/app/compilations_view.h"
+#include "ui/app/graph_view.h"
 #include "ui/app/memory_view.h"
 #include "ui/app/metrics_view.h"
 #include "ui/app/ops_view.h"
@@ -52,6 +53,8 @@ class Workstation {
   // timeline's windows, an analysis view's model); true when it is idle.
   bool WaitForData(double timeout_s);
   PlacementView& placement() { return *placement_; }
+  CompilationsView& compilations() { return *compilations_; }
+  GraphView& graph() { return *graph_; }
   OverviewView& overview() { return *overview_; }
   OpsView& ops() { return *ops_; }
   MetricsView& metrics() { return *metrics_; }
@@ -75,6 +78,7 @@ class Workstation {
   std::unique_ptr<TimelineView> timeline_;
   std::unique_ptr<PlacementView> placement_;
   std::unique_ptr<CompilationsView> compilations_;
+  std::unique_ptr<GraphView> graph_;
   std::unique_ptr<OverviewView> overview_;
   std::unique_ptr<OpsView> ops_;
   std::unique_ptr<MetricsView> metrics_;
