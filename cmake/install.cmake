@@ -24,7 +24,8 @@ set(SHARDSCOPE_PUBLIC_HEADERS
   compiler/ir.h compiler/literal.h compiler/sharding.h compiler/spmd.h compiler/types.h
   runtime/buffer.h runtime/client.h runtime/dispatch.h runtime/intra_op.h runtime/modeled_clock.h
   runtime/scheduler.h runtime/thread_pool.h runtime/topology.h runtime/interconnect.h runtime/faults.h
-  profiler/trace/records.h profiler/trace/recorder.h profiler/trace/capture.h)
+  runtime/simulate.h
+  profiler/trace/records.h profiler/trace/recorder.h profiler/trace/capture.h profiler/trace/sim_program.h)
 foreach(header IN LISTS SHARDSCOPE_PUBLIC_HEADERS)
   get_filename_component(dir ${header} DIRECTORY)
   install(FILES ${header} DESTINATION ${SHARDSCOPE_INSTALL_INCLUDEDIR}/${dir})

@@ -153,6 +153,8 @@ TEST_F(AnalysisViewsTest, BackgroundModelBuildsOnceAndWakesTheWindow) {
   ASSERT_TRUE(job.Wait(30));
   ASSERT_NE(job.get(), nullptr);
   EXPECT_EQ(*job.get(), Q(*reader_, "SELECT count(*) AS n FROM ops").Int(0, "n"));
+  // The wake comes just after the result is published (Wait can return in between).
+  for (int i = 0; i < 500 && woken.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(woken.load(), 1);
 }
 
