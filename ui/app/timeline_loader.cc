@@ -1,6 +1,8 @@
 // The timeline's background loader; see timeline_loader.h.
 #include "ui/app/timeline_loader.h"
 
+#include "ui/app/timeline_nav.h"
+
 #include <sqlite3.h>
 
 #include <algorithm>
@@ -16,7 +18,7 @@ namespace {
 
 // Depth rows beyond this are folded into the last one: a runaway depth in an
 // imported trace must not create thousands of empty rows.
-constexpr int kMaxDepth = 31;
+constexpr int kMaxDepth = kMaxSliceDepth;
 // Far enough to hold any stored time and still leave room for arithmetic.
 constexpr int64_t kAllTimeLo = -(int64_t{1} << 61);
 constexpr int64_t kAllTimeHi = int64_t{1} << 61;
@@ -29,23 +31,6 @@ int LevelWithAtMost(int64_t t0, int64_t t1, int64_t n) {
     if ((t1 - t0) / LevelWidth(level) + 1 <= n) return level;
   }
   return store::kNumSummaryLevels - 1;
-}
-
-Slice ToSlice(const store::TimelineSlice& t) {
-  Slice s;
-  s.start_ns = t.start_ns;
-  s.dur_ns = std::max<int64_t>(0, t.dur_ns);
-  s.slice_id = t.slice_id;
-  s.bytes = t.bytes;
-  s.flow_id = t.flow_id;
-  s.arrival_ns = t.arrival_ns;
-  s.graph_id = t.graph_id;
-  s.op_id = t.op_id;
-  s.name_id = t.name_id;
-  s.step = t.step;
-  s.depth = static_cast<int16_t>(std::clamp<int>(t.depth, 0, kMaxDepth));
-  s.kind = static_cast<SliceKind>(static_cast<int>(t.kind));
-  return s;
 }
 
 // Buckets split by depth (they come sorted by depth, then start).
@@ -250,7 +235,7 @@ absl::Status TimelineLoader::Locate(const store::TimelineReader& tl, const store
       if (t.slice_id != slice_id) continue;
       if (auto s = ResolveNames(tl, {t.name_id}); !s.ok()) return s;
       std::lock_guard lock(mu_);
-      located_ = std::pair{c.track, ToSlice(t)};
+      located_ = std::pair{c.track, SliceFromStore(t)};
       return absl::OkStatus();
     }
   }
@@ -553,7 +538,7 @@ absl::StatusOr<std::shared_ptr<WindowData>> TimelineLoader::LoadWindowData(const
     // keep nothing of it but the fact.
     if (!truncated) {
       for (const store::TimelineSlice& t : *slices) {
-        Slice s = ToSlice(t);
+        Slice s = SliceFromStore(t);
         if (w->rows.size() <= static_cast<size_t>(s.depth)) w->rows.resize(s.depth + 1);
         w->rows[s.depth].slices.push_back(s);
         names.push_back(s.name_id);
@@ -578,7 +563,7 @@ absl::Status TimelineLoader::LoadFlow(const store::TimelineReader& tl, const Flo
     if (!slices.ok()) return slices.status();
     for (const store::TimelineSlice& t : *slices) {
       if (t.flow_id != job.flow_id) continue;
-      found.members.emplace_back(track, ToSlice(t));
+      found.members.emplace_back(track, SliceFromStore(t));
       names.push_back(t.name_id);
     }
   }

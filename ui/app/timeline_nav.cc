@@ -79,7 +79,7 @@ Slice SliceFromStore(const store::TimelineSlice& t) {
   s.op_id = t.op_id;
   s.name_id = t.name_id;
   s.step = t.step;
-  s.depth = t.depth;
+  s.depth = static_cast<int16_t>(std::clamp<int>(t.depth, 0, kMaxSliceDepth));
   s.kind = static_cast<SliceKind>(static_cast<int>(t.kind));
   return s;
 }

@@ -29,6 +29,8 @@
 
 namespace shardscope::app {
 
+// The deepest depth the app keeps apart (deeper slices draw at this one).
+inline constexpr int kMaxSliceDepth = 31;
 Slice SliceFromStore(const store::TimelineSlice& t);
 
 // One line of a range's table.
