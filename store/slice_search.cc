@@ -34,6 +34,22 @@ bool Earlier(const SliceHit& a, const SliceHit& b) {
   return a.slice.slice_id < b.slice.slice_id;
 }
 
+// One more hit: at most 2 * max_hits are held between trims to the earliest max_hits.
+void Keep(SliceSearch& out, SliceHit hit, size_t max_hits) {
+  ++out.total;
+  out.hits.push_back(std::move(hit));
+  if (max_hits > 0 && out.hits.size() >= 2 * max_hits) {
+    std::nth_element(out.hits.begin(), out.hits.begin() + max_hits, out.hits.end(), Earlier);
+    out.hits.resize(max_hits);
+  }
+}
+
+// The earliest max_hits, in order.
+void Finish(SliceSearch& out, size_t max_hits) {
+  std::sort(out.hits.begin(), out.hits.end(), Earlier);
+  if (max_hits > 0 && out.hits.size() > max_hits) out.hits.resize(max_hits);
+}
+
 absl::Status Step(sqlite3* db, Stmt& q, const std::string& path, const std::function<absl::Status(sqlite3_stmt*)>& row) {
   for (;;) {
     const int rc = sqlite3_step(q.get());
@@ -68,15 +84,7 @@ absl::StatusOr<SliceSearch> FindSlicesByName(const Reader& reader, int64_t run_i
   }
   if (ids.empty()) return out;
 
-  // The hits kept: at most 2 * max_hits between trims to the earliest max_hits.
-  auto keep = [&](SliceHit hit) {
-    ++out.total;
-    out.hits.push_back(std::move(hit));
-    if (max_hits > 0 && out.hits.size() >= 2 * max_hits) {
-      std::nth_element(out.hits.begin(), out.hits.begin() + max_hits, out.hits.end(), Earlier);
-      out.hits.resize(max_hits);
-    }
-  };
+  auto keep = [&](SliceHit hit) { Keep(out, std::move(hit), max_hits); };
 
   auto chunked = TimelineReader(reader).chunked();
   if (!chunked.ok()) return chunked.status();
@@ -148,8 +156,7 @@ absl::StatusOr<SliceSearch> FindSlicesByName(const Reader& reader, int64_t run_i
     });
     if (!st.ok()) return st;
   }
-  std::sort(out.hits.begin(), out.hits.end(), Earlier);
-  if (max_hits > 0 && out.hits.size() > max_hits) out.hits.resize(max_hits);
+  Finish(out, max_hits);
   return out;
 }
 
@@ -158,13 +165,8 @@ absl::StatusOr<SliceSearch> FindSlicesByOp(const Reader& reader, int64_t run_id,
   SliceSearch out;
   absl::flat_hash_set<int32_t> names;
   auto keep = [&](int64_t track_id, const TimelineSlice& x) {
-    ++out.total;
     names.insert(x.name_id);
-    out.hits.push_back(SliceHit{track_id, x});
-    if (max_hits > 0 && out.hits.size() >= 2 * max_hits) {
-      std::nth_element(out.hits.begin(), out.hits.begin() + max_hits, out.hits.end(), Earlier);
-      out.hits.resize(max_hits);
-    }
+    Keep(out, SliceHit{track_id, x}, max_hits);
   };
   auto chunked = TimelineReader(reader).chunked();
   if (!chunked.ok()) return chunked.status();
@@ -211,8 +213,7 @@ absl::StatusOr<SliceSearch> FindSlicesByOp(const Reader& reader, int64_t run_id,
       keep(rows->Int(i, "track_id"), x);
     }
   }
-  std::sort(out.hits.begin(), out.hits.end(), Earlier);
-  if (max_hits > 0 && out.hits.size() > max_hits) out.hits.resize(max_hits);
+  Finish(out, max_hits);
   if (!names.empty()) {
     std::vector<int32_t> ids(names.begin(), names.end());
     auto named = TimelineReader(reader).Names(ids);
