@@ -274,13 +274,12 @@ CheckReport CheckDatabase(const std::string& path) {
            " FROM slice_summary_groups",
            [&](sqlite3_stmt* s) {
              decoded.clear();
-             const unsigned char* text = sqlite3_column_text(s, 8);
              absl::Status st = internal::DecodeGroup(
                  static_cast<int>(sqlite3_column_int64(s, 2)),
                  static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 3), 0, INT16_MAX)),
                  sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5), sqlite3_column_int64(s, 6),
                  sqlite3_column_int64(s, 7),
-                 text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, 8)) : "",
+                 internal::ColumnView(s, 8),
                  &decoded);
              if (!st.ok() && ++damaged <= 5)
                r.problems.push_back(absl::StrCat("run ", sqlite3_column_int64(s, 0), ", track ",

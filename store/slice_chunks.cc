@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
+#include "store/sqlite_util.h"
 
 namespace shardscope::store::internal {
 
@@ -176,9 +177,7 @@ absl::Status DecodeChunkRow(sqlite3_stmt* row, std::vector<TimelineSlice>* out) 
   h.start_ns = sqlite3_column_int64(row, 3);
   h.first_slice_id = sqlite3_column_int64(row, 4);
   h.count = sqlite3_column_int64(row, 5);
-  const unsigned char* text = sqlite3_column_text(row, 6);
-  const int bytes = sqlite3_column_bytes(row, 6);
-  return DecodeChunk(h, text ? std::string_view(reinterpret_cast<const char*>(text), bytes) : "", out);
+  return DecodeChunk(h, ColumnView(row, 6), out);
 }
 
 namespace {

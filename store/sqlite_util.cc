@@ -50,6 +50,11 @@ absl::Status Stmt::Run() {
   return st;
 }
 
+std::string_view ColumnView(sqlite3_stmt* s, int col) {
+  const unsigned char* text = sqlite3_column_text(s, col);
+  return text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, col)) : "";
+}
+
 absl::Status Exec(sqlite3* db, const std::string& sql) {
   char* err = nullptr;
   if (int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err); rc != SQLITE_OK) {

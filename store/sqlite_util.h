@@ -48,6 +48,10 @@ class Stmt {
   sqlite3_stmt* s_ = nullptr;
 };
 
+// A text column of the current row as a view ("" for NULL), valid until the
+// statement steps again.
+std::string_view ColumnView(sqlite3_stmt* s, int col);
+
 // Runs one or more statements that return nothing (schema text, pragmas).
 absl::Status Exec(sqlite3* db, const std::string& sql);
 

@@ -194,10 +194,9 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadGro
     const size_t begin = buckets.size();
     const int64_t track = sqlite3_column_int64(s, 0), first_bucket = sqlite3_column_int64(s, 2);
     const auto depth = static_cast<int16_t>(std::clamp<int64_t>(sqlite3_column_int64(s, 1), 0, INT16_MAX));
-    const unsigned char* text = sqlite3_column_text(s, 6);
     absl::Status st = internal::DecodeGroup(
         level, depth, first_bucket, sqlite3_column_int64(s, 3), sqlite3_column_int64(s, 4), sqlite3_column_int64(s, 5),
-        text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(s, 6)) : "", &buckets, b0,
+        internal::ColumnView(s, 6), &buckets, b0,
         b1);
     if (!st.ok()) return absl::DataLossError(absl::StrCat(reader_.path(), ": ", st.message(), "; run `shardscope check ",
                                                           reader_.path(), "` for details"));

@@ -833,11 +833,10 @@ class Writer::Db {
     internal::SummaryGroup merged{w.group.level, w.group.depth, w.group.first_bucket, {}};
     absl::Status st;
     if (int rc = sqlite3_step(r.get()); rc == SQLITE_ROW) {
-      const unsigned char* text = sqlite3_column_text(r.get(), 3);
       st = internal::DecodeGroup(
           w.group.level, w.group.depth, w.group.first_bucket, sqlite3_column_int64(r.get(), 0),
           sqlite3_column_int64(r.get(), 1), sqlite3_column_int64(r.get(), 2),
-          text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(r.get(), 3)) : "",
+          internal::ColumnView(r.get(), 3),
           &merged.buckets);
     } else if (rc != SQLITE_DONE) {
       st = absl::InternalError(internal::DbError(db_));
@@ -975,11 +974,10 @@ class Writer::Db {
         sqlite3_stmt* r = part.get();
         internal::SummaryGroup g{static_cast<int>(sqlite3_column_int64(r, 1)),
                                  static_cast<int16_t>(sqlite3_column_int64(r, 2)), sqlite3_column_int64(r, 3), {}};
-        const unsigned char* text = sqlite3_column_text(r, 7);
         absl::Status st = internal::DecodeGroup(
             g.level, g.depth, g.first_bucket, sqlite3_column_int64(r, 4), sqlite3_column_int64(r, 5),
             sqlite3_column_int64(r, 6),
-            text ? std::string_view(reinterpret_cast<const char*>(text), sqlite3_column_bytes(r, 7)) : "", &g.buckets);
+            internal::ColumnView(r, 7), &g.buckets);
         if (!st.ok()) return st;
         std::erase_if(g.buckets, [&](const SummaryBucket& b) { return b.start_ns + b.width_ns <= cut; });
         kept.emplace_back(sqlite3_column_int64(r, 0), std::move(g));
