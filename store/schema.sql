@@ -142,7 +142,10 @@ CREATE TABLE IF NOT EXISTS slice_chunks (
   count          INTEGER NOT NULL,
   slices         TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS slice_chunks_by_track_time ON slice_chunks(run_id, track_id, start_ns);
+-- end_ns in the index: a window query skips chunks that end before it, and a
+-- track's longest chunk (how far before a window to look) is read from the
+-- index alone.
+CREATE INDEX IF NOT EXISTS slice_chunks_by_track_span ON slice_chunks(run_id, track_id, start_ns, end_ns);
 CREATE INDEX IF NOT EXISTS slice_chunks_by_step ON slice_chunks(run_id, step);
 
 -- One row per slice, as in schema version 1 (which stored this table).

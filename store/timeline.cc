@@ -216,26 +216,51 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadGro
 }
 
 absl::StatusOr<int64_t> TimelineReader::MaxChunkSpan(int64_t run_id, int64_t track_id) const {
-  for (const auto& [run, track, span] : spans_)
-    if (run == run_id && track == track_id) return span;
+  auto found = [&]() -> const int64_t* {
+    for (const auto& [run, track, span] : spans_)
+      if (run == run_id && track == track_id) return &span;
+    return nullptr;
+  };
+  if (const int64_t* span = found()) return *span;
   sqlite3* db = reader_.connection();
+  // A run still being written may store longer chunks later: ask again each
+  // time, one track through the index. A finished run's spans never change:
+  // every track's at once, from the (run, track, start, end) index alone
+  // (the chunk rows, the whole trace, are never read for it).
+  bool finished = false;
+  {
+    Stmt q;
+    if (absl::Status st = q.Prepare(db, "SELECT ended_at_ns IS NOT NULL FROM runs WHERE run_id = ?1"); !st.ok())
+      return st;
+    q.Int(1, run_id);
+    if (absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
+          finished = sqlite3_column_int64(s, 0) != 0;
+          return absl::OkStatus();
+        });
+        !st.ok())
+      return st;
+  }
   Stmt q;
-  if (absl::Status st = q.Prepare(db, "SELECT coalesce(max(end_ns - start_ns), 0) FROM slice_chunks"
-                                      " WHERE run_id = ?1 AND track_id = ?2");
+  if (absl::Status st = q.Prepare(db, finished ? "SELECT track_id, max(end_ns - start_ns) FROM slice_chunks"
+                                                 " WHERE run_id = ?1 GROUP BY track_id"
+                                               : "SELECT track_id, max(end_ns - start_ns) FROM slice_chunks"
+                                                 " WHERE run_id = ?1 AND track_id = ?2");
       !st.ok())
     return st;
   q.Int(1, run_id);
-  q.Int(2, track_id);
+  if (!finished) q.Int(2, track_id);
   int64_t span = 0;
+  if (finished && spans_.size() > 65536) spans_.clear();
   if (absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
-        span = sqlite3_column_int64(s, 0);
+        const int64_t track = sqlite3_column_int64(s, 0), longest = std::max<int64_t>(0, sqlite3_column_int64(s, 1));
+        if (track == track_id) span = longest;
+        if (finished) spans_.emplace_back(run_id, track, longest);
         return absl::OkStatus();
       });
       !st.ok())
     return st;
-  // A reader of a live run may see longer chunks later: keep only finished answers short-lived.
-  if (spans_.size() > 4096) spans_.clear();
-  spans_.emplace_back(run_id, track_id, span);
+  // A track with no chunks: remembered too, so an empty lane costs one query.
+  if (finished && !found()) spans_.emplace_back(run_id, track_id, 0);
   return span;
 }
 

@@ -97,7 +97,10 @@ class Writer::Db {
     if (st.ok()) st = internal::Exec(db_, "BEGIN IMMEDIATE");
     if (st.ok()) {
       st = internal::Exec(
-          db_, absl::StrCat(SchemaSql(), "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
+          // slice_chunks_by_track_span replaced an index without end_ns: one
+          // pass over the table the first time a new writer opens an older file.
+          db_, absl::StrCat("DROP INDEX IF EXISTS slice_chunks_by_track_time;", SchemaSql(),
+                            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', '",
                             kSchemaVersion, "'), ('tool', 'shardscope');"));
       st = st.ok() ? internal::Exec(db_, "COMMIT") : st;
       if (!st.ok()) internal::Exec(db_, "ROLLBACK").IgnoreError();

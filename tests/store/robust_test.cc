@@ -573,12 +573,12 @@ TEST(Robust, AnIndexThatDisagreesWithItsTableFailsCheck) {
   // Damage that plain reads do not notice (they answer, differently
   // depending on the plan): only the integrity check does.
   std::string path = WriteFixture("bad_index");
-  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slice_chunks_by_track_time'")
+  int64_t root = MustQuery(path, "SELECT rootpage FROM sqlite_master WHERE name = 'slice_chunks_by_track_span'")
                      .Int(0, "rootpage");
   ASSERT_GT(root, 1);
   // Swap in the root page of another index: well-formed, wrong rows.
   RawExec(path, absl::StrCat("PRAGMA writable_schema = ON; UPDATE sqlite_master SET rootpage = (SELECT rootpage FROM"
-                             " sqlite_master WHERE name = 'counters_by_name') WHERE name = 'slice_chunks_by_track_time';"));
+                             " sqlite_master WHERE name = 'counters_by_name') WHERE name = 'slice_chunks_by_track_span';"));
   CheckReport c = CheckDatabase(path);
   EXPECT_FALSE(c.healthy());
 }

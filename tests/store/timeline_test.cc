@@ -492,6 +492,64 @@ TEST(Timeline, SummariesMergeAcrossFlushes) {
   ExpectWindowsAndSummariesEqualABruteForcePass(RecordRun("timeline_flushed", 4, {}, /*flush_each_step=*/true));
 }
 
+// A window finds a chunk that starts before it by looking back as far as the
+// track's longest chunk. While a run is written that length can grow, so a
+// reader must not keep an answer from before; once the run ends it may.
+TEST(Timeline, AWindowOfALiveRunSeesAChunkLongerThanAnyBefore) {
+  const std::string path = TempDbPath("live_span");
+  auto w = Writer::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  trace::RunRecord run;
+  run.sample = "synthetic";
+  ASSERT_TRUE((*w)->StartRun(run).ok());
+  trace::TrackRecord tr;
+  tr.track_id = 1;
+  tr.name = "chip 0";
+  tr.clock = trace::Clock::kDevice;
+  tr.device_id = 0;
+  (*w)->Record(tr);
+  int64_t id = 1;
+  auto add = [&](int64_t start, int64_t dur, int step) {
+    trace::SliceRecord s;
+    s.slice_id = id++;
+    s.track_id = 1;
+    s.start_ns = start;
+    s.dur_ns = dur;
+    s.name = "k";
+    s.step = step;
+    (*w)->Record(s);
+  };
+  for (int i = 0; i < 100; ++i) add(i * 1'000'000, 500'000, 0);  // step 0: short slices
+  (*w)->Flush();
+  ASSERT_TRUE((*w)->status().ok()) << (*w)->status();
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  TimelineReader tl(*r);
+  auto count = [&](int64_t t0, int64_t t1) -> size_t {
+    auto got = tl.Slices(1, 1, t0, t1);
+    EXPECT_TRUE(got.ok()) << got.status();
+    return got.ok() ? got->size() : 0;
+  };
+  EXPECT_EQ(count(12'000'000'000, 13'000'000'000), 0u);
+  add(10'000'000'000, 5'000'000'000, 1);  // step 1: one slice from 10 s to 15 s
+  (*w)->Flush();
+  ASSERT_TRUE((*w)->status().ok()) << (*w)->status();
+  EXPECT_EQ(count(12'000'000'000, 13'000'000'000), 1u) << "a longer chunk written after the first window";
+  ASSERT_TRUE((*w)->EndRunAndCheck().ok()) << (*w)->status();
+  EXPECT_EQ(count(12'000'000'000, 13'000'000'000), 1u);
+  EXPECT_EQ(count(0, 20'000'000'000), 101u);
+  EXPECT_EQ(count(15'000'000'001, 20'000'000'000), 0u);
+  w->reset();
+  TimelineReader after(*r);  // a finished run: every track's span from one query
+  auto got = after.Slices(1, 1, 14'000'000'000, 14'500'000'000);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), 1u);
+  auto none = after.Slices(1, 7, 0, 20'000'000'000);  // a track with no chunks
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+  std::remove(path.c_str());
+}
+
 TEST(Timeline, ARingKeepsTheLastStepsAndSaysSo) {
   WriterOptions o;
   o.ring_steps = 2;
