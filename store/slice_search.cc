@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "store/sim_timeline.h"
 #include "store/slice_chunks.h"
 #include "store/sqlite_util.h"
 
@@ -60,6 +61,49 @@ absl::Status Step(sqlite3* db, Stmt& q, const std::string& path, const std::func
     }
     if (absl::Status st = row(q.get()); !st.ok()) return st;
   }
+}
+
+static_assert(static_cast<int>(TimelineKind::kHostWait) == static_cast<int>(trace::SliceKind::kHostWait) &&
+                  static_cast<int>(TimelineKind::kCollective) == static_cast<int>(trace::SliceKind::kCollective),
+              "the store's kinds follow the recorder's");
+
+// A simulated run keeps each program's schedule, not chunks, for its chips:
+// their slices are made again, program run by program run, and offered to
+// `fn` with the chip's modeled track (host lanes are chunks, searched above).
+absl::Status ForEachSimSlice(const Reader& reader, int64_t run_id,
+                             const std::function<void(int64_t track_id, const TimelineSlice&)>& fn) {
+  auto sim = TimelineReader(reader).simulated(run_id);
+  if (!sim.ok()) return sim.status();
+  if (!*sim) return absl::OkStatus();
+  auto tracks = reader.Query("SELECT device_id, track_id FROM sim_chips WHERE run_id = ?1", {std::to_string(run_id)});
+  if (!tracks.ok()) return tracks.status();
+  std::vector<int64_t> track_of;
+  for (size_t i = 0; i < tracks->rows.size(); ++i) {
+    const int64_t device = tracks->Int(i, "device_id");
+    if (device < 0 || device > (int64_t{1} << 24)) continue;
+    if (static_cast<size_t>(device) >= track_of.size()) track_of.resize(static_cast<size_t>(device) + 1, -1);
+    track_of[static_cast<size_t>(device)] = tracks->Int(i, "track_id");
+  }
+  return SimTimelineReader(reader).ForEachSlice(run_id, [&](const SimTimelineReader::Row& row) {
+    const size_t device = static_cast<size_t>(row.device_id);
+    if (device >= track_of.size() || track_of[device] < 0) return;
+    const trace::SimSlice& x = row.slice;
+    TimelineSlice t;
+    t.slice_id = x.slice_id;
+    t.start_ns = x.start_ns;
+    t.dur_ns = x.dur_ns;
+    t.parent_id = x.parent_id;
+    t.graph_id = row.graph_id;
+    t.op_id = x.op_id;
+    t.flow_id = x.flow_id;
+    t.bytes = x.bytes;
+    t.arrival_ns = x.arrival_ns;
+    t.name_id = x.name_id;
+    t.step = row.step;
+    t.depth = x.depth;
+    t.kind = static_cast<TimelineKind>(x.kind);
+    fn(track_of[device], t);
+  });
 }
 
 }  // namespace
@@ -156,6 +200,12 @@ absl::StatusOr<SliceSearch> FindSlicesByName(const Reader& reader, int64_t run_i
     });
     if (!st.ok()) return st;
   }
+  if (absl::Status st = ForEachSimSlice(reader, run_id,
+                                        [&](int64_t track_id, const TimelineSlice& x) {
+                                          if (ids.contains(x.name_id)) keep(SliceHit{track_id, x});
+                                        });
+      !st.ok())
+    return st;
   Finish(out, max_hits);
   return out;
 }
@@ -213,6 +263,12 @@ absl::StatusOr<SliceSearch> FindSlicesByOp(const Reader& reader, int64_t run_id,
       keep(rows->Int(i, "track_id"), x);
     }
   }
+  if (absl::Status st = ForEachSimSlice(reader, run_id,
+                                        [&](int64_t track_id, const TimelineSlice& x) {
+                                          if (x.op_id == op_id && x.graph_id == graph_id) keep(track_id, x);
+                                        });
+      !st.ok())
+    return st;
   Finish(out, max_hits);
   if (!names.empty()) {
     std::vector<int32_t> ids(names.begin(), names.end());

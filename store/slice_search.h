@@ -3,7 +3,9 @@
 // the interned `names` table first (a substring, case-insensitive), then only
 // the chunks whose text can hold one of those name ids are decoded (an SQL
 // `instr` on the chunk text skips the rest without decoding them), so a
-// search of a 10M-slice run reads its chunks once and decodes a few.
+// search of a 10M-slice run reads its chunks once and decodes a few. A
+// simulated run's chips have schedules, not chunks: their slices are made
+// again from the schedule and matched (SimTimelineReader::ForEachSlice).
 #pragma once
 
 #include <cstddef>

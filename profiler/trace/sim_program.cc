@@ -32,6 +32,18 @@ void SimProgram::BuildIndex(int num_chips) {
         if (u.device >= 0 && u.device < num_chips) ++links[u.device];
   }
   max_links_per_chip = links.empty() ? 0 : *std::max_element(links.begin(), links.end());
+  links_by_device.assign(collectives.size(), {});
+  for (size_t k = 0; k < collectives.size(); ++k) {
+    const auto& groups = collectives[k].group_links;
+    links_by_device[k].resize(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::vector<uint32_t>& order = links_by_device[k][g];
+      order.resize(groups[g].size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+      std::stable_sort(order.begin(), order.end(),
+                       [&](uint32_t x, uint32_t y) { return groups[g][x].device < groups[g][y].device; });
+    }
+  }
 }
 
 double SimJitterDraw(uint64_t seed, int step, int chip, int kernel) {
@@ -161,21 +173,36 @@ void SimChipSlices(int64_t run_id, const SimProgram& p, const SimChip& chip, con
     s.flow_id = SimFlowId(run_id, run, op.coll_seq, g);
     t = end;
     out->push_back(s);
-    if (g < static_cast<int>(col.group_links.size()))
-      for (const SimLinkUse& u : col.group_links[g]) {
-        if (u.device != c) continue;
-        SimSlice l;
-        l.slice_id = SimSliceId(run_id, p, run, c, link_slot++);
-        l.start_ns = s.start_ns;
-        l.dur_ns = u.busy_ns;
-        l.parent_id = s.slice_id;
-        l.depth = 1;
-        l.kind = SliceKind::kTransfer;
-        l.bytes = u.bytes;
-        l.name_id = u.name_id;
-        l.op_id = op.op_id;
-        out->push_back(l);
+    if (g >= static_cast<int>(col.group_links.size())) continue;
+    const std::vector<SimLinkUse>& uses = col.group_links[g];
+    const bool indexed = op.collective < static_cast<int>(p.links_by_device.size()) &&
+                         g < static_cast<int>(p.links_by_device[op.collective].size()) &&
+                         p.links_by_device[op.collective][g].size() == uses.size();
+    // This chip's uses in their stored order (slice ids count them in it).
+    auto each_use = [&](auto&& fn) {
+      if (!indexed) {
+        for (const SimLinkUse& u : uses)
+          if (u.device == c) fn(u);
+        return;
       }
+      const std::vector<uint32_t>& order = p.links_by_device[op.collective][g];
+      auto it = std::lower_bound(order.begin(), order.end(), c,
+                                 [&](uint32_t i, int device) { return uses[i].device < device; });
+      for (; it != order.end() && uses[*it].device == c; ++it) fn(uses[*it]);
+    };
+    each_use([&](const SimLinkUse& u) {
+      SimSlice l;
+      l.slice_id = SimSliceId(run_id, p, run, c, link_slot++);
+      l.start_ns = s.start_ns;
+      l.dur_ns = u.busy_ns;
+      l.parent_id = s.slice_id;
+      l.depth = 1;
+      l.kind = SliceKind::kTransfer;
+      l.bytes = u.bytes;
+      l.name_id = u.name_id;
+      l.op_id = op.op_id;
+      out->push_back(l);
+    });
   }
 }
 

@@ -68,6 +68,10 @@ struct SimProgram {
   // per chip the most link slices it shows in one run (for slice ids).
   std::vector<std::vector<int>> group_of;
   int max_links_per_chip = 0;
+  // Per collective and group, its link uses' indices ordered by (device,
+  // index): a chip finds its own by binary search. A 4096-chip all-reduce's
+  // group holds thousands, and scanning them for every chip was quadratic.
+  std::vector<std::vector<std::vector<uint32_t>>> links_by_device;
   // Fills group_of and max_links_per_chip for `num_chips` chips.
   void BuildIndex(int num_chips);
 };

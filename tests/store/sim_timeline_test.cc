@@ -3,6 +3,7 @@
 // SimTimelineReader exactly as the simulator placed them, a few bytes per
 // chip and step, and damaged rows named (store_sim_timeline_test).
 #include "store/sim_timeline.h"
+#include "store/slice_search.h"
 #include "store/timeline.h"
 
 #include <gtest/gtest.h>
@@ -244,6 +245,48 @@ TEST(SimTimeline, ReaderServesAChipsWindowAndItsSummaries) {
                          std::tie((*whole)[i].track_id, b.depth, b.start_ns);
     ASSERT_TRUE(ordered) << i;
   }
+}
+
+// The timeline's search (Ctrl+F) and "this op's slices" find a simulated
+// chip's slices, made from the schedule, as the `slices` view shows them.
+TEST(SimTimeline, SearchFindsTheSlicesTheScheduleMakes) {
+  Sim s = MakeSim(5);
+  int64_t run_id = 0;
+  const std::string path = WriteRun("search", s, &run_id);
+  auto rd = Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto want = rd->Query(
+      "SELECT s.track_id, s.slice_id, s.start_ns, s.step FROM slices s JOIN names n ON n.name_id = s.name_id"
+      " WHERE s.run_id = ?1 AND lower(n.name) LIKE '%all_reduce%' ORDER BY s.start_ns, s.track_id, s.slice_id",
+      {std::to_string(run_id)});
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_GT(want->rows.size(), 20u);  // 2 collectives x 4 chips x 5 steps, and their link slices
+  auto got = FindSlicesByName(*rd, run_id, "ALL_Reduce");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->hits.size(), want->rows.size());
+  EXPECT_EQ(got->total, static_cast<int64_t>(want->rows.size()));
+  for (size_t i = 0; i < got->hits.size(); ++i) {
+    EXPECT_EQ(got->hits[i].track_id, want->Int(i, "track_id")) << i;
+    EXPECT_EQ(got->hits[i].slice.slice_id, want->Int(i, "slice_id")) << i;
+    EXPECT_EQ(got->hits[i].slice.start_ns, want->Int(i, "start_ns")) << i;
+    EXPECT_EQ(got->hits[i].slice.step, want->Int(i, "step")) << i;
+    EXPECT_EQ(got->hits[i].slice.kind, TimelineKind::kCollective) << i;
+  }
+  auto few = FindSlicesByName(*rd, run_id, "dot.1", 3);
+  ASSERT_TRUE(few.ok()) << few.status();
+  EXPECT_EQ(few->hits.size(), 3u);
+  EXPECT_EQ(few->total, 4 * 5);  // one per chip and step
+  auto op = FindSlicesByOp(*rd, run_id, 5, 3);  // fusion.3
+  ASSERT_TRUE(op.ok()) << op.status();
+  EXPECT_EQ(op->total, 4 * 5);
+  ASSERT_EQ(op->names.size(), 1u);
+  EXPECT_EQ(op->names[0].second, "fusion.3");
+  std::set<int64_t> tracks;
+  for (const SliceHit& h : op->hits) tracks.insert(h.track_id);
+  EXPECT_EQ(tracks, std::set<int64_t>(s.tracks.begin(), s.tracks.end()));
+  auto none = FindSlicesByOp(*rd, run_id, 6, 3);  // another program
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->total, 0);
 }
 
 TEST(SimTimeline, StoresAFewBytesPerChipStepAndNamesDamage) {
