@@ -174,10 +174,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     return v.span_ns > 0 ? 100 * sum / chips / static_cast<double>(v.span_ns) : 0.0;
   };
   const bool timeline = v.span_ns > 0;
-  // A simulated run has no device clock at all: its shares are not measurable, not zero.
+  // Without a device clock (a simulated run, an imported CPU-only trace, a run
+  // recorded with --trace off) the shares are not measurable, not zero.
   const std::string no_timeline =
       r.run.simulated ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
-                      : "no device timeline";
+                      : "not measurable: no device-clock timeline in this run";
 
   // Recompilation: compile time in the steps after warm-up, against their host time.
   {

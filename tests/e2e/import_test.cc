@@ -157,6 +157,13 @@ TEST(ImportE2e, RealCpuTraceHasStepsNestingAndNoUnusableEvents) {
   EXPECT_EQ(file.Int(0, "events"), static_cast<int64_t>(events.size()));
   EXPECT_EQ(file.Int(0, "first_ts_ns"), 0);
   EXPECT_EQ(e2e::Q(db, "SELECT status FROM runs WHERE run_id = 1").Text(0, "status"), "finished");
+  // No device clock on a CPU trace: the verdict's device-clock shares are not
+  // measurable, never "0.0%, below the threshold".
+  e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
+  ASSERT_EQ(report.code, 0) << report.text;
+  for (const char* bound : {"?  host ", "?  collectives ", "?  compute "})
+    EXPECT_TRUE(absl::StrContains(report.text, bound)) << bound << "\n" << report.text;
+  EXPECT_FALSE(absl::StrContains(report.text, "0.0%   >=")) << report.text;
 }
 
 TEST(ImportE2e, GlooPairMatchesCollectivesAcrossRanksWithOffsets) {
