@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -181,34 +182,46 @@ TEST(SummaryGroups, DamagedGroupsAreNamedNotCrashedOn) {
   EXPECT_TRUE(internal::DecodeGroup(1, 0, 96, 0, 0, 1, " [ [0, 1,2,0,0,0,0,-1,0] ] ", &out).ok());
 }
 
-// Slices that arrive after their group was written (late: another thread's
-// slices, an import's stragglers) are merged into that group's row, at every
-// level, and neither replace nor double what it held.
-TEST(SummaryGroups, LateSlicesMergeIntoTheirGroups) {
-  const std::string path = TempDbPath("late_groups");
+// A writer at `path` with a run started and one device track (id 1).
+absl::StatusOr<std::unique_ptr<Writer>> OpenOneTrackRun(const std::string& path) {
   auto w = Writer::Open(path);
-  ASSERT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return w.status();
   trace::RunRecord run;
   run.sample = "synthetic";
-  ASSERT_TRUE((*w)->StartRun(run).ok());
+  if (auto id = (*w)->StartRun(run); !id.ok()) return id.status();
   trace::TrackRecord tr;
   tr.track_id = 1;
   tr.name = "chip 0";
   tr.clock = trace::Clock::kDevice;
   tr.device_id = 0;
   (*w)->Record(tr);
+  return w;
+}
+
+// One slice named "k" on track 1.
+void RecordSlice(Writer& w, int64_t slice_id, int64_t start, int64_t dur, int step) {
+  trace::SliceRecord s;
+  s.slice_id = slice_id;
+  s.track_id = 1;
+  s.start_ns = start;
+  s.dur_ns = dur;
+  s.name = "k";
+  s.step = step;
+  w.Record(s);
+}
+
+// Slices that arrive after their group was written (late: another thread's
+// slices, an import's stragglers) are merged into that group's row, at every
+// level, and neither replace nor double what it held.
+TEST(SummaryGroups, LateSlicesMergeIntoTheirGroups) {
+  const std::string path = TempDbPath("late_groups");
+  auto w = OpenOneTrackRun(path);
+  ASSERT_TRUE(w.ok()) << w.status();
   std::mt19937_64 rng(9);
   std::vector<std::pair<int64_t, int64_t>> recorded;  // start, dur
   int64_t id = 1;
   auto add = [&](int64_t start, int64_t dur, int step) {
-    trace::SliceRecord s;
-    s.slice_id = id++;
-    s.track_id = 1;
-    s.start_ns = start;
-    s.dur_ns = dur;
-    s.name = "k";
-    s.step = step;
-    (*w)->Record(s);
+    RecordSlice(**w, id++, start, dur, step);
     recorded.emplace_back(start, dur);
   };
   // Three seconds in order (about 700 level-0 buckets, 22 groups), a flush
@@ -497,28 +510,10 @@ TEST(Timeline, SummariesMergeAcrossFlushes) {
 // reader must not keep an answer from before; once the run ends it may.
 TEST(Timeline, AWindowOfALiveRunSeesAChunkLongerThanAnyBefore) {
   const std::string path = TempDbPath("live_span");
-  auto w = Writer::Open(path);
+  auto w = OpenOneTrackRun(path);
   ASSERT_TRUE(w.ok()) << w.status();
-  trace::RunRecord run;
-  run.sample = "synthetic";
-  ASSERT_TRUE((*w)->StartRun(run).ok());
-  trace::TrackRecord tr;
-  tr.track_id = 1;
-  tr.name = "chip 0";
-  tr.clock = trace::Clock::kDevice;
-  tr.device_id = 0;
-  (*w)->Record(tr);
   int64_t id = 1;
-  auto add = [&](int64_t start, int64_t dur, int step) {
-    trace::SliceRecord s;
-    s.slice_id = id++;
-    s.track_id = 1;
-    s.start_ns = start;
-    s.dur_ns = dur;
-    s.name = "k";
-    s.step = step;
-    (*w)->Record(s);
-  };
+  auto add = [&](int64_t start, int64_t dur, int step) { RecordSlice(**w, id++, start, dur, step); };
   for (int i = 0; i < 100; ++i) add(i * 1'000'000, 500'000, 0);  // step 0: short slices
   (*w)->Flush();
   ASSERT_TRUE((*w)->status().ok()) << (*w)->status();
