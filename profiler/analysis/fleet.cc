@@ -1,6 +1,8 @@
 // Fleet diagnosis (see fleet.h).
 #include "profiler/analysis/fleet.h"
 
+#include "profiler/analysis/fleet_host.h"
+
 #include "store/sim_timeline.h"
 #include "store/timeline.h"
 
@@ -438,9 +440,14 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         " WHERE s.run_id = ?1 AND t.clock = 'host' AND s.kind = 'collective' AND s.flow_id IS NOT NULL",
         {run_text});
     const bool on_host = host_side.ok() && host_side->Int(0, "n") > 0;
+    if (on_host) {
+      auto done = internal::AnalyzeHostCollectives(rd, run, opt, &r);
+      if (!done.ok()) return done.status();
+      if (*done) return r;
+    }
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
-        on_host ? "its collectives are on host threads only, as in a CPU-only trace; those are not diagnosed yet"
+        on_host ? "its host-thread collectives were not matched across ranks"
                 : "one chip, or no timeline",
         "), so no chip can be late for its peers; no one is flagged");
     return r;
@@ -860,11 +867,11 @@ std::string RenderFleetJson(const FleetReport& r) {
                         {"score", s.score},       {"flagged", s.flagged},
                         {"evidence", s.evidence}, {"slowdown", s.slowdown},
                         {"saved_ns_per_step", s.saved_ns_per_step}};
-    if (s.kind == "chip") {
+    if (s.kind == "chip" || r.clock == "host") {
       e["last_arrivals"] = s.last_arrivals;
       e["late_ns_per_step"] = s.late_ns_per_step;
     }
-    if (s.kind != "host") e["collectives"] = s.collectives;
+    if (s.kind != "host" || r.clock == "host") e["collectives"] = s.collectives;
     j["suspects"].push_back(e);
   }
   j["chips"] = nlohmann::json::array();

@@ -9,7 +9,10 @@ It writes, gzipped and small:
                                 annotations mark the steps;
   gloo_rank0.json.gz,           a two-process torch.distributed job (backend gloo,
   gloo_rank1.json.gz            world size 2) doing all_reduce and broadcast under
-                                torch.profiler, one trace per rank.
+                                torch.profiler, one trace per rank;
+  gloo_slow_rank{0,1,2}.json.gz three ranks of data-parallel steps (compute, then an
+                                all_reduce), rank 2 computing 1.7 times as long;
+  gloo_even_rank{0,1,2}.json.gz the same with no slow rank.
 With --cuda it records the CUDA trace instead (cuda_mlp_nccl.json.gz: the same MLP on
 a GPU, its gradients all-reduced in a one-rank NCCL group), when torch sees a GPU. The
 committed one was recorded on an NVIDIA H200 with PyTorch 2.11 (CUDA 13).
@@ -113,6 +116,29 @@ def gloo_worker(rank, world, port, out_dir):
     gzip_trace(tmp, os.path.join(out_dir, f"gloo_rank{rank}.json.gz"))
 
 
+def gloo_steps_worker(rank, world, port, out_dir, prefix, slow_rank):
+    # Data-parallel steps: the same compute on every rank, then an all_reduce
+    # of the result; `slow_rank` (if >= 0) computes 1.7 times as long, as a
+    # rank on a slower or busier machine would.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    torch.manual_seed(rank)
+    a = torch.randn(192, 192)
+    reps = 17 if rank == slow_rank else 10
+    tmp = os.path.join(out_dir, f"{prefix}_rank{rank}.json")
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=1, warmup=1, active=8, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+        for step in range(10):
+            x = a
+            for _ in range(reps):
+                x = torch.tanh(x @ a) * 0.5
+            dist.all_reduce(x)
+            prof.step()
+    dist.destroy_process_group()
+    gzip_trace(tmp, os.path.join(out_dir, f"{prefix}_rank{rank}.json.gz"))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -133,6 +159,9 @@ def main():
         return
     record_cpu(args.out)
     mp.spawn(gloo_worker, args=(2, free_port(), args.out), nprocs=2, join=True)
+    # Three ranks, 8 profiled steps: rank 2 slow, then none slow (the fleet tests).
+    mp.spawn(gloo_steps_worker, args=(3, free_port(), args.out, "gloo_slow", 2), nprocs=3, join=True)
+    mp.spawn(gloo_steps_worker, args=(3, free_port(), args.out, "gloo_even", -1), nprocs=3, join=True)
 
 
 if __name__ == "__main__":

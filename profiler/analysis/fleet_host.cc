@@ -1,0 +1,268 @@
+// Ranks compared by their host-clock collectives; see fleet_host.h.
+#include "profiler/analysis/fleet_host.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "profiler/analysis/format.h"
+#include "store/timeline.h"
+
+namespace shardscope::analysis::internal {
+namespace {
+
+struct Member {
+  int host = 0;
+  int64_t arrival = 0, end = 0;
+};
+
+// One collective: a flow the import matched across ranks, one slice per rank.
+struct Collective {
+  int step = -1;
+  std::vector<Member> members;
+  int64_t first_arrival = 0, last_end = 0;
+};
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// The value at half the total weight.
+double WeightedMedian(std::vector<std::pair<double, double>> value_weight) {
+  if (value_weight.empty()) return 1;
+  std::sort(value_weight.begin(), value_weight.end());
+  double total = 0;
+  for (const auto& [v, w] : value_weight) total += w;
+  double seen = 0;
+  for (const auto& [v, w] : value_weight)
+    if ((seen += w) >= total / 2) return v;
+  return value_weight.back().first;
+}
+
+std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
+
+}  // namespace
+
+absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run, const FleetOptions& opt,
+                                            FleetReport* r) {
+  const std::string run_text = absl::StrCat(run);
+  auto tracks = rd.Query("SELECT track_id, host_id FROM tracks WHERE run_id = ?1 AND clock = 'host'"
+                         " AND host_id IS NOT NULL ORDER BY track_id",
+                         {run_text});
+  if (!tracks.ok()) return tracks.status();
+  store::TimelineReader timeline(rd);
+  std::map<int64_t, Collective> by_flow;
+  std::map<int64_t, std::set<int>> hosts_of_flow;
+  std::set<int64_t> repeated;  // a flow a rank holds twice is not one collective
+  constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
+  for (size_t i = 0; i < tracks->rows.size(); ++i) {
+    auto slices = timeline.Slices(run, tracks->Int(i, "track_id"), -kAll, kAll);
+    if (!slices.ok()) return slices.status();
+    const int host = static_cast<int>(tracks->Int(i, "host_id"));
+    for (const store::TimelineSlice& s : *slices) {
+      if (s.kind != store::TimelineKind::kCollective || s.flow_id < 0 || s.step < 0) continue;
+      if (!hosts_of_flow[s.flow_id].insert(host).second) repeated.insert(s.flow_id);
+      Collective& c = by_flow[s.flow_id];
+      c.step = s.step;
+      c.members.push_back({host, s.start_ns, s.start_ns + s.dur_ns});
+    }
+  }
+  std::vector<Collective> colls;
+  for (auto& [flow, c] : by_flow) {
+    if (repeated.count(flow) || c.members.size() < 2) continue;
+    c.first_arrival = c.last_end = c.members.front().arrival;
+    for (const Member& m : c.members) {
+      c.first_arrival = std::min(c.first_arrival, m.arrival);
+      c.last_end = std::max(c.last_end, m.end);
+    }
+    colls.push_back(std::move(c));
+  }
+  if (colls.empty()) return false;
+
+  r->supported = true;
+  r->clock = "host";
+  r->chips = 0;
+  std::set<int> ranks;
+  for (const Collective& c : colls)
+    for (const Member& m : c.members) ranks.insert(m.host);
+  r->hosts = static_cast<int>(ranks.size());
+  std::set<int> steps;
+  for (const Collective& c : colls) steps.insert(c.step);
+  std::vector<int> used(steps.begin(), steps.end());
+  if (static_cast<int>(used.size()) > opt.min_steps + 1) {
+    r->notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
+    used.erase(used.begin());
+  }
+  const std::set<int> analysed(used.begin(), used.end());
+  r->steps = static_cast<int>(used.size());
+  r->notes.push_back(
+      "collectives on host threads only (a CPU-only trace): ranks are compared by when they called each "
+      "collective and by their own time since they left the group's last collective, on the host clock; there is no "
+      "per-chip "
+      "breakdown");
+  {
+    auto wall = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 AND wall_ns > 0", {run_text});
+    if (!wall.ok()) return wall.status();
+    std::vector<double> w;
+    for (size_t i = 0; i < wall->rows.size(); ++i) w.push_back(static_cast<double>(wall->Int(i, "wall_ns")));
+    r->median_step_ns = Median(w);
+  }
+  if (r->steps < opt.min_steps) {
+    r->supported = false;
+    r->verdict = absl::StrCat("cannot rank suspects: only ", r->steps, " step", r->steps == 1 ? "" : "s",
+                              " with collectives across ranks (need ", opt.min_steps,
+                              ") — too few to tell a slow rank from noise; no one is flagged");
+    return true;
+  }
+
+  std::sort(colls.begin(), colls.end(),
+            [](const Collective& a, const Collective& b) { return a.first_arrival < b.first_arrival; });
+  // One collective can show on two threads of each rank (c10d::allreduce_ on
+  // the caller, gloo:all_reduce on a worker), matched as two flows. No rank
+  // leaves a collective before every rank has called it, so a flow that some
+  // rank calls before the last call of the one before, among the same ranks,
+  // is that one again: counted once, at the first thread's calls.
+  {
+    std::vector<Collective> once;
+    auto hosts = [](const Collective& c) {
+      std::set<int> h;
+      for (const Member& m : c.members) h.insert(m.host);
+      return h;
+    };
+    for (Collective& c : colls) {
+      if (!once.empty()) {
+        const Collective& prev = once.back();
+        int64_t last_call = prev.first_arrival;
+        for (const Member& m : prev.members) last_call = std::max(last_call, m.arrival);
+        if (c.first_arrival < last_call && hosts(c) == hosts(prev)) {
+          once.back().last_end = std::max(once.back().last_end, c.last_end);
+          for (Member& m : once.back().members)
+            for (const Member& n : c.members)
+              if (n.host == m.host) m.end = std::max(m.end, n.end);
+          continue;
+        }
+      }
+      once.push_back(std::move(c));
+    }
+    colls = std::move(once);
+  }
+  struct PerRank {
+    int collectives = 0, last = 0;
+    double late_sum = 0, margin_sum = 0;
+    std::vector<std::pair<double, double>> ratios;  // own time / peers' median, weight
+    std::vector<double> own, peers;
+  };
+  std::map<int, PerRank> per;
+  for (size_t k = 0; k < colls.size(); ++k) {
+    const Collective& c = colls[k];
+    if (!analysed.count(c.step)) continue;
+    ++r->collectives;
+    std::vector<double> arrivals;
+    for (const Member& m : c.members) arrivals.push_back(static_cast<double>(m.arrival));
+    const double med = Median(arrivals);
+    const Member* last = &c.members.front();
+    for (const Member& m : c.members)
+      if (m.arrival > last->arrival) last = &m;
+    double second = -1e300;
+    for (const Member& m : c.members)
+      if (&m != last) second = std::max(second, static_cast<double>(m.arrival));
+    for (const Member& m : c.members) {
+      ++per[m.host].collectives;
+      per[m.host].late_sum += static_cast<double>(m.arrival) - med;
+    }
+    if (last->arrival > second) {
+      ++per[last->host].last;
+      per[last->host].margin_sum += static_cast<double>(last->arrival) - second;
+    }
+    // The group's last release: the latest collective every rank had left
+    // before any rank called this one. Each rank's own time is from its own
+    // leaving it (a ring lets some ranks go sooner) to its call of this one.
+    const Collective* released = nullptr;
+    for (size_t j = 0; j < k; ++j)
+      if (colls[j].last_end <= c.first_arrival && (!released || colls[j].last_end > released->last_end))
+        released = &colls[j];
+    if (!released) continue;
+    std::map<int, int64_t> left;
+    for (const Member& m : released->members) left[m.host] = m.end;
+    std::vector<double> own;
+    bool all = true;
+    for (const Member& m : c.members) {
+      auto it = left.find(m.host);
+      all = all && it != left.end();
+      own.push_back(it == left.end() ? 0.0 : static_cast<double>(m.arrival - it->second));
+    }
+    if (!all) continue;  // a rank that was not in the released collective
+    for (size_t i = 0; i < c.members.size(); ++i) {
+      std::vector<double> others;
+      for (size_t j = 0; j < own.size(); ++j)
+        if (j != i) others.push_back(own[j]);
+      const double peers = Median(others);
+      if (peers <= 0) continue;
+      PerRank& p = per[c.members[i].host];
+      p.ratios.emplace_back(own[i] / peers, peers);
+      p.own.push_back(own[i]);
+      p.peers.push_back(peers);
+    }
+  }
+  for (auto& [host, p] : per) {
+    FleetSuspect s;
+    s.kind = "host";
+    s.id = absl::StrCat(host);
+    s.collectives = p.collectives;
+    s.last_arrivals = p.last;
+    s.late_ns_per_step = p.late_sum / r->steps;
+    s.slowdown = WeightedMedian(p.ratios);
+    s.score = std::max(0.0, s.slowdown - 1);
+    s.flagged = !p.ratios.empty() && s.score >= opt.flag_threshold;
+    s.saved_ns_per_step = p.margin_sum / r->steps;
+    s.evidence.push_back(absl::StrCat("rank ", host, ": last to call ", p.last, " of ", p.collectives,
+                                      " collectives, on average ", Ms(std::max(0.0, p.late_sum / p.collectives)),
+                                      " after the ranks' median (host clock)"));
+    if (p.ratios.empty()) {
+      s.evidence.push_back("its own time between collectives could not be measured (no collective before the first)");
+    } else {
+      double own = 0, peers = 0;
+      for (double x : p.own) own += x;
+      for (double x : p.peers) peers += x;
+      s.evidence.push_back(absl::StrCat("its own time from leaving the group's last collective to its call: ",
+                                        Ms(own / static_cast<double>(p.own.size())), " per collective against its peers' ",
+                                        Ms(peers / static_cast<double>(p.peers.size())), " (",
+                                        absl::StrFormat("%.2f", s.slowdown), "x, weighted median over ",
+                                        p.ratios.size(), " collectives)"));
+    }
+    s.evidence.push_back(absl::StrCat("what-if: had it called with its peers, the collectives it was last at would ",
+                                      "start ", Ms(s.saved_ns_per_step), " per step sooner",
+                                      r->median_step_ns > 0
+                                          ? absl::StrCat(" (", absl::StrFormat("%.1f%%", 100 * s.saved_ns_per_step /
+                                                                                           r->median_step_ns),
+                                                         " of the median step)")
+                                          : ""));
+    r->suspects.push_back(std::move(s));
+  }
+  std::stable_sort(r->suspects.begin(), r->suspects.end(),
+                   [](const FleetSuspect& a, const FleetSuspect& b) { return a.score > b.score; });
+  std::vector<std::string> flagged;
+  for (const FleetSuspect& s : r->suspects)
+    if (s.flagged) flagged.push_back(absl::StrCat("host ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
+  const std::string pct = absl::StrFormat("%.1f%%", 100 * opt.flag_threshold);
+  if (flagged.empty()) {
+    r->verdict = absl::StrCat("no rank stands out: none is ", pct, " or more slower than its peers",
+                              r->suspects.empty() ? ""
+                                                  : absl::StrCat(" (the most: host ", r->suspects.front().id, ", ",
+                                                                 absl::StrFormat("%.1f%%", 100 * r->suspects.front().score), ")"));
+  } else {
+    r->verdict = absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", absl::StrJoin(flagged, ", "),
+                              " — slower than its peers by at least ", pct, " (host clock, ranks as hosts)");
+  }
+  return true;
+}
+
+}  // namespace shardscope::analysis::internal
