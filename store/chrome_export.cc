@@ -2,14 +2,20 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "store/timeline.h"
 
 namespace shardscope::store {
 namespace {
@@ -129,36 +135,63 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   }
   out->Write(meta);
 
-  // Slices, per track in time order, the enclosing one first: X events nest
-  // as stored. Streamed row by row.
+  // Slices, a track at a time in time order, the enclosing one first: X
+  // events nest as stored. Decoded natively (TimelineReader, or a simulated
+  // run's schedule): memory holds one lane, and the run is never sorted
+  // whole by SQL, nor made text row by row.
+  struct FlowPoint {
+    int64_t flow, start, track;
+  };
+  std::vector<FlowPoint> flow_points;
   {
-    // A collective's wait for the other chips (schema version 2 on).
-    auto has_wait = rd.Query("SELECT count(*) AS n FROM pragma_table_info('slices') WHERE name = 'wait_ns'");
-    const bool wait = has_wait.ok() && has_wait->Int(0, "n") > 0;
-    const std::string sql = absl::StrCat(
-        "SELECT s.track_id, s.start_ns, s.dur_ns, n.name, s.kind, s.step, s.graph_id, s.op_id, s.bytes, ",
-        wait ? "s.wait_ns" : "NULL", " FROM slices s JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1"
-        " ORDER BY s.track_id, s.start_ns, s.dur_ns DESC, s.depth");
-    absl::Status st = rd.ForEachRow(sql, {run}, [&](const std::vector<Cell>& r) {
-      auto it = lanes.find(std::stoll(r[0].value_or("0")));
-      if (it == lanes.end()) return;
-      std::string args = absl::StrCat("\"kind\":", Quote(r[4].value_or("")));
-      if (r[5]) absl::StrAppend(&args, ",\"step\":", *r[5]);
-      if (r[6]) absl::StrAppend(&args, ",\"graph_id\":", *r[6]);
-      if (r[7]) absl::StrAppend(&args, ",\"op_id\":", *r[7]);
-      if (r[8] && *r[8] != "0") absl::StrAppend(&args, ",\"bytes\":", *r[8]);
-      if (r[9]) absl::StrAppend(&args, ",\"wait_us\":", Us(std::stoll(*r[9])));
-      out->Write(absl::StrCat(",\n{\"ph\":\"X\",\"pid\":", it->second.pid, ",\"tid\":", it->second.tid,
-                              ",\"ts\":", Us(std::stoll(r[1].value_or("0"))), ",\"dur\":",
-                              Us(std::stoll(r[2].value_or("0"))), ",\"name\":", Quote(r[3].value_or("")),
-                              ",\"cat\":", Quote(r[4].value_or("")), ",\"args\":{", args, "}}"));
-      ++stats.slices;
+    std::vector<std::string> quoted;  // name_id -> the name as a JSON string
+    absl::Status st = rd.ForEachRow("SELECT name_id, name FROM names", {}, [&](const std::vector<Cell>& r) {
+      int64_t id = -1;
+      if (!r[0] || !absl::SimpleAtoi(*r[0], &id) || id < 0 || id > INT32_MAX) return;
+      if (static_cast<size_t>(id) >= quoted.size()) quoted.resize(static_cast<size_t>(id) + 1, "\"\"");
+      quoted[static_cast<size_t>(id)] = Quote(r[1].value_or(""));
     });
     if (!st.ok()) return st;
+    std::string kinds[kNumTimelineKinds];
+    for (int k = 0; k < kNumTimelineKinds; ++k) kinds[k] = Quote(TimelineKindName(static_cast<TimelineKind>(k)));
+    TimelineReader timeline(rd);
+    constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
+    std::string buf;
+    for (const auto& [track, lane] : lanes) {
+      auto slices = timeline.Slices(run_id, track, -kAll, kAll);
+      if (!slices.ok()) return slices.status();
+      std::sort(slices->begin(), slices->end(), [](const TimelineSlice& a, const TimelineSlice& b) {
+        return std::tie(a.start_ns, b.dur_ns, a.depth, a.slice_id) < std::tie(b.start_ns, a.dur_ns, b.depth, b.slice_id);
+      });
+      buf.clear();
+      for (const TimelineSlice& x : *slices) {
+        const std::string& kind = kinds[static_cast<int>(x.kind)];
+        absl::StrAppend(&buf, ",\n{\"ph\":\"X\",\"pid\":", lane.pid, ",\"tid\":", lane.tid, ",\"ts\":", Us(x.start_ns),
+                        ",\"dur\":", Us(x.dur_ns), ",\"name\":",
+                        x.name_id >= 0 && static_cast<size_t>(x.name_id) < quoted.size() ? quoted[x.name_id] : "\"\"",
+                        ",\"cat\":", kind, ",\"args\":{\"kind\":", kind);
+        if (x.step >= 0) absl::StrAppend(&buf, ",\"step\":", x.step);
+        if (x.graph_id >= 0) absl::StrAppend(&buf, ",\"graph_id\":", x.graph_id);
+        if (x.op_id >= 0) absl::StrAppend(&buf, ",\"op_id\":", x.op_id);
+        if (x.bytes != 0) absl::StrAppend(&buf, ",\"bytes\":", x.bytes);
+        if (x.arrival_ns >= 0) absl::StrAppend(&buf, ",\"wait_us\":", Us(x.start_ns - x.arrival_ns));
+        buf += "}}";
+        ++stats.slices;
+        if (x.flow_id >= 0) flow_points.push_back({x.flow_id, x.start_ns, track});
+        if (buf.size() > (1 << 20)) {
+          out->Write(buf);
+          buf.clear();
+        }
+      }
+      out->Write(buf);
+    }
   }
 
   // Flows: the slices of one collective across chips, earliest first.
   {
+    std::sort(flow_points.begin(), flow_points.end(), [](const FlowPoint& a, const FlowPoint& b) {
+      return std::tie(a.flow, a.start, a.track) < std::tie(b.flow, b.start, b.track);
+    });
     int64_t flow = -1, n = 0;
     std::string pending;  // the previous slice's event, written once the next shows it was not the last
     const auto event = [&](const char* ph, int64_t id, const Lane& l, int64_t ts) {
@@ -175,26 +208,18 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
         ++stats.flows;
       }
     };
-    absl::Status st = rd.ForEachRow(
-        "SELECT flow_id, track_id, start_ns FROM slices WHERE run_id = ?1 AND flow_id IS NOT NULL"
-        " ORDER BY flow_id, start_ns",
-        {run}, [&](const std::vector<Cell>& r) {
-          const int64_t id = std::stoll(r[0].value_or("0"));
-          auto it = lanes.find(std::stoll(r[1].value_or("0")));
-          if (it == lanes.end()) return;
-          const int64_t ts = std::stoll(r[2].value_or("0"));
-          if (id != flow) {
-            finish();
-            flow = id, n = 0, pending.clear();
-          } else {
-            // The previous slice was not the last: it starts the flow or is a step on it.
-            absl::StrAppend(&pending, event(n == 1 ? "s" : "t", flow, last_lane, last_ts));
-          }
-          ++n;
-          last_lane = it->second;
-          last_ts = ts;
-        });
-    if (!st.ok()) return st;
+    for (const FlowPoint& p : flow_points) {
+      if (p.flow != flow) {
+        finish();
+        flow = p.flow, n = 0, pending.clear();
+      } else {
+        // The previous slice was not the last: it starts the flow or is a step on it.
+        absl::StrAppend(&pending, event(n == 1 ? "s" : "t", flow, last_lane, last_ts));
+      }
+      ++n;
+      last_lane = lanes[p.track];
+      last_ts = p.start;
+    }
     finish();
   }
 

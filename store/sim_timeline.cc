@@ -747,37 +747,54 @@ absl::StatusOr<std::vector<TimelineSlice>> SimTimelineReader::Slices(int64_t run
                                                                      bool* truncated) const {
   if (truncated) *truncated = false;
   std::vector<TimelineSlice> out;
-  // The program runs whose bounds (step_bounds, modeled) overlap the window.
-  auto q = reader_.Query(
-      "SELECT s.slice_id, s.start_ns, s.dur_ns, s.depth, s.parent_id, s.name_id, s.kind, r.step, r.graph_id,"
-      " s.op_id, s.flow_id, s.bytes, s.arrival_ns"
-      " FROM sim_chips c JOIN sim_runs r ON r.run_id = c.run_id"
-      " JOIN step_bounds b ON b.run_id = r.run_id AND b.step = r.step AND b.clock = 'modeled',"
-      " shardscope_sim_slices(r.run_id, r.seq, r.step, r.graph_id, r.transfers, r.starts, r.preempted, r.ends,"
-      " c.device_id) s"
-      " WHERE c.run_id = ?1 AND c.track_id = ?2 AND b.end_ns > ?3 AND b.start_ns < ?4"
-      " AND s.start_ns < ?4 AND s.start_ns + s.dur_ns > ?3",
-      {std::to_string(run_id), std::to_string(track_id), std::to_string(t0), std::to_string(t1)});
-  if (!q.ok()) return q.status();
-  for (size_t i = 0; i < q->rows.size(); ++i) {
+  // The program runs whose bounds (step_bounds, modeled) overlap the window,
+  // read column by column (a 512-chip pod's export read every chip's slices
+  // as text and parsed them back: most of its time).
+  sqlite3* db = reader_.connection();
+  Stmt q;
+  if (absl::Status st = q.Prepare(
+          db,
+          "SELECT s.slice_id, s.start_ns, s.dur_ns, s.depth, s.parent_id, s.name_id, s.kind, r.step, r.graph_id,"
+          " s.op_id, s.flow_id, s.bytes, s.arrival_ns"
+          " FROM sim_chips c JOIN sim_runs r ON r.run_id = c.run_id"
+          " JOIN step_bounds b ON b.run_id = r.run_id AND b.step = r.step AND b.clock = 'modeled',"
+          " shardscope_sim_slices(r.run_id, r.seq, r.step, r.graph_id, r.transfers, r.starts, r.preempted, r.ends,"
+          " c.device_id) s"
+          " WHERE c.run_id = ?1 AND c.track_id = ?2 AND b.end_ns > ?3 AND b.start_ns < ?4"
+          " AND s.start_ns < ?4 AND s.start_ns + s.dur_ns > ?3");
+      !st.ok())
+    return st;
+  q.Int(1, run_id);
+  q.Int(2, track_id);
+  q.Int(3, t0);
+  q.Int(4, t1);
+  auto or_none = [](sqlite3_stmt* st, int col) {
+    return sqlite3_column_type(st, col) == SQLITE_NULL ? int64_t{-1} : sqlite3_column_int64(st, col);
+  };
+  int rc;
+  while ((rc = sqlite3_step(q.get())) == SQLITE_ROW) {
+    sqlite3_stmt* row = q.get();
     TimelineSlice s;
-    s.slice_id = q->Int(i, "slice_id");
-    s.start_ns = q->Int(i, "start_ns");
-    s.dur_ns = q->Int(i, "dur_ns");
-    s.depth = static_cast<int16_t>(q->Int(i, "depth"));
-    s.parent_id = q->Int(i, "parent_id", -1);
-    s.name_id = static_cast<int32_t>(q->Int(i, "name_id"));
-    const std::string kind = q->Text(i, "kind");
+    s.slice_id = sqlite3_column_int64(row, 0);
+    s.start_ns = sqlite3_column_int64(row, 1);
+    s.dur_ns = sqlite3_column_int64(row, 2);
+    s.depth = static_cast<int16_t>(sqlite3_column_int64(row, 3));
+    s.parent_id = or_none(row, 4);
+    s.name_id = static_cast<int32_t>(sqlite3_column_int64(row, 5));
+    const std::string_view kind = internal::ColumnView(row, 6);
     for (int k = 0; k < kNumTimelineKinds; ++k)
       if (kind == TimelineKindName(static_cast<TimelineKind>(k))) s.kind = static_cast<TimelineKind>(k);
-    s.step = static_cast<int32_t>(q->Int(i, "step", -1));
-    s.graph_id = q->Int(i, "graph_id", -1);
-    s.op_id = q->Int(i, "op_id", -1);
-    s.flow_id = q->Int(i, "flow_id", -1);
-    s.bytes = q->Int(i, "bytes");
-    s.arrival_ns = q->Int(i, "arrival_ns", -1);
+    s.step = static_cast<int32_t>(or_none(row, 7));
+    s.graph_id = or_none(row, 8);
+    s.op_id = or_none(row, 9);
+    s.flow_id = or_none(row, 10);
+    s.bytes = sqlite3_column_int64(row, 11);
+    s.arrival_ns = or_none(row, 12);
     out.push_back(s);
   }
+  if (rc != SQLITE_DONE)
+    return absl::DataLossError(absl::StrCat(reader_.path(), ": reading the simulated timeline: ", internal::DbError(db),
+                                            "; run `shardscope check ", reader_.path(), "` for details"));
   std::sort(out.begin(), out.end(), [](const TimelineSlice& a, const TimelineSlice& b) {
     return std::tie(a.depth, a.start_ns, a.slice_id) < std::tie(b.depth, b.start_ns, b.slice_id);
   });

@@ -126,6 +126,19 @@ absl::StatusOr<bool> TimelineReader::simulated(int64_t run_id) const {
   return *sim;
 }
 
+absl::StatusOr<bool> TimelineReader::SimChipTrack(int64_t run_id, int64_t track_id) const {
+  auto it = sim_tracks_.find(run_id);
+  if (it == sim_tracks_.end()) {
+    auto q = reader_.Query("SELECT track_id FROM sim_chips WHERE run_id = ?1 ORDER BY track_id",
+                           {absl::StrCat(run_id)});
+    if (!q.ok()) return q.status();
+    std::vector<int64_t> tracks;
+    for (size_t i = 0; i < q->rows.size(); ++i) tracks.push_back(q->Int(i, "track_id"));
+    it = sim_tracks_.emplace(run_id, std::move(tracks)).first;
+  }
+  return std::binary_search(it->second.begin(), it->second.end(), track_id);
+}
+
 // A simulated run stores schedules, not slices (store/sim_timeline.h): its
 // buckets are made from them, a chip at a time, in (track, depth, time) order.
 absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSimSummaries(int64_t run_id,
@@ -270,7 +283,12 @@ absl::StatusOr<std::vector<TimelineSlice>> TimelineReader::Slices(int64_t run_id
   if (truncated) *truncated = false;
   auto sim = simulated(run_id);
   if (!sim.ok()) return sim.status();
-  if (*sim) return SimTimelineReader(reader_).Slices(run_id, track_id, t0, t1, max_slices, truncated);
+  if (*sim) {
+    // Its chips are made from the schedule; its host lanes are stored slices.
+    auto chip = SimChipTrack(run_id, track_id);
+    if (!chip.ok()) return chip.status();
+    if (*chip) return SimTimelineReader(reader_).Slices(run_id, track_id, t0, t1, max_slices, truncated);
+  }
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
   sqlite3* db = reader_.connection();
@@ -368,7 +386,28 @@ absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSum
   if (absl::Status st = CheckLevel(level); !st.ok()) return st;
   auto sim = simulated(run_id);
   if (!sim.ok()) return sim.status();
-  if (*sim) return ReadSimSummaries(run_id, track_id, level, t0, t1);
+  if (*sim) {
+    // Its chips' buckets are made from the schedule; its host lanes' are stored.
+    if (track_id >= 0) {
+      auto chip = SimChipTrack(run_id, track_id);
+      if (!chip.ok()) return chip.status();
+      if (*chip) return ReadSimSummaries(run_id, track_id, level, t0, t1);
+    } else {
+      auto chips = ReadSimSummaries(run_id, -1, level, t0, t1);
+      if (!chips.ok()) return chips.status();
+      auto stored = ReadStoredSummaries(run_id, -1, level, t0, t1);
+      if (!stored.ok()) return stored.status();
+      chips->insert(chips->end(), stored->begin(), stored->end());
+      return GroupByTrackAndDepth(*std::move(chips));
+    }
+  }
+  return ReadStoredSummaries(run_id, track_id, level, t0, t1);
+}
+
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadStoredSummaries(int64_t run_id,
+                                                                                             int64_t track_id,
+                                                                                             int level, int64_t t0,
+                                                                                             int64_t t1) const {
   auto is_chunked = chunked();
   if (!is_chunked.ok()) return is_chunked.status();
   auto is_grouped = grouped();

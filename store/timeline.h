@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -130,10 +131,16 @@ class TimelineReader {
                                                       int64_t t1) const;
   absl::StatusOr<std::vector<TrackBucket>> ReadSummaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
                                                          int64_t t1) const;
+  // The stored buckets (every run's host lanes; a recorded run's chips too).
+  absl::StatusOr<std::vector<TrackBucket>> ReadStoredSummaries(int64_t run_id, int64_t track_id, int level, int64_t t0,
+                                                               int64_t t1) const;
+  // Whether `track_id` is a chip of simulated run `run_id` (made from its schedule).
+  absl::StatusOr<bool> SimChipTrack(int64_t run_id, int64_t track_id) const;
   const Reader& reader_;
   mutable int chunked_ = -1;  // -1 unknown
   mutable int grouped_ = -1;
   mutable std::vector<std::pair<int64_t, bool>> simulated_;  // run -> simulated
+  mutable std::map<int64_t, std::vector<int64_t>> sim_tracks_;  // simulated run -> its chips' tracks, sorted
   mutable std::vector<std::tuple<int64_t, int64_t, int64_t>> spans_;  // run, track, longest chunk
 };
 

@@ -73,7 +73,7 @@ Sim MakeSim(int steps) {
   return s;
 }
 
-std::string WriteRun(const std::string& name, const Sim& s, int64_t* run_id) {
+std::string WriteRun(const std::string& name, const Sim& s, int64_t* run_id, int host_slices = 0) {
   const std::string path = TempPath(name);
   auto w = Writer::Open(path);
   EXPECT_TRUE(w.ok()) << w.status();
@@ -91,6 +91,23 @@ std::string WriteRun(const std::string& name, const Sim& s, int64_t* run_id) {
     t.clock = trace::Clock::kModeled;
     t.device_id = c;
     (*w)->Record(t);
+  }
+  if (host_slices > 0) {  // the host's lane, recorded as in any run (track 200)
+    trace::TrackRecord t;
+    t.track_id = 200;
+    t.name = "host 0 / main";
+    t.clock = trace::Clock::kHost;
+    (*w)->Record(t);
+    for (int i = 0; i < host_slices; ++i) {
+      trace::SliceRecord x;
+      x.slice_id = 900000 + i;
+      x.track_id = 200;
+      x.start_ns = i * 10000;
+      x.dur_ns = 5000;
+      x.name = "dispatch";
+      x.step = i;
+      (*w)->Record(x);
+    }
   }
   (*w)->Flush();
   absl::Status st = WriteSimTimeline(path, {*run_id, &s.programs, &s.chips, &s.tracks, &s.runs});
@@ -245,6 +262,35 @@ TEST(SimTimeline, ReaderServesAChipsWindowAndItsSummaries) {
                          std::tie((*whole)[i].track_id, b.depth, b.start_ns);
     ASSERT_TRUE(ordered) << i;
   }
+}
+
+// A simulated run's host lanes are stored slices like any run's: the chips
+// come from the schedule, the host's from its chunks, side by side.
+TEST(SimTimeline, HostLanesOfASimulatedRunAreRead) {
+  Sim s = MakeSim(3);
+  int64_t run_id = 0;
+  const std::string path = WriteRun("host_lane", s, &run_id, /*host_slices=*/3);
+  auto rd = Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  TimelineReader tl(*rd);
+  ASSERT_TRUE(*tl.simulated(run_id));
+  auto host = tl.Slices(run_id, 200, 0, INT64_MAX / 4);
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(host->size(), 3u);
+  auto chip = tl.Slices(run_id, 101, 0, INT64_MAX / 4);
+  ASSERT_TRUE(chip.ok()) << chip.status();
+  EXPECT_FALSE(chip->empty());
+  auto whole = tl.AllSummaries(run_id, 0, 0, INT64_MAX / 4);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  std::map<int64_t, int64_t> count;
+  for (const auto& b : *whole) count[b.track_id] += b.bucket.count;
+  EXPECT_EQ(count.size(), s.chips.size() + 1);
+  EXPECT_EQ(count[200], 3);
+  auto one = tl.Summaries(run_id, 200, 0, 0, INT64_MAX / 4);
+  ASSERT_TRUE(one.ok()) << one.status();
+  int64_t n = 0;
+  for (const auto& b : *one) n += b.count;
+  EXPECT_EQ(n, 3);
 }
 
 // The timeline's search (Ctrl+F) and "this op's slices" find a simulated
