@@ -101,6 +101,7 @@ TEST(ReplayE2e, ReSimulatedOnAnotherChipAndAnotherTopology) {
                            "every fingerprint and op count equals the stored one", "not comparable across chips",
                            "B is faster: modeled step"})
     EXPECT_TRUE(absl::StrContains(h100.text, said)) << said << "\n" << h100.text;
+  EXPECT_TRUE(absl::StrContains(e2e::Shell(Cli("runs " + db)).text, "simulated, replay of 1")) << "runs";
   auto run2 = e2e::Q(db, "SELECT simulated, profile, mesh, num_devices, config_json FROM runs WHERE run_id = 2");
   ASSERT_EQ(run2.rows.size(), 1u);
   EXPECT_EQ(run2.Int(0, "simulated"), 1);
