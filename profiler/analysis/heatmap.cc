@@ -147,7 +147,8 @@ std::string FleetHeatmapHtml(const FleetMap& m) {
   if (scale <= 0)
     absl::StrAppend(&out, "every chip the same (", m.lateness ? Signed(hi) : FormatNs(static_cast<int64_t>(hi)), ")");
   else if (m.lateness)
-    absl::StrAppend(&out, "grey on time, red late (up to ", Signed(hi), "), blue early (down to ", Signed(lo), ")");
+    absl::StrAppend(&out, "grey on time, red late (up to ", Signed(hi), ")",
+                    lo < 0 ? absl::StrCat(", blue early (down to ", Signed(lo), ")") : "");
   else
     absl::StrAppend(&out, "grey the shortest (", FormatNs(static_cast<int64_t>(lo)), "), red the longest (",
                     FormatNs(static_cast<int64_t>(hi)), ")");
