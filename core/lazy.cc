@@ -198,38 +198,6 @@ nlohmann::json Signature(const std::vector<GraphInput>& inputs) {
   return sig;
 }
 
-void RecordTensor(const std::string& name, const Shape& shape, const Sharding& sharding,
-                  const std::string& source, const SourceLoc& loc) {
-  if (!trace::enabled() || name.empty()) return;
-  auto& ctx = Ctx();
-  std::string key = absl::StrCat(name, "|", shape.ToString(), "|", sharding.ToString());
-  if (ctx.recorded_tensors.count(key)) return;
-  int64_t id = trace::NextId();
-  ctx.recorded_tensors[key] = id;
-  trace::TensorRecord t;
-  t.tensor_id = id;
-  t.name = name;
-  t.shape = shape.DimsString();
-  t.dtype = DTypeName(shape.dtype);
-  t.sharding = sharding.ToString();
-  t.sharding_source = source;
-  t.source_file = loc.file;
-  t.source_line = loc.line;
-  t.step = ctx.step;
-  trace::recorder().Record(t);
-  for (int d = 0; d < ctx.client->num_devices(); ++d) {
-    trace::ShardPlacementRecord p;
-    p.tensor_id = id;
-    p.tensor_name = name;
-    p.device_id = d;
-    std::vector<IndexRange> ranges = sharding.ShardRanges(shape, d);
-    p.index_ranges = RangesToString(ranges);
-    p.bytes = DTypeBytes(shape.dtype);
-    for (const auto& r : ranges) p.bytes *= r.end - r.begin;
-    trace::recorder().Record(p);
-  }
-}
-
 enum class CutReason { kMarkStep, kValueRead };
 
 // What a compiled program depends on besides its graph (the compile cache's
@@ -449,6 +417,38 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
 }
 
 }  // namespace
+
+void RecordTensor(const std::string& name, const Shape& shape, const Sharding& sharding,
+                  const std::string& source, const SourceLoc& loc) {
+  if (!trace::enabled() || name.empty()) return;
+  auto& ctx = Ctx();
+  std::string key = absl::StrCat(name, "|", shape.ToString(), "|", sharding.ToString());
+  if (ctx.recorded_tensors.count(key)) return;
+  int64_t id = trace::NextId();
+  ctx.recorded_tensors[key] = id;
+  trace::TensorRecord t;
+  t.tensor_id = id;
+  t.name = name;
+  t.shape = shape.DimsString();
+  t.dtype = DTypeName(shape.dtype);
+  t.sharding = sharding.ToString();
+  t.sharding_source = source;
+  t.source_file = loc.file;
+  t.source_line = loc.line;
+  t.step = ctx.step;
+  trace::recorder().Record(t);
+  for (int d = 0; d < ctx.client->num_devices(); ++d) {
+    trace::ShardPlacementRecord p;
+    p.tensor_id = id;
+    p.tensor_name = name;
+    p.device_id = d;
+    std::vector<IndexRange> ranges = sharding.ShardRanges(shape, d);
+    p.index_ranges = RangesToString(ranges);
+    p.bytes = DTypeBytes(shape.dtype);
+    for (const auto& r : ranges) p.bytes *= r.end - r.begin;
+    trace::recorder().Record(p);
+  }
+}
 
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
   if (!Initialized()) return absl::FailedPreconditionError("shardscope is not initialised (call Init first)");

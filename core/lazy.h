@@ -49,6 +49,11 @@ namespace internal {
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc);
 // mark_step as one call site however it is reached: compile()'s steps.
 absl::Status MarkStepAt(const SourceLoc& loc, const std::string& name);
+// Records a tensor's sharding and each chip's shard of it (tables tensors and
+// shard_placements), once per name, shape and sharding; `source` is
+// annotated | propagated | auto | default. Replay records its inputs so.
+void RecordTensor(const std::string& name, const Shape& shape, const Sharding& sharding, const std::string& source,
+                  const SourceLoc& loc);
 }  // namespace internal
 
 }  // namespace shardscope

@@ -101,6 +101,39 @@ Reader::~Reader() {
   if (db_ && owned_) sqlite3_close(db_);
 }
 
+absl::StatusOr<TypedQueryResult> Reader::QueryTyped(const std::string& sql) const {
+  TypedQueryResult out;
+  absl::Status st = Stream(
+      sql, {}, [&](const std::vector<std::string>& columns) { out.columns = columns; }, nullptr,
+      [&](sqlite3_stmt* s) {
+        const int n = sqlite3_column_count(s);
+        std::vector<Cell> row(n);
+        std::vector<CellType> types(n);
+        for (int c = 0; c < n; ++c) {
+          const int type = sqlite3_column_type(s, c);
+          types[c] = type == SQLITE_INTEGER ? CellType::kInteger
+                     : type == SQLITE_FLOAT ? CellType::kReal
+                     : type == SQLITE_BLOB  ? CellType::kBlob
+                     : type == SQLITE_NULL  ? CellType::kNull
+                                            : CellType::kText;
+          if (type == SQLITE_BLOB) {
+            const auto* b = static_cast<const unsigned char*>(sqlite3_column_blob(s, c));
+            std::string hex = "X'";
+            for (int i = 0, bytes = sqlite3_column_bytes(s, c); i < bytes; ++i)
+              absl::StrAppend(&hex, absl::Hex(b[i], absl::kZeroPad2));
+            row[c] = absl::AsciiStrToUpper(hex) + "'";
+          } else if (type != SQLITE_NULL) {
+            const char* text = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
+            row[c] = std::string(text ? text : "", text ? sqlite3_column_bytes(s, c) : 0);
+          }
+        }
+        out.rows.push_back(std::move(row));
+        out.types.push_back(std::move(types));
+      });
+  if (!st.ok()) return st;
+  return out;
+}
+
 absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,
                                           const std::vector<std::string>& params) const {
   QueryResult out;

@@ -31,6 +31,14 @@ struct QueryResult {
   std::string Text(size_t row, const std::string& col, const std::string& dflt = "") const;
 };
 
+// A result with each cell's SQLite storage class beside it, for output that
+// keeps numbers numbers (`shardscope query --format json`). A blob's cell is
+// its bytes as an SQL literal, X'0A1B'.
+enum class CellType { kNull, kInteger, kReal, kText, kBlob };
+struct TypedQueryResult : QueryResult {
+  std::vector<std::vector<CellType>> types;  // per row, per column
+};
+
 class Reader {
  public:
   // Opens `path` read-only (immutable where its -shm cannot be made and its
@@ -58,6 +66,8 @@ class Reader {
   // `shardscope check`.
   absl::StatusOr<QueryResult> Query(const std::string& sql,
                                     const std::vector<std::string>& params = {}) const;
+  // The same, with each cell's storage class (TypedQueryResult).
+  absl::StatusOr<TypedQueryResult> QueryTyped(const std::string& sql) const;
   // The same, one row at a time without keeping the rows (exports of whole runs).
   absl::Status ForEachRow(const std::string& sql, const std::vector<std::string>& params,
                           const std::function<void(const std::vector<Cell>&)>& row) const;

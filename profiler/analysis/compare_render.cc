@@ -103,9 +103,7 @@ std::string MdTable(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
-std::string Html(const std::string& s) {
-  return absl::StrReplaceAll(Printable(s), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
-}
+std::string Html(const std::string& s) { return HtmlText(s); }
 
 std::string HtmlTable(const std::vector<std::vector<std::string>>& rows) {
   std::string out = "<table>";

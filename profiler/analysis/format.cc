@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 
 namespace shardscope::analysis {
 
@@ -84,6 +85,10 @@ std::string AlignTable(const std::vector<std::vector<std::string>>& table,
     out += line + "\n";
   }
   return out;
+}
+
+std::string HtmlText(std::string_view name) {
+  return absl::StrReplaceAll(Printable(name), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
 
 }  // namespace shardscope::analysis

@@ -18,6 +18,8 @@ std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "in
 // so (AlignTable, Markdown cells), and each name the text renderers print
 // outside a table.
 std::string Printable(std::string_view name);
+// The same, escaped for HTML text and attribute values (& < > ").
+std::string HtmlText(std::string_view name);
 
 // Pads columns to a common width (of the cells as Printable shows them); numeric-looking columns could be right aligned
 // by the caller's choice in `right` (one flag per column, may be shorter).

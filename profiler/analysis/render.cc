@@ -257,6 +257,27 @@ std::string LateLine(const Verdict& v) {
 
 }  // namespace
 
+std::string MemoryHeading(const MemoryStats& m) {
+  return absl::StrCat("Memory: planned peak per chip, the largest of ", m.programs,
+                      m.programs == 1 ? " program" : " programs",
+                      m.hbm_bytes > 0 ? absl::StrCat(" (HBM ", FormatBytes(m.hbm_bytes), " per chip)") : "");
+}
+const std::vector<std::string>& MemoryHead() {
+  static const std::vector<std::string> head = {"graph", "peak", "of HBM", "inputs", "intermediates", "peak at"};
+  return head;
+}
+
+std::vector<std::vector<std::string>> MemoryRows(const MemoryStats& m) {
+  std::vector<std::vector<std::string>> rows;
+  for (const MemoryPeak& p : m.top)
+    rows.push_back({absl::StrCat(p.graph_id), FormatBytes(p.peak_bytes),
+                    m.hbm_bytes > 0 ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(p.peak_bytes) /
+                                                                    static_cast<double>(m.hbm_bytes))
+                                    : "-",
+                    FormatBytes(p.parameter_bytes), FormatBytes(p.arena_bytes), p.peak_op});
+  return rows;
+}
+
 std::string RenderText(const RunReport& r) {
   std::string out = absl::StrCat("shardscope report ", Printable(r.run.db_path), " — ", Title(r), "\n",
                                  StatusText(r.run), "\n\n");
@@ -271,17 +292,6 @@ std::string RenderText(const RunReport& r) {
                      r.compiles.count ? CompileLine(r.compiles) : "no compilations recorded"});
   summary.push_back({"Executions", absl::StrCat(r.executions), ""});
   out += AlignTable(summary, "", {false, true, false});
-
-  out += "\nCompilation misses\n";
-  if (r.compiles.miss_list.empty()) out += "  none recorded\n";
-  for (const CompileMiss& m : r.compiles.miss_list) {
-    absl::StrAppend(&out, absl::StrFormat("  step %-4d %s   %s (host)\n", m.step, CauseText(m),
-                                          FormatNs(m.duration_ns)));
-    std::string at = Where(m.source_file, m.source_line);
-    absl::StrAppend(&out, "            at ", at.empty() ? "unknown source line" : at, "\n");
-  }
-  for (const CompileSuggestion& sg : r.compiles.suggestions)
-    absl::StrAppend(&out, "  suggestion for ", Printable(sg.call_site), ": ", Printable(sg.text), "\n");
 
   const DeviceBreakdown& d = r.devices;
   if (d.rows.empty()) {
@@ -309,16 +319,6 @@ std::string RenderText(const RunReport& r) {
   }
   absl::StrAppend(&out, LateLine(r.verdict), "\n");
 
-  out += "\nSharding\n";
-  if (r.sharding.empty()) out += "  no tensors recorded\n";
-  std::vector<std::vector<std::string>> s;
-  for (const ShardingRow& row : r.sharding) {
-    s.push_back({row.name, row.dtype + row.shape, row.sharding, row.source, PerChipBytes(row)});
-  }
-  out += AlignTable(s, "  ");
-  absl::StrAppend(&out, "  ", RematLine(r), "\n");
-  out += AutoShardingLines(r, "  ");
-
   const KernelStats& k = r.kernels;
   if (k.top.empty()) {
     absl::StrAppend(&out, "\nTop kernels: ", k.empty_reason, "\n");
@@ -329,6 +329,35 @@ std::string RenderText(const RunReport& r) {
     out += AlignTable(t, "  ", {false, false, false, true, true, true, true, true, true, false});
   }
   if (k.cost_error) absl::StrAppend(&out, CostModelErrorLine(*k.cost_error), "\n");
+
+  out += "\nCompilation misses\n";
+  if (r.compiles.miss_list.empty()) out += "  none recorded\n";
+  for (const CompileMiss& m : r.compiles.miss_list) {
+    absl::StrAppend(&out, absl::StrFormat("  step %-4d %s   %s (host)\n", m.step, CauseText(m),
+                                          FormatNs(m.duration_ns)));
+    std::string at = Where(m.source_file, m.source_line);
+    absl::StrAppend(&out, "            at ", at.empty() ? "unknown source line" : at, "\n");
+  }
+  for (const CompileSuggestion& sg : r.compiles.suggestions)
+    absl::StrAppend(&out, "  suggestion for ", Printable(sg.call_site), ": ", Printable(sg.text), "\n");
+
+  if (!r.memory.top.empty()) {
+    std::vector<std::vector<std::string>> t = {MemoryHead()};
+    for (auto& row : MemoryRows(r.memory)) t.push_back(row);
+    absl::StrAppend(&out, "\n", MemoryHeading(r.memory), "\n",
+                    AlignTable(t, "  ", {false, true, true, true, true, false}));
+  }
+
+  out += "\nSharding\n";
+  if (r.sharding.empty()) out += "  no tensors recorded\n";
+  std::vector<std::vector<std::string>> s;
+  for (const ShardingRow& row : r.sharding) {
+    s.push_back({row.name, row.dtype + row.shape, row.sharding, row.source, PerChipBytes(row)});
+  }
+  out += AlignTable(s, "  ");
+  absl::StrAppend(&out, "  ", RematLine(r), "\n");
+  out += AutoShardingLines(r, "  ");
+
   return out;
 }
 
@@ -343,22 +372,6 @@ std::string RenderMarkdown(const RunReport& r) {
                   {"Compilations", absl::StrCat(r.compiles.count),
                    r.compiles.count ? CompileLine(r.compiles) : "no compilations recorded"},
                   {"Executions", absl::StrCat(r.executions), ""}});
-
-  out += "\n## Compilation misses\n\n";
-  if (r.compiles.miss_list.empty()) {
-    out += "None recorded.\n";
-  } else {
-    std::vector<std::vector<std::string>> rows;
-    for (const CompileMiss& m : r.compiles.miss_list) {
-      std::string at = Where(m.source_file, m.source_line);
-      rows.push_back({absl::StrCat(m.step), CauseText(m), at.empty() ? "-" : "`" + at + "`",
-                      FormatNs(m.duration_ns)});
-    }
-    out += MdTable({"step", "cause", "source", "duration (host)"}, rows);
-  }
-  for (const CompileSuggestion& sg : r.compiles.suggestions)
-    absl::StrAppend(&out, "\n- suggestion for `", Printable(sg.call_site), "`: ", MdCell(sg.text));
-  if (!r.compiles.suggestions.empty()) out += "\n";
 
   const DeviceBreakdown& d = r.devices;
   absl::StrAppend(&out, "\n## ", d.rows.empty() ? std::string("Per chip") : ChipHeading(d), "\n\n");
@@ -379,6 +392,36 @@ std::string RenderMarkdown(const RunReport& r) {
     absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(PartsHead(r.verdict), PartsRows(r.verdict)));
   absl::StrAppend(&out, "\n", LateLine(r.verdict), "\n");
 
+  const KernelStats& k = r.kernels;
+  absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
+  if (k.top.empty()) {
+    absl::StrAppend(&out, "None: ", k.empty_reason, ".\n");
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const KernelRow& row : k.top) rows.push_back(KernelCells(row));
+    out += MdTable(kKernelHead, rows);
+  }
+  if (k.cost_error) absl::StrAppend(&out, "\n", CostModelErrorLine(*k.cost_error), "\n");
+
+  out += "\n## Compilation misses\n\n";
+  if (r.compiles.miss_list.empty()) {
+    out += "None recorded.\n";
+  } else {
+    std::vector<std::vector<std::string>> rows;
+    for (const CompileMiss& m : r.compiles.miss_list) {
+      std::string at = Where(m.source_file, m.source_line);
+      rows.push_back({absl::StrCat(m.step), CauseText(m), at.empty() ? "-" : "`" + at + "`",
+                      FormatNs(m.duration_ns)});
+    }
+    out += MdTable({"step", "cause", "source", "duration (host)"}, rows);
+  }
+  for (const CompileSuggestion& sg : r.compiles.suggestions)
+    absl::StrAppend(&out, "\n- suggestion for `", Printable(sg.call_site), "`: ", MdCell(sg.text));
+  if (!r.compiles.suggestions.empty()) out += "\n";
+
+  if (!r.memory.top.empty())
+    absl::StrAppend(&out, "\n## ", MemoryHeading(r.memory), "\n\n", MdTable(MemoryHead(), MemoryRows(r.memory)));
+
   out += "\n## Sharding\n\n";
   if (r.sharding.empty()) {
     out += "No tensors recorded.\n";
@@ -393,16 +436,6 @@ std::string RenderMarkdown(const RunReport& r) {
   absl::StrAppend(&out, "\n", RematLine(r), "\n");
   if (!r.auto_sharding.empty()) absl::StrAppend(&out, "\n", AutoShardingLines(r, ""));
 
-  const KernelStats& k = r.kernels;
-  absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
-  if (k.top.empty()) {
-    absl::StrAppend(&out, "None: ", k.empty_reason, ".\n");
-  } else {
-    std::vector<std::vector<std::string>> rows;
-    for (const KernelRow& row : k.top) rows.push_back(KernelCells(row));
-    out += MdTable(kKernelHead, rows);
-  }
-  if (k.cost_error) absl::StrAppend(&out, "\n", CostModelErrorLine(*k.cost_error), "\n");
   return out;
 }
 
@@ -531,6 +564,11 @@ nlohmann::json ReportToJson(const RunReport& r) {
                     {"top", kernels},
                     {"cost_model_error", err},
                     {"empty_reason", r.kernels.empty_reason}};
+  json peaks = json::array();
+  for (const MemoryPeak& p : r.memory.top)
+    peaks.push_back({{"graph_id", p.graph_id}, {"peak_bytes", p.peak_bytes}, {"parameter_bytes", p.parameter_bytes},
+                     {"arena_bytes", p.arena_bytes}, {"peak_op", p.peak_op}});
+  out["memory"] = {{"hbm_bytes", r.memory.hbm_bytes}, {"programs", r.memory.programs}, {"top", peaks}};
   return out;
 }
 

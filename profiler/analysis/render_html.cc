@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/heatmap.h"
 #include "profiler/analysis/run_report.h"
 
 namespace shardscope::analysis {
@@ -16,13 +17,12 @@ namespace {
 
 constexpr int kMaxChipsDrawn = 64;  // per-chip charts; the tables list every chip
 constexpr size_t kMaxShardingRows = 200;
+constexpr size_t kMaxChipRows = 256;  // per-chip tables; the heatmap shows every chip
 // compute, collective, transfer, host wait, idle
 constexpr const char* kPartColour[] = {"#4e79a7", "#e15759", "#f28e2b", "#b07aa1", "#dddddd"};
 constexpr const char* kPartName[] = {"compute", "collective", "transfer", "host wait", "idle"};
 
-std::string H(const std::string& s) {
-  return absl::StrReplaceAll(Printable(s), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
-}
+std::string H(const std::string& s) { return HtmlText(s); }
 
 // Text kept as lines (a <pre> block): each line made printable, then escaped.
 std::string Pre(const std::string& text) {
@@ -177,21 +177,32 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
     if (static_cast<int>(r.verdict.parts.size()) > kMaxChipsDrawn)
       absl::StrAppend(&out, "<p>The first ", kMaxChipsDrawn, " of ", r.verdict.parts.size(), " chips are drawn.</p>\n");
     std::vector<std::vector<std::string>> rows;
-    for (const StepParts& p : r.verdict.parts)
+    for (size_t i = 0; i < r.verdict.parts.size() && i < kMaxChipRows; ++i) {
+      const StepParts& p = r.verdict.parts[i];
       rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns), FormatNs(p.collective_ns),
                       FormatNs(p.transfer_ns), FormatNs(p.host_wait_ns), FormatNs(p.idle_ns)});
+    }
     out += Table({"chip", "compute", "collective", "transfer", "host wait", "idle"}, rows);
+    if (r.verdict.parts.size() > kMaxChipRows)
+      absl::StrAppend(&out, "<p>The first ", kMaxChipRows, " of ", r.verdict.parts.size(),
+                      " chips are listed (`shardscope report --format json` has them all).</p>\n");
   } else {
     absl::StrAppend(&out, "<h2>Step breakdown per chip</h2><p>", H(r.devices.empty_reason), "</p>\n");
   }
   if (r.verdict.late.collectives > 0) {
     std::vector<std::vector<std::string>> rows;
-    for (const auto& c : r.verdict.late.chips)
+    for (size_t i = 0; i < r.verdict.late.chips.size() && i < kMaxChipRows; ++i) {
+      const auto& c = r.verdict.late.chips[i];
       rows.push_back({absl::StrCat("chip ", c.device_id), absl::StrCat(c.last), FormatNs(c.late_ns)});
+    }
     absl::StrAppend(&out, "<h2>Stragglers</h2>\n<p>Who arrived last at each of ", r.verdict.late.collectives,
                     " collectives (device clock), and by how much against the others' median arrival.</p>\n",
                     Table({"chip", "last at", "late in all"}, rows));
+    if (r.verdict.late.chips.size() > kMaxChipRows)
+      absl::StrAppend(&out, "<p>The ", kMaxChipRows, " chips most often last of ", r.verdict.late.chips.size(),
+                      " are listed.</p>\n");
   }
+  out += FleetHeatmapHtml(r.verdict.fleet_map);
 
   if (!r.kernels.top.empty()) {
     std::vector<std::vector<std::string>> rows;
@@ -220,6 +231,9 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
     out += "</ul>\n";
   }
 
+  if (!r.memory.top.empty())
+    absl::StrAppend(&out, "<h2>Memory</h2>\n<p>", H(MemoryHeading(r.memory)), ".</p>\n",
+                    Table(MemoryHead(), MemoryRows(r.memory)));
   if (!r.sharding.empty()) {
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < r.sharding.size() && i < kMaxShardingRows; ++i) {

@@ -333,6 +333,25 @@ absl::Status ReadRematerializations(const store::Reader& rd, int64_t run_id, std
   return absl::OkStatus();
 }
 
+absl::Status ReadMemoryPeaks(const store::Reader& rd, int64_t run_id, MemoryStats* out) {
+  auto has = rd.HasTable("memory_plans");
+  if (!has.ok()) return has.status();
+  if (!*has) return absl::OkStatus();
+  const std::string id = std::to_string(run_id);
+  auto r = rd.Query("SELECT graph_id, peak_bytes, parameter_bytes, arena_bytes, peak_op FROM memory_plans"
+                    " WHERE run_id = ?1 ORDER BY peak_bytes DESC, graph_id",
+                    {id});
+  if (!r.ok()) return r.status();
+  out->programs = static_cast<int64_t>(r->rows.size());
+  for (size_t i = 0; i < r->rows.size() && i < kTopMemoryPeaks; ++i)
+    out->top.push_back({r->Int(i, "graph_id"), r->Int(i, "peak_bytes"), r->Int(i, "parameter_bytes"),
+                        r->Int(i, "arena_bytes"), r->Text(i, "peak_op")});
+  auto hbm = rd.Query("SELECT coalesce(min(hbm_bytes), 0) AS b FROM devices WHERE run_id = ?1", {id});
+  if (!hbm.ok()) return hbm.status();
+  out->hbm_bytes = hbm->Int(0, "b");
+  return absl::OkStatus();
+}
+
 double AutoShardingSummary::RatioToBestHand(std::string* best) const {
   const Candidate* chosen = nullptr;
   const Candidate* hand = nullptr;
@@ -421,6 +440,7 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"); !st.ok())
     return st;
   if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
+  if (auto st = Context(ReadMemoryPeaks(reader, run_id, &r.memory), reader, "memory plans"); !st.ok()) return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");
   r.executions = ex->Int(0, "n");

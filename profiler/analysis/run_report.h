@@ -181,6 +181,21 @@ struct AutoShardingSummary {
 // from before the tables).
 absl::Status ReadAutoSharding(const store::Reader& reader, int64_t run_id, std::vector<AutoShardingSummary>* out);
 
+// Memory: each compiled program's planned peak on a chip (memory_plans,
+// inputs included), the largest first, against the chips' HBM.
+struct MemoryPeak {
+  int64_t graph_id = 0;
+  int64_t peak_bytes = 0, parameter_bytes = 0, arena_bytes = 0;
+  std::string peak_op;  // the op at which the peak is reached
+};
+struct MemoryStats {
+  int64_t hbm_bytes = 0;  // the smallest chip's (0: not recorded)
+  int64_t programs = 0;   // programs with a plan
+  std::vector<MemoryPeak> top;  // at most kTopMemoryPeaks
+};
+inline constexpr int kTopMemoryPeaks = 5;
+absl::Status ReadMemoryPeaks(const store::Reader& reader, int64_t run_id, MemoryStats* out);
+
 // Each step's time on the host clock and its span on the device clock (-1:
 // not on that clock), for charts.
 struct StepPoint {
@@ -199,6 +214,7 @@ struct RunReport {
   std::vector<RematRow> rematerializations;
   std::vector<AutoShardingSummary> auto_sharding;
   KernelStats kernels;
+  MemoryStats memory;
   Verdict verdict;  // what bounds the step, with its evidence (verdict.h)
 };
 
@@ -214,6 +230,11 @@ std::string RenderText(const RunReport& r);
 std::string RenderMarkdown(const RunReport& r);
 nlohmann::json ReportToJson(const RunReport& r);
 std::string RenderJson(const RunReport& r);  // pretty-printed ReportToJson
+// The memory section as every form prints it: its heading, and a row per
+// program (graph, peak, its share of HBM, inputs, intermediates, peak op).
+std::string MemoryHeading(const MemoryStats& m);
+const std::vector<std::string>& MemoryHead();
+std::vector<std::vector<std::string>> MemoryRows(const MemoryStats& m);
 // One self-contained HTML file (no scripts, fonts or styles from anywhere),
 // with inline SVG charts; `metrics_text` (the metrics report) is shown as is.
 std::string RenderHtml(const RunReport& r, const std::string& metrics_text);

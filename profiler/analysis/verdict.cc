@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -158,6 +159,34 @@ absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) 
 
 std::string Pct(double v) { return absl::StrFormat("%.1f%%", v); }
 
+// Each chip of the diagnosis as the heatmap colours it: by how late it
+// arrives at its collectives where there are any, else by its step span.
+FleetMap MapOfFleet(const FleetReport& f) {
+  FleetMap m;
+  if (f.chip_rows.size() < 2) return m;
+  m.clock = f.clock;
+  std::map<std::string, const FleetSuspect*> chip;
+  std::map<int, bool> host_flagged;
+  for (const FleetSuspect& s : f.suspects) {
+    if (s.kind == "chip") chip[s.id] = &s;
+    if (s.flagged && s.kind != "chip")
+      m.flagged_others.push_back(absl::StrCat(s.kind, " ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
+    if (s.flagged && s.kind == "host") host_flagged[std::atoi(s.id.c_str())] = true;
+  }
+  for (const auto& [id, s] : chip) m.lateness = m.lateness || s->collectives > 0;
+  m.metric = m.lateness ? "arrival at its collectives after its groups' median, mean per step"
+                        : "the chip's step span, mean per step";
+  for (const FleetChip& c : f.chip_rows) {
+    FleetMap::Cell cell{c.device_id, c.host_id, c.coords, c.span_ns, host_flagged[c.host_id]};
+    if (auto it = chip.find(absl::StrCat(c.device_id)); it != chip.end()) {
+      if (m.lateness) cell.value_ns = it->second->late_ns_per_step;
+      cell.flagged = cell.flagged || it->second->flagged;
+    }
+    m.cells.push_back(cell);
+  }
+  return m;
+}
+
 }  // namespace
 
 absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
@@ -226,6 +255,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     fo.run_id = run;
     fo.flag_threshold = kStragglerShare / 100;
     auto fleet = AnalyzeFleet(rd, fo);
+    if (fleet.ok()) v.fleet_map = MapOfFleet(*fleet);
     if (!fleet.ok()) {
       e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
     } else if (!fleet->supported || fleet->suspects.empty()) {

@@ -60,6 +60,23 @@ struct LateArrivals {
   std::vector<Chip> chips;        // most often last first
 };
 
+// The fleet diagnosis per chip (fleet.h), kept for the report's heatmap: each
+// chip's topology coordinates, a value to colour it by and whether the
+// diagnosis flagged it (or its host). Empty for a run of one chip.
+struct FleetMap {
+  std::string clock;   // device | modeled (a simulated run)
+  std::string metric;  // what `value_ns` is, in words
+  bool lateness = false;  // value_ns: arrival after the groups' median (else the chip's step span)
+  struct Cell {
+    int device_id = 0, host_id = 0;
+    std::string coords;  // "[1,0,3]" (topology), or mesh coordinates
+    double value_ns = 0;
+    bool flagged = false;
+  };
+  std::vector<Cell> cells;                  // by device id
+  std::vector<std::string> flagged_others;  // flagged links and hosts: "link 3-4 (1.35x)"
+};
+
 struct Verdict {
   std::string bound;              // the first bound that passed, or "none" / "unknown"
   std::string line;               // one line, with its numbers
@@ -69,6 +86,7 @@ struct Verdict {
   std::vector<StepParts> parts;   // per chip
   std::vector<ThumbLane> thumbnail;  // per chip, the same step
   LateArrivals late;
+  FleetMap fleet_map;
 };
 
 // Thresholds (stated in the report next to each value).

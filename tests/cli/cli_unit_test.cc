@@ -1,8 +1,11 @@
 // The CLI's shared pieces: numeric flag parsing (ranges, overflow, NaN) and
 // the terminal-safe output filter (control characters, C1 controls, bytes
 // that are not UTF-8, sequences split across writes).
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -132,6 +135,39 @@ TEST(TerminalSafeBuf, AStreamSplitAnywhereComesOutTheSame) {
   for (char c : text) out.put(c);
   out.flush();
   EXPECT_EQ(sink.str(), want);
+}
+
+// What a progress bar wrote to a pipe while `draw` ran.
+std::string BarOutput(bool enabled, const std::function<void(ProgressBar&)>& draw) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  {
+    ProgressBar bar("replaying run \x1b[2J1", enabled, fds[1]);
+    draw(bar);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fds[0]);
+  return out;
+}
+
+TEST(ProgressBar, DrawsWhereEnabledAndClearsItsLine) {
+  const std::string out = BarOutput(true, [](ProgressBar& b) {
+    b.Update(0, 4);
+    b.Update(4, 4);  // the last update always draws
+  });
+  EXPECT_NE(out.find("[..............................]   0%  0/4"), std::string::npos) << out;
+  EXPECT_NE(out.find("[##############################] 100%  4/4"), std::string::npos) << out;
+  // The label cannot drive the terminal; the line is cleared at the end.
+  EXPECT_NE(out.find("replaying run \\x1b[2J1"), std::string::npos) << out;
+  EXPECT_EQ(out.substr(out.size() - 5), "\r\x1b[2K");
+}
+
+TEST(ProgressBar, WritesNothingWhenDisabled) {
+  EXPECT_EQ(BarOutput(false, [](ProgressBar& b) { b.Update(1, 2); }), "");
+  EXPECT_FALSE(ProgressWanted(/*quiet=*/true));
 }
 
 }  // namespace

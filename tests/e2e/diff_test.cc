@@ -3,12 +3,16 @@
 // and a four-times larger batch must be slower (and trip the gate); the
 // formats, the flags' errors, sharding changes and imported traces are
 // checked too.
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "tests/e2e/shell.h"
 
@@ -175,6 +179,32 @@ TEST(DiffE2eImported, ImportedTracesCompareByKernelName) {
   e2e::Output m = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --clock modeled")));
   EXPECT_EQ(m.code, 0) << m.text;
   EXPECT_TRUE(absl::StrContains(m.text, "no modeled-clock timeline")) << m.text;
+}
+
+TEST(DiffE2eImported, ImportedOpsMatchByNameAndSize) {
+  // The same trace, but its host-to-device copy moves twice the bytes: a different op, not a slower one.
+  std::ifstream in(SHARDSCOPE_TEST_DATA "/import/gpu_rank0.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string bigger = absl::StrReplaceAll(text.str(), {{"\"bytes\": 4096", "\"bytes\": 8192"}});
+  ASSERT_NE(bigger, text.str());
+  const std::string copy = ::testing::TempDir() + "/gpu_rank0_bigger_copy.json";
+  std::ofstream(copy) << bigger;
+  const std::string db = e2e::TempDb("diff_imported_sizes");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gpu_rank0.json --quiet --db ", db)))
+                .code,
+            0);
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", copy, " --quiet --db ", db))).code, 0);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  std::map<std::string, std::string> change;  // "name shape" -> change
+  for (const json& op : j["ops"])
+    change[op["name"].get<std::string>() + " " + op["shape"].get<std::string>()] = op["delta"]["change"];
+  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 4.0 KiB"], "removed") << j["ops"].dump();
+  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 8.0 KiB"], "added") << j["ops"].dump();
+  // A kernel without a recorded size matches by its name alone.
+  EXPECT_EQ(change["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32 "], "unchanged") << j["ops"].dump();
 }
 
 }  // namespace

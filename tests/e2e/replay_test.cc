@@ -5,6 +5,8 @@
 #include <sqlite3.h>
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -18,6 +20,36 @@ namespace {
 
 std::string Cli(const std::string& args) { return absl::StrCat(SHARDSCOPE_CLI_BINARY, " ", args); }
 
+// The modeled median steps of runs a (returned) and b (*b_ns), from `shardscope diff --clock modeled`.
+double ModeledStepNs(const std::string& db, int a, int b, double* b_ns) {
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs ", a, ",", b, " --clock modeled --format json")));
+  EXPECT_EQ(o.code, 0) << o.text;
+  const auto j = nlohmann::json::parse(o.text, nullptr, false);
+  EXPECT_TRUE(j.is_object()) << o.text;
+  if (!j.is_object()) return 0;
+  for (const auto& s : j["steps"])
+    if (s["clock"] == "modeled") {
+      *b_ns = s["b"]["median_ns"].get<double>();
+      return s["a"]["median_ns"].get<double>();
+    }
+  ADD_FAILURE() << "no modeled steps in " << o.text;
+  return 0;
+}
+
+// The graphs of run `b` that have run `a`'s fingerprint and op count, and run a's graphs.
+std::pair<int64_t, int64_t> SameGraphs(const std::string& db, int a, int b, bool fingerprints) {
+  const std::string join = fingerprints ? "a.fingerprint = b.fingerprint AND a.op_count = b.op_count"
+                                        : "a.op_count = b.op_count AND a.call_site = b.call_site";
+  auto same = e2e::Q(db, absl::StrCat("SELECT count(DISTINCT a.graph_id) AS n FROM graphs a JOIN graphs b ON ", join,
+                                      " WHERE a.run_id = ", a, " AND b.run_id = ", b));
+  auto all = e2e::Q(db, absl::StrCat("SELECT count(*) AS n FROM graphs WHERE run_id = ", a));
+  return {same.Int(0, "n"), all.Int(0, "n")};
+}
+
+int64_t Executions(const std::string& db, int run) {
+  return e2e::Q(db, absl::StrCat("SELECT count(*) AS n FROM executions WHERE run_id = ", run)).Int(0, "n");
+}
+
 TEST(ReplayE2e, RecompilesTheStoredProgramsAndRunsThemAgain) {
   const std::string db = e2e::TempDb("replay_mlp");
   ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 4 --mesh 2x2 --quiet --db " + db)).code, 0);
@@ -30,18 +62,13 @@ TEST(ReplayE2e, RecompilesTheStoredProgramsAndRunsThemAgain) {
   ASSERT_EQ(cfg.rows.size(), 1u);
   EXPECT_EQ(nlohmann::json::parse(cfg.Text(0, "config_json"))["replay_of"], 1);
   // Its programs were compiled anew: the same fingerprints and op counts, computed, not copied.
-  auto graphs = e2e::Q(db,
-                       "SELECT count(*) AS n FROM graphs a JOIN graphs b ON a.fingerprint = b.fingerprint"
-                       " AND a.op_count = b.op_count WHERE a.run_id = 1 AND b.run_id = 2");
-  auto stored = e2e::Q(db, "SELECT count(*) AS n FROM graphs WHERE run_id = 1");
-  EXPECT_GT(stored.Int(0, "n"), 0);
-  EXPECT_EQ(graphs.Int(0, "n"), stored.Int(0, "n"));
+  auto [same, stored] = SameGraphs(db, 1, 2, /*fingerprints=*/true);
+  EXPECT_GT(stored, 0);
+  EXPECT_EQ(same, stored);
   auto misses = e2e::Q(db, "SELECT count(*) AS n FROM compilations WHERE run_id = 2 AND cache = 'miss'");
-  EXPECT_EQ(misses.Int(0, "n"), stored.Int(0, "n"));
+  EXPECT_EQ(misses.Int(0, "n"), stored);
   // Every stored execution ran again, with its own device timeline.
-  auto ex = e2e::Q(db, "SELECT (SELECT count(*) FROM executions WHERE run_id = 1) AS a,"
-                       " (SELECT count(*) FROM executions WHERE run_id = 2) AS b");
-  EXPECT_EQ(ex.Int(0, "a"), ex.Int(0, "b"));
+  EXPECT_EQ(Executions(db, 1), Executions(db, 2));
   auto kernels = e2e::Q(db, "SELECT count(*) AS n FROM slices s JOIN tracks t ON t.run_id = s.run_id AND"
                             " t.track_id = s.track_id WHERE s.run_id = 2 AND t.clock = 'device' AND s.op_id IS NOT NULL");
   EXPECT_GT(kernels.Int(0, "n"), 0);
@@ -59,8 +86,91 @@ TEST(ReplayE2e, OnAnotherChipTheModeledClockAnswers) {
   // An h100 is modeled far faster than this machine's cores.
   EXPECT_TRUE(absl::StrContains(o.text, "B is faster: modeled step")) << o.text;
   e2e::Output bad = e2e::Shell(Cli("replay " + db + " --profile z80"));
-  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.code, 2);
   EXPECT_TRUE(absl::StrContains(bad.text, "unknown chip profile 'z80'")) << bad.text;
+}
+
+TEST(ReplayE2e, ReSimulatedOnAnotherChipAndAnotherTopology) {
+  const std::string db = e2e::TempDb("replay_modeled");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --mesh 2x2 --quiet --db " + db)).code, 0);
+
+  // On an h100 cluster: simulated, nothing executed, the same programs.
+  e2e::Output h100 = e2e::Shell(Cli("replay " + db + " --modeled --profile h100"));
+  ASSERT_EQ(h100.code, 0) << h100.text;
+  for (const char* said : {"re-simulated as run 2", "topology gpu:1x4", "the stored run named no topology",
+                           "every fingerprint and op count equals the stored one", "not comparable across chips",
+                           "B is faster: modeled step"})
+    EXPECT_TRUE(absl::StrContains(h100.text, said)) << said << "\n" << h100.text;
+  EXPECT_TRUE(absl::StrContains(e2e::Shell(Cli("runs " + db)).text, "simulated, replay of 1")) << "runs";
+  auto run2 = e2e::Q(db, "SELECT simulated, profile, mesh, num_devices, config_json FROM runs WHERE run_id = 2");
+  ASSERT_EQ(run2.rows.size(), 1u);
+  EXPECT_EQ(run2.Int(0, "simulated"), 1);
+  EXPECT_EQ(run2.Text(0, "profile"), "h100");
+  EXPECT_EQ(run2.Text(0, "mesh"), "2x2");
+  const auto cfg = nlohmann::json::parse(run2.Text(0, "config_json"));
+  EXPECT_EQ(cfg["replay_of"], 1);
+  EXPECT_EQ(cfg["replay"]["mode"], "modeled");
+  EXPECT_EQ(cfg["replay"]["topology"], "gpu:1x4");
+  auto [same, stored] = SameGraphs(db, 1, 2, /*fingerprints=*/true);
+  EXPECT_GT(stored, 0);
+  EXPECT_EQ(same, stored);
+  EXPECT_EQ(Executions(db, 1), Executions(db, 2));
+  // Nothing ran on a device clock; the modeled one has every chip.
+  auto tracks = e2e::Q(db, "SELECT sum(clock = 'device') AS device, count(DISTINCT device_id) AS chips FROM tracks"
+                           " WHERE run_id = 2 AND device_id IS NOT NULL");
+  EXPECT_EQ(tracks.Int(0, "device"), 0);
+  EXPECT_EQ(tracks.Int(0, "chips"), 4);
+
+  // The same stored run re-simulated on its own profile (cpu): the h100's
+  // modeled step is shorter, as its FLOP/s and bandwidth are far higher.
+  ASSERT_EQ(e2e::Shell(Cli("replay " + db + " --run 1 --modeled --quiet")).code, 0);
+  double h100_ns = 0;
+  const double cpu_ns = ModeledStepNs(db, 3, 2, &h100_ns);
+  EXPECT_GT(cpu_ns, 0);
+  EXPECT_LT(h100_ns, cpu_ns / 2) << "h100 " << h100_ns << " ns, cpu " << cpu_ns << " ns";
+
+  // On a 32-chip GPU cluster: the mesh's data axis takes the chips (16x2), every program re-partitioned.
+  e2e::Output pod = e2e::Shell(Cli("replay " + db + " --run 1 --profile h100 --topology gpu:4x8"));
+  ASSERT_EQ(pod.code, 0) << pod.text;
+  EXPECT_TRUE(absl::StrContains(pod.text, "2x2 -> 16x2")) << pod.text;
+  EXPECT_TRUE(absl::StrContains(pod.text, "fingerprints differ: the shardings are the new mesh's")) << pod.text;
+  auto run4 = e2e::Q(db, "SELECT simulated, mesh, num_devices, num_hosts, config_json FROM runs WHERE run_id = 4");
+  EXPECT_EQ(run4.Text(0, "mesh"), "16x2");
+  EXPECT_EQ(run4.Int(0, "num_devices"), 32);
+  EXPECT_EQ(run4.Int(0, "num_hosts"), 4);
+  EXPECT_EQ(nlohmann::json::parse(run4.Text(0, "config_json"))["replay"]["repartitioned"], true);
+  std::tie(same, stored) = SameGraphs(db, 1, 4, /*fingerprints=*/false);
+  EXPECT_EQ(same, stored);  // op counts equal, call site by call site
+  // The batch of 64 is split 16 ways: the input x's shard holds 4 rows on every chip.
+  auto x = e2e::Q(db, "SELECT count(DISTINCT device_id) AS chips, max(bytes) AS bytes FROM shard_placements"
+                      " WHERE run_id = 4 AND tensor_name = 'x'");
+  EXPECT_EQ(x.Int(0, "chips"), 32);
+  EXPECT_EQ(x.Int(0, "bytes"), 4 * 784 * 4);
+  EXPECT_TRUE(absl::StrContains(pod.text, "{devices=[16,1,2]0,1,2,3,4,5")) << pod.text;  // x's new layout, in the diff
+}
+
+TEST(ReplayE2e, BadProfilesAndTopologiesAreUsageErrors) {
+  const std::string db = e2e::TempDb("replay_bad_target");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 2 --mesh 2x2 --quiet --db " + db)).code, 0);
+  struct Case {
+    std::string args, said;
+  } cases[] = {
+      {"--modeled --profile z80", "unknown chip profile 'z80'"},
+      {"--topology 4x0", "--topology '4x0'"},
+      {"--topology gpu:banana", "--topology 'gpu:banana'"},
+      {"--topology", "--topology needs a topology"},
+      // 9 chips: the model axis keeps 2, which does not divide them.
+      {"--topology 3x3", "keeps 2 chips on its other axes, which do not divide them"},
+      // 64 tiles of a 64-row batch are fine; 128 chips on data would leave chips with nothing.
+      {"--topology gpu:32x8", "cannot be re-partitioned for a 128x2 mesh"},
+  };
+  for (const Case& c : cases) {
+    e2e::Output o = e2e::Shell(Cli("replay " + db + " " + c.args));
+    EXPECT_EQ(o.code, 2) << c.args << "\n" << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, c.said)) << c.args << "\n" << o.text;
+  }
+  // Nothing was written by a refused replay.
+  EXPECT_EQ(e2e::Q(db, "SELECT count(*) AS n FROM runs").Int(0, "n"), 1);
 }
 
 TEST(ReplayE2e, ImportedRunsAndBadArgumentsAreRefusedWithAReason) {
@@ -72,6 +182,10 @@ TEST(ReplayE2e, ImportedRunsAndBadArgumentsAreRefusedWithAReason) {
   EXPECT_EQ(o.code, 1) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "imported from another tool's trace")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "cannot be replayed")) << o.text;
+  // Re-simulating needs programs just as much.
+  e2e::Output modeled = e2e::Shell(Cli("replay " + db + " --modeled --profile h100"));
+  EXPECT_EQ(modeled.code, 1) << modeled.text;
+  EXPECT_TRUE(absl::StrContains(modeled.text, "cannot be replayed")) << modeled.text;
   e2e::Output none = e2e::Shell(Cli("replay " + db + " --run 9"));
   EXPECT_EQ(none.code, 1);
   EXPECT_TRUE(absl::StrContains(none.text, "has no run 9")) << none.text;

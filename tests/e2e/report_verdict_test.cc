@@ -79,7 +79,7 @@ TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
   ASSERT_EQ(html.code, 0);
   size_t svgs = 0;
   for (size_t at = html.text.find("<svg"); at != std::string::npos; at = html.text.find("<svg", at + 1)) ++svgs;
-  EXPECT_EQ(svgs, 3u);  // steps, per-chip parts, the median step drawn small
+  EXPECT_EQ(svgs, 4u);  // steps, per-chip parts, the median step drawn small, the fleet heatmap
   EXPECT_TRUE(absl::StrContains(html.text, "<h2>Metrics</h2>"));
   e2e::ExpectSelfContainedHtml(html.text);
   // The metrics report closes every form, with the counters `shardscope metrics` prints.
@@ -95,6 +95,25 @@ TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
     EXPECT_TRUE(absl::StrContains(o.text, format == std::string("md") ? "## Metrics" : "\nMetrics\n")) << format;
     EXPECT_TRUE(absl::StrContains(o.text, metrics.text)) << format;
   }
+}
+
+TEST(ReportVerdictE2e, TheHtmlHeatmapPlacesChipsOnTheTorusAndMarksTheSlowOne) {
+  // A 4x4 simulated torus with chip 6 at 60% speed: on the heatmap it is [1,2], red and outlined, alone.
+  const std::string db = e2e::TempDb("verdict_heatmap");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --simulate --topology 4x4 --steps 6 --fault slow-chip:6:0.6 --quiet --db " + db))
+                .code,
+            0);
+  e2e::Output html = e2e::Shell(Cli("report " + db + " --format html"));
+  ASSERT_EQ(html.code, 0) << html.text;
+  e2e::ExpectSelfContainedHtml(html.text);
+  EXPECT_TRUE(absl::StrContains(html.text, "<h2>Fleet heatmap</h2>")) << html.text;
+  EXPECT_TRUE(absl::StrContains(html.text, "(modeled clock)")) << html.text;
+  EXPECT_TRUE(absl::StrContains(html.text, "fill=\"#d62728\" stroke=\"#000\" stroke-width=\"2\"><title>chip 6 [1,2]: +"))
+      << html.text;
+  size_t outlined = 0;
+  for (size_t at = html.text.find("stroke=\"#000\""); at != std::string::npos; at = html.text.find("stroke=\"#000\"", at + 1))
+    ++outlined;
+  EXPECT_EQ(outlined, 1u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Entry point of the `shardscope` CLI: dispatches to report commands (which read
 // only the store) and driver commands (which run the stack). Exit codes: 0 ok,
-// 1 a command failed (bad file, bad query), 2 bad usage.
+// 1 a command failed (bad file, bad query), 2 bad usage, 3 a gate tripped
+// (diff --fail-if-slower).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,10 +26,15 @@ std::string Usage() {
       "commands:\n";
   if (shardscope::cli::IsDriverCommand("run")) {
     s += "  run SAMPLE      run a sample workload and record it (e.g. run mlp --db run.db)\n";
-    s += "  replay PATH     re-execute a stored run on this build and compare it with the stored one\n";
+    s += "  replay PATH     re-execute a stored run on this build and compare it with the stored one\n"
+         "                  (--modeled --profile h100 --topology gpu:4x8: re-simulate it elsewhere)\n";
   }
   s += shardscope::cli::ReportCommandSummaries();
   s += "  check PATH      is the file whole? SQLite's integrity check and shardscope's own\n";
+  s += "\n"
+       "exit codes: 0 ok, 1 the command failed (a file or run that cannot be read, a\n"
+       "failed run), 2 bad usage (an unknown command, option or value), 3 a gate tripped\n"
+       "(diff --fail-if-slower)\n";
   return s;
 }
 

@@ -7,6 +7,9 @@
 // (zeros: the run did not save its values). The new run lands in the same
 // file, its config_json naming the run it replays, with its own compilations,
 // executions and timelines; then the comparison (`shardscope diff`) is printed.
+// With --modeled (or --topology) the run is re-simulated instead (the
+// simulator of runtime/simulate.h, on the profile and topology chosen by
+// replay_target.h): the replay is a simulated run, compared on the modeled clock.
 #include "ui/cli/replay.h"
 
 #include <cmath>
@@ -17,21 +20,29 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "compiler/cost_model.h"
 #include "compiler/literal.h"
 #include "compiler/parser.h"
+#include "compiler/remesh.h"
 #include "core/context.h"
+#include "core/lazy.h"
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/compare.h"
 #include "profiler/trace/recorder.h"
 #include "record/recording.h"
 #include "runtime/client.h"
+#include "runtime/interconnect.h"
 #include "store/reader.h"
+#include "ui/cli/replay_target.h"
+#include "ui/cli/terminal.h"
 
 namespace shardscope::cli {
 
 const char kReplayHelp[] =
-    "usage: shardscope replay DB [--run N] [--profile cpu|tpu-v4|h100] [--quiet]\n"
+    "usage: shardscope replay DB [--run N] [--profile cpu|tpu-v4|h100] [--modeled]\n"
+    "                         [--topology T] [--quiet]\n"
     "  Re-executes a stored run on this build: every program is parsed again from\n"
     "  its stored IR and compiled anew (fingerprints computed again and checked\n"
     "  against the stored ones), then the run's executions run in their stored\n"
@@ -43,9 +54,20 @@ const char kReplayHelp[] =
     "  --profile P    the modeled clock's target chip for the replay (default: the\n"
     "                 stored run's): \"what would this run do on an h100\"; the\n"
     "                 comparison is then on the modeled clock\n"
+    "  --modeled      re-simulate instead of executing (docs/simulate.md): nothing\n"
+    "                 is computed; every chip's program is laid out on the modeled\n"
+    "                 clock of --profile over the links of --topology. The replay\n"
+    "                 is a simulated run; the comparison is on the modeled clock\n"
+    "  --topology T   re-simulate on another topology (implies --modeled): a torus\n"
+    "                 4x4x4 or a GPU cluster gpu:4x8. Default: the stored run's,\n"
+    "                 else one made from its mesh (h100: GPU hosts of up to 8,\n"
+    "                 others: a torus of the mesh's shape). With another number of\n"
+    "                 chips the mesh's first axis (data) takes them, the others\n"
+    "                 keep their size, and every program is re-partitioned for it\n"
     "  --quiet        print only the comparison\n"
     "  Exit: 0 replayed, 1 the run cannot be read or replayed (or a program's\n"
-    "  fingerprint or op count differs from the stored one), 2 bad arguments.\n";
+    "  fingerprint or op count differs from the stored one), 2 bad arguments\n"
+    "  (an unknown profile, a topology that is malformed or does not fit the mesh).\n";
 
 namespace {
 
@@ -65,6 +87,12 @@ struct StoredGraph {
   int64_t op_count = 0;
 };
 
+// Where the stored run says a tensor's layout came from, and where it was made.
+struct StoredTensor {
+  std::string sharding_source;
+  compiler::SourceLoc created;
+};
+
 struct StoredExecution {
   int step = 0;
   int64_t graph_id = 0;
@@ -72,12 +100,15 @@ struct StoredExecution {
 
 struct StoredRun {
   std::string sample, sharding, profile;
+  std::string topology;  // its --topology spec (config_json), "" when none
+  bool simulated = false;
   std::vector<int64_t> mesh;
   std::vector<std::string> axes;
   int hosts = 1;
   bool fusion = true;
   std::vector<StoredGraph> graphs;
   std::vector<StoredExecution> executions;
+  std::map<std::string, StoredTensor> tensors;  // by name
 };
 
 // What the replay needs of run `run`, or why it cannot be replayed.
@@ -105,6 +136,8 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
   if (s.axes.size() != s.mesh.size()) s.axes.clear();  // Recording names them
   const nlohmann::json config = nlohmann::json::parse(q->Text(0, "config_json", "{}"), nullptr, false);
   if (config.is_object() && config.contains("fusion") && config["fusion"].is_boolean()) s.fusion = config["fusion"];
+  if (config.is_object() && config.contains("topology") && config["topology"].is_string()) s.topology = config["topology"];
+  s.simulated = q->Col("simulated") >= 0 && q->Int(0, "simulated") != 0;
   auto g = r.Query("SELECT graph_id, fingerprint, call_site, ir_text, op_count FROM graphs WHERE run_id = ?1"
                    " ORDER BY graph_id",
                    {id});
@@ -114,6 +147,13 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
                         g->Text(i, "ir_text"), g->Int(i, "op_count")});
   if (s.graphs.empty())
     return absl::FailedPreconditionError(absl::StrCat("run ", run, " of ", r.path(), " stored no programs: nothing to replay"));
+  auto t = r.Query("SELECT name, sharding_source, source_file, source_line FROM tensors WHERE run_id = ?1"
+                   " ORDER BY step, tensor_id",
+                   {id});
+  if (!t.ok()) return t.status();
+  for (size_t i = 0; i < t->rows.size(); ++i)
+    s.tensors[t->Text(i, "name")] = {t->Text(i, "sharding_source"),
+                                     {t->Text(i, "source_file"), static_cast<int>(t->Int(i, "source_line"))}};
   auto e = r.Query("SELECT step, graph_id FROM executions WHERE run_id = ?1 ORDER BY execution_id", {id});
   if (!e.ok()) return e.status();
   for (size_t i = 0; i < e->rows.size(); ++i)
@@ -132,14 +172,22 @@ struct Replayed {
 int RunReplay(const std::vector<std::string>& args) {
   std::string db;
   std::optional<int64_t> run;
-  bool quiet = false;
-  std::string profile;
+  bool quiet = false, modeled = false;
+  std::string profile, topology;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quiet") {
       quiet = true;
+    } else if (args[i] == "--modeled") {
+      modeled = true;
     } else if (args[i] == "--profile") {
       if (i + 1 >= args.size()) return Usage("--profile needs a chip profile (cpu, tpu-v4 or h100)");
       profile = args[++i];
+      if (auto p = compiler::FindProfile(profile); !p.ok()) return Usage(absl::StrCat("--profile: ", p.status().message()));
+    } else if (args[i] == "--topology") {
+      if (i + 1 >= args.size()) return Usage("--topology needs a topology (e.g. 4x4x4 or gpu:4x8)");
+      topology = args[++i];
+      if (auto t = runtime::Interconnect::Parse(topology); !t.ok()) return Usage(std::string(t.status().message()));
+      modeled = true;
     } else if (args[i] == "--run") {
       int64_t n = 0;
       if (i + 1 >= args.size() || !absl::SimpleAtoi(args[i + 1], &n) || n < 1)
@@ -170,47 +218,94 @@ int RunReplay(const std::vector<std::string>& args) {
     stored = *std::move(s);
   }
 
+  const std::string stored_profile = stored.profile;
   const bool other_chip = !profile.empty() && profile != stored.profile;
-  if (!profile.empty()) stored.profile = profile;  // Recording::Start refuses an unknown one, by name
-  nlohmann::json config = {{"replay_of", *run}, {"inputs", "synthetic (zeros)"}, {"fusion", stored.fusion},
-                           {"profile", stored.profile}};
+  if (!profile.empty()) stored.profile = profile;
+  // A simulated run computed nothing: its replay can only be simulated too.
+  const bool implied = !modeled && stored.simulated;
+  modeled = modeled || stored.simulated;
+  std::optional<ReplayTarget> target;
+  if (modeled) {
+    auto t = ChooseReplayTarget(stored.mesh, stored.axes, stored.topology, stored.profile, topology);
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    target = *std::move(t);
+  }
+  const std::vector<int64_t> mesh = target ? target->mesh : stored.mesh;
+  const std::string mesh_text = absl::StrJoin(mesh, "x");
+
+  // Every program parsed (and re-partitioned for another mesh) before anything is written.
+  std::vector<std::unique_ptr<compiler::Module>> modules;
+  for (const StoredGraph& g : stored.graphs) {
+    auto module = compiler::ParseModule(g.ir_text);
+    if (!module.ok())
+      return Fail(absl::StrCat("graph ", g.graph_id, " of run ", *run, ": its stored IR does not parse: ",
+                               module.status().message()));
+    if (target && target->remeshed)
+      if (absl::Status st = compiler::RemeshModule(**module, stored.mesh, mesh); !st.ok())
+        return Usage(absl::StrCat("--topology ", target->topology, ": graph ", g.graph_id, " of run ", *run,
+                                  " cannot be re-partitioned for a ", mesh_text, " mesh: ", st.message()));
+    modules.push_back(*std::move(module));
+  }
+
+  nlohmann::json config = {{"replay_of", *run},
+                           {"inputs", modeled ? "none (simulated: nothing is computed)" : "synthetic (zeros)"},
+                           {"fusion", stored.fusion},
+                           {"profile", stored.profile},
+                           {"mesh", mesh_text}};
+  if (target) {
+    config["simulate"] = true;
+    config["topology"] = target->topology;
+    config["replay"] = {{"mode", "modeled"}, {"profile", stored.profile}, {"topology", target->topology},
+                        {"mesh", mesh_text}, {"repartitioned", target->remeshed}};
+  }
   auto rec = Recording::Start({.db = db,
                                .workload = stored.sample,
-                               .mesh = stored.mesh,
+                               .mesh = mesh,
                                .mesh_axes = stored.axes,
-                               .hosts = stored.hosts,
+                               .hosts = target ? 1 : stored.hosts,  // a topology decides its hosts
+                               .topology = target ? target->topology : "",
                                .profile = stored.profile,
                                .sharding = stored.sharding,
                                .config_json = config.dump(),
                                .fusion = stored.fusion,
-                               .recompile_notices = false});
+                               .recompile_notices = false,
+                               .simulate = modeled});
   if (!rec.ok()) return Fail(std::string(rec.status().message()));
   const int64_t new_run = (*rec)->run_id();
-  if (!quiet)
+  if (!quiet) {
     std::cout << "shardscope replay — run " << *run << " of " << db << " (" << stored.sample << ", mesh "
-              << stored.mesh[0] << "x" << (stored.mesh.size() > 1 ? stored.mesh[1] : 1) << ", " << stored.graphs.size()
-              << " programs, " << stored.executions.size() << " executions) as run " << new_run << "\n";
+              << absl::StrJoin(stored.mesh, "x") << ", " << stored.graphs.size() << " programs, "
+              << stored.executions.size() << " executions) "
+              << (modeled ? "re-simulated" : "re-executed") << " as run " << new_run << "\n";
+    if (target) {
+      std::cout << "  simulated" << (implied ? " (the stored run is simulated)" : "") << ": profile "
+                << stored.profile << ", topology " << target->topology << " (" << (*rec)->topology() << "), mesh "
+                << mesh_text << "; nothing is computed\n";
+      if (!target->topology_note.empty()) std::cout << "  " << target->topology_note << "\n";
+      if (target->remeshed)
+        std::cout << "  the mesh's first axis takes the topology's chips (" << absl::StrJoin(stored.mesh, "x") << " -> "
+                  << mesh_text << "): every program is re-partitioned for it, the same global program (the same "
+                  << "batch) over " << (*rec)->mesh().size() << " chips\n";
+    }
+  }
 
   runtime::Client& client = GetClient();
   std::map<int64_t, Replayed> by_graph;  // stored graph id -> its replay
   std::vector<std::string> mismatches;
   absl::Status failed;
-  for (const StoredGraph& g : stored.graphs) {
-    auto module = compiler::ParseModule(g.ir_text);
-    if (!module.ok()) {
-      failed = absl::DataLossError(absl::StrCat("graph ", g.graph_id, " of run ", *run, ": its stored IR does not parse: ",
-                                                module.status().message()));
-      break;
-    }
+  for (size_t gi = 0; gi < stored.graphs.size(); ++gi) {
+    const StoredGraph& g = stored.graphs[gi];
+    std::unique_ptr<compiler::Module>& module = modules[gi];
     const int64_t t0 = trace::HostNowNs();
-    auto compiled = client.Compile(**module);
+    auto compiled = client.Compile(*module);
     if (!compiled.ok()) {
       failed = absl::Status(compiled.status().code(), absl::StrCat("graph ", g.graph_id, " of run ", *run,
                                                                    " does not compile: ", compiled.status().message()));
       break;
     }
     const runtime::Executable& exe = *compiled->executable;
-    if (exe.fingerprint != g.fingerprint)
+    // Re-partitioned for another mesh, a program's shardings (part of its fingerprint) differ by design.
+    if (exe.fingerprint != g.fingerprint && !(target && target->remeshed))
       mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": fingerprint ", exe.fingerprint, ", stored ", g.fingerprint));
     if (exe.op_count != g.op_count)
       mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": ", exe.op_count, " ops, stored ", g.op_count));
@@ -234,10 +329,17 @@ int RunReplay(const std::vector<std::string>& args) {
     }
     Replayed& rp = by_graph[g.graph_id];
     rp.exe = compiled->executable;
-    const auto& params = (*module)->parameters();
+    const auto& params = module->parameters();
     for (size_t p = 0; p < exe.param_shapes.size(); ++p) {
       // Named as the stored program names its inputs, so transfers match the stored run's by name.
       const std::string name = p < params.size() && !params[p]->name.empty() ? params[p]->name : absl::StrCat("input.", p);
+      // Its layout as this replay lays it (re-partitioned: the new mesh's), where the stored run says it came from.
+      const auto known = stored.tensors.find(name);
+      internal::RecordTensor(name, exe.param_shapes[p], exe.param_shardings[p],
+                             known != stored.tensors.end() ? known->second.sharding_source
+                             : exe.param_shardings[p].IsReplicated() ? "default"
+                                                                     : "annotated",
+                             known != stored.tensors.end() ? known->second.created : compiler::SourceLoc{});
       auto a = client.TransferToDevices(Literal(exe.param_shapes[p]), exe.param_shardings[p], name);
       if (!a.ok()) {
         failed = a.status();
@@ -250,7 +352,9 @@ int RunReplay(const std::vector<std::string>& args) {
 
   // The executions, in their stored order; a step ends where the next begins.
   int64_t step_start = trace::HostNowNs();
+  ProgressBar progress(absl::StrCat(modeled ? "simulating" : "replaying", " run ", *run), ProgressWanted(quiet));
   for (size_t i = 0; failed.ok() && i < stored.executions.size(); ++i) {
+    progress.Update(static_cast<int64_t>(i), static_cast<int64_t>(stored.executions.size()));
     const StoredExecution& e = stored.executions[i];
     auto it = by_graph.find(e.graph_id);
     if (it == by_graph.end()) {
@@ -293,6 +397,7 @@ int RunReplay(const std::vector<std::string>& args) {
     }
     rp.executed = true;
   }
+  progress.Clear();
   // The inputs live on the chips: free them before the chips shut down.
   by_graph.clear();
   absl::Status finished = (*rec)->Finish();
@@ -301,17 +406,29 @@ int RunReplay(const std::vector<std::string>& args) {
   if (!finished.ok()) return Fail(std::string(finished.message()));
   if (!quiet)
     std::cout << "recompiled " << stored.graphs.size() << " programs from their stored IR: "
-              << (mismatches.empty() ? "every fingerprint and op count equals the stored one"
-                                     : absl::StrCat(mismatches.size(), " differ"))
-              << "; ran " << stored.executions.size() << " executions\n\n";
+              << (!mismatches.empty() ? absl::StrCat(mismatches.size(), " differ")
+                  : target && target->remeshed
+                      ? "every op count equals the stored one (fingerprints differ: the shardings are the new mesh's)"
+                      : "every fingerprint and op count equals the stored one")
+              << "; " << (modeled ? "simulated " : "ran ") << stored.executions.size() << " executions\n\n";
 
   auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
   if (!r.ok()) return Fail(std::string(r.status().message()));
   // On another chip only the modeled clock answers "what would it do there".
   analysis::CompareOptions options;
-  if (other_chip) options.clock = "modeled";
+  if (other_chip || modeled) options.clock = "modeled";
   auto c = analysis::CompareRuns(*r, *run, *r, new_run, options);
   if (!c.ok()) return Fail(std::string(c.status().message()));
+  if (options.clock == "modeled" && !quiet) {
+    std::cout << "Compared on the modeled clock: run " << *run << " as modeled for " << stored_profile
+              << ", run " << new_run << " for " << stored.profile << (modeled ? " (simulated)" : "") << ".";
+    if (!stored.simulated)
+      std::cout << " Run " << *run << "'s device clock measured this machine's cores"
+                << (other_chip ? absl::StrCat(", not ", stored.profile, " chips: it is not comparable across chips") : "")
+                << (modeled ? absl::StrCat("; run ", new_run, " has no device clock (nothing was computed)") : "")
+                << ".";
+    std::cout << "\n\n";
+  }
   std::cout << analysis::RenderComparisonText(*c);
   if (!mismatches.empty()) {
     for (const std::string& m : mismatches) std::cerr << "error: " << m << "\n";

@@ -5,12 +5,14 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -35,15 +37,18 @@ namespace {
 
 constexpr char kReportHelp[] =
     "usage: shardscope report PATH [--run N] [--format text|md|html|json]\n"
-    "  Summarizes one stored run: what ran; the verdict (what bounds the step:\n"
-    "  recompilation, host, stragglers, collectives, memory or compute, each measured\n"
-    "  against a stated threshold); steps (host clock); compilations and their\n"
-    "  causes; each chip's median step attributed by priority (device clock); late\n"
-    "  arrivals at collectives; where each tensor's shards live; top kernels; and\n"
+    "  Summarizes one stored run, in this order: what ran; the verdict (what bounds\n"
+    "  the step: recompilation, host, stragglers, collectives, memory or compute, each\n"
+    "  measured against a stated threshold); steps (host clock); each chip's median\n"
+    "  step attributed by priority (device clock); stragglers (late arrivals at\n"
+    "  collectives); top kernels with their roofline class; compilations and their\n"
+    "  causes and suggestions; memory peaks; where each tensor's shards live; and\n"
     "  the metrics report (as `shardscope metrics`).\n"
     "  --run N      the run to report (default: the newest run in the file)\n"
-    "  --format F   text (default), md (Markdown), html (one self-contained file with\n"
-    "               charts) or json (schema shardscope.report/1, the metrics under \"metrics\")\n";
+    "  --format F   text (default), md (Markdown), html (one self-contained file of at\n"
+    "               most 2 MB with charts and a fleet heatmap) or json (schema\n"
+    "               shardscope.report/1, the metrics under \"metrics\")\n"
+    "  Exit: 0 reported, 1 the file or run cannot be read, 2 bad arguments.\n";
 
 constexpr char kShardingHelp[] =
     "usage: shardscope sharding PATH [--run N] [--tensor NAME] [--why NAME]\n"
@@ -100,11 +105,14 @@ constexpr char kFleetHelp[] =
     "                   (0 < PCT <= 100, default 8)\n";
 
 constexpr char kQueryHelp[] =
-    "usage: shardscope query PATH \"SQL\"\n"
-    "  Runs one read-only SQL statement on the database and prints the result as CSV\n"
-    "  (a header row; NULL is an empty field). Tables and views are described in\n"
-    "  docs/schema.md, e.g.\n"
-    "    shardscope query run.db \"SELECT * FROM step_device_summary WHERE step = 3\"\n";
+    "usage: shardscope query PATH \"SQL\" [--format csv|json|table]\n"
+    "  Runs one read-only SQL statement on the database and prints the result.\n"
+    "  Tables and views are described in docs/schema.md, e.g.\n"
+    "    shardscope query run.db \"SELECT * FROM step_device_summary WHERE step = 3\"\n"
+    "  --format F   csv (default: a header row, RFC 4180 quoting, NULL an empty\n"
+    "               field), json ({\"columns\": [...], \"rows\": [[...], ...]}: numbers\n"
+    "               as numbers, NULL as null, a blob as X'0A1B') or table (aligned\n"
+    "               columns for reading, numbers right-aligned)\n";
 
 constexpr char kRunsHelp[] =
     "usage: shardscope runs PATH\n"
@@ -112,7 +120,7 @@ constexpr char kRunsHelp[] =
     "  started, whether it ended normally (finished), ended abnormally (its writer\n"
     "  is gone: killed, crashed) with the last step that reached the file, stopped\n"
     "  incomplete (a write error, rows lost) or is still running, and whether it was\n"
-    "  recorded or simulated.\n";
+    "  recorded, simulated or imported (a replay also names the run it replays).\n";
 
 constexpr char kExportHelp[] =
     "usage: shardscope export PATH [--run N] --chrome OUT.json[.gz]\n"
@@ -373,9 +381,49 @@ int Fleet(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   return 0;
 }
 
+// A typed result as JSON: {"columns": [...], "rows": [[...], ...]}.
+std::string QueryJson(const store::TypedQueryResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    nlohmann::json row = nlohmann::json::array();
+    for (size_t c = 0; c < r.rows[i].size(); ++c) {
+      const store::Cell& cell = r.rows[i][c];
+      int64_t n = 0;
+      double d = 0;
+      if (!cell) row.push_back(nullptr);
+      else if (r.types[i][c] == store::CellType::kInteger && absl::SimpleAtoi(*cell, &n)) row.push_back(n);
+      else if (r.types[i][c] == store::CellType::kReal && absl::SimpleAtod(*cell, &d) && std::isfinite(d)) row.push_back(d);
+      else row.push_back(*cell);
+    }
+    rows.push_back(std::move(row));
+  }
+  return nlohmann::json{{"columns", r.columns}, {"rows", rows}}.dump(-1, ' ', false,
+                                                                     nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
+
+// A typed result as aligned columns, numbers right-aligned, NULL blank.
+std::string QueryTable(const store::TypedQueryResult& r) {
+  std::vector<std::vector<std::string>> t = {r.columns};
+  std::vector<bool> right(r.columns.size(), true);
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    std::vector<std::string> row;
+    for (size_t c = 0; c < r.rows[i].size(); ++c) {
+      row.push_back(r.rows[i][c].value_or(""));
+      const store::CellType type = r.types[i][c];
+      if (type == store::CellType::kText || type == store::CellType::kBlob) right[c] = false;
+    }
+    t.push_back(std::move(row));
+  }
+  return analysis::AlignTable(t, "", right);
+}
+
 int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
-  Args a = Parse(argv, {});
+  Args a = Parse(argv, {"--format"});
   if (!a.error.empty()) return Usage(err, a.error, kQueryHelp);
+  const std::string format = a.flags.count("--format") ? a.flags["--format"] : "csv";
+  if (format != "csv" && format != "json" && format != "table")
+    return Usage(err, absl::StrCat("--format '", format, "' is not csv, json or table"), kQueryHelp);
   if (a.positional.size() != 2) {
     return Usage(err, "query needs the database PATH and one SQL statement (quote it)",
                  kQueryHelp);
@@ -384,6 +432,15 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   if (!reader.ok()) {
     err << "error: " << reader.status().message() << "\n";
     return 1;
+  }
+  if (format != "csv") {
+    absl::StatusOr<store::TypedQueryResult> t = reader->QueryTyped(a.positional[1]);
+    if (!t.ok()) {
+      err << "error: " << t.status().message() << "\n";
+      return 1;
+    }
+    out << (format == "json" ? QueryJson(*t) : QueryTable(*t));
+    return 0;
   }
   absl::StatusOr<store::QueryResult> r = reader->Query(a.positional[1]);
   if (!r.ok()) {
@@ -425,9 +482,13 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
   std::vector<std::vector<std::string>> t = {{"run", "workload", "mesh", "steps", "started", "kind", "status"}};
   for (size_t i = 0; i < rows->rows.size(); ++i) {
     const int64_t id = rows->Int(i, "run_id");
+    std::string kind = rows->Int(i, "imported") ? "imported" : rows->Int(i, "simulated") ? "simulated" : "recorded";
+    // A replay names the run it replays (config_json.replay_of).
+    const auto config = nlohmann::json::parse(rows->Text(i, "config_json"), nullptr, false);
+    if (config.is_object() && config.contains("replay_of") && config["replay_of"].is_number_integer())
+      absl::StrAppend(&kind, ", replay of ", config["replay_of"].get<int64_t>());
     t.push_back({std::to_string(id), rows->Text(i, "sample"), rows->Text(i, "mesh"),
-                 std::to_string(rows->Int(i, "steps")), rows->Text(i, "started_at"),
-                 rows->Int(i, "imported") ? "imported" : rows->Int(i, "simulated") ? "simulated" : "recorded",
+                 std::to_string(rows->Int(i, "steps")), rows->Text(i, "started_at"), kind,
                  state.count(id) ? state[id] : "-"});
   }
   out << analysis::AlignTable(t, "");
@@ -491,7 +552,7 @@ std::string ReportCommandSummaries() {
          "  metrics PATH    compile, execute, tracing and transfer times, counters, warnings\n"
          "  recompiles PATH why each call site compiled, with suggestions and their savings\n"
          "  fleet PATH      which chip, link or host slows the steps, with evidence and a what-if\n"
-         "  query PATH SQL  run SQL on a stored run's database, print CSV\n"
+         "  query PATH SQL  run SQL on a stored run's database, print CSV (--format json|table)\n"
          "  export PATH     a run as a Chrome/Perfetto trace (--chrome OUT.json[.gz])\n"
          "  runs PATH       the runs a file holds, and whether each ended normally\n"
          "  import FILE...  PyTorch profiler / Chrome traces into a database as one run (--db DB)\n"

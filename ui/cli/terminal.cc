@@ -1,6 +1,11 @@
 // Terminal-safe output (see terminal.h).
 #include "ui/cli/terminal.h"
 
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <iostream>
 
 #include "absl/strings/str_format.h"
@@ -110,5 +115,33 @@ void MakeStandardStreamsTerminalSafe() {
   std::cout.rdbuf(out);
   std::cerr.rdbuf(err);
 }
+
+ProgressBar::ProgressBar(std::string_view what, bool enabled, int fd)
+    : what_(TerminalSafe(what.size() > 40 ? what.substr(what.size() - 40) : what)), enabled_(enabled), fd_(fd) {}
+
+void ProgressBar::Clear() {
+  if (drew_) (void)!::write(fd_, "\r\x1b[2K", 5);
+  drew_ = false;
+}
+
+void ProgressBar::Update(int64_t done, int64_t total) {
+  if (!enabled_ || total <= 0) return;
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const int64_t ns = int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+  if (drew_ && done < total && ns - last_draw_ns_ < 100'000'000) return;
+  last_draw_ns_ = ns;
+  drew_ = true;
+  constexpr int kWidth = 30;
+  const double f = std::clamp(static_cast<double>(done) / static_cast<double>(total), 0.0, 1.0);
+  const int filled = static_cast<int>(f * kWidth);
+  char line[200];
+  const int n = std::snprintf(line, sizeof line, "\r\x1b[2K%s  [%s%s] %3d%%  %lld/%lld", what_.c_str(),
+                              std::string(filled, '#').c_str(), std::string(kWidth - filled, '.').c_str(),
+                              static_cast<int>(f * 100), static_cast<long long>(done), static_cast<long long>(total));
+  if (n > 0) (void)!::write(fd_, line, std::min<size_t>(static_cast<size_t>(n), sizeof line - 1));
+}
+
+bool ProgressWanted(bool quiet) { return !quiet && isatty(STDERR_FILENO); }
 
 }  // namespace shardscope::cli

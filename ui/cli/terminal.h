@@ -9,6 +9,7 @@
 // names (analysis::Printable).
 #pragma once
 
+#include <cstdint>
 #include <streambuf>
 #include <string>
 #include <string_view>
@@ -52,5 +53,28 @@ class TerminalSafeBuf : public std::streambuf {
 
 // Points std::cout and std::cerr at TerminalSafeBufs for the rest of the process.
 void MakeStandardStreamsTerminalSafe();
+
+// A one-line progress bar for a long command ("replaying run 3  [#####.....]  45%
+// 120/266"), drawn on `fd` at most ten times a second and cleared when done.
+// Only where the user watches: the caller enables it when stderr is a terminal
+// and the command is not --quiet (ProgressWanted), so pipes and logs get nothing.
+class ProgressBar {
+ public:
+  ProgressBar(std::string_view what, bool enabled, int fd = 2);
+  ~ProgressBar() { Clear(); }
+  void Update(int64_t done, int64_t total);
+  // Clears the line it drew (before the command prints its result).
+  void Clear();
+
+ private:
+  std::string what_;
+  bool enabled_;
+  int fd_;
+  bool drew_ = false;
+  int64_t last_draw_ns_ = 0;
+};
+
+// Whether a command should draw progress: not --quiet, and stderr a terminal.
+bool ProgressWanted(bool quiet);
 
 }  // namespace shardscope::cli
