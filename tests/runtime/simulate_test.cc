@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include <cmath>
 
 #include "profiler/trace/sim_program.h"
@@ -136,6 +138,37 @@ TEST(CollectivePricer, FullTorusAllReduceRunsPerDimension) {
   CollectivePrice row = pricer.Price(CollectiveKind::kAllGather, bytes, {4, 5, 6, 7});
   EXPECT_NEAR(row.dur_ns, 3 * (p.link_latency_ns + (bytes / 4.0) / p.link_bandwidth * 1e9), 2);
   EXPECT_EQ(row.links.size(), 4u);
+}
+
+TEST(CollectivePricer, CpuCollectivesTakeTheExecutorsPassThroughMemory) {
+  // The cpu profile's virtual chips run a collective as one thread's copies
+  // (runtime/collectives.cc): an all-reduce of 8 reads 8 buffers, writes one,
+  // copies it to the other 7 — (3n-1)B at the stream bandwidth.
+  auto ic = Interconnect::Parse("2x4");
+  ASSERT_TRUE(ic.ok());
+  const compiler::CostModel model(*compiler::FindProfile("cpu"));
+  const auto& p = model.profile();
+  ASSERT_TRUE(p.collectives_in_memory);
+  std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const int64_t bytes = 4 << 20;
+  const double expected = p.kernel_overhead_ns + 23.0 * bytes / p.hbm_bandwidth * 1e9;
+  EXPECT_NEAR(model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 8), expected, 1);
+  EXPECT_NEAR(model.CollectiveNs(CollectiveKind::kAllGather, bytes, 8),
+              p.kernel_overhead_ns + 16.0 * bytes / p.hbm_bandwidth * 1e9, 1);
+  CollectivePricer healthy(model, &*ic, FaultPlan());
+  CollectivePrice a = healthy.Price(CollectiveKind::kAllReduce, bytes, all);
+  EXPECT_EQ(a.algorithm, "memory");
+  EXPECT_NEAR(a.dur_ns, expected, 1);
+  ASSERT_FALSE(a.links.empty());  // the links still show the traffic, within the collective
+  for (const trace::SimLinkUse& u : a.links) EXPECT_LE(u.busy_ns, a.dur_ns);
+  // A link at a quarter of its bandwidth takes 4x its share and holds the collective up.
+  auto slow = ParseFault(absl::StrCat("link:", a.links[0].a, "-", a.links[0].b, ":0.25"));
+  ASSERT_TRUE(slow.ok());
+  CollectivePricer faulted(model, &*ic, FaultPlan({*slow}, 0));
+  CollectivePrice b = faulted.Price(CollectiveKind::kAllReduce, bytes, all);
+  EXPECT_GT(b.dur_ns, a.dur_ns);
+  for (const trace::SimLinkUse& u : b.links)
+    if (u.a == a.links[0].a && u.b == a.links[0].b) EXPECT_NEAR(u.busy_ns, 4.0 * a.links[0].busy_ns, 4);
 }
 
 TEST(CollectivePricer, TwoTransfersOnOneLinkShareItsBandwidth) {
