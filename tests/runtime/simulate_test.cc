@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "profiler/trace/sim_program.h"
@@ -161,14 +162,20 @@ TEST(CollectivePricer, CpuCollectivesTakeTheExecutorsPassThroughMemory) {
   EXPECT_NEAR(a.dur_ns, expected, 1);
   ASSERT_FALSE(a.links.empty());  // the links still show the traffic, within the collective
   for (const trace::SimLinkUse& u : a.links) EXPECT_LE(u.busy_ns, a.dur_ns);
-  // A link at a quarter of its bandwidth takes 4x its share and holds the collective up.
-  auto slow = ParseFault(absl::StrCat("link:", a.links[0].a, "-", a.links[0].b, ":0.25"));
+  // Two chips, one link that every algorithm uses: at a quarter of its
+  // bandwidth it takes 4x the collective's time and holds it up.
+  auto pair = Interconnect::Parse("2");
+  ASSERT_TRUE(pair.ok());
+  auto slow = ParseFault("link:0-1:0.25");
   ASSERT_TRUE(slow.ok());
-  CollectivePricer faulted(model, &*ic, FaultPlan({*slow}, 0));
-  CollectivePrice b = faulted.Price(CollectiveKind::kAllReduce, bytes, all);
-  EXPECT_GT(b.dur_ns, a.dur_ns);
-  for (const trace::SimLinkUse& u : b.links)
-    if (u.a == a.links[0].a && u.b == a.links[0].b) EXPECT_NEAR(u.busy_ns, 4.0 * a.links[0].busy_ns, 4);
+  CollectivePricer one_healthy(model, &*pair, FaultPlan());
+  CollectivePricer one_faulted(model, &*pair, FaultPlan({*slow}, 0));
+  CollectivePrice h = one_healthy.Price(CollectiveKind::kAllReduce, bytes, {0, 1});
+  CollectivePrice f = one_faulted.Price(CollectiveKind::kAllReduce, bytes, {0, 1});
+  EXPECT_NEAR(h.dur_ns, model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 2), 1);
+  EXPECT_NEAR(f.dur_ns, 4.0 * h.dur_ns, 4);
+  ASSERT_EQ(f.links.size(), 1u);
+  EXPECT_EQ(f.links[0].busy_ns, f.dur_ns);
 }
 
 TEST(CollectivePricer, TwoTransfersOnOneLinkShareItsBandwidth) {
