@@ -17,7 +17,7 @@ const char kCalibrateHelp[] =
     "usage: shardscope calibrate [--show]\n"
     "\n"
     "Measures the `cpu` chip profile of the modeled clock on this machine (about\n"
-    "a second): GEMM FLOP/s on one core and on a gang of every core, stream\n"
+    "3 s): GEMM FLOP/s on one core and on a gang of every core, stream\n"
     "bandwidth and per-kernel overhead, through the runtime's own kernels, timed\n"
     "as the device clock is. The values replace this machine's cache entry\n"
     "($XDG_CACHE_HOME/shardscope, else ~/.cache/shardscope; keyed by CPU model,\n"
