@@ -28,6 +28,31 @@ constexpr double kGiga = 1e9;
 constexpr double kTera = 1e12;
 constexpr int64_t kGiB = int64_t{1} << 30;
 
+}  // namespace
+
+ChipProfile CpuProfile(double peak_flops, double gang_peak_flops, double hbm_bandwidth, double kernel_overhead_ns) {
+  ChipProfile cpu;
+  cpu.name = "cpu";
+  cpu.description = "this machine: one core per chip, or a gang of cores when the mesh leaves them idle (calibrated)";
+  cpu.peak_flops = peak_flops;
+  cpu.gang_peak_flops = gang_peak_flops;
+  cpu.vector_flops = cpu.peak_flops;   // derived: the same SIMD units (not a separate parameter)
+  cpu.hbm_bandwidth = hbm_bandwidth;
+  cpu.hbm_bytes = 16 * kGiB;           // the runtime's default device budget (core InitOptions)
+  cpu.link_bandwidth = cpu.hbm_bandwidth;  // derived: collectives here are in-memory copies
+  cpu.kernel_overhead_ns = kernel_overhead_ns;
+  cpu.link_latency_ns = cpu.kernel_overhead_ns;  // derived: a ring step is one more kernel call
+  cpu.host_bandwidth = cpu.hbm_bandwidth;        // derived: a "transfer" is a memcpy
+  cpu.dcn_bandwidth = cpu.link_bandwidth;        // derived: virtual hosts share this machine's memory
+  cpu.dcn_latency_ns = cpu.link_latency_ns;
+  // The virtual chips' collectives are one thread's copies through memory
+  // (runtime/collectives.cc): priced as such, at the stream bandwidth.
+  cpu.collectives_in_memory = true;
+  return cpu;
+}
+
+namespace {
+
 std::vector<ChipProfile> MakeProfiles() {
   std::vector<ChipProfile> p;
 
@@ -38,22 +63,13 @@ std::vector<ChipProfile> MakeProfiles() {
   //   OPENBLAS_CORETYPE= build-cost/bench/calibrate_cpu_bench
   // (AMD EPYC Zen 5 VM, 2 cores; docs/cost_model.md has the full output).
   // Four parameters: GEMM FLOP/s on one core and on a gang spanning every
-  // core, stream bandwidth, per-kernel overhead.
-  ChipProfile cpu;
-  cpu.name = "cpu";
-  cpu.description = "this machine: one core per chip, or a gang of cores when the mesh leaves them idle (calibrated)";
-  cpu.peak_flops = 206.7 * kGiga;      // measured: dot_general GEMM through the runtime's kernels, one core
-  cpu.gang_peak_flops = 385.0 * kGiga; // measured: the same GEMM split over a gang of 2 (both cores)
-  cpu.vector_flops = cpu.peak_flops;   // derived: the same SIMD units (not a separate parameter)
-  cpu.hbm_bandwidth = 37.64 * kGiga;    // measured: elementwise add stream through the runtime's kernels
-  cpu.hbm_bytes = 16 * kGiB;           // the runtime's default device budget (core InitOptions)
-  cpu.link_bandwidth = cpu.hbm_bandwidth;  // derived: collectives here are in-memory copies
-  cpu.kernel_overhead_ns = 1693;       // measured: intercept of the stream fit (tiny kernels)
-  cpu.link_latency_ns = cpu.kernel_overhead_ns;  // derived: a ring step is one more kernel call
-  cpu.host_bandwidth = cpu.hbm_bandwidth;        // derived: a "transfer" is a memcpy
-  cpu.dcn_bandwidth = cpu.link_bandwidth;        // derived: virtual hosts share this machine's memory
-  cpu.dcn_latency_ns = cpu.link_latency_ns;
-  p.push_back(cpu);
+  // core, stream bandwidth, per-kernel overhead. These are the *fixed* values
+  // (2026-11-23), which tests pin; a run measures its own
+  // (runtime/cpu_calibration.h).
+  p.push_back(CpuProfile(206.7 * kGiga,    // measured: dot_general GEMM through the runtime's kernels, one core
+                         385.0 * kGiga,    // measured: the same GEMM split over a gang of 2 (both cores)
+                         37.64 * kGiga,    // measured: elementwise add stream through the runtime's kernels
+                         1693));           // measured: intercept of the stream fit (tiny kernels)
 
   // tpu-v4: Google Cloud TPU v4 system architecture,
   // https://cloud.google.com/tpu/docs/v4 ("Peak compute per chip 275 teraflops
@@ -259,8 +275,21 @@ double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_siz
   return CollectiveNs(kind, bytes, group_size, ici());
 }
 
+double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n) {
+  const double b = static_cast<double>(bytes);
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return (3.0 * n - 1) * b;
+    case CollectiveKind::kReduceScatter: return (n + 3.0) * b;
+    default: return 2.0 * n * b;
+  }
+}
+
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const {
   if (group_size <= 1) return 0;
+  if (profile_.collectives_in_memory)
+    return profile_.kernel_overhead_ns +
+           (profile_.hbm_bandwidth > 0 ? InMemoryCollectiveBytes(kind, bytes, group_size) / profile_.hbm_bandwidth * 1e9
+                                       : 0);
   const double n = group_size;
   double steps = n - 1;  // latency terms
   double volume = 1;     // multiples of `bytes` that cross a chip's link one after another

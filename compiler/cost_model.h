@@ -41,6 +41,10 @@ struct ChipProfile {
   // cpu: GEMM FLOP/s of a chip whose intra-op gang (runtime/intra_op.h) spans
   // every core, as on a mesh with fewer chips than cores; 0 when not measured.
   double gang_peak_flops = 0;
+  // cpu: collectives run as the executor runs them on this machine's virtual
+  // chips — one thread's pass through memory over every member's buffers
+  // (InMemoryCollectiveBytes) — not as a ring over links.
+  bool collectives_in_memory = false;
 
   // This profile for a chip that runs its big kernels on `width` threads: the
   // gang's measured peak replaces the one-core peak (matrix and vector).
@@ -50,7 +54,12 @@ struct ChipProfile {
   double ridge_point() const { return hbm_bandwidth > 0 ? peak_flops / hbm_bandwidth : 0; }
 };
 
-// The built-in profiles, and one by name (an error lists the names).
+// The `cpu` profile from its four measured values (runtime/cpu_calibration.h
+// measures them); everything else is derived from them.
+ChipProfile CpuProfile(double peak_flops, double gang_peak_flops, double hbm_bandwidth, double kernel_overhead_ns);
+
+// The built-in profiles (`cpu` with the fixed values of one day's
+// calibration), and one by name (an error lists the names).
 const std::vector<ChipProfile>& BuiltinProfiles();
 absl::StatusOr<ChipProfile> FindProfile(const std::string& name);
 std::string ProfileNames();  // "cpu, tpu-v4, h100"
@@ -90,6 +99,13 @@ struct Link {
 int CollectiveGroupSize(const Instruction& i, int default_group_size);
 // The per-chip size a collective's time scales with: the larger of operand and result.
 int64_t CollectiveBytes(const Instruction& i);
+// The bytes the executor's one-thread collective (runtime/collectives.cc)
+// reads and writes for a group of n, `bytes` as for CollectiveNs: all-reduce
+// combines n buffers into one and copies it to the other n-1, (3n-1)B;
+// all-gather assembles the result and copies it n-1 times, 2nB;
+// reduce-scatter combines, then extracts each block, (n+3)B; all-to-all,
+// permute and broadcast copy each member's part once, 2nB.
+double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n);
 
 class CostModel {
  public:

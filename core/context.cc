@@ -29,6 +29,7 @@ absl::Status Init(const InitOptions& opts) {
   t.hbm_bytes = opts.hbm_bytes;
   t.interconnect = opts.topology;
   t.simulate = opts.simulate;
+  t.profile = opts.profile;
   auto client = runtime::Client::Create(t);
   if (!client.ok()) return client.status();
   std::string cache_dir = opts.cache_dir;

@@ -34,6 +34,9 @@ struct InitOptions {
   // Simulated mode (runtime/simulate.h): nothing is computed; every run is laid
   // out on the modeled clock only. Needs a topology.
   bool simulate = false;
+  // The modeled clock's chip profile: cpu (this machine, measured when first
+  // needed and cached: runtime/cpu_calibration.h), tpu-v4 or h100.
+  std::string profile = "cpu";
 };
 
 // Sets up the runtime (once per run). Emits the topology to the recorder.

@@ -14,6 +14,7 @@
 #include "compiler/cost_model.h"
 #include "core/context.h"
 #include "profiler/trace/recorder.h"
+#include "runtime/cpu_calibration.h"
 #include "runtime/faults.h"
 #include "store/sim_timeline.h"
 #include "store/writer.h"
@@ -104,6 +105,12 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   for (int64_t d = 0; d < chips; ++d) ids[d] = d;
   auto mesh = Mesh::Create(ids, o.mesh, o.mesh_axes);
   if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat("Recording: ", mesh.status().message()));
+  // The modeled clock's chip, resolved before anything is written: `cpu` is
+  // measured here the first time on this machine, and a pinned profile file
+  // that cannot be read fails the run before it starts.
+  std::string profile_values;
+  if (auto p = runtime::ResolveProfile(o.profile, &profile_values); !p.ok())
+    return absl::Status(p.status().code(), absl::StrCat("Recording: ", p.status().message()));
   if (g_recording.exchange(true))
     return absl::FailedPreconditionError("Recording: another recording is still open; Finish() it first");
 
@@ -150,9 +157,12 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
                                      {"cache_capacity", opt.cache_capacity}};
     if (!opt.topology.empty()) j["topology"] = opt.topology;
     if (!opt.faults.empty()) j["faults"] = opt.faults;
+    j["profile_values"] = nlohmann::json::parse(profile_values);
     run.config_json = j.dump();
-  } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir")) {
-    j["cache_dir"] = cache_dir;
+  } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir") || !j.contains("profile_values")) {
+    if (!j.contains("cache_dir")) j["cache_dir"] = cache_dir;
+    // Which values the modeled clock used (measured when, cached where): the VM's speed varies by the day.
+    if (!j.contains("profile_values")) j["profile_values"] = nlohmann::json::parse(profile_values);
     run.config_json = j.dump();
   } else {
     run.config_json = opt.config_json;  // as given, byte for byte
@@ -193,7 +203,8 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
                              .cache_capacity = opt.cache_capacity,
                              .topology = opt.topology,
                              .recompile_notices = opt.recompile_notices,
-                             .simulate = opt.simulate});
+                             .simulate = opt.simulate,
+                             .profile = opt.profile});
       !s.ok())
     return fail(s);
   if (!opt.faults.empty()) {

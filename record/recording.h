@@ -55,7 +55,8 @@ struct RecordingOptions {
   // A label for the sharding strategy, shown by reports ("" for none).
   std::string sharding;
   // The run's configuration, a JSON object (your hyperparameters, say), stored
-  // as given plus a "cache_dir" key when it has none; empty: one describing
+  // as given plus "cache_dir" and "profile_values" (the modeled clock's chip
+  // values and where they came from, runtime/cpu_calibration.h) when it has none; empty: one describing
   // these options.
   std::string config_json;
   bool fusion = true;

@@ -15,6 +15,7 @@
 #include "profiler/trace/recorder.h"
 #include "runtime/collectives.h"
 #include "runtime/compile_cache.h"
+#include "runtime/cpu_calibration.h"
 #include "runtime/executor.h"
 #include "runtime/gemm.h"
 
@@ -59,8 +60,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   if (!opts.simulate) ChosenGemmBackend();  // measured now, on the host, not inside the first kernel
   for (int d = 0; d < n; ++d) c->device_tracks_.push_back(trace::NextId());
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
-  c->modeled_clock_ = std::make_unique<ModeledClock>(
-      compiler::CostModel(compiler::FindProfile("cpu")->ForGangWidth(c->gang_width())), n);
+  auto profile = ResolveProfile(opts.profile);
+  if (!profile.ok()) return profile.status();
+  c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(profile->ForGangWidth(c->gang_width())), n);
   c->pending_transfers_.assign(n, {});
   for (int d = 0; d < n; ++d) c->host_of_.push_back(c->topology_->device(d).host_id());
   if (opts.simulate) c->simulator_ = std::make_unique<Simulator>(n, c->host_of_, c->topology_->interconnect());
@@ -455,7 +457,7 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Simulate(const Executable& exe,
     transfers.swap(pending_sim_transfers_);
   }
   if (absl::Status s = simulator_->Run(exe.graph_id, *exe.program, &exe.fusion, exe.op_costs, modeled_clock_->model(),
-                                       opts.step, std::move(transfers));
+                                       opts.step, std::move(transfers), exe.fingerprint);
       !s.ok())
     return s;
   std::vector<DeviceArray> result;
@@ -499,8 +501,15 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
                                          " never completed: chips ", waiting, " wait in it for chip ", f.chip));
 }
 
+absl::Status Client::SetSimCalibration(RecordedOpTimes times) {
+  if (!simulator_) return absl::FailedPreconditionError("calibration from a recorded run applies to a simulated run only");
+  simulator_->SetCalibration(std::move(times));
+  return absl::OkStatus();
+}
+
 absl::Status Client::SetProfile(const std::string& name) {
-  auto p = compiler::FindProfile(name);
+  if (name == modeled_clock_->model().profile().name) return absl::OkStatus();
+  auto p = ResolveProfile(name);
   if (!p.ok()) return p.status();
   modeled_clock_->set_model(compiler::CostModel(p->ForGangWidth(gang_width())));
   return absl::OkStatus();

@@ -101,6 +101,26 @@ bool CollectivePricer::SubGrid(const std::vector<int>& members, std::vector<int>
   return product == static_cast<int64_t>(members.size()) && !spanned->empty();
 }
 
+CollectivePrice CollectivePricer::InMemory(CollectivePrice over_links, double ns) {
+  // The device clock's rule (faults.cc): the collective's time is spread over
+  // the links the chosen algorithm uses by their share of its traffic; a
+  // faulted link takes 1/F as long, and the collective lasts as long as its
+  // slowest link.
+  double healthiest = 0;
+  for (const trace::SimLinkUse& u : over_links.links)
+    healthiest = std::max(healthiest, u.busy_ns * factor_[ic_->FindLink(u.a, u.b)]);
+  double slowest = ns;
+  for (trace::SimLinkUse& u : over_links.links) {
+    const double f = factor_[ic_->FindLink(u.a, u.b)];
+    const double busy = healthiest > 0 ? ns * (u.busy_ns * f) / healthiest / f : 0;
+    u.busy_ns = std::llround(busy);
+    slowest = std::max(slowest, busy);
+  }
+  over_links.dur_ns = std::llround(slowest);
+  over_links.algorithm = "memory";
+  return over_links;
+}
+
 CollectivePrice CollectivePricer::Price(CollectiveKind kind, int64_t bytes, const std::vector<int>& members) {
   const int n = static_cast<int>(members.size());
   if (n <= 1) return {0, "none", {}};
@@ -181,14 +201,24 @@ CollectivePrice CollectivePricer::Price(CollectiveKind kind, int64_t bytes, cons
   size_t best = 0;
   for (size_t k = 1; k < candidates.size(); ++k)
     if (candidates[k].dur_ns < candidates[best].dur_ns) best = k;
+  if (model_.profile().collectives_in_memory)
+    return InMemory(std::move(candidates[best]), model_.CollectiveNs(kind, bytes, n));
   return std::move(candidates[best]);
+}
+
+std::string KernelSignature(const std::string& opcode, const std::string& shape, double flops, int64_t bytes_read,
+                            int64_t bytes_written) {
+  return absl::StrCat(opcode, "|", shape, "|", std::llround(flops), "|", bytes_read, "|", bytes_written);
 }
 
 absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compiler::Module& program,
                                                   const compiler::FusionPlan* fusion,
                                                   const std::vector<compiler::OpCost>& costs,
                                                   const compiler::CostModel& model, int num_devices,
-                                                  CollectivePricer& pricer) {
+                                                  CollectivePricer& pricer, const RecordedOpTimes* recorded,
+                                                  const std::string& fingerprint, CalibrationCounts* counts) {
+  CalibrationCounts unused;
+  if (!counts) counts = &unused;
   trace::SimProgram p;
   p.graph_id = graph_id;
   std::map<std::vector<std::vector<int>>, int> set_of;
@@ -215,7 +245,25 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
       op.kind = trace::SliceKind::kCollective;
       op.bytes = i.operands.empty() ? 0 : i.operands[0]->shape.bytes();
       auto key = std::make_tuple(set, static_cast<int>(kind), bytes);
-      if (auto found = priced.find(key); found != priced.end()) {
+      const auto rec = recorded ? recorded->by_op.find({fingerprint, i.id}) : decltype(recorded->by_op.end()){};
+      if (recorded && rec != recorded->by_op.end()) {
+        // Its recorded time for every group; the links keep the model's
+        // traffic, their busy time shrunk to fit inside the recorded span.
+        ++counts->collectives_recorded;
+        trace::SimCollective c;
+        c.group_set = set;
+        c.algorithm = "recorded";
+        for (const auto& g : p.group_sets[set]) {
+          CollectivePrice price = pricer.Price(kind, bytes, g);
+          const double fit = price.dur_ns > rec->second ? static_cast<double>(rec->second) / price.dur_ns : 1.0;
+          for (trace::SimLinkUse& u : price.links) u.busy_ns = std::llround(u.busy_ns * fit);
+          c.group_dur_ns.push_back(g.size() > 1 ? rec->second : 0);
+          c.group_links.push_back(std::move(price.links));
+        }
+        op.collective = static_cast<int>(p.collectives.size());
+        p.collectives.push_back(std::move(c));
+      } else if (auto found = priced.find(key); found != priced.end()) {
+        if (recorded) ++counts->collectives_modeled;
         op.collective = found->second;
       } else {
         trace::SimCollective c;
@@ -229,6 +277,7 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
         }
         op.collective = priced[key] = static_cast<int>(p.collectives.size());
         p.collectives.push_back(std::move(c));
+        if (recorded) ++counts->collectives_modeled;
       }
       op.coll_seq = p.num_collective_ops++;
     } else {
@@ -239,6 +288,27 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
         op.dur_ns = costs[i.id].modeled_ns;
       } else {
         op.dur_ns = static_cast<int64_t>(model.profile().kernel_overhead_ns);
+      }
+      if (recorded) {
+        auto by_op = recorded->by_op.find({fingerprint, i.id});
+        auto by_sig = recorded->by_signature.end();
+        if (by_op == recorded->by_op.end() && i.op != compiler::Opcode::kWhile && i.id >= 0 &&
+            i.id < static_cast<int64_t>(costs.size())) {
+          const compiler::OpCost& c = costs[i.id];
+          const bool fused_root = fusion && fusion->KernelOf(i.id);
+          by_sig = recorded->by_signature.find(KernelSignature(fused_root ? "fusion" : compiler::OpcodeName(i.op),
+                                                               i.shape.ToString(), c.flops, c.bytes_read,
+                                                               c.bytes_written));
+        }
+        if (by_op != recorded->by_op.end()) {
+          op.dur_ns = by_op->second;
+          ++counts->kernels_by_op;
+        } else if (by_sig != recorded->by_signature.end()) {
+          op.dur_ns = by_sig->second;
+          ++counts->kernels_by_signature;
+        } else {
+          ++counts->kernels_modeled;
+        }
       }
     }
     p.ops.push_back(std::move(op));
@@ -265,15 +335,27 @@ void Simulator::SetFaults(const FaultPlan& faults) {
     for (size_t l = 0; l < link_factor_.size(); ++l) link_factor_[l] = faults.LinkFactor(*ic_, static_cast<int>(l));
 }
 
+void Simulator::SetCalibration(RecordedOpTimes times) {
+  recorded_ = std::make_unique<RecordedOpTimes>(std::move(times));
+  model_free_.assign(n_, 0);
+}
+
 absl::Status Simulator::Run(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan* fusion,
                             const std::vector<compiler::OpCost>& costs, const compiler::CostModel& model, int step,
-                            std::vector<trace::SimOp> transfers) {
+                            std::vector<trace::SimOp> transfers, const std::string& fingerprint) {
   auto it = programs_.find(graph_id);
   if (it == programs_.end()) {
     CollectivePricer pricer(model, ic_, faults_);
-    auto built = BuildSimProgram(graph_id, program, fusion, costs, model, n_, pricer);
+    auto built = BuildSimProgram(graph_id, program, fusion, costs, model, n_, pricer, recorded_.get(), fingerprint,
+                                 &counts_);
     if (!built.ok()) return built.status();
     it = programs_.emplace(graph_id, *std::move(built)).first;
+    if (recorded_) {
+      CollectivePricer model_pricer(model, ic_, faults_);
+      auto modeled = BuildSimProgram(graph_id, program, fusion, costs, model, n_, model_pricer);
+      if (!modeled.ok()) return modeled.status();
+      model_programs_.emplace(graph_id, *std::move(modeled));
+    }
   }
   trace::SimRun r;
   r.seq = static_cast<int64_t>(runs_.size());
@@ -291,16 +373,25 @@ absl::Status Simulator::Run(int64_t graph_id, const compiler::Module& program, c
           r.start_ns[c] += f.pause_ns;
         }
     }
+  if (recorded_) {  // the model's schedule, the same run from its own chips' free times
+    trace::SimRun m = r;
+    for (int c = 0; c < n_; ++c) m.start_ns[c] = model_free_[c] + (r.preempted_ns.empty() ? 0 : r.preempted_ns[c]);
+    if (absl::Status s = trace::SimSchedule(model_programs_.at(graph_id), chips_, &m); !s.ok()) return s;
+    model_free_ = m.end_ns;
+    model_runs_.push_back(std::move(m));
+  }
   if (absl::Status s = trace::SimSchedule(it->second, chips_, &r); !s.ok()) return s;
   free_ = r.end_ns;
   runs_.push_back(std::move(r));
   return absl::OkStatus();
 }
 
-std::vector<std::pair<int, int64_t>> Simulator::StepSpans() const {
+namespace {
+
+std::vector<std::pair<int, int64_t>> Spans(const std::vector<trace::SimRun>& runs, int n) {
   std::map<int, std::pair<int64_t, int64_t>> span;
-  for (const trace::SimRun& r : runs_) {
-    for (int c = 0; c < n_; ++c) {
+  for (const trace::SimRun& r : runs) {
+    for (int c = 0; c < n; ++c) {
       const int64_t s = r.start_ns[c] - (r.preempted_ns.empty() ? 0 : r.preempted_ns[c]);
       auto [it, added] = span.emplace(r.step, std::make_pair(s, r.end_ns[c]));
       if (!added) {
@@ -313,5 +404,11 @@ std::vector<std::pair<int, int64_t>> Simulator::StepSpans() const {
   for (const auto& [step, se] : span) out.push_back({step, se.second - se.first});
   return out;
 }
+
+}  // namespace
+
+std::vector<std::pair<int, int64_t>> Simulator::StepSpans() const { return Spans(runs_, n_); }
+
+std::vector<std::pair<int, int64_t>> Simulator::UncalibratedStepSpans() const { return Spans(model_runs_, n_); }
 
 }  // namespace shardscope::runtime

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -47,7 +48,10 @@ struct CollectivePrice {
 // link's time: a link carrying k transfers at once shares its bandwidth k
 // ways, and a faulted link runs at its share (link_factor). The cheapest
 // candidate is taken, as NCCL picks its algorithm. Without a topology:
-// the cost model's alpha-beta ring.
+// the cost model's alpha-beta ring. On a profile whose collectives run
+// through memory (`cpu`: this machine's virtual chips), the cost model's
+// in-memory time, spread over the ring's links as the device clock spreads a
+// measured collective (algorithm "memory").
 class CollectivePricer {
  public:
   CollectivePricer(const compiler::CostModel& model, const Interconnect* ic, const FaultPlan& faults);
@@ -61,6 +65,9 @@ class CollectivePricer {
   // the links' busy time and bytes; returns the phase's time.
   double Phase(const std::vector<Transfer>& transfers, int steps, double chunk);
   CollectivePrice Finish(const std::string& algorithm, double ns);
+  // A profile whose collectives run through memory (ChipProfile::collectives_in_memory).
+  // `over_links` (the cheapest candidate) lasting `ns` instead.
+  CollectivePrice InMemory(CollectivePrice over_links, double ns);
   bool SubGrid(const std::vector<int>& members, std::vector<int>* spanned) const;
 
   const compiler::CostModel& model_;
@@ -72,6 +79,28 @@ class CollectivePricer {
   std::vector<int> touched_;
 };
 
+// Per-op device times of a recorded run (`run --simulate --calibrate-from DB`,
+// trace-driven as Lumos and Echo are): where an op of a simulated program
+// matches, its recorded time replaces the cost model's estimate. Kernels match
+// by (program fingerprint, op id), else by KernelSignature where the programs
+// differ; collectives only by (fingerprint, op id), since their time depends
+// on the group the signature does not name. The rest keep the model's time
+// and are counted (CalibrationCounts).
+struct RecordedOpTimes {
+  std::string source;  // "DB run N", for messages
+  std::map<std::pair<std::string, int64_t>, int64_t> by_op;  // (fingerprint, op id) -> ns per program run
+  std::map<std::string, int64_t> by_signature;                // KernelSignature -> ns
+};
+// What identifies a kernel across programs: its opcode ("fusion" for a fused
+// kernel), result shape and the cost model's FLOPs and bytes.
+std::string KernelSignature(const std::string& opcode, const std::string& shape, double flops, int64_t bytes_read,
+                            int64_t bytes_written);
+// Distinct ops of the simulated programs, by where their time came from.
+struct CalibrationCounts {
+  int64_t kernels_by_op = 0, kernels_by_signature = 0, kernels_modeled = 0;
+  int64_t collectives_recorded = 0, collectives_modeled = 0;
+};
+
 // The schedule of one compiled per-device program: its kernels (fused ones as
 // one op at their root, a while as one op priced by WhileCost) with the costs
 // of `costs`, and its collectives priced per group by `pricer`.
@@ -79,7 +108,10 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
                                                   const compiler::FusionPlan* fusion,
                                                   const std::vector<compiler::OpCost>& costs,
                                                   const compiler::CostModel& model, int num_devices,
-                                                  CollectivePricer& pricer);
+                                                  CollectivePricer& pricer,
+                                                  const RecordedOpTimes* recorded = nullptr,
+                                                  const std::string& fingerprint = {},
+                                                  CalibrationCounts* counts = nullptr);
 
 // A simulated run's state: programs, chips, and every program run so far.
 class Simulator {
@@ -88,10 +120,18 @@ class Simulator {
   // The chips' differences from the fault plan (slow-chip, jitter) and the
   // links' bandwidth shares; call before the first run.
   void SetFaults(const FaultPlan& faults);
-  // Lays out one run of `graph_id` (built on first use) at `step`, after `transfers`.
+  // Takes kernel and collective times from a recorded run where they match
+  // (RecordedOpTimes); call before the first run. The cost model's schedule
+  // is then laid out alongside, unstored, for the comparison
+  // (UncalibratedStepSpans).
+  void SetCalibration(RecordedOpTimes times);
+  bool calibrated() const { return recorded_ != nullptr; }
+  const CalibrationCounts& calibration_counts() const { return counts_; }
+  // Lays out one run of `graph_id` (built on first use) at `step`, after
+  // `transfers`; `fingerprint` is the program's (compiler/fingerprint.h), for calibration.
   absl::Status Run(int64_t graph_id, const compiler::Module& program, const compiler::FusionPlan* fusion,
                    const std::vector<compiler::OpCost>& costs, const compiler::CostModel& model, int step,
-                   std::vector<trace::SimOp> transfers);
+                   std::vector<trace::SimOp> transfers, const std::string& fingerprint = {});
 
   int num_devices() const { return n_; }
   const std::map<int64_t, trace::SimProgram>& programs() const { return programs_; }
@@ -102,6 +142,8 @@ class Simulator {
   const Interconnect* interconnect() const { return ic_; }
   // The modeled span of each step: from the earliest start to the latest end over all chips.
   std::vector<std::pair<int, int64_t>> StepSpans() const;
+  // The same for the cost model's schedule of a calibrated run (empty otherwise).
+  std::vector<std::pair<int, int64_t>> UncalibratedStepSpans() const;
 
  private:
   int n_;
@@ -114,6 +156,12 @@ class Simulator {
   std::vector<trace::SimRun> runs_;
   std::vector<int64_t> free_;
   std::set<int> preempted_steps_;
+  // Calibrated runs: the recorded times, and the model's schedule alongside.
+  std::unique_ptr<RecordedOpTimes> recorded_;
+  CalibrationCounts counts_;
+  std::map<int64_t, trace::SimProgram> model_programs_;
+  std::vector<trace::SimRun> model_runs_;
+  std::vector<int64_t> model_free_;
 };
 
 }  // namespace shardscope::runtime

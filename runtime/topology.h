@@ -49,6 +49,9 @@ struct TopologyOptions {
   // Simulated mode (runtime/simulate.h): no values are computed, every run is
   // laid out on the modeled clock only, and the topology may have thousands of chips.
   bool simulate = false;
+  // The modeled clock's chip profile (compiler/cost_model.h); `cpu` is
+  // measured on this machine when first needed (cpu_calibration.h).
+  std::string profile = "cpu";
 };
 
 class Topology {

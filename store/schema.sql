@@ -689,3 +689,22 @@ CREATE TABLE IF NOT EXISTS sim_runs (
   ends      BLOB NOT NULL,                  -- per collective op, per group: its end
   PRIMARY KEY (run_id, seq)
 ) WITHOUT ROWID;
+
+-- A simulated run calibrated from a recorded one (`run --simulate
+-- --calibrate-from DB`, docs/simulate.md): where its op times came from and
+-- both errors against the recorded run's device-clock step. Added in place
+-- (CREATE IF NOT EXISTS); a run without calibration has no row.
+CREATE TABLE IF NOT EXISTS sim_calibrations (
+  run_id               INTEGER PRIMARY KEY,   -- the simulated run
+  source_db            TEXT NOT NULL,         -- the recorded run's file, as given
+  source_run           INTEGER NOT NULL,
+  kernels_by_op        INTEGER NOT NULL,      -- distinct kernels timed by (program fingerprint, op)
+  kernels_by_signature INTEGER NOT NULL,      -- by opcode, shape, FLOPs and bytes
+  kernels_modeled      INTEGER NOT NULL,      -- absent from the recording: the cost model's time
+  collectives_recorded INTEGER NOT NULL,
+  collectives_modeled  INTEGER NOT NULL,
+  recorded_step_ns     INTEGER NOT NULL,      -- device clock: median step span, host waits taken out
+  recorded_host_wait_ns INTEGER NOT NULL,     -- device clock: median of what was taken out
+  calibrated_step_ns   INTEGER NOT NULL,      -- modeled clock: median step, recorded op times
+  uncalibrated_step_ns INTEGER NOT NULL       -- modeled clock: median step, the cost model alone
+);

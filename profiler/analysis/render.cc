@@ -44,6 +44,17 @@ std::string StatusText(const RunHeader& h) {
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
   if (h.faults_injected)
     absl::StrAppend(&s, "\nfaults injected on the device clock: see runs.config_json \"faults\" (docs/fleet.md)");
+  if (!h.profile_values.empty()) absl::StrAppend(&s, "\nmodeled clock: ", Printable(h.profile_values));
+  if (const auto& c = h.calibration)
+    absl::StrAppend(
+        &s, absl::StrFormat("\ncalibrated from %s run %d: modeled step %s (error %.1f%%; the cost model alone: %s, "
+                            "error %.1f%%) against its device-clock step %s (host waits of %s taken out); kernels "
+                            "%d by program and op, %d by signature, %d modeled; collectives %d recorded, %d modeled",
+                            Printable(c->source_db), c->source_run, FormatNs(c->calibrated_step_ns),
+                            100 * c->CalibratedError(), FormatNs(c->uncalibrated_step_ns),
+                            100 * c->UncalibratedError(), FormatNs(c->recorded_step_ns),
+                            FormatNs(c->recorded_host_wait_ns), c->kernels_by_op, c->kernels_by_signature,
+                            c->kernels_modeled, c->collectives_recorded, c->collectives_modeled));
   return s;
 }
 
@@ -468,6 +479,21 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
+  if (!h.profile_values_json.is_null()) out["run"]["profile_values"] = h.profile_values_json;
+  if (const auto& c = h.calibration)
+    out["run"]["calibration"] = {{"source_db", c->source_db},
+                                 {"source_run", c->source_run},
+                                 {"kernels_by_op", c->kernels_by_op},
+                                 {"kernels_by_signature", c->kernels_by_signature},
+                                 {"kernels_modeled", c->kernels_modeled},
+                                 {"collectives_recorded", c->collectives_recorded},
+                                 {"collectives_modeled", c->collectives_modeled},
+                                 {"recorded_step_ns", c->recorded_step_ns},
+                                 {"recorded_host_wait_ns", c->recorded_host_wait_ns},
+                                 {"calibrated_step_ns", c->calibrated_step_ns},
+                                 {"uncalibrated_step_ns", c->uncalibrated_step_ns},
+                                 {"calibrated_error", c->CalibratedError()},
+                                 {"uncalibrated_error", c->UncalibratedError()}};
   out["steps"] = {{"clock", "host"},
                   {"count", r.steps.count},
                   {"median_wall_ns", r.steps.median_wall_ns},

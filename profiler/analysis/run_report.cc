@@ -6,6 +6,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "profiler/analysis/recompiles.h"
 #include "store/run_state.h"
 
@@ -38,6 +39,25 @@ std::string Bottleneck(const DeviceTimes& t) {
     }
   }
   return name;
+}
+
+// "cpu profile: measured 2026-11-26T11:58:03Z, cache PATH: GEMM 206.7 GFLOP/s ...".
+std::string ProfileValuesLine(const nlohmann::json& v) {
+  if (!v.is_object()) return "";
+  const std::string source = v.value("source", "");
+  std::string where;
+  if (source == "measured") where = absl::StrCat("measured at the run's start, ", v.value("measured_at", ""), ", cached at ", v.value("path", ""));
+  else if (source == "cache") where = absl::StrCat("measured ", v.value("measured_at", ""), ", from the cache ", v.value("path", ""));
+  else if (source == "file") where = absl::StrCat("pinned by the file ", v.value("path", ""), " (measured ", v.value("measured_at", "?"), ")");
+  else if (source == "fixed") where = "fixed values (SHARDSCOPE_CPU_PROFILE=fixed)";
+  else where = "built in (specification sheet)";
+  std::string line = absl::StrFormat("%s profile: %s: peak %.1f GFLOP/s", v.value("name", "?"), where,
+                                     v.value("peak_flops", 0.0) / 1e9);
+  if (v.value("gang_peak_flops", 0.0) > 0)
+    absl::StrAppend(&line, absl::StrFormat(" (a gang of %d: %.1f)", v.value("gang_width", 1), v.value("gang_peak_flops", 0.0) / 1e9));
+  absl::StrAppend(&line, absl::StrFormat(", memory %.2f GB/s, kernel overhead %.0f ns", v.value("hbm_bandwidth", 0.0) / 1e9,
+                                         v.value("kernel_overhead_ns", 0.0)));
+  return line;
 }
 
 absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
@@ -88,6 +108,17 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
       {absl::StrCat(run_id)});
   if (!faults.ok()) return faults.status();
   h->faults_injected = !faults->rows.empty() && faults->Int(0, "n") > 0;
+  auto values = rd.Query(
+      "SELECT json_extract(config_json, '$.profile_values') AS v FROM runs WHERE run_id = ?1 AND json_valid(config_json)",
+      {absl::StrCat(run_id)});
+  if (!values.ok()) return values.status();
+  if (!values->rows.empty() && !values->Text(0, "v").empty()) {
+    h->profile_values_json = nlohmann::json::parse(values->Text(0, "v"), nullptr, /*allow_exceptions=*/false);
+    h->profile_values = ProfileValuesLine(h->profile_values_json);
+  }
+  auto calibration = store::ReadSimCalibration(rd, run_id);
+  if (!calibration.ok()) return calibration.status();
+  h->calibration = *calibration;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include "profiler/analysis/cost_error.h"
 #include "profiler/analysis/verdict.h"
 #include "store/reader.h"
+#include "store/sim_calibration.h"
 
 namespace shardscope::analysis {
 
@@ -36,6 +37,13 @@ struct RunHeader {
   // Faults were injected on the device clock (`run --fault`): its timeline is
   // not the machine's own. Which ones: runs.config_json's "faults" only.
   bool faults_injected = false;
+  // The chip profile's values the modeled clock used and where they came
+  // from (runs.config_json "profile_values": measured when, cached where;
+  // runtime/cpu_calibration.h); "" when the run predates them.
+  std::string profile_values;
+  nlohmann::json profile_values_json;
+  // A simulated run calibrated from a recorded one (`--calibrate-from`).
+  std::optional<store::SimCalibrationRow> calibration;
 };
 
 // Steps on the host clock (wall time of each training step).

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
+#include <algorithm>
 #include <cmath>
 
 #include "profiler/trace/sim_program.h"
@@ -136,6 +139,43 @@ TEST(CollectivePricer, FullTorusAllReduceRunsPerDimension) {
   CollectivePrice row = pricer.Price(CollectiveKind::kAllGather, bytes, {4, 5, 6, 7});
   EXPECT_NEAR(row.dur_ns, 3 * (p.link_latency_ns + (bytes / 4.0) / p.link_bandwidth * 1e9), 2);
   EXPECT_EQ(row.links.size(), 4u);
+}
+
+TEST(CollectivePricer, CpuCollectivesTakeTheExecutorsPassThroughMemory) {
+  // The cpu profile's virtual chips run a collective as one thread's copies
+  // (runtime/collectives.cc): an all-reduce of 8 reads 8 buffers, writes one,
+  // copies it to the other 7 — (3n-1)B at the stream bandwidth.
+  auto ic = Interconnect::Parse("2x4");
+  ASSERT_TRUE(ic.ok());
+  const compiler::CostModel model(*compiler::FindProfile("cpu"));
+  const auto& p = model.profile();
+  ASSERT_TRUE(p.collectives_in_memory);
+  std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  const int64_t bytes = 4 << 20;
+  const double expected = p.kernel_overhead_ns + 23.0 * bytes / p.hbm_bandwidth * 1e9;
+  EXPECT_NEAR(model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 8), expected, 1);
+  EXPECT_NEAR(model.CollectiveNs(CollectiveKind::kAllGather, bytes, 8),
+              p.kernel_overhead_ns + 16.0 * bytes / p.hbm_bandwidth * 1e9, 1);
+  CollectivePricer healthy(model, &*ic, FaultPlan());
+  CollectivePrice a = healthy.Price(CollectiveKind::kAllReduce, bytes, all);
+  EXPECT_EQ(a.algorithm, "memory");
+  EXPECT_NEAR(a.dur_ns, expected, 1);
+  ASSERT_FALSE(a.links.empty());  // the links still show the traffic, within the collective
+  for (const trace::SimLinkUse& u : a.links) EXPECT_LE(u.busy_ns, a.dur_ns);
+  // Two chips, one link that every algorithm uses: at a quarter of its
+  // bandwidth it takes 4x the collective's time and holds it up.
+  auto pair = Interconnect::Parse("2");
+  ASSERT_TRUE(pair.ok());
+  auto slow = ParseFault("link:0-1:0.25");
+  ASSERT_TRUE(slow.ok());
+  CollectivePricer one_healthy(model, &*pair, FaultPlan());
+  CollectivePricer one_faulted(model, &*pair, FaultPlan({*slow}, 0));
+  CollectivePrice h = one_healthy.Price(CollectiveKind::kAllReduce, bytes, {0, 1});
+  CollectivePrice f = one_faulted.Price(CollectiveKind::kAllReduce, bytes, {0, 1});
+  EXPECT_NEAR(h.dur_ns, model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 2), 1);
+  EXPECT_NEAR(f.dur_ns, 4.0 * h.dur_ns, 4);
+  ASSERT_EQ(f.links.size(), 1u);
+  EXPECT_EQ(f.links[0].busy_ns, f.dur_ns);
 }
 
 TEST(CollectivePricer, TwoTransfersOnOneLinkShareItsBandwidth) {

@@ -32,6 +32,9 @@
 #include "profiler/trace/capture.h"
 #include "record/recording.h"
 #include "samples/samples.h"
+#include "profiler/analysis/sim_calibration.h"
+#include "runtime/cpu_calibration.h"
+#include "ui/cli/calibrate.h"
 #include "ui/cli/flags.h"
 #include "ui/cli/replay.h"
 
@@ -69,6 +72,8 @@ struct RunOptions {
   std::vector<std::string> faults;  // --fault, in order
   bool quiet = false, fusion = true;
   bool simulate = false;            // --simulate
+  std::string calibrate_from;       // --calibrate-from, "" when none
+  int64_t calibrate_run = 0;        // --calibrate-run, 0: the newest real run
   bool mesh_given = false, batch_given = false, change_step_given = false;
   size_t cache_capacity = 0;
   // Capture control (--trace, --trace-steps, --trace-ring, --trace-max-mb).
@@ -117,6 +122,18 @@ const std::vector<RunFlag>& RunFlags() {
        "cnn: one example) per data-parallel chip; --fault applies on\n"
        "the modeled clock; runs.simulated = 1",
        [](O& o, const V&) { o.simulate = true; return Ok(); }, "", nullptr},  // recorded by Run when set
+      {"--calibrate-from", "DB", K::kText, 0, 0,
+       "with --simulate: take each kernel's and collective's time\n"
+       "from a run recorded in DB on the device clock (the median\n"
+       "over its chips and steps; matched by program and op, else\n"
+       "kernels by opcode, shape, FLOPs and bytes; the rest from the\n"
+       "cost model, counted), and print the simulated step's error\n"
+       "against that run's device-clock step, calibrated and not\n"
+       "(stored in sim_calibrations; docs/simulate.md)",
+       [](O& o, const V& v) { o.calibrate_from = v.text; return Ok(); }, "", nullptr},  // recorded by Run when set
+      {"--calibrate-run", "N", K::kInt, 1, INT64_MAX,
+       "the run of --calibrate-from's DB, {range} (default: its\nnewest run with a device clock)",
+       [](O& o, const V& v) { o.calibrate_run = v.n; return Ok(); }, "", nullptr},
       {"--mesh", "RxC", K::kMesh, 1, kMaxChips,
        "mesh shape, axes 'data' x 'model' (default 1x1); R and C\n"
        "are 1..64 and R*C at most 64: the most chips this machine\n"
@@ -465,6 +482,11 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
                                     std::pair<const char*, bool>{"--trace-max-mb", o->trace_max_mb > 0}})
       if (set) return Usage(absl::StrCat(flag, " has nothing to limit with --trace off (no slices are captured)"));
   }
+  if (!o->calibrate_from.empty() && !o->simulate)
+    return Usage("--calibrate-from applies to a simulated run (--simulate --topology T): it replaces the cost "
+                 "model's kernel times with a recorded run's");
+  if (o->calibrate_run > 0 && o->calibrate_from.empty())
+    return Usage("--calibrate-run N names a run of --calibrate-from DB, which is missing");
   if (o->simulate) {
     if (o->topology.empty())
       return Usage("--simulate needs --topology T: the pod to simulate (e.g. --topology 16x16x16 or gpu:64x8)");
@@ -567,8 +589,21 @@ int Run(const std::vector<std::string>& args) {
     axes = *a;
   }
 
+  // The recorded run to calibrate from, read before anything is recorded.
+  std::optional<analysis::RecordedDeviceTimes> calibration;
+  if (!o.calibrate_from.empty()) {
+    auto t = analysis::LoadRecordedDeviceTimes(
+        o.calibrate_from, o.calibrate_run > 0 ? std::optional<int64_t>(o.calibrate_run) : std::nullopt);
+    if (!t.ok()) return Usage(std::string(t.status().message()));
+    calibration = *std::move(t);
+  }
+
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
   nlohmann::json recorded = config;
+  if (calibration) {
+    recorded["calibrate_from"] = o.calibrate_from;
+    recorded["calibrate_run"] = calibration->run_id;
+  }
   if (o.simulate) {
     recorded["simulate"] = true;
     // What --simulate chose when not given (the flags' own keys say the values).
@@ -607,9 +642,17 @@ int Run(const std::vector<std::string>& args) {
     return 1;
   }
 
+  if (calibration)
+    if (absl::Status s = GetClient().SetSimCalibration(ToRecordedOpTimes(*calibration)); !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      return 1;
+    }
   if (!quiet) {
     std::cout << "shardscope run " << sample << " — run " << (*rec)->run_id() << " into " << db << ", mesh "
               << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
+    if (profile == "cpu")
+      if (auto c = runtime::CurrentCpuCalibration(); c.ok())
+        std::cout << "  cpu profile of the modeled clock: " << c->Describe() << "\n";
     if (o.simulate)
       std::cout << "  simulated: " << (*rec)->topology() << " on the modeled clock (profile " << profile
                 << "), batch " << (sample == "llama" ? cfg.llama_batch : sample == "cnn" ? cfg.cnn_batch : cfg.batch)
@@ -637,10 +680,15 @@ int Run(const std::vector<std::string>& args) {
   auto result = info->run(cfg);
   const int64_t run_id = (*rec)->run_id();
   // A simulated run: each step's modeled time, from the simulator (what the store will say).
-  std::vector<std::pair<int, int64_t>> modeled_steps;
+  std::vector<std::pair<int, int64_t>> modeled_steps, uncalibrated_steps;
+  runtime::CalibrationCounts calibration_counts;
   if (o.simulate && Initialized()) {
     GetClient().Synchronize();
-    if (const runtime::Simulator* sim = GetClient().simulator()) modeled_steps = sim->StepSpans();
+    if (const runtime::Simulator* sim = GetClient().simulator()) {
+      modeled_steps = sim->StepSpans();
+      uncalibrated_steps = sim->UncalibratedStepSpans();
+      calibration_counts = sim->calibration_counts();
+    }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
@@ -674,6 +722,13 @@ int Run(const std::vector<std::string>& args) {
                 secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0.0,
                 profile.c_str(), ns.empty() ? 0.0 : ns[ns.size() / 2] / 1e6, ns.empty() ? 0.0 : ns.back() / 1e6,
                 db.c_str());
+    if (calibration)
+      if (absl::Status s = FinishCalibration(db, run_id, *calibration, modeled_steps, uncalibrated_steps,
+                                             calibration_counts, quiet);
+          !s.ok()) {
+        std::cerr << "error: " << s.message() << "\n";
+        return 1;
+      }
     return 0;
   }
   std::printf("run %lld: %s, steps %d-%d in %.2f s (host clock), final loss %.4f — stored in %s\n",
@@ -685,10 +740,13 @@ int Run(const std::vector<std::string>& args) {
 
 }  // namespace
 
-bool IsDriverCommand(const std::string& command) { return command == "run" || command == "replay"; }
+bool IsDriverCommand(const std::string& command) {
+  return command == "run" || command == "replay" || command == "calibrate";
+}
 
 std::string DriverHelp(const std::string& command) {
   if (command == "replay") return kReplayHelp;
+  if (command == "calibrate") return kCalibrateHelp;
   if (command != "run") return "";
   return RunHelpText();
 }
@@ -733,6 +791,7 @@ int RunDriverCommand(const std::string& command, const std::vector<std::string>&
   mallopt(M_ARENA_MAX, 1);
   if (command == "run") return Run(args);
   if (command == "replay") return RunReplay(args);
+  if (command == "calibrate") return RunCalibrate(args);
   std::cerr << "error: unknown driver command '" << command << "'\n";
   return 2;
 }

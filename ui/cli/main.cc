@@ -28,6 +28,7 @@ std::string Usage() {
     s += "  run SAMPLE      run a sample workload and record it (e.g. run mlp --db run.db)\n";
     s += "  replay PATH     re-execute a stored run on this build and compare it with the stored one\n"
          "                  (--modeled --profile h100 --topology gpu:4x8: re-simulate it elsewhere)\n";
+    s += "  calibrate       measure this machine's `cpu` chip profile and cache it (--show: the values in use)\n";
   }
   s += shardscope::cli::ReportCommandSummaries();
   s += "  check PATH      is the file whole? SQLite's integrity check and shardscope's own\n";

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# How well does a simulated run predict a real one? (issue 15, "Accuracy";
+# docs/simulate.md). For each sample on the 8 virtual chips this machine
+# really runs (mesh 8x1, topology 2x4): a real run, then a simulated run of the
+# same sample, mesh and batch calibrated from it (`--calibrate-from`), which
+# lays out the cost model's schedule alongside. Prints, per sample, the real
+# run's device-clock step (median over its steps, host waits taken out), the
+# simulated step (modeled clock) from the cost model alone and calibrated,
+# and each one's error against the device step.
+#   bash bench/sim_accuracy.sh [BUILD_DIR] [SAMPLES...]     (default: mlp cnn llama)
+# The `cpu` profile is measured first (`shardscope calibrate`), as a run on a
+# fresh machine would; set KEEP_PROFILE=1 to use the cached one instead.
+set -euo pipefail
+BUILD=${1:-build}
+shift $(( $# > 1 ? 1 : $# ))
+SAMPLES=("$@")
+[ ${#SAMPLES[@]} -eq 0 ] && SAMPLES=(mlp cnn llama)
+unset OPENBLAS_CORETYPE SHARDSCOPE_CPU_PROFILE
+CLI="$BUILD/shardscope"
+[ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
+declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
+declare -A STEPS=([mlp]=20 [cnn]=10 [llama]=10)
+printf '%-6s %6s %14s %18s %8s %16s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error
+for s in "${SAMPLES[@]}"; do
+  flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$s]}" --steps "${STEPS[$s]}" --quiet)
+  [ "$s" = mlp ] && flags+=(--change-step -1)
+  "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s.db" > "$DIR/real.out" 2>&1 || { cat "$DIR/real.out" >&2; exit 1; }
+  "$CLI" run "$s" "${flags[@]}" --simulate --calibrate-from "$DIR/$s.db" --db "$DIR/$s-sim.db" > "$DIR/sim.out" 2>&1 \
+    || { cat "$DIR/sim.out" >&2; exit 1; }
+  "$CLI" query "$DIR/$s-sim.db" "SELECT recorded_step_ns / 1e6, uncalibrated_step_ns / 1e6,
+      100.0 * abs(uncalibrated_step_ns - recorded_step_ns) / recorded_step_ns,
+      calibrated_step_ns / 1e6, 100.0 * abs(calibrated_step_ns - recorded_step_ns) / recorded_step_ns
+      FROM sim_calibrations" | tail -1 | tr ',' ' ' | {
+    read -r rec unc uerr cal cerr
+    printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%%\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr"
+  }
+done

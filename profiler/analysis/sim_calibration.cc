@@ -1,0 +1,115 @@
+// Per-op device times of a recorded run (see sim_calibration.h).
+#include "profiler/analysis/sim_calibration.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "store/reader.h"
+
+namespace shardscope::analysis {
+
+int64_t MedianNs(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  const size_t mid = (v.size() - 1) / 2;
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+  return v[mid];
+}
+
+absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& db, std::optional<int64_t> run) {
+  auto reader = store::Reader::Open(db, store::Reader::Threads::kOneThread);
+  if (!reader.ok()) return reader.status();
+  const std::string where = absl::StrCat("--calibrate-from ", db);
+  RecordedDeviceTimes out;
+  out.db = db;
+  if (!run) {
+    auto q = reader->Query(
+        "SELECT max(run_id) AS id FROM runs WHERE simulated = 0 AND imported = 0 AND instr(clock_kinds, 'device') > 0");
+    if (!q.ok()) return q.status();
+    if (q->rows.empty() || q->Int(0, "id", -1) < 0)
+      return absl::NotFoundError(absl::StrCat(where, ": no run recorded on the device clock (a real run: "
+                                                     "shardscope run SAMPLE --db ", db, ")"));
+    run = q->Int(0, "id");
+  }
+  out.run_id = *run;
+  const std::string id = absl::StrCat(*run);
+  auto info = reader->Query("SELECT simulated, imported, clock_kinds FROM runs WHERE run_id = ?1", {id});
+  if (!info.ok()) return info.status();
+  if (info->rows.empty()) return absl::NotFoundError(absl::StrCat(where, " has no run ", id, " (--calibrate-run)"));
+  if (info->Int(0, "simulated") != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": run ", id, " is simulated: it has no device clock to calibrate from"));
+  if (info->Int(0, "imported") != 0)
+    return absl::InvalidArgumentError(absl::StrCat(where, ": run ", id,
+                                                   " was imported from another tool: its kernels name no program"));
+
+  // The ops of the recorded programs: what each matches by.
+  std::map<std::pair<int64_t, int64_t>, size_t> index;  // (graph, op) -> out.ops
+  auto ops = reader->Query(
+      "SELECT o.graph_id, o.op_id, o.opcode, o.shape, o.flops, o.bytes_read, o.bytes_written, o.roofline,"
+      " g.fingerprint FROM ops o JOIN graphs g ON g.run_id = o.run_id AND g.graph_id = o.graph_id"
+      " WHERE o.run_id = ?1",
+      {id});
+  if (!ops.ok()) return ops.status();
+  for (size_t r = 0; r < ops->rows.size(); ++r) {
+    RecordedOp op;
+    op.fingerprint = ops->Text(r, "fingerprint");
+    op.op_id = ops->Int(r, "op_id");
+    op.collective = ops->Text(r, "roofline") == "collective";
+    op.opcode = ops->Text(r, "opcode");
+    op.shape = ops->Text(r, "shape");
+    op.flops = ops->Real(r, "flops");
+    op.bytes_read = ops->Int(r, "bytes_read");
+    op.bytes_written = ops->Int(r, "bytes_written");
+    index[{ops->Int(r, "graph_id"), op.op_id}] = out.ops.size();
+    out.ops.push_back(std::move(op));
+  }
+  // Runs of each program per step: an op's slices in a step, summed, over them
+  // is its time per program run (a while's region ops carry the while's id).
+  std::map<std::pair<int64_t, int64_t>, int64_t> runs_of;  // (step, graph) -> executions
+  if (absl::Status s = reader->ForEachIntRow(
+          "SELECT step, graph_id, count(*) FROM executions WHERE run_id = ?1 GROUP BY step, graph_id", {id}, 0,
+          [&](const std::vector<int64_t>& r) { runs_of[{r[0], r[1]}] = r[2]; });
+      !s.ok())
+    return s;
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> sum;  // (graph, op, step, device) -> ns
+  if (absl::Status s = reader->ForEachIntRow(
+          "SELECT s.graph_id, s.op_id, s.step, t.device_id, s.dur_ns FROM slices s"
+          " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+          " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.depth = 0 AND s.kind IN ('compute', 'collective')"
+          " AND s.graph_id IS NOT NULL AND s.op_id IS NOT NULL AND s.step IS NOT NULL",
+          {id}, -1, [&](const std::vector<int64_t>& r) { sum[{r[0], r[1], r[2], r[3]}] += r[4]; });
+      !s.ok())
+    return s;
+  if (sum.empty())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": run ", id,
+                                                   " has no kernel slices on the device clock (was it recorded with"
+                                                   " --trace steps or off?)"));
+  for (const auto& [key, ns] : sum) {
+    const auto& [graph, op, step, device] = key;
+    auto it = index.find({graph, op});
+    if (it == index.end()) continue;  // an op the ops table lacks: nothing to match it by
+    auto n = runs_of.find({step, graph});
+    out.ops[it->second].samples_ns.push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
+  }
+  std::erase_if(out.ops, [](const RecordedOp& o) { return o.samples_ns.empty(); });
+  for (RecordedOp& o : out.ops) o.median_ns = MedianNs(o.samples_ns);
+
+  // The step: each step's span over every chip, less what every chip waited for the host.
+  std::vector<int64_t> spans, waits;
+  if (absl::Status s = reader->ForEachIntRow(
+          "SELECT max(span_ns), min(host_wait_ns) FROM step_device_summary WHERE run_id = ?1 GROUP BY step", {id}, 0,
+          [&](const std::vector<int64_t>& r) {
+            spans.push_back(r[0] - r[1]);
+            waits.push_back(r[1]);
+          });
+      !s.ok())
+    return s;
+  out.steps = static_cast<int>(spans.size());
+  out.step_ns = MedianNs(spans);
+  out.host_wait_ns = MedianNs(waits);
+  return out;
+}
+
+}  // namespace shardscope::analysis

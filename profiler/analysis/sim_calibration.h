@@ -1,0 +1,46 @@
+// What `run --simulate --calibrate-from DB` takes from a recorded run
+// (docs/simulate.md): each op's device time per program run, the median over
+// every chip and step, and the run's device-clock step. Trace-driven, as
+// Lumos and Echo are: the recorded kernels replace the cost model's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardscope::analysis {
+
+struct RecordedOp {
+  std::string fingerprint;  // its program's (graphs.fingerprint)
+  int64_t op_id = 0;
+  bool collective = false;
+  std::string opcode, shape;  // the ops row: what matches it in another program
+  double flops = 0;
+  int64_t bytes_read = 0, bytes_written = 0;
+  std::vector<int64_t> samples_ns;  // per chip and program run
+  int64_t median_ns = 0;
+};
+
+struct RecordedDeviceTimes {
+  std::string db;
+  int64_t run_id = 0;
+  std::vector<RecordedOp> ops;
+  int steps = 0;
+  // Device clock, median over steps: each step's span over every chip with
+  // the time all chips waited for the host taken out (a simulated run assumes
+  // the host keeps up), and what was taken out.
+  int64_t step_ns = 0, host_wait_ns = 0;
+};
+
+// Reads run `run` of `db` (default: its newest run with a device clock).
+// Errors name the file and the run: no such run, a simulated or imported run,
+// a run with no kernel slices on the device clock (--trace steps or off).
+absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& db, std::optional<int64_t> run);
+
+// The median of `v` (the lower middle of an even count); 0 when empty.
+int64_t MedianNs(std::vector<int64_t> v);
+
+}  // namespace shardscope::analysis

@@ -1,0 +1,333 @@
+// The measured `cpu` profile (see cpu_calibration.h).
+#include "runtime/cpu_calibration.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "compiler/ir.h"
+#include "runtime/gemm.h"
+#include "runtime/intra_op.h"
+#include "runtime/kernels.h"
+
+namespace shardscope::runtime {
+namespace {
+
+constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
+constexpr int kFormat = 1;  // the cache file's layout; a new one is measured again
+
+std::string ReadFirstLine(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (prefix.empty()) return std::string(absl::StripAsciiWhitespace(line));
+    if (line.rfind(prefix, 0) == 0) {
+      auto colon = line.find(':');
+      return colon == std::string::npos ? "" : std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    }
+  }
+  return "";
+}
+
+uint64_t Fnv1a(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Operands in [-0.8, 0.8]: kernel times do not depend on the values, and a
+// pattern fills 16 Mi elements far faster than a random generator would.
+Literal Filled(const Shape& s) {
+  Literal l(s);
+  float* p = l.as<float>();
+  for (int64_t i = 0; i < l.elements(); ++i) p[i] = static_cast<float>(i % 17) * 0.1f - 0.8f;
+  return l;
+}
+
+// Median device time of one kernel call, after a warm-up call: thread CPU
+// time, plus the helpers' critical-path excess when `gang` runs it (as the
+// executor times a chip with a gang).
+double MedianNs(const compiler::Instruction& i, const std::vector<const Literal*>& ops, Literal* out, int reps,
+                Gang* gang) {
+  GangScope scope(gang);
+  (void)EvalInstruction(i, ops, 0, out);  // valid by construction: a square dot, an add
+  if (gang) gang->TakeExtraNs();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const int64_t t0 = ThreadCpuNs();
+    (void)EvalInstruction(i, ops, 0, out);
+    t.push_back(static_cast<double>(ThreadCpuNs() - t0 + (gang ? gang->TakeExtraNs() : 0)));
+  }
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+std::string IsoUtc(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t p = 1; p <= dir.size(); ++p) {
+    if (p != dir.size() && dir[p] != '/') continue;
+    const std::string part = dir.substr(0, p);
+    if (mkdir(part.c_str(), 0755) != 0 && errno != EEXIST)
+      return absl::PermissionDeniedError(absl::StrCat("cannot create ", part, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+compiler::ChipProfile CpuCalibration::Profile() const {
+  return compiler::CpuProfile(peak_flops, gang_peak_flops, hbm_bandwidth, kernel_overhead_ns);
+}
+
+std::string CpuCalibration::ProvenanceJson() const {
+  nlohmann::json j = {{"name", "cpu"},
+                      {"source", source},
+                      {"peak_flops", peak_flops},
+                      {"gang_peak_flops", gang_peak_flops},
+                      {"gang_width", gang_width},
+                      {"hbm_bandwidth", hbm_bandwidth},
+                      {"kernel_overhead_ns", kernel_overhead_ns}};
+  if (!path.empty()) j["path"] = path;
+  if (!machine.empty()) j["machine"] = machine;
+  if (measured_at_unix_s > 0) j["measured_at"] = IsoUtc(measured_at_unix_s);
+  return j.dump();
+}
+
+std::string CpuCalibration::Describe() const {
+  const std::string values =
+      absl::StrFormat("GEMM %.1f GFLOP/s (gang of %d: %.1f), stream %.2f GB/s, kernel overhead %.0f ns",
+                      peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9, kernel_overhead_ns);
+  if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values);
+  const std::string when = IsoUtc(measured_at_unix_s);
+  if (source == "measured") return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values);
+  if (source == "cache") return absl::StrCat("measured ", when, ", read from the cache ", path, ": ", values);
+  return absl::StrCat("pinned by $", kPinEnv, "=", path, " (measured ", when, "): ", values);
+}
+
+std::string MachineKey() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const char* core = std::getenv("OPENBLAS_CORETYPE");
+  return absl::StrCat("cpu=", ReadFirstLine("/proc/cpuinfo", "model name"),
+                      ";cores=", std::thread::hardware_concurrency(), ";host=", host,
+                      ";boot=", ReadFirstLine("/proc/sys/kernel/random/boot_id", ""),
+                      ";gemm=", ChosenGemmBackend().use_blas ? "openblas" : "eigen",
+                      ";openblas_coretype=", core ? core : "");
+}
+
+std::string CpuProfileCachePath() {
+  std::string dir;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) dir = x;
+  else if (const char* h = std::getenv("HOME"); h && *h) dir = absl::StrCat(h, "/.cache");
+  else dir = "/tmp";
+  return absl::StrFormat("%s/shardscope/cpu-profile-%016x.json", dir, Fnv1a(MachineKey()));
+}
+
+CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  CpuCalibration c;
+  c.source = "measured";
+  c.machine = MachineKey();
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  std::optional<Gang> gang;
+  if (cores > 1) gang.emplace(cores - 1);
+  c.gang_width = gang ? gang->width() : 1;
+  for (Gang* g : {static_cast<Gang*>(nullptr), gang ? &*gang : nullptr}) {
+    if (g == nullptr && !c.rows.empty()) break;  // no gang on one core
+    c.rows.push_back(absl::StrFormat("GEMM (dot_general f32 [n,n]x[n,n], device time, median) on %d thread(s)",
+                                     g ? g->width() : 1));
+    double& peak = g ? c.gang_peak_flops : c.peak_flops;
+    for (int64_t n : plan.gemm_sizes) {
+      compiler::Module m;
+      auto* a = m.Parameter(Shape(DType::kF32, {n, n}), "a");
+      auto* b = m.Parameter(Shape(DType::kF32, {n, n}), "b");
+      compiler::DotDims dd;
+      dd.lhs_contracting = {1};
+      dd.rhs_contracting = {0};
+      auto* dot = m.DotGeneral(a, b, dd);
+      Literal la = Filled(a->shape), lb = Filled(b->shape), out(dot->shape);
+      const double ns = MedianNs(*dot, {&la, &lb}, &out, n >= 1024 ? 7 : 21, g);
+      const double rate = 2.0 * n * n * n / ns * 1e9;
+      peak = std::max(peak, rate);
+      c.rows.push_back(absl::StrFormat("  n=%-5d %10.1f us  %6.1f GFLOP/s", n, ns / 1e3, rate / 1e9));
+    }
+  }
+  c.rows.push_back("stream (add f32, 3 x 4 bytes per element, thread CPU time, median)");
+  // Weighted least squares of t = c + b * x (x bytes, b = 1/bandwidth) with
+  // weights 1/t^2: minimises the summed squared relative error, the error
+  // the model is scored on, so small and large kernels weigh alike.
+  double s00 = 0, s01 = 0, s11 = 0, r0 = 0, r1 = 0;
+  for (int64_t e = plan.stream_min; e <= plan.stream_max; e *= 4) {
+    compiler::Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, {e}), "a");
+    auto* b = m.Parameter(Shape(DType::kF32, {e}), "b");
+    auto* add = m.Binary(compiler::Opcode::kAdd, a, b);
+    Literal la = Filled(a->shape), lb = Filled(b->shape), out(add->shape);
+    const double ns = MedianNs(*add, {&la, &lb}, &out, e >= (1 << 22) ? 7 : 41, nullptr);
+    const double x = 12.0 * static_cast<double>(e);
+    c.rows.push_back(absl::StrFormat("  %9d elements %10.2f us  %6.2f GB/s", e, ns / 1e3, x / ns));
+    const double w = 1.0 / (ns * ns);
+    s00 += w;
+    s01 += w * x;
+    s11 += w * x * x;
+    r0 += w * ns;
+    r1 += w * x * ns;
+  }
+  const double det = s00 * s11 - s01 * s01;
+  const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
+  c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
+  c.hbm_bandwidth = per_byte > 0 ? 1e9 / per_byte : 0;
+  c.measured_at_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return c;
+}
+
+absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cpu profile file ", path, ": cannot be read"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": not a JSON object"));
+  CpuCalibration c;
+  c.path = path;
+  for (auto [key, field] : {std::pair<const char*, double*>{"peak_flops", &c.peak_flops},
+                            {"gang_peak_flops", &c.gang_peak_flops},
+                            {"hbm_bandwidth", &c.hbm_bandwidth},
+                            {"kernel_overhead_ns", &c.kernel_overhead_ns}}) {
+    if (!j.contains(key) || !j[key].is_number())
+      return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": '", key, "' is missing or not a number"));
+    *field = j[key].get<double>();
+    const bool may_be_zero = std::string(key) == "gang_peak_flops" || std::string(key) == "kernel_overhead_ns";
+    if (!(*field > 0) && !(may_be_zero && *field == 0))
+      return absl::InvalidArgumentError(
+          absl::StrCat("cpu profile file ", path, ": '", key, "' is ", *field, ", not a positive number"));
+  }
+  c.gang_width = j.value("gang_width", 1);
+  c.machine = j.value("machine", "");
+  c.measured_at_unix_s = j.value("measured_at_unix_s", int64_t{0});
+  c.seconds = j.value("seconds", 0.0);
+  if (j.contains("rows") && j["rows"].is_array())
+    for (const auto& r : j["rows"])
+      if (r.is_string()) c.rows.push_back(r.get<std::string>());
+  if (j.contains("format") && j.value("format", 0) != kFormat)
+    return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": format ", j.value("format", 0),
+                                                   ", this build reads format ", kFormat));
+  return c;
+}
+
+absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& c) {
+  if (auto slash = path.rfind('/'); slash != std::string::npos && slash > 0)
+    if (absl::Status s = MakeDirs(path.substr(0, slash)); !s.ok()) return s;
+  nlohmann::json j = {{"format", kFormat},
+                      {"machine", c.machine},
+                      {"measured_at", IsoUtc(c.measured_at_unix_s)},
+                      {"measured_at_unix_s", c.measured_at_unix_s},
+                      {"seconds", c.seconds},
+                      {"peak_flops", c.peak_flops},
+                      {"gang_peak_flops", c.gang_peak_flops},
+                      {"gang_width", c.gang_width},
+                      {"hbm_bandwidth", c.hbm_bandwidth},
+                      {"kernel_overhead_ns", c.kernel_overhead_ns},
+                      {"rows", c.rows}};
+  // Written aside and renamed: two processes calibrating at once never leave half a file.
+  const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
+  {
+    std::ofstream out(tmp);
+    out << j.dump(2) << "\n";
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write the cpu profile cache ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return absl::PermissionDeniedError(absl::StrCat("cannot write the cpu profile cache ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, const std::string& cache_path,
+                                                     bool remeasure, const CalibrationPlan& plan) {
+  if (!pin.empty() && !remeasure) {
+    if (pin == "fixed") {
+      const compiler::ChipProfile p = *compiler::FindProfile("cpu");
+      CpuCalibration c;
+      c.peak_flops = p.peak_flops;
+      c.gang_peak_flops = p.gang_peak_flops;
+      c.gang_width = 2;  // measured on the 2-core build machine
+      c.hbm_bandwidth = p.hbm_bandwidth;
+      c.kernel_overhead_ns = p.kernel_overhead_ns;
+      c.source = "fixed";
+      return c;
+    }
+    auto c = ReadCpuProfileFile(pin);
+    if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat("$", kPinEnv, ": ", c.status().message()));
+    c->source = "file";
+    return c;
+  }
+  if (!remeasure)
+    if (auto c = ReadCpuProfileFile(cache_path); c.ok()) {
+      c->source = "cache";
+      return c;
+    }
+  CpuCalibration c = MeasureCpu(plan);
+  c.path = cache_path;
+  if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())
+    c.path = absl::StrCat("(not cached: ", s.message(), ")");
+  return c;
+}
+
+absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure) {
+  static std::mutex mu;
+  static std::optional<CpuCalibration> current;
+  std::lock_guard<std::mutex> lock(mu);
+  if (current && !remeasure) return *current;
+  const char* pin = std::getenv(kPinEnv);
+  auto c = ResolveCpuCalibration(pin ? pin : "", CpuProfileCachePath(), remeasure);
+  if (c.ok()) current = *c;
+  return c;
+}
+
+absl::StatusOr<compiler::ChipProfile> ResolveProfile(const std::string& name, std::string* provenance_json) {
+  if (name != "cpu") {
+    auto p = compiler::FindProfile(name);
+    if (p.ok() && provenance_json)
+      *provenance_json = nlohmann::json({{"name", name}, {"source", "builtin"}, {"peak_flops", p->peak_flops},
+                                         {"hbm_bandwidth", p->hbm_bandwidth},
+                                         {"kernel_overhead_ns", p->kernel_overhead_ns}}).dump();
+    return p;
+  }
+  auto c = CurrentCpuCalibration();
+  if (!c.ok()) return c.status();
+  if (provenance_json) *provenance_json = c->ProvenanceJson();
+  return c->Profile();
+}
+
+absl::StatusOr<compiler::ChipProfile> ResolveProfile(const std::string& name) { return ResolveProfile(name, nullptr); }
+
+}  // namespace shardscope::runtime

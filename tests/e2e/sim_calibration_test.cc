@@ -1,0 +1,164 @@
+// A simulated run calibrated from a recorded one (`run --simulate
+// --calibrate-from DB`, docs/simulate.md) and the measured `cpu` profile a
+// run records (docs/cost_model.md), end to end through the CLI
+// (e2e_sim_calibration_test). The assertions are on the mechanism — which op
+// took which recorded time, what was counted, what was stored — never on how
+// fast the live run was; the errors are printed.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+
+namespace shardscope::e2e {
+namespace {
+
+const std::string kCli = SHARDSCOPE_CLI_BINARY;
+// The mlp on the 8 chips this machine runs, a fixed batch (no recompilation).
+const std::string kMlp8 = " run mlp --mesh 8x1 --topology 2x4 --batch 64 --change-step -1 --steps 4 --quiet";
+
+// The recorded run: made once for the suite.
+const std::string& RecordedDb() {
+  static const std::string db = [] {
+    std::string path = TempDb("calib_recorded");
+    Output o = Shell(absl::StrCat(kCli, kMlp8, " --db ", path));
+    EXPECT_EQ(o.code, 0) << o.text;
+    return path;
+  }();
+  return db;
+}
+
+int64_t Median(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) / 2];
+}
+
+TEST(SimCalibration, EveryKernelTakesItsRecordedMedianAndBothErrorsAreStored) {
+  const std::string sim = TempDb("calib_sim");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 4",
+                                " --calibrate-from ", RecordedDb(), " --db ", sim));
+  ASSERT_EQ(o.code, 0) << o.text;
+  std::printf("%s", o.text.c_str());
+  EXPECT_NE(o.text.find("calibrated from " + RecordedDb() + " run 1"), std::string::npos) << o.text;
+  store::QueryResult c = Q(sim, "SELECT * FROM sim_calibrations");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.Int(0, "source_run"), 1);
+  // The same programs: every kernel and collective matched by (fingerprint, op).
+  EXPECT_GT(c.Int(0, "kernels_by_op"), 0);
+  EXPECT_EQ(c.Int(0, "kernels_by_signature"), 0);
+  EXPECT_EQ(c.Int(0, "kernels_modeled"), 0);
+  EXPECT_GT(c.Int(0, "collectives_recorded"), 0);
+  EXPECT_EQ(c.Int(0, "collectives_modeled"), 0);
+  EXPECT_GT(c.Int(0, "recorded_step_ns"), 0);
+  EXPECT_GT(c.Int(0, "calibrated_step_ns"), 0);
+  EXPECT_GT(c.Int(0, "uncalibrated_step_ns"), 0);
+
+  // Each kernel of the simulated run lasts exactly its recorded median over
+  // every chip and step (the mlp runs each program once a step).
+  std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> samples;
+  store::QueryResult rec = Q(RecordedDb(),
+      "SELECT g.fingerprint, s.op_id, s.dur_ns FROM slices s JOIN tracks t USING (run_id, track_id)"
+      " JOIN graphs g ON g.run_id = s.run_id AND g.graph_id = s.graph_id"
+      " WHERE t.clock = 'device' AND s.depth = 0 AND s.kind = 'compute' AND s.op_id IS NOT NULL");
+  for (size_t i = 0; i < rec.rows.size(); ++i)
+    samples[{rec.Text(i, "fingerprint"), rec.Int(i, "op_id")}].push_back(rec.Int(i, "dur_ns"));
+  store::QueryResult got = Q(sim,
+      "SELECT g.fingerprint, s.op_id, s.dur_ns FROM slices s JOIN tracks t USING (run_id, track_id)"
+      " JOIN graphs g ON g.run_id = s.run_id AND g.graph_id = s.graph_id"
+      " WHERE t.device_id = 3 AND s.step = 2 AND s.depth = 0 AND s.kind = 'compute'");
+  ASSERT_GT(got.rows.size(), 0u);
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    auto it = samples.find({got.Text(i, "fingerprint"), got.Int(i, "op_id")});
+    ASSERT_NE(it, samples.end()) << "op " << got.Int(i, "op_id");
+    EXPECT_EQ(got.Int(i, "dur_ns"), Median(it->second)) << "op " << got.Int(i, "op_id");
+  }
+
+  // The report on the simulated run says it, with both errors.
+  Output report = Shell(absl::StrCat(kCli, " report ", sim));
+  ASSERT_EQ(report.code, 0) << report.text;
+  EXPECT_NE(report.text.find("calibrated from " + RecordedDb() + " run 1: modeled step"), std::string::npos)
+      << report.text;
+  EXPECT_NE(report.text.find("the cost model alone"), std::string::npos) << report.text;
+  Output json = Shell(absl::StrCat(kCli, " report ", sim, " --format json"));
+  ASSERT_EQ(json.code, 0) << json.text;
+  auto j = nlohmann::json::parse(json.text);
+  EXPECT_EQ(j["run"]["calibration"]["kernels_modeled"], 0);
+  EXPECT_TRUE(j["run"]["calibration"]["uncalibrated_error"].is_number());
+}
+
+TEST(SimCalibration, AnotherMeshMatchesKernelsBySignatureAndCountsTheRest) {
+  // 4 chips with half the batch: the same per-chip kernels in other programs,
+  // collectives over groups of 4 instead of 8 (the model prices those).
+  const std::string sim = TempDb("calib_sim4");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 4x1 --topology 2x2 --batch 32 --steps 3",
+                                " --calibrate-from ", RecordedDb(), " --calibrate-run 1 --db ", sim));
+  ASSERT_EQ(o.code, 0) << o.text;
+  std::printf("%s", o.text.c_str());
+  store::QueryResult c = Q(sim, "SELECT * FROM sim_calibrations");
+  ASSERT_EQ(c.rows.size(), 1u);
+  EXPECT_EQ(c.Int(0, "kernels_by_op"), 0);
+  EXPECT_GT(c.Int(0, "kernels_by_signature"), 0);
+  EXPECT_EQ(c.Int(0, "collectives_recorded"), 0);
+  EXPECT_GT(c.Int(0, "collectives_modeled"), 0);
+}
+
+TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
+  const std::string never = TempDb("calib_never");
+  auto refused = [&](const std::string& args, const std::string& message) {
+    Output o = Shell(absl::StrCat(kCli, " run mlp ", args, " --db ", never));
+    EXPECT_EQ(o.code, 2) << args << "\n" << o.text;
+    EXPECT_NE(o.text.find(message), std::string::npos) << args << "\n" << o.text;
+  };
+  refused(absl::StrCat("--calibrate-from ", RecordedDb()), "--calibrate-from applies to a simulated run");
+  refused("--simulate --topology 2x2 --calibrate-run 1", "--calibrate-run N names a run of --calibrate-from DB");
+  refused("--simulate --topology 2x2 --calibrate-from /nonexistent/rec.db", "/nonexistent/rec.db");
+  refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", RecordedDb(), " --calibrate-run 9"),
+          "has no run 9");
+  // A simulated run has no device clock to calibrate from.
+  const std::string sim = TempDb("calib_from_sim");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " run mlp --simulate --topology 2x2 --steps 1 --quiet --db ", sim)).code, 0);
+  refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim, " --calibrate-run 1"),
+          "run 1 is simulated: it has no device clock");
+  refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim), "no run recorded on the device clock");
+  EXPECT_EQ(::access(never.c_str(), F_OK), -1) << "nothing recorded";
+}
+
+TEST(CpuProfile, ARunRecordsThePinnedValuesItUsed) {
+  const std::string file = absl::StrCat(::testing::TempDir(), "/pinned_profile_", getpid(), ".json");
+  std::ofstream(file) << R"({"peak_flops": 1.25e11, "gang_peak_flops": 0, "hbm_bandwidth": 3e10,
+                             "kernel_overhead_ns": 1800, "measured_at_unix_s": 1764000000})";
+  const std::string db = TempDb("pinned_profile");
+  Output o = Shell(absl::StrCat("SHARDSCOPE_CPU_PROFILE=", file, " ", kCli,
+                                " run mlp --mesh 2x1 --steps 1 --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("cpu profile of the modeled clock: pinned by $SHARDSCOPE_CPU_PROFILE=" + file),
+            std::string::npos) << o.text;
+  auto config = nlohmann::json::parse(Q(db, "SELECT config_json FROM runs").Text(0, "config_json"));
+  EXPECT_EQ(config["profile_values"]["source"], "file");
+  EXPECT_EQ(config["profile_values"]["path"], file);
+  EXPECT_EQ(config["profile_values"]["peak_flops"], 1.25e11);
+  EXPECT_EQ(config["profile_values"]["measured_at"], "2025-11-24T16:00:00Z");
+  EXPECT_EQ(Q(db, "SELECT max(peak_flops) AS p FROM devices").Real(0, "p"), 1.25e11);
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("modeled clock: cpu profile: pinned by the file " + file), std::string::npos)
+      << report.text;
+  // A pinned file that cannot be read stops the run before it starts, naming it.
+  std::ofstream(file) << "{}";
+  const std::string bad = TempDb("pinned_bad");
+  Output refused = Shell(absl::StrCat("SHARDSCOPE_CPU_PROFILE=", file, " ", kCli, " run mlp --steps 1 --db ", bad));
+  EXPECT_EQ(refused.code, 1) << refused.text;
+  EXPECT_NE(refused.text.find(file + ": 'peak_flops' is missing"), std::string::npos) << refused.text;
+  std::remove(file.c_str());
+}
+
+}  // namespace
+}  // namespace shardscope::e2e

@@ -1,0 +1,149 @@
+// The measured `cpu` profile (runtime/cpu_calibration.h): how the values are
+// resolved (pin, cache, measurement), the cache's round trip, and errors that
+// name the file. One small measurement; no assertion on how fast anything ran.
+#include "runtime/cpu_calibration.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardscope::runtime {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/cpu_calibration_", name, "_", getpid(), ".json");
+}
+
+// A quick plan: the mechanism, not the figures (the bench measures those).
+CalibrationPlan Small() {
+  CalibrationPlan p;
+  p.gemm_sizes = {64, 128};
+  p.stream_min = 1 << 10;
+  p.stream_max = 1 << 16;
+  return p;
+}
+
+TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
+  const std::string cache = TempPath("cache");
+  std::remove(cache.c_str());
+  auto first = ResolveCpuCalibration("", cache, /*remeasure=*/false, Small());
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->source, "measured");
+  EXPECT_EQ(first->path, cache);
+  EXPECT_EQ(first->machine, MachineKey());
+  EXPECT_GT(first->peak_flops, 0);
+  EXPECT_GT(first->hbm_bandwidth, 0);
+  EXPECT_GE(first->kernel_overhead_ns, 0);
+  EXPECT_GT(first->measured_at_unix_s, 0);
+  EXPECT_FALSE(first->rows.empty());
+  // The second resolution reads the cache: the same values, said to come from it.
+  auto second = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->source, "cache");
+  EXPECT_EQ(second->peak_flops, first->peak_flops);
+  EXPECT_EQ(second->gang_peak_flops, first->gang_peak_flops);
+  EXPECT_EQ(second->hbm_bandwidth, first->hbm_bandwidth);
+  EXPECT_EQ(second->kernel_overhead_ns, first->kernel_overhead_ns);
+  EXPECT_EQ(second->measured_at_unix_s, first->measured_at_unix_s);
+  EXPECT_NE(second->Describe().find("read from the cache " + cache), std::string::npos) << second->Describe();
+  // Asked to measure again: a new measurement replaces the entry.
+  auto again = ResolveCpuCalibration("", cache, /*remeasure=*/true, Small());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->source, "measured");
+  auto reread = ReadCpuProfileFile(cache);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  EXPECT_EQ(reread->peak_flops, again->peak_flops);
+  // The profile carries the four values; the rest are derived from them.
+  const compiler::ChipProfile p = again->Profile();
+  EXPECT_EQ(p.name, "cpu");
+  EXPECT_EQ(p.peak_flops, again->peak_flops);
+  EXPECT_EQ(p.link_bandwidth, again->hbm_bandwidth);
+  EXPECT_EQ(p.link_latency_ns, again->kernel_overhead_ns);
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, ADamagedCacheIsMeasuredAgain) {
+  const std::string cache = TempPath("damaged");
+  std::ofstream(cache) << "{\"format\": 1, \"peak_flops\": \"fast\"}";
+  auto c = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_TRUE(ReadCpuProfileFile(cache).ok());
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, APinWinsOverTheCache) {
+  const std::string cache = TempPath("pinned_cache");
+  std::remove(cache.c_str());
+  auto fixed = ResolveCpuCalibration("fixed", cache, false, Small());
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->source, "fixed");
+  EXPECT_EQ(fixed->Profile().peak_flops, compiler::FindProfile("cpu")->peak_flops);
+  EXPECT_EQ(fixed->Profile().gang_peak_flops, compiler::FindProfile("cpu")->gang_peak_flops);
+  EXPECT_EQ(fixed->Profile().kernel_overhead_ns, compiler::FindProfile("cpu")->kernel_overhead_ns);
+  EXPECT_FALSE(std::ifstream(cache).good()) << "a pinned profile measures nothing";
+
+  const std::string file = TempPath("pin");
+  std::ofstream(file) << R"({"peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+                             "kernel_overhead_ns": 1500, "measured_at_unix_s": 1764000000})";
+  auto pinned = ResolveCpuCalibration(file, cache, false, Small());
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->source, "file");
+  EXPECT_EQ(pinned->Profile().peak_flops, 1e11);
+  EXPECT_EQ(pinned->Profile().ForGangWidth(2).peak_flops, 1e11) << "no gang measured: the one-core peak stays";
+  EXPECT_NE(pinned->ProvenanceJson().find("\"source\":\"file\""), std::string::npos) << pinned->ProvenanceJson();
+  std::remove(file.c_str());
+}
+
+TEST(CpuCalibration, APinnedFileThatCannotBeReadIsAnErrorNamingIt) {
+  const std::string file = TempPath("bad");
+  auto expect_error = [&](const std::string& text, const std::string& problem) {
+    std::ofstream(file) << text;
+    auto c = ResolveCpuCalibration(file, TempPath("unused"), false, Small());
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(file), std::string::npos) << c.status();
+    EXPECT_NE(c.status().message().find("SHARDSCOPE_CPU_PROFILE"), std::string::npos) << c.status();
+    EXPECT_NE(c.status().message().find(problem), std::string::npos) << c.status();
+  };
+  expect_error("not json", "not a JSON object");
+  expect_error(R"({"gang_peak_flops": 0, "hbm_bandwidth": 2e10, "kernel_overhead_ns": 1})", "'peak_flops' is missing");
+  expect_error(R"({"peak_flops": -5, "gang_peak_flops": 0, "hbm_bandwidth": 2e10, "kernel_overhead_ns": 1})",
+               "'peak_flops' is -5, not a positive number");
+  expect_error(R"({"format": 99, "peak_flops": 1, "gang_peak_flops": 0, "hbm_bandwidth": 1, "kernel_overhead_ns": 1})",
+               "format 99");
+  std::remove(file.c_str());
+  auto missing = ResolveCpuCalibration(file, TempPath("unused"), false, Small());
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("cannot be read"), std::string::npos) << missing.status();
+}
+
+TEST(CpuCalibration, TheCacheIsKeyedByMachine) {
+  const std::string key = MachineKey();
+  EXPECT_NE(key.find("cores="), std::string::npos) << key;
+  EXPECT_NE(key.find("host="), std::string::npos) << key;
+  EXPECT_NE(key.find("gemm="), std::string::npos) << key;
+  setenv("XDG_CACHE_HOME", "/some/cache", 1);
+  EXPECT_EQ(CpuProfileCachePath().rfind("/some/cache/shardscope/cpu-profile-", 0), 0u) << CpuProfileCachePath();
+  // OPENBLAS_CORETYPE halves or doubles the GEMM peak: another entry.
+  const std::string before = CpuProfileCachePath();
+  setenv("OPENBLAS_CORETYPE", "SomethingElse", 1);
+  EXPECT_NE(CpuProfileCachePath(), before);
+}
+
+TEST(CpuCalibration, TestsArePinnedToTheFixedProfile) {
+  // tests/pin_cpu_profile.cc: no test process calibrates, goldens hold.
+  const char* pin = std::getenv("SHARDSCOPE_CPU_PROFILE");
+  ASSERT_NE(pin, nullptr);
+  auto p = ResolveProfile("cpu");
+  ASSERT_TRUE(p.ok()) << p.status();
+  if (std::string(pin) == "fixed") EXPECT_EQ(p->peak_flops, compiler::FindProfile("cpu")->peak_flops);
+}
+
+}  // namespace
+}  // namespace shardscope::runtime

@@ -1,0 +1,115 @@
+// `shardscope calibrate` (see calibrate.h).
+#include "ui/cli/calibrate.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "runtime/cpu_calibration.h"
+#include "store/sim_calibration.h"
+
+namespace shardscope::cli {
+
+const char kCalibrateHelp[] =
+    "usage: shardscope calibrate [--show]\n"
+    "\n"
+    "Measures the `cpu` chip profile of the modeled clock on this machine (about\n"
+    "3 s): GEMM FLOP/s on one core and on a gang of every core, stream\n"
+    "bandwidth and per-kernel overhead, through the runtime's own kernels, timed\n"
+    "as the device clock is. The values replace this machine's cache entry\n"
+    "($XDG_CACHE_HOME/shardscope, else ~/.cache/shardscope; keyed by CPU model,\n"
+    "cores, host name, boot id and GEMM backend), which every later run with\n"
+    "--profile cpu reads; a machine without an entry measures at its first run.\n"
+    "Each run records the values it used in runs.config_json 'profile_values'.\n"
+    "\n"
+    "  --show   print the values a run would use now and where they come from\n"
+    "           (measuring only when nothing is cached)\n"
+    "\n"
+    "$SHARDSCOPE_CPU_PROFILE pins the profile instead: 'fixed' (the values in\n"
+    "compiler/cost_model.cc, which the tests use) or a profile file in the cache's\n"
+    "JSON format. Unset OPENBLAS_CORETYPE first: it forces slower BLAS kernels\n"
+    "(and is part of the cache key). docs/cost_model.md, 'Calibrating cpu'.\n";
+
+int RunCalibrate(const std::vector<std::string>& args) {
+  bool show = false;
+  for (const std::string& a : args) {
+    if (a == "--show") {
+      show = true;
+      continue;
+    }
+    std::cerr << "error: calibrate: unknown option '" << a << "'\n" << kCalibrateHelp;
+    return 2;
+  }
+  if (!show)
+    if (const char* pin = std::getenv("SHARDSCOPE_CPU_PROFILE"); pin && *pin)
+      std::cerr << "note: $SHARDSCOPE_CPU_PROFILE=" << pin
+                << " pins the profile: runs use it, not the cache this command writes\n";
+  if (const char* c = std::getenv("OPENBLAS_CORETYPE"); c && *c)
+    std::cerr << "note: OPENBLAS_CORETYPE=" << c << " is set: the GEMM peak measured is that kernel family's\n";
+  auto c = runtime::CurrentCpuCalibration(/*remeasure=*/!show);
+  if (!c.ok()) {
+    std::cerr << "error: " << c.status().message() << "\n";
+    return 1;
+  }
+  for (const std::string& row : c->rows) std::printf("%s\n", row.c_str());
+  std::printf("%scpu profile: %s\n", c->rows.empty() ? "" : "\n", c->Describe().c_str());
+  std::printf("machine: %s\n", c->machine.empty() ? "(not recorded)" : c->machine.c_str());
+  return 0;
+}
+
+runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& times) {
+  runtime::RecordedOpTimes out;
+  out.source = absl::StrCat(times.db, " run ", times.run_id);
+  std::map<std::string, std::vector<int64_t>> pooled;  // kernels of the same signature, every sample
+  for (const analysis::RecordedOp& op : times.ops) {
+    out.by_op[{op.fingerprint, op.op_id}] = op.median_ns;
+    if (op.collective) continue;  // its time depends on its group, which the signature does not name
+    auto& v = pooled[runtime::KernelSignature(op.opcode, op.shape, op.flops, op.bytes_read, op.bytes_written)];
+    v.insert(v.end(), op.samples_ns.begin(), op.samples_ns.end());
+  }
+  for (auto& [signature, samples] : pooled) out.by_signature[signature] = analysis::MedianNs(std::move(samples));
+  return out;
+}
+
+absl::Status FinishCalibration(const std::string& db, int64_t run_id, const analysis::RecordedDeviceTimes& times,
+                               const std::vector<std::pair<int, int64_t>>& calibrated,
+                               const std::vector<std::pair<int, int64_t>>& uncalibrated,
+                               const runtime::CalibrationCounts& n, bool quiet) {
+  auto median = [](const std::vector<std::pair<int, int64_t>>& spans) {
+    std::vector<int64_t> ns;
+    for (const auto& [step, span] : spans) ns.push_back(span);
+    return analysis::MedianNs(std::move(ns));
+  };
+  store::SimCalibrationRow row;
+  row.run_id = run_id;
+  row.source_db = times.db;
+  row.source_run = times.run_id;
+  row.kernels_by_op = n.kernels_by_op;
+  row.kernels_by_signature = n.kernels_by_signature;
+  row.kernels_modeled = n.kernels_modeled;
+  row.collectives_recorded = n.collectives_recorded;
+  row.collectives_modeled = n.collectives_modeled;
+  row.recorded_step_ns = times.step_ns;
+  row.recorded_host_wait_ns = times.host_wait_ns;
+  row.calibrated_step_ns = median(calibrated);
+  row.uncalibrated_step_ns = median(uncalibrated);
+  if (!quiet) {
+    const int64_t kernels = n.kernels_by_op + n.kernels_by_signature + n.kernels_modeled;
+    std::printf("  calibrated from %s run %lld: kernels %lld by program and op, %lld by opcode, shape, FLOPs and "
+                "bytes, %lld of %lld from the cost model; collectives %lld recorded, %lld from the cost model\n",
+                times.db.c_str(), static_cast<long long>(times.run_id), static_cast<long long>(n.kernels_by_op),
+                static_cast<long long>(n.kernels_by_signature), static_cast<long long>(n.kernels_modeled),
+                static_cast<long long>(kernels), static_cast<long long>(n.collectives_recorded),
+                static_cast<long long>(n.collectives_modeled));
+  }
+  std::printf("  step against the recorded run's device clock (%.3f ms, median of %d steps, host waits of %.3f ms "
+              "taken out): modeled calibrated %.3f ms (error %.1f%%), uncalibrated %.3f ms (error %.1f%%)\n",
+              row.recorded_step_ns / 1e6, times.steps, row.recorded_host_wait_ns / 1e6, row.calibrated_step_ns / 1e6,
+              100 * row.CalibratedError(), row.uncalibrated_step_ns / 1e6, 100 * row.UncalibratedError());
+  return store::WriteSimCalibration(db, row);
+}
+
+}  // namespace shardscope::cli
