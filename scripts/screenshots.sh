@@ -33,6 +33,7 @@ mkdir -p "$OUT"
   --fault slow-chip:5:0.85 --quiet
 "$CLI" run mlp --db "$WORK/base.db" --mesh 8x1 --batch 128 --steps 16 --topology 2x4 --quiet
 "$CLI" run llama --simulate --topology 8x8x8 --steps 5 --fault slow-chip:17:0.6 --db "$WORK/pod.db" --quiet
-for view in overview timeline sharding recompilations graph ops memory metrics; do SHOT "$view" "$WORK/mlp.db"; done
+for view in overview timeline recompilations graph ops memory metrics; do SHOT "$view" "$WORK/mlp.db"; done
+SHOT sharding "$WORK/mlp.db" --chip 5
 SHOT compare "$WORK/mlp.db" --compare "$WORK/base.db"
 SHOT fleet "$WORK/pod.db" --step 3

@@ -157,3 +157,29 @@ TEST(ShardingUi, ChipBarsAndAChipsShards) {
 
 }  // namespace
 }  // namespace shardscope::app
+
+namespace shardscope::app {
+namespace {
+
+// The playhead at open (--step): Fleet shows that step, Metrics marks it on its charts over steps.
+TEST(PlayheadUi, FleetAndMetricsFollowTheStep) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const json fleet = OpenFleet(testing::SimulatedTorus(), "sim_step", "--step 2");
+  auto cells = LayoutItems(fleet, "chip");
+  ASSERT_FALSE(cells.empty());
+  for (const json& c : cells) EXPECT_EQ(c["step"], 2);
+  const std::string layout = ::testing::TempDir() + absl::StrCat("metrics_step_", getpid(), ".json");
+  testing::UiResult r = testing::RunUi(
+      SHARDSCOPE_UI_BINARY, absl::StrCat(testing::RealGrid().db, " --view metrics --step 3 --dump-layout ", layout));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int marked = 0;
+  for (const json& chart : LayoutItems(testing::ReadLayout(layout), "chart"))
+    if (chart.value("x_label", "") == "step") {
+      EXPECT_EQ(chart["mark_x"], 3) << chart["label"];
+      ++marked;
+    }
+  EXPECT_GE(marked, 1);
+}
+
+}  // namespace
+}  // namespace shardscope::app
