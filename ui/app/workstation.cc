@@ -224,6 +224,9 @@ void Workstation::DrawMenuBar() {
     if (ImGui::MenuItem("Last step")) ui_.playhead_step = model_->steps.back();
     ImGui::EndMenu();
   }
+  // The run line shares the bar: the views keep the window's height.
+  ImGui::SameLine(0, 24);
+  DrawRunLine();
   ImGui::EndMenuBar();
   if (open_dialog) file_dialog_.Open(std::filesystem::path(model_->path).parent_path().string());
   if (auto picked = file_dialog_.Draw()) ui_.open_path = *picked;
@@ -244,7 +247,6 @@ void Workstation::Draw() {
   ImGui::Begin("shardscope", nullptr, flags);
   if (ui_.layout) ui_.layout->Begin("");  // the view drawn below names itself
   DrawMenuBar();
-  DrawRunLine();
   if (ImGui::BeginTabBar("##views")) {
     // A view asked for (a link, --view) is drawn from the frame its tab
     // comes to the front: the tab shown until then is not drawn this frame,
