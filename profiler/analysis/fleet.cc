@@ -1,5 +1,6 @@
 // Fleet diagnosis (see fleet.h).
 #include "profiler/analysis/fleet.h"
+#include "profiler/analysis/fleet_steps.h"
 
 #include "profiler/analysis/fleet_host.h"
 
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,155 +22,12 @@
 
 namespace shardscope::analysis {
 
+using namespace fleet_internal;  // the step data and its helpers (fleet_steps.h)
+
 namespace {
-
-enum Kind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
-
-Kind KindOf(const std::string& k) {
-  if (k == "compute") return kCompute;
-  if (k == "collective") return kCollective;
-  if (k == "transfer") return kTransfer;
-  if (k == "host") return kHost;
-  if (k == "compile") return kCompile;
-  if (k == "host_wait") return kHostWait;
-  return kOther;
-}
-
-struct Op {
-  int64_t id = 0, parent = -1;
-  Kind kind = kCompute;
-  int64_t start = 0, dur = 0, flow = -1, arrival = -1, bytes = 0;
-  int depth = 0;
-  int device = 0;
-  std::string name;
-};
-
-// A collective of one group in one step: its members' arrivals.
-struct Instance {
-  int step = 0;
-  int64_t flow = 0;
-  struct Member {
-    int device;
-    int64_t arrival, start, dur;
-  };
-  std::vector<Member> members;
-  int64_t proper_ns = 0;  // the collective itself: the shortest member's time after the last arrival
-};
-
-// One link slice inside a collective.
-struct LinkUse {
-  std::string link;
-  int64_t flow = 0;
-  int64_t bytes = 0, dur = 0;
-};
-
-struct StepData {
-  int step = 0;
-  std::map<int, std::vector<Op>> ops;  // device -> depth-0 ops by start
-  std::vector<LinkUse> links;
-};
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-// Median(v without v[j]) for every j, in O(n log n) (a pod of thousands of
-// chips compares each chip with all its peers, kernel by kernel).
-std::vector<double> LeaveOneOutMedians(const std::vector<double>& v) {
-  const size_t n = v.size();
-  std::vector<double> out(n, 0);
-  if (n < 2) return out;
-  std::vector<size_t> order(n);
-  for (size_t k = 0; k < n; ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-  std::vector<double> sorted(n);
-  for (size_t k = 0; k < n; ++k) sorted[k] = v[order[k]];
-  const size_t m = n - 1;  // the others
-  for (size_t r = 0; r < n; ++r) {
-    // The k-th of the others is sorted[k] below the removed rank r, sorted[k + 1] from it on.
-    auto at = [&](size_t k) { return sorted[k < r ? k : k + 1]; };
-    out[order[r]] = m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
-  }
-  return out;
-}
 
 std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 std::string Pct(double f) { return absl::StrFormat("%.1f%%", f * 100); }
-
-// What a what-if changes: per device a factor on its non-collective ops, per
-// collective (flow) a new duration.
-struct Change {
-  std::map<int, double> scale;
-  std::map<int64_t, int64_t> collective_ns;
-};
-
-// The step's time re-scheduled with `change`: each chip's ops back to back
-// from its recorded first start, a collective starting when its last member
-// arrives. -1 when the chips' collectives do not line up (overlapping streams
-// of an imported trace).
-int64_t Replay(const StepData& s, const std::map<int64_t, Instance*>& instances, const Change& change) {
-  std::map<int, size_t> next;
-  std::map<int, double> t;
-  double t0 = 1e300;
-  for (const auto& [d, ops] : s.ops) {
-    if (ops.empty()) continue;
-    next[d] = 0;
-    t[d] = static_cast<double>(ops.front().start);
-    t0 = std::min(t0, t[d]);
-  }
-  auto is_sync = [&](const Op& op) {
-    return op.kind == kCollective && op.flow >= 0 && instances.count(op.flow);
-  };
-  size_t remaining = 0;
-  for (const auto& [d, ops] : s.ops) remaining += ops.size();
-  while (remaining > 0) {
-    bool progress = false;
-    for (auto& [d, k] : next) {
-      const auto& ops = s.ops.at(d);
-      const auto sc = change.scale.find(d);
-      const double f = sc == change.scale.end() ? 1.0 : sc->second;
-      while (k < ops.size() && !is_sync(ops[k])) {
-        t[d] += ops[k].kind == kCollective ? ops[k].dur : ops[k].dur * f;
-        ++k;
-        --remaining;
-        progress = true;
-      }
-    }
-    // Every collective whose members all wait at it.
-    for (auto& [d, k] : next) {
-      const auto& ops = s.ops.at(d);
-      if (k >= ops.size() || !is_sync(ops[k])) continue;  // placed with an earlier member just now
-      const Instance& in = *instances.at(ops[k].flow);
-      bool ready = true;
-      double start = 0;
-      for (const auto& m : in.members) {
-        auto it = next.find(m.device);
-        if (it == next.end() || it->second >= s.ops.at(m.device).size() ||
-            s.ops.at(m.device)[it->second].flow != in.flow) {
-          ready = false;
-          break;
-        }
-        start = std::max(start, t[m.device]);
-      }
-      if (!ready) continue;
-      const auto over = change.collective_ns.find(in.flow);
-      const double dur = over == change.collective_ns.end() ? in.proper_ns : over->second;
-      for (const auto& m : in.members) {
-        t[m.device] = start + dur;
-        ++next[m.device];
-        --remaining;
-      }
-      progress = true;
-    }
-    if (!progress) return -1;
-  }
-  double end = 0;
-  for (const auto& [d, x] : t) end = std::max(end, x);
-  return static_cast<int64_t>(end - t0);
-}
 
 }  // namespace
 
@@ -224,74 +83,96 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
 
   // The device-clock slices of every step.
+  auto progress = [&](double fraction, const std::string& phase) {
+    if (opt.progress) opt.progress(fraction, phase);
+  };
+  progress(-1, "reading the slices");
   const bool has_arrival = has_column("slices", "arrival_ns");
   std::map<int, StepData> steps;
-  std::map<int64_t, int64_t> flow_of_slice;  // collective slice id -> its flow
+  absl::flat_hash_map<int64_t, int64_t> flow_of_slice;  // collective slice id -> its flow
+  Names names;
+  std::vector<int32_t> link_of_name;  // Names id -> the Names id of its "A-B", -1: not a link slice
+  auto link_of = [&](int32_t name) {
+    if (static_cast<size_t>(name) >= link_of_name.size()) link_of_name.resize(names.size(), -2);
+    int32_t& l = link_of_name[static_cast<size_t>(name)];
+    if (l == -2) {
+      const std::string& text = names.Text(name);
+      l = text.rfind("link ", 0) == 0 ? names.Id(text.substr(5)) : -1;
+    }
+    return l;
+  };
   // One slice as the analysis keeps it (from SQL rows, or made from a simulated run's schedule).
-  auto add = [&](Op op, int step) {
+  struct Raw {
+    int64_t id, parent, start, dur, flow, arrival, bytes, graph, op_id;
+    int depth, device;
+    Kind kind;
+    int32_t name;
+  };
+  auto add = [&](const Raw& x, int step) {
     StepData& s = steps[step];
     s.step = step;
-    if (op.depth == 0) {
-      if (op.kind == kCollective && op.flow >= 0) flow_of_slice[op.id] = op.flow;
-      s.ops[op.device].push_back(std::move(op));
-    } else if (op.kind == kTransfer && op.name.rfind("link ", 0) == 0) {
-      s.links.push_back({op.name.substr(5), op.parent, op.bytes, op.dur});  // flow filled below
+    if (x.depth == 0) {
+      if (x.kind == kCollective && x.flow >= 0) flow_of_slice[x.id] = x.flow;
+      Op op;
+      op.id = x.id;
+      op.kind = x.kind;
+      op.start = x.start;
+      op.dur = x.dur;
+      op.flow = x.flow;
+      op.arrival = x.arrival;
+      op.name = x.name;
+      op.graph = static_cast<int32_t>(x.graph);
+      op.op_id = static_cast<int32_t>(x.op_id);
+      s.ops[x.device].push_back(op);
+    } else if (x.kind == kTransfer) {
+      if (const int32_t link = link_of(x.name); link >= 0)
+        s.links.push_back({link, x.parent, x.bytes, x.dur});  // flow filled below
     }
   };
   absl::Status st;
   if (r.simulated) {
     // A simulated run's slices are made from its schedule: in C++, not row by row through SQL.
+    int last_step = INT32_MIN;
     st = store::SimTimelineReader(rd).ForEachSlice(run, [&](const store::SimTimelineReader::Row& row) {
       const trace::SimSlice& x = row.slice;
-      Op op;
-      op.id = x.slice_id;
-      op.parent = x.parent_id;
-      op.kind = KindOf(trace::SliceKindName(x.kind));
-      op.start = x.start_ns;
-      op.dur = x.dur_ns;
-      op.depth = x.depth;
-      op.flow = x.flow_id;
-      op.arrival = x.arrival_ns;
-      op.bytes = x.bytes;
-      op.name = *row.name;
-      op.device = row.device_id;
-      add(std::move(op), row.step);
+      if (row.step != last_step) {
+        last_step = row.step;
+        progress(-1, absl::StrCat("reading the slices: step ", row.step));
+      }
+      add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, row.graph_id, x.op_id,
+           x.depth, row.device_id, KindOf(trace::SliceKindName(x.kind)), names.Id(row.name)},
+          row.step);
     });
   } else {
     // Stored slices, decoded natively a track at a time (a row per slice
     // through SQL, its numbers made text and back, took 53 s of a 10M-slice
     // run's report).
-    std::vector<std::string> names;
+    std::vector<int32_t> name_ids;  // names.name_id -> Names id
     st = rd.ForEachRow("SELECT name_id, name FROM names", {}, [&](const std::vector<store::Cell>& c) {
       int64_t id = -1;
       if (!c[0] || !absl::SimpleAtoi(*c[0], &id) || id < 0 || id > INT32_MAX) return;
-      if (static_cast<size_t>(id) >= names.size()) names.resize(static_cast<size_t>(id) + 1);
-      names[static_cast<size_t>(id)] = c[1].value_or("");
+      if (static_cast<size_t>(id) >= name_ids.size()) name_ids.resize(static_cast<size_t>(id) + 1, -1);
+      name_ids[static_cast<size_t>(id)] = names.Id(c[1].value_or(""));
     });
+    const int32_t unnamed = names.Id(std::string());
     auto tracks = rd.Query("SELECT track_id, device_id FROM tracks WHERE run_id = ?1 AND clock = ?2"
                            " AND device_id IS NOT NULL ORDER BY track_id",
                            {run_text, r.clock});
     if (!tracks.ok()) return tracks.status();
     store::TimelineReader tl(rd);
     for (size_t i = 0; st.ok() && i < tracks->rows.size(); ++i) {
+      progress(0.5 * i / tracks->rows.size(), "reading the slices");
       auto slices = tl.Slices(run, tracks->Int(i, "track_id"), INT64_MIN / 4, INT64_MAX / 4);
       if (!slices.ok()) return slices.status();
       const int device = static_cast<int>(tracks->Int(i, "device_id"));
       for (const store::TimelineSlice& x : *slices) {
         if (x.step < 0) continue;
-        Op op;
-        op.id = x.slice_id;
-        op.parent = x.parent_id;
-        op.kind = KindOf(store::TimelineKindName(x.kind));
-        op.start = x.start_ns;
-        op.dur = x.dur_ns;
-        op.depth = x.depth;
-        op.flow = x.flow_id;
-        op.arrival = has_arrival ? x.arrival_ns : -1;
-        op.bytes = x.bytes;
-        if (x.name_id >= 0 && static_cast<size_t>(x.name_id) < names.size()) op.name = names[x.name_id];
-        op.device = device;
-        add(std::move(op), x.step);
+        const bool named = x.name_id >= 0 && static_cast<size_t>(x.name_id) < name_ids.size() &&
+                           name_ids[static_cast<size_t>(x.name_id)] >= 0;
+        add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, has_arrival ? x.arrival_ns : -1, x.bytes,
+             x.graph_id, x.op_id, x.depth, device, KindOf(store::TimelineKindName(x.kind)),
+             named ? name_ids[static_cast<size_t>(x.name_id)] : unnamed},
+            x.step);
       }
     }
   }
@@ -349,6 +230,23 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   r.steps = static_cast<int>(used.size());
   for (int n : used) r.collectives += static_cast<int64_t>(by_step[n].size());
 
+  if (opt.per_step) {
+    // MFU needs each kernel's FLOPs (`ops`, per chip and execution).
+    absl::flat_hash_map<std::pair<int32_t, int32_t>, double> flops_of;
+    if (auto has = rd.HasTable("ops"); has.ok() && *has) {
+      auto st_ops = rd.ForEachRow("SELECT graph_id, op_id, flops FROM ops WHERE run_id = ?1 AND flops > 0", {run_text},
+                                  [&](const std::vector<store::Cell>& c) {
+                                    int64_t g = 0, o = 0;
+                                    double f = 0;
+                                    if (c[0] && c[1] && c[2] && absl::SimpleAtoi(*c[0], &g) &&
+                                        absl::SimpleAtoi(*c[1], &o) && absl::SimpleAtod(*c[2], &f))
+                                      flops_of[{static_cast<int32_t>(g), static_cast<int32_t>(o)}] = f;
+                                  });
+      if (!st_ops.ok()) return st_ops;
+    }
+    PerStepRows(steps, by_step, used, host_of, flops_of, &r);
+  }
+
   // Step spans and the per-chip breakdown.
   std::vector<double> spans;
   std::map<int, FleetChip> rows;
@@ -369,29 +267,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     for (const auto& [d, ops] : s.ops) {
       FleetChip& c = rows[d];
       double busy = 0;
-      for (const Op& op : ops) {
-        busy += op.dur;
-        switch (op.kind) {
-          case kCompute:
-            c.compute_ns += op.dur;
-            break;
-          case kCollective:
-            c.collective_ns += op.dur;
-            if (op.arrival >= 0 && op.start > op.arrival) {
-              c.wait_ns += op.start - op.arrival;
-              busy += op.start - op.arrival;
-            }
-            break;
-          case kTransfer:
-            c.transfer_ns += op.dur;
-            break;
-          case kHostWait:
-            c.host_wait_ns += op.dur;
-            break;
-          default:
-            break;
-        }
-      }
+      for (const Op& op : ops) busy += AddToBreakdown(op, c);
       c.idle_ns += std::max(0.0, span - busy);
       c.span_ns += span;
     }
@@ -416,14 +292,24 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     };
     for (const Cat& cat : {Cat{"compute", &FleetChip::compute_ns}, Cat{"transfer", &FleetChip::transfer_ns},
                            Cat{"host wait", &FleetChip::host_wait_ns}}) {
-      for (auto& [d, c] : rows) {
-        std::vector<double> peers;
-        for (const auto& [e, o] : rows)
-          if (e != d) peers.push_back(o.*cat.field);
-        const double med = Median(peers);
+      // Each chip's peers' median, and their median absolute deviation from
+      // it: leave-one-out medians, as a pod of 4096 chips makes all-pairs
+      // comparisons slow. The peers' median takes a few values only, so the
+      // deviations are made once per value.
+      std::vector<double> values;
+      for (const auto& [d, c] : rows) values.push_back(c.*cat.field);
+      const std::vector<double> meds = LeaveOneOutMedians(values);
+      std::map<double, std::vector<double>> mads;  // peers' median -> each chip's peers' deviation
+      for (double med : meds) {
+        if (mads.count(med)) continue;
         std::vector<double> dev;
-        for (double p : peers) dev.push_back(std::fabs(p - med));
-        const double mad = Median(dev);
+        for (double v : values) dev.push_back(std::fabs(v - med));
+        mads[med] = LeaveOneOutMedians(dev);
+      }
+      size_t k = 0;
+      for (auto& [d, c] : rows) {
+        const double med = meds[k], mad = mads[med][k];
+        ++k;
         if (c.*cat.field > med + std::max(4 * mad, kStandOutShare * r.median_step_ns))
           c.stands_out.push_back(absl::StrCat(cat.name, " ", Ms(c.*cat.field), "/step vs peers' ", Ms(med)));
       }
@@ -461,11 +347,14 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
 
   // Baseline replays, and whether the replay follows the recording at all.
+  progress(-1, "re-scheduling the steps (what-if)");
+  std::map<int, ReplayStep> replay_steps;
+  for (int n : used) replay_steps[n] = IndexStep(steps[n], by_step[n]);
   std::map<int, int64_t> base;
   double base_total = 0;
   int replay_failed = 0;
   for (int n : used) {
-    const int64_t b = Replay(steps[n], by_step[n], {});
+    const int64_t b = Replay(replay_steps[n], {});
     if (b < 0) {
       ++replay_failed;
       continue;
@@ -482,18 +371,24 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   auto saved_share = [&](const std::function<Change(int)>& change_of) {
     double saved = 0;
     for (const auto& [n, b] : base) {
-      const int64_t w = Replay(steps[n], by_step[n], change_of(n));
+      const int64_t w = Replay(replay_steps[n], change_of(n));
       if (w >= 0) saved += static_cast<double>(b - w);
     }
     return std::make_pair(saved / base_total, saved / std::max<size_t>(1, base.size()));
   };
   // Per step, each chip's time outside collectives (compute, transfers, host waits).
-  auto own_time = [&](int n) {
-    std::map<int, double> t;
-    for (const auto& [d, ops] : steps[n].ops)
-      for (const Op& op : ops)
-        if (op.kind != kCollective) t[d] += op.dur;
-    return t;
+  std::map<int, std::map<int, double>> own_times;
+  auto own_time = [&](int n) -> const std::map<int, double>& {
+    auto [it, added] = own_times.try_emplace(n);
+    if (added)
+      for (const auto& [d, ops] : steps[n].ops)
+        for (const Op& op : ops)
+          if (op.kind != kCollective) it->second[d] += op.dur;
+    return it->second;
+  };
+  auto time_of = [](const std::map<int, double>& t, int d) {
+    auto it = t.find(d);
+    return it == t.end() ? 0.0 : it->second;
   };
 
   // Each chip's kernels against the same kernels of its peers: per (step,
@@ -503,11 +398,19 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   // at everything moves it by as much.
   std::map<int, std::vector<std::pair<double, double>>> ratios;  // chip -> (ratio, weight)
   for (int n : used) {
-    std::map<std::pair<std::string, int>, std::map<int, int64_t>> same;  // (name, occurrence) -> chip -> ns
+    // (name, occurrence) -> (chip, ns), chips ascending
+    absl::flat_hash_map<std::pair<int32_t, int>, std::vector<std::pair<int, int64_t>>> same;
+    std::vector<int> seen(names.size(), 0);
+    std::vector<int32_t> touched;
     for (const auto& [d, ops] : steps[n].ops) {
-      std::map<std::string, int> seen;
+      for (int32_t name : touched) seen[static_cast<size_t>(name)] = 0;
+      touched.clear();
       for (const Op& op : ops)
-        if (op.kind == kCompute || op.kind == kTransfer) same[{op.name, seen[op.name]++}][d] = op.dur;
+        if (op.kind == kCompute || op.kind == kTransfer) {
+          int& k = seen[static_cast<size_t>(op.name)];
+          if (k == 0) touched.push_back(op.name);
+          same[{op.name, k++}].push_back({d, op.dur});
+        }
     }
     for (const auto& [key, by_chip] : same) {
       if (by_chip.size() < 2) continue;
@@ -584,12 +487,12 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                        // Its kernels and transfers at its peers' median each (as a whole: one factor per
                        // step).
                        Change c;
-                       auto t = own_time(n);
+                       const auto& t = own_time(n);
                        std::vector<double> peers;
                        for (const auto& [e, v] : t)
                          if (e != d) peers.push_back(v);
-                       const double med = Median(peers);
-                       if (t[d] > med && t[d] > 0) c.scale[d] = med / t[d];
+                       const double med = Median(peers), own = time_of(t, d);
+                       if (own > med && own > 0) c.scale[d] = med / own;
                        return c;
                      }});
   }
@@ -601,6 +504,26 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   for (const auto& [d, h] : host_of) chips_of_host[h].push_back(d);
   const bool host_suspects = r.hosts > 1 && std::all_of(chips_of_host.begin(), chips_of_host.end(),
                                                         [](const auto& h) { return h.second.size() > 1; });
+  // Per step, the chips' own times sorted, and each chip's rank there: a
+  // host's peers are all chips but its own.
+  struct OwnRanks {
+    std::vector<double> values;
+    absl::flat_hash_map<int, size_t> rank;
+  };
+  std::map<int, OwnRanks> own_sorted;
+  auto own_ranks = [&](int n) -> const OwnRanks& {
+    auto [it, added] = own_sorted.try_emplace(n);
+    if (added) {
+      std::vector<std::pair<double, int>> v;
+      for (const auto& [d, x] : own_time(n)) v.push_back({x, d});
+      std::sort(v.begin(), v.end());
+      for (size_t k = 0; k < v.size(); ++k) {
+        it->second.values.push_back(v[k].first);
+        it->second.rank[v[k].second] = k;
+      }
+    }
+    return it->second;
+  };
   if (host_suspects) {
     for (const auto& [h, members] : chips_of_host) {
       FleetSuspect s;
@@ -608,13 +531,15 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
       s.id = absl::StrCat(h);
       // Per step, what all its chips spend beyond the other hosts' chips' median outside collectives.
       auto common_of = [&, members = members](int n, double* peer_median) {
-        auto t = own_time(n);
-        std::vector<double> peers;
-        for (const auto& [e, v] : t)
-          if (std::find(members.begin(), members.end(), e) == members.end()) peers.push_back(v);
-        *peer_median = Median(peers);
+        const auto& t = own_time(n);
+        const OwnRanks& sorted = own_ranks(n);
+        std::vector<size_t> removed;  // the host's own chips
+        for (int d : members)
+          if (auto it = sorted.rank.find(d); it != sorted.rank.end()) removed.push_back(it->second);
+        std::sort(removed.begin(), removed.end());
+        *peer_median = MedianWithout(sorted.values, removed);
         double common = 1e300;
-        for (int d : members) common = std::min(common, t.count(d) ? t[d] - *peer_median : 0.0);
+        for (int d : members) common = std::min(common, t.count(d) ? time_of(t, d) - *peer_median : 0.0);
         return std::max(0.0, common);
       };
       double common_sum = 0, peer_sum = 0;
@@ -636,10 +561,10 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                          Change c;
                          double med = 0;
                          const double common = common_of(n, &med);
-                         auto t = own_time(n);
+                         const auto& t = own_time(n);
                          if (common > 0)
                            for (int d : members)
-                             if (t[d] > 0) c.scale[d] = (t[d] - common) / t[d];
+                             if (time_of(t, d) > 0) c.scale[d] = (time_of(t, d) - common) / time_of(t, d);
                          return c;
                        }});
     }
@@ -648,16 +573,30 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
 
   // Links: time per byte against the other links of the same kind in the same collective.
-  std::map<std::string, std::vector<double>> slowdowns;
-  std::map<std::string, int> uses;
-  std::map<std::string, std::pair<double, double>> moved;  // link -> (bytes, ns) over the steps
+  // Gathered per link (Names id), then keyed by its "A-B" for the ranking's order.
   struct LinkChange {
     int step;
     int64_t flow;
     int64_t new_ns;
   };
-  std::map<std::string, std::vector<LinkChange>> link_changes;
-  std::set<std::string> seen_links;
+  struct LinkStats {
+    std::vector<double> slowdowns;
+    int uses = 0;
+    std::pair<double, double> moved;  // (bytes, ns) over the steps
+    std::vector<LinkChange> changes;
+    bool seen = false;
+  };
+  absl::flat_hash_map<int32_t, LinkStats> link_stats;
+  std::map<std::string, int32_t> kind_ids;
+  absl::flat_hash_map<int32_t, int32_t> kind_of_link;  // Names id -> kind_ids value
+  auto kind_of = [&](int32_t link) {
+    auto it = kind_of_link.find(link);
+    if (it != kind_of_link.end()) return it->second;
+    const std::string& kind = link_kind[names.Text(link)];  // "" when not in the links view
+    const int32_t k = kind_ids.try_emplace(kind, static_cast<int32_t>(kind_ids.size())).first->second;
+    kind_of_link[link] = k;
+    return k;
+  };
   for (int n : used) {
     std::map<int64_t, std::vector<const LinkUse*>> per_flow;
     for (const LinkUse& l : steps[n].links)
@@ -666,28 +605,60 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
       auto inst = by_step[n].find(flow);
       if (inst == by_step[n].end()) continue;
       const int64_t D = inst->second->proper_ns;
-      for (const LinkUse* l : ls) {
-        seen_links.insert(l->link);
-        std::vector<double> peer_rates;
-        int64_t max_other = 0;
-        for (const LinkUse* o : ls) {
-          if (o == l) continue;
-          max_other = std::max(max_other, o->dur);
-          if (link_kind[o->link] == link_kind[l->link])
-            peer_rates.push_back(static_cast<double>(o->dur) / o->bytes);
+      // The longest other link of any kind (the two longest), and each link's
+      // peers' median time per byte among its kind (leave-one-out medians: a
+      // torus all-reduce crosses thousands of links).
+      size_t first = 0;
+      for (size_t k = 1; k < ls.size(); ++k)
+        if (ls[k]->dur > ls[first]->dur) first = k;
+      int64_t second = 0;
+      for (size_t k = 0; k < ls.size(); ++k)
+        if (k != first) second = std::max(second, ls[k]->dur);
+      std::map<int32_t, std::vector<size_t>> by_kind;
+      for (size_t k = 0; k < ls.size(); ++k) by_kind[kind_of(ls[k]->link)].push_back(k);
+      std::vector<double> peer_median(ls.size(), 0);
+      std::vector<bool> has_peers(ls.size(), false);
+      for (const auto& [kind, at] : by_kind) {
+        if (at.size() < 2) continue;
+        std::vector<double> rates;
+        for (size_t k : at) rates.push_back(static_cast<double>(ls[k]->dur) / ls[k]->bytes);
+        const std::vector<double> meds = LeaveOneOutMedians(rates);
+        for (size_t j = 0; j < at.size(); ++j) {
+          peer_median[at[j]] = meds[j];
+          has_peers[at[j]] = true;
         }
-        if (peer_rates.empty()) continue;
-        const double med = Median(peer_rates);
+      }
+      for (size_t k = 0; k < ls.size(); ++k) {
+        const LinkUse* l = ls[k];
+        LinkStats& stats = link_stats[l->link];
+        stats.seen = true;
+        if (!has_peers[k]) continue;
+        const int64_t max_other = k == first ? second : ls[first]->dur;
+        const double med = peer_median[k];
         const double rate = static_cast<double>(l->dur) / l->bytes;
-        slowdowns[l->link].push_back(rate / med);
-        uses[l->link]++;
-        moved[l->link].first += l->bytes;
-        moved[l->link].second += l->dur;
+        stats.slowdowns.push_back(rate / med);
+        stats.uses++;
+        stats.moved.first += l->bytes;
+        stats.moved.second += l->dur;
         const double replaced = med * l->bytes;
         const double freed = std::min<double>(l->dur, D) - std::max<double>(replaced, max_other);
-        if (freed > 0) link_changes[l->link].push_back({n, flow, static_cast<int64_t>(D - freed)});
+        if (freed > 0) stats.changes.push_back({n, flow, static_cast<int64_t>(D - freed)});
       }
     }
+  }
+  std::set<std::string> seen_links;
+  std::map<std::string, std::vector<double>> slowdowns;
+  std::map<std::string, int> uses;
+  std::map<std::string, std::pair<double, double>> moved;
+  std::map<std::string, std::vector<LinkChange>> link_changes;
+  for (auto& [id, stats] : link_stats) {
+    const std::string& link = names.Text(id);
+    if (stats.seen) seen_links.insert(link);
+    if (stats.slowdowns.empty()) continue;
+    slowdowns[link] = std::move(stats.slowdowns);
+    uses[link] = stats.uses;
+    moved[link] = stats.moved;
+    if (!stats.changes.empty()) link_changes[link] = std::move(stats.changes);
   }
   r.links = static_cast<int>(seen_links.size());
   for (const auto& [link, sl] : slowdowns) {
@@ -757,6 +728,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
       cut = true;
       continue;
     }
+    progress(0.5 + 0.5 * i / cands.size(), absl::StrCat("what-if: re-scheduling the steps with ", s.kind, " ", s.id, " fixed"));
     std::vector<size_t> with = s.flagged ? fixed : std::vector<size_t>{};
     with.push_back(i);
     auto [share, per_step] = saved_share([&](int n) { return merged(with, n); });

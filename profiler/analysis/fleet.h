@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,12 @@ struct FleetOptions {
   // (its score): a chip's kernels, a link's time per byte, a host's chips together.
   double flag_threshold = 0.08;
   int min_steps = 3;  // steps with collectives needed to say anything
+  // Also keep every step's per-chip breakdown (FleetReport::per_step), for
+  // the app's Fleet view; the report's text and JSON do not change.
+  bool per_step = false;
+  // Called now and then from the analysing thread: what it is doing and how
+  // far (0..1; -1 when it cannot tell), so a caller off the UI thread can show progress.
+  std::function<void(double fraction, const std::string& phase)> progress;
 };
 
 struct FleetSuspect {
@@ -61,6 +68,24 @@ struct FleetChip {
   std::vector<std::string> stands_out;  // "compute 1.9 ms vs peers' 1.6 ms", ...
 };
 
+// One chip in one step (FleetOptions::per_step): what FleetChip averages.
+// compute + collective + wait + transfer + host wait + other + idle is the
+// step's span over every chip (when its ops do not overlap).
+struct FleetChipStep {
+  double compute_ns = 0, collective_ns = 0, wait_ns = 0, transfer_ns = 0, host_wait_ns = 0, idle_ns = 0;
+  double other_ns = 0;  // host, compile and other kinds on the chip's lane
+  double own_ns = 0;    // its own first start to last end in the step
+  double late_ns = 0;   // summed over the step's collectives: its arrival after its group's median
+  double flops = 0;     // ops.flops of the compute kernels it ran
+  bool present = false;  // it ran something in the step
+};
+struct FleetStep {
+  int step = 0;
+  double span_ns = 0;     // first start to last end over every chip
+  bool analysed = false;  // one of the steps the diagnosis used (not the warm-up)
+  std::vector<FleetChipStep> chips;  // per FleetReport::step_devices
+};
+
 struct FleetReport {
   int64_t run_id = 0;
   std::string sample, topology;
@@ -79,6 +104,10 @@ struct FleetReport {
   std::vector<std::string> notes;      // what was left out and why
   std::vector<FleetSuspect> suspects;  // ranked by score, highest first
   std::vector<FleetChip> chip_rows;
+  // With FleetOptions::per_step: every step with slices, in order, and the
+  // chips (device ids, ascending) their rows follow.
+  std::vector<int> step_devices;
+  std::vector<FleetStep> per_step;
 };
 
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& reader, const FleetOptions& options);

@@ -207,13 +207,18 @@ TEST_F(AnalysisViewsHeadless, EveryViewOpensOnARealRun) {
 #endif
 }
 
-TEST_F(AnalysisViewsHeadless, AViewNotBuiltYetIsAClearUsageError) {
-  Result r = RunUi(absl::StrCat(*db_, " --view fleet --dump-layout x.json"));
-  EXPECT_EQ(r.exit_code, 64) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("not built yet"));
-  r = RunUi(absl::StrCat(*db_, " --view nonsense"));
+// Every view is built now (Fleet last): an unknown name lists them all.
+TEST_F(AnalysisViewsHeadless, AnUnknownViewIsAClearUsageError) {
+  Result r = RunUi(absl::StrCat(*db_, " --view nonsense"));
   EXPECT_EQ(r.exit_code, 64);
   EXPECT_THAT(r.output, HasSubstr("overview, timeline, sharding"));
+  EXPECT_THAT(r.output, HasSubstr("compare, fleet"));
+  r = RunUi(absl::StrCat(*db_, " --step x"));
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_THAT(r.output, HasSubstr("--step wants a step number, got 'x'"));
+  r = RunUi(absl::StrCat(*db_, " --chip -1"));
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_THAT(r.output, HasSubstr("--chip wants a device id, got '-1'"));
 }
 
 }  // namespace

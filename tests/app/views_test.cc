@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
 #include "ui/app/lane_texture.h"
@@ -587,6 +588,39 @@ TEST_F(ViewsTest, AKernelOpensInGraphAndAGraphOpMarksItsSlices) {
   EXPECT_EQ(search["op"]["graph_id"], 1);
   EXPECT_EQ(search["op"]["op_id"], 9);
   EXPECT_EQ(search["total"], 4 * run_.steps);
+}
+
+}  // namespace
+}  // namespace shardscope::app
+
+namespace shardscope::app {
+namespace {
+
+// Fleet: a cell per chip; clicking one brings the timeline forward with that
+// chip's lane outlined at the step the Fleet view showed.
+TEST_F(ViewsTest, ClickingAChipInFleetOpensItsLaneAtThatStep) {
+  Open({.num_devices = 4, .num_hosts = 2});
+  ws_->ui().bring_to_front = ViewId::kFleet;
+  ws_->fleet().SetStep(2);
+  Settle();
+  ASSERT_EQ(dump_.view(), "fleet");
+  std::vector<json> cells = Items("chip");
+  ASSERT_EQ(cells.size(), 4u);
+  const json& chip = cells[2];
+  EXPECT_EQ(chip["step"], 2);
+  Click(Center(chip));
+  EXPECT_EQ(ws_->ui().show_chip->device_id, chip["ref"]["device_id"].get<int>());
+  Frame();
+  Frame();
+  EXPECT_EQ(ws_->active_view(), ViewId::kTimeline);
+  Settle();
+  Frame();
+  std::vector<json> focus;
+  for (const json& m : Items("marker"))
+    if (m.value("role", "") == "focus") focus.push_back(m);
+  ASSERT_EQ(focus.size(), 1u);
+  EXPECT_EQ(focus[0]["step"], 2);
+  EXPECT_EQ(focus[0]["label"], absl::StrCat("chip ", chip["ref"]["device_id"].get<int>()));
 }
 
 }  // namespace

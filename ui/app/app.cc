@@ -26,8 +26,10 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/reader.h"
+#include "ui/app/app_menu.h"
 #include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -483,6 +485,14 @@ int RunApp(const AppOptions& options) {
     workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
     if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
   }
+  if (options.step) workstation->ui().playhead_step = *options.step;
+  if (options.chip) workstation->placement().SelectChip(*options.chip);
+  // Recent files (File menu): the files a person opened, not a script's captures.
+  auto remember = [&](const std::string& path) {
+    if (capture || options.bench) return;
+    if (absl::Status st = AddRecentFile(path); !st.ok()) workstation->ui().selection_text = std::string(st.message());
+  };
+  remember(options.db_path);
   if (!options.compare_path.empty() || options.compare_run) {
     workstation->compare().SetTarget({options.compare_path, options.compare_run});
   }
@@ -526,6 +536,8 @@ int RunApp(const AppOptions& options) {
                                                           : options.exit_after_s - Seconds(started)));
     } else if (options.follow) {
       glfwWaitEventsTimeout(1.0);  // the store is looked at once a second
+    } else if (workstation->playback().playing()) {
+      glfwWaitEventsTimeout(std::max(0.01, workstation->playback().NextWakeS()));  // the playhead's next step
     } else {
       glfwWaitEvents();
     }
@@ -605,9 +617,21 @@ int RunApp(const AppOptions& options) {
     // A text field blinks its cursor.
     if (io.WantTextInput && frames_left <= 0) glfwWaitEventsTimeout(0.5);
 
+    if (auto path = workstation->ui().open_path) {
+      workstation->ui().open_path.reset();
+      auto next = LoadTraceModel(*path, std::nullopt);
+      if (next.ok()) {
+        workstation->SetModel(std::make_unique<TraceModel>(*std::move(next)));
+        glfwSetWindowTitle(window, workstation->Title().c_str());
+        remember(*path);
+      } else {
+        workstation->ui().selection_text = absl::StrCat(*path, ": ", next.status().message());
+      }
+      frames_left = 3;
+    }
     if (auto run = workstation->ui().switch_to_run) {
       workstation->ui().switch_to_run.reset();
-      auto next = LoadTraceModel(options.db_path, *run);
+      auto next = LoadTraceModel(workstation->model().path, *run);
       if (next.ok()) {
         workstation->SetModel(std::make_unique<TraceModel>(*std::move(next)));
         glfwSetWindowTitle(window, workstation->Title().c_str());

@@ -37,6 +37,10 @@ struct AppOptions {
   bool follow = false;
   // Screenshot mode only: where the pointer is, to capture a tooltip.
   std::optional<std::pair<float, float>> mouse;
+  // --step N: the playhead at step N at open (the views follow it).
+  std::optional<int> step;
+  // --chip D: the Sharding view lists what chip D holds of every tensor.
+  std::optional<int64_t> chip;
 };
 
 // Runs the app; returns the process exit code. Errors are printed to stderr

@@ -49,6 +49,10 @@ constexpr char kUsage[] =
     "                      graph beside the one it was compared with\n"
     "  --graph G[:OP]      open the Graph view on graph G (after partitioning) around\n"
     "                      op OP (default: its costliest kernel)\n"
+    "  --step N            put the playhead at step N (Fleet shows it, the timeline\n"
+    "                      shows it, Metrics marks it; in the app: Space plays,\n"
+    "                      , and . step)\n"
+    "  --chip D            the Sharding view lists what chip D holds of every tensor\n"
     "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
     "  --exit-after SEC    quit after SEC seconds (measuring idle CPU)\n"
     "  --bench             print open time, memory and frame times, and exit\n"
@@ -155,6 +159,14 @@ int main(int argc, char** argv) {
         return UsageError("--view " + value + ": that view is not built yet in this version of shardscope-ui");
       }
       options.view = value;
+    } else if (arg == "--step") {
+      int step = 0;
+      if (!absl::SimpleAtoi(value, &step) || step < 0) return UsageError("--step wants a step number, got '" + value + "'");
+      options.step = step;
+    } else if (arg == "--chip") {
+      int64_t chip = 0;
+      if (!absl::SimpleAtoi(value, &chip) || chip < 0) return UsageError("--chip wants a device id, got '" + value + "'");
+      options.chip = chip;
     } else if (arg == "--mouse") {
       float x = 0, y = 0;
       if (std::sscanf(value.c_str(), "%f,%f", &x, &y) != 2) {

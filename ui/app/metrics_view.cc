@@ -212,6 +212,9 @@ void MetricsView::Draw(UiState& ui) {
 
   const float chart_h = 170;
   const std::vector<double> xs(m.steps.begin(), m.steps.end());
+  // The playhead's step, marked on the charts over steps.
+  const std::optional<double> head = ui.playhead_step ? std::optional<double>(*ui.playhead_step) : std::nullopt;
+  const std::string head_label = ui.playhead_step ? absl::StrCat("playhead: step ", *ui.playhead_step) : "";
   const json steps_ref = {{"table", "steps"}, {"run_id", r.run_id}};
   {
     std::vector<ChartSeries> series;
@@ -225,7 +228,7 @@ void MetricsView::Draw(UiState& ui) {
       series.push_back({"modeled", kClockLabel, xs, AsDouble(m.modeled_ns)});
     }
     DrawChart(ui, "##step_time", {.title = "Step time on each clock (host: wall time; device, modeled: span over every chip)",
-                                  .x_label = "step"},
+                                  .x_label = "step", .mark_x = head, .mark_label = head_label},
               series, chart_h, json{{"table", "step_bounds"}, {"run_id", r.run_id}});
   }
   if (std::any_of(m.loss.begin(), m.loss.end(), [](double v) { return !std::isnan(v); })) {
@@ -233,7 +236,8 @@ void MetricsView::Draw(UiState& ui) {
     if (std::any_of(m.eval_loss.begin(), m.eval_loss.end(), [](double v) { return !std::isnan(v); })) {
       series.push_back({"eval loss", {200, 170, 240}, xs, m.eval_loss});
     }
-    DrawChart(ui, "##loss", {.title = "Loss", .x_label = "step", .unit = ChartUnit::kNumber, .from_zero = false}, series,
+    DrawChart(ui, "##loss", {.title = "Loss", .x_label = "step", .unit = ChartUnit::kNumber, .from_zero = false, .mark_x = head,
+                             .mark_label = head_label}, series,
               chart_h, steps_ref);
   } else {
     ImGui::TextDisabled("No loss recorded (a simulated run, or an imported trace).");
@@ -242,7 +246,8 @@ void MetricsView::Draw(UiState& ui) {
     std::vector<ChartSeries> series = {
         {"compile time", CompileColor(true), xs, AsDouble(m.compile_ns), true},
     };
-    DrawChart(ui, "##compile", {.title = "Compile time per step (host clock; cache hits included)", .x_label = "step"},
+    DrawChart(ui, "##compile", {.title = "Compile time per step (host clock; cache hits included)", .x_label = "step",
+                                .mark_x = head, .mark_label = head_label},
               series, chart_h, json{{"table", "compilations"}, {"run_id", r.run_id}});
   }
   if (m.devices > 0) {
@@ -261,12 +266,12 @@ void MetricsView::Draw(UiState& ui) {
     DrawChart(ui, "##kinds",
               {.title = absl::StrFormat("Device time per step by kind, chip average over %d chips (device clock)",
                                         m.devices),
-               .x_label = "step"},
+               .x_label = "step", .mark_x = head, .mark_label = head_label},
               series, chart_h, json{{"table", "slices"}, {"run_id", r.run_id}, {"clock", "device"}});
     std::vector<ChartSeries> bytes = {{"bytes moved", KindColor(SliceKind::kTransfer), xs, AsDouble(m.transfer_bytes), true}};
     DrawChart(ui, "##transfers",
               {.title = "Host-device transfers per step, every chip (device clock)", .x_label = "step",
-               .unit = ChartUnit::kBytes},
+               .unit = ChartUnit::kBytes, .mark_x = head, .mark_label = head_label},
               bytes, chart_h * 0.8f, json{{"table", "slices"}, {"run_id", r.run_id}, {"kind", "transfer"}});
   } else {
     ImGui::TextDisabled("No device timeline in this run.");

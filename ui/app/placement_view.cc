@@ -16,6 +16,14 @@ namespace {
 
 ImVec4 ToVec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
+// A distinct colour per shard (tiles held by the same chips share one), dim
+// enough for the chip names drawn over it.
+ImU32 ShardColor(size_t k) {
+  static constexpr Rgb colors[] = {{52, 92, 140}, {140, 82, 40},  {56, 120, 72},  {120, 52, 60},
+                                   {96, 72, 140}, {40, 112, 120}, {130, 112, 44}, {110, 60, 110}};
+  return colors[k % 8].Packed();
+}
+
 std::string Held(const analysis::TensorTiles& t) {
   const analysis::ShardingRow& r = t.tensor;
   if (r.devices == 0) return "not placed";
@@ -24,9 +32,22 @@ std::string Held(const analysis::TensorTiles& t) {
 
 }  // namespace
 
+void PlacementView::SelectChip(int64_t device_id) {
+  if (chip_ == device_id && chip_job_.started()) return;
+  chip_ = device_id;
+  chip_job_.Cancel();
+  const int64_t run = model_.run.run_id;
+  chip_job_.Start(model_.path, [run, device_id](const store::Reader& r) { return LoadChipShards(r, run, device_id); },
+                  wake_);
+}
+
 void PlacementView::Draw(UiState& ui) {
   if (ui.layout) ui.layout->Begin("sharding");
   layout_ = ui.layout;
+  if (!chips_job_.started()) {
+    const int64_t run = model_.run.run_id;
+    chips_job_.Start(model_.path, [run](const store::Reader& r) { return LoadShardingChips(r, run); }, wake_);
+  }
   const analysis::ShardingView& v = model_.sharding;
   ImGui::Text("%zu tensors on mesh %s (axes %s), sharding %s", v.tensors.size(), v.mesh.c_str(),
               v.mesh_axes.c_str(), v.strategy.empty() ? "-" : v.strategy.c_str());
@@ -58,7 +79,7 @@ void PlacementView::Draw(UiState& ui) {
   const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_Resizable |
                                 ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingFixedFit;
   const float avail = ImGui::GetContentRegionAvail().y;
-  if (ImGui::BeginTable("##tensors", 5, flags, ImVec2(0, avail * 0.45f))) {
+  if (ImGui::BeginTable("##tensors", 5, flags, ImVec2(0, avail * 0.32f))) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("tensor");
     ImGui::TableSetupColumn("type");
@@ -95,6 +116,7 @@ void PlacementView::Draw(UiState& ui) {
     ImGui::EndTable();
   }
   DrawGrid(v.tensors[selected_]);
+  DrawChips(ui);
   if (!v.rematerializations.empty() &&
       ImGui::BeginTable("##remats", 4, ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit)) {
     ImGui::TableSetupColumn("gathered whole");
@@ -127,18 +149,33 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     ImGui::Text("whole on %s", drawn_cells_.back().c_str());
     if (layout_) {
       const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
-      layout_->Add("cell", drawn_cells_.back(), nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x,
-                   p.y, sz.x, sz.y);
+      auto& item = layout_->Add("cell", drawn_cells_.back(),
+                                nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x, p.y, sz.x, sz.y);
+      item["shard"] = 0;  // one shard: the whole tensor
+      item["axes"] = nlohmann::json::array();
     }
     return;
   }
   const bool grid = t.split_dims.size() <= 2;
   const bool two = t.split_dims.size() == 2;
   const size_t ncols = grid ? t.ranges[two ? 1 : 0].size() : 1;
+  // Each split dim named by the mesh axis that splits it, once the mesh is read.
+  std::vector<std::string> axes(t.split_dims.size());
+  if (const ShardingChips* c = chips_job_.get()) axes = SplitAxisNames(t, c->mesh);
+  auto dim = [&](size_t j) {
+    return axes[j].empty() ? absl::StrCat("dim ", t.split_dims[j]) : absl::StrCat("dim ", t.split_dims[j], " (", axes[j], ")");
+  };
+  // One colour per distinct set of chips: replicas of a shard share it.
+  std::vector<std::vector<int64_t>> shards;
+  auto shard_of = [&](const std::vector<int64_t>& chips) {
+    auto it = std::find(shards.begin(), shards.end(), chips);
+    if (it != shards.end()) return static_cast<size_t>(it - shards.begin());
+    shards.push_back(chips);
+    return shards.size() - 1;
+  };
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit;
   if (!ImGui::BeginTable("##tiles", static_cast<int>(ncols) + 1, flags)) return;
-  ImGui::TableSetupColumn(two ? absl::StrCat("dim ", t.split_dims[0], " \\ dim ", t.split_dims[1]).c_str()
-                              : absl::StrCat("dim ", t.split_dims[0]).c_str());
+  ImGui::TableSetupColumn(two ? absl::StrCat(dim(0), " \\ ", dim(1)).c_str() : dim(0).c_str());
   for (size_t c = 0; c < ncols; ++c)
     ImGui::TableSetupColumn(grid ? t.ranges[two ? 1 : 0][c].c_str() : "held by");
   ImGui::TableHeadersRow();
@@ -149,7 +186,10 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     ImGui::TextUnformatted(grid ? (two ? t.ranges[0][row].c_str() : "") : absl::StrCat("tile ", row).c_str());
     for (size_t c = 0; c < ncols; ++c) {
       ImGui::TableNextColumn();
-      drawn_cells_.push_back(analysis::ChipsText(t.tile_chips[grid ? row * ncols + c : row]));
+      const std::vector<int64_t>& chips = t.tile_chips[grid ? row * ncols + c : row];
+      const size_t shard = shard_of(chips);
+      ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ShardColor(shard));
+      drawn_cells_.push_back(analysis::ChipsText(chips));
       ImGui::TextUnformatted(drawn_cells_.back().c_str());
       if (layout_) {
         const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
@@ -157,7 +197,111 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
                                   nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x, p.y, sz.x, sz.y);
         item["row"] = row;
         item["column"] = c;
+        item["shard"] = shard;  // cells with the same number hold the same shard (one colour)
+        item["axes"] = axes;    // the mesh axis splitting each split dim ("" when unknown)
       }
+    }
+  }
+  ImGui::EndTable();
+}
+
+// The bytes each chip holds over every tensor, as bars (a column per chip, or
+// per group of chips on a pod wider than the window, showing their largest),
+// against the chip's HBM; a click lists what the chip holds.
+void PlacementView::DrawChips(UiState& ui) {
+  const ShardingChips* c = chips_job_.get();
+  if (!c) {
+    ImGui::TextDisabled(chips_job_.ready() ? "Per-chip bytes: %s" : "Reading each chip's bytes...%s",
+                        chips_job_.ready() ? std::string(chips_job_.result()->status().message()).c_str() : "");
+    return;
+  }
+  if (c->chips.empty()) return;
+  int64_t most = 1;
+  for (const ChipBytes& b : c->chips) most = std::max(most, b.bytes);
+  const size_t n = c->chips.size();
+  ImGui::Text("Bytes each chip holds, over every tensor (largest: %s of %s HBM). Click a chip to list its shards.",
+              FormatBytes(most).c_str(), c->chips[0].hbm_bytes ? FormatBytes(c->chips[0].hbm_bytes).c_str() : "?");
+  const ImVec2 origin = ImGui::GetCursorScreenPos();
+  const float w = std::max(100.0f, ImGui::GetContentRegionAvail().x), h = 60;
+  const size_t columns = std::min(n, static_cast<size_t>(w / 3));
+  const float bar_w = w / static_cast<float>(columns);
+  ImGui::InvisibleButton("##chip_bars", ImVec2(w, h));
+  const bool hovered = ImGui::IsItemHovered() && !ui.headless;
+  const bool clicked = ImGui::IsItemClicked();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (size_t col = 0; col < columns; ++col) {
+    const size_t first = col * n / columns, last = std::max(first + 1, (col + 1) * n / columns);
+    int64_t bytes = 0;
+    for (size_t i = first; i < last; ++i) bytes = std::max(bytes, c->chips[i].bytes);
+    const float x0 = origin.x + col * bar_w, x1 = x0 + std::max(1.0f, bar_w - (bar_w >= 4 ? 1 : 0));
+    const float bh = h * static_cast<float>(bytes) / static_cast<float>(most);
+    const bool picked = chip_ && *chip_ >= c->chips[first].device_id && *chip_ <= c->chips[last - 1].device_id;
+    dl->AddRectFilled(ImVec2(x0, origin.y + h - bh), ImVec2(x1, origin.y + h),
+                      picked ? kSelection.Packed() : KindColor(SliceKind::kTransfer).Packed());
+    const std::string label = last - first == 1 ? absl::StrCat("chip ", c->chips[first].device_id)
+                                                : absl::StrCat("chips ", c->chips[first].device_id, "-",
+                                                               c->chips[last - 1].device_id);
+    if (layout_) {
+      auto& item = layout_->Add("bar", label,
+                                nlohmann::json{{"table", "shard_placements"}, {"device_id", c->chips[first].device_id}},
+                                x0, origin.y, x1 - x0, h);
+      item["role"] = "chip_memory";
+      item["bytes"] = bytes;
+      item["last_device"] = c->chips[last - 1].device_id;
+    }
+    if (hovered && ImGui::GetIO().MousePos.x >= x0 && ImGui::GetIO().MousePos.x < x0 + bar_w) {
+      ImGui::SetTooltip("%s: %s in %lld tensors", label.c_str(), FormatBytes(bytes).c_str(),
+                        static_cast<long long>(c->chips[first].tensors));
+      if (clicked) SelectChip(c->chips[first].device_id);
+    }
+  }
+  if (!chip_) return;
+  const absl::StatusOr<std::vector<ChipShard>>* shards = chip_job_.result();
+  if (!shards) {
+    ImGui::TextDisabled("Reading what chip %lld holds...", static_cast<long long>(*chip_));
+    return;
+  }
+  if (!shards->ok()) {
+    ImGui::TextColored(ToVec4(kWarning), "%s", std::string(shards->status().message()).c_str());
+    return;
+  }
+  int64_t total = 0;
+  for (const ChipShard& s : **shards) total += s.bytes;
+  ImGui::Text("chip %lld holds %s of %zu tensors:", static_cast<long long>(*chip_), FormatBytes(total).c_str(),
+              (*shards)->size());
+  const ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_Borders | ImGuiTableFlags_ScrollY |
+                                ImGuiTableFlags_SizingFixedFit;
+  if (!ImGui::BeginTable("##chip_shards", 4, flags, ImVec2(0, std::max(120.0f, ImGui::GetContentRegionAvail().y))))
+    return;
+  ImGui::TableSetupScrollFreeze(0, 1);
+  ImGui::TableSetupColumn("tensor");
+  ImGui::TableSetupColumn("type");
+  ImGui::TableSetupColumn("index ranges it holds", ImGuiTableColumnFlags_WidthStretch);
+  ImGui::TableSetupColumn("bytes");
+  ImGui::TableHeadersRow();
+  ImGuiListClipper clipper;
+  clipper.Begin(static_cast<int>((*shards)->size()));
+  while (clipper.Step()) {
+    for (int i = clipper.DisplayStart; i < clipper.DisplayEnd; ++i) {
+      const ChipShard& s = (**shards)[static_cast<size_t>(i)];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(s.tensor.c_str());
+      if (layout_) {
+        auto& item = layout_->Add("row", s.tensor,
+                                  nlohmann::json{{"table", "shard_placements"}, {"tensor_name", s.tensor}, {"device_id", *chip_}},
+                                  ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x,
+                                  ImGui::GetItemRectSize().y);
+        item["role"] = "chip_shard";
+        item["index_ranges"] = s.index_ranges;
+        item["bytes"] = s.bytes;
+      }
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted((s.dtype + s.shape).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(s.index_ranges.c_str());
+      ImGui::TableNextColumn();
+      ImGui::TextUnformatted(FormatBytes(s.bytes).c_str());
     }
   }
   ImGui::EndTable();

@@ -73,6 +73,7 @@ void TimelineLoader::Start() {
 }
 
 TimelineLoader::~TimelineLoader() {
+  quitting_ = true;
   {
     std::lock_guard lock(mu_);
     stop_ = true;
@@ -581,6 +582,9 @@ void TimelineLoader::Loop() {
     if (on_data_) on_data_();
     return;
   }
+  sqlite3_progress_handler(
+      reader->connection(), 1000, [](void* self) { return static_cast<TimelineLoader*>(self)->quitting_ ? 1 : 0; },
+      this);
   store::TimelineReader tl(*reader);
   if (auto s = LoadOverview(tl, *reader); !s.ok()) SetError(s);
   idle_cv_.notify_all();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -190,6 +191,10 @@ class TimelineLoader {
   mutable std::condition_variable cv_;       // the thread waits for work
   mutable std::condition_variable idle_cv_;  // WaitIdle waits for it to finish
   bool stop_ = false;
+  // Set when the loader goes: its connection's statements fail at once, so a
+  // whole-run overview still being read (minutes on a simulated pod of
+  // thousands of chips) does not hold up the window's closing.
+  std::atomic<bool> quitting_{false};
   absl::Status error_;
   std::unique_ptr<RunOverview> overview_;
   absl::flat_hash_map<int64_t, std::shared_ptr<const WindowData>> whole_run_;

@@ -1285,6 +1285,7 @@ void TimelineView::Draw(UiState& ui) {
     Fit();
   }
   layout_ = LayoutRows(sections_, collapsed_, avail_h);
+  FollowFocus(ui, avail_h);
 
   // One item owns the mouse over all rows: hover, click, drag and wheel.
   ImGui::InvisibleButton("##lanes", ImVec2(width, std::max(layout_.total_h, 40.0f)));
@@ -1394,6 +1395,20 @@ void TimelineView::Draw(UiState& ui) {
     }
   }
   DrawStepMarkers(f, ui);
+  if (focus_track_ >= 0) {
+    // The chip asked for from Fleet: its lane outlined.
+    for (const Row& row : layout_.rows) {
+      if (row.type != RowType::kLane || model_.tracks[row.lane.index].track_id != focus_track_) continue;
+      const float y = f.top + row.y;
+      f.dl->AddRect(ImVec2(f.left + 1, y), ImVec2(f.right - 1, y + row.h), kSelection.Packed(), 0, 0, 2);
+      if (ui.layout) {
+        auto& item = ui.layout->Add("marker", row.label, nlohmann::json{{"table", "tracks"}, {"track_id", focus_track_}},
+                                    f.left, y, f.right - f.left, row.h);
+        item["role"] = "focus";
+        item["step"] = focus_step_;
+      }
+    }
+  }
   DrawFlow(f, ui);
   if (overview_) {
     DrawRangeBand(f, ui);
@@ -1562,6 +1577,47 @@ const Row* TimelineView::LaneRow(int64_t track_id) const {
     if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == track_id) return &row;
   }
   return nullptr;
+}
+
+// A chip's lane at a step, asked for by another view (UiState::show_chip),
+// and the playhead's step: shown once the overview has the steps' bounds.
+void TimelineView::FollowFocus(UiState& ui, float avail_h) {
+  if (!overview_) return;
+  if (ui.show_chip) {
+    const ChipFocus want = *ui.show_chip;
+    ui.show_chip.reset();
+    const Track* track = nullptr;
+    for (Clock c : {Clock::kDevice, Clock::kModeled})
+      for (const Track& t : model_.tracks)
+        if (!track && t.clock == c && t.device_id == want.device_id) track = &t;
+    if (!track) {
+      ui.selection_text = absl::StrCat("chip ", want.device_id, " has no lane on the device or modeled clock");
+    } else {
+      RevealTrack(track->track_id);
+      if (auto w = StepWindow(track->clock, want.step)) ShowWindow(track->clock, w->first, w->second);
+      focus_track_ = track->track_id;
+      focus_step_ = want.step;
+      scroll_to_focus_ = true;
+      followed_step_ = want.step;
+      return;  // the lane's row is in the next frame's layout
+    }
+  }
+  if (ui.playhead_step && ui.playhead_step != followed_step_) {
+    // The playhead moved: show its step on the first clock that has it.
+    followed_step_ = ui.playhead_step;
+    for (Clock c : {Clock::kDevice, Clock::kModeled, Clock::kHost})
+      if (auto w = StepWindow(c, *ui.playhead_step)) {
+        ShowWindow(c, w->first, w->second);
+        break;
+      }
+  }
+  if (scroll_to_focus_) {
+    scroll_to_focus_ = false;
+    for (const Row& row : layout_.rows)
+      if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == focus_track_ &&
+          (row.y < ImGui::GetScrollY() || row.y + row.h > ImGui::GetScrollY() + avail_h))
+        ImGui::SetScrollY(std::max(0.0f, row.y - avail_h / 3));
+  }
 }
 
 void TimelineView::RevealTrack(int64_t track_id) {

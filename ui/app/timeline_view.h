@@ -296,6 +296,13 @@ class TimelineView {
   std::vector<ProgramStart> starts_;
   std::optional<Dispatch> dispatch_;  // the host's launch of the selection's program
   UiState* ui_ = nullptr;             // the last frame's, for selections made between frames
+  // A chip's lane asked for (UiState::show_chip, a chip clicked in Fleet):
+  // outlined, and scrolled to once the layout has its row.
+  int64_t focus_track_ = -1;
+  int focus_step_ = -1;
+  bool scroll_to_focus_ = false;
+  std::optional<int> followed_step_;  // the playhead step last shown
+  void FollowFocus(UiState& ui, float avail_h);
 };
 
 }  // namespace shardscope::app

@@ -133,6 +133,19 @@ absl::Status LoadDispatches(const store::Reader& reader, int64_t run_id, TraceMo
   return absl::OkStatus();
 }
 
+// The run's step numbers, for the playhead: the host's steps and any clock's step bounds.
+absl::Status LoadSteps(const store::Reader& reader, int64_t run_id, TraceModel& model) {
+  auto has = reader.HasTable("step_bounds");
+  if (!has.ok()) return has.status();
+  auto result = reader.Query(absl::StrCat("SELECT step FROM steps WHERE run_id = ?1",
+                                          *has ? " UNION SELECT step FROM step_bounds WHERE run_id = ?1" : "",
+                                          " ORDER BY step"),
+                             {absl::StrCat(run_id)});
+  if (!result.ok()) return result.status();
+  for (const auto& row : result->rows) model.steps.push_back(static_cast<int32_t>(CellInt(row[0])));
+  return absl::OkStatus();
+}
+
 absl::Status LoadCompilations(const store::Reader& reader, int64_t run_id, TraceModel& model) {
   auto result = reader.Query(
       "SELECT compile_id, step, graph_id, cache, cause_kind, cause_detail, source_file, "
@@ -270,6 +283,7 @@ absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
   if (auto s = LoadTracks(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadCompilations(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadDispatches(reader, *run_id, model); !s.ok()) return s;
+  if (auto s = LoadSteps(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadMovedValues(reader, *run_id, model); !s.ok()) return s;
   auto sharding = analysis::BuildShardingView(reader, *run_id);
   if (!sharding.ok()) return sharding.status();

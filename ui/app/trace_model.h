@@ -126,6 +126,7 @@ struct TraceModel {
   std::vector<Track> tracks;
   std::vector<Compilation> compilations;  // by compile_id
   std::vector<Dispatch> dispatches;       // by host_start_ns
+  std::vector<int32_t> steps;             // the run's step numbers, ascending (the playhead's)
   // The value each collective moves, by (graph_id, op_id): what the Sharding
   // view can show for a selected collective.
   absl::flat_hash_map<std::pair<int64_t, int64_t>, std::string> moved_values;

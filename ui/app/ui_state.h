@@ -69,11 +69,18 @@ struct GraphFocus {
   int64_t op_id = -1;
 };
 
+// A chip's lane at a step, for the timeline to show (a chip clicked in Fleet).
+struct ChipFocus {
+  int device_id = 0;
+  int step = -1;
+};
+
 struct UiState {
   std::optional<int64_t> selected_compile_id;  // a compilation picked anywhere
   bool scroll_to_selected_compile = false;     // once, when picked elsewhere
   std::optional<ViewId> bring_to_front;        // consumed by the tab bar next frame
   std::optional<int64_t> switch_to_run;        // the app reloads the model
+  std::optional<std::string> open_path;        // the app opens this file (File > Open, a recent file)
   std::optional<std::string> show_value;       // the Sharding view picks this tensor (a collective's)
   // An op of a compiled program picked anywhere, (graph_id, op_id): the op
   // profile selects and scrolls to it.
@@ -86,6 +93,11 @@ struct UiState {
   // timeline outlines the slices of `highlight_op` (an op picked in Graph).
   std::optional<GraphFocus> graph_focus;
   std::optional<GraphFocus> highlight_op;
+  // The timeline opens this chip's lane at that step (consumed by the timeline).
+  std::optional<ChipFocus> show_chip;
+  // The playhead: the step of the stored run the views show (playback). A
+  // view that has steps (Fleet's slider, Metrics' cursor, the timeline) follows it.
+  std::optional<int> playhead_step;
   // Screenshot mode: no hover effects from wherever Xvfb's pointer sits.
   bool headless = false;
   // Set for a frame whose drawing should be recorded (--dump-layout): each

@@ -26,7 +26,6 @@ Workstation::Workstation(std::unique_ptr<TraceModel> model, std::function<void()
 
 bool Workstation::Builds(ViewId id) {
   switch (id) {
-    // The fleet comes when it is built.
     case ViewId::kOverview:
     case ViewId::kTimeline:
     case ViewId::kSharding:
@@ -36,6 +35,7 @@ bool Workstation::Builds(ViewId id) {
     case ViewId::kMemory:
     case ViewId::kMetrics:
     case ViewId::kCompare:
+    case ViewId::kFleet:
       return true;
     default:
       return false;
@@ -52,6 +52,8 @@ bool Workstation::complete() const {
     case ViewId::kMetrics: return metrics_->complete();
     case ViewId::kMemory: return memory_->complete();
     case ViewId::kCompare: return compare_->complete();
+    case ViewId::kFleet: return fleet_->complete();
+    case ViewId::kSharding: return placement_->complete();
     default: return true;
   }
 }
@@ -63,6 +65,8 @@ bool Workstation::WaitForData(double timeout_s) {
     case ViewId::kMetrics: return metrics_->Wait(timeout_s);
     case ViewId::kMemory: return memory_->Wait(timeout_s);
     case ViewId::kCompare: return compare_->Wait(timeout_s);
+    case ViewId::kFleet: return fleet_->Wait(timeout_s);
+    case ViewId::kSharding: return placement_->Wait(timeout_s);
     case ViewId::kRecompilations:
     case ViewId::kGraph:
       // Their queries wake the window when they finish; a capture polls.
@@ -83,24 +87,29 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   ops_.reset();
   metrics_.reset();
   memory_.reset();
+  fleet_.reset();
   std::optional<CompareTarget> compare_with;  // the comparison follows a new run of the same file
   if (compare_ && compare_->target()) compare_with = *compare_->target();
   compare_.reset();
   model_ = std::move(model);
   loader_ = std::make_unique<TimelineLoader>(*model_, wake_, LoaderOptions{}, start_loading);
   timeline_ = std::make_unique<TimelineView>(*model_, *loader_);
-  placement_ = std::make_unique<PlacementView>(*model_);
+  placement_ = std::make_unique<PlacementView>(*model_, wake_);
   compilations_ = std::make_unique<CompilationsView>(*model_, wake_);
   graph_ = std::make_unique<GraphView>(*model_, wake_);
   overview_ = std::make_unique<OverviewView>(*model_, wake_);
   ops_ = std::make_unique<OpsView>(*model_, wake_);
   metrics_ = std::make_unique<MetricsView>(*model_, wake_);
   memory_ = std::make_unique<MemoryView>(*model_, wake_);
+  fleet_ = std::make_unique<FleetView>(*model_, wake_);
   compare_ = std::make_unique<CompareView>(*model_, wake_);
   if (compare_with && !compare_with->path.empty()) compare_->SetTarget(*compare_with);
   ui_.selected_compile_id.reset();
   ui_.selected_op.reset();
   ui_.selected_graph.reset();
+  ui_.show_chip.reset();
+  ui_.playhead_step.reset();
+  playback_ = Playback{};
   ui_.selection_text.clear();
 }
 
@@ -121,7 +130,7 @@ void Workstation::DrawRunLine() {
   if (run.status != "finished") absl::StrAppend(&line, " [", run.status, "]");
   ImGui::TextUnformatted(line.c_str());
   ImGui::SameLine(0, 30);
-  DrawViewMenu();
+  playback_.Draw(ui_, model_->steps);
   if (model_->run_ids.size() > 1) {
     ImGui::SameLine(0, 12);
     ImGui::SetNextItemWidth(110);
@@ -170,21 +179,57 @@ void Workstation::DrawView(ViewId id) {
     case ViewId::kSharding: placement_->Draw(ui_); break;
     case ViewId::kRecompilations: compilations_->Draw(ui_); break;
     case ViewId::kGraph: graph_->Draw(ui_); break;
+    case ViewId::kFleet: fleet_->Draw(ui_); break;
     default: break;
   }
 }
 
-// Every view, built or not, and where to go: the tabs' menu form.
-void Workstation::DrawViewMenu() {
-  if (ImGui::SmallButton("Views")) ImGui::OpenPopup("##view_menu");
-  if (ImGui::BeginPopup("##view_menu")) {
+// File, View, Run and Playback: every view and every run of the file, recent
+// files and the open dialog, the playhead's actions.
+void Workstation::DrawMenuBar() {
+  if (!ImGui::BeginMenuBar()) return;
+  const ImGuiIO& io = ImGui::GetIO();
+  bool open_dialog = !ui_.headless && io.KeyCtrl && ImGui::IsKeyPressed('O', false);
+  if (ImGui::BeginMenu("File")) {
+    if (ImGui::MenuItem("Open...", "Ctrl+O")) open_dialog = true;
+    if (ImGui::IsWindowAppearing()) recent_ = LoadRecentFiles();
+    if (ImGui::BeginMenu("Recent files", !recent_.empty())) {
+      for (const std::string& path : recent_)
+        if (ImGui::MenuItem(path.c_str(), nullptr, path == model_->path)) ui_.open_path = path;
+      ImGui::EndMenu();
+    }
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("View")) {
     for (const ViewInfo& view : kViews) {
       const bool built = Builds(view.id);
       const std::string label = built ? std::string(view.title) : absl::StrCat(view.title, " (not built yet)");
       if (ImGui::MenuItem(label.c_str(), nullptr, active_view_ == view.id, built)) ui_.bring_to_front = view.id;
     }
-    ImGui::EndPopup();
+    ImGui::EndMenu();
   }
+  if (ImGui::BeginMenu("Run")) {
+    for (int64_t id : model_->run_ids) {
+      const std::string label = absl::StrCat("run ", id);
+      if (ImGui::MenuItem(label.c_str(), nullptr, id == model_->run.run_id) && id != model_->run.run_id)
+        ui_.switch_to_run = id;
+    }
+    ImGui::EndMenu();
+  }
+  if (ImGui::BeginMenu("Playback", !model_->steps.empty())) {
+    if (ImGui::MenuItem(playback_.playing() ? "Pause" : "Play", "Space")) playback_.Toggle(ui_, model_->steps);
+    if (ImGui::MenuItem("Previous step", ",")) playback_.Step(ui_, model_->steps, -1);
+    if (ImGui::MenuItem("Next step", ".")) playback_.Step(ui_, model_->steps, +1);
+    if (ImGui::MenuItem("First step")) ui_.playhead_step = model_->steps.front();
+    if (ImGui::MenuItem("Last step")) ui_.playhead_step = model_->steps.back();
+    ImGui::EndMenu();
+  }
+  // The run line shares the bar: the views keep the window's height.
+  ImGui::SameLine(0, 24);
+  DrawRunLine();
+  ImGui::EndMenuBar();
+  if (open_dialog) file_dialog_.Open(std::filesystem::path(model_->path).parent_path().string());
+  if (auto picked = file_dialog_.Draw()) ui_.open_path = *picked;
 }
 
 void Workstation::Draw() {
@@ -197,11 +242,11 @@ void Workstation::Draw() {
   // in full.
   ImGui::SetNextWindowBgAlpha(0.0f);
   const ImGuiWindowFlags flags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
-                                 ImGuiWindowFlags_NoSavedSettings |
+                                 ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_MenuBar |
                                  ImGuiWindowFlags_NoBringToFrontOnFocus;
   ImGui::Begin("shardscope", nullptr, flags);
   if (ui_.layout) ui_.layout->Begin("");  // the view drawn below names itself
-  DrawRunLine();
+  DrawMenuBar();
   if (ImGui::BeginTabBar("##views")) {
     // A view asked for (a link, --view) is drawn from the frame its tab
     // comes to the front: the tab shown until then is not drawn this frame,

@@ -1,5 +1,6 @@
-// The workstation window's contents for one run: the run line (with the run
-// picker and a menu of every view), the view tabs (one per built view, in
+// The workstation window's contents for one run: the menu bar (app_menu.h:
+// File, View, Run, Playback), the run line (with the run picker and the
+// playhead's toolbar), the view tabs (one per built view, in
 // kViews' order: [Overview] [Timeline] [Sharding] [Recompilations] ...) and
 // the views themselves. Pure ImGui, no GL or windowing, so the shell in
 // app.cc owns the platform and this owns the UI. The timeline is the view a
@@ -10,8 +11,10 @@
 #include <memory>
 #include <string>
 
+#include "ui/app/app_menu.h"
 #include "ui/app/compare_view.h"
 #include "ui/app/compilations_view.h"
+#include "ui/app/fleet_view.h"
 #include "ui/app/graph_view.h"
 #include "ui/app/memory_view.h"
 #include "ui/app/metrics_view.h"
@@ -60,7 +63,9 @@ class Workstation {
   MetricsView& metrics() { return *metrics_; }
   CompareView& compare() { return *compare_; }
   MemoryView& memory() { return *memory_; }
+  FleetView& fleet() { return *fleet_; }
   UiState& ui() { return ui_; }
+  Playback& playback() { return playback_; }
   // The view drawn in the last frame.
   ViewId active_view() const { return active_view_; }
   // Replaces the run shown (the run picker asked for another one).
@@ -68,7 +73,7 @@ class Workstation {
 
  private:
   void DrawRunLine();
-  void DrawViewMenu();
+  void DrawMenuBar();
   void DrawView(ViewId id);
   std::string TabLabel(ViewId id) const;
 
@@ -84,8 +89,12 @@ class Workstation {
   std::unique_ptr<MetricsView> metrics_;
   std::unique_ptr<CompareView> compare_;
   std::unique_ptr<MemoryView> memory_;
+  std::unique_ptr<FleetView> fleet_;
   UiState ui_;
   ViewId active_view_ = ViewId::kTimeline;
+  FileDialog file_dialog_;
+  Playback playback_;
+  std::vector<std::string> recent_;  // read when the File menu opens
 };
 
 }  // namespace shardscope::app

@@ -1,0 +1,156 @@
+// The fleet diagnosis's step data (fleet.cc): each chip's depth-0 ops per
+// step, the collectives' instances and links, and what works on them — the
+// what-if's re-schedule of a step, leave-one-out medians, and the per-chip,
+// per-step breakdown. Internal to profiler/analysis; fleet.h is the API.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "profiler/analysis/fleet.h"
+
+namespace shardscope::analysis::fleet_internal {
+
+enum Kind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
+
+Kind KindOf(const std::string& k);
+
+// A depth-0 op of one chip, as the analysis keeps it (a pod of 4096 chips
+// holds millions: names are interned ids, not strings).
+struct Op {
+  int64_t id = 0;
+  Kind kind = kCompute;
+  int64_t start = 0, dur = 0, flow = -1, arrival = -1;
+  int32_t name = -1;  // Names id
+  int32_t graph = -1, op_id = -1;
+};
+
+// Interned slice names: a kernel is compared with the same kernel on other
+// chips by name, so each distinct name gets one id.
+class Names {
+ public:
+  int32_t Id(const std::string& name) {
+    auto [it, added] = ids_.try_emplace(name, static_cast<int32_t>(text_.size()));
+    if (added) text_.push_back(name);
+    return it->second;
+  }
+  // A simulated run hands out one stable string per stored name: keyed by its address first.
+  int32_t Id(const std::string* name) {
+    auto it = by_address_.find(name);
+    if (it != by_address_.end()) return it->second;
+    const int32_t id = Id(*name);
+    by_address_.emplace(name, id);
+    return id;
+  }
+  const std::string& Text(int32_t id) const { return text_[static_cast<size_t>(id)]; }
+  size_t size() const { return text_.size(); }
+
+ private:
+  absl::flat_hash_map<std::string, int32_t> ids_;
+  absl::flat_hash_map<const std::string*, int32_t> by_address_;
+  std::vector<std::string> text_;
+};
+
+// A collective of one group in one step: its members' arrivals.
+struct Instance {
+  int step = 0;
+  int64_t flow = 0;
+  struct Member {
+    int device;
+    int64_t arrival, start, dur;
+  };
+  std::vector<Member> members;
+  int64_t proper_ns = 0;  // the collective itself: the shortest member's time after the last arrival
+};
+
+// One link slice inside a collective.
+struct LinkUse {
+  int32_t link = -1;  // Names id of "A-B"
+  int64_t flow = 0;
+  int64_t bytes = 0, dur = 0;
+};
+
+struct StepData {
+  int step = 0;
+  std::map<int, std::vector<Op>> ops;  // device -> depth-0 ops by start
+  std::vector<LinkUse> links;
+};
+
+double Median(std::vector<double> v);
+
+// Median(v without v[j]) for every j, in O(n log n) (a pod of thousands of
+// chips compares each chip with all its peers, kernel by kernel).
+std::vector<double> LeaveOneOutMedians(const std::vector<double>& v);
+
+// What a what-if changes: per device a factor on its non-collective ops, per
+// collective (flow) a new duration.
+struct Change {
+  std::map<int, double> scale;
+  std::map<int64_t, int64_t> collective_ns;
+};
+
+// A step laid out for re-scheduling: chips as dense indices and each op's
+// collective resolved once, as the what-if re-schedules every step once per
+// suspect (on a pod of thousands of chips, map lookups per op and a scan of
+// every chip per collective took minutes).
+struct ReplayStep {
+  struct ROp {
+    int64_t dur = 0;
+    int32_t sync = -1;  // the collective instance it waits at, -1: none
+    bool collective = false;
+  };
+  std::vector<int> devices;  // dense index -> device id, ascending
+  std::vector<int64_t> first_start;
+  std::vector<std::vector<ROp>> ops;
+  std::vector<int64_t> flows, proper;         // per instance
+  std::vector<std::vector<int32_t>> members;  // per instance: its chips' dense indices
+  std::vector<int32_t> need;                  // per instance: members recorded (a missing one never arrives)
+};
+
+ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& instances);
+
+// The step's time re-scheduled with `change`: each chip's ops back to back
+// from its recorded first start, a collective starting when its last member
+// arrives. -1 when the chips' collectives do not line up (overlapping streams
+// of an imported trace). Each chip runs until it reaches a collective; the
+// last member to reach one places it and moves its members on.
+int64_t Replay(const ReplayStep& s, const Change& change);
+
+// Median of `sorted` without the values at ranks `removed` (ascending,
+// distinct): a host's peers are every chip but its own few.
+double MedianWithout(const std::vector<double>& sorted, const std::vector<size_t>& removed);
+
+// Adds a depth-0 op to a chip's breakdown (FleetChip, or one step's
+// FleetChipStep, which also counts other kinds); returns the time it keeps
+// the chip busy, a collective's wait for its peers included.
+template <typename Row>
+double AddToBreakdown(const Op& op, Row& c) {
+  double busy = static_cast<double>(op.dur);
+  switch (op.kind) {
+    case kCompute: c.compute_ns += op.dur; break;
+    case kCollective:
+      c.collective_ns += op.dur;
+      if (op.arrival >= 0 && op.start > op.arrival) {
+        c.wait_ns += op.start - op.arrival;
+        busy += static_cast<double>(op.start - op.arrival);
+      }
+      break;
+    case kTransfer: c.transfer_ns += op.dur; break;
+    case kHostWait: c.host_wait_ns += op.dur; break;
+    default:
+      if constexpr (requires { c.other_ns; }) c.other_ns += op.dur;
+      break;
+  }
+  return busy;
+}
+
+// Every step's per-chip breakdown, as the report's per-chip rows count it
+// (FleetOptions::per_step): the Fleet view's heatmap and bars.
+void PerStepRows(const std::map<int, StepData>& steps, const std::map<int, std::map<int64_t, Instance*>>& by_step,
+                 const std::vector<int>& used, const std::map<int, int>& host_of,
+                 const absl::flat_hash_map<std::pair<int32_t, int32_t>, double>& flops_of, FleetReport* r);
+
+}  // namespace shardscope::analysis::fleet_internal

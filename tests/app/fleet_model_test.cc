@@ -1,0 +1,194 @@
+// The Fleet view's model (ui/app/fleet_model.h) against SQL and against
+// `shardscope fleet --format json` on the same files: a simulated 3D torus
+// (mlp on 4x2x2, chip 5 at 60% speed) and a real 2x4 run on virtual chips
+// (chip 5 at 60%). Each chip's step breakdown adds up to the step; its compute,
+// collective and wait equal the slices' sums; the chips sit at their stored
+// coordinates; the suspects are the CLI's, in its order, the culprit first.
+#include <cmath>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "store/reader.h"
+#include "tests/app/fleet_pods.h"
+#include "tests/app/ui_runner.h"
+#include "ui/app/fleet_model.h"
+
+namespace shardscope::app {
+namespace {
+
+using nlohmann::json;
+
+using testing::Pod;
+using testing::RealGrid;
+using testing::SimulatedTorus;
+
+json CliFleet(const std::string& db) {
+  testing::UiResult r = testing::RunShell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", db, " --format json"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return json::parse(r.output, nullptr, false);
+}
+
+// The model and its checks against SQL, shared by both runs.
+void CheckAgainstTheStore(const Pod& pod, const std::string& grid_kind) {
+  ASSERT_TRUE(pod.recorded) << "shardscope run failed for " << pod.db;
+  auto reader = store::Reader::Open(pod.db);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto built = BuildFleetModel(*reader, -1);
+  ASSERT_TRUE(built.ok()) << built.status();
+  const FleetModel& m = *built;
+  const analysis::FleetReport& r = m.report;
+  EXPECT_EQ(m.grid.kind, grid_kind);
+  ASSERT_EQ(m.chips.size(), 8u + (grid_kind == "torus3d" ? 8u : 0u));
+  ASSERT_FALSE(r.per_step.empty());
+
+  // Every chip at its stored coordinates, each cell used once.
+  std::set<std::tuple<int, int, int>> cells;
+  for (const FleetChipInfo& c : m.chips) {
+    EXPECT_TRUE(cells.insert({c.panel, c.row, c.col}).second) << "chip " << c.device_id;
+    const std::string at = grid_kind == "torus3d" ? absl::StrCat("[", c.row, ",", c.col, ",", c.panel, "]")
+                                                  : absl::StrCat("[", c.row, ",", c.col, "]");
+    EXPECT_EQ(c.coords, at) << "chip " << c.device_id;
+  }
+  if (grid_kind == "torus3d") {
+    EXPECT_EQ(m.grid.panels, 2);
+    EXPECT_EQ(m.grid.rows, 4);
+    EXPECT_EQ(m.grid.cols, 2);
+  } else {
+    EXPECT_EQ(m.grid.rows, 2);
+    EXPECT_EQ(m.grid.cols, 4);
+  }
+
+  // Per step and chip: the parts add up to the step, and equal the slices' sums.
+  const std::string clock = r.clock;
+  for (const analysis::FleetStep& s : r.per_step) {
+    auto span = reader->Query(absl::StrCat(
+        "SELECT max(s.start_ns + s.dur_ns) - min(s.start_ns) AS span FROM slices s JOIN tracks t"
+        " ON t.run_id = s.run_id AND t.track_id = s.track_id WHERE s.run_id = ", r.run_id, " AND t.clock = '", clock,
+        "' AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step = ", s.step));
+    ASSERT_TRUE(span.ok()) << span.status();
+    EXPECT_DOUBLE_EQ(s.span_ns, span->Real(0, "span")) << "step " << s.step;
+    auto sums = reader->Query(absl::StrCat(
+        "SELECT t.device_id AS d, sum(CASE WHEN s.kind = 'compute' THEN s.dur_ns ELSE 0 END) AS compute,"
+        " sum(CASE WHEN s.kind = 'collective' THEN s.dur_ns ELSE 0 END) AS collective,"
+        " sum(CASE WHEN s.kind = 'collective' AND s.arrival_ns >= 0 AND s.start_ns > s.arrival_ns"
+        "     THEN s.start_ns - s.arrival_ns ELSE 0 END) AS wait"
+        " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id WHERE s.run_id = ",
+        r.run_id, " AND t.clock = '", clock, "' AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step = ", s.step,
+        " GROUP BY t.device_id"));
+    ASSERT_TRUE(sums.ok()) << sums.status();
+    ASSERT_EQ(sums->rows.size(), m.chips.size());
+    for (size_t i = 0; i < sums->rows.size(); ++i) {
+      const int k = m.ChipIndex(static_cast<int>(sums->Int(i, "d")));
+      ASSERT_GE(k, 0);
+      const analysis::FleetChipStep& c = s.chips[static_cast<size_t>(k)];
+      EXPECT_DOUBLE_EQ(c.compute_ns, sums->Real(i, "compute")) << "step " << s.step << " chip " << k;
+      EXPECT_DOUBLE_EQ(c.collective_ns, sums->Real(i, "collective")) << "step " << s.step << " chip " << k;
+      EXPECT_DOUBLE_EQ(c.wait_ns, sums->Real(i, "wait")) << "step " << s.step << " chip " << k;
+      const double total =
+          c.compute_ns + c.collective_ns + c.wait_ns + c.transfer_ns + c.host_wait_ns + c.other_ns + c.idle_ns;
+      EXPECT_NEAR(total, s.span_ns, 1e-6 * s.span_ns) << "step " << s.step << " chip " << k;
+      EXPECT_LE(c.own_ns, s.span_ns);
+    }
+    // Lateness is against the group's median: over the chips it sums to about 0 for groups of all chips.
+    double late = 0;
+    for (const auto& c : s.chips) late += c.late_ns;
+    EXPECT_TRUE(std::isfinite(late));
+  }
+
+  // The suspects are the CLI's, in its order; the culprit first and flagged, ranked on its chip.
+  const json cli = CliFleet(pod.db);
+  ASSERT_TRUE(cli.contains("suspects"));
+  ASSERT_EQ(cli["suspects"].size(), r.suspects.size());
+  for (size_t k = 0; k < r.suspects.size(); ++k) {
+    EXPECT_EQ(cli["suspects"][k]["kind"], r.suspects[k].kind) << k;
+    EXPECT_EQ(cli["suspects"][k]["id"], r.suspects[k].id) << k;
+    EXPECT_EQ(cli["suspects"][k]["flagged"], r.suspects[k].flagged) << k;
+    EXPECT_DOUBLE_EQ(cli["suspects"][k]["score"].get<double>(), r.suspects[k].score) << k;
+  }
+  EXPECT_EQ(r.suspects.front().kind, "chip");
+  EXPECT_EQ(r.suspects.front().id, "5");
+  EXPECT_TRUE(r.suspects.front().flagged);
+  const FleetChipInfo& culprit = m.chips[static_cast<size_t>(m.ChipIndex(5))];
+  EXPECT_EQ(culprit.rank, 1);
+  EXPECT_TRUE(culprit.flagged);
+  // The per-chip means are the CLI's per-chip rows.
+  ASSERT_EQ(cli["chips"].size(), r.chip_rows.size());
+  for (size_t i = 0; i < r.chip_rows.size(); ++i)
+    EXPECT_DOUBLE_EQ(cli["chips"][i]["compute_ns"].get<double>(), r.chip_rows[i].compute_ns);
+
+  // The slow chip is the latest to arrive, step after step, and its compute share the highest.
+  const analysis::FleetStep& last = r.per_step.back();
+  size_t latest = 0, busiest = 0;
+  for (size_t i = 0; i < m.chips.size(); ++i) {
+    if (m.Value(FleetMetric::kLateness, r.per_step.size() - 1, i) >
+        m.Value(FleetMetric::kLateness, r.per_step.size() - 1, latest))
+      latest = i;
+    if (last.chips[i].compute_ns > last.chips[busiest].compute_ns) busiest = i;
+  }
+  EXPECT_EQ(m.chips[latest].device_id, 5);
+  EXPECT_EQ(m.chips[busiest].device_id, 5);
+  EXPECT_GT(m.Value(FleetMetric::kComputeShare, r.per_step.size() - 1, static_cast<size_t>(m.ChipIndex(5))),
+            m.Value(FleetMetric::kComputeShare, r.per_step.size() - 1, static_cast<size_t>(m.ChipIndex(0))));
+}
+
+TEST(FleetModel, SimulatedTorusAgreesWithSqlAndTheCli) { CheckAgainstTheStore(SimulatedTorus(), "torus3d"); }
+
+TEST(FleetModel, RealTwoByFourRunAgreesWithSqlAndTheCli) { CheckAgainstTheStore(RealGrid(), "grid"); }
+
+TEST(FleetModel, MfuAndHbmComeFromTheStore) {
+  const Pod& pod = SimulatedTorus();
+  ASSERT_TRUE(pod.recorded);
+  auto reader = store::Reader::Open(pod.db);
+  ASSERT_TRUE(reader.ok());
+  auto m = BuildFleetModel(*reader, -1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  // FLOPs per step: the ops of the compute kernels each chip ran.
+  const analysis::FleetStep& s = m->report.per_step.back();
+  auto flops = reader->Query(absl::StrCat(
+      "SELECT sum(o.flops) AS f FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " JOIN ops o ON o.run_id = s.run_id AND o.graph_id = s.graph_id AND o.op_id = s.op_id"
+      " WHERE s.run_id = ", m->report.run_id, " AND t.device_id = 0 AND t.clock = 'modeled' AND s.depth = 0"
+      " AND s.kind = 'compute' AND s.step = ", s.step));
+  ASSERT_TRUE(flops.ok()) << flops.status();
+  EXPECT_NEAR(s.chips[0].flops, flops->Real(0, "f"), 1e-6 * flops->Real(0, "f"));
+  EXPECT_GT(s.chips[0].flops, 0);
+  const double mfu = m->Value(FleetMetric::kMfu, m->report.per_step.size() - 1, 0);
+  EXPECT_NEAR(mfu, s.chips[0].flops / (s.span_ns * 1e-9 * m->chips[0].peak_flops), 1e-12);
+  EXPECT_GT(mfu, 0);
+  EXPECT_LT(mfu, 1);
+  // A simulated run samples no HBM counter: the peak is the largest memory plan, the same on every chip.
+  auto plan = reader->Query(absl::StrCat("SELECT max(peak_bytes) AS p FROM memory_plans WHERE run_id = ",
+                                         m->report.run_id));
+  ASSERT_TRUE(plan.ok());
+  EXPECT_NE(m->hbm_source, "");
+  EXPECT_DOUBLE_EQ(m->Value(FleetMetric::kHbmPeak, 0, 3), plan->Real(0, "p"));
+}
+
+TEST(FleetModel, PlacesGpuClustersByHostAndChipsWithoutCoordinatesInOrder) {
+  std::vector<FleetChipInfo> chips(8);
+  for (int d = 0; d < 8; ++d) {
+    chips[d].device_id = d;
+    chips[d].coords = absl::StrCat("[", d / 4, ",", d % 4, "]");
+    chips[d].topology_coords = true;
+  }
+  FleetGrid g = PlaceChips("gpu:2x4", chips);
+  EXPECT_EQ(g.kind, "gpu");
+  EXPECT_EQ(g.rows, 2);
+  EXPECT_EQ(g.cols, 4);
+  EXPECT_EQ(chips[6].row, 1);
+  EXPECT_EQ(chips[6].col, 2);
+  for (auto& c : chips) c.coords = absl::StrCat("[", c.device_id, "]"), c.topology_coords = false;
+  g = PlaceChips("1 host x 8 chips", chips);
+  EXPECT_EQ(g.kind, "devices");
+  EXPECT_EQ(g.cols, 3);
+  EXPECT_EQ(g.rows, 3);
+  EXPECT_EQ(chips[7].row, 2);
+  EXPECT_EQ(chips[7].col, 1);
+}
+
+}  // namespace
+}  // namespace shardscope::app

@@ -1,0 +1,185 @@
+// The Fleet view through the binary under Xvfb: `--view fleet --screenshot
+// --dump-layout` on a simulated 3D torus and on a real 2x4 run with a slow
+// chip. Every chip is one cell at its coordinates (the torus as a row of 2D
+// panels), its breakdown adds up to the step, the culprit is outlined as
+// suspect #1, and the bars cover every chip.
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "tests/app/fleet_pods.h"
+#include "tests/app/ui_runner.h"
+
+namespace shardscope::app {
+namespace {
+
+using nlohmann::json;
+using testing::LayoutItems;
+
+json OpenFleet(const testing::Pod& pod, const std::string& name, const std::string& extra = "") {
+  EXPECT_TRUE(pod.recorded) << pod.db;
+  const std::string png = ::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".png");
+  const std::string layout = ::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".json");
+  std::filesystem::remove(png);
+  std::filesystem::remove(layout);
+  testing::UiResult r = testing::RunUi(
+      SHARDSCOPE_UI_BINARY, absl::StrCat(pod.db, " --view fleet --screenshot ", png, " --dump-layout ", layout, " ", extra));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_GT(std::filesystem::exists(png) ? std::filesystem::file_size(png) : 0, 1000u);
+  return testing::ReadLayout(layout);
+}
+
+// What both runs must show.
+void CheckFleet(const json& doc, size_t chips, const std::string& grid) {
+  ASSERT_EQ(doc.value("view", ""), "fleet");
+  auto header = LayoutItems(doc, "text", "header");
+  ASSERT_EQ(header.size(), 1u);
+  EXPECT_EQ(header[0]["grid"]["kind"], grid);
+  EXPECT_EQ(header[0]["chips"], chips);
+  auto cells = LayoutItems(doc, "chip");
+  ASSERT_EQ(cells.size(), chips);
+  for (const json& c : cells) {
+    EXPECT_EQ(c["ref"]["table"], "devices");
+    double total = 0;
+    for (const auto& [part, ns] : c["breakdown"].items()) total += ns.get<double>();
+    EXPECT_NEAR(total, c["span_ns"].get<double>(), 1e-6 * c["span_ns"].get<double>()) << c.dump();
+    EXPECT_FALSE(c["value"].is_null()) << c.dump();
+    EXPECT_GE(c["w"].get<double>(), 4) << "cells of a small pod are drawn large enough to see";
+  }
+  auto suspects = LayoutItems(doc, "suspect");
+  ASSERT_FALSE(suspects.empty());
+  EXPECT_EQ(suspects[0]["rank"], 1);
+  EXPECT_EQ(suspects[0]["kind"], "chip");
+  EXPECT_EQ(suspects[0]["id"], "5");
+  EXPECT_EQ(suspects[0]["flagged"], true);
+  EXPECT_EQ(suspects[0]["ref"]["device_id"], 5);
+  for (size_t k = 1; k < suspects.size(); ++k) EXPECT_EQ(suspects[k]["flagged"], false) << suspects[k].dump();
+  // The culprit's cell: outlined where the chip is.
+  for (const json& c : cells)
+    if (c["ref"]["device_id"] == 5) {
+      EXPECT_EQ(c["rank"], 1);
+      EXPECT_FLOAT_EQ(c["x"].get<float>(), suspects[0]["x"].get<float>());
+      EXPECT_FLOAT_EQ(c["y"].get<float>(), suspects[0]["y"].get<float>());
+    }
+  // A bar per chip, with the same breakdown as its cell.
+  auto bars = LayoutItems(doc, "bar");
+  ASSERT_EQ(bars.size(), chips);
+  for (size_t i = 0; i < chips; ++i) {
+    EXPECT_EQ(bars[i]["first_device"], cells[i]["ref"]["device_id"]);
+    EXPECT_DOUBLE_EQ(bars[i]["breakdown"]["compute_ns"].get<double>(), cells[i]["breakdown"]["compute_ns"].get<double>());
+  }
+  auto legend = LayoutItems(doc, "legend");
+  ASSERT_EQ(legend.size(), 1u);
+  EXPECT_LE(legend[0]["min"].get<double>(), legend[0]["max"].get<double>());
+}
+
+TEST(FleetUi, SimulatedTorusIsARowOfPanels) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const json doc = OpenFleet(testing::SimulatedTorus(), "sim");
+  CheckFleet(doc, 16, "torus3d");
+  auto header = LayoutItems(doc, "text", "header");
+  EXPECT_EQ(header[0]["grid"]["panels"], 2);
+  EXPECT_EQ(header[0]["simulated"], true);
+  EXPECT_EQ(header[0]["clock"], "modeled");
+  // Panel z = 1 sits right of panel z = 0, each an x-by-y grid: rows go down, columns across.
+  std::map<int, json> by_device;
+  for (const json& c : LayoutItems(doc, "chip")) by_device[c["ref"]["device_id"].get<int>()] = c;
+  auto at = [&](int x, int y, int z) {
+    for (const auto& [d, c] : by_device)
+      if (c["coords"] == absl::StrCat("[", x, ",", y, ",", z, "]")) return c;
+    return json();
+  };
+  EXPECT_GT(at(0, 0, 1)["x"].get<double>(), at(0, 1, 0)["x"].get<double>());
+  EXPECT_DOUBLE_EQ(at(0, 0, 1)["y"].get<double>(), at(0, 0, 0)["y"].get<double>());
+  EXPECT_GT(at(1, 0, 0)["y"].get<double>(), at(0, 0, 0)["y"].get<double>());
+  EXPECT_GT(at(0, 1, 0)["x"].get<double>(), at(0, 0, 0)["x"].get<double>());
+}
+
+TEST(FleetUi, RealTwoByFourRunShowsTheSlowChip) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const json doc = OpenFleet(testing::RealGrid(), "real");
+  CheckFleet(doc, 8, "grid");
+  auto header = LayoutItems(doc, "text", "header");
+  EXPECT_EQ(header[0]["clock"], "device");
+  // Arrival lateness is the default metric: the slow chip is the latest, and the scale's top.
+  auto legend = LayoutItems(doc, "legend");
+  EXPECT_EQ(legend[0]["metric"], "arrival_lateness");
+  for (const json& c : LayoutItems(doc, "chip"))
+    if (c["ref"]["device_id"] == 5) EXPECT_DOUBLE_EQ(c["value"].get<double>(), legend[0]["max"].get<double>());
+}
+
+}  // namespace
+}  // namespace shardscope::app
+
+namespace shardscope::app {
+namespace {
+
+// The Sharding view's additions on the real 2x4 run: a memory bar per chip
+// with the bytes shard_placements gives it, and chip 5's shards listed with
+// their index ranges (--chip 5); tiles numbered by the shard they hold.
+TEST(ShardingUi, ChipBarsAndAChipsShards) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const testing::Pod& pod = testing::RealGrid();
+  ASSERT_TRUE(pod.recorded);
+  const std::string layout = ::testing::TempDir() + absl::StrCat("sharding_chip_", getpid(), ".json");
+  testing::UiResult r =
+      testing::RunUi(SHARDSCOPE_UI_BINARY, absl::StrCat(pod.db, " --view sharding --chip 5 --dump-layout ", layout));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const json doc = testing::ReadLayout(layout);
+  auto sql = [&](const std::string& q) {
+    return testing::RunShell(absl::StrCat("sqlite3 ", pod.db, " \"", q, "\"")).output;
+  };
+  auto bars = LayoutItems(doc, "bar", "chip_memory");
+  ASSERT_EQ(bars.size(), 8u);
+  for (const json& b : bars) {
+    const std::string want = sql(absl::StrCat("SELECT coalesce(sum(bytes), 0) FROM shard_placements WHERE device_id = ",
+                                              b["ref"]["device_id"].get<int>()));
+    EXPECT_EQ(absl::StrCat(b["bytes"].get<int64_t>(), "\n"), want) << b.dump();
+  }
+  auto rows = LayoutItems(doc, "row", "chip_shard");
+  ASSERT_FALSE(rows.empty());
+  for (const json& row : rows) {
+    EXPECT_EQ(row["ref"]["device_id"], 5);
+    const std::string want = sql(absl::StrCat("SELECT index_ranges || '|' || bytes FROM shard_placements WHERE device_id = 5"
+                                              " AND tensor_name = '", row["label"].get<std::string>(), "'"));
+    EXPECT_EQ(absl::StrCat(row["index_ranges"].get<std::string>(), "|", row["bytes"].get<int64_t>(), "\n"), want);
+  }
+  // Tiles: the same shard number exactly when the same chips hold it.
+  std::map<std::string, int> shard_of;
+  for (const json& cell : LayoutItems(doc, "cell")) {
+    ASSERT_TRUE(cell.contains("shard")) << cell.dump();
+    auto [it, added] = shard_of.try_emplace(cell["label"].get<std::string>(), cell["shard"].get<int>());
+    EXPECT_EQ(it->second, cell["shard"].get<int>());
+  }
+}
+
+}  // namespace
+}  // namespace shardscope::app
+
+namespace shardscope::app {
+namespace {
+
+// The playhead at open (--step): Fleet shows that step, Metrics marks it on its charts over steps.
+TEST(PlayheadUi, FleetAndMetricsFollowTheStep) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const json fleet = OpenFleet(testing::SimulatedTorus(), "sim_step", "--step 2");
+  auto cells = LayoutItems(fleet, "chip");
+  ASSERT_FALSE(cells.empty());
+  for (const json& c : cells) EXPECT_EQ(c["step"], 2);
+  const std::string layout = ::testing::TempDir() + absl::StrCat("metrics_step_", getpid(), ".json");
+  testing::UiResult r = testing::RunUi(
+      SHARDSCOPE_UI_BINARY, absl::StrCat(testing::RealGrid().db, " --view metrics --step 3 --dump-layout ", layout));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int marked = 0;
+  for (const json& chart : LayoutItems(testing::ReadLayout(layout), "chart"))
+    if (chart.value("x_label", "") == "step") {
+      EXPECT_EQ(chart["mark_x"], 3) << chart["label"];
+      ++marked;
+    }
+  EXPECT_GE(marked, 1);
+}
+
+}  // namespace
+}  // namespace shardscope::app

@@ -1,0 +1,213 @@
+// The Fleet view's model; see fleet_model.h.
+#include "ui/app/fleet_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "ui/app/format.h"
+
+namespace shardscope::app {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// "[1,2,0]" -> {1, 2, 0}; empty when it is not a list of integers.
+std::vector<int> ParseCoords(const std::string& text) {
+  absl::string_view s = text;
+  if (!absl::ConsumePrefix(&s, "[") || !absl::ConsumeSuffix(&s, "]")) return {};
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0) return {};
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* FleetMetricName(FleetMetric m) {
+  switch (m) {
+    case FleetMetric::kStepTime: return "step_time";
+    case FleetMetric::kComputeShare: return "compute_share";
+    case FleetMetric::kCollectiveWait: return "collective_wait";
+    case FleetMetric::kLateness: return "arrival_lateness";
+    case FleetMetric::kHbmPeak: return "hbm_peak";
+    case FleetMetric::kMfu: return "mfu";
+  }
+  return "";
+}
+
+const char* FleetMetricTitle(FleetMetric m) {
+  switch (m) {
+    case FleetMetric::kStepTime: return "step time (its first start to last end)";
+    case FleetMetric::kComputeShare: return "compute share of the step";
+    case FleetMetric::kCollectiveWait: return "collective wait (arrival to start)";
+    case FleetMetric::kLateness: return "arrival lateness (after its groups' median)";
+    case FleetMetric::kHbmPeak: return "HBM peak";
+    case FleetMetric::kMfu: return "MFU (FLOPs / step / peak)";
+  }
+  return "";
+}
+
+double FleetModel::Value(FleetMetric m, size_t step, size_t chip) const {
+  if (step >= report.per_step.size() || chip >= chips.size()) return kNaN;
+  const analysis::FleetStep& s = report.per_step[step];
+  const analysis::FleetChipStep& c = s.chips[chip];
+  if (m == FleetMetric::kHbmPeak) return chips[chip].hbm_peak_bytes >= 0 ? chips[chip].hbm_peak_bytes : kNaN;
+  if (!c.present) return kNaN;
+  switch (m) {
+    case FleetMetric::kStepTime: return c.own_ns;
+    case FleetMetric::kComputeShare: return s.span_ns > 0 ? c.compute_ns / s.span_ns : kNaN;
+    case FleetMetric::kCollectiveWait: return c.wait_ns;
+    case FleetMetric::kLateness: return c.late_ns;
+    case FleetMetric::kMfu: {
+      const double peak = chips[chip].peak_flops;
+      return peak > 0 && s.span_ns > 0 ? c.flops / (s.span_ns * 1e-9 * peak) : kNaN;
+    }
+    case FleetMetric::kHbmPeak: break;
+  }
+  return kNaN;
+}
+
+std::string FleetModel::Format(FleetMetric m, double v) {
+  if (std::isnan(v)) return "-";
+  switch (m) {
+    case FleetMetric::kComputeShare:
+    case FleetMetric::kMfu: return absl::StrFormat("%.1f%%", v * 100);
+    case FleetMetric::kHbmPeak: return FormatBytes(static_cast<int64_t>(v));
+    case FleetMetric::kLateness: return (v < 0 ? "-" : "+") + FormatDuration(std::fabs(v));
+    default: return FormatDuration(v);
+  }
+}
+
+int FleetModel::ChipIndex(int device_id) const {
+  auto it = std::lower_bound(chips.begin(), chips.end(), device_id,
+                             [](const FleetChipInfo& c, int d) { return c.device_id < d; });
+  return it != chips.end() && it->device_id == device_id ? static_cast<int>(it - chips.begin()) : -1;
+}
+
+FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& chips) {
+  FleetGrid g;
+  std::vector<std::vector<int>> coords;
+  size_t rank = 0;
+  bool same_rank = !chips.empty();
+  for (const FleetChipInfo& c : chips) {
+    coords.push_back(ParseCoords(c.coords));
+    if (coords.size() == 1) rank = coords.back().size();
+    same_rank = same_rank && coords.back().size() == rank;
+  }
+  auto extent = [&](size_t k) {
+    int n = 0;
+    for (const auto& v : coords) n = std::max(n, v[k] + 1);
+    return n;
+  };
+  const bool topo = std::all_of(chips.begin(), chips.end(), [](const FleetChipInfo& c) { return c.topology_coords; });
+  if (same_rank && rank == 3) {
+    g = {topo ? "torus3d" : "mesh", extent(2), extent(0), extent(1), topo ? "x" : "mesh axis 0",
+         topo ? "y" : "mesh axis 1", topo ? "z" : "mesh axis 2"};
+    for (size_t i = 0; i < chips.size(); ++i) {
+      chips[i].panel = coords[i][2];
+      chips[i].row = coords[i][0];
+      chips[i].col = coords[i][1];
+    }
+  } else if (same_rank && rank == 2) {
+    const bool gpu = topo && topology.rfind("gpu:", 0) == 0;
+    g = {gpu ? "gpu" : topo ? "grid" : "mesh", 1, extent(0), extent(1), gpu ? "host" : topo ? "x" : "mesh axis 0",
+         gpu ? "chip" : topo ? "y" : "mesh axis 1", ""};
+    for (size_t i = 0; i < chips.size(); ++i) {
+      chips[i].row = coords[i][0];
+      chips[i].col = coords[i][1];
+    }
+  } else {
+    // No usable coordinates (one mesh axis, an imported trace): device order, about square.
+    const int n = static_cast<int>(chips.size());
+    const int cols = std::max(1, static_cast<int>(std::ceil(std::sqrt(static_cast<double>(n)))));
+    g = {"devices", 1, std::max(1, (n + cols - 1) / cols), cols, "", "", ""};
+    for (int i = 0; i < n; ++i) {
+      chips[i].row = i / cols;
+      chips[i].col = i % cols;
+    }
+  }
+  return g;
+}
+
+absl::StatusOr<FleetModel> BuildFleetModel(const store::Reader& reader, int64_t run_id,
+                                           std::function<void(double, const std::string&)> progress) {
+  FleetModel m;
+  analysis::FleetOptions opt;
+  opt.run_id = run_id;
+  opt.per_step = true;
+  opt.progress = progress;
+  auto report = analysis::AnalyzeFleet(reader, opt);
+  if (!report.ok()) return report.status();
+  m.report = *std::move(report);
+  const std::string run = absl::StrCat(m.report.run_id);
+
+  auto has_topology = reader.HasColumn("devices", "topology_coords");
+  if (!has_topology.ok()) return has_topology.status();
+  auto devs = reader.Query(absl::StrCat("SELECT device_id, host_id, coords, hbm_bytes, peak_flops",
+                                        *has_topology ? ", topology_coords" : ", NULL AS topology_coords",
+                                        " FROM devices WHERE run_id = ?1 ORDER BY device_id"),
+                           {run});
+  if (!devs.ok()) return devs.status();
+  std::map<int, size_t> row_of;
+  for (size_t i = 0; i < devs->rows.size(); ++i) row_of[static_cast<int>(devs->Int(i, "device_id"))] = i;
+  for (int d : m.report.step_devices) {
+    FleetChipInfo c;
+    c.device_id = d;
+    c.host_id = d;
+    if (auto it = row_of.find(d); it != row_of.end()) {
+      c.host_id = static_cast<int>(devs->Int(it->second, "host_id"));
+      c.coords = devs->Text(it->second, "topology_coords");
+      c.topology_coords = !c.coords.empty();
+      if (!c.topology_coords) c.coords = devs->Text(it->second, "coords");
+      c.hbm_bytes = devs->Int(it->second, "hbm_bytes");
+      c.peak_flops = devs->Real(it->second, "peak_flops");
+    }
+    m.chips.push_back(std::move(c));
+  }
+  m.grid = PlaceChips(m.report.topology, m.chips);
+
+  // Suspects: each chip's rank in the diagnosis.
+  for (size_t k = 0; k < m.report.suspects.size(); ++k) {
+    const analysis::FleetSuspect& s = m.report.suspects[k];
+    int d = 0;
+    if (s.kind != "chip" || !absl::SimpleAtoi(s.id, &d)) continue;
+    if (int i = m.ChipIndex(d); i >= 0) {
+      m.chips[static_cast<size_t>(i)].rank = static_cast<int>(k) + 1;
+      m.chips[static_cast<size_t>(i)].flagged = s.flagged;
+    }
+  }
+
+  // HBM peaks: the counter where it was sampled, else the programs' plans.
+  if (progress) progress(-1, "reading HBM peaks");
+  auto counters = reader.Query(
+      "SELECT device_id, max(value) AS peak FROM counters WHERE run_id = ?1 AND name = 'hbm_bytes_in_use'"
+      " AND device_id IS NOT NULL GROUP BY device_id",
+      {run});
+  if (!counters.ok()) return counters.status();
+  if (!counters->rows.empty()) {
+    m.hbm_source = "hbm_bytes_in_use counter: its largest sample per chip over the run";
+    for (size_t i = 0; i < counters->rows.size(); ++i)
+      if (int k = m.ChipIndex(static_cast<int>(counters->Int(i, "device_id"))); k >= 0)
+        m.chips[static_cast<size_t>(k)].hbm_peak_bytes = counters->Real(i, "peak");
+  } else if (auto has = reader.HasTable("memory_plans"); has.ok() && *has) {
+    auto plans = reader.Query("SELECT max(peak_bytes) AS peak FROM memory_plans WHERE run_id = ?1", {run});
+    if (!plans.ok()) return plans.status();
+    if (!plans->rows.empty() && plans->Text(0, "peak") != "") {
+      m.hbm_source = "memory plans: the largest program's planned peak (the same on every chip)";
+      for (FleetChipInfo& c : m.chips) c.hbm_peak_bytes = plans->Real(0, "peak");
+    }
+  }
+  return m;
+}
+
+}  // namespace shardscope::app

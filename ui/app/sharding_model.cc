@@ -1,0 +1,105 @@
+// The Sharding view's reads; see sharding_model.h.
+#include "ui/app/sharding_model.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace shardscope::app {
+namespace {
+
+// "[8,1]" or "8,1" -> {8, 1}.
+std::vector<int64_t> Ints(absl::string_view text) {
+  absl::ConsumePrefix(&text, "[");
+  absl::ConsumeSuffix(&text, "]");
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v)) return {};
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<ShardingChips> LoadShardingChips(const store::Reader& reader, int64_t run_id) {
+  ShardingChips out;
+  const std::string run = absl::StrCat(run_id);
+  auto mesh = reader.Query("SELECT shape, axis_names, device_ids FROM meshes WHERE run_id = ?1 ORDER BY mesh_id LIMIT 1",
+                           {run});
+  if (!mesh.ok()) return mesh.status();
+  if (!mesh->rows.empty()) {
+    for (int64_t v : Ints(mesh->Text(0, "shape"))) out.mesh.shape.push_back(static_cast<int>(v));
+    out.mesh.axes = absl::StrSplit(mesh->Text(0, "axis_names"), ',', absl::SkipEmpty());
+    out.mesh.devices = Ints(mesh->Text(0, "device_ids"));
+  }
+  auto chips = reader.Query(
+      "SELECT d.device_id AS d, d.hbm_bytes AS hbm, coalesce(sum(p.bytes), 0) AS bytes, count(p.tensor_id) AS n"
+      " FROM devices d LEFT JOIN shard_placements p ON p.run_id = d.run_id AND p.device_id = d.device_id"
+      " WHERE d.run_id = ?1 GROUP BY d.device_id ORDER BY d.device_id",
+      {run});
+  if (!chips.ok()) return chips.status();
+  for (size_t i = 0; i < chips->rows.size(); ++i)
+    out.chips.push_back({chips->Int(i, "d"), chips->Int(i, "bytes"), chips->Int(i, "n"), chips->Int(i, "hbm")});
+  return out;
+}
+
+absl::StatusOr<std::vector<ChipShard>> LoadChipShards(const store::Reader& reader, int64_t run_id, int64_t device_id) {
+  auto q = reader.Query(
+      "SELECT p.tensor_name AS name, t.dtype AS dtype, t.shape AS shape, t.sharding AS sharding,"
+      " p.index_ranges AS ranges, p.bytes AS bytes FROM shard_placements p JOIN tensors t"
+      " ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id WHERE p.run_id = ?1 AND p.device_id = ?2"
+      " ORDER BY p.bytes DESC, p.tensor_name",
+      {absl::StrCat(run_id), absl::StrCat(device_id)});
+  if (!q.ok()) return q.status();
+  if (q->rows.empty()) {
+    auto chips = reader.Query("SELECT count(*) AS n FROM devices WHERE run_id = ?1 AND device_id = ?2",
+                              {absl::StrCat(run_id), absl::StrCat(device_id)});
+    if (!chips.ok()) return chips.status();
+    if (chips->Int(0, "n") == 0)
+      return absl::NotFoundError(absl::StrCat("run ", run_id, " of ", reader.path(), " has no chip ", device_id));
+  }
+  std::vector<ChipShard> out;
+  for (size_t i = 0; i < q->rows.size(); ++i)
+    out.push_back({q->Text(i, "name"), q->Text(i, "dtype"), q->Text(i, "shape"), q->Text(i, "sharding"),
+                   q->Text(i, "ranges"), q->Int(i, "bytes")});
+  return out;
+}
+
+std::vector<std::string> SplitAxisNames(const analysis::TensorTiles& t, const MeshInfo& mesh) {
+  std::vector<std::string> out(t.split_dims.size());
+  if (mesh.shape.empty() || mesh.axes.size() != mesh.shape.size()) return out;
+  // A chip's coordinates in the mesh (row-major over its shape, in device order).
+  auto coords = [&](int64_t chip) {
+    std::vector<int> c(mesh.shape.size(), -1);
+    auto it = std::find(mesh.devices.begin(), mesh.devices.end(), chip);
+    if (it == mesh.devices.end()) return c;
+    int64_t rest = it - mesh.devices.begin();
+    for (size_t k = mesh.shape.size(); k-- > 0;) {
+      c[k] = static_cast<int>(rest % mesh.shape[k]);
+      rest /= mesh.shape[k];
+    }
+    return c;
+  };
+  // Tiles are row-major over the split dims: dim j's stride.
+  size_t stride = 1;
+  for (size_t j = t.split_dims.size(); j-- > 0;) {
+    if (t.ranges[j].size() > 1 && stride < t.tile_chips.size() && !t.tile_chips[0].empty() &&
+        !t.tile_chips[stride].empty()) {
+      const std::vector<int> a = coords(t.tile_chips[0].front()), b = coords(t.tile_chips[stride].front());
+      std::vector<std::string> names;
+      for (size_t k = 0; k < a.size(); ++k)
+        if (a[k] >= 0 && b[k] >= 0 && a[k] != b[k]) names.push_back(mesh.axes[k]);
+      out[j] = absl::StrJoin(names, "+");
+    }
+    stride *= t.ranges[j].size();
+  }
+  return out;
+}
+
+}  // namespace shardscope::app
