@@ -191,6 +191,24 @@ std::string FormatFlops(double f) {
   return absl::StrFormat("%.0f FLOP/s", f);
 }
 
+// Time by slice name, for a run without per-op statistics (an imported trace).
+std::string NamesHeading(const NameTimes& n) {
+  return absl::StrCat("Top names by self time (", n.clock, " clock, ", n.slices, " slices on ", n.tracks,
+                      n.tracks == 1 ? " lane" : " lanes", ", ", n.names,
+                      n.names == 1 ? " name" : " names", "; from the timeline: no per-op statistics)");
+}
+const std::vector<std::string> kNamesHead = {"name", "kind", "count", "self", "share", "total", "longest"};
+std::vector<std::vector<std::string>> NamesRows(const NameTimes& n) {
+  std::vector<std::vector<std::string>> rows;
+  for (const NameTime& t : n.top)
+    rows.push_back({t.name, t.kind, absl::StrCat(t.count), FormatNs(t.self_ns),
+                    n.self_ns > 0 ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(t.self_ns) /
+                                                                  static_cast<double>(n.self_ns))
+                                  : "-",
+                    FormatNs(t.total_ns), FormatNs(t.max_ns)});
+  return rows;
+}
+
 std::string KernelsHeading(const RunReport& r) {
   return absl::StrCat("Top kernels (device clock, all chips and steps; modeled on profile ", Printable(r.run.profile),
                       ", peak ", FormatFlops(r.kernels.peak_flops), ")");
@@ -333,6 +351,11 @@ std::string RenderText(const RunReport& r) {
   const KernelStats& k = r.kernels;
   if (k.top.empty()) {
     absl::StrAppend(&out, "\nTop kernels: ", k.empty_reason, "\n");
+    for (const NameTimes& n : k.by_name) {
+      std::vector<std::vector<std::string>> t = {kNamesHead};
+      for (auto& row : NamesRows(n)) t.push_back(row);
+      absl::StrAppend(&out, "\n", NamesHeading(n), "\n", AlignTable(t, "  ", {false, false, true, true, true, true, true}));
+    }
   } else {
     absl::StrAppend(&out, "\n", KernelsHeading(r), "\n");
     std::vector<std::vector<std::string>> t = {kKernelHead};
@@ -407,6 +430,8 @@ std::string RenderMarkdown(const RunReport& r) {
   absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");
   if (k.top.empty()) {
     absl::StrAppend(&out, "None: ", k.empty_reason, ".\n");
+    for (const NameTimes& n : k.by_name)
+      absl::StrAppend(&out, "\n## ", NamesHeading(n), "\n\n", MdTable(kNamesHead, NamesRows(n)));
   } else {
     std::vector<std::vector<std::string>> rows;
     for (const KernelRow& row : k.top) rows.push_back(KernelCells(row));
@@ -590,6 +615,18 @@ nlohmann::json ReportToJson(const RunReport& r) {
                     {"top", kernels},
                     {"cost_model_error", err},
                     {"empty_reason", r.kernels.empty_reason}};
+  if (!r.kernels.by_name.empty()) {
+    json by_name = json::array();
+    for (const NameTimes& n : r.kernels.by_name) {
+      json top = json::array();
+      for (const NameTime& t : n.top)
+        top.push_back({{"name", t.name}, {"kind", t.kind}, {"count", t.count}, {"self_ns", t.self_ns},
+                       {"total_ns", t.total_ns}, {"max_ns", t.max_ns}});
+      by_name.push_back({{"clock", n.clock}, {"tracks", n.tracks}, {"slices", n.slices}, {"names", n.names},
+                         {"self_ns", n.self_ns}, {"top", top}});
+    }
+    out["kernels"]["by_name"] = by_name;
+  }
   json peaks = json::array();
   for (const MemoryPeak& p : r.memory.top)
     peaks.push_back({{"graph_id", p.graph_id}, {"peak_bytes", p.peak_bytes}, {"parameter_bytes", p.parameter_bytes},

@@ -214,6 +214,15 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                     Table({"op", "shape", "roofline", "count", "total (device)", "modeled", "of peak", "source"}, rows));
   }
 
+  for (const NameTimes& n : r.kernels.by_name) {
+    std::vector<std::vector<std::string>> rows;
+    for (const NameTime& t : n.top)
+      rows.push_back({t.name, t.kind, absl::StrCat(t.count), FormatNs(t.self_ns), FormatNs(t.total_ns)});
+    absl::StrAppend(&out, "<h2>Top names by self time (", H(n.clock), " clock)</h2>\n<p>From the timeline: ", n.slices,
+                    " slices on ", n.tracks, " lanes; the run has no per-op statistics.</p>\n",
+                    Table({"name", "kind", "count", "self", "total"}, rows));
+  }
+
   out += "<h2>Compilations</h2>\n";
   absl::StrAppend(&out, "<p>", r.compiles.count, " requests, ", r.compiles.misses, " misses, ",
                   r.compiles.recompilations, " recompilations, ", H(FormatNs(r.compiles.total_ns)), " (host clock)</p>\n");

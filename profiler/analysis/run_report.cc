@@ -471,6 +471,12 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"); !st.ok())
     return st;
   if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
+  if (r.kernels.top.empty())
+    for (const char* clock : {"device", "host"}) {
+      auto names = TopNamesBySelfTime(reader, run_id, clock, kTopKernels);
+      if (auto st = Context(names.status(), reader, "time by slice name"); !st.ok()) return st;
+      if (names->slices > 0) r.kernels.by_name.push_back(*std::move(names));
+    }
   if (auto st = Context(ReadMemoryPeaks(reader, run_id, &r.memory), reader, "memory plans"); !st.ok()) return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");

@@ -12,6 +12,7 @@
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/cost_error.h"
 #include "profiler/analysis/verdict.h"
+#include "profiler/analysis/slice_names.h"
 #include "store/reader.h"
 #include "store/sim_calibration.h"
 
@@ -145,6 +146,9 @@ struct KernelStats {
   std::vector<KernelRow> top;     // by total device time, at most kTopKernels
   std::optional<CostModelError> cost_error;
   std::string empty_reason;       // why `top` is empty, in words
+  // When `top` is empty (no IR: an imported trace): per clock with slices
+  // (device, then host), the names with the most self time, from the timeline.
+  std::vector<NameTimes> by_name;
 };
 inline constexpr int kTopKernels = 10;
 

@@ -164,6 +164,20 @@ TEST(ImportE2e, RealCpuTraceHasStepsNestingAndNoUnusableEvents) {
   for (const char* bound : {"?  host ", "?  collectives ", "?  compute "})
     EXPECT_TRUE(absl::StrContains(report.text, bound)) << bound << "\n" << report.text;
   EXPECT_FALSE(absl::StrContains(report.text, "0.0%   >=")) << report.text;
+  // Where the time went, from the timeline: names by self time on the host clock.
+  EXPECT_TRUE(absl::StrContains(report.text, "Top names by self time (host clock")) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, "aten::")) << report.text;
+  e2e::Output json = e2e::Shell(absl::StrCat(kCli, " report ", db, " --format json"));
+  ASSERT_EQ(json.code, 0) << json.text;
+  auto j = nlohmann::json::parse(json.text);
+  ASSERT_EQ(j["kernels"]["by_name"].size(), 1u) << json.text;
+  const auto& host = j["kernels"]["by_name"][0];
+  EXPECT_EQ(host["clock"], "host");
+  EXPECT_EQ(host["slices"].get<int64_t>(), x);
+  int64_t self = 0;
+  for (const auto& t : host["top"]) self += t["self_ns"].get<int64_t>();
+  EXPECT_LE(self, host["self_ns"].get<int64_t>());
+  EXPECT_GT(self, 0);
 }
 
 TEST(ImportE2e, GlooPairMatchesCollectivesAcrossRanksWithOffsets) {
