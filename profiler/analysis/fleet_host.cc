@@ -10,11 +10,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "profiler/analysis/format.h"
+#include "profiler/analysis/fleet_steps.h"
 #include "store/timeline.h"
 
 namespace shardscope::analysis::internal {
 namespace {
+
+using fleet_internal::LeaveOneOutMedians;
+using fleet_internal::Median;
 
 struct Member {
   int host = 0;
@@ -27,13 +30,6 @@ struct Collective {
   std::vector<Member> members;
   int64_t first_arrival = 0, last_end = 0;
 };
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 // The value at half the total weight.
 double WeightedMedian(std::vector<std::pair<double, double>> value_weight) {
@@ -200,11 +196,9 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       own.push_back(it == left.end() ? 0.0 : static_cast<double>(m.arrival - it->second));
     }
     if (!all) continue;  // a rank that was not in the released collective
+    const std::vector<double> peers_of = LeaveOneOutMedians(own);
     for (size_t i = 0; i < c.members.size(); ++i) {
-      std::vector<double> others;
-      for (size_t j = 0; j < own.size(); ++j)
-        if (j != i) others.push_back(own[j]);
-      const double peers = Median(others);
+      const double peers = peers_of[i];
       if (peers <= 0) continue;
       PerRank& p = per[c.members[i].host];
       p.ratios.emplace_back(own[i] / peers, peers);
