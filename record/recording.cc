@@ -16,6 +16,7 @@
 #include "profiler/trace/recorder.h"
 #include "runtime/cpu_calibration.h"
 #include "runtime/faults.h"
+#include "runtime/simulate.h"
 #include "store/sim_timeline.h"
 #include "store/writer.h"
 
@@ -213,6 +214,10 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     if (absl::Status s = GetClient().SetFaults(runtime::FaultPlan(std::move(faults), opt.fault_seed)); !s.ok())
       return fail(absl::InvalidArgumentError(absl::StrCat("Recording: ", s.message())));
   }
+  // A simulated run stores its schedule step by step as it goes (a run killed
+  // part way keeps what it laid out); an error there ends the run at Finish.
+  if (runtime::Simulator* sim = GetClient().simulator())
+    sim->SetOnStepsDone([r = rec.get()](const runtime::Simulator& s) { r->StoreSimulatedSoFar(s).IgnoreError(); });
   // The modeled clock's chip, before anything compiles (ops record their cost on it).
   if (absl::Status s = GetClient().SetProfile(opt.profile); !s.ok()) return fail(s);
   GetClient().set_fusion(opt.fusion);
@@ -249,18 +254,34 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   return rec;
 }
 
+absl::Status Recording::StoreSimulatedSoFar(const runtime::Simulator& sim) {
+  std::lock_guard<std::mutex> l(sim_mu_);
+  if (!sim_status_.ok()) return sim_status_;  // said once; the rest is written at the end or lost with it
+  if (sim_runs_stored_ == sim.runs().size() && sim_chips_stored_) return absl::OkStatus();
+  writer_->Flush();  // the names, tracks and steps first; then the schedules, over a connection of their own
+  sim_status_ = store::WriteSimTimeline(options_.db, {.run_id = run_id_,
+                                                      .programs = &sim.programs(),
+                                                      .chips = &sim.chips(),
+                                                      .track_ids = &GetClient().modeled_tracks(),
+                                                      .runs = &sim.runs(),
+                                                      .first_run = sim_runs_stored_,
+                                                      .stored_programs = &sim_programs_stored_,
+                                                      .write_chips = !sim_chips_stored_});
+  if (sim_status_.ok()) {
+    sim_runs_stored_ = sim.runs().size();
+    sim_chips_stored_ = true;
+  }
+  return sim_status_;
+}
+
 absl::Status Recording::StoreSimulation() {
   if (!options_.simulate || !Initialized()) return absl::OkStatus();
   runtime::Client& client = GetClient();
   client.Synchronize();
-  const runtime::Simulator* sim = client.simulator();
+  runtime::Simulator* sim = client.simulator();
   if (!sim) return absl::OkStatus();
-  writer_->Flush();  // the names, tracks and steps first; then the schedules, over a connection of their own
-  return store::WriteSimTimeline(options_.db, {.run_id = run_id_,
-                                               .programs = &sim->programs(),
-                                               .chips = &sim->chips(),
-                                               .track_ids = &client.modeled_tracks(),
-                                               .runs = &sim->runs()});
+  sim->SetOnStepsDone(nullptr);  // nothing runs now: the rest is stored here
+  return StoreSimulatedSoFar(*sim);
 }
 
 void Recording::Abandon() {

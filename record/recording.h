@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <source_location>
 #include <string>
 #include <vector>
@@ -24,7 +26,7 @@
 #include "profiler/trace/capture.h"
 
 namespace shardscope {
-
+namespace runtime { class Simulator; }
 namespace store { class Writer; }
 
 struct RecordingOptions {
@@ -130,8 +132,11 @@ class Recording {
 
  private:
   Recording(RecordingOptions options, Mesh mesh);
-  // Simulated mode: waits for the queued runs and stores their schedule.
+  // Simulated mode: waits for the queued runs and stores the schedule not yet stored.
   absl::Status StoreSimulation();
+  // Simulated mode: stores the runs laid out since the last call (whole steps,
+  // from the thread that runs programs), so a run killed part way keeps them.
+  absl::Status StoreSimulatedSoFar(const runtime::Simulator& sim);
 
   RecordingOptions options_;
   Mesh mesh_;
@@ -141,6 +146,12 @@ class Recording {
   // Between the stack and the writer when capture is narrowed (null: everything goes to the writer).
   std::unique_ptr<trace::CaptureFilter> capture_;
   int64_t run_id_ = 0;
+  // What of a simulated run's schedule is stored (StoreSimulatedSoFar).
+  std::mutex sim_mu_;
+  size_t sim_runs_stored_ = 0;
+  std::set<int64_t> sim_programs_stored_;
+  bool sim_chips_stored_ = false;
+  absl::Status sim_status_;
   bool finished_ = false;
   absl::Status finish_status_;
 };

@@ -114,6 +114,7 @@ class Client {
   bool simulated() const { return simulator_ != nullptr; }
   // Null unless simulated. Read it once the runs are done (Synchronize).
   const Simulator* simulator() const { return simulator_.get(); }
+  Simulator* simulator() { return simulator_.get(); }
   // Simulated mode: kernel and collective times from a recorded run where
   // they match (`--calibrate-from`, Simulator::SetCalibration); before the first run.
   absl::Status SetSimCalibration(RecordedOpTimes times);

@@ -357,6 +357,7 @@ absl::Status Simulator::Run(int64_t graph_id, const compiler::Module& program, c
       model_programs_.emplace(graph_id, *std::move(modeled));
     }
   }
+  if (on_steps_done_ && !runs_.empty() && runs_.back().step != step) on_steps_done_(*this);
   trace::SimRun r;
   r.seq = static_cast<int64_t>(runs_.size());
   r.step = step;

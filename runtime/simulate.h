@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -126,6 +127,10 @@ class Simulator {
   // (UncalibratedStepSpans).
   void SetCalibration(RecordedOpTimes times);
   bool calibrated() const { return recorded_ != nullptr; }
+  // Called (on the thread that runs programs) before the first run of each
+  // new step is laid out, so every run in runs() belongs to a finished step:
+  // what a recording stores as it goes.
+  void SetOnStepsDone(std::function<void(const Simulator&)> fn) { on_steps_done_ = std::move(fn); }
   const CalibrationCounts& calibration_counts() const { return counts_; }
   // Lays out one run of `graph_id` (built on first use) at `step`, after
   // `transfers`; `fingerprint` is the program's (compiler/fingerprint.h), for calibration.
@@ -162,6 +167,7 @@ class Simulator {
   std::map<int64_t, trace::SimProgram> model_programs_;
   std::vector<trace::SimRun> model_runs_;
   std::vector<int64_t> model_free_;
+  std::function<void(const Simulator&)> on_steps_done_;
 };
 
 }  // namespace shardscope::runtime

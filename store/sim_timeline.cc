@@ -309,7 +309,9 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
             "INSERT OR REPLACE INTO sim_runs(run_id, seq, step, graph_id, transfers, starts, preempted, ends)"
             " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
            {&add_bounds,
-            "INSERT OR REPLACE INTO step_bounds(run_id, step, clock, start_ns, end_ns) VALUES (?1, ?2, 'modeled', ?3, ?4)"}})
+            "INSERT INTO step_bounds(run_id, step, clock, start_ns, end_ns) VALUES (?1, ?2, 'modeled', ?3, ?4)"
+            " ON CONFLICT(run_id, clock, step) DO UPDATE SET start_ns = min(start_ns, excluded.start_ns),"
+            " end_ns = max(end_ns, excluded.end_ns)"}})
     if (absl::Status s = stmt->Prepare(db.get(), sql); !s.ok()) return fail(s);
   std::map<std::string, int32_t> names;
   auto intern = [&](const std::string& name) -> absl::StatusOr<int32_t> {
@@ -333,6 +335,7 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
   auto preempted = intern("host preempted");
   if (!preempted.ok()) return fail(preempted.status());
   for (const auto& [graph_id, program] : *in.programs) {
+    if (in.stored_programs && in.stored_programs->count(graph_id)) continue;
     trace::SimProgram p = program;
     p.preempted_name_id = *preempted;
     for (trace::SimOp& op : p.ops) {
@@ -361,7 +364,7 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
     blob(add_prog, 6, EncodeProgram(p));
     if (absl::Status s = add_prog.Run(); !s.ok()) return fail(s);
   }
-  for (size_t c = 0; c < in.chips->size(); ++c) {
+  for (size_t c = 0; in.write_chips && c < in.chips->size(); ++c) {
     const trace::SimChip& chip = (*in.chips)[c];
     add_chip.Int(1, in.run_id);
     add_chip.Int(2, static_cast<int64_t>(c));
@@ -372,7 +375,8 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
     if (absl::Status s = add_chip.Run(); !s.ok()) return fail(s);
   }
   std::map<int, std::pair<int64_t, int64_t>> bounds;
-  for (const trace::SimRun& r : *in.runs) {
+  for (size_t k = in.first_run; k < in.runs->size(); ++k) {
+    const trace::SimRun& r = (*in.runs)[k];
     std::vector<trace::SimOp> transfers = r.transfers;
     for (trace::SimOp& op : transfers) {
       auto id = intern(op.name);
@@ -412,6 +416,8 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
     if (absl::Status s = add_bounds.Run(); !s.ok()) return fail(s);
   }
   if (absl::Status s = internal::Exec(db.get(), "COMMIT"); !s.ok()) return fail(s);
+  if (in.stored_programs)
+    for (const auto& [graph_id, program] : *in.programs) in.stored_programs->insert(graph_id);
   return absl::OkStatus();
 }
 

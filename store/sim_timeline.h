@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,12 +30,20 @@ struct SimTimelineInput {
   const std::vector<trace::SimChip>* chips = nullptr;
   const std::vector<int64_t>* track_ids = nullptr;  // per chip: its modeled-clock track
   const std::vector<trace::SimRun>* runs = nullptr;
+  // Written step by step while the run goes (so a run killed part way keeps
+  // its schedule up to its last whole step): runs before `first_run` are
+  // stored already, programs in `stored_programs` too (those written are
+  // added), and the chips only when `write_chips`.
+  size_t first_run = 0;
+  std::set<int64_t>* stored_programs = nullptr;
+  bool write_chips = true;
 };
 
 // Writes a simulated run's schedule into the database at `path` over a
 // connection of its own, in one transaction: the names its slices use, its
 // programs, chips and runs, and each step's bounds on the modeled clock
-// (step_bounds). Call once the run's writer has flushed what it queued.
+// (step_bounds, widened where a step's runs came in earlier calls). Call once
+// the run's writer has flushed what it queued.
 absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& in);
 
 // A simulated run's timeline, read from its schedule.

@@ -5,8 +5,13 @@
 // pod of 64 llama chips stays under 1 KB of file per chip-step, and mistakes
 // are refused (e2e_simulate_test).
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -124,6 +129,53 @@ TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
   store::QueryResult sl = Q(db, "SELECT MAX(step) AS s, COUNT(*) AS n FROM slices WHERE kind = 'collective'");
   EXPECT_EQ(sl.Int(0, "s", -1), 4);  // the steps before it are drawable
   EXPECT_GT(sl.Int(0, "n"), 0);
+}
+
+TEST(Simulate, KilledRunKeepsTheStepsItLaidOut) {
+  // A simulated run stores its schedule step by step: killed (SIGKILL, no
+  // chance to write anything at the end), it keeps every whole step before.
+  const std::string db = TempDb("sim_killed");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl(kCli.c_str(), kCli.c_str(), "run", "mlp", "--simulate", "--topology", "4x4", "--steps", "100000",
+          "--quiet", "--db", db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int64_t stored = 0;
+  for (int k = 0; k < 600 && stored < 4; ++k) {  // up to 60 s for four steps' schedules to land
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto r = store::Reader::Open(db);  // not an error while the run is still making the file
+    if (!r.ok()) continue;
+    auto q = r->Query("SELECT COUNT(DISTINCT step) AS n FROM sim_runs");
+    if (q.ok()) stored = q->Int(0, "n");
+  }
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_GE(stored, 4);
+  Output runs = Shell(absl::StrCat(kCli, " runs ", db));  // the CLI looks the writer's process up
+  EXPECT_NE(runs.text.find("ended abnormally"), std::string::npos) << runs.text;
+  // Every stored step is whole: all 16 chips ran it, and its bounds cover its slices.
+  store::QueryResult steps = Q(db,
+      "SELECT step, COUNT(DISTINCT s.track_id) AS chips, MIN(s.start_ns) AS t0, MAX(s.start_ns + s.dur_ns) AS t1,"
+      " (SELECT start_ns FROM step_bounds b WHERE b.step = s.step AND clock = 'modeled') AS b0,"
+      " (SELECT end_ns FROM step_bounds b WHERE b.step = s.step AND clock = 'modeled') AS b1"
+      " FROM slices s JOIN tracks USING (run_id, track_id) WHERE clock = 'modeled' GROUP BY step ORDER BY step");
+  ASSERT_GE(steps.rows.size(), 4u);
+  for (size_t r = 0; r < steps.rows.size(); ++r) {
+    EXPECT_EQ(steps.Int(r, "step"), static_cast<int64_t>(r));
+    EXPECT_EQ(steps.Int(r, "chips"), 16) << "step " << r;
+    EXPECT_LE(steps.Int(r, "b0"), steps.Int(r, "t0")) << "step " << r;
+    EXPECT_GE(steps.Int(r, "b1"), steps.Int(r, "t1")) << "step " << r;
+  }
+  // The reports read it as any other simulated run.
+  Output fleet = Shell(absl::StrCat(kCli, " fleet ", db));
+  EXPECT_EQ(fleet.code, 0) << fleet.text;
+  EXPECT_NE(fleet.text.find("no chip stands out"), std::string::npos) << fleet.text;
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_EQ(report.code, 0) << report.text;
+  EXPECT_NE(report.text.find("ended abnormally"), std::string::npos) << report.text;
 }
 
 TEST(Simulate, MistakesAreRefused) {
