@@ -123,11 +123,11 @@ CREATE TABLE IF NOT EXISTS tracks (
 -- Slices are stored in chunks (schema version 2): up to 512 slices of one
 -- track, one step and one program per row, as JSON text, each slice an array
 --   [gap, dur_ns, name_id, kind, op_id, slice_id delta, depth, parent_id,
---    flow_id, bytes, wait_ns, category name_id]
+--    flow_id, bytes, wait_ns, category name_id, shape name_id]
 -- where gap is the start minus the previous slice's end (the first slice's:
 -- minus start_ns) and the id delta is against the previous slice's id (the
 -- first's: against first_slice_id); trailing fields at their defaults
--- (-, -, -, -, -1, 1, 0, -1, -1, 0, -1, 0) are left out. kind: 0 compute,
+-- (-, -, -, -, -1, 1, 0, -1, -1, 0, -1, 0, 0) are left out. kind: 0 compute,
 -- 1 collective, 2 transfer, 3 host, 4 compile, 5 host_wait. Query the
 -- `slices` view.
 CREATE TABLE IF NOT EXISTS slice_chunks (
@@ -162,7 +162,8 @@ SELECT run_id, first_slice_id + sum(d_id) OVER w AS slice_id, track_id,
        CASE WHEN flow_id >= 0 THEN flow_id END AS flow_id, bytes,
        CASE WHEN wait_ns >= 0 THEN start_ns + sum(gap + dur_ns) OVER w - dur_ns - wait_ns END AS arrival_ns,
        CASE WHEN wait_ns >= 0 THEN wait_ns END AS wait_ns,
-       CASE WHEN category_id > 0 THEN category_id END AS category_id
+       CASE WHEN category_id > 0 THEN category_id END AS category_id,
+       CASE WHEN shape_id > 0 THEN shape_id END AS shape_id
 FROM (
   SELECT c.run_id, c.track_id, c.chunk_id, c.step, c.graph_id, c.start_ns, c.first_slice_id, j.key AS k,
          json_extract(j.value, '$[0]') AS gap, json_extract(j.value, '$[1]') AS dur_ns,
@@ -174,7 +175,8 @@ FROM (
          coalesce(json_extract(j.value, '$[8]'), -1) AS flow_id,
          coalesce(json_extract(j.value, '$[9]'), 0) AS bytes,
          coalesce(json_extract(j.value, '$[10]'), -1) AS wait_ns,
-         coalesce(json_extract(j.value, '$[11]'), 0) AS category_id
+         coalesce(json_extract(j.value, '$[11]'), 0) AS category_id,
+         coalesce(json_extract(j.value, '$[12]'), 0) AS shape_id
   FROM slice_chunks c, json_each(c.slices) j
 )
 WINDOW w AS (PARTITION BY run_id, track_id, chunk_id ORDER BY k ROWS UNBOUNDED PRECEDING);
@@ -510,11 +512,12 @@ CREATE TABLE IF NOT EXISTS auto_sharding_choices (
 CREATE VIEW IF NOT EXISTS events AS
 SELECT s.run_id, t.device_id, t.host_id, s.track_id, s.kind, n.name, s.start_ns, s.dur_ns,
        s.depth, s.parent_id, s.step, s.graph_id, s.op_id, s.flow_id, s.bytes, t.clock, s.slice_id,
-       s.arrival_ns, s.wait_ns, c.name AS category
+       s.arrival_ns, s.wait_ns, c.name AS category, sh.name AS shape
 FROM slices s
 JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
 JOIN names n ON n.name_id = s.name_id
-LEFT JOIN names c ON c.name_id = s.category_id;
+LEFT JOIN names c ON c.name_id = s.category_id
+LEFT JOIN names sh ON sh.name_id = s.shape_id;
 
 -- Per device and step on the device clock: time by kind from top-level
 -- (depth 0) slices, host_wait = the chip waiting for the host to enqueue the

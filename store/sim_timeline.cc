@@ -730,8 +730,8 @@ std::string InstallSimSlices(sqlite3* db) {
   // One chip of one program run per call: a query that names tracks (track_id
   // = ?, IN (...)) makes only those chips' slices, through sim_chips' index.
   return " UNION ALL SELECT r.run_id, s.slice_id, c.track_id, s.start_ns, s.dur_ns, s.depth, s.parent_id,"
-         " s.name_id, s.kind, r.step, r.graph_id, s.op_id, s.flow_id, s.bytes, s.arrival_ns, s.wait_ns, s.category_id"
-         " FROM main.sim_runs r JOIN main.sim_chips c ON c.run_id = r.run_id,"
+         " s.name_id, s.kind, r.step, r.graph_id, s.op_id, s.flow_id, s.bytes, s.arrival_ns, s.wait_ns, s.category_id,"
+         " NULL FROM main.sim_runs r JOIN main.sim_chips c ON c.run_id = r.run_id,"
          " shardscope_sim_slices(r.run_id, r.seq, r.step, r.graph_id, r.transfers, r.starts, r.preempted, r.ends,"
          " c.device_id) s";
 }

@@ -47,7 +47,7 @@ void ChunkEncoder::Add(const TimelineSlice& s) {
   std::array<int64_t, kChunkFields> f = {
       s.start_ns - prev_end_, s.dur_ns, s.name_id, static_cast<int64_t>(s.kind), s.op_id < 0 ? -1 : s.op_id,
       s.slice_id - prev_id_, s.depth, s.parent_id < 0 ? -1 : s.parent_id, s.flow_id < 0 ? -1 : s.flow_id,
-      s.bytes, s.arrival_ns < 0 ? -1 : std::max<int64_t>(0, s.start_ns - s.arrival_ns), s.category_id};
+      s.bytes, s.arrival_ns < 0 ? -1 : std::max<int64_t>(0, s.start_ns - s.arrival_ns), s.category_id, s.shape_id};
   // The first slice's id delta is 0, not the default 1: it stays written.
   int n = kChunkFields;
   while (n > 4 && f[n - 1] == kChunkDefaults[n - 1] && !(count_ == 0 && n == 6)) --n;
@@ -121,7 +121,7 @@ absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vecto
       int n = 0;
       if (!p.Eat(']')) {
         do {
-          if (n == kChunkFields) return bad("a slice with more than 12 fields");
+          if (n == kChunkFields) return bad("a slice with more than 13 fields");
           if (!p.Int(&f[n])) return bad("expected an integer");
           ++n;
         } while (p.Eat(','));
@@ -151,6 +151,8 @@ absl::Status DecodeChunk(const ChunkHeader& h, std::string_view text, std::vecto
       s.arrival_ns = f[10] < 0 ? -1 : start - f[10];
       if (f[11] < 0 || f[11] > INT32_MAX) return bad("a category name_id out of range");
       s.category_id = static_cast<int32_t>(f[11]);
+      if (f[12] < 0 || f[12] > INT32_MAX) return bad("a shape name_id out of range");
+      s.shape_id = static_cast<int32_t>(f[12]);
       s.step = h.step < 0 || h.step > INT32_MAX ? -1 : static_cast<int32_t>(h.step);
       s.graph_id = h.graph_id;
       out->push_back(s);

@@ -36,8 +36,8 @@ inline constexpr size_t kChunkTextBytes = 3840;
 //   6 depth   7 parent_id (-1 none)   8 flow_id (-1 none)   9 bytes
 //   10 wait_ns: start_ns minus arrival_ns (-1: no arrival recorded)
 //   11 category name_id (0 none)
-inline constexpr int kChunkFields = 12;
-inline constexpr std::array<int64_t, kChunkFields> kChunkDefaults = {0, 0, 0, 0, -1, 1, 0, -1, -1, 0, -1, 0};
+inline constexpr int kChunkFields = 13;
+inline constexpr std::array<int64_t, kChunkFields> kChunkDefaults = {0, 0, 0, 0, -1, 1, 0, -1, -1, 0, -1, 0, 0};
 
 // Builds one chunk's text slice by slice.
 class ChunkEncoder {

@@ -114,11 +114,11 @@ void IntOrNull(sqlite3_context* ctx, int64_t v, bool present) {
 
 enum SliceColumn {
   kSliceId, kStart, kDur, kDepth, kParent, kNameId, kKind, kOpId, kFlowId, kBytes, kArrival, kWait, kCategory,
-  kArgChunkId, kArgStart, kArgFirstId, kArgCount, kArgText, kNumSliceColumns
+  kShape, kArgChunkId, kArgStart, kArgFirstId, kArgCount, kArgText, kNumSliceColumns
 };
 constexpr char kSliceDeclaration[] =
     "CREATE TABLE x(slice_id, start_ns, dur_ns, depth, parent_id, name_id, kind, op_id, flow_id, bytes,"
-    " arrival_ns, wait_ns, category_id, chunk_id HIDDEN, chunk_start HIDDEN, first_slice_id HIDDEN,"
+    " arrival_ns, wait_ns, category_id, shape_id, chunk_id HIDDEN, chunk_start HIDDEN, first_slice_id HIDDEN,"
     " count HIDDEN, slices HIDDEN)";
 
 // Besides the chunk (every hidden argument, required), `kind = ?` and
@@ -212,6 +212,7 @@ int SliceColumnValue(sqlite3_vtab_cursor* cur, sqlite3_context* ctx, int col) {
     case kArrival: IntOrNull(ctx, s.arrival_ns, s.arrival_ns >= 0); break;
     case kWait: IntOrNull(ctx, s.start_ns - s.arrival_ns, s.arrival_ns >= 0); break;
     case kCategory: IntOrNull(ctx, s.category_id, s.category_id > 0); break;
+    case kShape: IntOrNull(ctx, s.shape_id, s.shape_id > 0); break;
     default: sqlite3_result_null(ctx); break;
   }
   return SQLITE_OK;
@@ -421,7 +422,7 @@ absl::Status InstallNativeSlices(sqlite3* db) {
   std::string sql =
       "CREATE TEMP VIEW IF NOT EXISTS slices AS SELECT c.run_id, s.slice_id, c.track_id, s.start_ns, s.dur_ns,"
       " s.depth, s.parent_id, s.name_id, s.kind, c.step, c.graph_id, s.op_id, s.flow_id, s.bytes, s.arrival_ns,"
-      " s.wait_ns, s.category_id FROM main.slice_chunks c,"
+      " s.wait_ns, s.category_id, s.shape_id FROM main.slice_chunks c,"
       " shardscope_chunk_slices(c.chunk_id, c.start_ns, c.first_slice_id, c.count, c.slices) s";
   // Simulated runs' slices, made from their schedules (store/sim_timeline.h).
   absl::StrAppend(&sql, InstallSimSlices(db), ";");

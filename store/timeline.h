@@ -34,6 +34,7 @@ struct TimelineSlice {
   int64_t arrival_ns = -1;  // a collective: when this chip was ready (-1: not recorded)
   int32_t name_id = 0;      // names.name_id
   int32_t category_id = 0;  // names.name_id of the producer's category, 0: none
+  int32_t shape_id = 0;     // names.name_id of the producer's shape of the call, 0: none
   int32_t step = -1;
   int16_t depth = 0;
   TimelineKind kind = TimelineKind::kCompute;

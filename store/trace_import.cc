@@ -181,7 +181,7 @@ struct Rec {
   uint8_t lane = kHostLane;
   uint8_t kind = static_cast<uint8_t>(SliceKind::kHost);
   uint8_t flags = 0;
-  uint32_t pad = 0;
+  uint32_t shape = 0;  // Importer::shapes_ id + 1; 0: none
 };
 static_assert(sizeof(Rec) == 64);
 
@@ -417,6 +417,10 @@ struct FileState {
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
   std::map<int, int> devices;        // local GPU index -> global device id
+  // Shapes (Importer::shapes_ id + 1) by External id of the ops that recorded
+  // input dims, and by correlation id of the launches those ops made: dense
+  // ids, 4 bytes each, kept through phase 1 only.
+  std::vector<uint32_t> op_shape, launch_shape;
 };
 
 struct GenericFlow {
@@ -436,6 +440,7 @@ class Importer {
   absl::Status ReadFile(size_t index);
   void OnEvent(FileState& f, uint32_t file, TraceEvent& e);
   void AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, uint32_t thread = kOwnThread);
+  uint32_t ShapeOf(FileState& f, const TraceEvent& e, Lane lane);
   void AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e);
   uint32_t AsyncLaneOf(uint32_t file, const TraceEvent& e);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
@@ -486,7 +491,7 @@ class Importer {
   std::vector<FileState> files_;
   Spiller spill_;
   absl::Status pushed_error_;
-  Interner names_, cats_, keys_;
+  Interner names_, cats_, keys_, shapes_;
   std::vector<ThreadInfo> threads_;
   std::vector<ProcessInfo> processes_;
   std::unordered_map<std::string, uint32_t> thread_index_, process_index_;
@@ -746,6 +751,7 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   r.lane = lane;
   r.kind = static_cast<uint8_t>(c.kind);
   r.corr = e.correlation;
+  r.shape = ShapeOf(f, e, lane);
   if (e.bytes >= 0) {
     r.bytes = e.bytes;
   } else if (int64_t size = DtypeBytes(e.dtype); size > 0 && std::max(e.in_nelems, e.out_nelems) > 0) {
@@ -785,6 +791,42 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     colls_.push_back(std::move(k));
   }
   Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
+}
+
+// The call's shape, for matching calls across runs (`shardscope diff`): an
+// op's "Input Dims" (and "Input type"), remembered by its External id; a
+// launch passes its op's on by correlation id; a kernel's launch grid and
+// block, after its op's dims where they are known (through its own External
+// id, else its launch's correlation id).
+uint32_t Importer::ShapeOf(FileState& f, const TraceEvent& e, Lane lane) {
+  // Kineto numbers External and correlation ids densely from 0 or 1; larger
+  // ones are not remembered rather than grow these without bound.
+  static constexpr int64_t kMaxId = int64_t{1} << 26;
+  auto get = [](const std::vector<uint32_t>& v, int64_t id) -> uint32_t {
+    return id >= 0 && id < static_cast<int64_t>(v.size()) ? v[static_cast<size_t>(id)] : 0;
+  };
+  auto put = [](std::vector<uint32_t>& v, int64_t id, uint32_t shape) {
+    if (id < 0 || id >= kMaxId) return;
+    if (id >= static_cast<int64_t>(v.size())) v.resize(std::max<size_t>(static_cast<size_t>(id) + 1, v.size() * 2));
+    v[static_cast<size_t>(id)] = shape;
+  };
+  if (lane == kHostLane) {
+    if (!e.input_dims.empty()) {
+      const uint32_t shape =
+          shapes_.Id(e.input_types.empty() ? e.input_dims : absl::StrCat(e.input_dims, " (", e.input_types, ")")) + 1;
+      put(f.op_shape, e.external_id, shape);
+      return shape;
+    }
+    if (e.correlation >= 0)
+      if (uint32_t op = get(f.op_shape, e.external_id)) put(f.launch_shape, e.correlation, op);
+    return 0;
+  }
+  const uint32_t op = e.external_id >= 0 ? get(f.op_shape, e.external_id) : get(f.launch_shape, e.correlation);
+  if (e.grid.empty() && e.block.empty()) return op;
+  std::string text = op ? absl::StrCat(shapes_.Str(op - 1), " ") : "";
+  if (!e.grid.empty()) absl::StrAppend(&text, "grid ", e.grid);
+  if (!e.block.empty()) absl::StrAppend(&text, e.grid.empty() ? "" : " ", "block ", e.block);
+  return shapes_.Id(text) + 1;
 }
 
 void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
@@ -1046,6 +1088,7 @@ void Importer::LinkCorrelations() {
     if (no_source) Stat("flow_without_source", f.path, no_source);
     if (no_target) Stat("flow_without_target", f.path, no_target);
     for (auto* v : {&f.dev_corr, &f.flow_starts, &f.flow_ends}) std::vector<int64_t>().swap(*v);
+    for (auto* v : {&f.op_shape, &f.launch_shape}) std::vector<uint32_t>().swap(*v);
     std::vector<HostCorr>().swap(f.host_corr);
   }
   // What the indexes held goes back to the system, not just to malloc's free
@@ -1464,6 +1507,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.parent_id = st.empty() ? -1 : st.back().id;
         s.name = names_.Str(r.name);
         s.category = cats_.Str(r.cat);
+        if (r.shape) s.shape = shapes_.Str(r.shape - 1);
         s.kind = static_cast<SliceKind>(r.kind);
         if (r.lane == kHostLane) {
           s.step = StepAt(f, r.ts);

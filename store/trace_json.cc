@@ -33,6 +33,8 @@ void TraceEvent::Clear() {
   correlation = device = stream = seq = in_nelems = out_nelems = bytes = sort_index = -1;
   pg_name.clear(); pg_ranks.clear(); collective_name.clear(); dtype.clear(); arg_name.clear(); labels.clear();
   numbers.clear();
+  grid.clear(); block.clear(); input_dims.clear(); input_types.clear();
+  external_id = -1;
 }
 
 bool MicrosTextToNs(std::string_view t, int64_t* ns) {
@@ -205,7 +207,7 @@ class TraceInput : public std::streambuf {
 // TraceEvent per element of traceEvents and skips everything else.
 class Handler {
  public:
-  enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kDist, kDevProps, kDevProp, kSkip };
+  enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kShape, kDist, kDevProps, kDevProp, kSkip };
 
   Handler(const TraceInput& in, TraceFileInfo* info, const std::function<void(TraceEvent&)>& on_event,
           const std::function<void(uint64_t, uint64_t)>& on_progress)
@@ -424,7 +426,27 @@ class Handler {
         }
         break;
       case kArgs:
-        if (!object && (k == "Process Group Ranks" || k == "pg ranks")) next = kRanks;
+        if (!object && (k == "Process Group Ranks" || k == "pg ranks")) {
+          next = kRanks;
+        } else if (!object && !id2_) {
+          shape_ = k == "grid" ? &event_.grid : k == "block" ? &event_.block : k == "Input Dims" ? &event_.input_dims
+                   : k == "Input type" ? &event_.input_types : nullptr;
+          if (shape_) {
+            shape_->clear();
+            if (k != "Input type") shape_->push_back('[');
+            next = kShape;
+          }
+        }
+        break;
+      case kShape:
+        if (object) {  // not a shape: dropped
+          shape_->clear();
+          shape_ = nullptr;
+          next = kSkip;
+        } else {
+          ShapeText("[");
+          next = kShape;
+        }
         break;
       case kDevProps:
         if (object) {
@@ -445,6 +467,11 @@ class Handler {
     stack_.pop_back();
     if (role == kArgs && id2_) id2_ = false;
     if (role == kRanks) event_.pg_ranks += "]";
+    if (role == kShape && shape_) {
+      const bool nested = stack_.back().role == kShape;
+      if (nested || shape_ != &event_.input_types) shape_->push_back(']');
+      if (!nested) shape_ = nullptr;
+    }
     if (role == kEvent || (skip_event_ && stack_.back().role == kEvents)) {
       skip_event_ = false;
       on_event_(event_);
@@ -494,6 +521,12 @@ class Handler {
         } else {
           ArgField(k, v);
         }
+        return true;
+      case kShape:
+        if (!shape_) return true;
+        if (v.kind == Value::kInt) ShapeText(std::to_string(v.i));
+        else if (v.kind == Value::kString && shape_ == &event_.input_types) ShapeText(v.text.empty() ? "-" : v.text);
+        else ShapeText(v.kind == Value::kNull ? "null" : "?");
         return true;
       case kRanks: {
         int64_t r;
@@ -597,6 +630,21 @@ class Handler {
     else if (k == "dtype") { if (v.kind == Value::kString) e.dtype = std::string(v.text); }
     else if (k == "name") { e.arg_name = Text(v); }
     else if (k == "labels") { if (v.kind == Value::kString) e.labels = std::string(v.text); }
+    else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
+  }
+
+  // Appends one element of the shape array being read, after a comma unless
+  // it opens the array; a shape longer than kMaxShape is cut with "...".
+  void ShapeText(std::string_view text) {
+    static constexpr size_t kMaxShape = 480;
+    std::string& out = *shape_;
+    if (out.size() > kMaxShape) return;
+    if (!out.empty() && out.back() != '[') out.push_back(',');
+    if (out.size() + text.size() > kMaxShape) {
+      out += "...";
+      return;
+    }
+    out.append(text);
   }
 
   const TraceInput& in_;
@@ -605,6 +653,7 @@ class Handler {
   const std::function<void(uint64_t, uint64_t)>& on_progress_;
   std::vector<Frame> stack_;
   TraceEvent event_;
+  std::string* shape_ = nullptr;  // the TraceEvent field a kShape array fills
   std::string text_;
   std::string fatal_, error_;
   size_t error_position_ = 0;

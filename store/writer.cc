@@ -725,6 +725,11 @@ class Writer::Db {
       if (!cat.ok()) return Tag(cat.status(), "names", r.slice_id);
       t.category_id = static_cast<int32_t>(*cat);
     }
+    if (!r.shape.empty()) {
+      absl::StatusOr<int64_t> shape = NameId(r.shape);
+      if (!shape.ok()) return Tag(shape.status(), "names", r.slice_id);
+      t.shape_id = static_cast<int32_t>(*shape);
+    }
     return Tag(AddSlice(r.track_id, t), "slice_chunks", r.slice_id);
   }
 

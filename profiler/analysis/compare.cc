@@ -59,8 +59,9 @@ struct OpFacts {
 // Each op's time per step on `clock`, averaged over the chips on that clock.
 // Ops of compiled programs are keyed by their graph's call site, name and
 // shape (graph and op ids differ between runs); kernels of a run without `ops`
-// rows (an imported trace) by their name and, where the trace records one,
-// their size (a copy's or a collective's bytes: Kineto gives kernels no shapes).
+// rows (an imported trace) by their name and the shape the trace recorded (a
+// kernel's launch grid and block after its op's input dims, an op's input
+// dims), else their size (a copy's or a collective's bytes).
 absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock, std::map<OpKey, OpFacts>* out,
                          int64_t* chips) {
   const std::string id = absl::StrCat(run);
@@ -87,14 +88,17 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
           OpKey{q->Text(i, "call_site"), q->Text(i, "name"), q->Text(i, "shape")}, std::move(f)};
     }
   }
+  auto has_shapes = rd.HasColumn("slices", "shape_id");  // a file before shapes were kept has none
+  if (!has_shapes.ok()) return has_shapes.status();
+  const std::string shape_id = *has_shapes ? "s.shape_id" : "NULL";
   auto q = rd.Query(
-      "SELECT s.step AS step, coalesce(s.graph_id, -1) AS graph_id, coalesce(s.op_id, -1) AS op_id,"
-      " n.name AS name, coalesce(s.bytes, 0) AS bytes, sum(s.dur_ns) AS ns FROM slices s"
-      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-      " LEFT JOIN names n ON n.name_id = s.name_id"
-      " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step IS NOT NULL"
-      " AND s.kind <> 'host_wait'"
-      " GROUP BY s.step, s.graph_id, s.op_id, s.name_id, coalesce(s.bytes, 0)",
+      absl::StrCat("SELECT s.step AS step, coalesce(s.graph_id, -1) AS graph_id, coalesce(s.op_id, -1) AS op_id,"
+                   " n.name AS name, coalesce(s.bytes, 0) AS bytes, sh.name AS shape, sum(s.dur_ns) AS ns FROM slices s"
+                   " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+                   " LEFT JOIN names n ON n.name_id = s.name_id LEFT JOIN names sh ON sh.name_id = ", shape_id,
+                   " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.depth = 0"
+                   " AND s.step IS NOT NULL AND s.kind <> 'host_wait'"
+                   " GROUP BY s.step, s.graph_id, s.op_id, s.name_id, coalesce(s.bytes, 0), ", shape_id),
       {id, clock});
   if (!q.ok()) return q.status();
   for (size_t i = 0; i < q->rows.size(); ++i) {
@@ -110,7 +114,9 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
       f.by_step[step] += ns;
     } else {
       const int64_t bytes = q->Int(i, "bytes");
-      (*out)[OpKey{"", q->Text(i, "name"), ops.empty() && bytes > 0 ? FormatBytes(bytes) : ""}].by_step[step] += ns;
+      std::string shape = q->Text(i, "shape");
+      if (shape.empty() && ops.empty() && bytes > 0) shape = FormatBytes(bytes);
+      (*out)[OpKey{"", q->Text(i, "name"), std::move(shape)}].by_step[step] += ns;
     }
   }
   return absl::OkStatus();
@@ -342,8 +348,9 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                                    " steps on a side: their noise cannot be measured, and a change beyond ",
                                    absl::StrFormat("%.0f%%", 100 * kFallbackThreshold), " counts instead"));
   if (c.a.imported || c.b.imported)
-    c.notes.push_back("an imported trace has no compiled ops: its kernels are matched by name, and by size where the"
-                      " trace records one (copies, collectives)");
+    c.notes.push_back("an imported trace has no compiled ops: its kernels are matched by name and the shape the trace"
+                      " recorded (a kernel's launch grid and block, after its op's input dims when recorded with"
+                      " record_shapes), else by size (copies, collectives)");
 
   auto sha = ReadShardings(ra, run_a);
   if (!sha.ok()) return context(ra, "tensors", sha.status());

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/clocks.h"
 #include "profiler/analysis/format.h"
 
 namespace shardscope::analysis {
@@ -53,6 +54,9 @@ absl::StatusOr<std::optional<CostModelError>> ScoreRunCostModel(const store::Rea
   auto has = reader.HasTable("ops");
   if (!has.ok()) return has.status();
   if (!*has) return std::optional<CostModelError>();
+  auto lanes = HasChipLanes(reader, run_id, "device");
+  if (!lanes.ok()) return lanes.status();
+  if (!*lanes) return std::optional<CostModelError>();
   std::string run = absl::StrCat(run_id);
   // The device lanes' compute kernels first, then each looked up in `ops`
   // (CROSS JOIN keeps that order): joined freely, the planner put `ops`

@@ -3,8 +3,13 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 
 namespace shardscope::analysis {
 
@@ -89,6 +94,39 @@ std::string AlignTable(const std::vector<std::vector<std::string>>& table,
 
 std::string HtmlText(std::string_view name) {
   return absl::StrReplaceAll(Printable(name), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+}
+
+std::string ShortSharding(std::string_view sharding) {
+  const absl::string_view text(sharding.data(), sharding.size());  // absl's own on this Debian
+  std::string out;
+  size_t at = 0;
+  while (true) {
+    const size_t d = text.find("devices=[", at);
+    if (d == absl::string_view::npos) break;
+    const size_t close = text.find(']', d);
+    if (close == absl::string_view::npos) break;
+    absl::StrAppend(&out, text.substr(at, close + 1 - at));
+    // The id list: digits and commas after the tile shape.
+    size_t end = close + 1;
+    while (end < text.size() && (absl::ascii_isdigit(text[end]) || text[end] == ',')) ++end;
+    const std::vector<absl::string_view> ids = absl::StrSplit(text.substr(close + 1, end - close - 1), ',');
+    bool iota = !ids.empty() && !ids[0].empty();
+    for (size_t k = 0; iota && k < ids.size(); ++k) {
+      int64_t v;
+      iota = absl::SimpleAtoi(ids[k], &v) && v == static_cast<int64_t>(k);
+    }
+    if (iota && ids.size() > 16) {
+      absl::StrAppend(&out, "<=[", ids.size(), "]");
+    } else if (ids.size() > 32) {
+      absl::StrAppend(&out, absl::StrJoin(ids.begin(), ids.begin() + 4, ","), ",...,", ids.back(), " (", ids.size(),
+                      " chips)");
+    } else {
+      absl::StrAppend(&out, text.substr(close + 1, end - close - 1));
+    }
+    at = end;
+  }
+  absl::StrAppend(&out, text.substr(at));
+  return out;
 }
 
 }  // namespace shardscope::analysis

@@ -12,6 +12,11 @@ namespace shardscope::analysis {
 std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", "38 ms", "1.25 s", "2.5 min", "26.5 h"
 std::string FormatBytes(int64_t bytes);  // "512 B", "98 KiB", "3.1 MiB"
 std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "input shape changed"
+// An HLO sharding as a report shows it: a tile assignment listing more than 16
+// chips in order ("devices=[4096,1]0,1,...,4095") in XLA's iota form
+// ("devices=[4096,1]<=[4096]"); any other list of more than 32 chips cut to
+// its first four ids and last with the count ("0,2,4,6,...,4094 (2048 chips)").
+std::string ShortSharding(std::string_view sharding);
 // A name from the database as one line of text: control characters print as
 // escapes ("\n", "\r", "\t", "\x1b", "\x7f"), so a stored name can neither
 // break a report's lines nor drive the terminal. Every table cell is printed

@@ -275,7 +275,11 @@ std::string PartsHeading(const Verdict& v) {
                       PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
 }
 
-std::string LateLine(const Verdict& v) {
+std::string LateLine(const RunReport& r) {
+  const Verdict& v = r.verdict;
+  if (v.late.collectives == 0 && r.run.simulated)
+    return "Late arrivals: a simulated run has no device clock; the stragglers row above and `shardscope fleet` "
+           "rank the last arrivals on the modeled clock";
   if (v.late.collectives == 0) return "Late arrivals: no collective with arrivals recorded on two or more chips";
   std::string out = absl::StrCat("Late arrivals (device clock, ", v.late.collectives, " collectives): last to arrive");
   for (size_t i = 0; i < v.late.chips.size() && i < 4; ++i)
@@ -346,7 +350,7 @@ std::string RenderText(const RunReport& r) {
     right[0] = false;
     absl::StrAppend(&out, "\n", PartsHeading(r.verdict), "\n", AlignTable(t, "  ", right));
   }
-  absl::StrAppend(&out, LateLine(r.verdict), "\n");
+  absl::StrAppend(&out, LateLine(r), "\n");
 
   const KernelStats& k = r.kernels;
   if (k.top.empty()) {
@@ -424,7 +428,7 @@ std::string RenderMarkdown(const RunReport& r) {
   }
   if (!r.verdict.parts.empty())
     absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(PartsHead(r.verdict), PartsRows(r.verdict)));
-  absl::StrAppend(&out, "\n", LateLine(r.verdict), "\n");
+  absl::StrAppend(&out, "\n", LateLine(r), "\n");
 
   const KernelStats& k = r.kernels;
   absl::StrAppend(&out, "\n## ", k.top.empty() ? std::string("Top kernels") : KernelsHeading(r), "\n\n");

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/clocks.h"
+#include "profiler/analysis/format.h"
 #include "profiler/analysis/recompiles.h"
 #include "store/run_state.h"
 
@@ -270,7 +272,7 @@ ShardingRow TensorColumns(const store::QueryResult& q, size_t i) {
   r.name = q.Text(i, "name");
   r.dtype = q.Text(i, "dtype");
   r.shape = q.Text(i, "shape");
-  r.sharding = q.Text(i, "sharding");
+  r.sharding = ShortSharding(q.Text(i, "sharding"));
   r.source = q.Text(i, "sharding_source");
   r.source_file = q.Text(i, "source_file");
   r.source_line = static_cast<int>(q.Int(i, "source_line"));
@@ -304,6 +306,12 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, KernelStats* k) {
   if (!has.ok()) return has.status();
   if (has->Int(0, "n") == 0) {
     k->empty_reason = "this file predates per-op statistics (no kernel_stats view)";
+    return absl::OkStatus();
+  }
+  auto lanes = HasChipLanes(rd, run_id, "device");
+  if (!lanes.ok()) return lanes.status();
+  if (!*lanes) {
+    k->empty_reason = "no per-op statistics in this run (no chip has device-clock slices)";
     return absl::OkStatus();
   }
   std::string run = absl::StrCat(run_id);

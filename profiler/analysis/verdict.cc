@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/clocks.h"
 #include "profiler/analysis/fleet.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/run_report.h"
@@ -122,6 +123,9 @@ absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) 
   auto arrivals = HasArrivals(rd);
   if (!arrivals.ok()) return arrivals.status();
   if (!*arrivals) return absl::OkStatus();
+  auto lanes = HasChipLanes(rd, run, "device");
+  if (!lanes.ok()) return lanes.status();
+  if (!*lanes) return absl::OkStatus();
   auto q = rd.Query(
       "SELECT s.flow_id AS flow, t.device_id AS device, s.arrival_ns AS arrival FROM slices s"
       " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
@@ -299,9 +303,15 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     }
     v.evidence.push_back(cap);
     Evidence bw{"memory", "memory-bound kernels (roofline), share of compute-kernel time", 0, kMemoryBoundShare, "%"};
-    auto k = rd.Query("SELECT roofline, sum(total_ns) AS ns FROM kernel_stats WHERE run_id = ?1"
-                      " AND roofline IN ('compute', 'memory') GROUP BY roofline",
-                      {id});
+    auto lanes = HasChipLanes(rd, run, "device");
+    if (!lanes.ok()) return lanes.status();
+    // Without device-clock lanes kernel_stats is empty: not asked (a simulated
+    // pod's view would make every chip's slices to find that out).
+    absl::StatusOr<store::QueryResult> k = store::QueryResult{};
+    if (*lanes)
+      k = rd.Query("SELECT roofline, sum(total_ns) AS ns FROM kernel_stats WHERE run_id = ?1"
+                   " AND roofline IN ('compute', 'memory') GROUP BY roofline",
+                   {id});
     int64_t mem = 0, all = 0;
     if (k.ok())
       for (size_t i = 0; i < k->rows.size(); ++i) {
@@ -314,7 +324,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       bw.detail = absl::StrCat(FormatNs(mem), " of ", FormatNs(all), " (device clock, all steps); counts when compute"
                                " is at least ", Pct(kComputeShare), " of the step");
     } else {
-      bw.detail = "not measurable: no kernels with a roofline class (an imported trace has none)";
+      bw.detail = *lanes ? "not measurable: no kernels with a roofline class (an imported trace has none)" : no_timeline;
     }
     v.evidence.push_back(bw);
   }

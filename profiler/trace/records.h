@@ -94,6 +94,10 @@ struct SliceRecord {
   // The producing tool's own category, kept beside `kind` (an imported trace's
   // "cat", e.g. "cuda_runtime"); empty for slices shardscope recorded.
   std::string category;
+  // The call's shape as the producing tool recorded it (an imported kernel's
+  // launch grid and block and its op's input dims, an op's input dims and
+  // types); empty for slices shardscope recorded (their op has its shape).
+  std::string shape;
 };
 
 struct GraphRecord {

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "profiler/analysis/format.h"
 #include "store/writer.h"
@@ -214,6 +216,22 @@ TEST_F(RunReportTest, UnknownRun) {
   EXPECT_TRUE(absl::IsNotFound(rep.status()));
   EXPECT_TRUE(Has(std::string(rep.status().message()), "has no run 42 (the newest is run 2)"))
       << rep.status();
+}
+
+TEST(FormatTest, ShortShardingKeepsSmallListsAndShortensPods) {
+  EXPECT_EQ(ShortSharding("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"),
+            "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  EXPECT_EQ(ShortSharding("{replicated}"), "{replicated}");
+  std::vector<std::string> in_order, strided;
+  for (int k = 0; k < 64; ++k) in_order.push_back(absl::StrCat(k));
+  for (int k = 0; k < 64; ++k) strided.push_back(absl::StrCat((k % 2) * 32 + k / 2));
+  EXPECT_EQ(ShortSharding(absl::StrCat("{devices=[64,1]", absl::StrJoin(in_order, ","), "}")),
+            "{devices=[64,1]<=[64]}");
+  EXPECT_EQ(ShortSharding(absl::StrCat("{devices=[32,1,2]", absl::StrJoin(strided, ","), " last_tile_dim_replicate}")),
+            "{devices=[32,1,2]0,32,1,33,...,63 (64 chips) last_tile_dim_replicate}");
+  // A tuple: each element on its own.
+  EXPECT_EQ(ShortSharding(absl::StrCat("{{devices=[64]", absl::StrJoin(in_order, ","), "}, {replicated}}")),
+            "{{devices=[64]<=[64]}, {replicated}}");
 }
 
 TEST(FormatTest, Units) {

@@ -181,30 +181,52 @@ TEST(DiffE2eImported, ImportedTracesCompareByKernelName) {
   EXPECT_TRUE(absl::StrContains(m.text, "no modeled-clock timeline")) << m.text;
 }
 
-TEST(DiffE2eImported, ImportedOpsMatchByNameAndSize) {
-  // The same trace, but its host-to-device copy moves twice the bytes: a different op, not a slower one.
+// gpu_rank0.json imported as run 1 and, with `from` replaced by `to`, as run
+// 2; diffed: each op's change by "name shape" (and the whole JSON for messages).
+std::map<std::string, std::string> DiffAgainstEditedCopy(const std::string& from, const std::string& to,
+                                                         const std::string& name, std::string* dump) {
   std::ifstream in(SHARDSCOPE_TEST_DATA "/import/gpu_rank0.json");
   std::stringstream text;
   text << in.rdbuf();
-  const std::string bigger = absl::StrReplaceAll(text.str(), {{"\"bytes\": 4096", "\"bytes\": 8192"}});
-  ASSERT_NE(bigger, text.str());
-  const std::string copy = ::testing::TempDir() + "/gpu_rank0_bigger_copy.json";
-  std::ofstream(copy) << bigger;
-  const std::string db = e2e::TempDb("diff_imported_sizes");
-  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gpu_rank0.json --quiet --db ", db)))
+  const std::string edited = absl::StrReplaceAll(text.str(), {{from, to}});
+  EXPECT_NE(edited, text.str()) << from;
+  const std::string copy = absl::StrCat(::testing::TempDir(), "/gpu_rank0_", name, ".json");
+  std::ofstream(copy) << edited;
+  const std::string db = e2e::TempDb(absl::StrCat("diff_imported_", name));
+  EXPECT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gpu_rank0.json --quiet --db ", db)))
                 .code,
             0);
-  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", copy, " --quiet --db ", db))).code, 0);
+  EXPECT_EQ(e2e::Shell(Cli(absl::StrCat("import ", copy, " --quiet --db ", db))).code, 0);
   e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
-  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.code, 0) << o.text;
   json j = Json(o);
-  std::map<std::string, std::string> change;  // "name shape" -> change
+  *dump = j["ops"].dump();
+  std::map<std::string, std::string> change;
   for (const json& op : j["ops"])
     change[op["name"].get<std::string>() + " " + op["shape"].get<std::string>()] = op["delta"]["change"];
-  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 4.0 KiB"], "removed") << j["ops"].dump();
-  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 8.0 KiB"], "added") << j["ops"].dump();
-  // A kernel without a recorded size matches by its name alone.
-  EXPECT_EQ(change["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32 "], "unchanged") << j["ops"].dump();
+  return change;
+}
+
+const std::string kGemm = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32";
+
+TEST(DiffE2eImported, ImportedOpsMatchByNameAndSize) {
+  // The same trace, but its host-to-device copy moves twice the bytes: a different op, not a slower one.
+  std::string ops;
+  auto change = DiffAgainstEditedCopy("\"bytes\": 4096", "\"bytes\": 8192", "bigger_copy", &ops);
+  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 4.0 KiB"], "removed") << ops;
+  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 8.0 KiB"], "added") << ops;
+  // A kernel matches by its name and launch shape.
+  EXPECT_EQ(change[kGemm + " grid [8,8,1] block [256,1,1]"], "unchanged") << ops;
+}
+
+TEST(DiffE2eImported, AKernelLaunchedOnAnotherGridIsAnotherOp) {
+  // The same trace, its GEMM launched on twice the blocks (a bigger problem):
+  // a different call, added and removed, not the same kernel slower.
+  std::string ops;
+  auto change = DiffAgainstEditedCopy("\"grid\": [8, 8, 1]", "\"grid\": [16, 8, 1]", "wider_grid", &ops);
+  EXPECT_EQ(change[kGemm + " grid [8,8,1] block [256,1,1]"], "removed") << ops;
+  EXPECT_EQ(change[kGemm + " grid [16,8,1] block [256,1,1]"], "added") << ops;
+  EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 4.0 KiB"], "unchanged") << ops;
 }
 
 }  // namespace

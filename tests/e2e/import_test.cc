@@ -304,6 +304,50 @@ TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
   EXPECT_EQ(e2e::Q(db, "SELECT clock_kinds FROM runs").Text(0, "clock_kinds"), "host,device");
 }
 
+TEST(ImportE2e, ShapesOfKernelsAndOpsAreKept) {
+  // record_shapes: an op's Input Dims and types; a kernel's launch grid and
+  // block after the dims of the op that launched it (through its launch's
+  // correlation id, or its own External id), so `diff` can tell calls apart.
+  const std::string text = R"({"traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 9, "tid": 9, "ts": 10, "dur": 40,
+   "args": {"External id": 3, "Input Dims": [[64, 32], [16, 32], [16]], "Input type": ["float", "float", ""]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 20, "dur": 5,
+   "args": {"correlation": 101, "External id": 3}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 9, "tid": 9, "ts": 60, "dur": 40,
+   "args": {"External id": 5, "Input Dims": [[128, 32], [], [16]]}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 70, "dur": 5,
+   "args": {"correlation": 102, "External id": 5}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 110, "dur": 5,
+   "args": {"correlation": 103}},
+  {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 9, "tid": 9, "ts": 130, "dur": 5,
+   "args": {"correlation": 104}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 30, "dur": 10,
+   "args": {"device": 0, "stream": 7, "correlation": 101, "grid": [8, 8, 1], "block": [256, 1, 1]}},
+  {"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 80, "dur": 20,
+   "args": {"device": 0, "stream": 7, "correlation": 102, "External id": 5, "grid": [16, 8, 1], "block": [256, 1, 1]}},
+  {"ph": "X", "cat": "kernel", "name": "fill", "pid": 0, "tid": 7, "ts": 120, "dur": 2,
+   "args": {"device": 0, "stream": 7, "correlation": 103, "grid": [1, 1, 1], "block": [128, 1, 1]}},
+  {"ph": "X", "cat": "kernel", "name": "odd", "pid": 0, "tid": 7, "ts": 140, "dur": 2,
+   "args": {"device": 0, "stream": 7, "correlation": 104, "grid": [{"x": 1}], "block": [32, [1, 2]]}}
+]})";
+  const std::string db = e2e::TempDb("import_shapes");
+  e2e::Output o = ImportText("shapes.json", text, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  std::map<std::string, std::string> shape;  // "name at ts" -> shape
+  auto q = e2e::Q(db, "SELECT name, start_ns, coalesce(shape, '') AS shape FROM events ORDER BY start_ns");
+  for (size_t i = 0; i < q.rows.size(); ++i)
+    shape[absl::StrCat(q.Text(i, "name"), "@", q.Int(i, "start_ns") / 1000)] = q.Text(i, "shape");
+  EXPECT_EQ(shape["aten::addmm@0"], "[[64,32],[16,32],[16]] (float,float,-)");
+  EXPECT_EQ(shape["aten::addmm@50"], "[[128,32],[],[16]]");
+  EXPECT_EQ(shape["cudaLaunchKernel@10"], "");
+  EXPECT_EQ(shape["gemm@20"], "[[64,32],[16,32],[16]] (float,float,-) grid [8,8,1] block [256,1,1]");
+  EXPECT_EQ(shape["gemm@70"], "[[128,32],[],[16]] grid [16,8,1] block [256,1,1]");
+  EXPECT_EQ(shape["fill@110"], "grid [1,1,1] block [128,1,1]");
+  EXPECT_EQ(shape["odd@130"], "block [32,[1,2]]");  // a grid that is not numbers is dropped
+  // The shape travels with the slice through every reader: the timeline's own decoder too.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT shape_id) AS v FROM slices WHERE shape_id IS NOT NULL"), 6);
+}
+
 TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
   // Recorded on an NVIDIA H200 with PyTorch 2.11 (record_traces.py --cuda, with
   // a one-rank NCCL process group): Kineto's own format, ac2g and fwdbwd flows.
@@ -322,6 +366,10 @@ TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL AND kind <>"
                        " 'compute'"),
             0);
+  // Each kernel keeps its launch grid and block (the trace was not recorded with record_shapes).
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'device' AND device_id IS NOT NULL AND shape"
+                       " LIKE 'grid [%] block [%]'"),
+            kernels);
   // Forward ops linked to their backward ops on the autograd thread (fwdbwd flows).
   EXPECT_GE(Scalar(db, "SELECT COUNT(*) AS v FROM (SELECT flow_id FROM events WHERE clock = 'host' AND flow_id IS NOT"
                        " NULL GROUP BY flow_id HAVING COUNT(DISTINCT track_id) = 2 AND COUNT(*) = 2)"),

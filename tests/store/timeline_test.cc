@@ -28,9 +28,9 @@ using shardscope::testing::TempDbPath;
 
 bool Same(const TimelineSlice& a, const TimelineSlice& b) {
   return std::tie(a.slice_id, a.start_ns, a.dur_ns, a.parent_id, a.graph_id, a.op_id, a.flow_id, a.bytes,
-                  a.arrival_ns, a.name_id, a.category_id, a.step, a.depth, a.kind) ==
+                  a.arrival_ns, a.name_id, a.category_id, a.shape_id, a.step, a.depth, a.kind) ==
          std::tie(b.slice_id, b.start_ns, b.dur_ns, b.parent_id, b.graph_id, b.op_id, b.flow_id, b.bytes,
-                  b.arrival_ns, b.name_id, b.category_id, b.step, b.depth, b.kind);
+                  b.arrival_ns, b.name_id, b.category_id, b.shape_id, b.step, b.depth, b.kind);
 }
 
 TimelineSlice RandomSlice(std::mt19937_64& rng, int64_t id, int64_t start) {
@@ -47,6 +47,7 @@ TimelineSlice RandomSlice(std::mt19937_64& rng, int64_t id, int64_t start) {
   s.bytes = rng() % 2 ? 0 : static_cast<int64_t>(rng() % (int64_t{1} << 40));
   s.arrival_ns = rng() % 3 ? -1 : start - static_cast<int64_t>(rng() % 5000);
   s.category_id = rng() % 4 ? 0 : static_cast<int32_t>(rng() % 9);
+  s.shape_id = rng() % 4 ? 0 : static_cast<int32_t>(rng() % 90);
   return s;
 }
 
@@ -81,7 +82,7 @@ TEST(SliceChunks, DamagedChunksAreNamedNotCrashedOn) {
   internal::ChunkHeader h{42, 1, 2, 1000, 10, 2};
   std::vector<TimelineSlice> out;
   for (const char* text : {"", "[", "[[0,1,2,0,0],[5,1,2,0]", "[[0,1,2,9,0],[5,1,2,0]]", "[[0,1,2,0,0]]",
-                           "[[0,1,2,0,0],[5,-1,2,0]]", "[[0,1,2,0,0],[5,1,2,0,1,2,3,4,5,6,7,8,9]]",
+                           "[[0,1,2,0,0],[5,-1,2,0]]", "[[0,1,2,0,0],[5,1,2,0,1,2,3,4,5,6,7,8,9,10]]",
                            "[[0,1,2,0,0],[x]]", "[[0,1,2,0,0],[5,1,2,0]] trailing", "[[0,1],[5,1,2,0]]",
                            "[[0,1,2,0,0],[5,1,2,0,99999999999999999999999]]"}) {
     out.clear();
