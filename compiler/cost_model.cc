@@ -276,9 +276,11 @@ int64_t Product(const std::vector<int64_t>& dims, const std::vector<int64_t>& wh
   return p;
 }
 
-bool Transcendental(Opcode op) {
-  return op == Opcode::kExponential || op == Opcode::kLog || op == Opcode::kLogistic || op == Opcode::kTanh;
-}
+// The kernels compute these through FlushedExp (exp with its results below
+// the normal range flushed), several times log's or tanh's cost, which run at
+// about the stream's speed (runtime/cpu_op_benchmarks.cc prints all four), so
+// the roofline prices those.
+bool Transcendental(Opcode op) { return op == Opcode::kExponential || op == Opcode::kLogistic; }
 
 }  // namespace
 
@@ -373,10 +375,13 @@ double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n) {
 
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const {
   if (group_size <= 1) return 0;
-  if (profile_.collectives_in_memory)
+  if (profile_.collectives_in_memory) {
+    // The pass reads and writes every member's buffer: cold when chips share the cores' caches.
+    const double bandwidth =
+        profile_.cold_operands && profile_.cold_bandwidth > 0 ? profile_.cold_bandwidth : profile_.hbm_bandwidth;
     return profile_.kernel_overhead_ns +
-           (profile_.hbm_bandwidth > 0 ? InMemoryCollectiveBytes(kind, bytes, group_size) / profile_.hbm_bandwidth * 1e9
-                                       : 0);
+           (bandwidth > 0 ? InMemoryCollectiveBytes(kind, bytes, group_size) / bandwidth * 1e9 : 0);
+  }
   const double n = group_size;
   double steps = n - 1;  // latency terms
   double volume = 1;     // multiples of `bytes` that cross a chip's link one after another

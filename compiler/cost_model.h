@@ -52,15 +52,15 @@ struct ChipProfile {
   double conv_flops = 0;            // convolution FLOP/s (im2col + GEMM, representative shapes)
   double cold_bandwidth = 0;        // stream bytes/s with operands out of cache
   double window_read_ns = 0;        // reduce_window: per element of each output's window
-  double transcendental_ns = 0;     // exp, log, logistic, tanh: per element
+  double transcendental_ns = 0;     // exp, logistic: per element
   double strided_broadcast_ns = 0;  // a fused loop's broadcast that is not a leading/trailing block: per element
   // GEMM FLOP/s whose smallest dim (rows, columns or contraction) is 8, 32 and
   // 128, the other two 1024, operands cold: a skinny GEMM reads a weight
   // matrix for a few rows. Dots between these sizes and 256 are interpolated
   // in log2 of that dim; from 256 up, the peak.
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;
-  // Kernels' memory traffic at cold_bandwidth: set by ForSharedCores when
-  // more chips than cores time-share the caches.
+  // Kernels' memory traffic, and collectives in memory, at cold_bandwidth:
+  // set by ForSharedCores when more chips than cores time-share the caches.
   bool cold_operands = false;
 
   // This profile for a chip that runs its big kernels on `width` threads: the
@@ -167,7 +167,7 @@ class CostModel {
   // convolution figure, or the GEMM rate for the dot's smallest dim (see
   // ChipProfile::gemm8_flops); the matrix peak where not measured.
   double MatrixRate(const Instruction& i) const;
-  // Per-element time of `i` beyond its FLOPs: transcendental elements,
+  // Per-element time of `i` beyond its FLOPs: exp and logistic elements,
   // reduce_window's window reads; inside a fused loop (`fused`), a strided
   // broadcast's elements too. 0 on profiles without these figures.
   double SerialNs(const Instruction& i, bool fused) const;

@@ -16,7 +16,7 @@ struct OpClassFigures {
   double conv_flops = 0;            // convolution FLOP/s, median over the shapes
   double cold_bandwidth = 0;        // stream bytes/s, operands out of cache
   double window_read_ns = 0;        // reduce_window: ns per window element read
-  double transcendental_ns = 0;     // exp, log, logistic, tanh: ns per element (median)
+  double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)
   double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128
 

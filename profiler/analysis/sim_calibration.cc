@@ -109,13 +109,13 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
     out.ops[it->second].samples_ns.push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
   }
   // Per step and program run: the median chip's wait.
-  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> waits;  // (graph, op, step) -> per chip
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> op_waits;  // (graph, op, step) -> per chip
   for (const auto& [key, ns] : gap) {
     const auto& [graph, op, step, dev] = key;
     auto n = runs_of.find({step, graph});
-    waits[{graph, op, step}].push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
+    op_waits[{graph, op, step}].push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
   }
-  for (auto& [key, per_chip] : waits) {
+  for (auto& [key, per_chip] : op_waits) {
     const auto& [graph, op, step] = key;
     auto it = index.find({graph, op});
     if (it != index.end()) out.ops[it->second].wait_samples_ns.push_back(MedianNs(per_chip));

@@ -143,8 +143,14 @@ TEST(CostModelMeasured, ChipsOutnumberingCoresStreamCold) {
   EXPECT_DOUBLE_EQ(CostModel(Measured().ForSharedCores(2, 2)).InstructionCost(*add).memory_ns, bytes / 100);
   EXPECT_DOUBLE_EQ(CostModel(Plain().ForSharedCores(8, 2)).InstructionCost(*add).memory_ns, bytes / 100)
       << "no cold figure: the stream bandwidth";
-  // Collectives keep the stream bandwidth (the executor's copies are priced by their own traffic).
   EXPECT_EQ(Measured().ForSharedCores(8, 2).hbm_bandwidth, 1e11);
+  // The executor's collective passes through every member's buffer: cold too.
+  ChipProfile in_memory = Measured();
+  in_memory.collectives_in_memory = true;
+  const double traffic = InMemoryCollectiveBytes(CollectiveKind::kAllReduce, 1 << 20, 8);
+  EXPECT_DOUBLE_EQ(CostModel(in_memory.ForSharedCores(8, 2)).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8),
+                   50 + traffic / 25);
+  EXPECT_DOUBLE_EQ(CostModel(in_memory).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8), 50 + traffic / 100);
 }
 
 TEST(CostModelMeasured, TheFixedCpuProfileHasNoFiguresAndPricesThePlainRoofline) {
