@@ -18,7 +18,7 @@
 //   $SHARDSCOPE_CPU_PROFILE=PATH    a profile file (the cache's JSON format)
 //   the cache                       $XDG_CACHE_HOME/shardscope (else ~/.cache/shardscope)
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
-//   a measurement                   about 3 s, then written to the cache
+//   a measurement                   about 5 s of CPU, then written to the cache
 // `shardscope calibrate` measures again and replaces the cache entry.
 #pragma once
 
@@ -73,7 +73,7 @@ std::string MachineKey();
 // The cache file for MachineKey().
 std::string CpuProfileCachePath();
 
-// Measures the four values now (about 3 s on 2 busy cores).
+// Measures the values now (about 5 s of CPU time on 2 busy cores).
 CpuCalibration MeasureCpu(const CalibrationPlan& plan = {});
 
 // Reads a profile file (the cache's format); errors name the file and the problem.
