@@ -10,6 +10,8 @@
 #   bash bench/sim_accuracy.sh [BUILD_DIR] [SAMPLES...]     (default: mlp cnn llama)
 # The `cpu` profile is measured first (`shardscope calibrate`), as a run on a
 # fresh machine would; set KEEP_PROFILE=1 to use the cached one instead.
+# BY_OP=1 also prints, per sample, the real run's device time against the cost
+# model's by opcode and roofline class (kernel_stats, every chip and step).
 set -euo pipefail
 BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
@@ -28,6 +30,13 @@ for s in "${SAMPLES[@]}"; do
   flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$s]}" --steps "${STEPS[$s]}" --quiet)
   [ "$s" = mlp ] && flags+=(--change-step -1)
   "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s.db" > "$DIR/real.out" 2>&1 || { cat "$DIR/real.out" >&2; exit 1; }
+  if [ "${BY_OP:-0}" = 1 ]; then
+    "$CLI" query "$DIR/$s.db" "SELECT opcode, roofline, sum(count) AS kernels,
+        round(sum(total_ns) / 1e6, 1) AS device_ms, round(sum(modeled_ns * count) / 1e6, 1) AS modeled_ms,
+        round(sum(modeled_ns * count) * 1.0 / max(1, sum(total_ns)), 2) AS modeled_over_device
+        FROM kernel_stats WHERE count > 0 GROUP BY opcode, roofline ORDER BY device_ms DESC LIMIT 12" \
+      | sed "s/^/  $s: /" >&2
+  fi
   "$CLI" run "$s" "${flags[@]}" --simulate --calibrate-from "$DIR/$s.db" --db "$DIR/$s-sim.db" > "$DIR/sim.out" 2>&1 \
     || { cat "$DIR/sim.out" >&2; exit 1; }
   "$CLI" query "$DIR/$s-sim.db" "SELECT recorded_step_ns / 1e6, uncalibrated_step_ns / 1e6,

@@ -183,6 +183,14 @@ ChipProfile ChipProfile::ForGangWidth(int width) const {
   return p;
 }
 
+ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
+  if (chips <= cores || cold_bandwidth <= 0) return *this;
+  ChipProfile p = *this;
+  p.cold_operands = true;
+  p.description = absl::StrCat(description, "; ", chips, " chips share ", cores, " cores: operands stream cold");
+  return p;
+}
+
 const std::vector<ChipProfile>& BuiltinProfiles() {
   static const std::vector<ChipProfile> profiles = MakeProfiles();
   return profiles;
@@ -240,18 +248,99 @@ void CostModel::Bytes(const Instruction& i, int64_t* read, int64_t* written) {
 }
 
 OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const {
+  return Roofline(flops, bytes_read, bytes_written, matrix ? profile_.peak_flops : profile_.vector_flops, 0);
+}
+
+OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_written, double peak,
+                           double serial_ns) const {
   OpCost c;
   c.flops = flops;
   c.bytes_read = bytes_read;
   c.bytes_written = bytes_written;
-  double peak = matrix ? profile_.peak_flops : profile_.vector_flops;
-  c.compute_ns = peak > 0 ? flops / peak * 1e9 : 0;
-  c.memory_ns = profile_.hbm_bandwidth > 0
-                    ? static_cast<double>(bytes_read + bytes_written) / profile_.hbm_bandwidth * 1e9
-                    : 0;
-  c.roofline = c.compute_ns >= c.memory_ns && flops > 0 ? RooflineClass::kCompute : RooflineClass::kMemory;
+  c.compute_ns = (peak > 0 ? flops / peak * 1e9 : 0) + serial_ns;
+  const double bandwidth =
+      profile_.cold_operands && profile_.cold_bandwidth > 0 ? profile_.cold_bandwidth : profile_.hbm_bandwidth;
+  c.memory_ns = bandwidth > 0 ? static_cast<double>(bytes_read + bytes_written) / bandwidth * 1e9 : 0;
+  c.roofline = c.compute_ns >= c.memory_ns && (flops > 0 || serial_ns > 0) ? RooflineClass::kCompute
+                                                                           : RooflineClass::kMemory;
   c.modeled_ns = std::llround(std::max(c.compute_ns, c.memory_ns) + profile_.kernel_overhead_ns);
   return c;
+}
+
+namespace {
+
+int64_t Product(const std::vector<int64_t>& dims, const std::vector<int64_t>& which) {
+  int64_t p = 1;
+  for (int64_t d : which)
+    if (d >= 0 && d < static_cast<int64_t>(dims.size())) p *= dims[d];
+  return p;
+}
+
+// The kernels compute these through FlushedExp (exp with its results below
+// the normal range flushed), several times log's or tanh's cost, which run at
+// about the stream's speed (runtime/cpu_op_benchmarks.cc prints all four), so
+// the roofline prices those.
+bool Transcendental(Opcode op) { return op == Opcode::kExponential || op == Opcode::kLogistic; }
+
+}  // namespace
+
+double CostModel::MatrixRate(const Instruction& i) const {
+  const ChipProfile& p = profile_;
+  if (i.op != Opcode::kDotGeneral) return p.conv_flops > 0 ? p.conv_flops : p.peak_flops;
+  if (p.gemm8_flops <= 0 || p.gemm32_flops <= 0 || p.gemm128_flops <= 0 || i.operands.size() != 2) return p.peak_flops;
+  // The GEMM's rows, columns and contraction; a skinny one runs at the rate
+  // measured for its smallest dim.
+  const auto& l = i.operands[0]->shape.dims;
+  const auto& r = i.operands[1]->shape.dims;
+  const int64_t k = Product(l, i.dot.lhs_contracting);
+  const int64_t m = Product(l, FreeDims(static_cast<int>(l.size()), i.dot.lhs_batch, i.dot.lhs_contracting));
+  const int64_t n = Product(r, FreeDims(static_cast<int>(r.size()), i.dot.rhs_batch, i.dot.rhs_contracting));
+  const double s = static_cast<double>(std::max<int64_t>(1, std::min({m, n, k})));
+  // Below 8 the weights' read dominates as at 8: the rate falls with s.
+  if (s <= 8) return p.gemm8_flops * s / 8;
+  const double pts[4][2] = {{8, p.gemm8_flops}, {32, p.gemm32_flops}, {128, p.gemm128_flops}, {256, p.peak_flops}};
+  for (int j = 0; j < 3; ++j)
+    if (s <= pts[j + 1][0]) {
+      const double t = std::log2(s / pts[j][0]) / std::log2(pts[j + 1][0] / pts[j][0]);
+      return pts[j][1] + t * (pts[j + 1][1] - pts[j][1]);
+    }
+  return p.peak_flops;
+}
+
+bool CostModel::IsStridedBroadcast(const Instruction& b) {
+  // The runtime's MapBroadcast: the operand's dims of size > 1, in order and
+  // each filling its output dim, contiguous (size-1 output dims between them
+  // allowed) and at the end (i % size) or the start (i / size) of the output.
+  if (b.op != Opcode::kBroadcastInDim || b.operands.empty()) return false;
+  const Shape& in = b.operands[0]->shape;
+  const Shape& out = b.shape;
+  if (in.elements() <= 1) return false;
+  std::vector<int64_t> kept;
+  for (size_t k = 0; k < b.dims.size() && k < in.dims.size(); ++k) {
+    if (in.dims[k] == 1) continue;
+    if (!kept.empty() && b.dims[k] <= kept.back()) return true;
+    if (b.dims[k] < 0 || b.dims[k] >= out.rank() || in.dims[k] != out.dims[b.dims[k]]) return true;
+    kept.push_back(b.dims[k]);
+  }
+  if (kept.empty()) return false;
+  for (int64_t d = kept.front(); d <= kept.back(); ++d)
+    if (out.dims[d] != 1 && std::find(kept.begin(), kept.end(), d) == kept.end()) return true;
+  bool suffix = true, prefix = true;
+  for (int64_t d = kept.back() + 1; d < out.rank(); ++d) suffix &= out.dims[d] == 1;
+  for (int64_t d = 0; d < kept.front(); ++d) prefix &= out.dims[d] == 1;
+  return !suffix && !prefix;
+}
+
+double CostModel::SerialNs(const Instruction& i, bool fused) const {
+  const double elements = static_cast<double>(i.shape.elements());
+  if (Transcendental(i.op)) return elements * profile_.transcendental_ns;
+  if (i.op == Opcode::kReduceWindow) {
+    double window = 1;
+    for (int64_t d : i.window.dimensions) window *= static_cast<double>(d);
+    return elements * window * profile_.window_read_ns;
+  }
+  if (fused && IsStridedBroadcast(i)) return elements * profile_.strided_broadcast_ns;
+  return 0;
 }
 
 CollectiveKind CollectiveKindOf(Opcode op) {
@@ -286,10 +375,13 @@ double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n) {
 
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const {
   if (group_size <= 1) return 0;
-  if (profile_.collectives_in_memory)
+  if (profile_.collectives_in_memory) {
+    // The pass reads and writes every member's buffer: cold when chips share the cores' caches.
+    const double bandwidth =
+        profile_.cold_operands && profile_.cold_bandwidth > 0 ? profile_.cold_bandwidth : profile_.hbm_bandwidth;
     return profile_.kernel_overhead_ns +
-           (profile_.hbm_bandwidth > 0 ? InMemoryCollectiveBytes(kind, bytes, group_size) / profile_.hbm_bandwidth * 1e9
-                                       : 0);
+           (bandwidth > 0 ? InMemoryCollectiveBytes(kind, bytes, group_size) / bandwidth * 1e9 : 0);
+  }
   const double n = group_size;
   double steps = n - 1;  // latency terms
   double volume = 1;     // multiples of `bytes` that cross a chip's link one after another
@@ -360,19 +452,21 @@ OpCost CostModel::InstructionCost(const Instruction& i, int default_group_size) 
     c.roofline = RooflineClass::kCollective;
     return c;
   }
-  return Roofline(Flops(i), read, written, IsMatrixOp(i));
+  const bool matrix = IsMatrixOp(i);
+  return Roofline(Flops(i), read, written, matrix ? MatrixRate(i) : profile_.vector_flops, SerialNs(i, false));
 }
 
 OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
                              const std::vector<const Instruction*>& outputs) const {
   std::set<const Instruction*> inside(members.begin(), members.end());
   std::set<const Instruction*> inputs;
-  double flops = 0;
-  bool matrix = false;
+  double flops = 0, serial_ns = 0;
+  double peak = profile_.vector_flops;
   for (const Instruction* m : members) {
     if (Free(*m)) continue;
     flops += Flops(*m);
-    matrix = matrix || IsMatrixOp(*m);
+    if (IsMatrixOp(*m)) peak = MatrixRate(*m);  // a GEMM with its bias: the GEMM's rate
+    serial_ns += SerialNs(*m, /*fused=*/true);
     for (const Instruction* o : m->operands)
       if (!inside.count(o)) inputs.insert(o);
   }
@@ -383,7 +477,7 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
   } else {
     for (const Instruction* o : outputs) written += o->shape.bytes();
   }
-  return Roofline(flops, read, written, matrix);
+  return Roofline(flops, read, written, peak, serial_ns);
 }
 
 std::vector<OpCost> CostModel::ProgramCosts(const Module& program, const FusionPlan* fusion) const {

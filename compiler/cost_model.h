@@ -46,9 +46,30 @@ struct ChipProfile {
   // (InMemoryCollectiveBytes) — not as a ring over links.
   bool collectives_in_memory = false;
 
+  // cpu: figures of op classes the roofline above misses, each measured
+  // through the runtime's own kernel (runtime/cpu_calibration.h); 0: not
+  // measured (a fixed or older profile), the plain roofline applies.
+  double conv_flops = 0;            // convolution FLOP/s (im2col + GEMM, representative shapes)
+  double cold_bandwidth = 0;        // stream bytes/s with operands out of cache
+  double window_read_ns = 0;        // reduce_window: per element of each output's window
+  double transcendental_ns = 0;     // exp, logistic: per element
+  double strided_broadcast_ns = 0;  // a fused loop's broadcast that is not a leading/trailing block: per element
+  // GEMM FLOP/s whose smallest dim (rows, columns or contraction) is 8, 32 and
+  // 128, the other two 1024, operands cold: a skinny GEMM reads a weight
+  // matrix for a few rows. Dots between these sizes and 256 are interpolated
+  // in log2 of that dim; from 256 up, the peak.
+  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;
+  // Kernels' memory traffic, and collectives in memory, at cold_bandwidth:
+  // set by ForSharedCores when more chips than cores time-share the caches.
+  bool cold_operands = false;
+
   // This profile for a chip that runs its big kernels on `width` threads: the
   // gang's measured peak replaces the one-core peak (matrix and vector).
   ChipProfile ForGangWidth(int width) const;
+  // This profile for `chips` virtual chips on `cores` cores: with more chips
+  // than cores, each chip's operands are evicted by the others between its
+  // kernels, so kernels stream at cold_bandwidth (when measured).
+  ChipProfile ForSharedCores(int chips, int cores) const;
 
   // Arithmetic intensity (FLOP/byte) above which a dot is compute-bound.
   double ridge_point() const { return hbm_bandwidth > 0 ? peak_flops / hbm_bandwidth : 0; }
@@ -137,6 +158,23 @@ class CostModel {
   // The roofline of a kernel with these totals. `matrix` picks the matrix
   // units' peak (dots, convolutions) over the vector peak.
   OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const;
+  // The same with the compute rate given (`peak` FLOP/s) and `serial_ns` of
+  // per-element work the FLOP count does not carry (transcendentals, window
+  // reads, strided broadcasts), added to the compute term.
+  OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, double peak, double serial_ns) const;
+
+  // The FLOP/s a dot_general or convolution runs at on this profile: the
+  // convolution figure, or the GEMM rate for the dot's smallest dim (see
+  // ChipProfile::gemm8_flops); the matrix peak where not measured.
+  double MatrixRate(const Instruction& i) const;
+  // Per-element time of `i` beyond its FLOPs: exp and logistic elements,
+  // reduce_window's window reads; inside a fused loop (`fused`), a strided
+  // broadcast's elements too. 0 on profiles without these figures.
+  double SerialNs(const Instruction& i, bool fused) const;
+  // A broadcast_in_dim whose operand is neither one value nor a leading or
+  // trailing block of the result: a fused loop gathers it element by element
+  // (runtime/kernels_fused.cc, MapBroadcast's general mode).
+  static bool IsStridedBroadcast(const Instruction& b);
 
   // Alpha-beta time of a collective over `group_size` chips, where `bytes` is
   // the per-chip size of the whole value (the larger of operand and result:

@@ -62,7 +62,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& op
   c->device_clock_ = std::make_unique<Scheduler>(trace::Clock::kDevice, c->device_tracks_);
   auto profile = ResolveProfile(opts.profile);
   if (!profile.ok()) return profile.status();
-  c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(profile->ForGangWidth(c->gang_width())), n);
+  c->modeled_clock_ = std::make_unique<ModeledClock>(compiler::CostModel(c->ChipProfileHere(*profile)), n);
   c->pending_transfers_.assign(n, {});
   for (int d = 0; d < n; ++d) c->host_of_.push_back(c->topology_->device(d).host_id());
   if (opts.simulate) c->simulator_ = std::make_unique<Simulator>(n, c->host_of_, c->topology_->interconnect());
@@ -501,6 +501,11 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
                                          " never completed: chips ", waiting, " wait in it for chip ", f.chip));
 }
 
+compiler::ChipProfile Client::ChipProfileHere(const compiler::ChipProfile& p) const {
+  return p.ForGangWidth(gang_width())
+      .ForSharedCores(num_devices(), static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 absl::Status Client::SetSimCalibration(RecordedOpTimes times) {
   if (!simulator_) return absl::FailedPreconditionError("calibration from a recorded run applies to a simulated run only");
   simulator_->SetCalibration(std::move(times));
@@ -511,7 +516,7 @@ absl::Status Client::SetProfile(const std::string& name) {
   if (name == modeled_clock_->model().profile().name) return absl::OkStatus();
   auto p = ResolveProfile(name);
   if (!p.ok()) return p.status();
-  modeled_clock_->set_model(compiler::CostModel(p->ForGangWidth(gang_width())));
+  modeled_clock_->set_model(compiler::CostModel(ChipProfileHere(*p)));
   return absl::OkStatus();
 }
 

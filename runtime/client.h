@@ -187,6 +187,9 @@ class Client {
   std::unique_ptr<ThreadPool> pool_;
   std::vector<std::unique_ptr<Gang>> gangs_;  // per device, when cores outnumber devices
   int gang_width() const { return gangs_.empty() ? 1 : gangs_[0]->width(); }
+  // `p` for this client's chips: a gang's peak where they have gangs, cold
+  // operands where more chips than cores share the caches.
+  compiler::ChipProfile ChipProfileHere(const compiler::ChipProfile& p) const;
   std::unique_ptr<Scheduler> device_clock_;
   FaultPlan faults_;
   std::vector<int> host_of_;  // per device

@@ -31,7 +31,22 @@ namespace shardscope::runtime {
 namespace {
 
 constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
-constexpr int kFormat = 1;  // the cache file's layout; a new one is measured again
+// The cache file's layout. 2 added the op-class figures (cpu_op_benchmarks.h):
+// a cache entry of format 1 is measured again; a pinned file of format 1 still
+// loads, without them (the plain roofline for those ops, said in Describe).
+constexpr int kFormat = 2;
+
+// The op-class figures by their JSON names.
+std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
+  return {{"conv_flops", &OpClassFigures::conv_flops},
+          {"cold_bandwidth", &OpClassFigures::cold_bandwidth},
+          {"window_read_ns", &OpClassFigures::window_read_ns},
+          {"transcendental_ns", &OpClassFigures::transcendental_ns},
+          {"strided_broadcast_ns", &OpClassFigures::strided_broadcast_ns},
+          {"gemm8_flops", &OpClassFigures::gemm8_flops},
+          {"gemm32_flops", &OpClassFigures::gemm32_flops},
+          {"gemm128_flops", &OpClassFigures::gemm128_flops}};
+}
 
 std::string ReadFirstLine(const std::string& path, const std::string& prefix) {
   std::ifstream in(path);
@@ -101,7 +116,16 @@ absl::Status MakeDirs(const std::string& dir) {
 }  // namespace
 
 compiler::ChipProfile CpuCalibration::Profile() const {
-  return compiler::CpuProfile(peak_flops, gang_peak_flops, hbm_bandwidth, kernel_overhead_ns);
+  compiler::ChipProfile p = compiler::CpuProfile(peak_flops, gang_peak_flops, hbm_bandwidth, kernel_overhead_ns);
+  p.conv_flops = ops.conv_flops;
+  p.cold_bandwidth = ops.cold_bandwidth;
+  p.window_read_ns = ops.window_read_ns;
+  p.transcendental_ns = ops.transcendental_ns;
+  p.strided_broadcast_ns = ops.strided_broadcast_ns;
+  p.gemm8_flops = ops.gemm8_flops;
+  p.gemm32_flops = ops.gemm32_flops;
+  p.gemm128_flops = ops.gemm128_flops;
+  return p;
 }
 
 std::string CpuCalibration::ProvenanceJson() const {
@@ -112,6 +136,8 @@ std::string CpuCalibration::ProvenanceJson() const {
                       {"gang_width", gang_width},
                       {"hbm_bandwidth", hbm_bandwidth},
                       {"kernel_overhead_ns", kernel_overhead_ns}};
+  if (ops.measured())
+    for (const auto& [key, field] : OpFields()) j[key] = ops.*field;
   if (!path.empty()) j["path"] = path;
   if (!machine.empty()) j["machine"] = machine;
   if (measured_at_unix_s > 0) j["measured_at"] = IsoUtc(measured_at_unix_s);
@@ -121,7 +147,16 @@ std::string CpuCalibration::ProvenanceJson() const {
 std::string CpuCalibration::Describe() const {
   const std::string values =
       absl::StrFormat("GEMM %.1f GFLOP/s (gang of %d: %.1f), stream %.2f GB/s, kernel overhead %.0f ns",
-                      peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9, kernel_overhead_ns);
+                      peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9, kernel_overhead_ns) +
+      (ops.measured()
+           ? absl::StrFormat("; convolution %.1f GFLOP/s, cold stream %.2f GB/s, window %.2f ns per read, "
+                             "transcendental %.2f ns, strided broadcast %.2f ns per element, skinny GEMM "
+                             "%.1f/%.1f/%.1f GFLOP/s at 8/32/128",
+                             ops.conv_flops / 1e9, ops.cold_bandwidth / 1e9, ops.window_read_ns,
+                             ops.transcendental_ns, ops.strided_broadcast_ns, ops.gemm8_flops / 1e9,
+                             ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9)
+           : std::string("; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "
+                         "GEMMs priced by the plain roofline)"));
   if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values);
   const std::string when = IsoUtc(measured_at_unix_s);
   if (source == "measured") return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values);
@@ -198,6 +233,7 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
     r0 += w * ns;
     r1 += w * x * ns;
   }
+  c.ops = MeasureOpClasses(plan.ops, &c.rows);
   const double det = s00 * s11 - s01 * s01;
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
@@ -230,6 +266,12 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
       return absl::InvalidArgumentError(
           absl::StrCat("cpu profile file ", path, ": '", key, "' is ", *field, ", not a positive number"));
   }
+  for (const auto& [key, field] : OpFields()) {
+    if (!j.contains(key)) continue;  // format 1: none of them
+    if (!j[key].is_number() || !(j[key].get<double>() >= 0))
+      return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": '", key, "' is not a number >= 0"));
+    c.ops.*field = j[key].get<double>();
+  }
   c.gang_width = j.value("gang_width", 1);
   c.machine = j.value("machine", "");
   c.measured_at_unix_s = j.value("measured_at_unix_s", int64_t{0});
@@ -237,9 +279,10 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
   if (j.contains("rows") && j["rows"].is_array())
     for (const auto& r : j["rows"])
       if (r.is_string()) c.rows.push_back(r.get<std::string>());
-  if (j.contains("format") && j.value("format", 0) != kFormat)
+  c.format = j.value("format", 1);
+  if (c.format < 1 || c.format > kFormat)
     return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": format ", j.value("format", 0),
-                                                   ", this build reads format ", kFormat));
+                                                   ", this build reads formats 1 to ", kFormat));
   return c;
 }
 
@@ -257,6 +300,7 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
                       {"hbm_bandwidth", c.hbm_bandwidth},
                       {"kernel_overhead_ns", c.kernel_overhead_ns},
                       {"rows", c.rows}};
+  for (const auto& [key, field] : OpFields()) j[key] = c.ops.*field;
   // Written aside and renamed: two processes calibrating at once never leave half a file.
   const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
   {
@@ -291,10 +335,11 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     return c;
   }
   if (!remeasure)
-    if (auto c = ReadCpuProfileFile(cache_path); c.ok()) {
+    if (auto c = ReadCpuProfileFile(cache_path); c.ok() && c->format == kFormat) {
       c->source = "cache";
       return c;
-    }
+    }  // else missing, damaged or an older format: measured again
+
   CpuCalibration c = MeasureCpu(plan);
   c.path = cache_path;
   if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())

@@ -3,12 +3,14 @@
 // a profile fixed from one day's measurement drifts: the profile is measured
 // when first needed, cached per machine, and reused.
 //
-// Four parameters, from microbenchmarks through the runtime's own kernel entry
-// (EvalInstruction), timed as the executor times the device clock:
+// Four base parameters, from microbenchmarks through the runtime's own kernel
+// entry (EvalInstruction), timed as the executor times the device clock:
 //   GEMM FLOP/s on one core and on a gang spanning every core (square f32
 //   dot_general), stream bandwidth and per-kernel overhead (an f32 add from
 //   1 Ki to 16 Mi elements, fitted as t = overhead + bytes / bandwidth on the
-//   relative error). bench/calibrate_cpu_bench prints the same measurement.
+//   relative error); then the op classes those misprice (cpu_op_benchmarks.h:
+//   convolutions, cold streams, window ops, transcendentals, strided
+//   broadcasts, skinny GEMMs). bench/calibrate_cpu_bench prints the same.
 //
 // Where the values come from, in order:
 //   $SHARDSCOPE_CPU_PROFILE=fixed   the built-in values of compiler/cost_model.cc
@@ -16,7 +18,7 @@
 //   $SHARDSCOPE_CPU_PROFILE=PATH    a profile file (the cache's JSON format)
 //   the cache                       $XDG_CACHE_HOME/shardscope (else ~/.cache/shardscope)
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
-//   a measurement                   about 3 s, then written to the cache
+//   a measurement                   about 5 s of CPU, then written to the cache
 // `shardscope calibrate` measures again and replaces the cache entry.
 #pragma once
 
@@ -26,6 +28,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/cost_model.h"
+#include "runtime/cpu_op_benchmarks.h"
 
 namespace shardscope::runtime {
 
@@ -35,14 +38,18 @@ struct CpuCalibration {
   int gang_width = 1;
   double hbm_bandwidth = 0;       // stream bytes/s, one core
   double kernel_overhead_ns = 0;  // stream fit intercept
+  // Op classes the four values above misprice (cpu_op_benchmarks.h); 0: not
+  // measured (a fixed profile, or a file written before they were).
+  OpClassFigures ops;
   std::string source;             // measured | cache | file | fixed
   std::string path;               // the cache or pinned file ("" for fixed)
   std::string machine;            // MachineKey() where it was measured
   int64_t measured_at_unix_s = 0; // 0 for fixed
   double seconds = 0;             // how long the measurement took
+  int format = 0;                 // a file's layout (ReadCpuProfileFile); 0 when not read from one
   std::vector<std::string> rows;  // the microbenchmark table, as printed
 
-  // The `cpu` profile with these four values, the rest derived as in
+  // The `cpu` profile with these values, the rest derived as in
   // compiler/cost_model.cc.
   compiler::ChipProfile Profile() const;
   // {"source", "path", "machine", "measured_at", "peak_flops", ...}: what a run records.
@@ -55,6 +62,7 @@ struct CpuCalibration {
 struct CalibrationPlan {
   std::vector<int64_t> gemm_sizes = {256, 512, 1024};
   int64_t stream_min = int64_t{1} << 10, stream_max = int64_t{1} << 24;
+  OpClassPlan ops;
 };
 
 // What identifies this machine for the cache: CPU model, core count, host
@@ -65,7 +73,7 @@ std::string MachineKey();
 // The cache file for MachineKey().
 std::string CpuProfileCachePath();
 
-// Measures the four values now (about 3 s on 2 busy cores).
+// Measures the values now (about 5 s of CPU time on 2 busy cores).
 CpuCalibration MeasureCpu(const CalibrationPlan& plan = {});
 
 // Reads a profile file (the cache's format); errors name the file and the problem.

@@ -59,6 +59,14 @@ std::string ProfileValuesLine(const nlohmann::json& v) {
     absl::StrAppend(&line, absl::StrFormat(" (a gang of %d: %.1f)", v.value("gang_width", 1), v.value("gang_peak_flops", 0.0) / 1e9));
   absl::StrAppend(&line, absl::StrFormat(", memory %.2f GB/s, kernel overhead %.0f ns", v.value("hbm_bandwidth", 0.0) / 1e9,
                                          v.value("kernel_overhead_ns", 0.0)));
+  if (v.value("conv_flops", 0.0) > 0)  // the measured op-class figures (docs/cost_model.md)
+    absl::StrAppend(&line, absl::StrFormat("; convolution %.1f GFLOP/s, cold stream %.2f GB/s, window %.2f ns per read, "
+                                           "transcendental %.2f ns, strided broadcast %.2f ns, skinny GEMM "
+                                           "%.1f/%.1f/%.1f GFLOP/s",
+                                           v.value("conv_flops", 0.0) / 1e9, v.value("cold_bandwidth", 0.0) / 1e9,
+                                           v.value("window_read_ns", 0.0), v.value("transcendental_ns", 0.0),
+                                           v.value("strided_broadcast_ns", 0.0), v.value("gemm8_flops", 0.0) / 1e9,
+                                           v.value("gemm32_flops", 0.0) / 1e9, v.value("gemm128_flops", 0.0) / 1e9));
   return line;
 }
 

@@ -73,13 +73,28 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
           [&](const std::vector<int64_t>& r) { runs_of[{r[0], r[1]}] = r[2]; });
       !s.ok())
     return s;
-  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, int64_t> sum;  // (graph, op, step, device) -> ns
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;  // (graph, op, step, device)
+  std::map<Key, int64_t> sum;
+  // A collective's wait: the idle gap on each chip between its previous slice
+  // (of the same step) and the collective's, which starts when the last chip arrives.
+  std::map<Key, int64_t> gap;
+  int64_t device = -1, prev_end = 0, prev_step = -1;
   if (absl::Status s = reader->ForEachIntRow(
-          "SELECT s.graph_id, s.op_id, s.step, t.device_id, s.dur_ns FROM slices s"
+          "SELECT t.device_id, s.start_ns, s.dur_ns, coalesce(s.step, -1), coalesce(s.graph_id, -1),"
+          " coalesce(s.op_id, -1), s.kind IN ('compute', 'collective'), s.kind = 'collective' FROM slices s"
           " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-          " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.depth = 0 AND s.kind IN ('compute', 'collective')"
-          " AND s.graph_id IS NOT NULL AND s.op_id IS NOT NULL AND s.step IS NOT NULL",
-          {id}, -1, [&](const std::vector<int64_t>& r) { sum[{r[0], r[1], r[2], r[3]}] += r[4]; });
+          " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.depth = 0 ORDER BY t.device_id, s.start_ns",
+          {id}, -1,
+          [&](const std::vector<int64_t>& r) {
+            const int64_t dev = r[0], start = r[1], dur = r[2], step = r[3], graph = r[4], op = r[5];
+            const bool timed = r[6] != 0 && step >= 0 && graph >= 0 && op >= 0;
+            if (timed) sum[{graph, op, step, dev}] += dur;
+            if (timed && r[7] != 0 && dev == device && prev_step == step)
+              gap[{graph, op, step, dev}] += std::max<int64_t>(0, start - prev_end);
+            if (dev != device || start + dur > prev_end || prev_step != step) prev_end = start + dur;
+            device = dev;
+            prev_step = step;
+          });
       !s.ok())
     return s;
   if (sum.empty())
@@ -93,8 +108,23 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
     auto n = runs_of.find({step, graph});
     out.ops[it->second].samples_ns.push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
   }
+  // Per step and program run: the median chip's wait.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<int64_t>> op_waits;  // (graph, op, step) -> per chip
+  for (const auto& [key, ns] : gap) {
+    const auto& [graph, op, step, dev] = key;
+    auto n = runs_of.find({step, graph});
+    op_waits[{graph, op, step}].push_back(n != runs_of.end() && n->second > 1 ? ns / n->second : ns);
+  }
+  for (auto& [key, per_chip] : op_waits) {
+    const auto& [graph, op, step] = key;
+    auto it = index.find({graph, op});
+    if (it != index.end()) out.ops[it->second].wait_samples_ns.push_back(MedianNs(per_chip));
+  }
   std::erase_if(out.ops, [](const RecordedOp& o) { return o.samples_ns.empty(); });
-  for (RecordedOp& o : out.ops) o.median_ns = MedianNs(o.samples_ns);
+  for (RecordedOp& o : out.ops) {
+    o.median_ns = MedianNs(o.samples_ns);
+    o.median_wait_ns = MedianNs(o.wait_samples_ns);
+  }
 
   // The step: each step's span over every chip, less what every chip waited for the host.
   std::vector<int64_t> spans, waits;

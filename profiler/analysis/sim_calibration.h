@@ -22,6 +22,13 @@ struct RecordedOp {
   int64_t bytes_read = 0, bytes_written = 0;
   std::vector<int64_t> samples_ns;  // per chip and program run
   int64_t median_ns = 0;
+  // A collective: per step and program run, what its chips waited before it
+  // for the slowest to arrive (the median chip's idle gap before the
+  // collective's slice), and the median of those. A simulation that gives
+  // every chip each op's median time has every chip arrive together, so this
+  // wait is carried on the collective (ToRecordedOpTimes).
+  std::vector<int64_t> wait_samples_ns;
+  int64_t median_wait_ns = 0;
 };
 
 struct RecordedDeviceTimes {

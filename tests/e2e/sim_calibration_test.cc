@@ -95,6 +95,53 @@ TEST(SimCalibration, EveryKernelTakesItsRecordedMedianAndBothErrorsAreStored) {
   EXPECT_TRUE(j["run"]["calibration"]["uncalibrated_error"].is_number());
 }
 
+TEST(SimCalibration, ACollectiveCarriesTheWaitForTheSlowestChip) {
+  // On the device clock a collective starts when its last chip arrives; the
+  // others sit idle before it. Every simulated chip takes each op's median,
+  // so they would all arrive together: the collective carries the median
+  // chip's idle gap before it (median over steps) on top of its own median.
+  const std::string sim = TempDb("calib_wait");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 4",
+                                " --calibrate-from ", RecordedDb(), " --db ", sim, " --quiet"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  store::QueryResult rec = Q(RecordedDb(),
+      "SELECT g.fingerprint, s.op_id, s.step, t.device_id, s.start_ns, s.dur_ns, s.kind FROM slices s"
+      " JOIN tracks t USING (run_id, track_id) LEFT JOIN graphs g ON g.run_id = s.run_id AND g.graph_id = s.graph_id"
+      " WHERE t.clock = 'device' AND s.depth = 0 ORDER BY t.device_id, s.start_ns");
+  using Op = std::pair<std::string, int64_t>;
+  std::map<Op, std::vector<int64_t>> durs;
+  std::map<Op, std::map<int64_t, std::vector<int64_t>>> gaps;  // op -> step -> per chip
+  int64_t device = -1, prev_end = 0, prev_step = -2;
+  for (size_t i = 0; i < rec.rows.size(); ++i) {
+    const int64_t dev = rec.Int(i, "device_id"), start = rec.Int(i, "start_ns"), step = rec.Int(i, "step", -1);
+    if (rec.Text(i, "kind") == "collective") {
+      const Op op{rec.Text(i, "fingerprint"), rec.Int(i, "op_id")};
+      durs[op].push_back(rec.Int(i, "dur_ns"));
+      if (dev == device && step == prev_step) gaps[op][step].push_back(std::max<int64_t>(0, start - prev_end));
+    }
+    device = dev;
+    prev_step = step;
+    prev_end = start + rec.Int(i, "dur_ns");
+  }
+  ASSERT_FALSE(gaps.empty());
+  int64_t waited = 0;
+  store::QueryResult got = Q(sim,
+      "SELECT g.fingerprint, s.op_id, s.dur_ns FROM slices s JOIN tracks t USING (run_id, track_id)"
+      " JOIN graphs g ON g.run_id = s.run_id AND g.graph_id = s.graph_id"
+      " WHERE t.device_id = 5 AND s.step = 1 AND s.depth = 0 AND s.kind = 'collective'");
+  ASSERT_GT(got.rows.size(), 0u);
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    const Op op{got.Text(i, "fingerprint"), got.Int(i, "op_id")};
+    ASSERT_TRUE(durs.count(op)) << "op " << op.second;
+    std::vector<int64_t> per_step;
+    for (auto& [step, per_chip] : gaps[op]) per_step.push_back(Median(per_chip));
+    const int64_t wait = per_step.empty() ? 0 : Median(per_step);
+    waited += wait;
+    EXPECT_EQ(got.Int(i, "dur_ns"), Median(durs[op]) + wait) << "op " << op.second;
+  }
+  std::printf("collectives of a step carry %.3f ms of waiting for the slowest chip\n", waited / 1e6);
+}
+
 TEST(SimCalibration, AnotherMeshMatchesKernelsBySignatureAndCountsTheRest) {
   // 4 chips with half the batch: the same per-chip kernels in other programs,
   // collectives over groups of 4 instead of 8 (the model prices those).

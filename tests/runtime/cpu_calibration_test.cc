@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -26,7 +27,22 @@ CalibrationPlan Small() {
   p.gemm_sizes = {64, 128};
   p.stream_min = 1 << 10;
   p.stream_max = 1 << 16;
+  p.ops.cold_bytes = 1 << 20;
+  p.ops.conv_batch = 1;
+  p.ops.gemm_other_dim = 128;
+  p.ops.elements = 1 << 12;
   return p;
+}
+
+void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
+  EXPECT_EQ(a.conv_flops, b.conv_flops);
+  EXPECT_EQ(a.cold_bandwidth, b.cold_bandwidth);
+  EXPECT_EQ(a.window_read_ns, b.window_read_ns);
+  EXPECT_EQ(a.transcendental_ns, b.transcendental_ns);
+  EXPECT_EQ(a.strided_broadcast_ns, b.strided_broadcast_ns);
+  EXPECT_EQ(a.gemm8_flops, b.gemm8_flops);
+  EXPECT_EQ(a.gemm32_flops, b.gemm32_flops);
+  EXPECT_EQ(a.gemm128_flops, b.gemm128_flops);
 }
 
 TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
@@ -42,6 +58,20 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GE(first->kernel_overhead_ns, 0);
   EXPECT_GT(first->measured_at_unix_s, 0);
   EXPECT_FALSE(first->rows.empty());
+  // The op classes, each through the runtime's kernel (a strided broadcast
+  // may cost nothing over a plain one: >= 0).
+  EXPECT_GT(first->ops.conv_flops, 0);
+  EXPECT_GT(first->ops.cold_bandwidth, 0);
+  EXPECT_GT(first->ops.window_read_ns, 0);
+  EXPECT_GT(first->ops.transcendental_ns, 0);
+  EXPECT_GE(first->ops.strided_broadcast_ns, 0);
+  EXPECT_GT(first->ops.gemm8_flops, 0);
+  EXPECT_GT(first->ops.gemm32_flops, 0);
+  EXPECT_GT(first->ops.gemm128_flops, 0);
+  for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM"})
+    EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
+                            [&](const std::string& r) { return r.find(table) != std::string::npos; }))
+        << table;
   // The second resolution reads the cache: the same values, said to come from it.
   auto second = ResolveCpuCalibration("", cache, false, Small());
   ASSERT_TRUE(second.ok()) << second.status();
@@ -51,6 +81,7 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(second->hbm_bandwidth, first->hbm_bandwidth);
   EXPECT_EQ(second->kernel_overhead_ns, first->kernel_overhead_ns);
   EXPECT_EQ(second->measured_at_unix_s, first->measured_at_unix_s);
+  ExpectSameFigures(second->ops, first->ops);
   EXPECT_NE(second->Describe().find("read from the cache " + cache), std::string::npos) << second->Describe();
   // Asked to measure again: a new measurement replaces the entry.
   auto again = ResolveCpuCalibration("", cache, /*remeasure=*/true, Small());
@@ -65,6 +96,13 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(p.peak_flops, again->peak_flops);
   EXPECT_EQ(p.link_bandwidth, again->hbm_bandwidth);
   EXPECT_EQ(p.link_latency_ns, again->kernel_overhead_ns);
+  EXPECT_EQ(p.conv_flops, again->ops.conv_flops);
+  EXPECT_EQ(p.cold_bandwidth, again->ops.cold_bandwidth);
+  EXPECT_EQ(p.window_read_ns, again->ops.window_read_ns);
+  EXPECT_EQ(p.transcendental_ns, again->ops.transcendental_ns);
+  EXPECT_EQ(p.strided_broadcast_ns, again->ops.strided_broadcast_ns);
+  EXPECT_EQ(p.gemm8_flops, again->ops.gemm8_flops);
+  EXPECT_NE(again->ProvenanceJson().find("\"conv_flops\""), std::string::npos) << again->ProvenanceJson();
   std::remove(cache.c_str());
 }
 
@@ -76,6 +114,60 @@ TEST(CpuCalibration, ADamagedCacheIsMeasuredAgain) {
   EXPECT_EQ(c->source, "measured");
   EXPECT_TRUE(ReadCpuProfileFile(cache).ok());
   std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWithoutFigures) {
+  // Format 1 (before the op-class figures): the cache measures again, with them.
+  const std::string cache = TempPath("format1");
+  const std::string old = R"({"format": 1, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+                              "kernel_overhead_ns": 1500, "measured_at_unix_s": 1764000000})";
+  std::ofstream(cache) << old;
+  auto c = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_GT(c->ops.conv_flops, 0);
+  auto rewritten = ReadCpuProfileFile(cache);
+  ASSERT_TRUE(rewritten.ok()) << rewritten.status();
+  EXPECT_EQ(rewritten->format, 2);
+  ExpectSameFigures(rewritten->ops, c->ops);
+  // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
+  std::ofstream(cache) << old;
+  auto pinned = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->source, "file");
+  EXPECT_EQ(pinned->Profile().conv_flops, 0);
+  EXPECT_EQ(pinned->Profile().gemm8_flops, 0);
+  EXPECT_NE(pinned->Describe().find("no op-class figures"), std::string::npos) << pinned->Describe();
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, APinnedFileWithFiguresGivesThemToTheProfile) {
+  const std::string file = TempPath("figures");
+  std::ofstream(file) << R"({"format": 2, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "conv_flops": 2e10, "cold_bandwidth": 8e9, "window_read_ns": 1.5,
+      "transcendental_ns": 4, "strided_broadcast_ns": 2.5, "gemm8_flops": 1e10, "gemm32_flops": 3e10,
+      "gemm128_flops": 6e10})";
+  auto c = ResolveCpuCalibration(file, TempPath("unused"), false, Small());
+  ASSERT_TRUE(c.ok()) << c.status();
+  const compiler::ChipProfile p = c->Profile();
+  EXPECT_EQ(p.conv_flops, 2e10);
+  EXPECT_EQ(p.cold_bandwidth, 8e9);
+  EXPECT_EQ(p.window_read_ns, 1.5);
+  EXPECT_EQ(p.transcendental_ns, 4);
+  EXPECT_EQ(p.strided_broadcast_ns, 2.5);
+  EXPECT_EQ(p.gemm8_flops, 1e10);
+  EXPECT_EQ(p.gemm32_flops, 3e10);
+  EXPECT_EQ(p.gemm128_flops, 6e10);
+  EXPECT_FALSE(p.cold_operands);
+  EXPECT_TRUE(p.ForSharedCores(8, 2).cold_operands);
+  EXPECT_NE(c->Describe().find("convolution 20.0 GFLOP/s"), std::string::npos) << c->Describe();
+  // A figure that is not a number is named.
+  std::ofstream(file) << R"({"peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "conv_flops": "fast"})";
+  auto bad = ResolveCpuCalibration(file, TempPath("unused"), false, Small());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'conv_flops' is not a number >= 0"), std::string::npos) << bad.status();
+  std::remove(file.c_str());
 }
 
 TEST(CpuCalibration, APinWinsOverTheCache) {

@@ -17,9 +17,12 @@ const char kCalibrateHelp[] =
     "usage: shardscope calibrate [--show]\n"
     "\n"
     "Measures the `cpu` chip profile of the modeled clock on this machine (about\n"
-    "3 s): GEMM FLOP/s on one core and on a gang of every core, stream\n"
-    "bandwidth and per-kernel overhead, through the runtime's own kernels, timed\n"
-    "as the device clock is. The values replace this machine's cache entry\n"
+    "4 s): GEMM FLOP/s on one core and on a gang of every core, stream\n"
+    "bandwidth and per-kernel overhead; then the op classes those misprice:\n"
+    "convolutions, a cold-operand stream, reduce_window per window read,\n"
+    "transcendentals, a fused loop's strided broadcast and skinny GEMMs. All\n"
+    "through the runtime's own kernels, timed as the device clock is (none\n"
+    "fitted to the samples). The values replace this machine's cache entry\n"
     "($XDG_CACHE_HOME/shardscope, else ~/.cache/shardscope; keyed by CPU model,\n"
     "cores, host name, boot id and GEMM backend), which every later run with\n"
     "--profile cpu reads; a machine without an entry measures at its first run.\n"
@@ -65,7 +68,9 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
   out.source = absl::StrCat(times.db, " run ", times.run_id);
   std::map<std::string, std::vector<int64_t>> pooled;  // kernels of the same signature, every sample
   for (const analysis::RecordedOp& op : times.ops) {
-    out.by_op[{op.fingerprint, op.op_id}] = op.median_ns;
+    // A collective carries the wait for the slowest chip before it: every
+    // simulated chip takes each op's median, so all would arrive together.
+    out.by_op[{op.fingerprint, op.op_id}] = op.median_ns + (op.collective ? op.median_wait_ns : 0);
     if (op.collective) continue;  // its time depends on its group, which the signature does not name
     auto& v = pooled[runtime::KernelSignature(op.opcode, op.shape, op.flops, op.bytes_read, op.bytes_written)];
     v.insert(v.end(), op.samples_ns.begin(), op.samples_ns.end());

@@ -1,0 +1,276 @@
+// The op-class microbenchmarks of the `cpu` profile (see cpu_op_benchmarks.h).
+#include "runtime/cpu_op_benchmarks.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+#include "absl/strings/str_format.h"
+#include "compiler/fusion.h"
+#include "compiler/ir.h"
+#include "runtime/intra_op.h"
+#include "runtime/kernels.h"
+
+namespace shardscope::runtime {
+namespace {
+
+using compiler::Instruction;
+using compiler::Module;
+using compiler::Opcode;
+
+// Values in [-0.8, 0.8] (positive for log): times do not depend on them.
+Literal Filled(const Shape& s, bool positive = false) {
+  Literal l(s);
+  float* p = l.as<float>();
+  for (int64_t i = 0; i < l.elements(); ++i)
+    p[i] = positive ? 0.1f + static_cast<float>(i % 17) * 0.1f : static_cast<float>(i % 17) * 0.1f - 0.8f;
+  return l;
+}
+
+// Copies of one call's operands and result, enough to rotate over
+// `cold_bytes`: each call finds its operands evicted by the others.
+struct Rotation {
+  std::vector<std::vector<Literal>> operands;  // [copy][operand]
+  std::vector<Literal> outs;
+  Rotation(const std::vector<Shape>& shapes, const Shape& out, int64_t cold_bytes, bool positive = false) {
+    int64_t bytes = out.bytes();
+    for (const Shape& s : shapes) bytes += s.bytes();
+    const int64_t copies = std::clamp<int64_t>((cold_bytes + bytes - 1) / std::max<int64_t>(bytes, 1), 2, 256);
+    for (int64_t c = 0; c < copies; ++c) {
+      operands.emplace_back();
+      for (const Shape& s : shapes) operands.back().push_back(Filled(s, positive));
+      outs.emplace_back(out);
+    }
+  }
+  int copies() const { return static_cast<int>(outs.size()); }
+  std::vector<const Literal*> Ops(int c) const {
+    std::vector<const Literal*> v;
+    for (const Literal& l : operands[c]) v.push_back(&l);
+    return v;
+  }
+};
+
+// Median thread CPU time of `call(copy)` over `reps` calls, the copies taken
+// in turn, after one untimed pass over every copy (its first touch of the
+// results' pages is not the kernel's).
+double RotatingMedianNs(const std::function<void(int)>& call, int copies, int reps) {
+  for (int c = 0; c < copies; ++c) call(c);
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const int64_t t0 = ThreadCpuNs();
+    call(r % copies);
+    t.push_back(static_cast<double>(ThreadCpuNs() - t0));
+  }
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+// One instruction of `m`, cold, through EvalInstruction.
+double ColdInstructionNs(const Instruction& i, const OpClassPlan& plan, int reps, bool positive = false) {
+  std::vector<Shape> shapes;
+  for (const Instruction* o : i.operands) shapes.push_back(o->shape);
+  Rotation rot(shapes, i.shape, plan.cold_bytes, positive);
+  return RotatingMedianNs(
+      [&](int c) { (void)EvalInstruction(i, rot.Ops(c), 0, &rot.outs[c]); },  // valid by construction
+      rot.copies(), reps);
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Convolutions as the cnn sample's chips run them: 3x3, stride 1, padding 1,
+// NCHW/OIHW, forward at three widths and one kernel gradient (the batch
+// contracted, the output gradient as the window).
+double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back("convolution (3x3, stride 1, pad 1, f32, operands cold, device time, median)");
+  std::vector<double> rates;
+  const int64_t n = plan.conv_batch;
+  for (auto [c, hw] : {std::pair<int64_t, int64_t>{16, 32}, {32, 16}, {64, 8}}) {
+    Module m;
+    auto* in = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
+    auto* k = m.Parameter(Shape(DType::kF32, {c, c, 3, 3}), "k");
+    compiler::ConvDims d;
+    d.input_spatial = {2, 3};
+    d.kernel_spatial = {2, 3};
+    d.output_spatial = {2, 3};
+    d.window_strides = {1, 1};
+    d.padding = {{1, 1}, {1, 1}};
+    auto* conv = m.Convolution(in, k, d);
+    const double ns = ColdInstructionNs(*conv, plan, 15);
+    rates.push_back(compiler::InstructionFlops(*conv) / ns * 1e9);
+    rows->push_back(absl::StrFormat("  forward [%d,%d,%d,%d] x [%d,%d,3,3] %9.1f us %6.1f GFLOP/s", n, c, hw, hw, c,
+                                    c, ns / 1e3, rates.back() / 1e9));
+  }
+  {
+    // The kernel gradient of the first: input [N,C,H,W] read as batch C,
+    // feature N; the output gradient [N,O,H,W] as a window of H x W.
+    const int64_t c = 16, hw = 32;
+    Module m;
+    auto* in = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
+    auto* g = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "grad");
+    compiler::ConvDims d;
+    d.input_batch = 1;
+    d.input_feature = 0;
+    d.input_spatial = {2, 3};
+    d.kernel_input_feature = 0;
+    d.kernel_output_feature = 1;
+    d.kernel_spatial = {2, 3};
+    d.output_batch = 0;
+    d.output_feature = 1;
+    d.output_spatial = {2, 3};
+    d.window_strides = {1, 1};
+    d.padding = {{1, 1}, {1, 1}};
+    auto* conv = m.Convolution(in, g, d);
+    const double ns = ColdInstructionNs(*conv, plan, 15);
+    rates.push_back(compiler::InstructionFlops(*conv) / ns * 1e9);
+    rows->push_back(absl::StrFormat("  kernel gradient -> %s %9.1f us %6.1f GFLOP/s", conv->shape.ToString(),
+                                    ns / 1e3, rates.back() / 1e9));
+  }
+  return Median(rates);
+}
+
+// f32 add with operands out of cache, 12 bytes per element: a chip's
+// operands after the other chips' kernels have run on its core. (Measured on
+// every core at once it came out 40% slower, which overpriced the samples'
+// big streams: the chips of a mesh do not all stream at the same moment.)
+double MeasureColdStream(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back("cold stream (add f32, 3 x 4 bytes per element, operands out of cache, median)");
+  std::vector<double> bw;
+  for (int64_t e = plan.elements; e <= plan.elements * 16; e *= 4) {
+    Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, {e}), "a");
+    auto* b = m.Parameter(Shape(DType::kF32, {e}), "b");
+    auto* add = m.Binary(Opcode::kAdd, a, b);
+    const double ns = ColdInstructionNs(*add, plan, 21);
+    bw.push_back(12.0 * static_cast<double>(e) / ns * 1e9);
+    rows->push_back(absl::StrFormat("  %9d elements %10.2f us  %6.2f GB/s", e, ns / 1e3, bw.back() / 1e9));
+  }
+  return Median(bw);
+}
+
+// Pooling windows: 2x2 stride 2 (max) and 3x3 stride 1 padded (sum); the
+// time per element read, each output reading its whole window.
+double MeasureWindow(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back("reduce_window (f32 [4,16,32,32], operands cold, median): per window element read");
+  std::vector<double> per_read;
+  struct W {
+    int64_t size, stride, pad;
+    compiler::ReduceKind kind;
+  };
+  for (const W& w : {W{2, 2, 0, compiler::ReduceKind::kMax}, W{3, 1, 1, compiler::ReduceKind::kSum}}) {
+    Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, {4, 16, 32, 32}), "a");
+    auto* init = m.Constant(Literal::Scalar(DType::kF32, 0));
+    compiler::WindowDims d;
+    d.dimensions = {1, 1, w.size, w.size};
+    d.strides = {1, 1, w.stride, w.stride};
+    d.padding = {{0, 0}, {0, 0}, {w.pad, w.pad}, {w.pad, w.pad}};
+    auto* rw = m.ReduceWindow(a, init, d, w.kind);
+    Rotation rot({a->shape}, rw->shape, plan.cold_bytes);
+    const Literal init_value = Literal::Scalar(DType::kF32, 0);
+    const double ns = RotatingMedianNs(
+        [&](int c) { (void)EvalInstruction(*rw, {&rot.operands[c][0], &init_value}, 0, &rot.outs[c]); },
+        rot.copies(), 21);
+    const double reads = static_cast<double>(rw->shape.elements() * w.size * w.size);
+    per_read.push_back(ns / reads);
+    rows->push_back(absl::StrFormat("  %dx%d stride %d -> %s %9.1f us  %6.2f ns per read", w.size, w.size, w.stride,
+                                    rw->shape.ToString(), ns / 1e3, per_read.back()));
+  }
+  return Median(per_read);
+}
+
+double MeasureTranscendental(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  // exp and logistic (FlushedExp per element) make the figure; log and tanh,
+  // near the stream's speed, are shown for comparison (the roofline prices them).
+  rows->push_back("transcendentals (f32, operands cold, median): per element");
+  std::vector<double> per;
+  for (Opcode op : {Opcode::kExponential, Opcode::kLogistic, Opcode::kLog, Opcode::kTanh}) {
+    Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, {plan.elements}), "a");
+    auto* u = m.Unary(op, a);
+    const double ns =
+        ColdInstructionNs(*u, plan, 21, /*positive=*/op == Opcode::kLog) / static_cast<double>(plan.elements);
+    const bool scalar = op == Opcode::kExponential || op == Opcode::kLogistic;
+    if (scalar) per.push_back(ns);
+    rows->push_back(absl::StrFormat("  %-22s %6.2f ns per element%s", compiler::OpcodeName(op), ns,
+                                    scalar ? "" : " (near the stream: priced by the roofline)"));
+  }
+  return Median(per);
+}
+
+// A fused multiply by a broadcast, as batch norm scales NCHW per channel:
+// the channel broadcast (dim 1 of 4) is gathered element by element, a
+// trailing-block broadcast is copied in runs. The difference per element.
+double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back("fused loop: multiply by a broadcast (f32 [4,16,32,32], operands cold, median)");
+  double ns[2] = {0, 0};
+  const Shape full(DType::kF32, {4, 16, 32, 32});
+  for (int strided = 0; strided < 2; ++strided) {
+    Module m;
+    auto* x = m.Parameter(full, "x");
+    auto* v = strided ? m.Parameter(Shape(DType::kF32, {16}), "v") : m.Parameter(Shape(DType::kF32, {32, 32}), "v");
+    auto* b = m.BroadcastInDim(v, full.dims, strided ? std::vector<int64_t>{1} : std::vector<int64_t>{2, 3});
+    auto* mul = m.Binary(Opcode::kMultiply, x, b);
+    const compiler::FusionPlan fusion = compiler::PlanFusion(m);
+    const compiler::FusedKernel* k = fusion.KernelOf(mul->id);
+    if (!k) {
+      rows->push_back("  (the fusion pass did not fuse the broadcast: not measured)");
+      return 0;
+    }
+    Rotation rot({full, v->shape}, full, plan.cold_bytes);
+    std::vector<const Literal*> values(static_cast<size_t>(mul->id + 1), nullptr);
+    ns[strided] = RotatingMedianNs(
+        [&](int c) {
+          values[x->id] = &rot.operands[c][0];
+          values[v->id] = &rot.operands[c][1];
+          (void)EvalFusedKernel(*k, values, &rot.outs[c]);
+        },
+        rot.copies(), 21);
+    rows->push_back(absl::StrFormat("  %-30s %9.1f us", strided ? "per channel (strided)" : "trailing block",
+                                    ns[strided] / 1e3));
+  }
+  const double per = std::max(0.0, (ns[1] - ns[0]) / static_cast<double>(full.elements()));
+  rows->push_back(absl::StrFormat("  strided over trailing: %.2f ns per element", per));
+  return per;
+}
+
+// [s, D] x [D, D], the weight matrix cold: the GEMM of a few rows.
+void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
+  const int64_t d = plan.gemm_other_dim;
+  rows->push_back(absl::StrFormat("skinny GEMM (dot_general f32 [s,%d]x[%d,%d], operands cold, median)", d, d, d));
+  for (auto [s, out] : {std::pair<int64_t, double*>{8, &f->gemm8_flops}, {32, &f->gemm32_flops},
+                        {128, &f->gemm128_flops}}) {
+    Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, {s, d}), "a");
+    auto* b = m.Parameter(Shape(DType::kF32, {d, d}), "b");
+    compiler::DotDims dd;
+    dd.lhs_contracting = {1};
+    dd.rhs_contracting = {0};
+    auto* dot = m.DotGeneral(a, b, dd);
+    const double ns = ColdInstructionNs(*dot, plan, s >= 128 ? 9 : 15);
+    *out = 2.0 * static_cast<double>(s * d * d) / ns * 1e9;
+    rows->push_back(absl::StrFormat("  s=%-4d %10.1f us  %6.1f GFLOP/s", s, ns / 1e3, *out / 1e9));
+  }
+}
+
+}  // namespace
+
+OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  OpClassFigures f;
+  if (!plan.measure) return f;
+  // One thread, no gang: a chip of a mesh with at least as many chips as cores.
+  GangScope no_gang(nullptr);
+  f.conv_flops = MeasureConv(plan, rows);
+  f.cold_bandwidth = MeasureColdStream(plan, rows);
+  f.window_read_ns = MeasureWindow(plan, rows);
+  f.transcendental_ns = MeasureTranscendental(plan, rows);
+  f.strided_broadcast_ns = MeasureStridedBroadcast(plan, rows);
+  MeasureSkinnyGemm(plan, &f, rows);
+  return f;
+}
+
+}  // namespace shardscope::runtime

@@ -1,0 +1,38 @@
+// Microbenchmarks of the op classes the `cpu` profile's roofline misprices
+// (docs/cost_model.md, "Calibrating cpu"): each runs the runtime's own kernel
+// (EvalInstruction, EvalFusedKernel) at a few representative shapes and is
+// timed on the thread's CPU clock, as the device clock times a chip. Operands
+// rotate through enough copies to exceed the caches, as a chip's do when
+// eight chips time-share two cores. Measured, never fitted to the samples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace shardscope::runtime {
+
+struct OpClassFigures {
+  double conv_flops = 0;            // convolution FLOP/s, median over the shapes
+  double cold_bandwidth = 0;        // stream bytes/s, operands out of cache
+  double window_read_ns = 0;        // reduce_window: ns per window element read
+  double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)
+  double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
+  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128
+
+  bool measured() const { return conv_flops > 0; }
+};
+
+struct OpClassPlan {
+  bool measure = true;                        // false: leave the figures at 0
+  int64_t cold_bytes = int64_t{96} << 20;     // operand copies rotate over at least this much
+  int64_t conv_batch = 4;                     // a chip's share of the cnn's batch of 32 on 8 chips
+  int64_t gemm_other_dim = 1024;              // the skinny GEMMs' other two dims
+  int64_t elements = int64_t{1} << 16;        // elementwise, window and broadcast operands
+};
+
+// Measures the figures; appends the table (as printed by `shardscope
+// calibrate`) to `rows`.
+OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string>* rows);
+
+}  // namespace shardscope::runtime

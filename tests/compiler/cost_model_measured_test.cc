@@ -1,0 +1,171 @@
+// The cost model's measured op-class figures (ChipProfile::conv_flops and the
+// rest, measured by runtime/cpu_op_benchmarks.cc): which ops each one prices
+// and how, on a made-up profile with round numbers; a profile without them
+// prices as the plain roofline.
+#include <cmath>
+
+#include "compiler/cost_model.h"
+#include "gtest/gtest.h"
+
+namespace shardscope::compiler {
+namespace {
+
+ChipProfile Plain() {
+  ChipProfile p;
+  p.name = "toy";
+  p.peak_flops = 1e12;
+  p.vector_flops = 1e11;
+  p.hbm_bandwidth = 1e11;  // 100 bytes per ns
+  p.kernel_overhead_ns = 50;
+  return p;
+}
+
+ChipProfile Measured() {
+  ChipProfile p = Plain();
+  p.conv_flops = 1e11;
+  p.cold_bandwidth = 2.5e10;  // 25 bytes per ns
+  p.window_read_ns = 2;
+  p.transcendental_ns = 5;
+  p.strided_broadcast_ns = 3;
+  p.gemm8_flops = 1e10;
+  p.gemm32_flops = 4e10;
+  p.gemm128_flops = 2e11;
+  return p;
+}
+
+Instruction* Conv3x3(Module& m) {
+  auto* in = m.Parameter(Shape(DType::kF32, {4, 16, 32, 32}), "in");
+  auto* k = m.Parameter(Shape(DType::kF32, {16, 16, 3, 3}), "k");
+  ConvDims d;
+  d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
+  d.window_strides = {1, 1};
+  d.padding = {{1, 1}, {1, 1}};
+  return m.Convolution(in, k, d);
+}
+
+// [m, k] x [k, n]
+Instruction* Dot(Module& mod, int64_t m, int64_t k, int64_t n) {
+  auto* a = mod.Parameter(Shape(DType::kF32, {m, k}), "a");
+  auto* b = mod.Parameter(Shape(DType::kF32, {k, n}), "b");
+  return mod.DotGeneral(a, b, {{}, {}, {1}, {0}});
+}
+
+TEST(CostModelMeasured, ConvolutionsRunAtTheConvolutionRate) {
+  Module m;
+  Instruction* conv = Conv3x3(m);
+  const double flops = CostModel::Flops(*conv);
+  ASSERT_GT(flops, 0);
+  const OpCost measured = CostModel(Measured()).InstructionCost(*conv);
+  EXPECT_DOUBLE_EQ(measured.compute_ns, flops / 1e11 * 1e9);
+  EXPECT_EQ(measured.roofline, RooflineClass::kCompute);
+  EXPECT_EQ(measured.modeled_ns, std::llround(flops / 1e11 * 1e9 + 50));
+  // Without the figure: the matrix peak.
+  EXPECT_DOUBLE_EQ(CostModel(Plain()).InstructionCost(*conv).compute_ns, flops / 1e12 * 1e9);
+}
+
+TEST(CostModelMeasured, SkinnyDotsRunAtTheRateOfTheirSmallestDim) {
+  const CostModel model(Measured());
+  auto rate = [&](int64_t m, int64_t k, int64_t n) {
+    Module mod;
+    return model.MatrixRate(*Dot(mod, m, k, n));
+  };
+  EXPECT_DOUBLE_EQ(rate(8, 1024, 1024), 1e10);
+  EXPECT_DOUBLE_EQ(rate(1024, 1024, 32), 4e10);   // few columns
+  EXPECT_DOUBLE_EQ(rate(1024, 8, 1024), 1e10);    // a weight gradient: the batch contracted
+  EXPECT_DOUBLE_EQ(rate(4, 1024, 1024), 0.5e10);  // below 8 the rows' share of reading the weights
+  EXPECT_NEAR(rate(64, 1024, 1024), 1.2e11, 1);   // halfway (log2) from 32 to 128
+  EXPECT_DOUBLE_EQ(rate(512, 512, 512), 1e12);    // from 256 up: the peak
+  Module mod;
+  Instruction* skinny = Dot(mod, 8, 1024, 1024);
+  EXPECT_DOUBLE_EQ(model.InstructionCost(*skinny).compute_ns, 2.0 * 8 * 1024 * 1024 / 1e10 * 1e9);
+  EXPECT_DOUBLE_EQ(CostModel(Plain()).MatrixRate(*skinny), 1e12) << "not measured: the peak";
+}
+
+TEST(CostModelMeasured, AWindowOpReadsItsWholeWindowPerOutput) {
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {4, 16, 32, 32}), "a");
+  auto* init = m.Constant(Literal::Scalar(DType::kF32, 0));
+  WindowDims w;
+  w.dimensions = {1, 1, 2, 2};
+  w.strides = {1, 1, 2, 2};
+  auto* pool = m.ReduceWindow(a, init, w, ReduceKind::kMax);
+  ASSERT_EQ(pool->shape.elements(), 4 * 16 * 16 * 16);
+  const CostModel model(Measured());
+  EXPECT_DOUBLE_EQ(model.SerialNs(*pool, false), 16384.0 * 4 * 2);
+  const OpCost c = model.InstructionCost(*pool);
+  EXPECT_DOUBLE_EQ(c.compute_ns, CostModel::Flops(*pool) / 1e11 * 1e9 + 16384.0 * 4 * 2);
+  EXPECT_EQ(c.roofline, RooflineClass::kCompute);
+  EXPECT_DOUBLE_EQ(CostModel(Plain()).SerialNs(*pool, false), 0);
+}
+
+TEST(CostModelMeasured, TranscendentalsAndStridedBroadcastsAddTheirPerElementTime) {
+  Module m;
+  const Shape full(DType::kF32, {4, 16, 32, 32});
+  auto* x = m.Parameter(full, "x");
+  auto* scale = m.Parameter(Shape(DType::kF32, {16}), "scale");
+  auto* b = m.BroadcastInDim(scale, full.dims, {1});  // per channel of NCHW: strided
+  auto* mul = m.Binary(Opcode::kMultiply, x, b);
+  auto* e = m.Unary(Opcode::kExponential, mul);
+  const CostModel model(Measured());
+  EXPECT_DOUBLE_EQ(model.SerialNs(*e, false), 65536.0 * 5);
+  EXPECT_DOUBLE_EQ(model.SerialNs(*b, /*fused=*/true), 65536.0 * 3);
+  EXPECT_DOUBLE_EQ(model.SerialNs(*b, /*fused=*/false), 0) << "the broadcast kernel on its own is a copy";
+  EXPECT_DOUBLE_EQ(model.SerialNs(*mul, true), 0);
+  const OpCost fused = model.KernelCost({b, mul, e});
+  const double flops = CostModel::Flops(*mul) + CostModel::Flops(*e);
+  EXPECT_DOUBLE_EQ(fused.compute_ns, flops / 1e11 * 1e9 + 65536.0 * (3 + 5));
+  // A channel-last layout's broadcast is a trailing block: copied in runs.
+  auto* trailing = m.BroadcastInDim(m.Parameter(Shape(DType::kF32, {32}), "c"), full.dims, {3});
+  EXPECT_DOUBLE_EQ(model.SerialNs(*trailing, true), 0);
+}
+
+TEST(CostModelMeasured, StridedBroadcastsAreThoseTheFusedLoopGathers) {
+  Module m;
+  const Shape full(DType::kF32, {4, 16, 32, 32});
+  auto bcast = [&](std::vector<int64_t> in, std::vector<int64_t> dims) {
+    return CostModel::IsStridedBroadcast(*m.BroadcastInDim(m.Parameter(Shape(DType::kF32, in), "v"), full.dims, dims));
+  };
+  EXPECT_TRUE(bcast({16}, {1}));
+  EXPECT_TRUE(bcast({16, 1, 1}, {1, 2, 3}));
+  EXPECT_TRUE(bcast({4, 32}, {0, 3}));
+  EXPECT_FALSE(bcast({32, 32}, {2, 3}));  // trailing block
+  EXPECT_FALSE(bcast({4, 16}, {0, 1}));   // leading block
+  EXPECT_FALSE(bcast({}, {}));            // one value
+  EXPECT_FALSE(bcast({1}, {1}));
+}
+
+TEST(CostModelMeasured, ChipsOutnumberingCoresStreamCold) {
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {1 << 20}), "a");
+  auto* add = m.Binary(Opcode::kAdd, a, a);
+  const double bytes = 12.0 * (1 << 20);
+  EXPECT_DOUBLE_EQ(CostModel(Measured().ForSharedCores(8, 2)).InstructionCost(*add).memory_ns, bytes / 25);
+  EXPECT_DOUBLE_EQ(CostModel(Measured().ForSharedCores(2, 2)).InstructionCost(*add).memory_ns, bytes / 100);
+  EXPECT_DOUBLE_EQ(CostModel(Plain().ForSharedCores(8, 2)).InstructionCost(*add).memory_ns, bytes / 100)
+      << "no cold figure: the stream bandwidth";
+  EXPECT_EQ(Measured().ForSharedCores(8, 2).hbm_bandwidth, 1e11);
+  // The executor's collective passes through every member's buffer: cold too.
+  ChipProfile in_memory = Measured();
+  in_memory.collectives_in_memory = true;
+  const double traffic = InMemoryCollectiveBytes(CollectiveKind::kAllReduce, 1 << 20, 8);
+  EXPECT_DOUBLE_EQ(CostModel(in_memory.ForSharedCores(8, 2)).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8),
+                   50 + traffic / 25);
+  EXPECT_DOUBLE_EQ(CostModel(in_memory).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8), 50 + traffic / 100);
+}
+
+TEST(CostModelMeasured, TheFixedCpuProfileHasNoFiguresAndPricesThePlainRoofline) {
+  const ChipProfile cpu = *FindProfile("cpu");
+  EXPECT_EQ(cpu.conv_flops, 0);
+  EXPECT_EQ(cpu.cold_bandwidth, 0);
+  EXPECT_EQ(cpu.gemm8_flops, 0);
+  Module m;
+  Instruction* conv = Conv3x3(m);
+  int64_t read = 0, written = 0;
+  CostModel::Bytes(*conv, &read, &written);
+  const CostModel model(cpu.ForSharedCores(8, 2));
+  EXPECT_EQ(model.InstructionCost(*conv).modeled_ns,
+            model.Roofline(CostModel::Flops(*conv), read, written, /*matrix=*/true).modeled_ns);
+}
+
+}  // namespace
+}  // namespace shardscope::compiler
