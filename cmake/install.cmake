@@ -23,7 +23,8 @@ set(SHARDSCOPE_PUBLIC_HEADERS
   compiler/auto_sharding.h compiler/buffer_assignment.h compiler/cost_model.h compiler/fusion.h
   compiler/ir.h compiler/literal.h compiler/sharding.h compiler/spmd.h compiler/types.h
   runtime/buffer.h runtime/client.h runtime/dispatch.h runtime/intra_op.h runtime/modeled_clock.h
-  runtime/scheduler.h runtime/thread_pool.h runtime/topology.h runtime/interconnect.h runtime/faults.h
+  runtime/scheduler.h runtime/thread_pool.h runtime/topology.h runtime/interconnect.h runtime/mesh_mapping.h
+  runtime/faults.h
   runtime/simulate.h
   profiler/trace/records.h profiler/trace/recorder.h profiler/trace/capture.h profiler/trace/sim_program.h)
 foreach(header IN LISTS SHARDSCOPE_PUBLIC_HEADERS)

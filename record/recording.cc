@@ -52,6 +52,17 @@ absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
   if (!o.mesh_axes.empty() && o.mesh_axes.size() != o.mesh.size())
     return bad(o.mesh_axes.size(), " axis names (", absl::StrJoin(o.mesh_axes, ", "), ") for a mesh of ",
                o.mesh.size(), " axes");
+  if (!o.mesh_device_ids.empty()) {
+    if (static_cast<int64_t>(o.mesh_device_ids.size()) != *chips)
+      return bad("mesh_device_ids has ", o.mesh_device_ids.size(), " chips but the mesh [", absl::StrJoin(o.mesh, ","),
+                 "] has ", *chips);
+    std::vector<bool> seen(*chips, false);
+    for (int64_t id : o.mesh_device_ids) {
+      if (id < 0 || id >= *chips) return bad("mesh_device_ids names chip ", id, ": the chips are 0 to ", *chips - 1);
+      if (seen[id]) return bad("mesh_device_ids names chip ", id, " twice");
+      seen[id] = true;
+    }
+  }
   if (o.hosts < 1) return bad("hosts is ", o.hosts, ": needs at least 1");
   if (*chips % o.hosts != 0) return bad(*chips, " chips do not split evenly over ", o.hosts, " hosts");
   if (auto p = compiler::FindProfile(o.profile); !p.ok()) return bad(p.status().message());
@@ -102,8 +113,9 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   int64_t chips = 0;
   if (absl::Status s = Validate(o, &chips); !s.ok()) return s;
   if (o.mesh_axes.empty()) o.mesh_axes = DefaultAxes(o.mesh.size());
-  std::vector<int64_t> ids(chips);
-  for (int64_t d = 0; d < chips; ++d) ids[d] = d;
+  std::vector<int64_t> ids = o.mesh_device_ids;
+  if (ids.empty())
+    for (int64_t d = 0; d < chips; ++d) ids.push_back(d);
   auto mesh = Mesh::Create(ids, o.mesh, o.mesh_axes);
   if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat("Recording: ", mesh.status().message()));
   // The modeled clock's chip, resolved before anything is written: `cpu` is
@@ -221,13 +233,16 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
   // The modeled clock's chip, before anything compiles (ops record their cost on it).
   if (absl::Status s = GetClient().SetProfile(opt.profile); !s.ok()) return fail(s);
   GetClient().set_fusion(opt.fusion);
-  // Device rows: each chip's host and coordinates in the mesh.
+  // Device rows: each chip's host and coordinates in the mesh (where the mesh's order puts it).
+  const std::vector<int64_t>& order = rec->mesh_.device_ids();
+  std::vector<int64_t> position(chips);
+  for (int64_t p = 0; p < chips; ++p) position[order[p]] = p;
   for (int64_t d = 0; d < chips; ++d) {
     trace::DeviceRecord dr;
     dr.device_id = static_cast<int>(d);
     dr.host_id = static_cast<int>(d / (chips / hosts));
     std::vector<int64_t> coords(opt.mesh.size());
-    for (int64_t k = static_cast<int64_t>(opt.mesh.size()) - 1, rest = d; k >= 0; --k) {
+    for (int64_t k = static_cast<int64_t>(opt.mesh.size()) - 1, rest = position[d]; k >= 0; --k) {
       coords[k] = rest % opt.mesh[k];
       rest /= opt.mesh[k];
     }
@@ -250,7 +265,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     trace::recorder().Record(dr);
   }
   trace::recorder().Record(trace::MeshRecord{0, absl::StrCat("[", absl::StrJoin(opt.mesh, ","), "]"),
-                                             run.mesh_axes, absl::StrJoin(ids, ",")});
+                                             run.mesh_axes, absl::StrJoin(order, ",")});
   return rec;
 }
 

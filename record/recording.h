@@ -38,6 +38,10 @@ struct RecordingOptions {
   std::vector<int64_t> mesh = {1, 1};
   // One name per mesh axis (default: data, model for two axes; axis0, axis1, ... otherwise).
   std::vector<std::string> mesh_axes;
+  // The chip at each mesh position, row-major over `mesh` (a permutation of
+  // 0..N-1; meshes.device_ids records it). Empty: chips 0..N-1 in order.
+  // runtime/mesh_mapping.h's MapMesh gives a topology-aware order.
+  std::vector<int64_t> mesh_device_ids;
   // Hosts the chips are spread over, evenly, in order.
   int hosts = 1;
   // How the chips are wired (`--topology`): a torus "2x4", "2x2x2" or a GPU

@@ -60,8 +60,9 @@ absl::Status LossLog::Flush(std::optional<double> eval_loss) {
 }
 
 absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector<std::string> axes) {
-  std::vector<int64_t> ids(cfg.mesh[0] * cfg.mesh[1]);
-  for (size_t k = 0; k < ids.size(); ++k) ids[k] = static_cast<int64_t>(k);
+  std::vector<int64_t> ids = cfg.mesh_device_ids;
+  if (ids.empty())
+    for (int64_t k = 0; k < cfg.mesh[0] * cfg.mesh[1]; ++k) ids.push_back(k);
   return shardscope::Mesh::Create(ids, cfg.mesh, std::move(axes));
 }
 

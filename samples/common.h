@@ -25,7 +25,7 @@ absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c);
 // --init: loads `tensors` (weights and optimizer state) from cfg.init_path
 // when given, and continues the step numbering at the step it recorded.
 // Returns the first step to run (0 without --init).
-// The mesh of cfg.mesh over chips 0..n-1, row-major, with these axis names.
+// The mesh of cfg.mesh over cfg.mesh_device_ids (chips 0..n-1 in order when empty), with these axis names.
 absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector<std::string> axes = {"data", "model"});
 
 absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors);

@@ -15,6 +15,9 @@ namespace shardscope::samples {
 struct SampleConfig {
   int steps = 20;
   std::vector<int64_t> mesh = {1, 1};              // mesh shape, axes "data", "model"
+  // The chip at each mesh position, row-major over `mesh` (`run --mesh-map`,
+  // runtime/mesh_mapping.h); empty: chips 0..N-1 in order.
+  std::vector<int64_t> mesh_device_ids;
   std::string sharding = "dp";                      // strategy: llama has dp, fsdp, tp, fsdp_tp
   uint64_t seed = 0;
   // mlp: the batch size, and the step at which it changes to `batch_after`

@@ -44,6 +44,7 @@ std::string StatusText(const RunHeader& h) {
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
   if (h.faults_injected)
     absl::StrAppend(&s, "\nfaults injected on the device clock: see runs.config_json \"faults\" (docs/fleet.md)");
+  if (!h.mesh_map.empty()) absl::StrAppend(&s, "\nmesh axes on the topology ", Printable(h.mesh_map));
   if (!h.profile_values.empty()) absl::StrAppend(&s, "\nmodeled clock: ", Printable(h.profile_values));
   if (const auto& c = h.calibration)
     absl::StrAppend(
@@ -509,6 +510,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
   if (!h.profile_values_json.is_null()) out["run"]["profile_values"] = h.profile_values_json;
+  if (!h.mesh_map_json.is_null()) out["run"]["mesh_map"] = h.mesh_map_json;
   if (const auto& c = h.calibration)
     out["run"]["calibration"] = {{"source_db", c->source_db},
                                  {"source_run", c->source_run},

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "profiler/analysis/clocks.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/recompiles.h"
@@ -125,6 +126,24 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   if (!values->rows.empty() && !values->Text(0, "v").empty()) {
     h->profile_values_json = nlohmann::json::parse(values->Text(0, "v"), nullptr, /*allow_exceptions=*/false);
     h->profile_values = ProfileValuesLine(h->profile_values_json);
+  }
+  auto map = rd.Query(
+      "SELECT json_extract(config_json, '$.mesh_map') AS v FROM runs WHERE run_id = ?1 AND json_valid(config_json)",
+      {absl::StrCat(run_id)});
+  if (!map.ok()) return map.status();
+  if (!map->rows.empty() && !map->Text(0, "v").empty()) {
+    h->mesh_map_json = nlohmann::json::parse(map->Text(0, "v"), nullptr, /*allow_exceptions=*/false);
+    if (h->mesh_map_json.is_discarded()) h->mesh_map_json = nullptr;
+    const nlohmann::json& m = h->mesh_map_json;
+    if (m.is_object() && m.contains("axes") && m["axes"].is_array()) {
+      std::vector<std::string> axes;
+      for (const nlohmann::json& a : m["axes"])
+        if (a.is_object() && a.contains("axis") && a.contains("rides") && a["axis"].is_string() &&
+            a["rides"].is_string())
+          axes.push_back(absl::StrCat(a["axis"].get<std::string>(), ": ", a["rides"].get<std::string>()));
+      const std::string mode = m.contains("mode") && m["mode"].is_string() ? m["mode"].get<std::string>() : "?";
+      h->mesh_map = absl::StrCat("(", mode, "): ", absl::StrJoin(axes, "; "));
+    }
   }
   auto calibration = store::ReadSimCalibration(rd, run_id);
   if (!calibration.ok()) return calibration.status();

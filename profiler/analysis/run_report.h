@@ -45,6 +45,11 @@ struct RunHeader {
   nlohmann::json profile_values_json;
   // A simulated run calibrated from a recorded one (`--calibrate-from`).
   std::optional<store::SimCalibrationRow> calibration;
+  // How the mesh's axes lie on the topology (runs.config_json "mesh_map",
+  // `run --mesh-map`): "(auto): model: z (ici, ...); data: ..."; "" when the run
+  // named no topology or predates it.
+  std::string mesh_map;
+  nlohmann::json mesh_map_json;
 };
 
 // Steps on the host clock (wall time of each training step).

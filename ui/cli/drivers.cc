@@ -36,6 +36,7 @@
 #include "runtime/cpu_calibration.h"
 #include "ui/cli/calibrate.h"
 #include "ui/cli/flags.h"
+#include "ui/cli/mesh_map.h"
 #include "ui/cli/replay.h"
 
 namespace shardscope::cli {
@@ -69,6 +70,9 @@ struct RunOptions {
   std::string sample, db, profile = "cpu", cache_dir;
   int64_t hosts = 1;
   std::string topology;             // --topology, "" when none
+  std::string mesh_map, dcn_mesh;   // --mesh-map, --dcn-mesh, "" when not given
+  std::vector<std::string> axes;    // the mesh's axis names (the sample's, the sharding's)
+  std::optional<runtime::MeshMapping> mapping;  // with --topology: each axis's chips
   std::vector<std::string> faults;  // --fault, in order
   bool quiet = false, fusion = true;
   bool simulate = false;            // --simulate
@@ -166,6 +170,34 @@ const std::vector<RunFlag>& RunFlags() {
          return Ok();
        },
        "topology", [](const O& o) { return o.topology; }},
+      {"--mesh-map", "MAP", K::kText, 0, 0,
+       "with --topology: which chips each mesh axis gets. auto (the\n"
+       "default): the most-communicating axis (model for llama tp,\n"
+       "fsdp_tp, auto; fsdp for fsdp; data for the data-parallel\n"
+       "samples) on the fastest links (whole torus dimensions, a ring\n"
+       "with wraparound, else a contiguous block; on gpu:NxM within a\n"
+       "host), the others on the rest. row-major: chips in id order.\n"
+       "AXIS=DIMS,...: whole torus dimensions x, y, z per axis, e.g.\n"
+       "model=x,data=yz (axes left out go on what is left). Recorded\n"
+       "in meshes.device_ids and runs.config_json \"mesh_map\"",
+       [](O& o, const V& v) {
+         if (auto m = runtime::ParseMeshMap(v.text); !m.ok()) return m.status();
+         o.mesh_map = v.text;
+         return Ok();
+       },
+       "", nullptr},  // recorded by Run (with what each axis rides)
+      {"--dcn-mesh", "AxB", K::kText, 0, 0,
+       "with --topology gpu:NxM: per mesh axis, how many hosts it\n"
+       "spans over the data-center network (HybridMesh: the axis is\n"
+       "A hosts x its size/A chips within a host); the factors\n"
+       "multiply to N. E.g. --mesh 4x8 --dcn-mesh 4x1 on gpu:4x8:\n"
+       "data across the 4 hosts, model within each",
+       [](O& o, const V& v) {
+         if (auto m = runtime::ParseDcnMesh(v.text); !m.ok()) return m.status();
+         o.dcn_mesh = v.text;
+         return Ok();
+       },
+       "", nullptr},  // recorded by Run under "mesh_map"
       {"--fault", "SPEC", K::kText, 0, 0,
        "inject a fault on the device clock (repeatable, combinable):\n"
        "slow-chip:C:S (chip C at speed S, 0<S<1), link:A-B:F (that\n"
@@ -544,6 +576,26 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     hosts = wiring->num_hosts();
     o->hosts = hosts;  // recorded as the run's hosts
   }
+  // The mesh's axes on the topology: refused here, before anything is recorded.
+  o->axes = {"data", "model"};
+  if (o->sample == "llama") {
+    auto a = samples::LlamaMeshAxes(o->cfg.sharding);
+    if (!a.ok()) return Usage(std::string(a.status().message()));
+    o->axes = *a;
+  }
+  if (!wiring && (!o->mesh_map.empty() || !o->dcn_mesh.empty()))
+    return Usage(absl::StrCat(o->mesh_map.empty() ? "--dcn-mesh" : "--mesh-map",
+                              " lays the mesh's axes on the chips of a topology: give --topology"));
+  if (!o->dcn_mesh.empty() && !o->mesh_map.empty() && o->mesh_map != "auto")
+    return Usage(absl::StrCat("--dcn-mesh ", o->dcn_mesh, " and --mesh-map ", o->mesh_map,
+                              " both place the axes: give one"));
+  if (wiring) {
+    auto m = ResolveMeshMap(*wiring, o->cfg.mesh, o->axes, MeshAxesByTraffic(o->sample, o->cfg.sharding),
+                            o->mesh_map, o->dcn_mesh);
+    if (!m.ok()) return Usage(std::string(m.status().message()));
+    o->mapping = *std::move(m);
+    o->cfg.mesh_device_ids = o->mapping->device_ids;
+  }
   for (const std::string& spec : o->faults) {
     auto f = runtime::ParseFault(spec);
     if (absl::Status st = runtime::CheckFault(*f, static_cast<int>(chips), static_cast<int>(hosts),
@@ -582,12 +634,7 @@ int Run(const std::vector<std::string>& args) {
   const bool quiet = o.quiet, fusion = o.fusion;
   const size_t cache_capacity = o.cache_capacity;
   const nlohmann::json config = RecordedConfig(o);
-  std::vector<std::string> axes = {"data", "model"};
-  if (sample == "llama") {
-    auto a = samples::LlamaMeshAxes(cfg.sharding);
-    if (!a.ok()) return Usage(std::string(a.status().message()));
-    axes = *a;
-  }
+  const std::vector<std::string>& axes = o.axes;
 
   // The recorded run to calibrate from, read before anything is recorded.
   std::optional<analysis::RecordedDeviceTimes> calibration;
@@ -613,12 +660,23 @@ int Run(const std::vector<std::string>& args) {
     recorded["gemm"] = runtime::ChosenGemmBackend().Describe();
   }
   recorded["huge_page_heap"] = HugePageHeap();
+  if (o.mapping) {
+    nlohmann::json placed = nlohmann::json::array();
+    for (const runtime::MeshAxisPlacement& p : o.mapping->axes)
+      placed.push_back({{"axis", p.axis}, {"size", p.size}, {"rides", p.rides}, {"hosts_spanned", p.hosts_spanned},
+                        {"max_hop", p.max_hop}});
+    recorded["mesh_map"] = {{"mode", o.mapping->mode},
+                            {"request", !o.dcn_mesh.empty() ? absl::StrCat("--dcn-mesh ", o.dcn_mesh)
+                                                            : o.mesh_map.empty() ? "auto" : o.mesh_map},
+                            {"axes", placed}};
+  }
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
   auto rec = Recording::Start({.db = db,
                                .workload = sample,
                                .mesh = cfg.mesh,
                                .mesh_axes = axes,
+                               .mesh_device_ids = cfg.mesh_device_ids,
                                .hosts = static_cast<int>(hosts),
                                .topology = o.topology,
                                .faults = o.faults,
@@ -649,7 +707,10 @@ int Run(const std::vector<std::string>& args) {
     }
   if (!quiet) {
     std::cout << "shardscope run " << sample << " — run " << (*rec)->run_id() << " into " << db << ", mesh "
-              << mesh_text << " (data, model), " << (*rec)->topology() << "\n";
+              << mesh_text << " (" << absl::StrJoin(axes, ", ") << "), " << (*rec)->topology() << "\n";
+    if (o.mapping)
+      std::cout << "  mesh axes on " << o.topology << " (" << o.mapping->mode << "): " << o.mapping->Describe()
+                << "\n";
     if (profile == "cpu")
       if (auto c = runtime::CurrentCpuCalibration(); c.ok())
         std::cout << "  cpu profile of the modeled clock: " << c->Describe() << "\n";
