@@ -80,8 +80,10 @@ MemoryPlan PlanMemory(const Module& program, const FusionPlan* fusion) {
     delta[b.last + 1] -= b.bytes;
   }
   int64_t live = 0;
+  plan.live_bytes.resize(n);
   for (int64_t k = 0; k < n; ++k) {
     live += delta[k];
+    plan.live_bytes[k] = live;
     if (live > plan.peak_bytes) {
       plan.peak_bytes = live;
       plan.peak_index = k;

@@ -35,6 +35,7 @@ struct MemoryPlan {
   int64_t unshared_bytes = 0;        // what the arena would take without reuse
   int64_t peak_bytes = 0;            // most bytes live at once, parameters included
   int64_t peak_index = -1;           // instruction index where the peak is reached
+  std::vector<int64_t> live_bytes;   // per instruction, in program order: bytes live there (its maximum is peak_bytes)
   std::vector<int> live_at_peak;     // indices into `buffers`, largest first
 
   // "1.0 MiB dot_general.7 (samples/mlp.cc:41, l1), 512 KiB ..." — the n largest at the peak.

@@ -160,6 +160,14 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
       const compiler::BufferInfo& b = mp.buffers[mp.live_at_peak[k]];
       r.live_at_peak.push_back({k, b.instruction_id, b.op, b.bytes, b.parameter, b.loc.file, b.loc.line, b.scope});
     }
+    // The curve over the ops that run (as the `ops` table lists them): an op
+    // absorbed into a kernel starts no buffer, so the live bytes there never
+    // exceed those at the kernel before it, and the curve keeps the peak.
+    for (size_t k = 0; k < mp.buffers.size() && k < mp.live_bytes.size(); ++k) {
+      if (exe->fusion.Absorbed(mp.buffers[k].instruction_id)) continue;
+      r.curve_op_ids.push_back(mp.buffers[k].instruction_id);
+      r.curve_live_bytes.push_back(mp.live_bytes[k]);
+    }
     trace::recorder().Record(r);
   }
   exe->op_costs = modeled_clock_->model().ProgramCosts(*exe->program, &exe->fusion);

@@ -711,3 +711,18 @@ CREATE TABLE IF NOT EXISTS sim_calibrations (
   calibrated_step_ns   INTEGER NOT NULL,      -- modeled clock: median step, recorded op times
   uncalibrated_step_ns INTEGER NOT NULL       -- modeled clock: median step, the cost model alone
 );
+
+-- Each compiled program's liveness curve per device (buffer assignment,
+-- compiler/buffer_assignment.h): for every op that runs (the `ops` rows, in
+-- program order), the bytes live while it runs, inputs included; its maximum
+-- is memory_plans.peak_bytes. Two JSON arrays of the same length, read in SQL
+-- with json_each. Added in place (CREATE IF NOT EXISTS): files written before
+-- it have no rows, and the Memory view says the curve was not recorded.
+CREATE TABLE IF NOT EXISTS memory_curves (
+  run_id     INTEGER NOT NULL REFERENCES runs(run_id),
+  graph_id   INTEGER NOT NULL,
+  ops        INTEGER NOT NULL,   -- points in each array
+  op_ids     TEXT NOT NULL,      -- JSON array: ops.op_id of each point
+  live_bytes TEXT NOT NULL,      -- JSON array: bytes live at that op, per chip
+  PRIMARY KEY (run_id, graph_id)
+);

@@ -126,6 +126,14 @@ absl::StatusOr<bool> TimelineReader::simulated(int64_t run_id) const {
   return *sim;
 }
 
+absl::StatusOr<std::vector<int64_t>> TimelineReader::SimChipTracks(int64_t run_id) const {
+  auto sim = simulated(run_id);
+  if (!sim.ok()) return sim.status();
+  if (!*sim) return std::vector<int64_t>{};
+  if (auto probe = SimChipTrack(run_id, -1); !probe.ok()) return probe.status();  // fills sim_tracks_
+  return sim_tracks_.at(run_id);
+}
+
 absl::StatusOr<bool> TimelineReader::SimChipTrack(int64_t run_id, int64_t track_id) const {
   auto it = sim_tracks_.find(run_id);
   if (it == sim_tracks_.end()) {
@@ -378,6 +386,12 @@ absl::StatusOr<std::vector<SummaryBucket>> TimelineReader::Summaries(int64_t run
 absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::AllSummaries(int64_t run_id, int level,
                                                                                       int64_t t0, int64_t t1) const {
   return ReadSummaries(run_id, -1, level, t0, t1);
+}
+
+absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::StoredSummaries(int64_t run_id, int level,
+                                                                                         int64_t t0, int64_t t1) const {
+  if (absl::Status st = CheckLevel(level); !st.ok()) return st;
+  return ReadStoredSummaries(run_id, -1, level, t0, t1);  // a simulated run's chips have none stored
 }
 
 absl::StatusOr<std::vector<TimelineReader::TrackBucket>> TimelineReader::ReadSummaries(int64_t run_id,

@@ -112,6 +112,13 @@ class TimelineReader {
     SummaryBucket bucket;
   };
   absl::StatusOr<std::vector<TrackBucket>> AllSummaries(int64_t run_id, int level, int64_t t0, int64_t t1) const;
+  // The same, but only the tracks whose buckets are stored: a simulated run's
+  // chips, whose buckets are made from their schedules a chip at a time
+  // (seconds for a pod of thousands), are left out; ask for those by track.
+  absl::StatusOr<std::vector<TrackBucket>> StoredSummaries(int64_t run_id, int level, int64_t t0, int64_t t1) const;
+  // The tracks of a simulated run's chips (made from its schedule), sorted;
+  // empty for a recorded or imported run.
+  absl::StatusOr<std::vector<int64_t>> SimChipTracks(int64_t run_id) const;
   // A counter's buckets at `level` (device_id -1: process-wide).
   absl::StatusOr<std::vector<CounterBucket>> CounterSummaries(int64_t run_id, int device_id,
                                                               const std::string& name, int level,

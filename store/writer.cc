@@ -261,7 +261,7 @@ class Writer::Db {
  private:
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, graph, compilation, compile_diff, execution, step,
-        tensor, placement, counter, op, memory_plan, peak_buffer, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
+        tensor, placement, counter, op, memory_plan, peak_buffer, memory_curve, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
         name_add;
   };
 
@@ -554,6 +554,7 @@ class Writer::Db {
          " VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)"},
         {&stmts_.memory_plan, "INSERT OR REPLACE INTO memory_plans VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&stmts_.peak_buffer, "INSERT OR REPLACE INTO peak_buffers VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.memory_curve, "INSERT OR REPLACE INTO memory_curves VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.fusion_edge,
          "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
@@ -1039,6 +1040,14 @@ class Writer::Db {
       b.source_file.empty() ? p.Null(9) : p.Int(9, b.source_line);
       p.TextOrNull(10, b.scope);
       if (absl::Status st = Tag(p.Run(), "peak_buffers", r.graph_id); !st.ok()) return st;
+    }
+    if (!r.curve_live_bytes.empty() && r.curve_live_bytes.size() == r.curve_op_ids.size()) {
+      // Two JSON arrays: a few bytes a point, and SQL reads them with json_each.
+      Stmt& c = stmts_.memory_curve;
+      c.Int(1, run_id_); c.Int(2, r.graph_id); c.Int(3, static_cast<int64_t>(r.curve_live_bytes.size()));
+      c.Text(4, absl::StrCat("[", absl::StrJoin(r.curve_op_ids, ","), "]"));
+      c.Text(5, absl::StrCat("[", absl::StrJoin(r.curve_live_bytes, ","), "]"));
+      if (absl::Status st = Tag(c.Run(), "memory_curves", r.graph_id); !st.ok()) return st;
     }
     return absl::OkStatus();
   }

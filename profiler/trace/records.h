@@ -155,6 +155,9 @@ struct MemoryPlanRecord {
   int64_t unshared_bytes = 0;  // the same without reuse
   std::string peak_op;         // where the peak is reached
   std::vector<PeakBuffer> live_at_peak;
+  // The liveness curve: per op of the per-device program, in program order,
+  // its instruction id and the bytes live while it runs (memory_curves).
+  std::vector<int64_t> curve_op_ids, curve_live_bytes;
 };
 
 // Fusion of one compiled program: every producer -> consumer edge the pass

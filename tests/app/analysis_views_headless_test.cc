@@ -199,6 +199,17 @@ TEST_F(AnalysisViewsHeadless, EveryViewOpensOnARealRun) {
       auto plans = reader->Query("SELECT count(*) AS n FROM memory_plans WHERE run_id = 1");
       ASSERT_TRUE(plans.ok());
       EXPECT_EQ(int64_t(types.count("program")), plans->Int(0, "n"));
+      // The largest program's liveness curve, peaking at its planned peak.
+      auto largest = reader->Query("SELECT graph_id, peak_bytes FROM memory_plans WHERE run_id = 1"
+                                   " ORDER BY peak_bytes DESC, graph_id LIMIT 1");
+      ASSERT_TRUE(largest.ok());
+      ASSERT_EQ(types.count("curve"), 1u);
+      for (const json& item : dump["items"]) {
+        if (item["type"] != "curve") continue;
+        EXPECT_EQ(item["ref"]["graph_id"].get<int64_t>(), largest->Int(0, "graph_id"));
+        EXPECT_EQ(item["peak_bytes"].get<int64_t>(), largest->Int(0, "peak_bytes"));
+        EXPECT_GT(item["points"].get<int>(), 2);
+      }
     }
     if (std::string(view) == "metrics") {
       EXPECT_GE(types.count("chart"), 5u);

@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include <sqlite3.h>
+#include <unistd.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -612,6 +615,132 @@ TEST_F(AnalysisViewsTest, MemoryOfAnImportedRunSaysItHasNoPlans) {
   bool said = false;
   for (const json& t : Items("text")) said |= absl::StrContains(t["label"].get<std::string>(), "no IR");
   EXPECT_TRUE(said);
+}
+
+// ---- Memory: the liveness curve of a real run ----
+
+#ifdef SHARDSCOPE_CLI_BINARY
+// `shardscope run mlp` on 2x2 chips with a recompilation: two real programs,
+// their plans made by the compiler's buffer assignment. Once per process.
+const std::string& RecordedMlp() {
+  static const std::string* db = [] {
+    auto* path = new std::string(testing::TempPath(absl::StrCat("memory_curve_mlp_", getpid(), ".db")));
+    for (const char* suffix : {"", "-wal", "-shm"}) std::remove((*path + suffix).c_str());
+    const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", *path,
+                                         " --mesh 2x2 --steps 3 --change-step 2 --quiet > /dev/null 2>&1");
+    if (std::system(cmd.c_str()) != 0) path->clear();
+    return path;
+  }();
+  return *db;
+}
+
+TEST_F(AnalysisViewsTest, MemoryCurvePeaksAtEachPlansPeakOnARealRun) {
+  db_ = RecordedMlp();
+  ASSERT_FALSE(db_.empty()) << "shardscope run mlp failed";
+  auto r = store::Reader::Open(db_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  reader_ = std::make_unique<store::Reader>(*std::move(r));
+  auto m = BuildMemoryModel(*reader_, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_TRUE(m->curves_recorded);
+  auto plans = Q(*reader_, "SELECT graph_id, peak_bytes, peak_op FROM memory_plans WHERE run_id = 1 ORDER BY graph_id");
+  ASSERT_GE(plans.rows.size(), 2u);
+  ASSERT_EQ(m->plans.size(), plans.rows.size());
+  // SQL's own reading of the curves: the highest point per program.
+  auto sql_max = Q(*reader_, "SELECT c.graph_id, max(b.value) AS top, count(*) AS n FROM memory_curves c,"
+                             " json_each(c.live_bytes) b WHERE c.run_id = 1 GROUP BY c.graph_id ORDER BY c.graph_id");
+  ASSERT_EQ(sql_max.rows.size(), plans.rows.size());
+  for (size_t i = 0; i < plans.rows.size(); ++i) {
+    const MemoryModel::Plan& p = m->plans[i];
+    SCOPED_TRACE(absl::StrCat("graph ", p.graph_id));
+    ASSERT_FALSE(p.curve.empty());
+    const size_t peak = p.CurvePeak();
+    EXPECT_EQ(p.curve[peak].live_bytes, plans.Int(i, "peak_bytes"));
+    EXPECT_EQ(sql_max.Int(i, "graph_id"), p.graph_id);
+    EXPECT_EQ(sql_max.Int(i, "top"), plans.Int(i, "peak_bytes"));
+    EXPECT_EQ(sql_max.Int(i, "n"), int64_t(p.curve.size()));
+    // The peak's op is the plan's peak_op, and every point is an op of the program, in its order.
+    EXPECT_EQ(p.curve[peak].name, plans.Text(i, "peak_op"));
+    auto ops = Q(*reader_, absl::StrCat("SELECT op_id, name FROM ops WHERE run_id = 1 AND graph_id = ", p.graph_id));
+    EXPECT_EQ(ops.rows.size(), p.curve.size());
+    std::map<int64_t, std::string> names;
+    for (size_t k = 0; k < ops.rows.size(); ++k) names[ops.Int(k, "op_id")] = ops.Text(k, "name");
+    for (const auto& pt : p.curve) {
+      ASSERT_TRUE(names.contains(pt.op_id)) << pt.op_id;
+      EXPECT_EQ(pt.name, names[pt.op_id]);
+      EXPECT_GT(pt.live_bytes, 0);
+    }
+  }
+}
+
+TEST_F(AnalysisViewsTest, MemoryCurveHoverReadsAnOpAndAClickOpensItInGraph) {
+  db_ = RecordedMlp();
+  ASSERT_FALSE(db_.empty()) << "shardscope run mlp failed";
+  auto r = store::Reader::Open(db_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  reader_ = std::make_unique<store::Reader>(*std::move(r));
+  OpenWorkstation(ViewId::kMemory);
+  auto curves = Items("curve");
+  ASSERT_EQ(curves.size(), 1u);
+  const json c = curves[0];
+  auto largest = Q(*reader_, "SELECT graph_id, peak_bytes FROM memory_plans WHERE run_id = 1"
+                             " ORDER BY peak_bytes DESC, graph_id LIMIT 1");
+  EXPECT_EQ(c["ref"]["graph_id"].get<int64_t>(), largest.Int(0, "graph_id"));
+  EXPECT_EQ(c["peak_bytes"].get<int64_t>(), largest.Int(0, "peak_bytes"));
+  EXPECT_EQ(c["plan_peak_bytes"].get<int64_t>(), largest.Int(0, "peak_bytes"));
+  // The chart of the curve, with the budget line and the peak marked.
+  json chart;
+  for (const json& ch : Items("chart")) {
+    if (ch["ref"]["table"] == "memory_curves") chart = ch;
+  }
+  ASSERT_FALSE(chart.is_null());
+  EXPECT_EQ(chart["mark_x"].get<double>(), c["peak_index"].get<double>());
+  EXPECT_TRUE(chart.contains("limit"));
+  // Hover in the middle of the plot: the op under the pointer, as `ops` names it.
+  const ImVec2 at(chart["x"].get<float>() + chart["w"].get<float>() / 2,
+                  chart["y"].get<float>() + chart["h"].get<float>() / 2);
+  Frame(at);
+  Frame(at);
+  json hover;
+  for (const json& cv : Items("curve")) hover = cv.value("hover", json());
+  ASSERT_FALSE(hover.is_null());
+  const int64_t graph = c["ref"]["graph_id"].get<int64_t>(), op = hover["op_id"].get<int64_t>();
+  auto name = Q(*reader_, absl::StrCat("SELECT name FROM ops WHERE run_id = 1 AND graph_id = ", graph, " AND op_id = ", op));
+  ASSERT_EQ(name.rows.size(), 1u);
+  EXPECT_EQ(hover["op"].get<std::string>(), name.Text(0, "name"));
+  // A click opens that op in the Graph view.
+  Click(at);
+  Frame();
+  Frame();
+  EXPECT_EQ(ws_->active_view(), ViewId::kGraph);
+  ASSERT_TRUE(ws_->ui().selected_op);
+  EXPECT_EQ(ws_->ui().selected_op->first, graph);
+  EXPECT_EQ(ws_->ui().selected_op->second, op);
+}
+#endif
+
+TEST_F(AnalysisViewsTest, MemoryOfAnOlderFileSaysTheCurveIsNotRecorded) {
+  Write({{}});
+  {
+    // A file written before memory_curves existed.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(db_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, "DROP TABLE memory_curves", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto r = store::Reader::Open(db_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto m = BuildMemoryModel(*r, 1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_FALSE(m->curves_recorded);
+  OpenWorkstation(ViewId::kMemory);
+  EXPECT_EQ(Items("program").size(), 2u);  // the plans still show
+  bool said = false;
+  for (const json& t : Items("text")) {
+    said |= t.value("role", "") == "no_curve" && absl::StrContains(t["label"].get<std::string>(), "not recorded");
+  }
+  EXPECT_TRUE(said);
+  EXPECT_TRUE(Items("curve").empty());
 }
 
 // ---- Compare ----

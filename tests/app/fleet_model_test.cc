@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -160,12 +161,51 @@ TEST(FleetModel, MfuAndHbmComeFromTheStore) {
   EXPECT_NEAR(mfu, s.chips[0].flops / (s.span_ns * 1e-9 * m->chips[0].peak_flops), 1e-12);
   EXPECT_GT(mfu, 0);
   EXPECT_LT(mfu, 1);
-  // A simulated run samples no HBM counter: the peak is the largest memory plan, the same on every chip.
-  auto plan = reader->Query(absl::StrCat("SELECT max(peak_bytes) AS p FROM memory_plans WHERE run_id = ",
-                                         m->report.run_id));
-  ASSERT_TRUE(plan.ok());
+  // A simulated run samples no HBM counter: each step's peak is the largest plan of the programs
+  // launched in it, the same on every chip.
   EXPECT_NE(m->hbm_source, "");
-  EXPECT_DOUBLE_EQ(m->Value(FleetMetric::kHbmPeak, 0, 3), plan->Real(0, "p"));
+  for (size_t i = 0; i < m->report.per_step.size(); ++i) {
+    auto plan = reader->Query(absl::StrCat(
+        "SELECT max(p.peak_bytes) AS p FROM executions e JOIN memory_plans p ON p.run_id = e.run_id"
+        " AND p.graph_id = e.graph_id WHERE e.run_id = ", m->report.run_id, " AND e.step = ", m->report.per_step[i].step));
+    ASSERT_TRUE(plan.ok());
+    EXPECT_DOUBLE_EQ(m->Value(FleetMetric::kHbmPeak, i, 3), plan->Real(0, "p")) << "step " << m->report.per_step[i].step;
+    EXPECT_DOUBLE_EQ(m->Value(FleetMetric::kHbmPeak, i, 0), m->Value(FleetMetric::kHbmPeak, i, 3));
+  }
+}
+
+// A recorded run samples hbm_bytes_in_use per chip on the host clock: each step's peak is the
+// largest sample from the step's start (step_bounds, host) to the next step's.
+TEST(FleetModel, HbmPeakPerStepIsTheCountersLargestSampleInTheStep) {
+  const Pod& pod = RealGrid();
+  ASSERT_TRUE(pod.recorded);
+  auto reader = store::Reader::Open(pod.db);
+  ASSERT_TRUE(reader.ok());
+  auto m = BuildFleetModel(*reader, -1);
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_TRUE(absl::StrContains(m->hbm_source, "in the step")) << m->hbm_source;
+  const int64_t run = m->report.run_id;
+  size_t checked = 0;
+  for (size_t i = 0; i < m->report.per_step.size(); ++i) {
+    const int step = m->report.per_step[i].step;
+    for (size_t k = 0; k < m->chips.size(); ++k) {
+      auto q = reader->Query(absl::StrCat(
+          "SELECT max(c.value) AS p FROM counters c WHERE c.run_id = ", run, " AND c.name = 'hbm_bytes_in_use'"
+          " AND c.device_id = ", m->chips[k].device_id,
+          " AND c.ts_ns >= (SELECT start_ns FROM step_bounds WHERE run_id = ", run, " AND clock = 'host' AND step = ", step,
+          ") AND c.ts_ns < coalesce((SELECT min(start_ns) FROM step_bounds WHERE run_id = ", run,
+          " AND clock = 'host' AND step > ", step, "), 9223372036854775807)"));
+      ASSERT_TRUE(q.ok()) << q.status();
+      const double v = m->Value(FleetMetric::kHbmPeak, i, k);
+      if (q->Text(0, "p").empty()) {
+        EXPECT_TRUE(std::isnan(v));
+      } else {
+        EXPECT_DOUBLE_EQ(v, q->Real(0, "p")) << "step " << step << " chip " << m->chips[k].device_id;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, m->chips.size());
 }
 
 TEST(FleetModel, PlacesGpuClustersByHostAndChipsWithoutCoordinatesInOrder) {

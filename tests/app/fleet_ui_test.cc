@@ -4,7 +4,9 @@
 // panels), its breakdown adds up to the step, the culprit is outlined as
 // suspect #1, and the bars cover every chip.
 #include <filesystem>
+#include <algorithm>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -108,6 +110,40 @@ TEST(FleetUi, RealTwoByFourRunShowsTheSlowChip) {
   EXPECT_EQ(legend[0]["metric"], "arrival_lateness");
   for (const json& c : LayoutItems(doc, "chip"))
     if (c["ref"]["device_id"] == 5) EXPECT_DOUBLE_EQ(c["value"].get<double>(), legend[0]["max"].get<double>());
+}
+
+// A pod taller than the window (a 1024x2 torus: 2048 chips, chip 700 at 60%):
+// each pixel holds a 2x2 block of chips and shows the worst of them; the
+// legend says so, and every pixel's value is the highest of its chips'.
+TEST(FleetUi, APodLargerThanTheWindowShowsEachPixelsWorstChip) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  static const testing::Pod* tall =
+      new testing::Pod(testing::RecordPod("tall", "--simulate --topology 1024x2 --steps 2 --fault slow-chip:700:0.6"));
+  const json doc = OpenFleet(*tall, "tall");
+  auto header = LayoutItems(doc, "text", "header");
+  ASSERT_EQ(header.size(), 1u);
+  EXPECT_EQ(header[0]["chips"], 2048);
+  EXPECT_EQ(header[0]["grid"]["rows"], 1024);
+  auto legend = LayoutItems(doc, "legend");
+  ASSERT_EQ(legend.size(), 1u);
+  EXPECT_EQ(legend[0]["chips_per_pixel"], 4);
+  EXPECT_EQ(legend[0]["pixel_shows"], "highest (worst) of them");  // arrival lateness: more is worse
+  // The chips at each pixel, and the value the pixel shows.
+  std::map<std::pair<int, int>, std::vector<double>> at;
+  for (const json& c : LayoutItems(doc, "chip")) {
+    if (!c["value"].is_null()) at[{c["x"].get<int>(), c["y"].get<int>()}].push_back(c["value"].get<double>());
+  }
+  auto pixels = LayoutItems(doc, "pixel");
+  ASSERT_EQ(pixels.size(), 512u);  // 1024 rows x 2 columns of chips in 512 x 1 pixels
+  size_t checked = 0;
+  for (const json& px : pixels) {
+    EXPECT_EQ(px["chips"], 4);
+    const auto& values = at[{px["x"].get<int>(), px["y"].get<int>()}];
+    if (values.empty() || px["value"].is_null()) continue;
+    EXPECT_DOUBLE_EQ(px["value"].get<double>(), *std::max_element(values.begin(), values.end()));
+    ++checked;
+  }
+  EXPECT_EQ(checked, 512u);
 }
 
 }  // namespace

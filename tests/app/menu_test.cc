@@ -1,6 +1,8 @@
 // The menu bar's parts without a window (ui/app/app_menu.h): recent files kept
 // in $XDG_CONFIG_HOME/shardscope/recent, newest first, once each, at most 10;
 // the playhead stepping through a run's steps and stopping at its ends.
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +71,46 @@ TEST(Playback, StepsThroughTheRunAndStopsAtItsEnds) {
   p.Toggle(empty, {});
   EXPECT_FALSE(p.playing());
   EXPECT_FALSE(empty.playhead_step.has_value());
+}
+
+// The open dialog without a window: folders, then databases, then the rest;
+// a typed filter narrows them (any case), Up/Down move the cursor within what
+// is shown and stop at the ends, Enter enters a folder or returns a file.
+TEST(FileDialog, FilterAndKeysPickAFile) {
+  const std::filesystem::path dir = ::testing::TempDir() + absl::StrCat("dialog_", getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "pods");
+  std::filesystem::create_directories(dir / "other");
+  for (const char* f : {"mlp.db", "Llama.sqlite", "notes.txt", "pods/pod512.db", "pods/pod4k.db"}) {
+    std::ofstream(dir / f) << "x";
+  }
+  FileDialog d;
+  d.Open(dir.string());
+  EXPECT_EQ(d.Shown(), (std::vector<std::string>{"other/", "pods/", "Llama.sqlite", "mlp.db", "notes.txt"}));
+  EXPECT_EQ(d.cursor(), 0);
+  d.SetFilter("LLA");
+  EXPECT_EQ(d.Shown(), (std::vector<std::string>{"Llama.sqlite"}));
+  d.MoveCursor(+1);  // one entry: the cursor stays on it
+  EXPECT_EQ(d.cursor(), 0);
+  EXPECT_EQ(d.Activate(), (dir / "Llama.sqlite").lexically_normal().string());
+  // Into a folder with the keys: the filter is cleared there.
+  d.SetFilter("o");
+  EXPECT_EQ(d.Shown(), (std::vector<std::string>{"other/", "pods/", "notes.txt"}));
+  d.MoveCursor(+1);
+  EXPECT_EQ(d.cursor(), 1);
+  EXPECT_EQ(d.Activate(), std::nullopt);
+  EXPECT_EQ(d.dir(), (dir / "pods").lexically_normal());
+  EXPECT_EQ(d.Shown(), (std::vector<std::string>{"pod4k.db", "pod512.db"}));
+  d.MoveCursor(+5);
+  EXPECT_EQ(d.cursor(), 1);
+  d.MoveCursor(-9);
+  EXPECT_EQ(d.cursor(), 0);
+  EXPECT_EQ(d.Activate(), (dir / "pods" / "pod4k.db").lexically_normal().string());
+  // Nothing matches: Enter does nothing.
+  d.SetFilter("zzz");
+  EXPECT_TRUE(d.Shown().empty());
+  EXPECT_EQ(d.Activate(), std::nullopt);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -250,6 +250,19 @@ TEST_F(ViewsTest, ShardingTabDrawsTheTilesOfThePickedTensor) {
   ws_->placement().Select(1);
   Frame();
   EXPECT_EQ(ws_->placement().drawn_cells(), (std::vector<std::string>{"chips 0,2", "chips 1,3"}));  // w's rows
+  // Drawn to scale: each tile's extent along a split dim is its range's share of that dim.
+  auto cells = Items("cell");
+  ASSERT_EQ(cells.size(), 2u);
+  auto length = [](const json& c, const char* key) {
+    const std::string r = c[key].get<std::string>();
+    const size_t colon = r.find(':');
+    return std::stod(r.substr(colon + 1)) - std::stod(r.substr(0, colon));
+  };
+  for (const json& c : cells) EXPECT_TRUE(c["scaled"].get<bool>());
+  const char* key = cells[0].contains("row_range") ? "row_range" : "column_range";
+  const char* extent = cells[0].contains("row_range") ? "h" : "w";
+  EXPECT_NEAR(cells[0][extent].get<double>() / cells[1][extent].get<double>(), length(cells[0], key) / length(cells[1], key),
+              0.02);
 }
 
 // Clicking a collective keeps the user in the timeline: it is selected, its

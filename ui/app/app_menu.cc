@@ -8,6 +8,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -68,8 +70,48 @@ absl::Status AddRecentFile(const std::string& path) {
 void FileDialog::Open(const std::string& start_dir) {
   open_ = just_opened_ = true;
   std::error_code ec;
+  filter_[0] = '\0';
   List(std::filesystem::absolute(start_dir.empty() ? "." : start_dir, ec));
   path_[0] = '\0';
+}
+
+void FileDialog::SetFilter(const std::string& text) {
+  std::snprintf(filter_, sizeof(filter_), "%s", text.c_str());
+  Refilter();
+}
+
+void FileDialog::Refilter() {
+  const std::string want = absl::AsciiStrToLower(filter_);
+  shown_.clear();
+  for (size_t i = 0; i < entries_.size(); ++i) {
+    if (want.empty() || absl::StrContains(absl::AsciiStrToLower(entries_[i].name), want)) shown_.push_back(i);
+  }
+  cursor_ = 0;
+  scroll_to_cursor_ = true;
+}
+
+std::vector<std::string> FileDialog::Shown() const {
+  std::vector<std::string> out;
+  for (size_t i : shown_) out.push_back(entries_[i].dir ? entries_[i].name + "/" : entries_[i].name);
+  return out;
+}
+
+void FileDialog::MoveCursor(int delta) {
+  if (shown_.empty()) return;
+  cursor_ = std::clamp(cursor_ + delta, 0, static_cast<int>(shown_.size()) - 1);
+  scroll_to_cursor_ = true;
+}
+
+std::optional<std::string> FileDialog::Activate() {
+  if (cursor_ < 0 || cursor_ >= static_cast<int>(shown_.size())) return std::nullopt;
+  const Entry e = entries_[shown_[static_cast<size_t>(cursor_)]];
+  if (e.dir) {
+    filter_[0] = '\0';
+    List(dir_ / e.name);
+    return std::nullopt;
+  }
+  std::snprintf(path_, sizeof(path_), "%s", (dir_ / e.name).string().c_str());
+  return std::string(path_);
 }
 
 void FileDialog::List(const std::filesystem::path& dir) {
@@ -90,6 +132,7 @@ void FileDialog::List(const std::filesystem::path& dir) {
     auto rank = [](const Entry& e) { return e.dir ? 0 : LooksLikeDatabase(e.name) ? 1 : 2; };
     return std::pair(rank(a), a.name) < std::pair(rank(b), b.name);
   });
+  Refilter();
 }
 
 std::optional<std::string> FileDialog::Draw() {
@@ -104,14 +147,39 @@ std::optional<std::string> FileDialog::Draw() {
     if (ImGui::Button("Up")) List(dir_.parent_path());
     ImGui::SameLine();
     ImGui::TextUnformatted(dir_.string().c_str());
+    // The filter has the keyboard: typing narrows the list, Up/Down move the
+    // cursor, Enter opens what it is on.
+    if (ImGui::IsWindowAppearing()) ImGui::SetKeyboardFocusHere();
+    ImGui::SetNextItemWidth(-1);
+    if (ImGui::InputTextWithHint("##filter", "filter: type to narrow, Up/Down to move, Enter to open", filter_,
+                                 sizeof(filter_))) {
+      Refilter();
+    }
+    const bool filter_active = ImGui::IsItemActive();
+    if (filter_active || ImGui::IsWindowFocused(ImGuiFocusedFlags_ChildWindows)) {
+      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_DownArrow))) MoveCursor(+1);
+      if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_UpArrow))) MoveCursor(-1);
+      if (filter_active && ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter), false)) {
+        picked = Activate();
+        ImGui::SetKeyboardFocusHere(-1);  // keep typing after entering a folder
+      }
+    }
     if (!error_.empty()) ImGui::TextColored(ImVec4(0.92f, 0.43f, 0.31f, 1), "%s", error_.c_str());
     ImGui::BeginChild("##entries", ImVec2(0, -2 * ImGui::GetFrameHeightWithSpacing()), true);
     std::optional<std::filesystem::path> enter;
-    for (const Entry& e : entries_) {
+    const std::vector<size_t> shown = shown_;  // a click below may list another folder
+    for (size_t k = 0; k < shown.size() && !enter; ++k) {
+      const Entry& e = entries_[shown[k]];
       const std::string label = e.dir ? e.name + "/" : e.name;
       const bool db = !e.dir && LooksLikeDatabase(e.name);
       if (!e.dir && !db) ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyle().Colors[ImGuiCol_TextDisabled]);
-      if (ImGui::Selectable(label.c_str(), false, ImGuiSelectableFlags_AllowDoubleClick)) {
+      const bool at_cursor = static_cast<int>(k) == cursor_;
+      if (at_cursor && scroll_to_cursor_) {
+        ImGui::SetScrollHereY();
+        scroll_to_cursor_ = false;
+      }
+      if (ImGui::Selectable(label.c_str(), at_cursor, ImGuiSelectableFlags_AllowDoubleClick)) {
+        cursor_ = static_cast<int>(k);
         if (e.dir) {
           enter = dir_ / e.name;
         } else {
@@ -122,7 +190,10 @@ std::optional<std::string> FileDialog::Draw() {
       if (!e.dir && !db) ImGui::PopStyleColor();
     }
     ImGui::EndChild();
-    if (enter) List(*enter);
+    if (enter) {
+      filter_[0] = '\0';
+      List(*enter);
+    }
     ImGui::SetNextItemWidth(-140);
     const bool typed = ImGui::InputText("##path", path_, sizeof(path_), ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();

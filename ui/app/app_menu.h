@@ -30,7 +30,10 @@ std::vector<std::string> LoadRecentFiles();
 absl::Status AddRecentFile(const std::string& path);
 
 // A modal file browser: a directory's folders and files (databases first
-// marked), a path field, Open and Cancel.
+// marked), a filter field that narrows them as one types (focused when the
+// dialog opens), Up and Down to move the cursor through what is shown, Enter
+// to open the entry under it (a folder is entered), a path field, Open and
+// Cancel.
 class FileDialog {
  public:
   void Open(const std::string& start_dir);
@@ -38,18 +41,37 @@ class FileDialog {
   // Draws it while open; returns the path picked, once.
   std::optional<std::string> Draw();
 
+  // The same without a window (Draw calls these; tests too).
+  // Shows only the entries whose name holds `text` (any case); the cursor
+  // goes to the first of them.
+  void SetFilter(const std::string& text);
+  // The shown entries' names (folders end in '/'), in order; the cursor's index.
+  std::vector<std::string> Shown() const;
+  int cursor() const { return cursor_; }
+  const std::filesystem::path& dir() const { return dir_; }
+  // Moves the cursor by `delta` within what is shown (stops at the ends).
+  void MoveCursor(int delta);
+  // Enter: a folder under the cursor is entered (the filter cleared); a file
+  // is returned.
+  std::optional<std::string> Activate();
+
  private:
   struct Entry {
     std::string name;
     bool dir = false;
   };
   void List(const std::filesystem::path& dir);
+  void Refilter();
 
   bool open_ = false, just_opened_ = false;
   std::filesystem::path dir_;
   std::vector<Entry> entries_;
+  std::vector<size_t> shown_;  // indices into entries_ that pass the filter
+  int cursor_ = 0;             // into shown_
+  bool scroll_to_cursor_ = false;
   std::string error_;
   char path_[1024] = {};
+  char filter_[256] = {};
 };
 
 // The playhead over a run's steps: buttons, keys and, while playing, one step a `period_s`.

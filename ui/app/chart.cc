@@ -214,6 +214,7 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
   dl->AddLine(ImVec2(hx, top), ImVec2(hx, bottom), kSelection.Packed(90));
   ImGui::BeginTooltip();
   ImGui::Text("%s %s", spec.x_label.c_str(), FormatChartValue(xs[best], spec.x_unit).c_str());
+  if (spec.hover_lines) spec.hover_lines(best);
   nlohmann::json* hover = nullptr;
   if (ui.layout) {
     hover = &ui.layout->Add("hover", spec.title, ref, hx, top, 0, bottom - top);

@@ -4,6 +4,7 @@
 // chart with its series' points, so tests check what is plotted.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +39,9 @@ struct ChartSpec {
   // A point to mark (a peak): x and its label.
   std::optional<double> mark_x{};
   std::string mark_label{};
+  // More tooltip lines for the point under the pointer (its index in the
+  // first series): what the point is, beyond its x and values.
+  std::function<void(size_t)> hover_lines{};
 };
 
 // Draws the chart at the cursor, full width, `height` tall, and advances the

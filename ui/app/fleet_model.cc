@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <vector>
+
+#include <sqlite3.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -61,7 +64,11 @@ double FleetModel::Value(FleetMetric m, size_t step, size_t chip) const {
   if (step >= report.per_step.size() || chip >= chips.size()) return kNaN;
   const analysis::FleetStep& s = report.per_step[step];
   const analysis::FleetChipStep& c = s.chips[chip];
-  if (m == FleetMetric::kHbmPeak) return chips[chip].hbm_peak_bytes >= 0 ? chips[chip].hbm_peak_bytes : kNaN;
+  if (m == FleetMetric::kHbmPeak) {
+    const FleetChipInfo& info = chips[chip];
+    if (!info.hbm_step_peak.empty()) return info.hbm_step_peak[step] >= 0 ? info.hbm_step_peak[step] : kNaN;
+    return info.hbm_peak_bytes >= 0 ? info.hbm_peak_bytes : kNaN;
+  }
   if (!c.present) return kNaN;
   switch (m) {
     case FleetMetric::kStepTime: return c.own_ns;
@@ -139,6 +146,59 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
   return g;
 }
 
+namespace {
+
+// The counter's largest sample per chip and step: a sample belongs to the
+// step whose start on the host clock (step_bounds) is the latest at or
+// before it. Without host step bounds, the run's peak stands for every step.
+absl::Status HbmPeaksPerStep(const store::Reader& reader, const std::string& run,
+                             const std::map<int, size_t>& index_of_step, FleetModel& m) {
+  auto bounds = reader.Query("SELECT step, start_ns FROM step_bounds WHERE run_id = ?1 AND clock = 'host' ORDER BY start_ns",
+                             {run});
+  if (!bounds.ok()) return bounds.status();
+  if (bounds->rows.empty()) {
+    m.hbm_source = "hbm_bytes_in_use counter: its largest sample per chip over the run (the host clock's steps are "
+                   "not stored, so it is not split by step)";
+    return absl::OkStatus();
+  }
+  m.hbm_source = "hbm_bytes_in_use counter: its largest sample per chip in the step (host clock, from the step's "
+                 "start to the next one's)";
+  std::vector<int64_t> starts;
+  std::vector<int> steps;
+  for (size_t i = 0; i < bounds->rows.size(); ++i) {
+    starts.push_back(bounds->Int(i, "start_ns"));
+    steps.push_back(static_cast<int>(bounds->Int(i, "step")));
+  }
+  for (FleetChipInfo& c : m.chips) c.hbm_step_peak.assign(m.report.per_step.size(), -1);
+  sqlite3* db = reader.connection();
+  sqlite3_stmt* q = nullptr;
+  if (sqlite3_prepare_v2(db,
+                         "SELECT device_id, ts_ns, value FROM counters WHERE run_id = ?1 AND name = 'hbm_bytes_in_use'"
+                         " AND device_id IS NOT NULL",
+                         -1, &q, nullptr) != SQLITE_OK) {
+    return absl::InternalError(absl::StrCat(reader.path(), ": reading hbm_bytes_in_use: ", sqlite3_errmsg(db)));
+  }
+  sqlite3_bind_text(q, 1, run.data(), static_cast<int>(run.size()), SQLITE_TRANSIENT);
+  int rc;
+  while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    const int k = m.ChipIndex(sqlite3_column_int(q, 0));
+    const int64_t ts = sqlite3_column_int64(q, 1);
+    auto after = std::upper_bound(starts.begin(), starts.end(), ts);
+    if (k < 0 || after == starts.begin()) continue;  // before the first step
+    auto idx = index_of_step.find(steps[static_cast<size_t>(after - starts.begin()) - 1]);
+    if (idx == index_of_step.end()) continue;
+    double& peak = m.chips[static_cast<size_t>(k)].hbm_step_peak[idx->second];
+    peak = std::max(peak, sqlite3_column_double(q, 2));
+  }
+  sqlite3_finalize(q);
+  if (rc != SQLITE_DONE) {
+    return absl::DataLossError(absl::StrCat(reader.path(), ": reading hbm_bytes_in_use: ", sqlite3_errmsg(db)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<FleetModel> BuildFleetModel(const store::Reader& reader, int64_t run_id,
                                            std::function<void(double, const std::string&)> progress) {
   FleetModel m;
@@ -194,17 +254,30 @@ absl::StatusOr<FleetModel> BuildFleetModel(const store::Reader& reader, int64_t 
       " AND device_id IS NOT NULL GROUP BY device_id",
       {run});
   if (!counters.ok()) return counters.status();
+  std::map<int, size_t> index_of_step;
+  for (size_t i = 0; i < m.report.per_step.size(); ++i) index_of_step[m.report.per_step[i].step] = i;
   if (!counters->rows.empty()) {
-    m.hbm_source = "hbm_bytes_in_use counter: its largest sample per chip over the run";
     for (size_t i = 0; i < counters->rows.size(); ++i)
       if (int k = m.ChipIndex(static_cast<int>(counters->Int(i, "device_id"))); k >= 0)
         m.chips[static_cast<size_t>(k)].hbm_peak_bytes = counters->Real(i, "peak");
+    if (absl::Status st = HbmPeaksPerStep(reader, run, index_of_step, m); !st.ok()) return st;
   } else if (auto has = reader.HasTable("memory_plans"); has.ok() && *has) {
-    auto plans = reader.Query("SELECT max(peak_bytes) AS peak FROM memory_plans WHERE run_id = ?1", {run});
+    auto plans = reader.Query(
+        "SELECT e.step, max(p.peak_bytes) AS peak FROM executions e JOIN memory_plans p ON p.run_id = e.run_id"
+        " AND p.graph_id = e.graph_id WHERE e.run_id = ?1 GROUP BY e.step",
+        {run});
     if (!plans.ok()) return plans.status();
-    if (!plans->rows.empty() && plans->Text(0, "peak") != "") {
-      m.hbm_source = "memory plans: the largest program's planned peak (the same on every chip)";
-      for (FleetChipInfo& c : m.chips) c.hbm_peak_bytes = plans->Real(0, "peak");
+    if (!plans->rows.empty()) {
+      m.hbm_source = "memory plans: the largest planned peak of the programs launched in the step (the same on every chip)";
+      for (FleetChipInfo& c : m.chips) c.hbm_step_peak.assign(m.report.per_step.size(), -1);
+      for (size_t i = 0; i < plans->rows.size(); ++i) {
+        auto it = index_of_step.find(static_cast<int>(plans->Int(i, "step")));
+        if (it == index_of_step.end()) continue;
+        for (FleetChipInfo& c : m.chips) {
+          c.hbm_step_peak[it->second] = plans->Real(i, "peak");
+          c.hbm_peak_bytes = std::max(c.hbm_peak_bytes, plans->Real(i, "peak"));
+        }
+      }
     }
   }
   return m;

@@ -44,7 +44,10 @@ struct FleetChipInfo {
   int panel = 0, row = 0, col = 0;
   double peak_flops = 0;       // devices.peak_flops (the run's profile)
   int64_t hbm_bytes = 0;       // devices.hbm_bytes: the chip's budget
-  double hbm_peak_bytes = -1;  // -1: not recorded (see FleetModel::hbm_source)
+  double hbm_peak_bytes = -1;  // over the run; -1: not recorded (see FleetModel::hbm_source)
+  // Per step (report.per_step's order): the peak within the step; -1: none
+  // there. Empty when the store cannot split it by step.
+  std::vector<double> hbm_step_peak;
   int rank = 0;                // 1-based rank among the diagnosis's suspects (0: not a chip suspect)
   bool flagged = false;
 };
@@ -54,8 +57,12 @@ struct FleetModel {
   FleetGrid grid;
   std::vector<FleetChipInfo> chips;  // per report.step_devices
   // Where the HBM peaks come from: the hbm_bytes_in_use counter (its largest
-  // sample per chip over the run), else the largest memory plan of the
-  // programs the run ran (the same on every chip), else "" (none).
+  // sample per chip in each step: from the step's start on the host clock,
+  // which the counter is sampled on, to the next step's), else the largest
+  // memory plan of the programs launched in the step (`executions`; the same
+  // on every chip), else "" (none). Without the host clock's step bounds the
+  // counter's largest sample over the run stands for every step, and this
+  // says so.
   std::string hbm_source;
 
   // The metric's value for chip `chip` in step index `step` (into

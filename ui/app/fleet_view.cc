@@ -32,6 +32,18 @@ constexpr Rgb kRanked{240, 190, 80};
 ImVec4 Vec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
 // Low to high: dark blue, teal, green, yellow, red.
+// Which way a metric gets worse: more time, waiting, lateness or memory;
+// less compute share or MFU. A NaN (no value) is never worse.
+bool Worse(FleetMetric m, double a, double b) {
+  if (std::isnan(a)) return false;
+  if (std::isnan(b)) return true;
+  const bool lower_is_worse = m == FleetMetric::kComputeShare || m == FleetMetric::kMfu;
+  return lower_is_worse ? a < b : a > b;
+}
+const char* WorstWord(FleetMetric m) {
+  return m == FleetMetric::kComputeShare || m == FleetMetric::kMfu ? "lowest (worst) of them" : "highest (worst) of them";
+}
+
 Rgb Ramp(double f) {
   static constexpr Rgb stops[] = {{35, 45, 110}, {35, 125, 175}, {70, 185, 130}, {235, 215, 75}, {225, 70, 50}};
   f = std::clamp(f, 0.0, 1.0) * 4;
@@ -236,21 +248,27 @@ FleetView::Placement FleetView::Place(const FleetModel& m, float w, float h) con
   Placement best;
   best.cell = 0;
   const float label = g.panels > 1 ? kPanelLabel : 0;
+  double best_px = 0;  // pixels per chip along an axis (below 1: chips share a pixel)
   for (int per_row = 1; per_row <= g.panels; ++per_row) {
     const int panel_rows = (g.panels + per_row - 1) / per_row;
     const float cw = (w - (per_row - 1) * kPanelGap) / (per_row * g.cols);
     const float ch = (h - panel_rows * label - (panel_rows - 1) * kPanelGap) / (panel_rows * g.rows);
-    const float cell = std::floor(std::min({cw, ch, 48.0f}));
-    if (cell >= best.cell) {  // a tie goes to the wider row of panels
+    const float raw = std::min({cw, ch, 48.0f});
+    const int block = raw >= 1 ? 1 : static_cast<int>(std::ceil(1 / std::max(raw, 1e-6f)));
+    const float cell = raw >= 1 ? std::floor(raw) : 1.0f;
+    const double px = double(cell) / block;
+    if (px >= best_px) {  // a tie goes to the wider row of panels
+      best_px = px;
       best.cell = cell;
+      best.block = block;
       best.panels_per_row = per_row;
     }
   }
   best.cell = std::max(1.0f, best.cell);
   best.gap = best.cell >= 5 ? 1 : 0;
   best.panel_gap = kPanelGap;
-  best.panel_w = best.cell * g.cols;
-  best.panel_h = best.cell * g.rows + label;
+  best.panel_w = best.cell * ((g.cols + best.block - 1) / best.block);
+  best.panel_h = best.cell * ((g.rows + best.block - 1) / best.block) + label;
   return best;
 }
 
@@ -259,8 +277,8 @@ void FleetView::CellRect(const FleetModel& m, const Placement& p, size_t i, floa
   const FleetChipInfo& c = m.chips[i];
   const int pr = c.panel / p.panels_per_row, pc = c.panel % p.panels_per_row;
   const float label = m.grid.panels > 1 ? kPanelLabel : 0;
-  *x0 = pc * (p.panel_w + p.panel_gap) + c.col * p.cell;
-  *y0 = pr * (p.panel_h + p.panel_gap) + label + c.row * p.cell;
+  *x0 = pc * (p.panel_w + p.panel_gap) + (c.col / p.block) * p.cell;
+  *y0 = pr * (p.panel_h + p.panel_gap) + label + (c.row / p.block) * p.cell;
   *x1 = *x0 + p.cell - p.gap;
   *y1 = *y0 + p.cell - p.gap;
 }
@@ -295,11 +313,25 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   if (key != heat_key_) {
     heat_.Resize(iw, ih);
     std::fill(heat_.px.begin(), heat_.px.end(), kBackground.Packed());
+    block_worst_.assign(p.block > 1 ? size_t(std::max(0, iw)) * size_t(std::max(0, ih)) : 0, -1);
+    block_count_.assign(block_worst_.size(), 0);
     for (size_t i = 0; i < n; ++i) {
       float x0, y0, x1, y1;
       CellRect(m, p, i, &x0, &y0, &x1, &y1);
+      if (p.block > 1) {
+        // A pixel of several chips keeps the worst: the one to look at.
+        const int px = static_cast<int>(x0), py = static_cast<int>(y0);
+        if (px < 0 || py < 0 || px >= iw || py >= ih) continue;
+        int& w = block_worst_[size_t(py) * iw + px];
+        ++block_count_[size_t(py) * iw + px];
+        if (w < 0 || Worse(metric_, values[i], values[w])) w = static_cast<int>(i);
+        continue;
+      }
       heat_.Fill(static_cast<int>(x0), std::max(static_cast<int>(x0) + 1, static_cast<int>(x1)), static_cast<int>(y0),
                  std::max(static_cast<int>(y0) + 1, static_cast<int>(y1)), color_of(values[i]).Packed());
+    }
+    for (size_t k = 0; k < block_worst_.size(); ++k) {
+      if (block_worst_[k] >= 0) heat_.px[k] = color_of(values[block_worst_[k]]).Packed();
     }
     heat_key_ = key;
     painted = true;
@@ -321,15 +353,38 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
                       Ramp(k / 15.0).Packed());
   dl->AddText(ImVec2(lx + 18, ly - 4), kText.Packed(), FleetModel::Format(metric_, hi_).c_str());
   dl->AddText(ImVec2(lx + 18, ly + lh - 10), kText.Packed(), FleetModel::Format(metric_, lo_).c_str());
+  if (p.block > 1) {
+    // Say what a pixel is when it is not one chip.
+    const std::string what = absl::StrCat("1 px: up to\n", p.block, "x", p.block, " chips,\nthe ",
+                                          metric_ == FleetMetric::kComputeShare || metric_ == FleetMetric::kMfu
+                                              ? "lowest\n(worst)"
+                                              : "highest\n(worst)");
+    dl->AddText(ImVec2(lx - 6, ly + lh + 6), kDimText.Packed(), what.c_str());
+  }
   if (ui.layout) {
     auto& item = ui.layout->Add("legend", FleetMetricTitle(metric_), json{{"table", "slices"}}, lx, ly, 14, lh);
     item["metric"] = FleetMetricName(metric_);
     item["min"] = lo_;
     item["max"] = hi_;
+    item["chips_per_pixel"] = p.block * p.block;
+    item["pixel_shows"] = p.block > 1 ? WorstWord(metric_) : "the chip";
   }
 
   // Each chip in the dump; hover and click from the mouse's cell.
   const int step = m.report.per_step[step_index_].step;
+  if (ui.layout && p.block > 1) {
+    // Each pixel of several chips: how many, and the worst shown.
+    for (size_t k = 0; k < block_worst_.size(); ++k) {
+      const int w = block_worst_[k];
+      if (w < 0) continue;
+      auto& item = ui.layout->Add("pixel", absl::StrCat(block_count_[k], " chips"),
+                                  json{{"table", "devices"}, {"device_id", m.chips[size_t(w)].device_id}},
+                                  a.x + float(k % size_t(heat_.w)), a.y + float(k / size_t(heat_.w)), 1, 1);
+      item["chips"] = block_count_[k];
+      item["value"] = std::isnan(values[size_t(w)]) ? json(nullptr) : json(values[size_t(w)]);
+      item["shows"] = WorstWord(metric_);
+    }
+  }
   if (ui.layout) {
     for (size_t i = 0; i < n; ++i) {
       float x0, y0, x1, y1;
@@ -357,7 +412,17 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   ImGui::SetCursorScreenPos(ImVec2(a.x, a.y));
   ImGui::InvisibleButton("##heat", ImVec2(std::max(1.0f, a.w - 90), std::max(1.0f, a.h)));
   int hovered = -1;
-  if (ImGui::IsItemHovered() && !ui.headless) {
+  std::string note;
+  if (ImGui::IsItemHovered() && !ui.headless && p.block > 1) {
+    // The pixel's block: its worst chip stands for it.
+    const ImVec2 mouse = ImGui::GetIO().MousePos;
+    const int px = static_cast<int>(mouse.x - a.x), py = static_cast<int>(mouse.y - a.y);
+    if (px >= 0 && py >= 0 && px < heat_.w && py < heat_.h && size_t(py) * heat_.w + px < block_worst_.size()) {
+      hovered = block_worst_[size_t(py) * heat_.w + px];
+      note = absl::StrCat(block_count_[size_t(py) * heat_.w + px], " chips in this pixel; the ", WorstWord(metric_),
+                          ":");
+    }
+  } else if (ImGui::IsItemHovered() && !ui.headless) {
     const ImVec2 mouse = ImGui::GetIO().MousePos;
     for (size_t i = 0; i < n && hovered < 0; ++i) {
       float x0, y0, x1, y1;
@@ -367,7 +432,7 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
     }
   }
   if (hovered >= 0) {
-    DrawTooltip(m, static_cast<size_t>(hovered));
+    DrawTooltip(m, static_cast<size_t>(hovered), note);
     if (ImGui::IsItemClicked()) Open(m, static_cast<size_t>(hovered), ui);
   }
 
@@ -504,11 +569,12 @@ void FleetView::DrawBars(const FleetModel& m, const Area& a, UiState& ui) {
   }
 }
 
-void FleetView::DrawTooltip(const FleetModel& m, size_t i) {
+void FleetView::DrawTooltip(const FleetModel& m, size_t i, const std::string& note) {
   const FleetChipInfo& c = m.chips[i];
   const analysis::FleetStep& s = m.report.per_step[step_index_];
   const analysis::FleetChipStep& b = s.chips[i];
   ImGui::BeginTooltip();
+  if (!note.empty()) ImGui::TextDisabled("%s", note.c_str());
   ImGui::Text("chip %d (host %d) at %s", c.device_id, c.host_id, c.coords.c_str());
   ImGui::Text("%s: %s at step %d (%s clock)", FleetMetricTitle(metric_),
               FleetModel::Format(metric_, m.Value(metric_, step_index_, i)).c_str(), s.step, m.report.clock.c_str());

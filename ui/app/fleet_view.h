@@ -59,12 +59,16 @@ class FleetView {
     int panels_per_row = 1;
     float cell = 1, gap = 0, panel_gap = 0;
     float panel_w = 0, panel_h = 0;
+    // Chips per pixel along each axis: 1 while every chip gets a pixel or
+    // more; on a pod larger than the window, each pixel holds a block x block
+    // square of chips and shows the worst of them.
+    int block = 1;
   };
   void DrawHeader(const FleetModel& m, UiState& ui);
   void DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui);
   void DrawBars(const FleetModel& m, const Area& a, UiState& ui);
   void DrawSuspects(const FleetModel& m, UiState& ui);
-  void DrawTooltip(const FleetModel& m, size_t chip);
+  void DrawTooltip(const FleetModel& m, size_t chip, const std::string& note = "");
   void Open(const FleetModel& m, size_t chip, UiState& ui);
   Placement Place(const FleetModel& m, float w, float h) const;
   // The cell of chip `i` in the heatmap, relative to its top left.
@@ -88,6 +92,10 @@ class FleetView {
   TextureHost* textures_ = nullptr;
   std::string heat_key_, bars_key_;
   double lo_ = 0, hi_ = 0;  // the colour scale of the metric at the step
+  // With blocks (Placement::block > 1): per pixel of the heatmap, the chip it
+  // shows (the block's worst, -1: none) and how many chips the block holds.
+  std::vector<int> block_worst_;
+  std::vector<int> block_count_;
 };
 
 }  // namespace shardscope::app

@@ -24,6 +24,56 @@ constexpr int64_t kRawRows = 50'000;
 
 ImVec4 Color(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
+// Each plan's liveness curve (`memory_curves`, two JSON arrays per program),
+// with each op's name and line from `ops`. A file without the table keeps
+// `curves_recorded` false.
+absl::Status ReadCurves(const store::Reader& reader, const std::string& run, const std::map<int64_t, size_t>& at,
+                        MemoryModel& m) {
+  auto has = reader.HasTable("memory_curves");
+  if (!has.ok()) return has.status();
+  m.curves_recorded = *has;
+  if (!*has) return absl::OkStatus();
+  auto rows = reader.Query("SELECT graph_id, ops, op_ids, live_bytes FROM memory_curves WHERE run_id = ?1", {run});
+  if (!rows.ok()) return rows.status();
+  for (size_t i = 0; i < rows->rows.size(); ++i) {
+    const int64_t graph = rows->Int(i, "graph_id");
+    auto it = at.find(graph);
+    if (it == at.end()) continue;
+    json ids = json::parse(rows->Text(i, "op_ids"), nullptr, false);
+    json bytes = json::parse(rows->Text(i, "live_bytes"), nullptr, false);
+    if (!ids.is_array() || !bytes.is_array() || ids.size() != bytes.size() ||
+        int64_t(ids.size()) != rows->Int(i, "ops")) {
+      return absl::DataLossError(absl::StrCat(reader.path(), ": memory_curves of graph ", graph, " in run ", run,
+                                              " is damaged (op_ids and live_bytes must be JSON arrays of `ops` numbers)"));
+    }
+    auto& curve = m.plans[it->second].curve;
+    curve.resize(ids.size());
+    for (size_t k = 0; k < ids.size(); ++k) {
+      if (!ids[k].is_number_integer() || !bytes[k].is_number_integer()) {
+        return absl::DataLossError(absl::StrCat(reader.path(), ": memory_curves of graph ", graph, " in run ", run,
+                                                ": point ", k, " is not a pair of integers"));
+      }
+      curve[k].op_id = ids[k].get<int64_t>();
+      curve[k].live_bytes = bytes[k].get<int64_t>();
+    }
+    // Names and lines of the program's ops, matched by id.
+    auto ops = reader.Query("SELECT op_id, name, source_file, source_line FROM ops WHERE run_id = ?1 AND graph_id = ?2",
+                            {run, absl::StrCat(graph)});
+    if (!ops.ok()) return ops.status();
+    std::map<int64_t, size_t> row_of;
+    for (size_t r = 0; r < ops->rows.size(); ++r) row_of[ops->Int(r, "op_id")] = r;
+    for (auto& p : curve) {
+      auto r = row_of.find(p.op_id);
+      if (r == row_of.end()) continue;
+      p.name = ops->Text(r->second, "name");
+      if (!ops->Text(r->second, "source_file").empty()) {
+        p.source = absl::StrCat(ops->Text(r->second, "source_file"), ":", ops->Int(r->second, "source_line"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int64_t MemoryModel::HbmOf(int device) const {
@@ -31,6 +81,14 @@ int64_t MemoryModel::HbmOf(int device) const {
     if (d == device) return bytes;
   }
   return 0;
+}
+
+size_t MemoryModel::Plan::CurvePeak() const {
+  size_t best = curve.size();
+  for (size_t i = 0; i < curve.size(); ++i) {
+    if (best == curve.size() || curve[i].live_bytes > curve[best].live_bytes) best = i;
+  }
+  return best;
 }
 
 size_t MemoryModel::LargestPlan() const {
@@ -100,6 +158,7 @@ absl::StatusOr<MemoryModel> BuildMemoryModel(const store::Reader& reader, int64_
       b.scope = buffers->Text(i, "scope");
       m.plans[it->second].live_at_peak.push_back(std::move(b));
     }
+    if (absl::Status st = ReadCurves(reader, run, at, m); !st.ok()) return st;
   }
 
   // The HBM counter per chip: its samples binned, or its summaries when many.
@@ -145,6 +204,76 @@ absl::StatusOr<MemoryModel> BuildMemoryModel(const store::Reader& reader, int64_
     m.in_use.push_back(std::move(s));
   }
   return m;
+}
+
+// The picked program's live bytes at each op (per chip) with the peak marked
+// and the chip's budget; hovering reads an op, clicking opens it in Graph.
+void MemoryView::DrawCurve(UiState& ui, const MemoryModel& m, const MemoryModel::Plan& p, int64_t hbm) {
+  ImGui::Spacing();
+  if (p.curve.empty()) {
+    const std::string why =
+        m.curves_recorded
+            ? absl::StrCat("graph ", p.graph_id, ": no liveness curve was recorded for this program.")
+            : "The live bytes at each op are not recorded in this file (it was written before memory_curves was "
+              "added): only each plan's peak and the buffers live there.";
+    ImGui::TextDisabled("%s", why.c_str());
+    if (ui.layout) {
+      const ImVec2 a = ImGui::GetItemRectMin(), s = ImGui::GetItemRectSize();
+      auto& item = ui.layout->Add("text", why, json{{"table", "memory_curves"}, {"graph_id", p.graph_id}}, a.x, a.y,
+                                  s.x, s.y);
+      item["role"] = "no_curve";
+    }
+    return;
+  }
+  const size_t peak = p.CurvePeak();
+  ChartSeries line{"live bytes", KindColor(SliceKind::kCompute)};
+  line.x.reserve(p.curve.size());
+  line.y.reserve(p.curve.size());
+  for (size_t k = 0; k < p.curve.size(); ++k) {
+    line.x.push_back(double(k));
+    line.y.push_back(double(p.curve[k].live_bytes));
+  }
+  ChartSpec spec{.title = absl::StrFormat("graph %d: live bytes at each op (per chip, %zu ops that run)", p.graph_id,
+                                          p.curve.size()),
+                 .x_label = "op order",
+                 .unit = ChartUnit::kBytes};
+  if (hbm > 0) {
+    spec.limit = double(hbm);
+    spec.limit_label = absl::StrCat("HBM ", FormatBytes(hbm));
+  }
+  spec.mark_x = double(peak);
+  spec.mark_label = absl::StrCat("peak ", FormatBytes(p.curve[peak].live_bytes), " at ", p.curve[peak].name);
+  spec.hover_lines = [&p](size_t k) {
+    const auto& pt = p.curve[k];
+    ImGui::Text("%s (op %lld)", pt.name.empty() ? "?" : pt.name.c_str(), static_cast<long long>(pt.op_id));
+    ImGui::Text("%s live", FormatBytes(pt.live_bytes).c_str());
+    if (!pt.source.empty()) ImGui::Text("%s", pt.source.c_str());
+    ImGui::TextDisabled("click: open it in Graph");
+  };
+  const json ref{{"table", "memory_curves"}, {"graph_id", p.graph_id}};
+  const auto hovered = DrawChart(ui, "##curve", spec, {line}, 170, ref);
+  if (ui.layout) {
+    const ImVec2 a = ImGui::GetItemRectMin(), s = ImGui::GetItemRectSize();
+    auto& item = ui.layout->Add("curve", spec.title, ref, a.x, a.y, s.x, s.y);
+    item["points"] = p.curve.size();
+    item["peak_index"] = peak;
+    item["peak_bytes"] = p.curve[peak].live_bytes;
+    item["peak_op_id"] = p.curve[peak].op_id;
+    item["peak_op"] = p.curve[peak].name;
+    item["plan_peak_bytes"] = p.peak_bytes;
+    if (hovered) {
+      const auto& pt = p.curve[*hovered];
+      item["hover"] = json{{"index", *hovered}, {"op_id", pt.op_id}, {"op", pt.name}, {"live_bytes", pt.live_bytes},
+                           {"source", pt.source}};
+    }
+  }
+  if (hovered && ImGui::IsMouseReleased(ImGuiMouseButton_Left)) {
+    // The op in its program: Graph centres on it (as a kernel picked on the timeline).
+    const auto& pt = p.curve[*hovered];
+    ui.graph_focus = GraphFocus{p.graph_id, pt.op_id};
+    ui.selected_op = std::pair{p.graph_id, pt.op_id};
+    ui.bring_to_front = ViewId::kGraph;
+  }
 }
 
 void MemoryView::StartLoading() {
@@ -276,6 +405,7 @@ void MemoryView::Draw(UiState& ui) {
 
     // The picked program's peak: what is live there, as a bar and a table.
     const MemoryModel::Plan& p = m.plans[picked];
+    DrawCurve(ui, m, p, hbm);
     ImGui::Spacing();
     ImGui::TextColored(Color(kClockLabel), "graph %lld peaks at %s at %s: the buffers live there",
                        static_cast<long long>(p.graph_id), FormatBytes(p.peak_bytes).c_str(), p.peak_op.c_str());
@@ -329,9 +459,6 @@ void MemoryView::Draw(UiState& ui) {
       }
       ImGui::EndTable();
     }
-    ImGui::TextDisabled(
-        "Live bytes at every op are not stored: a plan keeps its peak and the buffers live there, not the curve over "
-        "its op order.");
   }
 
   // The chip's HBM in use over time, with its budget.

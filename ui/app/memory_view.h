@@ -4,9 +4,10 @@
 // the peak is reached and the buffers live there with their sizes, source
 // lines and module paths (`memory_plans`, `peak_buffers`) — and the chip's
 // hbm_bytes_in_use counter over time (host clock) with the budget line.
-// Live bytes at every op of a program are not stored (the plan keeps its peak
-// and the buffers live at it), so the view shows the peak's composition, not
-// a curve over the op order, and says so.
+// The picked program's liveness curve (`memory_curves`: live bytes at each op
+// that runs, in program order) with its peak marked and the budget line;
+// hovering reads an op, clicking opens it in the Graph view. Files written
+// before that table have no curve, and the view says so.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,15 @@ struct MemoryModel {
     int64_t executions = 0;         // launches of the program (`executions`)
     int first_step = -1, last_step = -1;
     std::vector<Buffer> live_at_peak;  // largest first
+    // The liveness curve, one point per op that runs, in program order
+    // (empty when not recorded): the op, its name and line, the bytes live.
+    struct Point {
+      int64_t op_id = 0;
+      int64_t live_bytes = 0;
+      std::string name, source;
+    };
+    std::vector<Point> curve;
+    size_t CurvePeak() const;  // index of the first highest point (curve.size() when none)
   };
   std::vector<Plan> plans;            // by graph id
   std::vector<std::pair<int, int64_t>> hbm;  // (device, HBM bytes), by device
@@ -50,6 +60,7 @@ struct MemoryModel {
   };
   std::vector<Series> in_use;         // by device; empty when not recorded
   bool has_ir = false;                // compiled programs are stored (not an imported trace)
+  bool curves_recorded = false;       // the file has memory_curves (written since it was added)
 
   int64_t HbmOf(int device) const;    // 0 when unknown
   size_t LargestPlan() const;         // index of the largest peak (plans.size() when none)
@@ -68,6 +79,7 @@ class MemoryView {
   void SetDevice(int device) { device_ = device; }
 
  private:
+  void DrawCurve(UiState& ui, const MemoryModel& m, const MemoryModel::Plan& p, int64_t hbm);
   const TraceModel& model_;
   std::function<void()> wake_;
   int drawn_ = 0;  // frames drawn since the model arrived

@@ -4,9 +4,12 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -157,8 +160,6 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     return;
   }
   const bool grid = t.split_dims.size() <= 2;
-  const bool two = t.split_dims.size() == 2;
-  const size_t ncols = grid ? t.ranges[two ? 1 : 0].size() : 1;
   // Each split dim named by the mesh axis that splits it, once the mesh is read.
   std::vector<std::string> axes(t.split_dims.size());
   if (const ShardingChips* c = chips_job_.get()) axes = SplitAxisNames(t, c->mesh);
@@ -173,36 +174,117 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     shards.push_back(chips);
     return shards.size() - 1;
   };
+  if (grid) {
+    DrawScaledTiles(t, axes, dim, shard_of);
+    return;
+  }
+  // More than two split dims: a list of the tiles.
   const ImGuiTableFlags flags = ImGuiTableFlags_Borders | ImGuiTableFlags_SizingFixedFit;
-  if (!ImGui::BeginTable("##tiles", static_cast<int>(ncols) + 1, flags)) return;
-  ImGui::TableSetupColumn(two ? absl::StrCat(dim(0), " \\ ", dim(1)).c_str() : dim(0).c_str());
-  for (size_t c = 0; c < ncols; ++c)
-    ImGui::TableSetupColumn(grid ? t.ranges[two ? 1 : 0][c].c_str() : "held by");
+  if (!ImGui::BeginTable("##tiles", 2, flags)) return;
+  ImGui::TableSetupColumn("tile");
+  ImGui::TableSetupColumn("held by");
   ImGui::TableHeadersRow();
-  const size_t nrows = grid ? (two ? t.ranges[0].size() : 1) : t.tile_chips.size();
-  for (size_t row = 0; row < nrows; ++row) {
+  for (size_t row = 0; row < t.tile_chips.size(); ++row) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(grid ? (two ? t.ranges[0][row].c_str() : "") : absl::StrCat("tile ", row).c_str());
-    for (size_t c = 0; c < ncols; ++c) {
-      ImGui::TableNextColumn();
-      const std::vector<int64_t>& chips = t.tile_chips[grid ? row * ncols + c : row];
+    ImGui::TextUnformatted(absl::StrCat("tile ", row).c_str());
+    ImGui::TableNextColumn();
+    const std::vector<int64_t>& chips = t.tile_chips[row];
+    const size_t shard = shard_of(chips);
+    ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ShardColor(shard));
+    drawn_cells_.push_back(analysis::ChipsText(chips));
+    ImGui::TextUnformatted(drawn_cells_.back().c_str());
+    if (layout_) {
+      const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
+      auto& item = layout_->Add("cell", drawn_cells_.back(),
+                                nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x, p.y, sz.x, sz.y);
+      item["row"] = row;
+      item["column"] = 0;
+      item["shard"] = shard;
+      item["axes"] = axes;
+    }
+  }
+  ImGui::EndTable();
+}
+
+// One or two split dims: the tensor as a rectangle in proportion to those
+// dims (rows: the first split dim, columns: the second; one split dim is a
+// row of tiles), each tile as wide and tall as its index range, coloured by
+// its shard and named by its chips where it has room. Very thin tensors are
+// kept at least 1:12 so that every tile can be seen.
+void PlacementView::DrawScaledTiles(const analysis::TensorTiles& t, const std::vector<std::string>& axes,
+                                    const std::function<std::string(size_t)>& dim,
+                                    const std::function<size_t(const std::vector<int64_t>&)>& shard_of) {
+  const analysis::ShardingRow& r = t.tensor;
+  const bool two = t.split_dims.size() == 2;
+  auto lengths = [](const std::vector<std::string>& ranges) {
+    std::vector<double> out;
+    for (const std::string& range : ranges) {
+      std::pair<std::string, std::string> ab = absl::StrSplit(range, ':');
+      int64_t a = 0, b = 0;
+      out.push_back(absl::SimpleAtoi(ab.first, &a) && absl::SimpleAtoi(ab.second, &b) && b > a ? double(b - a) : 1.0);
+    }
+    return out;
+  };
+  const std::vector<double> row_len = two ? lengths(t.ranges[0]) : std::vector<double>{1.0};
+  const std::vector<double> col_len = lengths(t.ranges[two ? 1 : 0]);
+  double rows_total = 0, cols_total = 0;
+  for (double v : row_len) rows_total += v;
+  for (double v : col_len) cols_total += v;
+  // The box: as wide as the view allows (at most 720 px) and tall in proportion.
+  const float max_w = std::min(720.0f, ImGui::GetContentRegionAvail().x - 100), max_h = 320;
+  double aspect = two ? rows_total / cols_total : 1.0 / std::max(1.0, double(col_len.size()) * 1.5);
+  aspect = std::clamp(aspect, 1.0 / 12, 12.0);
+  float w = max_w, h = float(w * aspect);
+  if (h > max_h) h = max_h, w = float(h / aspect);
+  h = std::max(h, 24.0f);
+  ImGui::TextDisabled("%s%s, drawn to scale", two ? "rows: " : "columns: ", dim(0).c_str());
+  if (two) {
+    ImGui::SameLine();
+    ImGui::TextDisabled("   columns: %s", dim(1).c_str());
+  }
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const ImVec2 o = ImGui::GetCursorScreenPos();
+  ImGui::Dummy(ImVec2(w + 2, h + 2));
+  const ImVec2 mouse = ImGui::GetIO().MousePos;
+  float y = o.y;
+  for (size_t row = 0; row < row_len.size(); ++row) {
+    const float th = float(h * row_len[row] / rows_total);
+    float x = o.x;
+    for (size_t c = 0; c < col_len.size(); ++c) {
+      const float tw = float(w * col_len[c] / cols_total);
+      const std::vector<int64_t>& chips = t.tile_chips[row * col_len.size() + c];
       const size_t shard = shard_of(chips);
-      ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ShardColor(shard));
       drawn_cells_.push_back(analysis::ChipsText(chips));
-      ImGui::TextUnformatted(drawn_cells_.back().c_str());
+      dl->AddRectFilled(ImVec2(x, y), ImVec2(x + tw, y + th), ShardColor(shard));
+      dl->AddRect(ImVec2(x, y), ImVec2(x + tw + 1, y + th + 1), kBackground.Packed());
+      const std::string& label = drawn_cells_.back();
+      const ImVec2 ts = ImGui::CalcTextSize(label.c_str());
+      if (ts.x + 4 <= tw && ts.y + 2 <= th) {
+        dl->AddText(ImVec2(x + (tw - ts.x) / 2, y + (th - ts.y) / 2), kText.Packed(), label.c_str());
+      }
+      if (ImGui::IsWindowHovered() && mouse.x >= x && mouse.x < x + tw && mouse.y >= y && mouse.y < y + th) {
+        ImGui::BeginTooltip();
+        ImGui::Text("%s", label.c_str());
+        if (two) ImGui::Text("%s: %s", dim(0).c_str(), t.ranges[0][row].c_str());
+        ImGui::Text("%s: %s", dim(two ? 1 : 0).c_str(), t.ranges[two ? 1 : 0][c].c_str());
+        ImGui::EndTooltip();
+      }
       if (layout_) {
-        const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
-        auto& item = layout_->Add("cell", drawn_cells_.back(),
-                                  nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}}, p.x, p.y, sz.x, sz.y);
+        auto& item = layout_->Add("cell", label, nlohmann::json{{"table", "shard_placements"}, {"tensor_name", r.name}},
+                                  x, y, tw, th);
         item["row"] = row;
         item["column"] = c;
         item["shard"] = shard;  // cells with the same number hold the same shard (one colour)
         item["axes"] = axes;    // the mesh axis splitting each split dim ("" when unknown)
+        if (two) item["row_range"] = t.ranges[0][row];
+        item["column_range"] = t.ranges[two ? 1 : 0][c];
+        item["scaled"] = true;  // w and h in proportion to the ranges' lengths
       }
+      x += tw;
     }
+    y += th;
   }
-  ImGui::EndTable();
 }
 
 // The bytes each chip holds over every tensor, as bars (a column per chip, or

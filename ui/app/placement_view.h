@@ -43,6 +43,9 @@ class PlacementView {
 
  private:
   void DrawGrid(const analysis::TensorTiles& t);
+  void DrawScaledTiles(const analysis::TensorTiles& t, const std::vector<std::string>& axes,
+                       const std::function<std::string(size_t)>& dim,
+                       const std::function<size_t(const std::vector<int64_t>&)>& shard_of);
   void DrawChips(UiState& ui);
 
   const TraceModel& model_;

@@ -96,8 +96,10 @@ LoaderProgress TimelineLoader::progress() const {
   std::lock_guard lock(mu_);
   // After an error nothing more will come: say done rather than spin forever.
   const bool failed = !error_.ok();
-  return LoaderProgress{overview_ != nullptr || failed, failed ? request_total_ : request_done_,
-                        request_total_};
+  LoaderProgress p{overview_ != nullptr || failed, failed ? request_total_ : request_done_, request_total_};
+  p.whole_run_done = lazy_done_;
+  p.whole_run_total = lazy_total_;
+  return p;
 }
 
 void TimelineLoader::SetError(const absl::Status& status) {
@@ -296,6 +298,16 @@ absl::Status TimelineLoader::ResolveNames(const store::TimelineReader& tl, std::
 
 absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const store::Reader& reader) {
   auto ov = std::make_unique<RunOverview>();
+  // A simulated run's chips: their summaries are made from the schedule, a
+  // chip at a time, so the passes below read only the stored tracks, and the
+  // chips' extent is their clock's steps' (the store makes a chip's slices
+  // from the program runs that step_bounds places, so none lies outside).
+  auto lazy = tl.SimChipTracks(run_id_);
+  if (!lazy.ok()) return lazy.status();
+  ov->lazy_tracks = *std::move(lazy);
+  auto is_lazy = [&](int64_t track) {
+    return std::binary_search(ov->lazy_tracks.begin(), ov->lazy_tracks.end(), track);
+  };
   auto steps = tl.Steps(run_id_);
   if (!steps.ok()) return steps.status();
   for (const store::StepBounds& s : *steps) {
@@ -320,7 +332,7 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     int level = store::kNumSummaryLevels - 1;
     int64_t lo = kAllTimeLo, hi = kAllTimeHi;
     for (int pass = 0; pass < store::kNumSummaryLevels; ++pass) {
-      auto buckets = tl.AllSummaries(run_id_, level, lo, hi);
+      auto buckets = tl.StoredSummaries(run_id_, level, lo, hi);
       if (!buckets.ok()) return buckets.status();
       Extent all;
       absl::flat_hash_map<int64_t, Extent> found;
@@ -378,6 +390,7 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
   std::vector<int32_t> names;
   absl::flat_hash_map<int64_t, std::shared_ptr<WindowData>> whole;
   for (const Track& t : tracks_) {
+    if (is_lazy(t.track_id)) continue;
     const auto& ext = ov->extent[static_cast<int>(t.clock)];
     auto w = std::make_shared<WindowData>();
     const int level = ext ? LevelWithAtMost(ext->first, ext->second, kWholeRunBuckets) : 0;
@@ -395,12 +408,13 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     it->second = {std::min(it->second.first, ext->first), std::max(it->second.second, ext->second)};
   }
   for (const auto& [level, range] : ranges) {
-    auto buckets = tl.AllSummaries(run_id_, level, range.first, range.second);
+    auto buckets = tl.StoredSummaries(run_id_, level, range.first, range.second);
     if (!buckets.ok()) return buckets.status();
     absl::flat_hash_map<int64_t, std::vector<store::SummaryBucket>> per_track;
     for (auto& tb : *buckets) {
       auto it = clock_of.find(tb.track_id);
       if (it == clock_of.end() || clock_level[static_cast<int>(it->second)] != level) continue;
+      if (!whole.contains(tb.track_id)) continue;
       const auto& ext = ov->extent[static_cast<int>(it->second)];
       if (!ext || tb.bucket.start_ns + tb.bucket.width_ns <= ext->first || tb.bucket.start_ns >= ext->second) continue;
       names.push_back(tb.bucket.longest_name_id);
@@ -413,6 +427,23 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
     ov->depths[track] = std::max<int>(1, static_cast<int>(w->depths.size()));
     w->bytes = BytesOf(*w);
     whole_const[track] = std::move(w);
+  }
+  whole_run_level_ = clock_level;
+  clock_of_ = clock_of;
+  if (!ov->lazy_tracks.empty()) {
+    // The chips' rows: every chip of a simulated pod runs the same SPMD
+    // programs, so its first chip's depth stands for all (the layout needs
+    // one before any other chip is read). Its summaries are the only chip's
+    // read at open.
+    const int64_t first = ov->lazy_tracks.front();
+    auto w = WholeRunOf(tl, first, *ov);
+    if (!w.ok()) return w.status();
+    for (const auto& row : (*w)->depths) {
+      for (const store::SummaryBucket& b : row) names.push_back(b.longest_name_id);
+    }
+    const int rows = std::max<int>(1, static_cast<int>((*w)->depths.size()));
+    for (int64_t track : ov->lazy_tracks) ov->depths[track] = rows;
+    whole_const[first] = *std::move(w);
   }
 
   // Counters: which exist (names through the (run, name, ts) index, one probe
@@ -504,9 +535,59 @@ absl::Status TimelineLoader::LoadOverview(const store::TimelineReader& tl, const
   {
     std::lock_guard lock(mu_);
     whole_run_ = std::move(whole_const);
+    lazy_total_ = ov->lazy_tracks.size();
+    lazy_done_ = ov->lazy_tracks.empty() ? 0 : 1;
     overview_ = std::move(ov);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<WindowData>> TimelineLoader::WholeRunOf(const store::TimelineReader& tl,
+                                                                      int64_t track_id, const RunOverview& ov) const {
+  auto w = std::make_shared<WindowData>();
+  auto it = clock_of_.find(track_id);
+  const int c = it == clock_of_.end() ? 0 : static_cast<int>(it->second);
+  const int level = whole_run_level_[c];
+  w->key = WindowKey{track_id, level, kAllTimeLo, kAllTimeHi};
+  if (const auto& ext = ov.extent[c]) {
+    auto buckets = tl.Summaries(run_id_, track_id, level, ext->first, ext->second);
+    if (!buckets.ok()) return buckets.status();
+    w->depths = ByDepth(*std::move(buckets));
+  }
+  w->bytes = BytesOf(*w);
+  return w;
+}
+
+absl::Status TimelineLoader::LoadWholeRun(const store::TimelineReader& tl, int64_t track_id) {
+  const RunOverview* ov = overview();
+  if (!ov) return absl::OkStatus();
+  auto w = WholeRunOf(tl, track_id, *ov);
+  if (!w.ok()) return w.status();
+  std::vector<int32_t> names;
+  for (const auto& row : (*w)->depths) {
+    for (const store::SummaryBucket& b : row) names.push_back(b.longest_name_id);
+  }
+  if (auto s = ResolveNames(tl, std::move(names)); !s.ok()) return s;
+  std::lock_guard lock(mu_);
+  if (whole_run_.try_emplace(track_id, *std::move(w)).second) ++lazy_done_;
+  return absl::OkStatus();
+}
+
+void TimelineLoader::Prefetch(std::vector<int64_t> tracks) {
+  {
+    std::lock_guard lock(mu_);
+    prefetch_.assign(tracks.begin(), tracks.end());
+  }
+  cv_.notify_all();
+}
+
+void TimelineLoader::SetPrefetchPaused(bool paused) {
+  {
+    std::lock_guard lock(mu_);
+    if (prefetch_paused_ == paused) return;
+    prefetch_paused_ = paused;
+  }
+  cv_.notify_all();
 }
 
 absl::StatusOr<std::shared_ptr<WindowData>> TimelineLoader::LoadWindowData(const store::TimelineReader& tl,
@@ -592,13 +673,17 @@ void TimelineLoader::Loop() {
   for (;;) {
     std::optional<FlowJob> flow;
     std::optional<int64_t> locate;
+    std::optional<int64_t> prefetch;
     WindowKey key;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stop_ || flow_job_ || locate_job_ || !pending_.empty(); });
+      cv_.wait(lock, [this] {
+        return stop_ || flow_job_ || locate_job_ || !pending_.empty() || (!prefetch_paused_ && !prefetch_.empty());
+      });
       if (stop_) return;
       if (!error_.ok()) {  // nothing more will load; let waiters go
         pending_.clear();
+        prefetch_.clear();
         flow_job_.reset();
         locate_job_.reset();
         idle_cv_.notify_all();
@@ -611,10 +696,24 @@ void TimelineLoader::Loop() {
       } else if (flow_job_) {
         flow = std::move(flow_job_);
         flow_job_.reset();
-      } else {
+      } else if (!pending_.empty()) {
         key = pending_.front();
         pending_.pop_front();
         loading_ = key;
+      } else {
+        // Nothing on screen waits: the next chip nearest the screen whose
+        // whole-run summaries are still to read (the list may hold others).
+        while (!prefetch_.empty()) {
+          const int64_t t = prefetch_.front();
+          prefetch_.pop_front();
+          if (whole_run_.contains(t) || !overview_ ||
+              !std::binary_search(overview_->lazy_tracks.begin(), overview_->lazy_tracks.end(), t)) {
+            continue;
+          }
+          prefetch = t;
+          break;
+        }
+        if (!prefetch) continue;
       }
     }
     if (locate) {
@@ -625,6 +724,8 @@ void TimelineLoader::Loop() {
       }
     } else if (flow) {
       if (auto s = LoadFlow(tl, *flow); !s.ok()) SetError(s);
+    } else if (prefetch) {
+      if (auto s = LoadWholeRun(tl, *prefetch); !s.ok()) SetError(s);
     } else {
       auto data = LoadWindowData(tl, key);
       if (data.ok()) Insert(*std::move(data));

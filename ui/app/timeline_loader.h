@@ -1,12 +1,22 @@
 // The timeline's data, loaded off the UI thread: a background thread with its
 // own read connection fetches, through store::TimelineReader, first the run
 // overview (step bounds per clock, each clock's extent, whole-run summaries
-// of every track, the counters and their whole-run summaries), then whatever
-// windows the view asks for as it zooms and pans: summary buckets at the level
-// the zoom wants, or raw slices when zoomed in past the finest level. Results
-// go to a cache of windows (least recently used out first, within a memory
-// budget), so the view never holds the run, only what the screen shows and a
-// margin around it. Knows nothing of the screen; tests drive it directly.
+// of every stored track, the counters and their whole-run summaries), then
+// whatever windows the view asks for as it zooms and pans: summary buckets at
+// the level the zoom wants, or raw slices when zoomed in past the finest
+// level. Results go to a cache of windows (least recently used out first,
+// within a memory budget), so the view never holds the run, only what the
+// screen shows and a margin around it. Knows nothing of the screen; tests
+// drive it directly.
+//
+// A simulated pod's chips have no stored summaries: each chip's are made from
+// its schedule (store/sim_timeline.h), about a millisecond a chip and step, so
+// reading all 4096 chips' at open took minutes and the cores other views
+// needed. Their whole-run summaries are therefore loaded lazily: the view's
+// requests (what is on screen) come first, then, only while the timeline is
+// shown (SetPrefetchPaused), the chips the view lists in Prefetch, nearest the
+// screen first, one chip at a time so that a pause or a new list takes effect
+// at once.
 #pragma once
 
 #include <array>
@@ -76,6 +86,8 @@ struct RunOverview {
   ClockAlignment alignment;
   std::vector<CounterTrack> counters;  // by name, then chip
   absl::flat_hash_map<int64_t, int> depths;  // track_id -> depth rows it has (at least 1)
+  // A simulated run's chips, whose whole-run summaries load lazily (sorted; empty otherwise).
+  std::vector<int64_t> lazy_tracks;
 };
 
 // The members of one collective (slices sharing a flow id) across the chips of
@@ -89,7 +101,9 @@ struct FlowMembers {
 struct LoaderProgress {
   bool overview_done = false;
   size_t done = 0, total = 0;  // windows of the latest request
-  bool busy() const { return !overview_done || done < total; }
+  // Whole-run summaries of a simulated run's chips: loaded, and how many chips.
+  size_t whole_run_done = 0, whole_run_total = 0;
+  bool busy() const { return !overview_done || done < total; }  // the prefetch is not waited for
 };
 
 struct LoaderOptions {
@@ -131,8 +145,17 @@ class TimelineLoader {
   // to `level` from below (finer; raw slices are the finest), else the
   // coarsest one above it; null when none covers. Truncated slices never count.
   std::shared_ptr<const WindowData> Best(int64_t track_id, int level, int64_t t0, int64_t t1) const;
-  // The whole-run summaries of a track (after the overview), or null.
+  // The whole-run summaries of a track (after the overview; a simulated
+  // chip's once prefetched), or null.
   std::shared_ptr<const WindowData> WholeRun(int64_t track_id) const;
+  // Which lazy tracks (RunOverview::lazy_tracks) to load whole-run summaries
+  // for when no requested window waits, in this order (nearest the screen
+  // first); replaces the previous list. Others are ignored.
+  void Prefetch(std::vector<int64_t> tracks);
+  // While paused (another view is shown; at first, until the timeline is
+  // drawn), nothing is prefetched, so the
+  // cores go to that view's model; a chip being loaded finishes first.
+  void SetPrefetchPaused(bool paused);
 
   // Finds the members of collective `flow_id` on `tracks` within [t0, t1).
   void RequestFlow(int64_t flow_id, std::vector<int64_t> tracks, int64_t t0, int64_t t1);
@@ -171,6 +194,9 @@ class TimelineLoader {
     int64_t t0, t1;
   };
   void Loop();
+  absl::Status LoadWholeRun(const store::TimelineReader& tl, int64_t track_id);
+  absl::StatusOr<std::shared_ptr<WindowData>> WholeRunOf(const store::TimelineReader& tl, int64_t track_id,
+                                                         const RunOverview& ov) const;
   absl::Status LoadOverview(const store::TimelineReader& tl, const store::Reader& reader);
   absl::StatusOr<std::shared_ptr<WindowData>> LoadWindowData(const store::TimelineReader& tl,
                                                              const WindowKey& key);
@@ -202,6 +228,11 @@ class TimelineLoader {
   std::deque<std::shared_ptr<const WindowData>> cache_;
   size_t cache_bytes_ = 0;
   std::deque<WindowKey> pending_;
+  std::deque<int64_t> prefetch_;      // lazy tracks still to load, in order
+  bool prefetch_paused_ = true;  // until a shown timeline says otherwise
+  std::array<int, kNumClocks> whole_run_level_{};  // each clock's whole-run level
+  absl::flat_hash_map<int64_t, Clock> clock_of_;   // track -> its clock
+  size_t lazy_total_ = 0, lazy_done_ = 0;
   std::optional<WindowKey> loading_;
   size_t request_total_ = 0, request_done_ = 0;
   std::optional<FlowJob> flow_job_;

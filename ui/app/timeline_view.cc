@@ -1255,6 +1255,11 @@ void TimelineView::Draw(UiState& ui) {
     ImGui::ProgressBar(progress.total ? float(progress.done) / progress.total : 0.f, ImVec2(140, 0),
                        absl::StrFormat("%d/%d windows", progress.done, progress.total).c_str());
     ImGui::SameLine();
+  } else if (progress.whole_run_done < progress.whole_run_total) {
+    // A simulated pod's chips, read in the background nearest the screen first.
+    ImGui::TextDisabled("chips' whole-run summaries: %zu of %zu read", progress.whole_run_done,
+                        progress.whole_run_total);
+    ImGui::SameLine();
   }
   ImGui::TextDisabled("W/S or wheel: zoom   A/D or drag: pan   shift-drag: range   click: select   "
                       "double-click: fit   Esc: clear");
@@ -1429,6 +1434,7 @@ void TimelineView::Draw(UiState& ui) {
   }
   loader_.Request(wanted);
   all_exact &= wanted.empty();
+  if (overview_ && !overview_->lazy_tracks.empty()) UpdatePrefetch(f);
 
   if (hovered && !ui.headless && !active) DrawTooltip(hover, f);
   if (clicked) {
@@ -1486,6 +1492,39 @@ void TimelineView::Draw(UiState& ui) {
 
 // ---------------------------------------------------------------------------
 // Navigation: keys, range selection, search, the selection's lookups.
+
+namespace shardscope::app {
+
+// A simulated pod's chips have their whole-run summaries read in the
+// background, lanes nearest the screen first (outwards from the first one on
+// screen), so that scrolling finds them ready. Only lanes the layout shows
+// (collapsed sections and groups are left out); sent when that changes.
+void TimelineView::UpdatePrefetch(const Frame& f) {
+  std::vector<int64_t> lanes;
+  size_t first_visible = 0;
+  bool seen = false;
+  for (const Row& row : layout_.rows) {
+    if (row.type != RowType::kLane) continue;
+    const float y = f.top + row.y;
+    if (!seen && y + row.h >= f.clip_top) {
+      first_visible = lanes.size();
+      seen = true;
+    }
+    lanes.push_back(model_.tracks[row.lane.index].track_id);
+  }
+  const std::pair<size_t, size_t> key{first_visible, lanes.size()};
+  if (key == prefetch_key_) return;
+  prefetch_key_ = key;
+  std::vector<int64_t> order;
+  order.reserve(lanes.size());
+  for (size_t d = 0; order.size() < lanes.size(); ++d) {
+    if (first_visible + d < lanes.size()) order.push_back(lanes[first_visible + d]);
+    if (d > 0 && d <= first_visible) order.push_back(lanes[first_visible - d]);
+  }
+  loader_.Prefetch(std::move(order));
+}
+
+}  // namespace shardscope::app
 
 namespace shardscope::app {
 

@@ -170,6 +170,7 @@ class TimelineView {
   void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui);
   void DrawGroupHeader(const Row& row, const Frame& f, UiState& ui);
   void DrawLane(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
+  void UpdatePrefetch(const Frame& f);
   // The shapes of `data` over [t0, t1) of the track's clock at the frame's
   // zoom, placed in the atlas, for a lane `lane_h` tall showing `rows_shown` depths.
   void LaneShapes(const Track& t, const WindowData& data, int64_t t0, int64_t t1, const Frame& f, float lane_h,
@@ -223,6 +224,7 @@ class TimelineView {
   bool awaiting_located_ = false;
   bool flow_requested_ = false;
   std::vector<LaneRect> lanes_;
+  std::pair<size_t, size_t> prefetch_key_{~size_t{0}, 0};  // (first lane on screen, lanes) last sent
   size_t shapes_drawn_ = 0;
 
   // The lanes' images: one atlas, each visible lane's rows in it.

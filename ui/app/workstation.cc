@@ -269,6 +269,9 @@ void Workstation::Draw() {
     ImGui::EndTabBar();
   }
   ImGui::End();
+  // The timeline's background reading of a simulated pod's chips goes on only
+  // while it is shown: another view's model gets the cores.
+  loader_->SetPrefetchPaused(active_view_ != ViewId::kTimeline);
 }
 
 }  // namespace shardscope::app
