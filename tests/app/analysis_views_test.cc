@@ -598,6 +598,7 @@ TEST_F(AnalysisViewsTest, MemoryViewMarksThePeakAndTheBudget) {
   auto charts = Items("chart");
   ASSERT_EQ(charts.size(), 2u);
   EXPECT_EQ(charts[0]["limit"].get<double>(), double(testing::kProfileHbm));
+  EXPECT_TRUE(charts[0]["limit_on_scale"].get<bool>());  // 300 MiB under 1 GiB: the line is drawn
   EXPECT_EQ(charts[0]["mark_x"].get<double>(), 1.0);
   EXPECT_EQ(charts[1]["limit"].get<double>(), double(testing::kProfileHbm));
   EXPECT_EQ(charts[1]["series"][0]["points"].size(), 8u);  // chip 0, one sample per step
@@ -696,6 +697,8 @@ TEST_F(AnalysisViewsTest, MemoryCurveHoverReadsAnOpAndAClickOpensItInGraph) {
   ASSERT_FALSE(chart.is_null());
   EXPECT_EQ(chart["mark_x"].get<double>(), c["peak_index"].get<double>());
   EXPECT_TRUE(chart.contains("limit"));
+  // A plan of MiB under a budget of GiB: the range stays on the curve, the budget said above it.
+  EXPECT_FALSE(chart["limit_on_scale"].get<bool>());
   // Hover in the middle of the plot: the op under the pointer, as `ops` names it.
   const ImVec2 at(chart["x"].get<float>() + chart["w"].get<float>() / 2,
                   chart["y"].get<float>() + chart["h"].get<float>() / 2);

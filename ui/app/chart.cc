@@ -49,7 +49,11 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
       y1 = std::max(y1, s.y[i]);
     }
   }
-  if (spec.limit) {
+  // A limit far above every value (a 16 GiB budget over a 17 MiB plan) would
+  // flatten the values onto the floor: the range stays on them and the chart
+  // says where the line is instead.
+  const bool limit_on_scale = spec.limit && !(y1 > 0 && *spec.limit > 4 * y1);
+  if (limit_on_scale) {
     y1 = std::max(y1, *spec.limit);
     y0 = std::min(y0, *spec.limit);
   }
@@ -67,7 +71,10 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
       all.push_back({{"name", s.name}, {"points", std::move(points)}, {"bars", s.bars}});
     }
     item["series"] = std::move(all);
-    if (spec.limit) item["limit"] = *spec.limit;
+    if (spec.limit) {
+      item["limit"] = *spec.limit;
+      item["limit_on_scale"] = limit_on_scale;
+    }
     if (spec.mark_x) item["mark_x"] = *spec.mark_x;
   }
   if (!visible) return std::nullopt;
@@ -179,7 +186,10 @@ std::optional<size_t> DrawChart(UiState& ui, const char* id, const ChartSpec& sp
     }
     draw_run();
   }
-  if (spec.limit) {
+  if (spec.limit && !limit_on_scale) {
+    const std::string above = absl::StrFormat("%s: above the chart, %.0fx its top", spec.limit_label, *spec.limit / y1);
+    dl->AddText(ImVec2(right - 6 - ImGui::CalcTextSize(above.c_str()).x, top + 2), kWarning.Packed(), above.c_str());
+  } else if (spec.limit) {
     const float y = Y(*spec.limit);
     dl->AddLine(ImVec2(left, y), ImVec2(right, y), kWarning.Packed(), 1.5f);
     dl->AddText(ImVec2(right - 6 - ImGui::CalcTextSize(spec.limit_label.c_str()).x, y - 16 < top ? y + 2 : y - 16),
