@@ -13,7 +13,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -620,8 +622,10 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     o = Import(::testing::TempDir(), db);
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "is a directory")) << o.text;
     const std::string fifo = Temp("fifo");
-    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+    std::remove(fifo.c_str());  // one left by an earlier run whose process had this pid
+    ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0) << fifo << ": " << std::strerror(errno);
     o = Import(fifo, db);
+    std::remove(fifo.c_str());
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "FIFO")) << o.text;
     o = Import(Temp("missing.json"), db);
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "no such file")) << o.text;
