@@ -272,7 +272,7 @@ std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
 
 std::string PartsHeading(const Verdict& v) {
   return absl::StrCat("Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns),
-                      ", device clock: compute over collective over transfer over ",
+                      ", ", v.clock, " clock: compute over collective over transfer over ",
                       PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
 }
 

@@ -170,10 +170,11 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
 
   if (!r.verdict.parts.empty()) {
     absl::StrAppend(&out, "<h2>Step breakdown per chip</h2>\n<p>Median step ", r.verdict.step, ", ",
-                    H(FormatNs(r.verdict.span_ns)),
-                    " on the device clock, attributed by priority (compute over collective over transfer over host "
+                    H(FormatNs(r.verdict.span_ns)), " on the ", r.verdict.clock,
+                    " clock, attributed by priority (compute over collective over transfer over host "
                     "wait over idle), so each bar is the whole step.</p>\n",
-                    Legend(), PartsChart(r.verdict), "<h3>The median step, drawn small</h3>\n", Thumbnail(r.verdict));
+                    Legend(), PartsChart(r.verdict),
+                    r.verdict.thumbnail.empty() ? "" : "<h3>The median step, drawn small</h3>\n", Thumbnail(r.verdict));
     if (static_cast<int>(r.verdict.parts.size()) > kMaxChipsDrawn)
       absl::StrAppend(&out, "<p>The first ", kMaxChipsDrawn, " of ", r.verdict.parts.size(), " chips are drawn.</p>\n");
     std::vector<std::vector<std::string>> rows;

@@ -31,7 +31,7 @@ struct Acc {
 }  // namespace
 
 absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_t run_id, const std::string& clock,
-                                             size_t limit) {
+                                             size_t limit, std::optional<int> step) {
   NameTimes out;
   out.clock = clock;
   auto tracks = reader.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
@@ -46,7 +46,6 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
     auto slices = timeline.Slices(run_id, tracks->Int(i, "track_id"), -kAll, kAll);
     if (!slices.ok()) return slices.status();
     ++out.tracks;
-    out.slices += static_cast<int64_t>(slices->size());
     absl::flat_hash_map<int64_t, size_t> index;
     index.reserve(slices->size());
     for (size_t k = 0; k < slices->size(); ++k) index.emplace((*slices)[k].slice_id, k);
@@ -57,6 +56,7 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
     }
     for (size_t k = 0; k < slices->size(); ++k) {
       const store::TimelineSlice& s = (*slices)[k];
+      if (step && s.step != *step) continue;
       Acc& a = by_name_id[s.name_id];
       const int64_t self = std::max<int64_t>(0, s.dur_ns - child_ns[k]);
       ++a.count;
@@ -65,6 +65,7 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
       a.max_ns = std::max(a.max_ns, s.dur_ns);
       a.by_kind[static_cast<int>(s.kind)] += 1;
       out.self_ns += self;
+      ++out.slices;
     }
   }
   std::vector<int32_t> ids;

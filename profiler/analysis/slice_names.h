@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +37,8 @@ struct NameTimes {
 // The `limit` names of `clock`'s lanes in run `run_id` with the most self
 // time. PyTorch's step markers, ProfilerStep#N, are one row, ProfilerStep#*:
 // their self time is the step's time outside any op (Python, the dataloader).
+// With `step`, only the slices tagged with that step count.
 absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_t run_id, const std::string& clock,
-                                             size_t limit);
+                                             size_t limit, std::optional<int> step = std::nullopt);
 
 }  // namespace shardscope::analysis

@@ -81,7 +81,10 @@ struct Verdict {
   std::string bound;              // the first bound that passed, or "none" / "unknown"
   std::string line;               // one line, with its numbers
   std::vector<Evidence> evidence; // every candidate, in order
-  int step = -1;                  // the median step the breakdown covers (device clock)
+  int step = -1;                  // the median step the breakdown covers
+  // The breakdown's clock: "device", or "modeled" for a simulated run (from
+  // the fleet diagnosis's per-step rows: no thumbnail then).
+  std::string clock = "device";
   int64_t span_ns = 0;
   std::vector<StepParts> parts;   // per chip
   std::vector<ThumbLane> thumbnail;  // per chip, the same step

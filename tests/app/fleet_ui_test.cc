@@ -3,6 +3,7 @@
 // chip. Every chip is one cell at its coordinates (the torus as a row of 2D
 // panels), its breakdown adds up to the step, the culprit is outlined as
 // suspect #1, and the bars cover every chip.
+#include <cstdlib>
 #include <filesystem>
 #include <algorithm>
 #include <map>
@@ -155,6 +156,32 @@ namespace {
 // The Sharding view's additions on the real 2x4 run: a memory bar per chip
 // with the bytes shard_placements gives it, and chip 5's shards listed with
 // their index ranges (--chip 5); tiles numbered by the shard they hold.
+// Three CPU-only ranks (gloo, rank 2 slow): no chip lanes to lay out, so the
+// view lists the ranked ranks with their evidence instead of an empty map.
+TEST(FleetUi, CpuOnlyRanksAreRankedWithoutAMap) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  testing::Pod pod;
+  pod.db = ::testing::TempDir() + absl::StrCat("fleet_gloo_", getpid(), ".db");
+  std::filesystem::remove(pod.db);
+  std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " import");
+  for (int rank = 0; rank < 3; ++rank)
+    absl::StrAppend(&cmd, " ", SHARDSCOPE_TEST_DATA, "/import/gloo_slow_rank", rank, ".json.gz");
+  absl::StrAppend(&cmd, " --db ", pod.db, " > /dev/null 2>&1");
+  pod.recorded = std::system(cmd.c_str()) == 0;
+  ASSERT_TRUE(pod.recorded) << cmd;
+  const json doc = OpenFleet(pod, "gloo");
+  EXPECT_TRUE(LayoutItems(doc, "chip").empty());
+  auto suspects = LayoutItems(doc, "text", "suspect");
+  ASSERT_EQ(suspects.size(), 3u) << doc.dump();
+  EXPECT_EQ(suspects[0]["rank"], 1);
+  EXPECT_EQ(suspects[0]["kind"], "host");
+  EXPECT_EQ(suspects[0]["id"], "2");
+  EXPECT_EQ(suspects[0]["flagged"], true);
+  EXPECT_EQ(suspects[0]["ref"]["table"], "hosts");
+  for (size_t k = 1; k < suspects.size(); ++k) EXPECT_EQ(suspects[k]["flagged"], false) << suspects[k].dump();
+  std::filesystem::remove(pod.db);
+}
+
 TEST(ShardingUi, ChipBarsAndAChipsShards) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
   const testing::Pod& pod = testing::RealGrid();

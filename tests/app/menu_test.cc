@@ -73,6 +73,27 @@ TEST(Playback, StepsThroughTheRunAndStopsAtItsEnds) {
   EXPECT_FALSE(empty.playhead_step.has_value());
 }
 
+// The speed: [ and ] walk kPlaybackSpeeds and stop at its ends; the period is one step at that speed.
+TEST(Playback, SpeedSetsThePeriodAndStopsAtItsEnds) {
+  Playback p;
+  EXPECT_DOUBLE_EQ(p.steps_per_s(), 1);
+  EXPECT_DOUBLE_EQ(p.period_s, 1);
+  p.ChangeSpeed(+1);
+  EXPECT_DOUBLE_EQ(p.steps_per_s(), 2);
+  EXPECT_DOUBLE_EQ(p.period_s, 0.5);
+  for (int i = 0; i < 20; ++i) p.ChangeSpeed(+1);
+  EXPECT_DOUBLE_EQ(p.steps_per_s(), kPlaybackSpeeds[kNumPlaybackSpeeds - 1]);
+  for (int i = 0; i < 20; ++i) p.ChangeSpeed(-1);
+  EXPECT_DOUBLE_EQ(p.steps_per_s(), 0.25);
+  EXPECT_DOUBLE_EQ(p.period_s, 4);
+  // Playing at that speed: the next move is at most a period away.
+  const std::vector<int32_t> steps = {0, 1, 2};
+  UiState ui;
+  p.Toggle(ui, steps);
+  EXPECT_GT(p.NextWakeS(), 1);
+  EXPECT_LE(p.NextWakeS(), 4);
+}
+
 // The open dialog without a window: folders, then databases, then the rest;
 // a typed filter narrows them (any case), Up/Down move the cursor within what
 // is shown and stop at the ends, Enter enters a folder or returns a file.

@@ -17,7 +17,7 @@ namespace shardscope::app {
 namespace {
 
 // The GLFW backend indexes ImGui's keys by GLFW's key codes.
-constexpr int kKeyComma = 44, kKeyPeriod = 46;
+constexpr int kKeyComma = 44, kKeyPeriod = 46, kKeyLeftBracket = 91, kKeyRightBracket = 93;
 
 bool LooksLikeDatabase(const std::string& name) {
   for (const char* ext : {".db", ".sqlite", ".sqlite3"})
@@ -232,6 +232,11 @@ void Playback::Toggle(UiState& ui, const std::vector<int32_t>& steps) {
   last_ = std::chrono::steady_clock::now();
 }
 
+void Playback::SetSpeed(int index) {
+  speed_ = std::clamp(index, 0, kNumPlaybackSpeeds - 1);
+  period_s = 1.0 / kPlaybackSpeeds[speed_];
+}
+
 double Playback::NextWakeS() const {
   if (!playing_) return -1;
   const double since = std::chrono::duration<double>(std::chrono::steady_clock::now() - last_).count();
@@ -244,6 +249,8 @@ void Playback::Draw(UiState& ui, const std::vector<int32_t>& steps) {
     if (ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Space), false)) Toggle(ui, steps);
     if (ImGui::IsKeyPressed(kKeyComma)) Step(ui, steps, -1);
     if (ImGui::IsKeyPressed(kKeyPeriod)) Step(ui, steps, +1);
+    if (ImGui::IsKeyPressed(kKeyLeftBracket)) ChangeSpeed(-1);
+    if (ImGui::IsKeyPressed(kKeyRightBracket)) ChangeSpeed(+1);
   }
   if (playing_ && NextWakeS() <= 0) {
     if (ui.playhead_step && *ui.playhead_step >= steps.back()) {
@@ -262,10 +269,17 @@ void Playback::Draw(UiState& ui, const std::vector<int32_t>& steps) {
   if (ImGui::SmallButton(">")) Step(ui, steps, +1);
   ImGui::SameLine(0, 2);
   if (ImGui::SmallButton(">|")) ui.playhead_step = steps.back();
+  ImGui::SameLine(0, 6);
+  // The speed: a click goes one faster, wrapping round to the slowest.
+  const double sps = steps_per_s();
+  const std::string speed =
+      sps < 1 ? absl::StrFormat("1 step / %gs", 1 / sps) : absl::StrFormat("%g step%s/s", sps, sps == 1 ? "" : "s");
+  if (ImGui::SmallButton(speed.c_str())) SetSpeed(speed_ + 1 < kNumPlaybackSpeeds ? speed_ + 1 : 0);
+  if (ImGui::IsItemHovered()) ImGui::SetTooltip("playback speed: [ slower, ] faster");
   ImGui::SameLine();
   const std::string where = ui.playhead_step ? absl::StrFormat("step %d of %d-%d", *ui.playhead_step, steps.front(),
                                                                steps.back())
-                                             : absl::StrFormat("steps %d-%d (Space: play, , and .: step)",
+                                             : absl::StrFormat("steps %d-%d (Space: play, , and .: step, [ ]: speed)",
                                                                steps.front(), steps.back());
   ImGui::TextUnformatted(where.c_str());
 }

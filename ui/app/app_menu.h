@@ -74,9 +74,19 @@ class FileDialog {
   char filter_[256] = {};
 };
 
+// Playback speeds, in steps a second: [ and ] (or the Playback menu) pick the next slower or faster.
+inline constexpr double kPlaybackSpeeds[] = {0.25, 0.5, 1, 2, 4, 8, 16};
+inline constexpr int kNumPlaybackSpeeds = 7;
+
 // The playhead over a run's steps: buttons, keys and, while playing, one step a `period_s`.
 class Playback {
  public:
+  // One of kPlaybackSpeeds by index (clamped); period_s follows. Keeps the playhead where it is.
+  void SetSpeed(int index);
+  // -1 slower, +1 faster.
+  void ChangeSpeed(int delta) { SetSpeed(speed_ + delta); }
+  int speed() const { return speed_; }
+  double steps_per_s() const { return kPlaybackSpeeds[speed_]; }
   // Handles the keys, advances when playing, and draws the toolbar on the current line.
   void Draw(UiState& ui, const std::vector<int32_t>& steps);
   // Menu actions and tests.
@@ -89,6 +99,7 @@ class Playback {
 
  private:
   bool playing_ = false;
+  int speed_ = 2;  // 1 step a second
   std::chrono::steady_clock::time_point last_{};
 };
 

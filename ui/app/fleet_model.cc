@@ -153,8 +153,12 @@ namespace {
 // before it. Without host step bounds, the run's peak stands for every step.
 absl::Status HbmPeaksPerStep(const store::Reader& reader, const std::string& run,
                              const std::map<int, size_t>& index_of_step, FleetModel& m) {
-  auto bounds = reader.Query("SELECT step, start_ns FROM step_bounds WHERE run_id = ?1 AND clock = 'host' ORDER BY start_ns",
-                             {run});
+  auto has_bounds = reader.HasTable("step_bounds");  // not in schema version 1 files
+  if (!has_bounds.ok()) return has_bounds.status();
+  absl::StatusOr<store::QueryResult> bounds = store::QueryResult{};
+  if (*has_bounds)
+    bounds = reader.Query("SELECT step, start_ns FROM step_bounds WHERE run_id = ?1 AND clock = 'host' ORDER BY start_ns",
+                          {run});
   if (!bounds.ok()) return bounds.status();
   if (bounds->rows.empty()) {
     m.hbm_source = "hbm_bytes_in_use counter: its largest sample per chip over the run (the host clock's steps are "

@@ -159,6 +159,7 @@ void FleetView::Draw(UiState& ui) {
   DrawHeader(m, ui);
   if (m.report.per_step.empty()) {
     ImGui::TextDisabled("This run has no chip timeline on the %s clock: nothing to lay out.", m.report.clock.c_str());
+    if (!m.report.suspects.empty()) DrawSuspectsWithoutMap(m, ui);
     ++drawn_;
     return;
   }
@@ -638,6 +639,35 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
       item["role"] = "open_timeline";
       item["step"] = step;
     }
+  }
+}
+
+void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
+  const analysis::FleetReport& r = m.report;
+  ImGui::TextUnformatted(absl::StrFormat("Suspects, ranked by how much slower than their peers (%s clock; flagged at "
+                                         "%.0f%% and above):",
+                                         r.clock, r.threshold * 100)
+                             .c_str());
+  for (size_t k = 0; k < r.suspects.size() && k < 40; ++k) {
+    const analysis::FleetSuspect& s = r.suspects[k];
+    const std::string who = r.imported && s.kind == "host" ? absl::StrCat("rank ", s.id) : absl::StrCat(s.kind, " ", s.id);
+    const std::string label = absl::StrFormat("#%d %s  %.1f%% (%.2fx its peers)%s", k + 1, who, s.score * 100,
+                                              s.slowdown, s.flagged ? "  FLAGGED" : "");
+    ImGui::TextColored(Vec4(s.flagged ? kFlagged : kText), "%s", label.c_str());
+    if (ui.layout) {
+      const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
+      auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
+                                  ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+      item["role"] = "suspect";
+      item["rank"] = k + 1;
+      item["kind"] = s.kind;
+      item["id"] = s.id;
+      item["score"] = s.score;
+      item["flagged"] = s.flagged;
+    }
+    ImGui::Indent();
+    for (const std::string& e : s.evidence) ImGui::TextWrapped("%s", e.c_str());
+    ImGui::Unindent();
   }
 }
 

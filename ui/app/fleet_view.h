@@ -68,6 +68,9 @@ class FleetView {
   void DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui);
   void DrawBars(const FleetModel& m, const Area& a, UiState& ui);
   void DrawSuspects(const FleetModel& m, UiState& ui);
+  // A run with no chip lanes (a CPU-only multi-rank trace): the ranked
+  // suspects with their evidence written out, as there is no map to hover.
+  void DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui);
   void DrawTooltip(const FleetModel& m, size_t chip, const std::string& note = "");
   void Open(const FleetModel& m, size_t chip, UiState& ui);
   Placement Place(const FleetModel& m, float w, float h) const;

@@ -54,7 +54,12 @@ absl::StatusOr<MetricsModel> BuildMetricsModel(const store::Reader& reader, int6
 
   auto steps = reader.Query("SELECT step, wall_ns, loss, eval_loss FROM steps WHERE run_id = ?1 ORDER BY step", {run});
   if (!steps.ok()) return steps.status();
-  auto bounds = reader.Query("SELECT clock, step, end_ns - start_ns AS span FROM step_bounds WHERE run_id = ?1", {run});
+  // Schema version 1 files have no step_bounds: no device or modeled step series then.
+  auto has_bounds = reader.HasTable("step_bounds");
+  if (!has_bounds.ok()) return has_bounds.status();
+  absl::StatusOr<store::QueryResult> bounds = store::QueryResult{};
+  if (*has_bounds)
+    bounds = reader.Query("SELECT clock, step, end_ns - start_ns AS span FROM step_bounds WHERE run_id = ?1", {run});
   if (!bounds.ok()) return bounds.status();
   auto compiles = reader.Query(
       "SELECT step, count(*) AS n, sum(cache = 'miss') AS misses, sum(duration_ns) AS ns FROM compilations"

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/slice_names.h"
 #include "store/timeline.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
@@ -123,6 +124,34 @@ std::string OpcodeKey(const OpKernel& k) {
 std::string SourceKey(const OpKernel& k) { return k.source.empty() ? "(no source line)" : k.source; }
 std::string ModuleKey(const OpKernel& k) { return k.scope.empty() ? "(no module)" : k.scope; }
 
+// A trace with host lanes only: per name, self time on the host clock (nested
+// ops counted once), as slice_names.h adds it up for the report.
+absl::StatusOr<OpProfile> HostProfile(const store::Reader& reader, OpProfile p) {
+  p.self_time = true;
+  auto names = analysis::TopNamesBySelfTime(reader, p.run_id, "host", std::numeric_limits<size_t>::max(), p.step);
+  if (!names.ok()) return names.status();
+  p.devices = names->tracks;
+  for (const analysis::NameTime& n : names->top) {
+    if (n.count == 0) continue;
+    OpKernel k;
+    k.name = n.name;
+    k.kind = n.kind;
+    k.bound = n.kind;
+    k.count = n.count;
+    k.total_ns = n.self_ns;
+    p.total_ns += k.total_ns;
+    p.kernels.push_back(std::move(k));
+  }
+  std::stable_sort(p.kernels.begin(), p.kernels.end(),
+                   [](const OpKernel& a, const OpKernel& b) { return a.total_ns > b.total_ns; });
+  const std::vector<std::vector<std::pair<int64_t, int64_t>>> no_pairs(p.kernels.size());
+  p.by_opcode = Group(p.kernels, no_pairs, p.profile, OpcodeKey);
+  p.by_source = Group(p.kernels, no_pairs, p.profile, SourceKey);
+  p.by_module = Group(p.kernels, no_pairs, p.profile, ModuleKey);
+  return p;
+}
+
+
 }  // namespace
 
 absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t run_id, std::optional<int> step) {
@@ -139,20 +168,46 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
   p.profile = head->Text(0, "profile");
   p.peak_flops = head->Real(0, "peak");
 
-  // The window to decode: the step's span on the device clock, or everything.
+  // The clock: device-clock chip lanes, else a simulated run's modeled ones,
+  // else the host's (an imported CPU-only trace).
+  auto chip_tracks = [&](const char* clock) {
+    return reader.Query(absl::StrCat("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = '", clock,
+                                     "' AND device_id IS NOT NULL ORDER BY device_id, track_id"),
+                        {run});
+  };
+  auto tracks = chip_tracks("device");
+  if (!tracks.ok()) return tracks.status();
+  if (tracks->rows.empty()) {
+    tracks = chip_tracks("modeled");
+    if (!tracks.ok()) return tracks.status();
+    p.clock = tracks->rows.empty() ? "host" : "modeled";
+  }
+  if (p.clock == "host") return HostProfile(reader, std::move(p));
+  if (p.clock == "modeled") {
+    p.chips_in_run = static_cast<int64_t>(tracks->rows.size());
+    if (tracks->rows.size() > size_t(kMaxModeledChips)) {  // an even sample, first and last chip included
+      store::QueryResult sample = *tracks;
+      sample.rows.clear();
+      const size_t n = tracks->rows.size();
+      for (int i = 0; i < kMaxModeledChips; ++i) sample.rows.push_back(tracks->rows[i * (n - 1) / (kMaxModeledChips - 1)]);
+      tracks = std::move(sample);
+    }
+  }
+
+  // The window to decode: the step's span on that clock, or everything.
   int64_t t0 = -(int64_t{1} << 60), t1 = int64_t{1} << 61;
-  if (step) {
-    auto b = reader.Query("SELECT start_ns, end_ns FROM step_bounds WHERE run_id = ?1 AND clock = 'device' AND step = ?2",
-                          {run, absl::StrCat(*step)});
+  auto has_bounds = reader.HasTable("step_bounds");  // not in schema version 1 files
+  if (!has_bounds.ok()) return has_bounds.status();
+  if (step && !*has_bounds) {
+    // No step spans stored: the step's slices are picked by their step tags below.
+  } else if (step) {
+    auto b = reader.Query("SELECT start_ns, end_ns FROM step_bounds WHERE run_id = ?1 AND clock = ?2 AND step = ?3",
+                          {run, p.clock, absl::StrCat(*step)});
     if (!b.ok()) return b.status();
-    if (b->rows.empty()) return p;  // no device slices in that step
+    if (b->rows.empty()) return p;  // no slices in that step
     t0 = b->Int(0, "start_ns");
     t1 = b->Int(0, "end_ns") + 1;
   }
-  auto tracks = reader.Query(
-      "SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'device' AND device_id IS NOT NULL ORDER BY track_id",
-      {run});
-  if (!tracks.ok()) return tracks.status();
 
   // Per kernel key: (graph, op) when the slice has an op, else (name, kind).
   struct Acc {
@@ -180,7 +235,8 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
       }
       ++a.count;
       a.total_ns += s.dur_ns;
-      if (has_op && s.kind == store::TimelineKind::kCompute) a.durations.push_back(s.dur_ns);
+      // The model's error needs a measured time: not on the modeled clock.
+      if (has_op && s.kind == store::TimelineKind::kCompute && p.clock == "device") a.durations.push_back(s.dur_ns);
     }
   }
 
@@ -318,7 +374,7 @@ void OpsView::Draw(UiState& ui) {
   StartLoading();
   const auto* result = job_.result();
   if (!result) {
-    ImGui::TextDisabled("Adding up every kernel's device time...");
+    ImGui::TextDisabled("Adding up every kernel's time...");
     return;
   }
   if (!result->ok()) {
@@ -329,9 +385,21 @@ void OpsView::Draw(UiState& ui) {
   }
   const OpProfile& p = **result;
   ++drawn_;
-  std::string line = absl::StrFormat("%d kernels, %s of device time on %d chips (device clock, %s)",
-                                     p.kernels.size(), FormatDuration(double(p.total_ns)), p.devices,
-                                     p.step ? absl::StrCat("step ", *p.step) : "all steps");
+  const std::string steps = p.step ? absl::StrCat("step ", *p.step) : "all steps";
+  std::string line;
+  if (p.clock == "host") {
+    line = absl::StrFormat("%d names, %s of self time on %d host lanes (host clock, %s): no device or modeled lanes "
+                           "in this run, so each name's time less its children's, as PyTorch's key_averages",
+                           p.kernels.size(), FormatDuration(double(p.total_ns)), p.devices, steps);
+  } else {
+    const std::string chips = p.chips_in_run > p.devices
+                                  ? absl::StrFormat("%d of %d chips (an even sample: every chip runs the same programs; "
+                                                    "Fleet compares the chips)",
+                                                    p.devices, p.chips_in_run)
+                                  : absl::StrFormat("%d chips", p.devices);
+    line = absl::StrFormat("%d kernels, %s of %s time on %s (%s clock, %s)", p.kernels.size(),
+                           FormatDuration(double(p.total_ns)), p.clock, chips, p.clock, steps);
+  }
   if (p.peak_flops > 0) absl::StrAppend(&line, "; profile ", p.profile, ": peak ", Si(p.peak_flops, "FLOP/s"));
   if (p.peak_bytes_per_s > 0) absl::StrAppend(&line, ", HBM ", Si(p.peak_bytes_per_s, "B/s"), " (fitted)");
   if (p.cost_error) absl::StrAppend(&line, "; ", analysis::CostModelErrorLine(*p.cost_error));
@@ -341,6 +409,8 @@ void OpsView::Draw(UiState& ui) {
                                 ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
     item["total_ns"] = p.total_ns;
     item["kernels"] = p.kernels.size();
+    item["clock"] = p.clock;
+    item["lanes"] = p.devices;
   }
   if (!p.has_ops) {
     ImGui::TextColored(Color(kWarning), "%s",
@@ -348,7 +418,8 @@ void OpsView::Draw(UiState& ui) {
                        "cost model.");
   }
   if (p.kernels.empty()) {
-    ImGui::TextDisabled("No device-clock kernels in %s.", p.step ? "this step" : "this run");
+    ImGui::TextDisabled("No %s-clock %s in %s.", p.clock.c_str(), p.clock == "host" ? "slices" : "kernels",
+                        p.step ? "this step" : "this run");
     return;
   }
   const float avail = ImGui::GetContentRegionAvail().y;

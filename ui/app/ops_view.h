@@ -10,6 +10,11 @@
 // at depth 0 (waits for the host excluded) decoded through store/timeline.h
 // and summed per (graph, op) — per name on an imported trace, which has no
 // ops — then joined with the `ops` rows. A frame only draws the aggregate.
+// A run without device-clock lanes is profiled on the clock it has, and says
+// which: a simulated run on the modeled clock (its chips' schedules; a pod of
+// more than kMaxModeledChips chips by an even sample of them), an imported
+// CPU-only trace on the host clock by self time per name (PyTorch's
+// key_averages table).
 #pragma once
 
 #include <cstdint>
@@ -63,8 +68,18 @@ struct OpGroup {
   double AchievedFlops() const { return costed_ns > 0 ? flops * 1e9 / double(costed_ns) : 0; }
 };
 
+// Chips read for the modeled clock's op profile of a simulated pod: every
+// chip runs the same programs, so an even sample gives the op mix without
+// expanding thousands of schedules (the Fleet view compares the chips).
+inline constexpr int kMaxModeledChips = 256;
+
 struct OpProfile {
   int64_t run_id = 0;
+  // The clock of every time here: "device", else "modeled" (a simulated
+  // run), else "host" (a trace with host lanes only: `total_ns` is self time).
+  std::string clock = "device";
+  bool self_time = false;       // host clock: a slice's time less its children's
+  int64_t chips_in_run = 0;     // modeled clock: the run's chips (devices <= this: a sample)
   std::optional<int> step;      // unset: every step (and slices outside steps)
   std::string profile;
   double peak_flops = 0;        // the profile's per chip (devices.peak_flops)
@@ -73,7 +88,7 @@ struct OpProfile {
   // docs/cost_model.md); 0 when fewer than two sizes were modeled.
   double peak_bytes_per_s = 0, overhead_ns = 0;
   int64_t total_ns = 0;         // every kernel's time: the sum of `kernels`
-  int64_t devices = 0;          // chips with device-clock slices
+  int64_t devices = 0;          // lanes read with slices: chips, or host threads on the host clock
   bool has_ops = false;         // the run stored per-op costs (not an imported trace)
   std::vector<OpKernel> kernels;  // by total time, longest first
   std::vector<OpGroup> by_opcode, by_source, by_module;  // each by total time

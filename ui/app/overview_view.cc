@@ -112,7 +112,11 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   }
 
   m.host_step_ns = m.steps.count > 0 ? m.steps.median_wall_ns : -1;
-  auto bounds = reader.Query("SELECT clock, end_ns - start_ns AS span FROM step_bounds WHERE run_id = ?1", {run});
+  // Schema version 1 files have no step_bounds: no step span on any clock then.
+  auto has_bounds = reader.HasTable("step_bounds");
+  if (!has_bounds.ok()) return has_bounds.status();
+  absl::StatusOr<store::QueryResult> bounds = store::QueryResult{};
+  if (*has_bounds) bounds = reader.Query("SELECT clock, end_ns - start_ns AS span FROM step_bounds WHERE run_id = ?1", {run});
   if (!bounds.ok()) return bounds.status();
   std::map<std::string, std::vector<int64_t>> spans;
   for (size_t i = 0; i < bounds->rows.size(); ++i) spans[bounds->Text(i, "clock")].push_back(bounds->Int(i, "span"));
@@ -320,9 +324,9 @@ void OverviewView::Draw(UiState& ui) {
       const double total = double(compute + collective + transfer + wait + idle);
       if (total > 0) {
         Line(ui,
-             absl::StrFormat("median step %d (%s, device clock), chip average: compute %s, collectives %s, "
+             absl::StrFormat("median step %d (%s, %s clock), chip average: compute %s, collectives %s, "
                              "transfers %s, waiting for the host %s, idle %s",
-                             v.step, FormatDuration(double(v.span_ns)), Pct(100 * compute / total),
+                             v.step, FormatDuration(double(v.span_ns)), v.clock, Pct(100 * compute / total),
                              Pct(100 * collective / total), Pct(100 * transfer / total), Pct(100 * wait / total),
                              Pct(100 * idle / total)),
              json{{"table", "step_bounds"}, {"run_id", h.run_id}, {"step", v.step}}, ViewId::kTimeline);
@@ -330,9 +334,27 @@ void OverviewView::Draw(UiState& ui) {
     }
   }
 
-  Heading(ui, "Top ops (device clock, all chips and steps)");
+  // Without per-op statistics (an imported trace has no IR) the report's
+  // names by self time stand in, on the first clock that has slices.
+  const analysis::NameTimes* names =
+      rep && rep->report.kernels.top.empty() && !rep->report.kernels.by_name.empty() ? &rep->report.kernels.by_name[0]
+                                                                                     : nullptr;
+  Heading(ui, names ? absl::StrCat("Top names by self time (", names->clock, " clock, all lanes and steps)").c_str()
+                    : "Top ops (device clock, all chips and steps)");
   if (!rep) {
     report_pending(ui, json{{"table", "ops"}, {"run_id", h.run_id}});
+  } else if (names) {
+    for (const analysis::NameTime& n : names->top) {
+      const std::string text = absl::StrFormat(
+          "%-40s %-10s %6d x  %9s self  %9s total  %5.1f%% of the lanes' busy time", n.name, n.kind, n.count,
+          FormatDuration(double(n.self_ns)), FormatDuration(double(n.total_ns)),
+          names->self_ns > 0 ? 100.0 * double(n.self_ns) / double(names->self_ns) : 0.0);
+      Line(ui, text, json{{"table", "slices"}, {"name", n.name}, {"clock", names->clock}},
+           Built(ViewId::kOps, ViewId::kTimeline), nullptr, "op");
+    }
+    if (names->names > static_cast<int64_t>(names->top.size()))
+      Line(ui, absl::StrFormat("... and %d more names (Op profile lists them all)", names->names - names->top.size()),
+           json{{"table", "slices"}, {"run_id", h.run_id}}, Built(ViewId::kOps, ViewId::kTimeline));
   } else {
     const analysis::KernelStats& k = rep->report.kernels;
     if (k.top.empty()) {

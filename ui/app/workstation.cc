@@ -109,7 +109,9 @@ void Workstation::SetModel(std::unique_ptr<TraceModel> model, bool start_loading
   ui_.selected_graph.reset();
   ui_.show_chip.reset();
   ui_.playhead_step.reset();
+  const int speed = playback_.speed();  // a new run plays at the speed picked
   playback_ = Playback{};
+  playback_.SetSpeed(speed);
   ui_.selection_text.clear();
 }
 
@@ -222,6 +224,15 @@ void Workstation::DrawMenuBar() {
     if (ImGui::MenuItem("Next step", ".")) playback_.Step(ui_, model_->steps, +1);
     if (ImGui::MenuItem("First step")) ui_.playhead_step = model_->steps.front();
     if (ImGui::MenuItem("Last step")) ui_.playhead_step = model_->steps.back();
+    if (ImGui::BeginMenu("Speed")) {
+      for (int i = 0; i < kNumPlaybackSpeeds; ++i) {
+        const std::string label = absl::StrFormat("%g steps a second", kPlaybackSpeeds[i]);
+        if (ImGui::MenuItem(label.c_str(), i == 0 ? "[" : i == kNumPlaybackSpeeds - 1 ? "]" : nullptr,
+                            playback_.speed() == i))
+          playback_.SetSpeed(i);
+      }
+      ImGui::EndMenu();
+    }
     ImGui::EndMenu();
   }
   // The run line shares the bar: the views keep the window's height.
