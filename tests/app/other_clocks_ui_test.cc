@@ -2,6 +2,8 @@
 // and the Overview of an imported CPU-only trace (host clock, self time per
 // name) and the Op profile of a simulated run (modeled clock) say which
 // clock they show and list what it has, instead of "no device-clock kernels".
+// And a file of schema version 1, which has no step spans (step_bounds) on
+// any clock: every analysis view opens on it.
 #include <unistd.h>
 
 #include <cstdlib>
@@ -79,6 +81,24 @@ TEST(OtherClocksUi, ASimulatedRunIsProfiledOnTheModeledClock) {
   EXPECT_TRUE(absl::StrContains(head["label"].get<std::string>(), "modeled clock")) << head.dump();
   EXPECT_FALSE(LayoutItems(ops, "row").empty());
   EXPECT_FALSE(LayoutItems(ops, "dot").empty()) << "the ops' FLOPs and bytes place them on the roofline";
+  std::filesystem::remove(db);
+}
+
+TEST(OtherClocksUi, ASchemaOneFileWithoutStepSpansOpensEveryAnalysisView) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const std::string db = ::testing::TempDir() + absl::StrCat("clocks_ui_v1_", getpid(), ".db");
+  std::filesystem::copy_file(absl::StrCat(SHARDSCOPE_TEST_DATA, "/store/schema_v1_mlp.db"), db,
+                             std::filesystem::copy_options::overwrite_existing);
+  for (const char* view : {"overview", "ops", "metrics", "memory", "fleet"}) {
+    const json doc = Open(db, view);
+    ASSERT_EQ(doc.value("view", ""), view) << doc.dump();
+    for (const json& item : doc["items"]) {
+      const std::string label = item.value("label", "");
+      EXPECT_FALSE(absl::StrContains(label, "could not") || absl::StrContains(label, "no such table"))
+          << view << ": " << label;
+    }
+    EXPECT_GT(doc["items"].size(), 3u) << view << ": " << doc.dump();
+  }
   std::filesystem::remove(db);
 }
 
