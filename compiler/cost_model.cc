@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <set>
 #include <string_view>
 
@@ -184,11 +186,32 @@ ChipProfile ChipProfile::ForGangWidth(int width) const {
 }
 
 ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
-  if (chips <= cores || cold_bandwidth <= 0) return *this;
+  if (chips <= cores || (cold_bandwidth <= 0 && chip_spread_ns <= 0)) return *this;
   ChipProfile p = *this;
-  p.cold_operands = true;
-  p.description = absl::StrCat(description, "; ", chips, " chips share ", cores, " cores: operands stream cold");
+  p.cold_operands = cold_bandwidth > 0;
+  p.chip_waits = chip_spread_ns > 0;
+  p.description = absl::StrCat(description, "; ", chips, " chips share ", cores, " cores:",
+                               p.cold_operands ? " operands stream cold" : "",
+                               p.cold_operands && p.chip_waits ? "," : "",
+                               p.chip_waits ? " each collective waits for the slowest chip" : "");
   return p;
+}
+
+double ExpectedMaxOfNormals(int n) {
+  if (n <= 1) return 0;
+  static std::mutex mu;
+  static std::map<int, double> memo;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = memo.find(n); it != memo.end()) return it->second;
+  // E[max] = integral of x * n phi(x) Phi(x)^(n-1) dx, by the midpoint rule.
+  const double dx = 1e-3, pi = 3.14159265358979323846;
+  double e = 0;
+  for (double x = -9 + dx / 2; x < 9; x += dx) {
+    const double phi = std::exp(-x * x / 2) / std::sqrt(2 * pi);
+    const double cdf = 0.5 * std::erfc(-x / std::sqrt(2.0));
+    e += x * n * phi * std::pow(cdf, n - 1) * dx;
+  }
+  return memo[n] = e;
 }
 
 const std::vector<ChipProfile>& BuiltinProfiles() {
@@ -263,7 +286,9 @@ OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_writt
   c.memory_ns = bandwidth > 0 ? static_cast<double>(bytes_read + bytes_written) / bandwidth * 1e9 : 0;
   c.roofline = c.compute_ns >= c.memory_ns && (flops > 0 || serial_ns > 0) ? RooflineClass::kCompute
                                                                            : RooflineClass::kMemory;
-  c.modeled_ns = std::llround(std::max(c.compute_ns, c.memory_ns) + profile_.kernel_overhead_ns);
+  const double overhead = profile_.cold_operands ? std::max(profile_.kernel_overhead_ns, profile_.cold_kernel_overhead_ns)
+                                                 : profile_.kernel_overhead_ns;
+  c.modeled_ns = std::llround(std::max(c.compute_ns, c.memory_ns) + overhead);
   return c;
 }
 
@@ -340,7 +365,17 @@ double CostModel::SerialNs(const Instruction& i, bool fused) const {
     return elements * window * profile_.window_read_ns;
   }
   if (fused && IsStridedBroadcast(i)) return elements * profile_.strided_broadcast_ns;
+  // A reduce kernel of its own: the runtime's reduce over [K,R,K] and
+  // [K,R] layouts (batch norm's statistics, a bias gradient), measured per
+  // operand element; a fused reduce's rows are another code path.
+  if (!fused && i.op == Opcode::kReduce && !i.operands.empty())
+    return static_cast<double>(i.operands[0]->shape.elements()) * profile_.reduce_read_ns;
   return 0;
+}
+
+double CostModel::ChipWaitNs(double segment_ns, int group_size) const {
+  if (!profile_.chip_waits || profile_.chip_spread_ns <= 0 || segment_ns <= 0 || group_size <= 1) return 0;
+  return ExpectedMaxOfNormals(group_size) * std::sqrt(profile_.chip_spread_ns * segment_ns);
 }
 
 CollectiveKind CollectiveKindOf(Opcode op) {

@@ -59,21 +59,40 @@ struct ChipProfile {
   // matrix for a few rows. Dots between these sizes and 256 are interpolated
   // in log2 of that dim; from 256 up, the peak.
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;
+  // The per-kernel overhead of a kernel of a few KiB as the executor runs it
+  // when chips share the cores (operands cold, a fresh result buffer), its
+  // traffic at cold_bandwidth taken out: in place of kernel_overhead_ns where
+  // larger, with cold_operands.
+  double cold_kernel_overhead_ns = 0;
+  double reduce_read_ns = 0;        // a reduce kernel: per element of its operand
+  // Chip-to-chip spread when chips time-share the cores: the variance of a
+  // chip's time over a segment of T ns is chip_spread_ns * T
+  // (runtime/cpu_spread_benchmark.h). 0: not measured.
+  double chip_spread_ns = 0;
   // Kernels' memory traffic, and collectives in memory, at cold_bandwidth:
   // set by ForSharedCores when more chips than cores time-share the caches.
   bool cold_operands = false;
+  // Each collective waits for the slowest of its chips (CostModel::ChipWaitNs):
+  // set by ForSharedCores when more chips than cores and chip_spread_ns > 0.
+  bool chip_waits = false;
 
   // This profile for a chip that runs its big kernels on `width` threads: the
   // gang's measured peak replaces the one-core peak (matrix and vector).
   ChipProfile ForGangWidth(int width) const;
   // This profile for `chips` virtual chips on `cores` cores: with more chips
   // than cores, each chip's operands are evicted by the others between its
-  // kernels, so kernels stream at cold_bandwidth (when measured).
+  // kernels, so kernels stream at cold_bandwidth and pay
+  // cold_kernel_overhead_ns, and the chips' times spread, so each collective waits
+  // for the slowest (chip_waits), where those figures were measured.
   ChipProfile ForSharedCores(int chips, int cores) const;
 
   // Arithmetic intensity (FLOP/byte) above which a dot is compute-bound.
   double ridge_point() const { return hbm_bandwidth > 0 ? peak_flops / hbm_bandwidth : 0; }
 };
+
+// E[max of n independent standard normal draws]: 0 for n = 1, 0.564 for 2,
+// 1.424 for 8. Scales the chip spread into the expected wait of n chips.
+double ExpectedMaxOfNormals(int n);
 
 // The `cpu` profile from its four measured values (runtime/cpu_calibration.h
 // measures them); everything else is derived from them.
@@ -168,8 +187,9 @@ class CostModel {
   // ChipProfile::gemm8_flops); the matrix peak where not measured.
   double MatrixRate(const Instruction& i) const;
   // Per-element time of `i` beyond its FLOPs: exp and logistic elements,
-  // reduce_window's window reads; inside a fused loop (`fused`), a strided
-  // broadcast's elements too. 0 on profiles without these figures.
+  // reduce_window's window reads, a reduce kernel's operand elements (not
+  // `fused`); inside a fused loop (`fused`), a strided broadcast's elements
+  // too. 0 on profiles without these figures.
   double SerialNs(const Instruction& i, bool fused) const;
   // A broadcast_in_dim whose operand is neither one value nor a leading or
   // trailing block of the result: a fused loop gathers it element by element
@@ -189,6 +209,12 @@ class CostModel {
   double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const;
   Link ici() const { return {profile_.link_bandwidth, profile_.link_latency_ns}; }
   Link dcn() const { return {profile_.dcn_bandwidth, profile_.dcn_latency_ns}; }
+
+  // The expected wait at a collective of `group_size` chips for the slowest
+  // of them, after `segment_ns` of modeled work since their previous
+  // collective: ExpectedMaxOfNormals(n) * sqrt(chip_spread_ns * segment_ns)
+  // on a profile with chip_waits, else 0.
+  double ChipWaitNs(double segment_ns, int group_size) const;
 
   // A host-to-device copy of `bytes`.
   OpCost TransferCost(int64_t bytes) const;

@@ -31,10 +31,13 @@ namespace shardscope::runtime {
 namespace {
 
 constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
-// The cache file's layout. 2 added the op-class figures (cpu_op_benchmarks.h):
-// a cache entry of format 1 is measured again; a pinned file of format 1 still
-// loads, without them (the plain roofline for those ops, said in Describe).
-constexpr int kFormat = 2;
+// The cache file's layout. 2 added the op-class figures (cpu_op_benchmarks.h),
+// 3 the small-kernel overhead, the reduce figure and the chip spread
+// (cpu_spread_benchmark.h): a cache entry of an older format is measured
+// again; a pinned file of an older format still loads, without the figures it
+// lacks (the plain roofline for those ops, no wait at collectives; said in
+// Describe).
+constexpr int kFormat = 3;
 
 // The op-class figures by their JSON names.
 std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
@@ -45,7 +48,10 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"strided_broadcast_ns", &OpClassFigures::strided_broadcast_ns},
           {"gemm8_flops", &OpClassFigures::gemm8_flops},
           {"gemm32_flops", &OpClassFigures::gemm32_flops},
-          {"gemm128_flops", &OpClassFigures::gemm128_flops}};
+          {"gemm128_flops", &OpClassFigures::gemm128_flops},
+          {"cold_kernel_overhead_ns", &OpClassFigures::cold_kernel_overhead_ns},
+          {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
+          {"chip_spread_ns", &OpClassFigures::chip_spread_ns}};
 }
 
 std::string ReadFirstLine(const std::string& path, const std::string& prefix) {
@@ -125,6 +131,9 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.gemm8_flops = ops.gemm8_flops;
   p.gemm32_flops = ops.gemm32_flops;
   p.gemm128_flops = ops.gemm128_flops;
+  p.cold_kernel_overhead_ns = ops.cold_kernel_overhead_ns;
+  p.reduce_read_ns = ops.reduce_read_ns;
+  p.chip_spread_ns = ops.chip_spread_ns;
   return p;
 }
 
@@ -154,7 +163,13 @@ std::string CpuCalibration::Describe() const {
                              "%.1f/%.1f/%.1f GFLOP/s at 8/32/128",
                              ops.conv_flops / 1e9, ops.cold_bandwidth / 1e9, ops.window_read_ns,
                              ops.transcendental_ns, ops.strided_broadcast_ns, ops.gemm8_flops / 1e9,
-                             ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9)
+                             ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9) +
+                 (ops.chip_spread_ns > 0 || ops.reduce_read_ns > 0
+                      ? absl::StrFormat("; small kernel %.2f us over its traffic, reduce %.2f ns per element, chip "
+                                        "spread %.0f ns (variance per ns of a segment)",
+                                        ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.chip_spread_ns)
+                      : std::string("; no small-kernel, reduce or chip-spread figures (format 2: no wait at "
+                                    "collectives)"))
            : std::string("; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "
                          "GEMMs priced by the plain roofline)"));
   if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values);
@@ -234,6 +249,7 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
     r1 += w * x * ns;
   }
   c.ops = MeasureOpClasses(plan.ops, &c.rows);
+  c.ops.chip_spread_ns = MeasureChipSpread(plan.spread, &c.rows).variance_ns;
   const double det = s00 * s11 - s01 * s01;
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;

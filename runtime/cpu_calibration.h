@@ -10,7 +10,9 @@
 //   1 Ki to 16 Mi elements, fitted as t = overhead + bytes / bandwidth on the
 //   relative error); then the op classes those misprice (cpu_op_benchmarks.h:
 //   convolutions, cold streams, window ops, transcendentals, strided
-//   broadcasts, skinny GEMMs). bench/calibrate_cpu_bench prints the same.
+//   broadcasts, skinny GEMMs, small kernels, reduces) and the chips' spread
+//   when they share the cores (cpu_spread_benchmark.h). bench/calibrate_cpu_bench
+//   prints the same.
 //
 // Where the values come from, in order:
 //   $SHARDSCOPE_CPU_PROFILE=fixed   the built-in values of compiler/cost_model.cc
@@ -18,7 +20,7 @@
 //   $SHARDSCOPE_CPU_PROFILE=PATH    a profile file (the cache's JSON format)
 //   the cache                       $XDG_CACHE_HOME/shardscope (else ~/.cache/shardscope)
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
-//   a measurement                   about 5 s of CPU, then written to the cache
+//   a measurement                   about 7 s of CPU, then written to the cache
 // `shardscope calibrate` measures again and replaces the cache entry.
 #pragma once
 
@@ -29,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "compiler/cost_model.h"
 #include "runtime/cpu_op_benchmarks.h"
+#include "runtime/cpu_spread_benchmark.h"
 
 namespace shardscope::runtime {
 
@@ -63,6 +66,7 @@ struct CalibrationPlan {
   std::vector<int64_t> gemm_sizes = {256, 512, 1024};
   int64_t stream_min = int64_t{1} << 10, stream_max = int64_t{1} << 24;
   OpClassPlan ops;
+  SpreadPlan spread;
 };
 
 // What identifies this machine for the cache: CPU model, core count, host
@@ -73,7 +77,7 @@ std::string MachineKey();
 // The cache file for MachineKey().
 std::string CpuProfileCachePath();
 
-// Measures the values now (about 5 s of CPU time on 2 busy cores).
+// Measures the values now (about 7 s of CPU time on 2 busy cores).
 CpuCalibration MeasureCpu(const CalibrationPlan& plan = {});
 
 // Reads a profile file (the cache's format); errors name the file and the problem.

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <memory>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "compiler/fusion.h"
 #include "compiler/ir.h"
@@ -75,6 +77,52 @@ double ColdInstructionNs(const Instruction& i, const OpClassPlan& plan, int reps
       rot.copies(), reps);
 }
 
+// Several kernels timed in turn, one call of each per round, so that a noisy
+// moment of the machine (another process's burst) falls on all of them alike
+// instead of shifting one figure by a third; each kernel's median over the
+// rounds. Each has its own operand copies (Rotation), so every call is cold.
+class Interleaved {
+ public:
+  explicit Interleaved(const OpClassPlan& plan) : plan_(plan) {}
+  // A kernel of its own module (kept alive here).
+  const Instruction* Add(std::unique_ptr<Module> m, const Instruction* i) {
+    std::vector<Shape> shapes;
+    for (const Instruction* o : i->operands) shapes.push_back(o->shape);
+    rotations_.push_back(std::make_unique<Rotation>(shapes, i->shape, plan_.cold_bytes));
+    kernels_.push_back(i);
+    modules_.push_back(std::move(m));
+    return i;
+  }
+  const Instruction& kernel(size_t k) const { return *kernels_[k]; }
+  std::vector<double> MedianNs(int rounds) {
+    const size_t n = kernels_.size();
+    for (size_t k = 0; k < n; ++k)  // first touch of every result's pages, untimed
+      for (int c = 0; c < rotations_[k]->copies(); ++c) Call(k, c);
+    std::vector<std::vector<double>> t(n);
+    for (int r = 0; r < rounds; ++r)
+      for (size_t k = 0; k < n; ++k) {
+        const int64_t t0 = ThreadCpuNs();
+        Call(k, r % rotations_[k]->copies());
+        t[k].push_back(static_cast<double>(ThreadCpuNs() - t0));
+      }
+    std::vector<double> out;
+    for (auto& v : t) {
+      std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+      out.push_back(v[v.size() / 2]);
+    }
+    return out;
+  }
+
+ private:
+  void Call(size_t k, int c) {
+    (void)EvalInstruction(*kernels_[k], rotations_[k]->Ops(c), 0, &rotations_[k]->outs[c]);  // valid by construction
+  }
+  const OpClassPlan& plan_;
+  std::vector<std::unique_ptr<Module>> modules_;
+  std::vector<std::unique_ptr<Rotation>> rotations_;
+  std::vector<const Instruction*> kernels_;
+};
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -86,32 +134,31 @@ double Median(std::vector<double> v) {
 // NCHW/OIHW, forward at three widths and one kernel gradient (the batch
 // contracted, the output gradient as the window).
 double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
-  rows->push_back("convolution (3x3, stride 1, pad 1, f32, operands cold, device time, median)");
-  std::vector<double> rates;
+  rows->push_back("convolution (3x3, stride 1, pad 1, f32, operands cold, device time, median, interleaved)");
+  Interleaved bench(plan);
+  std::vector<std::string> labels;
   const int64_t n = plan.conv_batch;
   for (auto [c, hw] : {std::pair<int64_t, int64_t>{16, 32}, {32, 16}, {64, 8}}) {
-    Module m;
-    auto* in = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
-    auto* k = m.Parameter(Shape(DType::kF32, {c, c, 3, 3}), "k");
+    auto m = std::make_unique<Module>();
+    auto* in = m->Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
+    auto* k = m->Parameter(Shape(DType::kF32, {c, c, 3, 3}), "k");
     compiler::ConvDims d;
     d.input_spatial = {2, 3};
     d.kernel_spatial = {2, 3};
     d.output_spatial = {2, 3};
     d.window_strides = {1, 1};
     d.padding = {{1, 1}, {1, 1}};
-    auto* conv = m.Convolution(in, k, d);
-    const double ns = ColdInstructionNs(*conv, plan, 15);
-    rates.push_back(compiler::InstructionFlops(*conv) / ns * 1e9);
-    rows->push_back(absl::StrFormat("  forward [%d,%d,%d,%d] x [%d,%d,3,3] %9.1f us %6.1f GFLOP/s", n, c, hw, hw, c,
-                                    c, ns / 1e3, rates.back() / 1e9));
+    auto* conv = m->Convolution(in, k, d);
+    bench.Add(std::move(m), conv);
+    labels.push_back(absl::StrFormat("forward [%d,%d,%d,%d] x [%d,%d,3,3]", n, c, hw, hw, c, c));
   }
   {
     // The kernel gradient of the first: input [N,C,H,W] read as batch C,
     // feature N; the output gradient [N,O,H,W] as a window of H x W.
     const int64_t c = 16, hw = 32;
-    Module m;
-    auto* in = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
-    auto* g = m.Parameter(Shape(DType::kF32, {n, c, hw, hw}), "grad");
+    auto m = std::make_unique<Module>();
+    auto* in = m->Parameter(Shape(DType::kF32, {n, c, hw, hw}), "in");
+    auto* g = m->Parameter(Shape(DType::kF32, {n, c, hw, hw}), "grad");
     compiler::ConvDims d;
     d.input_batch = 1;
     d.input_feature = 0;
@@ -124,11 +171,15 @@ double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
     d.output_spatial = {2, 3};
     d.window_strides = {1, 1};
     d.padding = {{1, 1}, {1, 1}};
-    auto* conv = m.Convolution(in, g, d);
-    const double ns = ColdInstructionNs(*conv, plan, 15);
-    rates.push_back(compiler::InstructionFlops(*conv) / ns * 1e9);
-    rows->push_back(absl::StrFormat("  kernel gradient -> %s %9.1f us %6.1f GFLOP/s", conv->shape.ToString(),
-                                    ns / 1e3, rates.back() / 1e9));
+    auto* conv = m->Convolution(in, g, d);
+    bench.Add(std::move(m), conv);
+    labels.push_back(absl::StrCat("kernel gradient -> ", conv->shape.ToString()));
+  }
+  const std::vector<double> ns = bench.MedianNs(15);
+  std::vector<double> rates;
+  for (size_t k = 0; k < ns.size(); ++k) {
+    rates.push_back(compiler::InstructionFlops(bench.kernel(k)) / ns[k] * 1e9);
+    rows->push_back(absl::StrFormat("  %-36s %9.1f us %6.1f GFLOP/s", labels[k], ns[k] / 1e3, rates.back() / 1e9));
   }
   return Median(rates);
 }
@@ -138,16 +189,22 @@ double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
 // every core at once it came out 40% slower, which overpriced the samples'
 // big streams: the chips of a mesh do not all stream at the same moment.)
 double MeasureColdStream(const OpClassPlan& plan, std::vector<std::string>* rows) {
-  rows->push_back("cold stream (add f32, 3 x 4 bytes per element, operands out of cache, median)");
-  std::vector<double> bw;
+  rows->push_back("cold stream (add f32, 3 x 4 bytes per element, operands out of cache, median, interleaved)");
+  Interleaved bench(plan);
+  std::vector<int64_t> sizes;
   for (int64_t e = plan.elements; e <= plan.elements * 16; e *= 4) {
-    Module m;
-    auto* a = m.Parameter(Shape(DType::kF32, {e}), "a");
-    auto* b = m.Parameter(Shape(DType::kF32, {e}), "b");
-    auto* add = m.Binary(Opcode::kAdd, a, b);
-    const double ns = ColdInstructionNs(*add, plan, 21);
-    bw.push_back(12.0 * static_cast<double>(e) / ns * 1e9);
-    rows->push_back(absl::StrFormat("  %9d elements %10.2f us  %6.2f GB/s", e, ns / 1e3, bw.back() / 1e9));
+    auto m = std::make_unique<Module>();
+    auto* a = m->Parameter(Shape(DType::kF32, {e}), "a");
+    auto* b = m->Parameter(Shape(DType::kF32, {e}), "b");
+    auto* add = m->Binary(Opcode::kAdd, a, b);
+    bench.Add(std::move(m), add);
+    sizes.push_back(e);
+  }
+  const std::vector<double> ns = bench.MedianNs(21);
+  std::vector<double> bw;
+  for (size_t k = 0; k < ns.size(); ++k) {
+    bw.push_back(12.0 * static_cast<double>(sizes[k]) / ns[k] * 1e9);
+    rows->push_back(absl::StrFormat("  %9d elements %10.2f us  %6.2f GB/s", sizes[k], ns[k] / 1e3, bw.back() / 1e9));
   }
   return Median(bw);
 }
@@ -241,20 +298,98 @@ double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>
 // [s, D] x [D, D], the weight matrix cold: the GEMM of a few rows.
 void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
   const int64_t d = plan.gemm_other_dim;
-  rows->push_back(absl::StrFormat("skinny GEMM (dot_general f32 [s,%d]x[%d,%d], operands cold, median)", d, d, d));
-  for (auto [s, out] : {std::pair<int64_t, double*>{8, &f->gemm8_flops}, {32, &f->gemm32_flops},
-                        {128, &f->gemm128_flops}}) {
-    Module m;
-    auto* a = m.Parameter(Shape(DType::kF32, {s, d}), "a");
-    auto* b = m.Parameter(Shape(DType::kF32, {d, d}), "b");
+  rows->push_back(
+      absl::StrFormat("skinny GEMM (dot_general f32 [s,%d]x[%d,%d], operands cold, median, interleaved)", d, d, d));
+  Interleaved bench(plan);
+  const std::vector<std::pair<int64_t, double*>> rows_of = {{8, &f->gemm8_flops}, {32, &f->gemm32_flops},
+                                                            {128, &f->gemm128_flops}};
+  for (const auto& [s, out] : rows_of) {
+    auto m = std::make_unique<Module>();
+    auto* a = m->Parameter(Shape(DType::kF32, {s, d}), "a");
+    auto* b = m->Parameter(Shape(DType::kF32, {d, d}), "b");
     compiler::DotDims dd;
     dd.lhs_contracting = {1};
     dd.rhs_contracting = {0};
-    auto* dot = m.DotGeneral(a, b, dd);
-    const double ns = ColdInstructionNs(*dot, plan, s >= 128 ? 9 : 15);
-    *out = 2.0 * static_cast<double>(s * d * d) / ns * 1e9;
-    rows->push_back(absl::StrFormat("  s=%-4d %10.1f us  %6.1f GFLOP/s", s, ns / 1e3, *out / 1e9));
+    auto* dot = m->DotGeneral(a, b, dd);
+    bench.Add(std::move(m), dot);
   }
+  const std::vector<double> ns = bench.MedianNs(11);
+  for (size_t k = 0; k < ns.size(); ++k) {
+    const auto& [s, out] = rows_of[k];
+    *out = 2.0 * static_cast<double>(s * d * d) / ns[k] * 1e9;
+    rows->push_back(absl::StrFormat("  s=%-4d %10.1f us  %6.1f GFLOP/s", s, ns[k] / 1e3, *out / 1e9));
+  }
+}
+
+// Kernels of a few KiB as the executor runs them among other chips: operands
+// cold, the result a fresh buffer allocated just before the timed span (as
+// ExecuteProgram does), timed on the thread's CPU clock. A fused loop of
+// three ops and a lone add; each one's time less its traffic at the cold
+// stream is a per-kernel overhead, and the figure is their mean.
+double MeasureSmallKernels(const OpClassPlan& plan, double cold_bandwidth, std::vector<std::string>* rows) {
+  const int64_t e = plan.small_elements;
+  rows->push_back(absl::StrFormat("small kernels (f32 [%d], operands cold, a fresh result each call, median)", e));
+  const Shape s(DType::kF32, {e});
+  std::vector<double> overheads;
+  for (int fused = 1; fused >= 0; --fused) {
+    Module m;
+    auto* x = m.Parameter(s, "x");
+    auto* y = m.Parameter(s, "y");
+    auto* z = m.Parameter(s, "z");
+    Instruction* root = fused ? m.Binary(Opcode::kMaximum, m.Binary(Opcode::kAdd, m.Binary(Opcode::kMultiply, x, y), z), x)
+                              : m.Binary(Opcode::kAdd, x, y);
+    const compiler::FusionPlan fusion = compiler::PlanFusion(m);
+    const compiler::FusedKernel* k = fused ? fusion.KernelOf(root->id) : nullptr;
+    if (fused && !k) continue;
+    const int operands = fused ? 3 : 2;
+    Rotation rot(std::vector<Shape>(operands, s), s, plan.cold_bytes);
+    std::vector<const Literal*> values(static_cast<size_t>(root->id + 1), nullptr);
+    auto call = [&](int c, Literal* out) {
+      if (k) {
+        values[x->id] = &rot.operands[c][0];
+        values[y->id] = &rot.operands[c][1];
+        values[z->id] = &rot.operands[c][2];
+        (void)EvalFusedKernel(*k, values, out);
+      } else {
+        (void)EvalInstruction(*root, rot.Ops(c), 0, out);
+      }
+    };
+    for (int c = 0; c < rot.copies(); ++c) call(c, &rot.outs[c]);
+    std::vector<double> t;
+    for (int r = 0; r < 201; ++r) {
+      Literal out = Literal::Uninitialized(s);
+      const int64_t t0 = ThreadCpuNs();
+      call(r % rot.copies(), &out);
+      t.push_back(static_cast<double>(ThreadCpuNs() - t0));
+    }
+    const double ns = Median(t);
+    const double traffic = cold_bandwidth > 0 ? (operands + 1) * s.bytes() / cold_bandwidth * 1e9 : 0;
+    overheads.push_back(std::max(0.0, ns - traffic));
+    rows->push_back(absl::StrFormat("  %-26s %8.2f us, %6.2f us over its traffic", fused ? "fused loop of 3 ops" : "add",
+                                    ns / 1e3, overheads.back() / 1e3));
+  }
+  double sum = 0;
+  for (double o : overheads) sum += o;
+  return overheads.empty() ? 0 : sum / static_cast<double>(overheads.size());
+}
+
+// Reduce kernels as the samples run them on their own: batch norm's
+// statistics ([4,16,32,32] over 0, 2, 3) and a bias gradient ([128,1024]
+// over 0); time per operand element, the mean of the two.
+double MeasureReduce(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back("reduce (sum, f32, operands cold, median): per operand element");
+  std::vector<double> per;
+  for (auto [dims, over] : {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{4, 16, 32, 32}, {0, 2, 3}},
+                            {{128, 1024}, {0}}}) {
+    Module m;
+    auto* a = m.Parameter(Shape(DType::kF32, dims), "a");
+    auto* r = m.Reduce(a, m.ScalarConstant(DType::kF32, 0), over, compiler::ReduceKind::kSum);
+    const double elements = static_cast<double>(a->shape.elements());
+    per.push_back(ColdInstructionNs(*r, plan, 21) / elements);
+    rows->push_back(absl::StrFormat("  %s -> %-14s %6.2f ns per element", a->shape.ToString(), r->shape.ToString(),
+                                    per.back()));
+  }
+  return (per[0] + per[1]) / 2;
 }
 
 }  // namespace
@@ -270,6 +405,8 @@ OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string
   f.transcendental_ns = MeasureTranscendental(plan, rows);
   f.strided_broadcast_ns = MeasureStridedBroadcast(plan, rows);
   MeasureSkinnyGemm(plan, &f, rows);
+  f.cold_kernel_overhead_ns = MeasureSmallKernels(plan, f.cold_bandwidth, rows);
+  f.reduce_read_ns = MeasureReduce(plan, rows);
   return f;
 }
 

@@ -19,6 +19,9 @@ struct OpClassFigures {
   double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)
   double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128
+  double cold_kernel_overhead_ns = 0;  // a kernel of a few KiB, cold, fresh result: its time less its traffic
+  double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
+  double chip_spread_ns = 0;           // chips' segment-time variance per ns (cpu_spread_benchmark.h)
 
   bool measured() const { return conv_flops > 0; }
 };
@@ -29,6 +32,7 @@ struct OpClassPlan {
   int64_t conv_batch = 4;                     // a chip's share of the cnn's batch of 32 on 8 chips
   int64_t gemm_other_dim = 1024;              // the skinny GEMMs' other two dims
   int64_t elements = int64_t{1} << 16;        // elementwise, window and broadcast operands
+  int64_t small_elements = 1024;              // the small kernels: 4 KiB of f32 per operand
 };
 
 // Measures the figures; appends the table (as printed by `shardscope

@@ -31,18 +31,36 @@ ScheduleInput ModeledInput(const ScheduleInput& measured, const std::vector<comp
   auto cost_of = [&](const DeviceOp& op) {
     return op.region_op ? model.InstructionCost(*op.region_op, devices).modeled_ns : CostOf(costs, op.op_id, model);
   };
-  for (auto& ops : m.per_device) {
-    for (DeviceOp& op : ops) {
+  // Per collective and device: the modeled work since that device's previous
+  // collective, for the wait at it for the slowest chip (ChipWaitNs).
+  std::vector<std::vector<double>> segment(m.collectives.size(), std::vector<double>(devices, 0));
+  for (int d = 0; d < devices; ++d) {
+    double since = 0;
+    for (DeviceOp& op : m.per_device[d]) {
       if (op.collective >= 0 && op.collective < static_cast<int>(m.collectives.size())) {
         // Every group of one collective instruction moves the same bytes.
         for (int64_t& g : m.collectives[op.collective].group_dur_ns) g = cost_of(op);
+        segment[op.collective][d] = since;
+        since = 0;
       } else if (op.kind == trace::SliceKind::kTransfer) {
         op.dur_ns = model.TransferCost(op.bytes).modeled_ns;
       } else {
         op.dur_ns = cost_of(op);
+        since += static_cast<double>(op.dur_ns);
       }
     }
   }
+  if (model.profile().chip_waits)
+    for (size_t c = 0; c < m.collectives.size(); ++c) {
+      CollectiveRun& run = m.collectives[c];
+      for (size_t g = 0; g < run.groups.size() && g < run.group_dur_ns.size(); ++g) {
+        double mean = 0;
+        int members = 0;
+        for (int64_t d : run.groups[g])
+          if (d >= 0 && d < devices) mean += segment[c][d], ++members;
+        if (members > 1) run.group_dur_ns[g] += std::llround(model.ChipWaitNs(mean / members, members));
+      }
+    }
   return m;
 }
 

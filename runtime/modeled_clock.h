@@ -19,7 +19,10 @@ namespace shardscope::runtime {
 // Replaces the durations of a measured run by the modeled ones: compute ops
 // by `costs[op_id]`, collectives by their op's alpha-beta time (per group),
 // transfers by the profile's host bandwidth. An op the costs do not cover
-// (an id out of range) costs the profile's kernel overhead.
+// (an id out of range) costs the profile's kernel overhead. On a profile with
+// chip_waits (chips sharing the cores), each group's collective also lasts
+// the expected wait for its slowest chip after the group's modeled work since
+// their previous collective (CostModel::ChipWaitNs).
 ScheduleInput ModeledInput(const ScheduleInput& measured, const std::vector<compiler::OpCost>& costs,
                            const compiler::CostModel& model);
 

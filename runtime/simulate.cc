@@ -222,8 +222,11 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
   trace::SimProgram p;
   p.graph_id = graph_id;
   std::map<std::vector<std::vector<int>>, int> set_of;
-  // Groups priced once per layout, kind and size.
-  std::map<std::tuple<int, int, int64_t>, int> priced;
+  // Groups priced once per layout, kind, size and wait.
+  std::map<std::tuple<int, int, int64_t, int64_t>, int> priced;
+  // Modeled work since the previous collective: what the chips' spread grows
+  // with (CostModel::ChipWaitNs).
+  double segment_ns = 0;
   for (const auto& ip : program.instructions()) {
     const compiler::Instruction& i = *ip;
     if (Untimed(i)) continue;
@@ -244,7 +247,13 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
       const int64_t bytes = compiler::CollectiveBytes(i);
       op.kind = trace::SliceKind::kCollective;
       op.bytes = i.operands.empty() ? 0 : i.operands[0]->shape.bytes();
-      auto key = std::make_tuple(set, static_cast<int>(kind), bytes);
+      // The wait for the slowest chip of the largest group (every chip runs
+      // the same program, so each group's members spread alike).
+      size_t largest = 0;
+      for (const auto& g : p.group_sets[set]) largest = std::max(largest, g.size());
+      const int64_t wait = std::llround(model.ChipWaitNs(segment_ns, static_cast<int>(largest)));
+      segment_ns = 0;
+      auto key = std::make_tuple(set, static_cast<int>(kind), bytes, wait);
       const auto rec = recorded ? recorded->by_op.find({fingerprint, i.id}) : decltype(recorded->by_op.end()){};
       if (recorded && rec != recorded->by_op.end()) {
         // Its recorded time for every group; the links keep the model's
@@ -272,7 +281,7 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
           CollectivePrice price = pricer.Price(kind, bytes, g);
           if (c.algorithm.empty() || c.algorithm == price.algorithm) c.algorithm = price.algorithm;
           else c.algorithm = "mixed";
-          c.group_dur_ns.push_back(price.dur_ns);
+          c.group_dur_ns.push_back(price.dur_ns + (g.size() > 1 ? wait : 0));
           c.group_links.push_back(std::move(price.links));
         }
         op.collective = priced[key] = static_cast<int>(p.collectives.size());
@@ -310,6 +319,7 @@ absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compil
           ++counts->kernels_modeled;
         }
       }
+      segment_ns += static_cast<double>(op.dur_ns);
     }
     p.ops.push_back(std::move(op));
   }

@@ -104,7 +104,10 @@ struct CalibrationCounts {
 
 // The schedule of one compiled per-device program: its kernels (fused ones as
 // one op at their root, a while as one op priced by WhileCost) with the costs
-// of `costs`, and its collectives priced per group by `pricer`.
+// of `costs`, and its collectives priced per group by `pricer`, plus, on a
+// profile with chip_waits, the expected wait for the slowest chip after the
+// modeled work since the previous collective (CostModel::ChipWaitNs); a
+// recorded collective's time already holds its recorded wait.
 absl::StatusOr<trace::SimProgram> BuildSimProgram(int64_t graph_id, const compiler::Module& program,
                                                   const compiler::FusionPlan* fusion,
                                                   const std::vector<compiler::OpCost>& costs,

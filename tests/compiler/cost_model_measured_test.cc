@@ -153,11 +153,61 @@ TEST(CostModelMeasured, ChipsOutnumberingCoresStreamCold) {
   EXPECT_DOUBLE_EQ(CostModel(in_memory).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8), 50 + traffic / 100);
 }
 
+TEST(CostModelMeasured, ExpectedMaxOfNormalsHasItsKnownValues) {
+  EXPECT_EQ(ExpectedMaxOfNormals(1), 0);
+  EXPECT_NEAR(ExpectedMaxOfNormals(2), 1 / std::sqrt(3.14159265358979), 1e-4);  // 1/sqrt(pi)
+  EXPECT_NEAR(ExpectedMaxOfNormals(3), 1.5 / std::sqrt(3.14159265358979), 1e-4);
+  EXPECT_NEAR(ExpectedMaxOfNormals(8), 1.4236, 1e-3);     // tables of normal order statistics
+  EXPECT_NEAR(ExpectedMaxOfNormals(100), 2.5076, 1e-3);
+}
+
+TEST(CostModelMeasured, ChipsOutnumberingCoresWaitForTheSlowestAtEachCollective) {
+  ChipProfile p = Measured();
+  p.chip_spread_ns = 1e4;  // a segment of T ns: chips spread with sd sqrt(1e4 T)
+  const CostModel shared(p.ForSharedCores(8, 2));
+  EXPECT_TRUE(shared.profile().chip_waits);
+  // 1 ms of work since the previous collective: sd 100 us; 8 chips' slowest
+  // arrives E[max of 8] = 1.4236 sd after the mean.
+  EXPECT_NEAR(shared.ChipWaitNs(1e6, 8), ExpectedMaxOfNormals(8) * 1e5, 1e-6);
+  EXPECT_NEAR(shared.ChipWaitNs(4e6, 8), 2 * shared.ChipWaitNs(1e6, 8), 1e-6) << "grows with sqrt(T)";
+  EXPECT_NEAR(shared.ChipWaitNs(1e6, 2), ExpectedMaxOfNormals(2) * 1e5, 1e-6);
+  EXPECT_EQ(shared.ChipWaitNs(1e6, 1), 0) << "one chip waits for no one";
+  EXPECT_EQ(shared.ChipWaitNs(0, 8), 0);
+  // A chip per core, no figure, or a profile other than a shared cpu: no wait.
+  EXPECT_EQ(CostModel(p.ForSharedCores(2, 2)).ChipWaitNs(1e6, 2), 0);
+  EXPECT_EQ(CostModel(p).ChipWaitNs(1e6, 8), 0);
+  EXPECT_EQ(CostModel(Measured().ForSharedCores(8, 2)).ChipWaitNs(1e6, 8), 0);
+  for (const char* name : {"tpu-v4", "h100"})
+    EXPECT_EQ(CostModel(FindProfile(name)->ForSharedCores(4096, 2)).ChipWaitNs(1e6, 8), 0) << name;
+}
+
+TEST(CostModelMeasured, SmallKernelsPayTheColdOverheadReducesTheirPerElementTime) {
+  ChipProfile p = Measured();
+  p.cold_kernel_overhead_ns = 3000;
+  p.reduce_read_ns = 2;
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {256}), "a");
+  auto* add = m.Binary(Opcode::kAdd, a, a);
+  const double traffic = 12.0 * 256;
+  // Chips sharing the cores: a small kernel costs the measured overhead.
+  EXPECT_EQ(CostModel(p.ForSharedCores(8, 2)).InstructionCost(*add).modeled_ns, std::llround(traffic / 25 + 3000));
+  EXPECT_EQ(CostModel(p).InstructionCost(*add).modeled_ns, std::llround(traffic / 100 + 50)) << "a chip per core";
+  // A reduce on its own: its operand's elements at the measured rate.
+  auto* x = m.Parameter(Shape(DType::kF32, {4, 16, 32, 32}), "x");
+  auto* r = m.Reduce(x, m.ScalarConstant(DType::kF32, 0), {0, 2, 3}, ReduceKind::kSum);
+  const OpCost c = CostModel(p).InstructionCost(*r);
+  EXPECT_DOUBLE_EQ(c.compute_ns, 65536 / 1e11 * 1e9 + 2 * 65536);
+  EXPECT_EQ(c.roofline, RooflineClass::kCompute);
+  EXPECT_DOUBLE_EQ(CostModel(Measured()).InstructionCost(*r).compute_ns, 65536 / 1e11 * 1e9) << "not measured";
+}
+
 TEST(CostModelMeasured, TheFixedCpuProfileHasNoFiguresAndPricesThePlainRoofline) {
   const ChipProfile cpu = *FindProfile("cpu");
   EXPECT_EQ(cpu.conv_flops, 0);
   EXPECT_EQ(cpu.cold_bandwidth, 0);
   EXPECT_EQ(cpu.gemm8_flops, 0);
+  EXPECT_EQ(cpu.chip_spread_ns, 0);
+  EXPECT_FALSE(cpu.ForSharedCores(8, 2).chip_waits);
   Module m;
   Instruction* conv = Conv3x3(m);
   int64_t read = 0, written = 0;

@@ -31,6 +31,11 @@ CalibrationPlan Small() {
   p.ops.conv_batch = 1;
   p.ops.gemm_other_dim = 128;
   p.ops.elements = 1 << 12;
+  p.ops.small_elements = 256;
+  p.spread.chips = 4;
+  p.spread.runs = 3;
+  p.spread.rows = 8;
+  p.spread.width = 32;
   return p;
 }
 
@@ -43,6 +48,9 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.gemm8_flops, b.gemm8_flops);
   EXPECT_EQ(a.gemm32_flops, b.gemm32_flops);
   EXPECT_EQ(a.gemm128_flops, b.gemm128_flops);
+  EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
+  EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
+  EXPECT_EQ(a.chip_spread_ns, b.chip_spread_ns);
 }
 
 TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
@@ -68,7 +76,12 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GT(first->ops.gemm8_flops, 0);
   EXPECT_GT(first->ops.gemm32_flops, 0);
   EXPECT_GT(first->ops.gemm128_flops, 0);
-  for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM"})
+  EXPECT_GE(first->ops.cold_kernel_overhead_ns, 0);
+  EXPECT_GT(first->ops.reduce_read_ns, 0);
+  // Chips sharing the cores never finish a segment at the same instant.
+  EXPECT_GT(first->ops.chip_spread_ns, 0);
+  for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM",
+                            "small kernels", "reduce (sum", "chip spread"})
     EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
                             [&](const std::string& r) { return r.find(table) != std::string::npos; }))
         << table;
@@ -102,6 +115,9 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(p.transcendental_ns, again->ops.transcendental_ns);
   EXPECT_EQ(p.strided_broadcast_ns, again->ops.strided_broadcast_ns);
   EXPECT_EQ(p.gemm8_flops, again->ops.gemm8_flops);
+  EXPECT_EQ(p.cold_kernel_overhead_ns, again->ops.cold_kernel_overhead_ns);
+  EXPECT_EQ(p.reduce_read_ns, again->ops.reduce_read_ns);
+  EXPECT_EQ(p.chip_spread_ns, again->ops.chip_spread_ns);
   EXPECT_NE(again->ProvenanceJson().find("\"conv_flops\""), std::string::npos) << again->ProvenanceJson();
   std::remove(cache.c_str());
 }
@@ -128,7 +144,7 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   EXPECT_GT(c->ops.conv_flops, 0);
   auto rewritten = ReadCpuProfileFile(cache);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(rewritten->format, 2);
+  EXPECT_EQ(rewritten->format, 3);
   ExpectSameFigures(rewritten->ops, c->ops);
   // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
   std::ofstream(cache) << old;
@@ -141,12 +157,33 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   std::remove(cache.c_str());
 }
 
+TEST(CpuCalibration, AFormat2CacheEntryIsMeasuredAgainForTheChipSpread) {
+  // Format 2 had the op-class figures but no small-kernel, reduce or spread
+  // figures: the cache measures again; pinned, it loads without them (no
+  // wait at collectives) and says so.
+  const std::string cache = TempPath("format2");
+  const std::string old = R"({"format": 2, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "conv_flops": 2e10, "cold_bandwidth": 8e9, "measured_at_unix_s": 1764000000})";
+  std::ofstream(cache) << old;
+  auto c = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_GT(c->ops.chip_spread_ns, 0);
+  std::ofstream(cache) << old;
+  auto pinned = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->Profile().chip_spread_ns, 0);
+  EXPECT_FALSE(pinned->Profile().ForSharedCores(8, 2).chip_waits);
+  EXPECT_NE(pinned->Describe().find("no wait at collectives"), std::string::npos) << pinned->Describe();
+  std::remove(cache.c_str());
+}
+
 TEST(CpuCalibration, APinnedFileWithFiguresGivesThemToTheProfile) {
   const std::string file = TempPath("figures");
   std::ofstream(file) << R"({"format": 2, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
       "kernel_overhead_ns": 1500, "conv_flops": 2e10, "cold_bandwidth": 8e9, "window_read_ns": 1.5,
       "transcendental_ns": 4, "strided_broadcast_ns": 2.5, "gemm8_flops": 1e10, "gemm32_flops": 3e10,
-      "gemm128_flops": 6e10})";
+      "gemm128_flops": 6e10, "cold_kernel_overhead_ns": 3000, "reduce_read_ns": 0.75, "chip_spread_ns": 5000})";
   auto c = ResolveCpuCalibration(file, TempPath("unused"), false, Small());
   ASSERT_TRUE(c.ok()) << c.status();
   const compiler::ChipProfile p = c->Profile();
@@ -158,8 +195,14 @@ TEST(CpuCalibration, APinnedFileWithFiguresGivesThemToTheProfile) {
   EXPECT_EQ(p.gemm8_flops, 1e10);
   EXPECT_EQ(p.gemm32_flops, 3e10);
   EXPECT_EQ(p.gemm128_flops, 6e10);
+  EXPECT_EQ(p.cold_kernel_overhead_ns, 3000);
+  EXPECT_EQ(p.reduce_read_ns, 0.75);
+  EXPECT_EQ(p.chip_spread_ns, 5000);
   EXPECT_FALSE(p.cold_operands);
+  EXPECT_FALSE(p.chip_waits);
   EXPECT_TRUE(p.ForSharedCores(8, 2).cold_operands);
+  EXPECT_TRUE(p.ForSharedCores(8, 2).chip_waits);
+  EXPECT_FALSE(p.ForSharedCores(2, 2).chip_waits) << "a chip per core: nothing time-shares";
   EXPECT_NE(c->Describe().find("convolution 20.0 GFLOP/s"), std::string::npos) << c->Describe();
   // A figure that is not a number is named.
   std::ofstream(file) << R"({"peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,

@@ -144,5 +144,34 @@ TEST(ModeledClockTest, ModeledInputReplacesDurations) {
   EXPECT_EQ(m.per_device[0][3].dur_ns, static_cast<int64_t>(p.kernel_overhead_ns));
 }
 
+TEST(ModeledClockTest, ChipsSharingCoresWaitForTheSlowestAtEachCollective) {
+  // 4 chips on 2 cores with a measured chip spread: each group's collective
+  // lasts its cost plus the expected wait for its slowest chip after the
+  // modeled work since the previous collective; a chip per core, none.
+  compiler::ChipProfile p = *compiler::FindProfile("cpu");
+  p.chip_spread_ns = 1e4;
+  std::vector<compiler::OpCost> costs(4);
+  costs[1].modeled_ns = 300000;   // a kernel
+  costs[2].modeled_ns = 700000;   // another
+  costs[3].modeled_ns = 9000;     // the all-reduce
+  ScheduleInput in;
+  for (int d = 0; d < 4; ++d)
+    in.per_device.push_back({{1, "tanh.1", trace::SliceKind::kCompute, 11, -1, 0},
+                             {2, "exponential.2", trace::SliceKind::kCompute, 22, -1, 0},
+                             {3, "all_reduce.3", trace::SliceKind::kCollective, 0, 0, 4096},
+                             {1, "tanh.1", trace::SliceKind::kCompute, 11, -1, 0},
+                             {3, "all_reduce.3", trace::SliceKind::kCollective, 0, 1, 4096}});
+  in.collectives = {{{{0, 1}, {2, 3}}, {1, 1}}, {{{0, 1, 2, 3}}, {1}}};
+  const compiler::CostModel shared(p.ForSharedCores(4, 2));
+  ScheduleInput m = ModeledInput(in, costs, shared);
+  for (int g = 0; g < 2; ++g)
+    EXPECT_EQ(m.collectives[0].group_dur_ns[g], 9000 + std::llround(shared.ChipWaitNs(1e6, 2))) << g;
+  EXPECT_EQ(m.collectives[1].group_dur_ns[0], 9000 + std::llround(shared.ChipWaitNs(3e5, 4)));
+  EXPECT_GT(shared.ChipWaitNs(1e6, 2), 0);
+  ScheduleInput own_cores = ModeledInput(in, costs, compiler::CostModel(p.ForSharedCores(2, 2)));
+  EXPECT_EQ(own_cores.collectives[0].group_dur_ns[0], 9000);
+  EXPECT_EQ(own_cores.collectives[1].group_dur_ns[0], 9000);
+}
+
 }  // namespace
 }  // namespace shardscope::runtime

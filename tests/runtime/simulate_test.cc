@@ -248,6 +248,61 @@ TEST(CollectivePricer, GpuClusterCrossesTheSlowerNetwork) {
   EXPECT_EQ(across.links[0].b, 4);
 }
 
+TEST(BuildSimProgram, ChipsSharingCoresWaitAtEachCollectiveForTheSlowest) {
+  // 8 chips on 2 cores (cpu, chip spread measured): each collective lasts its
+  // price plus the expected wait for the slowest of its chips after the
+  // modeled work since the previous collective (CostModel::ChipWaitNs).
+  compiler::Module m;
+  auto* x = m.Parameter(Shape(DType::kF32, {256, 256}), "x");
+  std::vector<int64_t> all8 = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto* ar1 = m.AllReduce(m.Unary(compiler::Opcode::kExponential, m.Unary(compiler::Opcode::kTanh, x)),
+                          compiler::ReduceKind::kSum, {all8});
+  auto* ar2 = m.AllReduce(m.Unary(compiler::Opcode::kTanh, ar1), compiler::ReduceKind::kSum, {all8});
+  m.AddOutput(ar2);
+  m.set_num_partitions(8);
+  auto ic = Interconnect::Parse("2x4");
+  ASSERT_TRUE(ic.ok());
+  compiler::ChipProfile spread = *compiler::FindProfile("cpu");
+  spread.chip_spread_ns = 1e4;
+  auto collective_durs = [&](const compiler::ChipProfile& profile, std::vector<double>* segments) {
+    const compiler::CostModel model(profile);
+    CollectivePricer pricer(model, &*ic, FaultPlan());
+    auto p = BuildSimProgram(1, m, nullptr, model.ProgramCosts(m), model, 8, pricer);
+    EXPECT_TRUE(p.ok()) << p.status();
+    std::vector<int64_t> durs;
+    double since = 0;
+    for (const trace::SimOp& op : p->ops) {
+      if (op.collective < 0) {
+        since += static_cast<double>(op.dur_ns);
+        continue;
+      }
+      durs.push_back(p->collectives[op.collective].group_dur_ns[0]);
+      if (segments) segments->push_back(since);
+      since = 0;
+    }
+    return durs;
+  };
+  std::vector<double> segments;
+  const compiler::ChipProfile shared = spread.ForSharedCores(8, 2);
+  ASSERT_TRUE(shared.chip_waits);
+  const std::vector<int64_t> waited = collective_durs(shared, &segments);
+  compiler::ChipProfile no_spread = shared;
+  no_spread.chip_waits = false;
+  const std::vector<int64_t> priced = collective_durs(no_spread, nullptr);
+  ASSERT_EQ(waited.size(), 2u);
+  ASSERT_EQ(priced.size(), 2u);
+  const compiler::CostModel model(shared);
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_GT(segments[k], 0);
+    EXPECT_EQ(waited[k] - priced[k], std::llround(model.ChipWaitNs(segments[k], 8))) << "collective " << k;
+    EXPECT_GT(waited[k], priced[k]);
+  }
+  // Two kernels before the first collective, one before the second: the first waits longer.
+  EXPECT_GT(waited[0] - priced[0], waited[1] - priced[1]);
+  // A chip per core: no wait.
+  EXPECT_EQ(collective_durs(spread.ForSharedCores(2, 2), nullptr), priced);
+}
+
 TEST(Simulator, FaultsBecomeChipDifferencesAndPreemptions) {
   auto ic = Interconnect::Parse("2x4");
   ASSERT_TRUE(ic.ok());
