@@ -7,7 +7,7 @@ set -euo pipefail
 BUILD=${1:-build}
 STEPS=${2:-3}
 unset OPENBLAS_CORETYPE
-CLI="$BUILD/shardscope"
+CLI="${CLI:-$BUILD/shardscope}"
 [ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
@@ -33,5 +33,6 @@ for c in "${CASES[@]}"; do
     modeled=$(grep -o 'modeled step ([^)]*) median [0-9.]* ms' "$DIR/out" | grep -o '[0-9.]* ms$' || echo "?")
     printf '%-6s %-62s %-22s %s\n' "$sample" "$flags" "$m" "$modeled"
     grep -o 'mesh axes on .*' "$DIR/out" | sed 's/^/         /'
+    grep -o 'ranked by .*' "$DIR/out" | sed 's/^/           /' || true
   done
 done

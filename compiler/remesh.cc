@@ -32,10 +32,10 @@ std::string NameOf(const Instruction& i) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::vector<int>>> MeshAxesOf(const Sharding& s, const std::vector<int64_t>& mesh,
-                                                         int rank) {
+// MeshAxesOf with the mesh's chips in the order `ids`.
+static absl::StatusOr<std::vector<std::vector<int>>> MeshAxesOfIds(const Sharding& s, const std::vector<int64_t>& mesh,
+                                                            const std::vector<int64_t>& ids, int rank) {
   const int k = static_cast<int>(mesh.size());
-  const std::vector<int64_t> ids = Iota(Chips(mesh));
   // Each axis goes to one dim or none ((rank+1)^k choices); the axes of one
   // dim in every order. Meshes have a few axes, so this stays small.
   int64_t choices = 1;
@@ -68,29 +68,58 @@ absl::StatusOr<std::vector<std::vector<int>>> MeshAxesOf(const Sharding& s, cons
                                           absl::StrJoin(mesh, "x"), " mesh"));
 }
 
-absl::StatusOr<Sharding> Remesh(const Sharding& s, const std::vector<int64_t>& from, const std::vector<int64_t>& to,
-                                int rank, const std::string& what) {
+absl::StatusOr<std::vector<std::vector<int>>> MeshAxesOf(const Sharding& s, const std::vector<int64_t>& mesh,
+                                                         int rank) {
+  return MeshAxesOfIds(s, mesh, Iota(Chips(mesh)), rank);
+}
+
+namespace {
+
+absl::StatusOr<Sharding> RemeshIds(const Sharding& s, const std::vector<int64_t>& from,
+                                   const std::vector<int64_t>& from_ids, const std::vector<int64_t>& to,
+                                   const std::vector<int64_t>& to_ids, int rank, const std::string& what) {
   if (from.size() != to.size())
     return absl::InvalidArgumentError(absl::StrCat("a ", absl::StrJoin(from, "x"), " mesh cannot be laid on a ",
                                                    absl::StrJoin(to, "x"), " mesh: the axes differ"));
   if (s.kind() == Sharding::Kind::kMaximal) {
-    if (s.maximal_device() >= Chips(to))
+    // The same mesh position, wherever the new map puts it.
+    const auto at = std::find(from_ids.begin(), from_ids.end(), s.maximal_device());
+    const int64_t p = at - from_ids.begin();
+    if (at == from_ids.end() || p >= static_cast<int64_t>(to_ids.size()))
       return absl::InvalidArgumentError(absl::StrCat(what, " lives on chip ", s.maximal_device(), " alone, which a ",
                                                      absl::StrJoin(to, "x"), " mesh does not have"));
-    return s;
+    return Sharding::Maximal(to_ids[p]);
   }
   if (!s.IsTiled()) return s;
-  auto axes = MeshAxesOf(s, from, rank);
+  auto axes = MeshAxesOfIds(s, from, from_ids, rank);
   if (!axes.ok()) return absl::Status(axes.status().code(), absl::StrCat(what, ": ", axes.status().message()));
-  return Sharding::OnMesh(to, Iota(Chips(to)), *axes);
+  return Sharding::OnMesh(to, to_ids, *axes);
+}
+
+}  // namespace
+
+absl::StatusOr<Sharding> Remesh(const Sharding& s, const std::vector<int64_t>& from, const std::vector<int64_t>& to,
+                                int rank, const std::string& what) {
+  return RemeshIds(s, from, Iota(Chips(from)), to, Iota(Chips(to)), rank, what);
 }
 
 absl::Status RemeshModule(Module& m, const std::vector<int64_t>& from, const std::vector<int64_t>& to) {
+  return RemeshModule(m, from, {}, to, {});
+}
+
+absl::Status RemeshModule(Module& m, const std::vector<int64_t>& from, const std::vector<int64_t>& from_ids_in,
+                          const std::vector<int64_t>& to, const std::vector<int64_t>& to_ids_in) {
+  const std::vector<int64_t> from_ids = from_ids_in.empty() ? Iota(Chips(from)) : from_ids_in;
+  const std::vector<int64_t> to_ids = to_ids_in.empty() ? Iota(Chips(to)) : to_ids_in;
+  if (static_cast<int64_t>(from_ids.size()) != Chips(from) || static_cast<int64_t>(to_ids.size()) != Chips(to))
+    return absl::InvalidArgumentError(absl::StrCat("a mesh order of ", from_ids.size(), " and ", to_ids.size(),
+                                                   " chips for the ", absl::StrJoin(from, "x"), " and ",
+                                                   absl::StrJoin(to, "x"), " meshes"));
   const std::string mesh = absl::StrJoin(to, "x");
   // Every tile must hold some of the value: more tiles than elements would
   // leave chips holding padding alone, which no real partitioning does.
   auto lay = [&](const Sharding& s, const Shape& shape, const std::string& what) -> absl::StatusOr<Sharding> {
-    auto made = Remesh(s, from, to, shape.rank(), what);
+    auto made = RemeshIds(s, from, from_ids, to, to_ids, shape.rank(), what);
     if (!made.ok()) return made.status();
     for (int d = 0; d < shape.rank(); ++d)
       if (made->TilesInDim(d) > shape.dims[d])

@@ -35,5 +35,11 @@ absl::StatusOr<Sharding> Remesh(const Sharding& s, const std::vector<int64_t>& f
 // chips), shardings inside a while's regions, a split dim smaller than its
 // tiles on the new mesh (chips that would hold nothing but padding).
 absl::Status RemeshModule(Module& m, const std::vector<int64_t>& from, const std::vector<int64_t>& to);
+// The same with each mesh's chips in a given order (the chip at each position,
+// row-major over the mesh, as meshes.device_ids keeps it; empty: 0..N-1): what
+// `replay --topology` needs to lay a run onto another mesh map
+// (runtime/mesh_mapping.h), whether or not the mesh's size changes.
+absl::Status RemeshModule(Module& m, const std::vector<int64_t>& from, const std::vector<int64_t>& from_ids,
+                          const std::vector<int64_t>& to, const std::vector<int64_t>& to_ids);
 
 }  // namespace shardscope::compiler

@@ -1,11 +1,9 @@
 // Fleet diagnosis (see fleet.h).
 #include "profiler/analysis/fleet.h"
+#include "profiler/analysis/fleet_source.h"
 #include "profiler/analysis/fleet_steps.h"
 
 #include "profiler/analysis/fleet_host.h"
-
-#include "store/sim_timeline.h"
-#include "store/timeline.h"
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +26,268 @@ namespace {
 
 std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 std::string Pct(double f) { return absl::StrFormat("%.1f%%", f * 100); }
+
+// Collective instances of one step: one per flow with at least two chips,
+// each chip once.
+std::map<int64_t, Instance> StepInstances(const StepData& s) {
+  std::map<int64_t, Instance> instances;
+  for (const auto& [d, ops] : s.ops)
+    for (const Op& op : ops) {
+      if (op.kind != kCollective || op.flow < 0) continue;
+      Instance& in = instances[op.flow];
+      in.step = s.step;
+      in.flow = op.flow;
+      in.members.push_back({d, op.arrival >= 0 ? op.arrival : op.start, op.start, op.dur});
+    }
+  for (auto it = instances.begin(); it != instances.end();) {
+    Instance& in = it->second;
+    std::set<int> devices;
+    for (const auto& m : in.members) devices.insert(m.device);
+    if (devices.size() < 2 || devices.size() != in.members.size()) {
+      it = instances.erase(it);  // one chip (nothing to wait for), or a flow a chip holds twice
+      continue;
+    }
+    int64_t last = 0;
+    for (const auto& m : in.members) last = std::max(last, m.arrival);
+    int64_t proper = INT64_MAX;
+    for (const auto& m : in.members) proper = std::min(proper, m.start + m.dur - std::max(last, m.start));
+    in.proper_ns = std::max<int64_t>(0, proper);
+    ++it;
+  }
+  return instances;
+}
+
+std::map<int64_t, Instance*> ByFlow(std::map<int64_t, Instance>& instances) {
+  std::map<int64_t, Instance*> out;
+  for (auto& [flow, in] : instances) out[flow] = &in;
+  return out;
+}
+
+struct LinkChange {
+  int step;
+  int64_t flow;
+  int64_t new_ns;
+};
+struct LinkStats {
+  std::vector<double> slowdowns;
+  int uses = 0;
+  std::pair<double, double> moved;  // (bytes, ns) over the steps
+  std::vector<LinkChange> changes;
+  bool seen = false;
+};
+
+// A chip's kernels against its peers' (time over their median, weighted by
+// that median), as a histogram of the weights by ratio: a pod of 4096 chips
+// has millions of them (every kernel of every step), too many to keep. Its
+// weighted median is then found exactly by a second look at the steps that
+// keeps only the ratios of the bucket the median falls in (MedianAt).
+struct RatioHist {
+  absl::flat_hash_map<int32_t, double> weight;  // bucket -> the weights of its ratios
+  int64_t count = 0;
+  double total = 0;
+  std::pair<double, double> largest{0, 0};  // the largest (ratio, weight): the median's fallback
+
+  void Add(double ratio, double w);
+  void Merge(const RatioHist& o) {
+    for (const auto& [b, w] : o.weight) weight[b] += w;
+    if (o.count && (!count || o.largest > largest)) largest = o.largest;
+    count += o.count;
+    total += o.total;
+  }
+};
+
+// 256 buckets per doubling (0.27% wide): a chip's ratios under 5% jitter fall in ~40.
+int32_t RatioBucket(double ratio) {
+  if (!(ratio > 0)) return INT32_MIN;
+  return static_cast<int32_t>(std::clamp(std::floor(std::log2(ratio) * 256), -1e6, 1e6));
+}
+
+void RatioHist::Add(double ratio, double w) {
+  weight[RatioBucket(ratio)] += w;
+  if (!count || std::make_pair(ratio, w) > largest) largest = {ratio, w};
+  ++count;
+  total += w;
+}
+
+// What the analysed steps add up to. The first step with collectives (the
+// warm-up, left out when there are enough steps) keeps its own until that is
+// known: every sum here is of whole nanoseconds (or halves), exact in a
+// double, and every list is sorted or reduced to a median before use, so
+// adding it last gives what adding it first would.
+struct Tally {
+  std::vector<double> spans;
+  std::map<int, FleetChip> rows;  // the breakdown's sums
+  int64_t collectives = 0;
+  std::vector<RatioHist> ratios;  // by device id (dense: looked up for every kernel of every chip)
+  RatioHist& RatiosOf(int d) {
+    if (static_cast<size_t>(d) >= ratios.size()) ratios.resize(static_cast<size_t>(d) + 1);
+    return ratios[static_cast<size_t>(d)];
+  }
+  std::map<int, int> in_collectives, last_arrivals;
+  std::map<int, std::vector<double>> margins;
+  std::map<int, double> late_sum;
+  absl::flat_hash_map<int32_t, LinkStats> links;
+
+  void Merge(Tally&& o) {
+    spans.insert(spans.end(), o.spans.begin(), o.spans.end());
+    for (auto& [d, c] : o.rows) {
+      FleetChip& t = rows[d];
+      t.compute_ns += c.compute_ns;
+      t.collective_ns += c.collective_ns;
+      t.wait_ns += c.wait_ns;
+      t.transfer_ns += c.transfer_ns;
+      t.host_wait_ns += c.host_wait_ns;
+      t.idle_ns += c.idle_ns;
+      t.span_ns += c.span_ns;
+    }
+    collectives += o.collectives;
+    for (size_t d = 0; d < o.ratios.size(); ++d)
+      if (o.ratios[d].count) RatiosOf(static_cast<int>(d)).Merge(o.ratios[d]);
+    for (auto& [d, n] : o.in_collectives) in_collectives[d] += n;
+    for (auto& [d, n] : o.last_arrivals) last_arrivals[d] += n;
+    for (auto& [d, v] : o.margins) margins[d].insert(margins[d].end(), v.begin(), v.end());
+    for (auto& [d, x] : o.late_sum) late_sum[d] += x;
+    for (auto& [id, s] : o.links) {
+      LinkStats& t = links[id];
+      t.slowdowns.insert(t.slowdowns.end(), s.slowdowns.begin(), s.slowdowns.end());
+      t.uses += s.uses;
+      t.moved.first += s.moved.first;
+      t.moved.second += s.moved.second;
+      t.changes.insert(t.changes.end(), s.changes.begin(), s.changes.end());
+      t.seen = t.seen || s.seen;
+    }
+  }
+};
+
+// A step's span over every chip and each chip's breakdown, added to `t`.
+void AddBreakdown(const StepData& s, Tally& t) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& [d, ops] : s.ops)
+    for (const Op& op : ops) {
+      lo = std::min(lo, op.start);
+      hi = std::max(hi, op.start + op.dur);
+    }
+  if (lo > hi) return;
+  const double span = static_cast<double>(hi - lo);
+  t.spans.push_back(span);
+  for (const auto& [d, ops] : s.ops) {
+    FleetChip& c = t.rows[d];
+    double busy = 0;
+    for (const Op& op : ops) busy += AddToBreakdown(op, c);
+    c.idle_ns += std::max(0.0, span - busy);
+    c.span_ns += span;
+  }
+}
+
+// Each chip's kernels against the same kernels of its peers in this step:
+// per (kernel name, occurrence), its time over the peers' median, weighted by
+// the kernel's time. One kernel slowed by the machine (another process, a
+// cache flushed) moves the chip's weighted median little; a chip slower at
+// everything moves it by as much.
+void KernelRatios(const StepData& s, size_t num_names, const std::function<void(int, double, double)>& emit) {
+  // (name, occurrence) -> (chip, ns), chips ascending
+  absl::flat_hash_map<std::pair<int32_t, int>, std::vector<std::pair<int, int64_t>>> same;
+  std::vector<int> seen(num_names, 0);
+  std::vector<int32_t> touched;
+  for (const auto& [d, ops] : s.ops) {
+    for (int32_t name : touched) seen[static_cast<size_t>(name)] = 0;
+    touched.clear();
+    for (const Op& op : ops)
+      if (op.kind == kCompute || op.kind == kTransfer) {
+        int& k = seen[static_cast<size_t>(op.name)];
+        if (k == 0) touched.push_back(op.name);
+        same[{op.name, k++}].push_back({d, op.dur});
+      }
+  }
+  for (const auto& [key, by_chip] : same) {
+    if (by_chip.size() < 2) continue;
+    std::vector<double> all;
+    for (const auto& [d, ns] : by_chip) all.push_back(static_cast<double>(ns));
+    const std::vector<double> peers_median = LeaveOneOutMedians(all);
+    size_t k = 0;
+    for (const auto& [d, ns] : by_chip) {
+      const double med = peers_median[k++];
+      if (med > 0) emit(d, ns / med, med);
+    }
+  }
+}
+
+// Per collective, who arrived last and by how much, and each chip's arrival
+// against its group's median.
+void AddArrivals(const std::map<int64_t, Instance*>& by_flow, Tally& t) {
+  for (const auto& [flow, in] : by_flow) {
+    std::vector<double> arrivals;
+    for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
+    const double med = Median(arrivals);
+    const auto last = std::max_element(in->members.begin(), in->members.end(),
+                                       [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
+    double second = -1e300;
+    for (const auto& m : in->members)
+      if (&m != &*last) second = std::max(second, static_cast<double>(m.arrival));
+    for (const auto& m : in->members) {
+      t.in_collectives[m.device]++;
+      t.late_sum[m.device] += m.arrival - med;
+    }
+    // A tie (a simulated pod without faults arrives all at once) has no last chip.
+    if (last->arrival > second) {
+      t.last_arrivals[last->device]++;
+      t.margins[last->device].push_back(last->arrival - second);
+    }
+  }
+}
+
+// Links: time per byte against the other links of the same kind in the same
+// collective, and what replacing it by its peers' rate would free.
+void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+              const std::function<int32_t(int32_t)>& kind_of, Tally& t) {
+  std::map<int64_t, std::vector<const LinkUse*>> per_flow;
+  for (const LinkUse& l : s.links)
+    if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
+  for (const auto& [flow, ls] : per_flow) {
+    auto inst = by_flow.find(flow);
+    if (inst == by_flow.end()) continue;
+    const int64_t D = inst->second->proper_ns;
+    // The longest other link of any kind (the two longest), and each link's
+    // peers' median time per byte among its kind (leave-one-out medians: a
+    // torus all-reduce crosses thousands of links).
+    size_t first = 0;
+    for (size_t k = 1; k < ls.size(); ++k)
+      if (ls[k]->dur > ls[first]->dur) first = k;
+    int64_t second = 0;
+    for (size_t k = 0; k < ls.size(); ++k)
+      if (k != first) second = std::max(second, ls[k]->dur);
+    std::map<int32_t, std::vector<size_t>> by_kind;
+    for (size_t k = 0; k < ls.size(); ++k) by_kind[kind_of(ls[k]->link)].push_back(k);
+    std::vector<double> peer_median(ls.size(), 0);
+    std::vector<bool> has_peers(ls.size(), false);
+    for (const auto& [kind, at] : by_kind) {
+      if (at.size() < 2) continue;
+      std::vector<double> rates;
+      for (size_t k : at) rates.push_back(static_cast<double>(ls[k]->dur) / ls[k]->bytes);
+      const std::vector<double> meds = LeaveOneOutMedians(rates);
+      for (size_t j = 0; j < at.size(); ++j) {
+        peer_median[at[j]] = meds[j];
+        has_peers[at[j]] = true;
+      }
+    }
+    for (size_t k = 0; k < ls.size(); ++k) {
+      const LinkUse* l = ls[k];
+      LinkStats& stats = t.links[l->link];
+      stats.seen = true;
+      if (!has_peers[k]) continue;
+      const int64_t max_other = k == first ? second : ls[first]->dur;
+      const double med = peer_median[k];
+      const double rate = static_cast<double>(l->dur) / l->bytes;
+      stats.slowdowns.push_back(rate / med);
+      stats.uses++;
+      stats.moved.first += l->bytes;
+      stats.moved.second += l->dur;
+      const double replaced = med * l->bytes;
+      const double freed = std::min<double>(l->dur, D) - std::max<double>(replaced, max_other);
+      if (freed > 0) stats.changes.push_back({s.step, flow, static_cast<int64_t>(D - freed)});
+    }
+  }
+}
 
 }  // namespace
 
@@ -81,158 +341,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
         link_bandwidth[links->Text(i, "link_id")] = links->Real(i, "bandwidth");
       }
   }
-
-  // The device-clock slices of every step.
-  auto progress = [&](double fraction, const std::string& phase) {
-    if (opt.progress) opt.progress(fraction, phase);
-  };
-  progress(-1, "reading the slices");
-  const bool has_arrival = has_column("slices", "arrival_ns");
-  std::map<int, StepData> steps;
-  absl::flat_hash_map<int64_t, int64_t> flow_of_slice;  // collective slice id -> its flow
-  Names names;
-  std::vector<int32_t> link_of_name;  // Names id -> the Names id of its "A-B", -1: not a link slice
-  auto link_of = [&](int32_t name) {
-    if (static_cast<size_t>(name) >= link_of_name.size()) link_of_name.resize(names.size(), -2);
-    int32_t& l = link_of_name[static_cast<size_t>(name)];
-    if (l == -2) {
-      const std::string& text = names.Text(name);
-      l = text.rfind("link ", 0) == 0 ? names.Id(text.substr(5)) : -1;
-    }
-    return l;
-  };
-  // One slice as the analysis keeps it (from SQL rows, or made from a simulated run's schedule).
-  struct Raw {
-    int64_t id, parent, start, dur, flow, arrival, bytes, graph, op_id;
-    int depth, device;
-    Kind kind;
-    int32_t name;
-  };
-  auto add = [&](const Raw& x, int step) {
-    StepData& s = steps[step];
-    s.step = step;
-    if (x.depth == 0) {
-      if (x.kind == kCollective && x.flow >= 0) flow_of_slice[x.id] = x.flow;
-      Op op;
-      op.id = x.id;
-      op.kind = x.kind;
-      op.start = x.start;
-      op.dur = x.dur;
-      op.flow = x.flow;
-      op.arrival = x.arrival;
-      op.name = x.name;
-      op.graph = static_cast<int32_t>(x.graph);
-      op.op_id = static_cast<int32_t>(x.op_id);
-      s.ops[x.device].push_back(op);
-    } else if (x.kind == kTransfer) {
-      if (const int32_t link = link_of(x.name); link >= 0)
-        s.links.push_back({link, x.parent, x.bytes, x.dur});  // flow filled below
-    }
-  };
-  absl::Status st;
-  if (r.simulated) {
-    // A simulated run's slices are made from its schedule: in C++, not row by row through SQL.
-    int last_step = INT32_MIN;
-    st = store::SimTimelineReader(rd).ForEachSlice(run, [&](const store::SimTimelineReader::Row& row) {
-      const trace::SimSlice& x = row.slice;
-      if (row.step != last_step) {
-        last_step = row.step;
-        progress(-1, absl::StrCat("reading the slices: step ", row.step));
-      }
-      add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, row.graph_id, x.op_id,
-           x.depth, row.device_id, KindOf(trace::SliceKindName(x.kind)), names.Id(row.name)},
-          row.step);
-    });
-  } else {
-    // Stored slices, decoded natively a track at a time (a row per slice
-    // through SQL, its numbers made text and back, took 53 s of a 10M-slice
-    // run's report).
-    std::vector<int32_t> name_ids;  // names.name_id -> Names id
-    st = rd.ForEachRow("SELECT name_id, name FROM names", {}, [&](const std::vector<store::Cell>& c) {
-      int64_t id = -1;
-      if (!c[0] || !absl::SimpleAtoi(*c[0], &id) || id < 0 || id > INT32_MAX) return;
-      if (static_cast<size_t>(id) >= name_ids.size()) name_ids.resize(static_cast<size_t>(id) + 1, -1);
-      name_ids[static_cast<size_t>(id)] = names.Id(c[1].value_or(""));
-    });
-    const int32_t unnamed = names.Id(std::string());
-    auto tracks = rd.Query("SELECT track_id, device_id FROM tracks WHERE run_id = ?1 AND clock = ?2"
-                           " AND device_id IS NOT NULL ORDER BY track_id",
-                           {run_text, r.clock});
-    if (!tracks.ok()) return tracks.status();
-    store::TimelineReader tl(rd);
-    for (size_t i = 0; st.ok() && i < tracks->rows.size(); ++i) {
-      progress(0.5 * i / tracks->rows.size(), "reading the slices");
-      auto slices = tl.Slices(run, tracks->Int(i, "track_id"), INT64_MIN / 4, INT64_MAX / 4);
-      if (!slices.ok()) return slices.status();
-      const int device = static_cast<int>(tracks->Int(i, "device_id"));
-      for (const store::TimelineSlice& x : *slices) {
-        if (x.step < 0) continue;
-        const bool named = x.name_id >= 0 && static_cast<size_t>(x.name_id) < name_ids.size() &&
-                           name_ids[static_cast<size_t>(x.name_id)] >= 0;
-        add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, has_arrival ? x.arrival_ns : -1, x.bytes,
-             x.graph_id, x.op_id, x.depth, device, KindOf(store::TimelineKindName(x.kind)),
-             named ? name_ids[static_cast<size_t>(x.name_id)] : unnamed},
-            x.step);
-      }
-    }
-  }
-  if (!st.ok()) return st;
-  for (auto& [n, s] : steps) {
-    for (auto& [d, ops] : s.ops)
-      std::sort(ops.begin(), ops.end(),
-                [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
-    for (LinkUse& l : s.links) {
-      auto it = flow_of_slice.find(l.flow);
-      l.flow = it == flow_of_slice.end() ? -1 : it->second;
-    }
-  }
-  r.chips = static_cast<int>(host_of.size());
-  std::set<int> hosts;
-  for (const auto& [d, h] : host_of) hosts.insert(h);
-  r.hosts = static_cast<int>(hosts.size());
-
-  // Collective instances: one per flow with at least two chips.
-  std::map<int64_t, Instance> instances;
-  std::map<int, std::map<int64_t, Instance*>> by_step;
-  for (const auto& [n, s] : steps)
-    for (const auto& [d, ops] : s.ops)
-      for (const Op& op : ops) {
-        if (op.kind != kCollective || op.flow < 0) continue;
-        Instance& in = instances[op.flow];
-        in.step = n;
-        in.flow = op.flow;
-        in.members.push_back({d, op.arrival >= 0 ? op.arrival : op.start, op.start, op.dur});
-      }
-  for (auto it = instances.begin(); it != instances.end();) {
-    Instance& in = it->second;
-    std::set<int> devices;
-    for (const auto& m : in.members) devices.insert(m.device);
-    if (devices.size() < 2 || devices.size() != in.members.size()) {
-      it = instances.erase(it);  // one chip (nothing to wait for), or a flow a chip holds twice
-      continue;
-    }
-    int64_t last = 0;
-    for (const auto& m : in.members) last = std::max(last, m.arrival);
-    int64_t proper = INT64_MAX;
-    for (const auto& m : in.members) proper = std::min(proper, m.start + m.dur - std::max(last, m.start));
-    in.proper_ns = std::max<int64_t>(0, proper);
-    by_step[in.step][in.flow] = &in;
-    ++it;
-  }
-  // The steps to analyse: those with collectives; the first is left out when
-  // there are enough (it holds the warm-up: weights moved onto the chips).
-  std::vector<int> used;
-  for (const auto& [n, m] : by_step) used.push_back(n);
-  if (static_cast<int>(used.size()) > opt.min_steps + 1) {
-    r.notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
-    used.erase(used.begin());
-  }
-  r.steps = static_cast<int>(used.size());
-  for (int n : used) r.collectives += static_cast<int64_t>(by_step[n].size());
-
-  if (opt.per_step) {
-    // MFU needs each kernel's FLOPs (`ops`, per chip and execution).
-    absl::flat_hash_map<std::pair<int32_t, int32_t>, double> flops_of;
+  // MFU needs each kernel's FLOPs (`ops`, per chip and execution).
+  absl::flat_hash_map<std::pair<int32_t, int32_t>, double> flops_of;
+  if (opt.per_step)
     if (auto has = rd.HasTable("ops"); has.ok() && *has) {
       auto st_ops = rd.ForEachRow("SELECT graph_id, op_id, flops FROM ops WHERE run_id = ?1 AND flops > 0", {run_text},
                                   [&](const std::vector<store::Cell>& c) {
@@ -244,36 +355,105 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                                   });
       if (!st_ops.ok()) return st_ops;
     }
-    PerStepRows(steps, by_step, used, host_of, flops_of, &r);
+
+  auto progress = [&](double fraction, const std::string& phase) {
+    if (opt.progress) opt.progress(fraction, phase);
+  };
+  Names names;
+  std::map<std::string, int32_t> kind_ids;
+  absl::flat_hash_map<int32_t, int32_t> kind_of_link;  // Names id -> kind_ids value
+  auto kind_of = [&](int32_t link) {
+    auto it = kind_of_link.find(link);
+    if (it != kind_of_link.end()) return it->second;
+    const std::string& kind = link_kind[names.Text(link)];  // "" when not in the links view
+    const int32_t k = kind_ids.try_emplace(kind, static_cast<int32_t>(kind_ids.size())).first->second;
+    kind_of_link[link] = k;
+    return k;
+  };
+
+  // The steps, one at a time (a pod of thousands of chips holds one step's
+  // ops, not the run's): what each adds to the tallies, its chips' time
+  // outside collectives, and its baseline re-schedule for the what-if.
+  StepSource source{run, r.simulated, r.clock, has_column("slices", "arrival_ns"), progress};
+  progress(-1, "reading the slices");
+  Tally first, rest, no_collectives;  // the first step with collectives; the others; steps without
+  std::vector<int> collective_steps, all_steps;
+  std::map<int, std::map<int, double>> own_times;  // step -> chip -> its time outside collectives
+  std::map<int, int64_t> replayed;                 // step -> its re-scheduled time (-1: did not line up)
+  std::map<int, StepData> kept;                    // a recorded run's steps, for the what-if (read once)
+  std::map<int, std::map<int, FleetChipStep>> step_rows;  // FleetOptions::per_step
+  std::map<int, double> step_spans;
+  std::set<int> step_devices;
+  absl::Status st = ForEachStep(rd, source, names, [&](StepData& s) -> absl::Status {
+    const int n = s.step;
+    all_steps.push_back(n);
+    std::map<int64_t, Instance> instances = StepInstances(s);
+    const std::map<int64_t, Instance*> by_flow = ByFlow(instances);
+    if (opt.per_step) {
+      StepRow(s, by_flow, flops_of, &step_spans[n], &step_rows[n]);
+      for (const auto& [d, ops] : s.ops) step_devices.insert(d);
+    }
+    if (instances.empty()) {
+      AddBreakdown(s, no_collectives);
+      return absl::OkStatus();
+    }
+    Tally& t = collective_steps.empty() ? first : rest;
+    collective_steps.push_back(n);
+    AddBreakdown(s, t);
+    t.collectives += static_cast<int64_t>(instances.size());
+    KernelRatios(s, names.size(), [&t](int d, double ratio, double w) { t.RatiosOf(d).Add(ratio, w); });
+    AddArrivals(by_flow, t);
+    AddLinks(s, by_flow, kind_of, t);
+    std::map<int, double>& own = own_times[n];
+    for (const auto& [d, ops] : s.ops)
+      for (const Op& op : ops)
+        if (op.kind != kCollective) own[d] += op.dur;
+    replayed[n] = Replay(IndexStep(s, by_flow), {});
+    if (!r.simulated) kept[n] = std::move(s);
+    return absl::OkStatus();
+  });
+  if (!st.ok()) return st;
+  r.chips = static_cast<int>(host_of.size());
+  std::set<int> hosts;
+  for (const auto& [d, h] : host_of) hosts.insert(h);
+  r.hosts = static_cast<int>(hosts.size());
+
+  // The steps to analyse: those with collectives; the first is left out when
+  // there are enough (it holds the warm-up: weights moved onto the chips).
+  std::vector<int> used = collective_steps;
+  if (static_cast<int>(used.size()) > opt.min_steps + 1) {
+    r.notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
+    own_times.erase(used.front());
+    replayed.erase(used.front());
+    kept.erase(used.front());
+    used.erase(used.begin());
+  } else {
+    rest.Merge(std::move(first));
+  }
+  r.steps = static_cast<int>(used.size());
+  r.collectives = rest.collectives;
+
+  if (opt.per_step) {
+    for (const auto& [d, h] : host_of) step_devices.insert(d);
+    r.step_devices.assign(step_devices.begin(), step_devices.end());
+    for (auto& [n, chips] : step_rows) {
+      FleetStep fs;
+      fs.step = n;
+      fs.analysed = std::find(used.begin(), used.end(), n) != used.end();
+      fs.span_ns = step_spans[n];
+      fs.chips.resize(r.step_devices.size());
+      for (auto& [d, c] : chips)
+        fs.chips[static_cast<size_t>(std::lower_bound(r.step_devices.begin(), r.step_devices.end(), d) -
+                                     r.step_devices.begin())] = c;
+      r.per_step.push_back(std::move(fs));
+    }
   }
 
   // Step spans and the per-chip breakdown.
-  std::vector<double> spans;
-  std::map<int, FleetChip> rows;
-  std::vector<int> all_steps;
-  for (const auto& [n, s] : steps) all_steps.push_back(n);
-  const std::vector<int>& breakdown_steps = used.empty() ? all_steps : used;
-  for (int n : breakdown_steps) {
-    const StepData& s = steps[n];
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (const auto& [d, ops] : s.ops)
-      for (const Op& op : ops) {
-        lo = std::min(lo, op.start);
-        hi = std::max(hi, op.start + op.dur);
-      }
-    if (lo > hi) continue;
-    const double span = static_cast<double>(hi - lo);
-    spans.push_back(span);
-    for (const auto& [d, ops] : s.ops) {
-      FleetChip& c = rows[d];
-      double busy = 0;
-      for (const Op& op : ops) busy += AddToBreakdown(op, c);
-      c.idle_ns += std::max(0.0, span - busy);
-      c.span_ns += span;
-    }
-  }
-  r.median_step_ns = Median(spans);
-  const double nsteps = std::max<size_t>(1, spans.size());
+  const Tally& breakdown = used.empty() ? no_collectives : rest;
+  r.median_step_ns = Median(breakdown.spans);
+  std::map<int, FleetChip> rows = breakdown.rows;
+  const double nsteps = std::max<size_t>(1, breakdown.spans.size());
   for (auto& [d, c] : rows) {
     c.device_id = d;
     c.host_id = host_of.count(d) ? host_of[d] : d;
@@ -318,7 +498,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   for (auto& [d, c] : rows) r.chip_rows.push_back(c);
 
   // Can the data support an answer?
-  if (instances.empty()) {
+  if (collective_steps.empty()) {
     r.supported = false;
     // A CPU-only trace (gloo) has its collectives on host threads.
     auto host_side = rd.Query(
@@ -347,14 +527,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
 
   // Baseline replays, and whether the replay follows the recording at all.
-  progress(-1, "re-scheduling the steps (what-if)");
-  std::map<int, ReplayStep> replay_steps;
-  for (int n : used) replay_steps[n] = IndexStep(steps[n], by_step[n]);
   std::map<int, int64_t> base;
   double base_total = 0;
   int replay_failed = 0;
   for (int n : used) {
-    const int64_t b = Replay(replay_steps[n], {});
+    const int64_t b = replayed[n];
     if (b < 0) {
       ++replay_failed;
       continue;
@@ -368,96 +545,84 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                                    " step(s) could not be re-scheduled (their chips' collectives do not "
                                    "line up, as in overlapping streams)",
                                    whatif ? "; left out of the what-if" : ""));
-  auto saved_share = [&](const std::function<Change(int)>& change_of) {
-    double saved = 0;
-    for (const auto& [n, b] : base) {
-      const int64_t w = Replay(replay_steps[n], change_of(n));
-      if (w >= 0) saved += static_cast<double>(b - w);
-    }
-    return std::make_pair(saved / base_total, saved / std::max<size_t>(1, base.size()));
-  };
   // Per step, each chip's time outside collectives (compute, transfers, host waits).
-  std::map<int, std::map<int, double>> own_times;
-  auto own_time = [&](int n) -> const std::map<int, double>& {
-    auto [it, added] = own_times.try_emplace(n);
-    if (added)
-      for (const auto& [d, ops] : steps[n].ops)
-        for (const Op& op : ops)
-          if (op.kind != kCollective) it->second[d] += op.dur;
-    return it->second;
-  };
+  auto own_time = [&](int n) -> const std::map<int, double>& { return own_times[n]; };
   auto time_of = [](const std::map<int, double>& t, int d) {
     auto it = t.find(d);
     return it == t.end() ? 0.0 : it->second;
   };
-
-  // Each chip's kernels against the same kernels of its peers: per (step,
-  // kernel name, occurrence), its time over the peers' median, and the median
-  // of those ratios weighted by the kernel's time. One kernel slowed by the
-  // machine (another process, a cache flushed) moves it little; a chip slower
-  // at everything moves it by as much.
-  std::map<int, std::vector<std::pair<double, double>>> ratios;  // chip -> (ratio, weight)
-  for (int n : used) {
-    // (name, occurrence) -> (chip, ns), chips ascending
-    absl::flat_hash_map<std::pair<int32_t, int>, std::vector<std::pair<int, int64_t>>> same;
-    std::vector<int> seen(names.size(), 0);
-    std::vector<int32_t> touched;
-    for (const auto& [d, ops] : steps[n].ops) {
-      for (int32_t name : touched) seen[static_cast<size_t>(name)] = 0;
-      touched.clear();
-      for (const Op& op : ops)
-        if (op.kind == kCompute || op.kind == kTransfer) {
-          int& k = seen[static_cast<size_t>(op.name)];
-          if (k == 0) touched.push_back(op.name);
-          same[{op.name, k++}].push_back({d, op.dur});
-        }
-    }
-    for (const auto& [key, by_chip] : same) {
-      if (by_chip.size() < 2) continue;
-      std::vector<double> all;
-      for (const auto& [d, ns] : by_chip) all.push_back(static_cast<double>(ns));
-      const std::vector<double> peers_median = LeaveOneOutMedians(all);
-      size_t k = 0;
-      for (const auto& [d, ns] : by_chip) {
-        const double med = peers_median[k++];
-        if (med > 0) ratios[d].push_back({ns / med, med});
+  // Each chip's weighted median ratio: the histograms say which bucket holds
+  // it and what weighs below; a second look at the steps keeps that bucket's
+  // ratios only. The weights are medians of whole nanoseconds (halves at
+  // most), so every sum is exact and the median is the one a sort of all
+  // ratios gives.
+  struct MedianAt {
+    bool known = false;
+    int32_t bucket = 0;
+    double below = 0;
+    std::vector<std::pair<double, double>> pairs;
+  };
+  std::vector<MedianAt> median_at(rest.ratios.size());  // by device id
+  for (size_t d = 0; d < rest.ratios.size(); ++d) {
+    const RatioHist& h = rest.ratios[d];
+    std::vector<std::pair<int32_t, double>> buckets(h.weight.begin(), h.weight.end());
+    std::sort(buckets.begin(), buckets.end());
+    double acc = 0;
+    for (const auto& [b, w] : buckets) {
+      if (acc + w >= h.total / 2) {
+        median_at[d] = {true, b, acc, {}};
+        break;
       }
+      acc += w;
     }
   }
-  auto weighted_median = [](std::vector<std::pair<double, double>> v) {
-    if (v.empty()) return 1.0;
-    std::sort(v.begin(), v.end());
-    double total = 0, acc = 0;
-    for (const auto& [x, w] : v) total += w;
-    for (const auto& [x, w] : v)
-      if ((acc += w) >= total / 2) return x;
-    return v.back().first;
+  auto keep_median_bucket = [&](const StepData& s) {
+    KernelRatios(s, names.size(), [&](int d, double ratio, double w) {
+      if (static_cast<size_t>(d) >= median_at.size()) return;
+      MedianAt& m = median_at[static_cast<size_t>(d)];
+      if (m.known && RatioBucket(ratio) == m.bucket) m.pairs.push_back({ratio, w});
+    });
+  };
+  if (std::any_of(median_at.begin(), median_at.end(), [](const MedianAt& m) { return m.known; })) {
+    if (r.simulated) {
+      const std::set<int> analysed(used.begin(), used.end());
+      StepSource again = source;
+      again.progress = [&](double, const std::string& phase) {
+        progress(-1, absl::StrCat("each chip's kernels against its peers' (", phase, ")"));
+      };
+      st = ForEachStep(rd, again, names, [&](StepData& s) {
+        if (analysed.count(s.step)) keep_median_bucket(s);
+        return absl::OkStatus();
+      });
+      if (!st.ok()) return st;
+    } else {
+      for (const auto& [n, s] : kept) keep_median_bucket(s);
+    }
+  }
+  auto ratio_count = [&](int d) {
+    return static_cast<size_t>(d) < rest.ratios.size() ? rest.ratios[static_cast<size_t>(d)].count : int64_t{0};
+  };
+  auto weighted_median = [&](int d) {
+    if (ratio_count(d) == 0) return 1.0;
+    const RatioHist& h = rest.ratios[static_cast<size_t>(d)];
+    MedianAt& m = median_at[static_cast<size_t>(d)];
+    if (m.known) {
+      std::sort(m.pairs.begin(), m.pairs.end());
+      double acc = m.below;
+      for (const auto& [x, w] : m.pairs)
+        if ((acc += w) >= h.total / 2) return x;
+    }
+    return h.largest.first;
   };
 
   // Late arrival per chip.
   std::map<int, FleetSuspect> chips;
-  std::map<int, std::vector<double>> margins;
-  std::map<int, double> late_sum;
-  for (int n : used)
-    for (const auto& [flow, in] : by_step[n]) {
-      std::vector<double> arrivals;
-      for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
-      const double med = Median(arrivals);
-      const auto last = std::max_element(in->members.begin(), in->members.end(),
-                                         [](const auto& a, const auto& b) { return a.arrival < b.arrival; });
-      double second = -1e300;
-      for (const auto& m : in->members)
-        if (&m != &*last) second = std::max(second, static_cast<double>(m.arrival));
-      for (const auto& m : in->members) {
-        chips[m.device].collectives++;
-        late_sum[m.device] += m.arrival - med;
-      }
-      // A tie (a simulated pod without faults arrives all at once) has no last chip.
-      if (last->arrival > second) {
-        chips[last->device].last_arrivals++;
-        margins[last->device].push_back(last->arrival - second);
-      }
-    }
+  for (const auto& [d, n] : rest.in_collectives) {
+    chips[d].collectives = n;
+    chips[d].last_arrivals = rest.last_arrivals.count(d) ? rest.last_arrivals.at(d) : 0;
+  }
+  std::map<int, std::vector<double>>& margins = rest.margins;
+  std::map<int, double>& late_sum = rest.late_sum;
   // Every candidate, with what fixing it changes in the what-if.
   struct Candidate {
     FleetSuspect s;
@@ -468,11 +633,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     s.kind = "chip";
     s.id = absl::StrCat(d);
     s.late_ns_per_step = late_sum[d] / r.steps;
-    s.slowdown = weighted_median(ratios[d]);
+    s.slowdown = weighted_median(d);
     s.score = std::max(0.0, s.slowdown - 1);
     s.evidence.push_back(absl::StrCat("its kernels take ", absl::StrFormat("%.3f", s.slowdown),
                                       "x its peers' time for the same kernels (weighted median over ",
-                                      ratios[d].size(), ")"));
+                                      ratio_count(d), ")"));
     const double share = static_cast<double>(s.last_arrivals) / std::max(1, s.collectives);
     s.evidence.push_back(absl::StrCat(
         "arrived last at ", s.last_arrivals, " of ", s.collectives, " collectives (", Pct(share), ")",
@@ -572,86 +737,14 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     r.notes.push_back("hosts of one chip each (imported ranks): a host's evidence is its chip's");
   }
 
-  // Links: time per byte against the other links of the same kind in the same collective.
-  // Gathered per link (Names id), then keyed by its "A-B" for the ranking's order.
-  struct LinkChange {
-    int step;
-    int64_t flow;
-    int64_t new_ns;
-  };
-  struct LinkStats {
-    std::vector<double> slowdowns;
-    int uses = 0;
-    std::pair<double, double> moved;  // (bytes, ns) over the steps
-    std::vector<LinkChange> changes;
-    bool seen = false;
-  };
-  absl::flat_hash_map<int32_t, LinkStats> link_stats;
-  std::map<std::string, int32_t> kind_ids;
-  absl::flat_hash_map<int32_t, int32_t> kind_of_link;  // Names id -> kind_ids value
-  auto kind_of = [&](int32_t link) {
-    auto it = kind_of_link.find(link);
-    if (it != kind_of_link.end()) return it->second;
-    const std::string& kind = link_kind[names.Text(link)];  // "" when not in the links view
-    const int32_t k = kind_ids.try_emplace(kind, static_cast<int32_t>(kind_ids.size())).first->second;
-    kind_of_link[link] = k;
-    return k;
-  };
-  for (int n : used) {
-    std::map<int64_t, std::vector<const LinkUse*>> per_flow;
-    for (const LinkUse& l : steps[n].links)
-      if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
-    for (const auto& [flow, ls] : per_flow) {
-      auto inst = by_step[n].find(flow);
-      if (inst == by_step[n].end()) continue;
-      const int64_t D = inst->second->proper_ns;
-      // The longest other link of any kind (the two longest), and each link's
-      // peers' median time per byte among its kind (leave-one-out medians: a
-      // torus all-reduce crosses thousands of links).
-      size_t first = 0;
-      for (size_t k = 1; k < ls.size(); ++k)
-        if (ls[k]->dur > ls[first]->dur) first = k;
-      int64_t second = 0;
-      for (size_t k = 0; k < ls.size(); ++k)
-        if (k != first) second = std::max(second, ls[k]->dur);
-      std::map<int32_t, std::vector<size_t>> by_kind;
-      for (size_t k = 0; k < ls.size(); ++k) by_kind[kind_of(ls[k]->link)].push_back(k);
-      std::vector<double> peer_median(ls.size(), 0);
-      std::vector<bool> has_peers(ls.size(), false);
-      for (const auto& [kind, at] : by_kind) {
-        if (at.size() < 2) continue;
-        std::vector<double> rates;
-        for (size_t k : at) rates.push_back(static_cast<double>(ls[k]->dur) / ls[k]->bytes);
-        const std::vector<double> meds = LeaveOneOutMedians(rates);
-        for (size_t j = 0; j < at.size(); ++j) {
-          peer_median[at[j]] = meds[j];
-          has_peers[at[j]] = true;
-        }
-      }
-      for (size_t k = 0; k < ls.size(); ++k) {
-        const LinkUse* l = ls[k];
-        LinkStats& stats = link_stats[l->link];
-        stats.seen = true;
-        if (!has_peers[k]) continue;
-        const int64_t max_other = k == first ? second : ls[first]->dur;
-        const double med = peer_median[k];
-        const double rate = static_cast<double>(l->dur) / l->bytes;
-        stats.slowdowns.push_back(rate / med);
-        stats.uses++;
-        stats.moved.first += l->bytes;
-        stats.moved.second += l->dur;
-        const double replaced = med * l->bytes;
-        const double freed = std::min<double>(l->dur, D) - std::max<double>(replaced, max_other);
-        if (freed > 0) stats.changes.push_back({n, flow, static_cast<int64_t>(D - freed)});
-      }
-    }
-  }
+  // Links: time per byte against the other links of the same kind in the same collective
+  // (the tallies, per link Names id), keyed by its "A-B" for the ranking's order.
   std::set<std::string> seen_links;
   std::map<std::string, std::vector<double>> slowdowns;
   std::map<std::string, int> uses;
   std::map<std::string, std::pair<double, double>> moved;
   std::map<std::string, std::vector<LinkChange>> link_changes;
-  for (auto& [id, stats] : link_stats) {
+  for (auto& [id, stats] : rest.links) {
     const std::string& link = names.Text(id);
     if (stats.seen) seen_links.insert(link);
     if (stats.slowdowns.empty()) continue;
@@ -707,31 +800,75 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     }
     return c;
   };
-  std::vector<size_t> fixed;
-  std::vector<std::string> fixed_names;
-  double saved_before = 0, saved_before_ns = 0;
-  // Each what-if re-schedules every step of every chip: on a pod of thousands
-  // of chips (a simulated run) it is done for the flagged suspects and the
-  // highest-ranked others only.
+  // Who gets a what-if, and with whom fixed too, follows from the ranking
+  // alone. Each what-if re-schedules every step of every chip: on a pod of
+  // thousands of chips (a simulated run) it is done for the flagged suspects
+  // and the highest-ranked others only.
   constexpr int kWhatIfOthers = 32;
   int others = 0;
   bool cut = false;
+  std::vector<std::vector<size_t>> with_of(cands.size());  // empty: no what-if
+  {
+    std::vector<size_t> fixed;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      FleetSuspect& s = cands[i].s;
+      s.flagged = s.score >= opt.flag_threshold;
+      if (!whatif) continue;
+      if (!s.flagged && others++ >= kWhatIfOthers) {
+        cut = true;
+        continue;
+      }
+      with_of[i] = s.flagged ? fixed : std::vector<size_t>{};
+      with_of[i].push_back(i);
+      if (s.flagged) fixed.push_back(i);
+    }
+  }
+  // Every step re-scheduled once for all of them, in step order: a simulated
+  // run's steps are read again one at a time, a recorded run's were kept.
+  std::vector<double> saved(cands.size(), 0);
+  auto whatif_step = [&](const StepData& s) {
+    auto b = base.find(s.step);
+    if (b == base.end()) return;
+    std::map<int64_t, Instance> instances = StepInstances(s);
+    const ReplayStep rs = IndexStep(s, ByFlow(instances));
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (with_of[i].empty()) continue;
+      const int64_t w = Replay(rs, merged(with_of[i], s.step));
+      if (w >= 0) saved[i] += static_cast<double>(b->second - w);
+    }
+  };
+  if (whatif) {
+    if (r.simulated) {
+      StepSource again = source;
+      again.progress = [&](double, const std::string& phase) {
+        progress(-1, absl::StrCat("what-if: re-scheduling the steps with the suspects fixed (", phase, ")"));
+      };
+      st = ForEachStep(rd, again, names, [&](StepData& s) {
+        whatif_step(s);
+        return absl::OkStatus();
+      });
+      if (!st.ok()) return st;
+    } else {
+      size_t k = 0;
+      for (const auto& [n, s] : kept) {
+        progress(0.5 + 0.5 * k++ / kept.size(), "what-if: re-scheduling the steps with the suspects fixed");
+        whatif_step(s);
+      }
+    }
+  }
+  std::vector<std::string> fixed_names;
+  double saved_before = 0, saved_before_ns = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
     FleetSuspect& s = cands[i].s;
-    s.flagged = s.score >= opt.flag_threshold;
     if (!whatif) {
       s.evidence.push_back("what-if not estimated (see notes)");
       continue;
     }
-    if (!s.flagged && others++ >= kWhatIfOthers) {
+    if (with_of[i].empty()) {
       s.evidence.push_back("what-if not estimated (ranked below the suspects re-scheduled, see notes)");
-      cut = true;
       continue;
     }
-    progress(0.5 + 0.5 * i / cands.size(), absl::StrCat("what-if: re-scheduling the steps with ", s.kind, " ", s.id, " fixed"));
-    std::vector<size_t> with = s.flagged ? fixed : std::vector<size_t>{};
-    with.push_back(i);
-    auto [share, per_step] = saved_share([&](int n) { return merged(with, n); });
+    const double share = saved[i] / base_total, per_step = saved[i] / std::max<size_t>(1, base.size());
     const double base_share = s.flagged ? saved_before : 0, base_ns = s.flagged ? saved_before_ns : 0;
     s.saved_ns_per_step = per_step - base_ns;
     s.evidence.push_back(
@@ -742,7 +879,6 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                      ", the step would take ", Ms(std::max(0.0, s.saved_ns_per_step)), " less (",
                      Pct(std::max(0.0, share - base_share)), " of the step)"));
     if (s.flagged) {
-      fixed.push_back(i);
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
       saved_before = share;
       saved_before_ns = per_step;
@@ -772,6 +908,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
   return r;
 }
+
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,

@@ -136,54 +136,37 @@ double MedianWithout(const std::vector<double>& sorted, const std::vector<size_t
   return m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
 }
 
-void PerStepRows(const std::map<int, StepData>& steps, const std::map<int, std::map<int64_t, Instance*>>& by_step,
-                 const std::vector<int>& used, const std::map<int, int>& host_of,
-                 const absl::flat_hash_map<std::pair<int32_t, int32_t>, double>& flops_of, FleetReport* r) {
-  std::set<int> devices;
-  for (const auto& [d, h] : host_of) devices.insert(d);
-  for (const auto& [n, s] : steps)
-    for (const auto& [d, ops] : s.ops) devices.insert(d);
-  r->step_devices.assign(devices.begin(), devices.end());
-  auto index = [&](int d) {
-    return static_cast<size_t>(std::lower_bound(r->step_devices.begin(), r->step_devices.end(), d) -
-                               r->step_devices.begin());
-  };
-  for (const auto& [n, s] : steps) {
-    FleetStep fs;
-    fs.step = n;
-    fs.analysed = std::find(used.begin(), used.end(), n) != used.end();
-    fs.chips.resize(r->step_devices.size());
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (const auto& [d, ops] : s.ops)
-      for (const Op& op : ops) {
-        lo = std::min(lo, op.start);
-        hi = std::max(hi, op.start + op.dur);
-      }
-    const double span = lo > hi ? 0 : static_cast<double>(hi - lo);
-    fs.span_ns = span;
-    for (const auto& [d, ops] : s.ops) {
-      FleetChipStep& c = fs.chips[index(d)];
-      c.present = !ops.empty();
-      double busy = 0;
-      int64_t own_lo = INT64_MAX, own_hi = INT64_MIN;
-      for (const Op& op : ops) {
-        busy += AddToBreakdown(op, c);
-        own_lo = std::min(own_lo, op.start);
-        own_hi = std::max(own_hi, op.start + op.dur);
-        if (op.kind == kCompute)
-          if (auto it = flops_of.find({op.graph, op.op_id}); it != flops_of.end()) c.flops += it->second;
-      }
-      c.idle_ns = std::max(0.0, span - busy);
-      c.own_ns = own_lo > own_hi ? 0 : static_cast<double>(own_hi - own_lo);
+void StepRow(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+             const absl::flat_hash_map<std::pair<int32_t, int32_t>, double>& flops_of, double* span_ns,
+             std::map<int, FleetChipStep>* chips) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& [d, ops] : s.ops)
+    for (const Op& op : ops) {
+      lo = std::min(lo, op.start);
+      hi = std::max(hi, op.start + op.dur);
     }
-    if (auto it = by_step.find(n); it != by_step.end())
-      for (const auto& [flow, in] : it->second) {
-        std::vector<double> arrivals;
-        for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
-        const double med = Median(arrivals);
-        for (const auto& m : in->members) fs.chips[index(m.device)].late_ns += m.arrival - med;
-      }
-    r->per_step.push_back(std::move(fs));
+  const double span = lo > hi ? 0 : static_cast<double>(hi - lo);
+  *span_ns = span;
+  for (const auto& [d, ops] : s.ops) {
+    FleetChipStep& c = (*chips)[d];
+    c.present = !ops.empty();
+    double busy = 0;
+    int64_t own_lo = INT64_MAX, own_hi = INT64_MIN;
+    for (const Op& op : ops) {
+      busy += AddToBreakdown(op, c);
+      own_lo = std::min(own_lo, op.start);
+      own_hi = std::max(own_hi, op.start + op.dur);
+      if (op.kind == kCompute)
+        if (auto it = flops_of.find({op.graph, op.op_id}); it != flops_of.end()) c.flops += it->second;
+    }
+    c.idle_ns = std::max(0.0, span - busy);
+    c.own_ns = own_lo > own_hi ? 0 : static_cast<double>(own_hi - own_lo);
+  }
+  for (const auto& [flow, in] : by_flow) {
+    std::vector<double> arrivals;
+    for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
+    const double med = Median(arrivals);
+    for (const auto& m : in->members) (*chips)[m.device].late_ns += m.arrival - med;
   }
 }
 

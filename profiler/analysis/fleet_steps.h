@@ -147,10 +147,11 @@ double AddToBreakdown(const Op& op, Row& c) {
   return busy;
 }
 
-// Every step's per-chip breakdown, as the report's per-chip rows count it
-// (FleetOptions::per_step): the Fleet view's heatmap and bars.
-void PerStepRows(const std::map<int, StepData>& steps, const std::map<int, std::map<int64_t, Instance*>>& by_step,
-                 const std::vector<int>& used, const std::map<int, int>& host_of,
-                 const absl::flat_hash_map<std::pair<int32_t, int32_t>, double>& flops_of, FleetReport* r);
+// One step's per-chip breakdown, as the report's per-chip rows count it
+// (FleetOptions::per_step): the Fleet view's heatmap and bars. Its span over
+// every chip in *span_ns, each chip that ran something in *chips.
+void StepRow(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+             const absl::flat_hash_map<std::pair<int32_t, int32_t>, double>& flops_of, double* span_ns,
+             std::map<int, FleetChipStep>* chips);
 
 }  // namespace shardscope::analysis::fleet_internal

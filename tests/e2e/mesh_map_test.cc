@@ -132,6 +132,38 @@ TEST(MeshMap, AutoBeatsRowMajorWhereRowMajorStraddlesHosts) {
   EXPECT_LT(ms[1], ms[0]) << "auto " << ms[1] << " ms vs row-major " << ms[0] << " ms (modeled)";
 }
 
+TEST(MeshMap, AutoRanksTheAxesByTheCompiledStepsCollectives) {
+  // llama fsdp_tp on gpu:4x8 (h100): the rule put model within a host, but
+  // this llama's fsdp axis moves more bytes (weights gathered, gradients
+  // scattered), and model across hosts (--dcn-mesh 1x4) is faster. Auto,
+  // ranking the axes by the compiled step's collectives, picks that map.
+  const std::string flags = " --simulate --topology gpu:4x8 --mesh 4x8 --sharding fsdp_tp --profile h100 --steps 2";
+  std::map<std::string, double> ms;
+  std::map<std::string, std::string> ids;
+  for (const std::string map : {"--mesh-map auto", "--mesh-map row-major", "--dcn-mesh 1x4"}) {
+    const std::string db = TempDb("meshmap_ranked");
+    Output o = Shell(absl::StrCat(kCli, " run llama", flags, " ", map, " --db ", db));
+    ASSERT_EQ(o.code, 0) << o.text;
+    ms[map] = ModeledStepMs(o.text);
+    ids[map] = Q(db, "SELECT device_ids FROM meshes").Text(0, "device_ids");
+    if (map != "--mesh-map auto") continue;
+    EXPECT_NE(o.text.find("ranked by the compiled step's collectives: fsdp "), std::string::npos) << o.text;
+    EXPECT_NE(o.text.find("fsdp first"), std::string::npos) << o.text;
+    auto cfg = nlohmann::json::parse(Q(db, "SELECT config_json FROM runs").Text(0, "config_json"));
+    EXPECT_EQ(cfg["mesh_map"]["chosen"], "fsdp first") << cfg.dump();
+    EXPECT_EQ(cfg["mesh_map"]["traffic"][0]["axis"], "fsdp") << cfg.dump();
+    EXPECT_EQ(cfg["mesh_map"]["tried"].size(), 3u) << cfg.dump();
+    EXPECT_EQ(cfg["mesh_map"]["axes"][0]["rides"], "within a host (nvlink, 4 chips)") << cfg.dump();
+    EXPECT_EQ(cfg["mesh_map"]["axes"][1]["rides"], "2 chips within a host (nvlink) x 4 hosts (dcn)") << cfg.dump();
+  }
+  // What --dcn-mesh 1x4 places (in another order within the axes), as fast,
+  // and faster than row-major (the rule's pick here; modeled clock, deterministic).
+  EXPECT_NE(ids["--mesh-map auto"], ids["--mesh-map row-major"]);
+  EXPECT_EQ(ms["--mesh-map auto"], ms["--dcn-mesh 1x4"]);
+  EXPECT_LT(ms["--mesh-map auto"], ms["--mesh-map row-major"])
+      << "auto " << ms["--mesh-map auto"] << " ms vs row-major " << ms["--mesh-map row-major"] << " ms (modeled)";
+}
+
 TEST(MeshMap, RealRunRecordsTheOrderAndEachChipsMeshCoordinates) {
   const std::string db = TempDb("meshmap_real");
   Output o = Shell(absl::StrCat(kCli, " run mlp --topology gpu:2x4 --mesh 4x2 --dcn-mesh 2x1 --steps 2 --quiet",

@@ -4,6 +4,7 @@
 // run it replays; imported runs and damaged IR are refused with a reason.
 #include <sqlite3.h>
 
+#include <regex>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -146,7 +147,61 @@ TEST(ReplayE2e, ReSimulatedOnAnotherChipAndAnotherTopology) {
                       " WHERE run_id = 4 AND tensor_name = 'x'");
   EXPECT_EQ(x.Int(0, "chips"), 32);
   EXPECT_EQ(x.Int(0, "bytes"), 4 * 784 * 4);
-  EXPECT_TRUE(absl::StrContains(pod.text, "{devices=[16,1,2]0,1,2,3,4,5")) << pod.text;  // x's new layout, in the diff
+  // x's new layout, in the diff: over the chips in the order the mesh map (auto) chose.
+  const std::string order =
+      e2e::Q(db, "SELECT device_ids FROM meshes WHERE run_id = 4").Text(0, "device_ids").substr(0, 12);
+  EXPECT_TRUE(absl::StrContains(pod.text, "{devices=[16,1,2]" + order)) << order << "\n" << pod.text;
+  EXPECT_TRUE(absl::StrContains(pod.text, "mesh axes on gpu:4x8 (auto): data: 8 chips within a host")) << pod.text;
+}
+
+TEST(ReplayE2e, TheMeshIsMappedOntoTheNewTopologyAsRunMapsIt) {
+  // A llama fsdp_tp recorded in chip order (row-major) on gpu:4x8, replayed
+  // there: auto ranks the axes by the re-partitioned programs' collectives,
+  // as `run` does, says which map it used, and lays every program on it.
+  const std::string db = e2e::TempDb("replay_mesh_map");
+  const std::string flags = " --simulate --topology gpu:4x8 --mesh 4x8 --sharding fsdp_tp --profile h100 --steps 2";
+  ASSERT_EQ(e2e::Shell(Cli("run llama" + flags + " --mesh-map row-major --quiet --db " + db)).code, 0);
+  e2e::Output a = e2e::Shell(Cli("replay " + db + " --run 1 --topology gpu:4x8"));
+  ASSERT_EQ(a.code, 0) << a.text;
+  for (const char* said : {"mesh axes on gpu:4x8 (auto): fsdp: within a host (nvlink, 4 chips); model: 2 chips within a host "
+                           "(nvlink) x 4 hosts (dcn)",
+                           "ranked by the stored run's collectives",
+                           "fingerprints differ: the shardings are the new mesh's"})
+    EXPECT_TRUE(absl::StrContains(a.text, said)) << said << "\n" << a.text;
+  EXPECT_TRUE(std::regex_search(a.text, std::regex(R"(fsdp first [0-9.]+ ms \(chosen\))"))) << a.text;
+  // Run 3: `run` itself, auto: the same order as the replay's.
+  ASSERT_EQ(e2e::Shell(Cli("run llama" + flags + " --quiet --db " + db)).code, 0);
+  auto order = [&](int run) {
+    return e2e::Q(db, absl::StrCat("SELECT device_ids FROM meshes WHERE run_id = ", run)).Text(0, "device_ids");
+  };
+  EXPECT_EQ(order(2), order(3));
+  EXPECT_NE(order(2), order(1));
+  auto cfg = nlohmann::json::parse(e2e::Q(db, "SELECT config_json FROM runs WHERE run_id = 2").Text(0, "config_json"));
+  EXPECT_EQ(cfg["mesh_map"]["mode"], "auto");
+  EXPECT_EQ(cfg["mesh_map"]["chosen"], "fsdp first");
+  EXPECT_EQ(cfg["replay"]["repartitioned"], true);
+  // Asked for row-major: the stored order, every program as stored.
+  e2e::Output rm = e2e::Shell(Cli("replay " + db + " --run 1 --topology gpu:4x8 --mesh-map row-major"));
+  ASSERT_EQ(rm.code, 0) << rm.text;
+  EXPECT_TRUE(absl::StrContains(rm.text, "mesh axes on gpu:4x8 (row-major): fsdp: ")) << rm.text;
+  EXPECT_TRUE(absl::StrContains(rm.text, "every fingerprint and op count equals the stored one")) << rm.text;
+  EXPECT_EQ(order(4), order(1));
+  // Auto's modeled step is the shorter (deterministic: the modeled clock).
+  double row_major_ns = 0;
+  const double auto_ns = ModeledStepNs(db, 2, 4, &row_major_ns);
+  EXPECT_GT(auto_ns, 0);
+  EXPECT_LT(auto_ns, row_major_ns);
+  // Refused before anything is written: a map the topology cannot take, a map without a topology.
+  const int64_t runs = e2e::Q(db, "SELECT count(*) AS n FROM runs").Int(0, "n");
+  e2e::Output bad = e2e::Shell(Cli("replay " + db + " --run 1 --topology gpu:4x8 --mesh-map model=x"));
+  EXPECT_EQ(bad.code, 2) << bad.text;
+  EXPECT_TRUE(absl::StrContains(bad.text, "give --dcn-mesh")) << bad.text;
+  const std::string real = e2e::TempDb("replay_mesh_map_real");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 2 --mesh 2x2 --quiet --db " + real)).code, 0);
+  e2e::Output no_topology = e2e::Shell(Cli("replay " + real + " --mesh-map auto"));
+  EXPECT_EQ(no_topology.code, 2) << no_topology.text;
+  EXPECT_TRUE(absl::StrContains(no_topology.text, "give --topology")) << no_topology.text;
+  EXPECT_EQ(e2e::Q(db, "SELECT count(*) AS n FROM runs").Int(0, "n"), runs);
 }
 
 TEST(ReplayE2e, BadProfilesAndTopologiesAreUsageErrors) {

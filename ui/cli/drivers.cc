@@ -73,6 +73,8 @@ struct RunOptions {
   std::string mesh_map, dcn_mesh;   // --mesh-map, --dcn-mesh, "" when not given
   std::vector<std::string> axes;    // the mesh's axis names (the sample's, the sharding's)
   std::optional<runtime::MeshMapping> mapping;  // with --topology: each axis's chips
+  std::optional<runtime::MeshMapChoice> ranked;  // auto, measured on the compiled step
+  std::string ranked_note;                       // why auto fell back to the rule, if it did
   std::vector<std::string> faults;  // --fault, in order
   bool quiet = false, fusion = true;
   bool simulate = false;            // --simulate
@@ -590,10 +592,21 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     return Usage(absl::StrCat("--dcn-mesh ", o->dcn_mesh, " and --mesh-map ", o->mesh_map,
                               " both place the axes: give one"));
   if (wiring) {
-    auto m = ResolveMeshMap(*wiring, o->cfg.mesh, o->axes, MeshAxesByTraffic(o->sample, o->cfg.sharding),
-                            o->mesh_map, o->dcn_mesh);
+    const std::vector<std::string> rule = MeshAxesByTraffic(o->sample, o->cfg.sharding);
+    auto m = ResolveMeshMap(*wiring, o->cfg.mesh, o->axes, rule, o->mesh_map, o->dcn_mesh);
     if (!m.ok()) return Usage(std::string(m.status().message()));
     o->mapping = *std::move(m);
+    // Auto with two axes that communicate: the compiled step decides which
+    // goes first (runtime/mesh_ranking.h), the rule only on a tie.
+    if (o->mapping->mode == "auto" && o->cfg.mesh[0] > 1 && o->cfg.mesh[1] > 1) {
+      auto c = ChooseMeshMapByStep(*o->info, o->cfg, *wiring, o->topology, o->profile, o->fusion, o->axes, rule);
+      if (c.ok()) {
+        o->mapping = c->mapping;
+        o->ranked = *std::move(c);
+      } else {
+        o->ranked_note = absl::StrCat("ranked by rule: the step did not compile for ranking (", c.status().message(), ")");
+      }
+    }
     o->cfg.mesh_device_ids = o->mapping->device_ids;
   }
   for (const std::string& spec : o->faults) {
@@ -669,6 +682,18 @@ int Run(const std::vector<std::string>& args) {
                             {"request", !o.dcn_mesh.empty() ? absl::StrCat("--dcn-mesh ", o.dcn_mesh)
                                                             : o.mesh_map.empty() ? "auto" : o.mesh_map},
                             {"axes", placed}};
+    if (o.ranked) {
+      nlohmann::json traffic = nlohmann::json::array(), tried = nlohmann::json::array();
+      for (const runtime::AxisTraffic& t : o.ranked->traffic) traffic.push_back({{"axis", t.axis}, {"bytes", t.bytes}});
+      for (const runtime::PricedMap& p : o.ranked->tried)
+        tried.push_back({{"placement", p.label}, {"collective_ns", p.collective_ns}});
+      recorded["mesh_map"]["ranked_by"] = o.ranked->Describe();
+      recorded["mesh_map"]["traffic"] = traffic;
+      recorded["mesh_map"]["tried"] = tried;
+      recorded["mesh_map"]["chosen"] = o.ranked->tried[o.ranked->chosen].label;
+    } else if (!o.ranked_note.empty()) {
+      recorded["mesh_map"]["ranked_by"] = o.ranked_note;
+    }
   }
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
@@ -711,6 +736,8 @@ int Run(const std::vector<std::string>& args) {
     if (o.mapping)
       std::cout << "  mesh axes on " << o.topology << " (" << o.mapping->mode << "): " << o.mapping->Describe()
                 << "\n";
+    if (o.ranked) std::cout << "    " << o.ranked->Describe() << "\n";
+    else if (!o.ranked_note.empty()) std::cout << "    " << o.ranked_note << "\n";
     if (profile == "cpu")
       if (auto c = runtime::CurrentCpuCalibration(); c.ok())
         std::cout << "  cpu profile of the modeled clock: " << c->Describe() << "\n";

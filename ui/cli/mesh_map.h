@@ -10,6 +10,8 @@
 #include "absl/status/statusor.h"
 #include "runtime/interconnect.h"
 #include "runtime/mesh_mapping.h"
+#include "runtime/mesh_ranking.h"
+#include "samples/samples.h"
 
 namespace shardscope::cli {
 
@@ -27,5 +29,18 @@ absl::StatusOr<runtime::MeshMapping> ResolveMeshMap(const runtime::Interconnect&
                                                     const std::vector<std::string>& axes,
                                                     const std::vector<std::string>& priority,
                                                     const std::string& mesh_map, const std::string& dcn_mesh);
+
+// `--mesh-map auto` measured: traces and compiles one step of `sample` as
+// `cfg` sets it up, on a simulated client of `topology` with the chips in
+// row-major order (nothing recorded, nothing computed; the run compiles its own
+// order afterwards), reads the step's collectives back as mesh positions and
+// prices every placement of the axes on `profile` (runtime/mesh_ranking.h).
+// `fallback` (MeshAxesByTraffic) wins ties.
+absl::StatusOr<runtime::MeshMapChoice> ChooseMeshMapByStep(const samples::SampleInfo& sample,
+                                                           samples::SampleConfig cfg,
+                                                           const runtime::Interconnect& wiring,
+                                                           const std::string& topology, const std::string& profile,
+                                                           bool fusion, const std::vector<std::string>& axes,
+                                                           const std::vector<std::string>& fallback);
 
 }  // namespace shardscope::cli

@@ -18,6 +18,7 @@
 #include <map>
 #include <optional>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +36,7 @@
 #include "runtime/client.h"
 #include "runtime/interconnect.h"
 #include "store/reader.h"
+#include "ui/cli/replay_map.h"
 #include "ui/cli/replay_target.h"
 #include "ui/cli/terminal.h"
 
@@ -42,7 +44,7 @@ namespace shardscope::cli {
 
 const char kReplayHelp[] =
     "usage: shardscope replay DB [--run N] [--profile cpu|tpu-v4|h100] [--modeled]\n"
-    "                         [--topology T] [--quiet]\n"
+    "                         [--topology T] [--mesh-map M | --dcn-mesh AxB] [--quiet]\n"
     "  Re-executes a stored run on this build: every program is parsed again from\n"
     "  its stored IR and compiled anew (fingerprints computed again and checked\n"
     "  against the stored ones), then the run's executions run in their stored\n"
@@ -64,6 +66,11 @@ const char kReplayHelp[] =
     "                 others: a torus of the mesh's shape). With another number of\n"
     "                 chips the mesh's first axis (data) takes them, the others\n"
     "                 keep their size, and every program is re-partitioned for it\n"
+    "  --mesh-map M   how the mesh's axes lie on the topology, as `run` takes it\n"
+    "                 (auto, row-major, AXIS=DIMS; default auto: the axes ranked by\n"
+    "                 the re-partitioned programs' collectives); every program is\n"
+    "                 re-partitioned for that order, and the replay says which\n"
+    "  --dcn-mesh AxB on gpu:NxM, the hosts each mesh axis spans (as `run`)\n"
     "  --quiet        print only the comparison\n"
     "  Exit: 0 replayed, 1 the run cannot be read or replayed (or a program's\n"
     "  fingerprint or op count differs from the stored one), 2 bad arguments\n"
@@ -103,6 +110,7 @@ struct StoredRun {
   std::string topology;  // its --topology spec (config_json), "" when none
   bool simulated = false;
   std::vector<int64_t> mesh;
+  std::vector<int64_t> device_ids;  // meshes.device_ids: the chip at each position (empty: 0..N-1)
   std::vector<std::string> axes;
   int hosts = 1;
   bool fusion = true;
@@ -138,6 +146,21 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
   if (config.is_object() && config.contains("fusion") && config["fusion"].is_boolean()) s.fusion = config["fusion"];
   if (config.is_object() && config.contains("topology") && config["topology"].is_string()) s.topology = config["topology"];
   s.simulated = q->Col("simulated") >= 0 && q->Int(0, "simulated") != 0;
+  // The mesh's order on its chips (run --mesh-map): the programs' shardings name these chips.
+  auto mq = r.Query("SELECT device_ids FROM meshes WHERE run_id = ?1 ORDER BY mesh_id LIMIT 1", {id});
+  if (!mq.ok()) return mq.status();
+  if (!mq->rows.empty()) {
+    int64_t chips = 1;
+    for (int64_t n : s.mesh) chips *= n;
+    for (absl::string_view d : absl::StrSplit(mq->Text(0, "device_ids"), ',', absl::SkipEmpty())) {
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(d), &n) || n < 0 || n >= chips)
+        return absl::DataLossError(absl::StrCat("run ", run, "'s meshes.device_ids '", mq->Text(0, "device_ids"),
+                                                "' is not a list of its ", chips, " chips"));
+      s.device_ids.push_back(n);
+    }
+    if (static_cast<int64_t>(s.device_ids.size()) != chips) s.device_ids.clear();
+  }
   auto g = r.Query("SELECT graph_id, fingerprint, call_site, ir_text, op_count FROM graphs WHERE run_id = ?1"
                    " ORDER BY graph_id",
                    {id});
@@ -173,7 +196,7 @@ int RunReplay(const std::vector<std::string>& args) {
   std::string db;
   std::optional<int64_t> run;
   bool quiet = false, modeled = false;
-  std::string profile, topology;
+  std::string profile, topology, mesh_map, dcn_mesh;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--quiet") {
       quiet = true;
@@ -188,6 +211,14 @@ int RunReplay(const std::vector<std::string>& args) {
       topology = args[++i];
       if (auto t = runtime::Interconnect::Parse(topology); !t.ok()) return Usage(std::string(t.status().message()));
       modeled = true;
+    } else if (args[i] == "--mesh-map") {
+      if (i + 1 >= args.size()) return Usage("--mesh-map needs a map (auto, row-major or AXIS=DIMS, e.g. model=x)");
+      mesh_map = args[++i];
+      if (auto m = runtime::ParseMeshMap(mesh_map); !m.ok()) return Usage(std::string(m.status().message()));
+    } else if (args[i] == "--dcn-mesh") {
+      if (i + 1 >= args.size()) return Usage("--dcn-mesh needs the hosts per mesh axis (e.g. 4x1)");
+      dcn_mesh = args[++i];
+      if (auto m = runtime::ParseDcnMesh(dcn_mesh); !m.ok()) return Usage(std::string(m.status().message()));
     } else if (args[i] == "--run") {
       int64_t n = 0;
       if (i + 1 >= args.size() || !absl::SimpleAtoi(args[i + 1], &n) || n < 1)
@@ -232,6 +263,41 @@ int RunReplay(const std::vector<std::string>& args) {
   }
   const std::vector<int64_t> mesh = target ? target->mesh : stored.mesh;
   const std::string mesh_text = absl::StrJoin(mesh, "x");
+  if (!target && (!mesh_map.empty() || !dcn_mesh.empty()))
+    return Usage(absl::StrCat(mesh_map.empty() ? "--dcn-mesh" : "--mesh-map",
+                              " lays the mesh's axes on the chips of a topology: give --topology (or --modeled)"));
+  if (!dcn_mesh.empty() && !mesh_map.empty() && mesh_map != "auto")
+    return Usage(absl::StrCat("--dcn-mesh ", dcn_mesh, " and --mesh-map ", mesh_map, " both place the axes: give one"));
+  // The mesh on the target topology, by the same logic as `run`.
+  std::optional<ReplayMeshMap> placed;
+  if (target) {
+    std::vector<ReplayProgram> programs;
+    std::map<int64_t, int64_t> runs;
+    for (const StoredExecution& e : stored.executions) ++runs[e.graph_id];
+    for (const StoredGraph& g : stored.graphs)
+      programs.push_back({absl::StrCat("graph ", g.graph_id, " of run ", *run), g.ir_text, runs[g.graph_id]});
+    std::vector<std::string> axes = stored.axes;
+    if (axes.empty()) axes = mesh.size() == 2 ? std::vector<std::string>{"data", "model"} : std::vector<std::string>{};
+    auto p = axes.size() == mesh.size()
+                 ? MapReplayMesh(programs, stored.mesh, stored.device_ids, mesh, axes, stored.sample,
+                                 stored.sharding, target->topology, stored.profile, stored.fusion, mesh_map, dcn_mesh)
+                 : absl::StatusOr<ReplayMeshMap>(absl::InvalidArgumentError(absl::StrCat(
+                       "run ", *run, "'s mesh ", absl::StrJoin(stored.mesh, "x"), " names no axes to place")));
+    if (!p.ok()) {
+      if (p.status().code() == absl::StatusCode::kInvalidArgument)
+        return Usage(absl::StrCat("--topology ", target->topology, ": ", p.status().message()));
+      return Fail(absl::StrCat("run ", *run, " cannot be laid on ", target->topology, ": ", p.status().message()));
+    }
+    placed = *std::move(p);
+  }
+  // Re-partitioned when the mesh's size or its order on the chips changes.
+  std::vector<int64_t> stored_order = stored.device_ids;
+  if (stored_order.empty()) {
+    int64_t chips = 1;
+    for (int64_t n : stored.mesh) chips *= n;
+    for (int64_t c = 0; c < chips; ++c) stored_order.push_back(c);
+  }
+  const bool relaid = target && (target->remeshed || placed->mapping.device_ids != stored_order);
 
   // Every program parsed (and re-partitioned for another mesh) before anything is written.
   std::vector<std::unique_ptr<compiler::Module>> modules;
@@ -240,8 +306,10 @@ int RunReplay(const std::vector<std::string>& args) {
     if (!module.ok())
       return Fail(absl::StrCat("graph ", g.graph_id, " of run ", *run, ": its stored IR does not parse: ",
                                module.status().message()));
-    if (target && target->remeshed)
-      if (absl::Status st = compiler::RemeshModule(**module, stored.mesh, mesh); !st.ok())
+    if (relaid)
+      if (absl::Status st = compiler::RemeshModule(**module, stored.mesh, stored_order, mesh,
+                                                   placed->mapping.device_ids);
+          !st.ok())
         return Usage(absl::StrCat("--topology ", target->topology, ": graph ", g.graph_id, " of run ", *run,
                                   " cannot be re-partitioned for a ", mesh_text, " mesh: ", st.message()));
     modules.push_back(*std::move(module));
@@ -256,12 +324,22 @@ int RunReplay(const std::vector<std::string>& args) {
     config["simulate"] = true;
     config["topology"] = target->topology;
     config["replay"] = {{"mode", "modeled"}, {"profile", stored.profile}, {"topology", target->topology},
-                        {"mesh", mesh_text}, {"repartitioned", target->remeshed}};
+                        {"mesh", mesh_text}, {"repartitioned", relaid}};
+    nlohmann::json axes = nlohmann::json::array();
+    for (const runtime::MeshAxisPlacement& p : placed->mapping.axes)
+      axes.push_back({{"axis", p.axis}, {"size", p.size}, {"rides", p.rides}, {"hosts_spanned", p.hosts_spanned},
+                      {"max_hop", p.max_hop}});
+    config["mesh_map"] = {{"mode", placed->mapping.mode}, {"request", placed->request}, {"axes", axes}};
+    if (placed->ranked) {
+      config["mesh_map"]["ranked_by"] = placed->ranked->Describe();
+      config["mesh_map"]["chosen"] = placed->ranked->tried[placed->ranked->chosen].label;
+    }
   }
   auto rec = Recording::Start({.db = db,
                                .workload = stored.sample,
                                .mesh = mesh,
                                .mesh_axes = stored.axes,
+                               .mesh_device_ids = placed ? placed->mapping.device_ids : std::vector<int64_t>{},
                                .hosts = target ? 1 : stored.hosts,  // a topology decides its hosts
                                .topology = target ? target->topology : "",
                                .profile = stored.profile,
@@ -286,6 +364,10 @@ int RunReplay(const std::vector<std::string>& args) {
         std::cout << "  the mesh's first axis takes the topology's chips (" << absl::StrJoin(stored.mesh, "x") << " -> "
                   << mesh_text << "): every program is re-partitioned for it, the same global program (the same "
                   << "batch) over " << (*rec)->mesh().size() << " chips\n";
+      std::cout << "  mesh axes on " << target->topology << " (" << placed->mapping.mode
+                << (placed->request != placed->mapping.mode ? absl::StrCat(": ", placed->request) : "")
+                << "): " << placed->mapping.Describe() << "\n";
+      if (placed->ranked) std::cout << "    " << placed->ranked->Describe() << "\n";
     }
   }
 
@@ -305,7 +387,7 @@ int RunReplay(const std::vector<std::string>& args) {
     }
     const runtime::Executable& exe = *compiled->executable;
     // Re-partitioned for another mesh, a program's shardings (part of its fingerprint) differ by design.
-    if (exe.fingerprint != g.fingerprint && !(target && target->remeshed))
+    if (exe.fingerprint != g.fingerprint && !relaid)
       mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": fingerprint ", exe.fingerprint, ", stored ", g.fingerprint));
     if (exe.op_count != g.op_count)
       mismatches.push_back(absl::StrCat("graph ", g.graph_id, ": ", exe.op_count, " ops, stored ", g.op_count));
@@ -407,7 +489,7 @@ int RunReplay(const std::vector<std::string>& args) {
   if (!quiet)
     std::cout << "recompiled " << stored.graphs.size() << " programs from their stored IR: "
               << (!mismatches.empty() ? absl::StrCat(mismatches.size(), " differ")
-                  : target && target->remeshed
+                  : relaid
                       ? "every op count equals the stored one (fingerprints differ: the shardings are the new mesh's)"
                       : "every fingerprint and op count equals the stored one")
               << "; " << (modeled ? "simulated " : "ran ") << stored.executions.size() << " executions\n\n";
