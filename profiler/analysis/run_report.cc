@@ -68,6 +68,11 @@ std::string ProfileValuesLine(const nlohmann::json& v) {
                                            v.value("window_read_ns", 0.0), v.value("transcendental_ns", 0.0),
                                            v.value("strided_broadcast_ns", 0.0), v.value("gemm8_flops", 0.0) / 1e9,
                                            v.value("gemm32_flops", 0.0) / 1e9, v.value("gemm128_flops", 0.0) / 1e9));
+  // Format 3's figures: what shared cores cost (a small kernel, a reduce, the wait at collectives).
+  if (v.value("chip_spread_ns", 0.0) > 0 || v.value("reduce_read_ns", 0.0) > 0)
+    absl::StrAppend(&line, absl::StrFormat("; small kernel %.2f us, reduce %.2f ns per element, chip spread %.0f ns",
+                                           v.value("cold_kernel_overhead_ns", 0.0) / 1e3,
+                                           v.value("reduce_read_ns", 0.0), v.value("chip_spread_ns", 0.0)));
   return line;
 }
 
