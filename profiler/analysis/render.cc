@@ -195,7 +195,9 @@ std::string FormatFlops(double f) {
 // Time by slice name, for a run without per-op statistics (an imported trace).
 std::string NamesHeading(const NameTimes& n) {
   return absl::StrCat("Top names by self time (", n.clock, " clock, ", n.slices, " slices on ", n.tracks,
-                      n.tracks == 1 ? " lane" : " lanes", ", ", n.names,
+                      n.tracks == 1 ? " lane" : " lanes",
+                      n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
+                      ", ", n.names,
                       n.names == 1 ? " name" : " names", "; from the timeline: no per-op statistics)");
 }
 const std::vector<std::string> kNamesHead = {"name", "kind", "count", "self", "share", "total", "longest"};
@@ -628,7 +630,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
       for (const NameTime& t : n.top)
         top.push_back({{"name", t.name}, {"kind", t.kind}, {"count", t.count}, {"self_ns", t.self_ns},
                        {"total_ns", t.total_ns}, {"max_ns", t.max_ns}});
-      by_name.push_back({{"clock", n.clock}, {"tracks", n.tracks}, {"slices", n.slices}, {"names", n.names},
+      by_name.push_back({{"clock", n.clock}, {"tracks", n.tracks}, {"tracks_in_run", n.tracks_in_run},
+                         {"slices", n.slices}, {"names", n.names},
                          {"self_ns", n.self_ns}, {"top", top}});
     }
     out["kernels"]["by_name"] = by_name;

@@ -3,6 +3,7 @@
 #include "profiler/analysis/run_report.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -511,9 +512,18 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"); !st.ok())
     return st;
   if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
+  // Without per-op statistics, names by self time on the first clock with
+  // slices: a simulated run's modeled clock (an even sample of its chips,
+  // which all run the same programs: a pod's thousands would cost minutes)
+  // before the host's.
   if (r.kernels.top.empty())
-    for (const char* clock : {"device", "host"}) {
-      auto names = TopNamesBySelfTime(reader, run_id, clock, kTopKernels);
+    for (const char* clock : {r.run.simulated ? "modeled" : "device", "host"}) {
+      NameTimesOptions options;
+      if (std::string(clock) == "modeled") {  // a chip's ops, not nested calls: each its whole time
+        options.max_tracks = kModeledLanesSampled;
+        options.top_level_only = true;
+      }
+      auto names = TopNamesBySelfTime(reader, run_id, clock, kTopKernels, options);
       if (auto st = Context(names.status(), reader, "time by slice name"); !st.ok()) return st;
       if (names->slices > 0) r.kernels.by_name.push_back(*std::move(names));
     }

@@ -156,6 +156,8 @@ struct KernelStats {
   std::vector<NameTimes> by_name;
 };
 inline constexpr int kTopKernels = 10;
+// Chips read for a simulated run's names by self time on the modeled clock (an even sample).
+inline constexpr size_t kModeledLanesSampled = 16;
 
 // An involuntary full rematerialization (table `rematerializations`): a
 // split value gathered whole on every chip.

@@ -31,12 +31,21 @@ struct Acc {
 }  // namespace
 
 absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_t run_id, const std::string& clock,
-                                             size_t limit, std::optional<int> step) {
+                                             size_t limit, const NameTimesOptions& options) {
+  const std::optional<int> step = options.step;
+  const size_t max_tracks = options.max_tracks;
   NameTimes out;
   out.clock = clock;
   auto tracks = reader.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
                              {absl::StrCat(run_id), clock});
   if (!tracks.ok()) return tracks.status();
+  out.tracks_in_run = static_cast<int>(tracks->rows.size());
+  if (max_tracks >= 2 && tracks->rows.size() > max_tracks) {
+    std::vector<std::vector<std::optional<std::string>>> sample;
+    const size_t n = tracks->rows.size();
+    for (size_t i = 0; i < max_tracks; ++i) sample.push_back(tracks->rows[i * (n - 1) / (max_tracks - 1)]);
+    tracks->rows = std::move(sample);
+  }
   store::TimelineReader timeline(reader);
   absl::flat_hash_map<int32_t, Acc> by_name_id;
   // One lane at a time: a slice's children are on its lane (parent_id), so
@@ -57,8 +66,9 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
     for (size_t k = 0; k < slices->size(); ++k) {
       const store::TimelineSlice& s = (*slices)[k];
       if (step && s.step != *step) continue;
+      if (options.top_level_only && s.depth != 0) continue;
       Acc& a = by_name_id[s.name_id];
-      const int64_t self = std::max<int64_t>(0, s.dur_ns - child_ns[k]);
+      const int64_t self = options.top_level_only ? s.dur_ns : std::max<int64_t>(0, s.dur_ns - child_ns[k]);
       ++a.count;
       a.total_ns += s.dur_ns;
       a.self_ns += self;

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ struct NameTime {
 struct NameTimes {
   std::string clock;            // "host" or "device": every slice here is on it
   int tracks = 0;               // lanes read
+  int tracks_in_run = 0;        // lanes of that clock in the run (more than `tracks`: an even sample)
   int64_t slices = 0;
   int64_t self_ns = 0;          // all names' self time: the lanes' busy time
   int64_t names = 0;            // distinct names (top may hold fewer)
@@ -37,8 +39,16 @@ struct NameTimes {
 // The `limit` names of `clock`'s lanes in run `run_id` with the most self
 // time. PyTorch's step markers, ProfilerStep#N, are one row, ProfilerStep#*:
 // their self time is the step's time outside any op (Python, the dataloader).
-// With `step`, only the slices tagged with that step count.
+struct NameTimesOptions {
+  std::optional<int> step;  // only the slices tagged with this step
+  // With more lanes, an even sample of this many (first and last included):
+  // a simulated pod's chips all run the same programs.
+  size_t max_tracks = std::numeric_limits<size_t>::max();
+  // Only depth-0 slices, each its whole duration: a chip's lane, whose
+  // children (a collective's link transfers) run side by side, not nested.
+  bool top_level_only = false;
+};
 absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_t run_id, const std::string& clock,
-                                             size_t limit, std::optional<int> step = std::nullopt);
+                                             size_t limit, const NameTimesOptions& options = {});
 
 }  // namespace shardscope::analysis

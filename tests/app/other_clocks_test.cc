@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "profiler/analysis/run_report.h"
+#include "profiler/analysis/slice_names.h"
 #include "store/reader.h"
 #include "tests/app/fleet_pods.h"
 #include "ui/app/ops_view.h"
@@ -77,6 +78,16 @@ TEST(OtherClocks, ABigPodIsProfiledOnAnEvenSampleOfItsChipsAndSaysSo) {
   // Every chip runs the same programs with no fault: each kernel ran as often
   // on each chip read, so every count is a multiple of the chips read.
   for (const OpKernel& k : p->kernels) EXPECT_EQ(k.count % kMaxModeledChips, 0) << k.name;
+  // The report's names by self time read an even sample too, and say how many of how many.
+  analysis::NameTimesOptions options;
+  options.max_tracks = analysis::kModeledLanesSampled;
+  options.top_level_only = true;
+  auto names = analysis::TopNamesBySelfTime(*reader, 1, "modeled", 10, options);
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(names->tracks, static_cast<int>(analysis::kModeledLanesSampled));
+  EXPECT_EQ(names->tracks_in_run, 512);
+  ASSERT_FALSE(names->top.empty());
+  for (const analysis::NameTime& n : names->top) EXPECT_EQ(n.count % int64_t(analysis::kModeledLanesSampled), 0) << n.name;
   std::filesystem::remove(db);
 }
 
@@ -113,6 +124,18 @@ TEST(OtherClocks, TheReportBreaksASimulatedStepDownOnTheModeledClock) {
     }
   }
   EXPECT_NE(v.bound, "unknown") << v.line;
+  // Its top list is the modeled clock's names by self time, every chip read (16 of 16).
+  ASSERT_FALSE(r->kernels.by_name.empty());
+  const analysis::NameTimes& names = r->kernels.by_name.front();
+  EXPECT_EQ(names.clock, "modeled");
+  EXPECT_EQ(names.tracks, 16);
+  EXPECT_EQ(names.tracks_in_run, 16);
+  // A chip's top-level ops only (a collective's link slices run side by side inside it): their whole time.
+  auto top = reader->Query(
+      "SELECT sum(s.dur_ns) AS ns FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " WHERE s.run_id = 1 AND t.clock = 'modeled' AND s.depth = 0");
+  ASSERT_TRUE(top.ok()) << top.status();
+  EXPECT_EQ(names.self_ns, top->Int(0, "ns"));
 }
 
 TEST(OtherClocks, OpProfileOfACpuTraceIsSelfTimeOnTheHostClock) {

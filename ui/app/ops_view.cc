@@ -128,7 +128,9 @@ std::string ModuleKey(const OpKernel& k) { return k.scope.empty() ? "(no module)
 // ops counted once), as slice_names.h adds it up for the report.
 absl::StatusOr<OpProfile> HostProfile(const store::Reader& reader, OpProfile p) {
   p.self_time = true;
-  auto names = analysis::TopNamesBySelfTime(reader, p.run_id, "host", std::numeric_limits<size_t>::max(), p.step);
+  analysis::NameTimesOptions options;
+  options.step = p.step;
+  auto names = analysis::TopNamesBySelfTime(reader, p.run_id, "host", std::numeric_limits<size_t>::max(), options);
   if (!names.ok()) return names.status();
   p.devices = names->tracks;
   for (const analysis::NameTime& n : names->top) {

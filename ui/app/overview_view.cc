@@ -339,7 +339,12 @@ void OverviewView::Draw(UiState& ui) {
   const analysis::NameTimes* names =
       rep && rep->report.kernels.top.empty() && !rep->report.kernels.by_name.empty() ? &rep->report.kernels.by_name[0]
                                                                                      : nullptr;
-  Heading(ui, names ? absl::StrCat("Top names by self time (", names->clock, " clock, all lanes and steps)").c_str()
+  Heading(ui, names ? absl::StrCat("Top names by self time (", names->clock, " clock, ",
+                                   names->tracks_in_run > names->tracks
+                                       ? absl::StrCat(names->tracks, " of ", names->tracks_in_run, " lanes (an even sample)")
+                                       : std::string("all lanes"),
+                                   ", all steps)")
+                          .c_str()
                     : "Top ops (device clock, all chips and steps)");
   if (!rep) {
     report_pending(ui, json{{"table", "ops"}, {"run_id", h.run_id}});
