@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "profiler/analysis/even_sample.h"
 #include "store/timeline.h"
 
 namespace shardscope::analysis {
@@ -40,12 +41,7 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
                              {absl::StrCat(run_id), clock});
   if (!tracks.ok()) return tracks.status();
   out.tracks_in_run = static_cast<int>(tracks->rows.size());
-  if (max_tracks >= 2 && tracks->rows.size() > max_tracks) {
-    std::vector<std::vector<std::optional<std::string>>> sample;
-    const size_t n = tracks->rows.size();
-    for (size_t i = 0; i < max_tracks; ++i) sample.push_back(tracks->rows[i * (n - 1) / (max_tracks - 1)]);
-    tracks->rows = std::move(sample);
-  }
+  KeepEvenSample(*tracks, max_tracks);
   store::TimelineReader timeline(reader);
   absl::flat_hash_map<int32_t, Acc> by_name_id;
   // One lane at a time: a slice's children are on its lane (parent_id), so

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/even_sample.h"
 #include "profiler/analysis/slice_names.h"
 #include "store/timeline.h"
 #include "ui/app/format.h"
@@ -187,22 +188,15 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
   if (p.clock == "host") return HostProfile(reader, std::move(p));
   if (p.clock == "modeled") {
     p.chips_in_run = static_cast<int64_t>(tracks->rows.size());
-    if (tracks->rows.size() > size_t(kMaxModeledChips)) {  // an even sample, first and last chip included
-      store::QueryResult sample = *tracks;
-      sample.rows.clear();
-      const size_t n = tracks->rows.size();
-      for (int i = 0; i < kMaxModeledChips; ++i) sample.rows.push_back(tracks->rows[i * (n - 1) / (kMaxModeledChips - 1)]);
-      tracks = std::move(sample);
-    }
+    analysis::KeepEvenSample(*tracks, kMaxModeledChips);
   }
 
   // The window to decode: the step's span on that clock, or everything.
   int64_t t0 = -(int64_t{1} << 60), t1 = int64_t{1} << 61;
   auto has_bounds = reader.HasTable("step_bounds");  // not in schema version 1 files
   if (!has_bounds.ok()) return has_bounds.status();
-  if (step && !*has_bounds) {
-    // No step spans stored: the step's slices are picked by their step tags below.
-  } else if (step) {
+  // Without step spans stored, the step's slices are picked by their step tags below.
+  if (step && *has_bounds) {
     auto b = reader.Query("SELECT start_ns, end_ns FROM step_bounds WHERE run_id = ?1 AND clock = ?2 AND step = ?3",
                           {run, p.clock, absl::StrCat(*step)});
     if (!b.ok()) return b.status();
