@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace shardscope::compiler {
 
@@ -190,10 +191,25 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
   ChipProfile p = *this;
   p.cold_operands = cold_bandwidth > 0;
   p.chip_waits = chip_spread_ns > 0;
-  p.description = absl::StrCat(description, "; ", chips, " chips share ", cores, " cores:",
-                               p.cold_operands ? " operands stream cold" : "",
-                               p.cold_operands && p.chip_waits ? "," : "",
-                               p.chip_waits ? " each collective waits for the slowest chip" : "");
+  if (beside_compute > 0) {
+    for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.gemm8_flops, &p.gemm32_flops,
+                         &p.gemm128_flops})
+      *rate /= beside_compute;
+    p.transcendental_ns *= beside_compute;
+    p.window_read_ns *= beside_compute;
+  }
+  if (beside_memory > 0) {
+    p.hbm_bandwidth /= beside_memory;
+    p.cold_bandwidth /= beside_memory;
+    p.reduce_read_ns *= beside_memory;
+    p.strided_broadcast_ns *= beside_memory;
+  }
+  p.description = absl::StrCat(
+      description, "; ", chips, " chips share ", cores, " cores:", p.cold_operands ? " operands stream cold" : "",
+      beside_compute > 0 ? absl::StrFormat(", kernels beside the other cores' chips (GEMMs x%.2f, streams x%.2f)",
+                                           beside_compute, beside_memory)
+                         : "",
+      p.chip_waits ? ", each collective waits for the slowest chip" : "");
   return p;
 }
 
@@ -408,9 +424,36 @@ double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n) {
   }
 }
 
+int MeasuredCollectiveRow(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return 0;
+    case CollectiveKind::kReduceScatter: return 2;
+    case CollectiveKind::kAllToAll: return 3;
+    default: return 1;  // all_gather; permute and broadcast are copies as it is
+  }
+}
+
+double CostModel::MeasuredCollectiveNs(CollectiveKind kind, double traffic) const {
+  const auto& row = profile_.collective_ns[MeasuredCollectiveRow(kind)];
+  int last = -1;  // the highest measured point (a quick plan measures fewer)
+  while (last + 1 < kCollectivePoints && row[last + 1] > 0) ++last;
+  if (last < 0 || traffic <= 0) return 0;
+  if (traffic <= kCollectiveTraffic[0]) {
+    const double overhead = std::min(profile_.kernel_overhead_ns, row[0]);
+    return overhead + (row[0] - overhead) * traffic / kCollectiveTraffic[0];
+  }
+  if (traffic >= kCollectiveTraffic[last]) return row[last] * traffic / kCollectiveTraffic[last];
+  int k = 0;
+  while (traffic > kCollectiveTraffic[k + 1]) ++k;
+  const double f = std::log(traffic / kCollectiveTraffic[k]) / std::log(kCollectiveTraffic[k + 1] / kCollectiveTraffic[k]);
+  return std::exp(std::log(row[k]) + f * (std::log(row[k + 1]) - std::log(row[k])));
+}
+
 double CostModel::CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const {
   if (group_size <= 1) return 0;
   if (profile_.collectives_in_memory) {
+    if (const double t = MeasuredCollectiveNs(kind, InMemoryCollectiveBytes(kind, bytes, group_size)); t > 0)
+      return t;
     // The pass reads and writes every member's buffer: cold when chips share the cores' caches.
     const double bandwidth =
         profile_.cold_operands && profile_.cold_bandwidth > 0 ? profile_.cold_bandwidth : profile_.hbm_bandwidth;

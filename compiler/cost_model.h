@@ -10,6 +10,7 @@
 // sheets, cited in cost_model.cc).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,17 @@ namespace shardscope::compiler {
 // the interconnect, or nothing (parameters and constants cost no time).
 enum class RooflineClass { kNone, kCompute, kMemory, kCollective };
 const char* RooflineClassName(RooflineClass c);  // none | compute | memory | collective
+
+// The `cpu` profile's measured collectives (runtime/cpu_collective_benchmark.h):
+// the executor's all_reduce, all_gather, reduce_scatter and all_to_all, each
+// timed at these amounts of traffic as InMemoryCollectiveBytes counts it. The
+// other kinds are copies, priced as all_gather's.
+inline constexpr int kCollectivePoints = 4;
+inline constexpr int kMeasuredCollectiveKinds = 4;
+inline constexpr std::array<double, kCollectivePoints> kCollectiveTraffic = {192.0 * 1024, 1.5 * 1024 * 1024,
+                                                                             12.0 * 1024 * 1024, 96.0 * 1024 * 1024};
+// [kind][point]: ns at kCollectiveTraffic[point]; 0: not measured there.
+using CollectiveTimes = std::array<std::array<double, kCollectivePoints>, kMeasuredCollectiveKinds>;
 
 struct ChipProfile {
   std::string name;                // "cpu", "tpu-v4", "h100"
@@ -65,10 +77,18 @@ struct ChipProfile {
   // larger, with cold_operands.
   double cold_kernel_overhead_ns = 0;
   double reduce_read_ns = 0;        // a reduce kernel: per element of its operand
+  // The executor's collectives as measured on this machine (operands cold):
+  // in place of InMemoryCollectiveBytes at cold_bandwidth, interpolated between
+  // the points (CostModel::MeasuredCollectiveNs). All 0: not measured.
+  CollectiveTimes collective_ns{};
   // Chip-to-chip spread when chips time-share the cores: the variance of a
   // chip's time over a segment of T ns is chip_spread_ns * T
   // (runtime/cpu_spread_benchmark.h). 0: not measured.
   double chip_spread_ns = 0;
+  // A kernel's time when the other cores run chips too, over alone: compute-
+  // bound (GEMMs) and memory-bound (streams), measured through the executor
+  // (runtime/cpu_spread_benchmark.h). ForSharedCores applies them. 0: not measured.
+  double beside_compute = 0, beside_memory = 0;
   // Kernels' memory traffic, and collectives in memory, at cold_bandwidth:
   // set by ForSharedCores when more chips than cores time-share the caches.
   bool cold_operands = false;
@@ -82,8 +102,11 @@ struct ChipProfile {
   // This profile for `chips` virtual chips on `cores` cores: with more chips
   // than cores, each chip's operands are evicted by the others between its
   // kernels, so kernels stream at cold_bandwidth and pay
-  // cold_kernel_overhead_ns, and the chips' times spread, so each collective waits
-  // for the slowest (chip_waits), where those figures were measured.
+  // cold_kernel_overhead_ns; every core runs a chip at once, so kernels are
+  // slower by beside_compute and beside_memory than the one-thread figures
+  // (collectives run alone, one thread per group: unchanged); and the chips'
+  // times spread, so each collective waits for the slowest (chip_waits),
+  // where those figures were measured.
   ChipProfile ForSharedCores(int chips, int cores) const;
 
   // Arithmetic intensity (FLOP/byte) above which a dot is compute-bound.
@@ -146,6 +169,8 @@ int64_t CollectiveBytes(const Instruction& i);
 // reduce-scatter combines, then extracts each block, (n+3)B; all-to-all,
 // permute and broadcast copy each member's part once, 2nB.
 double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n);
+// The row of ChipProfile::collective_ns that prices `kind`.
+int MeasuredCollectiveRow(CollectiveKind kind);
 
 class CostModel {
  public:
@@ -207,6 +232,11 @@ class CostModel {
   // The same over `link` instead of the profile's chip-to-chip link (a mesh
   // axis that crosses hosts runs over the data-center network).
   double CollectiveNs(CollectiveKind kind, int64_t bytes, int group_size, const Link& link) const;
+  // The executor's collective of `traffic` bytes (InMemoryCollectiveBytes) as
+  // measured on this machine: log-log interpolation between the measured
+  // points; above the last, its time per byte; below the first, the kernel
+  // overhead plus the first's time per byte. 0: `kind` not measured.
+  double MeasuredCollectiveNs(CollectiveKind kind, double traffic) const;
   Link ici() const { return {profile_.link_bandwidth, profile_.link_latency_ns}; }
   Link dcn() const { return {profile_.dcn_bandwidth, profile_.dcn_latency_ns}; }
 

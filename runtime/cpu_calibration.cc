@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -36,8 +37,12 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // (cpu_spread_benchmark.h): a cache entry of an older format is measured
 // again; a pinned file of an older format still loads, without the figures it
 // lacks (the plain roofline for those ops, no wait at collectives; said in
-// Describe).
-constexpr int kFormat = 3;
+// Describe); 4 the executor's collectives (cpu_collective_benchmark.h).
+constexpr int kFormat = 4;
+constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
+                                                                            "reduce_scatter", "all_to_all"};
+
+bool Measured(const compiler::CollectiveTimes& t) { return t[0][0] > 0; }
 
 // The op-class figures by their JSON names.
 std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
@@ -51,7 +56,9 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"gemm128_flops", &OpClassFigures::gemm128_flops},
           {"cold_kernel_overhead_ns", &OpClassFigures::cold_kernel_overhead_ns},
           {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
-          {"chip_spread_ns", &OpClassFigures::chip_spread_ns}};
+          {"chip_spread_ns", &OpClassFigures::chip_spread_ns},
+          {"beside_compute", &OpClassFigures::beside_compute},
+          {"beside_memory", &OpClassFigures::beside_memory}};
 }
 
 std::string ReadFirstLine(const std::string& path, const std::string& prefix) {
@@ -134,6 +141,9 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.cold_kernel_overhead_ns = ops.cold_kernel_overhead_ns;
   p.reduce_read_ns = ops.reduce_read_ns;
   p.chip_spread_ns = ops.chip_spread_ns;
+  p.beside_compute = ops.beside_compute;
+  p.beside_memory = ops.beside_memory;
+  p.collective_ns = collectives;
   return p;
 }
 
@@ -147,6 +157,8 @@ std::string CpuCalibration::ProvenanceJson() const {
                       {"kernel_overhead_ns", kernel_overhead_ns}};
   if (ops.measured())
     for (const auto& [key, field] : OpFields()) j[key] = ops.*field;
+  if (Measured(collectives))
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) j["collective_ns"][kCollectiveKeys[k]] = collectives[k];
   if (!path.empty()) j["path"] = path;
   if (!machine.empty()) j["machine"] = machine;
   if (measured_at_unix_s > 0) j["measured_at"] = IsoUtc(measured_at_unix_s);
@@ -172,11 +184,19 @@ std::string CpuCalibration::Describe() const {
                                     "collectives)"))
            : std::string("; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "
                          "GEMMs priced by the plain roofline)"));
-  if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values);
+  const std::string collective_text =
+      Measured(collectives)
+          ? absl::StrFormat("; all-reduce %.1f/%.1f GB/s at %.1f/%.0f MiB of traffic (the executor's, measured)",
+                            compiler::kCollectiveTraffic[1] / collectives[0][1],
+                            compiler::kCollectiveTraffic.back() / std::max(1.0, collectives[0].back()),
+                            compiler::kCollectiveTraffic[1] / (1 << 20), compiler::kCollectiveTraffic.back() / (1 << 20))
+          : std::string(ops.measured() ? "; collectives not measured (format 3 or older: priced at the cold stream)"
+                                       : "");
+  if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values, collective_text);
   const std::string when = IsoUtc(measured_at_unix_s);
-  if (source == "measured") return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values);
-  if (source == "cache") return absl::StrCat("measured ", when, ", read from the cache ", path, ": ", values);
-  return absl::StrCat("pinned by $", kPinEnv, "=", path, " (measured ", when, "): ", values);
+  if (source == "measured") return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values, collective_text);
+  if (source == "cache") return absl::StrCat("measured ", when, ", read from the cache ", path, ": ", values, collective_text);
+  return absl::StrCat("pinned by $", kPinEnv, "=", path, " (measured ", when, "): ", values, collective_text);
 }
 
 std::string MachineKey() {
@@ -198,11 +218,11 @@ std::string CpuProfileCachePath() {
   return absl::StrFormat("%s/shardscope/cpu-profile-%016x.json", dir, Fnv1a(MachineKey()));
 }
 
-CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
-  const auto start = std::chrono::steady_clock::now();
+namespace {
+
+// One pass of every microbenchmark.
+CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   CpuCalibration c;
-  c.source = "measured";
-  c.machine = MachineKey();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   std::optional<Gang> gang;
   if (cores > 1) gang.emplace(cores - 1);
@@ -249,11 +269,76 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
     r1 += w * x * ns;
   }
   c.ops = MeasureOpClasses(plan.ops, &c.rows);
-  c.ops.chip_spread_ns = MeasureChipSpread(plan.spread, &c.rows).variance_ns;
+  c.collectives = MeasureCollectives(plan.collectives, &c.rows);
+  const SpreadFigures spread = MeasureChipSpread(plan.spread, &c.rows);
+  c.ops.chip_spread_ns = spread.variance_ns;
+  c.ops.beside_compute = spread.beside_compute;
+  c.ops.beside_memory = spread.beside_memory;
   const double det = s00 * s11 - s01 * s01;
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
   c.hbm_bandwidth = per_byte > 0 ? 1e9 / per_byte : 0;
+  return c;
+}
+
+double MedianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  // Several passes a few seconds apart, each figure their median: on a
+  // shared VM one benchmark's figure moved by 2x between calibrations a
+  // minute apart (another process's burst, the host's clock), and the
+  // samples' modeled steps with it.
+  const int passes = std::max(1, plan.passes);
+  std::vector<CpuCalibration> each;
+  for (int p = 0; p < passes; ++p) each.push_back(MeasurePass(plan));
+  CpuCalibration c = each[0];
+  c.rows.clear();
+  for (int p = 0; p < passes; ++p) {
+    if (passes > 1) c.rows.push_back(absl::StrFormat("pass %d of %d", p + 1, passes));
+    c.rows.insert(c.rows.end(), each[p].rows.begin(), each[p].rows.end());
+  }
+  if (passes > 1) {
+    auto median = [&](const std::function<double(const CpuCalibration&)>& get) {
+      std::vector<double> v;
+      for (const CpuCalibration& e : each) v.push_back(get(e));
+      return MedianOf(v);
+    };
+    c.peak_flops = median([](const CpuCalibration& e) { return e.peak_flops; });
+    c.gang_peak_flops = median([](const CpuCalibration& e) { return e.gang_peak_flops; });
+    c.hbm_bandwidth = median([](const CpuCalibration& e) { return e.hbm_bandwidth; });
+    c.kernel_overhead_ns = median([](const CpuCalibration& e) { return e.kernel_overhead_ns; });
+    for (const auto& [key, field] : OpFields()) c.ops.*field = median([f = field](const CpuCalibration& e) { return e.ops.*f; });
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
+      for (int p = 0; p < compiler::kCollectivePoints; ++p) {
+        c.collectives[k][p] = median([&](const CpuCalibration& e) { return e.collectives[k][p]; });
+        if (p > 0 && c.collectives[k][p] > 0) c.collectives[k][p] = std::max(c.collectives[k][p], c.collectives[k][p - 1]);
+      }
+    // What moved between the passes, and the figure kept.
+    c.rows.push_back(absl::StrFormat("the figures of each pass, and their median (the profile's)"));
+    auto row = [&](const char* name, const char* unit, double scale, const std::function<double(const CpuCalibration&)>& get) {
+      std::string line = absl::StrFormat("  %-30s", name);
+      for (const CpuCalibration& e : each) line += absl::StrFormat(" %9.2f", get(e) * scale);
+      c.rows.push_back(line + absl::StrFormat("  -> %9.2f %s", get(c) * scale, unit));
+    };
+    row("GEMM, one core", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.peak_flops; });
+    row("stream", "GB/s", 1e-9, [](const CpuCalibration& e) { return e.hbm_bandwidth; });
+    row("convolution", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.conv_flops; });
+    row("cold stream", "GB/s", 1e-9, [](const CpuCalibration& e) { return e.ops.cold_bandwidth; });
+    row("skinny GEMM at 32", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.gemm32_flops; });
+    row("all_reduce of 12 MiB traffic", "us", 1e-3, [](const CpuCalibration& e) { return e.collectives[0][2]; });
+    row("chip spread", "ns", 1, [](const CpuCalibration& e) { return e.ops.chip_spread_ns; });
+    row("GEMMs beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_compute; });
+    row("streams beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_memory; });
+  }
+  c.source = "measured";
+  c.machine = MachineKey();
   c.measured_at_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -288,6 +373,22 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
       return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": '", key, "' is not a number >= 0"));
     c.ops.*field = j[key].get<double>();
   }
+  if (j.contains("collective_ns")) {
+    const auto& t = j["collective_ns"];
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) {
+      const char* key = kCollectiveKeys[k];
+      if (!t.is_object() || !t.contains(key) || !t[key].is_array() ||
+          t[key].size() != static_cast<size_t>(compiler::kCollectivePoints))
+        return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' needs '", key,
+                                                       "' as ", compiler::kCollectivePoints, " numbers"));
+      for (int p = 0; p < compiler::kCollectivePoints; ++p) {
+        if (!t[key][p].is_number() || !(t[key][p].get<double>() >= 0))
+          return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' '", key,
+                                                         "' [", p, "] is not a number >= 0"));
+        c.collectives[k][p] = t[key][p].get<double>();
+      }
+    }
+  }
   c.gang_width = j.value("gang_width", 1);
   c.machine = j.value("machine", "");
   c.measured_at_unix_s = j.value("measured_at_unix_s", int64_t{0});
@@ -317,6 +418,10 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
                       {"kernel_overhead_ns", c.kernel_overhead_ns},
                       {"rows", c.rows}};
   for (const auto& [key, field] : OpFields()) j[key] = c.ops.*field;
+  if (Measured(c.collectives)) {
+    j["collective_traffic"] = compiler::kCollectiveTraffic;
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) j["collective_ns"][kCollectiveKeys[k]] = c.collectives[k];
+  }
   // Written aside and renamed: two processes calibrating at once never leave half a file.
   const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
   {

@@ -10,8 +10,9 @@
 //   1 Ki to 16 Mi elements, fitted as t = overhead + bytes / bandwidth on the
 //   relative error); then the op classes those misprice (cpu_op_benchmarks.h:
 //   convolutions, cold streams, window ops, transcendentals, strided
-//   broadcasts, skinny GEMMs, small kernels, reduces) and the chips' spread
-//   when they share the cores (cpu_spread_benchmark.h). bench/calibrate_cpu_bench
+//   broadcasts, skinny GEMMs, small kernels, reduces), the executor's
+//   collectives (cpu_collective_benchmark.h) and the chips' spread when they
+//   share the cores (cpu_spread_benchmark.h). bench/calibrate_cpu_bench
 //   prints the same.
 //
 // Where the values come from, in order:
@@ -20,7 +21,7 @@
 //   $SHARDSCOPE_CPU_PROFILE=PATH    a profile file (the cache's JSON format)
 //   the cache                       $XDG_CACHE_HOME/shardscope (else ~/.cache/shardscope)
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
-//   a measurement                   about 7 s of CPU, then written to the cache
+//   a measurement                   three passes, about 20 s of CPU, then written to the cache
 // `shardscope calibrate` measures again and replaces the cache entry.
 #pragma once
 
@@ -30,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "compiler/cost_model.h"
+#include "runtime/cpu_collective_benchmark.h"
 #include "runtime/cpu_op_benchmarks.h"
 #include "runtime/cpu_spread_benchmark.h"
 
@@ -44,6 +46,9 @@ struct CpuCalibration {
   // Op classes the four values above misprice (cpu_op_benchmarks.h); 0: not
   // measured (a fixed profile, or a file written before they were).
   OpClassFigures ops;
+  // The executor's collectives, ns per kind and amount of traffic
+  // (cpu_collective_benchmark.h); all 0: not measured (format 3 and older).
+  compiler::CollectiveTimes collectives{};
   std::string source;             // measured | cache | file | fixed
   std::string path;               // the cache or pinned file ("" for fixed)
   std::string machine;            // MachineKey() where it was measured
@@ -66,7 +71,9 @@ struct CalibrationPlan {
   std::vector<int64_t> gemm_sizes = {256, 512, 1024};
   int64_t stream_min = int64_t{1} << 10, stream_max = int64_t{1} << 24;
   OpClassPlan ops;
+  CollectivePlan collectives;
   SpreadPlan spread;
+  int passes = 3;  // every benchmark this many times, a few seconds apart; each figure their median
 };
 
 // What identifies this machine for the cache: CPU model, core count, host
@@ -77,7 +84,7 @@ std::string MachineKey();
 // The cache file for MachineKey().
 std::string CpuProfileCachePath();
 
-// Measures the values now (about 7 s of CPU time on 2 busy cores).
+// Measures the values now (three passes of about 7 s of CPU each on 2 busy cores).
 CpuCalibration MeasureCpu(const CalibrationPlan& plan = {});
 
 // Reads a profile file (the cache's format); errors name the file and the problem.

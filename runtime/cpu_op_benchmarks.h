@@ -22,6 +22,8 @@ struct OpClassFigures {
   double cold_kernel_overhead_ns = 0;  // a kernel of a few KiB, cold, fresh result: its time less its traffic
   double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
   double chip_spread_ns = 0;           // chips' segment-time variance per ns (cpu_spread_benchmark.h)
+  // GEMM and stream kernels beside the other cores' chips, over alone (cpu_spread_benchmark.h)
+  double beside_compute = 0, beside_memory = 0;
 
   bool measured() const { return conv_flops > 0; }
 };

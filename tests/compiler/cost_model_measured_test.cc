@@ -3,6 +3,7 @@
 // and how, on a made-up profile with round numbers; a profile without them
 // prices as the plain roofline.
 #include <cmath>
+#include <string>
 
 #include "compiler/cost_model.h"
 #include "gtest/gtest.h"
@@ -201,12 +202,71 @@ TEST(CostModelMeasured, SmallKernelsPayTheColdOverheadReducesTheirPerElementTime
   EXPECT_DOUBLE_EQ(CostModel(Measured()).InstructionCost(*r).compute_ns, 65536 / 1e11 * 1e9) << "not measured";
 }
 
+TEST(CostModelMeasured, MeasuredCollectivesAreInterpolatedBetweenTheirPoints) {
+  ChipProfile p = Measured();
+  p.collectives_in_memory = true;
+  // all_reduce: 10 us at the first point, then 4x the time per 8x the traffic
+  // (the caches' gain fading), the last at 8x per 8x (memory).
+  p.collective_ns[0] = {10e3, 40e3, 160e3, 1280e3};
+  const CostModel model(p);
+  const auto& at = kCollectiveTraffic;
+  for (int k = 0; k < kCollectivePoints; ++k)
+    EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, at[k]), p.collective_ns[0][k], 1e-6) << k;
+  // Log-log between points: halfway in log traffic, halfway in log time.
+  EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, std::sqrt(at[0] * at[1])), 20e3, 1e-6);
+  // Above the last point: its time per byte.
+  EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, 2 * at[3]), 2 * 1280e3, 1e-6);
+  // Below the first: the kernel overhead plus the first point's time per byte.
+  EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, at[0] / 4), 50 + (10e3 - 50) / 4, 1e-6);
+  // CollectiveNs prices the executor's collective by its traffic.
+  const int64_t bytes = 1 << 20;
+  const double traffic = InMemoryCollectiveBytes(CollectiveKind::kAllReduce, bytes, 8);
+  EXPECT_DOUBLE_EQ(model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 8),
+                   model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, traffic));
+  EXPECT_EQ(model.CollectiveNs(CollectiveKind::kAllReduce, bytes, 1), 0) << "one chip moves nothing";
+  // A kind not measured keeps the pass at the stream's bandwidth; permutes are priced as all_gather's copies.
+  EXPECT_EQ(model.MeasuredCollectiveNs(CollectiveKind::kReduceScatter, traffic), 0);
+  EXPECT_DOUBLE_EQ(model.CollectiveNs(CollectiveKind::kReduceScatter, bytes, 8),
+                   50 + InMemoryCollectiveBytes(CollectiveKind::kReduceScatter, bytes, 8) / 100);
+  p.collective_ns[MeasuredCollectiveRow(CollectiveKind::kAllGather)] = {5e3, 20e3, 80e3, 640e3};
+  EXPECT_NEAR(CostModel(p).MeasuredCollectiveNs(CollectiveKind::kCollectivePermute, at[2]), 80e3, 1e-6);
+  // A quick calibration measures the first points only: the last measured one extrapolates.
+  ChipProfile quick = Measured();
+  quick.collective_ns[0] = {10e3, 40e3, 0, 0};
+  EXPECT_NEAR(CostModel(quick).MeasuredCollectiveNs(CollectiveKind::kAllReduce, 4 * at[1]), 160e3, 1e-6);
+}
+
+TEST(CostModelMeasured, KernelsBesideTheOtherCoresChipsRunAtTheMeasuredShare) {
+  ChipProfile p = Measured();
+  p.beside_compute = 1.25;
+  p.beside_memory = 1.6;
+  p.reduce_read_ns = 2;
+  p.collectives_in_memory = true;
+  p.collective_ns[0] = {10e3, 40e3, 160e3, 1280e3};
+  const ChipProfile shared = p.ForSharedCores(8, 2);
+  EXPECT_DOUBLE_EQ(shared.peak_flops, 1e12 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.conv_flops, 1e11 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.gemm32_flops, 4e10 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.transcendental_ns, 5 * 1.25);
+  EXPECT_DOUBLE_EQ(shared.cold_bandwidth, 2.5e10 / 1.6);
+  EXPECT_DOUBLE_EQ(shared.reduce_read_ns, 2 * 1.6);
+  EXPECT_NE(shared.description.find("GEMMs x1.25, streams x1.60"), std::string::npos) << shared.description;
+  // A collective runs on one thread while the other cores wait for it: as measured alone.
+  EXPECT_EQ(CostModel(shared).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8),
+            CostModel(p).CollectiveNs(CollectiveKind::kAllReduce, 1 << 20, 8));
+  // A chip per core, or no figure: the one-thread figures.
+  EXPECT_EQ(p.ForSharedCores(2, 2).peak_flops, 1e12);
+  EXPECT_EQ(Measured().ForSharedCores(8, 2).peak_flops, 1e12);
+}
+
 TEST(CostModelMeasured, TheFixedCpuProfileHasNoFiguresAndPricesThePlainRoofline) {
   const ChipProfile cpu = *FindProfile("cpu");
   EXPECT_EQ(cpu.conv_flops, 0);
   EXPECT_EQ(cpu.cold_bandwidth, 0);
   EXPECT_EQ(cpu.gemm8_flops, 0);
   EXPECT_EQ(cpu.chip_spread_ns, 0);
+  EXPECT_EQ(cpu.collective_ns[0][0], 0);
+  EXPECT_EQ(cpu.beside_compute, 0);
   EXPECT_FALSE(cpu.ForSharedCores(8, 2).chip_waits);
   Module m;
   Instruction* conv = Conv3x3(m);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -36,6 +37,12 @@ CalibrationPlan Small() {
   p.spread.runs = 3;
   p.spread.rows = 8;
   p.spread.width = 32;
+  p.spread.stream_elements = 4096;
+  p.collectives.members = 4;
+  p.collectives.points = 2;
+  p.collectives.cold_bytes = 1 << 20;
+  p.collectives.rounds = 3;
+  p.passes = 1;
   return p;
 }
 
@@ -51,6 +58,8 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
   EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
   EXPECT_EQ(a.chip_spread_ns, b.chip_spread_ns);
+  EXPECT_EQ(a.beside_compute, b.beside_compute);
+  EXPECT_EQ(a.beside_memory, b.beside_memory);
 }
 
 TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
@@ -80,8 +89,18 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GT(first->ops.reduce_read_ns, 0);
   // Chips sharing the cores never finish a segment at the same instant.
   EXPECT_GT(first->ops.chip_spread_ns, 0);
+  if (std::thread::hardware_concurrency() > 1) {  // the same kernels beside the other cores' chips, over alone
+    EXPECT_GT(first->ops.beside_compute, 0);
+    EXPECT_GT(first->ops.beside_memory, 0);
+  }
+  // The executor's collectives, each kind at the plan's points (the quick plan's first two), the rest not measured.
+  for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) {
+    EXPECT_GT(first->collectives[k][0], 0) << k;
+    EXPECT_GE(first->collectives[k][1], first->collectives[k][0]) << "more traffic never takes less time";
+    EXPECT_EQ(first->collectives[k][2], 0) << k;
+  }
   for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM",
-                            "small kernels", "reduce (sum", "chip spread"})
+                            "small kernels", "reduce (sum", "chip spread", "collectives ("})
     EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
                             [&](const std::string& r) { return r.find(table) != std::string::npos; }))
         << table;
@@ -95,7 +114,9 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(second->kernel_overhead_ns, first->kernel_overhead_ns);
   EXPECT_EQ(second->measured_at_unix_s, first->measured_at_unix_s);
   ExpectSameFigures(second->ops, first->ops);
+  EXPECT_EQ(second->collectives, first->collectives);
   EXPECT_NE(second->Describe().find("read from the cache " + cache), std::string::npos) << second->Describe();
+  EXPECT_NE(second->Describe().find("the executor's, measured"), std::string::npos) << second->Describe();
   // Asked to measure again: a new measurement replaces the entry.
   auto again = ResolveCpuCalibration("", cache, /*remeasure=*/true, Small());
   ASSERT_TRUE(again.ok()) << again.status();
@@ -118,7 +139,10 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(p.cold_kernel_overhead_ns, again->ops.cold_kernel_overhead_ns);
   EXPECT_EQ(p.reduce_read_ns, again->ops.reduce_read_ns);
   EXPECT_EQ(p.chip_spread_ns, again->ops.chip_spread_ns);
+  EXPECT_EQ(p.beside_compute, again->ops.beside_compute);
+  EXPECT_EQ(p.collective_ns, again->collectives);
   EXPECT_NE(again->ProvenanceJson().find("\"conv_flops\""), std::string::npos) << again->ProvenanceJson();
+  EXPECT_NE(again->ProvenanceJson().find("\"collective_ns\""), std::string::npos) << again->ProvenanceJson();
   std::remove(cache.c_str());
 }
 
@@ -144,7 +168,7 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   EXPECT_GT(c->ops.conv_flops, 0);
   auto rewritten = ReadCpuProfileFile(cache);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(rewritten->format, 3);
+  EXPECT_EQ(rewritten->format, 4);
   ExpectSameFigures(rewritten->ops, c->ops);
   // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
   std::ofstream(cache) << old;
@@ -176,6 +200,50 @@ TEST(CpuCalibration, AFormat2CacheEntryIsMeasuredAgainForTheChipSpread) {
   EXPECT_FALSE(pinned->Profile().ForSharedCores(8, 2).chip_waits);
   EXPECT_NE(pinned->Describe().find("no wait at collectives"), std::string::npos) << pinned->Describe();
   std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, AFormat3CacheEntryIsMeasuredAgainForTheCollectives) {
+  // Format 3 had no measured collectives: the cache measures again; pinned,
+  // it loads and prices collectives at the cold stream, said so.
+  const std::string cache = TempPath("format3");
+  const std::string old = R"({"format": 3, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "conv_flops": 2e10, "cold_bandwidth": 8e9, "chip_spread_ns": 5000,
+      "measured_at_unix_s": 1764000000})";
+  std::ofstream(cache) << old;
+  auto c = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_GT(c->collectives[0][0], 0);
+  std::ofstream(cache) << old;
+  auto pinned = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->Profile().collective_ns[0][0], 0);
+  EXPECT_NE(pinned->Describe().find("collectives not measured"), std::string::npos) << pinned->Describe();
+  // Measured collectives that are not four numbers per kind are named.
+  std::ofstream(cache) << R"({"format": 4, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "collective_ns": {"all_reduce": [1, 2, 3]}})";
+  auto bad = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'collective_ns' needs 'all_reduce' as 4 numbers"), std::string::npos)
+      << bad.status();
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, EachFigureIsTheMedianOfItsPasses) {
+  CalibrationPlan plan = Small();
+  plan.passes = 3;
+  const CpuCalibration c = MeasureCpu(plan);
+  for (const char* pass : {"pass 1 of 3", "pass 2 of 3", "pass 3 of 3", "the figures of each pass"})
+    EXPECT_TRUE(std::any_of(c.rows.begin(), c.rows.end(), [&](const std::string& r) { return r == pass || r.rfind(pass, 0) == 0; }))
+        << pass;
+  // The GEMM row: each pass's figure, then the profile's, their median.
+  auto row = std::find_if(c.rows.begin(), c.rows.end(),
+                          [](const std::string& r) { return r.find("GEMM, one core") != std::string::npos; });
+  ASSERT_NE(row, c.rows.end());
+  double a = 0, b = 0, d = 0, kept = 0;
+  ASSERT_EQ(std::sscanf(row->c_str(), " GEMM, one core %lf %lf %lf -> %lf", &a, &b, &d, &kept), 4) << *row;
+  EXPECT_EQ(kept, std::max(std::min(a, b), std::min(std::max(a, b), d))) << *row;
+  EXPECT_NEAR(c.peak_flops / 1e9, kept, 0.006);
 }
 
 TEST(CpuCalibration, APinnedFileWithFiguresGivesThemToTheProfile) {
