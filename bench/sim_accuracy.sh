@@ -12,6 +12,10 @@
 # fresh machine would; set KEEP_PROFILE=1 to use the cached one instead.
 # BY_OP=1 also prints, per sample, the real run's device time against the cost
 # model's by opcode and roofline class (kernel_stats, every chip and step).
+# Each sample is also run a second time, right after the first: the column
+# `rerun` is that run's device step against the first's, the machine's own
+# run-to-run spread (on a shared VM it moved 20-30% between back-to-back runs;
+# no model that does not see the run can be closer than that). RERUN=0 skips it.
 set -euo pipefail
 BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
@@ -25,7 +29,7 @@ trap 'rm -rf "$DIR"' EXIT
 if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
 declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
 declare -A STEPS=([mlp]=20 [cnn]=10 [llama]=10)
-printf '%-6s %6s %14s %18s %8s %16s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error
+printf '%-6s %6s %14s %18s %8s %16s %8s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun
 for s in "${SAMPLES[@]}"; do
   flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$s]}" --steps "${STEPS[$s]}" --quiet)
   [ "$s" = mlp ] && flags+=(--change-step -1)
@@ -39,11 +43,21 @@ for s in "${SAMPLES[@]}"; do
   fi
   "$CLI" run "$s" "${flags[@]}" --simulate --calibrate-from "$DIR/$s.db" --db "$DIR/$s-sim.db" > "$DIR/sim.out" 2>&1 \
     || { cat "$DIR/sim.out" >&2; exit 1; }
+  rerun="-"
+  if [ "${RERUN:-1}" = 1 ]; then
+    "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s-again.db" > "$DIR/real.out" 2>&1 || { cat "$DIR/real.out" >&2; exit 1; }
+    # The second run's device step, as --calibrate-from measures it (a simulated run of its own).
+    "$CLI" run "$s" "${flags[@]}" --steps 2 --simulate --calibrate-from "$DIR/$s-again.db" --db "$DIR/$s-again-sim.db" \
+      > "$DIR/sim.out" 2>&1 || { cat "$DIR/sim.out" >&2; exit 1; }
+    first=$("$CLI" query "$DIR/$s-sim.db" "SELECT recorded_step_ns FROM sim_calibrations" | tail -1)
+    again=$("$CLI" query "$DIR/$s-again-sim.db" "SELECT recorded_step_ns FROM sim_calibrations" | tail -1)
+    rerun=$(awk -v a="$first" -v b="$again" 'BEGIN { printf "%+.1f%%", 100 * (b - a) / a }')
+  fi
   "$CLI" query "$DIR/$s-sim.db" "SELECT recorded_step_ns / 1e6, uncalibrated_step_ns / 1e6,
       100.0 * abs(uncalibrated_step_ns - recorded_step_ns) / recorded_step_ns,
       calibrated_step_ns / 1e6, 100.0 * abs(calibrated_step_ns - recorded_step_ns) / recorded_step_ns
       FROM sim_calibrations" | tail -1 | tr ',' ' ' | {
     read -r rec unc uerr cal cerr
-    printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%%\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr"
+    printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%% %8s\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr" "$rerun"
   }
 done
