@@ -270,10 +270,7 @@ CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   }
   c.ops = MeasureOpClasses(plan.ops, &c.rows);
   c.collectives = MeasureCollectives(plan.collectives, &c.rows);
-  const SpreadFigures spread = MeasureChipSpread(plan.spread, &c.rows);
-  c.ops.chip_spread_ns = spread.variance_ns;
-  c.ops.beside_compute = spread.beside_compute;
-  c.ops.beside_memory = spread.beside_memory;
+  c.ops.chip_spread_ns = MeasureChipSpread(plan.spread, &c.rows).variance_ns;
   const double det = s00 * s11 - s01 * s01;
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;

@@ -2,9 +2,11 @@
 #include "runtime/cpu_op_benchmarks.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -392,6 +394,90 @@ double MeasureReduce(const OpClassPlan& plan, std::vector<std::string>* rows) {
   return (per[0] + per[1]) / 2;
 }
 
+// A kernel run over and over on another thread until stopped: a chip on the
+// other core.
+class Neighbour {
+ public:
+  Neighbour(const Instruction& kernel, const Rotation& rot) {
+    thread_ = std::thread([&kernel, &rot, this] {
+      GangScope no_gang(nullptr);
+      std::vector<Literal> outs;
+      for (int c = 0; c < rot.copies(); ++c) outs.emplace_back(kernel.shape);
+      for (int c = 0; !stop_.load(std::memory_order_relaxed); c = (c + 1) % rot.copies())
+        (void)EvalInstruction(kernel, rot.Ops(c), 0, &outs[c]);  // valid by construction
+    });
+  }
+  ~Neighbour() {
+    stop_.store(true, std::memory_order_relaxed);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// A compute-bound and a memory-bound kernel of a chip, each timed alone,
+// beside a core running the other chips' compute-bound kernel and beside one
+// streaming (cores > 1). Sets beside_compute and beside_memory to the
+// slowdowns with the other core doing each half the time: on this VM a GEMM
+// ran 25% slower beside a stream than alone, and about as fast beside
+// another GEMM, so which one the run's chips overlap decides; half and half
+// is the assumption (the matrix is printed).
+void MeasureBeside(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  if (cores < 2) return;
+  rows->push_back("beside a busy core, over alone (a GEMM [128,256]x[256,1024] and an add of 1 Mi elements, "
+                  "operands cold, median)");
+  Module m;
+  auto* a = m.Parameter(Shape(DType::kF32, {128, 256}), "a");
+  auto* b = m.Parameter(Shape(DType::kF32, {256, 1024}), "b");
+  compiler::DotDims dd;
+  dd.lhs_contracting = {1};
+  dd.rhs_contracting = {0};
+  const Instruction* kernels[2] = {m.DotGeneral(a, b, dd), nullptr};
+  auto* x = m.Parameter(Shape(DType::kF32, {int64_t{1} << 20}), "x");
+  kernels[1] = m.Binary(Opcode::kAdd, x, x);
+  auto shapes = [](const Instruction* k) {
+    std::vector<Shape> v;
+    for (const Instruction* o : k->operands) v.push_back(o->shape);
+    return v;
+  };
+  // The timed kernels' copies and the neighbours' own.
+  std::vector<std::unique_ptr<Rotation>> timed, theirs;
+  for (const Instruction* k : kernels) {
+    timed.push_back(std::make_unique<Rotation>(shapes(k), k->shape, plan.cold_bytes));
+    theirs.push_back(std::make_unique<Rotation>(shapes(k), k->shape, plan.cold_bytes / 2));
+  }
+  // [timed kernel][0 alone, 1 beside compute, 2 beside memory]: times of two rounds, pooled.
+  std::vector<double> t[2][3];
+  for (int round = 0; round < 2; ++round)
+    for (int beside = 0; beside < 3; ++beside) {
+      std::unique_ptr<Neighbour> n;
+      if (beside > 0) n = std::make_unique<Neighbour>(*kernels[beside - 1], *theirs[beside - 1]);
+      for (int k = 0; k < 2; ++k) {
+        Rotation& rot = *timed[k];
+        for (int r = 0; r < 11; ++r) {
+          const int c = r % rot.copies();
+          const int64_t t0 = ThreadCpuNs();
+          (void)EvalInstruction(*kernels[k], rot.Ops(c), 0, &rot.outs[c]);  // valid by construction
+          t[k][beside].push_back(static_cast<double>(ThreadCpuNs() - t0));
+        }
+      }
+    }
+  double slow[2][2];
+  for (int k = 0; k < 2; ++k) {
+    const double alone = Median(t[k][0]);
+    for (int beside = 0; beside < 2; ++beside) slow[k][beside] = alone > 0 ? Median(t[k][beside + 1]) / alone : 0;
+    rows->push_back(absl::StrFormat("  %-6s %8.1f us alone, x%.2f beside a GEMM, x%.2f beside a stream",
+                                    k == 0 ? "GEMM" : "stream", alone / 1e3, slow[k][0], slow[k][1]));
+  }
+  f->beside_compute = (slow[0][0] + slow[0][1]) / 2;
+  f->beside_memory = (slow[1][0] + slow[1][1]) / 2;
+  rows->push_back(absl::StrFormat("  the other core half compute, half streaming: GEMMs x%.3f, streams x%.3f",
+                                  f->beside_compute, f->beside_memory));
+}
+
 }  // namespace
 
 OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string>* rows) {
@@ -407,6 +493,7 @@ OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string
   MeasureSkinnyGemm(plan, &f, rows);
   f.cold_kernel_overhead_ns = MeasureSmallKernels(plan, f.cold_bandwidth, rows);
   f.reduce_read_ns = MeasureReduce(plan, rows);
+  if (plan.beside) MeasureBeside(plan, &f, rows);
   return f;
 }
 

@@ -22,7 +22,8 @@ struct OpClassFigures {
   double cold_kernel_overhead_ns = 0;  // a kernel of a few KiB, cold, fresh result: its time less its traffic
   double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
   double chip_spread_ns = 0;           // chips' segment-time variance per ns (cpu_spread_benchmark.h)
-  // GEMM and stream kernels beside the other cores' chips, over alone (cpu_spread_benchmark.h)
+  // A GEMM's and a stream's slowdown with another core running chips (MeasureBeside in the .cc):
+  // the mean of beside a compute-bound and beside a memory-bound neighbour; 0: one core
   double beside_compute = 0, beside_memory = 0;
 
   bool measured() const { return conv_flops > 0; }
@@ -35,6 +36,7 @@ struct OpClassPlan {
   int64_t gemm_other_dim = 1024;              // the skinny GEMMs' other two dims
   int64_t elements = int64_t{1} << 16;        // elementwise, window and broadcast operands
   int64_t small_elements = 1024;              // the small kernels: 4 KiB of f32 per operand
+  bool beside = true;                         // the slowdowns beside a busy core (beside_compute, beside_memory)
 };
 
 // Measures the figures; appends the table (as printed by `shardscope

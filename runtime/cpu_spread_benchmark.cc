@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
 #include <thread>
 #include <tuple>
 
@@ -37,13 +36,7 @@ Literal Filled(const Shape& s, float scale) {
 // the chips' buffers together exceed the last-level cache, so which chip
 // finds its data evicted, and which streams beside another, spreads them as
 // it spreads the samples' chips (GEMMs alone measured a tenth of their spread).
-// Which kernels are the GEMMs' (compute-bound) and which the streams'
-// (memory-bound): instruction ids, a fused kernel known by its root.
-struct KernelClasses {
-  std::set<int64_t> compute, memory;
-};
-
-void BuildProgram(compiler::Module& m, const SpreadPlan& plan, KernelClasses* classes) {
+void BuildProgram(compiler::Module& m, const SpreadPlan& plan) {
   const Shape act(DType::kF32, {plan.rows, plan.width});
   auto* x = m.Parameter(act, "x");
   auto* w = m.Parameter(Shape(DType::kF32, {plan.width, plan.width}), "w");
@@ -60,15 +53,8 @@ void BuildProgram(compiler::Module& m, const SpreadPlan& plan, KernelClasses* cl
   for (int round = 0; round < 2; ++round)
     for (int gemms : {0, 1, 2, 4}) {
       if (gemms == 0) h = m.Unary(Opcode::kTanh, m.Binary(Opcode::kMultiply, h, mean));
-      for (int g = 0; g < gemms; ++g) {
-        auto* dot = m.DotGeneral(h, w, dd);
-        h = m.Unary(Opcode::kTanh, dot);
-        classes->compute.insert({dot->id, h->id});
-      }
-      if (gemms > 0 && plan.stream_elements > 0) {
-        big = m.Binary(Opcode::kAdd, m.Binary(Opcode::kMultiply, big, half), half);
-        classes->memory.insert(big->id);
-      }
+      for (int g = 0; g < gemms; ++g) h = m.Unary(Opcode::kTanh, m.DotGeneral(h, w, dd));
+      if (gemms > 0 && plan.stream_elements > 0) big = m.Binary(Opcode::kAdd, m.Binary(Opcode::kMultiply, big, half), half);
       h = m.Binary(Opcode::kMultiply, m.AllReduce(h, compiler::ReduceKind::kSum, {everyone}), mean);
     }
   m.AddOutput(h);
@@ -94,11 +80,9 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
     return f;
   }
   compiler::Module m;
-  KernelClasses classes;
-  BuildProgram(m, plan, &classes);
+  BuildProgram(m, plan);
   const compiler::FusionPlan fusion = compiler::PlanFusion(m);
   ThreadPool pool(std::min(plan.chips, cores));  // as Client::Create sizes it
-  ThreadPool alone(1);                           // the same chips one at a time: nothing beside them
   // Each chip its own operands, as each holds its own shard and weights.
   std::vector<Literal> xs, ws, bigs;
   for (int c = 0; c < plan.chips; ++c) {
@@ -113,18 +97,6 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
   std::vector<double> estimates;
   double short_wait = 0, long_wait = 0, short_mean = 0, long_mean = 0;
   int shorts = 0, longs = 0;
-  // Device time of the GEMMs' and the streams' kernels, every core running
-  // chips and one core alone, runs of each in turn.
-  double shared_compute = 0, shared_memory = 0, alone_compute = 0, alone_memory = 0;
-  auto add_up = [&](const ScheduleInput& timing, double* compute, double* memory) {
-    for (const auto& ops : timing.per_device)
-      for (const DeviceOp& op : ops) {
-        if (op.collective >= 0) continue;
-        if (classes.compute.count(op.op_id)) *compute += static_cast<double>(op.dur_ns);
-        if (classes.memory.count(op.op_id)) *memory += static_cast<double>(op.dur_ns);
-      }
-  };
-  const bool compare_alone = cores > 1 && plan.compare_alone;
   for (int run = 0; run <= plan.runs; ++run) {
     ScheduleInput timing;
     auto out = ExecuteProgram(m, **topology, pool, args, &timing, nullptr, &fusion);
@@ -132,13 +104,7 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
       rows->push_back(absl::StrFormat("  (the program failed: %s; not measured)", out.status().message()));
       return SpreadFigures{};
     }
-    if (compare_alone) {
-      ScheduleInput solo;
-      if (!ExecuteProgram(m, **topology, alone, args, &solo, nullptr, &fusion).ok()) return SpreadFigures{};
-      if (run > 0) add_up(solo, &alone_compute, &alone_memory);
-    }
     if (run == 0) continue;  // warm-up: first touches, the GEMM backend's buffers
-    add_up(timing, &shared_compute, &shared_memory);
     // Each chip's device time per segment (its kernels since the last collective).
     std::vector<std::vector<double>> seg(plan.chips);
     for (int c = 0; c < plan.chips; ++c) {
@@ -176,10 +142,6 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
   z /= static_cast<double>(estimates.size() - 2 * cut);
   f.variance_ns = z * z;
   f.chips = plan.chips;
-  if (alone_compute > 0 && alone_memory > 0) {
-    f.beside_compute = shared_compute / alone_compute;
-    f.beside_memory = shared_memory / alone_memory;
-  }
   if (shorts > 0 && longs > 0)
     for (auto [label, wait, mean_t, k] : {std::tuple<const char*, double, double, int>{"shortest", short_wait, short_mean, shorts},
                                          {"longest", long_wait, long_mean, longs}})
@@ -188,10 +150,6 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
   rows->push_back(absl::StrFormat(
       "  variance rate v = %.0f ns (sd of a segment of T: sqrt(v T); %d segments, the middle 80%%)", f.variance_ns,
       f.segments));
-  if (f.beside_compute > 0)
-    rows->push_back(absl::StrFormat(
-        "  beside the other cores' chips, over alone: GEMM kernels x%.3f, stream kernels x%.3f (device time)",
-        f.beside_compute, f.beside_memory));
   return f;
 }
 

@@ -26,18 +26,12 @@ struct SpreadPlan {
   int64_t rows = 64;      // the GEMMs' rows (a chip's share of a batch)
   int64_t width = 512;    // their other dims
   int64_t stream_elements = int64_t{1} << 20;  // each chip's streamed buffer (f32; 8 chips: 32 MiB)
-  bool compare_alone = true;  // also run the chips on one thread, for SpreadFigures::beside_*
 };
 
 struct SpreadFigures {
   double variance_ns = 0;   // v: chip-to-chip variance of a segment's time per ns of it
   int chips = 0;            // how many chips shared the cores
   int segments = 0;         // segment instances it was estimated from
-  // The same kernels' device time with every core running chips, over one
-  // core running them alone (the pool of one thread): what sharing the
-  // memory system with the other cores' chips costs a GEMM and a stream
-  // through memory. 0: not measured (one core).
-  double beside_compute = 0, beside_memory = 0;
 };
 
 // Runs the program `plan.runs` times on plan.chips chips (a pool of
