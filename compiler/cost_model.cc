@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -193,10 +194,11 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
   p.chip_waits = chip_spread_ns > 0;
   if (beside_compute > 0) {
     for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.gemm8_flops, &p.gemm32_flops,
-                         &p.gemm128_flops})
+                         &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops})
       *rate /= beside_compute;
     p.transcendental_ns *= beside_compute;
     p.window_read_ns *= beside_compute;
+    p.fused_op_ns *= beside_compute;
   }
   if (beside_memory > 0) {
     p.hbm_bandwidth /= beside_memory;
@@ -337,9 +339,14 @@ double CostModel::MatrixRate(const Instruction& i) const {
   const int64_t m = Product(l, FreeDims(static_cast<int>(l.size()), i.dot.lhs_batch, i.dot.lhs_contracting));
   const int64_t n = Product(r, FreeDims(static_cast<int>(r.size()), i.dot.rhs_batch, i.dot.rhs_contracting));
   const double s = static_cast<double>(std::max<int64_t>(1, std::min({m, n, k})));
+  // A contraction as small as the smallest free dim: a weight gradient's form, when measured.
+  const bool contracted = k <= std::min(m, n) && p.gemm8k_flops > 0 && p.gemm32k_flops > 0 && p.gemm128k_flops > 0;
+  const double g8 = contracted ? p.gemm8k_flops : p.gemm8_flops;
+  const double g32 = contracted ? p.gemm32k_flops : p.gemm32_flops;
+  const double g128 = contracted ? p.gemm128k_flops : p.gemm128_flops;
   // Below 8 the weights' read dominates as at 8: the rate falls with s.
-  if (s <= 8) return p.gemm8_flops * s / 8;
-  const double pts[4][2] = {{8, p.gemm8_flops}, {32, p.gemm32_flops}, {128, p.gemm128_flops}, {256, p.peak_flops}};
+  if (s <= 8) return g8 * s / 8;
+  const double pts[4][2] = {{8, g8}, {32, g32}, {128, g128}, {256, p.peak_flops}};
   for (int j = 0; j < 3; ++j)
     if (s <= pts[j + 1][0]) {
       const double t = std::log2(s / pts[j][0]) / std::log2(pts[j + 1][0] / pts[j][0]);
@@ -540,11 +547,15 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
   std::set<const Instruction*> inputs;
   double flops = 0, serial_ns = 0;
   double peak = profile_.vector_flops;
+  bool first_arithmetic = true;
   for (const Instruction* m : members) {
     if (Free(*m)) continue;
     flops += Flops(*m);
     if (IsMatrixOp(*m)) peak = MatrixRate(*m);  // a GEMM with its bias: the GEMM's rate
     serial_ns += SerialNs(*m, /*fused=*/true);
+    // The loop's arithmetic, member by member (the first one's is in the stream's measured time).
+    if (IsElementwise(m->op) && !Transcendental(m->op) && !std::exchange(first_arithmetic, false))
+      serial_ns += static_cast<double>(m->shape.elements()) * profile_.fused_op_ns;
     for (const Instruction* o : m->operands)
       if (!inside.count(o)) inputs.insert(o);
   }

@@ -71,12 +71,19 @@ struct ChipProfile {
   // matrix for a few rows. Dots between these sizes and 256 are interpolated
   // in log2 of that dim; from 256 up, the peak.
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;
+  // The same where the small dim is the contraction ([s,1024]^T x [s,1024], a
+  // weight gradient), which reads and writes the whole [1024,1024] result for
+  // s of work per element; 0: not measured, the rows' figures serve.
+  double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;
   // The per-kernel overhead of a kernel of a few KiB as the executor runs it
   // when chips share the cores (operands cold, a fresh result buffer), its
   // traffic at cold_bandwidth taken out: in place of kernel_overhead_ns where
   // larger, with cold_operands.
   double cold_kernel_overhead_ns = 0;
   double reduce_read_ns = 0;        // a reduce kernel: per element of its operand
+  // A fused loop: per element for each arithmetic member beyond the first
+  // (exp and logistic are priced by transcendental_ns instead).
+  double fused_op_ns = 0;
   // The executor's collectives as measured on this machine (operands cold):
   // in place of InMemoryCollectiveBytes at cold_bandwidth, interpolated between
   // the points (CostModel::MeasuredCollectiveNs). All 0: not measured.

@@ -54,8 +54,12 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"gemm8_flops", &OpClassFigures::gemm8_flops},
           {"gemm32_flops", &OpClassFigures::gemm32_flops},
           {"gemm128_flops", &OpClassFigures::gemm128_flops},
+          {"gemm8k_flops", &OpClassFigures::gemm8k_flops},
+          {"gemm32k_flops", &OpClassFigures::gemm32k_flops},
+          {"gemm128k_flops", &OpClassFigures::gemm128k_flops},
           {"cold_kernel_overhead_ns", &OpClassFigures::cold_kernel_overhead_ns},
           {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
+          {"fused_op_ns", &OpClassFigures::fused_op_ns},
           {"chip_spread_ns", &OpClassFigures::chip_spread_ns},
           {"beside_compute", &OpClassFigures::beside_compute},
           {"beside_memory", &OpClassFigures::beside_memory}};
@@ -138,8 +142,12 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.gemm8_flops = ops.gemm8_flops;
   p.gemm32_flops = ops.gemm32_flops;
   p.gemm128_flops = ops.gemm128_flops;
+  p.gemm8k_flops = ops.gemm8k_flops;
+  p.gemm32k_flops = ops.gemm32k_flops;
+  p.gemm128k_flops = ops.gemm128k_flops;
   p.cold_kernel_overhead_ns = ops.cold_kernel_overhead_ns;
   p.reduce_read_ns = ops.reduce_read_ns;
+  p.fused_op_ns = ops.fused_op_ns;
   p.chip_spread_ns = ops.chip_spread_ns;
   p.beside_compute = ops.beside_compute;
   p.beside_memory = ops.beside_memory;
@@ -176,10 +184,18 @@ std::string CpuCalibration::Describe() const {
                              ops.conv_flops / 1e9, ops.cold_bandwidth / 1e9, ops.window_read_ns,
                              ops.transcendental_ns, ops.strided_broadcast_ns, ops.gemm8_flops / 1e9,
                              ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9) +
+                 (ops.gemm8k_flops > 0 ? absl::StrFormat(" (contracted %.1f/%.1f/%.1f)", ops.gemm8k_flops / 1e9,
+                                                         ops.gemm32k_flops / 1e9, ops.gemm128k_flops / 1e9)
+                                       : std::string()) +
+                 (ops.beside_compute > 0 ? absl::StrFormat(", beside a busy core: GEMMs x%.2f, streams x%.2f",
+                                                           ops.beside_compute, ops.beside_memory)
+                                         : std::string()) +
                  (ops.chip_spread_ns > 0 || ops.reduce_read_ns > 0
-                      ? absl::StrFormat("; small kernel %.2f us over its traffic, reduce %.2f ns per element, chip "
-                                        "spread %.0f ns (variance per ns of a segment)",
-                                        ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.chip_spread_ns)
+                      ? absl::StrFormat("; small kernel %.2f us over its traffic, reduce %.2f ns per element, "
+                                        "fused loop %.3f ns per element per op, chip spread %.0f ns (variance per ns "
+                                        "of a segment)",
+                                        ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.fused_op_ns,
+                                        ops.chip_spread_ns)
                       : std::string("; no small-kernel, reduce or chip-spread figures (format 2: no wait at "
                                     "collectives)"))
            : std::string("; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "

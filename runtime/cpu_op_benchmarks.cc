@@ -297,29 +297,102 @@ double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>
   return per;
 }
 
+// A fused loop's time per element for each arithmetic member beyond the
+// first: two kernels over the same three cold operands, one of 2 ops and one
+// of 12 (an optimizer's mix: multiplies, adds, a subtract, a sqrt and a
+// divide), the difference over 10 ops per element. The roofline prices a
+// fused loop by its traffic alone; an optimizer's update of 12 ops per
+// element ran at half the cold stream's bandwidth.
+double MeasureFusedOps(const OpClassPlan& plan, std::vector<std::string>* rows) {
+  rows->push_back(absl::StrFormat("fused loop of 2 ops and of 12 ops (f32 [%d], three operands cold, median)",
+                                  plan.elements * 4));
+  const Shape s(DType::kF32, {plan.elements * 4});
+  double ns[2] = {0, 0};
+  constexpr int kOps[2] = {2, 12};
+  for (int chain = 0; chain < 2; ++chain) {
+    Module m;
+    auto* x = m.Parameter(s, "x");
+    auto* y = m.Parameter(s, "y");
+    auto* z = m.Parameter(s, "z");
+    auto bin = [&](Opcode op, Instruction* a, Instruction* b) { return m.Binary(op, a, b); };
+    Instruction* t = bin(Opcode::kAdd, bin(Opcode::kMultiply, x, y), z);  // 2 ops
+    if (chain == 1) {
+      t = bin(Opcode::kSubtract, bin(Opcode::kMultiply, t, x), y);                                    // 4
+      auto* norm = m.Unary(Opcode::kSqrt, bin(Opcode::kAdd, bin(Opcode::kMultiply, z, z),
+                                               bin(Opcode::kMultiply, y, y)));                      // 8
+      t = bin(Opcode::kDivide, t, bin(Opcode::kAdd, bin(Opcode::kAdd, norm, bin(Opcode::kMultiply, x, x)), y));  // 12
+    }
+    const compiler::FusionPlan fusion = compiler::PlanFusion(m);
+    const compiler::FusedKernel* k = fusion.KernelOf(t->id);
+    if (!k) {
+      rows->push_back("  (the fusion pass did not fuse the chain: not measured)");
+      return 0;
+    }
+    Rotation rot({s, s, s}, s, plan.cold_bytes);
+    std::vector<const Literal*> values(static_cast<size_t>(t->id + 1), nullptr);
+    values[x->id] = &rot.operands[0][0];
+    values[y->id] = &rot.operands[0][1];
+    values[z->id] = &rot.operands[0][2];
+    if (absl::Status st = EvalFusedKernel(*k, values, &rot.outs[0]); !st.ok()) {
+      rows->push_back(absl::StrFormat("  (the %d-op kernel of %d members failed: %s; not measured)", kOps[chain],
+                                      static_cast<int>(k->members.size()), st.message()));
+      return 0;
+    }
+    ns[chain] = RotatingMedianNs(
+        [&](int c) {
+          values[x->id] = &rot.operands[c][0];
+          values[y->id] = &rot.operands[c][1];
+          values[z->id] = &rot.operands[c][2];
+          (void)EvalFusedKernel(*k, values, &rot.outs[c]);
+        },
+        rot.copies(), 21);
+    rows->push_back(absl::StrFormat("  %2d ops %10.1f us", kOps[chain], ns[chain] / 1e3));
+  }
+  const double per = std::max(0.0, (ns[1] - ns[0]) / static_cast<double>(s.elements()) / (kOps[1] - kOps[0]));
+  rows->push_back(absl::StrFormat("  per element per op beyond the first: %.3f ns", per));
+  return per;
+}
+
 // [s, D] x [D, D], the weight matrix cold: the GEMM of a few rows.
 void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
   const int64_t d = plan.gemm_other_dim;
-  rows->push_back(
-      absl::StrFormat("skinny GEMM (dot_general f32 [s,%d]x[%d,%d], operands cold, median, interleaved)", d, d, d));
+  rows->push_back(absl::StrFormat(
+      "skinny GEMM (dot_general f32, operands cold, median, interleaved): [s,%d]x[%d,%d] (few rows), and "
+      "[s,%d]^T x [s,%d] (a weight gradient: s contracted)",
+      d, d, d, d, d));
   Interleaved bench(plan);
-  const std::vector<std::pair<int64_t, double*>> rows_of = {{8, &f->gemm8_flops}, {32, &f->gemm32_flops},
-                                                            {128, &f->gemm128_flops}};
-  for (const auto& [s, out] : rows_of) {
+  struct Shape3 {
+    int64_t s;
+    bool contracted;
+    double* out;
+  };
+  const std::vector<Shape3> shapes = {{8, false, &f->gemm8_flops},    {32, false, &f->gemm32_flops},
+                                      {128, false, &f->gemm128_flops}, {8, true, &f->gemm8k_flops},
+                                      {32, true, &f->gemm32k_flops},   {128, true, &f->gemm128k_flops}};
+  for (const Shape3& sh : shapes) {
     auto m = std::make_unique<Module>();
-    auto* a = m->Parameter(Shape(DType::kF32, {s, d}), "a");
-    auto* b = m->Parameter(Shape(DType::kF32, {d, d}), "b");
     compiler::DotDims dd;
-    dd.lhs_contracting = {1};
-    dd.rhs_contracting = {0};
+    Instruction *a, *b;
+    if (sh.contracted) {
+      a = m->Parameter(Shape(DType::kF32, {sh.s, d}), "a");
+      b = m->Parameter(Shape(DType::kF32, {sh.s, d}), "b");
+      dd.lhs_contracting = {0};
+      dd.rhs_contracting = {0};
+    } else {
+      a = m->Parameter(Shape(DType::kF32, {sh.s, d}), "a");
+      b = m->Parameter(Shape(DType::kF32, {d, d}), "b");
+      dd.lhs_contracting = {1};
+      dd.rhs_contracting = {0};
+    }
     auto* dot = m->DotGeneral(a, b, dd);
     bench.Add(std::move(m), dot);
   }
   const std::vector<double> ns = bench.MedianNs(11);
   for (size_t k = 0; k < ns.size(); ++k) {
-    const auto& [s, out] = rows_of[k];
-    *out = 2.0 * static_cast<double>(s * d * d) / ns[k] * 1e9;
-    rows->push_back(absl::StrFormat("  s=%-4d %10.1f us  %6.1f GFLOP/s", s, ns[k] / 1e3, *out / 1e9));
+    const Shape3& sh = shapes[k];
+    *sh.out = 2.0 * static_cast<double>(sh.s * d * d) / ns[k] * 1e9;
+    rows->push_back(absl::StrFormat("  s=%-4d %-12s %10.1f us  %6.1f GFLOP/s", sh.s, sh.contracted ? "contracted" : "rows",
+                                    ns[k] / 1e3, *sh.out / 1e9));
   }
 }
 
@@ -493,6 +566,7 @@ OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string
   MeasureSkinnyGemm(plan, &f, rows);
   f.cold_kernel_overhead_ns = MeasureSmallKernels(plan, f.cold_bandwidth, rows);
   f.reduce_read_ns = MeasureReduce(plan, rows);
+  f.fused_op_ns = MeasureFusedOps(plan, rows);
   if (plan.beside) MeasureBeside(plan, &f, rows);
   return f;
 }

@@ -18,9 +18,11 @@ struct OpClassFigures {
   double window_read_ns = 0;        // reduce_window: ns per window element read
   double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)
   double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
-  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128
+  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128: the rows
+  double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;  // ... the contraction (a weight gradient)
   double cold_kernel_overhead_ns = 0;  // a kernel of a few KiB, cold, fresh result: its time less its traffic
   double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
+  double fused_op_ns = 0;              // a fused loop: ns per element per arithmetic op beyond the first
   double chip_spread_ns = 0;           // chips' segment-time variance per ns (cpu_spread_benchmark.h)
   // A GEMM's and a stream's slowdown with another core running chips (MeasureBeside in the .cc):
   // the mean of beside a compute-bound and beside a memory-bound neighbour; 0: one core

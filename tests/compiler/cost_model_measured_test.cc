@@ -82,6 +82,24 @@ TEST(CostModelMeasured, SkinnyDotsRunAtTheRateOfTheirSmallestDim) {
   EXPECT_DOUBLE_EQ(CostModel(Plain()).MatrixRate(*skinny), 1e12) << "not measured: the peak";
 }
 
+TEST(CostModelMeasured, AWeightGradientRunsAtTheContractedRatesWhereMeasured) {
+  ChipProfile p = Measured();
+  p.gemm8k_flops = 0.6e10;
+  p.gemm32k_flops = 2e10;
+  p.gemm128k_flops = 1e11;
+  const CostModel model(p);
+  auto rate = [&](int64_t m, int64_t k, int64_t n) {
+    Module mod;
+    return model.MatrixRate(*Dot(mod, m, k, n));
+  };
+  EXPECT_DOUBLE_EQ(rate(1024, 8, 1024), 0.6e10);  // the batch contracted
+  EXPECT_DOUBLE_EQ(rate(1024, 128, 256), 1e11);
+  EXPECT_NEAR(rate(1024, 64, 1024), 6e10, 1);     // halfway (log2) from 32 to 128
+  EXPECT_DOUBLE_EQ(rate(8, 1024, 1024), 1e10) << "few rows: the rows' figures";
+  EXPECT_DOUBLE_EQ(rate(128, 256, 1024), 2e11);
+  EXPECT_DOUBLE_EQ(rate(512, 512, 512), 1e12) << "from 256 up: the peak";
+}
+
 TEST(CostModelMeasured, AWindowOpReadsItsWholeWindowPerOutput) {
   Module m;
   auto* a = m.Parameter(Shape(DType::kF32, {4, 16, 32, 32}), "a");
@@ -118,6 +136,28 @@ TEST(CostModelMeasured, TranscendentalsAndStridedBroadcastsAddTheirPerElementTim
   // A channel-last layout's broadcast is a trailing block: copied in runs.
   auto* trailing = m.BroadcastInDim(m.Parameter(Shape(DType::kF32, {32}), "c"), full.dims, {3});
   EXPECT_DOUBLE_EQ(model.SerialNs(*trailing, true), 0);
+}
+
+TEST(CostModelMeasured, AFusedLoopPaysForEachArithmeticOpBeyondTheFirst) {
+  Module m;
+  const Shape s(DType::kF32, {1 << 16});
+  auto* x = m.Parameter(s, "x");
+  auto* y = m.Parameter(s, "y");
+  auto* mul = m.Binary(Opcode::kMultiply, x, y);
+  auto* add = m.Binary(Opcode::kAdd, mul, x);
+  auto* root = m.Unary(Opcode::kSqrt, add);
+  auto* e = m.Unary(Opcode::kExponential, root);
+  ChipProfile p = Measured();
+  p.fused_op_ns = 0.25;
+  const double flops = CostModel::Flops(*mul) + CostModel::Flops(*add) + CostModel::Flops(*root);
+  // Three arithmetic members: two beyond the first, each 0.25 ns an element.
+  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul, add, root}).compute_ns, flops / 1e11 * 1e9 + 2 * 65536 * 0.25);
+  // exp is priced as a transcendental, not as arithmetic.
+  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul, add, root, e}).compute_ns,
+                   (flops + CostModel::Flops(*e)) / 1e11 * 1e9 + 2 * 65536 * 0.25 + 65536 * 5.0);
+  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul}).compute_ns, CostModel::Flops(*mul) / 1e11 * 1e9) << "one op";
+  EXPECT_DOUBLE_EQ(CostModel(Measured()).KernelCost({mul, add, root}).compute_ns, flops / 1e11 * 1e9)
+      << "not measured: the roofline alone";
 }
 
 TEST(CostModelMeasured, StridedBroadcastsAreThoseTheFusedLoopGathers) {

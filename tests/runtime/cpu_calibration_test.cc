@@ -55,6 +55,9 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.gemm8_flops, b.gemm8_flops);
   EXPECT_EQ(a.gemm32_flops, b.gemm32_flops);
   EXPECT_EQ(a.gemm128_flops, b.gemm128_flops);
+  EXPECT_EQ(a.gemm8k_flops, b.gemm8k_flops);
+  EXPECT_EQ(a.fused_op_ns, b.fused_op_ns);
+  EXPECT_EQ(a.gemm128k_flops, b.gemm128k_flops);
   EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
   EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
   EXPECT_EQ(a.chip_spread_ns, b.chip_spread_ns);
@@ -85,8 +88,12 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GT(first->ops.gemm8_flops, 0);
   EXPECT_GT(first->ops.gemm32_flops, 0);
   EXPECT_GT(first->ops.gemm128_flops, 0);
+  EXPECT_GT(first->ops.gemm8k_flops, 0);
+  EXPECT_GT(first->ops.gemm32k_flops, 0);
+  EXPECT_GT(first->ops.gemm128k_flops, 0);
   EXPECT_GE(first->ops.cold_kernel_overhead_ns, 0);
   EXPECT_GT(first->ops.reduce_read_ns, 0);
+  EXPECT_GE(first->ops.fused_op_ns, 0);  // ten more ops per element never cost less (clamped at 0)
   // Chips sharing the cores never finish a segment at the same instant.
   EXPECT_GT(first->ops.chip_spread_ns, 0);
   if (std::thread::hardware_concurrency() > 1) {  // the same kernels beside the other cores' chips, over alone
@@ -100,7 +107,8 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
     EXPECT_EQ(first->collectives[k][2], 0) << k;
   }
   for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM",
-                            "small kernels", "reduce (sum", "chip spread", "collectives ("})
+                            "small kernels", "reduce (sum", "chip spread", "collectives (", "fused loop of 2 ops",
+                            "beside a busy core"})
     EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
                             [&](const std::string& r) { return r.find(table) != std::string::npos; }))
         << table;
