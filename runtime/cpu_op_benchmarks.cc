@@ -271,8 +271,10 @@ double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>
   for (int strided = 0; strided < 2; ++strided) {
     Module m;
     auto* x = m.Parameter(full, "x");
-    auto* v = strided ? m.Parameter(Shape(DType::kF32, {16}), "v") : m.Parameter(Shape(DType::kF32, {32, 32}), "v");
-    auto* b = m.BroadcastInDim(v, full.dims, strided ? std::vector<int64_t>{1} : std::vector<int64_t>{2, 3});
+    // Against a broadcast of one value, which the fused loop reads as a scalar: the same
+    // traffic, and no broadcast to pay for (a trailing block's runs are copied, and cost).
+    auto* v = strided ? m.Parameter(Shape(DType::kF32, {16}), "v") : m.Parameter(Shape(DType::kF32, {}), "v");
+    auto* b = m.BroadcastInDim(v, full.dims, strided ? std::vector<int64_t>{1} : std::vector<int64_t>{});
     auto* mul = m.Binary(Opcode::kMultiply, x, b);
     const compiler::FusionPlan fusion = compiler::PlanFusion(m);
     const compiler::FusedKernel* k = fusion.KernelOf(mul->id);
@@ -289,11 +291,10 @@ double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>
           (void)EvalFusedKernel(*k, values, &rot.outs[c]);
         },
         rot.copies(), 21);
-    rows->push_back(absl::StrFormat("  %-30s %9.1f us", strided ? "per channel (strided)" : "trailing block",
-                                    ns[strided] / 1e3));
+    rows->push_back(absl::StrFormat("  %-30s %9.1f us", strided ? "per channel (strided)" : "one value", ns[strided] / 1e3));
   }
   const double per = std::max(0.0, (ns[1] - ns[0]) / static_cast<double>(full.elements()));
-  rows->push_back(absl::StrFormat("  strided over trailing: %.2f ns per element", per));
+  rows->push_back(absl::StrFormat("  strided over one value: %.2f ns per element", per));
   return per;
 }
 
