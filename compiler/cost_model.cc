@@ -196,6 +196,7 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
     for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.gemm8_flops, &p.gemm32_flops,
                          &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops})
       *rate /= beside_compute;
+    for (double& rate : p.gemm_narrow_flops) rate /= beside_compute;
     p.transcendental_ns *= beside_compute;
     p.window_read_ns *= beside_compute;
     p.fused_op_ns *= beside_compute;
@@ -341,9 +342,21 @@ double CostModel::MatrixRate(const Instruction& i) const {
   const double s = static_cast<double>(std::max<int64_t>(1, std::min({m, n, k})));
   // A contraction as small as the smallest free dim: a weight gradient's form, when measured.
   const bool contracted = k <= std::min(m, n) && p.gemm8k_flops > 0 && p.gemm32k_flops > 0 && p.gemm128k_flops > 0;
-  const double g8 = contracted ? p.gemm8k_flops : p.gemm8_flops;
-  const double g32 = contracted ? p.gemm32k_flops : p.gemm32_flops;
-  const double g128 = contracted ? p.gemm128k_flops : p.gemm128_flops;
+  double g8 = contracted ? p.gemm8k_flops : p.gemm8_flops;
+  double g32 = contracted ? p.gemm32k_flops : p.gemm32_flops;
+  double g128 = contracted ? p.gemm128k_flops : p.gemm128_flops;
+  // The other two dims: the figures at 1024 and at 256, interpolated in log2 of the middle dim.
+  const auto& narrow = p.gemm_narrow_flops;
+  const int base = contracted ? 3 : 0;
+  if (narrow[base] > 0 && narrow[base + 1] > 0 && narrow[base + 2] > 0) {
+    const double mid = static_cast<double>(std::max({std::min(m, n), std::min(std::max(m, n), k)}));
+    const double t = std::clamp(std::log2(mid / ChipProfile::kNarrowDim) /
+                                    std::log2(ChipProfile::kWideDim / ChipProfile::kNarrowDim),
+                                0.0, 1.0);
+    g8 = narrow[base] + t * (g8 - narrow[base]);
+    g32 = narrow[base + 1] + t * (g32 - narrow[base + 1]);
+    g128 = narrow[base + 2] + t * (g128 - narrow[base + 2]);
+  }
   // Below 8 the weights' read dominates as at 8: the rate falls with s.
   if (s <= 8) return g8 * s / 8;
   const double pts[4][2] = {{8, g8}, {32, g32}, {128, g128}, {256, p.peak_flops}};

@@ -75,6 +75,11 @@ struct ChipProfile {
   // weight gradient), which reads and writes the whole [1024,1024] result for
   // s of work per element; 0: not measured, the rows' figures serve.
   double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;
+  // All six again with the other two dims 256 instead of 1024 (few rows at
+  // 8, 32, 128, then contracted): a dot's rate is interpolated in log2 of its
+  // middle dim between the two; all 0: not measured, the 1024 figures serve.
+  std::array<double, 6> gemm_narrow_flops{};
+  static constexpr double kNarrowDim = 256, kWideDim = 1024;
   // The per-kernel overhead of a kernel of a few KiB as the executor runs it
   // when chips share the cores (operands cold, a fresh result buffer), its
   // traffic at cold_bandwidth taken out: in place of kernel_overhead_ns where

@@ -57,6 +57,12 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"gemm8k_flops", &OpClassFigures::gemm8k_flops},
           {"gemm32k_flops", &OpClassFigures::gemm32k_flops},
           {"gemm128k_flops", &OpClassFigures::gemm128k_flops},
+          {"gemm8_narrow_flops", &OpClassFigures::gemm8_narrow_flops},
+          {"gemm32_narrow_flops", &OpClassFigures::gemm32_narrow_flops},
+          {"gemm128_narrow_flops", &OpClassFigures::gemm128_narrow_flops},
+          {"gemm8k_narrow_flops", &OpClassFigures::gemm8k_narrow_flops},
+          {"gemm32k_narrow_flops", &OpClassFigures::gemm32k_narrow_flops},
+          {"gemm128k_narrow_flops", &OpClassFigures::gemm128k_narrow_flops},
           {"cold_kernel_overhead_ns", &OpClassFigures::cold_kernel_overhead_ns},
           {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
           {"fused_op_ns", &OpClassFigures::fused_op_ns},
@@ -145,6 +151,8 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.gemm8k_flops = ops.gemm8k_flops;
   p.gemm32k_flops = ops.gemm32k_flops;
   p.gemm128k_flops = ops.gemm128k_flops;
+  p.gemm_narrow_flops = {ops.gemm8_narrow_flops,  ops.gemm32_narrow_flops,  ops.gemm128_narrow_flops,
+                         ops.gemm8k_narrow_flops, ops.gemm32k_narrow_flops, ops.gemm128k_narrow_flops};
   p.cold_kernel_overhead_ns = ops.cold_kernel_overhead_ns;
   p.reduce_read_ns = ops.reduce_read_ns;
   p.fused_op_ns = ops.fused_op_ns;

@@ -138,6 +138,27 @@ TEST(CostModelMeasured, TranscendentalsAndStridedBroadcastsAddTheirPerElementTim
   EXPECT_DOUBLE_EQ(model.SerialNs(*trailing, true), 0);
 }
 
+TEST(CostModelMeasured, NarrowOtherDimsRunAtTheNarrowRates) {
+  ChipProfile p = Measured();
+  p.gemm8k_flops = 0.6e10;
+  p.gemm32k_flops = 2e10;
+  p.gemm128k_flops = 1e11;
+  p.gemm_narrow_flops = {0.5e10, 2e10, 1e11, 0.3e10, 1e10, 0.5e11};
+  const CostModel model(p);
+  auto rate = [&](int64_t m, int64_t k, int64_t n) {
+    Module mod;
+    return model.MatrixRate(*Dot(mod, m, k, n));
+  };
+  EXPECT_DOUBLE_EQ(rate(128, 256, 256), 1e11) << "few rows, the other dims 256";
+  EXPECT_DOUBLE_EQ(rate(128, 1024, 1024), 2e11) << "the other dims 1024";
+  EXPECT_NEAR(rate(128, 512, 1024), 1.5e11, 1) << "middle dim 512: halfway in log2";
+  EXPECT_DOUBLE_EQ(rate(256, 128, 256), 0.5e11) << "a weight gradient, the other dims 256";
+  EXPECT_DOUBLE_EQ(rate(128, 256, 4096), 1e11) << "the middle dim decides: 256";
+  EXPECT_DOUBLE_EQ(rate(8, 64, 64), 0.5e10) << "below 256: the narrow figures";
+  Module mod;
+  EXPECT_DOUBLE_EQ(CostModel(Measured()).MatrixRate(*Dot(mod, 128, 256, 256)), 2e11) << "not measured: the 1024 figures";
+}
+
 TEST(CostModelMeasured, AFusedLoopPaysForEachArithmeticOpBeyondTheFirst) {
   Module m;
   const Shape s(DType::kF32, {1 << 16});

@@ -57,6 +57,8 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.gemm128_flops, b.gemm128_flops);
   EXPECT_EQ(a.gemm8k_flops, b.gemm8k_flops);
   EXPECT_EQ(a.fused_op_ns, b.fused_op_ns);
+  EXPECT_EQ(a.gemm128_narrow_flops, b.gemm128_narrow_flops);
+  EXPECT_EQ(a.gemm8k_narrow_flops, b.gemm8k_narrow_flops);
   EXPECT_EQ(a.gemm128k_flops, b.gemm128k_flops);
   EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
   EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
@@ -91,6 +93,8 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GT(first->ops.gemm8k_flops, 0);
   EXPECT_GT(first->ops.gemm32k_flops, 0);
   EXPECT_GT(first->ops.gemm128k_flops, 0);
+  EXPECT_GT(first->ops.gemm8_narrow_flops, 0);
+  EXPECT_GT(first->ops.gemm128k_narrow_flops, 0);
   EXPECT_GE(first->ops.cold_kernel_overhead_ns, 0);
   EXPECT_GT(first->ops.reduce_read_ns, 0);
   EXPECT_GE(first->ops.fused_op_ns, 0);  // ten more ops per element never cost less (clamped at 0)
@@ -148,6 +152,8 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_EQ(p.reduce_read_ns, again->ops.reduce_read_ns);
   EXPECT_EQ(p.chip_spread_ns, again->ops.chip_spread_ns);
   EXPECT_EQ(p.beside_compute, again->ops.beside_compute);
+  EXPECT_EQ(p.gemm_narrow_flops[2], again->ops.gemm128_narrow_flops);
+  EXPECT_EQ(p.gemm_narrow_flops[3], again->ops.gemm8k_narrow_flops);
   EXPECT_EQ(p.collective_ns, again->collectives);
   EXPECT_NE(again->ProvenanceJson().find("\"conv_flops\""), std::string::npos) << again->ProvenanceJson();
   EXPECT_NE(again->ProvenanceJson().find("\"collective_ns\""), std::string::npos) << again->ProvenanceJson();
