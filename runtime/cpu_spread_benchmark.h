@@ -22,7 +22,7 @@ namespace shardscope::runtime {
 struct SpreadPlan {
   bool measure = true;
   int chips = 8;          // virtual chips sharing the machine's cores (the meshes it runs)
-  int runs = 6;           // program runs (after a warm-up), 8 segments each
+  int runs = 12;          // program runs (after a warm-up), 8 segments each
   int64_t rows = 64;      // the GEMMs' rows (a chip's share of a batch)
   int64_t width = 512;    // their other dims
   int64_t stream_elements = int64_t{1} << 20;  // each chip's streamed buffer (f32; 8 chips: 32 MiB)
