@@ -41,9 +41,10 @@ std::map<int64_t, Instance> StepInstances(const StepData& s) {
     }
   for (auto it = instances.begin(); it != instances.end();) {
     Instance& in = it->second;
-    std::set<int> devices;
-    for (const auto& m : in.members) devices.insert(m.device);
-    if (devices.size() < 2 || devices.size() != in.members.size()) {
+    // Members come by chip, ascending (s.ops is by device): a chip held twice is next to itself.
+    bool twice = false;
+    for (size_t k = 1; k < in.members.size(); ++k) twice = twice || in.members[k].device == in.members[k - 1].device;
+    if (in.members.size() < 2 || twice) {
       it = instances.erase(it);  // one chip (nothing to wait for), or a flow a chip holds twice
       continue;
     }
@@ -82,17 +83,43 @@ struct LinkStats {
 // weighted median is then found exactly by a second look at the steps that
 // keeps only the ratios of the bucket the median falls in (MedianAt).
 struct RatioHist {
-  absl::flat_hash_map<int32_t, double> weight;  // bucket -> the weights of its ratios
+  // bucket -> the weights of its ratios: a chip's ratios fall in a few dozen
+  // buckets, kept in a vector from `lo` (added to for every kernel of every
+  // chip); the rare ones far from them in a map.
+  int64_t lo = 0;
+  std::vector<double> near;
+  absl::flat_hash_map<int32_t, double> far;
   int64_t count = 0;
   double total = 0;
   std::pair<double, double> largest{0, 0};  // the largest (ratio, weight): the median's fallback
 
   void Add(double ratio, double w);
+  void AddWeight(int32_t bucket, double w);
   void Merge(const RatioHist& o) {
-    for (const auto& [b, w] : o.weight) weight[b] += w;
+    for (size_t k = 0; k < o.near.size(); ++k)
+      if (o.near[k] != 0) AddWeight(static_cast<int32_t>(o.lo + static_cast<int64_t>(k)), o.near[k]);
+    for (const auto& [b, w] : o.far) AddWeight(b, w);
     if (o.count && (!count || o.largest > largest)) largest = o.largest;
     count += o.count;
     total += o.total;
+  }
+  // (bucket, weight) of every bucket added to, ascending (a bucket the vector
+  // grew over after some of its weights went to the map: summed, exactly, as
+  // the weights are whole nanoseconds or halves).
+  std::vector<std::pair<int32_t, double>> Buckets() const {
+    std::vector<std::pair<int32_t, double>> out(far.begin(), far.end());
+    for (size_t k = 0; k < near.size(); ++k)
+      if (near[k] != 0) out.push_back({static_cast<int32_t>(lo + static_cast<int64_t>(k)), near[k]});
+    std::sort(out.begin(), out.end());
+    size_t kept = 0;
+    for (size_t k = 0; k < out.size(); ++k) {
+      if (kept > 0 && out[kept - 1].first == out[k].first)
+        out[kept - 1].second += out[k].second;
+      else
+        out[kept++] = out[k];
+    }
+    out.resize(kept);
+    return out;
   }
 };
 
@@ -102,8 +129,30 @@ int32_t RatioBucket(double ratio) {
   return static_cast<int32_t>(std::clamp(std::floor(std::log2(ratio) * 256), -1e6, 1e6));
 }
 
+void RatioHist::AddWeight(int32_t b, double w) {
+  constexpr int64_t kNearSpan = 1024, kSlack = 16;  // buckets in the vector at most (four doublings); room to grow
+  if (near.empty()) {
+    lo = int64_t{b} - kSlack;
+    near.assign(3 * kSlack, 0.0);
+  }
+  int64_t at = int64_t{b} - lo;
+  const int64_t size = static_cast<int64_t>(near.size());
+  if (at < 0 && size - at + kSlack <= kNearSpan) {
+    const int64_t grow = kSlack - at;
+    near.insert(near.begin(), static_cast<size_t>(grow), 0.0);
+    lo -= grow;
+    at += grow;
+  } else if (at >= size && at + 1 + kSlack <= kNearSpan) {
+    near.resize(static_cast<size_t>(at + 1 + kSlack), 0.0);
+  }
+  if (at >= 0 && at < static_cast<int64_t>(near.size()))
+    near[static_cast<size_t>(at)] += w;
+  else
+    far[b] += w;
+}
+
 void RatioHist::Add(double ratio, double w) {
-  weight[RatioBucket(ratio)] += w;
+  AddWeight(RatioBucket(ratio), w);
   if (!count || std::make_pair(ratio, w) > largest) largest = {ratio, w};
   ++count;
   total += w;
@@ -184,7 +233,8 @@ void AddBreakdown(const StepData& s, Tally& t) {
 // the kernel's time. One kernel slowed by the machine (another process, a
 // cache flushed) moves the chip's weighted median little; a chip slower at
 // everything moves it by as much.
-void KernelRatios(const StepData& s, size_t num_names, const std::function<void(int, double, double)>& emit) {
+template <typename Emit>  // void(int chip, double ratio, double weight), called for every kernel of every chip
+void KernelRatios(const StepData& s, size_t num_names, const Emit& emit) {
   // (name, occurrence) -> (chip, ns), chips ascending
   absl::flat_hash_map<std::pair<int32_t, int>, std::vector<std::pair<int, int64_t>>> same;
   std::vector<int> seen(num_names, 0);
@@ -405,9 +455,16 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     AddArrivals(by_flow, t);
     AddLinks(s, by_flow, kind_of, t);
     std::map<int, double>& own = own_times[n];
-    for (const auto& [d, ops] : s.ops)
+    for (const auto& [d, ops] : s.ops) {
+      double sum = 0;
+      bool any = false;
       for (const Op& op : ops)
-        if (op.kind != kCollective) own[d] += op.dur;
+        if (op.kind != kCollective) {
+          sum += op.dur;
+          any = true;
+        }
+      if (any) own.emplace_hint(own.end(), d, sum);
+    }
     replayed[n] = Replay(IndexStep(s, by_flow), {});
     if (!r.simulated) kept[n] = std::move(s);
     return absl::OkStatus();
@@ -565,8 +622,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   std::vector<MedianAt> median_at(rest.ratios.size());  // by device id
   for (size_t d = 0; d < rest.ratios.size(); ++d) {
     const RatioHist& h = rest.ratios[d];
-    std::vector<std::pair<int32_t, double>> buckets(h.weight.begin(), h.weight.end());
-    std::sort(buckets.begin(), buckets.end());
+    const std::vector<std::pair<int32_t, double>> buckets = h.Buckets();
     double acc = 0;
     for (const auto& [b, w] : buckets) {
       if (acc + w >= h.total / 2) {

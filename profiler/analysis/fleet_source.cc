@@ -68,9 +68,10 @@ class Collector {
 
   // Ops by start; each link slice's parent slice replaced by its flow.
   void Finish(StepData& s) const {
+    // A simulated chip's ops come in order already: checked, not sorted again.
+    auto by_start = [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); };
     for (auto& [d, ops] : s.ops)
-      std::sort(ops.begin(), ops.end(),
-                [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+      if (!std::is_sorted(ops.begin(), ops.end(), by_start)) std::sort(ops.begin(), ops.end(), by_start);
     for (LinkUse& l : s.links) {
       auto it = flow_of_slice_.find(l.flow);
       l.flow = it == flow_of_slice_.end() ? -1 : it->second;
@@ -109,12 +110,27 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
   bool open = false;
   int done = INT_MIN;  // the last step handed over
   absl::Status st;
+  // names.name_id -> Names id (-1: not seen yet): looked up for every slice.
+  std::vector<int32_t> name_ids;
+  auto name_id = [&](const store::SimTimelineReader::Row& row) {
+    const int32_t stored = row.slice.name_id;
+    if (stored < 0 || stored > (1 << 24)) return names.Id(row.name);
+    if (static_cast<size_t>(stored) >= name_ids.size()) name_ids.resize(static_cast<size_t>(stored) + 1, -1);
+    int32_t& id = name_ids[static_cast<size_t>(stored)];
+    if (id < 0) id = names.Id(row.name);
+    return id;
+  };
   auto hand_over = [&]() {
     if (!open) return;
+    // A chip with no ops this step has no entry, as when each step was made afresh.
+    for (auto it = cur.ops.begin(); it != cur.ops.end();)
+      it = it->second.empty() ? cur.ops.erase(it) : std::next(it);
     collect.Finish(cur);
     done = cur.step;
     if (st.ok()) st = fn(cur);
-    cur = StepData();
+    // The chips' lists are kept for the next step (their memory reused, not given back and faulted in again).
+    for (auto& [d, ops] : cur.ops) ops.clear();
+    cur.links.clear();
     collect.Forget();
     open = false;
   };
@@ -133,7 +149,7 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
     }
     const trace::SimSlice& x = row.slice;
     collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, row.graph_id,
-                 x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), names.Id(row.name)},
+                 x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), name_id(row)},
                 cur);
   });
   if (!read.ok()) return read;
