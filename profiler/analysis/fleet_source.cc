@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,9 @@ class Collector {
         last_device_ = x.device;
         last_step_ = &s;
       }
+      // Out of order (a recorded track's slices by depth first): sorted in Finish.
+      if (!last_ops_->empty() && std::tie(op.start, op.id) < std::tie(last_ops_->back().start, last_ops_->back().id))
+        unsorted_.insert(x.device);
       last_ops_->push_back(op);
     } else if (x.kind == kTransfer) {
       if (const int32_t link = LinkOf(x.name); link >= 0)
@@ -67,11 +71,14 @@ class Collector {
   }
 
   // Ops by start; each link slice's parent slice replaced by its flow.
-  void Finish(StepData& s) const {
-    // A simulated chip's ops come in order already: checked, not sorted again.
-    auto by_start = [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); };
-    for (auto& [d, ops] : s.ops)
-      if (!std::is_sorted(ops.begin(), ops.end(), by_start)) std::sort(ops.begin(), ops.end(), by_start);
+  void Finish(StepData& s) {
+    // Only the chips whose ops came out of order (a simulated chip's come in order).
+    for (int d : unsorted_) {
+      auto it = s.ops.find(d);
+      if (it != s.ops.end())
+        std::sort(it->second.begin(), it->second.end(),
+                  [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+    }
     for (LinkUse& l : s.links) {
       auto it = flow_of_slice_.find(l.flow);
       l.flow = it == flow_of_slice_.end() ? -1 : it->second;
@@ -81,6 +88,7 @@ class Collector {
   // The slices of a step are all in: their parents are no longer needed.
   void Forget() {
     flow_of_slice_.clear();
+    unsorted_.clear();
     last_step_ = nullptr;
   }
 
@@ -100,6 +108,7 @@ class Collector {
   const StepData* last_step_ = nullptr;
   std::vector<Op>* last_ops_ = nullptr;
   absl::flat_hash_map<int64_t, int64_t> flow_of_slice_;  // collective slice id -> its flow
+  std::set<int> unsorted_;                                // chips whose ops came out of order
   std::vector<int32_t> link_of_name_;  // Names id -> the Names id of its "A-B"; -1 not a link; -2 not known yet
 };
 
