@@ -14,19 +14,21 @@
 
 namespace shardscope::analysis::fleet_internal {
 
-enum Kind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
+enum Kind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
 
 Kind KindOf(const std::string& k);
 
 // A depth-0 op of one chip, as the analysis keeps it (a pod of 4096 chips
-// holds millions: names are interned ids, not strings).
+// holds millions, each read by several passes: names are interned ids, not
+// strings, and the fields packed into 56 bytes).
 struct Op {
   int64_t id = 0;
-  Kind kind = kCompute;
   int64_t start = 0, dur = 0, flow = -1, arrival = -1;
   int32_t name = -1;  // Names id
   int32_t graph = -1, op_id = -1;
+  Kind kind = kCompute;
 };
+static_assert(sizeof(Op) == 56);
 
 // Interned slice names: a kernel is compared with the same kernel on other
 // chips by name, so each distinct name gets one id.
