@@ -750,7 +750,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     const ReplayStep rs = IndexStep(s, ByFlow(instances));
     for (size_t i = 0; i < cands.size(); ++i) {
       if (with_of[i].empty()) continue;
-      const int64_t w = Replay(rs, merged(with_of[i], s.step));
+      // Nothing changed this step (a chip no slower than its peers' median): the baseline, as Replay would give it.
+      const Change c = merged(with_of[i], s.step);
+      const int64_t w = c.scale.empty() && c.collective_ns.empty() ? b->second : Replay(rs, c);
       if (w >= 0) saved[i] += static_cast<double>(b->second - w);
     }
   };
