@@ -831,7 +831,15 @@ absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function
     for (size_t i = 0; i < q->rows.size(); ++i) names[static_cast<int32_t>(q->Int(i, "name_id"))] = q->Text(i, "name");
   }
   static const std::string kUnnamed;
+  // Looked up for every slice: by index where the ids are dense (they are
+  // handed out from 0), through the map otherwise.
+  std::vector<const std::string*> by_id;
+  if (!names.empty() && names.begin()->first >= 0 && names.rbegin()->first < static_cast<int32_t>(4 * names.size() + 1024)) {
+    by_id.assign(static_cast<size_t>(names.rbegin()->first) + 1, &kUnnamed);
+    for (const auto& [id, name] : names) by_id[static_cast<size_t>(id)] = &name;
+  }
   auto name_of = [&](int32_t id) -> const std::string* {
+    if (id >= 0 && static_cast<size_t>(id) < by_id.size()) return by_id[static_cast<size_t>(id)];
     auto it = names.find(id);
     return it == names.end() ? &kUnnamed : &it->second;
   };

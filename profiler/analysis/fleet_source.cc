@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -59,6 +60,9 @@ class Collector {
         last_device_ = x.device;
         last_step_ = &s;
       }
+      // Out of order (a recorded track's slices by depth first): sorted in Finish.
+      if (!last_ops_->empty() && std::tie(op.start, op.id) < std::tie(last_ops_->back().start, last_ops_->back().id))
+        unsorted_.insert(x.device);
       last_ops_->push_back(op);
     } else if (x.kind == kTransfer) {
       if (const int32_t link = LinkOf(x.name); link >= 0)
@@ -67,10 +71,14 @@ class Collector {
   }
 
   // Ops by start; each link slice's parent slice replaced by its flow.
-  void Finish(StepData& s) const {
-    for (auto& [d, ops] : s.ops)
-      std::sort(ops.begin(), ops.end(),
-                [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+  void Finish(StepData& s) {
+    // Only the chips whose ops came out of order (a simulated chip's come in order).
+    for (int d : unsorted_) {
+      auto it = s.ops.find(d);
+      if (it != s.ops.end())
+        std::sort(it->second.begin(), it->second.end(),
+                  [](const Op& a, const Op& b) { return std::tie(a.start, a.id) < std::tie(b.start, b.id); });
+    }
     for (LinkUse& l : s.links) {
       auto it = flow_of_slice_.find(l.flow);
       l.flow = it == flow_of_slice_.end() ? -1 : it->second;
@@ -80,6 +88,7 @@ class Collector {
   // The slices of a step are all in: their parents are no longer needed.
   void Forget() {
     flow_of_slice_.clear();
+    unsorted_.clear();
     last_step_ = nullptr;
   }
 
@@ -99,6 +108,7 @@ class Collector {
   const StepData* last_step_ = nullptr;
   std::vector<Op>* last_ops_ = nullptr;
   absl::flat_hash_map<int64_t, int64_t> flow_of_slice_;  // collective slice id -> its flow
+  std::set<int> unsorted_;                                // chips whose ops came out of order
   std::vector<int32_t> link_of_name_;  // Names id -> the Names id of its "A-B"; -1 not a link; -2 not known yet
 };
 
@@ -109,12 +119,27 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
   bool open = false;
   int done = INT_MIN;  // the last step handed over
   absl::Status st;
+  // names.name_id -> Names id (-1: not seen yet): looked up for every slice.
+  std::vector<int32_t> name_ids;
+  auto name_id = [&](const store::SimTimelineReader::Row& row) {
+    const int32_t stored = row.slice.name_id;
+    if (stored < 0 || stored > (1 << 24)) return names.Id(row.name);
+    if (static_cast<size_t>(stored) >= name_ids.size()) name_ids.resize(static_cast<size_t>(stored) + 1, -1);
+    int32_t& id = name_ids[static_cast<size_t>(stored)];
+    if (id < 0) id = names.Id(row.name);
+    return id;
+  };
   auto hand_over = [&]() {
     if (!open) return;
+    // A chip with no ops this step has no entry, as when each step was made afresh.
+    for (auto it = cur.ops.begin(); it != cur.ops.end();)
+      it = it->second.empty() ? cur.ops.erase(it) : std::next(it);
     collect.Finish(cur);
     done = cur.step;
     if (st.ok()) st = fn(cur);
-    cur = StepData();
+    // The chips' lists are kept for the next step (their memory reused, not given back and faulted in again).
+    for (auto& [d, ops] : cur.ops) ops.clear();
+    cur.links.clear();
     collect.Forget();
     open = false;
   };
@@ -133,7 +158,7 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
     }
     const trace::SimSlice& x = row.slice;
     collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, row.graph_id,
-                 x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), names.Id(row.name)},
+                 x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), name_id(row)},
                 cur);
   });
   if (!read.ok()) return read;

@@ -2,9 +2,13 @@
 #include "profiler/analysis/fleet_steps.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <set>
 
 namespace shardscope::analysis::fleet_internal {
+
+constexpr double kExactInDouble = 9007199254740992.0;  // 2^53: whole numbers below it are exact
 
 Kind KindOf(const std::string& k) {
   if (k == "compute") return kCompute;
@@ -27,16 +31,27 @@ std::vector<double> LeaveOneOutMedians(const std::vector<double>& v) {
   const size_t n = v.size();
   std::vector<double> out(n, 0);
   if (n < 2) return out;
-  std::vector<size_t> order(n);
-  for (size_t k = 0; k < n; ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-  std::vector<double> sorted(n);
-  for (size_t k = 0; k < n; ++k) sorted[k] = v[order[k]];
-  const size_t m = n - 1;  // the others
-  for (size_t r = 0; r < n; ++r) {
-    // The k-th of the others is sorted[k] below the removed rank r, sorted[k + 1] from it on.
-    auto at = [&](size_t k) { return sorted[k < r ? k : k + 1]; };
-    out[order[r]] = m % 2 ? at(m / 2) : (at(m / 2 - 1) + at(m / 2)) / 2;
+  // Without a value of rank r the others' k-th is sorted[k] below r and
+  // sorted[k + 1] from it on, so only sorted[h - 1], sorted[h] and
+  // sorted[h + 1] are ever read. Removing any copy of a value leaves the same
+  // values, so its lowest rank stands for it: r > k exactly when the value is
+  // above sorted[k].
+  const size_t m = n - 1, h = m / 2;  // m: the others
+  std::vector<double> w(v);
+  std::nth_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(h), w.end());
+  const double mid = w[h];
+  const double below = h > 0 ? *std::max_element(w.begin(), w.begin() + static_cast<std::ptrdiff_t>(h)) : 0;
+  const double above = *std::min_element(w.begin() + static_cast<std::ptrdiff_t>(h) + 1, w.end());
+  for (size_t j = 0; j < n; ++j) {
+    const double x = v[j];
+    if (m % 2)
+      out[j] = x > mid ? mid : above;
+    else if (x > mid)
+      out[j] = (below + mid) / 2;
+    else if (x > below)
+      out[j] = (below + above) / 2;  // rank h itself
+    else
+      out[j] = (mid + above) / 2;
   }
   return out;
 }
@@ -64,24 +79,55 @@ ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& inst
     const auto& ops = s.ops.at(d);
     r.first_start.push_back(ops.front().start);
     std::vector<ReplayStep::ROp> out;
+    std::vector<ReplayStep::Segment> segments;
     out.reserve(ops.size());
+    int64_t sum = 0;
+    bool summable = true;  // durations not negative, sums exact in a double
+    auto close = [&](size_t end) {
+      segments.push_back({summable ? sum : -1, static_cast<int32_t>(end)});
+      sum = 0;
+      summable = true;
+    };
     for (const Op& op : ops) {
       ReplayStep::ROp x;
       x.dur = op.dur;
       x.collective = op.kind == kCollective;
       if (x.collective && op.flow >= 0)
         if (auto it = index_of.find(op.flow); it != index_of.end()) x.sync = it->second;
+      if (x.sync >= 0) {
+        close(out.size());
+      } else if (op.dur < 0 || op.dur >= (int64_t{1} << 53) - sum) {
+        summable = false;
+      } else {
+        sum += op.dur;
+      }
       out.push_back(x);
     }
+    close(out.size());
     r.ops.push_back(std::move(out));
+    r.segments.push_back(std::move(segments));
   }
   return r;
 }
 
+namespace {
+
+// Whether t + ns (ns a sum of whole, non-negative durations) equals adding
+// them one by one: no partial sum is rounded when t is whole and the sum
+// stays below 2^53, or when the sum stays in t's binade (every partial sum
+// then lies in it, a multiple of t's ulp).
+bool AddsExactly(double t, int64_t ns) {
+  const double sum = t + static_cast<double>(ns);
+  if (t == std::floor(t)) return std::fabs(t) < kExactInDouble && sum < kExactInDouble;
+  return t > 0 && std::bit_cast<uint64_t>(t) >> 52 == std::bit_cast<uint64_t>(sum) >> 52;
+}
+
+}  // namespace
+
 int64_t Replay(const ReplayStep& s, const Change& change) {
   const size_t n = s.devices.size();
   std::vector<double> t(n), f(n, 1.0);
-  std::vector<size_t> pos(n, 0);
+  std::vector<size_t> pos(n, 0), seg(n, 0);  // each chip's next op, and the segment it starts
   for (const auto& [d, x] : change.scale) {
     auto it = std::lower_bound(s.devices.begin(), s.devices.end(), d);
     if (it != s.devices.end() && *it == d) f[static_cast<size_t>(it - s.devices.begin())] = x;
@@ -99,9 +145,15 @@ int64_t Replay(const ReplayStep& s, const Change& change) {
     work.pop_back();
     const auto& ops = s.ops[i];
     size_t& k = pos[i];
-    while (k < ops.size() && ops[k].sync < 0) {
-      t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
-      ++k;
+    const ReplayStep::Segment& g = s.segments[i][seg[i]];
+    if (f[i] == 1.0 && g.ns >= 0 && AddsExactly(t[i], g.ns)) {
+      t[i] += static_cast<double>(g.ns);
+      k = static_cast<size_t>(g.end);
+    } else {
+      while (k < ops.size() && ops[k].sync < 0) {
+        t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
+        ++k;
+      }
     }
     if (k == ops.size()) continue;
     const int32_t in = ops[k].sync;
@@ -113,6 +165,7 @@ int64_t Replay(const ReplayStep& s, const Change& change) {
     for (int32_t m : s.members[in]) {
       t[m] = start + dur;
       ++pos[m];
+      ++seg[m];
       work.push_back(m);
     }
   }

@@ -14,19 +14,21 @@
 
 namespace shardscope::analysis::fleet_internal {
 
-enum Kind { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
+enum Kind : uint8_t { kCompute, kCollective, kTransfer, kHost, kCompile, kHostWait, kOther };
 
 Kind KindOf(const std::string& k);
 
 // A depth-0 op of one chip, as the analysis keeps it (a pod of 4096 chips
-// holds millions: names are interned ids, not strings).
+// holds millions, each read by several passes: names are interned ids, not
+// strings, and the fields packed into 56 bytes).
 struct Op {
   int64_t id = 0;
-  Kind kind = kCompute;
   int64_t start = 0, dur = 0, flow = -1, arrival = -1;
   int32_t name = -1;  // Names id
   int32_t graph = -1, op_id = -1;
+  Kind kind = kCompute;
 };
+static_assert(sizeof(Op) == 56);
 
 // Interned slice names: a kernel is compared with the same kernel on other
 // chips by name, so each distinct name gets one id.
@@ -81,8 +83,9 @@ struct StepData {
 
 double Median(std::vector<double> v);
 
-// Median(v without v[j]) for every j, in O(n log n) (a pod of thousands of
-// chips compares each chip with all its peers, kernel by kernel).
+// Median(v without v[j]) for every j, in O(n) (a pod of thousands of chips
+// compares each chip with all its peers, kernel by kernel): only the values
+// next to the middle rank matter.
 std::vector<double> LeaveOneOutMedians(const std::vector<double>& v);
 
 // What a what-if changes: per device a factor on its non-collective ops, per
@@ -102,9 +105,19 @@ struct ReplayStep {
     int32_t sync = -1;  // the collective instance it waits at, -1: none
     bool collective = false;
   };
+  // The ops before each of a chip's collective waits (and after the last)
+  // summed: an unscaled chip (all of them but a what-if's few) moves from
+  // wait to wait in one add, which gives what adding its ops one by one gives
+  // whenever no rounding happens on the way (Replay checks; ns < 0: a
+  // negative duration inside, go op by op).
+  struct Segment {
+    int64_t ns = 0;
+    int32_t end = 0;  // the index of the op that ends it: a wait, or ops.size()
+  };
   std::vector<int> devices;  // dense index -> device id, ascending
   std::vector<int64_t> first_start;
   std::vector<std::vector<ROp>> ops;
+  std::vector<std::vector<Segment>> segments;  // per chip, in order
   std::vector<int64_t> flows, proper;         // per instance
   std::vector<std::vector<int32_t>> members;  // per instance: its chips' dense indices
   std::vector<int32_t> need;                  // per instance: members recorded (a missing one never arrives)
