@@ -208,10 +208,12 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
     p.strided_broadcast_ns *= beside_memory;
   }
   p.description = absl::StrCat(
-      description, "; ", chips, " chips share ", cores, " cores:", p.cold_operands ? " operands stream cold" : "",
-      beside_compute > 0 ? absl::StrFormat(", kernels beside the other cores' chips (GEMMs x%.2f, streams x%.2f)",
-                                           beside_compute, beside_memory)
-                         : "",
+      description, "; ", chips, " chips share ", cores,
+      " cores:", p.cold_operands ? " operands stream cold" : "",
+      beside_compute > 0
+          ? absl::StrFormat(", kernels beside the other cores' chips (GEMMs x%.2f, streams x%.2f)",
+                            beside_compute, beside_memory)
+          : "",
       p.chip_waits ? ", each collective waits for the slowest chip" : "");
   return p;
 }
@@ -341,7 +343,8 @@ double CostModel::MatrixRate(const Instruction& i) const {
   const int64_t n = Product(r, FreeDims(static_cast<int>(r.size()), i.dot.rhs_batch, i.dot.rhs_contracting));
   const double s = static_cast<double>(std::max<int64_t>(1, std::min({m, n, k})));
   // A contraction as small as the smallest free dim: a weight gradient's form, when measured.
-  const bool contracted = k <= std::min(m, n) && p.gemm8k_flops > 0 && p.gemm32k_flops > 0 && p.gemm128k_flops > 0;
+  const bool contracted =
+      k <= std::min(m, n) && p.gemm8k_flops > 0 && p.gemm32k_flops > 0 && p.gemm128k_flops > 0;
   double g8 = contracted ? p.gemm8k_flops : p.gemm8_flops;
   double g32 = contracted ? p.gemm32k_flops : p.gemm32_flops;
   double g128 = contracted ? p.gemm128k_flops : p.gemm128_flops;
@@ -350,9 +353,9 @@ double CostModel::MatrixRate(const Instruction& i) const {
   const int base = contracted ? 3 : 0;
   if (narrow[base] > 0 && narrow[base + 1] > 0 && narrow[base + 2] > 0) {
     const double mid = static_cast<double>(std::max({std::min(m, n), std::min(std::max(m, n), k)}));
-    const double t = std::clamp(std::log2(mid / ChipProfile::kNarrowDim) /
-                                    std::log2(ChipProfile::kWideDim / ChipProfile::kNarrowDim),
-                                0.0, 1.0);
+    const double t = std::clamp(
+        std::log2(mid / ChipProfile::kNarrowDim) / std::log2(ChipProfile::kWideDim / ChipProfile::kNarrowDim),
+        0.0, 1.0);
     g8 = narrow[base] + t * (g8 - narrow[base]);
     g32 = narrow[base + 1] + t * (g32 - narrow[base + 1]);
     g128 = narrow[base + 2] + t * (g128 - narrow[base + 2]);
@@ -446,10 +449,14 @@ double InMemoryCollectiveBytes(CollectiveKind kind, int64_t bytes, int n) {
 
 int MeasuredCollectiveRow(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return 0;
-    case CollectiveKind::kReduceScatter: return 2;
-    case CollectiveKind::kAllToAll: return 3;
-    default: return 1;  // all_gather; permute and broadcast are copies as it is
+    case CollectiveKind::kAllReduce:
+      return 0;
+    case CollectiveKind::kReduceScatter:
+      return 2;
+    case CollectiveKind::kAllToAll:
+      return 3;
+    default:
+      return 1;  // all_gather; permute and broadcast are copies as it is
   }
 }
 
@@ -465,7 +472,8 @@ double CostModel::MeasuredCollectiveNs(CollectiveKind kind, double traffic) cons
   if (traffic >= kCollectiveTraffic[last]) return row[last] * traffic / kCollectiveTraffic[last];
   int k = 0;
   while (traffic > kCollectiveTraffic[k + 1]) ++k;
-  const double f = std::log(traffic / kCollectiveTraffic[k]) / std::log(kCollectiveTraffic[k + 1] / kCollectiveTraffic[k]);
+  const double f =
+      std::log(traffic / kCollectiveTraffic[k]) / std::log(kCollectiveTraffic[k + 1] / kCollectiveTraffic[k]);
   return std::exp(std::log(row[k]) + f * (std::log(row[k + 1]) - std::log(row[k])));
 }
 

@@ -32,8 +32,8 @@ const char* RooflineClassName(RooflineClass c);  // none | compute | memory | co
 // other kinds are copies, priced as all_gather's.
 inline constexpr int kCollectivePoints = 4;
 inline constexpr int kMeasuredCollectiveKinds = 4;
-inline constexpr std::array<double, kCollectivePoints> kCollectiveTraffic = {192.0 * 1024, 1.5 * 1024 * 1024,
-                                                                             12.0 * 1024 * 1024, 96.0 * 1024 * 1024};
+inline constexpr std::array<double, kCollectivePoints> kCollectiveTraffic = {
+    192.0 * 1024, 1.5 * 1024 * 1024, 12.0 * 1024 * 1024, 96.0 * 1024 * 1024};
 // [kind][point]: ns at kCollectiveTraffic[point]; 0: not measured there.
 using CollectiveTimes = std::array<std::array<double, kCollectivePoints>, kMeasuredCollectiveKinds>;
 

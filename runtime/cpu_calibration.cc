@@ -6,19 +6,18 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,7 +39,7 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // Describe); 4 the executor's collectives (cpu_collective_benchmark.h).
 constexpr int kFormat = 4;
 constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
-                                                                            "reduce_scatter", "all_to_all"};
+                                                                             "reduce_scatter", "all_to_all"};
 
 bool Measured(const compiler::CollectiveTimes& t) { return t[0][0] > 0; }
 
@@ -174,7 +173,8 @@ std::string CpuCalibration::ProvenanceJson() const {
   if (ops.measured())
     for (const auto& [key, field] : OpFields()) j[key] = ops.*field;
   if (Measured(collectives))
-    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) j["collective_ns"][kCollectiveKeys[k]] = collectives[k];
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
+      j["collective_ns"][kCollectiveKeys[k]] = collectives[k];
   if (!path.empty()) j["path"] = path;
   if (!machine.empty()) j["machine"] = machine;
   if (measured_at_unix_s > 0) j["measured_at"] = IsoUtc(measured_at_unix_s);
@@ -184,7 +184,8 @@ std::string CpuCalibration::ProvenanceJson() const {
 std::string CpuCalibration::Describe() const {
   const std::string values =
       absl::StrFormat("GEMM %.1f GFLOP/s (gang of %d: %.1f), stream %.2f GB/s, kernel overhead %.0f ns",
-                      peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9, kernel_overhead_ns) +
+                      peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9,
+                      kernel_overhead_ns) +
       (ops.measured()
            ? absl::StrFormat("; convolution %.1f GFLOP/s, cold stream %.2f GB/s, window %.2f ns per read, "
                              "transcendental %.2f ns, strided broadcast %.2f ns per element, skinny GEMM "
@@ -192,34 +193,43 @@ std::string CpuCalibration::Describe() const {
                              ops.conv_flops / 1e9, ops.cold_bandwidth / 1e9, ops.window_read_ns,
                              ops.transcendental_ns, ops.strided_broadcast_ns, ops.gemm8_flops / 1e9,
                              ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9) +
-                 (ops.gemm8k_flops > 0 ? absl::StrFormat(" (contracted %.1f/%.1f/%.1f)", ops.gemm8k_flops / 1e9,
-                                                         ops.gemm32k_flops / 1e9, ops.gemm128k_flops / 1e9)
-                                       : std::string()) +
+                 (ops.gemm8k_flops > 0
+                      ? absl::StrFormat(" (contracted %.1f/%.1f/%.1f)", ops.gemm8k_flops / 1e9,
+                                        ops.gemm32k_flops / 1e9, ops.gemm128k_flops / 1e9)
+                      : std::string()) +
                  (ops.beside_compute > 0 ? absl::StrFormat(", beside a busy core: GEMMs x%.2f, streams x%.2f",
                                                            ops.beside_compute, ops.beside_memory)
                                          : std::string()) +
                  (ops.chip_spread_ns > 0 || ops.reduce_read_ns > 0
-                      ? absl::StrFormat("; small kernel %.2f us over its traffic, reduce %.2f ns per element, "
-                                        "fused loop %.3f ns per element per op, chip spread %.0f ns (variance per ns "
-                                        "of a segment)",
-                                        ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.fused_op_ns,
-                                        ops.chip_spread_ns)
+                      ? absl::StrFormat(
+                            "; small kernel %.2f us over its traffic, reduce %.2f ns per element, "
+                            "fused loop %.3f ns per element per op, chip spread %.0f ns (variance per ns "
+                            "of a segment)",
+                            ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.fused_op_ns,
+                            ops.chip_spread_ns)
                       : std::string("; no small-kernel, reduce or chip-spread figures (format 2: no wait at "
                                     "collectives)"))
-           : std::string("; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "
-                         "GEMMs priced by the plain roofline)"));
+           : std::string(
+                 "; no op-class figures (convolutions, cold streams, windows, transcendentals, skinny "
+                 "GEMMs priced by the plain roofline)"));
   const std::string collective_text =
       Measured(collectives)
-          ? absl::StrFormat("; all-reduce %.1f/%.1f GB/s at %.1f/%.0f MiB of traffic (the executor's, measured)",
-                            compiler::kCollectiveTraffic[1] / collectives[0][1],
-                            compiler::kCollectiveTraffic.back() / std::max(1.0, collectives[0].back()),
-                            compiler::kCollectiveTraffic[1] / (1 << 20), compiler::kCollectiveTraffic.back() / (1 << 20))
-          : std::string(ops.measured() ? "; collectives not measured (format 3 or older: priced at the cold stream)"
-                                       : "");
-  if (source == "fixed") return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values, collective_text);
+          ? absl::StrFormat(
+                "; all-reduce %.1f/%.1f GB/s at %.1f/%.0f MiB of traffic (the executor's, measured)",
+                compiler::kCollectiveTraffic[1] / collectives[0][1],
+                compiler::kCollectiveTraffic.back() / std::max(1.0, collectives[0].back()),
+                compiler::kCollectiveTraffic[1] / (1 << 20), compiler::kCollectiveTraffic.back() / (1 << 20))
+          : std::string(ops.measured()
+                            ? "; collectives not measured (format 3 or older: priced at the cold stream)"
+                            : "");
+  if (source == "fixed")
+    return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values,
+                        collective_text);
   const std::string when = IsoUtc(measured_at_unix_s);
-  if (source == "measured") return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values, collective_text);
-  if (source == "cache") return absl::StrCat("measured ", when, ", read from the cache ", path, ": ", values, collective_text);
+  if (source == "measured")
+    return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values, collective_text);
+  if (source == "cache")
+    return absl::StrCat("measured ", when, ", read from the cache ", path, ": ", values, collective_text);
   return absl::StrCat("pinned by $", kPinEnv, "=", path, " (measured ", when, "): ", values, collective_text);
 }
 
@@ -335,15 +345,18 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
     c.gang_peak_flops = median([](const CpuCalibration& e) { return e.gang_peak_flops; });
     c.hbm_bandwidth = median([](const CpuCalibration& e) { return e.hbm_bandwidth; });
     c.kernel_overhead_ns = median([](const CpuCalibration& e) { return e.kernel_overhead_ns; });
-    for (const auto& [key, field] : OpFields()) c.ops.*field = median([f = field](const CpuCalibration& e) { return e.ops.*f; });
+    for (const auto& [key, field] : OpFields())
+      c.ops.*field = median([f = field](const CpuCalibration& e) { return e.ops.*f; });
     for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
       for (int p = 0; p < compiler::kCollectivePoints; ++p) {
         c.collectives[k][p] = median([&](const CpuCalibration& e) { return e.collectives[k][p]; });
-        if (p > 0 && c.collectives[k][p] > 0) c.collectives[k][p] = std::max(c.collectives[k][p], c.collectives[k][p - 1]);
+        if (p > 0 && c.collectives[k][p] > 0)
+          c.collectives[k][p] = std::max(c.collectives[k][p], c.collectives[k][p - 1]);
       }
     // What moved between the passes, and the figure kept.
     c.rows.push_back(absl::StrFormat("the figures of each pass, and their median (the profile's)"));
-    auto row = [&](const char* name, const char* unit, double scale, const std::function<double(const CpuCalibration&)>& get) {
+    auto row = [&](const char* name, const char* unit, double scale,
+                   const std::function<double(const CpuCalibration&)>& get) {
       std::string line = absl::StrFormat("  %-30s", name);
       for (const CpuCalibration& e : each) line += absl::StrFormat(" %9.2f", get(e) * scale);
       c.rows.push_back(line + absl::StrFormat("  -> %9.2f %s", get(c) * scale, unit));
@@ -353,7 +366,8 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
     row("convolution", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.conv_flops; });
     row("cold stream", "GB/s", 1e-9, [](const CpuCalibration& e) { return e.ops.cold_bandwidth; });
     row("skinny GEMM at 32", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.gemm32_flops; });
-    row("all_reduce of 12 MiB traffic", "us", 1e-3, [](const CpuCalibration& e) { return e.collectives[0][2]; });
+    row("all_reduce of 12 MiB traffic", "us", 1e-3,
+        [](const CpuCalibration& e) { return e.collectives[0][2]; });
     row("chip spread", "ns", 1, [](const CpuCalibration& e) { return e.ops.chip_spread_ns; });
     row("GEMMs beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_compute; });
     row("streams beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_memory; });
@@ -400,12 +414,13 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
       const char* key = kCollectiveKeys[k];
       if (!t.is_object() || !t.contains(key) || !t[key].is_array() ||
           t[key].size() != static_cast<size_t>(compiler::kCollectivePoints))
-        return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' needs '", key,
-                                                       "' as ", compiler::kCollectivePoints, " numbers"));
+        return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' needs '",
+                                                       key, "' as ", compiler::kCollectivePoints,
+                                                       " numbers"));
       for (int p = 0; p < compiler::kCollectivePoints; ++p) {
         if (!t[key][p].is_number() || !(t[key][p].get<double>() >= 0))
-          return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' '", key,
-                                                         "' [", p, "] is not a number >= 0"));
+          return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' '",
+                                                         key, "' [", p, "] is not a number >= 0"));
         c.collectives[k][p] = t[key][p].get<double>();
       }
     }
@@ -441,7 +456,8 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
   for (const auto& [key, field] : OpFields()) j[key] = c.ops.*field;
   if (Measured(c.collectives)) {
     j["collective_traffic"] = compiler::kCollectiveTraffic;
-    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) j["collective_ns"][kCollectiveKeys[k]] = c.collectives[k];
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
+      j["collective_ns"][kCollectiveKeys[k]] = c.collectives[k];
   }
   // Written aside and renamed: two processes calibrating at once never leave half a file.
   const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");

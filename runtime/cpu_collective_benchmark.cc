@@ -19,9 +19,10 @@ using compiler::Instruction;
 using compiler::Module;
 
 constexpr CollectiveKind kKinds[compiler::kMeasuredCollectiveKinds] = {
-    CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll};
-constexpr const char* kNames[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter",
-                                                                   "all_to_all"};
+    CollectiveKind::kAllReduce, CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+    CollectiveKind::kAllToAll};
+constexpr const char* kNames[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
+                                                                    "reduce_scatter", "all_to_all"};
 
 // How many multiples of one member's operand a kind's traffic is for a group
 // of n (InMemoryCollectiveBytes with CollectiveBytes: all_gather's is its
@@ -35,10 +36,11 @@ double TrafficPerOperandByte(CollectiveKind kind, int n) {
 struct Case {
   std::unique_ptr<Module> module;
   const Instruction* op = nullptr;
-  double traffic = 0;  // InMemoryCollectiveBytes of `op`, as the cost model counts it
+  double traffic = 0;                         // InMemoryCollectiveBytes of `op`, as the cost model counts it
   std::vector<std::vector<Literal>> in, out;  // [copy][member]
 
-  Case(CollectiveKind kind, double traffic_goal, const CollectivePlan& plan) : module(std::make_unique<Module>()) {
+  Case(CollectiveKind kind, double traffic_goal, const CollectivePlan& plan)
+      : module(std::make_unique<Module>()) {
     const int n = plan.members;
     // A multiple of n elements, so that reduce_scatter and all_to_all split evenly.
     const double elements = traffic_goal / TrafficPerOperandByte(kind, n) / 4;
@@ -47,17 +49,24 @@ struct Case {
     std::vector<int64_t> everyone;
     for (int m = 0; m < n; ++m) everyone.push_back(m);
     switch (kind) {
-      case CollectiveKind::kAllReduce: op = module->AllReduce(x, compiler::ReduceKind::kSum, {everyone}); break;
-      case CollectiveKind::kAllGather: op = module->AllGather(x, 0, {everyone}); break;
+      case CollectiveKind::kAllReduce:
+        op = module->AllReduce(x, compiler::ReduceKind::kSum, {everyone});
+        break;
+      case CollectiveKind::kAllGather:
+        op = module->AllGather(x, 0, {everyone});
+        break;
       case CollectiveKind::kReduceScatter:
         op = module->ReduceScatter(x, 0, compiler::ReduceKind::kSum, {everyone});
         break;
-      default: op = module->AllToAll(x, 0, 0, n, {everyone}); break;
+      default:
+        op = module->AllToAll(x, 0, 0, n, {everyone});
+        break;
     }
     module->set_num_partitions(n);
     traffic = compiler::InMemoryCollectiveBytes(kind, compiler::CollectiveBytes(*op), n);
     const int64_t per_copy = n * (x->shape.bytes() + op->shape.bytes());
-    const int64_t copies = std::clamp<int64_t>((plan.cold_bytes + per_copy - 1) / std::max<int64_t>(per_copy, 1), 1, 64);
+    const int64_t copies =
+        std::clamp<int64_t>((plan.cold_bytes + per_copy - 1) / std::max<int64_t>(per_copy, 1), 1, 64);
     for (int64_t c = 0; c < copies; ++c) {
       in.emplace_back();
       out.emplace_back();

@@ -21,10 +21,10 @@ namespace shardscope::runtime {
 
 struct CollectivePlan {
   bool measure = true;
-  int members = 8;                              // a group as the 8-chip meshes have
-  int points = compiler::kCollectivePoints;     // the first `points` amounts of traffic (tests: fewer)
-  int64_t cold_bytes = int64_t{96} << 20;       // buffer copies rotate over at least this much
-  int rounds = 7;                               // timed calls of each kind at each point (median)
+  int members = 8;                           // a group as the 8-chip meshes have
+  int points = compiler::kCollectivePoints;  // the first `points` amounts of traffic (tests: fewer)
+  int64_t cold_bytes = int64_t{96} << 20;    // buffer copies rotate over at least this much
+  int rounds = 7;                            // timed calls of each kind at each point (median)
 };
 
 // ns per kind and point (all 0 when not measured); appends the table (as

@@ -291,7 +291,8 @@ double MeasureStridedBroadcast(const OpClassPlan& plan, std::vector<std::string>
           (void)EvalFusedKernel(*k, values, &rot.outs[c]);
         },
         rot.copies(), 21);
-    rows->push_back(absl::StrFormat("  %-30s %9.1f us", strided ? "per channel (strided)" : "one value", ns[strided] / 1e3));
+    rows->push_back(absl::StrFormat("  %-30s %9.1f us", strided ? "per channel (strided)" : "one value",
+                                    ns[strided] / 1e3));
   }
   const double per = std::max(0.0, (ns[1] - ns[0]) / static_cast<double>(full.elements()));
   rows->push_back(absl::StrFormat("  strided over one value: %.2f ns per element", per));
@@ -318,10 +319,11 @@ double MeasureFusedOps(const OpClassPlan& plan, std::vector<std::string>* rows) 
     auto bin = [&](Opcode op, Instruction* a, Instruction* b) { return m.Binary(op, a, b); };
     Instruction* t = bin(Opcode::kAdd, bin(Opcode::kMultiply, x, y), z);  // 2 ops
     if (chain == 1) {
-      t = bin(Opcode::kSubtract, bin(Opcode::kMultiply, t, x), y);                                    // 4
-      auto* norm = m.Unary(Opcode::kSqrt, bin(Opcode::kAdd, bin(Opcode::kMultiply, z, z),
-                                               bin(Opcode::kMultiply, y, y)));                      // 8
-      t = bin(Opcode::kDivide, t, bin(Opcode::kAdd, bin(Opcode::kAdd, norm, bin(Opcode::kMultiply, x, x)), y));  // 12
+      t = bin(Opcode::kSubtract, bin(Opcode::kMultiply, t, x), y);  // 4
+      auto* norm = m.Unary(
+          Opcode::kSqrt, bin(Opcode::kAdd, bin(Opcode::kMultiply, z, z), bin(Opcode::kMultiply, y, y)));  // 8
+      t = bin(Opcode::kDivide, t,
+              bin(Opcode::kAdd, bin(Opcode::kAdd, norm, bin(Opcode::kMultiply, x, x)), y));  // 12
     }
     const compiler::FusionPlan fusion = compiler::PlanFusion(m);
     const compiler::FusedKernel* k = fusion.KernelOf(t->id);
@@ -335,8 +337,8 @@ double MeasureFusedOps(const OpClassPlan& plan, std::vector<std::string>* rows) 
     values[y->id] = &rot.operands[0][1];
     values[z->id] = &rot.operands[0][2];
     if (absl::Status st = EvalFusedKernel(*k, values, &rot.outs[0]); !st.ok()) {
-      rows->push_back(absl::StrFormat("  (the %d-op kernel of %d members failed: %s; not measured)", kOps[chain],
-                                      static_cast<int>(k->members.size()), st.message()));
+      rows->push_back(absl::StrFormat("  (the %d-op kernel of %d members failed: %s; not measured)",
+                                      kOps[chain], static_cast<int>(k->members.size()), st.message()));
       return 0;
     }
     ns[chain] = RotatingMedianNs(
@@ -370,18 +372,24 @@ void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<s
     bool contracted;
     double* out;
   };
-  const std::vector<Case> cases = {
-      {8, wide, false, &f->gemm8_flops},          {32, wide, false, &f->gemm32_flops},
-      {128, wide, false, &f->gemm128_flops},      {8, wide, true, &f->gemm8k_flops},
-      {32, wide, true, &f->gemm32k_flops},        {128, wide, true, &f->gemm128k_flops},
-      {8, narrow, false, &f->gemm8_narrow_flops}, {32, narrow, false, &f->gemm32_narrow_flops},
-      {128, narrow, false, &f->gemm128_narrow_flops}, {8, narrow, true, &f->gemm8k_narrow_flops},
-      {32, narrow, true, &f->gemm32k_narrow_flops},   {128, narrow, true, &f->gemm128k_narrow_flops}};
+  const std::vector<Case> cases = {{8, wide, false, &f->gemm8_flops},
+                                   {32, wide, false, &f->gemm32_flops},
+                                   {128, wide, false, &f->gemm128_flops},
+                                   {8, wide, true, &f->gemm8k_flops},
+                                   {32, wide, true, &f->gemm32k_flops},
+                                   {128, wide, true, &f->gemm128k_flops},
+                                   {8, narrow, false, &f->gemm8_narrow_flops},
+                                   {32, narrow, false, &f->gemm32_narrow_flops},
+                                   {128, narrow, false, &f->gemm128_narrow_flops},
+                                   {8, narrow, true, &f->gemm8k_narrow_flops},
+                                   {32, narrow, true, &f->gemm32k_narrow_flops},
+                                   {128, narrow, true, &f->gemm128k_narrow_flops}};
   for (const Case& c : cases) {
     auto m = std::make_unique<Module>();
     compiler::DotDims dd;
     auto* a = m->Parameter(Shape(DType::kF32, {c.s, c.d}), "a");
-    auto* b = m->Parameter(c.contracted ? Shape(DType::kF32, {c.s, c.d}) : Shape(DType::kF32, {c.d, c.d}), "b");
+    auto* b =
+        m->Parameter(c.contracted ? Shape(DType::kF32, {c.s, c.d}) : Shape(DType::kF32, {c.d, c.d}), "b");
     dd.lhs_contracting = {c.contracted ? 0 : 1};
     dd.rhs_contracting = {0};
     auto* dot = m->DotGeneral(a, b, dd);
@@ -500,8 +508,9 @@ class Neighbour {
 void MeasureBeside(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   if (cores < 2) return;
-  rows->push_back("beside a busy core, over alone (a GEMM [128,256]x[256,1024] and an add of 1 Mi elements, "
-                  "operands cold, median)");
+  rows->push_back(
+      "beside a busy core, over alone (a GEMM [128,256]x[256,1024] and an add of 1 Mi elements, "
+      "operands cold, median)");
   Module m;
   auto* a = m.Parameter(Shape(DType::kF32, {128, 256}), "a");
   auto* b = m.Parameter(Shape(DType::kF32, {256, 1024}), "b");
@@ -541,7 +550,8 @@ void MeasureBeside(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::
   double slow[2][2];
   for (int k = 0; k < 2; ++k) {
     const double alone = Median(t[k][0]);
-    for (int beside = 0; beside < 2; ++beside) slow[k][beside] = alone > 0 ? Median(t[k][beside + 1]) / alone : 0;
+    for (int beside = 0; beside < 2; ++beside)
+      slow[k][beside] = alone > 0 ? Median(t[k][beside + 1]) / alone : 0;
     rows->push_back(absl::StrFormat("  %-6s %8.1f us alone, x%.2f beside a GEMM, x%.2f beside a stream",
                                     k == 0 ? "GEMM" : "stream", alone / 1e3, slow[k][0], slow[k][1]));
   }

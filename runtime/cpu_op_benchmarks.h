@@ -18,7 +18,7 @@ struct OpClassFigures {
   double window_read_ns = 0;        // reduce_window: ns per window element read
   double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)
   double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
-  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;  // smallest dim 8, 32, 128: the rows
+  double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;     // smallest dim 8, 32, 128: the rows
   double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;  // ... the contraction (a weight gradient)
   // The same six with the other dims a quarter as wide (gemm_other_dim / 4)
   double gemm8_narrow_flops = 0, gemm32_narrow_flops = 0, gemm128_narrow_flops = 0;
@@ -41,7 +41,7 @@ struct OpClassPlan {
   int64_t gemm_other_dim = 1024;              // the skinny GEMMs' other two dims
   int64_t elements = int64_t{1} << 16;        // elementwise, window and broadcast operands
   int64_t small_elements = 1024;              // the small kernels: 4 KiB of f32 per operand
-  bool beside = true;                         // the slowdowns beside a busy core (beside_compute, beside_memory)
+  bool beside = true;  // the slowdowns beside a busy core (beside_compute, beside_memory)
 };
 
 // Measures the figures; appends the table (as printed by `shardscope

@@ -54,7 +54,8 @@ void BuildProgram(compiler::Module& m, const SpreadPlan& plan) {
     for (int gemms : {0, 1, 2, 4}) {
       if (gemms == 0) h = m.Unary(Opcode::kTanh, m.Binary(Opcode::kMultiply, h, mean));
       for (int g = 0; g < gemms; ++g) h = m.Unary(Opcode::kTanh, m.DotGeneral(h, w, dd));
-      if (gemms > 0 && plan.stream_elements > 0) big = m.Binary(Opcode::kAdd, m.Binary(Opcode::kMultiply, big, half), half);
+      if (gemms > 0 && plan.stream_elements > 0)
+        big = m.Binary(Opcode::kAdd, m.Binary(Opcode::kMultiply, big, half), half);
       h = m.Binary(Opcode::kMultiply, m.AllReduce(h, compiler::ReduceKind::kSum, {everyone}), mean);
     }
   m.AddOutput(h);

@@ -60,7 +60,8 @@ Rates MeasureBoth() {
   for (int round = 0; round < 6; ++round)
     for (int lib = 0; lib < 2; ++lib) {
       auto t0 = std::chrono::steady_clock::now();
-      (lib == 0 ? EigenSgemm : BlasSgemm)(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n, false);
+      (lib == 0 ? EigenSgemm : BlasSgemm)(false, false, m, n, k, a.data(), k, b.data(), n, c.data(), n,
+                                          false);
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (round > 0 && s < best[lib]) best[lib] = s;  // the first round pays for first touches
     }

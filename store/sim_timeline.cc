@@ -834,7 +834,8 @@ absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function
   // Looked up for every slice: by index where the ids are dense (they are
   // handed out from 0), through the map otherwise.
   std::vector<const std::string*> by_id;
-  if (!names.empty() && names.begin()->first >= 0 && names.rbegin()->first < static_cast<int32_t>(4 * names.size() + 1024)) {
+  if (!names.empty() && names.begin()->first >= 0 &&
+      names.rbegin()->first < static_cast<int32_t>(4 * names.size() + 1024)) {
     by_id.assign(static_cast<size_t>(names.rbegin()->first) + 1, &kUnnamed);
     for (const auto& [id, name] : names) by_id[static_cast<size_t>(id)] = &name;
   }

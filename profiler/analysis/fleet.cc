@@ -1,10 +1,5 @@
 // Fleet diagnosis (see fleet.h).
 #include "profiler/analysis/fleet.h"
-#include "profiler/analysis/fleet_ratios.h"
-#include "profiler/analysis/fleet_source.h"
-#include "profiler/analysis/fleet_steps.h"
-
-#include "profiler/analysis/fleet_host.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,6 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/fleet_host.h"
+#include "profiler/analysis/fleet_ratios.h"
+#include "profiler/analysis/fleet_source.h"
+#include "profiler/analysis/fleet_steps.h"
 
 namespace shardscope::analysis {
 
@@ -44,7 +43,8 @@ std::map<int64_t, Instance> StepInstances(const StepData& s) {
     Instance& in = it->second;
     // Members come by chip, ascending (s.ops is by device): a chip held twice is next to itself.
     bool twice = false;
-    for (size_t k = 1; k < in.members.size(); ++k) twice = twice || in.members[k].device == in.members[k - 1].device;
+    for (size_t k = 1; k < in.members.size(); ++k)
+      twice = twice || in.members[k].device == in.members[k - 1].device;
     if (in.members.size() < 2 || twice) {
       it = instances.erase(it);  // one chip (nothing to wait for), or a flow a chip holds twice
       continue;
@@ -750,7 +750,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     const ReplayStep rs = IndexStep(s, ByFlow(instances));
     for (size_t i = 0; i < cands.size(); ++i) {
       if (with_of[i].empty()) continue;
-      // Nothing changed this step (a chip no slower than its peers' median): the baseline, as Replay would give it.
+      // Nothing changed this step (a chip no slower than its peers' median): the baseline, as Replay would
+      // give it.
       const Change c = merged(with_of[i], s.step);
       const int64_t w = c.scale.empty() && c.collective_ns.empty() ? b->second : Replay(rs, c);
       if (w >= 0) saved[i] += static_cast<double>(b->second - w);

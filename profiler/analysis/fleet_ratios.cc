@@ -13,7 +13,8 @@ int32_t RatioBucket(double ratio) {
 }
 
 void RatioHist::AddWeight(int32_t b, double w) {
-  constexpr int64_t kNearSpan = 256, kSlack = 16;  // buckets in the vector at most (one doubling); room to grow
+  constexpr int64_t kNearSpan = 256,
+                    kSlack = 16;  // buckets in the vector at most (one doubling); room to grow
   if (near.empty()) {
     lo = int64_t{b} - kSlack;
     near.assign(3 * kSlack, 0.0);

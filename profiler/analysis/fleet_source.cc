@@ -61,7 +61,8 @@ class Collector {
         last_step_ = &s;
       }
       // Out of order (a recorded track's slices by depth first): sorted in Finish.
-      if (!last_ops_->empty() && std::tie(op.start, op.id) < std::tie(last_ops_->back().start, last_ops_->back().id))
+      if (!last_ops_->empty() &&
+          std::tie(op.start, op.id) < std::tie(last_ops_->back().start, last_ops_->back().id))
         unsorted_.insert(x.device);
       last_ops_->push_back(op);
     } else if (x.kind == kTransfer) {
@@ -108,7 +109,7 @@ class Collector {
   const StepData* last_step_ = nullptr;
   std::vector<Op>* last_ops_ = nullptr;
   absl::flat_hash_map<int64_t, int64_t> flow_of_slice_;  // collective slice id -> its flow
-  std::set<int> unsorted_;                                // chips whose ops came out of order
+  std::set<int> unsorted_;                               // chips whose ops came out of order
   std::vector<int32_t> link_of_name_;  // Names id -> the Names id of its "A-B"; -1 not a link; -2 not known yet
 };
 
@@ -157,8 +158,8 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
       if (src.progress) src.progress(-1, absl::StrCat("reading the slices: step ", row.step));
     }
     const trace::SimSlice& x = row.slice;
-    collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, row.graph_id,
-                 x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), name_id(row)},
+    collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes,
+                 row.graph_id, x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), name_id(row)},
                 cur);
   });
   if (!read.ok()) return read;

@@ -3,6 +3,8 @@
 // segment added at once against op by op, including times that cross a
 // power of two and chips scaled by a fraction), and each chip's weighted
 // median ratio (histogram, then its median's bucket, against a sort).
+#include "profiler/analysis/fleet_steps.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "profiler/analysis/fleet_ratios.h"
-#include "profiler/analysis/fleet_steps.h"
 
 namespace shardscope::analysis::fleet_internal {
 namespace {
@@ -205,10 +206,9 @@ TEST(FleetRatios, FarBucketsAndEmptyHistograms) {
   // and bucket 230 first in the map (too far from bucket 0) and later in the
   // vector grown to bucket 220.
   auto in_bucket = [](int b) { return std::exp2((b + 0.5) / 256); };
-  std::vector<std::pair<double, double>> all = {{1.0, 10},           {0.0, 1},  {300.0, 2},
-                                                {1.0 / 64, 3},       {1.01, 4}, {in_bucket(230), 5},
-                                                {in_bucket(220), 6}, {20.0, 7}, {in_bucket(230), 8},
-                                                {1.02, 50}};
+  std::vector<std::pair<double, double>> all = {
+      {1.0, 10},           {0.0, 1},  {300.0, 2},          {1.0 / 64, 3}, {1.01, 4}, {in_bucket(230), 5},
+      {in_bucket(220), 6}, {20.0, 7}, {in_bucket(230), 8}, {1.02, 50}};
   for (const auto& [x, w] : all) h.Add(x, w);
   MedianAt m = FindMedianBucket(h);
   ASSERT_TRUE(m.known);

@@ -94,7 +94,7 @@ TEST(CostModelMeasured, AWeightGradientRunsAtTheContractedRatesWhereMeasured) {
   };
   EXPECT_DOUBLE_EQ(rate(1024, 8, 1024), 0.6e10);  // the batch contracted
   EXPECT_DOUBLE_EQ(rate(1024, 128, 256), 1e11);
-  EXPECT_NEAR(rate(1024, 64, 1024), 6e10, 1);     // halfway (log2) from 32 to 128
+  EXPECT_NEAR(rate(1024, 64, 1024), 6e10, 1);  // halfway (log2) from 32 to 128
   EXPECT_DOUBLE_EQ(rate(8, 1024, 1024), 1e10) << "few rows: the rows' figures";
   EXPECT_DOUBLE_EQ(rate(128, 256, 1024), 2e11);
   EXPECT_DOUBLE_EQ(rate(512, 512, 512), 1e12) << "from 256 up: the peak";
@@ -156,7 +156,8 @@ TEST(CostModelMeasured, NarrowOtherDimsRunAtTheNarrowRates) {
   EXPECT_DOUBLE_EQ(rate(128, 256, 4096), 1e11) << "the middle dim decides: 256";
   EXPECT_DOUBLE_EQ(rate(8, 64, 64), 0.5e10) << "below 256: the narrow figures";
   Module mod;
-  EXPECT_DOUBLE_EQ(CostModel(Measured()).MatrixRate(*Dot(mod, 128, 256, 256)), 2e11) << "not measured: the 1024 figures";
+  EXPECT_DOUBLE_EQ(CostModel(Measured()).MatrixRate(*Dot(mod, 128, 256, 256)), 2e11)
+      << "not measured: the 1024 figures";
 }
 
 TEST(CostModelMeasured, AFusedLoopPaysForEachArithmeticOpBeyondTheFirst) {
@@ -172,11 +173,13 @@ TEST(CostModelMeasured, AFusedLoopPaysForEachArithmeticOpBeyondTheFirst) {
   p.fused_op_ns = 0.25;
   const double flops = CostModel::Flops(*mul) + CostModel::Flops(*add) + CostModel::Flops(*root);
   // Three arithmetic members: two beyond the first, each 0.25 ns an element.
-  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul, add, root}).compute_ns, flops / 1e11 * 1e9 + 2 * 65536 * 0.25);
+  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul, add, root}).compute_ns,
+                   flops / 1e11 * 1e9 + 2 * 65536 * 0.25);
   // exp is priced as a transcendental, not as arithmetic.
   EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul, add, root, e}).compute_ns,
                    (flops + CostModel::Flops(*e)) / 1e11 * 1e9 + 2 * 65536 * 0.25 + 65536 * 5.0);
-  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul}).compute_ns, CostModel::Flops(*mul) / 1e11 * 1e9) << "one op";
+  EXPECT_DOUBLE_EQ(CostModel(p).KernelCost({mul}).compute_ns, CostModel::Flops(*mul) / 1e11 * 1e9)
+      << "one op";
   EXPECT_DOUBLE_EQ(CostModel(Measured()).KernelCost({mul, add, root}).compute_ns, flops / 1e11 * 1e9)
       << "not measured: the roofline alone";
 }
@@ -272,7 +275,8 @@ TEST(CostModelMeasured, MeasuredCollectivesAreInterpolatedBetweenTheirPoints) {
   const CostModel model(p);
   const auto& at = kCollectiveTraffic;
   for (int k = 0; k < kCollectivePoints; ++k)
-    EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, at[k]), p.collective_ns[0][k], 1e-6) << k;
+    EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, at[k]), p.collective_ns[0][k], 1e-6)
+        << k;
   // Log-log between points: halfway in log traffic, halfway in log time.
   EXPECT_NEAR(model.MeasuredCollectiveNs(CollectiveKind::kAllReduce, std::sqrt(at[0] * at[1])), 20e3, 1e-6);
   // Above the last point: its time per byte.

@@ -3,6 +3,7 @@
 // name the file. One small measurement; no assertion on how fast anything ran.
 #include "runtime/cpu_calibration.h"
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,8 +11,6 @@
 #include <fstream>
 #include <string>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
 
@@ -100,19 +99,21 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GE(first->ops.fused_op_ns, 0);  // ten more ops per element never cost less (clamped at 0)
   // Chips sharing the cores never finish a segment at the same instant.
   EXPECT_GT(first->ops.chip_spread_ns, 0);
-  if (std::thread::hardware_concurrency() > 1) {  // the same kernels beside the other cores' chips, over alone
+  if (std::thread::hardware_concurrency() >
+      1) {  // the same kernels beside the other cores' chips, over alone
     EXPECT_GT(first->ops.beside_compute, 0);
     EXPECT_GT(first->ops.beside_memory, 0);
   }
-  // The executor's collectives, each kind at the plan's points (the quick plan's first two), the rest not measured.
+  // The executor's collectives, each kind at the plan's points (the quick plan's first two), the rest not
+  // measured.
   for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) {
     EXPECT_GT(first->collectives[k][0], 0) << k;
     EXPECT_GE(first->collectives[k][1], first->collectives[k][0]) << "more traffic never takes less time";
     EXPECT_EQ(first->collectives[k][2], 0) << k;
   }
-  for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast", "skinny GEMM",
-                            "small kernels", "reduce (sum", "chip spread", "collectives (", "fused loop of 2 ops",
-                            "beside a busy core"})
+  for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast",
+                            "skinny GEMM", "small kernels", "reduce (sum", "chip spread", "collectives (",
+                            "fused loop of 2 ops", "beside a busy core"})
     EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
                             [&](const std::string& r) { return r.find(table) != std::string::npos; }))
         << table;
@@ -248,8 +249,9 @@ TEST(CpuCalibration, EachFigureIsTheMedianOfItsPasses) {
   plan.passes = 3;
   const CpuCalibration c = MeasureCpu(plan);
   for (const char* pass : {"pass 1 of 3", "pass 2 of 3", "pass 3 of 3", "the figures of each pass"})
-    EXPECT_TRUE(std::any_of(c.rows.begin(), c.rows.end(), [&](const std::string& r) { return r == pass || r.rfind(pass, 0) == 0; }))
-        << pass;
+    EXPECT_TRUE(std::any_of(c.rows.begin(), c.rows.end(), [&](const std::string& r) {
+      return r == pass || r.rfind(pass, 0) == 0;
+    })) << pass;
   // The GEMM row: each pass's figure, then the profile's, their median.
   auto row = std::find_if(c.rows.begin(), c.rows.end(),
                           [](const std::string& r) { return r.find("GEMM, one core") != std::string::npos; });
