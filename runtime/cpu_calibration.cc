@@ -312,12 +312,6 @@ CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   return c;
 }
 
-double MedianOf(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 
 CpuCalibration MeasureCpu(const CalibrationPlan& plan) {

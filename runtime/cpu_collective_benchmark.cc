@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "compiler/ir.h"
 #include "runtime/collectives.h"
+#include "runtime/cpu_op_benchmarks.h"
 #include "runtime/intra_op.h"
 #include "runtime/kernels.h"
 
@@ -95,12 +96,6 @@ struct Case {
   }
 };
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 }  // namespace
 
 compiler::CollectiveTimes MeasureCollectives(const CollectivePlan& plan, std::vector<std::string>* rows) {
@@ -123,7 +118,7 @@ compiler::CollectiveTimes MeasureCollectives(const CollectivePlan& plan, std::ve
     std::string line = absl::StrFormat("  %7.2f MiB:", compiler::kCollectiveTraffic[p] / (1 << 20));
     for (size_t k = 0; k < cases.size(); ++k) {
       // At the nominal point: the case's own traffic differs by its rounding to whole elements.
-      const double at_point = Median(ns[k]) * compiler::kCollectiveTraffic[p] / cases[k].traffic;
+      const double at_point = MedianOf(ns[k]) * compiler::kCollectiveTraffic[p] / cases[k].traffic;
       // More traffic never takes less time: a noisy point would bend the interpolation back.
       t[k][p] = p > 0 ? std::max(at_point, t[k][p - 1]) : at_point;
       line += absl::StrFormat("  %s %9.1f us %6.2f GB/s", kNames[k], t[k][p] / 1e3,

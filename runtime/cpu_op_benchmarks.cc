@@ -125,13 +125,6 @@ class Interleaved {
   std::vector<const Instruction*> kernels_;
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 // Convolutions as the cnn sample's chips run them: 3x3, stride 1, padding 1,
 // NCHW/OIHW, forward at three widths and one kernel gradient (the batch
 // contracted, the output gradient as the window).
@@ -183,7 +176,7 @@ double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
     rates.push_back(compiler::InstructionFlops(bench.kernel(k)) / ns[k] * 1e9);
     rows->push_back(absl::StrFormat("  %-36s %9.1f us %6.1f GFLOP/s", labels[k], ns[k] / 1e3, rates.back() / 1e9));
   }
-  return Median(rates);
+  return MedianOf(rates);
 }
 
 // f32 add with operands out of cache, 12 bytes per element: a chip's
@@ -208,7 +201,7 @@ double MeasureColdStream(const OpClassPlan& plan, std::vector<std::string>* rows
     bw.push_back(12.0 * static_cast<double>(sizes[k]) / ns[k] * 1e9);
     rows->push_back(absl::StrFormat("  %9d elements %10.2f us  %6.2f GB/s", sizes[k], ns[k] / 1e3, bw.back() / 1e9));
   }
-  return Median(bw);
+  return MedianOf(bw);
 }
 
 // Pooling windows: 2x2 stride 2 (max) and 3x3 stride 1 padded (sum); the
@@ -239,7 +232,7 @@ double MeasureWindow(const OpClassPlan& plan, std::vector<std::string>* rows) {
     rows->push_back(absl::StrFormat("  %dx%d stride %d -> %s %9.1f us  %6.2f ns per read", w.size, w.size, w.stride,
                                     rw->shape.ToString(), ns / 1e3, per_read.back()));
   }
-  return Median(per_read);
+  return MedianOf(per_read);
 }
 
 double MeasureTranscendental(const OpClassPlan& plan, std::vector<std::string>* rows) {
@@ -258,7 +251,7 @@ double MeasureTranscendental(const OpClassPlan& plan, std::vector<std::string>* 
     rows->push_back(absl::StrFormat("  %-22s %6.2f ns per element%s", compiler::OpcodeName(op), ns,
                                     scalar ? "" : " (near the stream: priced by the roofline)"));
   }
-  return Median(per);
+  return MedianOf(per);
 }
 
 // A fused multiply by a broadcast, as batch norm scales NCHW per channel:
@@ -445,7 +438,7 @@ double MeasureSmallKernels(const OpClassPlan& plan, double cold_bandwidth, std::
       call(r % rot.copies(), &out);
       t.push_back(static_cast<double>(ThreadCpuNs() - t0));
     }
-    const double ns = Median(t);
+    const double ns = MedianOf(t);
     const double traffic = cold_bandwidth > 0 ? (operands + 1) * s.bytes() / cold_bandwidth * 1e9 : 0;
     overheads.push_back(std::max(0.0, ns - traffic));
     rows->push_back(absl::StrFormat("  %-26s %8.2f us, %6.2f us over its traffic", fused ? "fused loop of 3 ops" : "add",
@@ -549,9 +542,9 @@ void MeasureBeside(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::
     }
   double slow[2][2];
   for (int k = 0; k < 2; ++k) {
-    const double alone = Median(t[k][0]);
+    const double alone = MedianOf(t[k][0]);
     for (int beside = 0; beside < 2; ++beside)
-      slow[k][beside] = alone > 0 ? Median(t[k][beside + 1]) / alone : 0;
+      slow[k][beside] = alone > 0 ? MedianOf(t[k][beside + 1]) / alone : 0;
     rows->push_back(absl::StrFormat("  %-6s %8.1f us alone, x%.2f beside a GEMM, x%.2f beside a stream",
                                     k == 0 ? "GEMM" : "stream", alone / 1e3, slow[k][0], slow[k][1]));
   }
@@ -562,6 +555,13 @@ void MeasureBeside(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::
 }
 
 }  // namespace
+
+double MedianOf(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string>* rows) {
   OpClassFigures f;

@@ -44,6 +44,9 @@ struct OpClassPlan {
   bool beside = true;  // the slowdowns beside a busy core (beside_compute, beside_memory)
 };
 
+// The median of timings (the mean of the middle two for an even count); 0 when empty.
+double MedianOf(std::vector<double> v);
+
 // Measures the figures; appends the table (as printed by `shardscope
 // calibrate`) to `rows`.
 OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string>* rows);
