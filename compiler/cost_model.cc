@@ -194,7 +194,8 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
   p.chip_waits = chip_spread_ns > 0;
   if (beside_compute > 0) {
     for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.gemm8_flops, &p.gemm32_flops,
-                         &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops})
+                         &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops, &p.gemm8t_flops,
+                         &p.gemm32t_flops, &p.gemm128t_flops})
       *rate /= beside_compute;
     for (double& rate : p.gemm_narrow_flops) rate /= beside_compute;
     p.transcendental_ns *= beside_compute;
@@ -296,20 +297,21 @@ OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_writt
 }
 
 OpCost CostModel::Roofline(double flops, int64_t bytes_read, int64_t bytes_written, double peak,
-                           double serial_ns) const {
+                           double serial_ns, double added_ns) const {
   OpCost c;
   c.flops = flops;
   c.bytes_read = bytes_read;
   c.bytes_written = bytes_written;
-  c.compute_ns = (peak > 0 ? flops / peak * 1e9 : 0) + serial_ns;
+  const double overlapped_ns = (peak > 0 ? flops / peak * 1e9 : 0) + serial_ns;
+  c.compute_ns = overlapped_ns + added_ns;
   const double bandwidth =
       profile_.cold_operands && profile_.cold_bandwidth > 0 ? profile_.cold_bandwidth : profile_.hbm_bandwidth;
   c.memory_ns = bandwidth > 0 ? static_cast<double>(bytes_read + bytes_written) / bandwidth * 1e9 : 0;
-  c.roofline = c.compute_ns >= c.memory_ns && (flops > 0 || serial_ns > 0) ? RooflineClass::kCompute
+  c.roofline = c.compute_ns >= c.memory_ns && (flops > 0 || serial_ns > 0 || added_ns > 0) ? RooflineClass::kCompute
                                                                            : RooflineClass::kMemory;
   const double overhead = profile_.cold_operands ? std::max(profile_.kernel_overhead_ns, profile_.cold_kernel_overhead_ns)
                                                  : profile_.kernel_overhead_ns;
-  c.modeled_ns = std::llround(std::max(c.compute_ns, c.memory_ns) + overhead);
+  c.modeled_ns = std::llround(std::max(overlapped_ns, c.memory_ns) + added_ns + overhead);
   return c;
 }
 
@@ -345,12 +347,19 @@ double CostModel::MatrixRate(const Instruction& i) const {
   // A contraction as small as the smallest free dim: a weight gradient's form, when measured.
   const bool contracted =
       k <= std::min(m, n) && p.gemm8k_flops > 0 && p.gemm32k_flops > 0 && p.gemm128k_flops > 0;
-  double g8 = contracted ? p.gemm8k_flops : p.gemm8_flops;
-  double g32 = contracted ? p.gemm32k_flops : p.gemm32_flops;
-  double g128 = contracted ? p.gemm128k_flops : p.gemm128_flops;
+  // Few rows times a weight whose contracted dim is its minor one (x W^T, W
+  // stored [out, in]), when measured. Only the measured orientation: the few
+  // rows on the left.
+  const auto& rc = i.dot.rhs_contracting;
+  const bool transposed = !contracted && m <= n && !rc.empty() &&
+                          std::find(rc.begin(), rc.end(), static_cast<int64_t>(r.size()) - 1) != rc.end() &&
+                          p.gemm8t_flops > 0 && p.gemm32t_flops > 0 && p.gemm128t_flops > 0;
+  double g8 = contracted ? p.gemm8k_flops : transposed ? p.gemm8t_flops : p.gemm8_flops;
+  double g32 = contracted ? p.gemm32k_flops : transposed ? p.gemm32t_flops : p.gemm32_flops;
+  double g128 = contracted ? p.gemm128k_flops : transposed ? p.gemm128t_flops : p.gemm128_flops;
   // The other two dims: the figures at 1024 and at 256, interpolated in log2 of the middle dim.
   const auto& narrow = p.gemm_narrow_flops;
-  const int base = contracted ? 3 : 0;
+  const int base = contracted ? 3 : transposed ? 6 : 0;
   if (narrow[base] > 0 && narrow[base + 1] > 0 && narrow[base + 2] > 0) {
     const double mid = static_cast<double>(std::max({std::min(m, n), std::min(std::max(m, n), k)}));
     const double t = std::clamp(
@@ -403,7 +412,6 @@ double CostModel::SerialNs(const Instruction& i, bool fused) const {
     for (int64_t d : i.window.dimensions) window *= static_cast<double>(d);
     return elements * window * profile_.window_read_ns;
   }
-  if (fused && IsStridedBroadcast(i)) return elements * profile_.strided_broadcast_ns;
   // A reduce kernel of its own: the runtime's reduce over [K,R,K] and
   // [K,R] layouts (batch norm's statistics, a bias gradient), measured per
   // operand element; a fused reduce's rows are another code path.
@@ -566,7 +574,7 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
                              const std::vector<const Instruction*>& outputs) const {
   std::set<const Instruction*> inside(members.begin(), members.end());
   std::set<const Instruction*> inputs;
-  double flops = 0, serial_ns = 0;
+  double flops = 0, serial_ns = 0, added_ns = 0;
   double peak = profile_.vector_flops;
   bool first_arithmetic = true;
   for (const Instruction* m : members) {
@@ -574,9 +582,12 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
     flops += Flops(*m);
     if (IsMatrixOp(*m)) peak = MatrixRate(*m);  // a GEMM with its bias: the GEMM's rate
     serial_ns += SerialNs(*m, /*fused=*/true);
-    // The loop's arithmetic, member by member (the first one's is in the stream's measured time).
+    // The loop's work on its cached blocks: arithmetic member by member (the
+    // first one's is in the stream's measured time) and gathered broadcasts.
+    const double elements = static_cast<double>(m->shape.elements());
     if (IsElementwise(m->op) && !Transcendental(m->op) && !std::exchange(first_arithmetic, false))
-      serial_ns += static_cast<double>(m->shape.elements()) * profile_.fused_op_ns;
+      added_ns += elements * profile_.fused_op_ns;
+    if (IsStridedBroadcast(*m)) added_ns += elements * profile_.strided_broadcast_ns;
     for (const Instruction* o : m->operands)
       if (!inside.count(o)) inputs.insert(o);
   }
@@ -587,7 +598,7 @@ OpCost CostModel::KernelCost(const std::vector<const Instruction*>& members,
   } else {
     for (const Instruction* o : outputs) written += o->shape.bytes();
   }
-  return Roofline(flops, read, written, peak, serial_ns);
+  return Roofline(flops, read, written, peak, serial_ns, added_ns);
 }
 
 std::vector<OpCost> CostModel::ProgramCosts(const Module& program, const FusionPlan* fusion) const {

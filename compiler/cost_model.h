@@ -75,10 +75,15 @@ struct ChipProfile {
   // weight gradient), which reads and writes the whole [1024,1024] result for
   // s of work per element; 0: not measured, the rows' figures serve.
   double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;
-  // All six again with the other two dims 256 instead of 1024 (few rows at
-  // 8, 32, 128, then contracted): a dot's rate is interpolated in log2 of its
-  // middle dim between the two; all 0: not measured, the 1024 figures serve.
-  std::array<double, 6> gemm_narrow_flops{};
+  // The rows' form with the big operand's contracted dim its minor one (a
+  // Linear's forward, x W^T with W stored [out, in]), which reads the weight
+  // across its rows; 0: not measured, the rows' figures serve.
+  double gemm8t_flops = 0, gemm32t_flops = 0, gemm128t_flops = 0;
+  // All nine again with the other two dims 256 instead of 1024 (few rows at
+  // 8, 32, 128, then contracted, then W^T): a dot's rate is interpolated in
+  // log2 of its middle dim between the two; 0: not measured, the 1024
+  // figures serve.
+  std::array<double, 9> gemm_narrow_flops{};
   static constexpr double kNarrowDim = 256, kWideDim = 1024;
   // The per-kernel overhead of a kernel of a few KiB as the executor runs it
   // when chips share the cores (operands cold, a fresh result buffer), its
@@ -214,10 +219,15 @@ class CostModel {
   // The roofline of a kernel with these totals. `matrix` picks the matrix
   // units' peak (dots, convolutions) over the vector peak.
   OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, bool matrix) const;
-  // The same with the compute rate given (`peak` FLOP/s) and `serial_ns` of
+  // The same with the compute rate given (`peak` FLOP/s), `serial_ns` of
   // per-element work the FLOP count does not carry (transcendentals, window
-  // reads, strided broadcasts), added to the compute term.
-  OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, double peak, double serial_ns) const;
+  // reads), added to the compute term, and `added_ns` of a fused loop's work
+  // on its cached blocks (arithmetic beyond the first member, strided
+  // broadcasts), added after the roofline: the loop streams a block in, then
+  // runs its members over it, so that work does not overlap the traffic
+  // (which is how the profile measures it: over a loop bound by its stream).
+  OpCost Roofline(double flops, int64_t bytes_read, int64_t bytes_written, double peak, double serial_ns,
+                  double added_ns = 0) const;
 
   // The FLOP/s a dot_general or convolution runs at on this profile: the
   // convolution figure, or the GEMM rate for the dot's smallest dim (see
@@ -225,8 +235,7 @@ class CostModel {
   double MatrixRate(const Instruction& i) const;
   // Per-element time of `i` beyond its FLOPs: exp and logistic elements,
   // reduce_window's window reads, a reduce kernel's operand elements (not
-  // `fused`); inside a fused loop (`fused`), a strided broadcast's elements
-  // too. 0 on profiles without these figures.
+  // `fused`). 0 on profiles without these figures.
   double SerialNs(const Instruction& i, bool fused) const;
   // A broadcast_in_dim whose operand is neither one value nor a leading or
   // trailing block of the result: a fused loop gathers it element by element

@@ -36,8 +36,9 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // (cpu_spread_benchmark.h): a cache entry of an older format is measured
 // again; a pinned file of an older format still loads, without the figures it
 // lacks (the plain roofline for those ops, no wait at collectives; said in
-// Describe); 4 the executor's collectives (cpu_collective_benchmark.h).
-constexpr int kFormat = 4;
+// Describe); 4 the executor's collectives (cpu_collective_benchmark.h); 5
+// the skinny GEMM with its weight stored [out, in] (a Linear's forward).
+constexpr int kFormat = 5;
 constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
                                                                              "reduce_scatter", "all_to_all"};
 
@@ -56,12 +57,18 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"gemm8k_flops", &OpClassFigures::gemm8k_flops},
           {"gemm32k_flops", &OpClassFigures::gemm32k_flops},
           {"gemm128k_flops", &OpClassFigures::gemm128k_flops},
+          {"gemm8t_flops", &OpClassFigures::gemm8t_flops},
+          {"gemm32t_flops", &OpClassFigures::gemm32t_flops},
+          {"gemm128t_flops", &OpClassFigures::gemm128t_flops},
           {"gemm8_narrow_flops", &OpClassFigures::gemm8_narrow_flops},
           {"gemm32_narrow_flops", &OpClassFigures::gemm32_narrow_flops},
           {"gemm128_narrow_flops", &OpClassFigures::gemm128_narrow_flops},
           {"gemm8k_narrow_flops", &OpClassFigures::gemm8k_narrow_flops},
           {"gemm32k_narrow_flops", &OpClassFigures::gemm32k_narrow_flops},
           {"gemm128k_narrow_flops", &OpClassFigures::gemm128k_narrow_flops},
+          {"gemm8t_narrow_flops", &OpClassFigures::gemm8t_narrow_flops},
+          {"gemm32t_narrow_flops", &OpClassFigures::gemm32t_narrow_flops},
+          {"gemm128t_narrow_flops", &OpClassFigures::gemm128t_narrow_flops},
           {"cold_kernel_overhead_ns", &OpClassFigures::cold_kernel_overhead_ns},
           {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
           {"fused_op_ns", &OpClassFigures::fused_op_ns},
@@ -150,8 +157,12 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.gemm8k_flops = ops.gemm8k_flops;
   p.gemm32k_flops = ops.gemm32k_flops;
   p.gemm128k_flops = ops.gemm128k_flops;
+  p.gemm8t_flops = ops.gemm8t_flops;
+  p.gemm32t_flops = ops.gemm32t_flops;
+  p.gemm128t_flops = ops.gemm128t_flops;
   p.gemm_narrow_flops = {ops.gemm8_narrow_flops,  ops.gemm32_narrow_flops,  ops.gemm128_narrow_flops,
-                         ops.gemm8k_narrow_flops, ops.gemm32k_narrow_flops, ops.gemm128k_narrow_flops};
+                         ops.gemm8k_narrow_flops, ops.gemm32k_narrow_flops, ops.gemm128k_narrow_flops,
+                         ops.gemm8t_narrow_flops, ops.gemm32t_narrow_flops, ops.gemm128t_narrow_flops};
   p.cold_kernel_overhead_ns = ops.cold_kernel_overhead_ns;
   p.reduce_read_ns = ops.reduce_read_ns;
   p.fused_op_ns = ops.fused_op_ns;
@@ -196,6 +207,10 @@ std::string CpuCalibration::Describe() const {
                  (ops.gemm8k_flops > 0
                       ? absl::StrFormat(" (contracted %.1f/%.1f/%.1f)", ops.gemm8k_flops / 1e9,
                                         ops.gemm32k_flops / 1e9, ops.gemm128k_flops / 1e9)
+                      : std::string()) +
+                 (ops.gemm8t_flops > 0
+                      ? absl::StrFormat(" (W^T %.1f/%.1f/%.1f)", ops.gemm8t_flops / 1e9, ops.gemm32t_flops / 1e9,
+                                        ops.gemm128t_flops / 1e9)
                       : std::string()) +
                  (ops.beside_compute > 0 ? absl::StrFormat(", beside a busy core: GEMMs x%.2f, streams x%.2f",
                                                            ops.beside_compute, ops.beside_memory)

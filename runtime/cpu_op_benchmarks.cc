@@ -349,42 +349,53 @@ double MeasureFusedOps(const OpClassPlan& plan, std::vector<std::string>* rows) 
   return per;
 }
 
-// [s, D] x [D, D], the weight matrix cold: the GEMM of a few rows; and
+// [s, D] x [D, D], the weight matrix cold: the GEMM of a few rows (a
+// layer's input gradient); [s, D] x [D, D]^T, the same with the weight
+// stored [out, in] as a Linear layer keeps it (its forward: 1.1-1.3x the
+// time of the first at s = 8 and 32, the weight read across its rows); and
 // [s, D]^T x [s, D], a weight gradient with s contracted; at D = the plan's
 // other dim and a quarter of it (the llama's 256 beside the mlp's 1024: the
 // same s ran 20-35% slower with the narrower other dims).
 void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
   const int64_t wide = plan.gemm_other_dim, narrow = std::max<int64_t>(1, plan.gemm_other_dim / 4);
   rows->push_back(absl::StrFormat(
-      "skinny GEMM (dot_general f32, operands cold, median, interleaved): [s,D]x[D,D] (few rows) and "
-      "[s,D]^T x [s,D] (a weight gradient: s contracted), D = %d and %d",
+      "skinny GEMM (dot_general f32, operands cold, median, interleaved): [s,D]x[D,D] (few rows), "
+      "[s,D]x[D,D]^T (few rows, W^T) and [s,D]^T x [s,D] (a weight gradient: s contracted), D = %d and %d",
       wide, narrow));
   Interleaved bench(plan);
+  enum Form { kRows, kContracted, kTransposed };
+  constexpr const char* kFormNames[] = {"rows", "contracted", "rows, W^T"};
   struct Case {
     int64_t s, d;
-    bool contracted;
+    Form form;
     double* out;
   };
-  const std::vector<Case> cases = {{8, wide, false, &f->gemm8_flops},
-                                   {32, wide, false, &f->gemm32_flops},
-                                   {128, wide, false, &f->gemm128_flops},
-                                   {8, wide, true, &f->gemm8k_flops},
-                                   {32, wide, true, &f->gemm32k_flops},
-                                   {128, wide, true, &f->gemm128k_flops},
-                                   {8, narrow, false, &f->gemm8_narrow_flops},
-                                   {32, narrow, false, &f->gemm32_narrow_flops},
-                                   {128, narrow, false, &f->gemm128_narrow_flops},
-                                   {8, narrow, true, &f->gemm8k_narrow_flops},
-                                   {32, narrow, true, &f->gemm32k_narrow_flops},
-                                   {128, narrow, true, &f->gemm128k_narrow_flops}};
+  const std::vector<Case> cases = {{8, wide, kRows, &f->gemm8_flops},
+                                   {32, wide, kRows, &f->gemm32_flops},
+                                   {128, wide, kRows, &f->gemm128_flops},
+                                   {8, wide, kContracted, &f->gemm8k_flops},
+                                   {32, wide, kContracted, &f->gemm32k_flops},
+                                   {128, wide, kContracted, &f->gemm128k_flops},
+                                   {8, wide, kTransposed, &f->gemm8t_flops},
+                                   {32, wide, kTransposed, &f->gemm32t_flops},
+                                   {128, wide, kTransposed, &f->gemm128t_flops},
+                                   {8, narrow, kRows, &f->gemm8_narrow_flops},
+                                   {32, narrow, kRows, &f->gemm32_narrow_flops},
+                                   {128, narrow, kRows, &f->gemm128_narrow_flops},
+                                   {8, narrow, kContracted, &f->gemm8k_narrow_flops},
+                                   {32, narrow, kContracted, &f->gemm32k_narrow_flops},
+                                   {128, narrow, kContracted, &f->gemm128k_narrow_flops},
+                                   {8, narrow, kTransposed, &f->gemm8t_narrow_flops},
+                                   {32, narrow, kTransposed, &f->gemm32t_narrow_flops},
+                                   {128, narrow, kTransposed, &f->gemm128t_narrow_flops}};
   for (const Case& c : cases) {
     auto m = std::make_unique<Module>();
     compiler::DotDims dd;
     auto* a = m->Parameter(Shape(DType::kF32, {c.s, c.d}), "a");
-    auto* b =
-        m->Parameter(c.contracted ? Shape(DType::kF32, {c.s, c.d}) : Shape(DType::kF32, {c.d, c.d}), "b");
-    dd.lhs_contracting = {c.contracted ? 0 : 1};
-    dd.rhs_contracting = {0};
+    auto* b = m->Parameter(c.form == kContracted ? Shape(DType::kF32, {c.s, c.d}) : Shape(DType::kF32, {c.d, c.d}),
+                           "b");
+    dd.lhs_contracting = {c.form == kContracted ? 0 : 1};
+    dd.rhs_contracting = {c.form == kTransposed ? 1 : 0};  // W^T: the weight stored [out, in]
     auto* dot = m->DotGeneral(a, b, dd);
     bench.Add(std::move(m), dot);
   }
@@ -392,8 +403,8 @@ void MeasureSkinnyGemm(const OpClassPlan& plan, OpClassFigures* f, std::vector<s
   for (size_t k = 0; k < ns.size(); ++k) {
     const Case& c = cases[k];
     *c.out = 2.0 * static_cast<double>(c.s * c.d * c.d) / ns[k] * 1e9;
-    rows->push_back(absl::StrFormat("  s=%-4d D=%-5d %-11s %10.1f us  %6.1f GFLOP/s", c.s, c.d,
-                                    c.contracted ? "contracted" : "rows", ns[k] / 1e3, *c.out / 1e9));
+    rows->push_back(absl::StrFormat("  s=%-4d D=%-5d %-11s %10.1f us  %6.1f GFLOP/s", c.s, c.d, kFormNames[c.form],
+                                    ns[k] / 1e3, *c.out / 1e9));
   }
 }
 

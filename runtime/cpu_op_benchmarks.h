@@ -20,9 +20,11 @@ struct OpClassFigures {
   double strided_broadcast_ns = 0;  // fused loop, strided broadcast: ns per element over a plain one
   double gemm8_flops = 0, gemm32_flops = 0, gemm128_flops = 0;     // smallest dim 8, 32, 128: the rows
   double gemm8k_flops = 0, gemm32k_flops = 0, gemm128k_flops = 0;  // ... the contraction (a weight gradient)
-  // The same six with the other dims a quarter as wide (gemm_other_dim / 4)
+  double gemm8t_flops = 0, gemm32t_flops = 0, gemm128t_flops = 0;  // ... the rows, weight [out,in] (x W^T)
+  // The same nine with the other dims a quarter as wide (gemm_other_dim / 4)
   double gemm8_narrow_flops = 0, gemm32_narrow_flops = 0, gemm128_narrow_flops = 0;
   double gemm8k_narrow_flops = 0, gemm32k_narrow_flops = 0, gemm128k_narrow_flops = 0;
+  double gemm8t_narrow_flops = 0, gemm32t_narrow_flops = 0, gemm128t_narrow_flops = 0;
   double cold_kernel_overhead_ns = 0;  // a kernel of a few KiB, cold, fresh result: its time less its traffic
   double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
   double fused_op_ns = 0;              // a fused loop: ns per element per arithmetic op beyond the first

@@ -127,15 +127,20 @@ TEST(CostModelMeasured, TranscendentalsAndStridedBroadcastsAddTheirPerElementTim
   auto* e = m.Unary(Opcode::kExponential, mul);
   const CostModel model(Measured());
   EXPECT_DOUBLE_EQ(model.SerialNs(*e, false), 65536.0 * 5);
-  EXPECT_DOUBLE_EQ(model.SerialNs(*b, /*fused=*/true), 65536.0 * 3);
   EXPECT_DOUBLE_EQ(model.SerialNs(*b, /*fused=*/false), 0) << "the broadcast kernel on its own is a copy";
   EXPECT_DOUBLE_EQ(model.SerialNs(*mul, true), 0);
+  // Fused: the exp overlaps the traffic (measured on its own, cold); the
+  // gathered broadcast is work on the loop's cached blocks, after it.
   const OpCost fused = model.KernelCost({b, mul, e});
   const double flops = CostModel::Flops(*mul) + CostModel::Flops(*e);
   EXPECT_DOUBLE_EQ(fused.compute_ns, flops / 1e11 * 1e9 + 65536.0 * (3 + 5));
+  EXPECT_EQ(fused.modeled_ns,
+            std::llround(std::max(flops / 1e11 * 1e9 + 65536.0 * 5, fused.memory_ns) + 65536.0 * 3 +
+                         Measured().kernel_overhead_ns));
   // A channel-last layout's broadcast is a trailing block: copied in runs.
   auto* trailing = m.BroadcastInDim(m.Parameter(Shape(DType::kF32, {32}), "c"), full.dims, {3});
-  EXPECT_DOUBLE_EQ(model.SerialNs(*trailing, true), 0);
+  auto* mul2 = m.Binary(Opcode::kMultiply, x, trailing);
+  EXPECT_DOUBLE_EQ(model.KernelCost({trailing, mul2}).compute_ns, CostModel::Flops(*mul2) / 1e11 * 1e9);
 }
 
 TEST(CostModelMeasured, NarrowOtherDimsRunAtTheNarrowRates) {
@@ -182,6 +187,63 @@ TEST(CostModelMeasured, AFusedLoopPaysForEachArithmeticOpBeyondTheFirst) {
       << "one op";
   EXPECT_DOUBLE_EQ(CostModel(Measured()).KernelCost({mul, add, root}).compute_ns, flops / 1e11 * 1e9)
       << "not measured: the roofline alone";
+}
+
+TEST(CostModelMeasured, AFusedLoopsBlockWorkAddsToItsTrafficNotOverlapsIt) {
+  // The loop streams a block in, then runs its members over it: the profile
+  // measures the arithmetic as time beyond a stream-bound loop's, so the
+  // model adds it after the roofline's max, whichever side is larger.
+  Module m;
+  const Shape s(DType::kF32, {1 << 16});
+  auto* x = m.Parameter(s, "x");
+  auto* y = m.Parameter(s, "y");
+  auto* mul = m.Binary(Opcode::kMultiply, x, y);
+  auto* add = m.Binary(Opcode::kAdd, mul, x);
+  for (double per_op : {0.01, 10.0}) {  // less than the traffic, more than it
+    ChipProfile p = Measured();
+    p.fused_op_ns = per_op;
+    const OpCost c = CostModel(p).KernelCost({mul, add});
+    const double flops_ns = (CostModel::Flops(*mul) + CostModel::Flops(*add)) / 1e11 * 1e9;
+    EXPECT_DOUBLE_EQ(c.memory_ns, 3.0 * s.bytes() / p.hbm_bandwidth * 1e9);
+    EXPECT_EQ(c.modeled_ns,
+              std::llround(std::max(flops_ns, c.memory_ns) + 65536 * per_op + p.kernel_overhead_ns))
+        << per_op;
+  }
+}
+
+TEST(CostModelMeasured, AForwardLinearsDotRunsAtTheTransposedWeightsRate) {
+  // x [s, in] . W [out, in] contracted on `in`, the weight's minor dim: a
+  // Linear's forward, which reads the weight across its rows.
+  ChipProfile p = Measured();
+  p.gemm8t_flops = 0.8e10;
+  p.gemm32t_flops = 3e10;
+  p.gemm128t_flops = 1.6e11;
+  auto dot = [](Module& mod, int64_t s, int64_t k, int64_t n, bool wt) {
+    auto* a = mod.Parameter(Shape(DType::kF32, {s, k}), "x");
+    auto* w = mod.Parameter(wt ? Shape(DType::kF32, {n, k}) : Shape(DType::kF32, {k, n}), "w");
+    DotDims d;
+    d.lhs_contracting = {1};
+    d.rhs_contracting = {wt ? 1 : 0};
+    return mod.DotGeneral(a, w, d);
+  };
+  Module mod;
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 8, 1024, 1024, true)), 0.8e10);
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 32, 1024, 1024, true)), 3e10);
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 8, 1024, 1024, false)), 1e10) << "the weight [in, out]";
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 4, 1024, 1024, true)), 0.4e10) << "below 8: falls with s";
+  // The few rows on the right: not the measured orientation, the rows' figures.
+  auto* a = mod.Parameter(Shape(DType::kF32, {1024, 1024}), "a");
+  auto* b = mod.Parameter(Shape(DType::kF32, {8, 1024}), "b");
+  DotDims d;
+  d.lhs_contracting = {1};
+  d.rhs_contracting = {1};
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*mod.DotGeneral(a, b, d)), 1e10);
+  // Narrow other dims: the W^T narrow figures (index 6 to 8).
+  p.gemm_narrow_flops = {0.5e10, 2e10, 1e11, 0.3e10, 1e10, 0.5e11, 0.4e10, 1.5e10, 0.8e11};
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 8, 256, 256, true)), 0.4e10);
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dot(mod, 32, 256, 256, false)), 2e10);
+  EXPECT_DOUBLE_EQ(CostModel(Measured()).MatrixRate(*dot(mod, 8, 1024, 1024, true)), 1e10)
+      << "not measured: the rows' figures";
 }
 
 TEST(CostModelMeasured, StridedBroadcastsAreThoseTheFusedLoopGathers) {

@@ -59,6 +59,8 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.gemm128_narrow_flops, b.gemm128_narrow_flops);
   EXPECT_EQ(a.gemm8k_narrow_flops, b.gemm8k_narrow_flops);
   EXPECT_EQ(a.gemm128k_flops, b.gemm128k_flops);
+  EXPECT_EQ(a.gemm8t_flops, b.gemm8t_flops);
+  EXPECT_EQ(a.gemm32t_narrow_flops, b.gemm32t_narrow_flops);
   EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
   EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
   EXPECT_EQ(a.chip_spread_ns, b.chip_spread_ns);
@@ -183,7 +185,7 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   EXPECT_GT(c->ops.conv_flops, 0);
   auto rewritten = ReadCpuProfileFile(cache);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(rewritten->format, 4);
+  EXPECT_EQ(rewritten->format, 5);
   ExpectSameFigures(rewritten->ops, c->ops);
   // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
   std::ofstream(cache) << old;
