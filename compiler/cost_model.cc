@@ -193,7 +193,8 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
   p.cold_operands = cold_bandwidth > 0;
   p.chip_waits = chip_spread_ns > 0;
   if (beside_compute > 0) {
-    for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.gemm8_flops, &p.gemm32_flops,
+    for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.conv_dilated_flops, &p.gemm8_flops,
+                         &p.gemm32_flops,
                          &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops, &p.gemm8t_flops,
                          &p.gemm32t_flops, &p.gemm128t_flops})
       *rate /= beside_compute;
@@ -334,7 +335,12 @@ bool Transcendental(Opcode op) { return op == Opcode::kExponential || op == Opco
 
 double CostModel::MatrixRate(const Instruction& i) const {
   const ChipProfile& p = profile_;
-  if (i.op != Opcode::kDotGeneral) return p.conv_flops > 0 ? p.conv_flops : p.peak_flops;
+  if (i.op != Opcode::kDotGeneral) {
+    const auto& ld = i.conv.lhs_dilation;
+    const bool dilated = std::any_of(ld.begin(), ld.end(), [](int64_t d) { return d > 1; });
+    if (dilated && p.conv_dilated_flops > 0) return p.conv_dilated_flops;
+    return p.conv_flops > 0 ? p.conv_flops : p.peak_flops;
+  }
   if (p.gemm8_flops <= 0 || p.gemm32_flops <= 0 || p.gemm128_flops <= 0 || i.operands.size() != 2) return p.peak_flops;
   // The GEMM's rows, columns and contraction; a skinny one runs at the rate
   // measured for its smallest dim.

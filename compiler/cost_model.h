@@ -62,6 +62,7 @@ struct ChipProfile {
   // through the runtime's own kernel (runtime/cpu_calibration.h); 0: not
   // measured (a fixed or older profile), the plain roofline applies.
   double conv_flops = 0;            // convolution FLOP/s (im2col + GEMM, representative shapes)
+  double conv_dilated_flops = 0;    // ... with its input dilated (a strided conv's input gradient); 0: conv_flops
   double cold_bandwidth = 0;        // stream bytes/s with operands out of cache
   double window_read_ns = 0;        // reduce_window: per element of each output's window
   double transcendental_ns = 0;     // exp, logistic: per element

@@ -643,6 +643,36 @@ absl::Status Verify(const Module& m) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The (output position, kernel tap) pairs of one spatial dim whose tap lands on
+// an input element: not on padding, and not between the elements of an input
+// dilated by lhs_dilation (the input gradient of a strided convolution, whose
+// runtime skips those holes: runtime/kernels_conv.cc, ConvPolyphase).
+double ValidConvTaps(int64_t in, int64_t kernel, int64_t out, int64_t stride, int64_t pad_low, int64_t lhs_dil,
+                     int64_t rhs_dil) {
+  stride = std::max<int64_t>(1, stride);
+  lhs_dil = std::max<int64_t>(1, lhs_dil);
+  rhs_dil = std::max<int64_t>(1, rhs_dil);
+  const int64_t dilated_in = in > 0 ? (in - 1) * lhs_dil + 1 : 0;
+  double pairs = 0;
+  for (int64_t k = 0; k < kernel; ++k) {
+    // pos = o * stride + k * rhs_dil - pad_low must be in [0, dilated_in).
+    const int64_t c = k * rhs_dil - pad_low;
+    const int64_t lo = c >= 0 ? 0 : (-c + stride - 1) / stride;
+    const int64_t hi = std::min(out - 1, dilated_in - 1 - c < 0 ? -1 : (dilated_in - 1 - c) / stride);
+    if (hi < lo) continue;
+    if (lhs_dil == 1) {
+      pairs += static_cast<double>(hi - lo + 1);
+    } else {
+      for (int64_t o = lo; o <= hi; ++o) pairs += (o * stride + c) % lhs_dil == 0 ? 1 : 0;
+    }
+  }
+  return pairs;
+}
+
+}  // namespace
+
 double InstructionFlops(const Instruction& i) {
   switch (i.op) {
     case Opcode::kDotGeneral: {
@@ -653,11 +683,31 @@ double InstructionFlops(const Instruction& i) {
     case Opcode::kReduce:
       return static_cast<double>(i.operands[0]->shape.elements());
     case Opcode::kConvolution: {
-      // 2 per multiply-add: each output sums kernel-input-features x window.
+      // 2 per multiply-add: each output sums kernel-input-features x the taps of
+      // its window that land on input elements (as XLA's cost analysis counts:
+      // padding and an lhs dilation's holes are not work).
+      const ConvDims& c = i.conv;
       const Shape& k = i.operands[1]->shape;
-      if (i.conv.kernel_output_feature < 0 || i.conv.kernel_output_feature >= k.rank()) return 0.0;
-      double per = static_cast<double>(k.elements()) / static_cast<double>(std::max<int64_t>(1, k.dims[i.conv.kernel_output_feature]));
-      return 2.0 * per * static_cast<double>(i.shape.elements());
+      const Shape& in = i.operands[0]->shape;
+      if (c.kernel_output_feature < 0 || c.kernel_output_feature >= k.rank()) return 0.0;
+      double per = static_cast<double>(k.elements()) / static_cast<double>(std::max<int64_t>(1, k.dims[c.kernel_output_feature]));
+      double outputs = static_cast<double>(i.shape.elements());
+      const size_t n = c.kernel_spatial.size();
+      auto dim = [](const Shape& s, const std::vector<int64_t>& v, size_t j) -> int64_t {
+        return j < v.size() && v[j] >= 0 && v[j] < s.rank() ? s.dims[v[j]] : -1;
+      };
+      auto at = [](const std::vector<int64_t>& v, size_t j, int64_t dflt) { return j < v.size() ? v[j] : dflt; };
+      for (size_t j = 0; j < n; ++j) {
+        const int64_t kd = dim(k, c.kernel_spatial, j), od = dim(i.shape, c.output_spatial, j),
+                      id = dim(in, c.input_spatial, j);
+        if (kd <= 0 || od <= 0 || id < 0) return 2.0 * per * outputs;  // malformed: the dense count
+        per /= static_cast<double>(kd);
+        outputs /= static_cast<double>(od);
+        outputs *= ValidConvTaps(id, kd, od, at(c.window_strides, j, 1),
+                                 j < c.padding.size() ? c.padding[j].first : 0, at(c.lhs_dilation, j, 1),
+                                 at(c.rhs_dilation, j, 1));
+      }
+      return 2.0 * per * outputs;
     }
     case Opcode::kReduceWindow: {
       double w = 1;

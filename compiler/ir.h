@@ -326,8 +326,10 @@ Shape WhilePlaceholderShape();
 // body, compared with a constant in the condition. nullopt otherwise.
 std::optional<int64_t> StaticTripCount(const Instruction& w);
 
-// FLOPs of one instruction (2 per multiply-add for dot_general, 1 per element
-// for elementwise ops and reductions).
+// FLOPs of one instruction (2 per multiply-add for dot_general and
+// convolution, a convolution's counting only the window taps that land on
+// input elements, not padding or an lhs dilation's holes; 1 per element for
+// elementwise ops and reductions).
 double InstructionFlops(const Instruction& i);
 
 }  // namespace shardscope::compiler

@@ -37,7 +37,9 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // again; a pinned file of an older format still loads, without the figures it
 // lacks (the plain roofline for those ops, no wait at collectives; said in
 // Describe); 4 the executor's collectives (cpu_collective_benchmark.h); 5
-// the skinny GEMM with its weight stored [out, in] (a Linear's forward).
+// the skinny GEMM with its weight stored [out, in] (a Linear's forward), the
+// input gradient of a strided convolution, and convolution FLOPs counted by
+// the taps on input elements (the convolution rate changed with them).
 constexpr int kFormat = 5;
 constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
                                                                              "reduce_scatter", "all_to_all"};
@@ -47,6 +49,7 @@ bool Measured(const compiler::CollectiveTimes& t) { return t[0][0] > 0; }
 // The op-class figures by their JSON names.
 std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
   return {{"conv_flops", &OpClassFigures::conv_flops},
+          {"conv_dilated_flops", &OpClassFigures::conv_dilated_flops},
           {"cold_bandwidth", &OpClassFigures::cold_bandwidth},
           {"window_read_ns", &OpClassFigures::window_read_ns},
           {"transcendental_ns", &OpClassFigures::transcendental_ns},
@@ -147,6 +150,7 @@ absl::Status MakeDirs(const std::string& dir) {
 compiler::ChipProfile CpuCalibration::Profile() const {
   compiler::ChipProfile p = compiler::CpuProfile(peak_flops, gang_peak_flops, hbm_bandwidth, kernel_overhead_ns);
   p.conv_flops = ops.conv_flops;
+  p.conv_dilated_flops = ops.conv_dilated_flops;
   p.cold_bandwidth = ops.cold_bandwidth;
   p.window_read_ns = ops.window_read_ns;
   p.transcendental_ns = ops.transcendental_ns;
@@ -198,10 +202,14 @@ std::string CpuCalibration::Describe() const {
                       peak_flops / 1e9, gang_width, gang_peak_flops / 1e9, hbm_bandwidth / 1e9,
                       kernel_overhead_ns) +
       (ops.measured()
-           ? absl::StrFormat("; convolution %.1f GFLOP/s, cold stream %.2f GB/s, window %.2f ns per read, "
+           ? absl::StrFormat("; convolution %.1f GFLOP/s", ops.conv_flops / 1e9) +
+                 (ops.conv_dilated_flops > 0
+                      ? absl::StrFormat(" (input dilated %.1f)", ops.conv_dilated_flops / 1e9)
+                      : std::string()) +
+                 absl::StrFormat(", cold stream %.2f GB/s, window %.2f ns per read, "
                              "transcendental %.2f ns, strided broadcast %.2f ns per element, skinny GEMM "
                              "%.1f/%.1f/%.1f GFLOP/s at 8/32/128",
-                             ops.conv_flops / 1e9, ops.cold_bandwidth / 1e9, ops.window_read_ns,
+                             ops.cold_bandwidth / 1e9, ops.window_read_ns,
                              ops.transcendental_ns, ops.strided_broadcast_ns, ops.gemm8_flops / 1e9,
                              ops.gemm32_flops / 1e9, ops.gemm128_flops / 1e9) +
                  (ops.gemm8k_flops > 0

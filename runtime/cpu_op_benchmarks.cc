@@ -128,8 +128,15 @@ class Interleaved {
 // Convolutions as the cnn sample's chips run them: 3x3, stride 1, padding 1,
 // NCHW/OIHW, forward at three widths and one kernel gradient (the batch
 // contracted, the output gradient as the window).
-double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
-  rows->push_back("convolution (3x3, stride 1, pad 1, f32, operands cold, device time, median, interleaved)");
+// Convolutions: three forward shapes and a kernel gradient, whose median rate
+// is `conv_flops`; and the input gradient of a stride-2 convolution (its
+// input dilated by 2, which the runtime runs as four plain convolutions by
+// output phase), `conv_dilated_flops`: in the cnn it ran at 0.3-0.5 of the
+// others' rate counted by the taps that land on input elements.
+void MeasureConv(const OpClassPlan& plan, OpClassFigures* f, std::vector<std::string>* rows) {
+  rows->push_back(
+      "convolution (3x3, f32, operands cold, device time, median, interleaved; FLOPs of the taps on input "
+      "elements)");
   Interleaved bench(plan);
   std::vector<std::string> labels;
   const int64_t n = plan.conv_batch;
@@ -170,13 +177,35 @@ double MeasureConv(const OpClassPlan& plan, std::vector<std::string>* rows) {
     bench.Add(std::move(m), conv);
     labels.push_back(absl::StrCat("kernel gradient -> ", conv->shape.ToString()));
   }
+  {
+    // The input gradient of [N,16,32,32] x [32,16,3,3] stride 2: the output
+    // gradient [N,32,16,16] dilated by 2, the kernel read as [i, o].
+    const int64_t c = 16, hw = 32;
+    auto m = std::make_unique<Module>();
+    auto* g = m->Parameter(Shape(DType::kF32, {n, 2 * c, hw / 2, hw / 2}), "grad");
+    auto* k = m->Parameter(Shape(DType::kF32, {2 * c, c, 3, 3}), "k");
+    compiler::ConvDims d;
+    d.input_spatial = {2, 3};
+    d.kernel_input_feature = 0;
+    d.kernel_output_feature = 1;
+    d.kernel_spatial = {2, 3};
+    d.output_spatial = {2, 3};
+    d.window_strides = {1, 1};
+    d.padding = {{1, 2}, {1, 2}};
+    d.lhs_dilation = {2, 2};
+    auto* conv = m->Convolution(g, k, d);
+    bench.Add(std::move(m), conv);
+    labels.push_back(absl::StrCat("input gradient, stride 2 -> ", conv->shape.ToString()));
+  }
   const std::vector<double> ns = bench.MedianNs(15);
   std::vector<double> rates;
   for (size_t k = 0; k < ns.size(); ++k) {
-    rates.push_back(compiler::InstructionFlops(bench.kernel(k)) / ns[k] * 1e9);
-    rows->push_back(absl::StrFormat("  %-36s %9.1f us %6.1f GFLOP/s", labels[k], ns[k] / 1e3, rates.back() / 1e9));
+    const double rate = compiler::InstructionFlops(bench.kernel(k)) / ns[k] * 1e9;
+    if (k + 1 < ns.size()) rates.push_back(rate);
+    rows->push_back(absl::StrFormat("  %-44s %9.1f us %6.1f GFLOP/s", labels[k], ns[k] / 1e3, rate / 1e9));
   }
-  return MedianOf(rates);
+  f->conv_flops = MedianOf(rates);
+  f->conv_dilated_flops = compiler::InstructionFlops(bench.kernel(ns.size() - 1)) / ns.back() * 1e9;
 }
 
 // f32 add with operands out of cache, 12 bytes per element: a chip's
@@ -579,7 +608,7 @@ OpClassFigures MeasureOpClasses(const OpClassPlan& plan, std::vector<std::string
   if (!plan.measure) return f;
   // One thread, no gang: a chip of a mesh with at least as many chips as cores.
   GangScope no_gang(nullptr);
-  f.conv_flops = MeasureConv(plan, rows);
+  MeasureConv(plan, &f, rows);
   f.cold_bandwidth = MeasureColdStream(plan, rows);
   f.window_read_ns = MeasureWindow(plan, rows);
   f.transcendental_ns = MeasureTranscendental(plan, rows);

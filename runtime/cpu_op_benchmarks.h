@@ -14,6 +14,7 @@ namespace shardscope::runtime {
 
 struct OpClassFigures {
   double conv_flops = 0;            // convolution FLOP/s, median over the shapes
+  double conv_dilated_flops = 0;    // ... an input dilated by 2 (a strided conv's input gradient)
   double cold_bandwidth = 0;        // stream bytes/s, operands out of cache
   double window_read_ns = 0;        // reduce_window: ns per window element read
   double transcendental_ns = 0;     // exp and logistic: ns per element (their mean)

@@ -4,6 +4,7 @@
 #include "compiler/cost_model.h"
 
 #include <cmath>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -30,6 +31,63 @@ DotDims MatMul() {
   d.lhs_contracting = {1};
   d.rhs_contracting = {0};
   return d;
+}
+
+TEST(CostModelTest, AConvolutionCountsOnlyTheTapsThatLandOnInputElements) {
+  // Brute force: every (output, tap) pair per spatial dim, its input position
+  // in the padded, dilated input, counted where it is an element.
+  auto brute = [](int64_t in, int64_t k, int64_t out, int64_t stride, int64_t pad, int64_t ld, int64_t rd) {
+    double n = 0;
+    const int64_t dilated = (in - 1) * ld + 1;
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t t = 0; t < k; ++t) {
+        const int64_t pos = o * stride + t * rd - pad;
+        n += pos >= 0 && pos < dilated && pos % ld == 0 ? 1 : 0;
+      }
+    return n;
+  };
+  struct Case {
+    int64_t in, k, stride, pad_lo, pad_hi, ld, rd;
+  };
+  for (const Case& c : std::vector<Case>{{32, 3, 1, 1, 1, 1, 1},  // a forward 3x3, padded
+                                         {16, 3, 1, 1, 2, 2, 1},  // input gradient of a stride-2 conv
+                                         {32, 3, 2, 1, 1, 1, 1},  // stride 2
+                                         {32, 32, 1, 1, 1, 1, 1}, // a kernel gradient's wide window
+                                         {9, 3, 1, 2, 2, 1, 2},   // rhs dilation
+                                         {7, 4, 3, 0, 5, 3, 1}}) {
+    Module m;
+    const int64_t dilated = (c.in - 1) * c.ld + 1;
+    const int64_t span = (c.k - 1) * c.rd + 1;
+    const int64_t out = (dilated + c.pad_lo + c.pad_hi - span) / c.stride + 1;
+    auto* x = m.Parameter(Shape(DType::kF32, {2, 3, c.in}), "x");
+    auto* w = m.Parameter(Shape(DType::kF32, {5, 3, c.k}), "w");
+    ConvDims d;
+    d.input_spatial = d.kernel_spatial = d.output_spatial = {2};
+    d.window_strides = {c.stride};
+    d.padding = {{c.pad_lo, c.pad_hi}};
+    d.lhs_dilation = {c.ld};
+    d.rhs_dilation = {c.rd};
+    auto* conv = m.Convolution(x, w, d);
+    ASSERT_EQ(conv->shape.dims[2], out);
+    // 2 x batch 2 x 5 output features x 3 input features x the valid pairs.
+    EXPECT_DOUBLE_EQ(InstructionFlops(*conv), 2.0 * 2 * 5 * 3 * brute(c.in, c.k, out, c.stride, c.pad_lo, c.ld, c.rd))
+        << c.in << " " << c.k << " lhs dilation " << c.ld;
+  }
+  // A stride-2 conv's input gradient does about a quarter of its dense count in 2D.
+  Module m;
+  auto* g = m.Parameter(Shape(DType::kF32, {4, 32, 16, 16}), "g");
+  auto* w = m.Parameter(Shape(DType::kF32, {32, 16, 3, 3}), "w");
+  ConvDims d;
+  d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
+  d.kernel_input_feature = 0;
+  d.kernel_output_feature = 1;
+  d.window_strides = {1, 1};
+  d.padding = {{1, 2}, {1, 2}};
+  d.lhs_dilation = {2, 2};
+  auto* conv = m.Convolution(g, w, d);
+  ASSERT_EQ(conv->shape.ToString(), "f32[4,16,32,32]");
+  const double dense = 2.0 * 4 * 16 * 32 * 32 * 32 * 9;
+  EXPECT_NEAR(InstructionFlops(*conv) / dense, 0.24, 0.01);
 }
 
 TEST(CostModelTest, ACpuChipWithAGangIsModeledAtTheGangsPeak) {

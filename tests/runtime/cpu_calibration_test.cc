@@ -47,6 +47,7 @@ CalibrationPlan Small() {
 
 void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.conv_flops, b.conv_flops);
+  EXPECT_EQ(a.conv_dilated_flops, b.conv_dilated_flops);
   EXPECT_EQ(a.cold_bandwidth, b.cold_bandwidth);
   EXPECT_EQ(a.window_read_ns, b.window_read_ns);
   EXPECT_EQ(a.transcendental_ns, b.transcendental_ns);
@@ -84,6 +85,7 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   // The op classes, each through the runtime's kernel (a strided broadcast
   // may cost nothing over a plain one: >= 0).
   EXPECT_GT(first->ops.conv_flops, 0);
+  EXPECT_GT(first->ops.conv_dilated_flops, 0);
   EXPECT_GT(first->ops.cold_bandwidth, 0);
   EXPECT_GT(first->ops.window_read_ns, 0);
   EXPECT_GT(first->ops.transcendental_ns, 0);
