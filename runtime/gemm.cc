@@ -45,11 +45,9 @@ void BlasSgemm(bool a_t, bool b_t, int64_t m, int64_t n, int64_t k, const float*
               static_cast<blasint>(ldc));
 }
 
-// GFLOP/s of each backend, the best of a few runs on a shape typical of the
-// samples (a [1024,256] x [256,256] projection), the two taken in turn: this
-// VM's speed moves by a fifth within seconds, and timed one after the other
-// the slower library now and then won, which flipped the `cpu` profile's
-// cache key (it names the backend) between one process and the next.
+// GFLOP/s of each backend, for the record: the best of a few runs on a shape
+// typical of the samples (a [1024,256] x [256,256] projection), the two taken
+// in turn (this VM's speed moves by a fifth within seconds).
 struct Rates {
   double eigen = 0, blas = 0;
 };
@@ -78,17 +76,16 @@ GemmBackend Choose() {
   const Rates rates = MeasureBoth();
   g.eigen_gflops = rates.eigen;
   g.blas_gflops = rates.blas;
-  if (force && std::strcmp(force, "eigen") == 0) g.use_blas = false;
-  else if (force && std::strcmp(force, "openblas") == 0) g.use_blas = true;
-  else g.use_blas = g.blas_gflops > g.eigen_gflops * 1.03;
+  g.use_blas = !(force && std::strcmp(force, "eigen") == 0);
   return g;
 }
 
 }  // namespace
 
 std::string GemmBackend::Describe() const {
-  return absl::StrFormat("%s (measured on one thread: openblas/%s %.0f GFLOP/s, eigen %.0f GFLOP/s)",
-                         use_blas ? "openblas" : "eigen", blas_core, blas_gflops, eigen_gflops);
+  return absl::StrFormat("%s%s (measured on one thread: openblas/%s %.0f GFLOP/s, eigen %.0f GFLOP/s)",
+                         use_blas ? "openblas" : "eigen", use_blas ? "" : ", by SHARDSCOPE_GEMM", blas_core,
+                         blas_gflops, eigen_gflops);
 }
 
 const GemmBackend& ChosenGemmBackend() {

@@ -1,9 +1,11 @@
-// Single-precision GEMM for the kernels, on whichever of two backends measures
-// faster on this machine: Eigen's own GEMM or OpenBLAS (single-threaded; the
-// runtime does its own splitting, see intra_op.h). Which one is faster depends
-// on the machine and its environment (OPENBLAS_CORETYPE=Haswell halves
-// OpenBLAS on AVX-512 machines), so the choice is measured once per process,
-// side by side on the same shapes, instead of assumed.
+// Single-precision GEMM for the kernels, on OpenBLAS (single-threaded; the
+// runtime does its own splitting, see intra_op.h) or, when asked, Eigen's own
+// GEMM. The choice is fixed, not timed: the two sum in different orders, so a
+// choice made by timing them at start-up (as this once did) gave two
+// processes of the same program different losses in the last digits whenever
+// the machine was busy enough to flip it. OpenBLAS measured 1.3-1.5x Eigen
+// here even at OPENBLAS_CORETYPE=Haswell; both rates are still measured and
+// recorded (Describe), so a run says when the other would have been faster.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +27,8 @@ struct GemmBackend {
   std::string Describe() const;  // "openblas (SkylakeX) 190 GFLOP/s vs eigen 150 GFLOP/s"
 };
 
-// Measures both backends the first time it is called (a few ms) and keeps the
-// choice. SHARDSCOPE_GEMM=eigen|openblas forces one.
+// OpenBLAS unless SHARDSCOPE_GEMM=eigen; measures both backends' rates the
+// first time it is called (a few ms), for the record.
 const GemmBackend& ChosenGemmBackend();
 
 }  // namespace shardscope::runtime

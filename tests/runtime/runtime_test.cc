@@ -3,6 +3,7 @@
 // programs), device HBM budgets, the Client's compile cache and host <->
 // device transfers under several shardings.
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -14,6 +15,7 @@
 #include "runtime/buffer.h"
 #include "runtime/client.h"
 #include "runtime/collectives.h"
+#include "runtime/gemm.h"
 #include "runtime/scheduler.h"
 #include "runtime/topology.h"
 
@@ -478,6 +480,17 @@ TEST(ClientTest, ExecuteOverBudgetIsResourceExhausted) {
   // Nothing stays charged after the failed run but the input.
   EXPECT_EQ(client->topology().device(0).in_use(), 128);
   EXPECT_EQ(client->topology().device(1).in_use(), 128);
+}
+
+TEST(GemmBackend, TheChoiceIsFixedNotTimed) {
+  // Two processes of one program must compute the same numbers; a choice made
+  // by timing both libraries flipped under load (their sums differ in order).
+  if (std::getenv("SHARDSCOPE_GEMM")) GTEST_SKIP() << "SHARDSCOPE_GEMM is set";
+  const GemmBackend& g = ChosenGemmBackend();
+  EXPECT_TRUE(g.use_blas) << g.Describe();
+  EXPECT_GT(g.blas_gflops, 0);
+  EXPECT_GT(g.eigen_gflops, 0) << "both rates are measured for the record";
+  EXPECT_EQ(g.Describe().rfind("openblas (measured on one thread", 0), 0u) << g.Describe();
 }
 
 }  // namespace
