@@ -6,6 +6,7 @@
 #include <string>
 
 #include "compiler/cost_model.h"
+#include "tests/compiler/strided_conv.h"
 #include "gtest/gtest.h"
 
 namespace shardscope::compiler {
@@ -67,24 +68,16 @@ TEST(CostModelMeasured, ConvolutionsRunAtTheConvolutionRate) {
 TEST(CostModelMeasured, AConvolutionWithADilatedInputRunsAtItsOwnRate) {
   // The input gradient of a stride-2 conv: the runtime splits it by output phase.
   Module m;
-  auto* g = m.Parameter(Shape(DType::kF32, {4, 32, 16, 16}), "g");
-  auto* w = m.Parameter(Shape(DType::kF32, {32, 16, 3, 3}), "w");
-  ConvDims d;
-  d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
-  d.kernel_input_feature = 0;
-  d.kernel_output_feature = 1;
-  d.window_strides = {1, 1};
-  d.padding = {{1, 2}, {1, 2}};
-  d.lhs_dilation = {2, 2};
-  auto* dilated = m.Convolution(g, w, d);
+  Instruction* dilated = StridedConvInputGradient(m);
   ChipProfile p = Measured();
   EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dilated), 1e11) << "not measured: the convolution rate";
   p.conv_dilated_flops = 4e10;
   EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*dilated), 4e10);
   EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*Conv3x3(m)), 1e11) << "no dilation";
+  ConvDims d = dilated->conv;
   d.lhs_dilation = {1, 1};
   d.rhs_dilation = {2, 2};  // a dilated kernel reads a plain input
-  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*m.Convolution(g, w, d)), 1e11);
+  EXPECT_DOUBLE_EQ(CostModel(p).MatrixRate(*m.Convolution(dilated->operands[0], dilated->operands[1], d)), 1e11);
 }
 
 TEST(CostModelMeasured, SkinnyDotsRunAtTheRateOfTheirSmallestDim) {

@@ -2,6 +2,7 @@
 // memory-bound, with the per-kernel overhead), the alpha-beta ring model of
 // collectives, fused kernels, and that the built-in profiles are sane.
 #include "compiler/cost_model.h"
+#include "tests/compiler/strided_conv.h"
 
 #include <cmath>
 #include <vector>
@@ -75,16 +76,7 @@ TEST(CostModelTest, AConvolutionCountsOnlyTheTapsThatLandOnInputElements) {
   }
   // A stride-2 conv's input gradient does about a quarter of its dense count in 2D.
   Module m;
-  auto* g = m.Parameter(Shape(DType::kF32, {4, 32, 16, 16}), "g");
-  auto* w = m.Parameter(Shape(DType::kF32, {32, 16, 3, 3}), "w");
-  ConvDims d;
-  d.input_spatial = d.kernel_spatial = d.output_spatial = {2, 3};
-  d.kernel_input_feature = 0;
-  d.kernel_output_feature = 1;
-  d.window_strides = {1, 1};
-  d.padding = {{1, 2}, {1, 2}};
-  d.lhs_dilation = {2, 2};
-  auto* conv = m.Convolution(g, w, d);
+  auto* conv = StridedConvInputGradient(m);
   ASSERT_EQ(conv->shape.ToString(), "f32[4,16,32,32]");
   const double dense = 2.0 * 4 * 16 * 32 * 32 * 32 * 9;
   EXPECT_NEAR(InstructionFlops(*conv) / dense, 0.24, 0.01);
