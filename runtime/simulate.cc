@@ -386,6 +386,13 @@ absl::Status Simulator::Run(int64_t graph_id, const compiler::Module& program, c
     }
   if (recorded_) {  // the model's schedule, the same run from its own chips' free times
     trace::SimRun m = r;
+    // The calibrated run's host-to-device transfers at their recorded times, by name and size.
+    for (trace::SimOp& t : r.transfers) {
+      auto found = recorded_->transfers.find({t.name, t.bytes});
+      if (found != recorded_->transfers.end()) t.dur_ns = found->second;
+      if (transfers_seen_.insert({t.name, t.bytes}).second)
+        ++(found != recorded_->transfers.end() ? counts_.transfers_recorded : counts_.transfers_modeled);
+    }
     for (int c = 0; c < n_; ++c) m.start_ns[c] = model_free_[c] + (r.preempted_ns.empty() ? 0 : r.preempted_ns[c]);
     if (absl::Status s = trace::SimSchedule(model_programs_.at(graph_id), chips_, &m); !s.ok()) return s;
     model_free_ = m.end_ns;

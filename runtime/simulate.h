@@ -91,6 +91,7 @@ struct RecordedOpTimes {
   std::string source;  // "DB run N", for messages
   std::map<std::pair<std::string, int64_t>, int64_t> by_op;  // (fingerprint, op id) -> ns per program run
   std::map<std::string, int64_t> by_signature;                // KernelSignature -> ns
+  std::map<std::pair<std::string, int64_t>, int64_t> transfers;  // host-to-device: (name, bytes) -> ns
 };
 // What identifies a kernel across programs: its opcode ("fusion" for a fused
 // kernel), result shape and the cost model's FLOPs and bytes.
@@ -100,6 +101,7 @@ std::string KernelSignature(const std::string& opcode, const std::string& shape,
 struct CalibrationCounts {
   int64_t kernels_by_op = 0, kernels_by_signature = 0, kernels_modeled = 0;
   int64_t collectives_recorded = 0, collectives_modeled = 0;
+  int64_t transfers_recorded = 0, transfers_modeled = 0;  // distinct (name, bytes) of host-to-device transfers
 };
 
 // The schedule of one compiled per-device program: its kernels (fused ones as
@@ -167,6 +169,7 @@ class Simulator {
   // Calibrated runs: the recorded times, and the model's schedule alongside.
   std::unique_ptr<RecordedOpTimes> recorded_;
   CalibrationCounts counts_;
+  std::set<std::pair<std::string, int64_t>> transfers_seen_;  // counted once each
   std::map<int64_t, trace::SimProgram> model_programs_;
   std::vector<trace::SimRun> model_runs_;
   std::vector<int64_t> model_free_;

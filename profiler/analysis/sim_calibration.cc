@@ -126,6 +126,26 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
     o.median_wait_ns = MedianNs(o.wait_samples_ns);
   }
 
+  // Host-to-device transfers by name and size (what a simulated run's transfers are named by).
+  std::map<int64_t, std::string> transfer_names;
+  auto names = reader->Query("SELECT name_id, name FROM names WHERE name LIKE 'transfer %'");
+  if (!names.ok()) return names.status();
+  for (size_t r = 0; r < names->rows.size(); ++r) transfer_names[names->Int(r, "name_id")] = names->Text(r, "name");
+  std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> transfers;
+  if (!transfer_names.empty())
+    if (absl::Status s = reader->ForEachIntRow(
+            "SELECT s.name_id, coalesce(s.bytes, 0), s.dur_ns FROM slices s"
+            " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+            " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind = 'transfer' AND s.depth = 0",
+            {id}, 0,
+            [&](const std::vector<int64_t>& r) {
+              auto n = transfer_names.find(r[0]);
+              if (n != transfer_names.end()) transfers[{n->second, r[1]}].push_back(r[2]);
+            });
+        !s.ok())
+      return s;
+  for (auto& [key, ns] : transfers) out.transfer_ns[key] = MedianNs(std::move(ns));
+
   // The step: each step's span over every chip, less what every chip waited for the host.
   std::vector<int64_t> spans, waits;
   if (absl::Status s = reader->ForEachIntRow(

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,9 @@ struct RecordedDeviceTimes {
   std::string db;
   int64_t run_id = 0;
   std::vector<RecordedOp> ops;
+  // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
+  // median device time of one, over every chip and step.
+  std::map<std::pair<std::string, int64_t>, int64_t> transfer_ns;
   int steps = 0;
   // Device clock, median over steps: each step's span over every chip with
   // the time all chips waited for the host taken out (a simulated run assumes

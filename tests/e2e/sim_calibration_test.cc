@@ -142,6 +142,39 @@ TEST(SimCalibration, ACollectiveCarriesTheWaitForTheSlowestChip) {
   std::printf("collectives of a step carry %.3f ms of waiting for the slowest chip\n", waited / 1e6);
 }
 
+TEST(SimCalibration, HostToDeviceTransfersTakeTheirRecordedMedianByNameAndSize) {
+  // The batch's "transfer x" and the scalars, per chip and step on the device
+  // clock: a simulated run of the same batch takes each one's median.
+  const std::string sim = TempDb("calib_transfer");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 4",
+                                " --calibrate-from ", RecordedDb(), " --db ", sim));
+  ASSERT_EQ(o.code, 0) << o.text;
+  // The mlp's six parameters at the start, then x, y and lr each step.
+  EXPECT_NE(o.text.find("host-to-device transfers 9 recorded, 0 from the cost model"), std::string::npos) << o.text;
+  const std::string transfers =
+      "SELECT n.name, s.bytes, s.dur_ns FROM slices s JOIN tracks t USING (run_id, track_id)"
+      " JOIN names n ON n.name_id = s.name_id WHERE s.kind = 'transfer' AND s.depth = 0"
+      " AND n.name LIKE 'transfer %'";
+  std::map<std::pair<std::string, int64_t>, std::vector<int64_t>> recorded;
+  store::QueryResult rec = Q(RecordedDb(), transfers + " AND t.clock = 'device'");
+  for (size_t i = 0; i < rec.rows.size(); ++i)
+    recorded[{rec.Text(i, "name"), rec.Int(i, "bytes")}].push_back(rec.Int(i, "dur_ns"));
+  store::QueryResult got = Q(sim, transfers + " AND s.step = 2");
+  ASSERT_EQ(got.rows.size(), 8u * 3);  // x, y and lr on each of 8 chips
+  for (size_t i = 0; i < got.rows.size(); ++i) {
+    const std::pair<std::string, int64_t> key{got.Text(i, "name"), got.Int(i, "bytes")};
+    ASSERT_TRUE(recorded.count(key)) << key.first << " of " << key.second << " bytes";
+    EXPECT_EQ(got.Int(i, "dur_ns"), Median(recorded[key])) << key.first;
+  }
+  // Another batch: x and y of another size keep the model's time, counted.
+  const std::string other = TempDb("calib_transfer32");
+  Output o32 = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 32 --steps 2",
+                                  " --calibrate-from ", RecordedDb(), " --db ", other));
+  ASSERT_EQ(o32.code, 0) << o32.text;
+  EXPECT_NE(o32.text.find("host-to-device transfers 7 recorded, 2 from the cost model"), std::string::npos)
+      << o32.text;
+}
+
 TEST(SimCalibration, AnotherMeshMatchesKernelsBySignatureAndCountsTheRest) {
   // 4 chips with half the batch: the same per-chip kernels in other programs,
   // collectives over groups of 4 instead of 8 (the model prices those).

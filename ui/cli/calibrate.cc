@@ -81,6 +81,7 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
     v.insert(v.end(), op.samples_ns.begin(), op.samples_ns.end());
   }
   for (auto& [signature, samples] : pooled) out.by_signature[signature] = analysis::MedianNs(std::move(samples));
+  out.transfers = times.transfer_ns;
   return out;
 }
 
@@ -109,11 +110,13 @@ absl::Status FinishCalibration(const std::string& db, int64_t run_id, const anal
   if (!quiet) {
     const int64_t kernels = n.kernels_by_op + n.kernels_by_signature + n.kernels_modeled;
     std::printf("  calibrated from %s run %lld: kernels %lld by program and op, %lld by opcode, shape, FLOPs and "
-                "bytes, %lld of %lld from the cost model; collectives %lld recorded, %lld from the cost model\n",
+                "bytes, %lld of %lld from the cost model; collectives %lld recorded, %lld from the cost model; "
+                "host-to-device transfers %lld recorded, %lld from the cost model\n",
                 times.db.c_str(), static_cast<long long>(times.run_id), static_cast<long long>(n.kernels_by_op),
                 static_cast<long long>(n.kernels_by_signature), static_cast<long long>(n.kernels_modeled),
                 static_cast<long long>(kernels), static_cast<long long>(n.collectives_recorded),
-                static_cast<long long>(n.collectives_modeled));
+                static_cast<long long>(n.collectives_modeled), static_cast<long long>(n.transfers_recorded),
+                static_cast<long long>(n.transfers_modeled));
   }
   std::printf("  step against the recorded run's device clock (%.3f ms, median of %d steps, host waits of %.3f ms "
               "taken out): modeled calibrated %.3f ms (error %.1f%%), uncalibrated %.3f ms (error %.1f%%)\n",
