@@ -194,9 +194,8 @@ ChipProfile ChipProfile::ForSharedCores(int chips, int cores) const {
   p.chip_waits = chip_spread_ns > 0;
   if (beside_compute > 0) {
     for (double* rate : {&p.peak_flops, &p.vector_flops, &p.conv_flops, &p.conv_dilated_flops, &p.gemm8_flops,
-                         &p.gemm32_flops,
-                         &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops, &p.gemm8t_flops,
-                         &p.gemm32t_flops, &p.gemm128t_flops})
+                         &p.gemm32_flops, &p.gemm128_flops, &p.gemm8k_flops, &p.gemm32k_flops, &p.gemm128k_flops,
+                         &p.gemm8t_flops, &p.gemm32t_flops, &p.gemm128t_flops})
       *rate /= beside_compute;
     for (double& rate : p.gemm_narrow_flops) rate /= beside_compute;
     p.transcendental_ns *= beside_compute;
