@@ -386,9 +386,15 @@ TEST(CostModelMeasured, KernelsBesideTheOtherCoresChipsRunAtTheMeasuredShare) {
   p.reduce_read_ns = 2;
   p.collectives_in_memory = true;
   p.collective_ns[0] = {10e3, 40e3, 160e3, 1280e3};
+  p.conv_dilated_flops = 4e10;
+  p.gemm8t_flops = 0.8e10;
+  p.gemm_narrow_flops[8] = 2e10;
   const ChipProfile shared = p.ForSharedCores(8, 2);
   EXPECT_DOUBLE_EQ(shared.peak_flops, 1e12 / 1.25);
   EXPECT_DOUBLE_EQ(shared.conv_flops, 1e11 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.conv_dilated_flops, 4e10 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.gemm8t_flops, 0.8e10 / 1.25);
+  EXPECT_DOUBLE_EQ(shared.gemm_narrow_flops[8], 2e10 / 1.25);
   EXPECT_DOUBLE_EQ(shared.gemm32_flops, 4e10 / 1.25);
   EXPECT_DOUBLE_EQ(shared.transcendental_ns, 5 * 1.25);
   EXPECT_DOUBLE_EQ(shared.cold_bandwidth, 2.5e10 / 1.6);
