@@ -751,17 +751,16 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   // median) keeps its baseline, as Replay would give it, and is not read
   // again (on a pod without faults, none is).
   std::vector<double> saved(cands.size(), 0);
-  std::map<int, std::vector<Change>> changes;  // step -> per candidate (none: nothing changes)
+  std::map<int, std::vector<std::pair<size_t, Change>>> changes;  // step -> (candidate, what it changes)
   if (whatif)
     for (const auto& [n, b] : base) {
-      std::vector<Change> c(cands.size());
-      bool any = false;
+      std::vector<std::pair<size_t, Change>> c;
       for (size_t i = 0; i < cands.size(); ++i) {
         if (with_of[i].empty()) continue;
-        c[i] = merged(with_of[i], n);
-        any = any || !c[i].scale.empty() || !c[i].collective_ns.empty();
+        Change x = merged(with_of[i], n);
+        if (!x.scale.empty() || !x.collective_ns.empty()) c.push_back({i, std::move(x)});
       }
-      if (any) changes[n] = std::move(c);
+      if (!c.empty()) changes[n] = std::move(c);
     }
   auto whatif_step = [&](const StepData& s) {
     auto b = base.find(s.step);
@@ -769,12 +768,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     if (b == base.end() || c == changes.end()) return;
     std::map<int64_t, Instance> instances = StepInstances(s);
     const ReplayStep rs = IndexStep(s, ByFlow(instances));
-    for (size_t i = 0; i < cands.size(); ++i) {
-      if (with_of[i].empty()) continue;
-      const Change& x = c->second[i];
-      const int64_t w = x.scale.empty() && x.collective_ns.empty() ? b->second : Replay(rs, x);
-      if (w >= 0) saved[i] += static_cast<double>(b->second - w);
-    }
+    for (const auto& [i, x] : c->second)
+      if (const int64_t w = Replay(rs, x); w >= 0) saved[i] += static_cast<double>(b->second - w);
   };
   if (whatif && !changes.empty()) {
     if (r.simulated) {

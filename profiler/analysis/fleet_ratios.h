@@ -19,7 +19,8 @@
 
 namespace shardscope::analysis::fleet_internal {
 
-// 256 buckets per doubling (0.27% wide): a chip's ratios under 5% jitter fall in ~40.
+// 256 buckets per doubling (0.2-0.4% wide), in the ratios' order; bucket 0
+// starts at 1. A chip's ratios under 5% jitter fall in ~40.
 int32_t RatioBucket(double ratio);
 
 struct RatioHist {

@@ -162,6 +162,12 @@ TEST(FleetSteps, ReplayGivesWhatAddingOpByOpGives) {
   EXPECT_GT(scaled, 500);
 }
 
+// A ratio in bucket b (256 per doubling, bucket 0 from 1), `at` of the way across.
+double InBucket(int b, double at = 0.5) {
+  const int doubling = b >= 0 ? b / 256 : -((-b + 255) / 256);
+  return std::ldexp(1 + (b - 256 * doubling + at) / 256, doubling);
+}
+
 // The weighted median by sorting every (ratio, weight).
 double SortedWeightedMedian(std::vector<std::pair<double, double>> all) {
   if (all.empty()) return 1.0;
@@ -208,7 +214,7 @@ TEST(FleetRatios, FarBucketsAndEmptyHistograms) {
   // Ratios doublings apart (the vector holds one doubling), a zero ratio,
   // and bucket 230 first in the map (too far from bucket 0) and later in the
   // vector grown to bucket 220.
-  auto in_bucket = [](int b) { return std::exp2((b + 0.5) / 256); };
+  auto in_bucket = [](int b) { return InBucket(b); };
   std::vector<std::pair<double, double>> all = {
       {1.0, 10},           {0.0, 1},  {300.0, 2},          {1.0 / 64, 3}, {1.01, 4}, {in_bucket(230), 5},
       {in_bucket(220), 6}, {20.0, 7}, {in_bucket(230), 8}, {1.02, 50}};
@@ -230,6 +236,20 @@ TEST(FleetRatios, FarBucketsAndEmptyHistograms) {
   EXPECT_EQ(sum, 96);
   EXPECT_EQ(b230, 1);
   EXPECT_EQ(RatioBucket(in_bucket(230)), 230);
+  // The buckets keep the ratios' order, 256 per doubling, and a bucket's edges fall in it.
+  for (int b : {-700, -257, -256, -255, -1, 0, 1, 255, 256, 511, 900})
+    for (double at : {0.0, 0.5, 0.999}) EXPECT_EQ(RatioBucket(InBucket(b, at)), b) << b << " " << at;
+  EXPECT_EQ(RatioBucket(1.0), 0);
+  EXPECT_EQ(RatioBucket(2.0), 256);
+  EXPECT_EQ(RatioBucket(0.5), -256);
+  EXPECT_EQ(RatioBucket(std::nextafter(1.0, 0.0)), -1);
+  EXPECT_EQ(RatioBucket(0.0), INT32_MIN);
+  EXPECT_EQ(RatioBucket(-1.0), INT32_MIN);
+  std::mt19937_64 rng(2);
+  for (int k = 0; k < 10000; ++k) {
+    const double x = std::exp(std::normal_distribution<double>(0, 2)(rng)), y = x * (1 + 1e-9 * (rng() % 5000));
+    EXPECT_LE(RatioBucket(x), RatioBucket(y));
+  }
   EXPECT_EQ(h.far.count(230), 1u);  // the case the merge in Buckets() is for
 }
 
@@ -237,7 +257,7 @@ TEST(FleetRatios, FarBucketsAndEmptyHistograms) {
 // peers' time) gives its median with no second look; one more ratio in it, or
 // in the warm-up's tallies merged later, makes it need the look again.
 TEST(FleetRatios, ABucketOfOneRatioNeedsNoSecondLook) {
-  auto in_bucket = [](int b, double at) { return std::exp2((b + at) / 256); };
+  auto in_bucket = [](int b, double at) { return InBucket(b, at); };
   for (int trial = 0; trial < 4; ++trial) {
     RatioHist first, rest;
     std::vector<std::pair<double, double>> all;
