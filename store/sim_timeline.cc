@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "store/sim_walk.h"
 #include "store/sqlite_util.h"
 
 namespace shardscope::store {
@@ -812,10 +813,36 @@ absl::StatusOr<std::vector<TimelineSlice>> SimTimelineReader::Slices(int64_t run
 }
 
 absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function<void(const Row&)>& fn) const {
-  sqlite3* db = reader_.connection();
+  Row row;
+  return ForEachSimChipRun(reader_, run_id, {}, [&](const SimChipRun& r) {
+    row.device_id = r.device_id;
+    row.step = r.step;
+    row.graph_id = r.graph_id;
+    for (const trace::SimSlice& s : *r.slices) {
+      row.slice = s;
+      row.name = r.names->Of(s.name_id);
+      fn(row);
+    }
+  });
+}
+
+const std::string SimNames::kUnnamed;
+
+SimNames::SimNames(std::map<int32_t, std::string> names) : names_(std::move(names)) {
+  if (!names_.empty() && names_.begin()->first >= 0 &&
+      names_.rbegin()->first < static_cast<int32_t>(4 * names_.size() + 1024)) {
+    by_id_.assign(static_cast<size_t>(names_.rbegin()->first) + 1, &kUnnamed);
+    for (const auto& [id, name] : names_) by_id_[static_cast<size_t>(id)] = &name;
+  }
+}
+
+absl::Status ForEachSimChipRun(const Reader& reader, int64_t run_id, const SimWalkFilter& filter,
+                               const std::function<void(const SimChipRun&)>& fn) {
+  sqlite3* db = reader.connection();
   const std::string run = std::to_string(run_id);
-  auto chips = reader_.Query("SELECT device_id, time_scale, jitter, seed FROM sim_chips WHERE run_id = ?1 ORDER BY device_id",
-                             {run});
+  auto chips = reader.Query(
+      "SELECT device_id, time_scale, jitter, seed FROM sim_chips WHERE run_id = ?1 ORDER BY device_id",
+      {run});
   if (!chips.ok()) return chips.status();
   std::vector<trace::SimChip> chip(chips->rows.size());
   for (size_t i = 0; i < chips->rows.size(); ++i) {
@@ -824,26 +851,14 @@ absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function
     chip[i] = {chips->Real(i, "time_scale"), chips->Real(i, "jitter"), static_cast<uint64_t>(chips->Int(i, "seed"))};
   }
   const int n = static_cast<int>(chip.size());
-  std::map<int32_t, std::string> names;
+  std::map<int32_t, std::string> name_rows;
   {
-    auto q = reader_.Query("SELECT name_id, name FROM names");
+    auto q = reader.Query("SELECT name_id, name FROM names");
     if (!q.ok()) return q.status();
-    for (size_t i = 0; i < q->rows.size(); ++i) names[static_cast<int32_t>(q->Int(i, "name_id"))] = q->Text(i, "name");
+    for (size_t i = 0; i < q->rows.size(); ++i)
+      name_rows[static_cast<int32_t>(q->Int(i, "name_id"))] = q->Text(i, "name");
   }
-  static const std::string kUnnamed;
-  // Looked up for every slice: by index where the ids are dense (they are
-  // handed out from 0), through the map otherwise.
-  std::vector<const std::string*> by_id;
-  if (!names.empty() && names.begin()->first >= 0 &&
-      names.rbegin()->first < static_cast<int32_t>(4 * names.size() + 1024)) {
-    by_id.assign(static_cast<size_t>(names.rbegin()->first) + 1, &kUnnamed);
-    for (const auto& [id, name] : names) by_id[static_cast<size_t>(id)] = &name;
-  }
-  auto name_of = [&](int32_t id) -> const std::string* {
-    if (id >= 0 && static_cast<size_t>(id) < by_id.size()) return by_id[static_cast<size_t>(id)];
-    auto it = names.find(id);
-    return it == names.end() ? &kUnnamed : &it->second;
-  };
+  const SimNames names(std::move(name_rows));
   std::map<int64_t, trace::SimProgram> programs;
   auto load = [&](int64_t graph_id) -> absl::StatusOr<const trace::SimProgram*> {
     if (auto it = programs.find(graph_id); it != programs.end()) return &it->second;
@@ -873,6 +888,8 @@ absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function
   std::vector<trace::SimSlice> slices;
   int rc;
   while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
+    // A step not wanted is neither decoded nor made.
+    if (filter.want_step && !filter.want_step(static_cast<int>(sqlite3_column_int64(q, 1)))) continue;
     const int64_t graph_id = sqlite3_column_int64(q, 2);
     auto program = load(graph_id);
     if (!program.ok()) return program.status();
@@ -885,18 +902,20 @@ absl::Status SimTimelineReader::ForEachSlice(int64_t run_id, const std::function
         static_cast<int>(r.collective_end_ns.size()) != (*program)->num_collective_ops)
       return absl::DataLossError(absl::StrCat("sim_runs row ", r.seq, " of run ", run_id,
                                               " is damaged or does not match its program (run `shardscope check`)"));
-    Row row;
-    row.step = r.step;
-    row.graph_id = graph_id;
+    SimChipRun cr;
+    cr.step = r.step;
+    cr.graph_id = graph_id;
+    cr.slices = &slices;
+    cr.names = &names;
     for (int c = 0; c < n; ++c) {
       slices.clear();
       trace::SimChipSlices(run_id, **program, chip[c], r, c, &slices);
-      row.device_id = c;
-      for (const trace::SimSlice& s : slices) {
-        row.slice = s;
-        row.name = name_of(s.name_id);
-        fn(row);
-      }
+      if (filter.top_level_only)
+        slices.erase(std::remove_if(slices.begin(), slices.end(),
+                                    [](const trace::SimSlice& s) { return s.depth > 0; }),
+                     slices.end());
+      cr.device_id = c;
+      fn(cr);
     }
   }
   if (rc != SQLITE_DONE) return absl::InternalError(internal::DbError(db));

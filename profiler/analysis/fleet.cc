@@ -310,7 +310,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   // The steps, one at a time (a pod of thousands of chips holds one step's
   // ops, not the run's): what each adds to the tallies, its chips' time
   // outside collectives, and its baseline re-schedule for the what-if.
-  StepSource source{run, r.simulated, r.clock, has_column("slices", "arrival_ns"), progress};
+  StepSource source{run, r.simulated, r.clock, has_column("slices", "arrival_ns"), progress, {}, false};
   progress(-1, "reading the slices");
   Tally first, rest, no_collectives;  // the first step with collectives; the others; steps without
   std::vector<int> collective_steps, all_steps;
@@ -501,22 +501,26 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   // each side held 47% of all ratios and still missed 10 chips' medians.)
   std::vector<MedianAt> median_at(rest.ratios.size());  // by device id
   for (size_t d = 0; d < rest.ratios.size(); ++d) median_at[d] = FindMedianBucket(rest.ratios[d]);
+  // A chip whose median's bucket holds one ratio (all of them, on a pod without jitter) needs no second look.
   auto keep_median_bucket = [&](const StepData& s) {
     KernelRatios(s, names.size(), [&](int d, double ratio, double w) {
       if (static_cast<size_t>(d) >= median_at.size()) return;
       MedianAt& m = median_at[static_cast<size_t>(d)];
-      if (m.known && RatioBucket(ratio) == m.bucket) m.pairs.push_back({ratio, w});
+      if (m.NeedsPairs() && RatioBucket(ratio) == m.bucket) m.Keep(ratio, w);
     });
   };
-  if (std::any_of(median_at.begin(), median_at.end(), [](const MedianAt& m) { return m.known; })) {
+  if (std::any_of(median_at.begin(), median_at.end(), [](const MedianAt& m) { return m.NeedsPairs(); })) {
     if (r.simulated) {
       const std::set<int> analysed(used.begin(), used.end());
       StepSource again = source;
       again.progress = [&](double, const std::string& phase) {
         progress(-1, absl::StrCat("each chip's kernels against its peers' (", phase, ")"));
       };
+      // The analysed steps' ops only (no warm-up, no link slices).
+      again.want_step = [&analysed](int n) { return analysed.count(n) > 0; };
+      again.ops_only = true;
       st = ForEachStep(rd, again, names, [&](StepData& s) {
-        if (analysed.count(s.step)) keep_median_bucket(s);
+        keep_median_bucket(s);
         return absl::OkStatus();
       });
       if (!st.ok()) return st;
@@ -742,27 +746,39 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
   // Every step re-scheduled once for all of them, in step order: a simulated
   // run's steps are read again one at a time, a recorded run's were kept.
+  // What each what-if changes in each step is known from the first look; a
+  // step where none changes anything (a chip no slower than its peers'
+  // median) keeps its baseline, as Replay would give it, and is not read
+  // again (on a pod without faults, none is).
   std::vector<double> saved(cands.size(), 0);
+  std::map<int, std::vector<std::pair<size_t, Change>>> changes;  // step -> (candidate, what it changes)
+  if (whatif)
+    for (const auto& [n, b] : base) {
+      std::vector<std::pair<size_t, Change>> c;
+      for (size_t i = 0; i < cands.size(); ++i) {
+        if (with_of[i].empty()) continue;
+        Change x = merged(with_of[i], n);
+        if (!x.scale.empty() || !x.collective_ns.empty()) c.push_back({i, std::move(x)});
+      }
+      if (!c.empty()) changes[n] = std::move(c);
+    }
   auto whatif_step = [&](const StepData& s) {
     auto b = base.find(s.step);
-    if (b == base.end()) return;
+    auto c = changes.find(s.step);
+    if (b == base.end() || c == changes.end()) return;
     std::map<int64_t, Instance> instances = StepInstances(s);
     const ReplayStep rs = IndexStep(s, ByFlow(instances));
-    for (size_t i = 0; i < cands.size(); ++i) {
-      if (with_of[i].empty()) continue;
-      // Nothing changed this step (a chip no slower than its peers' median): the baseline, as Replay would
-      // give it.
-      const Change c = merged(with_of[i], s.step);
-      const int64_t w = c.scale.empty() && c.collective_ns.empty() ? b->second : Replay(rs, c);
-      if (w >= 0) saved[i] += static_cast<double>(b->second - w);
-    }
+    for (const auto& [i, x] : c->second)
+      if (const int64_t w = Replay(rs, x); w >= 0) saved[i] += static_cast<double>(b->second - w);
   };
-  if (whatif) {
+  if (whatif && !changes.empty()) {
     if (r.simulated) {
       StepSource again = source;
       again.progress = [&](double, const std::string& phase) {
         progress(-1, absl::StrCat("what-if: re-scheduling the steps with the suspects fixed (", phase, ")"));
       };
+      again.want_step = [&changes](int n) { return changes.count(n) > 0; };
+      again.ops_only = true;
       st = ForEachStep(rd, again, names, [&](StepData& s) {
         whatif_step(s);
         return absl::OkStatus();

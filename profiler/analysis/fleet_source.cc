@@ -10,7 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "store/sim_timeline.h"
+#include "store/sim_walk.h"
 #include "store/timeline.h"
 
 namespace shardscope::analysis::fleet_internal {
@@ -39,11 +39,12 @@ struct Raw {
 // Collects slices into steps; a link slice's flow is its parent collective's.
 class Collector {
  public:
-  explicit Collector(Names& names) : names_(names) {}
+  // `links`: whether link slices come (their parents' flows are kept for them).
+  Collector(Names& names, bool links) : names_(names), links_(links) {}
 
   void Add(const Raw& x, StepData& s) {
     if (x.depth == 0) {
-      if (x.kind == kCollective && x.flow >= 0) flow_of_slice_[x.id] = x.flow;
+      if (links_ && x.kind == kCollective && x.flow >= 0) flow_of_slice_[x.id] = x.flow;
       Op op;
       op.id = x.id;
       op.kind = x.kind;
@@ -105,6 +106,7 @@ class Collector {
   }
 
   Names& names_;
+  bool links_;
   int last_device_ = -1;
   const StepData* last_step_ = nullptr;
   std::vector<Op>* last_ops_ = nullptr;
@@ -115,19 +117,18 @@ class Collector {
 
 absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& names,
                        const std::function<absl::Status(StepData&)>& fn) {
-  Collector collect(names);
+  Collector collect(names, !src.ops_only);
   StepData cur;
   bool open = false;
   int done = INT_MIN;  // the last step handed over
   absl::Status st;
   // names.name_id -> Names id (-1: not seen yet): looked up for every slice.
   std::vector<int32_t> name_ids;
-  auto name_id = [&](const store::SimTimelineReader::Row& row) {
-    const int32_t stored = row.slice.name_id;
-    if (stored < 0 || stored > (1 << 24)) return names.Id(row.name);
+  auto name_id = [&](int32_t stored, const store::SimNames& stored_names) {
+    if (stored < 0 || stored > (1 << 24)) return names.Id(stored_names.Of(stored));
     if (static_cast<size_t>(stored) >= name_ids.size()) name_ids.resize(static_cast<size_t>(stored) + 1, -1);
     int32_t& id = name_ids[static_cast<size_t>(stored)];
-    if (id < 0) id = names.Id(row.name);
+    if (id < 0) id = names.Id(stored_names.Of(stored));
     return id;
   };
   auto hand_over = [&]() {
@@ -144,23 +145,29 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
     collect.Forget();
     open = false;
   };
-  absl::Status read = store::SimTimelineReader(rd).ForEachSlice(src.run, [&](const store::SimTimelineReader::Row& row) {
+  store::SimWalkFilter filter;
+  filter.want_step = src.want_step;
+  filter.top_level_only = src.ops_only;
+  // A chip's slices of a program run at a time (a call per slice cost a fifth of the reading).
+  absl::Status read = store::ForEachSimChipRun(rd, src.run, filter, [&](const store::SimChipRun& run) {
     if (!st.ok()) return;
-    if (open && row.step != cur.step) hand_over();
+    if (open && run.step != cur.step) hand_over();
     if (!open) {
-      if (row.step <= done && done != INT_MIN) {
-        st = absl::DataLossError(absl::StrCat("run ", src.run, ": the schedule's program runs are out of step order (step ",
-                                              row.step, " after step ", done, ")"));
+      if (run.step <= done && done != INT_MIN) {
+        st = absl::DataLossError(absl::StrCat("run ", src.run,
+                                              ": the schedule's program runs are out of step order (step ",
+                                              run.step, " after step ", done, ")"));
         return;
       }
-      cur.step = row.step;
+      cur.step = run.step;
       open = true;
-      if (src.progress) src.progress(-1, absl::StrCat("reading the slices: step ", row.step));
+      if (src.progress) src.progress(-1, absl::StrCat("reading the slices: step ", run.step));
     }
-    const trace::SimSlice& x = row.slice;
-    collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes,
-                 row.graph_id, x.op_id, x.depth, row.device_id, KindOfSlice(x.kind), name_id(row)},
-                cur);
+    for (const trace::SimSlice& x : *run.slices)
+      collect.Add(
+          {x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, run.graph_id,
+           x.op_id, x.depth, run.device_id, KindOfSlice(x.kind), name_id(x.name_id, *run.names)},
+          cur);
   });
   if (!read.ok()) return read;
   hand_over();
@@ -172,7 +179,7 @@ absl::Status Recorded(const store::Reader& rd, const StepSource& src, Names& nam
   // Stored slices, decoded natively a track at a time (a row per slice
   // through SQL, its numbers made text and back, took 53 s of a 10M-slice
   // run's report).
-  Collector collect(names);
+  Collector collect(names, true);
   std::map<int, StepData> steps;
   std::vector<int32_t> name_ids;  // names.name_id -> Names id
   absl::Status st = rd.ForEachRow("SELECT name_id, name FROM names", {}, [&](const std::vector<store::Cell>& c) {

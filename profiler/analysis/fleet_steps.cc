@@ -83,8 +83,8 @@ ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& inst
     out.reserve(ops.size());
     int64_t sum = 0;
     bool summable = true;  // durations not negative, sums exact in a double
-    auto close = [&](size_t end) {
-      segments.push_back({summable ? sum : -1, static_cast<int32_t>(end)});
+    auto close = [&](size_t end, int32_t sync) {
+      segments.push_back({summable ? sum : -1, static_cast<int32_t>(end), sync});
       sum = 0;
       summable = true;
     };
@@ -95,7 +95,7 @@ ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& inst
       if (x.collective && op.flow >= 0)
         if (auto it = index_of.find(op.flow); it != index_of.end()) x.sync = it->second;
       if (x.sync >= 0) {
-        close(out.size());
+        close(out.size(), x.sync);
       } else if (op.dur < 0 || op.dur >= (int64_t{1} << 53) - sum) {
         summable = false;
       } else {
@@ -103,7 +103,7 @@ ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& inst
       }
       out.push_back(x);
     }
-    close(out.size());
+    close(out.size(), -1);
     r.ops.push_back(std::move(out));
     r.segments.push_back(std::move(segments));
   }
@@ -143,20 +143,17 @@ int64_t Replay(const ReplayStep& s, const Change& change) {
   while (!work.empty()) {
     const int32_t i = work.back();
     work.pop_back();
-    const auto& ops = s.ops[i];
     size_t& k = pos[i];
     const ReplayStep::Segment& g = s.segments[i][seg[i]];
     if (f[i] == 1.0 && g.ns >= 0 && AddsExactly(t[i], g.ns)) {
       t[i] += static_cast<double>(g.ns);
-      k = static_cast<size_t>(g.end);
     } else {
-      while (k < ops.size() && ops[k].sync < 0) {
-        t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
-        ++k;
-      }
+      const auto& ops = s.ops[i];
+      for (; k < static_cast<size_t>(g.end); ++k) t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
     }
-    if (k == ops.size()) continue;
-    const int32_t in = ops[k].sync;
+    k = static_cast<size_t>(g.end);  // the segment's wait (where adding op by op stops too), or the end
+    const int32_t in = g.sync;
+    if (in < 0) continue;
     if (++arrived[in] < s.need[in]) continue;
     double start = 0;
     for (int32_t m : s.members[in]) start = std::max(start, t[m]);

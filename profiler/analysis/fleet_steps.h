@@ -112,7 +112,8 @@ struct ReplayStep {
   // negative duration inside, go op by op).
   struct Segment {
     int64_t ns = 0;
-    int32_t end = 0;  // the index of the op that ends it: a wait, or ops.size()
+    int32_t end = 0;    // the index of the op that ends it: a wait, or ops.size()
+    int32_t sync = -1;  // that wait's instance (ops[end].sync), -1 for the last: read here, not from ops
   };
   std::vector<int> devices;  // dense index -> device id, ascending
   std::vector<int64_t> first_start;

@@ -3,8 +3,6 @@
 // SimTimelineReader exactly as the simulator placed them, a few bytes per
 // chip and step, and damaged rows named (store_sim_timeline_test).
 #include "store/sim_timeline.h"
-#include "store/slice_search.h"
-#include "store/timeline.h"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>
@@ -12,9 +10,14 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "profiler/trace/sim_program.h"
+#include "store/sim_walk.h"
+#include "store/slice_search.h"
+#include "store/timeline.h"
 #include "store/writer.h"
 
 namespace shardscope::store {
@@ -189,6 +192,44 @@ TEST(SimTimeline, SlicesAreMadeAgainExactlyAsScheduled) {
   ASSERT_EQ(bounds->rows.size(), 1u);
   EXPECT_EQ(bounds->Text(0, "clock"), "modeled");
   EXPECT_EQ(bounds->Int(0, "n"), 6);
+}
+
+// The walk a chip's run at a time (the fleet diagnosis's), filtered or not,
+// gives exactly the slices of ForEachSlice that it keeps, in the same order.
+TEST(SimTimeline, ChipRunWalkGivesTheSlicesItKeeps) {
+  Sim s = MakeSim(6);
+  int64_t run_id = 0;
+  const std::string path = WriteRun("walk", s, &run_id);
+  auto rd = Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  using Seen = std::vector<std::tuple<int, int, int64_t, int64_t, int64_t, int, std::string>>;
+  Seen all;
+  absl::Status st = SimTimelineReader(*rd).ForEachSlice(run_id, [&](const SimTimelineReader::Row& r) {
+    all.push_back(
+        {r.step, r.device_id, r.slice.slice_id, r.slice.start_ns, r.slice.dur_ns, r.slice.depth, *r.name});
+  });
+  ASSERT_TRUE(st.ok()) << st;
+  ASSERT_GT(all.size(), 0u);
+  for (int top : {0, 1})
+    for (int which : {0, 1, 2}) {
+      SimWalkFilter f;
+      f.top_level_only = top;
+      if (which == 1) f.want_step = [](int n) { return n == 1 || n == 4 || n == 5; };
+      if (which == 2) f.want_step = [](int) { return false; };
+      Seen want, got;
+      for (const auto& x : all)
+        if ((!f.want_step || f.want_step(std::get<0>(x))) && (!top || std::get<5>(x) == 0)) want.push_back(x);
+      st = ForEachSimChipRun(*rd, run_id, f, [&](const SimChipRun& r) {
+        for (const trace::SimSlice& x : *r.slices)
+          got.push_back(
+              {r.step, r.device_id, x.slice_id, x.start_ns, x.dur_ns, x.depth, *r.names->Of(x.name_id)});
+      });
+      ASSERT_TRUE(st.ok()) << st;
+      EXPECT_EQ(got, want) << "top-level only " << top << ", steps " << which;
+      if (top && which == 0) {
+        EXPECT_LT(want.size(), all.size());  // there are link slices to leave out
+      }
+    }
 }
 
 TEST(SimTimeline, ReaderServesAChipsWindowAndItsSummaries) {
