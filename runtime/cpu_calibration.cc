@@ -126,6 +126,11 @@ double MedianNs(const compiler::Instruction& i, const std::vector<const Literal*
   return t[t.size() / 2];
 }
 
+int64_t UnixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::string IsoUtc(int64_t unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
   std::tm tm{};
@@ -248,7 +253,12 @@ std::string CpuCalibration::Describe() const {
   if (source == "fixed")
     return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values,
                         collective_text);
-  const std::string when = IsoUtc(measured_at_unix_s);
+  std::string when = IsoUtc(measured_at_unix_s);
+  if (passes.size() > 1)
+    when += absl::StrFormat("; median of %d passes from %s", passes.size(),
+                            IsoUtc(passes.front().measured_at_unix_s).substr(11, 8)) +
+            (earlier_passes > 0 ? absl::StrFormat(", %d of them from earlier calibrations", earlier_passes)
+                                : std::string());
   if (source == "measured")
     return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values, collective_text);
   if (source == "cache")
@@ -332,30 +342,39 @@ CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
   c.hbm_bandwidth = per_byte > 0 ? 1e9 / per_byte : 0;
+  c.measured_at_unix_s = UnixNow();
   return c;
 }
 
 }  // namespace
 
-CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
-  const auto start = std::chrono::steady_clock::now();
-  // Several passes a few seconds apart, each figure their median: on a
-  // shared VM one benchmark's figure moved by 2x between calibrations a
-  // minute apart (another process's burst, the host's clock), and the
-  // samples' modeled steps with it.
-  const int passes = std::max(1, plan.passes);
+std::vector<CpuCalibration> MeasurePasses(const CalibrationPlan& plan) {
   std::vector<CpuCalibration> each;
-  for (int p = 0; p < passes; ++p) each.push_back(MeasurePass(plan));
-  CpuCalibration c = each[0];
-  c.rows.clear();
-  for (int p = 0; p < passes; ++p) {
-    if (passes > 1) c.rows.push_back(absl::StrFormat("pass %d of %d", p + 1, passes));
-    c.rows.insert(c.rows.end(), each[p].rows.begin(), each[p].rows.end());
+  for (int p = 0; p < std::max(1, plan.passes); ++p) {
+    each.push_back(MeasurePass(plan));
+    each.back().rows.insert(each.back().rows.begin(),
+                            absl::StrFormat("pass %d of %d", p + 1, std::max(1, plan.passes)));
   }
-  if (passes > 1) {
+  return each;
+}
+
+CpuCalibration CombinePasses(const std::vector<CpuCalibration>& passes) {
+  // Each figure the median of the passes: on a shared VM one benchmark's
+  // figure moved by 2x between calibrations a minute apart (another process's
+  // burst, the host's clock), and the samples' modeled steps with it.
+  CpuCalibration c = passes.back();
+  c.rows.clear();
+  for (const CpuCalibration& e : passes) c.rows.insert(c.rows.end(), e.rows.begin(), e.rows.end());
+  c.passes.clear();
+  for (CpuCalibration e : passes) {
+    e.rows.clear();
+    e.passes.clear();
+    c.passes.push_back(std::move(e));
+  }
+  if (passes.size() > 1) {
     auto median = [&](const std::function<double(const CpuCalibration&)>& get) {
       std::vector<double> v;
-      for (const CpuCalibration& e : each) v.push_back(get(e));
+      for (const CpuCalibration& e : passes) v.push_back(get(e));
       return MedianOf(v);
     };
     c.peak_flops = median([](const CpuCalibration& e) { return e.peak_flops; });
@@ -371,17 +390,22 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
           c.collectives[k][p] = std::max(c.collectives[k][p], c.collectives[k][p - 1]);
       }
     // What moved between the passes, and the figure kept.
-    c.rows.push_back(absl::StrFormat("the figures of each pass, and their median (the profile's)"));
+    std::string when = absl::StrFormat("  %-30s", "pass measured at (UTC)");
+    for (const CpuCalibration& e : passes)
+      when += absl::StrFormat(" %9s", IsoUtc(e.measured_at_unix_s).substr(11, 8));
+    c.rows.push_back("the figures of each pass, and their median (the profile's)");
+    c.rows.push_back(when);
     auto row = [&](const char* name, const char* unit, double scale,
                    const std::function<double(const CpuCalibration&)>& get) {
       std::string line = absl::StrFormat("  %-30s", name);
-      for (const CpuCalibration& e : each) line += absl::StrFormat(" %9.2f", get(e) * scale);
+      for (const CpuCalibration& e : passes) line += absl::StrFormat(" %9.2f", get(e) * scale);
       c.rows.push_back(line + absl::StrFormat("  -> %9.2f %s", get(c) * scale, unit));
     };
     row("GEMM, one core", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.peak_flops; });
     row("stream", "GB/s", 1e-9, [](const CpuCalibration& e) { return e.hbm_bandwidth; });
     row("convolution", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.conv_flops; });
     row("cold stream", "GB/s", 1e-9, [](const CpuCalibration& e) { return e.ops.cold_bandwidth; });
+    row("transcendental", "ns", 1, [](const CpuCalibration& e) { return e.ops.transcendental_ns; });
     row("skinny GEMM at 32", "GFLOP/s", 1e-9, [](const CpuCalibration& e) { return e.ops.gemm32_flops; });
     row("all_reduce of 12 MiB traffic", "us", 1e-3,
         [](const CpuCalibration& e) { return e.collectives[0][2]; });
@@ -391,11 +415,74 @@ CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
   }
   c.source = "measured";
   c.machine = MachineKey();
-  c.measured_at_unix_s = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+  c.measured_at_unix_s = passes.back().measured_at_unix_s;
+  return c;
+}
+
+CpuCalibration MeasureCpu(const CalibrationPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  CpuCalibration c = CombinePasses(MeasurePasses(plan));
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return c;
 }
+
+namespace {
+
+// The measured figures of a profile or of one pass, as the file holds them.
+nlohmann::json FiguresJson(const CpuCalibration& c) {
+  nlohmann::json j = {{"peak_flops", c.peak_flops},
+                      {"gang_peak_flops", c.gang_peak_flops},
+                      {"hbm_bandwidth", c.hbm_bandwidth},
+                      {"kernel_overhead_ns", c.kernel_overhead_ns}};
+  for (const auto& [key, field] : OpFields()) j[key] = c.ops.*field;
+  if (Measured(c.collectives)) {
+    j["collective_traffic"] = compiler::kCollectiveTraffic;
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
+      j["collective_ns"][kCollectiveKeys[k]] = c.collectives[k];
+  }
+  return j;
+}
+
+// The figures FiguresJson writes; errors start with `where` (the file, and the pass).
+absl::Status ReadFigures(const nlohmann::json& j, const std::string& where, CpuCalibration* c) {
+  for (auto [key, field] : {std::pair<const char*, double*>{"peak_flops", &c->peak_flops},
+                            {"gang_peak_flops", &c->gang_peak_flops},
+                            {"hbm_bandwidth", &c->hbm_bandwidth},
+                            {"kernel_overhead_ns", &c->kernel_overhead_ns}}) {
+    if (!j.contains(key) || !j[key].is_number())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' is missing or not a number"));
+    *field = j[key].get<double>();
+    const bool may_be_zero = std::string(key) == "gang_peak_flops" || std::string(key) == "kernel_overhead_ns";
+    if (!(*field > 0) && !(may_be_zero && *field == 0))
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": '", key, "' is ", *field, ", not a positive number"));
+  }
+  for (const auto& [key, field] : OpFields()) {
+    if (!j.contains(key)) continue;  // format 1: none of them
+    if (!j[key].is_number() || !(j[key].get<double>() >= 0))
+      return absl::InvalidArgumentError(absl::StrCat(where, ": '", key, "' is not a number >= 0"));
+    c->ops.*field = j[key].get<double>();
+  }
+  if (j.contains("collective_ns")) {
+    const auto& t = j["collective_ns"];
+    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) {
+      const char* key = kCollectiveKeys[k];
+      if (!t.is_object() || !t.contains(key) || !t[key].is_array() ||
+          t[key].size() != static_cast<size_t>(compiler::kCollectivePoints))
+        return absl::InvalidArgumentError(absl::StrCat(where, ": 'collective_ns' needs '", key, "' as ",
+                                                       compiler::kCollectivePoints, " numbers"));
+      for (int p = 0; p < compiler::kCollectivePoints; ++p) {
+        if (!t[key][p].is_number() || !(t[key][p].get<double>() >= 0))
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ": 'collective_ns' '", key, "' [", p, "] is not a number >= 0"));
+        c->collectives[k][p] = t[key][p].get<double>();
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
   std::ifstream in(path);
@@ -407,39 +494,24 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": not a JSON object"));
   CpuCalibration c;
   c.path = path;
-  for (auto [key, field] : {std::pair<const char*, double*>{"peak_flops", &c.peak_flops},
-                            {"gang_peak_flops", &c.gang_peak_flops},
-                            {"hbm_bandwidth", &c.hbm_bandwidth},
-                            {"kernel_overhead_ns", &c.kernel_overhead_ns}}) {
-    if (!j.contains(key) || !j[key].is_number())
-      return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": '", key, "' is missing or not a number"));
-    *field = j[key].get<double>();
-    const bool may_be_zero = std::string(key) == "gang_peak_flops" || std::string(key) == "kernel_overhead_ns";
-    if (!(*field > 0) && !(may_be_zero && *field == 0))
-      return absl::InvalidArgumentError(
-          absl::StrCat("cpu profile file ", path, ": '", key, "' is ", *field, ", not a positive number"));
-  }
-  for (const auto& [key, field] : OpFields()) {
-    if (!j.contains(key)) continue;  // format 1: none of them
-    if (!j[key].is_number() || !(j[key].get<double>() >= 0))
-      return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": '", key, "' is not a number >= 0"));
-    c.ops.*field = j[key].get<double>();
-  }
-  if (j.contains("collective_ns")) {
-    const auto& t = j["collective_ns"];
-    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k) {
-      const char* key = kCollectiveKeys[k];
-      if (!t.is_object() || !t.contains(key) || !t[key].is_array() ||
-          t[key].size() != static_cast<size_t>(compiler::kCollectivePoints))
-        return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' needs '",
-                                                       key, "' as ", compiler::kCollectivePoints,
-                                                       " numbers"));
-      for (int p = 0; p < compiler::kCollectivePoints; ++p) {
-        if (!t[key][p].is_number() || !(t[key][p].get<double>() >= 0))
-          return absl::InvalidArgumentError(absl::StrCat("cpu profile file ", path, ": 'collective_ns' '",
-                                                         key, "' [", p, "] is not a number >= 0"));
-        c.collectives[k][p] = t[key][p].get<double>();
-      }
+  const std::string where = absl::StrCat("cpu profile file ", path);
+  if (absl::Status s = ReadFigures(j, where, &c); !s.ok()) return s;
+  // The passes the figures are the median of (format 5 files written before
+  // calibrations kept them have none).
+  if (j.contains("passes")) {
+    if (!j["passes"].is_array())
+      return absl::InvalidArgumentError(absl::StrCat(where, ": 'passes' is not a list"));
+    for (size_t p = 0; p < j["passes"].size(); ++p) {
+      const nlohmann::json& e = j["passes"][p];
+      CpuCalibration pass;
+      const std::string at = absl::StrCat(where, ": passes[", p, "]");
+      if (!e.is_object()) return absl::InvalidArgumentError(absl::StrCat(at, " is not an object"));
+      if (absl::Status s = ReadFigures(e, at, &pass); !s.ok()) return s;
+      if (!e.contains("measured_at_unix_s") || !e["measured_at_unix_s"].is_number_integer())
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ": 'measured_at_unix_s' is missing or not an integer"));
+      pass.measured_at_unix_s = e["measured_at_unix_s"].get<int64_t>();
+      c.passes.push_back(std::move(pass));
     }
   }
   c.gang_width = j.value("gang_width", 1);
@@ -464,17 +536,16 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
                       {"measured_at", IsoUtc(c.measured_at_unix_s)},
                       {"measured_at_unix_s", c.measured_at_unix_s},
                       {"seconds", c.seconds},
-                      {"peak_flops", c.peak_flops},
-                      {"gang_peak_flops", c.gang_peak_flops},
                       {"gang_width", c.gang_width},
-                      {"hbm_bandwidth", c.hbm_bandwidth},
-                      {"kernel_overhead_ns", c.kernel_overhead_ns},
                       {"rows", c.rows}};
-  for (const auto& [key, field] : OpFields()) j[key] = c.ops.*field;
-  if (Measured(c.collectives)) {
-    j["collective_traffic"] = compiler::kCollectiveTraffic;
-    for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
-      j["collective_ns"][kCollectiveKeys[k]] = c.collectives[k];
+  j.update(FiguresJson(c));
+  if (!c.passes.empty()) {
+    j["passes"] = nlohmann::json::array();
+    for (const CpuCalibration& p : c.passes) {
+      nlohmann::json e = FiguresJson(p);
+      e["measured_at_unix_s"] = p.measured_at_unix_s;
+      j["passes"].push_back(std::move(e));
+    }
   }
   // Written aside and renamed: two processes calibrating at once never leave half a file.
   const std::string tmp = absl::StrCat(path, ".", getpid(), ".tmp");
@@ -515,20 +586,39 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
       return c;
     }  // else missing, damaged or an older format: measured again
 
-  CpuCalibration c = MeasureCpu(plan);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<CpuCalibration> passes = MeasurePasses(plan);
+  // The passes of this machine's earlier calibrations are kept with these, up
+  // to plan.history of them: the profile is their median, so one calibration
+  // taken in a fast or slow minute moves it by a share, not outright.
+  const int64_t now = passes.back().measured_at_unix_s;
+  std::vector<CpuCalibration> earlier;
+  if (auto old = ReadCpuProfileFile(cache_path);
+      old.ok() && old->format == kFormat && old->machine == MachineKey())
+    for (const CpuCalibration& p : old->passes)
+      if (now - p.measured_at_unix_s <= plan.history_max_age_s && p.measured_at_unix_s <= now)
+        earlier.push_back(p);
+  const size_t keep_earlier = std::min(
+      earlier.size(), static_cast<size_t>(std::max(0, plan.history - static_cast<int>(passes.size()))));
+  passes.insert(passes.begin(), earlier.end() - static_cast<std::ptrdiff_t>(keep_earlier), earlier.end());
+  CpuCalibration c = CombinePasses(passes);
+  c.earlier_passes = static_cast<int>(keep_earlier);
+  c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   c.path = cache_path;
   if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())
     c.path = absl::StrCat("(not cached: ", s.message(), ")");
   return c;
 }
 
-absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure) {
+absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure, bool fresh) {
   static std::mutex mu;
   static std::optional<CpuCalibration> current;
   std::lock_guard<std::mutex> lock(mu);
   if (current && !remeasure) return *current;
   const char* pin = std::getenv(kPinEnv);
-  auto c = ResolveCpuCalibration(pin ? pin : "", CpuProfileCachePath(), remeasure);
+  CalibrationPlan plan;
+  if (fresh) plan.history = 0;
+  auto c = ResolveCpuCalibration(pin ? pin : "", CpuProfileCachePath(), remeasure, plan);
   if (c.ok()) current = *c;
   return c;
 }

@@ -22,7 +22,9 @@
 //   the cache                       $XDG_CACHE_HOME/shardscope (else ~/.cache/shardscope)
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
 //   a measurement                   three passes, about 20 s of CPU, then written to the cache
-// `shardscope calibrate` measures again and replaces the cache entry.
+// `shardscope calibrate` measures again and rewrites the cache entry: its
+// three passes join the (up to six) newest of the entry's earlier ones, within
+// a day, and each figure is the median of them all; `--fresh` drops the old.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +58,11 @@ struct CpuCalibration {
   double seconds = 0;             // how long the measurement took
   int format = 0;                 // a file's layout (ReadCpuProfileFile); 0 when not read from one
   std::vector<std::string> rows;  // the microbenchmark table, as printed
+  // The passes whose median the figures are, oldest first (each with its
+  // figures and measured_at_unix_s only); empty for fixed values and for
+  // files written before passes were kept.
+  std::vector<CpuCalibration> passes;
+  int earlier_passes = 0;  // of `passes`, how many came from earlier calibrations (when measured)
 
   // The `cpu` profile with these values, the rest derived as in
   // compiler/cost_model.cc.
@@ -74,6 +81,11 @@ struct CalibrationPlan {
   CollectivePlan collectives;
   SpreadPlan spread;
   int passes = 3;  // every benchmark this many times, a few seconds apart; each figure their median
+  // Passes kept across calibrations of one machine (its cache entry), the
+  // newest; the profile is the median of all kept. 0 or `passes`: this
+  // calibration's only (`shardscope calibrate --fresh`).
+  int history = 9;
+  int64_t history_max_age_s = 24 * 3600;  // older passes are dropped
 };
 
 // What identifies this machine for the cache: CPU model, core count, host
@@ -84,7 +96,8 @@ std::string MachineKey();
 // The cache file for MachineKey().
 std::string CpuProfileCachePath();
 
-// Measures the values now (three passes of about 7 s of CPU each on 2 busy cores).
+// Measures the values now (three passes of about 7 s of CPU each on 2 busy
+// cores), each figure the median of the passes; no earlier passes.
 CpuCalibration MeasureCpu(const CalibrationPlan& plan = {});
 
 // Reads a profile file (the cache's format); errors name the file and the problem.
@@ -95,13 +108,15 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
 // $SHARDSCOPE_CPU_PROFILE ("" none, "fixed", a file), then the cache at
 // `cache_path`, then a measurement by `plan` written there. A cache entry that
 // cannot be read is measured again and replaced; a pinned file that cannot be
-// read is an error naming it. `remeasure` skips the pin and the cache.
+// read is an error naming it. `remeasure` skips the pin and the cache. A
+// measurement keeps the readable cache entry's passes of the same machine, as
+// `plan.history` says.
 absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, const std::string& cache_path,
                                                      bool remeasure, const CalibrationPlan& plan = {});
 // The process's `cpu` calibration (ResolveCpuCalibration from the
 // environment), resolved once per process. `remeasure` measures again and
-// rewrites the cache.
-absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure = false);
+// rewrites the cache; `fresh` keeps none of the cache's earlier passes.
+absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure = false, bool fresh = false);
 
 // A profile by name: `cpu` through CurrentCpuCalibration, the others built in.
 absl::StatusOr<compiler::ChipProfile> ResolveProfile(const std::string& name);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -266,6 +267,85 @@ TEST(CpuCalibration, EachFigureIsTheMedianOfItsPasses) {
   EXPECT_NEAR(c.peak_flops / 1e9, kept, 0.006);
 }
 
+// A cache entry whose passes have GEMM peaks 1..n GFLOP/s, the newest last,
+// a minute apart up to `newest_age_s` ago; `machine` as MachineKey() says.
+void WriteEntryWithPasses(const std::string& path, int n, int64_t newest_age_s, const std::string& machine) {
+  CpuCalibration c;
+  c.peak_flops = 1e9;
+  c.hbm_bandwidth = 1e10;
+  c.machine = machine;
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  c.measured_at_unix_s = now - newest_age_s;
+  for (int k = 1; k <= n; ++k) {
+    CpuCalibration p;
+    p.peak_flops = k * 1e9;
+    p.hbm_bandwidth = 1e10;
+    p.ops.conv_flops = k * 1e9;
+    p.measured_at_unix_s = now - newest_age_s - 60 * (n - k);
+    c.passes.push_back(p);
+  }
+  ASSERT_TRUE(WriteCpuProfileFile(path, c).ok());
+}
+
+TEST(CpuCalibration, ACalibrationJoinsTheNewestEarlierPassesAndTakesTheMedianOfAll) {
+  const std::string cache = TempPath("history");
+  CalibrationPlan plan = Small();  // one pass a calibration
+  plan.history = 4;
+  // Five earlier passes (GEMM 1..5 GFLOP/s, far below any real one): the
+  // newest three are kept with the new pass, so the median is between 4 and 5.
+  WriteEntryWithPasses(cache, 5, /*newest_age_s=*/10, MachineKey());
+  auto c = ResolveCpuCalibration("", cache, /*remeasure=*/true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->passes.size(), 4u);
+  EXPECT_EQ(c->earlier_passes, 3);
+  EXPECT_EQ(c->passes[0].peak_flops, 3e9);
+  EXPECT_GT(c->passes[3].peak_flops, 5e9) << "the new pass, measured";
+  EXPECT_EQ(c->peak_flops, 4.5e9);
+  EXPECT_EQ(c->ops.conv_flops, MedianOf({3e9, 4e9, 5e9, c->passes[3].ops.conv_flops}));
+  EXPECT_NE(c->Describe().find("median of 4 passes"), std::string::npos) << c->Describe();
+  EXPECT_NE(c->Describe().find("3 of them from earlier calibrations"), std::string::npos) << c->Describe();
+  // The entry now holds those four, and the next calibration builds on them.
+  auto reread = ReadCpuProfileFile(cache);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  ASSERT_EQ(reread->passes.size(), 4u);
+  EXPECT_EQ(reread->passes[0].peak_flops, 3e9);
+  EXPECT_EQ(reread->passes[3].peak_flops, c->passes[3].peak_flops);
+  EXPECT_EQ(reread->passes[3].measured_at_unix_s, c->passes[3].measured_at_unix_s);
+  EXPECT_EQ(reread->peak_flops, c->peak_flops);
+
+  // Passes older than the age limit, or of another machine, are dropped.
+  WriteEntryWithPasses(cache, 5, /*newest_age_s=*/plan.history_max_age_s + 60, MachineKey());
+  c = ResolveCpuCalibration("", cache, true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->passes.size(), 1u);
+  EXPECT_EQ(c->earlier_passes, 0);
+  WriteEntryWithPasses(cache, 5, 10, "cpu=another machine");
+  c = ResolveCpuCalibration("", cache, true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->passes.size(), 1u);
+  // --fresh (history 0): this calibration's passes only.
+  WriteEntryWithPasses(cache, 5, 10, MachineKey());
+  plan.history = 0;
+  c = ResolveCpuCalibration("", cache, true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->passes.size(), 1u);
+  EXPECT_EQ(c->peak_flops, c->passes[0].peak_flops);
+  EXPECT_GT(c->peak_flops, 5e9);
+  // A damaged pass in a pinned file is named; in the cache it is measured again.
+  std::ofstream(cache) << R"({"format": 5, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "passes": [{"peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "measured_at_unix_s": 1764000000}, {"peak_flops": -1}]})";
+  auto bad = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("passes[1]: 'peak_flops' is -1"), std::string::npos) << bad.status();
+  auto remeasured = ResolveCpuCalibration("", cache, false, Small());
+  ASSERT_TRUE(remeasured.ok()) << remeasured.status();
+  EXPECT_EQ(remeasured->source, "measured");
+  std::remove(cache.c_str());
+}
+
 TEST(CpuCalibration, APinnedFileWithFiguresGivesThemToTheProfile) {
   const std::string file = TempPath("figures");
   std::ofstream(file) << R"({"format": 2, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
@@ -365,7 +445,9 @@ TEST(CpuCalibration, TestsArePinnedToTheFixedProfile) {
   ASSERT_NE(pin, nullptr);
   auto p = ResolveProfile("cpu");
   ASSERT_TRUE(p.ok()) << p.status();
-  if (std::string(pin) == "fixed") EXPECT_EQ(p->peak_flops, compiler::FindProfile("cpu")->peak_flops);
+  if (std::string(pin) == "fixed") {
+    EXPECT_EQ(p->peak_flops, compiler::FindProfile("cpu")->peak_flops);
+  }
 }
 
 }  // namespace

@@ -14,7 +14,7 @@
 namespace shardscope::cli {
 
 const char kCalibrateHelp[] =
-    "usage: shardscope calibrate [--show]\n"
+    "usage: shardscope calibrate [--show] [--fresh]\n"
     "\n"
     "Measures the `cpu` chip profile of the modeled clock on this machine (three\n"
     "passes of about 7 s of CPU, each figure their median): GEMM FLOP/s on one\n"
@@ -26,8 +26,11 @@ const char kCalibrateHelp[] =
     "busy core; the executor's collectives at four amounts of traffic; and the\n"
     "spread of 8 chips' times when they share the cores (each collective waits\n"
     "for the slowest). All through the runtime's own kernels and executor, timed\n"
-    "as the device clock is (none fitted to the samples). The values replace\n"
-    "this machine's cache entry\n"
+    "as the device clock is (none fitted to the samples). The three passes join\n"
+    "the six newest of this machine's earlier passes (within a day) and each\n"
+    "figure is the median of all nine, so one calibration in a fast or slow\n"
+    "minute moves the profile by a share, not outright. They rewrite this\n"
+    "machine's cache entry\n"
     "($XDG_CACHE_HOME/shardscope, else ~/.cache/shardscope; keyed by CPU model,\n"
     "cores, host name, boot id and GEMM backend), which every later run with\n"
     "--profile cpu reads; a machine without an entry measures at its first run.\n"
@@ -35,6 +38,8 @@ const char kCalibrateHelp[] =
     "\n"
     "  --show   print the values a run would use now and where they come from\n"
     "           (measuring only when nothing is cached)\n"
+    "  --fresh  keep none of the earlier passes: the profile is this calibration's\n"
+    "           alone (after the machine changed: another host, another load)\n"
     "\n"
     "$SHARDSCOPE_CPU_PROFILE pins the profile instead: 'fixed' (the values in\n"
     "compiler/cost_model.cc, which the tests use) or a profile file in the cache's\n"
@@ -42,10 +47,10 @@ const char kCalibrateHelp[] =
     "(and is part of the cache key). docs/cost_model.md, 'Calibrating cpu'.\n";
 
 int RunCalibrate(const std::vector<std::string>& args) {
-  bool show = false;
+  bool show = false, fresh = false;
   for (const std::string& a : args) {
-    if (a == "--show") {
-      show = true;
+    if (a == "--show" || a == "--fresh") {
+      (a == "--show" ? show : fresh) = true;
       continue;
     }
     std::cerr << "error: calibrate: unknown option '" << a << "'\n" << kCalibrateHelp;
@@ -57,7 +62,11 @@ int RunCalibrate(const std::vector<std::string>& args) {
                 << " pins the profile: runs use it, not the cache this command writes\n";
   if (const char* c = std::getenv("OPENBLAS_CORETYPE"); c && *c)
     std::cerr << "note: OPENBLAS_CORETYPE=" << c << " is set: the GEMM peak measured is that kernel family's\n";
-  auto c = runtime::CurrentCpuCalibration(/*remeasure=*/!show);
+  if (show && fresh) {
+    std::cerr << "error: calibrate: --fresh measures, --show does not: give one of them\n";
+    return 2;
+  }
+  auto c = runtime::CurrentCpuCalibration(/*remeasure=*/!show, fresh);
   if (!c.ok()) {
     std::cerr << "error: " << c.status().message() << "\n";
     return 1;
