@@ -16,6 +16,10 @@
 # `rerun` is that run's device step against the first's, the machine's own
 # run-to-run spread (on a shared VM it moved 20-30% between back-to-back runs;
 # no model that does not see the run can be closer than that). RERUN=0 skips it.
+# SETS=N repeats the whole (calibration, then every sample) N times and ends
+# with a summary per sample: how many runs the model alone put within 15%,
+# the median error, and the model's median step against the median device
+# step over the sets (the machine's typical speed, which one run may miss).
 set -euo pipefail
 BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
@@ -26,9 +30,11 @@ CLI="$BUILD/shardscope"
 [ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
 DIR=$(mktemp -d)
 trap 'rm -rf "$DIR"' EXIT
-if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
 declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
 declare -A STEPS=([mlp]=20 [cnn]=10 [llama]=10)
+for set in $(seq 1 "${SETS:-1}"); do
+[ "${SETS:-1}" -gt 1 ] && echo "set $set of $SETS, $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
+if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
 printf '%-6s %6s %14s %18s %8s %16s %8s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun
 for s in "${SAMPLES[@]}"; do
   flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$s]}" --steps "${STEPS[$s]}" --quiet)
@@ -59,5 +65,20 @@ for s in "${SAMPLES[@]}"; do
       FROM sim_calibrations" | tail -1 | tr ',' ' ' | {
     read -r rec unc uerr cal cerr
     printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%% %8s\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr" "$rerun"
+    echo "$s $rec $unc $uerr $cal $cerr" >> "$DIR/results"
   }
 done
+done
+if [ "${SETS:-1}" -gt 1 ]; then
+  echo
+  printf '%-6s %5s %14s %13s %15s %16s %15s %8s %16s\n' sample runs within_15pct median_error median_device_ms \
+    median_modeled_ms error_of_medians calibrated median_cal_error
+  for s in "${SAMPLES[@]}"; do
+    awk -v s="$s" '
+      function median(a, n,   i, j, t) { for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
+                                         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+      $1 == s { n++; rec[n] = $2; unc[n] = $3; err[n] = $4; cerr[n] = $6; if ($4 <= 15) within++; if ($6 <= 15) cwithin++ }
+      END { dev = median(rec, n); mu = median(unc, n); printf "%-6s %5d %11d/%-2d %12.1f%% %15.2f %17.2f %15.1f%% %6d/%-2d %15.1f%%\n",
+              s, n, within, n, median(err, n), dev, mu, 100 * (mu - dev) / dev, cwithin, n, median(cerr, n) }' "$DIR/results"
+  done
+fi
