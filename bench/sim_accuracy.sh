@@ -19,7 +19,8 @@
 # SETS=N repeats the whole (calibration, then every sample) N times and ends
 # with a summary per sample: how many runs the model alone put within 15%,
 # the median error, and the model's median step against the median device
-# step over the sets (the machine's typical speed, which one run may miss).
+# step over the sets (the machine's typical speed, which one run may miss),
+# and the median size of the reruns' moves (the machine's own spread).
 set -euo pipefail
 BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
@@ -65,20 +66,23 @@ for s in "${SAMPLES[@]}"; do
       FROM sim_calibrations" | tail -1 | tr ',' ' ' | {
     read -r rec unc uerr cal cerr
     printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%% %8s\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr" "$rerun"
-    echo "$s $rec $unc $uerr $cal $cerr" >> "$DIR/results"
+    echo "$s $rec $unc $uerr $cal $cerr ${rerun%\%}" >> "$DIR/results"
   }
 done
 done
 if [ "${SETS:-1}" -gt 1 ]; then
   echo
-  printf '%-6s %5s %14s %13s %15s %16s %15s %8s %16s\n' sample runs within_15pct median_error median_device_ms \
-    median_modeled_ms error_of_medians calibrated median_cal_error
+  printf '%-6s %5s %14s %13s %15s %16s %15s %8s %16s %13s\n' sample runs within_15pct median_error median_device_ms \
+    median_modeled_ms error_of_medians calibrated median_cal_error median_rerun
   for s in "${SAMPLES[@]}"; do
     awk -v s="$s" '
       function median(a, n,   i, j, t) { for (i = 2; i <= n; ++i) for (j = i; j > 1 && a[j - 1] > a[j]; --j) { t = a[j]; a[j] = a[j - 1]; a[j - 1] = t }
                                          return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-      $1 == s { n++; rec[n] = $2; unc[n] = $3; err[n] = $4; cerr[n] = $6; if ($4 <= 15) within++; if ($6 <= 15) cwithin++ }
-      END { dev = median(rec, n); mu = median(unc, n); printf "%-6s %5d %11d/%-2d %12.1f%% %15.2f %17.2f %15.1f%% %6d/%-2d %15.1f%%\n",
-              s, n, within, n, median(err, n), dev, mu, 100 * (mu - dev) / dev, cwithin, n, median(cerr, n) }' "$DIR/results"
+      $1 == s { n++; rec[n] = $2; unc[n] = $3; err[n] = $4; cerr[n] = $6; if ($4 <= 15) within++; if ($6 <= 15) cwithin++
+                if ($7 != "-") { r++; rerun[r] = $7 < 0 ? -$7 : $7 } }
+      END { dev = median(rec, n); mu = median(unc, n);
+            printf "%-6s %5d %11d/%-2d %12.1f%% %15.2f %17.2f %15.1f%% %6d/%-2d %15.1f%% %12s\n",
+              s, n, within, n, median(err, n), dev, mu, 100 * (mu - dev) / dev, cwithin, n, median(cerr, n),
+              (r > 0 ? sprintf("%.1f%%", median(rerun, r)) : "-") }' "$DIR/results"
   done
 fi
