@@ -710,6 +710,8 @@ int Run(const std::vector<std::string>& args) {
   }
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
+  // Paths are bytes, not always UTF-8: kept as U+FFFD rather than aborting the run.
+  const std::string config_text = recorded.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   auto rec = Recording::Start({.db = db,
                                .workload = sample,
                                .mesh = cfg.mesh,
@@ -721,7 +723,7 @@ int Run(const std::vector<std::string>& args) {
                                .fault_seed = cfg.seed,
                                .profile = profile,
                                .sharding = cfg.sharding,
-                               .config_json = recorded.dump(),
+                               .config_json = config_text,
                                .fusion = fusion,
                                .cache_dir = CacheDir(cache_dir),
                                .cache_capacity = cache_capacity,
