@@ -668,6 +668,13 @@ int Run(const std::vector<std::string>& args) {
     auto t = analysis::LoadRecordedDeviceTimes(
         o.calibrate_from, o.calibrate_run > 0 ? std::optional<int64_t>(o.calibrate_run) : std::nullopt);
     if (!t.ok()) return Usage(std::string(t.status().message()));
+    // Another sample's kernels would match almost none of this one's, and its
+    // step is no yardstick for this one's: the error printed would mean nothing.
+    if (t->sample != sample)
+      return Usage(absl::StrCat("--calibrate-from ", o.calibrate_from, ": run ", t->run_id, " is ",
+                                t->sample, ", not ", sample,
+                                ": calibrate from a recorded run of the same sample (shardscope runs ",
+                                o.calibrate_from, " lists them; --calibrate-run N picks one)"));
     calibration = *std::move(t);
   }
 
