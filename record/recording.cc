@@ -171,12 +171,12 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     if (!opt.topology.empty()) j["topology"] = opt.topology;
     if (!opt.faults.empty()) j["faults"] = opt.faults;
     j["profile_values"] = nlohmann::json::parse(profile_values);
-    run.config_json = j.dump();
+    run.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir") || !j.contains("profile_values")) {
     if (!j.contains("cache_dir")) j["cache_dir"] = cache_dir;
     // Which values the modeled clock used (measured when, cached where): the VM's speed varies by the day.
     if (!j.contains("profile_values")) j["profile_values"] = nlohmann::json::parse(profile_values);
-    run.config_json = j.dump();
+    run.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   } else {
     run.config_json = opt.config_json;  // as given, byte for byte
   }
@@ -260,7 +260,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
                          {"bandwidth", l.dcn ? p.dcn_bandwidth : p.link_bandwidth},
                          {"latency_ns", l.dcn ? p.dcn_latency_ns : p.link_latency_ns}});
       }
-      dr.links_json = links.dump();
+      dr.links_json = links.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     }
     trace::recorder().Record(dr);
   }

@@ -437,6 +437,7 @@ absl::Status Client::SetFaults(FaultPlan faults) {
   for (const Fault& f : faults.faults())
     if (absl::Status s = CheckFault(f, num_devices(), topology_->num_hosts(), topology_->interconnect()); !s.ok())
       return s;
+  if (absl::Status s = CheckFaultSet(faults.faults()); !s.ok()) return s;
   faults_ = std::move(faults);
   if (simulator_) simulator_->SetFaults(faults_);
   return absl::OkStatus();

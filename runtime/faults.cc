@@ -16,9 +16,14 @@ namespace {
 constexpr int64_t kDefaultPauseNs = 200'000'000;  // host-preempt: 200 ms
 constexpr int64_t kMaxPauseMs = 3'600'000;        // an hour
 constexpr int kMaxStep = 1'000'000'000;
+// The slowest a chip or link may be made: 1/1000 of its speed. Below that the
+// scaled durations leave int64 nanoseconds (1e-300 made a chip's kernels take
+// no time at all) and no real fault looks like it.
+constexpr double kMinShare = 0.001;
 
 const char kForms[] =
-    "slow-chip:C:S (0<S<1), link:A-B:F (A<B, 0<F<1), jitter:J (0<J<1), fail-chip:C@N, host-preempt:H@N[:MS]";
+    "slow-chip:C:S (0.001<=S<1), link:A-B:F (A<B, 0.001<=F<1), jitter:J (0<J<1), fail-chip:C@N, "
+    "host-preempt:H@N[:MS]";
 
 absl::Status Bad(const std::string& spec, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat("--fault '", spec, "': ", why, " (forms: ", kForms, ")"));
@@ -33,11 +38,15 @@ absl::StatusOr<int> Whole(const std::string& spec, const std::string& text, cons
   return static_cast<int>(v);
 }
 
-// A fraction strictly between 0 and 1 named `what`.
-absl::StatusOr<double> Fraction(const std::string& spec, const std::string& text, const char* what) {
+// A fraction strictly between 0 and 1 named `what`; with `min` > 0, at least `min`.
+absl::StatusOr<double> Fraction(const std::string& spec, const std::string& text, const char* what,
+                                double min = 0) {
   double v = 0;
   if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v <= 0 || v >= 1)
     return Bad(spec, absl::StrCat(what, " '", text, "' is not a number strictly between 0 and 1"));
+  if (v < min)
+    return Bad(spec, absl::StrCat(what, " '", text, "' is below ", min, ": at most ", 1 / min,
+                                  " times slower (a fault that slow is a failure: fail-chip:C@N)"));
   return v;
 }
 
@@ -82,7 +91,7 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec) {
     f.kind = Fault::kSlowChip;
     auto c = Whole(spec, p[0], "chip", 0, 1 << 20);
     if (!c.ok()) return c.status();
-    auto v = Fraction(spec, p[1], "speed");
+    auto v = Fraction(spec, p[1], "speed", kMinShare);
     if (!v.ok()) return v.status();
     f.chip = *c;
     f.factor = *v;
@@ -98,7 +107,7 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec) {
     if (*a >= *b)
       return Bad(spec, absl::StrCat("link '", p[0], "': write the lower chip first (", std::min(*a, *b), "-",
                                     std::max(*a, *b), "), two different chips"));
-    auto v = Fraction(spec, p[1], "bandwidth share");
+    auto v = Fraction(spec, p[1], "bandwidth share", kMinShare);
     if (!v.ok()) return v.status();
     f.a = *a;
     f.b = *b;
@@ -165,6 +174,42 @@ absl::Status CheckFault(const Fault& f, int num_chips, int num_hosts, const Inte
       return absl::OkStatus();
     case Fault::kJitter:
       return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckFaultStep(const Fault& f, int end_step, const std::string& end_flag) {
+  if (f.kind != Fault::kFailChip && f.kind != Fault::kHostPreempt) return absl::OkStatus();
+  if (f.step < end_step) return absl::OkStatus();
+  return Bad(f.spec, absl::StrCat("step ", f.step, " is not a step of this run (its steps are 0 to ",
+                                  end_step - 1, ", ", end_flag, "): the fault would never happen"));
+}
+
+absl::Status CheckFaultSet(const std::vector<Fault>& faults) {
+  // What each fault sets; two that set the same thing contradict each other
+  // (or would silently compound: two slow-chip:3:0.5 made chip 3 run at 0.25).
+  auto target = [](const Fault& f) -> std::string {
+    switch (f.kind) {
+      case Fault::kSlowChip:
+        return absl::StrCat("chip ", f.chip, "'s speed");
+      case Fault::kLink:
+        return absl::StrCat("link ", f.a, "-", f.b, "'s bandwidth");
+      case Fault::kJitter:
+        return "every kernel's jitter";
+      case Fault::kFailChip:
+        return absl::StrCat("when chip ", f.chip, " fails");
+      case Fault::kHostPreempt:
+        return absl::StrCat("host ", f.host, "'s pause at step ", f.step);
+    }
+    return "";
+  };
+  std::map<std::string, const Fault*> seen;
+  for (const Fault& f : faults) {
+    const std::string t = target(f);
+    auto [it, fresh] = seen.try_emplace(t, &f);
+    if (!fresh)
+      return absl::InvalidArgumentError(absl::StrCat("--fault '", it->second->spec, "' and --fault '", f.spec,
+                                                     "' both set ", t, ": give one"));
   }
   return absl::OkStatus();
 }

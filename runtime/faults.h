@@ -2,7 +2,7 @@
 // the device clock: the Scheduler composes each chip's time from measured
 // durations, and a fault changes what it is given, never what was measured
 // elsewhere (the host clock and the modeled clock are untouched):
-//   slow-chip:C:S     chip C at S of its speed (0 < S < 1): its kernels and
+//   slow-chip:C:S     chip C at S of its speed (0.001 <= S < 1): its kernels and
 //                     transfers take 1/S as long, so it reaches every
 //                     collective late
 //   link:A-B:F        link A-B (A < B, a link of --topology) at F of its
@@ -49,6 +49,16 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec);
 // A parsed fault checked against the run: chips and hosts in range, a link
 // that exists in `interconnect` (null: the run has no --topology, so no links).
 absl::Status CheckFault(const Fault& f, int num_chips, int num_hosts, const Interconnect* interconnect);
+
+// A fail-chip or host-preempt at a step the run never reaches (steps 0 to
+// end_step - 1; `end_flag` says where that end comes from, e.g. "--steps 2")
+// would never happen: refused rather than ignored.
+absl::Status CheckFaultStep(const Fault& f, int end_step, const std::string& end_flag);
+
+// The faults of one run together: two that set the same thing (a chip's speed,
+// a link's bandwidth, the jitter, when a chip fails, a host's pause at a step)
+// are refused, naming both.
+absl::Status CheckFaultSet(const std::vector<Fault>& faults);
 
 // The faults of one run, and what they do to a program run's timing.
 class FaultPlan {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,6 +17,11 @@ namespace {
 // against the mesh by whoever runs them.
 constexpr int64_t kMaxChips = 65536;
 constexpr int64_t kMaxDim = 4096;
+// The most links a spec may wire. A GPU cluster links every pair of chips in
+// a host and every pair of hosts per rail, so its links grow with the square:
+// gpu:4096x16 would be 134M links, 9 GB and a minute of building before any
+// check could refuse it. gpu:1024x8 (4.2M links) is within.
+constexpr int64_t kMaxLinks = int64_t{1} << 23;
 constexpr int kTpuChipsPerHost = 4;  // a TPU v4 host drives 4 chips
 
 absl::Status Bad(const std::string& spec, const std::string& why) {
@@ -41,14 +47,35 @@ absl::StatusOr<Interconnect> Interconnect::Parse(const std::string& spec) {
   int64_t chips = 1;
   for (size_t k = 0; k < parts.size(); ++k) {
     int64_t d = 0;
-    if (!absl::SimpleAtoi(parts[k], &d) || d < 1 || d > kMaxDim)
+    if (!absl::SimpleAtoi(parts[k], &d) || d < 1 || d > kMaxDim) {
+      // The usual slips, said plainly: "4X4", "GPU:2x4".
+      std::string hint;
+      if (parts[k].find('X') != std::string::npos) hint = "; dimensions are separated by a lowercase x";
+      if (k == 0 && !ic.gpu_ && absl::AsciiStrToLower(spec).rfind("gpu:", 0) == 0)
+        hint = "; write gpu: in lowercase";
       return Bad(spec, absl::StrCat(ic.gpu_ ? (k == 0 ? "hosts" : "chips per host")
                                             : absl::StrCat("dimension ", k + 1),
-                                    " is '", parts[k], "', not a whole number from 1 to ", kMaxDim));
+                                    " is '", parts[k], "', not a whole number from 1 to ", kMaxDim, hint));
+    }
     chips *= d;
     if (chips > kMaxChips) return Bad(spec, absl::StrCat("more than ", kMaxChips, " chips"));
     ic.dims_.push_back(d);
   }
+  // Counted before any is made (see kMaxLinks).
+  int64_t links = 0;
+  if (ic.gpu_) {
+    const int64_t hosts = ic.dims_[0], per = ic.dims_[1];
+    links = hosts * (per * (per - 1) / 2) + per * (hosts * (hosts - 1) / 2);
+  } else {
+    for (int64_t d : ic.dims_)
+      if (d >= 2) links += d == 2 ? chips / 2 : chips;  // a dimension of 2: one link per pair
+  }
+  if (links > kMaxLinks)
+    return Bad(spec,
+               absl::StrCat("it has ", links, " links, more than the ", kMaxLinks, " this tool wires",
+                            ic.gpu_ ? " (a GPU cluster links every pair of chips in a host and every pair "
+                                      "of hosts per rail: fewer hosts or chips per host)"
+                                    : ""));
   const int n = static_cast<int>(chips);
   ic.coords_.resize(n);
   for (int c = 0; c < n; ++c) {

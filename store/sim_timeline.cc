@@ -361,7 +361,7 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
     add_prog.Int(2, graph_id);
     add_prog.Int(3, static_cast<int64_t>(p.ops.size()));
     add_prog.Int(4, p.num_collective_ops);
-    add_prog.Text(5, algorithms.dump());
+    add_prog.Text(5, algorithms.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     blob(add_prog, 6, EncodeProgram(p));
     if (absl::Status s = add_prog.Run(); !s.ok()) return fail(s);
   }

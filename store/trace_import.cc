@@ -1706,7 +1706,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   run.num_devices = static_cast<int>(res.devices);
   std::vector<std::string> ranks, quoted;
   for (size_t i : by_rank) ranks.push_back(std::to_string(files_[i].rank));
-  for (const std::string& p : paths) quoted.push_back(nlohmann::json(p).dump());
+  for (const std::string& p : paths)
+    quoted.push_back(nlohmann::json(p).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   run.topology = absl::StrCat(files_.size(), files_.size() == 1 ? " host" : " hosts", " (rank",
                               files_.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ","), " of ", files_[0].world_size,
                               ")");

@@ -931,7 +931,7 @@ std::string RenderFleetJson(const FleetReport& r) {
                           {"host_wait_ns", c.host_wait_ns},
                           {"idle_ns", c.idle_ns},
                           {"stands_out", c.stands_out}});
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace shardscope::analysis

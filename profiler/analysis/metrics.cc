@@ -137,7 +137,7 @@ std::string RenderMetricsJson(const MetricsReport& r) {
   for (const auto& [op, n] : r.kernel_runs) j["kernel_runs"][op] = n;
   j["warnings"] = r.warnings;
   j["warning_count"] = r.warnings.size();
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace shardscope::analysis

@@ -455,7 +455,7 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
   }
   j["distinct_graphs"] = distinct;
   j["compilations"] = compilations;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace shardscope::analysis

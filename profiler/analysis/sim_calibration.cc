@@ -34,9 +34,11 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   }
   out.run_id = *run;
   const std::string id = absl::StrCat(*run);
-  auto info = reader->Query("SELECT simulated, imported, clock_kinds FROM runs WHERE run_id = ?1", {id});
+  auto info =
+      reader->Query("SELECT simulated, imported, clock_kinds, sample FROM runs WHERE run_id = ?1", {id});
   if (!info.ok()) return info.status();
   if (info->rows.empty()) return absl::NotFoundError(absl::StrCat(where, " has no run ", id, " (--calibrate-run)"));
+  out.sample = info->Text(0, "sample");
   if (info->Int(0, "simulated") != 0)
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": run ", id, " is simulated: it has no device clock to calibrate from"));

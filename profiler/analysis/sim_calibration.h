@@ -35,6 +35,7 @@ struct RecordedOp {
 struct RecordedDeviceTimes {
   std::string db;
   int64_t run_id = 0;
+  std::string sample;  // runs.sample of that run (mlp, llama, ...)
   std::vector<RecordedOp> ops;
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
   // median device time of one, over every chip and step.

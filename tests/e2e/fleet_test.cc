@@ -462,6 +462,14 @@ TEST(FleetCli, FlagMistakesNameTheBadPart) {
       {"--fault fail-chip:3", "expected chip@STEP, got '3'"},
       {"--fault host-preempt:5@2 --topology gpu:2x4", "host 5 does not exist: the run has hosts 0 to 1"},
       {"--fault melt:1", "unknown fault kind 'melt'"},
+      // A fault that would silently do nothing, or something else than asked.
+      {"--fault fail-chip:3@2", "step 2 is not a step of this run (its steps are 0 to 1, --steps 2)"},
+      {"--fault host-preempt:1@100 --topology gpu:2x4", "step 100 is not a step of this run"},
+      {"--fault slow-chip:3:0.5 --fault slow-chip:3:0.5", "both set chip 3's speed: give one"},
+      {"--fault jitter:0.1 --fault jitter:0.1", "both set every kernel's jitter"},
+      {"--fault slow-chip:3:1e-300", "speed '1e-300' is below 0.001"},
+      {"--topology 4X2", "separated by a lowercase x"},
+      {"--topology gpu:4096x16", "it has 134676480 links, more than the 8388608"},
   };
   for (const Bad& b : bad) {
     const std::string db = TempDb("fleet_bad");

@@ -306,6 +306,30 @@ TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
   EXPECT_EQ(e2e::Q(db, "SELECT clock_kinds FROM runs").Text(0, "clock_kinds"), "host,device");
 }
 
+// A file name is bytes, not always UTF-8 (a Latin-1 name, a damaged one): it
+// used to abort the import (nlohmann's type_error 316 while writing
+// runs.config_json) and then every JSON report of the run. Now the bytes are
+// kept as U+FFFD in JSON and the run imports and reports as any other.
+TEST(ImportE2e, FileNamesThatAreNotUtf8ImportAndReport) {
+  const std::string db = e2e::TempDb("import_latin1");
+  const std::string r0 = WriteTemp(
+      "r\xff"
+      "0.json",
+      ReadAll(absl::StrCat(kData, "gpu_rank0.json")));
+  const std::string r1 = WriteTemp(
+      "r\xff"
+      "1.json",
+      ReadAll(absl::StrCat(kData, "gpu_rank1.json")));
+  e2e::Output o = Import(absl::StrCat("'", r0, "' '", r1, "'"), db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(nlohmann::json::accept(e2e::Q(db, "SELECT config_json FROM runs").Text(0, "config_json")));
+  for (const std::string cmd : {"fleet", "metrics", "recompiles", "report"}) {
+    e2e::Output j = e2e::Shell(absl::StrCat(kCli, " ", cmd, " ", db, " --format json"));
+    EXPECT_EQ(j.code, 0) << cmd << "\n" << j.text;
+    EXPECT_TRUE(nlohmann::json::accept(j.text)) << cmd << "\n" << j.text;
+  }
+}
+
 TEST(ImportE2e, ShapesOfKernelsAndOpsAreKept) {
   // record_shapes: an op's Input Dims and types; a kernel's launch grid and
   // block after the dims of the op that launched it (through its launch's

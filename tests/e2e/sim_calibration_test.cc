@@ -209,6 +209,13 @@ TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim, " --calibrate-run 1"),
           "run 1 is simulated: it has no device clock");
   refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim), "no run recorded on the device clock");
+  // Another sample's run: its kernels match almost none, its step is no yardstick.
+  Output other = Shell(absl::StrCat(kCli, " run llama --simulate --topology 2x2 --steps 1 --calibrate-from ",
+                                    RecordedDb(), " --db ", never));
+  EXPECT_EQ(other.code, 2) << other.text;
+  EXPECT_NE(other.text.find("run 1 is mlp, not llama: calibrate from a recorded run of the same sample"),
+            std::string::npos)
+      << other.text;
   EXPECT_EQ(::access(never.c_str(), F_OK), -1) << "nothing recorded";
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 
 #include "profiler/trace/recorder.h"
@@ -69,6 +70,66 @@ TEST(Interconnect, BadSpecsNameThePart) {
     ASSERT_FALSE(ic.ok()) << spec;
     EXPECT_NE(std::string(ic.status().message()).find(says), std::string::npos) << ic.status();
   }
+}
+
+// Slips users make, each refused with the reason: the wrong case, and a GPU
+// cluster whose all-pairs links would take gigabytes to build (gpu:4096x16
+// built 134M links, 9 GB, for a minute before the mesh check refused it).
+TEST(Interconnect, TyposAndOversizedClustersAreRefusedAtOnce) {
+  for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
+           {"4X4", "separated by a lowercase x"},
+           {"GPU:2x4", "write gpu: in lowercase"},
+           {"gpu:4096x16", "it has 134676480 links, more than the 8388608"},
+           {"gpu:16x4096", "links, more than the 8388608"},
+           {"gpu:2048x8", "links, more than the 8388608"}}) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto ic = Interconnect::Parse(spec);
+    ASSERT_FALSE(ic.ok()) << spec;
+    EXPECT_NE(std::string(ic.status().message()).find(says), std::string::npos) << ic.status();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1))
+        << spec << ": refused before building";
+  }
+  // The largest tori stay within (3 links a chip).
+  EXPECT_TRUE(Interconnect::Parse("16x64x64").ok());
+}
+
+// A chip or link slowed past 1/1000 (1e-300 overflowed the scaled durations:
+// the "slow" chip's kernels took no time), a fault at a step the run never
+// reaches, and two faults setting the same thing are refused, not ignored.
+TEST(Faults, RefusesWhatWouldBeSilentlyWrong) {
+  for (const std::string spec : {"slow-chip:3:1e-300", "slow-chip:3:0.0009", "link:0-1:1e-9"}) {
+    auto f = ParseFault(spec);
+    ASSERT_FALSE(f.ok()) << spec;
+    EXPECT_NE(std::string(f.status().message()).find("is below 0.001"), std::string::npos) << f.status();
+  }
+  EXPECT_TRUE(ParseFault("slow-chip:3:0.001").ok());
+
+  absl::Status late = CheckFaultStep(*ParseFault("fail-chip:3@100"), 2, "--steps 2");
+  EXPECT_NE(std::string(late.message())
+                .find("step 100 is not a step of this run (its steps are 0 to 1, --steps 2)"),
+            std::string::npos)
+      << late;
+  EXPECT_FALSE(CheckFaultStep(*ParseFault("host-preempt:1@2"), 2, "--steps 2").ok());
+  EXPECT_TRUE(CheckFaultStep(*ParseFault("host-preempt:1@1"), 2, "--steps 2").ok());
+  EXPECT_TRUE(CheckFaultStep(*ParseFault("slow-chip:1:0.5"), 2, "--steps 2").ok());
+
+  auto set = [](std::vector<std::string> specs) {
+    std::vector<Fault> faults;
+    for (const std::string& s : specs) faults.push_back(*ParseFault(s));
+    return CheckFaultSet(faults);
+  };
+  for (const auto& [specs, says] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"slow-chip:3:0.5", "slow-chip:3:0.8"}, "both set chip 3's speed"},
+           {{"link:0-1:0.5", "jitter:0.1", "link:0-1:0.5"}, "both set link 0-1's bandwidth"},
+           {{"jitter:0.1", "jitter:0.2"}, "both set every kernel's jitter"},
+           {{"fail-chip:3@1", "fail-chip:3@4"}, "both set when chip 3 fails"},
+           {{"host-preempt:1@1", "host-preempt:1@1:30"}, "both set host 1's pause at step 1"}}) {
+    absl::Status s = set(specs);
+    EXPECT_NE(std::string(s.message()).find(says), std::string::npos) << s;
+  }
+  EXPECT_TRUE(set({"slow-chip:3:0.5", "slow-chip:4:0.5", "fail-chip:3@1", "fail-chip:5@1", "host-preempt:1@1",
+                   "host-preempt:1@2", "link:0-1:0.5", "link:1-2:0.5", "jitter:0.1"})
+                  .ok());
 }
 
 TEST(Faults, ParseAndCheck) {

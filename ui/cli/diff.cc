@@ -128,7 +128,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   if (format == "json") {
     nlohmann::json j = analysis::ComparisonToJson(*c);
     if (gate) j["gate"] = {{"clock", clock}, {"fail_if_slower_pct", *gate}};
-    out << j.dump(2) << "\n";
+    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (format == "md") {
     out << analysis::RenderComparisonMarkdown(*c);
   } else if (format == "html") {

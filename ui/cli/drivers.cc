@@ -202,11 +202,13 @@ const std::vector<RunFlag>& RunFlags() {
        "", nullptr},  // recorded by Run under "mesh_map"
       {"--fault", "SPEC", K::kText, 0, 0,
        "inject a fault on the device clock (repeatable, combinable):\n"
-       "slow-chip:C:S (chip C at speed S, 0<S<1), link:A-B:F (that\n"
-       "link of --topology at F of its bandwidth), jitter:J (every\n"
-       "kernel +-J, seeded by --seed), fail-chip:C@N (chip C stops at\n"
-       "step N: the run ends with a hang error), host-preempt:H@N[:MS]\n"
-       "(host H's chips gone at step N for MS ms, default 200).\n"
+       "slow-chip:C:S (chip C at speed S, 0.001<=S<1), link:A-B:F\n"
+       "(that link of --topology at F of its bandwidth), jitter:J\n"
+       "(every kernel +-J, seeded by --seed), fail-chip:C@N (chip C\n"
+       "stops at step N: the run ends with a hang error),\n"
+       "host-preempt:H@N[:MS] (host H's chips gone at step N for MS ms,\n"
+       "default 200). N is a step of the run; two faults setting the\n"
+       "same thing (one chip's speed, ...) are refused.\n"
        "Stored under \"faults\" in runs.config_json only (docs/fleet.md)",
        [](O& o, const V& v) {
          if (auto f = runtime::ParseFault(v.text); !f.ok()) return f.status();
@@ -609,12 +611,23 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     }
     o->cfg.mesh_device_ids = o->mapping->device_ids;
   }
-  for (const std::string& spec : o->faults) {
-    auto f = runtime::ParseFault(spec);
-    if (absl::Status st = runtime::CheckFault(*f, static_cast<int>(chips), static_cast<int>(hosts),
-                                              wiring ? &*wiring : nullptr);
-        !st.ok())
-      return Usage(std::string(st.message()));
+  {
+    // A fault at a step the run never reaches would silently do nothing.
+    const bool stops_early = o->cfg.stop_at >= 0 && o->cfg.stop_at < o->cfg.steps;
+    const int end = stops_early ? o->cfg.stop_at : o->cfg.steps;
+    const std::string end_flag = absl::StrCat(stops_early ? "--stop-at " : "--steps ", end);
+    std::vector<runtime::Fault> parsed;
+    for (const std::string& spec : o->faults) {
+      auto f = runtime::ParseFault(spec);
+      if (absl::Status st = runtime::CheckFault(*f, static_cast<int>(chips), static_cast<int>(hosts),
+                                                wiring ? &*wiring : nullptr);
+          !st.ok())
+        return Usage(std::string(st.message()));
+      if (absl::Status st = runtime::CheckFaultStep(*f, end, end_flag); !st.ok())
+        return Usage(std::string(st.message()));
+      parsed.push_back(*std::move(f));
+    }
+    if (absl::Status st = runtime::CheckFaultSet(parsed); !st.ok()) return Usage(std::string(st.message()));
   }
   // Files the sample will read: there, and regular (a FIFO or /dev/zero would
   // block or never end). The sample checks them again as it opens them.
@@ -655,6 +668,13 @@ int Run(const std::vector<std::string>& args) {
     auto t = analysis::LoadRecordedDeviceTimes(
         o.calibrate_from, o.calibrate_run > 0 ? std::optional<int64_t>(o.calibrate_run) : std::nullopt);
     if (!t.ok()) return Usage(std::string(t.status().message()));
+    // Another sample's kernels would match almost none of this one's, and its
+    // step is no yardstick for this one's: the error printed would mean nothing.
+    if (t->sample != sample)
+      return Usage(absl::StrCat("--calibrate-from ", o.calibrate_from, ": run ", t->run_id, " is ",
+                                t->sample, ", not ", sample,
+                                ": calibrate from a recorded run of the same sample (shardscope runs ",
+                                o.calibrate_from, " lists them; --calibrate-run N picks one)"));
     calibration = *std::move(t);
   }
 
@@ -697,6 +717,8 @@ int Run(const std::vector<std::string>& args) {
   }
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
+  // Paths are bytes, not always UTF-8: kept as U+FFFD rather than aborting the run.
+  const std::string config_text = recorded.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   auto rec = Recording::Start({.db = db,
                                .workload = sample,
                                .mesh = cfg.mesh,
@@ -708,7 +730,7 @@ int Run(const std::vector<std::string>& args) {
                                .fault_seed = cfg.seed,
                                .profile = profile,
                                .sharding = cfg.sharding,
-                               .config_json = recorded.dump(),
+                               .config_json = config_text,
                                .fusion = fusion,
                                .cache_dir = CacheDir(cache_dir),
                                .cache_capacity = cache_capacity,

@@ -335,6 +335,8 @@ int RunReplay(const std::vector<std::string>& args) {
       config["mesh_map"]["chosen"] = placed->ranked->tried[placed->ranked->chosen].label;
     }
   }
+  // Paths are bytes, not always UTF-8: kept as U+FFFD rather than aborting the run.
+  const std::string config_text = config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   auto rec = Recording::Start({.db = db,
                                .workload = stored.sample,
                                .mesh = mesh,
@@ -344,7 +346,7 @@ int RunReplay(const std::vector<std::string>& args) {
                                .topology = target ? target->topology : "",
                                .profile = stored.profile,
                                .sharding = stored.sharding,
-                               .config_json = config.dump(),
+                               .config_json = config_text,
                                .fusion = stored.fusion,
                                .recompile_notices = false,
                                .simulate = modeled});
