@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/format.h"
 #include "profiler/analysis/fleet_host.h"
 #include "profiler/analysis/fleet_ratios.h"
 #include "profiler/analysis/fleet_source.h"
@@ -642,7 +643,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
       s.evidence.push_back(
           absl::StrCat("its ", members.size(), " chips together spend ", Ms(common_sum / r.steps),
                        " per step more outside collectives than the other hosts' chips (", Pct(s.score),
-                       " of their time; in ", hit, " of ", r.steps, " steps by more than 10%)"));
+                       " of their time; in ", hit, " of ", Plural(r.steps, "step", "steps"), " by more than 10%)"));
       cands.push_back({s, [&, members = members, common_of](int n) {
                          Change c;
                          double med = 0;
@@ -848,10 +849,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,
-                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ", r.topology, "), ", r.chips,
-                                 " chips on ", r.hosts, r.hosts == 1 ? " host" : " hosts", "\n");
-  absl::StrAppend(&out, "  ", r.steps, " steps analysed, ", r.collectives, " collectives",
-                  r.links ? absl::StrCat(", ", r.links, " links with traffic") : "", ", median step ",
+                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ", r.topology,
+                                 "), ", Plural(r.chips, "chip", "chips"), " on ", Plural(r.hosts, "host", "hosts"), "\n");
+  absl::StrAppend(&out, "  ", Plural(r.steps, "step", "steps"), " analysed, ",
+                  Plural(r.collectives, "collective", "collectives"),
+                  r.links ? absl::StrCat(", ", Plural(r.links, "link", "links"), " with traffic") : "", ", median step ",
                   Ms(r.median_step_ns), " (", r.clock, " clock)\n");
   absl::StrAppend(&out, "verdict: ", r.verdict, "\n");
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");

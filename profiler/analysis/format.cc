@@ -42,6 +42,10 @@ std::string FormatBytes(int64_t bytes) {
   return Scaled(v / 1024, "GiB");
 }
 
+std::string Plural(int64_t n, const std::string& one, const std::string& many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
 std::string Humanize(const std::string& snake) {
   std::string out = snake;
   std::replace(out.begin(), out.end(), '_', ' ');

@@ -14,10 +14,6 @@ namespace shardscope::analysis {
 
 namespace {
 
-std::string Plural(int64_t n, const std::string& one, const std::string& many) {
-  return absl::StrCat(n, " ", n == 1 ? one : many);
-}
-
 std::string MeshText(const RunHeader& h) {
   std::string axes = Printable(absl::StrReplaceAll(h.mesh_axes, {{",", ", "}}));
   return axes.empty() ? Printable(h.mesh) : absl::StrCat(Printable(h.mesh), " (", axes, ")");
