@@ -670,7 +670,7 @@ int Run(const std::vector<std::string>& args) {
     if (!t.ok()) return Usage(std::string(t.status().message()));
     // Another sample's kernels would match almost none of this one's, and its
     // step is no yardstick for this one's: the error printed would mean nothing.
-    if (t->sample != sample)
+    if (!t->sample.empty() && t->sample != sample)
       return Usage(absl::StrCat("--calibrate-from ", o.calibrate_from, ": run ", t->run_id, " is ",
                                 t->sample, ", not ", sample,
                                 ": calibrate from a recorded run of the same sample (shardscope runs ",
