@@ -455,6 +455,16 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
   r = Diagnose(one, "one chip");
   EXPECT_FALSE(r.supported);
   EXPECT_NE(r.verdict.find("no collective"), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find("it has one chip"), std::string::npos) << r.verdict;
+
+  // A chip that fails at step 0: the run ends before any step, and the verdict says that.
+  const std::string none = TempDb("fleet_no_step");
+  o = Shell(absl::StrCat(kCli, " run mlp --mesh 4x1 --steps 4 --quiet --db ", none, " --fault fail-chip:2@0"));
+  ASSERT_NE(o.code, 0) << o.text;
+  r = Diagnose(none, "no step");
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.verdict.find("ended before its first step"), std::string::npos) << r.verdict;
+  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged);
 }
 
 // A chip that stops: the run ends as a hang detector would end it.
