@@ -457,11 +457,11 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     }
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
-        on_host              ? "its host-thread collectives were not matched across ranks"
-        : r.chips <= 1       ? "it has one chip"
-        : all_steps.empty()  ? "no step on its timeline: it ended before its first step, or was recorded with "
-                               "--trace off"
-                             : "its steps have no collective on the timeline",
+        on_host             ? "its host-thread collectives were not matched across ranks"
+        : r.chips <= 1      ? "it has one chip"
+        : all_steps.empty() ? "no step on its timeline: it ended before its first step, or was recorded with "
+                              "--trace off"
+                            : "its steps have no collective on the timeline",
         "), so no chip can be late for its peers; no one is flagged");
     return r;
   }

@@ -459,7 +459,8 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
 
   // A chip that fails at step 0: the run ends before any step, and the verdict says that.
   const std::string none = TempDb("fleet_no_step");
-  o = Shell(absl::StrCat(kCli, " run mlp --mesh 4x1 --steps 4 --quiet --db ", none, " --fault fail-chip:2@0"));
+  o = Shell(
+      absl::StrCat(kCli, " run mlp --mesh 4x1 --steps 4 --quiet --db ", none, " --fault fail-chip:2@0"));
   ASSERT_NE(o.code, 0) << o.text;
   r = Diagnose(none, "no step");
   EXPECT_FALSE(r.supported);
