@@ -173,9 +173,11 @@ INSTANTIATE_TEST_SUITE_P(
 // its kind's bandwidth and latency, valid JSON the links view reads.
 TEST(FleetTopology, AGpuClustersDeviceRowsListEachChipsLinks) {
   const std::string db = TempDb("fleet_gpu_links");
-  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:3x4 --mesh 12x1 --steps 2 --quiet --db ", db));
+  Output o = Shell(
+      absl::StrCat(kCli, " run mlp --simulate --topology gpu:3x4 --mesh 12x1 --steps 2 --quiet --db ", db));
   ASSERT_EQ(o.code, 0) << o.text;
-  store::QueryResult l = Q(db, "SELECT COUNT(*) AS n, SUM(kind = 'ici') AS ici, SUM(kind = 'dcn') AS dcn FROM links");
+  store::QueryResult l =
+      Q(db, "SELECT COUNT(*) AS n, SUM(kind = 'ici') AS ici, SUM(kind = 'dcn') AS dcn FROM links");
   EXPECT_EQ(l.Int(0, "n"), 3 * 6 + 4 * 3);  // 6 pairs in each of 3 hosts; 3 host pairs on each of 4 rails
   EXPECT_EQ(l.Int(0, "ici"), 18);
   EXPECT_EQ(l.Int(0, "dcn"), 12);
