@@ -244,6 +244,21 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     for (const runtime::Link& l : wiring->links())
       for (int64_t end : {l.a, l.b})
         if (end >= 0 && end < chips) links_of[end].push_back(&l);
+  // Every link of a kind has the same fields but its peer: each kind's text
+  // is made once for the run (as nlohmann writes it, keys sorted) and the
+  // peer appended, which a cluster's millions of links need.
+  std::string heads[2];
+  if (wiring) {
+    const compiler::ChipProfile& p = GetClient().profile();
+    for (bool dcn : {false, true}) {
+      std::string t = nlohmann::json({{"bandwidth", dcn ? p.dcn_bandwidth : p.link_bandwidth},
+                                      {"kind", dcn ? "dcn" : "ici"},
+                                      {"latency_ns", dcn ? p.dcn_latency_ns : p.link_latency_ns},
+                                      {"peer", 0}})
+                          .dump();
+      heads[dcn] = t.substr(0, t.size() - 2);  // without the peer's 0 and the closing brace
+    }
+  }
   for (int64_t d = 0; d < chips; ++d) {
     trace::DeviceRecord dr;
     dr.device_id = static_cast<int>(d);
@@ -257,20 +272,7 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     dr.hbm_bytes = GetClient().topology().device(static_cast<int>(d)).hbm_bytes();
     dr.peak_flops = GetClient().profile().peak_flops;
     if (wiring) {
-      const compiler::ChipProfile& p = GetClient().profile();
       dr.topology_coords = wiring->CoordsText(static_cast<int>(d));
-      // Every link of a kind has the same fields but its peer: each kind's
-      // text is made once (as nlohmann writes it, keys sorted) and the peer
-      // appended, which a cluster's millions of links need.
-      auto head = [&](bool dcn) {
-        std::string t = nlohmann::json({{"bandwidth", dcn ? p.dcn_bandwidth : p.link_bandwidth},
-                                        {"kind", dcn ? "dcn" : "ici"},
-                                        {"latency_ns", dcn ? p.dcn_latency_ns : p.link_latency_ns},
-                                        {"peer", 0}})
-                            .dump();
-        return t.substr(0, t.size() - 2);  // without the peer's 0 and the closing brace
-      };
-      const std::string heads[2] = {head(false), head(true)};
       std::string& text = dr.links_json;
       text.reserve(2 + links_of[d].size() * (std::max(heads[0].size(), heads[1].size()) + 8));
       text = "[";
