@@ -285,6 +285,8 @@ class Writer::Db {
   //  - slices.kind 'host_wait' (a device waiting for the host): a CHECK
   //    constraint, which SQLite cannot alter, so the table is rebuilt once.
   //  - step_device_summary.host_wait_ns: a view, dropped and made again.
+  //  - devices.links with a "peers" list per kind of link: the links view,
+  //    dropped and made again (it reads both forms).
   absl::Status Migrate() {
     auto eval = QueryText("SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'");
     if (!eval.ok()) return eval.status();
@@ -320,10 +322,15 @@ class Writer::Db {
     if (*rows != "0") {
       if (absl::Status st = ConvertV2Summaries(); !st.ok()) return st;
     }
-    auto summary = QueryText("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = 'step_device_summary'");
-    if (!summary.ok()) return summary.status();
-    if (summary->find("host_wait_ns") == std::string::npos) {
-      return internal::Exec(db_, absl::StrCat("DROP VIEW IF EXISTS step_device_summary;", SchemaSql()));
+    for (const auto& [view, marker] :
+         {std::pair{"step_device_summary", "host_wait_ns"}, std::pair{"links", "$.peers"}}) {
+      auto sql = QueryText(
+          absl::StrCat("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = '", view, "'"));
+      if (!sql.ok()) return sql.status();
+      if (sql->find(marker) != std::string::npos) continue;
+      if (absl::Status st = internal::Exec(db_, absl::StrCat("DROP VIEW IF EXISTS ", view, ";", SchemaSql()));
+          !st.ok())
+        return st;
     }
     return absl::OkStatus();
   }

@@ -49,7 +49,8 @@ struct DeviceRecord {
   int64_t hbm_bytes = 0;       // memory budget of the virtual chip
   double peak_flops = 0;       // peak FLOP/s of the run's profile
   // With a --topology (else empty): the chip's coordinates in it ("[1,0,3]")
-  // and its links as JSON ([{"peer":4,"kind":"ici","bandwidth":...,"latency_ns":...}]).
+  // and its links as JSON, one object per kind of link
+  // ([{"bandwidth":...,"kind":"ici","latency_ns":...,"peers":[1,4]}]).
   std::string topology_coords{};
   std::string links_json{};
 };

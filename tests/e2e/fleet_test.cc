@@ -169,36 +169,42 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
 // A GPU cluster's devices rows: each chip's links, NVLink inside its host and
-// one rail link to the chip at its position in every other host, each with
-// its kind's bandwidth and latency, valid JSON the links view reads.
+// one rail link to the chip at its position in every other host, listed once
+// per kind with its bandwidth and latency, valid JSON the links view reads.
 TEST(FleetTopology, AGpuClustersDeviceRowsListEachChipsLinks) {
   const std::string db = TempDb("fleet_gpu_links");
   Output o = Shell(
       absl::StrCat(kCli, " run mlp --simulate --topology gpu:3x4 --mesh 12x1 --steps 2 --quiet --db ", db));
   ASSERT_EQ(o.code, 0) << o.text;
-  store::QueryResult l =
-      Q(db, "SELECT COUNT(*) AS n, SUM(kind = 'ici') AS ici, SUM(kind = 'dcn') AS dcn FROM links");
+  store::QueryResult l = Q(db,
+                           "SELECT COUNT(*) AS n, SUM(kind = 'ici') AS ici, SUM(kind = 'dcn') AS dcn, "
+                           "COUNT(DISTINCT link_id) AS ids, SUM(a < b) AS ordered FROM links");
   EXPECT_EQ(l.Int(0, "n"), 3 * 6 + 4 * 3);  // 6 pairs in each of 3 hosts; 3 host pairs on each of 4 rails
   EXPECT_EQ(l.Int(0, "ici"), 18);
   EXPECT_EQ(l.Int(0, "dcn"), 12);
+  EXPECT_EQ(l.Int(0, "ids"), 30) << "each link once";
+  EXPECT_EQ(l.Int(0, "ordered"), 30) << "link ids are A-B with A < B";
   store::QueryResult d = Q(db, "SELECT device_id, links FROM devices ORDER BY device_id");
   ASSERT_EQ(d.rows.size(), 12u);
   for (size_t i = 0; i < d.rows.size(); ++i) {
     const int chip = static_cast<int>(d.Int(i, "device_id"));
     auto j = nlohmann::json::parse(d.Text(i, "links"), nullptr, false);
     ASSERT_TRUE(j.is_array()) << d.Text(i, "links");
-    ASSERT_EQ(j.size(), 3u + 2u) << chip;  // 3 others in its host, 2 other hosts
+    ASSERT_EQ(j.size(), 2u) << "one object per kind: " << d.Text(i, "links");
     std::set<int> peers;
-    for (const auto& link : j) {
-      const int peer = link["peer"].get<int>();
-      peers.insert(peer);
-      const bool same_host = peer / 4 == chip / 4;
-      EXPECT_EQ(link["kind"], same_host ? "ici" : "dcn") << chip << "-" << peer;
-      if (!same_host) EXPECT_EQ(peer % 4, chip % 4) << "a rail joins the same position";
-      EXPECT_GT(link["bandwidth"].get<double>(), 0);
-      EXPECT_GE(link["latency_ns"].get<double>(), 0);
+    for (const auto& kind : j) {
+      EXPECT_GT(kind["bandwidth"].get<double>(), 0);
+      EXPECT_GE(kind["latency_ns"].get<double>(), 0);
+      ASSERT_TRUE(kind["peers"].is_array()) << kind.dump();
+      for (const auto& p : kind["peers"]) {
+        const int peer = p.get<int>();
+        peers.insert(peer);
+        const bool same_host = peer / 4 == chip / 4;
+        EXPECT_EQ(kind["kind"], same_host ? "ici" : "dcn") << chip << "-" << peer;
+        if (!same_host) EXPECT_EQ(peer % 4, chip % 4) << "a rail joins the same position";
+      }
     }
-    EXPECT_EQ(peers.size(), 5u) << chip;
+    EXPECT_EQ(peers.size(), 5u) << chip;  // 3 others in its host, 2 other hosts
   }
   store::QueryResult bw = Q(db, "SELECT COUNT(DISTINCT bandwidth) AS n FROM links WHERE kind = 'dcn'");
   EXPECT_EQ(bw.Int(0, "n"), 1);

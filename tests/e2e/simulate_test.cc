@@ -115,6 +115,23 @@ TEST(Simulate, LlamaPodStaysUnderAKilobytePerChipStep) {
   EXPECT_LT(per_chip_step, 1024);
 }
 
+// A GPU cluster's device rows are the run's fixed part, but they grow with
+// its hosts (a rail to every other host): each chip's links are listed once
+// per kind, so a chip with 127 rail peers keeps its row under a kilobyte
+// (an object per link took 11 KB), and the links view still lists each once.
+TEST(Simulate, AGpuClustersDeviceRowsStayUnderAKilobyteAChip) {
+  const std::string db = TempDb("sim_gpu_rows");
+  Output o =
+      Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:128x4 --steps 2 --quiet --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  store::QueryResult r = Q(db, "SELECT COUNT(*) AS n, MAX(length(links)) AS longest FROM devices");
+  EXPECT_EQ(r.Int(0, "n"), 512);
+  EXPECT_LT(r.Int(0, "longest"), 1024);
+  store::QueryResult l = Q(db, "SELECT COUNT(*) AS n, SUM(kind = 'dcn') AS dcn FROM links");
+  EXPECT_EQ(l.Int(0, "n"), 128 * 6 + 4 * (128 * 127 / 2));  // NVLink pairs in each host; host pairs per rail
+  EXPECT_EQ(l.Int(0, "dcn"), 4 * (128 * 127 / 2));
+}
+
 TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
   const std::string db = TempDb("sim_fail");
   Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 4x4 --steps 8 --quiet --fault fail-chip:9@5 --db ",

@@ -128,6 +128,64 @@ TEST(Migration, AVersion2FileGainsTopologyColumns) {
   std::remove(path.c_str());
 }
 
+// A file whose links view reads one object per link ("peer", before
+// 2026-11-27): a writer remakes the view, which reads the old runs' rows and
+// the new runs' "peers" lists alike.
+TEST(Migration, TheLinksViewReadsBothFormsOfDeviceLinks) {
+  std::string path = absl::StrCat(::testing::TempDir(), "/old_links_", getpid(), ".db");
+  std::remove(path.c_str());
+  auto one_run = [&](bool grouped) {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    trace::RunRecord run;
+    run.sample = "mlp";
+    run.mesh = "3x1";
+    ASSERT_TRUE((*w)->StartRun(run).ok());
+    for (int d = 0; d < 3; ++d) {  // a ring of 3: 0-1, 1-2, 0-2
+      trace::DeviceRecord dev{d, 0, absl::StrCat("[", d, ",0]"), 1 << 30, 1e12};
+      dev.topology_coords = absl::StrCat("[", d, "]");
+      const int next = (d + 1) % 3, prev = (d + 2) % 3;
+      dev.links_json =
+          grouped ? absl::StrCat(R"([{"bandwidth":2e9,"kind":"dcn","latency_ns":9,"peers":[)", next, ",",
+                                 prev, "]}]")
+                  : absl::StrCat(R"([{"bandwidth":1e9,"kind":"ici","latency_ns":1,"peer":)", next,
+                                 R"(},{"bandwidth":1e9,"kind":"ici","latency_ns":1,"peer":)", prev, "}]");
+      (*w)->Record(dev);
+    }
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok()) << (*w)->status();
+  };
+  one_run(false);
+  {
+    // The view as files written before had it.
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    const char* sql =
+        "DROP VIEW links; CREATE VIEW links AS SELECT d.run_id, d.device_id || '-' || json_extract(j.value, "
+        "'$.peer') AS link_id, d.device_id AS a, json_extract(j.value, '$.peer') AS b, json_extract(j.value, "
+        "'$.kind') AS kind, json_extract(j.value, '$.bandwidth') AS bandwidth, json_extract(j.value, "
+        "'$.latency_ns') AS latency_ns FROM devices d, json_each(d.links) j WHERE d.links IS NOT NULL AND "
+        "d.device_id < json_extract(j.value, '$.peer');";
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
+  one_run(true);
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto links = r->Query(
+      "SELECT run_id, link_id, a, b, kind, bandwidth, latency_ns FROM links ORDER BY run_id, link_id");
+  ASSERT_TRUE(links.ok()) << links.status();
+  ASSERT_EQ(links->rows.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const bool grouped = i >= 3;
+    EXPECT_EQ(links->Int(i, "run_id"), grouped ? 2 : 1);
+    EXPECT_EQ(links->Text(i, "link_id"), std::vector<std::string>({"0-1", "0-2", "1-2"})[i % 3]);
+    EXPECT_LT(links->Int(i, "a"), links->Int(i, "b"));
+    EXPECT_EQ(links->Text(i, "kind"), grouped ? "dcn" : "ici");
+    EXPECT_EQ(links->Real(i, "bandwidth"), grouped ? 2e9 : 1e9);
+  }
+  std::remove(path.c_str());
+}
+
 // A file written by the last release that stored version 1 (one row per
 // slice), kept as it was: a writer migrates it to chunks, and every slice
 // reads back the same through the `slices` view, with summaries and step
