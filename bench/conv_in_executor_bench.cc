@@ -13,6 +13,8 @@
 // forward convolutions (kernel_stats, shape f32[4,16,32,32], 18.1 MFLOP):
 //   bash bench/conv_in_executor.sh build 8
 // Argument: rounds (default 1).
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -31,6 +33,13 @@ using namespace shardscope;
 using namespace shardscope::runtime;
 
 int main(int argc, char** argv) {
+  // The heap as `shardscope run` keeps it (ui/cli/drivers.cc). Without this
+  // each 256 KiB result was a fresh mmap whose page faults fell inside the
+  // convolution's device time: 1.25x the isolated figure (session of
+  // 2026-11-26), 1.0-1.05x with it, which is what a run's heap sees.
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  mallopt(M_ARENA_MAX, 1);
   const int iters = argc > 1 ? std::atoi(argv[1]) : 1;
   const int chips = 8, cores = std::max(1u, std::thread::hardware_concurrency());
   TopologyOptions opts;

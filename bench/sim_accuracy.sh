@@ -45,7 +45,7 @@ for s in "${SAMPLES[@]}"; do
     "$CLI" query "$DIR/$s.db" "SELECT opcode, roofline, sum(count) AS kernels,
         round(sum(total_ns) / 1e6, 1) AS device_ms, round(sum(modeled_ns * count) / 1e6, 1) AS modeled_ms,
         round(sum(modeled_ns * count) * 1.0 / max(1, sum(total_ns)), 2) AS modeled_over_device
-        FROM kernel_stats WHERE count > 0 GROUP BY opcode, roofline ORDER BY device_ms DESC LIMIT 12" \
+        FROM kernel_stats WHERE count > 0 AND run_id = (SELECT max(run_id) FROM runs) GROUP BY opcode, roofline ORDER BY device_ms DESC LIMIT 12" \
       | sed "s/^/  $s: /" >&2
   fi
   "$CLI" run "$s" "${flags[@]}" --simulate --calibrate-from "$DIR/$s.db" --db "$DIR/$s-sim.db" > "$DIR/sim.out" 2>&1 \

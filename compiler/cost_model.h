@@ -104,8 +104,8 @@ struct ChipProfile {
   // (runtime/cpu_spread_benchmark.h). 0: not measured.
   double chip_spread_ns = 0;
   // A kernel's time when the other cores run chips too, over alone: compute-
-  // bound (GEMMs) and memory-bound (streams), measured through the executor
-  // (runtime/cpu_spread_benchmark.h). ForSharedCores applies them. 0: not measured.
+  // bound (GEMMs) and memory-bound (streams), measured beside a thread running
+  // them (runtime/cpu_op_benchmarks.h). ForSharedCores applies them. 0: not measured.
   double beside_compute = 0, beside_memory = 0;
   // Kernels' memory traffic, and collectives in memory, at cold_bandwidth:
   // set by ForSharedCores when more chips than cores time-share the caches.
