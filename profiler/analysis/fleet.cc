@@ -272,11 +272,25 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   std::map<std::string, double> link_bandwidth;
   if (has_column("devices", "links")) {
     auto links = rd.Query("SELECT link_id, kind, bandwidth FROM links WHERE run_id = ?1", {run_text});
-    if (links.ok())
+    if (links.ok()) {
       for (size_t i = 0; i < links->rows.size(); ++i) {
         link_kind[links->Text(i, "link_id")] = links->Text(i, "kind");
         link_bandwidth[links->Text(i, "link_id")] = links->Real(i, "bandwidth");
       }
+    } else {
+      // A damaged devices.links: say so, and where, as an NVLink and a rail
+      // link would now be compared with each other.
+      std::string where(links.status().message());
+      auto bad = rd.Query(
+          "SELECT device_id FROM devices WHERE run_id = ?1 AND links IS NOT NULL AND NOT json_valid(links) "
+          "ORDER BY device_id LIMIT 1",
+          {run_text});
+      if (bad.ok() && !bad->rows.empty())
+        where = absl::StrCat("devices.links of chip ", bad->Int(0, "device_id"), " is not valid JSON");
+      r.notes.push_back(
+          absl::StrCat("the topology's links could not be read (", where,
+                       "): each link is compared with every other, not only with links of its kind"));
+    }
   }
   // MFU needs each kernel's FLOPs (`ops`, per chip and execution).
   absl::flat_hash_map<std::pair<int32_t, int32_t>, double> flops_of;

@@ -210,6 +210,34 @@ TEST(FleetTopology, AGpuClustersDeviceRowsListEachChipsLinks) {
   EXPECT_EQ(bw.Int(0, "n"), 1);
 }
 
+// A damaged devices.links row: the diagnosis still names the culprit, and
+// says that links were compared across kinds and which chip's row it was.
+TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
+  const std::string db = TempDb("fleet_bad_links");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:3x4 --mesh 12x1 --steps 6 --quiet ",
+                                "--fault slow-chip:5:0.5 --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  ForgetFaults(db);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(
+      sqlite3_exec(h, "UPDATE devices SET links = '[{\"kind\":\"ici\",\"peers\":[1,' WHERE device_id = 2",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(h);
+  Output f = Shell(absl::StrCat(kCli, " fleet ", db, " --format json"));
+  ASSERT_EQ(f.code, 0) << f.text;
+  auto j = nlohmann::json::parse(f.text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << f.text;
+  ASSERT_FALSE(j["suspects"].empty());
+  EXPECT_EQ(j["suspects"][0]["kind"], "chip");
+  EXPECT_EQ(j["suspects"][0]["id"], "5");
+  bool named = false;
+  for (const auto& n : j["notes"])
+    named |= n.get<std::string>().find("devices.links of chip 2 is not valid JSON") != std::string::npos;
+  EXPECT_TRUE(named) << j["notes"].dump();
+}
+
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.
 TEST(FleetCli, JsonRanksSuspects) {
   const std::string db = Record("cli", "--topology 2x4 --fault slow-chip:3:0.6");
