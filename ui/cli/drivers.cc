@@ -10,14 +10,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cstdio>
 #include <functional>
 #include <iostream>
-#include <optional>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -25,15 +24,16 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
+#include "core/shardscope.h"
+#include "profiler/analysis/format.h"
+#include "profiler/analysis/sim_calibration.h"
+#include "profiler/trace/capture.h"
+#include "record/recording.h"
+#include "runtime/cpu_calibration.h"
 #include "runtime/faults.h"
 #include "runtime/gemm.h"
 #include "runtime/interconnect.h"
-#include "core/shardscope.h"
-#include "profiler/trace/capture.h"
-#include "record/recording.h"
 #include "samples/samples.h"
-#include "profiler/analysis/sim_calibration.h"
-#include "runtime/cpu_calibration.h"
 #include "ui/cli/calibrate.h"
 #include "ui/cli/flags.h"
 #include "ui/cli/mesh_map.h"
@@ -825,13 +825,14 @@ int Run(const std::vector<std::string>& args) {
     for (const auto& [step, span] : modeled_steps) ns.push_back(span);
     std::sort(ns.begin(), ns.end());
     const int64_t chips = cfg.mesh[0] * cfg.mesh[1];
-    std::printf("run %lld: %s simulated on %lld chips, steps %d-%d in %.2f s (host clock, %.0f chip-steps/s); "
-                "modeled step (%s) median %.3f ms, max %.3f ms — stored in %s\n",
-                static_cast<long long>(run_id), sample.c_str(), static_cast<long long>(chips), result->first_step,
-                result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
-                secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0.0,
-                profile.c_str(), ns.empty() ? 0.0 : ns[ns.size() / 2] / 1e6, ns.empty() ? 0.0 : ns.back() / 1e6,
-                db.c_str());
+    std::printf(
+        "run %lld: %s simulated on %s, steps %d-%d in %.2f s (host clock, %.0f chip-steps/s); "
+        "modeled step (%s) median %.3f ms, max %.3f ms — stored in %s\n",
+        static_cast<long long>(run_id), sample.c_str(), analysis::Plural(chips, "chip", "chips").c_str(),
+        result->first_step, result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
+        secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0.0,
+        profile.c_str(), ns.empty() ? 0.0 : ns[ns.size() / 2] / 1e6, ns.empty() ? 0.0 : ns.back() / 1e6,
+        db.c_str());
     if (calibration)
       if (absl::Status s = FinishCalibration(db, run_id, *calibration, modeled_steps, uncalibrated_steps,
                                              calibration_counts, quiet);
