@@ -5,10 +5,14 @@
 # virtual chips, then two simulated runs of it calibrated from it: profile B
 # is the calibration as measured, profile A the same file with FIELDs set to 0
 # (not measured: the cost model prices those ops as it did without them).
+# The FIELD `fresh` instead makes A this calibration's own three passes (each
+# figure their median, as `calibrate --fresh` would), B the passes kept across
+# calibrations: does the history help the model or lag the machine?
 # Prints each round's device step and both uncalibrated errors, then how many
 # rounds each put within 15% and the median signed error.
 #   bash bench/figure_ab.sh [BUILD_DIR] SAMPLE ROUNDS FIELD...
-#   e.g. bash bench/figure_ab.sh build cnn 8 conv_shared_flops conv_dilated_shared_flops
+#   e.g. bash bench/figure_ab.sh build cnn 8 beside_compute beside_memory
+#        bash bench/figure_ab.sh build cnn 8 fresh
 set -euo pipefail
 BUILD=${1:-build}
 SAMPLE=${2:?sample}
@@ -31,9 +35,27 @@ for r in $(seq 1 "$ROUNDS"); do
   [ -f "$cache" ] || { echo "calibrate named no cache file" >&2; exit 1; }
   cp "$cache" "$DIR/B.json"
   python3 - "$DIR/B.json" "$DIR/A.json" "${FIELDS[@]}" <<'EOF'
-import json, sys
+import json, statistics, sys
 src, dst, fields = sys.argv[1], sys.argv[2], sys.argv[3:]
 j = json.load(open(src))
+if fields == ["fresh"]:
+    own = j.get("passes", [])[-3:]
+    if not own:
+        sys.exit(f"{src} keeps no passes")
+    for key, value in j.items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and all(key in p for p in own) \
+                and key != "measured_at_unix_s":
+            j[key] = statistics.median(p[key] for p in own)
+    if "collective_ns" in j and all("collective_ns" in p for p in own):
+        for kind, times in j["collective_ns"].items():
+            med = [statistics.median(p["collective_ns"][kind][i] for p in own) for i in range(len(times))]
+            for i in range(1, len(med)):  # as the calibration keeps them: more traffic never takes less
+                if med[i] > 0:
+                    med[i] = max(med[i], med[i - 1])
+            j["collective_ns"][kind] = med
+    j["passes"] = own
+    json.dump(j, open(dst, "w"))
+    sys.exit(0)
 for f in fields:
     if f not in j:
         sys.exit(f"{src} has no figure '{f}'")
