@@ -594,7 +594,8 @@ CREATE TABLE IF NOT EXISTS ops (
 -- the modeled time, and the FLOP/s it achieved against the profile's peak.
 CREATE VIEW IF NOT EXISTS kernel_stats AS
 WITH measured AS (
-  SELECT s.run_id, s.graph_id, s.op_id, count(*) AS count, sum(s.dur_ns) AS total_ns
+  SELECT s.run_id, s.graph_id, s.op_id, count(*) AS count, sum(s.dur_ns) AS total_ns,
+         min(s.dur_ns) AS min_ns, max(s.dur_ns) AS max_ns
   FROM slices s
   JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id
   WHERE t.clock = 'device' AND s.graph_id IS NOT NULL AND s.op_id IS NOT NULL AND s.depth = 0
@@ -606,7 +607,7 @@ peak AS (
 SELECT o.run_id, o.graph_id, o.op_id, o.name, o.opcode, o.shape, o.roofline,
        o.flops, o.bytes_read, o.bytes_written, o.bytes_read + o.bytes_written AS bytes,
        coalesce(m.count, 0) AS count, coalesce(m.total_ns, 0) AS total_ns,
-       CASE WHEN m.count > 0 THEN m.total_ns * 1.0 / m.count END AS mean_ns,
+       CASE WHEN m.count > 0 THEN m.total_ns * 1.0 / m.count END AS mean_ns, m.min_ns, m.max_ns,
        o.modeled_ns, o.profile,
        CASE WHEN m.total_ns > 0 THEN o.flops * m.count * 1e9 / m.total_ns END AS achieved_flops,
        p.peak_flops,

@@ -287,6 +287,7 @@ class Writer::Db {
   //  - step_device_summary.host_wait_ns: a view, dropped and made again.
   //  - devices.links with a "peers" list per kind of link: the links view,
   //    dropped and made again (it reads both forms).
+  //  - kernel_stats.min_ns and max_ns: a view, dropped and made again.
   absl::Status Migrate() {
     auto eval = QueryText("SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'");
     if (!eval.ok()) return eval.status();
@@ -322,8 +323,8 @@ class Writer::Db {
     if (*rows != "0") {
       if (absl::Status st = ConvertV2Summaries(); !st.ok()) return st;
     }
-    for (const auto& [view, marker] :
-         {std::pair{"step_device_summary", "host_wait_ns"}, std::pair{"links", "$.peers"}}) {
+    for (const auto& [view, marker] : {std::pair{"step_device_summary", "host_wait_ns"},
+                                       std::pair{"links", "$.peers"}, std::pair{"kernel_stats", "max_ns"}}) {
       auto sql = QueryText(
           absl::StrCat("SELECT sql FROM sqlite_master WHERE type = 'view' AND name = '", view, "'"));
       if (!sql.ok()) return sql.status();

@@ -78,12 +78,15 @@ TEST_F(KernelStatsTest, ViewsAnswerFromTheDeviceClock) {
   EXPECT_EQ(graphs.Int(0, "g"), 2);
   // The matmuls: compute-bound, timed on every chip, a sane fraction of peak.
   auto dots = Q(*db_,
-                "SELECT count, total_ns, roofline, fraction_of_peak, source_file FROM kernel_stats"
-                " WHERE opcode = 'stablehlo.dot_general' AND count > 0");
+                "SELECT count, total_ns, mean_ns, min_ns, max_ns, roofline, fraction_of_peak, source_file"
+                " FROM kernel_stats WHERE opcode = 'stablehlo.dot_general' AND count > 0");
   ASSERT_FALSE(dots.rows.empty());
   for (size_t r = 0; r < dots.rows.size(); ++r) {
     EXPECT_EQ(dots.Int(r, "count") % 4, 0);  // every chip ran it
     EXPECT_GT(dots.Int(r, "total_ns"), 0);
+    EXPECT_GT(dots.Int(r, "min_ns"), 0);
+    EXPECT_LE(dots.Real(r, "min_ns"), dots.Real(r, "mean_ns"));
+    EXPECT_GE(dots.Real(r, "max_ns"), dots.Real(r, "mean_ns"));
     EXPECT_GT(dots.Real(r, "fraction_of_peak"), 0);
     EXPECT_LT(dots.Real(r, "fraction_of_peak"), 3);
     EXPECT_EQ(dots.Text(r, "source_file"), "samples/mlp.cc");
@@ -93,6 +96,19 @@ TEST_F(KernelStatsTest, ViewsAnswerFromTheDeviceClock) {
   auto dev = Q(*db_,
                "SELECT SUM(dur_ns) AS t FROM events WHERE clock = 'device' AND op_id IS NOT NULL AND depth = 0");
   EXPECT_EQ(sum.Int(0, "t"), dev.Int(0, "t"));
+  // The slowest and fastest execution are the events' own.
+  auto ends = Q(*db_, "SELECT MAX(max_ns) AS hi, MIN(min_ns) AS lo FROM kernel_stats");
+  auto evs =
+      Q(*db_,
+        "SELECT MAX(dur_ns) AS hi, MIN(dur_ns) AS lo FROM events WHERE clock = 'device' AND op_id IS NOT NULL"
+        " AND depth = 0");
+  EXPECT_EQ(ends.Int(0, "hi"), evs.Int(0, "hi"));
+  EXPECT_EQ(ends.Int(0, "lo"), evs.Int(0, "lo"));
+  // An op that never ran has neither.
+  auto idle = Q(*db_,
+                "SELECT COUNT(*) AS n FROM kernel_stats WHERE count = 0 AND (min_ns IS NOT NULL OR max_ns IS "
+                "NOT NULL)");
+  EXPECT_EQ(idle.Int(0, "n"), 0);
   auto lines = Q(*db_, "SELECT source_file, total_ns FROM time_by_source_line ORDER BY total_ns DESC LIMIT 1");
   ASSERT_EQ(lines.rows.size(), 1u);
   EXPECT_EQ(lines.Text(0, "source_file"), "samples/mlp.cc");

@@ -130,7 +130,8 @@ TEST(Migration, AVersion2FileGainsTopologyColumns) {
 
 // A file whose links view reads one object per link ("peer", before
 // 2026-11-27): a writer remakes the view, which reads the old runs' rows and
-// the new runs' "peers" lists alike.
+// the new runs' "peers" lists alike (and remakes a kernel_stats view from
+// before its min_ns and max_ns).
 TEST(Migration, TheLinksViewReadsBothFormsOfDeviceLinks) {
   std::string path = absl::StrCat(::testing::TempDir(), "/old_links_", getpid(), ".db");
   std::remove(path.c_str());
@@ -164,7 +165,9 @@ TEST(Migration, TheLinksViewReadsBothFormsOfDeviceLinks) {
         "'$.peer') AS link_id, d.device_id AS a, json_extract(j.value, '$.peer') AS b, json_extract(j.value, "
         "'$.kind') AS kind, json_extract(j.value, '$.bandwidth') AS bandwidth, json_extract(j.value, "
         "'$.latency_ns') AS latency_ns FROM devices d, json_each(d.links) j WHERE d.links IS NOT NULL AND "
-        "d.device_id < json_extract(j.value, '$.peer');";
+        "d.device_id < json_extract(j.value, '$.peer');"
+        // And a kernel_stats view from before min_ns and max_ns.
+        "DROP VIEW kernel_stats; CREATE VIEW kernel_stats AS SELECT run_id, graph_id, op_id FROM ops;";
     ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
     sqlite3_close(db);
   }
@@ -183,6 +186,18 @@ TEST(Migration, TheLinksViewReadsBothFormsOfDeviceLinks) {
     EXPECT_EQ(links->Text(i, "kind"), grouped ? "dcn" : "ici");
     EXPECT_EQ(links->Real(i, "bandwidth"), grouped ? 2e9 : 1e9);
   }
+  // The file's own kernel_stats view was made again too.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  sqlite3_stmt* q = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db, "SELECT sql FROM sqlite_master WHERE name = 'kernel_stats'", -1, &q, nullptr),
+      SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(q), SQLITE_ROW);
+  EXPECT_NE(std::string(reinterpret_cast<const char*>(sqlite3_column_text(q, 0))).find("max_ns"),
+            std::string::npos);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
   std::remove(path.c_str());
 }
 
