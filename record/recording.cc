@@ -1,13 +1,12 @@
 #include "record/recording.h"
 
 #include <atomic>
-#include <climits>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -17,6 +16,7 @@
 #include "runtime/cpu_calibration.h"
 #include "runtime/faults.h"
 #include "runtime/simulate.h"
+#include "store/json_text.h"
 #include "store/sim_timeline.h"
 #include "store/writer.h"
 
@@ -171,12 +171,12 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     if (!opt.topology.empty()) j["topology"] = opt.topology;
     if (!opt.faults.empty()) j["faults"] = opt.faults;
     j["profile_values"] = nlohmann::json::parse(profile_values);
-    run.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    run.config_json = store::JsonText(j);
   } else if (auto j = nlohmann::json::parse(opt.config_json); !j.contains("cache_dir") || !j.contains("profile_values")) {
     if (!j.contains("cache_dir")) j["cache_dir"] = cache_dir;
     // Which values the modeled clock used (measured when, cached where): the VM's speed varies by the day.
     if (!j.contains("profile_values")) j["profile_values"] = nlohmann::json::parse(profile_values);
-    run.config_json = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    run.config_json = store::JsonText(j);
   } else {
     run.config_json = opt.config_json;  // as given, byte for byte
   }

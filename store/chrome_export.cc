@@ -15,6 +15,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "store/json_text.h"
 #include "store/timeline.h"
 
 namespace shardscope::store {
@@ -64,7 +65,7 @@ class Out {
   bool ok_ = true;
 };
 
-std::string Quote(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+std::string Quote(const std::string& s) { return JsonText(nlohmann::json(s)); }
 // Chrome trace timestamps are microseconds.
 std::string Us(int64_t ns) { return absl::StrFormat("%.3f", static_cast<double>(ns) / 1000.0); }
 
@@ -123,10 +124,10 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
                                 {"tool", absl::StrCat("shardscope ", info->Text(0, "tool_version"))},
                                 {"clocks", "host: wall time of the process; device: measured kernel times laid out "
                                            "per chip; modeled: the cost model on the run's profile"}};
-  out->Write(absl::StrCat("{\"displayTimeUnit\":\"ns\",\"otherData\":",
-                          other.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                          ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"
-                          "\"args\":{\"name\":\"shardscope: host, device and modeled clocks are separate processes\"}}"));
+  out->Write(absl::StrCat(
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":", JsonText(other),
+      ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"
+      "\"args\":{\"name\":\"shardscope: host, device and modeled clocks are separate processes\"}}"));
   for (const auto& [pid, p] : processes) {
     out->Write(absl::StrCat(",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid, ",\"tid\":0,\"args\":{\"name\":",
                             Quote(p.first), "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,

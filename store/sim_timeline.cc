@@ -18,11 +18,11 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
+#include "store/json_text.h"
 #include "store/sim_walk.h"
 #include "store/sqlite_util.h"
 
@@ -361,7 +361,7 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
     add_prog.Int(2, graph_id);
     add_prog.Int(3, static_cast<int64_t>(p.ops.size()));
     add_prog.Int(4, p.num_collective_ops);
-    add_prog.Text(5, algorithms.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    add_prog.Text(5, JsonText(algorithms));
     blob(add_prog, 6, EncodeProgram(p));
     if (absl::Status s = add_prog.Run(); !s.ok()) return fail(s);
   }

@@ -27,19 +27,18 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <future>
 #include <iterator>
 #include <limits>
-#include <future>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <queue>
 #include <set>
 #include <string_view>
 #include <tuple>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -49,6 +48,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "profiler/trace/records.h"
+#include "store/json_text.h"
 #include "store/sqlite_util.h"
 #include "store/trace_json.h"
 #include "store/writer.h"
@@ -1706,8 +1706,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   run.num_devices = static_cast<int>(res.devices);
   std::vector<std::string> ranks, quoted;
   for (size_t i : by_rank) ranks.push_back(std::to_string(files_[i].rank));
-  for (const std::string& p : paths)
-    quoted.push_back(nlohmann::json(p).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  for (const std::string& p : paths) quoted.push_back(JsonText(nlohmann::json(p)));
   run.topology = absl::StrCat(files_.size(), files_.size() == 1 ? " host" : " hosts", " (rank",
                               files_.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ","), " of ", files_[0].world_size,
                               ")");

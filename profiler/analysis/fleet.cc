@@ -13,11 +13,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "profiler/analysis/format.h"
 #include "profiler/analysis/fleet_host.h"
 #include "profiler/analysis/fleet_ratios.h"
 #include "profiler/analysis/fleet_source.h"
 #include "profiler/analysis/fleet_steps.h"
+#include "profiler/analysis/format.h"
+#include "store/json_text.h"
 
 namespace shardscope::analysis {
 
@@ -950,7 +951,7 @@ std::string RenderFleetJson(const FleetReport& r) {
                           {"host_wait_ns", c.host_wait_ns},
                           {"idle_ns", c.idle_ns},
                           {"stands_out", c.stands_out}});
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return store::JsonText(j, 2) + "\n";
 }
 
 }  // namespace shardscope::analysis

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/recompiles.h"
+#include "store/json_text.h"
 #include "store/run_state.h"
 
 namespace shardscope::analysis {
@@ -137,7 +138,7 @@ std::string RenderMetricsJson(const MetricsReport& r) {
   for (const auto& [op, n] : r.kernel_runs) j["kernel_runs"][op] = n;
   j["warnings"] = r.warnings;
   j["warning_count"] = r.warnings.size();
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return store::JsonText(j, 2) + "\n";
 }
 
 }  // namespace shardscope::analysis

@@ -3,15 +3,15 @@
 #include <algorithm>
 #include <list>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "profiler/analysis/format.h"
+#include "store/json_text.h"
 
 namespace shardscope::analysis {
 namespace {
@@ -455,7 +455,7 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
   }
   j["distinct_graphs"] = distinct;
   j["compilations"] = compilations;
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return store::JsonText(j, 2) + "\n";
 }
 
 }  // namespace shardscope::analysis

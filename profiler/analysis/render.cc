@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/run_report.h"
+#include "store/json_text.h"
 
 namespace shardscope::analysis {
 
@@ -641,8 +642,6 @@ nlohmann::json ReportToJson(const RunReport& r) {
 }
 
 // Replace, not throw, on bad UTF-8: a stored name may hold any bytes.
-std::string RenderJson(const RunReport& r) {
-  return ReportToJson(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-}
+std::string RenderJson(const RunReport& r) { return store::JsonText(ReportToJson(r), 2) + "\n"; }
 
 }  // namespace shardscope::analysis

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "store/json_text.h"
 
 namespace shardscope::app {
 namespace {
@@ -40,7 +41,7 @@ absl::Status LayoutDump::WriteFile(const std::string& path) const {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   // Names from a trace may hold any bytes; replace what is not UTF-8 rather than throw.
-  out << doc_.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  out << store::JsonText(doc_, 1) << "\n";
   out.close();
   if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
   return absl::OkStatus();

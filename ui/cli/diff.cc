@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "profiler/analysis/compare.h"
+#include "store/json_text.h"
 #include "store/reader.h"
 
 namespace shardscope::cli {
@@ -128,7 +129,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   if (format == "json") {
     nlohmann::json j = analysis::ComparisonToJson(*c);
     if (gate) j["gate"] = {{"clock", clock}, {"fail_if_slower_pct", *gate}};
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << store::JsonText(j, 2) << "\n";
   } else if (format == "md") {
     out << analysis::RenderComparisonMarkdown(*c);
   } else if (format == "html") {

@@ -34,6 +34,7 @@
 #include "runtime/gemm.h"
 #include "runtime/interconnect.h"
 #include "samples/samples.h"
+#include "store/json_text.h"
 #include "ui/cli/calibrate.h"
 #include "ui/cli/flags.h"
 #include "ui/cli/mesh_map.h"
@@ -718,7 +719,7 @@ int Run(const std::vector<std::string>& args) {
   // The database, the recorder, the chips and the run's rows: what a user's
   // own program gets from Recording::Start (record/recording.h).
   // Paths are bytes, not always UTF-8: kept as U+FFFD rather than aborting the run.
-  const std::string config_text = recorded.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string config_text = store::JsonText(recorded);
   auto rec = Recording::Start({.db = db,
                                .workload = sample,
                                .mesh = cfg.mesh,

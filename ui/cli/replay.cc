@@ -35,6 +35,7 @@
 #include "record/recording.h"
 #include "runtime/client.h"
 #include "runtime/interconnect.h"
+#include "store/json_text.h"
 #include "store/reader.h"
 #include "ui/cli/replay_map.h"
 #include "ui/cli/replay_target.h"
@@ -336,7 +337,7 @@ int RunReplay(const std::vector<std::string>& args) {
     }
   }
   // Paths are bytes, not always UTF-8: kept as U+FFFD rather than aborting the run.
-  const std::string config_text = config.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string config_text = store::JsonText(config);
   auto rec = Recording::Start({.db = db,
                                .workload = stored.sample,
                                .mesh = mesh,

@@ -5,8 +5,8 @@
 
 #include <unistd.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -24,11 +24,12 @@
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/sharding_view.h"
 #include "store/chrome_export.h"
-#include "ui/cli/diff.h"
+#include "store/json_text.h"
 #include "store/reader.h"
 #include "store/run_state.h"
 #include "store/trace_import.h"
 #include "ui/cli/csv.h"
+#include "ui/cli/diff.h"
 #include "ui/cli/flags.h"
 
 namespace shardscope::cli {
@@ -294,7 +295,7 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     } else {
       j["metrics"] = {{"error", std::string(metrics.status().message())}};
     }
-    out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    out << store::JsonText(j, 2) << "\n";
   } else if (format == "html") {
     out << analysis::RenderHtml(*report, metrics_text);
   } else if (format == "md") {
@@ -397,9 +398,7 @@ std::string QueryJson(const store::TypedQueryResult& r) {
     }
     rows.push_back(std::move(row));
   }
-  return nlohmann::json{{"columns", r.columns}, {"rows", rows}}.dump(-1, ' ', false,
-                                                                     nlohmann::json::error_handler_t::replace) +
-         "\n";
+  return store::JsonText(nlohmann::json{{"columns", r.columns}, {"rows", rows}}) + "\n";
 }
 
 // A typed result as aligned columns, numbers right-aligned, NULL blank.
