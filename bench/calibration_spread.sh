@@ -14,24 +14,15 @@
 set -euo pipefail
 BUILD=${1:-build}
 N=${2:-8}
-unset OPENBLAS_CORETYPE SHARDSCOPE_CPU_PROFILE
-CLI="$BUILD/shardscope"
-[ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
-DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
-declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
+source "$(dirname "$0")/accuracy_common.sh"
 SAMPLES=(mlp cnn llama)
-flags() {
-  local f=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$1]}" --steps 4 --quiet)
-  [ "$1" = mlp ] && f+=(--change-step -1)
-  echo "${f[@]}"
-}
 "$CLI" calibrate --fresh > /dev/null
 CACHE=$("$CLI" calibrate --show | sed -n 's/.*cached at \([^:]*\.json\).*/\1/p; s/.*read from the cache \([^:]*\.json\).*/\1/p' | tail -1)
 [ -f "$CACHE" ] || { echo "cannot find the cache entry ($CACHE)" >&2; exit 1; }
 for s in "${SAMPLES[@]}"; do
   # shellcheck disable=SC2046
-  "$CLI" run "$s" $(flags "$s") --db "$DIR/$s.db" > /dev/null
+  set_flags "$s" 4
+  "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s.db" > /dev/null
 done
 for i in $(seq 1 "$N"); do
   "$CLI" calibrate > /dev/null
@@ -58,8 +49,8 @@ for i in $(seq 1 "$N"); do
   for kind in alone rolling; do
     for s in "${SAMPLES[@]}"; do
       rm -f "$DIR/sim.db"
-      # shellcheck disable=SC2046
-      SHARDSCOPE_CPU_PROFILE="$DIR/$kind$i.json" "$CLI" run "$s" $(flags "$s") --simulate \
+      set_flags "$s" 4
+      SHARDSCOPE_CPU_PROFILE="$DIR/$kind$i.json" "$CLI" run "$s" "${flags[@]}" --simulate \
         --calibrate-from "$DIR/$s.db" --db "$DIR/sim.db" > /dev/null
       printf ' %14.2f' "$("$CLI" query "$DIR/sim.db" "SELECT uncalibrated_step_ns / 1e6 FROM sim_calibrations" | tail -1)"
     done

@@ -20,15 +20,8 @@ ROUNDS=${3:?rounds}
 shift 3
 FIELDS=("$@")
 [ ${#FIELDS[@]} -gt 0 ] || { echo "name the figures to take out (FIELD...)" >&2; exit 2; }
-unset OPENBLAS_CORETYPE SHARDSCOPE_CPU_PROFILE
-CLI="$BUILD/shardscope"
-[ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
-DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
-declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
-declare -A STEPS=([mlp]=20 [cnn]=10 [llama]=10)
-flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$SAMPLE]}" --steps "${STEPS[$SAMPLE]}" --quiet)
-[ "$SAMPLE" = mlp ] && flags+=(--change-step -1)
+source "$(dirname "$0")/accuracy_common.sh"
+set_flags "$SAMPLE"
 printf '%-8s %14s %12s %8s %12s %8s\n' utc device_step_ms A_modeled_ms A_error B_modeled_ms B_error
 for r in $(seq 1 "$ROUNDS"); do
   cache=$("$CLI" calibrate | sed -n 's/.*cached at \([^:]*\): .*/\1/p' | head -1)

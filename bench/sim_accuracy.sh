@@ -26,20 +26,13 @@ BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
 SAMPLES=("$@")
 [ ${#SAMPLES[@]} -eq 0 ] && SAMPLES=(mlp cnn llama)
-unset OPENBLAS_CORETYPE SHARDSCOPE_CPU_PROFILE
-CLI="$BUILD/shardscope"
-[ -x "$CLI" ] || { echo "no $CLI: build the shardscope target first" >&2; exit 1; }
-DIR=$(mktemp -d)
-trap 'rm -rf "$DIR"' EXIT
-declare -A BATCH=([mlp]=64 [cnn]=32 [llama]=8)
-declare -A STEPS=([mlp]=20 [cnn]=10 [llama]=10)
+source "$(dirname "$0")/accuracy_common.sh"
 for set in $(seq 1 "${SETS:-1}"); do
 [ "${SETS:-1}" -gt 1 ] && echo "set $set of $SETS, $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
 if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
 printf '%-6s %6s %14s %18s %8s %16s %8s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun
 for s in "${SAMPLES[@]}"; do
-  flags=(--mesh 8x1 --topology 2x4 --batch "${BATCH[$s]}" --steps "${STEPS[$s]}" --quiet)
-  [ "$s" = mlp ] && flags+=(--change-step -1)
+  set_flags "$s"
   "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s.db" > "$DIR/real.out" 2>&1 || { cat "$DIR/real.out" >&2; exit 1; }
   if [ "${BY_OP:-0}" = 1 ]; then
     "$CLI" query "$DIR/$s.db" "SELECT opcode, roofline, sum(count) AS kernels,
