@@ -140,6 +140,28 @@ TEST(FleetModel, SimulatedTorusAgreesWithSqlAndTheCli) { CheckAgainstTheStore(Si
 
 TEST(FleetModel, RealTwoByFourRunAgreesWithSqlAndTheCli) { CheckAgainstTheStore(RealGrid(), "grid"); }
 
+// The view opens on a typical analysed step: not the warm-up, not a stall.
+TEST(FleetModel, TheTypicalStepIsTheAnalysedStepOfMedianSpan) {
+  FleetModel m;
+  EXPECT_EQ(m.TypicalStep(), 0u);  // no steps
+  auto add = [&](int step, double span, bool analysed) {
+    analysis::FleetStep s;
+    s.step = step;
+    s.span_ns = span;
+    s.analysed = analysed;
+    m.report.per_step.push_back(s);
+  };
+  add(0, 90e6, false);             // the warm-up: first touch and compiles
+  EXPECT_EQ(m.TypicalStep(), 0u);  // none analysed: the last step
+  add(1, 10e6, true);
+  add(2, 40e6, true);  // a stall
+  add(3, 12e6, true);
+  add(4, 11e6, true);
+  EXPECT_EQ(m.report.per_step[m.TypicalStep()].step, 4);  // spans 10, 11, 12, 40: the lower median
+  add(5, 13e6, true);
+  EXPECT_EQ(m.report.per_step[m.TypicalStep()].step, 3);  // 10, 11, 12, 13, 40: the median
+}
+
 TEST(FleetModel, MfuAndHbmComeFromTheStore) {
   const Pod& pod = SimulatedTorus();
   ASSERT_TRUE(pod.recorded);

@@ -1,13 +1,14 @@
 // The Fleet view's model; see fleet_model.h.
 #include "ui/app/fleet_model.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <utility>
 #include <vector>
-
-#include <sqlite3.h>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -99,6 +100,20 @@ int FleetModel::ChipIndex(int device_id) const {
   auto it = std::lower_bound(chips.begin(), chips.end(), device_id,
                              [](const FleetChipInfo& c, int d) { return c.device_id < d; });
   return it != chips.end() && it->device_id == device_id ? static_cast<int>(it - chips.begin()) : -1;
+}
+
+size_t FleetModel::TypicalStep() const {
+  const auto& steps = report.per_step;
+  std::vector<size_t> analysed;
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (steps[i].analysed) analysed.push_back(i);
+  if (analysed.empty()) return steps.empty() ? 0 : steps.size() - 1;
+  // The lower median: of an even count, the faster of the two middle steps.
+  auto mid = analysed.begin() + static_cast<std::ptrdiff_t>((analysed.size() - 1) / 2);
+  std::nth_element(analysed.begin(), mid, analysed.end(), [&](size_t a, size_t b) {
+    return std::make_pair(steps[a].span_ns, a) < std::make_pair(steps[b].span_ns, b);
+  });
+  return *mid;
 }
 
 FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& chips) {

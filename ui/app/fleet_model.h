@@ -72,6 +72,11 @@ struct FleetModel {
   static std::string Format(FleetMetric m, double value);
   // The index of device `device_id` in chips, or -1.
   int ChipIndex(int device_id) const;
+  // The step the view opens on (an index into report.per_step): of the
+  // analysed steps, the one whose span is the median, so that a warm-up or a
+  // one-off stall is not what the user sees first; the last step when none
+  // was analysed, 0 when there are none.
+  size_t TypicalStep() const;
 };
 
 // `progress` (may be empty) is called from the building thread with what it

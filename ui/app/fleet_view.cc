@@ -153,6 +153,10 @@ void FleetView::Draw(UiState& ui) {
     return;
   }
   const FleetModel& m = *result;
+  if (!step_chosen_) {
+    step_chosen_ = true;
+    step_index_ = m.TypicalStep();
+  }
   if (wanted_step_) SetStep(*wanted_step_);
   if (ui.playhead_step && *ui.playhead_step != step()) SetStep(*ui.playhead_step);
   step_index_ = std::min(step_index_, m.report.per_step.empty() ? 0 : m.report.per_step.size() - 1);
