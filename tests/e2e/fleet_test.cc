@@ -91,6 +91,7 @@ struct Scenario {
   const char* name;
   const char* flags;
   std::set<std::string> culprits;  // empty: no fault, nobody flagged
+  const char* sample = "mlp";      // the simulated scenarios' sample
 };
 
 // Test names carry the scenario's name; this keeps ctest from printing its bytes.
@@ -133,14 +134,14 @@ INSTANTIATE_TEST_SUITE_P(
 // torus (a gpu:4x4 cluster for the host) on the modeled clock, where faults
 // apply. Kernel times there have no measurement noise, so a chip 15% slow (at
 // 85% of its speed) must be found, and jitter alone must flag no one.
-const std::string kSimRun = "run mlp --simulate --steps 10 --quiet";
+const std::string kSimRun = "--simulate --steps 10 --quiet";
 
 class SimFleetScenario : public ::testing::TestWithParam<Scenario> {};
 
 TEST_P(SimFleetScenario, CulpritsFirstFromTheScheduleAlone) {
   const Scenario& sc = GetParam();
   const std::string db = TempDb(absl::StrCat("simfleet_", sc.name));
-  Output o = Shell(absl::StrCat(kCli, " ", kSimRun, " --db ", db, " ", sc.flags));
+  Output o = Shell(absl::StrCat(kCli, " run ", sc.sample, " ", kSimRun, " --db ", db, " ", sc.flags));
   ASSERT_EQ(o.code, 0) << o.text;
   ForgetFaults(db);
   analysis::FleetReport r = Diagnose(db, absl::StrCat("simulated ", sc.name, ": ", sc.flags));
@@ -159,13 +160,26 @@ INSTANTIATE_TEST_SUITE_P(
         Scenario{"jitter", "--topology 4x4 --fault jitter:0.05", {}},
         Scenario{"slow_chip_60", "--topology 4x4 --fault slow-chip:9:0.6", {"chip 9"}},
         Scenario{"slow_chip_85", "--topology 4x4 --fault slow-chip:6:0.85", {"chip 6"}},
-        Scenario{"slow_chip_85_jitter", "--topology 4x4 --fault slow-chip:13:0.85 --fault jitter:0.05", {"chip 13"}},
+        Scenario{"slow_chip_85_jitter",
+                 "--topology 4x4 --fault slow-chip:13:0.85 --fault jitter:0.05",
+                 {"chip 13"}},
         Scenario{"slow_link", "--topology 4x4 --fault link:5-6:0.25", {"link 5-6"}},
-        Scenario{"two_slow_chips", "--topology 4x4 --fault slow-chip:1:0.7 --fault slow-chip:14:0.8",
+        Scenario{"two_slow_chips",
+                 "--topology 4x4 --fault slow-chip:1:0.7 --fault slow-chip:14:0.8",
                  {"chip 1", "chip 14"}},
-        Scenario{"chip_and_link", "--topology 4x4 --fault slow-chip:4:0.7 --fault link:10-11:0.3",
+        Scenario{"chip_and_link",
+                 "--topology 4x4 --fault slow-chip:4:0.7 --fault link:10-11:0.3",
                  {"chip 4", "link 10-11"}},
-        Scenario{"host_preempt", "--topology gpu:4x4 --fault host-preempt:2@5:100", {"host 2"}}),
+        Scenario{"host_preempt", "--topology gpu:4x4 --fault host-preempt:2@5:100", {"host 2"}},
+        // A torus with a short dimension: llama's all-reduces move far less
+        // over each z link than over an x or y link; links are compared with the
+        // links that moved as many bytes (a z link with z links), so none is
+        // flagged without a fault, and a slow link of either size is found.
+        Scenario{"uneven_torus", "--topology 8x8x2", {}, "llama"},
+        Scenario{
+            "uneven_torus_slow_short_link", "--topology 8x8x2 --fault link:0-1:0.5", {"link 0-1"}, "llama"},
+        Scenario{
+            "uneven_torus_slow_long_link", "--topology 8x8x2 --fault link:0-2:0.5", {"link 0-2"}, "llama"}),
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
 // A GPU cluster's devices rows: each chip's links, NVLink inside its host and
