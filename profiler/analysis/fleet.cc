@@ -886,8 +886,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                            : absl::StrCat(" (the most: ", r.suspects.front().kind, " ", r.suspects.front().id,
                                           ", ", Pct(r.suspects.front().score), ")"));
   } else {
-    r.verdict = absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", absl::StrJoin(flagged, ", "),
-                             " — slower than its peers by at least ", Pct(opt.flag_threshold));
+    r.verdict =
+        absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),
+                     " — slower than its peers by at least ", Pct(opt.flag_threshold));
     if (whatif && saved_before > 0)
       absl::StrAppend(&r.verdict, "; fixing ", flagged.size() == 1 ? "it" : "them", " would save ",
                       Ms(saved_before_ns), " per step (", Pct(saved_before), ")");

@@ -30,6 +30,10 @@
 
 namespace shardscope::analysis {
 
+// How many flagged suspects the one-line verdict names; it counts the rest
+// ("... and 250 more"), which the ranking below it lists.
+inline constexpr size_t kVerdictNames = 8;
+
 struct FleetOptions {
   int64_t run_id = -1;  // -1: the newest run
   // A suspect is flagged when it is at least this much slower than its peers

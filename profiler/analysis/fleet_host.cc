@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/fleet_steps.h"
+#include "profiler/analysis/format.h"
 #include "store/timeline.h"
 
 namespace shardscope::analysis::internal {
@@ -253,8 +254,9 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                                                   : absl::StrCat(" (the most: host ", r->suspects.front().id, ", ",
                                                                  absl::StrFormat("%.1f%%", 100 * r->suspects.front().score), ")"));
   } else {
-    r->verdict = absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", absl::StrJoin(flagged, ", "),
-                              " — slower than its peers by at least ", pct, " (host clock, ranks as hosts)");
+    r->verdict =
+        absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),
+                     " — slower than its peers by at least ", pct, " (host clock, ranks as hosts)");
   }
   return true;
 }

@@ -46,6 +46,12 @@ std::string Plural(int64_t n, const std::string& one, const std::string& many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
 }
 
+std::string JoinFirst(const std::vector<std::string>& items, size_t shown) {
+  if (items.size() <= shown) return absl::StrJoin(items, ", ");
+  std::vector<std::string> first(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(shown));
+  return absl::StrCat(absl::StrJoin(first, ", "), " and ", items.size() - shown, " more");
+}
+
 std::string Humanize(const std::string& snake) {
   std::string out = snake;
   std::replace(out.begin(), out.end(), '_', ' ');

@@ -13,6 +13,10 @@ std::string FormatNs(int64_t ns);        // "0", "850 ns", "12.5 us", "4.1 ms", 
 std::string FormatBytes(int64_t bytes);  // "512 B", "98 KiB", "3.1 MiB"
 std::string Humanize(const std::string& snake);  // "input_shape_changed" -> "input shape changed"
 std::string Plural(int64_t n, const std::string& one, const std::string& many);  // "1 step", "4 steps"
+// A list for a one-line verdict: the first `shown` items joined by ", ", then
+// how many more ("a, b, c and 250 more"): a verdict stays one line however many
+// suspects are flagged (the report's ranking lists them all).
+std::string JoinFirst(const std::vector<std::string>& items, size_t shown);
 // An HLO sharding as a report shows it: a tile assignment listing more than 16
 // chips in order ("devices=[4096,1]0,1,...,4095") in XLA's iota form
 // ("devices=[4096,1]<=[4096]"); any other list of more than 32 chips cut to

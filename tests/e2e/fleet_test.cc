@@ -182,6 +182,35 @@ INSTANTIATE_TEST_SUITE_P(
             "uneven_torus_slow_long_link", "--topology 8x8x2 --fault link:0-2:0.5", {"link 0-2"}, "llama"}),
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
+// Ten slow chips on a 64-chip pod: all ten flagged and ranked first, while
+// the one-line verdict names eight and counts the rest; the ranking lists all.
+TEST(FleetVerdict, ManyFlaggedSuspectsKeepTheVerdictToOneLine) {
+  const std::string db = TempDb("fleet_ten_slow");
+  std::string faults;
+  std::set<std::string> culprits;
+  for (int c = 3; c < 64; c += 6) {
+    absl::StrAppend(&faults, " --fault slow-chip:", c, ":0.7");
+    culprits.insert(absl::StrCat("chip ", c));
+  }
+  ASSERT_EQ(culprits.size(), 11u);
+  Output o =
+      Shell(absl::StrCat(kCli, " run mlp --simulate --topology 8x8 --steps 6 --quiet --db ", db, faults));
+  ASSERT_EQ(o.code, 0) << o.text;
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "eleven slow chips");
+  ExpectCulprits(r, culprits);
+  EXPECT_NE(r.verdict.find(" and 3 more"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find('\n'), std::string::npos) << r.verdict;
+  int named = 0;
+  for (const std::string& c : culprits) named += r.verdict.find(c + " (") != std::string::npos;
+  EXPECT_EQ(named, static_cast<int>(analysis::kVerdictNames)) << r.verdict;
+  const std::string text = analysis::RenderFleetText(r);
+  for (const std::string& c : culprits) {
+    const std::string kind = c.substr(0, c.find(' ')), id = c.substr(c.find(' ') + 1);
+    EXPECT_NE(text.find(absl::StrCat(kind, "  ", id)), std::string::npos) << c << " in the ranking\n" << text;
+  }
+}
+
 // A GPU cluster's devices rows: each chip's links, NVLink inside its host and
 // one rail link to the chip at its position in every other host, listed once
 // per kind with its bandwidth and latency, valid JSON the links view reads.
