@@ -173,7 +173,10 @@ struct ResNet {
 
 // Held-out loss in eval mode (running statistics, no dropout) over fixed batches.
 absl::StatusOr<double> EvalLoss(ResNet& model, const ImageLoader& loader, int64_t batch, const ss::Mesh& mesh) {
-  const int step = ss::current_step();  // evaluation cuts belong to the step they follow
+  // Evaluation cuts belong to the training step they follow (mark_step has
+  // moved the count to the next): each, and the read of its value, is recorded
+  // under that step's number, and the count goes on where it was.
+  const int step = ss::current_step();
   model.train(false);
   double total = 0;
   const int batches = 2;
@@ -182,7 +185,9 @@ absl::StatusOr<double> EvalLoss(ResNet& model, const ImageLoader& loader, int64_
     if (auto s = ss::mark_sharding(x, mesh, {"data", ss::none, ss::none, ss::none}); !s.ok()) return s;
     if (auto s = ss::mark_sharding(y, mesh, {"data"}); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
+    ss::set_current_step(step - 1);
     if (auto s = ss::mark_step(); !s.ok()) return s;
+    ss::set_current_step(step - 1);  // its value's read too
     auto v = loss.item();
     if (!v.ok()) return v.status();
     total += *v;

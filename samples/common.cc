@@ -49,7 +49,10 @@ absl::Status LossLog::Push(int step, Tensor loss) {
 
 absl::Status LossLog::Flush(std::optional<double> eval_loss) {
   if (!pending_) return absl::OkStatus();
+  const int next = current_step();
+  set_current_step(std::max(0, next - 1));
   auto value = pending_->item();  // computed by its step: no new graph
+  set_current_step(next);
   if (!value.ok()) return value.status();
   pending_.reset();
   log_step_at(pending_step_, *value, eval_loss);

@@ -43,6 +43,9 @@ class LossLog {
   absl::Status Push(int step, Tensor loss);
   // Reads and logs the kept step now, with its held-out loss when given
   // (before an evaluation's own graph, a checkpoint, or the end of the run).
+  // The read is recorded under the step just cut (mark_step has moved the
+  // count on to the next): a read after the run's last mark_step would
+  // otherwise make a host-clock step that never ran.
   absl::Status Flush(std::optional<double> eval_loss = std::nullopt);
 
  private:

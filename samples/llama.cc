@@ -181,7 +181,9 @@ struct Model {
 absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out, const SampleConfig& cfg,
                                 const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch_spec) {
   std::mt19937_64 rng(12345);  // the same windows every time
-  // Evaluation cuts belong to the training step they follow: keep its number.
+  // Evaluation cuts belong to the training step they follow (mark_step has
+  // moved the count to the next): each, and the read of its value, is recorded
+  // under that step's number, and the count goes on where it was.
   const int step = ss::current_step();
   double total = 0;
   const int batches = 2;
@@ -189,7 +191,9 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
     auto [x, y] = Batch(held_out, cfg.llama_batch, cfg.seq, rng);
     if (auto s = ss::mark_sharding(x, mesh, batch_spec); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
+    ss::set_current_step(step - 1);
     if (auto s = ss::mark_step(); !s.ok()) return s;
+    ss::set_current_step(step - 1);  // its value's read too
     auto v = loss.item();
     if (!v.ok()) return v.status();
     total += *v;

@@ -64,6 +64,42 @@ TEST(CnnE2eTest, LearnsCompilesOnceAndRecordsOpsUnderModulePaths) {
   EXPECT_GT(k.Int(0, "t"), 0);
 }
 
+// The held-out evaluation after a step runs under that step's number, on
+// every clock: no step beyond the run's last, no host step overlapping the
+// next, and a simulated run's schedule stays in step order (fleet reads it).
+// Before, the evaluation's cuts took the next step's numbers.
+TEST(CnnE2eTest, EvaluationPassesBelongToTheStepTheyFollow) {
+  for (const std::string mode : {"--mesh 4x1", "--simulate --topology 2x2"}) {
+    SCOPED_TRACE(mode);
+    const std::string db = TempDb("cnn_eval");
+    Output run = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run cnn ", mode,
+                                    " --batch 16 --steps 4 --eval-every 2 --quiet --db ", db));
+    ASSERT_EQ(run.code, 0) << run.text;
+    auto bounds = Q(
+        db, "SELECT clock, COUNT(*) AS n, MIN(step) AS lo, MAX(step) AS hi FROM step_bounds GROUP BY clock");
+    ASSERT_GE(bounds.rows.size(), 2u);
+    for (size_t r = 0; r < bounds.rows.size(); ++r) {
+      EXPECT_EQ(bounds.Int(r, "n"), 4) << bounds.Text(r, "clock");
+      EXPECT_EQ(bounds.Int(r, "lo"), 0) << bounds.Text(r, "clock");
+      EXPECT_EQ(bounds.Int(r, "hi"), 3) << bounds.Text(r, "clock");
+    }
+    // The host's steps follow one another.
+    EXPECT_EQ(
+        Q(db,
+          "SELECT COUNT(*) AS n FROM step_bounds a JOIN step_bounds b ON a.run_id = b.run_id"
+          " AND a.clock = 'host' AND b.clock = 'host' AND b.step = a.step + 1 WHERE b.start_ns < a.end_ns")
+            .Int(0, "n"),
+        0);
+    // Steps 1 and 3 ran the training program and the evaluation's two batches.
+    auto per_step = Q(db, "SELECT step, COUNT(*) AS n FROM executions GROUP BY step ORDER BY step");
+    ASSERT_EQ(per_step.rows.size(), 4u);
+    for (size_t r = 0; r < 4; ++r) EXPECT_EQ(per_step.Int(r, "n"), r % 2 == 1 ? 3 : 1) << "step " << r;
+    Output fleet = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", db));
+    EXPECT_EQ(fleet.code, 0) << fleet.text;
+    EXPECT_NE(fleet.text.find("4 steps analysed"), std::string::npos) << fleet.text;
+  }
+}
+
 // --autocast bf16: the convolutions take bf16 operands and return f32, and
 // the run still learns like the f32 one.
 TEST(CnnE2eTest, AutocastRunsConvolutionsOnBf16Operands) {
