@@ -324,11 +324,12 @@ absl::Status Recording::StoreSimulation() {
   return StoreSimulatedSoFar(*sim);
 }
 
-void Recording::Abandon() {
+void Recording::Abandon(const std::string& why) {
   if (finished_) return;
   if (absl::Status s = StoreSimulation(); !s.ok()) finish_status_ = s;
   finished_ = true;
   Shutdown();
+  if (writer_ && !why.empty()) writer_->SetAbandonReason(why);
   trace::SetRecorder(nullptr);
   capture_.reset();
   writer_.reset();  // writes what is queued and closes the file, without EndRun

@@ -119,7 +119,8 @@ class Recording {
   // Stops recording without ending the run, as a process that died would: the
   // run stays 'running' with its writer gone, which readers show as ended
   // abnormally (a hang detected, a chip lost). What was recorded stays.
-  void Abandon();
+  // `why` (may be empty) is stored as the reason (run_writers.note).
+  void Abandon(const std::string& why = "");
 
   // The mesh of the options' shape and axis names, over all the chips.
   const Mesh& mesh() const { return mesh_; }

@@ -501,13 +501,15 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
     d = e;
   }
   const std::string where = absl::StrCat("chip ", f.chip, " (host ", topology_->device(f.chip).host_id(), ")");
+  // What a detector sees, not the fault's spec: the run stores this message
+  // (run_writers.note), and the specs live in runs.config_json alone.
   if (collective.empty())
-    return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding (",
-                                           f.spec, ") while running graph ", exe.graph_id,
+    return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where,
+                                           " stopped responding while running graph ", exe.graph_id,
                                            ", which has no collective; its results never arrive"));
-  return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding (", f.spec,
-                                         "); collective ", collective, " of graph ", exe.graph_id,
-                                         " never completed: chips ", waiting, " wait in it for chip ", f.chip));
+  return absl::AbortedError(absl::StrCat(
+      "hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
+      " of graph ", exe.graph_id, " never completed: chips ", waiting, " wait in it for chip ", f.chip));
 }
 
 compiler::ChipProfile Client::ChipProfileHere(const compiler::ChipProfile& p) const {

@@ -129,7 +129,8 @@ absl::StatusOr<std::vector<RunState>> ReadRunStates(const Reader& reader) {
       }
       if (!why.empty()) {
         st.status = "ended abnormally";
-        st.detail = st.detail.empty() ? why : absl::StrCat(why, "; ", st.detail);
+        // The writer's own reason (a hang it detected) first: it says more than how it ended.
+        st.detail = st.detail.empty() ? why : absl::StrCat(st.detail, "; ", why);
       }
     }
     out.push_back(std::move(st));

@@ -220,7 +220,13 @@ class Writer::Db {
     if (!db_) return;
     if (run_id_ != 0) {
       Stmt& s = own_.writer_close;
-      s.Int(1, run_id_); s.Int(2, UnixNowNs()); s.Int(3, lost_); s.TextOrNull(4, LossNote());
+      std::string note = LossNote();
+      if (!abandon_reason_.empty())
+        note = note.empty() ? abandon_reason_ : absl::StrCat(abandon_reason_, "; ", note);
+      s.Int(1, run_id_);
+      s.Int(2, UnixNowNs());
+      s.Int(3, lost_);
+      s.TextOrNull(4, note);
       s.Run().IgnoreError();
     }
     own_ = {};
@@ -659,6 +665,7 @@ class Writer::Db {
     run_id_ = id;
     lost_ = 0;
     loss_note_.clear();
+    abandon_reason_.clear();
     run_ended_ = false;
     return absl::OkStatus();
   }
@@ -952,6 +959,10 @@ class Writer::Db {
     notes_.push_back(n.text);
     return Tag(WriteCaptureNote(), "runs", run_id_);
   }
+  absl::Status WriteOne(const AbandonReason& a) {
+    abandon_reason_ = a.text;
+    return absl::OkStatus();
+  }
 
   // The ring trim of the level of detail: per clock, groups that end before
   // the first kept step go, groups that straddle it lose the buckets before
@@ -1233,6 +1244,7 @@ class Writer::Db {
   bool run_ended_ = false;
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   std::string loss_note_;  // why the first of them did not
+  std::string abandon_reason_;  // SetAbandonReason's, written at Close
   ProcessIdentity me_;
   std::string token_;
 };

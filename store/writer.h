@@ -95,6 +95,10 @@ class Writer : public trace::Recorder {
   // Appends to the current run's runs.capture_note ("; " between notes): what
   // the timeline leaves out and why, so no report shows a silent gap.
   void AddCaptureNote(std::string note) { Push(CaptureNote{std::move(note)}); }
+  // Why the run will not be ended (a hang detected, a chip lost): written
+  // into run_writers.note when the writer closes, so readers that show the
+  // run as ended abnormally say why (run_status, `shardscope runs`).
+  void SetAbandonReason(std::string why) { Push(AbandonReason{std::move(why)}); }
   // Slices dropped by max_capture_bytes so far.
   int64_t slices_not_captured() const { return not_captured_.load(); }
 
@@ -126,12 +130,17 @@ class Writer : public trace::Recorder {
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};
   struct CaptureNote { std::string text; };
+  struct AbandonReason {
+    std::string text;
+  };
   struct SliceBatch { std::vector<trace::SliceRecord> slices; };
-  using Item = std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, SliceBatch, trace::HostRecord, trace::DeviceRecord,
-                            trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
-                            trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord, trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord, trace::CompilationRecord,
-                            trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
-                            trace::ShardPlacementRecord, trace::CounterRecord>;
+  using Item =
+      std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, AbandonReason, SliceBatch, trace::HostRecord,
+                   trace::DeviceRecord, trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
+                   trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord,
+                   trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord,
+                   trace::CompilationRecord, trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
+                   trace::ShardPlacementRecord, trace::CounterRecord>;
   class Db;  // the connection and prepared statements, used only by the thread
 
   explicit Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options);

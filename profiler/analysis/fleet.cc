@@ -20,6 +20,7 @@
 #include "profiler/analysis/fleet_steps.h"
 #include "profiler/analysis/format.h"
 #include "store/json_text.h"
+#include "store/run_state.h"
 
 namespace shardscope::analysis {
 
@@ -259,7 +260,28 @@ void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
 
 }  // namespace
 
+namespace {
+absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const FleetOptions& opt);
+}  // namespace
+
+// A run that ended abnormally (a hang detected, its process killed) is
+// analysed over the steps it recorded; what ended it comes first, since a
+// chip that stopped leaves no slices behind and the stored reason is the
+// evidence.
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
+  absl::StatusOr<FleetReport> r = AnalyzeRecordedSteps(rd, opt);
+  if (!r.ok()) return r;
+  if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->status == "ended abnormally") {
+    r->notes.insert(r->notes.begin(), absl::StrCat("run ", r->run_id, " ", st->Describe()));
+    r->verdict = absl::StrCat("the run ended abnormally",
+                              st->last_step ? absl::StrCat(" after step ", *st->last_step) : std::string(),
+                              " (the first note says why); in what it recorded: ", r->verdict);
+  }
+  return r;
+}
+
+namespace {
+absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const FleetOptions& opt) {
   FleetReport r;
   r.threshold = opt.flag_threshold;
   int64_t run = opt.run_id;
@@ -895,7 +917,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
   return r;
 }
-
+}  // namespace
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,

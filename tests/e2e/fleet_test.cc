@@ -558,11 +558,24 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(o.text.find("never completed"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("all_reduce"), std::string::npos) << o.text;  // the collective, named
   EXPECT_NE(o.text.find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << o.text;
-  store::QueryResult st = Q(db, "SELECT status, last_step FROM run_status");
+  store::QueryResult st = Q(db, "SELECT status, last_step, note FROM run_status");
   EXPECT_EQ(st.Text(0, "status"), "ended abnormally");
   EXPECT_EQ(st.Int(0, "last_step", -1), 4);  // steps 0-4 stay recorded
+  // The detector's message is the run's stored reason; the spec stays in config_json alone.
+  EXPECT_NE(st.Text(0, "note").find("hang detected at step 5: chip 2 (host 0) stopped responding"),
+            std::string::npos)
+      << st.Text(0, "note");
+  EXPECT_EQ(Q(db, "SELECT COUNT(*) AS n FROM run_writers WHERE note LIKE '%fail-chip%'").Int(0, "n"), 0);
   store::QueryResult sl = Q(db, "SELECT COUNT(*) AS n FROM slices WHERE step = 4 AND kind = 'collective'");
   EXPECT_GT(sl.Int(0, "n"), 0);
+  // fleet and runs say what ended it, with the faults forgotten.
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "a chip that stopped at step 5");
+  EXPECT_NE(r.verdict.find("the run ended abnormally after step 4"), std::string::npos) << r.verdict;
+  ASSERT_FALSE(r.notes.empty());
+  EXPECT_NE(r.notes[0].find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << r.notes[0];
+  Output runs = Shell(absl::StrCat(kCli, " runs ", db));
+  EXPECT_NE(runs.text.find("stopped responding"), std::string::npos) << runs.text;
 }
 
 // Mistakes in --topology and --fault: exit 2, nothing recorded, the bad part named.

@@ -805,7 +805,7 @@ int Run(const std::vector<std::string>& args) {
   if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
     // A chip failed (--fault fail-chip): the run ends as a hang would, not
     // finished; every step before it stays recorded.
-    (*rec)->Abandon();
+    (*rec)->Abandon(std::string(result.status().message()));
     std::fflush(stdout);
     std::cerr << "error: " << result.status().message() << "\n";
     std::cerr << "(run " << run_id << " ended abnormally; the steps before it are stored in " << db << ")\n";
