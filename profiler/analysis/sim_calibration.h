@@ -36,6 +36,9 @@ struct RecordedDeviceTimes {
   std::string db;
   int64_t run_id = 0;
   std::string sample;  // runs.sample of that run (mlp, llama, ...)
+  int64_t chips = 0;   // runs.num_devices
+  int64_t batch = 0;   // the global batch its config_json records (0: not recorded)
+  std::string faults;  // the faults injected into it ("slow-chip:1:0.3, jitter:0.5"), "" when none
   std::vector<RecordedOp> ops;
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
   // median device time of one, over every chip and step.

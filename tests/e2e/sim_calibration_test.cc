@@ -189,6 +189,29 @@ TEST(SimCalibration, AnotherMeshMatchesKernelsBySignatureAndCountsTheRest) {
   EXPECT_GT(c.Int(0, "kernels_by_signature"), 0);
   EXPECT_EQ(c.Int(0, "collectives_recorded"), 0);
   EXPECT_GT(c.Int(0, "collectives_modeled"), 0);
+  // Its errors are against another workload's step: said so, beside them.
+  EXPECT_NE(o.text.find("note: --calibrate-from " + RecordedDb() +
+                        " run 1: it is another workload (8 chips against 4, batch 64 against 32)"),
+            std::string::npos)
+      << o.text;
+}
+
+// A source run with faults injected hands them to the calibration: said so.
+// The same workload unfaulted gets no note.
+TEST(SimCalibration, AFaultedSourceRunIsNamedWithItsFaults) {
+  const std::string faulted = TempDb("calib_faulted");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, kMlp8, " --fault link:0-4:0.25 --db ", faulted)).code, 0);
+  const std::string sim = TempDb("calib_from_faulted");
+  const std::string flags = " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet";
+  Output o = Shell(absl::StrCat(kCli, flags, " --calibrate-from ", faulted, " --db ", sim));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("it was recorded with faults injected (link:0-4:0.25): its device times carry them"),
+            std::string::npos)
+      << o.text;
+  const std::string clean = TempDb("calib_from_clean");
+  Output c = Shell(absl::StrCat(kCli, flags, " --calibrate-from ", RecordedDb(), " --db ", clean));
+  ASSERT_EQ(c.code, 0) << c.text;
+  EXPECT_EQ(c.text.find("note: --calibrate-from"), std::string::npos) << c.text;
 }
 
 TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {

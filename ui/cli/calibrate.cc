@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "runtime/cpu_calibration.h"
 #include "store/sim_calibration.h"
 
@@ -94,10 +95,28 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
   return out;
 }
 
-absl::Status FinishCalibration(const std::string& db, int64_t run_id, const analysis::RecordedDeviceTimes& times,
+std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch) {
+  std::vector<std::string> why;
+  if (!times.faults.empty())
+    why.push_back(absl::StrCat("it was recorded with faults injected (", times.faults,
+                               "): its device times carry them, and so does this calibration"));
+  std::vector<std::string> other;
+  if (times.chips > 0 && times.chips != chips)
+    other.push_back(absl::StrCat(times.chips, " chips against ", chips));
+  if (times.batch > 0 && times.batch != batch)
+    other.push_back(absl::StrCat("batch ", times.batch, " against ", batch));
+  if (!other.empty())
+    why.push_back(absl::StrCat("it is another workload (", absl::StrJoin(other, ", "),
+                               "): its errors compare different steps and measure no accuracy"));
+  if (why.empty()) return "";
+  return absl::StrCat("--calibrate-from ", times.db, " run ", times.run_id, ": ", absl::StrJoin(why, "; "));
+}
+
+absl::Status FinishCalibration(const std::string& db, int64_t run_id,
+                               const analysis::RecordedDeviceTimes& times,
                                const std::vector<std::pair<int, int64_t>>& calibrated,
                                const std::vector<std::pair<int, int64_t>>& uncalibrated,
-                               const runtime::CalibrationCounts& n, bool quiet) {
+                               const runtime::CalibrationCounts& n, bool quiet, const std::string& caveat) {
   auto median = [](const std::vector<std::pair<int, int64_t>>& spans) {
     std::vector<int64_t> ns;
     for (const auto& [step, span] : spans) ns.push_back(span);
@@ -131,6 +150,7 @@ absl::Status FinishCalibration(const std::string& db, int64_t run_id, const anal
               "taken out): modeled calibrated %.3f ms (error %.1f%%), uncalibrated %.3f ms (error %.1f%%)\n",
               row.recorded_step_ns / 1e6, times.steps, row.recorded_host_wait_ns / 1e6, row.calibrated_step_ns / 1e6,
               100 * row.CalibratedError(), row.uncalibrated_step_ns / 1e6, 100 * row.UncalibratedError());
+  if (!caveat.empty()) std::printf("  note: %s\n", caveat.c_str());
   return store::WriteSimCalibration(db, row);
 }
 

@@ -23,9 +23,15 @@ int RunCalibrate(const std::vector<std::string>& args);
 runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& times);
 // `calibrated` and `uncalibrated`: each step's modeled span (Simulator::StepSpans,
 // UncalibratedStepSpans), read before the client shut down.
-absl::Status FinishCalibration(const std::string& db, int64_t run_id, const analysis::RecordedDeviceTimes& times,
+// What makes the recorded run a poor yardstick for this simulated one, or ""
+// when nothing does: faults injected into it (its times carry them into the
+// calibration), another chip count or batch (its step is another workload's).
+std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch);
+// `caveat` (CalibrationCaveat's) follows the errors when it is not empty.
+absl::Status FinishCalibration(const std::string& db, int64_t run_id,
+                               const analysis::RecordedDeviceTimes& times,
                                const std::vector<std::pair<int, int64_t>>& calibrated,
                                const std::vector<std::pair<int, int64_t>>& uncalibrated,
-                               const runtime::CalibrationCounts& n, bool quiet);
+                               const runtime::CalibrationCounts& n, bool quiet, const std::string& caveat);
 
 }  // namespace shardscope::cli

@@ -678,6 +678,14 @@ int Run(const std::vector<std::string>& args) {
                                 o.calibrate_from, " lists them; --calibrate-run N picks one)"));
     calibration = *std::move(t);
   }
+  // Said before the run (a long simulation) and again beside the errors.
+  const std::string calibration_caveat =
+      calibration ? CalibrationCaveat(*calibration, static_cast<int64_t>(cfg.mesh[0]) * cfg.mesh[1],
+                                      sample == "llama" ? cfg.llama_batch
+                                      : sample == "cnn" ? cfg.cnn_batch
+                                                        : cfg.batch)
+                  : std::string();
+  if (!calibration_caveat.empty()) std::cerr << "note: " << calibration_caveat << "\n";
 
   std::string mesh_text = absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]);
   nlohmann::json recorded = config;
@@ -836,7 +844,7 @@ int Run(const std::vector<std::string>& args) {
         db.c_str());
     if (calibration)
       if (absl::Status s = FinishCalibration(db, run_id, *calibration, modeled_steps, uncalibrated_steps,
-                                             calibration_counts, quiet);
+                                             calibration_counts, quiet, calibration_caveat);
           !s.ok()) {
         std::cerr << "error: " << s.message() << "\n";
         return 1;
