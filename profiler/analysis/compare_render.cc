@@ -22,9 +22,12 @@ std::string Rel(double diff, double base) {
 }
 
 std::string RunLine(const RunHeader& h) {
-  return absl::StrCat(Printable(h.db_path), " run ", h.run_id, " (", Printable(h.sample), ", mesh ", Printable(h.mesh),
-                      h.sharding.empty() ? "" : absl::StrCat(", ", Printable(h.sharding)), ", profile ",
-                      Printable(h.profile), h.imported ? ", imported" : "", h.simulated ? ", simulated" : "", ")");
+  return absl::StrCat(Printable(h.db_path), " run ", h.run_id, " (", Printable(h.sample), ", mesh ",
+                      Printable(h.mesh), h.sharding.empty() ? "" : absl::StrCat(", ", Printable(h.sharding)),
+                      ", profile ", Printable(h.profile), h.imported ? ", imported" : "",
+                      h.simulated ? ", simulated" : "",
+                      // Its timeline is not the machine's own: a difference may be the faults'.
+                      h.faults_injected ? ", faults injected (runs.config_json)" : "", ")");
 }
 
 std::string SpreadCell(const Spread& s) {
@@ -151,9 +154,11 @@ nlohmann::json DeltaJson(const Delta& d) {
 }
 
 nlohmann::json RunJson(const RunHeader& h) {
-  return {{"db", h.db_path},     {"run_id", h.run_id},     {"sample", h.sample},     {"mesh", h.mesh},
-          {"sharding", h.sharding}, {"profile", h.profile}, {"imported", h.imported}, {"simulated", h.simulated},
-          {"status", h.status}};
+  return {{"db", h.db_path},        {"run_id", h.run_id},
+          {"sample", h.sample},     {"mesh", h.mesh},
+          {"sharding", h.sharding}, {"profile", h.profile},
+          {"imported", h.imported}, {"simulated", h.simulated},
+          {"status", h.status},     {"faults_injected", h.faults_injected}};
 }
 
 nlohmann::json CompileJson(const CompileStats& s) {

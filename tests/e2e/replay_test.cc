@@ -154,6 +154,26 @@ TEST(ReplayE2e, ReSimulatedOnAnotherChipAndAnotherTopology) {
   EXPECT_TRUE(absl::StrContains(pod.text, "mesh axes on gpu:4x8 (auto): data: 8 chips within a host")) << pod.text;
 }
 
+// The replay injects no fault: a stored run's faults are named, on the replay's
+// output and on the comparison's line for that run, as what the difference holds.
+TEST(ReplayE2e, AStoredRunsFaultsAreNamedAsPartOfTheDifference) {
+  const std::string db = e2e::TempDb("replay_faulted");
+  ASSERT_EQ(e2e::Shell(
+                Cli("run mlp --simulate --topology 4x4 --steps 3 --fault slow-chip:5:0.6 --quiet --db " + db))
+                .code,
+            0);
+  e2e::Output o = e2e::Shell(Cli("replay " + db + " --run 1"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text,
+                                "note: run 1 was recorded with faults injected (slow-chip:5:0.6); run 2 "
+                                "replays it without them, so the difference below includes them"))
+      << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "simulated, faults injected (runs.config_json))")) << o.text;
+  e2e::Output clean = e2e::Shell(Cli("replay " + db + " --run 2"));
+  ASSERT_EQ(clean.code, 0) << clean.text;
+  EXPECT_FALSE(absl::StrContains(clean.text, "faults injected")) << clean.text;
+}
+
 TEST(ReplayE2e, TheMeshIsMappedOntoTheNewTopologyAsRunMapsIt) {
   // A llama fsdp_tp recorded in chip order (row-major) on gpu:4x8, replayed
   // there: auto ranks the axes by the re-partitioned programs' collectives,

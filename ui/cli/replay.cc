@@ -118,6 +118,7 @@ struct StoredRun {
   std::vector<StoredGraph> graphs;
   std::vector<StoredExecution> executions;
   std::map<std::string, StoredTensor> tensors;  // by name
+  std::vector<std::string> faults;  // the faults injected into it (config_json.faults): the replay has none
 };
 
 // What the replay needs of run `run`, or why it cannot be replayed.
@@ -146,6 +147,9 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
   const nlohmann::json config = nlohmann::json::parse(q->Text(0, "config_json", "{}"), nullptr, false);
   if (config.is_object() && config.contains("fusion") && config["fusion"].is_boolean()) s.fusion = config["fusion"];
   if (config.is_object() && config.contains("topology") && config["topology"].is_string()) s.topology = config["topology"];
+  if (config.is_object() && config.contains("faults") && config["faults"].is_array())
+    for (const nlohmann::json& f : config["faults"])
+      if (f.is_string()) s.faults.push_back(f.get<std::string>());
   s.simulated = q->Col("simulated") >= 0 && q->Int(0, "simulated") != 0;
   // The mesh's order on its chips (run --mesh-map): the programs' shardings name these chips.
   auto mq = r.Query("SELECT device_ids FROM meshes WHERE run_id = ?1 ORDER BY mesh_id LIMIT 1", {id});
@@ -504,6 +508,14 @@ int RunReplay(const std::vector<std::string>& args) {
   if (other_chip || modeled) options.clock = "modeled";
   auto c = analysis::CompareRuns(*r, *run, *r, new_run, options);
   if (!c.ok()) return Fail(std::string(c.status().message()));
+  // The replay injects no fault: what the stored run's faults cost shows as a difference.
+  const std::string faults_note =
+      stored.faults.empty()
+          ? std::string()
+          : absl::StrCat("note: run ", *run, " was recorded with faults injected (",
+                         absl::StrJoin(stored.faults, ", "), "); run ", new_run,
+                         " replays it without them, so the difference below includes them\n\n");
+  std::cout << faults_note;
   if (options.clock == "modeled" && !quiet) {
     std::cout << "Compared on the modeled clock: run " << *run << " as modeled for " << stored_profile
               << ", run " << new_run << " for " << stored.profile << (modeled ? " (simulated)" : "") << ".";
