@@ -211,6 +211,16 @@ absl::Status CheckFaultSet(const std::vector<Fault>& faults) {
       return absl::InvalidArgumentError(absl::StrCat("--fault '", it->second->spec, "' and --fault '", f.spec,
                                                      "' both set ", t, ": give one"));
   }
+  // The first chip to fail ends the run: a fault at a later step never happens.
+  const Fault* first_failure = nullptr;
+  for (const Fault& f : faults)
+    if (f.kind == Fault::kFailChip && (!first_failure || f.step < first_failure->step)) first_failure = &f;
+  if (first_failure)
+    for (const Fault& f : faults)
+      if ((f.kind == Fault::kFailChip || f.kind == Fault::kHostPreempt) && f.step > first_failure->step)
+        return Bad(f.spec, absl::StrCat("the run ends at step ", first_failure->step, ", when chip ",
+                                        first_failure->chip, " fails (--fault '", first_failure->spec,
+                                        "'), before step ", f.step, ": the fault would never happen"));
   return absl::OkStatus();
 }
 

@@ -604,6 +604,11 @@ TEST(FleetCli, FlagMistakesNameTheBadPart) {
       {"--fault host-preempt:1@100 --topology gpu:2x4", "step 100 is not a step of this run"},
       {"--fault slow-chip:3:0.5 --fault slow-chip:3:0.5", "both set chip 3's speed: give one"},
       {"--fault jitter:0.1 --fault jitter:0.1", "both set every kernel's jitter"},
+      {"--fault fail-chip:3@0 --fault fail-chip:4@1",
+       "--fault 'fail-chip:4@1': the run ends at step 0, when chip 3 fails (--fault 'fail-chip:3@0'), before "
+       "step 1"},
+      {"--topology gpu:2x4 --fault host-preempt:1@1 --fault fail-chip:3@0",
+       "--fault 'host-preempt:1@1': the run ends at step 0"},
       {"--fault slow-chip:3:1e-300", "speed '1e-300' is below 0.001"},
       {"--topology 4X2", "separated by a lowercase x"},
       {"--topology gpu:4096x16", "it has 134676480 links, more than the 8388608"},
