@@ -148,6 +148,26 @@ TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
   EXPECT_GT(sl.Int(0, "n"), 0);
 }
 
+// A llama batch that does not split over its data-parallel chips runs (as
+// GSPMD would), with a note: the partitioner gathers where the uneven shards
+// meet a reshape, and the step is far slower than at a multiple.
+TEST(Simulate, AnUnevenLlamaBatchIsSaidToCostAGather) {
+  const std::string even = TempDb("sim_llama_even"), uneven = TempDb("sim_llama_uneven");
+  Output a = Shell(
+      absl::StrCat(kCli, " run llama --simulate --topology 4x4 --batch 16 --steps 2 --quiet --db ", even));
+  Output b = Shell(
+      absl::StrCat(kCli, " run llama --simulate --topology 4x4 --batch 17 --steps 2 --quiet --db ", uneven));
+  ASSERT_EQ(a.code, 0) << a.text;
+  ASSERT_EQ(b.code, 0) << b.text;
+  EXPECT_EQ(a.text.find("note: llama's batch"), std::string::npos) << a.text;
+  EXPECT_NE(b.text.find("note: llama's batch (17) does not split evenly over its 16 data-parallel chips"),
+            std::string::npos)
+      << b.text;
+  const char* gathers = "SELECT COUNT(*) AS n FROM ops WHERE opcode = 'stablehlo.all_gather'";
+  EXPECT_EQ(Q(even, gathers).Int(0, "n"), 0);
+  EXPECT_GT(Q(uneven, gathers).Int(0, "n"), 0);
+}
+
 TEST(Simulate, KilledRunKeepsTheStepsItLaidOut) {
   // A simulated run stores its schedule step by step: killed (SIGKILL, no
   // chance to write anything at the end), it keeps every whole step before.

@@ -412,6 +412,14 @@ std::string RunHelpText() {
   return h;
 }
 
+// The chips a sample's batch is split over: the mesh's 'data' axis, and for
+// llama's dp and fsdp the whole mesh.
+int64_t DataParallelChips(const RunOptions& o) {
+  if (o.sample == "llama" && o.cfg.sharding != "tp" && o.cfg.sharding != "fsdp_tp")
+    return static_cast<int64_t>(o.cfg.mesh[0]) * o.cfg.mesh[1];
+  return o.cfg.mesh[0];
+}
+
 int Usage(const std::string& why) {
   std::cerr << "error: run: " << why << "\n(shardscope run --help lists the flags and their ranges)\n";
   return 2;
@@ -542,15 +550,20 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     // The mesh defaults to every chip on 'data'; the batch to one per data-parallel chip.
     if (!o->mesh_given) o->cfg.mesh = {wiring->num_chips(), 1};
     if (!o->batch_given) {
-      const int64_t data_chips =
-          o->sample == "llama" && (o->cfg.sharding == "tp" || o->cfg.sharding == "fsdp_tp")
-              ? o->cfg.mesh[0]
-              : o->sample == "llama" ? o->cfg.mesh[0] * o->cfg.mesh[1] : o->cfg.mesh[0];
-      o->cfg.batch = o->cfg.cnn_batch = o->cfg.llama_batch = static_cast<int>(data_chips);
+      o->cfg.batch = o->cfg.cnn_batch = o->cfg.llama_batch = static_cast<int>(DataParallelChips(*o));
     }
     // The mlp's batch change (the demo's recompilation) only when asked for.
     if (!o->change_step_given) o->cfg.change_step = -1;
   }
+  // llama's sequences split unevenly over its chips: the partitioner gathers
+  // the activations where a reshape meets the uneven shards (the cnn refuses
+  // such a batch; the mlp's split costs nothing). Said, not refused.
+  if (o->sample == "llama" && o->cfg.llama_batch % DataParallelChips(*o) != 0)
+    std::cerr << "note: llama's batch (" << o->cfg.llama_batch << ") does not split evenly over its "
+              << DataParallelChips(*o)
+              << " data-parallel chips: the shards are uneven and the partitioner gathers "
+              << "the activations where they meet a reshape (all_gather), so expect a slower step than at a "
+              << "multiple of " << DataParallelChips(*o) << "\n";
   if (!o->trace_steps.empty()) {
     const bool stops_early = o->cfg.stop_at >= 0 && o->cfg.stop_at < o->cfg.steps;
     const int end = stops_early ? o->cfg.stop_at : o->cfg.steps;  // the run's steps are < end
