@@ -338,7 +338,7 @@ struct Trainer {
     if (!c.ok()) return c.status();
     strategy.auto_specs = c->spec_of_group;
     if (auto it = strategy.auto_specs.find("tokens"); it != strategy.auto_specs.end()) strategy.batch = it->second;
-    std::printf("%s", ss::DescribeAutoSharding(*c, ss::GetClient().profile().name).c_str());
+    if (!cfg.quiet) std::printf("%s", ss::DescribeAutoSharding(*c, ss::GetClient().profile().name).c_str());
     return absl::OkStatus();
   }
 

@@ -55,6 +55,7 @@ struct SampleConfig {
   // would; each read cuts the graph (value_read_cut). 0: never.
   int read_loss_every = 0;
   std::function<void(int step, double loss)> on_step;  // progress callback
+  bool quiet = false;  // print nothing of its own (llama's auto-sharding table among)
 };
 
 struct SampleResult {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
@@ -267,7 +268,7 @@ const std::vector<RunFlag>& RunFlags() {
       {"--save", "FILE", K::kText, 0, 0, "write the trained weights (and optimizer state)\nas a safetensors checkpoint",
        [](O& o, const V& v) { o.cfg.save_path = v.text; return Ok(); }, "save",
        [](const O& o) { return o.cfg.save_path; }},
-      {"--stop-at", "K", K::kInt, 0, kMaxSteps,
+      {"--stop-at", "K", K::kInt, 1, kMaxSteps,
        "stop before step K as if interrupted, {range}\n"
        "(schedules still plan for --steps); with --save, a later\n"
        "--init FILE resumes at step K",
@@ -668,6 +669,7 @@ int Run(const std::vector<std::string>& args) {
   RunOptions o;
   if (std::optional<int> code = ParseRun(args, &o)) return *code;
   samples::SampleConfig& cfg = o.cfg;
+  cfg.quiet = o.quiet;
   const samples::SampleInfo* info = o.info;
   const std::string &sample = o.sample, &db = o.db, &profile = o.profile, &cache_dir = o.cache_dir;
   const int64_t hosts = o.hosts;
@@ -847,12 +849,14 @@ int Run(const std::vector<std::string>& args) {
     for (const auto& [step, span] : modeled_steps) ns.push_back(span);
     std::sort(ns.begin(), ns.end());
     const int64_t chips = cfg.mesh[0] * cfg.mesh[1];
+    const double rate = secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0;
+    // Whole numbers where they are large; a slow pod's 0.4 a second is not "0".
+    const std::string rate_text = rate >= 100 ? absl::StrFormat("%.0f", rate) : absl::StrFormat("%.2g", rate);
     std::printf(
-        "run %lld: %s simulated on %s, steps %d-%d in %.2f s (host clock, %.0f chip-steps/s); "
+        "run %lld: %s simulated on %s, steps %d-%d in %.2f s (host clock, %s chip-steps/s); "
         "modeled step (%s) median %.3f ms, max %.3f ms — stored in %s\n",
         static_cast<long long>(run_id), sample.c_str(), analysis::Plural(chips, "chip", "chips").c_str(),
-        result->first_step, result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
-        secs > 0 ? static_cast<double>(chips) * static_cast<double>(result->losses.size()) / secs : 0.0,
+        result->first_step, result->first_step + static_cast<int>(result->losses.size()) - 1, secs, rate_text.c_str(),
         profile.c_str(), ns.empty() ? 0.0 : ns[ns.size() / 2] / 1e6, ns.empty() ? 0.0 : ns.back() / 1e6,
         db.c_str());
     if (calibration)
