@@ -33,7 +33,10 @@ absl::Status Bad(const std::string& spec, const std::string& why) {
 absl::StatusOr<int> Whole(const std::string& spec, const std::string& text, const char* what, int64_t lo,
                           int64_t hi) {
   int64_t v = 0;
-  if (!absl::SimpleAtoi(text, &v) || v < lo || v > hi)
+  // Digits only: " 3" and "+3" are not how a chip or step is written.
+  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(),
+                                                   [](unsigned char c) { return c >= '0' && c <= '9'; });
+  if (!digits || !absl::SimpleAtoi(text, &v) || v < lo || v > hi)
     return Bad(spec, absl::StrCat(what, " '", text, "' is not a whole number from ", lo, " to ", hi));
   return static_cast<int>(v);
 }

@@ -42,15 +42,23 @@ absl::StatusOr<Interconnect> Interconnect::Parse(const std::string& spec) {
     body = body.substr(4);
   }
   std::vector<std::string> parts = absl::StrSplit(body, 'x');
+  const std::string upper_x =
+      body.find('X') != std::string::npos ? "; dimensions are separated by a lowercase x" : "";
   if (body.empty() || parts.size() > 3 || (ic.gpu_ && parts.size() != 2))
-    return Bad(spec, ic.gpu_ ? "gpu: takes N hosts x M chips" : "a torus has 1 to 3 dimensions");
+    return Bad(spec, absl::StrCat(ic.gpu_ ? "gpu: takes N hosts x M chips" : "a torus has 1 to 3 dimensions",
+                                  upper_x));
   int64_t chips = 1;
   for (size_t k = 0; k < parts.size(); ++k) {
     int64_t d = 0;
-    if (!absl::SimpleAtoi(parts[k], &d) || d < 1 || d > kMaxDim) {
-      // The usual slips, said plainly: "4X4", "GPU:2x4".
-      std::string hint;
-      if (parts[k].find('X') != std::string::npos) hint = "; dimensions are separated by a lowercase x";
+    // Digits only: " 4", "+4" or "4\n" would be stored as spelled, and two
+    // spellings of one topology would read as two.
+    const bool digits =
+        !parts[k].empty() &&
+        std::all_of(parts[k].begin(), parts[k].end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
+    if (!digits || !absl::SimpleAtoi(parts[k], &d) || d < 1 || d > kMaxDim) {
+      // The usual slips, said plainly: "4X4", "GPU:2x4", "4 x 4".
+      std::string hint = upper_x;
+      if (hint.empty() && !parts[k].empty() && !digits) hint = "; digits only (no spaces or signs)";
       if (k == 0 && !ic.gpu_ && absl::AsciiStrToLower(spec).rfind("gpu:", 0) == 0)
         hint = "; write gpu: in lowercase";
       return Bad(spec, absl::StrCat(ic.gpu_ ? (k == 0 ? "hosts" : "chips per host")

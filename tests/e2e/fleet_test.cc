@@ -611,6 +611,10 @@ TEST(FleetCli, FlagMistakesNameTheBadPart) {
        "--fault 'host-preempt:1@1': the run ends at step 0"},
       {"--fault slow-chip:3:1e-300", "speed '1e-300' is below 0.001"},
       {"--topology 4X2", "separated by a lowercase x"},
+      {"--topology gpu:2X4", "gpu: takes N hosts x M chips; dimensions are separated by a lowercase x"},
+      {"--topology '4 x 2'", "dimension 1 is '4 ', not a whole number from 1 to"},
+      {"--topology +4x2", "digits only (no spaces or signs)"},
+      {"--fault slow-chip:+3:0.5", "chip '+3' is not a whole number"},
       {"--topology gpu:4096x16", "it has 134676480 links, more than the 8388608"},
   };
   for (const Bad& b : bad) {
