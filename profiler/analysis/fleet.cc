@@ -271,6 +271,18 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
   absl::StatusOr<FleetReport> r = AnalyzeRecordedSteps(rd, opt);
   if (!r.ok()) return r;
+  // One host has no peer host: a delay of the host itself (a preemption, a
+  // slow input pipeline) falls on every chip alike and ranks no one. Said.
+  if (r->hosts <= 1 && r->chip_rows.size() > 1 && r->median_step_ns > 0) {
+    double least = r->chip_rows.front().host_wait_ns;
+    for (const FleetChip& c : r->chip_rows) least = std::min(least, c.host_wait_ns);
+    if (least > 0.02 * r->median_step_ns)
+      r->notes.push_back(
+          absl::StrCat("all ", r->chip_rows.size(), " chips waited for the host, at least ", Ms(least),
+                       " a step on average (", Pct(least / r->median_step_ns),
+                       " of the median step): the run has one host, so no other host shows "
+                       "whether it was slow; the chips' host waits are in the breakdown below"));
+  }
   if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->status == "ended abnormally") {
     r->notes.insert(r->notes.begin(), absl::StrCat("run ", r->run_id, " ", st->Describe()));
     r->verdict = absl::StrCat("the run ended abnormally",

@@ -211,6 +211,23 @@ TEST(FleetVerdict, ManyFlaggedSuspectsKeepTheVerdictToOneLine) {
   }
 }
 
+// A preempted host on a pod of one host: no other host to compare with, so
+// no one is ranked, and the note says what every chip waited.
+TEST(FleetVerdict, OneHostsPreemptionIsNotedNotRanked) {
+  const std::string db = TempDb("fleet_one_host");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 3x3 --steps 6 --quiet --db ", db,
+                                " --fault host-preempt:0@2"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "one host preempted");
+  EXPECT_EQ(r.hosts, 1);
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted |= n.find("all 9 chips waited for the host") != std::string::npos &&
+             n.find("the run has one host") != std::string::npos;
+  EXPECT_TRUE(noted) << absl::StrJoin(r.notes, "\n");
+}
+
 // A GPU cluster's devices rows: each chip's links, NVLink inside its host and
 // one rail link to the chip at its position in every other host, listed once
 // per kind with its bandwidth and latency, valid JSON the links view reads.
