@@ -332,6 +332,24 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     host_of[d] = static_cast<int>(devs->Int(i, "host_id"));
     coords_of[d] = devs->Text(i, "topology_coords", devs->Text(i, "coords"));
   }
+  // Chips with a lane but no devices row (a damaged file): each lane names its
+  // host, so hosts are still compared; the note says whose rows are missing.
+  std::vector<std::string> rowless;
+  if (auto lanes = rd.Query("SELECT device_id, min(host_id) AS host_id FROM tracks WHERE run_id = ?1"
+                            " AND device_id IS NOT NULL GROUP BY device_id ORDER BY device_id",
+                            {run_text});
+      lanes.ok())
+    for (size_t i = 0; i < lanes->rows.size(); ++i) {
+      const int d = static_cast<int>(lanes->Int(i, "device_id"));
+      if (host_of.count(d)) continue;
+      host_of[d] = static_cast<int>(lanes->Int(i, "host_id"));
+      rowless.push_back(absl::StrCat(d));
+    }
+  if (!rowless.empty())
+    r.notes.push_back(absl::StrCat("devices has no row for ", rowless.size() == 1 ? "chip " : "chips ",
+                                   JoinFirst(rowless, 16),
+                                   " (a damaged file): their hosts come from their timeline lanes, their "
+                                   "coordinates and links are unknown"));
   // Link kinds (ici, dcn), so a link is compared with links of its kind.
   std::map<std::string, std::string> link_kind;
   std::map<std::string, double> link_bandwidth;

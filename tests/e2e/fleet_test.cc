@@ -298,6 +298,31 @@ TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
   EXPECT_TRUE(named) << j["notes"].dump();
 }
 
+// devices rows deleted (a damaged file): each chip's lane still names its
+// host, so the preempted host is still found, and a note names the chips.
+TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {
+  const std::string db = TempDb("fleet_no_devices");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:4x4 --steps 10 --quiet ",
+                                "--fault host-preempt:2@5:100 --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  ForgetFaults(db);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "DELETE FROM devices WHERE device_id >= 4", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  analysis::FleetReport r = Diagnose(db, "devices rows of chips 4-15 deleted");
+  EXPECT_EQ(r.chips, 16);
+  EXPECT_EQ(r.hosts, 4);
+  ExpectCulprits(r, {"host 2"});
+  bool named = false;
+  for (const std::string& n : r.notes)
+    named |=
+        n.find("devices has no row for chips 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 (a damaged file)") !=
+        std::string::npos;
+  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+}
+
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.
 TEST(FleetCli, JsonRanksSuspects) {
   const std::string db = Record("cli", "--topology 2x4 --fault slow-chip:3:0.6");
