@@ -43,16 +43,20 @@ std::string Record(const std::string& name, const std::string& flags) {
   return db;
 }
 
-// What the diagnosis test does first: the specs go, so nothing but the timeline tells.
-void ForgetFaults(const std::string& db) {
+// Changes the file as a damaged or edited one would be.
+void Sql(const std::string& db, const std::string& sql) {
   sqlite3* h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
   char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(h, "UPDATE runs SET config_json = json_remove(config_json, '$.faults')", nullptr,
-                         nullptr, &err),
-            SQLITE_OK)
-      << (err ? err : "");
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK)
+      << sql << ": " << (err ? err : "");
+  sqlite3_free(err);
   sqlite3_close(h);
+}
+
+// What the diagnosis test does first: the specs go, so nothing but the timeline tells.
+void ForgetFaults(const std::string& db) {
+  Sql(db, "UPDATE runs SET config_json = json_remove(config_json, '$.faults')");
   store::QueryResult q = Q(db, "SELECT COUNT(*) AS n FROM runs WHERE config_json LIKE '%fault%'");
   ASSERT_EQ(q.Int(0, "n", -1), 0);
 }
@@ -278,13 +282,7 @@ TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
                                 "--fault slow-chip:5:0.5 --db ", db));
   ASSERT_EQ(o.code, 0) << o.text;
   ForgetFaults(db);
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(
-      sqlite3_exec(h, "UPDATE devices SET links = '[{\"kind\":\"ici\",\"peers\":[1,' WHERE device_id = 2",
-                   nullptr, nullptr, nullptr),
-      SQLITE_OK);
-  sqlite3_close(h);
+  Sql(db, "UPDATE devices SET links = '[{\"kind\":\"ici\",\"peers\":[1,' WHERE device_id = 2");
   Output f = Shell(absl::StrCat(kCli, " fleet ", db, " --format json"));
   ASSERT_EQ(f.code, 0) << f.text;
   auto j = nlohmann::json::parse(f.text, nullptr, false);
@@ -306,11 +304,7 @@ TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {
                                 "--fault host-preempt:2@5:100 --db ", db));
   ASSERT_EQ(o.code, 0) << o.text;
   ForgetFaults(db);
-  sqlite3* h = nullptr;
-  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(h, "DELETE FROM devices WHERE device_id >= 4", nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(h);
+  Sql(db, "DELETE FROM devices WHERE device_id >= 4");
   analysis::FleetReport r = Diagnose(db, "devices rows of chips 4-15 deleted");
   EXPECT_EQ(r.chips, 16);
   EXPECT_EQ(r.hosts, 4);
