@@ -61,6 +61,16 @@ void ForgetFaults(const std::string& db) {
   ASSERT_EQ(q.Int(0, "n", -1), 0);
 }
 
+// A simulated mlp run with `flags` (faults among them), its fault specs then
+// forgotten; returns its path.
+std::string RecordSimulated(const std::string& name, const std::string& flags) {
+  const std::string db = TempDb(absl::StrCat("fleet_", name));
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --quiet --db ", db, " ", flags));
+  EXPECT_EQ(o.code, 0) << o.text;
+  ForgetFaults(db);
+  return db;
+}
+
 analysis::FleetReport Diagnose(const std::string& db, const std::string& title) {
   auto rd = store::Reader::Open(db);
   EXPECT_TRUE(rd.ok()) << rd.status();
@@ -189,7 +199,6 @@ INSTANTIATE_TEST_SUITE_P(
 // Ten slow chips on a 64-chip pod: all ten flagged and ranked first, while
 // the one-line verdict names eight and counts the rest; the ranking lists all.
 TEST(FleetVerdict, ManyFlaggedSuspectsKeepTheVerdictToOneLine) {
-  const std::string db = TempDb("fleet_ten_slow");
   std::string faults;
   std::set<std::string> culprits;
   for (int c = 3; c < 64; c += 6) {
@@ -197,10 +206,7 @@ TEST(FleetVerdict, ManyFlaggedSuspectsKeepTheVerdictToOneLine) {
     culprits.insert(absl::StrCat("chip ", c));
   }
   ASSERT_EQ(culprits.size(), 11u);
-  Output o =
-      Shell(absl::StrCat(kCli, " run mlp --simulate --topology 8x8 --steps 6 --quiet --db ", db, faults));
-  ASSERT_EQ(o.code, 0) << o.text;
-  ForgetFaults(db);
+  const std::string db = RecordSimulated("eleven_slow", "--topology 8x8 --steps 6" + faults);
   analysis::FleetReport r = Diagnose(db, "eleven slow chips");
   ExpectCulprits(r, culprits);
   EXPECT_NE(r.verdict.find(" and 3 more"), std::string::npos) << r.verdict;
@@ -218,11 +224,7 @@ TEST(FleetVerdict, ManyFlaggedSuspectsKeepTheVerdictToOneLine) {
 // A preempted host on a pod of one host: no other host to compare with, so
 // no one is ranked, and the note says what every chip waited.
 TEST(FleetVerdict, OneHostsPreemptionIsNotedNotRanked) {
-  const std::string db = TempDb("fleet_one_host");
-  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 3x3 --steps 6 --quiet --db ", db,
-                                " --fault host-preempt:0@2"));
-  ASSERT_EQ(o.code, 0) << o.text;
-  ForgetFaults(db);
+  const std::string db = RecordSimulated("one_host", "--topology 3x3 --steps 6 --fault host-preempt:0@2");
   analysis::FleetReport r = Diagnose(db, "one host preempted");
   EXPECT_EQ(r.hosts, 1);
   bool noted = false;
@@ -277,11 +279,8 @@ TEST(FleetTopology, AGpuClustersDeviceRowsListEachChipsLinks) {
 // A damaged devices.links row: the diagnosis still names the culprit, and
 // says that links were compared across kinds and which chip's row it was.
 TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
-  const std::string db = TempDb("fleet_bad_links");
-  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:3x4 --mesh 12x1 --steps 6 --quiet ",
-                                "--fault slow-chip:5:0.5 --db ", db));
-  ASSERT_EQ(o.code, 0) << o.text;
-  ForgetFaults(db);
+  const std::string db =
+      RecordSimulated("bad_links", "--topology gpu:3x4 --mesh 12x1 --steps 6 --fault slow-chip:5:0.5");
   Sql(db, "UPDATE devices SET links = '[{\"kind\":\"ici\",\"peers\":[1,' WHERE device_id = 2");
   Output f = Shell(absl::StrCat(kCli, " fleet ", db, " --format json"));
   ASSERT_EQ(f.code, 0) << f.text;
@@ -299,11 +298,8 @@ TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
 // devices rows deleted (a damaged file): each chip's lane still names its
 // host, so the preempted host is still found, and a note names the chips.
 TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {
-  const std::string db = TempDb("fleet_no_devices");
-  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology gpu:4x4 --steps 10 --quiet ",
-                                "--fault host-preempt:2@5:100 --db ", db));
-  ASSERT_EQ(o.code, 0) << o.text;
-  ForgetFaults(db);
+  const std::string db =
+      RecordSimulated("no_devices", "--topology gpu:4x4 --steps 10 --fault host-preempt:2@5:100");
   Sql(db, "DELETE FROM devices WHERE device_id >= 4");
   analysis::FleetReport r = Diagnose(db, "devices rows of chips 4-15 deleted");
   EXPECT_EQ(r.chips, 16);
