@@ -689,8 +689,13 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // a suspect: the host's other chips are on time.
   std::map<int, std::vector<int>> chips_of_host;
   for (const auto& [d, h] : host_of) chips_of_host[h].push_back(d);
-  const bool host_suspects = r.hosts > 1 && std::all_of(chips_of_host.begin(), chips_of_host.end(),
-                                                        [](const auto& h) { return h.second.size() > 1; });
+  // Hosts of several chips are ranked; a host of one chip is its chip (ranked
+  // as one already), and a run whose hosts all have one chip (imported ranks)
+  // ranks none.
+  std::vector<std::string> lone_hosts;
+  for (const auto& [h, members] : chips_of_host)
+    if (members.size() == 1) lone_hosts.push_back(absl::StrCat(h));
+  const bool host_suspects = chips_of_host.size() - lone_hosts.size() >= 2;
   // Per step, the chips' own times sorted, and each chip's rank there: a
   // host's peers are all chips but its own.
   struct OwnRanks {
@@ -713,6 +718,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   };
   if (host_suspects) {
     for (const auto& [h, members] : chips_of_host) {
+      if (members.size() == 1) continue;
       FleetSuspect s;
       s.kind = "host";
       s.id = absl::StrCat(h);
@@ -755,8 +761,15 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                          return c;
                        }});
     }
-  } else if (r.hosts > 1) {
+  }
+  if (r.hosts > 1 && lone_hosts.size() == chips_of_host.size()) {
     r.notes.push_back("hosts of one chip each (imported ranks): a host's evidence is its chip's");
+  } else if (r.hosts > 1 && !lone_hosts.empty()) {
+    r.notes.push_back(absl::StrCat(lone_hosts.size() == 1 ? "host " : "hosts ", JoinFirst(lone_hosts, 16),
+                                   lone_hosts.size() == 1 ? " has" : " have", " one chip",
+                                   host_suspects ? " (the others several): not ranked as a host"
+                                                 : ": no two hosts of several chips to compare",
+                                   "; its chip's evidence is the host's"));
   }
 
   // Links: time per byte against the other links of the same kind that moved about as many

@@ -313,6 +313,22 @@ TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {
   EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
 }
 
+// One chip moved to a host of its own (an edited file): the hosts of several
+// chips are still ranked, and the lone one is named as its chip.
+TEST(FleetTopology, AHostOfOneChipIsNotRankedButTheOthersAre) {
+  const std::string db =
+      RecordSimulated("lone_host", "--topology gpu:4x4 --steps 10 --fault host-preempt:2@5:100");
+  Sql(db, "UPDATE devices SET host_id = 77 WHERE device_id = 0");
+  Sql(db, "UPDATE tracks SET host_id = 77 WHERE device_id = 0");
+  analysis::FleetReport r = Diagnose(db, "chip 0 alone on host 77");
+  ExpectCulprits(r, {"host 2"});
+  for (const auto& s : r.suspects) EXPECT_NE(Key(s), "host 77");
+  bool named = false;
+  for (const std::string& n : r.notes)
+    named |= n.find("host 77 has one chip (the others several): not ranked as a host") != std::string::npos;
+  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+}
+
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.
 TEST(FleetCli, JsonRanksSuspects) {
   const std::string db = Record("cli", "--topology 2x4 --fault slow-chip:3:0.6");
