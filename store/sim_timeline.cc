@@ -31,6 +31,14 @@ namespace {
 
 using internal::Stmt;
 
+// A sim_chips row no run writes: said with the chip and its values, never read as a healthy chip.
+std::string DamagedChip(int64_t run_id, int64_t device, const trace::SimChip& c) {
+  return absl::StrCat("sim_chips of run ", run_id, ", chip ", device, ": time_scale ", c.time_scale,
+                      " and jitter ", c.jitter,
+                      " are not what a run stores (a scale above 0 up to 1000, a jitter from 0 below 1):"
+                      " the file is damaged");
+}
+
 class Enc {
  public:
   void U(uint64_t v) {
@@ -492,6 +500,11 @@ std::shared_ptr<const Cache::Chips> LoadChips(Vtab* v, int64_t run_id, std::stri
     c.time_scale = sqlite3_column_double(q, 2);
     c.jitter = sqlite3_column_double(q, 3);
     c.seed = static_cast<uint64_t>(sqlite3_column_int64(q, 4));
+    if (!c.Valid()) {
+      *err = DamagedChip(run_id, device, c);
+      sqlite3_finalize(q);
+      return nullptr;
+    }
     out->chips.push_back(c);
     out->tracks.push_back(sqlite3_column_int64(q, 1));
     out->chip_of_track[out->tracks.back()] = static_cast<int>(device);
@@ -849,6 +862,7 @@ absl::Status ForEachSimChipRun(const Reader& reader, int64_t run_id, const SimWa
     if (chips->Int(i, "device_id") != static_cast<int64_t>(i))
       return absl::DataLossError(absl::StrCat("sim_chips of run ", run_id, " miss chip ", i));
     chip[i] = {chips->Real(i, "time_scale"), chips->Real(i, "jitter"), static_cast<uint64_t>(chips->Int(i, "seed"))};
+    if (!chip[i].Valid()) return absl::DataLossError(DamagedChip(run_id, static_cast<int64_t>(i), chip[i]));
   }
   const int n = static_cast<int>(chip.size());
   std::map<int32_t, std::string> name_rows;

@@ -81,6 +81,10 @@ struct SimChip {
   double time_scale = 1;     // its kernels and transfers take this many times as long (slow-chip: 1/S)
   double jitter = 0;         // each kernel takes (1 + u) as long, u uniform in [-jitter, jitter]
   uint64_t seed = 0;         // of u, drawn from (seed, step, chip, kernel index)
+
+  // What `run` can store: a scale above 0 and at most 1000 (a speed of 0.001),
+  // a jitter in [0, 1). A stored row outside them is a damaged file.
+  bool Valid() const { return time_scale > 0 && time_scale <= 1000 && jitter >= 0 && jitter < 1; }
 };
 
 // One program run on every chip.

@@ -329,6 +329,19 @@ TEST(FleetTopology, AHostOfOneChipIsNotRankedButTheOthersAre) {
   EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
 }
 
+// A damaged sim_chips row is an error naming the chip, never a healthy chip.
+TEST(FleetTopology, ADamagedChipScaleIsAnErrorNotAHealthyChip) {
+  for (const char* value : {"0", "-1", "1e300", "'abc'"}) {
+    SCOPED_TRACE(value);
+    const std::string db = RecordSimulated("bad_scale", "--topology 4x4 --steps 4 --fault slow-chip:5:0.5");
+    Sql(db, absl::StrCat("UPDATE sim_chips SET time_scale = ", value, " WHERE device_id = 5"));
+    Output f = Shell(absl::StrCat(kCli, " fleet ", db));
+    EXPECT_EQ(f.code, 1) << f.text;
+    EXPECT_NE(f.text.find("sim_chips of run 1, chip 5: time_scale"), std::string::npos) << f.text;
+    EXPECT_NE(f.text.find("the file is damaged"), std::string::npos) << f.text;
+  }
+}
+
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.
 TEST(FleetCli, JsonRanksSuspects) {
   const std::string db = Record("cli", "--topology 2x4 --fault slow-chip:3:0.6");
@@ -542,6 +555,23 @@ TEST(FleetImport, RecordedGlooJobWithASlowRank) {
   EXPECT_TRUE(j["suspects"][0]["flagged"].get<bool>());
 }
 
+// A real two-rank gloo job with four all_reduces a step (DDP's buckets),
+// rank 1 computing 3x as long before the first of them only: slow once a
+// step. A median over the collectives saw three of four on time (no one
+// flagged); the ratio of its own time to its peers' over the run finds it.
+TEST(FleetImport, ARankSlowBeforeOneCollectiveAStepIsFound) {
+  const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/";
+  const std::string db = TempDb("fleet_gloo_phase");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", data, "gloo_phase_rank0.json.gz ", data,
+                               "gloo_phase_rank1.json.gz --quiet --db ", db))
+                .code,
+            0);
+  analysis::FleetReport r = Diagnose(db, "gloo_phase_rank0/1.json.gz");
+  EXPECT_EQ(r.clock, "host");
+  ExpectCulprits(r, {"host 1"});
+  EXPECT_GT(r.suspects[0].slowdown, 1.2);
+}
+
 // The checked-in imports: two GPU ranks of one step (too few); the gloo trace
 // of all_reduce, broadcast and barrier with no work between them: ranked on
 // the host clock, nobody flagged.
@@ -663,6 +693,9 @@ TEST(FleetCli, FlagMistakesNameTheBadPart) {
       {"--topology '4 x 2'", "dimension 1 is '4 ', not a whole number from 1 to"},
       {"--topology +4x2", "digits only (no spaces or signs)"},
       {"--fault slow-chip:+3:0.5", "chip '+3' is not a whole number"},
+      {"--topology gpu:2x4 --trace-steps 0:0 --fault host-preempt:1@1",
+       "--fault 'host-preempt:1@1': step 1 is outside --trace-steps 0:0, the only steps whose timeline is "
+       "kept"},
       {"--topology gpu:4096x16", "it has 134676480 links, more than the 8388608"},
   };
   for (const Bad& b : bad) {

@@ -640,6 +640,14 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
         return Usage(std::string(st.message()));
       if (absl::Status st = runtime::CheckFaultStep(*f, end, end_flag); !st.ok())
         return Usage(std::string(st.message()));
+      // A pause in a step the timeline leaves out would be there and unseen.
+      const bool outside_window =
+          !o->trace_steps.empty() &&
+          (f->step < o->trace_first_step || (o->trace_last_step >= 0 && f->step > o->trace_last_step));
+      if (f->kind == runtime::Fault::kHostPreempt && outside_window)
+        return Usage(absl::StrCat("--fault '", spec, "': step ", f->step, " is outside --trace-steps ",
+                                  o->trace_steps,
+                                  ", the only steps whose timeline is kept: the pause would not be seen"));
       parsed.push_back(*std::move(f));
     }
     if (absl::Status st = runtime::CheckFaultSet(parsed); !st.ok()) return Usage(std::string(st.message()));

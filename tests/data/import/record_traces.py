@@ -12,7 +12,11 @@ It writes, gzipped and small:
                                 torch.profiler, one trace per rank;
   gloo_slow_rank{0,1,2}.json.gz three ranks of data-parallel steps (compute, then an
                                 all_reduce), rank 2 computing 1.7 times as long;
-  gloo_even_rank{0,1,2}.json.gz the same with no slow rank.
+  gloo_even_rank{0,1,2}.json.gz the same with no slow rank (recorded, not committed);
+  gloo_phase_rank{0,1}.json.gz  two ranks of steps with four all_reduces each (as
+                                DDP's gradient buckets), rank 1 computing more before
+                                the first only: slow once a step (--phase records
+                                these alone).
 With --cuda it records the CUDA trace instead (cuda_mlp_nccl.json.gz: the same MLP on
 a GPU, its gradients all-reduced in a one-rank NCCL group), when torch sees a GPU. The
 committed one was recorded on an NVIDIA H200 with PyTorch 2.11 (CUDA 13).
@@ -139,6 +143,29 @@ def gloo_steps_worker(rank, world, port, out_dir, prefix, slow_rank):
     gzip_trace(tmp, os.path.join(out_dir, f"{prefix}_rank{rank}.json.gz"))
 
 
+def gloo_phase_worker(rank, world, port, out_dir, slow_rank):
+    # Four all_reduces a step with a little compute before each; `slow_rank`
+    # computes 3 times as long before the step's first one only.
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
+                            rank=rank, world_size=world)
+    torch.manual_seed(rank)
+    a = torch.randn(160, 160)
+    tmp = os.path.join(out_dir, f"gloo_phase_rank{rank}.json")
+    with profile(activities=[ProfilerActivity.CPU],
+                 schedule=schedule(wait=1, warmup=1, active=8, repeat=1),
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
+        for step in range(10):
+            for bucket in range(4):
+                reps = 18 if rank == slow_rank and bucket == 0 else 6
+                x = a
+                for _ in range(reps):
+                    x = torch.tanh(x @ a) * 0.5
+                dist.all_reduce(x)
+            prof.step()
+    dist.destroy_process_group()
+    gzip_trace(tmp, os.path.join(out_dir, f"gloo_phase_rank{rank}.json.gz"))
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -149,9 +176,13 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=HERE)
     ap.add_argument("--cuda", action="store_true", help="record the CUDA trace only")
+    ap.add_argument("--phase", action="store_true", help="record gloo_phase_rank*.json.gz only")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
+    if args.phase:
+        mp.spawn(gloo_phase_worker, args=(2, free_port(), args.out, 1), nprocs=2, join=True)
+        return
     if args.cuda:
         if not torch.cuda.is_available():
             sys.exit("no CUDA device visible to torch")
