@@ -120,50 +120,42 @@ def gloo_worker(rank, world, port, out_dir):
     gzip_trace(tmp, os.path.join(out_dir, f"gloo_rank{rank}.json.gz"))
 
 
-def gloo_steps_worker(rank, world, port, out_dir, prefix, slow_rank):
-    # Data-parallel steps: the same compute on every rank, then an all_reduce
-    # of the result; `slow_rank` (if >= 0) computes 1.7 times as long, as a
-    # rank on a slower or busier machine would.
+def profiled_gloo_steps(rank, world, port, out_dir, prefix, size, reps_of):
+    # Ten steps of a gloo job under torch.profiler (the last eight recorded):
+    # each step, for each entry of reps_of(), that many tanh(x @ a) then an
+    # all_reduce of the result.
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
     torch.manual_seed(rank)
-    a = torch.randn(192, 192)
-    reps = 17 if rank == slow_rank else 10
+    a = torch.randn(size, size)
     tmp = os.path.join(out_dir, f"{prefix}_rank{rank}.json")
     with profile(activities=[ProfilerActivity.CPU],
                  schedule=schedule(wait=1, warmup=1, active=8, repeat=1),
                  on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
         for step in range(10):
-            x = a
-            for _ in range(reps):
-                x = torch.tanh(x @ a) * 0.5
-            dist.all_reduce(x)
-            prof.step()
-    dist.destroy_process_group()
-    gzip_trace(tmp, os.path.join(out_dir, f"{prefix}_rank{rank}.json.gz"))
-
-
-def gloo_phase_worker(rank, world, port, out_dir, slow_rank):
-    # Four all_reduces a step with a little compute before each; `slow_rank`
-    # computes 3 times as long before the step's first one only.
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=world)
-    torch.manual_seed(rank)
-    a = torch.randn(160, 160)
-    tmp = os.path.join(out_dir, f"gloo_phase_rank{rank}.json")
-    with profile(activities=[ProfilerActivity.CPU],
-                 schedule=schedule(wait=1, warmup=1, active=8, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(tmp)) as prof:
-        for step in range(10):
-            for bucket in range(4):
-                reps = 18 if rank == slow_rank and bucket == 0 else 6
+            for reps in reps_of():
                 x = a
                 for _ in range(reps):
                     x = torch.tanh(x @ a) * 0.5
                 dist.all_reduce(x)
             prof.step()
     dist.destroy_process_group()
-    gzip_trace(tmp, os.path.join(out_dir, f"gloo_phase_rank{rank}.json.gz"))
+    gzip_trace(tmp, os.path.join(out_dir, f"{prefix}_rank{rank}.json.gz"))
+
+
+def gloo_steps_worker(rank, world, port, out_dir, prefix, slow_rank):
+    # Data-parallel steps: the same compute on every rank, then an all_reduce
+    # of the result; `slow_rank` (if >= 0) computes 1.7 times as long, as a
+    # rank on a slower or busier machine would.
+    reps = 17 if rank == slow_rank else 10
+    profiled_gloo_steps(rank, world, port, out_dir, prefix, 192, lambda: [reps])
+
+
+def gloo_phase_worker(rank, world, port, out_dir, slow_rank):
+    # Four all_reduces a step with a little compute before each; `slow_rank`
+    # computes 3 times as long before the step's first one only.
+    first = 18 if rank == slow_rank else 6
+    profiled_gloo_steps(rank, world, port, out_dir, "gloo_phase", 160, lambda: [first, 6, 6, 6])
 
 
 def free_port():
