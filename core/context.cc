@@ -52,6 +52,7 @@ absl::Status Init(const InitOptions& opts) {
     trace::recorder().Record(tr);
   }
   ctx->step_start_ns = trace::HostNowNs();
+  ctx->step_began_ns[0] = ctx->step_start_ns;
   g_ctx = std::move(ctx);
   return absl::OkStatus();
 }

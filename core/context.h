@@ -82,6 +82,11 @@ struct Context {
   int64_t host_track = 0;
   int step = 0;
   int64_t step_start_ns = 0;
+  // When each step began on the host clock: Init or a resume for the first,
+  // then the end of the mark_step before it (the first such, an evaluation's
+  // own cuts do not move it). A step's wall time runs to the next one's
+  // beginning, whenever its loss is logged.
+  std::map<int, int64_t> step_began_ns;
   std::map<std::string, int64_t> recorded_tensors;  // name|shape|sharding -> tensor id
   // The newest cut's program: for compile()'s guard on distinct graphs.
   struct LastCut {

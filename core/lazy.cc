@@ -513,6 +513,7 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
     }
   }
   ++ctx.step;
+  ctx.step_began_ns.try_emplace(ctx.step, trace::HostNowNs());
   ctx.step_read = {};
   return s;
 }
@@ -535,8 +536,15 @@ void log_step_at(int step, double loss, std::optional<double> eval_loss) {
   if (!Initialized()) return;
   auto& ctx = internal::Ctx();
   int64_t now = trace::HostNowNs();
+  // The step's own span (a loop that logs step N after enqueueing N+1 would
+  // otherwise give step N the time of N+1), else the time since the last log.
+  const auto began = ctx.step_began_ns.find(step);
+  const auto next = ctx.step_began_ns.find(step + 1);
+  const int64_t from = began != ctx.step_began_ns.end() ? began->second : ctx.step_start_ns;
+  const int64_t to = next != ctx.step_began_ns.end() ? next->second : now;
+  ctx.step_began_ns.erase(ctx.step_began_ns.begin(), ctx.step_began_ns.lower_bound(step));
   if (trace::enabled()) {
-    trace::StepRecord r{step, loss, now - ctx.step_start_ns};
+    trace::StepRecord r{step, loss, std::max<int64_t>(0, to - from)};
     r.has_eval_loss = eval_loss.has_value();
     r.eval_loss = eval_loss.value_or(0);
     trace::recorder().Record(r);
@@ -547,7 +555,9 @@ void log_step_at(int step, double loss, std::optional<double> eval_loss) {
 int current_step() { return Initialized() ? internal::Ctx().step : 0; }
 
 void set_current_step(int step) {
-  if (Initialized()) internal::Ctx().step = step;
+  if (!Initialized()) return;
+  internal::Ctx().step = step;
+  internal::Ctx().step_began_ns.try_emplace(step, trace::HostNowNs());  // a resumed run's first step
 }
 
 }  // namespace shardscope

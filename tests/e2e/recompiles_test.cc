@@ -63,6 +63,30 @@ TEST(RecompilesE2e, StormBucketsSaveWhatTheSuggestionPredicts) {
   EXPECT_EQ(quiet.text.find("suggestion"), std::string::npos) << quiet.text;  // nothing left to suggest
 }
 
+// A step's host wall time holds its own compilations: the storm's new
+// lengths compile in the step that meets them (steps.wall_ns was the next
+// step's span when the loss was logged a step late).
+TEST(RecompilesE2e, AStepsWallTimeHoldsItsOwnCompilations) {
+  const std::string storm = e2e::TempDb("storm_wall");
+  ASSERT_EQ(
+      e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run recompile_storm --steps 16 --quiet --db ", storm))
+          .code,
+      0);
+  auto q = e2e::Q(
+      storm,
+      "SELECT s.step, s.wall_ns, (SELECT sum(duration_ns) FROM compilations c WHERE c.run_id = s.run_id"
+      " AND c.step = s.step AND c.cache = 'miss') AS compile_ns FROM steps s ORDER BY s.step");
+  ASSERT_EQ(q.rows.size(), 16u);
+  int compiled = 0;
+  for (size_t k = 0; k < q.rows.size(); ++k) {
+    const int64_t compile = q.Int(k, "compile_ns", 0);
+    if (compile == 0) continue;
+    ++compiled;
+    EXPECT_GE(q.Int(k, "wall_ns"), compile) << "step " << q.Int(k, "step");
+  }
+  EXPECT_GT(compiled, 5);
+}
+
 // mlp reading its loss mid-step (a logging line before the update): each read
 // cuts the graph, so every step runs two programs. The suggestion to read
 // every 10 steps predicts the program runs saved and the one compilation it
