@@ -655,6 +655,7 @@ class Writer::Db {
     s.Text(7, r.profile); s.Text(8, r.clock_kinds);
     s.Text(9, r.tool_version.empty() ? SHARDSCOPE_VERSION : r.tool_version);
     s.Int(10, kSchemaVersion); s.Int(11, r.simulated ? 1 : 0); s.Int(12, r.num_hosts);
+    simulated_ = r.simulated;
     s.Int(13, r.num_devices); s.Text(14, IsoUtc(started)); s.Int(15, started); s.Int(16, r.imported ? 1 : 0);
     if (absl::Status st = s.Run(); !st.ok()) return Tag(st, "runs", 0);
     int64_t id = sqlite3_last_insert_rowid(db_);
@@ -1181,8 +1182,12 @@ class Writer::Db {
     if (capture_stopped_)
       if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", r.step);
     Stmt& s = stmts_.step;
-    s.Int(1, run_id_); s.Int(2, r.step); s.Real(3, r.loss); s.Int(4, r.wall_ns);
-    r.has_eval_loss ? s.Real(5, r.eval_loss) : s.Null(5);
+    s.Int(1, run_id_);
+    s.Int(2, r.step);
+    s.Int(4, r.wall_ns);
+    // A simulated run computes no values: its losses are unknown, not 0.
+    simulated_ ? s.Null(3) : s.Real(3, r.loss);
+    r.has_eval_loss && !simulated_ ? s.Real(5, r.eval_loss) : s.Null(5);
     if (absl::Status st = Tag(s.Run(), "steps", r.step); !st.ok()) return st;
     last_step_ = std::max<int64_t>(last_step_, r.step);
     return Tag(TrimRing(r.step), "slice_chunks", r.step);
@@ -1245,6 +1250,7 @@ class Writer::Db {
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   std::string loss_note_;  // why the first of them did not
   std::string abandon_reason_;  // SetAbandonReason's, written at Close
+  bool simulated_ = false;      // the current run computes no values (no losses)
   ProcessIdentity me_;
   std::string token_;
 };

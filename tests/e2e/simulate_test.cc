@@ -43,6 +43,10 @@ TEST(Simulate, MlpOnATorusIsStoredAsSchedulesAndReadAsSlices) {
   auto config = nlohmann::json::parse(run.Text(0, "config_json"));
   EXPECT_EQ(config["batch"], 16);  // one example per data-parallel chip
   EXPECT_EQ(config["simulate"], true);
+  // Nothing is computed: every step is there, its loss unknown (NULL, not 0).
+  store::QueryResult steps = Q(db, "SELECT COUNT(*) AS n, COUNT(loss) AS losses FROM steps");
+  EXPECT_EQ(steps.Int(0, "n"), 6);
+  EXPECT_EQ(steps.Int(0, "losses"), 0);
   // No device clock at all; a modeled track per chip.
   store::QueryResult tracks = Q(db, "SELECT clock, COUNT(*) AS n FROM tracks WHERE device_id IS NOT NULL GROUP BY clock");
   ASSERT_EQ(tracks.rows.size(), 1u);
