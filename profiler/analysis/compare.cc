@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/quantile.h"
 
 namespace shardscope::analysis {
 
@@ -15,14 +16,6 @@ namespace {
 
 using store::QueryResult;
 using store::Reader;
-
-double Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  const double pos = q * static_cast<double>(sorted.size() - 1);
-  const size_t lo = static_cast<size_t>(std::floor(pos));
-  const size_t hi = std::min(sorted.size() - 1, lo + 1);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
-}
 
 // Per-step times of one run on each clock: host from `steps`, device and
 // modeled from each step's span over the chips on that clock.

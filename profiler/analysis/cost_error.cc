@@ -8,23 +8,12 @@
 #include "absl/strings/str_format.h"
 #include "profiler/analysis/clocks.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/quantile.h"
 
 namespace shardscope::analysis {
 
 namespace {
-// Nearest-rank quantile of a sorted list.
-double Quantile(const std::vector<double>& sorted, double q) {
-  if (sorted.empty()) return 0;
-  size_t idx = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
-  return sorted[std::min(idx, sorted.size() - 1)];
-}
-
-// An exact median (the mean of the middle two for an even count).
-double Median(const std::vector<double>& sorted) {
-  if (sorted.empty()) return 0;
-  size_t n = sorted.size();
-  return n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-}
+double Median(const std::vector<double>& sorted) { return Quantile(sorted, 0.5); }
 }  // namespace
 
 CostModelError ScoreCostModel(const std::vector<std::pair<int64_t, int64_t>>& measured_modeled,

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/clocks.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/quantile.h"
 #include "profiler/analysis/recompiles.h"
 #include "store/run_state.h"
 
@@ -21,12 +22,7 @@ namespace {
 using store::QueryResult;
 
 // Nearest-rank percentile of an unsorted list; q in [0, 1].
-int64_t Percentile(std::vector<int64_t> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t idx = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
-  return v[std::min(idx, v.size() - 1)];
-}
+int64_t Percentile(const std::vector<int64_t>& v, double q) { return QuantileOf(v, q); }
 
 std::string Bottleneck(const DeviceTimes& t) {
   const std::pair<int64_t, const char*> cats[] = {{t.compute_ns, "compute"},

@@ -58,9 +58,10 @@ TEST_F(RunReportTest, Tables) {
   EXPECT_EQ(r.run.started_at, "2023-11-14T22:13:20Z");
 
   EXPECT_EQ(r.steps.count, kSteps);
-  // Walls: 16.0, 4.1, 4.2, 30.3, 4.4 ms -> median 4.4 ms.
+  // Walls: 16.0, 4.1, 4.2, 30.3, 4.4 ms -> median 4.4 ms; p90 at rank 3.6 of
+  // 0..4, between 16.0 and 30.3: 16.0 + 0.6 * 14.3 = 24.58 ms.
   EXPECT_EQ(r.steps.median_wall_ns, 4 * kMs + 4 * (kMs / 10));
-  EXPECT_EQ(r.steps.p90_wall_ns, 30 * kMs + 3 * (kMs / 10));
+  EXPECT_EQ(r.steps.p90_wall_ns, 24 * kMs + 58 * (kMs / 100));
   EXPECT_DOUBLE_EQ(*r.steps.first_loss, 2.5);
   EXPECT_DOUBLE_EQ(*r.steps.last_loss, 1.5);
 
@@ -102,7 +103,7 @@ TEST_F(RunReportTest, Text) {
   std::string t = RenderText(Build(1));
   std::printf("%s", t.c_str());
   EXPECT_TRUE(Has(t, "run 1: mlp, 5 steps, mesh 2x2 (data, model), 4 chips on 2 hosts, profile cpu"));
-  EXPECT_TRUE(Has(t, "median 4.4 ms   p90 30 ms (host)   loss 2.5 -> 1.5"));
+  EXPECT_TRUE(Has(t, "median 4.4 ms   p90 25 ms (host)   loss 2.5 -> 1.5"));
   EXPECT_TRUE(Has(t, "2 misses, 3 cache hits, 1 recompilation"));
   EXPECT_TRUE(Has(t, "input shape changed: x f32[64,784] -> f32[48,784]   26 ms (host)"));
   EXPECT_TRUE(Has(t, "at samples/mlp.cc:41"));

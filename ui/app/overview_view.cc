@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
+#include "profiler/analysis/quantile.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -21,12 +22,8 @@ namespace {
 
 using nlohmann::json;
 
-// Nearest rank, as the report's percentiles.
-int64_t Median(std::vector<int64_t> v) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(0.5 * static_cast<double>(v.size() - 1) + 0.5))];
-}
+// As the report's (analysis/quantile.h); -1 when there are none.
+int64_t Median(const std::vector<int64_t>& v) { return v.empty() ? -1 : analysis::QuantileOf(v, 0.5); }
 
 ImVec4 Color(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
@@ -102,8 +99,7 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
     std::vector<int64_t> walls;
     for (size_t i = 0; i < steps->rows.size(); ++i) walls.push_back(steps->Int(i, "wall_ns"));
     m.steps.median_wall_ns = Median(walls);
-    std::sort(walls.begin(), walls.end());
-    m.steps.p90_wall_ns = walls[std::min(walls.size() - 1, static_cast<size_t>(0.9 * double(walls.size() - 1) + 0.5))];
+    m.steps.p90_wall_ns = analysis::QuantileOf(walls, 0.9);
     const size_t last = steps->rows.size() - 1;
     m.steps.first_step = static_cast<int>(steps->Int(0, "step"));
     m.steps.last_step = static_cast<int>(steps->Int(last, "step"));

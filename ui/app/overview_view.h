@@ -23,9 +23,9 @@ namespace shardscope::app {
 // What the run's small tables say, in well under a second on any run.
 struct OverviewModel {
   analysis::RunHeader run;         // analysis::ReadRunHeader, as the report's
-  analysis::StepStats steps;       // host clock, as the report's (nearest rank)
+  analysis::StepStats steps;       // host clock, as the report's (analysis/quantile.h)
   analysis::CompileStats compiles; // analysis::ReadCompileStats, as the report's
-  // The median step on each clock (nearest rank; -1: the run has no step on
+  // The median step on each clock (analysis/quantile.h; -1: the run has no step on
   // that clock). Host: each step's wall time (`steps`, as the report's
   // Steps line); device and modeled: each step's span over every chip
   // (`step_bounds`).
