@@ -300,6 +300,13 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
       c.notes.push_back(absl::StrCat(side, " recorded no kernels on the ", c.op_clock, " clock: its ops cannot be timed",
                                      h->capture_note.empty() ? "" : absl::StrCat(" (", h->capture_note, ")")));
   }
+  // Two workloads: every op differs by design, and a step time against
+  // another program's says nothing about a change to either.
+  if (!c.a.sample.empty() && !c.b.sample.empty() && c.a.sample != c.b.sample)
+    c.notes.push_back(
+        absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample,
+                     ": different workloads, so their ops are added and removed rather than compared,"
+                     " and the step times are two programs'"));
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;

@@ -114,6 +114,26 @@ TEST_F(DiffE2e, EveryFormatRenders) {
   e2e::ExpectSelfContainedHtml(html.text);
 }
 
+// Two workloads are said to be two: every op is added or removed, and the
+// note says why (a diff of mlp against cnn read "no change beyond the noise").
+TEST_F(DiffE2e, DifferentWorkloadsAreSaidToBe) {
+  const std::string cnn = e2e::TempDb("diff_cnn");
+  ASSERT_EQ(e2e::Shell(
+                Cli(absl::StrCat("run cnn --steps 3 --mesh 2x1 --batch 8 --eval-every 0 --quiet --db ", cnn)))
+                .code,
+            0);
+  e2e::Output o = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", cnn, " --runs 1,1 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  bool said = false;
+  for (const json& n : j["notes"])
+    said |= absl::StrContains(n.get<std::string>(), "A runs mlp and B runs cnn: different workloads");
+  EXPECT_TRUE(said) << j["notes"].dump();
+  e2e::Output again = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --format json")));
+  for (const json& n : Json(again)["notes"])
+    EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "different workloads")) << n;
+}
+
 TEST_F(DiffE2e, BadArgumentsAndMissingRunsSayWhat) {
   e2e::Output one = e2e::Shell(Cli(absl::StrCat("diff ", same_)));
   EXPECT_EQ(one.code, 2);
