@@ -393,6 +393,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                           share(&StepParts::host_wait_ns) > 0 ? absl::StrCat(", host wait ", Pct(share(&StepParts::host_wait_ns))) : "",
                           ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
   }
+  // A run that ended abnormally (a hang, a killed process): what ended it
+  // comes first, since the steps it recorded are not the whole story.
+  if (r.run.status == "ended abnormally")
+    v.line = absl::StrCat(r.run.status_detail.empty() ? r.run.status : r.run.status_detail,
+                          "; in the steps it recorded: ", v.line);
   return v;
 }
 

@@ -654,6 +654,12 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(r.notes[0].find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << r.notes[0];
   Output runs = Shell(absl::StrCat(kCli, " runs ", db));
   EXPECT_NE(runs.text.find("stopped responding"), std::string::npos) << runs.text;
+  // The report's verdict starts with what ended the run.
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("Verdict: ended abnormally after step 4: hang detected at step 5: chip 2"),
+            std::string::npos)
+      << report.text;
+  EXPECT_NE(report.text.find("; in the steps it recorded: "), std::string::npos) << report.text;
 }
 
 // Mistakes in --topology and --fault: exit 2, nothing recorded, the bad part named.
