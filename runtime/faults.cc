@@ -5,6 +5,8 @@
 #include <cmath>
 #include <map>
 
+#include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -34,8 +36,7 @@ absl::StatusOr<int> Whole(const std::string& spec, const std::string& text, cons
                           int64_t hi) {
   int64_t v = 0;
   // Digits only: " 3" and "+3" are not how a chip or step is written.
-  const bool digits = !text.empty() && std::all_of(text.begin(), text.end(),
-                                                   [](unsigned char c) { return c >= '0' && c <= '9'; });
+  const bool digits = !text.empty() && absl::c_all_of(text, absl::ascii_isdigit);
   if (!digits || !absl::SimpleAtoi(text, &v) || v < lo || v > hi)
     return Bad(spec, absl::StrCat(what, " '", text, "' is not a whole number from ", lo, " to ", hi));
   return static_cast<int>(v);

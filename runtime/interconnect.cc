@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -52,9 +53,7 @@ absl::StatusOr<Interconnect> Interconnect::Parse(const std::string& spec) {
     int64_t d = 0;
     // Digits only: " 4", "+4" or "4\n" would be stored as spelled, and two
     // spellings of one topology would read as two.
-    const bool digits =
-        !parts[k].empty() &&
-        std::all_of(parts[k].begin(), parts[k].end(), [](unsigned char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !parts[k].empty() && absl::c_all_of(parts[k], absl::ascii_isdigit);
     if (!digits || !absl::SimpleAtoi(parts[k], &d) || d < 1 || d > kMaxDim) {
       // The usual slips, said plainly: "4X4", "GPU:2x4", "4 x 4".
       std::string hint = upper_x;

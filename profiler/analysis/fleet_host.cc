@@ -149,7 +149,8 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     // over the collectives did not see (three of four on time: 1.01x for a
     // rank 1.49x slower in total, beside its own evidence of 17.3 ms against
     // 11.6 ms). Flagged only when the excess holds from step to step (below).
-    std::vector<double> own, peers;
+    double own_sum = 0, peers_sum = 0;
+    int measured = 0;                      // collectives with both
     std::map<int, double> excess_by_step;  // own - peers' per step
   };
   std::map<int, PerRank> per;
@@ -197,8 +198,9 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       const double peers = peers_of[i];
       if (peers <= 0) continue;
       PerRank& p = per[c.members[i].host];
-      p.own.push_back(own[i]);
-      p.peers.push_back(peers);
+      p.own_sum += own[i];
+      p.peers_sum += peers;
+      ++p.measured;
       p.excess_by_step[c.step] += own[i] - peers;
     }
   }
@@ -210,10 +212,8 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     s.last_arrivals = p.last;
     s.late_ns_per_step = p.late_sum / r->steps;
     s.saved_ns_per_step = p.margin_sum / r->steps;
-    double own_sum = 0, peers_sum = 0;
-    for (double x : p.own) own_sum += x;
-    for (double x : p.peers) peers_sum += x;
-    const bool measured = !p.own.empty() && peers_sum > 0;
+    const double own_sum = p.own_sum, peers_sum = p.peers_sum;
+    const bool measured = p.measured > 0 && peers_sum > 0;
     s.slowdown = measured ? own_sum / peers_sum : 1;
     s.score = std::max(0.0, s.slowdown - 1);
     // The excess must hold across steps, not be one step's stall or noise
@@ -237,11 +237,10 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     if (!measured) {
       s.evidence.push_back("its own time between collectives could not be measured (no collective before the first)");
     } else {
-      s.evidence.push_back(absl::StrCat(
-          "its own time from leaving the group's last collective to its call: ",
-          Ms(own_sum / static_cast<double>(p.own.size())), " per collective against its peers' ",
-          Ms(peers_sum / static_cast<double>(p.peers.size())), " (", absl::StrFormat("%.2f", s.slowdown),
-          "x, over ", Plural(static_cast<int64_t>(p.own.size()), "collective", "collectives"), ")"));
+      s.evidence.push_back(absl::StrCat("its own time from leaving the group's last collective to its call: ",
+                                        Ms(own_sum / p.measured), " per collective against its peers' ",
+                                        Ms(peers_sum / p.measured), " (", absl::StrFormat("%.2f", s.slowdown),
+                                        "x, over ", Plural(p.measured, "collective", "collectives"), ")"));
     }
     s.evidence.push_back(absl::StrCat("what-if: had it called with its peers, the collectives it was last at would ",
                                       "start ", Ms(s.saved_ns_per_step), " per step sooner",

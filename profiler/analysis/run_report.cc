@@ -115,12 +115,9 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
     if (!note.ok()) return note.status();
     if (!note->rows.empty()) h->capture_note = note->Text(0, "capture_note");
   }
-  auto faults = rd.Query(
-      "SELECT coalesce(json_array_length(json_extract(config_json, '$.faults')), 0) AS n FROM runs"
-      " WHERE run_id = ?1 AND json_valid(config_json)",
-      {absl::StrCat(run_id)});
+  auto faults = ReadRunFaults(rd, run_id);
   if (!faults.ok()) return faults.status();
-  h->faults_injected = !faults->rows.empty() && faults->Int(0, "n") > 0;
+  h->faults_injected = !faults->empty();
   auto values = rd.Query(
       "SELECT json_extract(config_json, '$.profile_values') AS v FROM runs WHERE run_id = ?1 AND json_valid(config_json)",
       {absl::StrCat(run_id)});
@@ -465,6 +462,18 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
     out->push_back(std::move(a));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadRunFaults(const store::Reader& rd, int64_t run_id) {
+  auto q = rd.Query(
+      "SELECT f.value AS spec FROM runs r, json_each(r.config_json, '$.faults') f"
+      " WHERE r.run_id = ?1 AND json_valid(r.config_json) AND json_type(r.config_json, '$.faults') = 'array'"
+      " ORDER BY f.key",
+      {absl::StrCat(run_id)});
+  if (!q.ok()) return q.status();
+  std::vector<std::string> specs;
+  for (size_t i = 0; i < q->rows.size(); ++i) specs.push_back(q->Text(i, "spec"));
+  return specs;
 }
 
 absl::StatusOr<RunHeader> ReadRunHeader(const store::Reader& reader, int64_t run_id) {

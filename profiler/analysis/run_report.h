@@ -240,6 +240,9 @@ struct RunReport {
 // Parts of the report on their own (the run comparison reads these too).
 absl::StatusOr<RunHeader> ReadRunHeader(const store::Reader& reader, int64_t run_id);
 absl::StatusOr<CompileStats> ReadCompileStats(const store::Reader& reader, int64_t run_id);
+// The fault specs injected into run `run_id` (runs.config_json "faults", the
+// only place they are kept), in order; empty when none or the JSON is damaged.
+absl::StatusOr<std::vector<std::string>> ReadRunFaults(const store::Reader& reader, int64_t run_id);
 
 // Builds the report for `run_id`; NotFound when the file holds no such run.
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);

@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "profiler/analysis/run_report.h"
 #include "store/reader.h"
 
 namespace shardscope::analysis {
@@ -35,8 +37,7 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   out.run_id = *run;
   const std::string id = absl::StrCat(*run);
   auto info = reader->Query(
-      "SELECT simulated, imported, clock_kinds, sample, num_devices, CASE WHEN json_valid(config_json) THEN"
-      " (SELECT group_concat(value, ', ') FROM json_each(config_json, '$.faults')) END AS faults,"
+      "SELECT simulated, imported, clock_kinds, sample, num_devices,"
       " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.batch') END AS batch"
       " FROM runs WHERE run_id = ?1",
       {id});
@@ -45,7 +46,9 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   out.sample = info->Text(0, "sample");
   out.chips = info->Int(0, "num_devices", 0);
   out.batch = info->Int(0, "batch", 0);
-  out.faults = info->Text(0, "faults");
+  auto faults = ReadRunFaults(*reader, *run);
+  if (!faults.ok()) return faults.status();
+  out.faults = absl::StrJoin(*faults, ", ");
   if (info->Int(0, "simulated") != 0)
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": run ", id, " is simulated: it has no device clock to calibrate from"));

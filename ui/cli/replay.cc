@@ -31,6 +31,7 @@
 #include "core/lazy.h"
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/compare.h"
+#include "profiler/analysis/run_report.h"
 #include "profiler/trace/recorder.h"
 #include "record/recording.h"
 #include "runtime/client.h"
@@ -147,9 +148,9 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
   const nlohmann::json config = nlohmann::json::parse(q->Text(0, "config_json", "{}"), nullptr, false);
   if (config.is_object() && config.contains("fusion") && config["fusion"].is_boolean()) s.fusion = config["fusion"];
   if (config.is_object() && config.contains("topology") && config["topology"].is_string()) s.topology = config["topology"];
-  if (config.is_object() && config.contains("faults") && config["faults"].is_array())
-    for (const nlohmann::json& f : config["faults"])
-      if (f.is_string()) s.faults.push_back(f.get<std::string>());
+  auto faults = analysis::ReadRunFaults(r, run);
+  if (!faults.ok()) return faults.status();
+  s.faults = *std::move(faults);
   s.simulated = q->Col("simulated") >= 0 && q->Int(0, "simulated") != 0;
   // The mesh's order on its chips (run --mesh-map): the programs' shardings name these chips.
   auto mq = r.Query("SELECT device_ids FROM meshes WHERE run_id = ?1 ORDER BY mesh_id LIMIT 1", {id});
