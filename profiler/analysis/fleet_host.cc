@@ -23,6 +23,7 @@ using fleet_internal::Median;
 
 struct Member {
   int host = 0;
+  int64_t track = 0;
   int64_t arrival = 0, end = 0;
 };
 
@@ -53,12 +54,28 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     auto slices = timeline.Slices(run, tracks->Int(i, "track_id"), -kAll, kAll);
     if (!slices.ok()) return slices.status();
     const int host = static_cast<int>(tracks->Int(i, "host_id"));
+    const int64_t track = tracks->Int(i, "track_id");
     for (const store::TimelineSlice& s : *slices) {
       if (s.kind != store::TimelineKind::kCollective || s.flow_id < 0 || s.step < 0) continue;
-      if (!hosts_of_flow[s.flow_id].insert(host).second) repeated.insert(s.flow_id);
       Collective& c = by_flow[s.flow_id];
       c.step = s.step;
-      c.members.push_back({host, s.start_ns, s.start_ns + s.dur_ns});
+      const int64_t end = s.start_ns + s.dur_ns;
+      if (hosts_of_flow[s.flow_id].insert(host).second) {
+        c.members.push_back({host, track, s.start_ns, end});
+        continue;
+      }
+      // The same call seen at several depths of one thread (c10d::allreduce_
+      // > record_param_comms > nccl:all_reduce) is one arrival: the
+      // outermost. Two calls apart from each other are not one collective.
+      Member& m = *std::find_if(c.members.begin(), c.members.end(), [&](const Member& x) { return x.host == host; });
+      const bool nested = m.track == track && ((s.start_ns >= m.arrival && end <= m.end) ||
+                                               (s.start_ns <= m.arrival && end >= m.end));
+      if (!nested) {
+        repeated.insert(s.flow_id);
+        continue;
+      }
+      m.arrival = std::min(m.arrival, s.start_ns);
+      m.end = std::max(m.end, end);
     }
   }
   std::vector<Collective> colls;
@@ -73,13 +90,43 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   }
   if (colls.empty()) return false;
 
-  r->supported = true;
-  r->clock = "host";
-  r->chips = 0;
   std::set<int> ranks;
   for (const Collective& c : colls)
     for (const Member& m : c.members) ranks.insert(m.host);
   r->hosts = static_cast<int>(ranks.size());
+  // Ranks' host clocks are compared directly: each needs its offset to the
+  // reference rank, which the import estimates from synchronous collectives
+  // (gloo's, or collective kernels). An NCCL call on a host thread returns
+  // before its GPU runs it, so it gives no offset and no arrival to compare.
+  auto imported = rd.HasTable("trace_imports");
+  if (!imported.ok()) return imported.status();
+  if (*imported) {
+    auto offsets = rd.Query("SELECT host_id FROM trace_imports WHERE run_id = ?1 AND clock_offset_ns IS NULL"
+                            " ORDER BY host_id",
+                            {run_text});
+    if (!offsets.ok()) return offsets.status();
+    std::vector<std::string> unknown;
+    for (size_t i = 0; i < offsets->rows.size(); ++i)
+      if (ranks.count(static_cast<int>(offsets->Int(i, "host_id"))))
+        unknown.push_back(absl::StrCat(offsets->Int(i, "host_id")));
+    if (!unknown.empty()) {
+      r->supported = false;
+      r->verdict = absl::StrCat(
+          "cannot rank suspects: the clock", unknown.size() == 1 ? " of rank " : "s of ranks ",
+          JoinFirst(unknown, kVerdictNames), " could not be lined up with the reference rank's",
+          " (trace_imports.clock_offset_ns is NULL: the import matched no collective kernel or gloo collective",
+          " to estimate it from), so when each rank called a collective cannot be compared; no one is flagged");
+      r->notes.push_back(absl::StrCat(
+          "the run's collectives show on host threads only",
+          r->chips > 0 ? " and its GPUs show no collective kernel" : "",
+          "; an NCCL call on a host thread returns before its GPU runs it, so it cannot line the clocks up",
+          r->chips > 0 ? "" : ": record the GPUs' activity too (ProfilerActivity.CUDA)"));
+      return true;
+    }
+  }
+  r->supported = true;
+  r->clock = "host";
+  r->chips = 0;
   std::set<int> steps;
   for (const Collective& c : colls) steps.insert(c.step);
   std::vector<int> used(steps.begin(), steps.end());

@@ -466,7 +466,9 @@ TEST(FleetImport, SlowRankOfAnImportedTrace) {
 // no args): per step, three aten::mm of `slow[rank]` x 100 us on thread 1,
 // then c10d::allreduce_ there (it enqueues) and gloo:all_reduce on worker
 // thread 2 from this rank's call until the last rank's call plus 80 us.
-std::string CpuRankTrace(int rank, int steps, const std::vector<double>& slow) {
+// With `nested`, the call holds record_param_comms as PyTorch 2 writes it:
+// one call at two depths of one thread.
+std::string CpuRankTrace(int rank, int steps, const std::vector<double>& slow, bool nested = false) {
   nlohmann::json ev = nlohmann::json::array();
   double release = 100;  // when every rank left the last all-reduce
   for (int k = 0; k < steps; ++k) {
@@ -480,20 +482,28 @@ std::string CpuRankTrace(int rank, int steps, const std::vector<double>& slow) {
     op(absl::StrCat("ProfilerStep#", k), 1, release + 5, last + 100 - release);
     for (int j = 0; j < 3; ++j) op("aten::mm", 1, release + 10 + 100 * slow[rank] * j, 100 * slow[rank]);
     op("c10d::allreduce_", 1, call, 5);
+    if (nested)
+      ev.push_back({{"name", "record_param_comms"}, {"ph", "X"}, {"ts", call + 1}, {"dur", 3}, {"tid", 1},
+                    {"pid", "CPU functions"},
+                    {"args",
+                     {{"Collective name", "allreduce"},
+                      {"Process Group Name", "0"},
+                      {"Group size", static_cast<int>(slow.size())},
+                      {"Rank", rank}}}});
     op("gloo:all_reduce", 2, call + 6, last + 86 - (call + 6));
     release = last + 100;
   }
   return ev.dump();
 }
 
-std::string WriteCpuRanks(const std::string& name, int steps, const std::vector<double>& slow) {
+std::string WriteCpuRanks(const std::string& name, int steps, const std::vector<double>& slow, bool nested = false) {
   std::string files;
   for (size_t r = 0; r < slow.size(); ++r) {
     const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), "_rank", r, ".json");
     FILE* f = std::fopen(path.c_str(), "w");
     EXPECT_NE(f, nullptr);
     if (!f) return "";
-    const std::string text = CpuRankTrace(static_cast<int>(r), steps, slow);
+    const std::string text = CpuRankTrace(static_cast<int>(r), steps, slow, nested);
     std::fwrite(text.data(), 1, text.size(), f);
     std::fclose(f);
     absl::StrAppend(&files, " ", path);
@@ -530,6 +540,41 @@ TEST(FleetImport, CpuOnlyRanksComparedOnTheHostClock) {
   ExpectCulprits(r, {});
   ASSERT_FALSE(r.suspects.empty());
   EXPECT_EQ(Key(r.suspects[0]), "host 1");
+}
+
+// One call seen at two depths of its thread (c10d::allreduce_ holding
+// record_param_comms, one flow) and again on gloo's worker is one collective,
+// counted once, and the slow rank is still found.
+TEST(FleetImport, ACallNestedInItselfIsOneArrival) {
+  const std::string db = WriteCpuRanks("fleet_cpu_nested", 8, {1.0, 1.0, 1.3, 1.0}, /*nested=*/true);
+  analysis::FleetReport r = Diagnose(db, "CPU-only ranks with nested calls, rank 2 at 1.3x");
+  EXPECT_EQ(r.clock, "host");
+  EXPECT_EQ(r.collectives, 7);
+  ExpectCulprits(r, {"host 2"});
+}
+
+// Ranks whose clocks the import could not line up (NCCL calls on host
+// threads, no collective kernel: the checked-in one-GPU trace as four
+// ranks) are not compared; the verdict says why, not "not matched".
+TEST(FleetImport, RanksWithUnknownClockOffsetsAreNotCompared) {
+  const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/cuda_mlp_nccl.json.gz";
+  std::string files;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string path = absl::StrCat(::testing::TempDir(), "/fleet_nccl_", getpid(), "_rank", rank, ".json");
+    ASSERT_EQ(Shell(absl::StrCat("zcat ", data, " | sed 's/\"rank\":0,\"world_size\":1/\"rank\":", rank,
+                                 ",\"world_size\":4/' > ", path))
+                  .code,
+              0);
+    absl::StrAppend(&files, " ", path);
+  }
+  const std::string db = TempDb("fleet_nccl_copies");
+  Output o = Shell(absl::StrCat(kCli, " import", files, " --db ", db, " --quiet"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  analysis::FleetReport r = Diagnose(db, "one-GPU NCCL trace as four ranks");
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.verdict.find("clocks of ranks 1, 2, 3 could not be lined up"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("not matched"), std::string::npos) << r.verdict;
+  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged);
 }
 
 // A real gloo job (tests/data/import/record_traces.py): three ranks of
