@@ -24,6 +24,7 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using testing::LayoutItems;
 
 std::string Ui() { return SHARDSCOPE_UI_BINARY; }
@@ -288,6 +289,36 @@ TEST(TimelineNavigation, BadRangeIsAUsageError) {
   r = testing::RunShell(absl::StrCat(Ui(), " x.db --range sundial:1:2"));
   EXPECT_EQ(r.exit_code, 64);
   EXPECT_THAT(r.output, HasSubstr("unknown clock"));
+  EXPECT_THAT(r.output, HasSubstr("--help lists them"));
+  EXPECT_THAT(r.output, Not(HasSubstr("xvfb")));  // not a display problem
+}
+
+// What the command line asks of the run and the run lacks is said, and a
+// capture then exits 1 (the picture is still written); what it has is not.
+TEST(TimelineNavigation, WhatTheRunLacksIsSaid) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_lacks.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  const std::string out = testing::TempPath("nav_ui_lacks.json");
+  struct Case {
+    std::string args, says;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--select 999999999", "--select 999999999: run 1 has no slice 999999999"},
+           {"--range 500s:600s", "no slice of run 1 starts in it on the device clock (its steps there span"},
+           {"--range modeled:0:1ms", "--range modeled:0:1ms: run 1 has no timeline on the modeled clock"},
+           {"--compile 987654", "--compile 987654: run 1 has no compilation 987654 (it has "},
+           {"--graph 987654", "--graph 987654: run 1 compiled no graph 987654"},
+           {"--step 4321", "--step 4321: run 1 has no step 4321 (it has 0-"},
+           {"--chip 512", "--chip 512: run 1 has no chip 512 (it has 0-"},
+       }) {
+    testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " ", c.args, " --dump-layout ", out));
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
+    EXPECT_THAT(r.output, HasSubstr(c.says)) << c.args;
+    EXPECT_THAT(r.output, HasSubstr("layout ")) << c.args;  // the capture was still made
+  }
+  testing::UiResult fine = testing::RunUi(Ui(), absl::StrCat(db, " --step 1 --chip 0 --dump-layout ", out));
+  EXPECT_EQ(fine.exit_code, 0) << fine.output;
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "store/reader.h"
 #include "ui/app/app_menu.h"
 #include "ui/app/lane_texture.h"
@@ -99,6 +100,46 @@ namespace {
 // Frames drawn before a screenshot: ImGui sizes windows and tables from the
 // previous frame, so the first frames are not yet laid out.
 constexpr int kScreenshotFrames = 4;
+
+// "3, 5, 9" or "0-7": what a run has, for an error that names what it lacks.
+std::string Listing(std::vector<int64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  if (ids.empty()) return "none";
+  if (ids.back() - ids.front() + 1 == static_cast<int64_t>(ids.size()) && ids.size() > 2)
+    return absl::StrCat(ids.front(), "-", ids.back());
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < 12; ++i) absl::StrAppend(&out, i ? ", " : "", ids[i]);
+  if (ids.size() > 12) absl::StrAppend(&out, " ... (", ids.size(), ")");
+  return out;
+}
+
+// What the command line asks of the run that the loaded model can answer at
+// once (the timeline answers --select, --range and --search when they land).
+std::vector<std::string> OptionsNotInRun(const AppOptions& o, const TraceModel& m) {
+  std::vector<std::string> errors;
+  const std::string run = absl::StrCat("run ", m.run.run_id);
+  std::vector<int64_t> compiles, graphs, steps(m.steps.begin(), m.steps.end()), chips;
+  for (const Compilation& c : m.compilations) compiles.push_back(c.compile_id), graphs.push_back(c.graph_id);
+  for (const Track& t : m.tracks)
+    if (t.device_id) chips.push_back(*t.device_id);
+  auto has = [](const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  if (o.compile_id && !has(compiles, *o.compile_id))
+    errors.push_back(absl::StrCat("--compile ", *o.compile_id, ": ", run, " has no compilation ", *o.compile_id,
+                                  " (it has ", Listing(compiles), ")"));
+  if (o.graph_op && !has(graphs, o.graph_op->first))
+    errors.push_back(absl::StrCat("--graph ", o.graph_op->first, ": ", run, " compiled no graph ", o.graph_op->first,
+                                  " (it has ", Listing(graphs), ")"));
+  if (o.step && !has(steps, *o.step))
+    errors.push_back(
+        absl::StrCat("--step ", *o.step, ": ", run, " has no step ", *o.step, " (it has ", Listing(steps), ")"));
+  if (o.chip && !has(chips, *o.chip))
+    errors.push_back(
+        absl::StrCat("--chip ", *o.chip, ": ", run, " has no chip ", *o.chip, " (it has ", Listing(chips), ")"));
+  if (auto range = ParseRangeArg(o.range); !o.range.empty() && range.ok() && !m.HasClock(range->clock))
+    errors.push_back(absl::StrCat("--range ", o.range, ": ", run, " has no timeline on the ", ClockLabel(range->clock)));
+  return errors;
+}
 
 std::string g_glfw_error;
 // glfwInit has returned: from then on other threads may post empty events.
@@ -464,6 +505,14 @@ int RunApp(const AppOptions& options) {
   if (auto view = ViewFromName(options.view); view && Workstation::Builds(*view)) {
     workstation->ui().bring_to_front = *view;
   }
+  workstation->ui().option_errors = OptionsNotInRun(options, workstation->model());
+  {
+    auto range = ParseRangeArg(options.range);
+    const bool range_clock = !options.range.empty() && range.ok() && workstation->model().HasClock(range->clock);
+    workstation->timeline().CheckOnArrival(
+        options.select_slice ? absl::StrCat("--select ", *options.select_slice) : "",
+        range_clock ? absl::StrCat("--range ", options.range) : "");
+  }
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
   if (!options.range.empty()) {
     auto range = ParseRangeArg(options.range);  // checked by main.cc already
@@ -502,6 +551,7 @@ int RunApp(const AppOptions& options) {
   // Frames still to draw before sleeping until the next event: input needs a
   // few (ImGui settles hover and clicks over two or three), data one.
   int frames_left = 3;
+  size_t option_errors_shown = 0;
   auto draw_frame = [&](bool record) {
     const auto t0 = std::chrono::steady_clock::now();
     ImGui_ImplOpenGL3_NewFrame();
@@ -511,6 +561,10 @@ int RunApp(const AppOptions& options) {
       io.MousePos = options.mouse ? ImVec2(options.mouse->first, options.mouse->second) : ImVec2(-FLT_MAX, -FLT_MAX);
     }
     workstation->ui().layout = record ? &dump : nullptr;
+    if (UiState& ui = workstation->ui(); ui.option_errors.size() > option_errors_shown) {
+      ui.selection_text = absl::StrJoin(ui.option_errors, "; ");
+      option_errors_shown = ui.option_errors.size();
+    }
     ImGui::NewFrame();
     workstation->Draw();
     ImGui::Render();
@@ -584,6 +638,8 @@ int RunApp(const AppOptions& options) {
         continue;
       }
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
+      for (const std::string& e : workstation->ui().option_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
+      if (!workstation->ui().option_errors.empty()) exit_code = 1;
       int fb_w = 0, fb_h = 0, win_w = 0, win_h = 0;
       glfwGetFramebufferSize(window, &fb_w, &fb_h);
       glfwGetWindowSize(window, &win_w, &win_h);

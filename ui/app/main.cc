@@ -60,8 +60,11 @@ constexpr char kUsage[] =
     "\n"
     "Needs a display; headless, run under `xvfb-run -a` or use `shardscope report PATH`.\n";
 
+// The mistake and where to read more: the whole text would bury the one
+// line that matters under the display advice at its end.
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "shardscope-ui: %s\n\n%s", message.c_str(), kUsage);
+  std::fprintf(stderr, "shardscope-ui: %s\nusage: shardscope-ui PATH [options]  (shardscope-ui --help lists them)\n",
+               message.c_str());
   return 64;
 }
 

@@ -1223,6 +1223,7 @@ void TimelineView::Draw(UiState& ui) {
   if (awaiting_located_) {
     if (auto found = loader_.located()) {
       awaiting_located_ = false;
+      select_flag_.clear();
       Select(found->first, found->second, ui);
       // Show the slice's step on its clock, or the slice itself with room around it.
       const Track* t = model_.FindTrack(found->first);
@@ -1236,6 +1237,9 @@ void TimelineView::Draw(UiState& ui) {
     } else if (!loader_.locate_error().ok()) {
       awaiting_located_ = false;
       ui.selection_text = std::string(loader_.locate_error().message());
+      if (!select_flag_.empty())
+        ui.option_errors.push_back(absl::StrCat(select_flag_, ": ", loader_.locate_error().message()));
+      select_flag_.clear();
     }
   }
 
@@ -1485,7 +1489,7 @@ void TimelineView::Draw(UiState& ui) {
   const bool flow_pending = selection_ && selection_->slice.flow_id >= 0 &&
                             !(loader_.flow().flow_id == selection_->slice.flow_id && loader_.flow().done);
   complete_ = all_exact && !progress.busy() && !loader_.progress().busy() && !awaiting_located_ && !pending_window_ &&
-              !flow_pending && ns_per_px_ > 0 && !JobsPending();
+              !flow_pending && ns_per_px_ > 0 && !JobsPending() && select_flag_.empty() && range_flag_.empty();
 }
 
 }  // namespace shardscope::app
@@ -1680,6 +1684,22 @@ std::optional<std::pair<int64_t, int64_t>> TimelineView::StepWindow(Clock clock,
   return std::nullopt;
 }
 
+bool TimelineView::OverlapsSteps(Clock clock, int64_t t0, int64_t t1) const {
+  if (!overview_) return true;
+  for (const StepSpan& s : overview_->steps[static_cast<int>(clock)])
+    if (s.start_ns < t1 && t0 < s.end_ns) return true;
+  return false;
+}
+
+std::string TimelineView::SpanOfClock(Clock clock) const {
+  if (!overview_) return "";
+  const std::vector<StepSpan>& steps = overview_->steps[static_cast<int>(clock)];
+  if (steps.empty()) return absl::StrCat(" (the run has no step on the ", ClockLabel(clock), ")");
+  int64_t lo = steps.front().start_ns, hi = steps.front().end_ns;
+  for (const StepSpan& s : steps) lo = std::min(lo, s.start_ns), hi = std::max(hi, s.end_ns);
+  return absl::StrCat(" (its steps there span ", FormatDuration(double(lo)), " to ", FormatDuration(double(hi)), ")");
+}
+
 void TimelineView::SetRange(Clock clock, int64_t t0, int64_t t1) {
   if (t1 < t0) std::swap(t0, t1);
   if (!overview_) {
@@ -1866,6 +1886,15 @@ void TimelineView::PollJobs(UiState& ui) {
   }
   if (range_job_.Poll()) {
     const auto& r = *range_job_.result();
+    // A range with no slice inside the run is an answer; outside its steps, a mistake.
+    if (!range_flag_.empty() && (!r.ok() || (r->count == 0 && !OverlapsSteps(r->clock, r->t0, r->t1)))) {
+      ui.option_errors.push_back(absl::StrCat(
+          range_flag_, ": ",
+          r.ok() ? absl::StrCat("no slice of run ", model_.run.run_id, " starts in it on the ", ClockLabel(r->clock),
+                                SpanOfClock(r->clock))
+                 : r.status().message()));
+    }
+    range_flag_.clear();
     if (r.ok()) {
       range_stats_ = *r;
       std::vector<std::pair<int32_t, std::string>> names;

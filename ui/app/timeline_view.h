@@ -137,6 +137,11 @@ class TimelineView {
   // Finds slices named like `text` in the whole run (Ctrl+F; --search); the
   // first hit is selected once found when `select_first`.
   void Search(const std::string& text, bool select_first = true);
+  // The --select and --range the app was started with: a slice the run
+  // lacks, or a range outside its steps, is said in UiState::option_errors.
+  void CheckOnArrival(std::string select_flag, std::string range_flag) {
+    select_flag_ = std::move(select_flag), range_flag_ = std::move(range_flag);
+  }
   // Marks the slices of op `op_id` of graph `graph_id` as the hits (an op
   // picked in the Graph view), found in the whole run.
   void SearchOp(int64_t graph_id, int64_t op_id);
@@ -198,6 +203,9 @@ class TimelineView {
   // clock, and where its program started on each chip.
   void StartSelectionJobs();
   void PollJobs(UiState& ui);
+  // " (its steps there span 1.2 ms to 80 ms)": where a --range could land.
+  std::string SpanOfClock(Clock clock) const;
+  bool OverlapsSteps(Clock clock, int64_t t0, int64_t t1) const;
   bool JobsPending() const;
   const Row* LaneRow(int64_t track_id) const;
   // Opens the section and group that hold `track_id`, so its lane is drawn.
@@ -222,6 +230,7 @@ class TimelineView {
   std::optional<std::pair<Clock, std::pair<int64_t, int64_t>>> pending_window_;
   std::optional<TimelineSelection> selection_;
   bool awaiting_located_ = false;
+  std::string select_flag_, range_flag_;  // see CheckOnArrival; cleared once answered
   bool flow_requested_ = false;
   std::vector<LaneRect> lanes_;
   std::pair<size_t, size_t> prefetch_key_{~size_t{0}, 0};  // (first lane on screen, lanes) last sent

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 #include <utility>
 
@@ -89,6 +90,10 @@ struct UiState {
   // A compiled program picked anywhere (graph_id): the memory view shows its plan.
   std::optional<int64_t> selected_graph;
   std::string selection_text;                  // the status bar's line
+  // What the command line asked for that the run does not have (a slice id,
+  // a compilation, a time range outside its steps): shown in the status bar,
+  // printed after a capture, which then exits 1.
+  std::vector<std::string> option_errors;
   // The Graph view opens here (a kernel picked on the timeline); the
   // timeline outlines the slices of `highlight_op` (an op picked in Graph).
   std::optional<GraphFocus> graph_focus;
