@@ -204,7 +204,7 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
   }
   absl::StrAppend(&out, "\n## Notes\n\n");
   for (const std::string& n : c.notes) absl::StrAppend(&out, "- ", Md(n), "\n");
-  return out;
+  return MarkdownWithoutHtml(out);
 }
 
 nlohmann::json ComparisonToJson(const RunComparison& c) {

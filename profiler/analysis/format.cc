@@ -58,13 +58,61 @@ std::string Humanize(const std::string& snake) {
   return out;
 }
 
+bool IsInvisibleControl(uint32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || (cp >= 0x200B && cp <= 0x200F) ||
+         (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2060 && cp <= 0x2069) || cp == 0xFEFF ||
+         (cp >= 0xFFF9 && cp <= 0xFFFB);
+}
+
+int DecodeUtf8(std::string_view s, uint32_t* cp) {
+  if (s.empty()) return 0;
+  const auto b = static_cast<unsigned char>(s[0]);
+  if (b < 0x80) {
+    *cp = b;
+    return 1;
+  }
+  // The lead byte, the sequence's length and the range of its second byte.
+  int need = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  uint32_t v = 0;
+  if (b >= 0xC2 && b <= 0xDF) need = 1, v = b & 0x1F;
+  else if (b == 0xE0) need = 2, lo = 0xA0, v = b & 0x0F;
+  else if ((b >= 0xE1 && b <= 0xEC) || b == 0xEE || b == 0xEF) need = 2, v = b & 0x0F;
+  else if (b == 0xED) need = 2, hi = 0x9F, v = b & 0x0F;
+  else if (b == 0xF0) need = 3, lo = 0x90, v = b & 0x07;
+  else if (b >= 0xF1 && b <= 0xF3) need = 3, v = b & 0x07;
+  else if (b == 0xF4) need = 3, hi = 0x8F, v = b & 0x07;
+  else return 0;
+  if (s.size() < static_cast<size_t>(need) + 1) return 0;
+  for (int i = 1; i <= need; ++i) {
+    const auto c = static_cast<unsigned char>(s[static_cast<size_t>(i)]);
+    if (c < (i == 1 ? lo : 0x80) || c > (i == 1 ? hi : 0xBF)) return 0;
+    v = (v << 6) | (c & 0x3F);
+  }
+  *cp = v;
+  return need + 1;
+}
+
 std::string Printable(std::string_view name) {
   std::string out;
   out.reserve(name.size());
-  for (char ch : name) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c != 0x7F) {
-      out += ch;
+  for (size_t i = 0; i < name.size();) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out += name[i++];
+      continue;
+    }
+    if (c >= 0x80) {
+      uint32_t cp = 0;
+      const int n = DecodeUtf8(name.substr(i), &cp);
+      if (n == 0) {
+        absl::StrAppendFormat(&out, "\\x%02x", c);
+        ++i;
+      } else {
+        if (IsInvisibleControl(cp)) absl::StrAppendFormat(&out, "\\u%04x", cp);
+        else out.append(name.substr(i, static_cast<size_t>(n)));
+        i += static_cast<size_t>(n);
+      }
       continue;
     }
     switch (c) {
@@ -73,9 +121,66 @@ std::string Printable(std::string_view name) {
       case '\t': out += "\\t"; break;
       default: absl::StrAppendFormat(&out, "\\x%02x", c);
     }
+    ++i;
   }
   return out;
 }
+
+std::string MarkdownWithoutHtml(std::string_view md) {
+  std::string out;
+  out.reserve(md.size());
+  for (size_t i = 0; i < md.size();) {
+    if ((i == 0 || md[i - 1] == '\n') && md.substr(i, 3) == "```") {
+      // A fenced block: kept as it is up to its closing fence (or the end).
+      size_t end = md.find("\n```", i + 3);
+      end = end == std::string_view::npos ? md.size() : std::min(md.find('\n', end + 1), md.size());
+      out.append(md.substr(i, end - i));
+      i = end;
+      continue;
+    }
+    if (md[i] == '`') {
+      // A code span: a run of backticks up to the same run on its line (CommonMark), kept as it is.
+      size_t run = md.find_first_not_of('`', i);
+      if (run == std::string_view::npos) run = md.size();
+      const size_t n = run - i;
+      const size_t line_end = std::min(md.find('\n', run), md.size());
+      size_t close = std::string_view::npos;
+      for (size_t j = run; j < line_end;) {
+        const size_t k = md.find('`', j);
+        if (k >= line_end) break;
+        size_t e = md.find_first_not_of('`', k);
+        if (e == std::string_view::npos) e = md.size();
+        if (e - k == n) {
+          close = k;
+          break;
+        }
+        j = e;
+      }
+      if (close != std::string_view::npos) {
+        out.append(md.substr(i, close + n - i));
+        i = close + n;
+        continue;
+      }
+      out.append(md.substr(i, n));
+      i = run;
+      continue;
+    }
+    if (md[i] == '<') out += "&lt;";
+    else if (md[i] == '&') out += "&amp;";
+    else out += md[i];
+    ++i;
+  }
+  return out;
+}
+
+namespace {
+// The columns a Printable cell takes: one per code point (its bytes that do not continue a sequence).
+size_t Columns(std::string_view cell) {
+  return static_cast<size_t>(std::count_if(cell.begin(), cell.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+}  // namespace
 
 std::string AlignTable(const std::vector<std::vector<std::string>>& table,
                        const std::string& indent, const std::vector<bool>& right) {
@@ -85,14 +190,14 @@ std::string AlignTable(const std::vector<std::vector<std::string>>& table,
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (row.size() > width.size()) width.resize(row.size(), 0);
-    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+    for (size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], Columns(row[c]));
   }
   std::string out;
   for (const auto& row : rows) {
     std::string line = indent;
     for (size_t c = 0; c < row.size(); ++c) {
       bool r = c < right.size() && right[c];
-      std::string pad(width[c] - row[c].size(), ' ');
+      std::string pad(width[c] - Columns(row[c]), ' ');
       line += r ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
       if (c + 1 < row.size()) line += "  ";
     }

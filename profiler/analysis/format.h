@@ -24,10 +24,23 @@ std::string JoinFirst(const std::vector<std::string>& items, size_t shown);
 std::string ShortSharding(std::string_view sharding);
 // A name from the database as one line of text: control characters print as
 // escapes ("\n", "\r", "\t", "\x1b", "\x7f"), so a stored name can neither
-// break a report's lines nor drive the terminal. Every table cell is printed
-// so (AlignTable, Markdown cells), and each name the text renderers print
-// outside a table.
+// break a report's lines nor drive the terminal; so do the C1 controls and
+// the invisible format characters of Unicode ("\u009b", "\u202e": see
+// IsInvisibleControl) and bytes that are not UTF-8 ("\xff"). Every table cell
+// is printed so (AlignTable, Markdown cells), and each name the text
+// renderers print outside a table.
 std::string Printable(std::string_view name);
+// Code points that change how the text around them shows without showing
+// themselves: C1 controls, bidirectional embeddings, overrides, isolates and
+// marks (a name holding U+202E prints the rest of its line reversed, as in
+// "Trojan Source"), zero-width characters, line and paragraph separators.
+bool IsInvisibleControl(uint32_t cp);
+// Decodes the UTF-8 sequence at the start of `s` (RFC 3629: no overlongs, no
+// surrogates): its length and code point, or 0 when it is not one.
+int DecodeUtf8(std::string_view s, uint32_t* cp);
+// Markdown whose text cannot turn into HTML: outside code spans, "<" and "&"
+// become entities (a rendered page shows them as they were).
+std::string MarkdownWithoutHtml(std::string_view md);
 // The same, escaped for HTML text and attribute values (& < > ").
 std::string HtmlText(std::string_view name);
 

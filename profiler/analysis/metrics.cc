@@ -26,6 +26,17 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
   if (!steps.ok()) return steps.status();
   r.steps = steps->Int(0, "n");
   if (auto state = store::ReadRunState(rd, run_id); state.ok()) r.run_state = state->Describe();
+  auto has_imports = rd.HasTable("trace_imports");
+  if (!has_imports.ok()) return has_imports.status();
+  if (*has_imports) {
+    auto files = rd.Query("SELECT COUNT(*) AS n, MIN(file) AS file FROM trace_imports WHERE run_id = ?1", {run});
+    if (!files.ok()) return files.status();
+    if (const int64_t n = files->Int(0, "n"); n > 0) {
+      r.imported = n == 1 ? files->Text(0, "file")
+                          : absl::StrCat(n, " files, the first ", files->Text(0, "file"));
+      return r;
+    }
+  }
   auto stored = store::ReadRunMetrics(rd, run_id);
   if (!stored.ok()) return stored.status();
   r.stored = stored->has_value();
@@ -87,6 +98,12 @@ std::string RenderMetricsText(const MetricsReport& r) {
                                  r.stored ? "stored when the run ended" : "computed from the run's tables",
                                  ")\n");
   if (!r.run_state.empty() && r.run_state != "finished") absl::StrAppend(&out, "status: ", r.run_state, "\n");
+  if (!r.imported.empty()) {
+    absl::StrAppend(&out, "\nRun ", r.run_id, " was imported from another tool's trace (", Printable(r.imported),
+                    "): it has none of these figures\n(compilations, lazy tracing, transfers, mark_step calls, "
+                    "counters), which only shardscope's own frontend records.\n");
+    return out;
+  }
   out += "\nMetric\n";
   std::vector<std::vector<std::string>> t = {
       {"name", "clock", "count", "total", "p50", "p90", "p99", "max", "one sample is"}};
@@ -123,6 +140,7 @@ std::string RenderMetricsJson(const MetricsReport& r) {
   j["run_id"] = r.run_id;
   j["steps"] = r.steps;
   j["stored"] = r.stored;
+  j["imported"] = r.imported.empty() ? nlohmann::json() : nlohmann::json(r.imported);
   j["metrics"] = nlohmann::json::array();
   for (const TimingMetric& m : r.metrics)
     j["metrics"].push_back({{"name", m.name}, {"clock", m.clock}, {"what", m.what}, {"count", m.count},

@@ -28,6 +28,10 @@ struct MetricsReport : store::RunMetrics {
   int64_t steps = 0;
   bool stored = false;  // the figures came from the `metrics` table (else computed now)
   std::string run_state;  // store::RunState::Describe(), e.g. "ended abnormally after step 7: ..."
+  // Set for a run imported from another tool's trace ("4 files, the first
+  // cuda_r0.json"): it has none of these figures, which only shardscope's
+  // frontend records, and the report says so instead of printing zeros.
+  std::string imported;
   std::vector<std::string> warnings;
 };
 

@@ -476,7 +476,7 @@ std::string RenderMarkdown(const RunReport& r) {
   absl::StrAppend(&out, "\n", RematLine(r), "\n");
   if (!r.auto_sharding.empty()) absl::StrAppend(&out, "\n", AutoShardingLines(r, ""));
 
-  return out;
+  return MarkdownWithoutHtml(out);
 }
 
 namespace {

@@ -114,6 +114,12 @@ TEST(TerminalSafe, EscapesControlsKeepsTextNewlinesAndUtf8) {
   EXPECT_EQ(TerminalSafe("\xe2\x80" "x"), "\\xe2\\x80x");        // cut short
   EXPECT_EQ(TerminalSafe("end\xe2\x80"), "end\\xe2\\x80");       // cut short at the end
   EXPECT_EQ(TerminalSafe("\xe2\x1b"), "\\xe2\\x1b");              // ESC breaks a sequence, escaped itself
+  // Invisible format characters: a right-to-left override would print the
+  // rest of the line reversed, a line separator break it.
+  EXPECT_EQ(TerminalSafe("fn\xe2\x80\xae" "cod.exe"), "fn\\u202ecod.exe");
+  EXPECT_EQ(TerminalSafe("a\xe2\x81\xa6" "b\xe2\x81\xa9"), "a\\u2066b\\u2069");
+  EXPECT_EQ(TerminalSafe("a\xe2\x80\xa8" "b"), "a\\u2028b");
+  EXPECT_EQ(TerminalSafe("\xef\xbb\xbf" "x"), "\\ufeffx");
 }
 
 TEST(TerminalSafeBuf, AStreamSplitAnywhereComesOutTheSame) {

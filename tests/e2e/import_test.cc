@@ -513,6 +513,10 @@ TEST(ImportE2e, ReportsOnAnImportedRunWorkOrSayTheyNeedIr) {
   }
   e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
   EXPECT_TRUE(absl::StrContains(report.text, "chip 1 (host 1)")) << report.text;  // per-GPU time, device clock
+  // The report's Metrics section says the run has none, not a table of zeros.
+  EXPECT_TRUE(absl::StrContains(report.text, "was imported from another tool's trace (2 files, the first "))
+      << report.text;
+  EXPECT_FALSE(absl::StrContains(report.text, "CompileTime")) << report.text;
   // The commands that need IR say so in one line, and succeed.
   for (const char* cmd : {"recompiles", "sharding", "metrics", "sharding --why dot_general.1",
                           "recompiles --format json", "metrics --format json"}) {

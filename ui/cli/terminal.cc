@@ -9,6 +9,7 @@
 #include <iostream>
 
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/format.h"
 
 namespace shardscope::cli {
 namespace {
@@ -37,10 +38,11 @@ void TerminalFilter::Take(unsigned char b, std::string* out) {
       pending_ += static_cast<char>(b);
       lo_ = 0x80, hi_ = 0xBF;
       if (--need_ == 0) {
-        // U+0080..U+009F, the C1 controls (0x9b is CSI): as \u escapes.
-        if (pending_.size() == 2 && static_cast<unsigned char>(pending_[0]) == 0xC2 &&
-            static_cast<unsigned char>(pending_[1]) < 0xA0)
-          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(pending_[1]));
+        // The C1 controls (U+009B is CSI) and the invisible format
+        // characters (U+202E reverses the line): as \u escapes.
+        uint32_t cp = 0;
+        if (analysis::DecodeUtf8(pending_, &cp) > 0 && analysis::IsInvisibleControl(cp))
+          absl::StrAppendFormat(out, "\\u%04x", cp);
         else
           *out += pending_;
         pending_.clear();

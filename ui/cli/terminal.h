@@ -4,7 +4,8 @@
 // clear the screen. Everything the CLI writes to std::cout and std::cerr goes
 // through TerminalSafeBuf (main.cc installs it), the one place output is
 // produced: control characters other than newline and tab print as visible
-// escapes (\x1b, \r, \x7f), as do the C1 controls in UTF-8 (\u009b) and bytes
+// escapes (\x1b, \r, \x7f), as do the C1 controls in UTF-8 (\u009b), the
+// invisible format characters (\u202e: analysis::IsInvisibleControl) and bytes
 // that are not UTF-8 (\xff). Newlines pass: the renderers escape those inside
 // names (analysis::Printable).
 #pragma once

@@ -1,0 +1,49 @@
+// Names from a database as reports print them (analysis/format.h).
+#include "profiler/analysis/format.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace shardscope::analysis {
+namespace {
+
+TEST(Printable, EscapesWhatWouldChangeHowTheLineShows) {
+  EXPECT_EQ(Printable("dot.3"), "dot.3");
+  EXPECT_EQ(Printable("a\nb\r\t\x1b[2J\x7f"), "a\\nb\\r\\t\\x1b[2J\\x7f");
+  // UTF-8 text stays; the C1 controls and invisible format characters do not.
+  EXPECT_EQ(Printable("caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x99\x82 \xc2\xb5s"), "caf\xc3\xa9 \xe2\x80\x94 \xf0\x9f\x99\x82 \xc2\xb5s");
+  EXPECT_EQ(Printable("\xc2\x9b" "2J"), "\\u009b2J");
+  EXPECT_EQ(Printable("layer\xe2\x80\xae" "1.fc"), "layer\\u202e1.fc");       // right-to-left override
+  EXPECT_EQ(Printable("\xe2\x81\xa7x\xe2\x81\xa9"), "\\u2067x\\u2069");        // an isolate and its end
+  EXPECT_EQ(Printable("a\xe2\x80\x8b" "b\xe2\x80\xa9"), "a\\u200bb\\u2029");   // zero width, paragraph separator
+  EXPECT_EQ(Printable("\xd8\x9c"), "\\u061c");                                 // Arabic letter mark
+  // Bytes that are not UTF-8, each escaped, the text after them kept.
+  EXPECT_EQ(Printable("\xff" "ok"), "\\xffok");
+  EXPECT_EQ(Printable("\xe2\x80" "x"), "\\xe2\\x80x");
+  EXPECT_EQ(Printable("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(Printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(Printable("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+}
+
+TEST(Printable, TablesAlignOnCharactersNotBytes) {
+  const std::string t = AlignTable({{"caf\xc3\xa9", "1"}, {"cafe", "2"}, {"x", "3"}}, "");
+  EXPECT_EQ(t, "caf\xc3\xa9  1\ncafe  2\nx     3\n");
+}
+
+TEST(MarkdownWithoutHtml, NamesCannotBecomeHtml) {
+  EXPECT_EQ(MarkdownWithoutHtml("| <img src=x onerror=alert(1)> | a & b |"),
+            "| &lt;img src=x onerror=alert(1)> | a &amp; b |");
+  EXPECT_EQ(MarkdownWithoutHtml("<details><summary>x</summary>"), "&lt;details>&lt;summary>x&lt;/summary>");
+  // Code spans show their text as it is: left alone.
+  EXPECT_EQ(MarkdownWithoutHtml("at `f<T>(a&b)` and <b>"), "at `f<T>(a&b)` and &lt;b>");
+  EXPECT_EQ(MarkdownWithoutHtml("``a`<b>`` <c>"), "``a`<b>`` &lt;c>");
+  // An unclosed backtick is text.
+  EXPECT_EQ(MarkdownWithoutHtml("it`s <b>\n`x`"), "it`s &lt;b>\n`x`");
+  // A fenced block is kept whole.
+  EXPECT_EQ(MarkdownWithoutHtml("<a>\n```\n<b> & c\n```\n<d>"), "&lt;a>\n```\n<b> & c\n```\n&lt;d>");
+  EXPECT_EQ(MarkdownWithoutHtml("p90 >= 10% -> ok"), "p90 >= 10% -> ok");
+}
+
+}  // namespace
+}  // namespace shardscope::analysis
