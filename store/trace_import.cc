@@ -1016,19 +1016,31 @@ absl::Status Importer::AssignRanks() {
   // Files without distributedInfo take the lowest free ranks, in command-line order.
   int next = 0;
   int world = 0;
+  const FileState* world_from = nullptr;
   for (FileState& f : files_) {
     if (!f.info.has_rank) {
       while (taken.count(next)) ++next;
       f.rank = next;
       taken.emplace(next, 0);
     }
-    if (f.info.has_world_size && f.info.world_size > 0 && f.info.world_size <= 1000000)
-      world = std::max(world, static_cast<int>(f.info.world_size));
+    if (!f.info.has_world_size || f.info.world_size <= 0 || f.info.world_size > 1000000) continue;
+    // One job's ranks agree on its size, and each is below it.
+    if (f.info.has_rank && f.info.rank >= f.info.world_size)
+      return absl::InvalidArgumentError(absl::StrCat(f.path, ": distributedInfo.rank ", f.info.rank,
+                                                     " is not below its world_size ", f.info.world_size,
+                                                     " (ranks count from 0)"));
+    if (world_from && world != f.info.world_size)
+      return absl::InvalidArgumentError(absl::StrCat(world_from->path, " says world_size ", world, " and ", f.path,
+                                                     " says ", f.info.world_size,
+                                                     " (distributedInfo): not ranks of one job"));
+    world = static_cast<int>(f.info.world_size);
+    world_from = &f;
   }
-  for (FileState& f : files_) {
-    f.world_size = std::max(world, static_cast<int>(files_.size()));
-    f.world_size = std::max(f.world_size, f.rank + 1);
-  }
+  // The size the files show, one for all: their count, or past the highest
+  // rank (a file without distributedInfo given beside a job's ranks extends it).
+  int size = std::max(world, static_cast<int>(files_.size()));
+  for (const FileState& f : files_) size = std::max(size, f.rank + 1);
+  for (FileState& f : files_) f.world_size = size;
   return absl::OkStatus();
 }
 

@@ -11,6 +11,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -327,11 +330,18 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   if (!devs.ok()) return devs.status();
   std::map<int, int> host_of;
   std::map<int, std::string> coords_of;
+  std::vector<std::string> bad_coords;
   for (size_t i = 0; i < devs->rows.size(); ++i) {
     const int d = static_cast<int>(devs->Int(i, "device_id"));
     host_of[d] = static_cast<int>(devs->Int(i, "host_id"));
-    coords_of[d] = devs->Text(i, "topology_coords", devs->Text(i, "coords"));
+    const std::string raw = devs->Text(i, "topology_coords", devs->Text(i, "coords"));
+    const std::vector<int> v = ParseChipCoords(raw);
+    coords_of[d] = v.empty() ? "?" : absl::StrCat("[", absl::StrJoin(v, ","), "]");
+    if (v.empty()) bad_coords.push_back(absl::StrCat(d, " ('", Printable(raw.substr(0, 40)), "')"));
   }
+  if (!bad_coords.empty())
+    r.notes.push_back(absl::StrCat("coordinates that are not a list of chip indices in devices (shown as ?): chip",
+                                   bad_coords.size() == 1 ? " " : "s ", JoinFirst(bad_coords, kVerdictNames)));
   // Chips with a lane but no devices row (a damaged file): each lane names its
   // host, so hosts are still compared; the note says whose rows are missing.
   std::vector<std::string> rowless;
@@ -961,6 +971,19 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   return r;
 }
 }  // namespace
+
+std::vector<int> ParseChipCoords(std::string_view text) {
+  absl::string_view s(text.data(), text.size());
+  s = absl::StripAsciiWhitespace(s);
+  if (!absl::ConsumePrefix(&s, "[") || !absl::ConsumeSuffix(&s, "]")) return {};
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(s, ',')) {
+    int v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v < 0 || v >= (1 << 20) || out.size() == 4) return {};
+    out.push_back(v);
+  }
+  return out;
+}
 
 std::string RenderFleetText(const FleetReport& r) {
   std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,

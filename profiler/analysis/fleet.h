@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -115,6 +116,10 @@ struct FleetReport {
 };
 
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& reader, const FleetOptions& options);
+// A chip's coordinates as `devices` stores them ("[3,0,1]"): one to four
+// integers in 0..2^20; empty when the text is anything else (a damaged row),
+// so neither the report nor the Fleet view's grid takes it at its word.
+std::vector<int> ParseChipCoords(std::string_view text);
 std::string RenderFleetText(const FleetReport& r);
 // {"run", "verdict", "supported", "threshold", "steps", "suspects": [{"kind",
 // "id", "score", "flagged", "evidence": [...]}, ...], "chips": [...]}

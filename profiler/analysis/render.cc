@@ -178,7 +178,7 @@ std::string HostWaitLine(const DeviceBreakdown& d) {
 }
 
 std::string ChipHeading(const DeviceBreakdown& d) {
-  return absl::StrCat("Per chip (median step ", d.median_step, " of ", d.steps_covered,
+  return absl::StrCat("Per chip (step ", d.median_step, ", the median of ", Plural(d.steps_covered, "step", "steps"),
                       ", span ", FormatNs(d.median_span_ns), ", device clock)");
 }
 

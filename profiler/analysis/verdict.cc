@@ -284,7 +284,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     Evidence e{"host", absl::StrCat("waiting for the host, share of the median step (chip average, ", v.clock, " clock)"),
                share(&StepParts::host_wait_ns), kHostWaitShare, "%"};
     e.passed = timeline && e.value >= e.threshold;
-    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns)) : no_timeline;
+    e.detail = timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns)) : no_timeline;
     v.evidence.push_back(e);
   }
   // Stragglers: the fleet diagnosis (fleet.h) — a chip, link or host slower
@@ -317,7 +317,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     Evidence e{"collectives", "collectives (waiting at them included), share of the median step (chip average)",
                share(&StepParts::collective_ns), kCollectiveShare, "%"};
     e.passed = timeline && e.value >= e.threshold;
-    e.detail = timeline ? absl::StrCat("step ", v.step, " of ", FormatNs(v.span_ns), ", ", v.clock, " clock")
+    e.detail = timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock, " clock")
                         : no_timeline;
     v.evidence.push_back(e);
   }

@@ -252,5 +252,23 @@ TEST(FleetModel, PlacesGpuClustersByHostAndChipsWithoutCoordinatesInOrder) {
   EXPECT_EQ(chips[7].col, 1);
 }
 
+// Damaged coordinates (a billion rows, two chips in one cell, text) never
+// size the grid: the chips are drawn in device order instead.
+TEST(FleetModel, DamagedCoordinatesFallBackToDeviceOrder) {
+  for (const std::string bad : {"[999999999,0]", "[0,0]", "[1,x]", "[-1,2]", "[1,2,3,4,5]"}) {
+    SCOPED_TRACE(bad);
+    std::vector<FleetChipInfo> chips(8);
+    for (int d = 0; d < 8; ++d) {
+      chips[d].device_id = d;
+      chips[d].coords = absl::StrCat("[", d / 4, ",", d % 4, "]");
+      chips[d].topology_coords = true;
+    }
+    chips[5].coords = bad;
+    FleetGrid g = PlaceChips("gpu:2x4", chips);
+    EXPECT_EQ(g.kind, "devices");
+    EXPECT_EQ(g.rows * g.cols, 9);
+  }
+}
+
 }  // namespace
 }  // namespace shardscope::app

@@ -295,6 +295,23 @@ TEST(FleetTopology, ADamagedLinksRowIsNamedInANote) {
   EXPECT_TRUE(named) << j["notes"].dump();
 }
 
+// Damaged coordinates: shown as ?, named in a note (escaped), the culprit
+// still found.
+TEST(FleetTopology, DamagedCoordinatesAreNamedNotEchoed) {
+  const std::string db =
+      RecordSimulated("bad_coords", "--topology gpu:3x4 --mesh 12x1 --steps 6 --fault slow-chip:5:0.5");
+  Sql(db, "UPDATE devices SET topology_coords = '[1,' || char(27) || '[2J]' WHERE device_id = 3");
+  Sql(db, "UPDATE devices SET topology_coords = '[99999999999,0]' WHERE device_id = 7");
+  analysis::FleetReport r = Diagnose(db, "coordinates of chips 3 and 7 damaged");
+  ExpectCulprits(r, {"chip 5"});
+  bool named = false;
+  for (const std::string& n : r.notes)
+    named |= n.find("chips 3 ('[1,\\x1b[2J]'), 7 ('[99999999999,0]')") != std::string::npos;
+  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+  for (const auto& c : r.chip_rows)
+    EXPECT_EQ(c.coords == "?", c.device_id == 3 || c.device_id == 7) << c.device_id << " " << c.coords;
+}
+
 // devices rows deleted (a damaged file): each chip's lane still names its
 // host, so the preempted host is still found, and a note names the chips.
 TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {

@@ -662,6 +662,26 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     // Two files that claim the same rank.
     o = Import(absl::StrCat(kData, "gpu_rank0.json ", kData, "gpu_rank0.json"), db);
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "both say they are rank 0")) << o.text;
+    // distributedInfo that contradicts itself, or the other ranks: refused, not a "rank 5 of 6".
+    const std::string rank1 = kData + "gpu_rank1.json";
+    const std::string rank0 = ReadAll(kData + "gpu_rank0.json");
+    auto with = [&](const std::string& from, const std::string& to) {
+      std::string t = rank0;
+      const size_t at = t.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      if (at != std::string::npos) t.replace(at, from.size(), to);
+      return t;
+    };
+    const std::string r5 = WriteTemp("rank5_of_2.json", with("\"rank\": 0", "\"rank\": 5"));
+    const std::string w4 = WriteTemp("world4.json", with("\"world_size\": 2", "\"world_size\": 4"));
+    o = Import(absl::StrCat(r5, " ", rank1), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "distributedInfo.rank 5 is not below its world_size 2"))
+        << o.text;
+    o = Import(absl::StrCat(w4, " ", rank1), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "says world_size 4 and") &&
+                absl::StrContains(o.text, "not ranks of one job"))
+        << o.text;
+    EXPECT_NE(access(db.c_str(), F_OK), 0) << "a refused import made " << db;
   }
   // Cut short: what came before is kept, and the loss is counted and said.
   const std::string gz = ReadAll(kData + "cpu_mlp.json.gz");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
@@ -23,18 +24,6 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // "[1,2,0]" -> {1, 2, 0}; empty when it is not a list of integers.
-std::vector<int> ParseCoords(const std::string& text) {
-  absl::string_view s = text;
-  if (!absl::ConsumePrefix(&s, "[") || !absl::ConsumeSuffix(&s, "]")) return {};
-  std::vector<int> out;
-  for (absl::string_view part : absl::StrSplit(s, ',')) {
-    int v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v < 0) return {};
-    out.push_back(v);
-  }
-  return out;
-}
-
 }  // namespace
 
 const char* FleetMetricName(FleetMetric m) {
@@ -122,7 +111,7 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
   size_t rank = 0;
   bool same_rank = !chips.empty();
   for (const FleetChipInfo& c : chips) {
-    coords.push_back(ParseCoords(c.coords));
+    coords.push_back(analysis::ParseChipCoords(c.coords));
     if (coords.size() == 1) rank = coords.back().size();
     same_rank = same_rank && coords.back().size() == rank;
   }
@@ -131,6 +120,15 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
     for (const auto& v : coords) n = std::max(n, v[k] + 1);
     return n;
   };
+  // A grid is drawn only where the coordinates place each chip in a cell of
+  // its own, in a grid not much larger than the chips (a damaged row could
+  // ask for a billion cells).
+  if (same_rank && (rank == 2 || rank == 3)) {
+    double cells = 1;
+    for (size_t k = 0; k < rank; ++k) cells *= extent(k);
+    std::set<std::vector<int>> distinct(coords.begin(), coords.end());
+    same_rank = distinct.size() == coords.size() && cells <= 16.0 * static_cast<double>(chips.size()) + 64;
+  }
   const bool topo = std::all_of(chips.begin(), chips.end(), [](const FleetChipInfo& c) { return c.topology_coords; });
   if (same_rank && rank == 3) {
     g = {topo ? "torus3d" : "mesh", extent(2), extent(0), extent(1), topo ? "x" : "mesh axis 0",
