@@ -493,6 +493,9 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
     }
   // The others, as ranges: "0-8,10-15".
   std::string waiting;
+  std::vector<int> others;
+  for (int d = 0; d < num_devices(); ++d)
+    if (d != f.chip) others.push_back(d);
   for (int d = 0; d < num_devices(); ++d) {
     if (d == f.chip) continue;
     int e = d;
@@ -503,13 +506,17 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
   const std::string where = absl::StrCat("chip ", f.chip, " (host ", topology_->device(f.chip).host_id(), ")");
   // What a detector sees, not the fault's spec: the run stores this message
   // (run_writers.note), and the specs live in runs.config_json alone.
-  if (collective.empty())
-    return absl::AbortedError(absl::StrCat("hang detected at step ", step, ": ", where,
-                                           " stopped responding while running graph ", exe.graph_id,
-                                           ", which has no collective; its results never arrive"));
-  return absl::AbortedError(absl::StrCat(
-      "hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
-      " of graph ", exe.graph_id, " never completed: chips ", waiting, " wait in it for chip ", f.chip));
+  const std::string message =
+      collective.empty()
+          ? absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding while running graph ",
+                         exe.graph_id, ", which has no collective; its results never arrive")
+          : absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
+                         " of graph ", exe.graph_id, " never completed: chips ", waiting, " wait in it for chip ",
+                         f.chip);
+  // Recorded as the detector's finding (`hangs`), for the fleet to name the chip.
+  trace::recorder().Record(trace::HangRecord{step, f.chip, topology_->device(f.chip).host_id(), exe.graph_id,
+                                             collective, collective.empty() ? std::vector<int>{} : others, message});
+  return absl::AbortedError(message);
 }
 
 compiler::ChipProfile Client::ChipProfileHere(const compiler::ChipProfile& p) const {

@@ -359,6 +359,21 @@ CREATE TABLE IF NOT EXISTS shard_placements (
   PRIMARY KEY (run_id, tensor_id, device_id)
 );
 
+-- A chip that stopped responding, as the hang detector saw it (the run ended
+-- there: run_status says so): which chip, at which step, the collective the
+-- others waited in for it (NULL: its program has none) and who waited.
+CREATE TABLE IF NOT EXISTS hangs (
+  run_id      INTEGER NOT NULL REFERENCES runs(run_id),
+  step        INTEGER NOT NULL,
+  device_id   INTEGER NOT NULL,              -- the chip that stopped
+  host_id     INTEGER NOT NULL,
+  graph_id    INTEGER NOT NULL,              -- the program it was running
+  collective  TEXT,                          -- the collective that never completed
+  waiting     TEXT NOT NULL,                 -- JSON array of the device ids that waited in it
+  message     TEXT NOT NULL,                 -- the detector's sentence
+  PRIMARY KEY (run_id, device_id)
+);
+
 CREATE TABLE IF NOT EXISTS counters (
   run_id    INTEGER NOT NULL REFERENCES runs(run_id),
   device_id INTEGER,                        -- null: process-wide

@@ -268,7 +268,7 @@ class Writer::Db {
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, graph, compilation, compile_diff, execution, step,
         tensor, placement, counter, op, memory_plan, peak_buffer, memory_curve, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
-        name_add;
+        name_add, hang;
   };
 
   // The first column of the first row of `sql` as text ("" when no row).
@@ -561,6 +561,7 @@ class Writer::Db {
         {&stmts_.tensor,
          "INSERT OR REPLACE INTO tensors VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
         {&stmts_.placement, "INSERT OR REPLACE INTO shard_placements VALUES (?1,?2,?3,?4,?5,?6)"},
+        {&stmts_.hang, "INSERT OR REPLACE INTO hangs VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
         {&stmts_.counter, "INSERT INTO counters VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.op,
          "INSERT OR REPLACE INTO ops(run_id, graph_id, op_id, name, opcode, shape, flops,"
@@ -1206,6 +1207,14 @@ class Writer::Db {
     s.Int(1, run_id_); s.Int(2, r.tensor_id); s.Text(3, r.tensor_name); s.Int(4, r.device_id);
     s.Text(5, r.index_ranges); s.Int(6, r.bytes);
     return Tag(s.Run(), "shard_placements", r.tensor_id);
+  }
+  absl::Status WriteOne(const trace::HangRecord& r) {
+    Stmt& s = stmts_.hang;
+    s.Int(1, run_id_); s.Int(2, r.step); s.Int(3, r.device_id); s.Int(4, r.host_id); s.Int(5, r.graph_id);
+    s.TextOrNull(6, r.collective);
+    s.Text(7, absl::StrCat("[", absl::StrJoin(r.waiting, ","), "]"));
+    s.Text(8, r.message);
+    return Tag(s.Run(), "hangs", r.device_id);
   }
   absl::Status WriteOne(const trace::CounterRecord& r) {
     if (capture_stopped_) {

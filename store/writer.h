@@ -91,6 +91,7 @@ class Writer : public trace::Recorder {
   void Record(const trace::TensorRecord& r) override { Push(r); }
   void Record(const trace::ShardPlacementRecord& r) override { Push(r); }
   void Record(const trace::CounterRecord& r) override { Push(r); }
+  void Record(const trace::HangRecord& r) override { Push(r); }
 
   // Appends to the current run's runs.capture_note ("; " between notes): what
   // the timeline leaves out and why, so no report shows a silent gap.
@@ -140,7 +141,7 @@ class Writer : public trace::Recorder {
                    trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord,
                    trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord,
                    trace::CompilationRecord, trace::ExecutionRecord, trace::StepRecord, trace::TensorRecord,
-                   trace::ShardPlacementRecord, trace::CounterRecord>;
+                   trace::ShardPlacementRecord, trace::CounterRecord, trace::HangRecord>;
   class Db;  // the connection and prepared statements, used only by the thread
 
   explicit Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options);

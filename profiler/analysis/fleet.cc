@@ -271,6 +271,63 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
 // analysed over the steps it recorded; what ended it comes first, since a
 // chip that stopped leaves no slices behind and the stored reason is the
 // evidence.
+namespace {
+// The chips the run's hang detector found stopped (`hangs`), made the first
+// suspects, flagged, with its finding as their first evidence: "chip 9
+// (stopped responding at step 12)" for each, for the verdict.
+absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, int64_t run, FleetReport* r) {
+  std::vector<std::string> names;
+  auto has = rd.HasTable("hangs");
+  if (!has.ok()) return has.status();
+  if (!*has) return names;
+  auto hangs = rd.Query("SELECT step, device_id, host_id, graph_id, collective, waiting FROM hangs"
+                        " WHERE run_id = ?1 ORDER BY step, device_id",
+                        {absl::StrCat(run)});
+  if (!hangs.ok()) return hangs.status();
+  std::vector<FleetSuspect> first;
+  for (size_t i = 0; i < hangs->rows.size(); ++i) {
+    const int64_t device = hangs->Int(i, "device_id", -1);
+    if (device < 0 || (r->chips > 0 && device >= r->chips)) {  // an edited file
+      r->notes.push_back(absl::StrCat("a hangs row names chip ", Printable(hangs->Text(i, "device_id")),
+                                      ", which the run does not have: left out"));
+      continue;
+    }
+    const std::string id = absl::StrCat(device);
+    FleetSuspect s;
+    auto it = std::find_if(r->suspects.begin(), r->suspects.end(),
+                           [&](const FleetSuspect& x) { return x.kind == "chip" && x.id == id; });
+    if (it != r->suspects.end()) {
+      s = std::move(*it);
+      r->suspects.erase(it);
+    } else {
+      s.kind = "chip";
+      s.id = id;
+    }
+    s.stopped = s.flagged = true;
+    const int64_t step = hangs->Int(i, "step");
+    const std::string collective = hangs->Text(i, "collective");
+    const nlohmann::json w = nlohmann::json::parse(hangs->Text(i, "waiting"), nullptr, false);  // [0,2,3]
+    const int64_t waiting = w.is_array() ? static_cast<int64_t>(w.size()) : 0;
+    s.evidence.insert(
+        s.evidence.begin(),
+        absl::StrCat("stopped responding at step ", step, " on host ", hangs->Int(i, "host_id"),
+                     collective.empty()
+                         ? absl::StrCat(" while running graph ", hangs->Int(i, "graph_id"),
+                                        ", which has no collective: its results never arrived")
+                         : absl::StrCat(": collective ", Printable(collective), " of graph ", hangs->Int(i, "graph_id"),
+                                        " never completed",
+                                        waiting > 0 ? absl::StrCat(", ", Plural(waiting, "chip", "chips"),
+                                                                   " waiting in it for this one")
+                                                    : ""),
+                     " (the hang detector's record: table hangs)"));
+    names.push_back(absl::StrCat("chip ", id, " (stopped responding at step ", step, ")"));
+    first.push_back(std::move(s));
+  }
+  r->suspects.insert(r->suspects.begin(), std::make_move_iterator(first.begin()), std::make_move_iterator(first.end()));
+  return names;
+}
+}  // namespace
+
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
   absl::StatusOr<FleetReport> r = AnalyzeRecordedSteps(rd, opt);
   if (!r.ok()) return r;
@@ -286,11 +343,24 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
                        " of the median step): the run has one host, so no other host shows "
                        "whether it was slow; the chips' host waits are in the breakdown below"));
   }
+  auto stopped = StoppedChips(rd, r->run_id, &*r);
+  if (!stopped.ok()) return stopped.status();
   if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->status == "ended abnormally") {
     r->notes.insert(r->notes.begin(), absl::StrCat("run ", r->run_id, " ", st->Describe()));
-    r->verdict = absl::StrCat("the run ended abnormally",
-                              st->last_step ? absl::StrCat(" after step ", *st->last_step) : std::string(),
-                              " (the first note says why); in what it recorded: ", r->verdict);
+    if (stopped->empty())
+      r->verdict = absl::StrCat("the run ended abnormally",
+                                st->last_step ? absl::StrCat(" after step ", *st->last_step) : std::string(),
+                                " (the first note says why); in what it recorded: ", r->verdict);
+  }
+  if (!stopped->empty()) {
+    // The hang is the answer; what the steps before show follows it.
+    r->supported = true;
+    absl::string_view before = r->verdict;
+    absl::ConsumeSuffix(&before, "; no one is flagged");
+    r->verdict = absl::StrCat(stopped->size() == 1 ? "suspect: " : "suspects: ", JoinFirst(*stopped, kVerdictNames),
+                              " — the run's hang detector found it stopped, and the run ended there; in the steps "
+                              "before: ",
+                              before);
   }
   return r;
 }
@@ -1005,8 +1075,8 @@ std::string RenderFleetText(const FleetReport& r) {
                         " more below (--format json lists all)\n");
         break;
       }
-      absl::StrAppend(&out, absl::StrFormat("  %2d. %-5s %-6s %6s%s\n", rank, s.kind, s.id, Pct(s.score),
-                                            s.flagged ? "  FLAGGED" : ""));
+      absl::StrAppend(&out, absl::StrFormat("  %2d. %-5s %-6s %7s%s\n", rank, s.kind, s.id,
+                                            s.stopped ? "stopped" : Pct(s.score), s.flagged ? "  FLAGGED" : ""));
       if (rank <= 5 || s.flagged)
         for (const std::string& e : s.evidence) absl::StrAppend(&out, "        ", e, "\n");
     }
@@ -1049,7 +1119,8 @@ std::string RenderFleetJson(const FleetReport& r) {
   j["suspects"] = nlohmann::json::array();
   for (const FleetSuspect& s : r.suspects) {
     nlohmann::json e = {{"kind", s.kind},         {"id", s.id},
-                        {"score", s.score},       {"flagged", s.flagged},
+                        {"score", s.stopped ? nlohmann::json() : nlohmann::json(s.score)},
+                        {"flagged", s.flagged},
                         {"evidence", s.evidence}, {"slowdown", s.slowdown},
                         {"saved_ns_per_step", s.saved_ns_per_step}};
     if (s.kind == "chip" || r.clock == "host") {
@@ -1057,6 +1128,7 @@ std::string RenderFleetJson(const FleetReport& r) {
       e["late_ns_per_step"] = s.late_ns_per_step;
     }
     if (s.kind != "host" || r.clock == "host") e["collectives"] = s.collectives;
+    if (s.stopped) e["stopped"] = true;
     j["suspects"].push_back(e);
   }
   j["chips"] = nlohmann::json::array();

@@ -295,6 +295,13 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     if (fleet.ok()) v.fleet_map = MapOfFleet(*fleet);
     if (!fleet.ok()) {
       e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
+    } else if (!fleet->suspects.empty() && fleet->suspects.front().stopped) {
+      // A chip that stopped lost all its speed: counted as 100%, whatever its earlier steps show.
+      const FleetSuspect& top = fleet->suspects.front();
+      e.value = 100;
+      e.passed = true;
+      e.detail = absl::StrCat(top.kind, " ", top.id, " stopped responding (a hang: table hangs); ",
+                              "shardscope fleet has the evidence");
     } else if (!fleet->supported || fleet->suspects.empty()) {
       e.detail = absl::StrCat("not measurable: ", fleet->verdict);
     } else {

@@ -81,6 +81,7 @@ class CaptureFilter : public Recorder {
   void Record(const TensorRecord& r) override { sink_->Record(r); }
   void Record(const ShardPlacementRecord& r) override { sink_->Record(r); }
   void Record(const CounterRecord& r) override { sink_->Record(r); }
+  void Record(const HangRecord& r) override { sink_->Record(r); }
   void Flush() override { sink_->Flush(); }
   void EndRun() override { sink_->EndRun(); }
 

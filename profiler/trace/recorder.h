@@ -55,6 +55,7 @@ class Recorder {
   virtual void Record(const TensorRecord&) {}
   virtual void Record(const ShardPlacementRecord&) {}
   virtual void Record(const CounterRecord&) {}
+  virtual void Record(const HangRecord&) {}
   // Blocks until everything recorded so far is durable.
   virtual void Flush() {}
   virtual void EndRun() {}

@@ -323,6 +323,19 @@ struct CounterRecord {
   double value = 0;
 };
 
+// What a hang detector saw when a chip stopped responding: the chip, the
+// step, the collective the others waited in for it (empty: its program has
+// none), and who waited. The run ends there (`hangs`).
+struct HangRecord {
+  int step = 0;
+  int device_id = 0;
+  int host_id = 0;
+  int64_t graph_id = 0;
+  std::string collective;
+  std::vector<int> waiting;
+  std::string message;  // the detector's sentence, as the run's error says it
+};
+
 // The frontend's per-op counters: this prefix and the opcode
 // ("TracedOp:stablehlo.add"), the op tensors traced so far in the run,
 // sampled at every mark_step when they moved.

@@ -676,15 +676,18 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
   EXPECT_NE(r.verdict.find("no collective"), std::string::npos) << r.verdict;
   EXPECT_NE(r.verdict.find("it has one chip"), std::string::npos) << r.verdict;
 
-  // A chip that fails at step 0: the run ends before any step, and the verdict says that.
+  // A chip that fails at step 0: the run ends before any step. No step to
+  // rank from, but the hang detector's record names the chip, alone.
   const std::string none = TempDb("fleet_no_step");
   o = Shell(
       absl::StrCat(kCli, " run mlp --mesh 4x1 --steps 4 --quiet --db ", none, " --fault fail-chip:2@0"));
   ASSERT_NE(o.code, 0) << o.text;
+  ForgetFaults(none);
   r = Diagnose(none, "no step");
-  EXPECT_FALSE(r.supported);
   EXPECT_NE(r.verdict.find("ended before its first step"), std::string::npos) << r.verdict;
-  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged);
+  EXPECT_EQ(r.verdict.rfind("suspect: chip 2 (stopped responding at step 0)", 0), 0u) << r.verdict;
+  ExpectCulprits(r, {"chip 2"});
+  EXPECT_TRUE(r.suspects[0].stopped);
 }
 
 // A chip that stops: the run ends as a hang detector would end it.
@@ -708,12 +711,31 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_EQ(Q(db, "SELECT COUNT(*) AS n FROM run_writers WHERE note LIKE '%fail-chip%'").Int(0, "n"), 0);
   store::QueryResult sl = Q(db, "SELECT COUNT(*) AS n FROM slices WHERE step = 4 AND kind = 'collective'");
   EXPECT_GT(sl.Int(0, "n"), 0);
-  // fleet and runs say what ended it, with the faults forgotten.
+  // The detector's finding, as a row: which chip, where, who waited.
+  store::QueryResult hang = Q(db, "SELECT step, device_id, host_id, collective, waiting FROM hangs");
+  ASSERT_EQ(hang.rows.size(), 1u);
+  EXPECT_EQ(hang.Int(0, "step"), 5);
+  EXPECT_EQ(hang.Int(0, "device_id"), 2);
+  EXPECT_EQ(hang.Text(0, "waiting"), "[0,1,3]");
+  EXPECT_EQ(hang.Text(0, "collective").rfind("all_reduce", 0), 0u);
+  // fleet names the chip first and flagged, from the database alone (faults
+  // forgotten), and says what ended the run.
   ForgetFaults(db);
   analysis::FleetReport r = Diagnose(db, "a chip that stopped at step 5");
-  EXPECT_NE(r.verdict.find("the run ended abnormally after step 4"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.rfind("suspect: chip 2 (stopped responding at step 5) — the run's hang detector", 0), 0u)
+      << r.verdict;
+  ExpectCulprits(r, {"chip 2"});
+  EXPECT_TRUE(r.suspects[0].stopped);
+  EXPECT_NE(r.suspects[0].evidence[0].find("3 chips waiting in it for this one"), std::string::npos)
+      << r.suspects[0].evidence[0];
   ASSERT_FALSE(r.notes.empty());
   EXPECT_NE(r.notes[0].find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << r.notes[0];
+  Output json = Shell(absl::StrCat(kCli, " fleet ", db, " --format json"));
+  auto j = nlohmann::json::parse(json.text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.text;
+  EXPECT_EQ(j["suspects"][0]["id"], "2");
+  EXPECT_TRUE(j["suspects"][0]["stopped"].get<bool>());
+  EXPECT_TRUE(j["suspects"][0]["score"].is_null());
   Output runs = Shell(absl::StrCat(kCli, " runs ", db));
   EXPECT_NE(runs.text.find("stopped responding"), std::string::npos) << runs.text;
   // The report's verdict starts with what ended the run.

@@ -150,6 +150,11 @@ TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
   store::QueryResult sl = Q(db, "SELECT MAX(step) AS s, COUNT(*) AS n FROM slices WHERE kind = 'collective'");
   EXPECT_EQ(sl.Int(0, "s", -1), 4);  // the steps before it are drawable
   EXPECT_GT(sl.Int(0, "n"), 0);
+  store::QueryResult hang = Q(db, "SELECT device_id, host_id, json_array_length(waiting) AS n FROM hangs");
+  ASSERT_EQ(hang.rows.size(), 1u);
+  EXPECT_EQ(hang.Int(0, "device_id"), 9);
+  EXPECT_EQ(hang.Int(0, "host_id"), 2);
+  EXPECT_EQ(hang.Int(0, "n"), 15);
 }
 
 // A llama batch that does not split over its data-parallel chips runs (as
