@@ -128,6 +128,28 @@ TEST(FleetUi, RealTwoByFourRunShowsTheSlowChip) {
   }
 }
 
+// A chip that stopped (a hang): outlined as suspect #1, flagged, "stopped"
+// in place of a score, the header in the singular where it is one.
+TEST(FleetUi, AStoppedChipIsTheFirstSuspect) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  testing::Pod pod = testing::RecordPod("hung", "--simulate --topology 4x2x2 --steps 6");  // for the path only
+  std::filesystem::remove(pod.db);
+  const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", pod.db,
+                                       " --simulate --topology 4x2x2 --steps 6 --fault fail-chip:5@4 --quiet"
+                                       " > /dev/null 2>&1");
+  EXPECT_NE(std::system(cmd.c_str()), 0);  // the run ends with the hang
+  const json doc = OpenFleet(pod, "hung");
+  auto suspects = LayoutItems(doc, "suspect");
+  ASSERT_FALSE(suspects.empty());
+  EXPECT_EQ(suspects[0]["id"], "5");
+  EXPECT_EQ(suspects[0]["flagged"], true);
+  EXPECT_EQ(suspects[0]["stopped"], true);
+  EXPECT_TRUE(suspects[0]["score"].is_null());
+  auto listed = LayoutItems(doc, "text", "suspect");
+  ASSERT_FALSE(listed.empty());
+  EXPECT_EQ(listed[0]["label"], "#1 chip 5  stopped  FLAGGED");
+}
+
 // A pod taller than the window (a 1024x2 torus: 2048 chips, chip 700 at 60%):
 // each pixel holds a 2x2 block of chips and shows the worst of them; the
 // legend says so, and every pixel's value is the highest of its chips'.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "profiler/analysis/format.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -28,6 +29,11 @@ constexpr double kOutlinedScore = 0.01;
 constexpr Rgb kNoValue{70, 72, 80};
 constexpr Rgb kFlagged{255, 70, 70};
 constexpr Rgb kRanked{240, 190, 80};
+
+// "44.4%", or "stopped" for a chip the hang detector found stopped.
+std::string ScoreText(const analysis::FleetSuspect& s) {
+  return s.stopped ? "stopped" : absl::StrFormat("%.1f%%", s.score * 100);
+}
 
 ImVec4 Vec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
@@ -199,7 +205,9 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
     where = "in device order (no coordinates stored)";
   else
     where = absl::StrFormat("%d x %d (%s x %s)", g.rows, g.cols, g.row_label, g.col_label);
-  const std::string head = absl::StrFormat("%d chips on %d hosts, topology %s: %s; %s clock%s", r.chips, r.hosts,
+  const std::string head = absl::StrFormat("%s on %s, topology %s: %s; %s clock%s",
+                                           analysis::Plural(r.chips, "chip", "chips"),
+                                           analysis::Plural(r.hosts, "host", "hosts"),
                                            r.topology.empty() ? "-" : r.topology, where, r.clock,
                                            r.simulated ? " (simulated)" : "");
   ImGui::TextUnformatted(head.c_str());
@@ -494,8 +502,9 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
       item["rank"] = k + 1;
       item["kind"] = s.kind;
       item["id"] = s.id;
-      item["score"] = s.score;
+      item["score"] = s.stopped ? json() : json(s.score);
       item["flagged"] = s.flagged;
+      if (s.stopped) item["stopped"] = true;
       json devices = json::array();
       for (size_t i : cells) devices.push_back(m.chips[i].device_id);
       item["devices"] = devices;
@@ -589,8 +598,9 @@ void FleetView::DrawTooltip(const FleetModel& m, size_t i, const std::string& no
   }
   if (c.rank > 0) {
     const analysis::FleetSuspect& sus = m.report.suspects[static_cast<size_t>(c.rank - 1)];
-    ImGui::TextColored(Vec4(c.flagged ? kFlagged : kRanked), "suspect #%d%s: %.1f%% slower than its peers", c.rank,
-                       c.flagged ? " (flagged)" : "", sus.score * 100);
+    ImGui::TextColored(Vec4(c.flagged ? kFlagged : kRanked), "suspect #%d%s: %s", c.rank, c.flagged ? " (flagged)" : "",
+                       sus.stopped ? "stopped responding (a hang)"
+                                   : absl::StrFormat("%.1f%% slower than its peers", sus.score * 100).c_str());
     for (const std::string& e : sus.evidence) ImGui::BulletText("%s", e.c_str());
   }
   ImGui::TextDisabled("click: its lane in the timeline at step %d", s.step);
@@ -612,7 +622,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
   for (size_t k = 0; k < suspects.size() && k < 40; ++k) {
     const analysis::FleetSuspect& s = suspects[k];
     ImGui::PushID(static_cast<int>(k));
-    const std::string label = absl::StrFormat("#%d %s %s  %.1f%%%s", k + 1, s.kind, s.id, s.score * 100,
+    const std::string label = absl::StrFormat("#%d %s %s  %s%s", k + 1, s.kind, s.id, ScoreText(s),
                                               s.flagged ? "  FLAGGED" : "");
     ImGui::PushStyleColor(ImGuiCol_Text, Vec4(s.flagged ? kFlagged : k < kOutlined ? kRanked : kText));
     int chip = -1;
@@ -622,6 +632,13 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     }
     if (ImGui::Selectable(label.c_str(), chip >= 0 && chip == selected_) && chip >= 0) selected_ = chip;
     ImGui::PopStyleColor();
+    if (ui.layout) {
+      const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
+      auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
+                                  ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+      item["role"] = "suspect";
+      item["rank"] = k + 1;
+    }
     if (ImGui::IsItemHovered() && !s.evidence.empty()) {
       ImGui::BeginTooltip();
       for (const std::string& e : s.evidence) ImGui::BulletText("%s", e.c_str());
@@ -655,8 +672,11 @@ void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
   for (size_t k = 0; k < r.suspects.size() && k < 40; ++k) {
     const analysis::FleetSuspect& s = r.suspects[k];
     const std::string who = r.imported && s.kind == "host" ? absl::StrCat("rank ", s.id) : absl::StrCat(s.kind, " ", s.id);
-    const std::string label = absl::StrFormat("#%d %s  %.1f%% (%.2fx its peers)%s", k + 1, who, s.score * 100,
-                                              s.slowdown, s.flagged ? "  FLAGGED" : "");
+    const std::string label =
+        absl::StrFormat("#%d %s  %s%s", k + 1, who,
+                        s.stopped ? std::string("stopped")
+                                  : absl::StrFormat("%.1f%% (%.2fx its peers)", s.score * 100, s.slowdown),
+                        s.flagged ? "  FLAGGED" : "");
     ImGui::TextColored(Vec4(s.flagged ? kFlagged : kText), "%s", label.c_str());
     if (ui.layout) {
       const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
@@ -666,8 +686,9 @@ void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
       item["rank"] = k + 1;
       item["kind"] = s.kind;
       item["id"] = s.id;
-      item["score"] = s.score;
+      item["score"] = s.stopped ? json() : json(s.score);
       item["flagged"] = s.flagged;
+      if (s.stopped) item["stopped"] = true;
     }
     ImGui::Indent();
     for (const std::string& e : s.evidence) ImGui::TextWrapped("%s", e.c_str());
