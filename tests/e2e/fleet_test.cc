@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "store/reader.h"
@@ -93,6 +94,10 @@ void ExpectCulprits(const analysis::FleetReport& r, const std::set<std::string>&
   EXPECT_EQ(top, culprits) << r.verdict;
   for (const auto& s : r.suspects)
     EXPECT_EQ(s.flagged, culprits.count(Key(s)) > 0) << Key(s) << " score " << s.score << "\n" << r.verdict;
+}
+
+bool HasNote(const analysis::FleetReport& r, const std::string& text) {
+  return absl::c_any_of(r.notes, [&](const std::string& n) { return n.find(text) != std::string::npos; });
 }
 
 void ExpectNobody(const analysis::FleetReport& r) {
@@ -304,10 +309,7 @@ TEST(FleetTopology, DamagedCoordinatesAreNamedNotEchoed) {
   Sql(db, "UPDATE devices SET topology_coords = '[99999999999,0]' WHERE device_id = 7");
   analysis::FleetReport r = Diagnose(db, "coordinates of chips 3 and 7 damaged");
   ExpectCulprits(r, {"chip 5"});
-  bool named = false;
-  for (const std::string& n : r.notes)
-    named |= n.find("chips 3 ('[1,\\x1b[2J]'), 7 ('[99999999999,0]')") != std::string::npos;
-  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+  EXPECT_TRUE(HasNote(r, "chips 3 ('[1,\\x1b[2J]'), 7 ('[99999999999,0]')")) << absl::StrJoin(r.notes, "\n");
   for (const auto& c : r.chip_rows)
     EXPECT_EQ(c.coords == "?", c.device_id == 3 || c.device_id == 7) << c.device_id << " " << c.coords;
 }
@@ -322,12 +324,7 @@ TEST(FleetTopology, ChipsWithoutDevicesRowsKeepTheirLanesHosts) {
   EXPECT_EQ(r.chips, 16);
   EXPECT_EQ(r.hosts, 4);
   ExpectCulprits(r, {"host 2"});
-  bool named = false;
-  for (const std::string& n : r.notes)
-    named |=
-        n.find("devices has no row for chips 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 (a damaged file)") !=
-        std::string::npos;
-  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+  EXPECT_TRUE(HasNote(r, "devices has no row for chips 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 (a damaged file)")) << absl::StrJoin(r.notes, "\n");
 }
 
 // One chip moved to a host of its own (an edited file): the hosts of several
@@ -340,10 +337,7 @@ TEST(FleetTopology, AHostOfOneChipIsNotRankedButTheOthersAre) {
   analysis::FleetReport r = Diagnose(db, "chip 0 alone on host 77");
   ExpectCulprits(r, {"host 2"});
   for (const auto& s : r.suspects) EXPECT_NE(Key(s), "host 77");
-  bool named = false;
-  for (const std::string& n : r.notes)
-    named |= n.find("host 77 has one chip (the others several): not ranked as a host") != std::string::npos;
-  EXPECT_TRUE(named) << absl::StrJoin(r.notes, "\n");
+  EXPECT_TRUE(HasNote(r, "host 77 has one chip (the others several): not ranked as a host")) << absl::StrJoin(r.notes, "\n");
 }
 
 // A damaged sim_chips row is an error naming the chip, never a healthy chip.

@@ -35,6 +35,26 @@ std::string ScoreText(const analysis::FleetSuspect& s) {
   return s.stopped ? "stopped" : absl::StrFormat("%.1f%%", s.score * 100);
 }
 
+// A suspect's rank and figures on its --dump-layout item.
+void AddSuspectFields(json& item, const analysis::FleetSuspect& s, size_t k) {
+  item["rank"] = k + 1;
+  item["kind"] = s.kind;
+  item["id"] = s.id;
+  item["score"] = s.stopped ? json() : json(s.score);
+  item["flagged"] = s.flagged;
+  if (s.stopped) item["stopped"] = true;
+}
+
+// The suspect list's line just drawn, for --dump-layout.
+void DumpSuspectLine(UiState& ui, const std::string& label, const analysis::FleetSuspect& s, size_t k) {
+  if (!ui.layout) return;
+  const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
+  auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
+                              ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+  item["role"] = "suspect";
+  AddSuspectFields(item, s, k);
+}
+
 ImVec4 Vec4(Rgb c) { return ImVec4(c.r / 255.f, c.g / 255.f, c.b / 255.f, 1.f); }
 
 // Low to high: dark blue, teal, green, yellow, red.
@@ -499,12 +519,7 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
                                     : json{{"table", "links"}, {"link_id", s.id}};
       auto& item = ui.layout->Add("suspect", absl::StrCat("#", k + 1, " ", s.kind, " ", s.id), ref, a.x + x0, a.y + y0,
                                   x1 - x0, y1 - y0);
-      item["rank"] = k + 1;
-      item["kind"] = s.kind;
-      item["id"] = s.id;
-      item["score"] = s.stopped ? json() : json(s.score);
-      item["flagged"] = s.flagged;
-      if (s.stopped) item["stopped"] = true;
+      AddSuspectFields(item, s, k);
       json devices = json::array();
       for (size_t i : cells) devices.push_back(m.chips[i].device_id);
       item["devices"] = devices;
@@ -632,13 +647,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     }
     if (ImGui::Selectable(label.c_str(), chip >= 0 && chip == selected_) && chip >= 0) selected_ = chip;
     ImGui::PopStyleColor();
-    if (ui.layout) {
-      const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
-      auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
-                                  ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
-      item["role"] = "suspect";
-      item["rank"] = k + 1;
-    }
+    DumpSuspectLine(ui, label, s, k);
     if (ImGui::IsItemHovered() && !s.evidence.empty()) {
       ImGui::BeginTooltip();
       for (const std::string& e : s.evidence) ImGui::BulletText("%s", e.c_str());
@@ -678,18 +687,7 @@ void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
                                   : absl::StrFormat("%.1f%% (%.2fx its peers)", s.score * 100, s.slowdown),
                         s.flagged ? "  FLAGGED" : "");
     ImGui::TextColored(Vec4(s.flagged ? kFlagged : kText), "%s", label.c_str());
-    if (ui.layout) {
-      const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
-      auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
-                                  ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
-      item["role"] = "suspect";
-      item["rank"] = k + 1;
-      item["kind"] = s.kind;
-      item["id"] = s.id;
-      item["score"] = s.stopped ? json() : json(s.score);
-      item["flagged"] = s.flagged;
-      if (s.stopped) item["stopped"] = true;
-    }
+    DumpSuspectLine(ui, label, s, k);
     ImGui::Indent();
     for (const std::string& e : s.evidence) ImGui::TextWrapped("%s", e.c_str());
     ImGui::Unindent();
