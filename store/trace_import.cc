@@ -96,8 +96,11 @@ constexpr StatDef kStatDefs[] = {
     {"gzip_corrupt", "data_loss", "files whose gzip data is damaged: the events before the damage are imported"},
     {"truncated_json", "data_loss", "files whose JSON ends in the middle: the events before the cut are imported"},
     {"slice_overlaps_parent", "info",
-     "slices that start inside another on their thread but end after it (improper nesting, often rounding to "
-     "whole microseconds): clipped to end with it"},
+     "slices that start inside another on their thread and end after it, mostly inside it (improper nesting, often "
+     "rounding to whole microseconds): clipped to end with it"},
+    {"slice_overlaps_previous", "info",
+     "slices that start before the one before them on their lane ends, mostly after it (kernels of one stream "
+     "whose timestamps overlap by rounding): started when it ends, beside it, not nested in it"},
     {"instant_not_thread_scoped", "info", "global or process instant events (s: g/p): skipped, no thread to place them on"},
     {"counter_not_numeric", "info", "counter (C) events without a numeric arg: dropped"},
     {"name_not_string", "info", "events whose name is not a string: kept, named by the value's text"},
@@ -1490,17 +1493,29 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     }
     if (r.type == kSlice) {
       std::vector<Open>& st = stacks[r.lane];
-      while (!st.empty() && st.back().end <= r.ts) st.pop_back();
-      int64_t end = r.ts + r.dur;
-      if (!st.empty() && end > st.back().end) {
+      // A slice that starts inside the open one and ends after it is not
+      // nested: it keeps its larger part. Mostly inside, it is clipped to end
+      // with it; mostly after (two kernels of a stream overlapping by a
+      // rounding), it starts when that one ends, beside it.
+      int64_t start = r.ts, end = r.ts + r.dur;
+      for (;;) {
+        while (!st.empty() && st.back().end <= start) st.pop_back();
+        if (st.empty() || end <= st.back().end) break;
+        const bool after = end - st.back().end > st.back().end - start;
         if (w)
-          StatAt("slice_overlaps_parent", [&] {
-            return absl::StrFormat("%s: '%s' at %.3f us, in '%s'", files_[file].path, names_.Str(r.name),
-                                   static_cast<double>(r.ts) / 1e3, names_.Str(st.back().name));
+          StatAt(after ? "slice_overlaps_previous" : "slice_overlaps_parent", [&] {
+            return absl::StrFormat("%s: '%s' at %.3f us, %s '%s'", files_[file].path, names_.Str(r.name),
+                                   static_cast<double>(r.ts) / 1e3, after ? "overlapping" : "in",
+                                   names_.Str(st.back().name));
           });
-        end = st.back().end;
+        if (!after) {
+          end = st.back().end;
+          break;
+        }
+        start = st.back().end;
+        st.pop_back();
       }
-      Open o{next_slice++, r.ts, end, r.seq, OwnFlow(r), r.name};
+      Open o{next_slice++, start, end, r.seq, OwnFlow(r), r.name};
       if (!w) {
         for (int64_t fl : pending_next) bind(o, fl, file);
         pending_next.clear();
@@ -1513,8 +1528,8 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         trace::SliceRecord s;
         s.slice_id = o.id;
         s.track_id = track_of(r.thread, r.lane);
-        s.start_ns = Align(file, r.ts);
-        s.dur_ns = end - r.ts;
+        s.start_ns = Align(file, start);
+        s.dur_ns = end - start;
         s.depth = static_cast<int>(st.size());
         s.parent_id = st.empty() ? -1 : st.back().id;
         s.name = names_.Str(r.name);

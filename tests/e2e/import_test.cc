@@ -724,6 +724,25 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     ASSERT_EQ(o.code, 0) << o.text;
     EXPECT_EQ(Stats(db)["json_array_unterminated"].second, "info");
   }
+  // Two kernels of one GPU stream whose timestamps overlap by a rounding
+  // (Kineto writes such): the second stays a kernel of its own, all but the
+  // overlap kept, not a 1 ns child of the first.
+  {
+    const std::string db = e2e::TempDb("import_kernel_overlap");
+    e2e::Output o = ImportText(
+        "kernels.json",
+        R"({"traceEvents": [
+          {"ph": "X", "cat": "kernel", "name": "k1", "ts": 1000.0, "dur": 100.0, "pid": 0, "tid": 7,
+           "args": {"device": 0, "stream": 7}},
+          {"ph": "X", "cat": "kernel", "name": "k2", "ts": 1099.999, "dur": 100.0, "pid": 0, "tid": 7,
+           "args": {"device": 0, "stream": 7}}]})",
+        db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Scalar(db, "SELECT depth AS v FROM events WHERE name = 'k2'"), 0);
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'k2'"), 99999);
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'k1'"), 100000);
+    EXPECT_EQ(Stats(db)["slice_overlaps_previous"].first, 1);
+  }
   // Wrong types, negative durations, unknown phases, B/E trouble: each counted
   // by reason, the good events kept.
   const std::string odd = R"([
@@ -744,6 +763,7 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     {"ph": "B", "name": "opened", "ts": 80, "pid": 1, "tid": 2},
     {"ph": "B", "name": "closed", "ts": 90, "pid": 1, "tid": 2},
     {"ph": "E", "ts": 95, "pid": 1, "tid": 2},
+    {"ph": "X", "name": "overhangs", "ts": 100, "dur": 12, "pid": 1, "tid": 1},
     {"ph": "X", "name": "overlaps", "ts": 105, "dur": 20, "pid": 1, "tid": 1},
     {"ph": "s", "name": "lonely", "cat": "c", "id": 9, "ts": 12, "pid": 1, "tid": 1},
     {"ph": "C", "name": "no numbers", "ts": 12, "pid": 1, "args": {"a": "b"}}
@@ -759,7 +779,8 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
       {"unknown_phase", {2, "data_loss"}},   {"missing_phase", {1, "data_loss"}},
       {"event_not_object", {4, "data_loss"}},
       {"unmatched_end", {1, "data_loss"}},   {"begin_without_end", {2, "data_loss"}},
-      {"slice_overlaps_parent", {1, "info"}}, {"flow_without_target", {1, "info"}},
+      {"slice_overlaps_parent", {1, "info"}}, {"slice_overlaps_previous", {1, "info"}},
+      {"flow_without_target", {1, "info"}},
       {"counter_not_numeric", {1, "info"}},   {"unusable_x_events_over_1pct", {1, "error"}},
   };
   for (const auto& [name, cs] : want) {
@@ -770,9 +791,15 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
   auto kept = e2e::Q(db, "SELECT name, depth, dur_ns FROM events ORDER BY slice_id");
   std::set<std::string> names;
   for (size_t i = 0; i < kept.rows.size(); ++i) names.insert(kept.Text(i, "name"));
-  EXPECT_EQ(names, (std::set<std::string>{"good", "child", "5", "async", "opened", "closed", "overlaps"}));
-  // The clipped slice ends with its parent; the unclosed B ends with the file.
-  EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'overlaps'"), 5000);
+  EXPECT_EQ(names,
+            (std::set<std::string>{"good", "child", "5", "async", "opened", "closed", "overhangs", "overlaps"}));
+  // Each slice that overlaps the one open keeps its larger part: mostly
+  // inside, clipped to end with it (a child); mostly after, started when it
+  // (and its parent) ended, beside them. The unclosed B ends with the file.
+  EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'overhangs'"), 10000);
+  EXPECT_EQ(Scalar(db, "SELECT depth AS v FROM events WHERE name = 'overhangs'"), 1);
+  EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'overlaps'"), 15000);
+  EXPECT_EQ(Scalar(db, "SELECT depth AS v FROM events WHERE name = 'overlaps'"), 0);
   EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'opened'"), 45000);
   EXPECT_TRUE(absl::StrContains(o.text, "warning: more than 1%")) << o.text;
   ExpectProperNesting(db);
