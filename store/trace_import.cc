@@ -31,6 +31,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -1302,7 +1303,9 @@ void Importer::MatchCollectives() {
 // that really synchronise (NCCL kernels, gloo ops) end together on every
 // rank, so the median of end differences estimates it; the offset is then
 // kept within what every matched pair allows (each collective starts on both
-// ranks before it ends on either).
+// ranks before it ends on either). A rank that shares no collective with the
+// reference (tensor- and data-parallel groups: rank 3 meets ranks 1 and 2,
+// not 0) is lined up through a rank already lined up, one hop at a time.
 void Importer::EstimateOffsets(
     const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets) {
   size_t ref = 0;
@@ -1310,10 +1313,16 @@ void Importer::EstimateOffsets(
     if (files_[i].rank < files_[ref].rank) ref = i;
   files_[ref].offset_known = true;
   files_[ref].offset_source = "reference rank";
-  for (size_t r = 0; r < files_.size(); ++r) {
-    if (r == ref) continue;
-    FileState& f = files_[r];
-    using Wide = __int128;  // sums and differences of times near int64's ends
+  using Wide = __int128;  // sums and differences of times near int64's ends
+  // What to add to rank `r`'s times to line them up with rank `k`'s, from the
+  // collectives of one family the two share.
+  struct Pair {
+    Wide offset = 0;
+    size_t matched = 0;
+    bool consistent = true;
+    int family = 0;  // 0 kernels, 1 gloo ops
+  };
+  auto pair = [&](size_t k, size_t r) -> std::optional<Pair> {
     for (int fam : {0, 1}) {  // kernels, then gloo ops
       std::vector<Wide> diffs;
       Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
@@ -1323,11 +1332,11 @@ void Importer::EstimateOffsets(
         for (size_t i : members) {
           const Coll& c = colls_[i];
           if (fam == 0 ? c.family != kFamKernel : !(c.family == kFamBackend && c.gloo)) break;
-          if (c.file == ref) a = &c, ++na;
+          if (c.file == k) a = &c, ++na;
           if (c.file == r) b = &c, ++nb;
         }
         if (na != 1 || nb != 1) continue;
-        const Wide ra = files_[ref].base, rb = f.base;
+        const Wide ra = files_[k].base, rb = files_[r].base;
         diffs.push_back((a->end + ra) - (b->end + rb));
         lo = std::max(lo, (a->ts + ra) - (b->end + rb));
         hi = std::min(hi, (a->end + ra) - (b->ts + rb));
@@ -1338,18 +1347,42 @@ void Importer::EstimateOffsets(
                                   : diffs[diffs.size() / 2 - 1] + (diffs[diffs.size() / 2] - diffs[diffs.size() / 2 - 1]) / 2;
       if (lo <= hi) off = std::clamp(off, lo, hi);
       if (off > kMaxNs || off < -kMaxNs) continue;  // more than a century apart: not one job's clocks
-      if (lo > hi) Stat("clock_offset_inconsistent", f.path);
-      f.offset = static_cast<int64_t>(off);
-      f.offset_known = true;
-      f.offset_source = absl::StrCat(lo <= hi ? "" : "inconsistent: ", "median end difference of ", diffs.size(),
-                                     " matched ", fam == 0 ? "collective kernels" : "gloo collectives",
-                                     lo <= hi ? ", within what their starts allow" : "");
-      break;
+      return Pair{off, diffs.size(), lo <= hi, fam};
     }
-    if (!f.offset_known) {
-      Stat("clock_offset_unknown", f.path);
-      f.offset_source = "unknown: no collective kernel or gloo collective matched with the reference rank";
+    return std::nullopt;
+  };
+  // Breadth first from the reference: each pass lines up the ranks that
+  // share collectives with one lined up in an earlier pass (the lowest first).
+  std::vector<size_t> order(files_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return files_[x].rank < files_[y].rank; });
+  for (std::vector<size_t> frontier = {ref}; !frontier.empty();) {
+    std::vector<size_t> next;
+    for (size_t r : order) {
+      FileState& f = files_[r];
+      if (f.offset_known) continue;
+      for (size_t k : frontier) {
+        const std::optional<Pair> p = pair(k, r);
+        if (!p) continue;
+        const Wide off = files_[k].offset + p->offset;
+        if (off > kMaxNs || off < -kMaxNs) continue;
+        if (!p->consistent) Stat("clock_offset_inconsistent", f.path);
+        f.offset = static_cast<int64_t>(off);
+        f.offset_known = true;
+        f.offset_source = absl::StrCat(p->consistent ? "" : "inconsistent: ", "median end difference of ", p->matched,
+                                       " matched ", p->family == 0 ? "collective kernels" : "gloo collectives",
+                                       k == ref ? "" : absl::StrCat(" with rank ", files_[k].rank),
+                                       p->consistent ? ", within what their starts allow" : "");
+        next.push_back(r);
+        break;
+      }
     }
+    frontier = std::move(next);
+  }
+  for (FileState& f : files_) {
+    if (f.offset_known) continue;
+    Stat("clock_offset_unknown", f.path);
+    f.offset_source = "unknown: no collective kernel or gloo collective matched with a rank lined up with the reference";
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -30,6 +31,7 @@
 #include "absl/strings/str_format.h"
 #include "store/trace_import.h"
 #include "store/trace_json.h"
+#include "tests/e2e/kineto_ranks.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -481,6 +483,29 @@ TEST(ImportE2e, CollectivesMatchPerProcessGroupAndBySequenceNumber) {
     EXPECT_EQ(pair.Int(0, "start_ns"), second.Int(0, "v"));
     EXPECT_EQ(Stats(db)["collective_unmatched"].first, 2);  // rank 0's seq 7: its op and its kernel
   }
+}
+
+// Tensor- and data-parallel groups: rank 3 shares no collective with rank 0
+// (the reference) but does with ranks 1 and 2, whose offsets are known. Its
+// clock is lined up through them, not left 250 ms away.
+TEST(ImportE2e, ARankThatNeverMeetsTheReferenceIsLinedUpThroughAnother) {
+  const std::string dir = Temp("tp_dp");
+  std::filesystem::create_directories(dir);
+  e2e::KinetoJob job;
+  job.tp_dp = true;
+  job.offsets_us = {0, 1500, -3000, 250000};
+  const std::string files = e2e::WriteKinetoJob(dir, job);
+  const std::string db = e2e::TempDb("import_tp_dp");
+  e2e::Output o = Import(files, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto offsets = e2e::Q(db, "SELECT rank, clock_offset_ns FROM trace_imports ORDER BY rank");
+  ASSERT_EQ(offsets.rows.size(), 4u);
+  const int64_t want[] = {0, -1500000, 3000000, -250000000};
+  for (size_t r = 0; r < 4; ++r) EXPECT_EQ(offsets.Int(r, "clock_offset_ns", 1), want[r]) << "rank " << r;
+  EXPECT_TRUE(absl::StrContains(o.text, "matched collective kernels with rank 1")) << o.text;
+  EXPECT_EQ(Stats(db).count("clock_offset_unknown"), 0u) << o.text;
+  // Lined up, the steps are about a millisecond, not a quarter second.
+  EXPECT_LT(Scalar(db, "SELECT MAX(end_ns - start_ns) AS v FROM step_bounds WHERE clock = 'device'"), 2000000);
 }
 
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
