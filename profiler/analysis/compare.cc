@@ -58,7 +58,7 @@ struct OpFacts {
 absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock, std::map<OpKey, OpFacts>* out,
                          int64_t* chips) {
   const std::string id = absl::StrCat(run);
-  auto n = rd.Query("SELECT count(*) AS n FROM tracks WHERE run_id = ?1 AND clock = ?2 AND device_id IS NOT NULL",
+  auto n = rd.Query("SELECT count(DISTINCT device_id) AS n FROM tracks WHERE run_id = ?1 AND clock = ?2 AND device_id IS NOT NULL",
                     {id, clock});
   if (!n.ok()) return n.status();
   *chips = n->Int(0, "n");
@@ -301,8 +301,9 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                                      h->capture_note.empty() ? "" : absl::StrCat(" (", h->capture_note, ")")));
   }
   // Two workloads: every op differs by design, and a step time against
-  // another program's says nothing about a change to either.
-  if (!c.a.sample.empty() && !c.b.sample.empty() && c.a.sample != c.b.sample)
+  // another program's says nothing about a change to either. (An imported
+  // run's "sample" is its file's name, which says nothing of its workload.)
+  if (!c.a.imported && !c.b.imported && !c.a.sample.empty() && !c.b.sample.empty() && c.a.sample != c.b.sample)
     c.notes.push_back(
         absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample,
                      ": different workloads, so their ops are added and removed rather than compared,"

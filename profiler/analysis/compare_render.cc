@@ -22,9 +22,12 @@ std::string Rel(double diff, double base) {
 }
 
 std::string RunLine(const RunHeader& h) {
-  return absl::StrCat(Printable(h.db_path), " run ", h.run_id, " (", Printable(h.sample), ", mesh ",
-                      Printable(h.mesh), h.sharding.empty() ? "" : absl::StrCat(", ", Printable(h.sharding)),
-                      ", profile ", Printable(h.profile), h.imported ? ", imported" : "",
+  // An imported trace has no mesh or chip profile: only what it has is said.
+  return absl::StrCat(Printable(h.db_path), " run ", h.run_id, " (", Printable(h.sample),
+                      h.mesh.empty() ? "" : absl::StrCat(", mesh ", Printable(h.mesh)),
+                      h.sharding.empty() ? "" : absl::StrCat(", ", Printable(h.sharding)),
+                      h.profile.empty() || h.profile == "none" ? "" : absl::StrCat(", profile ", Printable(h.profile)),
+                      h.imported ? ", imported" : "",
                       h.simulated ? ", simulated" : "",
                       // Its timeline is not the machine's own: a difference may be the faults'.
                       h.faults_injected ? ", faults injected (runs.config_json)" : "", ")");

@@ -3,6 +3,7 @@
 // and a sixteen-times larger batch must be slower (and trip the gate); the
 // formats, the flags' errors, sharding changes and imported traces are
 // checked too.
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
+#include "tests/e2e/kineto_ranks.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -249,6 +251,39 @@ TEST(DiffE2eImported, AKernelLaunchedOnAnotherGridIsAnotherOp) {
   EXPECT_EQ(change[kGemm + " grid [8,8,1] block [256,1,1]"], "removed") << ops;
   EXPECT_EQ(change[kGemm + " grid [16,8,1] block [256,1,1]"], "added") << ops;
   EXPECT_EQ(change["Memcpy HtoD (Pageable -> Device) 4.0 KiB"], "unchanged") << ops;
+}
+
+// Two traces of one job, one GEMM moved to a second stream in B: each op's
+// time per step is averaged over the chips (one GPU), not the lanes (two
+// streams), so nothing reads "faster 50%"; and two imports of one workload
+// are not called different workloads for their file names.
+TEST(DiffE2eImported, AnOpOnAnotherStreamIsTheSameOpAtTheSameTime) {
+  const std::string dir_a = ::testing::TempDir() + absl::StrCat("/diff_streams_a_", getpid());
+  const std::string dir_b = ::testing::TempDir() + absl::StrCat("/diff_streams_b_", getpid());
+  std::filesystem::create_directories(dir_a);
+  std::filesystem::create_directories(dir_b);
+  e2e::KinetoJob job;
+  job.ranks = 1;
+  const std::string a = e2e::WriteKinetoJob(dir_a, job);
+  job.stream_of_kernel = 2;
+  const std::string b = e2e::WriteKinetoJob(dir_b, job);
+  const std::string db_a = e2e::TempDb("diff_streams_a"), db_b = e2e::TempDb("diff_streams_b");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", a, " --quiet --db ", db_a))).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", b, " --quiet --db ", db_b))).code, 0);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db_a, " ", db_b, " --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  EXPECT_EQ(j["counts"]["slower"], 0) << o.text;
+  EXPECT_EQ(j["counts"]["faster"], 0) << o.text;
+  int found = 0;
+  for (const json& op : j["ops"])
+    if (absl::StrContains(op["name"].get<std::string>(), "gemm_kernel_2")) {
+      ++found;
+      EXPECT_NEAR(op["b"]["median_ns"].get<double>(), 100000, 1000) << op.dump();
+    }
+  EXPECT_EQ(found, 1) << j["ops"].dump();
+  for (const json& n : j["notes"])
+    EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "different workloads")) << n.dump();
 }
 
 }  // namespace
