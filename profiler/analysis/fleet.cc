@@ -136,6 +136,26 @@ struct Tally {
 };
 
 // A step's span over every chip and each chip's breakdown, added to `t`.
+// Per chip, the step's time it neither computed, moved data nor sat in a
+// collective: waiting for the host (recorded host waits) or idle, waiting
+// for work to be launched; and its recorded host waits alone.
+void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>* out) {
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  for (const auto& [d, ops] : s.ops)
+    for (const Op& op : ops) {
+      lo = std::min(lo, op.start);
+      hi = std::max(hi, op.start + op.dur);
+    }
+  if (lo > hi) return;
+  const double span = static_cast<double>(hi - lo);
+  for (const auto& [d, ops] : s.ops) {
+    FleetChip c;
+    double busy = 0;
+    for (const Op& op : ops) busy += AddToBreakdown(op, c);
+    (*out)[d] = {c.host_wait_ns + std::max(0.0, span - busy), c.host_wait_ns};
+  }
+}
+
 void AddBreakdown(const StepData& s, Tally& t) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const auto& [d, ops] : s.ops)
@@ -493,6 +513,8 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   Tally first, rest, no_collectives;  // the first step with collectives; the others; steps without
   std::vector<int> collective_steps, all_steps;
   std::map<int, std::map<int, double>> own_times;  // step -> chip -> its time outside collectives
+  // step -> chip -> (time it waited for work: on the host, or idle; its host waits alone)
+  std::map<int, std::map<int, std::pair<double, double>>> waiting_times;
   std::map<int, int64_t> replayed;                 // step -> its re-scheduled time (-1: did not line up)
   std::map<int, StepData> kept;                    // a recorded run's steps, for the what-if (read once)
   std::map<int, std::map<int, FleetChipStep>> step_rows;  // FleetOptions::per_step
@@ -518,6 +540,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     KernelRatios(s, names.size(), [&t](int d, double ratio, double w) { t.RatiosOf(d).Add(ratio, w); });
     AddArrivals(by_flow, t);
     AddLinks(s, by_flow, kind_of, t);
+    WaitingForWork(s, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
     for (const auto& [d, ops] : s.ops) {
       double sum = 0;
@@ -545,6 +568,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   if (static_cast<int>(used.size()) > opt.min_steps + 1) {
     r.notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
     own_times.erase(used.front());
+    waiting_times.erase(used.front());
     replayed.erase(used.front());
     kept.erase(used.front());
     used.erase(used.begin());
@@ -842,8 +866,73 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                        }});
     }
   }
+  // Hosts of one chip each (imported ranks, a gpu:Nx1 cluster): a host is
+  // ranked by the time its chip waited for work (on the host, or idle for a
+  // launch) beyond its peers'; its kernels' speed is the chip's evidence. A
+  // rank whose host stalls before each step's launches arrives last at every
+  // collective with its kernels at its peers' speed.
+  std::map<int, double> lone_margin_ns;  // host -> what its late arrivals cost a step
   if (r.hosts > 1 && lone_hosts.size() == chips_of_host.size()) {
-    r.notes.push_back("hosts of one chip each (imported ranks): a host's evidence is its chip's");
+    std::map<int, std::pair<std::vector<double>, absl::flat_hash_map<int, size_t>>> waits_sorted;
+    for (int n : used) {
+      std::vector<std::pair<double, int>> v;
+      for (const auto& [d, w] : waiting_times[n]) v.push_back({w.first, d});
+      std::sort(v.begin(), v.end());
+      auto& [values, rank] = waits_sorted[n];
+      for (size_t k = 0; k < v.size(); ++k) values.push_back(v[k].first), rank[v[k].second] = k;
+    }
+    for (const auto& [h, members] : chips_of_host) {
+      const int d = members.front();
+      double excess_sum = 0, peer_sum = 0, host_wait_sum = 0;
+      int hit = 0;
+      for (int n : used) {
+        const auto w = waiting_times[n].find(d);
+        if (w == waiting_times[n].end()) continue;
+        const auto& [values, rank] = waits_sorted[n];
+        const double peer_wait = MedianWithout(values, {rank.at(d)});
+        const OwnRanks& sorted = own_ranks(n);
+        const auto own_rank = sorted.rank.find(d);
+        const double peer_own = own_rank == sorted.rank.end() ? Median(sorted.values)
+                                                               : MedianWithout(sorted.values, {own_rank->second});
+        const double e = std::max(0.0, w->second.first - peer_wait);
+        excess_sum += e;
+        host_wait_sum += std::min(e, w->second.second);
+        peer_sum += peer_own;
+        hit += e > 0.1 * peer_own;
+      }
+      FleetSuspect s;
+      s.kind = "host";
+      s.id = absl::StrCat(h);
+      s.slowdown = peer_sum > 0 ? 1 + excess_sum / peer_sum : 1;
+      s.score = s.slowdown - 1;
+      s.evidence.push_back(absl::StrCat(
+          "its chip ", d, " waited for work (on the host, or idle until a launch) ", Ms(excess_sum / r.steps),
+          " per step more than its peers' chips (", Pct(s.score), " of their time outside collectives; in ", hit,
+          " of ", Plural(r.steps, "step", "steps"), " by more than 10%); its kernels' speed is chip ", d, "'s evidence"));
+      // Mostly idle (not recorded host waits, which the re-schedule keeps):
+      // its late arrivals' cost stands for the what-if.
+      if (margins.count(d) && !margins[d].empty() && host_wait_sum < 0.5 * excess_sum) {
+        double m = 0;
+        for (double x : margins[d]) m += x;
+        lone_margin_ns[h] = m / r.steps;
+      }
+      cands.push_back({s, [&, d = d](int n) {
+                         // Its recorded host waits at its peers' median (idle gaps are not re-scheduled).
+                         Change c;
+                         std::vector<double> peers;
+                         for (const auto& [e, w] : waiting_times[n])
+                           if (e != d) peers.push_back(w.second);
+                         const auto w = waiting_times[n].find(d);
+                         const auto& t = own_time(n);
+                         if (w == waiting_times[n].end() || !t.count(d) || time_of(t, d) <= 0) return c;
+                         const double excess = w->second.second - Median(peers);
+                         if (excess > 0) c.scale[d] = std::max(0.0, time_of(t, d) - excess) / time_of(t, d);
+                         return c;
+                       }});
+    }
+    r.notes.push_back(absl::StrCat("hosts of one chip each", r.imported ? " (imported ranks)" : "",
+                                   ": a host is ranked by the time its chip waited for work beyond its peers', its "
+                                   "chip by its kernels' speed"));
   } else if (r.hosts > 1 && !lone_hosts.empty()) {
     r.notes.push_back(absl::StrCat(lone_hosts.size() == 1 ? "host " : "hosts ", JoinFirst(lone_hosts, 16),
                                    lone_hosts.size() == 1 ? " has" : " have", " one chip",
@@ -1002,13 +1091,27 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     const double share = saved[i] / base_total, per_step = saved[i] / std::max<size_t>(1, base.size());
     const double base_share = s.flagged ? saved_before : 0, base_ns = s.flagged ? saved_before_ns : 0;
     s.saved_ns_per_step = per_step - base_ns;
-    s.evidence.push_back(
+    // A launch delay leaves idle gaps, which the re-schedule (each chip's work
+    // back to back) does not keep: what its late arrivals cost is the bound.
+    int host = -1;
+    if (const auto m = s.kind == "host" && absl::SimpleAtoi(s.id, &host) ? lone_margin_ns.find(host)
+                                                                           : lone_margin_ns.end();
+        m != lone_margin_ns.end() && m->second > s.saved_ns_per_step) {
+      s.saved_ns_per_step = m->second;
+      s.evidence.push_back(absl::StrCat(
+          "what-if: had its chip arrived with its peers, the collectives it was last at would start ", Ms(m->second),
+          " per step sooner (", Pct(m->second / std::max(1.0, r.median_step_ns)),
+          " of the median step; the re-schedule lays each chip's work back to back, so it cannot show a delay "
+          "before a launch)"));
+    } else {
+      s.evidence.push_back(
         absl::StrCat("what-if: fixed",
                      s.flagged && !fixed_names.empty()
                          ? absl::StrCat(" (", absl::StrJoin(fixed_names, ", "), " fixed too)")
                          : "",
                      ", the step would take ", Ms(std::max(0.0, s.saved_ns_per_step)), " less (",
                      Pct(std::max(0.0, share - base_share)), " of the step)"));
+    }
     if (s.flagged) {
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
       saved_before = share;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <set>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "store/reader.h"
+#include "tests/e2e/kineto_ranks.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope::e2e {
@@ -146,7 +148,13 @@ INSTANTIATE_TEST_SUITE_P(
         Scenario{"chip_and_link",
                  "--topology 2x4 --fault slow-chip:4:0.7 --fault link:0-1:0.3",
                  {"chip 4", "link 0-1"}},
-        Scenario{"host_preempt", "--topology gpu:2x4 --fault host-preempt:1@5:100", {"host 1"}}),
+        Scenario{"host_preempt", "--topology gpu:2x4 --fault host-preempt:1@5:100", {"host 1"}},
+        // Hosts of one chip each: the host is ranked by what its chip waited
+        // for beyond its peers, the chip by its kernels.
+        Scenario{"no_fault_one_chip_hosts", "--mesh 4x1 --topology gpu:4x1", {}},
+        Scenario{"host_preempt_one_chip_hosts", "--mesh 4x1 --topology gpu:4x1 --fault host-preempt:2@4:100",
+                 {"host 2"}},
+        Scenario{"slow_chip_one_chip_hosts", "--mesh 4x1 --topology gpu:4x1 --fault slow-chip:1:0.75", {"chip 1"}}),
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
 // The same suite on simulated pods (docs/simulate.md): 16 chips of a 4x4
@@ -190,6 +198,8 @@ INSTANTIATE_TEST_SUITE_P(
                  "--topology 4x4 --fault slow-chip:4:0.7 --fault link:10-11:0.3",
                  {"chip 4", "link 10-11"}},
         Scenario{"host_preempt", "--topology gpu:4x4 --fault host-preempt:2@5:100", {"host 2"}},
+        Scenario{"host_preempt_one_chip_hosts", "--topology gpu:8x1 --fault host-preempt:5@5:100", {"host 5"}},
+        Scenario{"no_fault_one_chip_hosts", "--topology gpu:8x1", {}},
         // A torus with a short dimension: llama's all-reduces move far less
         // over each z link than over an x or y link; links are compared with the
         // links that moved as many bytes (a z link with z links), so none is
@@ -471,6 +481,41 @@ TEST(FleetImport, SlowRankOfAnImportedTrace) {
   EXPECT_TRUE(r.suspects[0].flagged);
   EXPECT_EQ(r.suspects[0].last_arrivals, r.suspects[0].collectives);  // last at every all-reduce
   for (size_t k = 1; k < r.suspects.size(); ++k) EXPECT_FALSE(r.suspects[k].flagged) << Key(r.suspects[k]);
+}
+
+// Kineto traces of a 4-GPU NCCL job (one GPU per rank, so hosts of one chip):
+// a rank whose host stalls 0.4 ms before each step's launches arrives last
+// at every collective with its kernels at its peers' speed: its host is the
+// suspect, not its chip, and the what-if is what its late arrivals cost. A
+// rank whose GPU is 1.25x slow is its chip; a balanced job flags no one.
+TEST(FleetImport, ARankWhoseHostLaunchesLateIsItsHost) {
+  struct Case {
+    const char* name;
+    int slow;
+    double factor, delay_us;
+    std::set<std::string> culprits;
+  };
+  for (const Case& c : {Case{"late_launch", 2, 1.0, 400, {"host 2"}}, Case{"slow_gpu", 1, 1.25, 0, {"chip 1"}},
+                        Case{"balanced", -1, 1.0, 0, {}}}) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = absl::StrCat(::testing::TempDir(), "/fleet_kineto_", c.name, "_", getpid());
+    std::filesystem::create_directories(dir);
+    e2e::KinetoJob job;
+    job.slow = c.slow;
+    job.factor = c.factor;
+    job.host_delay_us = c.delay_us;
+    job.offsets_us = {0, 100, 200, 300};
+    const std::string db = TempDb(absl::StrCat("fleet_kineto_", c.name));
+    Output o = Shell(absl::StrCat(kCli, " import ", e2e::WriteKinetoJob(dir, job), " --quiet --db ", db));
+    ASSERT_EQ(o.code, 0) << o.text;
+    analysis::FleetReport r = Diagnose(db, c.name);
+    if (c.culprits.empty()) {
+      ExpectNobody(r);
+      continue;
+    }
+    ExpectCulprits(r, c.culprits);
+    if (c.delay_us > 0) EXPECT_NEAR(r.suspects[0].saved_ns_per_step, 400e3, 20e3);
+  }
 }
 
 // A CPU-only rank's trace as PyTorch 1.13 writes it for gloo (array form,
