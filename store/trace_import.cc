@@ -140,6 +140,13 @@ constexpr StatDef kStatDefs[] = {
     {"json_array_unterminated", "info", "array-form files without their final ']' (the format allows it)"},
     {"trailing_data", "info", "files with more bytes after the JSON value: ignored"},
     {"gzip_trailing_garbage", "info", "gzip files with bytes after the last gzip member: ignored"},
+    {"second_json_document", "data_loss",
+     "files holding a second JSON document after the first (two traces concatenated): only the first is imported; "
+     "give each trace as its own file"},
+    {"gzip_checksum_mismatch", "data_loss",
+     "gzip files whose checksum does not match their data: the file is damaged, and what was imported may be wrong"},
+    {"gzip_trailer_missing", "info",
+     "gzip files that end inside their trailer, after the whole JSON: nothing lost, but the checksum went unchecked"},
 };
 
 const StatDef* FindStat(std::string_view name) {
@@ -984,12 +991,23 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->truncated) Stat(out->truncation_stat.c_str(), absl::StrCat(f.path, ": ", out->truncation));
   if (out->array_unterminated) Stat("json_array_unterminated", f.path);
   if (out->trailing_data) Stat("trailing_data", f.path);
+  if (out->second_document) Stat("second_json_document", f.path);
   if (out->gzip_trailing_garbage) Stat("gzip_trailing_garbage", f.path);
+  if (out->gzip_checksum_mismatch) Stat("gzip_checksum_mismatch", f.path);
+  if (out->gzip_trailer_missing) Stat("gzip_trailer_missing", f.path);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
+    // Why: what this file's events lost, by reason, as the stats count them.
+    std::vector<std::string> why;
+    for (const auto& [name, acc] : stats_) {
+      const StatDef* d = FindStat(name);
+      if (!d || std::string_view(d->severity) == "info" || !absl::StartsWith(acc.first, f.path)) continue;
+      why.push_back(absl::StrCat(acc.count, " ", name, " (", d->description, "; first: ", acc.first, ")"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         f.path, " holds no usable trace events (", out->events, " elements in traceEvents",
-        out->truncated ? absl::StrCat("; ", out->truncation) : "", ")"));
+        out->truncated ? absl::StrCat("; ", out->truncation) : "", ")",
+        why.empty() ? "" : absl::StrCat(": ", absl::StrJoin(why, "; "))));
   }
   f.base = f.info.has_base_time ? f.info.base_time_ns : 0;
   if (f.base < 0 || f.base > kMaxNs) {

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardscope::store::internal {
@@ -271,8 +272,9 @@ class Handler {
   bool start_array(size_t) { return Open(false); }
   bool end_object() { return Close(); }
   bool end_array() { return Close(); }
-  bool parse_error(size_t position, const std::string&, const nlohmann::detail::exception& ex) {
+  bool parse_error(size_t position, const std::string& last_token, const nlohmann::detail::exception& ex) {
     error_position_ = position;
+    error_token_ = last_token;
     error_ = ex.what();
     // nlohmann's prefix ("[json.exception.parse_error.101] ") says nothing to a user.
     if (size_t p = error_.find("] "); p != std::string::npos && error_.rfind("[json.exception", 0) == 0)
@@ -280,6 +282,7 @@ class Handler {
     return false;
   }
   const std::string& error() const { return error_; }
+  const std::string& error_token() const { return error_token_; }
   size_t error_position() const { return error_position_; }
 
  private:
@@ -656,6 +659,7 @@ class Handler {
   std::string* shape_ = nullptr;  // the TraceEvent field a kShape array fills
   std::string text_;
   std::string fatal_, error_;
+  std::string error_token_;  // the token the parser stopped at
   size_t error_position_ = 0;
   int64_t events_ = 0;
   uint64_t next_progress_ = 0;
@@ -724,7 +728,12 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
     // off) where the parser wanted more. Keep what was read.
     const bool eof = in.at_end() && h.error_position() >= in.consumed();
     if (h.root_done()) {
-      out.trailing_data = true;  // a complete value, then something else
+      // A complete value, then something else: another whole trace (two
+      // files concatenated) loses its events; other bytes lose nothing.
+      // (nlohmann's token text may hold the whitespace before it: its last character counts.)
+      const std::string& t = h.error_token();
+      if (!t.empty() && (t.back() == '{' || t.back() == '[')) out.second_document = true;
+      else out.trailing_data = true;
     } else if (eof && h.saw_events()) {
       if (in.damaged()) {
         out.truncated = true;
@@ -746,8 +755,13 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
       return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON ", where(h.error_position()), ": ", h.error()));
     }
   } else if (in.damaged()) {
-    // The JSON was whole but the gzip trailer was not: nothing lost.
-    out.gzip_trailing_garbage = true;
+    // The JSON was whole but the gzip stream was not: a checksum that does
+    // not match says the bytes read may be wrong; a stream cut in its
+    // trailer lost nothing but the check.
+    if (absl::StrContains(in.damage(), "incorrect data check") || absl::StrContains(in.damage(), "incorrect length check"))
+      out.gzip_checksum_mismatch = true;
+    else
+      out.gzip_trailer_missing = true;
   }
   if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
   if (!h.saw_events())

@@ -96,7 +96,10 @@ struct ParseOutcome {
   std::string truncation_stat;     // truncated_gzip | gzip_corrupt | truncated_json
   bool array_unterminated = false; // array form without its final ']' (allowed by the format)
   bool trailing_data = false;      // bytes after the top-level value (ignored)
+  bool second_document = false;    // another JSON document after the first (not read)
   bool gzip_trailing_garbage = false;
+  bool gzip_checksum_mismatch = false;  // the JSON was whole, the gzip CRC or length did not match
+  bool gzip_trailer_missing = false;    // the JSON was whole, the gzip stream ended in its trailer
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order

@@ -184,9 +184,20 @@ size_t Columns(std::string_view cell) {
 
 std::string AlignTable(const std::vector<std::vector<std::string>>& table,
                        const std::string& indent, const std::vector<bool>& right) {
+  // A cell is cut at kMaxCell characters: one name of 100,000 would pad every
+  // row of its table to that width. (The JSON forms keep the whole name.)
+  constexpr size_t kMaxCell = 160;
   std::vector<std::vector<std::string>> rows = table;
   for (auto& row : rows)
-    for (std::string& cell : row) cell = Printable(cell);
+    for (std::string& cell : row) {
+      cell = Printable(cell);
+      if (const size_t n = Columns(cell); n > kMaxCell) {
+        size_t cut = 0;
+        for (size_t seen = 0; cut < cell.size(); ++cut)
+          if ((static_cast<unsigned char>(cell[cut]) & 0xC0) != 0x80 && seen++ == kMaxCell - 20) break;
+        cell = absl::StrCat(cell.substr(0, cut), "... (", n, " characters)");
+      }
+    }
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (row.size() > width.size()) width.resize(row.size(), 0);

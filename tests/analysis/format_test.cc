@@ -31,6 +31,15 @@ TEST(Printable, TablesAlignOnCharactersNotBytes) {
   EXPECT_EQ(t, "caf\xc3\xa9  1\ncafe  2\nx     3\n");
 }
 
+TEST(Printable, AVeryLongNameDoesNotWidenItsWholeTable) {
+  std::string huge;
+  for (int i = 0; i < 100000; ++i) huge += "\xc3\xa9";  // 100,000 characters, 200,000 bytes
+  const std::string t = AlignTable({{huge, "1"}, {"x", "2"}}, "");
+  EXPECT_LT(t.size(), 800u);
+  EXPECT_NE(t.find("... (100000 characters)  1\n"), std::string::npos);
+  EXPECT_EQ(t.find("\xc3\n"), std::string::npos);  // cut between characters, not inside one
+}
+
 TEST(MarkdownWithoutHtml, NamesCannotBecomeHtml) {
   EXPECT_EQ(MarkdownWithoutHtml("| <img src=x onerror=alert(1)> | a & b |"),
             "| &lt;img src=x onerror=alert(1)> | a &amp; b |");

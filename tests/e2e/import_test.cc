@@ -742,6 +742,52 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_EQ(Stats(db)["bad_base_time"].first, 1);
     EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM slices"), 4000000000000000000);
   }
+  // Two traces concatenated into one file: the second is not imported, and
+  // that is data lost (said), not "trailing bytes"; trailing junk that is not
+  // a document loses nothing.
+  {
+    const std::string one = R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 5, "pid": 1, "tid": 1}]})";
+    const std::string db = e2e::TempDb("import_two_docs");
+    e2e::Output o = ImportText("two_docs.json", one + "\n" + one, db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["second_json_document"].second, "data_loss") << o.text;
+    const std::string junk = e2e::TempDb("import_junk_after");
+    o = ImportText("junk_after.json", one + "\n%%EOF", junk);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(junk)["trailing_data"].second, "info") << o.text;
+    EXPECT_EQ(Stats(junk).count("second_json_document"), 0u) << o.text;
+  }
+  // A gzip whose checksum does not match (a byte of its stored data changed):
+  // what was read may be wrong, and the import says so; a gzip cut inside its
+  // trailer, after the whole JSON, lost nothing but the check.
+  {
+    const std::string text =
+        R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 5000, "pid": 1, "tid": 1}]})";
+    std::string gz(compressBound(text.size()) + 64, '\0');
+    z_stream zs{};
+    ASSERT_EQ(deflateInit2(&zs, 0, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);  // level 0: stored
+    zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+    zs.avail_in = static_cast<uInt>(text.size());
+    zs.next_out = reinterpret_cast<Bytef*>(gz.data());
+    zs.avail_out = static_cast<uInt>(gz.size());
+    ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    gz.resize(zs.total_out);
+    deflateEnd(&zs);
+    std::string flipped = gz;
+    const size_t at = flipped.find("5000");
+    ASSERT_NE(at, std::string::npos);
+    flipped[at] = '9';
+    const std::string db = e2e::TempDb("import_gzip_crc");
+    e2e::Output o = ImportText("flipped.json.gz", flipped, db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["gzip_checksum_mismatch"].second, "data_loss") << o.text;
+    EXPECT_EQ(Stats(db).count("gzip_trailing_garbage"), 0u) << o.text;
+    const std::string cut = e2e::TempDb("import_gzip_no_trailer");
+    o = ImportText("no_trailer.json.gz", gz.substr(0, gz.size() - 4), cut);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(cut)["gzip_trailer_missing"].second, "info") << o.text;
+    EXPECT_EQ(Scalar(cut, "SELECT dur_ns AS v FROM events"), 5000000);
+  }
   // An array without its final ']' is allowed by the format: nothing lost.
   {
     const std::string db = e2e::TempDb("import_unterminated");
