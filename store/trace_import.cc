@@ -1721,10 +1721,18 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   ImportResult res;
   res.db_path = db_path;
   files_.resize(paths.size());
+  std::map<std::pair<dev_t, ino_t>, size_t> seen;  // one file given twice (or by two names) is one rank
   for (size_t i = 0; i < paths.size(); ++i) {
     files_[i].path = paths[i];
     struct stat sb;
-    if (::stat(paths[i].c_str(), &sb) == 0) bytes_total_ += static_cast<uint64_t>(sb.st_size);
+    if (::stat(paths[i].c_str(), &sb) != 0) continue;  // ReadFile says why
+    bytes_total_ += static_cast<uint64_t>(sb.st_size);
+    if (!S_ISREG(sb.st_mode)) continue;
+    if (auto [it, fresh] = seen.emplace(std::make_pair(sb.st_dev, sb.st_ino), i); !fresh)
+      return absl::InvalidArgumentError(absl::StrCat(
+          paths[it->second], " and ", paths[i],
+          paths[it->second] == paths[i] ? " are the same path" : " are the same file",
+          ": each rank's trace is imported once"));
   }
   for (size_t i = 0; i < files_.size(); ++i) {
     if (absl::Status st = ReadFile(i); !st.ok()) {

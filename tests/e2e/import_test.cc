@@ -685,8 +685,19 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     o = e2e::Shell(absl::StrCat(kCli, " import ", kData, "gpu_rank0.json"));
     EXPECT_EQ(o.code, 2) << o.text;
     // Two files that claim the same rank.
-    o = Import(absl::StrCat(kData, "gpu_rank0.json ", kData, "gpu_rank0.json"), db);
+    const std::string copy0 = WriteTemp("rank0_copy.json", ReadAll(kData + "gpu_rank0.json"));
+    o = Import(absl::StrCat(kData, "gpu_rank0.json ", copy0), db);
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "both say they are rank 0")) << o.text;
+    // One file given twice, by one path or by a link: one rank, not two (a
+    // file without distributedInfo would otherwise become ranks 0 and 1).
+    o = Import(absl::StrCat(kData, "cpu_mlp.json.gz ", kData, "cpu_mlp.json.gz"), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "are the same path: each rank's trace is imported once"))
+        << o.text;
+    const std::string link = Temp("link_to_cpu_mlp.json.gz");
+    std::remove(link.c_str());
+    ASSERT_EQ(symlink((kData + "cpu_mlp.json.gz").c_str(), link.c_str()), 0);
+    o = Import(absl::StrCat(kData, "cpu_mlp.json.gz ", link), db);
+    EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "are the same file")) << o.text;
     // distributedInfo that contradicts itself, or the other ranks: refused, not a "rank 5 of 6".
     const std::string rank1 = kData + "gpu_rank1.json";
     const std::string rank0 = ReadAll(kData + "gpu_rank0.json");
