@@ -121,6 +121,10 @@ constexpr StatDef kStatDefs[] = {
      "collectives that no other imported rank's collective matched: their other ranks are not among the files, "
      "or recorded a different sequence"},
     {"collective_partial", "info", "collectives matched on some but not all of the imported ranks of their group"},
+    {"collective_order_ambiguous", "data_loss",
+     "ranks that called a collective a different number of times in a step, in a trace that names no process group "
+     "(older PyTorch): matched by order, so calls of different subgroups may be paired, and clock offsets and "
+     "late arrivals drawn from them may be wrong; a newer PyTorch's traces name each call's group"},
     {"collective_seq_duplicate", "info",
      "a rank holds two collectives of one process group with the same sequence number: that group is matched by "
      "order instead"},
@@ -1255,6 +1259,23 @@ void Importer::MatchCollectives() {
         buckets[{c.family, c.group, c.op, c.step, k}].push_back(i);
       }
     }
+    // Matched by order with no process group named: when the ranks called an
+    // op a different number of times in a step (subgroups), the order pairs
+    // some calls of different groups. Said, not silent.
+    std::map<std::tuple<int, uint32_t, int>, std::map<uint32_t, int64_t>> calls;  // (family, op, step) -> rank -> n
+    for (const auto& [key, n] : counter) {
+      const auto& [file, family, group, op, step] = key;
+      if (group == no_group) calls[{family, op, step}][file] = n;
+    }
+    std::set<uint32_t> ambiguous;
+    for (const auto& [key, per_rank] : calls) {
+      if (per_rank.size() < 2) continue;
+      int64_t lo = INT64_MAX, hi = 0;
+      for (const auto& [file, n] : per_rank) lo = std::min(lo, n), hi = std::max(hi, n);
+      if (lo != hi)
+        for (const auto& [file, n] : per_rank) ambiguous.insert(file);
+    }
+    for (uint32_t file : ambiguous) Stat("collective_order_ambiguous", files_[file].path);
   }
   UnionFind by_family(colls_.size()), all(colls_.size());
   const bool single_rank = files_.size() == 1 && files_[0].world_size <= 1;

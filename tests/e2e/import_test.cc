@@ -508,6 +508,38 @@ TEST(ImportE2e, ARankThatNeverMeetsTheReferenceIsLinedUpThroughAnother) {
   EXPECT_LT(Scalar(db, "SELECT MAX(end_ns - start_ns) AS v FROM step_bounds WHERE clock = 'device'"), 2000000);
 }
 
+// An older PyTorch's gloo traces name no process group: collectives are
+// matched by order. Ranks in subgroups call a different number a step (rank 1
+// is in both {0,1} and {1,2}), so the order pairs calls of different groups:
+// said as data loss, not left to skew offsets silently. Ranks that all call
+// the same number are not warned about.
+TEST(ImportE2e, SubgroupsWithoutGroupNamesAreSaidToBeAmbiguous) {
+  auto rank_trace = [](int calls_per_step) {
+    nlohmann::json ev = nlohmann::json::array();
+    for (int step = 0; step < 4; ++step) {
+      const double t0 = 1000.0 * step;
+      ev.push_back({{"ph", "X"}, {"name", absl::StrCat("ProfilerStep#", step)}, {"ts", t0}, {"dur", 900},
+                    {"pid", "CPU functions"}, {"tid", 1}});
+      for (int k = 0; k < calls_per_step; ++k)
+        ev.push_back({{"ph", "X"}, {"name", "gloo:all_reduce"}, {"ts", t0 + 100 + 200 * k}, {"dur", 150},
+                      {"pid", "CPU functions"}, {"tid", 2}});
+    }
+    return ev.dump();
+  };
+  std::string files;
+  for (int r : {2, 3, 2}) absl::StrAppend(&files, " ", WriteTemp(absl::StrCat("subgroups_", files.size(), ".json"), rank_trace(r)));
+  const std::string db = e2e::TempDb("import_subgroups");
+  e2e::Output o = Import(files, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Stats(db)["collective_order_ambiguous"].second, "data_loss") << o.text;
+  std::string even;
+  for (int r : {2, 2, 2}) absl::StrAppend(&even, " ", WriteTemp(absl::StrCat("even_", even.size(), ".json"), rank_trace(r)));
+  const std::string even_db = e2e::TempDb("import_no_subgroups");
+  o = Import(even, even_db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Stats(even_db).count("collective_order_ambiguous"), 0u) << o.text;
+}
+
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
   const std::string db = e2e::TempDb("import_one_rank");
   e2e::Output o = Import(kData + "gpu_rank1.json", db);
