@@ -121,6 +121,9 @@ constexpr StatDef kStatDefs[] = {
      "collectives that no other imported rank's collective matched: their other ranks are not among the files, "
      "or recorded a different sequence"},
     {"collective_partial", "info", "collectives matched on some but not all of the imported ranks of their group"},
+    {"step_number_repeated", "info",
+     "ProfilerStep numbers that appear at two separate times in one file (a profiler schedule that restarted its "
+     "count): the spans share that step number"},
     {"collective_order_ambiguous", "data_loss",
      "ranks that called a collective a different number of times in a step, in a trace that names no process group "
      "(older PyTorch): matched by order, so calls of different subgroups may be paired, and clock offsets and "
@@ -1183,7 +1186,19 @@ std::set<int> ParseRanks(const std::string& text) {
 }
 
 void Importer::MatchCollectives() {
-  for (FileState& f : files_) std::sort(f.steps.begin(), f.steps.end(), [](auto& a, auto& b) { return a.start < b.start; });
+  for (FileState& f : files_) {
+    std::sort(f.steps.begin(), f.steps.end(), [](auto& a, auto& b) { return a.start < b.start; });
+    // One number at two times (a profiler whose schedule restarted its count):
+    // both are that step; said, since their times add up in it.
+    std::map<int, int64_t> ended;  // step -> the end of its latest span so far
+    for (const StepSpan& s : f.steps) {
+      auto [it, fresh] = ended.try_emplace(s.step, s.end);
+      if (fresh) continue;
+      if (s.start >= it->second)
+        StatAt("step_number_repeated", [&] { return absl::StrCat(f.path, ": ProfilerStep#", s.step); });
+      it->second = std::max(it->second, s.end);
+    }
+  }
   bool all_have_steps = !files_.empty();
   for (const FileState& f : files_) all_have_steps = all_have_steps && !f.steps.empty();
   // Steps of each instance (a kernel's is its launch's), for order within a step.

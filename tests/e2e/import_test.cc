@@ -831,6 +831,17 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_EQ(Stats(cut)["gzip_trailer_missing"].second, "info") << o.text;
     EXPECT_EQ(Scalar(cut, "SELECT dur_ns AS v FROM events"), 5000000);
   }
+  // One step number at two separate times (a restarted schedule): said.
+  {
+    const std::string db = e2e::TempDb("import_step_twice");
+    e2e::Output o = ImportText(
+        "step_twice.json",
+        R"([{"ph": "X", "name": "ProfilerStep#0", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+            {"ph": "X", "name": "ProfilerStep#0", "ts": 20, "dur": 10, "pid": 1, "tid": 1}])",
+        db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["step_number_repeated"], (std::pair<int64_t, std::string>{1, "info"})) << o.text;
+  }
   // An array without its final ']' is allowed by the format: nothing lost.
   {
     const std::string db = e2e::TempDb("import_unterminated");
