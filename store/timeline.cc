@@ -578,8 +578,7 @@ absl::StatusOr<std::vector<std::pair<int32_t, std::string>>> TimelineReader::Nam
     q.Int(1, id);
     std::string name;
     absl::Status st = EachRow(db, q, reader_.path(), [&](sqlite3_stmt* s) {
-      const unsigned char* t = sqlite3_column_text(s, 0);
-      name = t ? reinterpret_cast<const char*>(t) : "";
+      name = std::string(internal::ColumnView(s, 0));  // the whole name, a NUL in it too
       return absl::OkStatus();
     });
     sqlite3_reset(q.get());

@@ -831,6 +831,14 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_EQ(Stats(cut)["gzip_trailer_missing"].second, "info") << o.text;
     EXPECT_EQ(Scalar(cut, "SELECT dur_ns AS v FROM events"), 5000000);
   }
+  // A NUL inside a name is part of it: the report shows it escaped, whole.
+  {
+    const std::string db = e2e::TempDb("import_nul_name");
+    e2e::Output o = ImportText("nul.json", R"([{"ph": "X", "name": "ab\u0000cd", "ts": 0, "dur": 10, "pid": 1, "tid": 1}])", db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
+    EXPECT_TRUE(absl::StrContains(report.text, "ab\\x00cd")) << report.text;
+  }
   // One step number at two separate times (a restarted schedule): said.
   {
     const std::string db = e2e::TempDb("import_step_twice");
