@@ -152,6 +152,9 @@ constexpr StatDef kStatDefs[] = {
      "give each trace as its own file"},
     {"gzip_checksum_mismatch", "data_loss",
      "gzip files whose checksum does not match their data: the file is damaged, and what was imported may be wrong"},
+    {"lone_surrogate_escape", "info",
+     "\\u escapes of half a UTF-16 surrogate pair (Python's json writes them for undecodable bytes; JSON parsers "
+     "refuse them): read as U+FFFD"},
     {"gzip_trailer_missing", "info",
      "gzip files that end inside their trailer, after the whole JSON: nothing lost, but the checksum went unchecked"},
 };
@@ -1002,6 +1005,7 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->gzip_trailing_garbage) Stat("gzip_trailing_garbage", f.path);
   if (out->gzip_checksum_mismatch) Stat("gzip_checksum_mismatch", f.path);
   if (out->gzip_trailer_missing) Stat("gzip_trailer_missing", f.path);
+  if (out->lone_surrogates > 0) Stat("lone_surrogate_escape", f.path, out->lone_surrogates);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
     // Why: what this file's events lost, by reason, as the stats count them.

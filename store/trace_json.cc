@@ -119,18 +119,30 @@ class TraceInput : public std::streambuf {
   const std::string& damage_stat() const { return damage_stat_; }
   const std::string& io_error() const { return io_error_; }
   bool trailing_garbage() const { return trailing_garbage_; }
+  int64_t lone_surrogates() const { return lone_surrogates_; }
 
  protected:
   int_type underflow() override {
     if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
     if (ended_) return traits_type::eof();
-    size_t n = gzip_ ? Inflate() : ReadRaw(out_.data(), out_.size());
-    if (n == 0) {
+    size_t ready = 0;
+    for (bool last = false; ready == 0 && !last;) {
+      // The bytes held back last time (an escape that may go on) come first.
+      const size_t keep = carry_.size();
+      std::memcpy(out_.data(), carry_.data(), keep);
+      carry_.clear();
+      size_t n = gzip_ ? Inflate(keep) : ReadRaw(out_.data() + keep, out_.size() - keep);
+      last = n == 0;
+      n += keep;
+      ready = FixLoneSurrogates(out_.data(), n, last);
+      carry_.assign(out_.data() + ready, n - ready);
+    }
+    if (ready == 0) {
       ended_ = true;
       return traits_type::eof();
     }
-    out_total_ += n;
-    setg(out_.data(), out_.data(), out_.data() + n);
+    out_total_ += ready;
+    setg(out_.data(), out_.data(), out_.data() + ready);
     return traits_type::to_int_type(*gptr());
   }
 
@@ -150,10 +162,56 @@ class TraceInput : public std::streambuf {
     }
   }
 
-  size_t Inflate() {
-    zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
-    zs_.avail_out = static_cast<uInt>(out_.size());
-    while (zs_.avail_out == out_.size()) {
+  // Python's json writes a lone UTF-16 surrogate ("\ud800", from a string
+  // that held an undecodable byte) that no JSON parser accepts: one such
+  // name would refuse the whole file. Each lone surrogate escape becomes
+  // U+FFFD in place (same length) and is counted. Returns how many of the
+  // `n` bytes are ready; the rest (an escape that may go on in the next
+  // piece) are held back, unless `last`.
+  size_t FixLoneSurrogates(char* b, size_t n, bool last) {
+    auto hex = [&](size_t at, uint32_t* v) {
+      *v = 0;
+      for (size_t k = at; k < at + 4; ++k) {
+        const char c = b[k];
+        const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return false;
+        *v = *v * 16 + static_cast<uint32_t>(d);
+      }
+      return true;
+    };
+    auto escape_at = [&](size_t at, uint32_t* v) {  // "\uXXXX" at b[at], whole in the piece
+      return at + 6 <= n && b[at] == '\\' && b[at + 1] == 'u' && hex(at + 2, v);
+    };
+    bool esc = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!esc) {
+        esc = b[i] == '\\';
+        continue;
+      }
+      esc = false;
+      if (b[i] != 'u') continue;
+      const size_t at = i - 1;
+      if (!last && at + 12 > n) return at;  // the escape, or its pair, may go on in the next piece
+      uint32_t v = 0, w = 0;
+      if (!escape_at(at, &v)) continue;  // the parser says what is wrong with it
+      if (v >= 0xD800 && v <= 0xDBFF && escape_at(at + 6, &w) && w >= 0xDC00 && w <= 0xDFFF) {
+        i = at + 11;  // a proper pair
+        continue;
+      }
+      if (v >= 0xD800 && v <= 0xDFFF) {
+        std::memcpy(b + at + 2, "fffd", 4);
+        ++lone_surrogates_;
+      }
+      i = at + 5;
+    }
+    return esc && !last ? n - 1 : n;  // a backslash at the end: its escape goes on
+  }
+
+  size_t Inflate(size_t offset) {
+    const size_t cap = out_.size() - offset;
+    zs_.next_out = reinterpret_cast<Bytef*>(out_.data() + offset);
+    zs_.avail_out = static_cast<uInt>(cap);
+    while (zs_.avail_out == cap) {
       if (zs_.avail_in == 0) {
         size_t n = ReadRaw(in_.data(), in_.size());
         if (n == 0) {
@@ -192,7 +250,7 @@ class TraceInput : public std::streambuf {
                              file_read_ - zs_.avail_in, " (zlib: ", zs_.msg ? zs_.msg : "error ", rc, ")");
       break;
     }
-    return out_.size() - zs_.avail_out;
+    return cap - zs_.avail_out;
   }
 
   std::string path_;
@@ -202,6 +260,8 @@ class TraceInput : public std::streambuf {
   z_stream zs_{};
   std::vector<char> in_, out_;
   std::string damage_, damage_stat_, io_error_;
+  std::string carry_;             // bytes held back for the next piece (FixLoneSurrogates)
+  int64_t lone_surrogates_ = 0;
 };
 
 // SAX handler: keeps a stack of what each open container is, fills one
@@ -764,6 +824,7 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
       out.gzip_trailer_missing = true;
   }
   if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
+  out.lone_surrogates = in.lone_surrogates();
   if (!h.saw_events())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a Chrome trace: it has no \"traceEvents\" array",
                                                    out.truncated ? " (the file ends early)" : ""));

@@ -100,6 +100,7 @@ struct ParseOutcome {
   bool gzip_trailing_garbage = false;
   bool gzip_checksum_mismatch = false;  // the JSON was whole, the gzip CRC or length did not match
   bool gzip_trailer_missing = false;    // the JSON was whole, the gzip stream ended in its trailer
+  int64_t lone_surrogates = 0;          // "\ud800" escapes without their pair, read as U+FFFD
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order

@@ -831,6 +831,19 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_EQ(Stats(cut)["gzip_trailer_missing"].second, "info") << o.text;
     EXPECT_EQ(Scalar(cut, "SELECT dur_ns AS v FROM events"), 5000000);
   }
+  // A lone surrogate escape (Python's json.dumps writes them) is read as
+  // U+FFFD, not a refusal of the file; a proper pair stays its character,
+  // wherever the escapes fall against the reader's 256 KiB pieces.
+  for (size_t pad = 262130; pad <= 262146; pad += 4) {
+    const std::string head = R"([{"ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "name": ")";
+    const std::string name = std::string(pad - head.size(), 'a') + R"(\ud800x\ud83d\ude00)";
+    const std::string db = e2e::TempDb(absl::StrCat("import_surrogate_", pad));
+    e2e::Output o = ImportText(absl::StrCat("surrogate_", pad, ".json"), head + name + R"("}])", db);
+    ASSERT_EQ(o.code, 0) << pad << ": " << o.text;
+    EXPECT_EQ(Stats(db)["lone_surrogate_escape"].first, 1) << pad;
+    const std::string stored = e2e::Q(db, "SELECT name FROM names WHERE name LIKE 'aaa%'").Text(0, "name");
+    EXPECT_TRUE(absl::EndsWith(stored, "\xef\xbf\xbdx\xf0\x9f\x98\x80")) << pad;  // U+FFFD, x, U+1F600
+  }
   // A NUL inside a name is part of it: the report shows it escaped, whole.
   {
     const std::string db = e2e::TempDb("import_nul_name");
