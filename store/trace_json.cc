@@ -70,7 +70,7 @@ bool MicrosTextToNs(std::string_view t, int64_t* ns) {
     if (errno != 0 || end != s.c_str() + s.size() || !std::isfinite(static_cast<double>(v))) return false;
     v *= 1000;
     if (std::fabs(static_cast<double>(v)) > 4e18) return false;
-    *ns = static_cast<int64_t>(std::llround(static_cast<double>(v)));
+    *ns = static_cast<int64_t>(std::llroundl(v));  // long double: a double would lose the last digits of 1.7e18 ns
     return true;
   }
   if (i != t.size()) return false;

@@ -110,6 +110,8 @@ TEST(ImportUnit, MicrosecondTextToExactNanoseconds) {
   EXPECT_EQ(ns, -2001);
   ASSERT_TRUE(store::internal::MicrosTextToNs("1.5e3", &ns));
   EXPECT_EQ(ns, 1500000);
+  ASSERT_TRUE(store::internal::MicrosTextToNs("1.7000000000000200e15", &ns));
+  EXPECT_EQ(ns, 1700000000000020000);  // a double would give ...019968
   ASSERT_TRUE(store::internal::MicrosTextToNs("7", &ns));
   EXPECT_EQ(ns, 7000);
   EXPECT_FALSE(store::internal::MicrosTextToNs("abc", &ns));
