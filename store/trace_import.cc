@@ -44,6 +44,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -697,6 +698,24 @@ struct Classified {
   std::string op;
 };
 
+// "/device:GPU:3" -> 3: a device process of XLA's profiler (JAX, TensorFlow); else -1.
+int XlaDeviceIndex(std::string_view process_name) {
+  absl::string_view s(process_name.data(), process_name.size());
+  if (!absl::ConsumePrefix(&s, "/device:")) return -1;
+  const size_t colon = s.rfind(':');
+  int n = -1;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(s.substr(colon + 1), &n) || n < 0 || n > 65535) return -1;
+  return n;
+}
+
+// An XLA collective's HLO name: "all-reduce.3", "all-gather-start.1", "collective-permute-done".
+bool IsXlaCollective(std::string_view n) {
+  for (std::string_view op : {"all-reduce", "all-gather", "reduce-scatter", "collective-permute", "all-to-all"})
+    if (n.substr(0, op.size()) == op && (n.size() == op.size() || n[op.size()] == '.' || n[op.size()] == '-'))
+      return true;
+  return false;
+}
+
 Classified Classify(const TraceEvent& e, Lane lane) {
   Classified c;
   const std::string& n = e.name;
@@ -716,6 +735,8 @@ Classified Classify(const TraceEvent& e, Lane lane) {
     if (cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset" ||
         absl::StartsWith(n, "Memcpy") || absl::StartsWith(n, "Memset"))
       c.kind = SliceKind::kTransfer;
+    else if (IsXlaCollective(n))
+      c.kind = SliceKind::kCollective;  // timed as a collective; not matched across ranks (no group or order)
     else
       c.kind = SliceKind::kCompute;
     return c;
@@ -753,6 +774,19 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   Lane lane = LaneOf(e);
   if (thread == kOwnThread) thread = ThreadOf(file, e);
   ThreadInfo& t = threads_[thread];
+  if (lane == kHostLane) {
+    // JAX / TensorFlow (XLA's profiler): a process per device, named
+    // "/device:GPU:0"; its stream threads hold the kernels (a TPU's "XLA Ops"
+    // its ops), its other threads (ops, modules, steps) span them.
+    if (const int device = XlaDeviceIndex(processes_[t.process].name); device >= 0) {
+      const bool gpu = absl::StrContains(processes_[t.process].name, ":GPU:");
+      lane = absl::StartsWith(t.name, "Stream") || (!gpu && t.name == "XLA Ops") ? kDeviceLane : kAnnotationLane;
+      if (t.local_device == -1) {
+        t.local_device = device;
+        t.stream = t.tid_num;
+      }
+    }
+  }
   if (lane != kHostLane && t.local_device == -1) {
     // Kineto: args.device, else the GPU's pid is its index.
     if (e.device >= 0) t.local_device = static_cast<int>(e.device);

@@ -186,7 +186,7 @@ std::string AlignTable(const std::vector<std::vector<std::string>>& table,
                        const std::string& indent, const std::vector<bool>& right) {
   // A cell is cut at kMaxCell characters: one name of 100,000 would pad every
   // row of its table to that width. (The JSON forms keep the whole name.)
-  constexpr size_t kMaxCell = 160;
+  constexpr size_t kMaxCell = 1000;
   std::vector<std::vector<std::string>> rows = table;
   for (auto& row : rows)
     for (std::string& cell : row) {

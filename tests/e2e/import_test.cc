@@ -542,6 +542,37 @@ TEST(ImportE2e, SubgroupsWithoutGroupNamesAreSaidToBeAmbiguous) {
   EXPECT_EQ(Stats(even_db).count("collective_order_ambiguous"), 0u) << o.text;
 }
 
+// A JAX (XLA profiler) trace: a process per device named "/device:GPU:N",
+// its stream threads holding the kernels, its "XLA Ops" thread the ops that
+// span them: the kernels are a GPU's device lane (XLA collectives as
+// collectives), the ops annotations, the host's threads host lanes.
+TEST(ImportE2e, XlaDeviceProcessesAreDevices) {
+  const std::string trace = R"json({"displayTimeUnit": "ns", "traceEvents": [
+    {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:GPU:1"}},
+    {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "Stream #14(Compute)"}},
+    {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    {"ph": "M", "pid": 9, "name": "process_name", "args": {"name": "/host:CPU"}},
+    {"ph": "M", "pid": 9, "tid": 3, "name": "thread_name", "args": {"name": "python3"}},
+    {"ph": "X", "pid": 7, "tid": 1, "ts": 1000, "dur": 50, "name": "fusion.1"},
+    {"ph": "X", "pid": 7, "tid": 2, "ts": 1000, "dur": 50, "name": "fusion.1"},
+    {"ph": "X", "pid": 7, "tid": 1, "ts": 1060, "dur": 20, "name": "all-reduce.3"},
+    {"ph": "X", "pid": 9, "tid": 3, "ts": 990, "dur": 200, "name": "PjitFunction(train_step)"}]})json";
+  const std::string db = e2e::TempDb("import_jax");
+  e2e::Output o = ImportText("jax.json", trace, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  auto lanes = e2e::Q(db, "SELECT t.clock, t.device_id, e.name, e.kind FROM events e JOIN tracks t USING (run_id, track_id)"
+                          " ORDER BY e.start_ns, t.device_id IS NULL");
+  ASSERT_EQ(lanes.rows.size(), 4u);
+  std::map<std::string, std::vector<std::string>> seen;
+  for (size_t i = 0; i < lanes.rows.size(); ++i)
+    seen[lanes.Text(i, "name")].push_back(
+        absl::StrCat(lanes.Text(i, "clock"), " ", lanes.Text(i, "device_id", "-"), " ", lanes.Text(i, "kind")));
+  EXPECT_EQ(seen["fusion.1"], (std::vector<std::string>{"device 0 compute", "device - host"}));
+  EXPECT_EQ(seen["all-reduce.3"], (std::vector<std::string>{"device 0 collective"}));
+  EXPECT_EQ(seen["PjitFunction(train_step)"], (std::vector<std::string>{"host - host"}));
+  EXPECT_TRUE(absl::StrContains(o.text, "1 GPU")) << o.text;
+}
+
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
   const std::string db = e2e::TempDb("import_one_rank");
   e2e::Output o = Import(kData + "gpu_rank1.json", db);
