@@ -91,7 +91,10 @@ constexpr StatDef kStatDefs[] = {
     {"unsupported_phase", "info",
      "events of phases that carry no timeline slice here (object O/N/D, sample P, mark R, clock sync c, memory "
      "dump v/V, context ( )): skipped"},
-    {"unmatched_end", "data_loss", "E events with no open B event on their thread: dropped"},
+    {"unmatched_end", "data_loss", "E events with no B event on their thread to close: dropped"},
+    {"end_before_its_begin_in_file", "info",
+     "E events written before the B they close (a file not in time order): paired as the events sorted by time "
+     "would be"},
     {"end_before_begin", "data_loss", "E (or async e/F) events earlier than the begin they close: the pair is dropped"},
     {"begin_without_end", "data_loss", "B (or async b/S) events never closed: kept, ending at the file's last timestamp"},
     {"truncated_gzip", "data_loss", "files whose gzip stream ends early: the events before the cut are imported"},
@@ -438,6 +441,10 @@ struct FileState {
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
+  // E events that came before any B they could close (a file not in time
+  // order): (ts, index in traceEvents) per thread, tried against the B events
+  // still open when the file ends.
+  std::unordered_map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> early_ends;
   std::map<int, int> devices;        // local GPU index -> global device id
   // Shapes (Importer::shapes_ id + 1) by External id of the ops that recorded
   // input dims, and by correlation id of the launches those ops made: dense
@@ -921,7 +928,10 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       return;
     case 'E': {
       auto it = f.open_begins.find(ThreadOf(file, e));
-      if (it == f.open_begins.end() || it->second.empty()) return StatAt("unmatched_end", [&] { return Where(f, e); });
+      if (it == f.open_begins.end() || it->second.empty()) {
+        f.early_ends[ThreadOf(file, e)].push_back({e.ts_ns, e.index});
+        return;
+      }
       OpenBegin b = std::move(it->second.back());
       it->second.pop_back();
       if (e.ts_ns < b.event.ts_ns) return StatAt("end_before_begin", [&] { return Where(f, e); });
@@ -1022,14 +1032,33 @@ absl::Status Importer::ReadFile(size_t index) {
   f.outcome = *out;
   bytes_done_ += out->file_bytes;
   json_done_ += out->json_bytes;
-  // B events never closed end with the file.
+  // B events still open: an E that came earlier in the file closes the
+  // innermost first, as the events sorted by time would pair them (each B the
+  // earliest unused E at or after it); the rest end with the file.
   for (auto& [thread, open] : f.open_begins) {
-    for (OpenBegin& b : open) {
-      Stat("begin_without_end", Where(f, b.event));
-      int64_t end = std::max(f.last_ts, b.event.ts_ns);
-      AddSlice(f, file, b.event, end - b.event.ts_ns, b.thread);
+    auto& ends = f.early_ends[thread];
+    std::sort(ends.begin(), ends.end());
+    std::vector<bool> used(ends.size(), false);
+    for (auto b = open.rbegin(); b != open.rend(); ++b) {
+      size_t k = std::lower_bound(ends.begin(), ends.end(), std::make_pair(b->event.ts_ns, INT64_MIN)) - ends.begin();
+      while (k < ends.size() && used[k]) ++k;
+      if (k < ends.size()) {
+        used[k] = true;
+        Stat("end_before_its_begin_in_file");
+        AddSlice(f, file, b->event, ends[k].first - b->event.ts_ns, b->thread);
+        continue;
+      }
+      Stat("begin_without_end", Where(f, b->event));
+      int64_t end = std::max(f.last_ts, b->event.ts_ns);
+      AddSlice(f, file, b->event, end - b->event.ts_ns, b->thread);
     }
+    for (size_t k = 0; k < ends.size(); ++k)
+      if (!used[k]) Stat("unmatched_end", absl::StrCat(f.path, " event #", ends[k].second));
+    ends.clear();
   }
+  for (auto& [thread, ends] : f.early_ends)
+    for (const auto& [ts, index] : ends) Stat("unmatched_end", absl::StrCat(f.path, " event #", index));
+  f.early_ends.clear();
   f.open_begins.clear();
   if (!pushed_error_.ok()) return pushed_error_;
   if (out->truncated) Stat(out->truncation_stat.c_str(), absl::StrCat(f.path, ": ", out->truncation));

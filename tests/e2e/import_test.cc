@@ -885,6 +885,24 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
     EXPECT_TRUE(absl::StrContains(report.text, "ab\\x00cd")) << report.text;
   }
+  // An E written before its B (a file not in time order) closes it as the
+  // events sorted by time would, instead of being dropped while the B runs
+  // to the end of the file.
+  {
+    const std::string db = e2e::TempDb("import_end_first");
+    e2e::Output o = ImportText(
+        "end_first.json",
+        R"([{"ph": "E", "pid": 1, "tid": 1, "ts": 100}, {"ph": "X", "name": "late", "pid": 1, "tid": 1, "ts": 500, "dur": 10},
+            {"ph": "B", "name": "outer", "pid": 1, "tid": 1, "ts": 0},
+            {"ph": "X", "name": "child", "pid": 1, "tid": 1, "ts": 10, "dur": 20}])",
+        db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'outer'"), 100000);
+    EXPECT_EQ(Scalar(db, "SELECT depth AS v FROM events WHERE name = 'late'"), 0);
+    EXPECT_EQ(Stats(db)["end_before_its_begin_in_file"].second, "info") << o.text;
+    EXPECT_EQ(Stats(db).count("unmatched_end"), 0u) << o.text;
+    EXPECT_EQ(Stats(db).count("begin_without_end"), 0u) << o.text;
+  }
   // One step number at two separate times (a restarted schedule): said.
   {
     const std::string db = e2e::TempDb("import_step_twice");
