@@ -148,6 +148,11 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   const double pct = 100 * s->Relative();
   err << "gate: B's median " << clock << " step is " << absl::StrFormat("%+.2f%%", pct) << " against A's (limit +"
       << *gate << "%): " << (pct > *gate ? "FAILED" : "passed") << "\n";
+  // The gate is a plain threshold; say when its trip is within what the runs' own steps vary.
+  if (pct > *gate && s->delta.change == analysis::Change::kUnchanged)
+    err << "note: that change is within the noise measured from the runs' own steps (±"
+        << absl::StrFormat("%.1f%%", 100 * s->delta.threshold / s->a.median) << " on the " << clock
+        << " clock): a rerun may pass; --clock modeled is deterministic (docs/diff.md)\n";
   return pct > *gate ? 3 : 0;
 }
 
