@@ -830,6 +830,9 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   if (absl::StartsWith(e.name, "ProfilerStep#") && lane == kHostLane) {
     int n;
     if (absl::SimpleAtoi(absl::string_view(e.name).substr(13), &n) && n >= 0) f.steps.push_back({r.ts, r.ts + dur, n});
+  } else if (e.step_num >= 0 && e.step_num <= INT32_MAX && lane == kHostLane) {
+    // jax.profiler.StepTraceAnnotation("train", step_num=3): the span of step 3.
+    f.steps.push_back({r.ts, r.ts + dur, static_cast<int>(e.step_num)});
   }
   if (e.correlation >= 0) {
     if (lane == kHostLane) f.host_corr.push_back({e.correlation, r.ts, thread});

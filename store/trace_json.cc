@@ -31,7 +31,7 @@ void TraceEvent::Clear() {
   id.clear(); has_id = false;
   bp.clear(); scope.clear(); bind_id.clear();
   flow_in = flow_out = false;
-  correlation = device = stream = seq = in_nelems = out_nelems = bytes = sort_index = -1;
+  correlation = device = stream = seq = in_nelems = out_nelems = bytes = sort_index = step_num = -1;
   pg_name.clear(); pg_ranks.clear(); collective_name.clear(); dtype.clear(); arg_name.clear(); labels.clear();
   numbers.clear();
   grid.clear(); block.clear(); input_dims.clear(); input_types.clear();
@@ -694,6 +694,7 @@ class Handler {
     else if (k == "name") { e.arg_name = Text(v); }
     else if (k == "labels") { if (v.kind == Value::kString) e.labels = std::string(v.text); }
     else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
+    else if (k == "step_num") { if (AsInt(v, &i)) e.step_num = i; }
   }
 
   // Appends one element of the shape array being read, after a comma unless

@@ -54,6 +54,7 @@ struct TraceEvent {
 
   // args
   int64_t correlation = -1, device = -1, stream = -1, seq = -1;
+  int64_t step_num = -1;  // XLA's profiler (JAX, TensorFlow) marks a step's span with its number
   int64_t in_nelems = -1, out_nelems = -1, bytes = -1, sort_index = -1;
   std::string pg_name, pg_ranks, collective_name, dtype, arg_name, labels;
   std::vector<std::pair<std::string, double>> numbers;  // every numeric arg (counters, [memory])

@@ -556,13 +556,14 @@ TEST(ImportE2e, XlaDeviceProcessesAreDevices) {
     {"ph": "X", "pid": 7, "tid": 1, "ts": 1000, "dur": 50, "name": "fusion.1"},
     {"ph": "X", "pid": 7, "tid": 2, "ts": 1000, "dur": 50, "name": "fusion.1"},
     {"ph": "X", "pid": 7, "tid": 1, "ts": 1060, "dur": 20, "name": "all-reduce.3"},
-    {"ph": "X", "pid": 9, "tid": 3, "ts": 990, "dur": 200, "name": "PjitFunction(train_step)"}]})json";
+    {"ph": "X", "pid": 9, "tid": 3, "ts": 990, "dur": 200, "name": "PjitFunction(train_step)"},
+    {"ph": "X", "pid": 9, "tid": 3, "ts": 995, "dur": 150, "name": "train", "args": {"step_num": "3"}}]})json";
   const std::string db = e2e::TempDb("import_jax");
   e2e::Output o = ImportText("jax.json", trace, db);
   ASSERT_EQ(o.code, 0) << o.text;
   auto lanes = e2e::Q(db, "SELECT t.clock, t.device_id, e.name, e.kind FROM events e JOIN tracks t USING (run_id, track_id)"
                           " ORDER BY e.start_ns, t.device_id IS NULL");
-  ASSERT_EQ(lanes.rows.size(), 4u);
+  ASSERT_EQ(lanes.rows.size(), 5u);
   std::map<std::string, std::vector<std::string>> seen;
   for (size_t i = 0; i < lanes.rows.size(); ++i)
     seen[lanes.Text(i, "name")].push_back(
@@ -571,6 +572,9 @@ TEST(ImportE2e, XlaDeviceProcessesAreDevices) {
   EXPECT_EQ(seen["all-reduce.3"], (std::vector<std::string>{"device 0 collective"}));
   EXPECT_EQ(seen["PjitFunction(train_step)"], (std::vector<std::string>{"host - host"}));
   EXPECT_TRUE(absl::StrContains(o.text, "1 GPU")) << o.text;
+  // jax.profiler.StepTraceAnnotation's span (args.step_num) is the step, and its kernels are in it.
+  EXPECT_EQ(Scalar(db, "SELECT step AS v FROM steps"), 3);
+  EXPECT_EQ(Scalar(db, "SELECT step AS v FROM events WHERE name = 'all-reduce.3'"), 3);
 }
 
 TEST(ImportE2e, OneRankOfTwoStillImportsWithCollectivesUnmatched) {
