@@ -98,10 +98,20 @@ absl::Status AttributeMedianStep(const Reader& rd, int64_t run, int step, Verdic
   if (q->rows.empty()) return absl::OkStatus();
   std::map<int, std::vector<std::tuple<int64_t, int64_t, int>>> by_chip;
   int64_t t0 = INT64_MAX, t1 = INT64_MIN;
+  // Times a timeline cannot hold (a damaged chunk): said, not computed with
+  // (a span past int64 drew the thumbnail out of its columns).
+  constexpr int64_t kMaxStepNs = int64_t{1} << 52;  // about 52 days
+  auto damaged = [&](size_t i) {
+    return absl::DataLossError(absl::StrCat(
+        rd.path(), ": run ", run, " step ", step, " has a device slice from ", q->Text(i, "start"), " to ",
+        q->Text(i, "end"), " ns: its timeline is damaged (shardscope check ", rd.path(), ")"));
+  };
   for (size_t i = 0; i < q->rows.size(); ++i) {
     const int64_t s = q->Int(i, "start"), e = q->Int(i, "end");
+    if (e < s || s < -kMaxStepNs * 1024 || e > kMaxStepNs * 1024) return damaged(i);
     t0 = std::min(t0, s);
     t1 = std::max(t1, e);
+    if (t1 - t0 > kMaxStepNs) return damaged(i);
     const int part = PartOf(q->Text(i, "kind"));
     auto& chip = by_chip[static_cast<int>(q->Int(i, "device"))];
     if (part < 0) continue;

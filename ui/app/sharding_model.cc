@@ -39,9 +39,13 @@ absl::StatusOr<ShardingChips> LoadShardingChips(const store::Reader& reader, int
     out.mesh.devices = Ints(mesh->Text(0, "device_ids"));
   }
   auto chips = reader.Query(
-      "SELECT d.device_id AS d, d.hbm_bytes AS hbm, coalesce(sum(p.bytes), 0) AS bytes, count(p.tensor_id) AS n"
-      " FROM devices d LEFT JOIN shard_placements p ON p.run_id = d.run_id AND p.device_id = d.device_id"
-      " WHERE d.run_id = ?1 GROUP BY d.device_id ORDER BY d.device_id",
+      // Placements summed per chip first: a join per chip scanned every
+      // placement once a chip (the primary key leads with tensor_id), 37 s
+      // at 2048 chips.
+      "SELECT d.device_id AS d, d.hbm_bytes AS hbm, coalesce(p.bytes, 0) AS bytes, coalesce(p.n, 0) AS n"
+      " FROM devices d LEFT JOIN (SELECT device_id, sum(bytes) AS bytes, count(tensor_id) AS n FROM shard_placements"
+      " WHERE run_id = ?1 GROUP BY device_id) p ON p.device_id = d.device_id"
+      " WHERE d.run_id = ?1 ORDER BY d.device_id",
       {run});
   if (!chips.ok()) return chips.status();
   for (size_t i = 0; i < chips->rows.size(); ++i)

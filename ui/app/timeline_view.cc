@@ -139,8 +139,11 @@ Shape ShapeOf(const KindNs& kind_ns, double busy_fraction, float height, bool st
 int StepEvery(const std::vector<StepSpan>& steps, double ns_per_px) {
   const double mean_px =
       steps.size() > 1 ? (double(steps.back().start_ns - steps.front().start_ns) / (steps.size() - 1)) / ns_per_px : 1e9;
+  // Steps that do not advance (a damaged step_bounds: every step at one
+  // time) would never space out: one marker.
+  if (!(mean_px > 0)) return std::max<int>(1, static_cast<int>(std::min<size_t>(steps.size(), INT32_MAX)));
   int every = 1;
-  for (int m = 1; mean_px * every < kMinStepPx; m *= 10) {
+  for (int m = 1; mean_px * every < kMinStepPx && m <= 100000000; m *= 10) {
     for (int k : {1, 2, 5}) {
       every = k * m;
       if (mean_px * every >= kMinStepPx) break;
