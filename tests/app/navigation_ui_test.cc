@@ -6,6 +6,8 @@
 // beside the one it was compared with, scrolled to the difference, and
 // --graph a program's neighbourhood of one op with its costs. Each reads
 // --dump-layout (docs/app.md), not pixels.
+#include <sqlite3.h>
+
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -295,6 +297,22 @@ TEST(TimelineNavigation, BadRangeIsAUsageError) {
 
 // What the command line asks of the run and the run lacks is said, and a
 // capture then exits 1 (the picture is still written); what it has is not.
+// Steps that do not advance (every device step at one time: a damaged
+// step_bounds) once made the step markers' thinning spin for ever; the
+// capture now finishes.
+TEST(TimelineNavigation, StepsAtOneTimeDoNotHangTheTimeline) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_steps_at_once.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{.steps = 8}}).ok());
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE step_bounds SET start_ns = 0 WHERE clock = 'device'", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  json doc = Capture(db, "", "nav_ui_steps_at_once.json");
+  EXPECT_EQ(doc.value("view", ""), "timeline");
+}
+
 TEST(TimelineNavigation, WhatTheRunLacksIsSaid) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
   const std::string db = testing::TempPath("nav_ui_lacks.db");

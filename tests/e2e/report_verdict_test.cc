@@ -4,6 +4,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -114,6 +115,24 @@ TEST(ReportVerdictE2e, TheHtmlHeatmapPlacesChipsOnTheTorusAndMarksTheSlowOne) {
   for (size_t at = html.text.find("stroke=\"#000\""); at != std::string::npos; at = html.text.find("stroke=\"#000\"", at + 1))
     ++outlined;
   EXPECT_EQ(outlined, 1u);
+}
+
+// A chunk whose slice times overflow (a damaged file that `check` passes):
+// the report says which step of which run is damaged, and does not crash.
+TEST(ReportVerdictE2e, OverflowingSliceTimesAreAnErrorNotACrash) {
+  const std::string db = e2e::TempDb("verdict_overflow");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --mesh 4x1 --steps 3 --quiet --db " + db)).code, 0);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h,
+                         "UPDATE slice_chunks SET slices = replace(slices, '[0,', '[9223372036854775807,')"
+                         " WHERE track_id = 1",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  e2e::Output o = e2e::Shell(Cli("report " + db));
+  EXPECT_EQ(o.code, 1) << o.text;  // not 139 (SIGSEGV)
+  EXPECT_TRUE(absl::StrContains(o.text, "its timeline is damaged (shardscope check")) << o.text;
 }
 
 }  // namespace
