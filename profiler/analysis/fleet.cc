@@ -135,19 +135,23 @@ struct Tally {
   }
 };
 
-// A step's span over every chip and each chip's breakdown, added to `t`.
-// Per chip, the step's time it neither computed, moved data nor sat in a
-// collective: waiting for the host (recorded host waits) or idle, waiting
-// for work to be launched; and its recorded host waits alone.
-void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>* out) {
+// A step's span over every chip (-1: it ran nothing).
+double SpanOf(const StepData& s) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   for (const auto& [d, ops] : s.ops)
     for (const Op& op : ops) {
       lo = std::min(lo, op.start);
       hi = std::max(hi, op.start + op.dur);
     }
-  if (lo > hi) return;
-  const double span = static_cast<double>(hi - lo);
+  return lo > hi ? -1 : static_cast<double>(hi - lo);
+}
+
+// Per chip, the step's time it neither computed, moved data nor sat in a
+// collective: waiting for the host (recorded host waits) or idle, waiting
+// for work to be launched; and its recorded host waits alone.
+void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>* out) {
+  const double span = SpanOf(s);
+  if (span < 0) return;
   for (const auto& [d, ops] : s.ops) {
     FleetChip c;
     double busy = 0;
@@ -156,15 +160,10 @@ void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>*
   }
 }
 
+// A step's span over every chip and each chip's breakdown, added to `t`.
 void AddBreakdown(const StepData& s, Tally& t) {
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  for (const auto& [d, ops] : s.ops)
-    for (const Op& op : ops) {
-      lo = std::min(lo, op.start);
-      hi = std::max(hi, op.start + op.dur);
-    }
-  if (lo > hi) return;
-  const double span = static_cast<double>(hi - lo);
+  const double span = SpanOf(s);
+  if (span < 0) return;
   t.spans.push_back(span);
   for (const auto& [d, ops] : s.ops) {
     FleetChip& c = t.rows[d];
