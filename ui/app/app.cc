@@ -506,21 +506,17 @@ int RunApp(const AppOptions& options) {
     workstation->ui().bring_to_front = *view;
   }
   workstation->ui().option_errors = OptionsNotInRun(options, workstation->model());
-  {
-    auto range = ParseRangeArg(options.range);
-    const bool range_clock = !options.range.empty() && range.ok() && workstation->model().HasClock(range->clock);
-    workstation->timeline().CheckOnArrival(
-        options.select_slice ? absl::StrCat("--select ", *options.select_slice) : "",
-        range_clock ? absl::StrCat("--range ", options.range) : "");
-  }
+  // --range was checked by main.cc; a clock the run lacks is an option error already.
+  const auto range = options.range.empty() ? absl::StatusOr<RangeArg>(absl::NotFoundError("")) : ParseRangeArg(options.range);
+  const bool range_clock = range.ok() && workstation->model().HasClock(range->clock);
+  workstation->timeline().CheckOnArrival(
+      options.select_slice ? absl::StrCat("--select ", *options.select_slice) : "",
+      range_clock ? absl::StrCat("--range ", options.range) : "");
   if (options.select_slice) workstation->timeline().SelectSliceId(*options.select_slice);
-  if (!options.range.empty()) {
-    auto range = ParseRangeArg(options.range);  // checked by main.cc already
-    if (range.ok()) {
-      workstation->timeline().SetRange(range->clock, range->t0, range->t1);
-      workstation->timeline().ShowWindow(range->clock, range->t0 - (range->t1 - range->t0) / 4,
-                                         range->t1 + (range->t1 - range->t0) / 4);
-    }
+  if (range.ok()) {
+    workstation->timeline().SetRange(range->clock, range->t0, range->t1);
+    workstation->timeline().ShowWindow(range->clock, range->t0 - (range->t1 - range->t0) / 4,
+                                       range->t1 + (range->t1 - range->t0) / 4);
   }
   if (!options.search.empty()) workstation->timeline().Search(options.search, /*select_first=*/true);
   // --compile and --graph open their view unless --view named another.
