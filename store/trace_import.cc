@@ -1775,7 +1775,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   for (const auto& [n, wall] : steps) {
     trace::StepRecord s;
     s.step = n;
-    s.loss = std::nan("");  // no loss in a trace: SQLite stores NaN as NULL
+    s.has_loss = false;  // no loss in a trace
     s.wall_ns = wall;
     w.Record(s);
   }

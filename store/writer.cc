@@ -1187,7 +1187,11 @@ class Writer::Db {
     s.Int(2, r.step);
     s.Int(4, r.wall_ns);
     // A simulated run computes no values: its losses are unknown, not 0.
-    simulated_ ? s.Null(3) : s.Real(3, r.loss);
+    // SQLite stores a NaN as NULL, which reads as "no loss": a diverged
+    // step's NaN is kept as the text 'NaN' (Inf is a REAL SQLite keeps).
+    if (simulated_ || !r.has_loss) s.Null(3);
+    else if (std::isnan(r.loss)) s.Text(3, "NaN");
+    else s.Real(3, r.loss);
     r.has_eval_loss && !simulated_ ? s.Real(5, r.eval_loss) : s.Null(5);
     if (absl::Status st = Tag(s.Run(), "steps", r.step); !st.ok()) return st;
     last_step_ = std::max<int64_t>(last_step_, r.step);

@@ -47,6 +47,16 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
     if (!computed.ok()) return computed.status();
     static_cast<store::RunMetrics&>(r) = *std::move(computed);
   }
+  // A diverged run's losses are stored as NaN or Inf: said at once, at any length.
+  auto diverged = rd.Query("SELECT step, loss FROM steps WHERE run_id = ?1 AND loss IN ('NaN', 9e999, -9e999)"
+                           " ORDER BY step LIMIT 1",
+                           {run});
+  if (!diverged.ok()) return diverged.status();
+  if (!diverged->rows.empty())
+    r.warnings.push_back(absl::StrCat("the loss is not finite from step ", diverged->Int(0, "step"), " (",
+                                      diverged->Text(0, "loss"),
+                                      "): training diverged; lower the learning rate, or look at the steps "
+                                      "before it (`shardscope query`: SELECT step, loss FROM steps)"));
   if (r.steps <= kWarmSteps) return r;
 
   auto late =

@@ -1,6 +1,7 @@
 // Renderers for the run report: plain text (the headless report of UX.md),
 // Markdown (for pasting into issues) and JSON (for scripts). Every duration
 // carries its clock, and an empty table says so instead of printing zeros.
+#include <cmath>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -56,7 +57,11 @@ std::string StatusText(const RunHeader& h) {
   return s;
 }
 
-std::string Loss(std::optional<double> v) { return v ? absl::StrFormat("%.4g", *v) : "-"; }
+std::string Loss(std::optional<double> v) {
+  if (!v) return "-";
+  if (std::isnan(*v)) return "NaN";
+  return absl::StrFormat("%.4g", *v);
+}
 
 std::string CauseText(const CompileMiss& m) {
   std::string s = Printable(Humanize(m.cause_kind.empty() ? "unknown_cause" : m.cause_kind));
@@ -122,7 +127,10 @@ std::string ChipName(const DeviceRow& d) {
 
 std::string StepLine(const StepStats& s) {
   return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
-                      " (host)   loss ", Loss(s.first_loss), " -> ", Loss(s.last_loss));
+                      " (host)   loss ", Loss(s.first_loss), " -> ", Loss(s.last_loss),
+                      s.loss_not_finite_from
+                          ? absl::StrCat(" (not finite from step ", *s.loss_not_finite_from, ": diverged)")
+                          : "");
 }
 
 std::string CompileLine(const CompileStats& c) {
@@ -194,7 +202,7 @@ std::string NamesHeading(const NameTimes& n) {
   return absl::StrCat("Top names by self time (", n.clock, " clock, ", n.slices, " slices on ", n.tracks,
                       n.tracks == 1 ? " lane" : " lanes",
                       n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
-                      ", ", n.names,
+                      AnnotationLanesLeftOut(n), ", ", n.names,
                       n.names == 1 ? " name" : " names", "; from the timeline: no per-op statistics)");
 }
 const std::vector<std::string> kNamesHead = {"name", "kind", "count", "self", "share", "total", "longest"};
@@ -531,7 +539,9 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"first_step", r.steps.first_step},
                   {"last_step", r.steps.last_step},
                   {"first_loss", OptJson(r.steps.first_loss)},
-                  {"last_loss", OptJson(r.steps.last_loss)}};
+                  {"last_loss", OptJson(r.steps.last_loss)},
+                  {"loss_not_finite_from_step", r.steps.loss_not_finite_from ? nlohmann::json(*r.steps.loss_not_finite_from)
+                                                                          : nlohmann::json(nullptr)}};
   json misses = json::array();
   for (const CompileMiss& m : r.compiles.miss_list) {
     misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},
@@ -628,7 +638,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
         top.push_back({{"name", t.name}, {"kind", t.kind}, {"count", t.count}, {"self_ns", t.self_ns},
                        {"total_ns", t.total_ns}, {"max_ns", t.max_ns}});
       by_name.push_back({{"clock", n.clock}, {"tracks", n.tracks}, {"tracks_in_run", n.tracks_in_run},
-                         {"slices", n.slices}, {"names", n.names},
+                         {"annotation_tracks", n.annotation_tracks}, {"slices", n.slices}, {"names", n.names},
                          {"self_ns", n.self_ns}, {"top", top}});
     }
     out["kernels"]["by_name"] = by_name;

@@ -222,7 +222,7 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
     absl::StrAppend(&out, "<h2>Top names by self time (", H(n.clock), " clock)</h2>\n<p>From the timeline: ", n.slices,
                     " slices on ", n.tracks, " lanes",
                     n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
-                    "; the run has no per-op statistics.</p>\n",
+                    H(AnnotationLanesLeftOut(n)), "; the run has no per-op statistics.</p>\n",
                     Table({"name", "kind", "count", "self", "total"}, rows));
   }
 

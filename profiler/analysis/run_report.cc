@@ -3,9 +3,11 @@
 #include "profiler/analysis/run_report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <map>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -153,17 +155,7 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
 absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s) {
   auto q = rd.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
   if (!q.ok()) return q.status();
-  s->count = static_cast<int64_t>(q->rows.size());
-  if (q->rows.empty()) return absl::OkStatus();
-  std::vector<int64_t> walls;
-  for (size_t i = 0; i < q->rows.size(); ++i) walls.push_back(q->Int(i, "wall_ns"));
-  s->median_wall_ns = Percentile(walls, 0.5);
-  s->p90_wall_ns = Percentile(walls, 0.9);
-  size_t last = q->rows.size() - 1;
-  s->first_step = static_cast<int>(q->Int(0, "step"));
-  s->last_step = static_cast<int>(q->Int(last, "step"));
-  if (q->rows[0][1]) s->first_loss = q->Real(0, "loss");
-  if (q->rows[last][1]) s->last_loss = q->Real(last, "loss");
+  FillStepStats(*q, s);
   return absl::OkStatus();
 }
 
@@ -560,6 +552,31 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (!verdict.ok()) return Context(verdict.status(), reader, "the verdict");
   r.verdict = *std::move(verdict);
   return r;
+}
+
+void FillStepStats(const store::QueryResult& q, StepStats* s) {
+  *s = StepStats{};
+  s->count = static_cast<int64_t>(q.rows.size());
+  if (q.rows.empty()) return;
+  std::vector<int64_t> walls;
+  for (size_t i = 0; i < q.rows.size(); ++i) walls.push_back(q.Int(i, "wall_ns"));
+  s->median_wall_ns = Percentile(walls, 0.5);
+  s->p90_wall_ns = Percentile(walls, 0.9);
+  const size_t last = q.rows.size() - 1;
+  const int loss = q.Col("loss");
+  s->first_step = static_cast<int>(q.Int(0, "step"));
+  s->last_step = static_cast<int>(q.Int(last, "step"));
+  if (q.rows[0][loss]) s->first_loss = q.Real(0, "loss");
+  if (q.rows[last][loss]) s->last_loss = q.Real(last, "loss");
+  for (size_t i = 0; i < q.rows.size(); ++i) {
+    if (!q.rows[i][loss]) continue;
+    double v = 0;
+    // Only what parses: a damaged cell is not a diverged run.
+    if (absl::SimpleAtod(*q.rows[i][loss], &v) && !std::isfinite(v)) {
+      s->loss_not_finite_from = static_cast<int>(q.Int(i, "step"));
+      break;
+    }
+  }
 }
 
 }  // namespace shardscope::analysis

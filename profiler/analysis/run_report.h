@@ -59,7 +59,12 @@ struct StepStats {
   int64_t p90_wall_ns = 0;
   int first_step = 0, last_step = 0;
   std::optional<double> first_loss, last_loss;
+  // The first step whose loss is NaN or infinite: training diverged there.
+  std::optional<int> loss_not_finite_from;
 };
+
+// Fills `s` from the run's `steps` rows (step, loss, wall_ns; by step).
+void FillStepStats(const store::QueryResult& steps, StepStats* s);
 
 struct CompileMiss {
   int64_t compile_id = 0;

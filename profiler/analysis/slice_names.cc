@@ -37,9 +37,19 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
   const size_t max_tracks = options.max_tracks;
   NameTimes out;
   out.clock = clock;
-  auto tracks = reader.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
-                             {absl::StrCat(run_id), clock});
+  // On the device clock, a lane without a device holds annotations that span
+  // the kernels (an imported GPU's user annotations): counting it would make
+  // ProfilerStep#N most of the device's time. Left out when chips' lanes exist.
+  auto tracks = reader.Query(
+      "SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 AND (?2 <> 'device' OR device_id IS NOT NULL "
+      "OR NOT EXISTS (SELECT 1 FROM tracks d WHERE d.run_id = ?1 AND d.clock = 'device' AND d.device_id IS NOT NULL)) "
+      "ORDER BY track_id",
+      {absl::StrCat(run_id), clock});
   if (!tracks.ok()) return tracks.status();
+  auto all = reader.Query("SELECT count(*) AS n FROM tracks WHERE run_id = ?1 AND clock = ?2",
+                          {absl::StrCat(run_id), clock});
+  if (!all.ok()) return all.status();
+  out.annotation_tracks = static_cast<int>(all->Int(0, "n")) - static_cast<int>(tracks->rows.size());
   out.tracks_in_run = static_cast<int>(tracks->rows.size());
   KeepEvenSample(*tracks, max_tracks);
   store::TimelineReader timeline(reader);
@@ -105,6 +115,12 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
                    [](const NameTime& a, const NameTime& b) { return a.self_ns > b.self_ns; });
   if (out.top.size() > limit) out.top.resize(limit);
   return out;
+}
+
+std::string AnnotationLanesLeftOut(const NameTimes& n) {
+  if (n.annotation_tracks <= 0) return "";
+  return absl::StrCat("; ", n.annotation_tracks, n.annotation_tracks == 1 ? " annotation lane" : " annotation lanes",
+                      " left out");
 }
 
 }  // namespace shardscope::analysis

@@ -30,6 +30,7 @@ struct NameTimes {
   std::string clock;            // "host" or "device": every slice here is on it
   int tracks = 0;               // lanes read
   int tracks_in_run = 0;        // lanes of that clock in the run (more than `tracks`: an even sample)
+  int annotation_tracks = 0;    // device-clock lanes without a device, left out (not in tracks_in_run)
   int64_t slices = 0;
   int64_t self_ns = 0;          // all names' self time: the lanes' busy time
   int64_t names = 0;            // distinct names (top may hold fewer)
@@ -50,5 +51,9 @@ struct NameTimesOptions {
 };
 absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_t run_id, const std::string& clock,
                                              size_t limit, const NameTimesOptions& options = {});
+
+// "; 1 annotation lane left out" when the device clock's annotation lanes
+// were not counted, else "": every heading of the table says it alike.
+std::string AnnotationLanesLeftOut(const NameTimes& n);
 
 }  // namespace shardscope::analysis

@@ -290,10 +290,11 @@ struct ExecutionRecord {
 
 struct StepRecord {
   int step = 0;
-  double loss = 0;
+  double loss = 0;             // NaN or Inf when training diverged
   int64_t wall_ns = 0;         // host clock
   bool has_eval_loss = false;  // a held-out loss was measured after this step
   double eval_loss = 0;
+  bool has_loss = true;        // false: no loss was computed (imported, replayed)
 };
 
 struct TensorRecord {

@@ -249,6 +249,28 @@ TEST(FleetVerdict, OneHostsPreemptionIsNotedNotRanked) {
   EXPECT_TRUE(noted) << absl::StrJoin(r.notes, "\n");
 }
 
+// A host paused once (100 ms in step 5 of 10): what fixing it saves is said
+// in that step, not as a mean over the steps that reads as every step's
+// ("9.6 ms per step" of a 9 ms median step); a slow chip, slow in every step,
+// keeps its per-step figure.
+TEST(FleetVerdict, AOneOffPauseIsSavedInItsStepNotInEveryStep) {
+  const std::string db = RecordSimulated("one_off_pause", "--topology gpu:4x4 --steps 10 --fault host-preempt:2@5:100");
+  analysis::FleetReport r = Diagnose(db, "one pause");
+  ASSERT_FALSE(r.suspects.empty());
+  EXPECT_EQ(Key(r.suspects[0]), "host 2") << r.verdict;
+  EXPECT_NE(r.verdict.find("in step 5 alone ("), std::string::npos) << r.verdict;
+  EXPECT_NE(r.verdict.find(absl::StrCat(" a step averaged over ", r.steps, " steps")), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find(" per step ("), std::string::npos) << r.verdict;
+  bool said = false;
+  for (const std::string& e : r.suspects[0].evidence) said |= e.find("in step 5 alone") != std::string::npos;
+  EXPECT_TRUE(said) << absl::StrJoin(r.suspects[0].evidence, "\n");
+
+  const std::string slow = RecordSimulated("every_step_slow", "--topology 4x4 --steps 6 --fault slow-chip:9:0.6");
+  analysis::FleetReport s = Diagnose(slow, "a slow chip");
+  EXPECT_NE(s.verdict.find(" per step ("), std::string::npos) << s.verdict;
+  EXPECT_EQ(s.verdict.find(" alone"), std::string::npos) << s.verdict;
+}
+
 // A GPU cluster's devices rows: each chip's links, NVLink inside its host and
 // one rail link to the chip at its position in every other host, listed once
 // per kind with its bandwidth and latency, valid JSON the links view reads.

@@ -416,6 +416,16 @@ TEST(ImportE2e, RealCudaTraceLinksEveryKernelToItsLaunch) {
   EXPECT_GT(Scalar(db, "SELECT started_at_ns AS v FROM runs"), 1790857026000000000);
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM steps"), 3);
   ExpectProperNesting(db);
+  // The GPU's user annotations (ProfilerStep#N spanning the kernels) are not
+  // device time: they read as 91% of it when their lane was counted.
+  e2e::Output report = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db));
+  ASSERT_EQ(report.code, 0) << report.text;
+  const size_t device = report.text.find("Top names by self time (device clock");
+  ASSERT_NE(device, std::string::npos) << report.text;
+  const std::string table = report.text.substr(device, report.text.find("\n\n", device) - device);
+  EXPECT_TRUE(absl::StrContains(table, "1 annotation lane left out")) << table;
+  EXPECT_FALSE(absl::StrContains(table, "ProfilerStep")) << table;
+  EXPECT_TRUE(absl::StrContains(table, "gemm")) << table;
 }
 
 // A Kineto file of one rank of two: per collective, an nccl:all_reduce op

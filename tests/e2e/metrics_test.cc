@@ -102,5 +102,37 @@ TEST(MetricsE2e, TheWritersCountsEqualTheSlices) {
   }
 }
 
+// A learning rate that blows the loss up to NaN: SQLite would store the NaN
+// as NULL, which every reader took for "no loss" ("loss 2.303 -> -", no
+// warning). The step it diverged at is kept and said everywhere.
+TEST(MetricsE2e, ADivergedLossIsSaidNotReadAsNoLoss) {
+  const std::string db = e2e::TempDb("metrics_diverged");
+  e2e::Output run = e2e::Shell(
+      absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 8 --lr 100 --quiet --db ", db, " 2>&1"));
+  ASSERT_EQ(run.code, 0) << run.text;
+  auto first = e2e::Q(db, "SELECT MIN(step) AS s FROM steps WHERE run_id = 1 AND loss = 'NaN'");
+  ASSERT_FALSE(first.rows.empty());
+  ASSERT_TRUE(first.rows[0][0].has_value()) << "the NaN loss was not kept; " << run.text;
+  const std::string step = first.Text(0, "s");
+  EXPECT_TRUE(absl::StrContains(run.text, absl::StrCat("warning: the loss is not finite from step ", step)))
+      << run.text;
+  e2e::Output report = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db));
+  ASSERT_EQ(report.code, 0) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, absl::StrCat("-> NaN (not finite from step ", step, ": diverged)")))
+      << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, absl::StrCat("! the loss is not finite from step ", step)))
+      << report.text;
+  EXPECT_FALSE(absl::StrContains(report.text, "No warnings")) << report.text;
+  e2e::Output json = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db, " --format json"));
+  ASSERT_EQ(json.code, 0) << json.text;
+  EXPECT_TRUE(absl::StrContains(json.text, absl::StrCat("\"loss_not_finite_from_step\": ", step))) << json.text;
+  // A run that trains well has none of it.
+  const std::string good = e2e::TempDb("metrics_not_diverged");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 3 --quiet --db ", good)).code,
+            0);
+  e2e::Output fine = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", good));
+  EXPECT_FALSE(absl::StrContains(fine.text, "not finite")) << fine.text;
+}
+
 }  // namespace
 }  // namespace shardscope

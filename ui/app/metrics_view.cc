@@ -86,7 +86,12 @@ absl::StatusOr<MetricsModel> BuildMetricsModel(const store::Reader& reader, int6
   for (size_t i = 0; i < steps->rows.size(); ++i) {
     const size_t at = m.IndexOf(int(steps->Int(i, "step")));
     m.host_ns[at] = steps->Int(i, "wall_ns");
-    if (steps->rows[i][steps->Col("loss")]) m.loss[at] = steps->Real(i, "loss");
+    if (steps->rows[i][steps->Col("loss")]) {
+      const double loss = steps->Real(i, "loss", kNaN);
+      // A diverged step's NaN or Inf is said, not drawn: Inf would stretch the axis to nothing.
+      if (std::isfinite(loss)) m.loss[at] = loss;
+      else if (m.loss_not_finite_from < 0) m.loss_not_finite_from = m.steps[at];
+    }
     if (steps->Col("eval_loss") >= 0 && steps->rows[i][steps->Col("eval_loss")]) {
       m.eval_loss[at] = steps->Real(i, "eval_loss");
     }
@@ -244,6 +249,9 @@ void MetricsView::Draw(UiState& ui) {
     DrawChart(ui, "##loss", {.title = "Loss", .x_label = "step", .unit = ChartUnit::kNumber, .from_zero = false, .mark_x = head,
                              .mark_label = head_label}, series,
               chart_h, steps_ref);
+  } else if (m.loss_not_finite_from >= 0) {
+    // The warning above says where it diverged; here only why no chart.
+    ImGui::TextDisabled("No finite loss to draw: NaN or Inf from step %d.", m.loss_not_finite_from);
   } else {
     ImGui::TextDisabled("No loss recorded (a simulated run, or an imported trace).");
   }

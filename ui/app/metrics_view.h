@@ -30,7 +30,8 @@ struct MetricsModel {
   std::vector<int64_t> host_ns;     // steps.wall_ns (host clock)
   std::vector<int64_t> device_ns;   // step_bounds span on the device clock
   std::vector<int64_t> modeled_ns;  // step_bounds span on the modeled clock
-  std::vector<double> loss, eval_loss;
+  std::vector<double> loss, eval_loss;  // NaN: none recorded, or not finite
+  int loss_not_finite_from = -1;        // the first step whose loss is NaN or Inf (diverged)
   std::vector<int64_t> compile_ns;  // compilations' duration in the step (host clock)
   std::vector<int64_t> compiles, compile_misses;
   // Device clock, depth 0, summed over every chip, by kind.

@@ -12,6 +12,7 @@
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/metrics.h"
 #include "profiler/analysis/quantile.h"
+#include "profiler/analysis/slice_names.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -94,18 +95,7 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   // Steps on the host clock, as the report reads them.
   auto steps = reader.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
   if (!steps.ok()) return steps.status();
-  m.steps.count = static_cast<int64_t>(steps->rows.size());
-  if (!steps->rows.empty()) {
-    std::vector<int64_t> walls;
-    for (size_t i = 0; i < steps->rows.size(); ++i) walls.push_back(steps->Int(i, "wall_ns"));
-    m.steps.median_wall_ns = Median(walls);
-    m.steps.p90_wall_ns = analysis::QuantileOf(walls, 0.9);
-    const size_t last = steps->rows.size() - 1;
-    m.steps.first_step = static_cast<int>(steps->Int(0, "step"));
-    m.steps.last_step = static_cast<int>(steps->Int(last, "step"));
-    if (steps->rows[0][1]) m.steps.first_loss = steps->Real(0, "loss");
-    if (steps->rows[last][1]) m.steps.last_loss = steps->Real(last, "loss");
-  }
+  analysis::FillStepStats(*steps, &m.steps);
 
   m.host_step_ns = m.steps.count > 0 ? m.steps.median_wall_ns : -1;
   // Schema version 1 files have no step_bounds: no step span on any clock then.
@@ -339,7 +329,7 @@ void OverviewView::Draw(UiState& ui) {
                                    names->tracks_in_run > names->tracks
                                        ? absl::StrCat(names->tracks, " of ", names->tracks_in_run, " lanes (an even sample)")
                                        : std::string("all lanes"),
-                                   ", all steps)")
+                                   analysis::AnnotationLanesLeftOut(*names), ", all steps)")
                           .c_str()
                     : "Top ops (device clock, all chips and steps)");
   if (!rep) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -880,6 +881,14 @@ int Run(const std::vector<std::string>& args) {
               static_cast<long long>(run_id), sample.c_str(), result->first_step,
               result->first_step + static_cast<int>(result->losses.size()) - 1, secs,
               result->losses.empty() ? 0.0 : result->losses.back(), db.c_str());
+  // The run itself succeeded; a diverged loss is the user's to know at once.
+  std::fflush(stdout);
+  for (size_t i = 0; i < result->losses.size(); ++i) {
+    if (std::isfinite(result->losses[i])) continue;
+    std::fprintf(stderr, "warning: the loss is not finite from step %d (%g): training diverged\n",
+                 result->first_step + static_cast<int>(i), result->losses[i]);
+    break;
+  }
   return 0;
 }
 

@@ -479,7 +479,7 @@ int RunReplay(const std::vector<std::string>& args) {
       if (i + 1 == stored.executions.size() || stored.executions[i + 1].step != e.step) {
         trace::StepRecord st;
         st.step = e.step;
-        st.loss = std::numeric_limits<double>::quiet_NaN();  // no loss: synthetic inputs
+        st.has_loss = false;  // no loss: synthetic inputs
         st.wall_ns = done - step_start;
         trace::recorder().Record(st);
         step_start = done;
