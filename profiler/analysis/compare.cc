@@ -241,11 +241,11 @@ const StepClockDelta* RunComparison::StepsOn(const std::string& clock) const {
 
 absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const Reader& rb, int64_t run_b,
                                           const CompareOptions& options) {
-  if (options.clock != "device" && options.clock != "modeled")
+  if (options.clock != "device" && options.clock != "modeled" && options.clock != "auto")
     return absl::InvalidArgumentError(
-        absl::StrCat("the comparison clock is device or modeled, not '", options.clock, "'"));
+        absl::StrCat("the comparison clock is device, modeled or auto, not '", options.clock, "'"));
   RunComparison c;
-  c.op_clock = options.clock;
+  c.op_clock = options.clock == "modeled" ? "modeled" : "device";
   auto ha = ReadRunHeader(ra, run_a);
   if (!ha.ok()) return ha.status();
   auto hb = ReadRunHeader(rb, run_b);
@@ -267,6 +267,14 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
     d.b = SpreadOf(sb[clock]);
     d.delta = Classify(d.a, d.b);
     c.steps.push_back(d);
+  }
+  if (options.clock == "auto" && (sa["device"].empty() || sb["device"].empty()) && !sa["modeled"].empty() &&
+      !sb["modeled"].empty()) {
+    c.op_clock = "modeled";
+    c.notes.push_back(absl::StrCat(sa["device"].empty() && sb["device"].empty() ? "neither run has" : 
+                                   sa["device"].empty() ? "A has no" : "B has no",
+                                   " steps on the device clock (a simulated run measures none): compared on the "
+                                   "modeled clock, the cost model's estimate"));
   }
 
   auto ca = ReadCompileStats(ra, run_a);

@@ -92,7 +92,10 @@ struct RunComparison {
 };
 
 struct CompareOptions {
-  std::string clock = "device";  // the clock of op times and of the verdict: device or modeled
+  // The clock of op times and of the verdict: device or modeled; auto is the
+  // device clock unless only the modeled clock has both runs' steps (two
+  // simulated pods), which a note then says.
+  std::string clock = "auto";
 };
 
 // NotFound when a file lacks the run; InvalidArgument for an unknown clock.

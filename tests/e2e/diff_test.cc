@@ -167,6 +167,30 @@ TEST_F(DiffE2e, ARunWithoutKernelsSaysSoInsteadOfCallingEveryOpNew) {
   EXPECT_TRUE(said) << j["notes"].dump();
 }
 
+// Two simulated pods have no device clock: without --clock the diff compares
+// them on the modeled clock and says so (it gave "no verdict on the device
+// clock" and an empty op table); --clock device still means the device clock.
+TEST(DiffE2eSimulated, SimulatedPodsAreComparedOnTheModeledClock) {
+  const std::string db = e2e::TempDb("diff_simulated");
+  const std::string sim = " run mlp --simulate --topology 4x4 --steps 5 --quiet --db " + db;
+  ASSERT_EQ(e2e::Shell(Cli(sim)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(sim + " --fault slow-chip:5:0.5")).code, 0);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  EXPECT_EQ(j["clock"], "modeled") << o.text;
+  EXPECT_TRUE(absl::StartsWith(j["verdict"].get<std::string>(), "B is slower: modeled step")) << j["verdict"];
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "compared on the modeled clock")) << j["notes"];
+  EXPECT_GT(j["counts"]["slower"].get<int>(), 0) << o.text;
+  e2e::Output gate =
+      e2e::Shell(absl::StrCat("(", Cli(absl::StrCat("diff ", db, " --runs 1,2 --fail-if-slower 5")), " 2>&1 >/dev/null)"));
+  EXPECT_EQ(gate.code, 3) << gate.text;
+  EXPECT_TRUE(absl::StrContains(gate.text, "B's median modeled step")) << gate.text;
+  e2e::Output device = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --clock device")));
+  ASSERT_EQ(device.code, 0) << device.text;
+  EXPECT_TRUE(absl::StrContains(device.text, "no verdict on the device clock")) << device.text;
+}
+
 TEST(DiffE2eSharding, ShardingChangesAreListed) {
   const std::string db = e2e::TempDb("diff_sharding");
   const std::string llama = " run llama --steps 2 --mesh 2x2 --quiet --db " + db;

@@ -26,7 +26,8 @@ const char kDiffHelp[] =
     "  Two files: the newest run of each (--runs A,B picks run A in the first file\n"
     "  and run B in the second). One file: --runs A,B is required.\n"
     "  --clock C           the clock of op times, of the verdict and of the gate:\n"
-    "                      device (default), modeled (deterministic: for CI), or host\n"
+    "                      device (default; modeled when a side has no device steps,\n"
+    "                      as a simulated run), modeled (deterministic: for CI), or host\n"
     "                      (the gate only: host steps; ops stay on the device clock)\n"
     "  --format F          text (default), md, html (one self-contained file) or json\n"
     "  --fail-if-slower P  exit 3 when B's median step on the clock is more than P\n"
@@ -55,7 +56,7 @@ std::optional<int64_t> PickRun(const store::Reader& r, std::optional<int64_t> wa
 
 int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   std::vector<std::string> paths;
-  std::string format = "text", clock = "device", runs;
+  std::string format = "text", clock, runs;  // clock: empty lets the comparison pick
   std::optional<double> gate;
   const std::set<std::string> flags = {"--runs", "--clock", "--format", "--fail-if-slower"};
   for (size_t i = 0; i < argv.size(); ++i) {
@@ -86,7 +87,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   }
   if (format != "text" && format != "md" && format != "html" && format != "json")
     return Usage(err, absl::StrCat("--format is text, md, html or json, not '", format, "'"));
-  if (clock != "device" && clock != "modeled" && clock != "host")
+  if (!clock.empty() && clock != "device" && clock != "modeled" && clock != "host")
     return Usage(err, absl::StrCat("--clock is device, modeled or host, not '", clock, "'"));
   if (paths.empty() || paths.size() > 2) return Usage(err, "diff takes one or two database files");
   std::optional<int64_t> run_a, run_b;
@@ -120,7 +121,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   run_b = PickRun(rb, run_b, err);
   if (!run_b) return 1;
   analysis::CompareOptions options;
-  options.clock = clock == "modeled" ? "modeled" : "device";
+  options.clock = clock.empty() ? "auto" : clock == "modeled" ? "modeled" : "device";
   auto c = analysis::CompareRuns(*ra, *run_a, rb, *run_b, options);
   if (!c.ok()) {
     err << "error: " << c.status().message() << "\n";
@@ -138,7 +139,8 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     out << analysis::RenderComparisonText(*c);
   }
   if (!gate) return 0;
-  // The gate: B's median step on `clock` against A's.
+  // The gate: B's median step on `clock` against A's (the comparison's own clock when not given).
+  if (clock.empty()) clock = c->op_clock;
   const analysis::StepClockDelta* s = c->StepsOn(clock);
   if (!s || s->a.n == 0 || s->b.n == 0) {
     err << "error: --fail-if-slower: " << (!s || s->a.n == 0 ? "A" : "B") << " has no steps on the " << clock
