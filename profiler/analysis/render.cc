@@ -159,16 +159,18 @@ std::string MdTable(const std::vector<std::string>& head,
 // runs where the host kept up read as before.
 bool HasHostWait(const DeviceBreakdown& d) { return d.total_host_wait_ns > 0; }
 
-std::vector<std::string> TimesCells(const DeviceTimes& t, bool host_wait) {
-  std::vector<std::string> cells = {FormatNs(t.compute_ns), FormatNs(t.collective_ns), FormatNs(t.transfer_ns),
-                                    FormatNs(t.idle_ns)};
+// With --trace steps a chip's busy time is whole programs: collectives and
+// transfers inside them are not known, so "?" rather than 0.
+std::vector<std::string> TimesCells(const DeviceTimes& t, bool host_wait, bool programs_only) {
+  std::vector<std::string> cells = {FormatNs(t.compute_ns), programs_only ? "?" : FormatNs(t.collective_ns),
+                                    programs_only ? "?" : FormatNs(t.transfer_ns), FormatNs(t.idle_ns)};
   if (host_wait) cells.push_back(FormatNs(t.host_wait_ns));
   cells.push_back(t.bottleneck.empty() ? "-" : t.bottleneck);
   return cells;
 }
 
-std::vector<std::string> TimesHead(const std::string& first, bool host_wait) {
-  std::vector<std::string> head = {first, "compute", "collective", "transfer", "idle"};
+std::vector<std::string> TimesHead(const std::string& first, bool host_wait, bool programs_only) {
+  std::vector<std::string> head = {first, programs_only ? "programs" : "compute", "collective", "transfer", "idle"};
   if (host_wait) head.push_back("host wait");
   head.push_back("bottleneck");
   return head;
@@ -187,7 +189,8 @@ std::string HostWaitLine(const DeviceBreakdown& d) {
 
 std::string ChipHeading(const DeviceBreakdown& d) {
   return absl::StrCat("Per chip (step ", d.median_step, ", the median of ", Plural(d.steps_covered, "step", "steps"),
-                      ", span ", FormatNs(d.median_span_ns), ", device clock)");
+                      ", span ", FormatNs(d.median_span_ns), ", device clock",
+                      d.programs_only ? "; --trace steps: whole programs, collectives inside them" : "", ")");
 }
 
 std::string FormatFlops(double f) {
@@ -339,10 +342,10 @@ std::string RenderText(const RunReport& r) {
     absl::StrAppend(&out, "\nPer chip: ", d.empty_reason, "\n");
   } else {
     const bool waits = HasHostWait(d);
-    std::vector<std::vector<std::string>> t = {TimesHead(ChipHeading(d), waits)};
+    std::vector<std::vector<std::string>> t = {TimesHead(ChipHeading(d), waits, d.programs_only)};
     for (const DeviceRow& row : d.rows) {
       std::vector<std::string> cells = {absl::StrCat("  ", ChipName(row))};
-      for (auto& c : TimesCells(row.median_step, waits)) cells.push_back(c);
+      for (auto& c : TimesCells(row.median_step, waits, d.programs_only)) cells.push_back(c);
       t.push_back(cells);
     }
     std::vector<bool> right = {false, true, true, true, true};
@@ -428,10 +431,10 @@ std::string RenderMarkdown(const RunReport& r) {
     std::vector<std::vector<std::string>> rows;
     for (const DeviceRow& row : d.rows) {
       std::vector<std::string> cells = {ChipName(row)};
-      for (auto& c : TimesCells(row.median_step, waits)) cells.push_back(c);
+      for (auto& c : TimesCells(row.median_step, waits, d.programs_only)) cells.push_back(c);
       rows.push_back(cells);
     }
-    out += MdTable(TimesHead("chip", waits), rows);
+    out += MdTable(TimesHead("chip", waits, d.programs_only), rows);
     absl::StrAppend(&out, "\n", HostWaitLine(d), ".\n");
   }
   if (!r.verdict.parts.empty())
@@ -576,7 +579,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
                     {"median_host_wait_ns", r.devices.median_host_wait_ns},
                     {"total_host_wait_ns", r.devices.total_host_wait_ns},
                     {"rows", devs},
-                    {"empty_reason", r.devices.empty_reason}};
+                    {"empty_reason", r.devices.empty_reason},
+                    {"programs_only", r.devices.programs_only}};
   json sh = json::array();
   for (const ShardingRow& s : r.sharding) {
     sh.push_back({{"tensor_id", s.tensor_id}, {"name", s.name}, {"dtype", s.dtype},

@@ -178,12 +178,14 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
     if (static_cast<int>(r.verdict.parts.size()) > kMaxChipsDrawn)
       absl::StrAppend(&out, "<p>The first ", kMaxChipsDrawn, " of ", r.verdict.parts.size(), " chips are drawn.</p>\n");
     std::vector<std::vector<std::string>> rows;
+    const bool programs = r.devices.programs_only;  // --trace steps: collectives inside the programs
     for (size_t i = 0; i < r.verdict.parts.size() && i < kMaxChipRows; ++i) {
       const StepParts& p = r.verdict.parts[i];
-      rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns), FormatNs(p.collective_ns),
-                      FormatNs(p.transfer_ns), FormatNs(p.host_wait_ns), FormatNs(p.idle_ns)});
+      rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns),
+                      programs ? "?" : FormatNs(p.collective_ns), programs ? "?" : FormatNs(p.transfer_ns),
+                      FormatNs(p.host_wait_ns), FormatNs(p.idle_ns)});
     }
-    out += Table({"chip", "compute", "collective", "transfer", "host wait", "idle"}, rows);
+    out += Table({"chip", programs ? "programs" : "compute", "collective", "transfer", "host wait", "idle"}, rows);
     if (r.verdict.parts.size() > kMaxChipRows)
       absl::StrAppend(&out, "<p>The first ", kMaxChipRows, " of ", r.verdict.parts.size(),
                       " chips are listed (`shardscope report --format json` has them all).</p>\n");

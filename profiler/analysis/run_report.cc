@@ -8,6 +8,7 @@
 #include <map>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -498,6 +499,13 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
     return st;
   }
+  if (absl::StartsWith(r.run.capture_note, "--trace steps")) {
+    r.devices.programs_only = true;
+    for (DeviceRow& row : r.devices.rows) row.median_step.bottleneck = row.all_steps.bottleneck = "";
+  }
+  // A capture that left the timeline out says so, not "no step-tagged slices".
+  if (r.devices.rows.empty() && absl::StartsWith(r.run.capture_note, "--trace off"))
+    r.devices.empty_reason = absl::StrCat("recorded with ", r.run.capture_note);
   if (r.run.simulated)  // docs/simulate.md: no device clock to break down; say so, not zeros
     r.devices.empty_reason =
         "a simulated run has only the modeled clock (no device clock): no measured per-chip breakdown; "

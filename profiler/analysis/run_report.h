@@ -118,6 +118,9 @@ struct DeviceBreakdown {
   int64_t steps_covered = 0;   // steps with device-clock slices
   std::vector<DeviceRow> rows; // empty when the run has no device timeline
   std::string empty_reason;    // why rows is empty, in words
+  // Recorded with --trace steps: a chip's "compute" is whole programs, its
+  // collectives and transfers inside them; no bottleneck can be named.
+  bool programs_only = false;
   // Waiting for the host, chip average: in the median step, and summed over
   // all steps (device clock). Both 0 when the host always kept up.
   int64_t median_host_wait_ns = 0;

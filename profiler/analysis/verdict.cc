@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "profiler/analysis/clocks.h"
@@ -258,7 +259,16 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   // recorded with --trace off) the shares are not measurable, not zero.
   const std::string no_timeline =
       r.run.simulated ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
-                      : "not measurable: no device-clock timeline in this run";
+      : absl::StartsWith(r.run.capture_note, "--trace off")
+          ? "not measurable: recorded with --trace off (no timeline)"
+          : "not measurable: no device-clock timeline in this run";
+  // --trace steps keeps one slice per program on each chip: its kernels,
+  // collectives and transfers are one busy span, so what bounds the step
+  // inside it cannot be told (idle and host waits between programs can).
+  const bool programs_only = timeline && absl::StartsWith(r.run.capture_note, "--trace steps");
+  const std::string programs_only_detail =
+      "not measurable: recorded with --trace steps (one slice per program: its kernels and collectives are not "
+      "told apart); rerun with --trace kernels";
 
   // Recompilation: compile time in the steps after warm-up, against their host time.
   {
@@ -333,9 +343,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   {
     Evidence e{"collectives", "collectives (waiting at them included), share of the median step (chip average)",
                share(&StepParts::collective_ns), kCollectiveShare, "%"};
-    e.passed = timeline && e.value >= e.threshold;
-    e.detail = timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock, " clock")
-                        : no_timeline;
+    e.passed = timeline && !programs_only && e.value >= e.threshold;
+    e.detail = programs_only ? programs_only_detail
+               : timeline    ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock, " clock")
+                             : no_timeline;
+    if (programs_only) e.value = 0;
     v.evidence.push_back(e);
   }
   // Memory: the largest program against a chip's HBM, and memory-bound kernels' share.
@@ -374,7 +386,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       bw.detail = absl::StrCat(FormatNs(mem), " of ", FormatNs(all), " (device clock, all steps); counts when compute"
                                " is at least ", Pct(kComputeShare), " of the step");
     } else {
-      bw.detail = *lanes ? "not measurable: no kernels with a roofline class (an imported trace has none)" : no_timeline;
+      bw.detail = !*lanes              ? no_timeline
+                  : programs_only      ? programs_only_detail
+                  : r.run.imported     ? "not measurable: no kernels with a roofline class (an imported trace has none)"
+                  : !timeline          ? no_timeline
+                                       : "not measurable: no kernels with a roofline class";
     }
     v.evidence.push_back(bw);
   }
@@ -382,10 +398,12 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   {
     Evidence e{"compute", "compute, share of the median step (chip average)", share(&StepParts::compute_ns),
                kComputeShare, "%"};
-    e.passed = timeline && e.value >= e.threshold;
-    e.detail = timeline ? absl::StrCat("idle ", Pct(share(&StepParts::idle_ns)), ", transfers ",
-                                       Pct(share(&StepParts::transfer_ns)))
-                        : no_timeline;
+    e.passed = timeline && !programs_only && e.value >= e.threshold;
+    e.detail = programs_only ? programs_only_detail
+               : timeline    ? absl::StrCat("idle ", Pct(share(&StepParts::idle_ns)), ", transfers ",
+                                            Pct(share(&StepParts::transfer_ns)))
+                             : no_timeline;
+    if (programs_only) e.value = 0;
     v.evidence.push_back(e);
   }
 
@@ -402,6 +420,15 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   } else if (!timeline && v.evidence.front().detail.rfind("not measurable", 0) == 0) {
     v.bound = "unknown";
     v.line = absl::StrCat("no verdict: ", r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason);
+  } else if (programs_only) {
+    v.bound = "unknown";
+    v.line = absl::StrCat("no verdict on what bounds the step: recorded with --trace steps, so each program is one "
+                          "busy span (kernels and collectives together; rerun with --trace kernels); the chips ran "
+                          "programs ", Pct(share(&StepParts::compute_ns)),
+                          share(&StepParts::host_wait_ns) > 0
+                              ? absl::StrCat(", waited for the host ", Pct(share(&StepParts::host_wait_ns)))
+                              : "",
+                          ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
   } else {
     v.bound = "none";
     v.line = absl::StrCat("no single bound passes its threshold: compute ", Pct(share(&StepParts::compute_ns)),

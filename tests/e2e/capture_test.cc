@@ -101,6 +101,32 @@ TEST(CaptureE2e, ModesAreInTheCaptureNote) {
   EXPECT_EQ(CaptureNote(all), "");  // everything captured: nothing to say
 }
 
+// What a capture left out is not measured as zero or as compute: --trace
+// steps keeps whole programs (their collectives inside), so the report named
+// "bound by compute 99%"; --trace off said "no step-tagged top-level slices"
+// and blamed an imported trace for the missing roofline.
+TEST(CaptureE2e, TheVerdictSaysWhatTheCaptureLeftOut) {
+  const std::string steps = RunMlp("capture_steps_verdict", "--steps 4 --trace steps");
+  e2e::Output a = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", steps));
+  ASSERT_EQ(a.code, 0) << a.text;
+  EXPECT_TRUE(absl::StrContains(a.text, "Verdict: no verdict on what bounds the step: recorded with --trace steps"))
+      << a.text;
+  EXPECT_FALSE(absl::StrContains(a.text, "bound by compute")) << a.text;
+  EXPECT_FALSE(absl::StrContains(a.text, "an imported trace")) << a.text;
+  EXPECT_TRUE(absl::StrContains(a.text, "--trace steps: whole programs, collectives inside them)")) << a.text;
+  e2e::Output json = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", steps, " --format json"));
+  EXPECT_TRUE(absl::StrContains(json.text, "\"programs_only\": true")) << json.text;
+  EXPECT_TRUE(absl::StrContains(json.text, "\"bound\": \"unknown\"")) << json.text;
+
+  const std::string off = RunMlp("capture_off_verdict", "--steps 3 --trace off");
+  e2e::Output b = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", off));
+  ASSERT_EQ(b.code, 0) << b.text;
+  EXPECT_TRUE(absl::StrContains(b.text, "Verdict: no verdict: recorded with --trace off")) << b.text;
+  EXPECT_TRUE(absl::StrContains(b.text, "not measurable: recorded with --trace off (no timeline)")) << b.text;
+  EXPECT_FALSE(absl::StrContains(b.text, "an imported trace")) << b.text;
+  EXPECT_FALSE(absl::StrContains(b.text, "step-tagged")) << b.text;
+}
+
 TEST(CaptureE2e, RingKeepsOnlyTheLastSteps) {
   const std::string db = RunMlp("capture_ring", "--steps 8 --trace-ring 3");
   EXPECT_EQ(Count(db, "SELECT COUNT(*) AS n FROM slices WHERE step < 5"), 0);
