@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "store/index_ranges.h"
 #include "store/reader.h"
 #include "store/run_state.h"
 #include "store/schema.h"
@@ -287,6 +288,20 @@ CheckReport CheckDatabase(const std::string& path) {
            });
     if (damaged > 5)
       r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged slice_summary_groups rows"));
+  }
+
+  // Every placement's index ranges parse (the Sharding view leaves out those that do not).
+  if (tables.count("shard_placements")) {
+    int64_t damaged = 0;
+    c.Each("SELECT run_id, tensor_id, device_id, index_ranges FROM shard_placements", [&](sqlite3_stmt* s) {
+      const auto* text = reinterpret_cast<const char*>(sqlite3_column_text(s, 3));
+      auto ranges = ParseIndexRanges(text ? std::string_view(text, sqlite3_column_bytes(s, 3)) : std::string_view());
+      if (!ranges.ok() && ++damaged <= 5)
+        r.problems.push_back(absl::StrCat("run ", sqlite3_column_int64(s, 0), ", tensor_id ",
+                                          sqlite3_column_int64(s, 1), ", chip ", sqlite3_column_int64(s, 2), ": ",
+                                          ranges.status().message()));
+    });
+    if (damaged > 5) r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged shard_placements rows"));
   }
 
   // References between tables. A run that did not finish may end mid-way

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "profiler/analysis/format.h"
+#include "store/index_ranges.h"
 
 namespace shardscope::analysis {
 namespace {
@@ -23,18 +24,10 @@ struct Range {
 
 // "[0:128,0:256]" -> {{0,128},{0,256}}; "[]" (a scalar) -> {}.
 absl::StatusOr<std::vector<Range>> ParseRanges(const std::string& text) {
-  if (text.size() < 2 || text.front() != '[' || text.back() != ']')
-    return absl::DataLossError(absl::StrCat("shard_placements.index_ranges '", text, "' is not [b:e,...]"));
+  auto parsed = store::ParseIndexRanges(text);
+  if (!parsed.ok()) return parsed.status();
   std::vector<Range> out;
-  const std::string inner = text.substr(1, text.size() - 2);
-  if (inner.empty()) return out;
-  for (absl::string_view part : absl::StrSplit(inner, ',')) {
-    std::vector<std::string> be = absl::StrSplit(part, ':');
-    Range r;
-    if (be.size() != 2 || !absl::SimpleAtoi(be[0], &r.begin) || !absl::SimpleAtoi(be[1], &r.end))
-      return absl::DataLossError(absl::StrCat("shard_placements.index_ranges '", text, "' is not [b:e,...]"));
-    out.push_back(r);
-  }
+  for (const auto& [b, e] : *parsed) out.push_back({b, e});
   return out;
 }
 
@@ -135,28 +128,45 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
     v.tensors.push_back(std::move(fresh_tensor));
     shards.emplace_back();
   }
-  absl::Status bad;
+  // A damaged placement is left out and said; the other tensors still show.
+  constexpr size_t kDamagedShown = 8;
+  auto damaged = [&](const std::string& what) {
+    if (v.damaged.size() < kDamagedShown) v.damaged.push_back(what);
+    ++v.damaged_rows;
+  };
   absl::Status read = rd.ForEachRow(
       "SELECT tensor_id, device_id, index_ranges, bytes FROM shard_placements WHERE run_id = ?1"
       " ORDER BY tensor_id, device_id",
       {run}, [&](const std::vector<store::Cell>& row) {
-        if (!bad.ok() || !row[0] || !row[1] || !row[2] || !row[3]) return;
-        auto it = at.find(std::stoll(*row[0]));
+        int64_t id = 0, chip = 0, bytes = 0;
+        if (!row[0] || !absl::SimpleAtoi(*row[0], &id)) return;  // no tensor to put it under
+        auto it = at.find(id);
         if (it == at.end()) return;  // another tensor than the one asked for
-        auto ranges = ParseRanges(*row[2]);
+        const std::string where = absl::StrCat("tensor '", Printable(v.tensors[it->second].tensor.name),
+                                               "' (tensor_id ", id, ")");
+        if (!row[1] || !absl::SimpleAtoi(*row[1], &chip) || !row[3] || !absl::SimpleAtoi(*row[3], &bytes) ||
+            bytes < 0) {
+          damaged(absl::StrCat(where, ": device_id or bytes is not a number"));
+          return;
+        }
+        auto ranges = ParseRanges(row[2].value_or(""));
         if (!ranges.ok()) {
-          bad = ranges.status();
+          damaged(absl::StrCat(where, ", chip ", chip, ": ", Printable(std::string(ranges.status().message()))));
+          return;
+        }
+        // Every shard of a tensor has its rank: the first one read sets it.
+        if (!shards[it->second].empty() && shards[it->second][0].second.size() != ranges->size()) {
+          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(), " dimensions where its other shards have ",
+                               shards[it->second][0].second.size()));
           return;
         }
         ShardingRow& t = v.tensors[it->second].tensor;
-        const int64_t bytes = std::stoll(*row[3]);
         t.min_bytes = t.devices == 0 ? bytes : std::min(t.min_bytes, bytes);
         t.max_bytes = std::max(t.max_bytes, bytes);
         ++t.devices;
-        shards[it->second].push_back({std::stoll(*row[1]), *std::move(ranges)});
+        shards[it->second].push_back({chip, *std::move(ranges)});
       });
   if (!read.ok()) return read;
-  if (!bad.ok()) return bad;
   if (v.tensors.empty() && !tensor.empty()) {
     auto names = rd.Query("SELECT DISTINCT name FROM tensors WHERE run_id = ?1 ORDER BY name", {run});
     std::vector<std::string> all;
@@ -257,6 +267,17 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
   return out + AlignTable(rows, "  ");
 }
 
+std::string DamagedPlacementsText(const ShardingView& v) {
+  if (v.damaged_rows == 0) return "";
+  std::string out = absl::StrCat("\n", v.damaged_rows, v.damaged_rows == 1 ? " placement" : " placements",
+                                 " left out, damaged in the file's shard_placements (`shardscope check` lists the"
+                                 " file's damage):\n");
+  for (const std::string& d : v.damaged) absl::StrAppend(&out, "  ", d, "\n");
+  if (v.damaged_rows > static_cast<int64_t>(v.damaged.size()))
+    absl::StrAppend(&out, "  and ", v.damaged_rows - static_cast<int64_t>(v.damaged.size()), " more\n");
+  return out;
+}
+
 std::string RenderShardingText(const ShardingView& v, bool all_grids) {
   std::string out = absl::StrCat("run ", v.run_id, ": ", Printable(v.sample), " on mesh ", Printable(v.mesh),
                                  " (axes ", Printable(v.mesh_axes), "), sharding ",
@@ -268,6 +289,7 @@ std::string RenderShardingText(const ShardingView& v, bool all_grids) {
     table.push_back({t.name, t.dtype + t.shape, t.sharding, Source(t), PerChip(tt)});
   }
   out += AlignTable(table, "  ");
+  out += DamagedPlacementsText(v);
   // One grid per layout (sharding and shape), naming the tensors that share it.
   std::map<std::string, std::vector<const TensorTiles*>> layouts;
   std::vector<std::string> order;

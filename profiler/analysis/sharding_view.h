@@ -31,6 +31,11 @@ struct ShardingView {
   std::vector<TensorTiles> tensors;
   std::vector<RematRow> rematerializations;  // every compiled program's
   std::vector<AutoShardingSummary> auto_sharding;
+  // Placements left out because their row is damaged (index_ranges that do
+  // not parse, a rank unlike the tensor's other shards), one line each: the
+  // rest of the view stands. `shardscope check` names them too.
+  std::vector<std::string> damaged;
+  int64_t damaged_rows = 0;  // all of them (damaged holds the first few)
 };
 
 // All tensors of the run, or those named `tensor` (an error lists the names
@@ -52,5 +57,7 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& reader, int
 // tiles per layout: with `all_grids` one per tensor, else one per distinct
 // layout naming the tensors that share it.
 std::string RenderShardingText(const ShardingView& view, bool all_grids);
+// The placements left out as damaged, as lines under a heading; "" when none.
+std::string DamagedPlacementsText(const ShardingView& view);
 
 }  // namespace shardscope::analysis

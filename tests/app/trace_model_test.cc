@@ -5,6 +5,8 @@
 // loader over fixture databases written through the store's Writer.
 #include "ui/app/trace_model.h"
 
+#include <sqlite3.h>
+
 #include <fstream>
 #include <random>
 
@@ -37,6 +39,33 @@ size_t CountDeviceTracks(const TraceModel& m) {
   size_t n = 0;
   for (const Track& t : m.tracks) n += t.is_device();
   return n;
+}
+
+// A damaged placement row is left out of the Sharding view's data and
+// counted there; the model, and with it every other view, still loads.
+TEST(TraceModel, ADamagedPlacementDoesNotStopTheModel) {
+  const std::string path = TempPath("damaged_placement.db");
+  ASSERT_TRUE(WriteFixtureDb(path, {FixtureRun{.run_id = 1, .num_devices = 2, .num_hosts = 1}}).ok());
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &h), SQLITE_OK);
+  // A tensor on both chips: chip 0's placement whole, chip 1's cut short.
+  ASSERT_EQ(sqlite3_exec(h,
+                         "INSERT INTO tensors VALUES (1, 1, 'w', '[4,8]', 'f32', '{replicated}', 'default', NULL, NULL,"
+                         " 0);"
+                         "INSERT INTO shard_placements VALUES (1, 1, 'w', 0, '[0:4,0:8]', 128);"
+                         "INSERT INTO shard_placements VALUES (1, 1, 'w', 1, '[0:1,', 128);",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  auto model = LoadTraceModel(path, std::nullopt);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->sharding_error, "");
+  EXPECT_EQ(model->sharding.damaged_rows, 1);
+  ASSERT_EQ(model->sharding.damaged.size(), 1u);
+  EXPECT_THAT(model->sharding.damaged[0], HasSubstr("'[0:1,' is not [b:e,...]"));
+  ASSERT_EQ(model->sharding.tensors.size(), 1u);
+  EXPECT_EQ(model->sharding.tensors[0].tensor.devices, 1);
+  EXPECT_FALSE(model->tracks.empty());
 }
 
 TEST(TraceModel, LoadsLatestRunByDefault) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 
 #include "absl/strings/str_cat.h"
 #include "store/reader.h"
@@ -47,6 +48,16 @@ inline store::QueryResult Q(const std::string& db, const std::string& sql) {
   auto q = r->Query(sql);
   EXPECT_TRUE(q.ok()) << q.status() << "\n" << sql;
   return q.ok() ? *q : store::QueryResult{};
+}
+
+// Writes `sql` into the database at `db` (damage for a test to read back).
+inline void Exec(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK) << db;
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "") << "\n" << sql;
+  sqlite3_free(err);
+  sqlite3_close(h);
 }
 
 // A report meant to be read offline: one HTML file that fetches nothing

@@ -52,6 +52,18 @@ void PlacementView::Draw(UiState& ui) {
     chips_job_.Start(model_.path, [run](const store::Reader& r) { return LoadShardingChips(r, run); }, wake_);
   }
   const analysis::ShardingView& v = model_.sharding;
+  auto said = [&](const char* type, const std::string& text) {
+    ImGui::TextColored(ToVec4(kWarning), "%s", text.c_str());
+    if (ui.layout)
+      ui.layout->Add(type, text, nlohmann::json{{"table", "shard_placements"}}, ImGui::GetItemRectMin().x,
+                     ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+  };
+  if (!model_.sharding_error.empty()) {
+    said("error", absl::StrCat("The run's tensors could not be read: ", model_.sharding_error,
+                               " (`shardscope check` names the damage)"));
+    return;
+  }
+  if (v.damaged_rows > 0) said("warning", analysis::DamagedPlacementsText(v).substr(1));
   ImGui::Text("%zu tensors on mesh %s (axes %s), sharding %s", v.tensors.size(), v.mesh.c_str(),
               v.mesh_axes.c_str(), v.strategy.empty() ? "-" : v.strategy.c_str());
   if (!v.rematerializations.empty()) {

@@ -285,9 +285,13 @@ absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
   if (auto s = LoadDispatches(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadSteps(reader, *run_id, model); !s.ok()) return s;
   if (auto s = LoadMovedValues(reader, *run_id, model); !s.ok()) return s;
+  // The Sharding view's data: when it cannot be read, that view says why and
+  // every other view still opens.
   auto sharding = analysis::BuildShardingView(reader, *run_id);
-  if (!sharding.ok()) return sharding.status();
-  model.sharding = *std::move(sharding);
+  if (sharding.ok())
+    model.sharding = *std::move(sharding);
+  else
+    model.sharding_error = absl::StrCat(reader.path(), ": ", sharding.status().message());
   return model;
 }
 

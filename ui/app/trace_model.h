@@ -133,6 +133,7 @@ struct TraceModel {
   // Where each tensor's shards live, and the involuntary full
   // rematerializations (what `shardscope sharding` prints).
   analysis::ShardingView sharding;
+  std::string sharding_error;  // why `sharding` could not be read ("" when it was)
 
   bool HasClock(Clock clock) const;
   const Track* FindTrack(int64_t track_id) const;

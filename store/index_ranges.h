@@ -1,0 +1,18 @@
+// The text of shard_placements.index_ranges: each dimension's [begin, end)
+// of the tensor a chip holds, "[0:128,0:256]" ("[]" for a scalar). One
+// parser, so `shardscope check` flags exactly what the views cannot read.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardscope::store {
+
+// DataLoss naming the text when it is not [b:e,...] with 0 <= b <= e.
+absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::string_view text);
+
+}  // namespace shardscope::store
