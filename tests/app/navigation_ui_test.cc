@@ -329,6 +329,8 @@ TEST(TimelineNavigation, WhatTheRunLacksIsSaid) {
            {"--graph 987654", "--graph 987654: run 1 compiled no graph 987654"},
            {"--step 4321", "--step 4321: run 1 has no step 4321 (it has 0-"},
            {"--chip 512", "--chip 512: run 1 has no chip 512 (it has 0-"},
+           {"--view compare --compare /nonexistent/other.db", "Cannot compare: /nonexistent/other.db: no such file"},
+           {absl::StrCat("--view compare --compare ", db, " --compare-run 9"), "has no run 9"},
        }) {
     testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " ", c.args, " --dump-layout ", out));
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.output;
@@ -337,6 +339,27 @@ TEST(TimelineNavigation, WhatTheRunLacksIsSaid) {
   }
   testing::UiResult fine = testing::RunUi(Ui(), absl::StrCat(db, " --step 1 --chip 0 --dump-layout ", out));
   EXPECT_EQ(fine.exit_code, 0) << fine.output;
+}
+
+// A damaged slice chunk: the CLI names it at once, and the app's capture
+// waited its whole 120 s for the rest of the timeline and exited 0. Now the
+// capture ends when the loader has met the damage, says it, and exits 1;
+// every view that cannot read its data does the same.
+TEST(TimelineNavigation, DamageEndsTheCaptureWithAnError) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_damaged.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h, "UPDATE slice_chunks SET count = count * 1000", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+  const std::string out = testing::TempPath("nav_ui_damaged.json");
+  testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " --dump-layout ", out));
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("is damaged: it says ")) << r.output;
+  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("`shardscope check ", db, "` names the damage"))) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("did not finish loading"))) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("layout ")) << r.output;  // what could be read is still captured
 }
 
 }  // namespace

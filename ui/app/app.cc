@@ -636,6 +636,12 @@ int RunApp(const AppOptions& options) {
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
       for (const std::string& e : workstation->ui().option_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
       if (!workstation->ui().option_errors.empty()) exit_code = 1;
+      for (const std::string& e : workstation->ui().data_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
+      if (!workstation->ui().data_errors.empty()) {
+        std::fprintf(stderr, "shardscope-ui: the capture shows what could be read; `shardscope check %s` names the "
+                             "damage\n", options.db_path.c_str());
+        exit_code = 1;
+      }
       int fb_w = 0, fb_h = 0, win_w = 0, win_h = 0;
       glfwGetFramebufferSize(window, &fb_w, &fb_h);
       glfwGetWindowSize(window, &win_w, &win_h);

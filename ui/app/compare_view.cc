@@ -139,7 +139,18 @@ void CompareView::Draw(UiState& ui) {
   }
   if (!result->ok()) {
     ++drawn_;
-    ImGui::TextColored(Color(kWarning), "Cannot compare: %s", std::string(result->status().message()).c_str());
+    const std::string text = absl::StrCat("Cannot compare: ", result->status().message());
+    ImGui::TextColored(Color(kWarning), "%s", text.c_str());
+    if (ui.layout)
+      ui.layout->Add("error", text, json{{"table", "runs"}}, ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y,
+                     ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+    // A file or run that is not there is what was asked (--compare, --compare-run,
+    // the picker); damage in a file is the file's.
+    if (result->status().code() == absl::StatusCode::kDataLoss) {
+      ui.DataError(result->status().message());
+    } else if (std::find(ui.option_errors.begin(), ui.option_errors.end(), text) == ui.option_errors.end()) {
+      ui.option_errors.push_back(text);
+    }
     return;
   }
   ++drawn_;

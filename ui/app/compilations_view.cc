@@ -72,6 +72,7 @@ void CompilationsView::Draw(UiState& ui) {
   }
   if (!loaded->ok()) {
     ImGui::TextColored(ToVec4(kWarning), "%s", std::string(loaded->status().message()).c_str());
+    ui.DataError(loaded->status().message());
     return;
   }
   const RecompilesModel& m = **loaded;
@@ -234,6 +235,7 @@ void CompilationsView::DrawPair(UiState& ui) {
   }
   if (!r->ok()) {
     ImGui::TextColored(ToVec4(kWarning), "%s", std::string(r->status().message()).c_str());
+    ui.DataError(r->status().message());
     return;
   }
   const GraphPair& p = **r;

@@ -174,6 +174,7 @@ void FleetView::Draw(UiState& ui) {
   const absl::StatusOr<FleetModel>& result = *job_.result();
   if (!result.ok()) {
     ImGui::TextColored(Vec4(kWarning), "Fleet: %s", std::string(result.status().message()).c_str());
+    ui.DataError(result.status().message());
     if (ui.layout) ui.layout->Add("text", std::string(result.status().message()), json{{"table", "runs"}}, 0, 0, 0, 0)["role"] = "error";
     ++drawn_;
     return;

@@ -104,6 +104,7 @@ void GraphView::Draw(UiState& ui) {
   }
   if (!listing->ok()) {
     ImGui::TextColored(Vec4(kWarning), "%s", std::string(listing->status().message()).c_str());
+    ui.DataError(listing->status().message());
     return;
   }
   if (!(*listing)->no_ir.empty()) {
@@ -160,6 +161,7 @@ void GraphView::Draw(UiState& ui) {
   }
   if (!loaded->ok()) {
     ImGui::TextColored(Vec4(kWarning), "%s", std::string(loaded->status().message()).c_str());
+    ui.DataError(loaded->status().message());
     return;
   }
   DrawOps(ui, **loaded);

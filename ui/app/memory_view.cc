@@ -293,6 +293,7 @@ void MemoryView::Draw(UiState& ui) {
     ++drawn_;
     ImGui::TextColored(Color(kWarning), "The memory plans could not be read: %s",
                        std::string(result->status().message()).c_str());
+    ui.DataError(result->status().message());
     return;
   }
   const MemoryModel& m = **result;

@@ -203,6 +203,7 @@ void MetricsView::Draw(UiState& ui) {
     ++drawn_;
     ImGui::TextColored(Color(kWarning), "The metrics could not be read: %s",
                        std::string(result->status().message()).c_str());
+    ui.DataError(result->status().message());
     return;
   }
   const MetricsModel& m = **result;

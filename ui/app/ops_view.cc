@@ -377,6 +377,7 @@ void OpsView::Draw(UiState& ui) {
     ++drawn_;
     ImGui::TextColored(Color(kWarning), "The op profile could not be built: %s",
                        std::string(result->status().message()).c_str());
+    ui.DataError(result->status().message());
     return;
   }
   const OpProfile& p = **result;

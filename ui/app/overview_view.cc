@@ -202,6 +202,7 @@ void OverviewView::Draw(UiState& ui) {
     ++drawn_;
     ImGui::TextColored(Color(kWarning), "The overview could not be built: %s",
                        std::string(result->status().message()).c_str());
+    ui.DataError(result->status().message());
     return;
   }
   const OverviewModel& m = **result;

@@ -61,6 +61,7 @@ void PlacementView::Draw(UiState& ui) {
   if (!model_.sharding_error.empty()) {
     said("error", absl::StrCat("The run's tensors could not be read: ", model_.sharding_error,
                                " (`shardscope check` names the damage)"));
+    ui.DataError(model_.sharding_error);
     return;
   }
   if (v.damaged_rows > 0) said("warning", analysis::DamagedPlacementsText(v).substr(1));
@@ -307,6 +308,7 @@ void PlacementView::DrawChips(UiState& ui) {
   if (!c) {
     ImGui::TextDisabled(chips_job_.ready() ? "Per-chip bytes: %s" : "Reading each chip's bytes...%s",
                         chips_job_.ready() ? std::string(chips_job_.result()->status().message()).c_str() : "");
+    if (chips_job_.ready()) ui.DataError(chips_job_.result()->status().message());
     return;
   }
   if (c->chips.empty()) return;
@@ -357,6 +359,7 @@ void PlacementView::DrawChips(UiState& ui) {
   }
   if (!shards->ok()) {
     ImGui::TextColored(ToVec4(kWarning), "%s", std::string(shards->status().message()).c_str());
+    ui.DataError(shards->status().message());
     return;
   }
   int64_t total = 0;

@@ -1254,6 +1254,7 @@ void TimelineView::Draw(UiState& ui) {
   if (!loader_.error().ok()) {
     ImGui::TextColored(ImVec4(kWarning.r / 255.f, kWarning.g / 255.f, kWarning.b / 255.f, 1), "%s",
                        std::string(loader_.error().message()).c_str());
+    ui.DataError(loader_.error().message());
     ImGui::SameLine();
   } else if (!progress.overview_done) {
     ImGui::TextUnformatted("loading the run's overview (steps, extents, whole-run summaries)...");
@@ -1493,6 +1494,8 @@ void TimelineView::Draw(UiState& ui) {
                             !(loader_.flow().flow_id == selection_->slice.flow_id && loader_.flow().done);
   complete_ = all_exact && !progress.busy() && !loader_.progress().busy() && !awaiting_located_ && !pending_window_ &&
               !flow_pending && ns_per_px_ > 0 && !JobsPending() && select_flag_.empty() && range_flag_.empty();
+  // A loader that met damage will not bring the rest: what is drawn is all there is.
+  if (!loader_.error().ok()) complete_ = true;
 }
 
 }  // namespace shardscope::app

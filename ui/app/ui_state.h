@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <vector>
 #include <string_view>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace shardscope::app {
 
@@ -94,6 +96,15 @@ struct UiState {
   // a compilation, a time range outside its steps): shown in the status bar,
   // printed after a capture, which then exits 1.
   std::vector<std::string> option_errors;
+  // What a view could not read from the file (a damaged chunk, a table that
+  // is gone): drawn in the view, printed after a capture, which then exits 1
+  // instead of waiting for data that will never come.
+  std::vector<std::string> data_errors;
+  void DataError(absl::string_view what) {
+    for (const std::string& e : data_errors)
+      if (e == what) return;
+    data_errors.emplace_back(what);
+  }
   // The Graph view opens here (a kernel picked on the timeline); the
   // timeline outlines the slices of `highlight_op` (an op picked in Graph).
   std::optional<GraphFocus> graph_focus;
