@@ -2,8 +2,13 @@
 
 #include <zlib.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,24 +26,44 @@
 namespace shardscope::store {
 namespace {
 
-// A file written plain or through gzip, with the first error kept.
+// A file written plain or through gzip, with the first error kept. A
+// regular file is written beside its name and renamed into place by
+// Commit(), so an export that fails leaves no half-written trace behind (nor
+// destroys the one that was there); a pipe or device is written directly.
 class Out {
  public:
   static absl::StatusOr<Out> Open(const std::string& path) {
     Out o;
     o.path_ = path;
+    struct stat st;
+    o.writing_ = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) ? path : path + ".partial";
     if (absl::EndsWith(path, ".gz")) {
-      o.gz_ = gzopen(path.c_str(), "wb6");
+      o.gz_ = gzopen(o.writing_.c_str(), "wb6");
       if (!o.gz_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
     } else {
-      o.f_ = std::fopen(path.c_str(), "wb");
+      o.f_ = std::fopen(o.writing_.c_str(), "wb");
       if (!o.f_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
     }
     return o;
   }
   Out() = default;
-  Out(Out&& o) noexcept : path_(std::move(o.path_)), f_(o.f_), gz_(o.gz_), ok_(o.ok_) { o.f_ = nullptr, o.gz_ = nullptr; }
-  ~Out() { Close().IgnoreError(); }
+  Out(Out&& o) noexcept
+      : path_(std::move(o.path_)), writing_(std::move(o.writing_)), f_(o.f_), gz_(o.gz_), ok_(o.ok_) {
+    o.f_ = nullptr, o.gz_ = nullptr, o.writing_.clear();
+  }
+  ~Out() {
+    Close().IgnoreError();
+    if (!writing_.empty() && writing_ != path_) std::remove(writing_.c_str());  // never committed
+  }
+  // Closes the file and puts it in place.
+  absl::Status Commit() {
+    if (absl::Status st = Close(); !st.ok()) return st;
+    if (writing_ != path_ && std::rename(writing_.c_str(), path_.c_str()) != 0)
+      return absl::DataLossError(absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ",
+                                              std::strerror(errno)));
+    writing_.clear();
+    return absl::OkStatus();
+  }
 
   void Write(const std::string& s) {
     if (!ok_ || s.empty()) return;
@@ -60,6 +85,7 @@ class Out {
 
  private:
   std::string path_;
+  std::string writing_;  // the file written to: path_ itself, or beside it
   std::FILE* f_ = nullptr;
   gzFile gz_ = nullptr;
   bool ok_ = true;
@@ -229,20 +255,28 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     absl::Status st = rd.ForEachRow(
         "SELECT device_id, name, ts_ns, value FROM counters WHERE run_id = ?1 ORDER BY device_id, name, ts_ns", {run},
         [&](const std::vector<Cell>& r) {
-          int64_t pid = 1;
+          int64_t pid = 1, device = 0, ts = 0;
+          double value = 0;
+          // JSON has no Inf or NaN, and a damaged cell is no number: such a
+          // sample is left out and counted, never written as invalid JSON.
+          if ((r[0] && !absl::SimpleAtoi(*r[0], &device)) || !r[2] || !absl::SimpleAtoi(*r[2], &ts) || !r[3] ||
+              !absl::SimpleAtod(*r[3], &value) || !std::isfinite(value)) {
+            ++stats.counters_left_out;
+            return;
+          }
           if (r[0]) {
-            auto it = device_pid.find(std::stoll(*r[0]));
+            auto it = device_pid.find(device);
             if (it != device_pid.end()) pid = it->second;
           }
-          out->Write(absl::StrCat(",\n{\"ph\":\"C\",\"pid\":", pid, ",\"tid\":0,\"ts\":",
-                                  Us(std::stoll(r[2].value_or("0"))), ",\"name\":", Quote(r[1].value_or("")),
-                                  ",\"args\":{\"value\":", r[3].value_or("0"), "}}"));
+          out->Write(absl::StrCat(",\n{\"ph\":\"C\",\"pid\":", pid, ",\"tid\":0,\"ts\":", Us(ts),
+                                  ",\"name\":", Quote(r[1].value_or("")), ",\"args\":{\"value\":",
+                                  JsonText(nlohmann::json(value)), "}}"));
           ++stats.counters;
         });
     if (!st.ok()) return st;
   }
   out->Write("\n]}\n");
-  if (absl::Status s = out->Close(); !s.ok()) return s;
+  if (absl::Status s = out->Commit(); !s.ok()) return s;
   return stats;
 }
 

@@ -18,6 +18,7 @@ namespace shardscope::store {
 
 struct ChromeExportStats {
   int64_t processes = 0, slices = 0, flows = 0, counters = 0;
+  int64_t counters_left_out = 0;  // samples whose value is not a finite number (JSON has no Inf/NaN)
 };
 
 absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& reader, int64_t run_id, const std::string& path);

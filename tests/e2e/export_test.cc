@@ -109,5 +109,31 @@ TEST_F(ExportE2e, BadArgumentsAreClearErrors) {
   EXPECT_TRUE(absl::StrContains(dir.text, "/nonexistent/x.json")) << dir.text;
 }
 
+// A counter stored as Inf was written as `"value":Inf`, invalid JSON; a
+// damaged slice chunk left a half-written file behind. Now the sample is left
+// out and counted, and a failed export leaves the file that was there.
+TEST(ExportDamage, NonFiniteCountersAndDamagedChunks) {
+  const std::string db = e2e::TempDb("export_damage");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x1 --steps 2 --quiet --db ", db)).code, 0);
+  e2e::Exec(db, "UPDATE counters SET value = 9e999 WHERE rowid = (SELECT min(rowid) FROM counters);"
+                "UPDATE counters SET value = 'n/a' WHERE rowid = (SELECT max(rowid) FROM counters)");
+  const std::string out = ::testing::TempDir() + "/export_damage.json";
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", out));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "note: 2 counter samples left out: not a finite number")) << o.text;
+  const nlohmann::json j = nlohmann::json::parse(e2e::Shell("cat " + out).text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "not valid JSON";
+  for (const auto& e : j["traceEvents"])
+    if (e["ph"] == "C") EXPECT_TRUE(e["args"]["value"].is_number()) << e.dump();
+
+  e2e::Exec(db, "UPDATE slice_chunks SET slices = '[[0,-5000000,1,3]]', count = 1 WHERE chunk_id % 2 = 0");
+  e2e::Output bad = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", out));
+  EXPECT_EQ(bad.code, 1) << bad.text;
+  EXPECT_TRUE(absl::StrContains(bad.text, "is damaged")) << bad.text;
+  // The earlier export is still whole, and nothing half-written lies beside it.
+  EXPECT_FALSE(nlohmann::json::parse(e2e::Shell("cat " + out).text, nullptr, false).is_discarded());
+  EXPECT_NE(e2e::Shell(absl::StrCat("ls ", out, ".partial")).code, 0);
+}
+
 }  // namespace
 }  // namespace shardscope
