@@ -190,6 +190,8 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   for (int k = 0; k < batches; ++k) {
     auto [x, y] = Batch(held_out, cfg.llama_batch, cfg.seq, rng);
     if (auto s = ss::mark_sharding(x, mesh, batch_spec); !s.ok()) return s;
+    if (!batch_spec.empty() && !batch_spec[0].is_none())  // the targets as the rows (Strategy::Targets)
+      if (auto s = ss::mark_sharding(y, mesh, {batch_spec[0]}); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
     ss::set_current_step(step - 1);
     if (auto s = ss::mark_step(); !s.ok()) return s;
@@ -219,6 +221,10 @@ struct Strategy {
   std::vector<std::string> axis_names;
   std::vector<ss::AxisSpec> batch;  // of the [B, T] token batch
   std::string name;
+  // The [B*T] targets split as the batch's rows are: left to propagation they
+  // stayed whole on every chip, and so did their one-hot [B*T, vocab], which
+  // grew each chip's memory with the pod (1181 MiB a chip at 4096 chips).
+  std::vector<ss::AxisSpec> Targets() const { return {batch.empty() ? ss::none : batch[0]}; }
   std::map<std::string, std::vector<ss::AxisSpec>> auto_specs;  // auto, once chosen: by Role
 
   bool is_auto() const { return name == "auto"; }
@@ -330,7 +336,7 @@ struct Trainer {
       if (!m.ok()) return m.status();
       hand.push_back({name, *m, [h = *h](const std::string& input, int rank) {
                         if (input == "tokens") return h.batch;
-                        if (input == "targets") return std::vector<ss::AxisSpec>(rank, ss::none);
+                        if (input == "targets") return rank == 1 ? h.Targets() : std::vector<ss::AxisSpec>(rank, ss::none);
                         return h.Param(input, rank);
                       }});
     }
@@ -348,8 +354,11 @@ struct Trainer {
     std::mt19937_64 rng(cfg.seed * 1000003 + static_cast<uint64_t>(step));
     auto [x, y] = Batch(corpus.train, cfg.llama_batch, cfg.seq, rng);
     if (auto s = Lay(x, strategy.batch); !s.ok()) return s;
-    if (auto it = strategy.auto_specs.find("targets"); it != strategy.auto_specs.end())
+    if (auto it = strategy.auto_specs.find("targets"); it != strategy.auto_specs.end()) {
       if (auto s = Lay(y, it->second); !s.ok()) return s;
+    } else if (!strategy.is_auto()) {
+      if (auto s = Lay(y, strategy.Targets()); !s.ok()) return s;
+    }
     opt.set_lr(sched.at(step));
     ss::Tensor loss = model.loss(x, y);
     if (auto s = ss::backward(loss); !s.ok()) return s;
