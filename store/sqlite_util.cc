@@ -305,6 +305,19 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
         if (!name || !known.count(reinterpret_cast<const char*>(name))) ours_only = false;
       }
     }
+    // ... unless it holds runs: then its meta rows were lost from a whole
+    // file, and removing it would throw those runs away.
+    int64_t runs = 0;
+    if (ours_only && probe.Prepare(db, "SELECT count(*) FROM runs").ok() && sqlite3_step(probe.get()) == SQLITE_ROW)
+      runs = sqlite3_column_int64(probe.get(), 0);
+    probe = Stmt();
+    if (ours_only && runs > 0) {
+      return absl::DataLossError(absl::StrCat(
+          path, " has lost its meta rows (tool, schema_version) but holds ", runs, runs == 1 ? " run" : " runs",
+          ": do not remove it. To read it again, put them back (for a file this version wrote: sqlite3 ", path,
+          " \"INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '", kSchemaVersion,
+          "')\"), then run `shardscope check ", path, "`"));
+    }
     if (ours_only) {
       if (allow_empty) return absl::OkStatus();
       return absl::FailedPreconditionError(unfinished);

@@ -383,6 +383,14 @@ TEST(FleetTopology, ADamagedChipScaleIsAnErrorNotAHealthyChip) {
     EXPECT_NE(f.text.find("sim_chips of run 1, chip 5: time_scale"), std::string::npos) << f.text;
     EXPECT_NE(f.text.find("the file is damaged"), std::string::npos) << f.text;
   }
+  // A chip's row gone: the error names the file and points to `check`.
+  const std::string db = RecordSimulated("no_chip_row", "--topology 4x4 --steps 4");
+  Sql(db, "DELETE FROM sim_chips WHERE device_id = 0");
+  Output f = Shell(absl::StrCat(kCli, " fleet ", db));
+  EXPECT_EQ(f.code, 1) << f.text;
+  EXPECT_NE(f.text.find(absl::StrCat("error: ", db, ": sim_chips of run 1 miss chip 0")), std::string::npos) << f.text;
+  EXPECT_NE(f.text.find(absl::StrCat("`shardscope check ", db, "` lists the file's damage")), std::string::npos)
+      << f.text;
 }
 
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.

@@ -170,6 +170,32 @@ TEST(Robust, AnEmptyDatabaseIsUnfinishedButAnotherToolsFileIsForeign) {
   EXPECT_FALSE(Writer::Open(foreign).ok());
 }
 
+// A whole file whose meta rows alone were lost (a hand edit, a tool that
+// "cleaned" the table) was called unfinished, with advice to remove it and
+// its runs. It holds runs: the error says so and how to put the rows back,
+// and a writer will not take it over either.
+TEST(Robust, LostMetaRowsOnAFileWithRunsAreNotUnfinished) {
+  std::string path = TempDbPath("lost_meta");
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    RecordSteps(**w, 0, 2);
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  }
+  RawExec(path, "DELETE FROM meta;");
+  auto r = Reader::Open(path);
+  EXPECT_TRUE(Contains(r.status(), "has lost its meta rows (tool, schema_version) but holds 1 run: do not remove it"))
+      << r.status();
+  EXPECT_FALSE(Contains(r.status(), "remove it or run again")) << r.status();
+  EXPECT_FALSE(Writer::Open(path).ok());
+  // The advice works: with the rows back, the file reads and checks healthy.
+  RawExec(path, absl::StrCat("INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '",
+                             kSchemaVersion, "');"));
+  EXPECT_TRUE(Reader::Open(path).ok());
+  EXPECT_TRUE(CheckDatabase(path).healthy());
+}
+
 TEST(Robust, SchemaAndMetaAreCreatedInOneTransaction) {
   // Another process holds the write lock while the file is created: the
   // writer gives up with nothing half made, and a later writer succeeds.

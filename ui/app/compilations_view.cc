@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "profiler/analysis/format.h"
 #include "ui/app/format.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -84,9 +85,12 @@ void CompilationsView::Draw(UiState& ui) {
   // there is a recompilation, which is what this view is for.
   size_t sites_with_miss = 0;
   for (const auto& s : m.sites) sites_with_miss += s.misses > 0;
-  const std::string summary = absl::StrFormat(
-      "%d compilations, %d misses, %d recompilations at %d call sites, %s compiling (host clock)", m.compilations,
-      m.misses, m.misses - static_cast<int64_t>(sites_with_miss), m.sites.size(), FormatDuration(double(total_ns)));
+  using analysis::Plural;
+  const std::string summary = absl::StrCat(
+      Plural(m.compilations, "compilation", "compilations"), ", ", Plural(m.misses, "miss", "misses"), ", ",
+      Plural(m.misses - static_cast<int64_t>(sites_with_miss), "recompilation", "recompilations"), " at ",
+      Plural(static_cast<int64_t>(m.sites.size()), "call site", "call sites"), ", ", FormatDuration(double(total_ns)),
+      " compiling (host clock)");
   ImGui::TextUnformatted(summary.c_str());
   DumpText(ui, "summary", summary, json{{"table", "compilations"}});
   ImGui::SameLine(0, 30);

@@ -36,6 +36,20 @@ namespace shardscope::cli {
 
 namespace {
 
+// A command's error on a file it opened: the file is named when the message
+// does not name it (a damaged row deep in an analysis knows only its table),
+// and damage points to `check`. Exit status 1.
+int RunError(std::ostream& err, const store::Reader& reader, const absl::Status& st) {
+  const std::string path = reader.path();
+  std::string message(st.message());
+  if (message.find(path) == std::string::npos) message = absl::StrCat(path, ": ", message);
+  err << "error: " << message;
+  if (st.code() == absl::StatusCode::kDataLoss && message.find("shardscope check") == std::string::npos)
+    err << " (`shardscope check " << path << "` lists the file's damage)";
+  err << "\n";
+  return 1;
+}
+
 constexpr char kReportHelp[] =
     "usage: shardscope report PATH [--run N] [--format text|md|html|json]\n"
     "  Summarizes one stored run, in this order: what ran; the verdict (what bounds\n"
@@ -281,8 +295,7 @@ int Report(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   if (auto code = OpenOneRun(argv, {"--format"}, "report", kReportHelp, err, &r, check_format)) return *code;
   absl::StatusOr<analysis::RunReport> report = analysis::BuildRunReport(*r.reader, r.run_id);
   if (!report.ok()) {
-    err << "error: " << report.status().message() << "\n";
-    return 1;
+    return RunError(err, *r.reader, report.status());
   }
   // The metrics report closes every form (PyTorch/XLA's metrics_report(), as `shardscope metrics` prints it).
   auto metrics = analysis::BuildMetricsReport(*r.reader, r.run_id);
@@ -326,8 +339,7 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
   const std::string tensor = a.flags.count("--tensor") ? a.flags["--tensor"] : "";
   absl::StatusOr<analysis::ShardingView> view = analysis::BuildShardingView(*r.reader, r.run_id, tensor);
   if (!view.ok()) {
-    err << "error: " << view.status().message() << "\n";
-    return 1;
+    return RunError(err, *r.reader, view.status());
   }
   out << analysis::RenderShardingText(*view, /*all_grids=*/!tensor.empty());
   return 0;
@@ -353,8 +365,7 @@ int OneRunReport(const std::vector<std::string>& argv, const std::string& comman
   }
   auto report = build(*r.reader, r.run_id);
   if (!report.ok()) {
-    err << "error: " << report.status().message() << "\n";
-    return 1;
+    return RunError(err, *r.reader, report.status());
   }
   out << (format == "json" ? render_json(*report) : render(*report));
   return 0;
@@ -375,8 +386,7 @@ int Fleet(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   }
   auto report = analysis::AnalyzeFleet(*r.reader, opt);
   if (!report.ok()) {
-    err << "error: " << report.status().message() << "\n";
-    return 1;
+    return RunError(err, *r.reader, report.status());
   }
   out << (format == "json" ? analysis::RenderFleetJson(*report) : analysis::RenderFleetText(*report));
   return 0;
@@ -502,8 +512,7 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   const std::string path = r.args.flags["--chrome"];
   auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path);
   if (!stats.ok()) {
-    err << "error: " << stats.status().message() << "\n";
-    return 1;
+    return RunError(err, *r.reader, stats.status());
   }
   out << "run " << r.run_id << " written to " << path << ": " << stats->processes << " processes, " << stats->slices
       << " slices, " << stats->flows << " flows, " << stats->counters
