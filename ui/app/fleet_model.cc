@@ -146,6 +146,20 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
       chips[i].row = coords[i][0];
       chips[i].col = coords[i][1];
     }
+    // Many rows of few chips (gpu:64x8, a 64x8 torus): panels of about
+    // square blocks of rows, which the view lays out side by side, instead
+    // of one tall strip.
+    if (g.rows > 8 && g.rows > 4 * g.cols) {
+      g.rows_per_panel = std::max(4, g.cols);
+      g.panels = (g.rows + g.rows_per_panel - 1) / g.rows_per_panel;
+      g.total_rows = g.rows;
+      g.rows = g.rows_per_panel;
+      g.panel_label = g.row_label;
+      for (FleetChipInfo& c : chips) {
+        c.panel = c.row / g.rows_per_panel;
+        c.row %= g.rows_per_panel;
+      }
+    }
   } else {
     // No usable coordinates (one mesh axis, an imported trace): device order, about square.
     const int n = static_cast<int>(chips.size());

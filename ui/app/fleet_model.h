@@ -7,7 +7,8 @@
 //
 // Where a chip sits (FleetGrid): a 3D torus (AxBxC) is a row of C panels of
 // A x B (rows x columns); a GPU cluster (gpu:NxM) is N rows (hosts) of M
-// chips; a 2D torus is one A x B panel; a run without topology coordinates
+// chips; a 2D torus is one A x B panel; a 2D grid of many more rows than
+// columns is cut into panels of about square blocks of rows; a run without topology coordinates
 // places chips by their mesh coordinates, or in device order.
 #pragma once
 
@@ -34,6 +35,10 @@ struct FleetGrid {
   std::string kind;
   int panels = 1, rows = 1, cols = 1;
   std::string row_label, col_label, panel_label;  // what each axis is ("x", "host", ...)
+  // A 2D grid of many rows of few chips (gpu:64x8) would be a strip one
+  // column wide: its rows are cut into panels of this many (0: not cut),
+  // out of total_rows.
+  int rows_per_panel = 0, total_rows = 0;
 };
 
 struct FleetChipInfo {

@@ -220,6 +220,9 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
   if (g.kind == "torus3d" || (g.kind == "mesh" && g.panels > 1))
     where = absl::StrFormat("%d panels (%s) of %d x %d (%s x %s)", g.panels, g.panel_label, g.rows, g.cols,
                             g.row_label, g.col_label);
+  else if (g.rows_per_panel > 0)
+    where = absl::StrFormat("%d x %d (%s x %s), in %d panels of %d rows", g.total_rows, g.cols, g.row_label,
+                            g.col_label, g.panels, g.rows_per_panel);
   else if (g.kind == "gpu")
     where = absl::StrFormat("%d hosts (rows) of %d chips", g.rows, g.cols);
   else if (g.kind == "devices")
@@ -242,7 +245,8 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
     item["chips"] = r.chips;
     item["hosts"] = r.hosts;
     item["topology"] = r.topology;
-    item["grid"] = {{"kind", g.kind}, {"panels", g.panels}, {"rows", g.rows}, {"cols", g.cols}};
+    item["grid"] = {{"kind", g.kind}, {"panels", g.panels}, {"rows", g.rows}, {"cols", g.cols},
+                    {"rows_per_panel", g.rows_per_panel}};
     item["clock"] = r.clock;
     item["simulated"] = r.simulated;
     item["supported"] = r.supported;
@@ -376,7 +380,10 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   if (m.grid.panels > 1 && p.cell >= 2)
     for (int k = 0; k < m.grid.panels; ++k) {
       const int pr = k / p.panels_per_row, pc = k % p.panels_per_row;
-      const std::string label = absl::StrCat(m.grid.panel_label, " = ", k);
+      const int h = m.grid.rows_per_panel;
+      const std::string label =
+          h > 0 ? absl::StrCat(m.grid.panel_label, " ", k * h, "-", std::min((k + 1) * h, m.grid.total_rows) - 1)
+                : absl::StrCat(m.grid.panel_label, " = ", k);
       dl->AddText(ImVec2(a.x + pc * (p.panel_w + p.panel_gap), a.y + pr * (p.panel_h + p.panel_gap)),
                   kDimText.Packed(), label.c_str());
     }
@@ -634,7 +641,11 @@ void FleetView::Open(const FleetModel& m, size_t i, UiState& ui) {
 void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
   ImGui::TextUnformatted("Suspects, ranked (outlined; red: flagged)");
   const auto& suspects = m.report.suspects;
-  if (suspects.empty()) ImGui::TextDisabled("none: %s", m.report.verdict.c_str());
+  if (suspects.empty()) {  // the verdict says why, wrapped to the column
+    ImGui::PushStyleColor(ImGuiCol_Text, ImGui::GetStyleColorVec4(ImGuiCol_TextDisabled));
+    ImGui::TextWrapped("none: %s", absl::StrReplaceAll(m.report.verdict, {{"\xE2\x80\x94", "-"}}).c_str());
+    ImGui::PopStyleColor();
+  }
   for (size_t k = 0; k < suspects.size() && k < 40; ++k) {
     const analysis::FleetSuspect& s = suspects[k];
     ImGui::PushID(static_cast<int>(k));
