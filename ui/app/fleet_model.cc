@@ -150,7 +150,8 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
     // square blocks of rows, which the view lays out side by side, instead
     // of one tall strip.
     if (g.rows > 8 && g.rows > 4 * g.cols) {
-      g.rows_per_panel = std::max(4, g.cols);
+      // At most 32 panels: each takes a label and a gap.
+      g.rows_per_panel = std::max({4, g.cols, (g.rows + 31) / 32});
       g.panels = (g.rows + g.rows_per_panel - 1) / g.rows_per_panel;
       g.total_rows = g.rows;
       g.rows = g.rows_per_panel;

@@ -286,13 +286,16 @@ FleetView::Placement FleetView::Place(const FleetModel& m, float w, float h) con
   Placement best;
   best.cell = 0;
   const float label = g.panels > 1 ? kPanelLabel : 0;
-  double best_px = 0;  // pixels per chip along an axis (below 1: chips share a pixel)
+  double best_px = -1;  // pixels per chip along an axis (below 1: chips share a pixel)
   for (int per_row = 1; per_row <= g.panels; ++per_row) {
     const int panel_rows = (g.panels + per_row - 1) / per_row;
     const float cw = (w - (per_row - 1) * kPanelGap) / (per_row * g.cols);
     const float ch = (h - panel_rows * label - (panel_rows - 1) * kPanelGap) / (panel_rows * g.rows);
+    // Labels and gaps alone can fill the area (many panels, a small window):
+    // that arrangement cannot be drawn; at worst a chip gets a ten-thousandth of a pixel.
+    if (cw <= 0 || ch <= 0) continue;
     const float raw = std::min({cw, ch, 48.0f});
-    const int block = raw >= 1 ? 1 : static_cast<int>(std::ceil(1 / std::max(raw, 1e-6f)));
+    const int block = raw >= 1 ? 1 : static_cast<int>(std::ceil(1 / std::max(raw, 1e-4f)));
     const float cell = raw >= 1 ? std::floor(raw) : 1.0f;
     const double px = double(cell) / block;
     if (px >= best_px) {  // a tie goes to the wider row of panels
