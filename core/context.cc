@@ -2,8 +2,12 @@
 
 #include "runtime/dispatch.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "runtime/buffer.h"
@@ -12,6 +16,27 @@
 namespace shardscope {
 namespace {
 std::unique_ptr<internal::Context> g_ctx;
+
+// Tensors made while no context is up (a model built before Init or
+// Recording::Start, or kept across a Shutdown): the next Init adopts them,
+// so its mark_step cuts their updates like any other's. Without it an
+// optimizer's update of such a parameter was never cut, and every step's
+// graph replayed all the earlier ones (13, 37, 61, ... ops).
+std::mutex g_orphans_mu;
+std::vector<std::weak_ptr<TensorImpl>> g_orphans;
+size_t g_orphans_pruned_at = 64;
+// Ids are unique for the whole process, not per context: a tensor made
+// before a Shutdown must not, when it dies, erase a newer tensor's entry.
+std::atomic<int64_t> g_next_tensor_id{1};
+
+void KeepOrphan(const std::shared_ptr<TensorImpl>& t) {
+  std::lock_guard<std::mutex> l(g_orphans_mu);
+  if (g_orphans.size() >= g_orphans_pruned_at) {  // the dead ones go, now and then
+    std::erase_if(g_orphans, [](const std::weak_ptr<TensorImpl>& w) { return w.expired(); });
+    g_orphans_pruned_at = std::max<size_t>(64, 2 * g_orphans.size());
+  }
+  g_orphans.push_back(t);
+}
 }  // namespace
 
 namespace internal {
@@ -54,6 +79,14 @@ absl::Status Init(const InitOptions& opts) {
   ctx->step_start_ns = trace::HostNowNs();
   ctx->step_began_ns[0] = ctx->step_start_ns;
   g_ctx = std::move(ctx);
+  std::vector<std::weak_ptr<TensorImpl>> orphans;
+  {
+    std::lock_guard<std::mutex> l(g_orphans_mu);
+    orphans.swap(g_orphans);
+    g_orphans_pruned_at = 64;
+  }
+  for (const auto& w : orphans)
+    if (auto t = w.lock()) internal::RegisterLive(t);
   return absl::OkStatus();
 }
 
@@ -91,6 +124,10 @@ void Shutdown() {
       n->data->device.reset();
     }
   }
+  // Values are adopted by the next Init (a model kept for the next
+  // recording); a graph still pending here stays forgotten (ReadValue says so).
+  for (auto& [id, weak] : ctx->live)
+    if (auto t = weak.lock(); t && t->node && t->node->is_data()) KeepOrphan(t);
   ctx->live.clear();
   // Kept for one more runtime: a step that recompiles after Init on another
   // mesh is compared with what it compiled before (mesh_changed).
@@ -105,19 +142,19 @@ namespace internal {
 Context& Ctx() { return *g_ctx; }
 
 void RegisterLive(const std::shared_ptr<TensorImpl>& t) {
-  if (!g_ctx) return;
+  if (t->id == 0) t->id = g_next_tensor_id++;
+  if (!g_ctx) {
+    KeepOrphan(t);
+    return;
+  }
   std::lock_guard<std::mutex> l(g_ctx->mu);
-  // Ids are unique for the whole process, not per context: a tensor made
-  // before a Shutdown must not, when it dies, erase a newer tensor's entry.
-  static int64_t next_id = 1;
-  t->id = next_id++;
   ++g_ctx->tensors_created;
   Node* n = t->node.get();
   if (n && !n->is_data() && n->error.ok() && !n->counted) {
     n->counted = true;
     ++g_ctx->ops_traced[n->op];
   }
-  g_ctx->next_tensor_id = next_id;
+  g_ctx->next_tensor_id = g_next_tensor_id;
   g_ctx->live[t->id] = t;
 }
 }  // namespace internal

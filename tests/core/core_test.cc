@@ -1092,5 +1092,55 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
+// A model built before Init (before Recording::Start, the common order)
+// was never cut: each step's graph replayed every earlier update (13, 37,
+// 61, ... ops) and recompiled, blamed on the backward line. Its tensors are
+// adopted by Init now; so are the values a model keeps across a Shutdown.
+TEST(OrphanTensors, AModelBuiltBeforeInitCompilesOnce) {
+  Shutdown();
+  CompileRecorder rec;
+  trace::SetRecorder(&rec);
+  auto train = [](nn::Linear& l, optim::SGD& opt, int steps) {
+    std::vector<double> losses;
+    for (int step = 0; step < steps; ++step) {
+      Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.1f * (step + 1))), "x");
+      Tensor loss = sum(l(x) * l(x));
+      EXPECT_TRUE(backward(loss).ok());
+      EXPECT_TRUE(opt.step().ok());
+      EXPECT_TRUE(mark_step().ok());
+      auto v = loss.item();
+      EXPECT_TRUE(v.ok()) << v.status();
+      losses.push_back(v.ok() ? *v : 0);
+    }
+    return losses;
+  };
+  std::vector<double> before_init, after_init;
+  {
+    nn::Linear l(3, 2, "l", /*seed=*/7);  // no context yet
+    optim::SGD opt(parameters(l), {.lr = 0.1});
+    ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+    before_init = train(l, opt, 4);
+    size_t misses = 0;
+    for (const auto& c : rec.compiles) misses += c.cache == "miss";
+    EXPECT_EQ(misses, 1u);
+    // Kept for a second context: its values go on, and it compiles once there too.
+    Shutdown();
+    ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+    rec.compiles.clear();
+    train(l, opt, 3);
+    for (const auto& c : rec.compiles) misses += c.cache == "miss";
+    EXPECT_EQ(misses, 2u);
+  }
+  {
+    nn::Linear l(3, 2, "l", /*seed=*/7);  // made in a context: the reference
+    optim::SGD opt(parameters(l), {.lr = 0.1});
+    after_init = train(l, opt, 4);
+  }
+  ASSERT_EQ(before_init.size(), after_init.size());
+  for (size_t k = 0; k < before_init.size(); ++k) EXPECT_NEAR(before_init[k], after_init[k], 1e-6) << "step " << k;
+  Shutdown();
+  trace::SetRecorder(nullptr);
+}
+
 }  // namespace
 }  // namespace shardscope
