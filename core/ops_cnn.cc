@@ -270,8 +270,18 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, std::so
   Tensor bits = internal::MakeOp(Opcode::kRngBitGenerator, Shape(DType::kI32, x.shape().dims), {gen.next(sl)}, loc);
   // i32 bits are uniform over [-2^31, 2^31): keep those at or above the p-quantile.
   const double threshold = std::round(-2147483648.0 + p * 4294967296.0);
-  Tensor keep = internal::Compare(bits, Full(bits.shape(), threshold, loc), compiler::CompareDirection::kGE, loc);
-  Tensor scaled = internal::Binary(Opcode::kMultiply, x, Full(x.shape(), 1.0 / (1.0 - p), loc), loc);
+  // The threshold and the scale are data, as the scalar rule passes any
+  // scalar but 0 and 1: a p that changes between steps (a schedule) does not
+  // recompile, as a learning rate does not.
+  auto scalar = [&](const char* what, double v, DType dtype, const std::vector<int64_t>& dims) {
+    Tensor t = Tensor::from_host(Literal::Scalar(dtype, v), absl::StrCat("dropout.", what, "@", loc.file, ":", loc.line),
+                                 sl);
+    return internal::Broadcast(t, dims, {}, loc);
+  };
+  Tensor keep = internal::Compare(bits, scalar("threshold", threshold, DType::kI32, x.shape().dims),
+                                  compiler::CompareDirection::kGE, loc);
+  Tensor scaled =
+      internal::Binary(Opcode::kMultiply, x, scalar("scale", 1.0 / (1.0 - p), x.dtype(), x.shape().dims), loc);
   return internal::Select(keep, scaled, Full(x.shape(), 0, loc), loc);
 }
 

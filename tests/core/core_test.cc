@@ -1092,6 +1092,33 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
+// Dropout's p annealed every step: its keep threshold and scale are data,
+// as the scalar rule says, so the step compiles once (they were constants and
+// it recompiled every step, blamed as ops_changed).
+TEST_F(RecompileTest, ChangingDropoutProbabilityNeverRecompiles) {
+  Generator gen(3, "g");
+  std::vector<double> kept;
+  for (int step = 0; step < 5; ++step) {
+    const double p = 0.1 + 0.1 * step;
+    Tensor x = Tensor::from_host(Literal::FromF32({64}, std::vector<float>(64, 1.0f)), "x");
+    Tensor y = dropout(x, p, /*training=*/true, gen);
+    ASSERT_TRUE(mark_step().ok());
+    auto v = y.to_host();
+    ASSERT_TRUE(v.ok()) << v.status();
+    int nonzero = 0;
+    for (int64_t k = 0; k < 64; ++k) {
+      const double e = v->GetDouble(k);
+      if (e != 0) {
+        ++nonzero;
+        EXPECT_NEAR(e, 1.0 / (1.0 - p), 1e-6);  // the kept ones are scaled by this step's p
+      }
+    }
+    kept.push_back(nonzero);
+  }
+  EXPECT_EQ(Misses().size(), 1u);
+  EXPECT_GT(kept.front(), kept.back());  // more dropped as p grows
+}
+
 // A model built before Init (before Recording::Start, the common order)
 // was never cut: each step's graph replayed every earlier update (13, 37,
 // 61, ... ops) and recompiled, blamed on the backward line. Its tensors are
