@@ -261,4 +261,70 @@ GraphDiff DiffGraphs(const Module& old_module, const Module& new_module, const s
   return 2 * by_content.distance() < by_line.distance() ? by_content : by_line;
 }
 
+namespace {
+
+std::string Ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t k = 0; k < v.size(); ++k) absl::StrAppend(&s, k ? "," : "", v[k]);
+  return s + "]";
+}
+
+// An op's attributes the structure key leaves out, as its diff shows them.
+std::string AttributeText(const Instruction& i) {
+  switch (i.op) {
+    case Opcode::kSlice: {
+      std::string s = "[";
+      for (size_t k = 0; k < i.slice.start.size(); ++k)
+        absl::StrAppend(&s, k ? ", " : "", i.slice.start[k], ":", k < i.slice.limit.size() ? i.slice.limit[k] : 0,
+                        ":", k < i.slice.stride.size() ? i.slice.stride[k] : 1);
+      return s + "]";
+    }
+    case Opcode::kPad:
+      return absl::StrCat("low ", Ints(i.pad.low), " high ", Ints(i.pad.high), " interior ", Ints(i.pad.interior));
+    case Opcode::kGather:
+      return absl::StrCat("slice sizes ", Ints(i.gather.slice_sizes), ", result ", i.shape.ToString());
+    case Opcode::kDynamicSlice:
+      return absl::StrCat("slice sizes ", Ints(i.dims));
+    case Opcode::kReduceWindow:
+      return absl::StrCat("window ", Ints(i.window.dimensions), " strides ", Ints(i.window.strides));
+    default:
+      return i.shape.ToString();  // a reshape's target, any op's result
+  }
+}
+
+}  // namespace
+
+std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module) {
+  const auto& a = old_module.instructions();
+  const auto& b = new_module.instructions();
+  if (a.size() != b.size()) return std::nullopt;
+  absl::flat_hash_map<int64_t, int64_t> pos_a, pos_b;  // id -> position, to compare the wiring
+  for (size_t k = 0; k < a.size(); ++k) {
+    pos_a[a[k]->id] = static_cast<int64_t>(k);
+    pos_b[b[k]->id] = static_cast<int64_t>(k);
+  }
+  // Ops whose window or target the program chose (a slice, a reshape) come
+  // before ops whose result shape only follows them (a broadcast of a mean's
+  // divisor to the narrower slice), whatever the order they were lowered in.
+  const auto chosen = [](Opcode op) {
+    return op == Opcode::kSlice || op == Opcode::kReshape || op == Opcode::kPad || op == Opcode::kGather ||
+           op == Opcode::kDynamicSlice || op == Opcode::kReduceWindow;
+  };
+  std::optional<AttributeChange> first, first_chosen;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const Instruction& x = *a[k];
+    const Instruction& y = *b[k];
+    if (x.op != y.op || x.operands.size() != y.operands.size()) return std::nullopt;  // another structure
+    for (size_t o = 0; o < x.operands.size(); ++o)
+      if (pos_a.at(x.operands[o]->id) != pos_b.at(y.operands[o]->id)) return std::nullopt;
+    if (first_chosen || x.op == Opcode::kConstant || x.op == Opcode::kParameter) continue;
+    std::string old_text = AttributeText(x), new_text = AttributeText(y);
+    if (old_text == new_text) continue;
+    AttributeChange change{static_cast<int64_t>(k), std::move(old_text), std::move(new_text)};
+    if (chosen(x.op)) first_chosen = change;
+    if (!first) first = std::move(change);
+  }
+  return first_chosen ? first_chosen : first;
+}
+
 }  // namespace shardscope::compiler

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,5 +56,18 @@ GraphDiff DiffGraphs(const Module& old_module, const Module& new_module,
                      const std::vector<std::string>& old_tags = {}, const std::vector<std::string>& new_tags = {});
 
 const char* OpChangeKindName(OpChange::Kind k);  // added | removed | changed
+
+// The structural diff leaves out what follows from shapes (so that a new
+// batch size keeps the graph op for op), and with it a slice's window, a
+// reshape's or pad's dims and result shapes. Two graphs of one structure, op
+// for op in the same order (the lowering is canonical), that differ there:
+// the first such op (not a constant or an input), with what differs as text
+// ("[0:8:1, 0:4:1] -> [0:8:1, 0:3:1]"). None when the graphs differ in
+// structure or only in constants and inputs.
+struct AttributeChange {
+  int64_t index = -1;  // into both modules' instructions
+  std::string old_text, new_text;
+};
+std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module);
 
 }  // namespace shardscope::compiler

@@ -281,6 +281,21 @@ bool ScalarCause(const Compared& c, RecompileCause* cause) {
 }
 
 // The kind of structural change.
+// An op whose window or dims changed (a slice bounded by a host integer, a
+// reshape to other dims) in a graph otherwise the same op for op, which the
+// structural diff does not see: the first, at its line.
+bool AttributeCause(const Compared& c, RecompileCause* cause) {
+  auto a = compiler::FirstAttributeChange(*c.old->module, *c.now);
+  if (!a) return false;
+  const Instruction& i = c.New(a->index);
+  cause->kind = "graph_changed";
+  cause->subkind = "ops_changed";
+  if (i.loc.known()) cause->loc = i.loc;
+  cause->detail = absl::StrCat(OpAt(i), " changed: ", a->old_text, " -> ", a->new_text,
+                               "; otherwise the graph is graph ", c.old->graph_id, "'s, op for op");
+  return true;
+}
+
 void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cause) {
   const auto& d = c.diff;
   cause->kind = "graph_changed";
@@ -531,6 +546,7 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
                               near.old->options, " -> ", in.options);
       return c;
     }
+    if (AttributeCause(near, &c)) return c;
     // Nothing this comparison sees (output layouts, say): say so rather than guess.
     c.kind = "graph_changed";
     c.subkind = "ops_changed";
@@ -551,6 +567,16 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
   const std::string also = absl::StrCat("; also ", CountText(near.diff), " vs graph ", near.old->graph_id);
   if (ScalarCause(near, &c)) {
     if (near.diff.changes.size() > 2) absl::StrAppend(&c.detail, also);
+    return c;
+  }
+  // Only constants changed, which follow from an op's new window (a mean's
+  // divisor after a narrower slice): the op is the cause.
+  const bool only_constants = std::all_of(near.diff.changes.begin(), near.diff.changes.end(), [](const OpChange& ch) {
+    return ch.kind == OpChange::Kind::kChanged && ch.what == "constant";
+  });
+  if (only_constants && near.diff.inputs.empty() && AttributeCause(near, &c)) {
+    absl::StrAppend(&c.detail, "; ", near.diff.changes.size(), near.diff.changes.size() == 1 ? " constant" : " constants",
+                    " changed with it");
     return c;
   }
   GraphCause(near, in, &c);

@@ -785,6 +785,47 @@ absl::Status BranchStep(bool flag) {
   return mark_step();
 }
 
+int g_window_line = 0, g_reshape_line = 0;
+
+// A slice window and a reshape taken from host integers (a crop that moves,
+// heads that regroup): the structural diff leaves out what follows from
+// shapes, so these read "differs only in what the comparison does not cover",
+// or blamed the mean after a narrower slice. The op and its line are named.
+absl::Status WindowStep(int64_t start, int64_t width, std::vector<int64_t> regroup) {
+  Tensor x = Tensor::from_host(Literal::FromF32({4, 8}, std::vector<float>(32, 0.5f)), "x");
+  g_window_line = __LINE__ + 1;
+  Tensor w = slice(x, 1, start, start + width);
+  g_reshape_line = __LINE__ + 1;
+  Tensor r = reshape(x, regroup);
+  Tensor y = mean(w) + sum(exp(r));
+  return mark_step();
+}
+
+TEST_F(RecompileTest, ASliceWindowOrReshapeThatMovesIsNamedAtItsLine) {
+  struct Args {
+    int64_t start, width;
+    std::vector<int64_t> regroup;
+  };
+  for (const Args& a : std::vector<Args>{{0, 4, {4, 2, 4}},
+                                         {1, 4, {4, 2, 4}},    // the window moves: the same shapes
+                                         {1, 3, {4, 2, 4}},    // narrower: the mean's divisor follows
+                                         {1, 3, {4, 4, 2}}}) {  // regrouped
+    ASSERT_TRUE(WindowStep(a.start, a.width, a.regroup).ok());  // one call site, as a training loop
+  }
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 4u);
+  for (size_t k = 1; k < 4; ++k) EXPECT_EQ(misses[k].cause_kind, "graph_changed") << misses[k].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_window_line) << misses[1].cause_detail;
+  EXPECT_NE(misses[1].cause_detail.find("slice at "), std::string::npos) << misses[1].cause_detail;
+  EXPECT_NE(misses[1].cause_detail.find("[0:4:1, 0:4:1] -> [0:4:1, 1:5:1]"), std::string::npos)
+      << misses[1].cause_detail;
+  EXPECT_EQ(misses[2].source_line, g_window_line) << misses[2].cause_detail;
+  EXPECT_NE(misses[2].cause_detail.find("[0:4:1, 1:5:1] -> [0:4:1, 1:4:1]"), std::string::npos)
+      << misses[2].cause_detail;
+  EXPECT_EQ(misses[3].source_line, g_reshape_line) << misses[3].cause_detail;
+  EXPECT_NE(misses[3].cause_detail.find("f32[4,2,4] -> f32[4,4,2]"), std::string::npos) << misses[3].cause_detail;
+}
+
 TEST_F(RecompileTest, InlinedScalarChanged) {
   for (double s : {0.0, 1.0})
     ASSERT_TRUE(ScalarStep(s).ok());
