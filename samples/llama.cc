@@ -177,6 +177,21 @@ struct Model {
   bool checkpoint = false;
 };
 
+// The [B*T] targets split as the [B, T] batch's rows are: left to propagation
+// they stayed whole on every chip, and so did their one-hot [B*T, vocab],
+// which grew each chip's memory with the pod (1181 MiB a chip at 4096 chips).
+// Only when the rows split evenly: an uneven split of B*T cuts elsewhere than
+// the rows' (3 of 8 rows a chip is not 3/8 of B*T), and the logits would be
+// gathered whole to meet it.
+std::vector<ss::AxisSpec> TargetsSpec(const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch, int64_t rows) {
+  if (batch.empty() || batch[0].is_none()) return {ss::none};
+  int64_t split = 1;
+  for (const ss::AxisSpec::Axis& a : batch[0].axes())
+    for (size_t k = 0; k < mesh.axis_names().size(); ++k)
+      if ((a.name && *a.name == mesh.axis_names()[k]) || a.index == static_cast<int>(k)) split *= mesh.shape()[k];
+  return {rows % split == 0 ? batch[0] : ss::none};
+}
+
 // Held-out loss: the mean over fixed windows of the held-out text (no backward).
 absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out, const SampleConfig& cfg,
                                 const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch_spec) {
@@ -190,8 +205,8 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   for (int k = 0; k < batches; ++k) {
     auto [x, y] = Batch(held_out, cfg.llama_batch, cfg.seq, rng);
     if (auto s = ss::mark_sharding(x, mesh, batch_spec); !s.ok()) return s;
-    if (!batch_spec.empty() && !batch_spec[0].is_none())  // the targets as the rows (Strategy::Targets)
-      if (auto s = ss::mark_sharding(y, mesh, {batch_spec[0]}); !s.ok()) return s;
+    if (const auto spec = TargetsSpec(mesh, batch_spec, cfg.llama_batch); !spec[0].is_none())  // as the rows are
+      if (auto s = ss::mark_sharding(y, mesh, spec); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
     ss::set_current_step(step - 1);
     if (auto s = ss::mark_step(); !s.ok()) return s;
@@ -221,10 +236,9 @@ struct Strategy {
   std::vector<std::string> axis_names;
   std::vector<ss::AxisSpec> batch;  // of the [B, T] token batch
   std::string name;
-  // The [B*T] targets split as the batch's rows are: left to propagation they
-  // stayed whole on every chip, and so did their one-hot [B*T, vocab], which
-  // grew each chip's memory with the pod (1181 MiB a chip at 4096 chips).
-  std::vector<ss::AxisSpec> Targets() const { return {batch.empty() ? ss::none : batch[0]}; }
+  std::vector<ss::AxisSpec> Targets(const ss::Mesh& mesh, int64_t rows) const {
+    return TargetsSpec(mesh, batch, rows);
+  }
   std::map<std::string, std::vector<ss::AxisSpec>> auto_specs;  // auto, once chosen: by Role
 
   bool is_auto() const { return name == "auto"; }
@@ -334,9 +348,10 @@ struct Trainer {
       if (!h.ok()) return h.status();
       auto m = ss::Mesh::Create(mesh.device_ids(), mesh.shape(), h->axis_names);
       if (!m.ok()) return m.status();
-      hand.push_back({name, *m, [h = *h](const std::string& input, int rank) {
+      hand.push_back({name, *m, [h = *h, m = *m, rows = cfg.llama_batch](const std::string& input, int rank) {
                         if (input == "tokens") return h.batch;
-                        if (input == "targets") return rank == 1 ? h.Targets() : std::vector<ss::AxisSpec>(rank, ss::none);
+                        if (input == "targets")
+                          return rank == 1 ? h.Targets(m, rows) : std::vector<ss::AxisSpec>(rank, ss::none);
                         return h.Param(input, rank);
                       }});
     }
@@ -357,7 +372,7 @@ struct Trainer {
     if (auto it = strategy.auto_specs.find("targets"); it != strategy.auto_specs.end()) {
       if (auto s = Lay(y, it->second); !s.ok()) return s;
     } else if (!strategy.is_auto()) {
-      if (auto s = Lay(y, strategy.Targets()); !s.ok()) return s;
+      if (auto s = Lay(y, strategy.Targets(mesh, cfg.llama_batch)); !s.ok()) return s;
     }
     opt.set_lr(sched.at(step));
     ss::Tensor loss = model.loss(x, y);

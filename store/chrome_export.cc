@@ -3,6 +3,7 @@
 #include <zlib.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,14 +36,19 @@ class Out {
   static absl::StatusOr<Out> Open(const std::string& path) {
     Out o;
     o.path_ = path;
+    // Not through a link (it would be replaced by a file, /dev/stdout
+    // included) nor over a file that may not be written.
     struct stat st;
-    o.writing_ = stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) ? path : path + ".partial";
+    const bool exists = lstat(path.c_str(), &st) == 0;
+    if (exists && S_ISREG(st.st_mode) && access(path.c_str(), W_OK) != 0)
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+    o.writing_ = exists && !S_ISREG(st.st_mode) ? path : path + ".partial";
     if (absl::EndsWith(path, ".gz")) {
       o.gz_ = gzopen(o.writing_.c_str(), "wb6");
-      if (!o.gz_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+      if (!o.gz_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
     } else {
       o.f_ = std::fopen(o.writing_.c_str(), "wb");
-      if (!o.f_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path));
+      if (!o.f_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
     }
     return o;
   }
@@ -59,8 +65,8 @@ class Out {
   absl::Status Commit() {
     if (absl::Status st = Close(); !st.ok()) return st;
     if (writing_ != path_ && std::rename(writing_.c_str(), path_.c_str()) != 0)
-      return absl::DataLossError(absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ",
-                                              std::strerror(errno)));
+      return absl::UnavailableError(absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ",
+                                                 std::strerror(errno)));
     writing_.clear();
     return absl::OkStatus();
   }
@@ -78,7 +84,7 @@ class Out {
     f_ = nullptr;
     if (!ok_ || !closed) {
       ok_ = true;
-      return absl::DataLossError(absl::StrCat("writing ", path_, " failed (disk full?)"));
+      return absl::UnavailableError(absl::StrCat("writing ", path_, " failed (disk full?)"));
     }
     return absl::OkStatus();
   }

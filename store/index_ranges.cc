@@ -32,4 +32,17 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::s
   return out;
 }
 
+int ShapeRank(std::string_view shape) {
+  if (shape.size() < 2 || shape.front() != '[' || shape.back() != ']') return -1;
+  const std::string_view inner = shape.substr(1, shape.size() - 2);
+  if (inner.empty()) return 0;
+  int rank = 0;
+  for (absl::string_view part : absl::StrSplit(absl::string_view(inner.data(), inner.size()), ',')) {
+    int64_t d = 0;
+    if (!absl::SimpleAtoi(part, &d) || d < 0) return -1;
+    ++rank;
+  }
+  return rank;
+}
+
 }  // namespace shardscope::store

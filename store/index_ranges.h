@@ -15,4 +15,8 @@ namespace shardscope::store {
 // DataLoss naming the text when it is not [b:e,...] with 0 <= b <= e.
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::string_view text);
 
+// The rank of a tensors.shape text ("[64,784]" 2, "[]" 0), or -1 when it is
+// not one.
+int ShapeRank(std::string_view shape);
+
 }  // namespace shardscope::store

@@ -5,11 +5,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "store/schema.h"
 
 namespace shardscope::store::internal {
@@ -312,11 +315,20 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
       runs = sqlite3_column_int64(probe.get(), 0);
     probe = Stmt();
     if (ours_only && runs > 0) {
+      // Which version wrote it, from the tables each version added.
+      int version = 1;
+      for (const auto& [table, v] : {std::pair<const char*, int>{"slice_chunks", 2}, {"slice_summary_groups", 3}})
+        if (probe.Prepare(db, absl::StrCat("SELECT 1 FROM sqlite_master WHERE name = '", table, "'")).ok() &&
+            sqlite3_step(probe.get()) == SQLITE_ROW)
+          version = std::max(version, v);
+      probe = Stmt();
+      std::string quoted = path;  // for a shell, in single quotes
+      absl::StrReplaceAll({{"'", "'\\''"}}, &quoted);
       return absl::DataLossError(absl::StrCat(
           path, " has lost its meta rows (tool, schema_version) but holds ", runs, runs == 1 ? " run" : " runs",
-          ": do not remove it. To read it again, put them back (for a file this version wrote: sqlite3 ", path,
-          " \"INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '", kSchemaVersion,
-          "')\"), then run `shardscope check ", path, "`"));
+          ": do not remove it. To read it again, put them back: sqlite3 '", quoted,
+          "' \"INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '", version,
+          "')\" (its tables are those of schema version ", version, "), then run `shardscope check`"));
     }
     if (ours_only) {
       if (allow_empty) return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <random>
 #include <optional>
@@ -1192,7 +1193,9 @@ class Writer::Db {
     if (simulated_ || !r.has_loss) s.Null(3);
     else if (std::isnan(r.loss)) s.Text(3, "NaN");
     else s.Real(3, r.loss);
-    r.has_eval_loss && !simulated_ ? s.Real(5, r.eval_loss) : s.Null(5);
+    if (!r.has_eval_loss || simulated_) s.Null(5);
+    else if (std::isnan(r.eval_loss)) s.Text(5, "NaN");  // as the loss: NULL would read as not measured
+    else s.Real(5, r.eval_loss);
     if (absl::Status st = Tag(s.Run(), "steps", r.step); !st.ok()) return st;
     last_step_ = std::max<int64_t>(last_step_, r.step);
     return Tag(TrimRing(r.step), "slice_chunks", r.step);

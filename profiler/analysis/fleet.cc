@@ -1082,6 +1082,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // A saving made in a few steps (a one-off pause) is said as what it saves
   // in those steps: a mean over all of them would read as every step's.
   auto few_steps = [&](size_t i) -> std::string {
+    if (saved[i] <= 0) return "";
     std::vector<std::string> big;
     double in_big = 0;
     for (const auto& [n, ns] : saved_in[i])
@@ -1124,7 +1125,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     } else if (const std::string few = base_ns == 0 ? few_steps(i) : ""; !few.empty()) {
       s.evidence.push_back(absl::StrCat("what-if: fixed, it would save ", few, " (", Ms(per_step),
                                         " a step averaged over its ", base.size(), " steps, ",
-                                        Pct(std::max(0.0, share)), " of its step time)"));
+                                        Pct(std::max(0.0, share)), " of the run's step time)"));
     } else {
       s.evidence.push_back(
         absl::StrCat("what-if: fixed",

@@ -60,6 +60,7 @@ std::string StatusText(const RunHeader& h) {
 std::string Loss(std::optional<double> v) {
   if (!v) return "-";
   if (std::isnan(*v)) return "NaN";
+  if (std::isinf(*v)) return *v > 0 ? "Inf" : "-Inf";
   return absl::StrFormat("%.4g", *v);
 }
 
@@ -127,10 +128,7 @@ std::string ChipName(const DeviceRow& d) {
 
 std::string StepLine(const StepStats& s) {
   return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
-                      " (host)   loss ", Loss(s.first_loss), " -> ", Loss(s.last_loss),
-                      s.loss_not_finite_from
-                          ? absl::StrCat(" (not finite from step ", *s.loss_not_finite_from, ": diverged)")
-                          : "");
+                      " (host)   ", LossText(s));
 }
 
 std::string CompileLine(const CompileStats& c) {
@@ -264,15 +262,16 @@ bool PartsWait(const Verdict& v) {
 }
 
 std::vector<std::string> PartsHead(const Verdict& v) {
-  if (PartsWait(v)) return {"chip", "compute", "collective", "transfer", "host wait", "idle", "step"};
-  return {"chip", "compute", "collective", "transfer", "idle", "step"};
+  const char* busy = v.programs_only ? "programs" : "compute";
+  if (PartsWait(v)) return {"chip", busy, "collective", "transfer", "host wait", "idle", "step"};
+  return {"chip", busy, "collective", "transfer", "idle", "step"};
 }
 
 std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
   for (const StepParts& p : v.parts) {
-    rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns), FormatNs(p.collective_ns),
-                    FormatNs(p.transfer_ns)});
+    rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns),
+                    v.programs_only ? "?" : FormatNs(p.collective_ns), v.programs_only ? "?" : FormatNs(p.transfer_ns)});
     if (PartsWait(v)) rows.back().push_back(FormatNs(p.host_wait_ns));
     rows.back().push_back(FormatNs(p.idle_ns));
     rows.back().push_back(FormatNs(p.compute_ns + p.collective_ns + p.transfer_ns + p.host_wait_ns + p.idle_ns));
@@ -282,8 +281,8 @@ std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
 
 std::string PartsHeading(const Verdict& v) {
   return absl::StrCat("Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns),
-                      ", ", v.clock, " clock: compute over collective over transfer over ",
-                      PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
+                      ", ", v.clock, " clock: ", v.programs_only ? "programs (--trace steps)" : "compute over collective over transfer",
+                      " over ", PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
 }
 
 std::string LateLine(const RunReport& r) {
@@ -500,6 +499,13 @@ nlohmann::json OptJson(const std::optional<double>& v) {
   return v ? nlohmann::json(*v) : nlohmann::json(nullptr);
 }
 }  // namespace
+
+std::string LossText(const StepStats& s) {
+  return absl::StrCat("loss ", Loss(s.first_loss), " -> ", Loss(s.last_loss),
+                      s.loss_not_finite_from
+                          ? absl::StrCat(" (not finite from step ", *s.loss_not_finite_from, ": diverged)")
+                          : "");
+}
 
 nlohmann::json ReportToJson(const RunReport& r) {
   using nlohmann::json;

@@ -260,6 +260,8 @@ std::string RenderText(const RunReport& r);
 std::string RenderMarkdown(const RunReport& r);
 nlohmann::json ReportToJson(const RunReport& r);
 std::string RenderJson(const RunReport& r);  // pretty-printed ReportToJson
+// "loss 2.303 -> NaN (not finite from step 4: diverged)": every view says it alike.
+std::string LossText(const StepStats& s);
 // The memory section as every form prints it: its heading, and a row per
 // program (graph, peak, its share of HBM, inputs, intermediates, peak op).
 std::string MemoryHeading(const MemoryStats& m);

@@ -154,10 +154,13 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
           damaged(absl::StrCat(where, ", chip ", chip, ": ", Printable(std::string(ranges.status().message()))));
           return;
         }
-        // Every shard of a tensor has its rank: the first one read sets it.
-        if (!shards[it->second].empty() && shards[it->second][0].second.size() != ranges->size()) {
-          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(), " dimensions where its other shards have ",
-                               shards[it->second][0].second.size()));
+        // Every shard has its tensor's rank (tensors.shape), else the first one's.
+        const int rank = store::ShapeRank(v.tensors[it->second].tensor.shape);
+        const size_t want = rank >= 0 ? static_cast<size_t>(rank)
+                            : shards[it->second].empty() ? ranges->size()
+                                                         : shards[it->second][0].second.size();
+        if (ranges->size() != want) {
+          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(), " dimensions where the tensor has ", want));
           return;
         }
         ShardingRow& t = v.tensors[it->second].tensor;

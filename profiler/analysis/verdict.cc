@@ -266,6 +266,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   // collectives and transfers are one busy span, so what bounds the step
   // inside it cannot be told (idle and host waits between programs can).
   const bool programs_only = timeline && absl::StartsWith(r.run.capture_note, "--trace steps");
+  v.programs_only = programs_only;
   const std::string programs_only_detail =
       "not measurable: recorded with --trace steps (one slice per program: its kernels and collectives are not "
       "told apart); rerun with --trace kernels";
@@ -417,7 +418,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     v.bound = first->bound;
     v.line = absl::StrCat("bound by ", first->bound, ": ", first->what, " ", Pct(first->value), " (threshold ",
                           Pct(first->threshold), "); ", first->detail);
-  } else if (!timeline && v.evidence.front().detail.rfind("not measurable", 0) == 0) {
+  } else if (!timeline) {  // the shares below are not measured, not 0
     v.bound = "unknown";
     v.line = absl::StrCat("no verdict: ", r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason);
   } else if (programs_only) {

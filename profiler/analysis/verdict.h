@@ -87,6 +87,9 @@ struct Verdict {
   std::string clock = "device";
   int64_t span_ns = 0;
   std::vector<StepParts> parts;   // per chip
+  // Recorded with --trace steps: `compute` is whole programs, their
+  // collectives and transfers inside (RunReport::devices.programs_only).
+  bool programs_only = false;
   std::vector<ThumbLane> thumbnail;  // per chip, the same step
   LateArrivals late;
   FleetMap fleet_map;

@@ -135,5 +135,23 @@ TEST(ExportDamage, NonFiniteCountersAndDamagedChunks) {
   EXPECT_NE(e2e::Shell(absl::StrCat("ls ", out, ".partial")).code, 0);
 }
 
+// An output through a link is written where the link points, the link kept
+// (a rename over it made it a file: over /dev/stdout, for everyone); an
+// output that cannot be written is the output's error, not the database's.
+TEST_F(ExportE2e, ALinkIsWrittenThroughAndOutputErrorsNameTheOutput) {
+  const std::string dir = ::testing::TempDir() + "/export_link";
+  ASSERT_EQ(e2e::Shell(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir, " && ln -s target.json ", dir,
+                                    "/link.json")).code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_, " --chrome ", dir, "/link.json"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(e2e::Shell(absl::StrCat("test -L ", dir, "/link.json")).code, 0) << "the link was replaced";
+  EXPECT_FALSE(nlohmann::json::parse(e2e::Shell(absl::StrCat("cat ", dir, "/target.json")).text, nullptr, false)
+                   .is_discarded());
+  e2e::Output full = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", *db_, " --chrome /dev/full"));
+  EXPECT_EQ(full.code, 1) << full.text;
+  EXPECT_TRUE(absl::StrContains(full.text, "writing /dev/full failed")) << full.text;
+  EXPECT_FALSE(absl::StrContains(full.text, "damage")) << full.text;
+}
+
 }  // namespace
 }  // namespace shardscope

@@ -140,15 +140,21 @@ TEST(ShardingDamage, ADamagedPlacementIsLeftOutAndNamed) {
   ASSERT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 1 --quiet --db ", db)).code, 0);
   e2e::Exec(db, "UPDATE shard_placements SET index_ranges = 'garbage' WHERE tensor_name = 'x' AND device_id = 1");
   e2e::Exec(db, "UPDATE shard_placements SET index_ranges = '[0:64,5:2]' WHERE tensor_name = 'x' AND device_id = 2");
+  // Chip 0's row, read first, with a rank the tensor does not have: it goes, not the others.
+  e2e::Exec(db, "UPDATE shard_placements SET index_ranges = '[0:32]' WHERE tensor_name = 'x' AND device_id = 0");
   Output check = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " check ", db));
   EXPECT_NE(check.code, 0) << check.text;
   EXPECT_TRUE(absl::StrContains(check.text, "chip 1: shard_placements.index_ranges 'garbage' is not [b:e,...]"))
       << check.text;
   EXPECT_TRUE(absl::StrContains(check.text, "has a range 5:2 that ends before it begins")) << check.text;
+  EXPECT_TRUE(absl::StrContains(check.text, "chip 0: shard_placements.index_ranges '[0:32]' has 1 dimensions where the "
+                                            "tensor's shape [64,784] has 2"))
+      << check.text;
   Output view = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", db));
   ASSERT_EQ(view.code, 0) << view.text;
-  EXPECT_TRUE(absl::StrContains(view.text, "2 placements left out, damaged in the file's shard_placements"))
+  EXPECT_TRUE(absl::StrContains(view.text, "3 placements left out, damaged in the file's shard_placements"))
       << view.text;
+  EXPECT_TRUE(absl::StrContains(view.text, "chip 0: 1 dimensions where the tensor has 2")) << view.text;
   EXPECT_TRUE(absl::StrContains(view.text, "tensor 'x' (tensor_id ")) << view.text;
   EXPECT_TRUE(absl::StrContains(view.text, "l1.weight")) << view.text;  // the others still shown
   EXPECT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db)).code, 0);

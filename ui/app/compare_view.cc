@@ -147,7 +147,9 @@ void CompareView::Draw(UiState& ui) {
     // A file or run that is not there is what was asked (--compare, --compare-run,
     // the picker); damage in a file is the file's.
     if (result->status().code() == absl::StatusCode::kDataLoss) {
-      ui.DataError(result->status().message());
+      // The damage may be the other file's: said with the file to check.
+      const std::string other = target_->path.empty() ? model_.path : target_->path;
+      ui.DataError(absl::StrCat(text, " (`shardscope check ", other, "` names the damage)"));
     } else if (std::find(ui.option_errors.begin(), ui.option_errors.end(), text) == ui.option_errors.end()) {
       ui.option_errors.push_back(text);
     }

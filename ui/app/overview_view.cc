@@ -250,9 +250,8 @@ void OverviewView::Draw(UiState& ui) {
       std::string line = absl::StrFormat("host clock: median %s, p90 %s over %d steps",
                                          FormatDuration(double(m.host_step_ns)),
                                          FormatDuration(double(m.steps.p90_wall_ns)), m.steps.count);
-      if (m.steps.first_loss && m.steps.last_loss) {
-        absl::StrAppend(&line, absl::StrFormat("; loss %.4g -> %.4g", *m.steps.first_loss, *m.steps.last_loss));
-      }
+      if (m.steps.first_loss || m.steps.last_loss || m.steps.loss_not_finite_from)
+        absl::StrAppend(&line, "; ", analysis::LossText(m.steps));
       Line(ui, line, steps_ref, Built(ViewId::kMetrics, ViewId::kTimeline));
     } else {
       Line(ui, "host clock: no steps recorded", steps_ref, std::nullopt);
@@ -309,7 +308,14 @@ void OverviewView::Draw(UiState& ui) {
         idle += p.idle_ns;
       }
       const double total = double(compute + collective + transfer + wait + idle);
-      if (total > 0) {
+      if (total > 0 && v.programs_only) {  // --trace steps: programs are one busy span each
+        Line(ui,
+             absl::StrFormat("median step %d (%s, %s clock), chip average: programs %s (their compute and collectives "
+                             "not told apart: --trace steps), waiting for the host %s, idle %s",
+                             v.step, FormatDuration(double(v.span_ns)), v.clock, Pct(100 * compute / total),
+                             Pct(100 * wait / total), Pct(100 * idle / total)),
+             json{{"table", "step_bounds"}, {"run_id", h.run_id}, {"step", v.step}}, ViewId::kTimeline);
+      } else if (total > 0) {
         Line(ui,
              absl::StrFormat("median step %d (%s, %s clock), chip average: compute %s, collectives %s, "
                              "transfers %s, waiting for the host %s, idle %s",

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "store/index_ranges.h"
 
 namespace shardscope::app {
 namespace {
@@ -69,9 +70,14 @@ absl::StatusOr<std::vector<ChipShard>> LoadChipShards(const store::Reader& reade
       return absl::NotFoundError(absl::StrCat("run ", run_id, " of ", reader.path(), " has no chip ", device_id));
   }
   std::vector<ChipShard> out;
-  for (size_t i = 0; i < q->rows.size(); ++i)
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    // A damaged placement is left out here as in the view's table (which says so).
+    auto ranges = store::ParseIndexRanges(q->Text(i, "ranges"));
+    const int rank = store::ShapeRank(q->Text(i, "shape"));
+    if (!ranges.ok() || (rank >= 0 && static_cast<size_t>(rank) != ranges->size())) continue;
     out.push_back({q->Text(i, "name"), q->Text(i, "dtype"), q->Text(i, "shape"), q->Text(i, "sharding"),
                    q->Text(i, "ranges"), q->Int(i, "bytes")});
+  }
   return out;
 }
 

@@ -36,15 +36,16 @@ namespace shardscope::cli {
 
 namespace {
 
-// A command's error on a file it opened: the file is named when the message
-// does not name it (a damaged row deep in an analysis knows only its table),
-// and damage points to `check`. Exit status 1.
+// A command's error on a file it opened: damage in it (a row deep in an
+// analysis knows only its table) is said with the file's name and points to
+// `check`; any other error (an output that cannot be written) as it is. Exit 1.
 int RunError(std::ostream& err, const store::Reader& reader, const absl::Status& st) {
   const std::string path = reader.path();
   std::string message(st.message());
-  if (message.find(path) == std::string::npos) message = absl::StrCat(path, ": ", message);
+  const bool damage = st.code() == absl::StatusCode::kDataLoss;
+  if (damage && message.find(path) == std::string::npos) message = absl::StrCat(path, ": ", message);
   err << "error: " << message;
-  if (st.code() == absl::StatusCode::kDataLoss && message.find("shardscope check") == std::string::npos)
+  if (damage && message.find("shardscope check") == std::string::npos)
     err << " (`shardscope check " << path << "` lists the file's damage)";
   err << "\n";
   return 1;
