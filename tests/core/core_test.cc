@@ -1133,6 +1133,25 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
+// A second mark_step in a row has nothing to run: it ends no step (it made a
+// step row of a few us, and the real steps' losses every other number).
+TEST_F(CoreTest, AnEmptyMarkStepEndsNoStep) {
+  const int first = current_step();
+  for (int k = 0; k < 3; ++k) {
+    Tensor x = Tensor::from_host(F32({2}, {1, 2}), "x");
+    Tensor y = x * x;
+    ASSERT_TRUE(mark_step().ok());
+    ASSERT_TRUE(mark_step().ok());  // nothing pending
+  }
+  EXPECT_EQ(current_step(), first + 3);
+  // A step whose work a value read already ran still ends at its mark_step.
+  Tensor x = Tensor::from_host(F32({2}, {1, 2}), "x");
+  Tensor y = sum(x * x);
+  ASSERT_TRUE(y.item().ok());
+  ASSERT_TRUE(mark_step().ok());
+  EXPECT_EQ(current_step(), first + 4);
+}
+
 // Dropout's p annealed every step: its keep threshold and scale are data,
 // as the scalar rule says, so the step compiles once (they were constants and
 // it recompiled every step, blamed as ops_changed).
