@@ -212,7 +212,9 @@ void Notice(int step, const RecompileCause& c) {
   std::string detail = c.detail.size() > 200 ? c.detail.substr(0, 197) + "..." : c.detail;
   for (char& ch : detail)
     if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
-  std::fprintf(stderr, "shardscope: step %d recompiled: %s%s%s at %s:%d: %s\n", step, c.kind.c_str(),
+  // A read's cut is its call site's first graph: an extra program, not a recompilation.
+  std::fprintf(stderr, "shardscope: step %d %s: %s%s%s at %s:%d: %s\n", step,
+               c.kind == "value_read_cut" ? "compiled a program a value read cut off" : "recompiled", c.kind.c_str(),
                c.subkind.empty() ? "" : "/", c.subkind.c_str(), c.loc.file.c_str(), c.loc.line, detail.c_str());
 }
 
@@ -324,7 +326,9 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       cause.kind = "cache_evicted";
       cause.subkind.clear();
       cause.detail = absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
-                                  client.cache_capacity(), " programs); raise the capacity, or use --cache-dir");
+                                  client.cache_capacity(), client.cache_capacity() == 1 ? " program" : " programs",
+                                  "); raise the capacity (--cache-capacity, RecordingOptions::cache_capacity), or keep "
+                                  "programs on disk (--cache-dir, RecordingOptions::cache_dir)");
     }
   }
   ctx.last_cut = {exe.fingerprint, compiled->cache == runtime::CacheOutcome::kMiss, cause.kind, cause.detail};

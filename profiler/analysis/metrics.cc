@@ -59,17 +59,21 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
                                       "before it (`shardscope query`: SELECT step, loss FROM steps)"));
   if (r.steps <= kWarmSteps) return r;
 
-  auto late =
-      rd.Query("SELECT COUNT(*) AS n FROM compilations WHERE run_id = ?1 AND cache = 'miss' AND step >= ?2",
-               {run, std::to_string(kWarmSteps)});
+  // Counted as the report's verdict counts them: recompilations (not a call
+  // site's first graph) in the steps after step 10.
+  auto late = rd.Query(
+      "SELECT (SELECT COUNT(*) FROM compilations WHERE run_id = ?1 AND cache = 'miss' AND step > ?2"
+      " AND coalesce(cause_kind, '') NOT IN ('first_compile', 'value_read_cut')) AS n,"
+      " (SELECT COUNT(*) FROM steps WHERE run_id = ?1 AND step > ?2) AS steps",
+      {run, std::to_string(kWarmSteps)});
   if (!late.ok()) return late.status();
-  const int64_t late_misses = late->Int(0, "n");
-  const double per_step = static_cast<double>(late_misses) / static_cast<double>(r.steps - kWarmSteps);
+  const int64_t late_misses = late->Int(0, "n"), late_steps = late->Int(0, "steps");
+  const double per_step = late_steps > 0 ? static_cast<double>(late_misses) / static_cast<double>(late_steps) : 0;
   if (per_step > 0.5)
     r.warnings.push_back(absl::StrFormat(
-        "%d compilations in the %d steps after step %d (%.2f per step): the graph keeps changing; "
+        "%d recompilations in the %d steps after step %d (%.2f per step): the graph keeps changing; "
         "`shardscope report` names each compilation's cause and line",
-        late_misses, r.steps - kWarmSteps, kWarmSteps, per_step));
+        late_misses, late_steps, kWarmSteps, per_step));
   auto reading = rd.Query(
       "SELECT COUNT(DISTINCT s.step) AS n FROM slices s JOIN names n ON n.name_id = s.name_id"
       " WHERE s.run_id = ?1 AND s.kind = 'host' AND n.name = 'read value'"

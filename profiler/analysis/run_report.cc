@@ -188,7 +188,9 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, CompileStats*
     m.source_file = q->Text(i, "source_file");
     m.source_line = static_cast<int>(q->Int(i, "source_line"));
     m.duration_ns = q->Int(i, "duration_ns");
-    if (m.cause_kind != "first_compile") ++c->recompilations;
+    // A call site's first graph is no recompilation, nor is one a value read
+    // cut off (its site's first too: the read made an extra program).
+    if (m.cause_kind != "first_compile" && m.cause_kind != "value_read_cut") ++c->recompilations;
     c->miss_list.push_back(std::move(m));
   }
   return absl::OkStatus();

@@ -279,7 +279,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                0, kRecompileShare, "%"};
     auto c = rd.Query("SELECT count(*) AS n, coalesce(sum(duration_ns), 0) AS ns FROM compilations"
                       " WHERE run_id = ?1 AND cache = 'miss' AND step > ?2"
-                      " AND coalesce(cause_kind, '') <> 'first_compile'",
+                      " AND coalesce(cause_kind, '') NOT IN ('first_compile', 'value_read_cut')",
                       {id, absl::StrCat(kLateCompileStep)});
     auto s = rd.Query("SELECT count(*) AS n, coalesce(sum(wall_ns), 0) AS ns FROM steps WHERE run_id = ?1 AND step > ?2",
                       {id, absl::StrCat(kLateCompileStep)});

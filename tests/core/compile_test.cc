@@ -84,7 +84,7 @@ TEST(CacheEvictionTest, RecompilingAnEvictedGraphSaysSo) {
   EXPECT_EQ(causes, (std::vector<std::string>{"first_compile", "input_shape_changed", "cache_evicted"}));
   EXPECT_TRUE(internal::Ctx().last_cut.compiled);
   EXPECT_EQ(internal::Ctx().last_cut.cause_kind, "cache_evicted");
-  EXPECT_TRUE(absl::StrContains(internal::Ctx().last_cut.cause_detail, "keeps 1 programs")) << internal::Ctx().last_cut.cause_detail;
+  EXPECT_TRUE(absl::StrContains(internal::Ctx().last_cut.cause_detail, "keeps 1 program)")) << internal::Ctx().last_cut.cause_detail;
   EXPECT_EQ(GetClient().cache_size(), 1u);
   Shutdown();
 }
