@@ -1,6 +1,8 @@
 #include "core/recompile.h"
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 #include <cstdlib>
 #include <set>
 
@@ -443,6 +445,29 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     const Instruction& i = c.Of(*first);
     cause->loc = i.loc;
     cause->detail = absl::StrCat("the graph changed", vs, " (", counts, "); first: ", DescribeChange(c, *first));
+    // Changes made by several lines (an optimizer step run on some steps only
+    // adds ops at its line and changes the gradients' at backward's): each
+    // line with how many, the most first, so the branch's line is named too.
+    // Within the 200 characters a detail keeps; lines of the first change's
+    // file as ":13".
+    std::map<std::pair<std::string, int>, int> by_line;
+    for (const OpChange& ch : d.changes) {
+      const Instruction& op = c.Of(ch);
+      if (op.loc.known()) ++by_line[{op.loc.file, op.loc.line}];
+    }
+    if (by_line.size() > 1) {
+      std::vector<std::tuple<int, std::string, int>> lines;  // (-count, file, line)
+      for (const auto& [at, n] : by_line) lines.push_back({-n, at.first, at.second});
+      std::sort(lines.begin(), lines.end());
+      std::string more = "; by line:";
+      for (size_t k = 0; k < lines.size(); ++k) {
+        const auto& [n, file, line] = lines[k];
+        const std::string entry = absl::StrCat(k ? ", " : " ", file == i.loc.file ? "" : file, ":", line, " (", -n, ")");
+        if (cause->detail.size() + more.size() + entry.size() > 200) break;
+        more += entry;
+      }
+      if (more.size() > std::string("; by line:").size()) cause->detail += more;
+    }
   } else {
     cause->loc = in.cut_loc;
     cause->detail = absl::StrCat("the graph changed", vs);

@@ -1133,6 +1133,34 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
+int g_backward_line = 0, g_update_line = 0;
+
+// Gradient accumulation: the optimizer steps every other micro-step. The
+// graph that updates adds ops at the update's line and changes some at
+// backward's; the cause names the first and lists each line's count, so the
+// branch's line is there too (it read "first: added add" at backward's only).
+absl::Status AccumulationStep(nn::Linear& l, optim::SGD& opt, bool update) {
+  Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+  g_backward_line = __LINE__ + 1;
+  if (absl::Status s = backward(sum(l(x))); !s.ok()) return s;
+  g_update_line = __LINE__ + 1;
+  if (update) if (absl::Status s = opt.step(); !s.ok()) return s;
+  return mark_step();
+}
+
+TEST_F(RecompileTest, ChangesSpreadOverLinesAreCountedByLine) {
+  nn::Linear l(3, 2, "l");
+  optim::SGD opt(parameters(l), {.lr = 0.1});
+  for (int step = 0; step < 4; ++step) ASSERT_TRUE(AccumulationStep(l, opt, step % 2 == 1).ok());
+  auto misses = Misses();
+  ASSERT_GE(misses.size(), 2u);
+  const std::string& d = misses[1].cause_detail;
+  EXPECT_EQ(misses[1].cause_kind, "graph_changed") << d;
+  EXPECT_NE(d.find("; by line: "), std::string::npos) << d;
+  EXPECT_NE(d.find(absl::StrCat(":", g_update_line, " (")), std::string::npos) << d;
+  EXPECT_LE(d.size(), 200u) << d;
+}
+
 // A second mark_step in a row has nothing to run: it ends no step (it made a
 // step row of a few us, and the real steps' losses every other number).
 TEST_F(CoreTest, AnEmptyMarkStepEndsNoStep) {
