@@ -456,7 +456,10 @@ void RecordTensor(const std::string& name, const Shape& shape, const Sharding& s
 }
 
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
-  if (!Initialized()) return absl::FailedPreconditionError("shardscope is not initialised (call Init first)");
+  if (!Initialized())
+    return absl::FailedPreconditionError(absl::StrCat(
+        "value read at ", At(loc), ": no recording is open (Recording::Start was not called, or Finish already "
+        "was; a program without a recording calls Init): read values before Finish"));
   if (!t.status().ok()) return t.status();
   if (!t.node()->is_data() || !t.node()->data->device) {
     if (!t.node()->is_data()) {
@@ -499,7 +502,9 @@ namespace {
 // ("TracedOp:stablehlo.add": op tensors traced so far), and the next step number.
 absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   if (!Initialized())
-    return absl::FailedPreconditionError("mark_step: shardscope is not initialised (call Init first)");
+    return absl::FailedPreconditionError(absl::StrCat(
+        "mark_step at ", At(loc), ": no recording is open (Recording::Start was not called, or Finish already "
+        "was; a program without a recording calls Init)"));
   Context& ctx = Ctx();
   absl::Status s = Cut(CutReason::kMarkStep, loc, site);
   if (trace::enabled()) {

@@ -4,9 +4,14 @@
 // per run cheap.
 #include "store/writer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <ctime>
 #include <random>
 #include <optional>
@@ -76,6 +81,25 @@ class Writer::Db {
   absl::Status Open(const std::string& path, const WriterOptions& options) {
     // Never open what is not a regular file: opening a FIFO blocks.
     if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/true); !st.ok()) return st;
+    // What SQLite would only call "unable to open database file" or "a
+    // readonly database": a directory that is not there or not writable (the
+    // write-ahead log lives beside the file), a file that is read-only.
+    {
+      const std::string dir = std::filesystem::path(path).parent_path().empty()
+                                  ? "."
+                                  : std::filesystem::path(path).parent_path().string();
+      std::error_code ec;
+      if (!std::filesystem::is_directory(dir, ec))
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " does not exist"));
+      if (access(dir.c_str(), W_OK) != 0)
+        return absl::InvalidArgumentError(absl::StrCat("cannot open ", path, " for writing: the directory ", dir,
+                                                       " is not writable (", std::strerror(errno),
+                                                       "; the database keeps its write-ahead log beside it)"));
+      if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat("cannot open ", path, " for writing: the file is read-only (", std::strerror(errno), ")"));
+    }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return absl::InvalidArgumentError(

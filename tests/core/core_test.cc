@@ -1163,6 +1163,20 @@ TEST_F(RecompileTest, ChangesSpreadOverLinesAreCountedByLine) {
 
 // A second mark_step in a row has nothing to run: it ends no step (it made a
 // step row of a few us, and the real steps' losses every other number).
+// Reading or cutting with no context (after Recording::Finish) says so, at the line.
+TEST(NoContext, ReadsAndMarkStepsSayNoRecordingIsOpen) {
+  Shutdown();
+  Tensor x = Tensor::from_host(F32({2}, {1, 2}), "x");
+  Tensor y = x * x;
+  auto v = y.to_host();
+  ASSERT_FALSE(v.ok());
+  EXPECT_NE(v.status().message().find("no recording is open"), std::string::npos) << v.status();
+  EXPECT_NE(v.status().message().find("core_test.cc:"), std::string::npos) << v.status();
+  absl::Status s = mark_step();
+  EXPECT_NE(s.message().find("mark_step at "), std::string::npos) << s;
+  EXPECT_NE(s.message().find("no recording is open"), std::string::npos) << s;
+}
+
 TEST_F(CoreTest, AnEmptyMarkStepEndsNoStep) {
   const int first = current_step();
   for (int k = 0; k < 3; ++k) {

@@ -196,6 +196,14 @@ TEST(Robust, LostMetaRowsOnAFileWithRunsAreNotUnfinished) {
   EXPECT_TRUE(CheckDatabase(path).healthy());
 }
 
+// SQLite says "unable to open database file" for a directory that is not
+// there; the writer names it.
+TEST(Robust, AMissingDirectoryIsNamed) {
+  auto w = Writer::Open("/nonexistent_shardscope_dir/sub/run.db");
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(Contains(w.status(), "the directory /nonexistent_shardscope_dir/sub does not exist")) << w.status();
+}
+
 TEST(Robust, SchemaAndMetaAreCreatedInOneTransaction) {
   // Another process holds the write lock while the file is created: the
   // writer gives up with nothing half made, and a later writer succeeds.
