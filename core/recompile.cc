@@ -143,6 +143,7 @@ std::string DescribeChange(const Compared& c, const OpChange& ch) {
     case OpChange::Kind::kRemoved: return absl::StrCat("removed ", OpAt(i));
     case OpChange::Kind::kChanged:
       if (ch.what == "opcode") return absl::StrCat(OpAt(i), " (was ", Short(c.Old(ch.old_index).op), ")");
+      if (i.op == Opcode::kConstant && ch.what == "constant") return absl::StrCat("the value of ", OpAt(i));
       return absl::StrCat(ch.what, " of ", OpAt(i));
   }
   return "";
