@@ -294,6 +294,23 @@ std::string AttributeText(const Instruction& i) {
 
 }  // namespace
 
+bool SameOpsInOrder(const Module& old_module, const Module& new_module) {
+  const auto& a = old_module.instructions();
+  const auto& b = new_module.instructions();
+  if (a.size() != b.size()) return false;
+  absl::flat_hash_map<int64_t, int64_t> pos_a, pos_b;
+  for (size_t k = 0; k < a.size(); ++k) {
+    pos_a[a[k]->id] = static_cast<int64_t>(k);
+    pos_b[b[k]->id] = static_cast<int64_t>(k);
+  }
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (a[k]->op != b[k]->op || a[k]->operands.size() != b[k]->operands.size()) return false;
+    for (size_t o = 0; o < a[k]->operands.size(); ++o)
+      if (pos_a.at(a[k]->operands[o]->id) != pos_b.at(b[k]->operands[o]->id)) return false;
+  }
+  return true;
+}
+
 std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module) {
   const auto& a = old_module.instructions();
   const auto& b = new_module.instructions();

@@ -70,4 +70,8 @@ struct AttributeChange {
 };
 std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module);
 
+// The same ops in the same order, wired alike, whatever their shapes,
+// attributes and constants: one program at other sizes.
+bool SameOpsInOrder(const Module& a, const Module& b);
+
 }  // namespace shardscope::compiler

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "compiler/fingerprint.h"
 #include "compiler/graph_diff.h"
 
@@ -543,6 +544,31 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
                                 near.diff.inputs.empty() ? "" : absl::StrCat(near.diff.changes.empty() ? "" : ", ",
                                                                             near.diff.inputs.size(), " inputs"));
         FillDiff(near, &c);
+        return c;
+      }
+      // The same graph compiled elsewhere at other input shapes (a second
+      // loop at another batch size): a first compile here, said with what
+      // differs, since one shape for both would have shared the program.
+      const bool only_shapes =
+          near.old && !near.diff.inputs.empty() &&
+          std::all_of(near.diff.inputs.begin(), near.diff.inputs.end(),
+                      [](const compiler::InputChange& ic) { return ic.shape && !ic.dtype && !ic.sharding; }) &&
+          compiler::SameOpsInOrder(*near.old->module, *near.now);
+      if (only_shapes) {
+        std::vector<std::string> shapes;
+        for (const compiler::InputChange& ic : near.diff.inputs) {
+          if (shapes.size() == 2) {
+            shapes.push_back("...");
+            break;
+          }
+          shapes.push_back(absl::StrCat(InputName((*in.inputs)[ic.new_param], ic.new_param), " ",
+                                        near.old->inputs[ic.old_param].shape.ToString(), " -> ",
+                                        (*in.inputs)[ic.new_param].shape.ToString()));
+        }
+        const std::string site = near.old->site_text.substr(0, near.old->site_text.find(" <- "));
+        c.kind = "first_compile";
+        c.detail = absl::StrCat("first graph at this call site; graph ", near.old->graph_id, " (", site,
+                                ") is this graph at other input shapes: ", absl::StrJoin(shapes, ", "));
         return c;
       }
     }

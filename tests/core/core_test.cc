@@ -1133,6 +1133,22 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
+// A second loop (fine-tuning at another batch size) has its own call site:
+// its first graph is a first compile, said with the graph it would have
+// shared at one shape.
+TEST_F(RecompileTest, ASecondLoopAtAnotherBatchSizeNamesTheFirstLoopsGraph) {
+  ASSERT_TRUE(Step({16, 3}).ok());  // the first loop
+  ASSERT_TRUE(Step({8, 3}).ok());   // the second, from another line
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "first_compile");
+  EXPECT_NE(misses[1].cause_detail.find(absl::StrCat("graph ", misses[0].graph_id, " (")), std::string::npos)
+      << misses[1].cause_detail;
+  EXPECT_NE(misses[1].cause_detail.find("is this graph at other input shapes: x f32[16,3] -> f32[8,3]"),
+            std::string::npos)
+      << misses[1].cause_detail;
+}
+
 int g_backward_line = 0, g_update_line = 0;
 
 // Gradient accumulation: the optimizer steps every other micro-step. The
