@@ -1,5 +1,7 @@
 #include "profiler/analysis/metrics.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -89,13 +91,16 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
       if (c.name == "ValueRead") reads = c.value.value_or(0);
     for (const TimingMetric& m : r.metrics)
       if (m.name == "TransferFromDeviceTime") waited_ns = m.total_ns;
-    std::string warning = absl::StrFormat(
-        "a value is read back in %d of %d steps (%d reads, %s waiting on the host clock): each read "
-        "waits for the chips; read every N steps, or after the next mark_step",
-        steps_reading, r.steps, reads, FormatNs(waited_ns));
     // Reads mid-step also cut the graph: what reading every N steps saves (`shardscope recompiles` too).
     auto cuts = FindValueReadCuts(rd, run_id);
     if (!cuts.ok()) return cuts.status();
+    const bool cutting = std::any_of(cuts->begin(), cuts->end(), [](const ValueReadCuts& c) { return c.steps_cut > 0; });
+    std::string warning = absl::StrFormat(
+        "a value is read back in %d of %d steps (%d reads, %s waiting on the host clock): each read "
+        "waits for the chips to finish, so the host cannot trace the next step meanwhile; %s",
+        steps_reading, r.steps, reads, FormatNs(waited_ns),
+        cutting ? "read every N steps, or after the next mark_step"
+                : "read every N steps (the reads already follow mark_step: they cut nothing)");
     for (const ValueReadCuts& c : *cuts)
       if (c.executions_saved > 0)
         absl::StrAppend(&warning,
