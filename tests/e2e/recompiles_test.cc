@@ -63,6 +63,22 @@ TEST(RecompilesE2e, StormBucketsSaveWhatTheSuggestionPredicts) {
   EXPECT_EQ(quiet.text.find("suggestion"), std::string::npos) << quiet.text;  // nothing left to suggest
 }
 
+// Sizes that are powers of two already (a batch of 32 after 64s) bucket to
+// themselves: the suggestion is to pad to the largest shape, with what it
+// saves; a storm bucketed already gets none (above).
+TEST(RecompilesE2e, APowerOfTwoShortBatchIsToldToPadToTheLargest) {
+  const std::string db = e2e::TempDb("short_batch");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x1 --steps 10 --batch 64 --batch-after 32",
+                                    " --change-step 8 --quiet --db ", db))
+                .code,
+            0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "suggestion: pad to the largest shape seen (x -> [64,784]")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, ": 1 compilation saved")) << o.text;
+  EXPECT_FALSE(absl::StrContains(o.text, "power-of-two")) << o.text;
+}
+
 // A step's host wall time holds its own compilations: the storm's new
 // lengths compile in the step that meets them (steps.wall_ns was the next
 // step's span when the loss was logged a step late).
