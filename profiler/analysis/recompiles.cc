@@ -454,6 +454,11 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
     absl::StrAppend(&out, "\n", Printable(s.call_site), "\n  ", s.distinct_graphs, " distinct graph",
                     s.distinct_graphs == 1 ? "" : "s", ", ", s.misses, " compilation", s.misses == 1 ? "" : "s",
                     ", ", FormatNs(s.compile_ns), " compiling (host clock)\n");
+    if (s.compiles.empty()) {  // every program it ran was compiled elsewhere first
+      absl::StrAppend(&out, "    every graph it ran was in the cache already (compiled at another call site)\n");
+      for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", Printable(g.text), "\n");
+      continue;
+    }
     std::vector<std::vector<std::string>> t = {{"step", "cache", "cause", "at", "time", "detail"}};
     for (const CompileEvent& e : s.compiles)
       t.push_back({std::to_string(e.step), e.cache,
