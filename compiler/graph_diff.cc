@@ -275,12 +275,14 @@ std::string AttributeText(const Instruction& i) {
     case Opcode::kSlice: {
       std::string s = "[";
       for (size_t k = 0; k < i.slice.start.size(); ++k)
-        absl::StrAppend(&s, k ? ", " : "", i.slice.start[k], ":", k < i.slice.limit.size() ? i.slice.limit[k] : 0,
-                        ":", k < i.slice.stride.size() ? i.slice.stride[k] : 1);
+        absl::StrAppend(&s, k ? ", " : "", i.slice.start[k], ":",
+                        k < i.slice.limit.size() ? i.slice.limit[k] : 0, ":",
+                        k < i.slice.stride.size() ? i.slice.stride[k] : 1);
       return s + "]";
     }
     case Opcode::kPad:
-      return absl::StrCat("low ", Ints(i.pad.low), " high ", Ints(i.pad.high), " interior ", Ints(i.pad.interior));
+      return absl::StrCat("low ", Ints(i.pad.low), " high ", Ints(i.pad.high), " interior ",
+                          Ints(i.pad.interior));
     case Opcode::kGather:
       return absl::StrCat("slice sizes ", Ints(i.gather.slice_sizes), ", result ", i.shape.ToString());
     case Opcode::kDynamicSlice:

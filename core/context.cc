@@ -1,7 +1,5 @@
 #include "core/context.h"
 
-#include "runtime/dispatch.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -10,8 +8,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/buffer.h"
 #include "profiler/trace/recorder.h"
+#include "runtime/buffer.h"
+#include "runtime/dispatch.h"
 
 namespace shardscope {
 namespace {

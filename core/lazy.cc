@@ -214,8 +214,9 @@ void Notice(int step, const RecompileCause& c) {
     if (static_cast<unsigned char>(ch) < 0x20) ch = ' ';
   // A read's cut is its call site's first graph: an extra program, not a recompilation.
   std::fprintf(stderr, "shardscope: step %d %s: %s%s%s at %s:%d: %s\n", step,
-               c.kind == "value_read_cut" ? "compiled a program a value read cut off" : "recompiled", c.kind.c_str(),
-               c.subkind.empty() ? "" : "/", c.subkind.c_str(), c.loc.file.c_str(), c.loc.line, detail.c_str());
+               c.kind == "value_read_cut" ? "compiled a program a value read cut off" : "recompiled",
+               c.kind.c_str(), c.subkind.empty() ? "" : "/", c.subkind.c_str(), c.loc.file.c_str(),
+               c.loc.line, detail.c_str());
 }
 
 // The pending live tensors, oldest first; the first error of an op that made one.
@@ -325,10 +326,11 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       cause.loc = loc;
       cause.kind = "cache_evicted";
       cause.subkind.clear();
-      cause.detail = absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
-                                  client.cache_capacity(), client.cache_capacity() == 1 ? " program" : " programs",
-                                  "); raise the capacity (--cache-capacity, RecordingOptions::cache_capacity), or keep "
-                                  "programs on disk (--cache-dir, RecordingOptions::cache_dir)");
+      cause.detail =
+          absl::StrCat("this graph was compiled before and evicted from the in-memory cache (it keeps ",
+                       client.cache_capacity(), client.cache_capacity() == 1 ? " program" : " programs",
+                       "); raise the capacity (--cache-capacity, RecordingOptions::cache_capacity), or keep "
+                       "programs on disk (--cache-dir, RecordingOptions::cache_dir)");
     }
   }
   ctx.last_cut = {exe.fingerprint, compiled->cache == runtime::CacheOutcome::kMiss, cause.kind, cause.detail};
@@ -457,9 +459,10 @@ void RecordTensor(const std::string& name, const Shape& shape, const Sharding& s
 
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
   if (!Initialized())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "value read at ", At(loc), ": no recording is open (Recording::Start was not called, or Finish already "
-        "was; a program without a recording calls Init): read values before Finish"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("value read at ", At(loc),
+                     ": no recording is open (Recording::Start was not called, or Finish already "
+                     "was; a program without a recording calls Init): read values before Finish"));
   if (!t.status().ok()) return t.status();
   if (!t.node()->is_data() || !t.node()->data->device) {
     if (!t.node()->is_data()) {
@@ -502,9 +505,10 @@ namespace {
 // ("TracedOp:stablehlo.add": op tensors traced so far), and the next step number.
 absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   if (!Initialized())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "mark_step at ", At(loc), ": no recording is open (Recording::Start was not called, or Finish already "
-        "was; a program without a recording calls Init)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("mark_step at ", At(loc),
+                     ": no recording is open (Recording::Start was not called, or Finish already "
+                     "was; a program without a recording calls Init)"));
   Context& ctx = Ctx();
   absl::Status s = Cut(CutReason::kMarkStep, loc, site);
   if (trace::enabled()) {

@@ -274,14 +274,14 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, std::so
   // scalar but 0 and 1: a p that changes between steps (a schedule) does not
   // recompile, as a learning rate does not.
   auto scalar = [&](const char* what, double v, DType dtype, const std::vector<int64_t>& dims) {
-    Tensor t = Tensor::from_host(Literal::Scalar(dtype, v), absl::StrCat("dropout.", what, "@", loc.file, ":", loc.line),
-                                 sl);
+    Tensor t = Tensor::from_host(Literal::Scalar(dtype, v),
+                                 absl::StrCat("dropout.", what, "@", loc.file, ":", loc.line), sl);
     return internal::Broadcast(t, dims, {}, loc);
   };
   Tensor keep = internal::Compare(bits, scalar("threshold", threshold, DType::kI32, x.shape().dims),
                                   compiler::CompareDirection::kGE, loc);
-  Tensor scaled =
-      internal::Binary(Opcode::kMultiply, x, scalar("scale", 1.0 / (1.0 - p), x.dtype(), x.shape().dims), loc);
+  Tensor scaled = internal::Binary(Opcode::kMultiply, x,
+                                   scalar("scale", 1.0 / (1.0 - p), x.dtype(), x.shape().dims), loc);
   return internal::Select(keep, scaled, Full(x.shape(), 0, loc), loc);
 }
 

@@ -1,10 +1,10 @@
 #include "core/recompile.h"
 
 #include <algorithm>
-#include <map>
-#include <tuple>
 #include <cstdlib>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -407,11 +407,28 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     for (const OpChange* ch : ops)
       if (ch->new_index >= 0) { at = ch; break; }
     const Instruction& i = c.Of(*at);
-    cause->subkind = "optimizer_changed";
-    cause->loc = i.loc;
     const std::string added = InputsOnlyIn(*c.now, d.new_to_old), gone = InputsOnlyIn(*c.old->module, d.old_to_new);
+    // The whole update there in one graph and not in the other: the
+    // optimizer steps on some steps only (gradient accumulation), not a new
+    // optimizer.
+    const bool whole_update = std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) {
+      return ch->kind == OpChange::Kind::kAdded;
+    }) || std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
+    cause->loc = i.loc;
+    if (whole_update) {
+      const bool adding = ops.front()->kind == OpChange::Kind::kAdded;
+      cause->subkind = "optimizer_on_some_steps";
+      cause->detail = absl::StrCat("the optimizer's update (", i.loc.via, " called at ", At(i.loc), ") runs in ",
+                                   adding ? "this graph and not in" : "graph ",
+                                   adding ? absl::StrCat("graph ", c.old->graph_id) : absl::StrCat(c.old->graph_id, " and not in this one"),
+                                   ": it steps on some steps only (gradient accumulation); ", counts,
+                                   added.empty() ? "" : absl::StrCat("; new inputs ", added),
+                                   gone.empty() ? "" : absl::StrCat("; inputs gone ", gone));
+      return;
+    }
+    cause->subkind = "optimizer_changed";
     cause->detail = absl::StrCat("the optimizer's update changed (", i.loc.via, " called at ", At(i.loc), ")", vs, ": ",
-                                 counts, added.empty() ? "" : absl::StrCat("; new state ", added),
+                                 counts, added.empty() ? "" : absl::StrCat("; new inputs ", added),
                                  gone.empty() ? "" : absl::StrCat("; gone ", gone));
     return;
   }
@@ -464,7 +481,8 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       std::string more = "; by line:";
       for (size_t k = 0; k < lines.size(); ++k) {
         const auto& [n, file, line] = lines[k];
-        const std::string entry = absl::StrCat(k ? ", " : " ", file == i.loc.file ? "" : file, ":", line, " (", -n, ")");
+        const std::string entry =
+            absl::StrCat(k ? ", " : " ", file == i.loc.file ? "" : file, ":", line, " (", -n, ")");
         if (cause->detail.size() + more.size() + entry.size() > 200) break;
         more += entry;
       }
@@ -549,11 +567,12 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
       // The same graph compiled elsewhere at other input shapes (a second
       // loop at another batch size): a first compile here, said with what
       // differs, since one shape for both would have shared the program.
-      const bool only_shapes =
-          near.old && !near.diff.inputs.empty() &&
-          std::all_of(near.diff.inputs.begin(), near.diff.inputs.end(),
-                      [](const compiler::InputChange& ic) { return ic.shape && !ic.dtype && !ic.sharding; }) &&
-          compiler::SameOpsInOrder(*near.old->module, *near.now);
+      const bool only_shapes = near.old && !near.diff.inputs.empty() &&
+                               std::all_of(near.diff.inputs.begin(), near.diff.inputs.end(),
+                                           [](const compiler::InputChange& ic) {
+                                             return ic.shape && !ic.dtype && !ic.sharding;
+                                           }) &&
+                               compiler::SameOpsInOrder(*near.old->module, *near.now);
       if (only_shapes) {
         std::vector<std::string> shapes;
         for (const compiler::InputChange& ic : near.diff.inputs) {
@@ -623,12 +642,12 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
   }
   // Only constants changed, which follow from an op's new window (a mean's
   // divisor after a narrower slice): the op is the cause.
-  const bool only_constants = std::all_of(near.diff.changes.begin(), near.diff.changes.end(), [](const OpChange& ch) {
-    return ch.kind == OpChange::Kind::kChanged && ch.what == "constant";
-  });
+  const bool only_constants = std::all_of(
+      near.diff.changes.begin(), near.diff.changes.end(),
+      [](const OpChange& ch) { return ch.kind == OpChange::Kind::kChanged && ch.what == "constant"; });
   if (only_constants && near.diff.inputs.empty() && AttributeCause(near, &c)) {
-    absl::StrAppend(&c.detail, "; ", near.diff.changes.size(), near.diff.changes.size() == 1 ? " constant" : " constants",
-                    " changed with it");
+    absl::StrAppend(&c.detail, "; ", near.diff.changes.size(),
+                    near.diff.changes.size() == 1 ? " constant" : " constants", " changed with it");
     return c;
   }
   GraphCause(near, in, &c);

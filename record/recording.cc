@@ -75,11 +75,13 @@ absl::Status Validate(const RecordingOptions& o, int64_t* chips) {
     auto ic = runtime::Interconnect::Parse(o.topology);
     if (!ic.ok()) return bad(ic.status().message());
     if (ic->num_chips() != *chips)
-      return bad("topology ", o.topology, " has ", ic->num_chips(), " chips but the mesh [",
-                 absl::StrJoin(o.mesh, ","), "] has ", *chips,
-                 o.simulate ? ": the mesh must cover the simulated topology exactly"
-                            : ": a real run computes every chip of its topology, so the mesh must cover it exactly",
-                 ic->num_chips() > *chips && !o.simulate ? " (larger pods need simulated mode: .simulate = true)" : "");
+      return bad(
+          "topology ", o.topology, " has ", ic->num_chips(), " chips but the mesh [",
+          absl::StrJoin(o.mesh, ","), "] has ", *chips,
+          o.simulate ? ": the mesh must cover the simulated topology exactly"
+                     : ": a real run computes every chip of its topology, so the mesh must cover it exactly",
+          ic->num_chips() > *chips && !o.simulate ? " (larger pods need simulated mode: .simulate = true)"
+                                                  : "");
     if (o.hosts != 1 && o.hosts != ic->num_hosts())
       return bad("hosts ", o.hosts, " disagrees with topology ", o.topology, ", which has ", ic->num_hosts(),
                  " host", ic->num_hosts() == 1 ? "" : "s", " (leave --hosts out: the topology decides)");

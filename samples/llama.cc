@@ -183,12 +183,14 @@ struct Model {
 // Only when the rows split evenly: an uneven split of B*T cuts elsewhere than
 // the rows' (3 of 8 rows a chip is not 3/8 of B*T), and the logits would be
 // gathered whole to meet it.
-std::vector<ss::AxisSpec> TargetsSpec(const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch, int64_t rows) {
+std::vector<ss::AxisSpec> TargetsSpec(const ss::Mesh& mesh, const std::vector<ss::AxisSpec>& batch,
+                                      int64_t rows) {
   if (batch.empty() || batch[0].is_none()) return {ss::none};
   int64_t split = 1;
   for (const ss::AxisSpec::Axis& a : batch[0].axes())
     for (size_t k = 0; k < mesh.axis_names().size(); ++k)
-      if ((a.name && *a.name == mesh.axis_names()[k]) || a.index == static_cast<int>(k)) split *= mesh.shape()[k];
+      if ((a.name && *a.name == mesh.axis_names()[k]) || a.index == static_cast<int>(k))
+        split *= mesh.shape()[k];
   return {rows % split == 0 ? batch[0] : ss::none};
 }
 
@@ -205,7 +207,8 @@ absl::StatusOr<double> EvalLoss(const Model& model, const std::string& held_out,
   for (int k = 0; k < batches; ++k) {
     auto [x, y] = Batch(held_out, cfg.llama_batch, cfg.seq, rng);
     if (auto s = ss::mark_sharding(x, mesh, batch_spec); !s.ok()) return s;
-    if (const auto spec = TargetsSpec(mesh, batch_spec, cfg.llama_batch); !spec[0].is_none())  // as the rows are
+    if (const auto spec = TargetsSpec(mesh, batch_spec, cfg.llama_batch);
+        !spec[0].is_none())  // as the rows are
       if (auto s = ss::mark_sharding(y, mesh, spec); !s.ok()) return s;
     ss::Tensor loss = model.loss(x, y);
     ss::set_current_step(step - 1);

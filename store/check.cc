@@ -1,7 +1,5 @@
 // `shardscope check` (see check.h).
 #include "store/check.h"
-#include "store/slice_chunks.h"
-#include "store/slice_vtab.h"
 
 #include <sqlite3.h>
 
@@ -17,6 +15,8 @@
 #include "store/reader.h"
 #include "store/run_state.h"
 #include "store/schema.h"
+#include "store/slice_chunks.h"
+#include "store/slice_vtab.h"
 #include "store/sqlite_util.h"
 
 namespace shardscope::store {
@@ -295,9 +295,10 @@ CheckReport CheckDatabase(const std::string& path) {
     int64_t damaged = 0;
     // ... and have their tensor's rank (a tensor's shape is "[64,784]").
     const bool shapes = tables.count("tensors") > 0;
-    c.Each(shapes ? "SELECT p.run_id, p.tensor_id, p.device_id, p.index_ranges, t.shape FROM shard_placements p"
-                    " LEFT JOIN tensors t ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id"
-                  : "SELECT run_id, tensor_id, device_id, index_ranges, NULL FROM shard_placements",
+    c.Each(shapes
+               ? "SELECT p.run_id, p.tensor_id, p.device_id, p.index_ranges, t.shape FROM shard_placements p"
+                 " LEFT JOIN tensors t ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id"
+               : "SELECT run_id, tensor_id, device_id, index_ranges, NULL FROM shard_placements",
            [&](sqlite3_stmt* s) {
              const auto text = [&](int col) {
                const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
@@ -307,16 +308,19 @@ CheckReport CheckDatabase(const std::string& path) {
              std::string problem;
              if (!ranges.ok()) {
                problem = std::string(ranges.status().message());
-             } else if (const int rank = ShapeRank(text(4)); rank >= 0 && static_cast<size_t>(rank) != ranges->size()) {
-               problem = absl::StrCat("shard_placements.index_ranges '", std::string(text(3)), "' has ", ranges->size(),
-                                      " dimensions where the tensor's shape ", std::string(text(4)), " has ", rank);
+             } else if (const int rank = ShapeRank(text(4));
+                        rank >= 0 && static_cast<size_t>(rank) != ranges->size()) {
+               problem = absl::StrCat("shard_placements.index_ranges '", std::string(text(3)), "' has ",
+                                      ranges->size(), " dimensions where the tensor's shape ",
+                                      std::string(text(4)), " has ", rank);
              }
              if (!problem.empty() && ++damaged <= 5)
                r.problems.push_back(absl::StrCat("run ", sqlite3_column_int64(s, 0), ", tensor_id ",
-                                                 sqlite3_column_int64(s, 1), ", chip ", sqlite3_column_int64(s, 2),
-                                                 ": ", problem));
+                                                 sqlite3_column_int64(s, 1), ", chip ",
+                                                 sqlite3_column_int64(s, 2), ": ", problem));
            });
-    if (damaged > 5) r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged shard_placements rows"));
+    if (damaged > 5)
+      r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged shard_placements rows"));
   }
 
   // References between tables. A run that did not finish may end mid-way

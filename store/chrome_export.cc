@@ -1,9 +1,8 @@
 #include "store/chrome_export.h"
 
-#include <zlib.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -45,10 +44,12 @@ class Out {
     o.writing_ = exists && !S_ISREG(st.st_mode) ? path : path + ".partial";
     if (absl::EndsWith(path, ".gz")) {
       o.gz_ = gzopen(o.writing_.c_str(), "wb6");
-      if (!o.gz_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+      if (!o.gz_)
+        return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
     } else {
       o.f_ = std::fopen(o.writing_.c_str(), "wb");
-      if (!o.f_) return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
+      if (!o.f_)
+        return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
     }
     return o;
   }
@@ -65,8 +66,8 @@ class Out {
   absl::Status Commit() {
     if (absl::Status st = Close(); !st.ok()) return st;
     if (writing_ != path_ && std::rename(writing_.c_str(), path_.c_str()) != 0)
-      return absl::UnavailableError(absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ",
-                                                 std::strerror(errno)));
+      return absl::UnavailableError(
+          absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ", std::strerror(errno)));
     writing_.clear();
     return absl::OkStatus();
   }
@@ -259,14 +260,15 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   // Counters: a chip's on its device-clock process, process-wide ones on host 0.
   {
     absl::Status st = rd.ForEachRow(
-        "SELECT device_id, name, ts_ns, value FROM counters WHERE run_id = ?1 ORDER BY device_id, name, ts_ns", {run},
-        [&](const std::vector<Cell>& r) {
+        "SELECT device_id, name, ts_ns, value FROM counters WHERE run_id = ?1 ORDER BY device_id, name, "
+        "ts_ns",
+        {run}, [&](const std::vector<Cell>& r) {
           int64_t pid = 1, device = 0, ts = 0;
           double value = 0;
           // JSON has no Inf or NaN, and a damaged cell is no number: such a
           // sample is left out and counted, never written as invalid JSON.
-          if ((r[0] && !absl::SimpleAtoi(*r[0], &device)) || !r[2] || !absl::SimpleAtoi(*r[2], &ts) || !r[3] ||
-              !absl::SimpleAtod(*r[3], &value) || !std::isfinite(value)) {
+          if ((r[0] && !absl::SimpleAtoi(*r[0], &device)) || !r[2] || !absl::SimpleAtoi(*r[2], &ts) ||
+              !r[3] || !absl::SimpleAtod(*r[3], &value) || !std::isfinite(value)) {
             ++stats.counters_left_out;
             return;
           }
@@ -275,8 +277,8 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
             if (it != device_pid.end()) pid = it->second;
           }
           out->Write(absl::StrCat(",\n{\"ph\":\"C\",\"pid\":", pid, ",\"tid\":0,\"ts\":", Us(ts),
-                                  ",\"name\":", Quote(r[1].value_or("")), ",\"args\":{\"value\":",
-                                  JsonText(nlohmann::json(value)), "}}"));
+                                  ",\"name\":", Quote(r[1].value_or("")),
+                                  ",\"args\":{\"value\":", JsonText(nlohmann::json(value)), "}}"));
           ++stats.counters;
         });
     if (!st.ok()) return st;

@@ -14,8 +14,8 @@ absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::s
     std::string shown(text.substr(0, 80));
     for (char& c : shown)
       if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-    return absl::DataLossError(absl::StrCat("shard_placements.index_ranges '", shown, text.size() > 80 ? "..." : "",
-                                            "' ", why));
+    return absl::DataLossError(
+        absl::StrCat("shard_placements.index_ranges '", shown, text.size() > 80 ? "..." : "", "' ", why));
   };
   if (text.size() < 2 || text.front() != '[' || text.back() != ']') return bad("is not [b:e,...]");
   std::vector<std::pair<int64_t, int64_t>> out;

@@ -311,13 +311,15 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
     // ... unless it holds runs: then its meta rows were lost from a whole
     // file, and removing it would throw those runs away.
     int64_t runs = 0;
-    if (ours_only && probe.Prepare(db, "SELECT count(*) FROM runs").ok() && sqlite3_step(probe.get()) == SQLITE_ROW)
+    if (ours_only && probe.Prepare(db, "SELECT count(*) FROM runs").ok() &&
+        sqlite3_step(probe.get()) == SQLITE_ROW)
       runs = sqlite3_column_int64(probe.get(), 0);
     probe = Stmt();
     if (ours_only && runs > 0) {
       // Which version wrote it, from the tables each version added.
       int version = 1;
-      for (const auto& [table, v] : {std::pair<const char*, int>{"slice_chunks", 2}, {"slice_summary_groups", 3}})
+      for (const auto& [table, v] :
+           {std::pair<const char*, int>{"slice_chunks", 2}, {"slice_summary_groups", 3}})
         if (probe.Prepare(db, absl::StrCat("SELECT 1 FROM sqlite_master WHERE name = '", table, "'")).ok() &&
             sqlite3_step(probe.get()) == SQLITE_ROW)
           version = std::max(version, v);
@@ -325,9 +327,9 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
       std::string quoted = path;  // for a shell, in single quotes
       absl::StrReplaceAll({{"'", "'\\''"}}, &quoted);
       return absl::DataLossError(absl::StrCat(
-          path, " has lost its meta rows (tool, schema_version) but holds ", runs, runs == 1 ? " run" : " runs",
-          ": do not remove it. To read it again, put them back: sqlite3 '", quoted,
-          "' \"INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '", version,
+          path, " has lost its meta rows (tool, schema_version) but holds ", runs,
+          runs == 1 ? " run" : " runs", ": do not remove it. To read it again, put them back: sqlite3 '",
+          quoted, "' \"INSERT INTO meta VALUES ('tool', 'shardscope'), ('schema_version', '", version,
           "')\" (its tables are those of schema version ", version, "), then run `shardscope check`"));
     }
     if (ours_only) {

@@ -11,10 +11,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <ctime>
-#include <random>
+#include <filesystem>
 #include <optional>
+#include <random>
 #include <tuple>
 #include <unordered_map>
 
@@ -93,12 +93,12 @@ class Writer::Db {
         return absl::InvalidArgumentError(
             absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " does not exist"));
       if (access(dir.c_str(), W_OK) != 0)
-        return absl::InvalidArgumentError(absl::StrCat("cannot open ", path, " for writing: the directory ", dir,
-                                                       " is not writable (", std::strerror(errno),
-                                                       "; the database keeps its write-ahead log beside it)"));
-      if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
         return absl::InvalidArgumentError(
-            absl::StrCat("cannot open ", path, " for writing: the file is read-only (", std::strerror(errno), ")"));
+            absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " is not writable (",
+                         std::strerror(errno), "; the database keeps its write-ahead log beside it)"));
+      if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot open ", path, " for writing: the file is read-only (", std::strerror(errno), ")"));
     }
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
@@ -1214,12 +1214,18 @@ class Writer::Db {
     // A simulated run computes no values: its losses are unknown, not 0.
     // SQLite stores a NaN as NULL, which reads as "no loss": a diverged
     // step's NaN is kept as the text 'NaN' (Inf is a REAL SQLite keeps).
-    if (simulated_ || !r.has_loss) s.Null(3);
-    else if (std::isnan(r.loss)) s.Text(3, "NaN");
-    else s.Real(3, r.loss);
-    if (!r.has_eval_loss || simulated_) s.Null(5);
-    else if (std::isnan(r.eval_loss)) s.Text(5, "NaN");  // as the loss: NULL would read as not measured
-    else s.Real(5, r.eval_loss);
+    if (simulated_ || !r.has_loss)
+      s.Null(3);
+    else if (std::isnan(r.loss))
+      s.Text(3, "NaN");
+    else
+      s.Real(3, r.loss);
+    if (!r.has_eval_loss || simulated_)
+      s.Null(5);
+    else if (std::isnan(r.eval_loss))
+      s.Text(5, "NaN");  // as the loss: NULL would read as not measured
+    else
+      s.Real(5, r.eval_loss);
     if (absl::Status st = Tag(s.Run(), "steps", r.step); !st.ok()) return st;
     last_step_ = std::max<int64_t>(last_step_, r.step);
     return Tag(TrimRing(r.step), "slice_chunks", r.step);

@@ -271,10 +271,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   if (options.clock == "auto" && (sa["device"].empty() || sb["device"].empty()) && !sa["modeled"].empty() &&
       !sb["modeled"].empty()) {
     c.op_clock = "modeled";
-    c.notes.push_back(absl::StrCat(sa["device"].empty() && sb["device"].empty() ? "neither run has" : 
-                                   sa["device"].empty() ? "A has no" : "B has no",
-                                   " steps on the device clock (a simulated run measures none): compared on the "
-                                   "modeled clock, the cost model's estimate"));
+    c.notes.push_back(
+        absl::StrCat(sa["device"].empty() && sb["device"].empty() ? "neither run has"
+                     : sa["device"].empty()                       ? "A has no"
+                                                                  : "B has no",
+                     " steps on the device clock (a simulated run measures none): compared on the "
+                     "modeled clock, the cost model's estimate"));
   }
 
   auto ca = ReadCompileStats(ra, run_a);

@@ -1034,7 +1034,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // median) keeps its baseline, as Replay would give it, and is not read
   // again (on a pod without faults, none is).
   std::vector<double> saved(cands.size(), 0);
-  std::vector<std::map<int, double>> saved_in(cands.size());  // per step
+  std::vector<std::map<int, double>> saved_in(cands.size());      // per step
   std::map<int, std::vector<std::pair<size_t, Change>>> changes;  // step -> (candidate, what it changes)
   if (whatif)
     for (const auto& [n, b] : base) {
@@ -1162,11 +1162,12 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),
                      " — slower than its peers by at least ", Pct(opt.flag_threshold));
     if (whatif && saved_before > 0)
-      absl::StrAppend(&r.verdict, "; fixing ", flagged.size() == 1 ? "it" : "them", " would save ",
-                      saved_before_steps.empty()
-                          ? absl::StrCat(Ms(saved_before_ns), " per step (", Pct(saved_before), ")")
-                          : absl::StrCat(saved_before_steps, " (", Ms(saved_before_ns), " a step averaged over ",
-                                         base.size(), " steps, ", Pct(saved_before), " of the run's step time)"));
+      absl::StrAppend(
+          &r.verdict, "; fixing ", flagged.size() == 1 ? "it" : "them", " would save ",
+          saved_before_steps.empty()
+              ? absl::StrCat(Ms(saved_before_ns), " per step (", Pct(saved_before), ")")
+              : absl::StrCat(saved_before_steps, " (", Ms(saved_before_ns), " a step averaged over ",
+                             base.size(), " steps, ", Pct(saved_before), " of the run's step time)"));
   }
   return r;
 }

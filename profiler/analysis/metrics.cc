@@ -1,7 +1,6 @@
 #include "profiler/analysis/metrics.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -50,9 +49,10 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
     static_cast<store::RunMetrics&>(r) = *std::move(computed);
   }
   // A diverged run's losses are stored as NaN or Inf: said at once, at any length.
-  auto diverged = rd.Query("SELECT step, loss FROM steps WHERE run_id = ?1 AND loss IN ('NaN', 9e999, -9e999)"
-                           " ORDER BY step LIMIT 1",
-                           {run});
+  auto diverged = rd.Query(
+      "SELECT step, loss FROM steps WHERE run_id = ?1 AND loss IN ('NaN', 9e999, -9e999)"
+      " ORDER BY step LIMIT 1",
+      {run});
   if (!diverged.ok()) return diverged.status();
   if (!diverged->rows.empty())
     r.warnings.push_back(absl::StrCat("the loss is not finite from step ", diverged->Int(0, "step"), " (",
@@ -70,7 +70,8 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
       {run, std::to_string(kWarmSteps)});
   if (!late.ok()) return late.status();
   const int64_t late_misses = late->Int(0, "n"), late_steps = late->Int(0, "steps");
-  const double per_step = late_steps > 0 ? static_cast<double>(late_misses) / static_cast<double>(late_steps) : 0;
+  const double per_step =
+      late_steps > 0 ? static_cast<double>(late_misses) / static_cast<double>(late_steps) : 0;
   if (per_step > 0.5)
     r.warnings.push_back(absl::StrFormat(
         "%d recompilations in the %d steps after step %d (%.2f per step): the graph keeps changing; "
@@ -94,7 +95,8 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
     // Reads mid-step also cut the graph: what reading every N steps saves (`shardscope recompiles` too).
     auto cuts = FindValueReadCuts(rd, run_id);
     if (!cuts.ok()) return cuts.status();
-    const bool cutting = std::any_of(cuts->begin(), cuts->end(), [](const ValueReadCuts& c) { return c.steps_cut > 0; });
+    const bool cutting =
+        std::any_of(cuts->begin(), cuts->end(), [](const ValueReadCuts& c) { return c.steps_cut > 0; });
     std::string warning = absl::StrFormat(
         "a value is read back in %d of %d steps (%d reads, %s waiting on the host clock): each read "
         "waits for the chips to finish, so the host cannot trace the next step meanwhile; %s",

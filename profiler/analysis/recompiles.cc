@@ -142,7 +142,8 @@ std::string PaddedSignature(const std::string& text, const std::map<std::string,
       for (size_t k = 0; k < d.size() && k < it->second.size(); ++k) {
         if (!it->second[k]) continue;
         const auto most = largest ? largest->find(name) : decltype(largest->find(name)){};
-        d[k] = largest && most != largest->end() && k < most->second.size() ? most->second[k] : PowerOfTwoBucket(d[k]);
+        d[k] = largest && most != largest->end() && k < most->second.size() ? most->second[k]
+                                                                            : PowerOfTwoBucket(d[k]);
       }
     absl::StrAppend(&out, name, ":", SignatureText(in, "dtype"), DimsText(d), SignatureText(in, "sharding"), ";");
   }
@@ -341,8 +342,8 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
           }
           s.suggestions.push_back(
               {absl::StrCat("pad to the largest shape seen (", absl::StrJoin(to, ", "),
-                            "), masking the padded rows out of the loss, or drop the short batch: ", saved_largest,
-                            " compilation", saved_largest == 1 ? "" : "s", " saved"),
+                            "), masking the padded rows out of the loss, or drop the short batch: ",
+                            saved_largest, " compilation", saved_largest == 1 ? "" : "s", " saved"),
                saved_largest, 0, "pad_to_largest"});
         }
         if (saved != 0)
@@ -426,6 +427,9 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
          "compute both sides and select with where(); otherwise it is one compilation per variant"},
         {"graph_changed/optimizer_changed",
          "the optimizer changed: one compilation per optimizer; create it once before the loop"},
+        {"graph_changed/optimizer_on_some_steps",
+         "the optimizer steps on some steps only (gradient accumulation): one graph with its update and one "
+         "without, each compiled once; nothing to fix unless more variants appear"},
         {"graph_changed/parameter_frozen", "a parameter was frozen: one compilation per set of trained parameters; "
                                            "freeze before the first step, not during training"},
         {"graph_changed/parameter_unfrozen", "a parameter was unfrozen: one compilation per set of trained parameters"},
@@ -455,8 +459,10 @@ std::string RenderRecompilesText(const RecompilesReport& r) {
                     s.distinct_graphs == 1 ? "" : "s", ", ", s.misses, " compilation", s.misses == 1 ? "" : "s",
                     ", ", FormatNs(s.compile_ns), " compiling (host clock)\n");
     if (s.compiles.empty()) {  // every program it ran was compiled elsewhere first
-      absl::StrAppend(&out, "    every graph it ran was in the cache already (compiled at another call site)\n");
-      for (const Suggestion& g : s.suggestions) absl::StrAppend(&out, "  suggestion: ", Printable(g.text), "\n");
+      absl::StrAppend(&out,
+                      "    every graph it ran was in the cache already (compiled at another call site)\n");
+      for (const Suggestion& g : s.suggestions)
+        absl::StrAppend(&out, "  suggestion: ", Printable(g.text), "\n");
       continue;
     }
     std::vector<std::vector<std::string>> t = {{"step", "cache", "cause", "at", "time", "detail"}};

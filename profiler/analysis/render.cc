@@ -127,8 +127,8 @@ std::string ChipName(const DeviceRow& d) {
 }
 
 std::string StepLine(const StepStats& s) {
-  return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
-                      " (host)   ", LossText(s));
+  return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns), " (host)   ",
+                      LossText(s));
 }
 
 std::string CompileLine(const CompileStats& c) {
@@ -168,7 +168,8 @@ std::vector<std::string> TimesCells(const DeviceTimes& t, bool host_wait, bool p
 }
 
 std::vector<std::string> TimesHead(const std::string& first, bool host_wait, bool programs_only) {
-  std::vector<std::string> head = {first, programs_only ? "programs" : "compute", "collective", "transfer", "idle"};
+  std::vector<std::string> head = {first, programs_only ? "programs" : "compute", "collective", "transfer",
+                                   "idle"};
   if (host_wait) head.push_back("host wait");
   head.push_back("bottleneck");
   return head;
@@ -186,8 +187,9 @@ std::string HostWaitLine(const DeviceBreakdown& d) {
 }
 
 std::string ChipHeading(const DeviceBreakdown& d) {
-  return absl::StrCat("Per chip (step ", d.median_step, ", the median of ", Plural(d.steps_covered, "step", "steps"),
-                      ", span ", FormatNs(d.median_span_ns), ", device clock",
+  return absl::StrCat("Per chip (step ", d.median_step, ", the median of ",
+                      Plural(d.steps_covered, "step", "steps"), ", span ", FormatNs(d.median_span_ns),
+                      ", device clock",
                       d.programs_only ? "; --trace steps: whole programs, collectives inside them" : "", ")");
 }
 
@@ -200,11 +202,12 @@ std::string FormatFlops(double f) {
 
 // Time by slice name, for a run without per-op statistics (an imported trace).
 std::string NamesHeading(const NameTimes& n) {
-  return absl::StrCat("Top names by self time (", n.clock, " clock, ", n.slices, " slices on ", n.tracks,
-                      n.tracks == 1 ? " lane" : " lanes",
-                      n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
-                      AnnotationLanesLeftOut(n), ", ", n.names,
-                      n.names == 1 ? " name" : " names", "; from the timeline: no per-op statistics)");
+  return absl::StrCat(
+      "Top names by self time (", n.clock, " clock, ", n.slices, " slices on ", n.tracks,
+      n.tracks == 1 ? " lane" : " lanes",
+      n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
+      AnnotationLanesLeftOut(n), ", ", n.names, n.names == 1 ? " name" : " names",
+      "; from the timeline: no per-op statistics)");
 }
 const std::vector<std::string> kNamesHead = {"name", "kind", "count", "self", "share", "total", "longest"};
 std::vector<std::vector<std::string>> NamesRows(const NameTimes& n) {
@@ -271,7 +274,8 @@ std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
   for (const StepParts& p : v.parts) {
     rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns),
-                    v.programs_only ? "?" : FormatNs(p.collective_ns), v.programs_only ? "?" : FormatNs(p.transfer_ns)});
+                    v.programs_only ? "?" : FormatNs(p.collective_ns),
+                    v.programs_only ? "?" : FormatNs(p.transfer_ns)});
     if (PartsWait(v)) rows.back().push_back(FormatNs(p.host_wait_ns));
     rows.back().push_back(FormatNs(p.idle_ns));
     rows.back().push_back(FormatNs(p.compute_ns + p.collective_ns + p.transfer_ns + p.host_wait_ns + p.idle_ns));
@@ -280,9 +284,10 @@ std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
 }
 
 std::string PartsHeading(const Verdict& v) {
-  return absl::StrCat("Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns),
-                      ", ", v.clock, " clock: ", v.programs_only ? "programs (--trace steps)" : "compute over collective over transfer",
-                      " over ", PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
+  return absl::StrCat(
+      "Step breakdown by priority (median step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock,
+      " clock: ", v.programs_only ? "programs (--trace steps)" : "compute over collective over transfer",
+      " over ", PartsWait(v) ? "host wait over " : "", "idle, so each row adds up to the step)");
 }
 
 std::string LateLine(const RunReport& r) {
@@ -549,8 +554,9 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"last_step", r.steps.last_step},
                   {"first_loss", OptJson(r.steps.first_loss)},
                   {"last_loss", OptJson(r.steps.last_loss)},
-                  {"loss_not_finite_from_step", r.steps.loss_not_finite_from ? nlohmann::json(*r.steps.loss_not_finite_from)
-                                                                          : nlohmann::json(nullptr)}};
+                  {"loss_not_finite_from_step", r.steps.loss_not_finite_from
+                                                    ? nlohmann::json(*r.steps.loss_not_finite_from)
+                                                    : nlohmann::json(nullptr)}};
   json misses = json::array();
   for (const CompileMiss& m : r.compiles.miss_list) {
     misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},
@@ -647,9 +653,14 @@ nlohmann::json ReportToJson(const RunReport& r) {
       for (const NameTime& t : n.top)
         top.push_back({{"name", t.name}, {"kind", t.kind}, {"count", t.count}, {"self_ns", t.self_ns},
                        {"total_ns", t.total_ns}, {"max_ns", t.max_ns}});
-      by_name.push_back({{"clock", n.clock}, {"tracks", n.tracks}, {"tracks_in_run", n.tracks_in_run},
-                         {"annotation_tracks", n.annotation_tracks}, {"slices", n.slices}, {"names", n.names},
-                         {"self_ns", n.self_ns}, {"top", top}});
+      by_name.push_back({{"clock", n.clock},
+                         {"tracks", n.tracks},
+                         {"tracks_in_run", n.tracks_in_run},
+                         {"annotation_tracks", n.annotation_tracks},
+                         {"slices", n.slices},
+                         {"names", n.names},
+                         {"self_ns", n.self_ns},
+                         {"top", top}});
     }
     out["kernels"]["by_name"] = by_name;
   }

@@ -185,7 +185,8 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                       programs ? "?" : FormatNs(p.collective_ns), programs ? "?" : FormatNs(p.transfer_ns),
                       FormatNs(p.host_wait_ns), FormatNs(p.idle_ns)});
     }
-    out += Table({"chip", programs ? "programs" : "compute", "collective", "transfer", "host wait", "idle"}, rows);
+    out += Table({"chip", programs ? "programs" : "compute", "collective", "transfer", "host wait", "idle"},
+                 rows);
     if (r.verdict.parts.size() > kMaxChipRows)
       absl::StrAppend(&out, "<p>The first ", kMaxChipRows, " of ", r.verdict.parts.size(),
                       " chips are listed (`shardscope report --format json` has them all).</p>\n");
@@ -221,11 +222,12 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
     std::vector<std::vector<std::string>> rows;
     for (const NameTime& t : n.top)
       rows.push_back({t.name, t.kind, absl::StrCat(t.count), FormatNs(t.self_ns), FormatNs(t.total_ns)});
-    absl::StrAppend(&out, "<h2>Top names by self time (", H(n.clock), " clock)</h2>\n<p>From the timeline: ", n.slices,
-                    " slices on ", n.tracks, " lanes",
-                    n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
-                    H(AnnotationLanesLeftOut(n)), "; the run has no per-op statistics.</p>\n",
-                    Table({"name", "kind", "count", "self", "total"}, rows));
+    absl::StrAppend(
+        &out, "<h2>Top names by self time (", H(n.clock), " clock)</h2>\n<p>From the timeline: ", n.slices,
+        " slices on ", n.tracks, " lanes",
+        n.tracks_in_run > n.tracks ? absl::StrCat(" of ", n.tracks_in_run, " (an even sample)") : "",
+        H(AnnotationLanesLeftOut(n)), "; the run has no per-op statistics.</p>\n",
+        Table({"name", "kind", "count", "self", "total"}, rows));
   }
 
   out += "<h2>Compilations</h2>\n";

@@ -142,8 +142,8 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
         if (!row[0] || !absl::SimpleAtoi(*row[0], &id)) return;  // no tensor to put it under
         auto it = at.find(id);
         if (it == at.end()) return;  // another tensor than the one asked for
-        const std::string where = absl::StrCat("tensor '", Printable(v.tensors[it->second].tensor.name),
-                                               "' (tensor_id ", id, ")");
+        const std::string where =
+            absl::StrCat("tensor '", Printable(v.tensors[it->second].tensor.name), "' (tensor_id ", id, ")");
         if (!row[1] || !absl::SimpleAtoi(*row[1], &chip) || !row[3] || !absl::SimpleAtoi(*row[3], &bytes) ||
             bytes < 0) {
           damaged(absl::StrCat(where, ": device_id or bytes is not a number"));
@@ -151,16 +151,18 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
         }
         auto ranges = ParseRanges(row[2].value_or(""));
         if (!ranges.ok()) {
-          damaged(absl::StrCat(where, ", chip ", chip, ": ", Printable(std::string(ranges.status().message()))));
+          damaged(
+              absl::StrCat(where, ", chip ", chip, ": ", Printable(std::string(ranges.status().message()))));
           return;
         }
         // Every shard has its tensor's rank (tensors.shape), else the first one's.
         const int rank = store::ShapeRank(v.tensors[it->second].tensor.shape);
-        const size_t want = rank >= 0 ? static_cast<size_t>(rank)
+        const size_t want = rank >= 0                    ? static_cast<size_t>(rank)
                             : shards[it->second].empty() ? ranges->size()
                                                          : shards[it->second][0].second.size();
         if (ranges->size() != want) {
-          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(), " dimensions where the tensor has ", want));
+          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(),
+                               " dimensions where the tensor has ", want));
           return;
         }
         ShardingRow& t = v.tensors[it->second].tensor;
@@ -272,9 +274,10 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
 
 std::string DamagedPlacementsText(const ShardingView& v) {
   if (v.damaged_rows == 0) return "";
-  std::string out = absl::StrCat("\n", v.damaged_rows, v.damaged_rows == 1 ? " placement" : " placements",
-                                 " left out, damaged in the file's shard_placements (`shardscope check` lists the"
-                                 " file's damage):\n");
+  std::string out =
+      absl::StrCat("\n", v.damaged_rows, v.damaged_rows == 1 ? " placement" : " placements",
+                   " left out, damaged in the file's shard_placements (`shardscope check` lists the"
+                   " file's damage):\n");
   for (const std::string& d : v.damaged) absl::StrAppend(&out, "  ", d, "\n");
   if (v.damaged_rows > static_cast<int64_t>(v.damaged.size()))
     absl::StrAppend(&out, "  and ", v.damaged_rows - static_cast<int64_t>(v.damaged.size()), " more\n");

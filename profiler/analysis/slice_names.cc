@@ -41,8 +41,10 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
   // the kernels (an imported GPU's user annotations): counting it would make
   // ProfilerStep#N most of the device's time. Left out when chips' lanes exist.
   auto tracks = reader.Query(
-      "SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 AND (?2 <> 'device' OR device_id IS NOT NULL "
-      "OR NOT EXISTS (SELECT 1 FROM tracks d WHERE d.run_id = ?1 AND d.clock = 'device' AND d.device_id IS NOT NULL)) "
+      "SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 AND (?2 <> 'device' OR device_id IS NOT "
+      "NULL "
+      "OR NOT EXISTS (SELECT 1 FROM tracks d WHERE d.run_id = ?1 AND d.clock = 'device' AND d.device_id IS "
+      "NOT NULL)) "
       "ORDER BY track_id",
       {absl::StrCat(run_id), clock});
   if (!tracks.ok()) return tracks.status();
@@ -119,8 +121,8 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
 
 std::string AnnotationLanesLeftOut(const NameTimes& n) {
   if (n.annotation_tracks <= 0) return "";
-  return absl::StrCat("; ", n.annotation_tracks, n.annotation_tracks == 1 ? " annotation lane" : " annotation lanes",
-                      " left out");
+  return absl::StrCat("; ", n.annotation_tracks,
+                      n.annotation_tracks == 1 ? " annotation lane" : " annotation lanes", " left out");
 }
 
 }  // namespace shardscope::analysis

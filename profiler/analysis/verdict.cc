@@ -268,7 +268,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   const bool programs_only = timeline && absl::StartsWith(r.run.capture_note, "--trace steps");
   v.programs_only = programs_only;
   const std::string programs_only_detail =
-      "not measurable: recorded with --trace steps (one slice per program: its kernels and collectives are not "
+      "not measurable: recorded with --trace steps (one slice per program: its kernels and collectives are "
+      "not "
       "told apart); rerun with --trace kernels";
 
   // Recompilation: compile time in the steps after warm-up, against their host time.
@@ -277,10 +278,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     Evidence e{"recompilation", absl::StrCat("recompiling in the steps after step ", kLateCompileStep,
                                              ", share of their host time"),
                0, kRecompileShare, "%"};
-    auto c = rd.Query("SELECT count(*) AS n, coalesce(sum(duration_ns), 0) AS ns FROM compilations"
-                      " WHERE run_id = ?1 AND cache = 'miss' AND step > ?2"
-                      " AND coalesce(cause_kind, '') NOT IN ('first_compile', 'value_read_cut')",
-                      {id, absl::StrCat(kLateCompileStep)});
+    auto c = rd.Query(
+        "SELECT count(*) AS n, coalesce(sum(duration_ns), 0) AS ns FROM compilations"
+        " WHERE run_id = ?1 AND cache = 'miss' AND step > ?2"
+        " AND coalesce(cause_kind, '') NOT IN ('first_compile', 'value_read_cut')",
+        {id, absl::StrCat(kLateCompileStep)});
     auto s = rd.Query("SELECT count(*) AS n, coalesce(sum(wall_ns), 0) AS ns FROM steps WHERE run_id = ?1 AND step > ?2",
                       {id, absl::StrCat(kLateCompileStep)});
     if (!c.ok()) return c.status();
@@ -346,8 +348,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                share(&StepParts::collective_ns), kCollectiveShare, "%"};
     e.passed = timeline && !programs_only && e.value >= e.threshold;
     e.detail = programs_only ? programs_only_detail
-               : timeline    ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock, " clock")
-                             : no_timeline;
+               : timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns), ", ", v.clock, " clock")
+                          : no_timeline;
     if (programs_only) e.value = 0;
     v.evidence.push_back(e);
   }
@@ -387,11 +389,12 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       bw.detail = absl::StrCat(FormatNs(mem), " of ", FormatNs(all), " (device clock, all steps); counts when compute"
                                " is at least ", Pct(kComputeShare), " of the step");
     } else {
-      bw.detail = !*lanes              ? no_timeline
-                  : programs_only      ? programs_only_detail
-                  : r.run.imported     ? "not measurable: no kernels with a roofline class (an imported trace has none)"
-                  : !timeline          ? no_timeline
-                                       : "not measurable: no kernels with a roofline class";
+      bw.detail = !*lanes         ? no_timeline
+                  : programs_only ? programs_only_detail
+                  : r.run.imported
+                      ? "not measurable: no kernels with a roofline class (an imported trace has none)"
+                  : !timeline ? no_timeline
+                              : "not measurable: no kernels with a roofline class";
     }
     v.evidence.push_back(bw);
   }
@@ -423,13 +426,15 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     v.line = absl::StrCat("no verdict: ", r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason);
   } else if (programs_only) {
     v.bound = "unknown";
-    v.line = absl::StrCat("no verdict on what bounds the step: recorded with --trace steps, so each program is one "
-                          "busy span (kernels and collectives together; rerun with --trace kernels); the chips ran "
-                          "programs ", Pct(share(&StepParts::compute_ns)),
-                          share(&StepParts::host_wait_ns) > 0
-                              ? absl::StrCat(", waited for the host ", Pct(share(&StepParts::host_wait_ns)))
-                              : "",
-                          ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
+    v.line = absl::StrCat(
+        "no verdict on what bounds the step: recorded with --trace steps, so each program is one "
+        "busy span (kernels and collectives together; rerun with --trace kernels); the chips ran "
+        "programs ",
+        Pct(share(&StepParts::compute_ns)),
+        share(&StepParts::host_wait_ns) > 0
+            ? absl::StrCat(", waited for the host ", Pct(share(&StepParts::host_wait_ns)))
+            : "",
+        ", idle ", Pct(share(&StepParts::idle_ns)), " of the median step");
   } else {
     v.bound = "none";
     v.line = absl::StrCat("no single bound passes its threshold: compute ", Pct(share(&StepParts::compute_ns)),

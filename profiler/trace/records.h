@@ -294,7 +294,7 @@ struct StepRecord {
   int64_t wall_ns = 0;         // host clock
   bool has_eval_loss = false;  // a held-out loss was measured after this step
   double eval_loss = 0;
-  bool has_loss = true;        // false: no loss was computed (imported, replayed)
+  bool has_loss = true;  // false: no loss was computed (imported, replayed)
 };
 
 struct TensorRecord {

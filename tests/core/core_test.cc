@@ -1177,6 +1177,30 @@ TEST_F(RecompileTest, ChangesSpreadOverLinesAreCountedByLine) {
   EXPECT_LE(d.size(), 200u) << d;
 }
 
+// Accumulation with zero_grad: the graph that applies the update differs from
+// the one before it by the whole update only. It was "the optimizer changed:
+// create it once before the loop", which the program already does.
+TEST_F(RecompileTest, AnUpdateOnSomeStepsIsNotANewOptimizer) {
+  nn::Linear l(3, 2, "l");
+  std::vector<Tensor*> params = parameters(l);
+  optim::SGD opt(params, {.lr = 0.1});
+  for (int micro = 0; micro < 6; ++micro) {
+    if (micro % 3 == 0)
+      for (Tensor* p : params) p->zero_grad();
+    Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+    ASSERT_TRUE(backward(sum(l(x))).ok());
+    if (micro % 3 == 2) ASSERT_TRUE(opt.step().ok());
+    ASSERT_TRUE(mark_step().ok());
+  }
+  bool said = false;
+  for (const auto& m : Misses()) {
+    EXPECT_NE(m.cause_subkind, "optimizer_changed") << m.cause_detail;
+    said |= m.cause_subkind == "optimizer_on_some_steps" &&
+            m.cause_detail.find("it steps on some steps only (gradient accumulation)") != std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
+
 // A second mark_step in a row has nothing to run: it ends no step (it made a
 // step row of a few us, and the real steps' losses every other number).
 // Reading or cutting with no context (after Recording::Finish) says so, at the line.

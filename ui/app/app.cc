@@ -636,14 +636,18 @@ int RunApp(const AppOptions& options) {
       if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
       for (const std::string& e : workstation->ui().option_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
       if (!workstation->ui().option_errors.empty()) exit_code = 1;
-      for (const std::string& e : workstation->ui().data_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
+      for (const std::string& e : workstation->ui().data_errors)
+        std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
       if (!workstation->ui().data_errors.empty()) {
         // Errors that name their file's check (the Compare view's other file) need no other.
-        const bool named = std::all_of(workstation->ui().data_errors.begin(), workstation->ui().data_errors.end(),
-                                       [](const std::string& e) { return e.find("shardscope check") != std::string::npos; });
+        const bool named =
+            std::all_of(workstation->ui().data_errors.begin(), workstation->ui().data_errors.end(),
+                        [](const std::string& e) { return e.find("shardscope check") != std::string::npos; });
         if (!named)
-          std::fprintf(stderr, "shardscope-ui: the capture shows what could be read; `shardscope check %s` names the "
-                               "damage\n", options.db_path.c_str());
+          std::fprintf(stderr,
+                       "shardscope-ui: the capture shows what could be read; `shardscope check %s` names the "
+                       "damage\n",
+                       options.db_path.c_str());
         exit_code = 1;
       }
       int fb_w = 0, fb_h = 0, win_w = 0, win_h = 0;

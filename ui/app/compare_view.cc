@@ -142,8 +142,8 @@ void CompareView::Draw(UiState& ui) {
     const std::string text = absl::StrCat("Cannot compare: ", result->status().message());
     ImGui::TextColored(Color(kWarning), "%s", text.c_str());
     if (ui.layout)
-      ui.layout->Add("error", text, json{{"table", "runs"}}, ImGui::GetItemRectMin().x, ImGui::GetItemRectMin().y,
-                     ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
+      ui.layout->Add("error", text, json{{"table", "runs"}}, ImGui::GetItemRectMin().x,
+                     ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
     // A file or run that is not there is what was asked (--compare, --compare-run,
     // the picker); damage in a file is the file's.
     if (result->status().code() == absl::StatusCode::kDataLoss) {

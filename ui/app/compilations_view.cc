@@ -89,8 +89,8 @@ void CompilationsView::Draw(UiState& ui) {
   const std::string summary = absl::StrCat(
       Plural(m.compilations, "compilation", "compilations"), ", ", Plural(m.misses, "miss", "misses"), ", ",
       Plural(m.misses - static_cast<int64_t>(sites_with_miss), "recompilation", "recompilations"), " at ",
-      Plural(static_cast<int64_t>(m.sites.size()), "call site", "call sites"), ", ", FormatDuration(double(total_ns)),
-      " compiling (host clock)");
+      Plural(static_cast<int64_t>(m.sites.size()), "call site", "call sites"), ", ",
+      FormatDuration(double(total_ns)), " compiling (host clock)");
   ImGui::TextUnformatted(summary.c_str());
   DumpText(ui, "summary", summary, json{{"table", "compilations"}});
   ImGui::SameLine(0, 30);

@@ -245,7 +245,10 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
     item["chips"] = r.chips;
     item["hosts"] = r.hosts;
     item["topology"] = r.topology;
-    item["grid"] = {{"kind", g.kind}, {"panels", g.panels}, {"rows", g.rows}, {"cols", g.cols},
+    item["grid"] = {{"kind", g.kind},
+                    {"panels", g.panels},
+                    {"rows", g.rows},
+                    {"cols", g.cols},
                     {"rows_per_panel", g.rows_per_panel}};
     item["clock"] = r.clock;
     item["simulated"] = r.simulated;
@@ -384,9 +387,9 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
     for (int k = 0; k < m.grid.panels; ++k) {
       const int pr = k / p.panels_per_row, pc = k % p.panels_per_row;
       const int h = m.grid.rows_per_panel;
-      const std::string label =
-          h > 0 ? absl::StrCat(m.grid.panel_label, " ", k * h, "-", std::min((k + 1) * h, m.grid.total_rows) - 1)
-                : absl::StrCat(m.grid.panel_label, " = ", k);
+      const std::string label = h > 0 ? absl::StrCat(m.grid.panel_label, " ", k * h, "-",
+                                                     std::min((k + 1) * h, m.grid.total_rows) - 1)
+                                      : absl::StrCat(m.grid.panel_label, " = ", k);
       dl->AddText(ImVec2(a.x + pc * (p.panel_w + p.panel_gap), a.y + pr * (p.panel_h + p.panel_gap)),
                   kDimText.Packed(), label.c_str());
     }

@@ -89,8 +89,10 @@ absl::StatusOr<MetricsModel> BuildMetricsModel(const store::Reader& reader, int6
     if (steps->rows[i][steps->Col("loss")]) {
       const double loss = steps->Real(i, "loss", kNaN);
       // A diverged step's NaN or Inf is said, not drawn: Inf would stretch the axis to nothing.
-      if (std::isfinite(loss)) m.loss[at] = loss;
-      else if (m.loss_not_finite_from < 0) m.loss_not_finite_from = m.steps[at];
+      if (std::isfinite(loss))
+        m.loss[at] = loss;
+      else if (m.loss_not_finite_from < 0)
+        m.loss_not_finite_from = m.steps[at];
     }
     if (steps->Col("eval_loss") >= 0 && steps->rows[i][steps->Col("eval_loss")]) {
       m.eval_loss[at] = steps->Real(i, "eval_loss");

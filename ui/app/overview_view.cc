@@ -310,10 +310,11 @@ void OverviewView::Draw(UiState& ui) {
       const double total = double(compute + collective + transfer + wait + idle);
       if (total > 0 && v.programs_only) {  // --trace steps: programs are one busy span each
         Line(ui,
-             absl::StrFormat("median step %d (%s, %s clock), chip average: programs %s (their compute and collectives "
-                             "not told apart: --trace steps), waiting for the host %s, idle %s",
-                             v.step, FormatDuration(double(v.span_ns)), v.clock, Pct(100 * compute / total),
-                             Pct(100 * wait / total), Pct(100 * idle / total)),
+             absl::StrFormat(
+                 "median step %d (%s, %s clock), chip average: programs %s (their compute and collectives "
+                 "not told apart: --trace steps), waiting for the host %s, idle %s",
+                 v.step, FormatDuration(double(v.span_ns)), v.clock, Pct(100 * compute / total),
+                 Pct(100 * wait / total), Pct(100 * idle / total)),
              json{{"table", "step_bounds"}, {"run_id", h.run_id}, {"step", v.step}}, ViewId::kTimeline);
       } else if (total > 0) {
         Line(ui,
@@ -334,7 +335,8 @@ void OverviewView::Draw(UiState& ui) {
                                                                                      : nullptr;
   Heading(ui, names ? absl::StrCat("Top names by self time (", names->clock, " clock, ",
                                    names->tracks_in_run > names->tracks
-                                       ? absl::StrCat(names->tracks, " of ", names->tracks_in_run, " lanes (an even sample)")
+                                       ? absl::StrCat(names->tracks, " of ", names->tracks_in_run,
+                                                      " lanes (an even sample)")
                                        : std::string("all lanes"),
                                    analysis::AnnotationLanesLeftOut(*names), ", all steps)")
                           .c_str()

@@ -519,7 +519,8 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       << " slices, " << stats->flows << " flows, " << stats->counters
       << " counter samples (open it in ui.perfetto.dev or chrome://tracing)\n";
   if (stats->counters_left_out > 0)
-    err << "note: " << stats->counters_left_out << " counter sample" << (stats->counters_left_out == 1 ? "" : "s")
+    err << "note: " << stats->counters_left_out << " counter sample"
+        << (stats->counters_left_out == 1 ? "" : "s")
         << " left out: not a finite number (JSON has no Inf or NaN; `shardscope check` reads the file)\n";
   return 0;
 }
