@@ -141,7 +141,7 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
                              by_name["transfer to device"]));
   r.metrics.push_back(Timing("TransferFromDeviceTime", "host", "reading a value back (waiting included)",
                              by_name["read value"]));
-  r.metrics.push_back(Timing("MarkStep", "host", "a mark_step call", by_name["mark_step"]));
+  r.metrics.push_back(Timing("MarkStep", "host", "a mark_step that ran a program", by_name["mark_step"]));
 
   // Every mark_step() call is counted by core (a call with nothing pending
   // runs no program and leaves no slice); older files only have the slices.

@@ -414,9 +414,10 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         return static_cast<int64_t>(all.size());
       }();
       s.suggestions.push_back({absl::StrCat(at("cache_evicted"), " because the in-memory cache (", capacity,
-                                            " programs) evicted programs used again: --cache-capacity ", programs,
-                                            " keeps all of this run's programs",
-                                            saved >= 0 ? absl::StrCat(" (", saved, " compilations saved)") : ""),
+                                            capacity == 1 ? " program" : " programs",
+                                            ") evicted programs used again: --cache-capacity ", programs,
+                                            " (RecordingOptions::cache_capacity) keeps all of this run's programs",
+                                            saved >= 0 ? absl::StrCat(" (", saved, saved == 1 ? " compilation" : " compilations", " saved)") : ""),
                                saved, saved >= 0 ? 0 : -1, "raise_cache_capacity"});
     }
     const std::map<std::string, std::string> advice = {
