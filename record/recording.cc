@@ -120,6 +120,8 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     for (int64_t d = 0; d < chips; ++d) ids.push_back(d);
   auto mesh = Mesh::Create(ids, o.mesh, o.mesh_axes);
   if (!mesh.ok()) return absl::InvalidArgumentError(absl::StrCat("Recording: ", mesh.status().message()));
+  // A database that cannot be written fails now, not after the calibration below.
+  if (absl::Status s = store::CheckWritableDbPath(o.db); !s.ok()) return s;
   // The modeled clock's chip, resolved before anything is written: `cpu` is
   // measured here the first time on this machine, and a pinned profile file
   // that cannot be read fails the run before it starts.

@@ -81,25 +81,7 @@ class Writer::Db {
   absl::Status Open(const std::string& path, const WriterOptions& options) {
     // Never open what is not a regular file: opening a FIFO blocks.
     if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/true); !st.ok()) return st;
-    // What SQLite would only call "unable to open database file" or "a
-    // readonly database": a directory that is not there or not writable (the
-    // write-ahead log lives beside the file), a file that is read-only.
-    {
-      const std::string dir = std::filesystem::path(path).parent_path().empty()
-                                  ? "."
-                                  : std::filesystem::path(path).parent_path().string();
-      std::error_code ec;
-      if (!std::filesystem::is_directory(dir, ec))
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " does not exist"));
-      if (access(dir.c_str(), W_OK) != 0)
-        return absl::InvalidArgumentError(
-            absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " is not writable (",
-                         std::strerror(errno), "; the database keeps its write-ahead log beside it)"));
-      if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cannot open ", path, " for writing: the file is read-only (", std::strerror(errno), ")"));
-    }
+    if (absl::Status st = CheckWritableDbPath(path); !st.ok()) return st;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return absl::InvalidArgumentError(
@@ -1300,6 +1282,26 @@ class Writer::Db {
   ProcessIdentity me_;
   std::string token_;
 };
+
+absl::Status CheckWritableDbPath(const std::string& path) {
+  // What SQLite would only call "unable to open database file" or "a readonly
+  // database": a directory that is not there or not writable (the
+  // write-ahead log lives beside the file), a file that is read-only.
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string dir = parent.empty() ? "." : parent.string();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", path, " for writing: the directory ", dir, " does not exist"));
+  if (access(dir.c_str(), W_OK) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("cannot open ", path, " for writing: the directory ", dir,
+                                                   " is not writable (", std::strerror(errno),
+                                                   "; the database keeps its write-ahead log beside it)"));
+  if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), W_OK) != 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open ", path, " for writing: the file is read-only (", std::strerror(errno), ")"));
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::string& path, WriterOptions options) {
   auto db = std::make_unique<Db>();

@@ -45,6 +45,11 @@ struct WriterOptions {
   std::function<void(const absl::Status&)> on_error;
 };
 
+// Whether a database could be written at `path` (its directory there and
+// writable, the file not read-only), without creating anything: a run checks
+// it before minutes of setup (the `cpu` profile's first calibration).
+absl::Status CheckWritableDbPath(const std::string& path);
+
 class Writer : public trace::Recorder {
  public:
   // Opens `path` for writing: creates it (WAL mode, schema v1, meta rows, all

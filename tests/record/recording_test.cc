@@ -128,6 +128,12 @@ TEST(Recording, BadOptionsWriteNothing) {
   auto no_db = Recording::Start({});
   ASSERT_FALSE(no_db.ok());
   EXPECT_NE(no_db.status().message().find("no database path"), std::string::npos);
+  // A database that cannot be written is named before the profile's calibration (minutes on a new machine).
+  auto no_dir = Recording::Start({.db = "/nonexistent_shardscope_dir/run.db", .profile = "tpu-v4"});
+  ASSERT_FALSE(no_dir.ok());
+  EXPECT_NE(no_dir.status().message().find("the directory /nonexistent_shardscope_dir does not exist"),
+            std::string::npos)
+      << no_dir.status();
 }
 
 TEST(Recording, OneAtATimeAndAnUnreadableFileIsNamed) {
