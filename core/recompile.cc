@@ -293,7 +293,7 @@ bool AttributeCause(const Compared& c, RecompileCause* cause) {
   if (!a) return false;
   const Instruction& i = c.New(a->index);
   cause->kind = "graph_changed";
-  cause->subkind = "ops_changed";
+  cause->subkind = "dims_changed";
   if (i.loc.known()) cause->loc = i.loc;
   cause->detail = absl::StrCat(OpAt(i), " changed: ", a->old_text, " -> ", a->new_text,
                                "; otherwise the graph is graph ", c.old->graph_id, "'s, op for op");

@@ -428,6 +428,9 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
          "compute both sides and select with where(); otherwise it is one compilation per variant"},
         {"graph_changed/optimizer_changed",
          "the optimizer changed: one compilation per optimizer; create it once before the loop"},
+        {"graph_changed/dims_changed",
+         "an op's window or dims come from a host integer (a slice, reshape, pad or gather): fix it, or round it "
+         "to a few sizes (one compilation each), masking what the larger size adds"},
         {"graph_changed/optimizer_on_some_steps",
          "the optimizer steps on some steps only (gradient accumulation): one graph with its update and one "
          "without, each compiled once; nothing to fix unless more variants appear"},

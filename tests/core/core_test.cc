@@ -814,7 +814,10 @@ TEST_F(RecompileTest, ASliceWindowOrReshapeThatMovesIsNamedAtItsLine) {
   }
   auto misses = Misses();
   ASSERT_EQ(misses.size(), 4u);
-  for (size_t k = 1; k < 4; ++k) EXPECT_EQ(misses[k].cause_kind, "graph_changed") << misses[k].cause_detail;
+  for (size_t k = 1; k < 4; ++k) {
+    EXPECT_EQ(misses[k].cause_kind, "graph_changed") << misses[k].cause_detail;
+    EXPECT_EQ(misses[k].cause_subkind, "dims_changed") << misses[k].cause_detail;
+  }
   EXPECT_EQ(misses[1].source_line, g_window_line) << misses[1].cause_detail;
   EXPECT_NE(misses[1].cause_detail.find("slice at "), std::string::npos) << misses[1].cause_detail;
   EXPECT_NE(misses[1].cause_detail.find("[0:4:1, 0:4:1] -> [0:4:1, 1:5:1]"), std::string::npos)
