@@ -196,6 +196,26 @@ TEST(Robust, LostMetaRowsOnAFileWithRunsAreNotUnfinished) {
   EXPECT_TRUE(CheckDatabase(path).healthy());
 }
 
+// A dropped table every version has is a problem, and only that: not also
+// "written before table `counters` existed" in the notes.
+TEST(Robust, AMissingRequiredTableIsNotAlsoALaterAddition) {
+  std::string path = TempDbPath("no_counters");
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    RecordSteps(**w, 0, 2);
+    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  }
+  RawExec(path, "DROP TABLE counters;");
+  CheckReport c = CheckDatabase(path);
+  EXPECT_FALSE(c.healthy());
+  bool said = false;
+  for (const std::string& p : c.problems) said |= p == "table `counters` is missing";
+  EXPECT_TRUE(said);
+  for (const std::string& n : c.notes) EXPECT_EQ(n.find("table `counters`"), std::string::npos) << n;
+}
+
 // SQLite says "unable to open database file" for a directory that is not
 // there; the writer names it.
 TEST(Robust, AMissingDirectoryIsNamed) {
