@@ -314,14 +314,9 @@ bool SameOpsInOrder(const Module& old_module, const Module& new_module) {
 }
 
 std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module) {
+  if (!SameOpsInOrder(old_module, new_module)) return std::nullopt;  // another structure
   const auto& a = old_module.instructions();
   const auto& b = new_module.instructions();
-  if (a.size() != b.size()) return std::nullopt;
-  absl::flat_hash_map<int64_t, int64_t> pos_a, pos_b;  // id -> position, to compare the wiring
-  for (size_t k = 0; k < a.size(); ++k) {
-    pos_a[a[k]->id] = static_cast<int64_t>(k);
-    pos_b[b[k]->id] = static_cast<int64_t>(k);
-  }
   // Ops whose window or target the program chose (a slice, a reshape) come
   // before ops whose result shape only follows them (a broadcast of a mean's
   // divisor to the narrower slice), whatever the order they were lowered in.
@@ -329,21 +324,17 @@ std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, co
     return op == Opcode::kSlice || op == Opcode::kReshape || op == Opcode::kPad || op == Opcode::kGather ||
            op == Opcode::kDynamicSlice || op == Opcode::kReduceWindow;
   };
-  std::optional<AttributeChange> first, first_chosen;
+  std::optional<AttributeChange> first;
   for (size_t k = 0; k < a.size(); ++k) {
     const Instruction& x = *a[k];
-    const Instruction& y = *b[k];
-    if (x.op != y.op || x.operands.size() != y.operands.size()) return std::nullopt;  // another structure
-    for (size_t o = 0; o < x.operands.size(); ++o)
-      if (pos_a.at(x.operands[o]->id) != pos_b.at(y.operands[o]->id)) return std::nullopt;
-    if (first_chosen || x.op == Opcode::kConstant || x.op == Opcode::kParameter) continue;
-    std::string old_text = AttributeText(x), new_text = AttributeText(y);
+    if (x.op == Opcode::kConstant || x.op == Opcode::kParameter) continue;
+    std::string old_text = AttributeText(x), new_text = AttributeText(*b[k]);
     if (old_text == new_text) continue;
     AttributeChange change{static_cast<int64_t>(k), std::move(old_text), std::move(new_text)};
-    if (chosen(x.op)) first_chosen = change;
+    if (chosen(x.op)) return change;
     if (!first) first = std::move(change);
   }
-  return first_chosen ? first_chosen : first;
+  return first;
 }
 
 }  // namespace shardscope::compiler

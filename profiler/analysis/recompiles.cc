@@ -138,13 +138,12 @@ std::string PaddedSignature(const std::string& text, const std::map<std::string,
     const std::string name = SignatureText(in, "name");
     std::vector<int64_t> d = DimsOf(SignatureText(in, "shape"));
     auto it = varies.find(name);
+    const std::vector<int64_t>* most = nullptr;
+    if (largest)
+      if (auto m = largest->find(name); m != largest->end()) most = &m->second;
     if (it != varies.end())
-      for (size_t k = 0; k < d.size() && k < it->second.size(); ++k) {
-        if (!it->second[k]) continue;
-        const auto most = largest ? largest->find(name) : decltype(largest->find(name)){};
-        d[k] = largest && most != largest->end() && k < most->second.size() ? most->second[k]
-                                                                            : PowerOfTwoBucket(d[k]);
-      }
+      for (size_t k = 0; k < d.size() && k < it->second.size(); ++k)
+        if (it->second[k]) d[k] = most && k < most->size() ? (*most)[k] : PowerOfTwoBucket(d[k]);
     absl::StrAppend(&out, name, ":", SignatureText(in, "dtype"), DimsText(d), SignatureText(in, "sharding"), ";");
   }
   return out;
@@ -311,40 +310,42 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         // bucket to themselves: when buckets save nothing, padding to the
         // largest size seen is the fix (for a storm of sizes buckets are,
         // which waste less compute than padding all to the largest).
-        std::map<std::string, std::vector<int64_t>> largest;
-        for (const auto& [name, flags] : varies)
-          for (const std::string& sh : shapes[name]) {
-            std::vector<int64_t> d = DimsOf(sh);
-            std::vector<int64_t>& m = largest[name];
-            if (m.size() < d.size()) m.resize(d.size(), 0);
-            for (size_t k = 0; k < d.size(); ++k) m[k] = std::max(m[k], d[k]);
+        if (saved == 0) {
+          std::map<std::string, std::vector<int64_t>> largest;
+          for (const auto& [name, flags] : varies)
+            for (const std::string& sh : shapes[name]) {
+              std::vector<int64_t> d = DimsOf(sh);
+              std::vector<int64_t>& m = largest[name];
+              if (m.size() < d.size()) m.resize(d.size(), 0);
+              for (size_t k = 0; k < d.size(); ++k) m[k] = std::max(m[k], d[k]);
+            }
+          std::vector<std::string> largest_keys;
+          int at_site = 0, at_largest = 0;  // the site's steps, and those already at the largest shape
+          for (const Cut& k : cuts_in_order) {
+            if (k.site != site) {
+              largest_keys.push_back(k.fingerprint);
+              continue;
+            }
+            const std::string padded = PaddedSignature(k.signature, varies, &largest);
+            ++at_site;
+            at_largest += PaddedSignature(k.signature, {}) == padded;
+            largest_keys.push_back(absl::StrCat(site, "|", padded));
           }
-        std::vector<std::string> largest_keys;
-        int at_site = 0, at_largest = 0;  // the site's steps, and those already at the largest shape
-        for (const Cut& k : cuts_in_order) {
-          if (k.site != site) {
-            largest_keys.push_back(k.fingerprint);
-            continue;
+          const int64_t saved_largest = provable && decided ? saved_with(largest_keys, capacity) : -1;
+          // A short batch now and then (most steps already at the largest
+          // shape), not sizes spread over buckets, whose padding would cost.
+          if (saved_largest > 0 && at_largest * 5 >= at_site * 3) {
+            std::vector<std::string> to;
+            for (const auto& [name, flags] : varies) {
+              std::vector<int64_t> d = largest[name];
+              to.push_back(absl::StrCat(name, " -> ", DimsText(d)));
+            }
+            s.suggestions.push_back(
+                {absl::StrCat("pad to the largest shape seen (", absl::StrJoin(to, ", "),
+                              "), masking the padded rows out of the loss, or drop the short batch: ",
+                              saved_largest, " compilation", saved_largest == 1 ? "" : "s", " saved"),
+                 saved_largest, 0, "pad_to_largest"});
           }
-          const std::string padded = PaddedSignature(k.signature, varies, &largest);
-          ++at_site;
-          at_largest += PaddedSignature(k.signature, {}) == padded;
-          largest_keys.push_back(absl::StrCat(site, "|", padded));
-        }
-        const int64_t saved_largest = provable && decided ? saved_with(largest_keys, capacity) : -1;
-        // A short batch now and then (most steps already at the largest
-        // shape), not sizes spread over buckets, whose padding would cost.
-        if (saved_largest > 0 && saved == 0 && at_largest * 5 >= at_site * 3) {
-          std::vector<std::string> to;
-          for (const auto& [name, flags] : varies) {
-            std::vector<int64_t> d = largest[name];
-            to.push_back(absl::StrCat(name, " -> ", DimsText(d)));
-          }
-          s.suggestions.push_back(
-              {absl::StrCat("pad to the largest shape seen (", absl::StrJoin(to, ", "),
-                            "), masking the padded rows out of the loss, or drop the short batch: ",
-                            saved_largest, " compilation", saved_largest == 1 ? "" : "s", " saved"),
-               saved_largest, 0, "pad_to_largest"});
         }
         if (saved != 0)
           s.suggestions.push_back(

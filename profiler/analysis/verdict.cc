@@ -265,7 +265,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   // --trace steps keeps one slice per program on each chip: its kernels,
   // collectives and transfers are one busy span, so what bounds the step
   // inside it cannot be told (idle and host waits between programs can).
-  const bool programs_only = timeline && absl::StartsWith(r.run.capture_note, "--trace steps");
+  const bool programs_only = timeline && r.devices.programs_only;  // set from the capture note (run_report.cc)
   v.programs_only = programs_only;
   const std::string programs_only_detail =
       "not measurable: recorded with --trace steps (one slice per program: its kernels and collectives are "

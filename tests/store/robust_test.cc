@@ -80,6 +80,18 @@ void RecordSteps(Writer& w, int first, int n, int slices = 20) {
   }
 }
 
+// A file holding one finished run of two steps.
+std::string WriteFinishedRun(const std::string& name) {
+  const std::string path = TempDbPath(name);
+  auto w = Writer::Open(path);
+  EXPECT_TRUE(w.ok()) << w.status();
+  if (!w.ok()) return path;
+  EXPECT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 2);
+  EXPECT_TRUE((*w)->EndRunAndCheck().ok());
+  return path;
+}
+
 WriterOptions LockOptions(int busy_timeout_ms, int batch_attempts) {
   WriterOptions o;
   o.busy_timeout_ms = busy_timeout_ms;
@@ -175,14 +187,7 @@ TEST(Robust, AnEmptyDatabaseIsUnfinishedButAnotherToolsFileIsForeign) {
 // its runs. It holds runs: the error says so and how to put the rows back,
 // and a writer will not take it over either.
 TEST(Robust, LostMetaRowsOnAFileWithRunsAreNotUnfinished) {
-  std::string path = TempDbPath("lost_meta");
-  {
-    auto w = Writer::Open(path);
-    ASSERT_TRUE(w.ok()) << w.status();
-    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
-    RecordSteps(**w, 0, 2);
-    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
-  }
+  const std::string path = WriteFinishedRun("lost_meta");
   RawExec(path, "DELETE FROM meta;");
   auto r = Reader::Open(path);
   EXPECT_TRUE(Contains(r.status(), "has lost its meta rows (tool, schema_version) but holds 1 run: do not remove it"))
@@ -199,14 +204,7 @@ TEST(Robust, LostMetaRowsOnAFileWithRunsAreNotUnfinished) {
 // A dropped table every version has is a problem, and only that: not also
 // "written before table `counters` existed" in the notes.
 TEST(Robust, AMissingRequiredTableIsNotAlsoALaterAddition) {
-  std::string path = TempDbPath("no_counters");
-  {
-    auto w = Writer::Open(path);
-    ASSERT_TRUE(w.ok()) << w.status();
-    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
-    RecordSteps(**w, 0, 2);
-    ASSERT_TRUE((*w)->EndRunAndCheck().ok());
-  }
+  const std::string path = WriteFinishedRun("no_counters");
   RawExec(path, "DROP TABLE counters;");
   CheckReport c = CheckDatabase(path);
   EXPECT_FALSE(c.healthy());
