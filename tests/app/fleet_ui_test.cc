@@ -163,8 +163,9 @@ TEST(FleetUi, APodLargerThanTheWindowShowsEachPixelsWorstChip) {
   auto header = LayoutItems(doc, "text", "header");
   ASSERT_EQ(header.size(), 1u);
   EXPECT_EQ(header[0]["chips"], 2048);
-  EXPECT_EQ(header[0]["grid"]["panels"], 32);
-  EXPECT_EQ(header[0]["grid"]["rows"], 32);
+  EXPECT_EQ(header[0]["grid"]["rows"], 1024);
+  EXPECT_EQ(header[0]["grid"]["panels_drawn"], 32);
+  EXPECT_EQ(header[0]["grid"]["rows_per_panel"], 32);
   auto legend = LayoutItems(doc, "legend");
   ASSERT_EQ(legend.size(), 1u);
   const int per_pixel = legend[0]["chips_per_pixel"].get<int>();

@@ -245,11 +245,15 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
     item["chips"] = r.chips;
     item["hosts"] = r.hosts;
     item["topology"] = r.topology;
+    // The grid as the topology places chips (a cut grid's whole rows, one
+    // panel), and how it is drawn: what --dump-layout always said, plus the cut.
+    const bool cut = g.rows_per_panel > 0;
     item["grid"] = {{"kind", g.kind},
-                    {"panels", g.panels},
-                    {"rows", g.rows},
+                    {"panels", cut ? 1 : g.panels},
+                    {"rows", cut ? g.total_rows : g.rows},
                     {"cols", g.cols},
-                    {"rows_per_panel", g.rows_per_panel}};
+                    {"panels_drawn", g.panels},
+                    {"rows_per_panel", cut ? g.rows_per_panel : g.rows}};
     item["clock"] = r.clock;
     item["simulated"] = r.simulated;
     item["supported"] = r.supported;
@@ -442,9 +446,13 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
                                   std::max(1.0f, x1 - x0), std::max(1.0f, y1 - y0));
       item["host_id"] = c.host_id;
       item["coords"] = c.coords;
-      item["panel"] = c.panel;
-      item["row"] = c.row;
+      // The chip's place in the topology's grid (a cut grid's whole row); the
+      // drawn panel beside it.
+      const bool cut = m.grid.rows_per_panel > 0;
+      item["panel"] = cut ? 0 : c.panel;
+      item["row"] = cut ? c.panel * m.grid.rows_per_panel + c.row : c.row;
       item["col"] = c.col;
+      item["panel_drawn"] = c.panel;
       item["metric"] = FleetMetricName(metric_);
       item["step"] = step;
       item["value"] = std::isnan(values[i]) ? json(nullptr) : json(values[i]);
