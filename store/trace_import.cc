@@ -132,6 +132,13 @@ constexpr StatDef kStatDefs[] = {
      "ranks that called a collective a different number of times in a step, in a trace that names no process group "
      "(older PyTorch): matched by order, so calls of different subgroups may be paired, and clock offsets and "
      "late arrivals drawn from them may be wrong; a newer PyTorch's traces name each call's group"},
+    {"host_wait_derived", "info",
+     "GPU idle gaps whose next kernel or copy was launched only after the GPU went idle: stored as 'waiting for "
+     "host' slices (kind host_wait, category derived) on a lane of their own per GPU"},
+    {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
+    {"xla_collective_ambiguous", "info",
+     "XLA collectives whose HLO op and execution (or place in order) matched two instances on one device: not "
+     "linked across devices"},
     {"collective_seq_duplicate", "info",
      "a rank holds two collectives of one process group with the same sequence number: that group is matched by "
      "order instead"},
@@ -376,6 +383,9 @@ struct ThreadInfo {
   std::string name;             // from thread_name metadata
   int local_device = -1;        // the GPU of its device lanes (-2: not yet known)
   int64_t stream = -1;
+  std::string device_word = "GPU";    // XLA's processes also name TPU; its CPU client "CPU device"
+  bool xla = false;                   // a device lane of XLA's profiler (its collectives matched by HLO op)
+  uint32_t host_thread = UINT32_MAX;  // a CPU device's lane: the host thread its ops ran on
   int64_t track[3] = {0, 0, 0}; // per lane, once made in phase 2
 };
 
@@ -412,6 +422,24 @@ struct Coll {
   int64_t ts = 0, end = 0;      // rank-local ns
   int64_t corr = -1;
   int step = -1;
+};
+
+// An XLA collective on a device lane, matched across devices by its HLO op
+// and execution (run_id), else by its place in order within its step.
+struct XlaColl {
+  uint64_t seq = 0;
+  uint32_t file = 0, thread = 0;  // the device lane's thread
+  uint32_t host_thread = 0;       // where a CPU client's Rendezvous tells its device group
+  int device = -1;
+  uint32_t module = 0, op = 0;    // interned
+  int64_t run_id = -1;
+  int64_t ts = 0, end = 0;
+};
+
+// XLA's CPU client's rendezvous: the global devices of one collective.
+struct Rendezvous {
+  int64_t ts = 0;
+  std::string devices;  // "0, 2, 4, 6"
 };
 
 // AddSlice's thread: the event's own (pid, tid).
@@ -473,6 +501,7 @@ class Importer {
   void AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e);
   uint32_t AsyncLaneOf(uint32_t file, const TraceEvent& e);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
+  uint32_t CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
@@ -495,6 +524,7 @@ class Importer {
   absl::Status AssignRanks();
   void LinkCorrelations();
   void MatchCollectives();
+  void MatchXlaCollectives();
   void EstimateOffsets(const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets);
   int StepAt(const FileState& f, int64_t ts) const;
   int64_t CorrFlow(uint32_t file, int64_t corr) const;
@@ -506,6 +536,7 @@ class Importer {
   int64_t OwnFlow(const Rec& r) const;
   int64_t PointFlow(const Rec& p) const;
   absl::Status Walk(Writer* w, ImportResult& res);
+  void DeriveHostWaits(Writer& w, ImportResult& res);
   absl::Status Emit(Writer& w, ImportResult& res);
   // Run-relative ns; in 128 bits, since a rank's base, offset and the origin
   // may each be near the ends of int64 before they cancel.
@@ -526,6 +557,17 @@ class Importer {
   std::unordered_map<std::string, uint32_t> thread_index_, process_index_;
   std::vector<GenericFlow> generic_flows_;  // by keys_ id
   std::vector<Coll> colls_;
+  std::vector<XlaColl> xla_colls_;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<Rendezvous>> rendezvous_;  // (file, host thread) -> in time order
+  int64_t xla_matched_ = 0;
+  int64_t next_slice_ = 1;
+  // Phase 2: each GPU's top-level kernels, copies and collectives, with their
+  // launch's time, for the host waits (DeriveHostWaits).
+  struct DeviceOp {
+    int64_t start, end, launch;  // run-relative ns; launch kNoTime when unknown
+    int32_t device, step;
+  };
+  std::vector<DeviceOp> device_ops_;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
@@ -664,6 +706,26 @@ uint32_t Importer::ThreadOf(uint32_t file, const TraceEvent& e) {
   return id;
 }
 
+// XLA's CPU client runs each device's thunks on shared host threads: a
+// device's ops on one thread are a lane of that device.
+uint32_t Importer::CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device) {
+  std::string key = absl::StrCat(file, "\x1f" "cpu-device\x1f", host_thread, "\x1f", device);
+  auto it = thread_index_.find(key);
+  if (it != thread_index_.end()) return it->second;
+  ThreadInfo t;
+  t.file = file;
+  t.process = threads_[host_thread].process;
+  t.tid_text = threads_[host_thread].tid_text;
+  t.local_device = device;
+  t.device_word = "CPU device";
+  t.xla = true;
+  t.host_thread = host_thread;
+  threads_.push_back(std::move(t));
+  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
+  thread_index_.emplace(std::move(key), id);
+  return id;
+}
+
 void Importer::Metadata(uint32_t file, const TraceEvent& e) {
   if (e.name == "process_name" || e.name == "process_labels") {
     ProcessInfo& p = processes_[ProcessOf(file, e)];
@@ -780,18 +842,37 @@ int64_t DtypeBytes(const std::string& dtype) {
 void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, uint32_t thread) {
   Lane lane = LaneOf(e);
   if (thread == kOwnThread) thread = ThreadOf(file, e);
+  if (lane == kHostLane && e.device_ordinal >= 0 && e.device_ordinal < 65536 && !e.hlo_op.empty() &&
+      XlaDeviceIndex(processes_[threads_[thread].process].name) < 0) {
+    // XLA's CPU client (JAX on CPU devices): an HLO op run for device N on a
+    // host thread is that device's work.
+    thread = CpuDeviceThreadOf(file, thread, static_cast<int>(e.device_ordinal));
+    lane = kDeviceLane;
+  }
   ThreadInfo& t = threads_[thread];
   if (lane == kHostLane) {
     // JAX / TensorFlow (XLA's profiler): a process per device, named
     // "/device:GPU:0"; its stream threads hold the kernels (a TPU's "XLA Ops"
     // its ops), its other threads (ops, modules, steps) span them.
-    if (const int device = XlaDeviceIndex(processes_[t.process].name); device >= 0) {
-      const bool gpu = absl::StrContains(processes_[t.process].name, ":GPU:");
+    const std::string& process = processes_[t.process].name;
+    if (const int device = XlaDeviceIndex(process); device >= 0) {
+      const bool gpu = absl::StrContains(process, ":GPU:");
       lane = absl::StartsWith(t.name, "Stream") || (!gpu && t.name == "XLA Ops") ? kDeviceLane : kAnnotationLane;
       if (t.local_device == -1) {
         t.local_device = device;
         t.stream = t.tid_num;
+        t.xla = true;
+        // "/device:TPU:0" -> "TPU"
+        const size_t colon = process.rfind(':');
+        t.device_word = process.substr(8, colon > 8 ? colon - 8 : 0);
+        if (t.device_word.empty()) t.device_word = "device";
       }
+    } else if (e.name == "Rendezvous") {
+      // XLA's CPU client: "all reduce RendezvousKey{run_id=..., global_devices=[0, 1], ...}".
+      const size_t at = e.arg_name.find("global_devices=[");
+      const size_t end = at == std::string::npos ? at : e.arg_name.find(']', at);
+      if (end != std::string::npos)
+        rendezvous_[{file, thread}].push_back({e.ts_ns, e.arg_name.substr(at + 16, end - at - 16)});
     }
   }
   if (lane != kHostLane && t.local_device == -1) {
@@ -802,6 +883,13 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     t.stream = e.stream >= 0 ? e.stream : t.tid_num;
   }
   Classified c = Classify(e, lane);
+  const bool xla_collective =
+      t.xla && lane == kDeviceLane &&
+      (c.kind == SliceKind::kCollective || (!e.hlo_op.empty() && IsXlaCollective(e.hlo_op)));
+  if (xla_collective) {  // matched across devices below, not as NCCL's are
+    c = Classified{};
+    c.kind = SliceKind::kCollective;
+  }
   Rec r;
   r.ts = e.ts_ns;
   r.dur = dur;
@@ -837,6 +925,21 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   if (e.correlation >= 0) {
     if (lane == kHostLane) f.host_corr.push_back({e.correlation, r.ts, thread});
     else if (lane == kDeviceLane) f.dev_corr.push_back(e.correlation);
+  }
+  if (xla_collective) {
+    r.flags |= kCollective;
+    XlaColl k;
+    k.seq = r.seq;
+    k.file = file;
+    k.thread = thread;
+    k.host_thread = t.host_thread != UINT32_MAX ? t.host_thread : thread;
+    k.device = t.local_device;
+    k.module = keys_.Id(e.hlo_module);
+    k.op = keys_.Id(e.hlo_op.empty() ? e.name : e.hlo_op);
+    k.run_id = e.xla_run_id;
+    k.ts = r.ts;
+    k.end = r.ts + dur;
+    xla_colls_.push_back(k);
   }
   if (c.collective) {
     r.flags |= kCollective;
@@ -899,6 +1002,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
     StatAt("event_not_object", [&] { return Where(f, e); });
     return;
   }
+  if (e.keys == 0) return StatAt("empty_event", [&] { return Where(f, e); });
   const bool x = e.ph == "X";
   if (x) ++f.x_events;
   auto unusable = [&](const char* why) {
@@ -1423,6 +1527,60 @@ void Importer::MatchCollectives() {
   EstimateOffsets(buckets);
 }
 
+// XLA's collectives, across the devices of every file. One instance is the
+// same HLO op of the same module in the same execution (args.run_id, which
+// XLA's CPU client gives; else the step), its k-th run there on each device (a
+// loop runs one op several times). The CPU client also names the devices that
+// meet (its Rendezvous inside the op), so the groups of one op ("all-reduce"
+// over [0,1], [2,3], ...) stay apart; without it one op's groups are one.
+void Importer::MatchXlaCollectives() {
+  if (xla_colls_.empty()) return;
+  for (auto& [thread, v] : rendezvous_)
+    std::sort(v.begin(), v.end(), [](const Rendezvous& a, const Rendezvous& b) { return a.ts < b.ts; });
+  std::vector<size_t> order(xla_colls_.size());
+  std::iota(order.begin(), order.end(), 0);
+  auto where = [&](size_t i) {
+    const XlaColl& c = xla_colls_[i];
+    return std::make_tuple(c.file, c.device, c.module, c.op, c.run_id >= 0 ? c.run_id : INT64_MIN, c.ts);
+  };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return where(a) < where(b); });
+  std::map<std::tuple<uint32_t, uint32_t, std::string, std::string>, std::vector<size_t>> instances;
+  std::tuple<uint32_t, int, uint32_t, uint32_t, std::string> prev;
+  int occurrence = 0;
+  for (size_t i : order) {
+    const XlaColl& c = xla_colls_[i];
+    const std::string execution =
+        c.run_id >= 0 ? absl::StrCat("run ", c.run_id) : absl::StrCat("step ", StepAt(files_[c.file], c.ts));
+    auto here = std::make_tuple(c.file, c.device, c.module, c.op, execution);
+    occurrence = here == prev ? occurrence + 1 : 0;
+    prev = std::move(here);
+    std::string group;
+    if (auto it = rendezvous_.find({c.file, c.host_thread}); it != rendezvous_.end()) {
+      auto r = std::lower_bound(it->second.begin(), it->second.end(), c.ts,
+                                [](const Rendezvous& x, int64_t ts) { return x.ts < ts; });
+      if (r != it->second.end() && r->ts <= c.end) group = r->devices;
+    }
+    instances[{c.module, c.op, absl::StrCat(execution, " #", occurrence), group}].push_back(i);
+  }
+  for (const auto& [key, members] : instances) {
+    std::set<std::pair<uint32_t, int>> devices;
+    bool twice = false;
+    for (size_t i : members) twice |= !devices.emplace(xla_colls_[i].file, xla_colls_[i].device).second;
+    if (twice) {
+      Stat("xla_collective_ambiguous", files_[xla_colls_[members[0]].file].path,
+           static_cast<int64_t>(members.size()));
+      continue;
+    }
+    if (members.size() < 2) {
+      Stat("collective_unmatched", files_[xla_colls_[members[0]].file].path);
+      continue;
+    }
+    const int64_t flow = next_flow_++;
+    for (size_t i : members) coll_flow_[xla_colls_[i].seq] = flow;
+    xla_matched_ += static_cast<int64_t>(members.size());
+  }
+}
+
 // Each rank's offset against the reference (the lowest rank): collectives
 // that really synchronise (NCCL kernels, gloo ops) end together on every
 // rank, so the median of end differences estimates it; the offset is then
@@ -1571,7 +1729,9 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
   std::vector<Open> stacks[3];
   std::vector<int64_t> pending_next;
   uint32_t cur_thread = UINT32_MAX;
-  int64_t next_slice = 1, done = 0;
+  int64_t done = 0;
+  next_slice_ = 1;
+  device_ops_.clear();
   const int64_t total = spill_.total();
   constexpr int64_t kFlushEvery = 8192;
   std::future<void> flushing;
@@ -1594,16 +1754,21 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     } else {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
+      if (t.host_thread != UINT32_MAX) {
+        const ThreadInfo& host = threads_[t.host_thread];
+        stream = !host.name.empty() ? host.name : absl::StrCat("thread ", host.tid_text);
+      }
+      const std::string device = absl::StrCat(t.device_word, " ", t.local_device);
       tr.clock = trace::Clock::kDevice;
       tr.thread_name = stream;
       if (lane == kDeviceLane) {
         tr.device_id = global;
-        tr.name = absl::StrCat("rank ", f.rank, " / GPU ", t.local_device, " / ", stream);
+        tr.name = absl::StrCat("rank ", f.rank, " / ", device, " / ", stream);
       } else {
         // Annotations span kernels; on a lane of their own, without a device,
         // so per-device time is counted from the kernels alone.
         tr.device_id = -1;
-        tr.name = absl::StrCat("rank ", f.rank, " / GPU ", t.local_device, " / ", stream, " annotations");
+        tr.name = absl::StrCat("rank ", f.rank, " / ", device, " / ", stream, " annotations");
       }
     }
     w->Record(tr);
@@ -1672,7 +1837,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         start = st.back().end;
         st.pop_back();
       }
-      Open o{next_slice++, start, end, r.seq, OwnFlow(r), r.name};
+      Open o{next_slice_++, start, end, r.seq, OwnFlow(r), r.name};
       if (!w) {
         for (int64_t fl : pending_next) bind(o, fl, file);
         pending_next.clear();
@@ -1704,6 +1869,14 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.bytes = r.bytes;
         if (o.flow >= 0 && o.flow < next_flow_) flows_used_[static_cast<size_t>(o.flow)] = true;
         w->Record(s);
+        if (r.lane == kDeviceLane && st.empty() && s.track_id > 0 && !t.xla &&
+            (s.kind == SliceKind::kCompute || s.kind == SliceKind::kTransfer || s.kind == SliceKind::kCollective)) {
+          const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
+          const auto dev = f.devices.find(t.local_device);
+          if (dev != f.devices.end())
+            device_ops_.push_back({s.start_ns, s.start_ns + s.dur_ns,
+                                   l && l->ts != kNoTime ? Align(file, l->ts) : kNoTime, dev->second, s.step});
+        }
         if (++res.slices % kFlushEvery == 0) {
           // Bounds the writer's queue (memory stays flat on big traces)
           // without stopping here while it writes: wait for the previous
@@ -1743,6 +1916,62 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
   return spill_.error();
 }
 
+// A GPU that went idle and whose next kernel (or copy) was launched only
+// after that waited for the host: the whole gap, as HTA's idle-time
+// breakdown counts it. Kineto records no such wait, so it is worked out from
+// the launches and stored as "waiting for host" slices (kind host_wait) on a
+// lane of their own per GPU, where shardscope's own runs keep theirs; a gap
+// whose kernel was launched before it began (waiting for another stream, an
+// event) stays idle.
+void Importer::DeriveHostWaits(Writer& w, ImportResult& res) {
+  std::map<int, std::pair<int, int>> where;  // global device -> (rank, local GPU)
+  for (const FileState& f : files_)
+    for (const auto& [local, global] : f.devices) where[global] = {f.rank, local};
+  std::sort(device_ops_.begin(), device_ops_.end(),
+            [](const DeviceOp& a, const DeviceOp& b) {
+              return std::tie(a.device, a.start) < std::tie(b.device, b.start);
+            });
+  int64_t track = 0, waits = 0;
+  int64_t busy_until = 0;  // the latest end so far of the GPU's ops, over all its streams
+  for (size_t i = 0; i < device_ops_.size(); ++i) {
+    const DeviceOp& op = device_ops_[i];
+    if (i == 0 || device_ops_[i - 1].device != op.device) {
+      track = 0;
+      busy_until = op.end;
+      continue;  // the first op of a GPU: no gap before it to tell
+    }
+    const int64_t idle_from = busy_until;
+    busy_until = std::max(busy_until, op.end);
+    if (op.launch == kNoTime || idle_from >= op.start || op.launch <= idle_from) continue;
+    if (!track) {
+      trace::TrackRecord tr;
+      tr.track_id = track = ++res.tracks;
+      tr.host_id = where[op.device].first;
+      tr.device_id = op.device;
+      tr.clock = trace::Clock::kDevice;
+      tr.thread_name = "waiting for host";
+      tr.name =
+          absl::StrCat("rank ", where[op.device].first, " / GPU ", where[op.device].second, " / waiting for host");
+      w.Record(tr);
+    }
+    trace::SliceRecord s;
+    s.slice_id = next_slice_++;
+    s.track_id = track;
+    s.start_ns = idle_from;
+    s.dur_ns = op.start - idle_from;
+    s.name = "waiting for host";
+    s.category = "derived";
+    s.kind = SliceKind::kHostWait;
+    s.step = op.step;
+    w.Record(s);
+    ++res.slices;
+    ++waits;
+  }
+  if (waits > 0) Stat("host_wait_derived", "", waits);
+  device_ops_.clear();
+  device_ops_.shrink_to_fit();
+}
+
 absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   absl::Status st = spill_.Finish();
   if (!st.ok()) return st;
@@ -1765,7 +1994,8 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
-  if (st = Walk(&w, res); !st.ok()) return st;
+ if (st = Walk(&w, res); !st.ok()) return st;
+  DeriveHostWaits(w, res);
   res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
@@ -1853,6 +2083,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   LinkCorrelations();
   MatchCollectives();
+  MatchXlaCollectives();
   // Flow ids: collectives first (numbered while matching), then each rank's
   // launch -> kernel links, then other flows present at both ends.
   for (FileState& f : files_) {
@@ -1887,6 +2118,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   }
   const std::vector<size_t> by_rank = ByRank();
   res.devices = AssignDevices();
+  for (const ThreadInfo& t : threads_)
+    if (t.local_device >= 0 && t.device_word != "GPU") res.devices_are_gpus = false;
   const bool any_device = res.devices > 0;
   trace::RunRecord run;
   const std::string first = paths[by_rank[0]].substr(paths[by_rank[0]].rfind('/') + 1);
@@ -1952,6 +2185,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   }
   res.collectives = static_cast<int64_t>(colls_.size());
   res.collectives_matched = collectives_matched_;
+  res.xla_collectives = static_cast<int64_t>(xla_colls_.size());
+  res.xla_collectives_matched = xla_matched_;
   for (const auto& [name, acc] : stats_) {
     const StatDef* d = FindStat(name);
     ImportStat s;
@@ -1989,7 +2224,9 @@ std::string RenderImportSummary(const ImportResult& r) {
   };
   std::string out = absl::StrCat("imported ", n(static_cast<int64_t>(r.files.size()), "file", "files"), " into run ",
                                  r.run_id, " of ", r.db_path, ": ", n(r.hosts, "host", "hosts"), ", ",
-                                 n(r.devices, "GPU", "GPUs"), ", ", n(r.tracks, "track", "tracks"), ", ",
+                                 n(r.devices, r.devices_are_gpus ? "GPU" : "device",
+                                   r.devices_are_gpus ? "GPUs" : "devices"),
+                                 ", ", n(r.tracks, "track", "tracks"), ", ",
                                  n(r.slices, "slice", "slices"), ", ", n(r.steps, "step", "steps"), ", ",
                                  n(r.flows, "flow", "flows"), ", ", n(r.counters, "counter sample", "counter samples"),
                                  "\n");
@@ -2009,6 +2246,9 @@ std::string RenderImportSummary(const ImportResult& r) {
   if (r.collectives > 0)
     absl::StrAppend(&out, "  collectives: ", r.collectives, " ops, ", r.collectives_matched,
                     " matched across ranks\n");
+  if (r.xla_collectives > 0)
+    absl::StrAppend(&out, "  XLA collectives: ", r.xla_collectives, " ops, ", r.xla_collectives_matched,
+                    " matched across devices (by HLO op and execution)\n");
   absl::StrAppend(&out, absl::StrFormat("  complete (X) events: %d, unusable %d (%.2f%%)\n", r.x_events,
                                         r.x_events_unusable,
                                         r.x_events ? 100.0 * static_cast<double>(r.x_events_unusable) /

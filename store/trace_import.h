@@ -64,6 +64,8 @@ struct ImportResult {
   int64_t slices = 0, tracks = 0, flows = 0, counters = 0, steps = 0, hosts = 0, devices = 0;
   int64_t x_events = 0, x_events_unusable = 0;  // complete events, and those dropped
   int64_t collectives = 0, collectives_matched = 0;
+  int64_t xla_collectives = 0, xla_collectives_matched = 0;  // HLO collectives on XLA's device lanes
+  bool devices_are_gpus = true;  // false when XLA named TPUs or CPU devices: the summary says "devices"
   uint64_t input_bytes = 0, json_bytes = 0;
   double seconds = 0;        // all of it
   double read_seconds = 0;   // parsing the files (phase 1), the rest is matching and writing

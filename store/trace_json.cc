@@ -35,7 +35,9 @@ void TraceEvent::Clear() {
   pg_name.clear(); pg_ranks.clear(); collective_name.clear(); dtype.clear(); arg_name.clear(); labels.clear();
   numbers.clear();
   grid.clear(); block.clear(); input_dims.clear(); input_types.clear();
-  external_id = -1;
+  external_id = device_ordinal = xla_run_id = -1;
+  hlo_op.clear(); hlo_module.clear();
+  keys = 0;
 }
 
 bool MicrosTextToNs(std::string_view t, int64_t* ns) {
@@ -326,6 +328,7 @@ class Handler {
   bool binary(nlohmann::json::binary_t&) { return Scalar(Value{Value::kNull}); }
   bool key(std::string& k) {
     stack_.back().key = k;
+    if (stack_.back().role == kEvent) ++event_.keys;
     return true;
   }
   bool start_object(size_t) { return Open(true); }
@@ -695,6 +698,10 @@ class Handler {
     else if (k == "labels") { if (v.kind == Value::kString) e.labels = std::string(v.text); }
     else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
     else if (k == "step_num") { if (AsInt(v, &i)) e.step_num = i; }
+    else if (k == "device_ordinal") { if (AsInt(v, &i)) e.device_ordinal = i; }
+    else if (k == "run_id") { if (AsInt(v, &i)) e.xla_run_id = i; }
+    else if (k == "hlo_op") { if (v.kind == Value::kString) e.hlo_op = std::string(v.text); }
+    else if (k == "hlo_module") { if (v.kind == Value::kString) e.hlo_module = std::string(v.text); }
   }
 
   // Appends one element of the shape array being read, after a comma unless

@@ -64,6 +64,11 @@ struct TraceEvent {
   // kernel or runtime call to the op that launched it.
   std::string grid, block, input_dims, input_types;
   int64_t external_id = -1;
+  // XLA's profiler: the device an op ran for (its CPU client's thunks run on
+  // shared host threads), the execution it belongs to, and the HLO op and module.
+  int64_t device_ordinal = -1, xla_run_id = -1;
+  std::string hlo_op, hlo_module;
+  int keys = 0;  // top-level keys the object had ({} has none)
 
   void Clear();
 };

@@ -171,7 +171,7 @@ std::string ComparisonVerdict(const RunComparison& c) {
   for (const OpDelta& o : c.ops)
     if (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded ||
         o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved) {
-      top = absl::StrCat("; largest: ", o.name, " ", ChangeName(o.delta.change), " (",
+      top = absl::StrCat("; largest: ", ShortName(o.name), " ", ChangeName(o.delta.change), " (",
                          o.step_impact_ns >= 0 ? "+" : "-", FormatNs(static_cast<int64_t>(std::abs(o.step_impact_ns))),
                          " on the average step)");
       break;

@@ -63,7 +63,7 @@ std::vector<std::vector<std::string>> OpRows(const RunComparison& c, size_t limi
   for (size_t i = 0; i < c.ops.size() && i < limit; ++i) {
     const OpDelta& o = c.ops[i];
     if (o.delta.change == Change::kUnchanged) break;
-    rows.push_back({ChangeName(o.delta.change), o.name, o.shape.empty() ? "-" : o.shape,
+    rows.push_back({ChangeName(o.delta.change), ShortName(o.name), o.shape.empty() ? "-" : ShortName(o.shape),
                     o.a.n ? Ns(o.a.median) : "-", o.b.n ? Ns(o.b.median) : "-",
                     absl::StrCat(SignedNs(o.delta.diff), o.a.n && o.b.n ? absl::StrCat(" (", Rel(o.delta.diff, o.a.median), ")") : ""),
                     NoiseCell(o.delta), SignedNs(o.step_impact_ns), o.source.empty() ? "-" : o.source});

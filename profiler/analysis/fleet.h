@@ -101,6 +101,8 @@ struct FleetReport {
   // A simulated run (runs.simulated) has only the modeled clock: it is read instead of the device clock.
   bool simulated = false;
   std::string clock = "device";
+  // The per-chip rows' clock: the device's, also while host-thread (gloo) collectives rank on the host clock.
+  std::string breakdown_clock = "device";
   int chips = 0, hosts = 0;
   int steps = 0;            // steps analysed
   int64_t collectives = 0;  // collective instances (one per group and run)

@@ -126,7 +126,6 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   }
   r->supported = true;
   r->clock = "host";
-  r->chips = 0;
   std::set<int> steps;
   for (const Collective& c : colls) steps.insert(c.step);
   std::vector<int> used(steps.begin(), steps.end());
@@ -136,11 +135,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   }
   const std::set<int> analysed(used.begin(), used.end());
   r->steps = static_cast<int>(used.size());
-  r->notes.push_back(
-      "collectives on host threads only (a CPU-only trace): ranks are compared by when they called each "
-      "collective and by their own time since they left the group's last collective, on the host clock; there is no "
-      "per-chip "
-      "breakdown");
+  r->notes.push_back(absl::StrCat(
+      "collectives on host threads only (", r->chips > 0 ? "gloo" : "a CPU-only trace",
+      "): ranks are compared by when they called each collective and by their own time since they left the group's "
+      "last collective, on the host clock; ",
+      r->chip_rows.empty() ? "there is no per-chip breakdown"
+                           : "the per-chip breakdown is the GPUs' own, on the device clock"));
   {
     auto wall = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 AND wall_ns > 0", {run_text});
     if (!wall.ok()) return wall.status();

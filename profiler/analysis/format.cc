@@ -93,6 +93,13 @@ int DecodeUtf8(std::string_view s, uint32_t* cp) {
   return need + 1;
 }
 
+std::string ShortName(std::string_view name, size_t max) {
+  if (name.size() <= max || max < 4) return std::string(name);
+  size_t cut = max - 3;
+  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+  return std::string(name.substr(0, cut)) + "...";
+}
+
 std::string Printable(std::string_view name) {
   std::string out;
   out.reserve(name.size());

@@ -176,14 +176,25 @@ std::vector<std::string> TimesHead(const std::string& first, bool host_wait, boo
 }
 
 // One sentence on chips waiting for the host (device clock, chip average).
-std::string HostWaitLine(const DeviceBreakdown& d) {
-  if (!HasHostWait(d)) return "Waiting for host: none recorded (every program was enqueued before the chips were free)";
+// An imported trace's waits were worked out from its launches (the importer's
+// DeriveHostWaits), so they speak of kernels, not of programs.
+std::string HostWaitLine(const DeviceBreakdown& d, bool imported) {
+  if (!HasHostWait(d))
+    return imported ? "Waiting for host: none found (no kernel in the trace was launched after its GPU had gone idle)"
+                    : "Waiting for host: none recorded (every program was enqueued before the chips were free)";
   double share = d.median_span_ns > 0 ? 100.0 * d.median_host_wait_ns / d.median_span_ns : 0;
-  return absl::StrFormat(
-      "Waiting for host: %s of the median step's %s (%.0f%%), %s over all steps (device clock, chip average): the "
-      "chips finished and sat idle until the host enqueued the next program, so tracing, compiling or a value read "
-      "on the host is slower than the chips",
-      FormatNs(d.median_host_wait_ns), FormatNs(d.median_span_ns), share, FormatNs(d.total_host_wait_ns));
+  const std::string head = absl::StrFormat("Waiting for host: %s of the median step's %s (%.0f%%), %s over all steps "
+                                           "(device clock, chip average): ",
+                                           FormatNs(d.median_host_wait_ns), FormatNs(d.median_span_ns), share,
+                                           FormatNs(d.total_host_wait_ns));
+  if (imported)
+    return head +
+           "the GPUs sat idle until the host launched their next kernel (from the trace's launches): the host's launch "
+           "overhead, the profiler's included, outpaces the GPUs; CUDA graphs (torch.compile "
+           "mode=\"reduce-overhead\") or a larger batch amortise it";
+  return head +
+         "the chips finished and sat idle until the host enqueued the next program, so tracing, compiling or a value "
+         "read on the host is slower than the chips";
 }
 
 std::string ChipHeading(const DeviceBreakdown& d) {
@@ -213,7 +224,7 @@ const std::vector<std::string> kNamesHead = {"name", "kind", "count", "self", "s
 std::vector<std::vector<std::string>> NamesRows(const NameTimes& n) {
   std::vector<std::vector<std::string>> rows;
   for (const NameTime& t : n.top)
-    rows.push_back({t.name, t.kind, absl::StrCat(t.count), FormatNs(t.self_ns),
+    rows.push_back({ShortName(t.name), t.kind, absl::StrCat(t.count), FormatNs(t.self_ns),
                     n.self_ns > 0 ? absl::StrFormat("%.1f%%", 100.0 * static_cast<double>(t.self_ns) /
                                                                   static_cast<double>(n.self_ns))
                                   : "-",
@@ -296,7 +307,8 @@ std::string LateLine(const RunReport& r) {
     return "Late arrivals: a simulated run has no device clock; the stragglers row above and `shardscope fleet` "
            "rank the last arrivals on the modeled clock";
   if (v.late.collectives == 0) return "Late arrivals: no collective with arrivals recorded on two or more chips";
-  std::string out = absl::StrCat("Late arrivals (device clock, ", v.late.collectives, " collectives): last to arrive");
+  std::string out = absl::StrCat("Late arrivals (device clock, ", v.late.collectives, " collectives): ",
+                                 v.late.chips.empty() ? "none, the chips arrived together at each" : "last to arrive");
   for (size_t i = 0; i < v.late.chips.size() && i < 4; ++i)
     absl::StrAppend(&out, i ? ", " : " ", "chip ", v.late.chips[i].device_id, " ", v.late.chips[i].last, "x (",
                     FormatNs(v.late.chips[i].late_ns), " late in all)");
@@ -356,7 +368,7 @@ std::string RenderText(const RunReport& r) {
     if (waits) right.push_back(true);
     right.push_back(false);
     absl::StrAppend(&out, "\n", AlignTable(t, "", right));
-    absl::StrAppend(&out, "  ", HostWaitLine(d), "\n");
+    absl::StrAppend(&out, "  ", HostWaitLine(d, r.run.imported), "\n");
   }
   if (!r.verdict.parts.empty()) {
     std::vector<std::vector<std::string>> t = {PartsHead(r.verdict)};
@@ -439,7 +451,7 @@ std::string RenderMarkdown(const RunReport& r) {
       rows.push_back(cells);
     }
     out += MdTable(TimesHead("chip", waits, d.programs_only), rows);
-    absl::StrAppend(&out, "\n", HostWaitLine(d), ".\n");
+    absl::StrAppend(&out, "\n", HostWaitLine(d, r.run.imported), ".\n");
   }
   if (!r.verdict.parts.empty())
     absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(PartsHead(r.verdict), PartsRows(r.verdict)));

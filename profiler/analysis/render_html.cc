@@ -193,7 +193,10 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   } else {
     absl::StrAppend(&out, "<h2>Step breakdown per chip</h2><p>", H(r.devices.empty_reason), "</p>\n");
   }
-  if (r.verdict.late.collectives > 0) {
+  if (r.verdict.late.collectives > 0 && r.verdict.late.chips.empty()) {
+    absl::StrAppend(&out, "<h2>Stragglers</h2>\n<p>None: at each of ", r.verdict.late.collectives,
+                    " collectives (device clock) the chips arrived together.</p>\n");
+  } else if (r.verdict.late.collectives > 0) {
     std::vector<std::vector<std::string>> rows;
     for (size_t i = 0; i < r.verdict.late.chips.size() && i < kMaxChipRows; ++i) {
       const auto& c = r.verdict.late.chips[i];

@@ -75,6 +75,8 @@ absl::StatusOr<NameTimes> TopNamesBySelfTime(const store::Reader& reader, int64_
       const store::TimelineSlice& s = (*slices)[k];
       if (step && s.step != *step) continue;
       if (options.top_level_only && s.depth != 0) continue;
+      // A chip waiting for the host ran nothing: the per-chip breakdown has it.
+      if (s.kind == store::TimelineKind::kHostWait) continue;
       Acc& a = by_name_id[s.name_id];
       const int64_t self = options.top_level_only ? s.dur_ns : std::max<int64_t>(0, s.dur_ns - child_ns[k]);
       ++a.count;

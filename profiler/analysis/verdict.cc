@@ -161,15 +161,19 @@ void ModeledBreakdown(const FleetReport& f, Verdict* v) {
 absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) {
   auto arrivals = HasArrivals(rd);
   if (!arrivals.ok()) return arrivals.status();
-  if (!*arrivals) return absl::OkStatus();
   auto lanes = HasChipLanes(rd, run, "device");
   if (!lanes.ok()) return lanes.status();
   if (!*lanes) return absl::OkStatus();
+  // A chip arrives when its collective starts, unless the recorder noted the
+  // arrival apart (an imported trace, or an older file, has only the start),
+  // as the fleet diagnosis reads it.
   auto q = rd.Query(
-      "SELECT s.flow_id AS flow, t.device_id AS device, s.arrival_ns AS arrival FROM slices s"
-      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
-      " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.kind = 'collective'"
-      " AND s.arrival_ns IS NOT NULL AND s.flow_id IS NOT NULL ORDER BY s.flow_id",
+      absl::StrCat("SELECT s.flow_id AS flow, t.device_id AS device, ",
+                   *arrivals ? "COALESCE(s.arrival_ns, s.start_ns)" : "s.start_ns",
+                   " AS arrival FROM slices s"
+                   " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+                   " WHERE s.run_id = ?1 AND t.clock = 'device' AND t.device_id IS NOT NULL AND s.kind = 'collective'"
+                   " AND s.flow_id IS NOT NULL ORDER BY s.flow_id"),
       {absl::StrCat(run)});
   if (!q.ok()) return q.status();
   std::map<int, LateArrivals::Chip> chips;
@@ -185,6 +189,8 @@ absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) 
     if (arrivals.size() < 2) continue;
     std::sort(arrivals.begin(), arrivals.end());
     ++out->collectives;
+    // A tie (chips that arrived at once) has no last chip.
+    if (arrivals.back().first == arrivals[arrivals.size() - 2].first) continue;
     // Late by how much: against the median arrival of the others.
     const size_t others = arrivals.size() - 1;
     const int64_t median_other = arrivals[(others - 1) / 2].first;
