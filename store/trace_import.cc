@@ -502,6 +502,7 @@ class Importer {
   uint32_t AsyncLaneOf(uint32_t file, const TraceEvent& e);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
   uint32_t CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device);
+  void PackCpuDeviceLanes();
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
@@ -560,6 +561,7 @@ class Importer {
   std::vector<XlaColl> xla_colls_;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<Rendezvous>> rendezvous_;  // (file, host thread) -> in time order
   int64_t xla_matched_ = 0;
+  std::vector<Rec> cpu_device_ops_;  // XLA CPU devices' ops, until PackCpuDeviceLanes
   int64_t next_slice_ = 1;
   // Phase 2: each GPU's top-level kernels, copies and collectives, with their
   // launch's time, for the host waits (DeriveHostWaits).
@@ -724,6 +726,60 @@ uint32_t Importer::CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int de
   uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
   thread_index_.emplace(std::move(key), id);
   return id;
+}
+
+// A CPU device's ops ran on whichever pool thread was free: a lane per
+// thread would give a device a dozen sparse lanes. They are packed instead,
+// as Perfetto packs async slices: each op on the device's first lane free at
+// its start, or nested there in an op of the same host thread that holds it
+// (a loop's body in the loop); ops that overlap get lanes of their own.
+void Importer::PackCpuDeviceLanes() {
+  std::sort(cpu_device_ops_.begin(), cpu_device_ops_.end(), [&](const Rec& a, const Rec& b) {
+    const ThreadInfo &x = threads_[a.thread], &y = threads_[b.thread];
+    return std::make_tuple(x.file, x.local_device, a.ts, -a.dur, a.seq) <
+           std::make_tuple(y.file, y.local_device, b.ts, -b.dur, b.seq);
+  });
+  struct Open {
+    int64_t end;
+    uint32_t host_thread;
+  };
+  std::vector<std::vector<Open>> lanes;  // the current device's lanes, each a stack of open ops
+  std::pair<uint32_t, int> device{UINT32_MAX, -1};
+  for (Rec& r : cpu_device_ops_) {
+    const ThreadInfo& t = threads_[r.thread];
+    const uint32_t file = t.file, host = t.host_thread;
+    const int local = t.local_device;
+    if (std::make_pair(file, local) != device) {
+      device = {file, local};
+      lanes.clear();
+    }
+    size_t k = 0;
+    for (; k < lanes.size(); ++k) {
+      std::vector<Open>& open = lanes[k];
+      while (!open.empty() && open.back().end <= r.ts) open.pop_back();
+      if (open.empty() || (open.back().host_thread == host && r.ts + r.dur <= open.back().end)) break;
+    }
+    if (k == lanes.size()) lanes.emplace_back();
+    lanes[k].push_back({r.ts + r.dur, host});
+    std::string key = absl::StrCat(file, "\x1f" "cpu-device-lane\x1f", local, "\x1f", k);
+    auto it = thread_index_.find(key);
+    if (it == thread_index_.end()) {
+      ThreadInfo lane;
+      lane.file = file;
+      lane.process = threads_[host].process;
+      lane.tid_text = absl::StrCat("lane ", k);
+      lane.name = lane.tid_text;
+      lane.local_device = local;
+      lane.device_word = "CPU device";
+      lane.xla = true;
+      threads_.push_back(std::move(lane));
+      it = thread_index_.emplace(std::move(key), static_cast<uint32_t>(threads_.size() - 1)).first;
+    }
+    r.thread = it->second;
+    Push(r).IgnoreError();
+  }
+  cpu_device_ops_.clear();
+  cpu_device_ops_.shrink_to_fit();
 }
 
 void Importer::Metadata(uint32_t file, const TraceEvent& e) {
@@ -957,6 +1013,10 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     k.end = r.ts + dur;
     k.corr = e.correlation;
     colls_.push_back(std::move(k));
+  }
+  if (t.host_thread != UINT32_MAX) {
+    cpu_device_ops_.push_back(r);  // placed on its device's lanes once every file is read
+    return;
   }
   Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
 }
@@ -1754,10 +1814,6 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     } else {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
-      if (t.host_thread != UINT32_MAX) {
-        const ThreadInfo& host = threads_[t.host_thread];
-        stream = !host.name.empty() ? host.name : absl::StrCat("thread ", host.tid_text);
-      }
       const std::string device = absl::StrCat(t.device_word, " ", t.local_device);
       tr.clock = trace::Clock::kDevice;
       tr.thread_name = stream;
@@ -2075,6 +2131,11 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
       EndProgress();
       return st;
     }
+  }
+  PackCpuDeviceLanes();
+  if (!pushed_error_.ok()) {
+    EndProgress();
+    return pushed_error_;
   }
   if (absl::Status st = AssignRanks(); !st.ok()) {
     EndProgress();

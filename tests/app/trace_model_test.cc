@@ -476,6 +476,34 @@ TraceModel Pod() {
   return m;
 }
 
+TEST(TimelineLayout, AChipWithSeveralLanesIsOneChipAndEachLaneSaysItsStream) {
+  // An imported GPU: two streams, an annotation lane (no chip) and the waits
+  // worked out for it; a second GPU with one stream.
+  TraceModel m;
+  auto add = [&](int64_t id, std::optional<int64_t> device, const std::string& thread) {
+    Track t;
+    t.track_id = id;
+    t.clock = Clock::kDevice;
+    t.device_id = device;
+    t.thread_name = thread;
+    m.tracks.push_back(t);
+  };
+  add(1, 0, "stream 7");
+  add(2, 0, "stream 20");
+  add(3, std::nullopt, "stream 7");
+  add(4, 0, "waiting for host");
+  add(5, 1, "stream 7");
+  auto sections = BuildSections(m, nullptr);
+  ASSERT_FALSE(sections.empty());
+  ASSERT_EQ(sections[0].groups.size(), 1u);
+  const LaneGroup& g = sections[0].groups[0];
+  EXPECT_EQ(g.label, "host 0 \xC2\xB7 chips 0-1");
+  std::vector<std::string> labels;
+  for (const LaneRef& l : g.lanes) labels.push_back(l.label);
+  EXPECT_EQ(labels, (std::vector<std::string>{"chip 0 \xC2\xB7 stream 7", "chip 0 \xC2\xB7 stream 20",
+                                              "host 0: stream 7", "chip 0 \xC2\xB7 waiting for host", "chip 1"}));
+}
+
 TEST(TimelineLayout, SixtyFourChipsAndTheHostLanesFitOneScreen) {
   TraceModel pod = Pod();
   RunOverview overview;

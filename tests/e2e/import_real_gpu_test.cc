@@ -67,7 +67,17 @@ TEST(ImportRealGpu, JaxOnEightCpuDevicesGivesEachDeviceItsOpsAndMatchesItsAllRed
     EXPECT_EQ(per.Int(i, "n"), 75) << "device " << per.Int(i, "d");  // 15 HLO ops x 5 steps
     EXPECT_EQ(per.Int(i, "c"), 10) << "device " << per.Int(i, "d");  // all-reduce and all-reduce.4
   }
-  EXPECT_GT(Scalar(db, "SELECT COUNT(*) AS v FROM tracks WHERE name LIKE 'rank 0 / CPU device 3 / tf_XLA%'"), 0);
+  // Its ops ran on whichever pool thread was free; packed, a device has a
+  // lane or two, and no two ops of a lane overlap.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM tracks WHERE name = 'rank 0 / CPU device 3 / lane 0'"), 1);
+  EXPECT_LE(Scalar(db, "SELECT MAX(n) AS v FROM (SELECT COUNT(*) AS n FROM tracks WHERE clock = 'device'"
+                       " GROUP BY device_id)"),
+            3);
+  EXPECT_EQ(Scalar(db, "WITH d AS MATERIALIZED (SELECT track_id, slice_id, start_ns, dur_ns FROM events"
+                       " WHERE clock = 'device' AND depth = 0) SELECT COUNT(*) AS v FROM d a JOIN d b ON"
+                       " a.track_id = b.track_id AND a.slice_id < b.slice_id AND a.start_ns < b.start_ns + b.dur_ns"
+                       " AND b.start_ns < a.start_ns + a.dur_ns"),
+            0);
   // The executor's wait for its thunks is the host's, not device work.
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events e JOIN tracks t USING (run_id, track_id)"
                        " WHERE t.clock = 'device' AND e.name LIKE 'ThunkExecutor%'"),
@@ -121,6 +131,33 @@ TEST(ImportRealGpu, JaxWithOneReallySlowDeviceHasThatChipFlaggedAlone) {
   e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
   EXPECT_TRUE(absl::StrContains(report.text, "Verdict: bound by stragglers")) << report.text;
   EXPECT_TRUE(absl::StrContains(report.text, "last to arrive chip 5 ")) << report.text;
+}
+
+TEST(ImportRealGpu, CpuDeviceOpsArePackedOnFewLanesKeepingNestingWithinAThread) {
+  // Device 0: a loop on thread 1 holding its body, and an op of thread 2 that
+  // overlaps the loop: lane 0 the loop with its body nested, lane 1 the other.
+  // Then an op on thread 3 after all: back on lane 0.
+  const std::string trace = WriteTemp("cpu_lanes.json", R"j({"traceEvents":[
+    {"ph":"X","pid":1,"tid":1,"ts":0,"dur":100,"name":"while.1","args":{"device_ordinal":"0","hlo_op":"while.1"}},
+    {"ph":"X","pid":1,"tid":1,"ts":10,"dur":20,"name":"fusion.2","args":{"device_ordinal":"0","hlo_op":"fusion.2"}},
+    {"ph":"X","pid":1,"tid":2,"ts":50,"dur":10,"name":"fusion.3","args":{"device_ordinal":"0","hlo_op":"fusion.3"}},
+    {"ph":"X","pid":1,"tid":3,"ts":200,"dur":10,"name":"fusion.4","args":{"device_ordinal":"0","hlo_op":"fusion.4"}},
+    {"ph":"X","pid":1,"tid":3,"ts":205,"dur":100,"name":"ThunkExecutor::Execute (wait for completion)","args":{"device_ordinal":"0"}}]})j");
+  const std::string db = e2e::TempDb("cpu_lanes");
+  e2e::Output o = Import(trace, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "1 device,")) << o.text;
+  auto q = e2e::Q(db, "SELECT e.name, t.name AS lane, e.depth FROM events e JOIN tracks t USING (run_id, track_id)"
+                      " WHERE t.clock = 'device' ORDER BY e.start_ns");
+  ASSERT_EQ(q.rows.size(), 4u);
+  EXPECT_EQ(q.Text(0, "lane"), "rank 0 / CPU device 0 / lane 0");
+  EXPECT_EQ(q.Text(1, "name"), "fusion.2");
+  EXPECT_EQ(q.Text(1, "lane"), "rank 0 / CPU device 0 / lane 0");
+  EXPECT_EQ(q.Int(1, "depth"), 1);
+  EXPECT_EQ(q.Text(2, "lane"), "rank 0 / CPU device 0 / lane 1");
+  EXPECT_EQ(q.Text(3, "lane"), "rank 0 / CPU device 0 / lane 0");
+  // A span with a device and no HLO op is the host's.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE clock = 'host' AND name LIKE 'ThunkExecutor%'"), 1);
 }
 
 TEST(ImportRealGpu, XlaGpuCollectivesWithoutAnExecutionIdAreMatchedByTheirPlaceInTheStep) {

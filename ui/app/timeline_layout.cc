@@ -20,8 +20,14 @@ std::string ChipRange(const std::vector<int64_t>& ids) {
                     : absl::StrCat(ids.size(), " chips");
 }
 
-std::string LaneLabel(const Track& t) {
-  if (t.device_id) return absl::StrCat("chip ", *t.device_id);
+// A chip with several lanes (an imported GPU's streams, XLA's CPU device on
+// several threads) names each lane's stream or thread after the chip.
+std::string LaneLabel(const Track& t, bool chip_has_lanes) {
+  if (t.device_id) {
+    if (chip_has_lanes && !t.thread_name.empty())
+      return absl::StrCat("chip ", *t.device_id, " \xC2\xB7 ", t.thread_name);
+    return absl::StrCat("chip ", *t.device_id);
+  }
   const std::string& thread = t.thread_name.empty() ? t.name : t.thread_name;
   return absl::StrCat("host ", t.host_id, ": ", thread);
 }
@@ -56,15 +62,20 @@ std::vector<Section> BuildSections(const TraceModel& model, const RunOverview* o
     for (const auto& [host, indices] : by_host) {
       LaneGroup g;
       g.key = absl::StrCat(section.key, "/host ", host);
+      std::map<int64_t, int> lanes_of;  // chip -> its lanes here
+      for (int i : indices)
+        if (model.tracks[i].device_id) ++lanes_of[*model.tracks[i].device_id];
       std::vector<int64_t> chips;
+      for (const auto& [chip, n] : lanes_of) chips.push_back(chip);
       for (int i : indices) {
         const Track& t = model.tracks[i];
-        if (t.device_id) chips.push_back(*t.device_id);
-        g.lanes.push_back(LaneRef{RowType::kLane, i, DepthRows(overview, t), LaneLabel(t)});
+        const bool several = t.device_id && lanes_of[*t.device_id] > 1;
+        g.lanes.push_back(LaneRef{RowType::kLane, i, DepthRows(overview, t), LaneLabel(t, several)});
       }
-      g.label = chips.size() == indices.size()
-                    ? absl::StrCat("host ", host, " \xC2\xB7 ", ChipRange(chips))
-                    : absl::StrCat("host ", host, " \xC2\xB7 ", indices.size(), " threads");
+      // Its chips, however many lanes each has (annotation lanes beside them
+      // have no chip); a host without chips has threads.
+      g.label = !chips.empty() ? absl::StrCat("host ", host, " \xC2\xB7 ", ChipRange(chips))
+                               : absl::StrCat("host ", host, " \xC2\xB7 ", indices.size(), " threads");
       g.header = g.lanes.size() > 1;
       section.groups.push_back(std::move(g));
     }
