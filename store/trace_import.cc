@@ -189,7 +189,9 @@ struct StatAcc {
 // of them stay within int64.
 constexpr int64_t kMaxNs = 4000000000000000000;
 
-enum RecType : uint8_t { kFlowNext = 0, kSlice = 1, kFlowEnclosing = 2, kCounter = 3 };
+// kDeviceOp: a copy of a GPU op's times and launch on its GPU's "waiting for host" thread, from which
+// phase 2 works out the GPU's waits (Importer::HostWait).
+enum RecType : uint8_t { kFlowNext = 0, kSlice = 1, kFlowEnclosing = 2, kCounter = 3, kDeviceOp = 4 };
 enum Lane : uint8_t { kHostLane = 0, kDeviceLane = 1, kAnnotationLane = 2 };
 enum RecFlags : uint8_t {
   kCollective = 1,
@@ -503,6 +505,7 @@ class Importer {
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
   uint32_t CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device);
   void PackCpuDeviceLanes();
+  uint32_t WaitThreadOf(uint32_t stream_thread);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
@@ -537,7 +540,6 @@ class Importer {
   int64_t OwnFlow(const Rec& r) const;
   int64_t PointFlow(const Rec& p) const;
   absl::Status Walk(Writer* w, ImportResult& res);
-  void DeriveHostWaits(Writer& w, ImportResult& res);
   absl::Status Emit(Writer& w, ImportResult& res);
   // Run-relative ns; in 128 bits, since a rank's base, offset and the origin
   // may each be near the ends of int64 before they cancel.
@@ -563,13 +565,7 @@ class Importer {
   int64_t xla_matched_ = 0;
   std::vector<Rec> cpu_device_ops_;  // XLA CPU devices' ops, until PackCpuDeviceLanes
   int64_t next_slice_ = 1;
-  // Phase 2: each GPU's top-level kernels, copies and collectives, with their
-  // launch's time, for the host waits (DeriveHostWaits).
-  struct DeviceOp {
-    int64_t start, end, launch;  // run-relative ns; launch kNoTime when unknown
-    int32_t device, step;
-  };
-  std::vector<DeviceOp> device_ops_;
+  int64_t host_waits_ = 0;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
@@ -780,6 +776,26 @@ void Importer::PackCpuDeviceLanes() {
   }
   cpu_device_ops_.clear();
   cpu_device_ops_.shrink_to_fit();
+}
+
+// The "waiting for host" thread of a GPU stream's device: one per GPU (its
+// index, else its process while the index is not yet known).
+uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
+  const ThreadInfo& s = threads_[stream_thread];
+  std::string key = s.local_device >= 0 ? absl::StrCat(s.file, "\x1f" "wait\x1f", s.local_device)
+                                        : absl::StrCat(s.file, "\x1f" "wait-process\x1f", s.process);
+  auto it = thread_index_.find(key);
+  if (it != thread_index_.end()) return it->second;
+  ThreadInfo t;
+  t.file = s.file;
+  t.process = s.process;
+  t.tid_text = "waiting for host";
+  t.name = t.tid_text;
+  t.local_device = s.local_device;  // -2 (not yet known) is numbered with its process's streams
+  threads_.push_back(std::move(t));
+  const uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
+  thread_index_.emplace(std::move(key), id);
+  return id;
 }
 
 void Importer::Metadata(uint32_t file, const TraceEvent& e) {
@@ -1019,6 +1035,18 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     return;
   }
   Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
+  if (lane == kDeviceLane && !t.xla &&
+      (c.kind == SliceKind::kCompute || c.kind == SliceKind::kTransfer || c.kind == SliceKind::kCollective)) {
+    // Its GPU's waits for the host are worked out in phase 2 from a copy of
+    // its times and launch on a thread of their own, which the spill sorts
+    // like any other: no list of every kernel is held.
+    Rec op = r;
+    op.type = kDeviceOp;
+    op.thread = WaitThreadOf(thread);
+    op.flags = 0;
+    op.flow = 0;
+    Push(op).IgnoreError();
+  }
 }
 
 // The call's shape, for matching calls across runs (`shardscope diff`): an
@@ -1791,7 +1819,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
   uint32_t cur_thread = UINT32_MAX;
   int64_t done = 0;
   next_slice_ = 1;
-  device_ops_.clear();
+  int64_t busy_until = INT64_MIN;  // a "waiting for host" thread's GPU: the latest end of its ops so far
   const int64_t total = spill_.total();
   constexpr int64_t kFlushEvery = 8192;
   std::future<void> flushing;
@@ -1831,8 +1859,21 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     return tr.track_id;
   };
 
+  // Every slice written goes through here.
+  auto write = [&](const trace::SliceRecord& s) {
+    w->Record(s);
+    if (++res.slices % kFlushEvery == 0) {
+      // Bounds the writer's queue (memory stays flat on big traces) without
+      // stopping here while it writes: wait for the previous flush, start the next.
+      if (flushing.valid()) flushing.wait();
+      flushing = std::async(std::launch::async, [w] { w->Flush(); });
+      Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
+               absl::StrCat(res.slices, " slices"));
+    }
+  };
   auto finish_thread = [&]() {
     for (auto& st : stacks) st.clear();
+    busy_until = INT64_MIN;
     if (!w && !pending_next.empty()) Stat("flow_unbound", "", static_cast<int64_t>(pending_next.size()));
     pending_next.clear();
   };
@@ -1867,6 +1908,27 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       c.device_id = local >= 0 && f.devices.count(local) ? f.devices.at(local) : -1;
       w->Record(c);
       ++res.counters;
+      continue;
+    }
+    if (r.type == kDeviceOp) {
+      // A GPU that went idle and whose next op was launched only after that
+      // waited for the host: the whole gap (docs/import.md).
+      const int64_t idle_from = busy_until;
+      busy_until = std::max(busy_until, r.ts + r.dur);
+      if (!w || idle_from == INT64_MIN || idle_from >= r.ts) continue;
+      const HostCorr* l = r.corr >= 0 ? Linked(file, r.corr) : nullptr;
+      if (!l || l->ts == kNoTime || l->ts <= idle_from) continue;
+      trace::SliceRecord s;
+      s.slice_id = next_slice_++;
+      s.track_id = track_of(r.thread, kDeviceLane);
+      s.start_ns = Align(file, idle_from);
+      s.dur_ns = r.ts - idle_from;
+      s.name = "waiting for host";
+      s.category = "derived";
+      s.kind = SliceKind::kHostWait;
+      s.step = StepAt(files_[file], l->ts);  // the step that launched the op it waited for
+      write(s);
+      ++host_waits_;
       continue;
     }
     if (r.type == kSlice) {
@@ -1924,24 +1986,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.flow_id = o.flow;
         s.bytes = r.bytes;
         if (o.flow >= 0 && o.flow < next_flow_) flows_used_[static_cast<size_t>(o.flow)] = true;
-        w->Record(s);
-        if (r.lane == kDeviceLane && st.empty() && s.track_id > 0 && !t.xla &&
-            (s.kind == SliceKind::kCompute || s.kind == SliceKind::kTransfer || s.kind == SliceKind::kCollective)) {
-          const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
-          const auto dev = f.devices.find(t.local_device);
-          if (dev != f.devices.end())
-            device_ops_.push_back({s.start_ns, s.start_ns + s.dur_ns,
-                                   l && l->ts != kNoTime ? Align(file, l->ts) : kNoTime, dev->second, s.step});
-        }
-        if (++res.slices % kFlushEvery == 0) {
-          // Bounds the writer's queue (memory stays flat on big traces)
-          // without stopping here while it writes: wait for the previous
-          // flush, start the next.
-          if (flushing.valid()) flushing.wait();
-          flushing = std::async(std::launch::async, [w] { w->Flush(); });
-          Progress("writing the run", total ? static_cast<double>(done) / static_cast<double>(total) : 1,
-                   absl::StrCat(res.slices, " slices"));
-        }
+        write(s);
       }
       st.push_back(o);
       continue;
@@ -1972,62 +2017,6 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
   return spill_.error();
 }
 
-// A GPU that went idle and whose next kernel (or copy) was launched only
-// after that waited for the host: the whole gap, as HTA's idle-time
-// breakdown counts it. Kineto records no such wait, so it is worked out from
-// the launches and stored as "waiting for host" slices (kind host_wait) on a
-// lane of their own per GPU, where shardscope's own runs keep theirs; a gap
-// whose kernel was launched before it began (waiting for another stream, an
-// event) stays idle.
-void Importer::DeriveHostWaits(Writer& w, ImportResult& res) {
-  std::map<int, std::pair<int, int>> where;  // global device -> (rank, local GPU)
-  for (const FileState& f : files_)
-    for (const auto& [local, global] : f.devices) where[global] = {f.rank, local};
-  std::sort(device_ops_.begin(), device_ops_.end(),
-            [](const DeviceOp& a, const DeviceOp& b) {
-              return std::tie(a.device, a.start) < std::tie(b.device, b.start);
-            });
-  int64_t track = 0, waits = 0;
-  int64_t busy_until = 0;  // the latest end so far of the GPU's ops, over all its streams
-  for (size_t i = 0; i < device_ops_.size(); ++i) {
-    const DeviceOp& op = device_ops_[i];
-    if (i == 0 || device_ops_[i - 1].device != op.device) {
-      track = 0;
-      busy_until = op.end;
-      continue;  // the first op of a GPU: no gap before it to tell
-    }
-    const int64_t idle_from = busy_until;
-    busy_until = std::max(busy_until, op.end);
-    if (op.launch == kNoTime || idle_from >= op.start || op.launch <= idle_from) continue;
-    if (!track) {
-      trace::TrackRecord tr;
-      tr.track_id = track = ++res.tracks;
-      tr.host_id = where[op.device].first;
-      tr.device_id = op.device;
-      tr.clock = trace::Clock::kDevice;
-      tr.thread_name = "waiting for host";
-      tr.name =
-          absl::StrCat("rank ", where[op.device].first, " / GPU ", where[op.device].second, " / waiting for host");
-      w.Record(tr);
-    }
-    trace::SliceRecord s;
-    s.slice_id = next_slice_++;
-    s.track_id = track;
-    s.start_ns = idle_from;
-    s.dur_ns = op.start - idle_from;
-    s.name = "waiting for host";
-    s.category = "derived";
-    s.kind = SliceKind::kHostWait;
-    s.step = op.step;
-    w.Record(s);
-    ++res.slices;
-    ++waits;
-  }
-  if (waits > 0) Stat("host_wait_derived", "", waits);
-  device_ops_.clear();
-  device_ops_.shrink_to_fit();
-}
-
 absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   absl::Status st = spill_.Finish();
   if (!st.ok()) return st;
@@ -2050,8 +2039,9 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
- if (st = Walk(&w, res); !st.ok()) return st;
-  DeriveHostWaits(w, res);
+ host_waits_ = 0;
+  if (st = Walk(&w, res); !st.ok()) return st;
+  if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
   res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
