@@ -135,6 +135,9 @@ constexpr StatDef kStatDefs[] = {
     {"host_wait_derived", "info",
      "GPU idle gaps whose next kernel or copy was launched only after the GPU went idle: stored as 'waiting for "
      "host' slices (kind host_wait, category derived) on a lane of their own per GPU"},
+    {"host_wait_unknown", "info",
+     "runs whose device ops carry no launch the trace recorded (XLA's traces; CUDA activity without CPU "
+     "activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
     {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
     {"xla_collective_ambiguous", "info",
      "XLA collectives whose HLO op and execution (or place in order) matched two instances on one device: not "
@@ -444,6 +447,11 @@ struct Rendezvous {
   std::string devices;  // "0, 2, 4, 6"
 };
 
+// XLA's CPU devices are numbered apart from GPUs and TPUs in a file's local
+// device ids (a trace can hold GPU 0 and CPU device 0); shown as their ordinal.
+constexpr int kCpuDeviceBase = 1 << 20;
+int ShownIndex(int local) { return local >= kCpuDeviceBase ? local - kCpuDeviceBase : local; }
+
 // AddSlice's thread: the event's own (pid, tid).
 constexpr uint32_t kOwnThread = UINT32_MAX;
 
@@ -565,7 +573,8 @@ class Importer {
   int64_t xla_matched_ = 0;
   std::vector<Rec> cpu_device_ops_;  // XLA CPU devices' ops, until PackCpuDeviceLanes
   int64_t next_slice_ = 1;
-  int64_t host_waits_ = 0;
+  // Phase 2's host waits: found, device ops (with a known launch), idle gaps whose op's launch is unknown.
+  int64_t host_waits_ = 0, device_ops_ = 0, ops_launched_ = 0, gaps_unknown_ = 0;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
@@ -714,7 +723,7 @@ uint32_t Importer::CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int de
   t.file = file;
   t.process = threads_[host_thread].process;
   t.tid_text = threads_[host_thread].tid_text;
-  t.local_device = device;
+  t.local_device = kCpuDeviceBase + device;
   t.device_word = "CPU device";
   t.xla = true;
   t.host_thread = host_thread;
@@ -955,8 +964,10 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     t.stream = e.stream >= 0 ? e.stream : t.tid_num;
   }
   Classified c = Classify(e, lane);
+  // XLA's NCCL kernels in a job of several files are matched across the
+  // ranks as any NCCL kernel is (and line up the ranks' clocks).
   const bool xla_collective =
-      t.xla && lane == kDeviceLane &&
+      t.xla && lane == kDeviceLane && !(c.family == kFamKernel && c.collective && files_.size() > 1) &&
       (c.kind == SliceKind::kCollective || (!e.hlo_op.empty() && IsXlaCollective(e.hlo_op)));
   if (xla_collective) {  // matched across devices below, not as NCCL's are
     c = Classified{};
@@ -1615,9 +1626,11 @@ void Importer::MatchCollectives() {
   EstimateOffsets(buckets);
 }
 
-// XLA's collectives, across the devices of every file. One instance is the
-// same HLO op of the same module in the same execution (args.run_id, which
-// XLA's CPU client gives; else the step), its k-th run there on each device (a
+// XLA's collectives, across the devices of each file (one host: across files
+// their clocks are not lined up by them, and XLA's NCCL kernels are matched
+// across ranks as NCCL kernels are, which does). One instance is the same HLO
+// op of the same module in the same execution (args.run_id, which XLA's CPU
+// client gives; else the whole file), its k-th run there on each device (a
 // loop runs one op several times). The CPU client also names the devices that
 // meet (its Rendezvous inside the op), so the groups of one op ("all-reduce"
 // over [0,1], [2,3], ...) stay apart; without it one op's groups are one.
@@ -1632,23 +1645,22 @@ void Importer::MatchXlaCollectives() {
     return std::make_tuple(c.file, c.device, c.module, c.op, c.run_id >= 0 ? c.run_id : INT64_MIN, c.ts);
   };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return where(a) < where(b); });
-  std::map<std::tuple<uint32_t, uint32_t, std::string, std::string>, std::vector<size_t>> instances;
-  std::tuple<uint32_t, int, uint32_t, uint32_t, std::string> prev;
-  int occurrence = 0;
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, int64_t, int64_t, std::string>, std::vector<size_t>> instances;
+  std::map<std::tuple<uint32_t, int, uint32_t, uint32_t, int64_t>, int64_t> seen;  // runs so far, per device
   for (size_t i : order) {
     const XlaColl& c = xla_colls_[i];
-    const std::string execution =
-        c.run_id >= 0 ? absl::StrCat("run ", c.run_id) : absl::StrCat("step ", StepAt(files_[c.file], c.ts));
-    auto here = std::make_tuple(c.file, c.device, c.module, c.op, execution);
-    occurrence = here == prev ? occurrence + 1 : 0;
-    prev = std::move(here);
+    // Without an execution id, the k-th run over the whole file: a device's
+    // kernels run past their host step's end (dispatch is asynchronous), so
+    // counting within steps would pair one device's k-th with another's k+1-th.
+    const int64_t execution = c.run_id >= 0 ? c.run_id : INT64_MIN;
+    const int64_t occurrence = seen[{c.file, c.device, c.module, c.op, execution}]++;
     std::string group;
     if (auto it = rendezvous_.find({c.file, c.host_thread}); it != rendezvous_.end()) {
       auto r = std::lower_bound(it->second.begin(), it->second.end(), c.ts,
                                 [](const Rendezvous& x, int64_t ts) { return x.ts < ts; });
       if (r != it->second.end() && r->ts <= c.end) group = r->devices;
     }
-    instances[{c.module, c.op, absl::StrCat(execution, " #", occurrence), group}].push_back(i);
+    instances[{c.file, c.module, c.op, execution, occurrence, group}].push_back(i);
   }
   for (const auto& [key, members] : instances) {
     std::set<std::pair<uint32_t, int>> devices;
@@ -1766,7 +1778,8 @@ int Importer::AssignDevices() {
     if (t.local_device == -2) {
       // A GPU process without an index: number it after the known ones.
       FileState& f = files_[t.file];
-      int idx = f.devices.empty() ? 0 : f.devices.rbegin()->first + 1;
+      const auto below = f.devices.lower_bound(kCpuDeviceBase);  // GPU indices, not XLA's CPU devices
+      int idx = below == f.devices.begin() ? 0 : std::prev(below)->first + 1;
       for (ThreadInfo& u : threads_)
         if (u.process == t.process && u.local_device == -2) u.local_device = idx;
       f.devices.emplace(idx, -1);
@@ -1842,7 +1855,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     } else {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
-      const std::string device = absl::StrCat(t.device_word, " ", t.local_device);
+      const std::string device = absl::StrCat(t.device_word, " ", ShownIndex(t.local_device));
       tr.clock = trace::Clock::kDevice;
       tr.thread_name = stream;
       if (lane == kDeviceLane) {
@@ -1915,9 +1928,14 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       // waited for the host: the whole gap (docs/import.md).
       const int64_t idle_from = busy_until;
       busy_until = std::max(busy_until, r.ts + r.dur);
-      if (!w || idle_from == INT64_MIN || idle_from >= r.ts) continue;
+      if (!w) continue;
+      ++device_ops_;
       const HostCorr* l = r.corr >= 0 ? Linked(file, r.corr) : nullptr;
-      if (!l || l->ts == kNoTime || l->ts <= idle_from) continue;
+      const bool launched = l && l->ts != kNoTime;
+      ops_launched_ += launched;
+      if (idle_from == INT64_MIN || idle_from >= r.ts) continue;
+      gaps_unknown_ += !launched;
+      if (!launched || l->ts < idle_from) continue;
       trace::SliceRecord s;
       s.slice_id = next_slice_++;
       s.track_id = track_of(r.thread, kDeviceLane);
@@ -2027,7 +2045,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
       trace::DeviceRecord d;
       d.device_id = global;
       d.host_id = f.rank;
-      d.coords = absl::StrCat("[", f.rank, ",", local, "]");
+      d.coords = absl::StrCat("[", f.rank, ",", ShownIndex(local), "]");
       for (const internal::DeviceProperty& p : f.info.devices)
         if (p.id == local) d.hbm_bytes = p.total_memory;
       w.Record(d);
@@ -2039,9 +2057,11 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
- host_waits_ = 0;
+ host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = 0;
   if (st = Walk(&w, res); !st.ok()) return st;
   if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
+  // Without launches a GPU's wait for the host looks like any idle time.
+  if (res.devices > 0 && ops_launched_ == 0 && (device_ops_ == 0 || gaps_unknown_ > 0)) Stat("host_wait_unknown");
   res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.

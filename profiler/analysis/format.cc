@@ -94,10 +94,15 @@ int DecodeUtf8(std::string_view s, uint32_t* cp) {
 }
 
 std::string ShortName(std::string_view name, size_t max) {
-  if (name.size() <= max || max < 4) return std::string(name);
-  size_t cut = max - 3;
-  while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
-  return std::string(name.substr(0, cut)) + "...";
+  if (name.size() <= max || max < 8) return std::string(name);
+  // Its start (the kernel) and its end (what tells two instantiations apart).
+  auto boundary = [&](size_t i) {  // not inside a character
+    while (i > 0 && i < name.size() && (static_cast<unsigned char>(name[i]) & 0xC0) == 0x80) --i;
+    return i;
+  };
+  const size_t head = boundary((max - 3) * 2 / 3);
+  const size_t tail = boundary(name.size() - (max - 3 - head));
+  return absl::StrCat(std::string(name.substr(0, head)), "...", std::string(name.substr(tail)));
 }
 
 std::string Printable(std::string_view name) {

@@ -44,9 +44,10 @@ std::string MarkdownWithoutHtml(std::string_view md);
 // The same, escaped for HTML text and attribute values (& < > ").
 std::string HtmlText(std::string_view name);
 
-// A name cut to `max` bytes (at a character's start) with "..." after it: a
-// CUDA kernel's name is its whole C++ signature, often 300-900 characters,
-// which would widen a table's column past any screen. JSON keeps names whole.
+// A name cut to about `max` bytes (at characters' starts), its start and end
+// kept around "...": a CUDA kernel's name is its whole C++ signature, often
+// 300-900 characters, which would widen a table's column past any screen; its
+// end tells two instantiations of one template apart. JSON keeps names whole.
 std::string ShortName(std::string_view name, size_t max = 96);
 
 // Pads columns to a common width (of the cells as Printable shows them); numeric-looking columns could be right aligned

@@ -179,6 +179,9 @@ std::vector<std::string> TimesHead(const std::string& first, bool host_wait, boo
 // An imported trace's waits were worked out from its launches (the importer's
 // DeriveHostWaits), so they speak of kernels, not of programs.
 std::string HostWaitLine(const DeviceBreakdown& d, bool imported) {
+  if (imported && d.host_wait_unknown)
+    return "Waiting for host: not measurable (the trace records no launch of its device ops, so a wait for the "
+           "host cannot be told from idle time)";
   if (!HasHostWait(d))
     return imported ? "Waiting for host: none found (no kernel in the trace was launched after its GPU had gone idle)"
                     : "Waiting for host: none recorded (every program was enqueued before the chips were free)";
@@ -189,9 +192,9 @@ std::string HostWaitLine(const DeviceBreakdown& d, bool imported) {
                                            FormatNs(d.total_host_wait_ns));
   if (imported)
     return head +
-           "the GPUs sat idle until the host launched their next kernel (from the trace's launches): the host's launch "
-           "overhead, the profiler's included, outpaces the GPUs; CUDA graphs (torch.compile "
-           "mode=\"reduce-overhead\") or a larger batch amortise it";
+           "the GPUs sat idle until the host launched their next kernel (from the trace's launches): what the host "
+           "does between launches (Python and launch overhead, the profiler's too, a gloo collective, a data "
+           "loader, a sync) is slower than the GPUs; the host tracks show which";
   return head +
          "the chips finished and sat idle until the host enqueued the next program, so tracing, compiling or a value "
          "read on the host is slower than the chips";

@@ -501,6 +501,12 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
     return st;
   }
+  if (r.run.imported) {
+    auto unknown = reader.Query(
+        "SELECT COUNT(*) AS n FROM import_stats WHERE run_id = ?1 AND name = 'host_wait_unknown'",
+        {absl::StrCat(run_id)});
+    r.devices.host_wait_unknown = unknown.ok() && unknown->Int(0, "n") > 0;
+  }
   if (absl::StartsWith(r.run.capture_note, "--trace steps")) {
     r.devices.programs_only = true;
     for (DeviceRow& row : r.devices.rows) row.median_step.bottleneck = row.all_steps.bottleneck = "";

@@ -125,6 +125,9 @@ struct DeviceBreakdown {
   // all steps (device clock). Both 0 when the host always kept up.
   int64_t median_host_wait_ns = 0;
   int64_t total_host_wait_ns = 0;
+  // An imported trace without launches (import_stats host_wait_unknown): a
+  // wait for the host cannot be told from idle time.
+  bool host_wait_unknown = false;
 };
 
 struct ShardingRow {

@@ -189,15 +189,18 @@ absl::Status ReadLateArrivals(const Reader& rd, int64_t run, LateArrivals* out) 
     if (arrivals.size() < 2) continue;
     std::sort(arrivals.begin(), arrivals.end());
     ++out->collectives;
-    // A tie (chips that arrived at once) has no last chip.
-    if (arrivals.back().first == arrivals[arrivals.size() - 2].first) continue;
+    // Chips that all arrived at once have no last; chips tied for last (a
+    // trace's whole microseconds) are each last.
+    if (arrivals.back().first == arrivals.front().first) continue;
     // Late by how much: against the median arrival of the others.
     const size_t others = arrivals.size() - 1;
     const int64_t median_other = arrivals[(others - 1) / 2].first;
-    LateArrivals::Chip& c = chips[arrivals.back().second];
-    c.device_id = arrivals.back().second;
-    ++c.last;
-    c.late_ns += arrivals.back().first - median_other;
+    for (size_t k = arrivals.size(); k-- > 0 && arrivals[k].first == arrivals.back().first;) {
+      LateArrivals::Chip& c = chips[arrivals[k].second];
+      c.device_id = arrivals[k].second;
+      ++c.last;
+      c.late_ns += arrivals[k].first - median_other;
+    }
   }
   for (const auto& [d, c] : chips) out->chips.push_back(c);
   std::sort(out->chips.begin(), out->chips.end(), [](const auto& a, const auto& b) {
@@ -314,6 +317,9 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                share(&StepParts::host_wait_ns), kHostWaitShare, "%"};
     e.passed = timeline && e.value >= e.threshold;
     e.detail = timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns)) : no_timeline;
+    if (timeline && r.devices.host_wait_unknown)
+      e.detail = "not measurable: the imported trace records no launch of its device ops, so a wait for the host "
+                 "cannot be told from idle time";
     v.evidence.push_back(e);
   }
   // Stragglers: the fleet diagnosis (fleet.h) — a chip, link or host slower
