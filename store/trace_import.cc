@@ -2189,8 +2189,13 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   }
   const std::vector<size_t> by_rank = ByRank();
   res.devices = AssignDevices();
-  for (const ThreadInfo& t : threads_)
-    if (t.local_device >= 0 && t.device_word != "GPU") res.devices_are_gpus = false;
+  {
+    std::set<std::string> words;
+    for (const ThreadInfo& t : threads_)
+      if (t.local_device >= 0) words.insert(t.device_word);
+    if (words.size() == 1) res.device_word = *words.begin();
+    if (words.size() > 1) res.device_word = "device";
+  }
   const bool any_device = res.devices > 0;
   trace::RunRecord run;
   const std::string first = paths[by_rank[0]].substr(paths[by_rank[0]].rfind('/') + 1);
@@ -2295,8 +2300,7 @@ std::string RenderImportSummary(const ImportResult& r) {
   };
   std::string out = absl::StrCat("imported ", n(static_cast<int64_t>(r.files.size()), "file", "files"), " into run ",
                                  r.run_id, " of ", r.db_path, ": ", n(r.hosts, "host", "hosts"), ", ",
-                                 n(r.devices, r.devices_are_gpus ? "GPU" : "device",
-                                   r.devices_are_gpus ? "GPUs" : "devices"),
+                                 n(r.devices, r.device_word.c_str(), (r.device_word + "s").c_str()),
                                  ", ", n(r.tracks, "track", "tracks"), ", ",
                                  n(r.slices, "slice", "slices"), ", ", n(r.steps, "step", "steps"), ", ",
                                  n(r.flows, "flow", "flows"), ", ", n(r.counters, "counter sample", "counter samples"),

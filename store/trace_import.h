@@ -65,7 +65,8 @@ struct ImportResult {
   int64_t x_events = 0, x_events_unusable = 0;  // complete events, and those dropped
   int64_t collectives = 0, collectives_matched = 0;
   int64_t xla_collectives = 0, xla_collectives_matched = 0;  // HLO collectives on XLA's device lanes
-  bool devices_are_gpus = true;  // false when XLA named TPUs or CPU devices: the summary says "devices"
+  // What the devices are, for the summary: "GPU", "TPU" or "CPU device" when all are one kind, else "device".
+  std::string device_word = "GPU";
   uint64_t input_bytes = 0, json_bytes = 0;
   double seconds = 0;        // all of it
   double read_seconds = 0;   // parsing the files (phase 1), the rest is matching and writing

@@ -50,7 +50,7 @@ TEST(ImportRealGpu, JaxOnEightCpuDevicesGivesEachDeviceItsOpsAndMatchesItsAllRed
   const std::string db = e2e::TempDb("jax_cpu8");
   e2e::Output o = Import(kData + "jax_cpu8_gspmd.json.gz", db);
   ASSERT_EQ(o.code, 0) << o.text;
-  EXPECT_TRUE(absl::StrContains(o.text, "8 devices")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "8 CPU devices")) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "XLA collectives: 80 ops, 80 matched across devices")) << o.text;
   // XLA's list ends with {}: said, not counted as lost data.
   auto stats = Stats(db);
@@ -149,7 +149,7 @@ TEST(ImportRealGpu, CpuDeviceOpsArePackedOnFewLanesKeepingNestingWithinAThread) 
   const std::string db = e2e::TempDb("cpu_lanes");
   e2e::Output o = Import(trace, db);
   ASSERT_EQ(o.code, 0) << o.text;
-  EXPECT_TRUE(absl::StrContains(o.text, "1 device,")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "1 CPU device,")) << o.text;
   auto q = e2e::Q(db, "SELECT e.name, t.name AS lane, e.depth FROM events e JOIN tracks t USING (run_id, track_id)"
                       " WHERE t.clock = 'device' ORDER BY e.start_ns");
   ASSERT_EQ(q.rows.size(), 4u);
@@ -297,7 +297,7 @@ TEST(ImportRealGpu, XlaCollectivesOfTwoHostsAreNotPairedOnClocksNotLinedUp) {
   e2e::Output o = Import(absl::StrCat(WriteTemp("tpu0.json", host(0, 0)), " ", WriteTemp("tpu1.json", host(1, 5000))),
                          db);
   ASSERT_EQ(o.code, 0) << o.text;
-  EXPECT_TRUE(absl::StrContains(o.text, "2 devices")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "2 TPUs")) << o.text;
   EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE kind = 'collective' AND flow_id IS NOT NULL"), 0);
   e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
   EXPECT_TRUE(absl::StrContains(report.text, "Late arrivals: no collective")) << report.text;
