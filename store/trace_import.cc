@@ -390,7 +390,7 @@ struct ThreadInfo {
   int64_t stream = -1;
   std::string device_word = "GPU";    // XLA's processes also name TPU; its CPU client "CPU device"
   bool xla = false;                   // a device lane of XLA's profiler (its collectives matched by HLO op)
-  uint32_t host_thread = UINT32_MAX;  // a CPU device's lane: the host thread its ops ran on
+  uint32_t host_thread = UINT32_MAX;  // a CPU device's ops kept aside: the host thread they ran on
   int64_t track[3] = {0, 0, 0}; // per lane, once made in phase 2
 };
 
@@ -713,8 +713,9 @@ uint32_t Importer::ThreadOf(uint32_t file, const TraceEvent& e) {
   return id;
 }
 
-// XLA's CPU client runs each device's thunks on shared host threads: a
-// device's ops on one thread are a lane of that device.
+// XLA's CPU client runs each device's thunks on shared host threads: its ops
+// on one thread wait here (AddSlice keeps them aside) until
+// PackCpuDeviceLanes places them on the device's lanes.
 uint32_t Importer::CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device) {
   std::string key = absl::StrCat(file, "\x1f" "cpu-device\x1f", host_thread, "\x1f", device);
   auto it = thread_index_.find(key);
