@@ -822,7 +822,10 @@ void Importer::Metadata(uint32_t file, const TraceEvent& e) {
 // capitalised ones) and, for the legacy profiler, its process's name.
 Lane LaneOf(const TraceEvent& e) {
   std::string cat = absl::AsciiStrToLower(e.cat);
-  if (cat == "gpu_user_annotation") return kAnnotationLane;
+  // Kineto's CUDA sync events (enable_cuda_sync_events): a stream waiting for
+  // an event, the host waiting for a stream, on the GPU's row. Markers of a
+  // wait, not work: beside the stream, not in its device time.
+  if (cat == "gpu_user_annotation" || cat == "cuda_sync") return kAnnotationLane;
   if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "memcpy" || cat == "memset" ||
       cat == "gpu_instant_event")
     return kDeviceLane;

@@ -384,6 +384,25 @@ TEST(ImportRealGpu, AHostWaitIsAGapWhoseKernelWasLaunchedAfterTheGpuWentIdle) {
   EXPECT_EQ(waits.Int(0, "dur_ns"), 100000);
 }
 
+TEST(ImportRealGpu, CudaSyncEventsAreMarkersBesideTheirStreamNotHostThreads) {
+  // Recorded on an H200: eager steps with with_stack, record_function spans, a
+  // side stream joined by an event, and enable_cuda_sync_events.
+  const std::string db = e2e::TempDb("cuda_features");
+  e2e::Output o = Import(kData + "cuda_features.json.gz", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  const int64_t syncs = Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE category = 'cuda_sync'");
+  EXPECT_EQ(syncs, 10);
+  // On the GPU's rows (device clock, no chip: not device time), never a host thread.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events e JOIN tracks t USING (run_id, track_id) WHERE"
+                       " e.category = 'cuda_sync' AND t.clock = 'device' AND t.device_id IS NULL"),
+            syncs);
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM tracks WHERE clock = 'host' AND name LIKE '%stream%'"), 0);
+  // Two streams' kernels, each on its lane of GPU 0.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT track_id) AS v FROM events WHERE clock = 'device' AND device_id = 0"
+                       " AND kind = 'compute'"),
+            2);
+}
+
 TEST(ImportRealGpu, DdpOverGlooOnGpusRanksTheRanksOnTheHostAndBreaksTheGpusDownOnTheirOwnClock) {
   const std::string db = e2e::TempDb("ddp_gloo");
   e2e::Output o = Import(absl::StrCat(kData, "cuda_ddp_gloo_rank0.json.gz ", kData, "cuda_ddp_gloo_rank1.json.gz"), db);

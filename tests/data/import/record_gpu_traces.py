@@ -22,6 +22,8 @@ NVIDIA H100 with PyTorch 2.11 and JAX 0.11, 2026-11-27):
                   host threads;
   jax_cpu8_slow   jax_cpu8_slow_device5.json.gz: the same, 8 steps, with a host callback that
                   sleeps 4 ms on device 5 only (inside a shard_map): a slow chip, really;
+  torch_features  cuda_features.json.gz (recorded on an H200): eager steps with with_stack,
+                  record_function spans, a side stream joined by an event, CUDA sync events;
   big             big_transformer.json.gz (not committed, about 3 MB): a 12-layer transformer
                   in bf16 for 12 profiled steps, about 150 thousand events.
 The JAX parts also leave the profiler's whole log directory (xplane.pb included) as NAME.tar.
@@ -38,9 +40,9 @@ import tarfile
 import time
 import traceback
 
-PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big"]
+PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big", "torch_features"]
 LIMIT_S = {"torch_compile": 150, "cuda_graphs": 150, "ddp_gloo": 120, "big": 150, "jax_gpu": 90, "jax_cpu8": 90,
-           "jax_cpu8_slow": 90}
+           "jax_cpu8_slow": 90, "torch_features": 120}
 
 
 def gzip_json(src, dst):
@@ -112,6 +114,49 @@ def part_torch_compile(out, mode=None, name="cuda_compile"):
 
 def part_cuda_graphs(out):
     part_torch_compile(out, mode="reduce-overhead", name="cuda_graphs")
+
+
+def part_torch_features(out):
+    """Eager steps with what users switch on: with_stack (Python frames), record_function
+    spans, a second stream joined by an event, a device-to-device copy, and CUDA sync events."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile, record_function, schedule
+    model = transformer(2, 256, 4).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(8, 128, 256, device="cuda")
+    y = torch.randint(0, 1000, (8, 128), device="cuda")
+    side = torch.cuda.Stream()
+    path = os.path.join(out, "cuda_features.json.gz")
+    tmp = path[:-3]
+    kw = {}
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+        kw["experimental_config"] = _ExperimentalConfig(enable_cuda_sync_events=True)
+    except Exception:
+        pass
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=schedule(wait=1, warmup=1, active=3),
+                 with_stack=True, record_shapes=True,
+                 on_trace_ready=lambda p: p.export_chrome_trace(tmp), **kw) as prof:
+        for _ in range(5):
+            with record_function("data"):
+                xb = x.clone()
+            with record_function("forward"):
+                loss = torch.nn.functional.cross_entropy(model(xb).flatten(0, 1), y.flatten())
+            with record_function("backward"):
+                loss.backward()
+            done = torch.cuda.Event()
+            with torch.cuda.stream(side):
+                side.wait_stream(torch.cuda.current_stream())
+                stats = torch.stack([p.grad.norm() for p in model.parameters()]).sum()
+                done.record(side)
+            torch.cuda.current_stream().wait_event(done)
+            with record_function("optimizer"):
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            stats.item()
+            prof.step()
+    torch.cuda.synchronize()
+    gzip_json(tmp, path)
 
 
 def ddp_worker(rank, world, port, out):
