@@ -501,7 +501,8 @@ TEST(TimelineLayout, AChipWithSeveralLanesIsOneChipAndEachLaneSaysItsStream) {
   std::vector<std::string> labels;
   for (const LaneRef& l : g.lanes) labels.push_back(l.label);
   EXPECT_EQ(labels, (std::vector<std::string>{"chip 0 \xC2\xB7 stream 7", "chip 0 \xC2\xB7 stream 20",
-                                              "host 0: stream 7", "chip 0 \xC2\xB7 waiting for host", "chip 1"}));
+                                              "host 0: stream 7 annotations", "chip 0 \xC2\xB7 waiting for host",
+                                              "chip 1"}));
 }
 
 TEST(TimelineLayout, SixtyFourChipsAndTheHostLanesFitOneScreen) {

@@ -29,6 +29,9 @@ std::string LaneLabel(const Track& t, bool chip_has_lanes) {
     return absl::StrCat("chip ", *t.device_id);
   }
   const std::string& thread = t.thread_name.empty() ? t.name : t.thread_name;
+  // A lane of the device clock without a chip spans a GPU's work (an imported
+  // trace's annotations, its CUDA sync markers): not a host thread.
+  if (t.clock != Clock::kHost) return absl::StrCat("host ", t.host_id, ": ", thread, " annotations");
   return absl::StrCat("host ", t.host_id, ": ", thread);
 }
 
