@@ -391,6 +391,7 @@ struct ThreadInfo {
   std::string device_word = "GPU";    // XLA's processes also name TPU; its CPU client "CPU device"
   bool xla = false;                   // a device lane of XLA's profiler (its collectives matched by HLO op)
   uint32_t host_thread = UINT32_MAX;  // a CPU device's ops kept aside: the host thread they ran on
+  uint32_t wait_thread = UINT32_MAX;  // a GPU stream: its GPU's "waiting for host" thread, once made
   int64_t track[3] = {0, 0, 0}; // per lane, once made in phase 2
 };
 
@@ -511,6 +512,16 @@ class Importer {
   void AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e);
   uint32_t AsyncLaneOf(uint32_t file, const TraceEvent& e);
   uint32_t ThreadOf(uint32_t file, const TraceEvent& e);
+  // The thread known by `key`, made by `make` the first time.
+  template <typename Make>
+  uint32_t ThreadFor(std::string key, Make&& make) {
+    auto it = thread_index_.find(key);
+    if (it != thread_index_.end()) return it->second;
+    threads_.push_back(make());
+    const uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
+    thread_index_.emplace(std::move(key), id);
+    return id;
+  }
   uint32_t CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device);
   void PackCpuDeviceLanes();
   uint32_t WaitThreadOf(uint32_t stream_thread);
@@ -655,17 +666,14 @@ uint32_t Importer::ProcessOf(uint32_t file, const TraceEvent& e) {
 uint32_t Importer::AsyncLaneOf(uint32_t file, const TraceEvent& e) {
   std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid), "\x1f" "async\x1f", e.cat,
                                  "\x1f", e.id);
-  auto it = thread_index_.find(key);
-  if (it != thread_index_.end()) return it->second;
-  ThreadInfo t;
-  t.file = file;
-  t.process = ProcessOf(file, e);
-  t.tid_text = absl::StrCat("async ", e.id);
-  t.name = absl::StrCat(e.cat.empty() ? "async" : e.cat, " #", e.id);
-  threads_.push_back(std::move(t));
-  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
-  thread_index_.emplace(std::move(key), id);
-  return id;
+  return ThreadFor(std::move(key), [&] {
+    ThreadInfo t;
+    t.file = file;
+    t.process = ProcessOf(file, e);
+    t.tid_text = absl::StrCat("async ", e.id);
+    t.name = absl::StrCat(e.cat.empty() ? "async" : e.cat, " #", e.id);
+    return t;
+  });
 }
 
 void Importer::AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e) {
@@ -700,38 +708,31 @@ void Importer::AsyncEvent(FileState& f, uint32_t file, const TraceEvent& e) {
 uint32_t Importer::ThreadOf(uint32_t file, const TraceEvent& e) {
   std::string key = absl::StrCat(file, "\x1f", e.pid.is_string ? "s" : "n", IdText(e.pid), "\x1f",
                                  e.tid.is_string ? "s" : "n", IdText(e.tid));
-  auto it = thread_index_.find(key);
-  if (it != thread_index_.end()) return it->second;
-  ThreadInfo t;
-  t.file = file;
-  t.process = ProcessOf(file, e);
-  t.tid_text = IdText(e.tid);
-  t.tid_num = e.tid.is_string ? -1 : e.tid.num;
-  threads_.push_back(std::move(t));
-  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
-  thread_index_.emplace(std::move(key), id);
-  return id;
+  return ThreadFor(std::move(key), [&] {
+    ThreadInfo t;
+    t.file = file;
+    t.process = ProcessOf(file, e);
+    t.tid_text = IdText(e.tid);
+    t.tid_num = e.tid.is_string ? -1 : e.tid.num;
+    return t;
+  });
 }
 
 // XLA's CPU client runs each device's thunks on shared host threads: its ops
 // on one thread wait here (AddSlice keeps them aside) until
 // PackCpuDeviceLanes places them on the device's lanes.
 uint32_t Importer::CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device) {
-  std::string key = absl::StrCat(file, "\x1f" "cpu-device\x1f", host_thread, "\x1f", device);
-  auto it = thread_index_.find(key);
-  if (it != thread_index_.end()) return it->second;
-  ThreadInfo t;
-  t.file = file;
-  t.process = threads_[host_thread].process;
-  t.tid_text = threads_[host_thread].tid_text;
-  t.local_device = kCpuDeviceBase + device;
-  t.device_word = "CPU device";
-  t.xla = true;
-  t.host_thread = host_thread;
-  threads_.push_back(std::move(t));
-  uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
-  thread_index_.emplace(std::move(key), id);
-  return id;
+  return ThreadFor(absl::StrCat(file, "\x1f" "cpu-device\x1f", host_thread, "\x1f", device), [&] {
+    ThreadInfo t;
+    t.file = file;
+    t.process = threads_[host_thread].process;
+    t.tid_text = threads_[host_thread].tid_text;
+    t.local_device = kCpuDeviceBase + device;
+    t.device_word = "CPU device";
+    t.xla = true;
+    t.host_thread = host_thread;
+    return t;
+  });
 }
 
 // A CPU device's ops ran on whichever pool thread was free: a lane per
@@ -750,6 +751,7 @@ void Importer::PackCpuDeviceLanes() {
     uint32_t host_thread;
   };
   std::vector<std::vector<Open>> lanes;  // the current device's lanes, each a stack of open ops
+  std::vector<uint32_t> lane_thread;      // and each one's thread
   std::pair<uint32_t, int> device{UINT32_MAX, -1};
   for (Rec& r : cpu_device_ops_) {
     const ThreadInfo& t = threads_[r.thread];
@@ -758,6 +760,7 @@ void Importer::PackCpuDeviceLanes() {
     if (std::make_pair(file, local) != device) {
       device = {file, local};
       lanes.clear();
+      lane_thread.clear();
     }
     size_t k = 0;
     for (; k < lanes.size(); ++k) {
@@ -765,23 +768,22 @@ void Importer::PackCpuDeviceLanes() {
       while (!open.empty() && open.back().end <= r.ts) open.pop_back();
       if (open.empty() || (open.back().host_thread == host && r.ts + r.dur <= open.back().end)) break;
     }
-    if (k == lanes.size()) lanes.emplace_back();
-    lanes[k].push_back({r.ts + r.dur, host});
-    std::string key = absl::StrCat(file, "\x1f" "cpu-device-lane\x1f", local, "\x1f", k);
-    auto it = thread_index_.find(key);
-    if (it == thread_index_.end()) {
-      ThreadInfo lane;
-      lane.file = file;
-      lane.process = threads_[host].process;
-      lane.tid_text = absl::StrCat("lane ", k);
-      lane.name = lane.tid_text;
-      lane.local_device = local;
-      lane.device_word = "CPU device";
-      lane.xla = true;
-      threads_.push_back(std::move(lane));
-      it = thread_index_.emplace(std::move(key), static_cast<uint32_t>(threads_.size() - 1)).first;
+    if (k == lanes.size()) {
+      lanes.emplace_back();
+      lane_thread.push_back(ThreadFor(absl::StrCat(file, "\x1f" "cpu-device-lane\x1f", local, "\x1f", k), [&] {
+        ThreadInfo lane;
+        lane.file = file;
+        lane.process = threads_[host].process;
+        lane.tid_text = absl::StrCat("lane ", k);
+        lane.name = lane.tid_text;
+        lane.local_device = local;
+        lane.device_word = "CPU device";
+        lane.xla = true;
+        return lane;
+      }));
     }
-    r.thread = it->second;
+    lanes[k].push_back({r.ts + r.dur, host});
+    r.thread = lane_thread[k];
     Push(r).IgnoreError();
   }
   cpu_device_ops_.clear();
@@ -791,20 +793,21 @@ void Importer::PackCpuDeviceLanes() {
 // The "waiting for host" thread of a GPU stream's device: one per GPU (its
 // index, else its process while the index is not yet known).
 uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
-  const ThreadInfo& s = threads_[stream_thread];
-  std::string key = s.local_device >= 0 ? absl::StrCat(s.file, "\x1f" "wait\x1f", s.local_device)
-                                        : absl::StrCat(s.file, "\x1f" "wait-process\x1f", s.process);
-  auto it = thread_index_.find(key);
-  if (it != thread_index_.end()) return it->second;
-  ThreadInfo t;
-  t.file = s.file;
-  t.process = s.process;
-  t.tid_text = "waiting for host";
-  t.name = t.tid_text;
-  t.local_device = s.local_device;  // -2 (not yet known) is numbered with its process's streams
-  threads_.push_back(std::move(t));
-  const uint32_t id = static_cast<uint32_t>(threads_.size() - 1);
-  thread_index_.emplace(std::move(key), id);
+  if (threads_[stream_thread].wait_thread != UINT32_MAX) return threads_[stream_thread].wait_thread;
+  const uint32_t file = threads_[stream_thread].file, process = threads_[stream_thread].process;
+  const int local = threads_[stream_thread].local_device;
+  std::string key = local >= 0 ? absl::StrCat(file, "\x1f" "wait\x1f", local)
+                               : absl::StrCat(file, "\x1f" "wait-process\x1f", process);
+  const uint32_t id = ThreadFor(std::move(key), [&] {
+    ThreadInfo t;
+    t.file = file;
+    t.process = process;
+    t.tid_text = "waiting for host";
+    t.name = t.tid_text;
+    t.local_device = local;  // -2 (not yet known) is numbered with its process's streams
+    return t;
+  });
+  threads_[stream_thread].wait_thread = id;  // once per stream: the key is not built per kernel
   return id;
 }
 
