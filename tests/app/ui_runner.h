@@ -3,10 +3,12 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -39,8 +41,20 @@ inline bool HaveXvfb() {
 }
 
 // `ui` with `args` under Xvfb; a hung GL driver fails the test after 120 s.
+// The X authority file is ours (-f): left to itself, xvfb-run makes a temporary
+// directory and, when removing it fails at exit, replaces the app's exit code
+// with 5, which made a test of the app's exit code flaky under CI.
 inline UiResult RunUi(const std::string& ui, const std::string& args) {
-  return RunShell(absl::StrCat("timeout 120 xvfb-run -a -s \"-screen 0 1600x900x24\" ", ui, " ", args));
+  static int runs = 0;
+  const std::string dir = "/tmp/shardscope_app_tests";
+  std::filesystem::create_directories(dir);
+  const std::string auth = absl::StrCat(dir, "/xauth.", getpid(), ".", runs++);
+  std::ofstream(auth).close();
+  UiResult result = RunShell(
+      absl::StrCat("timeout 120 xvfb-run -a -f ", auth, " -s \"-screen 0 1600x900x24\" ", ui, " ", args));
+  std::error_code ignored;
+  for (const char* suffix : {"", "-c", "-l", "-n"}) std::filesystem::remove(auth + suffix, ignored);
+  return result;
 }
 
 inline nlohmann::json ReadLayout(const std::string& path) {
