@@ -139,6 +139,12 @@ constexpr StatDef kStatDefs[] = {
      "runs whose device ops carry no launch the trace recorded (XLA's traces; CUDA activity without CPU "
      "activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
     {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
+    {"unknown_slice_kind", "warning",
+     "slices of a shardscope export whose args.kind names no kind shardscope records: kept, of the kind their "
+     "lane gives (compute on a chip, host on a host)"},
+    {"own_export", "info",
+     "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
+     "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
     {"xla_collective_ambiguous", "info",
      "XLA collectives whose HLO op and execution (or place in order) matched two instances on one device: not "
      "linked across devices"},
@@ -201,6 +207,7 @@ enum RecFlags : uint8_t {
   kAc2g = 2,        // a flow point whose id is a CUDA correlation id
   kFlowStart = 4,   // a flow point that starts its flow (s; v2 flow_out)
   kFlowEnd = 8,     // a flow point that ends it (f; v2 flow_in)
+  kOwnStep = 16,    // a slice of shardscope's own export: corr holds its step (args.step), not a correlation
 };
 
 // One event as phase 1 keeps it (64 bytes; sorted and spilled as is).
@@ -392,6 +399,8 @@ struct ThreadInfo {
   bool xla = false;                   // a device lane of XLA's profiler (its collectives matched by HLO op)
   uint32_t host_thread = UINT32_MAX;  // a CPU device's ops kept aside: the host thread they ran on
   uint32_t wait_thread = UINT32_MAX;  // a GPU stream: its GPU's "waiting for host" thread, once made
+  bool own = false;                   // a chip's lane in shardscope's own export (kind, step, wait from args)
+  bool modeled = false;               // ... on the modeled clock
   int64_t track[3] = {0, 0, 0}; // per lane, once made in phase 2
 };
 
@@ -401,6 +410,8 @@ struct ProcessInfo {
   int64_t pid_num = -1;
   bool pid_is_string = false;
   std::string name, labels;     // process_name / process_labels metadata
+  int chip = -1;                // shardscope's own export: "chip N (device clock)" or "(modeled clock)"
+  bool modeled = false;
 };
 
 struct StepSpan {
@@ -473,6 +484,11 @@ struct FileState {
   std::string offset_source;
   int64_t x_events = 0, x_unusable = 0;
   std::vector<StepSpan> steps;
+  // shardscope's own export (otherData.tool "shardscope ..."): each step's
+  // span over its slices (args.step), for want of ProfilerStep spans.
+  bool own_export = false;
+  std::map<int, std::pair<int64_t, int64_t>> own_steps;
+  std::map<int, int64_t> own_mark_step_end;  // a step ends when its mark_step does (docs/schema.md, steps)
   // Correlation ids seen, sorted and matched between the phases (about 48 bytes per launch).
   std::vector<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
   std::vector<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
@@ -587,6 +603,7 @@ class Importer {
   // Phase 2's host waits: found, device ops (with a known launch), idle gaps whose op's launch is unknown.
   int64_t host_waits_ = 0, device_ops_ = 0, ops_launched_ = 0, gaps_unknown_ = 0;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
+  std::unordered_map<uint64_t, int64_t> own_waits_;               // Rec::seq -> a collective's wait (own export)
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
   bool has_flow_events_ = false;
@@ -811,10 +828,37 @@ uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
   return id;
 }
 
+// shardscope's own export names a process per chip and clock: "chip 3 (device
+// clock)", "chip 3 (modeled clock)".
+void ParseOwnChip(ProcessInfo& p) {
+  absl::string_view s = p.name;
+  int n = -1;
+  if (!absl::ConsumePrefix(&s, "chip ")) return;
+  const bool modeled = absl::ConsumeSuffix(&s, " (modeled clock)");
+  if (!modeled && !absl::ConsumeSuffix(&s, " (device clock)")) return;
+  if (!absl::SimpleAtoi(s, &n) || n < 0 || n >= kCpuDeviceBase) return;
+  p.chip = n;
+  p.modeled = modeled;
+}
+
+// args.kind of shardscope's own export as a slice kind; false when it names none.
+bool OwnKind(const std::string& name, SliceKind* kind) {
+  static constexpr std::pair<std::string_view, SliceKind> kKinds[] = {
+      {"compute", SliceKind::kCompute}, {"collective", SliceKind::kCollective}, {"transfer", SliceKind::kTransfer},
+      {"host", SliceKind::kHost},       {"compile", SliceKind::kCompile},       {"host_wait", SliceKind::kHostWait}};
+  for (const auto& [text, k] : kKinds)
+    if (name == text) {
+      *kind = k;
+      return true;
+    }
+  return false;
+}
+
 void Importer::Metadata(uint32_t file, const TraceEvent& e) {
   if (e.name == "process_name" || e.name == "process_labels") {
     ProcessInfo& p = processes_[ProcessOf(file, e)];
     (e.name == "process_name" ? p.name : p.labels) = e.name == "process_name" ? e.arg_name : e.labels;
+    if (e.name == "process_name" && files_[file].own_export) ParseOwnChip(p);
   } else if (e.name == "thread_name") {
     threads_[ThreadOf(file, e)].name = e.arg_name;
   }
@@ -930,6 +974,21 @@ int64_t DtypeBytes(const std::string& dtype) {
 void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_t dur, uint32_t thread) {
   Lane lane = LaneOf(e);
   if (thread == kOwnThread) thread = ThreadOf(file, e);
+  if (f.own_export) {
+    // shardscope's own export: a chip's process holds its lanes on the device
+    // or modeled clock, whatever the slices' categories.
+    ThreadInfo& t = threads_[thread];
+    const ProcessInfo& p = processes_[t.process];
+    if (p.chip >= 0) {
+      lane = kDeviceLane;
+      if (t.local_device == -1) {
+        t.local_device = p.chip;
+        t.device_word = "chip";
+        t.own = true;
+        t.modeled = p.modeled;
+      }
+    }
+  }
   if (lane == kHostLane && e.device_ordinal >= 0 && e.device_ordinal < 65536 && !e.hlo_op.empty() &&
       XlaDeviceIndex(processes_[threads_[thread].process].name) < 0) {
     // XLA's CPU client (JAX on CPU devices): an HLO op run for device N on a
@@ -971,6 +1030,8 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     t.stream = e.stream >= 0 ? e.stream : t.tid_num;
   }
   Classified c = Classify(e, lane);
+  if (f.own_export && !e.slice_kind.empty() && !OwnKind(e.slice_kind, &c.kind))
+    StatAt("unknown_slice_kind", [&] { return absl::StrCat(Where(f, e), ": kind \"", e.slice_kind, "\""); });
   // XLA's NCCL kernels in a job of several files are matched across the
   // ranks as any NCCL kernel is (and line up the ranks' clocks).
   const bool xla_collective =
@@ -1005,6 +1066,17 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   }
   f.first_ts = std::min(f.first_ts, r.ts);
   f.last_ts = std::max(f.last_ts, r.ts + dur);
+  if (f.own_export && e.step >= 0 && e.step <= INT32_MAX) {
+    r.corr = e.step;  // no correlation ids in shardscope's export
+    r.flags |= kOwnStep;
+    if (!t.modeled) {
+      auto [it, added] = f.own_steps.try_emplace(static_cast<int>(e.step), r.ts, r.ts + dur);
+      it->second.first = std::min(it->second.first, r.ts);
+      it->second.second = std::max(it->second.second, r.ts + dur);
+    }
+    if (c.kind == SliceKind::kCollective && e.wait_ns >= 0) own_waits_[r.seq] = e.wait_ns;
+    if (lane == kHostLane && e.name == "mark_step") f.own_mark_step_end[static_cast<int>(e.step)] = r.ts + dur;
+  }
   if (absl::StartsWith(e.name, "ProfilerStep#") && lane == kHostLane) {
     int n;
     if (absl::SimpleAtoi(absl::string_view(e.name).substr(13), &n) && n >= 0) f.steps.push_back({r.ts, r.ts + dur, n});
@@ -1053,7 +1125,7 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     return;
   }
   Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
-  if (lane == kDeviceLane && !t.xla &&
+  if (lane == kDeviceLane && !t.xla && !t.own &&
       (c.kind == SliceKind::kCompute || c.kind == SliceKind::kTransfer || c.kind == SliceKind::kCollective)) {
     // Its GPU's waits for the host are worked out in phase 2 from a copy of
     // its times and launch on a thread of their own, which the spill sorts
@@ -1109,6 +1181,10 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
     return;
   }
   if (e.keys == 0) return StatAt("empty_event", [&] { return Where(f, e); });
+  if (!f.own_export && !f.info.tool.empty() && absl::StartsWith(f.info.tool, "shardscope")) {
+    f.own_export = true;
+    Stat("own_export", f.path);
+  }
   const bool x = e.ph == "X";
   if (x) ++f.x_events;
   auto unusable = [&](const char* why) {
@@ -1189,6 +1265,13 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         r.thread = ThreadOf(file, e);
         r.dur = std::bit_cast<int64_t>(v);
         r.name = names_.Id(e.numbers.size() == 1 ? e.name : absl::StrCat(e.name, ".", k));
+        if (f.own_export) {  // a chip's counter (its memory) goes to that chip
+          const ProcessInfo& p = processes_[threads_[r.thread].process];
+          if (p.chip >= 0 && !p.modeled) {
+            r.corr = p.chip;
+            f.devices.emplace(p.chip, -1);
+          }
+        }
         f.first_ts = std::min(f.first_ts, r.ts);
         f.last_ts = std::max(f.last_ts, r.ts);
         Push(r).IgnoreError();
@@ -1273,6 +1356,19 @@ absl::Status Importer::ReadFile(size_t index) {
     for (const auto& [ts, index] : ends) Stat("unmatched_end", absl::StrCat(f.path, " event #", index));
   f.early_ends.clear();
   f.open_begins.clear();
+  if (f.steps.empty() && !f.own_mark_step_end.empty()) {
+    // As shardscope records a step: from the end of the mark_step before (the
+    // run's start, time 0 in its export, for the first) to the end of its own.
+    int64_t from = 0;
+    for (const auto& [n, end] : f.own_mark_step_end) {
+      f.steps.push_back({std::min(from, end), end, n});
+      from = end;
+    }
+  } else if (f.steps.empty()) {
+    for (const auto& [n, span] : f.own_steps) f.steps.push_back({span.first, span.second, n});
+  }
+  f.own_steps.clear();
+  f.own_mark_step_end.clear();
   if (!pushed_error_.ok()) return pushed_error_;
   if (out->truncated) Stat(out->truncation_stat.c_str(), absl::StrCat(f.path, ": ", out->truncation));
   if (out->array_unterminated) Stat("json_array_unterminated", f.path);
@@ -1811,7 +1907,7 @@ std::vector<size_t> Importer::ByRank() const {
 int64_t Importer::OwnFlow(const Rec& r) const {
   if (r.flags & kCollective)
     if (auto it = coll_flow_.find(r.seq); it != coll_flow_.end()) return it->second;
-  if (r.corr >= 0)
+  if (r.corr >= 0 && !(r.flags & kOwnStep))
     if (int64_t f = CorrFlow(threads_[r.thread].file, r.corr); f >= 0) return f;
   if (r.flow) return generic_flows_[r.flow - 1].id;
   return -1;
@@ -1833,6 +1929,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     uint64_t seq;
     int64_t flow;
     uint32_t name;
+    uint8_t kind;
   };
   std::vector<Open> stacks[3];
   std::vector<int64_t> pending_next;
@@ -1863,7 +1960,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
       const std::string device = absl::StrCat(t.device_word, " ", ShownIndex(t.local_device));
-      tr.clock = trace::Clock::kDevice;
+      tr.clock = t.modeled ? trace::Clock::kModeled : trace::Clock::kDevice;
       tr.thread_name = stream;
       if (lane == kDeviceLane) {
         tr.device_id = global;
@@ -1980,7 +2077,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         start = st.back().end;
         st.pop_back();
       }
-      Open o{next_slice_++, start, end, r.seq, OwnFlow(r), r.name};
+      Open o{next_slice_++, start, end, r.seq, OwnFlow(r), r.name, r.kind};
       if (!w) {
         for (int64_t fl : pending_next) bind(o, fl, file);
         pending_next.clear();
@@ -2001,7 +2098,10 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.category = cats_.Str(r.cat);
         if (r.shape) s.shape = shapes_.Str(r.shape - 1);
         s.kind = static_cast<SliceKind>(r.kind);
-        if (r.lane == kHostLane) {
+        if (r.flags & kOwnStep) {
+          s.step = static_cast<int>(r.corr);
+          if (auto it = own_waits_.find(r.seq); it != own_waits_.end()) s.arrival_ns = s.start_ns - it->second;
+        } else if (r.lane == kHostLane) {
           s.step = StepAt(f, r.ts);
         } else {
           // A GPU slice belongs to the step that launched it.
@@ -2033,7 +2133,16 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       while (!st.empty() && st.back().end < r.ts) st.pop_back();
       if (st.empty() || st.back().start > r.ts) continue;
       bound = true;
-      bind(st.back(), fl, file);
+      // shardscope's export links a collective's slices across chips; its
+      // phases (transfers) nest inside it and start with it.
+      auto at = st.end() - 1;
+      if (threads_[r.thread].own)
+        for (auto it = st.rbegin(); it != st.rend(); ++it)
+          if (it->kind == static_cast<uint8_t>(SliceKind::kCollective) && it->start <= r.ts) {
+            at = std::prev(it.base());
+            break;
+          }
+      bind(*at, fl, file);
     }
     if (!bound) Stat("flow_unbound", files_[file].path);
   }
@@ -2068,7 +2177,11 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   if (st = Walk(&w, res); !st.ok()) return st;
   if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
   // Without launches a GPU's wait for the host looks like any idle time.
-  if (res.devices > 0 && ops_launched_ == 0 && (device_ops_ == 0 || gaps_unknown_ > 0)) Stat("host_wait_unknown");
+  // (shardscope's own export carries the waits it recorded.)
+  const bool own_only = std::all_of(threads_.begin(), threads_.end(),
+                                    [](const ThreadInfo& t) { return t.local_device < 0 || t.own; });
+  if (res.devices > 0 && !own_only && ops_launched_ == 0 && (device_ops_ == 0 || gaps_unknown_ > 0))
+    Stat("host_wait_unknown");
   res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
@@ -2210,6 +2323,13 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   run.imported = true;
   run.profile = "none";
   run.clock_kinds = any_device ? "host,device" : "host";
+  if (std::any_of(threads_.begin(), threads_.end(), [](const ThreadInfo& t) { return t.modeled; })) {
+    // shardscope's own export with its modeled clock: that clock's profile comes along.
+    run.clock_kinds += ",modeled";
+    for (size_t i : by_rank)
+      if (!files_[i].info.profile.empty()) run.profile = files_[i].info.profile;
+  }
+  if (files_.size() == 1 && files_[0].own_export) run.mesh = files_[0].info.mesh;
   run.num_hosts = static_cast<int>(files_.size());
   run.num_devices = static_cast<int>(res.devices);
   std::vector<std::string> ranks, quoted;

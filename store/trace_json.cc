@@ -37,6 +37,8 @@ void TraceEvent::Clear() {
   grid.clear(); block.clear(); input_dims.clear(); input_types.clear();
   external_id = device_ordinal = xla_run_id = -1;
   hlo_op.clear(); hlo_module.clear();
+  slice_kind.clear();
+  step = wait_ns = -1;
   keys = 0;
 }
 
@@ -270,7 +272,7 @@ class TraceInput : public std::streambuf {
 // TraceEvent per element of traceEvents and skips everything else.
 class Handler {
  public:
-  enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kShape, kDist, kDevProps, kDevProp, kSkip };
+  enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kShape, kDist, kOther, kDevProps, kDevProp, kSkip };
 
   Handler(const TraceInput& in, TraceFileInfo* info, const std::function<void(TraceEvent&)>& on_event,
           const std::function<void(uint64_t, uint64_t)>& on_progress)
@@ -454,6 +456,8 @@ class Handler {
           next = kEvents;
         } else if (k == "distributedInfo" && object) {
           next = kDist;
+        } else if (k == "otherData" && object) {
+          next = kOther;
         } else if (k == "deviceProperties" && !object) {
           next = kDevProps;
         }
@@ -604,6 +608,12 @@ class Handler {
         if (k == "world_size" && AsInt(v, &info_->world_size)) info_->has_world_size = true;
         if (k == "backend" && v.kind == Value::kString) info_->backend = std::string(v.text);
         return true;
+      case kOther:
+        if (v.kind != Value::kString) return true;
+        if (k == "tool") info_->tool = std::string(v.text);
+        if (k == "mesh") info_->mesh = std::string(v.text);
+        if (k == "profile") info_->profile = std::string(v.text);
+        return true;
       case kDevProp: {
         DeviceProperty& d = info_->devices.back();
         if (k == "id") AsInt(v, &d.id);
@@ -702,6 +712,9 @@ class Handler {
     else if (k == "run_id") { if (AsInt(v, &i)) e.xla_run_id = i; }
     else if (k == "hlo_op") { if (v.kind == Value::kString) e.hlo_op = std::string(v.text); }
     else if (k == "hlo_module") { if (v.kind == Value::kString) e.hlo_module = std::string(v.text); }
+    else if (k == "kind") { if (v.kind == Value::kString) e.slice_kind = std::string(v.text); }
+    else if (k == "step") { if (AsInt(v, &i)) e.step = i; }
+    else if (k == "wait_us") { if (int64_t ns; Micros(v, &ns) == TraceEvent::Num::kOk && ns >= 0) e.wait_ns = ns; }
   }
 
   // Appends one element of the shape array being read, after a comma unless

@@ -68,6 +68,10 @@ struct TraceEvent {
   // shared host threads), the execution it belongs to, and the HLO op and module.
   int64_t device_ordinal = -1, xla_run_id = -1;
   std::string hlo_op, hlo_module;
+  // shardscope's own Chrome export (`shardscope export --chrome`): a slice's
+  // kind and step, and a collective's wait for the other chips.
+  std::string slice_kind;
+  int64_t step = -1, wait_ns = -1;
   int keys = 0;  // top-level keys the object had ({} has none)
 
   void Clear();
@@ -87,6 +91,9 @@ struct TraceFileInfo {
   std::string backend;
   int64_t base_time_ns = 0;  // Kineto's baseTimeNanoseconds: ts are relative to it
   std::string display_time_unit;
+  // otherData: "tool": "shardscope 0.1.0" marks shardscope's own export, which
+  // also names the run's mesh and its modeled clock's profile.
+  std::string tool, mesh, profile;
   std::vector<DeviceProperty> devices;
 };
 

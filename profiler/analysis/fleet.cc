@@ -405,6 +405,17 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   r.imported = info->Col("imported") >= 0 && info->Int(0, "imported") != 0;
   r.simulated = info->Col("simulated") >= 0 && info->Int(0, "simulated") != 0;
   r.clock = r.breakdown_clock = r.simulated ? "modeled" : "device";
+  if (!r.simulated) {
+    // A run whose chips have lanes on the modeled clock only (a simulated
+    // run's Chrome export read back by `shardscope import`) is ranked on that.
+    auto clocks = rd.Query("SELECT sum(clock = 'device') AS device, sum(clock = 'modeled') AS modeled FROM tracks"
+                           " WHERE run_id = ?1 AND device_id IS NOT NULL",
+                           {run_text});
+    if (clocks.ok() && !clocks->rows.empty() && clocks->Int(0, "device") == 0 && clocks->Int(0, "modeled") > 0) {
+      r.clock = r.breakdown_clock = "modeled";
+      r.notes.push_back("its chips have lanes on the modeled clock only (no device clock): ranked on the modeled clock");
+    }
+  }
 
   // Chips and hosts; coordinates in the topology when recorded (older files lack the column).
   auto has_column = [&](const char* table, const char* column) {

@@ -155,3 +155,82 @@ TEST_F(ExportE2e, ALinkIsWrittenThroughAndOutputErrorsNameTheOutput) {
 
 }  // namespace
 }  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// Every cell of the query's rows as text: "a,b\nc,d".
+std::string Rows(const std::string& db, const std::string& sql) {
+  std::string out;
+  for (const auto& row : e2e::Q(db, sql).rows) {
+    for (size_t i = 0; i < row.size(); ++i) absl::StrAppend(&out, i ? "," : "", row[i].value_or("NULL"));
+    out += "\n";
+  }
+  return out;
+}
+
+// Per kind on each clock: slices, their total time, and the collectives'
+// flows and arrivals, as a run's own tables hold them.
+std::string KindTotals(const std::string& db) {
+  return Rows(db,
+                "SELECT t.clock, t.device_id, s.kind, count(*), sum(s.dur_ns), count(s.flow_id), "
+                "count(s.arrival_ns), sum(s.step) FROM slices s JOIN tracks t USING (run_id, track_id) "
+                "WHERE t.device_id IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3");
+}
+
+// `shardscope export --chrome` read back by `shardscope import` is the run it
+// came from: chips as chips on their clocks, each slice's kind and step, each
+// collective's flow and arrival, the steps' wall times; so fleet names the
+// same slow chip with the same figures, on a recorded run and a simulated one.
+TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
+  const std::string db = e2e::TempDb("roundtrip_rec");
+  const std::string back = e2e::TempDb("roundtrip_rec_back");
+  const std::string json = absl::StrCat(::testing::TempDir(), "/roundtrip_", getpid(), ".json.gz");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 6 --quiet",
+                                    " --fault slow-chip:2:0.6 --db ", db)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  e2e::Output imp = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --db ", back));
+  ASSERT_EQ(imp.code, 0) << imp.text;
+  EXPECT_TRUE(absl::StrContains(imp.text, "4 chips")) << imp.text;
+  EXPECT_TRUE(absl::StrContains(imp.text, "own_export")) << imp.text;
+  EXPECT_EQ(KindTotals(back), KindTotals(db));
+  EXPECT_NE(KindTotals(db).find("collective"), std::string::npos);
+  // Steps: as many, and their wall times within 1% after the first two (the
+  // export holds each step's mark_step, not the instant the recorder closed
+  // the step, which in the first steps comes a few ms away from it).
+  EXPECT_EQ(Rows(back, "SELECT group_concat(step) FROM steps"), Rows(db, "SELECT group_concat(step) FROM steps"));
+  const store::QueryResult a = e2e::Q(db, "SELECT wall_ns FROM steps ORDER BY step");
+  const store::QueryResult b = e2e::Q(back, "SELECT wall_ns FROM steps ORDER BY step");
+  ASSERT_EQ(a.rows.size(), b.rows.size());
+  for (size_t i = 2; i < a.rows.size(); ++i)
+    EXPECT_NEAR(b.Real(i, "wall_ns") / a.Real(i, "wall_ns"), 1.0, 0.01) << "step " << i;
+  // The diagnosis, from each file alone.
+  const std::string fleet = absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet --format json ");
+  nlohmann::json f1 = nlohmann::json::parse(e2e::Shell(fleet + db).text, nullptr, false);
+  nlohmann::json f2 = nlohmann::json::parse(e2e::Shell(fleet + back).text, nullptr, false);
+  ASSERT_TRUE(f1.is_object() && f2.is_object());
+  ASSERT_FALSE(f1["suspects"].empty());
+  EXPECT_EQ(f1["suspects"][0]["id"], "2");
+  EXPECT_EQ(f2["suspects"][0]["id"], f1["suspects"][0]["id"]);
+  EXPECT_EQ(f2["suspects"][0]["flagged"], true);
+  EXPECT_NEAR(f2["suspects"][0]["score"].get<double>(), f1["suspects"][0]["score"].get<double>(), 1e-3);
+}
+
+TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
+  const std::string db = e2e::TempDb("roundtrip_sim");
+  const std::string back = e2e::TempDb("roundtrip_sim_back");
+  const std::string json = absl::StrCat(::testing::TempDir(), "/roundtrip_sim_", getpid(), ".json");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 4 --quiet",
+                                    " --fault slow-chip:6:0.7 --db ", db)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --db ", back)).code, 0);
+  EXPECT_EQ(Rows(back, "SELECT clock_kinds || ' ' || profile FROM runs"),
+            Rows(db, "SELECT 'host,device,modeled ' || profile FROM runs"));
+  EXPECT_EQ(Rows(back, "SELECT count(*) FROM tracks WHERE clock = 'modeled' AND device_id IS NOT NULL"), "8\n");
+  e2e::Output f = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", back));
+  EXPECT_TRUE(absl::StrContains(f.text, "verdict: suspect: chip 6")) << f.text;
+  EXPECT_TRUE(absl::StrContains(f.text, "ranked on the modeled clock")) << f.text;
+}
+
+}  // namespace
+}  // namespace shardscope
