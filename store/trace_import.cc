@@ -142,6 +142,13 @@ constexpr StatDef kStatDefs[] = {
     {"unknown_slice_kind", "warning",
      "slices of a shardscope export whose args.kind names no kind shardscope records: kept, of the kind their "
      "lane gives (compute on a chip, host on a host)"},
+    {"begin_end_out_of_order", "info",
+     "threads whose B/E events are not in time order in the file: from the first out of order on, held and paired "
+     "in time order when the file ends (at one time, ends before begins, as back-to-back slices need)"},
+    {"begin_end_ambiguous", "data_loss",
+     "times at which a thread whose B/E events are out of order has both a B and an E that the file's order "
+     "does not pair: back-to-back slices and a zero-length slice cannot be told apart there (ends are taken "
+     "first), so slices and steps near them may be wrong; sort the file by ts or write complete (X) events"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -472,6 +479,18 @@ struct OpenBegin {
   uint32_t thread = kOwnThread;  // an async lane (AsyncLaneOf), or the event's own thread
 };
 
+struct HeldBeginEnd {
+  int64_t ts = 0, index = 0;           // time, and position in traceEvents
+  std::unique_ptr<TraceEvent> begin;   // a B; null for an E
+  // Among events at one time, Es go first (a slice that ends where the next
+  // begins, common at microsecond resolution), but a B followed at once in
+  // the file by an E at its time (a zero-length slice) goes with them.
+  uint8_t order = 0;
+};
+// B events held for pairing in time order, over a file: beyond this (about
+// 1 KB each) the file is refused and asked to be sorted.
+constexpr int64_t kMaxHeldBegins = 262144;
+
 struct FileState {
   std::string path;
   internal::TraceFileInfo info;
@@ -500,6 +519,12 @@ struct FileState {
   // order): (ts, index in traceEvents) per thread, tried against the B events
   // still open when the file ends.
   std::unordered_map<uint32_t, std::vector<std::pair<int64_t, int64_t>>> early_ends;
+  // B/E events of a thread that came out of time order: held from there on
+  // and paired in time order when the file ends, as chrome://tracing and
+  // Perfetto sort them first. A thread in order holds only its open Bs.
+  std::unordered_map<uint32_t, int64_t> be_last_ts;
+  std::unordered_map<uint32_t, std::vector<HeldBeginEnd>> be_held;
+  int64_t be_held_begins = 0;
   std::map<int, int> devices;        // local GPU index -> global device id
   // Shapes (Importer::shapes_ id + 1) by External id of the ops that recorded
   // input dims, and by correlation id of the launches those ops made: dense
@@ -542,6 +567,8 @@ class Importer {
   void PackCpuDeviceLanes();
   uint32_t WaitThreadOf(uint32_t stream_thread);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
+  bool HoldBeginEnd(FileState& f, uint32_t file, TraceEvent& e);
+  void PairHeldBeginEnds(FileState& f, uint32_t file);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
   // One more of `name`; where it was is worked out for the first only.
@@ -1175,6 +1202,100 @@ uint32_t Importer::ShapeOf(FileState& f, const TraceEvent& e, Lane lane) {
   return shapes_.Id(text) + 1;
 }
 
+// A B or E of a thread whose B/E events left time order is held (true), to
+// be paired in time order when the file ends (PairHeldBeginEnds). The first
+// one out of order starts holding: the thread's open Bs and its Es that came
+// before any B go along.
+bool Importer::HoldBeginEnd(FileState& f, uint32_t file, TraceEvent& e) {
+  const uint32_t thread = ThreadOf(file, e);
+  auto held = f.be_held.find(thread);
+  if (held == f.be_held.end()) {
+    int64_t& last = f.be_last_ts.try_emplace(thread, INT64_MIN).first->second;
+    if (e.ts_ns >= last) {
+      last = e.ts_ns;
+      return false;
+    }
+    Stat("begin_end_out_of_order", Where(f, e));
+    held = f.be_held.try_emplace(thread).first;
+    if (auto open = f.open_begins.find(thread); open != f.open_begins.end()) {
+      for (OpenBegin& b : open->second) {
+        ++f.be_held_begins;
+        const int64_t ts = b.event.ts_ns, index = b.event.index;
+        held->second.push_back({ts, index, std::make_unique<TraceEvent>(std::move(b.event)), 1});
+      }
+      f.open_begins.erase(open);
+    }
+    if (auto ends = f.early_ends.find(thread); ends != f.early_ends.end()) {
+      for (const auto& [ts, index] : ends->second) held->second.push_back({ts, index, nullptr, 0});
+      f.early_ends.erase(ends);
+    }
+  }
+  if (!pushed_error_.ok()) return true;
+  if (e.ph[0] == 'B') {
+    if (++f.be_held_begins > kMaxHeldBegins) {
+      pushed_error_ = absl::InvalidArgumentError(absl::StrCat(
+          f.path, ": more than ", kMaxHeldBegins, " B (begin) events out of time order (this one event #",
+          e.index, "): pairing them with their E events needs them sorted; sort the file's events by ts, or "
+          "write complete (X) events"));
+      return true;
+    }
+    held->second.push_back({e.ts_ns, e.index, std::make_unique<TraceEvent>(std::move(e)), 1});
+  } else {
+    std::vector<HeldBeginEnd>& v = held->second;
+    if (!v.empty() && v.back().begin && v.back().ts == e.ts_ns && v.back().index + 1 == e.index) v.back().order = 0;
+    v.push_back({e.ts_ns, e.index, nullptr, 0});
+  }
+  return true;
+}
+
+// The held B/E events of each thread, sorted by time (see HeldBeginEnd::order
+// for equal times, then file order) and paired as a stack.
+void Importer::PairHeldBeginEnds(FileState& f, uint32_t file) {
+  for (auto& [thread, events] : f.be_held) {
+    // How much of the thread's file order runs forward: in a file mostly in
+    // order (streams merged, a few events late) an E just before a B at one
+    // time is back-to-back slices; in one reversed or shuffled it may as well
+    // be a zero-length slice.
+    int64_t forward = 0;
+    for (size_t k = 1; k < events.size(); ++k) forward += events[k].ts >= events[k - 1].ts;
+    const bool mostly_forward = forward * 10 >= static_cast<int64_t>(events.size() - 1) * 9;
+    if (!mostly_forward)
+      for (HeldBeginEnd& ev : events) ev.order = ev.begin ? 1 : 0;  // adjacency tells nothing either
+    std::sort(events.begin(), events.end(), [](const HeldBeginEnd& a, const HeldBeginEnd& b) {
+      return std::tie(a.ts, a.order, a.index) < std::tie(b.ts, b.order, b.index);
+    });
+    // At one time, a B and an E the file did not pair at once: back-to-back
+    // slices or a zero-length one, which the file does not tell apart when it
+    // puts the B first, or when its order says nothing (not mostly forward).
+    for (size_t i = 0, j; i < events.size(); i = j) {
+      int64_t first_begin = INT64_MAX, last_end = INT64_MIN;
+      for (j = i; j < events.size() && events[j].ts == events[i].ts; ++j) {
+        if (events[j].begin && events[j].order == 1) first_begin = std::min(first_begin, events[j].index);
+        if (!events[j].begin) last_end = std::max(last_end, events[j].index);
+      }
+      if (first_begin != INT64_MAX && last_end != INT64_MIN && (!mostly_forward || first_begin < last_end))
+        Stat("begin_end_ambiguous", absl::StrCat(f.path, " event #", first_begin));
+    }
+    std::vector<const HeldBeginEnd*> open;
+    for (const HeldBeginEnd& ev : events) {
+      if (ev.begin) {
+        open.push_back(&ev);
+      } else if (open.empty()) {
+        Stat("unmatched_end", absl::StrCat(f.path, " event #", ev.index));
+      } else {
+        AddSlice(f, file, *open.back()->begin, ev.ts - open.back()->ts);
+        open.pop_back();
+      }
+    }
+    for (const HeldBeginEnd* b : open) {
+      Stat("begin_without_end", Where(f, *b->begin));
+      AddSlice(f, file, *b->begin, std::max(f.last_ts, b->ts) - b->ts);
+    }
+  }
+  f.be_held.clear();
+  f.be_last_ts.clear();
+}
+
 void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
   if (e.flags & TraceEvent::kNotObject) {
     StatAt("event_not_object", [&] { return Where(f, e); });
@@ -1212,19 +1333,22 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       if (e.dur_state != TraceEvent::Num::kOk) return unusable("x_event_bad_dur");
       if (e.dur_ns < 0) return unusable("x_event_negative_dur");
       return AddSlice(f, file, e, e.dur_ns);
-    case 'B':
+    case 'B': {
+      if (HoldBeginEnd(f, file, e)) return;
       f.open_begins[ThreadOf(file, e)].push_back({e, kOwnThread});
       return;
+    }
     case 'E': {
-      auto it = f.open_begins.find(ThreadOf(file, e));
+      if (HoldBeginEnd(f, file, e)) return;
+      const uint32_t thread = ThreadOf(file, e);
+      auto it = f.open_begins.find(thread);
       if (it == f.open_begins.end() || it->second.empty()) {
-        f.early_ends[ThreadOf(file, e)].push_back({e.ts_ns, e.index});
+        f.early_ends[thread].push_back({e.ts_ns, e.index});  // its B may come later in the file
         return;
       }
       OpenBegin b = std::move(it->second.back());
       it->second.pop_back();
-      if (e.ts_ns < b.event.ts_ns) return StatAt("end_before_begin", [&] { return Where(f, e); });
-      return AddSlice(f, file, b.event, e.ts_ns - b.event.ts_ns);
+      return AddSlice(f, file, b.event, e.ts_ns - b.event.ts_ns);  // in order: it ends after its B began
     }
     case 'i':
     case 'I': {
@@ -1328,6 +1452,7 @@ absl::Status Importer::ReadFile(size_t index) {
   f.outcome = *out;
   bytes_done_ += out->file_bytes;
   json_done_ += out->json_bytes;
+  PairHeldBeginEnds(f, file);
   // B events still open: an E that came earlier in the file closes the
   // innermost first, as the events sorted by time would pair them (each B the
   // earliest unused E at or after it); the rest end with the file.

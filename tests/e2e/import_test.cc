@@ -916,9 +916,63 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     ASSERT_EQ(o.code, 0) << o.text;
     EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'outer'"), 100000);
     EXPECT_EQ(Scalar(db, "SELECT depth AS v FROM events WHERE name = 'late'"), 0);
-    EXPECT_EQ(Stats(db)["end_before_its_begin_in_file"].second, "info") << o.text;
+    EXPECT_EQ(Stats(db)["begin_end_out_of_order"].second, "info") << o.text;
     EXPECT_EQ(Stats(db).count("unmatched_end"), 0u) << o.text;
     EXPECT_EQ(Stats(db).count("begin_without_end"), 0u) << o.text;
+  }
+  // B/E events out of time order (a file merged or written unsorted) are
+  // paired in time order, as the viewers sort them: not LIFO in file order,
+  // which closed the wrong slice and dropped the other.
+  {
+    const std::string db = e2e::TempDb("import_be_unsorted");
+    e2e::Output o = ImportText("be_unsorted.json",
+                               R"([{"ph": "B", "name": "first", "pid": 1, "tid": 1, "ts": 0},
+                                   {"ph": "B", "name": "second", "pid": 1, "tid": 1, "ts": 20},
+                                   {"ph": "E", "pid": 1, "tid": 1, "ts": 10},
+                                   {"ph": "E", "pid": 1, "tid": 1, "ts": 30}])",
+                               db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'first'"), 10000);
+    EXPECT_EQ(Scalar(db, "SELECT dur_ns AS v FROM events WHERE name = 'second'"), 10000);
+    EXPECT_EQ(Scalar(db, "SELECT max(depth) AS v FROM events"), 0);
+    EXPECT_EQ(Stats(db)["begin_end_out_of_order"].second, "info") << o.text;
+    EXPECT_EQ(Stats(db).count("end_before_begin"), 0u) << o.text;
+    EXPECT_EQ(Stats(db).count("begin_end_ambiguous"), 0u) << o.text;
+  }
+  // Every step's B, then every E: steps of their own length, nested work kept.
+  {
+    std::string text = "[";
+    for (int i = 0; i < 4; ++i)
+      absl::StrAppend(&text, R"({"ph": "B", "name": "ProfilerStep#)", i, R"(", "pid": 1, "tid": 1, "ts": )", i * 1000,
+                      "},", R"({"ph": "B", "name": "work", "pid": 1, "tid": 1, "ts": )", i * 1000 + 100, "},");
+    for (int i = 0; i < 4; ++i)
+      absl::StrAppend(&text, R"({"ph": "E", "pid": 1, "tid": 1, "ts": )", i * 1000 + 600, "},",
+                      R"({"ph": "E", "pid": 1, "tid": 1, "ts": )", i * 1000 + 800, i == 3 ? "}" : "},");
+    const std::string db = e2e::TempDb("import_be_steps");
+    e2e::Output o = ImportText("be_steps.json", text + "]", db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(e2e::Q(db, "SELECT count(*) AS n, min(wall_ns) AS lo, max(wall_ns) AS hi FROM steps").Int(0, "n"), 4);
+    EXPECT_EQ(Scalar(db, "SELECT min(wall_ns) AS v FROM steps"), 800000);
+    EXPECT_EQ(Scalar(db, "SELECT max(wall_ns) AS v FROM steps"), 800000);
+    EXPECT_EQ(Scalar(db, "SELECT count(*) AS v FROM events WHERE name = 'work' AND dur_ns = 500000 AND depth = 1"), 4);
+    ExpectProperNesting(db);
+  }
+  // Back-to-back slices written in reverse: at the shared times an end and a
+  // begin the file's order cannot pair. The numbers there may be wrong, so it
+  // is data loss, said on stderr even with --quiet.
+  {
+    const std::string path = WriteTemp("be_reversed.json",
+                                       R"([{"ph": "E", "pid": 1, "tid": 1, "ts": 20},
+                                           {"ph": "B", "name": "b", "pid": 1, "tid": 1, "ts": 10},
+                                           {"ph": "E", "pid": 1, "tid": 1, "ts": 10},
+                                           {"ph": "B", "name": "a", "pid": 1, "tid": 1, "ts": 0}])");
+    const std::string db = e2e::TempDb("import_be_reversed");
+    e2e::Output o = e2e::Shell(absl::StrCat(kCli, " import --quiet ", path, " --db ", db));
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Stats(db)["begin_end_ambiguous"], (std::pair<int64_t, std::string>{1, "data_loss"})) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "warning: 1 begin_end_ambiguous")) << o.text;
+    // Ends first at a shared time: two back-to-back slices, as written.
+    EXPECT_EQ(Scalar(db, "SELECT count(*) AS v FROM events WHERE dur_ns = 10000 AND depth = 0"), 2);
   }
   // One step number at two separate times (a restarted schedule): said.
   {

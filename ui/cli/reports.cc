@@ -546,8 +546,12 @@ int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   if (!quiet) out << store::RenderImportSummary(*r);
   for (const store::ImportedFile& f : r->files)
     if (f.truncated) err << "warning: " << f.path << " is cut short (" << f.truncation << "); imported what came before\n";
-  for (const store::ImportStat& s : r->stats)
+  // What the run lost is said even with --quiet: a number that may be wrong
+  // must not pass silently.
+  for (const store::ImportStat& s : r->stats) {
     if (s.severity == "error") err << "warning: " << s.description << "\n";
+    if (s.severity == "data_loss") err << "warning: " << s.count << " " << s.name << ": " << s.description << "\n";
+  }
   return 0;
 }
 
