@@ -149,6 +149,9 @@ constexpr StatDef kStatDefs[] = {
      "times at which a thread whose B/E events are out of order has both a B and an E that the file's order "
      "does not pair: back-to-back slices and a zero-length slice cannot be told apart there (ends are taken "
      "first), so slices and steps near them may be wrong; sort the file by ts or write complete (X) events"},
+    {"counter_value_not_numeric", "data_loss",
+     "counter (C) events with some args that are not numbers (nor strings holding one): those values are "
+     "dropped, the numeric ones kept"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -630,7 +633,10 @@ class Importer {
   // Phase 2's host waits: found, device ops (with a known launch), idle gaps whose op's launch is unknown.
   int64_t host_waits_ = 0, device_ops_ = 0, ops_launched_ = 0, gaps_unknown_ = 0;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
-  std::unordered_map<uint64_t, int64_t> own_waits_;               // Rec::seq -> a collective's wait (own export)
+  std::unordered_map<uint64_t, int64_t> own_waits_;
+  // Host counters' names -> the processes (over every file) that recorded
+  // them: a name from several is kept apart per process (and rank).
+  std::unordered_map<uint32_t, std::set<uint32_t>> counter_processes_;               // Rec::seq -> a collective's wait (own export)
   std::map<std::pair<uint32_t, int64_t>, int64_t> coll_corr_flow_;  // (file, corr) -> flow id
   std::map<std::string, StatAcc> stats_;
   bool has_flow_events_ = false;
@@ -1371,6 +1377,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         r.corr = type != 0 && dev >= 0 ? static_cast<int64_t>(dev) : -1;
         r.name = names_.Id(r.corr >= 0 ? "GPU memory allocated (bytes)" : "CPU memory allocated (bytes)");
         if (r.corr >= 0) f.devices.emplace(static_cast<int>(dev), -1);
+        else counter_processes_[r.name].insert(threads_[r.thread].process);
         f.first_ts = std::min(f.first_ts, r.ts);
         f.last_ts = std::max(f.last_ts, r.ts);
         Push(r).IgnoreError();
@@ -1380,7 +1387,12 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       return AddSlice(f, file, e, 0);
     }
     case 'C': {
+      // A series per arg, "name.key" ("name" for the usual "value"), named
+      // the same whichever args an event carries; an "id" is a series of its own.
       int numeric = 0;
+      const std::string base = e.has_id ? absl::StrCat(e.name, " [", e.id, "]") : e.name;
+      if (!e.numbers.empty() && e.non_numeric_args > 0)
+        StatAt("counter_value_not_numeric", [&] { return Where(f, e); });
       for (const auto& [k, v] : e.numbers) {
         Rec r;
         r.type = kCounter;
@@ -1388,7 +1400,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         r.seq = seq_++;
         r.thread = ThreadOf(file, e);
         r.dur = std::bit_cast<int64_t>(v);
-        r.name = names_.Id(e.numbers.size() == 1 ? e.name : absl::StrCat(e.name, ".", k));
+        r.name = names_.Id(k == "value" ? base : absl::StrCat(base, ".", k));
         if (f.own_export) {  // a chip's counter (its memory) goes to that chip
           const ProcessInfo& p = processes_[threads_[r.thread].process];
           if (p.chip >= 0 && !p.modeled) {
@@ -1398,6 +1410,7 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
         }
         f.first_ts = std::min(f.first_ts, r.ts);
         f.last_ts = std::max(f.last_ts, r.ts);
+        counter_processes_[r.name].insert(threads_[r.thread].process);
         Push(r).IgnoreError();
         ++numeric;
       }
@@ -2148,6 +2161,17 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       const FileState& f = files_[file];
       int local = r.corr >= 0 ? static_cast<int>(r.corr) : t.local_device;
       c.device_id = local >= 0 && f.devices.count(local) ? f.devices.at(local) : -1;
+      if (c.device_id < 0) {
+        // The host's: a name two processes (two ranks' allocators, two
+        // browsers' tabs) recorded is a series per process, not one.
+        auto procs = counter_processes_.find(r.name);
+        if (procs != counter_processes_.end() && procs->second.size() > 1) {
+          const ProcessInfo& p = processes_[t.process];
+          const std::string proc = !p.name.empty() ? p.name : absl::StrCat("pid ", p.pid_text);
+          c.name = files_.size() > 1 ? absl::StrCat("rank ", f.rank, " / ", proc, " / ", c.name)
+                                     : absl::StrCat(proc, " / ", c.name);
+        }
+      }
       w->Record(c);
       ++res.counters;
       continue;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardscope::store::internal {
@@ -39,6 +40,7 @@ void TraceEvent::Clear() {
   hlo_op.clear(); hlo_module.clear();
   slice_kind.clear();
   step = wait_ns = -1;
+  non_numeric_args = 0;
   keys = 0;
 }
 
@@ -690,7 +692,14 @@ class Handler {
     // first; when it comes later they are kept in case).
     double d;
     const bool keep = e.ph.empty() || e.ph == "C" || e.ph == "i" || e.ph == "I";
-    if (keep && AsDouble(v, &d) && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
+    if (keep) {
+      // A counter's value may come as a string holding a number, as "ts" may.
+      const bool number =
+          AsDouble(v, &d) || (v.kind == Value::kString &&
+                              absl::SimpleAtod(absl::string_view(v.text.data(), v.text.size()), &d) && std::isfinite(d));
+      if (number && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
+      if (!number) ++e.non_numeric_args;
+    }
     int64_t i;
     if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
     else if (k == "device") { if (AsInt(v, &i)) e.device = i; }

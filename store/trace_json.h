@@ -58,6 +58,7 @@ struct TraceEvent {
   int64_t in_nelems = -1, out_nelems = -1, bytes = -1, sort_index = -1;
   std::string pg_name, pg_ranks, collective_name, dtype, arg_name, labels;
   std::vector<std::pair<std::string, double>> numbers;  // every numeric arg (counters, [memory])
+  int non_numeric_args = 0;                             // of counters and instants: args that are not numbers
   // The call's shape, as compact JSON arrays ("[8,8,1]", "[[64,32],[32]]"):
   // a kernel's launch grid and block, an op's "Input Dims" (record_shapes);
   // "Input type" as its strings joined by commas. "External id" links a

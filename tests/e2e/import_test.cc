@@ -974,6 +974,43 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     // Ends first at a shared time: two back-to-back slices, as written.
     EXPECT_EQ(Scalar(db, "SELECT count(*) AS v FROM events WHERE dur_ns = 10000 AND depth = 0"), 2);
   }
+  // Counters: a series per arg whichever args each event carries, an id's
+  // series apart, numbers in strings read, other values counted; the same
+  // host counter from two ranks is a series per rank, not one zigzag.
+  {
+    const std::string db = e2e::TempDb("import_counter_series");
+    e2e::Output o = ImportText("counters.json",
+                               R"([{"ph": "C", "name": "mem", "ts": 0, "pid": 1, "args": {"used": 10}},
+                                   {"ph": "C", "name": "mem", "ts": 1, "pid": 1, "args": {"used": 20, "free": "5"}},
+                                   {"ph": "C", "name": "mem", "ts": 2, "pid": 1, "args": {"used": 30, "note": "x"}},
+                                   {"ph": "C", "name": "ctr", "id": "a", "ts": 0, "pid": 1, "args": {"value": 1}},
+                                   {"ph": "C", "name": "ctr", "id": "b", "ts": 0, "pid": 1, "args": {"value": 2}}])",
+                               db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    auto series = [&](const std::string& name) {
+      return e2e::Q(db, absl::StrCat("SELECT group_concat(value) AS v FROM (SELECT value FROM counters WHERE name = '",
+                                     name, "' ORDER BY ts_ns)"))
+          .Text(0, "v");
+    };
+    EXPECT_EQ(series("mem.used"), "10.0,20.0,30.0");
+    EXPECT_EQ(series("mem.free"), "5.0");
+    EXPECT_EQ(series("ctr [a]"), "1.0");
+    EXPECT_EQ(series("ctr [b]"), "2.0");
+    EXPECT_EQ(Stats(db)["counter_value_not_numeric"], (std::pair<int64_t, std::string>{1, "data_loss"}));
+    const std::string r0 = WriteTemp("mem_rank0.json", R"({"distributedInfo": {"rank": 0, "world_size": 2},
+        "traceEvents": [{"ph": "C", "name": "rss", "ts": 0, "pid": 10, "args": {"value": 1000}},
+                        {"ph": "C", "name": "rss", "ts": 2, "pid": 10, "args": {"value": 1001}}]})");
+    const std::string r1 = WriteTemp("mem_rank1.json", R"({"distributedInfo": {"rank": 1, "world_size": 2},
+        "traceEvents": [{"ph": "C", "name": "rss", "ts": 1, "pid": 10, "args": {"value": 5000}}]})");
+    const std::string two = e2e::TempDb("import_counter_ranks");
+    ASSERT_EQ(Import(absl::StrCat(r0, " ", r1), two).code, 0);
+    EXPECT_EQ(e2e::Q(two, "SELECT group_concat(value) AS v FROM counters WHERE name = 'rank 0 / pid 10 / rss'")
+                  .Text(0, "v"),
+              "1000.0,1001.0");
+    EXPECT_EQ(e2e::Q(two, "SELECT group_concat(value) AS v FROM counters WHERE name = 'rank 1 / pid 10 / rss'")
+                  .Text(0, "v"),
+              "5000.0");
+  }
   // One step number at two separate times (a restarted schedule): said.
   {
     const std::string db = e2e::TempDb("import_step_twice");
