@@ -25,6 +25,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <deque>
 #include <functional>
 #include <future>
@@ -152,6 +153,9 @@ constexpr StatDef kStatDefs[] = {
     {"counter_value_not_numeric", "data_loss",
      "counter (C) events with some args that are not numbers (nor strings holding one): those values are "
      "dropped, the numeric ones kept"},
+    {"nesting_too_deep", "data_loss",
+     "slices nested more than 32767 deep on their lane: stored at depth 32767 (their parent_id is right, the "
+     "timeline draws them on the deepest row)"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -2242,6 +2246,8 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.start_ns = Align(file, start);
         s.dur_ns = end - start;
         s.depth = static_cast<int>(st.size());
+        if (s.depth > INT16_MAX)  // the store keeps depths in 16 bits
+          StatAt("nesting_too_deep", [&] { return absl::StrCat(files_[file].path, ": '", names_.Str(r.name), "'"); });
         s.parent_id = st.empty() ? -1 : st.back().id;
         s.name = names_.Str(r.name);
         s.category = cats_.Str(r.cat);
@@ -2387,6 +2393,38 @@ absl::Status Importer::WriteStatsAndFiles(const std::string& db_path, int64_t ru
   return absl::OkStatus();
 }
 
+// Two files with the same bytes: two ranks never record identical traces
+// (their ranks, pids and times differ), so one is a copy, which imported
+// would be a second rank in perfect step with the first. Only files of equal
+// size are compared, up to their first difference.
+absl::Status RefuseCopies(const std::vector<std::string>& paths) {
+  std::map<uint64_t, std::vector<size_t>> by_size;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    struct stat sb;
+    if (::stat(paths[i].c_str(), &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
+      by_size[static_cast<uint64_t>(sb.st_size)].push_back(i);
+  }
+  auto same = [&](const std::string& a, const std::string& b) {
+    std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+    std::vector<char> ba(1 << 16), bb(1 << 16);
+    while (fa && fb) {
+      fa.read(ba.data(), static_cast<std::streamsize>(ba.size()));
+      fb.read(bb.data(), static_cast<std::streamsize>(bb.size()));
+      if (fa.gcount() != fb.gcount() || std::memcmp(ba.data(), bb.data(), static_cast<size_t>(fa.gcount())) != 0)
+        return false;
+    }
+    return fa.eof() && fb.eof();
+  };
+  for (const auto& [size, group] : by_size)
+    for (size_t x = 0; x < group.size(); ++x)
+      for (size_t y = x + 1; y < group.size(); ++y)
+        if (same(paths[group[x]], paths[group[y]]))
+          return absl::InvalidArgumentError(absl::StrCat(
+              paths[group[x]], " and ", paths[group[y]], " hold the same bytes (", size,
+              "): two ranks never record identical traces, so one is a copy; give each rank's own trace"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths, const std::string& db_path) {
   if (paths.empty()) return absl::InvalidArgumentError("no trace files to import");
   ImportResult res;
@@ -2405,6 +2443,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
           paths[it->second] == paths[i] ? " are the same path" : " are the same file",
           ": each rank's trace is imported once"));
   }
+  if (absl::Status st = RefuseCopies(paths); !st.ok()) return st;
   for (size_t i = 0; i < files_.size(); ++i) {
     if (absl::Status st = ReadFile(i); !st.ok()) {
       EndProgress();

@@ -125,6 +125,11 @@ class TraceInput : public std::streambuf {
   const std::string& damage_stat() const { return damage_stat_; }
   const std::string& io_error() const { return io_error_; }
   bool trailing_garbage() const { return trailing_garbage_; }
+  // Reads (and drops) the rest of the input, so a gzip's damage or checksum
+  // is seen.
+  void Drain() {
+    while (underflow() != traits_type::eof()) setg(eback(), egptr(), egptr());
+  }
   int64_t lone_surrogates() const { return lone_surrogates_; }
 
  protected:
@@ -252,8 +257,13 @@ class TraceInput : public std::streambuf {
       if (rc == Z_OK) continue;
       if (rc == Z_BUF_ERROR && zs_.avail_in == 0) continue;  // needs more input
       damage_stat_ = "gzip_corrupt";
-      damage_ = absl::StrCat("the gzip data is damaged near compressed byte ",
-                             file_read_ - zs_.avail_in, " (zlib: ", zs_.msg ? zs_.msg : "error ", rc, ")");
+      const std::string msg = zs_.msg ? zs_.msg : absl::StrCat("error ", rc);
+      if (absl::StrContains(msg, "incorrect data check") || absl::StrContains(msg, "incorrect length check"))
+        damage_ = absl::StrCat("the gzip data is damaged: its checksum does not match what it inflates to (zlib: ",
+                               msg, ", at the member's end, compressed byte ", file_read_ - zs_.avail_in, ")");
+      else
+        damage_ = absl::StrCat("the gzip data is damaged near compressed byte ", file_read_ - zs_.avail_in,
+                               " (zlib: ", msg, ")");
       break;
     }
     return cap - zs_.avail_out;
@@ -767,6 +777,15 @@ std::string Sniff(const std::string& head) {
   if (starts("\xfd" "7zXZ")) return "is xz-compressed; decompress it (xz -d) or recompress it with gzip";
   if (starts("BZh")) return "is bzip2-compressed; decompress it (bunzip2) or recompress it with gzip";
   if (starts("PK\x03\x04")) return "is a zip archive; unzip it first";
+  // A Perfetto protobuf trace: a Trace message, its first field a
+  // TracePacket (tag 0x0a), binary bytes within the first few. JSON may start
+  // with a newline too, but never holds a raw control byte.
+  if (starts("\x0a") && std::any_of(head.begin() + 1, head.end(), [](char c) {
+        const auto u = static_cast<unsigned char>(c);
+        return u < 0x20 && u != '\t' && u != '\n' && u != '\r';
+      }))
+    return "looks like a Perfetto protobuf trace (.perfetto-trace, .pftrace), which import does not read; convert it "
+           "to JSON with Perfetto's traceconv (`traceconv json TRACE OUT.json`) and import that";
   return "";
 }
 
@@ -842,6 +861,12 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
       return absl::InvalidArgumentError(absl::StrCat(path, " is not JSON", out.gzip ? " (after gunzip)" : "", ": ",
                                                      h.error(), "; expected a Chrome trace (JSON, optionally gzipped)"));
     } else {
+      // Damaged compressed data can inflate to garbage before zlib notices:
+      // read on to the gzip's checksum, and name the damage if it is there.
+      if (out.gzip && !in.damaged()) in.Drain();
+      if (in.damaged())
+        return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.damage(), "; the JSON read from it breaks ",
+                                                       where(h.error_position()), ", where the damage shows"));
       return absl::InvalidArgumentError(absl::StrCat(path, ": invalid JSON ", where(h.error_position()), ": ", h.error()));
     }
   } else if (in.damaged()) {

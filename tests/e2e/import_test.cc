@@ -529,8 +529,11 @@ TEST(ImportE2e, ARankThatNeverMeetsTheReferenceIsLinedUpThroughAnother) {
 // said as data loss, not left to skew offsets silently. Ranks that all call
 // the same number are not warned about.
 TEST(ImportE2e, SubgroupsWithoutGroupNamesAreSaidToBeAmbiguous) {
-  auto rank_trace = [](int calls_per_step) {
+  // (Each rank's process named apart: identical files are refused as copies.)
+  auto rank_trace = [](int calls_per_step, size_t rank) {
     nlohmann::json ev = nlohmann::json::array();
+    ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", "CPU functions"},
+                  {"args", {{"name", absl::StrCat("trainer ", rank)}}}});
     for (int step = 0; step < 4; ++step) {
       const double t0 = 1000.0 * step;
       ev.push_back({{"ph", "X"}, {"name", absl::StrCat("ProfilerStep#", step)}, {"ts", t0}, {"dur", 900},
@@ -542,13 +545,15 @@ TEST(ImportE2e, SubgroupsWithoutGroupNamesAreSaidToBeAmbiguous) {
     return ev.dump();
   };
   std::string files;
-  for (int r : {2, 3, 2}) absl::StrAppend(&files, " ", WriteTemp(absl::StrCat("subgroups_", files.size(), ".json"), rank_trace(r)));
+  for (int r : {2, 3, 2})
+    absl::StrAppend(&files, " ", WriteTemp(absl::StrCat("subgroups_", files.size(), ".json"), rank_trace(r, files.size())));
   const std::string db = e2e::TempDb("import_subgroups");
   e2e::Output o = Import(files, db);
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_EQ(Stats(db)["collective_order_ambiguous"].second, "data_loss") << o.text;
   std::string even;
-  for (int r : {2, 2, 2}) absl::StrAppend(&even, " ", WriteTemp(absl::StrCat("even_", even.size(), ".json"), rank_trace(r)));
+  for (int r : {2, 2, 2})
+    absl::StrAppend(&even, " ", WriteTemp(absl::StrCat("even_", even.size(), ".json"), rank_trace(r, even.size())));
   const std::string even_db = e2e::TempDb("import_no_subgroups");
   o = Import(even, even_db);
   ASSERT_EQ(o.code, 0) << o.text;
@@ -724,6 +729,8 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
        "(in event #1 of traceEvents)"},
       {"nothing_usable.json", "[{\"ph\": \"X\", \"ts\": \"soon\", \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
        "holds no usable trace events"},
+      {"protobuf.perfetto-trace", std::string("\x0a\x2a\x0a\x12\x08\x01\x12\x0e\x00\x00\x00\x00", 12),
+       "looks like a Perfetto protobuf trace"},
       {"centuries.json",
        "[{\"ph\": \"X\", \"name\": \"a\", \"ts\": -4000000000000000, \"dur\": 1, \"pid\": 1, \"tid\": 1},"
        " {\"ph\": \"X\", \"name\": \"b\", \"ts\": 3999999999999999, \"dur\": 1, \"pid\": 1, \"tid\": 1}]",
@@ -746,6 +753,34 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     EXPECT_TRUE(absl::StrContains(o.text, absl::StrCat("at byte ", text.rfind(']') + 1))) << o.text;
     EXPECT_TRUE(absl::StrContains(o.text, "event #1")) << o.text;
   }
+  // A copy of a rank's trace given as another rank: refused, naming both.
+  {
+    const std::string db = e2e::TempDb("import_refused");
+    const std::string copy = Temp("rank0_copy.json");
+    ASSERT_EQ(e2e::Shell(absl::StrCat("cp ", kData, "gpu_rank0.json ", copy)).code, 0);
+    e2e::Output o = Import(absl::StrCat(kData, "gpu_rank0.json ", copy), db);
+    EXPECT_EQ(o.code, 1) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "hold the same bytes") && absl::StrContains(o.text, "rank0_copy.json"))
+        << o.text;
+  }
+  // Damaged compressed data that inflates to broken JSON: the gzip's damage is
+  // named, not only the JSON error it caused.
+  {
+    const std::string db = e2e::TempDb("import_refused");
+    const std::string gz = Temp("damaged.json.gz");
+    std::string text = "[";
+    for (int i = 0; i < 4000; ++i)
+      absl::StrAppend(&text, i ? "," : "", R"({"ph":"X","name":"op)", i % 7, R"(","ts":)", i * 10,
+                      R"(,"dur":5,"pid":1,"tid":1})");
+    const std::string plain = WriteTemp("damaged.json", text + "]");
+    ASSERT_EQ(e2e::Shell(absl::StrCat("gzip -n -c ", plain, " > ", gz)).code, 0);
+    const std::string bytes = ReadAll(gz);
+    std::string broken = bytes;
+    for (size_t at = bytes.size() / 2; at < bytes.size() / 2 + 8; ++at) broken[at] = static_cast<char>(~broken[at]);
+    std::ofstream(gz, std::ios::binary) << broken;
+    e2e::Output o = Import(gz, db);
+    EXPECT_TRUE(absl::StrContains(o.text, "gzip data is damaged")) << o.text;
+  }
   // A database given as a trace, a directory, a FIFO (never blocks), a missing file.
   {
     const std::string db = e2e::TempDb("import_refused");
@@ -767,7 +802,7 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     o = e2e::Shell(absl::StrCat(kCli, " import ", kData, "gpu_rank0.json"));
     EXPECT_EQ(o.code, 2) << o.text;
     // Two files that claim the same rank.
-    const std::string copy0 = WriteTemp("rank0_copy.json", ReadAll(kData + "gpu_rank0.json"));
+    const std::string copy0 = WriteTemp("rank0_again.json", ReadAll(kData + "gpu_rank0.json") + "\n");
     o = Import(absl::StrCat(kData, "gpu_rank0.json ", copy0), db);
     EXPECT_TRUE(o.code == 1 && absl::StrContains(o.text, "both say they are rank 0")) << o.text;
     // One file given twice, by one path or by a link: one rank, not two (a
