@@ -156,6 +156,9 @@ constexpr StatDef kStatDefs[] = {
     {"nesting_too_deep", "data_loss",
      "slices nested more than 32767 deep on their lane: stored at depth 32767 (their parent_id is right, the "
      "timeline draws them on the deepest row)"},
+    {"invalid_utf8", "info",
+     "bytes that are not UTF-8 (a name from a C tool in Latin-1; JSON must be UTF-8, and its parsers refuse the "
+     "whole file): each read as U+FFFD, as viewers show it"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -1520,6 +1523,7 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->gzip_checksum_mismatch) Stat("gzip_checksum_mismatch", f.path);
   if (out->gzip_trailer_missing) Stat("gzip_trailer_missing", f.path);
   if (out->lone_surrogates > 0) Stat("lone_surrogate_escape", f.path, out->lone_surrogates);
+  if (out->bad_utf8 > 0) Stat("invalid_utf8", f.path, out->bad_utf8);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
     // Why: what this file's events lost, by reason, as the stats count them.

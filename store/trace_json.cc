@@ -131,6 +131,7 @@ class TraceInput : public std::streambuf {
     while (underflow() != traits_type::eof()) setg(eback(), egptr(), egptr());
   }
   int64_t lone_surrogates() const { return lone_surrogates_; }
+  int64_t bad_utf8() const { return bad_utf8_; }
 
  protected:
   int_type underflow() override {
@@ -146,7 +147,9 @@ class TraceInput : public std::streambuf {
       last = n == 0;
       n += keep;
       ready = FixLoneSurrogates(out_.data(), n, last);
+      ready -= last ? 0 : Utf8IncompleteTail(out_.data(), ready);  // its sequence goes on in the next piece
       carry_.assign(out_.data() + ready, n - ready);
+      ready = FixUtf8(ready);
     }
     if (ready == 0) {
       ended_ = true;
@@ -218,6 +221,72 @@ class TraceInput : public std::streambuf {
     return esc && !last ? n - 1 : n;  // a backslash at the end: its escape goes on
   }
 
+  // The length of a well-formed UTF-8 sequence starting at b[0..n), 0 when
+  // ill-formed (RFC 3629: no overlongs, surrogates or code points past
+  // U+10FFFF), -1 when cut short by the end.
+  static int Utf8Sequence(const unsigned char* b, size_t n) {
+    const unsigned char c = b[0];
+    if (c < 0x80) return 1;
+    int len;
+    unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c == 0xE0) len = 3, lo = 0xA0;
+    else if (c == 0xED) len = 3, hi = 0x9F;
+    else if (c >= 0xE1 && c <= 0xEF) len = 3;
+    else if (c == 0xF0) len = 4, lo = 0x90;
+    else if (c == 0xF4) len = 4, hi = 0x8F;
+    else if (c >= 0xF1 && c <= 0xF3) len = 4;
+    else return 0;
+    for (int k = 1; k < len; ++k) {
+      if (static_cast<size_t>(k) >= n) return -1;
+      const unsigned char x = b[k];
+      if (k == 1 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return 0;
+    }
+    return len;
+  }
+
+  // Bytes at the end of b[0..n) that begin a sequence the piece cuts short.
+  static size_t Utf8IncompleteTail(const char* b, size_t n) {
+    for (size_t back = 1; back <= 3 && back <= n; ++back) {
+      const auto* p = reinterpret_cast<const unsigned char*>(b + n - back);
+      if ((*p & 0xC0) != 0x80) return Utf8Sequence(p, back) == -1 ? back : 0;
+    }
+    return 0;
+  }
+
+  // A byte that is not UTF-8 (a C tool's Latin-1 kernel name) refused the
+  // whole file; each becomes U+FFFD, as viewers show it, and is counted.
+  // Returns the piece's new length (out_ grows when needed).
+  size_t FixUtf8(size_t n) {
+    const auto* b = reinterpret_cast<const unsigned char*>(out_.data());
+    size_t i = 0;
+    while (i < n) {  // the usual case: all well formed, nothing copied
+      if (b[i] < 0x80) {
+        ++i;
+        continue;
+      }
+      const int len = Utf8Sequence(b + i, n - i);
+      if (len <= 0) break;
+      i += static_cast<size_t>(len);
+    }
+    if (i >= n) return n;
+    std::string fixed(out_.data(), i);
+    while (i < n) {
+      const int len = b[i] < 0x80 ? 1 : Utf8Sequence(b + i, n - i);
+      if (len > 0) {
+        fixed.append(out_.data() + i, static_cast<size_t>(len));
+        i += static_cast<size_t>(len);
+      } else {
+        fixed += "\xef\xbf\xbd";
+        ++bad_utf8_;
+        ++i;
+      }
+    }
+    if (fixed.size() > out_.size()) out_.resize(fixed.size());
+    std::memcpy(out_.data(), fixed.data(), fixed.size());
+    return fixed.size();
+  }
+
   size_t Inflate(size_t offset) {
     const size_t cap = out_.size() - offset;
     zs_.next_out = reinterpret_cast<Bytef*>(out_.data() + offset);
@@ -278,6 +347,7 @@ class TraceInput : public std::streambuf {
   std::string damage_, damage_stat_, io_error_;
   std::string carry_;             // bytes held back for the next piece (FixLoneSurrogates)
   int64_t lone_surrogates_ = 0;
+  int64_t bad_utf8_ = 0;
 };
 
 // SAX handler: keeps a stack of what each open container is, fills one
@@ -880,6 +950,7 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
   }
   if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
   out.lone_surrogates = in.lone_surrogates();
+  out.bad_utf8 = in.bad_utf8();
   if (!h.saw_events())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a Chrome trace: it has no \"traceEvents\" array",
                                                    out.truncated ? " (the file ends early)" : ""));

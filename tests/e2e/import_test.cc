@@ -929,6 +929,19 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     const std::string stored = e2e::Q(db, "SELECT name FROM names WHERE name LIKE 'aaa%'").Text(0, "name");
     EXPECT_TRUE(absl::EndsWith(stored, "\xef\xbf\xbdx\xf0\x9f\x98\x80")) << pad;  // U+FFFD, x, U+1F600
   }
+  // A byte that is not UTF-8 (Latin-1 from a C tool) is read as U+FFFD and
+  // counted, not a refusal of the file; a real 4-byte character stays whole
+  // wherever it falls against the reader's 256 KiB pieces.
+  for (size_t pad = 262141; pad <= 262145; ++pad) {
+    const std::string head = R"([{"ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "name": ")";
+    const std::string name = std::string(pad - head.size(), 'a') + "\xf0\x9f\x98\x80" + "caf\xe9";
+    const std::string db = e2e::TempDb(absl::StrCat("import_latin1_", pad));
+    e2e::Output o = ImportText(absl::StrCat("latin1_", pad, ".json"), head + name + R"("}])", db);
+    ASSERT_EQ(o.code, 0) << pad << ": " << o.text;
+    EXPECT_EQ(Stats(db)["invalid_utf8"], (std::pair<int64_t, std::string>{1, "info"})) << pad;
+    const std::string stored = e2e::Q(db, "SELECT name FROM names WHERE name LIKE 'aaa%'").Text(0, "name");
+    EXPECT_TRUE(absl::EndsWith(stored, "a\xf0\x9f\x98\x80" "caf\xef\xbf\xbd")) << pad;  // U+1F600, caf, U+FFFD
+  }
   // A NUL inside a name is part of it: the report shows it escaped, whole.
   {
     const std::string db = e2e::TempDb("import_nul_name");
