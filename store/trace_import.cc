@@ -140,7 +140,7 @@ constexpr StatDef kStatDefs[] = {
      "runs whose device ops carry no launch the trace recorded (XLA's traces; CUDA activity without CPU "
      "activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
     {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
-    {"unknown_slice_kind", "warning",
+    {"unknown_slice_kind", "data_loss",
      "slices of a shardscope export whose args.kind names no kind shardscope records: kept, of the kind their "
      "lane gives (compute on a chip, host on a host)"},
     {"begin_end_out_of_order", "info",
@@ -159,6 +159,10 @@ constexpr StatDef kStatDefs[] = {
     {"invalid_utf8", "info",
      "bytes that are not UTF-8 (a name from a C tool in Latin-1; JSON must be UTF-8, and its parsers refuse the "
      "whole file): each read as U+FFFD, as viewers show it"},
+    {"identical_files", "error",
+     "files that hold the same bytes as another given with them: two ranks never record identical traces, so one "
+     "is likely a copy, a rank in perfect step with another that makes its collectives look healthy; give each "
+     "rank's own trace"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -2397,11 +2401,13 @@ absl::Status Importer::WriteStatsAndFiles(const std::string& db_path, int64_t ru
   return absl::OkStatus();
 }
 
-// Two files with the same bytes: two ranks never record identical traces
-// (their ranks, pids and times differ), so one is a copy, which imported
-// would be a second rank in perfect step with the first. Only files of equal
-// size are compared, up to their first difference.
-absl::Status RefuseCopies(const std::vector<std::string>& paths) {
+// Files with the same bytes as another given with them: two ranks never
+// record identical traces (their ranks, pids and times differ), so one is
+// likely a copy, a second rank in perfect step with the first. Said, not
+// refused (a generator may write ranks that differ in nothing). Only files of
+// equal size are compared, up to their first difference.
+std::vector<std::string> IdenticalFiles(const std::vector<std::string>& paths) {
+  std::vector<std::string> found;
   std::map<uint64_t, std::vector<size_t>> by_size;
   for (size_t i = 0; i < paths.size(); ++i) {
     struct stat sb;
@@ -2423,10 +2429,8 @@ absl::Status RefuseCopies(const std::vector<std::string>& paths) {
     for (size_t x = 0; x < group.size(); ++x)
       for (size_t y = x + 1; y < group.size(); ++y)
         if (same(paths[group[x]], paths[group[y]]))
-          return absl::InvalidArgumentError(absl::StrCat(
-              paths[group[x]], " and ", paths[group[y]], " hold the same bytes (", size,
-              "): two ranks never record identical traces, so one is a copy; give each rank's own trace"));
-  return absl::OkStatus();
+          found.push_back(absl::StrCat(paths[group[x]], " and ", paths[group[y]], " (", size, " bytes)"));
+  return found;
 }
 
 absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths, const std::string& db_path) {
@@ -2447,7 +2451,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
           paths[it->second] == paths[i] ? " are the same path" : " are the same file",
           ": each rank's trace is imported once"));
   }
-  if (absl::Status st = RefuseCopies(paths); !st.ok()) return st;
+  for (const std::string& pair : IdenticalFiles(paths)) Stat("identical_files", pair);
   for (size_t i = 0; i < files_.size(); ++i) {
     if (absl::Status st = ReadFile(i); !st.ok()) {
       EndProgress();
