@@ -2478,8 +2478,9 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     next_flow_ += static_cast<int64_t>(f.linked.size());
   }
   for (GenericFlow& g : generic_flows_) {
+    // (keys_ also names collectives' ops and groups: their slots here hold no flow.)
     if (g.start && g.end) g.id = next_flow_++;
-    else Stat(g.start ? "flow_without_target" : "flow_without_source");
+    else if (g.start || g.end) Stat(g.start ? "flow_without_target" : "flow_without_source");
   }
   {
     __int128 origin = std::numeric_limits<int64_t>::max(), end = std::numeric_limits<int64_t>::min();

@@ -687,6 +687,20 @@ TEST(ImportE2e, FlowEventsLinkTheSlicesTheyBindTo) {
   for (size_t i = 0; i < flows.rows.size(); ++i) got.push_back(flows.Text(i, "names"));
   EXPECT_EQ(got, (std::vector<std::string>{"fwd+bwd", "launch+kernel", "next+other", "p+q"})) << o.text;
   EXPECT_EQ(Stats(db).size(), 0u) << o.text;
+  // A flow through collectives' slices (s, t, t, f): one flow, and no flow
+  // said to lack its source (the collectives' op names are not flows).
+  const std::string through = e2e::TempDb("import_flow_through");
+  o = ImportText("flow_through.json", R"([
+    {"ph": "X", "pid": 1, "tid": 1, "ts": 5, "dur": 9, "name": "c10d::allreduce_"},
+    {"ph": "X", "pid": 2, "tid": 4, "ts": 6, "dur": 11, "name": "c10d::allreduce_"},
+    {"ph": "X", "pid": 3, "tid": 7, "ts": 4, "dur": 16, "name": "c10d::allreduce_"},
+    {"ph": "s", "id": 1, "pid": 3, "tid": 7, "ts": 4, "name": "collective", "cat": "collective"},
+    {"ph": "t", "id": 1, "pid": 1, "tid": 1, "ts": 5, "name": "collective", "cat": "collective"},
+    {"ph": "f", "id": 1, "pid": 2, "tid": 4, "ts": 6, "name": "collective", "cat": "collective", "bp": "e"}])",
+                 through);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Stats(through).count("flow_without_source"), 0u) << o.text;
+  EXPECT_EQ(Scalar(through, "SELECT count(DISTINCT flow_id) AS v FROM events WHERE flow_id IS NOT NULL"), 1);
 }
 
 TEST(ImportE2e, SpilledChunksGiveTheSameRun) {
