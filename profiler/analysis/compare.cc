@@ -148,22 +148,32 @@ std::string ComparisonVerdict(const RunComparison& c) {
                                  c.counts[static_cast<int>(Change::kFaster)], " faster, ",
                                  c.counts[static_cast<int>(Change::kAdded)], " added, ",
                                  c.counts[static_cast<int>(Change::kRemoved)], " removed");
-  if (!s || s->a.n == 0 || s->b.n == 0)
-    return absl::StrCat("no verdict on the ", c.op_clock, " clock: ", !s || s->a.n == 0 ? "A" : "B",
-                        " has no steps on it; ", ops);
+  std::string clock = c.op_clock, lead;
+  if (!s || s->a.n == 0 || s->b.n == 0) {
+    const std::string missing = absl::StrCat(!s || s->a.n == 0 ? "A" : "B", " has no steps on the ", c.op_clock,
+                                             " clock");
+    // Two CPU traces, or a side without chips: the host clock still times
+    // both runs' steps, and the verdict says which clock it is from. (Not a
+    // simulated run's: its host clock times the simulator.)
+    const StepClockDelta* host = c.a.simulated || c.b.simulated ? nullptr : c.StepsOn("host");
+    if (!host || host->a.n == 0 || host->b.n == 0) return absl::StrCat("no verdict: ", missing, "; ", ops);
+    s = host;
+    clock = "host";
+    lead = absl::StrCat(missing, ", so on the host clock: ");
+  }
   const double a = s->a.median, b = s->b.median;
   std::string head;
   switch (s->delta.change) {
     case Change::kSlower:
-      head = absl::StrCat("B is slower: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
+      head = absl::StrCat(lead, "B is slower: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
                           FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
       break;
     case Change::kFaster:
-      head = absl::StrCat("B is faster: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
+      head = absl::StrCat(lead, "B is faster: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
                           FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
       break;
     default:
-      head = absl::StrCat("no change beyond the noise: ", c.op_clock, " step ", FormatNs(static_cast<int64_t>(a)),
+      head = absl::StrCat(lead, "no change beyond the noise: ", clock, " step ", FormatNs(static_cast<int64_t>(a)),
                           " -> ", FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ", noise ±",
                           absl::StrFormat("%.1f%%", a > 0 ? 100 * s->delta.threshold / a : 0.0), ")");
   }

@@ -161,7 +161,9 @@ TEST_F(DiffE2e, ARunWithoutKernelsSaysSoInsteadOfCallingEveryOpNew) {
   ASSERT_EQ(o.code, 0) << o.text;
   json j = Json(o);
   EXPECT_EQ(j["counts"]["added"], 0) << o.text;
-  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "no verdict")) << j["verdict"];
+  // No device-clock steps in A: the verdict says so, and is the host clock's.
+  EXPECT_TRUE(absl::StartsWith(j["verdict"].get<std::string>(), "A has no steps on the device clock, so on the host"))
+      << j["verdict"];
   bool said = false;
   for (const json& n : j["notes"]) said |= absl::StrContains(n.get<std::string>(), "A recorded no kernels");
   EXPECT_TRUE(said) << j["notes"].dump();
@@ -188,7 +190,7 @@ TEST(DiffE2eSimulated, SimulatedPodsAreComparedOnTheModeledClock) {
   EXPECT_TRUE(absl::StrContains(gate.text, "B's median modeled step")) << gate.text;
   e2e::Output device = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --clock device")));
   ASSERT_EQ(device.code, 0) << device.text;
-  EXPECT_TRUE(absl::StrContains(device.text, "no verdict on the device clock")) << device.text;
+  EXPECT_TRUE(absl::StrContains(device.text, "no verdict: A has no steps on the device clock")) << device.text;
 }
 
 TEST(DiffE2eSharding, ShardingChangesAreListed) {
@@ -256,6 +258,20 @@ std::map<std::string, std::string> DiffAgainstEditedCopy(const std::string& from
 }
 
 const std::string kGemm = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32";
+
+// Two CPU-only traces have no device clock: the verdict comes from the host
+// clock, and says so (it said "no verdict" while the host row said slower).
+TEST(DiffE2eImported, CpuTracesGetTheirVerdictFromTheHostClock) {
+  const std::string db = e2e::TempDb("diff_cpu_imports");
+  const std::string data = SHARDSCOPE_TEST_DATA "/import/";
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", data, "gloo_rank0.json.gz --quiet --db ", db))).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", data, "gloo_slow_rank2.json.gz --quiet --db ", db))).code, 0);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  const std::string verdict = Json(o)["verdict"];
+  EXPECT_TRUE(absl::StartsWith(verdict, "A has no steps on the device clock, so on the host clock: B is")) << verdict;
+  EXPECT_TRUE(absl::StrContains(verdict, "host step")) << verdict;
+}
 
 TEST(DiffE2eImported, ImportedOpsMatchByNameAndSize) {
   // The same trace, but its host-to-device copy moves twice the bytes: a different op, not a slower one.
