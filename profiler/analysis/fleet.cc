@@ -666,10 +666,16 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       if (!done.ok()) return done.status();
       if (*done) return r;
     }
+    if (r.chips == 0 && r.hosts == 0) {  // CPU-only ranks: hosts without chips
+      if (auto hosts = rd.Query("SELECT COUNT(*) AS n FROM hosts WHERE run_id = ?1", {run_text}); hosts.ok())
+        r.hosts = static_cast<int>(hosts->Int(0, "n"));
+    }
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
         on_host             ? "its host-thread collectives were not matched across ranks"
-        : r.chips <= 1      ? "it has one chip"
+        : r.chips == 0      ? absl::StrCat("it has no chips: its ", r.imported ? "ranks" : "hosts",
+                                           " ran on CPUs, and no collective is on their timelines")
+        : r.chips == 1      ? "it has one chip"
         : all_steps.empty() ? "no step on its timeline: it ended before its first step, or was recorded with "
                               "--trace off"
                             : "its steps have no collective on the timeline",

@@ -744,6 +744,14 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
   EXPECT_FALSE(r.supported);
   EXPECT_NE(r.verdict.find("no collective"), std::string::npos) << r.verdict;
   EXPECT_NE(r.verdict.find("it has one chip"), std::string::npos) << r.verdict;
+  // A CPU-only trace without collectives: no chips, not "one chip", and its host.
+  const std::string cpus = TempDb("fleet_cpu_no_collectives");
+  o = Shell(absl::StrCat(kCli, " import ", SHARDSCOPE_TEST_SOURCE_DIR, "/tests/data/import/cpu_mlp.json.gz --quiet --db ", cpus));
+  ASSERT_EQ(o.code, 0) << o.text;
+  r = Diagnose(cpus, "a CPU-only trace");
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.verdict.find("it has no chips"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.hosts, 1);
 
   // A chip that fails at step 0: the run ends before any step. No step to
   // rank from, but the hang detector's record names the chip, alone.
