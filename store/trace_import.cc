@@ -163,6 +163,9 @@ constexpr StatDef kStatDefs[] = {
      "files that hold the same bytes as another given with them: two ranks never record identical traces, so one "
      "is likely a copy, a rank in perfect step with another that makes its collectives look healthy; give each "
      "rank's own trace"},
+    {"trace_events_repeated", "info",
+     "files with a second \"traceEvents\" key: the events of every such array are imported (a JSON parser "
+     "keeps only the last, and a viewer may show fewer)"},
     {"own_export", "info",
      "files written by `shardscope export --chrome`: read back as the run they came from (a process per chip and "
      "clock, each slice's kind and step from its args, a collective's wait for the others as its arrival)"},
@@ -1528,6 +1531,7 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->gzip_trailer_missing) Stat("gzip_trailer_missing", f.path);
   if (out->lone_surrogates > 0) Stat("lone_surrogate_escape", f.path, out->lone_surrogates);
   if (out->bad_utf8 > 0) Stat("invalid_utf8", f.path, out->bad_utf8);
+  if (out->events_repeated) Stat("trace_events_repeated", f.path);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
     // Why: what this file's events lost, by reason, as the stats count them.

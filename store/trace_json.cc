@@ -367,6 +367,7 @@ class Handler {
   bool root_done() const { return root_done_; }
   bool in_events() const { return events_open_; }
   bool saw_events() const { return saw_events_; }
+  bool events_repeated() const { return events_repeated_; }
   // Depth of the innermost open container below traceEvents (0: between events).
   bool between_events() const { return events_open_ && stack_.back().role == kEvents; }
   int64_t events() const { return events_; }
@@ -534,6 +535,7 @@ class Handler {
             fatal_ = "\"traceEvents\" is an object; it must be an array of events";
             return false;
           }
+          events_repeated_ |= saw_events_;
           events_open_ = saw_events_ = true;
           next = kEvents;
         } else if (k == "distributedInfo" && object) {
@@ -835,6 +837,7 @@ class Handler {
   uint64_t next_progress_ = 0;
   bool root_done_ = false, events_open_ = false, saw_events_ = false, array_form_ = false;
   bool skip_event_ = false, id2_ = false;
+  bool events_repeated_ = false;  // a second "traceEvents" key
 };
 
 // What a file that is not a trace at all starts with, to say so plainly.
@@ -951,6 +954,7 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
   if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
   out.lone_surrogates = in.lone_surrogates();
   out.bad_utf8 = in.bad_utf8();
+  out.events_repeated = h.events_repeated();
   if (!h.saw_events())
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a Chrome trace: it has no \"traceEvents\" array",
                                                    out.truncated ? " (the file ends early)" : ""));

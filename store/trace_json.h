@@ -116,6 +116,7 @@ struct ParseOutcome {
   bool gzip_trailer_missing = false;    // the JSON was whole, the gzip stream ended in its trailer
   int64_t lone_surrogates = 0;          // "\ud800" escapes without their pair, read as U+FFFD
   int64_t bad_utf8 = 0;                 // bytes that are not UTF-8, read as U+FFFD
+  bool events_repeated = false;         // a second "traceEvents" key: its events read too
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order

@@ -1074,6 +1074,17 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
                   .Text(0, "v"),
               "5000.0");
   }
+  // A second "traceEvents" key: both arrays' events, said.
+  {
+    const std::string db = e2e::TempDb("import_events_twice");
+    e2e::Output o = ImportText("events_twice.json",
+                               R"({"traceEvents": [{"ph": "X", "name": "a", "ts": 0, "dur": 1, "pid": 1, "tid": 1}],
+                                   "traceEvents": [{"ph": "X", "name": "b", "ts": 5, "dur": 1, "pid": 1, "tid": 1}]})",
+                               db);
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_EQ(Scalar(db, "SELECT count(*) AS v FROM events"), 2);
+    EXPECT_EQ(Stats(db)["trace_events_repeated"], (std::pair<int64_t, std::string>{1, "info"}));
+  }
   // One step number at two separate times (a restarted schedule): said.
   {
     const std::string db = e2e::TempDb("import_step_twice");
