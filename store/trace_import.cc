@@ -2143,6 +2143,9 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     }
   };
   auto finish_thread = [&]() {
+    if (w && cur_thread != UINT32_MAX)  // its lanes are done: the writer frees what it held for them
+      for (int64_t track : threads_[cur_thread].track)
+        if (track) w->EndTrack(track);
     for (auto& st : stacks) st.clear();
     busy_until = INT64_MIN;
     if (!w && !pending_next.empty()) Stat("flow_unbound", "", static_cast<int64_t>(pending_next.size()));

@@ -252,14 +252,15 @@ class Writer::Db {
     int64_t n = 0;
     for (const Item& i : batch) {
       if (const auto* b = std::get_if<SliceBatch>(&i)) n += static_cast<int64_t>(b->slices.size());
-      else n += std::holds_alternative<FlushMark>(i) ? 0 : 1;
+      else n += std::holds_alternative<FlushMark>(i) || std::holds_alternative<TrackEnd>(i) ? 0 : 1;
     }
     return n;
   }
 
   // Applies one queued item; returns the rows written.
   absl::Status Write(const Item& item, int64_t* rows) {
-    if (std::holds_alternative<FlushMark>(item) && run_id_ == 0) return absl::OkStatus();
+    if ((std::holds_alternative<FlushMark>(item) || std::holds_alternative<TrackEnd>(item)) && run_id_ == 0)
+      return absl::OkStatus();
     if (!std::holds_alternative<RunBegin>(item) && run_id_ == 0) {
       return absl::FailedPreconditionError(
           "a record arrived before BeginRun and was dropped; call BeginRun first");
@@ -959,6 +960,19 @@ class Writer::Db {
   }
 
   absl::Status WriteOne(const FlushMark&) { return FlushOpen(); }
+  absl::Status WriteOne(const TrackEnd& e) {
+    if (!tracks_.count(e.track_id)) return absl::OkStatus();
+    TrackState& ts = Touch(e.track_id);  // a rolled-back batch puts the state back
+    current_track_ = e.track_id;
+    if (!ts.chunk.empty())
+      if (absl::Status st = EmitChunk(e.track_id, ts); !st.ok()) return st;
+    ts.summaries.CloseAll(&closed_);
+    if (absl::Status st = WriteClosed(ts); !st.ok()) return st;
+    ts.groups.TakeDirty(&writes_);
+    if (absl::Status st = WriteGroups(ts); !st.ok()) return st;
+    tracks_.erase(e.track_id);
+    return absl::OkStatus();
+  }
   absl::Status WriteOne(const SliceBatch& b) {
     for (const trace::SliceRecord& r : b.slices)
       if (absl::Status st = WriteOne(r); !st.ok()) return st;

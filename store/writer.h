@@ -105,6 +105,12 @@ class Writer : public trace::Recorder {
   // into run_writers.note when the writer closes, so readers that show the
   // run as ended abnormally say why (run_status, `shardscope runs`).
   void SetAbandonReason(std::string why) { Push(AbandonReason{std::move(why)}); }
+  // No more slices are coming for `track_id` (an import writes its lanes one
+  // after another): its open chunk and summaries are written and the memory
+  // they held is freed, so a trace of 100k lanes does not hold 100k lanes'
+  // state. A slice for it later starts it anew (its summaries merge with
+  // the rows written).
+  void EndTrack(int64_t track_id) { Push(TrackEnd{track_id}); }
   // Slices dropped by max_capture_bytes so far.
   int64_t slices_not_captured() const { return not_captured_.load(); }
 
@@ -135,13 +141,14 @@ class Writer : public trace::Recorder {
   struct RunEnd { int64_t ended_at_ns = 0; };
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};
+  struct TrackEnd { int64_t track_id = 0; };
   struct CaptureNote { std::string text; };
   struct AbandonReason {
     std::string text;
   };
   struct SliceBatch { std::vector<trace::SliceRecord> slices; };
   using Item =
-      std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, AbandonReason, SliceBatch, trace::HostRecord,
+      std::variant<RunBegin, RunEnd, FlushMark, TrackEnd, CaptureNote, AbandonReason, SliceBatch, trace::HostRecord,
                    trace::DeviceRecord, trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
                    trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord,
                    trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord,
