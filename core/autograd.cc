@@ -17,7 +17,9 @@ using compiler::Opcode;
 using namespace internal;
 
 Tensor Wrap(const std::shared_ptr<Node>& n) {
-  // A handle on an existing node (autograd reuses forward values).
+  // A handle on an existing node (autograd reuses forward values); a value a
+  // cut computed is read as that data, not computed again.
+  if (std::shared_ptr<Node> data = n->materialized.lock()) return Tensor(std::move(data));
   return Tensor(n);
 }
 
@@ -303,7 +305,9 @@ std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std
       if (leaf->grad && leaf->grad->name.empty()) leaf->grad->name = absl::StrCat(leaf->name, ".grad");
       continue;
     }
-    std::vector<Tensor> og = remat.Handles(*n) ? remat.Vjp(n, g) : Vjp(n, g);
+    std::vector<Tensor> og = !n->grad_through.empty() ? std::vector<Tensor>{g}  // through a cut: identity
+                             : remat.Handles(*n)          ? remat.Vjp(n, g)
+                                                          : Vjp(n, g);
     const auto& edges = GradEdges(*n);
     for (size_t k = 0; k < edges.size() && k < og.size(); ++k) {
       const auto& o = edges[k];

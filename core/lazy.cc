@@ -393,6 +393,11 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     if (t->requires_grad) {
       n->requires_grad = true;
       n->grad_leaf = t.get();
+    } else if (t->node->requires_grad && !t->node->grad_leaf) {
+      // A value read before backward must not cut the gradient's path.
+      n->requires_grad = true;
+      n->grad_through = {t->node};
+      t->node->materialized = n;
     }
     if (t->node->grad_leaf == t.get()) t->node->grad_leaf = nullptr;
     t->node = n;

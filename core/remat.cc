@@ -133,6 +133,7 @@ std::vector<Tensor> RecomputeAndDifferentiate(const RematRegion& r, const std::v
 uint64_t NextNodeSeq() { return g_next_seq.fetch_add(1, std::memory_order_relaxed); }
 
 const std::vector<std::shared_ptr<Node>>& GradEdges(const Node& n) {
+  if (!n.grad_through.empty()) return n.grad_through;
   if (n.remat && n.remat_output >= 0) return n.remat->region_node;
   return n.operands;
 }

@@ -47,7 +47,8 @@ struct RematRegion;  // remat.cc
 
 // The nodes backward differentiates `n` with respect to: its operands, except
 // for a checkpointed block's outputs, whose one edge is the block's region
-// node, whose edges are the values the block reads from outside.
+// node, whose edges are the values the block reads from outside, and for a
+// data node a cut made (Node::grad_through), whose one edge is its op node.
 const std::vector<std::shared_ptr<Node>>& GradEdges(const Node& n);
 
 // The checkpointed blocks met during one backward pass (autograd.cc's engine

@@ -107,6 +107,14 @@ struct Node {
   uint64_t seq = 0;
   bool counted = false;  // in the per-op counters (an op node counts once, however many tensors hold it)
 
+  // Autograd across a cut: autograd's graph outlives the lazy graph (as in
+  // PyTorch/XLA, where reading a value before backward is allowed). A data
+  // node a cut made from a pending op node that needed gradients keeps that
+  // op node as its one gradient edge (identity), and the op node points back
+  // at the data, so backward reads the computed value instead of recomputing.
+  std::vector<std::shared_ptr<Node>> grad_through;
+  std::weak_ptr<Node> materialized;
+
   bool is_data() const { return op == compiler::Opcode::kParameter; }
 };
 

@@ -314,6 +314,34 @@ TEST_F(CoreTest, GradientsAccumulateAndZero) {
   EXPECT_NE(s.message().find("must be a scalar"), std::string::npos) << s;
 }
 
+// A value read before backward (a loss logged, an activation's mean) cuts
+// the lazy graph, not the gradient's path: the gradients are those of the
+// same program without the read, as in PyTorch/XLA. It had made the read
+// tensor a leaf: a silently missing gradient, or a refused backward.
+TEST_F(CoreTest, AValueReadBeforeBackwardKeepsTheGradients) {
+  auto grads = [](int read) {
+    Tensor w = Tensor::from_host(F64({2, 2}, {0.5, -1, 2, 0.25}), "w");
+    w.requires_grad_();
+    Tensor v = Tensor::from_host(F64({2}, {1.5, -0.5}), "v");
+    v.requires_grad_();
+    Tensor x = Tensor::from_host(F64({3, 2}, {1, 2, 3, 4, 5, 6}), "x");
+    Tensor h = tanh(matmul(x, w));
+    if (read == 1) EXPECT_TRUE(mean(h).item().ok());  // the activation's mean, logged
+    Tensor y = matmul(h, reshape(v, {2, 1}));
+    Tensor loss = sum(y * y);
+    if (read == 2) EXPECT_TRUE(loss.item().ok());  // the loss, logged before backward
+    EXPECT_TRUE(backward(loss).ok());
+    EXPECT_TRUE(mark_step().ok());
+    std::vector<double> g = Host(w.grad());
+    for (double d : Host(v.grad())) g.push_back(d);
+    return g;
+  };
+  const std::vector<double> want = grads(0);
+  ASSERT_EQ(want.size(), 6u);
+  ExpectNear(grads(1), want, 1e-9);
+  ExpectNear(grads(2), want, 1e-9);
+}
+
 // ---------------------------------------------------------------- meshes and shardings
 
 TEST_F(CoreTest, MeshCreateErrors) {
