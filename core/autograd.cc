@@ -244,9 +244,15 @@ absl::Status backward(const Tensor& loss, std::source_location sl) {
   if (!loss.requires_grad())
     return absl::InvalidArgumentError(absl::StrCat("backward: the loss does not depend on any tensor that requires a "
                                                    "gradient (at ", where.file, ":", where.line, ")"));
+  const Node* freed = nullptr;
   internal::Backprop({{loss.node(), internal::Broadcast(internal::Constant(1, loss.dtype(), where),
                                                         loss.shape().dims, {}, where)}},
-                     {}, where);
+                     {}, where, &freed);
+  if (freed)
+    return absl::FailedPreconditionError(absl::StrCat(
+        "backward at ", where.file, ":", where.line, ": the loss depends on a value made at ", freed->created.file, ":",
+        freed->created.line, " whose graph an earlier backward already used and freed (a value read or mark_step "
+        "since then keeps its value, not its graph); compute it again from the inputs, or call backward once"));
   return absl::OkStatus();
 }
 
@@ -254,7 +260,7 @@ namespace internal {
 
 std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std::shared_ptr<Node>, Tensor>>& seeds,
                                                  const std::unordered_set<const Node*>& stops,
-                                                 const SourceLoc& where) {
+                                                 const SourceLoc& where, const Node** freed) {
   // Topological order of the nodes that need gradients (iterative DFS).
   std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<Node*> seen;
@@ -273,6 +279,11 @@ std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std
       if (child->requires_grad && seen.insert(child.get()).second) stack.push_back({child, 0});
     }
   }
+  for (const auto& n : order)
+    if (n->history_freed && n->grad_through.empty() && !n->grad_leaf && freed) {
+      *freed = n.get();
+      return {};
+    }
   std::unordered_map<Node*, Tensor> grads;
   for (const auto& [root, g0] : seeds) {
     auto [slot, fresh] = grads.try_emplace(root.get(), g0);
@@ -316,6 +327,14 @@ std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std
       if (!fresh) slot->second = internal::Binary(Opcode::kAdd, slot->second, og[k], o->loc);
     }
     grads.erase(gi);
+  }
+  // Done with this graph: what it kept for backward is let go.
+  for (const auto& n : order) {
+    if (!n->is_data()) n->backward_done = true;
+    if (!n->grad_through.empty()) {
+      n->grad_through.clear();
+      n->history_freed = true;
+    }
   }
   return stopped;
 }

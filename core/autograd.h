@@ -24,9 +24,11 @@ namespace internal {
 // gradient of its value). Leaf tensors' gradients accumulate into their
 // grad(); a node in `stops` is not differentiated past: its gradient is
 // returned instead (how a checkpointed block hands its inputs' gradients back).
+// `freed` (when given) is set to a node whose history an earlier backward
+// freed, met on the way (nothing is differentiated then).
 std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std::shared_ptr<Node>, Tensor>>& seeds,
                                                  const std::unordered_set<const Node*>& stops,
-                                                 const SourceLoc& where);
+                                                 const SourceLoc& where, const Node** freed = nullptr);
 }  // namespace internal
 
 }  // namespace shardscope

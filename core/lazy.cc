@@ -394,10 +394,16 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
       n->requires_grad = true;
       n->grad_leaf = t.get();
     } else if (t->node->requires_grad && !t->node->grad_leaf) {
-      // A value read before backward must not cut the gradient's path.
+      // A value read before backward must not cut the gradient's path; after
+      // backward went through it, the path is not kept (it would hold the
+      // step's graph and its old weights alive as long as the tensor lives).
       n->requires_grad = true;
-      n->grad_through = {t->node};
-      t->node->materialized = n;
+      if (t->node->backward_done) {
+        n->history_freed = true;
+      } else {
+        n->grad_through = {t->node};
+        t->node->materialized = n;
+      }
     }
     if (t->node->grad_leaf == t.get()) t->node->grad_leaf = nullptr;
     t->node = n;

@@ -112,8 +112,14 @@ struct Node {
   // node a cut made from a pending op node that needed gradients keeps that
   // op node as its one gradient edge (identity), and the op node points back
   // at the data, so backward reads the computed value instead of recomputing.
+  // A backward pass frees both (PyTorch's retain_graph=False): an op node
+  // it went through is `backward_done` (a later cut keeps no history for it),
+  // a data node whose history it used is `history_freed` (a second backward
+  // reaching it is an error, not a silently missing gradient).
   std::vector<std::shared_ptr<Node>> grad_through;
   std::weak_ptr<Node> materialized;
+  bool backward_done = false;
+  bool history_freed = false;
 
   bool is_data() const { return op == compiler::Opcode::kParameter; }
 };

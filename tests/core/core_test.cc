@@ -340,6 +340,23 @@ TEST_F(CoreTest, AValueReadBeforeBackwardKeepsTheGradients) {
   ASSERT_EQ(want.size(), 6u);
   ExpectNear(grads(1), want, 1e-9);
   ExpectNear(grads(2), want, 1e-9);
+
+  // Backward frees what it went through (retain_graph=False): a second
+  // backward through the read value is an error naming it, not a gradient
+  // silently missing; one after mark_step keeps no graph (nor old weights).
+  Tensor w = Tensor::from_host(F64({2}, {1, 2}), "w");
+  w.requires_grad_();
+  Tensor h = w * w;
+  ASSERT_TRUE(sum(h).item().ok());
+  ASSERT_TRUE(backward(sum(h)).ok());
+  absl::Status again = backward(sum(h * h));
+  EXPECT_FALSE(again.ok());
+  EXPECT_NE(again.message().find("an earlier backward already used"), std::string::npos) << again;
+  EXPECT_NE(again.message().find("core_test.cc"), std::string::npos) << again;
+  Tensor loss = sum(w * w);
+  ASSERT_TRUE(backward(loss).ok());
+  ASSERT_TRUE(mark_step().ok());
+  EXPECT_TRUE(loss.node()->grad_through.empty());
 }
 
 // ---------------------------------------------------------------- meshes and shardings
