@@ -4,10 +4,14 @@
 // per run cheap.
 #include "store/writer.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
+#include <exception>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -1323,12 +1327,92 @@ absl::StatusOr<std::unique_ptr<Writer>> Writer::Open(const std::string& path, Wr
   return std::unique_ptr<Writer>(new Writer(path, std::move(db), std::move(options)));
 }
 
+namespace {
+
+// Writers alive in this process, for a crash or exit() to flush: lock-free
+// slots, as a signal handler reads them.
+constexpr int kLiveWriters = 16;
+std::array<std::atomic<Writer*>, kLiveWriters> g_live_writers{};
+std::atomic<bool> g_flushed_for_death{false};
+std::terminate_handler g_previous_terminate = nullptr;
+constexpr int kDeathSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction g_previous_action[std::size(kDeathSignals)];
+
+void FlushLiveWriters(std::chrono::milliseconds budget) {
+  if (g_flushed_for_death.exchange(true)) return;  // once: terminate then abort would come twice
+  for (auto& slot : g_live_writers)
+    if (Writer* w = slot.load()) w->FlushWithin(budget);
+}
+
+// Best effort in a signal handler: the writer's own thread does the writing;
+// this one queues a flush and waits a bounded time (a fault inside the
+// allocator could stop it; the wait's bound still lets the process die).
+extern "C" void OnDeathSignal(int sig) {
+  FlushLiveWriters(std::chrono::milliseconds(1500));
+  for (size_t i = 0; i < std::size(kDeathSignals); ++i)
+    if (kDeathSignals[i] == sig) sigaction(sig, &g_previous_action[i], nullptr);
+  raise(sig);
+}
+
+void OnTerminate() {
+  FlushLiveWriters(std::chrono::milliseconds(3000));
+  if (g_previous_terminate) g_previous_terminate();
+  std::abort();
+}
+
+void InstallDeathHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::atexit([] { FlushLiveWriters(std::chrono::milliseconds(5000)); });
+    g_previous_terminate = std::set_terminate(OnTerminate);
+    for (size_t i = 0; i < std::size(kDeathSignals); ++i) {
+      struct sigaction sa {};
+      sa.sa_handler = OnDeathSignal;
+      sigemptyset(&sa.sa_mask);
+      sa.sa_flags = SA_NODEFER;
+      sigaction(kDeathSignals[i], &sa, &g_previous_action[i]);
+    }
+  });
+}
+
+}  // namespace
+
 Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
     : path_(std::move(path)), db_(std::move(db)), options_(std::move(options)) {
   thread_ = std::thread([this] { Loop(); });
+  InstallDeathHandlers();
+  for (auto& slot : g_live_writers) {
+    Writer* none = nullptr;
+    if (slot.compare_exchange_strong(none, this)) break;
+  }
+}
+
+bool Writer::FlushWithin(std::chrono::milliseconds budget) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + budget;
+  std::unique_lock<std::mutex> l(mu_, std::defer_lock);
+  while (!l.try_lock()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (stop_) return true;
+  queue_.push_back(FlushMark{});
+  const uint64_t seq = ++enqueued_;
+  ++waiters_;  // no lingering for a fuller batch
+  l.unlock();
+  queued_cv_.notify_one();
+  while (written_seen_.load() < seq) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return true;
 }
 
 Writer::~Writer() {
+  for (auto& slot : g_live_writers) {
+    Writer* self = this;
+    if (slot.compare_exchange_strong(self, nullptr)) break;
+  }
   Push(FlushMark{});  // open chunks and summaries reach the file before it closes
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -1400,6 +1484,7 @@ void Writer::Loop() {
     {
       std::lock_guard<std::mutex> l(mu_);
       written_ = last;
+      written_seen_.store(last);
     }
     written_cv_.notify_all();
   }

@@ -120,6 +120,12 @@ class Writer : public trace::Recorder {
   // Marks the current run 'finished' with its end time (or 'incomplete' when
   // records of it were lost: run_writers says how many and why), then flushes.
   void EndRun() override;
+  // What a crash or exit() would lose, written within `budget`: the queue and
+  // the open chunks and summaries. For the process's crash and exit handlers
+  // (installed with the first writer): a program that throws, aborts, calls
+  // exit() or faults a few ms after its last step keeps its steps. False when
+  // the budget ran out (the writer stuck, or the crash on its own thread).
+  bool FlushWithin(std::chrono::milliseconds budget);
   // Flush()/EndRun() followed by status(): for callers that want the error.
   absl::Status FlushAndCheck();
   absl::Status EndRunAndCheck();
@@ -175,6 +181,7 @@ class Writer : public trace::Recorder {
   std::vector<Item> queue_;
   uint64_t enqueued_ = 0;  // sequence number of the last queued item
   uint64_t written_ = 0;   // sequence number of the last committed item
+  std::atomic<uint64_t> written_seen_{0};  // written_, for FlushWithin to poll without the lock
   int waiters_ = 0;        // threads blocked in WaitWritten
   bool stop_ = false;
   absl::Status error_;

@@ -13,6 +13,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
+#include <functional>
+#include <stdexcept>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -299,6 +302,43 @@ TEST(Robust, ARunWhoseProcessDiedEndedAbnormally) {
   // The heartbeat is recent, so the view (which cannot ask the kernel) still says running...
   EXPECT_EQ(r->Query("SELECT status FROM run_status").value().Text(0, "status"), "running");
   EXPECT_TRUE(CheckDatabase(path).healthy());
+}
+
+// A program that dies a few ms after its last step (an uncaught exception,
+// abort, exit without Finish, a fault) keeps the steps it recorded: the
+// writer's crash and exit handlers write what was queued and open. Without
+// them the last 100 ms (the writer's linger) were lost, all of a short run.
+TEST(Robust, WhatWasRecordedSurvivesACrashRightAfterIt) {
+  const std::vector<std::pair<std::string, std::function<void()>>> deaths = {
+      {"throw", [] { throw std::runtime_error("bad batch"); }},
+      {"abort", [] { std::abort(); }},
+      {"exit", [] { std::exit(3); }},
+      {"segv", [] { raise(SIGSEGV); }},
+  };
+  for (const auto& [how, die] : deaths) {
+    std::string path = TempDbPath(absl::StrCat("crash_", how));
+    pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto w = Writer::Open(path);
+      if (!w.ok() || !(*w)->StartRun(RunRecord{}).ok()) _exit(2);
+      RecordSteps(**w, 0, 4);
+      // No Flush, no EndRun, no destructor; noexcept: a throw reaches
+      // std::terminate, as an uncaught one in a program does (not gtest's catch).
+      [&]() noexcept { die(); }();
+      _exit(0);
+    }
+    int wstatus = 0;
+    ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+    if (how == "exit") EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 3) << how << ": " << wstatus;
+    else EXPECT_TRUE(WIFSIGNALED(wstatus)) << how << ": " << wstatus;  // the handlers pass the death on
+    auto r = Reader::Open(path);
+    ASSERT_TRUE(r.ok()) << how << ": " << r.status();
+    EXPECT_EQ(r->Query("SELECT count(*) AS n FROM steps").value().Int(0, "n"), 4) << how;
+    auto st = ReadRunState(*r, 1);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->status, "ended abnormally") << how;
+  }
 }
 
 TEST(Robust, ARunWrittenOnAnotherHostGoesByItsHeartbeat) {
