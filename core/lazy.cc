@@ -475,6 +475,15 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
                      ": no recording is open (Recording::Start was not called, or Finish already "
                      "was; a program without a recording calls Init): read values before Finish"));
   if (!t.status().ok()) return t.status();
+  // A value read right after a mark_step, before the next step traced
+  // anything (the loss logged after the step): it belongs to the step that
+  // computed it, not to one that may never run.
+  bool after_step = false;
+  {
+    Context& ctx = Ctx();
+    std::lock_guard<std::mutex> l(ctx.mu);
+    after_step = t.node()->is_data() && ctx.step > 0 && !ctx.step_cut && ctx.tensors_created == ctx.tensors_at_step;
+  }
   if (!t.node()->is_data() || !t.node()->data->device) {
     if (!t.node()->is_data()) {
       if (absl::Status s = Cut(CutReason::kValueRead, loc); !s.ok()) return s;
@@ -492,7 +501,10 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
   auto value = n->data->device->Wait();
   if (!value.ok()) return value.status();
   auto host = Ctx().client->TransferToHost(**value);
+  const int step = Ctx().step;
+  if (after_step) Ctx().step = step - 1;
   HostSlice("read value", trace::SliceKind::kHost, t0, trace::HostNowNs(), 0, -1, -1);
+  Ctx().step = step;
   return host;
 }
 
@@ -545,6 +557,7 @@ absl::Status Step(const SourceLoc& loc, const CallSite* site) {
   ctx.step_began_ns.try_emplace(ctx.step, trace::HostNowNs());
   ctx.step_read = {};
   ctx.step_cut = false;
+  ctx.tensors_at_step = ctx.tensors_created;
   return s;
 }
 }  // namespace
@@ -588,6 +601,7 @@ void set_current_step(int step) {
   if (!Initialized()) return;
   internal::Ctx().step = step;
   internal::Ctx().step_began_ns.try_emplace(step, trace::HostNowNs());  // a resumed run's first step
+  internal::Ctx().tensors_at_step = -1;  // the caller numbers its reads: ReadValue does not move them
 }
 
 }  // namespace shardscope

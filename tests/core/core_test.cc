@@ -1042,6 +1042,38 @@ TEST_F(RecompileTest, EqualSubgraphsOrderedByHowTheirInputsAreUsed) {
   }
 }
 
+// A value read right after mark_step (the loss logged after the step) is the
+// step that computed it: after the last step it made a "read value" slice
+// of a step that never ran. One read once the next step has traced is that step's.
+class HostSliceRecorder : public trace::Recorder {
+ public:
+  using trace::Recorder::Record;
+  void Record(const trace::SliceRecord& s) override {
+    if (s.name == "read value") read_steps.push_back(s.step);
+  }
+  std::vector<int> read_steps;
+};
+
+TEST(ValueReadStep, AReadAfterMarkStepIsTheStepThatComputedIt) {
+  HostSliceRecorder rec;
+  trace::SetRecorder(&rec);
+  ASSERT_TRUE(Init({.num_hosts = 1, .chips_per_host = 1}).ok());
+  Tensor w = Tensor::from_host(F32({2}, {1, 2}), "w");
+  for (int step = 0; step < 3; ++step) {
+    Tensor loss = sum(w * w);
+    ASSERT_TRUE(mark_step().ok());
+    ASSERT_TRUE(loss.item().ok());  // after the step
+  }
+  Tensor late = sum(w);
+  Tensor next = w * w;  // the next step has begun tracing
+  ASSERT_TRUE(mark_step().ok());
+  Tensor more = w + w;
+  ASSERT_TRUE(late.item().ok());
+  Shutdown();
+  trace::SetRecorder(nullptr);
+  EXPECT_EQ(rec.read_steps, (std::vector<int>{0, 1, 2, 4}));
+}
+
 TEST_F(RecompileTest, ValueReadAndNothingPending) {
   ASSERT_TRUE(mark_step().ok());  // nothing pending: no graph
   EXPECT_TRUE(rec_.compiles.empty());
