@@ -349,9 +349,16 @@ absl::Status Recording::Finish() {
   if (finished_) return finish_status_;
   absl::Status simulated = StoreSimulation();
   finished_ = true;
+  // Which links the run's collectives crossed is known once every program has run.
+  if (Initialized()) {
+    GetClient().Synchronize();
+    faults_without_effect_ = GetClient().FaultsWithoutEffect();
+  }
   Shutdown();  // every queued program has run: the steps the run took are known
   if (capture_)
     if (std::string note = capture_->NoteAtEnd(); !note.empty()) writer_->AddCaptureNote(std::move(note));
+  if (!faults_without_effect_.empty())
+    writer_->SetConfigField("fault_notes", nlohmann::json(faults_without_effect_).dump());
   writer_->EndRun();  // the run's metrics report is computed and stored here
   if (absl::Status s = writer_->status(); !s.ok())
     finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));

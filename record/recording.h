@@ -121,6 +121,10 @@ class Recording {
   // abnormally (a hang detected, a chip lost). What was recorded stays.
   // `why` (may be empty) is stored as the reason (run_writers.note).
   void Abandon(const std::string& why = "");
+  // Faults that turned out to do nothing (a link fault on a link no
+  // collective crossed), one sentence each; set by Finish, which also stores
+  // them in runs.config_json ("fault_notes").
+  const std::vector<std::string>& faults_without_effect() const { return faults_without_effect_; }
 
   // The mesh of the options' shape and axis names, over all the chips.
   const Mesh& mesh() const { return mesh_; }
@@ -159,6 +163,7 @@ class Recording {
   absl::Status sim_status_;
   bool finished_ = false;
   absl::Status finish_status_;
+  std::vector<std::string> faults_without_effect_;
 };
 
 }  // namespace shardscope

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/fingerprint.h"
 #include "compiler/passes.h"
 #include "compiler/text.h"
@@ -414,7 +415,15 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   if (!faults_.empty() || wiring) {
     faulted = timing;
     faults_.Apply(&*faulted, host_of_);
-    if (wiring) AddLinkTraffic(&*faulted, *wiring, faults_);
+    if (wiring) {
+      AddLinkTraffic(&*faulted, *wiring, faults_);
+      std::lock_guard<std::mutex> l(mu_);
+      links_used_.resize(wiring->links().size(), false);
+      for (const CollectiveRun& run : faulted->collectives)
+        for (const auto& group : run.group_links)
+          for (const LinkTransfer& t : group)
+            if (const int link = wiring->FindLink(t.a, t.b); link >= 0) links_used_[link] = true;
+    }
   }
   auto spans = device_clock_->Schedule(faulted ? *faulted : timing);
   if (!spans.ok()) return spans.status();
@@ -431,6 +440,51 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     stats->host_ns = trace::HostNowNs() - t0;
   }
   return result;
+}
+
+std::vector<std::string> Client::FaultsWithoutEffect() const {
+  std::vector<std::string> out;
+  const Interconnect* ic = topology_->interconnect();
+  if (!ic) return out;
+  std::vector<bool> used;
+  if (simulator_) {
+    used.assign(ic->links().size(), false);
+    for (const auto& [graph, program] : simulator_->programs())
+      for (const trace::SimCollective& c : program.collectives)
+        for (const auto& group : c.group_links)
+          for (const trace::SimLinkUse& u : group)
+            if (const int link = ic->FindLink(u.a, u.b); link >= 0 && (u.bytes > 0 || u.busy_ns > 0))
+              used[link] = true;
+  } else {
+    std::lock_guard<std::mutex> l(mu_);
+    used = links_used_;
+  }
+  used.resize(ic->links().size(), false);
+  for (const Fault& f : faults_.faults()) {
+    if (f.kind != Fault::kLink) continue;
+    const int link = ic->FindLink(f.a, f.b);
+    if (link < 0 || used[link]) continue;
+    // The links that did carry traffic, those of its two chips first: where the collectives went instead.
+    std::vector<std::string> near, far;
+    int64_t count = 0;
+    for (size_t l = 0; l < used.size(); ++l) {
+      if (!used[l]) continue;
+      ++count;
+      const Link& x = ic->links()[l];
+      const bool mine = x.a == f.a || x.b == f.a || x.a == f.b || x.b == f.b;
+      (mine ? near : far).push_back(absl::StrCat(x.a, "-", x.b));
+    }
+    near.insert(near.end(), far.begin(), far.end());
+    if (near.size() > 8) near.resize(8);
+    out.push_back(absl::StrCat(
+        "--fault '", f.spec, "': link ", f.a, "-", f.b, " carried no traffic in this run (no collective's route ",
+        "crossed it), so the fault had no effect",
+        count == 0 ? "; no link carried any"
+                   : absl::StrCat("; links that did (", count, " in all",
+                                  static_cast<int64_t>(near.size()) < count ? ", the first few" : "",
+                                  ", those of chips ", f.a, " and ", f.b, " first): ", absl::StrJoin(near, ", "))));
+  }
+  return out;
 }
 
 absl::Status Client::SetFaults(FaultPlan faults) {

@@ -106,6 +106,11 @@ class Client {
   // each is checked against this client's chips, hosts and links.
   absl::Status SetFaults(FaultPlan faults);
   const FaultPlan& faults() const { return faults_; }
+  // Faults that did nothing in the runs so far, one sentence each: a link
+  // fault on a link that no collective's traffic crossed. Which links carry
+  // traffic is known only once the programs are compiled and run, so this
+  // is asked at the run's end (after Synchronize).
+  std::vector<std::string> FaultsWithoutEffect() const;
 
   // Simulated mode (TopologyOptions::simulate): no values are computed. Every
   // array holds one zero-filled shard shared by all chips, and every run is
@@ -203,6 +208,7 @@ class Client {
                                                     const ExecuteOptions& opts, ExecuteStats* stats);
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;
+  std::vector<bool> links_used_;  // per link of the topology: a collective's traffic crossed it (under mu_)
   std::map<std::string, std::shared_ptr<const Executable>> cache_;
   size_t cache_capacity_ = 0;
   std::list<std::string> cache_use_;     // keys, least recently used first

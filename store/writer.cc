@@ -555,6 +555,8 @@ class Writer::Db {
         {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.track, "INSERT OR REPLACE INTO tracks VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&own_.capture_note, "UPDATE runs SET capture_note = ?2 WHERE run_id = ?1"},
+        {&own_.config_field,
+         "UPDATE runs SET config_json = json_set(config_json, ?2, json(?3)) WHERE run_id = ?1"},
         {&stmts_.graph, "INSERT OR REPLACE INTO graphs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.compilation,
          "INSERT OR REPLACE INTO compilations(run_id, compile_id, step, graph_id, cache, cause_kind, cause_detail,"
@@ -972,6 +974,11 @@ class Writer::Db {
     abandon_reason_ = a.text;
     return absl::OkStatus();
   }
+  absl::Status WriteOne(const ConfigField& f) {
+    Stmt& s = own_.config_field;
+    s.Int(1, run_id_); s.Text(2, absl::StrCat("$.", f.key)); s.Text(3, f.json);
+    return Tag(s.Run(), "runs", run_id_);
+  }
 
   // The ring trim of the level of detail: per clock, groups that end before
   // the first kept step go, groups that straddle it lose the buckets before
@@ -1272,7 +1279,7 @@ class Writer::Db {
   int64_t run_id_ = 0;
   // The run_writers statements: who writes the run, its heartbeat, its end.
   struct RunWriterStmts {
-    Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note;
+    Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note, config_field;
   } own_;
   bool run_ended_ = false;
   int64_t lost_ = 0;       // records of the current run that did not reach the file

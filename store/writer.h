@@ -105,6 +105,10 @@ class Writer : public trace::Recorder {
   // into run_writers.note when the writer closes, so readers that show the
   // run as ended abnormally say why (run_status, `shardscope runs`).
   void SetAbandonReason(std::string why) { Push(AbandonReason{std::move(why)}); }
+  // Sets `key` of the current run's runs.config_json to `json` (a JSON text):
+  // what the run learned of its own configuration as it ran (a fault that
+  // turned out to have no effect: "fault_notes").
+  void SetConfigField(std::string key, std::string json) { Push(ConfigField{std::move(key), std::move(json)}); }
   // Slices dropped by max_capture_bytes so far.
   int64_t slices_not_captured() const { return not_captured_.load(); }
 
@@ -133,6 +137,7 @@ class Writer : public trace::Recorder {
  private:
   struct RunBegin { trace::RunRecord run; };
   struct RunEnd { int64_t ended_at_ns = 0; };
+  struct ConfigField { std::string key, json; };
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};
   struct CaptureNote { std::string text; };
@@ -141,7 +146,7 @@ class Writer : public trace::Recorder {
   };
   struct SliceBatch { std::vector<trace::SliceRecord> slices; };
   using Item =
-      std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, AbandonReason, SliceBatch, trace::HostRecord,
+      std::variant<RunBegin, RunEnd, FlushMark, CaptureNote, AbandonReason, ConfigField, SliceBatch, trace::HostRecord,
                    trace::DeviceRecord, trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
                    trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord,
                    trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord,

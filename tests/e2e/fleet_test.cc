@@ -911,6 +911,40 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(report.text.find("; in the steps it recorded: "), std::string::npos) << report.text;
 }
 
+// A link fault on a link no collective crosses does nothing: the run says so
+// at its end on stderr and keeps it in runs.config_json ("fault_notes"),
+// naming the links that did carry traffic, its chips' first. A simulated
+// llama pod and a real mlp run printed "faults injected" and nothing else.
+TEST(FleetCli, ALinkFaultWithoutTrafficIsSaid) {
+  struct Case {
+    std::string flags, says;
+  };
+  for (const Case& c :
+       {Case{"llama --simulate --topology gpu:4x8 --steps 3 --fault link:3-27:0.5",
+             "warning: --fault 'link:3-27:0.5': link 3-27 carried no traffic in this run (no collective's route "
+             "crossed it), so the fault had no effect; links that did (67 in all, the first few, those of chips 3 "
+             "and 27 first): 1-3, 2-3"},
+        Case{"mlp --mesh 8x1 --batch 256 --steps 3 --topology gpu:2x4 --fault link:1-5:0.5",
+             "warning: --fault 'link:1-5:0.5': link 1-5 carried no traffic in this run (no collective's route "
+             "crossed it), so the fault had no effect; links that did (8 in all, those of chips 1 and 5 first): "
+             "0-1, 1-2, 4-5, 5-6, 2-3, 6-7, 0-4, 3-7"}}) {
+    SCOPED_TRACE(c.flags);
+    const std::string db = TempDb("fleet_idle_link");
+    Output o = Shell(absl::StrCat(kCli, " run ", c.flags, " --quiet --db ", db));
+    EXPECT_EQ(o.code, 0) << o.text;
+    EXPECT_NE(o.text.find(c.says), std::string::npos) << o.text;
+    store::QueryResult q = Q(db, "SELECT json_extract(config_json, '$.fault_notes[0]') AS note FROM runs");
+    EXPECT_EQ(absl::StrCat("warning: ", q.Text(0, "note")).rfind(c.says, 0), 0u) << q.Text(0, "note");
+  }
+  // A link that carries traffic: nothing said.
+  const std::string db = TempDb("fleet_busy_link");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 4x4 --steps 3 --quiet --db ", db,
+                                " --fault link:5-6:0.5"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text.find("warning"), std::string::npos) << o.text;
+  EXPECT_EQ(Q(db, "SELECT json_type(config_json, '$.fault_notes') AS t FROM runs").Text(0, "t"), "");
+}
+
 // Mistakes in --topology and --fault: exit 2, nothing recorded, the bad part named.
 TEST(FleetCli, FlagMistakesNameTheBadPart) {
   struct Bad {

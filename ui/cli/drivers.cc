@@ -844,6 +844,9 @@ int Run(const std::vector<std::string>& args) {
     return 1;
   }
   absl::Status stored = (*rec)->Finish();
+  // A fault that did nothing is said on stderr (and stored in config_json's "fault_notes").
+  std::fflush(stdout);
+  for (const std::string& w : (*rec)->faults_without_effect()) std::cerr << "warning: " << w << "\n";
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";
     std::cerr << "(what ran before the error is stored in " << db << ", run " << run_id << ")\n";
