@@ -198,8 +198,8 @@ class Client {
   std::unique_ptr<Scheduler> device_clock_;
   FaultPlan faults_;
   std::vector<int> host_of_;  // per device
-  // The hang error of a chip that failed (fail-chip), for every later run.
-  absl::Status FailedChip(const Executable& exe, int step, const Fault& f) const;
+  // The hang error of the chips that failed (fail-chip) at one step, for every later run.
+  absl::Status FailedChips(const Executable& exe, int step, const std::vector<Fault>& failed) const;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::unique_ptr<Simulator> simulator_;         // simulated mode only
   std::vector<trace::SimOp> pending_sim_transfers_;

@@ -2,6 +2,7 @@
 #include "runtime/faults.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 
@@ -228,11 +229,15 @@ absl::Status CheckFaultSet(const std::vector<Fault>& faults) {
   return absl::OkStatus();
 }
 
-std::optional<Fault> FaultPlan::FailureBy(int step) const {
-  std::optional<Fault> first;
+std::vector<Fault> FaultPlan::FailuresBy(int step) const {
+  int first = INT_MAX;
   for (const Fault& f : faults_)
-    if (f.kind == Fault::kFailChip && f.step <= step && (!first || f.step < first->step)) first = f;
-  return first;
+    if (f.kind == Fault::kFailChip && f.step <= step) first = std::min(first, f.step);
+  std::vector<Fault> out;
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::kFailChip && f.step == first) out.push_back(f);
+  std::sort(out.begin(), out.end(), [](const Fault& a, const Fault& b) { return a.chip < b.chip; });
+  return out;
 }
 
 void FaultPlan::Apply(ScheduleInput* in, const std::vector<int>& host_of) const {

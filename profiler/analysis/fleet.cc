@@ -415,6 +415,9 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
                         {absl::StrCat(run)});
   if (!hangs.ok()) return hangs.status();
   std::vector<FleetSuspect> first;
+  std::map<int64_t, std::vector<std::string>> stopped_at;  // step -> the chips that stopped then
+  for (size_t i = 0; i < hangs->rows.size(); ++i)
+    stopped_at[hangs->Int(i, "step")].push_back(hangs->Text(i, "device_id"));
   for (size_t i = 0; i < hangs->rows.size(); ++i) {
     const int64_t device = hangs->Int(i, "device_id", -1);
     if (device < 0 || (r->chips > 0 && device >= r->chips)) {  // an edited file
@@ -436,6 +439,15 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
     s.stopped = s.flagged = true;
     const int64_t step = hangs->Int(i, "step");
     const std::string collective = hangs->Text(i, "collective");
+    // The other chips that stopped at the same step: they were waited for too.
+    auto also = [&](int64_t at, const std::string& me) {
+      std::vector<std::string> others;
+      for (const std::string& c : stopped_at[at])
+        if (c != me) others.push_back(c);
+      return others.empty() ? std::string()
+                            : absl::StrCat(" and ", others.size() == 1 ? "chip " : "chips ", JoinFirst(others, 8),
+                                           ", which stopped then too");
+    };
     const nlohmann::json w = nlohmann::json::parse(hangs->Text(i, "waiting"), nullptr, false);  // [0,2,3]
     const int64_t waiting = w.is_array() ? static_cast<int64_t>(w.size()) : 0;
     s.evidence.insert(
@@ -447,7 +459,7 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
                          : absl::StrCat(": collective ", Printable(collective), " of graph ", hangs->Int(i, "graph_id"),
                                         " never completed",
                                         waiting > 0 ? absl::StrCat(", ", Plural(waiting, "chip", "chips"),
-                                                                   " waiting in it for this one")
+                                                                   " waiting in it for this one", also(step, id))
                                                     : ""),
                      " (the hang detector's record: table hangs)"));
     names.push_back(absl::StrCat("chip ", id, " (stopped responding at step ", step, ")"));
@@ -488,9 +500,8 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     absl::string_view before = r->verdict;
     absl::ConsumeSuffix(&before, "; no one is flagged");
     r->verdict = absl::StrCat(stopped->size() == 1 ? "suspect: " : "suspects: ", JoinFirst(*stopped, kVerdictNames),
-                              " — the run's hang detector found it stopped, and the run ended there; in the steps "
-                              "before: ",
-                              before);
+                              " — the run's hang detector found ", stopped->size() == 1 ? "it" : "them",
+                              " stopped, and the run ended there; in the steps before: ", before);
   }
   return r;
 }

@@ -911,6 +911,42 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(report.text.find("; in the steps it recorded: "), std::string::npos) << report.text;
 }
 
+// Two chips that fail at the same step are both named: in the error, a hangs
+// row each, fleet's suspects and the report. Chip 2 was listed among those
+// waiting for chip 1.
+TEST(FleetCli, TwoChipsFailingAtOneStepAreBothNamed) {
+  const std::string db = TempDb("fleet_two_fail");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 4x4 --steps 6 --quiet --db ", db,
+                                " --fault fail-chip:1@2 --fault fail-chip:2@2"));
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_NE(o.text.find("hang detected at step 2: chip 1 (host 0) and chip 2 (host 0) stopped responding; "
+                        "collective all_reduce"),
+            std::string::npos)
+      << o.text;
+  EXPECT_NE(o.text.find("never completed: chips 0,3-15 wait in it for chips 1 and 2"), std::string::npos) << o.text;
+  store::QueryResult hang = Q(db, "SELECT step, device_id, waiting FROM hangs ORDER BY device_id");
+  ASSERT_EQ(hang.rows.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(hang.Int(i, "step"), 2);
+    EXPECT_EQ(hang.Int(i, "device_id"), static_cast<int64_t>(i + 1));
+    EXPECT_EQ(hang.Text(i, "waiting"), "[0,3,4,5,6,7,8,9,10,11,12,13,14,15]");
+  }
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "chips 1 and 2 stopped at step 2");
+  EXPECT_EQ(r.verdict.rfind("suspects: chip 1 (stopped responding at step 2), chip 2 (stopped responding at step 2) "
+                            "— the run's hang detector found them stopped",
+                            0),
+            0u)
+      << r.verdict;
+  ExpectCulprits(r, {"chip 1", "chip 2"});
+  EXPECT_TRUE(r.suspects[0].stopped && r.suspects[1].stopped);
+  EXPECT_NE(r.suspects[0].evidence[0].find("for this one and chip 2, which stopped then too"), std::string::npos)
+      << r.suspects[0].evidence[0];
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("chips 1, 2 stopped responding (a hang: table hangs)"), std::string::npos)
+      << report.text;
+}
+
 // A link fault on a link no collective crosses does nothing: the run says so
 // at its end on stderr and keeps it in runs.config_json ("fault_notes"),
 // naming the links that did carry traffic, its chips' first. A simulated
