@@ -1018,6 +1018,10 @@ TEST(FleetCli, FlagMistakesNameTheBadPart) {
       {"--topology '4 x 2'", "dimension 1 is '4 ', not a whole number from 1 to"},
       {"--topology +4x2", "digits only (no spaces or signs)"},
       {"--fault slow-chip:+3:0.5", "chip '+3' is not a whole number"},
+      {"--fault 'slow-chip:1:0.5 '", "speed '0.5 ' is not a number written plainly"},
+      {"--fault slow-chip:1:0x1p-1", "speed '0x1p-1' is not a number written plainly"},
+      {"--fault link:0-0:0.5 --topology 2x4", "the two chips must differ"},
+      {"--fault host-preempt:1@1", "host 1 does not exist: the run has one host (host 0)"},
       {"--topology gpu:2x4 --trace-steps 0:0 --fault host-preempt:1@1",
        "--fault 'host-preempt:1@1': step 1 is outside --trace-steps 0:0, the only steps whose timeline is "
        "kept"},
