@@ -688,10 +688,13 @@ class Writer::Db {
       if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", run_id_);
     stmts_.run_end.Int(1, run_id_);
     stmts_.run_end.Int(2, e.ended_at_ns);
-    stmts_.run_end.Text(3, lost_ > 0 ? "incomplete" : "finished");
+    stmts_.run_end.Text(3, !e.status.empty() ? e.status : lost_ > 0 ? "incomplete" : "finished");
     if (absl::Status st = stmts_.run_end.Run(); !st.ok()) return Tag(st, "runs", run_id_);
     Stmt& w = own_.writer_end;
-    w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, LossNote());
+    if (!e.note.empty()) abandon_reason_ = e.note;  // Close writes the note again: kept
+    std::string note = LossNote();
+    if (!e.note.empty()) note = note.empty() ? e.note : absl::StrCat(e.note, "; ", note);
+    w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, note);
     if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", run_id_);
     run_ended_ = true;
     // The writer's aggregates stand for the slices only when every slice of
@@ -1284,7 +1287,7 @@ class Writer::Db {
   bool run_ended_ = false;
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   std::string loss_note_;  // why the first of them did not
-  std::string abandon_reason_;  // SetAbandonReason's, written at Close
+  std::string abandon_reason_;  // SetAbandonReason's (or the hang detector's end), written at Close
   bool simulated_ = false;      // the current run computes no values (no losses)
   ProcessIdentity me_;
   std::string token_;
@@ -1459,7 +1462,11 @@ absl::StatusOr<int64_t> Writer::StartRun(const trace::RunRecord& r) {
 
 void Writer::Flush() { WaitWritten(Push(FlushMark{})); }
 
-void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs()})); }
+void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs(), "", ""})); }
+
+void Writer::EndRunByHangDetector(std::string message) {
+  WaitWritten(Push(RunEnd{UnixNowNs(), "hang detected", std::move(message)}));
+}
 
 absl::Status Writer::FlushAndCheck() {
   Flush();

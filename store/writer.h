@@ -118,6 +118,10 @@ class Writer : public trace::Recorder {
   // Marks the current run 'finished' with its end time (or 'incomplete' when
   // records of it were lost: run_writers says how many and why), then flushes.
   void EndRun() override;
+  // Ends the current run as its hang detector ended it (status 'hang
+  // detected'), `message` (the detector's sentence) as its note in
+  // run_writers: a run stopped on purpose, not a writer that went away.
+  void EndRunByHangDetector(std::string message);
   // Flush()/EndRun() followed by status(): for callers that want the error.
   absl::Status FlushAndCheck();
   absl::Status EndRunAndCheck();
@@ -136,7 +140,11 @@ class Writer : public trace::Recorder {
 
  private:
   struct RunBegin { trace::RunRecord run; };
-  struct RunEnd { int64_t ended_at_ns = 0; };
+  struct RunEnd {
+    int64_t ended_at_ns = 0;
+    std::string status;  // "": finished, or incomplete when records were lost
+    std::string note;    // run_writers.note, before any loss note
+  };
   struct ConfigField { std::string key, json; };
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};

@@ -487,7 +487,7 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   }
   auto stopped = StoppedChips(rd, r->run_id, &*r);
   if (!stopped.ok()) return stopped.status();
-  if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->status == "ended abnormally") {
+  if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->EndedEarly()) {
     r->notes.insert(r->notes.begin(), absl::StrCat("run ", r->run_id, " ", st->Describe()));
     if (stopped->empty())
       r->verdict = absl::StrCat("the run ended abnormally",

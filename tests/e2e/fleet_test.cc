@@ -866,9 +866,12 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(o.text.find("never completed"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("all_reduce"), std::string::npos) << o.text;  // the collective, named
   EXPECT_NE(o.text.find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << o.text;
-  store::QueryResult st = Q(db, "SELECT status, last_step, note FROM run_status");
-  EXPECT_EQ(st.Text(0, "status"), "ended abnormally");
+  // Ended by the hang detector on purpose: its own status, stored, not a writer that went away.
+  store::QueryResult st = Q(db, "SELECT status, stored_status, last_step, note FROM run_status");
+  EXPECT_EQ(st.Text(0, "status"), "hang detected");
+  EXPECT_EQ(st.Text(0, "stored_status"), "hang detected");
   EXPECT_EQ(st.Int(0, "last_step", -1), 4);  // steps 0-4 stay recorded
+  EXPECT_EQ(st.Text(0, "note").find("closed the file without ending the run"), std::string::npos) << st.Text(0, "note");
   // The detector's message is the run's stored reason; the spec stays in config_json alone.
   EXPECT_NE(st.Text(0, "note").find("hang detected at step 5: chip 2 (host 0) stopped responding"),
             std::string::npos)
@@ -894,20 +897,28 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(r.suspects[0].evidence[0].find("3 chips waiting in it for this one"), std::string::npos)
       << r.suspects[0].evidence[0];
   ASSERT_FALSE(r.notes.empty());
+  EXPECT_EQ(r.notes[0].rfind("run 1 ended by the hang detector after step 4: hang detected at step 5: chip 2", 0), 0u)
+      << r.notes[0];
   EXPECT_NE(r.notes[0].find("chips 0-1,3 wait in it for chip 2"), std::string::npos) << r.notes[0];
+  EXPECT_EQ(r.notes[0].find("its writer"), std::string::npos) << r.notes[0];
   Output json = Shell(absl::StrCat(kCli, " fleet ", db, " --format json"));
   auto j = nlohmann::json::parse(json.text, nullptr, false);
   ASSERT_TRUE(j.is_object()) << json.text;
   EXPECT_EQ(j["suspects"][0]["id"], "2");
   EXPECT_TRUE(j["suspects"][0]["stopped"].get<bool>());
   EXPECT_TRUE(j["suspects"][0]["score"].is_null());
+  // runs, check and report say it alike: ended by the hang detector, the step and the chip.
+  const std::string said = "ended by the hang detector after step 4: hang detected at step 5: chip 2 (host 0)";
   Output runs = Shell(absl::StrCat(kCli, " runs ", db));
-  EXPECT_NE(runs.text.find("stopped responding"), std::string::npos) << runs.text;
+  EXPECT_NE(runs.text.find(said), std::string::npos) << runs.text;
+  EXPECT_EQ(runs.text.find("closed the file"), std::string::npos) << runs.text;
+  Output check = Shell(absl::StrCat(kCli, " check ", db));
+  EXPECT_EQ(check.code, 0) << check.text;
+  EXPECT_NE(check.text.find(absl::StrCat("run 1: mlp, ", said)), std::string::npos) << check.text;
   // The report's verdict starts with what ended the run.
   Output report = Shell(absl::StrCat(kCli, " report ", db));
-  EXPECT_NE(report.text.find("Verdict: ended abnormally after step 4: hang detected at step 5: chip 2"),
-            std::string::npos)
-      << report.text;
+  EXPECT_NE(report.text.find(absl::StrCat("Verdict: ", said)), std::string::npos) << report.text;
+  EXPECT_EQ(report.text.find("closed the file"), std::string::npos) << report.text;
   EXPECT_NE(report.text.find("; in the steps it recorded: "), std::string::npos) << report.text;
 }
 
