@@ -703,10 +703,24 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   r.hosts = static_cast<int>(hosts.size());
 
   // The steps to analyse: those with collectives; the first is left out when
-  // there are enough (it holds the warm-up: weights moved onto the chips).
+  // there are enough and it holds the warm-up (weights moved onto the chips,
+  // the first compile). A timeline kept from a later step on (--trace-steps
+  // 4:11: the run's earlier steps are in `steps`, not on it) starts with a
+  // step like the others, unless its program compiled then.
   std::vector<int> used = collective_steps;
-  if (static_cast<int>(used.size()) > opt.min_steps + 1) {
-    r.notes.push_back(absl::StrCat("step ", used.front(), " left out (warm-up)"));
+  std::string warmup = "warm-up";
+  if (!used.empty() && !all_steps.empty()) {
+    auto first = rd.Query("SELECT (SELECT min(step) FROM steps WHERE run_id = ?1) AS first_step,"
+                          " (SELECT count(*) FROM compilations WHERE run_id = ?1 AND cache = 'miss' AND step = ?2)"
+                          " AS compiled",
+                          {run_text, absl::StrCat(used.front())});
+    const int first_traced = *std::min_element(all_steps.begin(), all_steps.end());
+    if (first.ok() && !first->rows.empty() && !first->Text(0, "first_step").empty() &&
+        first->Int(0, "first_step") < first_traced)
+      warmup = first->Int(0, "compiled") > 0 ? "its program compiled then" : "";
+  }
+  if (static_cast<int>(used.size()) > opt.min_steps + 1 && !warmup.empty()) {
+    r.notes.push_back(absl::StrCat("step ", used.front(), " left out (", warmup, ")"));
     own_times.erase(used.front());
     step_kernels.erase(used.front());
     waiting_times.erase(used.front());

@@ -992,6 +992,28 @@ TEST(FleetCli, ALinkFaultWithoutTrafficIsSaid) {
   EXPECT_EQ(Q(db, "SELECT json_type(config_json, '$.fault_notes') AS t FROM runs").Text(0, "t"), "");
 }
 
+// A timeline kept from step 4 on (--trace-steps 4:11) starts with a step like
+// the others: it is analysed, not left out as warm-up (fleet said "step 4
+// left out (warm-up)"); a run traced from step 0 leaves step 0 out.
+TEST(FleetVerdict, ATraceWindowsFirstStepIsNotWarmUp) {
+  const std::string windowed = TempDb("fleet_trace_window");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --mesh 8x1 --batch 256 --steps 12 --change-step -1 --topology 2x4"
+                                " --trace-steps 4:11 --quiet --db ", windowed, " --fault slow-chip:3:0.7"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  ForgetFaults(windowed);
+  analysis::FleetReport r = Diagnose(windowed, "steps 4-11 traced");
+  EXPECT_EQ(r.steps, 8) << absl::StrJoin(r.notes, "\n");
+  EXPECT_FALSE(HasNote(r, "left out")) << absl::StrJoin(r.notes, "\n");
+  ExpectCulprits(r, {"chip 3"});
+  const std::string whole = TempDb("fleet_trace_whole");
+  o = Shell(absl::StrCat(kCli, " run mlp --mesh 8x1 --batch 256 --steps 6 --change-step -1 --topology 2x4 --quiet --db ",
+                         whole));
+  ASSERT_EQ(o.code, 0) << o.text;
+  r = Diagnose(whole, "every step traced");
+  EXPECT_EQ(r.steps, 5);
+  EXPECT_TRUE(HasNote(r, "step 0 left out (warm-up)")) << absl::StrJoin(r.notes, "\n");
+}
+
 // Mistakes in --topology and --fault: exit 2, nothing recorded, the bad part named.
 TEST(FleetCli, FlagMistakesNameTheBadPart) {
   struct Bad {
