@@ -345,14 +345,29 @@ bool Recording::failed() const { return writer_ && writer_->failed(); }
 
 absl::Status Recording::write_status() const { return writer_ ? writer_->status() : finish_status_; }
 
-absl::Status Recording::Finish() {
+absl::Status Recording::Finish() { return End(""); }
+
+absl::Status Recording::EndByHangDetector(const std::string& message) { return End(message); }
+
+absl::Status Recording::End(const std::string& hang) {
   if (finished_) return finish_status_;
   absl::Status simulated = StoreSimulation();
   finished_ = true;
+  // Which links the run's collectives crossed is known once every program has run.
+  if (Initialized()) {
+    GetClient().Synchronize();
+    faults_without_effect_ = GetClient().FaultsWithoutEffect();
+  }
   Shutdown();  // every queued program has run: the steps the run took are known
   if (capture_)
     if (std::string note = capture_->NoteAtEnd(); !note.empty()) writer_->AddCaptureNote(std::move(note));
-  writer_->EndRun();  // the run's metrics report is computed and stored here
+  if (!faults_without_effect_.empty())
+    writer_->SetConfigField("fault_notes", nlohmann::json(faults_without_effect_).dump());
+  // The run's metrics report is computed and stored here.
+  if (hang.empty())
+    writer_->EndRun();
+  else
+    writer_->EndRunByHangDetector(hang);
   if (absl::Status s = writer_->status(); !s.ok())
     finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));
   else if (!simulated.ok())

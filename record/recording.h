@@ -116,11 +116,20 @@ class Recording {
   // Shuts the chips down, marks the run finished and closes the database.
   // Returns the first error writing it hit, if any. Later calls return the same.
   absl::Status Finish();
+  // Ends the run as the runtime's hang detector ended it (a chip stopped:
+  // --fault fail-chip): status 'hang detected', `message` (the detector's
+  // sentence) as its note, every step before it recorded. Like Finish
+  // otherwise; returns the first error writing it hit.
+  absl::Status EndByHangDetector(const std::string& message);
   // Stops recording without ending the run, as a process that died would: the
   // run stays 'running' with its writer gone, which readers show as ended
-  // abnormally (a hang detected, a chip lost). What was recorded stays.
+  // abnormally (a chip lost). What was recorded stays.
   // `why` (may be empty) is stored as the reason (run_writers.note).
   void Abandon(const std::string& why = "");
+  // Faults that turned out to do nothing (a link fault on a link no
+  // collective crossed), one sentence each; set by Finish and
+  // EndByHangDetector, which also store them in runs.config_json ("fault_notes").
+  const std::vector<std::string>& faults_without_effect() const { return faults_without_effect_; }
 
   // The mesh of the options' shape and axis names, over all the chips.
   const Mesh& mesh() const { return mesh_; }
@@ -142,6 +151,8 @@ class Recording {
   // Simulated mode: stores the runs laid out since the last call (whole steps,
   // from the thread that runs programs), so a run killed part way keeps them.
   absl::Status StoreSimulatedSoFar(const runtime::Simulator& sim);
+  // Finish and EndByHangDetector: `hang` empty for a run that finished.
+  absl::Status End(const std::string& hang);
 
   RecordingOptions options_;
   Mesh mesh_;
@@ -159,6 +170,7 @@ class Recording {
   absl::Status sim_status_;
   bool finished_ = false;
   absl::Status finish_status_;
+  std::vector<std::string> faults_without_effect_;
 };
 
 }  // namespace shardscope

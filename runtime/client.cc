@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "compiler/fingerprint.h"
 #include "compiler/passes.h"
 #include "compiler/text.h"
@@ -354,7 +355,8 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
                                                          const ExecuteOptions& opts, ExecuteStats* stats) {
   int64_t t0 = trace::HostNowNs();
   int n = num_devices();
-  if (std::optional<Fault> f = faults_.FailureBy(opts.step)) return FailedChip(exe, opts.step, *f);
+  if (std::vector<Fault> failed = faults_.FailuresBy(opts.step); !failed.empty())
+    return FailedChips(exe, opts.step, failed);
   if (simulated()) return Simulate(exe, args, opts, stats);
   if (args.size() != exe.param_shapes.size())
     return absl::InvalidArgumentError(absl::StrCat("execute: program takes ", exe.param_shapes.size(),
@@ -414,7 +416,15 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   if (!faults_.empty() || wiring) {
     faulted = timing;
     faults_.Apply(&*faulted, host_of_);
-    if (wiring) AddLinkTraffic(&*faulted, *wiring, faults_);
+    if (wiring) {
+      AddLinkTraffic(&*faulted, *wiring, faults_);
+      std::lock_guard<std::mutex> l(mu_);
+      links_used_.resize(wiring->links().size(), false);
+      for (const CollectiveRun& run : faulted->collectives)
+        for (const auto& group : run.group_links)
+          for (const LinkTransfer& t : group)
+            if (const int link = wiring->FindLink(t.a, t.b); link >= 0) links_used_[link] = true;
+    }
   }
   auto spans = device_clock_->Schedule(faulted ? *faulted : timing);
   if (!spans.ok()) return spans.status();
@@ -431,6 +441,51 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     stats->host_ns = trace::HostNowNs() - t0;
   }
   return result;
+}
+
+std::vector<std::string> Client::FaultsWithoutEffect() const {
+  std::vector<std::string> out;
+  const Interconnect* ic = topology_->interconnect();
+  if (!ic) return out;
+  std::vector<bool> used;
+  if (simulator_) {
+    used.assign(ic->links().size(), false);
+    for (const auto& [graph, program] : simulator_->programs())
+      for (const trace::SimCollective& c : program.collectives)
+        for (const auto& group : c.group_links)
+          for (const trace::SimLinkUse& u : group)
+            if (const int link = ic->FindLink(u.a, u.b); link >= 0 && (u.bytes > 0 || u.busy_ns > 0))
+              used[link] = true;
+  } else {
+    std::lock_guard<std::mutex> l(mu_);
+    used = links_used_;
+  }
+  used.resize(ic->links().size(), false);
+  for (const Fault& f : faults_.faults()) {
+    if (f.kind != Fault::kLink) continue;
+    const int link = ic->FindLink(f.a, f.b);
+    if (link < 0 || used[link]) continue;
+    // The links that did carry traffic, those of its two chips first: where the collectives went instead.
+    std::vector<std::string> near, far;
+    int64_t count = 0;
+    for (size_t l = 0; l < used.size(); ++l) {
+      if (!used[l]) continue;
+      ++count;
+      const Link& x = ic->links()[l];
+      const bool mine = x.a == f.a || x.b == f.a || x.a == f.b || x.b == f.b;
+      (mine ? near : far).push_back(absl::StrCat(x.a, "-", x.b));
+    }
+    near.insert(near.end(), far.begin(), far.end());
+    if (near.size() > 8) near.resize(8);
+    out.push_back(absl::StrCat(
+        "--fault '", f.spec, "': link ", f.a, "-", f.b, " carried no traffic in this run (no collective's route ",
+        "crossed it), so the fault had no effect",
+        count == 0 ? "; no link carried any"
+                   : absl::StrCat("; links that did (", count, " in all",
+                                  static_cast<int64_t>(near.size()) < count ? ", the first few" : "",
+                                  ", those of chips ", f.a, " and ", f.b, " first): ", absl::StrJoin(near, ", "))));
+  }
+  return out;
 }
 
 absl::Status Client::SetFaults(FaultPlan faults) {
@@ -482,28 +537,47 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Simulate(const Executable& exe,
   return result;
 }
 
-absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f) const {
+absl::Status Client::FailedChips(const Executable& exe, int step, const std::vector<Fault>& failed) const {
   // What a hang detector says: the first collective the other chips would
-  // wait in for ever, and who waits.
+  // wait in for ever, and who waits. Chips that fail at the same step are
+  // all named: the others wait for each of them.
   std::string collective;
   for (const auto& i : exe.program->instructions())
     if (compiler::IsCollective(i->op)) {
       collective = compiler::KernelName(*i, nullptr);
       break;
     }
+  std::vector<bool> stopped(num_devices(), false);
+  std::vector<int> chips;
+  for (const Fault& f : failed) {
+    stopped[f.chip] = true;
+    chips.push_back(f.chip);
+  }
   // The others, as ranges: "0-8,10-15".
   std::string waiting;
   std::vector<int> others;
   for (int d = 0; d < num_devices(); ++d)
-    if (d != f.chip) others.push_back(d);
-  for (int d = 0; d < num_devices(); ++d) {
-    if (d == f.chip) continue;
-    int e = d;
-    while (e + 1 < num_devices() && e + 1 != f.chip) ++e;
-    absl::StrAppend(&waiting, waiting.empty() ? "" : ",", d, e > d ? absl::StrCat("-", e) : "");
-    d = e;
+    if (!stopped[d]) others.push_back(d);
+  for (size_t k = 0; k < others.size(); ++k) {
+    size_t e = k;
+    while (e + 1 < others.size() && others[e + 1] == others[e] + 1) ++e;
+    absl::StrAppend(&waiting, waiting.empty() ? "" : ",", others[k], e > k ? absl::StrCat("-", others[e]) : "");
+    k = e;
   }
-  const std::string where = absl::StrCat("chip ", f.chip, " (host ", topology_->device(f.chip).host_id(), ")");
+  // "chip 2 (host 0)"; "chip 1 (host 0) and chip 2 (host 0)"; "chips 1 and 2".
+  auto and_join = [](const std::vector<std::string>& parts) {
+    std::string out;
+    for (size_t k = 0; k < parts.size(); ++k)
+      absl::StrAppend(&out, k == 0 ? "" : k + 1 == parts.size() ? " and " : ", ", parts[k]);
+    return out;
+  };
+  std::vector<std::string> where_parts, ids;
+  for (int c : chips) {
+    where_parts.push_back(absl::StrCat("chip ", c, " (host ", topology_->device(c).host_id(), ")"));
+    ids.push_back(absl::StrCat(c));
+  }
+  const std::string where = and_join(where_parts);
+  const std::string whom = absl::StrCat(chips.size() == 1 ? "chip " : "chips ", and_join(ids));
   // What a detector sees, not the fault's spec: the run stores this message
   // (run_writers.note), and the specs live in runs.config_json alone.
   const std::string message =
@@ -511,11 +585,12 @@ absl::Status Client::FailedChip(const Executable& exe, int step, const Fault& f)
           ? absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding while running graph ",
                          exe.graph_id, ", which has no collective; its results never arrive")
           : absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
-                         " of graph ", exe.graph_id, " never completed: chips ", waiting, " wait in it for chip ",
-                         f.chip);
-  // Recorded as the detector's finding (`hangs`), for the fleet to name the chip.
-  trace::recorder().Record(trace::HangRecord{step, f.chip, topology_->device(f.chip).host_id(), exe.graph_id,
-                                             collective, collective.empty() ? std::vector<int>{} : others, message});
+                         " of graph ", exe.graph_id, " never completed: ",
+                         others.empty() ? "no chip" : absl::StrCat("chips ", waiting), " wait in it for ", whom);
+  // Recorded as the detector's finding (`hangs`, a row per chip), for the fleet to name the chips.
+  for (int c : chips)
+    trace::recorder().Record(trace::HangRecord{step, c, topology_->device(c).host_id(), exe.graph_id, collective,
+                                               collective.empty() ? std::vector<int>{} : others, message});
   return absl::AbortedError(message);
 }
 

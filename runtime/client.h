@@ -106,6 +106,11 @@ class Client {
   // each is checked against this client's chips, hosts and links.
   absl::Status SetFaults(FaultPlan faults);
   const FaultPlan& faults() const { return faults_; }
+  // Faults that did nothing in the runs so far, one sentence each: a link
+  // fault on a link that no collective's traffic crossed. Which links carry
+  // traffic is known only once the programs are compiled and run, so this
+  // is asked at the run's end (after Synchronize).
+  std::vector<std::string> FaultsWithoutEffect() const;
 
   // Simulated mode (TopologyOptions::simulate): no values are computed. Every
   // array holds one zero-filled shard shared by all chips, and every run is
@@ -193,8 +198,8 @@ class Client {
   std::unique_ptr<Scheduler> device_clock_;
   FaultPlan faults_;
   std::vector<int> host_of_;  // per device
-  // The hang error of a chip that failed (fail-chip), for every later run.
-  absl::Status FailedChip(const Executable& exe, int step, const Fault& f) const;
+  // The hang error of the chips that failed (fail-chip) at one step, for every later run.
+  absl::Status FailedChips(const Executable& exe, int step, const std::vector<Fault>& failed) const;
   std::unique_ptr<ModeledClock> modeled_clock_;  // every run is laid out on it too
   std::unique_ptr<Simulator> simulator_;         // simulated mode only
   std::vector<trace::SimOp> pending_sim_transfers_;
@@ -203,6 +208,7 @@ class Client {
                                                     const ExecuteOptions& opts, ExecuteStats* stats);
   std::vector<int64_t> device_tracks_;
   mutable std::mutex mu_;
+  std::vector<bool> links_used_;  // per link of the topology: a collective's traffic crossed it (under mu_)
   std::map<std::string, std::shared_ptr<const Executable>> cache_;
   size_t cache_capacity_ = 0;
   std::list<std::string> cache_use_;     // keys, least recently used first

@@ -2,6 +2,7 @@
 #include "runtime/faults.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 
@@ -42,10 +43,36 @@ absl::StatusOr<int> Whole(const std::string& spec, const std::string& text, cons
   return static_cast<int>(v);
 }
 
+// Digits with at most one point, then an optional exponent ("0.5", ".5",
+// "5e-1"): how a speed or share is written. SimpleAtod also takes spaces
+// around it, a sign and hex ("0x1p-1"), which were stored as typed.
+bool PlainDecimal(const std::string& text) {
+  size_t i = 0, digits = 0;
+  bool point = false;
+  for (; i < text.size(); ++i) {
+    if (absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++digits;
+    else if (text[i] == '.' && !point) point = true;
+    else break;
+  }
+  if (digits == 0) return false;
+  if (i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    const size_t exp = i;
+    while (i < text.size() && absl::ascii_isdigit(static_cast<unsigned char>(text[i]))) ++i;
+    if (i == exp) return false;
+  }
+  return i == text.size();
+}
+
 // A fraction strictly between 0 and 1 named `what`; with `min` > 0, at least `min`.
 absl::StatusOr<double> Fraction(const std::string& spec, const std::string& text, const char* what,
                                 double min = 0) {
   double v = 0;
+  if (!PlainDecimal(text))
+    return Bad(spec, absl::StrCat(what, " '", text,
+                                  "' is not a number written plainly (digits and a point, e.g. 0.5: no spaces, "
+                                  "signs or hex)"));
   if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v <= 0 || v >= 1)
     return Bad(spec, absl::StrCat(what, " '", text, "' is not a number strictly between 0 and 1"));
   if (v < min)
@@ -108,9 +135,10 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec) {
     if (!a.ok()) return a.status();
     auto b = Whole(spec, ab[1], "link end B", 0, 1 << 20);
     if (!b.ok()) return b.status();
-    if (*a >= *b)
-      return Bad(spec, absl::StrCat("link '", p[0], "': write the lower chip first (", std::min(*a, *b), "-",
-                                    std::max(*a, *b), "), two different chips"));
+    if (*a == *b)
+      return Bad(spec, absl::StrCat("link '", p[0], "' joins chip ", *a, " to itself: the two chips must differ"));
+    if (*a > *b)
+      return Bad(spec, absl::StrCat("link '", p[0], "': write the lower chip first (", *b, "-", *a, ")"));
     auto v = Fraction(spec, p[1], "bandwidth share", kMinShare);
     if (!v.ok()) return v.status();
     f.a = *a;
@@ -144,10 +172,14 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec) {
 }
 
 absl::Status CheckFault(const Fault& f, int num_chips, int num_hosts, const Interconnect* ic) {
+  // "chips 0 to 7", or "one chip (chip 0)": a range of one reads as a typo.
+  auto have = [](int n, const char* one, const char* many) {
+    return n == 1 ? absl::StrCat("one ", one, " (", one, " 0)") : absl::StrCat(many, " 0 to ", n - 1);
+  };
   auto chip = [&](int c) {
     return c < num_chips ? absl::OkStatus()
-                         : Bad(f.spec, absl::StrCat("chip ", c, " does not exist: the run has chips 0 to ",
-                                                    num_chips - 1));
+                         : Bad(f.spec, absl::StrCat("chip ", c, " does not exist: the run has ",
+                                                    have(num_chips, "chip", "chips")));
   };
   switch (f.kind) {
     case Fault::kSlowChip:
@@ -173,8 +205,8 @@ absl::Status CheckFault(const Fault& f, int num_chips, int num_hosts, const Inte
     }
     case Fault::kHostPreempt:
       if (f.host >= num_hosts)
-        return Bad(f.spec,
-                   absl::StrCat("host ", f.host, " does not exist: the run has hosts 0 to ", num_hosts - 1));
+        return Bad(f.spec, absl::StrCat("host ", f.host, " does not exist: the run has ",
+                                        have(num_hosts, "host", "hosts")));
       return absl::OkStatus();
     case Fault::kJitter:
       return absl::OkStatus();
@@ -228,11 +260,15 @@ absl::Status CheckFaultSet(const std::vector<Fault>& faults) {
   return absl::OkStatus();
 }
 
-std::optional<Fault> FaultPlan::FailureBy(int step) const {
-  std::optional<Fault> first;
+std::vector<Fault> FaultPlan::FailuresBy(int step) const {
+  int first = INT_MAX;
   for (const Fault& f : faults_)
-    if (f.kind == Fault::kFailChip && f.step <= step && (!first || f.step < first->step)) first = f;
-  return first;
+    if (f.kind == Fault::kFailChip && f.step <= step) first = std::min(first, f.step);
+  std::vector<Fault> out;
+  for (const Fault& f : faults_)
+    if (f.kind == Fault::kFailChip && f.step == first) out.push_back(f);
+  std::sort(out.begin(), out.end(), [](const Fault& a, const Fault& b) { return a.chip < b.chip; });
+  return out;
 }
 
 void FaultPlan::Apply(ScheduleInput* in, const std::vector<int>& host_of) const {

@@ -69,8 +69,9 @@ class FaultPlan {
   const std::vector<Fault>& faults() const { return faults_; }
   uint64_t seed() const { return seed_; }
 
-  // The chip that fails at or before `step` (the earliest such fault), if any.
-  std::optional<Fault> FailureBy(int step) const;
+  // The chips that fail at or before `step`: those of the earliest such step
+  // (several when they fail at the same step), in chip order; empty if none.
+  std::vector<Fault> FailuresBy(int step) const;
   // Slow chips, jitter and preempted hosts: scales the chips' kernel and
   // transfer durations and delays the start of preempted hosts' chips.
   // `host_of[d]` is chip d's host.

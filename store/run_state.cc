@@ -84,8 +84,9 @@ std::optional<bool> ProcessAlive(const ProcessIdentity& who) {
 }
 
 std::string RunState::Describe() const {
-  std::string s = status;
-  if (status == "running" || status == "ended abnormally") {
+  // A run its hang detector ended stopped on purpose: said so, its note (the detector's sentence) after.
+  std::string s = status == "hang detected" ? "ended by the hang detector" : status;
+  if (status == "running" || status == "ended abnormally" || status == "hang detected") {
     absl::StrAppend(&s, last_step ? absl::StrCat(" after step ", *last_step) : std::string(" before any step"));
   }
   if (!detail.empty()) absl::StrAppend(&s, ": ", detail);

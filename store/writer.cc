@@ -560,6 +560,8 @@ class Writer::Db {
         {&stmts_.mesh, "INSERT OR REPLACE INTO meshes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.track, "INSERT OR REPLACE INTO tracks VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&own_.capture_note, "UPDATE runs SET capture_note = ?2 WHERE run_id = ?1"},
+        {&own_.config_field,
+         "UPDATE runs SET config_json = json_set(config_json, ?2, json(?3)) WHERE run_id = ?1"},
         {&stmts_.graph, "INSERT OR REPLACE INTO graphs VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.compilation,
          "INSERT OR REPLACE INTO compilations(run_id, compile_id, step, graph_id, cache, cause_kind, cause_detail,"
@@ -691,10 +693,13 @@ class Writer::Db {
       if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", run_id_);
     stmts_.run_end.Int(1, run_id_);
     stmts_.run_end.Int(2, e.ended_at_ns);
-    stmts_.run_end.Text(3, lost_ > 0 ? "incomplete" : "finished");
+    stmts_.run_end.Text(3, !e.status.empty() ? e.status : lost_ > 0 ? "incomplete" : "finished");
     if (absl::Status st = stmts_.run_end.Run(); !st.ok()) return Tag(st, "runs", run_id_);
     Stmt& w = own_.writer_end;
-    w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, LossNote());
+    if (!e.note.empty()) abandon_reason_ = e.note;  // Close writes the note again: kept
+    std::string note = LossNote();
+    if (!e.note.empty()) note = note.empty() ? e.note : absl::StrCat(e.note, "; ", note);
+    w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, note);
     if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", run_id_);
     run_ended_ = true;
     // The writer's aggregates stand for the slices only when every slice of
@@ -989,6 +994,11 @@ class Writer::Db {
   absl::Status WriteOne(const AbandonReason& a) {
     abandon_reason_ = a.text;
     return absl::OkStatus();
+  }
+  absl::Status WriteOne(const ConfigField& f) {
+    Stmt& s = own_.config_field;
+    s.Int(1, run_id_); s.Text(2, absl::StrCat("$.", f.key)); s.Text(3, f.json);
+    return Tag(s.Run(), "runs", run_id_);
   }
 
   // The ring trim of the level of detail: per clock, groups that end before
@@ -1290,12 +1300,12 @@ class Writer::Db {
   int64_t run_id_ = 0;
   // The run_writers statements: who writes the run, its heartbeat, its end.
   struct RunWriterStmts {
-    Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note;
+    Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note, config_field;
   } own_;
   bool run_ended_ = false;
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   std::string loss_note_;  // why the first of them did not
-  std::string abandon_reason_;  // SetAbandonReason's, written at Close
+  std::string abandon_reason_;  // SetAbandonReason's (or the hang detector's end), written at Close
   bool simulated_ = false;      // the current run computes no values (no losses)
   ProcessIdentity me_;
   std::string token_;
@@ -1551,7 +1561,11 @@ absl::StatusOr<int64_t> Writer::StartRun(const trace::RunRecord& r) {
 
 void Writer::Flush() { WaitWritten(Push(FlushMark{})); }
 
-void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs()})); }
+void Writer::EndRun() { WaitWritten(Push(RunEnd{UnixNowNs(), "", ""})); }
+
+void Writer::EndRunByHangDetector(std::string message) {
+  WaitWritten(Push(RunEnd{UnixNowNs(), "hang detected", std::move(message)}));
+}
 
 absl::Status Writer::FlushAndCheck() {
   Flush();

@@ -111,6 +111,10 @@ class Writer : public trace::Recorder {
   // state. A slice for it later starts it anew (its summaries merge with
   // the rows written).
   void EndTrack(int64_t track_id) { Push(TrackEnd{track_id}); }
+  // Sets `key` of the current run's runs.config_json to `json` (a JSON text):
+  // what the run learned of its own configuration as it ran (a fault that
+  // turned out to have no effect: "fault_notes").
+  void SetConfigField(std::string key, std::string json) { Push(ConfigField{std::move(key), std::move(json)}); }
   // Slices dropped by max_capture_bytes so far.
   int64_t slices_not_captured() const { return not_captured_.load(); }
 
@@ -126,6 +130,10 @@ class Writer : public trace::Recorder {
   // exit() or faults a few ms after its last step keeps its steps. False when
   // the budget ran out (the writer stuck, or the crash on its own thread).
   bool FlushWithin(std::chrono::milliseconds budget);
+  // Ends the current run as its hang detector ended it (status 'hang
+  // detected'), `message` (the detector's sentence) as its note in
+  // run_writers: a run stopped on purpose, not a writer that went away.
+  void EndRunByHangDetector(std::string message);
   // Flush()/EndRun() followed by status(): for callers that want the error.
   absl::Status FlushAndCheck();
   absl::Status EndRunAndCheck();
@@ -144,7 +152,12 @@ class Writer : public trace::Recorder {
 
  private:
   struct RunBegin { trace::RunRecord run; };
-  struct RunEnd { int64_t ended_at_ns = 0; };
+  struct RunEnd {
+    int64_t ended_at_ns = 0;
+    std::string status;  // "": finished, or incomplete when records were lost
+    std::string note;    // run_writers.note, before any loss note
+  };
+  struct ConfigField { std::string key, json; };
   // Writes what open chunks and summary buckets hold, so readers see it.
   struct FlushMark {};
   struct TrackEnd { int64_t track_id = 0; };
@@ -154,7 +167,8 @@ class Writer : public trace::Recorder {
   };
   struct SliceBatch { std::vector<trace::SliceRecord> slices; };
   using Item =
-      std::variant<RunBegin, RunEnd, FlushMark, TrackEnd, CaptureNote, AbandonReason, SliceBatch, trace::HostRecord,
+      std::variant<RunBegin, RunEnd, FlushMark, TrackEnd, CaptureNote, AbandonReason, ConfigField, SliceBatch,
+                   trace::HostRecord,
                    trace::DeviceRecord, trace::MeshRecord, trace::TrackRecord, trace::SliceRecord,
                    trace::GraphRecord, trace::OpRecord, trace::MemoryPlanRecord, trace::FusionRecord,
                    trace::PassRecord, trace::ShardingRecord, trace::AutoShardingRecord,

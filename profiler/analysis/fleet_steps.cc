@@ -92,6 +92,7 @@ ReplayStep IndexStep(const StepData& s, const std::map<int64_t, Instance*>& inst
       ReplayStep::ROp x;
       x.dur = op.dur;
       x.collective = op.kind == kCollective;
+      x.host_wait = op.kind == kHostWait;
       if (x.collective && op.flow >= 0)
         if (auto it = index_of.find(op.flow); it != index_of.end()) x.sync = it->second;
       if (x.sync >= 0) {
@@ -126,12 +127,13 @@ bool AddsExactly(double t, int64_t ns) {
 
 int64_t Replay(const ReplayStep& s, const Change& change) {
   const size_t n = s.devices.size();
-  std::vector<double> t(n), f(n, 1.0);
+  std::vector<double> t(n), f(n, 1.0), fw(n, 1.0);  // factors on work and on host waits
   std::vector<size_t> pos(n, 0), seg(n, 0);  // each chip's next op, and the segment it starts
-  for (const auto& [d, x] : change.scale) {
-    auto it = std::lower_bound(s.devices.begin(), s.devices.end(), d);
-    if (it != s.devices.end() && *it == d) f[static_cast<size_t>(it - s.devices.begin())] = x;
-  }
+  for (const auto& [factors, out] : {std::pair{&change.scale, &f}, std::pair{&change.wait_scale, &fw}})
+    for (const auto& [d, x] : *factors) {
+      auto it = std::lower_bound(s.devices.begin(), s.devices.end(), d);
+      if (it != s.devices.end() && *it == d) (*out)[static_cast<size_t>(it - s.devices.begin())] = x;
+    }
   double t0 = 1e300;
   for (size_t i = 0; i < n; ++i) {
     t[i] = static_cast<double>(s.first_start[i]);
@@ -145,11 +147,12 @@ int64_t Replay(const ReplayStep& s, const Change& change) {
     work.pop_back();
     size_t& k = pos[i];
     const ReplayStep::Segment& g = s.segments[i][seg[i]];
-    if (f[i] == 1.0 && g.ns >= 0 && AddsExactly(t[i], g.ns)) {
+    if (f[i] == 1.0 && fw[i] == 1.0 && g.ns >= 0 && AddsExactly(t[i], g.ns)) {
       t[i] += static_cast<double>(g.ns);
     } else {
       const auto& ops = s.ops[i];
-      for (; k < static_cast<size_t>(g.end); ++k) t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
+      for (; k < static_cast<size_t>(g.end); ++k)
+        t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * (ops[k].host_wait ? fw[i] : f[i]);
     }
     k = static_cast<size_t>(g.end);  // the segment's wait (where adding op by op stops too), or the end
     const int32_t in = g.sync;

@@ -88,11 +88,17 @@ double Median(std::vector<double> v);
 // next to the middle rank matter.
 std::vector<double> LeaveOneOutMedians(const std::vector<double>& v);
 
-// What a what-if changes: per device a factor on its non-collective ops, per
-// collective (flow) a new duration.
+// What a what-if changes: per device a factor on its kernels and transfers
+// (`scale`) and one on its recorded host waits (`wait_scale`), per collective
+// (flow) a new duration. A host's pause is taken out of its waits, not spread
+// over its kernels: scaled together, a pause at the step's start shrank by
+// only part and the kernels after it by the rest, so the chip still came late
+// to the first collectives and early (to wait) at the last.
 struct Change {
   std::map<int, double> scale;
+  std::map<int, double> wait_scale;
   std::map<int64_t, int64_t> collective_ns;
+  bool empty() const { return scale.empty() && wait_scale.empty() && collective_ns.empty(); }
 };
 
 // A step laid out for re-scheduling: chips as dense indices and each op's
@@ -104,6 +110,7 @@ struct ReplayStep {
     int64_t dur = 0;
     int32_t sync = -1;  // the collective instance it waits at, -1: none
     bool collective = false;
+    bool host_wait = false;  // scaled by Change::wait_scale, not Change::scale
   };
   // The ops before each of a chip's collective waits (and after the last)
   // summed: an unscaled chip (all of them but a what-if's few) moves from

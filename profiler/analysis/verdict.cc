@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "profiler/analysis/clocks.h"
 #include "profiler/analysis/fleet.h"
 #include "profiler/analysis/format.h"
@@ -332,11 +333,14 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
     } else if (!fleet->suspects.empty() && fleet->suspects.front().stopped) {
       // A chip that stopped lost all its speed: counted as 100%, whatever its earlier steps show.
-      const FleetSuspect& top = fleet->suspects.front();
+      // Every chip that stopped is named (two failing at one step: both).
+      std::vector<std::string> stopped;
+      for (const FleetSuspect& s : fleet->suspects)
+        if (s.stopped) stopped.push_back(s.id);
       e.value = 100;
       e.passed = true;
-      e.detail = absl::StrCat(top.kind, " ", top.id, " stopped responding (a hang: table hangs); ",
-                              "shardscope fleet has the evidence");
+      e.detail = absl::StrCat(stopped.size() == 1 ? "chip " : "chips ", absl::StrJoin(stopped, ", "),
+                              " stopped responding (a hang: table hangs); shardscope fleet has the evidence");
     } else if (!fleet->supported || fleet->suspects.empty()) {
       e.detail = absl::StrCat("not measurable: ", fleet->verdict);
     } else {
@@ -457,7 +461,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   }
   // A run that ended abnormally (a hang, a killed process): what ended it
   // comes first, since the steps it recorded are not the whole story.
-  if (r.run.status == "ended abnormally")
+  if (r.run.status == "ended abnormally" || r.run.status == "hang detected")
     v.line = absl::StrCat(r.run.status_detail.empty() ? r.run.status : r.run.status_detail,
                           "; in the steps it recorded: ", v.line);
   return v;

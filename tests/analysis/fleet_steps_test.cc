@@ -45,11 +45,14 @@ TEST(FleetSteps, LeaveOneOutMediansMatchASortPerValue) {
 // Replay as it was written first: every op added one by one.
 int64_t ReplayOpByOp(const ReplayStep& s, const Change& change) {
   const size_t n = s.devices.size();
-  std::vector<double> t(n), f(n, 1.0);
+  std::vector<double> t(n), f(n, 1.0), fw(n, 1.0);
   std::vector<size_t> pos(n, 0);
   for (const auto& [d, x] : change.scale)
     for (size_t i = 0; i < n; ++i)
       if (s.devices[i] == d) f[i] = x;
+  for (const auto& [d, x] : change.wait_scale)
+    for (size_t i = 0; i < n; ++i)
+      if (s.devices[i] == d) fw[i] = x;
   double t0 = 1e300;
   for (size_t i = 0; i < n; ++i) {
     t[i] = static_cast<double>(s.first_start[i]);
@@ -64,7 +67,7 @@ int64_t ReplayOpByOp(const ReplayStep& s, const Change& change) {
     const auto& ops = s.ops[i];
     size_t& k = pos[i];
     while (k < ops.size() && ops[k].sync < 0) {
-      t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * f[i];
+      t[i] += ops[k].collective ? ops[k].dur : ops[k].dur * (ops[k].host_wait ? fw[i] : f[i]);
       ++k;
     }
     if (k == ops.size()) continue;
@@ -110,7 +113,8 @@ RandomStep MakeStep(std::mt19937_64& rng, int chips, int64_t t0) {
       for (int k = 0; k < kernels; ++k) {
         Op op;
         op.id = id++;
-        op.kind = rng() % 7 ? kCompute : kCollective;  // a collective without a flow: not waited at
+        // A collective without a flow (not waited at) now and then, a host wait (a pause) too.
+        op.kind = rng() % 7 ? (rng() % 5 ? kCompute : kHostWait) : kCollective;
         op.start = t;
         op.dur = rng() % 50 == 0 ? -3 : static_cast<int64_t>(rng() % 2'000'000'000) + 1;
         t += std::max<int64_t>(op.dur, 0);
@@ -152,8 +156,11 @@ TEST(FleetSteps, ReplayGivesWhatAddingOpByOpGives) {
       if (w > 0)
         for (const auto& [d, ops] : step.data.ops)
           if (rng() % 3 == 0) change.scale[d] = 0.5 + static_cast<double>(rng() % 1000) / 1999.0;
+      if (w >= 2)  // a pause taken out, whole or in part
+        for (const auto& [d, ops] : step.data.ops)
+          if (rng() % 3 == 0) change.wait_scale[d] = static_cast<double>(rng() % 3) / 2;
       if (w == 3 && !by_flow.empty()) change.collective_ns[by_flow.begin()->first] = 123;
-      scaled += !change.scale.empty();
+      scaled += !change.scale.empty() || !change.wait_scale.empty();
       ASSERT_EQ(Replay(rs, change), ReplayOpByOp(rs, change)) << "trial " << trial << " what-if " << w;
       ++compared;
     }

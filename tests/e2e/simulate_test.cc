@@ -144,8 +144,12 @@ TEST(Simulate, FailingChipEndsTheRunWithAHangError) {
   EXPECT_NE(o.text.find("hang detected at step 5: chip 9 (host 2)"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("collective all_reduce"), std::string::npos) << o.text;
   EXPECT_NE(o.text.find("chips 0-8,10-15 wait in it for chip 9"), std::string::npos) << o.text;
-  store::QueryResult st = Q(db, "SELECT status, last_step FROM run_status");
-  EXPECT_EQ(st.Text(0, "status"), "ended abnormally");
+  EXPECT_NE(o.text.find("(run 1 ended by the hang detector; the steps before it are stored in"), std::string::npos)
+      << o.text;
+  store::QueryResult st = Q(db, "SELECT status, stored_status, last_step, note FROM run_status");
+  EXPECT_EQ(st.Text(0, "status"), "hang detected");
+  EXPECT_EQ(st.Text(0, "stored_status"), "hang detected");
+  EXPECT_EQ(st.Text(0, "note").rfind("hang detected at step 5: chip 9 (host 2)", 0), 0u) << st.Text(0, "note");
   EXPECT_EQ(st.Int(0, "last_step", -1), 4);
   store::QueryResult sl = Q(db, "SELECT MAX(step) AS s, COUNT(*) AS n FROM slices WHERE kind = 'collective'");
   EXPECT_EQ(sl.Int(0, "s", -1), 4);  // the steps before it are drawable

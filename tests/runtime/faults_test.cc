@@ -157,6 +157,40 @@ TEST(Faults, ParseAndCheck) {
   EXPECT_FALSE(ParseFault("link:3-3:0.5").ok());
 }
 
+// The number fields are written as typed, not as strtod reads them: a space,
+// a sign or hex was taken and stored so, as the whole-number fields are not.
+TEST(Faults, NumbersAreRefusedUnlessPlainlyWritten) {
+  for (const std::string spec : {"slow-chip:1:0.5 ", "slow-chip:1: 0.5", "jitter:0.05 ", "link:0-1:0.5 ",
+                                 "slow-chip:1:+0.5", "slow-chip:1:0x1p-1", "jitter:.", "jitter:0.5e",
+                                 "jitter:5e-1x", "link:0-1:-0.5", "jitter:nan", "jitter:0.1.2"}) {
+    auto f = ParseFault(spec);
+    ASSERT_FALSE(f.ok()) << "'" << spec << "'";
+    EXPECT_NE(std::string(f.status().message()).find("is not a number written plainly"), std::string::npos)
+        << f.status();
+  }
+  for (const std::string spec : {"slow-chip:1:0.5", "slow-chip:1:.5", "jitter:5e-2", "link:0-1:1E-1",
+                                 "slow-chip:3:0.001", "jitter:0.05"})
+    EXPECT_TRUE(ParseFault(spec).ok()) << spec << ": " << ParseFault(spec).status();
+  EXPECT_DOUBLE_EQ(ParseFault("jitter:5e-2")->factor, 0.05);
+  // Two chips that are one, and a run of one host or chip, said as such.
+  absl::Status same = ParseFault("link:0-0:0.5").status();
+  EXPECT_NE(std::string(same.message()).find("link '0-0' joins chip 0 to itself: the two chips must differ"),
+            std::string::npos)
+      << same;
+  EXPECT_EQ(std::string(same.message()).find("lower chip first"), std::string::npos) << same;
+  absl::Status one_host = CheckFault(*ParseFault("host-preempt:1@2"), 4, 1, nullptr);
+  EXPECT_NE(std::string(one_host.message()).find("host 1 does not exist: the run has one host (host 0)"),
+            std::string::npos)
+      << one_host;
+  absl::Status one_chip = CheckFault(*ParseFault("slow-chip:1:0.5"), 1, 1, nullptr);
+  EXPECT_NE(std::string(one_chip.message()).find("chip 1 does not exist: the run has one chip (chip 0)"),
+            std::string::npos)
+      << one_chip;
+  EXPECT_NE(std::string(CheckFault(*ParseFault("host-preempt:5@2"), 8, 2, nullptr).message())
+                .find("the run has hosts 0 to 1"),
+            std::string::npos);
+}
+
 // Two chips, one kernel each, then an all-reduce of both.
 ScheduleInput TwoChips() {
   ScheduleInput in;
@@ -189,7 +223,7 @@ TEST(Faults, SlowChipArrivesLateAndPreemptedHostStartsLate) {
   EXPECT_EQ((*spans)[0].host_wait_ns, 1'000'000);
   EXPECT_EQ((*spans)[0].end_ns, 1'000'000 + 1000 + 500);
   EXPECT_EQ((*spans)[1].end_ns, 1'000'000 + 1000 + 500);
-  EXPECT_FALSE(plan.FailureBy(100).has_value());
+  EXPECT_TRUE(plan.FailuresBy(100).empty());
 }
 
 TEST(Faults, JitterIsSeededAndBounded) {

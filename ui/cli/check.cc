@@ -12,7 +12,8 @@ const char kCheckHelp[] =
     "  every version has, references between tables (slices -> tracks and names,\n"
     "  compilations, executions and ops -> graphs, every row -> its run) and the runs'\n"
     "  status values. Lists each run and how it stands (finished, incomplete, running,\n"
-    "  ended abnormally). Exits 0 when the file is healthy, 1 when it is not.\n";
+    "  ended by the hang detector, ended abnormally). Exits 0 when the file is healthy,\n"
+    "  1 when it is not.\n";
 
 int RunCheckCommand(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
   for (const std::string& a : args) {

@@ -208,7 +208,8 @@ const std::vector<RunFlag>& RunFlags() {
        "slow-chip:C:S (chip C at speed S, 0.001<=S<1), link:A-B:F\n"
        "(that link of --topology at F of its bandwidth), jitter:J\n"
        "(every kernel +-J, seeded by --seed), fail-chip:C@N (chip C\n"
-       "stops at step N: the run ends with a hang error),\n"
+       "stops at step N: the hang detector ends the run, status\n"
+       "'hang detected'; chips failing at one step are all named),\n"
        "host-preempt:H@N[:MS] (host H's chips gone at step N for MS ms,\n"
        "default 200). N is a step of the run; two faults setting the\n"
        "same thing (one chip's speed, ...) are refused.\n"
@@ -834,16 +835,24 @@ int Run(const std::vector<std::string>& args) {
     }
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
-    // A chip failed (--fault fail-chip): the run ends as a hang would, not
-    // finished; every step before it stays recorded.
-    (*rec)->Abandon(std::string(result.status().message()));
+  // A fault that did nothing is said on stderr (and stored in config_json's "fault_notes").
+  auto warn_faults = [&] {
     std::fflush(stdout);
+    for (const std::string& w : (*rec)->faults_without_effect()) std::cerr << "warning: " << w << "\n";
+  };
+  if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
+    // A chip failed (--fault fail-chip): the run ends as the hang detector
+    // ended it, not finished; every step before it stays recorded.
+    absl::Status ended = (*rec)->EndByHangDetector(std::string(result.status().message()));
+    warn_faults();
     std::cerr << "error: " << result.status().message() << "\n";
-    std::cerr << "(run " << run_id << " ended abnormally; the steps before it are stored in " << db << ")\n";
+    std::cerr << "(run " << run_id << " ended by the hang detector; the steps before it are stored in " << db
+              << ")\n";
+    if (!ended.ok()) std::cerr << "error: " << ended.message() << "\n";
     return 1;
   }
   absl::Status stored = (*rec)->Finish();
+  warn_faults();
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";
     std::cerr << "(what ran before the error is stored in " << db << ", run " << run_id << ")\n";

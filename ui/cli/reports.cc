@@ -133,8 +133,9 @@ constexpr char kQueryHelp[] =
 constexpr char kRunsHelp[] =
     "usage: shardscope runs PATH\n"
     "  Lists the runs a database holds: id, workload, mesh, steps stored, when it\n"
-    "  started, whether it ended normally (finished), ended abnormally (its writer\n"
-    "  is gone: killed, crashed) with the last step that reached the file, stopped\n"
+    "  started, whether it ended normally (finished), was ended by the hang detector\n"
+    "  (a chip stopped: --fault fail-chip), ended abnormally (its writer is gone:\n"
+    "  killed, crashed) with the last step that reached the file, stopped\n"
     "  incomplete (a write error, rows lost) or is still running, and whether it was\n"
     "  recorded, simulated or imported (a replay also names the run it replays).\n";
 
