@@ -56,11 +56,12 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
                                                              int every) {
   const std::string run = std::to_string(run_id);
   auto all = rd.Query(
-      "SELECT COUNT(*) AS runs, COUNT(DISTINCT step) AS steps, MIN(step) AS first FROM executions"
-      " WHERE run_id = ?1",
+      "SELECT COUNT(*) AS runs, COUNT(DISTINCT step) AS steps, MIN(step) AS first, MAX(step) AS last"
+      " FROM executions WHERE run_id = ?1",
       {run});
   if (!all.ok()) return all.status();
   const int64_t runs = all->Int(0, "runs"), steps = all->Int(0, "steps"), first = all->Int(0, "first");
+  const int64_t last = all->Int(0, "last");
   // A read's cut is one more program run only when a program ran after it in
   // that step (the rest of the step); a read after everything of its step was
   // traced merely runs the step early, and not reading saves nothing.
@@ -73,15 +74,32 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
       {run});
   if (!cuts.ok()) return cuts.status();
   std::vector<ValueReadCuts> out;
+  std::vector<std::set<int64_t>> cut_steps;  // per read site
+  std::vector<bool> followed;                // a read there cut a step that went on
   for (size_t i = 0; i < cuts->rows.size(); ++i) {
     const std::string at = absl::StrCat(cuts->Text(i, "file"), ":", cuts->Int(i, "line"));
-    if (out.empty() || out.back().at != at) out.push_back({at, steps, 0, runs, every});
+    if (out.empty() || out.back().at != at) {
+      out.push_back({at, steps, 0, runs, every});
+      cut_steps.emplace_back();
+      followed.push_back(false);
+    }
     ValueReadCuts& c = out.back();
     ++c.steps_cut;
-    if ((cuts->Int(i, "step") - first) % every != 0 && cuts->Int(i, "followed")) ++c.executions_saved;
+    const int64_t step = cuts->Int(i, "step");
+    cut_steps.back().insert(step);
+    followed.back() = followed.back() || cuts->Int(i, "followed");
+    if ((step - first) % every != 0 && cuts->Int(i, "followed")) ++c.executions_saved;
   }
-  for (ValueReadCuts& c : out)
+  for (size_t k = 0; k < out.size(); ++k) {
+    ValueReadCuts& c = out[k];
+    // Reading every N steps also reads at the steps of that grid this read
+    // skipped (a read every 4 steps, moved to every 10, reads at step 10):
+    // each such read cuts its step too.
+    if (followed[k])
+      for (int64_t step = first; step <= last; step += every)
+        if (!cut_steps[k].count(step)) --c.executions_saved;
     c.compilations_added = c.steps_cut == c.steps && c.executions_saved > 0 ? 1 : 0;
+  }
   return out;
 }
 

@@ -133,6 +133,18 @@ TEST(RecompilesE2e, ReadingEveryNStepsSavesWhatTheSuggestionPredicts) {
   e2e::Output m = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", every));
   EXPECT_TRUE(absl::StrContains(m.text, absl::StrCat("every 10 steps, ", predicted, " program runs saved")))
       << m.text;
+  // A read every 4 steps (0, 4, 8) moved to every 10 drops two cuts and adds
+  // one, at step 10: one program run saved, as the run with it measures.
+  const std::string fourth = e2e::TempDb("reads_every_fourth");
+  ASSERT_EQ(e2e::Shell(run + fourth + " --read-loss-every 4").code, 0);
+  nlohmann::json g = nlohmann::json::parse(
+      e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", fourth, " --format json")).text, nullptr, false);
+  int64_t saved = -1;
+  for (const auto& site : g["call_sites"])
+    for (const auto& sug : site["suggestions"])
+      if (sug["kind"] == "read_every_n") saved = sug["program_runs_saved"].get<int64_t>();
+  EXPECT_EQ(saved, executions(fourth) - executions(tenth)) << g.dump();
+  EXPECT_EQ(saved, 1) << g.dump();
   // The same losses: the read changes when programs run, not what they compute.
   auto a = e2e::Q(every, "SELECT loss FROM steps ORDER BY step"),
        b = e2e::Q(tenth, "SELECT loss FROM steps ORDER BY step");
