@@ -98,6 +98,7 @@ struct Context {
   int64_t mark_steps = 0;       // the MarkStep counter: every call, whether or not it ran anything
   SourceLoc step_read;          // this step's first value read that cut the graph
   bool step_cut = false;        // this step has run a program (a mark_step or a read that cut)
+  int64_t value_reads = 0;      // the ValueRead counter: every item()/to_host()
   int64_t tensors_at_step = 0;  // tensors_created when this step began (a mark_step); -1: set_current_step
   bool recompile_notices = true;
   // The per-op counters: op nodes the frontend traced (each once, when a

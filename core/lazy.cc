@@ -483,6 +483,10 @@ absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {
     Context& ctx = Ctx();
     std::lock_guard<std::mutex> l(ctx.mu);
     after_step = t.node()->is_data() && ctx.step > 0 && !ctx.step_cut && ctx.tensors_created == ctx.tensors_at_step;
+    // Counted as it happens, timeline or not (metrics' ValueRead).
+    if (trace::enabled())
+      trace::recorder().Record(
+          trace::CounterRecord{-1, "ValueRead", trace::HostNowNs(), static_cast<double>(++ctx.value_reads)});
   }
   if (!t.node()->is_data() || !t.node()->data->device) {
     if (!t.node()->is_data()) {

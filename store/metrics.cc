@@ -142,6 +142,19 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
   r.metrics.push_back(Timing("TransferFromDeviceTime", "host", "reading a value back (waiting included)",
                              by_name["read value"]));
   r.metrics.push_back(Timing("MarkStep", "host", "a mark_step that ran a program", by_name["mark_step"]));
+  // A recorded run without a timeline (--trace off) times nothing from it:
+  // said, not shown as zeros.
+  bool no_timeline = false;
+  if (!simulated) {
+    auto chunks = rd.Query("SELECT EXISTS (SELECT 1 FROM slice_chunks WHERE run_id = ?1) AS any", {run});
+    no_timeline = chunks.ok() && !chunks->rows.empty() && chunks->Int(0, "any") == 0 && r.metrics[0].count > 0;
+  }
+  if (no_timeline)
+    for (TimingMetric& m : r.metrics)
+      if (m.name != "CompileTime") {
+        m = TimingMetric{m.name, m.clock, "not recorded: the run kept no timeline (--trace off)"};
+        m.count = -1;
+      }
 
   // Every mark_step() call is counted by core (a call with nothing pending
   // runs no program and leaves no slice); older files only have the slices.
@@ -154,6 +167,13 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
       rd.Query("SELECT MAX(value) AS n FROM counters WHERE run_id = ?1 AND name = 'CreateTensor'", {run});
   if (!created.ok()) return created.status();
   const bool counted = !created->rows.empty() && !created->Text(0, "n").empty();
+  // Value reads: counted by core as they happen (a timeline may not be kept);
+  // older files only have the slices.
+  auto reads = rd.Query("SELECT MAX(value) AS n FROM counters WHERE run_id = ?1 AND name = 'ValueRead'", {run});
+  if (!reads.ok()) return reads.status();
+  std::optional<int64_t> value_reads;
+  if (!reads->rows.empty() && !reads->Text(0, "n").empty()) value_reads = reads->Int(0, "n");
+  else if (!no_timeline) value_reads = static_cast<int64_t>(by_name["read value"].size());
   // The persistent cache counts only for runs that had one (the run's config says which directory).
   auto config = rd.Query(
       "SELECT COALESCE(json_extract(config_json, '$.cache_dir'), '') AS dir FROM runs"
@@ -173,7 +193,8 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
        persistent ? "unreadable entries, removed and recompiled" : no_cache},
       {"CreateTensor", counted ? std::optional<int64_t>(created->Int(0, "n")) : std::nullopt,
        counted ? "tensors the frontend made" : "not recorded in this run"},
-      {"ValueRead", static_cast<int64_t>(by_name["read value"].size()), "host reads of a tensor's value"},
+      {"ValueRead", value_reads,
+       value_reads ? "host reads of a tensor's value" : "not recorded: no timeline, and a file before the counter"},
       {"Fallback", fallbacks,
        fallback_lines.empty() ? "host_call: C++ run on host values"
                               : absl::StrCat("host_call at ", absl::StrJoin(fallback_lines, ", "))},
@@ -234,7 +255,8 @@ absl::StatusOr<std::optional<RunMetrics>> ReadRunMetrics(const Reader& rd, int64
   for (size_t i = 0; i < q->rows.size(); ++i) {
     const std::string kind = q->Text(i, "kind"), name = q->Text(i, "name");
     if (kind == "metric") {
-      r.metrics.push_back({name, q->Text(i, "clock"), q->Text(i, "note"), q->Int(i, "count"),
+      const bool known = q->rows[i][q->Col("count")].has_value();  // NULL: not recorded
+      r.metrics.push_back({name, q->Text(i, "clock"), q->Text(i, "note"), known ? q->Int(i, "count") : -1,
                            q->Int(i, "total_ns"), q->Int(i, "p50_ns"), q->Int(i, "p90_ns"),
                            q->Int(i, "p99_ns"), q->Int(i, "max_ns")});
     } else if (kind == "counter") {
@@ -282,12 +304,14 @@ absl::Status StoreRunMetrics(sqlite3* db, int64_t run_id, const RunAggregates* s
     const TimingMetric& m = r->metrics[k];
     absl::Status st = row("metric", m.name, k, [&] {
       insert.Text(5, m.clock);
-      insert.Int(6, m.count);
-      insert.Int(7, m.total_ns);
-      insert.Int(8, m.p50_ns);
-      insert.Int(9, m.p90_ns);
-      insert.Int(10, m.p99_ns);
-      insert.Int(11, m.max_ns);
+      if (m.count >= 0) {
+        insert.Int(6, m.count);
+        insert.Int(7, m.total_ns);
+        insert.Int(8, m.p50_ns);
+        insert.Int(9, m.p90_ns);
+        insert.Int(10, m.p99_ns);
+        insert.Int(11, m.max_ns);
+      }
       insert.Text(13, m.what);
     });
     if (!st.ok()) return st;

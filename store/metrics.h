@@ -28,7 +28,7 @@ struct TimingMetric {
   std::string name;   // CompileTime, ExecuteTime, ...
   std::string clock;  // host | device
   std::string what;   // what one sample is
-  int64_t count = 0;
+  int64_t count = 0;  // -1: not recorded (no timeline: --trace off); stored as NULL
   int64_t total_ns = 0;
   int64_t p50_ns = 0, p90_ns = 0, p99_ns = 0, max_ns = 0;  // nearest rank
   bool operator==(const TimingMetric&) const = default;

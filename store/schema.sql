@@ -396,7 +396,7 @@ CREATE TABLE IF NOT EXISTS metrics (
   name     TEXT NOT NULL,                -- CompileTime, MarkStep, ...; an opcode for op_traced, kernel_runs
   position INTEGER NOT NULL,             -- order within its kind, as printed
   clock    TEXT,                         -- metric: host | device
-  count    INTEGER,                      -- metric: samples
+  count    INTEGER,                      -- metric: samples; NULL (and the timings): not recorded (--trace off)
   total_ns INTEGER,                      -- metric: sum of the samples
   p50_ns   INTEGER,                      -- metric: percentiles (nearest rank) and the largest sample
   p90_ns   INTEGER,

@@ -128,9 +128,14 @@ std::string RenderMetricsText(const MetricsReport& r) {
   out += "\nMetric\n";
   std::vector<std::vector<std::string>> t = {
       {"name", "clock", "count", "total", "p50", "p90", "p99", "max", "one sample is"}};
-  for (const TimingMetric& m : r.metrics)
+  for (const TimingMetric& m : r.metrics) {
+    if (m.count < 0) {
+      t.push_back({m.name, m.clock, "-", "-", "-", "-", "-", "-", m.what});
+      continue;
+    }
     t.push_back({m.name, m.clock, std::to_string(m.count), FormatNs(m.total_ns), FormatNs(m.p50_ns),
                  FormatNs(m.p90_ns), FormatNs(m.p99_ns), FormatNs(m.max_ns), m.what});
+  }
   out += AlignTable(t, "  ", {false, false, true, true, true, true, true, true, false});
   out += "\nCounter\n";
   std::vector<std::vector<std::string>> c;
@@ -163,10 +168,12 @@ std::string RenderMetricsJson(const MetricsReport& r) {
   j["stored"] = r.stored;
   j["imported"] = r.imported.empty() ? nlohmann::json() : nlohmann::json(r.imported);
   j["metrics"] = nlohmann::json::array();
-  for (const TimingMetric& m : r.metrics)
-    j["metrics"].push_back({{"name", m.name}, {"clock", m.clock}, {"what", m.what}, {"count", m.count},
-                            {"total_ns", m.total_ns}, {"p50_ns", m.p50_ns}, {"p90_ns", m.p90_ns},
-                            {"p99_ns", m.p99_ns}, {"max_ns", m.max_ns}});
+  for (const TimingMetric& m : r.metrics) {
+    auto n = [&](int64_t v) { return m.count < 0 ? nlohmann::json() : nlohmann::json(v); };  // null: not recorded
+    j["metrics"].push_back({{"name", m.name}, {"clock", m.clock}, {"what", m.what}, {"count", n(m.count)},
+                            {"total_ns", n(m.total_ns)}, {"p50_ns", n(m.p50_ns)}, {"p90_ns", n(m.p90_ns)},
+                            {"p99_ns", n(m.p99_ns)}, {"max_ns", n(m.max_ns)}});
+  }
   j["counters"] = nlohmann::json::array();
   for (const CounterMetric& c : r.counters)
     j["counters"].push_back(

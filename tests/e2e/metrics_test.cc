@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -132,6 +133,48 @@ TEST(MetricsE2e, ADivergedLossIsSaidNotReadAsNoLoss) {
             0);
   e2e::Output fine = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", good));
   EXPECT_FALSE(absl::StrContains(fine.text, "not finite")) << fine.text;
+}
+
+}  // namespace
+}  // namespace shardscope
+
+namespace shardscope {
+namespace {
+
+// --trace off keeps no timeline: the timings drawn from it are "not
+// recorded", never zeros, and the reads are still counted (core counts them
+// as they happen), as many as the same run with its timeline reads.
+TEST(MetricsE2e, WithoutATimelineTimingsAreNotRecordedAndReadsStillCounted) {
+  const std::string off = e2e::TempDb("metrics_trace_off"), on = e2e::TempDb("metrics_trace_on");
+  const std::string run =
+      absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 6 --read-loss-every 1 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + off + " --trace off").code, 0);
+  ASSERT_EQ(e2e::Shell(run + on).code, 0);
+  auto metrics = [](const std::string& db) {
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", db, " --format json"));
+    EXPECT_EQ(o.code, 0) << o.text;
+    return nlohmann::json::parse(o.text, nullptr, false);
+  };
+  nlohmann::json a = metrics(off), b = metrics(on);
+  ASSERT_TRUE(a.is_object() && b.is_object());
+  auto find = [](const nlohmann::json& j, const char* list, const std::string& name) {
+    for (const auto& m : j[list])
+      if (m["name"] == name) return m;
+    return nlohmann::json();
+  };
+  for (const char* name : {"ExecuteTime", "LazyTracing", "TransferFromDeviceTime", "MarkStep"}) {
+    EXPECT_TRUE(find(a, "metrics", name)["count"].is_null()) << name << ": " << a.dump();
+    EXPECT_TRUE(absl::StrContains(find(a, "metrics", name)["what"].get<std::string>(), "--trace off")) << name;
+    EXPECT_GT(find(b, "metrics", name)["count"].get<int64_t>(), 0) << name;
+  }
+  EXPECT_GT(find(a, "metrics", "CompileTime")["count"].get<int64_t>(), 0);
+  const nlohmann::json reads_off = find(a, "counters", "ValueRead")["value"];
+  ASSERT_TRUE(reads_off.is_number()) << a.dump();
+  EXPECT_GE(reads_off.get<int64_t>(), 6);
+  EXPECT_EQ(reads_off, find(b, "counters", "ValueRead")["value"]);
+  // The text says "-" for them, not 0.
+  e2e::Output text = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", off));
+  EXPECT_TRUE(std::regex_search(text.text, std::regex("ExecuteTime +device +- +- "))) << text.text;
 }
 
 }  // namespace
