@@ -308,20 +308,21 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         for (const auto& [sig, fps] : fp_of_sig) decided = decided && fps.size() == 1;
         std::vector<std::string> how;
         for (const auto& [name, flags] : varies) {
-          std::set<std::string> buckets;
-          std::vector<std::string> shown;
-          for (const std::string& sh : shapes[name]) {
-            if (shown.size() < 4) shown.push_back(DimsText(DimsOf(sh)));
-            std::vector<int64_t> d = DimsOf(sh);
+          // In numeric order ([4,8] before [4,16]), not as text.
+          std::set<std::vector<int64_t>> dims, buckets;
+          for (const std::string& sh : shapes[name]) dims.insert(DimsOf(sh));
+          std::vector<std::string> shown, padded;
+          for (std::vector<int64_t> d : dims) {
+            if (shown.size() < 4) shown.push_back(DimsText(d));
             for (size_t k = 0; k < d.size() && k < flags.size(); ++k)
               if (flags[k]) d[k] = PowerOfTwoBucket(d[k]);
-            buckets.insert(DimsText(d));
+            buckets.insert(d);
           }
+          for (const std::vector<int64_t>& b : buckets) padded.push_back(DimsText(b));
           const size_t seen = shapes[name].size();
           how.push_back(absl::StrCat(name, " (", absl::StrJoin(shown, ", "), seen > shown.size() ? ", ..." : "",
                                      seen > shown.size() ? absl::StrCat(" ", seen, " shapes") : "", " -> ",
-                                     absl::StrJoin(std::vector<std::string>(buckets.begin(), buckets.end()), ", "),
-                                     ")"));
+                                     absl::StrJoin(padded, ", "), ")"));
         }
         const int64_t saved = provable && decided ? saved_with(keys, capacity) : -1;
         // Sizes that are already powers of two (a last batch of 8 after 16s)

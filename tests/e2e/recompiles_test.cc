@@ -54,6 +54,9 @@ TEST(RecompilesE2e, StormBucketsSaveWhatTheSuggestionPredicts) {
   const size_t from = o.text.rfind(' ', at - 1) + 1;
   const int64_t predicted = std::stoll(o.text.substr(from, at - from));
   EXPECT_GT(Misses(storm), 10);  // a storm
+  // The shapes and buckets in numeric order ([96] before [104]), not as text.
+  EXPECT_TRUE(absl::StrContains(o.text, "mask ([96], [104], [112]")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "-> [8,16], [8,32], [8,64])")) << o.text;
   EXPECT_EQ(Misses(storm) - Misses(bucketed), predicted) << o.text;
   auto a = e2e::Q(storm, "SELECT loss FROM steps ORDER BY step"), b = e2e::Q(bucketed, "SELECT loss FROM steps ORDER BY step");
   ASSERT_EQ(a.rows.size(), b.rows.size());
