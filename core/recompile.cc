@@ -432,6 +432,25 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                                  gone.empty() ? "" : absl::StrCat("; gone ", gone));
     return;
   }
+  // The optimizer's update among ops only one graph has, while the other
+  // updates nothing at all (an evaluation step beside a training one, or an
+  // update on some steps only): not a layer added or removed, even when a
+  // layer's ops (dropout, left out in eval mode) are among them. Left to
+  // ops_changed, whose by-line count names the update's line.
+  bool update_on_one_side = false;
+  {
+    const bool one_way =
+        std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; }) ||
+        std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
+    const auto updates_something = [](const Module& m) {
+      for (const auto& i : m.instructions())
+        if (i->op != Opcode::kParameter && i->loc.via.rfind("optim::", 0) == 0) return true;  // (a weight an update made)
+      return false;
+    };
+    const bool adding = !ops.empty() && ops.front()->kind == OpChange::Kind::kAdded;
+    update_on_one_side = one_way && std::any_of(ops.begin(), ops.end(), optimizer_op) &&
+                         !updates_something(adding ? *c.old->module : *c.now);
+  }
   // A layer added or removed: a layer (module scope) only one graph has.
   {
     const std::set<std::string> before = Layers(*c.old->module), now = Layers(*c.now);
@@ -442,7 +461,7 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       return out;
     };
     const std::vector<std::string> added = only(now, before), removed = only(before, now);
-    if (added.empty() != removed.empty()) {
+    if (added.empty() != removed.empty() && !update_on_one_side) {
       const bool adding = !added.empty();
       const std::string& layer = adding ? added.front() : removed.front();
       // Its call's line: the first op made under that scope.

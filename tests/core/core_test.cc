@@ -1281,6 +1281,32 @@ TEST_F(RecompileTest, AnUpdateOnSomeStepsIsNotANewOptimizer) {
   EXPECT_TRUE(said);
 }
 
+// A training step, then an evaluation (no backward, no update, dropout off):
+// the second graph lacks the update and backward's ops; the Dropout layer was
+// not "removed". The by-line count names the lines the ops came from.
+TEST_F(RecompileTest, AnEvaluationStepIsNotALayerRemoved) {
+  nn::Linear l(3, 2, "l");
+  nn::Dropout drop(0.5, "drop");
+  std::vector<Tensor*> params = parameters(l);
+  optim::SGD opt(params, {.lr = 0.1});
+  for (int step = 0; step < 2; ++step) {
+    const bool train = step == 0;
+    drop.training = train;
+    Tensor x = Tensor::from_host(Literal::FromF32({4, 3}, std::vector<float>(12, 0.5f)), "x");
+    Tensor loss = sum(drop(l(x)));
+    if (train) {
+      ASSERT_TRUE(backward(loss).ok());
+      ASSERT_TRUE(opt.step().ok());
+    }
+    ASSERT_TRUE(mark_step().ok());
+  }
+  ASSERT_EQ(Misses().size(), 2u);
+  const trace::CompilationRecord eval = Misses()[1];
+  EXPECT_EQ(eval.cause_subkind, "ops_changed") << eval.cause_detail;
+  EXPECT_EQ(eval.cause_detail.find("layer 'drop'"), std::string::npos) << eval.cause_detail;
+  EXPECT_NE(eval.cause_detail.find("by line: "), std::string::npos) << eval.cause_detail;
+}
+
 // A second mark_step in a row has nothing to run: it ends no step (it made a
 // step row of a few us, and the real steps' losses every other number).
 // Reading or cutting with no context (after Recording::Finish) says so, at the line.
