@@ -18,7 +18,9 @@ struct WarmupCosine {
   int warmup_steps = 0;
   int total_steps = 1;
   double floor = 0;  // the rate the cosine decays to
-  // Linear warmup from 0 to `peak`, then cosine decay to `floor`.
+  // Linear warmup to `peak`: step s < warmup_steps gets peak * (s + 1) /
+  // (warmup_steps + 1), never 0, so the first step trains; then cosine decay
+  // to `floor`.
   double at(int step) const;
 };
 
