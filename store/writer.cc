@@ -1390,6 +1390,7 @@ void InstallDeathHandlers() {
 Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
     : path_(std::move(path)), db_(std::move(db)), options_(std::move(options)) {
   thread_ = std::thread([this] { Loop(); });
+  owner_pid_ = getpid();
   InstallDeathHandlers();
   for (auto& slot : g_live_writers) {
     Writer* none = nullptr;
@@ -1398,6 +1399,7 @@ Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
 }
 
 bool Writer::FlushWithin(std::chrono::milliseconds budget) {
+  if (getpid() != owner_pid_) return false;  // a forked child: the writer thread is the parent's
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + budget;
   std::unique_lock<std::mutex> l(mu_, std::defer_lock);

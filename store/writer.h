@@ -4,6 +4,8 @@
 // trace::SetRecorder(writer.get()) for the length of a run.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -196,6 +198,7 @@ class Writer : public trace::Recorder {
   uint64_t enqueued_ = 0;  // sequence number of the last queued item
   uint64_t written_ = 0;   // sequence number of the last committed item
   std::atomic<uint64_t> written_seen_{0};  // written_, for FlushWithin to poll without the lock
+  pid_t owner_pid_ = 0;  // a forked child has no writer thread: its exit must not wait for one
   int waiters_ = 0;        // threads blocked in WaitWritten
   bool stop_ = false;
   absl::Status error_;

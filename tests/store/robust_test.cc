@@ -341,6 +341,27 @@ TEST(Robust, WhatWasRecordedSurvivesACrashRightAfterIt) {
   }
 }
 
+// A child forked while the parent has a writer open (a user's worker
+// process) has no writer thread: its exit does not wait for one (the exit
+// handler's 5 s budget), nor writes into the parent's file.
+TEST(Robust, AForkedChildsExitDoesNotWaitForItsParentsWriter) {
+  std::string path = TempDbPath("fork_exit");
+  auto w = Writer::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 2);
+  const auto t0 = std::chrono::steady_clock::now();
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) std::exit(0);  // atexit handlers run
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+  EXPECT_LT(secs, 4.0) << "the child waited for a writer thread it does not have";
+  (*w)->EndRun();
+}
+
 TEST(Robust, ARunWrittenOnAnotherHostGoesByItsHeartbeat) {
   std::string path = TempDbPath("elsewhere");
   {
