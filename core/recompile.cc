@@ -398,24 +398,24 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     return;
   }
   // The optimizer swapped, or its update changed.
-  const auto optimizer_op = [&](const OpChange* ch) {
-    const std::string& v = c.Of(*ch).loc.via;
-    return v.rfind("optim::SGD", 0) == 0 || v.rfind("optim::AdamW", 0) == 0;
+  const auto by_optimizer = [](const SourceLoc& loc) {
+    return loc.via.rfind("optim::SGD", 0) == 0 || loc.via.rfind("optim::AdamW", 0) == 0;
   };
+  const auto optimizer_op = [&](const OpChange* ch) { return by_optimizer(c.Of(*ch).loc); };
+  // Ops only added, or only removed: what one graph has and the other lacks.
+  const bool one_way = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; }) ||
+                       all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
   if (all(optimizer_op)) {
     const OpChange* at = ops.front();
     for (const OpChange* ch : ops)
       if (ch->new_index >= 0) { at = ch; break; }
     const Instruction& i = c.Of(*at);
     const std::string added = InputsOnlyIn(*c.now, d.new_to_old), gone = InputsOnlyIn(*c.old->module, d.old_to_new);
-    // The whole update there in one graph and not in the other: the
-    // optimizer steps on some steps only (gradient accumulation), not a new
-    // optimizer.
-    const bool whole_update = std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) {
-      return ch->kind == OpChange::Kind::kAdded;
-    }) || std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
     cause->loc = i.loc;
-    if (whole_update) {
+    if (one_way) {
+      // The whole update there in one graph and not in the other: the
+      // optimizer steps on some steps only (gradient accumulation), not a new
+      // optimizer.
       const bool adding = ops.front()->kind == OpChange::Kind::kAdded;
       cause->subkind = "optimizer_on_some_steps";
       cause->detail = absl::StrCat("the optimizer's update (", i.loc.via, " called at ", At(i.loc), ") runs in ",
@@ -439,12 +439,9 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   // ops_changed, whose by-line count names the update's line.
   bool update_on_one_side = false;
   {
-    const bool one_way =
-        std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; }) ||
-        std::all_of(ops.begin(), ops.end(), [](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
-    const auto updates_something = [](const Module& m) {
+    const auto updates_something = [&](const Module& m) {
       for (const auto& i : m.instructions())
-        if (i->op != Opcode::kParameter && i->loc.via.rfind("optim::", 0) == 0) return true;  // (a weight an update made)
+        if (i->op != Opcode::kParameter && by_optimizer(i->loc)) return true;  // (not a weight an update made)
       return false;
     };
     const bool adding = !ops.empty() && ops.front()->kind == OpChange::Kind::kAdded;

@@ -584,7 +584,7 @@ class Importer {
   void PackCpuDeviceLanes();
   uint32_t WaitThreadOf(uint32_t stream_thread);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
-  bool HoldBeginEnd(FileState& f, uint32_t file, TraceEvent& e);
+  bool HoldBeginEnd(FileState& f, uint32_t thread, TraceEvent& e);
   void PairHeldBeginEnds(FileState& f, uint32_t file);
   void Metadata(uint32_t file, const TraceEvent& e);
   void Stat(const char* name, const std::string& where = "", int64_t n = 1);
@@ -1226,8 +1226,7 @@ uint32_t Importer::ShapeOf(FileState& f, const TraceEvent& e, Lane lane) {
 // be paired in time order when the file ends (PairHeldBeginEnds). The first
 // one out of order starts holding: the thread's open Bs and its Es that came
 // before any B go along.
-bool Importer::HoldBeginEnd(FileState& f, uint32_t file, TraceEvent& e) {
-  const uint32_t thread = ThreadOf(file, e);
+bool Importer::HoldBeginEnd(FileState& f, uint32_t thread, TraceEvent& e) {
   auto held = f.be_held.find(thread);
   if (held == f.be_held.end()) {
     int64_t& last = f.be_last_ts.try_emplace(thread, INT64_MIN).first->second;
@@ -1354,13 +1353,14 @@ void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
       if (e.dur_ns < 0) return unusable("x_event_negative_dur");
       return AddSlice(f, file, e, e.dur_ns);
     case 'B': {
-      if (HoldBeginEnd(f, file, e)) return;
-      f.open_begins[ThreadOf(file, e)].push_back({e, kOwnThread});
+      const uint32_t thread = ThreadOf(file, e);  // (a key built per call: once per event)
+      if (HoldBeginEnd(f, thread, e)) return;
+      f.open_begins[thread].push_back({e, kOwnThread});
       return;
     }
     case 'E': {
-      if (HoldBeginEnd(f, file, e)) return;
       const uint32_t thread = ThreadOf(file, e);
+      if (HoldBeginEnd(f, thread, e)) return;
       auto it = f.open_begins.find(thread);
       if (it == f.open_begins.end() || it->second.empty()) {
         f.early_ends[thread].push_back({e.ts_ns, e.index});  // its B may come later in the file

@@ -272,6 +272,17 @@ TEST(FleetVerdict, AOneOffPauseIsSavedInItsStepNotInEveryStep) {
   EXPECT_EQ(s.verdict.find(" alone"), std::string::npos) << s.verdict;
 }
 
+// `shardscope run FLAGS --simulate` into a fresh file, its fault specs taken
+// out, then the fleet diagnosis from the file alone.
+analysis::FleetReport DiagnoseSimulated(const std::string& flags, const std::string& name) {
+  const std::string db = TempDb(name);
+  Output o = Shell(absl::StrCat(kCli, " run ", flags, " --simulate --quiet --db ", db));
+  EXPECT_EQ(o.code, 0) << o.text;
+  if (o.code != 0) return {};
+  ForgetFaults(db);
+  return Diagnose(db, flags);
+}
+
 // Jitter alone on few steps: a chip (or a host's chip) can read 8% slow over
 // the run by what its kernels drew. mlp on 4x4x4, 5 steps, jitter 0.3 flagged
 // chips 12 and 21 (1.10x, 1.09x); jitter 0.5, 12 chips; cnn at jitter 0.9, 6;
@@ -285,11 +296,7 @@ TEST(FleetVerdict, JitterOnFewStepsFlagsNoOne) {
                             "mlp --topology gpu:8x1 --steps 4 --seed 2 --fault jitter:0.9",
                             "llama --topology 4x4x4 --steps 7 --seed 2 --fault jitter:0.9"}) {
     SCOPED_TRACE(flags);
-    const std::string db = TempDb("fleet_jitter_few");
-    Output o = Shell(absl::StrCat(kCli, " run ", flags, " --simulate --quiet --db ", db));
-    ASSERT_EQ(o.code, 0) << o.text;
-    ForgetFaults(db);
-    analysis::FleetReport r = Diagnose(db, flags);
+    analysis::FleetReport r = DiagnoseSimulated(flags, "fleet_jitter_few");
     ASSERT_FALSE(r.suspects.empty());
     for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s) << " score " << s.score;
     EXPECT_EQ(r.verdict.rfind("no chip, link or host stands out: none is 8.0% or more slower than its peers beyond "
@@ -310,11 +317,7 @@ TEST(FleetVerdict, JitterOnFewStepsFlagsNoOne) {
                             "mlp --topology 4x4x4 --steps 5 --fault slow-chip:6:0.92 --fault jitter:0.1",
                             "llama --topology 4x4 --steps 5 --fault slow-chip:6:0.92 --fault jitter:0.05"}) {
     SCOPED_TRACE(flags);
-    const std::string db = TempDb("fleet_slow_few");
-    Output o = Shell(absl::StrCat(kCli, " run ", flags, " --simulate --quiet --db ", db));
-    ASSERT_EQ(o.code, 0) << o.text;
-    ForgetFaults(db);
-    ExpectCulprits(Diagnose(db, flags), {"chip 6"});
+    ExpectCulprits(DiagnoseSimulated(flags, "fleet_slow_few"), {"chip 6"});
   }
 }
 
