@@ -56,6 +56,8 @@ struct GraphInput {
   SourceLoc created;
   bool shape_from_data = false;  // made by nonzero: its shape follows the values
   SourceLoc sharding_loc;        // the mark_sharding that laid it out, if any
+  SourceLoc layout_from_loc;     // else the mark_sharding its propagated layout came from
+  std::string layout_from;       // and what that annotated
   bool requires_grad = false;
   SourceLoc requires_grad_loc;
   // What pairs it with an input of another graph: its name, else where it was made.

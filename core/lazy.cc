@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -186,6 +187,46 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
   return L;
 }
 
+// The mark_sharding behind each output's layout, when propagation carried it
+// from an annotated input (or one whose own layout had such a driver) or from
+// a value constrained in this graph: a later step's changed input layout is
+// the user's annotation, not the op (often opt.step()) that made the value.
+struct LayoutDriver {
+  SourceLoc loc;
+  std::string from;
+};
+std::vector<LayoutDriver> LayoutDrivers(const runtime::Executable& exe, const Lowered& L) {
+  std::vector<LayoutDriver> drivers(exe.output_layout_origins.size());
+  for (size_t j = 0; j < drivers.size(); ++j) {
+    const runtime::LayoutOrigin& o = exe.output_layout_origins[j];
+    if (o.param_index >= 0 && o.param_index < static_cast<int64_t>(L.params.size())) {
+      const Node& p = *L.params[o.param_index];
+      const DeviceData& d = *p.data;
+      if (d.sharding_source == "annotated" && d.sharding_loc.known())
+        drivers[j] = {d.sharding_loc, p.name};
+      else if (d.layout_from_loc.known())
+        drivers[j] = {d.layout_from_loc, d.layout_from};
+    } else if (o.loc.known() && L.module) {
+      // The constrained value, found by where it was made and its constraint;
+      // its mark_sharding line is the instruction's note. Two candidates with
+      // different notes blame neither.
+      const auto& instrs = L.module->instructions();
+      std::optional<SourceLoc> note;
+      bool ambiguous = false;
+      for (size_t k = 0; k < instrs.size() && k < L.notes.size(); ++k) {
+        const Instruction& i = *instrs[k];
+        if (i.op == Opcode::kParameter || !i.sharding || i.loc.file != o.loc.file || i.loc.line != o.loc.line ||
+            !L.notes[k].known() || i.sharding->ToString() != o.sharding)
+          continue;
+        if (note && (note->file != L.notes[k].file || note->line != L.notes[k].line)) ambiguous = true;
+        note = L.notes[k];
+      }
+      if (note && !ambiguous) drivers[j] = {*note, ""};
+    }
+  }
+  return drivers;
+}
+
 nlohmann::json Signature(const std::vector<GraphInput>& inputs) {
   nlohmann::json sig = nlohmann::json::array();
   for (const auto& in : inputs) {
@@ -275,7 +316,12 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     in.sharding = d.sharding;
     in.created = p->created;
     in.shape_from_data = p->shape_from_data;
-    if (d.sharding_source == "annotated") in.sharding_loc = d.sharding_loc;
+    if (d.sharding_source == "annotated") {
+      in.sharding_loc = d.sharding_loc;
+    } else {
+      in.layout_from_loc = d.layout_from_loc;
+      in.layout_from = d.layout_from;
+    }
     in.requires_grad = p->requires_grad;
     in.requires_grad_loc = p->requires_grad_loc;
     inputs.push_back(std::move(in));
@@ -287,6 +333,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
   if (!compiled.ok()) return compiled.status();
   int64_t t_compiled = trace::HostNowNs();
   const runtime::Executable& exe = *compiled->executable;
+  const std::vector<LayoutDriver> drivers = LayoutDrivers(exe, L);
   auto& seen = ctx.sites[site.key];
   // Why it compiled (a miss): recorded, and kept for compile()'s guard.
   RecompileCause cause;
@@ -386,6 +433,10 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     n->data = std::make_shared<DeviceData>();
     n->data->sharding = exe.output_shardings[j];
     n->data->sharding_source = "propagated";
+    if (j < drivers.size()) {
+      n->data->layout_from_loc = drivers[j].loc;
+      n->data->layout_from = drivers[j].from;
+    }
     n->data->device = results[j];
     n->name = t->name;
     n->created = t->node->loc;

@@ -216,17 +216,35 @@ bool InputCause(const Compared& c, RecompileCause* cause) {
       break;
     default:
       cause->kind = "input_sharding_changed";
-      cause->loc = now.sharding_loc.known() ? now.sharding_loc : now.created;
-      cause->detail = absl::StrCat("input ", describe(first),
-                                   now.sharding_loc.known() ? absl::StrCat(" (mark_sharding at ", At(now.sharding_loc), ")")
-                                                            : absl::StrCat(" (created at ", At(now.created), ")"));
+      if (now.sharding_loc.known()) {
+        cause->loc = now.sharding_loc;
+        cause->detail = absl::StrCat("input ", describe(first), " (mark_sharding at ", At(now.sharding_loc), ")");
+      } else if (now.layout_from_loc.known()) {
+        // Not annotated itself: its layout was propagated from an annotation,
+        // which is the line to change (or mark_sharding this input too).
+        cause->loc = now.layout_from_loc;
+        const bool same_file = now.created.file == now.layout_from_loc.file;
+        cause->detail = absl::StrCat(
+            "input ", describe(first), " (layout from the mark_sharding",
+            now.layout_from.empty() ? "" : absl::StrCat(" of ", now.layout_from), " at ", At(now.layout_from_loc),
+            "; made at ", same_file ? absl::StrCat(":", now.created.line) : At(now.created),
+            now.created.via.empty() ? "" : absl::StrCat(" in ", now.created.via), ")");
+      } else {
+        cause->loc = now.created;
+        cause->detail = absl::StrCat("input ", describe(first), " (created at ", At(now.created), ")");
+      }
       break;
   }
   if (sorted.size() > 1) {
-    absl::StrAppend(&cause->detail, "; also ");
-    for (size_t k = 1; k < sorted.size() && k < 3; ++k)
-      absl::StrAppend(&cause->detail, k > 1 ? ", " : "", describe(sorted[k]));
-    if (sorted.size() > 3) absl::StrAppend(&cause->detail, " and ", sorted.size() - 3, " more inputs");
+    // The others in full while the detail stays short (layouts print long), else by name.
+    std::string also = "; also ", names = "; also ";
+    for (size_t k = 1; k < sorted.size() && k < 3; ++k) {
+      absl::StrAppend(&also, k > 1 ? ", " : "", describe(sorted[k]));
+      absl::StrAppend(&names, k > 1 ? ", " : "", InputName((*c.inputs)[sorted[k].new_param], sorted[k].new_param));
+    }
+    if (cause->detail.size() + also.size() > 200) also = names + (sorted.size() > 3 ? "" : " changed too");
+    if (sorted.size() > 3) absl::StrAppend(&also, " and ", sorted.size() - 3, " more inputs");
+    absl::StrAppend(&cause->detail, also);
   }
   return true;
 }

@@ -58,6 +58,11 @@ struct DeviceData {
   Sharding sharding;
   std::string sharding_source = "default";       // annotated | propagated | default
   SourceLoc sharding_loc;
+  // A propagated layout's driver: the mark_sharding whose layout propagation
+  // carried here, and what it annotated (a tensor's name, or "" for a value
+  // constrained inside the step).
+  SourceLoc layout_from_loc;
+  std::string layout_from;
 };
 
 // One node of the pending graph: an IR op with operands, or device data.

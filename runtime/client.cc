@@ -6,7 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <thread>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -35,6 +37,41 @@ trace::GraphRecord GraphRecordOf(const Executable& exe, const std::string& call_
   return g;
 }
 
+namespace {
+
+// Each output's layout followed back along propagation (each decision's
+// `from`) to where it started: a parameter, or a value the user constrained.
+std::vector<LayoutOrigin> OutputLayoutOrigins(const compiler::Module& m, const compiler::SpmdResult& spmd) {
+  std::unordered_map<int64_t, const compiler::ShardingDecision*> decision;
+  for (const auto& d : spmd.decisions) decision[d.instruction_id] = &d;
+  std::unordered_map<int64_t, const compiler::Instruction*> by_id;
+  for (const auto& i : m.instructions()) by_id[i->id] = i.get();
+  std::vector<LayoutOrigin> origins;
+  for (const compiler::Instruction* out : m.outputs()) {
+    LayoutOrigin o;
+    int64_t at = out->id;
+    std::set<int64_t> seen;
+    while (seen.insert(at).second) {
+      auto d = decision.find(at);
+      if (d == decision.end() || d->second->source != "propagated" || d->second->from < 0) break;
+      at = d->second->from;
+    }
+    auto d = decision.find(at);
+    auto i = by_id.find(at);
+    if (d != decision.end() && d->second->source == "annotated" && i != by_id.end()) {
+      if (i->second->op == compiler::Opcode::kParameter) {
+        o.param_index = i->second->param_index;
+      } else if (i->second->sharding) {
+        o.loc = i->second->loc;
+        o.sharding = i->second->sharding->ToString();
+      }
+    }
+    origins.push_back(std::move(o));
+  }
+  return origins;
+}
+
+}  // namespace
 
 const char* CacheOutcomeName(CacheOutcome c) {
   switch (c) {
@@ -129,6 +166,7 @@ absl::StatusOr<CompileResult> Client::Compile(const compiler::Module& global) {
     exe->param_shardings = spmd->param_shardings;
     exe->output_shardings = spmd->output_shardings;
     exe->sharding = ShardingRows(*simplified, *spmd);
+    exe->output_layout_origins = OutputLayoutOrigins(*simplified, *spmd);
     exe->rematerializations = std::move(spmd->rematerializations);
     exe->moved_values = std::move(spmd->moved_values);
     exe->program = std::move(spmd->local);

@@ -30,6 +30,18 @@
 namespace shardscope::runtime {
 
 enum class CacheOutcome { kMiss, kMemoryHit, kDiskHit };
+
+// Where an output's layout came from when propagation carried it there: a
+// parameter's layout, or a value the user constrained (made at `loc`, with
+// `sharding`). A layout that changes a later step's input is then blamed on
+// the annotation that set it, not on the op that made the value.
+struct LayoutOrigin {
+  int64_t param_index = -1;   // the global parameter, or -1
+  compiler::SourceLoc loc;    // the constrained value (param_index < 0)
+  std::string sharding;       // its constraint, as printed
+  bool known() const { return param_index >= 0 || loc.known(); }
+};
+
 const char* CacheOutcomeName(CacheOutcome c);  // miss | memory_hit | disk_hit
 
 struct Executable {
@@ -43,6 +55,7 @@ struct Executable {
   trace::ShardingRecord sharding;
   std::vector<compiler::Rematerialization> rematerializations;
   std::vector<std::pair<int64_t, int64_t>> moved_values;  // (collective in `program`, global value it moves)
+  std::vector<LayoutOrigin> output_layout_origins;         // per output; empty from an older disk entry
   std::string ir_before, ir_after;
   compiler::MemoryPlan memory;    // per device: peak, and what is live there
   double flops = 0;               // per device, one run

@@ -185,6 +185,11 @@ absl::StatusOr<std::shared_ptr<Executable>> Decode(absl::string_view body) {
     }
   for (const auto& m : j.at("moved_values"))
     exe->moved_values.push_back({m.at(0).get<int64_t>(), m.at(1).get<int64_t>()});
+  if (j.contains("layout_origins"))  // entries written before it have none: nothing is blamed through them
+    for (const auto& o : j.at("layout_origins"))
+      exe->output_layout_origins.push_back({o.at(0).get<int64_t>(),
+                                            compiler::SourceLoc{o.at(1).get<std::string>(), o.at(2).get<int>(), ""},
+                                            o.at(3).get<std::string>()});
   for (const auto& d : j.at("decisions"))
     exe->sharding.decisions.push_back({d.at(0).get<int64_t>(), d.at(1).get<std::string>(),
                                        d.at(2).get<std::string>(), d.at(3).get<std::string>(),
@@ -329,6 +334,9 @@ absl::Status CompileCache::Store(const std::string& key, const Executable& exe) 
   j["output_shardings"] = json::array();
   for (const Sharding& s : exe.output_shardings) j["output_shardings"].push_back(s.ToString());
   j["moved_values"] = exe.moved_values;
+  j["layout_origins"] = json::array();
+  for (const auto& o : exe.output_layout_origins)
+    j["layout_origins"].push_back({o.param_index, o.loc.file, o.loc.line, o.sharding});
   j["decisions"] = json::array();
   for (const auto& d : exe.sharding.decisions)
     j["decisions"].push_back(

@@ -442,7 +442,10 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
     }
     const std::map<std::string, std::string> advice = {
         {"input_dtype_changed", "an input's dtype changed: convert it once where it is made, so every step sees one dtype"},
-        {"input_sharding_changed", "an input's layout changed: give mark_sharding one spec for it on every step"},
+        {"input_sharding_changed",
+         "an input's layout changed: give mark_sharding one spec for it on every step (a layout propagated from "
+         "another tensor's mark_sharding changes with it: set that annotation before the first step, or annotate "
+         "this input too)"},
         {"graph_changed/ops_changed",
          "the computation changed (a branch on the host, an op replaced): if it depends on a value read back, "
          "compute both sides and select with where(); otherwise it is one compilation per variant"},

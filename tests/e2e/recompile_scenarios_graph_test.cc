@@ -385,6 +385,8 @@ TEST(RecompileScenarios, Constraint_ActivationConstraintAdded) {
 // over 'model' (propagated from the constraint), so step 3 compiles once more
 // for the new layout of an input made by opt.step(); step 3 in turn hands
 // l1's parameters back split, and step 4 compiles again; then it is steady.
+// Steps 3 and 4 are blamed on the constraint whose layout propagated (step 4
+// through l2.weight's layout, carried over a step), not on opt.step().
 TEST(RecompileScenarios, Constraint_ActivationConstraintChangedOnTwoByTwoMesh) {
   int at_constraint = 0, at_opt = 0, at_step = 0;
   Recorded r = Record("constraint_changed", 4, [&] {
@@ -406,8 +408,10 @@ TEST(RecompileScenarios, Constraint_ActivationConstraintChangedOnTwoByTwoMesh) {
   ExpectMisses(r, kFile,
                {{0, "first_compile", "", at_step},
                 {2, "graph_changed", "constraint_changed", at_constraint},
-                {3, "input_sharding_changed", "", at_opt, {"l2.weight", "replicated"}},
-                {4, "input_sharding_changed", "", at_opt, {"l1.weight", "replicated"}}});
+                {3, "input_sharding_changed", "", at_constraint,
+                 {"l2.weight", "replicated", "layout from the mark_sharding at", absl::StrCat("made at :", at_opt)}},
+                {4, "input_sharding_changed", "", at_constraint,
+                 {"l1.weight", "replicated", "layout from the mark_sharding at", "also l1.bias"}}});
 }
 
 // The constraint on the attention output is removed at step 3.

@@ -130,6 +130,13 @@ TEST(CompileCacheTest, ASecondClientCompilesNothing) {
   EXPECT_EQ(compiler::PrintModule(*b->executable->program), compiler::PrintModule(*a->executable->program));
   EXPECT_EQ(b->executable->param_shardings, a->executable->param_shardings);
   EXPECT_EQ(b->executable->sharding.decisions.size(), a->executable->sharding.decisions.size());
+  // Where each output's layout came from survives the disk: the row sum's is its input's.
+  const auto& origins = a->executable->output_layout_origins;
+  ASSERT_EQ(origins.size(), 1u);
+  EXPECT_EQ(origins[0].param_index, 0);
+  ASSERT_EQ(b->executable->output_layout_origins.size(), origins.size());
+  EXPECT_EQ(b->executable->output_layout_origins[0].param_index, origins[0].param_index);
+  EXPECT_EQ(b->executable->output_layout_origins[0].loc.line, origins[0].loc.line);
   EXPECT_EQ(RunOnce(*second, *b), RunOnce(*first, *a));
   // Within the process, the memory cache answers first.
   auto again = second->Compile(*RowSum());
