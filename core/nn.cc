@@ -217,8 +217,8 @@ Tensor AvgPool2d::operator()(const Tensor& x, std::source_location loc) const {
   return avg_pool2d(x, kernel, stride, padding, loc);
 }
 
-Dropout::Dropout(double prob, std::string name, uint64_t seed)
-    : Module(name), p(prob), generator(seed ^ std::hash<std::string>{}(name), name + ".rng") {}
+Dropout::Dropout(double prob, std::string name, uint64_t seed, std::source_location loc)
+    : Module(name), p(prob), generator(seed ^ std::hash<std::string>{}(name), name + ".rng", loc) {}
 
 Tensor Dropout::operator()(const Tensor& x, std::source_location loc) {
   internal::LibraryCall call("nn::Dropout", loc);

@@ -154,7 +154,8 @@ class AvgPool2d : public Module {
 // without recompiling. The identity when not `training`.
 class Dropout : public Module {
  public:
-  explicit Dropout(double p, std::string name = "dropout", uint64_t seed = 0);
+  explicit Dropout(double p, std::string name = "dropout", uint64_t seed = 0,
+                   std::source_location loc = std::source_location::current());
   Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current());
   std::vector<Tensor*> parameters() override { return {}; }
   std::vector<Tensor*> buffers() override { return {&generator.state()}; }

@@ -227,12 +227,14 @@ Tensor global_avg_pool2d(const Tensor& x, std::source_location sl) {
 
 // ---------------------------------------------------------------- dropout
 
-Generator::Generator(uint64_t seed, std::string name) : name_(std::move(name)) { manual_seed(seed); }
+Generator::Generator(uint64_t seed, std::string name, std::source_location loc) : name_(std::move(name)) {
+  manual_seed(seed, loc);
+}
 
-void Generator::manual_seed(uint64_t seed) {
+void Generator::manual_seed(uint64_t seed, std::source_location loc) {
   Literal s(Shape(DType::kI64, {2}));
   s.as<int64_t>()[0] = static_cast<int64_t>(seed);
-  state_ = Tensor::from_host(std::move(s), name_ + ".state");
+  state_ = Tensor::from_host(std::move(s), name_ + ".state", loc);
 }
 
 Tensor Generator::next(std::source_location sl) {
@@ -249,15 +251,15 @@ Tensor Generator::next(std::source_location sl) {
   return current;
 }
 
-Generator& default_generator() {
-  static Generator* g = new Generator(0, "rng");  // never destroyed: tensors may outlive main
+Generator& default_generator(std::source_location loc) {
+  static Generator* g = new Generator(0, "rng", loc);  // never destroyed: tensors may outlive main
   return *g;
 }
 
-void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+void manual_seed(uint64_t seed, std::source_location loc) { default_generator(loc).manual_seed(seed, loc); }
 
 Tensor dropout(const Tensor& x, double p, bool training, std::source_location sl) {
-  return dropout(x, p, training, default_generator(), sl);
+  return dropout(x, p, training, default_generator(sl), sl);
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen, std::source_location sl) {

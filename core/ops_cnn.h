@@ -40,9 +40,11 @@ Tensor global_avg_pool2d(const Tensor& x, std::source_location loc = std::source
 // recompiles nor moves anything from the host.
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0, std::string name = "rng");
+  // `loc`: the user's line its state is said to be made at (never the library's).
+  explicit Generator(uint64_t seed = 0, std::string name = "rng",
+                     std::source_location loc = std::source_location::current());
   // Restarts the stream at {seed, 0}.
-  void manual_seed(uint64_t seed);
+  void manual_seed(uint64_t seed, std::source_location loc = std::source_location::current());
   // The state for one draw; the generator moves on to the next.
   Tensor next(std::source_location loc = std::source_location::current());
   // The state itself, e.g. for a checkpoint.
@@ -53,9 +55,10 @@ class Generator {
   Tensor state_;
 };
 
-// The process-wide generator that dropout() uses when given none.
-Generator& default_generator();
-void manual_seed(uint64_t seed);
+// The process-wide generator that dropout() uses when given none (made at
+// the first caller's line).
+Generator& default_generator(std::source_location loc = std::source_location::current());
+void manual_seed(uint64_t seed, std::source_location loc = std::source_location::current());
 
 // Zeroes each element with probability p and scales the rest by 1 / (1 - p)
 // while training; the identity otherwise (or when p == 0).

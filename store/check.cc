@@ -237,9 +237,10 @@ CheckReport CheckDatabase(const std::string& path) {
   c.Each("SELECT run_id, status, schema_version, ended_at_ns IS NULL FROM runs", [&](sqlite3_stmt* s) {
     int64_t run = sqlite3_column_int64(s, 0);
     std::string status = Text(s, 1);
-    if (status != "running" && status != "finished" && status != "incomplete" && status != "hang detected")
+    if (status != "running" && status != "finished" && status != "incomplete" && status != "hang detected" &&
+        status != "interrupted")
       r.problems.push_back(absl::StrCat("run ", run, " has status '", status,
-                                        "' (expected running, finished, incomplete or hang detected)"));
+                                        "' (expected running, finished, incomplete, hang detected or interrupted)"));
     int64_t v = sqlite3_column_int64(s, 2);
     if (v < 1 || v > kSchemaVersion)
       r.problems.push_back(absl::StrCat("run ", run, " says schema version ", v, " (this file is version ", version, ")"));

@@ -86,10 +86,13 @@ std::optional<bool> ProcessAlive(const ProcessIdentity& who) {
 std::string RunState::Describe() const {
   // A run its hang detector ended stopped on purpose: said so, its note (the detector's sentence) after.
   std::string s = status == "hang detected" ? "ended by the hang detector" : status;
-  if (status == "running" || status == "ended abnormally" || status == "hang detected") {
+  // "interrupted by SIGINT (Ctrl-C) after step 8": the note names the signal.
+  const bool by_signal = status == "interrupted" && !detail.empty();
+  if (by_signal) absl::StrAppend(&s, " by ", detail);
+  if (status == "running" || EndedEarly()) {
     absl::StrAppend(&s, last_step ? absl::StrCat(" after step ", *last_step) : std::string(" before any step"));
   }
-  if (!detail.empty()) absl::StrAppend(&s, ": ", detail);
+  if (!detail.empty() && !by_signal) absl::StrAppend(&s, ": ", detail);
   return s;
 }
 

@@ -24,8 +24,9 @@ inline constexpr int64_t kHeartbeatStaleNs = 60'000'000'000;
 struct RunState {
   int64_t run_id = 0;
   // running | finished | incomplete | hang detected (the runtime's hang
-  // detector ended it: a chip stopped) | ended abnormally (any other stored
-  // value is passed on as it is).
+  // detector ended it: a chip stopped) | interrupted (SIGINT, SIGTERM or
+  // SIGHUP ended it, its records written) | ended abnormally (any other
+  // stored value is passed on as it is).
   std::string status;
   std::string stored_status;          // runs.status as written
   std::optional<int64_t> last_step;   // the last step whose row reached the file
@@ -34,8 +35,10 @@ struct RunState {
   // One line: "ended abnormally after step 7: its writer (pid 4242 on host h) is gone",
   // "ended by the hang detector after step 4: hang detected at step 5: chip 2 (host 0) stopped responding; ...".
   std::string Describe() const;
-  // It ended before its last step: a hang detected, or its writer gone.
-  bool EndedEarly() const { return status == "ended abnormally" || status == "hang detected"; }
+  // It ended before its last step: a hang detected, a signal, or its writer gone.
+  bool EndedEarly() const {
+    return status == "ended abnormally" || status == "hang detected" || status == "interrupted";
+  }
 };
 
 // The state of one run (NotFound when the file has no such run), or of all.

@@ -4,6 +4,7 @@
 // per run cheap.
 #include "store/writer.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -1370,9 +1371,74 @@ void OnTerminate() {
   std::abort();
 }
 
+// Ctrl-C, `kill`, a closed terminal: the run ends as 'interrupted' with all
+// it recorded, then the signal takes its default course (the exit status
+// says so). The handler only writes the signal to a pipe, as a handler may
+// not lock or allocate where the signal found the program; a thread of ours
+// ends the runs. A second signal, or one in a forked child, acts at once.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+int g_stop_pipe[2] = {-1, -1};
+pid_t g_stop_owner = 0;
+std::atomic<bool> g_stopping{false};
+
+extern "C" void OnStopSignal(int sig) {
+  const int saved = errno;
+  if (getpid() != g_stop_owner || g_stopping.exchange(true)) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+  const unsigned char b = static_cast<unsigned char>(sig);
+  if (write(g_stop_pipe[1], &b, 1) != 1) {
+    signal(sig, SIG_DFL);
+    raise(sig);
+  }
+  errno = saved;
+}
+
+const char* StopSignalText(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT (Ctrl-C)";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP (its terminal closed)";
+  }
+  return "a signal";
+}
+
+void WatchStopSignals() {
+  unsigned char b = 0;
+  ssize_t n;
+  while ((n = read(g_stop_pipe[0], &b, 1)) < 0 && errno == EINTR) {
+  }
+  if (n != 1) return;
+  const int sig = b;
+  if (!g_flushed_for_death.exchange(true))
+    for (auto& slot : g_live_writers)
+      if (Writer* w = slot.load())
+        w->EndRunInterruptedWithin(StopSignalText(sig), std::chrono::seconds(3));
+  signal(sig, SIG_DFL);
+  kill(getpid(), sig);
+}
+
+void InstallStopHandlers() {
+  if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) return;
+  g_stop_owner = getpid();
+  bool any = false;
+  for (int sig : kStopSignals) {
+    struct sigaction now {};
+    if (sigaction(sig, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) continue;  // the program's own, or ignored
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    any |= sigaction(sig, &sa, nullptr) == 0;
+  }
+  if (any) std::thread(WatchStopSignals).detach();
+}
+
 void InstallDeathHandlers() {
   static std::once_flag once;
   std::call_once(once, [] {
+    InstallStopHandlers();
     std::atexit([] { FlushLiveWriters(std::chrono::milliseconds(5000)); });
     g_previous_terminate = std::set_terminate(OnTerminate);
     for (size_t i = 0; i < std::size(kDeathSignals); ++i) {
@@ -1398,7 +1464,14 @@ Writer::Writer(std::string path, std::unique_ptr<Db> db, WriterOptions options)
   }
 }
 
-bool Writer::FlushWithin(std::chrono::milliseconds budget) {
+bool Writer::FlushWithin(std::chrono::milliseconds budget) { return PushWithin(FlushMark{}, budget); }
+
+bool Writer::EndRunInterruptedWithin(std::string note, std::chrono::milliseconds budget) {
+  if (run_id_.load() == 0) return FlushWithin(budget);
+  return PushWithin(RunEnd{UnixNowNs(), "interrupted", std::move(note)}, budget);
+}
+
+bool Writer::PushWithin(Item item, std::chrono::milliseconds budget) {
   if (getpid() != owner_pid_) return false;  // a forked child: the writer thread is the parent's
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + budget;
@@ -1408,7 +1481,7 @@ bool Writer::FlushWithin(std::chrono::milliseconds budget) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (stop_) return true;
-  queue_.push_back(FlushMark{});
+  queue_.push_back(std::move(item));
   const uint64_t seq = ++enqueued_;
   ++waiters_;  // no lingering for a fuller batch
   l.unlock();

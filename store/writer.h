@@ -132,6 +132,11 @@ class Writer : public trace::Recorder {
   // exit() or faults a few ms after its last step keeps its steps. False when
   // the budget ran out (the writer stuck, or the crash on its own thread).
   bool FlushWithin(std::chrono::milliseconds budget);
+  // Ends the current run as 'interrupted' (`note`: the signal) within
+  // `budget`, everything queued before it written: for the handler of
+  // SIGINT, SIGTERM and SIGHUP (installed with the first writer where the
+  // program left them at their defaults). False when the budget ran out.
+  bool EndRunInterruptedWithin(std::string note, std::chrono::milliseconds budget);
   // Ends the current run as its hang detector ended it (status 'hang
   // detected'), `message` (the detector's sentence) as its note in
   // run_writers: a run stopped on purpose, not a writer that went away.
@@ -198,6 +203,7 @@ class Writer : public trace::Recorder {
   uint64_t enqueued_ = 0;  // sequence number of the last queued item
   uint64_t written_ = 0;   // sequence number of the last committed item
   std::atomic<uint64_t> written_seen_{0};  // written_, for FlushWithin to poll without the lock
+  bool PushWithin(Item item, std::chrono::milliseconds budget);
   pid_t owner_pid_ = 0;  // a forked child has no writer thread: its exit must not wait for one
   int waiters_ = 0;        // threads blocked in WaitWritten
   bool stop_ = false;

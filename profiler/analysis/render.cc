@@ -33,7 +33,9 @@ std::string Title(const RunReport& r) {
 std::string StatusText(const RunHeader& h) {
   std::string s = absl::StrCat("started ", Printable(h.started_at), ", ",
                                Printable(h.status_detail.empty() ? h.status : h.status_detail));
-  if (h.duration_ns) absl::StrAppend(&s, " after ", FormatNs(*h.duration_ns), " (host)");
+  if (h.duration_ns)  // an early end's text already says after which step
+    absl::StrAppend(&s, h.status == "finished" || h.status == "incomplete" ? " after " : ", ran for ",
+                    FormatNs(*h.duration_ns), " (host)");
   if (!h.sharding.empty()) absl::StrAppend(&s, ", sharding ", Printable(h.sharding));
   if (h.imported)
     absl::StrAppend(&s, "; imported from another tool's trace (shardscope import): timelines and steps only, no IR,"

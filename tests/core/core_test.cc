@@ -1371,6 +1371,21 @@ TEST_F(RecompileTest, ChangingDropoutProbabilityNeverRecompiles) {
 // was never cut: each step's graph replayed every earlier update (13, 37,
 // 61, ... ops) and recompiled, blamed on the backward line. Its tensors are
 // adopted by Init now; so are the values a model keeps across a Shutdown.
+// A generator's state is an input of every step that draws from it: its
+// "made at" is the user's line (a Dropout's, a manual_seed's), never the
+// library's, so a cause or the sharding view that names it points at the user.
+TEST(SourceLines, ADropoutsGeneratorStateIsMadeAtTheUsersLine) {
+  const int made = __LINE__ + 1;
+  nn::Dropout drop(0.1, "drop");
+  EXPECT_EQ(drop.generator.state().node()->created.file, kFile);
+  EXPECT_EQ(drop.generator.state().node()->created.line, made);
+  const int seeded = __LINE__ + 1;
+  drop.generator.manual_seed(7);
+  EXPECT_EQ(drop.generator.state().node()->created.line, seeded);
+  Generator own(3, "own"); const int own_line = __LINE__;
+  EXPECT_EQ(own.state().node()->created.line, own_line);
+}
+
 TEST(OrphanTensors, AModelBuiltBeforeInitCompilesOnce) {
   Shutdown();
   CompileRecorder rec;

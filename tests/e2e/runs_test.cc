@@ -57,5 +57,64 @@ TEST(RunsE2e, ListsFinishedAndKilledRuns) {
   EXPECT_EQ(usage.code, 2) << usage.text;
 }
 
+// Starts `shardscope run mlp` for a long time in a child whose stop signals
+// are as a terminal leaves them (`ignore_int`: SIGINT ignored, as for a
+// background job of a script), and waits for three steps to reach the file.
+pid_t StartLongRun(const std::string& db, bool ignore_int = false) {
+  const pid_t child = fork();
+  if (child == 0) {
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) signal(sig, SIG_DFL);
+    if (ignore_int) signal(SIGINT, SIG_IGN);
+    execl(SHARDSCOPE_CLI_BINARY, SHARDSCOPE_CLI_BINARY, "run", "mlp", "--steps", "1000000", "--quiet", "--db",
+          db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int k = 0; k < 600 && child > 0; ++k) {  // the file may not be there yet, nor its tables
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    e2e::Output n = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " query ", db,
+                                            " 'SELECT COUNT(*) >= 3 AS ok FROM steps' 2>/dev/null"));
+    if (n.code == 0 && absl::StrContains(n.text, "\n1")) break;
+  }
+  return child;
+}
+
+// Ctrl-C or `kill` ends the run as interrupted, every step it recorded kept,
+// and the process still dies of the signal (its exit status says so).
+TEST(RunsE2e, AStopSignalEndsTheRunAsInterrupted) {
+  for (const auto& [sig, name] : {std::pair{SIGINT, "SIGINT (Ctrl-C)"}, std::pair{SIGTERM, "SIGTERM"}}) {
+    SCOPED_TRACE(name);
+    const std::string db = e2e::TempDb(absl::StrCat("runs_signal_", sig));
+    const pid_t child = StartLongRun(db);
+    ASSERT_GT(child, 0);
+    kill(child, sig);
+    int status = 0;
+    waitpid(child, &status, 0);
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    auto run = e2e::Q(db, "SELECT status, (SELECT max(step) FROM steps) AS last FROM runs");
+    EXPECT_EQ(run.Text(0, "status"), "interrupted");
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db));
+    EXPECT_TRUE(absl::StrContains(o.text, absl::StrCat("interrupted by ", name, " after step ", run.Text(0, "last"))))
+        << o.text;
+    e2e::Output check = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " check ", db));
+    EXPECT_EQ(check.code, 0) << check.text;
+    e2e::Output report = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db));
+    EXPECT_EQ(report.code, 0) << report.text;
+    EXPECT_TRUE(absl::StrContains(report.text, absl::StrCat("Verdict: interrupted by ", name))) << report.text;
+  }
+}
+
+// A program that ignores SIGINT (a script's background job) keeps ignoring it.
+TEST(RunsE2e, AnIgnoredSignalStaysIgnored) {
+  const std::string db = e2e::TempDb("runs_signal_ignored");
+  const pid_t child = StartLongRun(db, /*ignore_int=*/true);
+  ASSERT_GT(child, 0);
+  kill(child, SIGINT);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0) << "the run stopped on an ignored SIGINT";
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+}
+
 }  // namespace
 }  // namespace shardscope
