@@ -373,17 +373,24 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                       " recorded (a kernel's launch grid and block, after its op's input dims when recorded with"
                       " record_shapes), else by size (copies, collectives)");
 
-  auto sha = ReadShardings(ra, run_a);
-  if (!sha.ok()) return context(ra, "tensors", sha.status());
-  auto shb = ReadShardings(rb, run_b);
-  if (!shb.ok()) return context(rb, "tensors", shb.status());
-  for (const auto& [name, s] : *sha) {
-    auto it = shb->find(name);
-    if (it == shb->end()) c.sharding.push_back({name, s, ""});
-    else if (it->second != s) c.sharding.push_back({name, s, it->second});
+  // An imported trace records no tensors: every tensor of the other side would
+  // read as added or removed, which says nothing about either run.
+  if (c.a.imported || c.b.imported) {
+    c.sharding_not_compared = absl::StrCat(c.a.imported && c.b.imported ? "both are" : c.a.imported ? "A is" : "B is",
+                                           " an imported trace, which records no sharding");
+  } else {
+    auto sha = ReadShardings(ra, run_a);
+    if (!sha.ok()) return context(ra, "tensors", sha.status());
+    auto shb = ReadShardings(rb, run_b);
+    if (!shb.ok()) return context(rb, "tensors", shb.status());
+    for (const auto& [name, s] : *sha) {
+      auto it = shb->find(name);
+      if (it == shb->end()) c.sharding.push_back({name, s, ""});
+      else if (it->second != s) c.sharding.push_back({name, s, it->second});
+    }
+    for (const auto& [name, s] : *shb)
+      if (!sha->count(name)) c.sharding.push_back({name, "", s});
   }
-  for (const auto& [name, s] : *shb)
-    if (!sha->count(name)) c.sharding.push_back({name, "", s});
 
   c.verdict = ComparisonVerdict(c);
   return c;
