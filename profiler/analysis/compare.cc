@@ -328,6 +328,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
         absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample,
                      ": different workloads, so their ops are added and removed rather than compared,"
                      " and the step times are two programs'"));
+  // Each run's modeled clock is laid out for its own chip profile: a modeled
+  // difference between two profiles is the chips', not the program's.
+  const auto known = [](const std::string& p) { return !p.empty() && p != "none"; };
+  if (known(c.a.profile) && known(c.b.profile) && c.a.profile != c.b.profile)
+    c.notes.push_back(absl::StrCat("A is modeled for the ", c.a.profile, " profile and B for ", c.b.profile,
+                                   ": the modeled clock compares the two chips as much as the two runs"));
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;

@@ -209,6 +209,22 @@ TEST_F(DiffE2e, ARunThatDidNotFinishIsSaidToBeSo) {
   }
 }
 
+// A run modeled for h100 against one modeled for this machine's cpu profile
+// read "B is faster: modeled step" with no word that the chips differ.
+TEST_F(DiffE2e, TwoChipProfilesAreSaidToBe) {
+  const std::string h100 = e2e::TempDb("diff_h100");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("run mlp --steps 3 --mesh 2x2 --profile h100 --quiet --db ", h100))).code, 0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", h100, " --runs 1,1 --format json"))));
+  bool said = false;
+  for (const json& n : j["notes"])
+    said |= n.get<std::string>() ==
+            "A is modeled for the cpu profile and B for h100: the modeled clock compares the two chips as much as the"
+            " two runs";
+  EXPECT_TRUE(said) << j["notes"].dump();
+  for (const json& n : Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --format json"))))["notes"])
+    EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "profile")) << n;
+}
+
 // An imported trace records no tensors: every tensor of the recorded run was
 // listed as a sharding change ("-" against its layout). Now: not compared, and why.
 TEST_F(DiffE2e, ShardingIsNotComparedAgainstAnImportedTrace) {
