@@ -106,6 +106,21 @@ struct Lane {
   int64_t pid = 0, tid = 0;
 };
 
+// The export is renamed over OUT: were OUT the database itself (by name, a
+// link or a hard link) or one of its side files, the run would be destroyed.
+absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
+  struct stat o;
+  if (stat(out.c_str(), &o) != 0) return absl::OkStatus();  // a new file
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
+    const std::string side = db + suffix;
+    struct stat d;
+    if (stat(side.c_str(), &d) == 0 && d.st_dev == o.st_dev && d.st_ino == o.st_ino)
+      return absl::InvalidArgumentError(absl::StrCat("cannot write ", out, ": it is ", side,
+                                                     ", the database being exported; name another file"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path) {
@@ -118,6 +133,7 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
       " WHERE run_id = ?1 ORDER BY track_id",
       {run});
   if (!tracks.ok()) return tracks.status();
+  if (absl::Status st = NotTheDatabase(rd.path(), path); !st.ok()) return st;
   auto out = Out::Open(path);
   if (!out.ok()) return out.status();
   ChromeExportStats stats;

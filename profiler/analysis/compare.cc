@@ -328,6 +328,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
         absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample,
                      ": different workloads, so their ops are added and removed rather than compared,"
                      " and the step times are two programs'"));
+  // Each run's modeled clock is laid out for its own chip profile: a modeled
+  // difference between two profiles is the chips', not the program's.
+  const auto known = [](const std::string& p) { return !p.empty() && p != "none"; };
+  if (known(c.a.profile) && known(c.b.profile) && c.a.profile != c.b.profile)
+    c.notes.push_back(absl::StrCat("A is modeled for the ", c.a.profile, " profile and B for ", c.b.profile,
+                                   ": the modeled clock compares the two chips as much as the two runs"));
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;
@@ -373,17 +379,24 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                       " recorded (a kernel's launch grid and block, after its op's input dims when recorded with"
                       " record_shapes), else by size (copies, collectives)");
 
-  auto sha = ReadShardings(ra, run_a);
-  if (!sha.ok()) return context(ra, "tensors", sha.status());
-  auto shb = ReadShardings(rb, run_b);
-  if (!shb.ok()) return context(rb, "tensors", shb.status());
-  for (const auto& [name, s] : *sha) {
-    auto it = shb->find(name);
-    if (it == shb->end()) c.sharding.push_back({name, s, ""});
-    else if (it->second != s) c.sharding.push_back({name, s, it->second});
+  // An imported trace records no tensors: every tensor of the other side would
+  // read as added or removed, which says nothing about either run.
+  if (c.a.imported || c.b.imported) {
+    c.sharding_not_compared = absl::StrCat(c.a.imported && c.b.imported ? "both are" : c.a.imported ? "A is" : "B is",
+                                           " an imported trace, which records no sharding");
+  } else {
+    auto sha = ReadShardings(ra, run_a);
+    if (!sha.ok()) return context(ra, "tensors", sha.status());
+    auto shb = ReadShardings(rb, run_b);
+    if (!shb.ok()) return context(rb, "tensors", shb.status());
+    for (const auto& [name, s] : *sha) {
+      auto it = shb->find(name);
+      if (it == shb->end()) c.sharding.push_back({name, s, ""});
+      else if (it->second != s) c.sharding.push_back({name, s, it->second});
+    }
+    for (const auto& [name, s] : *shb)
+      if (!sha->count(name)) c.sharding.push_back({name, "", s});
   }
-  for (const auto& [name, s] : *shb)
-    if (!sha->count(name)) c.sharding.push_back({name, "", s});
 
   c.verdict = ComparisonVerdict(c);
   return c;

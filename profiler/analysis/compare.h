@@ -85,6 +85,7 @@ struct RunComparison {
   std::vector<OpDelta> ops;             // changed first, by |difference|; then unchanged
   int64_t counts[5] = {0, 0, 0, 0, 0};  // ops per Change
   std::vector<ShardingChange> sharding; // tensors whose sharding differs (or exist on one side only)
+  std::string sharding_not_compared;    // why not ("": compared), e.g. a side is an imported trace
   std::vector<std::string> notes;       // what limits the comparison, in words
   std::string verdict;                  // one line
 

@@ -21,6 +21,14 @@ std::string Rel(double diff, double base) {
   return base > 0 ? absl::StrFormat("%+.1f%%", 100 * diff / base) : std::string("-");
 }
 
+// A run that did not finish is compared on the steps it stored: said beside its name.
+std::string StatusWords(const std::string& status) {
+  if (status.empty() || status == "finished") return "";
+  if (status == "running") return ", still running";
+  if (status == "hang detected") return ", ended by the hang detector";
+  return absl::StrCat(", ", Printable(status));
+}
+
 std::string RunLine(const RunHeader& h) {
   // An imported trace has no mesh or chip profile: only what it has is said.
   return absl::StrCat(Printable(h.db_path), " run ", h.run_id, " (", Printable(h.sample),
@@ -30,12 +38,12 @@ std::string RunLine(const RunHeader& h) {
                       h.imported ? ", imported" : "",
                       h.simulated ? ", simulated" : "",
                       // Its timeline is not the machine's own: a difference may be the faults'.
-                      h.faults_injected ? ", faults injected (runs.config_json)" : "", ")");
+                      h.faults_injected ? ", faults injected (runs.config_json)" : "", StatusWords(h.status), ")");
 }
 
 std::string SpreadCell(const Spread& s) {
   if (s.n == 0) return "-";
-  return absl::StrCat(Ns(s.median), " (", Ns(s.p10), "-", Ns(s.p90), ", ", s.n, " steps)");
+  return absl::StrCat(Ns(s.median), " (", Ns(s.p10), "-", Ns(s.p90), ", ", Plural(s.n, "step", "steps"), ")");
 }
 
 std::string NoiseCell(const Delta& d) {
@@ -182,7 +190,9 @@ std::string RenderComparisonText(const RunComparison& c) {
     absl::StrAppend(&out, AlignTable(OpRows(c, kTopOps), "  "));
     if (Changed(c) > kTopOps) absl::StrAppend(&out, "  ... ", Changed(c) - kTopOps, " more changed (--format json lists every op)\n");
   }
-  if (!c.sharding.empty()) {
+  if (!c.sharding_not_compared.empty()) {
+    absl::StrAppend(&out, "\nSharding: not compared: ", c.sharding_not_compared, "\n");
+  } else if (!c.sharding.empty()) {
     absl::StrAppend(&out, "\nSharding changes (", c.sharding.size(), ")\n", AlignTable(ShardingRows(c), "  "));
   } else {
     absl::StrAppend(&out, "\nSharding: no tensor's sharding differs\n");
@@ -200,7 +210,9 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
                   c.op_clock, " clock\n\n", CountsLine(c), " (time per step, mean over chips)\n\n");
   if (Changed(c) > 0) absl::StrAppend(&out, MdTable(OpRows(c, kTopOps)));
   absl::StrAppend(&out, "\n## Sharding changes\n\n");
-  if (c.sharding.empty()) {
+  if (!c.sharding_not_compared.empty()) {
+    absl::StrAppend(&out, "Not compared: ", Md(c.sharding_not_compared), ".\n");
+  } else if (c.sharding.empty()) {
     out += "No tensor's sharding differs.\n";
   } else {
     out += MdTable(ShardingRows(c));
@@ -233,6 +245,7 @@ nlohmann::json ComparisonToJson(const RunComparison& c) {
                         {"step_impact_ns", o.step_impact_ns}});
   j["sharding"] = nlohmann::json::array();
   for (const ShardingChange& s : c.sharding) j["sharding"].push_back({{"tensor", s.tensor}, {"a", s.a}, {"b", s.b}});
+  if (!c.sharding_not_compared.empty()) j["sharding_not_compared"] = c.sharding_not_compared;
   j["notes"] = c.notes;
   return j;
 }
@@ -253,7 +266,9 @@ std::string RenderComparisonHtml(const RunComparison& c) {
                   " (time per step, mean over chips)</p>\n");
   if (Changed(c) > 0) out += HtmlTable(OpRows(c, kTopOps));
   out += "<h2>Sharding changes</h2>\n";
-  if (c.sharding.empty()) {
+  if (!c.sharding_not_compared.empty()) {
+    absl::StrAppend(&out, "<p>Not compared: ", Html(c.sharding_not_compared), ".</p>\n");
+  } else if (c.sharding.empty()) {
     out += "<p>No tensor's sharding differs.</p>\n";
   } else {
     out += HtmlTable(ShardingRows(c));

@@ -2,6 +2,7 @@
 #include "profiler/analysis/format.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -14,9 +15,10 @@
 namespace shardscope::analysis {
 
 namespace {
-// Two or three significant digits: "4.1", "38", "250".
+// Two or three significant digits: "4.1", "38", "250". By the magnitude as
+// printed: 9.97 is "10", not "10.0", and -250 is "-250", not "-250.0".
 std::string Scaled(double v, const char* unit) {
-  if (v < 10) return absl::StrFormat("%.1f %s", v, unit);
+  if (std::abs(v) < 9.95) return absl::StrFormat("%.1f %s", v, unit);
   return absl::StrFormat("%.0f %s", v, unit);
 }
 }  // namespace
@@ -25,10 +27,11 @@ std::string FormatNs(int64_t ns) {
   double v = static_cast<double>(ns);
   double a = v < 0 ? -v : v;
   if (ns == 0) return "0";  // reads better in a column than "0 ns"
+  // Each unit up to what still prints below the next: 999.7 ms is "1.00 s", not "1000 ms".
   if (a < 1e3) return absl::StrFormat("%d ns", ns);
-  if (a < 1e6) return Scaled(v / 1e3, "us");
-  if (a < 1e9) return Scaled(v / 1e6, "ms");
-  if (a < 60e9) return absl::StrFormat("%.2f s", v / 1e9);
+  if (a < 999.5e3) return Scaled(v / 1e3, "us");
+  if (a < 999.5e6) return Scaled(v / 1e6, "ms");
+  if (a < 59.995e9) return absl::StrFormat("%.2f s", v / 1e9);
   if (a < 3600e9) return absl::StrFormat("%.1f min", v / 60e9);
   return absl::StrFormat("%.1f h", v / 3600e9);
 }

@@ -248,6 +248,9 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, DeviceBreakdo
   d->median_step = mid.second;
   d->median_span_ns = mid.first;
   d->steps_covered = static_cast<int64_t>(spans.size());
+  std::vector<int64_t> all_spans;
+  for (const auto& s : spans) all_spans.push_back(s.first);
+  d->spans_median_ns = QuantileOf(all_spans, 0.5);
 
   std::map<int, DeviceRow> rows;
   auto devs = rd.Query("SELECT device_id, host_id, coords FROM devices WHERE run_id = ?1", {run});

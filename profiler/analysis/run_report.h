@@ -115,6 +115,9 @@ struct DeviceRow {
 struct DeviceBreakdown {
   int median_step = -1;        // the step with the median device-clock span
   int64_t median_span_ns = 0;
+  // The steps' median span as diff and fleet give it (quantile.h): with an even
+  // count, the mean of the two middle spans, which no step has.
+  int64_t spans_median_ns = 0;
   int64_t steps_covered = 0;   // steps with device-clock slices
   std::vector<DeviceRow> rows; // empty when the run has no device timeline
   std::string empty_reason;    // why rows is empty, in words

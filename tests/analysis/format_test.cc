@@ -55,4 +55,18 @@ TEST(MarkdownWithoutHtml, NamesCannotBecomeHtml) {
 }
 
 }  // namespace
+// A value just below a unit's end printed as "1000 ms" (a report's header read
+// "finished after 1000 ms"), and a negative one as "-250.0 us".
+TEST(FormatNs, EachValuePrintsInTheUnitItRoundsTo) {
+  EXPECT_EQ(FormatNs(999'700'000), "1.00 s");
+  EXPECT_EQ(FormatNs(999'400'000), "999 ms");
+  EXPECT_EQ(FormatNs(999'700), "1.0 ms");
+  EXPECT_EQ(FormatNs(9'970'000), "10 ms");
+  EXPECT_EQ(FormatNs(9'940'000), "9.9 ms");
+  EXPECT_EQ(FormatNs(59'999'000'000), "1.0 min");
+  EXPECT_EQ(FormatNs(-250'000), "-250 us");
+  EXPECT_EQ(FormatNs(-4'100'000), "-4.1 ms");
+  EXPECT_EQ(FormatNs(250'000), "250 us");
+}
+
 }  // namespace shardscope::analysis

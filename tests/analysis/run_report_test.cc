@@ -115,6 +115,26 @@ TEST_F(RunReportTest, Text) {
   EXPECT_TRUE(Has(t, "3.1 MiB/chip"));
 }
 
+// The header's profile line read "peak 104.0 GFLOP/s (a gang of 2: 202.1)" and
+// the kernels' heading "peak 95.0 GFLOP/s" (4 chips on 2 cores, each slower
+// beside the others) with no word of why; the heading now says which peak it is.
+TEST_F(RunReportTest, TheKernelsPeakSaysWhichPeakItIs) {
+  RunReport r = Build(1);
+  KernelRow k;
+  k.name = "dot_general.3";
+  k.count = 4;
+  k.total_ns = 4'000'000;
+  r.kernels.top = {k};
+  r.run.profile_values_json = {{"name", "cpu"}, {"peak_flops", 104e9}, {"gang_peak_flops", 202e9}, {"gang_width", 2}};
+  r.kernels.peak_flops = 95e9;
+  EXPECT_TRUE(Has(RenderText(r), "peak 95.0 GFLOP/s: the profile's 104.0 GFLOP/s per core, 4 chips sharing the cores)"))
+      << RenderText(r);
+  r.kernels.peak_flops = 202e9;
+  EXPECT_TRUE(Has(RenderMarkdown(r), "peak 202.0 GFLOP/s: a gang of 2 cores)")) << RenderMarkdown(r);
+  r.kernels.peak_flops = 104e9;
+  EXPECT_TRUE(Has(RenderText(r), "peak 104.0 GFLOP/s)")) << RenderText(r);
+}
+
 TEST_F(RunReportTest, EmptyTablesSaySo) {
   RunReport r = Build(2);
   EXPECT_TRUE(r.devices.rows.empty());

@@ -136,6 +136,31 @@ TEST_F(DiffE2e, DifferentWorkloadsAreSaidToBe) {
     EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "different workloads")) << n;
 }
 
+// The gate's JSON named no clock when --clock was not given ("clock": ""),
+// `--clock ''` was taken as no --clock, `-0` printed "limit +-0%", and a gate
+// on a clock a side lacks did not say which clock both runs have.
+TEST_F(DiffE2e, TheGateSaysItsClock) {
+  e2e::Output o =
+      e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --fail-if-slower 1000 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Json(o)["gate"]["clock"], "device") << o.text;
+  e2e::Output empty = e2e::Shell(Cli(absl::StrCat("diff ", same_, " --runs 1,2 --clock ''")));
+  EXPECT_EQ(empty.code, 2) << empty.text;
+  EXPECT_TRUE(absl::StrContains(empty.text, "--clock is device, modeled or host, not ''")) << empty.text;
+  e2e::Output zero = e2e::Shell(Cli(absl::StrCat("diff ", same_, " --runs 1,1 --fail-if-slower -0")));
+  EXPECT_EQ(zero.code, 0) << zero.text;
+  EXPECT_TRUE(absl::StrContains(zero.text, "(limit +0%): passed")) << zero.text;
+  const std::string cpu = e2e::TempDb("diff_gate_cpu_trace");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gloo_rank0.json.gz --quiet --db ",
+                                        cpu))).code,
+            0);
+  e2e::Output host = e2e::Shell(Cli(absl::StrCat("diff ", cpu, " ", same_, " --runs 1,1 --fail-if-slower 5")));
+  EXPECT_EQ(host.code, 1) << host.text;
+  EXPECT_TRUE(absl::StrContains(host.text, "A has no steps on the device clock, so the gate cannot be checked (both"
+                                           " have steps on the host clock: --clock host)"))
+      << host.text;
+}
+
 TEST_F(DiffE2e, BadArgumentsAndMissingRunsSayWhat) {
   e2e::Output one = e2e::Shell(Cli(absl::StrCat("diff ", same_)));
   EXPECT_EQ(one.code, 2);
@@ -167,6 +192,53 @@ TEST_F(DiffE2e, ARunWithoutKernelsSaysSoInsteadOfCallingEveryOpNew) {
   bool said = false;
   for (const json& n : j["notes"]) said |= absl::StrContains(n.get<std::string>(), "A recorded no kernels");
   EXPECT_TRUE(said) << j["notes"].dump();
+}
+
+// A run that did not finish is compared on the steps it stored; the text said
+// nothing of it (only JSON's "status"), so a hung run read as a finished one.
+TEST_F(DiffE2e, ARunThatDidNotFinishIsSaidToBeSo) {
+  const std::string hung = e2e::TempDb("diff_hung");
+  e2e::Output run =
+      e2e::Shell(Cli(absl::StrCat("run mlp --steps 4 --mesh 2x2 --fault fail-chip:2@2 --quiet --db ", hung)));
+  ASSERT_EQ(run.code, 1) << run.text;  // ended by the hang detector
+  for (const std::string format : {"text", "md", "html"}) {
+    e2e::Output o = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", hung, " --runs 1,1 --format ", format)));
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "faults injected (runs.config_json), ended by the hang detector)"))
+        << format << "\n" << o.text;
+  }
+}
+
+// A run modeled for h100 against one modeled for this machine's cpu profile
+// read "B is faster: modeled step" with no word that the chips differ.
+TEST_F(DiffE2e, TwoChipProfilesAreSaidToBe) {
+  const std::string h100 = e2e::TempDb("diff_h100");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("run mlp --steps 3 --mesh 2x2 --profile h100 --quiet --db ", h100))).code, 0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", h100, " --runs 1,1 --format json"))));
+  bool said = false;
+  for (const json& n : j["notes"])
+    said |= n.get<std::string>() ==
+            "A is modeled for the cpu profile and B for h100: the modeled clock compares the two chips as much as the"
+            " two runs";
+  EXPECT_TRUE(said) << j["notes"].dump();
+  for (const json& n : Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --format json"))))["notes"])
+    EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "profile")) << n;
+}
+
+// An imported trace records no tensors: every tensor of the recorded run was
+// listed as a sharding change ("-" against its layout). Now: not compared, and why.
+TEST_F(DiffE2e, ShardingIsNotComparedAgainstAnImportedTrace) {
+  const std::string db = e2e::TempDb("diff_imported_vs_run");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gpu_rank0.json --quiet --db ", db)))
+                .code,
+            0);
+  e2e::Output text = e2e::Shell(CliStdout(absl::StrCat("diff ", db, " ", same_, " --runs 1,1")));
+  ASSERT_EQ(text.code, 0) << text.text;
+  EXPECT_TRUE(absl::StrContains(text.text, "Sharding: not compared: A is an imported trace")) << text.text;
+  EXPECT_FALSE(absl::StrContains(text.text, "Sharding changes")) << text.text;
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", db, " ", same_, " --runs 1,1 --format json"))));
+  EXPECT_TRUE(j["sharding"].empty()) << j["sharding"].dump();
+  EXPECT_EQ(j["sharding_not_compared"], "A is an imported trace, which records no sharding");
 }
 
 // Two simulated pods have no device clock: without --clock the diff compares

@@ -153,6 +153,23 @@ TEST_F(ExportE2e, ALinkIsWrittenThroughAndOutputErrorsNameTheOutput) {
   EXPECT_FALSE(absl::StrContains(full.text, "damage")) << full.text;
 }
 
+// `export DB --chrome DB` renamed the trace over the database it read, and a
+// link or hard link to it did the same: the run was gone. Now refused, the file kept.
+TEST_F(ExportE2e, TheDatabaseItselfIsNeverWrittenOver) {
+  const std::string dir = ::testing::TempDir() + "/export_self";
+  const std::string db = dir + "/run.db";
+  ASSERT_EQ(e2e::Shell(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir, " && cp ", *db_, " ", db, " && ln -s run.db ",
+                                    dir, "/sym.json && ln ", db, " ", dir, "/hard.json")).code, 0);
+  const std::string before = e2e::Shell("md5sum < " + db).text;
+  for (const std::string out : {db, dir + "/sym.json", dir + "/hard.json", dir + "/./run.db"}) {
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", out));
+    EXPECT_EQ(o.code, 1) << out << "\n" << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "the database being exported")) << o.text;
+    EXPECT_EQ(e2e::Shell("md5sum < " + db).text, before) << out;
+  }
+  EXPECT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db)).code, 0);
+}
+
 }  // namespace
 }  // namespace shardscope
 

@@ -98,6 +98,26 @@ TEST(ReportVerdictE2e, PartsAddUpToTheStepAndTheHtmlStandsAlone) {
   }
 }
 
+// Of an even number of steps the report breaks down the faster middle one; it
+// called that "the median of 4 steps" while diff and fleet printed the
+// interpolated median (7.4 against 9.6 ms). Now it says which step it is and
+// gives the median diff prints.
+TEST(ReportVerdictE2e, AnEvenCountOfStepsNamesTheMedianDiffPrints) {
+  const std::string db = e2e::TempDb("verdict_even");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 4 --mesh 2x2 --quiet --db " + db)).code, 0);
+  e2e::Output diff = e2e::Shell(absl::StrCat("(", Cli("diff " + db + " --runs 1,1"), " 2>/dev/null)"));
+  ASSERT_EQ(diff.code, 0) << diff.text;
+  const size_t row = diff.text.find("\n  device ");
+  ASSERT_NE(row, std::string::npos) << diff.text;
+  const size_t cell = diff.text.find_first_not_of(' ', row + 10);
+  const std::string median = diff.text.substr(cell, diff.text.find(" (", cell) - cell);  // e.g. "9.6 ms"
+  e2e::Output report = e2e::Shell(absl::StrCat("(", Cli("report " + db), " 2>/dev/null)"));
+  ASSERT_EQ(report.code, 0) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, "the faster of the 2 middle steps of 4 steps, whose median is " + median))
+      << median << "\n" << report.text;
+  EXPECT_FALSE(absl::StrContains(report.text, "the median of 4 steps")) << report.text;
+}
+
 TEST(ReportVerdictE2e, TheHtmlHeatmapPlacesChipsOnTheTorusAndMarksTheSlowOne) {
   // A 4x4 simulated torus with chip 6 at 60% speed: on the heatmap it is [1,2], red and outlined, alone.
   const std::string db = e2e::TempDb("verdict_heatmap");

@@ -77,13 +77,17 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     }
     if (!flags.count(name)) return Usage(err, absl::StrCat("unknown option '", name, "'"));
     if (name == "--runs") runs = value;
-    if (name == "--clock") clock = value;
+    if (name == "--clock") {
+      // An empty value is no clock: refused like any other, not taken as "let the comparison pick".
+      if (value.empty()) return Usage(err, "--clock is device, modeled or host, not ''");
+      clock = value;
+    }
     if (name == "--format") format = value;
     if (name == "--fail-if-slower") {
       double pct = 0;
       if (!absl::SimpleAtod(value, &pct) || !std::isfinite(pct) || pct < 0 || pct > 1000)
         return Usage(err, absl::StrCat("--fail-if-slower takes a percentage 0..1000, not '", value, "'"));
-      gate = pct;
+      gate = pct + 0.0;  // -0 is 0: the limit prints "+0%", not "+-0%"
     }
   }
   if (format != "text" && format != "md" && format != "html" && format != "json")
@@ -128,6 +132,9 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     err << "error: " << c.status().message() << "\n";
     return 1;
   }
+  // The gate: B's median step on `clock` against A's (the comparison's own clock when not given),
+  // named in JSON's "gate" as the clock it used.
+  if (clock.empty()) clock = c->op_clock;
   if (format == "json") {
     nlohmann::json j = analysis::ComparisonToJson(*c);
     if (gate) j["gate"] = {{"clock", clock}, {"fail_if_slower_pct", *gate}};
@@ -140,22 +147,33 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     out << analysis::RenderComparisonText(*c);
   }
   if (!gate) return 0;
-  // The gate: B's median step on `clock` against A's (the comparison's own clock when not given).
-  if (clock.empty()) clock = c->op_clock;
+  const auto on_both = [&](const std::string& k) {
+    const analysis::StepClockDelta* d = c->StepsOn(k);
+    return d && d->a.n > 0 && d->b.n > 0;
+  };
   const analysis::StepClockDelta* s = c->StepsOn(clock);
-  if (!s || s->a.n == 0 || s->b.n == 0) {
+  if (!on_both(clock)) {
     err << "error: --fail-if-slower: " << (!s || s->a.n == 0 ? "A" : "B") << " has no steps on the " << clock
-        << " clock, so the gate cannot be checked\n";
+        << " clock, so the gate cannot be checked";
+    for (const char* other : {"modeled", "host"})
+      if (other != clock && on_both(other)) {
+        err << " (both have steps on the " << other << " clock: --clock " << other << ")";
+        break;
+      }
+    err << "\n";
     return 1;
   }
   const double pct = 100 * s->Relative();
   err << "gate: B's median " << clock << " step is " << absl::StrFormat("%+.2f%%", pct) << " against A's (limit +"
       << *gate << "%): " << (pct > *gate ? "FAILED" : "passed") << "\n";
   // The gate is a plain threshold; say when its trip is within what the runs' own steps vary.
+  // --clock modeled is offered only where both runs have modeled steps (an imported trace has none).
   if (pct > *gate && s->delta.change == analysis::Change::kUnchanged)
     err << "note: that change is within the noise measured from the runs' own steps (±"
         << absl::StrFormat("%.1f%%", 100 * s->delta.threshold / s->a.median) << " on the " << clock
-        << " clock): a rerun may pass; --clock modeled is deterministic (docs/diff.md)\n";
+        << " clock): a rerun may pass"
+        << (clock != "modeled" && on_both("modeled") ? "; --clock modeled is deterministic (docs/diff.md)" : "")
+        << "\n";
   return pct > *gate ? 3 : 0;
 }
 

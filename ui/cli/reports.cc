@@ -3,6 +3,7 @@
 // or missing file exits 1 with the store's message.
 #include "ui/cli/reports.h"
 
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -444,20 +445,33 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
     err << "error: " << reader.status().message() << "\n";
     return 1;
   }
+  // The file is opened read-only, but ATTACH (and VACUUM INTO, which attaches
+  // its output) would create or write another file: refused, and said plainly.
+  bool attach_refused = false;
+  sqlite3_set_authorizer(
+      reader->connection(),
+      [](void* refused, int action, const char*, const char*, const char*, const char*) {
+        if (action != SQLITE_ATTACH) return SQLITE_OK;
+        *static_cast<bool*>(refused) = true;
+        return SQLITE_DENY;
+      },
+      &attach_refused);
+  const auto failed = [&](const absl::Status& st) {
+    if (attach_refused)
+      err << "error: query only reads " << a.positional[0]
+          << ": ATTACH and VACUUM INTO, which write another file, are refused\n";
+    else
+      err << "error: " << st.message() << "\n";
+    return 1;
+  };
   if (format != "csv") {
     absl::StatusOr<store::TypedQueryResult> t = reader->QueryTyped(a.positional[1]);
-    if (!t.ok()) {
-      err << "error: " << t.status().message() << "\n";
-      return 1;
-    }
+    if (!t.ok()) return failed(t.status());
     out << (format == "json" ? QueryJson(*t) : QueryTable(*t));
     return 0;
   }
   absl::StatusOr<store::QueryResult> r = reader->Query(a.positional[1]);
-  if (!r.ok()) {
-    err << "error: " << r.status().message() << "\n";
-    return 1;
-  }
+  if (!r.ok()) return failed(r.status());
   out << ToCsv(*r);
   return 0;
 }
