@@ -8,12 +8,14 @@
 #include <sqlite3.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "store/schema.h"
 #include "store/sqlite_util.h"
 
@@ -265,6 +267,23 @@ absl::StatusOr<int64_t> Reader::LatestRunId() const {
     return absl::NotFoundError(absl::StrCat(path_, " holds no runs yet"));
   }
   return r->Int(0, "run_id");
+}
+
+absl::Status Reader::RequireRun(int64_t run_id) const {
+  absl::StatusOr<QueryResult> ids = Query("SELECT run_id FROM runs ORDER BY run_id");
+  if (!ids.ok()) return ids.status();
+  std::vector<int64_t> runs;
+  for (size_t i = 0; i < ids->rows.size(); ++i) runs.push_back(ids->Int(i, "run_id"));
+  if (std::binary_search(runs.begin(), runs.end(), run_id)) return absl::OkStatus();
+  std::vector<std::string> ranges;  // consecutive ids as one range
+  for (size_t i = 0; i < runs.size();) {
+    size_t j = i;
+    while (j + 1 < runs.size() && runs[j + 1] == runs[j] + 1) ++j;
+    ranges.push_back(j == i ? absl::StrCat(runs[i]) : absl::StrCat(runs[i], "-", runs[j]));
+    i = j + 1;
+  }
+  return absl::NotFoundError(absl::StrCat(path_, " has no run ", run_id, " (runs: ",
+                                          ranges.empty() ? "none" : absl::StrJoin(ranges, ", "), ")"));
 }
 
 }  // namespace shardscope::store

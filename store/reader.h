@@ -79,6 +79,9 @@ class Reader {
 
   // The newest run's id, or NotFound when the database holds no runs.
   absl::StatusOr<int64_t> LatestRunId() const;
+  // OK when the file holds run `run_id`; else NotFound, the same words from
+  // every command: "run.db has no run 7 (runs: 1-3, 5)".
+  absl::Status RequireRun(int64_t run_id) const;
   // Whether the file has a table or view `name`, and whether `table` has
   // `column`: older files lack what later versions added.
   absl::StatusOr<bool> HasTable(const std::string& name) const;

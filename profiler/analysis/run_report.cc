@@ -80,11 +80,9 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   auto q = rd.Query("SELECT * FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});
   if (!q.ok()) return q.status();
   if (q->rows.empty()) {
-    auto latest = rd.LatestRunId();
-    return absl::NotFoundError(
-        latest.ok() ? absl::StrCat(rd.path(), " has no run ", run_id, " (the newest is run ",
-                                   *latest, ")")
-                    : absl::StrCat(rd.path(), " holds no runs yet"));
+    if (auto latest = rd.LatestRunId(); !latest.ok()) return latest.status();  // "holds no runs yet"
+    absl::Status has = rd.RequireRun(run_id);
+    return has.ok() ? absl::NotFoundError(absl::StrCat(rd.path(), " has no run ", run_id)) : has;
   }
   h->db_path = rd.path();
   h->run_id = run_id;

@@ -255,7 +255,15 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   FleetOptions fo;
   fo.run_id = run;
   fo.flag_threshold = kStragglerShare / 100;
-  fo.per_step = r.run.simulated && v.parts.empty();
+  // A run whose chips have only modeled-clock lanes (a simulated run's export
+  // read back by `shardscope import`) is broken down as a simulated one is.
+  bool modeled_only = false;
+  if (!r.run.simulated && v.parts.empty()) {
+    auto device = HasChipLanes(rd, run, "device");
+    auto modeled = HasChipLanes(rd, run, "modeled");
+    modeled_only = device.ok() && !*device && modeled.ok() && *modeled;
+  }
+  fo.per_step = (r.run.simulated || modeled_only) && v.parts.empty();
   auto fleet = AnalyzeFleet(rd, fo);
   if (fo.per_step && fleet.ok()) ModeledBreakdown(*fleet, &v);
   const double chips = std::max<size_t>(1, v.parts.size());
@@ -269,6 +277,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   // recorded with --trace off) the shares are not measurable, not zero.
   const std::string no_timeline =
       r.run.simulated ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
+      : modeled_only  ? "not measurable: its chips have only the modeled clock (no device timeline)"
       : absl::StartsWith(r.run.capture_note, "--trace off")
           ? "not measurable: recorded with --trace off (no timeline)"
           : "not measurable: no device-clock timeline in this run";

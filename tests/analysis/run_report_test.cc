@@ -235,7 +235,7 @@ TEST_F(RunReportTest, UnknownRun) {
   auto rep = BuildRunReport(*reader_, 42);
   ASSERT_FALSE(rep.ok());
   EXPECT_TRUE(absl::IsNotFound(rep.status()));
-  EXPECT_TRUE(Has(std::string(rep.status().message()), "has no run 42 (the newest is run 2)"))
+  EXPECT_TRUE(Has(std::string(rep.status().message()), "has no run 42 (runs: 1-2)"))
       << rep.status();
 }
 

@@ -246,6 +246,16 @@ TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   e2e::Output f = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", back));
   EXPECT_TRUE(absl::StrContains(f.text, "verdict: suspect: chip 6")) << f.text;
   EXPECT_TRUE(absl::StrContains(f.text, "ranked on the modeled clock")) << f.text;
+  // The report's verdict is the simulated run's, on the modeled clock, not "no verdict".
+  auto verdict = [](const std::string& path) {
+    e2e::Output r = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", path, " --format json"));
+    return nlohmann::json::parse(r.text, nullptr, false)["verdict"];
+  };
+  const nlohmann::json original = verdict(db), read_back = verdict(back);
+  ASSERT_TRUE(original.is_object() && read_back.is_object());
+  EXPECT_EQ(read_back["bound"], original["bound"]) << read_back.dump();
+  EXPECT_EQ(read_back["breakdown"]["step"], original["breakdown"]["step"]) << read_back.dump();
+  EXPECT_EQ(read_back["breakdown"]["clock"], "modeled") << read_back.dump();
 }
 
 }  // namespace

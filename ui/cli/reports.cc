@@ -207,18 +207,6 @@ int Usage(std::ostream& err, const std::string& problem, const char* help) {
 }
 
 // The run ids in the file, as ranges: "1-3, 5". "none" when it holds none.
-std::string RunRanges(const std::vector<int64_t>& ids) {
-  if (ids.empty()) return "none";
-  std::vector<std::string> parts;
-  for (size_t i = 0; i < ids.size();) {
-    size_t j = i;
-    while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
-    parts.push_back(j == i ? absl::StrCat(ids[i]) : absl::StrCat(ids[i], "-", ids[j]));
-    i = j + 1;
-  }
-  return absl::StrJoin(parts, ", ");
-}
-
 // The start every one-run command shares: PATH [--run N] plus `flags`, the
 // file opened and the run picked: --run N when the file holds it, else the
 // newest. Returns the exit code when it fails: 2 for bad arguments (--run
@@ -261,15 +249,8 @@ std::optional<int> OpenOneRun(const std::vector<std::string>& argv, std::set<std
     r->run_id = *latest;
     return std::nullopt;
   }
-  absl::StatusOr<store::QueryResult> ids = r->reader->Query("SELECT run_id FROM runs ORDER BY run_id");
-  if (!ids.ok()) {
-    err << "error: " << ids.status().message() << "\n";
-    return 1;
-  }
-  std::vector<int64_t> runs;
-  for (size_t i = 0; i < ids->rows.size(); ++i) runs.push_back(ids->Int(i, "run_id"));
-  if (!std::binary_search(runs.begin(), runs.end(), r->run_id)) {
-    err << "error: " << r->reader->path() << " has no run " << r->run_id << " (runs: " << RunRanges(runs) << ")\n";
+  if (absl::Status has = r->reader->RequireRun(r->run_id); !has.ok()) {
+    err << "error: " << has.message() << "\n";
     return 1;
   }
   return std::nullopt;
