@@ -1271,6 +1271,19 @@ void TimelineView::Draw(UiState& ui) {
   }
   ImGui::TextDisabled("W/S or wheel: zoom   A/D or drag: pan   shift-drag: range   click: select   "
                       "double-click: fit   Esc: clear");
+  if (!model_.run.capture_note.empty()) {
+    // Steps or kernels the capture left out are blank lanes: say why above them, as the report does.
+    const std::string note = absl::StrCat("capture: ", model_.run.capture_note);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(kWarning.r / 255.f, kWarning.g / 255.f, kWarning.b / 255.f, 1), "%s", note.c_str());
+    ImGui::PopTextWrapPos();
+    if (ui.layout) {
+      const ImVec2 size = ImGui::GetItemRectSize();
+      ui.layout->Add("text", note, json{{"table", "runs"}, {"run_id", model_.run.run_id}}, p.x, p.y, size.x,
+                     size.y)["role"] = "capture";
+    }
+  }
   HandleKeys(ui);
 
   const float details_h = (selection_ || range_stats_)
