@@ -527,7 +527,7 @@ int RunApp(const AppOptions& options) {
     if (!view_named) workstation->ui().bring_to_front = ViewId::kRecompilations;
   }
   if (options.graph_op) {
-    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
+    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second, true};
     if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
   }
   if (options.step) workstation->ui().playhead_step = *options.step;

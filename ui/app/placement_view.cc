@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -359,7 +360,8 @@ void PlacementView::DrawChips(UiState& ui) {
   }
   if (!shards->ok()) {
     ImGui::TextColored(ToVec4(kWarning), "%s", std::string(shards->status().message()).c_str());
-    ui.DataError(shards->status().message());
+    // A chip the run lacks, asked for by --chip, is that option's error (already said), not damage.
+    if (!absl::IsNotFound(shards->status()) || ui.option_errors.empty()) ui.DataError(shards->status().message());
     return;
   }
   int64_t total = 0;
