@@ -726,6 +726,19 @@ TEST(RunLineTest, SaysOnlyWhatTheRunHas) {
   EXPECT_EQ(RunLine(one), "run 4: recompile_storm, mesh 1x1, 1 chip on 1 host, profile cpu [ended abnormally]");
 }
 
+// The chips holding a tile, short enough to read: a tensor replicated on a
+// 4096-chip pod listed every chip, 20,000 characters off the screen.
+TEST(ChipsShortTest, ConsecutiveChipsAreRanges) {
+  EXPECT_EQ(ChipsShort({}), "-");
+  EXPECT_EQ(ChipsShort({3}), "chip 3");
+  EXPECT_EQ(ChipsShort({0, 2}), "chips 0,2");
+  EXPECT_EQ(ChipsShort({0, 1}), "chips 0,1");
+  EXPECT_EQ(ChipsShort({0, 1, 2, 3, 8, 9, 10, 11, 13}), "chips 0-3,8-11,13");
+  std::vector<int64_t> pod(4096);
+  for (int i = 0; i < 4096; ++i) pod[i] = i;
+  EXPECT_EQ(ChipsShort(pod), "chips 0-4095");
+}
+
 // The suspects list's colours say what the heatmap outlines: a chip no slower
 // than its peers (0.0%) is listed, but neither outlined nor amber.
 TEST_F(ViewsTest, FleetListMarksOnlyTheOutlinedSuspects) {
