@@ -696,6 +696,21 @@ TEST_F(ViewsTest, OverviewLinesWrapInsideTheWindow) {
   EXPECT_TRUE(found);
 }
 
+// The Metrics view's warnings wrap inside the window too (a value-read
+// warning on a 175-step run ran 29 px past a 1600 px window).
+TEST_F(ViewsTest, MetricsWarningsWrapInsideTheWindow) {
+  ImGui::GetIO().DisplaySize = ImVec2(700, 860);
+  OpenEdited({}, "INSERT OR REPLACE INTO steps(run_id, step, loss, wall_ns) VALUES (1, 2, 'NaN', 1000000)",
+             ViewId::kMetrics);
+  ASSERT_EQ(dump_.view(), "metrics");
+  const std::vector<json> warnings = Items("warning");
+  ASSERT_FALSE(warnings.empty());
+  for (const json& w : warnings) {
+    EXPECT_LE(w["x"].get<float>() + w["w"].get<float>(), 700) << w.dump();
+    EXPECT_GE(w["h"].get<float>(), 2 * ImGui::GetTextLineHeight()) << "not wrapped: " << w.dump();
+  }
+}
+
 // A simulated run has no device clock: its warnings put the faults and the
 // chips' times on the modeled clock.
 TEST_F(ViewsTest, SimulatedRunsWarningsNameTheModeledClock) {
