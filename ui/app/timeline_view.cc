@@ -853,11 +853,12 @@ void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, Ui
     // The label may run on to the right until the next marker.
     float next_x = f.right;
     if (i + 1 < compiles.size()) next_x = std::min(next_x, f.ToX(Clock::kHost, double(compiles[i + 1].host_start_ns)) - 4);
-    ImVec4 clip(x0 + 2, my0, std::max(x1, next_x), my1);
+    ImVec4 clip(x0 + 2, y, std::max(x1, next_x), y + h);
     const bool inside = x1 - x0 > ImGui::CalcTextSize(text.c_str()).x + 8;
     if (h >= 12) {
-      SmallText(dl, inside ? x0 + 4 : x1 + 4, my0 + std::max(0.0f, (my1 - my0 - kSmallFont) / 2),
-                inside ? Rgb{15, 15, 20} : color.Scaled(1.2f), text, kSmallFont, &clip);
+      const float size = std::min(kSmallFont, h - 2);  // a squeezed row's label, smaller but whole
+      SmallText(dl, inside ? x0 + 4 : x1 + 4, y + std::max(0.0f, (h - size) / 2),
+                inside ? Rgb{15, 15, 20} : color.Scaled(1.2f), text, size, &clip);
     }
     if (InRect(f.mouse, x0 - 2, my0, x1 + 2, my1)) {
       hover.what = Hover::kCompile;
