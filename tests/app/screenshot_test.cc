@@ -30,6 +30,7 @@
 #include "store/reader.h"
 #include "store/writer.h"
 #include "tests/app/fixture.h"
+#include "tests/app/ui_runner.h"
 
 namespace shardscope::app {
 namespace {
@@ -195,22 +196,22 @@ TEST(ShardscopeUi, WhatAnOptionAsksForAndTheRunLacksIsNotDamage) {
     sqlite3_close(h);
   }
   const std::string layout = testing::TempPath("options.json");
-  Result chip = RunUnderXvfb(absl::StrCat(db, " --view sharding --chip 99 --dump-layout ", layout));
+  testing::UiResult chip = testing::RunUi(Ui(), absl::StrCat(db, " --view sharding --chip 99 --dump-layout ", layout));
   EXPECT_EQ(chip.exit_code, 1) << chip.output;
   EXPECT_THAT(chip.output, HasSubstr("--chip 99: run 1 has no chip 99"));
   EXPECT_THAT(chip.output, Not(HasSubstr("damage")));
 
-  Result op = RunUnderXvfb(absl::StrCat(db, " --graph 1:99999 --dump-layout ", layout));
+  testing::UiResult op = testing::RunUi(Ui(), absl::StrCat(db, " --graph 1:99999 --dump-layout ", layout));
   EXPECT_EQ(op.exit_code, 1) << op.output;
   EXPECT_THAT(op.output, HasSubstr("--graph 1:99999: graph 1 has no op 99999"));
   EXPECT_THAT(op.output, Not(HasSubstr("damage")));
 
-  Result graph = RunUnderXvfb(absl::StrCat(db, " --graph 9999 --dump-layout ", layout));
+  testing::UiResult graph = testing::RunUi(Ui(), absl::StrCat(db, " --graph 9999 --dump-layout ", layout));
   EXPECT_EQ(graph.exit_code, 1) << graph.output;
   EXPECT_THAT(graph.output, HasSubstr("--graph 9999: run 1 compiled no graph 9999"));
   EXPECT_THAT(graph.output, Not(HasSubstr("damage")));
 
-  Result fine = RunUnderXvfb(absl::StrCat(db, " --graph 1:1 --dump-layout ", layout));
+  testing::UiResult fine = testing::RunUi(Ui(), absl::StrCat(db, " --graph 1:1 --dump-layout ", layout));
   EXPECT_EQ(fine.exit_code, 0) << fine.output;
 }
 
