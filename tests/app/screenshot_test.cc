@@ -18,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -452,6 +453,25 @@ TEST(ShardscopeUi, UsesNoCpuWhileNothingChanges) {
 
 // --follow: the window follows a run while another process writes it, and
 // reloads as its steps land.
+// --follow started before the run: the app waits for the file and its first
+// run (it exited with "no such file" or "holds no runs yet").
+TEST(Screenshot, FollowWaitsForTheFirstRun) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  const std::string db = testing::TempPath("follow_wait.db");
+  const std::string layout = testing::TempPath("follow_wait.json");
+  std::filesystem::remove(db);
+  std::filesystem::remove(layout);
+  std::thread run([&] {
+    usleep(1500000);  // the app is up and waiting
+    EXPECT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  });
+  testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " --follow --dump-layout ", layout));
+  run.join();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("waiting for a run to start (--follow)"));
+  EXPECT_EQ(testing::ReadLayout(layout).value("view", ""), "timeline") << r.output;
+}
+
 TEST(Screenshot, FollowReloadsAsStepsLand) {
   if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
   const std::string db = absl::StrCat(::testing::TempDir(), "/follow_", getpid(), ".db");
