@@ -697,6 +697,32 @@ TEST_F(ViewsTest, OverviewLinesWrapInsideTheWindow) {
   EXPECT_TRUE(found);
 }
 
+// Steps of uneven length: a step marker's label is left out where the one
+// before it still is (the host ruler of a simulated pod read "step 1step 2").
+TEST_F(ViewsTest, StepLabelsDoNotOverlap) {
+  OpenEdited({}, "UPDATE step_bounds SET start_ns = start_ns - 990000 WHERE step = 3", ViewId::kTimeline);
+  ASSERT_EQ(dump_.view(), "timeline");
+  std::map<std::string, std::vector<json>> by_clock;
+  for (const json& m : Items("marker"))
+    if (m.value("role", "") == "step") by_clock[m["clock"].get<std::string>()].push_back(m);
+  ASSERT_FALSE(by_clock.empty());
+  int left_out = 0;
+  for (auto& [clock, markers] : by_clock) {
+    std::sort(markers.begin(), markers.end(),
+              [](const json& a, const json& b) { return a["x"].get<float>() < b["x"].get<float>(); });
+    float last = -1e9;
+    for (const json& m : markers) {
+      if (!m["labelled"].get<bool>()) {
+        ++left_out;
+        continue;
+      }
+      EXPECT_GE(m["x"].get<float>() - last, 40) << clock << ": " << m.dump();  // "step N" is ~40 px
+      last = m["x"].get<float>();
+    }
+  }
+  EXPECT_GT(left_out, 0);
+}
+
 // The Metrics view's warnings wrap inside the window too (a value-read
 // warning on a 175-step run ran 29 px past a 1600 px window).
 TEST_F(ViewsTest, MetricsWarningsWrapInsideTheWindow) {

@@ -972,11 +972,20 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
       else spans.emplace_back(y0, y1);
     }
     DataLayer layer(f.dl, f.DataMin(), f.DataMax());
+    // Steps of uneven length (a long warm-up, then short ones) put labels on
+    // top of each other: a label is left out where the one before still is.
+    float labels_end = -FLT_MAX;
+    const float small = kSmallFont / ImGui::GetFontSize();
     for (const StepSpan& s : steps) {
       if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
       const float x = f.atlas_x + static_cast<float>(StepColumn(clock, s.start_ns)) + 0.5f;
       for (auto [y0, y1] : spans) f.dl->AddRectFilled(ImVec2(x - 0.5f, y0), ImVec2(x + 0.5f, y1), kStepMarker.Packed(150));
-      if (label_steps) SmallText(f.dl, x + 2, label_y, kStepMarker, absl::StrCat("step ", s.step));
+      const std::string label = absl::StrCat("step ", s.step);
+      const bool labelled = label_steps && x + 2 >= labels_end;
+      if (labelled) {
+        SmallText(f.dl, x + 2, label_y, kStepMarker, label);
+        labels_end = x + 2 + ImGui::CalcTextSize(label.c_str()).x * small + 6;
+      }
       if (ui.layout) {
         auto& item = ui.layout->Add("marker", absl::StrCat("step ", s.step),
                                     json{{"table", "slices"}, {"step", s.step}, {"clock", ClockName(clock)}}, x, top, 0,
@@ -985,6 +994,7 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
         item["clock"] = ClockName(clock);
         item["start_ns"] = s.start_ns;
         item["end_ns"] = s.end_ns;
+        item["labelled"] = labelled;
       }
     }
   }
