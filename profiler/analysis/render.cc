@@ -42,8 +42,9 @@ std::string StatusText(const RunHeader& h) {
                         " so compilations, sharding and kernels are empty");
   // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
-  if (h.faults_injected)
-    absl::StrAppend(&s, "\nfaults injected on the device clock: see runs.config_json \"faults\" (docs/fleet.md)");
+  if (h.faults_injected)  // a simulated run has no device clock: its faults are on the modeled one
+    absl::StrAppend(&s, "\nfaults injected on the ", h.simulated ? "modeled" : "device",
+                    " clock: see runs.config_json \"faults\" (docs/fleet.md)");
   if (!h.mesh_map.empty()) absl::StrAppend(&s, "\nmesh axes on the topology ", Printable(h.mesh_map));
   if (!h.profile_values.empty()) absl::StrAppend(&s, "\nmodeled clock: ", Printable(h.profile_values));
   if (const auto& c = h.calibration)

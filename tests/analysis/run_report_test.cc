@@ -203,6 +203,27 @@ TEST_F(RunReportTest, CaptureNoteUnderTheTitle) {
   EXPECT_EQ(ReportToJson(Build(2))["run"]["capture_note"], "");
 }
 
+// Faults are said on the clock they were injected on: a simulated run has no
+// device clock (it said "faults injected on the device clock").
+TEST_F(RunReportTest, FaultsAreOnTheRunsClock) {
+  reader_.reset();
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db,
+                         "UPDATE runs SET config_json = json_set(config_json, '$.faults',"
+                         " json_array('slow-chip:1:0.6')); UPDATE runs SET simulated = 1 WHERE run_id = 2",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(db);
+  auto r = store::Reader::Open(path_);
+  ASSERT_TRUE(r.ok()) << r.status();
+  reader_ = std::make_unique<store::Reader>(std::move(*r));
+  EXPECT_TRUE(Has(RenderText(Build(1)), "\nfaults injected on the device clock")) << RenderText(Build(1));
+  const std::string simulated = RenderText(Build(2));
+  EXPECT_TRUE(Has(simulated, "\nfaults injected on the modeled clock")) << simulated;
+  EXPECT_FALSE(Has(simulated, "device clock: see")) << simulated;
+}
+
 // A version-1 file (no runs.capture_note) reports as before, with no capture line.
 TEST(RunReportV1, FileWithoutTheCaptureNoteColumn) {
   std::ifstream f(SHARDSCOPE_TEST_DATA "/store/schema_v1.sql");

@@ -4,6 +4,7 @@
 // --dump-layout's record of what the captured frame drew (lanes, step
 // markers, summaries, counters, a collective's flow with the last arrival
 // marked), and the window using no CPU while nothing changes.
+#include <sqlite3.h>
 #include <stb_image.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -29,11 +31,13 @@
 #include "store/reader.h"
 #include "store/writer.h"
 #include "tests/app/fixture.h"
+#include "tests/app/ui_runner.h"
 
 namespace shardscope::app {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 struct Result {
   int exit_code = -1;  // -1: killed by a signal
@@ -160,6 +164,56 @@ TEST(ShardscopeUi, BadFileIsAClearErrorNotACrash) {
   Result bad_flag = RunCommand(absl::StrCat(Ui(), " ", db, " --width abc"));
   EXPECT_GT(bad_flag.exit_code, 0);
   EXPECT_THAT(bad_flag.output, HasSubstr("--width"));
+}
+
+// An option naming what the run lacks is that option's error: the capture
+// exits 1 naming it, without calling the file damaged; an op a graph lacks
+// (--graph G:OP) is said, not silently swapped for the graph's costliest kernel.
+TEST(ShardscopeUi, WhatAnOptionAsksForAndTheRunLacksIsNotDamage) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run not installed";
+  const std::string db = testing::TempPath("options.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  {
+    // Graph 1's program, which the fixture does not write: one op, %1.
+    const char* ir = "module @graph attributes {mhlo.num_partitions = 1 : i32} {\n"
+                     "  func.func @main(%arg0: tensor<4x6xf32>) -> (tensor<4x6xf32>) {\n"
+                     "    %1 = stablehlo.add %arg0, %arg0 : tensor<4x6xf32>\n"
+                     "    return %1 : tensor<4x6xf32>\n"
+                     "  }\n"
+                     "}\n";
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    ASSERT_EQ(sqlite3_prepare_v2(h,
+                                 "INSERT OR REPLACE INTO graphs(run_id, graph_id, fingerprint, call_site, ir_text,"
+                                 " ir_text_after, op_count, flops, bytes) VALUES (1, 1, 'f1', 'samples/mlp.cc:52',"
+                                 " ?1, ?1, 1, 0, 0)",
+                                 -1, &st, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(h);
+    sqlite3_bind_text(st, 1, ir, -1, SQLITE_STATIC);
+    EXPECT_EQ(sqlite3_step(st), SQLITE_DONE) << sqlite3_errmsg(h);
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+  }
+  const std::string layout = testing::TempPath("options.json");
+  testing::UiResult chip = testing::RunUi(Ui(), absl::StrCat(db, " --view sharding --chip 99 --dump-layout ", layout));
+  EXPECT_EQ(chip.exit_code, 1) << chip.output;
+  EXPECT_THAT(chip.output, HasSubstr("--chip 99: run 1 has no chip 99"));
+  EXPECT_THAT(chip.output, Not(HasSubstr("damage")));
+
+  testing::UiResult op = testing::RunUi(Ui(), absl::StrCat(db, " --graph 1:99999 --dump-layout ", layout));
+  EXPECT_EQ(op.exit_code, 1) << op.output;
+  EXPECT_THAT(op.output, HasSubstr("--graph 1:99999: graph 1 has no op 99999"));
+  EXPECT_THAT(op.output, Not(HasSubstr("damage")));
+
+  testing::UiResult graph = testing::RunUi(Ui(), absl::StrCat(db, " --graph 9999 --dump-layout ", layout));
+  EXPECT_EQ(graph.exit_code, 1) << graph.output;
+  EXPECT_THAT(graph.output, HasSubstr("--graph 9999: run 1 compiled no graph 9999"));
+  EXPECT_THAT(graph.output, Not(HasSubstr("damage")));
+
+  testing::UiResult fine = testing::RunUi(Ui(), absl::StrCat(db, " --graph 1:1 --dump-layout ", layout));
+  EXPECT_EQ(fine.exit_code, 0) << fine.output;
 }
 
 class ScreenshotTest : public ::testing::TestWithParam<int> {};
@@ -399,6 +453,25 @@ TEST(ShardscopeUi, UsesNoCpuWhileNothingChanges) {
 
 // --follow: the window follows a run while another process writes it, and
 // reloads as its steps land.
+// --follow started before the run: the app waits for the file and its first
+// run (it exited with "no such file" or "holds no runs yet").
+TEST(Screenshot, FollowWaitsForTheFirstRun) {
+  if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
+  const std::string db = testing::TempPath("follow_wait.db");
+  const std::string layout = testing::TempPath("follow_wait.json");
+  std::filesystem::remove(db);
+  std::filesystem::remove(layout);
+  std::thread run([&] {
+    usleep(1500000);  // the app is up and waiting
+    EXPECT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  });
+  testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " --follow --dump-layout ", layout));
+  run.join();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("waiting for a run to start (--follow)"));
+  EXPECT_EQ(testing::ReadLayout(layout).value("view", ""), "timeline") << r.output;
+}
+
 TEST(Screenshot, FollowReloadsAsStepsLand) {
   if (!HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed (apt-get install xvfb xauth)";
   const std::string db = absl::StrCat(::testing::TempDir(), "/follow_", getpid(), ".db");

@@ -553,6 +553,33 @@ TEST(TimelineLayout, SixtyFourChipsAndTheHostLanesFitOneScreen) {
   EXPECT_GT(after, before);
 }
 
+// The compilations row keeps room for its label when 64 chips' lanes are
+// squeezed: at 8.5 px its label ran over the host lane below it.
+TEST(TimelineLayout, TheCompilationsRowKeepsRoomForItsLabel) {
+  TraceModel pod = Pod();
+  Compilation c;
+  c.compile_id = 1;
+  c.cache = "miss";
+  pod.compilations.push_back(c);
+  RunOverview overview;
+  for (const Track& t : pod.tracks) overview.depths[t.track_id] = t.is_device() ? 1 : 3;
+  auto sections = BuildSections(pod, &overview);
+  const float screen = 700;
+  RowLayout layout = LayoutRows(sections, DefaultCollapsed(sections), screen);
+  EXPECT_TRUE(layout.fits);
+  int compiles = 0;
+  float lane_h = 0;
+  for (const Row& row : layout.rows) {
+    if (row.type == RowType::kCompiles) {
+      ++compiles;
+      EXPECT_GE(row.h, kMinCompilesHeight);
+    }
+    if (row.type == RowType::kLane) lane_h = row.h;
+  }
+  EXPECT_EQ(compiles, 1);
+  EXPECT_LT(lane_h, kMinCompilesHeight);  // the lanes were squeezed
+}
+
 TEST(TimelineLayout, LanesGetADepthRowEachWhenThereIsRoom) {
   TraceModel pod = Pod();
   pod.tracks.resize(2);  // chip 0 on two clocks

@@ -16,10 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include <sqlite3.h>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/app/fixture.h"
+#include "ui/app/background.h"
 #include "ui/app/lane_texture.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
@@ -90,6 +93,27 @@ class ViewsTest : public ::testing::Test {
     ASSERT_TRUE(model.ok()) << model.status();
     ws_ = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)));
     ws_->ui().textures = &textures_;
+    Settle();
+  }
+
+  // As Open, with `sql` run on the file first: what the fixture's Writer leaves
+  // out (a capture note, a simulated run's flags).
+  void OpenEdited(const testing::FixtureRun& run, const std::string& sql, ViewId view) {
+    run_ = run;
+    std::string db = testing::TempPath("views.db");
+    ASSERT_TRUE(testing::WriteFixtureDb(db, {run}).ok());
+    sqlite3* h = nullptr;
+    ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+    char* err = nullptr;
+    const int rc = sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err);
+    EXPECT_EQ(rc, SQLITE_OK) << (err ? err : "");
+    sqlite3_free(err);
+    sqlite3_close(h);
+    auto model = LoadTraceModel(db, std::nullopt);
+    ASSERT_TRUE(model.ok()) << model.status();
+    ws_ = std::make_unique<Workstation>(std::make_unique<TraceModel>(*std::move(model)));
+    ws_->ui().textures = &textures_;
+    ws_->ui().bring_to_front = view;
     Settle();
   }
 
@@ -634,6 +658,177 @@ TEST_F(ViewsTest, ClickingAChipInFleetOpensItsLaneAtThatStep) {
   ASSERT_EQ(focus.size(), 1u);
   EXPECT_EQ(focus[0]["step"], 2);
   EXPECT_EQ(focus[0]["label"], absl::StrCat("chip ", chip["ref"]["device_id"].get<int>()));
+}
+
+// What a run's capture settings left out is said above the lanes: a blank
+// stretch of timeline (--trace-ring, --trace off) is never a silent gap.
+TEST_F(ViewsTest, TimelineSaysWhatTheCaptureLeftOut) {
+  const std::string note = "timeline kept for the last 2 steps only (a ring): steps up to 3 were dropped";
+  OpenEdited({}, absl::StrCat("UPDATE runs SET capture_note = '", note, "'"), ViewId::kTimeline);
+  ASSERT_EQ(dump_.view(), "timeline");
+  std::vector<json> said;
+  for (const json& t : Items("text"))
+    if (t.value("role", "") == "capture") said.push_back(t);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0]["label"], absl::StrCat("capture: ", note));
+  // Above the lanes, not over them.
+  for (const json& lane : Items("lane")) EXPECT_GE(lane["y"].get<float>(), said[0]["y"].get<float>() + 10);
+
+  Open({});  // nothing left out: nothing said
+  for (const json& t : Items("text")) EXPECT_NE(t.value("role", ""), "capture");
+}
+
+// A line of the Overview wider than the window wraps inside it (a verdict or
+// a note of 300 characters was cut off at the window's edge).
+TEST_F(ViewsTest, OverviewLinesWrapInsideTheWindow) {
+  std::string note = "steps 0-99 not captured";
+  while (note.size() < 400) note += ", and a long explanation of what the capture settings left out";
+  OpenEdited({}, absl::StrCat("UPDATE runs SET capture_note = '", note, "'"), ViewId::kOverview);
+  ASSERT_EQ(dump_.view(), "overview");
+  const float width = ImGui::GetIO().DisplaySize.x;
+  bool found = false;
+  for (const json& item : dump_.doc()["items"]) {
+    EXPECT_LE(item["x"].get<float>() + item["w"].get<float>(), width) << item.dump();
+    if (item["label"] == absl::StrCat("capture: ", note)) {
+      found = true;
+      EXPECT_GT(item["h"].get<float>(), 2 * ImGui::GetTextLineHeight()) << "not wrapped: " << item.dump();
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+// Steps of uneven length: a step marker's label is left out where the one
+// before it still is (the host ruler of a simulated pod read "step 1step 2").
+TEST_F(ViewsTest, StepLabelsDoNotOverlap) {
+  OpenEdited({}, "UPDATE step_bounds SET start_ns = start_ns - 990000 WHERE step = 3", ViewId::kTimeline);
+  ASSERT_EQ(dump_.view(), "timeline");
+  std::map<std::string, std::vector<json>> by_clock;
+  for (const json& m : Items("marker"))
+    if (m.value("role", "") == "step") by_clock[m["clock"].get<std::string>()].push_back(m);
+  ASSERT_FALSE(by_clock.empty());
+  int left_out = 0;
+  for (auto& [clock, markers] : by_clock) {
+    std::sort(markers.begin(), markers.end(),
+              [](const json& a, const json& b) { return a["x"].get<float>() < b["x"].get<float>(); });
+    float last = -1e9;
+    for (const json& m : markers) {
+      if (!m["labelled"].get<bool>()) {
+        ++left_out;
+        continue;
+      }
+      EXPECT_GE(m["x"].get<float>() - last, 40) << clock << ": " << m.dump();  // "step N" is ~40 px
+      last = m["x"].get<float>();
+    }
+  }
+  EXPECT_GT(left_out, 0);
+}
+
+// The Metrics view's warnings wrap inside the window too (a value-read
+// warning on a 175-step run ran 29 px past a 1600 px window).
+TEST_F(ViewsTest, MetricsWarningsWrapInsideTheWindow) {
+  ImGui::GetIO().DisplaySize = ImVec2(700, 860);
+  OpenEdited({}, "INSERT OR REPLACE INTO steps(run_id, step, loss, wall_ns) VALUES (1, 2, 'NaN', 1000000)",
+             ViewId::kMetrics);
+  ASSERT_EQ(dump_.view(), "metrics");
+  const std::vector<json> warnings = Items("warning");
+  ASSERT_FALSE(warnings.empty());
+  for (const json& w : warnings) {
+    EXPECT_LE(w["x"].get<float>() + w["w"].get<float>(), 700) << w.dump();
+    EXPECT_GE(w["h"].get<float>(), 2 * ImGui::GetTextLineHeight()) << "not wrapped: " << w.dump();
+  }
+}
+
+// A simulated run has no device clock: its warnings put the faults and the
+// chips' times on the modeled clock.
+TEST_F(ViewsTest, SimulatedRunsWarningsNameTheModeledClock) {
+  OpenEdited({.with_modeled = true},
+             "UPDATE runs SET simulated = 1, clock_kinds = 'host,modeled', "
+             "config_json = json_set(config_json, '$.faults', json_array('slow-chip:1:0.6'))",
+             ViewId::kOverview);
+  ASSERT_EQ(dump_.view(), "overview");
+  int faults = 0, simulated = 0;
+  for (const json& w : Items("warning")) {
+    const std::string text = w["label"];
+    EXPECT_FALSE(absl::StrContains(text, "on the device clock") || absl::StrContains(text, "device times")) << text;
+    if (absl::StrContains(text, "faults were injected on the modeled clock")) ++faults;
+    if (absl::StartsWith(text, "simulated:")) ++simulated;
+  }
+  EXPECT_EQ(faults, 1);
+  EXPECT_EQ(simulated, 1);
+}
+
+// The run line beside the menus: an imported trace has no mesh to name, and
+// one chip or host is singular.
+TEST(RunLineTest, SaysOnlyWhatTheRunHas) {
+  RunInfo imported{.run_id = 1, .sample = "rank0.json +1", .mesh = "", .profile = "none", .num_hosts = 2,
+                   .num_devices = 0, .status = "finished"};
+  EXPECT_EQ(RunLine(imported), "run 1: rank0.json +1, 0 chips on 2 hosts, profile none");
+  RunInfo one{.run_id = 4, .sample = "recompile_storm", .mesh = "1x1", .profile = "cpu", .num_hosts = 1,
+              .num_devices = 1, .status = "ended abnormally"};
+  EXPECT_EQ(RunLine(one), "run 4: recompile_storm, mesh 1x1, 1 chip on 1 host, profile cpu [ended abnormally]");
+}
+
+// A view's model reads one snapshot of a run being written (WAL): a step
+// landing between two of its queries does not make them disagree (the
+// Overview said "a value is read back in 189 of 187 steps" on a live run).
+TEST(BackgroundModelTest, ABuildReadsOneSnapshotOfARunBeingWritten) {
+  const std::string db = testing::TempPath("snapshot.db");
+  ASSERT_TRUE(testing::WriteFixtureDb(db, {testing::FixtureRun{}}).ok());
+  sqlite3* writer = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &writer), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(writer, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr), SQLITE_OK);
+  BackgroundModel<std::pair<int64_t, int64_t>> job;
+  job.Start(db, [writer](const store::Reader& r) -> absl::StatusOr<std::pair<int64_t, int64_t>> {
+    auto before = r.Query("SELECT COUNT(*) AS n FROM steps");
+    if (!before.ok()) return before.status();
+    // The writer commits a step while the build is between its queries.
+    if (sqlite3_exec(writer, "INSERT INTO steps(run_id, step, wall_ns) VALUES (1, 1000, 1)", nullptr, nullptr,
+                     nullptr) != SQLITE_OK)
+      return absl::InternalError(sqlite3_errmsg(writer));
+    auto after = r.Query("SELECT COUNT(*) AS n FROM steps");
+    if (!after.ok()) return after.status();
+    return std::pair{before->Int(0, "n"), after->Int(0, "n")};
+  });
+  ASSERT_TRUE(job.Wait(30));
+  ASSERT_TRUE(job.result()->ok()) << job.result()->status();
+  EXPECT_EQ(job.get()->first, job.get()->second);
+  sqlite3_close(writer);
+}
+
+// The chips holding a tile, short enough to read: a tensor replicated on a
+// 4096-chip pod listed every chip, 20,000 characters off the screen.
+TEST(ChipsShortTest, ConsecutiveChipsAreRanges) {
+  EXPECT_EQ(ChipsShort({}), "-");
+  EXPECT_EQ(ChipsShort({3}), "chip 3");
+  EXPECT_EQ(ChipsShort({0, 2}), "chips 0,2");
+  EXPECT_EQ(ChipsShort({0, 1}), "chips 0,1");
+  EXPECT_EQ(ChipsShort({0, 1, 2, 3, 8, 9, 10, 11, 13}), "chips 0-3,8-11,13");
+  std::vector<int64_t> pod(4096);
+  for (int i = 0; i < 4096; ++i) pod[i] = i;
+  EXPECT_EQ(ChipsShort(pod), "chips 0-4095");
+}
+
+// The suspects list's colours say what the heatmap outlines: a chip no slower
+// than its peers (0.0%) is listed, but neither outlined nor amber.
+TEST_F(ViewsTest, FleetListMarksOnlyTheOutlinedSuspects) {
+  Open({.num_devices = 4, .num_hosts = 2});
+  ws_->ui().bring_to_front = ViewId::kFleet;
+  Settle();
+  ASSERT_EQ(dump_.view(), "fleet");
+  std::set<std::string> outlined;
+  auto key = [](const json& j) { return absl::StrCat(j["kind"].get<std::string>(), " ", j["id"].get<std::string>()); };
+  for (const json& o : Items("suspect")) outlined.insert(key(o));
+  int listed = 0, below = 0;
+  for (const json& t : Items("text")) {
+    if (t.value("role", "") != "suspect") continue;
+    ++listed;
+    const bool expect = t["flagged"].get<bool>() || (t["rank"].get<int>() <= 10 && t["score"].get<double>() >= 0.01);
+    EXPECT_EQ(t["outlined"].get<bool>(), expect) << t.dump();
+    EXPECT_EQ(outlined.count(key(t)) > 0, expect) << t.dump();
+    below += t["score"].get<double>() < 0.01 && !t["flagged"].get<bool>();
+  }
+  EXPECT_GT(listed, 1);
+  EXPECT_GT(below, 0) << "the fixture should rank chips that are no slower than their peers";
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <backends/imgui_impl_opengl3.h>
 #include <imgui.h>
 #include <stb_image_write.h>
+#include <sqlite3.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -139,6 +141,22 @@ std::vector<std::string> OptionsNotInRun(const AppOptions& o, const TraceModel& 
   if (auto range = ParseRangeArg(o.range); !o.range.empty() && range.ok() && !m.HasClock(range->clock))
     errors.push_back(absl::StrCat("--range ", o.range, ": ", run, " has no timeline on the ", ClockLabel(range->clock)));
   return errors;
+}
+
+// A file the store's writer has made but not yet given its schema (it is
+// being created this moment), or an empty one.
+bool NoTablesYet(const std::string& path) {
+  sqlite3* db = nullptr;
+  bool empty = false;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_master", -1, &st, nullptr) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW)
+      empty = sqlite3_column_int64(st, 0) == 0;
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return empty;
 }
 
 std::string g_glfw_error;
@@ -423,8 +441,21 @@ int RunApp(const AppOptions& options) {
   // alongside, it would take the cores the window is being made with.
   absl::StatusOr<TraceModel> model = absl::UnknownError("not loaded");
   std::unique_ptr<Workstation> workstation;
+  std::atomic<bool> stop_waiting{false};  // no display after all: --follow's wait ends
   std::thread opener([&] {
     model = LoadTraceModel(options.db_path, options.run_id);
+    // --follow started before the run (no file yet, or no run in it yet): wait
+    // for its first run, as `tail -F` waits for its file, instead of exiting.
+    auto not_yet = [&] { return absl::IsNotFound(model.status()) || NoTablesYet(options.db_path); };
+    if (options.follow && !options.run_id && !model.ok() && not_yet()) {
+      std::fprintf(stderr, "shardscope-ui: %s; waiting for a run to start (--follow)\n",
+                   std::string(model.status().message()).c_str());
+      while (!model.ok() && not_yet() && !stop_waiting &&
+             (options.exit_after_s <= 0 || Seconds(started) < options.exit_after_s)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+        model = LoadTraceModel(options.db_path, std::nullopt);
+      }
+    }
     g_open.model = Seconds(started);
     if (model.ok()) {
       // The loader's thread wakes the idle loop when data arrives.
@@ -445,6 +476,7 @@ int RunApp(const AppOptions& options) {
   // The file's errors first: a wrong path is the likelier mistake, and it is
   // reported the same with or without a display.
   auto fail = [&](int code, const std::string& message) {
+    stop_waiting = true;
     if (opener.joinable()) opener.join();
     if (!model.ok() && !workstation) {
       std::fprintf(stderr, "shardscope-ui: %s\n", std::string(model.status().message()).c_str());
@@ -527,7 +559,7 @@ int RunApp(const AppOptions& options) {
     if (!view_named) workstation->ui().bring_to_front = ViewId::kRecompilations;
   }
   if (options.graph_op) {
-    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second};
+    workstation->ui().graph_focus = GraphFocus{options.graph_op->first, options.graph_op->second, true};
     if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
   }
   if (options.step) workstation->ui().playhead_step = *options.step;

@@ -35,6 +35,12 @@ std::string ScoreText(const analysis::FleetSuspect& s) {
   return s.stopped ? "stopped" : absl::StrFormat("%.1f%%", s.score * 100);
 }
 
+// Whether the k-th ranked suspect is outlined (and amber in the list): the list's
+// colours must say what the heatmap outlines, not rank a 0.0% chip as one.
+bool Outlined(const analysis::FleetSuspect& s, size_t k) {
+  return s.flagged || (k < kOutlined && s.score >= kOutlinedScore);
+}
+
 // A suspect's rank and figures on its --dump-layout item.
 void AddSuspectFields(json& item, const analysis::FleetSuspect& s, size_t k) {
   item["rank"] = k + 1;
@@ -46,12 +52,14 @@ void AddSuspectFields(json& item, const analysis::FleetSuspect& s, size_t k) {
 }
 
 // The suspect list's line just drawn, for --dump-layout.
-void DumpSuspectLine(UiState& ui, const std::string& label, const analysis::FleetSuspect& s, size_t k) {
+void DumpSuspectLine(UiState& ui, const std::string& label, const analysis::FleetSuspect& s, size_t k,
+                     bool outlined) {
   if (!ui.layout) return;
   const char* table = s.kind == "chip" ? "devices" : s.kind == "link" ? "links" : "hosts";
   auto& item = ui.layout->Add("text", label, json{{"table", table}, {"id", s.id}}, ImGui::GetItemRectMin().x,
                               ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
   item["role"] = "suspect";
+  item["outlined"] = outlined;
   AddSuspectFields(item, s, k);
 }
 
@@ -500,7 +508,7 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   };
   for (size_t k = 0; k < m.report.suspects.size(); ++k) {
     const analysis::FleetSuspect& s = m.report.suspects[k];
-    if (!s.flagged && (k >= kOutlined || s.score < kOutlinedScore)) continue;
+    if (!Outlined(s, k)) continue;
     const Rgb color = s.flagged ? kFlagged : kRanked;
     const std::string rank = absl::StrCat("#", k + 1);
     std::vector<size_t> cells;
@@ -665,7 +673,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     ImGui::PushID(static_cast<int>(k));
     const std::string label = absl::StrFormat("#%d %s %s  %s%s", k + 1, s.kind, s.id, ScoreText(s),
                                               s.flagged ? "  FLAGGED" : "");
-    ImGui::PushStyleColor(ImGuiCol_Text, Vec4(s.flagged ? kFlagged : k < kOutlined ? kRanked : kText));
+    ImGui::PushStyleColor(ImGuiCol_Text, Vec4(s.flagged ? kFlagged : Outlined(s, k) ? kRanked : kText));
     int chip = -1;
     if (s.kind == "chip") {
       int d = 0;
@@ -673,7 +681,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     }
     if (ImGui::Selectable(label.c_str(), chip >= 0 && chip == selected_) && chip >= 0) selected_ = chip;
     ImGui::PopStyleColor();
-    DumpSuspectLine(ui, label, s, k);
+    DumpSuspectLine(ui, label, s, k, Outlined(s, k));
     if (ImGui::IsItemHovered() && !s.evidence.empty()) {
       ImGui::BeginTooltip();
       for (const std::string& e : s.evidence) ImGui::BulletText("%s", e.c_str());
@@ -713,7 +721,7 @@ void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
                                   : absl::StrFormat("%.1f%% (%.2fx its peers)", s.score * 100, s.slowdown),
                         s.flagged ? "  FLAGGED" : "");
     ImGui::TextColored(Vec4(s.flagged ? kFlagged : kText), "%s", label.c_str());
-    DumpSuspectLine(ui, label, s, k);
+    DumpSuspectLine(ui, label, s, k, /*outlined=*/false);  // no map to outline on
     ImGui::Indent();
     for (const std::string& e : s.evidence) ImGui::TextWrapped("%s", e.c_str());
     ImGui::Unindent();

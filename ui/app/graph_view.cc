@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -91,6 +92,7 @@ void GraphView::Draw(UiState& ui) {
   if (ui.graph_focus) {
     graph_id_ = ui.graph_focus->graph_id;
     center_id_ = ui.graph_focus->op_id;
+    center_from_option_ = ui.graph_focus->from_option;
     partitioned_ = true;
     ui.graph_focus.reset();
   }
@@ -161,7 +163,8 @@ void GraphView::Draw(UiState& ui) {
   }
   if (!loaded->ok()) {
     ImGui::TextColored(Vec4(kWarning), "%s", std::string(loaded->status().message()).c_str());
-    ui.DataError(loaded->status().message());
+    // A graph the run lacks, asked for by --graph, is that option's error (already said), not damage.
+    if (!absl::IsNotFound(loaded->status()) || ui.option_errors.empty()) ui.DataError(loaded->status().message());
     return;
   }
   DrawOps(ui, **loaded);
@@ -175,6 +178,13 @@ void GraphView::DrawOps(UiState& ui, const GraphModel& g) {
   }
   // The centre: the op asked for, else the costliest kernel (modeled, else measured).
   int center = center_id_ >= 0 ? p.Find(center_id_) : -1;
+  if (center_id_ >= 0 && center < 0 && center_from_option_) {
+    // An op the program lacks (`--graph G:OP`) is said, not silently swapped for another.
+    const std::string missing = absl::StrFormat("--graph %d:%d: graph %d has no op %d; showing its costliest kernel",
+                                                g.graph_id, center_id_, g.graph_id, center_id_);
+    if (std::find(ui.option_errors.begin(), ui.option_errors.end(), missing) == ui.option_errors.end())
+      ui.option_errors.push_back(missing);
+  }
   if (center < 0) {
     double best = -1;
     for (size_t i = 0; i < p.ops.size(); ++i) {
@@ -187,6 +197,7 @@ void GraphView::DrawOps(UiState& ui, const GraphModel& g) {
     if (center < 0) center = 0;
   }
   center_id_ = p.ops[center].id;
+  center_from_option_ = false;
   const int64_t center_kernel = g.partitioned ? g.KernelOf(center_id_) : center_id_;
   const auto near = Neighbourhood(p, center, depth_);
 

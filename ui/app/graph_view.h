@@ -45,6 +45,7 @@ class GraphView {
   int64_t graph_id_ = -1;
   bool partitioned_ = true;
   int64_t center_id_ = -1;  // an op id of the program shown; -1: the costliest
+  bool center_from_option_ = false;  // center_id_ came from --graph G:OP
   int depth_ = 2;
   std::set<int64_t> expanded_;  // kernel roots shown op by op
   std::pair<int64_t, bool> loaded_{-1, true};

@@ -212,6 +212,8 @@ void MetricsView::Draw(UiState& ui) {
   ++drawn_;
   const analysis::MetricsReport& r = m.report;
   ImGui::BeginChild("##metrics", ImVec2(0, 0), false);
+  // A warning or a run's state can be wider than the window: wrapped, not cut off at its edge.
+  ImGui::PushTextWrapPos(0);
   ImGui::Text("Metrics report of run %lld: %lld steps (%s)%s", static_cast<long long>(r.run_id),
               static_cast<long long>(r.steps), r.stored ? "stored when the run ended" : "computed from its tables",
               r.run_state.empty() ? "" : absl::StrCat("; ", r.run_state).c_str());
@@ -222,6 +224,7 @@ void MetricsView::Draw(UiState& ui) {
                      ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
     }
   }
+  ImGui::PopTextWrapPos();
 
   const float chart_h = 170;
   const std::vector<double> xs(m.steps.begin(), m.steps.end());

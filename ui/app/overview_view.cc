@@ -37,16 +37,22 @@ bool Line(UiState& ui, const std::string& text, const json& ref, std::optional<V
           const ImVec4* color = nullptr, const char* role = "line") {
   ImGui::PushID(text.c_str());
   const ImVec2 p = ImGui::GetCursorScreenPos();
+  const std::string button = link ? absl::StrCat("-> ", ViewInfoOf(*link).title) : "";
+  // A verdict or a note can be wider than the window: wrapped, with its link
+  // kept beside it, it is never cut off at the window's edge.
+  const float button_w =
+      link ? 16 + ImGui::CalcTextSize(button.c_str()).x + 2 * ImGui::GetStyle().FramePadding.x : 0;
+  ImGui::PushTextWrapPos(std::max(ImGui::GetContentRegionMax().x - button_w, ImGui::GetCursorPosX() + 200));
   if (color) {
     ImGui::TextColored(*color, "%s", text.c_str());
   } else {
     ImGui::TextUnformatted(text.c_str());
   }
+  ImGui::PopTextWrapPos();
   ImVec2 size = ImGui::GetItemRectSize();
   bool clicked = false;
   if (link) {
     ImGui::SameLine(0, 16);
-    const std::string button = absl::StrCat("-> ", ViewInfoOf(*link).title);
     clicked = ImGui::SmallButton(button.c_str());
     size.x = ImGui::GetItemRectMax().x - p.x;
     if (clicked) ui.bring_to_front = *link;
@@ -146,10 +152,15 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   const analysis::RunHeader& h = m.run;
   if (h.status != "finished" && !h.status_detail.empty()) m.warnings.push_back(h.status_detail);
   if (!h.capture_note.empty()) m.warnings.push_back(absl::StrCat("capture: ", h.capture_note));
+  // A simulated run has no device clock: its faults and its chips' times are on the modeled clock.
   if (h.faults_injected) {
-    m.warnings.push_back("faults were injected on the device clock: its timeline is not the machine's own");
+    m.warnings.push_back(h.simulated
+                             ? "faults were injected on the modeled clock: the simulated timeline has them (--fault)"
+                             : "faults were injected on the device clock: its timeline is not the machine's own");
   }
-  if (h.simulated) m.warnings.push_back("simulated: compiled and modeled, no numerics; device times are modeled");
+  if (h.simulated) {
+    m.warnings.push_back("simulated: compiled and modeled, no numerics; no device clock, the chips' times are modeled");
+  }
   auto has_import = reader.HasTable("import_stats");
   if (!has_import.ok()) return has_import.status();
   if (*has_import) {

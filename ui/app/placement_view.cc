@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
@@ -34,6 +35,26 @@ std::string Held(const analysis::TensorTiles& t) {
 }
 
 }  // namespace
+
+std::string ChipsShort(const std::vector<int64_t>& chips) {
+  if (chips.empty()) return "-";
+  // Runs of three or more consecutive chips as ranges: a tensor replicated on a
+  // 4096-chip pod was "chips 0,1,2,...,4095", 20,000 characters off the screen.
+  std::string out = chips.size() == 1 ? "chip " : "chips ";
+  for (size_t i = 0; i < chips.size();) {
+    size_t j = i;
+    while (j + 1 < chips.size() && chips[j + 1] == chips[j] + 1) ++j;
+    if (i) out += ",";
+    if (j - i >= 2) {
+      absl::StrAppend(&out, chips[i], "-", chips[j]);
+    } else {
+      absl::StrAppend(&out, chips[i]);
+      if (j > i) absl::StrAppend(&out, ",", chips[j]);
+    }
+    i = j + 1;
+  }
+  return out;
+}
 
 void PlacementView::SelectChip(int64_t device_id) {
   if (chip_ == device_id && chip_job_.started()) return;
@@ -161,8 +182,8 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
   const analysis::ShardingRow& r = t.tensor;
   ImGui::Text("%s %s%s %s", r.name.c_str(), r.dtype.c_str(), r.shape.c_str(), r.sharding.c_str());
   if (t.split_dims.empty()) {
-    drawn_cells_.push_back(analysis::ChipsText(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]));
-    ImGui::Text("whole on %s", drawn_cells_.back().c_str());
+    drawn_cells_.push_back(ChipsShort(t.tile_chips.empty() ? std::vector<int64_t>{} : t.tile_chips[0]));
+    ImGui::TextWrapped("whole on %s", drawn_cells_.back().c_str());
     if (layout_) {
       const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
       auto& item = layout_->Add("cell", drawn_cells_.back(),
@@ -205,7 +226,7 @@ void PlacementView::DrawGrid(const analysis::TensorTiles& t) {
     const std::vector<int64_t>& chips = t.tile_chips[row];
     const size_t shard = shard_of(chips);
     ImGui::TableSetBgColor(ImGuiTableBgTarget_CellBg, ShardColor(shard));
-    drawn_cells_.push_back(analysis::ChipsText(chips));
+    drawn_cells_.push_back(ChipsShort(chips));
     ImGui::TextUnformatted(drawn_cells_.back().c_str());
     if (layout_) {
       const ImVec2 p = ImGui::GetItemRectMin(), sz = ImGui::GetItemRectSize();
@@ -268,7 +289,7 @@ void PlacementView::DrawScaledTiles(const analysis::TensorTiles& t, const std::v
       const float tw = float(w * col_len[c] / cols_total);
       const std::vector<int64_t>& chips = t.tile_chips[row * col_len.size() + c];
       const size_t shard = shard_of(chips);
-      drawn_cells_.push_back(analysis::ChipsText(chips));
+      drawn_cells_.push_back(ChipsShort(chips));
       dl->AddRectFilled(ImVec2(x, y), ImVec2(x + tw, y + th), ShardColor(shard));
       dl->AddRect(ImVec2(x, y), ImVec2(x + tw + 1, y + th + 1), kBackground.Packed());
       const std::string& label = drawn_cells_.back();
@@ -359,7 +380,8 @@ void PlacementView::DrawChips(UiState& ui) {
   }
   if (!shards->ok()) {
     ImGui::TextColored(ToVec4(kWarning), "%s", std::string(shards->status().message()).c_str());
-    ui.DataError(shards->status().message());
+    // A chip the run lacks, asked for by --chip, is that option's error (already said), not damage.
+    if (!absl::IsNotFound(shards->status()) || ui.option_errors.empty()) ui.DataError(shards->status().message());
     return;
   }
   int64_t total = 0;

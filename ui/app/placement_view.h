@@ -21,6 +21,9 @@
 
 namespace shardscope::app {
 
+// The chips holding a tile: "chip 3", "chips 0,2", "chips 0-3,8-11".
+std::string ChipsShort(const std::vector<int64_t>& chips);
+
 class PlacementView {
  public:
   explicit PlacementView(const TraceModel& model, std::function<void()> wake = {})
@@ -36,7 +39,7 @@ class PlacementView {
   }
 
   // For tests: the picked tensor, and the grid cells drawn in the last frame
-  // (row-major, "chips 0,2").
+  // (row-major, "chips 0,2", "chips 0-7").
   size_t selected() const { return selected_; }
   void Select(size_t tensor) { selected_ = tensor; }
   const std::vector<std::string>& drawn_cells() const { return drawn_cells_; }

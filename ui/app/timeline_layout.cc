@@ -184,6 +184,9 @@ RowLayout LayoutRows(const std::vector<Section>& sections,
   // reach kMinLaneHeight stay there and the others share what is left
   // (a few rounds settle it: each round pins at least one more lane or stops).
   const float room = std::max(0.0f, avail_h - fixed);
+  // The compilations row keeps room for its label: at a chip lane's least it
+  // ran over the host lane below it.
+  auto least = [](const Row& row) { return row.type == RowType::kCompiles ? kMinCompilesHeight : kMinLaneHeight; };
   float scale = 1.0f;
   if (wanted > room && wanted > 0) {
     float pinned = 0, free_wanted = wanted;
@@ -192,7 +195,7 @@ RowLayout LayoutRows(const std::vector<Section>& sections,
       float next_pinned = 0, next_free = 0;
       for (const Row& row : out.rows) {
         if (row.type == RowType::kSection || row.type == RowType::kGroup) continue;
-        if (row.h * scale < kMinLaneHeight) next_pinned += kMinLaneHeight;
+        if (row.h * scale < least(row)) next_pinned += least(row);
         else next_free += row.h;
       }
       if (next_pinned == pinned) break;
@@ -203,7 +206,7 @@ RowLayout LayoutRows(const std::vector<Section>& sections,
   float y = 0;
   for (Row& row : out.rows) {
     if (row.type != RowType::kSection && row.type != RowType::kGroup) {
-      row.h = std::max(kMinLaneHeight, std::floor(row.h * scale * 4) / 4);
+      row.h = std::max(least(row), std::floor(row.h * scale * 4) / 4);
       if (row.type == RowType::kLane) {
         const int fit = static_cast<int>((row.h - 2) / kMinDepthRowHeight);
         row.rows_shown = std::clamp(std::min(fit, row.lane.depth_rows), 1, kMaxDepthRowsShown);

@@ -69,6 +69,7 @@ inline constexpr float kMinDepthRowHeight = 5;
 inline constexpr int kMaxDepthRowsShown = 6;
 inline constexpr float kCounterHeight = 26;
 inline constexpr float kCompilesHeight = 24;
+inline constexpr float kMinCompilesHeight = 13;  // its label, whole
 
 struct RowLayout {
   std::vector<Row> rows;

@@ -853,11 +853,12 @@ void TimelineView::DrawCompiles(const Row& row, const Frame& f, Hover& hover, Ui
     // The label may run on to the right until the next marker.
     float next_x = f.right;
     if (i + 1 < compiles.size()) next_x = std::min(next_x, f.ToX(Clock::kHost, double(compiles[i + 1].host_start_ns)) - 4);
-    ImVec4 clip(x0 + 2, my0, std::max(x1, next_x), my1);
+    ImVec4 clip(x0 + 2, y, std::max(x1, next_x), y + h);
     const bool inside = x1 - x0 > ImGui::CalcTextSize(text.c_str()).x + 8;
     if (h >= 12) {
-      SmallText(dl, inside ? x0 + 4 : x1 + 4, my0 + std::max(0.0f, (my1 - my0 - kSmallFont) / 2),
-                inside ? Rgb{15, 15, 20} : color.Scaled(1.2f), text, kSmallFont, &clip);
+      const float size = std::min(kSmallFont, h - 2);  // a squeezed row's label, smaller but whole
+      SmallText(dl, inside ? x0 + 4 : x1 + 4, y + std::max(0.0f, (h - size) / 2),
+                inside ? Rgb{15, 15, 20} : color.Scaled(1.2f), text, size, &clip);
     }
     if (InRect(f.mouse, x0 - 2, my0, x1 + 2, my1)) {
       hover.what = Hover::kCompile;
@@ -971,11 +972,20 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
       else spans.emplace_back(y0, y1);
     }
     DataLayer layer(f.dl, f.DataMin(), f.DataMax());
+    // Steps of uneven length (a long warm-up, then short ones) put labels on
+    // top of each other: a label is left out where the one before still is.
+    float labels_end = -FLT_MAX;
+    const float small = kSmallFont / ImGui::GetFontSize();
     for (const StepSpan& s : steps) {
       if (s.start_ns < r0 || s.start_ns > r1 || s.step % every != 0) continue;
       const float x = f.atlas_x + static_cast<float>(StepColumn(clock, s.start_ns)) + 0.5f;
       for (auto [y0, y1] : spans) f.dl->AddRectFilled(ImVec2(x - 0.5f, y0), ImVec2(x + 0.5f, y1), kStepMarker.Packed(150));
-      if (label_steps) SmallText(f.dl, x + 2, label_y, kStepMarker, absl::StrCat("step ", s.step));
+      const std::string label = absl::StrCat("step ", s.step);
+      const bool labelled = label_steps && x + 2 >= labels_end;
+      if (labelled) {
+        SmallText(f.dl, x + 2, label_y, kStepMarker, label);
+        labels_end = x + 2 + ImGui::CalcTextSize(label.c_str()).x * small + 6;
+      }
       if (ui.layout) {
         auto& item = ui.layout->Add("marker", absl::StrCat("step ", s.step),
                                     json{{"table", "slices"}, {"step", s.step}, {"clock", ClockName(clock)}}, x, top, 0,
@@ -984,6 +994,7 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
         item["clock"] = ClockName(clock);
         item["start_ns"] = s.start_ns;
         item["end_ns"] = s.end_ns;
+        item["labelled"] = labelled;
       }
     }
   }
@@ -1271,6 +1282,19 @@ void TimelineView::Draw(UiState& ui) {
   }
   ImGui::TextDisabled("W/S or wheel: zoom   A/D or drag: pan   shift-drag: range   click: select   "
                       "double-click: fit   Esc: clear");
+  if (!model_.run.capture_note.empty()) {
+    // Steps or kernels the capture left out are blank lanes: say why above them, as the report does.
+    const std::string note = absl::StrCat("capture: ", model_.run.capture_note);
+    const ImVec2 p = ImGui::GetCursorScreenPos();
+    ImGui::PushTextWrapPos(0);
+    ImGui::TextColored(ImVec4(kWarning.r / 255.f, kWarning.g / 255.f, kWarning.b / 255.f, 1), "%s", note.c_str());
+    ImGui::PopTextWrapPos();
+    if (ui.layout) {
+      const ImVec2 size = ImGui::GetItemRectSize();
+      ui.layout->Add("text", note, json{{"table", "runs"}, {"run_id", model_.run.run_id}}, p.x, p.y, size.x,
+                     size.y)["role"] = "capture";
+    }
+  }
   HandleKeys(ui);
 
   const float details_h = (selection_ || range_stats_)

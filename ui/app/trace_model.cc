@@ -62,6 +62,10 @@ absl::Status LoadRun(const store::Reader& reader, int64_t run_id, TraceModel& mo
   run.status = info->Text(0, "status");
   // A run whose writer died shows as "ended abnormally", not "running" forever.
   if (auto state = store::ReadRunState(reader, run_id); state.ok()) run.status = state->status;
+  if (auto has = reader.HasColumn("runs", "capture_note"); has.ok() && *has) {
+    auto note = reader.Query("SELECT capture_note FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});
+    if (note.ok() && !note->rows.empty()) run.capture_note = note->Text(0, "capture_note");
+  }
   return absl::OkStatus();
 }
 

@@ -115,6 +115,9 @@ struct RunInfo {
   int64_t num_devices = 0;
   bool simulated = false;
   std::string status;
+  // What the run's capture settings left off the timeline (runs.capture_note;
+  // "" when nothing was, or the file predates the column).
+  std::string capture_note;
 };
 
 struct TraceModel {

@@ -70,6 +70,7 @@ inline std::optional<ViewId> ViewFromName(std::string_view name) {
 struct GraphFocus {
   int64_t graph_id = -1;
   int64_t op_id = -1;
+  bool from_option = false;  // `--graph G:OP`: an op the graph lacks is an option error
 };
 
 // A chip's lane at a step, for the timeline to show (a chip clicked in Fleet).

@@ -120,17 +120,23 @@ std::string Workstation::Title() const {
                       " \xE2\x80\x94 run ", model_->run.run_id, " ", model_->run.sample);
 }
 
+std::string RunLine(const RunInfo& run) {
+  // An imported trace has no mesh: "mesh , 0 chips" read as a damaged row.
+  std::string line = absl::StrCat("run ", run.run_id, ": ", run.sample);
+  if (!run.mesh.empty()) absl::StrAppend(&line, ", mesh ", run.mesh);
+  absl::StrAppend(&line, ", ", run.num_devices, run.num_devices == 1 ? " chip" : " chips", " on ", run.num_hosts,
+                  run.num_hosts == 1 ? " host" : " hosts", ", profile ", run.profile,
+                  run.simulated ? ", simulated (no numerics)" : "");
+  if (run.status != "finished") absl::StrAppend(&line, " [", run.status, "]");
+  return line;
+}
+
 void Workstation::DrawRunLine() {
   const RunInfo& run = model_->run;
   ImGui::TextColored(ImVec4(kClockLabel.r / 255.f, kClockLabel.g / 255.f, kClockLabel.b / 255.f, 1),
                      "%s", std::filesystem::path(model_->path).filename().string().c_str());
   ImGui::SameLine();
-  std::string line = absl::StrFormat("run %d: %s, mesh %s, %d chips on %d hosts, profile %s%s",
-                                     run.run_id, run.sample, run.mesh, run.num_devices,
-                                     run.num_hosts, run.profile,
-                                     run.simulated ? ", simulated (no numerics)" : "");
-  if (run.status != "finished") absl::StrAppend(&line, " [", run.status, "]");
-  ImGui::TextUnformatted(line.c_str());
+  ImGui::TextUnformatted(RunLine(run).c_str());
   ImGui::SameLine(0, 30);
   playback_.Draw(ui_, model_->steps);
   if (model_->run_ids.size() > 1) {

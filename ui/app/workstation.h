@@ -28,6 +28,9 @@
 
 namespace shardscope::app {
 
+// The run line beside the menus: "run 3: llama, mesh 2x2, 4 chips on 1 host, profile cpu".
+std::string RunLine(const RunInfo& run);
+
 class Workstation {
  public:
   // `wake` is called from the timeline's loader thread when data arrives, so
