@@ -1377,6 +1377,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     const double share = saved[i] / base_total, per_step = saved[i] / std::max<size_t>(1, base.size());
     const double base_share = s.flagged ? saved_before : 0, base_ns = s.flagged ? saved_before_ns : 0;
     s.saved_ns_per_step = per_step - base_ns;
+    s.saved_estimated = true;
     // A launch delay leaves idle gaps, which the re-schedule (each chip's work
     // back to back) does not keep: what its late arrivals cost is the bound.
     int host = -1;

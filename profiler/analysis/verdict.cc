@@ -363,6 +363,14 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
       if (top.saved_ns_per_step > 0)
         absl::StrAppend(&e.detail, "; fixing it would save ", FormatNs(static_cast<int64_t>(top.saved_ns_per_step)),
                         " per step (what-if)");
+      // Slower than its peers, but costing the step little (a slow chip in a
+      // step its collectives dominate): a suspect, not what bounds the step.
+      const double saved_pct = fleet->median_step_ns > 0 ? 100 * top.saved_ns_per_step / fleet->median_step_ns : -1;
+      if (e.passed && top.saved_estimated && saved_pct >= 0 && saved_pct < kStragglerSavedShare) {
+        e.passed = false;
+        absl::StrAppend(&e.detail, ", ", absl::StrFormat("%.1f", saved_pct), "% of the median step (under ",
+                        kStragglerSavedShare, "%: flagged by the fleet diagnosis, but not what bounds the step)");
+      }
       absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
     }
     v.evidence.push_back(e);

@@ -100,6 +100,9 @@ inline constexpr double kRecompileShare = 10;     // % of the host time of steps
 inline constexpr int kLateCompileStep = 10;
 inline constexpr double kHostWaitShare = 20;      // % of the median step, chip average
 inline constexpr double kStragglerShare = 8;      // % slower than its peers (fleet.h's flag threshold)
+// ... and what fixing it would save (the fleet's what-if, where estimated),
+// % of the median step: a straggler that costs less does not bound the step.
+inline constexpr double kStragglerSavedShare = 3;
 inline constexpr double kCollectiveShare = 30;    // % of the median step, chip average
 inline constexpr double kHbmShare = 90;           // % of a chip's HBM for the largest program's peak
 inline constexpr double kMemoryBoundShare = 50;   // % of kernel time in memory-bound kernels

@@ -249,6 +249,28 @@ TEST_F(RecompilesModelTest, ANeighbourhoodHoldsExactlyTheOpsWithinItsDepth) {
   for (size_t i = 1; i < two.size(); ++i) EXPECT_LT(two[i - 1].first, two[i].first);  // program order
 }
 
+// An op printed in MLIR's generic form (collectives with a region) is named
+// as the others are: stablehlo.all_reduce, not "stablehlo.all_reduce".
+TEST(IrText, AGenericFormOpIsNamedWithoutQuotes) {
+  const IrProgram p = ParseIr(
+      "module @graph {\n"
+      "  func.func @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+      "    %1 = stablehlo.exponential %arg0 : tensor<4xf32>\n"
+      "    %2 = \"stablehlo.all_reduce\"(%1) ({\n"
+      "    ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+      "      %w = stablehlo.add %a, %b : tensor<f32>\n"
+      "      stablehlo.return %w : tensor<f32>\n"
+      "    }) : (tensor<4xf32>) -> tensor<4xf32>\n"
+      "    return %2 : tensor<4xf32>\n"
+      "  }\n"
+      "}\n");
+  const int at = p.Find(2);
+  ASSERT_GE(at, 0);
+  EXPECT_EQ(p.ops[at].opcode, "stablehlo.all_reduce");
+  ASSERT_EQ(p.ops[at].operands.size(), 1u);
+  EXPECT_EQ(p.ops[at].operands[0], 1);
+}
+
 TEST(RecompilesModel, AnImportedRunSaysItHasNoIr) {
   const std::string db = testing::TempPath("recompiles_imported.db");
   std::filesystem::remove(db);

@@ -199,6 +199,18 @@ std::string KindTotals(const std::string& db) {
 // came from: chips as chips on their clocks, each slice's kind and step, each
 // collective's flow and arrival, the steps' wall times; so fleet names the
 // same slow chip with the same figures, on a recorded run and a simulated one.
+// A run recorded without a timeline exports its counters only, and says so:
+// an empty trace is not taken for an empty run.
+TEST(ExportTraceOff, ARunWithoutATimelineSaysWhyTheExportIsEmpty) {
+  const std::string db = e2e::TempDb("export_trace_off");
+  const std::string json = absl::StrCat(::testing::TempDir(), "/export_trace_off_", getpid(), ".json");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 2 --trace off --quiet --db ", db)).code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json, " 2>&1"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "0 slices")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "note: the run has no timeline slices to export (--trace off")) << o.text;
+}
+
 TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
   const std::string db = e2e::TempDb("roundtrip_rec");
   const std::string back = e2e::TempDb("roundtrip_rec_back");

@@ -137,6 +137,43 @@ TEST(ReportVerdictE2e, TheHtmlHeatmapPlacesChipsOnTheTorusAndMarksTheSlowOne) {
   EXPECT_EQ(outlined, 1u);
 }
 
+// A slow chip is "the bound" only where fixing it saves the step a share
+// worth the name: at 88% speed in a llama step its collectives dominate (256
+// chips), the fleet still flags it, but the verdict is the collectives; at
+// 60% speed on 64 chips it costs more than 3% of the step and is the bound.
+TEST(ReportVerdictE2e, AStragglerThatCostsTheStepLittleIsNotItsBound) {
+  struct Case {
+    const char* topology;
+    const char* speed;
+    const char* bound;
+    bool row_passed;
+  };
+  for (const Case& c : {Case{"4x4x4", "0.6", "stragglers", true}, Case{"8x8x4", "0.88", "collectives", false}}) {
+    SCOPED_TRACE(c.topology);
+    const std::string db = e2e::TempDb(absl::StrCat("verdict_straggler_", c.topology));
+    ASSERT_EQ(e2e::Shell(absl::StrCat("SHARDSCOPE_CPU_PROFILE=fixed ",
+                                      Cli(absl::StrCat("run llama --simulate --topology ", c.topology,
+                                                       " --steps 3 --quiet --fault slow-chip:17:", c.speed,
+                                                       " --db ", db))))
+                  .code,
+              0);
+    const json v = ReportJson(db)["verdict"];
+    EXPECT_EQ(v["bound"], c.bound) << v.dump();
+    for (const json& e : v["evidence"]) {
+      if (e["bound"] != "stragglers") continue;
+      EXPECT_EQ(e["passed"], c.row_passed) << e.dump();
+      EXPECT_TRUE(absl::StrContains(e["detail"].get<std::string>(), "chip 17")) << e.dump();
+      EXPECT_EQ(absl::StrContains(e["detail"].get<std::string>(), "not what bounds the step"), !c.row_passed)
+          << e.dump();
+    }
+    e2e::Output fleet = e2e::Shell(Cli("fleet " + db + " --format json"));
+    const json f = json::parse(fleet.text, nullptr, false);
+    ASSERT_TRUE(f.is_object()) << fleet.text;
+    EXPECT_EQ(f["suspects"][0]["id"], "17");
+    EXPECT_EQ(f["suspects"][0]["flagged"], true);  // flagged either way: the fleet ranks, the verdict weighs
+  }
+}
+
 // A chunk whose slice times overflow (a damaged file that `check` passes):
 // the report says which step of which run is damaged, and does not crash.
 TEST(ReportVerdictE2e, OverflowingSliceTimesAreAnErrorNotACrash) {

@@ -153,6 +153,9 @@ IrProgram ParseIr(std::string_view text) {
     i += 3;
     const size_t op_end = s.find_first_of(" (", i);
     op.opcode = std::string(s.substr(i, op_end == std::string_view::npos ? std::string_view::npos : op_end - i));
+    // Generic form ("stablehlo.all_reduce"(%54) ({...})): the name without its quotes.
+    if (op.opcode.size() >= 2 && op.opcode.front() == '"' && op.opcode.back() == '"')
+      op.opcode = op.opcode.substr(1, op.opcode.size() - 2);
     op.line = line;
     op.text = std::string(s);
     const std::string_view head = BeforeLoc(s);

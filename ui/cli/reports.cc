@@ -518,6 +518,13 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     err << "note: " << stats->counters_left_out << " counter sample"
         << (stats->counters_left_out == 1 ? "" : "s")
         << " left out: not a finite number (JSON has no Inf or NaN; `shardscope check` reads the file)\n";
+  if (stats->slices == 0) {  // a file without a timeline is no timeline: say why it is empty
+    auto note = r.reader->Query("SELECT capture_note FROM runs WHERE run_id = ?1", {std::to_string(r.run_id)});
+    const std::string why = note.ok() && !note->rows.empty() ? note->Text(0, "capture_note") : "";
+    err << "note: the run has no timeline slices to export"
+        << (why.empty() ? "" : absl::StrCat(" (", analysis::Printable(why), ")"))
+        << ": the file holds its counters only, and its steps do not come back through `shardscope import`\n";
+  }
   return 0;
 }
 
