@@ -84,6 +84,19 @@ TEST(OtherClocksUi, ASimulatedRunIsProfiledOnTheModeledClock) {
   std::filesystem::remove(db);
 }
 
+// A run recorded with --trace off has chips and a device clock, only no
+// slices: the Metrics view says so, not "no device timeline in this run".
+TEST(OtherClocksUi, TheMetricsViewSaysATraceOffRunKeptNoSlices) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const std::string db = Record("trace_off", "run mlp --steps 2 --trace off --quiet");
+  const json metrics = Open(db, "metrics");
+  std::vector<std::string> notes;
+  for (const json& n : LayoutItems(metrics, "note")) notes.push_back(n["label"]);
+  ASSERT_EQ(notes.size(), 1u) << metrics.dump();
+  EXPECT_EQ(notes[0], "No device-clock slices: the run was recorded with --trace off.");
+  std::filesystem::remove(db);
+}
+
 TEST(OtherClocksUi, ASchemaOneFileWithoutStepSpansOpensEveryAnalysisView) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
   const std::string db = ::testing::TempDir() + absl::StrCat("clocks_ui_v1_", getpid(), ".db");

@@ -293,7 +293,15 @@ void MetricsView::Draw(UiState& ui) {
                .unit = ChartUnit::kBytes, .mark_x = head, .mark_label = head_label},
               bytes, chart_h * 0.8f, json{{"table", "slices"}, {"run_id", r.run_id}, {"kind", "transfer"}});
   } else {
-    ImGui::TextDisabled("No device timeline in this run.");
+    // A --trace off run has chips and a device clock, only no slices: say that, not "no device timeline".
+    const bool trace_off = std::any_of(r.metrics.begin(), r.metrics.end(),
+                                       [](const store::TimingMetric& t) { return t.count < 0; });
+    const char* why = trace_off ? "No device-clock slices: the run was recorded with --trace off."
+                                : "No device timeline in this run.";
+    ImGui::TextDisabled("%s", why);
+    if (ui.layout)
+      ui.layout->Add("note", why, json{{"table", "slices"}, {"run_id", r.run_id}}, ImGui::GetItemRectMin().x,
+                     ImGui::GetItemRectMin().y, ImGui::GetItemRectSize().x, ImGui::GetItemRectSize().y);
   }
   for (const MetricsModel::Counter& c : m.counters) {
     const bool bytes = c.name.find("bytes") != std::string::npos;
