@@ -45,6 +45,17 @@ class RunReportTest : public ::testing::Test {
   bool Has(const std::string& text, const std::string& part) {
     return text.find(part) != std::string::npos;
   }
+  // Changes the file with `sql` and reads it anew.
+  void Edit(const char* sql) {
+    reader_.reset();
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db, sql, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+    auto r = store::Reader::Open(path_);
+    ASSERT_TRUE(r.ok()) << r.status();
+    reader_ = std::make_unique<store::Reader>(std::move(*r));
+  }
   std::string path_;
   std::unique_ptr<store::Reader> reader_;
 };
@@ -180,18 +191,8 @@ TEST_F(RunReportTest, Json) {
 TEST_F(RunReportTest, CaptureNoteUnderTheTitle) {
   EXPECT_EQ(Build(1).run.capture_note, "");
   EXPECT_FALSE(Has(RenderText(Build(1)), "capture:"));
-  reader_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "UPDATE runs SET capture_note = 'timeline only for steps 2-3 (--trace-steps 2:3); "
-                         "steps 0-1 and 4-4 not captured (--trace-steps 2:3)' WHERE run_id = 1",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  auto r = store::Reader::Open(path_);
-  ASSERT_TRUE(r.ok()) << r.status();
-  reader_ = std::make_unique<store::Reader>(std::move(*r));
+  Edit("UPDATE runs SET capture_note = 'timeline only for steps 2-3 (--trace-steps 2:3); "
+       "steps 0-1 and 4-4 not captured (--trace-steps 2:3)' WHERE run_id = 1");
   RunReport noted = Build(1);
   EXPECT_TRUE(Has(noted.run.capture_note, "steps 0-1 and 4-4 not captured")) << noted.run.capture_note;
   const std::string text = RenderText(noted);
@@ -206,18 +207,8 @@ TEST_F(RunReportTest, CaptureNoteUnderTheTitle) {
 // Faults are said on the clock they were injected on: a simulated run has no
 // device clock (it said "faults injected on the device clock").
 TEST_F(RunReportTest, FaultsAreOnTheRunsClock) {
-  reader_.reset();
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
-  ASSERT_EQ(sqlite3_exec(db,
-                         "UPDATE runs SET config_json = json_set(config_json, '$.faults',"
-                         " json_array('slow-chip:1:0.6')); UPDATE runs SET simulated = 1 WHERE run_id = 2",
-                         nullptr, nullptr, nullptr),
-            SQLITE_OK);
-  sqlite3_close(db);
-  auto r = store::Reader::Open(path_);
-  ASSERT_TRUE(r.ok()) << r.status();
-  reader_ = std::make_unique<store::Reader>(std::move(*r));
+  Edit("UPDATE runs SET config_json = json_set(config_json, '$.faults', json_array('slow-chip:1:0.6'));"
+       " UPDATE runs SET simulated = 1 WHERE run_id = 2");
   EXPECT_TRUE(Has(RenderText(Build(1)), "\nfaults injected on the device clock")) << RenderText(Build(1));
   const std::string simulated = RenderText(Build(2));
   EXPECT_TRUE(Has(simulated, "\nfaults injected on the modeled clock")) << simulated;
