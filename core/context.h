@@ -55,9 +55,11 @@ struct GraphInput {
   Sharding sharding;
   SourceLoc created;
   bool shape_from_data = false;  // made by nonzero: its shape follows the values
-  SourceLoc sharding_loc;        // the mark_sharding that laid it out, if any
-  SourceLoc layout_from_loc;     // else the mark_sharding its propagated layout came from
-  std::string layout_from;       // and what that annotated
+  SourceLoc sharding_loc;        // the call that laid it out, if any: mark_sharding, clear_sharding, ...
+  std::string sharding_by;       // that call's name
+  SourceLoc layout_from_loc;     // else the call its propagated layout came from
+  std::string layout_from;       // and what that call laid out
+  std::string layout_from_by;    // its name
   bool requires_grad = false;
   SourceLoc requires_grad_loc;
   // What pairs it with an input of another graph: its name, else where it was made.

@@ -187,6 +187,13 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
   return L;
 }
 
+// The user's call that set a value's layout, by its sharding source.
+const char* LayoutCall(const DeviceData& d) {
+  return d.sharding_source == "annotated" ? "mark_sharding"
+         : d.sharding_source == "auto"    ? "apply_auto_sharding"
+                                          : "clear_sharding";
+}
+
 // The mark_sharding behind each output's layout, when propagation carried it
 // from an annotated input (or one whose own layout had such a driver) or from
 // a value constrained in this graph: a later step's changed input layout is
@@ -194,6 +201,7 @@ Lowered Lower(const std::vector<std::shared_ptr<Node>>& outputs) {
 struct LayoutDriver {
   SourceLoc loc;
   std::string from;
+  std::string by = "mark_sharding";
 };
 std::vector<LayoutDriver> LayoutDrivers(const runtime::Executable& exe, const Lowered& L) {
   std::vector<LayoutDriver> drivers(exe.output_layout_origins.size());
@@ -202,10 +210,10 @@ std::vector<LayoutDriver> LayoutDrivers(const runtime::Executable& exe, const Lo
     if (o.param_index >= 0 && o.param_index < static_cast<int64_t>(L.params.size())) {
       const Node& p = *L.params[o.param_index];
       const DeviceData& d = *p.data;
-      if (d.sharding_source == "annotated" && d.sharding_loc.known())
-        drivers[j] = {d.sharding_loc, p.name};
+      if (d.sharding_source != "propagated" && d.sharding_loc.known())  // the user's call laid it out
+        drivers[j] = {d.sharding_loc, p.name, LayoutCall(d)};
       else if (d.layout_from_loc.known())
-        drivers[j] = {d.layout_from_loc, d.layout_from};
+        drivers[j] = {d.layout_from_loc, d.layout_from, d.layout_from_by};
     } else if (o.loc.known() && L.module) {
       // The constrained value, found by where it was made and its constraint;
       // its mark_sharding line is the instruction's note. Two candidates with
@@ -316,11 +324,13 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     in.sharding = d.sharding;
     in.created = p->created;
     in.shape_from_data = p->shape_from_data;
-    if (d.sharding_source == "annotated") {
+    if (d.sharding_loc.known() && d.sharding_source != "propagated") {  // laid out by the user's call
       in.sharding_loc = d.sharding_loc;
+      in.sharding_by = LayoutCall(d);
     } else {
       in.layout_from_loc = d.layout_from_loc;
       in.layout_from = d.layout_from;
+      in.layout_from_by = d.layout_from_by;
     }
     in.requires_grad = p->requires_grad;
     in.requires_grad_loc = p->requires_grad_loc;
@@ -407,7 +417,12 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     }
     trace::recorder().Record(c);
   }
-  if (compiled->cache != runtime::CacheOutcome::kMemoryHit) {
+  // A site's history holds every graph it ran, also one it found compiled by
+  // another site (a second loop over the same step): its next miss is then
+  // compared with what it ran, not taken for its first graph.
+  const bool known_here = std::any_of(seen.begin(), seen.end(),
+                                      [&](const SeenGraph& g) { return g.graph_id == exe.graph_id; });
+  if (compiled->cache != runtime::CacheOutcome::kMemoryHit || !known_here) {
     seen.push_back({exe.graph_id, std::move(L.module), inputs, std::move(L.notes), read_before, options, site.text});
   }
 
@@ -436,6 +451,7 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     if (j < drivers.size()) {
       n->data->layout_from_loc = drivers[j].loc;
       n->data->layout_from = drivers[j].from;
+      n->data->layout_from_by = drivers[j].by;
     }
     n->data->device = results[j];
     n->name = t->name;

@@ -99,6 +99,9 @@ absl::Status Relayout(Tensor& t, const Sharding& s, const char* source, const So
   d.sharding = s;
   d.sharding_source = source;
   d.sharding_loc = loc;
+  d.layout_from_loc = {};  // laid out here now, not by what propagated before
+  d.layout_from.clear();
+  d.layout_from_by = "mark_sharding";
   return absl::OkStatus();
 }
 

@@ -218,14 +218,14 @@ bool InputCause(const Compared& c, RecompileCause* cause) {
       cause->kind = "input_sharding_changed";
       if (now.sharding_loc.known()) {
         cause->loc = now.sharding_loc;
-        cause->detail = absl::StrCat("input ", describe(first), " (mark_sharding at ", At(now.sharding_loc), ")");
+        cause->detail = absl::StrCat("input ", describe(first), " (", now.sharding_by, " at ", At(now.sharding_loc), ")");
       } else if (now.layout_from_loc.known()) {
         // Not annotated itself: its layout was propagated from an annotation,
         // which is the line to change (or mark_sharding this input too).
         cause->loc = now.layout_from_loc;
         const bool same_file = now.created.file == now.layout_from_loc.file;
         cause->detail = absl::StrCat(
-            "input ", describe(first), " (layout from the mark_sharding",
+            "input ", describe(first), " (layout from the ", now.layout_from_by,
             now.layout_from.empty() ? "" : absl::StrCat(" of ", now.layout_from), " at ", At(now.layout_from_loc),
             "; made at ", same_file ? absl::StrCat(":", now.created.line) : At(now.created),
             now.created.via.empty() ? "" : absl::StrCat(" in ", now.created.via), ")");
@@ -242,7 +242,7 @@ bool InputCause(const Compared& c, RecompileCause* cause) {
       absl::StrAppend(&also, k > 1 ? ", " : "", describe(sorted[k]));
       absl::StrAppend(&names, k > 1 ? ", " : "", InputName((*c.inputs)[sorted[k].new_param], sorted[k].new_param));
     }
-    if (cause->detail.size() + also.size() > 200) also = names + (sorted.size() > 3 ? "" : " changed too");
+    if (cause->detail.size() + also.size() > 200) also = names;
     if (sorted.size() > 3) absl::StrAppend(&also, " and ", sorted.size() - 3, " more inputs");
     absl::StrAppend(&cause->detail, also);
   }

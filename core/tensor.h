@@ -63,6 +63,7 @@ struct DeviceData {
   // constrained inside the step).
   SourceLoc layout_from_loc;
   std::string layout_from;
+  std::string layout_from_by = "mark_sharding";  // the call at layout_from_loc
 };
 
 // One node of the pending graph: an IR op with operands, or device data.

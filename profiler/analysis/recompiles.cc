@@ -259,6 +259,9 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
 
   auto cuts = FindValueReadCuts(rd, run_id);
   if (!cuts.ok()) return cuts.status();
+  std::set<std::string> all_graphs;
+  for (const auto& [site, g] : graphs) all_graphs.insert(g.begin(), g.end());
+  r.distinct_graphs = static_cast<int64_t>(all_graphs.size());
   for (auto& [site, s] : by_site) {
     s.distinct_graphs = static_cast<int64_t>(graphs[site].size());
     const auto& c = causes[site];
@@ -508,14 +511,13 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
   nlohmann::json j;
   j["schema"] = "shardscope.recompiles/1";
   j["run_id"] = r.run_id;
-  int64_t distinct = 0, compilations = 0;
+  int64_t compilations = 0;
   j["call_sites"] = nlohmann::json::array();
   for (const CallSiteRecompiles& s : r.sites) {
     nlohmann::json site = {{"call_site", s.call_site},
                            {"distinct_graphs", s.distinct_graphs},
                            {"compilations", s.misses},
                            {"compile_ns", s.compile_ns}};
-    distinct += s.distinct_graphs;
     compilations += s.misses;
     site["compiles"] = nlohmann::json::array();
     for (const CompileEvent& e : s.compiles)
@@ -536,7 +538,7 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
     }
     j["call_sites"].push_back(site);
   }
-  j["distinct_graphs"] = distinct;
+  j["distinct_graphs"] = r.distinct_graphs;
   j["compilations"] = compilations;
   return store::JsonText(j, 2) + "\n";
 }

@@ -45,6 +45,7 @@ struct CallSiteRecompiles {
 
 struct RecompilesReport {
   int64_t run_id = 0;
+  int64_t distinct_graphs = 0;  // over the run: a graph two call sites ran counts once
   std::vector<CallSiteRecompiles> sites;  // most misses first
 };
 

@@ -11,6 +11,11 @@
 // data_dependent_shape, value_read_cut and graph_changed/cut_on_some_steps.
 #include "tests/e2e/recompile_scenarios.h"
 
+#include <nlohmann/json.hpp>
+
+#include "profiler/analysis/recompiles.h"
+#include "store/reader.h"
+
 namespace shardscope {
 namespace {
 
@@ -319,6 +324,64 @@ TEST(RecompileScenarios, InputSharding_WeightShardedMidRun) {
                 {3, "input_sharding_changed", "", at_shard,
                  {"l1.bias", "replicated", "layout from the mark_sharding of l1.weight",
                   absl::StrCat("made at :", at_opt, " in optim::SGD::step")}}});
+}
+
+// The weight is split before the loop, so step 1's l1.bias comes back from
+// opt.step() split too (blamed on that mark_sharding, made at opt.step());
+// its sharding is cleared in a helper at step 2: blamed on the
+// clear_sharding, never on the mark_sharding that had split it (l1.bias
+// keeps its own split layout from then on: no more compilations).
+TEST(RecompileScenarios, InputSharding_ClearedInAHelperIsBlamedOnTheClear) {
+  int at_shard = 0, at_clear = 0, at_opt = 0, at_step = 0;
+  Recorded r = Record("sharding_cleared", 2, [&] {
+    Mesh mesh = MakeMesh({0, 1}, {2}, {"data"});
+    nn::Linear l1(16, 32, "l1"), l2(32, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.1});
+    SS_OK(mark_sharding(l1.weight, mesh, {"data", none})); at_shard = __LINE__;
+    auto unshard = [&] { SS_OK(clear_sharding(l1.weight)); }; at_clear = __LINE__;
+    for (int step = 0; step < 6; ++step) {
+      if (step == 2) unshard();
+      Tensor x = Tensor::from_host(Rand({8, 16}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      SS_OK(opt.step()); at_opt = __LINE__;
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile,
+               {{0, "first_compile", "", at_step},
+                {1, "input_sharding_changed", "", at_shard,
+                 {"layout from the mark_sharding of l1.weight", absl::StrCat("made at :", at_opt)}},
+                {2, "input_sharding_changed", "", at_clear, {"l1.weight", "replicated", "clear_sharding at"}}});
+}
+
+// A second loop over the same step first runs the graph the first loop
+// compiled (cache hits), then a smaller last batch: that is the input's new
+// shape at the second loop's site, not a new call site.
+TEST(RecompileScenarios, InputShape_ASecondLoopThatRanTheFirstLoopsGraphThenShrinks) {
+  int at_x = 0, at_first = 0;
+  Recorded r = Record("shape_second_site", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.1});
+    auto step = [&](int s, int64_t batch) {
+      Tensor x = Tensor::from_host(Rand({batch, 8}, s), "x"); at_x = __LINE__;
+      Tensor y = Tensor::from_host(Ids({batch}, 4, s), "y");
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      SS_OK(opt.step());
+    };
+    for (int s = 0; s < 3; ++s) { step(s, 4); SS_OK(mark_step()); at_first = __LINE__; }
+    for (int s = 3; s < 7; ++s) { step(s, s < 6 ? 4 : 2); SS_OK(mark_step()); }
+  });
+  ExpectMisses(r, kFile,
+               {{0, "first_compile", "", at_first},
+                {6, "input_shape_changed", "", at_x, {"x", "f32[4,8] -> f32[2,8]"}}});
+  // Two programs in the run, though the second site ran both: counted once each.
+  auto reader = store::Reader::Open(r.db);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto report = analysis::BuildRecompilesReport(*reader, 1);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->distinct_graphs, 2);
+  EXPECT_EQ(nlohmann::json::parse(analysis::RenderRecompilesJson(*report))["distinct_graphs"], 2);
 }
 
 // ---------------------------------------------------------------- inlined_scalar_changed
