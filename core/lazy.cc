@@ -1,7 +1,5 @@
 #include "core/lazy.h"
 
-#include <cxxabi.h>
-#include <dlfcn.h>
 #include <execinfo.h>
 
 #include <algorithm>
@@ -17,6 +15,7 @@
 #include "compiler/fingerprint.h"
 #include "core/context.h"
 #include "core/recompile.h"
+#include "core/symbols.h"
 #include "profiler/trace/recorder.h"
 #include "runtime/dispatch.h"
 
@@ -35,34 +34,30 @@ struct CallSite {
   std::string text;  // for people: "samples/mlp.cc:88 mark_step <- RunMlp <- main"
 };
 
-std::string Symbol(void* addr) {
-  Dl_info info;
-  if (!dladdr(addr, &info) || !info.dli_sname) return "";
-  int status = 0;
-  char* dem = abi::__cxa_demangle(info.dli_sname, nullptr, nullptr, &status);
-  std::string s = status == 0 && dem ? dem : info.dli_sname;
-  std::free(dem);
-  size_t paren = s.find('(');
-  if (paren != std::string::npos) s = s.substr(0, paren);
-  return s;
-}
-
 CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
   void* frames[24];
   int n = backtrace(frames, 24);
   CallSite cs;
   cs.key = At(loc);
   cs.text = absl::StrCat(At(loc), " ", what);
-  // Skip this function, the cut and the public entry point (inside core).
+  // Skip this function and the cut; then the library's own frames up to the
+  // public entry point (mark_step, item(), a compile()d step) are left out of
+  // the text, however many the compiler inlined.
   int shown = 0;
-  for (int k = 3; k < n; ++k) {
+  bool in_library = true;
+  for (int k = 2; k < n; ++k) {
     absl::StrAppend(&cs.key, "|", reinterpret_cast<uintptr_t>(frames[k]));
-    if (shown < 4) {
-      std::string s = Symbol(frames[k]);
-      if (!s.empty() && s.rfind("__libc", 0) != 0 && s.rfind("std::", 0) != 0 && s != "_start") {
-        absl::StrAppend(&cs.text, " <- ", s);
-        ++shown;
-      }
+    if (shown >= 4) continue;
+    const std::string s = internal::FunctionName(frames[k]);
+    bool library = s.empty();
+    for (const char* own : {"shardscope::Cut", "shardscope::CaptureCallSite", "shardscope::internal::",
+                            "shardscope::mark_step", "shardscope::Tensor::", "shardscope::CompiledStep"})
+      library = library || s.rfind(own, 0) == 0;
+    if (in_library && library) continue;
+    in_library = false;
+    if (!s.empty() && s.rfind("__libc", 0) != 0 && s.rfind("std::", 0) != 0 && s != "_start") {
+      absl::StrAppend(&cs.text, " <- ", s);
+      ++shown;
     }
   }
   return cs;

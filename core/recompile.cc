@@ -590,8 +590,12 @@ RecompileCause DiagnoseCause(const DiagnosisInput& in) {
       const int64_t ops = static_cast<int64_t>(in.graph->instructions().size());
       if (near.old && near.diff.distance() * 20 <= ops) {
         c.kind = "call_site_changed";
+        // The other site's line and nearest caller (its whole stack is its graph's call_site).
+        const std::string& other = near.old->site_text;
+        const size_t first = other.find(" <- ");
+        const std::string other_site = other.substr(0, first == std::string::npos ? first : other.find(" <- ", first + 4));
         c.detail = absl::StrCat("first graph at this call site; graph ", near.old->graph_id, " from ",
-                                near.old->site_text, near.diff.empty() ? " is the same graph" : " differs by ",
+                                other_site, near.diff.empty() ? " is the same graph" : " differs by ",
                                 near.diff.empty() ? "" : CountText(near.diff),
                                 near.diff.inputs.empty() ? "" : absl::StrCat(near.diff.changes.empty() ? "" : ", ",
                                                                             near.diff.inputs.size(), " inputs"));

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/shardscope.h"
+#include "core/symbols.h"
 #include "gtest/gtest.h"
 #include "profiler/trace/recorder.h"
 
@@ -1371,6 +1372,32 @@ TEST_F(RecompileTest, ChangingDropoutProbabilityNeverRecompiles) {
 // was never cut: each step's graph replayed every earlier update (13, 37,
 // 61, ... ops) and recompiled, blamed on the backward line. Its tensors are
 // adopted by Init now; so are the values a model keeps across a Shutdown.
+// A call site names the user's functions, also those dladdr cannot see (a
+// static function, one in an anonymous namespace): from the symbol table.
+__attribute__((noinline)) int StaticHelperForTheCallSite(int x) { return x * 3 + 1; }
+
+TEST(CallSiteNames, AStaticFunctionIsNamedFromTheSymbolTable) {
+  EXPECT_EQ(StaticHelperForTheCallSite(2), 7);
+  // As a return address inside it would be.
+  void* inside = reinterpret_cast<char*>(&StaticHelperForTheCallSite) + 1;
+  EXPECT_EQ(internal::FunctionName(inside), "shardscope::StaticHelperForTheCallSite");
+  EXPECT_EQ(internal::FunctionName(nullptr), "");
+}
+
+TEST(CallSiteNames, NamesAreShortened) {
+  EXPECT_EQ(internal::ShortFunctionName("(anonymous namespace)::TrainStep(shardscope::nn::Linear&, int)"),
+            "TrainStep");
+  EXPECT_EQ(internal::ShortFunctionName("main::{lambda(int, float)#2}::operator()(int, float) const"),
+            "main::{lambda#2}");
+  EXPECT_EQ(internal::ShortFunctionName("shardscope::samples::RunCnn(shardscope::samples::Options const&)"),
+            "shardscope::samples::RunCnn");
+  EXPECT_EQ(internal::ShortFunctionName("Trainer::Step()"), "Trainer::Step");
+  EXPECT_EQ(internal::ShortFunctionName("Suite_Test::TestBody()::{lambda(int)#1}::operator()(int) const"),
+            "Suite_Test::TestBody::{lambda#1}");
+  EXPECT_EQ(internal::ShortFunctionName("Loop::Run(int) const::{lambda()#3}::operator()() const"),
+            "Loop::Run::{lambda#3}");
+}
+
 // A generator's state is an input of every step that draws from it: its
 // "made at" is the user's line (a Dropout's, a manual_seed's), never the
 // library's, so a cause or the sharding view that names it points at the user.
