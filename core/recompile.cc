@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
@@ -423,10 +424,20 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   // Ops only added, or only removed: what one graph has and the other lacks.
   const bool one_way = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; }) ||
                        all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
-  if (all(optimizer_op)) {
-    const OpChange* at = ops.front();
+  // Gradient accumulation: where the update runs, the gradients the steps
+  // before it left are carried in (inputs named "<param>.grad") and added to
+  // this step's; the graph without the update has neither.
+  const auto accumulates = [&](const OpChange* ch) {
+    const Instruction& i = c.Of(*ch);
+    return !optimizer_op(ch) && (i.op == Opcode::kAdd || (i.op == Opcode::kParameter && absl::EndsWith(i.name, ".grad")));
+  };
+  const bool accumulation = one_way && std::any_of(ops.begin(), ops.end(), optimizer_op) &&
+                            std::any_of(ops.begin(), ops.end(), accumulates) &&
+                            all([&](const OpChange* ch) { return optimizer_op(ch) || accumulates(ch); });
+  if (all(optimizer_op) || accumulation) {
+    const OpChange* at = *std::find_if(ops.begin(), ops.end(), optimizer_op);
     for (const OpChange* ch : ops)
-      if (ch->new_index >= 0) { at = ch; break; }
+      if (ch->new_index >= 0 && optimizer_op(ch)) { at = ch; break; }
     const Instruction& i = c.Of(*at);
     const std::string added = InputsOnlyIn(*c.now, d.new_to_old), gone = InputsOnlyIn(*c.old->module, d.old_to_new);
     cause->loc = i.loc;
@@ -437,9 +448,11 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       const bool adding = ops.front()->kind == OpChange::Kind::kAdded;
       cause->subkind = "optimizer_on_some_steps";
       cause->detail = absl::StrCat("the optimizer's update (", i.loc.via, " called at ", At(i.loc), ") runs in ",
-                                   adding ? "this graph and not in" : "graph ",
+                                   adding ? "this graph and not in " : "graph ",
                                    adding ? absl::StrCat("graph ", c.old->graph_id) : absl::StrCat(c.old->graph_id, " and not in this one"),
-                                   ": it steps on some steps only (gradient accumulation); ", counts,
+                                   ": it steps on some steps only (gradient accumulation", 
+                                   accumulation ? ", the gradients of the steps before carried in and added" : "",
+                                   "); ", counts,
                                    added.empty() ? "" : absl::StrCat("; new inputs ", added),
                                    gone.empty() ? "" : absl::StrCat("; inputs gone ", gone));
       return;

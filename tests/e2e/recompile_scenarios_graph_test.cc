@@ -266,6 +266,38 @@ TEST(RecompileScenarios, OptimizerChanged_WeightDecayTurnedOnInCnn) {
                {{0, "first_compile", "", at_step}, {3, "graph_changed", "optimizer_changed", at_decay, {"decay"}}});
 }
 
+// Gradient accumulation over two micro-batches, the step in a helper, no
+// zero_grad of the user's: every second micro-batch carries the first's
+// gradients in, adds them and updates. One graph with the update and one
+// without, each compiled once: optimizer_on_some_steps at the opt.step()
+// line, not ops_changed (which said "a branch on the host").
+TEST(RecompileScenarios, OptimizerOnSomeSteps_AccumulatingGradientsOverTwoMicroBatches) {
+  for (const bool adamw : {false, true}) {
+    SCOPED_TRACE(adamw ? "AdamW" : "SGD");
+    int at_opt = 0;
+    Recorded r = Record(adamw ? "accumulate_adamw" : "accumulate_sgd", 1, [&] {
+      nn::Linear l1(8, 16, "l1"), l2(16, 3, "l2");
+      optim::SGD sgd(parameters(l1, l2), {.lr = 0.1});
+      optim::AdamW adam(parameters(l1, l2), {.lr = 1e-3});
+      auto micro_step = [&](int micro) {
+        Tensor x = Tensor::from_host(Rand({4, 8}, micro), "x");
+        Tensor y = Tensor::from_host(Ids({4}, 3, micro), "y");
+        SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+        if (micro % 2 == 1) SS_OK(adamw ? adam.step() : sgd.step()); at_opt = __LINE__;
+        SS_OK(mark_step());
+      };
+      for (int micro = 0; micro < 8; ++micro) micro_step(micro);
+    });
+    ASSERT_EQ(r.misses.size(), 2u) << r.Dump();
+    EXPECT_EQ(r.misses[1].step, 1);
+    EXPECT_EQ(r.misses[1].kind, "graph_changed");
+    EXPECT_EQ(r.misses[1].subkind, "optimizer_on_some_steps") << r.Dump();
+    EXPECT_EQ(r.misses[1].line, at_opt) << r.Dump();
+    EXPECT_TRUE(scen::ContainsNoCase(r.misses[1].detail, "gradients of the steps before carried in and added"))
+        << r.Dump();
+  }
+}
+
 // ---------------------------------------------------------------- parameter_frozen / parameter_unfrozen
 
 // The first layer is frozen at step 2 (its parameters stop requiring gradients).
