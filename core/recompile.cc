@@ -450,10 +450,10 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       cause->detail = absl::StrCat("the optimizer's update (", i.loc.via, " called at ", At(i.loc), ") runs in ",
                                    adding ? "this graph and not in " : "graph ",
                                    adding ? absl::StrCat("graph ", c.old->graph_id) : absl::StrCat(c.old->graph_id, " and not in this one"),
-                                   ": it steps on some steps only (gradient accumulation", 
-                                   accumulation ? ", the gradients of the steps before carried in and added" : "",
-                                   "); ", counts,
-                                   added.empty() ? "" : absl::StrCat("; new inputs ", added),
+                                   ": it steps on some steps only (gradient accumulation",
+                                   accumulation ? ", earlier gradients carried in and added" : "",
+                                   "); ", counts,  // the inputs accumulation adds are those gradients
+                                   added.empty() || accumulation ? "" : absl::StrCat("; new inputs ", added),
                                    gone.empty() ? "" : absl::StrCat("; inputs gone ", gone));
       return;
     }
