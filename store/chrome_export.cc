@@ -146,6 +146,7 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   };
   std::map<int64_t, Lane> lanes;                     // track -> (pid, tid)
   std::map<int64_t, std::pair<std::string, int64_t>> processes;  // pid -> (name, sort index)
+  std::map<int64_t, int64_t> chip_host;              // a chip's process -> its host, said as a label
   std::map<int64_t, int64_t> device_pid;             // chip -> its device-clock process, for counters
   std::string meta;
   for (size_t i = 0; i < tracks->rows.size(); ++i) {
@@ -161,6 +162,7 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
       const int64_t sort = chip ? (clock == "modeled" ? 2'000'000 : 1'000'000) + device : host;
       processes[pid] = {name, sort};
       if (chip && clock == "device") device_pid[device] = pid;
+      if (chip && tracks->rows[i][tracks->Col("host_id")]) chip_host[pid] = host;
     }
     absl::StrAppend(&meta, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid, ",\"tid\":", track,
                     ",\"args\":{\"name\":", Quote(tracks->Text(i, "thread")), "}}");
@@ -181,6 +183,9 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     out->Write(absl::StrCat(",\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":", pid, ",\"tid\":0,\"args\":{\"name\":",
                             Quote(p.first), "}},\n{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":", pid,
                             ",\"tid\":0,\"args\":{\"sort_index\":", p.second, "}}"));
+    if (chip_host.count(pid))  // which host a chip is on: `import` reads it back
+      out->Write(absl::StrCat(",\n{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":", pid,
+                              ",\"tid\":0,\"args\":{\"labels\":\"host ", chip_host[pid], "\"}}"));
     ++stats.processes;
   }
   out->Write(meta);

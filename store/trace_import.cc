@@ -436,6 +436,7 @@ struct ProcessInfo {
   std::string name, labels;     // process_name / process_labels metadata
   int chip = -1;                // shardscope's own export: "chip N (device clock)" or "(modeled clock)"
   bool modeled = false;
+  int host = -1;                // shardscope's own export: "host N (host clock)", or a chip's label "host N"
 };
 
 struct StepSpan {
@@ -616,6 +617,13 @@ class Importer {
   // phase 2
   int AssignDevices();
   std::vector<size_t> ByRank() const;
+  // Shardscope's own export read back: each chip's host, from its process's label.
+  std::map<int, int> OwnHosts() const {
+    std::map<int, int> out;
+    for (const ProcessInfo& p : processes_)
+      if (p.chip >= 0 && p.host >= 0) out[p.chip] = p.host;
+    return out;
+  }
   int64_t OwnFlow(const Rec& r) const;
   int64_t PointFlow(const Rec& p) const;
   absl::Status Walk(Writer* w, ImportResult& res);
@@ -877,9 +885,18 @@ uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
 
 // shardscope's own export names a process per chip and clock: "chip 3 (device
 // clock)", "chip 3 (modeled clock)".
+// "host N": the host a process of shardscope's own export belongs to; -1 when not that.
+int OwnHost(absl::string_view s) {
+  int n = -1;
+  if (!absl::ConsumePrefix(&s, "host ")) return -1;
+  absl::ConsumeSuffix(&s, " (host clock)");
+  return absl::SimpleAtoi(s, &n) && n >= 0 && n < kCpuDeviceBase ? n : -1;
+}
+
 void ParseOwnChip(ProcessInfo& p) {
   absl::string_view s = p.name;
   int n = -1;
+  if (absl::EndsWith(s, " (host clock)")) p.host = OwnHost(s);  // a host's threads: its tracks' host
   if (!absl::ConsumePrefix(&s, "chip ")) return;
   const bool modeled = absl::ConsumeSuffix(&s, " (modeled clock)");
   if (!modeled && !absl::ConsumeSuffix(&s, " (device clock)")) return;
@@ -906,6 +923,7 @@ void Importer::Metadata(uint32_t file, const TraceEvent& e) {
     ProcessInfo& p = processes_[ProcessOf(file, e)];
     (e.name == "process_name" ? p.name : p.labels) = e.name == "process_name" ? e.arg_name : e.labels;
     if (e.name == "process_name" && files_[file].own_export) ParseOwnChip(p);
+    if (e.name == "process_labels" && files_[file].own_export && p.host < 0) p.host = OwnHost(p.labels);
   } else if (e.name == "thread_name") {
     threads_[ThreadOf(file, e)].name = e.arg_name;
   }
@@ -1961,8 +1979,19 @@ void Importer::EstimateOffsets(
     bool consistent = true;
     int family = 0;  // 0 kernels, 1 gloo ops
   };
+  // A rooted collective (a broadcast's root, a reduce's senders) may leave
+  // before the others arrive: it bounds no offset and its end is no common
+  // moment. Used only where a pair shares nothing else.
+  const auto rooted = [&](const Coll& c) {
+    const std::string& op = keys_.Str(c.op);
+    for (const char* r : {"broadcast", "reduce", "scatter", "gather", "send", "recv", "isend", "irecv"})
+      if (op == r) return true;
+    return false;
+  };
   auto pair = [&](size_t k, size_t r) -> std::optional<Pair> {
-    for (int fam : {0, 1}) {  // kernels, then gloo ops
+    for (int pass = 0; pass < 4; ++pass) {  // kernels, then gloo ops; each synchronising ones first
+      const int fam = pass / 2;
+      const bool all_ops = pass % 2 == 1;
       std::vector<Wide> diffs;
       Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
       for (const auto& [key, members] : buckets) {
@@ -1971,6 +2000,7 @@ void Importer::EstimateOffsets(
         for (size_t i : members) {
           const Coll& c = colls_[i];
           if (fam == 0 ? c.family != kFamKernel : !(c.family == kFamBackend && c.gloo)) break;
+          if (!all_ops && rooted(c)) break;
           if (c.file == k) a = &c, ++na;
           if (c.file == r) b = &c, ++nb;
         }
@@ -2102,14 +2132,16 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     const ProcessInfo& p = processes_[t.process];
     trace::TrackRecord tr;
     tr.track_id = t.track[lane] = ++res.tracks;
-    tr.host_id = f.rank;
+    // Shardscope's own export of several hosts (ranks) in one file: each its own host again.
+    const int host = p.host >= 0 ? p.host : f.rank;
+    tr.host_id = host;
     if (lane == kHostLane) {
       std::string proc = !p.name.empty() ? p.name : p.pid_is_string ? p.pid_text : absl::StrCat("pid ", p.pid_text);
       std::string thread_label = !t.name.empty() ? t.name : absl::StrCat("thread ", t.tid_text);
       tr.clock = trace::Clock::kHost;
       tr.device_id = -1;
       tr.thread_name = thread_label;
-      tr.name = absl::StrCat("rank ", f.rank, " / ", proc, " / ", thread_label);
+      tr.name = absl::StrCat("rank ", host, " / ", proc, " / ", thread_label);
     } else {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
@@ -2324,20 +2356,28 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
 absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   absl::Status st = spill_.Finish();
   if (!st.ok()) return st;
+  const std::map<int, int> own_hosts = OwnHosts();  // chip -> host of a multi-host export read back
+  int64_t extra_hosts = 0;
   for (size_t i : ByRank()) {
     FileState& f = files_[i];
     w.Record(trace::HostRecord{f.rank, absl::StrCat("rank ", f.rank, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
+    std::set<int> more_hosts;
+    for (const ProcessInfo& p : processes_)
+      if (p.file == i && p.host > f.rank) more_hosts.insert(p.host);
+    for (int h : more_hosts)
+      w.Record(trace::HostRecord{h, absl::StrCat("host ", h, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
+    extra_hosts += static_cast<int64_t>(more_hosts.size());
     for (const auto& [local, global] : f.devices) {
       trace::DeviceRecord d;
       d.device_id = global;
-      d.host_id = f.rank;
+      d.host_id = own_hosts.count(local) ? own_hosts.at(local) : f.rank;
       d.coords = absl::StrCat("[", f.rank, ",", ShownIndex(local), "]");
       for (const internal::DeviceProperty& p : f.info.devices)
         if (p.id == local) d.hbm_bytes = p.total_memory;
       w.Record(d);
     }
   }
-  res.hosts = static_cast<int64_t>(files_.size());
+  res.hosts = static_cast<int64_t>(files_.size()) + extra_hosts;
   flows_used_.assign(static_cast<size_t>(next_flow_), false);  // flow ids are dense
   if (has_flow_events_) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
@@ -2535,6 +2575,12 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   }
   if (files_.size() == 1 && files_[0].own_export) run.mesh = files_[0].info.mesh;
   run.num_hosts = static_cast<int>(files_.size());
+  if (files_.size() == 1 && files_[0].own_export) {  // the hosts of the run it came from
+    std::set<int> hosts = {files_[0].rank};
+    for (const ProcessInfo& p : processes_)
+      if (p.host >= 0) hosts.insert(p.host);
+    run.num_hosts = static_cast<int>(hosts.size());
+  }
   run.num_devices = static_cast<int>(res.devices);
   std::vector<std::string> ranks, quoted;
   for (size_t i : by_rank) ranks.push_back(std::to_string(files_[i].rank));

@@ -2,6 +2,7 @@
 #include "profiler/analysis/fleet_host.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -32,7 +33,18 @@ struct Collective {
   int step = -1;
   std::vector<Member> members;
   int64_t first_arrival = 0, last_end = 0;
+  std::set<std::string> ops;  // its slices' operations, as OpOf names them
 };
+
+// "c10d::allgather_", "gloo:all_gather", "nccl:all_gather" -> "allgather":
+// one operation seen on two threads (the caller's and the backend's).
+std::string OpOf(const std::string& name) {
+  const size_t colon = name.rfind(':');
+  std::string op;
+  for (char ch : name.substr(colon == std::string::npos ? 0 : colon + 1))
+    if (ch != '_' && ch != ' ') op.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(ch))));
+  return op == "recordparamcomms" ? "" : op;  // PyTorch's wrapper around every one: says no operation
+}
 
 std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
@@ -45,6 +57,15 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                          " AND host_id IS NOT NULL ORDER BY track_id",
                          {run_text});
   if (!tracks.ok()) return tracks.status();
+  std::map<int64_t, std::string> op_of_name;  // names.name_id -> OpOf(name), read as met
+  const auto op_of = [&](int32_t name_id) -> const std::string& {
+    auto it = op_of_name.find(name_id);
+    if (it == op_of_name.end()) {
+      auto q = rd.Query("SELECT name FROM names WHERE name_id = ?1", {absl::StrCat(name_id)});
+      it = op_of_name.emplace(name_id, q.ok() && !q->rows.empty() ? OpOf(q->Text(0, "name")) : "").first;
+    }
+    return it->second;
+  };
   store::TimelineReader timeline(rd);
   std::map<int64_t, Collective> by_flow;
   std::map<int64_t, std::set<int>> hosts_of_flow;
@@ -59,6 +80,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       if (s.kind != store::TimelineKind::kCollective || s.flow_id < 0 || s.step < 0) continue;
       Collective& c = by_flow[s.flow_id];
       c.step = s.step;
+      if (const std::string& op = op_of(s.name_id); !op.empty()) c.ops.insert(op);
       const int64_t end = s.start_ns + s.dur_ns;
       if (hosts_of_flow[s.flow_id].insert(host).second) {
         c.members.push_back({host, track, s.start_ns, end});
@@ -160,9 +182,11 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
             [](const Collective& a, const Collective& b) { return a.first_arrival < b.first_arrival; });
   // One collective can show on two threads of each rank (c10d::allreduce_ on
   // the caller, gloo:all_reduce on a worker), matched as two flows. No rank
-  // leaves a collective before every rank has called it, so a flow that some
-  // rank calls before the last call of the one before, among the same ranks,
-  // is that one again: counted once, at the first thread's calls.
+  // leaves a collective before every rank has called it, so a flow of the
+  // same operation that some rank calls before the last call of the one
+  // before, among the same ranks, is that one again: counted once, at the
+  // first thread's calls. (A broadcast's root does leave early: the next
+  // collective, another operation, stays its own.)
   {
     std::vector<Collective> once;
     auto hosts = [](const Collective& c) {
@@ -175,8 +199,13 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
         const Collective& prev = once.back();
         int64_t last_call = prev.first_arrival;
         for (const Member& m : prev.members) last_call = std::max(last_call, m.arrival);
-        if (c.first_arrival < last_call && hosts(c) == hosts(prev)) {
+        const bool same_op = c.ops.empty() || prev.ops.empty() ||
+                             std::any_of(c.ops.begin(), c.ops.end(), [&](const std::string& op) {
+                               return prev.ops.count(op) > 0;
+                             });
+        if (c.first_arrival < last_call && hosts(c) == hosts(prev) && same_op) {
           once.back().last_end = std::max(once.back().last_end, c.last_end);
+          once.back().ops.insert(c.ops.begin(), c.ops.end());
           for (Member& m : once.back().members)
             for (const Member& n : c.members)
               if (n.host == m.host) m.end = std::max(m.end, n.end);

@@ -154,11 +154,18 @@ TEST_F(DiffE2e, TheGateSaysItsClock) {
   ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", SHARDSCOPE_TEST_DATA, "/import/gloo_rank0.json.gz --quiet --db ",
                                         cpu))).code,
             0);
+  // Without --clock, a side with no device steps (a CPU-only trace) is gated on the host clock, as the
+  // verdict compares, and said; asked for the device clock, it cannot be, and says which clock can.
   e2e::Output host = e2e::Shell(Cli(absl::StrCat("diff ", cpu, " ", same_, " --runs 1,1 --fail-if-slower 5")));
-  EXPECT_EQ(host.code, 1) << host.text;
-  EXPECT_TRUE(absl::StrContains(host.text, "A has no steps on the device clock, so the gate cannot be checked (both"
-                                           " have steps on the host clock: --clock host)"))
+  EXPECT_EQ(host.code, 3) << host.text;
+  EXPECT_TRUE(absl::StrContains(host.text, "A has no steps on the device clock, so the gate is on the host clock"))
       << host.text;
+  e2e::Output device =
+      e2e::Shell(Cli(absl::StrCat("diff ", cpu, " ", same_, " --runs 1,1 --clock device --fail-if-slower 5")));
+  EXPECT_EQ(device.code, 1) << device.text;
+  EXPECT_TRUE(absl::StrContains(device.text, "A has no steps on the device clock, so the gate cannot be checked (both"
+                                             " have steps on the host clock: --clock host)"))
+      << device.text;
 }
 
 TEST_F(DiffE2e, BadArgumentsAndMissingRunsSayWhat) {
@@ -343,6 +350,21 @@ TEST(DiffE2eImported, CpuTracesGetTheirVerdictFromTheHostClock) {
   const std::string verdict = Json(o)["verdict"];
   EXPECT_TRUE(absl::StartsWith(verdict, "A has no steps on the device clock, so on the host clock: B is")) << verdict;
   EXPECT_TRUE(absl::StrContains(verdict, "host step")) << verdict;
+  // The gate compares as the verdict does (it stopped with "the gate cannot be checked", exit 1):
+  // on the host clock, said in a note; a limit the change passes trips it, one it does not, not.
+  const json host = Json(o)["steps"];
+  double pct = 0;
+  for (const json& s : host)
+    if (s["clock"] == "host") pct = 100 * (s["b"]["median_ns"].get<double>() / s["a"]["median_ns"].get<double>() - 1);
+  ASSERT_NE(pct, 0) << host.dump();
+  for (const bool trips : {true, false}) {
+    if (!trips && std::abs(pct) >= 1000) continue;  // no limit it passes (1000% is the most)
+    const double limit = trips ? std::clamp(pct / 2, 0.0, 1000.0) : 1000;
+    e2e::Output g = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --fail-if-slower ", limit, " 2>&1")));
+    EXPECT_EQ(g.code, trips && pct > 0 ? 3 : 0) << g.text;
+    EXPECT_TRUE(absl::StrContains(g.text, "so the gate is on the host clock")) << g.text;
+    EXPECT_TRUE(absl::StrContains(g.text, "gate: B's median host step")) << g.text;
+  }
 }
 
 TEST(DiffE2eImported, ImportedOpsMatchByNameAndSize) {

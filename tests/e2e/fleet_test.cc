@@ -785,6 +785,49 @@ TEST(FleetImport, RecordedGlooJobWithASlowRank) {
   EXPECT_TRUE(j["suspects"][0]["flagged"].get<bool>());
 }
 
+// A real four-rank gloo job (tests/data/import/record_gloo4.py): DDP's
+// all_reduce, then all_reduce, broadcast, all_gather and barrier a step.
+// A broadcast's root leaves before the others arrive: it is no common moment
+// for the clock offsets (they read "inconsistent" on healthy ranks) and the
+// all_gather after it is another collective, not the broadcast again (they
+// were merged: 30 collectives for 35). Healthy, no one is flagged; with rank
+// 2 sleeping 20 ms a step, host 2 is, and it still is after `export --chrome`
+// and `import` of that export (all four ranks came back as host 0).
+TEST(FleetImport, FourGlooRanksWithABroadcastEachStep) {
+  const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/";
+  const auto ranks = [&](const std::string& stem) {
+    std::string files;
+    for (int r = 0; r < 4; ++r) absl::StrAppend(&files, data, stem, "_rank", r, ".json.gz ");
+    return files;
+  };
+  const std::string healthy = TempDb("fleet_gloo4");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", ranks("gloo4"), "--quiet --db ", healthy)).code, 0);
+  EXPECT_EQ(Shell(absl::StrCat(kCli, " query ", healthy,
+                               " \"SELECT count(*) FROM import_stats WHERE name = 'clock_offset_inconsistent'\""))
+                .text,
+            "count(*)\n0\n");
+  analysis::FleetReport h = Diagnose(healthy, "gloo4_rank0-3.json.gz");
+  EXPECT_EQ(h.clock, "host");
+  EXPECT_EQ(h.collectives, 5 * h.steps) << "five collectives a step";
+  for (const auto& s : h.suspects) EXPECT_FALSE(s.flagged) << Key(s);
+
+  const std::string slow = TempDb("fleet_gloo4_slow2");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", ranks("gloo4_slow2"), "--quiet --db ", slow)).code, 0);
+  analysis::FleetReport r = Diagnose(slow, "gloo4_slow2_rank0-3.json.gz");
+  EXPECT_EQ(r.collectives, 5 * r.steps);
+  ExpectCulprits(r, {"host 2"});
+
+  const std::string json = absl::StrCat(::testing::TempDir(), "/fleet_gloo4_export_", getpid(), ".json.gz");
+  const std::string back = TempDb("fleet_gloo4_back");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " export ", slow, " --chrome ", json)).code, 0);
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", json, " --quiet --db ", back)).code, 0);
+  EXPECT_EQ(Shell(absl::StrCat(kCli, " query ", back, " \"SELECT count(DISTINCT host_id) FROM tracks\"")).text,
+            "count(DISTINCT host_id)\n4\n");
+  analysis::FleetReport again = Diagnose(back, "gloo4_slow2 exported and imported");
+  ExpectCulprits(again, {"host 2"});
+  std::remove(json.c_str());
+}
+
 // A real two-rank gloo job with four all_reduces a step (DDP's buckets),
 // rank 1 computing 3x as long before the first of them only: slow once a
 // step. A median over the collectives saw three of four on time (no one

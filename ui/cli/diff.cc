@@ -134,7 +134,21 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   }
   // The gate: B's median step on `clock` against A's (the comparison's own clock when not given),
   // named in JSON's "gate" as the clock it used.
-  if (clock.empty()) clock = c->op_clock;
+  const bool clock_given = !clock.empty();
+  if (!clock_given) clock = c->op_clock;
+  const auto on_both = [&](const std::string& k) {
+    const analysis::StepClockDelta* d = c->StepsOn(k);
+    return d && d->a.n > 0 && d->b.n > 0;
+  };
+  // As the verdict compares: runs without steps on that clock (an imported CPU-only trace) are
+  // gated on their wall time, said so; a simulated run's host clock times the simulator, never.
+  std::string gate_note;
+  if (gate && !clock_given && !on_both(clock) && on_both("host") && !c->a.simulated && !c->b.simulated) {
+    const analysis::StepClockDelta* s = c->StepsOn(clock);
+    gate_note = absl::StrCat("note: --fail-if-slower: ", !s || s->a.n == 0 ? "A" : "B", " has no steps on the ",
+                             clock, " clock, so the gate is on the host clock (wall time), as the verdict compares\n");
+    clock = "host";
+  }
   if (format == "json") {
     nlohmann::json j = analysis::ComparisonToJson(*c);
     if (gate) j["gate"] = {{"clock", clock}, {"fail_if_slower_pct", *gate}};
@@ -147,10 +161,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     out << analysis::RenderComparisonText(*c);
   }
   if (!gate) return 0;
-  const auto on_both = [&](const std::string& k) {
-    const analysis::StepClockDelta* d = c->StepsOn(k);
-    return d && d->a.n > 0 && d->b.n > 0;
-  };
+  err << gate_note;
   const analysis::StepClockDelta* s = c->StepsOn(clock);
   if (!on_both(clock)) {
     err << "error: --fail-if-slower: " << (!s || s->a.n == 0 ? "A" : "B") << " has no steps on the " << clock
