@@ -159,6 +159,11 @@ constexpr StatDef kStatDefs[] = {
     {"invalid_utf8", "info",
      "bytes that are not UTF-8 (a name from a C tool in Latin-1; JSON must be UTF-8, and its parsers refuse the "
      "whole file): each read as U+FFFD, as viewers show it"},
+    {"same_process_files", "error",
+     "files without distributedInfo that come from the same process as another (the same process id, or "
+     "tensorboard_trace_handler's file names of one worker): likely two windows of one process (a file per "
+     "profiling cycle), imported as two ranks whose collectives and clocks do not line up; import each window on "
+     "its own"},
     {"identical_files", "error",
      "files that hold the same bytes as another given with them: two ranks never record identical traces, so one "
      "is likely a copy, a rank in perfect step with another that makes its collectives look healthy; give each "
@@ -606,6 +611,7 @@ class Importer {
 
   // between the phases
   absl::Status AssignRanks();
+  void SameProcessFiles();
   void LinkCorrelations();
   void MatchCollectives();
   void MatchXlaCollectives();
@@ -1575,6 +1581,39 @@ absl::Status Importer::ReadFile(size_t index) {
 // ---------------------------------------------------------------------------
 // Between the phases.
 
+// Files without distributedInfo whose events name the same process id are
+// likely windows of one process (tensorboard_trace_handler writes a file per
+// profiling cycle), which the command line made ranks: said, not silent. Only
+// ids above 1000: a device's pid in Kineto is its index, and a container's
+// processes count from 1, so those repeat across ranks.
+void Importer::SameProcessFiles() {
+  std::map<std::string, std::set<uint32_t>> files_of;  // "pid N" or "worker W" -> files
+  for (const ProcessInfo& p : processes_)
+    if (p.pid_num > 1000 && !files_[p.file].info.has_rank) files_of[absl::StrCat("pid ", p.pid_num)].insert(p.file);
+  // tensorboard_trace_handler names its files WORKER.MILLISECONDS.pt.trace.json[.gz], the worker
+  // "host_pid" unless given: one worker's files are one process (the legacy profiler's events name
+  // no pid at all, "CPU functions").
+  for (uint32_t i = 0; i < files_.size(); ++i) {
+    if (files_[i].info.has_rank) continue;
+    const std::string base = files_[i].path.substr(files_[i].path.rfind('/') + 1);
+    absl::string_view b(base);
+    absl::ConsumeSuffix(&b, ".gz");
+    if (!absl::ConsumeSuffix(&b, ".pt.trace.json")) continue;
+    const size_t dot = b.rfind('.');
+    if (dot == absl::string_view::npos || dot == 0) continue;
+    const absl::string_view millis = b.substr(dot + 1);
+    if (millis.empty() || !std::all_of(millis.begin(), millis.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    files_of[absl::StrCat("worker ", b.substr(0, dot))].insert(i);
+  }
+  std::set<uint32_t> said;
+  for (const auto& [who, files] : files_of)
+    if (files.size() > 1)
+      for (uint32_t f : files)
+        if (f != *files.begin() && said.insert(f).second)
+          Stat("same_process_files", absl::StrCat(files_[f].path, " (", who, ", as ", files_[*files.begin()].path, ")"));
+}
+
 absl::Status Importer::AssignRanks() {
   std::map<int, size_t> taken;
   for (size_t i = 0; i < files_.size(); ++i) {
@@ -2514,6 +2553,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     EndProgress();
     return st;
   }
+  SameProcessFiles();
   res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   LinkCorrelations();
   MatchCollectives();

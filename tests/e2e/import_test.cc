@@ -227,6 +227,27 @@ TEST(ImportE2e, GlooPairMatchesCollectivesAcrossRanksWithOffsets) {
   EXPECT_TRUE(absl::StrContains(o.text, "rank 1 of 2")) << o.text;
 }
 
+// Two files tensorboard_trace_handler wrote for one process (a profiling
+// schedule with repeat=2) are not two ranks: imported as given, and said, as
+// a warning even with --quiet. Four ranks of one job (four processes) are not.
+TEST(ImportE2e, TwoWindowsOfOneProcessAreSaidNotToBeRanks) {
+  const std::string db = e2e::TempDb("import_tb_windows");
+  // Its file names say so (WORKER.MILLISECONDS.pt.trace.json.gz); the legacy profiler's events name no pid.
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", kData,
+                                          "tb_w0.1795821906812.pt.trace.json.gz ", kData,
+                                          "tb_w0.1795821906840.pt.trace.json.gz --quiet --db ", db, " 2>&1"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "warning: files without distributedInfo that come from the same process"))
+      << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "tb_w0.1795821906840.pt.trace.json.gz (worker tb_w0, as ")) << o.text;
+  EXPECT_EQ(Stats(db).count("same_process_files"), 1u);
+  const std::string job = e2e::TempDb("import_gloo4_pids");
+  std::string ranks;
+  for (int r = 0; r < 4; ++r) absl::StrAppend(&ranks, kData, "gloo4_rank", r, ".json.gz ");
+  ASSERT_EQ(Import(ranks, job).code, 0);
+  EXPECT_EQ(Stats(job).count("same_process_files"), 0u);
+}
+
 TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
   const std::string db = e2e::TempDb("import_gpu");
   e2e::Output o = Import(absl::StrCat(kData, "gpu_rank1.json ", kData, "gpu_rank0.json"), db);
