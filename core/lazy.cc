@@ -51,7 +51,7 @@ CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
     const std::string s = internal::FunctionName(frames[k]);
     bool library = s.empty();
     for (const char* own : {"shardscope::Cut", "shardscope::CaptureCallSite", "shardscope::internal::",
-                            "shardscope::mark_step", "shardscope::Tensor::", "shardscope::CompiledStep"})
+                            "shardscope::mark_step", "shardscope::Tensor::", "shardscope::CompiledFn"})
       library = library || s.rfind(own, 0) == 0;
     if (in_library && library) continue;
     in_library = false;

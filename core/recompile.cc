@@ -42,11 +42,12 @@ std::string OpAt(const Instruction& i) {
 }
 
 // The names of inputs only one graph has ("sgd.momentum.l1.weight, ..."), at most three.
-std::string InputsOnlyIn(const Module& m, const std::vector<int64_t>& to_other) {
+std::string InputsOnlyIn(const Module& m, const std::vector<int64_t>& to_other, bool skip_grads = false) {
   std::vector<std::string> names;
   for (size_t k = 0; k < m.instructions().size(); ++k) {
     const Instruction& p = *m.instructions()[k];
     if (p.op != Opcode::kParameter || to_other[k] >= 0 || p.name.empty() || p.name.rfind("scalar@", 0) == 0) continue;
+    if (skip_grads && absl::EndsWith(p.name, ".grad")) continue;
     names.push_back(p.name);
   }
   if (names.size() > 3) {
@@ -424,14 +425,28 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   // Ops only added, or only removed: what one graph has and the other lacks.
   const bool one_way = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; }) ||
                        all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
-  // Gradient accumulation: where the update runs, the gradients the steps
-  // before it left are carried in (inputs named "<param>.grad") and added to
-  // this step's; the graph without the update has neither.
-  const auto accumulates = [&](const OpChange* ch) {
-    const Instruction& i = c.Of(*ch);
-    return !optimizer_op(ch) && (i.op == Opcode::kAdd || (i.op == Opcode::kParameter && absl::EndsWith(i.name, ".grad")));
+  const auto updates_something = [&](const Module& m) {
+    for (const auto& i : m.instructions())
+      if (i->op != Opcode::kParameter && by_optimizer(i->loc)) return true;  // (not a weight an update made)
+    return false;
   };
-  const bool accumulation = one_way && std::any_of(ops.begin(), ops.end(), optimizer_op) &&
+  // The side that has the ops the other lacks, and whether the other runs no update at all.
+  const bool adding_side = !ops.empty() && ops.front()->kind == OpChange::Kind::kAdded;
+  const Module& with_ops = adding_side ? *c.now : *c.old->module;
+  const std::vector<int64_t>& with_to_other = adding_side ? d.new_to_old : d.old_to_new;
+  const bool other_updates = updates_something(adding_side ? *c.old->module : *c.now);
+  // Gradient accumulation: where the update runs, the gradients the steps
+  // before it left are carried in (inputs named "<param>.grad", which the
+  // other graph lacks) and added to this step's; the other graph updates
+  // nothing.
+  const auto accumulates = [&](const OpChange* ch) { return !optimizer_op(ch) && c.Of(*ch).op == Opcode::kAdd; };
+  bool grads_carried_in = false;
+  for (size_t k = 0; k < with_ops.instructions().size() && k < with_to_other.size(); ++k) {
+    const Instruction& p = *with_ops.instructions()[k];
+    grads_carried_in |= p.op == Opcode::kParameter && with_to_other[k] < 0 && absl::EndsWith(p.name, ".grad");
+  }
+  const bool accumulation = one_way && !other_updates && grads_carried_in &&
+                            std::any_of(ops.begin(), ops.end(), optimizer_op) &&
                             std::any_of(ops.begin(), ops.end(), accumulates) &&
                             all([&](const OpChange* ch) { return optimizer_op(ch) || accumulates(ch); });
   if (all(optimizer_op) || accumulation) {
@@ -439,9 +454,13 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     for (const OpChange* ch : ops)
       if (ch->new_index >= 0 && optimizer_op(ch)) { at = ch; break; }
     const Instruction& i = c.Of(*at);
-    const std::string added = InputsOnlyIn(*c.now, d.new_to_old), gone = InputsOnlyIn(*c.old->module, d.old_to_new);
+    // Accumulation's new inputs (the gradients carried in, the update's own) are said in words.
+    const std::string added = accumulation ? "" : InputsOnlyIn(*c.now, d.new_to_old),
+                      gone = InputsOnlyIn(*c.old->module, d.old_to_new, accumulation);
     cause->loc = i.loc;
-    if (one_way) {
+    // The whole update in one graph while the other updates nothing: on some
+    // steps only; an update that only gained or lost ops changed.
+    if (one_way && !other_updates) {
       // The whole update there in one graph and not in the other: the
       // optimizer steps on some steps only (gradient accumulation), not a new
       // optimizer.
@@ -452,8 +471,7 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                                    adding ? absl::StrCat("graph ", c.old->graph_id) : absl::StrCat(c.old->graph_id, " and not in this one"),
                                    ": it steps on some steps only (gradient accumulation",
                                    accumulation ? ", earlier gradients carried in and added" : "",
-                                   "); ", counts,  // the inputs accumulation adds are those gradients
-                                   added.empty() || accumulation ? "" : absl::StrCat("; new inputs ", added),
+                                   "); ", counts, added.empty() ? "" : absl::StrCat("; new inputs ", added),
                                    gone.empty() ? "" : absl::StrCat("; inputs gone ", gone));
       return;
     }
@@ -468,17 +486,7 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   // update on some steps only): not a layer added or removed, even when a
   // layer's ops (dropout, left out in eval mode) are among them. Left to
   // ops_changed, whose by-line count names the update's line.
-  bool update_on_one_side = false;
-  {
-    const auto updates_something = [&](const Module& m) {
-      for (const auto& i : m.instructions())
-        if (i->op != Opcode::kParameter && by_optimizer(i->loc)) return true;  // (not a weight an update made)
-      return false;
-    };
-    const bool adding = !ops.empty() && ops.front()->kind == OpChange::Kind::kAdded;
-    update_on_one_side = one_way && std::any_of(ops.begin(), ops.end(), optimizer_op) &&
-                         !updates_something(adding ? *c.old->module : *c.now);
-  }
+  const bool update_on_one_side = one_way && std::any_of(ops.begin(), ops.end(), optimizer_op) && !other_updates;
   // A layer added or removed: a layer (module scope) only one graph has.
   {
     const std::set<std::string> before = Layers(*c.old->module), now = Layers(*c.now);

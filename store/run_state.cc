@@ -86,13 +86,18 @@ std::optional<bool> ProcessAlive(const ProcessIdentity& who) {
 std::string RunState::Describe() const {
   // A run its hang detector ended stopped on purpose: said so, its note (the detector's sentence) after.
   std::string s = status == "hang detected" ? "ended by the hang detector" : status;
-  // "interrupted by SIGINT (Ctrl-C) after step 8": the note names the signal.
-  const bool by_signal = status == "interrupted" && !detail.empty();
-  if (by_signal) absl::StrAppend(&s, " by ", detail);
+  // "interrupted by SIGINT (Ctrl-C) after step 8": the note names the signal
+  // first, what else it says (records lost) after the step.
+  std::string rest = detail;
+  if (status == "interrupted" && !detail.empty()) {
+    const size_t cut = detail.find("; ");
+    absl::StrAppend(&s, " by ", detail.substr(0, cut));
+    rest = cut == std::string::npos ? "" : detail.substr(cut + 2);
+  }
   if (status == "running" || EndedEarly()) {
     absl::StrAppend(&s, last_step ? absl::StrCat(" after step ", *last_step) : std::string(" before any step"));
   }
-  if (!detail.empty() && !by_signal) absl::StrAppend(&s, ": ", detail);
+  if (!rest.empty()) absl::StrAppend(&s, ": ", rest);
   return s;
 }
 

@@ -626,6 +626,7 @@ class Importer {
   // Shardscope's own export read back: each chip's host, from its process's label.
   std::map<int, int> OwnHosts() const {
     std::map<int, int> out;
+    if (files_.size() != 1) return out;  // several files: each one rank, as given
     for (const ProcessInfo& p : processes_)
       if (p.chip >= 0 && p.host >= 0) out[p.chip] = p.host;
     return out;
@@ -2023,14 +2024,14 @@ void Importer::EstimateOffsets(
   // moment. Used only where a pair shares nothing else.
   const auto rooted = [&](const Coll& c) {
     const std::string& op = keys_.Str(c.op);
-    for (const char* r : {"broadcast", "reduce", "scatter", "gather", "send", "recv", "isend", "irecv"})
+    for (const char* r : {"broadcast", "reduce", "scatter", "gather", "send", "recv", "isend", "irecv", "sendrecv"})
       if (op == r) return true;
     return false;
   };
   auto pair = [&](size_t k, size_t r) -> std::optional<Pair> {
-    for (int pass = 0; pass < 4; ++pass) {  // kernels, then gloo ops; each synchronising ones first
-      const int fam = pass / 2;
-      const bool all_ops = pass % 2 == 1;
+    for (int pass = 0; pass < 4; ++pass) {  // synchronising kernels, gloo ops; then rooted ones too
+      const int fam = pass % 2;
+      const bool all_ops = pass / 2 == 1;
       std::vector<Wide> diffs;
       Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
       for (const auto& [key, members] : buckets) {
@@ -2171,8 +2172,9 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     const ProcessInfo& p = processes_[t.process];
     trace::TrackRecord tr;
     tr.track_id = t.track[lane] = ++res.tracks;
-    // Shardscope's own export of several hosts (ranks) in one file: each its own host again.
-    const int host = p.host >= 0 ? p.host : f.rank;
+    // Shardscope's own export of several hosts (ranks) in one file: each its own host again
+    // (given beside other files, each file stays one rank).
+    const int host = p.host >= 0 && files_.size() == 1 ? p.host : f.rank;
     tr.host_id = host;
     if (lane == kHostLane) {
       std::string proc = !p.name.empty() ? p.name : p.pid_is_string ? p.pid_text : absl::StrCat("pid ", p.pid_text);
@@ -2402,7 +2404,7 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     w.Record(trace::HostRecord{f.rank, absl::StrCat("rank ", f.rank, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
     std::set<int> more_hosts;
     for (const ProcessInfo& p : processes_)
-      if (p.file == i && p.host > f.rank) more_hosts.insert(p.host);
+      if (files_.size() == 1 && p.file == i && p.host >= 0 && p.host != f.rank) more_hosts.insert(p.host);
     for (int h : more_hosts)
       w.Record(trace::HostRecord{h, absl::StrCat("host ", h, " (", f.path.substr(f.path.rfind('/') + 1), ")")});
     extra_hosts += static_cast<int64_t>(more_hosts.size());

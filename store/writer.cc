@@ -689,6 +689,7 @@ class Writer::Db {
   // The run ends: its row says so ('incomplete' when records of it were
   // lost), and its metrics report is stored.
   absl::Status WriteOne(const RunEnd& e) {
+    if (e.status == "interrupted" && (run_id_ == 0 || run_ended_)) return absl::OkStatus();  // ended before
     if (absl::Status st = FlushOpen(); !st.ok()) return Tag(st, "slice_chunks", run_id_);
     if (capture_stopped_)
       if (absl::Status st = WriteCaptureNote(); !st.ok()) return Tag(st, "runs", run_id_);
@@ -1381,11 +1382,16 @@ int g_stop_pipe[2] = {-1, -1};
 pid_t g_stop_owner = 0;
 std::atomic<bool> g_stopping{false};
 
+// Raised again at its default, it acts once the handler returns (it is
+// blocked while the handler runs): the handler must return at once.
 extern "C" void OnStopSignal(int sig) {
   const int saved = errno;
+  // A forked child (its parent's pipe is inherited: never written to) or a second signal.
   if (getpid() != g_stop_owner || g_stopping.exchange(true)) {
     signal(sig, SIG_DFL);
     raise(sig);
+    errno = saved;
+    return;
   }
   const unsigned char b = static_cast<unsigned char>(sig);
   if (write(g_stop_pipe[1], &b, 1) != 1) {
@@ -1394,6 +1400,20 @@ extern "C" void OnStopSignal(int sig) {
   }
   errno = saved;
 }
+
+// The stop signals blocked on the calling thread (ours: the watcher, the
+// writers), so they go to the program's threads, as a program that waits
+// for them with sigwait expects.
+void BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kStopSignals) sigaddset(&set, sig);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+// Held by the watcher while it ends the writers' runs and by a writer's
+// destructor while it leaves its slot: no writer is freed under the watcher.
+std::mutex g_watcher_mu;
 
 const char* StopSignalText(int sig) {
   switch (sig) {
@@ -1411,10 +1431,13 @@ void WatchStopSignals() {
   }
   if (n != 1) return;
   const int sig = b;
-  if (!g_flushed_for_death.exchange(true))
-    for (auto& slot : g_live_writers)
-      if (Writer* w = slot.load())
-        w->EndRunInterruptedWithin(StopSignalText(sig), std::chrono::seconds(3));
+  {
+    std::lock_guard<std::mutex> l(g_watcher_mu);
+    if (!g_flushed_for_death.exchange(true))
+      for (auto& slot : g_live_writers)
+        if (Writer* w = slot.load())
+          w->EndRunInterruptedWithin(StopSignalText(sig), std::chrono::seconds(3));
+  }
   signal(sig, SIG_DFL);
   kill(getpid(), sig);
 }
@@ -1422,7 +1445,15 @@ void WatchStopSignals() {
 void InstallStopHandlers() {
   if (pipe2(g_stop_pipe, O_CLOEXEC) != 0) return;
   g_stop_owner = getpid();
-  bool any = false;
+  // The watcher first: a handler with no one reading its pipe would swallow Ctrl-C.
+  try {
+    std::thread([] {
+      BlockStopSignals();
+      WatchStopSignals();
+    }).detach();
+  } catch (const std::exception&) {
+    return;
+  }
   for (int sig : kStopSignals) {
     struct sigaction now {};
     if (sigaction(sig, nullptr, &now) != 0 || now.sa_handler != SIG_DFL) continue;  // the program's own, or ignored
@@ -1430,9 +1461,8 @@ void InstallStopHandlers() {
     sa.sa_handler = OnStopSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    any |= sigaction(sig, &sa, nullptr) == 0;
+    sigaction(sig, &sa, nullptr);
   }
-  if (any) std::thread(WatchStopSignals).detach();
 }
 
 void InstallDeathHandlers() {
@@ -1494,9 +1524,12 @@ bool Writer::PushWithin(Item item, std::chrono::milliseconds budget) {
 }
 
 Writer::~Writer() {
-  for (auto& slot : g_live_writers) {
-    Writer* self = this;
-    if (slot.compare_exchange_strong(self, nullptr)) break;
+  {
+    std::lock_guard<std::mutex> l(g_watcher_mu);  // not while the watcher ends this writer's run
+    for (auto& slot : g_live_writers) {
+      Writer* self = this;
+      if (slot.compare_exchange_strong(self, nullptr)) break;
+    }
   }
   Push(FlushMark{});  // open chunks and summaries reach the file before it closes
   {
@@ -1533,6 +1566,7 @@ void Writer::WaitWritten(uint64_t seq) {
 }
 
 void Writer::Loop() {
+  BlockStopSignals();  // a program's Ctrl-C goes to its own threads
   using Clock = std::chrono::steady_clock;
   const auto beat_every = std::chrono::milliseconds(std::max(1, options_.heartbeat_ms));
   auto next_beat = Clock::now() + beat_every;

@@ -288,7 +288,7 @@ std::vector<std::vector<std::string>> EvidenceRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
   for (const Evidence& e : v.evidence) {
     const bool measurable = e.detail.rfind("not measurable", 0) != 0;
-    rows.push_back({e.passed ? "!" : measurable ? "-" : "?", e.bound, e.what,
+    rows.push_back({e.passed ? "!" : e.flagged_not_bound ? "~" : measurable ? "-" : "?", e.bound, e.what,
                     measurable ? absl::StrFormat("%.1f%%", e.value) : "-", absl::StrFormat(">= %.0f%%", e.threshold),
                     e.detail});
   }
@@ -371,7 +371,11 @@ std::string RenderText(const RunReport& r) {
   absl::StrAppend(&out, "Verdict: ", Printable(r.verdict.line), "\n");
   std::vector<std::vector<std::string>> ev = {kEvidenceHead};
   for (auto& row : EvidenceRows(r.verdict)) ev.push_back(row);
-  absl::StrAppend(&out, AlignTable(ev, "  "), "  (! passed, - below its threshold, ? not measurable)\n\n");
+  const bool not_bound = std::any_of(r.verdict.evidence.begin(), r.verdict.evidence.end(),
+                                     [](const Evidence& e) { return e.flagged_not_bound; });
+  absl::StrAppend(&out, AlignTable(ev, "  "), "  (! passed, ",
+                  not_bound ? "~ past its threshold but not what bounds the step, " : "",
+                  "- below its threshold, ? not measurable)\n\n");
   std::vector<std::vector<std::string>> summary;
   summary.push_back({"Steps", absl::StrCat(r.steps.count),
                      r.steps.count ? StepLine(r.steps) : "no steps recorded"});

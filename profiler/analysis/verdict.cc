@@ -365,11 +365,16 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                         " per step (what-if)");
       // Slower than its peers, but costing the step little (a slow chip in a
       // step its collectives dominate): a suspect, not what bounds the step.
-      const double saved_pct = fleet->median_step_ns > 0 ? 100 * top.saved_ns_per_step / fleet->median_step_ns : -1;
-      if (e.passed && top.saved_estimated && saved_pct >= 0 && saved_pct < kStragglerSavedShare) {
+      // What it costs: the what-if's saving, or for a chip its lateness (a re-schedule lays each chip's
+      // work back to back, so it misses a delay before a launch); a negative what-if saves nothing.
+      const double cost = std::max({0.0, top.saved_ns_per_step, top.kind == "chip" ? top.late_ns_per_step : 0.0});
+      if (e.passed && top.saved_estimated && fleet->median_step_ns > 0 &&
+          100 * cost / fleet->median_step_ns < kStragglerSavedShare) {
         e.passed = false;
-        absl::StrAppend(&e.detail, ", ", absl::StrFormat("%.1f", saved_pct), "% of the median step (under ",
-                        kStragglerSavedShare, "%: flagged by the fleet diagnosis, but not what bounds the step)");
+        e.flagged_not_bound = true;
+        absl::StrAppend(&e.detail, ", ", absl::StrFormat("%.1f", 100 * cost / fleet->median_step_ns),
+                        "% of the median step (under ", kStragglerSavedShare,
+                        "%: flagged by the fleet diagnosis, but not what bounds the step)");
       }
       absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
     }
@@ -488,7 +493,8 @@ nlohmann::json VerdictToJson(const Verdict& v) {
   nlohmann::json ev = nlohmann::json::array();
   for (const Evidence& e : v.evidence)
     ev.push_back({{"bound", e.bound}, {"what", e.what}, {"value", e.value}, {"threshold", e.threshold},
-                  {"unit", e.unit}, {"passed", e.passed}, {"detail", e.detail}});
+                  {"unit", e.unit}, {"passed", e.passed}, {"flagged_not_bound", e.flagged_not_bound},
+                  {"detail", e.detail}});
   nlohmann::json parts = nlohmann::json::array();
   for (const StepParts& p : v.parts)
     parts.push_back({{"device_id", p.device_id}, {"compute_ns", p.compute_ns}, {"collective_ns", p.collective_ns},

@@ -31,6 +31,7 @@ struct Evidence {
   double value = 0, threshold = 0;
   std::string unit;   // "%" (a share, 0-100), "x" (a ratio)
   bool passed = false;
+  bool flagged_not_bound = false;  // past its threshold, yet not what bounds the step (its detail says why)
   std::string detail; // the numbers behind it, e.g. "chip 3 last at 47 of 60 collectives"
 };
 

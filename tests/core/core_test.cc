@@ -1398,6 +1398,13 @@ TEST(CallSiteNames, NamesAreShortened) {
             "Suite_Test::TestBody::{lambda#1}");
   EXPECT_EQ(internal::ShortFunctionName("Loop::Run(int) const::{lambda()#3}::operator()() const"),
             "Loop::Run::{lambda#3}");
+  EXPECT_EQ(internal::ShortFunctionName("Trainer::operator()(int)"), "Trainer::operator()");
+  EXPECT_EQ(internal::ShortFunctionName("Trainer::operator()(int)::{lambda()#1}::operator()() const"),
+            "Trainer::operator()::{lambda#1}");
+  EXPECT_EQ(internal::ShortFunctionName("void Apply<void (*)(int)>(void (*)(int))"), "Apply<void (*)(int)>");
+  EXPECT_EQ(internal::ShortFunctionName("void shardscope::internal::F<int>(int)"), "shardscope::internal::F<int>");
+  EXPECT_EQ(internal::ShortFunctionName("bool operator<(Key const&, Key const&)"), "operator<");
+  EXPECT_EQ(internal::ShortFunctionName("Broken(int"), "Broken");
 }
 
 // A generator's state is an input of every step that draws from it: its

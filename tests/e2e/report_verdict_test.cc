@@ -162,6 +162,7 @@ TEST(ReportVerdictE2e, AStragglerThatCostsTheStepLittleIsNotItsBound) {
     for (const json& e : v["evidence"]) {
       if (e["bound"] != "stragglers") continue;
       EXPECT_EQ(e["passed"], c.row_passed) << e.dump();
+      EXPECT_EQ(e["flagged_not_bound"], !c.row_passed) << e.dump();
       EXPECT_TRUE(absl::StrContains(e["detail"].get<std::string>(), "chip 17")) << e.dump();
       EXPECT_EQ(absl::StrContains(e["detail"].get<std::string>(), "not what bounds the step"), !c.row_passed)
           << e.dump();

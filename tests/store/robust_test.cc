@@ -102,6 +102,42 @@ WriterOptions LockOptions(int busy_timeout_ms, int batch_attempts) {
   return o;
 }
 
+// A forked child (a data-loader worker) stopped by SIGTERM dies of it, and
+// leaves its parent's run alone: the child's signal must not reach the
+// parent's watcher (they share its pipe), which would end the parent's run as
+// interrupted and kill the parent. And a run that already ended is not
+// relabelled by a later stop signal (here: none arrives; its status stays).
+TEST(Robust, AForkedChildsStopSignalLeavesTheParentsRunAlone) {
+  const std::string path = TempDbPath("fork_sigterm");
+  auto w = Writer::Open(path);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 2);
+  ASSERT_TRUE((*w)->FlushAndCheck().ok());
+  struct sigaction now {};
+  sigaction(SIGTERM, nullptr, &now);
+  if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN)  // the runner's own disposition: ours not installed
+    GTEST_SKIP() << "SIGTERM was not at its default when the writer opened";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    kill(getpid(), SIGTERM);
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    _exit(0);  // not reached: the signal kills it
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // what the parent's watcher would have done
+  RecordSteps(**w, 2, 3);
+  ASSERT_TRUE((*w)->EndRunAndCheck().ok());
+  auto rd = Reader::Open(path);
+  ASSERT_TRUE(rd.ok()) << rd.status();
+  auto q = rd->Query("SELECT status FROM runs");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->Text(0, "status"), "finished");
+}
+
 // --- 1. Not a regular file -------------------------------------------------
 
 TEST(Robust, FifoSocketAndDeviceAreRefusedWithoutOpening) {
