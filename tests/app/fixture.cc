@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "profiler/trace/records.h"
 #include "store/writer.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::app::testing {
 namespace {
@@ -227,7 +228,7 @@ std::string TempPath(const std::string& name) {
   }
   std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "shardscope_app_tests";
   std::filesystem::create_directories(dir);
-  return (dir / absl::StrCat(prefix, ".", name)).string();
+  return test_files::RemoveAtExit((dir / absl::StrCat(prefix, ".", name)).string());
 }
 
 }  // namespace shardscope::app::testing

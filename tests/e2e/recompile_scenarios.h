@@ -28,6 +28,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/temp_files.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -131,7 +132,7 @@ struct Recorded {
 };
 
 inline std::string TempPath(const std::string& name, const std::string& ext) {
-  return absl::StrCat(::testing::TempDir(), "/scen_", name, "_", getpid(), ext);
+  return test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/scen_", name, "_", getpid(), ext));
 }
 
 // Reads the misses of the run in `db` back with sqlite3.

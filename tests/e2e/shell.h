@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "store/reader.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::e2e {
 
@@ -37,7 +38,7 @@ inline Output Shell(const std::string& cmd) {
 inline std::string TempDb(const std::string& name) {
   std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), ".db");
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((path + suffix).c_str());
-  return path;
+  return test_files::RemoveAtExit(path);
 }
 
 // Runs `sql` on the database at `db`; a failure fails the test and gives no rows.

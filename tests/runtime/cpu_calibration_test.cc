@@ -14,12 +14,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::runtime {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return absl::StrCat(::testing::TempDir(), "/cpu_calibration_", name, "_", getpid(), ".json");
+  return test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/cpu_calibration_", name, "_", getpid(), ".json"));
 }
 
 // A quick plan: the mechanism, not the figures (the bench measures those).

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "profiler/trace/sim_program.h"
 #include "store/sim_walk.h"
+#include "tests/temp_files.h"
 #include "store/slice_search.h"
 #include "store/timeline.h"
 #include "store/writer.h"
@@ -26,7 +27,7 @@ namespace {
 std::string TempPath(const std::string& name) {
   std::string p = absl::StrCat(::testing::TempDir(), "/sim_", name, "_", getpid(), ".db");
   for (const char* s : {"", "-wal", "-shm"}) std::remove((p + s).c_str());
-  return p;
+  return test_files::RemoveAtExit(p);
 }
 
 // 4 chips: a kernel, an all-reduce over pairs with link traffic, a kernel, an

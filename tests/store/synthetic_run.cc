@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::testing {
 
@@ -15,7 +16,7 @@ using namespace shardscope::trace;
 std::string TempDbPath(const std::string& name) {
   std::string p = absl::StrCat(::testing::TempDir(), "/shardscope_", getpid(), "_", name, ".db");
   for (const char* suffix : {"", "-wal", "-shm"}) std::remove((p + suffix).c_str());
-  return p;
+  return test_files::RemoveAtExit(p);
 }
 
 absl::StatusOr<int64_t> WriteSyntheticRun(store::Writer& w) {

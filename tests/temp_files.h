@@ -1,0 +1,44 @@
+// Files a test binary makes in the temporary folder, removed when it ends
+// with every test passed (kept to look at when one failed, or with
+// SHARDSCOPE_KEEP_TEST_FILES set): a full run left gigabytes behind, run
+// after run, until the disk was full.
+#pragma once
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace shardscope::test_files {
+
+inline std::mutex& Mu() {
+  static std::mutex mu;
+  return mu;
+}
+
+inline std::vector<std::string>& Paths() {
+  static auto* paths = new std::vector<std::string>();  // never destroyed: read at exit
+  return *paths;
+}
+
+// `path` (and its -wal, -shm, -journal files) removed at exit if every test passed.
+inline const std::string& RemoveAtExit(const std::string& path) {
+  static const bool registered = [] {
+    std::atexit([] {
+      if (std::getenv("SHARDSCOPE_KEEP_TEST_FILES") || !::testing::UnitTest::GetInstance()->Passed()) return;
+      std::lock_guard<std::mutex> l(Mu());
+      for (const std::string& p : Paths())
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((p + suffix).c_str());
+    });
+    return true;
+  }();
+  (void)registered;
+  std::lock_guard<std::mutex> l(Mu());
+  Paths().push_back(path);
+  return path;
+}
+
+}  // namespace shardscope::test_files
