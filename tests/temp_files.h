@@ -4,6 +4,8 @@
 // after run, until the disk was full.
 #pragma once
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -24,10 +26,13 @@ inline std::vector<std::string>& Paths() {
   return *paths;
 }
 
-// `path` (and its -wal, -shm, -journal files) removed at exit if every test passed.
+// `path` (and its -wal, -shm, -journal files) removed at exit if every test passed, by the
+// process that asked: a child it forks (a test of a crash, of exit()) leaves them to it.
 inline const std::string& RemoveAtExit(const std::string& path) {
+  static const pid_t owner = getpid();
   static const bool registered = [] {
     std::atexit([] {
+      if (getpid() != owner) return;
       if (std::getenv("SHARDSCOPE_KEEP_TEST_FILES") || !::testing::UnitTest::GetInstance()->Passed()) return;
       std::lock_guard<std::mutex> l(Mu());
       for (const std::string& p : Paths())
