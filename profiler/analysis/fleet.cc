@@ -817,11 +817,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     }
     if (r.chips == 0 && !r.simulated) {  // no chip, no device clock: its steps are wall time (host clock)
       r.clock = r.breakdown_clock = "host";
-      if (auto wall = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 AND wall_ns > 0", {run_text}); wall.ok()) {
-        std::vector<double> w;
-        for (size_t i = 0; i < wall->rows.size(); ++i) w.push_back(static_cast<double>(wall->Int(i, "wall_ns")));
-        r.median_step_ns = Median(w);
-      }
+      if (auto median = internal::MedianStepWallNs(rd, run); median.ok()) r.median_step_ns = *median;
     }
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",

@@ -50,6 +50,14 @@ std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
 
 }  // namespace
 
+absl::StatusOr<double> MedianStepWallNs(const store::Reader& rd, int64_t run) {
+  auto wall = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 AND wall_ns > 0", {absl::StrCat(run)});
+  if (!wall.ok()) return wall.status();
+  std::vector<double> w;
+  for (size_t i = 0; i < wall->rows.size(); ++i) w.push_back(static_cast<double>(wall->Int(i, "wall_ns")));
+  return Median(w);
+}
+
 absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run, const FleetOptions& opt,
                                             FleetReport* r) {
   const std::string run_text = absl::StrCat(run);
@@ -164,11 +172,9 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       r->chip_rows.empty() ? "there is no per-chip breakdown"
                            : "the per-chip breakdown is the GPUs' own, on the device clock"));
   {
-    auto wall = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 AND wall_ns > 0", {run_text});
-    if (!wall.ok()) return wall.status();
-    std::vector<double> w;
-    for (size_t i = 0; i < wall->rows.size(); ++i) w.push_back(static_cast<double>(wall->Int(i, "wall_ns")));
-    r->median_step_ns = Median(w);
+    auto median = MedianStepWallNs(rd, run);
+    if (!median.ok()) return median.status();
+    r->median_step_ns = *median;
   }
   if (r->steps < opt.min_steps) {
     r->supported = false;

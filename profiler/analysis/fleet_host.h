@@ -25,4 +25,7 @@ namespace shardscope::analysis::internal {
 absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& reader, int64_t run_id, const FleetOptions& options,
                                             FleetReport* r);
 
+// The run's median step wall time (host clock), over its steps with one; 0 when none.
+absl::StatusOr<double> MedianStepWallNs(const store::Reader& reader, int64_t run_id);
+
 }  // namespace shardscope::analysis::internal
