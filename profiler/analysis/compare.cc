@@ -162,15 +162,20 @@ std::string ComparisonVerdict(const RunComparison& c) {
     lead = absl::StrCat(missing, ", so on the host clock: ");
   }
   const double a = s->a.median, b = s->b.median;
+  // A change the ranks found says so: the medians' noise alone would call it none.
+  const std::string how = s->delta.by_ranks ? absl::StrFormat("; beyond the noise by the steps' ranks, p = %.2g,"
+                                                              " not by the medians' ±%.1f%%",
+                                                              s->delta.rank_p, a > 0 ? 100 * s->delta.threshold / a : 0.0)
+                                            : "";
   std::string head;
   switch (s->delta.change) {
     case Change::kSlower:
       head = absl::StrCat(lead, "B is slower: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
-                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, ")");
       break;
     case Change::kFaster:
       head = absl::StrCat(lead, "B is faster: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
-                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ")");
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, ")");
       break;
     default:
       head = absl::StrCat(lead, "no change beyond the noise: ", clock, " step ", FormatNs(static_cast<int64_t>(a)),
@@ -208,6 +213,7 @@ Spread SpreadOf(std::vector<double> v) {
   for (double x : v) dev.push_back(std::abs(x - s.median));
   std::sort(dev.begin(), dev.end());
   s.mad = Quantile(dev, 0.5);
+  s.sorted = std::move(v);
   return s;
 }
 
@@ -240,7 +246,72 @@ Delta Classify(const Spread& a, const Spread& b) {
   d.threshold = d.noise_measured ? kNoiseSigmas * std::hypot(a.StandardError(), b.StandardError())
                                  : kFallbackThreshold * a.median;
   if (std::abs(d.diff) > d.threshold && d.diff != 0) d.change = d.diff > 0 ? Change::kSlower : Change::kFaster;
+  if (!d.noise_measured) return d;
+  d.rank_p = RankTestP(a.sorted, b.sorted);
+  // The ranks may part the sides where the medians' threshold does not; the
+  // direction is the medians' (a shift the ranks find but the medians do not
+  // show is not reported).
+  if (d.change == Change::kUnchanged && d.rank_p < kRankAlpha && d.diff != 0) {
+    d.change = d.diff > 0 ? Change::kSlower : Change::kFaster;
+    d.by_ranks = true;
+  }
   return d;
+}
+
+double RankTestP(const std::vector<double>& a, const std::vector<double>& b) {
+  const int64_t m = static_cast<int64_t>(a.size()), n = static_cast<int64_t>(b.size());
+  if (m == 0 || n == 0) return 1;
+  // U counts the pairs (x of a, y of b) with x < y, a tie a half; ranks of
+  // ties are their mean, so the tie correction needs each tie group's size.
+  double u = 0;
+  bool ties = false;
+  for (double x : a) {
+    const auto lo = std::lower_bound(b.begin(), b.end(), x), hi = std::upper_bound(b.begin(), b.end(), x);
+    u += static_cast<double>(b.end() - hi) + 0.5 * static_cast<double>(hi - lo);
+  }
+  std::vector<double> all(a);
+  all.insert(all.end(), b.begin(), b.end());
+  std::sort(all.begin(), all.end());
+  double tie_term = 0;  // sum of t^3 - t over groups of t equal samples
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    while (j < all.size() && all[j] == all[i]) ++j;
+    const double t = static_cast<double>(j - i);
+    if (t > 1) ties = true;
+    tie_term += t * t * t - t;
+    i = j;
+  }
+  const double mn = static_cast<double>(m * n), mean = mn / 2;
+  const double dev = std::abs(u - mean);
+  // log2 of C(m+n, m), the orderings: while under 2^53 every count below is an
+  // integer a double holds exactly (beyond, the subtractions lose the tails).
+  const double log2_orderings =
+      (std::lgamma(static_cast<double>(m + n + 1)) - std::lgamma(static_cast<double>(m + 1)) -
+       std::lgamma(static_cast<double>(n + 1))) / std::log(2.0);
+  if (!ties && m * n <= 10000 && log2_orderings < 52) {
+    // Exact: the number of orderings with each U is the coefficient of q^U in
+    // the Gaussian binomial [m+n choose m]_q, built as the product over
+    // i = 1..m of (1 - q^(n+i)) / (1 - q^i), each factor a polynomial again.
+    const int64_t top = m * n;
+    std::vector<double> c(static_cast<size_t>(top) + 1, 0.0);
+    c[0] = 1;
+    for (int64_t i = 1; i <= m; ++i) {
+      for (int64_t k = top; k >= n + i; --k) c[k] -= c[k - n - i];
+      for (int64_t k = i; k <= top; ++k) c[k] += c[k - i];
+    }
+    double total = 0, tail = 0;
+    for (int64_t k = 0; k <= top; ++k) {
+      const double v = std::max(0.0, c[k]);
+      total += v;
+      if (std::abs(static_cast<double>(k) - mean) >= dev - 1e-9) tail += v;
+    }
+    return total > 0 ? std::min(1.0, tail / total) : 1;
+  }
+  const double total_n = static_cast<double>(m + n);
+  const double var = mn / 12 * ((total_n + 1) - tie_term / (total_n * (total_n - 1)));
+  if (var <= 0) return 1;
+  const double z = std::max(0.0, dev - 0.5) / std::sqrt(var);  // with the continuity correction
+  return std::erfc(z / std::sqrt(2.0));
 }
 
 const StepClockDelta* RunComparison::StepsOn(const std::string& clock) const {
@@ -369,7 +440,9 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   c.notes.push_back(absl::StrCat(
       "an op or a step counts as faster or slower when its median per-step time moved by more than ",
       absl::StrFormat("%.0f", kNoiseSigmas),
-      " standard errors of the difference, measured from each run's own steps (median absolute deviation)"));
+      " standard errors of the difference, measured from each run's own steps (median absolute deviation),"
+      " or when a rank test of the steps (Mann-Whitney) parts the two sides at the same confidence (p < ",
+      absl::StrFormat("%.4g", kRankAlpha), ")"));
   if (fallback_used)
     c.notes.push_back(absl::StrCat("some ops ran in fewer than ", kMinSteps,
                                    " steps on a side: their noise cannot be measured, and a change beyond ",

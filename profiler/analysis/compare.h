@@ -6,8 +6,12 @@
 // "Unchanged" is decided by the runs' own noise, not a fixed percentage: each
 // side's per-step times give a median and its standard error (from the median
 // absolute deviation), and a change counts only beyond three standard errors
-// of the difference. With fewer than kMinSteps steps on a side the noise
-// cannot be measured; a fixed 10% is used then and the result says so.
+// of the difference, or when a rank test (Mann-Whitney) puts the two sides'
+// steps apart at the same confidence: a median rule is blunt with few steps or
+// steps that swing (+62% over 8 steps within a ±88% median noise, every step of
+// one side slower than every step of the other). With fewer than kMinSteps
+// steps on a side the noise cannot be measured; a fixed 10% is used then and
+// the result says so.
 #pragma once
 
 #include <cstdint>
@@ -24,12 +28,17 @@ namespace shardscope::analysis {
 inline constexpr int kMinSteps = 3;
 inline constexpr double kNoiseSigmas = 3.0;
 inline constexpr double kFallbackThreshold = 0.10;  // relative, when the noise cannot be measured
+// The rank test's two-sided p below which the sides differ: the tail of
+// kNoiseSigmas standard deviations of a normal distribution, so both rules ask
+// the same confidence.
+inline constexpr double kRankAlpha = 0.0027;
 
 // Per-step samples summarized robustly (ns).
 struct Spread {
   int64_t n = 0;
   double median = 0, p10 = 0, p90 = 0;
   double mad = 0;  // median absolute deviation from the median
+  std::vector<double> sorted;  // the samples, ascending (for the rank test)
   // Of the median: 1.2533 * 1.4826 * MAD / sqrt(n) (normal-equivalent).
   double StandardError() const;
 };
@@ -44,9 +53,19 @@ struct Delta {
   double diff = 0;         // median b - median a
   double threshold = 0;    // kNoiseSigmas standard errors of the difference, or the fallback
   bool noise_measured = false;
+  // The rank test's two-sided p (-1: not run, fewer than kMinSteps on a side),
+  // and whether it, not the medians' threshold, made the change.
+  double rank_p = -1;
+  bool by_ranks = false;
   Change change = Change::kUnchanged;
 };
 Delta Classify(const Spread& a, const Spread& b);
+
+// Two-sided p of the Mann-Whitney U test that samples a and b (each sorted
+// ascending) come from one distribution: exact without ties while the
+// orderings' counts fit a double (about 26 against 26), else the normal
+// approximation with the tie correction. 1 when every sample ties.
+double RankTestP(const std::vector<double>& a, const std::vector<double>& b);
 
 // Step time on one clock (host: each step's wall time; device and modeled:
 // each step's span over every chip on that clock).

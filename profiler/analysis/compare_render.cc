@@ -48,7 +48,8 @@ std::string SpreadCell(const Spread& s) {
 
 std::string NoiseCell(const Delta& d) {
   if (d.change == Change::kAdded || d.change == Change::kRemoved) return "-";
-  return absl::StrCat("±", Ns(d.threshold), d.noise_measured ? "" : " (fixed 10%)");
+  return absl::StrCat("±", Ns(d.threshold), d.noise_measured ? "" : " (fixed 10%)",
+                      d.by_ranks ? absl::StrFormat(" (ranks p=%.2g)", d.rank_p) : "");
 }
 
 std::vector<std::vector<std::string>> StepRows(const RunComparison& c) {
@@ -161,7 +162,8 @@ nlohmann::json SpreadJson(const Spread& s) {
 
 nlohmann::json DeltaJson(const Delta& d) {
   return {{"diff_ns", d.diff}, {"threshold_ns", d.threshold}, {"noise_measured", d.noise_measured},
-          {"change", ChangeName(d.change)}};
+          {"rank_p", d.rank_p < 0 ? nlohmann::json(nullptr) : nlohmann::json(d.rank_p)},
+          {"by_ranks", d.by_ranks},      {"change", ChangeName(d.change)}};
 }
 
 nlohmann::json RunJson(const RunHeader& h) {

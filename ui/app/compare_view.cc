@@ -196,7 +196,9 @@ void CompareView::DrawComparison(UiState& ui, const analysis::RunComparison& c) 
       ImGui::TextUnformatted(d.a.n && d.b.n ? absl::StrFormat("%s (%+.1f%%)", Signed(d.delta.diff), 100 * d.Relative()).c_str()
                                             : "-");
       ImGui::TableNextColumn();
-      ImGui::TextUnformatted(absl::StrCat(Ns(d.delta.threshold), d.delta.noise_measured ? "" : " (fixed 10%)").c_str());
+      ImGui::TextUnformatted(absl::StrCat(Ns(d.delta.threshold), d.delta.noise_measured ? "" : " (fixed 10%)",
+                                          d.delta.by_ranks ? absl::StrFormat(" (ranks p=%.2g)", d.delta.rank_p) : "")
+                                 .c_str());
       ImGui::TableNextColumn();
       ImGui::TextColored(Color(ChangeColor(d.delta.change)), "%s", analysis::ChangeName(d.delta.change));
     }
@@ -322,6 +324,9 @@ void CompareView::DrawComparison(UiState& ui, const analysis::RunComparison& c) 
       ImGui::TextDisabled("difference %s against a threshold of %s%s", Signed(d.delta.diff).c_str(),
                           Ns(d.delta.threshold).c_str(),
                           d.delta.noise_measured ? " (three standard errors of the runs' own noise)" : " (fixed 10%)");
+      if (d.delta.by_ranks)
+        ImGui::TextDisabled("within that threshold, but the steps' ranks part the runs (Mann-Whitney p = %.2g)",
+                            d.delta.rank_p);
     }
   } else {
     ImGui::TextDisabled("Click an op to see it in both runs.");
