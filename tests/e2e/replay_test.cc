@@ -174,6 +174,34 @@ TEST(ReplayE2e, AStoredRunsFaultsAreNamedAsPartOfTheDifference) {
   EXPECT_FALSE(absl::StrContains(clean.text, "faults injected")) << clean.text;
 }
 
+// A hung run's last step started and never completed: the replay stops where
+// the stored run's steps stop, and says so, rather than running past the hang.
+TEST(ReplayE2e, AHungRunIsReplayedUpToItsLastCompleteStep) {
+  const std::string db = e2e::TempDb("replay_hung");
+  e2e::Output run = e2e::Shell(Cli("run mlp --mesh 2x4 --steps 6 --fault fail-chip:2@3 --quiet --db " + db));
+  ASSERT_NE(run.code, 0) << run.text;
+  ASSERT_GT(e2e::Q(db, "SELECT count(*) AS n FROM executions WHERE run_id = 1 AND step = 3").Int(0, "n"), 0)
+      << "the hung step's execution should be stored";
+  e2e::Output o = e2e::Shell(Cli("replay " + db + " --run 1"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  // Dispatch runs ahead of the chips: the hung step, and maybe the next, were queued.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(o.text, m,
+                                std::regex("note: run 1 was ended by the hang detector in step 3, which never completed "
+                                           "there \\(([0-9]+) executions? left out\\): the replay stops after step 2")))
+      << o.text;
+  const int64_t left_out = std::stoll(m[1].str());
+  EXPECT_GE(left_out, 1);
+  EXPECT_EQ(e2e::Q(db, "SELECT max(step) AS s FROM steps WHERE run_id = 2").Int(0, "s"), 2);
+  EXPECT_EQ(Executions(db, 2), Executions(db, 1) - left_out);
+  EXPECT_EQ(Executions(db, 2), e2e::Q(db, "SELECT count(*) AS n FROM executions WHERE run_id = 1 AND step <= 2").Int(0, "n"));
+  // A finished run is replayed whole, with no such note.
+  e2e::Output whole = e2e::Shell(Cli("replay " + db + " --run 2"));
+  ASSERT_EQ(whole.code, 0) << whole.text;
+  EXPECT_FALSE(absl::StrContains(whole.text, "never completed")) << whole.text;
+  EXPECT_EQ(Executions(db, 3), Executions(db, 2));
+}
+
 TEST(ReplayE2e, TheMeshIsMappedOntoTheNewTopologyAsRunMapsIt) {
   // A llama fsdp_tp recorded in chip order (row-major) on gpu:4x8, replayed
   // there: auto ranks the axes by the re-partitioned programs' collectives,

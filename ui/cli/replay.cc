@@ -12,6 +12,7 @@
 // replay_target.h): the replay is a simulated run, compared on the modeled clock.
 #include "ui/cli/replay.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -31,6 +32,7 @@
 #include "core/lazy.h"
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/compare.h"
+#include "profiler/analysis/format.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/trace/recorder.h"
 #include "record/recording.h"
@@ -120,6 +122,10 @@ struct StoredRun {
   std::vector<StoredExecution> executions;
   std::map<std::string, StoredTensor> tensors;  // by name
   std::vector<std::string> faults;  // the faults injected into it (config_json.faults): the replay has none
+  // A run that did not finish (the hang detector, a signal, a crash) may have
+  // started a step it never completed: those executions are not replayed, so
+  // the replay stops where the stored run's steps stop. "" when nothing was cut.
+  std::string cut_note;
 };
 
 // What the replay needs of run `run`, or why it cannot be replayed.
@@ -187,6 +193,31 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
   if (!e.ok()) return e.status();
   for (size_t i = 0; i < e->rows.size(); ++i)
     s.executions.push_back({static_cast<int>(e->Int(i, "step")), e->Int(i, "graph_id")});
+  auto header = analysis::ReadRunHeader(r, run);
+  if (!header.ok()) return header.status();
+  if (header->status != "finished" && header->status != "running" && !s.executions.empty()) {
+    auto last = r.Query("SELECT max(step) AS last FROM steps WHERE run_id = ?1", {id});
+    if (!last.ok()) return last.status();
+    const bool any = last->Col("last") >= 0 && !last->Text(0, "last").empty();
+    const int64_t last_step = any ? last->Int(0, "last") : -1;
+    const size_t kept = static_cast<size_t>(
+        std::count_if(s.executions.begin(), s.executions.end(), [&](const StoredExecution& x) { return x.step <= last_step; }));
+    const std::string how = header->status == "hang detected" ? "was ended by the hang detector"
+                            : header->status == "interrupted" ? "was interrupted"
+                            : header->status == "incomplete"  ? "is incomplete"
+                                                              : header->status;  // "ended abnormally"
+    if (kept == 0)
+      return absl::FailedPreconditionError(
+          absl::StrCat("run ", run, " of ", r.path(), " ", how, " before its first step completed: nothing to replay",
+                       header->status_detail.empty() ? "" : absl::StrCat(" (", header->status_detail, ")")));
+    if (kept < s.executions.size()) {
+      const int cut_step = s.executions[kept].step;
+      s.cut_note = absl::StrCat("note: run ", run, " ", how, " in step ", cut_step, ", which never completed there (",
+                                s.executions.size() - kept, kept + 1 == s.executions.size() ? " execution" : " executions",
+                                " left out): the replay stops after step ", last_step, ", as the stored run did\n\n");
+      s.executions.resize(kept);
+    }
+  }
   return s;
 }
 
@@ -360,8 +391,9 @@ int RunReplay(const std::vector<std::string>& args) {
   const int64_t new_run = (*rec)->run_id();
   if (!quiet) {
     std::cout << "shardscope replay — run " << *run << " of " << db << " (" << stored.sample << ", mesh "
-              << absl::StrJoin(stored.mesh, "x") << ", " << stored.graphs.size() << " programs, "
-              << stored.executions.size() << " executions) "
+              << absl::StrJoin(stored.mesh, "x") << ", "
+              << analysis::Plural(static_cast<int64_t>(stored.graphs.size()), "program", "programs") << ", "
+              << analysis::Plural(static_cast<int64_t>(stored.executions.size()), "execution", "executions") << ") "
               << (modeled ? "re-simulated" : "re-executed") << " as run " << new_run << "\n";
     if (target) {
       std::cout << "  simulated" << (implied ? " (the stored run is simulated)" : "") << ": profile "
@@ -495,12 +527,13 @@ int RunReplay(const std::vector<std::string>& args) {
     return Fail(absl::StrCat(failed.message(), "\n(what was replayed before the error is stored as run ", new_run, ")"));
   if (!finished.ok()) return Fail(std::string(finished.message()));
   if (!quiet)
-    std::cout << "recompiled " << stored.graphs.size() << " programs from their stored IR: "
+    std::cout << "recompiled " << analysis::Plural(static_cast<int64_t>(stored.graphs.size()), "program", "programs")
+              << " from their stored IR: "
               << (!mismatches.empty() ? absl::StrCat(mismatches.size(), " differ")
                   : relaid
                       ? "every op count equals the stored one (fingerprints differ: the shardings are the new mesh's)"
                       : "every fingerprint and op count equals the stored one")
-              << "; " << (modeled ? "simulated " : "ran ") << stored.executions.size() << " executions\n\n";
+              << "; " << (modeled ? "simulated " : "ran ") << analysis::Plural(static_cast<int64_t>(stored.executions.size()), "execution", "executions") << "\n\n";
 
   auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
   if (!r.ok()) return Fail(std::string(r.status().message()));
@@ -516,7 +549,7 @@ int RunReplay(const std::vector<std::string>& args) {
           : absl::StrCat("note: run ", *run, " was recorded with faults injected (",
                          absl::StrJoin(stored.faults, ", "), "); run ", new_run,
                          " replays it without them, so the difference below includes them\n\n");
-  std::cout << faults_note;
+  std::cout << faults_note << stored.cut_note;
   if (options.clock == "modeled" && !quiet) {
     std::cout << "Compared on the modeled clock: run " << *run << " as modeled for " << stored_profile
               << ", run " << new_run << " for " << stored.profile << (modeled ? " (simulated)" : "") << ".";
