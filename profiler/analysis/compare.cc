@@ -115,6 +115,50 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
   return absl::OkStatus();
 }
 
+struct ChipFacts {
+  std::map<int64_t, double> compute, comm;  // step -> ns
+};
+
+// Each chip's kernels and its collectives and transfers per step on `clock`.
+absl::Status ReadChipTimes(const Reader& rd, int64_t run, const std::string& clock, std::map<int64_t, ChipFacts>* out) {
+  auto q = rd.Query(
+      "SELECT t.device_id AS chip, s.step AS step, s.kind = 'compute' AS compute, sum(s.dur_ns) AS ns FROM slices s"
+      " JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " WHERE s.run_id = ?1 AND t.clock = ?2 AND t.device_id IS NOT NULL AND s.depth = 0 AND s.step IS NOT NULL"
+      " AND s.kind IN ('compute', 'collective', 'transfer') GROUP BY t.device_id, s.step, s.kind = 'compute'",
+      {absl::StrCat(run), clock});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    ChipFacts& f = (*out)[q->Int(i, "chip")];
+    (q->Int(i, "compute") ? f.compute : f.comm)[q->Int(i, "step")] += static_cast<double>(q->Int(i, "ns"));
+  }
+  return absl::OkStatus();
+}
+
+// Which chips' changes stand apart from the rest: changed beyond their own
+// noise, and their relative change at least 10 points and 3 robust standard
+// deviations (1.4826 MAD) from the chips' median change. Needs 3 chips: with
+// two, neither is "the others".
+void MarkChipsApart(std::vector<ChipDelta>* chips, double* compute_median, double* comm_median) {
+  if (chips->size() < 3) return;
+  auto mark = [&](double (ChipDelta::*rel)() const, Delta ChipDelta::*delta, bool ChipDelta::*apart, double* median) {
+    std::vector<double> r;
+    for (const ChipDelta& c : *chips) r.push_back((c.*rel)());
+    std::sort(r.begin(), r.end());
+    *median = Quantile(r, 0.5);
+    std::vector<double> dev;
+    for (double x : r) dev.push_back(std::abs(x - *median));
+    std::sort(dev.begin(), dev.end());
+    const double spread = 1.4826 * Quantile(dev, 0.5);
+    for (ChipDelta& c : *chips) {
+      const double off = std::abs((c.*rel)() - *median);
+      c.*apart = (c.*delta).change != Change::kUnchanged && off >= 0.10 && off > 3 * spread;
+    }
+  };
+  mark(&ChipDelta::ComputeRelative, &ChipDelta::compute, &ChipDelta::compute_apart, compute_median);
+  mark(&ChipDelta::CommRelative, &ChipDelta::comm, &ChipDelta::comm_apart, comm_median);
+}
+
 absl::StatusOr<int64_t> ReadPeak(const Reader& rd, int64_t run) {
   auto has = rd.HasTable("memory_plans");
   if (!has.ok()) return has.status();
@@ -141,6 +185,28 @@ std::vector<double> Values(const std::map<int64_t, double>& by_step) {
 }
 
 std::string Percent(double r) { return absl::StrFormat("%+.1f%%", 100 * r); }
+
+// "; chip 3 stands apart: compute +43.1% against the chips' median +1.2%",
+// the largest such change of each kind; "" when no chip stands apart.
+std::string ChipsApartLine(const RunComparison& c) {
+  std::string out;
+  for (const auto& [what, apart, rel, median] :
+       {std::tuple{"compute", &ChipDelta::compute_apart, &ChipDelta::ComputeRelative, c.chips_compute_median},
+        std::tuple{"collectives and transfers", &ChipDelta::comm_apart, &ChipDelta::CommRelative, c.chips_comm_median}}) {
+    const ChipDelta* worst = nullptr;
+    int n = 0;
+    for (const ChipDelta& d : c.chips)
+      if (d.*apart) {
+        ++n;
+        if (!worst || std::abs((d.*rel)()) > std::abs((worst->*rel)())) worst = &d;
+      }
+    if (!worst) continue;
+    absl::StrAppend(&out, "; ", n > 1 ? absl::StrCat(n, " chips stand apart, most ") : "", "chip ", worst->chip,
+                    n > 1 ? ": " : " stands apart: ", what, " ", Percent((worst->*rel)()), " against the chips' median ",
+                    Percent(median));
+  }
+  return out;
+}
 
 std::string ComparisonVerdict(const RunComparison& c) {
   const StepClockDelta* s = c.StepsOn(c.op_clock);
@@ -191,7 +257,7 @@ std::string ComparisonVerdict(const RunComparison& c) {
                          " on the average step)");
       break;
     }
-  return absl::StrCat(head, "; ", ops, top);
+  return absl::StrCat(head, "; ", ops, top, ChipsApartLine(c));
 }
 
 }  // namespace
@@ -405,6 +471,26 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   if (known(c.a.profile) && known(c.b.profile) && c.a.profile != c.b.profile)
     c.notes.push_back(absl::StrCat("A is modeled for the ", c.a.profile, " profile and B for ", c.b.profile,
                                    ": the modeled clock compares the two chips as much as the two runs"));
+  // Per chip, when both runs have the same chips on the clock.
+  if (timed_a && timed_b && chips_a == chips_b) {
+    std::map<int64_t, ChipFacts> ca_times, cb_times;
+    if (auto st = ReadChipTimes(ra, run_a, c.op_clock, &ca_times); !st.ok()) return context(ra, "chip times", st);
+    if (auto st = ReadChipTimes(rb, run_b, c.op_clock, &cb_times); !st.ok()) return context(rb, "chip times", st);
+    for (const auto& [chip, fa] : ca_times) {
+      auto it = cb_times.find(chip);
+      if (it == cb_times.end()) continue;
+      ChipDelta d;
+      d.chip = chip;
+      d.compute_a = SpreadOf(Values(fa.compute));
+      d.compute_b = SpreadOf(Values(it->second.compute));
+      d.comm_a = SpreadOf(Values(fa.comm));
+      d.comm_b = SpreadOf(Values(it->second.comm));
+      d.compute = Classify(d.compute_a, d.compute_b);
+      d.comm = Classify(d.comm_a, d.comm_b);
+      c.chips.push_back(std::move(d));
+    }
+    MarkChipsApart(&c.chips, &c.chips_compute_median, &c.chips_comm_median);
+  }
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;

@@ -91,6 +91,21 @@ struct OpDelta {
   double step_impact_ns = 0;
 };
 
+// One chip's time per step on the op clock, in both runs: its kernels
+// (compute) and its collectives and transfers (communication). A chip made
+// slow, or a link, shows here where the ops' means over the chips dilute it
+// (one chip of eight at 0.7x moves each op by 5%).
+struct ChipDelta {
+  int64_t chip = 0;
+  Spread compute_a, compute_b, comm_a, comm_b;
+  Delta compute, comm;
+  // Its change stands apart from the other chips' (StandsApart): what the
+  // text names.
+  bool compute_apart = false, comm_apart = false;
+  double ComputeRelative() const { return compute_a.median > 0 ? compute.diff / compute_a.median : 0; }
+  double CommRelative() const { return comm_a.median > 0 ? comm.diff / comm_a.median : 0; }
+};
+
 struct ShardingChange {
   std::string tensor, a, b;  // a or b "" when the tensor is absent on that side
 };
@@ -103,6 +118,10 @@ struct RunComparison {
   int64_t peak_a = 0, peak_b = 0;       // largest compiled program's peak per chip, bytes (0: none recorded)
   std::vector<OpDelta> ops;             // changed first, by |difference|; then unchanged
   int64_t counts[5] = {0, 0, 0, 0, 0};  // ops per Change
+  // Chips on the op clock in both runs, by id (none when the chip counts
+  // differ: another mesh's chips are not the same chips).
+  std::vector<ChipDelta> chips;
+  double chips_compute_median = 0, chips_comm_median = 0;  // the chips' median relative change
   std::vector<ShardingChange> sharding; // tensors whose sharding differs (or exist on one side only)
   std::string sharding_not_compared;    // why not ("": compared), e.g. a side is an imported trace
   std::vector<std::string> notes;       // what limits the comparison, in words

@@ -86,6 +86,59 @@ std::vector<std::vector<std::string>> ShardingRows(const RunComparison& c) {
   return rows;
 }
 
+// The chips whose change stands apart, a row each, and how the rest moved.
+constexpr size_t kTopChips = 16;
+std::vector<std::vector<std::string>> ChipRows(const RunComparison& c) {
+  std::vector<std::vector<std::string>> rows = {
+      {"chip", "compute A", "compute B", "change", "collectives+transfers A", "B", "change"}};
+  std::vector<const ChipDelta*> apart;
+  for (const ChipDelta& d : c.chips)
+    if (d.compute_apart || d.comm_apart) apart.push_back(&d);
+  std::stable_sort(apart.begin(), apart.end(), [](const ChipDelta* x, const ChipDelta* y) {
+    return std::max(std::abs(x->ComputeRelative()), std::abs(x->CommRelative())) >
+           std::max(std::abs(y->ComputeRelative()), std::abs(y->CommRelative()));
+  });
+  if (apart.size() > kTopChips) apart.resize(kTopChips);
+  auto cell = [](const Spread& s) { return s.n ? Ns(s.median) : std::string("-"); };
+  auto change = [](const Spread& a, const Spread& b, const Delta& d, bool is_apart) {
+    if (!a.n || !b.n) return std::string("-");
+    return absl::StrCat(Rel(d.diff, a.median), " ", ChangeName(d.change), is_apart ? " *" : "");
+  };
+  for (const ChipDelta* d : apart)
+    rows.push_back({absl::StrCat(d->chip), cell(d->compute_a), cell(d->compute_b),
+                    change(d->compute_a, d->compute_b, d->compute, d->compute_apart), cell(d->comm_a), cell(d->comm_b),
+                    change(d->comm_a, d->comm_b, d->comm, d->comm_apart)});
+  return rows;
+}
+
+// "no chip's change stands apart: compute median +1.2% (-2.0% to +4.1%), ..."
+// or how the chips not listed moved.
+std::string ChipsLine(const RunComparison& c) {
+  size_t apart = 0;
+  std::vector<double> compute, comm;
+  for (const ChipDelta& d : c.chips) {
+    if (d.compute_apart || d.comm_apart) {
+      ++apart;
+      continue;
+    }
+    if (d.compute_a.n && d.compute_b.n) compute.push_back(d.ComputeRelative());
+    if (d.comm_a.n && d.comm_b.n) comm.push_back(d.CommRelative());
+  }
+  auto range = [](std::vector<double> v) {
+    if (v.empty()) return std::string("not on both sides");
+    std::sort(v.begin(), v.end());
+    return absl::StrFormat("median %+.1f%% (%+.1f%% to %+.1f%%)", 100 * v[v.size() / 2], 100 * v.front(), 100 * v.back());
+  };
+  const std::string moves =
+      absl::StrCat("compute ", range(compute), ", collectives and transfers ", range(comm));
+  if (apart == 0)
+    return absl::StrCat(Plural(static_cast<int64_t>(c.chips.size()), "chip", "chips"),
+                        " in both runs; no chip's change stands apart from the others': ", moves);
+  return absl::StrCat(apart, " of ", c.chips.size(), " chips stand apart (* below: changed beyond their own noise and"
+                      " at least 10 points and 3 robust deviations from the chips' median change); the other ",
+                      c.chips.size() - apart, ": ", moves);
+}
+
 std::string CountsLine(const RunComparison& c) {
   return absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " slower, ", c.counts[static_cast<int>(Change::kFaster)],
                       " faster, ", c.counts[static_cast<int>(Change::kAdded)], " added, ",
@@ -192,6 +245,10 @@ std::string RenderComparisonText(const RunComparison& c) {
     absl::StrAppend(&out, AlignTable(OpRows(c, kTopOps), "  "));
     if (Changed(c) > kTopOps) absl::StrAppend(&out, "  ... ", Changed(c) - kTopOps, " more changed (--format json lists every op)\n");
   }
+  if (!c.chips.empty()) {
+    absl::StrAppend(&out, "\nChips on the ", c.op_clock, " clock (time per step): ", ChipsLine(c), "\n");
+    if (ChipRows(c).size() > 1) absl::StrAppend(&out, AlignTable(ChipRows(c), "  "));
+  }
   if (!c.sharding_not_compared.empty()) {
     absl::StrAppend(&out, "\nSharding: not compared: ", c.sharding_not_compared, "\n");
   } else if (!c.sharding.empty()) {
@@ -211,6 +268,10 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
                   CompileCell(c.compiles_b), "\n\n## Memory peak per chip\n\n", PeakLine(c), "\n\n## Ops on the ",
                   c.op_clock, " clock\n\n", CountsLine(c), " (time per step, mean over chips)\n\n");
   if (Changed(c) > 0) absl::StrAppend(&out, MdTable(OpRows(c, kTopOps)));
+  if (!c.chips.empty()) {
+    absl::StrAppend(&out, "\n## Chips on the ", c.op_clock, " clock\n\n", Md(ChipsLine(c)), "\n\n");
+    if (ChipRows(c).size() > 1) absl::StrAppend(&out, MdTable(ChipRows(c)));
+  }
   absl::StrAppend(&out, "\n## Sharding changes\n\n");
   if (!c.sharding_not_compared.empty()) {
     absl::StrAppend(&out, "Not compared: ", Md(c.sharding_not_compared), ".\n");
@@ -245,6 +306,14 @@ nlohmann::json ComparisonToJson(const RunComparison& c) {
     j["ops"].push_back({{"name", o.name}, {"shape", o.shape}, {"opcode", o.opcode}, {"source", o.source},
                         {"a", SpreadJson(o.a)}, {"b", SpreadJson(o.b)}, {"delta", DeltaJson(o.delta)},
                         {"step_impact_ns", o.step_impact_ns}});
+  j["chips"] = nlohmann::json::array();
+  for (const ChipDelta& d : c.chips)
+    j["chips"].push_back(
+        {{"chip", d.chip},
+         {"compute", {{"a", SpreadJson(d.compute_a)}, {"b", SpreadJson(d.compute_b)}, {"delta", DeltaJson(d.compute)},
+                      {"relative", d.ComputeRelative()}, {"stands_apart", d.compute_apart}}},
+         {"communication", {{"a", SpreadJson(d.comm_a)}, {"b", SpreadJson(d.comm_b)}, {"delta", DeltaJson(d.comm)},
+                            {"relative", d.CommRelative()}, {"stands_apart", d.comm_apart}}}});
   j["sharding"] = nlohmann::json::array();
   for (const ShardingChange& s : c.sharding) j["sharding"].push_back({{"tensor", s.tensor}, {"a", s.a}, {"b", s.b}});
   if (!c.sharding_not_compared.empty()) j["sharding_not_compared"] = c.sharding_not_compared;
@@ -267,6 +336,10 @@ std::string RenderComparisonHtml(const RunComparison& c) {
                   "</p>\n<h2>Ops on the ", Html(c.op_clock), " clock</h2><p>", Html(CountsLine(c)),
                   " (time per step, mean over chips)</p>\n");
   if (Changed(c) > 0) out += HtmlTable(OpRows(c, kTopOps));
+  if (!c.chips.empty()) {
+    absl::StrAppend(&out, "<h2>Chips on the ", Html(c.op_clock), " clock</h2><p>", Html(ChipsLine(c)), "</p>\n");
+    if (ChipRows(c).size() > 1) out += HtmlTable(ChipRows(c));
+  }
   out += "<h2>Sharding changes</h2>\n";
   if (!c.sharding_not_compared.empty()) {
     absl::StrAppend(&out, "<p>Not compared: ", Html(c.sharding_not_compared), ".</p>\n");

@@ -272,6 +272,42 @@ TEST(DiffE2eSimulated, SimulatedPodsAreComparedOnTheModeledClock) {
   EXPECT_TRUE(absl::StrContains(device.text, "no verdict: A has no steps on the device clock")) << device.text;
 }
 
+// One slow chip among sixteen moves each op's mean over the chips a little;
+// the per-chip section names the chip, and a run against its twin names none.
+TEST(DiffE2eSimulated, AChipWhoseChangeStandsApartIsNamed) {
+  const std::string db = e2e::TempDb("diff_chip_apart");
+  const std::string sim = " run mlp --simulate --topology 4x4 --steps 4 --quiet --db " + db;
+  ASSERT_EQ(e2e::Shell(Cli(sim)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(sim + " --fault slow-chip:5:0.6")).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(sim)).code, 0);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  json j = Json(o);
+  ASSERT_EQ(j["chips"].size(), 16u) << o.text;
+  int apart = 0;
+  for (const auto& c : j["chips"]) {
+    if (!c["compute"]["stands_apart"].get<bool>()) continue;
+    ++apart;
+    EXPECT_EQ(c["chip"], 5) << c.dump();
+    // 0.6x speed: its kernels take 1/0.6 = 1.67x as long.
+    EXPECT_NEAR(c["compute"]["relative"].get<double>(), 1 / 0.6 - 1, 0.02) << c.dump();
+    EXPECT_EQ(c["compute"]["delta"]["change"], "slower") << c.dump();
+  }
+  EXPECT_EQ(apart, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "chip 5 stands apart: compute +66.")) << j["verdict"];
+  e2e::Output text = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2")));
+  EXPECT_TRUE(absl::StrContains(text.text, "1 of 16 chips stand apart")) << text.text;
+  // Twins: no chip is named, in any form.
+  e2e::Output twin = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,3 --format json")));
+  ASSERT_EQ(twin.code, 0) << twin.text;
+  for (const auto& c : Json(twin)["chips"]) EXPECT_FALSE(c["compute"]["stands_apart"].get<bool>()) << c.dump();
+  for (const char* format : {"text", "md", "html"}) {
+    e2e::Output t = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,3 --format ", format)));
+    EXPECT_TRUE(absl::StrContains(t.text, "no chip's change stands apart")) << format << "\n" << t.text;
+    EXPECT_FALSE(absl::StrContains(t.text, "stands apart:")) << format << "\n" << t.text;
+  }
+}
+
 TEST(DiffE2eSharding, ShardingChangesAreListed) {
   const std::string db = e2e::TempDb("diff_sharding");
   const std::string llama = " run llama --steps 2 --mesh 2x2 --quiet --db " + db;

@@ -331,6 +331,25 @@ void CompareView::DrawComparison(UiState& ui, const analysis::RunComparison& c) 
   } else {
     ImGui::TextDisabled("Click an op to see it in both runs.");
   }
+  // A chip whose change stands apart (a slow chip, a slow link's ends), which
+  // the ops' means over the chips dilute.
+  int chips_apart = 0;
+  for (const analysis::ChipDelta& d : c.chips) chips_apart += d.compute_apart || d.comm_apart;
+  if (!c.chips.empty()) {
+    ImGui::TextColored(Color(kClockLabel), "Chips on the %s clock: %s", c.op_clock.c_str(),
+                       chips_apart ? absl::StrCat(chips_apart, " of ", c.chips.size(), " stand apart").c_str()
+                                   : absl::StrCat("no chip's change stands apart (", c.chips.size(), " chips)").c_str());
+    for (const analysis::ChipDelta& d : c.chips) {
+      if (!d.compute_apart && !d.comm_apart) continue;
+      const std::string line = absl::StrCat(
+          "chip ", d.chip, ": compute ", Ns(d.compute_a.median), " -> ", Ns(d.compute_b.median),
+          absl::StrFormat(" (%+.1f%%)", 100 * d.ComputeRelative()), d.compute_apart ? " *" : "",
+          ", collectives and transfers ", Ns(d.comm_a.median), " -> ", Ns(d.comm_b.median),
+          absl::StrFormat(" (%+.1f%%)", 100 * d.CommRelative()), d.comm_apart ? " *" : "");
+      ImGui::TextUnformatted(line.c_str());
+      add("chip", line, json{{"table", "slices"}, {"device_id", d.chip}});
+    }
+  }
   if (!c.sharding.empty()) {
     ImGui::TextColored(Color(kClockLabel), "Sharding changes (%zu tensors)", c.sharding.size());
     for (const analysis::ShardingChange& s : c.sharding) {
