@@ -125,6 +125,11 @@ CheckReport CheckDatabase(const std::string& path) {
     r.problems.push_back(std::string(st.message()));
     return r;
   }
+  // A stranger's -wal would be read as this file's: nothing below could be trusted.
+  if (absl::Status st = internal::CheckFileHeader(path); !st.ok()) {
+    r.problems.push_back(std::string(st.message()));
+    if (absl::IsFailedPrecondition(st)) return r;
+  }
   sqlite3* raw = nullptr;
   if (absl::Status st = internal::OpenForReading(path, 0, &raw); !st.ok()) {
     r.problems.push_back(std::string(st.message()));

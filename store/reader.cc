@@ -53,6 +53,7 @@ std::string QueryResult::Text(size_t row, const std::string& col, const std::str
 absl::StatusOr<Reader> Reader::Open(const std::string& path, Threads threads) {
   // stat, never open, what may not be a file: opening a FIFO blocks.
   if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/false); !st.ok()) return st;
+  if (absl::Status st = internal::CheckFileHeader(path); !st.ok()) return st;
   Reader r;
   r.path_ = path;
   // Read-only, and immutable where the file's side files cannot be made

@@ -122,6 +122,49 @@ absl::Status CheckRegularFile(const std::string& path, bool may_be_missing) {
       path, " is ", what, ", not a database file; shardscope databases are regular files"));
 }
 
+absl::Status CheckFileHeader(const std::string& path) {
+  unsigned char h[100] = {};
+  ssize_t n = -1;
+  if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
+    n = ::pread(fd, h, sizeof h, 0);
+    ::close(fd);
+  }
+  if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h, "SQLite format 3", 16) != 0) return absl::OkStatus();
+  auto be32 = [&](int at) {
+    return (static_cast<uint32_t>(h[at]) << 24) | (static_cast<uint32_t>(h[at + 1]) << 16) |
+           (static_cast<uint32_t>(h[at + 2]) << 8) | h[at + 3];
+  };
+  const bool rollback = h[18] == 1 && h[19] == 1, wal_mode = h[18] == 2 && h[19] == 2;
+  struct stat wal;
+  const bool wal_has_data = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 32;
+  if (rollback && wal_has_data)
+    return absl::FailedPreconditionError(absl::StrCat(
+        path, "-wal does not belong to ", path, ": the file is in rollback-journal mode (a finished shardscope file), "
+        "which never has a -wal, so that one was left by another database of this name, a run that stopped while "
+        "writing it (and the file was replaced since, e.g. copied over). SQLite would read its pages as ", path,
+        "'s. Move ", path, "-wal and ", path, "-shm aside (keep them if they hold that other run), then open ", path,
+        " again"));
+  // The header's page count holds when "version valid for" equals the change
+  // counter; in WAL mode the file may lag its -wal, so only a file with no
+  // frames waiting is measured.
+  const uint32_t page_size = h[16] == 0 && h[17] == 1 ? 65536u : (static_cast<uint32_t>(h[16]) << 8) | h[17];
+  const uint32_t pages = be32(28);
+  struct stat sb;
+  if ((rollback || (wal_mode && !wal_has_data)) && be32(92) == be32(24) && pages > 0 && page_size >= 512 &&
+      ::stat(path.c_str(), &sb) == 0) {
+    const int64_t expect = static_cast<int64_t>(pages) * page_size;
+    if (sb.st_size < expect) {
+      const int64_t missing = expect - sb.st_size;
+      return absl::DataLossError(absl::StrCat(
+          path, " is truncated: its header counts ", pages, " pages of ", page_size, " bytes (", expect,
+          " bytes), and the file holds ", sb.st_size, " (", missing, " bytes, ",
+          (missing + page_size - 1) / page_size, missing > page_size ? " pages" : " page",
+          ", missing from its end). A copy or a download that stopped early cuts a file so: copy it again whole"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status DamagedFileError(const std::string& path, const std::string& detail) {
   return absl::DataLossError(absl::StrCat(path, " is damaged (", detail, "); run `shardscope check ", path,
                                           "` for details"));
@@ -288,6 +331,16 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
       "to complete it");
   if (objects == 0) {
     if (allow_empty) return absl::OkStatus();
+    // A run in progress keeps its file in WAL mode with everything in the
+    // -wal until it ends: a copy of the file alone has nothing in it, as a
+    // file whose writer stopped right after setting WAL mode. (Opening it may
+    // have made an empty -wal.)
+    if (const ReadOpenFacts f = GatherReadOpenFacts(path); f.wal_mode && !f.wal_has_data)
+      return absl::FailedPreconditionError(absl::StrCat(
+          path, " has no tables yet, and its header says WAL mode: either it was left unfinished by a shardscope run "
+          "that stopped while creating it (remove it or run again to complete it), or it is a copy of a file whose "
+          "run was still writing it, and its contents are in ", path, "-wal, which is not here (copy ", path,
+          "-wal beside it, or copy the file again after its run ended)"));
     return absl::FailedPreconditionError(absl::StrCat(
         path, " has no tables yet (no 'meta' table): it was left unfinished by a shardscope run that stopped while "
         "creating it, or is an empty file; remove it or run again to complete it"));

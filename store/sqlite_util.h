@@ -69,6 +69,18 @@ bool AbortsTransaction(const absl::Status& st);
 // A missing path passes when `may_be_missing` (the writer creates it).
 absl::Status CheckRegularFile(const std::string& path, bool may_be_missing);
 
+// What the file's first 100 bytes (SQLite's header) say against its size
+// and its side files, before SQLite reads it:
+// - a -wal with frames beside a file in rollback-journal mode (a finished
+//   shardscope file) is another database's: a run killed while writing a
+//   file of that name left it, and the file was copied over since. SQLite
+//   would read the stranger's pages as this file's, and a writer would make
+//   that permanent: FailedPrecondition.
+// - a file shorter than the pages its header counts was cut short (a copy or
+//   a download that stopped): DataLoss, saying how much is missing.
+// Files that are not SQLite (too short, another magic) pass: the open says.
+absl::Status CheckFileHeader(const std::string& path);
+
 // "X is damaged (...); run `shardscope check X` for details": for
 // SQLITE_CORRUPT and SQLITE_NOTADB met while reading a file that opened.
 absl::Status DamagedFileError(const std::string& path, const std::string& detail);

@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,7 @@
 #include "store/timeline.h"
 #include "store/writer.h"
 #include "tests/store/synthetic_run.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::store {
 namespace {
@@ -375,6 +377,113 @@ TEST(Robust, WhatWasRecordedSurvivesACrashRightAfterIt) {
     ASSERT_TRUE(st.ok());
     EXPECT_EQ(st->status, "ended abnormally") << how;
   }
+}
+
+// A file whose writer died mid-run: its -wal holds frames (the child _exits
+// with no checkpoint).
+std::string WriteCrashedRun(const std::string& name) {
+  const std::string path = TempDbPath(name);
+  pid_t child = fork();
+  EXPECT_GE(child, 0);
+  if (child == 0) {
+    auto w = Writer::Open(path);
+    if (!w.ok() || !(*w)->StartRun(RunRecord{}).ok()) _exit(2);
+    RecordSteps(**w, 0, 6);
+    (*w)->Flush();
+    _exit(0);
+  }
+  int wstatus = 0;
+  EXPECT_EQ(waitpid(child, &wstatus, 0), child);
+  return path;
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A finished file copied over one whose writer died: the dead run's -wal
+// would be read (and, by a writer, checkpointed) as the finished file's.
+TEST(Robust, AWalLeftByAnotherDatabaseIsRefusedNotRead) {
+  const std::string good = WriteFinishedRun("foreign_wal_good");
+  const std::string x = WriteCrashedRun("foreign_wal_x");
+  struct stat wal;
+  ASSERT_EQ(::stat((x + "-wal").c_str(), &wal), 0);
+  ASSERT_GT(wal.st_size, 32) << "the crashed run should leave frames in its -wal";
+  { std::ofstream(x, std::ios::binary | std::ios::trunc) << Bytes(good); }
+  const std::string before = Bytes(x);
+  auto r = Reader::Open(x);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsFailedPrecondition(r.status())) << r.status();
+  EXPECT_TRUE(Contains(r.status(), x + "-wal does not belong to " + x)) << r.status();
+  auto w = Writer::Open(x);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(Contains(w.status(), "does not belong")) << w.status();
+  CheckReport c = CheckDatabase(x);
+  ASSERT_EQ(c.problems.size(), 1u);
+  EXPECT_TRUE(c.problems[0].find("does not belong") != std::string::npos) << c.problems[0];
+  EXPECT_EQ(Bytes(x), before) << "nothing may be written into the file";
+  // Moved aside, the file reads as what it is: the finished run of two steps.
+  ASSERT_EQ(std::rename((x + "-wal").c_str(), (x + "-wal.old").c_str()), 0);
+  std::remove((x + "-shm").c_str());
+  test_files::RemoveAtExit(x + "-wal.old");
+  EXPECT_EQ(MustQuery(x, "SELECT count(*) AS n FROM steps").Int(0, "n"), 2);
+}
+
+TEST(Robust, AFileCutShortIsSaidToBeTruncated) {
+  const std::string path = WriteFinishedRun("truncated");
+  struct stat sb;
+  ASSERT_EQ(::stat(path.c_str(), &sb), 0);
+  ASSERT_EQ(::truncate(path.c_str(), sb.st_size - 16384), 0);
+  auto r = Reader::Open(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(absl::IsDataLoss(r.status())) << r.status();
+  EXPECT_TRUE(Contains(r.status(), path + " is truncated: its header counts")) << r.status();
+  EXPECT_TRUE(Contains(r.status(), "(16384 bytes, 1 page, missing from its end)")) << r.status();
+  EXPECT_FALSE(Writer::Open(path).ok());
+  CheckReport c = CheckDatabase(path);
+  ASSERT_FALSE(c.problems.empty());
+  EXPECT_TRUE(c.problems[0].find("is truncated") != std::string::npos) << c.problems[0];
+}
+
+// A copy of a file whose run was still writing it: its contents are in the
+// -wal left behind.
+TEST(Robust, ACopyWithoutItsWalSaysWhereItsContentsAre) {
+  const std::string x = WriteCrashedRun("wal_copy_src");
+  const std::string copy = TempDbPath("wal_copy");
+  { std::ofstream(copy, std::ios::binary | std::ios::trunc) << Bytes(x); }
+  auto r = Reader::Open(copy);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(Contains(r.status(), "or it is a copy of a file whose run was still writing it, and its contents are in " +
+                                       copy + "-wal, which is not here"))
+      << r.status();
+}
+
+// Appending to a damaged b-tree would spread the damage into the new run.
+TEST(Robust, AWriterRefusesAFileWhoseBtreesAreDamaged) {
+  const std::string path = WriteFinishedRun("damaged_btree");
+  int64_t root = 0, page_size = 0;
+  {
+    auto r = Reader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status();
+    root = r->Query("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND tbl_name = 'slice_chunks' LIMIT 1")
+               .value()
+               .Int(0, "rootpage");
+    page_size = r->Query("PRAGMA page_size").value().Int(0, "page_size");
+  }
+  ASSERT_GT(root, 1);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp((root - 1) * page_size);
+    const std::string junk(page_size, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  const std::string before = Bytes(path);
+  auto w = Writer::Open(path);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(absl::IsDataLoss(w.status())) << w.status();
+  EXPECT_TRUE(Contains(w.status(), "a new run is not written into it")) << w.status();
+  EXPECT_EQ(Bytes(path), before);
 }
 
 // A child forked while the parent has a writer open (a user's worker
