@@ -61,7 +61,9 @@ std::vector<std::vector<std::string>> StepRows(const RunComparison& c) {
   return rows;
 }
 
-std::string CompileCell(const CompileStats& s) {
+std::string CompileCell(const CompileStats& s, const RunHeader& h) {
+  // Another tool's trace has no lazy frontend: none recorded is not none happened.
+  if (h.imported && s.count == 0) return "not recorded (an imported trace has no compilations)";
   return absl::StrCat(s.count, s.count == 1 ? " request, " : " requests, ", s.misses, s.misses == 1 ? " miss, " : " misses, ", s.recompilations, s.recompilations == 1 ? " recompilation, " : " recompilations, ",
                       FormatNs(s.total_ns));
 }
@@ -237,8 +239,8 @@ std::string RenderComparisonText(const RunComparison& c) {
   std::string out = absl::StrCat("shardscope diff\n  A  ", RunLine(c.a), "\n  B  ", RunLine(c.b), "\n\n");
   absl::StrAppend(&out, "Verdict  ", Printable(c.verdict), "\n\n");
   absl::StrAppend(&out, "Step time per clock\n", AlignTable(StepRows(c), "  "), "\n");
-  absl::StrAppend(&out, "Compilations (host clock)  A: ", CompileCell(c.compiles_a), "\n", "                           B: ",
-                  CompileCell(c.compiles_b), "\n");
+  absl::StrAppend(&out, "Compilations (host clock)  A: ", CompileCell(c.compiles_a, c.a), "\n", "                           B: ",
+                  CompileCell(c.compiles_b, c.b), "\n");
   absl::StrAppend(&out, "Memory peak per chip       ", PeakLine(c), "\n\n");
   absl::StrAppend(&out, "Ops on the ", c.op_clock, " clock (time per step, mean over chips): ", CountsLine(c), "\n");
   if (Changed(c) > 0) {
@@ -264,8 +266,8 @@ std::string RenderComparisonText(const RunComparison& c) {
 std::string RenderComparisonMarkdown(const RunComparison& c) {
   std::string out = absl::StrCat("# shardscope diff\n\n- **A** ", Md(RunLine(c.a)), "\n- **B** ", Md(RunLine(c.b)),
                                  "\n\n**Verdict:** ", Md(c.verdict), "\n\n## Step time per clock\n\n", MdTable(StepRows(c)));
-  absl::StrAppend(&out, "\n## Compilations (host clock)\n\n- A: ", CompileCell(c.compiles_a), "\n- B: ",
-                  CompileCell(c.compiles_b), "\n\n## Memory peak per chip\n\n", PeakLine(c), "\n\n## Ops on the ",
+  absl::StrAppend(&out, "\n## Compilations (host clock)\n\n- A: ", CompileCell(c.compiles_a, c.a), "\n- B: ",
+                  CompileCell(c.compiles_b, c.b), "\n\n## Memory peak per chip\n\n", PeakLine(c), "\n\n## Ops on the ",
                   c.op_clock, " clock\n\n", CountsLine(c), " (time per step, mean over chips)\n\n");
   if (Changed(c) > 0) absl::StrAppend(&out, MdTable(OpRows(c, kTopOps)));
   if (!c.chips.empty()) {
@@ -331,8 +333,8 @@ std::string RenderComparisonHtml(const RunComparison& c) {
   absl::StrAppend(&out, "<p><b>A</b> ", Html(RunLine(c.a)), "<br><b>B</b> ", Html(RunLine(c.b)), "</p>\n");
   absl::StrAppend(&out, "<p class=\"verdict\">", Html(c.verdict), "</p>\n<h2>Step time per clock</h2>\n", StepBarsSvg(c),
                   HtmlTable(StepRows(c)));
-  absl::StrAppend(&out, "<h2>Compilations (host clock)</h2><p>A: ", Html(CompileCell(c.compiles_a)), "<br>B: ",
-                  Html(CompileCell(c.compiles_b)), "</p>\n<h2>Memory peak per chip</h2><p>", Html(PeakLine(c)),
+  absl::StrAppend(&out, "<h2>Compilations (host clock)</h2><p>A: ", Html(CompileCell(c.compiles_a, c.a)), "<br>B: ",
+                  Html(CompileCell(c.compiles_b, c.b)), "</p>\n<h2>Memory peak per chip</h2><p>", Html(PeakLine(c)),
                   "</p>\n<h2>Ops on the ", Html(c.op_clock), " clock</h2><p>", Html(CountsLine(c)),
                   " (time per step, mean over chips)</p>\n");
   if (Changed(c) > 0) out += HtmlTable(OpRows(c, kTopOps));

@@ -1466,8 +1466,11 @@ std::string RenderFleetText(const FleetReport& r) {
                                  "), ", Plural(r.chips, "chip", "chips"), " on ", Plural(r.hosts, "host", "hosts"), "\n");
   absl::StrAppend(&out, "  ", Plural(r.steps, "step", "steps"), " analysed, ",
                   Plural(r.collectives, "collective", "collectives"),
-                  r.links ? absl::StrCat(", ", Plural(r.links, "link", "links"), " with traffic") : "", ", median step ",
-                  Ms(r.median_step_ns), " (", r.clock, " clock)\n");
+                  r.links ? absl::StrCat(", ", Plural(r.links, "link", "links"), " with traffic") : "",
+                  r.steps > 0 && r.median_step_ns > 0
+                      ? absl::StrCat(", median step ", Ms(r.median_step_ns), " (", r.clock, " clock)")
+                      : ", no median step time",
+                  "\n");
   absl::StrAppend(&out, "verdict: ", r.verdict, "\n");
   for (const std::string& n : r.notes) absl::StrAppend(&out, "note: ", n, "\n");
   if (!r.suspects.empty()) {

@@ -287,7 +287,7 @@ const std::vector<std::string> kEvidenceHead = {"", "bound", "measured", "value"
 std::vector<std::vector<std::string>> EvidenceRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
   for (const Evidence& e : v.evidence) {
-    const bool measurable = e.detail.rfind("not measurable", 0) != 0;
+    const bool measurable = e.Measurable();
     rows.push_back({e.passed ? "!" : e.flagged_not_bound ? "~" : measurable ? "-" : "?", e.bound, e.what,
                     measurable ? absl::StrFormat("%.1f%%", e.value) : "-", absl::StrFormat(">= %.0f%%", e.threshold),
                     e.detail});

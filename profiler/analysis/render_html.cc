@@ -158,7 +158,7 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   absl::StrAppend(&out, "<h2>Verdict</h2>\n<p class=\"verdict\">", H(r.verdict.line), "</p>\n");
   std::vector<std::vector<std::string>> ev;
   for (const Evidence& e : r.verdict.evidence) {
-    const bool measurable = e.detail.rfind("not measurable", 0) != 0;
+    const bool measurable = e.Measurable();
     ev.push_back({e.passed ? "passed" : e.flagged_not_bound ? "not the bound" : measurable ? "below" : "not measurable",
                   e.bound, e.what,
                   measurable ? absl::StrFormat("%.1f%%", e.value) : "-", absl::StrFormat(">= %.0f%%", e.threshold),

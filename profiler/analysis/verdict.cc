@@ -306,7 +306,10 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                       {id, absl::StrCat(kLateCompileStep)});
     if (!c.ok()) return c.status();
     if (!s.ok()) return s.status();
-    if (s->Int(0, "n") == 0) {
+    if (r.run.imported) {
+      // Another tool's trace has no lazy frontend: none recorded is not none happened.
+      e.detail = "not measurable: an imported trace records no compilations (only shardscope's own frontend does)";
+    } else if (s->Int(0, "n") == 0) {
       e.detail = absl::StrCat("not measurable: no steps after step ", kLateCompileStep, " (the first are warm-up)");
     } else {
       e.value = s->Int(0, "ns") > 0 ? 100.0 * static_cast<double>(c->Int(0, "ns")) / static_cast<double>(s->Int(0, "ns")) : 0;
@@ -492,9 +495,10 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
 nlohmann::json VerdictToJson(const Verdict& v) {
   nlohmann::json ev = nlohmann::json::array();
   for (const Evidence& e : v.evidence)
-    ev.push_back({{"bound", e.bound}, {"what", e.what}, {"value", e.value}, {"threshold", e.threshold},
-                  {"unit", e.unit}, {"passed", e.passed}, {"flagged_not_bound", e.flagged_not_bound},
-                  {"detail", e.detail}});
+    ev.push_back({{"bound", e.bound}, {"what", e.what},
+                  {"value", e.value},  // 0 where not measurable: read "measurable" first
+                  {"measurable", e.Measurable()}, {"threshold", e.threshold}, {"unit", e.unit}, {"passed", e.passed},
+                  {"flagged_not_bound", e.flagged_not_bound}, {"detail", e.detail}});
   nlohmann::json parts = nlohmann::json::array();
   for (const StepParts& p : v.parts)
     parts.push_back({{"device_id", p.device_id}, {"compute_ns", p.compute_ns}, {"collective_ns", p.collective_ns},

@@ -33,6 +33,9 @@ struct Evidence {
   bool passed = false;
   bool flagged_not_bound = false;  // past its threshold, yet not what bounds the step (its detail says why)
   std::string detail; // the numbers behind it, e.g. "chip 3 last at 47 of 60 collectives"
+  // False when the run cannot support the figure (its detail begins "not
+  // measurable: " and says why); value is then 0 and means nothing.
+  bool Measurable() const { return detail.rfind("not measurable", 0) != 0; }
 };
 
 // One chip's median step, attributed by priority (sums to span_ns).

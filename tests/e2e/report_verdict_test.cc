@@ -1,6 +1,7 @@
 // `shardscope report`'s verdict on real runs: a recompilation storm is bound by
 // recompilation, with its numbers; every chip's priority-attributed parts add
 // up to the step exactly; the HTML form is one self-contained file with charts.
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -191,6 +192,44 @@ TEST(ReportVerdictE2e, OverflowingSliceTimesAreAnErrorNotACrash) {
   e2e::Output o = e2e::Shell(Cli("report " + db));
   EXPECT_EQ(o.code, 1) << o.text;  // not 139 (SIGSEGV)
   EXPECT_TRUE(absl::StrContains(o.text, "its timeline is damaged (shardscope check")) << o.text;
+}
+
+// Another tool's trace records no compilations: none recorded is not "0
+// recompilations, 0.0%", in the report's verdict, its JSON, or a diff.
+TEST(ReportVerdictE2e, AnImportedTraceHasNoRecompilationFigure) {
+  const std::string trace = e2e::TempDb("verdict_imported_trace") + ".json";
+  test_files::RemoveAtExit(trace);
+  {
+    std::ofstream out(trace);
+    out << "[";
+    for (int s = 0; s < 14; ++s)
+      out << (s ? "," : "") << "{\"name\":\"ProfilerStep#" << s << "\",\"ph\":\"X\",\"ts\":" << s * 1000
+          << ",\"dur\":900,\"pid\":1,\"tid\":1},{\"name\":\"aten::mm\",\"ph\":\"X\",\"ts\":" << s * 1000 + 10
+          << ",\"dur\":500,\"pid\":1,\"tid\":1}";
+    out << "]";
+  }
+  const std::string db = e2e::TempDb("verdict_imported");
+  ASSERT_EQ(e2e::Shell(Cli("import " + trace + " --quiet --db " + db)).code, 0);
+  json j = ReportJson(db);
+  const json* recompilation = nullptr;
+  for (const json& e : j["verdict"]["evidence"])
+    if (e["bound"] == "recompilation") recompilation = &e;
+  ASSERT_NE(recompilation, nullptr) << j["verdict"].dump(1);
+  EXPECT_FALSE((*recompilation)["measurable"].get<bool>()) << recompilation->dump();
+  EXPECT_FALSE((*recompilation)["passed"].get<bool>());
+  EXPECT_TRUE(absl::StrContains((*recompilation)["detail"].get<std::string>(),
+                                "not measurable: an imported trace records no compilations"))
+      << recompilation->dump();
+  // Every row the run cannot support says so, and the rest are measured.
+  for (const json& e : j["verdict"]["evidence"])
+    EXPECT_EQ(e["measurable"].get<bool>(), !absl::StartsWith(e["detail"].get<std::string>(), "not measurable"))
+        << e.dump();
+  e2e::Output text = e2e::Shell(Cli("report " + db));
+  EXPECT_FALSE(absl::StrContains(text.text, "0 recompilations after step")) << text.text;
+  e2e::Output diff = e2e::Shell(Cli("diff " + db + " " + db));
+  ASSERT_EQ(diff.code, 0) << diff.text;
+  EXPECT_TRUE(absl::StrContains(diff.text, "A: not recorded (an imported trace has no compilations)")) << diff.text;
+  EXPECT_FALSE(absl::StrContains(diff.text, "0 requests")) << diff.text;
 }
 
 }  // namespace

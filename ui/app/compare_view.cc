@@ -202,20 +202,22 @@ void CompareView::DrawComparison(UiState& ui, const analysis::RunComparison& c) 
       ImGui::TableNextColumn();
       ImGui::TextColored(Color(ChangeColor(d.delta.change)), "%s", analysis::ChangeName(d.delta.change));
     }
+    // An imported trace records no compilations: "-", not 0.
+    const bool known_a = !(c.a.imported && c.compiles_a.count == 0), known_b = !(c.b.imported && c.compiles_b.count == 0);
     auto count_row = [&](const char* what, int64_t a, int64_t b) {
       ImGui::TableNextRow();
       ImGui::TableNextColumn();
       ImGui::TextUnformatted(what);
       if (json* item = add("compile", what, json{{"table", "compilations"}})) {
-        (*item)["a"] = a;
-        (*item)["b"] = b;
+        (*item)["a"] = known_a ? json(a) : json(nullptr);
+        (*item)["b"] = known_b ? json(b) : json(nullptr);
       }
       ImGui::TableNextColumn();
-      ImGui::Text("%lld", static_cast<long long>(a));
+      ImGui::TextUnformatted(known_a ? absl::StrCat(a).c_str() : "-");
       ImGui::TableNextColumn();
-      ImGui::Text("%lld", static_cast<long long>(b));
+      ImGui::TextUnformatted(known_b ? absl::StrCat(b).c_str() : "-");
       ImGui::TableNextColumn();
-      ImGui::Text("%+lld", static_cast<long long>(b - a));
+      ImGui::TextUnformatted(known_a && known_b ? absl::StrFormat("%+lld", static_cast<long long>(b - a)).c_str() : "-");
       ImGui::TableNextColumn();
       ImGui::TableNextColumn();
     };
@@ -225,11 +227,12 @@ void CompareView::DrawComparison(UiState& ui, const analysis::RunComparison& c) 
     ImGui::TableNextColumn();
     ImGui::TextUnformatted("compile time (host clock)");
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(Ns(double(c.compiles_a.total_ns)).c_str());
+    ImGui::TextUnformatted(known_a ? Ns(double(c.compiles_a.total_ns)).c_str() : "-");
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(Ns(double(c.compiles_b.total_ns)).c_str());
+    ImGui::TextUnformatted(known_b ? Ns(double(c.compiles_b.total_ns)).c_str() : "-");
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(Signed(double(c.compiles_b.total_ns - c.compiles_a.total_ns)).c_str());
+    ImGui::TextUnformatted(known_a && known_b ? Signed(double(c.compiles_b.total_ns - c.compiles_a.total_ns)).c_str()
+                                              : "-");
     ImGui::TableNextColumn();
     ImGui::TableNextColumn();
     if (c.peak_a > 0 || c.peak_b > 0) {
