@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <thread>
@@ -576,31 +578,65 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Simulate(const Executable& exe,
 }
 
 absl::Status Client::FailedChips(const Executable& exe, int step, const std::vector<Fault>& failed) const {
-  // What a hang detector says: the first collective the other chips would
-  // wait in for ever, and who waits. Chips that fail at the same step are
-  // all named: the others wait for each of them.
-  std::string collective;
-  for (const auto& i : exe.program->instructions())
-    if (compiler::IsCollective(i->op)) {
-      collective = compiler::KernelName(*i, nullptr);
-      break;
-    }
-  std::vector<bool> stopped(num_devices(), false);
+  // What a hang detector says: the collective the stopped chips leave
+  // unfinished, and who waits in it. Every chip runs the program's collectives
+  // in order; a chip blocks at the first one whose group (its replica group, or
+  // its source in a permute) holds a chip stopped or blocked before it. Chips
+  // of other groups go on and block later, where their group meets a blocked
+  // chip, or finish the program and wait in the next. Chips that fail at the
+  // same step are all named.
+  const int n = num_devices();
+  constexpr int kRunning = std::numeric_limits<int>::max();
+  std::vector<int> blocked(n, kRunning);  // the collective (index) a chip waits in; -1: stopped
   std::vector<int> chips;
   for (const Fault& f : failed) {
-    stopped[f.chip] = true;
+    blocked[f.chip] = -1;
     chips.push_back(f.chip);
   }
-  // The others, as ranges: "0-8,10-15".
-  std::string waiting;
-  std::vector<int> others;
-  for (int d = 0; d < num_devices(); ++d)
-    if (!stopped[d]) others.push_back(d);
-  for (size_t k = 0; k < others.size(); ++k) {
-    size_t e = k;
-    while (e + 1 < others.size() && others[e + 1] == others[e] + 1) ++e;
-    absl::StrAppend(&waiting, waiting.empty() ? "" : ",", others[k], e > k ? absl::StrCat("-", others[e]) : "");
-    k = e;
+  std::vector<std::string> names;  // each collective's kernel name, by index
+  for (const auto& i : exe.program->instructions()) {
+    if (!compiler::IsCollective(i->op)) continue;
+    const int k = static_cast<int>(names.size());
+    names.push_back(compiler::KernelName(*i, nullptr));
+    auto held = [&](int64_t d) { return d >= 0 && d < n && blocked[d] < k; };
+    auto wait = [&](int64_t d) {
+      if (d >= 0 && d < n && blocked[d] == kRunning) blocked[d] = k;
+    };
+    if (i->op == compiler::Opcode::kCollectivePermute) {
+      for (const auto& [src, dst] : i->source_target_pairs)
+        if (held(src)) wait(dst);
+      continue;
+    }
+    std::vector<std::vector<int64_t>> groups = i->replica_groups;
+    if (groups.empty()) {  // one group of every chip
+      groups.emplace_back();
+      for (int d = 0; d < n; ++d) groups.back().push_back(d);
+    }
+    for (const auto& g : groups)
+      if (std::any_of(g.begin(), g.end(), held))
+        for (int64_t d : g) wait(d);
+  }
+  // "0-8,10-15"
+  auto ranges = [](const std::vector<int>& v) {
+    std::string out;
+    for (size_t k = 0; k < v.size(); ++k) {
+      size_t e = k;
+      while (e + 1 < v.size() && v[e + 1] == v[e] + 1) ++e;
+      absl::StrAppend(&out, out.empty() ? "" : ",", v[k], e > k ? absl::StrCat("-", v[e]) : "");
+      k = e;
+    }
+    return out;
+  };
+  // The first collective anyone waits in: the one the stopped chips leave unfinished.
+  int first = kRunning;
+  for (int d = 0; d < n; ++d)
+    if (blocked[d] >= 0) first = std::min(first, blocked[d]);
+  std::vector<int> waiting, later, finishing;
+  for (int d = 0; d < n; ++d) {
+    if (blocked[d] < 0) continue;
+    if (blocked[d] == first) waiting.push_back(d);
+    else if (blocked[d] != kRunning) later.push_back(d);
+    else finishing.push_back(d);
   }
   // "chip 2 (host 0)"; "chip 1 (host 0) and chip 2 (host 0)"; "chips 1 and 2".
   auto and_join = [](const std::vector<std::string>& parts) {
@@ -616,19 +652,35 @@ absl::Status Client::FailedChips(const Executable& exe, int step, const std::vec
   }
   const std::string where = and_join(where_parts);
   const std::string whom = absl::StrCat(chips.size() == 1 ? "chip " : "chips ", and_join(ids));
-  // What a detector sees, not the fault's spec: the run stores this message
-  // (run_writers.note), and the specs live in runs.config_json alone.
-  const std::string message =
-      collective.empty()
-          ? absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding while running graph ",
-                         exe.graph_id, ", which has no collective; its results never arrive")
-          : absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
-                         " of graph ", exe.graph_id, " never completed: ",
-                         others.empty() ? "no chip" : absl::StrCat("chips ", waiting), " wait in it for ", whom);
+  auto chips_text = [&](const std::vector<int>& v) {
+    return absl::StrCat(v.size() == 1 ? "chip " : "chips ", ranges(v));
+  };
+  const std::string collective = names.empty() ? std::string() : first == kRunning ? names.front() : names[first];
+  std::string message;
+  if (names.empty()) {
+    message = absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding while running graph ",
+                           exe.graph_id, ", which has no collective; its results never arrive");
+  } else {
+    message = absl::StrCat("hang detected at step ", step, ": ", where, " stopped responding; collective ", collective,
+                           " of graph ", exe.graph_id, " never completed: ",
+                           waiting.empty() ? "no chip" : chips_text(waiting), " wait", waiting.size() == 1 ? "s" : "",
+                           " in it for ", whom);
+    // Chips of other groups get further: say where they stop too.
+    if (!later.empty()) {
+      std::map<int, std::vector<int>> by_collective;
+      for (int d : later) by_collective[blocked[d]].push_back(d);
+      std::vector<std::string> parts;
+      for (const auto& [k, v] : by_collective) parts.push_back(absl::StrCat(chips_text(v), " at ", names[k]));
+      absl::StrAppend(&message, "; then ", and_join(parts), ", waiting for chips blocked before them");
+    }
+    if (!finishing.empty())
+      absl::StrAppend(&message, "; ", chips_text(finishing), " finish", finishing.size() == 1 ? "es" : "",
+                      " the graph and wait in the next");
+  }
   // Recorded as the detector's finding (`hangs`, a row per chip), for the fleet to name the chips.
   for (int c : chips)
     trace::recorder().Record(trace::HangRecord{step, c, topology_->device(c).host_id(), exe.graph_id, collective,
-                                               collective.empty() ? std::vector<int>{} : others, message});
+                                               collective.empty() ? std::vector<int>{} : waiting, message});
   return absl::AbortedError(message);
 }
 

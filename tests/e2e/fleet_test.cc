@@ -910,6 +910,29 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
 }
 
 // A chip that stops: the run ends as a hang detector would end it.
+// On a 4x2 tensor-parallel mesh the first collective is the model axis's,
+// in pairs: only chip 7's partner waits in it; the others go on and stop at
+// the data axis's collective, which the message says too.
+TEST(FleetCli, AHangNamesOnlyTheChipsOfTheFailedChipsGroup) {
+  const std::string db = TempDb("fleet_fail_groups");
+  Output o = Shell(absl::StrCat(kCli, " run llama --simulate --topology 2x2x2 --mesh 4x2 --sharding tp --steps 3",
+                                " --quiet --db ", db, " --fault fail-chip:7@1"));
+  EXPECT_EQ(o.code, 1) << o.text;
+  store::QueryResult hang = Q(db, "SELECT collective, waiting, message FROM hangs");
+  ASSERT_EQ(hang.rows.size(), 1u);
+  const std::string collective = hang.Text(0, "collective");
+  // The collective's own replica groups, from the stored program: chip 7's group less chip 7.
+  store::QueryResult ir = Q(db, "SELECT ir_text_after FROM graphs g JOIN hangs h ON h.graph_id = g.graph_id");
+  ASSERT_EQ(ir.rows.size(), 1u);
+  const std::string text = ir.Text(0, "ir_text_after");
+  const size_t at = text.find(" = \"stablehlo." + collective.substr(0, collective.rfind('.')));
+  ASSERT_NE(at, std::string::npos) << collective;
+  EXPECT_EQ(hang.Text(0, "waiting"), "[6]") << text.substr(at, 400);
+  EXPECT_NE(hang.Text(0, "message").find("never completed: chip 6 waits in it for chip 7; then chips 0-5 at "),
+            std::string::npos)
+      << hang.Text(0, "message");
+}
+
 TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   const std::string db = TempDb("fleet_fail");
   Output o =
