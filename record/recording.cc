@@ -345,11 +345,13 @@ bool Recording::failed() const { return writer_ && writer_->failed(); }
 
 absl::Status Recording::write_status() const { return writer_ ? writer_->status() : finish_status_; }
 
-absl::Status Recording::Finish() { return End(""); }
+absl::Status Recording::Finish() { return End("finished", ""); }
 
-absl::Status Recording::EndByHangDetector(const std::string& message) { return End(message); }
+absl::Status Recording::EndByHangDetector(const std::string& message) { return End("hang detected", message); }
 
-absl::Status Recording::End(const std::string& hang) {
+absl::Status Recording::EndWithError(const std::string& error) { return End("failed", error); }
+
+absl::Status Recording::End(const std::string& status, const std::string& note) {
   if (finished_) return finish_status_;
   absl::Status simulated = StoreSimulation();
   finished_ = true;
@@ -364,10 +366,12 @@ absl::Status Recording::End(const std::string& hang) {
   if (!faults_without_effect_.empty())
     writer_->SetConfigField("fault_notes", nlohmann::json(faults_without_effect_).dump());
   // The run's metrics report is computed and stored here.
-  if (hang.empty())
-    writer_->EndRun();
+  if (status == "hang detected")
+    writer_->EndRunByHangDetector(note);
+  else if (status == "failed")
+    writer_->EndRunFailed(note);
   else
-    writer_->EndRunByHangDetector(hang);
+    writer_->EndRun();
   if (absl::Status s = writer_->status(); !s.ok())
     finish_status_ = absl::Status(s.code(), absl::StrCat("writing ", options_.db, ": ", s.message()));
   else if (!simulated.ok())

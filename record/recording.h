@@ -121,6 +121,10 @@ class Recording {
   // sentence) as its note, every step before it recorded. Like Finish
   // otherwise; returns the first error writing it hit.
   absl::Status EndByHangDetector(const std::string& message);
+  // Ends the run as 'failed': the program stopped with an error (out of
+  // memory, a batch that does not split); `error` becomes the run's note, so
+  // no reader takes the steps before it for a finished run. Like Finish otherwise.
+  absl::Status EndWithError(const std::string& error);
   // Stops recording without ending the run, as a process that died would: the
   // run stays 'running' with its writer gone, which readers show as ended
   // abnormally (a chip lost). What was recorded stays.
@@ -151,8 +155,9 @@ class Recording {
   // Simulated mode: stores the runs laid out since the last call (whole steps,
   // from the thread that runs programs), so a run killed part way keeps them.
   absl::Status StoreSimulatedSoFar(const runtime::Simulator& sim);
-  // Finish and EndByHangDetector: `hang` empty for a run that finished.
-  absl::Status End(const std::string& hang);
+  // Finish, EndByHangDetector and EndWithError: `status` "finished", "hang
+  // detected" or "failed", `note` why it ended so.
+  absl::Status End(const std::string& status, const std::string& note);
 
   RecordingOptions options_;
   Mesh mesh_;

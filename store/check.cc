@@ -243,9 +243,10 @@ CheckReport CheckDatabase(const std::string& path) {
     int64_t run = sqlite3_column_int64(s, 0);
     std::string status = Text(s, 1);
     if (status != "running" && status != "finished" && status != "incomplete" && status != "hang detected" &&
-        status != "interrupted")
+        status != "interrupted" && status != "failed")
       r.problems.push_back(absl::StrCat("run ", run, " has status '", status,
-                                        "' (expected running, finished, incomplete, hang detected or interrupted)"));
+                                        "' (expected running, finished, incomplete, hang detected, interrupted or "
+                                        "failed)"));
     int64_t v = sqlite3_column_int64(s, 2);
     if (v < 1 || v > kSchemaVersion)
       r.problems.push_back(absl::StrCat("run ", run, " says schema version ", v, " (this file is version ", version, ")"));
@@ -345,7 +346,8 @@ CheckReport CheckDatabase(const std::string& path) {
                int64_t run = sqlite3_column_int64(s, 0), n = sqlite3_column_int64(s, 1);
                auto it = states.find(run);
                bool finished = it == states.end() || it->second.status == "finished" ||
-                      it->second.status == "hang detected";  // ended on purpose, every record written
+                      it->second.status == "hang detected" ||
+                      it->second.status == "failed";  // ended on purpose, every record written
                std::string line = absl::StrCat("run ", run, ": ", n, " ", ref.what);
                if (finished) r.problems.push_back(line);
                else r.notes.push_back(absl::StrCat(line, " (the run is ", it->second.status,
@@ -357,7 +359,8 @@ CheckReport CheckDatabase(const std::string& path) {
       int64_t run = sqlite3_column_int64(s, 0), n = sqlite3_column_int64(s, 1);
       auto it = states.find(run);
       bool finished = it == states.end() || it->second.status == "finished" ||
-                      it->second.status == "hang detected";  // ended on purpose, every record written
+                      it->second.status == "hang detected" ||
+                      it->second.status == "failed";  // ended on purpose, every record written
       std::string line = absl::StrCat("run ", run, ": ", n, " ", ref.what);
       if (finished) {
         r.problems.push_back(line);

@@ -37,7 +37,7 @@ struct RunState {
   std::string Describe() const;
   // It ended before its last step: a hang detected, a signal, or its writer gone.
   bool EndedEarly() const {
-    return status == "ended abnormally" || status == "hang detected" || status == "interrupted";
+    return status == "ended abnormally" || status == "hang detected" || status == "interrupted" || status == "failed";
   }
 };
 

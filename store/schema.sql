@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS runs (
   started_at     TEXT NOT NULL,             -- ISO-8601 UTC
   started_at_ns  INTEGER NOT NULL,          -- unix epoch ns
   ended_at_ns    INTEGER,                   -- null while running or if the process died
-  status         TEXT NOT NULL DEFAULT 'running', -- running | finished | incomplete (records lost) | hang detected
+  status         TEXT NOT NULL DEFAULT 'running', -- running | finished | incomplete (records lost) | hang detected | interrupted | failed
   imported       INTEGER NOT NULL DEFAULT 0,  -- read from another tool's trace (shardscope import)
   capture_note   TEXT                         -- what the timeline left out, and why (NULL: nothing)
 );

@@ -1691,6 +1691,10 @@ void Writer::EndRunByHangDetector(std::string message) {
   WaitWritten(Push(RunEnd{UnixNowNs(), "hang detected", std::move(message)}));
 }
 
+void Writer::EndRunFailed(std::string message) {
+  WaitWritten(Push(RunEnd{UnixNowNs(), "failed", std::move(message)}));
+}
+
 absl::Status Writer::FlushAndCheck() {
   Flush();
   return status();

@@ -141,6 +141,9 @@ class Writer : public trace::Recorder {
   // detected'), `message` (the detector's sentence) as its note in
   // run_writers: a run stopped on purpose, not a writer that went away.
   void EndRunByHangDetector(std::string message);
+  // Ends the current run as 'failed': the program stopped with an error (out
+  // of memory, a bad argument); `message` is the error, kept as the run's note.
+  void EndRunFailed(std::string message);
   // Flush()/EndRun() followed by status(): for callers that want the error.
   absl::Status FlushAndCheck();
   absl::Status EndRunAndCheck();

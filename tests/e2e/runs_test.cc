@@ -103,6 +103,32 @@ TEST(RunsE2e, AStopSignalEndsTheRunAsInterrupted) {
   }
 }
 
+// A run its program's error stopped (a simulated pod out of memory, a batch
+// that does not split over the chips) is stored as failed with the error; it
+// read "finished" with 0 steps.
+TEST(RunsE2e, ARunStoppedByAnErrorIsStoredAsFailed) {
+  const std::string db = e2e::TempDb("runs_failed");
+  e2e::Output oom =
+      e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run llama --simulate --topology 1x1 --batch 2000 --steps 2 --db ", db));
+  EXPECT_EQ(oom.code, 1) << oom.text;
+  EXPECT_TRUE(absl::StrContains(oom.text, "(run 1 is stored as failed in ")) << oom.text;
+  e2e::Output batch = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run cnn --mesh 4x1 --batch 3 --steps 2 --db ", db));
+  EXPECT_EQ(batch.code, 1) << batch.text;
+  auto runs = e2e::Q(db, "SELECT r.status, w.note FROM runs r JOIN run_writers w USING (run_id) ORDER BY run_id");
+  ASSERT_EQ(runs.rows.size(), 2u);
+  EXPECT_EQ(runs.Text(0, "status"), "failed");
+  EXPECT_TRUE(absl::StartsWith(runs.Text(0, "note"), "out of memory on every chip (simulated)")) << runs.Text(0, "note");
+  EXPECT_EQ(runs.Text(1, "status"), "failed");
+  EXPECT_TRUE(absl::StrContains(runs.Text(1, "note"), "must split evenly")) << runs.Text(1, "note");
+  e2e::Output listed = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db));
+  EXPECT_TRUE(absl::StrContains(listed.text, "failed before any step: out of memory")) << listed.text;
+  EXPECT_FALSE(absl::StrContains(listed.text, "finished")) << listed.text;
+  e2e::Output check = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " check ", db));
+  EXPECT_EQ(check.code, 0) << check.text;
+  e2e::Output report = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db, " --run 1"));
+  EXPECT_TRUE(absl::StrContains(report.text, "failed before any step")) << report.text;
+}
+
 // A program that ignores SIGINT (a script's background job) keeps ignoring it.
 TEST(RunsE2e, AnIgnoredSignalStaysIgnored) {
   const std::string db = e2e::TempDb("runs_signal_ignored");

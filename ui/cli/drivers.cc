@@ -851,11 +851,15 @@ int Run(const std::vector<std::string>& args) {
     if (!ended.ok()) std::cerr << "error: " << ended.message() << "\n";
     return 1;
   }
-  absl::Status stored = (*rec)->Finish();
+  // A run the program's error stopped is stored as failed, with the error: a
+  // reader must not take its steps for a finished run.
+  absl::Status stored =
+      result.ok() ? (*rec)->Finish() : (*rec)->EndWithError(std::string(result.status().message()));
   warn_faults();
   if (!result.ok()) {
     std::cerr << "error: " << result.status().message() << "\n";
-    std::cerr << "(what ran before the error is stored in " << db << ", run " << run_id << ")\n";
+    std::cerr << "(run " << run_id << " is stored as failed in " << db << ", with what ran before the error)\n";
+    if (!stored.ok()) std::cerr << "error: " << stored.message() << "\n";
     return 1;
   }
   if (!stored.ok()) {

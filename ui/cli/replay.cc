@@ -205,6 +205,7 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
     const std::string how = header->status == "hang detected" ? "was ended by the hang detector"
                             : header->status == "interrupted" ? "was interrupted"
                             : header->status == "incomplete"  ? "is incomplete"
+                            : header->status == "failed"      ? "failed"
                                                               : header->status;  // "ended abnormally"
     if (kept == 0)
       return absl::FailedPreconditionError(
