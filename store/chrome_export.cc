@@ -125,7 +125,7 @@ absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
 
 absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path) {
   const std::string run = std::to_string(run_id);
-  auto info = rd.Query("SELECT sample, mesh, topology, profile, tool_version FROM runs WHERE run_id = ?1", {run});
+  auto info = rd.Query("SELECT * FROM runs WHERE run_id = ?1", {run});
   if (!info.ok()) return info.status();
   if (info->rows.empty()) return absl::NotFoundError(absl::StrCat(rd.path(), " has no run ", run_id));
   auto tracks = rd.Query(
@@ -167,14 +167,24 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     absl::StrAppend(&meta, ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":", pid, ",\"tid\":", track,
                     ",\"args\":{\"name\":", Quote(tracks->Text(i, "thread")), "}}");
   }
-  const nlohmann::json other = {{"run_id", run_id},
-                                {"sample", info->Text(0, "sample")},
-                                {"mesh", info->Text(0, "mesh")},
-                                {"topology", info->Text(0, "topology")},
-                                {"profile", info->Text(0, "profile")},
-                                {"tool", absl::StrCat("shardscope ", info->Text(0, "tool_version"))},
-                                {"clocks", "host: wall time of the process; device: measured kernel times laid out "
-                                           "per chip; modeled: the cost model on the run's profile"}};
+  // A simulated run computed nothing: its chips' times are the cost model's,
+  // and a viewer of the file alone must be able to tell. Faults injected are
+  // said too: its timeline is not the machine's own.
+  const bool simulated = info->Col("simulated") >= 0 && info->Int(0, "simulated") != 0;
+  nlohmann::json other = {{"run_id", run_id},
+                          {"sample", info->Text(0, "sample")},
+                          {"mesh", info->Text(0, "mesh")},
+                          {"topology", info->Text(0, "topology")},
+                          {"profile", info->Text(0, "profile")},
+                          {"simulated", simulated},
+                          {"tool", absl::StrCat("shardscope ", info->Text(0, "tool_version"))},
+                          {"clocks", simulated ? "simulated: nothing was computed; host: wall time of the simulator; "
+                                                 "modeled: the cost model on the run's profile (no device clock)"
+                                               : "host: wall time of the process; device: measured kernel times laid "
+                                                 "out per chip; modeled: the cost model on the run's profile"}};
+  const nlohmann::json config = nlohmann::json::parse(info->Text(0, "config_json", "{}"), nullptr, false);
+  if (config.is_object() && config.contains("faults") && config["faults"].is_array() && !config["faults"].empty())
+    other["faults_injected"] = config["faults"];
   out->Write(absl::StrCat(
       "{\"displayTimeUnit\":\"ns\",\"otherData\":", JsonText(other),
       ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"

@@ -6,6 +6,7 @@
 #include <zlib.h>
 
 #include <map>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,15 @@ TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 4 --quiet",
                                     " --fault slow-chip:6:0.7 --db ", db)).code, 0);
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  // The file alone says the run was simulated, and with which faults.
+  {
+    std::ifstream in(json);
+    const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+    ASSERT_TRUE(trace.is_object());
+    EXPECT_EQ(trace["otherData"]["simulated"], true) << trace["otherData"].dump();
+    EXPECT_EQ(trace["otherData"]["faults_injected"], nlohmann::json::array({"slow-chip:6:0.7"}));
+    EXPECT_TRUE(absl::StartsWith(trace["otherData"]["clocks"].get<std::string>(), "simulated: nothing was computed"));
+  }
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --db ", back)).code, 0);
   EXPECT_EQ(Rows(back, "SELECT clock_kinds || ' ' || profile FROM runs"),
             Rows(db, "SELECT 'host,device,modeled ' || profile FROM runs"));
