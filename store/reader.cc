@@ -287,4 +287,13 @@ absl::Status Reader::RequireRun(int64_t run_id) const {
                                           ranges.empty() ? "none" : absl::StrJoin(ranges, ", "), ")"));
 }
 
+absl::StatusOr<std::string> TrackIdList(const Reader& reader, int64_t run_id, const std::string& clock) {
+  auto q = reader.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
+                        {std::to_string(run_id), clock});
+  if (!q.ok()) return q.status();
+  std::string out = "(";
+  for (size_t i = 0; i < q->rows.size(); ++i) absl::StrAppend(&out, i ? ", " : "", q->Int(i, "track_id"));
+  return q->rows.empty() ? std::string("(NULL)") : out + ")";
+}
+
 }  // namespace shardscope::store

@@ -105,4 +105,11 @@ class Reader {
   int schema_version_ = 0;
 };
 
+// "(2049, 2050)": the track ids of run `run_id` on `clock`, as an SQL list
+// ("(NULL)" when none), to filter `slices` by. A literal list reaches a
+// simulated run's chip lanes (made on demand) where `IN (SELECT ...)` does
+// not: SQLite pushes no subquery into the view's arms, and every chip of a
+// pod was made to be filtered out.
+absl::StatusOr<std::string> TrackIdList(const Reader& reader, int64_t run_id, const std::string& clock);
+
 }  // namespace shardscope::store

@@ -430,20 +430,22 @@ absl::Status InstallNativeSlices(sqlite3* db) {
   // schema's view over every slice; tests/store compares the two).
   absl::StrAppend(
       &sql,
-      "CREATE TEMP VIEW IF NOT EXISTS step_device_summary AS WITH dev AS ("
-      " SELECT c.run_id, c.step, t.device_id, s.start_ns, s.end_ns, s.compute_ns, s.collective_ns, s.transfer_ns,"
-      " s.host_wait_ns, s.busy_ns FROM main.slice_chunks c JOIN main.tracks t ON t.run_id = c.run_id AND"
-      " t.track_id = c.track_id, shardscope_chunk_sums(c.chunk_id, c.start_ns, c.first_slice_id, c.count, c.slices) s"
-      " WHERE t.clock = 'device' AND t.device_id IS NOT NULL AND c.step IS NOT NULL AND s.n0 > 0),"
-      " span AS (SELECT run_id, step, min(start_ns) AS step_start_ns, max(end_ns) AS step_end_ns"
-      " FROM dev GROUP BY run_id, step),"
-      " per AS (SELECT run_id, step, device_id, sum(compute_ns) AS compute_ns, sum(collective_ns) AS collective_ns,"
-      " sum(transfer_ns) AS transfer_ns, sum(host_wait_ns) AS host_wait_ns, sum(busy_ns) AS busy_ns"
-      " FROM dev GROUP BY run_id, step, device_id)"
-      " SELECT p.run_id, p.step, p.device_id, p.compute_ns, p.collective_ns, p.transfer_ns,"
-      " max(0, (sp.step_end_ns - sp.step_start_ns) - p.busy_ns - p.host_wait_ns) AS idle_ns, p.busy_ns,"
-      " sp.step_end_ns - sp.step_start_ns AS span_ns, sp.step_start_ns, sp.step_end_ns, p.host_wait_ns"
-      " FROM per p JOIN span sp ON sp.run_id = p.run_id AND sp.step = p.step;");
+      // The chunks are read once, the step's span taken over its chips by a
+      // window: a `WHERE run_id = N` then reaches slice_chunks, and another
+      // run's chunks (a damaged one too) are never decoded. (A CTE read twice
+      // was made whole first, every run of the file.)
+      "CREATE TEMP VIEW IF NOT EXISTS step_device_summary AS SELECT run_id, step, device_id, compute_ns,"
+      " collective_ns, transfer_ns, max(0, (step_end_ns - step_start_ns) - busy_ns - host_wait_ns) AS idle_ns, busy_ns,"
+      " step_end_ns - step_start_ns AS span_ns, step_start_ns, step_end_ns, host_wait_ns FROM ("
+      " SELECT *, min(chip_start_ns) OVER w AS step_start_ns, max(chip_end_ns) OVER w AS step_end_ns FROM ("
+      " SELECT c.run_id AS run_id, c.step AS step, t.device_id AS device_id, min(s.start_ns) AS chip_start_ns,"
+      " max(s.end_ns) AS chip_end_ns, sum(s.compute_ns) AS compute_ns, sum(s.collective_ns) AS collective_ns,"
+      " sum(s.transfer_ns) AS transfer_ns, sum(s.host_wait_ns) AS host_wait_ns, sum(s.busy_ns) AS busy_ns"
+      " FROM main.slice_chunks c JOIN main.tracks t ON t.run_id = c.run_id AND t.track_id = c.track_id,"
+      " shardscope_chunk_sums(c.chunk_id, c.start_ns, c.first_slice_id, c.count, c.slices) s"
+      " WHERE t.clock = 'device' AND t.device_id IS NOT NULL AND c.step IS NOT NULL AND s.n0 > 0"
+      " GROUP BY c.run_id, c.step, t.device_id)"
+      " WINDOW w AS (PARTITION BY run_id, step));");
   // The other views over slices, made again in temp so that they read the
   // native view (a view in main always reads main's objects).
   const std::string schema = SchemaSql();

@@ -77,12 +77,14 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
         "%d recompilations in the %d steps after step %d (%.2f per step): the graph keeps changing; "
         "`shardscope report` names each compilation's cause and line",
         late_misses, late_steps, kWarmSteps, per_step));
+  auto host_tracks = store::TrackIdList(rd, run_id, "host");
+  if (!host_tracks.ok()) return host_tracks.status();
   auto reading = rd.Query(
       "SELECT COUNT(DISTINCT s.step) AS n FROM slices s JOIN names n ON n.name_id = s.name_id"
       " WHERE s.run_id = ?1 AND s.kind = 'host' AND n.name = 'read value'"
       " AND s.step IN (SELECT step FROM steps WHERE run_id = ?1)"
-      // Host lanes only, named: a simulated pod's chip lanes are not made.
-      " AND s.track_id IN (SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = 'host')",
+      // Host lanes only, listed: a simulated pod's chip lanes are not made.
+      " AND s.track_id IN " + *host_tracks,
       {run});
   if (!reading.ok()) return reading.status();
   const int64_t steps_reading = reading->Int(0, "n");

@@ -365,9 +365,18 @@ std::vector<std::vector<std::string>> MemoryRows(const MemoryStats& m) {
   return rows;
 }
 
+// The sections a damaged part of the file kept out (RunReport::unreadable).
+std::string NotReadText(const RunReport& r, const char* bullet) {
+  if (r.unreadable.empty()) return "";
+  std::string out = absl::StrCat("Not read (part of the file is damaged; `shardscope check ", r.run.db_path,
+                                 "` says what):\n");
+  for (const std::string& u : r.unreadable) absl::StrAppend(&out, bullet, Printable(u), "\n");
+  return out + "\n";
+}
+
 std::string RenderText(const RunReport& r) {
   std::string out = absl::StrCat("shardscope report ", Printable(r.run.db_path), " — ", Title(r), "\n",
-                                 StatusText(r.run), "\n\n");
+                                 StatusText(r.run), "\n\n", NotReadText(r, "  - "));
   absl::StrAppend(&out, "Verdict: ", Printable(r.verdict.line), "\n");
   std::vector<std::vector<std::string>> ev = {kEvidenceHead};
   for (auto& row : EvidenceRows(r.verdict)) ev.push_back(row);
@@ -459,7 +468,7 @@ std::string RenderText(const RunReport& r) {
 
 std::string RenderMarkdown(const RunReport& r) {
   std::string out = absl::StrCat("# shardscope report: ", Printable(r.run.db_path), "\n\n", Title(r), "  \n",
-                                 StatusText(r.run), "\n\n");
+                                 StatusText(r.run), "\n\n", NotReadText(r, "- "));
   absl::StrAppend(&out, "**Verdict:** ", MdCell(r.verdict.line), "\n\n",
                   MdTable(kEvidenceHead, EvidenceRows(r.verdict)), "\n");
   out += MdTable({"", "count", "summary"},
@@ -562,6 +571,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
   out["schema"] = "shardscope.report/1";
   out["db_path"] = h.db_path;
   out["verdict"] = VerdictToJson(r.verdict);
+  if (!r.unreadable.empty()) out["unreadable"] = r.unreadable;  // sections left out: damage, said where
   out["run"] = {{"run_id", h.run_id},         {"sample", h.sample},
                 {"mesh", h.mesh},             {"mesh_axes", h.mesh_axes},
                 {"sharding", h.sharding},     {"topology", h.topology},

@@ -154,6 +154,11 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                   h.simulated ? ", <b>simulated</b>" : "", "<br>", H(h.status_detail.empty() ? h.status : h.status_detail),
                   "</p>\n");
   if (!h.capture_note.empty()) absl::StrAppend(&out, "<p><b>Capture:</b> ", H(h.capture_note), "</p>\n");
+  if (!r.unreadable.empty()) {
+    absl::StrAppend(&out, "<p><b>Not read</b> (part of the file is damaged; <code>shardscope check</code> says what):</p><ul>");
+    for (const std::string& u : r.unreadable) absl::StrAppend(&out, "<li>", H(u), "</li>");
+    out += "</ul>\n";
+  }
 
   absl::StrAppend(&out, "<h2>Verdict</h2>\n<p class=\"verdict\">", H(r.verdict.line), "</p>\n");
   std::vector<std::vector<std::string>> ev;

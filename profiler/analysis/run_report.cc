@@ -337,11 +337,22 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, KernelStats* k) {
     return absl::OkStatus();
   }
   std::string run = absl::StrCat(run_id);
+  // kernel_stats' rows of this run, measured ones only, with the run's filter
+  // inside: the view's left join reads every run's slices first, so a damaged
+  // chunk of another run failed this one's report.
   auto q = rd.Query(
-      "SELECT graph_id, op_id, name, opcode, shape, roofline, scope, source_file, source_line, count,"
-      " total_ns, mean_ns, modeled_ns, flops, achieved_flops, fraction_of_peak, peak_flops"
-      " FROM kernel_stats WHERE run_id = ?1 AND count > 0"
-      " ORDER BY total_ns DESC, graph_id, op_id LIMIT ?2",
+      "WITH m AS (SELECT s.graph_id AS graph_id, s.op_id AS op_id, count(*) AS count, sum(s.dur_ns) AS total_ns"
+      " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+      " WHERE s.run_id = ?1 AND t.run_id = ?1 AND t.clock = 'device' AND s.graph_id IS NOT NULL"
+      " AND s.op_id IS NOT NULL AND s.depth = 0 GROUP BY s.graph_id, s.op_id),"
+      " p AS (SELECT max(peak_flops) AS peak_flops FROM devices WHERE run_id = ?1)"
+      " SELECT o.graph_id, o.op_id, o.name, o.opcode, o.shape, o.roofline, o.scope, o.source_file, o.source_line,"
+      " m.count, m.total_ns, m.total_ns * 1.0 / m.count AS mean_ns, o.modeled_ns, o.flops,"
+      " CASE WHEN m.total_ns > 0 THEN o.flops * m.count * 1e9 / m.total_ns END AS achieved_flops,"
+      " CASE WHEN m.total_ns > 0 AND p.peak_flops > 0 THEN o.flops * m.count * 1e9 / m.total_ns / p.peak_flops END"
+      " AS fraction_of_peak, p.peak_flops"
+      " FROM ops o JOIN m ON m.graph_id = o.graph_id AND m.op_id = o.op_id, p WHERE o.run_id = ?1"
+      " ORDER BY m.total_ns DESC, o.graph_id, o.op_id LIMIT ?2",
       {run, absl::StrCat(kTopKernels)});
   if (!q.ok()) return q.status();
   if (q->rows.empty()) k->empty_reason = "no per-op statistics in this run (ops without device-clock slices)";
@@ -499,7 +510,17 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
       for (const Suggestion& sg : site.suggestions) r.compiles.suggestions.push_back({first_line, sg.text, sg.compilations_saved});
     }
   }
-  if (auto st = Context(Fill(reader, run, &r.devices), reader, "device timelines"); !st.ok()) {
+  // Past the run and its steps, a section that meets damage (SQLITE_CORRUPT:
+  // a damaged chunk of another run's timeline, a damaged page of memory_plans)
+  // is left out and named, rather than failing the whole report.
+  auto tolerate = [&](absl::Status st, std::string* reason) -> absl::Status {
+    if (st.ok() || !absl::IsDataLoss(st)) return st;
+    r.unreadable.push_back(std::string(st.message()));
+    if (reason) *reason = absl::StrCat("not read: ", st.message());
+    return absl::OkStatus();
+  };
+  if (auto st = tolerate(Context(Fill(reader, run, &r.devices), reader, "device timelines"), &r.devices.empty_reason);
+      !st.ok()) {
     return st;
   }
   if (r.run.imported) {
@@ -519,13 +540,17 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
     r.devices.empty_reason =
         "a simulated run has only the modeled clock (no device clock): no measured per-chip breakdown; "
         "`shardscope fleet` breaks each chip's step down on the modeled clock";
-  if (auto st = Context(Fill(reader, run, &r.sharding), reader, "tensors"); !st.ok()) return st;
-  if (auto st = Context(ReadRematerializations(reader, run_id, &r.rematerializations), reader, "rematerializations");
+  if (auto st = tolerate(Context(Fill(reader, run, &r.sharding), reader, "tensors"), nullptr); !st.ok()) return st;
+  if (auto st = tolerate(
+          Context(ReadRematerializations(reader, run_id, &r.rematerializations), reader, "rematerializations"), nullptr);
       !st.ok())
     return st;
-  if (auto st = Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"); !st.ok())
+  if (auto st = tolerate(Context(ReadAutoSharding(reader, run_id, &r.auto_sharding), reader, "auto-sharding"), nullptr);
+      !st.ok())
     return st;
-  if (auto st = Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"); !st.ok()) return st;
+  if (auto st = tolerate(Context(Fill(reader, run_id, &r.kernels), reader, "kernel statistics"), &r.kernels.empty_reason);
+      !st.ok())
+    return st;
   // Without per-op statistics, names by self time on the first clock with
   // slices: a simulated run's modeled clock (an even sample of its chips,
   // which all run the same programs: a pod's thousands would cost minutes)
@@ -538,10 +563,12 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
         options.top_level_only = true;
       }
       auto names = TopNamesBySelfTime(reader, run_id, clock, kTopKernels, options);
-      if (auto st = Context(names.status(), reader, "time by slice name"); !st.ok()) return st;
-      if (names->slices > 0) r.kernels.by_name.push_back(*std::move(names));
+      if (auto st = tolerate(Context(names.status(), reader, "time by slice name"), nullptr); !st.ok()) return st;
+      if (names.ok() && names->slices > 0) r.kernels.by_name.push_back(*std::move(names));
     }
-  if (auto st = Context(ReadMemoryPeaks(reader, run_id, &r.memory), reader, "memory plans"); !st.ok()) return st;
+  if (auto st = tolerate(Context(ReadMemoryPeaks(reader, run_id, &r.memory), reader, "memory plans"), nullptr);
+      !st.ok())
+    return st;
   auto ex = reader.Query("SELECT count(*) AS n FROM executions WHERE run_id = ?1", {run});
   if (!ex.ok()) return Context(ex.status(), reader, "executions");
   r.executions = ex->Int(0, "n");
@@ -566,6 +593,12 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
     }
   }
   auto verdict = BuildVerdict(reader, r);
+  if (!verdict.ok() && absl::IsDataLoss(verdict.status()) && !r.unreadable.empty()) {
+    // Its evidence reads the damaged part again: no verdict, said so.
+    r.unreadable.push_back(std::string(Context(verdict.status(), reader, "the verdict").message()));
+    r.verdict.line = "no verdict: part of the file it needs is damaged (see \"Not read\")";
+    return r;
+  }
   if (!verdict.ok()) return Context(verdict.status(), reader, "the verdict");
   r.verdict = *std::move(verdict);
   return r;

@@ -249,6 +249,10 @@ struct RunReport {
   KernelStats kernels;
   MemoryStats memory;
   Verdict verdict;  // what bounds the step, with its evidence (verdict.h)
+  // Sections a damaged part of the file kept from being read ("kernel
+  // statistics: x.db is damaged (...)"): the rest of the report stands, and
+  // each renderer says which are missing and why.
+  std::vector<std::string> unreadable;
 };
 
 // Parts of the report on their own (the run comparison reads these too).

@@ -194,6 +194,34 @@ TEST(ReportVerdictE2e, OverflowingSliceTimesAreAnErrorNotACrash) {
   EXPECT_TRUE(absl::StrContains(o.text, "its timeline is damaged (shardscope check")) << o.text;
 }
 
+// A damaged chunk of run 1's timeline: run 2's report is whole, and run 1's
+// says what it could not read instead of failing outright.
+TEST(ReportVerdictE2e, AnotherRunsDamagedTimelineLeavesThisRunsReportWhole) {
+  const std::string db = e2e::TempDb("verdict_damaged_other");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --quiet --db " + db)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --quiet --db " + db)).code, 0);
+  sqlite3* h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(h,
+                         "UPDATE slice_chunks SET slices = 'X' || substr(slices, 2) WHERE chunk_id ="
+                         " (SELECT min(chunk_id) FROM slice_chunks WHERE run_id = 1)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(h);
+  json two = ReportJson(db + " --run 2");
+  EXPECT_FALSE(two.contains("unreadable")) << two["unreadable"].dump();
+  EXPECT_FALSE(two["kernels"]["top"].empty()) << two["kernels"].dump();
+  EXPECT_TRUE(absl::StartsWith(two["verdict"]["line"].get<std::string>(), "bound by")) << two["verdict"]["line"];
+  e2e::Output summary = e2e::Shell(Cli("query " + db + " \"SELECT count(*) AS n FROM step_device_summary WHERE run_id = 2\""));
+  EXPECT_EQ(summary.code, 0) << summary.text;
+  EXPECT_TRUE(absl::StrContains(summary.text, "\n3")) << summary.text;
+  e2e::Output one = e2e::Shell(Cli("report " + db + " --run 1"));
+  EXPECT_EQ(one.code, 0) << one.text;
+  EXPECT_TRUE(absl::StrContains(one.text, "Not read (part of the file is damaged; `shardscope check")) << one.text;
+  EXPECT_TRUE(absl::StrContains(one.text, "slice_chunks row 1 is damaged")) << one.text;
+  EXPECT_TRUE(absl::StrContains(one.text, "\nSteps         3  median")) << one.text;
+}
+
 // Another tool's trace records no compilations: none recorded is not "0
 // recompilations, 0.0%", in the report's verdict, its JSON, or a diff.
 TEST(ReportVerdictE2e, AnImportedTraceHasNoRecompilationFigure) {
