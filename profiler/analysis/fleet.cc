@@ -1395,6 +1395,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
           " of the median step; the re-schedule lays each chip's work back to back, so it cannot show a delay "
           "before a launch)"));
     } else if (const std::string few = base_ns == 0 ? few_steps(i) : ""; !few.empty()) {
+      s.saved_in_steps = few;
       s.evidence.push_back(absl::StrCat("what-if: fixed, it would save ", few, " (", Ms(per_step),
                                         " a step averaged over its ", base.size(), " steps, ",
                                         Pct(std::max(0.0, share)), " of the run's step time)"));

@@ -61,6 +61,9 @@ struct FleetSuspect {
   double late_ns_per_step = 0;   // mean arrival after the group's median, per step
   double saved_ns_per_step = 0;  // what-if: step time saved by fixing it (flagged: with those above)
   bool saved_estimated = false;  // the what-if was made (else saved_ns_per_step says nothing)
+  // Where a saving sits in a few steps (a one-off pause): "50.000 ms in step 2
+  // alone", and saved_ns_per_step is that averaged over the run's steps; "" else.
+  std::string saved_in_steps;
   double slowdown = 1;           // its time over its peers' (1: as fast)
   // A chip the run's hang detector found stopped (`hangs`): ranked first and
   // flagged whatever its score; JSON's score is null for it.

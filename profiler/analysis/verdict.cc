@@ -363,7 +363,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                               "x its peers' time");
       if (top.kind == "chip" && top.collectives > 0)
         absl::StrAppend(&e.detail, ", last at ", top.last_arrivals, " of ", top.collectives, " collectives");
-      if (top.saved_ns_per_step > 0)
+      // A one-off pause is said as fleet says it: where the saving is, then its average.
+      if (top.saved_ns_per_step > 0 && !top.saved_in_steps.empty())
+        absl::StrAppend(&e.detail, "; fixing it would save ", top.saved_in_steps, " (",
+                        FormatNs(static_cast<int64_t>(top.saved_ns_per_step)), " a step averaged, what-if)");
+      else if (top.saved_ns_per_step > 0)
         absl::StrAppend(&e.detail, "; fixing it would save ", FormatNs(static_cast<int64_t>(top.saved_ns_per_step)),
                         " per step (what-if)");
       // Slower than its peers, but costing the step little (a slow chip in a

@@ -222,6 +222,20 @@ TEST(ReportVerdictE2e, AnotherRunsDamagedTimelineLeavesThisRunsReportWhole) {
   EXPECT_TRUE(absl::StrContains(one.text, "\nSteps         3  median")) << one.text;
 }
 
+// A one-off pause is said as fleet says it: where the saving is, not "per step".
+TEST(ReportVerdictE2e, AOneOffPauseIsNotASavingPerStep) {
+  const std::string db = e2e::TempDb("verdict_one_off");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --simulate --topology 4x4x4 --steps 6 --fault host-preempt:3@2:50 --quiet --db " +
+                           db)).code,
+            0);
+  e2e::Output report = e2e::Shell(Cli("report " + db));
+  EXPECT_TRUE(absl::StrContains(report.text, "host 3 at ")) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, "fixing it would save 50.000 ms in step 2 alone (")) << report.text;
+  EXPECT_FALSE(absl::StrContains(report.text, "per step (what-if)")) << report.text;
+  e2e::Output fleet = e2e::Shell(Cli("fleet " + db));
+  EXPECT_TRUE(absl::StrContains(fleet.text, "50.000 ms in step 2 alone")) << fleet.text;
+}
+
 // Another tool's trace records no compilations: none recorded is not "0
 // recompilations, 0.0%", in the report's verdict, its JSON, or a diff.
 TEST(ReportVerdictE2e, AnImportedTraceHasNoRecompilationFigure) {
