@@ -201,6 +201,10 @@ constexpr StatDef kStatDefs[] = {
      "give each trace as its own file"},
     {"gzip_checksum_mismatch", "data_loss",
      "gzip files whose checksum does not match their data: the file is damaged, and what was imported may be wrong"},
+    {"non_finite_literal", "data_loss",
+     "bare NaN, Infinity or inf values (Python's json and some profilers write them; JSON has none, and parsers "
+     "refuse the whole file): read as null, so a field that needs a number (ts, dur) drops its event, counted "
+     "under its own reason"},
     {"lone_surrogate_escape", "info",
      "\\u escapes of half a UTF-16 surrogate pair (Python's json writes them for undecodable bytes; JSON parsers "
      "refuse them): read as U+FFFD"},
@@ -1555,6 +1559,7 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->gzip_checksum_mismatch) Stat("gzip_checksum_mismatch", f.path);
   if (out->gzip_trailer_missing) Stat("gzip_trailer_missing", f.path);
   if (out->lone_surrogates > 0) Stat("lone_surrogate_escape", f.path, out->lone_surrogates);
+  if (out->non_finite > 0) Stat("non_finite_literal", f.path, out->non_finite);
   if (out->bad_utf8 > 0) Stat("invalid_utf8", f.path, out->bad_utf8);
   if (out->events_repeated) Stat("trace_events_repeated", f.path);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);

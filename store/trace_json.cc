@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardscope::store::internal {
@@ -132,6 +133,7 @@ class TraceInput : public std::streambuf {
   }
   int64_t lone_surrogates() const { return lone_surrogates_; }
   int64_t bad_utf8() const { return bad_utf8_; }
+  int64_t non_finite() const { return non_finite_; }
 
  protected:
   int_type underflow() override {
@@ -148,6 +150,7 @@ class TraceInput : public std::streambuf {
       n += keep;
       ready = FixLoneSurrogates(out_.data(), n, last);
       ready -= last ? 0 : Utf8IncompleteTail(out_.data(), ready);  // its sequence goes on in the next piece
+      ready -= last ? 0 : WordTail(out_.data(), ready);  // a bare word (NaN?) may go on in the next piece
       carry_.assign(out_.data() + ready, n - ready);
       ready = FixUtf8(ready);
     }
@@ -155,8 +158,13 @@ class TraceInput : public std::streambuf {
       ended_ = true;
       return traits_type::eof();
     }
+    char* data = out_.data();
+    if (FixNonFinite(out_.data(), ready)) {
+      data = fixed_.data();
+      ready = fixed_.size();
+    }
     out_total_ += ready;
-    setg(out_.data(), out_.data(), out_.data() + ready);
+    setg(data, data, data + ready);
     return traits_type::to_int_type(*gptr());
   }
 
@@ -219,6 +227,57 @@ class TraceInput : public std::streambuf {
       i = at + 5;
     }
     return esc && !last ? n - 1 : n;  // a backslash at the end: its escape goes on
+  }
+
+  // How many bytes at the end of b[0..n) are letters or a minus sign: a bare
+  // word that may go on in the next piece (all of them is none: a word that
+  // long is not a number's).
+  static size_t WordTail(const char* b, size_t n) {
+    size_t k = 0;
+    while (k < n && k < 16 && (absl::ascii_isalpha(static_cast<unsigned char>(b[n - 1 - k])) || b[n - 1 - k] == '-'))
+      ++k;
+    return k == n || k == 16 ? 0 : k;
+  }
+
+  // Python's json writes NaN, Infinity and -Infinity, and other writers inf
+  // and nan (Kineto's "memory bandwidth (GB/s)": inf of a zero-length copy),
+  // which no JSON parser accepts: one such value would refuse the whole file.
+  // Outside strings each becomes null, counted (a field that needs a number
+  // then says so). Returns whether any was replaced; the piece is then in
+  // fixed_. The string state carries from piece to piece.
+  bool FixNonFinite(const char* b, size_t n) {
+    bool any = false;
+    size_t copied = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const char c = b[i];
+      if (in_string_) {
+        if (escaped_) escaped_ = false;
+        else if (c == '\\') escaped_ = true;
+        else if (c == '"') in_string_ = false;
+        continue;
+      }
+      if (c == '"') {
+        in_string_ = true;
+        continue;
+      }
+      const bool minus = c == '-' && i + 1 < n && absl::ascii_isalpha(static_cast<unsigned char>(b[i + 1]));
+      if (!minus && !absl::ascii_isalpha(static_cast<unsigned char>(c))) continue;
+      size_t end = i + (minus ? 1 : 0);
+      while (end < n && absl::ascii_isalpha(static_cast<unsigned char>(b[end]))) ++end;
+      std::string word(b + i + (minus ? 1 : 0), end - i - (minus ? 1 : 0));
+      absl::AsciiStrToLower(&word);
+      if (word == "nan" || word == "inf" || word == "infinity") {
+        if (!any) fixed_.clear();
+        any = true;
+        fixed_.append(b + copied, i - copied);
+        fixed_.append("null");
+        copied = end;
+        ++non_finite_;
+      }
+      i = end - 1;
+    }
+    if (any) fixed_.append(b + copied, n - copied);
+    return any;
   }
 
   // The length of a well-formed UTF-8 sequence starting at b[0..n), 0 when
@@ -346,6 +405,9 @@ class TraceInput : public std::streambuf {
   std::vector<char> in_, out_;
   std::string damage_, damage_stat_, io_error_;
   std::string carry_;             // bytes held back for the next piece (FixLoneSurrogates)
+  std::string fixed_;             // a piece whose non-finite literals became null (FixNonFinite)
+  bool in_string_ = false, escaped_ = false;  // FixNonFinite's place, from piece to piece
+  int64_t non_finite_ = 0;
   int64_t lone_surrogates_ = 0;
   int64_t bad_utf8_ = 0;
 };
@@ -953,6 +1015,7 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
   }
   if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
   out.lone_surrogates = in.lone_surrogates();
+  out.non_finite = in.non_finite();
   out.bad_utf8 = in.bad_utf8();
   out.events_repeated = h.events_repeated();
   if (!h.saw_events())

@@ -115,6 +115,7 @@ struct ParseOutcome {
   bool gzip_checksum_mismatch = false;  // the JSON was whole, the gzip CRC or length did not match
   bool gzip_trailer_missing = false;    // the JSON was whole, the gzip stream ended in its trailer
   int64_t lone_surrogates = 0;          // "\ud800" escapes without their pair, read as U+FFFD
+  int64_t non_finite = 0;               // bare NaN, Infinity, inf... (not JSON), read as null
   int64_t bad_utf8 = 0;                 // bytes that are not UTF-8, read as U+FFFD
   bool events_repeated = false;         // a second "traceEvents" key: its events read too
 };

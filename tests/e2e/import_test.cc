@@ -978,6 +978,24 @@ TEST(ImportE2e, MalformedFilesGiveClearErrorsOrDataLossStats) {
     const std::string stored = e2e::Q(db, "SELECT name FROM names WHERE name LIKE 'aaa%'").Text(0, "name");
     EXPECT_TRUE(absl::EndsWith(stored, "a\xf0\x9f\x98\x80" "caf\xef\xbf\xbd")) << pad;  // U+1F600, caf, U+FFFD
   }
+  // Bare NaN, Infinity, -Infinity and inf (Python's json, Kineto's bandwidth
+  // of a zero-length copy) are read as null and counted, not a refusal of the
+  // file; the same words inside strings stay as written, wherever a word falls
+  // against the reader's 256 KiB pieces.
+  for (size_t pad = 262138; pad <= 262146; pad += 2) {
+    const std::string head = R"([{"ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1, "name": ")";
+    const std::string name = std::string(pad - head.size(), 'a');
+    const std::string text =
+        head + name + R"(", "args": {"bw": NaN, "x": [Infinity, -Infinity, inf, -inf, nan], "ok": true}},)" +
+        R"({"ph": "X", "ts": 20, "dur": 5, "pid": 1, "tid": 1, "name": "NaN Infinity \"inf\" -Infinity",)" +
+        R"( "args": {"n": null, "f": false}},)" + R"({"ph": "X", "ts": 30, "dur": NaN, "pid": 1, "tid": 1, "name": "c"}])";
+    const std::string db = e2e::TempDb(absl::StrCat("import_non_finite_", pad));
+    e2e::Output o = ImportText(absl::StrCat("non_finite_", pad, ".json"), text, db);
+    ASSERT_EQ(o.code, 0) << pad << ": " << o.text;
+    EXPECT_EQ(Stats(db)["non_finite_literal"], (std::pair<int64_t, std::string>{7, "data_loss"})) << pad;
+    EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM names WHERE name = 'NaN Infinity \"inf\" -Infinity'"), 1) << pad;
+    EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM events WHERE name LIKE 'aaa%' OR name LIKE 'NaN%'"), 2) << pad;
+  }
   // A NUL inside a name is part of it: the report shows it escaped, whole.
   {
     const std::string db = e2e::TempDb("import_nul_name");
