@@ -131,9 +131,11 @@ absl::StatusOr<std::vector<RunState>> ReadRunStates(const Reader& reader) {
       std::string why;
       if (!q->Text(i, "closed_at_ns").empty()) {
         why = absl::StrCat(WriterText(who), " closed the file without ending the run");
-      } else if (std::optional<bool> alive = ProcessAlive(who); alive.has_value()) {
+      } else if (std::optional<bool> alive = ProcessAlive(who); alive.has_value() && (!*alive || who.start_ticks != 0)) {
         if (!*alive) why = absl::StrCat(WriterText(who), " is gone: killed or crashed");
       } else if (now - beat > kHeartbeatStaleNs) {
+        // Alive by pid alone (the writer's start time unknown): the pid may be
+        // another process's now, so the heartbeat decides, as the view does.
         why = absl::StrCat("no sign of life from ", WriterText(who), " for ", Ago(now - beat));
       }
       if (!why.empty()) {

@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -122,6 +123,28 @@ TEST(TimelineNavigation, SearchFindsEveryMatchOfTheRunAndSelectsTheFirst) {
   ASSERT_EQ(status.size(), 1u);
   EXPECT_EQ(status[0]["total"], 0);
   EXPECT_THAT(status[0]["label"].get<std::string>(), HasSubstr("no slice name contains"));
+}
+
+// A simulated chip's slices are made on demand, in no chunk: --select finds
+// one by the chip and program run its id names.
+TEST(TimelineNavigation, ASimulatedRunsSliceIsSelectedById) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_select_sim.db");
+  std::filesystem::remove(db);
+  ASSERT_EQ(std::system(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 4 --quiet --db ",
+                                     db, " > /dev/null 2>&1")
+                            .c_str()),
+            0);
+  auto pick = Q(db,
+                "SELECT e.slice_id, e.name FROM events e WHERE e.run_id = 1 AND e.clock = 'modeled' AND e.kind = 'compute'"
+                " AND e.step = 2 AND e.device_id = 5 AND e.depth = 0 ORDER BY e.start_ns LIMIT 1 OFFSET 3");
+  ASSERT_EQ(pick.rows.size(), 1u);
+  json doc = Capture(db, absl::StrCat("--select ", pick.Text(0, "slice_id")), "nav_ui_select_sim.json");
+  ASSERT_TRUE(doc.is_object());
+  bool named = false;
+  for (const json& t : LayoutItems(doc, "text", "details"))
+    named |= absl::StrContains(t["label"].get<std::string>(), pick.Text(0, "name"));
+  EXPECT_TRUE(named) << pick.Text(0, "name") << "\n" << doc.dump(1).substr(0, 3000);
 }
 
 TEST(TimelineNavigation, SelectionNamesItsOpAndDrawsItsProgramsDispatchToEachChip) {

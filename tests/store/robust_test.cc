@@ -535,6 +535,35 @@ TEST(Robust, ARunWrittenOnAnotherHostGoesByItsHeartbeat) {
   EXPECT_EQ(view.Text(1, "status"), "ended abnormally");
 }
 
+// A writer's pid alive on this machine, its start time unknown (0): the pid
+// may be another process's now, so a stale heartbeat ends the run, as the
+// run_status view says; with its start time known and matching, the run stays
+// running however old its heartbeat (a process stopped in a debugger).
+TEST(Robust, AnAlivePidWithoutItsStartTimeGoesByTheHeartbeat) {
+  std::string path = TempDbPath("pid_reused");
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+    ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  }
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t stale = now - 600'000'000'000;
+  // Run 1: this process's pid (alive), start unknown. Run 2: this process, start known.
+  RawExec(path, absl::StrCat("UPDATE runs SET status = 'running'; UPDATE run_writers SET closed_at_ns = NULL,"
+                             " heartbeat_ns = ", stale, ", pid = ", getpid(), ";"
+                             " UPDATE run_writers SET process_start = 0 WHERE run_id = 1;"));
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok());
+  auto states = ReadRunStates(*r);
+  ASSERT_TRUE(states.ok());
+  ASSERT_EQ(states->size(), 2u);
+  EXPECT_EQ((*states)[0].status, "ended abnormally") << (*states)[0].detail;
+  EXPECT_NE((*states)[0].detail.find("no sign of life from"), std::string::npos) << (*states)[0].detail;
+  EXPECT_EQ((*states)[1].status, "running") << (*states)[1].detail;
+}
+
 TEST(Robust, ProcessAliveSeesZombiesAndReusedPids) {
   ProcessIdentity me = ThisProcess();
   EXPECT_EQ(ProcessAlive(me), true);

@@ -214,6 +214,26 @@ absl::Status TimelineLoader::Locate(const store::TimelineReader& tl, const store
   auto chunked = tl.chunked();
   if (!chunked.ok()) return chunked.status();
   const std::vector<std::string> params{absl::StrCat(run_id_), absl::StrCat(slice_id)};
+  // A simulated chip's slice is made on demand, in no chunk: its id says
+  // which program run (seq) and chip (profiler/trace/sim_program.h,
+  // SimSliceId), so the chip's lane in that run's step is the one window.
+  if (slice_id >= (int64_t{1} << 62)) {
+    auto sim = reader.Query(
+        "SELECT c.track_id, c.device_id, (SELECT count(*) FROM sim_chips WHERE run_id = ?1) AS chips"
+        " FROM sim_chips c WHERE c.run_id = ?1 ORDER BY c.device_id",
+        {absl::StrCat(run_id_)});
+    if (sim.ok() && !sim->rows.empty()) {
+      const int64_t chips = std::max<int64_t>(1, sim->Int(0, "chips"));
+      const int64_t idx = (slice_id >> 17) & 0xffffffffLL, seq = idx / chips, chip = idx % chips;
+      auto step = reader.Query(
+          "SELECT b.start_ns, b.end_ns FROM sim_runs r JOIN step_bounds b ON b.run_id = r.run_id AND b.step = r.step"
+          " AND b.clock = 'modeled' WHERE r.run_id = ?1 AND r.seq = ?2",
+          {absl::StrCat(run_id_), absl::StrCat(seq)});
+      if (step.ok() && !step->rows.empty() && chip < static_cast<int64_t>(sim->rows.size()))
+        candidates.push_back(Candidate{sim->Int(static_cast<size_t>(chip), "track_id"), step->Int(0, "start_ns"),
+                                       step->Int(0, "end_ns"), slice_id});
+    }
+  }
   auto rows = *chunked
                   ? reader.Query("SELECT c.track_id, c.start_ns, c.end_ns, c.first_slice_id FROM slice_chunks c JOIN "
                                  "(SELECT track_id, max(first_slice_id) AS f FROM slice_chunks WHERE run_id = ?1 AND "
