@@ -407,7 +407,11 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     if (p.ok() && p->Int(0, "hbm") > 0 && p->Int(0, "peak") > 0) {
       cap.value = 100.0 * static_cast<double>(p->Int(0, "peak")) / static_cast<double>(p->Int(0, "hbm"));
       cap.passed = cap.value >= cap.threshold;
-      cap.detail = absl::StrCat(FormatBytes(p->Int(0, "peak")), " of ", FormatBytes(p->Int(0, "hbm")));
+      const int64_t peak = p->Int(0, "peak"), hbm = p->Int(0, "hbm");
+      cap.detail = absl::StrCat(FormatBytes(peak), " of ", FormatBytes(hbm));
+      if (FormatBytes(peak) == FormatBytes(hbm) && peak != hbm)  // "16 GiB of 16 GiB" at 102.9%: finer
+        cap.detail = absl::StrFormat("%.2f GiB of %.2f GiB", static_cast<double>(peak) / (1 << 30),
+                                     static_cast<double>(hbm) / (1 << 30));
     } else {
       cap.detail = "not measurable: no memory plan or HBM size recorded";
     }
