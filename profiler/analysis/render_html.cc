@@ -60,27 +60,31 @@ std::string Legend() {
 // Step time per step: host (grey) and device (blue) bars side by side.
 std::string StepChart(const RunReport& r) {
   if (r.series.empty()) return "<p>No steps recorded.</p>\n";
+  // A simulated run's second series is its modeled step (it has no device clock).
+  const bool modeled = r.run.simulated;
+  const char* second = modeled ? "modeled" : "device";
   double most = 1;
-  for (const StepPoint& p : r.series) most = std::max({most, static_cast<double>(p.host_ns), static_cast<double>(p.device_ns)});
+  for (const StepPoint& p : r.series)
+    most = std::max({most, static_cast<double>(p.host_ns), static_cast<double>(modeled ? p.modeled_ns : p.device_ns)});
   const int n = static_cast<int>(r.series.size());
   const double w = std::max(1.0, std::min(16.0, 900.0 / n));
   const int height = 160;
   std::string svg = absl::StrFormat(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" font-size=\"11\">"
-      "<text x=\"0\" y=\"12\">%s per step (host clock grey, device clock blue)</text>",
-      static_cast<int>(60 + w * n), height + 30, H(FormatNs(static_cast<int64_t>(most))) + " max");
+      "<text x=\"0\" y=\"12\">%s per step (host clock grey, %s clock blue)</text>",
+      static_cast<int>(60 + w * n), height + 30, H(FormatNs(static_cast<int64_t>(most))) + " max", second);
   for (int i = 0; i < n; ++i) {
     const StepPoint& p = r.series[i];
     const double x = 60 + w * i;
     for (int k = 0; k < 2; ++k) {
-      const int64_t v = k == 0 ? p.host_ns : p.device_ns;
+      const int64_t v = k == 0 ? p.host_ns : modeled ? p.modeled_ns : p.device_ns;
       if (v < 0) continue;
       const double h = height * static_cast<double>(v) / most;
       absl::StrAppendFormat(&svg,
                             "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                             "<title>step %d, %s clock: %s</title></rect>",
                             x + k * w / 2, 20 + height - h, std::max(0.5, w / 2 - 0.5), h,
-                            k == 0 ? "#9a9a9a" : "#4e79a7", p.step, k == 0 ? "host" : "device", H(FormatNs(v)));
+                            k == 0 ? "#9a9a9a" : "#4e79a7", p.step, k == 0 ? "host" : second, H(FormatNs(v)));
     }
   }
   return svg + "</svg>\n";

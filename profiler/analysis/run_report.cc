@@ -582,10 +582,13 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
     }
     auto has = reader.HasTable("step_bounds");
     if (has.ok() && *has) {
-      auto dev = reader.Query("SELECT step, end_ns - start_ns AS ns FROM step_bounds WHERE run_id = ?1 AND clock = 'device'",
-                              {run});
+      auto dev = reader.Query("SELECT step, clock, end_ns - start_ns AS ns FROM step_bounds WHERE run_id = ?1 AND clock = ?2",
+                              {run, r.run.simulated ? "modeled" : "device"});
       if (!dev.ok()) return Context(dev.status(), reader, "step bounds");
-      for (size_t i = 0; i < dev->rows.size(); ++i) by_step[static_cast<int>(dev->Int(i, "step"))].device_ns = dev->Int(i, "ns");
+      for (size_t i = 0; i < dev->rows.size(); ++i) {
+        StepPoint& p = by_step[static_cast<int>(dev->Int(i, "step"))];
+        (r.run.simulated ? p.modeled_ns : p.device_ns) = dev->Int(i, "ns");
+      }
     }
     for (auto& [step, p] : by_step) {
       p.step = step;

@@ -234,6 +234,7 @@ absl::Status ReadMemoryPeaks(const store::Reader& reader, int64_t run_id, Memory
 struct StepPoint {
   int step = 0;
   int64_t host_ns = -1, device_ns = -1;
+  int64_t modeled_ns = -1;  // a simulated run's step on the modeled clock (it has no device clock)
 };
 
 struct RunReport {

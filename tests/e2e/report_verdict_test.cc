@@ -234,6 +234,10 @@ TEST(ReportVerdictE2e, AOneOffPauseIsNotASavingPerStep) {
   EXPECT_FALSE(absl::StrContains(report.text, "per step (what-if)")) << report.text;
   e2e::Output fleet = e2e::Shell(Cli("fleet " + db));
   EXPECT_TRUE(absl::StrContains(fleet.text, "50.000 ms in step 2 alone")) << fleet.text;
+  // The HTML step chart draws a simulated run's modeled steps (it drew no second series).
+  e2e::Output html = e2e::Shell(Cli("report " + db + " --format html"));
+  EXPECT_TRUE(absl::StrContains(html.text, "per step (host clock grey, modeled clock blue)"));
+  EXPECT_TRUE(absl::StrContains(html.text, "<title>step 2, modeled clock: "));
 }
 
 // Another tool's trace records no compilations: none recorded is not "0
