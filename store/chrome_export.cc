@@ -236,6 +236,9 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
                         x.name_id >= 0 && static_cast<size_t>(x.name_id) < quoted.size() ? quoted[x.name_id] : "\"\"",
                         ",\"cat\":", kind, ",\"args\":{\"kind\":", kind);
         if (x.step >= 0) absl::StrAppend(&buf, ",\"step\":", x.step);
+        // Siblings of the same bounds (a collective's links) nest by time
+        // alone when read back: the depth says which are not inside which.
+        absl::StrAppend(&buf, ",\"depth\":", x.depth);
         if (x.graph_id >= 0) absl::StrAppend(&buf, ",\"graph_id\":", x.graph_id);
         if (x.op_id >= 0) absl::StrAppend(&buf, ",\"op_id\":", x.op_id);
         if (x.bytes != 0) absl::StrAppend(&buf, ",\"bytes\":", x.bytes);

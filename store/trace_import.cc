@@ -241,6 +241,7 @@ enum RecFlags : uint8_t {
   kFlowStart = 4,   // a flow point that starts its flow (s; v2 flow_out)
   kFlowEnd = 8,     // a flow point that ends it (f; v2 flow_in)
   kOwnStep = 16,    // a slice of shardscope's own export: corr holds its step (args.step), not a correlation
+  kOwnDepth = 32,   // a slice of shardscope's own export: shape holds its depth + 1 (args.depth), not a shape
 };
 
 // One event as phase 1 keeps it (64 bytes; sorted and spilled as is).
@@ -258,7 +259,7 @@ struct Rec {
   uint8_t lane = kHostLane;
   uint8_t kind = static_cast<uint8_t>(SliceKind::kHost);
   uint8_t flags = 0;
-  uint32_t shape = 0;  // Importer::shapes_ id + 1; 0: none
+  uint32_t shape = 0;  // Importer::shapes_ id + 1; 0: none (kOwnDepth: the slice's depth + 1)
 };
 static_assert(sizeof(Rec) == 64);
 
@@ -1129,6 +1130,12 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   r.kind = static_cast<uint8_t>(c.kind);
   r.corr = e.correlation;
   r.shape = ShapeOf(f, e, lane);
+  // Its stored depth: siblings of the same bounds (a collective's link slices)
+  // would nest in each other by time alone. (An export records no shapes.)
+  if (f.own_export && e.own_depth >= 0 && e.own_depth < INT16_MAX && r.shape == 0) {
+    r.shape = static_cast<uint32_t>(e.own_depth) + 1;
+    r.flags |= kOwnDepth;
+  }
   if (e.bytes >= 0) {
     r.bytes = e.bytes;
   } else if (int64_t size = DtypeBytes(e.dtype); size > 0 && std::max(e.in_nelems, e.out_nelems) > 0) {
@@ -2306,6 +2313,8 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       // with it; mostly after (two kernels of a stream overlapping by a
       // rounding), it starts when that one ends, beside it.
       int64_t start = r.ts, end = r.ts + r.dur;
+      if (r.flags & kOwnDepth)  // the slices its export says it is not inside
+        while (st.size() > r.shape - 1) st.pop_back();
       for (;;) {
         while (!st.empty() && st.back().end <= start) st.pop_back();
         if (st.empty() || end <= st.back().end) break;
@@ -2344,7 +2353,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         s.parent_id = st.empty() ? -1 : st.back().id;
         s.name = names_.Str(r.name);
         s.category = cats_.Str(r.cat);
-        if (r.shape) s.shape = shapes_.Str(r.shape - 1);
+        if (r.shape && !(r.flags & kOwnDepth)) s.shape = shapes_.Str(r.shape - 1);
         s.kind = static_cast<SliceKind>(r.kind);
         if (r.flags & kOwnStep) {
           s.step = static_cast<int>(r.corr);

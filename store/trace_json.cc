@@ -867,6 +867,7 @@ class Handler {
     else if (k == "hlo_module") { if (v.kind == Value::kString) e.hlo_module = std::string(v.text); }
     else if (k == "kind") { if (v.kind == Value::kString) e.slice_kind = std::string(v.text); }
     else if (k == "step") { if (AsInt(v, &i)) e.step = i; }
+    else if (k == "depth") { if (AsInt(v, &i)) e.own_depth = i; }
     else if (k == "wait_us") { if (int64_t ns; Micros(v, &ns) == TraceEvent::Num::kOk && ns >= 0) e.wait_ns = ns; }
   }
 

@@ -73,6 +73,7 @@ struct TraceEvent {
   // kind and step, and a collective's wait for the other chips.
   std::string slice_kind;
   int64_t step = -1, wait_ns = -1;
+  int64_t own_depth = -1;  // its depth on its lane, as stored (args.depth; an older export has none)
   int keys = 0;  // top-level keys the object had ({} has none)
 
   void Clear();

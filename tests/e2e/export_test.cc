@@ -245,6 +245,27 @@ TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
   EXPECT_NEAR(f2["suspects"][0]["score"].get<double>(), f1["suspects"][0]["score"].get<double>(), 1e-3);
 }
 
+// A collective's link slices start together, and some end together: read
+// back by time alone they nested in each other, and a slow link went
+// unseen. The export's depth keeps them siblings.
+TEST(ExportRoundTrip, ASlowLinkIsFoundInTheExportReadBack) {
+  const std::string db = e2e::TempDb("roundtrip_link");
+  const std::string back = e2e::TempDb("roundtrip_link_back");
+  const std::string json = absl::StrCat(::testing::TempDir(), "/roundtrip_link_", getpid(), ".json");
+  test_files::RemoveAtExit(json);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 4x4 --steps 6 --quiet",
+                                    " --fault link:1-2:0.3 --db ", db)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --db ", back)).code, 0);
+  const std::string links = "SELECT count(DISTINCT name) FROM events WHERE name LIKE 'link %' AND clock = 'modeled'";
+  EXPECT_EQ(Rows(back, links), Rows(db, links));
+  // Every slice at the depth it was stored at.
+  const std::string depths = "SELECT depth, count(*) FROM events WHERE clock = 'modeled' GROUP BY depth ORDER BY depth";
+  EXPECT_EQ(Rows(back, depths), Rows(db, depths));
+  e2e::Output f = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", back));
+  EXPECT_TRUE(absl::StrContains(f.text, "verdict: suspect: link 1-2")) << f.text;
+}
+
 TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   const std::string db = e2e::TempDb("roundtrip_sim");
   const std::string back = e2e::TempDb("roundtrip_sim_back");
