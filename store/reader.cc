@@ -9,10 +9,12 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdlib>
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -246,7 +248,19 @@ absl::Status Reader::Failed(const char* what) const {
   if (code == SQLITE_IOERR) {
     return absl::InternalError(absl::StrCat("reading ", path_, ": ", internal::DbError(db_)));
   }
-  return absl::InvalidArgumentError(absl::StrCat(what, internal::DbError(db_)));
+  // A table or view of shardscope's own schema missing (dropped or renamed by
+  // hand): the file is damaged, not the query wrong; say which file.
+  const std::string message = internal::DbError(db_);
+  for (const char* prefix : {"no such table: ", "no such view: "}) {
+    if (message.rfind(prefix, 0) != 0) continue;
+    std::string name = message.substr(std::strlen(prefix));
+    if (absl::StartsWith(name, "main.")) name = name.substr(5);
+    if (internal::SchemaObjectNames().count(name))
+      return absl::DataLossError(absl::StrCat(path_, " lacks `", name, "`, which shardscope writes into every file (",
+                                              message, "): was it dropped or renamed? `shardscope check ", path_,
+                                              "` says what else is missing"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(what, message));
 }
 
 absl::StatusOr<bool> Reader::HasTable(const std::string& name) const {

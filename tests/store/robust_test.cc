@@ -430,6 +430,24 @@ TEST(Robust, AWalLeftByAnotherDatabaseIsRefusedNotRead) {
   EXPECT_EQ(MustQuery(x, "SELECT count(*) AS n FROM steps").Int(0, "n"), 2);
 }
 
+// A table of shardscope's own dropped by hand: every command that needs it
+// names the file and points at check; a user's typo stays a plain SQL error.
+TEST(Robust, AMissingSchemaTableNamesTheFile) {
+  const std::string path = WriteFinishedRun("dropped_names");
+  RawExec(path, "DROP TABLE names;");
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto q = r->Query("SELECT n.name FROM slices s JOIN names n ON n.name_id = s.name_id");
+  ASSERT_FALSE(q.ok());
+  EXPECT_TRUE(absl::IsDataLoss(q.status())) << q.status();
+  EXPECT_TRUE(Contains(q.status(), path + " lacks `names`, which shardscope writes into every file")) << q.status();
+  EXPECT_TRUE(Contains(q.status(), "`shardscope check " + path + "`")) << q.status();
+  auto typo = r->Query("SELECT * FROM nmaes");
+  ASSERT_FALSE(typo.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(typo.status())) << typo.status();
+  EXPECT_TRUE(Contains(typo.status(), "SQL error: no such table: nmaes")) << typo.status();
+}
+
 TEST(Robust, AFileCutShortIsSaidToBeTruncated) {
   const std::string path = WriteFinishedRun("truncated");
   struct stat sb;
