@@ -252,11 +252,17 @@ absl::Status CheckFaultSet(const std::vector<Fault>& faults) {
   for (const Fault& f : faults)
     if (f.kind == Fault::kFailChip && (!first_failure || f.step < first_failure->step)) first_failure = &f;
   if (first_failure)
-    for (const Fault& f : faults)
+    for (const Fault& f : faults) {
       if ((f.kind == Fault::kFailChip || f.kind == Fault::kHostPreempt) && f.step > first_failure->step)
         return Bad(f.spec, absl::StrCat("the run ends at step ", first_failure->step, ", when chip ",
                                         first_failure->chip, " fails (--fault '", first_failure->spec,
                                         "'), before step ", f.step, ": the fault would never happen"));
+      // The failing step is never stored: a pause in it would be lost.
+      if (f.kind == Fault::kHostPreempt && f.step == first_failure->step)
+        return Bad(f.spec, absl::StrCat("step ", f.step, " is where chip ", first_failure->chip, " fails (--fault '",
+                                        first_failure->spec, "'): the run ends in it and never stores it, so the "
+                                        "pause would not be seen"));
+    }
   return absl::OkStatus();
 }
 

@@ -126,11 +126,13 @@ TEST(Faults, RefusesWhatWouldBeSilentlyWrong) {
            {{"host-preempt:1@1", "host-preempt:1@1:30"}, "both set host 1's pause at step 1"},
            // The first chip to fail ends the run: nothing after it happens.
            {{"fail-chip:3@4", "fail-chip:5@2"}, "'fail-chip:3@4': the run ends at step 2, when chip 5 fails"},
-           {{"fail-chip:3@2", "host-preempt:1@3"}, "'host-preempt:1@3': the run ends at step 2"}}) {
+           {{"fail-chip:3@2", "host-preempt:1@3"}, "'host-preempt:1@3': the run ends at step 2"},
+           // The failing step is never stored: a pause in it would be unseen.
+           {{"fail-chip:3@2", "host-preempt:1@2"}, "'host-preempt:1@2': step 2 is where chip 3 fails"}}) {
     absl::Status s = set(specs);
     EXPECT_NE(std::string(s.message()).find(says), std::string::npos) << s;
   }
-  EXPECT_TRUE(set({"slow-chip:3:0.5", "slow-chip:4:0.5", "fail-chip:3@1", "fail-chip:5@1", "host-preempt:1@1",
+  EXPECT_TRUE(set({"slow-chip:3:0.5", "slow-chip:4:0.5", "fail-chip:3@2", "fail-chip:5@2", "host-preempt:1@1",
                    "host-preempt:1@0", "link:0-1:0.5", "link:1-2:0.5", "jitter:0.1"})
                   .ok());
 }

@@ -650,6 +650,11 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
         return Usage(absl::StrCat("--fault '", spec, "': step ", f->step, " is outside --trace-steps ",
                                   o->trace_steps,
                                   ", the only steps whose timeline is kept: the pause would not be seen"));
+      // Step 0 is warm-up (compilation): the diagnosis leaves it out, so a pause there is drawn, never named.
+      if (f->kind == runtime::Fault::kHostPreempt && f->step == 0)
+        std::cerr << "warning: --fault '" << spec
+                  << "': step 0 is the warm-up step, which `shardscope fleet` and the report's verdict leave out: "
+                     "the pause shows in the timeline, but no diagnosis will name it\n";
       parsed.push_back(*std::move(f));
     }
     if (absl::Status st = runtime::CheckFaultSet(parsed); !st.ok()) return Usage(std::string(st.message()));
