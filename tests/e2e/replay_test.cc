@@ -174,6 +174,36 @@ TEST(ReplayE2e, AStoredRunsFaultsAreNamedAsPartOfTheDifference) {
   EXPECT_FALSE(absl::StrContains(clean.text, "faults injected")) << clean.text;
 }
 
+// An unchanged simulated run re-simulated is the same run on the modeled
+// clock: each step's inputs move as they moved (tokens every step, an eval
+// program's weights shared with training), not every program's up front.
+TEST(ReplayE2e, AnUnchangedSimulatedRunReplaysToTheSameSteps) {
+  const std::string db = e2e::TempDb("replay_same_sim");
+  ASSERT_EQ(e2e::Shell(Cli("run llama --simulate --topology 2x2 --steps 3 --eval-every 2 --quiet --db " + db)).code, 0);
+  e2e::Output o = e2e::Shell(Cli("replay " + db + " --modeled --quiet"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  e2e::Output j = e2e::Shell(Cli("diff " + db + " --runs 1,2 --clock modeled --format json"));
+  ASSERT_EQ(j.code, 0) << j.text;
+  const auto d = nlohmann::json::parse(j.text, nullptr, false);
+  ASSERT_TRUE(d.is_object()) << j.text;
+  for (const char* c : {"slower", "faster", "added", "removed"}) EXPECT_EQ(d["counts"][c], 0) << c << ": " << j.text.substr(0, 2000);
+  for (const auto& s : d["steps"])
+    if (s["clock"] == "modeled") EXPECT_EQ(s["delta"]["change"], "unchanged") << s.dump();
+  // The transfers of every step, as stored.
+  const std::string transfers =
+      "SELECT step, count(*) AS n FROM events WHERE run_id = RUN AND kind = 'transfer' AND depth = 0 AND device_id = 0"
+      " GROUP BY step ORDER BY step";
+  auto per_step = [&](int run) {
+    std::string sql = transfers;
+    sql.replace(sql.find("RUN"), 3, std::to_string(run));
+    auto q = e2e::Q(db, sql);
+    std::string out;
+    for (size_t i = 0; i < q.rows.size(); ++i) absl::StrAppend(&out, q.Int(i, "step"), ":", q.Int(i, "n"), " ");
+    return out;
+  };
+  EXPECT_EQ(per_step(2), per_step(1));
+}
+
 // A hung run's last step started and never completed: the replay stops where
 // the stored run's steps stop, and says so, rather than running past the hang.
 TEST(ReplayE2e, AHungRunIsReplayedUpToItsLastCompleteStep) {

@@ -18,6 +18,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -224,9 +225,42 @@ absl::StatusOr<StoredRun> ReadStoredRun(const store::Reader& r, int64_t run) {
 
 struct Replayed {
   std::shared_ptr<const runtime::Executable> exe;
-  std::vector<runtime::DeviceArray> inputs;  // synthetic, on the devices
+  std::vector<std::string> names;  // each input's name, as the stored program names it
   bool executed = false;
 };
+
+// Which inputs the stored run moved to the chips before each program run:
+// (step, graph) -> the names its transfer slices carry ("transfer tokens" ->
+// "tokens"), from one chip's lanes. Empty when the run kept no transfers
+// (--trace off or steps): each input is then moved once, when first needed.
+absl::StatusOr<std::map<std::pair<int, int64_t>, std::set<std::string>>> ReadStoredTransfers(const store::Reader& r,
+                                                                                          int64_t run) {
+  std::map<std::pair<int, int64_t>, std::set<std::string>> out;
+  auto first = r.Query("SELECT min(device_id) AS d FROM tracks WHERE run_id = ?1 AND device_id IS NOT NULL",
+                       {absl::StrCat(run)});
+  if (!first.ok()) return first.status();
+  if (first->rows.empty() || first->Text(0, "d").empty()) return out;
+  // The chip's tracks as a literal list: a simulated run's lanes are made on
+  // demand, only for the tracks a query names.
+  auto tracks = r.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND device_id = ?2",
+                        {absl::StrCat(run), first->Text(0, "d")});
+  if (!tracks.ok()) return tracks.status();
+  std::string list;
+  for (size_t i = 0; i < tracks->rows.size(); ++i) absl::StrAppend(&list, i ? ", " : "", tracks->Int(i, "track_id"));
+  if (list.empty()) return out;
+  auto q = r.Query(absl::StrCat("SELECT DISTINCT s.step AS step, s.graph_id AS graph, n.name AS name FROM slices s",
+                                " JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1 AND s.track_id IN (", list,
+                                ") AND s.kind = 'transfer' AND s.depth = 0 AND s.step IS NOT NULL",
+                                " AND s.graph_id IS NOT NULL"),
+                   {absl::StrCat(run)});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    const std::string name = q->Text(i, "name");
+    if (!absl::StartsWith(name, "transfer ")) continue;
+    out[{static_cast<int>(q->Int(i, "step")), q->Int(i, "graph")}].insert(name.substr(9));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -463,15 +497,22 @@ int RunReplay(const std::vector<std::string>& args) {
                              : exe.param_shardings[p].IsReplicated() ? "default"
                                                                      : "annotated",
                              known != stored.tensors.end() ? known->second.created : compiler::SourceLoc{});
-      auto a = client.TransferToDevices(Literal(exe.param_shapes[p]), exe.param_shardings[p], name);
-      if (!a.ok()) {
-        failed = a.status();
-        break;
-      }
-      rp.inputs.push_back(*std::move(a));
+      rp.names.push_back(name);
     }
-    if (!failed.ok()) break;
   }
+  // Inputs move to the chips as the stored run moved them: before each program
+  // run, the ones its transfers name (a step's tokens, the learning rate);
+  // the rest stay where they are, shared by name between programs (an eval
+  // program's weights are the training program's). Moved all up front, every
+  // program's parameters went in step 0, and no step's data after it.
+  std::map<std::pair<int, int64_t>, std::set<std::string>> moved;
+  if (failed.ok()) {
+    auto r = store::Reader::Open(db, store::Reader::Threads::kOneThread);
+    auto m = r.ok() ? ReadStoredTransfers(*r, *run) : absl::StatusOr<decltype(moved)>(r.status());
+    if (!m.ok()) failed = m.status();
+    else moved = *std::move(m);
+  }
+  std::map<std::string, runtime::DeviceArray> on_chips;  // by name, the latest moved
 
   // The executions, in their stored order; a step ends where the next begins.
   int64_t step_start = trace::HostNowNs();
@@ -486,8 +527,27 @@ int RunReplay(const std::vector<std::string>& args) {
       break;
     }
     Replayed& rp = it->second;
+    const auto here = moved.find({e.step, e.graph_id});
+    std::vector<runtime::DeviceArray> inputs;
+    for (size_t p = 0; failed.ok() && p < rp.names.size(); ++p) {
+      const std::string& name = rp.names[p];
+      const auto& shape = rp.exe->param_shapes[p];
+      const auto& sharding = rp.exe->param_shardings[p];
+      auto held = on_chips.find(name);
+      const bool fits = held != on_chips.end() && held->second.shape == shape && held->second.sharding == sharding;
+      if (!fits || (here != moved.end() && here->second.count(name))) {
+        auto a = client.TransferToDevices(Literal(shape), sharding, name);
+        if (!a.ok()) {
+          failed = a.status();
+          break;
+        }
+        held = on_chips.insert_or_assign(name, *std::move(a)).first;
+      }
+      inputs.push_back(held->second);
+    }
+    if (!failed.ok()) break;
     std::vector<const runtime::DeviceArray*> in;
-    for (const auto& a : rp.inputs) in.push_back(&a);
+    for (const auto& a : inputs) in.push_back(&a);
     runtime::ExecuteOptions eo;
     eo.step = e.step;
     eo.launch_ns = trace::HostNowNs();
@@ -522,6 +582,7 @@ int RunReplay(const std::vector<std::string>& args) {
   }
   progress.Clear();
   // The inputs live on the chips: free them before the chips shut down.
+  on_chips.clear();
   by_graph.clear();
   absl::Status finished = (*rec)->Finish();
   if (!failed.ok())
