@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -26,7 +27,7 @@ inline std::vector<std::string>& Paths() {
   return *paths;
 }
 
-// `path` (and its -wal, -shm, -journal files) removed at exit if every test passed, by the
+// `path` (a file and its -wal, -shm, -journal files, or a folder and all in it) removed at exit if every test passed, by the
 // process that asked: a child it forks (a test of a crash, of exit()) leaves them to it.
 inline const std::string& RemoveAtExit(const std::string& path) {
   static const pid_t owner = getpid();
@@ -35,8 +36,11 @@ inline const std::string& RemoveAtExit(const std::string& path) {
       if (getpid() != owner) return;
       if (std::getenv("SHARDSCOPE_KEEP_TEST_FILES") || !::testing::UnitTest::GetInstance()->Passed()) return;
       std::lock_guard<std::mutex> l(Mu());
-      for (const std::string& p : Paths())
-        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::remove((p + suffix).c_str());
+      for (const std::string& p : Paths()) {
+        std::error_code ec;
+        std::filesystem::remove_all(p, ec);  // a file, or a folder and what is in it
+        for (const char* suffix : {"-wal", "-shm", "-journal"}) std::remove((p + suffix).c_str());
+      }
     });
     return true;
   }();

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::app::testing {
 
@@ -21,7 +22,7 @@ struct Pod {
 
 inline Pod RecordPod(const std::string& name, const std::string& flags) {
   Pod p;
-  p.db = ::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".db");
+  p.db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".db"));
   std::filesystem::remove(p.db);
   const std::string cmd =
       absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --db ", p.db, " ", flags, " --quiet > /dev/null 2>&1");

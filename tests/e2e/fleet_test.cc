@@ -591,7 +591,7 @@ TEST(FleetImport, SlowRankOfAnImportedTrace) {
   const std::vector<double> slow = {1.0, 1.0, 1.3, 1.0};
   std::string files;
   for (int r = 0; r < 4; ++r) {
-    const std::string path = absl::StrCat(::testing::TempDir(), "/fleet_rank", r, "_", getpid(), ".json");
+    const std::string path = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/fleet_rank", r, "_", getpid(), ".json"));
     FILE* f = std::fopen(path.c_str(), "w");
     ASSERT_NE(f, nullptr);
     const std::string text = RankTrace(r, 4, 8, slow);
@@ -627,7 +627,7 @@ TEST(FleetImport, ARankWhoseHostLaunchesLateIsItsHost) {
   for (const Case& c : {Case{"late_launch", 2, 1.0, 400, {"host 2"}}, Case{"slow_gpu", 1, 1.25, 0, {"chip 1"}},
                         Case{"balanced", -1, 1.0, 0, {}}}) {
     SCOPED_TRACE(c.name);
-    const std::string dir = absl::StrCat(::testing::TempDir(), "/fleet_kineto_", c.name, "_", getpid());
+    const std::string dir = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/fleet_kineto_", c.name, "_", getpid()));
     std::filesystem::create_directories(dir);
     e2e::KinetoJob job;
     job.slow = c.slow;
@@ -684,7 +684,7 @@ std::string CpuRankTrace(int rank, int steps, const std::vector<double>& slow, b
 std::string WriteCpuRanks(const std::string& name, int steps, const std::vector<double>& slow, bool nested = false) {
   std::string files;
   for (size_t r = 0; r < slow.size(); ++r) {
-    const std::string path = absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), "_rank", r, ".json");
+    const std::string path = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/", name, "_", getpid(), "_rank", r, ".json"));
     FILE* f = std::fopen(path.c_str(), "w");
     EXPECT_NE(f, nullptr);
     if (!f) return "";
@@ -745,7 +745,7 @@ TEST(FleetImport, RanksWithUnknownClockOffsetsAreNotCompared) {
   const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/cuda_mlp_nccl.json.gz";
   std::string files;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string path = absl::StrCat(::testing::TempDir(), "/fleet_nccl_", getpid(), "_rank", rank, ".json");
+    const std::string path = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/fleet_nccl_", getpid(), "_rank", rank, ".json"));
     ASSERT_EQ(Shell(absl::StrCat("zcat ", data, " | sed 's/\"rank\":0,\"world_size\":1/\"rank\":", rank,
                                  ",\"world_size\":4/' > ", path))
                   .code,
@@ -817,7 +817,7 @@ TEST(FleetImport, FourGlooRanksWithABroadcastEachStep) {
   EXPECT_EQ(r.collectives, 5 * r.steps);
   ExpectCulprits(r, {"host 2"});
 
-  const std::string json = absl::StrCat(::testing::TempDir(), "/fleet_gloo4_export_", getpid(), ".json.gz");
+  const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/fleet_gloo4_export_", getpid(), ".json.gz"));
   const std::string back = TempDb("fleet_gloo4_back");
   ASSERT_EQ(Shell(absl::StrCat(kCli, " export ", slow, " --chrome ", json)).code, 0);
   ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", json, " --quiet --db ", back)).code, 0);

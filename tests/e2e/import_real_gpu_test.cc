@@ -41,7 +41,7 @@ std::map<std::string, std::pair<int64_t, std::string>> Stats(const std::string& 
 int64_t Scalar(const std::string& db, const std::string& sql) { return e2e::Q(db, sql).Int(0, "v", -999); }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
-  std::string path = absl::StrCat(::testing::TempDir(), "/import_real_", getpid(), "_", name);
+  std::string path = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/import_real_", getpid(), "_", name));
   std::ofstream(path) << text;
   return path;
 }

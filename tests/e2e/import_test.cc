@@ -56,7 +56,9 @@ std::string Gunzip(const std::string& path) {
   return out;
 }
 
-std::string Temp(const std::string& name) { return absl::StrCat(::testing::TempDir(), "/import_", getpid(), "_", name); }
+std::string Temp(const std::string& name) {
+  return test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/import_", getpid(), "_", name));
+}
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
   std::string path = Temp(name);

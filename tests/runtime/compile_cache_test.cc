@@ -29,6 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "compiler/text.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 
 namespace shardscope::runtime {
 namespace {
@@ -38,7 +39,8 @@ using compiler::Module;
 using compiler::Opcode;
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = ::testing::TempDir() + "/compile_cache_" + name + "_" + std::to_string(getpid());
+  const std::string dir =
+      test_files::RemoveAtExit(::testing::TempDir() + "/compile_cache_" + name + "_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   return dir;
 }
