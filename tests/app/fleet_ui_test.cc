@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 #include "store/reader.h"
 #include "tests/app/fleet_pods.h"
 #include "tests/app/ui_runner.h"
@@ -25,8 +26,8 @@ using testing::LayoutItems;
 
 json OpenFleet(const testing::Pod& pod, const std::string& name, const std::string& extra = "") {
   EXPECT_TRUE(pod.recorded) << pod.db;
-  const std::string png = ::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".png");
-  const std::string layout = ::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".json");
+  const std::string png = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".png"));
+  const std::string layout = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("fleet_", name, "_", getpid(), ".json"));
   std::filesystem::remove(png);
   std::filesystem::remove(layout);
   testing::UiResult r = testing::RunUi(
@@ -208,7 +209,7 @@ namespace {
 TEST(FleetUi, CpuOnlyRanksAreRankedWithoutAMap) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
   testing::Pod pod;
-  pod.db = ::testing::TempDir() + absl::StrCat("fleet_gloo_", getpid(), ".db");
+  pod.db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("fleet_gloo_", getpid(), ".db"));
   std::filesystem::remove(pod.db);
   std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " import");
   for (int rank = 0; rank < 3; ++rank)
@@ -233,7 +234,7 @@ TEST(ShardingUi, ChipBarsAndAChipsShards) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
   const testing::Pod& pod = testing::RealGrid();
   ASSERT_TRUE(pod.recorded);
-  const std::string layout = ::testing::TempDir() + absl::StrCat("sharding_chip_", getpid(), ".json");
+  const std::string layout = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("sharding_chip_", getpid(), ".json"));
   testing::UiResult r =
       testing::RunUi(SHARDSCOPE_UI_BINARY, absl::StrCat(pod.db, " --view sharding --chip 5 --dump-layout ", layout));
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -278,7 +279,7 @@ TEST(PlayheadUi, FleetAndMetricsFollowTheStep) {
   auto cells = LayoutItems(fleet, "chip");
   ASSERT_FALSE(cells.empty());
   for (const json& c : cells) EXPECT_EQ(c["step"], 2);
-  const std::string layout = ::testing::TempDir() + absl::StrCat("metrics_step_", getpid(), ".json");
+  const std::string layout = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("metrics_step_", getpid(), ".json"));
   testing::UiResult r = testing::RunUi(
       SHARDSCOPE_UI_BINARY, absl::StrCat(testing::RealGrid().db, " --view metrics --step 3 --dump-layout ", layout));
   ASSERT_EQ(r.exit_code, 0) << r.output;

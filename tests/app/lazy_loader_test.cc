@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 #include "store/reader.h"
 #include "store/timeline.h"
 #include "ui/app/timeline_loader.h"
@@ -26,7 +27,7 @@ namespace {
 class LazyLoaderTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    db_ = new std::string(::testing::TempDir() + absl::StrCat("lazy_loader_sim_", getpid(), ".db"));
+    db_ = new std::string(test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("lazy_loader_sim_", getpid(), ".db")));
     std::filesystem::remove(*db_);
     const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 4x2x2 --steps 4 --db ",
                                          *db_, " --quiet > /dev/null 2>&1");

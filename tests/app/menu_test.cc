@@ -9,13 +9,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 #include "ui/app/app_menu.h"
 
 namespace shardscope::app {
 namespace {
 
 TEST(RecentFiles, NewestFirstOnceEachAtMostTen) {
-  const std::string dir = ::testing::TempDir() + absl::StrCat("recent_", getpid());
+  const std::string dir = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("recent_", getpid()));
   std::filesystem::remove_all(dir);
   setenv("XDG_CONFIG_HOME", dir.c_str(), 1);
   EXPECT_EQ(RecentFilesPath(), dir + "/shardscope/recent");
@@ -98,7 +99,7 @@ TEST(Playback, SpeedSetsThePeriodAndStopsAtItsEnds) {
 // a typed filter narrows them (any case), Up/Down move the cursor within what
 // is shown and stop at the ends, Enter enters a folder or returns a file.
 TEST(FileDialog, FilterAndKeysPickAFile) {
-  const std::filesystem::path dir = ::testing::TempDir() + absl::StrCat("dialog_", getpid());
+  const std::filesystem::path dir = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("dialog_", getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir / "pods");
   std::filesystem::create_directories(dir / "other");

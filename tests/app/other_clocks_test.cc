@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 #include "profiler/analysis/run_report.h"
 #include "profiler/analysis/slice_names.h"
 #include "store/reader.h"
@@ -63,7 +64,7 @@ TEST(OtherClocks, OpProfileOfASimulatedRunIsOnTheModeledClock) {
 }
 
 TEST(OtherClocks, ABigPodIsProfiledOnAnEvenSampleOfItsChipsAndSaysSo) {
-  const std::string db = ::testing::TempDir() + absl::StrCat("other_clocks_pod_", getpid(), ".db");
+  const std::string db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("other_clocks_pod_", getpid(), ".db"));
   std::filesystem::remove(db);
   const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 8x8x8 --steps 2 --db ",
                                        db, " --quiet > /dev/null 2>&1");
@@ -139,7 +140,7 @@ TEST(OtherClocks, TheReportBreaksASimulatedStepDownOnTheModeledClock) {
 }
 
 TEST(OtherClocks, OpProfileOfACpuTraceIsSelfTimeOnTheHostClock) {
-  const std::string db = ::testing::TempDir() + absl::StrCat("other_clocks_cpu_", getpid(), ".db");
+  const std::string db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("other_clocks_cpu_", getpid(), ".db"));
   std::filesystem::remove(db);
   const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", SHARDSCOPE_TEST_DATA,
                                        "/import/cpu_mlp.json.gz --db ", db, " > /dev/null 2>&1");

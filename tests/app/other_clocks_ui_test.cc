@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/temp_files.h"
 #include "tests/app/ui_runner.h"
 
 namespace shardscope::app {
@@ -22,7 +23,7 @@ using nlohmann::json;
 using testing::LayoutItems;
 
 std::string Record(const std::string& name, const std::string& cli_args) {
-  const std::string db = ::testing::TempDir() + absl::StrCat("clocks_ui_", name, "_", getpid(), ".db");
+  const std::string db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("clocks_ui_", name, "_", getpid(), ".db"));
   std::filesystem::remove(db);
   const std::string cmd = absl::StrCat(SHARDSCOPE_CLI_BINARY, " ", cli_args, " --db ", db, " > /dev/null 2>&1");
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -30,7 +31,7 @@ std::string Record(const std::string& name, const std::string& cli_args) {
 }
 
 json Open(const std::string& db, const std::string& view) {
-  const std::string layout = absl::StrCat(db, ".", view, ".json");
+  const std::string layout = test_files::RemoveAtExit(absl::StrCat(db, ".", view, ".json"));
   std::filesystem::remove(layout);
   testing::UiResult r = testing::RunUi(SHARDSCOPE_UI_BINARY, absl::StrCat(db, " --view ", view, " --dump-layout ", layout));
   EXPECT_EQ(r.exit_code, 0) << r.output;
@@ -99,7 +100,7 @@ TEST(OtherClocksUi, TheMetricsViewSaysATraceOffRunKeptNoSlices) {
 
 TEST(OtherClocksUi, ASchemaOneFileWithoutStepSpansOpensEveryAnalysisView) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
-  const std::string db = ::testing::TempDir() + absl::StrCat("clocks_ui_v1_", getpid(), ".db");
+  const std::string db = test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("clocks_ui_v1_", getpid(), ".db"));
   std::filesystem::copy_file(absl::StrCat(SHARDSCOPE_TEST_DATA, "/store/schema_v1_mlp.db"), db,
                              std::filesystem::copy_options::overwrite_existing);
   for (const char* view : {"overview", "ops", "metrics", "memory", "fleet"}) {

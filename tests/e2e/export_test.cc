@@ -215,7 +215,7 @@ TEST(ExportTraceOff, ARunWithoutATimelineSaysWhyTheExportIsEmpty) {
 TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
   const std::string db = e2e::TempDb("roundtrip_rec");
   const std::string back = e2e::TempDb("roundtrip_rec_back");
-  const std::string json = absl::StrCat(::testing::TempDir(), "/roundtrip_", getpid(), ".json.gz");
+  const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/roundtrip_", getpid(), ".json.gz"));
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 6 --quiet",
                                     " --fault slow-chip:2:0.6 --db ", db)).code, 0);
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
@@ -269,7 +269,7 @@ TEST(ExportRoundTrip, ASlowLinkIsFoundInTheExportReadBack) {
 TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   const std::string db = e2e::TempDb("roundtrip_sim");
   const std::string back = e2e::TempDb("roundtrip_sim_back");
-  const std::string json = absl::StrCat(::testing::TempDir(), "/roundtrip_sim_", getpid(), ".json");
+  const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/roundtrip_sim_", getpid(), ".json"));
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 4 --quiet",
                                     " --fault slow-chip:6:0.7 --db ", db)).code, 0);
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
