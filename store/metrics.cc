@@ -107,6 +107,7 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
   // to its last of that step and graph; the slowest chip is the run's time.
   std::map<std::pair<int64_t, int64_t>, int64_t> slowest;
   if (simulated) {
+    // No device clock: ExecuteTime below is its steps on the modeled clock.
   } else if (slices) {
     for (const auto& [key, span] : slices->spans) {
       int64_t& s = slowest[{std::get<0>(key), std::get<1>(key)}];

@@ -301,13 +301,25 @@ absl::Status Reader::RequireRun(int64_t run_id) const {
                                           ranges.empty() ? "none" : absl::StrJoin(ranges, ", "), ")"));
 }
 
-absl::StatusOr<std::string> TrackIdList(const Reader& reader, int64_t run_id, const std::string& clock) {
-  auto q = reader.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
-                        {std::to_string(run_id), clock});
+namespace {
+// "(1, 2)" of the track ids `sql` selects, "(NULL)" when none.
+absl::StatusOr<std::string> IdList(const Reader& reader, const std::string& sql, const std::vector<std::string>& params) {
+  auto q = reader.Query(sql, params);
   if (!q.ok()) return q.status();
   std::string out = "(";
   for (size_t i = 0; i < q->rows.size(); ++i) absl::StrAppend(&out, i ? ", " : "", q->Int(i, "track_id"));
   return q->rows.empty() ? std::string("(NULL)") : out + ")";
+}
+}  // namespace
+
+absl::StatusOr<std::string> TrackIdList(const Reader& reader, int64_t run_id, const std::string& clock) {
+  return IdList(reader, "SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = ?2 ORDER BY track_id",
+                {std::to_string(run_id), clock});
+}
+
+absl::StatusOr<std::string> ChipTrackIdList(const Reader& reader, int64_t run_id, int64_t device_id) {
+  return IdList(reader, "SELECT track_id FROM tracks WHERE run_id = ?1 AND device_id = ?2 ORDER BY track_id",
+                {std::to_string(run_id), std::to_string(device_id)});
 }
 
 }  // namespace shardscope::store

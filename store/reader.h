@@ -111,5 +111,7 @@ class Reader {
 // not: SQLite pushes no subquery into the view's arms, and every chip of a
 // pod was made to be filtered out.
 absl::StatusOr<std::string> TrackIdList(const Reader& reader, int64_t run_id, const std::string& clock);
+// The same for chip `device_id`'s tracks, every clock.
+absl::StatusOr<std::string> ChipTrackIdList(const Reader& reader, int64_t run_id, int64_t device_id);
 
 }  // namespace shardscope::store

@@ -242,15 +242,11 @@ absl::StatusOr<std::map<std::pair<int, int64_t>, std::set<std::string>>> ReadSto
   if (first->rows.empty() || first->Text(0, "d").empty()) return out;
   // The chip's tracks as a literal list: a simulated run's lanes are made on
   // demand, only for the tracks a query names.
-  auto tracks = r.Query("SELECT track_id FROM tracks WHERE run_id = ?1 AND device_id = ?2",
-                        {absl::StrCat(run), first->Text(0, "d")});
-  if (!tracks.ok()) return tracks.status();
-  std::string list;
-  for (size_t i = 0; i < tracks->rows.size(); ++i) absl::StrAppend(&list, i ? ", " : "", tracks->Int(i, "track_id"));
-  if (list.empty()) return out;
+  auto list = store::ChipTrackIdList(r, run, first->Int(0, "d"));
+  if (!list.ok()) return list.status();
   auto q = r.Query(absl::StrCat("SELECT DISTINCT s.step AS step, s.graph_id AS graph, n.name AS name FROM slices s",
-                                " JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1 AND s.track_id IN (", list,
-                                ") AND s.kind = 'transfer' AND s.depth = 0 AND s.step IS NOT NULL",
+                                " JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1 AND s.track_id IN ", *list,
+                                " AND s.kind = 'transfer' AND s.depth = 0 AND s.step IS NOT NULL",
                                 " AND s.graph_id IS NOT NULL"),
                    {absl::StrCat(run)});
   if (!q.ok()) return q.status();
