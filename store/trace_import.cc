@@ -129,10 +129,15 @@ constexpr StatDef kStatDefs[] = {
     {"step_number_repeated", "info",
      "ProfilerStep numbers that appear at two separate times in one file (a profiler schedule that restarted its "
      "count): the spans share that step number"},
+    {"p2p_not_matched", "info",
+     "point-to-point sends and receives in a trace that numbers no call (older PyTorch): a send pairs with its "
+     "peer's receive, which the trace does not name, so they are not matched across ranks; they stay on their "
+     "rank's timeline, and ranks are compared by their collectives"},
     {"collective_order_ambiguous", "data_loss",
-     "ranks that called a collective a different number of times in a step, in a trace that names no process group "
-     "(older PyTorch): matched by order, so calls of different subgroups may be paired, and clock offsets and "
-     "late arrivals drawn from them may be wrong; a newer PyTorch's traces name each call's group"},
+     "ranks that called a collective a different number of times in a step, or whose collectives matched by order "
+     "cannot all overlap under any one clock offset, in a trace that names no process group (older PyTorch): "
+     "calls of different subgroups were likely paired, so clock offsets and late arrivals drawn from them may be "
+     "wrong (fleet compares no ranks on them); a newer PyTorch's traces name each call's group"},
     {"host_wait_derived", "info",
      "GPU idle gaps whose next kernel or copy was launched only after the GPU went idle: stored as 'waiting for "
      "host' slices (kind host_wait, category derived) on a lane of their own per GPU"},
@@ -1853,6 +1858,13 @@ void Importer::MatchCollectives() {
       }
     }
   }
+  // A send pairs with its peer's receive, and a trace that numbers no call
+  // names no peer either: matched by order, rank 0's send (0 -> 1) would be
+  // joined with rank 1's (1 -> 2), a pipeline read as a collective.
+  const auto point_to_point = [&](const Coll& c) {
+    const std::string& op = keys_.Str(c.op);
+    return op == "send" || op == "recv" || op == "isend" || op == "irecv" || op == "sendrecv";
+  };
   // Order within (file, family, group, op, step).
   std::vector<size_t> order(colls_.size());
   std::iota(order.begin(), order.end(), 0);
@@ -1869,6 +1881,8 @@ void Importer::MatchCollectives() {
       const Coll& c = colls_[i];
       if (use_seq[{c.family, c.group}]) {
         buckets[{c.family, c.group, UINT32_MAX, -1, c.seq_arg}].push_back(i);
+      } else if (point_to_point(c)) {
+        Stat("p2p_not_matched", files_[c.file].path);
       } else {
         int64_t k = counter[{c.file, c.family, c.group, c.op, c.step}]++;
         buckets[{c.family, c.group, c.op, c.step, k}].push_back(i);
@@ -1927,6 +1941,31 @@ void Importer::MatchCollectives() {
   }
   for (size_t i = 0; i < colls_.size(); ++i)
     if (colls_[i].family == kFamKernel) around_launch(colls_[i], [&](size_t j) { all.Join(i, j); });
+  // gloo runs a c10d call on a worker thread, often after the call returned
+  // (DDP's all_reduce): not nested, yet the same collective. In a trace that
+  // numbers no call (older PyTorch), on one rank, the k-th c10d call of an op
+  // in a step and its k-th gloo op there are joined, when the two counts
+  // agree (else the trace's window cut one: left apart). Sends and receives
+  // stay unmatched (see point_to_point).
+  {
+    using Key = std::tuple<uint32_t, uint32_t, int>;  // (file, op, step)
+    std::map<Key, std::vector<size_t>> calls, runs;
+    for (size_t i = 0; i < colls_.size(); ++i) {
+      const Coll& c = colls_[i];
+      // (shardscope's own export of such a run holds its collectives' flows as they were.)
+      if (c.seq_arg >= 0 || c.group != no_group || point_to_point(c) || files_[c.file].own_export) continue;
+      if (c.family == kFamC10d) calls[{c.file, c.op, c.step}].push_back(i);
+      else if (c.family == kFamBackend && c.gloo) runs[{c.file, c.op, c.step}].push_back(i);
+    }
+    const auto by_start = [&](size_t a, size_t b) { return colls_[a].ts < colls_[b].ts; };
+    for (auto& [key, v] : calls) {
+      auto it = runs.find(key);
+      if (it == runs.end() || it->second.size() != v.size()) continue;
+      std::sort(v.begin(), v.end(), by_start);
+      std::sort(it->second.begin(), it->second.end(), by_start);
+      for (size_t k = 0; k < v.size(); ++k) all.Join(v[k], it->second[k]);
+    }
+  }
   // A joined set holding two instances of one family on one rank mixed up
   // two collectives: those fall back to their family's cross-rank flows.
   std::map<size_t, std::set<std::pair<uint32_t, uint8_t>>> seen;
@@ -2023,6 +2062,7 @@ void Importer::EstimateOffsets(
   files_[ref].offset_known = true;
   files_[ref].offset_source = "reference rank";
   using Wide = __int128;  // sums and differences of times near int64's ends
+  const uint32_t no_group = keys_.Id("");
   // What to add to rank `r`'s times to line them up with rank `k`'s, from the
   // collectives of one family the two share.
   struct Pair {
@@ -2030,6 +2070,10 @@ void Importer::EstimateOffsets(
     size_t matched = 0;
     bool consistent = true;
     int family = 0;  // 0 kernels, 1 gloo ops
+    // Matched by order, none naming its process group, and none rooted: when
+    // no one offset lets them all overlap, the order paired calls of
+    // different groups (two subgroups calling all_reduce as often).
+    bool by_order_only = false;
   };
   // A rooted collective (a broadcast's root, a reduce's senders) may leave
   // before the others arrive: it bounds no offset and its end is no common
@@ -2046,6 +2090,7 @@ void Importer::EstimateOffsets(
       const bool all_ops = pass / 2 == 1;
       std::vector<Wide> diffs;
       Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      bool unnamed = true;
       for (const auto& [key, members] : buckets) {
         const Coll *a = nullptr, *b = nullptr;
         int na = 0, nb = 0;
@@ -2057,6 +2102,7 @@ void Importer::EstimateOffsets(
           if (c.file == r) b = &c, ++nb;
         }
         if (na != 1 || nb != 1) continue;
+        unnamed = unnamed && a->group == no_group && a->seq_arg < 0;
         const Wide ra = files_[k].base, rb = files_[r].base;
         diffs.push_back((a->end + ra) - (b->end + rb));
         lo = std::max(lo, (a->ts + ra) - (b->end + rb));
@@ -2068,7 +2114,7 @@ void Importer::EstimateOffsets(
                                   : diffs[diffs.size() / 2 - 1] + (diffs[diffs.size() / 2] - diffs[diffs.size() / 2 - 1]) / 2;
       if (lo <= hi) off = std::clamp(off, lo, hi);
       if (off > kMaxNs || off < -kMaxNs) continue;  // more than a century apart: not one job's clocks
-      return Pair{off, diffs.size(), lo <= hi, fam};
+      return Pair{off, diffs.size(), lo <= hi, fam, unnamed && !all_ops};
     }
     return std::nullopt;
   };
@@ -2088,6 +2134,7 @@ void Importer::EstimateOffsets(
         const Wide off = files_[k].offset + p->offset;
         if (off > kMaxNs || off < -kMaxNs) continue;
         if (!p->consistent) Stat("clock_offset_inconsistent", f.path);
+        if (!p->consistent && p->by_order_only) Stat("collective_order_ambiguous", f.path);
         f.offset = static_cast<int64_t>(off);
         f.offset_known = true;
         f.offset_source = absl::StrCat(p->consistent ? "" : "inconsistent: ", "median end difference of ", p->matched,

@@ -490,7 +490,10 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   if (auto st = store::ReadRunState(rd, r->run_id); st.ok() && st->EndedEarly()) {
     r->notes.insert(r->notes.begin(), absl::StrCat("run ", r->run_id, " ", st->Describe()));
     if (stopped->empty())
-      r->verdict = absl::StrCat("the run ended abnormally",
+      r->verdict = absl::StrCat("the run ",
+                                st->status == "failed"        ? "failed"
+                                : st->status == "interrupted" ? "was interrupted"
+                                                              : "ended abnormally",
                                 st->last_step ? absl::StrCat(" after step ", *st->last_step) : std::string(),
                                 " (the first note says why); in what it recorded: ", r->verdict);
   }
@@ -1194,6 +1197,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                                           " its peers' time (1 + its excess over theirs; ", AboveNoise(steps.noise),
                                           ")"));
       if (c.s.score < opt.flag_threshold || c.significant) continue;
+      c.s.not_flagged_why = "within the run's noise (not steadily from step to step)";
       c.s.evidence.push_back(absl::StrCat(
           "not flagged although ", Pct(c.s.score), " slower over the run: its excess is ",
           absl::StrFormat("%.1f", steps.noise), " standard deviations of what the run's noise gives a host over as "

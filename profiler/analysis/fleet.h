@@ -54,6 +54,9 @@ struct FleetSuspect {
   std::string id;    // "17", "3-4", "2"
   double score = 0;  // how much slower than its peers: slowdown - 1, at least 0
   bool flagged = false;
+  // Over the threshold yet not flagged: why ("not steadily from step to
+  // step"), so a report that shows its score says why it is not a culprit.
+  std::string not_flagged_why;
   std::vector<std::string> evidence;
   // The figures behind the evidence.
   int last_arrivals = 0;         // chips: collectives it arrived last at

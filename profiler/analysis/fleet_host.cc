@@ -78,6 +78,10 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   std::map<int64_t, Collective> by_flow;
   std::map<int64_t, std::set<int>> hosts_of_flow;
   std::set<int64_t> repeated;  // a flow a rank holds twice is not one collective
+  // Each rank's sends and receives (not matched across ranks: their peers are
+  // not named): time blocked in them is waiting for a neighbour, not its own
+  // work (a pipeline's last stage waits on the stages before it).
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> p2p;
   constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
   for (size_t i = 0; i < tracks->rows.size(); ++i) {
     auto slices = timeline.Slices(run, tracks->Int(i, "track_id"), -kAll, kAll);
@@ -85,6 +89,11 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     const int host = static_cast<int>(tracks->Int(i, "host_id"));
     const int64_t track = tracks->Int(i, "track_id");
     for (const store::TimelineSlice& s : *slices) {
+      if (s.kind == store::TimelineKind::kCollective && s.flow_id < 0) {
+        const std::string& op = op_of(s.name_id);
+        if (op == "send" || op == "recv" || op == "isend" || op == "irecv" || op == "sendrecv")
+          p2p[host].push_back({s.start_ns, s.start_ns + s.dur_ns});
+      }
       if (s.kind != store::TimelineKind::kCollective || s.flow_id < 0 || s.step < 0) continue;
       Collective& c = by_flow[s.flow_id];
       c.step = s.step;
@@ -96,10 +105,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       }
       // The same call seen at several depths of one thread (c10d::allreduce_
       // > record_param_comms > nccl:all_reduce) is one arrival: the
-      // outermost. Two calls apart from each other are not one collective.
+      // outermost; so is the call and its run on the backend's worker thread
+      // (gloo), which the import joins: the call is the arrival. Two calls
+      // apart from each other on one thread are not one collective.
       Member& m = *std::find_if(c.members.begin(), c.members.end(), [&](const Member& x) { return x.host == host; });
-      const bool nested = m.track == track && ((s.start_ns >= m.arrival && end <= m.end) ||
-                                               (s.start_ns <= m.arrival && end >= m.end));
+      const bool nested = m.track != track || (s.start_ns >= m.arrival && end <= m.end) ||
+                          (s.start_ns <= m.arrival && end >= m.end);
       if (!nested) {
         repeated.insert(s.flow_id);
         continue;
@@ -108,6 +119,24 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       m.end = std::max(m.end, end);
     }
   }
+  for (auto& [host, spans] : p2p) {  // merged: a call shows on its caller's thread and the backend's
+    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<int64_t, int64_t>> merged;
+    for (const auto& sp : spans)
+      if (!merged.empty() && sp.first <= merged.back().second) merged.back().second = std::max(merged.back().second, sp.second);
+      else merged.push_back(sp);
+    spans = std::move(merged);
+  }
+  const auto blocked_in_p2p = [&](int host, int64_t from, int64_t to) {
+    int64_t ns = 0;
+    auto it = p2p.find(host);
+    if (it == p2p.end()) return ns;
+    for (const auto& [a, b] : it->second) {
+      if (a >= to) break;
+      ns += std::max<int64_t>(0, std::min(b, to) - std::max(a, from));
+    }
+    return ns;
+  };
   std::vector<Collective> colls;
   for (auto& [flow, c] : by_flow) {
     if (repeated.count(flow) || c.members.size() < 2) continue;
@@ -153,6 +182,25 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
           r->chips > 0 ? "" : ": record the GPUs' activity too (ProfilerActivity.CUDA)"));
       return true;
     }
+    // Collectives the import could only pair by order, and whose order
+    // paired calls of different groups: their arrivals compare nothing.
+    auto has_stats = rd.HasTable("import_stats");
+    if (!has_stats.ok()) return has_stats.status();
+    if (*has_stats) {
+      auto amb = rd.Query("SELECT count FROM import_stats WHERE run_id = ?1 AND name = 'collective_order_ambiguous'",
+                          {run_text});
+      if (!amb.ok()) return amb.status();
+      if (!amb->rows.empty() && amb->Int(0, "count") > 0) {
+        r->supported = false;
+        r->verdict =
+            "cannot rank suspects: the trace names no process group (older PyTorch) and the import could match "
+            "the ranks' collectives only by their order, which paired calls of different groups (import_stats "
+            "collective_order_ambiguous: subgroups, or ranks calling a collective a different number of times), "
+            "so when each rank called a collective cannot be compared; no one is flagged. A newer PyTorch's "
+            "profiler (Kineto) names each call's group";
+        return true;
+      }
+    }
   }
   r->supported = true;
   r->clock = "host";
@@ -167,8 +215,8 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   r->steps = static_cast<int>(used.size());
   r->notes.push_back(absl::StrCat(
       "collectives on host threads only (", r->chips > 0 ? "gloo" : "a CPU-only trace",
-      "): ranks are compared by when they called each collective and by their own time since they left the group's "
-      "last collective, on the host clock; ",
+      "): ranks are compared by when they called each collective and by their own time since they left their "
+      "previous collective, on the host clock; ",
       r->chip_rows.empty() ? "there is no per-chip breakdown"
                            : "the per-chip breakdown is the GPUs' own, on the device clock"));
   {
@@ -236,9 +284,13 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     std::map<int, double> excess_by_step;  // own - peers' per step
   };
   std::map<int, PerRank> per;
+  std::map<int, int64_t> left;  // rank -> when it left its latest collective so far
   for (size_t k = 0; k < colls.size(); ++k) {
     const Collective& c = colls[k];
-    if (!analysed.count(c.step)) continue;
+    if (!analysed.count(c.step)) {
+      for (const Member& m : c.members) left[m.host] = std::max(left[m.host], m.end);
+      continue;
+    }
     ++r->collectives;
     std::vector<double> arrivals;
     for (const Member& m : c.members) arrivals.push_back(static_cast<double>(m.arrival));
@@ -257,24 +309,25 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       ++per[last->host].last;
       per[last->host].margin_sum += static_cast<double>(last->arrival) - second;
     }
-    // The group's last release: the latest collective every rank had left
-    // before any rank called this one. Each rank's own time is from its own
-    // leaving it (a ring lets some ranks go sooner) to its call of this one.
-    const Collective* released = nullptr;
-    for (size_t j = 0; j < k; ++j)
-      if (colls[j].last_end <= c.first_arrival && (!released || colls[j].last_end > released->last_end))
-        released = &colls[j];
-    if (!released) continue;
-    std::map<int, int64_t> left;
-    for (const Member& m : released->members) left[m.host] = m.end;
+    // Each rank's own time: from its leaving its own previous collective to
+    // its call of this one, both on its own clock (so no clock offset enters
+    // it, nor the order the files were given in). The time it waited inside
+    // collectives is left out: with many collectives a step (a broadcast's
+    // root leaving before the others), a window from the group's last
+    // release spanned several, and everyone's waiting in them diluted one
+    // rank's pause.
     std::vector<double> own;
     bool all = true;
     for (const Member& m : c.members) {
       auto it = left.find(m.host);
-      all = all && it != left.end();
-      own.push_back(it == left.end() ? 0.0 : static_cast<double>(m.arrival - it->second));
+      const bool known = it != left.end() && it->second <= m.arrival;
+      all = all && known;
+      own.push_back(known ? static_cast<double>(m.arrival - it->second -
+                                                blocked_in_p2p(m.host, it->second, m.arrival))
+                          : 0.0);
     }
-    if (!all) continue;  // a rank that was not in the released collective
+    for (const Member& m : c.members) left[m.host] = std::max(left[m.host], m.end);
+    if (!all) continue;  // a rank's first collective, or one it called before leaving its last
     const std::vector<double> peers_of = LeaveOneOutMedians(own);
     for (size_t i = 0; i < c.members.size(); ++i) {
       const double peers = peers_of[i];
@@ -308,6 +361,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     for (const auto& [step, e] : p.excess_by_step) var += (e - mean) * (e - mean) / std::max(1.0, n - 1);
     const bool steady = n >= 2 && mean > 0 && mean >= 3 * std::sqrt(var / n);
     s.flagged = measured && s.score >= opt.flag_threshold && steady;
+    if (measured && s.score >= opt.flag_threshold && !steady) s.not_flagged_why = "not steadily from step to step";
     if (measured && s.score >= opt.flag_threshold && !steady)
       r->notes.push_back(absl::StrCat("rank ", host, " is ", absl::StrFormat("%.2f", s.slowdown),
                                       "x its peers' own time but not steadily from step to step (", Ms(mean),
@@ -319,7 +373,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     if (!measured) {
       s.evidence.push_back("its own time between collectives could not be measured (no collective before the first)");
     } else {
-      s.evidence.push_back(absl::StrCat("its own time from leaving the group's last collective to its call: ",
+      s.evidence.push_back(absl::StrCat("its own time from leaving its previous collective to its call: ",
                                         Ms(own_sum / p.measured), " per collective against its peers' ",
                                         Ms(peers_sum / p.measured), " (", absl::StrFormat("%.2f", s.slowdown),
                                         "x, over ", Plural(p.measured, "collective", "collectives"), ")"));

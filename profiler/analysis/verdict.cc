@@ -383,6 +383,13 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                         "% of the median step (under ", kStragglerSavedShare,
                         "%: flagged by the fleet diagnosis, but not what bounds the step)");
       }
+      // Past the threshold, yet the fleet diagnosis flags no one (an
+      // unsteady excess): marked as past it but not the bound, with why.
+      if (!top.flagged && e.value >= e.threshold) {
+        e.flagged_not_bound = true;
+        absl::StrAppend(&e.detail, "; not flagged by the fleet diagnosis",
+                        top.not_flagged_why.empty() ? "" : absl::StrCat(": ", top.not_flagged_why));
+      }
       absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
     }
     v.evidence.push_back(e);

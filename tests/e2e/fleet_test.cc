@@ -785,6 +785,95 @@ TEST(FleetImport, RecordedGlooJobWithASlowRank) {
   EXPECT_TRUE(j["suspects"][0]["flagged"].get<bool>());
 }
 
+// Real legacy-profiler traces (Debian's PyTorch 1.13, no Kineto: no process
+// group names, no call numbers), recorded by tests/data/import/record_legacy_*.py.
+std::string LegacyRanks(const std::string& stem, int n) {
+  std::string files;
+  for (int r = 0; r < n; ++r)
+    absl::StrAppend(&files, SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/", stem, "_rank", r, ".json.gz ");
+  return files;
+}
+
+// Four ranks, nine collectives a step (all_reduce, broadcast, all_gather,
+// reduce, scatter, barrier, send and recv), rank 0 sleeping 12 ms a step
+// before them: last to call the all_reduce in every step. Each rank's own
+// time is from its own previous collective, so waiting inside the others
+// does not dilute the pause (it read 1.07x, not flagged); and the files'
+// order on the command line does not move the score.
+TEST(FleetImport, ARankPausedInAStepOfManyCollectivesIsFound) {
+  const std::string db = TempDb("fleet_legacy_mix4");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_mix4_slow0", 4), "--quiet --db ", db)).code, 0);
+  analysis::FleetReport r = Diagnose(db, "legacy_mix4_slow0_rank0-3.json.gz");
+  EXPECT_EQ(r.clock, "host");
+  ExpectCulprits(r, {"host 0"});
+  // The same files in another order: rank ids follow the order (legacy traces
+  // carry none), the culprit's file and score do not.
+  const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/legacy_mix4_slow0_rank";
+  const std::string shuffled = TempDb("fleet_legacy_mix4_shuffled");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", data, "2.json.gz ", data, "0.json.gz ", data, "3.json.gz ", data,
+                               "1.json.gz --quiet --db ", shuffled))
+                .code,
+            0);
+  analysis::FleetReport again = Diagnose(shuffled, "legacy_mix4_slow0 in the order 2, 0, 3, 1");
+  ExpectCulprits(again, {"host 1"});  // the second file given: rank 0's
+  EXPECT_NEAR(again.suspects[0].slowdown, r.suspects[0].slowdown, 0.02 * r.suspects[0].slowdown);
+}
+
+// Two ranks of DDP, one all_reduce a step: gloo runs each c10d call on a
+// worker thread after the call returned, so the two are not nested. Joined
+// on each rank as one collective (six were counted for four steps, two of
+// them twice, and the evidence's denominators disagreed).
+TEST(FleetImport, ACallAndItsGlooRunAreOneCollective) {
+  const std::string db = TempDb("fleet_legacy_ddp2");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_ddp2", 2), "--quiet --db ", db)).code, 0);
+  analysis::FleetReport r = Diagnose(db, "legacy_ddp2_rank0-1.json.gz");
+  ASSERT_TRUE(r.supported) << r.verdict;
+  EXPECT_EQ(r.collectives, r.steps) << "one all_reduce a step";
+  for (const auto& s : r.suspects) EXPECT_EQ(s.collectives, r.collectives) << Key(s);
+}
+
+// Subgroups {0,1} and {2,3} each calling all_reduce twice a step, no
+// collective of all four: by order, rank 0's k-th call would pair with rank
+// 2's. The offsets that pairing asks for cannot let every pair overlap:
+// said as data loss, and fleet compares no ranks on it.
+TEST(FleetImport, SubgroupsPairedByOrderAreNotRanked) {
+  const std::string db = TempDb("fleet_legacy_sub4");
+  Output o = Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_sub4_slow3", 4), "--db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("collective_order_ambiguous"), std::string::npos) << o.text;
+  analysis::FleetReport r = Diagnose(db, "legacy_sub4_slow3_rank0-3.json.gz");
+  EXPECT_FALSE(r.supported);
+  EXPECT_NE(r.verdict.find("paired calls of different groups"), std::string::npos) << r.verdict;
+  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s);
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("stragglers"), std::string::npos) << report.text;
+  EXPECT_NE(report.text.find("not measurable: cannot rank suspects"), std::string::npos) << report.text;
+}
+
+// A three-stage pipeline (send and receive between neighbours, a barrier a
+// step). A send pairs with its peer's receive, which a legacy trace does not
+// name: not matched as collectives (rank 0's send was joined with rank 1's,
+// and a balanced pipeline had host 1 flagged). Balanced: no one is flagged;
+// stage 2 sleeping 12 ms against 5: host 2, last at the barrier.
+TEST(FleetImport, APipelinesSendsAreNotCollectives) {
+  const std::string bal = TempDb("fleet_legacy_pipe3");
+  Output o = Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_pipe3", 3), "--db ", bal));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("p2p_not_matched"), std::string::npos) << o.text;
+  EXPECT_EQ(Shell(absl::StrCat(kCli, " query ", bal,
+                               " \"SELECT count(*) FROM events WHERE kind = 'collective' AND flow_id IS NOT NULL"
+                               " AND (name LIKE '%send%' OR name LIKE '%recv%')\""))
+                .text,
+            "count(*)\n0\n");
+  analysis::FleetReport b = Diagnose(bal, "legacy_pipe3_rank0-2.json.gz");
+  for (const auto& s : b.suspects) EXPECT_FALSE(s.flagged) << Key(s);
+  const std::string slow = TempDb("fleet_legacy_pipe3_slow2");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_pipe3_slow2", 3), "--quiet --db ", slow)).code,
+            0);
+  analysis::FleetReport r = Diagnose(slow, "legacy_pipe3_slow2_rank0-2.json.gz");
+  ExpectCulprits(r, {"host 2"});
+}
+
 // A real four-rank gloo job (tests/data/import/record_gloo4.py): DDP's
 // all_reduce, then all_reduce, broadcast, all_gather and barrier a step.
 // A broadcast's root leaves before the others arrive: it is no common moment

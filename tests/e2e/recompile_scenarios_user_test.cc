@@ -1,0 +1,144 @@
+// Recompilation scenarios, part 4: loops as an outside tester wrote them
+// against the installed library, where the cause or its line was wrong: a
+// step helper called from two lines, gradient clipping on some steps only, a
+// checkpoint saved mid-step and a sharded weight loaded from one.
+#include "core/checkpoint.h"
+#include "tests/e2e/recompile_scenarios.h"
+
+namespace shardscope {
+namespace {
+
+using scen::ExpectMisses;
+using scen::Ids;
+using scen::MakeMesh;
+using scen::Rand;
+using scen::Record;
+using scen::Recorded;
+
+const std::string kFile = scen::RepoPath(__FILE__);
+
+int g_at_x = 0, g_at_step = 0;
+
+// A user's step helper with its mark_step inside.
+void TrainStep(nn::Linear& l1, nn::Linear& l2, optim::SGD& opt, int64_t batch, uint64_t seed) {
+  Tensor x = Tensor::from_host(Rand({batch, 8}, seed), "x"); g_at_x = __LINE__;
+  Tensor y = Tensor::from_host(Ids({batch}, 4, seed), "y");
+  SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+  SS_OK(opt.step());
+  SS_OK(mark_step()); g_at_step = __LINE__;
+}
+
+// The epoch's short last batch goes through the same helper from another
+// line: one call site (the stack reads the same), so the short batch is a
+// shape change at x's line, not a first compile of a new site.
+TEST(RecompileScenarios, User_AStepHelperCalledFromTwoLinesIsOneCallSite) {
+  Recorded r = Record("user_helper_two_lines", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 3; ++step) TrainStep(l1, l2, opt, 16, step);
+    TrainStep(l1, l2, opt, 8, 3);  // the short last batch
+    TrainStep(l1, l2, opt, 16, 4);  // the next epoch: a hit
+  });
+  ExpectMisses(r, kFile,
+               {{0, "first_compile", "", g_at_step}, {3, "input_shape_changed", "", g_at_x, {"f32[16,8] -> f32[8,8]"}}});
+}
+
+// Clipping only while warming up: the ops taken out are the clip's, so the
+// cause is the clip's line, not the update's whose operands they fed.
+TEST(RecompileScenarios, User_ClippingOnWarmupStepsOnlyPointsAtTheClip) {
+  int at_clip = 0, at_step = 0;
+  Recorded r = Record("user_warmup_clip", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      at_clip = __LINE__; if (step < 2) optim::clip_grad_norm(parameters(l1, l2), 1.0);
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile, {{0, "first_compile", "", at_step}, {2, "graph_changed", "ops_changed", at_clip}});
+}
+
+// Gradient accumulation with the usual clip before the update: the update
+// (its clip with it) runs on some steps only.
+TEST(RecompileScenarios, User_AccumulationWithClippingIsAnUpdateOnSomeSteps) {
+  int at_opt = 0;
+  Recorded r = Record("user_accum_clip", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 3, "l2");
+    optim::AdamW opt(parameters(l1, l2), {.lr = 1e-3});
+    for (int micro = 0; micro < 8; ++micro) {
+      Tensor x = Tensor::from_host(Rand({4, 8}, micro), "x");
+      Tensor y = Tensor::from_host(Ids({4}, 3, micro), "y");
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      if (micro % 2 == 1) {
+        optim::clip_grad_norm(parameters(l1, l2), 1.0);
+        SS_OK(opt.step()); at_opt = __LINE__;
+      }
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_EQ(r.misses.size(), 2u) << r.Dump();
+  EXPECT_EQ(r.misses[1].subkind, "optimizer_on_some_steps") << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_opt) << r.Dump();
+}
+
+// A checkpoint saved after the update and before mark_step reads the
+// parameters' pending values: the read is at the user's save_checkpoint line.
+TEST(RecompileScenarios, User_ACheckpointSavedMidStepIsAReadAtItsLine) {
+  int at_save = 0;
+  const std::string ckpt = scen::TempPath("user_ckpt_mid", ".safetensors");
+  Recorded r = Record("user_ckpt_mid", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      Tensor loss = cross_entropy(l2(relu(l1(x))), y);
+      SS_OK(backward(loss));
+      SS_OK(opt.step());
+      if (step == 2) SS_OK(save_checkpoint(ckpt, parameters(l1, l2))); at_save = __LINE__;
+      Tensor metric = loss * loss;  // computed after the save: what is left of the step
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+  for (const scen::Miss& m : r.misses) {
+    if (m.step != 2) continue;
+    EXPECT_EQ(scen::Normalized(m.file), kFile) << r.Dump();
+    EXPECT_EQ(m.line, at_save) << r.Dump();
+  }
+  EXPECT_EQ(r.misses[1].kind, "value_read_cut") << r.Dump();
+}
+
+// A weight sharded over the model axis is loaded from a checkpoint midway:
+// it keeps its layout, so nothing recompiles from the load on.
+TEST(RecompileScenarios, User_AShardedWeightLoadedFromACheckpointKeepsItsLayout) {
+  const std::string ckpt = scen::TempPath("user_ckpt_sharded", ".safetensors");
+  Recorded r = Record("user_load_sharded", 2, [&] {
+    Mesh mesh = MakeMesh({0, 1}, {1, 2}, {"data", "model"});
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    SS_OK(mark_sharding(l1.weight, mesh, {"model", none}));
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 6; ++step) {
+      if (step == 4) {
+        auto loaded = load_checkpoint(ckpt);
+        SS_OK(loaded);
+        SS_OK(load_into(*loaded, parameters(l1, l2), ckpt));
+      }
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+      if (step == 2) SS_OK(save_checkpoint(ckpt, parameters(l1, l2)));
+    }
+  });
+  ASSERT_FALSE(r.misses.empty()) << r.Dump();
+  for (const scen::Miss& m : r.misses) EXPECT_LT(m.step, 4) << "the load recompiled:\n" << r.Dump();
+}
+
+}  // namespace
+}  // namespace shardscope
