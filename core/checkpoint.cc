@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
+#include <tuple>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -47,7 +49,7 @@ bool FromSafeName(const std::string& s, DType* t) {
 }  // namespace
 
 absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>& tensors,
-                             const std::map<std::string, std::string>& metadata) {
+                             const std::map<std::string, std::string>& metadata, std::source_location loc) {
   nlohmann::json header = nlohmann::json::object();
   std::vector<Literal> values;
   int64_t offset = 0;
@@ -56,7 +58,7 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>
     if (t->name().empty()) return absl::InvalidArgumentError("save_checkpoint: every tensor needs a name");
     if (header.contains(t->name()))
       return absl::InvalidArgumentError(absl::StrCat("save_checkpoint: two tensors are named '", t->name(), "'"));
-    auto v = t->to_host();
+    auto v = t->to_host(loc);
     if (!v.ok()) return v.status();
     header[t->name()] = {{"dtype", SafeName(v->shape().dtype)},
                          {"shape", v->shape().dims},
@@ -71,16 +73,29 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>
   std::string tmp = path + ".tmp";
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) return absl::PermissionDeniedError(absl::StrCat("save_checkpoint: cannot write ", tmp));
+    if (!f)
+      return absl::PermissionDeniedError(
+          absl::StrCat("save_checkpoint: cannot write ", path, " (its temporary file ", tmp, ": ",
+                       std::strerror(errno), ")"));
     unsigned char len[8];
     for (int k = 0; k < 8; ++k) len[k] = static_cast<unsigned char>(n >> (8 * k));
     f.write(reinterpret_cast<const char*>(len), 8);
     f.write(text.data(), static_cast<std::streamsize>(text.size()));
     for (const Literal& v : values) f.write(static_cast<const char*>(v.data()), v.bytes());
-    if (!f) return absl::DataLossError(absl::StrCat("save_checkpoint: writing ", tmp, " failed"));
+    if (!f) {
+      const int err = errno;
+      f.close();
+      std::remove(tmp.c_str());  // a half-written file is no checkpoint
+      return absl::DataLossError(absl::StrCat("save_checkpoint: writing ", path, " failed: ", std::strerror(err)));
+    }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::PermissionDeniedError(absl::StrCat("save_checkpoint: cannot rename ", tmp, " to ", path));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    return absl::PermissionDeniedError(
+        absl::StrCat("save_checkpoint: cannot write ", path, ": ", std::strerror(err),
+                     err == EISDIR ? " (it is a directory: give a file name)" : ""));
+  }
   return absl::OkStatus();
 }
 
@@ -131,12 +146,33 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     return bad(absl::StrCat("header length ", n, " exceeds the file (", size, " bytes)"));
   std::string text(n, '\0');
   if (!read_at(text.data(), static_cast<int64_t>(n), 8)) return bad("reading the header failed");
-  nlohmann::json header = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // A key given twice: JSON parsers keep one of them (this one the last),
+  // another tool may keep the other, so which bytes a tensor has is not
+  // decided by the file. Refused, as safetensors' own reader does.
+  std::string twice;
+  std::vector<std::set<std::string>> keys_at;  // per open object
+  const nlohmann::json::parser_callback_t duplicates = [&](int, nlohmann::json::parse_event_t event,
+                                                           nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys_at.emplace_back();
+    if (event == E::object_end && !keys_at.empty()) keys_at.pop_back();
+    if (event == E::key && !keys_at.empty() && parsed.is_string() && !keys_at.back().insert(parsed.get<std::string>()).second &&
+        twice.empty())
+      twice = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header = nlohmann::json::parse(text, duplicates, /*allow_exceptions=*/false);
   if (header.is_discarded()) return bad("the header is not well-formed JSON");
+  if (!twice.empty()) return bad(absl::StrCat("the header gives the key '", absl::CHexEscape(twice), "' twice"));
   if (!header.is_object()) return bad("the header is not a JSON object");
   const int64_t data_start = 8 + static_cast<int64_t>(n);
   const int64_t data_bytes = size - data_start;  // what the data offsets may address
   Checkpoint ckpt;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;  // each tensor's bytes: they must tile the data exactly
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string name = absl::CHexEscape(it.key());  // as errors show it
     if (it.key() == "__metadata__") {
@@ -195,15 +231,40 @@ absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path) {
     if (end - begin != bytes)
       return bad(absl::StrCat("tensor '", name, "' ", shape_text, " needs ", bytes, " bytes but its data_offsets are [",
                               begin, ", ", end, ")"));
+    spans.push_back({begin, end, name});
     Literal v = Literal::Uninitialized(Shape(t, dims));
     if (!read_at(v.data(), v.bytes(), data_start + static_cast<int64_t>(begin)))
       return bad(absl::StrCat("reading tensor '", name, "' failed"));
     ckpt.tensors.emplace(it.key(), std::move(v));
   }
+  // The tensors' bytes cover the data exactly, in order, as the format asks:
+  // two tensors sharing bytes (one would train on the other's values), bytes
+  // no tensor owns, or bytes after the last are a damaged or crafted file.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.begin, a.end) < std::tie(b.begin, b.end);
+  });
+  uint64_t covered = 0;
+  const Span* before = nullptr;
+  for (const Span& sp : spans) {
+    if (sp.end == sp.begin) continue;  // an empty tensor owns no bytes
+    if (sp.begin < covered && before)
+      return bad(absl::StrCat("tensors '", before->name, "' [", before->begin, ", ", before->end, ") and '", sp.name,
+                              "' [", sp.begin, ", ", sp.end, ") share bytes of the data"));
+    if (sp.begin > covered)
+      return bad(absl::StrCat("bytes [", covered, ", ", sp.begin, ") of the data belong to no tensor (before '",
+                              sp.name, "')"));
+    covered = std::max(covered, sp.end);
+    before = &sp;
+  }
+  if (covered != static_cast<uint64_t>(data_bytes))
+    return bad(absl::StrCat("the file has ", static_cast<uint64_t>(data_bytes) - covered,
+                            " bytes after its last tensor's data (", data_bytes, " bytes of data, ", covered,
+                            " used)"));
   return ckpt;
 }
 
-absl::Status load_into(const Checkpoint& ckpt, const std::vector<Tensor*>& tensors, const std::string& path) {
+absl::Status load_into(const Checkpoint& ckpt, const std::vector<Tensor*>& tensors, const std::string& path,
+                       std::source_location loc) {
   for (Tensor* t : tensors) {
     auto it = ckpt.tensors.find(t->name());
     if (it == ckpt.tensors.end())
@@ -213,7 +274,19 @@ absl::Status load_into(const Checkpoint& ckpt, const std::vector<Tensor*>& tenso
       return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", t->name(), "' is ",
                                                      it->second.shape().ToString(), " in the file but ",
                                                      t->shape().ToString(), " in the model"));
-    Tensor v = Tensor::from_host(it->second, t->name());
+    Tensor v = Tensor::from_host(it->second, t->name(), loc);
+    // The layout the tensor had (annotated, propagated) goes with the new
+    // value; without it a sharded weight would come back replicated.
+    if (const auto& old = t->node(); old && old->is_data() && old->data && v.node()->data) {
+      DeviceData& now = *v.node()->data;
+      const DeviceData& before = *old->data;
+      now.sharding = before.sharding;
+      now.sharding_source = before.sharding_source;
+      now.sharding_loc = before.sharding_loc;
+      now.layout_from_loc = before.layout_from_loc;
+      now.layout_from = before.layout_from;
+      now.layout_from_by = before.layout_from_by;
+    }
     if (absl::Status s = t->assign(v); !s.ok()) return s;
   }
   return absl::OkStatus();

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -24,8 +25,11 @@ struct Checkpoint {
 // Writes the current values of `tensors` (reading them forces what is
 // pending) under their names. Writes to a temporary file and renames it, so a
 // crash never leaves a half-written checkpoint under `path`.
+// Reading a value pending in the step cuts the graph there: `loc`, the
+// caller's line, is where the read is recorded.
 absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>& tensors,
-                             const std::map<std::string, std::string>& metadata = {});
+                             const std::map<std::string, std::string>& metadata = {},
+                             std::source_location loc = std::source_location::current());
 
 // The largest step a checkpoint may record (its __metadata__ "step").
 inline constexpr int64_t kMaxCheckpointStep = 10'000'000;
@@ -41,8 +45,11 @@ inline constexpr int64_t kMaxCheckpointStep = 10'000'000;
 absl::StatusOr<Checkpoint> load_checkpoint(const std::string& path);
 
 // Sets each tensor's value from the checkpoint entry of the same name. Every
-// tensor must be present with the same shape and dtype.
+// tensor must be present with the same shape and dtype. A tensor on the chips
+// keeps its layout (a sharded weight stays sharded, as an in-place copy keeps
+// it in PyTorch/XLA); the new values are made at `loc`, the caller's line.
 absl::Status load_into(const Checkpoint& ckpt, const std::vector<Tensor*>& tensors,
-                       const std::string& path_for_errors = "checkpoint");
+                       const std::string& path_for_errors = "checkpoint",
+                       std::source_location loc = std::source_location::current());
 
 }  // namespace shardscope

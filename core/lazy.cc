@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <unordered_map>
 
@@ -34,6 +35,17 @@ struct CallSite {
   std::string text;  // for people: "samples/mlp.cc:88 mark_step <- RunMlp <- main"
 };
 
+// A frame's function name, looked up once per address (demangling every
+// frame of every cut would cost more than the cut's bookkeeping).
+std::string NameOfFrame(void* addr) {
+  static std::mutex mu;
+  static auto* names = new std::unordered_map<void*, std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = names->find(addr);
+  if (it == names->end()) it = names->emplace(addr, internal::FunctionName(addr)).first;
+  return it->second;
+}
+
 CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
   void* frames[24];
   int n = backtrace(frames, 24);
@@ -46,9 +58,13 @@ CallSite CaptureCallSite(const SourceLoc& loc, const char* what) {
   int shown = 0;
   bool in_library = true;
   for (int k = 2; k < n; ++k) {
-    absl::StrAppend(&cs.key, "|", reinterpret_cast<uintptr_t>(frames[k]));
+    const std::string s = NameOfFrame(frames[k]);
+    // Keyed by what the user can tell apart, the functions on the stack, not
+    // by return addresses: a step helper called from two lines of one
+    // function is one call site (its text would read the same twice), so its
+    // second graph is a recompilation with a cause, not a first compile.
+    absl::StrAppend(&cs.key, "|", s);
     if (shown >= 4) continue;
-    const std::string s = internal::FunctionName(frames[k]);
     bool library = s.empty();
     for (const char* own : {"shardscope::Cut", "shardscope::CaptureCallSite", "shardscope::internal::",
                             "shardscope::mark_step", "shardscope::Tensor::", "shardscope::CompiledFn"})

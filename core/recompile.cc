@@ -153,8 +153,16 @@ std::string DescribeChange(const Compared& c, const OpChange& ch) {
 }
 
 // The first change a user should look at: in the new graph's order, ops the
-// user made (not parameters) first.
+// user made (not parameters) first, and among those an op added, removed or
+// changed in itself before one that only reads other values: ops taken out of
+// a step (clipping on some steps) change the operands of the op after them,
+// whose line is not the one that changed.
 const OpChange* FirstChange(const Compared& c) {
+  const auto only_operands = [](const OpChange& ch) {
+    return ch.kind == OpChange::Kind::kChanged && ch.what == "operands";
+  };
+  for (const auto& ch : c.diff.changes)
+    if (!c.IsParam(ch) && !only_operands(ch)) return &ch;
   for (const auto& ch : c.diff.changes)
     if (!c.IsParam(ch)) return &ch;
   return c.diff.changes.empty() ? nullptr : &c.diff.changes.front();
@@ -445,11 +453,18 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     const Instruction& p = *with_ops.instructions()[k];
     grads_carried_in |= p.op == Opcode::kParameter && with_to_other[k] < 0 && absl::EndsWith(p.name, ".grad");
   }
+  // Clipping the gradients belongs to the update it comes before: an update
+  // on some steps only takes its clip_grad_norm with it.
+  const auto update_op = [&](const OpChange* ch) {
+    return optimizer_op(ch) || c.Of(*ch).loc.via.rfind("optim::clip_grad_norm", 0) == 0;
+  };
   const bool accumulation = one_way && !other_updates && grads_carried_in &&
                             std::any_of(ops.begin(), ops.end(), optimizer_op) &&
                             std::any_of(ops.begin(), ops.end(), accumulates) &&
-                            all([&](const OpChange* ch) { return optimizer_op(ch) || accumulates(ch); });
-  if (all(optimizer_op) || accumulation) {
+                            all([&](const OpChange* ch) { return update_op(ch) || accumulates(ch); });
+  const bool update_on_some_steps =
+      one_way && !other_updates && std::any_of(ops.begin(), ops.end(), optimizer_op) && all(update_op);
+  if (all(optimizer_op) || accumulation || update_on_some_steps) {
     const OpChange* at = *std::find_if(ops.begin(), ops.end(), optimizer_op);
     for (const OpChange* ch : ops)
       if (ch->new_index >= 0 && optimizer_op(ch)) { at = ch; break; }
@@ -506,8 +521,20 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       std::string via;
       for (const auto& i : m.instructions())
         if (i->scope == layer) { at = i->loc; via = i->loc.via; break; }
-      cause->subkind = adding ? "layer_added" : "layer_removed";
       cause->loc = at;
+      // A dropout at p 0, or not training, is the identity and makes no ops:
+      // its layer leaves the graph while the program still calls it.
+      if (via == "nn::Dropout") {
+        cause->subkind = adding ? "dropout_on" : "dropout_off";
+        cause->detail =
+            absl::StrCat("dropout '", layer, "'",
+                         adding ? " masks again (p above 0, training), called at "
+                                : " is the identity now (p 0, or not training), so its ops left the graph; called "
+                                  "before at ",
+                         At(at), vs, ": ", counts);
+        return;
+      }
+      cause->subkind = adding ? "layer_added" : "layer_removed";
       cause->detail = absl::StrCat("layer '", layer, "'", via.empty() ? "" : absl::StrCat(" (", via, ")"),
                                    adding ? " added, called at " : " removed, called before at ", At(at), vs, ": ",
                                    counts);

@@ -19,6 +19,10 @@ std::string g_source_root;  // empty, or ending in '/'
 
 SourceLoc Plain(const std::source_location& l) {
   std::string file = l.file_name();
+  // A default argument is evaluated where the call is written: a module made
+  // through std::make_unique or emplace_back gets a line of the standard
+  // library's headers, never the user's. Unknown is honest; a wrong line is not.
+  if (file.find("/include/c++/") != std::string::npos) return SourceLoc{};
   {
     std::lock_guard<std::mutex> lock(g_source_root_mu);
     if (!g_source_root.empty() && file.rfind(g_source_root, 0) == 0)

@@ -114,6 +114,9 @@ Recording::Recording(RecordingOptions options, Mesh mesh) : options_(std::move(o
 absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, std::source_location caller) {
   int64_t chips = 0;
   if (absl::Status s = Validate(o, &chips); !s.ok()) return s;
+  // Stored in one spelling each, as the CLI stores them ("004x4" is 4x4).
+  if (!o.topology.empty()) o.topology = runtime::Interconnect::Parse(o.topology)->spec();
+  for (std::string& spec : o.faults) spec = runtime::ParseFault(spec)->spec;
   if (o.mesh_axes.empty()) o.mesh_axes = DefaultAxes(o.mesh.size());
   std::vector<int64_t> ids = o.mesh_device_ids;
   if (ids.empty())
@@ -213,6 +216,10 @@ absl::StatusOr<std::unique_ptr<Recording>> Recording::Start(RecordingOptions o, 
     for (std::string& note : rec->capture_->NotesAtStart()) rec->writer_->AddCaptureNote(std::move(note));
   // A simulated chip has the profile's memory; a real one this machine's budget.
   const int64_t hbm = opt.simulate ? compiler::FindProfile(opt.profile)->hbm_bytes : int64_t{16} << 30;
+  // A new run compares its graphs with its own only: the graphs an earlier
+  // recording's runtime kept (for mesh_changed after a bare Shutdown and
+  // Init) belong to another run, whose graph ids this run's rows cannot name.
+  internal::Previous() = {};
   if (absl::Status s = Init({.num_hosts = hosts,
                              .chips_per_host = static_cast<int>(chips / hosts),
                              .hbm_bytes = hbm,

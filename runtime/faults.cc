@@ -168,6 +168,18 @@ absl::StatusOr<Fault> ParseFault(const std::string& spec) {
   } else {
     return Bad(spec, absl::StrCat("unknown fault kind '", kind, "'"));
   }
+  // One spelling per fault ("slow-chip:0005:0.5" is slow-chip:5:0.5), so that
+  // stored runs compare as equal; a fraction keeps its digits as written.
+  switch (f.kind) {
+    case Fault::kSlowChip: f.spec = absl::StrCat(kind, ":", f.chip, ":", p[1]); break;
+    case Fault::kLink: f.spec = absl::StrCat(kind, ":", f.a, "-", f.b, ":", p[1]); break;
+    case Fault::kJitter: break;
+    case Fault::kFailChip: f.spec = absl::StrCat(kind, ":", f.chip, "@", f.step); break;
+    case Fault::kHostPreempt:
+      f.spec = absl::StrCat(kind, ":", f.host, "@", f.step);
+      if (p.size() == 2) absl::StrAppend(&f.spec, ":", f.pause_ns / 1'000'000);
+      break;
+  }
   return f;
 }
 

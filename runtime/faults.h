@@ -34,7 +34,7 @@ namespace shardscope::runtime {
 struct Fault {
   enum Kind { kSlowChip, kLink, kJitter, kFailChip, kHostPreempt };
   Kind kind = kSlowChip;
-  std::string spec;      // as given
+  std::string spec;      // canonical: whole numbers without leading zeros, fractions as given
   int chip = -1;         // slow-chip, fail-chip
   int a = -1, b = -1;    // link
   int host = -1;         // host-preempt

@@ -68,6 +68,8 @@ absl::StatusOr<Interconnect> Interconnect::Parse(const std::string& spec) {
     if (chips > kMaxChips) return Bad(spec, absl::StrCat("more than ", kMaxChips, " chips"));
     ic.dims_.push_back(d);
   }
+  // One spelling per topology ("004x4" is 4x4), so stored runs compare as equal.
+  ic.spec_ = absl::StrCat(ic.gpu_ ? "gpu:" : "", absl::StrJoin(ic.dims_, "x"));
   // Counted before any is made (see kMaxLinks).
   int64_t links = 0;
   if (ic.gpu_) {

@@ -220,7 +220,7 @@ absl::StatusOr<SampleResult> RunCnn(const SampleConfig& cfg) {
   for (ss::Tensor* t : model.buffers()) saved.push_back(t);
   for (ss::Tensor* t : opt.state()) saved.push_back(t);
   SampleResult result;
-  auto first = ResumeFromCheckpoint(cfg, saved);
+  auto first = ResumeFromCheckpoint(cfg, saved, "cnn");
   if (!first.ok()) return first.status();
   result.first_step = *first;
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;

@@ -1,8 +1,10 @@
 #include "samples/common.h"
 
 #include <algorithm>
+#include <set>
 #include <utility>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/checkpoint.h"
@@ -17,10 +19,24 @@ absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c) {
   return absl::InvalidArgumentError(absl::StrCat("--autocast '", c.autocast, "': expected bf16 or f16"));
 }
 
-absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors) {
+absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors,
+                                         const std::string& sample) {
   if (cfg.init_path.empty()) return 0;
   auto ckpt = load_checkpoint(cfg.init_path);
   if (!ckpt.ok()) return ckpt.status();
+  if (auto it = ckpt->metadata.find("sample"); it != ckpt->metadata.end() && it->second != sample)
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", cfg.init_path, " was saved by the ",
+                                                   absl::CHexEscape(it->second), " sample, not ", sample));
+  std::set<std::string> used;
+  for (const Tensor* t : tensors) used.insert(t->name());
+  std::vector<std::string> extra;
+  for (const auto& [name, value] : ckpt->tensors)
+    if (!used.count(name)) extra.push_back(absl::CHexEscape(name));
+  if (!extra.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint ", cfg.init_path, " holds ", extra.size(), extra.size() == 1 ? " tensor" : " tensors",
+        " this ", sample, " run does not have: '", extra.front(), "'", extra.size() > 1 ? ", ..." : "",
+        " (another model, optimizer or configuration saved it)"));
   if (auto s = load_into(*ckpt, tensors, cfg.init_path); !s.ok()) return s;
   int step = 0;  // load_checkpoint checked it is a number 0..kMaxCheckpointStep
   if (auto it = ckpt->metadata.find("step"); it != ckpt->metadata.end() && !absl::SimpleAtoi(it->second, &step))

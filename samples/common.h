@@ -22,13 +22,17 @@ namespace shardscope::samples {
 // naming the value.
 absl::StatusOr<std::optional<DType>> AutocastType(const SampleConfig& c);
 
-// --init: loads `tensors` (weights and optimizer state) from cfg.init_path
-// when given, and continues the step numbering at the step it recorded.
-// Returns the first step to run (0 without --init).
 // The mesh of cfg.mesh over cfg.mesh_device_ids (chips 0..n-1 in order when empty), with these axis names.
 absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector<std::string> axes = {"data", "model"});
 
-absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors);
+// --init: loads `tensors` (weights and optimizer state) from cfg.init_path
+// when given, and continues the step numbering at the step it recorded.
+// Returns the first step to run (0 without --init). A checkpoint of another
+// sample (its __metadata__ "sample"), or holding tensors the run does not
+// have, is refused: loading the rest would train on a model it only partly
+// describes.
+absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors,
+                                         const std::string& sample);
 // --save: writes `tensors` to cfg.save_path when given, recording `step`
 // (where a resumed run starts) and the sample's name.
 absl::Status SaveCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors, int step,

@@ -435,7 +435,7 @@ absl::StatusOr<SampleResult> RunLlama(const SampleConfig& cfg) {
   std::vector<ss::Tensor*> saved = params;
   for (ss::Tensor* t : opt.state()) saved.push_back(t);
   SampleResult result;
-  auto first = ResumeFromCheckpoint(cfg, saved);
+  auto first = ResumeFromCheckpoint(cfg, saved, "llama");
   if (!first.ok()) return first.status();
   if (auto s = tr.ShardParameters(); !s.ok()) return s;
   result.first_step = *first;

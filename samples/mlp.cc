@@ -60,7 +60,7 @@ absl::StatusOr<SampleResult> RunMlp(const SampleConfig& cfg) {
 
   std::vector<ss::Tensor*> params = ss::parameters(l1, l2, l3);
   SampleResult result;
-  auto first = ResumeFromCheckpoint(cfg, params);
+  auto first = ResumeFromCheckpoint(cfg, params, "mlp");
   if (!first.ok()) return first.status();
   result.first_step = *first;
   const int end = cfg.stop_at >= 0 ? std::min(cfg.stop_at, cfg.steps) : cfg.steps;

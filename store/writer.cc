@@ -215,6 +215,15 @@ class Writer::Db {
     if (absl::Status c = internal::Exec(db_, "COMMIT"); !c.ok()) {
       return undo(absl::Status(c.code(), absl::StrCat("committing ", batch.size(), " records: ", c.message())));
     }
+    if (interrupted_) {
+      // A signal ends the process once this batch is written, before Close:
+      // the file is left whole on its own now, as Close leaves it (a copy of
+      // the .db without its -wal would lose the run's last steps).
+      interrupted_ = false;
+      sqlite3_busy_timeout(db_, 0);
+      if (internal::Exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)").ok())
+        internal::Exec(db_, "PRAGMA journal_mode = DELETE").IgnoreError();
+    }
     snapshots_.clear();
     aggregates_.Merge(batch_aggregates_);
     batch_aggregates_.Clear();
@@ -719,6 +728,7 @@ class Writer::Db {
     w.Int(1, run_id_); w.Int(2, UnixNowNs()); w.Int(3, lost_); w.TextOrNull(4, note);
     if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", run_id_);
     run_ended_ = true;
+    interrupted_ = e.status == "interrupted";
     // The writer's aggregates stand for the slices only when every slice of
     // the run is in the file; else the metrics read the slices back.
     const bool complete = aggregates_exact_ && ring_steps_ <= 0 && !capture_stopped_ && lost_ == 0;
@@ -1320,6 +1330,7 @@ class Writer::Db {
     Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note, config_field;
   } own_;
   bool run_ended_ = false;
+  bool interrupted_ = false;  // a signal ended the run: checkpoint after this batch commits
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   std::string loss_note_;  // why the first of them did not
   std::string abandon_reason_;  // SetAbandonReason's (or the hang detector's end), written at Close

@@ -460,6 +460,10 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         {"graph_changed/optimizer_on_some_steps",
          "the optimizer steps on some steps only (gradient accumulation): one graph with its update and one "
          "without, each compiled once; nothing to fix unless more variants appear"},
+        {"graph_changed/dropout_off",
+         "a dropout became the identity (p 0, or training off), which is a graph of its own: one compilation "
+         "per variant; a schedule that ends at p 0 can end at a small p (1e-6) instead to keep one graph"},
+        {"graph_changed/dropout_on", "a dropout masks again: one compilation per variant (with and without it)"},
         {"graph_changed/parameter_frozen", "a parameter was frozen: one compilation per set of trained parameters; "
                                            "freeze before the first step, not during training"},
         {"graph_changed/parameter_unfrozen", "a parameter was unfrozen: one compilation per set of trained parameters"},

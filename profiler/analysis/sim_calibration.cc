@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/run_report.h"
 #include "store/reader.h"
+#include "store/run_state.h"
 
 namespace shardscope::analysis {
 
@@ -109,10 +110,17 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
           });
       !s.ok())
     return s;
-  if (sum.empty())
-    return absl::InvalidArgumentError(absl::StrCat(where, ": run ", id,
-                                                   " has no kernel slices on the device clock (was it recorded with"
-                                                   " --trace steps or off?)"));
+  if (sum.empty()) {
+    // Why: a run that stored no step (it hung, failed or was stopped before
+    // one ended) has nothing to time; one whose capture kept no kernels does.
+    std::string why = " (was it recorded with --trace steps or off?)";
+    if (auto state = store::ReadRunState(*reader, *run); state.ok() && !state->last_step)
+      why = absl::StrCat(": it stored no step", state->EndedEarly() || state->status != "finished"
+                                                     ? absl::StrCat(" (", state->Describe(), ")")
+                                                     : "");
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": run ", id, " has no kernel slices on the device clock", why));
+  }
   for (const auto& [key, ns] : sum) {
     const auto& [graph, op, step, device] = key;
     auto it = index.find({graph, op});

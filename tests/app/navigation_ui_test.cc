@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -336,6 +337,28 @@ TEST(TimelineNavigation, StepsAtOneTimeDoNotHangTheTimeline) {
   EXPECT_EQ(doc.value("view", ""), "timeline");
 }
 
+// The step a hang stopped reached the host clock only. Shown with --step,
+// the chips' lanes have nothing in view to load: the capture finishes at once
+// (it waited out its 120 s, every device lane asking for a window that could
+// never cover the view).
+TEST(TimelineNavigation, TheStepAHangStoppedOpensAtOnce) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
+  const std::string db = testing::TempPath("nav_ui_hung.db");
+  std::filesystem::remove(db);
+  testing::UiResult run = testing::RunShell(absl::StrCat(SHARDSCOPE_CLI_BINARY,
+                                                         " run mlp --mesh 2x4 --topology 2x4 --steps 4 --quiet"
+                                                         " --fault fail-chip:3@2 --db ",
+                                                         db));
+  ASSERT_EQ(run.exit_code, 1) << run.output;
+  const std::string out = testing::TempPath("nav_ui_hung.json");
+  const auto start = std::chrono::steady_clock::now();
+  testing::UiResult r = testing::RunUi(Ui(), absl::StrCat(db, " --step 2 --dump-layout ", out));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, Not(HasSubstr("did not finish loading"))) << seconds << " s";
+  EXPECT_EQ(testing::ReadLayout(out).value("view", ""), "timeline");
+}
+
 TEST(TimelineNavigation, WhatTheRunLacksIsSaid) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run or xauth is not installed";
   const std::string db = testing::TempPath("nav_ui_lacks.db");
@@ -383,6 +406,14 @@ TEST(TimelineNavigation, DamageEndsTheCaptureWithAnError) {
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("`shardscope check ", db, "` names the damage"))) << r.output;
   EXPECT_THAT(r.output, ::testing::Not(HasSubstr("did not finish loading"))) << r.output;
   EXPECT_THAT(r.output, HasSubstr("layout ")) << r.output;  // what could be read is still captured
+  // The Overview shows the report's "Not read" lines it points at, and says
+  // them on stderr: it exited 0, its verdict pointing at a section it lacked.
+  const std::string overview = testing::TempPath("nav_ui_damaged_overview.json");
+  testing::UiResult o = testing::RunUi(Ui(), absl::StrCat(db, " --view overview --dump-layout ", overview));
+  EXPECT_EQ(o.exit_code, 1) << o.output;
+  EXPECT_THAT(o.output, HasSubstr("is damaged")) << o.output;
+  const json doc = testing::ReadLayout(overview);
+  EXPECT_FALSE(LayoutItems(doc, "not_read").empty()) << doc.dump().substr(0, 2000);
 }
 
 }  // namespace

@@ -170,6 +170,18 @@ TEST_F(CheckpointTest, DamagedFilesAreClearErrors) {
        "__metadata__ step '+3' is not a step number"},
       {"escape in a name", R"({"w\u001b[2J":{"dtype":"F8","shape":[2],"data_offsets":[0,8]}})", eight,
        std::nullopt, "tensor 'w\\x1b[2J' has no known dtype"},
+      // The tensors' bytes must tile the data exactly (the format's rule):
+      // a tensor reading another's bytes would train on them.
+      {"overlapping tensors",
+       R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       eight, std::nullopt, "tensors 'w' [0, 8) and 'b' [4, 8) share bytes of the data"},
+      {"a gap", R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", eight, std::nullopt,
+       "bytes [0, 4) of the data belong to no tensor (before 'w')"},
+      {"trailing bytes", "{" + ok_entry + "}", eight + "junk", std::nullopt,
+       "the file has 4 bytes after its last tensor's data"},
+      {"a key twice",
+       R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+       eight, std::nullopt, "the header gives the key 'w' twice"},
   };
   for (const Case& c : cases) {
     const std::string path = WriteSafetensors("damaged.safetensors", c.header, c.data, c.length);

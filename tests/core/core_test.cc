@@ -1214,12 +1214,22 @@ TEST_F(CoreTest, CausalAttentionIgnoresTheFuture) {
   EXPECT_EQ(mlp(x).shape().dims, (std::vector<int64_t>{1, 4, 8}));
 }
 
-// A second loop (fine-tuning at another batch size) has its own call site:
-// its first graph is a first compile, said with the graph it would have
-// shared at one shape.
+// A second loop's step function (fine-tuning at another batch size): the
+// same ops, its own mark_step line.
+absl::Status FineTuneStep(std::vector<int64_t> dims) {
+  Literal v(Shape(DType::kF32, dims));
+  for (int64_t k = 0; k < v.elements(); ++k) v.SetDouble(k, 0.01 * static_cast<double>(k));
+  Tensor x = Tensor::from_host(std::move(v), "x");
+  Tensor y = sum(exp(x) * x, {1});
+  return mark_step();
+}
+
+// A second loop with its own step function has its own call site: its first
+// graph is a first compile, said with the graph it would have shared at one
+// shape.
 TEST_F(RecompileTest, ASecondLoopAtAnotherBatchSizeNamesTheFirstLoopsGraph) {
-  ASSERT_TRUE(Step({16, 3}).ok());  // the first loop
-  ASSERT_TRUE(Step({8, 3}).ok());   // the second, from another line
+  ASSERT_TRUE(Step({16, 3}).ok());         // the first loop
+  ASSERT_TRUE(FineTuneStep({8, 3}).ok());  // the second
   auto misses = Misses();
   ASSERT_EQ(misses.size(), 2u);
   EXPECT_EQ(misses[1].cause_kind, "first_compile");
@@ -1228,6 +1238,18 @@ TEST_F(RecompileTest, ASecondLoopAtAnotherBatchSizeNamesTheFirstLoopsGraph) {
   EXPECT_NE(misses[1].cause_detail.find("is this graph at other input shapes: x f32[16,3] -> f32[8,3]"),
             std::string::npos)
       << misses[1].cause_detail;
+}
+
+// One step function called from two lines of a function is one call site
+// (the stack reads the same): the second shape is a recompilation with its
+// cause, not a first compile.
+TEST_F(RecompileTest, OneStepFunctionCalledFromTwoLinesIsOneCallSite) {
+  ASSERT_TRUE(Step({16, 3}).ok());
+  ASSERT_TRUE(Step({8, 3}).ok());  // from another line
+  auto misses = Misses();
+  ASSERT_EQ(misses.size(), 2u);
+  EXPECT_EQ(misses[1].cause_kind, "input_shape_changed") << misses[1].cause_detail;
+  EXPECT_EQ(misses[1].source_line, g_input_line);
 }
 
 int g_backward_line = 0, g_update_line = 0;

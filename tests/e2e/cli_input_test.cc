@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/e2e/shell.h"
+#include "tests/temp_files.h"
 
 namespace shardscope {
 namespace {
@@ -78,10 +79,34 @@ TEST(CliInput, DamagedCheckpointIsAnErrorNamingTheFile) {
   }
   Output o = RunCli(absl::StrCat("mlp --steps 2 --init ", ckpt, " --db ", db, " --quiet"));
   EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_FALSE(Exists(db)) << "refused before anything was recorded";
   EXPECT_NE(o.text.find(ckpt + " is not a valid safetensors file: header length 1099511627776 is over the 100 MiB"),
             std::string::npos)
       << o.text;
   std::remove(ckpt.c_str());
+}
+
+// --save is written after the last step: a path it cannot write is refused
+// before the run starts. --init of another sample's checkpoint, or of one
+// holding tensors the run lacks, is refused instead of loaded in part.
+TEST(CliInput, CheckpointPathsAndContentsAreCheckedBeforeTraining) {
+  const std::string db = e2e::TempDb("ckpt_paths");
+  Output dir = RunCli(absl::StrCat("mlp --steps 1 --save ", ::testing::TempDir(), " --db ", db, " --quiet"));
+  EXPECT_EQ(dir.code, 2) << dir.text;
+  EXPECT_NE(dir.text.find("is a directory: give a file name"), std::string::npos) << dir.text;
+  Output nodir = RunCli(absl::StrCat("mlp --steps 1 --save /nonexistent/x.safetensors --db ", db, " --quiet"));
+  EXPECT_EQ(nodir.code, 2) << nodir.text;
+  EXPECT_NE(nodir.text.find("its directory /nonexistent cannot be written (No such file or directory)"),
+            std::string::npos)
+      << nodir.text;
+  EXPECT_FALSE(Exists(db)) << "nothing recorded";
+  const std::string cnn = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/cli_ckpt_cnn_", getpid(), ".safetensors"));
+  ASSERT_EQ(RunCli(absl::StrCat("cnn --steps 1 --save ", cnn, " --db ", db, " --quiet")).code, 0);
+  const std::string fresh = e2e::TempDb("ckpt_other_sample");
+  Output other = RunCli(absl::StrCat("mlp --steps 2 --init ", cnn, " --db ", fresh, " --quiet"));
+  EXPECT_EQ(other.code, 1) << other.text;
+  EXPECT_NE(other.text.find("was saved by the cnn sample, not mlp"), std::string::npos) << other.text;
+  EXPECT_FALSE(Exists(fresh)) << "refused before anything was recorded";
 }
 
 TEST(CliInput, ConfigRecordsOnlyTheFlagsTheSampleReads) {

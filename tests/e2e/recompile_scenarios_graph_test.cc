@@ -201,6 +201,32 @@ TEST(RecompileScenarios, LayerRemoved_MlpDropsItsLayerNorm) {
                {{0, "first_compile", "", at_step}, {3, "graph_changed", "layer_removed", at_norm, {"norm"}}});
 }
 
+// A dropout whose p is annealed to 0 for the last steps: at p 0 it is the
+// identity and its ops leave the graph, though the program still calls it.
+// Not a layer removed; and it masks again when p comes back.
+TEST(RecompileScenarios, DropoutOff_AScheduleEndingAtZero) {
+  int at_drop = 0, at_step = 0;
+  Recorded r = Record("dropout_off", 1, [&] {
+    nn::Linear l1(16, 32, "l1"), l2(32, 4, "l2");
+    nn::Dropout drop(0.3, "drop");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 6; ++step) {
+      drop.p = step < 2 ? 0.3 - 0.1 * step : step < 4 ? 0.0 : 0.1;  // p as data; 0 is the identity
+      Tensor x = Tensor::from_host(Rand({8, 16}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      at_drop = __LINE__; Tensor h = drop(relu(l1(x)));
+      Tensor loss = cross_entropy(l2(h), y);
+      SS_OK(backward(loss));
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile,
+               {{0, "first_compile", "", at_step},
+                {2, "graph_changed", "dropout_off", at_drop, {"dropout 'drop' is the identity now"}}});
+  // Steps 4 and 5 (p 0.1) run step 0's graph again: hits, not compilations.
+}
+
 // ---------------------------------------------------------------- optimizer_changed
 
 // Two steps of SGD to warm up, then AdamW.

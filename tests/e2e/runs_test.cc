@@ -3,6 +3,7 @@
 // last step that reached the file. While that run still runs, `report` and
 // `runs` say so and exit 0.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -90,6 +91,10 @@ TEST(RunsE2e, AStopSignalEndsTheRunAsInterrupted) {
     int status = 0;
     waitpid(child, &status, 0);
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << status;
+    // The file is whole on its own, as a finished run leaves it: no -wal
+    // holding its steps (a copy of the .db alone lost them, and its status).
+    struct stat wal {};
+    EXPECT_TRUE(::stat((db + "-wal").c_str(), &wal) != 0 || wal.st_size == 0) << wal.st_size << " bytes of -wal";
     auto run = e2e::Q(db, "SELECT status, (SELECT max(step) FROM steps) AS last FROM runs");
     EXPECT_EQ(run.Text(0, "status"), "interrupted");
     e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db));

@@ -239,6 +239,14 @@ TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   EXPECT_NE(other.text.find("run 1 is mlp, not llama: calibrate from a recorded run of the same sample"),
             std::string::npos)
       << other.text;
+  // A run that hung before its first step ended has nothing to time: said
+  // so, not taken for a run recorded without its kernels.
+  const std::string hung = TempDb("calib_from_hung");
+  Output h = Shell(absl::StrCat(kCli, " run mlp --mesh 2x4 --topology 2x4 --steps 2 --fault fail-chip:3@0 --quiet",
+                                " --db ", hung));
+  ASSERT_EQ(h.code, 1) << h.text;
+  refused(absl::StrCat("--simulate --topology 2x4 --mesh 2x4 --calibrate-from ", hung),
+          "run 1 has no kernel slices on the device clock: it stored no step (ended by the hang detector");
   EXPECT_EQ(::access(never.c_str(), F_OK), -1) << "nothing recorded";
 }
 

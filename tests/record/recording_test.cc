@@ -95,6 +95,29 @@ TEST(Recording, RecordsTheRunItsDevicesMeshAndSteps) {
   EXPECT_GT(Query(db, "SELECT COUNT(*) AS n FROM metrics").Int(0, "n"), 0);  // written as the run ended
 }
 
+// Recordings one after another in one process, the last on more chips: each
+// run's compilations are its own (a first compile, compared with nothing of
+// the run before, whose graph ids are another run's).
+TEST(Recording, EachRecordingComparesOnlyItsOwnGraphs) {
+  const std::string db = TempDb("three");
+  for (int64_t chips : {2, 2, 4}) {
+    auto rec = Recording::Start({.db = db, .mesh = {chips}, .recompile_notices = false});
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    ASSERT_TRUE(Train((*rec)->mesh()).ok());
+    ASSERT_TRUE((*rec)->Finish().ok());
+  }
+  auto c = Query(db,
+                 "SELECT run_id, count(*) AS misses, sum(cause_kind = 'first_compile') AS first,"
+                 " sum(prev_graph_id IS NOT NULL) AS compared FROM compilations WHERE cache = 'miss'"
+                 " GROUP BY run_id ORDER BY run_id");
+  ASSERT_EQ(c.rows.size(), 3u);
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_EQ(c.Int(r, "misses"), 1) << "run " << r + 1;
+    EXPECT_EQ(c.Int(r, "first"), 1) << "run " << r + 1;
+    EXPECT_EQ(c.Int(r, "compared"), 0) << "run " << r + 1;
+  }
+}
+
 TEST(Recording, NamesSourcesRelativeToTheCallersDirectory) {
   const std::string db = TempDb("source");
   auto rec = Recording::Start({.db = db, .mesh = {4}});

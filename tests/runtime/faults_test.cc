@@ -159,6 +159,20 @@ TEST(Faults, ParseAndCheck) {
   EXPECT_FALSE(ParseFault("link:3-3:0.5").ok());
 }
 
+// Two spellings of one fault or topology are stored as one ("0005" is 5), so
+// runs compare as equal; a fraction keeps its digits as written.
+TEST(Faults, SpecsAreStoredInOneSpelling) {
+  EXPECT_EQ(ParseFault("slow-chip:0005:0.50")->spec, "slow-chip:5:0.50");
+  EXPECT_EQ(ParseFault("link:01-002:.25")->spec, "link:1-2:.25");
+  EXPECT_EQ(ParseFault("jitter:0.05")->spec, "jitter:0.05");
+  EXPECT_EQ(ParseFault("fail-chip:07@012")->spec, "fail-chip:7@12");
+  EXPECT_EQ(ParseFault("host-preempt:01@02")->spec, "host-preempt:1@2");
+  EXPECT_EQ(ParseFault("host-preempt:1@2:0050")->spec, "host-preempt:1@2:50");
+  EXPECT_EQ(Interconnect::Parse("004x4")->spec(), "4x4");
+  EXPECT_EQ(Interconnect::Parse("gpu:02x08")->spec(), "gpu:2x8");
+  EXPECT_EQ(Interconnect::Parse("2x2x02")->spec(), "2x2x2");
+}
+
 // The number fields are written as typed, not as strtod reads them: a space,
 // a sign or hex was taken and stored so, as the whole-number fields are not.
 TEST(Faults, NumbersAreRefusedUnlessPlainlyWritten) {

@@ -128,7 +128,12 @@ void CompareView::Draw(UiState& ui) {
   }
   DrawPicker();
   if (!target_) {
-    ImGui::TextDisabled("This file holds one run: open with --compare OTHER.db, or type another database's path above.");
+    if (model_.run_ids.size() > 1)
+      ImGui::TextDisabled("Run %lld is this file's first run: pick a run to compare it with above, open with "
+                          "--compare OTHER.db, or type another database's path.",
+                          static_cast<long long>(model_.run.run_id));
+    else
+      ImGui::TextDisabled("This file holds one run: open with --compare OTHER.db, or type another database's path above.");
     return;
   }
   StartLoading();

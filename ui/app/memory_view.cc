@@ -11,6 +11,7 @@
 #include "store/timeline.h"
 #include "ui/app/chart.h"
 #include "ui/app/format.h"
+#include "ui/app/trace_model.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 
@@ -111,6 +112,7 @@ absl::StatusOr<MemoryModel> BuildMemoryModel(const store::Reader& reader, int64_
   auto ir = reader.Query("SELECT count(*) AS n FROM graphs WHERE run_id = ?1 AND ir_text <> ''", {run});
   if (!ir.ok()) return ir.status();
   m.has_ir = ir->Int(0, "n") > 0;
+  if (!m.has_ir) m.no_ir_why = NoProgramsWhy(reader, run_id);
 
   auto has_plans = reader.HasTable("memory_plans");
   if (!has_plans.ok()) return has_plans.status();
@@ -322,7 +324,8 @@ void MemoryView::Draw(UiState& ui) {
   ImGui::BeginChild("##memory", ImVec2(0, 0), false);
   if (m.plans.empty()) {
     const std::string why = m.has_ir ? "No memory plans recorded in this run."
-                                     : "This run has no IR (an imported trace): no compiled programs, no memory plans.";
+                                     : absl::StrCat("This run has no IR (", m.no_ir_why,
+                                                    "): no compiled programs, no memory plans.");
     ImGui::TextColored(Color(kDimText), "%s", why.c_str());
     add("text", why, json{{"table", "memory_plans"}, {"run_id", m.run_id}});
   } else {

@@ -60,6 +60,7 @@ struct MemoryModel {
   };
   std::vector<Series> in_use;         // by device; empty when not recorded
   bool has_ir = false;                // compiled programs are stored (not an imported trace)
+  std::string no_ir_why;  // NoProgramsWhy, when !has_ir
   bool curves_recorded = false;       // the file has memory_curves (written since it was added)
 
   int64_t HbmOf(int device) const;    // 0 when unknown

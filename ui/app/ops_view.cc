@@ -174,7 +174,7 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
   // The clock: device-clock chip lanes, else a simulated run's modeled ones,
   // else the host's (an imported CPU-only trace).
   auto chip_tracks = [&](const char* clock) {
-    return reader.Query(absl::StrCat("SELECT track_id FROM tracks WHERE run_id = ?1 AND clock = '", clock,
+    return reader.Query(absl::StrCat("SELECT track_id, device_id FROM tracks WHERE run_id = ?1 AND clock = '", clock,
                                      "' AND device_id IS NOT NULL ORDER BY device_id, track_id"),
                         {run});
   };
@@ -214,10 +214,12 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
   };
   absl::flat_hash_map<std::tuple<int64_t, int64_t, int32_t, int>, Acc> acc;
   store::TimelineReader tl(reader);
+  std::set<int64_t> chips_seen;
   for (size_t i = 0; i < tracks->rows.size(); ++i) {
     auto slices = tl.Slices(run_id, tracks->Int(i, "track_id"), t0, t1);
     if (!slices.ok()) return slices.status();
-    if (!slices->empty()) ++p.devices;
+    // Chips, not lanes: an imported GPU has a lane per stream and one for its waits on the host.
+    if (!slices->empty() && chips_seen.insert(tracks->Int(i, "device_id")).second) ++p.devices;
     for (const store::TimelineSlice& s : *slices) {
       if (s.depth != 0 || s.kind == store::TimelineKind::kHostWait) continue;
       if (step && s.step != *step) continue;
@@ -253,6 +255,7 @@ absl::StatusOr<OpProfile> BuildOpProfile(const store::Reader& reader, int64_t ru
         {run});
     if (!q.ok()) return q.status();
     p.has_ops = !q->rows.empty();
+    if (!p.has_ops) p.no_ops_why = NoProgramsWhy(reader, run_id);
     for (size_t i = 0; i < q->rows.size(); ++i) {
       OpRow o;
       o.name = q->Text(i, "name");
@@ -411,8 +414,9 @@ void OpsView::Draw(UiState& ui) {
   }
   if (!p.has_ops) {
     ImGui::TextColored(Color(kWarning), "%s",
-                       "This run has no IR (an imported trace): kernels by name only; no FLOPs, bytes, roofline or "
-                       "cost model.");
+                       absl::StrCat("This run has no IR (", p.no_ops_why.empty() ? "an imported trace" : p.no_ops_why,
+                                    "): kernels by name only; no FLOPs, bytes, roofline or cost model.")
+                           .c_str());
   }
   if (p.kernels.empty()) {
     ImGui::TextDisabled("No %s-clock %s in %s.", p.clock.c_str(), p.clock == "host" ? "slices" : "kernels",

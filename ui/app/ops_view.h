@@ -90,6 +90,7 @@ struct OpProfile {
   int64_t total_ns = 0;         // every kernel's time: the sum of `kernels`
   int64_t devices = 0;          // lanes read with slices: chips, or host threads on the host clock
   bool has_ops = false;         // the run stored per-op costs (not an imported trace)
+  std::string no_ops_why;       // NoProgramsWhy, when !has_ops
   std::vector<OpKernel> kernels;  // by total time, longest first
   std::vector<OpGroup> by_opcode, by_source, by_module;  // each by total time
   std::optional<analysis::CostModelError> cost_error;    // every compute execution (cost_error.h)

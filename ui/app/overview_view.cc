@@ -14,6 +14,7 @@
 #include "profiler/analysis/quantile.h"
 #include "profiler/analysis/slice_names.h"
 #include "ui/app/format.h"
+#include "ui/app/trace_model.h"
 #include "ui/app/layout_dump.h"
 #include "ui/app/palette.h"
 #include "ui/app/workstation.h"
@@ -121,6 +122,7 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   auto ir = reader.Query("SELECT count(*) AS n FROM graphs WHERE run_id = ?1 AND ir_text <> ''", {run});
   if (!ir.ok()) return ir.status();
   m.has_ir = ir->Int(0, "n") > 0;
+  if (!m.has_ir) m.no_ir_why = NoProgramsWhy(reader, run_id);
 
   // Memory: the largest plan, its top buffer at the peak, and a chip's HBM.
   auto has_plans = reader.HasTable("memory_plans");
@@ -251,6 +253,16 @@ void OverviewView::Draw(UiState& ui) {
                                    "; ", h.status);
     if (h.duration_ns) absl::StrAppend(&how, " after ", FormatDuration(double(*h.duration_ns)), " (host)");
     Line(ui, how, run_ref, std::nullopt);
+  }
+  if (rep && !rep->report.unreadable.empty()) {
+    // The report's sections that met damage, as `shardscope report` lists
+    // them: shown, and said on stderr (a capture then exits 1).
+    Heading(ui, "Not read (the file is damaged there; shardscope check names what)");
+    const ImVec4 warn = Color(kWarning);
+    for (const std::string& u : rep->report.unreadable) {
+      Line(ui, u, run_ref, std::nullopt, &warn, "not_read");
+      ui.DataError(u);
+    }
   }
 
   Heading(ui, "Step time");
@@ -437,11 +449,11 @@ void OverviewView::Draw(UiState& ui) {
       ui.selected_graph = m.memory.graph_id;
     }
   } else {
-    Line(ui, m.has_ir ? "no memory plans recorded" : "no memory plans: an imported trace has no compiled programs",
+    Line(ui, m.has_ir ? "no memory plans recorded" : absl::StrCat("no memory plans: ", m.no_ir_why),
          json{{"table", "memory_plans"}, {"run_id", h.run_id}}, std::nullopt);
   }
   if (!m.has_ir) {
-    Line(ui, "This run has no IR (an imported trace): the graph, memory plans and per-op costs are not available.",
+    Line(ui, absl::StrCat("This run has no IR (", m.no_ir_why, "): the graph, memory plans and per-op costs are not available."),
          run_ref, std::nullopt);
   }
 

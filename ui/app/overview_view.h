@@ -42,6 +42,7 @@ struct OverviewModel {
   } memory;
   // A compiled program's IR is stored (not an imported trace).
   bool has_ir = false;
+  std::string no_ir_why;  // NoProgramsWhy, when !has_ir
   // What the user should know before trusting the numbers: the run's state,
   // the capture's gaps, injected faults, what an import lost, the metrics
   // report's warnings.

@@ -553,7 +553,10 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   int desired = LevelForZoom(f.ns_per_px, kColumnPx);
   std::shared_ptr<const WindowData> data;
   int64_t v0 = r0, v1 = r1;
-  if (ext) {
+  // A view wholly outside its clock's extent (a step only the host clock
+  // reached, as the one a hang stopped) has nothing of this lane to load: a
+  // request there could never cover the view, and the timeline never finished.
+  if (ext && r1 > ext->first && r0 < ext->second) {
     v0 = std::max(r0, ext->first);
     v1 = std::min(r1, ext->second);
     if (v1 <= v0) v1 = v0 + 1;

@@ -274,6 +274,15 @@ const std::string* TraceModel::MovedValue(int64_t graph_id, int64_t op_id) const
   return it == moved_values.end() ? nullptr : &it->second;
 }
 
+std::string NoProgramsWhy(const store::Reader& reader, int64_t run_id) {
+  auto run = reader.Query("SELECT * FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});  // *: older files
+  if (run.ok() && !run->rows.empty() && run->Col("imported") >= 0 && run->Int(0, "imported") != 0)
+    return "an imported trace";
+  if (auto state = store::ReadRunState(reader, run_id); state.ok() && (state->EndedEarly() || !state->last_step))
+    return absl::StrCat("no program was compiled and kept: the run ", state->Describe());
+  return "no compiled program was stored";
+}
+
 absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
                                           std::optional<int64_t> run_id) {
   TraceModel model;

@@ -146,6 +146,12 @@ struct TraceModel {
 
 // Loads run `run_id` (the latest run when unset). Errors say which run is
 // missing and which runs the file has.
+// Why a run has no compiled program to show (its graphs hold no IR), said
+// as "This run has no IR (WHY)": "an imported trace" (it never has any), or a
+// recorded run's end ("no program was compiled and kept: the run failed
+// before any step: out of memory ...").
+std::string NoProgramsWhy(const store::Reader& reader, int64_t run_id);
+
 absl::StatusOr<TraceModel> LoadTraceModel(const store::Reader& reader,
                                           std::optional<int64_t> run_id);
 

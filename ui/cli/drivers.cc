@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -26,6 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
+#include "core/checkpoint.h"
 #include "core/shardscope.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/sim_calibration.h"
@@ -170,8 +172,9 @@ const std::vector<RunFlag>& RunFlags() {
        "as many chips as the mesh. Decides the hosts; devices rows get\n"
        "coordinates and links, collectives show their traffic per link",
        [](O& o, const V& v) {
-         if (auto t = runtime::Interconnect::Parse(v.text); !t.ok()) return t.status();
-         o.topology = v.text;
+         auto t = runtime::Interconnect::Parse(v.text);
+         if (!t.ok()) return t.status();
+         o.topology = t->spec();  // as one spelling
          return Ok();
        },
        "topology", [](const O& o) { return o.topology; }},
@@ -215,8 +218,9 @@ const std::vector<RunFlag>& RunFlags() {
        "same thing (one chip's speed, ...) are refused.\n"
        "Stored under \"faults\" in runs.config_json only (docs/fleet.md)",
        [](O& o, const V& v) {
-         if (auto f = runtime::ParseFault(v.text); !f.ok()) return f.status();
-         o.faults.push_back(v.text);
+         auto f = runtime::ParseFault(v.text);
+         if (!f.ok()) return f.status();
+         o.faults.push_back(f->spec);  // as one spelling
          return Ok();
        },
        "faults", [](const O& o) { return nlohmann::json(o.faults); }},
@@ -521,6 +525,19 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     if (absl::Status s = f->apply(*o, v); !s.ok()) return Usage(std::string(s.message()));
   }
   if (o->db.empty()) return Usage("--db PATH is required");
+  // --save is written after the last step: a path it cannot write fails now,
+  // not after the whole training.
+  if (const std::string& save = o->cfg.save_path; !save.empty()) {
+    struct stat st {};
+    if (::stat(save.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+      return Usage(absl::StrCat("--save ", save, " is a directory: give a file name (e.g. ", save,
+                                save.back() == '/' ? "" : "/", "run.safetensors)"));
+    const size_t slash = save.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : save.substr(0, slash);
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return Usage(absl::StrCat("--save ", save, ": its directory ", dir, " cannot be written (", std::strerror(errno),
+                                ")"));
+  }
   if (o->sample != "llama" && o->cfg.sharding != "dp")
     return Usage(absl::StrCat(o->sample, " runs data parallel only (--sharding dp), not '", o->cfg.sharding, "'"));
   // Capture flags that contradict each other or the run: refused, never ignored.
@@ -707,6 +724,20 @@ int Run(const std::vector<std::string>& args) {
                                 ": calibrate from a recorded run of the same sample (shardscope runs ",
                                 o.calibrate_from, " lists them; --calibrate-run N picks one)"));
     calibration = *std::move(t);
+  }
+  // A damaged checkpoint, or another sample's, is refused before anything is
+  // recorded (the sample loads it again into its model, checking its tensors).
+  if (!cfg.init_path.empty()) {
+    auto ckpt = load_checkpoint(cfg.init_path);
+    if (!ckpt.ok()) {
+      std::cerr << "error: " << ckpt.status().message() << "\n";
+      return 1;
+    }
+    if (auto it = ckpt->metadata.find("sample"); it != ckpt->metadata.end() && it->second != sample) {
+      std::cerr << "error: checkpoint " << cfg.init_path << " was saved by the " << absl::CHexEscape(it->second)
+                << " sample, not " << sample << "\n";
+      return 1;
+    }
   }
   // Said before the run (a long simulation) and again beside the errors.
   const std::string calibration_caveat =
