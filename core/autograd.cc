@@ -298,8 +298,10 @@ std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std
     auto gi = grads.find(n.get());
     if (gi == grads.end()) continue;
     Tensor g = gi->second;
-    if (n->annotation && n->shard_gradient && g.defined() && !g.node()->is_data())
+    if (n->annotation && n->shard_gradient && g.defined() && !g.node()->is_data()) {
       g.node()->annotation = n->annotation;  // mark_sharding_with_gradients
+      g.node()->note_loc = n->note_loc;      // its line, for a recompilation it causes
+    }
     if (stops.count(n.get())) {
       stopped[n.get()] = g;
       continue;

@@ -198,6 +198,10 @@ absl::Status clear_sharding(Tensor& t, std::source_location sl) {
   if (!t.node()->is_data()) {
     t.node()->annotation.reset();
     t.node()->shard_gradient = false;
+    // The line that shaped this value's layout now: a recompilation it causes
+    // is the clear's, not the mark_sharding's before it.
+    t.node()->note_loc = loc;
+    t.node()->note_loc.via = "clear_sharding";
     return absl::OkStatus();
   }
   return Relayout(t, Sharding::Replicated(), "default", loc);

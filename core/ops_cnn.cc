@@ -317,7 +317,15 @@ Tensor batch_norm2d(const Tensor& x, Tensor& running_mean, Tensor& running_var, 
     NoGradGuard no_grad;
     const double count = static_cast<double>(x.dim(0) * x.dim(2) * x.dim(3));
     Tensor unbiased = mul(var, constant(count / std::max(1.0, count - 1)), sl);
-    Tensor m = constant(momentum), keep = constant(1 - momentum);
+    // The momentum is data by the scalar rule (0 and 1 inlined), as dropout's
+    // p and a learning rate are: a schedule of it never recompiles.
+    auto data = [&](const char* what, double v) {
+      Tensor t = v == 0.0 || v == 1.0 ? Tensor::scalar(v, x.dtype(), sl)
+                                      : Tensor::from_host(Literal::Scalar(x.dtype(), v),
+                                                          absl::StrCat("batch_norm.", what, "@", loc.file, ":", loc.line), sl);
+      return internal::Broadcast(t, per_channel.dims, {}, loc);
+    };
+    Tensor m = data("momentum", momentum), keep = data("keep", 1 - momentum);
     if (absl::Status s = running_mean.assign(add(mul(running_mean, keep, sl), mul(mu, m, sl), sl)); !s.ok())
       return internal::Error(s, x.shape());
     if (absl::Status s = running_var.assign(add(mul(running_var, keep, sl), mul(unbiased, m, sl), sl)); !s.ok())

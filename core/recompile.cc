@@ -335,8 +335,13 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   const std::string counts = CountText(d);
   const OpChange* first = FirstChange(c);
 
-  // A value read that cut the step on some steps only.
-  if (in.read_before.known() != c.old->read_before.known()) {
+  // A value read that cut the step on some steps only: the graph after the
+  // read lacks what the program before it computed (ops removed), and the
+  // whole step has them again (ops added). A graph after a read that only
+  // gained ops (the next micro-batch's, carrying gradients in) is not that.
+  const bool cut_shape = in.read_before.known() ? d.Count(OpChange::Kind::kRemoved) > 0
+                                                : d.Count(OpChange::Kind::kAdded) > 0;
+  if (in.read_before.known() != c.old->read_before.known() && cut_shape) {
     const SourceLoc& read = in.read_before.known() ? in.read_before : c.old->read_before;
     cause->subkind = "cut_on_some_steps";
     cause->loc = read;
@@ -406,7 +411,9 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
     cause->loc = note.known() ? note : n.loc;
     cause->detail = absl::StrCat("the sharding constraint on ", OpAt(n), " changed: ",
                                  o.sharding ? o.sharding->ToString() : "none", " -> ",
-                                 n.sharding ? n.sharding->ToString() : "none", " (mark_sharding at ", At(cause->loc), ")",
+                                 n.sharding ? n.sharding->ToString() : "none", " (",
+                                 note.via == "clear_sharding" ? "clear_sharding" : "mark_sharding", " at ",
+                                 At(cause->loc), ")",
                                  ops.size() > 1 ? absl::StrCat("; ", ops.size() - 1, " more constraints") : "");
     return;
   }
@@ -522,6 +529,16 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       for (const auto& i : m.instructions())
         if (i->scope == layer) { at = i->loc; via = i->loc.via; break; }
       cause->loc = at;
+      // Gradient checkpointing (core/remat.h) switched: backward's recomputed
+      // forward is the library's scope, not a layer of the user's.
+      if (absl::EndsWith(layer, "(recomputed)")) {
+        cause->subkind = "remat_changed";
+        cause->detail = absl::StrCat("gradient checkpointing turned ", adding ? "on" : "off", " (",
+                                     via.empty() ? "checkpoint" : via, " at ", At(at), "): backward ",
+                                     adding ? "now recomputes" : "no longer recomputes", " the block's forward", vs,
+                                     ": ", counts);
+        return;
+      }
       // A dropout at p 0, or not training, is the identity and makes no ops:
       // its layer leaves the graph while the program still calls it.
       if (via == "nn::Dropout") {

@@ -529,6 +529,14 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
       " standard errors of the difference, measured from each run's own steps (median absolute deviation),"
       " or when a rank test of the steps (Mann-Whitney) parts the two sides at the same confidence (p < ",
       absl::StrFormat("%.4g", kRankAlpha), ")"));
+  // The steps themselves, on a clock where a side has too few of them.
+  for (const StepClockDelta& d : c.steps)
+    if (!d.delta.noise_measured && d.a.n > 0 && d.b.n > 0) {
+      c.notes.push_back(absl::StrCat("a side has fewer than ", kMinSteps, " steps on the ", d.clock,
+                                     " clock: the step time's noise cannot be measured, and a change beyond ",
+                                     absl::StrFormat("%.0f%%", 100 * kFallbackThreshold), " counts instead"));
+      break;
+    }
   if (fallback_used)
     c.notes.push_back(absl::StrCat("some ops ran in fewer than ", kMinSteps,
                                    " steps on a side: their noise cannot be measured, and a change beyond ",

@@ -262,6 +262,7 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
   std::set<std::string> all_graphs;
   for (const auto& [site, g] : graphs) all_graphs.insert(g.begin(), g.end());
   r.distinct_graphs = static_cast<int64_t>(all_graphs.size());
+  std::string capacity_site;  // the call site where raising the cache's capacity is counted
   for (auto& [site, s] : by_site) {
     s.distinct_graphs = static_cast<int64_t>(graphs[site].size());
     const auto& c = causes[site];
@@ -431,7 +432,12 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
                                count("inlined_scalar_changed"), 0, "scalar_as_tensor"});
     }
     if (c.count("cache_evicted")) {
-      const int64_t saved = provable ? saved_with(base_keys, 0) : -1;
+      // Raising the capacity saves over the whole run: the saving is counted
+      // at the first call site that lost programs, and the others point there
+      // (each site had said the run's whole saving, so the sum was too much).
+      const bool first_told = capacity_site.empty();
+      if (first_told) capacity_site = Printable(s.call_site.substr(0, s.call_site.find(' ')));
+      const int64_t saved = provable && first_told ? saved_with(base_keys, 0) : -1;
       const int64_t programs = [&] {
         std::set<std::string> all(base_keys.begin(), base_keys.end());
         return static_cast<int64_t>(all.size());
@@ -440,7 +446,10 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
                                             capacity == 1 ? " program" : " programs",
                                             ") evicted programs used again: --cache-capacity ", programs,
                                             " (RecordingOptions::cache_capacity) keeps all of this run's programs",
-                                            saved >= 0 ? absl::StrCat(" (", saved, saved == 1 ? " compilation" : " compilations", " saved)") : ""),
+                                            saved >= 0 ? absl::StrCat(" (", saved, saved == 1 ? " compilation" : " compilations",
+                                                                      " saved over the run)")
+                                            : !first_told ? absl::StrCat(" (its saving over the run is counted at ", capacity_site, ")")
+                                                          : ""),
                                saved, saved >= 0 ? 0 : -1, "raise_cache_capacity"});
     }
     const std::map<std::string, std::string> advice = {
@@ -460,6 +469,18 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         {"graph_changed/optimizer_on_some_steps",
          "the optimizer steps on some steps only (gradient accumulation): one graph with its update and one "
          "without, each compiled once; nothing to fix unless more variants appear"},
+        {"graph_changed/layer_added",
+         "a layer joined the step (a config, a branch on the host): one compilation per set of layers; build the "
+         "model once before the loop"},
+        {"graph_changed/layer_removed",
+         "a layer left the step (a config, a branch on the host): one compilation per set of layers; build the "
+         "model once before the loop"},
+        {"mesh_changed", "the mesh changed under a mark_sharding: one compilation per mesh; create the mesh once"},
+        {"disk_cache_unreadable",
+         "a compile cache file was damaged (it was removed and the program compiled again): nothing to change in "
+         "the program; `shardscope check` does not look at cache files, so look at the disk that holds them"},
+        {"graph_changed/remat_changed",
+         "gradient checkpointing was switched: one compilation per setting; choose it once before the loop"},
         {"graph_changed/dropout_off",
          "a dropout became the identity (p 0, or training off), which is a graph of its own: one compilation "
          "per variant; a schedule that ends at p 0 can end at a small p (1e-6) instead to keep one graph"},

@@ -323,6 +323,9 @@ TEST(DiffE2eSharding, ShardingChangesAreListed) {
   EXPECT_TRUE(weight) << j["sharding"].dump();
   EXPECT_EQ(j["a"]["sharding"], "dp");
   EXPECT_EQ(j["b"]["sharding"], "tp");
+  // Two steps a side: the step's noise cannot be measured, and the notes say
+  // the fixed share its cell shows is used instead.
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "fewer than 3 steps on the")) << j["notes"].dump();
 }
 
 TEST(DiffE2eImported, ImportedTracesCompareByKernelName) {

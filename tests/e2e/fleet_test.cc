@@ -290,6 +290,7 @@ analysis::FleetReport DiagnoseSimulated(const std::string& flags, const std::str
 // six steps. None is flagged now: each over the threshold says why. A chip at
 // 92% of its speed is still found on as few steps, under jitter too.
 TEST(FleetVerdict, JitterOnFewStepsFlagsNoOne) {
+  int over_threshold = 0;  // scenarios whose top chip reads 8% or more slow by its draws
   for (const char* flags : {"mlp --topology 4x4x4 --steps 5 --fault jitter:0.3",
                             "mlp --topology 4x4x4 --steps 5 --fault jitter:0.5",
                             "cnn --topology 4x4x4 --steps 5 --fault jitter:0.9",
@@ -299,20 +300,26 @@ TEST(FleetVerdict, JitterOnFewStepsFlagsNoOne) {
     analysis::FleetReport r = DiagnoseSimulated(flags, "fleet_jitter_few");
     ASSERT_FALSE(r.suspects.empty());
     for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s) << " score " << s.score;
+    const analysis::FleetSuspect& top = r.suspects.front();
+    if (top.score < 0.08) {  // jitter that left every chip under the threshold: nothing to explain
+      EXPECT_EQ(r.verdict.rfind("no chip, link or host stands out", 0), 0u) << r.verdict;
+      continue;
+    }
+    ++over_threshold;
     EXPECT_EQ(r.verdict.rfind("no chip, link or host stands out: none is 8.0% or more slower than its peers beyond "
                               "the run's noise",
                               0),
               0u)
         << r.verdict;
     // The most over the threshold says why it is not flagged, and a note names it.
-    const analysis::FleetSuspect& top = r.suspects.front();
-    EXPECT_GE(top.score, 0.08) << Key(top);
     EXPECT_TRUE(absl::c_any_of(top.evidence, [](const std::string& e) {
       return e.rfind("not flagged although ", 0) == 0 && e.find("the run's noise gives") != std::string::npos;
     })) << absl::StrJoin(top.evidence, "\n");
     EXPECT_TRUE(HasNote(r, absl::StrCat(Key(top), " ("))) << absl::StrJoin(r.notes, "\n");
     EXPECT_TRUE(HasNote(r, "but within the run's noise")) << absl::StrJoin(r.notes, "\n");
   }
+  // (The cnn's draws, since its BatchNorm momentum became data, leave it at 7.5%.)
+  EXPECT_GE(over_threshold, 4) << "the unsteady path was hardly exercised";
   for (const char* flags : {"mlp --topology 4x4 --steps 5 --fault slow-chip:6:0.92",
                             "mlp --topology 4x4x4 --steps 5 --fault slow-chip:6:0.92 --fault jitter:0.1",
                             "llama --topology 4x4 --steps 5 --fault slow-chip:6:0.92 --fault jitter:0.05"}) {

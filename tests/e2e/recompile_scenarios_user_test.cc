@@ -140,5 +140,136 @@ TEST(RecompileScenarios, User_AShardedWeightLoadedFromACheckpointKeepsItsLayout)
   for (const scen::Miss& m : r.misses) EXPECT_LT(m.step, 4) << "the load recompiled:\n" << r.Dump();
 }
 
+// Gradient checkpointing of the middle block turned on at step 2: backward
+// recomputes its forward, a scope of the library's, not a layer added.
+TEST(RecompileScenarios, User_CheckpointingSwitchedIsNotANewLayer) {
+  int at_remat = 0, at_step = 0;
+  Recorded r = Record("user_remat_on", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 16, "l2"), l3(16, 4, "l3");
+    optim::SGD opt(parameters(l1, l2, l3), {.lr = 0.05});
+    auto block = [&](const Tensor& t) { return tanh(l2(t)); };
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      Tensor h = relu(l1(x));
+      at_remat = __LINE__; h = step >= 2 ? remat(block, h) : block(h);
+      SS_OK(backward(cross_entropy(l3(h), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ASSERT_EQ(r.misses.size(), 2u) << r.Dump();
+  EXPECT_EQ(r.misses[1].subkind, "remat_changed") << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_remat) << r.Dump();
+  EXPECT_TRUE(scen::ContainsNoCase(r.misses[1].detail, "gradient checkpointing turned on")) << r.Dump();
+}
+
+// BatchNorm's momentum changed between steps is data (the scalar rule, as a
+// learning rate or dropout's p): no recompilation.
+TEST(RecompileScenarios, User_ABatchNormMomentumScheduleDoesNotRecompile) {
+  int at_step = 0;
+  Recorded r = Record("user_bn_momentum", 1, [&] {
+    nn::Conv2d conv(3, 4, 3, 1, 1, false, "conv");
+    nn::BatchNorm2d bn(4, "bn");
+    nn::Linear fc(4 * 8 * 8, 3, "fc");
+    optim::SGD opt(parameters(conv, bn, fc), {.lr = 0.05});
+    for (int step = 0; step < 4; ++step) {
+      bn.momentum = step < 2 ? 0.1 : 0.05;
+      Tensor x = Tensor::from_host(Rand({2, 3, 8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({2}, 3, step), "y");
+      Tensor h = relu(bn(conv(x)));
+      SS_OK(backward(cross_entropy(fc(reshape(h, {2, 4 * 8 * 8})), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile, {{0, "first_compile", "", at_step}});
+}
+
+// An activation's constraint, set every step, cleared from step 2 by
+// clear_sharding: the change is the clear's line, not the mark_sharding's
+// that still runs before it.
+TEST(RecompileScenarios, User_AConstraintClearedIsBlamedOnTheClear) {
+  int at_clear = 0;
+  Recorded r = Record("user_clear_constraint", 4, [&] {
+    Mesh mesh = MakeMesh({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      SS_OK(mark_sharding(x, mesh, {"data", none}));
+      Tensor h = l1(x);
+      SS_OK(mark_sharding(h, mesh, {none, "model"}));
+      at_clear = __LINE__; if (step >= 2) SS_OK(clear_sharding(h));
+      SS_OK(backward(cross_entropy(l2(relu(h)), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  // (Step 1 recompiles as the weights take the layouts propagated at step 0.)
+  ASSERT_FALSE(r.misses.empty()) << r.Dump();
+  const scen::Miss& m = r.misses.back();
+  EXPECT_EQ(m.step, 2) << r.Dump();
+  EXPECT_EQ(m.subkind, "constraint_changed") << r.Dump();
+  EXPECT_EQ(m.line, at_clear) << r.Dump();
+  EXPECT_TRUE(scen::ContainsNoCase(m.detail, "(clear_sharding at")) << r.Dump();
+}
+
+// mark_sharding of an activation on steps 0-1, then with its gradient on
+// steps 2-3: the gradient's new constraint is the call's line, not the line
+// of the op whose backward made the gradient.
+TEST(RecompileScenarios, User_AGradientConstraintIsBlamedOnItsCall) {
+  int at_mwg = 0;
+  Recorded r = Record("user_msg_toggle", 4, [&] {
+    Mesh mesh = MakeMesh({0, 1, 2, 3}, {2, 2}, {"data", "model"});
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      SS_OK(mark_sharding(x, mesh, {"data", none}));
+      Tensor h = l1(x);
+      at_mwg = __LINE__; if (step >= 2) SS_OK(mark_sharding_with_gradients(h, mesh, {"data", "model"}));
+      if (step < 2) SS_OK(mark_sharding(h, mesh, {"data", "model"}));
+      SS_OK(backward(cross_entropy(l2(relu(h)), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_FALSE(r.misses.empty()) << r.Dump();
+  const scen::Miss& m = r.misses.back();
+  EXPECT_EQ(m.step, 2) << r.Dump();
+  EXPECT_EQ(m.subkind, "constraint_changed") << r.Dump();
+  EXPECT_EQ(m.line, at_mwg) << r.Dump();
+}
+
+// The loss read on every micro-batch of an accumulation: each read cuts the
+// graph, and the second micro-batch's graph adds the gradients carried in at
+// backward's line. Not a read that cuts the step on some steps only (it read
+// so, at the read's line, though the read runs on every micro-batch).
+TEST(RecompileScenarios, User_AReadOnEveryMicroBatchIsNotACutOnSomeSteps) {
+  int at_backward = 0;
+  Recorded r = Record("user_micro_read", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 3; ++step) {
+      for (int m = 0; m < 3; ++m) {
+        Tensor x = Tensor::from_host(Rand({4, 8}, step * 3 + m), "x");
+        Tensor y = Tensor::from_host(Ids({4}, 4, step * 3 + m), "y");
+        Tensor loss = cross_entropy(l2(relu(l1(x))), y);
+        at_backward = __LINE__; SS_OK(backward(loss));
+        SS_OK(loss.item());
+      }
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+  for (const scen::Miss& m : r.misses)
+    EXPECT_NE(m.subkind.value_or(""), "cut_on_some_steps") << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_backward) << r.Dump();
+}
+
 }  // namespace
 }  // namespace shardscope

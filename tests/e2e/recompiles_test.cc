@@ -219,5 +219,28 @@ TEST(RecompilesE2e, RaisingTheCacheCapacitySavesWhatTheSuggestionPredicts) {
   EXPECT_EQ(jb["compilations"], jb["distinct_graphs"]);
 }
 
+// Training and evaluation at two call sites with a cache of one program:
+// both lose programs, and raising the capacity saves over the whole run. The
+// saving is counted once (each site had claimed the run's whole saving).
+TEST(RecompilesE2e, TheCapacitySavingIsCountedAtOneCallSite) {
+  const std::string capped = e2e::TempDb("cnn_eval_capped"), open = e2e::TempDb("cnn_eval_uncapped");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run cnn --steps 4 --eval-every 1 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + capped + " --cache-capacity 1").code, 0);
+  ASSERT_EQ(e2e::Shell(run + open).code, 0);
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " recompiles ", capped, " --format json"));
+  auto j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.text;
+  int64_t claimed = 0;
+  int sites = 0;
+  for (const auto& site : j["call_sites"])
+    for (const auto& g : site["suggestions"])
+      if (g["kind"] == "raise_cache_capacity") {
+        ++sites;
+        if (g["compilations_saved"].is_number()) claimed += g["compilations_saved"].get<int64_t>();
+      }
+  EXPECT_EQ(sites, 2) << o.text;
+  EXPECT_EQ(claimed, Misses(capped) - Misses(open)) << o.text;
+}
+
 }  // namespace
 }  // namespace shardscope
