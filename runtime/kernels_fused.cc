@@ -158,11 +158,16 @@ void Broadcast(const BroadcastMap& m, const T* src, int64_t begin, int64_t len, 
 }
 
 // One thread's blocks: slot k holds member k's values for the current block.
+// Aligned as a Literal's storage is (compiler/literal.h): Eigen computes the
+// elements before the first aligned one without vectors (std::exp against its
+// own polynomial, a sum in another order), so with malloc's alignment, which
+// differs from process to process, llama's losses differed in their 7th digit
+// between two identical runs.
 struct Blocks {
-  std::vector<float> f;
-  std::vector<Pred> p;
-  std::vector<float> splat_f;  // splat operands, materialised per block
-  std::vector<Pred> splat_p;
+  std::vector<float, AlignedAllocator<float>> f;
+  std::vector<Pred, AlignedAllocator<Pred>> p;
+  std::vector<float, AlignedAllocator<float>> splat_f;  // splat operands, materialised per block
+  std::vector<Pred, AlignedAllocator<Pred>> splat_p;
   void Reserve(size_t members, int64_t len) {
     const size_t need = members * static_cast<size_t>(len);
     if (f.size() < need) f.resize(need);
