@@ -24,9 +24,7 @@ absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vec
   if (cfg.init_path.empty()) return 0;
   auto ckpt = load_checkpoint(cfg.init_path);
   if (!ckpt.ok()) return ckpt.status();
-  if (auto it = ckpt->metadata.find("sample"); it != ckpt->metadata.end() && it->second != sample)
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint ", cfg.init_path, " was saved by the ",
-                                                   absl::CHexEscape(it->second), " sample, not ", sample));
+  if (absl::Status s = CheckCheckpointSample(*ckpt, cfg.init_path, sample); !s.ok()) return s;
   std::set<std::string> used;
   for (const Tensor* t : tensors) used.insert(t->name());
   std::vector<std::string> extra;
@@ -48,6 +46,13 @@ absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vec
         cfg.stop_at >= 0 && cfg.stop_at < cfg.steps ? " (--stop-at)" : " (--steps)", ": nothing left to train"));
   set_current_step(step);
   return step;
+}
+
+absl::Status CheckCheckpointSample(const Checkpoint& ckpt, const std::string& path, const std::string& sample) {
+  if (auto it = ckpt.metadata.find("sample"); it != ckpt.metadata.end() && it->second != sample)
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint ", path, " was saved by the ", absl::CHexEscape(it->second), " sample, not ", sample));
+  return absl::OkStatus();
 }
 
 absl::Status SaveCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors, int step,

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/checkpoint.h"
 #include "core/mesh.h"
 #include "core/tensor.h"
 #include "samples/samples.h"
@@ -33,6 +34,9 @@ absl::StatusOr<shardscope::Mesh> SampleMesh(const SampleConfig& cfg, std::vector
 // describes.
 absl::StatusOr<int> ResumeFromCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors,
                                          const std::string& sample);
+// The part of that check a driver can make before anything is recorded: a
+// checkpoint another sample saved (its __metadata__ "sample") is an error.
+absl::Status CheckCheckpointSample(const Checkpoint& ckpt, const std::string& path, const std::string& sample);
 // --save: writes `tensors` to cfg.save_path when given, recording `step`
 // (where a resumed run starts) and the sample's name.
 absl::Status SaveCheckpoint(const SampleConfig& cfg, const std::vector<Tensor*>& tensors, int step,

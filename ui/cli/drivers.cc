@@ -19,7 +19,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -27,7 +26,6 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
-#include "core/checkpoint.h"
 #include "core/shardscope.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/sim_calibration.h"
@@ -37,6 +35,7 @@
 #include "runtime/faults.h"
 #include "runtime/gemm.h"
 #include "runtime/interconnect.h"
+#include "samples/common.h"
 #include "samples/samples.h"
 #include "store/json_text.h"
 #include "ui/cli/calibrate.h"
@@ -733,9 +732,8 @@ int Run(const std::vector<std::string>& args) {
       std::cerr << "error: " << ckpt.status().message() << "\n";
       return 1;
     }
-    if (auto it = ckpt->metadata.find("sample"); it != ckpt->metadata.end() && it->second != sample) {
-      std::cerr << "error: checkpoint " << cfg.init_path << " was saved by the " << absl::CHexEscape(it->second)
-                << " sample, not " << sample << "\n";
+    if (absl::Status s = samples::CheckCheckpointSample(*ckpt, cfg.init_path, sample); !s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
       return 1;
     }
   }
