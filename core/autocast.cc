@@ -8,17 +8,22 @@ namespace {
 // Per thread, like the gradient mode: tracing is single-threaded per workload.
 thread_local std::optional<DType> g_autocast;
 thread_local SourceLoc g_autocast_loc;  // the innermost guard's line, for errors
+// The user's AutocastGuard(std::nullopt) that turned an outer autocast off, while it is alive.
+thread_local SourceLoc g_autocast_off_loc;
 }  // namespace
 
 AutocastGuard::AutocastGuard(std::optional<DType> dtype, std::source_location loc)
-    : prev_(g_autocast), prev_loc_(g_autocast_loc) {
+    : prev_(g_autocast), prev_loc_(g_autocast_loc), prev_off_loc_(g_autocast_off_loc) {
   g_autocast = dtype;
   g_autocast_loc = Loc(loc);
+  if (dtype) g_autocast_off_loc = SourceLoc();                // on again inside
+  else if (prev_) g_autocast_off_loc = g_autocast_loc;        // this guard turns it off
 }
 
 AutocastGuard::~AutocastGuard() {
   g_autocast = prev_;
   g_autocast_loc = prev_loc_;
+  g_autocast_off_loc = prev_off_loc_;
 }
 
 std::optional<DType> autocast_dtype() { return g_autocast; }
@@ -38,6 +43,23 @@ absl::StatusOr<DType> AutocastOperands(Tensor* a, Tensor* b, const SourceLoc& lo
   *b = Convert(*b, t, loc);
   a->node()->note_loc = b->node()->note_loc = g_autocast_loc;  // the guard that made them
   return DType::kF32;
+}
+
+void NoteAutocastOff(Tensor* result) {
+  if (g_autocast || !g_autocast_off_loc.known() || !result->defined() || !result->status().ok()) return;
+  if (result->dtype() != DType::kF32) return;  // only f32 math would have been cast
+  result->node()->note_loc = g_autocast_off_loc;
+  result->node()->note_loc.via = "autocast_off";
+}
+
+AutocastPause::AutocastPause() : prev_(g_autocast), prev_off_loc_(g_autocast_off_loc) {
+  g_autocast = std::nullopt;
+  g_autocast_off_loc = SourceLoc();
+}
+
+AutocastPause::~AutocastPause() {
+  g_autocast = prev_;
+  g_autocast_off_loc = prev_off_loc_;
 }
 
 }  // namespace internal

@@ -16,7 +16,9 @@
 namespace shardscope {
 
 // Autocast on this thread while alive; nestable. `dtype` is bf16 or f16;
-// std::nullopt turns autocast off inside (a block that must stay f32). Any
+// std::nullopt turns autocast off inside (a block that must stay f32): the
+// contractions it keeps f32 remember its line, so a recompilation that turning
+// it on or off causes is blamed on it rather than on the outer guard. Any
 // other type is a user's mistake that the next contraction reports (with the
 // guard's line) instead of aborting.
 class AutocastGuard {
@@ -30,6 +32,7 @@ class AutocastGuard {
  private:
   std::optional<DType> prev_;
   SourceLoc prev_loc_;
+  SourceLoc prev_off_loc_;
 };
 
 // The autocast type in effect on this thread, if any.
@@ -43,6 +46,25 @@ namespace internal {
 // otherwise they are left alone and the result type is a's. An AutocastGuard
 // with a type that is not a 16-bit float gives an error naming its line.
 absl::StatusOr<DType> AutocastOperands(Tensor* a, Tensor* b, const SourceLoc& loc);
+
+// Called on a contraction's result: when a user's AutocastGuard(std::nullopt)
+// kept it f32 inside an outer autocast, its node notes that guard's line (via
+// "autocast_off").
+void NoteAutocastOff(Tensor* result);
+
+// Autocast off inside the library's own code (gradients take their values'
+// types), without counting as a user's guard that turned it off.
+class AutocastPause {
+ public:
+  AutocastPause();
+  ~AutocastPause();
+  AutocastPause(const AutocastPause&) = delete;
+  AutocastPause& operator=(const AutocastPause&) = delete;
+
+ private:
+  std::optional<DType> prev_;
+  SourceLoc prev_off_loc_;
+};
 
 }  // namespace internal
 }  // namespace shardscope

@@ -290,7 +290,7 @@ std::unordered_map<const Node*, Tensor> Backprop(const std::vector<std::pair<std
     if (!fresh) slot->second = internal::Binary(Opcode::kAdd, slot->second, g0, where);
   }
   NoGradGuard no_grad;  // gradient graphs are not themselves differentiated
-  AutocastGuard no_autocast(std::nullopt);  // gradients take their values' types (see the dot's Vjp)
+  internal::AutocastPause no_autocast;  // gradients take their values' types (see the dot's Vjp)
   RematPass remat;
   std::unordered_map<const Node*, Tensor> stopped;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

@@ -119,6 +119,7 @@ Tensor Dot(const Tensor& a_in, const Tensor& b_in, compiler::DotDims dd, const S
     if (!is_in(dd.rhs_batch, d) && !is_in(dd.rhs_contracting, d)) out.push_back(b.shape().dims[d]);
   Tensor t = MakeOp(Opcode::kDotGeneral, Shape(*result_type, out), {a, b}, loc);
   if (t.status().ok()) t.node()->dot = std::move(dd);
+  NoteAutocastOff(&t);
   return t;
 }
 

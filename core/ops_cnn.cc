@@ -195,6 +195,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& bias, int64_t stri
   c.padding = {{padding, padding}, {padding, padding}};
   Tensor y = internal::MakeOp(Opcode::kConvolution, out, {xc, wc}, loc);
   if (y.status().ok()) y.node()->conv = std::move(c);
+  internal::NoteAutocastOff(&y);
   if (!bias.defined()) return y;
   if (!bias.status().ok()) return internal::Error(bias.status(), out);
   if (bias.shape() != Shape(x.dtype(), {w.dim(0)}))

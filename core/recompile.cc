@@ -420,16 +420,53 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   // Autocast turned on, off or to another type: the graphs are the same once
   // 16-bit conversions are left out.
   if (OnlyAutocastDiffers(*c.old->module, *c.now)) {
-    SourceLoc guard;
-    bool on = false;
-    for (size_t k = 0; k < c.notes->size() && !guard.known(); ++k)
-      if (IsAutocastConvert(c.New(static_cast<int64_t>(k))) && (*c.notes)[k].known()) guard = (*c.notes)[k], on = true;
-    for (size_t k = 0; k < c.old->notes.size() && !guard.known(); ++k)
-      if (IsAutocastConvert(c.Old(static_cast<int64_t>(k))) && c.old->notes[k].known()) guard = c.old->notes[k];
+    // Which way: the graph with more conversions is the one autocast covers
+    // more of. The guard blamed is one whose conversions only that graph has;
+    // when the same guards convert in both, a user's AutocastGuard(nullopt)
+    // that kept contractions f32 on one side (noted on them, "autocast_off").
+    struct Side {
+      int64_t converts = 0;
+      std::vector<SourceLoc> guards;  // each convert's guard, in order
+      SourceLoc off;                  // the first AutocastGuard(nullopt) noted
+    };
+    const auto side = [](const Module& m, const std::vector<SourceLoc>& notes) {
+      Side s;
+      for (size_t k = 0; k < m.instructions().size() && k < notes.size(); ++k) {
+        const Instruction& i = *m.instructions()[k];
+        if (IsAutocastConvert(i)) {
+          ++s.converts;
+          if (notes[k].known()) s.guards.push_back(notes[k]);
+        } else if (notes[k].via == "autocast_off" && notes[k].known() && !s.off.known()) {
+          s.off = notes[k];
+        }
+      }
+      return s;
+    };
+    const Side was = side(*c.old->module, c.old->notes), is = side(*c.now, *c.notes);
+    const auto only_in = [](const Side& a, const Side& b) {
+      for (const SourceLoc& g : a.guards)
+        if (std::none_of(b.guards.begin(), b.guards.end(),
+                         [&](const SourceLoc& h) { return h.file == g.file && h.line == g.line; }))
+          return g;
+      return SourceLoc();
+    };
+    const bool on = is.converts >= was.converts;
+    const Side& more = on ? is : was;
+    const Side& fewer = on ? was : is;
+    SourceLoc guard = only_in(more, fewer);
+    std::string how = on ? "is on" : "was turned off";
+    std::string guard_text = "AutocastGuard at ";
+    if (!guard.known() && fewer.off.known() && !more.off.known()) {
+      guard = fewer.off;
+      how = on ? "is on again" : "was turned off";
+      guard_text = on ? "the AutocastGuard(std::nullopt) at " : "AutocastGuard(std::nullopt) at ";
+    } else if (!guard.known() && !more.guards.empty()) {
+      guard = more.guards.front();
+    }
     cause->subkind = "autocast_changed";
     cause->loc = guard.known() ? guard : in.cut_loc;
-    cause->detail = absl::StrCat("autocast ", on ? "is on" : "was turned off", " (AutocastGuard at ", At(cause->loc),
-                                 ")", vs, ": ", counts);
+    cause->detail = absl::StrCat("autocast ", how, " (", guard_text, At(cause->loc),
+                                 how == "is on again" ? " no longer keeps these ops f32" : "", ")", vs, ": ", counts);
     return;
   }
   // The optimizer swapped, or its update changed.

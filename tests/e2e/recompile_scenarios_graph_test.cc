@@ -7,6 +7,7 @@
 // The line of a structural change is the user's line of the first differing
 // op; an op made inside a library call (opt.step(), clip_grad_norm, a layer's
 // forward) is blamed on the user's line that called it.
+#include "gmock/gmock.h"
 #include "tests/e2e/recompile_scenarios.h"
 
 namespace shardscope {
@@ -18,6 +19,7 @@ using scen::MakeMesh;
 using scen::Rand;
 using scen::Record;
 using scen::Recorded;
+using ::testing::HasSubstr;
 
 const std::string kFile = scen::RepoPath(__FILE__);
 
@@ -570,6 +572,71 @@ TEST(RecompileScenarios, Autocast_Bf16ToF16InTransformer) {
     }
   });
   ExpectMisses(r, kFile, {{0, "first_compile", "", at_step}, {2, "graph_changed", "autocast_changed", at_amp}});
+}
+
+// The whole step is under one guard; from step 2 an inner
+// AutocastGuard(std::nullopt) keeps the head in f32. The change is the inner
+// guard's, not the outer one's, which still converts in both graphs.
+TEST(RecompileScenarios, Autocast_InnerGuardTurnsItOffForTheHead) {
+  int at_outer = 0, at_inner = 0, at_step = 0;
+  Recorded r = Record("autocast_inner_off", 1, [&] {
+    nn::Linear l1(16, 32, "l1"), l2(32, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.1});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 16}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      Tensor loss;
+      {
+        AutocastGuard amp; at_outer = __LINE__;
+        Tensor h = relu(l1(x));
+        if (step >= 2) {
+          AutocastGuard f32(std::nullopt); at_inner = __LINE__;
+          loss = cross_entropy(l2(h), y);
+        } else {
+          loss = cross_entropy(l2(h), y);
+        }
+      }
+      SS_OK(backward(loss));
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile, {{0, "first_compile", "", at_step}, {2, "graph_changed", "autocast_changed", at_inner}});
+  ASSERT_EQ(r.misses.size(), 2u);
+  EXPECT_THAT(r.misses[1].detail, HasSubstr("autocast was turned off (AutocastGuard(std::nullopt) at ")) << r.Dump();
+  EXPECT_NE(at_outer, at_inner);
+}
+
+// The reverse: the inner AutocastGuard(std::nullopt) is dropped at step 2, so
+// the head is cast again; the inner guard's line is where that changed.
+TEST(RecompileScenarios, Autocast_InnerOffGuardDroppedCastsTheHeadAgain) {
+  int at_inner = 0, at_step = 0;
+  Recorded r = Record("autocast_inner_on", 1, [&] {
+    nn::Linear l1(16, 32, "l1"), l2(32, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.1});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 16}, step), "x");
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+      Tensor loss;
+      {
+        AutocastGuard amp;
+        Tensor h = relu(l1(x));
+        if (step < 2) {
+          AutocastGuard f32(std::nullopt); at_inner = __LINE__;
+          loss = cross_entropy(l2(h), y);
+        } else {
+          loss = cross_entropy(l2(h), y);
+        }
+      }
+      SS_OK(backward(loss));
+      SS_OK(opt.step());
+      SS_OK(mark_step()); at_step = __LINE__;
+    }
+  });
+  ExpectMisses(r, kFile, {{0, "first_compile", "", at_step}, {2, "graph_changed", "autocast_changed", at_inner}});
+  ASSERT_EQ(r.misses.size(), 2u);
+  EXPECT_THAT(r.misses[1].detail, HasSubstr("autocast is on again (the AutocastGuard(std::nullopt) at "))
+      << r.Dump();
 }
 
 // ---------------------------------------------------------------- mesh_changed
