@@ -64,40 +64,43 @@ absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader
   const int64_t last = all->Int(0, "last");
   // A read's cut is one more program run only when a program ran after it in
   // that step (the rest of the step); a read after everything of its step was
-  // traced merely runs the step early, and not reading saves nothing.
+  // traced merely runs the step early, and not reading saves nothing. A line
+  // may cut a step several times (a loss read on every micro-batch of an
+  // accumulation): each cut that went on is one program run.
   auto cuts = rd.Query(
       "SELECT COALESCE(source_file, '') AS file, COALESCE(source_line, 0) AS line, step,"
-      " MAX(EXISTS (SELECT 1 FROM executions l WHERE l.run_id = e.run_id AND l.step = e.step"
-      "             AND l.execution_id > e.execution_id)) AS followed"
+      " COUNT(*) AS cuts, SUM(EXISTS (SELECT 1 FROM executions l WHERE l.run_id = e.run_id"
+      "             AND l.step = e.step AND l.execution_id > e.execution_id)) AS followed"
       " FROM executions e WHERE run_id = ?1 AND cause = 'value_read' GROUP BY file, line, step"
       " ORDER BY file, line, step",
       {run});
   if (!cuts.ok()) return cuts.status();
   std::vector<ValueReadCuts> out;
   std::vector<std::set<int64_t>> cut_steps;  // per read site
-  std::vector<bool> followed;                // a read there cut a step that went on
+  std::vector<int64_t> most_followed;        // the most cuts that went on in one step, per site
   for (size_t i = 0; i < cuts->rows.size(); ++i) {
     const std::string at = absl::StrCat(cuts->Text(i, "file"), ":", cuts->Int(i, "line"));
     if (out.empty() || out.back().at != at) {
       out.push_back({at, steps, 0, runs, every});
       cut_steps.emplace_back();
-      followed.push_back(false);
+      most_followed.push_back(0);
     }
     ValueReadCuts& c = out.back();
     ++c.steps_cut;
-    const int64_t step = cuts->Int(i, "step");
+    c.cuts += cuts->Int(i, "cuts");
+    const int64_t step = cuts->Int(i, "step"), followed = cuts->Int(i, "followed");
     cut_steps.back().insert(step);
-    followed.back() = followed.back() || cuts->Int(i, "followed");
-    if ((step - first) % every != 0 && cuts->Int(i, "followed")) ++c.executions_saved;
+    most_followed.back() = std::max(most_followed.back(), followed);
+    if ((step - first) % every != 0) c.executions_saved += followed;
   }
   for (size_t k = 0; k < out.size(); ++k) {
     ValueReadCuts& c = out[k];
     // Reading every N steps also reads at the steps of that grid this read
     // skipped (a read every 4 steps, moved to every 10, reads at step 10):
-    // each such read cuts its step too.
-    if (followed[k])
-      for (int64_t step = first; step <= last; step += every)
-        if (!cut_steps[k].count(step)) --c.executions_saved;
+    // each such step is cut as this line cut its steps, counted at the most
+    // (the saving is never overstated).
+    for (int64_t step = first; step <= last; step += every)
+      if (!cut_steps[k].count(step)) c.executions_saved -= most_followed[k];
     c.compilations_added = c.steps_cut == c.steps && c.executions_saved > 0 ? 1 : 0;
   }
   return out;
@@ -388,7 +391,9 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
         const std::string cost =
             v.compilations_added ? ", for 1 more compilation (the whole step's graph, compiled once)" : "";
         s.suggestions.push_back(
-            {absl::StrCat("the read at ", v.at, " cut the graph in ", v.steps_cut, " of ", v.steps, " steps (",
+            {absl::StrCat("the read at ", v.at, " cut the graph ",
+                          v.cuts > v.steps_cut ? absl::StrCat(v.cuts, " times ") : "", "in ", v.steps_cut, " of ",
+                          v.steps, " steps (",
                           v.executions, " program runs in the run); reading it every ", v.every,
                           " steps instead: ", v.executions - v.executions_saved, " runs, ", v.executions_saved,
                           " program runs saved", cost),

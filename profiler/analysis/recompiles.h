@@ -62,6 +62,7 @@ struct ValueReadCuts {
   int every = 0;
   int64_t executions_saved = 0;    // the cuts no longer made: one program run each
   int64_t compilations_added = 0;  // 1 when it cut every step: the whole step's graph is then new
+  int64_t cuts = 0;  // its cuts: more than steps_cut when it read several times a step
 };
 inline constexpr int kReadEvery = 10;  // the N of the suggestion "read every N steps"
 absl::StatusOr<std::vector<ValueReadCuts>> FindValueReadCuts(const store::Reader& reader, int64_t run_id,
