@@ -245,6 +245,32 @@ std::string FileUri(const std::string& path, const std::string& query) {
   return out;
 }
 
+namespace {
+// Plays a hot journal back into its database: opening the file for writing
+// and reading it is what makes SQLite roll the stopped transaction back,
+// leaving what was committed (nothing committed is lost; the journal holds
+// only the pages as they were before the transaction).
+absl::Status RollBackHotJournal(const std::string& path) {
+  const std::string journal = path + "-journal";
+  const std::string why = absl::StrCat(path, " has a hot journal (", journal,
+                                       "): a process stopped in the middle of writing it, and its last transaction "
+                                       "must be rolled back before the file can be read");
+  sqlite3* rw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &rw, SQLITE_OPEN_READWRITE, nullptr);
+  if (rc == SQLITE_OK) {
+    sqlite3_busy_timeout(rw, 5000);
+    rc = sqlite3_exec(rw, "SELECT count(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  }
+  const std::string error = rw ? sqlite3_errmsg(rw) : "out of memory";
+  sqlite3_close(rw);
+  if (rc != SQLITE_OK)
+    return absl::FailedPreconditionError(absl::StrCat(
+        why, ", and this process cannot write it (", error, "); copy both files to a writable directory and read "
+        "the copy, or open it once with `sqlite3 ", path, "`"));
+  return absl::OkStatus();
+}
+}  // namespace
+
 absl::Status OpenForReading(const std::string& path, int extra_flags, sqlite3** db) {
   *db = nullptr;
   ReadOpenFacts facts = GatherReadOpenFacts(path);
@@ -270,16 +296,47 @@ absl::Status OpenForReading(const std::string& path, int extra_flags, sqlite3** 
     *db = nullptr;
     return st;
   }
-  if (!immutable && !facts.wal_has_data) {
-    // Where the side files cannot be made after all (a full disk, a file
-    // system without locks), read the file as it stands: nothing is in a -wal.
+  if (!immutable) {
+    // A writer in another process may hold the file for a moment (a
+    // rollback-journal file locks readers out while it commits): wait, as
+    // SQLite does, rather than read pages a transaction has not committed.
+    sqlite3_busy_timeout(*db, 5000);
     Stmt probe;
     int rc = probe.Prepare(*db, "SELECT count(*) FROM sqlite_master").ok() ? sqlite3_step(probe.get())
                                                                            : sqlite3_errcode(*db);
+    const int extended = rc == SQLITE_ROW ? SQLITE_OK : sqlite3_extended_errcode(*db);
     probe = Stmt();
     int code = rc & 0xff;
-    if (code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_IOERR || code == SQLITE_FULL ||
-        code == SQLITE_PERM || code == SQLITE_BUSY) {
+    if (extended == SQLITE_READONLY_ROLLBACK) {
+      // A hot journal: a writer stopped mid-transaction. The file's committed
+      // state is the file with the journal played back, which only a
+      // connection that may write can do (as sqlite3 does on opening it).
+      sqlite3_close(*db);
+      *db = nullptr;
+      if (absl::Status st = RollBackHotJournal(path); !st.ok()) return st;
+      if (open(/*immutable=*/false) != SQLITE_OK) {
+        absl::Status st = absl::InvalidArgumentError(absl::StrCat("cannot open ", path, ": ", DbError(*db)));
+        sqlite3_close(*db);
+        *db = nullptr;
+        return st;
+      }
+      sqlite3_busy_timeout(*db, 5000);
+      return absl::OkStatus();
+    }
+    if (code == SQLITE_BUSY) {
+      sqlite3_close(*db);
+      *db = nullptr;
+      return absl::UnavailableError(absl::StrCat(
+          path, " is locked by another process in the middle of writing it (SQLite: database is locked, waited 5 s); "
+                "read it again when that process has committed or ended"));
+    }
+    // Where a WAL file's side files cannot be made after all (a full disk, a
+    // file system without locks), read the file as it stands: nothing is in
+    // its -wal. A rollback-journal file needs no side files to be read, and
+    // reading it as immutable could show a transaction's uncommitted pages.
+    if (facts.wal_mode && !facts.wal_has_data &&
+        (code == SQLITE_CANTOPEN || code == SQLITE_READONLY || code == SQLITE_IOERR || code == SQLITE_FULL ||
+         code == SQLITE_PERM)) {
       if (open(/*immutable=*/true) != SQLITE_OK) {
         absl::Status st = absl::InvalidArgumentError(absl::StrCat("cannot open ", path, ": ", DbError(*db)));
         sqlite3_close(*db);

@@ -104,6 +104,71 @@ WriterOptions LockOptions(int busy_timeout_ms, int batch_attempts) {
   return o;
 }
 
+std::string SampleOf(const std::string& path) {
+  auto r = Reader::Open(path);
+  if (!r.ok()) return absl::StrCat("error: ", r.status().message());
+  auto q = r->Query("SELECT sample FROM runs ORDER BY run_id LIMIT 1");
+  return q.ok() && !q->rows.empty() ? q->Text(0, "sample") : "error: no row";
+}
+
+void CopyFile(const std::string& from, const std::string& to) {
+  std::ifstream in(from, std::ios::binary);
+  std::ofstream out(to, std::ios::binary | std::ios::trunc);
+  out << in.rdbuf();
+}
+
+// A writer that stopped mid-transaction leaves a hot journal: the file then
+// holds pages the transaction had not committed. A reader sees the committed
+// state (the journal played back, as sqlite3 does), never those pages, and
+// `check` calls the file healthy.
+TEST(Robust, AHotJournalIsRolledBackNotRead) {
+  const std::string path = WriteFinishedRun("hot_src"), hot = TempDbPath("hot");
+  const std::string committed = SampleOf(path);
+  ASSERT_EQ(committed.rfind("error", 0), std::string::npos) << committed;
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode = DELETE; PRAGMA cache_size = 1; BEGIN;"
+                             " UPDATE runs SET sample = 'uncommitted'; DELETE FROM slice_chunks;"
+                             " UPDATE runs SET mesh = printf('%.4000c', 'x');",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  // What a crash leaves: the file with spilled pages, and its journal.
+  CopyFile(path, hot);
+  CopyFile(path + "-journal", hot + "-journal");
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  struct stat sb;
+  ASSERT_EQ(::stat((hot + "-journal").c_str(), &sb), 0);
+  ASSERT_GT(sb.st_size, 0);
+  EXPECT_EQ(SampleOf(hot), committed);
+  CheckReport report = CheckDatabase(hot);
+  std::string problems;
+  for (const auto& p : report.problems) absl::StrAppend(&problems, p, "\n");
+  EXPECT_TRUE(report.healthy()) << problems;
+}
+
+// Another process in the middle of writing a rollback-journal file: a reader
+// waits for it, then says the file is locked, never reading pages the
+// writer has not committed.
+TEST(Robust, AFileLockedByAWriterIsNeverReadUncommitted) {
+  const std::string path = WriteFinishedRun("locked");
+  const std::string committed = SampleOf(path);
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "PRAGMA journal_mode = DELETE; PRAGMA cache_size = 1; BEGIN EXCLUSIVE;"
+                             " UPDATE runs SET sample = 'uncommitted'; DELETE FROM slice_chunks;",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK)
+      << sqlite3_errmsg(db);
+  const std::string seen = SampleOf(path);
+  EXPECT_NE(seen, "uncommitted");
+  EXPECT_NE(seen.find("is locked by another process"), std::string::npos) << seen;
+  sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+  sqlite3_close(db);
+  EXPECT_EQ(SampleOf(path), committed);
+}
+
 // A forked child (a data-loader worker) stopped by SIGTERM dies of it, and
 // leaves its parent's run alone: the child's signal must not reach the
 // parent's watcher (they share its pipe), which would end the parent's run as

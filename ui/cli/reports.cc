@@ -14,6 +14,7 @@
 #include <set>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
@@ -172,9 +173,16 @@ struct Args {
 
 Args Parse(const std::vector<std::string>& argv, const std::set<std::string>& flags) {
   Args a;
+  bool options = true;  // until a lone "--": then every argument is positional
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& s = argv[i];
-    if (s.size() < 2 || s.rfind("--", 0) != 0) {
+    if (options && s == "--") {
+      options = false;
+      continue;
+    }
+    // An option's name has no blank: "-- a comment\nSELECT ..." is SQL.
+    if (!options || s.size() < 2 || s.rfind("--", 0) != 0 ||
+        s.substr(0, s.find('=')).find_first_of(" \t\r\n") != std::string::npos) {
       a.positional.push_back(s);
       continue;
     }
@@ -195,6 +203,10 @@ Args Parse(const std::vector<std::string>& argv, const std::set<std::string>& fl
         return a;
       }
       value = argv[++i];
+    }
+    if (a.flags.count(name)) {
+      a.error = absl::StrCat("option ", name, " is given twice ('", a.flags[name], "' and '", value, "')");
+      return a;
     }
     a.flags[name] = value;
   }
@@ -427,20 +439,35 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
     return 1;
   }
   // The file is opened read-only, but ATTACH (and VACUUM INTO, which attaches
-  // its output) would create or write another file: refused, and said plainly.
-  bool attach_refused = false;
+  // its output) would create or write another file, and a pragma that sets
+  // the journal or checkpoints would write this one: refused, and said
+  // plainly (SQLite's own refusal of the latter reads as a disk I/O error).
+  std::string refused;
   sqlite3_set_authorizer(
       reader->connection(),
-      [](void* refused, int action, const char*, const char*, const char*, const char*) {
-        if (action != SQLITE_ATTACH) return SQLITE_OK;
-        *static_cast<bool*>(refused) = true;
-        return SQLITE_DENY;
+      [](void* why, int action, const char* a1, const char* a2, const char*, const char*) {
+        std::string& refused = *static_cast<std::string*>(why);
+        if (action == SQLITE_ATTACH) {
+          refused = "ATTACH and VACUUM INTO, which write another file, are refused";
+          return SQLITE_DENY;
+        }
+        if (action != SQLITE_PRAGMA || !a1) return SQLITE_OK;
+        const std::string pragma = absl::AsciiStrToLower(a1);
+        static const std::set<std::string> set_writes = {"journal_mode", "locking_mode", "writable_schema",
+                                                         "user_version", "application_id", "schema_version",
+                                                         "auto_vacuum", "page_size"};
+        static const std::set<std::string> writes = {"wal_checkpoint", "incremental_vacuum", "optimize"};
+        if (writes.count(pragma) || (a2 && set_writes.count(pragma))) {
+          refused = absl::StrCat("PRAGMA ", pragma, a2 ? absl::StrCat(" = ", a2) : "",
+                                 " would change the file, and is refused");
+          return SQLITE_DENY;
+        }
+        return SQLITE_OK;
       },
-      &attach_refused);
+      &refused);
   const auto failed = [&](const absl::Status& st) {
-    if (attach_refused)
-      err << "error: query only reads " << a.positional[0]
-          << ": ATTACH and VACUUM INTO, which write another file, are refused\n";
+    if (!refused.empty())
+      err << "error: query only reads " << a.positional[0] << ": " << refused << "\n";
     else
       err << "error: " << st.message() << "\n";
     return 1;
