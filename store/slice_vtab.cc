@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "store/schema.h"
@@ -138,8 +139,9 @@ int SliceBestIndex(sqlite3_vtab*, sqlite3_index_info* info) {
       info->aConstraintUsage[c].argvIndex = k.iColumn - kArgChunkId + 1;
       info->aConstraintUsage[c].omit = 1;
       have |= 1 << (k.iColumn - kArgChunkId);
-    } else if (k.usable && k.iColumn == kKind && kind < 0) {
-      kind = c;
+    } else if (k.usable && k.iColumn == kKind && kind < 0 &&
+               absl::EqualsIgnoreCase(sqlite3_vtab_collation(info, c), "BINARY")) {
+      kind = c;  // `kind = 'X' COLLATE NOCASE` is left to SQLite, which compares as asked
     } else if (k.usable && k.iColumn == kDepth && depth < 0) {
       depth = c;
     }
