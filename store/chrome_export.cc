@@ -1,5 +1,6 @@
 #include "store/chrome_export.h"
 
+#include <climits>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -110,7 +111,26 @@ struct Lane {
 // link or a hard link) or one of its side files, the run would be destroyed.
 absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
   struct stat o;
-  if (stat(out.c_str(), &o) != 0) return absl::OkStatus();  // a new file
+  if (stat(out.c_str(), &o) != 0) {
+    // A new file, unless it is named as a side file the database may have
+    // (an export written as DB-wal would be read as the database's log).
+    const auto resolved = [](const std::string& p) -> std::string {
+      const size_t slash = p.rfind('/');
+      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+      char buf[PATH_MAX];
+      if (!realpath(dir.c_str(), buf)) return "";
+      return absl::StrCat(buf, "/", slash == std::string::npos ? p : p.substr(slash + 1));
+    };
+    char real_db[PATH_MAX];
+    const std::string named = resolved(out);
+    if (named.empty() || !realpath(db.c_str(), real_db)) return absl::OkStatus();
+    for (const char* suffix : {"-wal", "-shm", "-journal"})
+      if (named == absl::StrCat(real_db, suffix))
+        return absl::InvalidArgumentError(absl::StrCat("cannot write ", out, ": it is named as ", db, suffix,
+                                                       ", a side file of the database being exported (SQLite "
+                                                       "would read it as part of the database); name another file"));
+    return absl::OkStatus();
+  }
   for (const char* suffix : {"", "-wal", "-shm", "-journal"}) {
     const std::string side = db + suffix;
     struct stat d;

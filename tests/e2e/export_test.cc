@@ -169,6 +169,15 @@ TEST_F(ExportE2e, TheDatabaseItselfIsNeverWrittenOver) {
     EXPECT_EQ(e2e::Shell("md5sum < " + db).text, before) << out;
   }
   EXPECT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db)).code, 0);
+  // Named as a side file the database does not have yet: written, it would be
+  // read as the database's log (every command then refused the file).
+  for (const std::string out : {db + "-wal", db + "-shm", dir + "/../export_self/run.db-journal"}) {
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", out));
+    EXPECT_EQ(o.code, 1) << out << "\n" << o.text;
+    EXPECT_TRUE(absl::StrContains(o.text, "a side file of the database being exported")) << o.text;
+    EXPECT_NE(e2e::Shell("test -e " + out).code, 0) << out;
+  }
+  EXPECT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " runs ", db)).code, 0);
 }
 
 }  // namespace
