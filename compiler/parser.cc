@@ -112,8 +112,19 @@ class Parser {
   absl::StatusOr<std::string> String() {
     if (!Consume("\"")) return Error(absl::StrCat("expected a string", Near()));
     std::string out;
+    const auto hex = [&](size_t at) { return at < t_.size() && std::isxdigit(static_cast<unsigned char>(t_[at])); };
     while (p_ < t_.size() && t_[p_] != '"') {
-      if (t_[p_] == '\\' && p_ + 1 < t_.size()) ++p_;
+      if (t_[p_] == '\\' && hex(p_ + 1) && hex(p_ + 2)) {  // \XX: one byte, as MLIR escapes
+        out += static_cast<char>(std::stoi(std::string(t_.substr(p_ + 1, 2)), nullptr, 16));
+        p_ += 3;
+        continue;
+      }
+      if (t_[p_] == '\\' && p_ + 1 < t_.size()) {
+        ++p_;
+        out += t_[p_] == 'n' ? '\n' : t_[p_] == 't' ? '\t' : t_[p_];
+        ++p_;
+        continue;
+      }
       out += t_[p_++];
     }
     if (p_ >= t_.size()) return Error("unterminated string", p_);

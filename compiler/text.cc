@@ -55,10 +55,31 @@ std::string IntList(const std::vector<int64_t>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
 }
 
+// A string attribute as MLIR writes one: quotes and backslashes escaped, and
+// any other byte outside printable ASCII as \XX, so a user's name with a
+// quote or a newline (they name tensors and layers) parses back as it was.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c >= 0x7f) {
+      static const char* hex = "0123456789ABCDEF";
+      out += '\\';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 std::string Loc(const Instruction& i, const PrintOptions& o) {
   if (!o.locations || !i.loc.known()) return "";
-  std::string file = absl::StrCat("\"", i.loc.file, "\":", i.loc.line, ":0");
-  if (!i.scope.empty()) return absl::StrCat(" loc(\"", i.scope, "\"(", file, "))");
+  std::string file = absl::StrCat(Quoted(i.loc.file), ":", i.loc.line, ":0");
+  if (!i.scope.empty()) return absl::StrCat(" loc(", Quoted(i.scope), "(", file, "))");
   return absl::StrCat(" loc(", file, ")");
 }
 
@@ -344,7 +365,7 @@ std::string PrintModule(const Module& m, const PrintOptions& o) {
   for (const Instruction* p : m.parameters()) {
     std::vector<std::string> attrs;
     if (p->sharding) attrs.push_back(absl::StrCat("mhlo.sharding = \"", ShardingText(*p->sharding, o), "\""));
-    if (o.names && !p->name.empty()) attrs.push_back(absl::StrCat("shardscope.name = \"", p->name, "\""));
+    if (o.names && !p->name.empty()) attrs.push_back(absl::StrCat("shardscope.name = ", Quoted(p->name)));
     std::string s = absl::StrCat(Ref(p, Names()), ": ", p->shape.ToMlir());
     if (!attrs.empty()) absl::StrAppend(&s, " {", absl::StrJoin(attrs, ", "), "}");
     absl::StrAppend(&s, Loc(*p, o));

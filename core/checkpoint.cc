@@ -58,6 +58,13 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>
     if (t->name().empty()) return absl::InvalidArgumentError("save_checkpoint: every tensor needs a name");
     if (header.contains(t->name()))
       return absl::InvalidArgumentError(absl::StrCat("save_checkpoint: two tensors are named '", t->name(), "'"));
+    try {
+      (void)nlohmann::json(t->name()).dump();
+    } catch (const nlohmann::json::type_error&) {
+      return absl::InvalidArgumentError(absl::StrCat("save_checkpoint: the tensor named '", absl::CHexEscape(t->name()),
+                                                     "' has a name that is not UTF-8, and a safetensors file's "
+                                                     "names are JSON text; rename it"));
+    }
     auto v = t->to_host(loc);
     if (!v.ok()) return v.status();
     header[t->name()] = {{"dtype", SafeName(v->shape().dtype)},
@@ -67,7 +74,13 @@ absl::Status save_checkpoint(const std::string& path, const std::vector<Tensor*>
     values.push_back(std::move(*v));
   }
   if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error&) {
+    return absl::InvalidArgumentError(
+        "save_checkpoint: a metadata key or value is not UTF-8, and a safetensors header is JSON text");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   uint64_t n = text.size();
   std::string tmp = path + ".tmp";

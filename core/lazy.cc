@@ -494,7 +494,8 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
     e.step = ctx.step;
     e.graph_id = exe.graph_id;
     e.cache = runtime::CacheOutcomeName(compiled->cache);
-    e.input_signature = Signature(inputs).dump();
+    // Names are the user's bytes: one that is not UTF-8 becomes U+FFFD, not an abort.
+    e.input_signature = Signature(inputs).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     e.cause = reason == CutReason::kMarkStep ? "mark_step" : "value_read";
     e.source_file = loc.file;
     e.source_line = loc.line;

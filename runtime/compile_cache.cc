@@ -344,7 +344,7 @@ absl::Status CompileCache::Store(const std::string& key, const Executable& exe) 
   j["rematerializations"] = json::array();
   for (const auto& m : exe.sharding.rematerializations)
     j["rematerializations"].push_back({m.op_id, m.value, m.op, m.bytes, m.source_file, m.source_line});
-  const std::string body = j.dump();
+  const std::string body = j.dump(-1, ' ', false, json::error_handler_t::replace);  // names are the user's bytes
   const std::string path = PathOf(key);
   // Something other than a regular file at the path (a FIFO, a directory, a
   // link) is not ours to replace.

@@ -98,6 +98,35 @@ TEST(Parser, EveryOpRoundTrips) {
   EXPECT_EQ(PrintModule(**parsed_bare, {.locations = false, .names = false}), bare);
 }
 
+// Users name tensors and layers: a quote, a backslash, a newline or a byte
+// that is not UTF-8 in a name, a layer path or a file name is escaped as MLIR
+// escapes it, and parses back byte for byte (a stored program is replayed
+// from this text).
+TEST(Parser, NamesWithQuotesAndControlBytesRoundTrip) {
+  const std::string name = "lin \"odd\", <mod>\\ \n\ttab \xff\xfe\x01 end";
+  const std::string scope = "blocks.0 \"attn\"\n", file = "my dir/\"x\".cc";
+  Module m("odd");
+  auto* x = m.Parameter(Shape(DType::kF32, {2, 3}), name, {file, 7, ""});
+  auto* y = m.Unary(Opcode::kNegate, x, {file, 8, ""});
+  y->scope = scope;
+  m.SetOutputs({y});
+  const std::string text = PrintModule(m);
+  EXPECT_NE(text.find("<mod>\\\\ \\0A\\09tab \\FF\\FE\\01 end"), std::string::npos) << text;
+  auto parsed = ParseModule(text);
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << text;
+  EXPECT_EQ((*parsed)->parameters()[0]->name, name);
+  EXPECT_EQ((*parsed)->parameters()[0]->loc.file, file);
+  bool found = false;
+  for (const auto& i : (*parsed)->instructions())
+    if (i->op == Opcode::kNegate) {
+      found = true;
+      EXPECT_EQ(i->scope, scope);
+      EXPECT_EQ(i->loc.file, file);
+    }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(PrintModule(**parsed), text);
+}
+
 // The fingerprint hashes fields rather than text; the printed (location-free)
 // text shows every attribute, so whenever a change to one attribute shows in
 // the text, it must change the fingerprint too.

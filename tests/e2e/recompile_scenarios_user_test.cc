@@ -4,6 +4,7 @@
 // checkpoint saved mid-step and a sharded weight loaded from one.
 #include "core/checkpoint.h"
 #include "tests/e2e/recompile_scenarios.h"
+#include "tests/e2e/shell.h"
 
 namespace shardscope {
 namespace {
@@ -269,6 +270,33 @@ TEST(RecompileScenarios, User_AReadOnEveryMicroBatchIsNotACutOnSomeSteps) {
   for (const scen::Miss& m : r.misses)
     EXPECT_NE(m.subkind.value_or(""), "cut_on_some_steps") << r.Dump();
   EXPECT_EQ(r.misses[1].line, at_backward) << r.Dump();
+}
+
+// Users name tensors as they like: a quote, a newline, bytes that are not
+// UTF-8. The run records (no abort in the signature's JSON), its programs are
+// stored as text that parses back, so `replay` runs them; a checkpoint, whose
+// header is JSON, refuses the name that is not UTF-8 by name.
+TEST(RecompileScenarios, User_OddTensorNamesRecordReplayAndCheckpoint) {
+  const std::string odd = "lin \"odd\", <mod>\nnext", bad = "tuple\xff\xfe";
+  Recorded r = Record("user_odd_names", 1, [&] {
+    nn::Linear l1(8, 16, odd), l2(16, 4, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 3; ++step) {
+      Tensor x = Tensor::from_host(Rand({8, 8}, step), bad);
+      Tensor y = Tensor::from_host(Ids({8}, 4, step), odd);
+      SS_OK(backward(cross_entropy(l2(relu(l1(x))), y)));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+    Tensor named = Tensor::from_host(Rand({2, 2}, 9), bad);
+    absl::Status saved = save_checkpoint(scen::TempPath("user_odd_ckpt", ".safetensors"), {&named});
+    EXPECT_FALSE(saved.ok());
+    EXPECT_NE(saved.message().find("not UTF-8"), std::string_view::npos) << saved;
+  });
+  ASSERT_TRUE(r.ok) << r.Dump();
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " replay ", r.db));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(o.text.find("does not parse"), std::string::npos) << o.text;
 }
 
 }  // namespace
