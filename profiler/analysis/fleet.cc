@@ -1466,8 +1466,9 @@ std::vector<int> ParseChipCoords(std::string_view text) {
 }
 
 std::string RenderFleetText(const FleetReport& r) {
-  std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", r.sample,
-                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ", r.topology,
+  std::string out = absl::StrCat("fleet diagnosis — run ", r.run_id, " (", Printable(r.sample),
+                                 r.imported ? ", imported" : "", r.simulated ? ", simulated" : "", "; ",
+                                 Printable(r.topology),
                                  "), ", Plural(r.chips, "chip", "chips"), " on ", Plural(r.hosts, "host", "hosts"), "\n");
   absl::StrAppend(&out, "  ", Plural(r.steps, "step", "steps"), " analysed, ",
                   Plural(r.collectives, "collective", "collectives"),

@@ -1,6 +1,7 @@
 // `shardscope check DB` (see check.h): prints what store::CheckDatabase found.
 #include "ui/cli/check.h"
 
+#include "profiler/analysis/format.h"
 #include "store/check.h"
 
 namespace shardscope::cli {
@@ -28,14 +29,18 @@ int RunCheckCommand(const std::vector<std::string>& args, std::ostream& out, std
     return 2;
   }
   store::CheckReport r = store::CheckDatabase(args[0]);
+  // Names in the file (a run's workload, a damaged row's text) print as one
+  // line each, their control characters escaped, as in every report.
+  using analysis::Printable;
   if (r.healthy()) {
-    out << r.path << ": healthy\n";
+    out << Printable(r.path) << ": healthy\n";
   } else {
-    out << r.path << ": " << r.problems.size() << (r.problems.size() == 1 ? " problem" : " problems") << "\n";
-    for (const std::string& p : r.problems) out << "  problem: " << p << "\n";
+    out << Printable(r.path) << ": " << r.problems.size() << (r.problems.size() == 1 ? " problem" : " problems")
+        << "\n";
+    for (const std::string& p : r.problems) out << "  problem: " << Printable(p) << "\n";
   }
-  for (const std::string& n : r.notes) out << "  note: " << n << "\n";
-  for (const std::string& run : r.runs) out << "  " << run << "\n";
+  for (const std::string& n : r.notes) out << "  note: " << Printable(n) << "\n";
+  for (const std::string& run : r.runs) out << "  " << Printable(run) << "\n";
   return r.healthy() ? 0 : 1;
 }
 

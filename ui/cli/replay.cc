@@ -421,7 +421,8 @@ int RunReplay(const std::vector<std::string>& args) {
   if (!rec.ok()) return Fail(std::string(rec.status().message()));
   const int64_t new_run = (*rec)->run_id();
   if (!quiet) {
-    std::cout << "shardscope replay — run " << *run << " of " << db << " (" << stored.sample << ", mesh "
+    std::cout << "shardscope replay — run " << *run << " of " << analysis::Printable(db) << " ("
+              << analysis::Printable(stored.sample) << ", mesh "
               << absl::StrJoin(stored.mesh, "x") << ", "
               << analysis::Plural(static_cast<int64_t>(stored.graphs.size()), "program", "programs") << ", "
               << analysis::Plural(static_cast<int64_t>(stored.executions.size()), "execution", "executions") << ") "
