@@ -447,8 +447,13 @@ absl::Status Cut(CutReason reason, const SourceLoc& loc, const CallSite* fixed_s
   int64_t t_executed = trace::HostNowNs();
 
   // Inputs first, so a tensor's first record says where its sharding came from.
+  // An input the user left unnamed is still placed on the chips: it is listed
+  // by where it was made ("tensor@train.cc:41"), as an unnamed scalar is.
   for (const auto& p : L.params)
-    RecordTensor(p->name, p->shape, p->data->sharding, p->data->sharding_source,
+    RecordTensor(p->name.empty() && p->created.known()
+                     ? absl::StrCat("tensor@", p->created.file, ":", p->created.line)
+                     : p->name,
+                 p->shape, p->data->sharding, p->data->sharding_source,
                  p->data->sharding_source == "annotated" ? p->data->sharding_loc : p->created);
   // Every pending tensor now holds device data: result j is pending[L.order[j]]'s.
   for (size_t j = 0; j < L.order.size(); ++j) {

@@ -4,6 +4,7 @@
 // checkpoint saved mid-step and a sharded weight loaded from one.
 #include "core/checkpoint.h"
 #include "tests/e2e/recompile_scenarios.h"
+#include "absl/strings/match.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -270,6 +271,31 @@ TEST(RecompileScenarios, User_AReadOnEveryMicroBatchIsNotACutOnSomeSteps) {
   for (const scen::Miss& m : r.misses)
     EXPECT_NE(m.subkind.value_or(""), "cut_on_some_steps") << r.Dump();
   EXPECT_EQ(r.misses[1].line, at_backward) << r.Dump();
+}
+
+// An input the user did not name still has a layout on the chips: it is
+// listed by where it was made, in the tensors table and `shardscope sharding`.
+TEST(RecompileScenarios, User_AnUnnamedInputIsListedWithItsLayout) {
+  int at_made = 0;
+  Recorded r = Record("user_unnamed_input", 2, [&] {
+    Mesh mesh = MakeMesh({0, 1}, {2, 1}, {"data", "model"});
+    nn::Linear l1(8, 4, "l1");
+    for (int step = 0; step < 2; ++step) {
+      at_made = __LINE__; Tensor x = Tensor::from_host(Rand({6, 8}, step), "");
+      SS_OK(mark_sharding(x, mesh, {"data", none}));
+      Tensor y = sum(l1(x));
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_TRUE(r.ok) << r.Dump();
+  auto q = e2e::Q(r.db, "SELECT name, sharding, sharding_source FROM tensors WHERE name LIKE 'tensor@%'");
+  ASSERT_EQ(q.rows.size(), 1u);
+  EXPECT_TRUE(absl::EndsWith(q.Text(0, "name"), absl::StrCat(":", at_made))) << q.Text(0, "name");
+  EXPECT_NE(q.Text(0, "name").find("recompile_scenarios_user_test.cc"), std::string::npos) << q.Text(0, "name");
+  EXPECT_EQ(q.Text(0, "sharding_source"), "annotated");
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", r.db));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find(absl::StrCat(":", at_made)), std::string::npos) << o.text;
 }
 
 // Users name tensors as they like: a quote, a newline, bytes that are not
