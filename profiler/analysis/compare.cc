@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
@@ -17,13 +18,15 @@ namespace {
 using store::QueryResult;
 using store::Reader;
 
-// Per-step times of one run on each clock: host from `steps`, device and
-// modeled from each step's span over the chips on that clock.
-absl::Status ReadStepTimes(const Reader& rd, int64_t run, std::map<std::string, std::vector<double>>* out) {
+// Per-step times of one run on each clock, by step: host from `steps`,
+// device and modeled from each step's span over the chips on that clock.
+using StepTimes = std::map<std::string, std::map<int64_t, double>>;
+absl::Status ReadStepTimes(const Reader& rd, int64_t run, StepTimes* out) {
   const std::string id = absl::StrCat(run);
-  auto host = rd.Query("SELECT wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {id});
+  auto host = rd.Query("SELECT step, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {id});
   if (!host.ok()) return host.status();
-  for (size_t i = 0; i < host->rows.size(); ++i) (*out)["host"].push_back(static_cast<double>(host->Int(i, "wall_ns")));
+  for (size_t i = 0; i < host->rows.size(); ++i)
+    (*out)["host"][host->Int(i, "step")] = static_cast<double>(host->Int(i, "wall_ns"));
   auto bounds = rd.HasTable("step_bounds");
   if (!bounds.ok()) return bounds.status();
   // step_bounds (version 2 on) holds the spans; a version-1 file has them only in its slices.
@@ -36,7 +39,7 @@ absl::Status ReadStepTimes(const Reader& rd, int64_t run, std::map<std::string, 
                         {id});
   if (!spans.ok()) return spans.status();
   for (size_t i = 0; i < spans->rows.size(); ++i)
-    (*out)[spans->Text(i, "clock")].push_back(static_cast<double>(spans->Int(i, "ns")));
+    (*out)[spans->Text(i, "clock")][spans->Int(i, "step")] = static_cast<double>(spans->Int(i, "ns"));
   return absl::OkStatus();
 }
 
@@ -45,18 +48,22 @@ struct OpKey {
   bool operator<(const OpKey& o) const { return std::tie(call_site, name, shape) < std::tie(o.call_site, o.name, o.shape); }
 };
 struct OpFacts {
+  std::string name;  // as the run names it (dot_general.86): shown, not matched
   std::string opcode, source;
   std::map<int64_t, double> by_step;  // step -> ns (all chips)
 };
 
 // Each op's time per step on `clock`, averaged over the chips on that clock.
-// Ops of compiled programs are keyed by their graph's call site, name and
-// shape (graph and op ids differ between runs); kernels of a run without `ops`
-// rows (an imported trace) by their name and the shape the trace recorded (a
-// kernel's launch grid and block after its op's input dims, an op's input
-// dims), else their size (a copy's or a collective's bytes).
-absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock, std::map<OpKey, OpFacts>* out,
-                         int64_t* chips) {
+// Ops of compiled programs are keyed by their graph's call site, opcode,
+// shape, the user's line and which such op of its graph it is (graph and op
+// ids differ between runs, and an op's number shifts with every op added
+// before it: a new layer would renumber the rest); kernels of a run without
+// `ops` rows (an imported trace), and every kernel when `by_trace` (one side
+// is an import), by their name and the shape the trace recorded (a kernel's
+// launch grid and block after its op's input dims, an op's input dims), else
+// their size (a copy's or a collective's bytes).
+absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock, bool by_trace,
+                         std::map<OpKey, OpFacts>* out, int64_t* chips) {
   const std::string id = absl::StrCat(run);
   auto n = rd.Query("SELECT count(DISTINCT device_id) AS n FROM tracks WHERE run_id = ?1 AND clock = ?2 AND device_id IS NOT NULL",
                     {id, clock});
@@ -66,19 +73,24 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
   auto has_ops = rd.HasTable("ops");
   if (!has_ops.ok()) return has_ops.status();
   std::map<std::pair<int64_t, int64_t>, std::pair<OpKey, OpFacts>> ops;  // (graph, op) -> key, facts
-  if (*has_ops) {
+  if (*has_ops && !by_trace) {
     auto q = rd.Query(
         "SELECT o.graph_id, o.op_id, o.name, o.opcode, o.shape, o.source_file, o.source_line, g.call_site"
-        " FROM ops o LEFT JOIN graphs g ON g.run_id = o.run_id AND g.graph_id = o.graph_id WHERE o.run_id = ?1",
+        " FROM ops o LEFT JOIN graphs g ON g.run_id = o.run_id AND g.graph_id = o.graph_id WHERE o.run_id = ?1"
+        " ORDER BY o.graph_id, o.op_id",
         {id});
     if (!q.ok()) return q.status();
+    std::map<std::tuple<int64_t, std::string, std::string, std::string>, int> seen;  // per graph
     for (size_t i = 0; i < q->rows.size(); ++i) {
       OpFacts f;
+      f.name = q->Text(i, "name");
       f.opcode = q->Text(i, "opcode");
       if (!q->Text(i, "source_file").empty())
         f.source = absl::StrCat(q->Text(i, "source_file"), ":", q->Int(i, "source_line"));
-      ops[{q->Int(i, "graph_id"), q->Int(i, "op_id")}] = {
-          OpKey{q->Text(i, "call_site"), q->Text(i, "name"), q->Text(i, "shape")}, std::move(f)};
+      const std::string shape = q->Text(i, "shape");
+      const int k = seen[{q->Int(i, "graph_id"), f.opcode, shape, f.source}]++;
+      OpKey key{q->Text(i, "call_site"), absl::StrCat(f.opcode, "@", f.source, "#", k), shape};
+      ops[{q->Int(i, "graph_id"), q->Int(i, "op_id")}] = {std::move(key), std::move(f)};
     }
   }
   auto has_shapes = rd.HasColumn("slices", "shape_id");  // a file before shapes were kept has none
@@ -101,6 +113,7 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
     if (it != ops.end()) {
       OpFacts& f = (*out)[it->second.first];
       if (f.opcode.empty()) {
+        f.name = it->second.second.name;
         f.opcode = it->second.second.opcode;
         f.source = it->second.second.source;
       }
@@ -109,7 +122,9 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
       const int64_t bytes = q->Int(i, "bytes");
       std::string shape = q->Text(i, "shape");
       if (shape.empty() && ops.empty() && bytes > 0) shape = FormatBytes(bytes);
-      (*out)[OpKey{"", q->Text(i, "name"), std::move(shape)}].by_step[step] += ns;
+      OpFacts& f = (*out)[OpKey{"", q->Text(i, "name"), std::move(shape)}];
+      if (f.name.empty()) f.name = q->Text(i, "name");
+      f.by_step[step] += ns;
     }
   }
   return absl::OkStatus();
@@ -152,7 +167,9 @@ void MarkChipsApart(std::vector<ChipDelta>* chips, double* compute_median, doubl
     const double spread = 1.4826 * Quantile(dev, 0.5);
     for (ChipDelta& c : *chips) {
       const double off = std::abs((c.*rel)() - *median);
-      c.*apart = (c.*delta).change != Change::kUnchanged && off >= 0.10 && off > 3 * spread;
+      // A chip stands apart only beyond its own noise, which needs kMinSteps steps a side.
+      c.*apart = (c.*delta).change != Change::kUnchanged && (c.*delta).noise_measured && off >= 0.10 &&
+                 off > 3 * spread;
     }
   };
   mark(&ChipDelta::ComputeRelative, &ChipDelta::compute, &ChipDelta::compute_apart, compute_median);
@@ -233,25 +250,42 @@ std::string ComparisonVerdict(const RunComparison& c) {
                                                               " not by the medians' ±%.1f%%",
                                                               s->delta.rank_p, a > 0 ? 100 * s->delta.threshold / a : 0.0)
                                             : "";
+  // Too few steps to measure the noise: the fixed rule decided, and says so.
+  const std::string few =
+      s->delta.noise_measured
+          ? ""
+          : absl::StrFormat("; by the fixed %.0f%% rule: A has %d and B %d step%s, too few to measure the noise",
+                            100 * kFallbackThreshold, s->a.n, s->b.n, s->b.n == 1 ? "" : "s");
   std::string head;
   switch (s->delta.change) {
     case Change::kSlower:
       head = absl::StrCat(lead, "B is slower: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
-                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, ")");
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, few, ")");
       break;
     case Change::kFaster:
       head = absl::StrCat(lead, "B is faster: ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
-                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, ")");
+                          FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), how, few, ")");
       break;
     default:
+      if (!s->delta.noise_measured) {
+        head = absl::StrCat(lead, "no change beyond the fixed ", absl::StrFormat("%.0f%%", 100 * kFallbackThreshold),
+                            ": ", clock, " step ", FormatNs(static_cast<int64_t>(a)), " -> ",
+                            FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()),
+                            absl::StrFormat("; A has %d and B %d step%s, too few to measure the noise)", s->a.n,
+                                            s->b.n, s->b.n == 1 ? "" : "s"));
+        break;
+      }
       head = absl::StrCat(lead, "no change beyond the noise: ", clock, " step ", FormatNs(static_cast<int64_t>(a)),
                           " -> ", FormatNs(static_cast<int64_t>(b)), " (", Percent(s->Relative()), ", noise ±",
                           absl::StrFormat("%.1f%%", a > 0 ? 100 * s->delta.threshold / a : 0.0), ")");
   }
+  // The largest op change that goes the verdict's way (a slower step is not
+  // explained by an op that got faster); none for a step that did not change.
+  const bool slower = s->delta.change == Change::kSlower, faster = s->delta.change == Change::kFaster;
   std::string top;
   for (const OpDelta& o : c.ops)
-    if (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded ||
-        o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved) {
+    if ((slower && (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded)) ||
+        (faster && (o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved))) {
       top = absl::StrCat("; largest: ", ShortName(o.name), " ", ChangeName(o.delta.change), " (",
                          o.step_impact_ns >= 0 ? "+" : "-", FormatNs(static_cast<int64_t>(std::abs(o.step_impact_ns))),
                          " on the average step)");
@@ -403,15 +437,44 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
     return absl::Status(st.code(), absl::StrCat(rd.path(), ": reading ", what, ": ", st.message()));
   };
 
-  std::map<std::string, std::vector<double>> sa, sb;
+  StepTimes sa, sb;
   if (auto st = ReadStepTimes(ra, run_a, &sa); !st.ok()) return context(ra, "step times", st);
   if (auto st = ReadStepTimes(rb, run_b, &sb); !st.ok()) return context(rb, "step times", st);
+  // A side that captured its timeline for some steps only (--trace-steps,
+  // --trace-ring, --trace-max-mb): its chips' steps and ops are compared with
+  // the other side's same steps, not with all of them (a window that skips
+  // the first step would read as faster, its ops as removed).
+  const auto windowed = [](const RunHeader& h) {
+    for (const char* part : {"timeline only for steps", "not captured", "timeline kept for the last",
+                             "timeline capture stopped"})
+      if (h.capture_note.find(part) != std::string::npos) return true;
+    return false;
+  };
+  std::set<int64_t> common_steps;
+  const bool restrict_steps = windowed(c.a) || windowed(c.b);
+  if (restrict_steps) {
+    for (const char* clock : {"device", "modeled"})
+      for (const auto& [step, ns] : sa[clock])
+        if (sb[clock].count(step)) common_steps.insert(step);
+    for (const char* clock : {"device", "modeled"})
+      for (StepTimes* side : {&sa, &sb})
+        for (auto it = (*side)[clock].begin(); it != (*side)[clock].end();)
+          it = common_steps.count(it->first) ? std::next(it) : (*side)[clock].erase(it);
+    c.notes.push_back(absl::StrCat(
+        windowed(c.a) && windowed(c.b) ? "both runs" : windowed(c.a) ? "A" : "B",
+        " captured a timeline for part of the run (",
+        windowed(c.a) ? c.a.capture_note : "", windowed(c.a) && windowed(c.b) ? "; " : "",
+        windowed(c.b) ? c.b.capture_note : "", "): chips' steps and ops are compared over the ",
+        common_steps.size(), " step", common_steps.size() == 1 ? "" : "s", " both captured",
+        common_steps.empty() ? "" : absl::StrCat(" (", *common_steps.begin(), "-", *common_steps.rbegin(), ")")));
+  }
+  const auto values = [](std::map<int64_t, double>& by_step) { return Values(by_step); };
   for (const char* clock : {"host", "device", "modeled"}) {
     if (!sa.count(clock) && !sb.count(clock)) continue;
     StepClockDelta d;
     d.clock = clock;
-    d.a = SpreadOf(sa[clock]);
-    d.b = SpreadOf(sb[clock]);
+    d.a = SpreadOf(values(sa[clock]));
+    d.b = SpreadOf(values(sb[clock]));
     d.delta = Classify(d.a, d.b);
     c.steps.push_back(d);
   }
@@ -441,8 +504,22 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
 
   std::map<OpKey, OpFacts> oa, ob;
   int64_t chips_a = 0, chips_b = 0;
-  if (auto st = ReadOpTimes(ra, run_a, c.op_clock, &oa, &chips_a); !st.ok()) return context(ra, "op times", st);
-  if (auto st = ReadOpTimes(rb, run_b, c.op_clock, &ob, &chips_b); !st.ok()) return context(rb, "op times", st);
+  // A recorded run against an imported trace (its own export read back):
+  // both sides' kernels matched as the trace names them.
+  const bool by_trace = c.a.imported != c.b.imported;
+  if (auto st = ReadOpTimes(ra, run_a, c.op_clock, by_trace, &oa, &chips_a); !st.ok()) return context(ra, "op times", st);
+  if (auto st = ReadOpTimes(rb, run_b, c.op_clock, by_trace, &ob, &chips_b); !st.ok()) return context(rb, "op times", st);
+  // --trace steps keeps one slice per program run on each chip: programs, not kernels.
+  const auto programs_only = [](const RunHeader& h) { return h.capture_note.find("--trace steps") != std::string::npos; };
+  if (programs_only(c.a)) oa.clear();
+  if (programs_only(c.b)) ob.clear();
+  if (restrict_steps)
+    for (auto* side : {&oa, &ob})
+      for (auto it = side->begin(); it != side->end();) {
+        for (auto s = it->second.by_step.begin(); s != it->second.by_step.end();)
+          s = common_steps.count(s->first) ? std::next(s) : it->second.by_step.erase(s);
+        it = it->second.by_step.empty() ? side->erase(it) : std::next(it);
+      }
   // A side with no kernels on the clock (no such timeline, or captured with
   // --trace off or steps) can time no op, nor say one was added or removed.
   const bool timed_a = !oa.empty(), timed_b = !ob.empty();
@@ -471,11 +548,43 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   if (known(c.a.profile) && known(c.b.profile) && c.a.profile != c.b.profile)
     c.notes.push_back(absl::StrCat("A is modeled for the ", c.a.profile, " profile and B for ", c.b.profile,
                                    ": the modeled clock compares the two chips as much as the two runs"));
+  if (timed_a && timed_b && chips_a != chips_b)
+    c.notes.push_back(absl::StrCat("A has ", chips_a, " chips on the ", c.op_clock, " clock and B ", chips_b,
+                                   ": each op's time is its mean over its own run's chips (per-chip work, which "
+                                   "the sharding splits differently), and chips are not compared one by one"));
+  // The modeled clock is the cost model's over the profile's values: the
+  // cpu profile is measured on the machine, so two runs modeled from
+  // different measurements differ by them too (a recalibration between a
+  // baseline and a candidate moves every modeled op).
+  if (known(c.a.profile) && c.a.profile == c.b.profile && !c.a.profile_values_json.is_null() &&
+      !c.b.profile_values_json.is_null()) {
+    nlohmann::json va = c.a.profile_values_json, vb = c.b.profile_values_json;
+    for (nlohmann::json* v : {&va, &vb})
+      if (v->is_object())
+        for (const char* k : {"source", "measured_at", "path", "machine"}) v->erase(k);
+    const auto where = [](const nlohmann::json& v) {
+      const std::string source = v.is_object() ? v.value("source", "") : "";
+      const std::string at = v.is_object() ? v.value("measured_at", "") : "";
+      return absl::StrCat(source.empty() ? "built in" : source, at.empty() ? "" : absl::StrCat(", measured ", at),
+                          absl::StrFormat(", peak %.1f GFLOP/s", v.is_object() ? v.value("peak_flops", 0.0) / 1e9 : 0));
+    };
+    if (va != vb)
+      c.notes.push_back(absl::StrCat(
+          "A and B were modeled with different values of the ", c.a.profile, " profile (A: ",
+          where(c.a.profile_values_json), "; B: ", where(c.b.profile_values_json),
+          "): the modeled clock differs by the profiles as much as by the runs; to gate on it, pin the "
+          "values on both runs (SHARDSCOPE_CPU_PROFILE=fixed or a FILE)"));
+  }
   // Per chip, when both runs have the same chips on the clock.
   if (timed_a && timed_b && chips_a == chips_b) {
     std::map<int64_t, ChipFacts> ca_times, cb_times;
     if (auto st = ReadChipTimes(ra, run_a, c.op_clock, &ca_times); !st.ok()) return context(ra, "chip times", st);
     if (auto st = ReadChipTimes(rb, run_b, c.op_clock, &cb_times); !st.ok()) return context(rb, "chip times", st);
+    if (restrict_steps)
+      for (auto* side : {&ca_times, &cb_times})
+        for (auto& [chip, f] : *side)
+          for (auto* m : {&f.compute, &f.comm})
+            for (auto it = m->begin(); it != m->end();) it = common_steps.count(it->first) ? std::next(it) : m->erase(it);
     for (const auto& [chip, fa] : ca_times) {
       auto it = cb_times.find(chip);
       if (it == cb_times.end()) continue;
@@ -494,12 +603,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   std::map<OpKey, std::pair<const OpFacts*, const OpFacts*>> all;
   for (const auto& [k, f] : oa) all[k].first = &f;
   for (const auto& [k, f] : ob) all[k].second = &f;
-  bool fallback_used = false;
+  int64_t few_steps = 0;
   for (const auto& [k, pair] : all) {
     OpDelta d;
-    d.name = k.name;
+    const OpFacts* f = pair.second ? pair.second : pair.first;  // B's name: the build now
+    d.name = f->name.empty() ? k.name : f->name;
     d.shape = k.shape;
-    const OpFacts* f = pair.first ? pair.first : pair.second;
     d.opcode = f->opcode;
     d.source = f->source;
     if (pair.first) d.a = SpreadOf(Values(pair.first->by_step));
@@ -507,7 +616,13 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
     // A side without a timeline on this clock cannot say an op was added or removed.
     if (!timed_a || !timed_b) continue;
     d.delta = Classify(d.a, d.b);
-    if (d.a.n > 0 && d.b.n > 0 && !d.delta.noise_measured) fallback_used = true;
+    // An op of fewer than kMinSteps steps a side (a weight's transfer in the
+    // first step, with its first touches) has no noise to measure: a fixed
+    // rule would call one cold step against another a change. Not classed.
+    if (d.a.n > 0 && d.b.n > 0 && !d.delta.noise_measured) {
+      ++few_steps;
+      d.delta.change = Change::kUnchanged;
+    }
     auto share = [](const Spread& s, size_t steps) {
       return steps > 0 ? std::min(1.0, static_cast<double>(s.n) / static_cast<double>(steps)) : 1.0;
     };
@@ -537,10 +652,10 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                                      absl::StrFormat("%.0f%%", 100 * kFallbackThreshold), " counts instead"));
       break;
     }
-  if (fallback_used)
-    c.notes.push_back(absl::StrCat("some ops ran in fewer than ", kMinSteps,
-                                   " steps on a side: their noise cannot be measured, and a change beyond ",
-                                   absl::StrFormat("%.0f%%", 100 * kFallbackThreshold), " counts instead"));
+  if (few_steps > 0)
+    c.notes.push_back(absl::StrCat(few_steps, few_steps == 1 ? " op" : " ops", " ran in fewer than ", kMinSteps,
+                                   " steps on a side (e.g. a weight's transfer in the first step): their noise "
+                                   "cannot be measured, so they are not classed faster or slower"));
   if (c.a.imported || c.b.imported)
     c.notes.push_back("an imported trace has no compiled ops: its kernels are matched by name and the shape the trace"
                       " recorded (a kernel's launch grid and block, after its op's input dims when recorded with"

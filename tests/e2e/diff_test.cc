@@ -248,6 +248,81 @@ TEST_F(DiffE2e, ShardingIsNotComparedAgainstAnImportedTrace) {
   EXPECT_EQ(j["sharding_not_compared"], "A is an imported trace, which records no sharding");
 }
 
+// A recorded run against its own export read back: the same kernels. The
+// recorded side's ops were keyed by their compiled op and the import's by the
+// trace's names, so every op read as removed and added again.
+TEST_F(DiffE2e, ARunAgainstItsOwnExportReadBackIsTheSameOps) {
+  const std::string trace = e2e::TempDb("diff_own_export") + ".json", back = e2e::TempDb("diff_own_export_back");
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("export ", same_, " --run 1 --chrome ", trace))).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat("import ", trace, " --quiet --db ", back))).code, 0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", back, " --runs 1,1 --format json"))));
+  EXPECT_EQ(j["counts"]["added"], 0) << j["verdict"];
+  EXPECT_EQ(j["counts"]["removed"], 0) << j["verdict"];
+  EXPECT_GT(j["counts"]["unchanged"].get<int64_t>(), 10) << j["verdict"];
+}
+
+// A run captured with --trace steps has program slices, not kernels: its ops
+// cannot be compared (they read as every op removed and one "graph" added);
+// a window (--trace-steps 2:4) is compared over the steps both captured, not
+// against the other run's first, cold steps.
+TEST_F(DiffE2e, PartlyCapturedRunsAreComparedOnWhatBothCaptured) {
+  const std::string steps = e2e::TempDb("diff_trace_steps"), window = e2e::TempDb("diff_trace_window");
+  const std::string mlp = " run mlp --steps 5 --mesh 2x2 --change-step -1 --quiet";
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat(mlp, " --trace steps --db ", steps))).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(absl::StrCat(mlp, " --trace-steps 2:4 --db ", window))).code, 0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", steps, " --runs 1,1 --format json"))));
+  EXPECT_EQ(j["counts"]["added"], 0) << j.dump();
+  EXPECT_EQ(j["counts"]["removed"], 0) << j.dump();
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "B recorded no kernels on the device clock")) << j["notes"].dump();
+  json w = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", window, " --runs 1,1 --format json"))));
+  EXPECT_EQ(w["counts"]["removed"], 0) << w.dump();
+  EXPECT_TRUE(absl::StrContains(w["notes"].dump(), "compared over the 3 steps both captured (2-4)")) << w["notes"].dump();
+  EXPECT_EQ((*Steps(w, "device"))["a"]["n"], 3) << w.dump();
+}
+
+// With fewer than 3 steps a side, nothing has measurable noise: no chip is
+// said to stand apart, the first step's one-off transfers are not classed
+// faster or slower, and the verdict says it used the fixed rule.
+TEST_F(DiffE2e, OneStepRunsBlameNoChipAndSayTheRuleTheyUsed) {
+  const std::string one = e2e::TempDb("diff_one_step");
+  const std::string mlp = " run mlp --steps 1 --mesh 2x2 --change-step -1 --quiet --db " + one;
+  ASSERT_EQ(e2e::Shell(Cli(mlp)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(mlp)).code, 0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", one, " --runs 1,2 --format json"))));
+  EXPECT_EQ(j["chips"].size(), 4u) << j.dump();
+  for (const json& chip : j["chips"]) {
+    EXPECT_FALSE(chip["compute"]["stands_apart"].get<bool>()) << chip.dump();
+    EXPECT_FALSE(chip["communication"]["stands_apart"].get<bool>()) << chip.dump();
+  }
+  EXPECT_EQ(j["counts"]["slower"], 0) << j.dump();
+  EXPECT_EQ(j["counts"]["faster"], 0) << j.dump();
+  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "A has 1 and B 1 step, too few to measure the noise"))
+      << j["verdict"];
+  // Against a run of 5 steps, the ops of the 5-step run's first step only are not classed either.
+  json k = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", one, " --runs 1,1 --format json"))));
+  EXPECT_EQ(k["counts"]["slower"], 0) << k.dump();
+  EXPECT_EQ(k["counts"]["faster"], 0) << k.dump();
+  EXPECT_TRUE(absl::StrContains(k["notes"].dump(), "not classed faster or slower")) << k["notes"].dump();
+}
+
+// The cpu profile is measured on the machine: two runs modeled from
+// different measurements differ on the modeled clock by them, said so.
+TEST_F(DiffE2e, DifferentProfileValuesAreSaidToBe) {
+  const std::string file = e2e::TempDb("diff_profile_values") + ".json";
+  std::ofstream(file) << R"({"name": "cpu", "peak_flops": 1e11, "gang_peak_flops": 2e11, "gang_width": 2,)"
+                      << R"( "hbm_bandwidth": 2e10, "kernel_overhead_ns": 2000})";
+  const std::string other = e2e::TempDb("diff_other_values");
+  ASSERT_EQ(e2e::Shell(absl::StrCat("SHARDSCOPE_CPU_PROFILE=", file, " ",
+                                    Cli(absl::StrCat("run mlp --steps 5 --mesh 2x2 --change-step -1 --quiet --db ",
+                                                     other))))
+                .code,
+            0);
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", other, " --runs 1,1 --clock modeled --format json"))));
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "modeled with different values of the cpu profile")) << j["notes"].dump();
+  json same = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --clock modeled --format json"))));
+  EXPECT_FALSE(absl::StrContains(same["notes"].dump(), "different values")) << same["notes"].dump();
+}
+
 // Two simulated pods have no device clock: without --clock the diff compares
 // them on the modeled clock and says so (it gave "no verdict on the device
 // clock" and an empty op table); --clock device still means the device clock.

@@ -5,6 +5,7 @@
 #include "core/checkpoint.h"
 #include "tests/e2e/recompile_scenarios.h"
 #include "absl/strings/match.h"
+#include "nlohmann/json.hpp"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -271,6 +272,44 @@ TEST(RecompileScenarios, User_AReadOnEveryMicroBatchIsNotACutOnSomeSteps) {
   for (const scen::Miss& m : r.misses)
     EXPECT_NE(m.subkind.value_or(""), "cut_on_some_steps") << r.Dump();
   EXPECT_EQ(r.misses[1].line, at_backward) << r.Dump();
+}
+
+// A layer added in the middle renumbers every op made after it: ops matched
+// by their numbered names read as removed and added again. Matched by call
+// site, opcode, shape, line and place, only the new layer's ops are added.
+TEST(RecompileScenarios, User_DiffOfAnAddedLayerAddsOnlyItsOps) {
+  auto loop = [&](bool extra) {
+    return Record(extra ? "user_diff_extra" : "user_diff_base", 2, [&] {
+      Mesh mesh = MakeMesh({0, 1}, {2, 1}, {"data", "model"});
+      nn::Linear l1(8, 32, "l1"), mid(32, 32, "mid"), l2(32, 4, "l2");
+      std::vector<Tensor*> ps = parameters(l1, l2);
+      if (extra)
+        for (Tensor* p : parameters(mid)) ps.push_back(p);
+      optim::SGD opt(ps, {.lr = 0.05});
+      for (int step = 0; step < 4; ++step) {
+        Tensor x = Tensor::from_host(Rand({8, 8}, step), "x");
+        Tensor y = Tensor::from_host(Ids({8}, 4, step), "y");
+        SS_OK(mark_sharding(x, mesh, {"data", none}));
+        Tensor h = relu(l1(x));
+        if (extra) h = relu(mid(h));
+        SS_OK(backward(cross_entropy(l2(h), y)));
+        SS_OK(opt.step());
+        SS_OK(mark_step());
+      }
+    });
+  };
+  Recorded base = loop(false), extra = loop(true);
+  ASSERT_TRUE(base.ok && extra.ok);
+  e2e::Output o = e2e::Shell(
+      absl::StrCat(SHARDSCOPE_CLI_BINARY, " diff ", base.db, " ", extra.db, " --clock modeled --format json 2>/dev/null"));
+  ASSERT_EQ(o.code, 0) << o.text;
+  nlohmann::json j = nlohmann::json::parse(o.text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << o.text;
+  EXPECT_EQ(j["counts"]["removed"], 0) << j["verdict"];
+  EXPECT_GT(j["counts"]["added"].get<int64_t>(), 0) << j["verdict"];
+  for (const auto& op : j["ops"])
+    if (op["delta"]["change"] == "added" && op["opcode"] == "dot_general")
+      EXPECT_NE(op["source"].get<std::string>().find("recompile_scenarios_user_test.cc"), std::string::npos) << op.dump();
 }
 
 // An input the user did not name still has a layout on the chips: it is

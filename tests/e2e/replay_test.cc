@@ -78,6 +78,19 @@ TEST(ReplayE2e, RecompilesTheStoredProgramsAndRunsThemAgain) {
   EXPECT_EQ(again.code, 0) << again.text;
 }
 
+// A run that recompiled every step: the replay compiles each program once
+// and runs them back to back, so it is faster; it says why (the stored run's
+// host time is not replayed), not that the build got faster.
+TEST(ReplayE2e, TheStoredRunsHostTimeIsSaidNotToBeReplayed) {
+  const std::string db = e2e::TempDb("replay_storm");
+  ASSERT_EQ(e2e::Shell(Cli("run recompile_storm --steps 5 --mesh 2x1 --quiet --db " + db)).code, 0);
+  e2e::Output o = e2e::Shell(Cli("replay " + db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "note: run 1's host time is not replayed")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "and it recompiled") || absl::StrContains(o.text, ": it recompiled"))
+      << o.text;
+}
+
 TEST(ReplayE2e, OnAnotherChipTheModeledClockAnswers) {
   const std::string db = e2e::TempDb("replay_h100");
   ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --mesh 2x2 --quiet --db " + db)).code, 0);

@@ -162,12 +162,20 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   }
   if (!gate) return 0;
   err << gate_note;
+  // A simulated run's host clock times the simulator, not the program.
+  const bool simulated_side = c->a.simulated || c->b.simulated;
+  if (clock == "host" && simulated_side) {
+    err << "error: --fail-if-slower: " << (c->a.simulated ? "A" : "B")
+        << " is simulated, and its host clock times the simulator, not the program: there is no host step to gate"
+        << (on_both("modeled") ? " (both have steps on the modeled clock: --clock modeled)" : "") << "\n";
+    return 1;
+  }
   const analysis::StepClockDelta* s = c->StepsOn(clock);
   if (!on_both(clock)) {
     err << "error: --fail-if-slower: " << (!s || s->a.n == 0 ? "A" : "B") << " has no steps on the " << clock
         << " clock, so the gate cannot be checked";
-    for (const char* other : {"modeled", "host"})
-      if (other != clock && on_both(other)) {
+    for (const std::string other : {"modeled", "host"})
+      if (other != clock && on_both(other) && !(other == "host" && simulated_side)) {
         err << " (both have steps on the " << other << " clock: --clock " << other << ")";
         break;
       }

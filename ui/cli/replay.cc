@@ -23,6 +23,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "compiler/cost_model.h"
@@ -608,7 +609,41 @@ int RunReplay(const std::vector<std::string>& args) {
           : absl::StrCat("note: run ", *run, " was recorded with faults injected (",
                          absl::StrJoin(stored.faults, ", "), "); run ", new_run,
                          " replays it without them, so the difference below includes them\n\n");
-  std::cout << faults_note << stored.cut_note;
+  // The replay runs the stored programs back to back, inputs made up front:
+  // the stored run's host time between them (tracing, compiling, a read that
+  // made the chips wait) is not replayed. Where it held the chips, a faster
+  // replay says so, not that this build is faster.
+  std::string host_note;
+  if (!stored.simulated && !modeled) {
+    auto waits = r->Query(
+        "SELECT coalesce(sum(s.dur_ns), 0) AS ns, count(DISTINCT s.step) AS steps,"
+        " (SELECT count(DISTINCT device_id) FROM tracks WHERE run_id = ?1 AND clock = 'device'"
+        "  AND device_id IS NOT NULL) AS chips"
+        " FROM slices s JOIN tracks t ON t.run_id = s.run_id AND t.track_id = s.track_id"
+        " WHERE s.run_id = ?1 AND t.clock = 'device' AND s.kind = 'host_wait'",
+        {std::to_string(*run)});
+    const int64_t steps = c->StepsOn("device") ? c->StepsOn("device")->a.n : 0;
+    const double wait_per_step =
+        waits.ok() && waits->Int(0, "chips") > 0 && steps > 0
+            ? static_cast<double>(waits->Int(0, "ns")) / static_cast<double>(waits->Int(0, "chips") * steps)
+            : 0;
+    const int64_t recompiled = c->compiles_a.recompilations;
+    const analysis::StepClockDelta* d = c->StepsOn("device");
+    const bool held = d && d->a.median > 0 && wait_per_step > 0.05 * d->a.median;
+    if (held || recompiled > 0)
+      host_note = absl::StrCat(
+          "note: run ", *run, "'s host time is not replayed (its programs run here back to back, inputs made up "
+          "front)",
+          held ? absl::StrCat(": its chips waited for the host ", analysis::FormatNs(static_cast<int64_t>(wait_per_step)),
+                              " a step on the device clock")
+               : "",
+          recompiled > 0 ? absl::StrCat(held ? ", and it recompiled " : ": it recompiled ",
+                                        analysis::Plural(recompiled, "time", "times"),
+                                        " (the replay compiles each program once)")
+                         : "",
+          "; a faster replay says the host held run ", *run, "'s chips, not that this build is faster\n\n");
+  }
+  std::cout << faults_note << host_note << stored.cut_note;
   if (options.clock == "modeled" && !quiet) {
     std::cout << "Compared on the modeled clock: run " << *run << " as modeled for " << stored_profile
               << ", run " << new_run << " for " << stored.profile << (modeled ? " (simulated)" : "") << ".";
