@@ -205,6 +205,10 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   const nlohmann::json config = nlohmann::json::parse(info->Text(0, "config_json", "{}"), nullptr, false);
   if (config.is_object() && config.contains("faults") && config["faults"].is_array() && !config["faults"].empty())
     other["faults_injected"] = config["faults"];
+  // What the run's capture left out (--trace steps, a window): read back, the
+  // trace must not look like a whole timeline (a verdict on kernels it lacks).
+  if (info->Col("capture_note") >= 0 && !info->Text(0, "capture_note").empty())
+    other["capture_note"] = info->Text(0, "capture_note");
   out->Write(absl::StrCat(
       "{\"displayTimeUnit\":\"ns\",\"otherData\":", JsonText(other),
       ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"

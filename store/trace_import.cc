@@ -2700,6 +2700,9 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     return run_id.status();
   }
   res.run_id = *run_id;
+  // shardscope's own export of a partly captured run stays partly captured.
+  if (files_.size() == 1 && files_[0].own_export && !files_[0].info.capture_note.empty())
+    (*writer)->AddCaptureNote(files_[0].info.capture_note);
   absl::Status st = Emit(**writer, res);
   if (st.ok()) st = (*writer)->FlushAndCheck();
   EndProgress();

@@ -96,6 +96,7 @@ struct TraceFileInfo {
   // otherData: "tool": "shardscope 0.1.0" marks shardscope's own export, which
   // also names the run's mesh and its modeled clock's profile.
   std::string tool, mesh, profile;
+  std::string capture_note;  // what the exported run's capture left out
   std::vector<DeviceProperty> devices;
 };
 

@@ -221,6 +221,23 @@ TEST(ExportTraceOff, ARunWithoutATimelineSaysWhyTheExportIsEmpty) {
   EXPECT_TRUE(absl::StrContains(o.text, "note: the run has no timeline slices to export (--trace off")) << o.text;
 }
 
+// A run recorded with --trace steps has no kernels: read back from its
+// export it must not look like a whole timeline (the report gave a verdict,
+// "bound by compute 87%", on kernels it never had). Its capture note comes along.
+TEST(ExportRoundTrip, APartlyCapturedRunReadBackSaysWhatItsCaptureLeftOut) {
+  const std::string db = e2e::TempDb("roundtrip_steps"), back = e2e::TempDb("roundtrip_steps_back");
+  const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/roundtrip_steps_", getpid(), ".json"));
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 4 --trace steps --quiet --db ", db))
+                .code,
+            0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --quiet --db ", back)).code, 0);
+  EXPECT_EQ(Rows(back, "SELECT capture_note FROM runs"), Rows(db, "SELECT capture_note FROM runs"));
+  e2e::Output report = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", back));
+  EXPECT_TRUE(absl::StrContains(report.text, "no verdict on what bounds the step: recorded with --trace steps"))
+      << report.text;
+}
+
 TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
   const std::string db = e2e::TempDb("roundtrip_rec");
   const std::string back = e2e::TempDb("roundtrip_rec_back");
