@@ -155,12 +155,21 @@ absl::StatusOr<RunMetrics> ComputeRunMetrics(const Reader& rd, int64_t run_id, c
     auto chunks = rd.Query("SELECT EXISTS (SELECT 1 FROM slice_chunks WHERE run_id = ?1) AS any", {run});
     no_timeline = chunks.ok() && !chunks->rows.empty() && chunks->Int(0, "any") == 0 && r.metrics[0].count > 0;
   }
-  if (no_timeline)
+  if (no_timeline) {
+    // Why: --trace off, or a capture that stopped before its first slice (--trace-max-mb).
+    std::string why = "the run kept no timeline (--trace off)";
+    if (auto has_note = rd.HasColumn("runs", "capture_note"); has_note.ok() && *has_note) {
+      auto note = rd.Query("SELECT coalesce(capture_note, '') AS note FROM runs WHERE run_id = ?1", {run});
+      if (note.ok() && !note->rows.empty() && !note->Text(0, "note").empty() &&
+          note->Text(0, "note").find("--trace off") == std::string::npos)
+        why = "the capture kept no slices of the timeline (runs.capture_note says why)";
+    }
     for (TimingMetric& m : r.metrics)
       if (m.name != "CompileTime") {
-        m = TimingMetric{m.name, m.clock, "not recorded: the run kept no timeline (--trace off)"};
+        m = TimingMetric{m.name, m.clock, absl::StrCat("not recorded: ", why)};
         m.count = -1;
       }
+  }
 
   // Every mark_step() call is counted by core (a call with nothing pending
   // runs no program and leaves no slice); older files only have the slices.

@@ -38,6 +38,10 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
       return r;
     }
   }
+  if (auto has_note = rd.HasColumn("runs", "capture_note"); has_note.ok() && *has_note) {
+    auto note = rd.Query("SELECT coalesce(capture_note, '') AS note FROM runs WHERE run_id = ?1", {run});
+    if (note.ok() && !note->rows.empty()) r.capture_note = note->Text(0, "note");
+  }
   auto stored = store::ReadRunMetrics(rd, run_id);
   if (!stored.ok()) return stored.status();
   r.stored = stored->has_value();
@@ -127,6 +131,10 @@ std::string RenderMetricsText(const MetricsReport& r) {
                     "counters), which only shardscope's own frontend records.\n");
     return out;
   }
+  if (!r.capture_note.empty() && r.capture_note.find("--trace off") == std::string::npos)
+    absl::StrAppend(&out, "capture: ", Printable(r.capture_note),
+                    "\n  (LazyTracing, TransferToDeviceTime, TransferFromDeviceTime, MarkStep, ExecuteTime and the "
+                    "kernels run are timed from the timeline: they cover what it kept)\n");
   out += "\nMetric\n";
   std::vector<std::vector<std::string>> t = {
       {"name", "clock", "count", "total", "p50", "p90", "p99", "max", "one sample is"}};
@@ -169,6 +177,7 @@ std::string RenderMetricsJson(const MetricsReport& r) {
   j["steps"] = r.steps;
   j["stored"] = r.stored;
   j["imported"] = r.imported.empty() ? nlohmann::json() : nlohmann::json(r.imported);
+  j["capture_note"] = r.capture_note.empty() ? nlohmann::json() : nlohmann::json(r.capture_note);
   j["metrics"] = nlohmann::json::array();
   for (const TimingMetric& m : r.metrics) {
     auto n = [&](int64_t v) { return m.count < 0 ? nlohmann::json() : nlohmann::json(v); };  // null: not recorded

@@ -32,6 +32,9 @@ struct MetricsReport : store::RunMetrics {
   // cuda_r0.json"): it has none of these figures, which only shardscope's
   // frontend records, and the report says so instead of printing zeros.
   std::string imported;
+  // What the run's capture left out of its timeline (runs.capture_note): the
+  // timings drawn from the timeline cover only what it kept.
+  std::string capture_note;
   std::vector<std::string> warnings;
 };
 

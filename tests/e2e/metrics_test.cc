@@ -177,5 +177,24 @@ TEST(MetricsE2e, WithoutATimelineTimingsAreNotRecordedAndReadsStillCounted) {
   EXPECT_TRUE(std::regex_search(text.text, std::regex("ExecuteTime +device +- +- "))) << text.text;
 }
 
+// A partly captured run: its timings cover what the timeline kept, and the
+// metrics say so (they read "over 80 steps" next to ExecuteTime 42, with no
+// word of the capture); a capture that kept nothing is not called --trace off.
+TEST(MetricsE2e, APartlyCapturedRunSaysWhatItsTimingsCover) {
+  const std::string window = e2e::TempDb("metrics_window"), capped = e2e::TempDb("metrics_capped");
+  const std::string run = absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 5 --quiet --db ");
+  ASSERT_EQ(e2e::Shell(run + window + " --trace-steps 1:2").code, 0);
+  ASSERT_EQ(e2e::Shell(run + capped + " --trace-max-mb 1").code, 0);
+  e2e::Output text = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", window));
+  EXPECT_TRUE(absl::StrContains(text.text, "capture: timeline only for steps 1-2")) << text.text;
+  e2e::Output j = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", window, " --format json"));
+  nlohmann::json m = nlohmann::json::parse(j.text, nullptr, false);
+  ASSERT_TRUE(m.is_object()) << j.text;
+  EXPECT_TRUE(absl::StrContains(m["capture_note"].get<std::string>(), "--trace-steps 1:2")) << j.text;
+  e2e::Output c = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " metrics ", capped));
+  EXPECT_FALSE(absl::StrContains(c.text, "--trace off")) << c.text;
+  EXPECT_TRUE(absl::StrContains(c.text, "capture: timeline capture stopped")) << c.text;
+}
+
 }  // namespace
 }  // namespace shardscope
