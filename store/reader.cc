@@ -3,6 +3,8 @@
 #include "store/reader.h"
 #include "store/slice_vtab.h"
 
+#include <cmath>
+#include <charconv>
 #include <functional>
 
 #include <sqlite3.h>
@@ -106,37 +108,63 @@ Reader::~Reader() {
   if (db_ && owned_) sqlite3_close(db_);
 }
 
+namespace {
+// One row's cells as QueryTyped gives them.
+void TypedRow(sqlite3_stmt* s, std::vector<Cell>* row, std::vector<CellType>* types) {
+  const int n = sqlite3_column_count(s);
+  row->assign(n, std::nullopt);
+  types->assign(n, CellType::kNull);
+  for (int c = 0; c < n; ++c) {
+    const int type = sqlite3_column_type(s, c);
+    (*types)[c] = type == SQLITE_INTEGER ? CellType::kInteger
+                  : type == SQLITE_FLOAT ? CellType::kReal
+                  : type == SQLITE_BLOB  ? CellType::kBlob
+                  : type == SQLITE_NULL  ? CellType::kNull
+                                         : CellType::kText;
+    if (type == SQLITE_BLOB) {
+      const auto* b = static_cast<const unsigned char*>(sqlite3_column_blob(s, c));
+      std::string hex = "X'";
+      for (int i = 0, bytes = sqlite3_column_bytes(s, c); i < bytes; ++i)
+        absl::StrAppend(&hex, absl::Hex(b[i], absl::kZeroPad2));
+      (*row)[c] = absl::AsciiStrToUpper(hex) + "'";
+    } else if (type == SQLITE_FLOAT) {
+      // Shortest round trip; a whole number keeps ".0" (a REAL, as sqlite3 prints it).
+      const double v = sqlite3_column_double(s, c);
+      char buf[64];
+      auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+      std::string text = ec == std::errc() ? std::string(buf, end) : absl::StrCat(v);
+      if (std::isfinite(v) && text.find_first_of(".e") == std::string::npos) text += ".0";
+      if (std::isinf(v)) text = v > 0 ? "Inf" : "-Inf";
+      (*row)[c] = std::move(text);
+    } else if (type != SQLITE_NULL) {
+      const char* text = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
+      (*row)[c] = std::string(text ? text : "", text ? sqlite3_column_bytes(s, c) : 0);
+    }
+  }
+}
+}  // namespace
+
 absl::StatusOr<TypedQueryResult> Reader::QueryTyped(const std::string& sql) const {
   TypedQueryResult out;
-  absl::Status st = Stream(
-      sql, {}, [&](const std::vector<std::string>& columns) { out.columns = columns; }, nullptr,
-      [&](sqlite3_stmt* s) {
-        const int n = sqlite3_column_count(s);
-        std::vector<Cell> row(n);
-        std::vector<CellType> types(n);
-        for (int c = 0; c < n; ++c) {
-          const int type = sqlite3_column_type(s, c);
-          types[c] = type == SQLITE_INTEGER ? CellType::kInteger
-                     : type == SQLITE_FLOAT ? CellType::kReal
-                     : type == SQLITE_BLOB  ? CellType::kBlob
-                     : type == SQLITE_NULL  ? CellType::kNull
-                                            : CellType::kText;
-          if (type == SQLITE_BLOB) {
-            const auto* b = static_cast<const unsigned char*>(sqlite3_column_blob(s, c));
-            std::string hex = "X'";
-            for (int i = 0, bytes = sqlite3_column_bytes(s, c); i < bytes; ++i)
-              absl::StrAppend(&hex, absl::Hex(b[i], absl::kZeroPad2));
-            row[c] = absl::AsciiStrToUpper(hex) + "'";
-          } else if (type != SQLITE_NULL) {
-            const char* text = reinterpret_cast<const char*>(sqlite3_column_text(s, c));
-            row[c] = std::string(text ? text : "", text ? sqlite3_column_bytes(s, c) : 0);
-          }
-        }
-        out.rows.push_back(std::move(row));
-        out.types.push_back(std::move(types));
+  absl::Status st = StreamTyped(
+      sql, [&](const std::vector<std::string>& columns) { out.columns = columns; },
+      [&](const std::vector<Cell>& row, const std::vector<CellType>& types) {
+        out.rows.push_back(row);
+        out.types.push_back(types);
       });
   if (!st.ok()) return st;
   return out;
+}
+
+absl::Status Reader::StreamTyped(
+    const std::string& sql, const std::function<void(const std::vector<std::string>&)>& columns,
+    const std::function<void(const std::vector<Cell>&, const std::vector<CellType>&)>& each) const {
+  std::vector<Cell> row;
+  std::vector<CellType> types;
+  return Stream(sql, {}, columns, nullptr, [&](sqlite3_stmt* s) {
+    TypedRow(s, &row, &types);
+    each(row, types);
+  });
 }
 
 absl::StatusOr<QueryResult> Reader::Query(const std::string& sql,

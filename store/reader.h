@@ -66,8 +66,15 @@ class Reader {
   // `shardscope check`.
   absl::StatusOr<QueryResult> Query(const std::string& sql,
                                     const std::vector<std::string>& params = {}) const;
-  // The same, with each cell's storage class (TypedQueryResult).
+  // The same, with each cell's storage class (TypedQueryResult): a REAL as the
+  // shortest text that reads back as the same double (SQLite's own text keeps
+  // 15 digits), a BLOB as X'0AFF'.
   absl::StatusOr<TypedQueryResult> QueryTyped(const std::string& sql) const;
+  // QueryTyped a row at a time, for results too large to hold (`query`).
+  absl::Status StreamTyped(const std::string& sql,
+                           const std::function<void(const std::vector<std::string>&)>& columns,
+                           const std::function<void(const std::vector<Cell>&, const std::vector<CellType>&)>& each)
+      const;
   // The same, one row at a time without keeping the rows (exports of whole runs).
   absl::Status ForEachRow(const std::string& sql, const std::vector<std::string>& params,
                           const std::function<void(const std::vector<Cell>&)>& row) const;

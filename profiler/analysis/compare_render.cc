@@ -327,7 +327,7 @@ std::string RenderComparisonHtml(const RunComparison& c) {
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>shardscope diff</title>\n<style>"
       "body{font-family:sans-serif;margin:2em;max-width:72em}table{border-collapse:collapse;margin:.5em 0}"
-      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px}th{background:#eee}"
+      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#eee}"
       ".verdict{font-size:1.1em;padding:.5em;background:#f4f4e8;border-left:4px solid #b90}"
       "</style></head><body>\n<h1>shardscope diff</h1>\n";
   absl::StrAppend(&out, "<p><b>A</b> ", Html(RunLine(c.a)), "<br><b>B</b> ", Html(RunLine(c.b)), "</p>\n");

@@ -197,22 +197,26 @@ size_t Columns(std::string_view cell) {
 }
 }  // namespace
 
+namespace {
+// `text` cut at about `max` characters (never inside a UTF-8 sequence), saying
+// how long it was: one name of 100,000 would pad every row of a text table to
+// that width, or make an HTML report of 2 MB. (The JSON forms keep the whole name.)
+std::string CutLong(std::string text, size_t max) {
+  const size_t n = Columns(text);
+  if (n <= max) return text;
+  size_t cut = 0;
+  for (size_t seen = 0; cut < text.size(); ++cut)
+    if ((static_cast<unsigned char>(text[cut]) & 0xC0) != 0x80 && seen++ == max - 20) break;
+  return absl::StrCat(text.substr(0, cut), "... (", n, " characters)");
+}
+}  // namespace
+
 std::string AlignTable(const std::vector<std::vector<std::string>>& table,
                        const std::string& indent, const std::vector<bool>& right) {
-  // A cell is cut at kMaxCell characters: one name of 100,000 would pad every
-  // row of its table to that width. (The JSON forms keep the whole name.)
   constexpr size_t kMaxCell = 1000;
   std::vector<std::vector<std::string>> rows = table;
   for (auto& row : rows)
-    for (std::string& cell : row) {
-      cell = Printable(cell);
-      if (const size_t n = Columns(cell); n > kMaxCell) {
-        size_t cut = 0;
-        for (size_t seen = 0; cut < cell.size(); ++cut)
-          if ((static_cast<unsigned char>(cell[cut]) & 0xC0) != 0x80 && seen++ == kMaxCell - 20) break;
-        cell = absl::StrCat(cell.substr(0, cut), "... (", n, " characters)");
-      }
-    }
+    for (std::string& cell : row) cell = CutLong(Printable(cell), kMaxCell);
   std::vector<size_t> width;
   for (const auto& row : rows) {
     if (row.size() > width.size()) width.resize(row.size(), 0);
@@ -234,7 +238,8 @@ std::string AlignTable(const std::vector<std::vector<std::string>>& table,
 }
 
 std::string HtmlText(std::string_view name) {
-  return absl::StrReplaceAll(Printable(name), {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
+  return absl::StrReplaceAll(CutLong(Printable(name), 2000),
+                             {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}});
 }
 
 std::string ShortSharding(std::string_view sharding) {

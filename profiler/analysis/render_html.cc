@@ -147,7 +147,7 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>shardscope report</title>\n<style>"
       "body{font-family:sans-serif;margin:2em;max-width:80em}table{border-collapse:collapse;margin:.5em 0}"
-      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px}th{background:#eee}"
+      "td,th{border:1px solid #ccc;padding:2px 8px;text-align:left;font-size:13px;overflow-wrap:anywhere}th{background:#eee}"
       ".verdict{font-size:1.1em;padding:.5em;background:#f4f4e8;border-left:4px solid #b90}"
       ".legend span{display:inline-block}pre{background:#f6f6f6;padding:.5em;font-size:12px;overflow-x:auto}"
       "</style></head><body>\n";

@@ -220,6 +220,13 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
   return v;
 }
 
+namespace {
+// One value's chain: its layout walked back through the ops propagation
+// carried it through, to the annotation, auto-sharding or default it started from.
+std::string ChainTable(const store::Reader& rd, const std::string& run, const store::QueryResult& all_rows,
+                       const std::map<int64_t, size_t>& row_of, int64_t at);
+}  // namespace
+
 absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t run_id, const std::string& name) {
   const std::string run = std::to_string(run_id);
   auto graph = rd.Query("SELECT MAX(graph_id) AS g FROM sharding_decisions WHERE run_id = ?1 AND name = ?2", {run, name});
@@ -239,13 +246,28 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
                       {run, g});
   if (!all.ok()) return all.status();
   std::map<int64_t, size_t> row_of;
-  int64_t at = -1;
+  std::vector<int64_t> named;  // every value of the graph with this name (two tensors may share one)
   for (size_t i = 0; i < all->rows.size(); ++i) {
     row_of[all->Int(i, "op_id")] = i;
-    if (all->Text(i, "name") == name) at = all->Int(i, "op_id");
+    if (all->Text(i, "name") == name) named.push_back(all->Int(i, "op_id"));
   }
   std::string out =
-      absl::StrCat("run ", run_id, ", graph ", g, ": where the layout of ", Printable(name), " came from\n");
+      absl::StrCat("run ", run_id, ", graph ", g, ": where the layout of ", Printable(name), " came from",
+                   named.size() > 1 ? absl::StrCat(" (", named.size(), " values of the graph have this name: each "
+                                                   "one's chain, in op order)")
+                                    : "",
+                   "\n");
+  for (size_t k = 0; k < named.size(); ++k) {
+    if (k > 0) out += "\n";
+    out += ChainTable(rd, run, *all, row_of, named[k]);
+  }
+  return out;
+}
+
+namespace {
+std::string ChainTable(const store::Reader& rd, const std::string& run, const store::QueryResult& all_rows,
+                       const std::map<int64_t, size_t>& row_of, int64_t at) {
+  const store::QueryResult* all = &all_rows;
   std::vector<std::vector<std::string>> rows = {{"", "value", "sharding", "how", "made at"}};
   std::set<int64_t> seen;
   for (int step = 0; at >= 0 && seen.insert(at).second; ++step) {
@@ -254,9 +276,10 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
     std::string how = source == "propagated" ? absl::StrCat("propagated through ", via) : source;
     if (source != "propagated") {
       // An input's layout: the tensor record knows whether mark_sharding, auto-sharding or the default made it.
+      // Two inputs may share a name: the record with this layout first.
       auto t = rd.Query("SELECT sharding_source, source_file, source_line FROM tensors"
-                        " WHERE run_id = ?1 AND name = ?2 ORDER BY step DESC LIMIT 1",
-                        {run, all->Text(i, "name")});
+                        " WHERE run_id = ?1 AND name = ?2 ORDER BY sharding = ?3 DESC, step DESC LIMIT 1",
+                        {run, all->Text(i, "name"), all->Text(i, "sharding")});
       if (t.ok() && !t->rows.empty())
         how = absl::StrCat(t->Text(0, "sharding_source"), t->Text(0, "source_file").empty() ? "" : " at ",
                            t->Text(0, "source_file"),
@@ -269,8 +292,9 @@ absl::StatusOr<std::string> RenderShardingChain(const store::Reader& rd, int64_t
     const int64_t from = all->Int(i, "from_op_id", -1);
     at = row_of.count(from) ? from : -1;
   }
-  return out + AlignTable(rows, "  ");
+  return AlignTable(rows, "  ");
 }
+}  // namespace
 
 std::string DamagedPlacementsText(const ShardingView& v) {
   if (v.damaged_rows == 0) return "";

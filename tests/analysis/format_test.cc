@@ -69,4 +69,23 @@ TEST(FormatNs, EachValuePrintsInTheUnitItRoundsTo) {
   EXPECT_EQ(FormatNs(250'000), "250 us");
 }
 
+
+// A name of 200,000 characters (users name tensors as they like) is cut in an
+// HTML report, saying how long it was: twelve such names made a report of
+// 2.4 MB, over the 2 MB the report promises.
+TEST(Format, HtmlTextCutsAHugeNameAndSaysItsLength) {
+  const std::string huge(200000, 'n');
+  const std::string html = HtmlText(huge);
+  EXPECT_LT(html.size(), 2100u);
+  EXPECT_NE(html.find("... (200000 characters)"), std::string::npos);
+  EXPECT_EQ(HtmlText("a<b"), "a&lt;b");
+  // Cut between characters, never inside one.
+  std::string accents;
+  for (int i = 0; i < 3000; ++i) accents += "\xc3\xa9";
+  const std::string cut = HtmlText(accents);
+  int cp = 0;
+  for (size_t i = 0; i < cut.size(); i += static_cast<size_t>(DecodeUtf8(cut.substr(i), reinterpret_cast<uint32_t*>(&cp))))
+    ASSERT_GT(DecodeUtf8(cut.substr(i), reinterpret_cast<uint32_t*>(&cp)), 0) << "at byte " << i;
+}
+
 }  // namespace shardscope::analysis

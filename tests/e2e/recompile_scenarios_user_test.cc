@@ -337,6 +337,25 @@ TEST(RecompileScenarios, User_AnUnnamedInputIsListedWithItsLayout) {
   EXPECT_NE(o.text.find(absl::StrCat(":", at_made)), std::string::npos) << o.text;
 }
 
+// Two inputs share a name: `sharding --why NAME` walks back each of them,
+// and says there are two, instead of one chosen silently.
+TEST(RecompileScenarios, User_WhyWalksBackEveryValueOfAName) {
+  Recorded r = Record("user_why_dup", 2, [&] {
+    Mesh mesh = MakeMesh({0, 1}, {2, 1}, {"data", "model"});
+    Tensor a = Tensor::from_host(Rand({4, 8}, 1), "dup");
+    Tensor b = Tensor::from_host(Rand({4, 8}, 2), "dup");
+    SS_OK(mark_sharding(a, mesh, {"data", none}));
+    Tensor y = sum(a + b);
+    SS_OK(mark_step());
+  });
+  ASSERT_TRUE(r.ok) << r.Dump();
+  e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", r.db, " --why dup"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "2 values of the graph have this name")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "annotated")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "default")) << o.text;
+}
+
 // Users name tensors as they like: a quote, a newline, bytes that are not
 // UTF-8. The run records (no abort in the signature's JSON), its programs are
 // stored as text that parses back, so `replay` runs them; a checkpoint, whose

@@ -323,6 +323,9 @@ int Sharding(const std::vector<std::string>& argv, std::ostream& out, std::ostre
     return 0;
   }
   Args& a = r.args;
+  for (const char* flag : {"--tensor", "--why"})
+    if (a.flags.count(flag) && a.flags[flag].empty())
+      return Usage(err, absl::StrCat(flag, " needs a name (an empty one would mean every tensor)"), kShardingHelp);
   if (a.flags.count("--why")) {
     auto chain = analysis::RenderShardingChain(*r.reader, r.run_id, a.flags["--why"]);
     if (!chain.ok()) {
@@ -389,22 +392,19 @@ int Fleet(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
 }
 
 // A typed result as JSON: {"columns": [...], "rows": [[...], ...]}.
-std::string QueryJson(const store::TypedQueryResult& r) {
-  nlohmann::json rows = nlohmann::json::array();
-  for (size_t i = 0; i < r.rows.size(); ++i) {
-    nlohmann::json row = nlohmann::json::array();
-    for (size_t c = 0; c < r.rows[i].size(); ++c) {
-      const store::Cell& cell = r.rows[i][c];
-      int64_t n = 0;
-      double d = 0;
-      if (!cell) row.push_back(nullptr);
-      else if (r.types[i][c] == store::CellType::kInteger && absl::SimpleAtoi(*cell, &n)) row.push_back(n);
-      else if (r.types[i][c] == store::CellType::kReal && absl::SimpleAtod(*cell, &d) && std::isfinite(d)) row.push_back(d);
-      else row.push_back(*cell);
-    }
-    rows.push_back(std::move(row));
+// One row as JSON: numbers as numbers, NULL as null, text and blobs (X'0A1B') as strings.
+nlohmann::json QueryJsonRow(const std::vector<store::Cell>& cells, const std::vector<store::CellType>& types) {
+  nlohmann::json row = nlohmann::json::array();
+  for (size_t c = 0; c < cells.size(); ++c) {
+    const store::Cell& cell = cells[c];
+    int64_t n = 0;
+    double d = 0;
+    if (!cell) row.push_back(nullptr);
+    else if (types[c] == store::CellType::kInteger && absl::SimpleAtoi(*cell, &n)) row.push_back(n);
+    else if (types[c] == store::CellType::kReal && absl::SimpleAtod(*cell, &d) && std::isfinite(d)) row.push_back(d);
+    else row.push_back(*cell);
   }
-  return store::JsonText(nlohmann::json{{"columns", r.columns}, {"rows", rows}}) + "\n";
+  return row;
 }
 
 // A typed result as aligned columns, numbers right-aligned, NULL blank.
@@ -472,15 +472,40 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
       err << "error: " << st.message() << "\n";
     return 1;
   };
-  if (format != "csv") {
+  if (format == "table") {  // aligned columns need every row first
     absl::StatusOr<store::TypedQueryResult> t = reader->QueryTyped(a.positional[1]);
     if (!t.ok()) return failed(t.status());
-    out << (format == "json" ? QueryJson(*t) : QueryTable(*t));
+    out << QueryTable(*t);
     return 0;
   }
-  absl::StatusOr<store::QueryResult> r = reader->Query(a.positional[1]);
-  if (!r.ok()) return failed(r.status());
-  out << ToCsv(*r);
+  // CSV and JSON are written a row at a time: a query over a long run's
+  // slices holds one row, not the result (2M rows took 0.4-1 GB).
+  const bool json = format == "json";
+  bool first = true;
+  absl::Status st = reader->StreamTyped(
+      a.positional[1],
+      [&](const std::vector<std::string>& columns) {
+        if (json) {
+          out << "{\"columns\":" << store::JsonText(nlohmann::json(columns)) << ",\"rows\":[";
+        } else {
+          for (size_t c = 0; c < columns.size(); ++c) out << (c ? "," : "") << CsvField(columns[c]);
+          out << "\n";
+        }
+      },
+      [&](const std::vector<store::Cell>& row, const std::vector<store::CellType>& types) {
+        if (json) {
+          out << (first ? "" : ",") << store::JsonText(QueryJsonRow(row, types));
+        } else {
+          for (size_t c = 0; c < row.size(); ++c) out << (c ? "," : "") << (row[c] ? CsvField(*row[c]) : "");
+          out << "\n";
+        }
+        first = false;
+      });
+  if (!st.ok()) {
+    out.flush();
+    return failed(st);
+  }
+  if (json) out << "]}\n";
   return 0;
 }
 
