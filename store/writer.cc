@@ -172,7 +172,7 @@ class Writer::Db {
     snapshots_.clear();
     CheckCaptureCap();
     const int64_t run_before = run_id_, lost_before = lost_;
-    const bool ended_before = run_ended_;
+    const bool ended_before = run_ended_, gapped_before = gapped_;
     const std::string note_before = loss_note_;
     auto undo = [&](absl::Status st) {
       internal::Exec(db_, "ROLLBACK").IgnoreError();  // an error when SQLite already rolled back
@@ -180,6 +180,7 @@ class Writer::Db {
       run_id_ = run_before;
       lost_ = lost_before;
       run_ended_ = ended_before;
+      gapped_ = gapped_before;
       loss_note_ = note_before;
       // The slices of open chunks go back to what the file has.
       for (auto& [track, snap] : snapshots_) {
@@ -233,6 +234,7 @@ class Writer::Db {
   // A batch that could not be written: its records count as lost to the run.
   void GiveUp(const std::vector<Item>& batch, const absl::Status& why) {
     lost_ += Records(batch);
+    if (run_id_ != 0 && !run_ended_) gapped_ = true;  // the run's later records are dropped (Write)
     if (loss_note_.empty()) loss_note_ = std::string(why.message());
     for (const Item& item : batch) {
       // The run never reached the file: what follows is dropped, not misfiled.
@@ -296,6 +298,17 @@ class Writer::Db {
     }
     const auto* slices = std::get_if<SliceBatch>(&item);
     *rows = slices ? static_cast<int64_t>(slices->slices.size()) : 1;
+    // After a batch of the run was lost (a full disk, an I/O error), its later
+    // records are dropped too: written, they would leave a hole (steps 7-8
+    // stored, 0-6 not) that every reader takes for the run's steps. What ends
+    // the run and says why still goes in.
+    if (gapped_ && !std::holds_alternative<RunBegin>(item) && !std::holds_alternative<RunEnd>(item) &&
+        !std::holds_alternative<CaptureNote>(item) && !std::holds_alternative<AbandonReason>(item) &&
+        !std::holds_alternative<ConfigField>(item) && !std::holds_alternative<FlushMark>(item)) {
+      lost_ += *rows;
+      *rows = 0;
+      return absl::OkStatus();
+    }
     return std::visit([this](const auto& r) { return WriteOne(r); }, item);
   }
 
@@ -705,6 +718,7 @@ class Writer::Db {
     if (absl::Status st = w.Run(); !st.ok()) return Tag(st, "run_writers", id);
     run_id_ = id;
     lost_ = 0;
+    gapped_ = false;
     loss_note_.clear();
     abandon_reason_.clear();
     run_ended_ = false;
@@ -1332,6 +1346,7 @@ class Writer::Db {
   bool run_ended_ = false;
   bool interrupted_ = false;  // a signal ended the run: checkpoint after this batch commits
   int64_t lost_ = 0;       // records of the current run that did not reach the file
+  bool gapped_ = false;    // a batch of the current run was lost: its later records are dropped
   std::string loss_note_;  // why the first of them did not
   std::string abandon_reason_;  // SetAbandonReason's (or the hang detector's end), written at Close
   bool simulated_ = false;      // the current run computes no values (no losses)
