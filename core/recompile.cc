@@ -419,7 +419,22 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
   }
   // Autocast turned on, off or to another type: the graphs are the same once
   // 16-bit conversions are left out.
-  if (OnlyAutocastDiffers(*c.old->module, *c.now)) {
+  // Conversions a user wrote (a bf16 round trip) are not autocast: only those
+  // an AutocastGuard made carry its line. Autocast changed when those differ
+  // (in number or type), or a guard(nullopt) kept contractions f32 on one side.
+  const auto autocast_made = [](const Module& m, const std::vector<SourceLoc>& notes) {
+    std::multiset<std::pair<int, int>> made;
+    int64_t off = 0;
+    for (size_t k = 0; k < m.instructions().size() && k < notes.size(); ++k) {
+      const Instruction& i = *m.instructions()[k];
+      if (notes[k].known() && IsAutocastConvert(i))
+        made.insert({static_cast<int>(i.operands[0]->shape.dtype), static_cast<int>(i.shape.dtype)});
+      off += notes[k].known() && notes[k].via == "autocast_off";
+    }
+    return std::pair{made, off};
+  };
+  if (OnlyAutocastDiffers(*c.old->module, *c.now) &&
+      autocast_made(*c.old->module, c.old->notes) != autocast_made(*c.now, *c.notes)) {
     // Which way: the graph with more conversions is the one autocast covers
     // more of. The guard blamed is one whose conversions only that graph has;
     // when the same guards convert in both, a user's AutocastGuard(nullopt)

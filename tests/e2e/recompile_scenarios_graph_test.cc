@@ -639,6 +639,34 @@ TEST(RecompileScenarios, Autocast_InnerOffGuardDroppedCastsTheHeadAgain) {
       << r.Dump();
 }
 
+// A bf16 round trip the user wrote (fake quantization) from step 3 is not
+// autocast: no guard made those conversions. Before, it read as
+// "autocast is on (AutocastGuard at <the mark_step line>)". Under a guard that
+// converts in both graphs, the same: the guard's conversions did not change.
+TEST(RecompileScenarios, Autocast_AUsersOwnBf16RoundTripIsNotAutocast) {
+  for (bool under_guard : {false, true}) {
+    int at_convert = 0, at_step = 0;
+    Recorded r = Record(under_guard ? "manual_bf16_guarded" : "manual_bf16", 1, [&] {
+      nn::Linear l1(8, 4, "l1");
+      optim::SGD opt(parameters(l1), {.lr = 0.1});
+      for (int step = 0; step < 5; ++step) {
+        std::optional<AutocastGuard> amp;
+        if (under_guard) amp.emplace();
+        Tensor x = Tensor::from_host(Rand({16, 8}, step), "x");
+        at_convert = __LINE__; if (step >= 3) x = convert(convert(x, DType::kBF16), DType::kF32);
+        Tensor loss = mse_loss(l1(x), Tensor::from_host(Rand({16, 4}, step + 9), "y"));
+        SS_OK(backward(loss));
+        SS_OK(opt.step());
+        amp.reset();
+        SS_OK(mark_step()); at_step = __LINE__;
+      }
+    });
+    ASSERT_EQ(r.misses.size(), 2u) << r.Dump();
+    EXPECT_NE(r.misses[1].subkind.value_or(""), "autocast_changed") << under_guard << r.Dump();
+    EXPECT_EQ(r.misses[1].line, at_convert) << under_guard << r.Dump();
+  }
+}
+
 // ---------------------------------------------------------------- mesh_changed
 
 // The mesh is reshaped from 4x1 to 2x2 at step 2. The batch stays split four
