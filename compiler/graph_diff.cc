@@ -313,8 +313,9 @@ bool SameOpsInOrder(const Module& old_module, const Module& new_module) {
   return true;
 }
 
-std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module) {
-  if (!SameOpsInOrder(old_module, new_module)) return std::nullopt;  // another structure
+std::vector<AttributeChange> AttributeChanges(const Module& old_module, const Module& new_module) {
+  std::vector<AttributeChange> out;
+  if (!SameOpsInOrder(old_module, new_module)) return out;  // another structure
   const auto& a = old_module.instructions();
   const auto& b = new_module.instructions();
   // Ops whose window or target the program chose (a slice, a reshape) come
@@ -324,17 +325,22 @@ std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, co
     return op == Opcode::kSlice || op == Opcode::kReshape || op == Opcode::kPad || op == Opcode::kGather ||
            op == Opcode::kDynamicSlice || op == Opcode::kReduceWindow;
   };
-  std::optional<AttributeChange> first;
   for (size_t k = 0; k < a.size(); ++k) {
     const Instruction& x = *a[k];
     if (x.op == Opcode::kConstant || x.op == Opcode::kParameter) continue;
     std::string old_text = AttributeText(x), new_text = AttributeText(*b[k]);
     if (old_text == new_text) continue;
-    AttributeChange change{static_cast<int64_t>(k), std::move(old_text), std::move(new_text)};
-    if (chosen(x.op)) return change;
-    if (!first) first = std::move(change);
+    out.push_back({static_cast<int64_t>(k), std::move(old_text), std::move(new_text), chosen(x.op)});
   }
-  return first;
+  return out;
+}
+
+std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module) {
+  std::vector<AttributeChange> all = AttributeChanges(old_module, new_module);
+  if (all.empty()) return std::nullopt;
+  for (const AttributeChange& c : all)
+    if (c.chosen) return c;
+  return all.front();
 }
 
 }  // namespace shardscope::compiler

@@ -67,8 +67,12 @@ const char* OpChangeKindName(OpChange::Kind k);  // added | removed | changed
 struct AttributeChange {
   int64_t index = -1;  // into both modules' instructions
   std::string old_text, new_text;
+  bool chosen = false;  // the program chose the window or target (a slice, reshape, pad, gather)
 };
 std::optional<AttributeChange> FirstAttributeChange(const Module& old_module, const Module& new_module);
+// Every op whose attributes changed, in instruction order (none when the
+// modules are not the same ops in the same order).
+std::vector<AttributeChange> AttributeChanges(const Module& old_module, const Module& new_module);
 
 // The same ops in the same order, wired alike, whatever their shapes,
 // attributes and constants: one program at other sizes.

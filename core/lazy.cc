@@ -254,6 +254,7 @@ nlohmann::json Signature(const std::vector<GraphInput>& inputs) {
                    {"dtype", DTypeName(in.shape.dtype)},
                    {"sharding", in.sharding.ToString()},
                    {"source", in.created.known() ? At(in.created) : ""}});
+    if (in.requires_grad) sig.back()["trained"] = true;  // a model's parameter, not data
   }
   return sig;
 }

@@ -317,14 +317,35 @@ bool ScalarCause(const Compared& c, RecompileCause* cause) {
 // reshape to other dims) in a graph otherwise the same op for op, which the
 // structural diff does not see: the first, at its line.
 bool AttributeCause(const Compared& c, RecompileCause* cause) {
-  auto a = compiler::FirstAttributeChange(*c.old->module, *c.now);
-  if (!a) return false;
-  const Instruction& i = c.New(a->index);
+  const std::vector<compiler::AttributeChange> all = compiler::AttributeChanges(*c.old->module, *c.now);
+  if (all.empty()) return false;
+  // The ops whose window the program chose, the first in the user's code
+  // (lowering may order two slices of one host integer either way); else the
+  // first change.
+  std::vector<const compiler::AttributeChange*> chosen;
+  for (const auto& a : all)
+    if (a.chosen) chosen.push_back(&a);
+  const auto line_of = [&](const compiler::AttributeChange* a) {
+    const SourceLoc& l = c.New(a->index).loc;
+    return std::tuple(!l.known(), l.file, l.line, a->index);
+  };
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](const auto* x, const auto* y) { return line_of(x) < line_of(y); });
+  const compiler::AttributeChange& a = chosen.empty() ? all.front() : *chosen.front();
+  const Instruction& i = c.New(a.index);
   cause->kind = "graph_changed";
   cause->subkind = "dims_changed";
   if (i.loc.known()) cause->loc = i.loc;
-  cause->detail = absl::StrCat(OpAt(i), " changed: ", a->old_text, " -> ", a->new_text,
-                               "; otherwise the graph is graph ", c.old->graph_id, "'s, op for op");
+  std::string also;
+  for (size_t k = 1; k < chosen.size() && k < 3; ++k)
+    absl::StrAppend(&also, k == 1 ? "; also " : ", ", OpAt(c.New(chosen[k]->index)));
+  if (chosen.size() > 3) absl::StrAppend(&also, " and ", chosen.size() - 3, " more");
+  const size_t following = all.size() - std::max<size_t>(chosen.size(), 1);
+  cause->detail = absl::StrCat(OpAt(i), " changed: ", a.old_text, " -> ", a.new_text, also,
+                               "; the graph's ops are graph ", c.old->graph_id, "'s in the same order",
+                               following > 0 ? absl::StrCat(", ", following, following == 1 ? " op's" : " ops'",
+                                                            " shapes following")
+                                             : "");
   return true;
 }
 
@@ -521,8 +542,32 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                             std::any_of(ops.begin(), ops.end(), optimizer_op) &&
                             std::any_of(ops.begin(), ops.end(), accumulates) &&
                             all([&](const OpChange* ch) { return update_op(ch) || accumulates(ch); });
-  const bool update_on_some_steps =
-      one_way && !other_updates && std::any_of(ops.begin(), ops.end(), optimizer_op) && all(update_op);
+  // The backward pass that only feeds the update goes with it (an evaluation
+  // step, an update skipped): the ops only one graph has are the update and
+  // what every one of whose users is the update, or such an op, transitively.
+  std::set<const Instruction*> feeds_update;
+  if (one_way) {
+    std::set<const Instruction*> only;
+    for (const OpChange* ch : ops) only.insert(&c.Of(*ch));
+    std::map<const Instruction*, std::vector<const Instruction*>> users;
+    for (const auto& i : with_ops.instructions())
+      for (const Instruction* o : i->operands) users[o].push_back(i.get());
+    const auto is_update = [&](const Instruction& i) {
+      return by_optimizer(i.loc) || i.loc.via.rfind("optim::clip_grad_norm", 0) == 0;
+    };
+    for (auto it = with_ops.instructions().rbegin(); it != with_ops.instructions().rend(); ++it) {
+      const Instruction* x = it->get();
+      if (!only.count(x)) continue;
+      const auto& u = users[x];
+      // A constant matched to another of its value says nothing by itself.
+      if (is_update(*x) || x->op == Opcode::kConstant ||
+          (!u.empty() && std::all_of(u.begin(), u.end(), [&](const Instruction* y) { return feeds_update.count(y) > 0; })))
+        feeds_update.insert(x);
+    }
+  }
+  const bool with_backward = !all(update_op);
+  const bool update_on_some_steps = one_way && !other_updates && std::any_of(ops.begin(), ops.end(), optimizer_op) &&
+                                    all([&](const OpChange* ch) { return feeds_update.count(&c.Of(*ch)) > 0; });
   if (all(optimizer_op) || accumulation || update_on_some_steps) {
     const OpChange* at = *std::find_if(ops.begin(), ops.end(), optimizer_op);
     for (const OpChange* ch : ops)
@@ -543,8 +588,12 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
       cause->detail = absl::StrCat("the optimizer's update (", i.loc.via, " called at ", At(i.loc), ") runs in ",
                                    adding ? "this graph and not in " : "graph ",
                                    adding ? absl::StrCat("graph ", c.old->graph_id) : absl::StrCat(c.old->graph_id, " and not in this one"),
-                                   ": it steps on some steps only (gradient accumulation",
-                                   accumulation ? ", earlier gradients carried in and added" : "",
+                                   ": it steps on some steps only (",
+                                   accumulation ? "gradient accumulation, earlier gradients carried in and added"
+                                   : with_backward
+                                       ? "with the backward pass that only feeds it: an evaluation step, an update "
+                                         "skipped, or gradient accumulation"
+                                       : "gradient accumulation",
                                    "); ", counts, added.empty() ? "" : absl::StrCat("; new inputs ", added),
                                    gone.empty() ? "" : absl::StrCat("; inputs gone ", gone));
       return;

@@ -260,6 +260,21 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
     return recorded_misses - SimulateMisses(keys, cap);
   };
 
+  // Per call site: whether a trained parameter (an input that requires a
+  // gradient, "trained" in the signature) came in more than one shape.
+  std::map<std::string, bool> trained_shape_changed;
+  {
+    std::map<std::string, std::map<std::string, std::set<std::string>>> shapes;  // site -> name -> shapes
+    for (const Cut& k : cuts_in_order) {
+      const nlohmann::json sig = nlohmann::json::parse(k.signature, nullptr, false);
+      if (!sig.is_array()) continue;
+      for (const auto& in : sig)
+        if (in.is_object() && in.value("trained", false))
+          shapes[k.site][SignatureText(in, "name")].insert(SignatureText(in, "shape"));
+    }
+    for (const auto& [site, by_name] : shapes)
+      for (const auto& [name, seen] : by_name) trained_shape_changed[site] |= seen.size() > 1;
+  }
   auto cuts = FindValueReadCuts(rd, run_id);
   if (!cuts.ok()) return cuts.status();
   std::set<std::string> all_graphs;
@@ -464,22 +479,25 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
          "another tensor's mark_sharding changes with it: set that annotation before the first step, or annotate "
          "this input too)"},
         {"graph_changed/ops_changed",
-         "the computation changed (a branch on the host, an op replaced): if it depends on a value read back, "
-         "compute both sides and select with where(); otherwise it is one compilation per variant"},
+         "the computation changed (a branch on the host, an op replaced): one compilation per variant; to keep "
+         "one graph, run the op on every step with a neutral value (an all-ones mask, a zero penalty as a "
+         "tensor), or, for a branch on a value read back, compute both sides and select with where()"},
         {"graph_changed/optimizer_changed",
-         "the optimizer changed: one compilation per optimizer; create it once before the loop"},
+         "the optimizer changed: one compilation per optimizer (a planned switch, SGD for warm-up then AdamW, "
+         "costs just that); otherwise create it once before the loop"},
         {"graph_changed/dims_changed",
          "an op's window or dims come from a host integer (a slice, reshape, pad or gather): fix it, or round it "
          "to a few sizes (one compilation each), masking what the larger size adds"},
         {"graph_changed/optimizer_on_some_steps",
-         "the optimizer steps on some steps only (gradient accumulation): one graph with its update and one "
-         "without, each compiled once; nothing to fix unless more variants appear"},
+         "the optimizer steps on some steps only (gradient accumulation, evaluation steps, a skipped update): "
+         "one graph with its update and one without, each compiled once; nothing to fix unless more variants "
+         "appear"},
         {"graph_changed/layer_added",
-         "a layer joined the step (a config, a branch on the host): one compilation per set of layers; build the "
-         "model once before the loop"},
+         "a layer joined the step (a config, a branch on the host): one compilation per set of layers (a planned "
+         "variant, an early exit, costs just that); otherwise build the model once before the loop"},
         {"graph_changed/layer_removed",
-         "a layer left the step (a config, a branch on the host): one compilation per set of layers; build the "
-         "model once before the loop"},
+         "a layer left the step (a config, a branch on the host): one compilation per set of layers (a planned "
+         "variant, an early exit, costs just that); otherwise build the model once before the loop"},
         {"mesh_changed", "the mesh changed under a mark_sharding: one compilation per mesh; create the mesh once"},
         {"disk_cache_unreadable",
          "a compile cache file was damaged (it was removed and the program compiled again): nothing to change in "
@@ -504,6 +522,20 @@ absl::StatusOr<RecompilesReport> BuildRecompilesReport(const store::Reader& rd, 
     };
     for (const auto& [key, text] : advice)
       if (c.count(key)) s.suggestions.push_back({absl::StrCat(at(key), ": ", text), -1, -1, key});
+    // A trained parameter whose shape changed (a model resized by its config,
+    // two models of different shapes through one step function): nothing to
+    // pad, the cost named. (Data already in buckets gets no advice: nothing
+    // is left to change.)
+    if (c.count("input_shape_changed") && trained_shape_changed[site] &&
+        std::none_of(s.suggestions.begin(), s.suggestions.end(), [](const Suggestion& g) {
+          return g.kind == "pad_shapes" || g.kind == "pad_to_largest";
+        }))
+      s.suggestions.push_back(
+          {absl::StrCat(at("input_shape_changed"),
+                        ": a trained parameter's shape changed (a layer resized by its config, or two models of "
+                        "different shapes through one step function): one compilation per model shape, nothing "
+                        "to pad; give each model its own step function if its graphs should be told apart"),
+           -1, -1, "input_shape_changed"});
   }
   for (auto& [site, s] : by_site) r.sites.push_back(std::move(s));
   std::stable_sort(r.sites.begin(), r.sites.end(),
@@ -555,7 +587,9 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
                                   {"graph_id", e.graph_id},
                                   {"cache", e.cache},
                                   {"cause_kind", e.cause_kind},
-                                  {"cause_subkind", e.cause_subkind},
+                                  // null as in the table, where the kind has no subkind
+                                  {"cause_subkind", e.cause_subkind.empty() ? nlohmann::json()
+                                                                             : nlohmann::json(e.cause_subkind)},
                                   {"at", e.at},
                                   {"duration_ns", e.duration_ns},
                                   {"detail", Clip(e.cause_detail)}});

@@ -667,6 +667,35 @@ TEST(RecompileScenarios, Autocast_AUsersOwnBf16RoundTripIsNotAutocast) {
   }
 }
 
+// ---------------------------------------------------------------- dims_changed
+
+// Two slices take the same host integer (a batch's valid rows): both change.
+// The first in the user's code is blamed and the other named, and the detail
+// no longer says the rest of the graph is unchanged op for op.
+TEST(RecompileScenarios, DimsChanged_TwoSlicesOfOneHostIntegerAreBothNamed) {
+  const int64_t rows[] = {16, 12, 16, 8};
+  int at_x = 0, at_y = 0;
+  Recorded r = Record("dims_two_slices", 1, [&] {
+    nn::Linear l1(8, 1, "l1");
+    optim::SGD opt(parameters(l1), {.lr = 0.1});
+    for (int step = 0; step < 4; ++step) {
+      Tensor x = Tensor::from_host(Rand({16, 8}, step), "x");
+      Tensor y = Tensor::from_host(Rand({16, 1}, step + 5), "y");
+      at_x = __LINE__; Tensor xs = slice(x, 0, 0, rows[step]);
+      at_y = __LINE__; Tensor ys = slice(y, 0, 0, rows[step]);
+      SS_OK(backward(mse_loss(l1(xs), ys)));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+  EXPECT_EQ(r.misses[1].subkind.value_or(""), "dims_changed") << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_x) << r.Dump();
+  EXPECT_THAT(r.misses[1].detail, HasSubstr(absl::StrCat("also slice at ", ":", at_y).substr(0, 14))) << r.Dump();
+  EXPECT_THAT(r.misses[1].detail, HasSubstr(absl::StrCat(":", at_y))) << r.Dump();
+  EXPECT_THAT(r.misses[1].detail, ::testing::Not(HasSubstr("op for op"))) << r.Dump();
+}
+
 // ---------------------------------------------------------------- mesh_changed
 
 // The mesh is reshaped from 4x1 to 2x2 at step 2. The batch stays split four

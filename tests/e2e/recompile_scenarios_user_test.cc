@@ -312,6 +312,42 @@ TEST(RecompileScenarios, User_DiffOfAnAddedLayerAddsOnlyItsOps) {
       EXPECT_NE(op["source"].get<std::string>().find("recompile_scenarios_user_test.cc"), std::string::npos) << op.dump();
 }
 
+// An evaluation step between training steps, and an update skipped on one
+// step: the graph without the update also lacks the backward pass that only
+// fed it. Both are the optimizer on some steps, at the update's line (they
+// were blamed on the forward or the backward line, which ran on every step).
+TEST(RecompileScenarios, User_EvalStepsAndASkippedUpdateAreTheUpdateOnSomeSteps) {
+  for (const bool eval : {true, false}) {
+    int at_update = 0;
+    Recorded r = Record(eval ? "user_train_eval" : "user_skip_update", 1, [&] {
+      nn::Linear l1(8, 16, "l1"), l2(16, 1, "l2");
+      optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+      for (int step = 0; step < 6; ++step) {
+        Tensor x = Tensor::from_host(Rand({16, 8}, step), "x");
+        Tensor y = Tensor::from_host(Rand({16, 1}, step + 7), "y");
+        Tensor loss;  // kept to the step's end: the eval step's value is its output
+        if (eval && step % 2 == 1) {
+          NoGradGuard no_grad;
+          loss = mse_loss(l2(relu(l1(x))), y);
+        } else {
+          loss = mse_loss(l2(relu(l1(x))), y);
+          SS_OK(backward(loss));
+          if (!eval && step == 2) {
+            for (Tensor* p : parameters(l1, l2)) p->zero_grad();
+          } else {
+            at_update = __LINE__; SS_OK(opt.step());
+          }
+        }
+        SS_OK(mark_step());
+      }
+    });
+    ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+    EXPECT_EQ(r.misses[1].subkind.value_or(""), "optimizer_on_some_steps") << eval << r.Dump();
+    EXPECT_EQ(r.misses[1].line, at_update) << eval << r.Dump();
+    EXPECT_NE(r.misses[1].detail.find("with the backward pass that only feeds it"), std::string::npos) << r.Dump();
+  }
+}
+
 // An input the user did not name still has a layout on the chips: it is
 // listed by where it was made, in the tensors table and `shardscope sharding`.
 TEST(RecompileScenarios, User_AnUnnamedInputIsListedWithItsLayout) {

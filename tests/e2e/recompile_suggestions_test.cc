@@ -4,6 +4,7 @@
 // store alone). The samples' cases (padding, reading every N steps or after
 // mark_step, the cache capacity) are in recompiles_test.cc; these are loops
 // written here, as users write them.
+#include <memory>
 #include <string>
 
 #include "profiler/analysis/recompiles.h"
@@ -130,6 +131,31 @@ TEST(RecompileSuggestions, ReadingEveryMicroBatchEveryNStepsSavesWhatItPredicts)
   EXPECT_EQ(g.executions_saved, 30) << g.text;
   EXPECT_EQ(Executions(all) - Executions(tenth), g.executions_saved) << g.text;
   EXPECT_NE(g.text.find("cut the graph 36 times in 12 of 12 steps"), std::string::npos) << g.text;
+}
+
+// A model resized by its config at step 3 (a new layer of another width):
+// nothing to pad, and the advice says so instead of saying nothing; a
+// bucketed batch (data) gets none (RecompilesE2e.StormBucketsSaveWhatTheSuggestionPredicts).
+TEST(RecompileSuggestions, AResizedModelGetsAdviceButNoSaving) {
+  Recorded r = Record("suggest_resized", 1, [&] {
+    auto l1 = std::make_unique<nn::Linear>(8, 16, "l1");
+    auto l2 = std::make_unique<nn::Linear>(16, 1, "l2");
+    for (int step = 0; step < 5; ++step) {
+      if (step == 3) {
+        l1 = std::make_unique<nn::Linear>(8, 32, "l1");
+        l2 = std::make_unique<nn::Linear>(32, 1, "l2");
+      }
+      optim::SGD opt(parameters(*l1, *l2), {.lr = 0.1});
+      Tensor x = Tensor::from_host(Rand({4, 8}, step), "x");
+      ASSERT_TRUE(backward(mse_loss((*l2)(relu((*l1)(x))), Tensor::from_host(Rand({4, 1}, step + 3), "y"))).ok());
+      ASSERT_TRUE(opt.step().ok());
+      ASSERT_TRUE(mark_step().ok());
+    }
+  });
+  ASSERT_TRUE(r.ok);
+  analysis::Suggestion g = SuggestionOf(r, "input_shape_changed");
+  EXPECT_NE(g.text.find("a trained parameter's shape changed"), std::string::npos) << g.text;
+  EXPECT_EQ(g.compilations_saved, -1) << g.text;
 }
 
 }  // namespace
