@@ -116,9 +116,17 @@ class Writer::Db {
     // 16 KiB pages (a new file only): a chunk row of a step's slices is a few
     // KiB, and on 4 KiB pages most of them would get a page each, half empty.
     // WAL lets readers (the UI, the CLI) look at a run while it is being written.
-    absl::Status st = internal::Exec(
-        db_, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-             " PRAGMA foreign_keys = ON;");
+    // Switching to WAL takes the file's exclusive lock, and SQLite answers
+    // SQLITE_BUSY at once there instead of calling the busy handler: another
+    // process writing a finished file (a rollback journal) is waited for here,
+    // as the busy timeout promises, not failed at once.
+    absl::Status st;
+    for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);;) {
+      st = internal::Exec(db_, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
+                               " PRAGMA foreign_keys = ON;");
+      if (st.ok() || (sqlite3_errcode(db_) & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= until) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     // The schema and the meta rows in one transaction: a process killed (or a
     // disk that fills) while making them leaves an empty file, never half a schema.
     if (st.ok()) st = internal::Exec(db_, "BEGIN IMMEDIATE");

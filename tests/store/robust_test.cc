@@ -816,6 +816,27 @@ TEST(Robust, ABatchIsRetriedWhileAnotherProcessHoldsTheLock) {
   EXPECT_EQ(MustQuery(path, "SELECT status FROM runs").Text(0, "status"), "finished");
 }
 
+// A finished file (rollback journal) that another process is writing: a new
+// writer waits for its lock as the busy timeout says. Switching the file to
+// WAL took SQLite's SQLITE_BUSY at once ("cannot set up: database is locked").
+TEST(Robust, ANewWriterWaitsForAnotherProcessWritingAFinishedFile) {
+  const std::string path = WriteFinishedRun("busy_setup");
+  sqlite3* holder = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &holder), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(holder, "PRAGMA journal_mode = DELETE; BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sqlite3_exec(holder, "COMMIT", nullptr, nullptr, nullptr);
+  });
+  auto w = Writer::Open(path, LockOptions(3000, 3));
+  release.join();
+  sqlite3_close(holder);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_TRUE((*w)->StartRun(RunRecord{}).ok());
+  RecordSteps(**w, 0, 1);
+  EXPECT_TRUE((*w)->EndRunAndCheck().ok());
+}
+
 TEST(Robust, ARunThatLostRowsToALockIsIncompleteNotFinished) {
   std::string path = TempDbPath("busy_lost");
   auto w = Writer::Open(path, LockOptions(20, 2));
