@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -105,6 +106,23 @@ bool AbortsTransaction(const absl::Status& st) {
 }
 
 absl::Status CheckRegularFile(const std::string& path, bool may_be_missing) {
+  // SQLite's unix VFS opens a file by its full path (symbolic links
+  // followed) of at most 512 bytes; past that it says only "unable to open
+  // database file".
+  {
+    std::string full = path;
+    const size_t slash = path.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    if (char* real = ::realpath(dir.c_str(), nullptr)) {
+      full = absl::StrCat(real, "/", slash == std::string::npos ? path : path.substr(slash + 1));
+      std::free(real);
+    }
+    if (full.size() >= 512)
+      return absl::InvalidArgumentError(absl::StrCat(
+          path.size() > 80 ? absl::StrCat(path.substr(0, 80), "...") : path, ": the path is ", full.size(),
+          " bytes long in full, and SQLite opens database files by paths under 512 bytes; use a shorter path "
+          "(a symbolic link to a file deep down is followed to its full path too, so move or copy the file)"));
+  }
   struct stat sb;
   if (::stat(path.c_str(), &sb) != 0) {
     if (errno == ENOENT && may_be_missing) return absl::OkStatus();

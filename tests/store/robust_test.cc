@@ -816,6 +816,20 @@ TEST(Robust, ABatchIsRetriedWhileAnotherProcessHoldsTheLock) {
   EXPECT_EQ(MustQuery(path, "SELECT status FROM runs").Text(0, "status"), "finished");
 }
 
+// SQLite opens files by full paths under 512 bytes; a longer one (legal on
+// Linux) got only "unable to open database file". Now the limit is named.
+TEST(Robust, APathTooLongForSQLiteIsSaidToBe) {
+  std::string dir = ::testing::TempDir() + "/long_path_" + std::to_string(getpid());
+  for (int k = 0; k < 3; ++k) dir += "/" + std::string(200, 'd');
+  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  const std::string path = dir + "/x.db";
+  auto w = Writer::Open(path);
+  ASSERT_FALSE(w.ok());
+  EXPECT_TRUE(Contains(w.status(), "paths under 512 bytes")) << w.status();
+  EXPECT_TRUE(Contains(Reader::Open(path).status(), "paths under 512 bytes")) << Reader::Open(path).status();
+  std::system(("rm -rf " + ::testing::TempDir() + "/long_path_" + std::to_string(getpid())).c_str());
+}
+
 // A finished file (rollback journal) that another process is writing: a new
 // writer waits for its lock as the busy timeout says. Switching the file to
 // WAL took SQLite's SQLITE_BUSY at once ("cannot set up: database is locked").
