@@ -3,6 +3,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <new>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -422,7 +423,17 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
     for (int d = 0; d < n; ++d) per_device[d].push_back(&args[k]->shards[d]->literal());
   }
   ScheduleInput timing;
-  auto outs = ExecuteProgram(*exe.program, *topology_, *pool_, per_device, &timing, &gangs_, &exe.fusion);
+  // Out of host memory in a kernel: an error the run ends with ("failed after
+  // step N"), not an abort that leaves the run "ended abnormally".
+  absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> outs =
+      absl::InternalError("not executed");
+  try {
+    outs = ExecuteProgram(*exe.program, *topology_, *pool_, per_device, &timing, &gangs_, &exe.fusion);
+  } catch (const std::bad_alloc&) {
+    outs = absl::ResourceExhaustedError(absl::StrCat(
+        "out of host memory executing graph ", exe.graph_id, " on ", n,
+        " chips (this machine's memory, or the process's limit: ulimit -v): use a smaller --batch or fewer chips"));
+  }
   if (!outs.ok()) return outs.status();
   {
     std::lock_guard<std::mutex> l(mu_);

@@ -76,7 +76,12 @@ int64_t Gang::Drain(uint32_t gen, bool helper) {
     if (!ticket_.compare_exchange_weak(t, t + 1)) continue;
     // A claimed part keeps its run (and fn) alive until done_ counts it.
     const int64_t t0 = ThreadCpuNs();
-    (*fn_.load())(next);
+    try {
+      (*fn_.load())(next);
+    } catch (...) {  // thrown again by Run, in the caller (a helper's exception ended the process)
+      std::lock_guard<std::mutex> l(mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     spent += ThreadCpuNs() - t0;
     if (helper) {
       int64_t m = helper_max_ns_.load();
@@ -117,6 +122,12 @@ void Gang::Run(int parts, const std::function<void(int)>& fn) {
     caller_sleeping_.store(false);
   }
   extra_ns_ += std::max<int64_t>(0, helper_max_ns_.load() - own);
+  std::exception_ptr e;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    e = std::exchange(error_, nullptr);
+  }
+  if (e) std::rethrow_exception(e);
 }
 
 void Gang::Work() {

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <exception>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -55,6 +56,7 @@ class Gang {
   std::atomic<bool> caller_sleeping_{false};
   std::atomic<bool> stop_{false};
   int64_t extra_ns_ = 0;                // caller thread only
+  std::exception_ptr error_;            // the first part's exception in the current Run (under mu_)
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   std::vector<std::thread> helpers_;

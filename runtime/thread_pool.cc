@@ -1,5 +1,7 @@
 #include "runtime/thread_pool.h"
 
+#include <utility>
+
 namespace shardscope::runtime {
 
 ThreadPool::ThreadPool(int threads) {
@@ -30,6 +32,7 @@ void ThreadPool::ParallelFor(int n, const std::function<void(int)>& fn) {
   done_cv_.wait(l, [&] { return finished_ == total_; });
   fn_ = nullptr;
   total_ = 0;
+  if (std::exception_ptr e = std::exchange(error_, nullptr)) std::rethrow_exception(e);
 }
 
 void ThreadPool::Work() {
@@ -40,8 +43,14 @@ void ThreadPool::Work() {
     int i = next_++;
     const auto* fn = fn_;
     l.unlock();
-    (*fn)(i);
+    std::exception_ptr e;
+    try {
+      (*fn)(i);
+    } catch (...) {
+      e = std::current_exception();
+    }
     l.lock();
+    if (e && !error_) error_ = e;
     if (++finished_ == total_) done_cv_.notify_all();
   }
 }

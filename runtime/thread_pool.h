@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -14,7 +15,10 @@ class ThreadPool {
  public:
   explicit ThreadPool(int threads);
   ~ThreadPool();
-  // Runs fn(0..n-1) on the pool and waits for all of them.
+  // Runs fn(0..n-1) on the pool and waits for all of them. An exception a
+  // task throws (std::bad_alloc when memory runs out) is thrown again here, in
+  // the caller, once every task has finished: thrown on a worker, it ended
+  // the process.
   void ParallelFor(int n, const std::function<void(int)>& fn);
   int size() const { return static_cast<int>(workers_.size()); }
 
@@ -25,6 +29,7 @@ class ThreadPool {
   const std::function<void(int)>* fn_ = nullptr;
   int next_ = 0, total_ = 0, finished_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;  // the first task's exception in the current ParallelFor
   std::vector<std::thread> workers_;
 };
 

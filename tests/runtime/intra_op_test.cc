@@ -3,8 +3,10 @@
 // part runs exactly once, on the run it belongs to, whether a helper is
 // spinning, asleep or late.
 #include "runtime/intra_op.h"
+#include "runtime/thread_pool.h"
 
 #include <atomic>
+#include <new>
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -64,6 +66,34 @@ TEST(Gang, HelperCpuBeyondTheCallersIsTheExtraCriticalPath) {
     else EXPECT_EQ(extra, 0) << "run " << r;
     EXPECT_EQ(gang.TakeExtraNs(), 0);  // taken
   }
+}
+
+// A part that runs out of memory on a helper thread: the exception comes out
+// of Run and ParallelFor in the caller, after every part finished (on a
+// worker it ended the process: `run --batch 16384` under `ulimit -v` aborted
+// instead of ending its run as failed), and the pool works again after.
+TEST(Gang, APartsExceptionIsThrownInTheCaller) {
+  for (int round = 0; round < 20; ++round) {
+    Gang gang(1);
+    std::atomic<int> ran{0};
+    EXPECT_THROW(gang.Run(8, [&](int i) {
+      ran.fetch_add(1);
+      if (i == 5) throw std::bad_alloc();
+    }), std::bad_alloc);
+    EXPECT_EQ(ran.load(), 8);
+    ran = 0;
+    gang.Run(8, [&](int) { ran.fetch_add(1); });
+    EXPECT_EQ(ran.load(), 8);
+  }
+  ThreadPool pool(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(pool.ParallelFor(6, [&](int i) {
+    ran.fetch_add(1);
+    if (i == 1) throw std::bad_alloc();
+  }), std::bad_alloc);
+  EXPECT_EQ(ran.load(), 6);
+  pool.ParallelFor(6, [&](int) { ran.fetch_add(1); });
+  EXPECT_EQ(ran.load(), 12);
 }
 
 TEST(ParallelRange, CoversTheRangeInOrderedDisjointPieces) {
