@@ -1,5 +1,6 @@
 #include "store/chrome_export.h"
 
+#include <csignal>
 #include <climits>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +28,40 @@
 namespace shardscope::store {
 namespace {
 
+// While an export is written beside its name, a stop signal (Ctrl-C,
+// SIGTERM, SIGHUP) removes the half-written file before the process dies of
+// it, as it would have: a failed export leaves no file behind. One export at
+// a time (the CLI's); the path is kept in a fixed buffer, since a handler may
+// only call what is async-signal-safe (unlink, sigaction, raise).
+char g_partial[4096];
+struct sigaction g_before[3];
+constexpr int kStopSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+void RemovePartialAndDie(int sig) {
+  if (g_partial[0]) ::unlink(g_partial);
+  for (int k = 0; k < 3; ++k)
+    if (kStopSignals[k] == sig) ::sigaction(sig, &g_before[k], nullptr);
+  ::raise(sig);
+}
+
+void GuardPartial(const std::string& path) {
+  if (path.size() >= sizeof g_partial) return;
+  std::memcpy(g_partial, path.c_str(), path.size() + 1);
+  struct sigaction a = {};
+  a.sa_handler = RemovePartialAndDie;
+  sigemptyset(&a.sa_mask);
+  for (int k = 0; k < 3; ++k) {
+    ::sigaction(kStopSignals[k], nullptr, &g_before[k]);
+    if (g_before[k].sa_handler != SIG_IGN) ::sigaction(kStopSignals[k], &a, nullptr);  // nohup's stays ignored
+  }
+}
+
+void UnguardPartial() {
+  if (!g_partial[0]) return;
+  for (int k = 0; k < 3; ++k) ::sigaction(kStopSignals[k], &g_before[k], nullptr);
+  g_partial[0] = 0;
+}
+
 // A file written plain or through gzip, with the first error kept. A
 // regular file is written beside its name and renamed into place by
 // Commit(), so an export that fails leaves no half-written trace behind (nor
@@ -43,6 +78,7 @@ class Out {
     if (exists && S_ISREG(st.st_mode) && access(path.c_str(), W_OK) != 0)
       return absl::InvalidArgumentError(absl::StrCat("cannot write ", path, ": ", std::strerror(errno)));
     o.writing_ = exists && !S_ISREG(st.st_mode) ? path : path + ".partial";
+    if (o.writing_ != path) GuardPartial(o.writing_);
     if (absl::EndsWith(path, ".gz")) {
       o.gz_ = gzopen(o.writing_.c_str(), "wb6");
       if (!o.gz_)
@@ -61,7 +97,10 @@ class Out {
   }
   ~Out() {
     Close().IgnoreError();
-    if (!writing_.empty() && writing_ != path_) std::remove(writing_.c_str());  // never committed
+    if (!writing_.empty() && writing_ != path_) {
+      std::remove(writing_.c_str());  // never committed
+      UnguardPartial();
+    }
   }
   // Closes the file and puts it in place.
   absl::Status Commit() {
@@ -69,6 +108,7 @@ class Out {
     if (writing_ != path_ && std::rename(writing_.c_str(), path_.c_str()) != 0)
       return absl::UnavailableError(
           absl::StrCat("cannot put ", writing_, " in place of ", path_, ": ", std::strerror(errno)));
+    if (writing_ != path_) UnguardPartial();
     writing_.clear();
     return absl::OkStatus();
   }

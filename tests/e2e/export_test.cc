@@ -238,6 +238,26 @@ TEST(ExportRoundTrip, APartlyCapturedRunReadBackSaysWhatItsCaptureLeftOut) {
       << report.text;
 }
 
+// A stop signal in the middle of an export leaves no half-written file
+// beside OUT (SIGTERM and SIGHUP left OUT.partial, up to 8 MB), and the OUT
+// that was there is kept; the process still dies of the signal.
+TEST(ExportSignals, AStopSignalLeavesNoPartialFile) {
+  const std::string db = e2e::TempDb("export_signal");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x4 --steps 120 --quiet --db ", db)).code, 0);
+  const std::string out = absl::StrCat(::testing::TempDir(), "/export_signal_", getpid(), ".json.gz");
+  for (const char* sig : {"TERM", "HUP"}) {
+    ASSERT_EQ(e2e::Shell(absl::StrCat("echo old > ", out)).code, 0);
+    e2e::Output o = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", out,
+                                            " >/dev/null 2>&1 & p=$!; sleep 0.05; kill -", sig,
+                                            " $p; wait $p; echo rc=$?"));
+    EXPECT_NE(e2e::Shell(absl::StrCat("test -e ", out, ".partial")).code, 0) << sig << ": " << o.text;
+    // Either the export finished first (a whole trace) or it died and OUT is the old one.
+    const std::string head = e2e::Shell(absl::StrCat("head -c 3 ", out)).text;
+    EXPECT_TRUE(head == "old" || head == "\x1f\x8b\x08") << sig << ": " << o.text;
+  }
+  std::remove(out.c_str());
+}
+
 TEST(ExportRoundTrip, ARecordedRunReadBackIsTheSameRunForFleet) {
   const std::string db = e2e::TempDb("roundtrip_rec");
   const std::string back = e2e::TempDb("roundtrip_rec_back");
