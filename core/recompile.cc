@@ -652,10 +652,33 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                          At(at), vs, ": ", counts);
         return;
       }
+      // Ops going the other way too: the layer was replaced, by ops of the
+      // user's (weight tying: the head's matmul written by hand) or it took
+      // their place. The replacement's line is where the code changed.
+      const OpChange::Kind other = adding ? OpChange::Kind::kRemoved : OpChange::Kind::kAdded;
+      const OpChange* first_other = nullptr;
+      int64_t others = 0;
+      for (const OpChange* ch : ops)
+        if (ch->kind == other) {
+          ++others;
+          if (!first_other && c.Of(*ch).loc.known()) first_other = ch;
+        }
+      if (!adding && first_other) {
+        const Instruction& r = c.Of(*first_other);
+        cause->subkind = "ops_changed";
+        cause->loc = r.loc;
+        cause->detail = absl::StrCat("layer '", layer, "'", via.empty() ? "" : absl::StrCat(" (", via, ")"),
+                                     " removed (called before at ", At(at), "), and in its place ", others,
+                                     others == 1 ? " op" : " ops", " added (first: ", OpAt(r), ")", vs, ": ", counts);
+        return;
+      }
       cause->subkind = adding ? "layer_added" : "layer_removed";
       cause->detail = absl::StrCat("layer '", layer, "'", via.empty() ? "" : absl::StrCat(" (", via, ")"),
-                                   adding ? " added, called at " : " removed, called before at ", At(at), vs, ": ",
-                                   counts);
+                                   adding ? " added, called at " : " removed, called before at ", At(at),
+                                   first_other ? absl::StrCat(", in place of ", others, others == 1 ? " op" : " ops",
+                                                              " (first: ", OpAt(c.Of(*first_other)), ")")
+                                               : "",
+                                   vs, ": ", counts);
       return;
     }
   }

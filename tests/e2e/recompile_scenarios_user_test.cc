@@ -348,6 +348,39 @@ TEST(RecompileScenarios, User_EvalStepsAndASkippedUpdateAreTheUpdateOnSomeSteps)
   }
 }
 
+// Weight tying introduced at step 3: the head layer is replaced by a matmul
+// with the embedding's weight, written by hand. Not "layer removed" (ops were
+// added too): the change is at the replacement's line, and the detail names
+// both. An early exit (a layer skipped, nothing in its place) stays
+// layer_removed at the layer's call.
+TEST(RecompileScenarios, User_ALayerReplacedIsBlamedOnItsReplacement) {
+  int at_head = 0, at_tied = 0;
+  Recorded r = Record("user_weight_tying", 1, [&] {
+    nn::Embedding emb(16, 8, "emb");
+    nn::Linear head(8, 16, "head");
+    optim::SGD opt(parameters(emb, head), {.lr = 0.05});
+    for (int step = 0; step < 5; ++step) {
+      Tensor tokens = Tensor::from_host(Ids({8}, 16, step), "tokens");
+      Tensor h = emb(tokens);
+      Tensor logits;
+      if (step < 3) {
+        at_head = __LINE__; logits = head(h);
+      } else {
+        at_tied = __LINE__; logits = matmul(h, transpose(emb.weight, {1, 0}));
+      }
+      SS_OK(backward(cross_entropy(logits, Tensor::from_host(Ids({8}, 16, step + 1), "targets"))));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_tied) << r.Dump();
+  EXPECT_EQ(r.misses[1].subkind.value_or(""), "ops_changed") << r.Dump();
+  EXPECT_NE(r.misses[1].detail.find(absl::StrCat("layer 'head' (nn::Linear) removed (called before at ")),
+            std::string::npos) << r.Dump();
+  EXPECT_NE(r.misses[1].detail.find(absl::StrCat(":", at_head)), std::string::npos) << r.Dump();
+}
+
 // An input the user did not name still has a layout on the chips: it is
 // listed by where it was made, in the tensors table and `shardscope sharding`.
 TEST(RecompileScenarios, User_AnUnnamedInputIsListedWithItsLayout) {
