@@ -432,18 +432,29 @@ Tensor max(const Tensor& a, std::vector<int64_t> dims, bool keepdim, SL sl) {
   return keepdim ? KeepDims(r, a, dims, loc) : r;
 }
 
-Tensor stop_gradient(const Tensor& a) {
+namespace {
+// The same value (same inputs, or the same data) outside autograd.
+Tensor Detached(const Tensor& a) {
   if (!a.defined() || !a.requires_grad()) return a;
-  // The same value (same inputs, or the same data) outside autograd.
   auto n = std::make_shared<Node>(*a.node());
   n->requires_grad = false;
   n->grad_leaf = nullptr;
   return Tensor(std::move(n));
 }
+}  // namespace
+
+Tensor stop_gradient(const Tensor& a, SL sl) {
+  Tensor t = Detached(a);
+  if (t.defined() && t.node() != a.node() && !t.node()->note_loc.known()) {
+    t.node()->note_loc = Loc(sl);
+    t.node()->note_loc.via = "stop_gradient";
+  }
+  return t;
+}
 
 Tensor log_softmax(const Tensor& x, int64_t dim, SL sl) {
   if (dim < 0) dim += x.rank();
-  Tensor m = stop_gradient(max(x, {dim}, true, sl));
+  Tensor m = Detached(max(x, {dim}, true, sl));  // the library's own: not a user's stop_gradient
   Tensor s = sub(x, m, sl);
   Tensor lse = log(sum(exp(s, sl), {dim}, true, sl), sl);
   return sub(s, lse, sl);

@@ -72,8 +72,10 @@ Tensor convert(const Tensor& a, DType to, SL loc = SL::current());
 // the graph) and computes on the host; a graph using it recompiles whenever
 // the count changes, diagnosed as data_dependent_shape at this line.
 absl::StatusOr<Tensor> nonzero(const Tensor& a, SL loc = SL::current());
-// The value without its gradient history.
-Tensor stop_gradient(const Tensor& a);
+// The value without its gradient history. Its line is noted on the value, so
+// a recompilation it causes (backward no longer reaching what it fed) is
+// blamed on the stop_gradient, not on the forward ops whose gradients went.
+Tensor stop_gradient(const Tensor& a, SL loc = SL::current());
 
 // Operators cannot take a default source_location, so their left operand
 // converts through OpArg, whose constructor captures the caller's line.

@@ -505,6 +505,36 @@ void GraphCause(const Compared& c, const DiagnosisInput& in, RecompileCause* cau
                                  how == "is on again" ? " no longer keeps these ops f32" : "", ")", vs, ": ", counts);
     return;
   }
+  // A stop_gradient the user added (or took away): backward no longer reaches
+  // (or reaches again) what it fed, so backward ops, and the updates of the
+  // parameters behind it, leave (or join) the graph. Its line, not the
+  // forward ops' whose gradients went, is the change.
+  {
+    const auto stop_at = [](const std::vector<SourceLoc>& notes) {
+      for (const SourceLoc& n : notes)
+        if (n.known() && n.via == "stop_gradient") return n;
+      return SourceLoc();
+    };
+    const SourceLoc now_stop = stop_at(*c.notes), was_stop = stop_at(c.old->notes);
+    const bool only_removed = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kRemoved; });
+    const bool only_added = all([](const OpChange* ch) { return ch->kind == OpChange::Kind::kAdded; });
+    if (only_removed && now_stop.known() && !was_stop.known()) {
+      cause->subkind = "ops_changed";
+      cause->loc = now_stop;
+      cause->detail = absl::StrCat("the stop_gradient at ", At(now_stop),
+                                   " stops gradients there: backward no longer reaches what it fed (nor updates "
+                                   "the parameters behind it)",
+                                   vs, ": ", counts);
+      return;
+    }
+    if (only_added && was_stop.known() && !now_stop.known()) {
+      cause->subkind = "ops_changed";
+      cause->loc = was_stop;
+      cause->detail = absl::StrCat("the stop_gradient at ", At(was_stop),
+                                   " no longer runs: backward reaches what it fed again", vs, ": ", counts);
+      return;
+    }
+  }
   // The optimizer swapped, or its update changed.
   const auto by_optimizer = [](const SourceLoc& loc) {
     return loc.via.rfind("optim::SGD", 0) == 0 || loc.via.rfind("optim::AdamW", 0) == 0;

@@ -381,6 +381,29 @@ TEST(RecompileScenarios, User_ALayerReplacedIsBlamedOnItsReplacement) {
   EXPECT_NE(r.misses[1].detail.find(absl::StrCat(":", at_head)), std::string::npos) << r.Dump();
 }
 
+// Freezing the layers below by stop_gradient from step 2: backward no longer
+// reaches l1, whose gradient and update leave the graph. The change is the
+// stop_gradient's line (it was blamed on the forward line, via relu's
+// gradient: a line the user did not change).
+TEST(RecompileScenarios, User_AStopGradientIsBlamedOnItsLine) {
+  int at_stop = 0;
+  Recorded r = Record("user_stop_gradient", 1, [&] {
+    nn::Linear l1(8, 16, "l1"), l2(16, 1, "l2");
+    optim::SGD opt(parameters(l1, l2), {.lr = 0.05});
+    for (int step = 0; step < 5; ++step) {
+      Tensor h = relu(l1(Tensor::from_host(Rand({16, 8}, step), "x")));
+      at_stop = __LINE__; if (step >= 2) h = stop_gradient(h);
+      SS_OK(backward(mse_loss(l2(h), Tensor::from_host(Rand({16, 1}, step + 3), "y"))));
+      SS_OK(opt.step());
+      SS_OK(mark_step());
+    }
+  });
+  ASSERT_GE(r.misses.size(), 2u) << r.Dump();
+  EXPECT_EQ(r.misses[1].step, 2) << r.Dump();
+  EXPECT_EQ(r.misses[1].line, at_stop) << r.Dump();
+  EXPECT_NE(r.misses[1].detail.find("stops gradients there"), std::string::npos) << r.Dump();
+}
+
 // An input the user did not name still has a layout on the chips: it is
 // listed by where it was made, in the tensors table and `shardscope sharding`.
 TEST(RecompileScenarios, User_AnUnnamedInputIsListedWithItsLayout) {
