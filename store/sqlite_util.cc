@@ -183,6 +183,35 @@ absl::Status CheckFileHeader(const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace {
+// PRAGMA user_version as `db` reads it (0: none, or unreadable).
+int64_t UserVersion(sqlite3* db) {
+  Stmt s;
+  if (!s.Prepare(db, "PRAGMA user_version").ok() || sqlite3_step(s.get()) != SQLITE_ROW) return 0;
+  return sqlite3_column_int64(s.get(), 0);
+}
+}  // namespace
+
+absl::Status CheckWalBelongs(const std::string& path, sqlite3* db) {
+  const ReadOpenFacts f = GatherReadOpenFacts(path);
+  if (!f.wal_mode || !f.wal_has_data) return absl::OkStatus();
+  sqlite3* main_only = nullptr;
+  int64_t in_main = 0;
+  if (sqlite3_open_v2(FileUri(path, "immutable=1").c_str(), &main_only, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                      nullptr) == SQLITE_OK)
+    in_main = UserVersion(main_only);
+  sqlite3_close(main_only);
+  if (in_main == 0) return absl::OkStatus();
+  const int64_t through_wal = UserVersion(db);
+  if (through_wal == in_main) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      path, "-wal does not belong to ", path, ": it holds another database's pages (its header's file id ",
+      through_wal, ", and ", path, "'s is ", in_main, "), left by another file of this name, a run that stopped "
+      "while writing it (and the file was replaced since, e.g. copied over). SQLite would read its pages as ", path,
+      "'s. Move ", path, "-wal and ", path, "-shm aside (keep them if they hold that other run), then open ", path,
+      " again"));
+}
+
 absl::Status DamagedFileError(const std::string& path, const std::string& detail) {
   return absl::DataLossError(absl::StrCat(path, " is damaged (", detail, "); run `shardscope check ", path,
                                           "` for details"));
@@ -362,6 +391,11 @@ absl::Status OpenForReading(const std::string& path, int extra_flags, sqlite3** 
         return st;
       }
     }
+  }
+  if (absl::Status st = CheckWalBelongs(path, *db); !st.ok()) {
+    sqlite3_close(*db);
+    *db = nullptr;
+    return st;
   }
   return absl::OkStatus();
 }

@@ -81,6 +81,18 @@ absl::Status CheckRegularFile(const std::string& path, bool may_be_missing);
 // Files that are not SQLite (too short, another magic) pass: the open says.
 absl::Status CheckFileHeader(const std::string& path);
 
+// Whether the -wal beside a file in WAL mode is this file's. A writer that
+// makes a file writes a random id into its header (user_version, bytes 60-63
+// of page 1) while the file is still in rollback mode, so the main file holds
+// it from the start; page 1 goes into the -wal with the file's growth, id and
+// all. Read through the -wal (`db`, open on `path`) and from the main file
+// alone (immutable), the two ids differ only when the -wal is another
+// database's (a killed run's file with another file's -wal copied beside it:
+// SQLite would read the stranger's pages, and a writer would checkpoint them
+// in): FailedPrecondition then. OK when the main file has no id (made before
+// it) or the -wal is empty.
+absl::Status CheckWalBelongs(const std::string& path, sqlite3* db);
+
 // "X is damaged (...); run `shardscope check X` for details": for
 // SQLITE_CORRUPT and SQLITE_NOTADB met while reading a file that opened.
 absl::Status DamagedFileError(const std::string& path, const std::string& detail);

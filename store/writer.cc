@@ -89,6 +89,20 @@ class Writer::Db {
     if (absl::Status st = internal::CheckRegularFile(path, /*may_be_missing=*/true); !st.ok()) return st;
     if (absl::Status st = CheckWritableDbPath(path); !st.ok()) return st;
     if (absl::Status st = internal::CheckFileHeader(path); !st.ok()) return st;
+    // Another database's -wal beside this file: looked at through a read-only
+    // connection, since closing a connection that may write checkpoints the
+    // -wal into the file, the very harm this avoids.
+    {
+      sqlite3* ro = nullptr;
+      absl::Status st;
+      if (internal::GatherReadOpenFacts(path).wal_has_data &&
+          sqlite3_open_v2(path.c_str(), &ro, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK)
+        st = internal::CheckWalBelongs(path, ro);
+      sqlite3_close(ro);
+      if (!st.ok()) return st;
+    }
+    struct stat before;
+    const bool new_file = ::stat(path.c_str(), &before) != 0 || before.st_size == 0;
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX;
     if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
       return absl::InvalidArgumentError(
@@ -121,6 +135,15 @@ class Writer::Db {
     // process writing a finished file (a rollback journal) is waited for here,
     // as the busy timeout promises, not failed at once.
     absl::Status st;
+    // A new file's id (internal::CheckWalBelongs) goes into its header while
+    // it is still in rollback mode: page 1 is then written to the main file
+    // itself, before anything goes into a -wal.
+    if (new_file) {
+      std::random_device rd;
+      const int64_t id = 1 + static_cast<int64_t>(rd() % 0x7ffffffe);
+      st = internal::Exec(db_, absl::StrCat("PRAGMA page_size = 16384; PRAGMA user_version = ", id, ";"));
+      if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cannot set up ", path, ": ", st.message()));
+    }
     for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);;) {
       st = internal::Exec(db_, "PRAGMA page_size = 16384; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
                                " PRAGMA foreign_keys = ON;");

@@ -537,7 +537,7 @@ TEST(Robust, ACopyWithoutItsWalSaysWhereItsContentsAre) {
   { std::ofstream(copy, std::ios::binary | std::ios::trunc) << Bytes(x); }
   auto r = Reader::Open(copy);
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Contains(r.status(), "or it is a copy of a file whose run was still writing it, and its contents are in " +
+  EXPECT_TRUE(Contains(r.status(), "a copy of a file whose run was still writing it, and its contents are in " +
                                        copy + "-wal, which is not here"))
       << r.status();
 }
@@ -828,6 +828,40 @@ TEST(Robust, APathTooLongForSQLiteIsSaidToBe) {
   EXPECT_TRUE(Contains(w.status(), "paths under 512 bytes")) << w.status();
   EXPECT_TRUE(Contains(Reader::Open(path).status(), "paths under 512 bytes")) << Reader::Open(path).status();
   std::system(("rm -rf " + ::testing::TempDir() + "/long_path_" + std::to_string(getpid())).c_str());
+}
+
+// A killed run's file (WAL mode, its commits in its -wal) with another
+// killed file's -wal copied beside it: SQLite read the stranger's runs as the
+// file's, `check` called it healthy, and a new run checkpointed them in. The
+// file's id, read through the -wal and from the main file, tells them apart.
+TEST(Robust, AWalOfAnotherDatabaseBesideAKilledRunsFileIsRefused) {
+  const std::string a = TempDbPath("wal_owner_a"), b = TempDbPath("wal_owner_b"), mixed = TempDbPath("wal_mixed"),
+                    own = TempDbPath("wal_own");
+  auto wa = Writer::Open(a);
+  auto wb = Writer::Open(b);
+  ASSERT_TRUE(wa.ok() && wb.ok());
+  ASSERT_TRUE((*wa)->StartRun(RunRecord{}).ok());
+  ASSERT_TRUE((*wb)->StartRun(RunRecord{}).ok());
+  RecordSteps(**wa, 0, 2);
+  RecordSteps(**wb, 0, 5);
+  (*wa)->Flush();
+  (*wb)->Flush();
+  // What a kill leaves, copied while the writers hold the files.
+  CopyFile(a, mixed);
+  CopyFile(b + "-wal", mixed + "-wal");
+  CopyFile(a, own);
+  CopyFile(a + "-wal", own + "-wal");
+  wa->reset();
+  wb->reset();
+  EXPECT_TRUE(Contains(Reader::Open(mixed).status(), "-wal does not belong to")) << Reader::Open(mixed).status();
+  auto w = Writer::Open(mixed);
+  EXPECT_FALSE(w.ok());
+  EXPECT_TRUE(Contains(w.status(), "-wal does not belong to")) << w.status();
+  EXPECT_FALSE(CheckDatabase(mixed).healthy());
+  // The file's own -wal reads as before.
+  auto r = Reader::Open(own);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(MustQuery(own, "SELECT count(*) AS n FROM steps").Int(0, "n"), 2);
 }
 
 // A finished file (rollback journal) that another process is writing: a new
