@@ -138,10 +138,22 @@ class Writer::Db {
     // A new file's id (internal::CheckWalBelongs) goes into its header while
     // it is still in rollback mode: page 1 is then written to the main file
     // itself, before anything goes into a -wal.
+    // Two runs starting into one new file race here: under the write lock,
+    // only a file still without pages gets an id (the second writer's would
+    // go into the first's -wal and tell a reader the -wal is a stranger's).
     if (new_file) {
       std::random_device rd;
       const int64_t id = 1 + static_cast<int64_t>(rd() % 0x7ffffffe);
-      st = internal::Exec(db_, absl::StrCat("PRAGMA page_size = 16384; PRAGMA user_version = ", id, ";"));
+      st = internal::Exec(db_, "PRAGMA page_size = 16384; BEGIN IMMEDIATE");
+      if (st.ok()) {
+        // (An empty file counts one page inside the transaction.)
+        auto pages = QueryText("PRAGMA page_count");
+        auto had = QueryText("PRAGMA user_version");
+        if (pages.ok() && (*pages == "0" || *pages == "1") && had.ok() && *had == "0")
+          st = internal::Exec(db_, absl::StrCat("PRAGMA user_version = ", id));
+        st = st.ok() ? internal::Exec(db_, "COMMIT") : st;
+        if (!st.ok()) internal::Exec(db_, "ROLLBACK").IgnoreError();
+      }
       if (!st.ok()) return absl::Status(st.code(), absl::StrCat("cannot set up ", path, ": ", st.message()));
     }
     for (const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(options.busy_timeout_ms);;) {
