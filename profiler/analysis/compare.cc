@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <climits>
 #include <map>
 #include <set>
 #include <tuple>
@@ -201,7 +203,12 @@ std::vector<double> Values(const std::map<int64_t, double>& by_step) {
   return v;
 }
 
-std::string Percent(double r) { return absl::StrFormat("%+.1f%%", 100 * r); }
+// A change below 0.05% (the modeled clock counts any) keeps two significant
+// digits: "+0.0% slower" read as a contradiction.
+std::string Percent(double r) {
+  if (r != 0 && std::abs(r) < 0.0005) return absl::StrFormat("%+.2g%%", 100 * r);
+  return absl::StrFormat("%+.1f%%", 100 * r);
+}
 
 // "; chip 3 stands apart: compute +43.1% against the chips' median +1.2%",
 // the largest such change of each kind; "" when no chip stands apart.
@@ -433,6 +440,13 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   if (!hb.ok()) return hb.status();
   c.a = *std::move(ha);
   c.b = *std::move(hb);
+  const auto real = [](const std::string& p) {
+    char buf[PATH_MAX];
+    return ::realpath(p.c_str(), buf) ? std::string(buf) : p;
+  };
+  if (run_a == run_b && (&ra == &rb || real(ra.path()) == real(rb.path())))
+    c.notes.push_back(absl::StrCat("A and B are the same run (run ", run_a, " of ", ra.path(),
+                                   "): it is compared with itself"));
   auto context = [](const Reader& rd, const char* what, absl::Status st) {
     return absl::Status(st.code(), absl::StrCat(rd.path(), ": reading ", what, ": ", st.message()));
   };

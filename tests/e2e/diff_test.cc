@@ -323,6 +323,17 @@ TEST_F(DiffE2e, DifferentProfileValuesAreSaidToBe) {
   EXPECT_FALSE(absl::StrContains(same["notes"].dump(), "different values")) << same["notes"].dump();
 }
 
+// A run against itself says so; run ids are digits only and a flag is given
+// once ("1,+2" was taken as 1,2; a second --runs silently won).
+TEST_F(DiffE2e, TheSameRunAndMistypedRunsAreSaid) {
+  json j = Json(e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", same_, " --runs 1,1 --format json"))));
+  EXPECT_TRUE(absl::StrContains(j["notes"].dump(), "A and B are the same run (run 1 of ")) << j["notes"].dump();
+  for (const std::string bad : {"--runs 1,+2", "--runs ' 1,2'", "--runs 1,2 --runs 2,1"}) {
+    e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", same_, " ", bad, " 2>&1")));
+    EXPECT_EQ(o.code, 2) << bad << "\n" << o.text;
+  }
+}
+
 // Two simulated pods have no device clock: without --clock the diff compares
 // them on the modeled clock and says so (it gave "no verdict on the device
 // clock" and an empty op table); --clock device still means the device clock.

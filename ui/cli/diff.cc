@@ -2,6 +2,7 @@
 // printed, with an optional CI gate on the step time.
 #include "ui/cli/diff.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -60,6 +61,7 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   std::string format = "text", clock, runs;  // clock: empty lets the comparison pick
   std::optional<double> gate;
   const std::set<std::string> flags = {"--runs", "--clock", "--format", "--fail-if-slower"};
+  std::set<std::string> given;
   for (size_t i = 0; i < argv.size(); ++i) {
     const std::string& a = argv[i];
     if (a.rfind("--", 0) != 0 || a.size() < 3) {
@@ -76,6 +78,8 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
       value = argv[++i];
     }
     if (!flags.count(name)) return Usage(err, absl::StrCat("unknown option '", name, "'"));
+    if (!given.insert(name).second)  // the last one silently won
+      return Usage(err, absl::StrCat("option ", name, " is given twice"));
     if (name == "--runs") runs = value;
     if (name == "--clock") {
       // An empty value is no clock: refused like any other, not taken as "let the comparison pick".
@@ -99,7 +103,12 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
   if (!runs.empty()) {
     std::vector<std::string> parts = absl::StrSplit(runs, ',');
     int64_t x = 0, y = 0;
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &x) || !absl::SimpleAtoi(parts[1], &y) || x < 1 || y < 1)
+    // Digits only: "+2" and " 1" are not run ids as `runs` prints them.
+    const auto digits = [](const std::string& t) {
+      return !t.empty() && std::all_of(t.begin(), t.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    };
+    if (parts.size() != 2 || !digits(parts[0]) || !digits(parts[1]) || !absl::SimpleAtoi(parts[0], &x) ||
+        !absl::SimpleAtoi(parts[1], &y) || x < 1 || y < 1)
       return Usage(err, absl::StrCat("--runs takes two run ids, A,B (e.g. 1,2), not '", runs, "'"));
     run_a = x;
     run_b = y;
