@@ -23,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "store/json_text.h"
+#include "store/sqlite_util.h"
 #include "store/timeline.h"
 
 namespace shardscope::store {
@@ -154,16 +155,9 @@ absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
   if (stat(out.c_str(), &o) != 0) {
     // A new file, unless it is named as a side file the database may have
     // (an export written as DB-wal would be read as the database's log).
-    const auto resolved = [](const std::string& p) -> std::string {
-      const size_t slash = p.rfind('/');
-      const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
-      char buf[PATH_MAX];
-      if (!realpath(dir.c_str(), buf)) return "";
-      return absl::StrCat(buf, "/", slash == std::string::npos ? p : p.substr(slash + 1));
-    };
-    char real_db[PATH_MAX];
-    const std::string named = resolved(out);
-    if (named.empty() || !realpath(db.c_str(), real_db)) return absl::OkStatus();
+    char buf[PATH_MAX];  // the database itself by its target: SQLite names side files after it
+    const std::string named = internal::FullPath(out),
+                      real_db = ::realpath(db.c_str(), buf) ? std::string(buf) : internal::FullPath(db);
     for (const char* suffix : {"-wal", "-shm", "-journal"})
       if (named == absl::StrCat(real_db, suffix))
         return absl::InvalidArgumentError(absl::StrCat("cannot write ", out, ": it is named as ", db, suffix,

@@ -110,13 +110,7 @@ absl::Status CheckRegularFile(const std::string& path, bool may_be_missing) {
   // followed) of at most 512 bytes; past that it says only "unable to open
   // database file".
   {
-    std::string full = path;
-    const size_t slash = path.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    if (char* real = ::realpath(dir.c_str(), nullptr)) {
-      full = absl::StrCat(real, "/", slash == std::string::npos ? path : path.substr(slash + 1));
-      std::free(real);
-    }
+    const std::string full = FullPath(path);
     if (full.size() >= 512)
       return absl::InvalidArgumentError(absl::StrCat(
           path.size() > 80 ? absl::StrCat(path.substr(0, 80), "...") : path, ": the path is ", full.size(),
@@ -244,6 +238,16 @@ std::string DirOf(const std::string& path) {
   return path.substr(0, slash);
 }
 }  // namespace
+
+std::string FullPath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  char* real = ::realpath(DirOf(path).c_str(), nullptr);
+  if (!real) return path;
+  std::string full = absl::StrCat(real, std::string_view(real) == "/" ? "" : "/",
+                                  slash == std::string::npos ? path : path.substr(slash + 1));
+  std::free(real);
+  return full;
+}
 
 ReadOpenMode DecideReadOpen(const ReadOpenFacts& f) {
   if (!f.wal_mode) return ReadOpenMode::kReadOnly;  // a rollback-journal file reads with no side files

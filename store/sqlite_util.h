@@ -81,6 +81,11 @@ absl::Status CheckRegularFile(const std::string& path, bool may_be_missing);
 // Files that are not SQLite (too short, another magic) pass: the open says.
 absl::Status CheckFileHeader(const std::string& path);
 
+// `path` with its directory resolved (symbolic links followed, as SQLite's
+// unix VFS opens files), for a file that may not exist yet; `path` itself
+// when the directory cannot be resolved.
+std::string FullPath(const std::string& path);
+
 // Whether the -wal beside a file in WAL mode is this file's. A writer that
 // makes a file writes a random id into its header (user_version, bytes 60-63
 // of page 1) while the file is still in rollback mode, so the main file holds
