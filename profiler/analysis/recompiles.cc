@@ -587,9 +587,7 @@ std::string RenderRecompilesJson(const RecompilesReport& r) {
                                   {"graph_id", e.graph_id},
                                   {"cache", e.cache},
                                   {"cause_kind", e.cause_kind},
-                                  // null as in the table, where the kind has no subkind
-                                  {"cause_subkind", e.cause_subkind.empty() ? nlohmann::json()
-                                                                             : nlohmann::json(e.cause_subkind)},
+                                  {"cause_subkind", e.cause_subkind},
                                   {"at", e.at},
                                   {"duration_ns", e.duration_ns},
                                   {"detail", Clip(e.cause_detail)}});
