@@ -263,6 +263,13 @@ std::string ComparisonVerdict(const RunComparison& c) {
           ? ""
           : absl::StrFormat("; by the fixed %.0f%% rule: A has %d and B %d step%s, too few to measure the noise",
                             100 * kFallbackThreshold, s->a.n, s->b.n, s->b.n == 1 ? "" : "s");
+  // Two programs: one is not a slower version of the other, and no op of
+  // one explains the other's step.
+  if (!c.different_workloads.empty())
+    return absl::StrCat("no verdict: ", c.different_workloads, ", different workloads; ", lead, clock, " step ",
+                        FormatNs(static_cast<int64_t>(a)), " -> ", FormatNs(static_cast<int64_t>(b)), " (",
+                        Percent(s->Relative()), "); ", c.counts[static_cast<int>(Change::kAdded)], " ops only in B, ",
+                        c.counts[static_cast<int>(Change::kRemoved)], " only in A");
   std::string head;
   switch (s->delta.change) {
     case Change::kSlower:
@@ -551,11 +558,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   // Two workloads: every op differs by design, and a step time against
   // another program's says nothing about a change to either. (An imported
   // run's "sample" is its file's name, which says nothing of its workload.)
-  if (!c.a.imported && !c.b.imported && !c.a.sample.empty() && !c.b.sample.empty() && c.a.sample != c.b.sample)
-    c.notes.push_back(
-        absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample,
-                     ": different workloads, so their ops are added and removed rather than compared,"
-                     " and the step times are two programs'"));
+  if (!c.a.imported && !c.b.imported && !c.a.sample.empty() && !c.b.sample.empty() && c.a.sample != c.b.sample) {
+    c.different_workloads = absl::StrCat("A runs ", c.a.sample, " and B runs ", c.b.sample);
+    c.notes.push_back(absl::StrCat(c.different_workloads,
+                                   ": different workloads, so their ops are added and removed rather than compared,"
+                                   " and the step times are two programs'"));
+  }
   // Each run's modeled clock is laid out for its own chip profile: a modeled
   // difference between two profiles is the chips', not the program's.
   const auto known = [](const std::string& p) { return !p.empty() && p != "none"; };

@@ -125,6 +125,9 @@ struct RunComparison {
   std::vector<ShardingChange> sharding; // tensors whose sharding differs (or exist on one side only)
   std::string sharding_not_compared;    // why not ("": compared), e.g. a side is an imported trace
   std::vector<std::string> notes;       // what limits the comparison, in words
+  // "A runs mlp and B runs cnn" when the two runs are different workloads:
+  // then no side is "slower", and the text lists no op or tensor by name.
+  std::string different_workloads;
   std::string verdict;                  // one line
 
   const StepClockDelta* StepsOn(const std::string& clock) const;

@@ -243,7 +243,9 @@ std::string RenderComparisonText(const RunComparison& c) {
                   CompileCell(c.compiles_b, c.b), "\n");
   absl::StrAppend(&out, "Memory peak per chip       ", PeakLine(c), "\n\n");
   absl::StrAppend(&out, "Ops on the ", c.op_clock, " clock (time per step, mean over chips): ", CountsLine(c), "\n");
-  if (Changed(c) > 0) {
+  if (Changed(c) > 0 && !c.different_workloads.empty()) {
+    absl::StrAppend(&out, "  (not listed: different workloads; --format json lists every op)\n");
+  } else if (Changed(c) > 0) {
     absl::StrAppend(&out, AlignTable(OpRows(c, kTopOps), "  "));
     if (Changed(c) > kTopOps) absl::StrAppend(&out, "  ... ", Changed(c) - kTopOps, " more changed (--format json lists every op)\n");
   }
@@ -253,6 +255,9 @@ std::string RenderComparisonText(const RunComparison& c) {
   }
   if (!c.sharding_not_compared.empty()) {
     absl::StrAppend(&out, "\nSharding: not compared: ", c.sharding_not_compared, "\n");
+  } else if (!c.sharding.empty() && !c.different_workloads.empty()) {
+    absl::StrAppend(&out, "\nSharding: ", c.sharding.size(),
+                    " tensors differ, not listed: different workloads (--format json lists them)\n");
   } else if (!c.sharding.empty()) {
     absl::StrAppend(&out, "\nSharding changes (", c.sharding.size(), ")\n", AlignTable(ShardingRows(c), "  "));
   } else {
@@ -269,7 +274,7 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
   absl::StrAppend(&out, "\n## Compilations (host clock)\n\n- A: ", CompileCell(c.compiles_a, c.a), "\n- B: ",
                   CompileCell(c.compiles_b, c.b), "\n\n## Memory peak per chip\n\n", PeakLine(c), "\n\n## Ops on the ",
                   c.op_clock, " clock\n\n", CountsLine(c), " (time per step, mean over chips)\n\n");
-  if (Changed(c) > 0) absl::StrAppend(&out, MdTable(OpRows(c, kTopOps)));
+  if (Changed(c) > 0 && c.different_workloads.empty()) absl::StrAppend(&out, MdTable(OpRows(c, kTopOps)));
   if (!c.chips.empty()) {
     absl::StrAppend(&out, "\n## Chips on the ", c.op_clock, " clock\n\n", Md(ChipsLine(c)), "\n\n");
     if (ChipRows(c).size() > 1) absl::StrAppend(&out, MdTable(ChipRows(c)));
@@ -279,6 +284,8 @@ std::string RenderComparisonMarkdown(const RunComparison& c) {
     absl::StrAppend(&out, "Not compared: ", Md(c.sharding_not_compared), ".\n");
   } else if (c.sharding.empty()) {
     out += "No tensor's sharding differs.\n";
+  } else if (!c.different_workloads.empty()) {
+    absl::StrAppend(&out, c.sharding.size(), " tensors differ, not listed: different workloads.\n");
   } else {
     out += MdTable(ShardingRows(c));
   }
@@ -320,6 +327,7 @@ nlohmann::json ComparisonToJson(const RunComparison& c) {
   for (const ShardingChange& s : c.sharding) j["sharding"].push_back({{"tensor", s.tensor}, {"a", s.a}, {"b", s.b}});
   if (!c.sharding_not_compared.empty()) j["sharding_not_compared"] = c.sharding_not_compared;
   j["notes"] = c.notes;
+  j["different_workloads"] = !c.different_workloads.empty();
   return j;
 }
 
@@ -337,7 +345,7 @@ std::string RenderComparisonHtml(const RunComparison& c) {
                   Html(CompileCell(c.compiles_b, c.b)), "</p>\n<h2>Memory peak per chip</h2><p>", Html(PeakLine(c)),
                   "</p>\n<h2>Ops on the ", Html(c.op_clock), " clock</h2><p>", Html(CountsLine(c)),
                   " (time per step, mean over chips)</p>\n");
-  if (Changed(c) > 0) out += HtmlTable(OpRows(c, kTopOps));
+  if (Changed(c) > 0 && c.different_workloads.empty()) out += HtmlTable(OpRows(c, kTopOps));
   if (!c.chips.empty()) {
     absl::StrAppend(&out, "<h2>Chips on the ", Html(c.op_clock), " clock</h2><p>", Html(ChipsLine(c)), "</p>\n");
     if (ChipRows(c).size() > 1) out += HtmlTable(ChipRows(c));
@@ -347,6 +355,8 @@ std::string RenderComparisonHtml(const RunComparison& c) {
     absl::StrAppend(&out, "<p>Not compared: ", Html(c.sharding_not_compared), ".</p>\n");
   } else if (c.sharding.empty()) {
     out += "<p>No tensor's sharding differs.</p>\n";
+  } else if (!c.different_workloads.empty()) {
+    absl::StrAppend(&out, "<p>", c.sharding.size(), " tensors differ, not listed: different workloads.</p>\n");
   } else {
     out += HtmlTable(ShardingRows(c));
   }

@@ -131,9 +131,21 @@ TEST_F(DiffE2e, DifferentWorkloadsAreSaidToBe) {
   for (const json& n : j["notes"])
     said |= absl::StrContains(n.get<std::string>(), "A runs mlp and B runs cnn: different workloads");
   EXPECT_TRUE(said) << j["notes"].dump();
+  EXPECT_EQ(j["different_workloads"], true);
+  // No side is "slower" than another program, and the text does not list
+  // the other program's ops or tensors as changes (JSON still has them).
+  EXPECT_TRUE(absl::StartsWith(j["verdict"].get<std::string>(), "no verdict: A runs mlp and B runs cnn")) << j["verdict"];
+  EXPECT_FALSE(j["ops"].empty());
+  e2e::Output text = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " ", cnn, " --runs 1,1")));
+  ASSERT_EQ(text.code, 0) << text.text;
+  EXPECT_FALSE(absl::StrContains(text.text, "B is slower")) << text.text;
+  EXPECT_FALSE(absl::StrContains(text.text, "convolution")) << text.text;
+  EXPECT_TRUE(absl::StrContains(text.text, "not listed: different workloads")) << text.text;
   e2e::Output again = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --format json")));
-  for (const json& n : Json(again)["notes"])
+  json k = Json(again);
+  for (const json& n : k["notes"])
     EXPECT_FALSE(absl::StrContains(n.get<std::string>(), "different workloads")) << n;
+  EXPECT_EQ(k["different_workloads"], false);
 }
 
 // The gate's JSON named no clock when --clock was not given ("clock": ""),
