@@ -189,11 +189,36 @@ std::string MarkdownWithoutHtml(std::string_view md) {
 }
 
 namespace {
-// The columns a Printable cell takes: one per code point (its bytes that do not continue a sequence).
+// The columns a code point takes on a terminal: two for the East Asian wide
+// and fullwidth blocks (CJK, Hangul, fullwidth forms, most emoji), none for
+// combining marks, zero-width spaces and variation selectors, else one.
+size_t CodePointColumns(uint32_t cp) {
+  if ((cp >= 0x0300 && cp <= 0x036F) || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0xFE00 && cp <= 0xFE0F)) return 0;
+  const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0x303E) ||
+                    (cp >= 0x3041 && cp <= 0x33FF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+                    (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0xA000 && cp <= 0xA4CF) ||
+                    (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+                    (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                    (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+                    (cp >= 0x1F900 && cp <= 0x1F9FF) || (cp >= 0x20000 && cp <= 0x3FFFD);
+  return wide ? 2 : 1;
+}
+
+// The columns a Printable cell takes on a terminal, so that a column of
+// Chinese tensor names lines up with the ASCII ones.
 size_t Columns(std::string_view cell) {
-  return static_cast<size_t>(std::count_if(cell.begin(), cell.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
+  size_t columns = 0;
+  for (size_t i = 0; i < cell.size();) {
+    const auto b = static_cast<unsigned char>(cell[i]);
+    const size_t len = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 1;
+    uint32_t cp = len == 1 ? b : b & (0x7F >> len);
+    size_t k = 1;
+    for (; k < len && i + k < cell.size() && (static_cast<unsigned char>(cell[i + k]) & 0xC0) == 0x80; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(cell[i + k]) & 0x3F);
+    columns += k == len ? CodePointColumns(cp) : 1;
+    i += k;
+  }
+  return columns;
 }
 }  // namespace
 
@@ -202,7 +227,8 @@ namespace {
 // how long it was: one name of 100,000 would pad every row of a text table to
 // that width, or make an HTML report of 2 MB. (The JSON forms keep the whole name.)
 std::string CutLong(std::string text, size_t max) {
-  const size_t n = Columns(text);
+  const auto n = static_cast<size_t>(
+      std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
   if (n <= max) return text;
   size_t cut = 0;
   for (size_t seen = 0; cut < text.size(); ++cut)

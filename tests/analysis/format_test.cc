@@ -31,6 +31,13 @@ TEST(Printable, TablesAlignOnCharactersNotBytes) {
   EXPECT_EQ(t, "caf\xc3\xa9  1\ncafe  2\nx     3\n");
 }
 
+// A CJK name takes two terminal columns a character (and a combining accent
+// none), so its column lines up with the ASCII names below it.
+TEST(Printable, TablesAlignWideAndCombiningCharactersAsATerminalDrawsThem) {
+  const std::string t = AlignTable({{"\u6743\u91cd", "1"}, {"e\u0301", "2"}, {"wq", "3"}, {"abcd", "4"}}, "");
+  EXPECT_EQ(t, "\u6743\u91cd  1\ne\u0301     2\nwq    3\nabcd  4\n");
+}
+
 TEST(Printable, AVeryLongNameDoesNotWidenItsWholeTable) {
   std::string huge;
   for (int i = 0; i < 100000; ++i) huge += "\xc3\xa9";  // 100,000 characters, 200,000 bytes

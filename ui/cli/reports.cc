@@ -130,7 +130,8 @@ constexpr char kQueryHelp[] =
     "  --format F   csv (default: a header row, RFC 4180 quoting, NULL an empty\n"
     "               field), json ({\"columns\": [...], \"rows\": [[...], ...]}: numbers\n"
     "               as numbers, NULL as null, a blob as X'0A1B') or table (aligned\n"
-    "               columns for reading, numbers right-aligned)\n";
+    "               columns for reading, numbers right-aligned, NULL as NULL, wide\n"
+    "               CJK characters counted as two columns)\n";
 
 constexpr char kRunsHelp[] =
     "usage: shardscope runs PATH\n"
@@ -414,7 +415,7 @@ std::string QueryTable(const store::TypedQueryResult& r) {
   for (size_t i = 0; i < r.rows.size(); ++i) {
     std::vector<std::string> row;
     for (size_t c = 0; c < r.rows[i].size(); ++c) {
-      row.push_back(r.rows[i][c].value_or(""));
+      row.push_back(r.rows[i][c].value_or("NULL"));  // as DuckDB shows it: not the empty string
       const store::CellType type = r.types[i][c];
       if (type == store::CellType::kText || type == store::CellType::kBlob) right[c] = false;
     }
