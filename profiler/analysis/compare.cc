@@ -234,10 +234,12 @@ std::string ChipsApartLine(const RunComparison& c) {
 
 std::string ComparisonVerdict(const RunComparison& c) {
   const StepClockDelta* s = c.StepsOn(c.op_clock);
-  std::string ops = absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " ops slower, ",
-                                 c.counts[static_cast<int>(Change::kFaster)], " faster, ",
-                                 c.counts[static_cast<int>(Change::kAdded)], " added, ",
-                                 c.counts[static_cast<int>(Change::kRemoved)], " removed");
+  std::string ops = !c.ops_not_compared.empty()
+                        ? c.ops_not_compared
+                        : absl::StrCat(c.counts[static_cast<int>(Change::kSlower)], " ops slower, ",
+                                       c.counts[static_cast<int>(Change::kFaster)], " faster, ",
+                                       c.counts[static_cast<int>(Change::kAdded)], " added, ",
+                                       c.counts[static_cast<int>(Change::kRemoved)], " removed");
   std::string clock = c.op_clock, lead;
   if (!s || s->a.n == 0 || s->b.n == 0) {
     const std::string missing = absl::StrCat(!s || s->a.n == 0 ? "A" : "B", " has no steps on the ", c.op_clock,
@@ -268,8 +270,11 @@ std::string ComparisonVerdict(const RunComparison& c) {
   if (!c.different_workloads.empty())
     return absl::StrCat("no verdict: ", c.different_workloads, ", different workloads; ", lead, clock, " step ",
                         FormatNs(static_cast<int64_t>(a)), " -> ", FormatNs(static_cast<int64_t>(b)), " (",
-                        Percent(s->Relative()), "); ", c.counts[static_cast<int>(Change::kAdded)], " ops only in B, ",
-                        c.counts[static_cast<int>(Change::kRemoved)], " only in A");
+                        Percent(s->Relative()), "); ",
+                        c.ops_not_compared.empty()
+                            ? absl::StrCat(c.counts[static_cast<int>(Change::kAdded)], " ops only in B, ",
+                                           c.counts[static_cast<int>(Change::kRemoved)], " only in A")
+                            : c.ops_not_compared);
   std::string head;
   switch (s->delta.change) {
     case Change::kSlower:
@@ -528,8 +533,20 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   // A recorded run against an imported trace (its own export read back):
   // both sides' kernels matched as the trace names them.
   const bool by_trace = c.a.imported != c.b.imported;
-  if (auto st = ReadOpTimes(ra, run_a, c.op_clock, by_trace, &oa, &chips_a); !st.ok()) return context(ra, "op times", st);
-  if (auto st = ReadOpTimes(rb, run_b, c.op_clock, by_trace, &ob, &chips_b); !st.ok()) return context(rb, "op times", st);
+  // A damaged chunk of a side's timeline (SQLITE_CORRUPT, a chunk that does
+  // not decode) leaves that side's ops untimed and says so, as the report
+  // does; the steps, compilations and sharding are still compared.
+  bool damaged_a = false, damaged_b = false;
+  for (auto [side, rd, run, ops, chips, damaged] :
+       {std::tuple{"A", &ra, run_a, &oa, &chips_a, &damaged_a}, std::tuple{"B", &rb, run_b, &ob, &chips_b, &damaged_b}}) {
+    absl::Status st = ReadOpTimes(*rd, run, c.op_clock, by_trace, ops, chips);
+    if (st.ok()) continue;
+    if (!absl::IsDataLoss(st)) return context(*rd, "op times", st);
+    ops->clear();
+    *damaged = true;
+    c.notes.push_back(absl::StrCat(side, "'s timeline could not be read, so its ops and chips are not timed: ",
+                                   context(*rd, "op times", st).message()));
+  }
   // --trace steps keeps one slice per program run on each chip: programs, not kernels.
   const auto programs_only = [](const RunHeader& h) { return h.capture_note.find("--trace steps") != std::string::npos; };
   if (programs_only(c.a)) oa.clear();
@@ -546,7 +563,12 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   const bool timed_a = !oa.empty(), timed_b = !ob.empty();
   for (const auto& [side, timed, chips, h] :
        {std::tuple{"A", timed_a, chips_a, &c.a}, std::tuple{"B", timed_b, chips_b, &c.b}}) {
-    if (timed) continue;
+    if (!timed && c.ops_not_compared.empty())
+      c.ops_not_compared = absl::StrCat(
+          "ops not compared: ", side, (side[0] == 'A' ? damaged_a : damaged_b) ? "'s timeline is damaged"
+                                      : chips == 0                             ? absl::StrCat(" has no ", c.op_clock, "-clock timeline")
+                                                                               : absl::StrCat(" recorded no kernels on the ", c.op_clock, " clock"));
+    if (timed || (side[0] == 'A' ? damaged_a : damaged_b)) continue;
     if (chips == 0)
       c.notes.push_back(absl::StrCat(side, " has no ", c.op_clock, "-clock timeline: its ops cannot be timed",
                                      c.op_clock == "modeled" ? " (a run records the modeled clock; an import does not)"

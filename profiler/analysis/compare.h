@@ -128,6 +128,9 @@ struct RunComparison {
   // "A runs mlp and B runs cnn" when the two runs are different workloads:
   // then no side is "slower", and the text lists no op or tensor by name.
   std::string different_workloads;
+  // Why ops were not compared ("": they were), e.g. "A's timeline is
+  // damaged": the verdict says so instead of counting none changed.
+  std::string ops_not_compared;
   std::string verdict;                  // one line
 
   const StepClockDelta* StepsOn(const std::string& clock) const;

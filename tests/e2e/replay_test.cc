@@ -354,5 +354,33 @@ TEST(ReplayE2e, AStoredProgramThatNoLongerParsesIsNamed) {
   EXPECT_TRUE(absl::StrContains(o.text, "graph ")) << o.text;
 }
 
+// A damaged chunk of the stored run's timeline: its programs (in `graphs`)
+// still replay, and the comparison says its ops were not read rather than
+// ending in an error after the new run was written (it exited 1 then).
+TEST(ReplayE2e, AStoredRunWithADamagedTimelineIsReplayedAndSaysWhatItCouldNotCompare) {
+  const std::string db = e2e::TempDb("replay_damaged_chunk");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --steps 3 --quiet --db " + db)).code, 0);
+  sqlite3* raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw,
+                         "UPDATE slice_chunks SET slices = 'X' || substr(slices, 2) WHERE chunk_id ="
+                         " (SELECT min(chunk_id) FROM slice_chunks WHERE run_id = 1)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  e2e::Output o = e2e::Shell(Cli("replay " + db));
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "ops not compared: A's timeline is damaged")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "A's timeline could not be read")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "slice_chunks row")) << o.text;
+  // diff of the two says the same, in JSON too; the undamaged side is not "removed".
+  e2e::Output d = e2e::Shell(Cli("diff " + db + " --runs 1,2 --format json 2>/dev/null"));
+  ASSERT_EQ(d.code, 0) << d.text;
+  const auto j = nlohmann::json::parse(d.text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << d.text;
+  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "ops not compared: A's timeline is damaged"));
+  EXPECT_EQ(j["counts"]["added"], 0) << j["counts"].dump();
+}
+
 }  // namespace
 }  // namespace shardscope
