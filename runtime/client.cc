@@ -24,6 +24,7 @@
 #include "runtime/cpu_calibration.h"
 #include "runtime/executor.h"
 #include "runtime/gemm.h"
+#include "runtime/heap.h"
 
 namespace shardscope::runtime {
 
@@ -88,6 +89,8 @@ const char* CacheOutcomeName(CacheOutcome c) {
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const TopologyOptions& opts) {
   auto topo = Topology::Create(opts);
   if (!topo.ok()) return topo.status();
+  // Before the chips allocate: a page faulted in a kernel is device time.
+  KeepFreedMemory();
   auto c = std::unique_ptr<Client>(new Client());
   c->topology_ = std::move(*topo);
   int n = c->topology_->num_devices();

@@ -4,7 +4,6 @@
 #include "ui/cli/drivers.h"
 
 #include <errno.h>
-#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +33,7 @@
 #include "runtime/cpu_calibration.h"
 #include "runtime/faults.h"
 #include "runtime/gemm.h"
+#include "runtime/heap.h"
 #include "runtime/interconnect.h"
 #include "samples/common.h"
 #include "samples/samples.h"
@@ -983,13 +983,8 @@ void ReexecWithHugePages(char** argv) {
 }
 
 int RunDriverCommand(const std::string& command, const std::vector<std::string>& args) {
-  // Keep freed memory in the process: fresh pages fault slowly on these
-  // machines. One arena: a per-thread arena's heap is unmapped whenever it
-  // empties, whatever the trim threshold, and the chips' threads empty theirs
-  // every step.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  mallopt(M_ARENA_MAX, 1);
+  // Keep freed memory in the process from the start (runtime/heap.h).
+  runtime::KeepFreedMemory();
   if (command == "run") return Run(args);
   if (command == "replay") return RunReplay(args);
   if (command == "calibrate") return RunCalibrate(args);
