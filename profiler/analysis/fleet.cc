@@ -672,6 +672,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   Tally first, rest, no_collectives;  // the first step with collectives; the others; steps without
   std::vector<int> collective_steps, all_steps;
   std::map<int, std::map<int, double>> own_times;  // step -> chip -> its time outside collectives
+  std::map<int, std::vector<double>> kernel_times;  // step -> chip -> its kernels' and transfers' time
   // step -> by device id: its kernels' time and their peers' medians summed (its kernel ratio that step)
   std::map<int, std::vector<std::pair<double, double>>> step_kernels;
   // step -> chip -> (time it waited for work: on the host, or idle; its host waits alone)
@@ -709,15 +710,19 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     AddLinks(s, by_flow, kind_of, t);
     WaitingForWork(s, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
+    std::vector<double>& kernels = kernel_times[n];
     for (const auto& [d, ops] : s.ops) {
-      double sum = 0;
+      double sum = 0, kernel_sum = 0;
       bool any = false;
       for (const Op& op : ops)
         if (op.kind != kCollective) {
           sum += op.dur;
+          if (op.kind == kCompute || op.kind == kTransfer) kernel_sum += op.dur;
           any = true;
         }
       if (any) own.emplace_hint(own.end(), d, sum);
+      if (static_cast<size_t>(d) >= kernels.size()) kernels.resize(static_cast<size_t>(d) + 1, 0.0);
+      kernels[static_cast<size_t>(d)] = kernel_sum;
     }
     replayed[n] = Replay(IndexStep(s, by_flow), {});
     if (!r.simulated) kept[n] = std::move(s);
@@ -749,6 +754,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   if (static_cast<int>(used.size()) > opt.min_steps + 1 && !warmup.empty()) {
     r.notes.push_back(absl::StrCat("step ", used.front(), " left out (", warmup, ")"));
     own_times.erase(used.front());
+    kernel_times.erase(used.front());
     step_kernels.erase(used.front());
     waiting_times.erase(used.front());
     replayed.erase(used.front());
@@ -990,11 +996,34 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // peers' medians, per analysed step. A chip is flagged only when it is slow
   // steadily and beyond the run's noise (StepRatios).
   std::map<int, StepRatios> chip_steps;
+  // A chip none of whose kernels any peer ran by the same name (an imported
+  // rank on another GPU model, whose kernels are named for it): the time of
+  // all its kernels in a step against its peers' median, in place of kernel
+  // against kernel. (It read 1.000x "over 0" kernels, unflagged,
+  // while it arrived last at every collective.)
+  std::map<int, double> unmatched;  // chip -> its time over its peers' median, over the run
   {
     std::vector<StepRatios*> all;
     for (const auto& [d, s] : chips) {
       StepRatios& c = chip_steps[d];
+      if (ratio_count(d) == 0) {
+        double own_sum = 0, peer_sum = 0;
+        for (int n : used) {
+          const std::vector<double>& t = kernel_times[n];
+          if (static_cast<size_t>(d) >= t.size() || t[static_cast<size_t>(d)] <= 0) continue;
+          std::vector<double> peers;
+          for (size_t e = 0; e < t.size(); ++e)
+            if (static_cast<int>(e) != d && t[e] > 0) peers.push_back(t[e]);
+          if (peers.empty()) continue;
+          const double med = Median(std::move(peers));
+          c.ratios.push_back(t[static_cast<size_t>(d)] / med);
+          own_sum += t[static_cast<size_t>(d)];
+          peer_sum += med;
+        }
+        if (peer_sum > 0) unmatched[d] = own_sum / peer_sum;
+      }
       for (int n : used) {
+        if (ratio_count(d) == 0) break;
         const auto& v = step_kernels[n];
         if (static_cast<size_t>(d) < v.size() && v[static_cast<size_t>(d)].second > 0)
           c.ratios.push_back(v[static_cast<size_t>(d)].first / v[static_cast<size_t>(d)].second);
@@ -1009,11 +1038,20 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     s.kind = "chip";
     s.id = absl::StrCat(d);
     s.late_ns_per_step = late_sum[d] / r.steps;
-    s.slowdown = weighted_median(d);
+    const auto own_ratio = unmatched.find(d);
+    s.slowdown = own_ratio != unmatched.end() ? own_ratio->second : weighted_median(d);
     s.score = std::max(0.0, s.slowdown - 1);
-    s.evidence.push_back(absl::StrCat("its kernels take ", absl::StrFormat("%.3f", s.slowdown),
-                                      "x its peers' time for the same kernels (weighted median over ",
-                                      ratio_count(d), ")"));
+    if (own_ratio != unmatched.end())
+      s.evidence.push_back(absl::StrCat("none of its kernels ran on a peer under the same name, so its kernels' "
+                                        "time in a step is compared with its peers': ", absl::StrFormat("%.3f", s.slowdown),
+                                        "x their median over the run"));
+    else if (ratio_count(d) == 0)
+      s.evidence.push_back("none of its kernels ran on a peer under the same name, and it ran no kernel to "
+                           "compare by its time: its speed is unknown");
+    else
+      s.evidence.push_back(absl::StrCat("its kernels take ", absl::StrFormat("%.3f", s.slowdown),
+                                        "x its peers' time for the same kernels (weighted median over ",
+                                        ratio_count(d), ")"));
     const double share = static_cast<double>(s.last_arrivals) / std::max(1, s.collectives);
     s.evidence.push_back(absl::StrCat(
         "arrived last at ", s.last_arrivals, " of ", s.collectives, " collectives (", Pct(share), ")",
@@ -1028,7 +1066,8 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     auto x = [](double v) { return absl::StrFormat("%.3fx", v); };
     if (!steps.ratios.empty())
       s.evidence.push_back(absl::StrCat(
-          "step by step its kernels take ", x(steps.lo), steps.hi > steps.lo ? absl::StrCat(" to ", x(steps.hi)) : "",
+          own_ratio != unmatched.end() ? "step by step its kernels' time is " : "step by step its kernels take ",
+          x(steps.lo), steps.hi > steps.lo ? absl::StrCat(" to ", x(steps.hi)) : "",
           " its peers' (mean ", x(steps.mean), " over ",
           Plural(static_cast<int64_t>(steps.ratios.size()), "step", "steps"), "; ", AboveNoise(steps.noise), ")"));
     const bool steady = steps.SlowSteadily(), beyond = steps.BeyondNoise();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -531,7 +532,8 @@ TEST(FleetCli, JsonRanksSuspects) {
 // kernels (each `slow` x 100 us) on stream 7, then an NCCL all-reduce on stream
 // 20 that starts when this rank gets there and ends when the last rank has
 // (80 us after it arrived), every kernel launched from inside ProfilerStep#k.
-std::string RankTrace(int rank, int world, int steps, const std::vector<double>& slow) {
+std::string RankTrace(int rank, int world, int steps, const std::vector<double>& slow,
+                      const std::string& kernel = "gemm_") {
   nlohmann::json ev = nlohmann::json::array();
   int corr = 1;
   for (int k = 0; k < steps; ++k) {
@@ -560,7 +562,7 @@ std::string RankTrace(int rank, int world, int steps, const std::vector<double>&
       const double dur = 100 * slow[rank];
       launch(t0 + 5 + 5 * j, {{"ph", "X"},
                               {"cat", "kernel"},
-                              {"name", absl::StrCat("gemm_", j)},
+                              {"name", absl::StrCat(kernel, j)},
                               {"pid", 0},
                               {"tid", 7},
                               {"ts", t},
@@ -617,6 +619,47 @@ TEST(FleetImport, SlowRankOfAnImportedTrace) {
   EXPECT_TRUE(r.suspects[0].flagged);
   EXPECT_EQ(r.suspects[0].last_arrivals, r.suspects[0].collectives);  // last at every all-reduce
   for (size_t k = 1; k < r.suspects.size(); ++k) EXPECT_FALSE(r.suspects[k].flagged) << Key(r.suspects[k]);
+}
+
+// A rank on another GPU model names its kernels for it (sm90_ against the
+// others' gemm_): none of its kernels has a peer of its name, so its time
+// outside collectives is compared with its peers'. It read 1.000x "over 0"
+// kernels and was not flagged while it arrived last at every collective;
+// at its peers' speed it is still not flagged.
+TEST(FleetImport, ARankWhoseKernelsAreNamedForAnotherGpuIsComparedByItsTime) {
+  for (const double factor : {1.3, 1.0}) {
+    std::string files;
+    for (int r = 0; r < 4; ++r) {
+      const std::string path = test_files::RemoveAtExit(
+          absl::StrCat(::testing::TempDir(), "/fleet_renamed", r, "_", factor, "_", getpid(), ".json"));
+      FILE* f = std::fopen(path.c_str(), "w");
+      ASSERT_NE(f, nullptr);
+      const std::string text = RankTrace(r, 4, 8, {1.0, 1.0, factor, 1.0}, r == 2 ? "sm90_xmma_gemm_" : "gemm_");
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+      absl::StrAppend(&files, " ", path);
+    }
+    const std::string db = TempDb(absl::StrCat("fleet_renamed_", factor == 1.0 ? "even" : "slow"));
+    Output o = Shell(absl::StrCat(kCli, " import", files, " --db ", db, " --quiet"));
+    ASSERT_EQ(o.code, 0) << o.text;
+    analysis::FleetReport r = Diagnose(db, absl::StrCat("imported, rank 2's kernels renamed, at ", factor));
+    ASSERT_TRUE(r.supported) << r.verdict;
+    ASSERT_FALSE(r.suspects.empty());
+    const analysis::FleetSuspect* two = nullptr;
+    for (const analysis::FleetSuspect& s : r.suspects)
+      if (Key(s) == "chip 2") two = &s;
+    ASSERT_NE(two, nullptr);
+    EXPECT_TRUE(absl::StrContains(absl::StrJoin(two->evidence, "\n"), "none of its kernels ran on a peer under the same name"))
+        << absl::StrJoin(two->evidence, "\n");
+    if (factor > 1) {
+      EXPECT_EQ(Key(r.suspects[0]), "chip 2");
+      EXPECT_TRUE(r.suspects[0].flagged);
+      EXPECT_NEAR(r.suspects[0].score, 0.3, 0.05);
+      for (size_t k = 1; k < r.suspects.size(); ++k) EXPECT_FALSE(r.suspects[k].flagged) << Key(r.suspects[k]);
+    } else {
+      for (const analysis::FleetSuspect& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s) << " " << r.verdict;
+    }
+  }
 }
 
 // Kineto traces of a 4-GPU NCCL job (one GPU per rank, so hosts of one chip):
