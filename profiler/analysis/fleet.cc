@@ -211,7 +211,9 @@ struct StepRatios {
   // steps' outliers (a kernel that took 20x once) widen Student's bound past
   // 1 for a chip slow in every step (1.36x to 8.9x over 9 steps: t's bound
   // 0.6); they do not move this one.
-  double MedianLowerBound() const {
+  double MedianLowerBound() const { return MedianBound(true); }
+  double MedianUpperBound() const { return MedianBound(false); }
+  double MedianBound(bool lower) const {
     const size_t n = ratios.size();
     double below = std::pow(0.5, static_cast<double>(n)), term = below;  // P(Bin <= 0)
     if (below > 0.005) return std::numeric_limits<double>::quiet_NaN();
@@ -223,8 +225,16 @@ struct StepRatios {
       ++k;
     }
     std::vector<double> sorted = ratios;
-    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
+    if (lower)
+      std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
+    else
+      std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end(),
+                       std::greater<double>());
     return sorted[k];
+  }
+  // The mean's upper one-sided 99.5% bound: below 1, fast from step to step.
+  double UpperBound() const {
+    return sd == 0 ? mean : mean + StudentT995(ratios.size() - 1) * sd / std::sqrt(static_cast<double>(ratios.size()));
   }
   bool SlowSteadily() const {
     const double median_bound = MedianLowerBound();
@@ -673,6 +683,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   std::vector<int> collective_steps, all_steps;
   std::map<int, std::map<int, double>> own_times;  // step -> chip -> its time outside collectives
   std::map<int, std::vector<double>> kernel_times;  // step -> chip -> its kernels' and transfers' time
+  std::set<int> seen_chips;  // chips with a slice in some step
   // step -> by device id: its kernels' time and their peers' medians summed (its kernel ratio that step)
   std::map<int, std::vector<std::pair<double, double>>> step_kernels;
   // step -> chip -> (time it waited for work: on the host, or idle; its host waits alone)
@@ -721,6 +732,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
           any = true;
         }
       if (any) own.emplace_hint(own.end(), d, sum);
+      if (!ops.empty()) seen_chips.insert(d);
       if (static_cast<size_t>(d) >= kernels.size()) kernels.resize(static_cast<size_t>(d) + 1, 0.0);
       kernels[static_cast<size_t>(d)] = kernel_sum;
     }
@@ -730,6 +742,20 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   });
   if (!st.ok()) return st;
   r.chips = static_cast<int>(host_of.size());
+  // A chip of the run with nothing on its lane in any step (a lane lost, or
+  // deleted by hand) is not compared: say so, rather than rank the others
+  // as if they were all (a missing slow chip read "no chip stands out").
+  std::vector<std::string> missing;
+  if (!seen_chips.empty()) {
+    for (const auto& [d, h] : host_of)
+      if (!seen_chips.count(d)) missing.push_back(absl::StrCat(d));
+    if (!missing.empty())
+      r.notes.push_back(absl::StrCat(
+          missing.size() == 1 ? "chip " : "chips ", JoinFirst(missing, 8), missing.size() == 1 ? " has" : " have",
+          " nothing on the ", r.clock, " clock in any step (", missing.size() == 1 ? "its lane is" : "their lanes are",
+          " empty or missing; `shardscope check` looks for damage): not compared, so ",
+          missing.size() == 1 ? "it" : "they", " cannot be found slow"));
+  }
   std::set<int> hosts;
   for (const auto& [d, h] : host_of) hosts.insert(h);
   r.hosts = static_cast<int>(hosts.size());
@@ -1274,6 +1300,30 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       unsteady.push_back(absl::StrCat("host ", h, " (", absl::StrFormat("%.2f", c.s.slowdown), "x)"));
     }
   }
+  // Chips faster than their peers by the threshold in every step: chips are
+  // compared with each other, so where most chips are slow the one at its
+  // speed reads fast and no one reads slow. Say so rather than give an all-clear.
+  std::vector<std::string> fast;
+  // Only where no chip reads slow: with a slow chip among few, the others'
+  // median holds it, and a healthy chip reads fast against it (3 chips, one at 80%: 0.85x).
+  bool any_slow = false;
+  for (const auto& [d, s] : chips)
+    any_slow |= s.score >= opt.flag_threshold && chip_steps[d].SlowSteadily() && chip_steps[d].BeyondNoise();
+  for (const auto& [d, s] : chips) {
+    if (any_slow) break;
+    const StepRatios& steps = chip_steps[d];
+    const double median_bound = steps.MedianUpperBound();
+    if (s.slowdown > 0 && s.slowdown <= 1 / (1 + opt.flag_threshold) && steps.ratios.size() >= 2 &&
+        (steps.UpperBound() < 1 || (!std::isnan(median_bound) && median_bound < 1)))
+      fast.push_back(absl::StrCat("chip ", d, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
+  }
+  if (!fast.empty() && fast.size() * 2 < chips.size())
+    r.notes.push_back(absl::StrCat(
+        JoinFirst(fast, kVerdictNames), fast.size() == 1 ? " is " : " are ", Pct(opt.flag_threshold),
+        " or more faster than ", fast.size() == 1 ? "its" : "their",
+        " peers, steadily from step to step: chips are compared with each other, so if ", fast.size() == 1 ? "it runs" : "they run",
+        " at the speed expected, the others are slow (check against the modeled clock, or diff with an earlier "
+        "run of the program: `shardscope diff`)"));
   if (!unsteady.empty())
     r.notes.push_back(absl::StrCat(
         JoinFirst(unsteady, kVerdictNames), unsteady.size() == 1 ? " is " : " are ", Pct(opt.flag_threshold),
@@ -1503,7 +1553,11 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         r.suspects.empty() ? ""
                            : absl::StrCat(" (the most: ", r.suspects.front().kind, " ", r.suspects.front().id,
                                           ", ", Pct(r.suspects.front().score),
-                                          by_chance ? " over the run, within noise: see the note" : "", ")"));
+                                          by_chance ? " over the run, within noise: see the note" : "", ")"),
+        missing.empty() ? ""
+                        : absl::StrCat("; ", missing.size() == 1 ? "chip " : "chips ", JoinFirst(missing, 8),
+                                       " not compared (nothing on ", missing.size() == 1 ? "its lane" : "their lanes",
+                                       ")"));
   } else {
     r.verdict =
         absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),
@@ -1568,14 +1622,23 @@ std::string RenderFleetText(const FleetReport& r) {
     absl::StrAppend(&out,
                     absl::StrFormat("  %-5s %-5s %-10s %9s %10s %9s %9s %9s %9s\n", "chip", "host", "coords",
                                     "compute", "collective", "wait", "transfer", "host wait", "idle"));
+    std::set<std::string> flagged_chips;
+    for (const FleetSuspect& s : r.suspects)
+      if (s.kind == "chip" && s.flagged) flagged_chips.insert(s.id);
     std::vector<std::string> standing;
     for (const FleetChip& c : r.chip_rows) {
       absl::StrAppend(
           &out, absl::StrFormat("  %-5d %-5d %-10s %9.3f %10.3f %9.3f %9.3f %9.3f %9.3f\n", c.device_id,
                                 c.host_id, c.coords, c.compute_ns / 1e6, c.collective_ns / 1e6,
                                 c.wait_ns / 1e6, c.transfer_ns / 1e6, c.host_wait_ns / 1e6, c.idle_ns / 1e6));
+      // A mean per step: one slow step can make a chip stand out here that
+      // the ranking, step by step, does not flag; said so, not left to read
+      // as a contradiction of the verdict.
       for (const std::string& w : c.stands_out)
-        standing.push_back(absl::StrCat("chip ", c.device_id, ": ", w));
+        standing.push_back(absl::StrCat("chip ", c.device_id, ": ", w,
+                                        flagged_chips.count(absl::StrCat(c.device_id))
+                                            ? ""
+                                            : " (in its mean step only: not flagged, its evidence says why)"));
     }
     if (standing.empty()) absl::StrAppend(&out, "  no chip stands out from its peers\n");
     for (const std::string& w : standing) absl::StrAppend(&out, "  stands out — ", w, "\n");

@@ -500,6 +500,47 @@ TEST(FleetTopology, ADamagedChipScaleIsAnErrorNotAHealthyChip) {
       << f.text;
 }
 
+// A slow chip whose lane is gone from the file (its chunks deleted): the
+// others are not "all the chips". It read "no chip stands out" and left chip
+// 6 out without a word; now a note and the verdict name it.
+TEST(FleetTopology, AChipWithNothingOnItsLaneIsNamedNotLeftOut) {
+  const std::string real = Record("lane_gone", "--topology 2x4 --fault slow-chip:6:0.7");
+  ForgetFaults(real);
+  Sql(real, "DELETE FROM slice_chunks WHERE track_id = (SELECT track_id FROM tracks WHERE device_id = 6 AND"
+            " clock = 'device')");
+  analysis::FleetReport r = Diagnose(real, "chip 6's device lane deleted");
+  bool noted = false;
+  for (const std::string& n : r.notes) noted |= n.find("chip 6 has nothing on the device clock in any step") == 0;
+  EXPECT_TRUE(noted) << absl::StrJoin(r.notes, "\n");
+  for (const analysis::FleetSuspect& s : r.suspects) EXPECT_NE(Key(s), "chip 6");
+  if (r.suspects.empty() || !r.suspects[0].flagged)
+    EXPECT_NE(r.verdict.find("chip 6 not compared (nothing on its lane)"), std::string::npos) << r.verdict;
+}
+
+// Three chips of four at 70% speed: compared with each other, none reads
+// slow, and the one at its speed reads fast in every step. It was a flat
+// "no chip stands out"; a note now says what that can mean.
+TEST(FleetVerdict, WhenMostChipsAreSlowTheFastOneIsNoted) {
+  const std::string four = "run mlp --topology 2x2 --mesh 4x1 --batch 256 --steps 12 --change-step -1 --quiet";
+  const std::string db = TempDb("fleet_most_slow");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " ", four, " --db ", db,
+                               " --fault slow-chip:0:0.7 --fault slow-chip:1:0.7 --fault slow-chip:2:0.7"))
+                .code,
+            0);
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "3 of 4 chips slow");
+  bool noted = false;
+  for (const std::string& n : r.notes)
+    noted |= n.find("chip 3 (0.") == 0 && n.find("faster than its peers, steadily from step to step") != std::string::npos;
+  EXPECT_TRUE(noted) << absl::StrJoin(r.notes, "\n");
+  // One slow chip of four: nobody reads fast.
+  const std::string one = TempDb("fleet_one_slow");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " ", four, " --db ", one, " --fault slow-chip:0:0.7")).code, 0);
+  ForgetFaults(one);
+  for (const std::string& n : Diagnose(one, "1 of 4 chips slow").notes)
+    EXPECT_EQ(n.find("faster than its peers"), std::string::npos) << n;
+}
+
 // The CLI prints the same diagnosis; its JSON is ranked and says what is flagged.
 TEST(FleetCli, JsonRanksSuspects) {
   const std::string db = Record("cli", "--topology 2x4 --fault slow-chip:3:0.6");
