@@ -1569,6 +1569,13 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
               ? absl::StrCat(Ms(saved_before_ns), " per step (", Pct(saved_before), ")")
               : absl::StrCat(saved_before_steps, " (", Ms(saved_before_ns), " a step averaged over ",
                              base.size(), " steps, ", Pct(saved_before), " of the run's step time)"));
+    // Slower than its peers, and yet not what the step waits on (a slow link
+    // whose collectives are bound by busier links): said, not left to read
+    // as the cause of a slow step.
+    else if (whatif && saved_before <= 0)
+      absl::StrAppend(&r.verdict, "; fixing ", flagged.size() == 1 ? "it" : "them",
+                      " would not shorten the step: re-scheduled at ", flagged.size() == 1 ? "its" : "their",
+                      " peers' speed, the steps take as long (they wait on something else)");
   }
   return r;
 }

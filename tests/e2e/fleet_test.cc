@@ -517,6 +517,19 @@ TEST(FleetTopology, AChipWithNothingOnItsLaneIsNamedNotLeftOut) {
     EXPECT_NE(r.verdict.find("chip 6 not compared (nothing on its lane)"), std::string::npos) << r.verdict;
 }
 
+// A link at a quarter of its bandwidth among busier links (the cpu
+// profile's collectives in memory last as long as their busiest link): it is
+// slower than its peers, and the step does not wait on it. The verdict named
+// it with no word of that, as if it were why the step was slow.
+TEST(FleetVerdict, ASlowLinkTheStepDoesNotWaitOnIsSaidToCostNothing) {
+  const std::string db = RecordSimulated("idle_slow_link", "--topology 4x4x4 --steps 4 --fault link:0-1:0.25");
+  analysis::FleetReport r = Diagnose(db, "slow link off the critical path");
+  ASSERT_FALSE(r.suspects.empty());
+  EXPECT_EQ(Key(r.suspects[0]), "link 0-1");
+  EXPECT_TRUE(r.suspects[0].flagged);
+  EXPECT_NE(r.verdict.find("fixing it would not shorten the step"), std::string::npos) << r.verdict;
+}
+
 // Three chips of four at 70% speed: compared with each other, none reads
 // slow, and the one at its speed reads fast in every step. It was a flat
 // "no chip stands out"; a note now says what that can mean.
