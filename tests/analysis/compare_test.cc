@@ -36,6 +36,15 @@ TEST(Compare, ChangesCountOnlyBeyondTheMeasuredNoise) {
   EXPECT_EQ(Classify(a, Spread{}).change, Change::kRemoved);
 }
 
+// Two simulated pods: an op's time averaged over 4096 chips moves by a
+// fraction of a nanosecond, steadily (no noise): not a change.
+TEST(Compare, UnderANanosecondIsNoChange) {
+  EXPECT_EQ(Classify(SpreadOf({1692, 1692, 1692, 1692}), SpreadOf({1692.4, 1692.4, 1692.4, 1692.4})).change,
+            Change::kUnchanged);
+  EXPECT_EQ(Classify(SpreadOf({1692, 1692, 1692, 1692}), SpreadOf({1693.5, 1693.5, 1693.5, 1693.5})).change,
+            Change::kSlower);
+}
+
 TEST(Compare, TooFewStepsFallBackToAFixedShareAndSaySo) {
   Delta d = Classify(SpreadOf({100, 100}), SpreadOf({108, 108}));
   EXPECT_FALSE(d.noise_measured);

@@ -390,6 +390,15 @@ TEST(DiffE2eSimulated, AChipWhoseChangeStandsApartIsNamed) {
     // 0.6x speed: its kernels take 1/0.6 = 1.67x as long.
     EXPECT_NEAR(c["compute"]["relative"].get<double>(), 1 / 0.6 - 1, 0.02) << c.dump();
     EXPECT_EQ(c["compute"]["delta"]["change"], "slower") << c.dump();
+    // Made from the schedule in C++ (not a row of SQL per slice): the same
+    // figure as the `slices` view gives.
+    auto q = e2e::Q(db,
+                    "SELECT s.step AS step, sum(s.dur_ns) AS ns FROM slices s JOIN tracks t ON t.run_id = s.run_id"
+                    " AND t.track_id = s.track_id WHERE s.run_id = 2 AND t.clock = 'modeled' AND t.device_id = 5"
+                    " AND s.depth = 0 AND s.kind = 'compute' AND s.step IS NOT NULL GROUP BY s.step ORDER BY ns");
+    ASSERT_EQ(q.rows.size(), 4u);
+    EXPECT_DOUBLE_EQ(c["compute"]["b"]["median_ns"].get<double>(),
+                     (static_cast<double>(q.Int(1, "ns")) + static_cast<double>(q.Int(2, "ns"))) / 2);
   }
   EXPECT_EQ(apart, 1) << o.text;
   EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "chip 5 stands apart: compute +66.")) << j["verdict"];
