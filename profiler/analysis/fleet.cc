@@ -31,7 +31,11 @@ using namespace fleet_internal;  // the step data and its helpers (fleet_steps.h
 
 namespace {
 
-std::string Ms(double ns) { return absl::StrFormat("%.3f ms", ns / 1e6); }
+// Milliseconds to the microsecond; under a microsecond, nanoseconds (a
+// margin of 0.4 us read "by 0.000 ms").
+std::string Ms(double ns) {
+  return ns > 0 && ns < 500 ? absl::StrFormat("%.3g ns", ns) : absl::StrFormat("%.3f ms", ns / 1e6);
+}
 std::string Pct(double f) { return absl::StrFormat("%.1f%%", f * 100); }
 
 // Collective instances of one step: one per flow with at least two chips,
@@ -471,6 +475,12 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
       s.id = id;
     }
     s.stopped = s.flagged = true;
+    // Its what-if line was written for its place in the ranking of the
+    // steps before; first now, the reason to give is the stop.
+    for (std::string& e : s.evidence)
+      if (e.rfind("what-if not estimated (ranked below", 0) == 0)
+        e = "what-if not estimated: it stopped, and the run ended waiting for it (the steps before are "
+            "re-scheduled for the suspects ranked on them)";
     const int64_t step = hangs->Int(i, "step");
     const std::string collective = hangs->Text(i, "collective");
     // The other chips that stopped at the same step: they were waited for too.
@@ -1365,7 +1375,10 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     if (moved[link].second > 0)
       s.evidence.push_back(absl::StrCat("moved ", absl::StrFormat("%.1f", moved[link].first / 1e6), " MB in ",
                                         Ms(moved[link].second), " on the ", r.clock, " clock (",
-                                        absl::StrFormat("%.2f", moved[link].first / moved[link].second),
+                                        // three figures under 1 GB/s: a slow link's 0.004 read "0.00"
+                                        moved[link].first / moved[link].second < 1
+                                            ? absl::StrFormat("%.3g", moved[link].first / moved[link].second)
+                                            : absl::StrFormat("%.2f", moved[link].first / moved[link].second),
                                         r.simulated ? " GB/s, simulated)" : " GB/s as this machine's in-memory collectives go)"));
     if (link_bandwidth.count(link) && link_bandwidth[link] > 0)
       s.evidence.push_back(absl::StrCat("nominal bandwidth ",
@@ -1633,7 +1646,17 @@ std::string RenderFleetText(const FleetReport& r) {
     for (const FleetSuspect& s : r.suspects)
       if (s.kind == "chip" && s.flagged) flagged_chips.insert(s.id);
     std::vector<std::string> standing;
-    for (const FleetChip& c : r.chip_rows) {
+    // A pod's 4096 rows made a text of 4150 lines: past kAllRows chips, the
+    // first kFirstRows, the flagged ones and those that stand out are shown.
+    constexpr size_t kAllRows = 64, kFirstRows = 16;
+    const bool all_rows = r.chip_rows.size() <= kAllRows;
+    size_t hidden = 0;
+    for (size_t i = 0; i < r.chip_rows.size(); ++i) {
+      const FleetChip& c = r.chip_rows[i];
+      if (!all_rows && i >= kFirstRows && c.stands_out.empty() && !flagged_chips.count(absl::StrCat(c.device_id))) {
+        ++hidden;
+        continue;
+      }
       absl::StrAppend(
           &out, absl::StrFormat("  %-5d %-5d %-10s %9.3f %10.3f %9.3f %9.3f %9.3f %9.3f\n", c.device_id,
                                 c.host_id, c.coords, c.compute_ns / 1e6, c.collective_ns / 1e6,
@@ -1647,8 +1670,14 @@ std::string RenderFleetText(const FleetReport& r) {
                                             ? ""
                                             : " (in its mean step only: not flagged, its evidence says why)"));
     }
+    if (hidden > 0)
+      absl::StrAppend(&out, "  ... ", hidden, " more chips, none flagged or standing out (--format json lists every chip)\n");
     if (standing.empty()) absl::StrAppend(&out, "  no chip stands out from its peers\n");
-    for (const std::string& w : standing) absl::StrAppend(&out, "  stands out — ", w, "\n");
+    constexpr size_t kStandingLines = 32;
+    for (size_t i = 0; i < standing.size() && i < kStandingLines; ++i)
+      absl::StrAppend(&out, "  stands out — ", standing[i], "\n");
+    if (standing.size() > kStandingLines)
+      absl::StrAppend(&out, "  ... and ", standing.size() - kStandingLines, " more chips stand out (--format json)\n");
   }
   return out;
 }

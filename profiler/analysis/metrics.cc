@@ -103,10 +103,17 @@ absl::StatusOr<MetricsReport> BuildMetricsReport(const store::Reader& rd, int64_
     if (!cuts.ok()) return cuts.status();
     const bool cutting =
         std::any_of(cuts->begin(), cuts->end(), [](const ValueReadCuts& c) { return c.steps_cut > 0; });
+    // A simulated run's reads wait for nothing: its host time is the
+    // simulator's own, not what the program would wait on chips.
+    auto sim = rd.Query("SELECT coalesce(simulated, 0) AS s FROM runs WHERE run_id = ?1", {run});
+    const bool simulated = sim.ok() && !sim->rows.empty() && sim->Int(0, "s") != 0;
+    const std::string waited =
+        simulated ? "no wait measured: the run is simulated and its host time is the simulator's"
+                  : absl::StrCat(FormatNs(waited_ns), " waiting on the host clock");
     std::string warning = absl::StrFormat(
-        "a value is read back in %d of %d steps (%d reads, %s waiting on the host clock): each read "
+        "a value is read back in %d of %d steps (%d reads, %s): each read "
         "waits for the chips to finish, so the host cannot trace the next step meanwhile; %s",
-        steps_reading, r.steps, reads, FormatNs(waited_ns),
+        steps_reading, r.steps, reads, waited,
         cutting ? "read every N steps, or after the next mark_step"
                 : "read every N steps (the reads already follow mark_step: they cut nothing)");
     for (const ValueReadCuts& c : *cuts)

@@ -43,8 +43,8 @@ std::string StatusText(const RunHeader& h) {
   // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
   if (h.faults_injected)  // a simulated run has no device clock: its faults are on the modeled one
-    absl::StrAppend(&s, "\nfaults injected on the ", h.simulated ? "modeled" : "device",
-                    " clock: see runs.config_json \"faults\" (docs/fleet.md)");
+    absl::StrAppend(&s, "\nfaults injected on the ", h.simulated ? "modeled" : "device", " clock: ",
+                    Printable(JoinFirst(h.faults, 8)), " (runs.config_json \"faults\"; docs/fleet.md)");
   if (!h.mesh_map.empty()) absl::StrAppend(&s, "\nmesh axes on the topology ", Printable(h.mesh_map));
   if (!h.profile_values.empty()) absl::StrAppend(&s, "\nmodeled clock: ", Printable(h.profile_values));
   if (const auto& c = h.calibration)
@@ -308,9 +308,19 @@ std::vector<std::string> PartsHead(const Verdict& v) {
   return {"chip", busy, "collective", "transfer", "idle", "step"};
 }
 
+// A pod's table of every chip was 4096 lines of the text report: the first
+// kPartsRows chips, then a line of how many more (JSON and HTML's chart keep all).
+constexpr size_t kPartsRows = 64;
+std::string PartsMoreLine(const Verdict& v) {
+  return v.parts.size() > kPartsRows
+             ? absl::StrCat("... ", v.parts.size() - kPartsRows, " more chips (--format json lists every chip)")
+             : "";
+}
+
 std::vector<std::vector<std::string>> PartsRows(const Verdict& v) {
   std::vector<std::vector<std::string>> rows;
   for (const StepParts& p : v.parts) {
+    if (rows.size() == kPartsRows) break;
     rows.push_back({absl::StrCat("chip ", p.device_id), FormatNs(p.compute_ns),
                     v.programs_only ? "?" : FormatNs(p.collective_ns),
                     v.programs_only ? "?" : FormatNs(p.transfer_ns)});
@@ -416,6 +426,7 @@ std::string RenderText(const RunReport& r) {
     std::vector<bool> right(t[0].size(), true);
     right[0] = false;
     absl::StrAppend(&out, "\n", PartsHeading(r.verdict), "\n", AlignTable(t, "  ", right));
+    if (!PartsMoreLine(r.verdict).empty()) absl::StrAppend(&out, "  ", PartsMoreLine(r.verdict), "\n");
   }
   absl::StrAppend(&out, LateLine(r), "\n");
 
@@ -495,6 +506,7 @@ std::string RenderMarkdown(const RunReport& r) {
   }
   if (!r.verdict.parts.empty())
     absl::StrAppend(&out, "\n## ", PartsHeading(r.verdict), "\n\n", MdTable(PartsHead(r.verdict), PartsRows(r.verdict)));
+    if (!PartsMoreLine(r.verdict).empty()) absl::StrAppend(&out, "\n", PartsMoreLine(r.verdict), "\n");
   absl::StrAppend(&out, "\n", LateLine(r), "\n");
 
   const KernelStats& k = r.kernels;
@@ -580,6 +592,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"status", h.status},         {"status_detail", h.status_detail},
                 {"capture_note", h.capture_note},
                 {"faults_injected", h.faults_injected},
+                {"faults", h.faults},
                 {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};

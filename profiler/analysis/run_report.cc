@@ -119,6 +119,7 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   auto faults = ReadRunFaults(rd, run_id);
   if (!faults.ok()) return faults.status();
   h->faults_injected = !faults->empty();
+  h->faults = *faults;
   auto values = rd.Query(
       "SELECT json_extract(config_json, '$.profile_values') AS v FROM runs WHERE run_id = ?1 AND json_valid(config_json)",
       {absl::StrCat(run_id)});

@@ -38,6 +38,7 @@ struct RunHeader {
   // Faults were injected on the device clock (`run --fault`): its timeline is
   // not the machine's own. Which ones: runs.config_json's "faults" only.
   bool faults_injected = false;
+  std::vector<std::string> faults;  // their specs, as given ("slow-chip:17:0.6")
   // The chip profile's values the modeled clock used and where they came
   // from (runs.config_json "profile_values": measured when, cached where;
   // runtime/cpu_calibration.h); "" when the run predates them.
