@@ -177,7 +177,12 @@ absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
 
 }  // namespace
 
-absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path) {
+absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path,
+                                                    const ChromeExportOptions& options) {
+  const bool some_steps = options.first_step >= 0;
+  const auto step_kept = [&](int64_t step) {
+    return !some_steps || (step >= options.first_step && step <= options.last_step);
+  };
   const std::string run = std::to_string(run_id);
   auto info = rd.Query("SELECT * FROM runs WHERE run_id = ?1", {run});
   if (!info.ok()) return info.status();
@@ -207,6 +212,7 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     const int64_t track = tracks->Int(i, "track_id"), host = tracks->Int(i, "host_id");
     const std::string clock = tracks->Text(i, "clock");
     const int64_t device = tracks->rows[i][tracks->Col("device_id")] ? tracks->Int(i, "device_id") : -1;
+    if (device >= 0 && !options.chips.empty() && !options.chips.count(device)) continue;
     const int64_t pid = pid_of(clock, device, host);
     lanes[track] = {pid, track};
     if (!processes.count(pid)) {
@@ -241,8 +247,25 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     other["faults_injected"] = config["faults"];
   // What the run's capture left out (--trace steps, a window): read back, the
   // trace must not look like a whole timeline (a verdict on kernels it lacks).
-  if (info->Col("capture_note") >= 0 && !info->Text(0, "capture_note").empty())
-    other["capture_note"] = info->Text(0, "capture_note");
+  {
+    std::string note = info->Col("capture_note") >= 0 ? info->Text(0, "capture_note") : "";
+    if (!options.selection.empty())
+      note = absl::StrCat(note, note.empty() ? "" : "; ", "exported: ", options.selection);
+    if (!note.empty()) other["capture_note"] = note;
+  }
+  // The steps' span on each clock: a lane is read over that window only.
+  std::map<std::string, std::pair<int64_t, int64_t>> window;  // clock -> [t0, t1)
+  if (some_steps) {
+    auto bounds = rd.Query(
+        "SELECT clock, min(start_ns) AS t0, max(end_ns) AS t1 FROM step_bounds WHERE run_id = ?1 AND step >= ?2"
+        " AND step <= ?3 GROUP BY clock",
+        {run, std::to_string(options.first_step), std::to_string(options.last_step)});
+    if (!bounds.ok()) return bounds.status();
+    for (size_t i = 0; i < bounds->rows.size(); ++i)
+      window[bounds->Text(i, "clock")] = {bounds->Int(i, "t0"), bounds->Int(i, "t1")};
+  }
+  std::map<int64_t, std::string> clock_of;  // track -> clock
+  for (size_t i = 0; i < tracks->rows.size(); ++i) clock_of[tracks->Int(i, "track_id")] = tracks->Text(i, "clock");
   out->Write(absl::StrCat(
       "{\"displayTimeUnit\":\"ns\",\"otherData\":", JsonText(other),
       ",\n\"traceEvents\":[\n{\"ph\":\"M\",\"name\":\"trace_clock\",\"pid\":0,\"tid\":0,"
@@ -281,8 +304,20 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
     std::string buf;
     for (const auto& [track, lane] : lanes) {
-      auto slices = timeline.Slices(run_id, track, -kAll, kAll);
+      int64_t t0 = -kAll, t1 = kAll;
+      if (auto w = window.find(clock_of[track]); w != window.end()) std::tie(t0, t1) = w->second;
+      auto slices = timeline.Slices(run_id, track, t0, t1);
       if (!slices.ok()) return slices.status();
+      // Steps asked for: a slice of another step goes, one of no step stays
+      // when it falls in their window (a compile, a host wait between them).
+      if (some_steps)
+        slices->erase(std::remove_if(slices->begin(), slices->end(),
+                                     [&](const TimelineSlice& x) {
+                                       return x.step >= 0 ? !step_kept(x.step)
+                                                          : !window.count(clock_of[track]) ||
+                                                                x.start_ns < t0 || x.start_ns >= t1;
+                                     }),
+                      slices->end());
       std::sort(slices->begin(), slices->end(), [](const TimelineSlice& a, const TimelineSlice& b) {
         return std::tie(a.start_ns, b.dur_ns, a.depth, a.slice_id) < std::tie(b.start_ns, a.dur_ns, b.depth, b.slice_id);
       });
@@ -363,6 +398,12 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
               !r[3] || !absl::SimpleAtod(*r[3], &value) || !std::isfinite(value)) {
             ++stats.counters_left_out;
             return;
+          }
+          if (r[0] && !options.chips.empty() && !options.chips.count(device)) return;
+          if (some_steps && !window.empty()) {  // within the steps' span on some clock
+            bool in = false;
+            for (const auto& [clock, w] : window) in |= ts >= w.first && ts < w.second;
+            if (!in) return;
           }
           if (r[0]) {
             auto it = device_pid.find(device);

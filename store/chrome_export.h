@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,17 @@ struct ChromeExportStats {
   int64_t counters_left_out = 0;  // samples whose value is not a finite number (JSON has no Inf/NaN)
 };
 
-absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& reader, int64_t run_id, const std::string& path);
+// What to write of the run: a pod's whole timeline (50M slices, 883 MB of
+// gzip for 4096 chips x 20 steps) is more than a viewer opens.
+struct ChromeExportOptions {
+  std::set<int64_t> chips;        // empty: every chip (host lanes are always kept)
+  int64_t first_step = -1, last_step = -1;  // -1: every step; else [first, last]
+  // Said in otherData's capture_note, which `import` reads back ("exported:
+  // chips 0-63 of 4096, steps 3-5"): the file is not the whole run.
+  std::string selection;
+};
+
+absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& reader, int64_t run_id, const std::string& path,
+                                                    const ChromeExportOptions& options = {});
 
 }  // namespace shardscope::store

@@ -17,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
 #include "nlohmann/json.hpp"
 #include "profiler/analysis/fleet.h"
@@ -150,7 +151,11 @@ constexpr char kExportHelp[] =
     "  threads, every slice as a complete event, the chips of one collective linked\n"
     "  by flows, counters as counter events. OUT ending in .gz is gzip-compressed.\n"
     "  --run N           the run (default: the newest in the file)\n"
-    "  --chrome OUT      the file to write\n";
+    "  --chrome OUT      the file to write\n"
+    "  --chips LIST      only these chips' lanes, e.g. 0-63,1234 (host lanes are kept)\n"
+    "  --steps A[:B]     only steps A to B (slices of no step within their span stay)\n"
+    "  A pod's whole timeline is more than a viewer opens (4096 chips x 20 steps:\n"
+    "  50M slices); the selection is said in the file (otherData capture_note).\n";
 
 constexpr char kImportHelp[] =
     "usage: shardscope import FILE... --db DB [--quiet]\n"
@@ -556,17 +561,65 @@ int Runs(const std::vector<std::string>& argv, std::ostream& out, std::ostream& 
 
 int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream& err) {
   OneRun r;
-  if (auto code = OpenOneRun(argv, {"--chrome"}, "export", kExportHelp, err, &r)) return *code;
+  if (auto code = OpenOneRun(argv, {"--chrome", "--chips", "--steps"}, "export", kExportHelp, err, &r)) return *code;
   if (!r.args.flags.count("--chrome") || r.args.flags["--chrome"].empty())
     return Usage(err, "export needs --chrome OUT.json (the only format so far)", kExportHelp);
   const std::string path = r.args.flags["--chrome"];
-  auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path);
+  store::ChromeExportOptions options;
+  std::vector<std::string> selection;
+  auto info = r.reader->Query(
+      "SELECT num_devices, (SELECT min(step) FROM steps WHERE run_id = ?1) AS lo,"
+      " (SELECT max(step) FROM steps WHERE run_id = ?1) AS hi FROM runs WHERE run_id = ?1",
+      {std::to_string(r.run_id)});
+  if (!info.ok()) return RunError(err, *r.reader, info.status());
+  const int64_t chips = info->rows.empty() ? 0 : info->Int(0, "num_devices");
+  if (auto it = r.args.flags.find("--chips"); it != r.args.flags.end()) {
+    for (absl::string_view part : absl::StrSplit(it->second, ',')) {
+      std::vector<std::string> ends = absl::StrSplit(part, '-');
+      int64_t a = -1, b = -1;
+      if (ends.size() > 2 || !absl::SimpleAtoi(ends[0], &a) || !absl::SimpleAtoi(ends.back(), &b) || a < 0 || b < a)
+        return Usage(err, absl::StrCat("--chips '", it->second, "': '", part,
+                                       "' is not a chip id or a range A-B (e.g. 0-63,1234)"),
+                     kExportHelp);
+      if (b >= chips)
+        return Usage(err, absl::StrCat("--chips: run ", r.run_id, " has ", chips, " chips (0-", chips - 1,
+                                       "), not chip ", b),
+                     kExportHelp);
+      if (b - a > 1'000'000) return Usage(err, "--chips: a range of more than a million chips", kExportHelp);
+      for (int64_t c = a; c <= b; ++c) options.chips.insert(c);
+    }
+    selection.push_back(absl::StrCat("chips ", it->second, " of ", chips));
+  }
+  if (auto it = r.args.flags.find("--steps"); it != r.args.flags.end()) {
+    std::vector<std::string> ends = absl::StrSplit(it->second, ':');
+    int64_t a = -1, b = -1;
+    if (ends.size() > 2 || !absl::SimpleAtoi(ends[0], &a) || !absl::SimpleAtoi(ends.back(), &b) || a < 0 || b < a)
+      return Usage(err, absl::StrCat("--steps '", it->second, "' is not a step or a range A:B (e.g. 3:5)"),
+                   kExportHelp);
+    const bool any = !info->rows.empty() && !info->Text(0, "lo").empty();
+    if (!any || b < info->Int(0, "lo") || a > info->Int(0, "hi"))
+      return Usage(err,
+                   any ? absl::StrCat("--steps ", it->second, ": run ", r.run_id, " stored steps ", info->Int(0, "lo"),
+                                      "-", info->Int(0, "hi"))
+                       : absl::StrCat("--steps: run ", r.run_id, " stored no steps"),
+                   kExportHelp);
+    options.first_step = a;
+    options.last_step = b;
+    selection.push_back(a == b ? absl::StrCat("step ", a) : absl::StrCat("steps ", a, "-", b));
+  }
+  options.selection = absl::StrJoin(selection, ", ");
+  auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path, options);
   if (!stats.ok()) {
     return RunError(err, *r.reader, stats.status());
   }
   out << "run " << r.run_id << " written to " << path << ": " << stats->processes << " processes, " << stats->slices
       << " slices, " << stats->flows << " flows, " << stats->counters
       << " counter samples (open it in ui.perfetto.dev or chrome://tracing)\n";
+  // A viewer in a browser tab holds about a gigabyte of trace (Perfetto UI,
+  // chrome://tracing less): past a few million slices, say how to cut it.
+  if (stats->slices > 5'000'000 && options.selection.empty())
+    err << "note: " << stats->slices << " slices is more than a trace viewer opens well; export a part of the run: "
+        << "--chips 0-63 (a few chips' lanes), --steps 3:4 (a few steps)\n";
   if (stats->counters_left_out > 0)
     err << "note: " << stats->counters_left_out << " counter sample"
         << (stats->counters_left_out == 1 ? "" : "s")
