@@ -665,7 +665,7 @@ int RunApp(const AppOptions& options) {
         workstation->WaitForData(0.5);
         continue;
       }
-      if (!complete) std::fprintf(stderr, "shardscope-ui: the timeline did not finish loading; capturing what there is\n");
+      if (!complete) std::fprintf(stderr, "shardscope-ui: the view did not finish loading its data in 120 s (the timeline, or a view computing from the whole run); capturing what there is\n");
       for (const std::string& e : workstation->ui().option_errors) std::fprintf(stderr, "shardscope-ui: %s\n", e.c_str());
       if (!workstation->ui().option_errors.empty()) exit_code = 1;
       for (const std::string& e : workstation->ui().data_errors)
