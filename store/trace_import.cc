@@ -1642,9 +1642,11 @@ absl::Status Importer::AssignRanks() {
           absl::StrCat(f.path, ": distributedInfo.rank is ", f.info.rank, ", not a rank (0..1000000)"));
     auto [it, fresh] = taken.emplace(static_cast<int>(f.info.rank), i);
     if (!fresh)
-      return absl::InvalidArgumentError(absl::StrCat(files_[it->second].path, " and ", f.path,
-                                                     " both say they are rank ", f.info.rank,
-                                                     " (distributedInfo.rank); import each rank once"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          files_[it->second].path, " and ", f.path, " both say they are rank ", f.info.rank,
+          " (distributedInfo.rank); import each rank once. Two profiling windows of one job "
+          "(tensorboard_trace_handler writes a file per rank per cycle, with schedule(..., repeat=N)) are two "
+          "runs: import each window's files, one per rank, with its own `shardscope import`"));
     f.rank = static_cast<int>(f.info.rank);
   }
   // Files without distributedInfo take the lowest free ranks, in command-line order.

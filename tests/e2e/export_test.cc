@@ -274,6 +274,11 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
   }
   e2e::Output range = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --steps 9:12 --chrome ", json));
   EXPECT_TRUE(absl::StrContains(range.text, "run 1 stored steps 0-5")) << range.text;
+  // The device clock's view of a simulated pod is empty, and query says why.
+  e2e::Output q = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " query ", db,
+                                          " \"SELECT * FROM step_device_summary\" 2>&1"));
+  EXPECT_EQ(q.code, 0) << q.text;
+  EXPECT_TRUE(absl::StrContains(q.text, "note: no rows: step_device_summary covers the device clock")) << q.text;
 }
 
 // A stop signal in the middle of an export leaves no half-written file

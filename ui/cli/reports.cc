@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -478,10 +479,21 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
       err << "error: " << st.message() << "\n";
     return 1;
   };
+  // No row from step_device_summary where the file's runs are simulated:
+  // that view is the device clock's, which a simulated run has none of.
+  const auto empty_note = [&]() {
+    if (!absl::StrContains(absl::AsciiStrToLower(a.positional[1]), "step_device_summary")) return;
+    auto sim = reader->Query("SELECT group_concat(run_id, ', ') AS runs FROM runs WHERE coalesce(simulated, 0) != 0");
+    if (!sim.ok() || sim->rows.empty() || sim->Text(0, "runs").empty()) return;
+    err << "note: no rows: step_device_summary covers the device clock, and simulated runs (here run "
+        << sim->Text(0, "runs")
+        << ") have only the modeled clock; their steps are in step_bounds WHERE clock = 'modeled'\n";
+  };
   if (format == "table") {  // aligned columns need every row first
     absl::StatusOr<store::TypedQueryResult> t = reader->QueryTyped(a.positional[1]);
     if (!t.ok()) return failed(t.status());
     out << QueryTable(*t);
+    if (t->rows.empty()) empty_note();
     return 0;
   }
   // CSV and JSON are written a row at a time: a query over a long run's
@@ -512,6 +524,7 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
     return failed(st);
   }
   if (json) out << "]}\n";
+  if (first) empty_note();
   return 0;
 }
 
