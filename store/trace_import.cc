@@ -43,6 +43,7 @@
 #include <unordered_map>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -57,6 +58,9 @@
 #include "store/writer.h"
 
 namespace shardscope::store {
+
+// The payload of a duplicate-rank refusal: every file's rank and start (JSON).
+constexpr char kRanksPayload[] = "shardscope.dev/import-ranks";
 
 namespace {
 
@@ -1641,12 +1645,23 @@ absl::Status Importer::AssignRanks() {
       return absl::InvalidArgumentError(
           absl::StrCat(f.path, ": distributedInfo.rank is ", f.info.rank, ", not a rank (0..1000000)"));
     auto [it, fresh] = taken.emplace(static_cast<int>(f.info.rank), i);
-    if (!fresh)
-      return absl::InvalidArgumentError(absl::StrCat(
+    if (!fresh) {
+      // Each file's rank and start, for ImportChromeTraceWindows to tell
+      // profiling windows apart.
+      nlohmann::json files = nlohmann::json::array();
+      for (const FileState& g : files_)
+        files.push_back({{"path", g.path},
+                         {"rank", g.info.has_rank ? g.info.rank : -1},
+                         {"start_ns", g.first_ts == INT64_MAX ? 0 : g.base + g.first_ts},
+                         {"end_ns", g.last_ts == INT64_MIN ? 0 : g.base + g.last_ts}});
+      absl::Status st = absl::InvalidArgumentError(absl::StrCat(
           files_[it->second].path, " and ", f.path, " both say they are rank ", f.info.rank,
           " (distributedInfo.rank); import each rank once. Two profiling windows of one job "
           "(tensorboard_trace_handler writes a file per rank per cycle, with schedule(..., repeat=N)) are two "
           "runs: import each window's files, one per rank, with its own `shardscope import`"));
+      st.SetPayload(kRanksPayload, absl::Cord(files.dump()));
+      return st;
+    }
     f.rank = static_cast<int>(f.info.rank);
   }
   // Files without distributedInfo take the lowest free ranks, in command-line order.
@@ -2777,6 +2792,55 @@ absl::StatusOr<ImportResult> ImportChromeTraces(const std::vector<std::string>& 
                                                 const ImportOptions& options) {
   Importer importer(options);
   return importer.Run(files, db_path);
+}
+
+absl::StatusOr<std::vector<ImportResult>> ImportChromeTraceWindows(const std::vector<std::string>& files,
+                                                                   const std::string& db_path,
+                                                                   const ImportOptions& options) {
+  absl::StatusOr<ImportResult> one = ImportChromeTraces(files, db_path, options);
+  if (one.ok()) return std::vector<ImportResult>{*std::move(one)};
+  const auto payload = one.status().GetPayload(kRanksPayload);
+  if (!payload) return one.status();
+  const nlohmann::json given = nlohmann::json::parse(std::string(*payload), nullptr, false);
+  if (!given.is_array()) return one.status();
+  // Each rank's files in the order they started: the k-th of every rank is window k.
+  struct Window {
+    int64_t start, end;
+    std::string path;
+    bool operator<(const Window& o) const { return std::tie(start, end, path) < std::tie(o.start, o.end, o.path); }
+  };
+  std::map<int64_t, std::vector<Window>> by_rank;
+  for (const nlohmann::json& f : given) {
+    if (f.value("rank", int64_t{-1}) < 0) return one.status();  // a file without distributedInfo: ranks are guesses
+    by_rank[f["rank"].get<int64_t>()].push_back(
+        {f.value("start_ns", int64_t{0}), f.value("end_ns", int64_t{0}), f.value("path", "")});
+  }
+  const size_t windows = by_rank.begin()->second.size();
+  for (auto& [rank, list] : by_rank) {
+    if (list.size() != windows)
+      return absl::InvalidArgumentError(absl::StrCat(
+          one.status().message(), "\n(rank ", by_rank.begin()->first, " has ", windows, " files and rank ", rank,
+          " has ", list.size(), ": not the same profiling windows of every rank, so they are not imported as "
+          "one run per window)"));
+    std::sort(list.begin(), list.end());
+    // Windows of one process follow one another; two files of a rank that
+    // overlap in time are not two windows (a copy, another job's rank).
+    for (size_t k = 1; k < list.size(); ++k)
+      if (list[k].start < list[k - 1].end) return one.status();
+  }
+  std::vector<ImportResult> out;
+  for (size_t w = 0; w < windows; ++w) {
+    std::vector<std::string> window;
+    for (const auto& [rank, list] : by_rank) window.push_back(list[w].path);
+    absl::StatusOr<ImportResult> r = ImportChromeTraces(window, db_path, options);
+    if (!r.ok())
+      return absl::Status(r.status().code(), absl::StrCat("profiling window ", w + 1, " of ", windows, " (",
+                                                          absl::StrJoin(window, ", "), "): ", r.status().message(),
+                                                          w > 0 ? absl::StrCat(" (windows 1-", w, " were imported)")
+                                                                : ""));
+    out.push_back(*std::move(r));
+  }
+  return out;
 }
 
 std::string RenderImportSummary(const ImportResult& r) {

@@ -82,6 +82,15 @@ absl::StatusOr<ImportResult> ImportChromeTraces(const std::vector<std::string>& 
 
 // What the import did, for a terminal: the run, each file's rank and clock
 // offset, and every import_stats row.
+// As ImportChromeTraces, but files that are several profiling windows of the
+// same ranks (tensorboard_trace_handler writes a file per rank per cycle with
+// schedule(..., repeat=N); distributedInfo says each file's rank) become one
+// run per window: the k-th file of every rank, by start time, is window k.
+// Other files give one run, as ImportChromeTraces does.
+absl::StatusOr<std::vector<ImportResult>> ImportChromeTraceWindows(const std::vector<std::string>& files,
+                                                                   const std::string& db_path,
+                                                                   const ImportOptions& options = {});
+
 std::string RenderImportSummary(const ImportResult& r);
 
 }  // namespace shardscope::store

@@ -250,6 +250,53 @@ TEST(ImportE2e, TwoWindowsOfOneProcessAreSaidNotToBeRanks) {
   EXPECT_EQ(Stats(job).count("same_process_files"), 0u);
 }
 
+// A DDP job profiled with schedule(..., repeat=2): tensorboard_trace_handler
+// wrote a file per rank per window, each saying its rank. Given all at once
+// (in any order), they are one run per window, the k-th file of each rank by
+// start time in window k; it was refused ("both say they are rank 0").
+// Windows that differ in number between ranks, or files of one rank that
+// overlap in time (not windows), are refused as before.
+TEST(ImportE2e, ProfilingWindowsOfEveryRankAreARunEach) {
+  const std::string dir_a = ::testing::TempDir() + absl::StrCat("/import_window_a_", getpid());
+  const std::string dir_b = ::testing::TempDir() + absl::StrCat("/import_window_b_", getpid());
+  std::filesystem::create_directories(dir_a);
+  std::filesystem::create_directories(dir_b);
+  e2e::KinetoJob job;
+  job.ranks = 2;
+  job.steps = 4;
+  e2e::WriteKinetoJob(dir_a, job);
+  job.offsets_us = {5e6, 5e6};  // the second window, 5 s later on both ranks' clocks
+  job.slow = 1;
+  job.factor = 1.5;
+  e2e::WriteKinetoJob(dir_b, job);
+  const std::string a0 = dir_a + "/rank0.json", a1 = dir_a + "/rank1.json", b0 = dir_b + "/rank0.json",
+                    b1 = dir_b + "/rank1.json";
+  const std::string db = e2e::TempDb("import_windows");
+  e2e::Output o = Import(absl::StrCat(b1, " ", a0, " ", b0, " ", a1), db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "the files are 2 profiling windows of 2 ranks")) << o.text;
+  auto files = e2e::Q(db, "SELECT run_id, rank, file AS path FROM trace_imports ORDER BY run_id, rank");
+  ASSERT_EQ(files.rows.size(), 4u);
+  EXPECT_EQ(files.Text(0, "path"), a0);
+  EXPECT_EQ(files.Text(1, "path"), a1);
+  EXPECT_EQ(files.Int(2, "run_id"), 2);
+  EXPECT_EQ(files.Text(2, "path"), b0);
+  EXPECT_EQ(files.Text(3, "path"), b1);
+  // Each window is a whole job: its steps, and fleet finds window 2's slow rank there only.
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(DISTINCT step) AS v FROM steps WHERE run_id = 2"), 4);
+  e2e::Output f2 = e2e::Shell(absl::StrCat(kCli, " fleet ", db, " --run 2"));
+  EXPECT_TRUE(absl::StrContains(f2.text, "suspect: chip 1")) << f2.text;
+  // Uneven windows, and two files of one rank that overlap: refused.
+  const std::string uneven = e2e::TempDb("import_windows_uneven");
+  o = Import(absl::StrCat(a0, " ", a1, " ", b0), uneven);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "rank 0 has 2 files and rank 1 has 1")) << o.text;
+  const std::string copy = WriteTemp("window_copy.json", ReadAll(a0) + "\n");
+  o = Import(absl::StrCat(a0, " ", copy), e2e::TempDb("import_windows_overlap"));
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "both say they are rank 0")) << o.text;
+}
+
 TEST(ImportE2e, GpuShapedKinetoPairHasLanesFlowsAndMatchedNccl) {
   const std::string db = e2e::TempDb("import_gpu");
   e2e::Output o = Import(absl::StrCat(kData, "gpu_rank1.json ", kData, "gpu_rank0.json"), db);

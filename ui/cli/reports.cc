@@ -660,19 +660,28 @@ int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   if (a.positional.empty()) return Usage(err, "import needs at least one trace FILE", kImportHelp);
   store::ImportOptions options;
   options.progress = !quiet && isatty(STDERR_FILENO);
-  absl::StatusOr<store::ImportResult> r = store::ImportChromeTraces(a.positional, a.flags["--db"], options);
-  if (!r.ok()) {
-    err << "error: " << r.status().message() << "\n";
+  absl::StatusOr<std::vector<store::ImportResult>> runs =
+      store::ImportChromeTraceWindows(a.positional, a.flags["--db"], options);
+  if (!runs.ok()) {
+    err << "error: " << runs.status().message() << "\n";
     return 1;
   }
-  if (!quiet) out << store::RenderImportSummary(*r);
-  for (const store::ImportedFile& f : r->files)
-    if (f.truncated) err << "warning: " << f.path << " is cut short (" << f.truncation << "); imported what came before\n";
-  // What the run lost is said even with --quiet: a number that may be wrong
-  // must not pass silently.
-  for (const store::ImportStat& s : r->stats) {
-    if (s.severity == "error") err << "warning: " << s.description << "\n";
-    if (s.severity == "data_loss") err << "warning: " << s.count << " " << s.name << ": " << s.description << "\n";
+  if (runs->size() > 1)
+    out << "the files are " << runs->size() << " profiling windows of " << runs->front().files.size()
+        << " rank" << (runs->front().files.size() == 1 ? "" : "s")
+        << " (distributedInfo.rank, each rank's files in the order they started): one run per window, runs "
+        << runs->front().run_id << "-" << runs->back().run_id << "\n";
+  for (const store::ImportResult& r : *runs) {
+    if (!quiet) out << store::RenderImportSummary(r);
+    for (const store::ImportedFile& f : r.files)
+      if (f.truncated)
+        err << "warning: " << f.path << " is cut short (" << f.truncation << "); imported what came before\n";
+    // What the run lost is said even with --quiet: a number that may be wrong
+    // must not pass silently.
+    for (const store::ImportStat& s : r.stats) {
+      if (s.severity == "error") err << "warning: " << s.description << "\n";
+      if (s.severity == "data_loss") err << "warning: " << s.count << " " << s.name << ": " << s.description << "\n";
+    }
   }
   return 0;
 }
