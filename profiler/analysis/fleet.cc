@@ -1038,6 +1038,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // against kernel. (It read 1.000x "over 0" kernels, unflagged,
   // while it arrived last at every collective.)
   std::map<int, double> unmatched;  // chip -> its time over its peers' median, over the run
+  std::map<int, std::vector<double>> sorted_kernel_times;  // step -> the chips' kernel times that are > 0, sorted
   {
     std::vector<StepRatios*> all;
     for (const auto& [d, s] : chips) {
@@ -1047,11 +1048,18 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         for (int n : used) {
           const std::vector<double>& t = kernel_times[n];
           if (static_cast<size_t>(d) >= t.size() || t[static_cast<size_t>(d)] <= 0) continue;
-          std::vector<double> peers;
-          for (size_t e = 0; e < t.size(); ++e)
-            if (static_cast<int>(e) != d && t[e] > 0) peers.push_back(t[e]);
-          if (peers.empty()) continue;
-          const double med = Median(std::move(peers));
+          // Sorted once a step (a pod may have many such chips), its own value left out by rank.
+          auto [sorted, fresh] = sorted_kernel_times.try_emplace(n);
+          if (fresh) {
+            for (double v : t)
+              if (v > 0) sorted->second.push_back(v);
+            std::sort(sorted->second.begin(), sorted->second.end());
+          }
+          const std::vector<double>& all = sorted->second;
+          if (all.size() < 2) continue;
+          const size_t own = static_cast<size_t>(
+              std::lower_bound(all.begin(), all.end(), t[static_cast<size_t>(d)]) - all.begin());
+          const double med = MedianWithout(all, {own});
           c.ratios.push_back(t[static_cast<size_t>(d)] / med);
           own_sum += t[static_cast<size_t>(d)];
           peer_sum += med;
