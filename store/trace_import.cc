@@ -1653,7 +1653,8 @@ absl::Status Importer::AssignRanks() {
         files.push_back({{"path", g.path},
                          {"rank", g.info.has_rank ? g.info.rank : -1},
                          {"start_ns", g.first_ts == INT64_MAX ? 0 : g.base + g.first_ts},
-                         {"end_ns", g.last_ts == INT64_MIN ? 0 : g.base + g.last_ts}});
+                         {"end_ns", g.last_ts == INT64_MIN ? 0 : g.base + g.last_ts},
+                         {"based", g.base != 0}});
       absl::Status st = absl::InvalidArgumentError(absl::StrCat(
           files_[it->second].path, " and ", f.path, " both say they are rank ", f.info.rank,
           " (distributedInfo.rank); import each rank once. Two profiling windows of one job "
@@ -2812,6 +2813,14 @@ absl::StatusOr<std::vector<ImportResult>> ImportChromeTraceWindows(const std::ve
   std::map<int64_t, std::vector<Window>> by_rank;
   for (const nlohmann::json& f : given) {
     if (f.value("rank", int64_t{-1}) < 0) return one.status();  // a file without distributedInfo: ranks are guesses
+    // A file without baseTimeNanoseconds beside files with it (Kineto writes
+    // it after the events: a file cut short loses it) has no start comparable
+    // with theirs to order windows by.
+    if (f.value("based", false) != given.front().value("based", false))
+      return absl::InvalidArgumentError(absl::StrCat(
+          one.status().message(), "\n(", f.value("based", false) ? given.front().value("path", "") : f.value("path", ""),
+          " has no baseTimeNanoseconds and others have (cut short?), so its profiling window cannot be told from "
+          "theirs by time: import each window's files on their own)"));
     by_rank[f["rank"].get<int64_t>()].push_back(
         {f.value("start_ns", int64_t{0}), f.value("end_ns", int64_t{0}), f.value("path", "")});
   }
@@ -2826,7 +2835,26 @@ absl::StatusOr<std::vector<ImportResult>> ImportChromeTraceWindows(const std::ve
     // Windows of one process follow one another; two files of a rank that
     // overlap in time are not two windows (a copy, another job's rank).
     for (size_t k = 1; k < list.size(); ++k)
-      if (list[k].start < list[k - 1].end) return one.status();
+      if (list[k].start < list[k - 1].end)
+        return absl::InvalidArgumentError(absl::StrCat(one.status().message(), "\n(", list[k - 1].path, " and ",
+                                                       list[k].path, " overlap in time: not two profiling windows "
+                                                       "of rank ", rank, ")"));
+  }
+  // The k-th files of the ranks are one window: they overlap in time (the
+  // ranks' clocks differ by far less than windows are apart).
+  for (size_t w = 0; w < windows; ++w) {
+    int64_t latest_start = INT64_MIN, earliest_end = INT64_MAX;
+    const Window* late = nullptr;
+    const Window* early = nullptr;
+    for (const auto& [rank, list] : by_rank) {
+      if (list[w].start > latest_start) latest_start = list[w].start, late = &list[w];
+      if (list[w].end < earliest_end) earliest_end = list[w].end, early = &list[w];
+    }
+    if (latest_start > earliest_end)
+      return absl::InvalidArgumentError(absl::StrCat(
+          one.status().message(), "\n(taken as window ", w + 1, " of each rank by start time, ", early->path,
+          " ends before ", late->path, " starts: the ranks' windows do not line up, so they are not imported as "
+          "one run per window)"));
   }
   std::vector<ImportResult> out;
   for (size_t w = 0; w < windows; ++w) {
