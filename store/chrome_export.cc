@@ -400,10 +400,22 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
             return;
           }
           if (r[0] && !options.chips.empty() && !options.chips.count(device)) return;
-          if (some_steps && !window.empty()) {  // within the steps' span on some clock
-            bool in = false;
-            for (const auto& [clock, w] : window) in |= ts >= w.first && ts < w.second;
-            if (!in) return;
+          if (some_steps) {
+            // A chip's counter within the steps' span on its device clock (else
+            // modeled), a process-wide one on the host clock, the end included;
+            // with no span on any clock (--trace off), none can be placed.
+            const char* order[] = {r[0] ? "device" : "host", r[0] ? "modeled" : "device", "host"};
+            const std::pair<int64_t, int64_t>* w = nullptr;
+            for (const char* clock : order)
+              if (auto it = window.find(clock); it != window.end()) {
+                w = &it->second;
+                break;
+              }
+            if (!w) {
+              ++stats.counters_unplaced;
+              return;
+            }
+            if (ts < w->first || ts > w->second) return;
           }
           if (r[0]) {
             auto it = device_pid.find(device);

@@ -20,6 +20,7 @@ namespace shardscope::store {
 struct ChromeExportStats {
   int64_t processes = 0, slices = 0, flows = 0, counters = 0;
   int64_t counters_left_out = 0;  // samples whose value is not a finite number (JSON has no Inf/NaN)
+  int64_t counters_unplaced = 0;  // --steps asked and no step has bounds on the clocks: not written
 };
 
 // What to write of the run: a pod's whole timeline (50M slices, 883 MB of

@@ -2190,6 +2190,14 @@ int Importer::AssignDevices() {
     }
   for (ThreadInfo& t : threads_)
     if (t.local_device >= 0) files_[t.file].devices.emplace(t.local_device, -1);
+  // shardscope's own export read back keeps its chips' ids ("chip 17"): a
+  // part of a pod (export --chips 0-7,17) renumbered would name chip 8 for
+  // chip 17. Its device ids are chips (below kCpuDeviceBase), one file.
+  if (files_.size() == 1 && files_[0].own_export &&
+      (files_[0].devices.empty() || files_[0].devices.rbegin()->first < kCpuDeviceBase)) {
+    for (auto& [local, global] : files_[0].devices) global = local;
+    return static_cast<int>(files_[0].devices.size());
+  }
   int next = 0;
   for (size_t i : ByRank())
     for (auto& [local, global] : files_[i].devices) global = next++;

@@ -366,9 +366,13 @@ std::string ComparisonVerdict(const RunComparison& c) {
   // explained by an op that got faster); none for a step that did not change.
   const bool slower = s->delta.change == Change::kSlower, faster = s->delta.change == Change::kFaster;
   std::string top;
+  // Not an op that holds under 5% of the step's change: one slow chip of a
+  // pod moved the step by 16 ms and its mean op by 670 ns, and "largest" named it.
+  const double step_change = std::abs(b - a);
   for (const OpDelta& o : c.ops)
-    if ((slower && (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded)) ||
-        (faster && (o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved))) {
+    if (std::abs(o.step_impact_ns) >= 0.05 * step_change &&
+        ((slower && (o.delta.change == Change::kSlower || o.delta.change == Change::kAdded)) ||
+         (faster && (o.delta.change == Change::kFaster || o.delta.change == Change::kRemoved)))) {
       top = absl::StrCat("; largest: ", ShortName(o.name), " ", ChangeName(o.delta.change), " (",
                          o.step_impact_ns >= 0 ? "+" : "-", FormatNs(static_cast<int64_t>(std::abs(o.step_impact_ns))),
                          " on the average step)");

@@ -268,12 +268,23 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
   EXPECT_EQ(steps, (std::set<int64_t>{2, 3}));
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --quiet --db ", back)).code, 0);
   EXPECT_EQ(Rows(back, "SELECT capture_note FROM runs"), "exported: chips 0-3,17 of 64, steps 2-3\n");
+  // Its chips keep their ids (chip 17 was read back as chip 4, so fleet named the wrong chip).
+  EXPECT_EQ(Rows(back, "SELECT group_concat(device_id) FROM (SELECT device_id FROM devices ORDER BY device_id)"),
+            "0,1,2,3,17\n");
   for (const char* bad : {"--chips 64", "--chips 3-1", "--chips x", "--steps 9:12", "--steps 2:1", "--steps a"}) {
     e2e::Output b = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " ", bad, " --chrome ", json));
     EXPECT_EQ(b.code, 2) << bad << ": " << b.text;
   }
   e2e::Output range = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --steps 9:12 --chrome ", json));
   EXPECT_TRUE(absl::StrContains(range.text, "run 1 stored steps 0-5")) << range.text;
+  // A run without a timeline has no step bounds: its counters cannot be
+  // placed in the steps asked for, and are not written as if they were.
+  const std::string off = e2e::TempDb("export_part_off");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 4 --trace off --quiet --db ", off)).code, 0);
+  e2e::Output c = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", off, " --steps 1:2 --chrome ", json, " 2>&1"));
+  EXPECT_EQ(c.code, 0) << c.text;
+  EXPECT_TRUE(absl::StrContains(c.text, " 0 counter samples")) << c.text;
+  EXPECT_TRUE(absl::StrContains(c.text, "counter samples left out: the run stored no step bounds")) << c.text;
   // The device clock's view of a simulated pod is empty, and query says why.
   e2e::Output q = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " query ", db,
                                           " \"SELECT * FROM step_device_summary\" 2>&1"));

@@ -601,7 +601,20 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       if (b - a > 1'000'000) return Usage(err, "--chips: a range of more than a million chips", kExportHelp);
       for (int64_t c = a; c <= b; ++c) options.chips.insert(c);
     }
-    selection.push_back(absl::StrCat("chips ", it->second, " of ", chips));
+    // Said as ranges of the chips kept ("3,3" is chip 3; all of them is no selection).
+    if (static_cast<int64_t>(options.chips.size()) == chips) {
+      options.chips.clear();
+    } else {
+      std::vector<std::string> ranges;
+      for (auto c = options.chips.begin(); c != options.chips.end();) {
+        auto last = c;
+        while (std::next(last) != options.chips.end() && *std::next(last) == *last + 1) ++last;
+        ranges.push_back(*last == *c ? absl::StrCat(*c) : absl::StrCat(*c, "-", *last));
+        c = std::next(last);
+      }
+      selection.push_back(absl::StrCat(options.chips.size() == 1 ? "chip " : "chips ", absl::StrJoin(ranges, ","),
+                                       " of ", chips));
+    }
   }
   if (auto it = r.args.flags.find("--steps"); it != r.args.flags.end()) {
     std::vector<std::string> ends = absl::StrSplit(it->second, ':');
@@ -616,9 +629,13 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
                                       "-", info->Int(0, "hi"))
                        : absl::StrCat("--steps: run ", r.run_id, " stored no steps"),
                    kExportHelp);
+    // Said as the stored steps it covers (4:100 of steps 0-5 is steps 4-5; all of them is no selection).
+    a = std::max(a, info->Int(0, "lo"));
+    b = std::min(b, info->Int(0, "hi"));
     options.first_step = a;
     options.last_step = b;
-    selection.push_back(a == b ? absl::StrCat("step ", a) : absl::StrCat("steps ", a, "-", b));
+    if (a != info->Int(0, "lo") || b != info->Int(0, "hi"))
+      selection.push_back(a == b ? absl::StrCat("step ", a) : absl::StrCat("steps ", a, "-", b));
   }
   options.selection = absl::StrJoin(selection, ", ");
   auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path, options);
@@ -633,6 +650,10 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   if (stats->slices > 5'000'000 && options.selection.empty())
     err << "note: " << stats->slices << " slices is more than a trace viewer opens well; export a part of the run: "
         << "--chips 0-63 (a few chips' lanes), --steps 3:4 (a few steps)\n";
+  if (stats->counters_unplaced > 0)
+    err << "note: " << stats->counters_unplaced
+        << " counter samples left out: the run stored no step bounds (no timeline), so none can be placed in the "
+           "steps asked for\n";
   if (stats->counters_left_out > 0)
     err << "note: " << stats->counters_left_out << " counter sample"
         << (stats->counters_left_out == 1 ? "" : "s")
@@ -642,7 +663,8 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
     const std::string why = note.ok() && !note->rows.empty() ? note->Text(0, "capture_note") : "";
     err << "note: the run has no timeline slices to export"
         << (why.empty() ? "" : absl::StrCat(" (", analysis::Printable(why), ")"))
-        << ": the file holds its counters only, and its steps do not come back through `shardscope import`\n";
+        << (stats->counters > 0 ? ": the file holds its counters only" : ": the file holds no event")
+        << ", and its steps do not come back through `shardscope import`\n";
   }
   return 0;
 }
