@@ -253,6 +253,18 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
       note = absl::StrCat(note, note.empty() ? "" : "; ", "exported: ", options.selection);
     if (!note.empty()) other["capture_note"] = note;
   }
+  // A part that starts after step 0: where its first step starts (the end
+  // of the mark_step before it), so that import times that step as the run did.
+  if (some_steps) {
+    auto before = rd.Query(
+        "SELECT max(s.start_ns + s.dur_ns) AS end_ns FROM slices s JOIN tracks t ON t.run_id = s.run_id AND"
+        " t.track_id = s.track_id JOIN names n ON n.name_id = s.name_id WHERE s.run_id = ?1 AND t.clock = 'host'"
+        " AND n.name = 'mark_step' AND s.step = ?2",
+        {run, std::to_string(options.first_step - 1)});
+    if (!before.ok()) return before.status();
+    if (!before->rows.empty() && !before->Text(0, "end_ns").empty())
+      other["first_step_from_ns"] = before->Int(0, "end_ns");
+  }
   // The steps' span on each clock: a lane is read over that window only.
   std::map<std::string, std::pair<int64_t, int64_t>> window;  // clock -> [t0, t1)
   if (some_steps) {

@@ -545,6 +545,7 @@ struct FileState {
   bool own_export = false;
   std::map<int, std::pair<int64_t, int64_t>> own_steps;
   std::map<int, int64_t> own_mark_step_end;  // a step ends when its mark_step does (docs/schema.md, steps)
+  int64_t own_host_first = INT64_MAX;         // the earliest host-lane slice of shardscope's own export
   // Correlation ids seen, sorted and matched between the phases (about 48 bytes per launch).
   std::vector<HostCorr> host_corr;    // launches (cuda_runtime slices, ac2g starts)
   std::vector<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
@@ -1169,6 +1170,7 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     if (c.kind == SliceKind::kCollective && e.wait_ns >= 0) own_waits_[r.seq] = e.wait_ns;
     if (lane == kHostLane && e.name == "mark_step") f.own_mark_step_end[static_cast<int>(e.step)] = r.ts + dur;
   }
+  if (f.own_export && lane == kHostLane) f.own_host_first = std::min(f.own_host_first, r.ts);
   if (absl::StartsWith(e.name, "ProfilerStep#") && lane == kHostLane) {
     int n;
     if (absl::SimpleAtoi(absl::string_view(e.name).substr(13), &n) && n >= 0) f.steps.push_back({r.ts, r.ts + dur, n});
@@ -1555,8 +1557,15 @@ absl::Status Importer::ReadFile(size_t index) {
   f.open_begins.clear();
   if (f.steps.empty() && !f.own_mark_step_end.empty()) {
     // As shardscope records a step: from the end of the mark_step before (the
-    // run's start, time 0 in its export, for the first) to the end of its own.
+    // run's start, time 0 in its export, for step 0) to the end of its own. A
+    // part of a run (export --steps 2:3) has no mark_step before its first:
+    // the export says where it ended (otherData first_step_from_ns), else the
+    // step starts at the first host slice the part kept (from 0 it read 148
+    // ms for 60).
+    const int first = f.own_mark_step_end.begin()->first;
     int64_t from = 0;
+    if (first > 0 && f.info.first_step_from_ns >= 0) from = f.info.first_step_from_ns;
+    else if (first > 0 && f.own_host_first != INT64_MAX) from = f.own_host_first;
     for (const auto& [n, end] : f.own_mark_step_end) {
       f.steps.push_back({std::min(from, end), end, n});
       from = end;

@@ -755,6 +755,7 @@ class Handler {
         if (k == "backend" && v.kind == Value::kString) info_->backend = std::string(v.text);
         return true;
       case kOther:
+        if (k == "first_step_from_ns") AsInt(v, &info_->first_step_from_ns);
         if (v.kind != Value::kString) return true;
         if (k == "tool") info_->tool = std::string(v.text);
         if (k == "mesh") info_->mesh = std::string(v.text);

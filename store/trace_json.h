@@ -97,6 +97,9 @@ struct TraceFileInfo {
   // also names the run's mesh and its modeled clock's profile.
   std::string tool, mesh, profile;
   std::string capture_note;  // what the exported run's capture left out
+  // A part of a run (export --steps A:B): where its first step starts, the
+  // end of the mark_step before it (ns, host clock); -1 when not said.
+  int64_t first_step_from_ns = -1;
   std::vector<DeviceProperty> devices;
 };
 

@@ -277,6 +277,16 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
   }
   e2e::Output range = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --steps 9:12 --chrome ", json));
   EXPECT_TRUE(absl::StrContains(range.text, "run 1 stored steps 0-5")) << range.text;
+  // A part of a recorded run reads back with its first step timed as the run
+  // timed it (from the end of the mark_step before it; from 0 it read 2.5x).
+  const std::string rec = e2e::TempDb("export_part_rec"), rec_back = e2e::TempDb("export_part_rec_back");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 5 --quiet --db ", rec)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", rec, " --steps 2:3 --chrome ", json)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " import ", json, " --quiet --db ", rec_back)).code, 0);
+  auto wall = [](const std::string& db) {
+    return static_cast<double>(e2e::Q(db, "SELECT wall_ns FROM steps WHERE step = 2").Int(0, "wall_ns"));
+  };
+  EXPECT_NEAR(wall(rec_back), wall(rec), 0.01 * wall(rec));
   // A run without a timeline has no step bounds: its counters cannot be
   // placed in the steps asked for, and are not written as if they were.
   const std::string off = e2e::TempDb("export_part_off");
