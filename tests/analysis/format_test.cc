@@ -36,6 +36,9 @@ TEST(Printable, TablesAlignOnCharactersNotBytes) {
 TEST(Printable, TablesAlignWideAndCombiningCharactersAsATerminalDrawsThem) {
   const std::string t = AlignTable({{"\u6743\u91cd", "1"}, {"e\u0301", "2"}, {"wq", "3"}, {"abcd", "4"}}, "");
   EXPECT_EQ(t, "\u6743\u91cd  1\ne\u0301     2\nwq    3\nabcd  4\n");
+  // A thumbs-up with a skin tone is one emoji, two columns; a rocket two.
+  const std::string e = AlignTable({{"\U0001F44D\U0001F3FD", "1"}, {"\U0001F680", "2"}, {"abcd", "3"}}, "");
+  EXPECT_EQ(e, "\U0001F44D\U0001F3FD    1\n\U0001F680    2\nabcd  3\n");
 }
 
 TEST(Printable, AVeryLongNameDoesNotWidenItsWholeTable) {
