@@ -136,6 +136,27 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
       ops[{q->Int(i, "graph_id"), q->Int(i, "op_id")}] = {std::move(key), std::move(f)};
     }
   }
+  // One (step, op) sum over the chips, as the view or the schedule gives it:
+  // a compiled program's op by its key, else a kernel by its name and shape.
+  const auto add = [&](int64_t step, int64_t graph_id, int64_t op_id, const std::string& name, int64_t bytes,
+                       std::string shape, double total_ns) {
+    const double ns = total_ns / static_cast<double>(*chips);
+    auto it = ops.find({graph_id, op_id});
+    if (it != ops.end()) {
+      OpFacts& f = (*out)[it->second.first];
+      if (f.opcode.empty()) {
+        f.name = it->second.second.name;
+        f.opcode = it->second.second.opcode;
+        f.source = it->second.second.source;
+      }
+      f.by_step[step] += ns;
+      return;
+    }
+    if (shape.empty() && ops.empty() && bytes > 0) shape = FormatBytes(bytes);
+    OpFacts& f = (*out)[OpKey{"", name, std::move(shape)}];
+    if (f.name.empty()) f.name = name;
+    f.by_step[step] += ns;
+  };
   auto simulated = SimulatedOn(rd, run, clock);
   if (!simulated.ok()) return simulated.status();
   if (*simulated) {
@@ -143,22 +164,7 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
     if (!sums.ok()) return sums.status();
     for (const auto& [key, total] : sums->ops) {
       const auto& [step, graph_id, op_id, name, bytes] = key;
-      const double ns = total / static_cast<double>(*chips);
-      auto it = ops.find({graph_id, op_id});
-      if (it != ops.end()) {
-        OpFacts& f = (*out)[it->second.first];
-        if (f.opcode.empty()) {
-          f.name = it->second.second.name;
-          f.opcode = it->second.second.opcode;
-          f.source = it->second.second.source;
-        }
-        f.by_step[step] += ns;
-      } else {
-        std::string shape = ops.empty() && bytes > 0 ? FormatBytes(bytes) : "";
-        OpFacts& f = (*out)[OpKey{"", name, std::move(shape)}];
-        if (f.name.empty()) f.name = name;
-        f.by_step[step] += ns;
-      }
+      add(step, graph_id, op_id, name, bytes, "", total);
     }
     if (sim_chips) *sim_chips = std::move(sums->chips);
     return absl::OkStatus();
@@ -176,27 +182,9 @@ absl::Status ReadOpTimes(const Reader& rd, int64_t run, const std::string& clock
                    " GROUP BY s.step, s.graph_id, s.op_id, s.name_id, coalesce(s.bytes, 0), ", shape_id),
       {id, clock});
   if (!q.ok()) return q.status();
-  for (size_t i = 0; i < q->rows.size(); ++i) {
-    const int64_t step = q->Int(i, "step");
-    const double ns = static_cast<double>(q->Int(i, "ns")) / static_cast<double>(*chips);
-    auto it = ops.find({q->Int(i, "graph_id"), q->Int(i, "op_id")});
-    if (it != ops.end()) {
-      OpFacts& f = (*out)[it->second.first];
-      if (f.opcode.empty()) {
-        f.name = it->second.second.name;
-        f.opcode = it->second.second.opcode;
-        f.source = it->second.second.source;
-      }
-      f.by_step[step] += ns;
-    } else {
-      const int64_t bytes = q->Int(i, "bytes");
-      std::string shape = q->Text(i, "shape");
-      if (shape.empty() && ops.empty() && bytes > 0) shape = FormatBytes(bytes);
-      OpFacts& f = (*out)[OpKey{"", q->Text(i, "name"), std::move(shape)}];
-      if (f.name.empty()) f.name = q->Text(i, "name");
-      f.by_step[step] += ns;
-    }
-  }
+  for (size_t i = 0; i < q->rows.size(); ++i)
+    add(q->Int(i, "step"), q->Int(i, "graph_id"), q->Int(i, "op_id"), q->Text(i, "name"), q->Int(i, "bytes"),
+        q->Text(i, "shape"), static_cast<double>(q->Int(i, "ns")));
   return absl::OkStatus();
 }
 
