@@ -4,7 +4,7 @@
 set -euo pipefail
 PKGS=(
   build-essential cmake ninja-build pkg-config
-  libabsl-dev libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libxxhash-dev libopenblas-dev zlib1g-dev libelf-dev
+  libabsl-dev libeigen3-dev libsqlite3-dev sqlite3 nlohmann-json3-dev libxxhash-dev libopenblas-dev zlib1g-dev libelf-dev libprotobuf-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libimgui-dev libglfw3-dev libgl-dev libstb-dev
   xvfb xauth

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <fstream>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <iterator>
@@ -105,6 +106,16 @@ constexpr StatDef kStatDefs[] = {
     {"truncated_gzip", "data_loss", "files whose gzip stream ends early: the events before the cut are imported"},
     {"gzip_corrupt", "data_loss", "files whose gzip data is damaged: the events before the damage are imported"},
     {"truncated_json", "data_loss", "files whose JSON ends in the middle: the events before the cut are imported"},
+    {"truncated_xspace", "data_loss",
+     "XSpace files (XLA's .xplane.pb) that end inside a plane: the planes before it are imported, that one and any "
+     "after it are lost"},
+    {"xspace_aggregated_events", "info",
+     "XSpace events that count occurrences over their line instead of holding a time: not timeline slices, skipped"},
+    {"xspace_damaged", "data_loss",
+     "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
+    {"xspace_profiler_errors", "info",
+     "errors and warnings XLA's profiler wrote into the XSpace (what it could not collect): "
+     "see them with a protobuf tool"},
     {"slice_overlaps_parent", "info",
      "slices that start inside another on their thread and end after it, mostly inside it (improper nesting, often "
      "rounding to whole microseconds): clipped to end with it"},
@@ -1516,7 +1527,7 @@ absl::Status Importer::ReadFile(size_t index) {
   auto on_progress = [&](uint64_t read, uint64_t json) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     Progress(label, bytes_total_ ? static_cast<double>(done_before + read) / static_cast<double>(bytes_total_) : 0,
-             absl::StrFormat("%.0f MB of JSON, %.1f MB/s", static_cast<double>(json_before + json) / 1e6,
+             absl::StrFormat("%.0f MB of trace, %.1f MB/s", static_cast<double>(json_before + json) / 1e6,
                              secs > 0 ? static_cast<double>(json_before + json) / 1e6 / secs : 0.0));
   };
   absl::StatusOr<internal::ParseOutcome> out = internal::ReadChromeTrace(
@@ -1587,6 +1598,10 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->non_finite > 0) Stat("non_finite_literal", f.path, out->non_finite);
   if (out->bad_utf8 > 0) Stat("invalid_utf8", f.path, out->bad_utf8);
   if (out->events_repeated) Stat("trace_events_repeated", f.path);
+  if (out->xspace_aggregated_events > 0) Stat("xspace_aggregated_events", f.path, out->xspace_aggregated_events);
+  if (out->xspace_damaged > 0)
+    Stat("xspace_damaged", absl::StrCat(f.path, ": ", out->xspace_damage), out->xspace_damaged);
+  if (out->xspace_profiler_errors > 0) Stat("xspace_profiler_errors", f.path, out->xspace_profiler_errors);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
     // Why: what this file's events lost, by reason, as the stats count them.
@@ -1597,7 +1612,7 @@ absl::Status Importer::ReadFile(size_t index) {
       why.push_back(absl::StrCat(acc.count, " ", name, " (", d->description, "; first: ", acc.first, ")"));
     }
     return absl::InvalidArgumentError(absl::StrCat(
-        f.path, " holds no usable trace events (", out->events, " elements in traceEvents",
+        f.path, " holds no usable trace events (", out->events, out->xspace ? " events in its XSpace" : " elements in traceEvents",
         out->truncated ? absl::StrCat("; ", out->truncation) : "", ")",
         why.empty() ? "" : absl::StrCat(": ", absl::StrJoin(why, "; "))));
   }
@@ -2178,6 +2193,8 @@ void Importer::EstimateOffsets(
     if (f.offset_known) continue;
     Stat("clock_offset_unknown", f.path);
     f.offset_source = "unknown: no collective kernel or gloo collective matched with a rank lined up with the reference";
+    if (f.outcome.xspace && f.info.has_base_time)
+      absl::StrAppend(&f.offset_source, "; placed by the wall-clock start its XSpace records (profile_start_time)");
   }
 }
 
@@ -2765,6 +2782,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
     out.gzip = f.outcome.gzip;
     out.file_bytes = f.outcome.file_bytes;
     out.json_bytes = f.outcome.json_bytes;
+    out.xspace = f.outcome.xspace;
     res.input_bytes += f.outcome.file_bytes;
     res.json_bytes += f.outcome.json_bytes;
     res.x_events += f.x_events;
@@ -2932,12 +2950,62 @@ std::string RenderImportSummary(const ImportResult& r) {
   }
   const double mb = static_cast<double>(r.input_bytes) / 1e6;
   const double json_mb = static_cast<double>(r.json_bytes) / 1e6;
-  absl::StrAppend(&out, absl::StrFormat("%.1f MB read (%.1f MB of JSON) in %.2f s, %.1f MB/s of JSON; parsing took "
+  const size_t xspace = std::count_if(r.files.begin(), r.files.end(), [](const ImportedFile& f) { return f.xspace; });
+  const char* form = xspace == 0 ? "JSON" : xspace == r.files.size() ? "XSpace protobuf" : "JSON and XSpace protobuf";
+  absl::StrAppend(&out, absl::StrFormat("%.1f MB read (%.1f MB of %s) in %.2f s, %.1f MB/s of it; parsing took "
                                         "%.2f s (%.1f MB/s), matching and writing %.2f s\n",
-                                        mb, json_mb, r.seconds, r.seconds > 0 ? json_mb / r.seconds : 0.0,
+                                        mb, json_mb, form, r.seconds, r.seconds > 0 ? json_mb / r.seconds : 0.0,
                                         r.read_seconds, r.read_seconds > 0 ? json_mb / r.read_seconds : 0.0,
                                         r.seconds - r.read_seconds));
   return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ExpandTraceArgs(const std::vector<std::string>& args) {
+  namespace fs = std::filesystem;
+  auto is_trace = [](const std::string& name) {
+    for (const char* suffix : {".xplane.pb", ".xplane.pb.gz", ".pt.trace.json", ".pt.trace.json.gz"})
+      if (absl::EndsWith(name, suffix)) return true;
+    return false;
+  };
+  // The traces directly in `dir`, by name.
+  auto traces_in = [&](const fs::path& dir) {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
+      if (e.is_regular_file(ec) && is_trace(e.path().filename().string())) found.push_back(e.path().string());
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  std::vector<std::string> files;
+  for (const std::string& arg : args) {
+    std::error_code ec;
+    if (!fs::is_directory(arg, ec)) {
+      files.push_back(arg);  // a file, or a path whose error the reader names
+      continue;
+    }
+    std::vector<std::string> found = traces_in(arg);
+    if (found.empty()) {
+      // A TensorBoard log directory: its profiles are plugins/profile/RUN/, one per capture.
+      std::vector<fs::path> runs;
+      for (const fs::directory_entry& e : fs::directory_iterator(fs::path(arg) / "plugins" / "profile", ec))
+        if (e.is_directory(ec) && !traces_in(e.path()).empty()) runs.push_back(e.path());
+      std::sort(runs.begin(), runs.end());
+      if (runs.size() > 1) {
+        std::vector<std::string> names;
+        for (const fs::path& r : runs) names.push_back(r.filename().string());
+        return absl::InvalidArgumentError(absl::StrCat(
+            arg, " holds ", runs.size(), " profiles (plugins/profile/", absl::StrJoin(names, ", "),
+            "), one per capture: give the one to import, e.g. ", runs.back().string()));
+      }
+      if (runs.size() == 1) found = traces_in(runs.front());
+    }
+    if (found.empty())
+      return absl::InvalidArgumentError(absl::StrCat(
+          arg, " is a directory with no trace in it: looked for *.xplane.pb[.gz] (XLA's profiler) and "
+               "*.pt.trace.json[.gz] (torch.profiler's tensorboard_trace_handler) in it and in plugins/profile/RUN/"));
+    files.insert(files.end(), found.begin(), found.end());
+  }
+  return files;
 }
 
 }  // namespace shardscope::store

@@ -53,7 +53,8 @@ struct ImportedFile {
   bool truncated = false;
   std::string truncation;         // what cut it short
   bool gzip = false;
-  uint64_t file_bytes = 0, json_bytes = 0;
+  uint64_t file_bytes = 0, json_bytes = 0;  // json_bytes: the inflated JSON or XSpace protobuf
+  bool xspace = false;                       // XLA's XSpace (.xplane.pb), not Chrome trace JSON
 };
 
 struct ImportResult {
@@ -92,5 +93,11 @@ absl::StatusOr<std::vector<ImportResult>> ImportChromeTraceWindows(const std::ve
                                                                    const ImportOptions& options = {});
 
 std::string RenderImportSummary(const ImportResult& r);
+
+// The files that `import`'s arguments name: files as they are; a directory
+// stands for the traces in it (*.xplane.pb[.gz], *.pt.trace.json[.gz]) or, as
+// a TensorBoard log directory, in its one profile plugins/profile/RUN/ (an
+// error names the runs when there are several, and a directory with none).
+absl::StatusOr<std::vector<std::string>> ExpandTraceArgs(const std::vector<std::string>& args);
 
 }  // namespace shardscope::store

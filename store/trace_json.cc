@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "store/trace_xspace.h"
 
 namespace shardscope::store::internal {
 
@@ -116,6 +117,9 @@ class TraceInput : public std::streambuf {
     return absl::OkStatus();
   }
 
+  // Bytes as they are (an XSpace protobuf): none of the repairs that keep a
+  // JSON parser going. Set before the first read.
+  void set_binary() { binary_ = true; }
   bool gzip() const { return gzip_; }
   uint64_t file_read() const { return file_read_; }
   // Uncompressed bytes handed to the parser so far.
@@ -148,6 +152,10 @@ class TraceInput : public std::streambuf {
       size_t n = gzip_ ? Inflate(keep) : ReadRaw(out_.data() + keep, out_.size() - keep);
       last = n == 0;
       n += keep;
+      if (binary_) {
+        ready = n;
+        break;
+      }
       ready = FixLoneSurrogates(out_.data(), n, last);
       ready -= last ? 0 : Utf8IncompleteTail(out_.data(), ready);  // its sequence goes on in the next piece
       ready -= last ? 0 : WordTail(out_.data(), ready);  // a bare word (NaN?) may go on in the next piece
@@ -159,7 +167,7 @@ class TraceInput : public std::streambuf {
       return traits_type::eof();
     }
     char* data = out_.data();
-    if (FixNonFinite(out_.data(), ready)) {
+    if (!binary_ && FixNonFinite(out_.data(), ready)) {
       data = fixed_.data();
       ready = fixed_.size();
     }
@@ -169,6 +177,7 @@ class TraceInput : public std::streambuf {
   }
 
  private:
+  bool binary_ = false;
   static constexpr size_t kPiece = 256 << 10;
 
   size_t ReadRaw(char* buf, size_t cap) {
@@ -414,6 +423,57 @@ class TraceInput : public std::streambuf {
 
 // SAX handler: keeps a stack of what each open container is, fills one
 // TraceEvent per element of traceEvents and skips everything else.
+// Reading an arg's value as a number, a time or text, whatever JSON type it came as.
+bool AsInt(const ArgValue& v, int64_t* out) {
+  if (v.kind == ArgValue::kInt) {
+    *out = v.i;
+    return true;
+  }
+  if (v.kind == ArgValue::kFloat && std::isfinite(v.d) && v.d == std::floor(v.d) && std::fabs(v.d) < 9e18) {
+    *out = static_cast<int64_t>(v.d);
+    return true;
+  }
+  if (v.kind == ArgValue::kString && !v.text.empty()) {
+    int64_t x = 0;
+    size_t i = v.text[0] == '-' ? 1 : 0;
+    if (i == v.text.size()) return false;
+    for (; i < v.text.size(); ++i) {
+      if (v.text[i] < '0' || v.text[i] > '9' || x > (std::numeric_limits<int64_t>::max() - 9) / 10) return false;
+      x = x * 10 + (v.text[i] - '0');
+    }
+    *out = v.text[0] == '-' ? -x : x;
+    return true;
+  }
+  return false;
+}
+bool AsDouble(const ArgValue& v, double* out) {
+  if (v.kind == ArgValue::kInt) *out = static_cast<double>(v.i);
+  else if (v.kind == ArgValue::kFloat) *out = v.d;
+  else return false;
+  return true;
+}
+// A time field (microseconds): a number, or a string holding one.
+TraceEvent::Num Micros(const ArgValue& v, int64_t* ns) {
+  if (v.kind == ArgValue::kInt) {
+    if (v.i > 4000000000000000 || v.i < -4000000000000000) return TraceEvent::Num::kBad;
+    *ns = v.i * 1000;
+    return TraceEvent::Num::kOk;
+  }
+  if (v.kind == ArgValue::kFloat || v.kind == ArgValue::kString)
+    return MicrosTextToNs(v.text, ns) ? TraceEvent::Num::kOk : TraceEvent::Num::kBad;
+  return TraceEvent::Num::kBad;
+}
+std::string Text(const ArgValue& v) {
+  switch (v.kind) {
+    case ArgValue::kNull: return "null";
+    case ArgValue::kBool: return v.b ? "true" : "false";
+    case ArgValue::kInt: return std::to_string(v.i);
+    case ArgValue::kFloat:
+    case ArgValue::kString: return std::string(v.text);
+  }
+  return "";
+}
+
 class Handler {
  public:
   enum Role : uint8_t { kRoot, kTop, kEvents, kEvent, kArgs, kRanks, kShape, kDist, kOther, kDevProps, kDevProp, kSkip };
@@ -496,67 +556,11 @@ class Handler {
   size_t error_position() const { return error_position_; }
 
  private:
-  struct Value {
-    enum Kind { kNull, kBool, kInt, kFloat, kString } kind;
-    bool b = false;
-    int64_t i = 0;
-    double d = 0;
-    std::string_view text{};  // a string's value, a float's text
-  };
+  using Value = ArgValue;
   struct Frame {
     Role role;
     std::string key;
   };
-
-  static bool AsInt(const Value& v, int64_t* out) {
-    if (v.kind == Value::kInt) {
-      *out = v.i;
-      return true;
-    }
-    if (v.kind == Value::kFloat && std::isfinite(v.d) && v.d == std::floor(v.d) && std::fabs(v.d) < 9e18) {
-      *out = static_cast<int64_t>(v.d);
-      return true;
-    }
-    if (v.kind == Value::kString && !v.text.empty()) {
-      int64_t x = 0;
-      size_t i = v.text[0] == '-' ? 1 : 0;
-      if (i == v.text.size()) return false;
-      for (; i < v.text.size(); ++i) {
-        if (v.text[i] < '0' || v.text[i] > '9' || x > (std::numeric_limits<int64_t>::max() - 9) / 10) return false;
-        x = x * 10 + (v.text[i] - '0');
-      }
-      *out = v.text[0] == '-' ? -x : x;
-      return true;
-    }
-    return false;
-  }
-  static bool AsDouble(const Value& v, double* out) {
-    if (v.kind == Value::kInt) *out = static_cast<double>(v.i);
-    else if (v.kind == Value::kFloat) *out = v.d;
-    else return false;
-    return true;
-  }
-  // A time field (microseconds): a number, or a string holding one.
-  static TraceEvent::Num Micros(const Value& v, int64_t* ns) {
-    if (v.kind == Value::kInt) {
-      if (v.i > 4000000000000000 || v.i < -4000000000000000) return TraceEvent::Num::kBad;
-      *ns = v.i * 1000;
-      return TraceEvent::Num::kOk;
-    }
-    if (v.kind == Value::kFloat || v.kind == Value::kString)
-      return MicrosTextToNs(v.text, ns) ? TraceEvent::Num::kOk : TraceEvent::Num::kBad;
-    return TraceEvent::Num::kBad;
-  }
-  static std::string Text(const Value& v) {
-    switch (v.kind) {
-      case Value::kNull: return "null";
-      case Value::kBool: return v.b ? "true" : "false";
-      case Value::kInt: return std::to_string(v.i);
-      case Value::kFloat:
-      case Value::kString: return std::string(v.text);
-    }
-    return "";
-  }
   static void SetId(const Value& v, JsonId* id, TraceEvent* e) {
     id->present = true;
     if (v.kind == Value::kString) {
@@ -735,7 +739,7 @@ class Handler {
             event_.has_id = true;
           }
         } else {
-          ArgField(k, v);
+          ApplyTraceArg(event_, k, v);
         }
         return true;
       case kShape:
@@ -832,47 +836,6 @@ class Handler {
     }
   }
 
-  void ArgField(const std::string& k, const Value& v) {
-    TraceEvent& e = event_;
-    // Numeric args are kept for counters and instants only ("ph" usually comes
-    // first; when it comes later they are kept in case).
-    double d;
-    const bool keep = e.ph.empty() || e.ph == "C" || e.ph == "i" || e.ph == "I";
-    if (keep) {
-      // A counter's value may come as a string holding a number, as "ts" may.
-      const bool number =
-          AsDouble(v, &d) || (v.kind == Value::kString &&
-                              absl::SimpleAtod(absl::string_view(v.text.data(), v.text.size()), &d) && std::isfinite(d));
-      if (number && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
-      if (!number) ++e.non_numeric_args;
-    }
-    int64_t i;
-    if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
-    else if (k == "device") { if (AsInt(v, &i)) e.device = i; }
-    else if (k == "stream") { if (AsInt(v, &i)) e.stream = i; }
-    else if (k == "Seq" || k == "seq") { if (AsInt(v, &i)) e.seq = i; }
-    else if (k == "In msg nelems" || k == "in_msg_nelems") { if (AsInt(v, &i)) e.in_nelems = i; }
-    else if (k == "Out msg nelems" || k == "out_msg_nelems") { if (AsInt(v, &i)) e.out_nelems = i; }
-    else if (k == "bytes") { if (AsInt(v, &i)) e.bytes = i; }
-    else if (k == "sort_index") { if (AsInt(v, &i)) e.sort_index = i; }
-    else if (k == "Process Group Name" || k == "pg_name") { if (v.kind != Value::kNull) e.pg_name = Text(v); }
-    else if (k == "Process Group Ranks" || k == "pg ranks") { if (v.kind == Value::kString) e.pg_ranks = std::string(v.text); }
-    else if (k == "Collective name" || k == "collective_name") { if (v.kind == Value::kString) e.collective_name = std::string(v.text); }
-    else if (k == "dtype") { if (v.kind == Value::kString) e.dtype = std::string(v.text); }
-    else if (k == "name") { e.arg_name = Text(v); }
-    else if (k == "labels") { if (v.kind == Value::kString) e.labels = std::string(v.text); }
-    else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
-    else if (k == "step_num") { if (AsInt(v, &i)) e.step_num = i; }
-    else if (k == "device_ordinal") { if (AsInt(v, &i)) e.device_ordinal = i; }
-    else if (k == "run_id") { if (AsInt(v, &i)) e.xla_run_id = i; }
-    else if (k == "hlo_op") { if (v.kind == Value::kString) e.hlo_op = std::string(v.text); }
-    else if (k == "hlo_module") { if (v.kind == Value::kString) e.hlo_module = std::string(v.text); }
-    else if (k == "kind") { if (v.kind == Value::kString) e.slice_kind = std::string(v.text); }
-    else if (k == "step") { if (AsInt(v, &i)) e.step = i; }
-    else if (k == "depth") { if (AsInt(v, &i)) e.own_depth = i; }
-    else if (k == "wait_us") { if (int64_t ns; Micros(v, &ns) == TraceEvent::Num::kOk && ns >= 0) e.wait_ns = ns; }
-  }
-
   // Appends one element of the shape array being read, after a comma unless
   // it opens the array; a shape longer than kMaxShape is cut with "...".
   void ShapeText(std::string_view text) {
@@ -929,6 +892,117 @@ std::string Sniff(const std::string& head) {
 
 }  // namespace
 
+void ApplyTraceArg(TraceEvent& e, const std::string& k, const ArgValue& v) {
+  // Numeric args are kept for counters and instants only ("ph" usually comes
+  // first; when it comes later they are kept in case).
+  double d;
+  const bool keep = e.ph.empty() || e.ph == "C" || e.ph == "i" || e.ph == "I";
+  if (keep) {
+    // A counter's value may come as a string holding a number, as "ts" may.
+    const bool number =
+        AsDouble(v, &d) || (v.kind == ArgValue::kString &&
+                            absl::SimpleAtod(absl::string_view(v.text.data(), v.text.size()), &d) && std::isfinite(d));
+    if (number && e.numbers.size() < 64) e.numbers.emplace_back(k, d);
+    if (!number) ++e.non_numeric_args;
+  }
+  int64_t i;
+  if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
+  else if (k == "device") { if (AsInt(v, &i)) e.device = i; }
+  else if (k == "stream") { if (AsInt(v, &i)) e.stream = i; }
+  else if (k == "Seq" || k == "seq") { if (AsInt(v, &i)) e.seq = i; }
+  else if (k == "In msg nelems" || k == "in_msg_nelems") { if (AsInt(v, &i)) e.in_nelems = i; }
+  else if (k == "Out msg nelems" || k == "out_msg_nelems") { if (AsInt(v, &i)) e.out_nelems = i; }
+  else if (k == "bytes") { if (AsInt(v, &i)) e.bytes = i; }
+  else if (k == "sort_index") { if (AsInt(v, &i)) e.sort_index = i; }
+  else if (k == "Process Group Name" || k == "pg_name") { if (v.kind != ArgValue::kNull) e.pg_name = Text(v); }
+  else if (k == "Process Group Ranks" || k == "pg ranks") { if (v.kind == ArgValue::kString) e.pg_ranks = std::string(v.text); }
+  else if (k == "Collective name" || k == "collective_name") { if (v.kind == ArgValue::kString) e.collective_name = std::string(v.text); }
+  else if (k == "dtype") { if (v.kind == ArgValue::kString) e.dtype = std::string(v.text); }
+  else if (k == "name") { e.arg_name = Text(v); }
+  else if (k == "labels") { if (v.kind == ArgValue::kString) e.labels = std::string(v.text); }
+  else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
+  else if (k == "step_num") { if (AsInt(v, &i)) e.step_num = i; }
+  else if (k == "device_ordinal") { if (AsInt(v, &i)) e.device_ordinal = i; }
+  else if (k == "run_id") { if (AsInt(v, &i)) e.xla_run_id = i; }
+  else if (k == "hlo_op") { if (v.kind == ArgValue::kString) e.hlo_op = std::string(v.text); }
+  else if (k == "hlo_module") { if (v.kind == ArgValue::kString) e.hlo_module = std::string(v.text); }
+  else if (k == "kind") { if (v.kind == ArgValue::kString) e.slice_kind = std::string(v.text); }
+  else if (k == "step") { if (AsInt(v, &i)) e.step = i; }
+  else if (k == "depth") { if (AsInt(v, &i)) e.own_depth = i; }
+  else if (k == "wait_us") { if (int64_t ns; Micros(v, &ns) == TraceEvent::Num::kOk && ns >= 0) e.wait_ns = ns; }
+}
+
+namespace {
+
+bool IsGzip(std::string_view head) {
+  return head.size() >= 2 && static_cast<unsigned char>(head[0]) == 0x1f && static_cast<unsigned char>(head[1]) == 0x8b;
+}
+
+// The first bytes a gzip file inflates to (fewer, or none, when it is damaged
+// there): enough to tell what it holds.
+std::string InflatedHead(int fd) {
+  std::string in(64 << 10, '\0'), out(64, '\0');
+  const ssize_t got = ::pread(fd, in.data(), in.size(), 0);
+  if (got <= 0) return "";
+  z_stream zs;
+  std::memset(&zs, 0, sizeof zs);
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) return "";
+  zs.next_in = reinterpret_cast<Bytef*>(in.data());
+  zs.avail_in = static_cast<uInt>(got);
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  inflate(&zs, Z_SYNC_FLUSH);
+  out.resize(out.size() - zs.avail_out);
+  inflateEnd(&zs);
+  return out;
+}
+
+// An XSpace (XLA's profile) is read whole, inflated when gzipped: its planes
+// keep their metadata after their events, so no event is named before its
+// plane has been read to the end.
+absl::StatusOr<ParseOutcome> ReadXSpaceFile(const std::string& path, int fd, uint64_t size, const std::string& head,
+                                            TraceFileInfo* info, const std::function<void(TraceEvent&)>& on_event,
+                                            const std::function<void(uint64_t, uint64_t)>& on_progress) {
+  TraceInput in;
+  in.set_binary();
+  if (absl::Status st = in.Open(path, head, fd, size); !st.ok()) return st;
+  ParseOutcome out;
+  out.gzip = in.gzip();
+  out.file_bytes = size;
+  std::string bytes;
+  bytes.reserve(out.gzip ? size * 4 : size);
+  char buf[1 << 16];
+  for (std::streamsize n; (n = in.sgetn(buf, sizeof buf)) > 0;) {
+    bytes.append(buf, static_cast<size_t>(n));
+    if (on_progress && (bytes.size() & ((16 << 20) - 1)) < sizeof buf) on_progress(in.file_read() / 2, 0);
+  }
+  if (!in.io_error().empty())
+    return absl::DataLossError(absl::StrCat("reading ", path, " failed after ", in.file_read(), " bytes: ", in.io_error()));
+  const bool damaged = in.damaged() && !absl::StrContains(in.damage(), "incorrect data check") &&
+                       !absl::StrContains(in.damage(), "incorrect length check");
+  absl::Status st = ReadXSpace(bytes, path, info, &out, on_event, [&](uint64_t at) {
+    if (on_progress) on_progress(size / 2 + (bytes.empty() ? 0 : size * at / bytes.size() / 2), at);
+  });
+  if (!st.ok()) {
+    if (damaged)  // what broke it
+      return absl::InvalidArgumentError(absl::StrCat(path, ": ", in.damage(), "; the XSpace inflated from it: ",
+                                                     st.message()));
+    return st;
+  }
+  if (damaged && out.truncated) {
+    out.truncation_stat = in.damage_stat();
+    out.truncation = absl::StrCat(in.damage(), "; ", out.truncation);
+  } else if (damaged) {
+    out.gzip_trailer_missing = true;  // the XSpace was whole: only the gzip's check was lost
+  } else if (in.damaged()) {
+    out.gzip_checksum_mismatch = true;
+  }
+  if (in.trailing_garbage()) out.gzip_trailing_garbage = true;
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileInfo* info,
                                              const std::function<void(TraceEvent&)>& on_event,
                                              const std::function<void(uint64_t, uint64_t)>& on_progress) {
@@ -945,10 +1019,14 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
   if (sb.st_size == 0) return absl::InvalidArgumentError(absl::StrCat(path, " is empty (0 bytes), not a trace"));
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::string head(16, '\0');
+  std::string head(64, '\0');
   ssize_t got = ::pread(fd, head.data(), head.size(), 0);
   head.resize(got > 0 ? static_cast<size_t>(got) : 0);
-  if (std::string why = Sniff(head); !why.empty()) {
+  const std::string first = IsGzip(head) ? InflatedHead(fd) : head;
+  if (LooksLikeXSpace(first))
+    return ReadXSpaceFile(path, fd, static_cast<uint64_t>(sb.st_size), head, info, on_event, on_progress);
+  if (std::string why = Sniff(IsGzip(head) && Sniff(first).find("Perfetto") != std::string::npos ? first : head);
+      !why.empty()) {
     ::close(fd);
     return absl::InvalidArgumentError(absl::StrCat(path, " ", why));
   }

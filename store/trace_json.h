@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,20 @@ struct TraceEvent {
   void Clear();
 };
 
+// One arg's value as the JSON reader met it (strings and floats keep their text).
+struct ArgValue {
+  enum Kind { kNull, kBool, kInt, kFloat, kString } kind;
+  bool b = false;
+  int64_t i = 0;
+  double d = 0;
+  std::string_view text{};  // a string's value, a float's text
+};
+
+// Sets what the importer reads from an event's arg `k` (correlation, hlo_op,
+// step_num, the numbers of counters and instants...): one mapping of arg names
+// for every reader of traces, JSON or XLA's XSpace.
+void ApplyTraceArg(TraceEvent& e, const std::string& k, const ArgValue& v);
+
 struct DeviceProperty {
   int64_t id = -1;
   std::string name;
@@ -101,6 +116,7 @@ struct TraceFileInfo {
   // end of the mark_step before it (ns, host clock); -1 when not said.
   int64_t first_step_from_ns = -1;
   std::vector<DeviceProperty> devices;
+  std::string hostname;  // an XSpace's first host name
 };
 
 struct ParseOutcome {
@@ -123,6 +139,13 @@ struct ParseOutcome {
   int64_t non_finite = 0;               // bare NaN, Infinity, inf... (not JSON), read as null
   int64_t bad_utf8 = 0;                 // bytes that are not UTF-8, read as U+FFFD
   bool events_repeated = false;         // a second "traceEvents" key: its events read too
+  // XLA's XSpace protobuf (.xplane.pb) rather than JSON: json_bytes are then
+  // the protobuf's, inflated.
+  bool xspace = false;
+  int64_t xspace_aggregated_events = 0;  // XEvents that count occurrences over a line, with no time
+  int64_t xspace_profiler_errors = 0;    // errors and warnings the profiler wrote into the XSpace
+  int64_t xspace_damaged = 0;            // planes and lines whose bytes do not parse: left out
+  std::string xspace_damage;             // where the first one is
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order

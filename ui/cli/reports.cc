@@ -159,11 +159,13 @@ constexpr char kExportHelp[] =
     "  50M slices); the selection is said in the file (otherData capture_note).\n";
 
 constexpr char kImportHelp[] =
-    "usage: shardscope import FILE... --db DB [--quiet]\n"
+    "usage: shardscope import FILE|DIR... --db DB [--quiet]\n"
     "  Reads Chrome trace event JSON files (PyTorch profiler / Kineto traces, gzipped\n"
-    "  or not, object or array form) into DB as one new run: each file is one rank\n"
+    "  or not, object or array form) and XLA's profiles (*.xplane.pb from jax.profiler,\n"
+    "  TensorFlow, PyTorch/XLA) into DB as one new run: each file is one rank\n"
     "  (distributedInfo.rank, else the order given) and becomes one host; CPU threads\n"
-    "  become host tracks, GPU streams device lanes. Launches and their kernels keep\n"
+    "  become host tracks, GPU streams device lanes. A DIR stands for the traces in it,\n"
+    "  or in its one plugins/profile/RUN/. Launches and their kernels keep\n"
     "  their flows, collectives are matched across the ranks given and share a flow,\n"
     "  and each rank's clock offset is estimated from the collectives' ends.\n"
     "  Events that could not be used are counted by reason in import_stats, printed\n"
@@ -682,8 +684,13 @@ int Import(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   if (a.positional.empty()) return Usage(err, "import needs at least one trace FILE", kImportHelp);
   store::ImportOptions options;
   options.progress = !quiet && isatty(STDERR_FILENO);
+  absl::StatusOr<std::vector<std::string>> files = store::ExpandTraceArgs(a.positional);
+  if (!files.ok()) {
+    err << "error: " << files.status().message() << "\n";
+    return 1;
+  }
   absl::StatusOr<std::vector<store::ImportResult>> runs =
-      store::ImportChromeTraceWindows(a.positional, a.flags["--db"], options);
+      store::ImportChromeTraceWindows(*files, a.flags["--db"], options);
   if (!runs.ok()) {
     err << "error: " << runs.status().message() << "\n";
     return 1;

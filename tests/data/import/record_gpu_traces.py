@@ -25,7 +25,13 @@ NVIDIA H100 with PyTorch 2.11 and JAX 0.11, 2026-11-27):
   torch_features  cuda_features.json.gz (recorded on an H200): eager steps with with_stack,
                   record_function spans, a side stream joined by an event, CUDA sync events;
   big             big_transformer.json.gz (not committed, about 3 MB): a 12-layer transformer
-                  in bf16 for 12 profiled steps, about 150 thousand events.
+                  in bf16 for 12 profiled steps, about 150 thousand events;
+  xplane_*        one capture each kept in both of XLA's forms, the XSpace (NAME.xplane.pb.gz)
+                  and its Perfetto JSON (NAME.json.gz), recorded on an H200 with JAX 0.11 on
+                  2026-11-28: xplane_gpu (xplane_gpu_mlp, 6 steps on the GPU), xplane_cpu8 (8
+                  CPU devices, 8 steps; XSpace only committed), xplane_cpu8_slow (xplane_cpu8_slow5:
+                  device 5 sleeping 4 ms a step), xplane_2proc (xplane_2host_slow6_host{0,1}: two
+                  processes of 4 CPU devices, jax.distributed with gloo, global device 6 slowed).
 The JAX parts also leave the profiler's whole log directory (xplane.pb included) as NAME.tar.
 """
 import glob
@@ -40,9 +46,11 @@ import tarfile
 import time
 import traceback
 
-PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big", "torch_features"]
+PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big", "torch_features",
+         "xplane_gpu", "xplane_cpu8", "xplane_cpu8_slow", "xplane_2proc"]
 LIMIT_S = {"torch_compile": 150, "cuda_graphs": 150, "ddp_gloo": 120, "big": 150, "jax_gpu": 90, "jax_cpu8": 90,
-           "jax_cpu8_slow": 90, "torch_features": 120}
+           "jax_cpu8_slow": 90, "torch_features": 120,
+           "xplane_gpu": 90, "xplane_cpu8": 90, "xplane_cpu8_slow": 90, "xplane_2proc": 120}
 
 
 def gzip_json(src, dst):
@@ -239,8 +247,19 @@ def slow_device(mesh, slow, seconds):
     raise RuntimeError("no shard_map signature fits")
 
 
-def jax_train(out, name, mesh_shape, slow=None, steps=5):
+def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None):
+    """keep_as: also keep the profile's xplane.pb as OUT/KEEP_AS.xplane.pb.gz and its Perfetto JSON
+    as OUT/KEEP_AS.json.gz: one recording in both of the forms XLA's profiler writes. dist: (process
+    id, processes, port) for a multi-process job on CPU devices (jax.distributed, gloo)."""
     import jax
+    if dist:
+        for opt, val in (("jax_cpu_collectives_implementation", "gloo"),):
+            try:
+                jax.config.update(opt, val)
+            except Exception as e:  # a JAX that has no such option, or gloo as its only one
+                print("config", opt, e)
+        jax.distributed.initialize(coordinator_address=f"127.0.0.1:{dist[2]}", num_processes=dist[1],
+                                   process_id=dist[0])
     import jax.numpy as jnp
     import numpy as np
     key = jax.random.PRNGKey(0)
@@ -251,9 +270,14 @@ def jax_train(out, name, mesh_shape, slow=None, steps=5):
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         devices = np.array(jax.devices()[: mesh_shape[0] * mesh_shape[1]]).reshape(mesh_shape)
         mesh = Mesh(devices, ("data", "model"))
-        params = {"w1": jax.device_put(params["w1"], NamedSharding(mesh, P(None, "model"))),
-                  "w2": jax.device_put(params["w2"], NamedSharding(mesh, P("model", None)))}
-        x = jax.device_put(x, NamedSharding(mesh, P("data", None)))
+
+        def put(a, spec):
+            if not dist:
+                return jax.device_put(a, NamedSharding(mesh, spec))
+            host = np.asarray(a)  # every process made the same values from the same key
+            return jax.make_array_from_callback(host.shape, NamedSharding(mesh, spec), lambda i: host[i])
+        params = {"w1": put(params["w1"], P(None, "model")), "w2": put(params["w2"], P("model", None))}
+        x = put(x, P("data", None))
 
     def loss_fn(p, x):
         h = jax.nn.relu(x @ p["w1"])
@@ -279,12 +303,20 @@ def jax_train(out, name, mesh_shape, slow=None, steps=5):
             loss.block_until_ready()
     jax.profiler.stop_trace()
     for trace in glob.glob(os.path.join(logdir, "plugins", "profile", "*", "perfetto_trace.json.gz")):
-        shutil.copy(trace, os.path.join(out, {"jax_gpu": "jax_gpu_mlp", "jax_cpu8": "jax_cpu8_gspmd",
-                                              "jax_cpu8_slow": "jax_cpu8_slow_device5"}[name] + ".json.gz"))
+        shutil.copy(trace, os.path.join(out, keep_as + ".json.gz" if keep_as else
+                                        {"jax_gpu": "jax_gpu_mlp", "jax_cpu8": "jax_cpu8_gspmd",
+                                         "jax_cpu8_slow": "jax_cpu8_slow_device5"}[name] + ".json.gz"))
+    for xplane in glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")):
+        if keep_as:
+            with open(xplane, "rb") as f, gzip.open(os.path.join(out, keep_as + ".xplane.pb.gz"), "wb", 9) as g:
+                shutil.copyfileobj(f, g)
     with tarfile.open(os.path.join(out, name + ".tar"), "w") as t:
         t.add(logdir, arcname=name)
     shutil.rmtree(logdir)
-    print(name, "loss", float(loss), "devices", jax.devices())
+    try:
+        print(name, "loss", float(loss), "devices", jax.devices())
+    except Exception:  # a multi-process job's loss is not all on this process
+        print(name, "devices", jax.devices())
 
 
 def part_jax_gpu(out):
@@ -299,10 +331,43 @@ def part_jax_cpu8_slow(out):
     jax_train(out, "jax_cpu8_slow", (4, 2), slow=5, steps=8)
 
 
+# One recording each, kept both as XLA's profiler writes it (xplane.pb) and as its Perfetto JSON.
+def part_xplane_gpu(out):
+    jax_train(out, "xplane_gpu", None, steps=6, keep_as="xplane_gpu_mlp")
+
+
+def part_xplane_cpu8(out):
+    jax_train(out, "xplane_cpu8", (4, 2), steps=8, keep_as="xplane_cpu8")
+
+
+def part_xplane_cpu8_slow(out):
+    jax_train(out, "xplane_cpu8_slow", (4, 2), slow=5, steps=8, keep_as="xplane_cpu8_slow5")
+
+
+def part_xplane_2proc(out):
+    """Two processes of 4 CPU devices each (jax.distributed, gloo all-reduces between them), global
+    device 6 (process 1's third) slowed: one xplane.pb per host, as a multi-host job writes them."""
+    port = free_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    procs = [subprocess.Popen([sys.executable, __file__, out, "--worker2", str(i), str(port)], env=env)
+             for i in range(2)]
+    rcs = [p.wait(timeout=100) for p in procs]
+    if any(rcs):
+        raise RuntimeError(f"workers exited {rcs}")
+
+
+def worker2(out, i, port):
+    jax_train(out, f"xplane_2proc_p{i}", (4, 2), slow=6, steps=8, keep_as=f"xplane_2host_slow6_host{i}",
+              dist=(i, 2, port))
+
+
 # ---- driver ----------------------------------------------------------------------------------
 
 def main():
     out = os.path.abspath(sys.argv[1])
+    if len(sys.argv) > 4 and sys.argv[2] == "--worker2":
+        worker2(out, int(sys.argv[3]), int(sys.argv[4]))
+        return
     if len(sys.argv) > 3 and sys.argv[2] == "--part":
         globals()["part_" + sys.argv[3]](out)
         return
@@ -311,9 +376,9 @@ def main():
     with open(os.path.join(out, "log.txt"), "a") as log:
         for p in parts:
             env = dict(os.environ, PYTHONUNBUFFERED="1")
-            if p.startswith("jax_cpu8"):
+            if p.startswith("jax_cpu8") or p.startswith("xplane_cpu8"):
                 env.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=8")
-            if p.startswith("jax"):
+            if p.startswith("jax") or p.startswith("xplane"):
                 env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
             t0 = time.time()
             try:

@@ -1,0 +1,225 @@
+// `shardscope import` on XLA's own profiles: the XSpace protobuf
+// (`*.xplane.pb`) that jax.profiler writes, recorded on an H200 with JAX 0.11
+// together with the Perfetto JSON that XLA converts from the same capture
+// (tests/data/import/record_gpu_traces.py, parts xplane_*). One capture read
+// in its two forms must give the same run; the XSpace's wall-clock start lines
+// up the hosts of a two-process job; damaged files keep what is whole.
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <fstream>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/e2e/shell.h"
+#include "tests/temp_files.h"
+
+namespace shardscope {
+namespace {
+
+const std::string kData = std::string(SHARDSCOPE_TEST_SOURCE_DIR) + "/tests/data/import/";
+const std::string kCli = SHARDSCOPE_CLI_BINARY;
+
+e2e::Output Import(const std::string& files, const std::string& db) {
+  return e2e::Shell(absl::StrCat(kCli, " import ", files, " --db ", db, " 2>&1"));
+}
+
+nlohmann::json Fleet(const std::string& db) {
+  e2e::Output o = e2e::Shell(absl::StrCat(kCli, " fleet ", db, " --format json 2>/dev/null"));
+  EXPECT_EQ(o.code, 0) << o.text;
+  return nlohmann::json::parse(o.text, nullptr, false);
+}
+
+std::string Gunzip(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  std::string out;
+  char buf[1 << 16];
+  for (int n; f && (n = gzread(f, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  if (f) gzclose(f);
+  return out;
+}
+
+std::string TempPath(const std::string& name) {
+  return test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/xspace_", getpid(), "_", name));
+}
+
+void Write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+// What a run is made of, whichever form it was read from: each lane's slices
+// (count and total time), the steps' lengths, the devices.
+std::map<std::string, std::string> Shape(const std::string& db) {
+  std::map<std::string, std::string> out;
+  auto lanes = e2e::Q(db, "SELECT t.name AS lane, t.device_id AS dev, COUNT(*) AS n, SUM(s.dur_ns) AS total "
+                          "FROM slices s JOIN tracks t USING (run_id, track_id) WHERE s.run_id = 1 "
+                          "GROUP BY t.track_id ORDER BY t.device_id, t.name, n");
+  for (size_t i = 0; i < lanes.rows.size(); ++i)
+    out[absl::StrCat("lane ", lanes.Text(i, "dev"), " ", lanes.Text(i, "lane"), " #", i)] =
+        absl::StrCat(lanes.Int(i, "n"), " slices, ", lanes.Int(i, "total"), " ns");
+  auto steps = e2e::Q(db, "SELECT step, wall_ns FROM steps WHERE run_id = 1 ORDER BY step");
+  for (size_t i = 0; i < steps.rows.size(); ++i)
+    out[absl::StrCat("step ", steps.Int(i, "step"))] = std::to_string(steps.Int(i, "wall_ns"));
+  out["devices"] = e2e::Q(db, "SELECT COUNT(*) AS v FROM devices WHERE run_id = 1").Text(0, "v");
+  return out;
+}
+
+TEST(ImportXSpace, OneCaptureReadsTheSameFromItsXSpaceAsFromItsPerfettoJson) {
+  for (const char* capture : {"xplane_gpu_mlp", "xplane_cpu8_slow5"}) {
+    SCOPED_TRACE(capture);
+    const std::string json_db = e2e::TempDb(absl::StrCat(capture, "_json"));
+    const std::string pb_db = e2e::TempDb(absl::StrCat(capture, "_pb"));
+    e2e::Output j = Import(kData + capture + ".json.gz", json_db);
+    e2e::Output p = Import(kData + capture + ".xplane.pb.gz", pb_db);
+    ASSERT_EQ(j.code, 0) << j.text;
+    ASSERT_EQ(p.code, 0) << p.text;
+    EXPECT_TRUE(absl::StrContains(p.text, "of XSpace protobuf")) << p.text;
+    const auto a = Shape(json_db), b = Shape(pb_db);
+    EXPECT_GT(a.size(), 3u);
+    EXPECT_EQ(a, b);
+    // The fleet's reading too: the same suspects, in the same order, as sure.
+    nlohmann::json fa = Fleet(json_db), fb = Fleet(pb_db);
+    ASSERT_EQ(fa["suspects"].size(), fb["suspects"].size());
+    for (size_t i = 0; i < fa["suspects"].size(); ++i) {
+      EXPECT_EQ(fa["suspects"][i]["id"], fb["suspects"][i]["id"]) << i;
+      EXPECT_EQ(fa["suspects"][i]["flagged"], fb["suspects"][i]["flagged"]) << i;
+    }
+    // XLA's allocator events, which its JSON leaves out, become counters.
+    const int64_t counters = e2e::Q(pb_db, "SELECT COUNT(*) AS v FROM counters WHERE run_id = 1 AND name LIKE "
+                                           "'XLA allocator %: bytes allocated'").Int(0, "v");
+    if (std::string(capture) == "xplane_gpu_mlp") {
+      EXPECT_EQ(counters, 60);
+    }
+  }
+}
+
+TEST(ImportXSpace, TheRecordedSlowDeviceComesFirstAndAHealthyCaptureFlagsNobody) {
+  // Device 5 sleeps 4 ms a step. On this capture's 7 analysed steps one step's
+  // kernels read 0.94x, so its steadiness stays unproven (Student's bound 1.000x,
+  // too few steps for the sign test): first, named, and not flagged.
+  const std::string slow = e2e::TempDb("xspace_slow");
+  ASSERT_EQ(Import(kData + "xplane_cpu8_slow5.xplane.pb.gz", slow).code, 0);
+  nlohmann::json f = Fleet(slow);
+  ASSERT_FALSE(f["suspects"].empty());
+  EXPECT_EQ(f["suspects"][0]["id"], "5");
+  EXPECT_GT(f["suspects"][0]["score"].get<double>(), 0.3);
+  for (size_t i = 1; i < f["suspects"].size(); ++i) EXPECT_FALSE(f["suspects"][i]["flagged"].get<bool>()) << i;
+  e2e::Output text = e2e::Shell(absl::StrCat(kCli, " fleet ", slow));
+  EXPECT_TRUE(absl::StrContains(text.text, "the most: chip 5")) << text.text;
+
+  const std::string healthy = e2e::TempDb("xspace_healthy");
+  e2e::Output o = Import(kData + "xplane_cpu8.xplane.pb.gz", healthy);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "8 CPU devices")) << o.text;
+  for (const auto& s : Fleet(healthy)["suspects"]) EXPECT_FALSE(s["flagged"].get<bool>()) << s.dump();
+}
+
+TEST(ImportXSpace, ATwoProcessJobIsTwoHostsOnTheWallClockWithItsSlowChipFound) {
+  // jax.distributed on two processes of 4 CPU devices, gloo between them;
+  // global device 6 (the second process's third) sleeps 4 ms a step.
+  const std::string db = e2e::TempDb("xspace_2host");
+  e2e::Output o = Import(kData + "xplane_2host_slow6_host0.xplane.pb.gz " + kData + "xplane_2host_slow6_host1.xplane.pb.gz", db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "2 hosts, 8 CPU devices")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "placed by the wall-clock start its XSpace records")) << o.text;
+  // Each XSpace keeps times from its own capture's start; the starts (0.18 ms
+  // apart in this capture) put the second host where it ran.
+  auto files = e2e::Q(db, "SELECT rank, first_ts_ns FROM trace_imports WHERE run_id = 1 ORDER BY rank");
+  ASSERT_EQ(files.rows.size(), 2u);
+  EXPECT_EQ(e2e::Q(db, "SELECT COUNT(DISTINCT host_id) AS v FROM devices WHERE run_id = 1").Int(0, "v"), 2);
+  nlohmann::json f = Fleet(db);
+  ASSERT_FALSE(f["suspects"].empty());
+  EXPECT_EQ(f["suspects"][0]["kind"], "chip");
+  EXPECT_EQ(f["suspects"][0]["id"], "6");
+  EXPECT_TRUE(f["suspects"][0]["flagged"].get<bool>());
+  for (size_t i = 1; i < f["suspects"].size(); ++i) EXPECT_FALSE(f["suspects"][i]["flagged"].get<bool>()) << i;
+}
+
+TEST(ImportXSpace, ALogDirectoryStandsForItsOneProfile) {
+  const std::string logdir = TempPath("logdir");
+  const std::string run1 = logdir + "/plugins/profile/2026_11_28_13_47_18";
+  ASSERT_EQ(system(absl::StrCat("mkdir -p ", run1).c_str()), 0);
+  Write(run1 + "/vm.xplane.pb", Gunzip(kData + "xplane_gpu_mlp.xplane.pb.gz"));  // as XLA writes it: not gzipped
+  const std::string db = e2e::TempDb("xspace_dir");
+  e2e::Output o = Import(logdir, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "vm.xplane.pb")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "1 GPU")) << o.text;
+  // A second capture in the same directory: which one is the user's to say.
+  const std::string run2 = logdir + "/plugins/profile/2026_11_28_14_00_00";
+  ASSERT_EQ(system(absl::StrCat("mkdir -p ", run2, " && cp ", run1, "/vm.xplane.pb ", run2).c_str()), 0);
+  o = Import(logdir, db);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "holds 2 profiles (plugins/profile/2026_11_28_13_47_18, 2026_11_28_14_00_00)"))
+      << o.text;
+  o = Import(run2, db);
+  EXPECT_EQ(o.code, 0) << o.text;
+  const std::string empty = TempPath("empty_dir");
+  ASSERT_EQ(system(absl::StrCat("mkdir -p ", empty).c_str()), 0);
+  o = Import(empty, db);
+  EXPECT_EQ(o.code, 1) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "is a directory with no trace in it")) << o.text;
+}
+
+TEST(ImportXSpace, DamagedFilesKeepWhatIsWholeAndNeverCrash) {
+  const std::string bytes = Gunzip(kData + "xplane_cpu8_slow5.xplane.pb.gz");
+  ASSERT_GT(bytes.size(), 1000000u);
+  struct Case {
+    std::string name, bytes;
+  };
+  std::vector<Case> cases;
+  // Cut in the first plane, in the big host plane, in the last.
+  for (double at : {0.02, 0.3, 0.7, 0.9999}) {
+    const size_t n = static_cast<size_t>(static_cast<double>(bytes.size()) * at);
+    cases.push_back({absl::StrCat("cut_", n), bytes.substr(0, n)});
+  }
+  std::mt19937 rng(7);
+  for (int k = 0; k < 4; ++k) {
+    std::string b = bytes;
+    for (int i = 0; i < 30; ++i) b[rng() % b.size()] = static_cast<char>(rng() & 0xff);
+    cases.push_back({absl::StrCat("flipped_", k), b});
+  }
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string path = TempPath(c.name + ".xplane.pb");
+    Write(path, c.bytes);
+    const std::string db = e2e::TempDb("xspace_damaged");
+    e2e::Output o = Import(path, db);
+    ASSERT_TRUE(o.code == 0 || o.code == 1) << o.code << " " << o.text;
+    if (o.code == 1) {
+      EXPECT_TRUE(absl::StartsWith(o.text, absl::StrCat("error: ", path))) << o.text;
+      continue;
+    }
+    if (absl::StartsWith(c.name, "cut_")) {
+      // A cut is always said: what was lost, at which byte.
+      EXPECT_TRUE(absl::StrContains(o.text, "truncated_xspace")) << o.text;
+      EXPECT_TRUE(absl::StrContains(o.text, "is cut short")) << o.text;
+    }
+    EXPECT_GT(e2e::Q(db, "SELECT COUNT(*) AS v FROM slices WHERE run_id = 1").Int(0, "v"), 0);
+  }
+  // The first plane cut: nothing whole, said as a cut.
+  e2e::Output o = Import(TempPath(cases[0].name + ".xplane.pb"), e2e::TempDb("xspace_cut0"));
+  EXPECT_EQ(o.code, 1);
+  EXPECT_TRUE(absl::StrContains(o.text, "is cut short: an XSpace (XLA's profile)")) << o.text;
+}
+
+TEST(ImportXSpace, APerfettoProtobufTraceIsStillNamedForWhatItIs) {
+  // A Perfetto TracePacket (timestamp, then a track event): the same first
+  // tag as an XSpace, not a plane.
+  const std::string packet = std::string("\x40\x80\xad\xe2\x04\x5a\x04\x48\x01\x50\x02", 11);
+  std::string trace = std::string("\x0a", 1) + static_cast<char>(packet.size()) + packet;
+  const std::string path = TempPath("trace.perfetto-trace");
+  Write(path, trace);
+  e2e::Output o = Import(path, e2e::TempDb("xspace_perfetto"));
+  EXPECT_EQ(o.code, 1);
+  EXPECT_TRUE(absl::StrContains(o.text, "looks like a Perfetto protobuf trace")) << o.text;
+}
+
+}  // namespace
+}  // namespace shardscope
