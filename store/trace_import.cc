@@ -504,7 +504,8 @@ struct XlaColl {
   uint32_t host_thread = 0;       // where a CPU client's Rendezvous tells its device group
   int device = -1;
   uint32_t module = 0, op = 0;    // interned
-  int64_t run_id = -1;
+  bool has_run_id = false;
+  int64_t run_id = 0;             // the execution (XLA's RunId: any int32)
   int64_t ts = 0, end = 0;
 };
 
@@ -641,6 +642,8 @@ class Importer {
   void LinkCorrelations();
   void MatchCollectives();
   void MatchXlaCollectives();
+  void XlaOffsets(const std::vector<std::vector<size_t>>& cross_file);
+  void MarkUnknownOffsets();
   void EstimateOffsets(const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets);
   int StepAt(const FileState& f, int64_t ts) const;
   int64_t CorrFlow(uint32_t file, int64_t corr) const;
@@ -1203,6 +1206,7 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     k.device = t.local_device;
     k.module = keys_.Id(e.hlo_module);
     k.op = keys_.Id(e.hlo_op.empty() ? e.name : e.hlo_op);
+    k.has_run_id = e.has_xla_run_id;
     k.run_id = e.xla_run_id;
     k.ts = r.ts;
     k.end = r.ts + dur;
@@ -2050,17 +2054,18 @@ void Importer::MatchXlaCollectives() {
   std::iota(order.begin(), order.end(), 0);
   auto where = [&](size_t i) {
     const XlaColl& c = xla_colls_[i];
-    return std::make_tuple(c.file, c.device, c.module, c.op, c.run_id >= 0 ? c.run_id : INT64_MIN, c.ts);
+    return std::make_tuple(c.file, c.device, c.module, c.op, c.has_run_id, c.run_id, c.ts);
   };
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return where(a) < where(b); });
-  std::map<std::tuple<uint32_t, uint32_t, uint32_t, int64_t, int64_t, std::string>, std::vector<size_t>> instances;
-  std::map<std::tuple<uint32_t, int, uint32_t, uint32_t, int64_t>, int64_t> seen;  // runs so far, per device
+  std::map<std::tuple<uint32_t, uint32_t, uint32_t, std::pair<bool, int64_t>, int64_t, std::string>, std::vector<size_t>>
+      instances;
+  std::map<std::tuple<uint32_t, int, uint32_t, uint32_t, std::pair<bool, int64_t>>, int64_t> seen;  // runs so far, per device
   for (size_t i : order) {
     const XlaColl& c = xla_colls_[i];
     // Without an execution id, the k-th run over the whole file: a device's
     // kernels run past their host step's end (dispatch is asynchronous), so
     // counting within steps would pair one device's k-th with another's k+1-th.
-    const int64_t execution = c.run_id >= 0 ? c.run_id : INT64_MIN;
+    const std::pair<bool, int64_t> execution{c.has_run_id, c.run_id};
     const int64_t occurrence = seen[{c.file, c.device, c.module, c.op, execution}]++;
     std::string group;
     if (auto it = rendezvous_.find({c.file, c.host_thread}); it != rendezvous_.end()) {
@@ -2068,8 +2073,11 @@ void Importer::MatchXlaCollectives() {
                                 [](const Rendezvous& x, int64_t ts) { return x.ts < ts; });
       if (r != it->second.end() && r->ts <= c.end) group = r->devices;
     }
-    instances[{c.file, c.module, c.op, execution, occurrence, group}].push_back(i);
+    // One execution's collectives meet across hosts too: one instance over the files.
+    const uint32_t file = c.has_run_id && files_.size() > 1 ? UINT32_MAX : c.file;
+    instances[{file, c.module, c.op, execution, occurrence, group}].push_back(i);
   }
+  std::vector<std::vector<size_t>> cross_file;
   for (const auto& [key, members] : instances) {
     std::set<std::pair<uint32_t, int>> devices;
     bool twice = false;
@@ -2086,7 +2094,11 @@ void Importer::MatchXlaCollectives() {
     const int64_t flow = next_flow_++;
     for (size_t i : members) coll_flow_[xla_colls_[i].seq] = flow;
     xla_matched_ += static_cast<int64_t>(members.size());
+    if (std::get<0>(key) == UINT32_MAX &&
+        std::any_of(members.begin(), members.end(), [&](size_t i) { return xla_colls_[i].file != xla_colls_[members[0]].file; }))
+      cross_file.push_back(members);
   }
+  XlaOffsets(cross_file);
 }
 
 // Each rank's offset against the reference (the lowest rank): collectives
@@ -2189,12 +2201,88 @@ void Importer::EstimateOffsets(
     }
     frontier = std::move(next);
   }
+}
+
+// The ranks no collective lined up: said, and placed as recorded (an XSpace
+// by the wall-clock start it records).
+void Importer::MarkUnknownOffsets() {
   for (FileState& f : files_) {
     if (f.offset_known) continue;
+    if (f.outcome.xspace && f.info.has_base_time) {
+      f.offset_source = "by the wall-clock start its XSpace records (profile_start_time; no NCCL or gloo "
+                        "collective lines it up)";
+      continue;
+    }
     Stat("clock_offset_unknown", f.path);
-    f.offset_source = "unknown: no collective kernel or gloo collective matched with a rank lined up with the reference";
-    if (f.outcome.xspace && f.info.has_base_time)
-      absl::StrAppend(&f.offset_source, "; placed by the wall-clock start its XSpace records (profile_start_time)");
+    f.offset_source = "unknown: no collective kernel, gloo collective or XLA collective of one execution matched "
+                      "with a rank lined up with the reference";
+  }
+}
+
+// XLA's own collectives of one execution (the same run_id on every host:
+// XLA's collectives meet by it) end together on every host as gloo's and
+// NCCL's do: ranks the others left unlined are lined up by the median
+// difference of their ends, kept within what the instances' starts allow,
+// breadth first from the ranks already lined up.
+void Importer::XlaOffsets(const std::vector<std::vector<size_t>>& cross_file) {
+  using Wide = __int128;
+  struct Side {
+    int64_t first_ts = INT64_MAX, last_ts = INT64_MIN, first_end = INT64_MAX;
+    std::vector<int64_t> ends;
+  };
+  auto median = [](std::vector<int64_t>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<std::map<uint32_t, Side>> sides;  // per instance, per file
+  for (const std::vector<size_t>& members : cross_file) {
+    std::map<uint32_t, Side>& by_file = sides.emplace_back();
+    for (size_t i : members) {
+      const XlaColl& c = xla_colls_[i];
+      Side& s = by_file[c.file];
+      s.first_ts = std::min(s.first_ts, c.ts);
+      s.last_ts = std::max(s.last_ts, c.ts);
+      s.first_end = std::min(s.first_end, c.end);
+      s.ends.push_back(c.end);
+    }
+  }
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (size_t r = 0; r < files_.size(); ++r) {
+      // An XSpace's wall-clock start lines it up better than ends that may be of groups
+      // meeting within a host: its offset stays that (MarkUnknownOffsets says so).
+      if (files_[r].offset_known || (files_[r].outcome.xspace && files_[r].info.has_base_time)) continue;
+      for (size_t k = 0; k < files_.size() && !files_[r].offset_known; ++k) {
+        if (k == r || !files_[k].offset_known) continue;
+        std::vector<Wide> diffs;
+        Wide lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+        const Wide bk = static_cast<Wide>(files_[k].base) + files_[k].offset, br = files_[r].base;
+        for (std::map<uint32_t, Side>& inst : sides) {
+          auto a = inst.find(static_cast<uint32_t>(k)), b = inst.find(static_cast<uint32_t>(r));
+          if (a == inst.end() || b == inst.end()) continue;
+          diffs.push_back((median(a->second.ends) + bk) - (median(b->second.ends) + br));
+          // No member ends before every member has started.
+          lo = std::max(lo, (a->second.last_ts + bk) - (b->second.first_end + br));
+          hi = std::min(hi, (a->second.first_end + bk) - (b->second.last_ts + br));
+        }
+        if (diffs.empty()) continue;
+        std::sort(diffs.begin(), diffs.end());
+        Wide off = diffs[diffs.size() / 2];
+        const bool consistent = lo <= hi;
+        if (consistent) off = std::clamp(off, lo, hi);
+        if (off > kMaxNs || off < -kMaxNs) continue;
+        if (!consistent) Stat("clock_offset_inconsistent", files_[r].path);
+        files_[r].offset = static_cast<int64_t>(off);
+        files_[r].offset_known = true;
+        files_[r].offset_source = absl::StrCat(
+            consistent ? "" : "inconsistent: ", "median end difference of ", diffs.size(),
+            " XLA collectives of one execution", k == 0 ? "" : absl::StrCat(" with rank ", files_[k].rank),
+            consistent ? ", within what their starts allow"
+                       : " (an op's groups that meet within a host are one instance when the trace names no "
+                         "groups: their ends need not meet)");
+        progress = true;
+      }
+    }
   }
 }
 
@@ -2673,6 +2761,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   LinkCorrelations();
   MatchCollectives();
   MatchXlaCollectives();
+  MarkUnknownOffsets();
   // Flow ids: collectives first (numbered while matching), then each rank's
   // launch -> kernel links, then other flows present at both ends.
   for (FileState& f : files_) {

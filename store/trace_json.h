@@ -68,7 +68,8 @@ struct TraceEvent {
   int64_t external_id = -1;
   // XLA's profiler: the device an op ran for (its CPU client's thunks run on
   // shared host threads), the execution it belongs to, and the HLO op and module.
-  int64_t device_ordinal = -1, xla_run_id = -1;
+  int64_t device_ordinal = -1, xla_run_id = 0;
+  bool has_xla_run_id = false;  // XLA's run ids are any int32, negative ones too
   std::string hlo_op, hlo_module;
   // shardscope's own Chrome export (`shardscope export --chrome`): a slice's
   // kind and step, and a collective's wait for the other chips.

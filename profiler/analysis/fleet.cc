@@ -106,6 +106,7 @@ struct Tally {
   std::map<int, int> in_collectives, last_arrivals;
   std::map<int, std::vector<double>> margins;
   std::map<int, double> late_sum;
+  std::map<int, double> host_margins;  // per host: how much later its last chip came than any other host's, summed
   absl::flat_hash_map<int32_t, LinkStats> links;
 
   void Merge(Tally&& o) {
@@ -127,6 +128,7 @@ struct Tally {
     for (auto& [d, n] : o.last_arrivals) last_arrivals[d] += n;
     for (auto& [d, v] : o.margins) margins[d].insert(margins[d].end(), v.begin(), v.end());
     for (auto& [d, x] : o.late_sum) late_sum[d] += x;
+    for (auto& [h, x] : o.host_margins) host_margins[h] += x;
     for (auto& [id, s] : o.links) {
       LinkStats& t = links[id];
       t.slowdowns.insert(t.slowdowns.end(), s.slowdowns.begin(), s.slowdowns.end());
@@ -325,8 +327,24 @@ void AddBreakdown(const StepData& s, Tally& t) {
 
 // Per collective, who arrived last and by how much, and each chip's arrival
 // against its group's median.
-void AddArrivals(const std::map<int64_t, Instance*>& by_flow, Tally& t) {
+void AddArrivals(const std::map<int64_t, Instance*>& by_flow, const std::map<int, int>& host_of, Tally& t) {
   for (const auto& [flow, in] : by_flow) {
+    // Per host, its last chip's arrival: a host whose chips come late together
+    // (a slow host process) has none of them last by much over the others.
+    std::map<int, double> host_last;
+    for (const auto& m : in->members)
+      if (auto h = host_of.find(m.device); h != host_of.end()) {
+        auto [it, added] = host_last.try_emplace(h->second, static_cast<double>(m.arrival));
+        if (!added) it->second = std::max(it->second, static_cast<double>(m.arrival));
+      }
+    if (host_last.size() >= 2) {
+      auto latest = std::max_element(host_last.begin(), host_last.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+      double next = -1e300;
+      for (const auto& [h, a] : host_last)
+        if (h != latest->first) next = std::max(next, a);
+      if (latest->second > next) t.host_margins[latest->first] += latest->second - next;
+    }
     std::vector<double> arrivals;
     for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
     const double med = Median(arrivals);
@@ -727,7 +745,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       sums[static_cast<size_t>(d)].first += ratio * w;
       sums[static_cast<size_t>(d)].second += w;
     });
-    AddArrivals(by_flow, t);
+    AddArrivals(by_flow, host_of, t);
     AddLinks(s, by_flow, kind_of, t);
     WaitingForWork(s, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
@@ -1006,6 +1024,18 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     if (added) it->second = make_ranks(own_time(n), [](double x) { return x; });
     return it->second;
   };
+  // Per step, each chip's idle time (waiting for work, not on a recorded host wait), and its rank.
+  std::map<int, OwnRanks> idle_sorted;
+  auto idle_of = [&](int n, int d) {
+    const auto& w = waiting_times[n];
+    auto it = w.find(d);
+    return it == w.end() ? 0.0 : it->second.first - it->second.second;
+  };
+  auto idle_ranks = [&](int n) -> const OwnRanks& {
+    auto [it, added] = idle_sorted.try_emplace(n);
+    if (added) it->second = make_ranks(waiting_times[n], [](const std::pair<double, double>& x) { return x.first - x.second; });
+    return it->second;
+  };
   // Per step, each chip's recorded host waits, and their median over the chips but `except`.
   auto wait_of = [&](int n, int d) {
     const auto& w = waiting_times[n];
@@ -1169,6 +1199,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // unclipped), and its candidate: flagged only beyond the run's noise.
   std::map<int, StepRatios> host_steps;
   std::map<int, size_t> host_cand;
+  std::map<int, double> lone_margin_ns;  // host -> what its late arrivals cost a step (idle is not re-scheduled)
   if (host_suspects) {
     for (const auto& [h, members] : chips_of_host) {
       if (members.size() == 1) continue;
@@ -1189,23 +1220,46 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         if (raw) *raw = common;
         return std::max(0.0, common);
       };
-      double common_sum = 0, peer_sum = 0;
+      // Per step, the idle time all its chips share beyond the other hosts' chips' median: a slow
+      // host process (late to launch each step) leaves its chips waiting for work, not computing.
+      auto idle_common_of = [&, members = members](int n, double* raw) {
+        const OwnRanks& sorted = idle_ranks(n);
+        std::vector<size_t> removed;
+        for (int d : members)
+          if (auto it = sorted.rank.find(d); it != sorted.rank.end()) removed.push_back(it->second);
+        std::sort(removed.begin(), removed.end());
+        const double peer = MedianWithout(sorted.values, removed);
+        double common = 1e300;
+        for (int d : members) common = std::min(common, idle_of(n, d) - peer);
+        *raw = common;
+        return std::max(0.0, common);
+      };
+      double common_sum = 0, idle_sum = 0, peer_sum = 0;
       int hit = 0;
       StepRatios& steps = host_steps[h];
       for (int n : used) {
-        double med = 0, raw = 0;
+        double med = 0, raw = 0, idle_raw = 0;
         const double c = common_of(n, &med, &raw);
+        const double idle = idle_common_of(n, &idle_raw);
         common_sum += c;
+        idle_sum += idle;
         peer_sum += med;
-        hit += c > 0.1 * med;
-        if (med > 0) steps.ratios.push_back(1 + raw / med);
+        hit += c + idle > 0.1 * med;
+        if (med > 0) steps.ratios.push_back(1 + (raw + std::max(0.0, idle_raw)) / med);
       }
-      s.slowdown = peer_sum > 0 ? 1 + common_sum / peer_sum : 1;
+      s.slowdown = peer_sum > 0 ? 1 + (common_sum + idle_sum) / peer_sum : 1;
       s.score = s.slowdown - 1;
       s.evidence.push_back(
           absl::StrCat("its ", members.size(), " chips together spend ", Ms(common_sum / r.steps),
-                       " per step more outside collectives than the other hosts' chips (", Pct(s.score),
-                       " of their time; in ", hit, " of ", Plural(r.steps, "step", "steps"), " by more than 10%)"));
+                       " per step more outside collectives than the other hosts' chips", idle_sum > 0 ? absl::StrCat(
+                       ", and wait for work (idle) ", Ms(idle_sum / r.steps), " per step more") : std::string(),
+                       " (", Pct(s.score), " of their time; in ", hit, " of ", Plural(r.steps, "step", "steps"),
+                       " by more than 10%)"));
+      // Mostly idle: the re-schedule (each chip's work back to back) cannot show a delay before a
+      // launch; what its chips' late arrivals cost the other hosts stands for the what-if.
+      // (No more than its extra idle: arriving with the others, it would have waited no less.)
+      if (idle_sum > common_sum && rest.host_margins.count(h))
+        lone_margin_ns[h] = std::min(rest.host_margins[h], idle_sum) / r.steps;
       host_cand[h] = cands.size();
       cands.push_back({s, [&, members = members, common_of](int n) {
                          Change c;
@@ -1225,7 +1279,6 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // launch) beyond its peers'; its kernels' speed is the chip's evidence. A
   // rank whose host stalls before each step's launches arrives last at every
   // collective with its kernels at its peers' speed.
-  std::map<int, double> lone_margin_ns;  // host -> what its late arrivals cost a step
   if (r.hosts > 1 && lone_hosts.size() == chips_of_host.size()) {
     std::map<int, std::pair<std::vector<double>, absl::flat_hash_map<int, size_t>>> waits_sorted;
     for (int n : used) {
@@ -1528,12 +1581,15 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     // A launch delay leaves idle gaps, which the re-schedule (each chip's work
     // back to back) does not keep: what its late arrivals cost is the bound.
     int host = -1;
+    bool by_margin = false;
     if (const auto m = s.kind == "host" && absl::SimpleAtoi(s.id, &host) ? lone_margin_ns.find(host)
                                                                            : lone_margin_ns.end();
         m != lone_margin_ns.end() && m->second > s.saved_ns_per_step) {
       s.saved_ns_per_step = m->second;
+      by_margin = true;
       s.evidence.push_back(absl::StrCat(
-          "what-if: had its chip arrived with its peers, the collectives it was last at would start ", Ms(m->second),
+          "what-if: had ", chips_of_host[host].size() > 1 ? "its chips" : "its chip",
+          " arrived with its peers, the collectives it was last at would start ", Ms(m->second),
           " per step sooner (", Pct(m->second / std::max(1.0, r.median_step_ns)),
           " of the median step; the re-schedule lays each chip's work back to back, so it cannot show a delay "
           "before a launch)"));
@@ -1551,7 +1607,12 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                      ", the step would take ", Ms(std::max(0.0, s.saved_ns_per_step)), " less (",
                      Pct(std::max(0.0, share - base_share)), " of the step)"));
     }
-    if (s.flagged) {
+    if (s.flagged && by_margin) {  // the verdict says what its arrivals cost, as its evidence does
+      fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
+      saved_before_ns = base_ns + s.saved_ns_per_step;
+      saved_before = saved_before_ns * static_cast<double>(std::max<size_t>(1, base.size())) / base_total;
+      saved_before_steps.clear();
+    } else if (s.flagged) {
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
       saved_before = share;
       saved_before_ns = per_step;

@@ -31,7 +31,10 @@ NVIDIA H100 with PyTorch 2.11 and JAX 0.11, 2026-11-27):
                   2026-11-28: xplane_gpu (xplane_gpu_mlp, 6 steps on the GPU), xplane_cpu8 (8
                   CPU devices, 8 steps; XSpace only committed), xplane_cpu8_slow (xplane_cpu8_slow5:
                   device 5 sleeping 4 ms a step), xplane_2proc (xplane_2host_slow6_host{0,1}: two
-                  processes of 4 CPU devices, jax.distributed with gloo, global device 6 slowed).
+                  processes of 4 CPU devices, jax.distributed with gloo, global device 6 slowed),
+                  xplane_2proc_slowhost (xplane_2host_slowhost1_host{0,1}: the same job, 10 steps,
+                  process 1 sleeping 3 ms before dispatching each step: a slow host), and
+                  xplane_2proc_healthy (xplane_2host_healthy_host{0,1}: nothing slowed).
 The JAX parts also leave the profiler's whole log directory (xplane.pb included) as NAME.tar.
 """
 import glob
@@ -47,10 +50,12 @@ import time
 import traceback
 
 PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big", "torch_features",
-         "xplane_gpu", "xplane_cpu8", "xplane_cpu8_slow", "xplane_2proc"]
+         "xplane_gpu", "xplane_cpu8", "xplane_cpu8_slow", "xplane_2proc", "xplane_2proc_slowhost",
+         "xplane_2proc_healthy"]
 LIMIT_S = {"torch_compile": 150, "cuda_graphs": 150, "ddp_gloo": 120, "big": 150, "jax_gpu": 90, "jax_cpu8": 90,
            "jax_cpu8_slow": 90, "torch_features": 120,
-           "xplane_gpu": 90, "xplane_cpu8": 90, "xplane_cpu8_slow": 90, "xplane_2proc": 120}
+           "xplane_gpu": 90, "xplane_cpu8": 90, "xplane_cpu8_slow": 90, "xplane_2proc": 120,
+           "xplane_2proc_slowhost": 120, "xplane_2proc_healthy": 120}
 
 
 def gzip_json(src, dst):
@@ -247,10 +252,11 @@ def slow_device(mesh, slow, seconds):
     raise RuntimeError("no shard_map signature fits")
 
 
-def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None):
+def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None, host_sleep=0.0):
     """keep_as: also keep the profile's xplane.pb as OUT/KEEP_AS.xplane.pb.gz and its Perfetto JSON
     as OUT/KEEP_AS.json.gz: one recording in both of the forms XLA's profiler writes. dist: (process
-    id, processes, port) for a multi-process job on CPU devices (jax.distributed, gloo)."""
+    id, processes, port) for a multi-process job on CPU devices (jax.distributed, gloo). host_sleep:
+    seconds this process sleeps before dispatching each step (a slow host: its devices start late)."""
     import jax
     if dist:
         for opt, val in (("jax_cpu_collectives_implementation", "gloo"),):
@@ -299,6 +305,8 @@ def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None
         jax.profiler.start_trace(logdir)
     for i in range(steps):
         with jax.profiler.StepTraceAnnotation("train", step_num=i):
+            if host_sleep:
+                time.sleep(host_sleep)
             params, loss = step(params, x)
             loss.block_until_ready()
     jax.profiler.stop_trace()
@@ -356,7 +364,33 @@ def part_xplane_2proc(out):
         raise RuntimeError(f"workers exited {rcs}")
 
 
-def worker2(out, i, port):
+def two_processes(out, kind):
+    port = free_port()
+    env = dict(os.environ, JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    procs = [subprocess.Popen([sys.executable, __file__, out, "--worker2", str(i), str(port), kind], env=env)
+             for i in range(2)]
+    rcs = [p.wait(timeout=100) for p in procs]
+    if any(rcs):
+        raise RuntimeError(f"workers exited {rcs}")
+
+
+def part_xplane_2proc_slowhost(out):
+    """The same two processes, no device slowed: process 1 sleeps 3 ms before dispatching each step,
+    so its 4 devices reach the all-reduces that span both hosts late together (a slow host)."""
+    two_processes(out, "slowhost")
+
+
+def part_xplane_2proc_healthy(out):
+    """The same two processes, nothing slowed."""
+    two_processes(out, "healthy")
+
+
+def worker2(out, i, port, kind=""):
+    if kind in ("slowhost", "healthy"):
+        jax_train(out, f"xplane_2proc_{kind}_p{i}", (4, 2), steps=10,
+                  keep_as=f"xplane_2host_{'slowhost1' if kind == 'slowhost' else 'healthy'}_host{i}",
+                  dist=(i, 2, port), host_sleep=0.003 if i == 1 and kind == "slowhost" else 0.0)
+        return
     jax_train(out, f"xplane_2proc_p{i}", (4, 2), slow=6, steps=8, keep_as=f"xplane_2host_slow6_host{i}",
               dist=(i, 2, port))
 
@@ -366,7 +400,7 @@ def worker2(out, i, port):
 def main():
     out = os.path.abspath(sys.argv[1])
     if len(sys.argv) > 4 and sys.argv[2] == "--worker2":
-        worker2(out, int(sys.argv[3]), int(sys.argv[4]))
+        worker2(out, int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] if len(sys.argv) > 5 else "")
         return
     if len(sys.argv) > 3 and sys.argv[2] == "--part":
         globals()["part_" + sys.argv[3]](out)
