@@ -38,6 +38,15 @@ nlohmann::json Fleet(const std::string& db) {
   return nlohmann::json::parse(o.text, nullptr, false);
 }
 
+// The fleet's first suspect is `kind` `id`, flagged, and no one else is.
+void ExpectFlaggedAlone(const nlohmann::json& f, const std::string& kind, const std::string& id) {
+  ASSERT_FALSE(f["suspects"].empty()) << f.dump();
+  EXPECT_EQ(f["suspects"][0]["kind"], kind);
+  EXPECT_EQ(f["suspects"][0]["id"], id);
+  EXPECT_TRUE(f["suspects"][0]["flagged"].get<bool>());
+  for (size_t i = 1; i < f["suspects"].size(); ++i) EXPECT_FALSE(f["suspects"][i]["flagged"].get<bool>()) << i;
+}
+
 std::string Gunzip(const std::string& path) {
   gzFile f = gzopen(path.c_str(), "rb");
   std::string out;
@@ -135,12 +144,7 @@ TEST(ImportXSpace, ATwoProcessJobIsTwoHostsOnTheWallClockWithItsSlowChipFound) {
                        "WHERE e.run_id = 1 AND e.kind = 'collective' AND e.flow_id IS NOT NULL GROUP BY flow_id "
                        "HAVING COUNT(DISTINCT t.host_id) = 2)").Int(0, "v"), 0);
   EXPECT_EQ(e2e::Q(db, "SELECT COUNT(DISTINCT host_id) AS v FROM devices WHERE run_id = 1").Int(0, "v"), 2);
-  nlohmann::json f = Fleet(db);
-  ASSERT_FALSE(f["suspects"].empty());
-  EXPECT_EQ(f["suspects"][0]["kind"], "chip");
-  EXPECT_EQ(f["suspects"][0]["id"], "6");
-  EXPECT_TRUE(f["suspects"][0]["flagged"].get<bool>());
-  for (size_t i = 1; i < f["suspects"].size(); ++i) EXPECT_FALSE(f["suspects"][i]["flagged"].get<bool>()) << i;
+  ExpectFlaggedAlone(Fleet(db), "chip", "6");
 }
 
 TEST(ImportXSpace, AHostLateToLaunchEachStepIsFlaggedAsItsHostAndAHealthyJobFlagsNobody) {
@@ -158,12 +162,7 @@ TEST(ImportXSpace, AHostLateToLaunchEachStepIsFlaggedAsItsHostAndAHealthyJobFlag
     if (std::string(form) == ".json.gz") {
       EXPECT_TRUE(absl::StrContains(o.text, "XLA collectives of one execution")) << o.text;
     }
-    nlohmann::json f = Fleet(db);
-    ASSERT_FALSE(f["suspects"].empty());
-    EXPECT_EQ(f["suspects"][0]["kind"], "host");
-    EXPECT_EQ(f["suspects"][0]["id"], "1");
-    EXPECT_TRUE(f["suspects"][0]["flagged"].get<bool>());
-    for (size_t i = 1; i < f["suspects"].size(); ++i) EXPECT_FALSE(f["suspects"][i]["flagged"].get<bool>()) << i;
+    ExpectFlaggedAlone(Fleet(db), "host", "1");
     e2e::Output text = e2e::Shell(absl::StrCat(kCli, " fleet ", db));
     EXPECT_TRUE(absl::StrContains(text.text, "wait for work (idle)")) << text.text;
     EXPECT_TRUE(absl::StrContains(text.text, "fixing it would save")) << text.text;
