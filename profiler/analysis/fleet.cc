@@ -1201,6 +1201,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   std::map<int, size_t> host_cand;
   std::map<int, double> lone_margin_ns;  // host -> what its late arrivals cost a step (idle is not re-scheduled)
   if (host_suspects) {
+    const bool two_hosts = chips_of_host.size() - lone_hosts.size() == 2;
     for (const auto& [h, members] : chips_of_host) {
       if (members.size() == 1) continue;
       FleetSuspect s;
@@ -1245,7 +1246,11 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         idle_sum += idle;
         peer_sum += med;
         hit += c + idle > 0.1 * med;
-        if (med > 0) steps.ratios.push_back(1 + (raw + std::max(0.0, idle_raw)) / med);
+        // Two hosts are each other's only peer: one's excess is the other's shortfall, which says
+        // nothing of the run's noise (a 40 ms pause in one step of five read as 1.1 standard
+        // deviations, host 0 mirroring it at 0.45x). Each then counts its excess alone.
+        const double own_raw = two_hosts ? std::max(0.0, raw) : raw;
+        if (med > 0) steps.ratios.push_back(1 + (own_raw + std::max(0.0, idle_raw)) / med);
       }
       s.slowdown = peer_sum > 0 ? 1 + (common_sum + idle_sum) / peer_sum : 1;
       s.score = s.slowdown - 1;
