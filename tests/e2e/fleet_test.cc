@@ -535,6 +535,20 @@ TEST(FleetVerdict, ASlowLinkTheStepDoesNotWaitOnIsSaidToCostNothing) {
   EXPECT_NE(r.verdict.find("fixing it would not shorten the step"), std::string::npos) << r.verdict;
 }
 
+// Two hosts of 8 chips, one paused 40 ms in one step of five: each host is
+// the other's only peer, and its mirror (0.45x in that step) made the run's
+// noise, so the pause read as 1.1 standard deviations and nobody was flagged.
+TEST(FleetVerdict, APausedHostOfTwoIsFoundInFewSteps) {
+  const std::string db = RecordSimulated("two_hosts_pause", "--topology gpu:2x8 --steps 5 --fault host-preempt:1@2:40");
+  analysis::FleetReport r = Diagnose(db, "host 1 of 2 paused once");
+  ASSERT_FALSE(r.suspects.empty());
+  EXPECT_EQ(Key(r.suspects[0]), "host 1");
+  EXPECT_TRUE(r.suspects[0].flagged) << r.verdict;
+  for (size_t i = 1; i < r.suspects.size(); ++i) EXPECT_FALSE(r.suspects[i].flagged) << Key(r.suspects[i]);
+  const std::string healthy = RecordSimulated("two_hosts_jitter", "--topology gpu:2x8 --steps 5 --fault jitter:0.2");
+  for (const auto& s : Diagnose(healthy, "two hosts, jitter only").suspects) EXPECT_FALSE(s.flagged) << Key(s);
+}
+
 // Three chips of four at 70% speed: compared with each other, none reads
 // slow, and the one at its speed reads fast in every step. It was a flat
 // "no chip stands out"; a note now says what that can mean.
