@@ -114,8 +114,8 @@ constexpr StatDef kStatDefs[] = {
     {"xspace_damaged", "data_loss",
      "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
     {"xspace_profiler_errors", "info",
-     "errors and warnings XLA's profiler wrote into the XSpace (what it could not collect): "
-     "see them with a protobuf tool"},
+     "errors and warnings XLA's profiler wrote into the XSpace (what it could not collect; the first "
+     "is quoted)"},
     {"slice_overlaps_parent", "info",
      "slices that start inside another on their thread and end after it, mostly inside it (improper nesting, often "
      "rounding to whole microseconds): clipped to end with it"},
@@ -685,6 +685,9 @@ class Importer {
   std::vector<Coll> colls_;
   std::vector<XlaColl> xla_colls_;
   std::map<std::pair<uint32_t, uint32_t>, std::vector<Rendezvous>> rendezvous_;  // (file, host thread) -> in time order
+  // A device's module executions that carry their run_id (a TPU's "XLA Modules" line, when its ops
+  // carry none): (file, device) -> (start, end, run_id).
+  std::map<std::pair<uint32_t, int>, std::vector<std::tuple<int64_t, int64_t, int64_t>>> module_runs_;
   int64_t xla_matched_ = 0;
   std::vector<Rec> cpu_device_ops_;  // XLA CPU devices' ops, until PackCpuDeviceLanes
   int64_t next_slice_ = 1;
@@ -1196,6 +1199,8 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     if (lane == kHostLane) f.host_corr.push_back({e.correlation, r.ts, thread});
     else if (lane == kDeviceLane) f.dev_corr.push_back(e.correlation);
   }
+  if (t.xla && lane != kHostLane && t.local_device >= 0 && e.has_xla_run_id && !xla_collective)
+    module_runs_[{file, t.local_device}].emplace_back(r.ts, r.ts + dur, e.xla_run_id);
   if (xla_collective) {
     r.flags |= kCollective;
     XlaColl k;
@@ -1605,7 +1610,9 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->xspace_aggregated_events > 0) Stat("xspace_aggregated_events", f.path, out->xspace_aggregated_events);
   if (out->xspace_damaged > 0)
     Stat("xspace_damaged", absl::StrCat(f.path, ": ", out->xspace_damage), out->xspace_damaged);
-  if (out->xspace_profiler_errors > 0) Stat("xspace_profiler_errors", f.path, out->xspace_profiler_errors);
+  if (out->xspace_profiler_errors > 0)
+    Stat("xspace_profiler_errors", absl::StrCat(f.path, ": \"", out->xspace_first_error, "\""),
+         out->xspace_profiler_errors);
   if (!f.info.display_time_unit.empty()) Stat("display_time_unit_ignored", f.path);
   if (f.first_ts == INT64_MAX) {
     // Why: what this file's events lost, by reason, as the stats count them.
@@ -2048,6 +2055,22 @@ void Importer::MatchCollectives() {
 // over [0,1], [2,3], ...) stay apart; without it one op's groups are one.
 void Importer::MatchXlaCollectives() {
   if (xla_colls_.empty()) return;
+  // An op without an execution id takes its module's, on its device, when one holds it in time.
+  for (auto& [device, runs] : module_runs_) std::sort(runs.begin(), runs.end());
+  for (XlaColl& c : xla_colls_) {
+    if (c.has_run_id) continue;
+    auto it = module_runs_.find({c.file, c.device});
+    if (it == module_runs_.end()) continue;
+    const auto& runs = it->second;
+    auto m = std::upper_bound(runs.begin(), runs.end(), std::make_tuple(c.ts, INT64_MAX, INT64_MAX));
+    if (m == runs.begin()) continue;
+    --m;
+    if (std::get<1>(*m) >= c.end) {
+      c.has_run_id = true;
+      c.run_id = std::get<2>(*m);
+    }
+  }
+
   for (auto& [thread, v] : rendezvous_)
     std::sort(v.begin(), v.end(), [](const Rendezvous& a, const Rendezvous& b) { return a.ts < b.ts; });
   std::vector<size_t> order(xla_colls_.size());
@@ -2887,6 +2910,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   res.collectives = static_cast<int64_t>(colls_.size());
   res.collectives_matched = collectives_matched_;
   res.xla_collectives = static_cast<int64_t>(xla_colls_.size());
+  res.xla_collectives_by_execution =
+      std::count_if(xla_colls_.begin(), xla_colls_.end(), [](const XlaColl& c) { return c.has_run_id; });
   res.xla_collectives_matched = xla_matched_;
   for (const auto& [name, acc] : stats_) {
     const StatDef* d = FindStat(name);
@@ -3024,7 +3049,13 @@ std::string RenderImportSummary(const ImportResult& r) {
                     " matched across ranks\n");
   if (r.xla_collectives > 0)
     absl::StrAppend(&out, "  XLA collectives: ", r.xla_collectives, " ops, ", r.xla_collectives_matched,
-                    " matched across devices (by HLO op and execution)\n");
+                    " matched across devices (",
+                    r.xla_collectives_by_execution == r.xla_collectives ? "by HLO op and execution"
+                    : r.xla_collectives_by_execution == 0
+                        ? "by HLO op and order: the trace names no execution (run_id), so they are not paired across hosts"
+                        : absl::StrCat("by HLO op and execution; ", r.xla_collectives - r.xla_collectives_by_execution,
+                                       " named no execution (run_id) and were paired by order within their host"),
+                    ")\n");
   absl::StrAppend(&out, absl::StrFormat("  complete (X) events: %d, unusable %d (%.2f%%)\n", r.x_events,
                                         r.x_events_unusable,
                                         r.x_events ? 100.0 * static_cast<double>(r.x_events_unusable) /

@@ -66,6 +66,7 @@ struct ImportResult {
   int64_t x_events = 0, x_events_unusable = 0;  // complete events, and those dropped
   int64_t collectives = 0, collectives_matched = 0;
   int64_t xla_collectives = 0, xla_collectives_matched = 0;  // HLO collectives on XLA's device lanes
+  int64_t xla_collectives_by_execution = 0;  // of them, those whose execution (run_id, theirs or their module's) is known
   // What the devices are, for the summary: "GPU", "TPU" or "CPU device" when all are one kind, else "device".
   std::string device_word = "GPU";
   uint64_t input_bytes = 0, json_bytes = 0;

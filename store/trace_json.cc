@@ -942,7 +942,7 @@ bool IsGzip(std::string_view head) {
 
 // The first bytes a gzip file inflates to (fewer, or none, when it is damaged
 // there): enough to tell what it holds.
-std::string InflatedHead(int fd) {
+std::string InflatedHead(int fd, bool* empty) {
   std::string in(64 << 10, '\0'), out(64, '\0');
   const ssize_t got = ::pread(fd, in.data(), in.size(), 0);
   if (got <= 0) return "";
@@ -953,8 +953,9 @@ std::string InflatedHead(int fd) {
   zs.avail_in = static_cast<uInt>(got);
   zs.next_out = reinterpret_cast<Bytef*>(out.data());
   zs.avail_out = static_cast<uInt>(out.size());
-  inflate(&zs, Z_SYNC_FLUSH);
+  const int rc = inflate(&zs, Z_SYNC_FLUSH);
   out.resize(out.size() - zs.avail_out);
+  *empty = rc == Z_STREAM_END && out.empty() && zs.avail_in == 0;  // one whole member of nothing, and no more
   inflateEnd(&zs);
   return out;
 }
@@ -1024,7 +1025,12 @@ absl::StatusOr<ParseOutcome> ReadChromeTrace(const std::string& path, TraceFileI
   std::string head(64, '\0');
   ssize_t got = ::pread(fd, head.data(), head.size(), 0);
   head.resize(got > 0 ? static_cast<size_t>(got) : 0);
-  const std::string first = IsGzip(head) ? InflatedHead(fd) : head;
+  bool inflates_to_nothing = false;
+  const std::string first = IsGzip(head) ? InflatedHead(fd, &inflates_to_nothing) : head;
+  if (inflates_to_nothing) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, " is a gzip of nothing (it inflates to 0 bytes), not a trace"));
+  }
   if (LooksLikeXSpace(first))
     return ReadXSpaceFile(path, fd, static_cast<uint64_t>(sb.st_size), head, info, on_event, on_progress);
   if (std::string why = Sniff(IsGzip(head) && Sniff(first).find("Perfetto") != std::string::npos ? first : head);

@@ -145,6 +145,7 @@ struct ParseOutcome {
   bool xspace = false;
   int64_t xspace_aggregated_events = 0;  // XEvents that count occurrences over a line, with no time
   int64_t xspace_profiler_errors = 0;    // errors and warnings the profiler wrote into the XSpace
+  std::string xspace_first_error;        // the first of them
   int64_t xspace_damaged = 0;            // planes and lines whose bytes do not parse: left out
   std::string xspace_damage;             // where the first one is
 };

@@ -76,8 +76,8 @@ class Fields {
         return true;
       }
       case kLen: {
-        uint32_t len = 0;
-        if (!in_.ReadVarint32(&len)) return Fail(Remaining() < 5);
+        uint64_t len = 0;  // read whole: a 32-bit read keeps the low bits of a damaged length
+        if (!in_.ReadVarint64(&len)) return Fail(Remaining() < 10);
         if (len > Remaining()) return Fail(true);
         f->bytes = msg_.substr(position(), len);
         return in_.Skip(static_cast<int>(len)) || Fail(true);
@@ -253,7 +253,10 @@ int DeviceOrdinal(const std::string& name) {
 
 // Nanoseconds from picoseconds, rounded down: a span's end is taken from its
 // own end in picoseconds, so a nested event never ends after its parent.
-int64_t PsToNs(int64_t ps) { return ps >= 0 ? ps / 1000 : -((-ps + 999) / 1000); }
+__int128 PsToNs128(__int128 ps) { return ps >= 0 ? ps / 1000 : -((-ps + 999) / 1000); }
+int64_t PsToNs(int64_t ps) { return static_cast<int64_t>(PsToNs128(ps)); }
+// Beyond about 100 years from the epoch a time is damage, as the JSON reader holds.
+constexpr __int128 kMaxTimeNs = static_cast<__int128>(100) * 366 * 24 * 3600 * 1000000000LL;
 
 class Emitter {
  public:
@@ -317,10 +320,15 @@ class Emitter {
       auto meta = p.events.find(metadata_id);
       static const EventMeta kUnknown{"<unknown>", {}, false};
       const EventMeta& m = meta == p.events.end() ? kUnknown : meta->second;
-      const int64_t ts = line_ps + PsToNs(offset_ps);
-      const int64_t end = line_ps + PsToNs(offset_ps + std::max<int64_t>(duration_ps, 0));
+      // In 128 bits: a damaged offset or duration near int64's ends must not wrap.
+      const __int128 ts_wide = static_cast<__int128>(line_ps) + PsToNs(offset_ps);
+      const __int128 end_wide =
+          static_cast<__int128>(line_ps) + PsToNs128(static_cast<__int128>(offset_ps) + std::max<int64_t>(duration_ps, 0));
+      const bool in_range = ts_wide > -kMaxTimeNs && ts_wide < kMaxTimeNs && end_wide < kMaxTimeNs;
+      const int64_t ts = in_range ? static_cast<int64_t>(ts_wide) : 0;
+      const int64_t end = in_range ? static_cast<int64_t>(end_wide) : 0;
       if (m.memory) {
-        Memory(p, pid, tid, ts, m, ev);
+        if (in_range) Memory(p, pid, tid, ts, m, ev);
         continue;
       }
       Start('X', pid, tid, ev.data());
@@ -328,6 +336,7 @@ class Emitter {
       e_.dur_state = TraceEvent::Num::kOk;
       e_.dur_ns = duration_ps < 0 ? PsToNs(duration_ps) : end - ts;
       e_.ts_ns = ts;
+      if (!in_range) e_.ts_state = TraceEvent::Num::kBad;  // counted as the JSON's times past +-100 years are
       for (std::string_view s : m.stats) Arg(p, s);
       for (std::string_view s : stats_) Arg(p, s);  // the event's own, after its kind's: they win
       Emit();
@@ -394,6 +403,13 @@ class Emitter {
 }  // namespace
 
 bool LooksLikeXSpace(std::string_view head) {
+  // No plane, only the profiler's errors, warnings or host names (text): a
+  // Perfetto trace holds packets (field 1) alone, and JSON starts otherwise.
+  if (head.size() >= 3 && (head[0] == '\x12' || head[0] == '\x1a' || head[0] == '\x22') &&
+      static_cast<unsigned char>(head[1]) < 0x80) {
+    std::string_view text = head.substr(2, std::min<size_t>(static_cast<unsigned char>(head[1]), head.size() - 2));
+    return text.empty() || Printable(text);
+  }
   if (head.size() < 4 || head[0] != '\x0a') return false;
   // The first plane: its length, then its id (field 1, a varint) or its name
   // (field 2: text). A Perfetto TracePacket's field 1 is a message, its
@@ -428,11 +444,19 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
       if (info->hostname.empty()) info->hostname = std::string(f.bytes);
       continue;
     }
-    if (f.number == xspace::kErrors || f.number == xspace::kWarnings) {
-      ++out->xspace_profiler_errors;
+    if ((f.number == xspace::kErrors || f.number == xspace::kWarnings) && f.wire == kLen) {
+      if (out->xspace_profiler_errors++ == 0) out->xspace_first_error = std::string(f.bytes.substr(0, 300));
       continue;
     }
-    if (f.number != xspace::kPlanes || f.wire != kLen) continue;
+    if (f.number != xspace::kPlanes || f.wire != kLen) {
+      // An XSpace holds nothing else: these bytes are damage, and what follows them is not read.
+      out->xspace_damaged++;
+      if (out->xspace_damage.empty())
+        out->xspace_damage = absl::StrCat("bytes that are no field of an XSpace after plane #", plane_index,
+                                          " (field ", f.number, ", wire type ", f.wire, "): the rest of the file "
+                                          "is not read");
+      break;
+    }
     const size_t plane_at = static_cast<size_t>(f.bytes.data() - bytes.data());
     Plane p;
     // A damaged plane or line is left out, said, and the rest read.
@@ -484,8 +508,10 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
                                    " of ", bytes.size(), "): that plane and any after it are lost");
   }
   if (!any_lines && !out->truncated)
-    return absl::InvalidArgumentError(absl::StrCat(path, " is an XSpace (XLA's profile) with no timelines: ",
-                                                   plane_index, " planes, none with a line of events"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is an XSpace (XLA's profile) with no timelines: ", plane_index, " planes, none with a line of events",
+        out->xspace_profiler_errors > 0 ? absl::StrCat("; the profiler wrote: \"", out->xspace_first_error, "\"")
+                                        : std::string()));
   // XLA keeps times from the profile's start and the start itself on the
   // wall clock (Task Environment's profile_start_time); an XSpace whose lines
   // hold wall-clock times already needs no base.

@@ -241,6 +241,115 @@ TEST(ImportXSpace, DamagedFilesKeepWhatIsWholeAndNeverCrash) {
   EXPECT_TRUE(absl::StrContains(o.text, "is cut short: an XSpace (XLA's profile)")) << o.text;
 }
 
+// Protobuf's wire format, by hand: enough to write the XSpaces real profilers
+// write in shapes this machine cannot record (a TPU's planes).
+std::string Varint(uint64_t v) {
+  std::string out;
+  for (; v >= 0x80; v >>= 7) out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  out.push_back(static_cast<char>(v));
+  return out;
+}
+std::string VarintField(int field, uint64_t v) { return Varint(static_cast<uint64_t>(field) << 3) + Varint(v); }
+std::string LenField(int field, const std::string& bytes) {
+  return Varint((static_cast<uint64_t>(field) << 3) | 2) + Varint(bytes.size()) + bytes;
+}
+std::string IntStat(int stat_id, int64_t v) { return VarintField(1, stat_id) + VarintField(4, static_cast<uint64_t>(v)); }
+std::string Metadata(int map_field, int id, const std::string& name, const std::string& stats = "") {
+  return LenField(map_field, VarintField(1, id) + LenField(2, VarintField(1, id) + LenField(2, name) + stats));
+}
+
+// One host of a TPU job: `chips` device planes, each with an "XLA Modules"
+// line (one module execution a step, its run_id there) and an "XLA Ops" line
+// (a fusion, then an all-reduce that ends 0.1 ms after the last chip of the
+// job arrives; a real TPU's ops carry no run_id of their own), and a host
+// plane whose python thread marks each step (step_num). `shift_ns` is how
+// much later this host's capture clock reads than the job's (it started that
+// much earlier: `start_ns`, its start on the wall clock, is that much lower);
+// `late_ns` delays its chips' arrival, `last_ns` is the job's latest.
+std::string TpuHost(int first_chip, int chips, int64_t start_ns, int64_t shift_ns = 0, int64_t late_ns = 0,
+                    int64_t last_ns = 0, int steps = 6) {
+  const int64_t step_ns = 1000000, fusion_ns = 400000;
+  auto ps = [](int64_t ns) { return static_cast<uint64_t>(ns) * 1000; };
+  std::string space;
+  for (int c = first_chip; c < first_chip + chips; ++c) {
+    std::string modules, ops;
+    for (int s = 0; s < steps; ++s) {
+      const int64_t t0 = s * step_ns + shift_ns;
+      const int64_t arrive = t0 + fusion_ns + late_ns, end = t0 + fusion_ns + last_ns + 100000;
+      modules += LenField(4, VarintField(1, 1) + VarintField(2, ps(t0)) + VarintField(3, ps(end - t0)) +
+                                 LenField(4, IntStat(1, -77000 + s)));
+      ops += LenField(4, VarintField(1, 2) + VarintField(2, ps(t0 + late_ns)) + VarintField(3, ps(fusion_ns)));
+      ops += LenField(4, VarintField(1, 3) + VarintField(2, ps(arrive)) + VarintField(3, ps(end - arrive)));
+    }
+    std::string plane = LenField(2, absl::StrCat("/device:TPU:", c));
+    plane += LenField(3, VarintField(1, 1) + LenField(2, "XLA Modules") + VarintField(3, 0) + modules);
+    plane += LenField(3, VarintField(1, 2) + LenField(2, "XLA Ops") + VarintField(3, 0) + ops);
+    plane += Metadata(4, 1, "jit_train_step(12)") + Metadata(4, 2, "fusion.7") + Metadata(4, 3, "all-reduce.3");
+    plane += Metadata(5, 1, "run_id");
+    space += LenField(1, plane);
+  }
+  std::string train;
+  for (int s = 0; s < steps; ++s)
+    train += LenField(4, VarintField(1, 1) + VarintField(2, ps(s * step_ns + shift_ns)) + VarintField(3, ps(step_ns - 1000)) +
+                             LenField(4, IntStat(1, s)));
+  space += LenField(1, LenField(2, "/host:CPU") +
+                           LenField(3, VarintField(1, 77) + LenField(2, "python3") + VarintField(3, 0) + train) +
+                           Metadata(4, 1, "train") + Metadata(5, 1, "step_num"));
+  std::string env = LenField(2, "Task Environment") + Metadata(5, 1, "profile_start_time") +
+                    LenField(6, VarintField(1, 1) + VarintField(3, static_cast<uint64_t>(start_ns)));
+  return space + LenField(1, env);
+}
+
+TEST(ImportXSpace, ATpuJobsOpsTakeTheirModulesExecutionAndPairAcrossHosts) {
+  // Two hosts of 4 chips, captures 3 ms apart on the wall clock, host 1's chips 0.3 ms late each step.
+  const int64_t start = int64_t{1795873650} * 1000000000;
+  const std::string h0 = TempPath("tpu_host0.xplane.pb"), h1 = TempPath("tpu_host1.xplane.pb");
+  Write(h0, TpuHost(0, 4, start, 0, 0, 300000));
+  Write(h1, TpuHost(4, 4, start - 3000000, 3000000, 300000, 300000));  // started 3 ms earlier: its clock 3 ms ahead
+  const std::string db = e2e::TempDb("xspace_tpu");
+  e2e::Output o = Import(h0 + " " + h1, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "2 hosts, 8 TPUs")) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "XLA collectives: 48 ops, 48 matched across devices (by HLO op and execution)"))
+      << o.text;
+  // Each step's all-reduce is one instance over both hosts, ending together once the wall clock lines them up.
+  auto flows = e2e::Q(db, "SELECT COUNT(DISTINCT t.host_id) AS hosts, MAX(e.start_ns + e.dur_ns) - MIN(e.start_ns + "
+                          "e.dur_ns) AS spread FROM events e JOIN tracks t USING (run_id, track_id) WHERE e.run_id = 1 "
+                          "AND e.kind = 'collective' GROUP BY e.flow_id");
+  ASSERT_EQ(flows.rows.size(), 6u);
+  for (size_t i = 0; i < flows.rows.size(); ++i) {
+    EXPECT_EQ(flows.Int(i, "hosts"), 2);
+    EXPECT_EQ(flows.Int(i, "spread"), 0);
+  }
+  ExpectFlaggedAlone(Fleet(db), "host", "1");
+}
+
+TEST(ImportXSpace, DamageAndEmptinessAreNamedForWhatTheyAre) {
+  const int64_t start = int64_t{1795873650} * 1000000000;
+  const std::string db = e2e::TempDb("xspace_odd");
+  // A third plane whose length runs past the end (2^62): the planes before it are kept, the loss said.
+  const std::string whole = TpuHost(0, 1, start, 0);
+  const std::string broken = whole + std::string("\x0a", 1) + Varint(uint64_t{1} << 62) + whole.substr(0, 40);
+  const std::string past = TempPath("past.xplane.pb");
+  Write(past, broken);
+  e2e::Output o = Import(past, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "data_loss truncated_xspace")) << o.text;
+  // The profiler's own errors, and no plane: its words, not a JSON error.
+  const std::string errors = TempPath("errors.xplane.pb");
+  Write(errors, LenField(2, "Profiler failed: no TPU found") + LenField(4, "tpu-vm-0"));
+  o = Import(errors, e2e::TempDb("xspace_errors"));
+  EXPECT_EQ(o.code, 1);
+  EXPECT_TRUE(absl::StrContains(o.text, "the profiler wrote: \"Profiler failed: no TPU found\"")) << o.text;
+  // A gzip of nothing.
+  const std::string empty = TempPath("empty.xplane.pb.gz");
+  gzFile g = gzopen(empty.c_str(), "wb");
+  gzclose(g);
+  o = Import(empty, e2e::TempDb("xspace_empty"));
+  EXPECT_EQ(o.code, 1);
+  EXPECT_TRUE(absl::StrContains(o.text, "is a gzip of nothing")) << o.text;
+}
+
 TEST(ImportXSpace, APerfettoProtobufTraceIsStillNamedForWhatItIs) {
   // A Perfetto TracePacket (timestamp, then a track event): the same first
   // tag as an XSpace, not a plane.
