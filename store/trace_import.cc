@@ -111,6 +111,11 @@ constexpr StatDef kStatDefs[] = {
      "after it are lost"},
     {"xspace_aggregated_events", "info",
      "XSpace events that count occurrences over their line instead of holding a time: not timeline slices, skipped"},
+    {"device_work_outside_steps", "data_loss",
+     "runs whose devices did most of their work outside the host's step spans, with no launch to tie it to "
+     "its step (asynchronous dispatch: JAX returns before the device runs the step): that work belongs to no "
+     "step, so per-step figures and fleet miss it; mark steps around a blocking call (block_until_ready) or "
+     "record launches"},
     {"xspace_damaged", "data_loss",
      "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
     {"xspace_profiler_errors", "info",
@@ -693,6 +698,8 @@ class Importer {
   int64_t next_slice_ = 1;
   // Phase 2's host waits: found, device ops (with a known launch), idle gaps whose op's launch is unknown.
   int64_t host_waits_ = 0, device_ops_ = 0, ops_launched_ = 0, gaps_unknown_ = 0;
+  // Device time (outermost slices) of files that mark steps, and the part no step holds.
+  int64_t device_ns_ = 0, device_ns_outside_steps_ = 0;
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::unordered_map<uint64_t, int64_t> own_waits_;
   // Host counters' names -> the processes (over every file) that recorded
@@ -2574,6 +2581,10 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
           // A GPU slice belongs to the step that launched it.
           const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
           s.step = StepAt(f, l ? l->ts : r.ts);
+          if (st.empty() && !f.steps.empty()) {
+            device_ns_ += s.dur_ns;
+            if (s.step < 0) device_ns_outside_steps_ += s.dur_ns;
+          }
         }
         s.flow_id = o.flow;
         s.bytes = r.bytes;
@@ -2648,9 +2659,13 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
- host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = 0;
+ host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = device_ns_ = device_ns_outside_steps_ = 0;
   if (st = Walk(&w, res); !st.ok()) return st;
   if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
+  if (device_ns_ > 0 && 2 * device_ns_outside_steps_ > device_ns_)
+    Stat("device_work_outside_steps",
+         absl::StrFormat("%.0f%% of the device time", 100.0 * static_cast<double>(device_ns_outside_steps_) /
+                                                          static_cast<double>(device_ns_)));
   // Without launches a GPU's wait for the host looks like any idle time.
   // (shardscope's own export carries the waits it recorded.)
   const bool own_only = std::all_of(threads_.begin(), threads_.end(),

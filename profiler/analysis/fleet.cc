@@ -906,14 +906,26 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       r.clock = r.breakdown_clock = "host";
       if (auto median = internal::MedianStepWallNs(rd, run); median.ok()) r.median_step_ns = *median;
     }
+    bool outside_steps = false;
+    if (r.imported)
+      if (auto q = rd.Query("SELECT COUNT(*) AS n FROM import_stats WHERE run_id = ?1 AND name = "
+                            "'device_work_outside_steps'", {run_text});
+          q.ok())
+        outside_steps = q->Int(0, "n") > 0;
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
         on_host             ? "its host-thread collectives were not matched across ranks"
         : r.chips == 0      ? absl::StrCat("it has no chips: its ", r.imported ? "ranks" : "hosts",
                                            " ran on CPUs, and no collective is on their timelines")
         : r.chips == 1      ? "it has one chip"
-        : all_steps.empty() ? "no step on its timeline: it ended before its first step, or was recorded with "
-                              "--trace off"
+        : r.imported && outside_steps
+            ? "its steps hold none of its collectives: its devices ran them outside the host's step spans, as "
+              "under asynchronous dispatch (import_stats: device_work_outside_steps)"
+        : all_steps.empty() ? (r.imported ? "no step on its timeline holds its devices' work: the trace marks "
+                                            "no step (ProfilerStep#N, XLA's step_num), or its devices worked "
+                                            "outside them"
+                                          : "no step on its timeline: it ended before its first step, or was "
+                                            "recorded with --trace off")
                             : "its steps have no collective on the timeline",
         "), so no chip can be late for its peers; no one is flagged");
     return r;
@@ -1595,9 +1607,9 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       s.evidence.push_back(absl::StrCat(
           "what-if: had ", chips_of_host[host].size() > 1 ? "its chips" : "its chip",
           " arrived with its peers, the collectives it was last at would start ", Ms(m->second),
-          " per step sooner (", Pct(m->second / std::max(1.0, r.median_step_ns)),
-          " of the median step; the re-schedule lays each chip's work back to back, so it cannot show a delay "
-          "before a launch)"));
+          " per step sooner (", Pct(m->second * static_cast<double>(std::max<size_t>(1, base.size())) / base_total),
+          " of the step, as the verdict says; the re-schedule lays each chip's work back to back, so it cannot show "
+          "a delay before a launch)"));
     } else if (const std::string few = base_ns == 0 ? few_steps(i) : ""; !few.empty()) {
       s.saved_in_steps = few;
       s.evidence.push_back(absl::StrCat("what-if: fixed, it would save ", few, " (", Ms(per_step),

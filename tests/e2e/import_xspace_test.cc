@@ -267,14 +267,14 @@ std::string Metadata(int map_field, int id, const std::string& name, const std::
 // much earlier: `start_ns`, its start on the wall clock, is that much lower);
 // `late_ns` delays its chips' arrival, `last_ns` is the job's latest.
 std::string TpuHost(int first_chip, int chips, int64_t start_ns, int64_t shift_ns = 0, int64_t late_ns = 0,
-                    int64_t last_ns = 0, int steps = 6) {
+                    int64_t last_ns = 0, int steps = 6, int64_t host_step_ns = 999000, int64_t device_lag_ns = 0) {
   const int64_t step_ns = 1000000, fusion_ns = 400000;
   auto ps = [](int64_t ns) { return static_cast<uint64_t>(ns) * 1000; };
   std::string space;
   for (int c = first_chip; c < first_chip + chips; ++c) {
     std::string modules, ops;
     for (int s = 0; s < steps; ++s) {
-      const int64_t t0 = s * step_ns + shift_ns;
+      const int64_t t0 = s * step_ns + shift_ns + device_lag_ns;
       const int64_t arrive = t0 + fusion_ns + late_ns, end = t0 + fusion_ns + last_ns + 100000;
       modules += LenField(4, VarintField(1, 1) + VarintField(2, ps(t0)) + VarintField(3, ps(end - t0)) +
                                  LenField(4, IntStat(1, -77000 + s)));
@@ -290,7 +290,7 @@ std::string TpuHost(int first_chip, int chips, int64_t start_ns, int64_t shift_n
   }
   std::string train;
   for (int s = 0; s < steps; ++s)
-    train += LenField(4, VarintField(1, 1) + VarintField(2, ps(s * step_ns + shift_ns)) + VarintField(3, ps(step_ns - 1000)) +
+    train += LenField(4, VarintField(1, 1) + VarintField(2, ps(s * step_ns + shift_ns)) + VarintField(3, ps(host_step_ns)) +
                              LenField(4, IntStat(1, s)));
   space += LenField(1, LenField(2, "/host:CPU") +
                            LenField(3, VarintField(1, 77) + LenField(2, "python3") + VarintField(3, 0) + train) +
@@ -322,6 +322,25 @@ TEST(ImportXSpace, ATpuJobsOpsTakeTheirModulesExecutionAndPairAcrossHosts) {
     EXPECT_EQ(flows.Int(i, "spread"), 0);
   }
   ExpectFlaggedAlone(Fleet(db), "host", "1");
+}
+
+TEST(ImportXSpace, DeviceWorkOutsideTheHostsStepsIsSaidNotReadAsNoCollective) {
+  // Asynchronous dispatch: the host's step span (30 us) ends before its device
+  // runs the step, and nothing (no launch) ties the device's ops to it.
+  const int64_t start = int64_t{1795873650} * 1000000000;
+  const std::string path = TempPath("tpu_async.xplane.pb");
+  Write(path, TpuHost(0, 4, start, 0, 0, 0, 6, 30000, 50000));  // the device starts 50 us into the step
+  const std::string db = e2e::TempDb("xspace_async");
+  e2e::Output o = Import(path, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "data_loss device_work_outside_steps")) << o.text;
+  e2e::Output fleet = e2e::Shell(absl::StrCat(kCli, " fleet ", db));
+  EXPECT_TRUE(absl::StrContains(fleet.text, "outside the host's step spans, as under asynchronous dispatch"))
+      << fleet.text;
+  // With the steps spanning the device's work, nothing is said.
+  Write(path, TpuHost(0, 4, start));
+  o = Import(path, e2e::TempDb("xspace_sync"));
+  EXPECT_FALSE(absl::StrContains(o.text, "device_work_outside_steps")) << o.text;
 }
 
 TEST(ImportXSpace, DamageAndEmptinessAreNamedForWhatTheyAre) {
