@@ -457,7 +457,6 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
                                           "is not read");
       break;
     }
-    const size_t plane_at = static_cast<size_t>(f.bytes.data() - bytes.data());
     Plane p;
     // A damaged plane or line is left out, said, and the rest read.
     auto damaged = [&](std::string_view part, const char* what) {
@@ -488,7 +487,6 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
         if (!emit.Line(p, pid, line, &max_line_timestamp))
           damaged(line, "a line whose events do not parse (those before the damage kept)");
     }
-    (void)plane_at;
     ++plane_index;
   }
   if (space.bad()) {
