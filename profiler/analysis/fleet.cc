@@ -107,6 +107,7 @@ struct Tally {
   std::map<int, std::vector<double>> margins;
   std::map<int, double> late_sum;
   std::map<int, double> host_margins;  // per host: how much later its last chip came than any other host's, summed
+  std::map<int, std::map<int, double>> host_margin_steps;  // the same per host, per step
   absl::flat_hash_map<int32_t, LinkStats> links;
 
   void Merge(Tally&& o) {
@@ -129,6 +130,8 @@ struct Tally {
     for (auto& [d, v] : o.margins) margins[d].insert(margins[d].end(), v.begin(), v.end());
     for (auto& [d, x] : o.late_sum) late_sum[d] += x;
     for (auto& [h, x] : o.host_margins) host_margins[h] += x;
+    for (auto& [h, per] : o.host_margin_steps)
+      for (auto& [n, x] : per) host_margin_steps[h][n] += x;
     for (auto& [id, s] : o.links) {
       LinkStats& t = links[id];
       t.slowdowns.insert(t.slowdowns.end(), s.slowdowns.begin(), s.slowdowns.end());
@@ -327,7 +330,7 @@ void AddBreakdown(const StepData& s, Tally& t) {
 
 // Per collective, who arrived last and by how much, and each chip's arrival
 // against its group's median.
-void AddArrivals(const std::map<int64_t, Instance*>& by_flow, const std::map<int, int>& host_of, Tally& t) {
+void AddArrivals(const std::map<int64_t, Instance*>& by_flow, const std::map<int, int>& host_of, int step, Tally& t) {
   for (const auto& [flow, in] : by_flow) {
     // Per host, its last chip's arrival: a host whose chips come late together
     // (a slow host process) has none of them last by much over the others.
@@ -343,7 +346,10 @@ void AddArrivals(const std::map<int64_t, Instance*>& by_flow, const std::map<int
       double next = -1e300;
       for (const auto& [h, a] : host_last)
         if (h != latest->first) next = std::max(next, a);
-      if (latest->second > next) t.host_margins[latest->first] += latest->second - next;
+      if (latest->second > next) {
+        t.host_margins[latest->first] += latest->second - next;
+        t.host_margin_steps[latest->first][step] += latest->second - next;
+      }
     }
     std::vector<double> arrivals;
     for (const auto& m : in->members) arrivals.push_back(static_cast<double>(m.arrival));
@@ -745,7 +751,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       sums[static_cast<size_t>(d)].first += ratio * w;
       sums[static_cast<size_t>(d)].second += w;
     });
-    AddArrivals(by_flow, host_of, t);
+    AddArrivals(by_flow, host_of, n, t);
     AddLinks(s, by_flow, kind_of, t);
     WaitingForWork(s, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
@@ -1212,6 +1218,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   std::map<int, StepRatios> host_steps;
   std::map<int, size_t> host_cand;
   std::map<int, double> lone_margin_ns;  // host -> what its late arrivals cost a step (idle is not re-scheduled)
+  std::map<int, std::map<int, double>> lone_margin_steps;  // the same, step by step (hosts of several chips)
   if (host_suspects) {
     const bool two_hosts = chips_of_host.size() - lone_hosts.size() == 2;
     for (const auto& [h, members] : chips_of_host) {
@@ -1275,8 +1282,11 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       // Mostly idle: the re-schedule (each chip's work back to back) cannot show a delay before a
       // launch; what its chips' late arrivals cost the other hosts stands for the what-if.
       // (No more than its extra idle: arriving with the others, it would have waited no less.)
-      if (idle_sum > common_sum && rest.host_margins.count(h))
-        lone_margin_ns[h] = std::min(rest.host_margins[h], idle_sum) / r.steps;
+      if (idle_sum > common_sum && rest.host_margins.count(h)) {
+        const double total = rest.host_margins[h], capped = std::min(total, idle_sum);
+        lone_margin_ns[h] = capped / r.steps;
+        for (const auto& [n, x] : rest.host_margin_steps[h]) lone_margin_steps[h][n] = total > 0 ? x * capped / total : 0;
+      }
       host_cand[h] = cands.size();
       cands.push_back({s, [&, members = members, common_of](int n) {
                          Change c;
@@ -1604,12 +1614,30 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         m != lone_margin_ns.end() && m->second > s.saved_ns_per_step) {
       s.saved_ns_per_step = m->second;
       by_margin = true;
+      // Late in a few steps only (a one-off stall): said as what it cost there, as the re-schedule's savings are.
+      std::vector<std::string> big;
+      double in_big = 0, all = 0;
+      for (const auto& [n, ns] : lone_margin_steps[host]) {
+        all += ns;
+        if (base.count(n) && ns > 0.1 * static_cast<double>(base.at(n))) {
+          big.push_back(absl::StrCat(n));
+          in_big += ns;
+        }
+      }
+      if (!big.empty() && big.size() * 2 <= base.size() && in_big >= 0.8 * all)
+        s.saved_in_steps = absl::StrCat(Ms(in_big), " in ", big.size() == 1 ? "step " : "steps ", JoinFirst(big, 6),
+                                        big.size() == 1 ? " alone" : "");
+      const std::string share_of_step =
+          Pct(m->second * static_cast<double>(std::max<size_t>(1, base.size())) / base_total);
       s.evidence.push_back(absl::StrCat(
           "what-if: had ", chips_of_host[host].size() > 1 ? "its chips" : "its chip",
-          " arrived with its peers, the collectives it was last at would start ", Ms(m->second),
-          " per step sooner (", Pct(m->second * static_cast<double>(std::max<size_t>(1, base.size())) / base_total),
-          " of the step, as the verdict says; the re-schedule lays each chip's work back to back, so it cannot show "
-          "a delay before a launch)"));
+          " arrived with its peers, the collectives it was last at would start ",
+          s.saved_in_steps.empty()
+              ? absl::StrCat(Ms(m->second), " per step sooner (", share_of_step, " of the step")
+              : absl::StrCat("sooner by ", s.saved_in_steps, " (", Ms(m->second), " a step averaged over its ",
+                             base.size(), " steps, ", share_of_step, " of the run's step time"),
+          ", as the verdict says; the re-schedule lays each chip's work back to back, so it cannot show a delay "
+          "before a launch)"));
     } else if (const std::string few = base_ns == 0 ? few_steps(i) : ""; !few.empty()) {
       s.saved_in_steps = few;
       s.evidence.push_back(absl::StrCat("what-if: fixed, it would save ", few, " (", Ms(per_step),
@@ -1628,7 +1656,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
       saved_before_ns = base_ns + s.saved_ns_per_step;
       saved_before = saved_before_ns * static_cast<double>(std::max<size_t>(1, base.size())) / base_total;
-      saved_before_steps.clear();
+      saved_before_steps = base_ns == 0 ? s.saved_in_steps : "";
     } else if (s.flagged) {
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));
       saved_before = share;

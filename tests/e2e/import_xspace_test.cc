@@ -267,7 +267,8 @@ std::string Metadata(int map_field, int id, const std::string& name, const std::
 // much earlier: `start_ns`, its start on the wall clock, is that much lower);
 // `late_ns` delays its chips' arrival, `last_ns` is the job's latest.
 std::string TpuHost(int first_chip, int chips, int64_t start_ns, int64_t shift_ns = 0, int64_t late_ns = 0,
-                    int64_t last_ns = 0, int steps = 6, int64_t host_step_ns = 999000, int64_t device_lag_ns = 0) {
+                    int64_t last_ns = 0, int steps = 6, int64_t host_step_ns = 999000, int64_t device_lag_ns = 0,
+                    int late_step = -1) {
   const int64_t step_ns = 1000000, fusion_ns = 400000;
   auto ps = [](int64_t ns) { return static_cast<uint64_t>(ns) * 1000; };
   std::string space;
@@ -275,10 +276,12 @@ std::string TpuHost(int first_chip, int chips, int64_t start_ns, int64_t shift_n
     std::string modules, ops;
     for (int s = 0; s < steps; ++s) {
       const int64_t t0 = s * step_ns + shift_ns + device_lag_ns;
-      const int64_t arrive = t0 + fusion_ns + late_ns, end = t0 + fusion_ns + last_ns + 100000;
+      const bool late_here = late_step < 0 || s == late_step;  // late in every step, or in that one
+      const int64_t late = late_here ? late_ns : 0, last = late_here ? last_ns : 0;
+      const int64_t arrive = t0 + fusion_ns + late, end = t0 + fusion_ns + last + 100000;
       modules += LenField(4, VarintField(1, 1) + VarintField(2, ps(t0)) + VarintField(3, ps(end - t0)) +
                                  LenField(4, IntStat(1, -77000 + s)));
-      ops += LenField(4, VarintField(1, 2) + VarintField(2, ps(t0 + late_ns)) + VarintField(3, ps(fusion_ns)));
+      ops += LenField(4, VarintField(1, 2) + VarintField(2, ps(t0 + late)) + VarintField(3, ps(fusion_ns)));
       ops += LenField(4, VarintField(1, 3) + VarintField(2, ps(arrive)) + VarintField(3, ps(end - arrive)));
     }
     std::string plane = LenField(2, absl::StrCat("/device:TPU:", c));
@@ -322,6 +325,20 @@ TEST(ImportXSpace, ATpuJobsOpsTakeTheirModulesExecutionAndPairAcrossHosts) {
     EXPECT_EQ(flows.Int(i, "spread"), 0);
   }
   ExpectFlaggedAlone(Fleet(db), "host", "1");
+}
+
+TEST(ImportXSpace, AHostLateInOneStepIsSaidToCostThatStepNotEveryStep) {
+  // Host 1's chips idle 0.3 ms before step 4's work (a one-off stall of its process), on time otherwise.
+  const int64_t start = int64_t{1795873650} * 1000000000;
+  const std::string h0 = TempPath("stall_host0.xplane.pb"), h1 = TempPath("stall_host1.xplane.pb");
+  Write(h0, TpuHost(0, 4, start, 0, 0, 300000, 8, 999000, 0, 4));
+  Write(h1, TpuHost(4, 4, start, 0, 300000, 300000, 8, 999000, 0, 4));
+  const std::string db = e2e::TempDb("xspace_stall");
+  ASSERT_EQ(Import(h0 + " " + h1, db).code, 0);
+  ExpectFlaggedAlone(Fleet(db), "host", "1");
+  e2e::Output text = e2e::Shell(absl::StrCat(kCli, " fleet ", db));
+  EXPECT_TRUE(absl::StrContains(text.text, "fixing it would save 0.300 ms in step 4 alone")) << text.text;
+  EXPECT_TRUE(absl::StrContains(text.text, "would start sooner by 0.300 ms in step 4 alone")) << text.text;
 }
 
 TEST(ImportXSpace, DeviceWorkOutsideTheHostsStepsIsSaidNotReadAsNoCollective) {
