@@ -1402,13 +1402,17 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // compared with each other, so where most chips are slow the one at its
   // speed reads fast and no one reads slow. Say so rather than give an all-clear.
   std::vector<std::string> fast;
-  // Only where no chip reads slow: with a slow chip among few, the others'
-  // median holds it, and a healthy chip reads fast against it (3 chips, one at 80%: 0.85x).
-  bool any_slow = false;
+  // Only beyond the slowest chip that reads slow: with a slow chip among few, the
+  // others' median holds it, and a healthy chip reads fast against it by less than
+  // the slow one reads slow (3 chips, one at 80%: 1.25x slow, 0.89x fast). Where
+  // most chips are slow, the one at its speed is the further out (0.70x against a
+  // noisy 1.11x), and it is the one to say.
+  double slowest = 1;
   for (const auto& [d, s] : chips)
-    any_slow |= s.score >= opt.flag_threshold && chip_steps[d].SlowSteadily() && chip_steps[d].BeyondNoise();
+    if (s.score >= opt.flag_threshold && chip_steps[d].SlowSteadily() && chip_steps[d].BeyondNoise())
+      slowest = std::max(slowest, s.slowdown);
   for (const auto& [d, s] : chips) {
-    if (any_slow) break;
+    if (s.slowdown <= 0 || s.slowdown * slowest >= 1) continue;
     const StepRatios& steps = chip_steps[d];
     const double median_bound = steps.MedianUpperBound();
     if (s.slowdown > 0 && s.slowdown <= 1 / (1 + opt.flag_threshold) && steps.ratios.size() >= 2 &&
