@@ -112,10 +112,16 @@ constexpr StatDef kStatDefs[] = {
     {"xspace_aggregated_events", "info",
      "XSpace events that count occurrences over their line instead of holding a time: not timeline slices, skipped"},
     {"device_work_outside_steps", "data_loss",
-     "runs whose devices did most of their work outside the host's step spans, with no launch to tie it to "
-     "its step (asynchronous dispatch: JAX returns before the device runs the step): that work belongs to no "
+     "files (ranks) whose devices did most of their work outside the host's step spans, with no launch or "
+     "dispatch (XLA's run_id) inside a step to tie it to one (asynchronous dispatch: JAX returns before the "
+     "device runs the step): that work belongs to no "
      "step, so per-step figures and fleet miss it; mark steps around a blocking call (block_until_ready) or "
      "record launches"},
+    {"steps_run_after_dispatch", "info",
+     "runs whose devices did most of their work after the host's step span had ended (asynchronous dispatch: "
+     "JAX returns before the device runs the step): device ops are tied to the step that launched them (a "
+     "launch's correlation id, or XLA's run_id on the host's dispatch), so per-step device figures and fleet "
+     "hold them; a step's host-clock time (steps.wall_ns) is its dispatch, not its devices' work"},
     {"xspace_damaged", "data_loss",
      "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
     {"xspace_profiler_errors", "info",
@@ -159,8 +165,9 @@ constexpr StatDef kStatDefs[] = {
      "calls of different subgroups were likely paired, so clock offsets and late arrivals drawn from them may be "
      "wrong (fleet compares no ranks on them); a newer PyTorch's traces name each call's group"},
     {"host_wait_derived", "info",
-     "GPU idle gaps whose next kernel or copy was launched only after the GPU went idle: stored as 'waiting for "
-     "host' slices (kind host_wait, category derived) on a lane of their own per GPU"},
+     "device idle gaps whose next op was launched (a GPU's kernel or copy), or its XLA execution dispatched, only "
+     "after the device went idle: stored as 'waiting for host' slices (kind host_wait, category derived) on a "
+     "lane of their own per device"},
     {"host_wait_unknown", "info",
      "runs whose device ops carry no launch the trace recorded (XLA's traces; CUDA activity without CPU "
      "activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
@@ -267,13 +274,14 @@ enum RecFlags : uint8_t {
   kFlowEnd = 8,     // a flow point that ends it (f; v2 flow_in)
   kOwnStep = 16,    // a slice of shardscope's own export: corr holds its step (args.step), not a correlation
   kOwnDepth = 32,   // a slice of shardscope's own export: shape holds its depth + 1 (args.depth), not a shape
+  kRunId = 64,      // a device slice of XLA's: corr holds its execution (args.run_id), not a correlation
 };
 
 // One event as phase 1 keeps it (64 bytes; sorted and spilled as is).
 struct Rec {
   int64_t ts = 0;     // rank-local nanoseconds (baseTimeNanoseconds not yet added)
   int64_t dur = 0;    // slices: duration; counters: the value's bits
-  int64_t corr = -1;  // CUDA correlation id (slices, ac2g flow points)
+  int64_t corr = -1;  // CUDA correlation id (slices, ac2g flow points); see kOwnStep, kRunId
   int64_t bytes = 0;
   uint64_t seq = 0;   // order of appearance over the whole import
   uint32_t thread = 0;
@@ -525,6 +533,11 @@ struct Rendezvous {
 constexpr int kCpuDeviceBase = 1 << 20;
 int ShownIndex(int local) { return local >= kCpuDeviceBase ? local - kCpuDeviceBase : local; }
 
+// A device's own work: the idle gaps before it may be waits for the host.
+bool DeviceWork(SliceKind k) {
+  return k == SliceKind::kCompute || k == SliceKind::kTransfer || k == SliceKind::kCollective;
+}
+
 // AddSlice's thread: the event's own (pid, tid).
 constexpr uint32_t kOwnThread = UINT32_MAX;
 
@@ -568,6 +581,11 @@ struct FileState {
   std::vector<int64_t> dev_corr;      // GPU-side slices (kernels, memcpy, memset)
   std::vector<int64_t> flow_starts, flow_ends;  // ac2g flow events (s, f)
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
+  int64_t device_ns = 0, device_ns_outside_steps = 0;  // its devices' top-level work, and that in no step
+  // XLA's executions by the host's dispatch (CommonPjRtLoadedExecutable::Execute and its
+  // kin carry args.run_id): run id -> the earliest host slice of it, which a device's
+  // ops of that execution take their step from.
+  std::unordered_map<int64_t, int64_t> dispatch;
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
   // E events that came before any B they could close (a file not in time
@@ -621,6 +639,7 @@ class Importer {
   uint32_t CpuDeviceThreadOf(uint32_t file, uint32_t host_thread, int device);
   void PackCpuDeviceLanes();
   uint32_t WaitThreadOf(uint32_t stream_thread);
+  Rec DeviceOpOf(const Rec& r);
   uint32_t ProcessOf(uint32_t file, const TraceEvent& e);
   bool HoldBeginEnd(FileState& f, uint32_t thread, TraceEvent& e);
   void PairHeldBeginEnds(FileState& f, uint32_t file);
@@ -651,6 +670,9 @@ class Importer {
   void MarkUnknownOffsets();
   void EstimateOffsets(const std::map<std::tuple<int, uint32_t, uint32_t, int, int64_t>, std::vector<size_t>>& buckets);
   int StepAt(const FileState& f, int64_t ts) const;
+  // When the host dispatched the XLA execution a device slice belongs to (its own
+  // run_id, else its module's on that device); kNoTime when the trace does not say.
+  int64_t DispatchOf(const Rec& r) const;
   int64_t CorrFlow(uint32_t file, int64_t corr) const;
   const HostCorr* Linked(uint32_t file, int64_t corr) const;
 
@@ -699,7 +721,8 @@ class Importer {
   // Phase 2's host waits: found, device ops (with a known launch), idle gaps whose op's launch is unknown.
   int64_t host_waits_ = 0, device_ops_ = 0, ops_launched_ = 0, gaps_unknown_ = 0;
   // Device time (outermost slices) of files that mark steps, and the part no step holds.
-  int64_t device_ns_ = 0, device_ns_outside_steps_ = 0;
+  int64_t device_ns_ = 0;
+  int64_t device_ns_after_dispatch_ = 0;  // tied to its step by launch or dispatch, run outside its span
   std::unordered_map<uint64_t, int64_t> coll_flow_;               // Rec::seq -> flow id
   std::unordered_map<uint64_t, int64_t> own_waits_;
   // Host counters' names -> the processes (over every file) that recorded
@@ -903,6 +926,8 @@ void Importer::PackCpuDeviceLanes() {
     lanes[k].push_back({r.ts + r.dur, host});
     r.thread = lane_thread[k];
     Push(r).IgnoreError();
+    // A CPU device's waits for its host: each op's execution and its dispatch (its run_id).
+    if (DeviceWork(static_cast<SliceKind>(r.kind))) Push(DeviceOpOf(r)).IgnoreError();
   }
   cpu_device_ops_.clear();
   cpu_device_ops_.shrink_to_fit();
@@ -910,10 +935,23 @@ void Importer::PackCpuDeviceLanes() {
 
 // The "waiting for host" thread of a GPU stream's device: one per GPU (its
 // index, else its process while the index is not yet known).
+// A copy of a device op's times and launch (its correlation id, or its run id)
+// on its device's "waiting for host" thread, for Walk to work out its waits.
+Rec Importer::DeviceOpOf(const Rec& r) {
+  Rec op = r;
+  op.type = kDeviceOp;
+  op.thread = WaitThreadOf(r.thread);
+  op.flags = r.flags & kRunId;
+  if (r.flags & kOwnStep) op.corr = -1;  // (its step, not a launch)
+  op.flow = 0;
+  return op;
+}
+
 uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
   if (threads_[stream_thread].wait_thread != UINT32_MAX) return threads_[stream_thread].wait_thread;
   const uint32_t file = threads_[stream_thread].file, process = threads_[stream_thread].process;
   const int local = threads_[stream_thread].local_device;
+  const std::string word = threads_[stream_thread].device_word;
   std::string key = local >= 0 ? absl::StrCat(file, "\x1f" "wait\x1f", local)
                                : absl::StrCat(file, "\x1f" "wait-process\x1f", process);
   const uint32_t id = ThreadFor(std::move(key), [&] {
@@ -923,6 +961,7 @@ uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
     t.tid_text = "waiting for host";
     t.name = t.tid_text;
     t.local_device = local;  // -2 (not yet known) is numbered with its process's streams
+    t.device_word = word;
     return t;
   });
   threads_[stream_thread].wait_thread = id;  // once per stream: the key is not built per kernel
@@ -1164,6 +1203,16 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   r.kind = static_cast<uint8_t>(c.kind);
   r.corr = e.correlation;
   r.shape = ShapeOf(f, e, lane);
+  const bool run_id = e.has_xla_run_id;  // any int64: a TPU's are 64-bit
+  if (run_id && lane != kHostLane) {
+    if (r.corr < 0 && !f.own_export) {  // a launch, where there is one, ties it already
+      r.flags |= kRunId;
+      r.corr = e.xla_run_id;
+    }
+  } else if (run_id) {
+    auto [it, added] = f.dispatch.try_emplace(e.xla_run_id, r.ts);
+    if (!added) it->second = std::min(it->second, r.ts);
+  }
   // Its stored depth: siblings of the same bounds (a collective's link slices)
   // would nest in each other by time alone. (An export records no shapes.)
   if (f.own_export && e.own_depth >= 0 && e.own_depth < INT16_MAX && r.shape == 0) {
@@ -1246,17 +1295,13 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     return;
   }
   Push(r).IgnoreError();  // the error stays in pushed_error_, checked after the file
-  if (lane == kDeviceLane && !t.xla && !t.own &&
-      (c.kind == SliceKind::kCompute || c.kind == SliceKind::kTransfer || c.kind == SliceKind::kCollective)) {
+  // (XLA's GPU kernels carry their launch's correlation id too; its TPUs' ops
+  // their execution, whose dispatch the host's trace holds.)
+  if (lane == kDeviceLane && !t.own && DeviceWork(c.kind)) {
     // Its GPU's waits for the host are worked out in phase 2 from a copy of
     // its times and launch on a thread of their own, which the spill sorts
     // like any other: no list of every kernel is held.
-    Rec op = r;
-    op.type = kDeviceOp;
-    op.thread = WaitThreadOf(thread);
-    op.flags = 0;
-    op.flow = 0;
-    Push(op).IgnoreError();
+    Push(DeviceOpOf(r)).IgnoreError();
   }
 }
 
@@ -1819,6 +1864,30 @@ int64_t Importer::CorrFlow(uint32_t file, int64_t corr) const {
   return files_[file].corr_flow_base + (it - v.begin());
 }
 
+// The execution of an op without its own run_id: its module's on its device, when one holds it.
+bool ModuleRunAt(const std::vector<std::tuple<int64_t, int64_t, int64_t>>& runs, int64_t ts, int64_t end,
+                 int64_t* run) {
+  auto m = std::upper_bound(runs.begin(), runs.end(), std::make_tuple(ts, INT64_MAX, INT64_MAX));
+  if (m == runs.begin()) return false;
+  --m;
+  if (std::get<1>(*m) < end) return false;
+  *run = std::get<2>(*m);
+  return true;
+}
+
+int64_t Importer::DispatchOf(const Rec& r) const {
+  const ThreadInfo& t = threads_[r.thread];
+  const FileState& f = files_[t.file];
+  if (f.dispatch.empty()) return kNoTime;
+  int64_t run = r.corr;
+  if (!(r.flags & kRunId)) {
+    auto it = module_runs_.find({t.file, t.local_device});
+    if (it == module_runs_.end() || !ModuleRunAt(it->second, r.ts, r.ts + r.dur, &run)) return kNoTime;
+  }
+  auto d = f.dispatch.find(run);
+  return d == f.dispatch.end() ? kNoTime : d->second;
+}
+
 int Importer::StepAt(const FileState& f, int64_t ts) const {
   auto it = std::upper_bound(f.steps.begin(), f.steps.end(), ts,
                              [](int64_t t, const StepSpan& s) { return t < s.start; });
@@ -2063,19 +2132,10 @@ void Importer::MatchCollectives() {
 void Importer::MatchXlaCollectives() {
   if (xla_colls_.empty()) return;
   // An op without an execution id takes its module's, on its device, when one holds it in time.
-  for (auto& [device, runs] : module_runs_) std::sort(runs.begin(), runs.end());
   for (XlaColl& c : xla_colls_) {
     if (c.has_run_id) continue;
     auto it = module_runs_.find({c.file, c.device});
-    if (it == module_runs_.end()) continue;
-    const auto& runs = it->second;
-    auto m = std::upper_bound(runs.begin(), runs.end(), std::make_tuple(c.ts, INT64_MAX, INT64_MAX));
-    if (m == runs.begin()) continue;
-    --m;
-    if (std::get<1>(*m) >= c.end) {
-      c.has_run_id = true;
-      c.run_id = std::get<2>(*m);
-    }
+    if (it != module_runs_.end()) c.has_run_id = ModuleRunAt(it->second, c.ts, c.end, &c.run_id);
   }
 
   for (auto& [thread, v] : rendezvous_)
@@ -2360,7 +2420,7 @@ std::vector<size_t> Importer::ByRank() const {
 int64_t Importer::OwnFlow(const Rec& r) const {
   if (r.flags & kCollective)
     if (auto it = coll_flow_.find(r.seq); it != coll_flow_.end()) return it->second;
-  if (r.corr >= 0 && !(r.flags & kOwnStep))
+  if (r.corr >= 0 && !(r.flags & (kOwnStep | kRunId)))
     if (int64_t f = CorrFlow(threads_[r.thread].file, r.corr); f >= 0) return f;
   if (r.flow) return generic_flows_[r.flow - 1].id;
   return -1;
@@ -2504,12 +2564,14 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       busy_until = std::max(busy_until, r.ts + r.dur);
       if (!w) continue;
       ++device_ops_;
-      const HostCorr* l = r.corr >= 0 ? Linked(file, r.corr) : nullptr;
-      const bool launched = l && l->ts != kNoTime;
+      // Its launch, else (XLA's CPU devices, TPUs) the host's dispatch of its execution.
+      const HostCorr* l = r.corr >= 0 && !(r.flags & kRunId) ? Linked(file, r.corr) : nullptr;
+      const int64_t launch = l && l->ts != kNoTime ? l->ts : DispatchOf(r);
+      const bool launched = launch != kNoTime;
       ops_launched_ += launched;
       if (idle_from == INT64_MIN || idle_from >= r.ts) continue;
       gaps_unknown_ += !launched;
-      if (!launched || l->ts < idle_from) continue;
+      if (!launched || launch < idle_from) continue;
       trace::SliceRecord s;
       s.slice_id = next_slice_++;
       s.track_id = track_of(r.thread, kDeviceLane);
@@ -2518,7 +2580,7 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       s.name = "waiting for host";
       s.category = "derived";
       s.kind = SliceKind::kHostWait;
-      s.step = StepAt(files_[file], l->ts);  // the step that launched the op it waited for
+      s.step = StepAt(files_[file], launch);  // the step that launched the op it waited for
       write(s);
       ++host_waits_;
       continue;
@@ -2578,12 +2640,20 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
         } else if (r.lane == kHostLane) {
           s.step = StepAt(f, r.ts);
         } else {
-          // A GPU slice belongs to the step that launched it.
-          const HostCorr* l = r.corr >= 0 ? Linked(t.file, r.corr) : nullptr;
-          s.step = StepAt(f, l ? l->ts : r.ts);
-          if (st.empty() && !f.steps.empty()) {
+          // A device slice belongs to the step that launched it: its launch (a CUDA
+          // correlation id), else the host's dispatch of its XLA execution (run_id),
+          // else the step whose span holds it.
+          const HostCorr* l = r.corr >= 0 && !(r.flags & kRunId) ? Linked(t.file, r.corr) : nullptr;
+          const int64_t at = l && l->ts != kNoTime ? l->ts : DispatchOf(r);
+          s.step = StepAt(f, at != kNoTime ? at : r.ts);
+          if (st.empty() && !f.steps.empty() && r.lane == kDeviceLane) {  // (not annotations' spans)
             device_ns_ += s.dur_ns;
-            if (s.step < 0) device_ns_outside_steps_ += s.dur_ns;
+            files_[t.file].device_ns += s.dur_ns;
+            if (s.step < 0) {
+              files_[t.file].device_ns_outside_steps += s.dur_ns;
+            } else if (at != kNoTime && StepAt(f, r.ts) != s.step) {
+              device_ns_after_dispatch_ += s.dur_ns;
+            }
           }
         }
         s.flow_id = o.flow;
@@ -2659,12 +2729,20 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = Walk(nullptr, res); !st.ok()) return st;
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
- host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = device_ns_ = device_ns_outside_steps_ = 0;
+ host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = device_ns_ = device_ns_after_dispatch_ = 0;
+  for (FileState& f : files_) f.device_ns = f.device_ns_outside_steps = 0;
   if (st = Walk(&w, res); !st.ok()) return st;
   if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
-  if (device_ns_ > 0 && 2 * device_ns_outside_steps_ > device_ns_)
-    Stat("device_work_outside_steps",
-         absl::StrFormat("%.0f%% of the device time", 100.0 * static_cast<double>(device_ns_outside_steps_) /
+  // Per file: one host's devices in no step (its dispatches not recorded) is
+  // lost to its host's comparison however the other hosts fare.
+  for (const FileState& f : files_)
+    if (f.device_ns > 0 && 2 * f.device_ns_outside_steps > f.device_ns)
+      Stat("device_work_outside_steps",
+           absl::StrFormat("rank %d (%s): %.0f%% of its device time", f.rank, f.path,
+                           100.0 * static_cast<double>(f.device_ns_outside_steps) / static_cast<double>(f.device_ns)));
+  if (device_ns_ > 0 && 2 * device_ns_after_dispatch_ > device_ns_)
+    Stat("steps_run_after_dispatch",
+         absl::StrFormat("%.0f%% of the device time", 100.0 * static_cast<double>(device_ns_after_dispatch_) /
                                                           static_cast<double>(device_ns_)));
   // Without launches a GPU's wait for the host looks like any idle time.
   // (shardscope's own export carries the waits it recorded.)
@@ -2797,6 +2875,7 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   SameProcessFiles();
   res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   LinkCorrelations();
+  for (auto& [device, runs] : module_runs_) std::sort(runs.begin(), runs.end());
   MatchCollectives();
   MatchXlaCollectives();
   MarkUnknownOffsets();

@@ -908,7 +908,8 @@ void ApplyTraceArg(TraceEvent& e, const std::string& k, const ArgValue& v) {
     if (!number) ++e.non_numeric_args;
   }
   int64_t i;
-  if (k == "correlation") { if (AsInt(v, &i)) e.correlation = i; }
+  // Kineto's "correlation"; XLA's profiler (a GPU's launch and its kernels) "correlation_id".
+  if (k == "correlation" || k == "correlation_id") { if (AsInt(v, &i)) e.correlation = i; }
   else if (k == "device") { if (AsInt(v, &i)) e.device = i; }
   else if (k == "stream") { if (AsInt(v, &i)) e.stream = i; }
   else if (k == "Seq" || k == "seq") { if (AsInt(v, &i)) e.seq = i; }

@@ -776,6 +776,21 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   });
   if (!st.ok()) return st;
   r.chips = static_cast<int>(host_of.size());
+  // A rank whose device work lies in no step (its dispatches unrecorded) is
+  // compared on what little its steps hold: a slow chip there can go unseen.
+  bool work_outside_steps = false;
+  if (r.imported)
+    if (auto q = rd.Query("SELECT description FROM import_stats WHERE run_id = ?1 AND name = "
+                          "'device_work_outside_steps'", {run_text});
+        q.ok() && !q->rows.empty()) {
+      const std::string d = q->Text(0, "description");
+      work_outside_steps = true;
+      const size_t first = d.rfind("(first: ");
+      r.notes.push_back(absl::StrCat(
+          "device work in no step (import_stats device_work_outside_steps",
+          first == std::string::npos ? "" : absl::StrCat(": ", d.substr(first + 8, d.size() - first - 9)),
+          "): the steps compared leave it out, so a chip whose work lies there can go unseen"));
+    }
   // A chip of the run with nothing on its lane in any step (a lane lost, or
   // deleted by hand) is not compared: say so, rather than rank the others
   // as if they were all (a missing slow chip read "no chip stands out").
@@ -786,8 +801,12 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     if (!missing.empty())
       r.notes.push_back(absl::StrCat(
           missing.size() == 1 ? "chip " : "chips ", JoinFirst(missing, 8), missing.size() == 1 ? " has" : " have",
-          " nothing on the ", r.clock, " clock in any step (", missing.size() == 1 ? "its lane is" : "their lanes are",
-          " empty or missing; `shardscope check` looks for damage): not compared, so ",
+          " nothing on the ", r.clock, " clock in any step (",
+          work_outside_steps ? absl::StrCat(missing.size() == 1 ? "its" : "their",
+                                            " work may lie in no step: see the note on device work in no step")
+                             : absl::StrCat(missing.size() == 1 ? "its lane is" : "their lanes are",
+                                            " empty or missing; `shardscope check` looks for damage"),
+          "): not compared, so ",
           missing.size() == 1 ? "it" : "they", " cannot be found slow"));
   }
   std::set<int> hosts;
@@ -1688,7 +1707,10 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         missing.empty() ? ""
                         : absl::StrCat("; ", missing.size() == 1 ? "chip " : "chips ", JoinFirst(missing, 8),
                                        " not compared (nothing on ", missing.size() == 1 ? "its lane" : "their lanes",
-                                       ")"));
+                                       ")"),
+        work_outside_steps ? "; but the steps compared leave out device work that lies in no step (see the note), "
+                             "so this clears no chip whose work is there"
+                           : "");
   } else {
     r.verdict =
         absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),

@@ -130,7 +130,10 @@ std::string ChipName(const DeviceRow& d) {
 }
 
 std::string StepLine(const StepStats& s) {
-  return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns), " (host)   ",
+  return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
+                      s.dispatched_ahead ? " (host: its dispatch only; the devices ran each step after it, as "
+                                           "asynchronous dispatch does: their times are the device clock's below)   "
+                                         : " (host)   ",
                       LossText(s));
 }
 
@@ -622,7 +625,8 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"last_loss", OptJson(r.steps.last_loss)},
                   {"loss_not_finite_from_step", r.steps.loss_not_finite_from
                                                     ? nlohmann::json(*r.steps.loss_not_finite_from)
-                                                    : nlohmann::json(nullptr)}};
+                                                    : nlohmann::json(nullptr)},
+                  {"host_times_are_dispatch", r.steps.dispatched_ahead}};
   json misses = json::array();
   for (const CompileMiss& m : r.compiles.miss_list) {
     misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},

@@ -176,7 +176,11 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   out += Table({"", "bound", "measured", "value", "threshold", "numbers"}, ev);
 
   absl::StrAppend(&out, "<h2>Steps</h2>\n<p>", r.steps.count, " steps; median ", H(FormatNs(r.steps.median_wall_ns)),
-                  ", p90 ", H(FormatNs(r.steps.p90_wall_ns)), " (host clock)</p>\n", StepChart(r));
+                  ", p90 ", H(FormatNs(r.steps.p90_wall_ns)), " (host clock",
+                  r.steps.dispatched_ahead ? ": its dispatch only; the devices ran each step after it, as "
+                                             "asynchronous dispatch does"
+                                           : "",
+                  ")</p>\n", StepChart(r));
 
   if (!r.verdict.parts.empty()) {
     absl::StrAppend(&out, "<h2>Step breakdown per chip</h2>\n<p>Median step ", r.verdict.step, ", ",

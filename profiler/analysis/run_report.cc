@@ -156,6 +156,7 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s)
   auto q = rd.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
   if (!q.ok()) return q.status();
   FillStepStats(*q, s);
+  s->dispatched_ahead = StepsDispatchedAhead(rd, run);
   return absl::OkStatus();
 }
 
@@ -606,6 +607,14 @@ absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t ru
   if (!verdict.ok()) return Context(verdict.status(), reader, "the verdict");
   r.verdict = *std::move(verdict);
   return r;
+}
+
+bool StepsDispatchedAhead(const store::Reader& rd, const std::string& run) {
+  auto has = rd.HasTable("import_stats");
+  if (!has.ok() || !*has) return false;
+  auto ahead = rd.Query("SELECT COUNT(*) AS n FROM import_stats WHERE run_id = ?1 AND name = 'steps_run_after_dispatch'",
+                        {run});
+  return ahead.ok() && ahead->Int(0, "n") > 0;
 }
 
 void FillStepStats(const store::QueryResult& q, StepStats* s) {

@@ -62,10 +62,16 @@ struct StepStats {
   std::optional<double> first_loss, last_loss;
   // The first step whose loss is NaN or infinite: training diverged there.
   std::optional<int> loss_not_finite_from;
+  // An imported trace whose devices ran each step after its span on the host had
+  // ended (import_stats steps_run_after_dispatch): the host's times are the dispatch.
+  bool dispatched_ahead = false;
 };
 
 // Fills `s` from the run's `steps` rows (step, loss, wall_ns; by step).
 void FillStepStats(const store::QueryResult& steps, StepStats* s);
+// Whether an imported run's devices ran its steps after their host spans
+// (import_stats steps_run_after_dispatch): StepStats::dispatched_ahead.
+bool StepsDispatchedAhead(const store::Reader& rd, const std::string& run);
 
 struct CompileMiss {
   int64_t compile_id = 0;

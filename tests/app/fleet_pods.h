@@ -35,9 +35,11 @@ inline const Pod& SimulatedTorus() {
   return *p;
 }
 
+// Measured, on 2 cores shared by 8 chips: chip 5 at 60% once read unsteady
+// (not flagged) under a loaded ctest; at 50% it stands out through the noise.
 inline const Pod& RealGrid() {
   static const Pod* p =
-      new Pod(RecordPod("real", "--mesh 8x1 --batch 256 --steps 8 --topology 2x4 --fault slow-chip:5:0.6"));
+      new Pod(RecordPod("real", "--mesh 8x1 --batch 256 --steps 8 --topology 2x4 --fault slow-chip:5:0.5"));
   return *p;
 }
 

@@ -103,6 +103,7 @@ absl::StatusOr<OverviewModel> BuildOverviewModel(const store::Reader& reader, in
   auto steps = reader.Query("SELECT step, loss, wall_ns FROM steps WHERE run_id = ?1 ORDER BY step", {run});
   if (!steps.ok()) return steps.status();
   analysis::FillStepStats(*steps, &m.steps);
+  m.steps.dispatched_ahead = analysis::StepsDispatchedAhead(reader, run);
 
   m.host_step_ns = m.steps.count > 0 ? m.steps.median_wall_ns : -1;
   // Schema version 1 files have no step_bounds: no step span on any clock then.
@@ -270,7 +271,10 @@ void OverviewView::Draw(UiState& ui) {
     const json steps_ref = {{"table", "steps"}, {"run_id", h.run_id}};
     const json bounds_ref = {{"table", "step_bounds"}, {"run_id", h.run_id}};
     if (m.host_step_ns >= 0) {
-      std::string line = absl::StrFormat("host clock: median %s, p90 %s over %d steps",
+      std::string line = absl::StrFormat("host clock%s: median %s, p90 %s over %d steps",
+                                         m.steps.dispatched_ahead ? " (its dispatch only: the devices ran each "
+                                                                    "step after it, asynchronous dispatch)"
+                                                                  : "",
                                          FormatDuration(double(m.host_step_ns)),
                                          FormatDuration(double(m.steps.p90_wall_ns)), m.steps.count);
       if (m.steps.first_loss || m.steps.last_loss || m.steps.loss_not_finite_from)

@@ -34,7 +34,10 @@ NVIDIA H100 with PyTorch 2.11 and JAX 0.11, 2026-11-27):
                   processes of 4 CPU devices, jax.distributed with gloo, global device 6 slowed),
                   xplane_2proc_slowhost (xplane_2host_slowhost1_host{0,1}: the same job, 10 steps,
                   process 1 sleeping 3 ms before dispatching each step: a slow host), and
-                  xplane_2proc_healthy (xplane_2host_healthy_host{0,1}: nothing slowed).
+                  xplane_2proc_healthy (xplane_2host_healthy_host{0,1}: nothing slowed). The same
+                  under asynchronous dispatch (the loop not blocking on each step): xplane_gpu_async
+                  (a bigger MLP, 8 steps), xplane_cpu8_async (xplane_cpu8_async_slow5) and
+                  xplane_2proc_async (xplane_2host_async_slow6_host{0,1}).
 The JAX parts also leave the profiler's whole log directory (xplane.pb included) as NAME.tar.
 """
 import glob
@@ -51,11 +54,12 @@ import traceback
 
 PARTS = ["torch_compile", "cuda_graphs", "ddp_gloo", "jax_gpu", "jax_cpu8", "jax_cpu8_slow", "big", "torch_features",
          "xplane_gpu", "xplane_cpu8", "xplane_cpu8_slow", "xplane_2proc", "xplane_2proc_slowhost",
-         "xplane_2proc_healthy"]
+         "xplane_2proc_healthy", "xplane_gpu_async", "xplane_cpu8_async", "xplane_2proc_async"]
 LIMIT_S = {"torch_compile": 150, "cuda_graphs": 150, "ddp_gloo": 120, "big": 150, "jax_gpu": 90, "jax_cpu8": 90,
            "jax_cpu8_slow": 90, "torch_features": 120,
            "xplane_gpu": 90, "xplane_cpu8": 90, "xplane_cpu8_slow": 90, "xplane_2proc": 120,
-           "xplane_2proc_slowhost": 120, "xplane_2proc_healthy": 120}
+           "xplane_2proc_slowhost": 120, "xplane_2proc_healthy": 120, "xplane_gpu_async": 90,
+           "xplane_cpu8_async": 90, "xplane_2proc_async": 120}
 
 
 def gzip_json(src, dst):
@@ -252,11 +256,14 @@ def slow_device(mesh, slow, seconds):
     raise RuntimeError("no shard_map signature fits")
 
 
-def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None, host_sleep=0.0):
+def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None, host_sleep=0.0, blocking=True,
+              dims=(512, 1024, 256)):
     """keep_as: also keep the profile's xplane.pb as OUT/KEEP_AS.xplane.pb.gz and its Perfetto JSON
     as OUT/KEEP_AS.json.gz: one recording in both of the forms XLA's profiler writes. dist: (process
     id, processes, port) for a multi-process job on CPU devices (jax.distributed, gloo). host_sleep:
-    seconds this process sleeps before dispatching each step (a slow host: its devices start late)."""
+    seconds this process sleeps before dispatching each step (a slow host: its devices start late).
+    blocking=False: the loop does not wait for each step (JAX's asynchronous dispatch), so each step's
+    span on the host ends long before its devices run it; dims: (features, hidden, batch)."""
     import jax
     if dist:
         for opt, val in (("jax_cpu_collectives_implementation", "gloo"),):
@@ -270,8 +277,9 @@ def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None
     import numpy as np
     key = jax.random.PRNGKey(0)
     k1, k2, k3 = jax.random.split(key, 3)
-    params = {"w1": jax.random.normal(k1, (512, 1024)) * 0.02, "w2": jax.random.normal(k2, (1024, 512)) * 0.02}
-    x = jax.random.normal(k3, (256, 512))
+    d, hid, batch = dims
+    params = {"w1": jax.random.normal(k1, (d, hid)) * 0.02, "w2": jax.random.normal(k2, (hid, d)) * 0.02}
+    x = jax.random.normal(k3, (batch, d))
     if mesh_shape:
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         devices = np.array(jax.devices()[: mesh_shape[0] * mesh_shape[1]]).reshape(mesh_shape)
@@ -308,7 +316,9 @@ def jax_train(out, name, mesh_shape, slow=None, steps=5, keep_as=None, dist=None
             if host_sleep:
                 time.sleep(host_sleep)
             params, loss = step(params, x)
-            loss.block_until_ready()
+            if blocking:
+                loss.block_until_ready()
+    loss.block_until_ready()
     jax.profiler.stop_trace()
     for trace in glob.glob(os.path.join(logdir, "plugins", "profile", "*", "perfetto_trace.json.gz")):
         shutil.copy(trace, os.path.join(out, keep_as + ".json.gz" if keep_as else
@@ -352,6 +362,21 @@ def part_xplane_cpu8_slow(out):
     jax_train(out, "xplane_cpu8_slow", (4, 2), slow=5, steps=8, keep_as="xplane_cpu8_slow5")
 
 
+# Asynchronous dispatch: the loop does not block on each step (as most JAX training loops),
+# so the devices run each step after its span on the host has ended.
+def part_xplane_gpu_async(out):
+    jax_train(out, "xplane_gpu_async", None, steps=8, keep_as="xplane_gpu_async", blocking=False,
+              dims=(2048, 4096, 4096))
+
+
+def part_xplane_cpu8_async(out):
+    jax_train(out, "xplane_cpu8_async", (4, 2), slow=5, steps=8, keep_as="xplane_cpu8_async_slow5", blocking=False)
+
+
+def part_xplane_2proc_async(out):
+    two_processes(out, "async")
+
+
 def part_xplane_2proc(out):
     """Two processes of 4 CPU devices each (jax.distributed, gloo all-reduces between them), global
     device 6 (process 1's third) slowed: one xplane.pb per host, as a multi-host job writes them."""
@@ -386,6 +411,10 @@ def part_xplane_2proc_healthy(out):
 
 
 def worker2(out, i, port, kind=""):
+    if kind == "async":
+        jax_train(out, f"xplane_2proc_async_p{i}", (4, 2), slow=6, steps=8, keep_as=f"xplane_2host_async_slow6_host{i}",
+                  dist=(i, 2, port), blocking=False)
+        return
     if kind in ("slowhost", "healthy"):
         jax_train(out, f"xplane_2proc_{kind}_p{i}", (4, 2), steps=10,
                   keep_as=f"xplane_2host_{'slowhost1' if kind == 'slowhost' else 'healthy'}_host{i}",
