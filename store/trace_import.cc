@@ -122,6 +122,13 @@ constexpr StatDef kStatDefs[] = {
      "JAX returns before the device runs the step): device ops are tied to the step that launched them (a "
      "launch's correlation id, or XLA's run_id on the host's dispatch), so per-step device figures and fleet "
      "hold them; a step's host-clock time (steps.wall_ns) is its dispatch, not its devices' work"},
+    {"xspace_event_without_metadata", "data_loss",
+     "XSpace events whose metadata id names no event kind of their plane (a damaged or hand-made profile): kept, "
+     "named '<unknown>', without their kind's stats"},
+    {"xspace_duplicate_planes", "data_loss",
+     "XSpace planes named as an earlier plane of the same file (two profiles concatenated, as `cat a.xplane.pb "
+     "b.xplane.pb` makes one): their lines are read as one device's or host's, so their events may overlap; "
+     "import each profile as a file of its own"},
     {"xspace_damaged", "data_loss",
      "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
     {"xspace_profiler_errors", "info",
@@ -274,7 +281,7 @@ enum RecFlags : uint8_t {
   kFlowEnd = 8,     // a flow point that ends it (f; v2 flow_in)
   kOwnStep = 16,    // a slice of shardscope's own export: corr holds its step (args.step), not a correlation
   kOwnDepth = 32,   // a slice of shardscope's own export: shape holds its depth + 1 (args.depth), not a shape
-  kRunId = 64,      // a device slice of XLA's: corr holds its execution (args.run_id), not a correlation
+  kRunId = 64,      // a slice of XLA's execution: corr holds its run id (args.run_id), not a correlation
 };
 
 // One event as phase 1 keeps it (64 bytes; sorted and spilled as is).
@@ -1203,13 +1210,14 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
   r.kind = static_cast<uint8_t>(c.kind);
   r.corr = e.correlation;
   r.shape = ShapeOf(f, e, lane);
-  const bool run_id = e.has_xla_run_id;  // any int64: a TPU's are 64-bit
-  if (run_id && lane != kHostLane) {
-    if (r.corr < 0 && !f.own_export) {  // a launch, where there is one, ties it already
-      r.flags |= kRunId;
-      r.corr = e.xla_run_id;
-    }
-  } else if (run_id) {
+  // XLA's execution (any int64: a TPU's run ids are 64-bit). Its earliest host
+  // slice is its dispatch; its ops, and its host slices on other threads (the
+  // CPU client's ThunkExecutor), belong to the step that dispatched it.
+  if (e.has_xla_run_id && r.corr < 0 && !f.own_export) {  // a launch, where there is one, ties it already
+    r.flags |= kRunId;
+    r.corr = e.xla_run_id;
+  }
+  if (e.has_xla_run_id && lane == kHostLane) {
     auto [it, added] = f.dispatch.try_emplace(e.xla_run_id, r.ts);
     if (!added) it->second = std::min(it->second, r.ts);
   }
@@ -1660,6 +1668,12 @@ absl::Status Importer::ReadFile(size_t index) {
   if (out->bad_utf8 > 0) Stat("invalid_utf8", f.path, out->bad_utf8);
   if (out->events_repeated) Stat("trace_events_repeated", f.path);
   if (out->xspace_aggregated_events > 0) Stat("xspace_aggregated_events", f.path, out->xspace_aggregated_events);
+  if (out->xspace_unnamed_events > 0)
+    Stat("xspace_event_without_metadata", absl::StrCat(f.path, ": ", out->xspace_first_unnamed),
+         out->xspace_unnamed_events);
+  if (out->xspace_duplicate_planes > 0)
+    Stat("xspace_duplicate_planes", absl::StrCat(f.path, ": ", out->xspace_first_duplicate),
+         out->xspace_duplicate_planes);
   if (out->xspace_damaged > 0)
     Stat("xspace_damaged", absl::StrCat(f.path, ": ", out->xspace_damage), out->xspace_damaged);
   if (out->xspace_profiler_errors > 0)
@@ -2475,6 +2489,8 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
     } else {
       int global = f.devices.count(t.local_device) ? f.devices.at(t.local_device) : -1;
       std::string stream = t.stream >= 0 ? absl::StrCat("stream ", t.stream) : (!t.name.empty() ? t.name : t.tid_text);
+      // XLA's lines: a GPU's "Stream #14(Compute)" is stream 14; others ("XLA Ops", "XLA Modules") keep their names.
+      if (t.xla && !t.name.empty() && !absl::StartsWith(t.name, "Stream")) stream = t.name;
       const std::string device = absl::StrCat(t.device_word, " ", ShownIndex(t.local_device));
       tr.clock = t.modeled ? trace::Clock::kModeled : trace::Clock::kDevice;
       tr.thread_name = stream;
@@ -2638,7 +2654,8 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
           s.step = static_cast<int>(r.corr);
           if (auto it = own_waits_.find(r.seq); it != own_waits_.end()) s.arrival_ns = s.start_ns - it->second;
         } else if (r.lane == kHostLane) {
-          s.step = StepAt(f, r.ts);
+          const int64_t at = (r.flags & kRunId) ? DispatchOf(r) : kNoTime;
+          s.step = StepAt(f, at != kNoTime ? at : r.ts);
         } else {
           // A device slice belongs to the step that launched it: its launch (a CUDA
           // correlation id), else the host's dispatch of its XLA execution (run_id),

@@ -148,6 +148,10 @@ struct ParseOutcome {
   std::string xspace_first_error;        // the first of them
   int64_t xspace_damaged = 0;            // planes and lines whose bytes do not parse: left out
   std::string xspace_damage;             // where the first one is
+  int64_t xspace_unnamed_events = 0;     // events whose metadata id names no event of their plane
+  std::string xspace_first_unnamed;      // where the first one is
+  int64_t xspace_duplicate_planes = 0;   // planes named as an earlier one (two profiles concatenated?)
+  std::string xspace_first_duplicate;    // the first one's name
 };
 
 // Reads the trace at `path`, calling `on_event` for each event in file order

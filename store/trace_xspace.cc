@@ -3,6 +3,8 @@
 #include <bit>
 #include <climits>
 #include <cstring>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -320,6 +322,8 @@ class Emitter {
       auto meta = p.events.find(metadata_id);
       static const EventMeta kUnknown{"<unknown>", {}, false};
       const EventMeta& m = meta == p.events.end() ? kUnknown : meta->second;
+      if (meta == p.events.end() && out_->xspace_unnamed_events++ == 0)
+        out_->xspace_first_unnamed = absl::StrCat("plane ", p.name, ", metadata id ", metadata_id);
       // In 128 bits: a damaged offset or duration near int64's ends must not wrap.
       const __int128 ts_wide = static_cast<__int128>(line_ps) + PsToNs(offset_ps);
       const __int128 end_wide =
@@ -439,6 +443,7 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
   int plane_index = 0, next_other_pid = 801;
   int64_t profile_start_ns = -1, max_line_timestamp = 0;
   bool any_lines = false;
+  std::set<std::string> plane_names;  // of the planes with lines: XLA names each once
   while (space.Next(&f)) {
     if (f.number == xspace::kHostnames && f.wire == kLen) {
       if (info->hostname.empty()) info->hostname = std::string(f.bytes);
@@ -477,6 +482,8 @@ absl::Status ReadXSpace(std::string_view bytes, const std::string& path, TraceFi
           profile_start_ns = st.value.i;
       }
     }
+    if (!p.lines.empty() && !plane_names.insert(p.name).second && out->xspace_duplicate_planes++ == 0)
+      out->xspace_first_duplicate = p.name;
     if (!p.lines.empty()) {
       any_lines = true;
       const int ordinal = DeviceOrdinal(p.name);

@@ -326,6 +326,9 @@ TEST(ImportXSpace, ATpuJobsOpsTakeTheirModulesExecutionAndPairAcrossHosts) {
   e2e::Output o = Import(h0 + " " + h1, db);
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "2 hosts, 8 TPUs")) << o.text;
+  // A TPU's lines keep their names (they are no GPU streams).
+  EXPECT_EQ(e2e::Q(db, "SELECT COUNT(*) AS n FROM tracks WHERE name IN ('rank 0 / TPU 0 / XLA Ops', "
+                       "'rank 0 / TPU 0 / XLA Modules annotations')").Int(0, "n"), 2);
   EXPECT_TRUE(absl::StrContains(o.text, "XLA collectives: 48 ops, 48 matched across devices (by HLO op and execution)"))
       << o.text;
   // Each step's all-reduce is one instance over both hosts, ending together once the wall clock lines them up.
@@ -465,6 +468,11 @@ TEST(ImportXSpace, RecordedAsynchronousJobsFindTheirSlowDevice) {
     EXPECT_TRUE(absl::StrContains(o.text, "steps_run_after_dispatch")) << o.text;
     EXPECT_FALSE(absl::StrContains(o.text, "device_work_outside_steps")) << o.text;
     ExpectEachStepHolds(db, "COUNT(DISTINCT t.device_id)", "", 8, 8);  // the work of all 8 devices
+    // So do the host threads' slices of each execution (the CPU client waiting on each device's run).
+    auto waits = e2e::Q(db, "SELECT step || ':' || COUNT(*) AS v FROM events WHERE run_id = 1 AND name = "
+                            "'ThunkExecutor::Execute (wait for completion)' GROUP BY step ORDER BY step");
+    ASSERT_EQ(waits.rows.size(), 8u);
+    for (size_t i = 0; i < waits.rows.size(); ++i) EXPECT_EQ(waits.Text(i, "v"), absl::StrCat(i, ":8"));
     ExpectFlaggedAlone(Fleet(db), "chip", "5");
   }
   const std::string two = e2e::TempDb("xspace_async_2host");
@@ -500,6 +508,37 @@ TEST(ImportXSpace, AGpusKernelsTakeTheStepOfTheirLaunch) {
   e2e::Output o = Import(kData + "xplane_gpu_mlp.xplane.pb.gz", sync);
   ASSERT_EQ(o.code, 0) << o.text;
   EXPECT_TRUE(absl::StrContains(o.text, "host_wait_derived")) << o.text;
+}
+
+// Two hosts' profiles concatenated into one file (`cat`: protobuf merges
+// them into one XSpace with two "/host:CPU" planes), and an event whose kind
+// its plane does not define: imported, and said.
+TEST(ImportXSpace, ConcatenatedProfilesAndEventsOfNoKindAreSaid) {
+  const int64_t start = int64_t{1795873650} * 1000000000;
+  const std::string path = TempPath("cat.xplane.pb");
+  Write(path, TpuHost(0, 2, start) + TpuHost(2, 2, start));
+  const std::string db = e2e::TempDb("xspace_cat");
+  e2e::Output o = Import(path, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "data_loss xspace_duplicate_planes")) << o.text;
+  EXPECT_TRUE(absl::StrContains(e2e::Q(db, "SELECT description FROM import_stats WHERE name = "
+                                           "'xspace_duplicate_planes'").Text(0, "description"),
+                                "(first: " + path + ": /host:CPU)"));
+  const std::string plane =
+      LenField(2, "/device:TPU:0") +
+      LenField(3, VarintField(1, 2) + LenField(2, "XLA Ops") + VarintField(3, 0) +
+                      LenField(4, VarintField(1, 9) + VarintField(2, 1000000) + VarintField(3, 5000000000)));
+  Write(path, LenField(1, plane));
+  const std::string nameless = e2e::TempDb("xspace_nameless");
+  o = Import(path, nameless);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "data_loss xspace_event_without_metadata")) << o.text;
+  EXPECT_EQ(e2e::Q(nameless, "SELECT COUNT(*) AS n FROM events WHERE run_id = 1 AND name = '<unknown>' "
+                             "AND dur_ns = 5000000").Int(0, "n"), 1);
+  // A whole profile has neither.
+  o = Import(kData + "xplane_gpu_mlp.xplane.pb.gz", e2e::TempDb("xspace_whole"));
+  EXPECT_FALSE(absl::StrContains(o.text, "xspace_duplicate_planes")) << o.text;
+  EXPECT_FALSE(absl::StrContains(o.text, "xspace_event_without_metadata")) << o.text;
 }
 
 TEST(ImportXSpace, DamageAndEmptinessAreNamedForWhatTheyAre) {
