@@ -176,8 +176,8 @@ constexpr StatDef kStatDefs[] = {
      "after the device went idle: stored as 'waiting for host' slices (kind host_wait, category derived) on a "
      "lane of their own per device"},
     {"host_wait_unknown", "info",
-     "runs whose device ops carry no launch the trace recorded (XLA's traces; CUDA activity without CPU "
-     "activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
+     "runs whose device ops carry no launch the trace recorded (XLA traces without run ids; CUDA activity "
+     "without CPU activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
     {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
     {"unknown_slice_kind", "data_loss",
      "slices of a shardscope export whose args.kind names no kind shardscope records: kept, of the kind their "
@@ -940,8 +940,6 @@ void Importer::PackCpuDeviceLanes() {
   cpu_device_ops_.shrink_to_fit();
 }
 
-// The "waiting for host" thread of a GPU stream's device: one per GPU (its
-// index, else its process while the index is not yet known).
 // A copy of a device op's times and launch (its correlation id, or its run id)
 // on its device's "waiting for host" thread, for Walk to work out its waits.
 Rec Importer::DeviceOpOf(const Rec& r) {
@@ -954,6 +952,8 @@ Rec Importer::DeviceOpOf(const Rec& r) {
   return op;
 }
 
+// The "waiting for host" thread of a device's lanes: one per device (its
+// index, else its process while the index is not yet known).
 uint32_t Importer::WaitThreadOf(uint32_t stream_thread) {
   if (threads_[stream_thread].wait_thread != UINT32_MAX) return threads_[stream_thread].wait_thread;
   const uint32_t file = threads_[stream_thread].file, process = threads_[stream_thread].process;

@@ -186,7 +186,7 @@ std::vector<std::string> TimesHead(const std::string& first, bool host_wait, boo
 // DeriveHostWaits), so they speak of kernels, not of programs.
 std::string HostWaitLine(const DeviceBreakdown& d, bool imported) {
   if (imported && d.host_wait_unknown)
-    return "Waiting for host: not measurable (the trace records no launch of its device ops, so a wait for the "
+    return "Waiting for host: not measurable (the trace records no launch (or XLA dispatch) of its device ops, so a wait for the "
            "host cannot be told from idle time)";
   if (!HasHostWait(d))
     return imported ? "Waiting for host: none found (no kernel in the trace was launched after its GPU had gone idle)"

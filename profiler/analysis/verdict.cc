@@ -331,7 +331,7 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     e.passed = timeline && e.value >= e.threshold;
     e.detail = timeline ? absl::StrCat("step ", v.step, ", ", FormatNs(v.span_ns)) : no_timeline;
     if (timeline && r.devices.host_wait_unknown)
-      e.detail = "not measurable: the imported trace records no launch of its device ops, so a wait for the host "
+      e.detail = "not measurable: the imported trace records no launch (or XLA dispatch) of its device ops, so a wait for the host "
                  "cannot be told from idle time";
     v.evidence.push_back(e);
   }
