@@ -129,6 +129,12 @@ constexpr StatDef kStatDefs[] = {
      "XSpace planes named as an earlier plane of the same file (two profiles concatenated, as `cat a.xplane.pb "
      "b.xplane.pb` makes one): their lines are read as one device's or host's, so their events may overlap; "
      "import each profile as a file of its own"},
+    {"run_id_unusable", "data_loss",
+     "events whose args.run_id is no integer of 64 bits (\"abc\", 3.5, 1e30): not tied to their XLA execution by "
+     "it, so their step is taken by time and the host's dispatch of them is not seen"},
+    {"run_id_dispatched_twice", "data_loss",
+     "XLA run ids dispatched by the host in two steps (reused, or traces merged by hand): they tie no op to a "
+     "step, whose steps are then taken by time"},
     {"xspace_damaged", "data_loss",
      "planes or lines of an XSpace (XLA's .xplane.pb) whose bytes do not parse: left out, the rest imported"},
     {"xspace_profiler_errors", "info",
@@ -176,8 +182,9 @@ constexpr StatDef kStatDefs[] = {
      "after the device went idle: stored as 'waiting for host' slices (kind host_wait, category derived) on a "
      "lane of their own per device"},
     {"host_wait_unknown", "info",
-     "runs whose device ops carry no launch the trace recorded (XLA traces without run ids; CUDA activity "
-     "without CPU activity): a device's waits for the host cannot be told from its idle time, so none are counted"},
+     "runs in which a rank's device ops (the first such rank named) carry no launch the trace recorded (XLA "
+     "traces without run ids; CUDA activity without CPU activity): a device's waits for the host cannot be told "
+     "from its idle time, so none are counted"},
     {"empty_event", "info", "empty objects ({}) in traceEvents (XLA's profiler ends its list with one): skipped"},
     {"unknown_slice_kind", "data_loss",
      "slices of a shardscope export whose args.kind names no kind shardscope records: kept, of the kind their "
@@ -590,9 +597,11 @@ struct FileState {
   std::vector<HostCorr> linked;      // correlations seen on both sides, by corr
   int64_t device_ns = 0, device_ns_outside_steps = 0;  // its devices' top-level work, and that in no step
   // XLA's executions by the host's dispatch (CommonPjRtLoadedExecutable::Execute and its
-  // kin carry args.run_id): run id -> the earliest host slice of it, which a device's
-  // ops of that execution take their step from.
-  std::unordered_map<int64_t, int64_t> dispatch;
+  // kin carry args.run_id, and no device): run id -> its dispatch slices' earliest and
+  // latest start; the earliest is the time a device's ops of it take their step from.
+  std::unordered_map<int64_t, std::pair<int64_t, int64_t>> dispatch;
+  // Its devices' ops whose launch (or dispatch) is known, and idle gaps before an op of unknown launch.
+  int64_t ops_launched = 0, gaps_unknown = 0;
   int64_t corr_flow_base = 0;
   std::unordered_map<uint32_t, std::vector<OpenBegin>> open_begins;
   // E events that came before any B they could close (a file not in time
@@ -680,6 +689,7 @@ class Importer {
   // When the host dispatched the XLA execution a device slice belongs to (its own
   // run_id, else its module's on that device); kNoTime when the trace does not say.
   int64_t DispatchOf(const Rec& r) const;
+  void DropAmbiguousDispatches();
   int64_t CorrFlow(uint32_t file, int64_t corr) const;
   const HostCorr* Linked(uint32_t file, int64_t corr) const;
 
@@ -1217,10 +1227,14 @@ void Importer::AddSlice(FileState& f, uint32_t file, const TraceEvent& e, int64_
     r.flags |= kRunId;
     r.corr = e.xla_run_id;
   }
-  if (e.has_xla_run_id && lane == kHostLane) {
-    auto [it, added] = f.dispatch.try_emplace(e.xla_run_id, r.ts);
-    if (!added) it->second = std::min(it->second, r.ts);
+  // A dispatch: on the host, for no one device (the CPU client's ThunkExecutor
+  // slices, with a device_ordinal, run the execution; they do not start it).
+  if (e.has_xla_run_id && lane == kHostLane && e.device_ordinal < 0 && e.hlo_op.empty()) {
+    auto [it, added] = f.dispatch.try_emplace(e.xla_run_id, r.ts, r.ts);
+    it->second.first = std::min(it->second.first, r.ts);
+    it->second.second = std::max(it->second.second, r.ts);
   }
+  if (e.bad_run_id) StatAt("run_id_unusable", [&] { return Where(f, e); });
   // Its stored depth: siblings of the same bounds (a collective's link slices)
   // would nest in each other by time alone. (An export records no shapes.)
   if (f.own_export && e.own_depth >= 0 && e.own_depth < INT16_MAX && r.shape == 0) {
@@ -1899,7 +1913,24 @@ int64_t Importer::DispatchOf(const Rec& r) const {
     if (it == module_runs_.end() || !ModuleRunAt(it->second, r.ts, r.ts + r.dur, &run)) return kNoTime;
   }
   auto d = f.dispatch.find(run);
-  return d == f.dispatch.end() ? kNoTime : d->second;
+  return d == f.dispatch.end() ? kNoTime : d->second.first;
+}
+
+// A run id dispatched in two steps (reused, or a hand-merged trace) ties
+// nothing: its ops' steps are taken by time, as if no dispatch were recorded.
+void Importer::DropAmbiguousDispatches() {
+  for (FileState& f : files_)
+    for (auto it = f.dispatch.begin(); it != f.dispatch.end();) {
+      const int first = StepAt(f, it->second.first), last = StepAt(f, it->second.second);
+      if (first == last) {
+        ++it;
+        continue;
+      }
+      StatAt("run_id_dispatched_twice", [&] {
+        return absl::StrCat(f.path, ": run id ", it->first, " in step ", first, " and step ", last);
+      });
+      it = f.dispatch.erase(it);
+    }
 }
 
 int Importer::StepAt(const FileState& f, int64_t ts) const {
@@ -2582,11 +2613,15 @@ absl::Status Importer::Walk(Writer* w, ImportResult& res) {
       ++device_ops_;
       // Its launch, else (XLA's CPU devices, TPUs) the host's dispatch of its execution.
       const HostCorr* l = r.corr >= 0 && !(r.flags & kRunId) ? Linked(file, r.corr) : nullptr;
-      const int64_t launch = l && l->ts != kNoTime ? l->ts : DispatchOf(r);
+      int64_t launch = l && l->ts != kNoTime ? l->ts : DispatchOf(r);
+      // A dispatch recorded after its op began is not what started it: unknown.
+      if (!(l && l->ts != kNoTime) && launch != kNoTime && launch > r.ts) launch = kNoTime;
       const bool launched = launch != kNoTime;
       ops_launched_ += launched;
+      files_[file].ops_launched += launched;
       if (idle_from == INT64_MIN || idle_from >= r.ts) continue;
       gaps_unknown_ += !launched;
+      files_[file].gaps_unknown += !launched;
       if (!launched || launch < idle_from) continue;
       trace::SliceRecord s;
       s.slice_id = next_slice_++;
@@ -2747,7 +2782,8 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
     if (st = spill_.Rewind(); !st.ok()) return st;
   }
  host_waits_ = ops_launched_ = device_ops_ = gaps_unknown_ = device_ns_ = device_ns_after_dispatch_ = 0;
-  for (FileState& f : files_) f.device_ns = f.device_ns_outside_steps = 0;
+  for (FileState& f : files_)
+    f.device_ns = f.device_ns_outside_steps = f.ops_launched = f.gaps_unknown = 0;
   if (st = Walk(&w, res); !st.ok()) return st;
   if (host_waits_ > 0) Stat("host_wait_derived", "", host_waits_);
   // Per file: one host's devices in no step (its dispatches not recorded) is
@@ -2765,8 +2801,13 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   // (shardscope's own export carries the waits it recorded.)
   const bool own_only = std::all_of(threads_.begin(), threads_.end(),
                                     [](const ThreadInfo& t) { return t.local_device < 0 || t.own; });
-  if (res.devices > 0 && !own_only && ops_launched_ == 0 && (device_ops_ == 0 || gaps_unknown_ > 0))
-    Stat("host_wait_unknown");
+  // Per rank too: one rank's ops with no launch at all would read as no wait, diluting the others'.
+  std::string unlaunched;
+  for (const FileState& f : files_)
+    if (unlaunched.empty() && f.ops_launched == 0 && f.gaps_unknown > 0) unlaunched = f.path;
+  if (res.devices > 0 && !own_only &&
+      ((ops_launched_ == 0 && (device_ops_ == 0 || gaps_unknown_ > 0)) || !unlaunched.empty()))
+    Stat("host_wait_unknown", unlaunched);
   res.flows = std::count(flows_used_.begin(), flows_used_.end(), true);
 
   // Steps: one row per ProfilerStep number, its longest span over the ranks.
@@ -2893,7 +2934,8 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   res.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   LinkCorrelations();
   for (auto& [device, runs] : module_runs_) std::sort(runs.begin(), runs.end());
-  MatchCollectives();
+  MatchCollectives();  // (sorts each file's steps)
+  DropAmbiguousDispatches();
   MatchXlaCollectives();
   MarkUnknownOffsets();
   // Flow ids: collectives first (numbered while matching), then each rank's

@@ -40,7 +40,7 @@ void TraceEvent::Clear() {
   grid.clear(); block.clear(); input_dims.clear(); input_types.clear();
   external_id = device_ordinal = -1;
   xla_run_id = 0;
-  has_xla_run_id = false;
+  has_xla_run_id = bad_run_id = false;
   hlo_op.clear(); hlo_module.clear();
   slice_kind.clear();
   step = wait_ns = -1;
@@ -926,7 +926,19 @@ void ApplyTraceArg(TraceEvent& e, const std::string& k, const ArgValue& v) {
   else if (k == "External id") { if (AsInt(v, &i)) e.external_id = i; }
   else if (k == "step_num") { if (AsInt(v, &i)) e.step_num = i; }
   else if (k == "device_ordinal") { if (AsInt(v, &i)) e.device_ordinal = i; }
-  else if (k == "run_id") { if (AsInt(v, &i)) { e.xla_run_id = i; e.has_xla_run_id = true; } }
+  else if (k == "run_id") {
+    uint64_t u;
+    if (AsInt(v, &i)) {
+      e.xla_run_id = i;
+      e.has_xla_run_id = true;
+    } else if ((v.kind == ArgValue::kString || v.kind == ArgValue::kFloat) &&
+               absl::SimpleAtoi(absl::string_view(v.text.data(), v.text.size()), &u)) {
+      e.xla_run_id = static_cast<int64_t>(u);  // past int64's top (an XSpace's uint64): its bits, still one id
+      e.has_xla_run_id = true;
+    } else {
+      e.bad_run_id = true;
+    }
+  }
   else if (k == "hlo_op") { if (v.kind == ArgValue::kString) e.hlo_op = std::string(v.text); }
   else if (k == "hlo_module") { if (v.kind == ArgValue::kString) e.hlo_module = std::string(v.text); }
   else if (k == "kind") { if (v.kind == ArgValue::kString) e.slice_kind = std::string(v.text); }

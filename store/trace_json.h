@@ -69,7 +69,8 @@ struct TraceEvent {
   // XLA's profiler: the device an op ran for (its CPU client's thunks run on
   // shared host threads), the execution it belongs to, and the HLO op and module.
   int64_t device_ordinal = -1, xla_run_id = 0;
-  bool has_xla_run_id = false;  // XLA's run ids are any int32, negative ones too
+  bool has_xla_run_id = false;  // any int64 (a uint64 past int64's top keeps its bits)
+  bool bad_run_id = false;      // a run_id that is no integer of 64 bits ("abc", 3.5, 1e30)
   std::string hlo_op, hlo_module;
   // shardscope's own Chrome export (`shardscope export --chrome`): a slice's
   // kind and step, and a collective's wait for the other chips.

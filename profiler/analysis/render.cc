@@ -198,9 +198,9 @@ std::string HostWaitLine(const DeviceBreakdown& d, bool imported) {
                                            FormatNs(d.total_host_wait_ns));
   if (imported)
     return head +
-           "the GPUs sat idle until the host launched their next kernel (from the trace's launches): what the host "
-           "does between launches (Python and launch overhead, the profiler's too, a gloo collective, a data "
-           "loader, a sync) is slower than the GPUs; the host tracks show which";
+           "the devices sat idle until the host launched their next op (from the trace's launches or "
+           "dispatches): what the host does between launches (Python and launch overhead, the profiler's too, a "
+           "gloo collective, a data loader, a sync) is slower than they are; the host tracks show which";
   return head +
          "the chips finished and sat idle until the host enqueued the next program, so tracing, compiling or a value "
          "read on the host is slower than the chips";

@@ -372,7 +372,7 @@ TEST(ImportRealGpu, ALaunchBoundTorchCompileRunIsBoundByTheHost) {
   e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", db));
   ASSERT_EQ(report.code, 0) << report.text;
   EXPECT_TRUE(absl::StrContains(report.text, "Verdict: bound by host")) << report.text;
-  EXPECT_TRUE(absl::StrContains(report.text, "launched their next kernel (from the trace's launches)")) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, "launched their next op (from the trace's launches or dispatches)")) << report.text;
   // A kernel's whole C++ signature is cut in the table, whole in JSON.
   EXPECT_TRUE(absl::StrContains(report.text, "void cutlass::Kernel2<cutlass_80_simt_sgemm_128x64_8x5_nt_alig..."))
       << report.text;

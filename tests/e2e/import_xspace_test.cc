@@ -9,6 +9,7 @@
 #include <zlib.h>
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <string>
@@ -539,6 +540,71 @@ TEST(ImportXSpace, ConcatenatedProfilesAndEventsOfNoKindAreSaid) {
   o = Import(kData + "xplane_gpu_mlp.xplane.pb.gz", e2e::TempDb("xspace_whole"));
   EXPECT_FALSE(absl::StrContains(o.text, "xspace_duplicate_planes")) << o.text;
   EXPECT_FALSE(absl::StrContains(o.text, "xspace_event_without_metadata")) << o.text;
+}
+
+// The recorded slow-host job's host 0, edited as traces get damaged or
+// merged: each way its dispatches can mislead is said, and no wait for the
+// host is made up from a slice that did not start the execution.
+TEST(ImportXSpace, DispatchesThatCannotTieAreSaidNotTrusted) {
+  e2e::Output text = e2e::Shell(absl::StrCat("gzip -dc ", kData, "xplane_2host_slowhost1_host0.json.gz"));
+  ASSERT_EQ(text.code, 0);
+  const nlohmann::json whole = nlohmann::json::parse(text.text);
+  auto edited = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    nlohmann::json t = whole;
+    for (auto& e : t["traceEvents"]) edit(e);
+    const std::string path = TempPath(name + ".json");
+    Write(path, t.dump());
+    const std::string db = e2e::TempDb("xspace_" + name);
+    e2e::Output o = Import(path, db);
+    EXPECT_EQ(o.code, 0) << o.text;
+    return std::make_pair(db, o.text);
+  };
+  auto execute = [](const nlohmann::json& e) {
+    return e.contains("name") && e["name"].is_string() &&
+           absl::StartsWith(e["name"].get<std::string>(), "CommonPjRtLoadedExecutable::Execute (");
+  };
+  auto waits = [](const std::string& db) {
+    return e2e::Q(db, "SELECT COUNT(*) AS n FROM events WHERE kind = 'host_wait'").Int(0, "n");
+  };
+  // As recorded: one wait a chip a step, none inside an execution.
+  auto [plain, plain_text] = edited("plain", [](nlohmann::json&) {});
+  EXPECT_EQ(waits(plain), 36) << plain_text;
+  // The dispatches' run ids lost: the CPU client's ThunkExecutor slices, which
+  // carry them but start after the ops, are no dispatch. Before, every gap
+  // inside an execution read as a wait (269 of them).
+  auto [lost, lost_text] = edited("no_dispatch", [&](nlohmann::json& e) {
+    if (execute(e)) e["args"].erase("run_id");
+  });
+  EXPECT_EQ(waits(lost), 0);
+  EXPECT_TRUE(absl::StrContains(lost_text, "host_wait_unknown")) << lost_text;
+  // Run ids that are no integers: said.
+  auto [bad, bad_text] = edited("bad_run_ids", [](nlohmann::json& e) {
+    if (e.contains("args") && e["args"].contains("run_id")) e["args"]["run_id"] = "run-" + e["args"]["run_id"].dump();
+  });
+  EXPECT_TRUE(absl::StrContains(bad_text, "data_loss run_id_unusable")) << bad_text;
+  // One execution's run id given to the next step's too: it ties nothing, said.
+  std::string first_run;
+  for (const auto& e : whole["traceEvents"])
+    if (execute(e) && first_run.empty()) first_run = e["args"]["run_id"].dump();
+  int seen = 0;
+  auto [twice, twice_text] = edited("run_id_twice", [&](nlohmann::json& e) {
+    if (execute(e) && ++seen == 2) e["args"]["run_id"] = nlohmann::json::parse(first_run);
+  });
+  EXPECT_TRUE(absl::StrContains(twice_text, "data_loss run_id_dispatched_twice")) << twice_text;
+  // A rank with no run id at all beside one with them: its chips' waits are not
+  // known, not 0, so the run's are not measurable (they had diluted the other
+  // host's to a 2.7% average).
+  nlohmann::json none = whole;
+  for (auto& e : none["traceEvents"])
+    if (e.contains("args") && e["args"].is_object()) e["args"].erase("run_id");
+  const std::string host0 = TempPath("host0_no_run_ids.json");
+  Write(host0, none.dump());
+  const std::string mixed = e2e::TempDb("xspace_mixed_ranks");
+  e2e::Output o = Import(host0 + " " + kData + "xplane_2host_slowhost1_host1.json.gz", mixed);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StrContains(o.text, "info      host_wait_unknown")) << o.text;
+  e2e::Output report = e2e::Shell(absl::StrCat(kCli, " report ", mixed));
+  EXPECT_TRUE(absl::StrContains(report.text, "?  host ")) << report.text;
 }
 
 TEST(ImportXSpace, DamageAndEmptinessAreNamedForWhatTheyAre) {
