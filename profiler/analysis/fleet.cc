@@ -931,19 +931,13 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       r.clock = r.breakdown_clock = "host";
       if (auto median = internal::MedianStepWallNs(rd, run); median.ok()) r.median_step_ns = *median;
     }
-    bool outside_steps = false;
-    if (r.imported)
-      if (auto q = rd.Query("SELECT COUNT(*) AS n FROM import_stats WHERE run_id = ?1 AND name = "
-                            "'device_work_outside_steps'", {run_text});
-          q.ok())
-        outside_steps = q->Int(0, "n") > 0;
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
         on_host             ? "its host-thread collectives were not matched across ranks"
         : r.chips == 0      ? absl::StrCat("it has no chips: its ", r.imported ? "ranks" : "hosts",
                                            " ran on CPUs, and no collective is on their timelines")
         : r.chips == 1      ? "it has one chip"
-        : r.imported && outside_steps
+        : work_outside_steps  // (imported runs only)
             ? "its steps hold none of its collectives: its devices ran them outside the host's step spans, as "
               "under asynchronous dispatch (import_stats: device_work_outside_steps)"
         : all_steps.empty() ? (r.imported ? "no step on its timeline holds its devices' work: the trace marks "
@@ -1434,7 +1428,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     if (s.slowdown <= 0 || s.slowdown * slowest >= 1) continue;
     const StepRatios& steps = chip_steps[d];
     const double median_bound = steps.MedianUpperBound();
-    if (s.slowdown > 0 && s.slowdown <= 1 / (1 + opt.flag_threshold) && steps.ratios.size() >= 2 &&
+    if (s.slowdown <= 1 / (1 + opt.flag_threshold) && steps.ratios.size() >= 2 &&
         (steps.UpperBound() < 1 || (!std::isnan(median_bound) && median_bound < 1)))
       fast.push_back(absl::StrCat("chip ", d, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
   }
