@@ -47,8 +47,9 @@ struct CollectivePrice {
 //          each dimension's rings running at once over their own links.
 // Each step of a phase lasts the longest route's latency plus the busiest
 // link's time: a link carrying k transfers at once shares its bandwidth k
-// ways, and a faulted link runs at its share (link_factor). The cheapest
-// candidate is taken, as NCCL picks its algorithm. Without a topology:
+// ways, and a faulted link runs at its share (link_factor). The candidate
+// cheapest on the healthy links is taken, as NCCL picks its algorithm from
+// the nominal topology, then priced with the faults. Without a topology:
 // the cost model's alpha-beta ring. On a profile whose collectives run
 // through memory (`cpu`: this machine's virtual chips), the cost model's
 // in-memory time, spread over the ring's links as the device clock spreads a
@@ -66,6 +67,10 @@ class CollectivePricer {
   // the links' busy time and bytes; returns the phase's time.
   double Phase(const std::vector<Transfer>& transfers, int steps, double chunk);
   CollectivePrice Finish(const std::string& algorithm, double ns);
+  // Every algorithm that applies, priced on factor_'s links.
+  std::vector<CollectivePrice> Candidates(compiler::CollectiveKind kind, int64_t bytes,
+                                          const std::vector<int>& members);
+  static size_t Cheapest(const std::vector<CollectivePrice>& candidates);
   // A profile whose collectives run through memory (ChipProfile::collectives_in_memory).
   // `over_links` (the cheapest candidate) lasting `ns` instead.
   CollectivePrice InMemory(CollectivePrice over_links, double ns);
@@ -74,6 +79,8 @@ class CollectivePricer {
   const compiler::CostModel& model_;
   const Interconnect* ic_;
   std::vector<double> factor_;  // per link: bandwidth share
+  bool faulted_ = false;        // a link below its bandwidth: choose on healthy_ (all 1)
+  std::vector<double> healthy_;
   // Scratch of one candidate: per link busy ns and bytes, and who showed it.
   std::vector<double> busy_, bytes_;
   std::vector<int> shown_by_;

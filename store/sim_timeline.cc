@@ -921,6 +921,7 @@ absl::Status ForEachSimChipRun(const Reader& reader, int64_t run_id, const SimWa
     cr.graph_id = graph_id;
     cr.slices = &slices;
     cr.names = &names;
+    cr.program = *program;
     for (int c = 0; c < n; ++c) {
       slices.clear();
       trace::SimChipSlices(run_id, **program, chip[c], r, c, &slices);

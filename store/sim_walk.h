@@ -45,6 +45,7 @@ struct SimChipRun {
   int64_t graph_id = -1;
   const std::vector<trace::SimSlice>* slices = nullptr;
   const SimNames* names = nullptr;
+  const trace::SimProgram* program = nullptr;  // its collectives' algorithms
 };
 
 // Program runs in order, chips in order within each; an error of the

@@ -48,6 +48,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "absl/algorithm/container.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -211,9 +213,13 @@ constexpr StatDef kStatDefs[] = {
      "profiling cycle), imported as two ranks whose collectives and clocks do not line up; import each window on "
      "its own"},
     {"identical_files", "error",
-     "files that hold the same bytes as another given with them: two ranks never record identical traces, so one "
-     "is likely a copy, a rank in perfect step with another that makes its collectives look healthy; give each "
-     "rank's own trace"},
+     "files that hold the same bytes, or the same events (one of them compressed), as another given with them: two "
+     "ranks never record identical traces, so one is likely a copy, a rank in perfect step with another that makes "
+     "its collectives look healthy; give each rank's own trace"},
+    {"ranks_not_concurrent", "error",
+     "files that do not overlap in time with the reference rank's on their own clocks, lined up only by an offset "
+     "of more than a second: one job's ranks record at the same time, so these are likely traces of different "
+     "jobs (or of hosts whose clocks are minutes apart); import one job's files together"},
     {"trace_events_repeated", "info",
      "files with a second \"traceEvents\" key: the events of every such array are imported (a JSON parser "
      "keeps only the last, and a viewer may show fewer)"},
@@ -579,6 +585,10 @@ struct FileState {
   int rank = 0, world_size = 1;
   int64_t first_ts = INT64_MAX, last_ts = INT64_MIN;  // rank-local ns
   int64_t base = 0;       // baseTimeNanoseconds, 0 when absent
+  // Its events' fingerprint: a copy of another rank's trace holds the same
+  // events in other bytes (one gzipped), which a byte comparison misses.
+  size_t content_hash = 0;
+  int64_t content_events = 0;
   int64_t offset = 0;     // estimated clock offset
   bool offset_known = false;
   std::string offset_source;
@@ -1457,6 +1467,9 @@ void Importer::PairHeldBeginEnds(FileState& f, uint32_t file) {
 }
 
 void Importer::OnEvent(FileState& f, uint32_t file, TraceEvent& e) {
+  f.content_hash = absl::HashOf(f.content_hash, e.ph, e.name, e.ts_ns, e.dur_ns, e.index, e.pid.num, e.pid.str,
+                                e.tid.num, e.tid.str);
+  ++f.content_events;
   if (e.flags & TraceEvent::kNotObject) {
     StatAt("event_not_object", [&] { return Where(f, e); });
     return;
@@ -2341,6 +2354,33 @@ void Importer::EstimateOffsets(
 // The ranks no collective lined up: said, and placed as recorded (an XSpace
 // by the wall-clock start it records).
 void Importer::MarkUnknownOffsets() {
+  // Files lined up by a large offset that do not overlap the reference's on
+  // their own clocks: two jobs' traces given together (the collectives of two
+  // runs of one script match by order, 187 s apart).
+  constexpr int64_t kConcurrentSlackNs = 1'000'000'000;
+  const std::vector<size_t> by_rank = ByRank();
+  if (!by_rank.empty()) {
+    const FileState& ref = files_[by_rank.front()];
+    using Wide = __int128;
+    auto span = [](const FileState& f) {
+      return std::make_pair(static_cast<Wide>(f.base) + f.first_ts, static_cast<Wide>(f.base) + f.last_ts);
+    };
+    for (size_t i : by_rank) {
+      const FileState& f = files_[i];
+      if (&f == &ref || !f.offset_known || f.first_ts > f.last_ts || ref.first_ts > ref.last_ts) continue;
+      if (f.offset < kConcurrentSlackNs && f.offset > -kConcurrentSlackNs) continue;
+      const auto [a0, a1] = span(ref);
+      const auto [b0, b1] = span(f);
+      const Wide gap = b1 < a0 ? a0 - b1 : b0 > a1 ? b0 - a1 : 0;
+      if (gap <= kConcurrentSlackNs) continue;
+      Stat("ranks_not_concurrent",
+           absl::StrFormat("%s (on its own clock it %s %.1f s %s %s; lining its collectives up took an offset of "
+                           "%.3f s)",
+                           f.path, b1 < a0 ? "ends" : "begins", static_cast<double>(gap) / 1e9,
+                           b1 < a0 ? "before" : "after", ref.path + (b1 < a0 ? " begins" : " ends"),
+                           static_cast<double>(f.offset) / 1e9));
+    }
+  }
   for (FileState& f : files_) {
     if (f.offset_known) continue;
     if (f.outcome.xspace && f.info.has_base_time) {
@@ -2814,6 +2854,16 @@ absl::Status Importer::Emit(Writer& w, ImportResult& res) {
   std::map<int, int64_t> steps;
   for (const FileState& f : files_)
     for (const StepSpan& s : f.steps) steps[s.step] = std::max(steps[s.step], s.end - s.start);
+  // shardscope's own export says each step's wall time as its run recorded it.
+  for (const FileState& f : files_)
+    for (absl::string_view part : absl::StrSplit(f.info.step_walls, ',', absl::SkipEmpty())) {
+      int step = 0;
+      int64_t wall = 0;
+      const size_t colon = part.find(':');
+      if (colon != absl::string_view::npos && absl::SimpleAtoi(part.substr(0, colon), &step) &&
+          absl::SimpleAtoi(part.substr(colon + 1), &wall) && wall >= 0 && steps.count(step))
+        steps[step] = wall;
+    }
   for (const auto& [n, wall] : steps) {
     trace::StepRecord s;
     s.step = n;
@@ -2869,8 +2919,8 @@ absl::Status Importer::WriteStatsAndFiles(const std::string& db_path, int64_t ru
 // likely a copy, a second rank in perfect step with the first. Said, not
 // refused (a generator may write ranks that differ in nothing). Only files of
 // equal size are compared, up to their first difference.
-std::vector<std::string> IdenticalFiles(const std::vector<std::string>& paths) {
-  std::vector<std::string> found;
+std::vector<std::pair<size_t, size_t>> IdenticalFiles(const std::vector<std::string>& paths) {
+  std::vector<std::pair<size_t, size_t>> found;
   std::map<uint64_t, std::vector<size_t>> by_size;
   for (size_t i = 0; i < paths.size(); ++i) {
     struct stat sb;
@@ -2891,8 +2941,7 @@ std::vector<std::string> IdenticalFiles(const std::vector<std::string>& paths) {
   for (const auto& [size, group] : by_size)
     for (size_t x = 0; x < group.size(); ++x)
       for (size_t y = x + 1; y < group.size(); ++y)
-        if (same(paths[group[x]], paths[group[y]]))
-          found.push_back(absl::StrCat(paths[group[x]], " and ", paths[group[y]], " (", size, " bytes)"));
+        if (same(paths[group[x]], paths[group[y]])) found.push_back({group[x], group[y]});
   return found;
 }
 
@@ -2914,13 +2963,28 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
           paths[it->second] == paths[i] ? " are the same path" : " are the same file",
           ": each rank's trace is imported once"));
   }
-  for (const std::string& pair : IdenticalFiles(paths)) Stat("identical_files", pair);
+  const std::vector<std::pair<size_t, size_t>> same_bytes = IdenticalFiles(paths);
+  for (const auto& [a, b] : same_bytes) {
+    struct stat sb;
+    const int64_t size = ::stat(paths[a].c_str(), &sb) == 0 ? static_cast<int64_t>(sb.st_size) : 0;
+    Stat("identical_files", absl::StrCat(paths[a], " and ", paths[b], " (", size, " bytes)"));
+  }
   for (size_t i = 0; i < files_.size(); ++i) {
     if (absl::Status st = ReadFile(i); !st.ok()) {
       EndProgress();
       return st;
     }
   }
+  // Files that name different ranks (distributedInfo) say they are two: a
+  // generator may write ranks whose events differ in nothing.
+  for (size_t a = 0; a < files_.size(); ++a)
+    for (size_t b = a + 1; b < files_.size(); ++b)
+      if (!(files_[a].info.has_rank && files_[b].info.has_rank && files_[a].info.rank != files_[b].info.rank) &&
+          files_[a].content_events > 0 && files_[a].content_events == files_[b].content_events &&
+          files_[a].content_hash == files_[b].content_hash &&
+          absl::c_find(same_bytes, std::make_pair(a, b)) == same_bytes.end())
+        Stat("identical_files", absl::StrCat(paths[a], " and ", paths[b], " (the same ", files_[a].content_events,
+                                             " events in other bytes: one compressed, or written again)"));
   PackCpuDeviceLanes();
   if (!pushed_error_.ok()) {
     EndProgress();
@@ -3240,12 +3304,16 @@ absl::StatusOr<std::vector<std::string>> ExpandTraceArgs(const std::vector<std::
       if (absl::EndsWith(name, suffix)) return true;
     return false;
   };
+  // Any JSON: export_chrome_trace's files are named by the user (rank0.json).
+  auto is_json = [](const std::string& name) {
+    return absl::EndsWith(name, ".json") || absl::EndsWith(name, ".json.gz");
+  };
   // The traces directly in `dir`, by name.
-  auto traces_in = [&](const fs::path& dir) {
+  auto traces_in = [&](const fs::path& dir, const std::function<bool(const std::string&)>& wanted) {
     std::vector<std::string> found;
     std::error_code ec;
     for (const fs::directory_entry& e : fs::directory_iterator(dir, ec))
-      if (e.is_regular_file(ec) && is_trace(e.path().filename().string())) found.push_back(e.path().string());
+      if (e.is_regular_file(ec) && wanted(e.path().filename().string())) found.push_back(e.path().string());
     std::sort(found.begin(), found.end());
     return found;
   };
@@ -3256,12 +3324,12 @@ absl::StatusOr<std::vector<std::string>> ExpandTraceArgs(const std::vector<std::
       files.push_back(arg);  // a file, or a path whose error the reader names
       continue;
     }
-    std::vector<std::string> found = traces_in(arg);
+    std::vector<std::string> found = traces_in(arg, is_trace);
     if (found.empty()) {
       // A TensorBoard log directory: its profiles are plugins/profile/RUN/, one per capture.
       std::vector<fs::path> runs;
       for (const fs::directory_entry& e : fs::directory_iterator(fs::path(arg) / "plugins" / "profile", ec))
-        if (e.is_directory(ec) && !traces_in(e.path()).empty()) runs.push_back(e.path());
+        if (e.is_directory(ec) && !traces_in(e.path(), is_trace).empty()) runs.push_back(e.path());
       std::sort(runs.begin(), runs.end());
       if (runs.size() > 1) {
         std::vector<std::string> names;
@@ -3270,12 +3338,14 @@ absl::StatusOr<std::vector<std::string>> ExpandTraceArgs(const std::vector<std::
             arg, " holds ", runs.size(), " profiles (plugins/profile/", absl::StrJoin(names, ", "),
             "), one per capture: give the one to import, e.g. ", runs.back().string()));
       }
-      if (runs.size() == 1) found = traces_in(runs.front());
+      if (runs.size() == 1) found = traces_in(runs.front(), is_trace);
     }
+    if (found.empty()) found = traces_in(arg, is_json);
     if (found.empty())
       return absl::InvalidArgumentError(absl::StrCat(
           arg, " is a directory with no trace in it: looked for *.xplane.pb[.gz] (XLA's profiler) and "
-               "*.pt.trace.json[.gz] (torch.profiler's tensorboard_trace_handler) in it and in plugins/profile/RUN/"));
+               "*.pt.trace.json[.gz] (torch.profiler's tensorboard_trace_handler) in it and in plugins/profile/RUN/, "
+               "then for any *.json[.gz] in it (export_chrome_trace's files)"));
     files.insert(files.end(), found.begin(), found.end());
   }
   return files;

@@ -767,6 +767,7 @@ class Handler {
         if (k == "mesh") info_->mesh = std::string(v.text);
         if (k == "profile") info_->profile = std::string(v.text);
         if (k == "capture_note") info_->capture_note = std::string(v.text);
+        if (k == "step_walls") info_->step_walls = std::string(v.text);
         return true;
       case kDevProp: {
         DeviceProperty& d = info_->devices.back();

@@ -117,6 +117,9 @@ struct TraceFileInfo {
   // A part of a run (export --steps A:B): where its first step starts, the
   // end of the mark_step before it (ns, host clock); -1 when not said.
   int64_t first_step_from_ns = -1;
+  // Each exported step's wall time as the run recorded it (steps.wall_ns), as
+  // "STEP:NS,STEP:NS": read back exactly, not re-derived from mark_steps.
+  std::string step_walls;
   std::vector<DeviceProperty> devices;
   std::string hostname;  // an XSpace's first host name
 };

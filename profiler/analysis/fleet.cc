@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -18,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/fleet_host.h"
+#include "profiler/analysis/fleet_links.h"
+#include "profiler/analysis/fleet_noise.h"
 #include "profiler/analysis/fleet_ratios.h"
 #include "profiler/analysis/fleet_source.h"
 #include "profiler/analysis/fleet_steps.h"
@@ -76,19 +79,6 @@ std::map<int64_t, Instance*> ByFlow(std::map<int64_t, Instance>& instances) {
   return out;
 }
 
-struct LinkChange {
-  int step;
-  int64_t flow;
-  int64_t new_ns;
-};
-struct LinkStats {
-  std::vector<double> slowdowns;
-  int uses = 0;
-  std::pair<double, double> moved;  // (bytes, ns) over the steps
-  std::vector<LinkChange> changes;
-  bool seen = false;
-};
-
 // What the analysed steps add up to. The first step with collectives (the
 // warm-up, left out when there are enough steps) keeps its own until that is
 // known: every sum here is of whole nanoseconds (or halves), exact in a
@@ -132,15 +122,7 @@ struct Tally {
     for (auto& [h, x] : o.host_margins) host_margins[h] += x;
     for (auto& [h, per] : o.host_margin_steps)
       for (auto& [n, x] : per) host_margin_steps[h][n] += x;
-    for (auto& [id, s] : o.links) {
-      LinkStats& t = links[id];
-      t.slowdowns.insert(t.slowdowns.end(), s.slowdowns.begin(), s.slowdowns.end());
-      t.uses += s.uses;
-      t.moved.first += s.moved.first;
-      t.moved.second += s.moved.second;
-      t.changes.insert(t.changes.end(), s.changes.begin(), s.changes.end());
-      t.seen = t.seen || s.seen;
-    }
+    for (auto& [id, s] : o.links) links[id].Merge(std::move(s));
   }
 };
 
@@ -155,138 +137,6 @@ void TakeOff(Change& c, int d, double own, double wait, double peer_wait, double
   const double work = own - wait, from_work = std::min(excess - from_wait, work);
   if (from_wait > 0) c.wait_scale[d] = (wait - from_wait) / wait;
   if (from_work > 0) c.scale[d] = (work - from_work) / work;
-}
-
-// The one-sided 99.5% quantile of Student's t with `df` degrees of freedom:
-// how many standard errors a chip's mean ratio must stand above 1 to count as
-// slow from step to step, not by what a few steps drew.
-double StudentT995(size_t df) {
-  static constexpr double kT[] = {63.657, 9.925, 5.841, 4.604, 4.032, 3.707, 3.499, 3.355, 3.250, 3.169,
-                                  3.106,  3.055, 3.012, 2.977, 2.947, 2.921, 2.898, 2.878, 2.861, 2.845,
-                                  2.831,  2.819, 2.807, 2.797, 2.787, 2.779, 2.771, 2.763, 2.756, 2.750};
-  return df == 0 ? INFINITY : kT[std::min<size_t>(df, std::size(kT)) - 1];  // beyond 30: 30's, a little wider
-}
-
-// A suspect's slowness must stand this many standard deviations above what
-// the run's own noise gives (Iglewicz and Hoaglin's cut for an outlier, with
-// the deviation from the median absolute deviation, x1.4826), and more where
-// many suspects are compared: the cut a normal value passes with probability
-// 1% / n (Bonferroni), so that one of a run's n healthy suspects passes it by
-// chance in one run of a hundred at most. 64 chips: 3.60; 4096: 4.57. (At 3.5
-// alone, a chip of a 64-chip llama pod under jitter 0.9 stood 3.1 above.)
-constexpr double kNoiseSpreads = 3.5;
-double NoiseCut(size_t n) {
-  const double p = 0.01 / static_cast<double>(std::max<size_t>(n, 1));
-  double lo = 0, hi = 40;  // 0.5 erfc(z / sqrt 2) falls from 0.5 to 0 over it
-  for (int k = 0; k < 60; ++k) {
-    const double z = (lo + hi) / 2;
-    (0.5 * std::erfc(z / std::sqrt(2.0)) > p ? lo : hi) = z;
-  }
-  return std::max(kNoiseSpreads, hi);
-}
-
-// A suspect's ratio to its peers in each analysed step (a chip: its kernels'
-// time over the sum of their peers' medians; a host: 1 + its excess over its
-// peers' time), and what tells real slowness from what jitter draws. Under
-// jitter a chip of few steps can read 1.10x over the run (mlp on 4x4x4, 5
-// steps, jitter 0.3) and even hold it in every step (cnn, jitter 0.9: 1.07x to
-// 1.10x in its four) while its excess is no more than the run's noise gives
-// one of 64 chips.
-struct StepRatios {
-  std::vector<double> ratios;
-  double mean = 1, sd = 0, lo = 1, hi = 1;
-  double noise = 0;  // its excess over the run's noise (SetNoise), in standard deviations
-  double cut = kNoiseSpreads;  // what `noise` must reach (NoiseCut of the suspects compared)
-
-  void Summarize() {
-    if (ratios.empty()) return;
-    const double n = static_cast<double>(ratios.size());
-    mean = 0;
-    for (double q : ratios) mean += q / n;
-    double var = 0;
-    for (double q : ratios) var += (q - mean) * (q - mean) / std::max(1.0, n - 1);
-    sd = std::sqrt(var);
-    lo = *std::min_element(ratios.begin(), ratios.end());
-    hi = *std::max_element(ratios.begin(), ratios.end());
-  }
-  // The mean's lower one-sided 99.5% confidence bound over the steps: above
-  // 1, slow from step to step, not in one step or by what a few steps drew.
-  double LowerBound() const {
-    return sd == 0 ? mean : mean - StudentT995(ratios.size() - 1) * sd / std::sqrt(static_cast<double>(ratios.size()));
-  }
-  // The median's lower one-sided 99.5% bound, free of any distribution (the
-  // sign test: the k-th smallest ratio, k the most that Binomial(n, 1/2)
-  // falls below with probability 0.5% at most); NaN under 8 steps. A few
-  // steps' outliers (a kernel that took 20x once) widen Student's bound past
-  // 1 for a chip slow in every step (1.36x to 8.9x over 9 steps: t's bound
-  // 0.6); they do not move this one.
-  double MedianLowerBound() const { return MedianBound(true); }
-  double MedianUpperBound() const { return MedianBound(false); }
-  double MedianBound(bool lower) const {
-    const size_t n = ratios.size();
-    double below = std::pow(0.5, static_cast<double>(n)), term = below;  // P(Bin <= 0)
-    if (below > 0.005) return std::numeric_limits<double>::quiet_NaN();
-    size_t k = 0;  // P(Bin <= k) <= 0.5%
-    while (k + 1 < n) {
-      term *= static_cast<double>(n - k) / static_cast<double>(k + 1);
-      if (below + term > 0.005) break;
-      below += term;
-      ++k;
-    }
-    std::vector<double> sorted = ratios;
-    if (lower)
-      std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end());
-    else
-      std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(k), sorted.end(),
-                       std::greater<double>());
-    return sorted[k];
-  }
-  // The mean's upper one-sided 99.5% bound: below 1, fast from step to step.
-  double UpperBound() const {
-    return sd == 0 ? mean : mean + StudentT995(ratios.size() - 1) * sd / std::sqrt(static_cast<double>(ratios.size()));
-  }
-  bool SlowSteadily() const {
-    const double median_bound = MedianLowerBound();
-    return ratios.size() >= 2 && (LowerBound() > 1 || (!std::isnan(median_bound) && median_bound > 1));
-  }
-  bool BeyondNoise() const { return noise >= cut; }
-};
-
-// The run's step-to-step noise for suspects of one kind: how much a suspect's
-// ratio moves from one step to the next, every suspect pooled (the median of
-// the steps' absolute differences, x1.4826 for a standard deviation, / sqrt 2
-// for one step's). Each suspect's excess over the median of all their per-step
-// ratios, summed over its steps, in standard deviations of such a sum (that x
-// sqrt(steps)): a pause in one step and a steady few percent in every step are
-// measured alike. Differences, not deviations from a median over the
-// suspects: a chip steadily slower than its peers is not noise, however its
-// peers spread (4 chips at 1.0, 1.1, 1.2 and 1.3 ms a step: the last is
-// 1.18x), and a pause moves one step, not the others. No noise (a simulated
-// run without jitter): any excess is beyond it.
-void SetNoise(std::vector<StepRatios*> all) {
-  std::vector<double> pooled, moves;
-  for (const StepRatios* s : all) {
-    pooled.insert(pooled.end(), s->ratios.begin(), s->ratios.end());
-    for (size_t k = 1; k < s->ratios.size(); ++k) moves.push_back(std::fabs(s->ratios[k] - s->ratios[k - 1]));
-  }
-  if (pooled.empty()) return;
-  const double median = Median(std::move(pooled));
-  const double spread = moves.empty() ? 0 : 1.4826 * Median(std::move(moves)) / std::sqrt(2.0);
-  const double cut = NoiseCut(all.size());
-  for (StepRatios* s : all) {
-    s->cut = cut;
-    double excess = 0;
-    for (double q : s->ratios) excess += q - median;
-    const double n = static_cast<double>(s->ratios.size()), sd = spread * std::sqrt(n);
-    // Below rounding (a healthy simulated chip reads 1 to the last bits): no excess.
-    s->noise = excess <= 1e-9 * n ? 0 : sd > 0 ? excess / sd : INFINITY;
-  }
-}
-
-// How far above the run's noise an excess stands (StepRatios::noise).
-std::string AboveNoise(double z) {
-  return std::isinf(z) ? "its peers read alike in every step: the run has no noise to hide it"
-                       : absl::StrFormat("%.1f standard deviations above the run's noise", std::max(0.0, z));
 }
 
 // A step's span over every chip (-1: it ran nothing).
@@ -371,88 +221,6 @@ void AddArrivals(const std::map<int64_t, Instance*>& by_flow, const std::map<int
   }
 }
 
-// A collective's links that play the same part in it: the same kind, and
-// about the same bytes moved (within kSameBytes of the smallest in the group).
-// A link's time per byte holds its hops' latencies as well as its bandwidth,
-// so links moving less pay more per byte: llama's all-reduces on an 8x8x2
-// torus move 0.6 MB over a z link, 3.9 MB over a y link and 31 MB over an x
-// link, and compared all together the z links read 1.11x slow. The bytes a link moves are the
-// algorithm's, not the link's speed, so a slow link keeps its peers.
-constexpr double kSameBytes = 1.10;
-std::vector<std::vector<size_t>> PeerGroups(const std::vector<const LinkUse*>& ls,
-                                            const std::function<int32_t(int32_t)>& kind_of) {
-  std::vector<size_t> order(ls.size());
-  std::vector<int32_t> kinds(ls.size());
-  for (size_t k = 0; k < ls.size(); ++k) {
-    order[k] = k;
-    kinds[k] = kind_of(ls[k]->link);
-  }
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::tie(kinds[a], ls[a]->bytes, a) < std::tie(kinds[b], ls[b]->bytes, b);
-  });
-  std::vector<std::vector<size_t>> groups;
-  for (size_t k : order) {
-    if (groups.empty() || kinds[groups.back().front()] != kinds[k] ||
-        static_cast<double>(ls[k]->bytes) >
-            kSameBytes * static_cast<double>(ls[groups.back().front()]->bytes))
-      groups.emplace_back();
-    groups.back().push_back(k);
-  }
-  return groups;
-}
-
-// Links: time per byte against the other links of the same kind that moved
-// about as many bytes in the same collective (PeerGroups), and what replacing
-// it by its peers' rate would free.
-void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
-              const std::function<int32_t(int32_t)>& kind_of, Tally& t) {
-  std::map<int64_t, std::vector<const LinkUse*>> per_flow;
-  for (const LinkUse& l : s.links)
-    if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
-  for (const auto& [flow, ls] : per_flow) {
-    auto inst = by_flow.find(flow);
-    if (inst == by_flow.end()) continue;
-    const int64_t D = inst->second->proper_ns;
-    // The longest other link of any kind (the two longest), and each link's
-    // peers' median time per byte among its kind (leave-one-out medians: a
-    // torus all-reduce crosses thousands of links).
-    size_t first = 0;
-    for (size_t k = 1; k < ls.size(); ++k)
-      if (ls[k]->dur > ls[first]->dur) first = k;
-    int64_t second = 0;
-    for (size_t k = 0; k < ls.size(); ++k)
-      if (k != first) second = std::max(second, ls[k]->dur);
-    std::vector<double> peer_median(ls.size(), 0);
-    std::vector<bool> has_peers(ls.size(), false);
-    for (const std::vector<size_t>& at : PeerGroups(ls, kind_of)) {
-      if (at.size() < 2) continue;
-      std::vector<double> rates;
-      for (size_t k : at) rates.push_back(static_cast<double>(ls[k]->dur) / ls[k]->bytes);
-      const std::vector<double> meds = LeaveOneOutMedians(rates);
-      for (size_t j = 0; j < at.size(); ++j) {
-        peer_median[at[j]] = meds[j];
-        has_peers[at[j]] = true;
-      }
-    }
-    for (size_t k = 0; k < ls.size(); ++k) {
-      const LinkUse* l = ls[k];
-      LinkStats& stats = t.links[l->link];
-      stats.seen = true;
-      if (!has_peers[k]) continue;
-      const int64_t max_other = k == first ? second : ls[first]->dur;
-      const double med = peer_median[k];
-      const double rate = static_cast<double>(l->dur) / l->bytes;
-      stats.slowdowns.push_back(rate / med);
-      stats.uses++;
-      stats.moved.first += l->bytes;
-      stats.moved.second += l->dur;
-      const double replaced = med * l->bytes;
-      const double freed = std::min<double>(l->dur, D) - std::max<double>(replaced, max_other);
-      if (freed > 0) stats.changes.push_back({s.step, flow, static_cast<int64_t>(D - freed)});
-    }
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -505,6 +273,9 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
       if (e.rfind("what-if not estimated (ranked below", 0) == 0)
         e = "what-if not estimated: it stopped, and the run ended waiting for it (the steps before are "
             "re-scheduled for the suspects ranked on them)";
+      else if (e.rfind("what-if: fixed", 0) == 0)  // "would take 0.000 ms less" read as its stop costing nothing
+        e = absl::StrCat("what-if, in the steps before it stopped: ", e.substr(std::string("what-if: ").size()),
+                         "; what its stop cost is the run itself, which ended waiting for it");
     const int64_t step = hangs->Int(i, "step");
     const std::string collective = hangs->Text(i, "collective");
     // The other chips that stopped at the same step: they were waited for too.
@@ -538,9 +309,51 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
 }
 }  // namespace
 
+namespace {
+// ": first: WHAT" of an import stat's description ("... (first: WHAT)"); "" without.
+std::string FirstOf(const std::string& description) {
+  const size_t at = description.rfind("(first: ");
+  if (at == std::string::npos) return "";
+  std::string what = description.substr(at + 8);
+  if (!what.empty() && what.back() == ')') what.pop_back();
+  return absl::StrCat(": first ", what);
+}
+}  // namespace
+
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
   absl::StatusOr<FleetReport> r = AnalyzeRecordedSteps(rd, opt);
   if (!r.ok()) return r;
+  // Files that are not one job's ranks compare nothing, whatever the steps
+  // read: a copy of a rank (identical to it), two windows of one process, or
+  // two jobs' traces lined up by a clock offset of minutes. Before, a copy
+  // read "no rank stands out" and two jobs were refused for subgroups.
+  if (r->imported)
+    if (auto has = rd.HasTable("import_stats"); has.ok() && *has) {
+      auto q = rd.Query(
+          "SELECT name, count, description FROM import_stats WHERE run_id = ?1 AND count > 0 AND name IN "
+          "('identical_files', 'same_process_files', 'ranks_not_concurrent') ORDER BY name",
+          {absl::StrCat(r->run_id)});
+      if (!q.ok()) return q.status();
+      if (!q->rows.empty()) {
+        std::vector<std::string> why;
+        for (size_t i = 0; i < q->rows.size(); ++i) {
+          const std::string name = q->Text(i, "name");
+          const int64_t n = q->Int(i, "count");
+          why.push_back(absl::StrCat(
+              name == "identical_files"        ? (n == 1 ? "a file holds" : "files hold")
+              : name == "same_process_files"   ? (n == 1 ? "a file comes" : "files come")
+                                               : (n == 1 ? "a file does" : "files do"),
+              name == "identical_files"        ? " the same trace as another given with it"
+              : name == "same_process_files"   ? " from the same process as another (two windows of one rank)"
+                                               : " not overlap in time with the reference rank's (likely another job)",
+              " (import_stats ", name, FirstOf(q->Text(i, "description")), ")"));
+        }
+        r->supported = false;
+        for (FleetSuspect& s : r->suspects) s.flagged = false;
+        r->verdict = absl::StrCat("cannot rank suspects: ", absl::StrJoin(why, "; and "),
+                                  ", so the ranks compared are not one job's; no one is flagged");
+      }
+    }
   // One host has no peer host: a delay of the host itself (a preemption, a
   // slow input pipeline) falls on every chip alike and ranks no one. Said.
   if (r->hosts <= 1 && r->chip_rows.size() > 1 && r->median_step_ns > 0) {
@@ -752,7 +565,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       sums[static_cast<size_t>(d)].second += w;
     });
     AddArrivals(by_flow, host_of, n, t);
-    AddLinks(s, by_flow, kind_of, t);
+    AddLinks(s, by_flow, kind_of, t.links);
     WaitingForWork(s, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
     std::vector<double>& kernels = kernel_times[n];
@@ -1454,7 +1267,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   std::map<std::string, std::vector<double>> slowdowns;
   std::map<std::string, int> uses;
   std::map<std::string, std::pair<double, double>> moved;
-  std::map<std::string, std::vector<LinkChange>> link_changes;
+  std::map<std::string, std::pair<int32_t, std::set<int>>> link_slow_steps;  // "A-B" -> (Names id, steps)
   for (auto& [id, stats] : rest.links) {
     const std::string& link = names.Text(id);
     if (stats.seen) seen_links.insert(link);
@@ -1462,7 +1275,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     slowdowns[link] = std::move(stats.slowdowns);
     uses[link] = stats.uses;
     moved[link] = stats.moved;
-    if (!stats.changes.empty()) link_changes[link] = std::move(stats.changes);
+    if (!stats.slow_steps.empty()) link_slow_steps[link] = {id, std::move(stats.slow_steps)};
   }
   r.links = static_cast<int>(seen_links.size());
   for (const auto& [link, sl] : slowdowns) {
@@ -1492,8 +1305,9 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                                         Pct(1 / std::max(1e-9, s.slowdown)), " of its peers' rate"));
     cands.push_back({s, [&, link = link](int n) {
                        Change c;
-                       for (const LinkChange& lc : link_changes[link])
-                         if (lc.step == n) c.collective_ns[lc.flow] = lc.new_ns;
+                       auto it = link_slow_steps.find(link);
+                       if (it != link_slow_steps.end() && it->second.second.count(n))
+                         c.fixed_links.insert(it->second.first);
                        return c;
                      }});
   }
@@ -1512,6 +1326,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       for (const auto& [d, f] : x.wait_scale) c.wait_scale[d] = c.wait_scale.count(d) ? c.wait_scale[d] * f : f;
       for (const auto& [flow, ns] : x.collective_ns)
         c.collective_ns[flow] = c.collective_ns.count(flow) ? std::min(c.collective_ns[flow], ns) : ns;
+      c.fixed_links.insert(x.fixed_links.begin(), x.fixed_links.end());
     }
     return c;
   };
@@ -1562,12 +1377,21 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     auto c = changes.find(s.step);
     if (b == base.end() || c == changes.end()) return;
     std::map<int64_t, Instance> instances = StepInstances(s);
-    const ReplayStep rs = IndexStep(s, ByFlow(instances));
-    for (const auto& [i, x] : c->second)
+    const std::map<int64_t, Instance*> by_flow = ByFlow(instances);
+    const ReplayStep rs = IndexStep(s, by_flow);
+    for (const auto& [i, change] : c->second) {
+      // Links fixed together: each collective they shorten gets its new
+      // duration from all of them at once (two slow links in one ring free
+      // nothing each alone; in two phases of a torus, what both free).
+      Change x = change;
+      if (!x.fixed_links.empty())
+        for (const auto& [flow, ns] : FixLinks(s, by_flow, kind_of, x.fixed_links))
+          x.collective_ns[flow] = x.collective_ns.count(flow) ? std::min(x.collective_ns[flow], ns) : ns;
       if (const int64_t w = Replay(rs, x); w >= 0) {
         saved[i] += static_cast<double>(b->second - w);
         saved_in[i][s.step] += static_cast<double>(b->second - w);
       }
+    }
   };
   if (whatif && !changes.empty()) {
     if (r.simulated) {
@@ -1576,7 +1400,11 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
         progress(-1, absl::StrCat("what-if: re-scheduling the steps with the suspects fixed (", phase, ")"));
       };
       again.want_step = [&changes](int n) { return changes.count(n) > 0; };
-      again.ops_only = true;
+      // Link slices only where a link is fixed: without them a pod's step
+      // reads at a fraction of the cost.
+      again.ops_only = absl::c_none_of(changes, [](const auto& step) {
+        return absl::c_any_of(step.second, [](const auto& c) { return !c.second.fixed_links.empty(); });
+      });
       st = ForEachStep(rd, again, names, [&](StepData& s) {
         whatif_step(s);
         return absl::OkStatus();
@@ -1749,7 +1577,7 @@ std::string RenderFleetText(const FleetReport& r) {
   absl::StrAppend(&out, "  ", Plural(r.steps, "step", "steps"), " analysed, ",
                   Plural(r.collectives, "collective", "collectives"),
                   r.links ? absl::StrCat(", ", Plural(r.links, "link", "links"), " with traffic") : "",
-                  r.steps > 0 && r.median_step_ns > 0
+                  r.median_step_ns > 0  // (the JSON's median_step_ns: a rank alone has one, and no step analysed)
                       ? absl::StrCat(", median step ", Ms(r.median_step_ns), " (", r.clock, " clock)")
                       : ", no median step time",
                   "\n");

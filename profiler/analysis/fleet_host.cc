@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/fleet_noise.h"
 #include "profiler/analysis/fleet_steps.h"
 #include "profiler/analysis/format.h"
 #include "store/timeline.h"
@@ -82,6 +83,27 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   // not named): time blocked in them is waiting for a neighbour, not its own
   // work (a pipeline's last stage waits on the stages before it).
   std::map<int, std::vector<std::pair<int64_t, int64_t>>> p2p;
+  // Each rank's ops on its host threads (not collectives, not the profiler's
+  // step spans around them): its own time with none of them running was a
+  // sleep, a wait for input or the OS, not its model's work.
+  // Time in its DataLoader's next() (PyTorch names it enumerate(DataLoader)#...)
+  // is its input pipeline's, apart from the ops.
+  std::map<int, std::vector<std::pair<int64_t, int64_t>>> busy, input;
+  enum class SpanKind : uint8_t { kOp, kStep, kInput };
+  std::map<int32_t, SpanKind> span_kind;  // names.name_id -> what its slices are
+  const auto kind_of_span = [&](int32_t name_id) {
+    auto it = span_kind.find(name_id);
+    if (it == span_kind.end()) {
+      auto q = rd.Query("SELECT name FROM names WHERE name_id = ?1", {absl::StrCat(name_id)});
+      const std::string name = q.ok() && !q->rows.empty() ? q->Text(0, "name") : "";
+      it = span_kind
+               .emplace(name_id, name.rfind("ProfilerStep#", 0) == 0           ? SpanKind::kStep
+                                 : name.rfind("enumerate(DataLoader)", 0) == 0 ? SpanKind::kInput
+                                                                               : SpanKind::kOp)
+               .first;
+    }
+    return it->second;
+  };
   constexpr int64_t kAll = std::numeric_limits<int64_t>::max() / 4;
   for (size_t i = 0; i < tracks->rows.size(); ++i) {
     auto slices = timeline.Slices(run, tracks->Int(i, "track_id"), -kAll, kAll);
@@ -89,6 +111,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     const int host = static_cast<int>(tracks->Int(i, "host_id"));
     const int64_t track = tracks->Int(i, "track_id");
     for (const store::TimelineSlice& s : *slices) {
+      if (s.kind != store::TimelineKind::kCollective && s.dur_ns > 0)
+        switch (kind_of_span(s.name_id)) {
+          case SpanKind::kOp: busy[host].push_back({s.start_ns, s.start_ns + s.dur_ns}); break;
+          case SpanKind::kInput: input[host].push_back({s.start_ns, s.start_ns + s.dur_ns}); break;
+          case SpanKind::kStep: break;
+        }
       if (s.kind == store::TimelineKind::kCollective && s.flow_id < 0) {
         const std::string& op = op_of(s.name_id);
         if (op == "send" || op == "recv" || op == "isend" || op == "irecv" || op == "sendrecv")
@@ -119,14 +147,60 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       m.end = std::max(m.end, end);
     }
   }
-  for (auto& [host, spans] : p2p) {  // merged: a call shows on its caller's thread and the backend's
+  const auto merge = [](std::vector<std::pair<int64_t, int64_t>>& spans) {
     std::sort(spans.begin(), spans.end());
     std::vector<std::pair<int64_t, int64_t>> merged;
     for (const auto& sp : spans)
       if (!merged.empty() && sp.first <= merged.back().second) merged.back().second = std::max(merged.back().second, sp.second);
       else merged.push_back(sp);
     spans = std::move(merged);
+  };
+  for (auto& [host, spans] : p2p) merge(spans);  // a call shows on its caller's thread and the backend's
+  // Ops nest and run on several threads: their union, less the input
+  // pipeline's time (a single-process DataLoader runs its ops inside it), with
+  // sums before each span for the time they cover in any window.
+  using Spans = std::map<int, std::vector<std::pair<int64_t, int64_t>>>;
+  for (auto& [host, spans] : input) merge(spans);
+  for (auto& [host, spans] : busy) {
+    merge(spans);
+    auto in = input.find(host);
+    if (in == input.end()) continue;
+    std::vector<std::pair<int64_t, int64_t>> out;
+    size_t k = 0;
+    for (auto [a, b] : spans) {
+      while (k < in->second.size() && in->second[k].second <= a) ++k;
+      for (size_t j = k; j < in->second.size() && in->second[j].first < b; ++j) {
+        if (in->second[j].first > a) out.push_back({a, in->second[j].first});
+        a = std::max(a, in->second[j].second);
+      }
+      if (a < b) out.push_back({a, b});
+    }
+    spans = std::move(out);
   }
+  std::map<int, std::vector<int64_t>> busy_before, input_before;
+  for (auto* which : {&busy, &input})
+    for (auto& [host, spans] : *which) {
+      std::vector<int64_t>& before = (which == &busy ? busy_before : input_before)[host];
+      before.assign(1, 0);
+      for (const auto& [a, b] : spans) before.push_back(before.back() + (b - a));
+    }
+  const auto covered = [&](const Spans& all, std::map<int, std::vector<int64_t>>& sums, int host, int64_t from,
+                           int64_t to) -> int64_t {
+    auto it = all.find(host);
+    if (it == all.end() || to <= from) return 0;
+    const auto& spans = it->second;
+    const std::vector<int64_t>& before = sums[host];
+    auto covered_to = [&](int64_t t) {  // busy time before t
+      const size_t k = static_cast<size_t>(
+          std::upper_bound(spans.begin(), spans.end(), std::make_pair(t, std::numeric_limits<int64_t>::max())) -
+          spans.begin());
+      if (k == 0) return int64_t{0};
+      return before[k - 1] + std::min(t, spans[k - 1].second) - spans[k - 1].first;
+    };
+    return covered_to(to) - covered_to(from);
+  };
+  const auto busy_in = [&](int host, int64_t from, int64_t to) { return covered(busy, busy_before, host, from, to); };
+  const auto input_in = [&](int host, int64_t from, int64_t to) { return covered(input, input_before, host, from, to); };
   const auto blocked_in_p2p = [&](int host, int64_t from, int64_t to) {
     int64_t ns = 0;
     auto it = p2p.find(host);
@@ -280,8 +354,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     // rank 1.49x slower in total, beside its own evidence of 17.3 ms against
     // 11.6 ms). Flagged only when the excess holds from step to step (below).
     double own_sum = 0, peers_sum = 0;
+    double busy_sum = 0, peers_busy_sum = 0;    // the part of each with ops running
+    double input_sum = 0, peers_input_sum = 0;  // and in the input pipeline
     int measured = 0;                      // collectives with both
     std::map<int, double> excess_by_step;  // own - peers' per step
+    std::map<int, double> peers_by_step;   // peers' own time per step
+    std::map<int, double> margin_by_step;  // what its last calls held the others, per step
   };
   std::map<int, PerRank> per;
   std::map<int, int64_t> left;  // rank -> when it left its latest collective so far
@@ -308,6 +386,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     if (last->arrival > second) {
       ++per[last->host].last;
       per[last->host].margin_sum += static_cast<double>(last->arrival) - second;
+      per[last->host].margin_by_step[c.step] += static_cast<double>(last->arrival) - second;
     }
     // Each rank's own time: from its leaving its own previous collective to
     // its call of this one, both on its own clock (so no clock offset enters
@@ -316,7 +395,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     // root leaving before the others), a window from the group's last
     // release spanned several, and everyone's waiting in them diluted one
     // rank's pause.
-    std::vector<double> own;
+    std::vector<double> own, own_busy, own_input;
     bool all = true;
     for (const Member& m : c.members) {
       auto it = left.find(m.host);
@@ -325,19 +404,49 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       own.push_back(known ? static_cast<double>(m.arrival - it->second -
                                                 blocked_in_p2p(m.host, it->second, m.arrival))
                           : 0.0);
+      own_busy.push_back(known ? std::min(own.back(), static_cast<double>(busy_in(m.host, it->second, m.arrival)))
+                               : 0.0);
+      own_input.push_back(known ? std::min(own.back() - own_busy.back(),
+                                           static_cast<double>(input_in(m.host, it->second, m.arrival)))
+                                : 0.0);
     }
     for (const Member& m : c.members) left[m.host] = std::max(left[m.host], m.end);
     if (!all) continue;  // a rank's first collective, or one it called before leaving its last
     const std::vector<double> peers_of = LeaveOneOutMedians(own);
+    const std::vector<double> peers_busy_of = LeaveOneOutMedians(own_busy);
+    const std::vector<double> peers_input_of = LeaveOneOutMedians(own_input);
     for (size_t i = 0; i < c.members.size(); ++i) {
       const double peers = peers_of[i];
       if (peers <= 0) continue;
       PerRank& p = per[c.members[i].host];
       p.own_sum += own[i];
       p.peers_sum += peers;
+      p.busy_sum += own_busy[i];
+      p.peers_busy_sum += peers_busy_of[i];
+      p.input_sum += own_input[i];
+      p.peers_input_sum += peers_input_of[i];
       ++p.measured;
       p.excess_by_step[c.step] += own[i] - peers;
+      p.peers_by_step[c.step] += peers;
     }
+  }
+  // Each rank's excess step by step against the run's noise, as a host's on
+  // the device clock (fleet_noise.h): a pause in one step (a rank stalled
+  // 300 ms once in 48 ms steps) stands far above it, though not steadily.
+  // Two ranks are each other's only peer: one's excess is the other's
+  // shortfall, so each counts its excess alone.
+  std::map<int, fleet_internal::StepRatios> step_ratios;
+  {
+    std::vector<fleet_internal::StepRatios*> all;
+    for (auto& [host, p] : per) {
+      fleet_internal::StepRatios& sr = step_ratios[host];
+      for (const auto& [step, e] : p.excess_by_step)
+        if (const double peers = p.peers_by_step[step]; peers > 0)
+          sr.ratios.push_back(1 + (per.size() == 2 ? std::max(0.0, e) : e) / peers);
+      sr.Summarize();
+      all.push_back(&sr);
+    }
+    fleet_internal::SetNoise(all);
   }
   for (auto& [host, p] : per) {
     FleetSuspect s;
@@ -360,9 +469,37 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     for (const auto& [step, e] : p.excess_by_step) mean += e / n;
     for (const auto& [step, e] : p.excess_by_step) var += (e - mean) * (e - mean) / std::max(1.0, n - 1);
     const bool steady = n >= 2 && mean > 0 && mean >= 3 * std::sqrt(var / n);
-    s.flagged = measured && s.score >= opt.flag_threshold && steady;
-    if (measured && s.score >= opt.flag_threshold && !steady) s.not_flagged_why = "not steadily from step to step";
-    if (measured && s.score >= opt.flag_threshold && !steady)
+    // A saving made in a few steps (a one-off pause) is said as what it
+    // saves in those steps: a mean over all of them read as every step's.
+    // The fewest steps that hold 80% of it, each over a tenth of a step.
+    std::vector<std::pair<double, int>> by_margin;
+    for (const auto& [step, m] : p.margin_by_step) by_margin.push_back({m, step});
+    std::sort(by_margin.rbegin(), by_margin.rend());
+    std::vector<int> steps_of;
+    double in_big = 0;
+    for (const auto& [m, step] : by_margin) {
+      if (in_big >= 0.8 * p.margin_sum || r->median_step_ns <= 0 || m <= 0.1 * r->median_step_ns) break;
+      steps_of.push_back(step);
+      in_big += m;
+    }
+    std::sort(steps_of.begin(), steps_of.end());
+    std::vector<std::string> big;
+    for (int step : steps_of) big.push_back(absl::StrCat(step));
+    // A third of the steps at most: a rank slow throughout has its lateness
+    // fall unevenly too (4 of 9 steps holding 80% of it), and is said per step.
+    const bool few = !big.empty() && big.size() * 3 <= static_cast<size_t>(r->steps) && in_big >= 0.8 * p.margin_sum;
+    const fleet_internal::StepRatios& sr = step_ratios[host];
+    // Not steadily slow, it is flagged for a pause: beyond the run's noise,
+    // and holding the others up in a few steps (a rank stalled 300 ms once).
+    // Beyond the noise alone flagged a rank of a healthy job that was never
+    // last at a collective, and one whose lateness spread over 4 of 9 steps.
+    const bool beyond = sr.ratios.size() >= 2 && sr.BeyondNoise();
+    s.flagged = measured && s.score >= opt.flag_threshold && (steady || (beyond && few));
+    if (s.flagged && !steady)
+      s.saved_in_steps = absl::StrCat(Ms(in_big), " in ", big.size() == 1 ? "step " : "steps ",
+                                      absl::StrJoin(big, ", "), big.size() == 1 ? " alone" : "");
+    if (measured && s.score >= opt.flag_threshold && !s.flagged) s.not_flagged_why = "not steadily from step to step";
+    if (measured && s.score >= opt.flag_threshold && !s.flagged)
       r->notes.push_back(absl::StrCat("rank ", host, " is ", absl::StrFormat("%.2f", s.slowdown),
                                       "x its peers' own time but not steadily from step to step (", Ms(mean),
                                       " more a step on average, its steps spread by ", Ms(std::sqrt(var)),
@@ -377,21 +514,54 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                                         Ms(own_sum / p.measured), " per collective against its peers' ",
                                         Ms(peers_sum / p.measured), " (", absl::StrFormat("%.2f", s.slowdown),
                                         "x, over ", Plural(p.measured, "collective", "collectives"), ")"));
+      // Where its extra time went: running ops (its model's work, or more of
+      // it), or with none running (a sleep, a slow input pipeline, the OS).
+      // Only where its peers show ops in their own time: a trace of
+      // collectives alone has no ops to tell them apart.
+      const double n = p.measured;
+      const double excess = (own_sum - peers_sum) / n;
+      const double ops = p.busy_sum / n, peer_ops = p.peers_busy_sum / n;
+      const double in_input = p.input_sum / n, peer_input = p.peers_input_sum / n;
+      const double idle = own_sum / n - ops - in_input, peer_idle = peers_sum / n - peer_ops - peer_input;
+      const double more_idle = idle - peer_idle, more_ops = ops - peer_ops, more_input = in_input - peer_input;
+      const bool loader = p.input_sum + p.peers_input_sum > 0;
+      if (excess > 0 && p.peers_busy_sum > 0 && s.score >= opt.flag_threshold)
+        s.evidence.push_back(absl::StrCat(
+            "its own time per collective: ", Ms(std::max(0.0, idle)), " with no op running on its threads (its peers' ",
+            Ms(std::max(0.0, peer_idle)), "), ",
+            loader ? absl::StrCat(Ms(in_input), " in its DataLoader (", Ms(peer_input), "), ") : "", Ms(ops),
+            " running ops (", Ms(peer_ops), "): ",
+            more_idle >= 0.8 * excess    ? "its extra time is idle, so look at its host (a sleep, a wait on another "
+                                           "process, the OS descheduling it), not its model's work"
+            : more_input >= 0.8 * excess ? "its extra time is its input pipeline (enumerate(DataLoader) spans): more "
+                                           "loader workers, or a faster dataset"
+            : more_ops >= 0.8 * excess   ? "its extra time is in ops, so its own work is slower (more ops, or slower "
+                                           "ones: compare its ops with a peer's in the timeline)"
+                                         : "its extra time is both in its work and outside it"));
+      if (sr.ratios.size() >= 2)
+        s.evidence.push_back(absl::StrFormat(
+            "step by step %.3fx to %.3fx its peers' own time (1 + its excess over theirs; %s)", sr.lo, sr.hi,
+            fleet_internal::AboveNoise(sr.noise)));
     }
-    s.evidence.push_back(absl::StrCat("what-if: had it called with its peers, the collectives it was last at would ",
-                                      "start ", Ms(s.saved_ns_per_step), " per step sooner",
-                                      r->median_step_ns > 0
-                                          ? absl::StrCat(" (", absl::StrFormat("%.1f%%", 100 * s.saved_ns_per_step /
-                                                                                           r->median_step_ns),
-                                                         " of the median step)")
-                                          : ""));
+    const std::string share =
+        r->median_step_ns > 0
+            ? absl::StrFormat("%.1f%% of the median step", 100 * s.saved_ns_per_step / r->median_step_ns)
+            : "";
+    s.evidence.push_back(absl::StrCat(
+        "what-if: had it called with its peers, the collectives it was last at would start ",
+        s.saved_in_steps.empty()
+            ? absl::StrCat(Ms(s.saved_ns_per_step), " per step sooner", share.empty() ? "" : absl::StrCat(" (", share, ")"))
+            : absl::StrCat("sooner by ", s.saved_in_steps, " (", Ms(s.saved_ns_per_step), " a step averaged over ",
+                           r->steps, " steps", share.empty() ? "" : absl::StrCat(", ", share), ")")));
     r->suspects.push_back(std::move(s));
   }
   std::stable_sort(r->suspects.begin(), r->suspects.end(),
                    [](const FleetSuspect& a, const FleetSuspect& b) { return a.score > b.score; });
   std::vector<std::string> flagged;
   for (const FleetSuspect& s : r->suspects)
-    if (s.flagged) flagged.push_back(absl::StrCat("host ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x)"));
+    if (s.flagged)
+      flagged.push_back(absl::StrCat("host ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x",
+                                     s.saved_in_steps.empty() ? "" : absl::StrCat(", late by ", s.saved_in_steps), ")"));
   const std::string pct = absl::StrFormat("%.1f%%", 100 * opt.flag_threshold);
   if (flagged.empty()) {
     const bool unsteady = !r->suspects.empty() && r->suspects.front().score >= opt.flag_threshold;

@@ -34,6 +34,7 @@ struct Raw {
   int depth, device;
   Kind kind;
   int32_t name;
+  bool phased = false;  // a collective whose links work in phases (StepData::phased_flows)
 };
 
 // Collects slices into steps; a link slice's flow is its parent collective's.
@@ -44,7 +45,10 @@ class Collector {
 
   void Add(const Raw& x, StepData& s) {
     if (x.depth == 0) {
-      if (links_ && x.kind == kCollective && x.flow >= 0) flow_of_slice_[x.id] = x.flow;
+      if (links_ && x.kind == kCollective && x.flow >= 0) {
+        flow_of_slice_[x.id] = x.flow;
+        if (x.phased) s.phased_flows.insert(x.flow);
+      }
       Op op;
       op.id = x.id;
       op.kind = x.kind;
@@ -142,8 +146,22 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
     // The chips' lists are kept for the next step (their memory reused, not given back and faulted in again).
     for (auto& [d, ops] : cur.ops) ops.clear();
     cur.links.clear();
+    cur.phased_flows.clear();
     collect.Forget();
     open = false;
+  };
+  // Per program, the op ids of its collectives whose algorithm works in
+  // phases: a tree's rounds and a torus's dimensions run one after another.
+  std::map<const trace::SimProgram*, std::set<int64_t>> phased_of;
+  auto phased_ops = [&](const trace::SimProgram& p) -> const std::set<int64_t>& {
+    auto [it, added] = phased_of.try_emplace(&p);
+    if (added)
+      for (const trace::SimOp& op : p.ops)
+        if (op.collective >= 0 && static_cast<size_t>(op.collective) < p.collectives.size() &&
+            (p.collectives[static_cast<size_t>(op.collective)].algorithm == "tree" ||
+             p.collectives[static_cast<size_t>(op.collective)].algorithm == "torus"))
+          it->second.insert(op.op_id);
+    return it->second;
   };
   store::SimWalkFilter filter;
   filter.want_step = src.want_step;
@@ -163,10 +181,12 @@ absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& na
       open = true;
       if (src.progress) src.progress(-1, absl::StrCat("reading the slices: step ", run.step));
     }
+    const std::set<int64_t>& phased = phased_ops(*run.program);
     for (const trace::SimSlice& x : *run.slices)
       collect.Add(
           {x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, x.arrival_ns, x.bytes, run.graph_id,
-           x.op_id, x.depth, run.device_id, KindOfSlice(x.kind), name_id(x.name_id, *run.names)},
+           x.op_id, x.depth, run.device_id, KindOfSlice(x.kind), name_id(x.name_id, *run.names),
+           x.depth == 0 && x.kind == trace::SliceKind::kCollective && phased.count(x.op_id) > 0},
           cur);
   });
   if (!read.ok()) return read;
@@ -208,7 +228,7 @@ absl::Status Recorded(const store::Reader& rd, const StepSource& src, Names& nam
       s.step = x.step;
       collect.Add({x.slice_id, x.parent_id, x.start_ns, x.dur_ns, x.flow_id, src.has_arrival ? x.arrival_ns : -1,
                    x.bytes, x.graph_id, x.op_id, x.depth, device, KindOf(store::TimelineKindName(x.kind)),
-                   named ? name_ids[static_cast<size_t>(x.name_id)] : unnamed},
+                   named ? name_ids[static_cast<size_t>(x.name_id)] : unnamed, false},
                   s);
     }
   }

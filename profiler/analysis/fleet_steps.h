@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,11 @@ struct StepData {
   int step = 0;
   std::map<int, std::vector<Op>> ops;  // device -> depth-0 ops by start
   std::vector<LinkUse> links;
+  // Collectives (flows) whose algorithm uses its links in phases one after
+  // another (a simulated tree or torus), not all at once (a ring, or the
+  // device clock's in-memory rule): a link's peers in its phase are the
+  // links that play its part (PeerGroups), not every link of the collective.
+  std::set<int64_t> phased_flows;
 };
 
 double Median(std::vector<double> v);
@@ -98,7 +104,12 @@ struct Change {
   std::map<int, double> scale;
   std::map<int, double> wait_scale;
   std::map<int64_t, int64_t> collective_ns;
-  bool empty() const { return scale.empty() && wait_scale.empty() && collective_ns.empty(); }
+  // Links (Names ids) run at their peers' rate: made into collective_ns per
+  // step, from that step's links (fleet_links.h FixLinks), before Replay.
+  std::set<int32_t> fixed_links;
+  bool empty() const {
+    return scale.empty() && wait_scale.empty() && collective_ns.empty() && fixed_links.empty();
+  }
 };
 
 // A step laid out for re-scheduling: chips as dense indices and each op's

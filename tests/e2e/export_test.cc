@@ -277,8 +277,9 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
   }
   e2e::Output range = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --steps 9:12 --chrome ", json));
   EXPECT_TRUE(absl::StrContains(range.text, "run 1 stored steps 0-5")) << range.text;
-  // A part of a recorded run reads back with its first step timed as the run
-  // timed it (from the end of the mark_step before it; from 0 it read 2.5x).
+  // A part of a recorded run reads back with its steps timed as the run timed
+  // them, exactly (otherData step_walls): from 0 its first step read 2.5x, and
+  // from the end of the mark_step before it 9.9 ms for 6.1 once under load.
   const std::string rec = e2e::TempDb("export_part_rec"), rec_back = e2e::TempDb("export_part_rec_back");
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --steps 5 --quiet --db ", rec)).code, 0);
   ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", rec, " --steps 2:3 --chrome ", json)).code, 0);
@@ -286,7 +287,7 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
   auto wall = [](const std::string& db) {
     return static_cast<double>(e2e::Q(db, "SELECT wall_ns FROM steps WHERE step = 2").Int(0, "wall_ns"));
   };
-  EXPECT_NEAR(wall(rec_back), wall(rec), 0.01 * wall(rec));
+  EXPECT_EQ(wall(rec_back), wall(rec));
   // A run without a timeline has no step bounds: its counters cannot be
   // placed in the steps asked for, and are not written as if they were.
   const std::string off = e2e::TempDb("export_part_off");

@@ -229,6 +229,24 @@ TEST(ImportE2e, GlooPairMatchesCollectivesAcrossRanksWithOffsets) {
   EXPECT_TRUE(absl::StrContains(o.text, "rank 1 of 2")) << o.text;
 }
 
+// A directory of export_chrome_trace's files, named as the user chose
+// (rank0.json.gz, rank1.json.gz): no *.pt.trace.json in it, so its JSON files
+// are the ranks, in name order. It was refused as "a directory with no trace".
+TEST(ImportE2e, ADirectoryOfPlainJsonTracesIsItsRanks) {
+  const std::string dir = Temp("export_chrome_trace_dir");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700) == 0 || errno == EEXIST, true) << dir;
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(system(absl::StrCat("cp ", kData, "gloo_rank", r, ".json.gz ", dir, "/rank", r, ".json.gz").c_str()), 0);
+  const std::string db = e2e::TempDb("import_json_dir");
+  e2e::Output o = Import(dir, db);
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(Scalar(db, "SELECT COUNT(*) AS v FROM hosts WHERE run_id = 1"), 2);
+  EXPECT_TRUE(absl::StrContains(o.text, "rank 1 of 2")) << o.text;
+  std::remove((dir + "/rank0.json.gz").c_str());
+  std::remove((dir + "/rank1.json.gz").c_str());
+  rmdir(dir.c_str());
+}
+
 // Two files tensorboard_trace_handler wrote for one process (a profiling
 // schedule with repeat=2) are not two ranks: imported as given, and said, as
 // a warning even with --quiet. Four ranks of one job (four processes) are not.

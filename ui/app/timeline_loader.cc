@@ -285,7 +285,8 @@ void TimelineLoader::AddNames(const std::vector<std::pair<int32_t, std::string>>
 bool TimelineLoader::WaitIdle(double timeout_s) const {
   std::unique_lock lock(mu_);
   return idle_cv_.wait_for(lock, std::chrono::duration<double>(timeout_s), [this] {
-    return !error_.ok() || (overview_ && pending_.empty() && !loading_ && !flow_job_ && !locate_job_);
+    return !error_.ok() ||
+           (overview_ && pending_.empty() && !loading_ && !flow_job_ && !locate_job_ && !job_running_);
   });
 }
 
@@ -713,9 +714,11 @@ void TimelineLoader::Loop() {
       if (locate_job_) {
         locate = *locate_job_;
         locate_job_.reset();
+        job_running_ = true;
       } else if (flow_job_) {
         flow = std::move(flow_job_);
         flow_job_.reset();
+        job_running_ = true;
       } else if (!pending_.empty()) {
         key = pending_.front();
         pending_.pop_front();
@@ -756,6 +759,7 @@ void TimelineLoader::Loop() {
     }
     {
       std::lock_guard lock(mu_);
+      job_running_ = false;
       if (pending_.empty() && !flow_job_ && !locate_job_) idle_cv_.notify_all();
     }
     if (on_data_) on_data_();

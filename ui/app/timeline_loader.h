@@ -234,6 +234,9 @@ class TimelineLoader {
   absl::flat_hash_map<int64_t, Clock> clock_of_;   // track -> its clock
   size_t lazy_total_ = 0, lazy_done_ = 0;
   std::optional<WindowKey> loading_;
+  // A flow or locate job taken off its slot and still running: not idle yet
+  // (WaitIdle returned while a flow was loading, its members still empty).
+  bool job_running_ = false;
   size_t request_total_ = 0, request_done_ = 0;
   std::optional<FlowJob> flow_job_;
   FlowMembers flow_;

@@ -574,9 +574,14 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     // The mlp's batch change (the demo's recompilation) only when asked for.
     if (!o->change_step_given) o->cfg.change_step = -1;
   }
+  // The cnn's batch must split over its 'data' chips (samples/cnn.cc): known
+  // before the run, so a usage error, not a run stored as failed.
+  if (o->sample == "cnn" && o->cfg.mesh[0] > 0 && o->cfg.cnn_batch % o->cfg.mesh[0] != 0)
+    return Usage(absl::StrCat("cnn: the batch (", o->cfg.cnn_batch, ") must split evenly over the ", o->cfg.mesh[0],
+                              " chips of the 'data' axis (--batch a multiple of ", o->cfg.mesh[0], ")"));
   // llama's sequences split unevenly over its chips: the partitioner gathers
-  // the activations where a reshape meets the uneven shards (the cnn refuses
-  // such a batch; the mlp's split costs nothing). Said, not refused.
+  // the activations where a reshape meets the uneven shards (the mlp's split
+  // costs nothing). Said, not refused.
   if (o->sample == "llama" && o->cfg.llama_batch % DataParallelChips(*o) != 0)
     std::cerr << "note: llama's batch (" << o->cfg.llama_batch << ") does not split evenly over its "
               << DataParallelChips(*o)

@@ -1,0 +1,153 @@
+// Links in the fleet diagnosis (see fleet_links.h).
+#include "profiler/analysis/fleet_links.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace shardscope::analysis::fleet_internal {
+namespace {
+
+// A collective's links that play the same part in it: the same kind, and
+// about the same bytes moved (within kSameBytes of the smallest in the group).
+// A link's time per byte holds its hops' latencies as well as its bandwidth,
+// so links moving less pay more per byte: llama's all-reduces on an 8x8x2
+// torus move 0.6 MB over a z link, 3.9 MB over a y link and 31 MB over an x
+// link, and compared all together the z links read 1.11x slow. The bytes a link moves are the
+// algorithm's, not the link's speed, so a slow link keeps its peers.
+constexpr double kSameBytes = 1.10;
+std::vector<std::vector<size_t>> PeerGroups(const std::vector<const LinkUse*>& ls, const LinkKindOf& kind_of) {
+  std::vector<size_t> order(ls.size());
+  std::vector<int32_t> kinds(ls.size());
+  for (size_t k = 0; k < ls.size(); ++k) {
+    order[k] = k;
+    kinds[k] = kind_of(ls[k]->link);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(kinds[a], ls[a]->bytes, a) < std::tie(kinds[b], ls[b]->bytes, b);
+  });
+  std::vector<std::vector<size_t>> groups;
+  for (size_t k : order) {
+    if (groups.empty() || kinds[groups.back().front()] != kinds[k] ||
+        static_cast<double>(ls[k]->bytes) >
+            kSameBytes * static_cast<double>(ls[groups.back().front()]->bytes))
+      groups.emplace_back();
+    groups.back().push_back(k);
+  }
+  return groups;
+}
+
+// One collective's links, laid out for comparing and fixing them.
+struct FlowLinks {
+  int64_t flow = 0;
+  int64_t dur = 0;  // the collective itself (Instance::proper_ns)
+  std::vector<const LinkUse*> ls;
+  std::vector<std::vector<size_t>> peers;  // PeerGroups
+  // What bounds the collective: its links all at once (a ring, the device
+  // clock's in-memory rule), one set; in phases one after another (a tree's
+  // rounds, a torus's dimensions), each peer group, whose phase lasts as long
+  // as its longest link. Bounded by all its links at once, a torus's slow
+  // y link was said to save nothing behind the x links' longer phase, while
+  // it had added 9 us to a 187 us step.
+  std::vector<std::vector<size_t>> bounds;
+  std::vector<double> peer_rate;  // each link's peers' median time per byte; 0: no peers
+};
+
+void ForEachFlow(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
+                 const std::function<void(const FlowLinks&)>& fn) {
+  std::map<int64_t, std::vector<const LinkUse*>> per_flow;
+  for (const LinkUse& l : s.links)
+    if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
+  FlowLinks f;
+  for (auto& [flow, ls] : per_flow) {
+    auto inst = by_flow.find(flow);
+    if (inst == by_flow.end()) continue;
+    f.flow = flow;
+    f.dur = inst->second->proper_ns;
+    f.ls = std::move(ls);
+    f.peers = PeerGroups(f.ls, kind_of);
+    f.bounds.clear();
+    if (s.phased_flows.count(flow)) {
+      f.bounds = f.peers;
+    } else {
+      f.bounds.emplace_back(f.ls.size());
+      for (size_t k = 0; k < f.ls.size(); ++k) f.bounds.back()[k] = k;
+    }
+    // Each link's peers' median time per byte among its group (leave-one-out
+    // medians: a torus all-reduce crosses thousands of links).
+    f.peer_rate.assign(f.ls.size(), 0);
+    for (const std::vector<size_t>& at : f.peers) {
+      if (at.size() < 2) continue;
+      std::vector<double> rates;
+      for (size_t k : at) rates.push_back(static_cast<double>(f.ls[k]->dur) / static_cast<double>(f.ls[k]->bytes));
+      const std::vector<double> meds = LeaveOneOutMedians(rates);
+      for (size_t j = 0; j < at.size(); ++j) f.peer_rate[at[j]] = meds[j];
+    }
+    fn(f);
+  }
+}
+
+// How much shorter the collective gets with the links `fixed(k)` says at
+// their peers' rate: what each bounding set's longest link loses, summed
+// over the phases, never more than the collective lasts.
+double Freed(const FlowLinks& f, const std::function<bool(size_t)>& fixed) {
+  double freed = 0;
+  for (const std::vector<size_t>& at : f.bounds) {
+    double before = 0, after = 0;
+    for (size_t k : at) {
+      const double dur = static_cast<double>(f.ls[k]->dur);
+      before = std::max(before, dur);
+      after = std::max(after, fixed(k) && f.peer_rate[k] > 0
+                                  ? std::min(dur, f.peer_rate[k] * static_cast<double>(f.ls[k]->bytes))
+                                  : dur);
+    }
+    freed += std::max(0.0, std::min(before, static_cast<double>(f.dur)) - after);
+  }
+  return std::min(freed, static_cast<double>(f.dur));
+}
+
+// Slower than its peers by less than this is rounding (a simulated link's
+// nanoseconds), not a link for the what-if to fix.
+constexpr double kSlowerThanPeers = 1.001;
+
+}  // namespace
+
+void LinkStats::Merge(LinkStats&& o) {
+  slowdowns.insert(slowdowns.end(), o.slowdowns.begin(), o.slowdowns.end());
+  uses += o.uses;
+  moved.first += o.moved.first;
+  moved.second += o.moved.second;
+  slow_steps.merge(o.slow_steps);
+  seen = seen || o.seen;
+}
+
+void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
+              absl::flat_hash_map<int32_t, LinkStats>& stats) {
+  ForEachFlow(s, by_flow, kind_of, [&](const FlowLinks& f) {
+    for (size_t k = 0; k < f.ls.size(); ++k) {
+      const LinkUse* l = f.ls[k];
+      LinkStats& st = stats[l->link];
+      st.seen = true;
+      if (f.peer_rate[k] <= 0) continue;
+      const double slowdown = static_cast<double>(l->dur) / static_cast<double>(l->bytes) / f.peer_rate[k];
+      st.slowdowns.push_back(slowdown);
+      st.uses++;
+      st.moved.first += static_cast<double>(l->bytes);
+      st.moved.second += static_cast<double>(l->dur);
+      // Fixed alone it may free nothing (two slow links side by side), so
+      // each step where it is slow at all is one the what-if fixes it in.
+      if (slowdown > kSlowerThanPeers) st.slow_steps.insert(s.step);
+    }
+  });
+}
+
+std::map<int64_t, int64_t> FixLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+                                    const LinkKindOf& kind_of, const std::set<int32_t>& fixed) {
+  std::map<int64_t, int64_t> out;
+  ForEachFlow(s, by_flow, kind_of, [&](const FlowLinks& f) {
+    const double freed = Freed(f, [&](size_t k) { return fixed.count(f.ls[k]->link) > 0; });
+    if (freed > 0) out[f.flow] = f.dur - static_cast<int64_t>(freed);
+  });
+  return out;
+}
+
+}  // namespace shardscope::analysis::fleet_internal
