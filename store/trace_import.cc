@@ -177,8 +177,10 @@ constexpr StatDef kStatDefs[] = {
     {"collective_order_ambiguous", "data_loss",
      "ranks that called a collective a different number of times in a step, or whose collectives matched by order "
      "cannot all overlap under any one clock offset, in a trace that names no process group (older PyTorch): "
-     "calls of different subgroups were likely paired, so clock offsets and late arrivals drawn from them may be "
-     "wrong (fleet compares no ranks on them); a newer PyTorch's traces name each call's group"},
+     "calls of different subgroups were likely paired, or the files are of different runs (such a trace's clock "
+     "counts from its process's start, so two jobs' files cannot be told apart by time), so clock offsets and "
+     "late arrivals drawn from them may be wrong (fleet compares no ranks on them); a newer PyTorch's traces name "
+     "each call's group"},
     {"host_wait_derived", "info",
      "device idle gaps whose next op was launched (a GPU's kernel or copy), or its XLA execution dispatched, only "
      "after the device went idle: stored as 'waiting for host' slices (kind host_wait, category derived) on a "

@@ -212,6 +212,12 @@ class Writer::Db {
 
   BatchOutcome WriteBatch(const std::vector<Item>& batch) {
     BatchOutcome out;
+    // A signal ended the run and the file was left whole for the process to
+    // die: nothing more is written. A batch after it ran in rollback-journal
+    // mode, and the signal's kill mid-transaction left the file longer in its
+    // header than on disk until its hot journal was rolled back (a loaded
+    // ctest read it "truncated").
+    if (left_for_signal_) return out;
     snapshots_.clear();
     CheckCaptureCap();
     const int64_t run_before = run_id_, lost_before = lost_;
@@ -264,6 +270,7 @@ class Writer::Db {
       // the file is left whole on its own now, as Close leaves it (a copy of
       // the .db without its -wal would lose the run's last steps).
       interrupted_ = false;
+      left_for_signal_ = true;
       sqlite3_busy_timeout(db_, 0);
       if (internal::Exec(db_, "PRAGMA wal_checkpoint(TRUNCATE)").ok())
         internal::Exec(db_, "PRAGMA journal_mode = DELETE").IgnoreError();
@@ -1388,6 +1395,7 @@ class Writer::Db {
   } own_;
   bool run_ended_ = false;
   bool interrupted_ = false;  // a signal ended the run: checkpoint after this batch commits
+  bool left_for_signal_ = false;  // and did: the process is about to die, nothing more is written
   int64_t lost_ = 0;       // records of the current run that did not reach the file
   bool gapped_ = false;    // a batch of the current run was lost: its later records are dropped
   std::string loss_note_;  // why the first of them did not

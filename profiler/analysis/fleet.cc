@@ -1039,6 +1039,26 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   for (const auto& [h, members] : chips_of_host)
     if (members.size() == 1) lone_hosts.push_back(absl::StrCat(h));
   const bool host_suspects = chips_of_host.size() - lone_hosts.size() >= 2;
+  // What its chips' recorded waits for the host were (host_wait slices: a
+  // launch or dispatch after the chip went idle; the breakdown's "host
+  // wait"), against the other hosts' chips': the measured part of a slow
+  // host's evidence, beside the idle time that only suggests it. "" when the
+  // run records none.
+  const auto measured_waits = [&](const std::vector<int>& members) -> std::string {
+    double own = 0, any = 0;
+    std::vector<double> others;
+    const std::set<int> mine(members.begin(), members.end());
+    for (const auto& [d, c] : rows) {
+      any += c.host_wait_ns;
+      if (mine.count(d)) own += c.host_wait_ns / static_cast<double>(members.size());
+      else others.push_back(c.host_wait_ns);
+    }
+    if (any <= 0 || others.empty()) return "";
+    return absl::StrCat(members.size() == 1 ? "its chip's" : "its chips'", " recorded waits for the host (",
+                        "a launch after the chip went idle): ", Ms(own), " per step",
+                        members.size() == 1 ? "" : " each", " against the other hosts' chips' ",
+                        Ms(Median(others)), " (the breakdown's host wait)");
+  };
   // Each host's ratio to its peers per step (1 + its excess over their time,
   // unclipped), and its candidate: flagged only beyond the run's noise.
   std::map<int, StepRatios> host_steps;
@@ -1105,6 +1125,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                        ", and wait for work (idle) ", Ms(idle_sum / r.steps), " per step more") : std::string(),
                        " (", Pct(s.score), " of their time; in ", hit, " of ", Plural(r.steps, "step", "steps"),
                        " by more than 10%)"));
+      if (std::string w = measured_waits(members); !w.empty()) s.evidence.push_back(std::move(w));
       // Mostly idle: the re-schedule (each chip's work back to back) cannot show a delay before a
       // launch; what its chips' late arrivals cost the other hosts stands for the what-if.
       // (No more than its extra idle: arriving with the others, it would have waited no less.)
@@ -1170,6 +1191,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
           "its chip ", d, " waited for work (on the host, or idle until a launch) ", Ms(excess_sum / r.steps),
           " per step more than its peers' chips (", Pct(s.score), " of their time outside collectives; in ", hit,
           " of ", Plural(r.steps, "step", "steps"), " by more than 10%); its kernels' speed is chip ", d, "'s evidence"));
+      if (std::string w = measured_waits(members); !w.empty()) s.evidence.push_back(std::move(w));
       // Mostly idle (not recorded host waits, which the re-schedule keeps):
       // its late arrivals' cost stands for the what-if.
       if (margins.count(d) && !margins[d].empty() && host_wait_sum < 0.5 * excess_sum) {

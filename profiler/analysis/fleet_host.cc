@@ -269,9 +269,10 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
         r->verdict =
             "cannot rank suspects: the trace names no process group (older PyTorch) and the import could match "
             "the ranks' collectives only by their order, which paired calls of different groups (import_stats "
-            "collective_order_ambiguous: subgroups, or ranks calling a collective a different number of times), "
-            "so when each rank called a collective cannot be compared; no one is flagged. A newer PyTorch's "
-            "profiler (Kineto) names each call's group";
+            "collective_order_ambiguous: subgroups, or ranks calling a collective a different number of times; "
+            "or files of different runs given together, which such a trace's clocks, counted from each "
+            "process's start, cannot tell apart), so when each rank called a collective cannot be compared; no "
+            "one is flagged. A newer PyTorch's profiler (Kineto) names each call's group and its clock";
         return true;
       }
     }
@@ -433,8 +434,10 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   // Each rank's excess step by step against the run's noise, as a host's on
   // the device clock (fleet_noise.h): a pause in one step (a rank stalled
   // 300 ms once in 48 ms steps) stands far above it, though not steadily.
-  // Two ranks are each other's only peer: one's excess is the other's
-  // shortfall, so each counts its excess alone.
+  // Unclipped: two ranks are each other's only peer, one's excess the
+  // other's shortfall, and with each counting its excess alone the other's
+  // steps read 1.000 and the noise nothing (a healthy pair's one-off spikes
+  // stood 6.6 standard deviations above it).
   std::map<int, fleet_internal::StepRatios> step_ratios;
   {
     std::vector<fleet_internal::StepRatios*> all;
@@ -442,7 +445,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       fleet_internal::StepRatios& sr = step_ratios[host];
       for (const auto& [step, e] : p.excess_by_step)
         if (const double peers = p.peers_by_step[step]; peers > 0)
-          sr.ratios.push_back(1 + (per.size() == 2 ? std::max(0.0, e) : e) / peers);
+          sr.ratios.push_back(1 + e / peers);
       sr.Summarize();
       all.push_back(&sr);
     }
@@ -487,7 +490,14 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     for (int step : steps_of) big.push_back(absl::StrCat(step));
     // A third of the steps at most: a rank slow throughout has its lateness
     // fall unevenly too (4 of 9 steps holding 80% of it), and is said per step.
-    const bool few = !big.empty() && big.size() * 3 <= static_cast<size_t>(r->steps) && in_big >= 0.8 * p.margin_sum;
+    // And twice any other rank's lateness: two ranks of a healthy job on
+    // shared cores each had one-off spikes, and the one flagged was no later
+    // than the other.
+    double others_late = 0;
+    for (const auto& [other, q] : per)
+      if (other != host) others_late = std::max(others_late, q.margin_sum);
+    const bool few = !big.empty() && big.size() * 3 <= static_cast<size_t>(r->steps) &&
+                     in_big >= 0.8 * p.margin_sum && p.margin_sum >= 2 * others_late;
     const fleet_internal::StepRatios& sr = step_ratios[host];
     // Not steadily slow, it is flagged for a pause: beyond the run's noise,
     // and holding the others up in a few steps (a rank stalled 300 ms once).

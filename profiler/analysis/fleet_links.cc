@@ -52,38 +52,97 @@ struct FlowLinks {
   std::vector<double> peer_rate;  // each link's peers' median time per byte; 0: no peers
 };
 
+// Leave-one-out median time per byte over each group of `ls` (size 2 or
+// more) into `rate` at the links' places `at_of(k)`.
+void PeerRates(const std::vector<const LinkUse*>& ls, const std::vector<std::vector<size_t>>& groups,
+               const std::function<double&(size_t)>& rate_of) {
+  for (const std::vector<size_t>& at : groups) {
+    if (at.size() < 2) continue;
+    std::vector<double> rates;
+    for (size_t k : at) rates.push_back(static_cast<double>(ls[k]->dur) / static_cast<double>(ls[k]->bytes));
+    const std::vector<double> meds = LeaveOneOutMedians(rates);
+    for (size_t j = 0; j < at.size(); ++j) rate_of(at[j]) = meds[j];
+  }
+}
+
 void ForEachFlow(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
                  const std::function<void(const FlowLinks&)>& fn) {
   std::map<int64_t, std::vector<const LinkUse*>> per_flow;
   for (const LinkUse& l : s.links)
     if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
-  FlowLinks f;
+  std::vector<FlowLinks> flows;
+  flows.reserve(per_flow.size());
   for (auto& [flow, ls] : per_flow) {
     auto inst = by_flow.find(flow);
     if (inst == by_flow.end()) continue;
+    FlowLinks& f = flows.emplace_back();
     f.flow = flow;
     f.dur = inst->second->proper_ns;
     f.ls = std::move(ls);
     f.peers = PeerGroups(f.ls, kind_of);
-    f.bounds.clear();
     if (s.phased_flows.count(flow)) {
       f.bounds = f.peers;
-    } else {
+      // Phases one after another last no longer than the collective: where
+      // their longest links add up past it, links of several groups worked
+      // at once (a tree's round crossing an NVLink and a rail), and the
+      // collective is bounded by all its links together.
+      double phases = 0;
+      for (const std::vector<size_t>& at : f.bounds) {
+        int64_t longest = 0;
+        for (size_t k : at) longest = std::max(longest, f.ls[k]->dur);
+        phases += static_cast<double>(longest);
+      }
+      if (phases > static_cast<double>(f.dur)) f.bounds.clear();
+    }
+    if (f.bounds.empty()) {
       f.bounds.emplace_back(f.ls.size());
       for (size_t k = 0; k < f.ls.size(); ++k) f.bounds.back()[k] = k;
     }
     // Each link's peers' median time per byte among its group (leave-one-out
     // medians: a torus all-reduce crosses thousands of links).
     f.peer_rate.assign(f.ls.size(), 0);
-    for (const std::vector<size_t>& at : f.peers) {
-      if (at.size() < 2) continue;
-      std::vector<double> rates;
-      for (size_t k : at) rates.push_back(static_cast<double>(f.ls[k]->dur) / static_cast<double>(f.ls[k]->bytes));
-      const std::vector<double> meds = LeaveOneOutMedians(rates);
-      for (size_t j = 0; j < at.size(); ++j) f.peer_rate[at[j]] = meds[j];
-    }
-    fn(f);
+    PeerRates(f.ls, f.peers, [&f](size_t k) -> double& { return f.peer_rate[k]; });
   }
+  // A link alone in its part of its collective (a 2-chip group's one link:
+  // tensor parallelism in pairs) is compared with the links of the same
+  // collective op's other groups that play its part: never compared, a rail
+  // at 30% of its bandwidth that cost 14% of the step was not ranked at all.
+  std::map<int64_t, int32_t> op_of_flow;  // flow -> the collective op's name
+  std::vector<std::pair<size_t, size_t>> lone;  // (flow index, link index)
+  for (size_t i = 0; i < flows.size(); ++i)
+    for (const std::vector<size_t>& at : flows[i].peers)
+      if (at.size() == 1) lone.push_back({i, at.front()});
+  if (!lone.empty()) {
+    // Each such flow's op from one member's ops (not every chip's: a pod's
+    // step holds millions).
+    for (const auto& [i, k] : lone) {
+      const int64_t flow = flows[i].flow;
+      if (op_of_flow.count(flow)) continue;
+      auto inst = by_flow.find(flow);
+      if (inst == by_flow.end() || inst->second->members.empty()) continue;
+      auto ops = s.ops.find(inst->second->members.front().device);
+      if (ops == s.ops.end()) continue;
+      for (const Op& op : ops->second)
+        if (op.kind == kCollective && op.flow == flow) {
+          op_of_flow.emplace(flow, op.name);
+          break;
+        }
+    }
+    std::map<int32_t, std::vector<std::pair<size_t, size_t>>> by_op;
+    for (const auto& fl : lone) {
+      auto it = op_of_flow.find(flows[fl.first].flow);
+      if (it != op_of_flow.end()) by_op[it->second].push_back(fl);
+    }
+    for (const auto& [op, members] : by_op) {
+      if (members.size() < 2) continue;
+      std::vector<const LinkUse*> ls;
+      for (const auto& [i, k] : members) ls.push_back(flows[i].ls[k]);
+      PeerRates(ls, PeerGroups(ls, kind_of), [&](size_t j) -> double& {
+        return flows[members[j].first].peer_rate[members[j].second];
+      });
+    }
+  }
+  for (const FlowLinks& f : flows) fn(f);
 }
 
 // How much shorter the collective gets with the links `fixed(k)` says at

@@ -121,6 +121,7 @@ class Collector {
 
 absl::Status Simulated(const store::Reader& rd, const StepSource& src, Names& names,
                        const std::function<absl::Status(StepData&)>& fn) {
+  names.ForgetAddresses();  // the last walk's strings are gone
   Collector collect(names, !src.ops_only);
   StepData cur;
   bool open = false;

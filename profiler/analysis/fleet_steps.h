@@ -40,7 +40,12 @@ class Names {
     if (added) text_.push_back(name);
     return it->second;
   }
-  // A simulated run hands out one stable string per stored name: keyed by its address first.
+  // A simulated run hands out one stable string per stored name: keyed by its
+  // address first. Stable within one walk of the run only: the next walk's
+  // strings may sit where other names were (a link's name read as a kernel's,
+  // which made a what-if that fixed links fix none, by the process's memory
+  // layout), so each walk starts with ForgetAddresses.
+  void ForgetAddresses() { by_address_.clear(); }
   int32_t Id(const std::string* name) {
     auto it = by_address_.find(name);
     if (it != by_address_.end()) return it->second;

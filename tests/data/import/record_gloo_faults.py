@@ -11,6 +11,9 @@ the traces in this directory made with it (PyTorch 1.13, Debian's python3-torch)
   ddp3_slow1_steps56_rank{0,1,2}.json.gz  --world 3 --model ddp --slow-compute 1 --slow-factor 6 --slow-steps 5,6
       (rank 1 runs 6 extra layers in steps 5 and 6 only)
 Each rank's file is tensorboard_trace_handler's rankN.*.pt.trace.json, gzipped and renamed.
+gloo2_cnn_healthy_rank{0,1}.json.gz came from a second probe's own script of the same kind (2 ranks,
+a small cnn, manual all_reduce, export_chrome_trace, 12 steps, no fault) on a loaded machine: each
+rank has one-off spikes (rank 0 in step 3, rank 1 in steps 2 and 5), and no one is to be flagged.
 """
 import argparse, os, time
 import torch
