@@ -25,6 +25,7 @@
 #include "profiler/analysis/fleet_source.h"
 #include "profiler/analysis/fleet_steps.h"
 #include "profiler/analysis/format.h"
+#include "profiler/analysis/run_report.h"
 #include "store/json_text.h"
 #include "store/run_state.h"
 
@@ -334,6 +335,19 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
           "('identical_files', 'same_process_files', 'ranks_not_concurrent') ORDER BY name",
           {absl::StrCat(r->run_id)});
       if (!q.ok()) return q.status();
+      // Other losses (a file cut short): the ranking stands on what remained, and says so.
+      auto losses = ReadImportLosses(rd, r->run_id);
+      if (!losses.ok()) return losses.status();
+      // (Those said elsewhere: the refusals here, and the notes and verdicts of their own.)
+      constexpr const char* kSaidElsewhere[] = {"identical_files", "same_process_files", "ranks_not_concurrent",
+                                                "device_work_outside_steps", "collective_order_ambiguous"};
+      std::vector<std::string> other;
+      for (const std::string& l : *losses)
+        if (absl::c_none_of(kSaidElsewhere, [&](const char* n) { return absl::StartsWith(l, absl::StrCat(n, " ")); }))
+          other.push_back(l);
+      if (!other.empty())
+        r->notes.push_back(absl::StrCat("the import lost or could not trust data (import_stats): ",
+                                        JoinFirst(other, 4), "; the ranks are compared on what remained"));
       if (!q->rows.empty()) {
         std::vector<std::string> why;
         for (size_t i = 0; i < q->rows.size(); ++i) {

@@ -42,6 +42,9 @@ std::string StatusText(const RunHeader& h) {
                         " so compilations, sharding and kernels are empty");
   // What the timeline leaves out, right under the title: no view of it reads as complete when it is not.
   if (!h.capture_note.empty()) absl::StrAppend(&s, "\ncapture: ", Printable(h.capture_note));
+  if (!h.import_losses.empty())
+    absl::StrAppend(&s, "\nthe import lost or could not trust data (import_stats; what follows is read from what ",
+                    "remained): ", Printable(JoinFirst(h.import_losses, 4)));
   if (h.faults_injected)  // a simulated run has no device clock: its faults are on the modeled one
     absl::StrAppend(&s, "\nfaults injected on the ", h.simulated ? "modeled" : "device", " clock: ",
                     Printable(JoinFirst(h.faults, 8)), " (runs.config_json \"faults\"; docs/fleet.md)");
@@ -599,6 +602,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"num_hosts", h.num_hosts},
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
+  if (!h.import_losses.empty()) out["run"]["import_losses"] = h.import_losses;
   if (!h.profile_values_json.is_null()) out["run"]["profile_values"] = h.profile_values_json;
   if (!h.mesh_map_json.is_null()) out["run"]["mesh_map"] = h.mesh_map_json;
   if (const auto& c = h.calibration)

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/heatmap.h"
@@ -158,6 +159,9 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                   h.simulated ? ", <b>simulated</b>" : "", "<br>", H(h.status_detail.empty() ? h.status : h.status_detail),
                   "</p>\n");
   if (!h.capture_note.empty()) absl::StrAppend(&out, "<p><b>Capture:</b> ", H(h.capture_note), "</p>\n");
+  if (!h.import_losses.empty())
+    absl::StrAppend(&out, "<p><b>Import lost or could not trust:</b> ", H(absl::StrJoin(h.import_losses, "; ")),
+                    "</p>\n");
   if (!r.unreadable.empty()) {
     absl::StrAppend(&out, "<p><b>Not read</b> (part of the file is damaged; <code>shardscope check</code> says what):</p><ul>");
     for (const std::string& u : r.unreadable) absl::StrAppend(&out, "<li>", H(u), "</li>");

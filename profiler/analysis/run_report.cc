@@ -116,6 +116,11 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
     if (!note.ok()) return note.status();
     if (!note->rows.empty()) h->capture_note = note->Text(0, "capture_note");
   }
+  if (h->imported) {
+    auto losses = ReadImportLosses(rd, run_id);
+    if (!losses.ok()) return losses.status();
+    h->import_losses = *std::move(losses);
+  }
   auto faults = ReadRunFaults(rd, run_id);
   if (!faults.ok()) return faults.status();
   h->faults_injected = !faults->empty();
@@ -471,6 +476,27 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
     out->push_back(std::move(a));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> ReadImportLosses(const store::Reader& reader, int64_t run_id) {
+  std::vector<std::string> out;
+  auto has = reader.HasTable("import_stats");
+  if (!has.ok()) return has.status();
+  if (!*has) return out;
+  auto q = reader.Query(
+      "SELECT name, count, description FROM import_stats WHERE run_id = ?1 AND count > 0 AND severity IN "
+      "('data_loss', 'error') ORDER BY severity DESC, name",
+      {absl::StrCat(run_id)});
+  if (!q.ok()) return q.status();
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    const std::string d = q->Text(i, "description");
+    const size_t at = d.rfind("(first: ");
+    std::string first = at == std::string::npos ? "" : d.substr(at + 8);
+    if (!first.empty() && first.back() == ')') first.pop_back();
+    out.push_back(absl::StrCat(q->Text(i, "name"), " (", q->Int(i, "count"), ")",
+                               first.empty() ? "" : absl::StrCat(": first ", first)));
+  }
+  return out;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadRunFaults(const store::Reader& rd, int64_t run_id) {

@@ -35,6 +35,9 @@ struct RunHeader {
   // "--trace steps: kernels not recorded ..."); "" when everything was captured
   // or the file predates the column.
   std::string capture_note;
+  // An imported run's losses (ReadImportLosses): a file cut short, ranks
+  // that are one file twice. Said under the title, as the capture note is.
+  std::vector<std::string> import_losses;
   // Faults were injected on the device clock (`run --fault`): its timeline is
   // not the machine's own. Which ones: runs.config_json's "faults" only.
   bool faults_injected = false;
@@ -269,6 +272,10 @@ absl::StatusOr<CompileStats> ReadCompileStats(const store::Reader& reader, int64
 // The fault specs injected into run `run_id` (runs.config_json "faults", the
 // only place they are kept), in order; empty when none or the JSON is damaged.
 absl::StatusOr<std::vector<std::string>> ReadRunFaults(const store::Reader& reader, int64_t run_id);
+// What the import of run `run_id` lost or could not trust (import_stats rows
+// of severity data_loss or error), each "name (count): first WHERE"; empty
+// for a run that was not imported, or lost nothing.
+absl::StatusOr<std::vector<std::string>> ReadImportLosses(const store::Reader& reader, int64_t run_id);
 
 // Builds the report for `run_id`; NotFound when the file holds no such run.
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);

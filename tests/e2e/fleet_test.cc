@@ -1016,6 +1016,32 @@ TEST(FleetImport, WhereASlowRanksTimeWentIsSaid) {
   }
 }
 
+// A rank's file cut short: the import keeps what came before and says so,
+// and so do `report` (under its title, and in its JSON) and `fleet` (a note),
+// which had analysed what remained without a word.
+TEST(FleetImport, AFileCutShortIsSaidByTheReportAndFleet) {
+  const std::string data = SHARDSCOPE_TEST_SOURCE_DIR "/tests/data/import/";
+  const std::string cut = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/fleet_cut_", getpid(), ".json"));
+  ASSERT_EQ(system(absl::StrCat("gzip -dc ", data, "gloo3_pause2_rank0.json.gz | head -c 150000 > ", cut).c_str()), 0);
+  const std::string db = TempDb("fleet_cut");
+  Output o = Shell(absl::StrCat(kCli, " import ", cut, " ", data, "gloo3_pause2_rank1.json.gz ", data,
+                                "gloo3_pause2_rank2.json.gz --quiet --db ", db));
+  ASSERT_EQ(o.code, 0) << o.text;
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("the import lost or could not trust data (import_stats; what follows is read from what "
+                             "remained): truncated_json (1): first "),
+            std::string::npos)
+      << report.text;
+  Output json = Shell(absl::StrCat(kCli, " report ", db, " --format json"));
+  auto j = nlohmann::json::parse(json.text, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << json.text;
+  ASSERT_TRUE(j["run"].contains("import_losses")) << json.text;
+  EXPECT_TRUE(absl::StartsWith(j["run"]["import_losses"][0].get<std::string>(), "truncated_json (1)"));
+  analysis::FleetReport r = Diagnose(db, "rank 0's file cut short");
+  EXPECT_TRUE(HasNote(r, "the import lost or could not trust data (import_stats): truncated_json (1)"))
+      << absl::StrJoin(r.notes, "\n");
+}
+
 // Files that are not one job's ranks: a copy of a rank (gzipped, so its bytes
 // differ), and a rank whose clock sits 200 s from the others' (two jobs'
 // traces given together). The import says so and fleet ranks no one; before,
