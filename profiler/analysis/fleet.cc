@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -310,17 +311,6 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
 }
 }  // namespace
 
-namespace {
-// ": first: WHAT" of an import stat's description ("... (first: WHAT)"); "" without.
-std::string FirstOf(const std::string& description) {
-  const size_t at = description.rfind("(first: ");
-  if (at == std::string::npos) return "";
-  std::string what = description.substr(at + 8);
-  if (!what.empty() && what.back() == ')') what.pop_back();
-  return absl::StrCat(": first ", what);
-}
-}  // namespace
-
 absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOptions& opt) {
   absl::StatusOr<FleetReport> r = AnalyzeRecordedSteps(rd, opt);
   if (!r.ok()) return r;
@@ -328,46 +318,37 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
   // read: a copy of a rank (identical to it), two windows of one process, or
   // two jobs' traces lined up by a clock offset of minutes. Before, a copy
   // read "no rank stands out" and two jobs were refused for subgroups.
-  if (r->imported)
-    if (auto has = rd.HasTable("import_stats"); has.ok() && *has) {
-      auto q = rd.Query(
-          "SELECT name, count, description FROM import_stats WHERE run_id = ?1 AND count > 0 AND name IN "
-          "('identical_files', 'same_process_files', 'ranks_not_concurrent') ORDER BY name",
-          {absl::StrCat(r->run_id)});
-      if (!q.ok()) return q.status();
-      // Other losses (a file cut short): the ranking stands on what remained, and says so.
-      auto losses = ReadImportLosses(rd, r->run_id);
-      if (!losses.ok()) return losses.status();
-      // (Those said elsewhere: the refusals here, and the notes and verdicts of their own.)
-      constexpr const char* kSaidElsewhere[] = {"identical_files", "same_process_files", "ranks_not_concurrent",
-                                                "device_work_outside_steps", "collective_order_ambiguous"};
-      std::vector<std::string> other;
-      for (const std::string& l : *losses)
-        if (absl::c_none_of(kSaidElsewhere, [&](const char* n) { return absl::StartsWith(l, absl::StrCat(n, " ")); }))
-          other.push_back(l);
-      if (!other.empty())
-        r->notes.push_back(absl::StrCat("the import lost or could not trust data (import_stats): ",
-                                        JoinFirst(other, 4), "; the ranks are compared on what remained"));
-      if (!q->rows.empty()) {
-        std::vector<std::string> why;
-        for (size_t i = 0; i < q->rows.size(); ++i) {
-          const std::string name = q->Text(i, "name");
-          const int64_t n = q->Int(i, "count");
-          why.push_back(absl::StrCat(
-              name == "identical_files"        ? (n == 1 ? "a file holds" : "files hold")
-              : name == "same_process_files"   ? (n == 1 ? "a file comes" : "files come")
-                                               : (n == 1 ? "a file does" : "files do"),
-              name == "identical_files"        ? " the same trace as another given with it"
-              : name == "same_process_files"   ? " from the same process as another (two windows of one rank)"
-                                               : " not overlap in time with the reference rank's (likely another job)",
-              " (import_stats ", name, FirstOf(q->Text(i, "description")), ")"));
-        }
-        r->supported = false;
-        for (FleetSuspect& s : r->suspects) s.flagged = false;
-        r->verdict = absl::StrCat("cannot rank suspects: ", absl::StrJoin(why, "; and "),
-                                  ", so the ranks compared are not one job's; no one is flagged");
+  if (r->imported) {
+    auto losses = ReadImportLosses(rd, r->run_id);
+    if (!losses.ok()) return losses.status();
+    std::vector<std::string> why, other;
+    for (const ImportLoss& l : *losses) {
+      const int64_t n = l.count;
+      if (l.name == "identical_files" || l.name == "same_process_files" || l.name == "ranks_not_concurrent") {
+        why.push_back(absl::StrCat(
+            l.name == "identical_files"      ? (n == 1 ? "a file holds" : "files hold")
+            : l.name == "same_process_files" ? (n == 1 ? "a file comes" : "files come")
+                                             : (n == 1 ? "a file does" : "files do"),
+            l.name == "identical_files"      ? " the same trace as another given with it"
+            : l.name == "same_process_files" ? " from the same process as another (two windows of one rank)"
+                                             : " not overlap in time with the reference rank's (likely another job)",
+            " (import_stats ", l.name, l.first.empty() ? "" : absl::StrCat(": first ", l.first), ")"));
+      } else if (l.name != "device_work_outside_steps" && l.name != "collective_order_ambiguous") {
+        // Other losses (a file cut short): the ranking stands on what remained,
+        // and says so. (Those two have notes and verdicts of their own.)
+        other.push_back(l.Text());
       }
     }
+    if (!other.empty())
+      r->notes.push_back(absl::StrCat("the import lost or could not trust data (import_stats): ", JoinFirst(other, 4),
+                                      "; the ranks are compared on what remained"));
+    if (!why.empty()) {
+      r->supported = false;
+      for (FleetSuspect& s : r->suspects) s.flagged = false;
+      r->verdict = absl::StrCat("cannot rank suspects: ", absl::StrJoin(why, "; and "),
+                                ", so the ranks compared are not one job's; no one is flagged");
+    }
+  }
   // One host has no peer host: a delay of the host itself (a preemption, a
   // slow input pipeline) falls on every chip alike and ranks no one. Said.
   if (r->hosts <= 1 && r->chip_rows.size() > 1 && r->median_step_ns > 0) {
@@ -1415,13 +1396,15 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     std::map<int64_t, Instance> instances = StepInstances(s);
     const std::map<int64_t, Instance*> by_flow = ByFlow(instances);
     const ReplayStep rs = IndexStep(s, by_flow);
+    std::optional<std::vector<FlowLinks>> links;  // made once, for the what-ifs that fix links
     for (const auto& [i, change] : c->second) {
       // Links fixed together: each collective they shorten gets its new
       // duration from all of them at once (two slow links in one ring free
       // nothing each alone; in two phases of a torus, what both free).
       Change x = change;
+      if (!x.fixed_links.empty() && !links) links = StepLinks(s, by_flow, kind_of);
       if (!x.fixed_links.empty())
-        for (const auto& [flow, ns] : FixLinks(s, by_flow, kind_of, x.fixed_links))
+        for (const auto& [flow, ns] : FixLinks(*links, x.fixed_links))
           x.collective_ns[flow] = x.collective_ns.count(flow) ? std::min(x.collective_ns[flow], ns) : ns;
       if (const int64_t w = Replay(rs, x); w >= 0) {
         saved[i] += static_cast<double>(b->second - w);

@@ -66,13 +66,19 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                          " AND host_id IS NOT NULL ORDER BY track_id",
                          {run_text});
   if (!tracks.ok()) return tracks.status();
-  std::map<int64_t, std::string> op_of_name;  // names.name_id -> OpOf(name), read as met
+  std::map<int64_t, std::string> name_of_id;  // names.name_id -> its name, read as met
+  const auto name_of = [&](int32_t name_id) -> const std::string& {
+    auto it = name_of_id.find(name_id);
+    if (it == name_of_id.end()) {
+      auto q = rd.Query("SELECT name FROM names WHERE name_id = ?1", {absl::StrCat(name_id)});
+      it = name_of_id.emplace(name_id, q.ok() && !q->rows.empty() ? q->Text(0, "name") : "").first;
+    }
+    return it->second;
+  };
+  std::map<int64_t, std::string> op_of_name;  // names.name_id -> OpOf(name)
   const auto op_of = [&](int32_t name_id) -> const std::string& {
     auto it = op_of_name.find(name_id);
-    if (it == op_of_name.end()) {
-      auto q = rd.Query("SELECT name FROM names WHERE name_id = ?1", {absl::StrCat(name_id)});
-      it = op_of_name.emplace(name_id, q.ok() && !q->rows.empty() ? OpOf(q->Text(0, "name")) : "").first;
-    }
+    if (it == op_of_name.end()) it = op_of_name.emplace(name_id, OpOf(name_of(name_id))).first;
     return it->second;
   };
   store::TimelineReader timeline(rd);
@@ -94,8 +100,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   const auto kind_of_span = [&](int32_t name_id) {
     auto it = span_kind.find(name_id);
     if (it == span_kind.end()) {
-      auto q = rd.Query("SELECT name FROM names WHERE name_id = ?1", {absl::StrCat(name_id)});
-      const std::string name = q.ok() && !q->rows.empty() ? q->Text(0, "name") : "";
+      const std::string& name = name_of(name_id);
       it = span_kind
                .emplace(name_id, name.rfind("ProfilerStep#", 0) == 0           ? SpanKind::kStep
                                  : name.rfind("enumerate(DataLoader)", 0) == 0 ? SpanKind::kInput

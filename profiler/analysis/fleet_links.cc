@@ -36,24 +36,8 @@ std::vector<std::vector<size_t>> PeerGroups(const std::vector<const LinkUse*>& l
   return groups;
 }
 
-// One collective's links, laid out for comparing and fixing them.
-struct FlowLinks {
-  int64_t flow = 0;
-  int64_t dur = 0;  // the collective itself (Instance::proper_ns)
-  std::vector<const LinkUse*> ls;
-  std::vector<std::vector<size_t>> peers;  // PeerGroups
-  // What bounds the collective: its links all at once (a ring, the device
-  // clock's in-memory rule), one set; in phases one after another (a tree's
-  // rounds, a torus's dimensions), each peer group, whose phase lasts as long
-  // as its longest link. Bounded by all its links at once, a torus's slow
-  // y link was said to save nothing behind the x links' longer phase, while
-  // it had added 9 us to a 187 us step.
-  std::vector<std::vector<size_t>> bounds;
-  std::vector<double> peer_rate;  // each link's peers' median time per byte; 0: no peers
-};
-
 // Leave-one-out median time per byte over each group of `ls` (size 2 or
-// more) into `rate` at the links' places `at_of(k)`.
+// more), written to rate_of(k) for each link k of them.
 void PeerRates(const std::vector<const LinkUse*>& ls, const std::vector<std::vector<size_t>>& groups,
                const std::function<double&(size_t)>& rate_of) {
   for (const std::vector<size_t>& at : groups) {
@@ -65,8 +49,10 @@ void PeerRates(const std::vector<const LinkUse*>& ls, const std::vector<std::vec
   }
 }
 
-void ForEachFlow(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
-                 const std::function<void(const FlowLinks&)>& fn) {
+}  // namespace
+
+std::vector<FlowLinks> StepLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+                                 const LinkKindOf& kind_of) {
   std::map<int64_t, std::vector<const LinkUse*>> per_flow;
   for (const LinkUse& l : s.links)
     if (l.flow >= 0 && l.bytes > 0 && l.dur > 0) per_flow[l.flow].push_back(&l);
@@ -142,8 +128,10 @@ void ForEachFlow(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
       });
     }
   }
-  for (const FlowLinks& f : flows) fn(f);
+  return flows;
 }
+
+namespace {
 
 // How much shorter the collective gets with the links `fixed(k)` says at
 // their peers' rate: what each bounding set's longest link loses, summed
@@ -181,7 +169,7 @@ void LinkStats::Merge(LinkStats&& o) {
 
 void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
               absl::flat_hash_map<int32_t, LinkStats>& stats) {
-  ForEachFlow(s, by_flow, kind_of, [&](const FlowLinks& f) {
+  for (const FlowLinks& f : StepLinks(s, by_flow, kind_of)) {
     for (size_t k = 0; k < f.ls.size(); ++k) {
       const LinkUse* l = f.ls[k];
       LinkStats& st = stats[l->link];
@@ -196,16 +184,15 @@ void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, co
       // each step where it is slow at all is one the what-if fixes it in.
       if (slowdown > kSlowerThanPeers) st.slow_steps.insert(s.step);
     }
-  });
+  }
 }
 
-std::map<int64_t, int64_t> FixLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
-                                    const LinkKindOf& kind_of, const std::set<int32_t>& fixed) {
+std::map<int64_t, int64_t> FixLinks(const std::vector<FlowLinks>& flows, const std::set<int32_t>& fixed) {
   std::map<int64_t, int64_t> out;
-  ForEachFlow(s, by_flow, kind_of, [&](const FlowLinks& f) {
+  for (const FlowLinks& f : flows) {
     const double freed = Freed(f, [&](size_t k) { return fixed.count(f.ls[k]->link) > 0; });
     if (freed > 0) out[f.flow] = f.dur - static_cast<int64_t>(freed);
-  });
+  }
   return out;
 }
 

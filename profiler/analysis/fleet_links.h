@@ -28,13 +28,34 @@ struct LinkStats {
   void Merge(LinkStats&& o);
 };
 
+// One collective's links, laid out for comparing and fixing them.
+struct FlowLinks {
+  int64_t flow = 0;
+  int64_t dur = 0;  // the collective itself (Instance::proper_ns)
+  std::vector<const LinkUse*> ls;
+  std::vector<std::vector<size_t>> peers;  // PeerGroups
+  // What bounds the collective: its links all at once (a ring, the device
+  // clock's in-memory rule), one set; in phases one after another (a tree's
+  // rounds, a torus's dimensions), each peer group, whose phase lasts as long
+  // as its longest link. Bounded by all its links at once, a torus's slow
+  // y link was said to save nothing behind the x links' longer phase, while
+  // it had added 9 us to a 187 us step.
+  std::vector<std::vector<size_t>> bounds;
+  std::vector<double> peer_rate;  // each link's peers' median time per byte; 0: no peers
+};
+
+// Step s's collectives' links, each link with its peers' rate and what
+// bounds its collective.
+std::vector<FlowLinks> StepLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
+                                 const LinkKindOf& kind_of);
+
 // Adds step s's links to `stats` (by link Names id).
 void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
               absl::flat_hash_map<int32_t, LinkStats>& stats);
 
-// Step s's collectives with the `fixed` links run at their peers' median
-// rate: flow -> its new duration, for those that get shorter.
-std::map<int64_t, int64_t> FixLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow,
-                                    const LinkKindOf& kind_of, const std::set<int32_t>& fixed);
+// A step's collectives (StepLinks, made once for every what-if of the step)
+// with the `fixed` links run at their peers' median rate: flow -> its new
+// duration, for those that get shorter.
+std::map<int64_t, int64_t> FixLinks(const std::vector<FlowLinks>& flows, const std::set<int32_t>& fixed);
 
 }  // namespace shardscope::analysis::fleet_internal

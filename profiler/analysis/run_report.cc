@@ -119,7 +119,7 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
   if (h->imported) {
     auto losses = ReadImportLosses(rd, run_id);
     if (!losses.ok()) return losses.status();
-    h->import_losses = *std::move(losses);
+    for (const ImportLoss& l : *losses) h->import_losses.push_back(l.Text());
   }
   auto faults = ReadRunFaults(rd, run_id);
   if (!faults.ok()) return faults.status();
@@ -478,8 +478,12 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> ReadImportLosses(const store::Reader& reader, int64_t run_id) {
-  std::vector<std::string> out;
+std::string ImportLoss::Text() const {
+  return absl::StrCat(name, " (", count, ")", first.empty() ? "" : absl::StrCat(": first ", first));
+}
+
+absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& reader, int64_t run_id) {
+  std::vector<ImportLoss> out;
   auto has = reader.HasTable("import_stats");
   if (!has.ok()) return has.status();
   if (!*has) return out;
@@ -491,10 +495,11 @@ absl::StatusOr<std::vector<std::string>> ReadImportLosses(const store::Reader& r
   for (size_t i = 0; i < q->rows.size(); ++i) {
     const std::string d = q->Text(i, "description");
     const size_t at = d.rfind("(first: ");
-    std::string first = at == std::string::npos ? "" : d.substr(at + 8);
-    if (!first.empty() && first.back() == ')') first.pop_back();
-    out.push_back(absl::StrCat(q->Text(i, "name"), " (", q->Int(i, "count"), ")",
-                               first.empty() ? "" : absl::StrCat(": first ", first)));
+    ImportLoss& l = out.emplace_back();
+    l.name = q->Text(i, "name");
+    l.count = q->Int(i, "count");
+    l.first = at == std::string::npos ? "" : d.substr(at + 8);
+    if (!l.first.empty() && l.first.back() == ')') l.first.pop_back();
   }
   return out;
 }

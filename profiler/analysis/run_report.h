@@ -272,10 +272,16 @@ absl::StatusOr<CompileStats> ReadCompileStats(const store::Reader& reader, int64
 // The fault specs injected into run `run_id` (runs.config_json "faults", the
 // only place they are kept), in order; empty when none or the JSON is damaged.
 absl::StatusOr<std::vector<std::string>> ReadRunFaults(const store::Reader& reader, int64_t run_id);
-// What the import of run `run_id` lost or could not trust (import_stats rows
-// of severity data_loss or error), each "name (count): first WHERE"; empty
-// for a run that was not imported, or lost nothing.
-absl::StatusOr<std::vector<std::string>> ReadImportLosses(const store::Reader& reader, int64_t run_id);
+// What the import of run `run_id` lost or could not trust: its import_stats
+// rows of severity data_loss or error, errors first; empty for a run that
+// was not imported, or lost nothing.
+struct ImportLoss {
+  std::string name;   // import_stats.name: truncated_json, identical_files, ...
+  int64_t count = 0;
+  std::string first;  // the first place it was met ("(first: ...)" of its description); "" when none
+  std::string Text() const;  // "name (count): first WHERE"
+};
+absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& reader, int64_t run_id);
 
 // Builds the report for `run_id`; NotFound when the file holds no such run.
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);
