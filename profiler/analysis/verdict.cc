@@ -479,7 +479,17 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                           Pct(first->threshold), "); ", first->detail);
   } else if (!timeline) {  // the shares below are not measured, not 0
     v.bound = "unknown";
-    v.line = absl::StrCat("no verdict: ", r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason);
+    const std::string why = r.devices.empty_reason.empty() ? "no device timeline" : r.devices.empty_reason;
+    // A CPU-only trace still has its ranks compared on the host clock: that
+    // answer is the verdict's, with what it cannot say.
+    const Evidence* stragglers = nullptr;
+    for (const Evidence& e : v.evidence)
+      if (e.bound == "stragglers" && e.Measurable()) stragglers = &e;
+    if (stragglers && fleet.ok() && !fleet->suspects.empty())
+      v.line = absl::StrCat(fleet->verdict, " (", fleet->clock,
+                            " clock); no verdict on what else bounds the step: ", why);
+    else
+      v.line = absl::StrCat("no verdict: ", why);
   } else if (programs_only) {
     v.bound = "unknown";
     v.line = absl::StrCat(
