@@ -342,6 +342,9 @@ absl::StatusOr<FleetReport> AnalyzeFleet(const store::Reader& rd, const FleetOpt
     if (!other.empty())
       r->notes.push_back(absl::StrCat("the import lost or could not trust data (import_stats): ", JoinFirst(other, 4),
                                       "; the ranks are compared on what remained"));
+    auto uneven = UnevenSteps(rd, r->run_id);
+    if (!uneven.ok()) return uneven.status();
+    if (!uneven->empty()) r->notes.push_back(absl::StrCat("ranks' steps differ: ", *uneven));
     if (!why.empty()) {
       r->supported = false;
       for (FleetSuspect& s : r->suspects) s.flagged = false;

@@ -45,6 +45,7 @@ std::string StatusText(const RunHeader& h) {
   if (!h.import_losses.empty())
     absl::StrAppend(&s, "\nthe import lost or could not trust data (import_stats; what follows is read from what ",
                     "remained): ", Printable(JoinFirst(h.import_losses, 4)));
+  if (!h.uneven_steps.empty()) absl::StrAppend(&s, "\nranks' steps differ: ", Printable(h.uneven_steps));
   if (h.faults_injected)  // a simulated run has no device clock: its faults are on the modeled one
     absl::StrAppend(&s, "\nfaults injected on the ", h.simulated ? "modeled" : "device", " clock: ",
                     Printable(JoinFirst(h.faults, 8)), " (runs.config_json \"faults\"; docs/fleet.md)");
@@ -603,6 +604,7 @@ nlohmann::json ReportToJson(const RunReport& r) {
                 {"num_devices", h.num_devices}, {"simulated", h.simulated}, {"imported", h.imported},
                 {"duration_ns", h.duration_ns ? json(*h.duration_ns) : json(nullptr)}};
   if (!h.import_losses.empty()) out["run"]["import_losses"] = h.import_losses;
+  if (!h.uneven_steps.empty()) out["run"]["uneven_steps"] = h.uneven_steps;
   if (!h.profile_values_json.is_null()) out["run"]["profile_values"] = h.profile_values_json;
   if (!h.mesh_map_json.is_null()) out["run"]["mesh_map"] = h.mesh_map_json;
   if (const auto& c = h.calibration)

@@ -162,6 +162,7 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   if (!h.import_losses.empty())
     absl::StrAppend(&out, "<p><b>Import lost or could not trust:</b> ", H(absl::StrJoin(h.import_losses, "; ")),
                     "</p>\n");
+  if (!h.uneven_steps.empty()) absl::StrAppend(&out, "<p><b>Ranks' steps differ:</b> ", H(h.uneven_steps), "</p>\n");
   if (!r.unreadable.empty()) {
     absl::StrAppend(&out, "<p><b>Not read</b> (part of the file is damaged; <code>shardscope check</code> says what):</p><ul>");
     for (const std::string& u : r.unreadable) absl::StrAppend(&out, "<li>", H(u), "</li>");

@@ -120,6 +120,9 @@ absl::Status Fill(const store::Reader& rd, int64_t run_id, RunHeader* h) {
     auto losses = ReadImportLosses(rd, run_id);
     if (!losses.ok()) return losses.status();
     for (const ImportLoss& l : *losses) h->import_losses.push_back(l.Text());
+    auto uneven = UnevenSteps(rd, run_id);
+    if (!uneven.ok()) return uneven.status();
+    h->uneven_steps = *uneven;
   }
   auto faults = ReadRunFaults(rd, run_id);
   if (!faults.ok()) return faults.status();
@@ -480,6 +483,30 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
 
 std::string ImportLoss::Text() const {
   return absl::StrCat(name, " (", count, ")", first.empty() ? "" : absl::StrCat(": first ", first));
+}
+
+absl::StatusOr<std::string> UnevenSteps(const store::Reader& reader, int64_t run_id) {
+  // From the chunks, a step's slices each: not the slices view, which unpacks every slice.
+  auto q = reader.Query(
+      "SELECT t.host_id AS host, coalesce(h.name, 'host ' || t.host_id) AS name, MIN(c.step) AS first,"
+      " MAX(c.step) AS last FROM slice_chunks c JOIN tracks t USING (run_id, track_id)"
+      " LEFT JOIN hosts h ON h.run_id = t.run_id AND h.host_id = t.host_id"
+      " WHERE c.run_id = ?1 AND c.step >= 0 GROUP BY t.host_id ORDER BY t.host_id",
+      {absl::StrCat(run_id)});
+  if (!q.ok()) return q.status();
+  if (q->rows.size() < 2) return std::string();
+  int64_t first = INT64_MAX, last = INT64_MIN;
+  for (size_t i = 0; i < q->rows.size(); ++i) {
+    first = std::min(first, q->Int(i, "first"));
+    last = std::max(last, q->Int(i, "last"));
+  }
+  std::vector<std::string> short_ones;
+  for (size_t i = 0; i < q->rows.size(); ++i)
+    if (q->Int(i, "first") != first || q->Int(i, "last") != last)
+      short_ones.push_back(absl::StrCat(q->Text(i, "name"), " has steps ", q->Int(i, "first"), "-", q->Int(i, "last")));
+  if (short_ones.empty()) return std::string();
+  return absl::StrCat(JoinFirst(short_ones, 4), " of the run's ", first, "-", last,
+                      ": the steps a rank lacks are compared without it");
 }
 
 absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& reader, int64_t run_id) {

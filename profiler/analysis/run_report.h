@@ -38,6 +38,10 @@ struct RunHeader {
   // An imported run's losses (ReadImportLosses): a file cut short, ranks
   // that are one file twice. Said under the title, as the capture note is.
   std::vector<std::string> import_losses;
+  // An imported run whose ranks' timelines cover different steps (a file
+  // cut short, one started late): which, so a run's step count is not read
+  // as every rank's. "" when they all cover the same steps.
+  std::string uneven_steps;
   // Faults were injected on the device clock (`run --fault`): its timeline is
   // not the machine's own. Which ones: runs.config_json's "faults" only.
   bool faults_injected = false;
@@ -282,6 +286,9 @@ struct ImportLoss {
   std::string Text() const;  // "name (count): first WHERE"
 };
 absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& reader, int64_t run_id);
+// An imported run's ranks (hosts) whose timelines cover fewer steps than the
+// run's (RunHeader::uneven_steps); "" when all cover the same.
+absl::StatusOr<std::string> UnevenSteps(const store::Reader& reader, int64_t run_id);
 
 // Builds the report for `run_id`; NotFound when the file holds no such run.
 absl::StatusOr<RunReport> BuildRunReport(const store::Reader& reader, int64_t run_id);

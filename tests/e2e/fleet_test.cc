@@ -1040,6 +1040,20 @@ TEST(FleetImport, AFileCutShortIsSaidByTheReportAndFleet) {
   analysis::FleetReport r = Diagnose(db, "rank 0's file cut short");
   EXPECT_TRUE(HasNote(r, "the import lost or could not trust data (import_stats): truncated_json (1)"))
       << absl::StrJoin(r.notes, "\n");
+  // The run's 10 steps are not every rank's: the cut one's end earlier.
+  const std::string uneven = "ranks' steps differ: rank 0 (fleet_cut_";
+  EXPECT_NE(report.text.find(uneven), std::string::npos) << report.text;
+  EXPECT_NE(report.text.find("of the run's 1-10: the steps a rank lacks are compared without it"), std::string::npos)
+      << report.text;
+  EXPECT_TRUE(j["run"].contains("uneven_steps")) << json.text;
+  EXPECT_TRUE(HasNote(r, uneven)) << absl::StrJoin(r.notes, "\n");
+  // Whole files cover the same steps: nothing said.
+  const std::string whole = TempDb("fleet_whole");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", data, "gloo3_pause2_rank0.json.gz ", data, "gloo3_pause2_rank1.json.gz ",
+                               data, "gloo3_pause2_rank2.json.gz --quiet --db ", whole))
+                .code,
+            0);
+  EXPECT_EQ(Shell(absl::StrCat(kCli, " report ", whole)).text.find("ranks' steps differ"), std::string::npos);
 }
 
 // Files that are not one job's ranks: a copy of a rank (gzipped, so its bytes
