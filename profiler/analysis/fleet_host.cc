@@ -570,8 +570,9 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                            r->steps, " steps", share.empty() ? "" : absl::StrCat(", ", share), ")")));
     r->suspects.push_back(std::move(s));
   }
-  std::stable_sort(r->suspects.begin(), r->suspects.end(),
-                   [](const FleetSuspect& a, const FleetSuspect& b) { return a.score > b.score; });
+  std::stable_sort(r->suspects.begin(), r->suspects.end(), [](const FleetSuspect& a, const FleetSuspect& b) {
+    return a.flagged != b.flagged ? a.flagged : a.score > b.score;  // the flagged first
+  });
   std::vector<std::string> flagged;
   for (const FleetSuspect& s : r->suspects)
     if (s.flagged)

@@ -163,12 +163,29 @@ void LinkStats::Merge(LinkStats&& o) {
   uses += o.uses;
   moved.first += o.moved.first;
   moved.second += o.moved.second;
+  dur_sum += o.dur_sum;
+  expected_sum += o.expected_sum;
+  by_step.merge(o.by_step);  // a step is in one tally only
   slow_steps.merge(o.slow_steps);
   seen = seen || o.seen;
 }
 
+double WeightedMedianOf(std::vector<std::pair<float, float>>& v) {
+  double total = 0;
+  for (const auto& [x, w] : v) total += w;
+  if (v.empty() || total <= 0) return 1;
+  std::sort(v.begin(), v.end());
+  double below = 0;
+  for (const auto& [x, w] : v) {
+    below += w;
+    if (below >= total / 2) return x;
+  }
+  return v.back().first;
+}
+
 void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, const LinkKindOf& kind_of,
               absl::flat_hash_map<int32_t, LinkStats>& stats) {
+  absl::flat_hash_map<int32_t, std::vector<std::pair<float, float>>> in_step;  // this step's, per link
   for (const FlowLinks& f : StepLinks(s, by_flow, kind_of)) {
     for (size_t k = 0; k < f.ls.size(); ++k) {
       const LinkUse* l = f.ls[k];
@@ -176,15 +193,20 @@ void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, co
       st.seen = true;
       if (f.peer_rate[k] <= 0) continue;
       const double slowdown = static_cast<double>(l->dur) / static_cast<double>(l->bytes) / f.peer_rate[k];
-      st.slowdowns.push_back(slowdown);
+      const double expected = f.peer_rate[k] * static_cast<double>(l->bytes);
+      st.slowdowns.push_back({static_cast<float>(slowdown), static_cast<float>(expected)});
+      in_step[l->link].push_back(st.slowdowns.back());
       st.uses++;
       st.moved.first += static_cast<double>(l->bytes);
       st.moved.second += static_cast<double>(l->dur);
+      st.dur_sum += static_cast<double>(l->dur);
+      st.expected_sum += expected;
       // Fixed alone it may free nothing (two slow links side by side), so
       // each step where it is slow at all is one the what-if fixes it in.
       if (slowdown > kSlowerThanPeers) st.slow_steps.insert(s.step);
     }
   }
+  for (auto& [link, v] : in_step) stats[link].by_step[s.step] = WeightedMedianOf(v);
 }
 
 std::map<int64_t, int64_t> FixLinks(const std::vector<FlowLinks>& flows, const std::set<int32_t>& fixed) {

@@ -20,10 +20,18 @@ namespace shardscope::analysis::fleet_internal {
 using LinkKindOf = std::function<int32_t(int32_t)>;
 
 struct LinkStats {
-  std::vector<double> slowdowns;  // per collective: its time per byte over its peers' median
+  // Per collective: its time per byte over its peers' median, and the weight
+  // of that collective, the time its peers' rate gives its bytes. Its slowdown
+  // is their weighted median: a plain median over collectives let a real
+  // run's latency-bound all-reduces of a few bytes decide it (a healthy link
+  // read 1.15x while its megabytes moved at its peers' rate), and a sum of
+  // times one step's stall (4.8x once).
+  std::vector<std::pair<float, float>> slowdowns;
   int uses = 0;
   std::pair<double, double> moved;  // (bytes, ns) over the steps
-  std::set<int> slow_steps;         // steps where it ran slower than its peers: a what-if fixes it there
+  double dur_sum = 0, expected_sum = 0;  // its ns, and its peers' rate x its bytes, where it had peers
+  std::map<int, double> by_step;         // step -> that step's weighted median slowdown
+  std::set<int> slow_steps;  // steps where it ran slower than its peers: a what-if fixes it there
   bool seen = false;
   void Merge(LinkStats&& o);
 };
@@ -56,6 +64,10 @@ void AddLinks(const StepData& s, const std::map<int64_t, Instance*>& by_flow, co
 // A step's collectives (StepLinks, made once for every what-if of the step)
 // with the `fixed` links run at their peers' median rate: flow -> its new
 // duration, for those that get shorter.
+// The weighted median of (value, weight) pairs: the value where half the
+// weight lies below. Reorders `v`; 1 when it is empty or weighs nothing.
+double WeightedMedianOf(std::vector<std::pair<float, float>>& v);
+
 std::map<int64_t, int64_t> FixLinks(const std::vector<FlowLinks>& flows, const std::set<int32_t>& fixed);
 
 }  // namespace shardscope::analysis::fleet_internal

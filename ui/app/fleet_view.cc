@@ -708,7 +708,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
 
 void FleetView::DrawSuspectsWithoutMap(const FleetModel& m, UiState& ui) {
   const analysis::FleetReport& r = m.report;
-  ImGui::TextUnformatted(absl::StrFormat("Suspects, ranked by how much slower than their peers (%s clock; flagged at "
+  ImGui::TextUnformatted(absl::StrFormat("Suspects, the flagged first, ranked by how much slower than their peers (%s clock; flagged at "
                                          "%.0f%% and above):",
                                          r.clock, r.threshold * 100)
                              .c_str());
