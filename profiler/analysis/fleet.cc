@@ -153,16 +153,25 @@ double SpanOf(const StepData& s) {
 }
 
 // Per chip, the step's time it neither computed, moved data nor sat in a
-// collective: waiting for the host (recorded host waits) or idle, waiting
-// for work to be launched; and its recorded host waits alone.
+// collective before its last op ended: waiting for the host (recorded host
+// waits) or idle, waiting for work to be launched; and its recorded host
+// waits alone. After its last op a chip is done, not waiting for its host:
+// counted, the chips with no collective with a preempted host's (done early
+// in that step) read as slow hosts themselves, one ranked above the culprit.
 void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>* out) {
-  const double span = SpanOf(s);
-  if (span < 0) return;
+  int64_t lo = INT64_MAX;
+  for (const auto& [d, ops] : s.ops)
+    for (const Op& op : ops) lo = std::min(lo, op.start);
+  if (lo == INT64_MAX) return;
   for (const auto& [d, ops] : s.ops) {
     FleetChip c;
     double busy = 0;
-    for (const Op& op : ops) busy += AddToBreakdown(op, c);
-    (*out)[d] = {c.host_wait_ns + std::max(0.0, span - busy), c.host_wait_ns};
+    int64_t end = lo;
+    for (const Op& op : ops) {
+      busy += AddToBreakdown(op, c);
+      end = std::max(end, op.start + op.dur);
+    }
+    (*out)[d] = {c.host_wait_ns + std::max(0.0, static_cast<double>(end - lo) - busy), c.host_wait_ns};
   }
 }
 
@@ -1573,7 +1582,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
           "what-if: had ", chips_of_host[host].size() > 1 ? "its chips" : "its chip",
           " arrived with its peers, the collectives it was last at would start ",
           s.saved_in_steps.empty()
-              ? absl::StrCat(Ms(m->second), " per step sooner (", share_of_step, " of the step")
+              ? absl::StrCat(Ms(m->second), " per step sooner (", share_of_step, " of the mean step")
               : absl::StrCat("sooner by ", s.saved_in_steps, " (", Ms(m->second), " a step averaged over its ",
                              base.size(), " steps, ", share_of_step, " of the run's step time"),
           ", as the verdict says; the re-schedule lays each chip's work back to back, so it cannot show a delay "
@@ -1590,7 +1599,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
                          ? absl::StrCat(" (", absl::StrJoin(fixed_names, ", "), " fixed too)")
                          : "",
                      ", the step would take ", Ms(std::max(0.0, s.saved_ns_per_step)), " less (",
-                     Pct(std::max(0.0, share - base_share)), " of the step)"));
+                     Pct(std::max(0.0, share - base_share)), " of the mean step)"));
     }
     if (s.flagged && by_margin) {  // the verdict says what its arrivals cost, as its evidence does
       fixed_names.push_back(absl::StrCat(s.kind, " ", s.id));

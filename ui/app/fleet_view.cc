@@ -191,6 +191,10 @@ void FleetView::Draw(UiState& ui) {
   if (!step_chosen_) {
     step_chosen_ = true;
     step_index_ = m.TypicalStep();
+    // The playhead starts where the view does: without it, the first "next
+    // step" key went from the step shown to step 0.
+    if (!wanted_step_ && !ui.playhead_step && step_index_ < m.report.per_step.size())
+      ui.playhead_step = m.report.per_step[step_index_].step;
   }
   if (wanted_step_) SetStep(*wanted_step_);
   if (ui.playhead_step && *ui.playhead_step != step()) SetStep(*ui.playhead_step);

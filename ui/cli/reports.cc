@@ -120,7 +120,8 @@ constexpr char kFleetHelp[] =
     "  flags no one.\n"
     "  --run N          the run (default: the newest in the file)\n"
     "  --format F       text (default) or json: {\"suspects\": [{\"kind\", \"id\", \"score\",\n"
-    "                   \"flagged\", \"evidence\"}, ...], ...} ranked by score\n"
+    "                   \"flagged\", \"evidence\"}, ...], ...}, the flagged first,\n"
+    "                   each part ranked by score\n"
     "  --threshold PCT  flag suspects at least PCT% slower than their peers\n"
     "                   (0 < PCT <= 100, default 8)\n";
 
