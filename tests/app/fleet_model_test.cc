@@ -239,6 +239,8 @@ TEST(FleetModel, PlacesGpuClustersByHostAndChipsWithoutCoordinatesInOrder) {
   }
   FleetGrid g = PlaceChips("gpu:2x4", chips);
   EXPECT_EQ(g.kind, "gpu");
+  // As the fleet diagnosis describes it (the view's header read "4 x 8 (x x y)").
+  EXPECT_EQ(PlaceChips("gpu cluster 2x4 (2 hosts x 4 chips, 40 links, 8 of them between hosts)", chips).kind, "gpu");
   EXPECT_EQ(g.rows, 2);
   EXPECT_EQ(g.cols, 4);
   EXPECT_EQ(chips[6].row, 1);

@@ -103,6 +103,26 @@ TEST(FleetUi, SimulatedTorusIsARowOfPanels) {
   EXPECT_GT(at(0, 1, 0)["x"].get<double>(), at(0, 0, 0)["x"].get<double>());
 }
 
+// --metric picks the heatmap for a screenshot or layout (the picker needed a
+// click, so headless captures always showed arrival lateness).
+TEST(FleetUi, TheMetricIsChosenFromTheCommandLine) {
+  if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
+  const json doc = OpenFleet(testing::SimulatedTorus(), "sim_metric", "--metric compute_share");
+  auto legend = LayoutItems(doc, "legend");
+  ASSERT_EQ(legend.size(), 1u);
+  EXPECT_EQ(legend[0]["metric"], "compute_share");
+  for (const json& c : LayoutItems(doc, "chip")) {
+    EXPECT_EQ(c["metric"], "compute_share");
+    EXPECT_NEAR(c["value"].get<double>(), c["breakdown"]["compute_ns"].get<double>() / c["span_ns"].get<double>(),
+                1e-6)
+        << c.dump();
+  }
+  testing::UiResult bad = testing::RunUi(SHARDSCOPE_UI_BINARY,
+                                         absl::StrCat(testing::SimulatedTorus().db, " --view fleet --metric speed"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--metric is one of step_time, compute_share"), std::string::npos) << bad.output;
+}
+
 TEST(FleetUi, RealTwoByFourRunShowsTheSlowChip) {
   if (!testing::HaveXvfb()) GTEST_SKIP() << "xvfb-run and xauth are needed";
   const json doc = OpenFleet(testing::RealGrid(), "real");

@@ -563,6 +563,8 @@ int RunApp(const AppOptions& options) {
     if (!view_named) workstation->ui().bring_to_front = ViewId::kGraph;
   }
   if (options.step) workstation->ui().playhead_step = *options.step;
+  if (options.fleet_metric)
+    if (auto metric = FleetMetricFromName(*options.fleet_metric)) workstation->fleet().SetMetric(*metric);
   if (options.chip) workstation->placement().SelectChip(*options.chip);
   // Recent files (File menu): the files a person opened, not a script's captures.
   auto remember = [&](const std::string& path) {

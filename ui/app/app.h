@@ -39,6 +39,8 @@ struct AppOptions {
   std::optional<std::pair<float, float>> mouse;
   // --step N: the playhead at step N at open (the views follow it).
   std::optional<int> step;
+  // --metric NAME: the Fleet view's heatmap metric at open (fleet_model.h FleetMetricName).
+  std::optional<std::string> fleet_metric;
   // --chip D: the Sharding view lists what chip D holds of every tensor.
   std::optional<int64_t> chip;
 };

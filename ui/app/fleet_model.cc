@@ -38,6 +38,12 @@ const char* FleetMetricName(FleetMetric m) {
   return "";
 }
 
+std::optional<FleetMetric> FleetMetricFromName(std::string_view name) {
+  for (int i = 0; i < kNumFleetMetrics; ++i)
+    if (name == FleetMetricName(static_cast<FleetMetric>(i))) return static_cast<FleetMetric>(i);
+  return std::nullopt;
+}
+
 const char* FleetMetricTitle(FleetMetric m) {
   switch (m) {
     case FleetMetric::kStepTime: return "step time (its first start to last end)";
@@ -139,7 +145,8 @@ FleetGrid PlaceChips(const std::string& topology, std::vector<FleetChipInfo>& ch
       chips[i].col = coords[i][1];
     }
   } else if (same_rank && rank == 2) {
-    const bool gpu = topo && topology.rfind("gpu:", 0) == 0;
+    // The spec ("gpu:4x8") or the fleet diagnosis's description of it ("gpu cluster 4x8 (...)").
+    const bool gpu = topo && (topology.rfind("gpu:", 0) == 0 || topology.rfind("gpu cluster", 0) == 0);
     g = {gpu ? "gpu" : topo ? "grid" : "mesh", 1, extent(0), extent(1), gpu ? "host" : topo ? "x" : "mesh axis 0",
          gpu ? "chip" : topo ? "y" : "mesh axis 1", ""};
     for (size_t i = 0; i < chips.size(); ++i) {

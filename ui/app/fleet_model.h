@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -27,6 +29,7 @@ namespace shardscope::app {
 enum class FleetMetric { kStepTime, kComputeShare, kCollectiveWait, kLateness, kHbmPeak, kMfu };
 inline constexpr int kNumFleetMetrics = 6;
 const char* FleetMetricName(FleetMetric m);   // --dump-layout's "metric": "step_time", ...
+std::optional<FleetMetric> FleetMetricFromName(std::string_view name);  // --metric NAME
 const char* FleetMetricTitle(FleetMetric m);  // the picker's label
 
 struct FleetGrid {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "ui/app/app.h"
+#include "ui/app/fleet_model.h"
 #include "ui/app/timeline_nav.h"
 #include "ui/app/ui_state.h"
 #include "ui/app/workstation.h"
@@ -52,6 +53,8 @@ constexpr char kUsage[] =
     "  --step N            put the playhead at step N (Fleet shows it, the timeline\n"
     "                      shows it, Metrics marks it; in the app: Space plays,\n"
     "                      , and . step)\n"
+    "  --metric NAME       the Fleet view's heatmap: step_time, compute_share,\n"
+    "                      collective_wait, arrival_lateness (default), hbm_peak or mfu\n"
     "  --chip D            the Sharding view lists what chip D holds of every tensor\n"
     "  --mouse X,Y         with --screenshot: put the pointer there (shows a tooltip)\n"
     "  --exit-after SEC    quit after SEC seconds (measuring idle CPU)\n"
@@ -166,6 +169,15 @@ int main(int argc, char** argv) {
       int step = 0;
       if (!absl::SimpleAtoi(value, &step) || step < 0) return UsageError("--step wants a step number, got '" + value + "'");
       options.step = step;
+    } else if (arg == "--metric") {
+      if (!shardscope::app::FleetMetricFromName(value)) {
+        std::string names;
+        for (int i = 0; i < shardscope::app::kNumFleetMetrics; ++i)
+          names += std::string(i ? ", " : "") +
+                   shardscope::app::FleetMetricName(static_cast<shardscope::app::FleetMetric>(i));
+        return UsageError("--metric is one of " + names + "; got '" + value + "'");
+      }
+      options.fleet_metric = value;
     } else if (arg == "--chip") {
       int64_t chip = 0;
       if (!absl::SimpleAtoi(value, &chip) || chip < 0) return UsageError("--chip wants a device id, got '" + value + "'");
