@@ -246,6 +246,25 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
   const nlohmann::json config = nlohmann::json::parse(info->Text(0, "config_json", "{}"), nullptr, false);
   if (config.is_object() && config.contains("faults") && config["faults"].is_array() && !config["faults"].empty())
     other["faults_injected"] = config["faults"];
+  // How the run ended, and a hang's sentence: a trace of a run the hang
+  // detector ended read as a whole run that just stopped.
+  struct Hang {
+    int64_t device;
+    std::string message;
+  };
+  std::vector<Hang> hangs;
+  if (auto has = rd.HasTable("hangs"); has.ok() && *has) {
+    auto h = rd.Query("SELECT device_id, message FROM hangs WHERE run_id = ?1 ORDER BY device_id", {run});
+    if (!h.ok()) return h.status();
+    nlohmann::json said = nlohmann::json::array();
+    for (size_t i = 0; i < h->rows.size(); ++i) {
+      hangs.push_back({h->Int(i, "device_id"), h->Text(i, "message")});
+      said.push_back(hangs.back().message);
+    }
+    if (!said.empty()) other["hangs"] = said;
+  }
+  if (auto st = rd.Query("SELECT status FROM run_status WHERE run_id = ?1", {run}); st.ok() && !st->rows.empty())
+    other["run_status"] = st->Text(0, "status");
   // What the run's capture left out (--trace steps, a window): read back, the
   // trace must not look like a whole timeline (a verdict on kernels it lacks).
   {
@@ -452,6 +471,23 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
           ++stats.counters;
         });
     if (!st.ok()) return st;
+  }
+  // Each stopped chip marked on its lane where the recorded steps end on its
+  // clock (the device's; a simulated run's modeled one), with the detector's sentence.
+  if (!hangs.empty()) {
+    auto ends = rd.Query("SELECT clock, max(end_ns) AS t1 FROM step_bounds WHERE run_id = ?1 GROUP BY clock", {run});
+    if (!ends.ok()) return ends.status();
+    std::map<std::string, int64_t> end_of;
+    for (size_t i = 0; i < ends->rows.size(); ++i) end_of[ends->Text(i, "clock")] = ends->Int(i, "t1");
+    for (const Hang& h : hangs)
+      for (const char* clock : {"device", "modeled"}) {
+        const int64_t pid = pid_of(clock, h.device, 0);
+        if (!processes.count(pid) || !end_of.count(clock)) continue;
+        out->Write(absl::StrCat(",\n{\"ph\":\"i\",\"s\":\"p\",\"pid\":", pid, ",\"tid\":0,\"ts\":",
+                                Us(end_of[clock]), ",\"name\":", Quote(absl::StrCat("chip ", h.device, " stopped responding")),
+                                ",\"args\":{\"hang\":", Quote(h.message), "}}"));
+        break;
+      }
   }
   out->Write("\n]}\n");
   if (absl::Status s = out->Commit(); !s.ok()) return s;

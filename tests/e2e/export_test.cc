@@ -377,6 +377,32 @@ TEST(ExportRoundTrip, ASlowLinkIsFoundInTheExportReadBack) {
   EXPECT_TRUE(absl::StrContains(f.text, "verdict: suspect: link 1-2")) << f.text;
 }
 
+// A run the hang detector ended: the trace says so (otherData "run_status"
+// and "hangs") and marks the stopped chip on its lane; it had read as a
+// whole run that just stopped.
+TEST(ExportHang, AStoppedChipIsMarkedOnItsLane) {
+  const std::string db = e2e::TempDb("export_hang");
+  const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/export_hang_", getpid(), ".json"));
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 6 --quiet",
+                                    " --fault fail-chip:5@3 --db ", db)).code,
+            1);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+  std::ifstream in(json);
+  const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_TRUE(trace.is_object());
+  EXPECT_EQ(trace["otherData"]["run_status"], "hang detected") << trace["otherData"].dump();
+  ASSERT_EQ(trace["otherData"]["hangs"].size(), 1u) << trace["otherData"].dump();
+  EXPECT_TRUE(absl::StartsWith(trace["otherData"]["hangs"][0].get<std::string>(), "hang detected at step 3: chip 5"));
+  int marks = 0;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "i") {
+      ++marks;
+      EXPECT_EQ(e["name"], "chip 5 stopped responding");
+      EXPECT_EQ(e["pid"], 2000005) << "chip 5's modeled-clock process";
+    }
+  EXPECT_EQ(marks, 1);
+}
+
 TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   const std::string db = e2e::TempDb("roundtrip_sim");
   const std::string back = e2e::TempDb("roundtrip_sim_back");
