@@ -514,7 +514,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   if (r.run.status == "ended abnormally" || r.run.status == "hang detected" || r.run.status == "interrupted" ||
       r.run.status == "failed")
     v.line = absl::StrCat(r.run.status_detail.empty() ? r.run.status : r.run.status_detail,
-                          "; in the steps it recorded: ", v.line);
+                          r.steps.count == 0 ? std::string("; it recorded no step, so there is nothing more to weigh")
+                                             : absl::StrCat("; in the steps it recorded: ", v.line));
   return v;
 }
 

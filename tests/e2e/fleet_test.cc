@@ -1432,6 +1432,22 @@ TEST(FleetCli, FailedChipEndsTheRunWithAHangError) {
   EXPECT_NE(report.text.find("; in the steps it recorded: "), std::string::npos) << report.text;
 }
 
+// A chip that fails at step 0: the run records no step, and the report's
+// verdict is the hang alone (it read "in the steps it recorded: bound by
+// stragglers 100%" of steps it did not record).
+TEST(FleetCli, AChipFailingAtStepZeroLeavesTheHangAsTheVerdict) {
+  const std::string db = TempDb("fleet_fail_at_0");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 2x4 --steps 4 --quiet --db ", db,
+                                " --fault fail-chip:3@0"));
+  EXPECT_EQ(o.code, 1) << o.text;
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_NE(report.text.find("Verdict: ended by the hang detector before any step: hang detected at step 0: chip 3"),
+            std::string::npos)
+      << report.text;
+  EXPECT_NE(report.text.find("; it recorded no step, so there is nothing more to weigh\n"), std::string::npos)
+      << report.text;
+}
+
 // Two chips that fail at the same step are both named: in the error, a hangs
 // row each, fleet's suspects and the report. Chip 2 was listed among those
 // waiting for chip 1.
