@@ -23,9 +23,10 @@ using nlohmann::json;
 constexpr float kPanelGap = 12;
 constexpr float kPanelLabel = 15;
 // Suspects outlined beyond the flagged ones: among the ten highest-ranked,
-// those at least 1% slower than their peers (a 0.0% suspect is noise).
+// those over the threshold yet not flagged (within the run's noise, or below
+// what a recorded run's links resolve: their evidence says why). At 1% and
+// up, a healthy recorded run had three chips and links outlined in amber.
 constexpr size_t kOutlined = 10;
-constexpr double kOutlinedScore = 0.01;
 constexpr Rgb kNoValue{70, 72, 80};
 constexpr Rgb kFlagged{255, 70, 70};
 constexpr Rgb kRanked{240, 190, 80};
@@ -37,8 +38,8 @@ std::string ScoreText(const analysis::FleetSuspect& s) {
 
 // Whether the k-th ranked suspect is outlined (and amber in the list): the list's
 // colours must say what the heatmap outlines, not rank a 0.0% chip as one.
-bool Outlined(const analysis::FleetSuspect& s, size_t k) {
-  return s.flagged || (k < kOutlined && s.score >= kOutlinedScore);
+bool Outlined(const analysis::FleetSuspect& s, size_t k, double threshold) {
+  return s.flagged || (k < kOutlined && s.score >= threshold);
 }
 
 // A suspect's rank and figures on its --dump-layout item.
@@ -512,7 +513,7 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   };
   for (size_t k = 0; k < m.report.suspects.size(); ++k) {
     const analysis::FleetSuspect& s = m.report.suspects[k];
-    if (!Outlined(s, k)) continue;
+    if (!Outlined(s, k, m.report.threshold)) continue;
     const Rgb color = s.flagged ? kFlagged : kRanked;
     const std::string rank = absl::StrCat("#", k + 1);
     std::vector<size_t> cells;
@@ -677,7 +678,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     ImGui::PushID(static_cast<int>(k));
     const std::string label = absl::StrFormat("#%d %s %s  %s%s", k + 1, s.kind, s.id, ScoreText(s),
                                               s.flagged ? "  FLAGGED" : "");
-    ImGui::PushStyleColor(ImGuiCol_Text, Vec4(s.flagged ? kFlagged : Outlined(s, k) ? kRanked : kText));
+    ImGui::PushStyleColor(ImGuiCol_Text, Vec4(s.flagged ? kFlagged : Outlined(s, k, m.report.threshold) ? kRanked : kText));
     int chip = -1;
     if (s.kind == "chip") {
       int d = 0;
@@ -685,7 +686,7 @@ void FleetView::DrawSuspects(const FleetModel& m, UiState& ui) {
     }
     if (ImGui::Selectable(label.c_str(), chip >= 0 && chip == selected_) && chip >= 0) selected_ = chip;
     ImGui::PopStyleColor();
-    DumpSuspectLine(ui, label, s, k, Outlined(s, k));
+    DumpSuspectLine(ui, label, s, k, Outlined(s, k, m.report.threshold));
     if (ImGui::IsItemHovered() && !s.evidence.empty()) {
       ImGui::BeginTooltip();
       for (const std::string& e : s.evidence) ImGui::BulletText("%s", e.c_str());
