@@ -2,6 +2,7 @@
 #include "profiler/analysis/fleet.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -152,26 +153,38 @@ double SpanOf(const StepData& s) {
   return lo > hi ? -1 : static_cast<double>(hi - lo);
 }
 
-// Per chip, the step's time it neither computed, moved data nor sat in a
-// collective before its last op ended: waiting for the host (recorded host
-// waits) or idle, waiting for work to be launched; and its recorded host
-// waits alone. After its last op a chip is done, not waiting for its host:
-// counted, the chips with no collective with a preempted host's (done early
-// in that step) read as slow hosts themselves, one ranked above the culprit.
-void WaitingForWork(const StepData& s, std::map<int, std::pair<double, double>>* out) {
+// Per chip, the time it waited for work in the step: before its first op,
+// from when the step's first chip started or it ended its own last op of the
+// step before (`prev_end`, when that step came just before), whichever is
+// later; and its own gaps up to its last op, that it neither computed, moved
+// data nor sat in a collective. Recorded host waits, or idle, waiting for
+// work to be launched; and its recorded host waits alone. Not the step's span
+// over every chip: after its last op a chip is done (counted, the chips
+// sharing no collective with a preempted host's, done early in that step,
+// read as slow hosts, one above the culprit), and a chip that starts a step
+// after the others because it ended the last later (waiting on a slow chip of
+// its group, in a simulated run) had work all along (counted, a slow chip's
+// own host was flagged beside it). A recorded run launches every chip's step
+// at once: a chip done early waits for that launch, as all do.
+void WaitingForWork(const StepData& s, const std::map<int, int64_t>& prev_end,
+                    std::map<int, std::pair<double, double>>* out) {
   int64_t lo = INT64_MAX;
   for (const auto& [d, ops] : s.ops)
     for (const Op& op : ops) lo = std::min(lo, op.start);
-  if (lo == INT64_MAX) return;
   for (const auto& [d, ops] : s.ops) {
+    if (ops.empty()) continue;
     FleetChip c;
     double busy = 0;
-    int64_t end = lo;
+    int64_t first = INT64_MAX, end = INT64_MIN;
     for (const Op& op : ops) {
       busy += AddToBreakdown(op, c);
+      first = std::min(first, op.start);
       end = std::max(end, op.start + op.dur);
     }
-    (*out)[d] = {c.host_wait_ns + std::max(0.0, static_cast<double>(end - lo) - busy), c.host_wait_ns};
+    const auto prev = prev_end.find(d);
+    const int64_t free_from = prev == prev_end.end() ? lo : std::max(lo, prev->second);
+    const double before = std::max<double>(0.0, static_cast<double>(first - free_from));
+    (*out)[d] = {c.host_wait_ns + before + std::max(0.0, static_cast<double>(end - first) - busy), c.host_wait_ns};
   }
 }
 
@@ -553,9 +566,21 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   std::map<int, std::map<int, FleetChipStep>> step_rows;  // FleetOptions::per_step
   std::map<int, double> step_spans;
   std::set<int> step_devices;
+  std::map<int, int64_t> last_end;  // each chip's last op's end in the step just handed over
+  int last_step = INT_MIN;
   absl::Status st = ForEachStep(rd, source, names, [&](StepData& s) -> absl::Status {
     const int n = s.step;
     all_steps.push_back(n);
+    // Each chip's own end of the step before (when it came just before), for its wait for work.
+    std::map<int, int64_t> prev_end;
+    if (last_step != INT_MIN && n == last_step + 1) prev_end = std::move(last_end);
+    last_end.clear();
+    for (const auto& [d, ops] : s.ops)
+      for (const Op& op : ops) {
+        int64_t& e = last_end.try_emplace(d, INT64_MIN).first->second;
+        e = std::max(e, op.start + op.dur);
+      }
+    last_step = n;
     std::map<int64_t, Instance> instances = StepInstances(s);
     const std::map<int64_t, Instance*> by_flow = ByFlow(instances);
     if (opt.per_step) {
@@ -579,7 +604,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
     });
     AddArrivals(by_flow, host_of, n, t);
     AddLinks(s, by_flow, kind_of, t.links);
-    WaitingForWork(s, &waiting_times[n]);
+    WaitingForWork(s, prev_end, &waiting_times[n]);
     std::map<int, double>& own = own_times[n];
     std::vector<double>& kernels = kernel_times[n];
     for (const auto& [d, ops] : s.ops) {

@@ -238,7 +238,14 @@ INSTANTIATE_TEST_SUITE_P(
             "uneven_torus_slow_long_link", "--topology 8x8x2 --fault link:0-2:0.5", {"link 0-2"}, "llama"},
         // Its kernels 1.18x its peers', but 6.5 ms of a 152 ms step: under the
         // breakdown's bar of 5% of the step, which is said, not "no chip".
-        Scenario{"uneven_torus_slow_chip", "--topology 8x8x2 --fault slow-chip:5:0.85", {"chip 5"}, "llama"}),
+        Scenario{"uneven_torus_slow_chip", "--topology 8x8x2 --fault slow-chip:5:0.85", {"chip 5"}, "llama"},
+        // An outside probe's: the slow chip's host was flagged beside it, its
+        // other chips read as waiting for work when they started a step after
+        // the other hosts' because they had ended the last later (waiting on it).
+        Scenario{"slow_chip_not_its_host",
+                 "--profile h100 --topology gpu:4x8 --sharding fsdp_tp --mesh 8x4 --fault slow-chip:13:0.5",
+                 {"chip 13"},
+                 "llama"}),
     [](const ::testing::TestParamInfo<Scenario>& i) { return std::string(i.param.name); });
 
 // Ten slow chips on a 64-chip pod: all ten flagged and ranked first, while
