@@ -284,7 +284,27 @@ std::string ChipsApartLine(const RunComparison& c) {
   return out;
 }
 
+// Whether a side has a step on any clock.
+bool HasSteps(const RunComparison& c, bool a) {
+  for (const StepClockDelta& d : c.steps)
+    if ((a ? d.a.n : d.b.n) > 0) return true;
+  return false;
+}
+
+std::string ComparisonVerdictOfSteps(const RunComparison& c);
+
 std::string ComparisonVerdict(const RunComparison& c) {
+  // A side that did not finish is said first: its steps stop where it did,
+  // and a median of the steps it has is not the run (a hung B passed a gate).
+  std::string ended;
+  for (const auto& [side, h] : {std::pair{"A", &c.a}, std::pair{"B", &c.b}})
+    if (const std::string e = RunEndedEarly(*h); !e.empty())
+      absl::StrAppend(&ended, side, " did not finish: ", e, "; ");
+  std::string v = ComparisonVerdictOfSteps(c);
+  return ended.empty() ? v : absl::StrCat(ended, "in the steps recorded: ", v);
+}
+
+std::string ComparisonVerdictOfSteps(const RunComparison& c) {
   const StepClockDelta* s = c.StepsOn(c.op_clock);
   std::string ops = !c.ops_not_compared.empty()
                         ? c.ops_not_compared
@@ -294,8 +314,14 @@ std::string ComparisonVerdict(const RunComparison& c) {
                                        c.counts[static_cast<int>(Change::kRemoved)], " removed");
   std::string clock = c.op_clock, lead;
   if (!s || s->a.n == 0 || s->b.n == 0) {
-    const std::string missing = absl::StrCat(!s || s->a.n == 0 ? "A" : "B", " has no steps on the ", c.op_clock,
-                                             " clock");
+    // Which side lacks them: one with no step on any clock is named as such
+    // (neither having device steps named A, when B had recorded none at all).
+    const bool a_none = !HasSteps(c, true), b_none = !HasSteps(c, false);
+    const std::string missing =
+        a_none && b_none ? "neither run recorded a step"
+        : b_none         ? "B recorded no step"
+        : a_none         ? "A recorded no step"
+        : absl::StrCat(s && s->a.n > 0 ? "B" : "A", " has no steps on the ", c.op_clock, " clock");
     // Two CPU traces, or a side without chips: the host clock still times
     // both runs' steps, and the verdict says which clock it is from. (Not a
     // simulated run's: its host clock times the simulator.)
@@ -794,6 +820,13 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
 
   c.verdict = ComparisonVerdict(c);
   return c;
+}
+
+std::string RunEndedEarly(const RunHeader& h) {
+  if (h.status != "hang detected" && h.status != "failed" && h.status != "interrupted" &&
+      h.status != "ended abnormally")
+    return "";
+  return h.status_detail.empty() ? h.status : h.status_detail;
 }
 
 }  // namespace shardscope::analysis

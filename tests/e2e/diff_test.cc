@@ -370,6 +370,33 @@ TEST(DiffE2eSimulated, SimulatedPodsAreComparedOnTheModeledClock) {
   EXPECT_TRUE(absl::StrContains(device.text, "no verdict: A has no steps on the device clock")) << device.text;
 }
 
+// A run B that the hang detector ended: the verdict says so first, and the
+// gate fails whatever the steps it recorded give (a hung B passed at +0.00%,
+// "no change beyond the noise"). A B that recorded no step is named as such
+// (it read "A has no steps on the device clock").
+TEST(DiffE2eSimulated, ARunThatDidNotFinishIsSaidFirstAndFailsTheGate) {
+  const std::string db = e2e::TempDb("diff_hung_simulated");
+  const std::string sim = " run mlp --simulate --topology 2x4 --steps 6 --quiet --db " + db;
+  ASSERT_EQ(e2e::Shell(Cli(sim)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(sim + " --fault fail-chip:5@4")).code, 1);
+  ASSERT_EQ(e2e::Shell(Cli(sim + " --fault fail-chip:2@0")).code, 1);
+  e2e::Output o = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json")));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_TRUE(absl::StartsWith(Json(o)["verdict"].get<std::string>(),
+                               "B did not finish: ended by the hang detector after step 3: hang detected at step 4: "
+                               "chip 5"))
+      << o.text;
+  EXPECT_TRUE(absl::StrContains(Json(o)["verdict"].get<std::string>(), "; in the steps recorded: ")) << o.text;
+  e2e::Output gate =
+      e2e::Shell(absl::StrCat("(", Cli(absl::StrCat("diff ", db, " --runs 1,2 --fail-if-slower 1000")), " 2>&1 >/dev/null)"));
+  EXPECT_EQ(gate.code, 3) << gate.text;
+  EXPECT_TRUE(absl::StrContains(gate.text, "gate: B did not finish (ended by the hang detector")) << gate.text;
+  e2e::Output none = e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,3")));
+  EXPECT_TRUE(absl::StrContains(none.text, "in the steps recorded: no verdict: B recorded no step")) << none.text;
+  // The healthy run against itself still passes.
+  EXPECT_EQ(e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,1 --fail-if-slower 5"))).code, 0);
+}
+
 // One slow chip among sixteen moves each op's mean over the chips a little;
 // the per-chip section names the chip, and a run against its twin names none.
 TEST(DiffE2eSimulated, AChipWhoseChangeStandsApartIsNamed) {

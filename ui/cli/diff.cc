@@ -34,6 +34,7 @@ const char kDiffHelp[] =
     "  --format F          text (default), md, html (one self-contained file) or json\n"
     "  --fail-if-slower P  exit 3 when B's median step on the clock is more than P\n"
     "                      percent slower than A's (0 <= P <= 1000)\n"
+    "  A run B that did not finish (a hang, a failure, a killed process) fails the gate.\n"
     "  Exit: 0 compared, 1 a file or run cannot be read, 2 bad arguments, 3 the gate failed.\n";
 
 namespace {
@@ -170,6 +171,12 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     out << analysis::RenderComparisonText(*c);
   }
   if (!gate) return 0;
+  // B did not finish (a hang, a failure, a killed process): whatever its
+  // recorded steps' median, it is not a run that passes (a hung B passed at +0.00%).
+  if (const std::string ended = analysis::RunEndedEarly(c->b); !ended.empty()) {
+    err << "gate: B did not finish (" << ended << "): FAILED\n";
+    return 3;
+  }
   err << gate_note;
   // A simulated run's host clock times the simulator, not the program.
   const bool simulated_side = c->a.simulated || c->b.simulated;
