@@ -276,7 +276,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   // Without a device clock (a simulated run, an imported CPU-only trace, a run
   // recorded with --trace off) the shares are not measurable, not zero.
   const std::string no_timeline =
-      r.run.simulated ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
+      r.steps.count == 0 ? "not measurable: the run recorded no step"
+      : r.run.simulated  ? "not measurable: a simulated run has only the modeled clock (no device timeline)"
       : modeled_only  ? "not measurable: its chips have only the modeled clock (no device timeline)"
       : absl::StartsWith(r.run.capture_note, "--trace off")
           ? "not measurable: recorded with --trace off (no timeline)"
@@ -343,20 +344,27 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     if (fleet.ok()) v.fleet_map = MapOfFleet(*fleet);
     if (!fleet.ok()) {
       e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
-    } else if (!fleet->suspects.empty() && fleet->suspects.front().stopped) {
-      // A chip that stopped lost all its speed: counted as 100%, whatever its earlier steps show.
-      // Every chip that stopped is named (two failing at one step: both).
-      std::vector<std::string> stopped;
-      for (const FleetSuspect& s : fleet->suspects)
-        if (s.stopped) stopped.push_back(s.id);
-      e.value = 100;
-      e.passed = true;
-      e.detail = absl::StrCat(stopped.size() == 1 ? "chip " : "chips ", absl::StrJoin(stopped, ", "),
-                              " stopped responding (a hang: table hangs); shardscope fleet has the evidence");
-    } else if (!fleet->supported || fleet->suspects.empty()) {
-      e.detail = absl::StrCat("not measurable: ", fleet->verdict);
     } else {
-      const FleetSuspect& top = fleet->suspects.front();
+    // Chips that stopped (a hang) are what ended the run, and the verdict says
+    // so first; the row is of the steps recorded before, as fleet's verdict
+    // is. Counted as a 100% straggler, the row passed while fleet said no chip
+    // stood out in those steps, and its breakdown said collectives bound them.
+    std::vector<std::string> stopped;
+    const FleetSuspect* top = nullptr;
+    for (const FleetSuspect& s : fleet->suspects)
+      if (s.stopped) stopped.push_back(s.id);
+      else if (!top) top = &s;
+    const std::string hang =
+        stopped.empty() ? ""
+                        : absl::StrCat(stopped.size() == 1 ? "chip " : "chips ", absl::StrJoin(stopped, ", "),
+                                       " stopped responding (a hang: table hangs; what ended the run)");
+    if (!fleet->supported || !top) {
+      e.detail = hang.empty() ? absl::StrCat("not measurable: ", fleet->verdict)
+                              : absl::StrCat("not measurable: ", hang, ", and no other suspect was ranked in the "
+                                             "steps before; shardscope fleet has the evidence");
+    } else {
+      const FleetSuspect& top_ = *top;
+      const FleetSuspect& top = top_;
       e.value = 100 * top.score;
       e.passed = top.flagged;
       e.detail = absl::StrCat(top.kind, " ", top.id, " at ", absl::StrFormat("%.2f", top.slowdown),
@@ -391,6 +399,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
                         top.not_flagged_why.empty() ? "" : absl::StrCat(": ", top.not_flagged_why));
       }
       absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
+      if (!hang.empty()) e.detail = absl::StrCat(hang, "; in the steps before: ", e.detail);
+    }
     }
     v.evidence.push_back(e);
   }

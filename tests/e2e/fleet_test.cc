@@ -1487,7 +1487,7 @@ TEST(FleetCli, TwoChipsFailingAtOneStepAreBothNamed) {
   EXPECT_NE(r.suspects[0].evidence[0].find("for this one and chip 2, which stopped then too"), std::string::npos)
       << r.suspects[0].evidence[0];
   Output report = Shell(absl::StrCat(kCli, " report ", db));
-  EXPECT_NE(report.text.find("chips 1, 2 stopped responding (a hang: table hangs)"), std::string::npos)
+  EXPECT_NE(report.text.find("chips 1, 2 stopped responding (a hang: table hangs; what ended the run)"), std::string::npos)
       << report.text;
 }
 
