@@ -128,6 +128,9 @@ struct RunComparison {
   // "A runs mlp and B runs cnn" when the two runs are different workloads:
   // then no side is "slower", and the text lists no op or tensor by name.
   std::string different_workloads;
+  // "A's global batch is 64 and B's 2" when the runs' batches differ (the
+  // verdict and a note say so); "" when the same or not recorded.
+  std::string batches_differ;
   // Why ops were not compared ("": they were), e.g. "A's timeline is
   // damaged": the verdict says so instead of counting none changed.
   std::string ops_not_compared;

@@ -328,6 +328,7 @@ nlohmann::json ComparisonToJson(const RunComparison& c) {
   if (!c.sharding_not_compared.empty()) j["sharding_not_compared"] = c.sharding_not_compared;
   j["notes"] = c.notes;
   j["different_workloads"] = !c.different_workloads.empty();
+  if (!c.batches_differ.empty()) j["batches_differ"] = c.batches_differ;
   return j;
 }
 

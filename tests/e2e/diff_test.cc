@@ -397,6 +397,22 @@ TEST(DiffE2eSimulated, ARunThatDidNotFinishIsSaidFirstAndFailsTheGate) {
   EXPECT_EQ(e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,1 --fail-if-slower 5"))).code, 0);
 }
 
+// Two runs of one sample with different global batches: said in the verdict,
+// a note and JSON (a simulated run's default batch, one example per
+// data-parallel chip, against a recorded run's 64 read as "B is faster").
+TEST(DiffE2eSimulated, DifferentBatchesAreSaid) {
+  const std::string db = e2e::TempDb("diff_batches");
+  const std::string sim = " run mlp --simulate --topology 2x4 --mesh 2x4 --steps 4 --quiet --db " + db;
+  ASSERT_EQ(e2e::Shell(Cli(sim)).code, 0);
+  ASSERT_EQ(e2e::Shell(Cli(sim + " --batch 64")).code, 0);
+  json j = Json(e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,2 --format json"))));
+  EXPECT_EQ(j["batches_differ"], "A's global batch is 2 and B's 64") << j.dump();
+  EXPECT_TRUE(absl::StrContains(j["verdict"].get<std::string>(), "; A's global batch is 2 and B's 64: each step does"))
+      << j["verdict"];
+  json same = Json(e2e::Shell(Cli(absl::StrCat("diff ", db, " --runs 1,1 --format json"))));
+  EXPECT_FALSE(same.contains("batches_differ")) << same.dump();
+}
+
 // One slow chip among sixteen moves each op's mean over the chips a little;
 // the per-chip section names the chip, and a run against its twin names none.
 TEST(DiffE2eSimulated, AChipWhoseChangeStandsApartIsNamed) {
