@@ -185,6 +185,15 @@ TEST(ReplayE2e, AStoredRunsFaultsAreNamedAsPartOfTheDifference) {
   e2e::Output clean = e2e::Shell(Cli("replay " + db + " --run 2"));
   ASSERT_EQ(clean.code, 0) << clean.text;
   EXPECT_FALSE(absl::StrContains(clean.text, "faults injected")) << clean.text;
+  // A recorded run's faults are on its device clock: re-simulated elsewhere,
+  // the modeled clock compared has none of them (it said the difference held them).
+  const std::string real = e2e::TempDb("replay_faulted_real");
+  ASSERT_EQ(e2e::Shell(Cli("run mlp --mesh 2x2 --steps 3 --fault slow-chip:1:0.5 --quiet --db " + real)).code, 0);
+  e2e::Output elsewhere = e2e::Shell(Cli("replay " + real + " --modeled --profile h100 --topology gpu:1x4"));
+  ASSERT_EQ(elsewhere.code, 0) << elsewhere.text;
+  EXPECT_TRUE(absl::StrContains(elsewhere.text, "(slow-chip:1:0.5) on its device clock; the modeled clock compared "
+                                                "below has none of them, on either side"))
+      << elsewhere.text;
 }
 
 // An unchanged simulated run re-simulated is the same run on the modeled

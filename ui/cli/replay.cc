@@ -603,12 +603,16 @@ int RunReplay(const std::vector<std::string>& args) {
   auto c = analysis::CompareRuns(*r, *run, *r, new_run, options);
   if (!c.ok()) return Fail(std::string(c.status().message()));
   // The replay injects no fault: what the stored run's faults cost shows as a difference.
+  // A recorded run's faults are on its device clock: compared on the modeled
+  // clock, which the cost model laid out without them, neither side has them.
+  const bool faults_compared = c->op_clock == "device" || c->a.simulated;
   const std::string faults_note =
-      stored.faults.empty()
-          ? std::string()
-          : absl::StrCat("note: run ", *run, " was recorded with faults injected (",
-                         absl::StrJoin(stored.faults, ", "), "); run ", new_run,
-                         " replays it without them, so the difference below includes them\n\n");
+      stored.faults.empty() ? std::string()
+      : faults_compared
+          ? absl::StrCat("note: run ", *run, " was recorded with faults injected (", absl::StrJoin(stored.faults, ", "),
+                         "); run ", new_run, " replays it without them, so the difference below includes them\n\n")
+          : absl::StrCat("note: run ", *run, " was recorded with faults injected (", absl::StrJoin(stored.faults, ", "),
+                         ") on its device clock; the modeled clock compared below has none of them, on either side\n\n");
   // The replay runs the stored programs back to back, inputs made up front:
   // the stored run's host time between them (tracing, compiling, a read that
   // made the chips wait) is not replayed. Where it held the chips, a faster
