@@ -169,6 +169,23 @@ TEST(FleetUi, AStoppedChipIsTheFirstSuspect) {
   auto listed = LayoutItems(doc, "text", "suspect");
   ASSERT_FALSE(listed.empty());
   EXPECT_EQ(listed[0]["label"], "#1 chip 5  stopped  FLAGGED");
+  // The host clock traced a step or two more before the hang was found (how
+  // many depends on timing); the chips have none. The playhead there shows
+  // the nearest chip step, and says so.
+  auto reader = store::Reader::Open(pod.db);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto last = reader->Query(
+      "SELECT max(CASE WHEN clock = 'host' THEN step END) AS host, max(CASE WHEN clock = 'modeled' THEN step END) "
+      "AS chips FROM step_bounds");
+  ASSERT_TRUE(last.ok()) << last.status();
+  const int64_t host_last = last->Int(0, "host"), chip_last = last->Int(0, "chips");
+  ASSERT_GT(host_last, chip_last);
+  const json after = OpenFleet(pod, "hung_after", absl::StrCat("--step ", host_last));
+  auto said = LayoutItems(after, "text", "playhead_elsewhere");
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0]["label"], absl::StrCat("(the playhead's step ", host_last, " has no chip timeline: step ", chip_last,
+                                           ", the nearest, is shown)"));
+  EXPECT_TRUE(LayoutItems(doc, "text", "playhead_elsewhere").empty());
 }
 
 // A pod taller than the window (a 1024x2 torus: 2048 chips, chip 700 at 60%):

@@ -199,6 +199,9 @@ void FleetView::Draw(UiState& ui) {
   }
   if (wanted_step_) SetStep(*wanted_step_);
   if (ui.playhead_step && *ui.playhead_step != step()) SetStep(*ui.playhead_step);
+  // A playhead on a step with no chip timeline (a host-clock step after a
+  // hang): the nearest is shown, and said to be (it was shown in silence).
+  playhead_elsewhere_ = ui.playhead_step && *ui.playhead_step != step() ? *ui.playhead_step : -1;
   step_index_ = std::min(step_index_, m.report.per_step.empty() ? 0 : m.report.per_step.size() - 1);
   DrawHeader(m, ui);
   if (m.report.per_step.empty()) {
@@ -295,6 +298,13 @@ void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {
   }
   ImGui::SameLine();
   ImGui::Text("step span %s", FormatDuration(s.span_ns).c_str());
+  if (playhead_elsewhere_ >= 0) {
+    const std::string note = absl::StrFormat("(the playhead's step %d has no chip timeline: step %d, the nearest, is shown)",
+                                             playhead_elsewhere_, s.step);
+    ImGui::SameLine();
+    ImGui::TextDisabled("%s", note.c_str());
+    if (ui.layout) ui.layout->Add("text", note, json{{"table", "step_bounds"}}, 0, 0, 0, 0)["role"] = "playhead_elsewhere";
+  }
   if (metric_ == FleetMetric::kHbmPeak) {
     ImGui::SameLine();
     ImGui::TextDisabled("(%s)", m.hbm_source.empty() ? "no HBM samples or plans stored" : m.hbm_source.c_str());

@@ -85,6 +85,7 @@ class FleetView {
   BackgroundModel<FleetModel> job_;
   int drawn_ = 0;
   size_t step_index_ = 0;
+  int playhead_elsewhere_ = -1;  // the playhead's step when it has no chip timeline here, else -1
   bool step_chosen_ = false;        // false until the model is in: then the typical step
   std::optional<int> wanted_step_;  // SetStep before the model is in
   // Lateness first: the chip everybody waits for is the one that stands out.
