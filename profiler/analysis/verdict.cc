@@ -345,62 +345,61 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     if (!fleet.ok()) {
       e.detail = absl::StrCat("not measurable: the fleet diagnosis cannot read this run: ", fleet.status().message());
     } else {
-    // Chips that stopped (a hang) are what ended the run, and the verdict says
-    // so first; the row is of the steps recorded before, as fleet's verdict
-    // is. Counted as a 100% straggler, the row passed while fleet said no chip
-    // stood out in those steps, and its breakdown said collectives bound them.
-    std::vector<std::string> stopped;
-    const FleetSuspect* top = nullptr;
-    for (const FleetSuspect& s : fleet->suspects)
-      if (s.stopped) stopped.push_back(s.id);
-      else if (!top) top = &s;
-    const std::string hang =
-        stopped.empty() ? ""
-                        : absl::StrCat(stopped.size() == 1 ? "chip " : "chips ", absl::StrJoin(stopped, ", "),
-                                       " stopped responding (a hang: table hangs; what ended the run)");
-    if (!fleet->supported || !top) {
-      e.detail = hang.empty() ? absl::StrCat("not measurable: ", fleet->verdict)
-                              : absl::StrCat("not measurable: ", hang, ", and no other suspect was ranked in the "
-                                             "steps before; shardscope fleet has the evidence");
-    } else {
-      const FleetSuspect& top_ = *top;
-      const FleetSuspect& top = top_;
-      e.value = 100 * top.score;
-      e.passed = top.flagged;
-      e.detail = absl::StrCat(top.kind, " ", top.id, " at ", absl::StrFormat("%.2f", top.slowdown),
-                              "x its peers' time");
-      if (top.kind == "chip" && top.collectives > 0)
-        absl::StrAppend(&e.detail, ", last at ", top.last_arrivals, " of ", top.collectives, " collectives");
-      // A one-off pause is said as fleet says it: where the saving is, then its average.
-      if (top.saved_ns_per_step > 0 && !top.saved_in_steps.empty())
-        absl::StrAppend(&e.detail, "; fixing it would save ", top.saved_in_steps, " (",
-                        FormatNs(static_cast<int64_t>(top.saved_ns_per_step)), " a step averaged, what-if)");
-      else if (top.saved_ns_per_step > 0)
-        absl::StrAppend(&e.detail, "; fixing it would save ", FormatNs(static_cast<int64_t>(top.saved_ns_per_step)),
-                        " per step (what-if)");
-      // Slower than its peers, but costing the step little (a slow chip in a
-      // step its collectives dominate): a suspect, not what bounds the step.
-      // What it costs: the what-if's saving, or for a chip its lateness (a re-schedule lays each chip's
-      // work back to back, so it misses a delay before a launch); a negative what-if saves nothing.
-      const double cost = std::max({0.0, top.saved_ns_per_step, top.kind == "chip" ? top.late_ns_per_step : 0.0});
-      if (e.passed && top.saved_estimated && fleet->median_step_ns > 0 &&
-          100 * cost / fleet->median_step_ns < kStragglerSavedShare) {
-        e.passed = false;
-        e.flagged_not_bound = true;
-        absl::StrAppend(&e.detail, ", ", absl::StrFormat("%.1f", 100 * cost / fleet->median_step_ns),
-                        "% of the median step (under ", kStragglerSavedShare,
-                        "%: flagged by the fleet diagnosis, but not what bounds the step)");
+      // Chips that stopped (a hang) are what ended the run, and the verdict says
+      // so first; the row is of the steps recorded before, as fleet's verdict
+      // is. Counted as a 100% straggler, the row passed while fleet said no chip
+      // stood out in those steps, and its breakdown said collectives bound them.
+      std::vector<std::string> stopped;
+      const FleetSuspect* first = nullptr;
+      for (const FleetSuspect& s : fleet->suspects)
+        if (s.stopped) stopped.push_back(s.id);
+        else if (!first) first = &s;
+      const std::string hang =
+          stopped.empty() ? ""
+                          : absl::StrCat(stopped.size() == 1 ? "chip " : "chips ", absl::StrJoin(stopped, ", "),
+                                         " stopped responding (a hang: table hangs; what ended the run)");
+      if (!fleet->supported || !first) {
+        e.detail = hang.empty() ? absl::StrCat("not measurable: ", fleet->verdict)
+                                : absl::StrCat("not measurable: ", hang, ", and no other suspect was ranked in the "
+                                               "steps before; shardscope fleet has the evidence");
+      } else {
+        const FleetSuspect& top = *first;
+        e.value = 100 * top.score;
+        e.passed = top.flagged;
+        e.detail = absl::StrCat(top.kind, " ", top.id, " at ", absl::StrFormat("%.2f", top.slowdown),
+                                "x its peers' time");
+        if (top.kind == "chip" && top.collectives > 0)
+          absl::StrAppend(&e.detail, ", last at ", top.last_arrivals, " of ", top.collectives, " collectives");
+        // A one-off pause is said as fleet says it: where the saving is, then its average.
+        if (top.saved_ns_per_step > 0 && !top.saved_in_steps.empty())
+          absl::StrAppend(&e.detail, "; fixing it would save ", top.saved_in_steps, " (",
+                          FormatNs(static_cast<int64_t>(top.saved_ns_per_step)), " a step averaged, what-if)");
+        else if (top.saved_ns_per_step > 0)
+          absl::StrAppend(&e.detail, "; fixing it would save ", FormatNs(static_cast<int64_t>(top.saved_ns_per_step)),
+                          " per step (what-if)");
+        // Slower than its peers, but costing the step little (a slow chip in a
+        // step its collectives dominate): a suspect, not what bounds the step.
+        // What it costs: the what-if's saving, or for a chip its lateness (a re-schedule lays each chip's
+        // work back to back, so it misses a delay before a launch); a negative what-if saves nothing.
+        const double cost = std::max({0.0, top.saved_ns_per_step, top.kind == "chip" ? top.late_ns_per_step : 0.0});
+        if (e.passed && top.saved_estimated && fleet->median_step_ns > 0 &&
+            100 * cost / fleet->median_step_ns < kStragglerSavedShare) {
+          e.passed = false;
+          e.flagged_not_bound = true;
+          absl::StrAppend(&e.detail, ", ", absl::StrFormat("%.1f", 100 * cost / fleet->median_step_ns),
+                          "% of the median step (under ", kStragglerSavedShare,
+                          "%: flagged by the fleet diagnosis, but not what bounds the step)");
+        }
+        // Past the threshold, yet the fleet diagnosis flags no one (an
+        // unsteady excess): marked as past it but not the bound, with why.
+        if (!top.flagged && e.value >= e.threshold) {
+          e.flagged_not_bound = true;
+          absl::StrAppend(&e.detail, "; not flagged by the fleet diagnosis",
+                          top.not_flagged_why.empty() ? "" : absl::StrCat(": ", top.not_flagged_why));
+        }
+        absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
+        if (!hang.empty()) e.detail = absl::StrCat(hang, "; in the steps before: ", e.detail);
       }
-      // Past the threshold, yet the fleet diagnosis flags no one (an
-      // unsteady excess): marked as past it but not the bound, with why.
-      if (!top.flagged && e.value >= e.threshold) {
-        e.flagged_not_bound = true;
-        absl::StrAppend(&e.detail, "; not flagged by the fleet diagnosis",
-                        top.not_flagged_why.empty() ? "" : absl::StrCat(": ", top.not_flagged_why));
-      }
-      absl::StrAppend(&e.detail, " (shardscope fleet has the evidence)");
-      if (!hang.empty()) e.detail = absl::StrCat(hang, "; in the steps before: ", e.detail);
-    }
     }
     v.evidence.push_back(e);
   }
