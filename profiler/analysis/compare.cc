@@ -840,11 +840,4 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
   return c;
 }
 
-std::string RunEndedEarly(const RunHeader& h) {
-  if (h.status != "hang detected" && h.status != "failed" && h.status != "interrupted" &&
-      h.status != "ended abnormally")
-    return "";
-  return h.status_detail.empty() ? h.status : h.status_detail;
-}
-
 }  // namespace shardscope::analysis

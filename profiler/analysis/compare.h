@@ -150,10 +150,6 @@ struct CompareOptions {
 absl::StatusOr<RunComparison> CompareRuns(const store::Reader& reader_a, int64_t run_a, const store::Reader& reader_b,
                                           int64_t run_b, const CompareOptions& options = {});
 
-// How a run that did not finish ended (a hang, a failure, a killed process);
-// "" when it finished or is still running.
-std::string RunEndedEarly(const RunHeader& h);
-
 std::string RenderComparisonText(const RunComparison& c);
 std::string RenderComparisonMarkdown(const RunComparison& c);
 nlohmann::json ComparisonToJson(const RunComparison& c);  // schema in docs/diff.md

@@ -1265,12 +1265,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // under heavy jitter a gpu:8x1 host's chip idles at a step's end now and
   // then, 1.09x over four steps, no more than the noise gives one of eight.
   {
-    std::vector<StepRatios*> all;
-    for (auto& [h, steps] : host_steps) {
-      steps.Summarize();
-      all.push_back(&steps);
-    }
-    SetNoise(all);
+    SummarizeAndSetNoise(host_steps);
     for (auto& [h, steps] : host_steps) {
       Candidate& c = cands[host_cand.at(h)];
       c.significant = steps.BeyondNoise();
@@ -1351,14 +1346,7 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
   // to step and beyond the run's noise (links like it): a real run's healthy
   // link read 1.15x one run and 1.09x the next, and one whose only traffic
   // was a loss's 4-byte all-reduce after the last step read 5.9x once.
-  {
-    std::vector<StepRatios*> all;
-    for (auto& [link, steps] : link_steps) {
-      steps.Summarize();
-      all.push_back(&steps);
-    }
-    SetNoise(all);
-  }
+  SummarizeAndSetNoise(link_steps);
   for (auto& [link, sl] : slowdowns) {
     FleetSuspect s;
     s.kind = "link";

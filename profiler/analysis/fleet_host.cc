@@ -444,18 +444,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   // steps read 1.000 and the noise nothing (a healthy pair's one-off spikes
   // stood 6.6 standard deviations above it).
   std::map<int, fleet_internal::StepRatios> step_ratios;
-  {
-    std::vector<fleet_internal::StepRatios*> all;
-    for (auto& [host, p] : per) {
-      fleet_internal::StepRatios& sr = step_ratios[host];
-      for (const auto& [step, e] : p.excess_by_step)
-        if (const double peers = p.peers_by_step[step]; peers > 0)
-          sr.ratios.push_back(1 + e / peers);
-      sr.Summarize();
-      all.push_back(&sr);
-    }
-    fleet_internal::SetNoise(all);
+  for (auto& [host, p] : per) {
+    fleet_internal::StepRatios& sr = step_ratios[host];
+    for (const auto& [step, e] : p.excess_by_step)
+      if (const double peers = p.peers_by_step[step]; peers > 0) sr.ratios.push_back(1 + e / peers);
   }
+  fleet_internal::SummarizeAndSetNoise(step_ratios);
   for (auto& [host, p] : per) {
     FleetSuspect s;
     s.kind = "host";

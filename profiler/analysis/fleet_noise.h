@@ -110,6 +110,18 @@ struct StepRatios {
 // run without jitter): any excess is beyond it.
 void SetNoise(std::vector<StepRatios*> all);
 
+// Summarizes every suspect's step ratios of one kind (a map to StepRatios)
+// and sets their noise against each other.
+template <typename Map>
+void SummarizeAndSetNoise(Map& by_suspect) {
+  std::vector<StepRatios*> all;
+  for (auto& [key, steps] : by_suspect) {
+    steps.Summarize();
+    all.push_back(&steps);
+  }
+  SetNoise(all);
+}
+
 // How far above the run's noise an excess stands (StepRatios::noise).
 std::string AboveNoise(double z);
 

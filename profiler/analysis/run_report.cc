@@ -481,6 +481,13 @@ absl::Status ReadAutoSharding(const store::Reader& rd, int64_t run_id, std::vect
   return absl::OkStatus();
 }
 
+std::string RunEndedEarly(const RunHeader& h) {
+  if (h.status != "hang detected" && h.status != "failed" && h.status != "interrupted" &&
+      h.status != "ended abnormally")
+    return "";
+  return h.status_detail.empty() ? h.status : h.status_detail;
+}
+
 std::string ImportLoss::Text() const {
   return absl::StrCat(name, " (", count, ")", first.empty() ? "" : absl::StrCat(": first ", first));
 }

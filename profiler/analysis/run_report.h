@@ -286,6 +286,9 @@ struct ImportLoss {
   std::string Text() const;  // "name (count): first WHERE"
 };
 absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& reader, int64_t run_id);
+// How a run that did not finish ended (a hang, a failure, a killed process):
+// its status's detail; "" when it finished or is still running.
+std::string RunEndedEarly(const RunHeader& h);
 // An imported run's ranks (hosts) whose timelines cover fewer steps than the
 // run's (RunHeader::uneven_steps); "" when all cover the same.
 absl::StatusOr<std::string> UnevenSteps(const store::Reader& reader, int64_t run_id);

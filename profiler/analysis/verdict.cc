@@ -520,9 +520,8 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
   }
   // A run that ended abnormally (a hang, a killed process): what ended it
   // comes first, since the steps it recorded are not the whole story.
-  if (r.run.status == "ended abnormally" || r.run.status == "hang detected" || r.run.status == "interrupted" ||
-      r.run.status == "failed")
-    v.line = absl::StrCat(r.run.status_detail.empty() ? r.run.status : r.run.status_detail,
+  if (const std::string ended = RunEndedEarly(r.run); !ended.empty())
+    v.line = absl::StrCat(ended,
                           r.steps.count == 0 ? std::string("; it recorded no step, so there is nothing more to weigh")
                                              : absl::StrCat("; in the steps it recorded: ", v.line));
   return v;
