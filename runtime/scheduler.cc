@@ -79,7 +79,7 @@ absl::StatusOr<std::vector<DeviceSpan>> Scheduler::Schedule(const ScheduleInput&
       s.track_id = tracks_[dl.d];
       s.start_ns = dl.at;
       s.dur_ns = dl.dur;
-      s.name = "host preempted";
+      s.name = "waiting for host";
       s.kind = trace::SliceKind::kHostWait;
       s.step = in.step;
       s.graph_id = in.graph_id;

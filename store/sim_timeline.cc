@@ -5,7 +5,7 @@
 //                          U(layouts) {U(groups) {U(members) {S(chip - previous chip)}}}
 //                          U(collectives) {U(layout) U(len) algorithm-bytes U(groups)
 //                            {S(dur_ns) U(links) {U(a) U(b - a) S(device - a) U(name_id) S(bytes) S(busy_ns)}}}
-//                          U(name_id of "host preempted")
+//                          U(name_id of "waiting for host")
 //   sim_runs.transfers     U(n) {U(name_id) S(dur_ns) S(bytes)}
 //   sim_runs.starts        U(chips) {S(start - previous start)}
 //   sim_runs.preempted     U(chips) {U(ns)}
@@ -341,7 +341,7 @@ absl::Status WriteSimTimeline(const std::string& path, const SimTimelineInput& i
   auto blob = [](Stmt& s, int i, const std::string& b) {
     sqlite3_bind_blob(s.get(), i, b.data(), static_cast<int>(b.size()), SQLITE_TRANSIENT);
   };
-  auto preempted = intern("host preempted");
+  auto preempted = intern("waiting for host");
   if (!preempted.ok()) return fail(preempted.status());
   for (const auto& [graph_id, program] : *in.programs) {
     if (in.stored_programs && in.stored_programs->count(graph_id)) continue;

@@ -117,7 +117,7 @@ int64_t SimFlowId(int64_t run_id, const SimRun& run, int collective, int group) 
 
 void SimChipSlices(int64_t run_id, const SimProgram& p, const SimChip& chip, const SimRun& run, int c,
                    std::vector<SimSlice>* out) {
-  static const std::string kPreempted = "host preempted";
+  static const std::string kPreempted = "waiting for host";
   const int transfers = static_cast<int>(run.transfers.size());
   int64_t t = run.start_ns[c];
   if (!run.preempted_ns.empty() && run.preempted_ns[c] > 0) {

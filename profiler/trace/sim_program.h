@@ -59,7 +59,7 @@ struct SimProgram {
   int64_t graph_id = -1;
   std::vector<SimOp> ops;
   int num_collective_ops = 0;  // ops with a collective (coll_seq 0..n-1)
-  int32_t preempted_name_id = 0;  // names.name_id of "host preempted" once stored
+  int32_t preempted_name_id = 0;  // names.name_id of "waiting for host" once stored
   std::vector<SimCollective> collectives;
   // Distinct replica-group layouts: each a list of groups of chip ids.
   std::vector<std::vector<std::vector<int>>> group_sets;
@@ -116,7 +116,7 @@ int64_t SimSliceId(int64_t run_id, const SimProgram& program, const SimRun& run,
 int64_t SimFlowId(int64_t run_id, const SimRun& run, int coll_seq, int group);
 
 // The slices of `chip` in `run`, on track `track_id`, in the order the
-// Scheduler emits them: a "host preempted" wait, transfers, then the program's
+// Scheduler emits them: a "waiting for host" wait, transfers, then the program's
 // kernels and collectives (each collective with its links inside).
 struct SimSlice {
   int64_t slice_id = 0, start_ns = 0, dur_ns = 0, parent_id = -1, op_id = -1, flow_id = -1, bytes = 0;

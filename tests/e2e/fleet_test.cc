@@ -22,10 +22,12 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "store/reader.h"
 #include "tests/e2e/kineto_ranks.h"
 #include "tests/e2e/shell.h"
@@ -63,11 +65,46 @@ void Sql(const std::string& db, const std::string& sql) {
   sqlite3_close(h);
 }
 
-// What the diagnosis test does first: the specs go, so nothing but the timeline tells.
+// Every text cell of every table in `db` that names a fault, as "table.column: text".
+std::vector<std::string> CellsNamingAFault(const std::string& db) {
+  std::vector<std::string> found;
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(h);
+    return {"cannot open " + db};
+  }
+  std::vector<std::string> tables;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(h, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &st, nullptr);
+  while (sqlite3_step(st) == SQLITE_ROW) tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(st, 0)));
+  sqlite3_finalize(st);
+  for (const std::string& t : tables) {
+    if (sqlite3_prepare_v2(h, absl::StrCat("SELECT * FROM \"", t, "\"").c_str(), -1, &st, nullptr) != SQLITE_OK) continue;
+    while (sqlite3_step(st) == SQLITE_ROW)
+      for (int c = 0; c < sqlite3_column_count(st); ++c) {
+        if (sqlite3_column_type(st, c) != SQLITE_TEXT) continue;
+        const std::string v = reinterpret_cast<const char*>(sqlite3_column_text(st, c));
+        const std::string lower = absl::StrReplaceAll(absl::AsciiStrToLower(v), {{"default", ""}});
+        for (const char* word : {"preempt", "slow-chip", "slow chip", "fail-chip", "jitter", "fault"})
+          if (absl::StrContains(lower, word)) {
+            found.push_back(absl::StrCat(t, ".", sqlite3_column_name(st, c), ": ", v.substr(0, 200)));
+            break;
+          }
+      }
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(h);
+  return found;
+}
+
+// What the diagnosis test does first: the specs go, so nothing but the timeline
+// tells. Nothing else in the file may name a fault: not a slice, not a note.
 void ForgetFaults(const std::string& db) {
   Sql(db, "UPDATE runs SET config_json = json_remove(config_json, '$.faults')");
   store::QueryResult q = Q(db, "SELECT COUNT(*) AS n FROM runs WHERE config_json LIKE '%fault%'");
   ASSERT_EQ(q.Int(0, "n", -1), 0);
+  const std::vector<std::string> cells = CellsNamingAFault(db);
+  EXPECT_TRUE(cells.empty()) << "the fault is still told by " << absl::StrJoin(cells, "\n");
 }
 
 // A simulated mlp run with `flags` (faults among them), its fault specs then
