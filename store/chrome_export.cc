@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "store/json_text.h"
+#include "store/sim_timeline.h"
 #include "store/sqlite_util.h"
 #include "store/timeline.h"
 
@@ -177,6 +178,55 @@ absl::Status NotTheDatabase(const std::string& db, const std::string& out) {
 }
 
 }  // namespace
+
+int64_t EstimateChromeSlices(const Reader& rd, int64_t run_id, const ChromeExportOptions& options) {
+  const bool some_steps = options.first_step >= 0;
+  const std::string run = std::to_string(run_id);
+  const auto steps_of = [&](const char* column) {
+    return some_steps ? absl::StrCat(" AND (", column, " BETWEEN ", options.first_step, " AND ", options.last_step, ")")
+                      : std::string();
+  };
+  const auto chip_kept = [&](int64_t device) { return options.chips.empty() || options.chips.count(device) > 0; };
+  int64_t slices = 0;
+  // Stored slices (every lane of a recorded or imported run, a simulated run's host lanes).
+  if (auto q = rd.Query(absl::StrCat("SELECT coalesce(t.device_id, -1) AS device, sum(c.count) AS n FROM slice_chunks c"
+                                     " JOIN tracks t ON t.run_id = c.run_id AND t.track_id = c.track_id"
+                                     " WHERE c.run_id = ?1", steps_of("coalesce(c.step, -1) = -1 OR c.step"),
+                                     " GROUP BY device"),
+                        {run});
+      q.ok()) {
+    for (size_t i = 0; i < q->rows.size(); ++i) {
+      const int64_t device = q->Int(i, "device", -1);
+      if (device < 0 || chip_kept(device)) slices += q->Int(i, "n", 0);
+    }
+  }
+  // A simulated run's chips, whose slices are made from the schedule: a few
+  // kept chips' slices in the steps' window on the modeled clock are made and
+  // counted, and their mean stands for every kept chip (chips share their
+  // programs; a link slice per collective differs with the group).
+  auto chips = rd.Query("SELECT device_id, track_id FROM sim_chips WHERE run_id = ?1 ORDER BY device_id", {run});
+  if (!chips.ok() || chips->rows.empty()) return slices;
+  std::vector<int64_t> kept_tracks;
+  for (size_t i = 0; i < chips->rows.size(); ++i)
+    if (chip_kept(chips->Int(i, "device_id", -1))) kept_tracks.push_back(chips->Int(i, "track_id", -1));
+  auto window = rd.Query(absl::StrCat("SELECT min(start_ns) AS t0, max(end_ns) AS t1 FROM step_bounds"
+                                      " WHERE run_id = ?1 AND clock = 'modeled'",
+                                      steps_of("step")),
+                         {run});
+  if (kept_tracks.empty() || !window.ok() || window->rows.empty() || window->Text(0, "t0").empty()) return slices;
+  const int64_t t0 = window->Int(0, "t0"), t1 = window->Int(0, "t1");
+  constexpr size_t kSampled = 4;
+  int64_t counted = 0;
+  size_t sampled = 0;
+  const SimTimelineReader sim(rd);
+  for (size_t k = 0; k < kSampled && k < kept_tracks.size(); ++k) {
+    auto made = sim.Slices(run_id, kept_tracks[k * kept_tracks.size() / std::min(kSampled, kept_tracks.size())], t0, t1);
+    if (!made.ok()) return slices;
+    counted += static_cast<int64_t>(made->size());
+    ++sampled;
+  }
+  return slices + counted * static_cast<int64_t>(kept_tracks.size()) / static_cast<int64_t>(sampled);
+}
 
 absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t run_id, const std::string& path,
                                                     const ChromeExportOptions& options) {

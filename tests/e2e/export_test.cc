@@ -3,7 +3,10 @@
 // chips as processes in chip order with the clock in their names, one flow
 // per collective linking its chips, counters as counter events; gzip output
 // reads back the same.
+#include <unistd.h>
 #include <zlib.h>
+
+#include <cstdio>
 
 #include <map>
 #include <set>
@@ -16,6 +19,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "store/chrome_export.h"
+#include "store/reader.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -436,6 +441,60 @@ TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {
   EXPECT_EQ(read_back["bound"], original["bound"]) << read_back.dump();
   EXPECT_EQ(read_back["breakdown"]["step"], original["breakdown"]["step"]) << read_back.dump();
   EXPECT_EQ(read_back["breakdown"]["clock"], "modeled") << read_back.dump();
+}
+
+// A pod's whole timeline is weighed before a byte is written: past what a
+// viewer opens (about 5M slices) it is refused, nothing written, with the
+// ways to cut it; a part, or `--chips all`, is written. The weight is read
+// from the file's counts, close to what the export then writes.
+TEST(ExportSize, APodPastWhatAViewerOpensIsWeighedBeforeWriting) {
+  const std::string small = e2e::TempDb("export_size_small"), rec = e2e::TempDb("export_size_rec");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 4x4x4 --steps 6 --quiet --db ",
+                                    small)).code, 0);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 4x1 --steps 4 --quiet --db ", rec)).code, 0);
+  const std::string json =
+      test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/export_size_", getpid(), ".json"));
+  struct Part {
+    std::string db;
+    std::set<int64_t> chips;
+    int64_t first = -1, last = -1;
+  };
+  for (const Part& p : {Part{small}, Part{small, {0, 1, 2, 3}}, Part{small, {}, 2, 3}, Part{small, {5}, 4, 4},
+                        Part{rec}, Part{rec, {1}}, Part{rec, {}, 1, 2}}) {
+    auto rd = store::Reader::Open(p.db);
+    ASSERT_TRUE(rd.ok()) << rd.status();
+    store::ChromeExportOptions o;
+    o.chips = p.chips;
+    o.first_step = p.first;
+    o.last_step = p.last;
+    const int64_t estimate = store::EstimateChromeSlices(*rd, 1, o);
+    auto written = store::ExportChromeTrace(*rd, 1, json, o);
+    ASSERT_TRUE(written.ok()) << written.status();
+    SCOPED_TRACE(absl::StrCat(p.db, " chips ", p.chips.size(), " steps ", p.first, "-", p.last));
+    EXPECT_GT(written->slices, 0);
+    EXPECT_GE(estimate, written->slices * 6 / 10) << written->slices;
+    EXPECT_LE(estimate, written->slices * 11 / 10) << written->slices;
+  }
+  // A small run's chips named whole: the run as it is.
+  e2e::Output all = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", small, " --chips all --chrome ", json));
+  EXPECT_EQ(all.code, 0) << all.text;
+  EXPECT_FALSE(absl::StrContains(e2e::Shell("head -c 4000 " + json).text, "exported:")) << all.text;
+
+  // 4096 chips x 20 steps of the mlp: about 6M slices.
+  const std::string pod = e2e::TempDb("export_size_pod");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY,
+                                    " run mlp --simulate --topology 16x16x16 --steps 20 --quiet --db ", pod)).code, 0);
+  std::remove(json.c_str());
+  e2e::Output whole = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", pod, " --chrome ", json));
+  EXPECT_EQ(whole.code, 2) << whole.text;
+  EXPECT_TRUE(absl::StrContains(whole.text, "slices (4096 chips, steps 0-19), more than a trace viewer opens"))
+      << whole.text;
+  EXPECT_TRUE(absl::StrContains(whole.text, "nothing written")) << whole.text;
+  EXPECT_TRUE(absl::StrContains(whole.text, "--chips all")) << whole.text;
+  EXPECT_NE(access(json.c_str(), F_OK), 0) << "a refused export wrote " << json;
+  e2e::Output part = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", pod, " --chips 0-63 --chrome ", json));
+  EXPECT_EQ(part.code, 0) << part.text;
+  EXPECT_FALSE(absl::StrContains(part.text, "note:")) << part.text;
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
@@ -154,10 +155,12 @@ constexpr char kExportHelp[] =
     "  by flows, counters as counter events. OUT ending in .gz is gzip-compressed.\n"
     "  --run N           the run (default: the newest in the file)\n"
     "  --chrome OUT      the file to write\n"
-    "  --chips LIST      only these chips' lanes, e.g. 0-63,1234 (host lanes are kept)\n"
+    "  --chips LIST      only these chips' lanes, e.g. 0-63,1234 (host lanes are kept);\n"
+    "                    all: every chip\n"
     "  --steps A[:B]     only steps A to B (slices of no step within their span stay)\n"
     "  A pod's whole timeline is more than a viewer opens (4096 chips x 20 steps:\n"
-    "  50M slices); the selection is said in the file (otherData capture_note).\n";
+    "  50M slices): past about 5M slices, a run is exported only in part or with\n"
+    "  --chips all. The selection is said in the file (otherData capture_note).\n";
 
 constexpr char kImportHelp[] =
     "usage: shardscope import FILE|DIR... --db DB [--quiet]\n"
@@ -589,7 +592,9 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       {std::to_string(r.run_id)});
   if (!info.ok()) return RunError(err, *r.reader, info.status());
   const int64_t chips = info->rows.empty() ? 0 : info->Int(0, "num_devices");
-  if (auto it = r.args.flags.find("--chips"); it != r.args.flags.end()) {
+  // `--chips all`: every chip, asked for by name (a pod past what a viewer opens is refused without it).
+  const bool all_chips = r.args.flags.count("--chips") && r.args.flags["--chips"] == "all";
+  if (auto it = r.args.flags.find("--chips"); it != r.args.flags.end() && !all_chips) {
     for (absl::string_view part : absl::StrSplit(it->second, ',')) {
       std::vector<std::string> ends = absl::StrSplit(part, '-');
       int64_t a = -1, b = -1;
@@ -641,6 +646,27 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
       selection.push_back(a == b ? absl::StrCat("step ", a) : absl::StrCat("steps ", a, "-", b));
   }
   options.selection = absl::StrJoin(selection, ", ");
+  // A viewer in a browser tab holds about a gigabyte of trace (Perfetto UI,
+  // chrome://tracing less), some 5M slices: a whole pod is weighed before a
+  // byte is written (4096 chips x 20 steps wrote 2.5 GB, minutes, then said so).
+  constexpr int64_t kViewerSlices = 5'000'000;
+  const int64_t estimate = store::EstimateChromeSlices(*r.reader, r.run_id, options);
+  // The ways to cut it, said for this run: its first 64 chips, its last two steps.
+  const int64_t hi = info->Text(0, "hi").empty() ? 4 : info->Int(0, "hi");
+  const std::string cut = absl::StrCat("--chips 0-", std::min<int64_t>(chips, 64) - 1, " (a few chips' lanes), --steps ",
+                                       std::max<int64_t>(0, hi - 1), ":", hi, " (a few steps)");
+  const bool chosen = all_chips || r.args.flags.count("--chips") || r.args.flags.count("--steps");
+  if (estimate > kViewerSlices && !chosen) {
+    err << "error: run " << r.run_id << " is about " << absl::StrFormat("%.1fM", estimate / 1e6) << " slices ("
+        << chips << " chips" << (info->Text(0, "hi").empty() ? "" : absl::StrCat(", steps ", info->Text(0, "lo"), "-",
+                                                                                   info->Text(0, "hi")))
+        << "), more than a trace viewer opens (about " << kViewerSlices / 1'000'000
+        << "M); nothing written. Export a part: " << cut << "; or the whole run: --chips all\n";
+    return 2;
+  }
+  if (estimate > kViewerSlices)
+    err << "note: about " << absl::StrFormat("%.1fM", estimate / 1e6)
+        << " slices to write, more than a trace viewer opens well; a smaller part: " << cut << "\n";
   auto stats = store::ExportChromeTrace(*r.reader, r.run_id, path, options);
   if (!stats.ok()) {
     return RunError(err, *r.reader, stats.status());
@@ -648,11 +674,10 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   out << "run " << r.run_id << " written to " << path << ": " << stats->processes << " processes, " << stats->slices
       << " slices, " << stats->flows << " flows, " << stats->counters
       << " counter samples (open it in ui.perfetto.dev or chrome://tracing)\n";
-  // A viewer in a browser tab holds about a gigabyte of trace (Perfetto UI,
-  // chrome://tracing less): past a few million slices, say how to cut it.
-  if (stats->slices > 5'000'000 && options.selection.empty())
+  // The estimate short (a file that could not say): said after, as before.
+  if (stats->slices > kViewerSlices && estimate <= kViewerSlices && options.selection.empty())
     err << "note: " << stats->slices << " slices is more than a trace viewer opens well; export a part of the run: "
-        << "--chips 0-63 (a few chips' lanes), --steps 3:4 (a few steps)\n";
+        << cut << "\n";
   if (stats->counters_unplaced > 0)
     err << "note: " << stats->counters_unplaced
         << " counter samples left out: the run stored no step bounds (no timeline), so none can be placed in the "
