@@ -786,9 +786,21 @@ absl::StatusOr<FleetReport> AnalyzeRecordedSteps(const store::Reader& rd, const 
       r.clock = r.breakdown_clock = "host";
       if (auto median = internal::MedianStepWallNs(rd, run); median.ok()) r.median_step_ns = *median;
     }
+    // Why the host-thread collectives gave nothing: one rank, no step, or unmatched.
+    std::string host_why = "its host-thread collectives were not matched across ranks";
+    if (on_host) {
+      auto ranks = rd.Query("SELECT COUNT(DISTINCT host_id) AS n FROM tracks WHERE run_id = ?1 AND clock = 'host'"
+                            " AND host_id IS NOT NULL",
+                            {run_text});
+      auto steps = rd.Query("SELECT COUNT(*) AS n FROM steps WHERE run_id = ?1", {run_text});
+      if (ranks.ok() && ranks->Int(0, "n", 0) == 1)
+        host_why = "it has one rank, so no peer to compare it with: import every rank's trace together";
+      else if (steps.ok() && steps->Int(0, "n", 0) == 0)
+        host_why = "the trace marks no step, no ProfilerStep#N as prof.step() records, so no step holds them";
+    }
     r.verdict = absl::StrCat(
         "cannot rank suspects: run ", run, " has no collective across chips on the ", r.clock, " clock (",
-        on_host             ? "its host-thread collectives were not matched across ranks"
+        on_host             ? host_why
         : r.chips == 0      ? absl::StrCat("it has no chips: its ", r.imported ? "ranks" : "hosts",
                                            " ran on CPUs, and no collective is on their timelines")
         : r.chips == 1      ? "it has one chip"

@@ -460,7 +460,19 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     s.saved_ns_per_step = p.margin_sum / r->steps;
     const double own_sum = p.own_sum, peers_sum = p.peers_sum;
     const bool measured = p.measured > 0 && peers_sum > 0;
-    s.slowdown = measured ? own_sum / peers_sum : 1;
+    const double sum_ratio = measured ? own_sum / peers_sum : 1;
+    // Its median step too: a peer's stall in a few steps swells the peers'
+    // sum (with two peers their median is their mean), and hid a rank 1.15x
+    // its peers in 10 of 14 steps behind a 0.94x ratio of sums, ranked last.
+    const fleet_internal::StepRatios& sr = step_ratios[host];
+    // (The lower median: over its peers in more than half its steps.)
+    double median_ratio = 1;
+    if (sr.ratios.size() >= 3) {
+      std::vector<double> sorted = sr.ratios;
+      std::sort(sorted.begin(), sorted.end());
+      median_ratio = sorted[(sorted.size() - 1) / 2];
+    }
+    s.slowdown = std::max(sum_ratio, median_ratio);
     s.score = std::max(0.0, s.slowdown - 1);
     // The excess must hold across steps, not be one step's stall or noise
     // on sub-millisecond gaps: its mean over the steps at least 3 standard
@@ -497,22 +509,33 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       if (other != host) others_late = std::max(others_late, q.margin_sum);
     const bool few = !big.empty() && big.size() * 3 <= static_cast<size_t>(r->steps) &&
                      in_big >= 0.8 * p.margin_sum && p.margin_sum >= 2 * others_late;
-    const fleet_internal::StepRatios& sr = step_ratios[host];
     // Not steadily slow, it is flagged for a pause: beyond the run's noise,
     // and holding the others up in a few steps (a rank stalled 300 ms once).
     // Beyond the noise alone flagged a rank of a healthy job that was never
     // last at a collective, and one whose lateness spread over 4 of 9 steps.
     const bool beyond = sr.ratios.size() >= 2 && sr.BeyondNoise();
-    s.flagged = measured && s.score >= opt.flag_threshold && (steady || (beyond && few));
+    // Slow in most steps, whatever its peers did in the others: the median
+    // step's ratio past the threshold, and its lower bound (the sign test,
+    // 99.5%) above 1, as a chip's on the device clock.
+    const bool slow_in_most = median_ratio - 1 >= opt.flag_threshold && sr.MedianLowerBound() > 1;
+    s.flagged = measured && s.score >= opt.flag_threshold &&
+                (((steady || (beyond && few)) && sum_ratio - 1 >= opt.flag_threshold) || slow_in_most);
     if (s.flagged && !steady)
       s.saved_in_steps = absl::StrCat(Ms(in_big), " in ", big.size() == 1 ? "step " : "steps ",
                                       absl::StrJoin(big, ", "), big.size() == 1 ? " alone" : "");
     if (measured && s.score >= opt.flag_threshold && !s.flagged) s.not_flagged_why = "not steadily from step to step";
-    if (measured && s.score >= opt.flag_threshold && !s.flagged)
-      r->notes.push_back(absl::StrCat("rank ", host, " is ", absl::StrFormat("%.2f", s.slowdown),
-                                      "x its peers' own time but not steadily from step to step (", Ms(mean),
-                                      " more a step on average, its steps spread by ", Ms(std::sqrt(var)),
-                                      "): not flagged"));
+    if (measured && s.score >= opt.flag_threshold && !s.flagged) {
+      const auto above = std::count_if(sr.ratios.begin(), sr.ratios.end(), [](double q) { return q > 1; });
+      r->notes.push_back(
+          median_ratio > sum_ratio
+              ? absl::StrCat("rank ", host, " is ", absl::StrFormat("%.2f", median_ratio),
+                             "x its peers' own time in its median step, over theirs in ", above, " of ",
+                             sr.ratios.size(), " steps: not steadily enough to be told from the run's noise, not "
+                             "flagged")
+              : absl::StrCat("rank ", host, " is ", absl::StrFormat("%.2f", s.slowdown),
+                             "x its peers' own time but not steadily from step to step (", Ms(mean),
+                             " more a step on average, its steps spread by ", Ms(std::sqrt(var)), "): not flagged"));
+    }
     s.evidence.push_back(absl::StrCat("rank ", host, ": last to call ", p.last, " of ", p.collectives,
                                       " collectives, on average ", Ms(std::max(0.0, p.late_sum / p.collectives)),
                                       " after the ranks' median (host clock)"));
@@ -521,8 +544,12 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
     } else {
       s.evidence.push_back(absl::StrCat("its own time from leaving its previous collective to its call: ",
                                         Ms(own_sum / p.measured), " per collective against its peers' ",
-                                        Ms(peers_sum / p.measured), " (", absl::StrFormat("%.2f", s.slowdown),
-                                        "x, over ", Plural(p.measured, "collective", "collectives"), ")"));
+                                        Ms(peers_sum / p.measured), " (", absl::StrFormat("%.2f", sum_ratio),
+                                        "x, over ", Plural(p.measured, "collective", "collectives"),
+                                        median_ratio > sum_ratio
+                                            ? absl::StrFormat("; %.2fx in its median step", median_ratio)
+                                            : "",
+                                        ")"));
       // Where its extra time went: running ops (its model's work, or more of
       // it), or with none running (a sleep, a slow input pipeline, the OS).
       // Only where its peers show ops in their own time: a trace of
@@ -581,7 +608,7 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
         r->suspects.empty() ? ""
                             : absl::StrCat(" (the most: host ", r->suspects.front().id, ", ",
                                            absl::StrFormat("%.1f%%", 100 * r->suspects.front().score),
-                                           unsteady ? " over the run, not steadily: see the note" : "", ")"));
+                                           unsteady ? ", not steadily: see the note" : "", ")"));
   } else {
     r->verdict =
         absl::StrCat(flagged.size() == 1 ? "suspect: " : "suspects: ", JoinFirst(flagged, kVerdictNames),

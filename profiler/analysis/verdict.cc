@@ -7,6 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "profiler/analysis/clocks.h"
@@ -497,6 +498,10 @@ absl::StatusOr<Verdict> BuildVerdict(const Reader& rd, const RunReport& r) {
     if (stragglers && fleet.ok() && !fleet->suspects.empty())
       v.line = absl::StrCat(fleet->verdict, " (", fleet->clock,
                             " clock); no verdict on what else bounds the step: ", why);
+    else if (fleet.ok() && !fleet->supported && fleet->chips == 0 && !fleet->verdict.empty())
+      // Ranks on CPUs that cannot be compared: why not is the rest of the answer.
+      v.line = absl::StrCat("no verdict: ", why, "; nor are its ranks compared: ",
+                            absl::StripPrefix(fleet->verdict, "cannot rank suspects: "));
     else
       v.line = absl::StrCat("no verdict: ", why);
   } else if (programs_only) {

@@ -1190,6 +1190,47 @@ TEST(FleetImport, ARankPausedInAStepOfManyCollectivesIsFound) {
   EXPECT_NEAR(again.suspects[0].slowdown, r.suspects[0].slowdown, 0.02 * r.suspects[0].slowdown);
 }
 
+// Three ranks on two cores (tests/data/import/record_legacy_mild.py): rank 1
+// about 1.15x its peers in most steps, rank 2 stalled by the machine in
+// steps 1-4. With two peers their median is their mean, so rank 2's stall
+// swelled rank 1's peers: a 0.94x ratio of sums ranked it last, unnoted.
+// Its median step says it: ranked next to the stalled rank, and noted.
+TEST(FleetImport, AMildRankIsNotHiddenBehindAPeersStall) {
+  const std::string db = TempDb("fleet_legacy_mild3");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_mild3_slow1", 3), "--quiet --db ", db)).code, 0);
+  analysis::FleetReport r = Diagnose(db, "legacy_mild3_slow1_rank0-2.json.gz");
+  ASSERT_TRUE(r.supported) << r.verdict;
+  ASSERT_EQ(r.suspects.size(), 3u);
+  EXPECT_EQ(Key(r.suspects[0]), "host 2");  // its stall, in steps 3 and 4
+  EXPECT_TRUE(r.suspects[0].flagged);
+  EXPECT_EQ(Key(r.suspects[1]), "host 1") << r.verdict;
+  EXPECT_GT(r.suspects[1].slowdown, 1.05);
+  EXPECT_TRUE(HasNote(r, "rank 1 is ")) << absl::StrJoin(r.notes, "\n");
+  EXPECT_TRUE(HasNote(r, "in its median step")) << absl::StrJoin(r.notes, "\n");
+}
+
+// A trace whose steps are not marked (no prof.step(), no ProfilerStep#N), and
+// one rank's trace alone: each says why the ranks cannot be compared, and the
+// report's verdict carries it (it said only "no device-clock tracks").
+TEST(FleetImport, RanksThatCannotBeComparedSayWhy) {
+  const std::string none = TempDb("fleet_legacy_nosteps3");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_nosteps3", 3), "--quiet --db ", none)).code, 0);
+  analysis::FleetReport r = Diagnose(none, "legacy_nosteps3_rank0-2.json.gz");
+  EXPECT_FALSE(r.supported);
+  EXPECT_TRUE(absl::StrContains(r.verdict, "the trace marks no step")) << r.verdict;
+  Output report = Shell(absl::StrCat(kCli, " report ", none));
+  EXPECT_TRUE(absl::StrContains(report.text, "nor are its ranks compared: ")) << report.text;
+  EXPECT_TRUE(absl::StrContains(report.text, "the trace marks no step")) << report.text;
+  const std::string one = TempDb("fleet_legacy_one_rank");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", SHARDSCOPE_TEST_SOURCE_DIR,
+                               "/tests/data/import/legacy_mild3_slow1_rank0.json.gz --quiet --db ", one))
+                .code,
+            0);
+  analysis::FleetReport alone = Diagnose(one, "legacy_mild3_slow1_rank0.json.gz alone");
+  EXPECT_FALSE(alone.supported);
+  EXPECT_TRUE(absl::StrContains(alone.verdict, "it has one rank")) << alone.verdict;
+}
+
 // Two ranks of DDP, one all_reduce a step: gloo runs each c10d call on a
 // worker thread after the call returned, so the two are not nested. Joined
 // on each rank as one collective (six were counted for four steps, two of
