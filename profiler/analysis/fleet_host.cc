@@ -443,6 +443,15 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
   // other's shortfall, and with each counting its excess alone the other's
   // steps read 1.000 and the noise nothing (a healthy pair's one-off spikes
   // stood 6.6 standard deviations above it).
+  // Each rank's file, said beside it: legacy traces carry no rank, so rank N
+  // is the N-th file given, and a file left out renumbers the rest.
+  std::map<int, std::string> file_of;
+  if (imported.ok() && *imported)
+    if (auto files = rd.Query("SELECT host_id, file FROM trace_imports WHERE run_id = ?1", {run_text}); files.ok())
+      for (size_t i = 0; i < files->rows.size(); ++i) {
+        const std::string& path = files->Text(i, "file");
+        file_of[static_cast<int>(files->Int(i, "host_id"))] = path.substr(path.find_last_of('/') + 1);
+      }
   std::map<int, fleet_internal::StepRatios> step_ratios;
   for (auto& [host, p] : per) {
     fleet_internal::StepRatios& sr = step_ratios[host];
@@ -536,7 +545,8 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
                              "x its peers' own time but not steadily from step to step (", Ms(mean),
                              " more a step on average, its steps spread by ", Ms(std::sqrt(var)), "): not flagged"));
     }
-    s.evidence.push_back(absl::StrCat("rank ", host, ": last to call ", p.last, " of ", p.collectives,
+    s.evidence.push_back(absl::StrCat("rank ", host, file_of.count(host) ? absl::StrCat(" (", file_of[host], ")") : "",
+                                      ": last to call ", p.last, " of ", p.collectives,
                                       " collectives, on average ", Ms(std::max(0.0, p.late_sum / p.collectives)),
                                       " after the ranks' median (host clock)"));
     if (!measured) {

@@ -1205,6 +1205,9 @@ TEST(FleetImport, AMildRankIsNotHiddenBehindAPeersStall) {
   EXPECT_TRUE(r.suspects[0].flagged);
   EXPECT_EQ(Key(r.suspects[1]), "host 1") << r.verdict;
   EXPECT_GT(r.suspects[1].slowdown, 1.05);
+  // Each rank beside its file: legacy traces carry no rank, the order given does.
+  EXPECT_TRUE(absl::StartsWith(r.suspects[1].evidence.at(0), "rank 1 (legacy_mild3_slow1_rank1.json.gz): "))
+      << r.suspects[1].evidence.at(0);
   EXPECT_TRUE(HasNote(r, "rank 1 is ")) << absl::StrJoin(r.notes, "\n");
   EXPECT_TRUE(HasNote(r, "in its median step")) << absl::StrJoin(r.notes, "\n");
 }
