@@ -34,7 +34,7 @@ std::map<int64_t, std::vector<int64_t>> CoordsOf(const AutoMesh& mesh) {
 AutoMesh AutoMesh::Make(std::vector<int64_t> shape, std::vector<int64_t> device_ids,
                         std::vector<std::string> axis_names, const std::vector<int>& host_of_device,
                         const CostModel& model) {
-  AutoMesh m{std::move(shape), std::move(device_ids), std::move(axis_names), {}};
+  AutoMesh m{std::move(shape), std::move(device_ids), std::move(axis_names), {}, {}};
   const auto coords = CoordsOf(m);
   std::map<std::vector<int64_t>, int64_t> at;
   for (const auto& [id, c] : coords) at[c] = id;
@@ -112,9 +112,11 @@ absl::StatusOr<StepEstimate> EstimateStep(const Module& global, const AutoMesh& 
       e.modeled_ns += static_cast<double>(costs[i->id].modeled_ns);
       continue;
     }
-    const double t = model.CollectiveNs(CollectiveKindOf(i->op), CollectiveBytes(*i),
-                                        CollectiveGroupSize(*i, static_cast<int>(mesh.size())),
-                                        LinkOf(*i, mesh, coords, model));
+    const double t = mesh.price_collective
+                         ? mesh.price_collective(*i)
+                         : model.CollectiveNs(CollectiveKindOf(i->op), CollectiveBytes(*i),
+                                              CollectiveGroupSize(*i, static_cast<int>(mesh.size())),
+                                              LinkOf(*i, mesh, coords, model));
     e.modeled_ns += t;
     e.collective_ns += t;
     ++e.collectives;

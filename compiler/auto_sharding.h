@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,10 @@ struct AutoMesh {
   std::vector<int64_t> device_ids;       // row-major over shape
   std::vector<std::string> axis_names;
   std::vector<Link> links;               // per axis
+  // When set, a collective's time as the run will schedule it (a simulated
+  // pod's topology: its routes, algorithms and shared links), in place of
+  // the alpha-beta over the axes' links: candidates are scored as they run.
+  std::function<double(const Instruction& collective)> price_collective{};
 
   int64_t size() const;
   // Links from where the devices sit: an axis along which some neighbour is

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -134,6 +135,31 @@ TEST(Simulate, AGpuClustersDeviceRowsStayUnderAKilobyteAChip) {
   store::QueryResult l = Q(db, "SELECT COUNT(*) AS n, SUM(kind = 'dcn') AS dcn FROM links");
   EXPECT_EQ(l.Int(0, "n"), 128 * 6 + 4 * (128 * 127 / 2));  // NVLink pairs in each host; host pairs per rail
   EXPECT_EQ(l.Int(0, "dcn"), 4 * (128 * 127 / 2));
+}
+
+// --sharding auto on a simulated torus of two hosts: its candidates are
+// scored as the pod schedules them. A torus's ICI joins its hosts, so a mesh
+// axis that crosses them is not DCN: a 2x4 torus had dp's collectives priced
+// at DCN speed (8.1 ms modeled against 0.79 ms scheduled) and auto chose the
+// slowest layout. Each estimate now meets its run's scheduled step (step 1:
+// after the first step's weight transfers, before the last step's eval).
+TEST(Simulate, AutoShardingScoresLayoutsAsThePodSchedulesThem) {
+  const std::string flags = " --simulate --topology 2x4 --profile tpu-v4 --mesh 4x2 --steps 3 --quiet --db ";
+  const std::string au = TempDb("sim_auto"), dp = TempDb("sim_auto_dp");
+  Output a = Shell(absl::StrCat(kCli, " run llama --sharding auto", flags, au));
+  ASSERT_EQ(a.code, 0) << a.text;
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " run llama --sharding dp", flags, dp)).code, 0);
+  const auto step1 = [](const std::string& db) {
+    return Q(db, "SELECT end_ns - start_ns AS ns FROM step_bounds WHERE clock = 'modeled' AND step = 1").Real(0, "ns");
+  };
+  store::QueryResult c = Q(au, "SELECT (SELECT modeled_ns FROM auto_sharding_candidates WHERE chosen = 1) AS chosen,"
+                               " (SELECT modeled_ns FROM auto_sharding_candidates WHERE strategy = 'dp') AS dp");
+  ASSERT_EQ(c.rows.size(), 1u);
+  std::printf("auto: estimated %.3f ms, scheduled %.3f ms; dp: estimated %.3f ms, scheduled %.3f ms\n",
+              c.Real(0, "chosen") / 1e6, step1(au) / 1e6, c.Real(0, "dp") / 1e6, step1(dp) / 1e6);
+  EXPECT_NEAR(c.Real(0, "chosen") / step1(au), 1.0, 0.10);
+  EXPECT_NEAR(c.Real(0, "dp") / step1(dp), 1.0, 0.10);
+  EXPECT_LE(step1(au), 1.02 * step1(dp)) << "auto's layout schedules slower than dp's";
 }
 
 TEST(Simulate, FailingChipEndsTheRunWithAHangError) {

@@ -638,7 +638,13 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
     o->mapping = *std::move(m);
     // Auto with two axes that communicate: the compiled step decides which
     // goes first (runtime/mesh_ranking.h), the rule only on a tie.
-    if (o->mapping->mode == "auto" && o->cfg.mesh[0] > 1 && o->cfg.mesh[1] > 1) {
+    // Not under --sharding auto: compiling the step for the ranking ran the
+    // layout search (minutes on a pod) for a mesh laid another way, and the
+    // run then searched again (a 64-chip llama: 48 s, then 56 s).
+    if (o->mapping->mode == "auto" && o->cfg.mesh[0] > 1 && o->cfg.mesh[1] > 1 && o->cfg.sharding == "auto") {
+      o->ranked_note = "ranked by rule: --sharding auto chooses the layout for the mesh as laid, and the step is "
+                       "not compiled twice to rank the mesh";
+    } else if (o->mapping->mode == "auto" && o->cfg.mesh[0] > 1 && o->cfg.mesh[1] > 1) {
       auto c = ChooseMeshMapByStep(*o->info, o->cfg, *wiring, o->topology, o->profile, o->fusion, o->axes, rule);
       if (c.ok()) {
         o->mapping = c->mapping;
