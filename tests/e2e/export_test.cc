@@ -306,6 +306,18 @@ TEST(ExportRoundTrip, APartOfAPodIsExportedAndSaysWhichPart) {
                                           " \"SELECT * FROM step_device_summary\" 2>&1"));
   EXPECT_EQ(q.code, 0) << q.text;
   EXPECT_TRUE(absl::StrContains(q.text, "note: no rows: step_device_summary covers the device clock")) << q.text;
+  // The per-op views have their rows, the measured columns 0: said, in every format.
+  for (const char* format : {" --format table", " --format csv", " --format json"}) {
+    e2e::Output k = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " query ", db, format,
+                                            " \"SELECT sum(count) FROM kernel_stats\" 2>&1"));
+    EXPECT_EQ(k.code, 0) << k.text;
+    EXPECT_TRUE(absl::StrContains(k.text, "note: kernel_stats counts measured device-clock time, which simulated runs"))
+        << format << ": " << k.text;
+  }
+  // A recorded run's file says nothing of it.
+  e2e::Output r = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " query ", rec,
+                                          " \"SELECT sum(count) FROM time_by_source_line\" 2>&1"));
+  EXPECT_FALSE(absl::StrContains(r.text, "note:")) << r.text;
 }
 
 // A stop signal in the middle of an export leaves no half-written file

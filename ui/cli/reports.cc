@@ -487,19 +487,39 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   };
   // No row from step_device_summary where the file's runs are simulated:
   // that view is the device clock's, which a simulated run has none of.
-  const auto empty_note = [&]() {
-    if (!absl::StrContains(absl::AsciiStrToLower(a.positional[1]), "step_device_summary")) return;
+  const std::string sql = absl::AsciiStrToLower(a.positional[1]);
+  const auto simulated_runs = [&]() -> std::string {
     auto sim = reader->Query("SELECT group_concat(run_id, ', ') AS runs FROM runs WHERE coalesce(simulated, 0) != 0");
-    if (!sim.ok() || sim->rows.empty() || sim->Text(0, "runs").empty()) return;
-    err << "note: no rows: step_device_summary covers the device clock, and simulated runs (here run "
-        << sim->Text(0, "runs")
+    return sim.ok() && !sim->rows.empty() ? sim->Text(0, "runs") : "";
+  };
+  const auto empty_note = [&]() {
+    if (!absl::StrContains(sql, "step_device_summary")) return;
+    const std::string sim = simulated_runs();
+    if (sim.empty()) return;
+    err << "note: no rows: step_device_summary covers the device clock, and simulated runs (here run " << sim
         << ") have only the modeled clock; their steps are in step_bounds WHERE clock = 'modeled'\n";
+  };
+  // The per-op views have a row per op on a simulated run too, its measured
+  // columns 0: said, so that a 0 is not read as a kernel that took no time.
+  const auto zeros_note = [&]() {
+    std::vector<std::string> views;
+    for (const char* v : {"kernel_stats", "time_by_source_line", "time_by_module_path"})
+      if (absl::StrContains(sql, v)) views.push_back(v);
+    if (views.empty()) return;
+    const std::string sim = simulated_runs();
+    if (sim.empty()) return;
+    err << "note: " << absl::StrJoin(views, ", ") << " count" << (views.size() == 1 ? "s" : "")
+        << " measured device-clock time, which simulated runs (here run " << sim
+        << ") do not have: on them the counts and times read 0 (time_by_*'s modeled_ns too, being per kernel run);"
+           " the cost model's time per op is kernel_stats.modeled_ns, and the modeled lanes' slices are in events"
+           " WHERE clock = 'modeled'\n";
   };
   if (format == "table") {  // aligned columns need every row first
     absl::StatusOr<store::TypedQueryResult> t = reader->QueryTyped(a.positional[1]);
     if (!t.ok()) return failed(t.status());
     out << QueryTable(*t);
     if (t->rows.empty()) empty_note();
+    zeros_note();
     return 0;
   }
   // CSV and JSON are written a row at a time: a query over a long run's
@@ -531,6 +551,7 @@ int Query(const std::vector<std::string>& argv, std::ostream& out, std::ostream&
   }
   if (json) out << "]}\n";
   if (first) empty_note();
+  zeros_note();
   return 0;
 }
 
