@@ -1190,6 +1190,21 @@ TEST(FleetImport, ARankPausedInAStepOfManyCollectivesIsFound) {
   EXPECT_NEAR(again.suspects[0].slowdown, r.suspects[0].slowdown, 0.02 * r.suspects[0].slowdown);
 }
 
+// A pod of one host (a 3x5 torus is one host of 15 chips) paused 20 ms at a
+// step of 0.19 ms: no chip, link or host stands out from a peer, and the
+// verdict says what it cannot tell, not only that (it read as a healthy run).
+TEST(FleetCli, OneHostPausedIsSaidInTheVerdict) {
+  const std::string db =
+      RecordSimulated("one_host_paused", "--topology 3x5 --profile tpu-v4 --steps 6 --fault host-preempt:0@3:20");
+  analysis::FleetReport r = Diagnose(db, "one host paused");
+  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s);
+  EXPECT_TRUE(absl::StrContains(r.verdict, "but every chip waited for the host")) << r.verdict;
+  EXPECT_TRUE(absl::StrContains(r.verdict, "with one host there is no other to tell whether it was slow")) << r.verdict;
+  // The same pod unpaused says nothing of it.
+  const std::string calm = RecordSimulated("one_host_calm", "--topology 3x5 --profile tpu-v4 --steps 6");
+  EXPECT_FALSE(absl::StrContains(Diagnose(calm, "one host calm").verdict, "waited for the host"));
+}
+
 // Three ranks on two cores (tests/data/import/record_legacy_mild.py): rank 1
 // about 1.15x its peers in most steps, rank 2 stalled by the machine in
 // steps 1-4. With two peers their median is their mean, so rank 2's stall
