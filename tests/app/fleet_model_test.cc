@@ -273,4 +273,26 @@ TEST(FleetModel, DamagedCoordinatesFallBackToDeviceOrder) {
 }
 
 }  // namespace
+// The heatmap's colour scale is never narrower than what tells chips apart:
+// a healthy pod's lateness of -418..+385 us in a 3.5 s step filled the
+// ramp from blue to red. Wide spreads keep their own range.
+TEST(FleetModel, TheColourScaleIsNoNarrowerThanTheStepsNoise) {
+  double lo = -418e3, hi = 385e3;
+  EXPECT_TRUE(FleetModel::ColorScale(FleetMetric::kLateness, 3.53e9, &lo, &hi));
+  EXPECT_NEAR(hi - lo, 0.02 * 3.53e9, 1);
+  EXPECT_LT(lo, -418e3);
+  EXPECT_GT(hi, 385e3);
+  lo = 0.40, hi = 0.41;  // compute shares a point apart: widened to two, never below 0
+  EXPECT_TRUE(FleetModel::ColorScale(FleetMetric::kComputeShare, 1e6, &lo, &hi));
+  EXPECT_NEAR(hi - lo, 0.02, 1e-12);
+  lo = 0, hi = 1e3;  // step times near 0: the scale starts at 0
+  EXPECT_TRUE(FleetModel::ColorScale(FleetMetric::kStepTime, 1e6, &lo, &hi));
+  EXPECT_EQ(lo, 0);
+  EXPECT_NEAR(hi, 0.02e6, 1e-6);
+  lo = 10e6, hi = 16e6;  // a slow chip at 1.6x: the chips' own range
+  EXPECT_FALSE(FleetModel::ColorScale(FleetMetric::kStepTime, 16e6, &lo, &hi));
+  EXPECT_EQ(lo, 10e6);
+  EXPECT_EQ(hi, 16e6);
+}
+
 }  // namespace shardscope::app

@@ -91,6 +91,24 @@ std::string FleetModel::Format(FleetMetric m, double v) {
   }
 }
 
+bool FleetModel::ColorScale(FleetMetric m, double span_ns, double* lo, double* hi) {
+  double floor = 0;
+  switch (m) {
+    case FleetMetric::kComputeShare:
+    case FleetMetric::kMfu: floor = 0.02; break;
+    case FleetMetric::kHbmPeak: floor = 0.02 * std::max(std::fabs(*lo), std::fabs(*hi)); break;
+    default: floor = 0.02 * span_ns; break;
+  }
+  if (!(floor > 0) || *hi - *lo >= floor) return false;
+  const double mid = (*lo + *hi) / 2;
+  double a = mid - floor / 2, b = mid + floor / 2;
+  // Times, shares and bytes are never negative (lateness is): the scale starts at 0 at least.
+  if (m != FleetMetric::kLateness && a < 0 && *lo >= 0) b -= a, a = 0;
+  *lo = a;
+  *hi = b;
+  return true;
+}
+
 int FleetModel::ChipIndex(int device_id) const {
   auto it = std::lower_bound(chips.begin(), chips.end(), device_id,
                              [](const FleetChipInfo& c, int d) { return c.device_id < d; });

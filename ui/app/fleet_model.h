@@ -78,6 +78,12 @@ struct FleetModel {
   double Value(FleetMetric m, size_t step, size_t chip) const;
   // "12.3 ms", "41%", "2.1 GiB": how the view prints a value of `m`.
   static std::string Format(FleetMetric m, double value);
+  // The colour scale for `m` over [lo, hi], the chips' values at a step
+  // spanning `span_ns`: at least 2% of the step (times), 2 points (shares) or
+  // 2% of the peak (HBM) wide, so that chips within noise of one another
+  // share a colour (a healthy pod's lateness of -418..+385 us in a 3.5 s
+  // step filled the ramp). Returns whether it widened [lo, hi].
+  static bool ColorScale(FleetMetric m, double span_ns, double* lo, double* hi);
   // The index of device `device_id` in chips, or -1.
   int ChipIndex(int device_id) const;
   // The step the view opens on (an index into report.per_step): of the

@@ -374,6 +374,8 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
     if (!std::isnan(values[i])) lo_ = std::min(lo_, values[i]), hi_ = std::max(hi_, values[i]);
   }
   if (lo_ > hi_) lo_ = hi_ = 0;
+  const double span = step_index_ < m.report.per_step.size() ? m.report.per_step[step_index_].span_ns : 0;
+  widened_ = FleetModel::ColorScale(metric_, span, &lo_, &hi_);
   auto color_of = [&](double v) {
     if (std::isnan(v)) return kNoValue;
     return Ramp(hi_ > lo_ ? (v - lo_) / (hi_ - lo_) : 0.5);
@@ -427,6 +429,12 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
                       Ramp(k / 15.0).Packed());
   dl->AddText(ImVec2(lx + 18, ly - 4), kText.Packed(), FleetModel::Format(metric_, hi_).c_str());
   dl->AddText(ImVec2(lx + 18, ly + lh - 10), kText.Packed(), FleetModel::Format(metric_, lo_).c_str());
+  if (widened_)  // the chips differ by less than the scale: said, not painted as contrast
+    dl->AddText(ImVec2(lx - 6, ly + lh + 6 + (p.block > 1 ? 70 : 0)), kDimText.Packed(),
+                metric_ == FleetMetric::kComputeShare || metric_ == FleetMetric::kMfu
+                    ? "scale: at least\n2 points; the\nchips differ\nless"
+                : metric_ == FleetMetric::kHbmPeak ? "scale: at least\n2% of the peak;\nthe chips\ndiffer less"
+                                                   : "scale: at least\n2% of the step;\nthe chips\ndiffer less");
   if (p.block > 1) {
     // Say what a pixel is when it is not one chip.
     const std::string what = absl::StrCat("1 px: up to\n", p.block, "x", p.block, " chips,\nthe ",
@@ -440,6 +448,7 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
     item["metric"] = FleetMetricName(metric_);
     item["min"] = lo_;
     item["max"] = hi_;
+    item["widened"] = widened_;
     item["chips_per_pixel"] = p.block * p.block;
     item["pixel_shows"] = p.block > 1 ? WorstWord(metric_) : "the chip";
   }

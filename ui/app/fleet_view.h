@@ -97,6 +97,7 @@ class FleetView {
   TextureHost* textures_ = nullptr;
   std::string heat_key_, bars_key_;
   double lo_ = 0, hi_ = 0;  // the colour scale of the metric at the step
+  bool widened_ = false;    // lo_..hi_ widened past the chips' values (FleetModel::ColorScale)
   // With blocks (Placement::block > 1): per pixel of the heatmap, the chip it
   // shows (the block's worst, -1: none) and how many chips the block holds.
   std::vector<int> block_worst_;
