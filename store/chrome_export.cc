@@ -523,7 +523,8 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     if (!st.ok()) return st;
   }
   // Each stopped chip marked on its lane where the recorded steps end on its
-  // clock (the device's; a simulated run's modeled one), with the detector's sentence.
+  // clock (the device's; a simulated run's modeled one), with the detector's
+  // sentence; at the clock's start when no step ended (a hang in step 0).
   if (!hangs.empty()) {
     auto ends = rd.Query("SELECT clock, max(end_ns) AS t1 FROM step_bounds WHERE run_id = ?1 GROUP BY clock", {run});
     if (!ends.ok()) return ends.status();
@@ -532,9 +533,9 @@ absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& rd, int64_t ru
     for (const Hang& h : hangs)
       for (const char* clock : {"device", "modeled"}) {
         const int64_t pid = pid_of(clock, h.device, 0);
-        if (!processes.count(pid) || !end_of.count(clock)) continue;
+        if (!processes.count(pid)) continue;
         out->Write(absl::StrCat(",\n{\"ph\":\"i\",\"s\":\"p\",\"pid\":", pid, ",\"tid\":0,\"ts\":",
-                                Us(end_of[clock]), ",\"name\":", Quote(absl::StrCat("chip ", h.device, " stopped responding")),
+                                Us(end_of.count(clock) ? end_of[clock] : 0), ",\"name\":", Quote(absl::StrCat("chip ", h.device, " stopped responding")),
                                 ",\"args\":{\"hang\":", Quote(h.message), "}}"));
         break;
       }

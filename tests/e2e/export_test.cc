@@ -418,6 +418,23 @@ TEST(ExportHang, AStoppedChipIsMarkedOnItsLane) {
       EXPECT_EQ(e["pid"], 2000005) << "chip 5's modeled-clock process";
     }
   EXPECT_EQ(marks, 1);
+  // A hang in step 0, before any step ended: marked at the lane's start (it had no mark).
+  const std::string early = e2e::TempDb("export_hang_step0");
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 6 --quiet",
+                                    " --fault fail-chip:2@0 --db ", early)).code,
+            1);
+  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", early, " --chrome ", json)).code, 0);
+  std::ifstream again(json);
+  const nlohmann::json t0 = nlohmann::json::parse(again, nullptr, false);
+  ASSERT_TRUE(t0.is_object());
+  marks = 0;
+  for (const auto& e : t0["traceEvents"])
+    if (e.value("ph", "") == "i") {
+      ++marks;
+      EXPECT_EQ(e["name"], "chip 2 stopped responding");
+      EXPECT_EQ(e["pid"], 2000002);
+    }
+  EXPECT_EQ(marks, 1);
 }
 
 TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {

@@ -166,7 +166,8 @@ const std::vector<RunFlag>& RunFlags() {
        [](O& o, const V& v) { o.hosts = v.n; return Ok(); }, "hosts", [](const O& o) { return o.hosts; }},
       {"--topology", "T", K::kText, 0, 0,
        "how the chips are wired: a torus AxB or AxBxC (2x4, 2x2x2;\n"
-       "wraparound links, hosts of 4 chips) or gpu:NxM (N hosts of M\n"
+       "wraparound links, hosts of 4 chips; one host when the chips do\n"
+       "not divide by 4, as 3x5) or gpu:NxM (N hosts of M\n"
        "chips, NVLink inside a host, a slower network between hosts);\n"
        "as many chips as the mesh. Decides the hosts; devices rows get\n"
        "coordinates and links, collectives show their traffic per link",
@@ -390,6 +391,9 @@ std::string HelpRange(const RunFlag& f) {
   std::vector<std::string> parts;
   for (const auto& s : samples::Registry())
     if (Uses(s, f.name)) parts.push_back(absl::StrCat(RangeText(f.lo, s.max_batch), " (", s.name, ")"));
+  // A simulated run computes nothing: its batch is bounded by the pod (by
+  // default one sequence or example per data-parallel chip).
+  if (f.name == "--batch") parts.push_back(absl::StrCat(RangeText(f.lo, kMaxSimulatedBatch), " (--simulate)"));
   return absl::StrJoin(parts, ", ");
 }
 
@@ -614,7 +618,8 @@ std::optional<int> ParseRun(const std::vector<std::string>& args, RunOptions* o)
                                     : ""));
     if (o->hosts != 1 && o->hosts != wiring->num_hosts())
       return Usage(absl::StrCat("--hosts ", o->hosts, " disagrees with --topology ", o->topology, " (",
-                                wiring->num_hosts(), " hosts); leave --hosts out, the topology decides"));
+                                wiring->num_hosts(), wiring->num_hosts() == 1 ? " host" : " hosts",
+                                "); leave --hosts out, the topology decides"));
     hosts = wiring->num_hosts();
     o->hosts = hosts;  // recorded as the run's hosts
   }
