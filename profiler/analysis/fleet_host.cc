@@ -610,6 +610,29 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       flagged.push_back(absl::StrCat("host ", s.id, " (", absl::StrFormat("%.2f", s.slowdown), "x",
                                      s.saved_in_steps.empty() ? "" : absl::StrCat(", late by ", s.saved_in_steps), ")"));
   const std::string pct = absl::StrFormat("%.1f%%", 100 * opt.flag_threshold);
+  if (flagged.empty() && r->median_step_ns > 0) {
+    // One-off holds, each rank's largest: a rank that held a step up by half
+    // a step or more is named with it, though such holds on several ranks
+    // (a shared machine's pauses) flag no one: "no rank stands out" alone
+    // hid a rank 62 ms late in one 43 ms step.
+    std::vector<std::pair<double, std::string>> holds;
+    for (const auto& [host, p] : per) {
+      auto big = std::max_element(p.margin_by_step.begin(), p.margin_by_step.end(),
+                                  [](const auto& a, const auto& b) { return a.second < b.second; });
+      if (big != p.margin_by_step.end() && big->second >= 0.5 * r->median_step_ns)
+        holds.push_back({big->second, absl::StrCat("rank ", host, " held step ", big->first, " up by ",
+                                                   Ms(big->second))});
+    }
+    std::sort(holds.rbegin(), holds.rend());
+    std::vector<std::string> said;
+    for (const auto& [ns, text] : holds) said.push_back(text);
+    if (!said.empty())
+      r->notes.push_back(absl::StrCat(
+          said.size() == 1 ? "a one-off hold of half a step or more: " : "one-off holds of half a step or more, each rank's largest: ",
+          absl::StrJoin(said, "; "),
+          said.size() == 1 ? " (once, not beyond the run's noise as a pause must be: not flagged)"
+                           : " (on several ranks, as a shared machine's pauses are: none flagged)"));
+  }
   if (flagged.empty()) {
     const bool unsteady = !r->suspects.empty() && r->suspects.front().score >= opt.flag_threshold;
     r->verdict = absl::StrCat(

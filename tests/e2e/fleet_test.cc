@@ -1227,6 +1227,20 @@ TEST(FleetImport, AMildRankIsNotHiddenBehindAPeersStall) {
   EXPECT_TRUE(HasNote(r, "in its median step")) << absl::StrJoin(r.notes, "\n");
 }
 
+// Rank 0 62 ms late in one 43 ms step, rank 1 (the shared cores) late in
+// another: one-off holds on several ranks flag no one (a healthy job on
+// shared cores has them), and the note names each rank's largest, so the
+// step to look at is not lost behind "no rank stands out".
+TEST(FleetImport, OneOffHoldsAreNamedThoughNotFlagged) {
+  const std::string db = TempDb("fleet_legacy_oneoff3");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " import ", LegacyRanks("legacy_oneoff3_slow0", 3), "--quiet --db ", db)).code, 0);
+  analysis::FleetReport r = Diagnose(db, "legacy_oneoff3_slow0_rank0-2.json.gz");
+  ASSERT_TRUE(r.supported) << r.verdict;
+  for (const auto& s : r.suspects) EXPECT_FALSE(s.flagged) << Key(s);
+  EXPECT_TRUE(HasNote(r, "one-off holds of half a step or more, each rank's largest: rank 0 held step 8 up by "))
+      << absl::StrJoin(r.notes, "\n");
+}
+
 // A trace whose steps are not marked (no prof.step(), no ProfilerStep#N), and
 // one rank's trace alone: each says why the ranks cannot be compared, and the
 // report's verdict carries it (it said only "no device-clock tracks").

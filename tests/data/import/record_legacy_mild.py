@@ -4,6 +4,8 @@
 #   record_legacy_mild.py mild1 3 29541 --sched --slow-rank 1 --slow-extra 2
 #     (rank 1 about 1.15x its peers in most steps; rank 2, on the shared cores, stalled in steps 1-4)
 #   record_legacy_mild.py nost 3 29531 --nosteps --slow-rank 1 --slow-extra 8 (no step marked)
+#   record_legacy_mild.py tr_comp 3 PORT --sched --slow-rank 0 --slow-extra 25 --slow-steps 8,9
+#     (legacy_oneoff3_slow0_*: rank 0 62 ms late in step 8; rank 1, on the shared cores, late once too)
 """Record one Chrome trace per rank of a small gloo DDP-style training job.
 
 usage: rec.py OUTDIR WORLD PORT [--slow-rank R --slow-extra N] [--sleep-rank R --sleep-ms MS]
