@@ -370,8 +370,11 @@ absl::Status Recording::End(const std::string& status, const std::string& note) 
   Shutdown();  // every queued program has run: the steps the run took are known
   if (capture_)
     if (std::string note = capture_->NoteAtEnd(); !note.empty()) writer_->AddCaptureNote(std::move(note));
-  if (!faults_without_effect_.empty())
-    writer_->SetConfigField("fault_notes", nlohmann::json(faults_without_effect_).dump());
+  if (!faults_without_effect_.empty()) {
+    std::vector<std::string> stored;
+    for (const auto& w : faults_without_effect_) stored.push_back(w.stored);
+    writer_->SetConfigField("fault_notes", nlohmann::json(stored).dump());
+  }
   // The run's metrics report is computed and stored here.
   if (status == "hang detected")
     writer_->EndRunByHangDetector(note);

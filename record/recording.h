@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "core/mesh.h"
 #include "profiler/trace/capture.h"
+#include "runtime/client.h"
 
 namespace shardscope {
 namespace runtime { class Simulator; }
@@ -131,9 +132,10 @@ class Recording {
   // `why` (may be empty) is stored as the reason (run_writers.note).
   void Abandon(const std::string& why = "");
   // Faults that turned out to do nothing (a link fault on a link no
-  // collective crossed), one sentence each; set by Finish and
-  // EndByHangDetector, which also store them in runs.config_json ("fault_notes").
-  const std::vector<std::string>& faults_without_effect() const { return faults_without_effect_; }
+  // collective crossed), each said in full and stored without naming the
+  // fault; set by Finish and EndByHangDetector, which also store them in
+  // runs.config_json ("fault_notes": "faults[0] had no effect: ...").
+  const std::vector<runtime::Client::FaultWithoutEffect>& faults_without_effect() const { return faults_without_effect_; }
 
   // The mesh of the options' shape and axis names, over all the chips.
   const Mesh& mesh() const { return mesh_; }
@@ -175,7 +177,7 @@ class Recording {
   absl::Status sim_status_;
   bool finished_ = false;
   absl::Status finish_status_;
-  std::vector<std::string> faults_without_effect_;
+  std::vector<runtime::Client::FaultWithoutEffect> faults_without_effect_;
 };
 
 }  // namespace shardscope

@@ -497,8 +497,8 @@ absl::StatusOr<std::vector<DeviceArray>> Client::Execute(const Executable& exe,
   return result;
 }
 
-std::vector<std::string> Client::FaultsWithoutEffect() const {
-  std::vector<std::string> out;
+std::vector<Client::FaultWithoutEffect> Client::FaultsWithoutEffect() const {
+  std::vector<FaultWithoutEffect> out;
   const Interconnect* ic = topology_->interconnect();
   if (!ic) return out;
   std::vector<bool> used;
@@ -515,7 +515,8 @@ std::vector<std::string> Client::FaultsWithoutEffect() const {
     used = links_used_;
   }
   used.resize(ic->links().size(), false);
-  for (const Fault& f : faults_.faults()) {
+  for (size_t k = 0; k < faults_.faults().size(); ++k) {
+    const Fault& f = faults_.faults()[k];
     if (f.kind != Fault::kLink) continue;
     const int link = ic->FindLink(f.a, f.b);
     if (link < 0 || used[link]) continue;
@@ -531,7 +532,10 @@ std::vector<std::string> Client::FaultsWithoutEffect() const {
     }
     near.insert(near.end(), far.begin(), far.end());
     if (near.size() > 8) near.resize(8);
-    out.push_back(absl::StrCat(
+    FaultWithoutEffect& w = out.emplace_back();
+    w.stored = absl::StrCat("faults[", k, "] had no effect: its link carried no traffic in this run (no collective's "
+                            "route crossed it)");
+    w.said = (absl::StrCat(
         "--fault '", f.spec, "': link ", f.a, "-", f.b, " carried no traffic in this run (no collective's route ",
         "crossed it), so the fault had no effect",
         count == 0 ? "; no link carried any"

@@ -123,7 +123,13 @@ class Client {
   // fault on a link that no collective's traffic crossed. Which links carry
   // traffic is known only once the programs are compiled and run, so this
   // is asked at the run's end (after Synchronize).
-  std::vector<std::string> FaultsWithoutEffect() const;
+  // Each: what `run` says on stderr (naming the fault and the links that did
+  // carry traffic), and what the run keeps (naming neither: the specs are kept
+  // under runs.config_json "faults" alone, so a diagnosis test can remove them).
+  struct FaultWithoutEffect {
+    std::string said, stored;
+  };
+  std::vector<FaultWithoutEffect> FaultsWithoutEffect() const;
 
   // Simulated mode (TopologyOptions::simulate): no values are computed. Every
   // array holds one zero-filled shard shared by all chips, and every run is

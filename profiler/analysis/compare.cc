@@ -605,6 +605,17 @@ absl::StatusOr<RunComparison> CompareRuns(const Reader& ra, int64_t run_a, const
                      " steps on the device clock (a simulated run measures none): compared on the "
                      "modeled clock, the cost model's estimate"));
   }
+  // A calibrated simulated side's modeled clock holds a recorded run's device
+  // times, not the cost model's: said, with its source (diff called it the
+  // cost model's estimate, and compared it with the other side's model).
+  for (const auto& [side, h] : {std::pair<const char*, const RunHeader*>{"A", &c.a}, {"B", &c.b}})
+    if (h->calibration)
+      c.notes.push_back(absl::StrCat(side, "'s modeled clock is calibrated: its kernels and collectives take the "
+                                           "device times of ",
+                                     h->calibration->source_db, " run ", h->calibration->source_run,
+                                     " where they match (", h->calibration->kernels_by_op, " kernels by op, ",
+                                     h->calibration->kernels_by_signature, " by signature, ",
+                                     h->calibration->kernels_modeled, " modeled), not the cost model's alone"));
 
   auto ca = ReadCompileStats(ra, run_a);
   if (!ca.ok()) return ca.status();

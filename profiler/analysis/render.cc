@@ -51,18 +51,10 @@ std::string StatusText(const RunHeader& h) {
                     Printable(JoinFirst(h.faults, 8)), " (runs.config_json \"faults\"; docs/fleet.md)");
   if (!h.mesh_map.empty()) absl::StrAppend(&s, "\nmesh axes on the topology ", Printable(h.mesh_map));
   if (!h.profile_values.empty()) absl::StrAppend(&s, "\nmodeled clock: ", Printable(h.profile_values));
-  if (const auto& c = h.calibration)
-    absl::StrAppend(
-        &s, absl::StrFormat("\ncalibrated from %s run %d: modeled step %s (error %.1f%%; the cost model alone: %s, "
-                            "error %.1f%%) against its device-clock step %s (host waits of %s taken out); kernels "
-                            "%d by program and op, %d by signature, %d modeled; collectives %d recorded, %d modeled",
-                            Printable(c->source_db), c->source_run, FormatNs(c->calibrated_step_ns),
-                            100 * c->CalibratedError(), FormatNs(c->uncalibrated_step_ns),
-                            100 * c->UncalibratedError(), FormatNs(c->recorded_step_ns),
-                            FormatNs(c->recorded_host_wait_ns), c->kernels_by_op, c->kernels_by_signature,
-                            c->kernels_modeled, c->collectives_recorded, c->collectives_modeled));
+  if (const auto& c = h.calibration) absl::StrAppend(&s, "\n", DescribeCalibration(*c));
   return s;
 }
+
 
 std::string Loss(std::optional<double> v) {
   if (!v) return "-";
@@ -750,5 +742,16 @@ nlohmann::json ReportToJson(const RunReport& r) {
 
 // Replace, not throw, on bad UTF-8: a stored name may hold any bytes.
 std::string RenderJson(const RunReport& r) { return store::JsonText(ReportToJson(r), 2) + "\n"; }
+
+std::string DescribeCalibration(const store::SimCalibrationRow& c) {
+  return absl::StrFormat(
+      "calibrated from %s run %d: modeled step %s (error %.1f%%; the cost model alone: %s, error %.1f%%) against its "
+      "device-clock step %s (host waits of %s taken out); kernels %d by program and op, %d by signature, %d modeled; "
+      "collectives %d recorded, %d modeled",
+      Printable(c.source_db), c.source_run, FormatNs(c.calibrated_step_ns), 100 * c.CalibratedError(),
+      FormatNs(c.uncalibrated_step_ns), 100 * c.UncalibratedError(), FormatNs(c.recorded_step_ns),
+      FormatNs(c.recorded_host_wait_ns), c.kernels_by_op, c.kernels_by_signature, c.kernels_modeled,
+      c.collectives_recorded, c.collectives_modeled);
+}
 
 }  // namespace shardscope::analysis

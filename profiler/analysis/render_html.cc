@@ -159,6 +159,7 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
                   h.simulated ? ", <b>simulated</b>" : "", "<br>", H(h.status_detail.empty() ? h.status : h.status_detail),
                   "</p>\n");
   if (!h.capture_note.empty()) absl::StrAppend(&out, "<p><b>Capture:</b> ", H(h.capture_note), "</p>\n");
+  if (h.calibration) absl::StrAppend(&out, "<p><b>Calibrated:</b> ", H(DescribeCalibration(*h.calibration)), "</p>\n");
   if (!h.import_losses.empty())
     absl::StrAppend(&out, "<p><b>Import lost or could not trust:</b> ", H(absl::StrJoin(h.import_losses, "; ")),
                     "</p>\n");

@@ -289,6 +289,9 @@ absl::StatusOr<std::vector<ImportLoss>> ReadImportLosses(const store::Reader& re
 // How a run that did not finish ended (a hang, a failure, a killed process):
 // its status's detail; "" when it finished or is still running.
 std::string RunEndedEarly(const RunHeader& h);
+// A calibrated simulated run's errors against its source, in one sentence
+// (the report's text and HTML; `diff` names the calibration too).
+std::string DescribeCalibration(const store::SimCalibrationRow& c);
 // An imported run's ranks (hosts) whose timelines cover fewer steps than the
 // run's (RunHeader::uneven_steps); "" when all cover the same.
 absl::StatusOr<std::string> UnevenSteps(const store::Reader& reader, int64_t run_id);

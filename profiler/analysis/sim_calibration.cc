@@ -20,6 +20,13 @@ int64_t MedianNs(std::vector<int64_t> v) {
   return v[mid];
 }
 
+int64_t StepMedianNs(std::vector<int64_t> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
 absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& db, std::optional<int64_t> run) {
   auto reader = store::Reader::Open(db, store::Reader::Threads::kOneThread);
   if (!reader.ok()) return reader.status();
@@ -38,8 +45,9 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   out.run_id = *run;
   const std::string id = absl::StrCat(*run);
   auto info = reader->Query(
-      "SELECT simulated, imported, clock_kinds, sample, num_devices,"
-      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.batch') END AS batch"
+      "SELECT simulated, imported, clock_kinds, sample, num_devices, mesh,"
+      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.batch') END AS batch,"
+      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.sharding') END AS sharding"
       " FROM runs WHERE run_id = ?1",
       {id});
   if (!info.ok()) return info.status();
@@ -47,6 +55,8 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   out.sample = info->Text(0, "sample");
   out.chips = info->Int(0, "num_devices", 0);
   out.batch = info->Int(0, "batch", 0);
+  out.mesh = info->Text(0, "mesh");
+  out.sharding = info->Text(0, "sharding");
   auto faults = ReadRunFaults(*reader, *run);
   if (!faults.ok()) return faults.status();
   out.faults = absl::StrJoin(*faults, ", ");
@@ -177,7 +187,7 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
       !s.ok())
     return s;
   out.steps = static_cast<int>(spans.size());
-  out.step_ns = MedianNs(spans);
+  out.step_ns = StepMedianNs(spans);
   out.host_wait_ns = MedianNs(waits);
   return out;
 }

@@ -38,6 +38,8 @@ struct RecordedDeviceTimes {
   std::string sample;  // runs.sample of that run (mlp, llama, ...)
   int64_t chips = 0;   // runs.num_devices
   int64_t batch = 0;   // the global batch its config_json records (0: not recorded)
+  std::string mesh;      // runs.mesh ("8x1"), "" when not recorded
+  std::string sharding;  // config_json's sharding (llama: dp, tp, ...), "" when not recorded
   std::string faults;  // the faults injected into it ("slow-chip:1:0.3, jitter:0.5"), "" when none
   std::vector<RecordedOp> ops;
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
@@ -57,5 +59,9 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
 
 // The median of `v` (the lower middle of an even count); 0 when empty.
 int64_t MedianNs(std::vector<int64_t> v);
+// The median of steps' spans, the mean of the two middle ones for an even
+// count (as the report's step median): the lower middle had put a cnn's 8
+// steps at 28.8 ms against a median of 30.1, and the errors with it.
+int64_t StepMedianNs(std::vector<int64_t> v);
 
 }  // namespace shardscope::analysis

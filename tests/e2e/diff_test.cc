@@ -141,6 +141,12 @@ TEST_F(DiffE2e, DifferentWorkloadsAreSaidToBe) {
   EXPECT_FALSE(absl::StrContains(text.text, "B is slower")) << text.text;
   EXPECT_FALSE(absl::StrContains(text.text, "convolution")) << text.text;
   EXPECT_TRUE(absl::StrContains(text.text, "not listed: different workloads")) << text.text;
+  // Nor does the gate compare them: exit 1, said why (it failed at +180%).
+  e2e::Output gate = e2e::Shell(Cli(absl::StrCat("diff ", same_, " ", cnn, " --runs 1,1 --fail-if-slower 5")));
+  EXPECT_EQ(gate.code, 1) << gate.text;
+  EXPECT_TRUE(absl::StrContains(gate.text, "error: --fail-if-slower: A runs mlp and B runs cnn, different workloads: "
+                                           "their steps do not compare, so the gate cannot be checked"))
+      << gate.text;
   e2e::Output again = e2e::Shell(CliStdout(absl::StrCat("diff ", same_, " --runs 1,2 --format json")));
   json k = Json(again);
   for (const json& n : k["notes"])

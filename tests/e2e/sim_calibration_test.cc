@@ -93,6 +93,25 @@ TEST(SimCalibration, EveryKernelTakesItsRecordedMedianAndBothErrorsAreStored) {
   auto j = nlohmann::json::parse(json.text);
   EXPECT_EQ(j["run"]["calibration"]["kernels_modeled"], 0);
   EXPECT_TRUE(j["run"]["calibration"]["uncalibrated_error"].is_number());
+  // The HTML says it too (it said nothing of it).
+  Output html = Shell(absl::StrCat(kCli, " report ", sim, " --format html"));
+  EXPECT_NE(html.text.find("<b>Calibrated:</b> calibrated from "), std::string::npos);
+  // The recorded step is the median of its steps' spans, the mean of the two
+  // middle ones for an even count (the lower middle had made its errors too).
+  std::vector<int64_t> spans;
+  store::QueryResult per_step = Q(RecordedDb(), "SELECT max(span_ns) - min(host_wait_ns) AS ns FROM "
+                                                "step_device_summary WHERE run_id = 1 GROUP BY step");
+  for (size_t i = 0; i < per_step.rows.size(); ++i) spans.push_back(per_step.Int(i, "ns"));
+  ASSERT_EQ(spans.size() % 2, 0u) << "an even count of steps";
+  std::sort(spans.begin(), spans.end());
+  const int64_t lo = spans[spans.size() / 2 - 1], hi = spans[spans.size() / 2];
+  EXPECT_EQ(c.Int(0, "recorded_step_ns"), lo + (hi - lo) / 2);
+  // diff names B's calibration: its modeled clock holds A's device times.
+  Output d = Shell(absl::StrCat(kCli, " diff ", RecordedDb(), " ", sim));
+  EXPECT_NE(d.text.find("B's modeled clock is calibrated: its kernels and collectives take the device times of " +
+                        RecordedDb() + " run 1"),
+            std::string::npos)
+      << d.text;
 }
 
 TEST(SimCalibration, ACollectiveCarriesTheWaitForTheSlowestChip) {
@@ -194,6 +213,13 @@ TEST(SimCalibration, AnotherMeshMatchesKernelsBySignatureAndCountsTheRest) {
                         " run 1: it is another workload (8 chips against 4, batch 64 against 32)"),
             std::string::npos)
       << o.text;
+  // The same chips laid out another way run other programs: said too (it
+  // matched no op and read its error with no note).
+  const std::string other = TempDb("calib_sim_4x2");
+  Output m = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 4x2 --topology 2x4 --batch 64 --steps 2 --quiet",
+                                " --calibrate-from ", RecordedDb(), " --db ", other));
+  ASSERT_EQ(m.code, 0) << m.text;
+  EXPECT_NE(m.text.find("it is another workload (mesh 8x1 against 4x2)"), std::string::npos) << m.text;
 }
 
 // A source run with faults injected hands them to the calibration: said so.
@@ -239,6 +265,11 @@ TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   EXPECT_NE(other.text.find("run 1 is mlp, not llama: calibrate from a recorded run of the same sample"),
             std::string::npos)
       << other.text;
+  // The device clock is this machine's CPU: its times under another
+  // profile's name would read as that chip's step.
+  refused(absl::StrCat("--simulate --topology 2x4 --mesh 8x1 --profile h100 --calibrate-from ", RecordedDb()),
+          "device times were measured on this machine's chips (the cpu profile); a simulated run on --profile h100 "
+          "would show them under h100's name");
   // A run that hung before its first step ended has nothing to time: said
   // so, not taken for a run recorded without its kernels.
   const std::string hung = TempDb("calib_from_hung");

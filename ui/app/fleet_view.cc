@@ -431,10 +431,11 @@ void FleetView::DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui) {
   dl->AddText(ImVec2(lx + 18, ly + lh - 10), kText.Packed(), FleetModel::Format(metric_, lo_).c_str());
   if (widened_)  // the chips differ by less than the scale: said, not painted as contrast
     dl->AddText(ImVec2(lx - 6, ly + lh + 6 + (p.block > 1 ? 70 : 0)), kDimText.Packed(),
+                // Lines as short as the pixel note's: the suspects' column starts beside them.
                 metric_ == FleetMetric::kComputeShare || metric_ == FleetMetric::kMfu
-                    ? "scale: at least\n2 points; the\nchips differ\nless"
-                : metric_ == FleetMetric::kHbmPeak ? "scale: at least\n2% of the peak;\nthe chips\ndiffer less"
-                                                   : "scale: at least\n2% of the step;\nthe chips\ndiffer less");
+                    ? "scale: at\nleast 2\npoints; the\nchips differ\nless"
+                : metric_ == FleetMetric::kHbmPeak ? "scale: at\nleast 2% of\nthe peak;\nthe chips\ndiffer less"
+                                                   : "scale: at\nleast 2% of\nthe step;\nthe chips\ndiffer less");
   if (p.block > 1) {
     // Say what a pixel is when it is not one chip.
     const std::string what = absl::StrCat("1 px: up to\n", p.block, "x", p.block, " chips,\nthe ",

@@ -426,6 +426,11 @@ void TimelineView::ShowWindow(Clock clock, int64_t t0, int64_t t1) {
   moved_ = true;
 }
 
+int64_t TimelineView::ZoomInEnd(int64_t t0, int64_t t1) const {
+  const double shown = ns_per_px_ * area_w_;  // the window's span now
+  return shown > 0 ? std::min<int64_t>(t1, t0 + static_cast<int64_t>(shown / 4)) : t1;
+}
+
 void TimelineView::SelectSliceId(int64_t slice_id) {
   loader_.RequestLocate(slice_id);
   awaiting_located_ = true;
@@ -617,7 +622,10 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
         if (!labels) continue;
         if (s.column) {
           if (s.x1 - s.x0 > 60 && s.col.longest_name_id != 0 && s.shape.filled_px >= s.y1 - s.y0 - 1) {
-            lc.labels.push_back(LaneCache::Label{s.x0, s.x1, s.y0, s.y1, s.col.longest_name_id, 0, Rgb{15, 15, 20}, 60});
+            // Named by its longest slice, and how many more it holds: a
+            // column of 54 read as one all_reduce.550.
+            lc.labels.push_back(LaneCache::Label{s.x0, s.x1, s.y0, s.y1, s.col.longest_name_id, 0, Rgb{15, 15, 20},
+                                                 60, std::max<int64_t>(0, s.col.count - 1)});
           }
         } else if (s.x1 - s.x0 > 30) {
           const Rgb color = s.block.folded() ? kText : s.block.kind == SliceKind::kHostWait ? kDimText : Rgb{15, 15, 20};
@@ -670,7 +678,9 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
       const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
       if (l.min_width == 30 && visible_w <= 30) continue;  // a slice: named when 30 px of it show
       const float ry0 = y0 + l.y0, ry1 = y0 + l.y1;
-      std::string text = l.count > 0 ? absl::StrCat(l.count, " slices") : Name(l.name_id);
+      std::string text = l.count > 0    ? absl::StrCat(l.count, " slices")
+                         : l.others > 0 ? absl::StrCat(Name(l.name_id), " +", l.others)
+                                        : Name(l.name_id);
       ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
       SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, l.color, text, kSmallFont, &clip);
     }
@@ -1487,8 +1497,15 @@ void TimelineView::Draw(UiState& ui) {
         ui.scroll_to_selected_compile = true;
         break;
       case Hover::kSlice: Select(hover.track->track_id, hover.slice, ui); break;
-      case Hover::kFold: ShowWindow(hover.track->clock, hover.block.start_ns, hover.block.end_ns); break;
-      case Hover::kColumn: ShowWindow(hover.track->clock, hover.column.start_ns, hover.column.end_ns); break;
+      // Zoom in on where it starts: a column's slices can end far past the
+      // window (a link's held 10.4 s in a 3.9 s view), and its whole span
+      // zoomed out.
+      case Hover::kFold:
+        ShowWindow(hover.track->clock, hover.block.start_ns, ZoomInEnd(hover.block.start_ns, hover.block.end_ns));
+        break;
+      case Hover::kColumn:
+        ShowWindow(hover.track->clock, hover.column.start_ns, ZoomInEnd(hover.column.start_ns, hover.column.end_ns));
+        break;
       default:
         selection_.reset();
         ui.selection_text.clear();

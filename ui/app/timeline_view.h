@@ -126,6 +126,9 @@ class TimelineView {
   void RestoreView(ViewState state) { restore_ = std::move(state); }
   // Shows [t0, t1) of `clock` (its own times) across the slice area.
   void ShowWindow(Clock clock, int64_t t0, int64_t t1);
+  // Where a click on a summary column or fold starting at t0 zooms to: its
+  // end, but never more than a quarter of the window shown now (a zoom in).
+  int64_t ZoomInEnd(int64_t t0, int64_t t1) const;
   // Selects a slice by id (it is looked up in the background) and shows its step.
   void SelectSliceId(int64_t slice_id);
   const std::optional<TimelineSelection>& selection() const { return selection_; }
@@ -265,6 +268,7 @@ class TimelineView {
       int64_t count;         // a fold: "N slices"
       Rgb color;
       int min_width;         // 30: shown when that much of it is on screen; 60: a column
+      int64_t others = 0;    // a column: its slices besides the longest it is named by ("name +53")
     };
     std::vector<Label> labels;
   };

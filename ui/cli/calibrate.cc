@@ -95,7 +95,8 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
   return out;
 }
 
-std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch) {
+std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch,
+                              const std::string& mesh, const std::string& sharding) {
   std::vector<std::string> why;
   if (!times.faults.empty())
     why.push_back(absl::StrCat("it was recorded with faults injected (", times.faults,
@@ -105,6 +106,12 @@ std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_
     other.push_back(absl::StrCat(times.chips, " chips against ", chips));
   if (times.batch > 0 && times.batch != batch)
     other.push_back(absl::StrCat("batch ", times.batch, " against ", batch));
+  // The same chips laid out another way run other programs: their ops match
+  // by signature at best (mesh 4x2 against 8x1 matched no op and read 21.0%).
+  if (times.chips == chips && !times.mesh.empty() && !mesh.empty() && times.mesh != mesh)
+    other.push_back(absl::StrCat("mesh ", times.mesh, " against ", mesh));
+  if (!times.sharding.empty() && !sharding.empty() && times.sharding != sharding)
+    other.push_back(absl::StrCat("sharding ", times.sharding, " against ", sharding));
   if (!other.empty())
     why.push_back(absl::StrCat("it is another workload (", absl::StrJoin(other, ", "),
                                "): its errors compare different steps and measure no accuracy"));
@@ -120,7 +127,7 @@ absl::Status FinishCalibration(const std::string& db, int64_t run_id,
   auto median = [](const std::vector<std::pair<int, int64_t>>& spans) {
     std::vector<int64_t> ns;
     for (const auto& [step, span] : spans) ns.push_back(span);
-    return analysis::MedianNs(std::move(ns));
+    return analysis::StepMedianNs(std::move(ns));
   };
   store::SimCalibrationRow row;
   row.run_id = run_id;

@@ -26,7 +26,8 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
 // What makes the recorded run a poor yardstick for this simulated one, or ""
 // when nothing does: faults injected into it (its times carry them into the
 // calibration), another chip count or batch (its step is another workload's).
-std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch);
+std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch,
+                              const std::string& mesh = "", const std::string& sharding = "");
 // `caveat` (CalibrationCaveat's) follows the errors when it is not empty.
 absl::Status FinishCalibration(const std::string& db, int64_t run_id,
                                const analysis::RecordedDeviceTimes& times,

@@ -35,7 +35,8 @@ const char kDiffHelp[] =
     "  --fail-if-slower P  exit 3 when B's median step on the clock is more than P\n"
     "                      percent slower than A's (0 <= P <= 1000)\n"
     "  A run B that did not finish (a hang, a failure, a killed process) fails the gate.\n"
-    "  Exit: 0 compared, 1 a file or run cannot be read, 2 bad arguments, 3 the gate failed.\n";
+    "  Exit: 0 compared, 1 a file or run cannot be read (or, with the gate, the runs are\n"
+    "  different workloads or have no steps on its clock), 2 bad arguments, 3 the gate failed.\n";
 
 namespace {
 
@@ -178,6 +179,13 @@ int RunDiffCommand(const std::vector<std::string>& argv, std::ostream& out, std:
     return 3;
   }
   err << gate_note;
+  // Two workloads' steps do not compare: the verdict gives none, and neither
+  // does the gate (it failed mlp against cnn at +180%, after "no verdict").
+  if (!c->different_workloads.empty()) {
+    err << "error: --fail-if-slower: " << c->different_workloads
+        << ", different workloads: their steps do not compare, so the gate cannot be checked\n";
+    return 1;
+  }
   // A simulated run's host clock times the simulator, not the program.
   const bool simulated_side = c->a.simulated || c->b.simulated;
   if (clock == "host" && simulated_side) {

@@ -738,6 +738,15 @@ int Run(const std::vector<std::string>& args) {
                                 t->sample, ", not ", sample,
                                 ": calibrate from a recorded run of the same sample (shardscope runs ",
                                 o.calibrate_from, " lists them; --calibrate-run N picks one)"));
+    // The device clock is this machine's CPU whatever profile the source ran
+    // on: its times under h100's name read as an h100 step (8.6 ms "within
+    // 3.0%" of a CPU run, against the h100 model's 0.26 ms).
+    if (profile != "cpu")
+      return Usage(absl::StrCat("--calibrate-from ", o.calibrate_from, ": run ", t->run_id,
+                                "'s device times were measured on this machine's chips (the cpu profile); a simulated "
+                                "run on --profile ", profile,
+                                " would show them under ", profile, "'s name: calibrate a --profile cpu run, or "
+                                "simulate ", profile, " without --calibrate-from"));
     calibration = *std::move(t);
   }
   // A damaged checkpoint, or another sample's, is refused before anything is
@@ -758,7 +767,8 @@ int Run(const std::vector<std::string>& args) {
       calibration ? CalibrationCaveat(*calibration, static_cast<int64_t>(cfg.mesh[0]) * cfg.mesh[1],
                                       sample == "llama" ? cfg.llama_batch
                                       : sample == "cnn" ? cfg.cnn_batch
-                                                        : cfg.batch)
+                                                        : cfg.batch,
+                                      absl::StrCat(cfg.mesh[0], "x", cfg.mesh[1]), cfg.sharding)
                   : std::string();
   if (!calibration_caveat.empty()) std::cerr << "note: " << calibration_caveat << "\n";
 
@@ -888,7 +898,7 @@ int Run(const std::vector<std::string>& args) {
   // A fault that did nothing is said on stderr (and stored in config_json's "fault_notes").
   auto warn_faults = [&] {
     std::fflush(stdout);
-    for (const std::string& w : (*rec)->faults_without_effect()) std::cerr << "warning: " << w << "\n";
+    for (const auto& w : (*rec)->faults_without_effect()) std::cerr << "warning: " << w.said << "\n";
   };
   if (!result.ok() && result.status().code() == absl::StatusCode::kAborted && !o.faults.empty()) {
     // A chip failed (--fault fail-chip): the run ends as the hang detector
