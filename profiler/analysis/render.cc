@@ -126,6 +126,11 @@ std::string ChipName(const DeviceRow& d) {
 }
 
 std::string StepLine(const StepStats& s) {
+  // A simulated run's host clock times the simulator: its step is the modeled one.
+  if (s.simulated)
+    return absl::StrCat("median ", FormatNs(s.modeled_median_ns), " (modeled clock)   the host's wall time is the "
+                        "simulator's own: median ", FormatNs(s.median_wall_ns), ", p90 ", FormatNs(s.p90_wall_ns),
+                        "   ", LossText(s));
   return absl::StrCat("median ", FormatNs(s.median_wall_ns), "   p90 ", FormatNs(s.p90_wall_ns),
                       s.dispatched_ahead ? " (host: its dispatch only; the devices ran each step after it, as "
                                            "asynchronous dispatch does: their times are the device clock's below)   "
@@ -624,7 +629,10 @@ nlohmann::json ReportToJson(const RunReport& r) {
                   {"loss_not_finite_from_step", r.steps.loss_not_finite_from
                                                     ? nlohmann::json(*r.steps.loss_not_finite_from)
                                                     : nlohmann::json(nullptr)},
-                  {"host_times_are_dispatch", r.steps.dispatched_ahead}};
+                  {"host_times_are_dispatch", r.steps.dispatched_ahead},
+                  {"host_times_are_simulator", r.steps.simulated},
+                  {"modeled_median_ns", r.steps.simulated ? nlohmann::json(r.steps.modeled_median_ns)
+                                                          : nlohmann::json(nullptr)}};
   json misses = json::array();
   for (const CompileMiss& m : r.compiles.miss_list) {
     misses.push_back({{"compile_id", m.compile_id}, {"step", m.step}, {"graph_id", m.graph_id},

@@ -181,8 +181,11 @@ std::string RenderHtml(const RunReport& r, const std::string& metrics_text) {
   }
   out += Table({"", "bound", "measured", "value", "threshold", "numbers"}, ev);
 
-  absl::StrAppend(&out, "<h2>Steps</h2>\n<p>", r.steps.count, " steps; median ", H(FormatNs(r.steps.median_wall_ns)),
-                  ", p90 ", H(FormatNs(r.steps.p90_wall_ns)), " (host clock",
+  absl::StrAppend(&out, "<h2>Steps</h2>\n<p>", r.steps.count, " steps; median ",
+                  r.steps.simulated ? absl::StrCat(H(FormatNs(r.steps.modeled_median_ns)),
+                                                   " (modeled clock); the host's wall time, the simulator's own: median ")
+                                    : "",
+                  H(FormatNs(r.steps.median_wall_ns)), ", p90 ", H(FormatNs(r.steps.p90_wall_ns)), " (host clock",
                   r.steps.dispatched_ahead ? ": its dispatch only; the devices ran each step after it, as "
                                              "asynchronous dispatch does"
                                            : "",

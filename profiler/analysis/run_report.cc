@@ -2,6 +2,8 @@
 // into the RunReport tables (see run_report.h).
 #include "profiler/analysis/run_report.h"
 
+#include "profiler/analysis/sim_calibration.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -165,6 +167,16 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s)
   if (!q.ok()) return q.status();
   FillStepStats(*q, s);
   s->dispatched_ahead = StepsDispatchedAhead(rd, run);
+  auto sim = rd.Query("SELECT coalesce(simulated, 0) AS sim FROM runs WHERE run_id = ?1", {run});
+  s->simulated = sim.ok() && !sim->rows.empty() && sim->Int(0, "sim", 0) != 0;
+  if (s->simulated) {
+    std::vector<int64_t> spans;
+    if (auto b = rd.Query("SELECT end_ns - start_ns AS ns FROM step_bounds WHERE run_id = ?1 AND clock = 'modeled'",
+                          {run});
+        b.ok())
+      for (size_t i = 0; i < b->rows.size(); ++i) spans.push_back(b->Int(i, "ns", 0));
+    s->modeled_median_ns = StepMedianNs(std::move(spans));
+  }
   return absl::OkStatus();
 }
 

@@ -72,6 +72,10 @@ struct StepStats {
   // An imported trace whose devices ran each step after its span on the host had
   // ended (import_stats steps_run_after_dispatch): the host's times are the dispatch.
   bool dispatched_ahead = false;
+  // A simulated run: its host clock times the simulator, not the program;
+  // its step is the modeled clock's (median over step_bounds), said first.
+  bool simulated = false;
+  int64_t modeled_median_ns = 0;
 };
 
 // Fills `s` from the run's `steps` rows (step, loss, wall_ns; by step).

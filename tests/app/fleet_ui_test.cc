@@ -180,6 +180,22 @@ TEST(FleetUi, AStoppedChipIsTheFirstSuspect) {
   ASSERT_TRUE(last.ok()) << last.status();
   const int64_t host_last = last->Int(0, "host"), chip_last = last->Int(0, "chips");
   ASSERT_GT(host_last, chip_last);
+  // The timeline's lane of the stopped chip says so (it just ended).
+  {
+    const std::string layout =
+        test_files::RemoveAtExit(::testing::TempDir() + absl::StrCat("hung_timeline_", getpid(), ".json"));
+    testing::UiResult t = testing::RunUi(SHARDSCOPE_UI_BINARY,
+                                         absl::StrCat(pod.db, " --view timeline --chip 5 --dump-layout ", layout));
+    EXPECT_EQ(t.exit_code, 0) << t.output;
+    int stopped = 0;
+    for (const json& lane : LayoutItems(testing::ReadLayout(layout), "lane"))
+      if (lane.contains("stopped_at_step")) {
+        ++stopped;
+        EXPECT_EQ(lane["device_id"], 5) << lane.dump();
+        EXPECT_EQ(lane["stopped_at_step"], 4) << lane.dump();
+      }
+    EXPECT_EQ(stopped, 1);
+  }
   const json after = OpenFleet(pod, "hung_after", absl::StrCat("--step ", host_last));
   auto said = LayoutItems(after, "text", "playhead_elsewhere");
   ASSERT_EQ(said.size(), 1u);

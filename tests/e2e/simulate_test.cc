@@ -71,6 +71,16 @@ TEST(Simulate, MlpOnATorusIsStoredAsSchedulesAndReadAsSlices) {
   Output report = Shell(absl::StrCat(kCli, " report ", db));
   EXPECT_EQ(report.code, 0) << report.text;
   EXPECT_NE(report.text.find("simulated"), std::string::npos) << report.text;
+  // Its steps are the modeled clock's; the host's wall time is the simulator's own.
+  const int64_t modeled = Q(db, "SELECT end_ns - start_ns AS ns FROM step_bounds WHERE clock = 'modeled' AND step = 3")
+                              .Int(0, "ns");
+  EXPECT_NE(report.text.find("(modeled clock)   the host's wall time is the simulator's own: median"),
+            std::string::npos)
+      << report.text;
+  auto rj = nlohmann::json::parse(Shell(absl::StrCat(kCli, " report ", db, " --format json")).text, nullptr, false);
+  ASSERT_TRUE(rj.is_object());
+  EXPECT_EQ(rj["steps"]["host_times_are_simulator"], true);
+  EXPECT_EQ(rj["steps"]["modeled_median_ns"].get<int64_t>(), modeled) << "every step alike on a healthy pod";
   Output runs = Shell(absl::StrCat(kCli, " runs ", db));
   EXPECT_EQ(runs.code, 0) << runs.text;
   EXPECT_NE(runs.text.find("simulated"), std::string::npos) << runs.text;
@@ -87,6 +97,8 @@ TEST(Simulate, MlpOnATorusIsStoredAsSchedulesAndReadAsSlices) {
   Output diff = Shell(absl::StrCat(kCli, " diff ", db, " ", db));
   EXPECT_EQ(diff.code, 0) << diff.text;
   EXPECT_NE(diff.text.find("simulated"), std::string::npos) << diff.text;
+  // The host row times the simulator: not called faster or slower.
+  EXPECT_NE(diff.text.find("not compared: A's host clock times the simulator"), std::string::npos) << diff.text;
 }
 
 // What a chip-step costs in the file: the same 64-chip pod for 4 and for 12

@@ -22,11 +22,14 @@ std::string ChipRange(const std::vector<int64_t>& ids) {
 
 // A chip with several lanes (an imported GPU's streams, XLA's CPU device on
 // several threads) names each lane's stream or thread after the chip.
-std::string LaneLabel(const Track& t, bool chip_has_lanes) {
+std::string LaneLabel(const Track& t, bool chip_has_lanes, const std::map<int64_t, int64_t>& stopped) {
   if (t.device_id) {
+    // A chip the hang detector found stopped: its lane ends there, and says why.
+    auto s = stopped.find(*t.device_id);
+    const std::string why = s == stopped.end() ? "" : absl::StrCat(" \xC2\xB7 stopped at step ", s->second);
     if (chip_has_lanes && !t.thread_name.empty())
-      return absl::StrCat("chip ", *t.device_id, " \xC2\xB7 ", t.thread_name);
-    return absl::StrCat("chip ", *t.device_id);
+      return absl::StrCat("chip ", *t.device_id, " \xC2\xB7 ", t.thread_name, why);
+    return absl::StrCat("chip ", *t.device_id, why);
   }
   const std::string& thread = t.thread_name.empty() ? t.name : t.thread_name;
   // A lane of the device clock without a chip spans a GPU's work (an imported
@@ -73,7 +76,7 @@ std::vector<Section> BuildSections(const TraceModel& model, const RunOverview* o
       for (int i : indices) {
         const Track& t = model.tracks[i];
         const bool several = t.device_id && lanes_of[*t.device_id] > 1;
-        g.lanes.push_back(LaneRef{RowType::kLane, i, DepthRows(overview, t), LaneLabel(t, several)});
+        g.lanes.push_back(LaneRef{RowType::kLane, i, DepthRows(overview, t), LaneLabel(t, several, model.run.stopped)});
       }
       // Its chips, however many lanes each has (annotation lanes beside them
       // have no chip); a host without chips has threads.

@@ -757,6 +757,9 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
     item["clock"] = ClockName(t.clock);
     item["host_id"] = t.host_id;
     if (t.device_id) item["device_id"] = *t.device_id;
+    if (auto stop = t.device_id ? model_.run.stopped.find(*t.device_id) : model_.run.stopped.end();
+        stop != model_.run.stopped.end())
+      item["stopped_at_step"] = stop->second;  // its label says "chip N · stopped at step S"
     item["level"] = rect.level;
     item["fallback"] = rect.fallback;
     item["shapes"] = rect.blocks_drawn;

@@ -66,6 +66,10 @@ absl::Status LoadRun(const store::Reader& reader, int64_t run_id, TraceModel& mo
     auto note = reader.Query("SELECT capture_note FROM runs WHERE run_id = ?1", {absl::StrCat(run_id)});
     if (note.ok() && !note->rows.empty()) run.capture_note = note->Text(0, "capture_note");
   }
+  if (auto has = reader.HasTable("hangs"); has.ok() && *has)
+    if (auto hangs = reader.Query("SELECT device_id, step FROM hangs WHERE run_id = ?1", {absl::StrCat(run_id)});
+        hangs.ok())
+      for (size_t i = 0; i < hangs->rows.size(); ++i) run.stopped[hangs->Int(i, "device_id")] = hangs->Int(i, "step");
   return absl::OkStatus();
 }
 

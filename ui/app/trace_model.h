@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -118,6 +119,10 @@ struct RunInfo {
   // What the run's capture settings left off the timeline (runs.capture_note;
   // "" when nothing was, or the file predates the column).
   std::string capture_note;
+  // The chips the hang detector found stopped (`hangs`): chip -> the step it
+  // stopped responding in. Their lanes say so: a lane that just ends read as
+  // a run that just stopped.
+  std::map<int64_t, int64_t> stopped;
 };
 
 struct TraceModel {
