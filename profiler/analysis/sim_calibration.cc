@@ -60,6 +60,8 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   auto faults = ReadRunFaults(*reader, *run);
   if (!faults.ok()) return faults.status();
   out.faults = absl::StrJoin(*faults, ", ");
+  if (auto state = store::ReadRunState(*reader, *run); state.ok() && state->EndedEarly())
+    out.ended_early = state->Describe();
   if (info->Int(0, "simulated") != 0)
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": run ", id, " is simulated: it has no device clock to calibrate from"));
@@ -129,7 +131,8 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
                                                      ? absl::StrCat(" (", state->Describe(), ")")
                                                      : "");
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": run ", id, " has no kernel slices on the device clock", why));
+        absl::StrCat(where, ": run ", id, " has no kernel slices on the device clock", why,
+                     "; --calibrate-run N picks another of its runs (shardscope runs ", db, " lists them)"));
   }
   for (const auto& [key, ns] : sum) {
     const auto& [graph, op, step, device] = key;

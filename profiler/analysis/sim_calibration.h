@@ -41,6 +41,7 @@ struct RecordedDeviceTimes {
   std::string mesh;      // runs.mesh ("8x1"), "" when not recorded
   std::string sharding;  // config_json's sharding (llama: dp, tp, ...), "" when not recorded
   std::string faults;  // the faults injected into it ("slow-chip:1:0.3, jitter:0.5"), "" when none
+  std::string ended_early;  // how it ended when it did not finish (a hang: store::RunState::Describe), else ""
   std::vector<RecordedOp> ops;
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
   // median device time of one, over every chip and step.

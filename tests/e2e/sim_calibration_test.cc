@@ -234,6 +234,13 @@ TEST(SimCalibration, AFaultedSourceRunIsNamedWithItsFaults) {
   EXPECT_NE(o.text.find("it was recorded with faults injected (link:0-4:0.25): its device times carry them"),
             std::string::npos)
       << o.text;
+  // A source the hang detector ended: its steps stop short, said with how it ended.
+  const std::string hung = TempDb("calib_hung_source");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, kMlp8, " --fault fail-chip:3@2 --db ", hung)).code, 1);
+  Output h = Shell(absl::StrCat(kCli, flags, " --calibrate-from ", hung, " --db ", TempDb("calib_from_hung_source")));
+  ASSERT_EQ(h.code, 0) << h.text;
+  EXPECT_NE(h.text.find("it did not finish (ended by the hang detector"), std::string::npos) << h.text;
+  EXPECT_NE(h.text.find("steps are all it has to time"), std::string::npos) << h.text;
   const std::string clean = TempDb("calib_from_clean");
   Output c = Shell(absl::StrCat(kCli, flags, " --calibrate-from ", RecordedDb(), " --db ", clean));
   ASSERT_EQ(c.code, 0) << c.text;

@@ -101,6 +101,12 @@ std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_
   if (!times.faults.empty())
     why.push_back(absl::StrCat("it was recorded with faults injected (", times.faults,
                                "): its device times carry them, and so does this calibration"));
+  // The newest run with a device clock may be one the hang detector ended:
+  // its steps stop short of the run asked for (its "median of 2 steps" was
+  // the only hint).
+  if (!times.ended_early.empty())
+    why.push_back(absl::StrCat("it did not finish (", times.ended_early, "): its ", times.steps,
+                               times.steps == 1 ? " step is" : " steps are", " all it has to time"));
   std::vector<std::string> other;
   if (times.chips > 0 && times.chips != chips)
     other.push_back(absl::StrCat(times.chips, " chips against ", chips));
