@@ -436,13 +436,6 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       p.peers_by_step[c.step] += peers;
     }
   }
-  // Each rank's excess step by step against the run's noise, as a host's on
-  // the device clock (fleet_noise.h): a pause in one step (a rank stalled
-  // 300 ms once in 48 ms steps) stands far above it, though not steadily.
-  // Unclipped: two ranks are each other's only peer, one's excess the
-  // other's shortfall, and with each counting its excess alone the other's
-  // steps read 1.000 and the noise nothing (a healthy pair's one-off spikes
-  // stood 6.6 standard deviations above it).
   // Each rank's file, said beside it: legacy traces carry no rank, so rank N
   // is the N-th file given, and a file left out renumbers the rest.
   std::map<int, std::string> file_of;
@@ -452,6 +445,13 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
         const std::string& path = files->Text(i, "file");
         file_of[static_cast<int>(files->Int(i, "host_id"))] = path.substr(path.find_last_of('/') + 1);
       }
+  // Each rank's excess step by step against the run's noise, as a host's on
+  // the device clock (fleet_noise.h): a pause in one step (a rank stalled
+  // 300 ms once in 48 ms steps) stands far above it, though not steadily.
+  // Unclipped: two ranks are each other's only peer, one's excess the
+  // other's shortfall, and with each counting its excess alone the other's
+  // steps read 1.000 and the noise nothing (a healthy pair's one-off spikes
+  // stood 6.6 standard deviations above it).
   std::map<int, fleet_internal::StepRatios> step_ratios;
   for (auto& [host, p] : per) {
     fleet_internal::StepRatios& sr = step_ratios[host];
@@ -630,7 +630,8 @@ absl::StatusOr<bool> AnalyzeHostCollectives(const store::Reader& rd, int64_t run
       r->notes.push_back(absl::StrCat(
           said.size() == 1 ? "a one-off hold of half a step or more: " : "one-off holds of half a step or more, each rank's largest: ",
           absl::StrJoin(said, "; "),
-          said.size() == 1 ? " (once, not beyond the run's noise as a pause must be: not flagged)"
+          said.size() == 1 ? " (not flagged: a pause is, when it stands beyond the run's noise and holds the others "
+                             "up twice as long as any other rank does)"
                            : " (on several ranks, as a shared machine's pauses are: none flagged)"));
   }
   if (flagged.empty()) {

@@ -347,6 +347,11 @@ std::string LateLine(const RunReport& r) {
   if (v.late.collectives == 0 && r.run.simulated)
     return "Late arrivals: a simulated run has no device clock; the stragglers row above and `shardscope fleet` "
            "rank the last arrivals on the modeled clock";
+  // Ranks on CPUs (an imported gloo job) call their collectives on host
+  // threads: fleet ranks them by those calls, which the chips' view has none of.
+  if (v.late.collectives == 0 && r.run.imported && r.run.num_devices == 0 && r.run.num_hosts > 1)
+    return "Late arrivals: its ranks ran on CPUs and called their collectives on host threads; the stragglers row "
+           "above and `shardscope fleet` rank who called each last (host clock)";
   if (v.late.collectives == 0) return "Late arrivals: no collective with arrivals recorded on two or more chips";
   std::string out = absl::StrCat("Late arrivals (device clock, ", v.late.collectives, " collectives): ",
                                  v.late.chips.empty() ? "none, the chips arrived together at each" : "last to arrive");

@@ -1224,6 +1224,11 @@ TEST(FleetImport, AMildRankIsNotHiddenBehindAPeersStall) {
   // Each rank beside its file: legacy traces carry no rank, the order given does.
   EXPECT_TRUE(absl::StartsWith(r.suspects[1].evidence.at(0), "rank 1 (legacy_mild3_slow1_rank1.json.gz): "))
       << r.suspects[1].evidence.at(0);
+  // The report's late arrivals point to the ranks' host-thread calls, not "no collective".
+  Output report = Shell(absl::StrCat(kCli, " report ", db));
+  EXPECT_TRUE(absl::StrContains(report.text, "Late arrivals: its ranks ran on CPUs and called their collectives on "
+                                             "host threads"))
+      << report.text;
   EXPECT_TRUE(HasNote(r, "rank 1 is ")) << absl::StrJoin(r.notes, "\n");
   EXPECT_TRUE(HasNote(r, "in its median step")) << absl::StrJoin(r.notes, "\n");
 }
