@@ -15,7 +15,8 @@
 //                     completed (what was recorded before stays)
 //   host-preempt:H@N  host H's chips are taken away at step N and come back
 //                     after 200 ms (or host-preempt:H@N:MS): they start that
-//                     step late, a "waiting for host" wait on their lanes (named as any host wait, so the trace does not tell the fault)
+//                     step late, a "waiting for host" wait on their lanes
+//                     (named as any host wait: the trace does not tell the fault)
 // Several faults combine (two slow chips multiply nothing: each is its own).
 // The specs are recorded in runs.config_json under "faults" and nowhere else.
 #pragma once

@@ -81,7 +81,8 @@ struct ScheduleInput {
   std::vector<MemorySamples> memory;  // per device; empty: not measured
   // Per device, time its chip was taken away before this program (an injected
   // host preemption, runtime/faults.h): it starts that much later, behind a
-  // "waiting for host" slice (kind kHostWait, named as any host wait so that the database does not name the fault). Empty: none.
+  // "waiting for host" slice (kind kHostWait; named as any host wait, so the
+  // database does not name the fault). Empty: none.
   std::vector<int64_t> start_delay_ns{};
 };
 
@@ -118,7 +119,7 @@ class Scheduler {
   // "link A-B" slice inside it, CollectiveRun::group_links); kPrograms, one
   // slice per device for the whole run ("graph N", kind compute, op_id -1)
   // plus the host waits; kNone, no slices. A preempted chip
-  // (start_delay_ns) shows a "waiting for host" slice (kind kHostWait, named as any host wait so that the database does not name the fault) first.
+  // (start_delay_ns) shows a "waiting for host" slice (kind kHostWait) first.
   //
   // Counters (device clock only, whenever a recorder is installed), per chip
   // at the times this clock gives them: "hbm_bytes_in_use" at the run's peak

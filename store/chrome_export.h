@@ -36,10 +36,11 @@ struct ChromeExportOptions {
 absl::StatusOr<ChromeExportStats> ExportChromeTrace(const Reader& reader, int64_t run_id, const std::string& path,
                                                     const ChromeExportOptions& options = {});
 
-// About how many slices ExportChromeTrace would write for `options`, read from
-// the chunks' counts (a recorded or imported run) or the schedule's op counts
-// per program run (a simulated one), without decoding a slice: what `export`
-// weighs before writing a pod's whole timeline. 0 when the file cannot say.
+// About how many slices ExportChromeTrace would write for `options`: the
+// chunks' counts (stored lanes), plus for a simulated run a few kept chips'
+// slices made from the schedule, their mean times the chips kept. What
+// `export` weighs before writing a pod's whole timeline; 0 when the file
+// cannot say.
 int64_t EstimateChromeSlices(const Reader& reader, int64_t run_id, const ChromeExportOptions& options = {});
 
 }  // namespace shardscope::store

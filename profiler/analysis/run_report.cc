@@ -2,7 +2,7 @@
 // into the RunReport tables (see run_report.h).
 #include "profiler/analysis/run_report.h"
 
-#include "profiler/analysis/sim_calibration.h"
+#include "profiler/analysis/quantile.h"
 
 #include <algorithm>
 #include <cmath>
@@ -175,7 +175,7 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, StepStats* s)
                           {run});
         b.ok())
       for (size_t i = 0; i < b->rows.size(); ++i) spans.push_back(b->Int(i, "ns", 0));
-    s->modeled_median_ns = StepMedianNs(std::move(spans));
+    s->modeled_median_ns = QuantileOf(spans, 0.5);
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/quantile.h"
 #include "profiler/analysis/run_report.h"
 #include "store/reader.h"
 #include "store/run_state.h"
@@ -18,13 +19,6 @@ int64_t MedianNs(std::vector<int64_t> v) {
   const size_t mid = (v.size() - 1) / 2;
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
   return v[mid];
-}
-
-int64_t StepMedianNs(std::vector<int64_t> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
 }
 
 absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& db, std::optional<int64_t> run) {
@@ -190,7 +184,7 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
       !s.ok())
     return s;
   out.steps = static_cast<int>(spans.size());
-  out.step_ns = StepMedianNs(spans);
+  out.step_ns = QuantileOf(spans, 0.5);
   out.host_wait_ns = MedianNs(waits);
   return out;
 }

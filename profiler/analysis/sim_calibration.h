@@ -47,7 +47,9 @@ struct RecordedDeviceTimes {
   // median device time of one, over every chip and step.
   std::map<std::pair<std::string, int64_t>, int64_t> transfer_ns;
   int steps = 0;
-  // Device clock, median over steps: each step's span over every chip with
+  // Device clock, median over steps (analysis/quantile.h's, as the report's:
+  // the lower middle of an even count had put a cnn's 8 steps at 28.8 ms
+  // against a median of 30.1, and the errors with it): each step's span over every chip with
   // the time all chips waited for the host taken out (a simulated run assumes
   // the host keeps up), and what was taken out.
   int64_t step_ns = 0, host_wait_ns = 0;
@@ -60,9 +62,5 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
 
 // The median of `v` (the lower middle of an even count); 0 when empty.
 int64_t MedianNs(std::vector<int64_t> v);
-// The median of steps' spans, the mean of the two middle ones for an even
-// count (as the report's step median): the lower middle had put a cnn's 8
-// steps at 28.8 ms against a median of 30.1, and the errors with it.
-int64_t StepMedianNs(std::vector<int64_t> v);
 
 }  // namespace shardscope::analysis

@@ -398,43 +398,38 @@ TEST(ExportRoundTrip, ASlowLinkIsFoundInTheExportReadBack) {
 // and "hangs") and marks the stopped chip on its lane; it had read as a
 // whole run that just stopped.
 TEST(ExportHang, AStoppedChipIsMarkedOnItsLane) {
-  const std::string db = e2e::TempDb("export_hang");
   const std::string json = test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/export_hang_", getpid(), ".json"));
-  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 6 --quiet",
-                                    " --fault fail-chip:5@3 --db ", db)).code,
-            1);
-  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
-  std::ifstream in(json);
-  const nlohmann::json trace = nlohmann::json::parse(in, nullptr, false);
+  // A simulated run that `fault` hangs, exported; returns its trace.
+  auto hung_trace = [&](const std::string& name, const std::string& fault) {
+    const std::string db = e2e::TempDb(name);
+    EXPECT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 6 --quiet",
+                                      " --fault ", fault, " --db ", db)).code,
+              1);
+    EXPECT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", db, " --chrome ", json)).code, 0);
+    std::ifstream in(json);
+    return nlohmann::json::parse(in, nullptr, false);
+  };
+  // The instant events: each must mark `chip` on its modeled-clock process.
+  auto marks_of = [](const nlohmann::json& trace, int chip) {
+    int marks = 0;
+    for (const auto& e : trace["traceEvents"])
+      if (e.value("ph", "") == "i") {
+        ++marks;
+        EXPECT_EQ(e["name"], absl::StrCat("chip ", chip, " stopped responding"));
+        EXPECT_EQ(e["pid"], 2000000 + chip) << "the chip's modeled-clock process";
+      }
+    return marks;
+  };
+  const nlohmann::json trace = hung_trace("export_hang", "fail-chip:5@3");
   ASSERT_TRUE(trace.is_object());
   EXPECT_EQ(trace["otherData"]["run_status"], "hang detected") << trace["otherData"].dump();
   ASSERT_EQ(trace["otherData"]["hangs"].size(), 1u) << trace["otherData"].dump();
   EXPECT_TRUE(absl::StartsWith(trace["otherData"]["hangs"][0].get<std::string>(), "hang detected at step 3: chip 5"));
-  int marks = 0;
-  for (const auto& e : trace["traceEvents"])
-    if (e.value("ph", "") == "i") {
-      ++marks;
-      EXPECT_EQ(e["name"], "chip 5 stopped responding");
-      EXPECT_EQ(e["pid"], 2000005) << "chip 5's modeled-clock process";
-    }
-  EXPECT_EQ(marks, 1);
+  EXPECT_EQ(marks_of(trace, 5), 1);
   // A hang in step 0, before any step ended: marked at the lane's start (it had no mark).
-  const std::string early = e2e::TempDb("export_hang_step0");
-  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --simulate --topology 2x4 --steps 6 --quiet",
-                                    " --fault fail-chip:2@0 --db ", early)).code,
-            1);
-  ASSERT_EQ(e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " export ", early, " --chrome ", json)).code, 0);
-  std::ifstream again(json);
-  const nlohmann::json t0 = nlohmann::json::parse(again, nullptr, false);
+  const nlohmann::json t0 = hung_trace("export_hang_step0", "fail-chip:2@0");
   ASSERT_TRUE(t0.is_object());
-  marks = 0;
-  for (const auto& e : t0["traceEvents"])
-    if (e.value("ph", "") == "i") {
-      ++marks;
-      EXPECT_EQ(e["name"], "chip 2 stopped responding");
-      EXPECT_EQ(e["pid"], 2000002);
-    }
-  EXPECT_EQ(marks, 1);
+  EXPECT_EQ(marks_of(t0, 2), 1);
 }
 
 TEST(ExportRoundTrip, ASimulatedRunReadBackIsRankedOnItsModeledClock) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -105,7 +106,7 @@ TEST(SimCalibration, EveryKernelTakesItsRecordedMedianAndBothErrorsAreStored) {
   ASSERT_EQ(spans.size() % 2, 0u) << "an even count of steps";
   std::sort(spans.begin(), spans.end());
   const int64_t lo = spans[spans.size() / 2 - 1], hi = spans[spans.size() / 2];
-  EXPECT_EQ(c.Int(0, "recorded_step_ns"), lo + (hi - lo) / 2);
+  EXPECT_EQ(c.Int(0, "recorded_step_ns"), std::llround((lo + hi) / 2.0));
   // diff names B's calibration: its modeled clock holds A's device times.
   Output d = Shell(absl::StrCat(kCli, " diff ", RecordedDb(), " ", sim));
   EXPECT_NE(d.text.find("B's modeled clock is calibrated: its kernels and collectives take the device times of " +

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "profiler/analysis/quantile.h"
 #include "runtime/cpu_calibration.h"
 #include "store/sim_calibration.h"
 
@@ -133,7 +134,7 @@ absl::Status FinishCalibration(const std::string& db, int64_t run_id,
   auto median = [](const std::vector<std::pair<int, int64_t>>& spans) {
     std::vector<int64_t> ns;
     for (const auto& [step, span] : spans) ns.push_back(span);
-    return analysis::StepMedianNs(std::move(ns));
+    return analysis::QuantileOf(ns, 0.5);
   };
   store::SimCalibrationRow row;
   row.run_id = run_id;

@@ -676,7 +676,7 @@ int Export(const std::vector<std::string>& argv, std::ostream& out, std::ostream
   const int64_t hi = info->Text(0, "hi").empty() ? 4 : info->Int(0, "hi");
   const std::string cut = absl::StrCat("--chips 0-", std::min<int64_t>(chips, 64) - 1, " (a few chips' lanes), --steps ",
                                        std::max<int64_t>(0, hi - 1), ":", hi, " (a few steps)");
-  const bool chosen = all_chips || r.args.flags.count("--chips") || r.args.flags.count("--steps");
+  const bool chosen = r.args.flags.count("--chips") || r.args.flags.count("--steps");  // --chips all too
   if (estimate > kViewerSlices && !chosen) {
     err << "error: run " << r.run_id << " is about " << absl::StrFormat("%.1fM", estimate / 1e6) << " slices ("
         << chips << " chips" << (info->Text(0, "hi").empty() ? "" : absl::StrCat(", steps ", info->Text(0, "lo"), "-",
