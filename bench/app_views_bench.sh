@@ -46,8 +46,9 @@ if [ ! -s "$DB" ] || [ "${REWRITE:-0}" = 1 ]; then
   fi
   # A file written before memory_curves existed gets the table (as a writer opening it would).
   SQL="$(sed -n '/CREATE TABLE IF NOT EXISTS memory_curves/,/^);/p' store/schema.sql) ATTACH '$REAL' AS r;"
+  # (Placements and decisions as stored since schema version 4: spans, texts, rows.)
   for T in graphs ops memory_plans peak_buffers memory_curves fusion_decisions compile_passes tensors \
-           shard_placements sharding_decisions; do
+           shard_placement_spans sharding_texts sharding_decision_rows; do
     COLS=$(sqlite3 "$REAL" "SELECT group_concat(name, ',') FROM pragma_table_info('$T')")
     [ -n "$COLS" ] || continue
     EXPRS=$(sqlite3 "$REAL" "SELECT group_concat(CASE name WHEN 'run_id' THEN '$TARGET'

@@ -540,17 +540,27 @@ void RecordTensor(const std::string& name, const Shape& shape, const Sharding& s
   t.source_line = loc.line;
   t.step = ctx.step;
   trace::recorder().Record(t);
+  // Consecutive chips with the same shard go as one span: a replicated
+  // tensor on a 4096-chip pod is one record, not 4096.
+  trace::ShardPlacementRecord p;
   for (int d = 0; d < ctx.client->num_devices(); ++d) {
-    trace::ShardPlacementRecord p;
+    std::vector<IndexRange> ranges = sharding.ShardRanges(shape, d);
+    std::string text = RangesToString(ranges);
+    int64_t bytes = DTypeBytes(shape.dtype);
+    for (const auto& r : ranges) bytes *= r.end - r.begin;
+    if (d > 0 && text == p.index_ranges && bytes == p.bytes) {
+      p.last_device_id = d;
+      continue;
+    }
+    if (d > 0) trace::recorder().Record(p);
     p.tensor_id = id;
     p.tensor_name = name;
     p.device_id = d;
-    std::vector<IndexRange> ranges = sharding.ShardRanges(shape, d);
-    p.index_ranges = RangesToString(ranges);
-    p.bytes = DTypeBytes(shape.dtype);
-    for (const auto& r : ranges) p.bytes *= r.end - r.begin;
-    trace::recorder().Record(p);
+    p.last_device_id = d;
+    p.index_ranges = std::move(text);
+    p.bytes = bytes;
   }
+  if (ctx.client->num_devices() > 0) trace::recorder().Record(p);
 }
 
 absl::StatusOr<Literal> ReadValue(const Tensor& t, const SourceLoc& loc) {

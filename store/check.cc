@@ -75,6 +75,9 @@ constexpr Reference kReferences[] = {
     {"ops", "graphs", "ops of graphs that are not in `graphs`",
      "SELECT o.run_id, count(*) FROM ops o WHERE NOT EXISTS (SELECT 1 FROM graphs g WHERE g.run_id = o.run_id"
      " AND g.graph_id = o.graph_id) GROUP BY o.run_id"},
+    {"sharding_decision_rows", "sharding_texts", "sharding decisions whose sharding_id is not in `sharding_texts`",
+     "SELECT d.run_id, count(*) FROM sharding_decision_rows d WHERE NOT EXISTS (SELECT 1 FROM sharding_texts t"
+     " WHERE t.run_id = d.run_id AND t.sharding_id = d.sharding_id) GROUP BY d.run_id"},
     {"tracks", "devices", "device tracks of devices that are not in `devices`",
      "SELECT t.run_id, count(*) FROM tracks t WHERE t.device_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM devices d"
      " WHERE d.run_id = t.run_id AND d.device_id = t.device_id) GROUP BY t.run_id"},
@@ -161,20 +164,21 @@ CheckReport CheckDatabase(const std::string& path) {
 
   // Tables and columns: those every version has had are required.
   std::map<std::string, std::set<std::string>> tables = c.Columns(false);
+  const std::map<std::string, std::set<std::string>> file_views = c.Columns(true);
   // Schema version 2 keeps slices in chunks behind a `slices` view.
   const bool chunked = tables.count("slice_chunks") > 0;
-  if (chunked && !tables.count("slices")) {
-    auto views = c.Columns(true);
-    if (views.count("slices")) tables["slices"] = views["slices"];
-  }
+  if (chunked && !tables.count("slices") && file_views.count("slices")) tables["slices"] = file_views.at("slices");
   for (const auto& [table, columns] : kRequired) {
-    auto it = tables.find(table);
-    if (it == tables.end()) {
+    // Version 4 keeps shard_placements as spans behind a view of that name.
+    const std::set<std::string>* have = nullptr;
+    if (auto t = tables.find(table); t != tables.end()) have = &t->second;
+    else if (auto v = file_views.find(table); v != file_views.end()) have = &v->second;
+    if (!have) {
       r.problems.push_back(absl::StrCat("table `", table, "` is missing"));
       continue;
     }
     for (absl::string_view col : absl::StrSplit(columns, ' ')) {
-      if (!it->second.count(std::string(col)))
+      if (!have->count(std::string(col)))
         r.problems.push_back(absl::StrCat("column `", table, ".", col, "` is missing"));
     }
   }
@@ -185,12 +189,15 @@ CheckReport CheckDatabase(const std::string& path) {
         internal::Exec(ref, SchemaSql()).ok()) {
       CheckReport scratch;
       Checker rc(ref, &scratch);
-      std::map<std::string, std::set<std::string>> views = c.Columns(true);
+      const std::map<std::string, std::set<std::string>>& views = file_views;
       std::vector<std::string> later;
       for (bool view : {false, true}) {
         const auto& have = view ? views : tables;
         for (const auto& [name, columns] : rc.Columns(view)) {
           auto it = have.find(name);
+          // A table that later versions made a view (slices, shard_placements)
+          // is said by the tables that replaced it.
+          if (it == have.end() && view && tables.count(name)) continue;
           if (it == have.end()) {
             // A table every version has is a problem above, not a later addition.
             if (!view && std::any_of(std::begin(kRequired), std::end(kRequired),
@@ -301,34 +308,48 @@ CheckReport CheckDatabase(const std::string& path) {
       r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged slice_summary_groups rows"));
   }
 
-  // Every placement's index ranges parse (the Sharding view leaves out those that do not).
-  if (tables.count("shard_placements")) {
+  // Every placement's index ranges parse (the Sharding view leaves out those
+  // that do not), and each span's chips are the run's.
+  const bool spans = tables.count("shard_placement_spans") > 0;
+  if (spans || tables.count("shard_placements")) {
     int64_t damaged = 0;
     // ... and have their tensor's rank (a tensor's shape is "[64,784]").
     const bool shapes = tables.count("tensors") > 0;
-    c.Each(shapes
-               ? "SELECT p.run_id, p.tensor_id, p.device_id, p.index_ranges, t.shape FROM shard_placements p"
-                 " LEFT JOIN tensors t ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id"
-               : "SELECT run_id, tensor_id, device_id, index_ranges, NULL FROM shard_placements",
+    const std::string from =
+        spans ? "shard_placement_spans p"
+              : "(SELECT run_id, tensor_id, device_id AS first_device, device_id AS last_device, index_ranges"
+                " FROM shard_placements) p";
+    c.Each(absl::StrCat("SELECT p.run_id, p.tensor_id, p.first_device, p.last_device, p.index_ranges, ",
+                        shapes ? "t.shape" : "NULL", ", r.num_devices FROM ", from,
+                        shapes ? " LEFT JOIN tensors t ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id" : "",
+                        " LEFT JOIN runs r ON r.run_id = p.run_id"),
            [&](sqlite3_stmt* s) {
              const auto text = [&](int col) {
                const auto* t = reinterpret_cast<const char*>(sqlite3_column_text(s, col));
                return t ? std::string_view(t, sqlite3_column_bytes(s, col)) : std::string_view();
              };
-             auto ranges = ParseIndexRanges(text(3));
+             const int64_t first = sqlite3_column_int64(s, 2), last = sqlite3_column_int64(s, 3);
+             const bool chips_known = sqlite3_column_type(s, 6) != SQLITE_NULL;
+             const int64_t chips = sqlite3_column_int64(s, 6);
              std::string problem;
-             if (!ranges.ok()) {
+             auto ranges = ParseIndexRanges(text(4));
+             if (last < first) {
+               problem = absl::StrCat("shard_placement_spans.last_device ", last, " is before first_device ", first);
+             } else if (first < 0 || (chips_known && last >= chips)) {
+               problem = absl::StrCat("chips ", first, "-", last, " are not all the run's (it has ",
+                                      chips_known ? absl::StrCat(chips) : "an unknown number of", " chips)");
+             } else if (!ranges.ok()) {
                problem = std::string(ranges.status().message());
-             } else if (const int rank = ShapeRank(text(4));
+             } else if (const int rank = ShapeRank(text(5));
                         rank >= 0 && static_cast<size_t>(rank) != ranges->size()) {
-               problem = absl::StrCat("shard_placements.index_ranges '", std::string(text(3)), "' has ",
+               problem = absl::StrCat("shard_placements.index_ranges '", std::string(text(4)), "' has ",
                                       ranges->size(), " dimensions where the tensor's shape ",
-                                      std::string(text(4)), " has ", rank);
+                                      std::string(text(5)), " has ", rank);
              }
+             const std::string on = first == last ? absl::StrCat("chip ", first) : absl::StrCat("chips ", first, "-", last);
              if (!problem.empty() && ++damaged <= 5)
                r.problems.push_back(absl::StrCat("run ", sqlite3_column_int64(s, 0), ", tensor_id ",
-                                                 sqlite3_column_int64(s, 1), ", chip ",
-                                                 sqlite3_column_int64(s, 2), ": ", problem));
+                                                 sqlite3_column_int64(s, 1), ", ", on, ": ", problem));
            });
     if (damaged > 5)
       r.problems.push_back(absl::StrCat("and ", damaged - 5, " more damaged shard_placements rows"));

@@ -1,12 +1,28 @@
 #include "store/index_ranges.h"
 
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "store/reader.h"
 
 namespace shardscope::store {
+
+absl::StatusOr<std::string> PlacementSpansSql(const Reader& reader) {
+  auto q = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'shard_placement_spans'");
+  if (!q.ok()) return q.status();
+  if (q->Int(0, "n") > 0) return std::string("shard_placement_spans");
+  return std::string(
+      "(SELECT run_id, tensor_id, tensor_name, device_id AS first_device, device_id AS last_device, index_ranges,"
+      " bytes FROM shard_placements)");
+}
+
+int64_t SpanLastDevice(int64_t first, int64_t last) {
+  constexpr int64_t kMaxDevice = (int64_t{1} << 20) - 1;
+  return std::max(first, std::min(last, kMaxDevice));
+}
 
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::string_view text) {
   // At most 80 characters of a damaged value are quoted: it may be anything.

@@ -7,7 +7,12 @@ namespace shardscope::store {
 // The full text of store/schema.sql: idempotent CREATE ... IF NOT EXISTS statements.
 const char* SchemaSql();
 
+// The full text of store/view_triggers.sql: the triggers that let the views
+// shard_placements and sharding_decisions be written as the tables they were
+// before version 4. Applied once a file has those views.
+const char* ViewTriggersSql();
+
 // Version of the schema this build writes and the newest it can read.
-inline constexpr int kSchemaVersion = 3;
+inline constexpr int kSchemaVersion = 4;
 
 }  // namespace shardscope::store

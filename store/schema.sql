@@ -349,15 +349,31 @@ CREATE TABLE IF NOT EXISTS tensors (
   PRIMARY KEY (run_id, tensor_id)
 );
 
-CREATE TABLE IF NOT EXISTS shard_placements (
+-- Where each tensor's shards sit. Consecutive chips holding the same index
+-- ranges are one row (a replicated tensor on 4096 chips is one row, not
+-- 4096); `shard_placements` gives one row per tensor per chip.
+CREATE TABLE IF NOT EXISTS shard_placement_spans (
   run_id       INTEGER NOT NULL REFERENCES runs(run_id),
   tensor_id    INTEGER NOT NULL,
   tensor_name  TEXT NOT NULL,
-  device_id    INTEGER NOT NULL,
+  first_device INTEGER NOT NULL,
+  last_device  INTEGER NOT NULL,             -- inclusive
   index_ranges TEXT NOT NULL,
   bytes        INTEGER NOT NULL,
-  PRIMARY KEY (run_id, tensor_id, device_id)
-);
+  PRIMARY KEY (run_id, tensor_id, first_device)
+) WITHOUT ROWID;
+
+-- One row per tensor per chip, in (run, tensor, chip) order. A span that
+-- damage made endless stops at chip 2^20 - 1 rather than hang a query.
+CREATE VIEW IF NOT EXISTS shard_placements AS
+  WITH RECURSIVE chip(run_id, tensor_id, tensor_name, device_id, last_device, index_ranges, bytes) AS (
+    SELECT run_id, tensor_id, tensor_name, first_device, last_device, index_ranges, bytes
+      FROM shard_placement_spans
+    UNION ALL
+    SELECT run_id, tensor_id, tensor_name, device_id + 1, last_device, index_ranges, bytes FROM chip
+     WHERE device_id < last_device AND device_id < 1048575
+     ORDER BY 1, 2, 4)
+  SELECT run_id, tensor_id, tensor_name, device_id, index_ranges, bytes FROM chip;
 
 -- A chip that stopped responding, as the hang detector saw it (the run ended
 -- there: run_status says so): which chip, at which step, the collective the
@@ -469,21 +485,38 @@ CREATE TABLE IF NOT EXISTS fusion_decisions (
   PRIMARY KEY (run_id, graph_id, consumer_op_id, producer_op_id)
 );
 
+-- Each distinct sharding text of a run once: on a pod laid out in snake
+-- order every text lists its thousands of chips (a 1024-chip llama's 1590
+-- decisions held 2.5 MB of 5 texts).
+CREATE TABLE IF NOT EXISTS sharding_texts (
+  run_id          INTEGER NOT NULL REFERENCES runs(run_id),
+  sharding_id     INTEGER NOT NULL,
+  sharding        TEXT NOT NULL,
+  PRIMARY KEY (run_id, sharding_id)
+) WITHOUT ROWID;
+
 -- Sharding propagation of each compiled program: every op of the global
--- program with the sharding it got and where that came from.
-CREATE TABLE IF NOT EXISTS sharding_decisions (
+-- program with the sharding it got and where that came from (the
+-- `sharding_decisions` view, with its text).
+CREATE TABLE IF NOT EXISTS sharding_decision_rows (
   run_id          INTEGER NOT NULL REFERENCES runs(run_id),
   graph_id        INTEGER NOT NULL,
   op_id           INTEGER NOT NULL,
   name            TEXT NOT NULL,
-  sharding        TEXT NOT NULL,
+  sharding_id     INTEGER NOT NULL,          -- sharding_texts
   source          TEXT NOT NULL CHECK (source IN ('annotated', 'propagated', 'default', 'auto')),
   via             TEXT,
   source_file     TEXT,
   source_line     INTEGER,
   from_op_id      INTEGER,
   PRIMARY KEY (run_id, graph_id, op_id)
-);
+) WITHOUT ROWID;
+
+CREATE VIEW IF NOT EXISTS sharding_decisions AS
+  SELECT d.run_id, d.graph_id, d.op_id, d.name, t.sharding, d.source, d.via, d.source_file, d.source_line,
+         d.from_op_id
+    FROM sharding_decision_rows d
+    LEFT JOIN sharding_texts t ON t.run_id = d.run_id AND t.sharding_id = d.sharding_id;
 
 -- Involuntary full rematerializations: a split value made whole on every
 -- device because the op reading it has no split rule (or on the way between

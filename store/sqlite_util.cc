@@ -216,7 +216,7 @@ const std::set<std::string>& SchemaObjectNames() {
     auto* out = new std::set<std::string>;
     sqlite3* db = nullptr;
     if (sqlite3_open_v2(":memory:", &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) == SQLITE_OK &&
-        Exec(db, SchemaSql()).ok()) {
+        Exec(db, SchemaSql()).ok() && Exec(db, ViewTriggersSql()).ok()) {
       Stmt s;
       if (s.Prepare(db, "SELECT name FROM sqlite_master").ok()) {
         while (sqlite3_step(s.get()) == SQLITE_ROW) {
@@ -485,7 +485,7 @@ absl::Status CheckShardscopeDb(sqlite3* db, const std::string& path, bool allow_
       // Which version wrote it, from the tables each version added.
       int version = 1;
       for (const auto& [table, v] :
-           {std::pair<const char*, int>{"slice_chunks", 2}, {"slice_summary_groups", 3}})
+           {std::pair<const char*, int>{"slice_chunks", 2}, {"slice_summary_groups", 3}, {"shard_placement_spans", 4}})
         if (probe.Prepare(db, absl::StrCat("SELECT 1 FROM sqlite_master WHERE name = '", table, "'")).ok() &&
             sqlite3_step(probe.get()) == SQLITE_ROW)
           version = std::max(version, v);

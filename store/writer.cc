@@ -368,7 +368,7 @@ class Writer::Db {
   struct Stmts {
     Stmt run, run_end, host, device, mesh, track, graph, compilation, compile_diff, execution, step,
         tensor, placement, counter, op, memory_plan, peak_buffer, memory_curve, fusion_edge, pass, decision, remat, auto_search, auto_candidate, auto_choice, name_find,
-        name_add, hang;
+        name_add, hang, sharding_text, sharding_find, sharding_next;
   };
 
   // The first column of the first row of `sql` as text ("" when no row).
@@ -394,6 +394,7 @@ class Writer::Db {
   //  - devices.links with a "peers" list per kind of link: the links view,
   //    dropped and made again (it reads both forms).
   //  - kernel_stats.min_ns and max_ns: a view, dropped and made again.
+  //  - shard_placements and sharding_decisions: tables made views (version 4).
   absl::Status Migrate() {
     auto eval = QueryText("SELECT COUNT(*) FROM pragma_table_info('steps') WHERE name = 'eval_loss'");
     if (!eval.ok()) return eval.status();
@@ -429,6 +430,13 @@ class Writer::Db {
     if (*rows != "0") {
       if (absl::Status st = ConvertV2Summaries(); !st.ok()) return st;
     }
+    auto v3 = QueryText(
+        "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name IN ('shard_placements', 'sharding_decisions')");
+    if (!v3.ok()) return v3.status();
+    if (*v3 != "0") {
+      if (absl::Status st = ConvertV3Placements(); !st.ok()) return st;
+    }
+    if (absl::Status st = internal::Exec(db_, ViewTriggersSql()); !st.ok()) return st;
     for (const auto& [view, marker] : {std::pair{"step_device_summary", "host_wait_ns"},
                                        std::pair{"links", "$.peers"}, std::pair{"kernel_stats", "max_ns"}}) {
       auto sql = QueryText(
@@ -439,6 +447,59 @@ class Writer::Db {
           !st.ok())
         return st;
     }
+    return absl::OkStatus();
+  }
+
+  // Version 3 kept a row per tensor per chip in a `shard_placements` table and
+  // each decision's sharding text in `sharding_decisions`; version 4 keeps
+  // spans of chips and each text once, behind views of those names. Rows that
+  // belong to no run (damage: no reader could show them) are not carried.
+  absl::Status ConvertV3Placements() {
+    if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
+    auto fail = [&](absl::Status st) {
+      internal::Exec(db_, "ROLLBACK").IgnoreError();
+      return absl::Status(st.code(), absl::StrCat("migrating placements to schema version 4 (spans): ", st.message()));
+    };
+    auto is_table = [&](const char* name) -> absl::StatusOr<bool> {
+      auto n = QueryText(absl::StrCat("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = '", name, "'"));
+      if (!n.ok()) return n.status();
+      return *n != "0";
+    };
+    std::string sql;
+    auto placements = is_table("shard_placements");
+    if (!placements.ok()) return fail(placements.status());
+    if (*placements) {
+      // Consecutive chips with the same shard become one span: a chip's id
+      // less its rank among the tensor's chips with that shard is constant
+      // along a run of consecutive chips.
+      absl::StrAppend(
+          &sql,
+          "INSERT OR REPLACE INTO shard_placement_spans"
+          " SELECT run_id, tensor_id, tensor_name, min(device_id), max(device_id), index_ranges, bytes FROM"
+          " (SELECT *, device_id - row_number() OVER (PARTITION BY run_id, tensor_id, tensor_name, index_ranges, bytes"
+          "   ORDER BY device_id) AS island FROM shard_placements WHERE run_id IN (SELECT run_id FROM runs))"
+          " GROUP BY run_id, tensor_id, tensor_name, index_ranges, bytes, island;"
+          "DROP TABLE shard_placements;");
+    }
+    auto decisions = is_table("sharding_decisions");
+    if (!decisions.ok()) return fail(decisions.status());
+    if (*decisions) {
+      absl::StrAppend(
+          &sql,
+          "INSERT OR IGNORE INTO sharding_texts"
+          " SELECT run_id, row_number() OVER (PARTITION BY run_id ORDER BY sharding), sharding"
+          " FROM (SELECT DISTINCT run_id, sharding FROM sharding_decisions WHERE run_id IN (SELECT run_id FROM runs));"
+          "INSERT OR REPLACE INTO sharding_decision_rows"
+          " SELECT d.run_id, d.graph_id, d.op_id, d.name, t.sharding_id, d.source, d.via, d.source_file,"
+          " d.source_line, d.from_op_id FROM sharding_decisions d"
+          " JOIN sharding_texts t ON t.run_id = d.run_id AND t.sharding = d.sharding;"
+          "DROP TABLE sharding_decisions;");
+    }
+    if (sql.empty()) return internal::Exec(db_, "COMMIT");  // another writer did it while this one waited
+    absl::Status st = internal::Exec(
+        db_, absl::StrCat(sql, SchemaSql(), "UPDATE meta SET value = '", kSchemaVersion, "' WHERE key = 'schema_version';"));
+    if (!st.ok()) return fail(st);
+    if (st = internal::Exec(db_, "COMMIT"); !st.ok()) return fail(st);
     return absl::OkStatus();
   }
 
@@ -662,7 +723,7 @@ class Writer::Db {
          "INSERT OR REPLACE INTO steps(run_id, step, loss, wall_ns, eval_loss) VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.tensor,
          "INSERT OR REPLACE INTO tensors VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
-        {&stmts_.placement, "INSERT OR REPLACE INTO shard_placements VALUES (?1,?2,?3,?4,?5,?6)"},
+        {&stmts_.placement, "INSERT OR REPLACE INTO shard_placement_spans VALUES (?1,?2,?3,?4,?5,?6,?7)"},
         {&stmts_.hang, "INSERT OR REPLACE INTO hangs VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
         {&stmts_.counter, "INSERT INTO counters VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.op,
@@ -675,7 +736,10 @@ class Writer::Db {
         {&stmts_.pass, "INSERT OR REPLACE INTO compile_passes VALUES (?1,?2,?3,?4,?5)"},
         {&stmts_.fusion_edge,
          "INSERT OR REPLACE INTO fusion_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12)"},
-        {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decisions VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.decision, "INSERT OR REPLACE INTO sharding_decision_rows VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)"},
+        {&stmts_.sharding_text, "INSERT INTO sharding_texts VALUES (?1,?2,?3)"},
+        {&stmts_.sharding_find, "SELECT sharding_id FROM sharding_texts WHERE run_id = ?1 AND sharding = ?2"},
+        {&stmts_.sharding_next, "SELECT coalesce(max(sharding_id), 0) + 1 FROM sharding_texts WHERE run_id = ?1"},
         {&stmts_.remat, "INSERT OR REPLACE INTO rematerializations VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9)"},
         {&stmts_.auto_search, "INSERT OR REPLACE INTO auto_sharding VALUES (?1,?2,?3,?4,?5,?6,?7,?8)"},
         {&stmts_.auto_candidate,
@@ -1217,10 +1281,39 @@ class Writer::Db {
     return absl::OkStatus();
   }
 
+  // The id of `text` in this run's sharding_texts, added when new.
+  absl::StatusOr<int64_t> ShardingId(const std::string& text) {
+    if (sharding_ids_run_ != run_id_) {
+      sharding_ids_.clear();
+      sharding_ids_run_ = run_id_;
+    }
+    if (auto it = sharding_ids_.find(text); it != sharding_ids_.end()) return it->second;
+    // A run this writer did not begin (a resumed one) may hold it already.
+    Stmt& f = stmts_.sharding_find;
+    f.Int(1, run_id_); f.Text(2, text);
+    int64_t id = 0;
+    if (sqlite3_step(f.get()) == SQLITE_ROW) id = sqlite3_column_int64(f.get(), 0);
+    sqlite3_reset(f.get());
+    if (id == 0) {
+      Stmt& n = stmts_.sharding_next;
+      n.Int(1, run_id_);
+      if (sqlite3_step(n.get()) == SQLITE_ROW) id = sqlite3_column_int64(n.get(), 0);
+      sqlite3_reset(n.get());
+      if (id == 0) return absl::InternalError(internal::DbError(db_));
+      Stmt& s = stmts_.sharding_text;
+      s.Int(1, run_id_); s.Int(2, id); s.Text(3, text);
+      if (absl::Status st = s.Run(); !st.ok()) return st;
+    }
+    sharding_ids_.emplace(text, id);
+    return id;
+  }
+
   absl::Status WriteOne(const trace::ShardingRecord& r) {
     for (const auto& d : r.decisions) {
+      auto sharding = ShardingId(d.sharding);
+      if (!sharding.ok()) return Tag(sharding.status(), "sharding_texts", r.graph_id);
       Stmt& s = stmts_.decision;
-      s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, d.op_id); s.Text(4, d.name); s.Text(5, d.sharding);
+      s.Int(1, run_id_); s.Int(2, r.graph_id); s.Int(3, d.op_id); s.Text(4, d.name); s.Int(5, *sharding);
       s.Text(6, d.source); s.TextOrNull(7, d.via); s.TextOrNull(8, d.source_file);
       d.source_file.empty() ? s.Null(9) : s.Int(9, d.source_line);
       s.IntOrNull(10, d.from_op_id);
@@ -1343,8 +1436,8 @@ class Writer::Db {
   absl::Status WriteOne(const trace::ShardPlacementRecord& r) {
     Stmt& s = stmts_.placement;
     s.Int(1, run_id_); s.Int(2, r.tensor_id); s.Text(3, r.tensor_name); s.Int(4, r.device_id);
-    s.Text(5, r.index_ranges); s.Int(6, r.bytes);
-    return Tag(s.Run(), "shard_placements", r.tensor_id);
+    s.Int(5, std::max(r.device_id, r.last_device_id)); s.Text(6, r.index_ranges); s.Int(7, r.bytes);
+    return Tag(s.Run(), "shard_placement_spans", r.tensor_id);
   }
   absl::Status WriteOne(const trace::HangRecord& r) {
     Stmt& s = stmts_.hang;
@@ -1389,6 +1482,8 @@ class Writer::Db {
   std::string ring_note_;
   std::unordered_map<std::string, int64_t> names_;
   int64_t run_id_ = 0;
+  std::unordered_map<std::string, int64_t> sharding_ids_;  // of run sharding_ids_run_
+  int64_t sharding_ids_run_ = 0;
   // The run_writers statements: who writes the run, its heartbeat, its end.
   struct RunWriterStmts {
     Stmt writer_begin, heartbeat, writer_end, writer_close, capture_note, config_field;

@@ -18,6 +18,7 @@
 #include "profiler/analysis/format.h"
 #include "profiler/analysis/quantile.h"
 #include "profiler/analysis/recompiles.h"
+#include "store/index_ranges.h"
 #include "store/run_state.h"
 
 namespace shardscope::analysis {
@@ -326,13 +327,17 @@ ShardingRow TensorColumns(const store::QueryResult& q, size_t i) {
 namespace {
 
 absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<ShardingRow>* out) {
+  auto spans = store::PlacementSpansSql(rd);
+  if (!spans.ok()) return spans.status();
   auto q = rd.Query(
-      "SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source,"
-      " t.source_file, t.source_line, count(p.device_id) AS devices,"
-      " min(p.bytes) AS min_bytes, max(p.bytes) AS max_bytes"
-      " FROM tensors t LEFT JOIN shard_placements p"
-      "   ON p.run_id = t.run_id AND p.tensor_id = t.tensor_id"
-      " WHERE t.run_id = ?1 GROUP BY t.tensor_id ORDER BY t.step, t.tensor_id",
+      absl::StrCat("SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source,"
+                   " t.source_file, t.source_line,"
+                   " coalesce(sum(max(min(p.last_device, (SELECT num_devices - 1 FROM runs WHERE run_id = ?1)), p.first_device)"
+                   "   - p.first_device + 1), 0) AS devices,"
+                   " min(p.bytes) AS min_bytes, max(p.bytes) AS max_bytes"
+                   " FROM tensors t LEFT JOIN ", *spans, " p"
+                   "   ON p.run_id = t.run_id AND p.tensor_id = t.tensor_id"
+                   " WHERE t.run_id = ?1 GROUP BY t.tensor_id ORDER BY t.step, t.tensor_id"),
       {run});
   if (!q.ok()) return q.status();
   for (size_t i = 0; i < q->rows.size(); ++i) {

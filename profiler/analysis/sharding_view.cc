@@ -101,13 +101,14 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
   const std::string run = std::to_string(run_id);
   ShardingView v;
   v.run_id = run_id;
-  auto head = rd.Query("SELECT sample, mesh, mesh_axes, sharding FROM runs WHERE run_id = ?1", {run});
+  auto head = rd.Query("SELECT sample, mesh, mesh_axes, sharding, num_devices FROM runs WHERE run_id = ?1", {run});
   if (!head.ok()) return head.status();
   if (head->rows.empty()) return absl::NotFoundError(absl::StrCat("no run ", run_id, " in ", rd.path()));
   v.sample = head->Text(0, "sample");
   v.mesh = head->Text(0, "mesh");
   v.mesh_axes = head->Text(0, "mesh_axes");
   v.strategy = head->Text(0, "sharding");
+  const int64_t run_chips = head->Int(0, "num_devices");
   // The tensors, then their placements on their own: a pod of thousands of
   // chips has hundreds of thousands of placements, and joining them to the
   // tensors repeated each tensor's text columns on every one (10 s of the
@@ -130,29 +131,40 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
   }
   // A damaged placement is left out and said; the other tensors still show.
   constexpr size_t kDamagedShown = 8;
-  auto damaged = [&](const std::string& what) {
-    if (v.damaged.size() < kDamagedShown) v.damaged.push_back(what);
-    ++v.damaged_rows;
+  auto damaged = [&](const std::string& what, int64_t chips) {
+    if (v.damaged.size() < kDamagedShown) {
+      v.damaged.push_back(what);
+      v.damaged_shown += chips;
+    }
+    v.damaged_rows += chips;
   };
+  auto spans = store::PlacementSpansSql(rd);
+  if (!spans.ok()) return spans.status();
   absl::Status read = rd.ForEachRow(
-      "SELECT tensor_id, device_id, index_ranges, bytes FROM shard_placements WHERE run_id = ?1"
-      " ORDER BY tensor_id, device_id",
+      absl::StrCat("SELECT tensor_id, first_device, last_device, index_ranges, bytes FROM ", *spans,
+                   " WHERE run_id = ?1 ORDER BY tensor_id, first_device"),
       {run}, [&](const std::vector<store::Cell>& row) {
-        int64_t id = 0, chip = 0, bytes = 0;
+        int64_t id = 0, first = 0, last = 0, bytes = 0;
         if (!row[0] || !absl::SimpleAtoi(*row[0], &id)) return;  // no tensor to put it under
         auto it = at.find(id);
         if (it == at.end()) return;  // another tensor than the one asked for
         const std::string where =
             absl::StrCat("tensor '", Printable(v.tensors[it->second].tensor.name), "' (tensor_id ", id, ")");
-        if (!row[1] || !absl::SimpleAtoi(*row[1], &chip) || !row[3] || !absl::SimpleAtoi(*row[3], &bytes) ||
-            bytes < 0) {
-          damaged(absl::StrCat(where, ": device_id or bytes is not a number"));
+        if (!row[1] || !absl::SimpleAtoi(*row[1], &first) || !row[2] || !absl::SimpleAtoi(*row[2], &last) ||
+            !row[4] || !absl::SimpleAtoi(*row[4], &bytes) || bytes < 0) {
+          damaged(absl::StrCat(where, ": device_id or bytes is not a number"), 1);
           return;
         }
-        auto ranges = ParseRanges(row[2].value_or(""));
+        const std::string on = first == last ? absl::StrCat("chip ", first) : absl::StrCat("chips ", first, "-", last);
+        if (last < first || first < 0 || (run_chips > 0 && last >= run_chips)) {
+          damaged(absl::StrCat(where, ", ", on, ": not chips of the run (it has ", run_chips, ")"),
+                  std::max<int64_t>(1, std::min(last, std::max<int64_t>(run_chips - 1, first)) - first + 1));
+          return;
+        }
+        const int64_t chips = last - first + 1;
+        auto ranges = ParseRanges(row[3].value_or(""));
         if (!ranges.ok()) {
-          damaged(
-              absl::StrCat(where, ", chip ", chip, ": ", Printable(std::string(ranges.status().message()))));
+          damaged(absl::StrCat(where, ", ", on, ": ", Printable(std::string(ranges.status().message()))), chips);
           return;
         }
         // Every shard has its tensor's rank (tensors.shape), else the first one's.
@@ -161,15 +173,15 @@ absl::StatusOr<ShardingView> BuildShardingView(const store::Reader& rd, int64_t 
                             : shards[it->second].empty() ? ranges->size()
                                                          : shards[it->second][0].second.size();
         if (ranges->size() != want) {
-          damaged(absl::StrCat(where, ", chip ", chip, ": ", ranges->size(),
-                               " dimensions where the tensor has ", want));
+          damaged(absl::StrCat(where, ", ", on, ": ", ranges->size(), " dimensions where the tensor has ", want),
+                  chips);
           return;
         }
         ShardingRow& t = v.tensors[it->second].tensor;
         t.min_bytes = t.devices == 0 ? bytes : std::min(t.min_bytes, bytes);
         t.max_bytes = std::max(t.max_bytes, bytes);
-        ++t.devices;
-        shards[it->second].push_back({chip, *std::move(ranges)});
+        t.devices += chips;
+        for (int64_t chip = first; chip <= last; ++chip) shards[it->second].push_back({chip, *ranges});
       });
   if (!read.ok()) return read;
   if (v.tensors.empty() && !tensor.empty()) {
@@ -303,8 +315,7 @@ std::string DamagedPlacementsText(const ShardingView& v) {
                    " left out, damaged in the file's shard_placements (`shardscope check` lists the"
                    " file's damage):\n");
   for (const std::string& d : v.damaged) absl::StrAppend(&out, "  ", d, "\n");
-  if (v.damaged_rows > static_cast<int64_t>(v.damaged.size()))
-    absl::StrAppend(&out, "  and ", v.damaged_rows - static_cast<int64_t>(v.damaged.size()), " more\n");
+  if (v.damaged_rows > v.damaged_shown) absl::StrAppend(&out, "  and ", v.damaged_rows - v.damaged_shown, " more\n");
   return out;
 }
 

@@ -35,7 +35,8 @@ struct ShardingView {
   // not parse, a rank unlike the tensor's other shards), one line each: the
   // rest of the view stands. `shardscope check` names them too.
   std::vector<std::string> damaged;
-  int64_t damaged_rows = 0;  // all of them (damaged holds the first few)
+  int64_t damaged_rows = 0;  // placements (chips) left out, all of them
+  int64_t damaged_shown = 0;  // of those, the ones `damaged` names
 };
 
 // All tensors of the run, or those named `tensor` (an error lists the names

@@ -315,6 +315,7 @@ struct ShardPlacementRecord {
   int device_id = 0;
   std::string index_ranges;    // e.g. "[0:32,0:784]"
   int64_t bytes = 0;
+  int last_device_id = -1;     // the same shard on device_id..this (-1: device_id alone)
 };
 
 struct CounterRecord {

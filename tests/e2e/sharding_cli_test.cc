@@ -160,5 +160,31 @@ TEST(ShardingDamage, ADamagedPlacementIsLeftOutAndNamed) {
   EXPECT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db)).code, 0);
 }
 
+// A span of chips that damage made endless, or backwards: `check` names it,
+// and neither the views nor a plain query of shard_placements hangs on it.
+TEST(ShardingDamage, ADamagedSpanIsNamedAndEndsSomewhere) {
+  const std::string db = e2e::TempDb("sharding_damaged_span");
+  ASSERT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " run mlp --mesh 2x2 --steps 1 --quiet --db ", db)).code, 0);
+  // l1.weight is replicated: one span over chips 0-3.
+  auto one = e2e::Q(db, "SELECT count(*) AS n, min(first_device) AS f, max(last_device) AS l FROM shard_placement_spans"
+                        " WHERE tensor_name = 'l1.weight'");
+  ASSERT_EQ(one.Int(0, "n"), 1);
+  EXPECT_EQ(one.Int(0, "f"), 0);
+  EXPECT_EQ(one.Int(0, "l"), 3);
+  e2e::Exec(db, "UPDATE shard_placement_spans SET last_device = 9223372036854775807 WHERE tensor_name = 'l1.weight'");
+  e2e::Exec(db, "UPDATE shard_placement_spans SET last_device = -5 WHERE tensor_name = 'l1.bias'");
+  Output check = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " check ", db));
+  EXPECT_NE(check.code, 0) << check.text;
+  EXPECT_TRUE(absl::StrContains(check.text, "chips 0-9223372036854775807 are not all the run's (it has 4 chips)"))
+      << check.text;
+  EXPECT_TRUE(absl::StrContains(check.text, "shard_placement_spans.last_device -5 is before first_device 0"))
+      << check.text;
+  auto rows = e2e::Q(db, "SELECT count(*) AS n FROM shard_placements WHERE tensor_name = 'l1.weight'");
+  EXPECT_EQ(rows.Int(0, "n"), 1 << 20);  // stops at chip 2^20 - 1
+  Output view = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", db));
+  EXPECT_EQ(view.code, 0) << view.text;
+  EXPECT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db)).code, 0);
+}
+
 }  // namespace
 }  // namespace shardscope

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "store/index_ranges.h"
 #include "store/reader.h"
 #include "store/schema.h"
 #include "store/timeline.h"
@@ -339,6 +340,132 @@ TEST(Migration, AVersion2FileFromTheLastReleaseRegroupsItsSummaries) {
   auto q = again->Query(buckets);
   ASSERT_TRUE(q.ok());
   EXPECT_TRUE(q->rows == before);
+  std::remove(path.c_str());
+}
+
+// A version-3 file keeps a row per tensor per chip and each decision's
+// sharding text (here the version-2 fixture, which has them as version 3 did):
+// it reads as it is, spans included (a reader does not migrate), and a writer
+// turns the tables into spans and interned texts behind views of their
+// names, every row reading back the same.
+TEST(Migration, PlacementsAndDecisionsBecomeSpansAndTextsReadingTheSame) {
+  const std::string fixture = SHARDSCOPE_TEST_DATA "/store/schema_v2_mlp.db";
+  std::string path = absl::StrCat(::testing::TempDir(), "/v3_spans_", getpid(), ".db");
+  {
+    std::ifstream in(fixture, std::ios::binary);
+    ASSERT_TRUE(in) << "missing " << fixture;
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << in.rdbuf();
+  }
+  const std::string placements =
+      "SELECT run_id, tensor_id, tensor_name, device_id, index_ranges, bytes FROM shard_placements"
+      " ORDER BY run_id, tensor_id, device_id";
+  const std::string decisions =
+      "SELECT run_id, graph_id, op_id, name, sharding, source, via, source_file, source_line, from_op_id"
+      " FROM sharding_decisions ORDER BY run_id, graph_id, op_id";
+  // The spans as our readers take them, expanded to chips.
+  auto spans = [](const Reader& r) {
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> out;  // tensor, chip, bytes
+    auto from = PlacementSpansSql(r);
+    EXPECT_TRUE(from.ok()) << from.status();
+    if (!from.ok()) return out;
+    auto q = r.Query(absl::StrCat("SELECT tensor_id, first_device, last_device, bytes FROM ", *from,
+                                  " ORDER BY tensor_id, first_device"));
+    EXPECT_TRUE(q.ok()) << q.status();
+    for (size_t i = 0; q.ok() && i < q->rows.size(); ++i)
+      for (int64_t d = q->Int(i, "first_device"); d <= q->Int(i, "last_device"); ++d)
+        out.emplace_back(q->Int(i, "tensor_id"), d, q->Int(i, "bytes"));
+    return out;
+  };
+  std::vector<std::vector<Cell>> before_p, before_d;
+  std::vector<std::tuple<int64_t, int64_t, int64_t>> before_s;
+  {
+    auto r = Reader::Open(path);  // read as it is, without migrating
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto p = r->Query(placements);
+    auto d = r->Query(decisions);
+    ASSERT_TRUE(p.ok() && d.ok());
+    before_p = p->rows;
+    before_d = d->rows;
+    before_s = spans(*r);
+    ASSERT_EQ(before_p.size(), 36u);  // 9 tensors on 4 chips
+    ASSERT_EQ(before_s.size(), 36u);
+    ASSERT_GT(before_d.size(), 50u);
+  }
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+  }
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->schema_version(), kSchemaVersion);
+  auto p = r->Query(placements);
+  auto d = r->Query(decisions);
+  ASSERT_TRUE(p.ok() && d.ok());
+  EXPECT_TRUE(p->rows == before_p);
+  EXPECT_TRUE(d->rows == before_d);
+  EXPECT_EQ(spans(*r), before_s);
+  auto kinds = r->Query(
+      "SELECT (SELECT type FROM sqlite_master WHERE name = 'shard_placements') AS p,"
+      " (SELECT type FROM sqlite_master WHERE name = 'sharding_decisions') AS d,"
+      " (SELECT count(*) FROM shard_placement_spans) AS spans,"
+      " (SELECT count(*) FROM (SELECT DISTINCT tensor_id, index_ranges, bytes FROM shard_placements)) AS distinct_shards,"
+      " (SELECT count(*) FROM sharding_texts) AS texts");
+  ASSERT_TRUE(kinds.ok()) << kinds.status();
+  EXPECT_EQ(kinds->Text(0, "p"), "view");
+  EXPECT_EQ(kinds->Text(0, "d"), "view");
+  // Consecutive chips with one shard are one span: here each distinct shard
+  // is on a run of consecutive chips.
+  EXPECT_EQ(kinds->Int(0, "spans"), kinds->Int(0, "distinct_shards"));
+  EXPECT_LT(kinds->Int(0, "spans"), 36);
+  EXPECT_EQ(kinds->Int(0, "texts"), 3);
+  std::remove(path.c_str());
+}
+
+// The views are written as the tables were: one chip's placement changed in
+// the middle of a span splits it (the others keep theirs), a chip removed
+// leaves a gap, a chip added fills it; a decision's new text is interned.
+TEST(Migration, TheViewsTakeWritesAsTheTablesDid) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/view_writes_", getpid(), ".db");
+  std::remove(path.c_str());
+  {
+    auto w = Writer::Open(path);
+    ASSERT_TRUE(w.ok()) << w.status();
+  }
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto exec = [&](const std::string& sql) {
+    char* err = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "") << " " << sql;
+    sqlite3_free(err);
+  };
+  exec("INSERT INTO runs(run_id, sample, mesh, mesh_axes, sharding, config_json, topology, profile, clock_kinds,"
+       " tool_version, schema_version, num_hosts, num_devices, started_at, started_at_ns, status)"
+       " VALUES (1, 's', '8', 'data', 'dp', '{}', '', 'cpu', 'host', 'x', 4, 1, 8, 't', 0, 'running');"
+       "INSERT INTO shard_placement_spans VALUES (1, 7, 'w', 0, 7, '[0:4]', 16);");
+  exec("UPDATE shard_placements SET index_ranges = '[0:2]', bytes = 8 WHERE device_id = 3");
+  exec("DELETE FROM shard_placements WHERE device_id = 5");
+  exec("INSERT INTO shard_placements VALUES (1, 7, 'w', 5, '[2:4]', 8)");
+  exec("INSERT INTO sharding_decisions VALUES (1, 1, 1, 'a', '{replicated}', 'default', NULL, NULL, NULL, NULL);"
+       "INSERT INTO sharding_decisions VALUES (1, 1, 2, 'b', '{replicated}', 'default', NULL, NULL, NULL, NULL);"
+       "UPDATE sharding_decisions SET sharding = '{devices=[8]<=[8]}' WHERE op_id = 2;");
+  sqlite3_close(db);
+  auto r = Reader::Open(path);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto q = r->Query("SELECT group_concat(device_id || '=' || index_ranges, ' ') AS chips FROM"
+                    " (SELECT * FROM shard_placements ORDER BY device_id)");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->Text(0, "chips"), "0=[0:4] 1=[0:4] 2=[0:4] 3=[0:2] 4=[0:4] 5=[2:4] 6=[0:4] 7=[0:4]");
+  auto s = r->Query("SELECT group_concat(first_device || '-' || last_device, ' ') AS spans FROM"
+                    " (SELECT * FROM shard_placement_spans ORDER BY first_device)");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->Text(0, "spans"), "0-2 3-3 4-4 5-5 6-7");
+  auto d = r->Query("SELECT group_concat(name || '=' || sharding, ' ') AS d,"
+                    " (SELECT count(*) FROM sharding_texts) AS texts FROM"
+                    " (SELECT * FROM sharding_decisions ORDER BY op_id)");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->Text(0, "d"), "a={replicated} b={devices=[8]<=[8]}");
+  EXPECT_EQ(d->Int(0, "texts"), 2);
   std::remove(path.c_str());
 }
 
