@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,20 @@ void CheckFleet(const json& doc, size_t chips, const std::string& grid) {
   auto legend = LayoutItems(doc, "legend");
   ASSERT_EQ(legend.size(), 1u);
   EXPECT_LE(legend[0]["min"].get<double>(), legend[0]["max"].get<double>());
+  // The bars' colour key: a swatch per part of the breakdown, in its order,
+  // left to right, each its own colour.
+  auto key = LayoutItems(doc, "key");
+  ASSERT_EQ(key.size(), bars[0]["breakdown"].size());
+  std::set<std::string> colours;
+  for (size_t k = 0; k < key.size(); ++k) {
+    EXPECT_EQ(key[k]["role"], "breakdown_key");
+    std::string field = key[k]["label"].get<std::string>();
+    std::replace(field.begin(), field.end(), ' ', '_');
+    EXPECT_TRUE(bars[0]["breakdown"].contains(field + "_ns")) << key[k].dump();
+    colours.insert(key[k]["color"].get<std::string>());
+    if (k > 0) EXPECT_GT(key[k]["x"].get<double>(), key[k - 1]["x"].get<double>() + key[k - 1]["w"].get<double>());
+  }
+  EXPECT_EQ(colours.size(), key.size());
 }
 
 TEST(FleetUi, SimulatedTorusIsARowOfPanels) {

@@ -219,7 +219,7 @@ void FleetView::Draw(UiState& ui) {
   ImGui::BeginChild("##fleet_maps", ImVec2(w, avail.y), false, ImGuiWindowFlags_NoScrollbar);
   DrawHeatmap(m, {origin.x, origin.y, w, heat_h}, ui);
   ImGui::SetCursorScreenPos(ImVec2(origin.x, origin.y + heat_h + 6));
-  ImGui::TextDisabled("each chip's step, stacked: compute, collective, collective wait, transfer, host wait, other, idle");
+  DrawBreakdownKey(ui);
   DrawBars(m, {origin.x, origin.y + heat_h + 26, w, bars_h}, ui);
   ImGui::EndChild();
   ImGui::SameLine();
@@ -227,6 +227,27 @@ void FleetView::Draw(UiState& ui) {
   DrawSuspects(m, ui);
   ImGui::EndChild();
   ++drawn_;
+}
+
+// The stacked bars' colour key: a swatch per part, bottom up, on one line.
+void FleetView::DrawBreakdownKey(UiState& ui) {
+  ImGui::TextDisabled("each chip's step, stacked from the bottom:");
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  for (const Part& p : kParts) {
+    ImGui::SameLine(0, 10);
+    const ImVec2 at = ImGui::GetCursorScreenPos();
+    const float side = ImGui::GetTextLineHeight() - 2;
+    dl->AddRectFilled(ImVec2(at.x, at.y + 1), ImVec2(at.x + side, at.y + 1 + side), p.color.Packed());
+    dl->AddRect(ImVec2(at.x, at.y + 1), ImVec2(at.x + side, at.y + 1 + side), kDimText.Packed());
+    ImGui::Dummy(ImVec2(side + 3, side));
+    ImGui::SameLine(0, 0);
+    ImGui::TextUnformatted(p.name);
+    if (ui.layout) {
+      auto& item = ui.layout->Add("key", p.name, json{{"table", "slices"}}, at.x, at.y, side, side);
+      item["role"] = "breakdown_key";
+      item["color"] = absl::StrFormat("#%02x%02x%02x", p.color.r, p.color.g, p.color.b);
+    }
+  }
 }
 
 void FleetView::DrawHeader(const FleetModel& m, UiState& ui) {

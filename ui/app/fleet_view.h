@@ -65,6 +65,7 @@ class FleetView {
     int block = 1;
   };
   void DrawHeader(const FleetModel& m, UiState& ui);
+  void DrawBreakdownKey(UiState& ui);
   void DrawHeatmap(const FleetModel& m, const Area& a, UiState& ui);
   void DrawBars(const FleetModel& m, const Area& a, UiState& ui);
   void DrawSuspects(const FleetModel& m, UiState& ui);
