@@ -310,17 +310,20 @@ CheckReport CheckDatabase(const std::string& path) {
 
   // Every placement's index ranges parse (the Sharding view leaves out those
   // that do not), and each span's chips are the run's.
-  const bool spans = tables.count("shard_placement_spans") > 0;
+  // (A file a writer is migrating, or was killed migrating, still has the
+  // shard_placements table, and its rows are the ones to read.)
+  const bool spans = tables.count("shard_placement_spans") > 0 && !tables.count("shard_placements");
   if (spans || tables.count("shard_placements")) {
     int64_t damaged = 0;
     // ... and have their tensor's rank (a tensor's shape is "[64,784]").
     const bool shapes = tables.count("tensors") > 0;
     const std::string from =
         spans ? "shard_placement_spans p"
-              : "(SELECT run_id, tensor_id, device_id AS first_device, device_id AS last_device, index_ranges"
+              : "(SELECT run_id, tensor_id, device_id AS first_device, device_id AS last_device, index_ranges, bytes"
                 " FROM shard_placements) p";
     c.Each(absl::StrCat("SELECT p.run_id, p.tensor_id, p.first_device, p.last_device, p.index_ranges, ",
-                        shapes ? "t.shape" : "NULL", ", r.num_devices FROM ", from,
+                        shapes ? "t.shape" : "NULL", ", r.num_devices, typeof(p.bytes) = 'integer' AND p.bytes >= 0,"
+                        " p.bytes FROM ", from,
                         shapes ? " LEFT JOIN tensors t ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id" : "",
                         " LEFT JOIN runs r ON r.run_id = p.run_id"),
            [&](sqlite3_stmt* s) {
@@ -340,6 +343,9 @@ CheckReport CheckDatabase(const std::string& path) {
                                       chips_known ? absl::StrCat(chips) : "an unknown number of", " chips)");
              } else if (!ranges.ok()) {
                problem = std::string(ranges.status().message());
+             } else if (!sqlite3_column_int(s, 7)) {
+               problem = absl::StrCat("shard_placements.bytes '", std::string(text(8)).substr(0, 40),
+                                      "' is not a count of bytes");
              } else if (const int rank = ShapeRank(text(5));
                         rank >= 0 && static_cast<size_t>(rank) != ranges->size()) {
                problem = absl::StrCat("shard_placements.index_ranges '", std::string(text(4)), "' has ",

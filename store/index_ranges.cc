@@ -11,17 +11,15 @@
 namespace shardscope::store {
 
 absl::StatusOr<std::string> PlacementSpansSql(const Reader& reader) {
-  auto q = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'shard_placement_spans'");
+  // By what shard_placements is: a writer makes the spans table (empty) a
+  // moment before it migrates the old table's rows into it, and a reader in
+  // between, or after a writer killed there, must read the old table.
+  auto q = reader.Query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'shard_placements'");
   if (!q.ok()) return q.status();
-  if (q->Int(0, "n") > 0) return std::string("shard_placement_spans");
+  if (q->Int(0, "n") == 0) return std::string("shard_placement_spans");
   return std::string(
       "(SELECT run_id, tensor_id, tensor_name, device_id AS first_device, device_id AS last_device, index_ranges,"
       " bytes FROM shard_placements)");
-}
-
-int64_t SpanLastDevice(int64_t first, int64_t last) {
-  constexpr int64_t kMaxDevice = (int64_t{1} << 20) - 1;
-  return std::max(first, std::min(last, kMaxDevice));
 }
 
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::string_view text) {

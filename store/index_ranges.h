@@ -18,13 +18,9 @@ class Reader;
 // the columns run_id, tensor_id, tensor_name, first_device, last_device,
 // index_ranges, bytes. A version-4 file's shard_placement_spans; an older
 // file's shard_placements table read as spans of one chip (a reader does not
-// migrate). Reading spans rather than the view's rows spares expanding a
+// migrate), also while a writer is migrating it. Reading spans rather than the view's rows spares expanding a
 // replicated tensor into a row per chip.
 absl::StatusOr<std::string> PlacementSpansSql(const Reader& reader);
-
-// The last chip of a span as the `shard_placements` view expands it: never
-// before its first, never past chip 2^20 - 1 (a damaged span).
-int64_t SpanLastDevice(int64_t first, int64_t last);
 
 // DataLoss naming the text when it is not [b:e,...] with 0 <= b <= e.
 absl::StatusOr<std::vector<std::pair<int64_t, int64_t>>> ParseIndexRanges(std::string_view text);

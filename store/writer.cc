@@ -436,7 +436,7 @@ class Writer::Db {
     if (*v3 != "0") {
       if (absl::Status st = ConvertV3Placements(); !st.ok()) return st;
     }
-    if (absl::Status st = internal::Exec(db_, ViewTriggersSql()); !st.ok()) return st;
+    if (absl::Status st = ApplyViewTriggers(); !st.ok()) return st;
     for (const auto& [view, marker] : {std::pair{"step_device_summary", "host_wait_ns"},
                                        std::pair{"links", "$.peers"}, std::pair{"kernel_stats", "max_ns"}}) {
       auto sql = QueryText(
@@ -448,6 +448,34 @@ class Writer::Db {
         return st;
     }
     return absl::OkStatus();
+  }
+
+  // The views' triggers (store/view_triggers.sql), made again in one
+  // transaction when the file has an older set: `shard_placements_move`
+  // came with the set that fails, replaces or ignores a key taken twice as
+  // the table did.
+  absl::Status ApplyViewTriggers() {
+    auto current = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'shard_placements_move'");
+    if (!current.ok()) return current.status();
+    if (*current != "0") return absl::OkStatus();
+    if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
+    std::string sql;
+    for (const char* view : {"shard_placements", "sharding_decisions", "shard_placement_cuts"}) {
+      Stmt q;
+      if (absl::Status st = q.Prepare(db_, "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1");
+          !st.ok()) {
+        internal::Exec(db_, "ROLLBACK").IgnoreError();
+        return st;
+      }
+      q.Text(1, view);
+      while (sqlite3_step(q.get()) == SQLITE_ROW)
+        absl::StrAppend(&sql, "DROP TRIGGER IF EXISTS \"", reinterpret_cast<const char*>(sqlite3_column_text(q.get(), 0)),
+                        "\";");
+    }
+    absl::Status st = internal::Exec(db_, absl::StrCat(sql, ViewTriggersSql()));
+    if (st.ok()) st = internal::Exec(db_, "COMMIT");
+    if (!st.ok()) internal::Exec(db_, "ROLLBACK").IgnoreError();
+    return st;
   }
 
   // Version 3 kept a row per tensor per chip in a `shard_placements` table and

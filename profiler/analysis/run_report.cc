@@ -332,11 +332,13 @@ absl::Status Fill(const store::Reader& rd, const std::string& run, std::vector<S
   auto q = rd.Query(
       absl::StrCat("SELECT t.tensor_id, t.name, t.dtype, t.shape, t.sharding, t.sharding_source,"
                    " t.source_file, t.source_line,"
-                   " coalesce(sum(max(min(p.last_device, (SELECT num_devices - 1 FROM runs WHERE run_id = ?1)), p.first_device)"
-                   "   - p.first_device + 1), 0) AS devices,"
+                   " coalesce(sum(p.last_device - p.first_device + 1), 0) AS devices,"
                    " min(p.bytes) AS min_bytes, max(p.bytes) AS max_bytes"
                    " FROM tensors t LEFT JOIN ", *spans, " p"
                    "   ON p.run_id = t.run_id AND p.tensor_id = t.tensor_id"
+                   // A damaged span (backwards, or chips the run lacks) is left out, as the Sharding view does.
+                   "   AND p.first_device >= 0 AND p.last_device >= p.first_device"
+                   "   AND p.last_device < (SELECT num_devices FROM runs WHERE run_id = ?1)"
                    " WHERE t.run_id = ?1 GROUP BY t.tensor_id ORDER BY t.step, t.tensor_id"),
       {run});
   if (!q.ok()) return q.status();

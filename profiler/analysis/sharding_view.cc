@@ -298,7 +298,9 @@ std::string ChainTable(const store::Reader& rd, const std::string& run, const st
                            t->Text(0, "source_file").empty() ? "" : absl::StrCat(":", t->Int(0, "source_line")));
     }
     const std::string file = all->Text(i, "source_file");
-    rows.push_back({step == 0 ? "" : "<-", all->Text(i, "name"), all->Text(i, "sharding"), how,
+    // NULL: its sharding_texts row is gone (damage `shardscope check` names).
+    const std::string sharding = all->Text(i, "sharding", "(text missing from the file: see `shardscope check`)");
+    rows.push_back({step == 0 ? "" : "<-", all->Text(i, "name"), sharding, how,
                     file.empty() ? "" : absl::StrCat(file, ":", all->Int(i, "source_line"))});
     if (source != "propagated") break;
     const int64_t from = all->Int(i, "from_op_id", -1);

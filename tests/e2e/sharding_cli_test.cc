@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 #include "tests/e2e/shell.h"
 
 namespace shardscope {
@@ -173,17 +174,31 @@ TEST(ShardingDamage, ADamagedSpanIsNamedAndEndsSomewhere) {
   EXPECT_EQ(one.Int(0, "l"), 3);
   e2e::Exec(db, "UPDATE shard_placement_spans SET last_device = 9223372036854775807 WHERE tensor_name = 'l1.weight'");
   e2e::Exec(db, "UPDATE shard_placement_spans SET last_device = -5 WHERE tensor_name = 'l1.bias'");
+  e2e::Exec(db, "UPDATE shard_placement_spans SET bytes = 'lots' WHERE tensor_name = 'l2.bias'");
   Output check = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " check ", db));
   EXPECT_NE(check.code, 0) << check.text;
   EXPECT_TRUE(absl::StrContains(check.text, "chips 0-9223372036854775807 are not all the run's (it has 4 chips)"))
       << check.text;
   EXPECT_TRUE(absl::StrContains(check.text, "shard_placement_spans.last_device -5 is before first_device 0"))
       << check.text;
+  EXPECT_TRUE(absl::StrContains(check.text, "shard_placements.bytes 'lots' is not a count of bytes")) << check.text;
   auto rows = e2e::Q(db, "SELECT count(*) AS n FROM shard_placements WHERE tensor_name = 'l1.weight'");
   EXPECT_EQ(rows.Int(0, "n"), 1 << 20);  // stops at chip 2^20 - 1
   Output view = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " sharding ", db));
   EXPECT_EQ(view.code, 0) << view.text;
-  EXPECT_EQ(Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db)).code, 0);
+  EXPECT_TRUE(absl::StrContains(view.text, "chips 0-9223372036854775807: not chips of the run (it has 4)"))
+      << view.text;
+  // The report counts neither damaged span's chips.
+  Output report = Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " report ", db, " --format json"));
+  ASSERT_EQ(report.code, 0) << report.text;
+  const auto j = nlohmann::json::parse(report.text.substr(report.text.find('{')));
+  int seen = 0;
+  for (const auto& t : j["sharding"])
+    if (t["name"] == "l1.weight" || t["name"] == "l1.bias") {
+      ++seen;
+      EXPECT_EQ(t["devices"], 0) << t.dump();
+    }
+  EXPECT_EQ(seen, 2) << j["sharding"].dump();
 }
 
 }  // namespace

@@ -56,8 +56,10 @@ absl::StatusOr<ShardingChips> LoadShardingChips(const store::Reader& reader, int
   absl::Status read = reader.ForEachIntRow(
       absl::StrCat("SELECT first_device, last_device, bytes FROM ", *spans, " WHERE run_id = ?1"), {run}, 0,
       [&](const std::vector<int64_t>& row) {
-        const int64_t last = store::SpanLastDevice(row[0], row[1]);
-        for (auto it = at.lower_bound(row[0]); it != at.end() && it->first <= last; ++it) {
+        // A damaged span (backwards, or past the run's chips) is left out, as
+        // the Sharding view's table leaves it out and says so.
+        if (row[1] < row[0] || at.empty() || row[1] > at.rbegin()->first) return;
+        for (auto it = at.lower_bound(row[0]); it != at.end() && it->first <= row[1]; ++it) {
           out.chips[it->second].bytes += row[2];
           ++out.chips[it->second].tensors;
         }
@@ -74,6 +76,7 @@ absl::StatusOr<std::vector<ChipShard>> LoadChipShards(const store::Reader& reade
       " p.index_ranges AS ranges, p.bytes AS bytes FROM ", *spans, " p JOIN tensors t"
       " ON t.run_id = p.run_id AND t.tensor_id = p.tensor_id"
       " WHERE p.run_id = ?1 AND p.first_device <= ?2 AND p.last_device >= ?2"
+      " AND p.last_device < (SELECT num_devices FROM runs WHERE run_id = ?1)"
       " ORDER BY p.bytes DESC, p.tensor_name"),
       {absl::StrCat(run_id), absl::StrCat(device_id)});
   if (!q.ok()) return q.status();
