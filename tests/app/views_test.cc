@@ -660,6 +660,42 @@ TEST_F(ViewsTest, ClickingAChipInFleetOpensItsLaneAtThatStep) {
   EXPECT_EQ(focus[0]["label"], absl::StrCat("chip ", chip["ref"]["device_id"].get<int>()));
 }
 
+// A lane deep in a pod, opened from Fleet: the timeline scrolls to it, and
+// its clock's header, ruler and step labels stay pinned at the top over the
+// lanes instead of scrolling away with their place.
+TEST_F(ViewsTest, AChipDeepInAPodOpensWithItsRulerInSight) {
+  Open({.num_devices = 256, .num_hosts = 16});  // lanes past the window at their least height
+  ws_->ui().bring_to_front = ViewId::kFleet;
+  ws_->fleet().SetStep(2);
+  Settle();
+  std::vector<json> cells = Items("chip");
+  ASSERT_EQ(cells.size(), 256u);
+  Click(Center(cells.back()));
+  Frame();
+  Frame();
+  ASSERT_EQ(ws_->active_view(), ViewId::kTimeline);
+  Settle();
+  Frame();
+  json focus;
+  for (const json& m : Items("marker"))
+    if (m.value("role", "") == "focus") focus = m;
+  ASSERT_FALSE(focus.is_null());
+  std::vector<json> pinned;
+  for (const json& a : Items("axis"))
+    if (a.value("pinned", false)) pinned.push_back(a);
+  ASSERT_EQ(pinned.size(), 1u) << "the chip's lane is far enough down that its clock's header scrolled away";
+  EXPECT_EQ(pinned[0]["clock"], focus["ref"].value("clock", pinned[0]["clock"].get<std::string>()));
+  EXPECT_LT(pinned[0]["y"].get<float>(), focus["y"].get<float>());  // above the lane, in sight
+  int ticks = 0;
+  for (const json& t : Items("text"))
+    if (t.value("role", "") == "tick" && t["clock"] == pinned[0]["clock"]) {
+      ++ticks;
+      EXPECT_GE(t["y"].get<float>(), pinned[0]["y"].get<float>());
+      EXPECT_LE(t["y"].get<float>(), pinned[0]["y"].get<float>() + pinned[0]["h"].get<float>());
+    }
+  EXPECT_GT(ticks, 1);
+}
+
 // What a run's capture settings left out is said above the lanes: a blank
 // stretch of timeline (--trace-ring, --trace off) is never a silent gap.
 TEST_F(ViewsTest, TimelineSaysWhatTheCaptureLeftOut) {

@@ -459,10 +459,28 @@ void TimelineView::Select(int64_t track_id, const Slice& slice, UiState& ui) {
   }
 }
 
-void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui) {
+// Where a section's header is drawn: in its place, or, once that has
+// scrolled above the visible top while the section's lanes still show, pinned
+// there over them (its ruler stays in sight when a lane deep in a pod is
+// opened), pushed up by the section's end.
+float TimelineView::SectionHeaderY(const Row& header, const Frame& f) const {
+  const float natural = f.top + header.y;
+  if (natural >= f.clip_top || header.collapsed) return natural;
+  float bottom = natural + header.h;
+  for (const Row& row : layout_.rows)
+    if (row.section == header.section) bottom = std::max(bottom, f.top + row.y + row.h);
+  return std::max(natural, std::min(f.clip_top, bottom - header.h));
+}
+
+void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui, bool pinned) {
   const Section& s = sections_[row.section];
-  const float y = f.top + row.y;
+  const float y = pinned ? SectionHeaderY(row, f) : f.top + row.y;
   ImDrawList* dl = f.dl;
+  // Pinned, it is drawn over the lanes' images: in the overlay channel.
+  if (pinned) {
+    dl->ChannelsSetCurrent(kOverlayChannel);
+    dl->PushClipRect(ImVec2(f.left, f.clip_top), ImVec2(f.right, f.clip_bottom), false);
+  }
   dl->AddRectFilled(ImVec2(f.left, y), ImVec2(f.right, y + row.h), kSectionHeader.Packed());
   DrawDisclosure(dl, f.left + 5, y + 4, 10, row.collapsed, kClockLabel);
   dl->AddText(ImVec2(f.left + 20, y + 1), kClockLabel.Packed(), ClockLabel(s.clock));
@@ -486,8 +504,14 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
     item["offset_ns"] = overview_ ? overview_->alignment.offset_ns[c] : 0;
     item["note"] = note;
     item["collapsed"] = row.collapsed;
+    item["pinned"] = pinned;
   }
-  if (row.collapsed) return;
+  dl->AddLine(ImVec2(f.left, y + row.h - 1), ImVec2(f.right, y + row.h - 1), Rgb{70, 74, 82}.Packed());
+  if (pinned) dl->PopClipRect();
+  if (row.collapsed) {
+    if (pinned) dl->ChannelsSetCurrent(0);
+    return;
+  }
   // Ruler in this clock's own time; no ticks before its zero.
   const float ruler_y = y + 29;
   const double step = NiceStep(f.ns_per_px * 90);
@@ -508,7 +532,6 @@ void TimelineView::DrawSectionHeader(const Row& row, const Frame& f, UiState& ui
     }
   }
   }
-  dl->AddLine(ImVec2(f.left, y + row.h - 1), ImVec2(f.right, y + row.h - 1), Rgb{70, 74, 82}.Packed());
 }
 
 void TimelineView::DrawGroupHeader(const Row& row, const Frame& f, UiState& ui) {
@@ -976,7 +999,7 @@ void TimelineView::DrawStepMarkers(const Frame& f, UiState& ui) {
                                : 1e9;
     const bool label_steps = mean_px * every >= 44;
     auto [r0, r1] = f.Window(clock);
-    const float label_y = f.top + header->y + 15;
+    const float label_y = SectionHeaderY(*header, f) + 15;
     // Lanes have the markers in their images (PaintLane); the section's other
     // rows that show time (counters, compilations) get them drawn here, as
     // one pixel wide rects, not anti-aliased lines (twice the pixels).
@@ -1255,7 +1278,11 @@ void TimelineView::Draw(UiState& ui) {
       awaiting_located_ = false;
       select_flag_.clear();
       Select(found->first, found->second, ui);
-      // Show the slice's step on its clock, or the slice itself with room around it.
+      // Its lane in view (a chip deep in a pod lies far below the first),
+      RevealTrack(found->first);
+      scroll_track_ = found->first;
+      scroll_to_focus_ = true;
+      // and its step on its clock, or the slice itself with room around it.
       const Track* t = model_.FindTrack(found->first);
       if (t && overview_) {
         int64_t t0 = found->second.start_ns - 10 * found->second.dur_ns, t1 = found->second.end_ns() + 10 * found->second.dur_ns;
@@ -1426,8 +1453,13 @@ void TimelineView::Draw(UiState& ui) {
     f.dl->AddCallback(host_->OpaqueBegin(), nullptr);
     f.dl->ChannelsSetCurrent(0);
   }
+  std::vector<const Row*> pinned;  // section headers drawn over their lanes, after them
   for (const Row& row : layout_.rows) {
     const float y = f.top + row.y;
+    if (row.type == RowType::kSection && SectionHeaderY(row, f) != y) {
+      pinned.push_back(&row);
+      continue;
+    }
     // Rows scrolled out of the child are skipped entirely.
     if (y + row.h < f.clip_top || y > f.clip_bottom) continue;
     if (InRect(f.mouse, f.left, y, f.right, y + row.h) && (row.type == RowType::kSection || row.type == RowType::kGroup)) {
@@ -1445,6 +1477,15 @@ void TimelineView::Draw(UiState& ui) {
         break;
       case RowType::kCompiles: DrawCompiles(row, f, hover, ui); break;
       case RowType::kCounter: if (overview_) DrawCounter(row, f, hover, ui, wanted); break;
+    }
+  }
+  for (const Row* row : pinned) {
+    DrawSectionHeader(*row, f, ui, /*pinned=*/true);
+    const float y = SectionHeaderY(*row, f);
+    if (InRect(f.mouse, f.left, y, f.right, y + row->h)) {
+      hover = Hover();
+      hover.what = Hover::kHeader;
+      hover.header = row;
     }
   }
   DrawStepMarkers(f, ui);
@@ -1693,6 +1734,7 @@ void TimelineView::FollowFocus(UiState& ui, float avail_h) {
       if (auto w = StepWindow(track->clock, want.step)) ShowWindow(track->clock, w->first, w->second);
       focus_track_ = track->track_id;
       focus_step_ = want.step;
+      scroll_track_ = track->track_id;
       scroll_to_focus_ = true;
       followed_step_ = want.step;
       return;  // the lane's row is in the next frame's layout
@@ -1710,7 +1752,7 @@ void TimelineView::FollowFocus(UiState& ui, float avail_h) {
   if (scroll_to_focus_) {
     scroll_to_focus_ = false;
     for (const Row& row : layout_.rows)
-      if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == focus_track_ &&
+      if (row.type == RowType::kLane && model_.tracks[row.lane.index].track_id == scroll_track_ &&
           (row.y < ImGui::GetScrollY() || row.y + row.h > ImGui::GetScrollY() + avail_h))
         ImGui::SetScrollY(std::max(0.0f, row.y - avail_h / 3));
   }
@@ -1850,6 +1892,8 @@ void TimelineView::StepSearch(int direction) {
   }
   const SearchHit& hit = hits_[hit_index_];
   RevealTrack(hit.track_id);
+  scroll_track_ = hit.track_id;
+  scroll_to_focus_ = true;
   Select(hit.track_id, hit.slice, *ui_);
   if (const Track* t = model_.FindTrack(hit.track_id)) {
     const int64_t pad = std::max<int64_t>(10 * hit.slice.dur_ns, 25'000);

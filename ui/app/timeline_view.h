@@ -175,7 +175,9 @@ class TimelineView {
   double LastStepNs() const;
   void EnsureSections();
   void Select(int64_t track_id, const Slice& slice, UiState& ui);
-  void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui);
+  // `pinned`: drawn over the lanes at SectionHeaderY, not in its place.
+  void DrawSectionHeader(const Row& row, const Frame& f, UiState& ui, bool pinned = false);
+  float SectionHeaderY(const Row& header, const Frame& f) const;
   void DrawGroupHeader(const Row& row, const Frame& f, UiState& ui);
   void DrawLane(const Row& row, const Frame& f, Hover& hover, UiState& ui, std::vector<WindowKey>& wanted);
   void UpdatePrefetch(const Frame& f);
@@ -316,6 +318,7 @@ class TimelineView {
   int64_t focus_track_ = -1;
   int focus_step_ = -1;
   bool scroll_to_focus_ = false;
+  int64_t scroll_track_ = -1;  // the lane scroll_to_focus_ brings into view
   std::optional<int> followed_step_;  // the playhead step last shown
   void FollowFocus(UiState& ui, float avail_h);
 };
