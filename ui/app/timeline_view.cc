@@ -8,6 +8,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -695,17 +696,27 @@ void TimelineView::DrawLane(const Row& row, const Frame& f, Hover& hover, UiStat
   }
   {
     DataLayer layer(dl, f.DataMin(), f.DataMax());
+    // Slices of one depth may overlap (a chip's links busy at once in one
+    // collective): a label starts after the text of the one before it on
+    // its row, rather than over it.
+    std::map<float, float> text_end;  // row top -> x where its last label's text ends
+    const float small = kSmallFont / ImGui::GetFontSize();
     for (const LaneCache::Label& l : lc.labels) {
       const float x0 = f.atlas_x + l.x0, x1 = f.atlas_x + l.x1;
       if (x1 <= f.area_left || x0 >= f.right) continue;
       const float visible_w = std::min(x1, f.right) - std::max(x0, f.area_left);
       if (l.min_width == 30 && visible_w <= 30) continue;  // a slice: named when 30 px of it show
       const float ry0 = y0 + l.y0, ry1 = y0 + l.y1;
+      float tx = std::max(x0, f.area_left) + 4;
+      if (auto it = text_end.find(ry0); it != text_end.end() && tx < it->second) tx = it->second + 6;
+      const float right = std::min(x1, f.right) - 2;
+      if (tx + 12 > right) continue;  // no room left for a name
       std::string text = l.count > 0    ? absl::StrCat(l.count, " slices")
                          : l.others > 0 ? absl::StrCat(Name(l.name_id), " +", l.others)
                                         : Name(l.name_id);
-      ImVec4 clip(std::max(x0, f.area_left) + 2, ry0, std::min(x1, f.right) - 2, ry1);
-      SmallText(dl, std::max(x0, f.area_left) + 4, ry0 + (ry1 - ry0 - kSmallFont) / 2, l.color, text, kSmallFont, &clip);
+      ImVec4 clip(tx - 2, ry0, right, ry1);
+      SmallText(dl, tx, ry0 + (ry1 - ry0 - kSmallFont) / 2, l.color, text, kSmallFont, &clip);
+      text_end[ry0] = std::min(right, tx + ImGui::CalcTextSize(text.c_str()).x * small);
     }
   }
 
@@ -1503,6 +1514,9 @@ void TimelineView::Draw(UiState& ui) {
       }
     }
   }
+  // What is drawn from here on (flows, the range band, search marks) goes
+  // under a pinned header, not over its ruler.
+  for (const Row* row : pinned) f.clip_top = std::max(f.clip_top, SectionHeaderY(*row, f) + row->h);
   DrawFlow(f, ui);
   if (overview_) {
     DrawRangeBand(f, ui);
