@@ -173,16 +173,39 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
       return s;
   for (auto& [key, ns] : transfers) out.transfer_ns[key] = MedianNs(std::move(ns));
 
+  // A run whose inputs changed shape part way (the mlp demo's batch at step
+  // 10) ran another program from then on: its step is timed over the steps
+  // before, at the batch it was recorded with, which is the one a simulated
+  // run of that workload runs (mixed, mlp's 20 steps of batch 64 then 48 put
+  // the median between the two).
+  auto changed = reader->Query(
+      "SELECT step, cause_detail FROM compilations WHERE run_id = ?1 AND cause_kind = 'input_shape_changed'"
+      " AND step > 0 ORDER BY step LIMIT 1",
+      {id});
+  if (!changed.ok()) return changed.status();
+  if (!changed->rows.empty()) {
+    out.shapes_changed_at = static_cast<int>(changed->Int(0, "step"));
+    out.shapes_change = changed->Text(0, "cause_detail");
+  }
   // The step: each step's span over every chip, less what every chip waited for the host.
-  std::vector<int64_t> spans, waits;
+  std::vector<int64_t> spans, waits, later_spans, later_waits;
   if (absl::Status s = reader->ForEachIntRow(
-          "SELECT max(span_ns), min(host_wait_ns) FROM step_device_summary WHERE run_id = ?1 GROUP BY step", {id}, 0,
+          "SELECT max(span_ns), min(host_wait_ns), step FROM step_device_summary WHERE run_id = ?1 GROUP BY step", {id},
+          0,
           [&](const std::vector<int64_t>& r) {
-            spans.push_back(r[0] - r[1]);
-            waits.push_back(r[1]);
+            const bool later = out.shapes_changed_at >= 0 && r[2] >= out.shapes_changed_at;
+            (later ? later_spans : spans).push_back(r[0] - r[1]);
+            (later ? later_waits : waits).push_back(r[1]);
           });
       !s.ok())
     return s;
+  out.steps_left_out = static_cast<int>(later_spans.size());
+  if (spans.empty()) {
+    // Only later steps were kept (a ring capture): they are all there is.
+    spans = std::move(later_spans);
+    waits = std::move(later_waits);
+    out.steps_left_out = 0;
+  }
   out.steps = static_cast<int>(spans.size());
   out.step_ns = QuantileOf(spans, 0.5);
   out.host_wait_ns = MedianNs(waits);

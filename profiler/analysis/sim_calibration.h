@@ -46,7 +46,13 @@ struct RecordedDeviceTimes {
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
   // median device time of one, over every chip and step.
   std::map<std::pair<std::string, int64_t>, int64_t> transfer_ns;
-  int steps = 0;
+  int steps = 0;  // the steps timed below
+  // The first step whose inputs changed shape (-1: none), what changed, and
+  // the steps from there on, left out of the step's time: they ran another
+  // program than the one the run's batch compiles.
+  int shapes_changed_at = -1;
+  std::string shapes_change;
+  int steps_left_out = 0;
   // Device clock, median over steps (analysis/quantile.h's, as the report's:
   // the lower middle of an even count had put a cnn's 8 steps at 28.8 ms
   // against a median of 30.1, and the errors with it): each step's span over every chip with

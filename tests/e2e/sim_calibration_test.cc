@@ -248,6 +248,33 @@ TEST(SimCalibration, AFaultedSourceRunIsNamedWithItsFaults) {
   EXPECT_EQ(c.text.find("note: --calibrate-from"), std::string::npos) << c.text;
 }
 
+// A source whose batch changed part way (the mlp demo's, at --change-step)
+// ran another program from there: its step is timed over the steps before,
+// and the note says so. Mixed, the median fell between the two batches.
+TEST(SimCalibration, ASourceWhoseBatchChangedIsTimedBeforeTheChange) {
+  const std::string changed = TempDb("calib_batch_changed");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, " run mlp --mesh 8x1 --topology 2x4 --batch 64 --change-step 3 --steps 6 --quiet",
+                               " --db ", changed))
+                .code,
+            0);
+  const std::string sim = TempDb("calib_from_batch_changed");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet",
+                                " --calibrate-from ", changed, " --db ", sim));
+  ASSERT_EQ(o.code, 0) << o.text;
+  EXPECT_NE(o.text.find("its inputs changed shape at step 3 (input x f32[64,784] -> f32[48,784]): its step is timed "
+                        "over the 3 steps before, at the batch it was recorded with (3 later steps ran another program)"),
+            std::string::npos)
+      << o.text;
+  // The recorded step stored is the median of steps 0-2 alone.
+  store::QueryResult steps = Q(changed,
+                               "SELECT step, max(span_ns) - min(host_wait_ns) AS s FROM step_device_summary"
+                               " GROUP BY step ORDER BY step");
+  ASSERT_EQ(steps.rows.size(), 6u);
+  std::vector<int64_t> before = {steps.Int(0, "s"), steps.Int(1, "s"), steps.Int(2, "s")};
+  std::sort(before.begin(), before.end());
+  EXPECT_EQ(Q(sim, "SELECT recorded_step_ns FROM sim_calibrations").Int(0, "recorded_step_ns"), before[1]);
+}
+
 TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   const std::string never = TempDb("calib_never");
   auto refused = [&](const std::string& args, const std::string& message) {

@@ -96,6 +96,10 @@ runtime::RecordedOpTimes ToRecordedOpTimes(const analysis::RecordedDeviceTimes& 
   return out;
 }
 
+// "input x f32[64,784] -> f32[48,784]" of a recompilation's cause, without
+// where the input was made and read.
+static std::string ChangeOnly(const std::string& detail) { return detail.substr(0, std::min(detail.find(" ("), size_t{160})); }
+
 std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_t chips, int64_t batch,
                               const std::string& mesh, const std::string& sharding) {
   std::vector<std::string> why;
@@ -108,6 +112,17 @@ std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_
   if (!times.ended_early.empty())
     why.push_back(absl::StrCat("it did not finish (", times.ended_early, "): its ", times.steps,
                                times.steps == 1 ? " step is" : " steps are", " all it has to time"));
+  if (times.shapes_changed_at >= 0 && times.steps_left_out == 0)
+    why.push_back(absl::StrCat("its inputs changed shape at step ", times.shapes_changed_at, " (",
+                               ChangeOnly(times.shapes_change), ") and it kept no step from before: its ",
+                               times.steps, times.steps == 1 ? " step runs" : " steps run",
+                               " another program than its recorded batch compiles"));
+  else if (times.shapes_changed_at >= 0)
+    why.push_back(absl::StrCat("its inputs changed shape at step ", times.shapes_changed_at, " (",
+                               ChangeOnly(times.shapes_change), "): its step is timed over the ", times.steps,
+                               times.steps == 1 ? " step" : " steps", " before, at the batch it was recorded with (",
+                               times.steps_left_out, " later ", times.steps_left_out == 1 ? "step" : "steps",
+                               " ran another program)"));
   std::vector<std::string> other;
   if (times.chips > 0 && times.chips != chips)
     other.push_back(absl::StrCat(times.chips, " chips against ", chips));
