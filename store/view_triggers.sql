@@ -70,11 +70,19 @@ CREATE TRIGGER IF NOT EXISTS shard_placements_move INSTEAD OF UPDATE ON shard_pl
    WHERE changes() = 1 AND run_id = OLD.run_id AND tensor_id = OLD.tensor_id AND first_device = OLD.device_id;
 END;
 
-CREATE TRIGGER IF NOT EXISTS sharding_decisions_insert INSTEAD OF INSERT ON sharding_decisions BEGIN
+-- A run's sharding texts; inserting (run, text) into this view adds the text
+-- with the run's next id unless the run has it already.
+CREATE VIEW IF NOT EXISTS sharding_text_adds AS SELECT run_id, sharding FROM sharding_texts;
+
+CREATE TRIGGER IF NOT EXISTS sharding_text_adds_insert INSTEAD OF INSERT ON sharding_text_adds BEGIN
   INSERT INTO sharding_texts
   SELECT NEW.run_id, (SELECT coalesce(max(sharding_id), 0) + 1 FROM sharding_texts WHERE run_id = NEW.run_id),
          NEW.sharding
    WHERE NOT EXISTS (SELECT 1 FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding);
+END;
+
+CREATE TRIGGER IF NOT EXISTS sharding_decisions_insert INSTEAD OF INSERT ON sharding_decisions BEGIN
+  INSERT INTO sharding_text_adds VALUES (NEW.run_id, NEW.sharding);
   INSERT INTO sharding_decision_rows VALUES (NEW.run_id, NEW.graph_id, NEW.op_id, NEW.name,
          (SELECT sharding_id FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding),
          NEW.source, NEW.via, NEW.source_file, NEW.source_line, NEW.from_op_id);
@@ -86,10 +94,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS sharding_decisions_update INSTEAD OF UPDATE ON sharding_decisions
   WHEN NEW.run_id IS OLD.run_id AND NEW.graph_id IS OLD.graph_id AND NEW.op_id IS OLD.op_id BEGIN
-  INSERT INTO sharding_texts
-  SELECT NEW.run_id, (SELECT coalesce(max(sharding_id), 0) + 1 FROM sharding_texts WHERE run_id = NEW.run_id),
-         NEW.sharding
-   WHERE NOT EXISTS (SELECT 1 FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding);
+  INSERT INTO sharding_text_adds VALUES (NEW.run_id, NEW.sharding);
   UPDATE sharding_decision_rows SET name = NEW.name,
          sharding_id = (SELECT sharding_id FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding),
          source = NEW.source, via = NEW.via, source_file = NEW.source_file, source_line = NEW.source_line,
@@ -99,10 +104,7 @@ END;
 
 CREATE TRIGGER IF NOT EXISTS sharding_decisions_move INSTEAD OF UPDATE ON sharding_decisions
   WHEN NOT (NEW.run_id IS OLD.run_id AND NEW.graph_id IS OLD.graph_id AND NEW.op_id IS OLD.op_id) BEGIN
-  INSERT INTO sharding_texts
-  SELECT NEW.run_id, (SELECT coalesce(max(sharding_id), 0) + 1 FROM sharding_texts WHERE run_id = NEW.run_id),
-         NEW.sharding
-   WHERE NOT EXISTS (SELECT 1 FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding);
+  INSERT INTO sharding_text_adds VALUES (NEW.run_id, NEW.sharding);
   INSERT INTO sharding_decision_rows VALUES (NEW.run_id, NEW.graph_id, NEW.op_id, NEW.name,
          (SELECT sharding_id FROM sharding_texts WHERE run_id = NEW.run_id AND sharding = NEW.sharding),
          NEW.source, NEW.via, NEW.source_file, NEW.source_line, NEW.from_op_id);

@@ -451,16 +451,16 @@ class Writer::Db {
   }
 
   // The views' triggers (store/view_triggers.sql), made again in one
-  // transaction when the file has an older set: `shard_placements_move`
-  // came with the set that fails, replaces or ignores a key taken twice as
-  // the table did.
+  // transaction when the file has an older set: `sharding_text_adds_insert`
+  // came with the newest.
   absl::Status ApplyViewTriggers() {
-    auto current = QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'shard_placements_move'");
+    auto current =
+        QueryText("SELECT COUNT(*) FROM sqlite_master WHERE type = 'trigger' AND name = 'sharding_text_adds_insert'");
     if (!current.ok()) return current.status();
     if (*current != "0") return absl::OkStatus();
     if (absl::Status st = internal::Exec(db_, "BEGIN IMMEDIATE"); !st.ok()) return st;
     std::string sql;
-    for (const char* view : {"shard_placements", "sharding_decisions", "shard_placement_cuts"}) {
+    for (const char* view : {"shard_placements", "sharding_decisions", "shard_placement_cuts", "sharding_text_adds"}) {
       Stmt q;
       if (absl::Status st = q.Prepare(db_, "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?1");
           !st.ok()) {

@@ -200,11 +200,12 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
       !s.ok())
     return s;
   out.steps_left_out = static_cast<int>(later_spans.size());
-  if (spans.empty()) {
+  if (spans.empty() && !later_spans.empty()) {
     // Only later steps were kept (a ring capture): they are all there is.
     spans = std::move(later_spans);
     waits = std::move(later_waits);
     out.steps_left_out = 0;
+    out.timed_after_change = true;
   }
   out.steps = static_cast<int>(spans.size());
   out.step_ns = QuantileOf(spans, 0.5);

@@ -53,6 +53,7 @@ struct RecordedDeviceTimes {
   int shapes_changed_at = -1;
   std::string shapes_change;
   int steps_left_out = 0;
+  bool timed_after_change = false;  // no step from before was kept: the later ones are timed
   // Device clock, median over steps (analysis/quantile.h's, as the report's:
   // the lower middle of an even count had put a cnn's 8 steps at 28.8 ms
   // against a median of 30.1, and the errors with it): each step's span over every chip with

@@ -112,12 +112,12 @@ std::string CalibrationCaveat(const analysis::RecordedDeviceTimes& times, int64_
   if (!times.ended_early.empty())
     why.push_back(absl::StrCat("it did not finish (", times.ended_early, "): its ", times.steps,
                                times.steps == 1 ? " step is" : " steps are", " all it has to time"));
-  if (times.shapes_changed_at >= 0 && times.steps_left_out == 0)
+  if (times.timed_after_change)
     why.push_back(absl::StrCat("its inputs changed shape at step ", times.shapes_changed_at, " (",
                                ChangeOnly(times.shapes_change), ") and it kept no step from before: its ",
                                times.steps, times.steps == 1 ? " step runs" : " steps run",
                                " another program than its recorded batch compiles"));
-  else if (times.shapes_changed_at >= 0)
+  else if (times.steps_left_out > 0)
     why.push_back(absl::StrCat("its inputs changed shape at step ", times.shapes_changed_at, " (",
                                ChangeOnly(times.shapes_change), "): its step is timed over the ", times.steps,
                                times.steps == 1 ? " step" : " steps", " before, at the batch it was recorded with (",
