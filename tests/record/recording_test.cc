@@ -82,13 +82,15 @@ absl::Status TrainMlp(const std::string& db, std::vector<std::string> faults, in
   return (*rec)->Finish();
 }
 
-std::vector<std::string> Flagged(const std::string& db) {
+// The flagged suspects; `why` gets the whole diagnosis, so that a failure shows its evidence.
+std::vector<std::string> Flagged(const std::string& db, std::string* why = nullptr) {
   auto reader = store::Reader::Open(db);
   EXPECT_TRUE(reader.ok()) << reader.status();
   if (!reader.ok()) return {};
   auto report = analysis::AnalyzeFleet(*reader, {});
   EXPECT_TRUE(report.ok()) << report.status();
   if (!report.ok()) return {};
+  if (why) *why = analysis::RenderFleetText(*report);
   std::vector<std::string> out;
   for (const analysis::FleetSuspect& s : report->suspects)
     if (s.flagged) out.push_back(s.kind + " " + s.id);
@@ -102,11 +104,17 @@ std::vector<std::string> Flagged(const std::string& db) {
 // at 70% speed in most. (Its steps still swing: the chip is found by the
 // sign test's bound on its median step, as Student's t on the mean is not.)
 TEST(Recording, AUserProgramsSlowChipIsFoundAndAHealthyRunFlagsNone) {
+  // 16 steps, 15 analysed: the sign test's bound is then the third-lowest
+  // step's ratio, where at 10 steps it was the lowest. At 10 the chip was
+  // missed once in CI (never in 185 runs here, idle or loaded), its cause not
+  // kept: a failure now prints the diagnosis, to say which test held it back.
+  const int kSteps = 16;
   const std::string slow = TempDb("fleet_slow"), healthy = TempDb("fleet_healthy");
-  ASSERT_TRUE(TrainMlp(slow, {"slow-chip:6:0.7"}, 10).ok());
-  EXPECT_EQ(Flagged(slow), std::vector<std::string>{"chip 6"});
-  ASSERT_TRUE(TrainMlp(healthy, {}, 10).ok());
-  EXPECT_EQ(Flagged(healthy), std::vector<std::string>{});
+  std::string why;
+  ASSERT_TRUE(TrainMlp(slow, {"slow-chip:6:0.7"}, kSteps).ok());
+  EXPECT_EQ(Flagged(slow, &why), std::vector<std::string>{"chip 6"}) << why;
+  ASSERT_TRUE(TrainMlp(healthy, {}, kSteps).ok());
+  EXPECT_EQ(Flagged(healthy, &why), std::vector<std::string>{}) << why;
   // Its kernels run at their speed: before, 12% of them took over a
   // millisecond after the first step (faults); now under 1% may.
   auto slow_kernels = Query(healthy,
