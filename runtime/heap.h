@@ -11,7 +11,9 @@ namespace shardscope::runtime {
 // arena: a per-thread arena's heap is unmapped whenever it empties, and the
 // chips' threads empty theirs every step). Once per process; the first call
 // wins. SHARDSCOPE_KEEP_HEAP=0 leaves the process's malloc settings alone.
-// Returns whether the settings were applied.
+// Returns whether the settings were applied. One arena means one lock for
+// every thread's malloc: the kernels therefore allocate nothing once warm
+// (tests/runtime/kernel_alloc_test.cc); more arenas brought the faults back.
 bool KeepFreedMemory();
 
 }  // namespace shardscope::runtime

@@ -153,18 +153,12 @@ Gang* CurrentGang() { return current_gang; }
 GangScope::GangScope(Gang* gang) : prev_(current_gang) { current_gang = gang; }
 GangScope::~GangScope() { current_gang = prev_; }
 
-void ParallelRange(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  Gang* g = current_gang;
-  const int64_t max_parts = g ? g->width() : 1;
-  const int64_t parts = std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, max_parts);
-  if (parts <= 1) {
-    if (n > 0) fn(0, n);
-    return;
-  }
-  g->Run(static_cast<int>(parts), [&](int p) {
+void RunRangesOnGang(Gang& gang, int64_t n, int64_t parts, const std::function<void(int64_t, int64_t)>& fn) {
+  auto part = [&](int p) {
     const int64_t b = n * p / parts, e = n * (p + 1) / parts;
     if (e > b) fn(b, e);
-  });
+  };
+  gang.Run(static_cast<int>(parts), std::function<void(int)>(std::ref(part)));  // a reference: no allocation
 }
 
 }  // namespace shardscope::runtime

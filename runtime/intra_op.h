@@ -10,6 +10,7 @@
 // not count time spent waiting for a core.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <condition_variable>
@@ -75,9 +76,26 @@ class GangScope {
   Gang* prev_;
 };
 
+// Runs fn over [0, n) in `parts` contiguous ranges on `gang` (ParallelRange's split).
+void RunRangesOnGang(Gang& gang, int64_t n, int64_t parts, const std::function<void(int64_t, int64_t)>& fn);
+
 // Splits [0, n) into contiguous ranges of at least `grain` items, at most one
 // per gang thread, and runs fn(begin, end) on each; inline without a gang.
-void ParallelRange(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+// A template so that the inline case builds no std::function: a lambda that
+// captures more than two words made one allocate, and a small kernel's
+// allocations took the one arena's lock against the other chip thread's
+// (runtime/heap.h).
+template <typename Fn>
+void ParallelRange(int64_t n, int64_t grain, Fn&& fn) {
+  Gang* g = CurrentGang();
+  const int64_t max_parts = g ? g->width() : 1;
+  const int64_t parts = std::clamp<int64_t>(n / std::max<int64_t>(grain, 1), 1, max_parts);
+  if (parts <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  RunRangesOnGang(*g, n, parts, std::function<void(int64_t, int64_t)>(std::ref(fn)));
+}
 
 // CPU time of the calling thread (CLOCK_THREAD_CPUTIME_ID), ns.
 int64_t ThreadCpuNs();

@@ -24,12 +24,15 @@ std::string Describe(const Instruction& instr) {
   return s;
 }
 
-absl::Status UnsupportedType(const Instruction& instr, DType t) {
-  if (t == DType::kBF16 || t == DType::kF16) {
-    return Unimplemented(instr, "element type ", DTypeName(t),
+Unsupported::operator absl::Status() const {
+  if (convert)
+    return Unimplemented(*instr, "convert from ", DTypeName(type), " to ", DTypeName(to),
+                         " is not computed by this build (supported: f32, f64, i32, i64, i1)");
+  if (type == DType::kBF16 || type == DType::kF16) {
+    return Unimplemented(*instr, "element type ", DTypeName(type),
                          " is not computed by this build's kernels (convert to f32 first)");
   }
-  return Invalid(instr, "element type ", DTypeName(t), " is not valid for this op");
+  return Invalid(*instr, "element type ", DTypeName(type), " is not valid for this op");
 }
 
 void* Scratch(int slot, int64_t bytes) {

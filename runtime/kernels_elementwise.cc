@@ -307,9 +307,7 @@ absl::Status EvalConvert(const Instruction& instr, const Literal& a, Literal* ou
     }
     return absl::OkStatus();
   }
-  const absl::Status unsupported = Unimplemented(
-      instr, "convert from ", DTypeName(a.shape().dtype), " to ", DTypeName(os.dtype),
-      " is not computed by this build (supported: f32, f64, i32, i64, i1)");
+  const Unsupported unsupported{&instr, a.shape().dtype, /*convert=*/true, os.dtype};
   return VisitWithPred(
       a.shape().dtype,
       [&](auto from_tag) -> absl::Status {

@@ -8,11 +8,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 // See kernels_dot.cc: a GCC 12 false positive inside AVX-512 intrinsics.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <Eigen/Core>
 
+#include "absl/container/inlined_vector.h"
 #include "runtime/intra_op.h"
 #include "runtime/kernels.h"
 #include "runtime/kernels_internal.h"
@@ -56,20 +58,22 @@ struct Step {
   bool needs_block = true;
 };
 
-BroadcastMap MapBroadcast(const Instruction& b) {
-  BroadcastMap m;
+// Sets `m` to how broadcast `b` maps its output to its operand, reusing m's
+// vectors (a runner's steps are kept per thread: no allocation once grown).
+void MapBroadcast(const Instruction& b, BroadcastMap* m) {
   const Shape& in = b.operands[0]->shape;
   const Shape& out = b.shape;
   const int64_t ie = in.elements();
+  m->size = 1;
   if (ie == 1) {
-    m.mode = BroadcastMap::Mode::kSplat;
-    return m;
+    m->mode = BroadcastMap::Mode::kSplat;
+    return;
   }
   // The operand's dims of size > 1 (size-1 dims repeat, like missing ones),
   // in order and each filling its output dim: the operand is then the
   // output's trailing block (i % size) when they are the output's last dims,
   // or its leading block (i / size) when they are its first ones.
-  std::vector<int64_t> kept;  // output positions of the operand's dims of size > 1
+  absl::InlinedVector<int64_t, 8> kept;  // output positions of the operand's dims of size > 1
   bool ordered = true, full = true;
   for (size_t k = 0; k < b.dims.size(); ++k) {
     if (in.dims[k] == 1) continue;
@@ -88,24 +92,23 @@ BroadcastMap MapBroadcast(const Instruction& b) {
     for (int64_t d = hi + 1; d < r; ++d) suffix &= out.dims[d] == 1;
     for (int64_t d = 0; d < lo; ++d) prefix &= out.dims[d] == 1;
     if (suffix) {
-      m.mode = BroadcastMap::Mode::kInner;
-      m.size = ie;
-      return m;
+      m->mode = BroadcastMap::Mode::kInner;
+      m->size = ie;
+      return;
     }
     if (prefix) {
-      m.mode = BroadcastMap::Mode::kOuter;
-      m.size = out.elements() / ie;
-      return m;
+      m->mode = BroadcastMap::Mode::kOuter;
+      m->size = out.elements() / ie;
+      return;
     }
   }
-  m.mode = BroadcastMap::Mode::kGeneral;
-  m.out_dims = out.dims;
-  m.strides.assign(r, 0);
-  std::vector<int64_t> in_strides(n, 1);
+  m->mode = BroadcastMap::Mode::kGeneral;
+  m->out_dims.assign(out.dims.begin(), out.dims.end());
+  m->strides.assign(r, 0);
+  absl::InlinedVector<int64_t, 8> in_strides(n, 1);
   for (int k = n - 2; k >= 0; --k) in_strides[k] = in_strides[k + 1] * in.dims[k + 1];
   for (int k = 0; k < n; ++k)
-    if (in.dims[k] != 1) m.strides[b.dims[k]] = in_strides[k];
-  return m;
+    if (in.dims[k] != 1) m->strides[b.dims[k]] = in_strides[k];
 }
 
 // Fills dst[0..len) with the broadcast's values at output indices [begin, begin+len).
@@ -136,7 +139,7 @@ void Broadcast(const BroadcastMap& m, const T* src, int64_t begin, int64_t len, 
     }
     case BroadcastMap::Mode::kGeneral: {
       const int r = static_cast<int>(m.out_dims.size());
-      std::vector<int64_t> idx(r);
+      absl::InlinedVector<int64_t, 8> idx(r);
       int64_t rest = begin, off = 0;
       for (int k = r - 1; k >= 0; --k) {
         idx[k] = rest % m.out_dims[k];
@@ -207,27 +210,46 @@ float ScalarOp(Opcode op, float x, float y) {
   }
 }
 
+// A runner's per-member state, kept per thread and reused. Built fresh per
+// call (a vector per member and one per instruction id, twice a call), a
+// small kernel's time was mostly malloc under the one arena's lock that the
+// other chip thread takes too (runtime/heap.h): the cnn's fused kernels under
+// 4 KiB took 9.5 us a call, 3 us without (docs/simulate.md).
+struct RunnerState {
+  std::vector<Step> steps;  // grows only; a runner uses the first members.size()
+  std::vector<float*> ptr_f;
+  std::vector<Pred*> ptr_p;
+  bool busy = false;  // a runner of this thread holds it
+};
+
+RunnerState& ThreadRunnerState() {
+  thread_local RunnerState s;
+  return s;
+}
+
 class FusedRunner {
  public:
   FusedRunner(const FusedKernel& k, const std::vector<const Literal*>& values) : kernel_(k) {
-    std::vector<int> member_of_id;
-    for (size_t m = 0; m < k.members.size(); ++m) {
+    RunnerState& shared = ThreadRunnerState();
+    state_ = shared.busy ? &own_ : &shared;  // a second runner alive on this thread: its own
+    state_->busy = true;
+    n_ = k.members.size();
+    if (state_->steps.size() < n_) state_->steps.resize(n_);
+    for (size_t m = 0; m < n_; ++m) {
       const Instruction* i = k.members[m];
-      if (i->id >= static_cast<int64_t>(member_of_id.size())) member_of_id.resize(i->id + 1, -1);
-      member_of_id[i->id] = static_cast<int>(m);
-    }
-    for (const Instruction* i : k.members) {
-      Step s;
+      Step& s = state_->steps[m];
       s.instr = i;
       s.pred = i->shape.dtype == DType::kI1;
       s.alias = i->op == Opcode::kReshape;
-      if (i->op == Opcode::kBroadcastInDim) s.bcast = MapBroadcast(*i);
+      s.splat = false;
+      s.splat_value = 0;
+      s.needs_block = true;
+      s.in.clear();
+      if (i->op == Opcode::kBroadcastInDim) MapBroadcast(*i, &s.bcast);
       for (const Instruction* o : i->operands) {
         Source src;
-        if (o->id < static_cast<int64_t>(member_of_id.size()) && member_of_id[o->id] >= 0)
-          src.member = member_of_id[o->id];
-        else
-          src.value = values[o->id];
+        src.member = MemberIndex(o, m);
+        if (src.member < 0) src.value = values[o->id];
         s.in.push_back(src);
       }
       if (i->op == Opcode::kBroadcastInDim && s.bcast.mode == BroadcastMap::Mode::kSplat && !s.pred &&
@@ -235,24 +257,27 @@ class FusedRunner {
         s.splat = true;
         s.splat_value = s.in[0].value->as<float>()[0];
       }
-      steps_.push_back(std::move(s));
     }
-    for (Step& st : steps_)
-      if (st.splat) st.needs_block = false;
-    for (const Step& st : steps_) {
+    for (size_t m = 0; m < n_; ++m)
+      if (step(m).splat) step(m).needs_block = false;
+    for (size_t m = 0; m < n_; ++m) {
+      const Step& st = step(m);
       const bool scalar_aware = ScalarAware(st.instr->op) && st.in.size() == 2 && !st.pred;
       for (const Source& src : st.in)
-        if (src.member >= 0 && !scalar_aware) steps_[src.member].needs_block = true;
+        if (src.member >= 0 && !scalar_aware) step(src.member).needs_block = true;
     }
     // The root's block is the kernel's output: a splat root is always filled.
-    if (steps_.back().splat) steps_.back().needs_block = true;
+    if (step(n_ - 1).splat) step(n_ - 1).needs_block = true;
   }
+  ~FusedRunner() { state_->busy = false; }
+  FusedRunner(const FusedRunner&) = delete;
+  FusedRunner& operator=(const FusedRunner&) = delete;
 
   absl::Status Check() const {
-    for (const Step& s : steps_)
-      for (const Source& src : s.in)
+    for (size_t m = 0; m < n_; ++m)
+      for (const Source& src : step(m).in)
         if (src.member < 0 && !src.value)
-          return absl::InternalError(absl::StrCat(kernel_.name(), ": an operand of ", s.instr->id, " is missing"));
+          return absl::InternalError(absl::StrCat(kernel_.name(), ": an operand of ", step(m).instr->id, " is missing"));
     return absl::OkStatus();
   }
 
@@ -260,11 +285,13 @@ class FusedRunner {
   // then the root into `root_out` (f32 or i1, len elements) — or, for a
   // reduce kernel, leaves the reduce's operand block in `*reduce_in`.
   void RunBlock(Blocks& b, int64_t begin, int64_t len, void* root_out, const float** reduce_in) {
-    ptr_f_.assign(steps_.size(), nullptr);
-    ptr_p_.assign(steps_.size(), nullptr);
-    const size_t last = steps_.size() - 1;
-    for (size_t m = 0; m < steps_.size(); ++m) {
-      const Step& s = steps_[m];
+    std::vector<float*>& ptr_f = state_->ptr_f;
+    std::vector<Pred*>& ptr_p = state_->ptr_p;
+    ptr_f.assign(n_, nullptr);
+    ptr_p.assign(n_, nullptr);
+    const size_t last = n_ - 1;
+    for (size_t m = 0; m < n_; ++m) {
+      const Step& s = step(m);
       if (m == last && s.instr->op == Opcode::kReduce) {
         *reduce_in = F(b, s.in[0], begin, len, 0);
         return;
@@ -272,8 +299,8 @@ class FusedRunner {
       const Source& first = s.in[0];
       if (s.alias && m != last && (first.member >= 0 || first.value->elements() == len)) {
         // A reshape inside the kernel is free: its block is its operand's.
-        ptr_f_[m] = s.pred ? nullptr : const_cast<float*>(F(b, first, begin, len, 0));
-        ptr_p_[m] = s.pred ? const_cast<Pred*>(P(b, first, begin, len, 0)) : nullptr;
+        ptr_f[m] = s.pred ? nullptr : const_cast<float*>(F(b, first, begin, len, 0));
+        ptr_p[m] = s.pred ? const_cast<Pred*>(P(b, first, begin, len, 0)) : nullptr;
         continue;
       }
       if (!s.needs_block) continue;  // a splat read as its value (Scalar)
@@ -284,8 +311,8 @@ class FusedRunner {
         op = s.pred ? static_cast<Pred*>(root_out) : nullptr;
       }
       Eval(b, s, begin, len, of, op);
-      ptr_f_[m] = of;
-      ptr_p_[m] = op;
+      ptr_f[m] = of;
+      ptr_p[m] = op;
     }
   }
 
@@ -296,8 +323,8 @@ class FusedRunner {
   // one-element operand.
   bool Scalar(const Source& src, float* v) const {
     if (src.member >= 0) {
-      if (!steps_[src.member].splat) return false;
-      *v = steps_[src.member].splat_value;
+      if (!step(src.member).splat) return false;
+      *v = step(src.member).splat_value;
       return true;
     }
     if (src.value->elements() != 1 || src.value->shape().dtype != DType::kF32) return false;
@@ -308,7 +335,7 @@ class FusedRunner {
   // Operand blocks. `slot` (0-2) picks the splat buffer, so up to three
   // splat operands of one op coexist.
   const float* F(Blocks& b, const Source& s, int64_t begin, int64_t len, int slot) {
-    if (s.member >= 0) return ptr_f_[s.member];
+    if (s.member >= 0) return state_->ptr_f[s.member];
     if (s.value->elements() == 1) {
       float* d = b.splat_f.data() + slot * len;
       std::fill_n(d, len, s.value->as<float>()[0]);
@@ -317,7 +344,7 @@ class FusedRunner {
     return s.value->as<float>() + begin;
   }
   const Pred* P(Blocks& b, const Source& s, int64_t begin, int64_t len, int slot) {
-    if (s.member >= 0) return ptr_p_[s.member];
+    if (s.member >= 0) return state_->ptr_p[s.member];
     if (s.value->elements() == 1) {
       Pred* d = b.splat_p.data() + slot * len;
       std::fill_n(d, len, s.value->as<Pred>()[0]);
@@ -447,10 +474,23 @@ class FusedRunner {
     }
   }
 
+  Step& step(size_t m) { return state_->steps[m]; }
+  const Step& step(size_t m) const { return state_->steps[m]; }
+  // The member computing `o` (operands precede their users: searched back
+  // from `m`), or -1 for a value from outside the kernel.
+  int MemberIndex(const Instruction* o, size_t m) const {
+    const auto& members = kernel_.members;
+    for (size_t j = m; j-- > 0;)
+      if (members[j] == o) return static_cast<int>(j);
+    for (size_t j = m + 1; j < members.size(); ++j)
+      if (members[j] == o) return static_cast<int>(j);
+    return -1;
+  }
+
   const FusedKernel& kernel_;
-  std::vector<Step> steps_;
-  std::vector<float*> ptr_f_;
-  std::vector<Pred*> ptr_p_;
+  RunnerState* state_ = nullptr;
+  RunnerState own_;
+  size_t n_ = 0;
 };
 
 float ReduceInit(const Instruction& r, const std::vector<const Literal*>& values) {
@@ -478,8 +518,22 @@ float ReduceRow(const float* p, int64_t n) {
 // Reduce kernels: rows of the operand's [outer, inner] view. Trailing
 // reductions reduce each row (blocks are whole rows, split over the gang);
 // leading ones add whole rows into the output (one thread, in row order).
+// Runs body(runner) with `first` (the calling thread's runner) on the thread
+// that made it, and with a runner of their own on a gang's helpers.
+template <typename Body>
+void WithRunner(FusedRunner& first, std::thread::id caller, const FusedKernel& k,
+                const std::vector<const Literal*>& values, Body&& body) {
+  if (std::this_thread::get_id() == caller) {
+    body(first);
+  } else {
+    FusedRunner run(k, values);
+    body(run);
+  }
+}
+
 template <ReduceKind K>
-absl::Status RunReduce(const FusedKernel& k, const std::vector<const Literal*>& values, Literal* out) {
+absl::Status RunReduce(const FusedKernel& k, const std::vector<const Literal*>& values, FusedRunner& first,
+                       Literal* out) {
   const Instruction& r = *k.root;
   const Shape& in = r.operands[0]->shape;
   const int64_t n = in.elements();
@@ -496,16 +550,18 @@ absl::Status RunReduce(const FusedKernel& k, const std::vector<const Literal*>& 
     }
     const int64_t rows_per_block = std::max<int64_t>(1, kBlock / inner);
     const int64_t blocks = (out_n + rows_per_block - 1) / rows_per_block;
+    const std::thread::id caller = std::this_thread::get_id();
     ParallelRange(blocks, std::max<int64_t>(1, 32768 / (rows_per_block * inner)), [&](int64_t b0, int64_t b1) {
-      FusedRunner run(k, values);
-      Blocks& b = ThreadBlocks();
-      b.Reserve(k.members.size(), rows_per_block * inner);
-      for (int64_t blk = b0; blk < b1; ++blk) {
-        const int64_t row0 = blk * rows_per_block, rows = std::min(rows_per_block, out_n - row0);
-        const float* src = nullptr;
-        run.RunBlock(b, row0 * inner, rows * inner, nullptr, &src);
-        for (int64_t q = 0; q < rows; ++q) o[row0 + q] = Combine<K>(init, ReduceRow<K>(src + q * inner, inner));
-      }
+      WithRunner(first, caller, k, values, [&](FusedRunner& run) {
+        Blocks& b = ThreadBlocks();
+        b.Reserve(k.members.size(), rows_per_block * inner);
+        for (int64_t blk = b0; blk < b1; ++blk) {
+          const int64_t row0 = blk * rows_per_block, rows = std::min(rows_per_block, out_n - row0);
+          const float* src = nullptr;
+          run.RunBlock(b, row0 * inner, rows * inner, nullptr, &src);
+          for (int64_t q = 0; q < rows; ++q) o[row0 + q] = Combine<K>(init, ReduceRow<K>(src + q * inner, inner));
+        }
+      });
     });
     return absl::OkStatus();
   }
@@ -515,7 +571,7 @@ absl::Status RunReduce(const FusedKernel& k, const std::vector<const Literal*>& 
   std::fill_n(o, out_n, init);
   if (outer == 0) return absl::OkStatus();
   const int64_t rows_per_block = std::max<int64_t>(1, kBlock / inner);
-  FusedRunner run(k, values);
+  FusedRunner& run = first;
   Blocks& b = ThreadBlocks();
   b.Reserve(k.members.size(), rows_per_block * inner);
   for (int64_t row0 = 0; row0 < outer; row0 += rows_per_block) {
@@ -556,32 +612,33 @@ absl::Status RunGemmBias(const FusedKernel& k, const std::vector<const Literal*>
 
 absl::Status EvalFusedKernel(const compiler::FusedKernel& k, const std::vector<const Literal*>& values,
                              Literal* out) {
-  {
-    FusedRunner probe(k, values);
-    if (absl::Status s = probe.Check(); !s.ok()) return s;
-  }
+  FusedRunner first(k, values);  // the calling thread's, which also checks the operands
+  if (absl::Status s = first.Check(); !s.ok()) return s;
   const Instruction& root = *k.root;
   if (k.kind == FusedKernel::Kind::kGemmBias) return RunGemmBias(k, values, out);
   if (k.kind == FusedKernel::Kind::kReduce) {
     switch (root.reduce) {
-      case ReduceKind::kSum: return RunReduce<ReduceKind::kSum>(k, values, out);
-      case ReduceKind::kProd: return RunReduce<ReduceKind::kProd>(k, values, out);
-      case ReduceKind::kMax: return RunReduce<ReduceKind::kMax>(k, values, out);
-      case ReduceKind::kMin: return RunReduce<ReduceKind::kMin>(k, values, out);
+      case ReduceKind::kSum: return RunReduce<ReduceKind::kSum>(k, values, first, out);
+      case ReduceKind::kProd: return RunReduce<ReduceKind::kProd>(k, values, first, out);
+      case ReduceKind::kMax: return RunReduce<ReduceKind::kMax>(k, values, first, out);
+      case ReduceKind::kMin: return RunReduce<ReduceKind::kMin>(k, values, first, out);
     }
   }
   const int64_t n = root.shape.elements();
   const bool pred = root.shape.dtype == DType::kI1;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
+  const std::thread::id caller = std::this_thread::get_id();
   ParallelRange(blocks, 16, [&](int64_t b0, int64_t b1) {
-    FusedRunner run(k, values);
-    Blocks& b = ThreadBlocks();
-    b.Reserve(k.members.size(), kBlock);
-    for (int64_t blk = b0; blk < b1; ++blk) {
-      const int64_t begin = blk * kBlock, len = std::min(kBlock, n - begin);
-      void* dst = pred ? static_cast<void*>(out->as<Pred>() + begin) : static_cast<void*>(out->as<float>() + begin);
-      run.RunBlock(b, begin, len, dst, nullptr);
-    }
+    WithRunner(first, caller, k, values, [&](FusedRunner& run) {
+      Blocks& b = ThreadBlocks();
+      b.Reserve(k.members.size(), kBlock);
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t begin = blk * kBlock, len = std::min(kBlock, n - begin);
+        void* dst =
+            pred ? static_cast<void*>(out->as<Pred>() + begin) : static_cast<void*>(out->as<float>() + begin);
+        run.RunBlock(b, begin, len, dst, nullptr);
+      }
+    });
   });
   return absl::OkStatus();
 }

@@ -9,7 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
 #include "compiler/ir.h"
 #include "compiler/literal.h"
@@ -51,8 +53,20 @@ auto FlushedExp(const E& in) {
 // Calls f(TypeTag<T>{}) for the arithmetic element types the kernels compute
 // (f32, f64, i32, i64); returns `unsupported` for the others. Callers decide
 // whether i1 joins in (see VisitWithPred).
+// The error for an element type an op does not compute, made only when
+// returned: built eagerly, its message took allocations in every kernel call,
+// under the malloc arena the chips' threads share (runtime/heap.h).
+struct Unsupported {
+  const Instruction* instr;
+  DType type;
+  bool convert = false;  // a convert from `type` to `to`
+  DType to = DType::kF32;
+  operator absl::Status() const;  // NOLINT: converts where a status is returned
+};
+inline Unsupported UnsupportedType(const Instruction& instr, DType t) { return {&instr, t}; }
+
 template <typename F>
-absl::Status VisitArith(DType t, F&& f, absl::Status unsupported) {
+absl::Status VisitArith(DType t, F&& f, Unsupported unsupported) {
   switch (t) {
     case DType::kF32: return f(TypeTag<float>{});
     case DType::kF64: return f(TypeTag<double>{});
@@ -64,12 +78,10 @@ absl::Status VisitArith(DType t, F&& f, absl::Status unsupported) {
 
 // As VisitArith, plus i1 (as Pred).
 template <typename F>
-absl::Status VisitWithPred(DType t, F&& f, absl::Status unsupported) {
+absl::Status VisitWithPred(DType t, F&& f, Unsupported unsupported) {
   if (t == DType::kI1) return f(TypeTag<Pred>{});
-  return VisitArith(t, std::forward<F>(f), std::move(unsupported));
+  return VisitArith(t, std::forward<F>(f), unsupported);
 }
-
-absl::Status UnsupportedType(const Instruction& instr, DType t);
 
 // Scalar arithmetic with StableHLO semantics, shared by elementwise ops and
 // reductions.
@@ -122,8 +134,17 @@ template <typename T> inline T Min(T a, T b) {
 // the permute steps of the general dot/reduce paths. It merges dimensions that
 // are contiguous in both views, uses memcpy/fill for unit/zero inner strides,
 // and a cache-blocked loop for transposes. `dst` must not overlap `src`.
-void StridedCopy(const void* src, void* dst, int64_t elem_bytes, std::vector<int64_t> dims,
-                 std::vector<int64_t> src_strides);
+void StridedCopy(const void* src, void* dst, int64_t elem_bytes, absl::Span<const int64_t> dims,
+                 absl::Span<const int64_t> src_strides);
+
+// Dims and strides of a kernel call, on the stack up to rank 8: a kernel that
+// allocates takes the malloc arena's lock the other chip thread takes too
+// (runtime/heap.h).
+using SmallDims = absl::InlinedVector<int64_t, 8>;
+using SmallFlags = absl::InlinedVector<bool, 8>;
+
+// Row-major strides (in elements) of `dims`, as compiler::Strides, on the stack.
+SmallDims DenseStrides(absl::Span<const int64_t> dims);
 
 // As StridedCopy, but the destination is strided too (dst_strides in
 // elements; dims/strides are not normalised). Used where a block lands inside

@@ -15,12 +15,12 @@ namespace {
 // order, with offsets from per-dimension strides. An odometer rather than
 // recursion: the callers' innermost loops do the real work.
 template <typename Fn>
-void ForEachIndex(const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
-                  const std::vector<int64_t>& dst_strides, Fn fn) {
+void ForEachIndex(absl::Span<const int64_t> dims, absl::Span<const int64_t> src_strides,
+                  absl::Span<const int64_t> dst_strides, Fn fn) {
   const int r = static_cast<int>(dims.size());
   int64_t total = 1;
   for (int64_t d : dims) total *= d;
-  std::vector<int64_t> idx(r, 0);
+  SmallDims idx(r, 0);
   int64_t so = 0, dof = 0;
   for (int64_t it = 0; it < total; ++it) {
     fn(so, dof);
@@ -36,8 +36,7 @@ void ForEachIndex(const std::vector<int64_t>& dims, const std::vector<int64_t>& 
 }
 
 template <typename E>
-void CopyTyped(const E* src, E* dst, const std::vector<int64_t>& dims,
-               const std::vector<int64_t>& st) {
+void CopyTyped(const E* src, E* dst, absl::Span<const int64_t> dims, absl::Span<const int64_t> st) {
   const int r = static_cast<int>(dims.size());
   if (r == 0) {
     dst[0] = src[0];
@@ -55,8 +54,8 @@ void CopyTyped(const E* src, E* dst, const std::vector<int64_t>& dims,
       if (st[k] == 1) j = k;
     }
     if (j >= 0 && dims[j] >= 8 && inner >= 8) {
-      const std::vector<int64_t> ds = Strides(dims);
-      std::vector<int64_t> odims, ost, ods;
+      const SmallDims ds = DenseStrides(dims);
+      SmallDims odims, ost, ods;
       for (int k = 0; k < r - 1; ++k) {
         if (k == j) continue;
         odims.push_back(dims[k]);
@@ -84,8 +83,8 @@ void CopyTyped(const E* src, E* dst, const std::vector<int64_t>& dims,
 
   // Everything else: runs along the innermost output dim, contiguous (copy),
   // repeated (fill) or strided (gather).
-  std::vector<int64_t> odims(dims.begin(), dims.end() - 1), ost(st.begin(), st.end() - 1);
-  std::vector<int64_t> ods = Strides(odims);
+  SmallDims odims(dims.begin(), dims.end() - 1), ost(st.begin(), st.end() - 1);
+  SmallDims ods = DenseStrides(odims);
   for (int64_t& d : ods) d *= inner;
   ForEachIndex(odims, ost, ods, [&](int64_t so, int64_t dof) {
     const E* sp = src + so;
@@ -102,12 +101,18 @@ void CopyTyped(const E* src, E* dst, const std::vector<int64_t>& dims,
 
 }  // namespace
 
-void StridedCopy(const void* src, void* dst, int64_t elem_bytes, std::vector<int64_t> dims,
-                 std::vector<int64_t> src_strides) {
+SmallDims DenseStrides(absl::Span<const int64_t> dims) {
+  SmallDims s(dims.size(), 1);
+  for (int k = static_cast<int>(dims.size()) - 2; k >= 0; --k) s[k] = s[k + 1] * dims[k + 1];
+  return s;
+}
+
+void StridedCopy(const void* src, void* dst, int64_t elem_bytes, absl::Span<const int64_t> dims,
+                 absl::Span<const int64_t> src_strides) {
   // Normalise: drop size-1 dims (their stride never matters) and merge a dim
   // into its left neighbour when together they walk the source as one dim.
   // This turns most broadcasts, slices and transposes into 1-3 dims.
-  std::vector<int64_t> d, s;
+  SmallDims d, s;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 0) return;  // nothing to write
     if (dims[i] == 1) continue;
@@ -144,9 +149,9 @@ absl::Status EvalBroadcastInDim(const Instruction& instr, const Literal& a, Lite
     return Invalid(instr, "has ", instr.dims.size(), " broadcast dimensions for a rank-",
                    as.rank(), " operand");
   }
-  std::vector<int64_t> strides(os.rank(), 0);  // 0: the operand repeats along this dim
-  std::vector<bool> used(os.rank(), false);
-  const std::vector<int64_t> in_strides = Strides(as.dims);
+  SmallDims strides(os.rank(), 0);  // 0: the operand repeats along this dim
+  SmallFlags used(os.rank(), false);
+  const SmallDims in_strides = DenseStrides(as.dims);
   for (int i = 0; i < as.rank(); ++i) {
     const int64_t bd = instr.dims[i];
     if (bd < 0 || bd >= os.rank() || used[bd]) {
@@ -160,7 +165,7 @@ absl::Status EvalBroadcastInDim(const Instruction& instr, const Literal& a, Lite
     }
     if (as.dims[i] != 1) strides[bd] = in_strides[i];
   }
-  StridedCopy(a.data(), out->data(), DTypeBytes(os.dtype), os.dims, std::move(strides));
+  StridedCopy(a.data(), out->data(), DTypeBytes(os.dtype), os.dims, strides);
   return absl::OkStatus();
 }
 
@@ -187,9 +192,9 @@ absl::Status EvalTranspose(const Instruction& instr, const Literal& a, Literal* 
     return Invalid(instr, "permutation ", absl::StrJoin(instr.dims, ","), " does not fit ",
                    as.ToString(), " -> ", os.ToString());
   }
-  std::vector<bool> seen(r, false);
-  const std::vector<int64_t> in_strides = Strides(as.dims);
-  std::vector<int64_t> strides(r);
+  SmallFlags seen(r, false);
+  const SmallDims in_strides = DenseStrides(as.dims);
+  SmallDims strides(r);
   for (int i = 0; i < r; ++i) {
     const int64_t p = instr.dims[i];
     if (p < 0 || p >= r || seen[p]) {
@@ -203,7 +208,7 @@ absl::Status EvalTranspose(const Instruction& instr, const Literal& a, Literal* 
     }
     strides[i] = in_strides[p];
   }
-  StridedCopy(a.data(), out->data(), DTypeBytes(os.dtype), os.dims, std::move(strides));
+  StridedCopy(a.data(), out->data(), DTypeBytes(os.dtype), os.dims, strides);
   return absl::OkStatus();
 }
 
@@ -222,7 +227,7 @@ absl::Status EvalDynamicSlice(const Instruction& instr, const std::vector<const 
                    "] must have one entry per operand dim and equal the result dims ",
                    os.DimsString());
   }
-  const std::vector<int64_t> strides = Strides(as.dims);
+  const SmallDims strides = DenseStrides(as.dims);
   int64_t offset = 0;
   for (int i = 0; i < r; ++i) {
     const int64_t size = instr.dims[i];

@@ -70,8 +70,8 @@ void ReduceLeading(const T* in, int64_t r, int64_t cols, T init, T* out) {
 }
 
 template <typename T, ReduceKind K>
-void ReduceTyped(const T* in, const std::vector<int64_t>& in_dims,
-                 const std::vector<bool>& reduced, T init, T* out, int64_t out_elems) {
+void ReduceTyped(const T* in, const std::vector<int64_t>& in_dims, const SmallFlags& reduced, T init, T* out,
+                 int64_t out_elems) {
   int64_t total = 1;
   for (int64_t d : in_dims) total *= d;
   if (total == 0) {  // reducing nothing leaves init everywhere
@@ -79,8 +79,8 @@ void ReduceTyped(const T* in, const std::vector<int64_t>& in_dims,
     return;
   }
   // Normalise to alternating runs of kept (false) and reduced (true) dims.
-  std::vector<int64_t> d;
-  std::vector<bool> red;
+  SmallDims d;
+  SmallFlags red;
   for (size_t i = 0; i < in_dims.size(); ++i) {
     if (in_dims[i] == 1) continue;
     if (!d.empty() && red.back() == reduced[i]) {
@@ -113,8 +113,8 @@ void ReduceTyped(const T* in, const std::vector<int64_t>& in_dims,
     return;
   }
   // General: permute kept dims first, reduced dims last, then [K, R].
-  const std::vector<int64_t> st = Strides(d);
-  std::vector<int64_t> pdims, pstrides;
+  const SmallDims st = DenseStrides(d);
+  SmallDims pdims, pstrides;
   int64_t kept = 1;
   for (int pass = 0; pass < 2; ++pass) {
     for (size_t i = 0; i < d.size(); ++i) {
@@ -142,7 +142,7 @@ absl::Status EvalReduce(const Instruction& instr, const Literal& in, const Liter
   if (init.elements() != 1) {
     return Invalid(instr, "init value must be a scalar, not ", init.shape().ToString());
   }
-  std::vector<bool> reduced(is.rank(), false);
+  SmallFlags reduced(is.rank(), false);  // on the stack: a reduce ran ten allocations a call
   for (int64_t d : instr.dims) {
     if (d < 0 || d >= is.rank() || reduced[d]) {
       return Invalid(instr, "reduce dimensions [", absl::StrJoin(instr.dims, ","),
@@ -150,13 +150,14 @@ absl::Status EvalReduce(const Instruction& instr, const Literal& in, const Liter
     }
     reduced[d] = true;
   }
-  std::vector<int64_t> expect;
+  SmallDims expect;
   for (int i = 0; i < is.rank(); ++i) {
     if (!reduced[i]) expect.push_back(is.dims[i]);
   }
-  if (expect != os.dims) {
-    return Invalid(instr, "reducing [", absl::StrJoin(instr.dims, ","), "] of ", is.ToString(),
-                   " gives ", Shape(os.dtype, expect).ToString(), ", not ", os.ToString());
+  if (!std::equal(expect.begin(), expect.end(), os.dims.begin(), os.dims.end())) {
+    return Invalid(instr, "reducing [", absl::StrJoin(instr.dims, ","), "] of ", is.ToString(), " gives ",
+                   Shape(os.dtype, std::vector<int64_t>(expect.begin(), expect.end())).ToString(), ", not ",
+                   os.ToString());
   }
   return VisitWithPred(
       os.dtype,
