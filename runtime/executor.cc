@@ -12,9 +12,19 @@
 namespace shardscope::runtime {
 
 namespace {
-// Where the next segment's round of chips starts (see ExecuteProgram).
+// The number of the next segment any program runs (see SegmentRotation).
 std::atomic<uint64_t> g_segment_rotation{0};
 }  // namespace
+
+int SegmentRotation(uint64_t segment, int chips) {
+  if (chips <= 1) return 0;
+  // splitmix64's finaliser: every output bit depends on every input bit.
+  uint64_t z = segment + 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<int>(z % static_cast<uint64_t>(chips));
+}
 
 namespace {
 
@@ -211,9 +221,8 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     // collective find the caches full of its data, and measured that made the
     // same chips ~8% slower on the device clock in every step (chips 0 and 1
     // on 2 cores), which a fleet diagnosis would blame on them.
-    // (Scrambled: a plain counter would line up with the segments of a step.)
-    const uint64_t turn = g_segment_rotation.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL;
-    const int rotation = static_cast<int>((turn >> 32) % static_cast<uint64_t>(n));
+    // (Drawn, not counted: a counter would line up with the segments of a step.)
+    const int rotation = SegmentRotation(g_segment_rotation.fetch_add(1, std::memory_order_relaxed), n);
     pool.ParallelFor(n, [&](int i) {
       const int d = (i + rotation) % n;
       Frame& f = frames[d];
