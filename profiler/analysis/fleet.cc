@@ -310,6 +310,9 @@ absl::StatusOr<std::vector<std::string>> StoppedChips(const store::Reader& rd, i
       else if (e.rfind("what-if: fixed", 0) == 0)  // "would take 0.000 ms less" read as its stop costing nothing
         e = absl::StrCat("what-if, in the steps before it stopped: ", e.substr(std::string("what-if: ").size()),
                          "; what its stop cost is the run itself, which ended waiting for it");
+      else if (e.rfind("not flagged although ", 0) == 0)  // said of its speed; flagged now for its stop
+        e = absl::StrCat("its speed alone would not have flagged it: ", e.substr(std::string("not flagged although ").size()));
+    s.not_flagged_why.clear();
     const int64_t step = hangs->Int(i, "step");
     const std::string collective = hangs->Text(i, "collective");
     // The other chips that stopped at the same step: they were waited for too.

@@ -1452,6 +1452,29 @@ TEST(FleetCli, TooFewStepsOrNoCollectives) {
   EXPECT_TRUE(r.suspects[0].stopped);
 }
 
+// A stopped chip is flagged for its stop: its evidence must not also say
+// "not flagged" because its speed over the steps before was unsteady (an
+// outside probe read both on one suspect). Simulated, so the seeded jitter
+// makes its 2 steps (after the warm-up) unsteady by Student's t every time.
+TEST(FleetCli, AStoppedChipIsNotSaidToBeUnflagged) {
+  const std::string db = TempDb("fleet_stopped_unsteady");
+  Output o = Shell(absl::StrCat(kCli, " run mlp --simulate --topology 2x4 --mesh 8x1 --steps 6 --quiet --db ", db,
+                                " --fault jitter:0.3 --fault slow-chip:2:0.85 --fault fail-chip:2@3"));
+  ASSERT_NE(o.code, 0) << o.text;
+  ForgetFaults(db);
+  analysis::FleetReport r = Diagnose(db, "a slow, unsteady chip that stopped");
+  ASSERT_FALSE(r.suspects.empty());
+  EXPECT_EQ(Key(r.suspects[0]), "chip 2");
+  EXPECT_TRUE(r.suspects[0].stopped && r.suspects[0].flagged);
+  EXPECT_TRUE(r.suspects[0].not_flagged_why.empty()) << r.suspects[0].not_flagged_why;
+  bool said = false;
+  for (const std::string& e : r.suspects[0].evidence) {
+    EXPECT_FALSE(absl::StartsWith(e, "not flagged")) << e;
+    said |= absl::StartsWith(e, "its speed alone would not have flagged it: ");
+  }
+  EXPECT_TRUE(said) << "the jitter no longer makes chip 2 unsteady: this test checks nothing";
+}
+
 // A chip that stops: the run ends as a hang detector would end it.
 // On a 4x2 tensor-parallel mesh the first collective is the model axis's,
 // in pairs: only chip 7's partner waits in it; the others go on and stop at
