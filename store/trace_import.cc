@@ -3074,6 +3074,10 @@ absl::StatusOr<ImportResult> Importer::Run(const std::vector<std::string>& paths
   run.topology = absl::StrCat(files_.size(), files_.size() == 1 ? " host" : " hosts", " (rank",
                               files_.size() == 1 ? " " : "s ", absl::StrJoin(ranks, ","), " of ", files_[0].world_size,
                               ")");
+  // shardscope's own export of a run of several hosts is one file: its hosts
+  // come back (above), and the header said "1 host (rank 0 of 1)" beside them.
+  if (files_.size() == 1 && run.num_hosts > 1)
+    run.topology = absl::StrCat(run.num_hosts, " hosts (one file, exported by shardscope)");
   run.config_json = absl::StrCat("{\"imported_from\": [", absl::StrJoin(quoted, ", "), "], \"format\": \"chrome_trace_json\"}");
   // Absolute times: Kineto's baseTimeNanoseconds, or timestamps that already are unix time.
   run.started_at_unix_ns = origin_ > 1000000000000000000 ? origin_ : 0;

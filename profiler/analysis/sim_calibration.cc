@@ -31,9 +31,28 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
     auto q = reader->Query(
         "SELECT max(run_id) AS id FROM runs WHERE simulated = 0 AND imported = 0 AND instr(clock_kinds, 'device') > 0");
     if (!q.ok()) return q.status();
-    if (q->rows.empty() || q->Int(0, "id", -1) < 0)
-      return absl::NotFoundError(absl::StrCat(where, ": no run recorded on the device clock (a real run: "
-                                                     "shardscope run SAMPLE --db ", db, ")"));
+    if (q->rows.empty() || q->Int(0, "id", -1) < 0) {
+      // Say what the file's runs are instead: an imported trace has a device
+      // clock too, and "none on the device clock" read as a damaged file.
+      auto kinds = reader->Query(
+          "SELECT sum(simulated <> 0) AS simulated, sum(imported <> 0 AND simulated = 0) AS imported,"
+          " sum(simulated = 0 AND imported = 0 AND instr(clock_kinds, 'device') = 0) AS untimed, count(*) AS n"
+          " FROM runs");
+      std::vector<std::string> have;
+      if (kinds.ok() && !kinds->rows.empty()) {
+        if (int64_t k = kinds->Int(0, "imported", 0); k > 0)
+          have.push_back(absl::StrCat(k, k == 1 ? " run" : " runs", " imported from another tool (its kernels name no "
+                                                                 "program)"));
+        if (int64_t k = kinds->Int(0, "simulated", 0); k > 0)
+          have.push_back(absl::StrCat(k, k == 1 ? " simulated run" : " simulated runs", " (no device clock)"));
+        if (int64_t k = kinds->Int(0, "untimed", 0); k > 0)
+          have.push_back(absl::StrCat(k, k == 1 ? " run" : " runs", " recorded without device times (--trace off)"));
+      }
+      return absl::NotFoundError(absl::StrCat(
+          where, ": no run of shardscope's recorded on its virtual chips' device clock",
+          have.empty() ? std::string(" (the file has no run)") : absl::StrCat(" (the file has ", absl::StrJoin(have, ", "), ")"),
+          "; record one with: shardscope run SAMPLE --db ", db));
+    }
     run = q->Int(0, "id");
   }
   out.run_id = *run;

@@ -392,6 +392,14 @@ TEST(ExportRoundTrip, ASlowLinkIsFoundInTheExportReadBack) {
   EXPECT_EQ(Rows(back, depths), Rows(db, depths));
   e2e::Output f = e2e::Shell(absl::StrCat(SHARDSCOPE_CLI_BINARY, " fleet ", back));
   EXPECT_TRUE(absl::StrContains(f.text, "verdict: suspect: link 1-2")) << f.text;
+  // Its hosts come back, and its topology says so (it read "1 host (rank 0 of
+  // 1)" beside "16 chips on 4 hosts" in fleet's header).
+  const std::string hosts = "SELECT num_hosts FROM runs";
+  EXPECT_EQ(Rows(back, hosts), Rows(db, hosts));
+  EXPECT_GT(e2e::Q(back, hosts).Int(0, "num_hosts"), 1);
+  EXPECT_TRUE(absl::StrContains(f.text, absl::StrCat(e2e::Q(back, hosts).Int(0, "num_hosts"),
+                                                     " hosts (one file, exported by shardscope)")))
+      << f.text;
 }
 
 // A run the hang detector ended: the trace says so (otherData "run_status"

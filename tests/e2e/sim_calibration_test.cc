@@ -292,7 +292,11 @@ TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   ASSERT_EQ(Shell(absl::StrCat(kCli, " run mlp --simulate --topology 2x2 --steps 1 --quiet --db ", sim)).code, 0);
   refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim, " --calibrate-run 1"),
           "run 1 is simulated: it has no device clock");
-  refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim), "no run recorded on the device clock");
+  // Asked of the file, it says what the file's runs are (an imported trace's
+  // run has a device clock too: "none on the device clock" read as damage).
+  refused(absl::StrCat("--simulate --topology 2x2 --calibrate-from ", sim),
+          "no run of shardscope's recorded on its virtual chips' device clock (the file has 1 simulated run (no "
+          "device clock)); record one with: shardscope run SAMPLE --db");
   // Another sample's run: its kernels match almost none, its step is no yardstick.
   Output other = Shell(absl::StrCat(kCli, " run llama --simulate --topology 2x2 --steps 1 --calibrate-from ",
                                     RecordedDb(), " --db ", never));
