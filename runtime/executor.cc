@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "runtime/collectives.h"
 #include "runtime/kernels.h"
@@ -16,14 +17,32 @@ namespace {
 std::atomic<uint64_t> g_segment_rotation{0};
 }  // namespace
 
-int SegmentRotation(uint64_t segment, int chips) {
-  if (chips <= 1) return 0;
-  // splitmix64's finaliser: every output bit depends on every input bit.
-  uint64_t z = segment + 0x9e3779b97f4a7c15ULL;
+namespace {
+// splitmix64's finaliser: every output bit depends on every input bit.
+uint64_t Mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  z ^= z >> 31;
-  return static_cast<int>(z % static_cast<uint64_t>(chips));
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+int SegmentRotation(uint64_t segment, int chips) {
+  if (chips <= 1) return 0;
+  // Each run of `chips` segments starts every chip once, in an order drawn
+  // afresh for each run: balanced within a step as a counter is, and tied to
+  // no place in it. (Drawn segment by segment, a step's chips could get
+  // unequal turns, and their step-to-step spread grow.)
+  const uint64_t n = static_cast<uint64_t>(chips), block = segment / n, place = segment % n;
+  absl::InlinedVector<int, 64> order(chips);
+  for (int c = 0; c < chips; ++c) order[c] = c;
+  uint64_t state = Mix(block);
+  for (uint64_t k = n - 1; k > 0; --k) {  // Fisher-Yates, far enough to fix `place`
+    state = Mix(state);
+    std::swap(order[k], order[state % (k + 1)]);
+    if (k == place) break;
+  }
+  return order[place];
 }
 
 namespace {

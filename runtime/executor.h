@@ -31,12 +31,13 @@ absl::StatusOr<std::vector<std::vector<std::shared_ptr<DeviceBuffer>>>> ExecuteP
     const compiler::FusionPlan* fusion = nullptr);
 
 // The chip that goes first in the `segment`-th segment the process runs, of
-// `chips` (the others follow in order, wrapping round). Drawn from a mixed
-// hash of the segment's number, so that it is as likely any chip at every
-// position of a step: a golden-ratio step (a Weyl sequence) came back to the
-// same parity every 4 segments, so in the mlp's 8-segment step each segment
-// ran its odd chips first or last in every step, and chips 1, 3, 5 and 7
-// read 1-5% slower than their peers in runs with no fault.
+// `chips` (the others follow in order, wrapping round): every run of `chips`
+// segments starts each chip once, in an order drawn by a mixed hash, so that
+// any chip is as likely first at every place of a step. A golden-ratio step
+// (a Weyl sequence) came back to the same parity every 4 segments, so in the
+// mlp's 8-segment step each segment ran its odd chips first or last in every
+// step, and chips 1, 3, 5 and 7 read 1-5% slower than their peers in runs
+// with no fault.
 int SegmentRotation(uint64_t segment, int chips);
 
 }  // namespace shardscope::runtime

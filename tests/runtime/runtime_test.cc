@@ -2,6 +2,7 @@
 // clock layout, collectives waiting for their slowest participant, mismatched
 // programs), device HBM budgets, the Client's compile cache and host <->
 // device transfers under several shardings.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -527,6 +528,13 @@ TEST(SegmentRotation, EveryChipGoesFirstAsOftenAtEveryPlaceInAStep) {
       }
     }
   }
+  // Every run of `chips` segments starts each chip once.
+  for (int chips : {2, 3, 8, 64})
+    for (uint64_t block : {uint64_t{0}, uint64_t{7}, uint64_t{99991}}) {
+      std::vector<int> seen(chips, 0);
+      for (int k = 0; k < chips; ++k) ++seen[SegmentRotation(block * chips + k, chips)];
+      EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), chips) << chips << " chips, block " << block;
+    }
   EXPECT_EQ(SegmentRotation(12345, 1), 0);
 }
 
