@@ -21,6 +21,8 @@
 # the median error, and the model's median step against the median device
 # step over the sets (the machine's typical speed, which one run may miss),
 # and the median size of the reruns' moves (the machine's own spread).
+# Each set also says how much of a spinning thread's time the host took just
+# before it (bench/host_gaps_bench.cc, when built: device times include it).
 set -euo pipefail
 BUILD=${1:-build}
 shift $(( $# > 1 ? 1 : $# ))
@@ -28,7 +30,15 @@ SAMPLES=("$@")
 [ ${#SAMPLES[@]} -eq 0 ] && SAMPLES=(mlp cnn llama)
 source "$(dirname "$0")/accuracy_common.sh"
 for set in $(seq 1 "${SETS:-1}"); do
-[ "${SETS:-1}" -gt 1 ] && echo "set $set of $SETS, $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)"
+gaps=""
+if [ -x "$BUILD/bench/host_gaps_bench" ]; then
+  gaps=", host gaps $("$BUILD/bench/host_gaps_bench" 0.5 | awk '/^host_gaps_pct/ {print $2 "% (" $8 " ms longest)"}')"
+fi
+if [ "${SETS:-1}" -gt 1 ]; then
+  echo "set $set of $SETS, $(date -u +%H:%M:%S) UTC, load $(cut -d' ' -f1 /proc/loadavg)$gaps"
+elif [ -n "$gaps" ]; then
+  echo "${gaps#, }"
+fi
 if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
 printf '%-6s %6s %14s %18s %8s %16s %8s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun
 for s in "${SAMPLES[@]}"; do
