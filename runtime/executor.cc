@@ -9,22 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "runtime/collectives.h"
 #include "runtime/kernels.h"
+#include "runtime/mix.h"
 
 namespace shardscope::runtime {
 
 namespace {
 // The number of the next segment any program runs (see SegmentRotation).
 std::atomic<uint64_t> g_segment_rotation{0};
-}  // namespace
-
-namespace {
-// splitmix64's finaliser: every output bit depends on every input bit.
-uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
 }  // namespace
 
 int SegmentRotation(uint64_t segment, int chips) {
@@ -36,9 +27,9 @@ int SegmentRotation(uint64_t segment, int chips) {
   const uint64_t n = static_cast<uint64_t>(chips), block = segment / n, place = segment % n;
   absl::InlinedVector<int, 64> order(chips);
   for (int c = 0; c < chips; ++c) order[c] = c;
-  uint64_t state = Mix(block);
+  uint64_t state = SplitMix64(block);
   for (uint64_t k = n - 1; k > 0; --k) {  // Fisher-Yates, far enough to fix `place`
-    state = Mix(state);
+    state = SplitMix64(state);
     std::swap(order[k], order[state % (k + 1)]);
     if (k == place) break;
   }

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "runtime/mix.h"
 
 namespace shardscope::runtime {
 
@@ -92,14 +93,6 @@ absl::Status AtStep(const std::string& spec, const std::string& text, const char
   *id = *i;
   *step = *s;
   return absl::OkStatus();
-}
-
-// SplitMix64: a seeded draw per (seed, step, chip, kernel), the same on every run.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
 }
 
 }  // namespace
@@ -303,7 +296,7 @@ void FaultPlan::Apply(ScheduleInput* in, const std::vector<int>& host_of) const 
           auto& ops = in->per_device[d];
           for (size_t k = 0; k < ops.size(); ++k) {
             if (ops[k].collective >= 0 || ops[k].kind != trace::SliceKind::kCompute) continue;
-            const uint64_t r = Mix(seed_ ^ Mix(static_cast<uint64_t>(in->step) * 0x100000001ULL ^
+            const uint64_t r = SplitMix64(seed_ ^ SplitMix64(static_cast<uint64_t>(in->step) * 0x100000001ULL ^
                                                (static_cast<uint64_t>(d) << 40) ^ k));
             const double u = (static_cast<double>(r >> 11) * 0x1.0p-53) * 2 - 1;  // [-1, 1)
             ops[k].dur_ns = static_cast<int64_t>(std::llround(ops[k].dur_ns * (1 + f.factor * u)));

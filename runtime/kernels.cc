@@ -7,6 +7,7 @@
 // the f32 kernel (so sums and GEMMs accumulate in f32) and rounds the result
 // back once. Also the shared helpers of kernels_internal.h that need a home.
 #include "runtime/kernels.h"
+#include "runtime/mix.h"
 
 #include <algorithm>
 #include <cstring>
@@ -101,31 +102,25 @@ absl::Status EvalIota(const Instruction& instr, Literal* out) {
       internal::UnsupportedType(instr, out->shape().dtype));
 }
 
-// SplitMix64's finaliser: a bijective mix of 64 bits.
-uint64_t Mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Counter-based: element k of the output is Mix(key' + k * golden) with
-// key' = state[0] ^ Mix(state[1]), so any element is computable on its own
+// Counter-based: element k of the output is SplitMix64(key' + k * golden) with
+// key' = state[0] ^ SplitMix64(state[1]), so any element is computable on its own
 // (a sharded program can make just its slice) and the same state always gives
 // the same bits. i32 outputs keep the high 32 bits.
 absl::Status EvalRngBitGenerator(const Instruction& instr, const Literal& state, Literal* out) {
   if (state.shape() != Shape(DType::kI64, {2})) return Invalid(instr, "the state must be tensor<2xi64>");
-  const uint64_t key = static_cast<uint64_t>(state.as<int64_t>()[0]) ^ Mix(static_cast<uint64_t>(state.as<int64_t>()[1]));
+  const uint64_t key =
+      static_cast<uint64_t>(state.as<int64_t>()[0]) ^ SplitMix64(static_cast<uint64_t>(state.as<int64_t>()[1]));
   const int64_t n = out->elements();
   switch (out->shape().dtype) {
     case DType::kI64:
       for (int64_t k = 0; k < n; ++k)
-        out->as<int64_t>()[k] = static_cast<int64_t>(Mix(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull));
+        out->as<int64_t>()[k] =
+            static_cast<int64_t>(SplitMix64(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull));
       return absl::OkStatus();
     case DType::kI32:
       for (int64_t k = 0; k < n; ++k)
         out->as<int32_t>()[k] =
-            static_cast<int32_t>(Mix(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull) >> 32);
+            static_cast<int32_t>(SplitMix64(key + static_cast<uint64_t>(k) * 0x9e3779b97f4a7c15ull) >> 32);
       return absl::OkStatus();
     default:
       return Invalid(instr, "random bits are i32 or i64, not ", out->shape().ToString());
