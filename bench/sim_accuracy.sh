@@ -40,7 +40,8 @@ elif [ -n "$gaps" ]; then
   echo "${gaps#, }"
 fi
 if [ "${KEEP_PROFILE:-0}" != 1 ]; then "$CLI" calibrate | tail -2; else "$CLI" calibrate --show | tail -2; fi
-printf '%-6s %6s %14s %18s %8s %16s %8s %8s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun
+printf '%-6s %6s %14s %18s %8s %16s %8s %8s  %s\n' sample steps device_step_ms uncalibrated_ms error calibrated_ms error rerun \
+  "the model's passes, for the real run's speed"
 for s in "${SAMPLES[@]}"; do
   set_flags "$s"
   "$CLI" run "$s" "${flags[@]}" --db "$DIR/$s.db" > "$DIR/real.out" 2>&1 || { cat "$DIR/real.out" >&2; exit 1; }
@@ -63,12 +64,20 @@ for s in "${SAMPLES[@]}"; do
     again=$("$CLI" query "$DIR/$s-again-sim.db" "SELECT recorded_step_ns FROM sim_calibrations" | tail -1)
     rerun=$(awk -v a="$first" -v b="$again" 'BEGIN { printf "%+.1f%%", 100 * (b - a) / a }')
   fi
+  # Which calibration passes priced the uncalibrated step: those measured at
+  # the real run's speed, or every speed's where its speed moved while it ran.
+  speed=$("$CLI" query "$DIR/$s-sim.db" "SELECT CASE
+      WHEN instr(json_extract(config_json, '$.profile_values.speed_note'), 'changed speed') > 0 THEN 'any speed (it moved)'
+      WHEN instr(json_extract(config_json, '$.profile_values.speed_note'), 'measured again') > 0 THEN 'measured again'
+      WHEN json_extract(config_json, '$.profile_values.passes_used') IS NULL THEN 'every kept pass'
+      ELSE 'at its speed' END || ', ' || coalesce(json_extract(config_json, '$.profile_values.passes_used'), '?')
+      || ' passes' FROM runs ORDER BY run_id DESC LIMIT 1" | tail -1)
   "$CLI" query "$DIR/$s-sim.db" "SELECT recorded_step_ns / 1e6, uncalibrated_step_ns / 1e6,
       100.0 * abs(uncalibrated_step_ns - recorded_step_ns) / recorded_step_ns,
       calibrated_step_ns / 1e6, 100.0 * abs(calibrated_step_ns - recorded_step_ns) / recorded_step_ns
       FROM sim_calibrations" | tail -1 | tr ',' ' ' | {
     read -r rec unc uerr cal cerr
-    printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%% %8s\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr" "$rerun"
+    printf '%-6s %6d %14.2f %18.2f %7.1f%% %16.2f %7.1f%% %8s  %s\n' "$s" "${STEPS[$s]}" "$rec" "$unc" "$uerr" "$cal" "$cerr" "$rerun" "$speed"
     echo "$s $rec $unc $uerr $cal $cerr ${rerun%\%}" >> "$DIR/results"
   }
 done

@@ -370,6 +370,13 @@ absl::Status Recording::End(const std::string& status, const std::string& note) 
   Shutdown();  // every queued program has run: the steps the run took are known
   if (capture_)
     if (std::string note = capture_->NoteAtEnd(); !note.empty()) writer_->AddCaptureNote(std::move(note));
+  // The machine's speed again at the end of a real run whose `cpu` profile
+  // chose its passes by the speed at its start: a simulation calibrated from
+  // this run sees whether the speed held while it ran (docs/cost_model.md,
+  // "The machine's speed moves").
+  if (!options_.simulate && options_.profile == "cpu")
+    if (auto c = runtime::CurrentCpuCalibration(); c.ok() && c->speed.measured())
+      writer_->SetConfigField("speed_at_end", runtime::MeasureSpeedProbe().Json());
   if (!faults_without_effect_.empty()) {
     std::vector<std::string> stored;
     for (const auto& w : faults_without_effect_) stored.push_back(w.stored);

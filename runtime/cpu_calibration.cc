@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,8 +40,10 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // Describe); 4 the executor's collectives (cpu_collective_benchmark.h); 5
 // the skinny GEMM with its weight stored [out, in] (a Linear's forward), the
 // input gradient of a strided convolution, and convolution FLOPs counted by
-// the taps on input elements (the convolution rate changed with them).
-constexpr int kFormat = 5;
+// the taps on input elements (the convolution rate changed with them); 6 the
+// speed probes of each pass (cpu_speed_probe.h): an entry whose passes have
+// none cannot say which ran at the speed now.
+constexpr int kFormat = 6;
 constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
                                                                              "reduce_scatter", "all_to_all"};
 
@@ -152,6 +155,22 @@ absl::Status MakeDirs(const std::string& dir) {
 
 }  // namespace
 
+SpeedProbe CpuCalibration::Speed() const { return SpeedProbe::Midpoint(probe_before, probe_after); }
+
+bool CpuCalibration::Steady() const {
+  return probe_before.measured() && probe_after.measured() &&
+         probe_before.DistanceTo(probe_after) <= kSameSpeedDistance;
+}
+
+std::vector<int> PassesAtSpeed(const std::vector<CpuCalibration>& passes, const SpeedProbe& speed, int n) {
+  // Newest first: within the tolerance the probes' own scatter decides which
+  // is nearer, and the machine drifts over a day.
+  std::vector<int> out;
+  for (int i = static_cast<int>(passes.size()) - 1; i >= 0 && static_cast<int>(out.size()) < n; --i)
+    if (passes[i].Steady() && passes[i].Speed().DistanceTo(speed) <= kSameSpeedDistance) out.push_back(i);
+  return out;
+}
+
 compiler::ChipProfile CpuCalibration::Profile() const {
   compiler::ChipProfile p = compiler::CpuProfile(peak_flops, gang_peak_flops, hbm_bandwidth, kernel_overhead_ns);
   p.conv_flops = ops.conv_flops;
@@ -197,6 +216,13 @@ std::string CpuCalibration::ProvenanceJson() const {
       j["collective_ns"][kCollectiveKeys[k]] = collectives[k];
   if (!path.empty()) j["path"] = path;
   if (!machine.empty()) j["machine"] = machine;
+  // The speed the passes were chosen for, and how many (a later simulation
+  // calibrated from this run chooses its passes for the same speed).
+  if (speed.measured()) j["speed"] = nlohmann::json::parse(speed.Json());
+  if (!speed_note.empty()) {
+    j["passes_used"] = UsedPasses();
+    j["speed_note"] = speed_note;
+  }
   if (measured_at_unix_s > 0) j["measured_at"] = IsoUtc(measured_at_unix_s);
   return j.dump();
 }
@@ -254,11 +280,15 @@ std::string CpuCalibration::Describe() const {
     return absl::StrCat("fixed values of compiler/cost_model.cc ($", kPinEnv, "=fixed): ", values,
                         collective_text);
   std::string when = IsoUtc(measured_at_unix_s);
-  if (passes.size() > 1)
-    when += absl::StrFormat("; median of %d passes from %s", passes.size(),
-                            IsoUtc(passes.front().measured_at_unix_s).substr(11, 8)) +
+  if (UsedPasses() > 1) {
+    int64_t oldest = measured_at_unix_s;
+    for (int i = 0; i < UsedPasses(); ++i)
+      oldest = std::min(oldest, passes[used.empty() ? i : used[i]].measured_at_unix_s);
+    when += absl::StrFormat("; median of %d passes from %s", UsedPasses(), IsoUtc(oldest).substr(11, 8)) +
             (earlier_passes > 0 ? absl::StrFormat(", %d of them from earlier calibrations", earlier_passes)
                                 : std::string());
+  }
+  if (!speed_note.empty()) when += "; " + speed_note;
   if (source == "measured")
     return absl::StrCat("measured now (", when, "), cached at ", path, ": ", values, collective_text);
   if (source == "cache")
@@ -290,6 +320,7 @@ namespace {
 // One pass of every microbenchmark.
 CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   CpuCalibration c;
+  c.probe_before = plan.probe ? plan.probe() : MeasureSpeedProbe();
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   std::optional<Gang> gang;
   if (cores > 1) gang.emplace(cores - 1);
@@ -342,6 +373,7 @@ CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
   c.hbm_bandwidth = per_byte > 0 ? 1e9 / per_byte : 0;
+  c.probe_after = plan.probe ? plan.probe() : MeasureSpeedProbe();
   c.measured_at_unix_s = UnixNow();
   return c;
 }
@@ -511,6 +543,11 @@ absl::StatusOr<CpuCalibration> ReadCpuProfileFile(const std::string& path) {
         return absl::InvalidArgumentError(
             absl::StrCat(at, ": 'measured_at_unix_s' is missing or not an integer"));
       pass.measured_at_unix_s = e["measured_at_unix_s"].get<int64_t>();
+      for (auto [key, probe] : {std::pair<const char*, SpeedProbe*>{"probe_before", &pass.probe_before},
+                                {"probe_after", &pass.probe_after}})
+        if (e.contains(key) && !SpeedProbe::FromJson(e[key].dump(), probe))
+          return absl::InvalidArgumentError(
+              absl::StrCat(at, ": '", key, "' is not a speed probe (four positive figures)"));
       c.passes.push_back(std::move(pass));
     }
   }
@@ -544,6 +581,8 @@ absl::Status WriteCpuProfileFile(const std::string& path, const CpuCalibration& 
     for (const CpuCalibration& p : c.passes) {
       nlohmann::json e = FiguresJson(p);
       e["measured_at_unix_s"] = p.measured_at_unix_s;
+      if (p.probe_before.measured()) e["probe_before"] = nlohmann::json::parse(p.probe_before.Json());
+      if (p.probe_after.measured()) e["probe_after"] = nlohmann::json::parse(p.probe_after.Json());
       j["passes"].push_back(std::move(e));
     }
   }
@@ -580,29 +619,115 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c->source = "file";
     return c;
   }
-  if (!remeasure)
-    if (auto c = ReadCpuProfileFile(cache_path); c.ok() && c->format == kFormat) {
-      c->source = "cache";
+  // The cache entry's passes of this machine, within the age limit, oldest first.
+  std::optional<CpuCalibration> cached;
+  if (auto c = ReadCpuProfileFile(cache_path); c.ok() && c->format == kFormat) cached = *std::move(c);
+  // else missing, damaged or an older format: measured again
+  auto kept_of = [&](int64_t now) {
+    std::vector<CpuCalibration> kept;
+    if (cached && cached->machine == MachineKey())
+      for (const CpuCalibration& p : cached->passes)
+        if (now - p.measured_at_unix_s <= plan.history_max_age_s && p.measured_at_unix_s <= now) kept.push_back(p);
+    return kept;
+  };
+  auto speed_now = [&] { return plan.probe ? plan.probe() : MeasureSpeedProbe(); };
+  const bool given_speed = plan.at_speed.measured();
+  const char* whose = given_speed ? "the recorded run's speed" : "the machine's speed now";
+  std::string moved;  // why a cache entry was measured again
+  // The profile of the kept passes `use` (indices), read from the cache.
+  auto from_cache = [&](std::vector<CpuCalibration> kept, const std::vector<int>& use) {
+    std::vector<CpuCalibration> chosen;
+    for (int i : use) chosen.push_back(kept[i]);
+    CpuCalibration c = CombinePasses(chosen);
+    c.source = "cache";
+    c.path = cache_path;
+    c.format = cached->format;
+    c.seconds = cached->seconds;
+    c.measured_at_unix_s = cached->measured_at_unix_s;
+    c.gang_width = cached->gang_width;
+    c.passes = std::move(kept);
+    c.used = use;
+    return c;
+  };
+  if (!remeasure && cached && !plan.any_speed.empty() && !kept_of(UnixNow()).empty()) {
+    // The newest passes, whatever their speed.
+    std::vector<CpuCalibration> kept = kept_of(UnixNow());
+    std::vector<int> newest;
+    for (int i = std::max(0, static_cast<int>(kept.size()) - std::max(1, plan.history));
+         i < static_cast<int>(kept.size()); ++i)
+      newest.push_back(i);
+    CpuCalibration c = from_cache(std::move(kept), newest);
+    c.speed_note = absl::StrFormat("the newest %d of the %d kept passes, of any speed: %s", newest.size(),
+                                   c.passes.size(), plan.any_speed);
+    return c;
+  }
+  if (!remeasure && cached) {
+    const SpeedProbe speed = given_speed ? plan.at_speed : speed_now();
+    std::vector<CpuCalibration> kept = kept_of(UnixNow());
+    const std::vector<int> at = PassesAtSpeed(kept, speed, std::max(1, plan.history));
+    if (static_cast<int>(at.size()) >= std::min<int>(plan.min_at_speed, static_cast<int>(kept.size())) &&
+        !at.empty()) {
+      CpuCalibration c = from_cache(std::move(kept), at);
+      c.speed = speed;
+      c.speed_note = absl::StrFormat("%d of the %d kept passes ran at %s (%s)", at.size(), c.passes.size(), whose,
+                                     speed.Describe());
       return c;
-    }  // else missing, damaged or an older format: measured again
+    }
+    // No pass (or too few) ran at this speed: the figures would be another speed's.
+    int nearest = -1;
+    for (size_t i = 0; i < kept.size(); ++i)
+      if (nearest < 0 || kept[i].Speed().DistanceTo(speed) < kept[nearest].Speed().DistanceTo(speed))
+        nearest = static_cast<int>(i);
+    moved = absl::StrFormat("%s (%s) is not that of the cache entry's passes (%d of %d within %.0f%%%s): measured "
+                            "again",
+                            whose, speed.Describe(), at.size(), kept.size(), 100 * (std::exp(kSameSpeedDistance) - 1),
+                            nearest >= 0 ? absl::StrCat("; the nearest's against it: ",
+                                                        speed.RatiosTo(kept[nearest].Speed()))
+                                         : std::string());
+  }
 
   const auto start = std::chrono::steady_clock::now();
-  std::vector<CpuCalibration> passes = MeasurePasses(plan);
-  // The passes of this machine's earlier calibrations are kept with these, up
-  // to plan.history of them: the profile is their median, so one calibration
-  // taken in a fast or slow minute moves it by a share, not outright.
-  const int64_t now = passes.back().measured_at_unix_s;
-  std::vector<CpuCalibration> earlier;
-  if (auto old = ReadCpuProfileFile(cache_path);
-      old.ok() && old->format == kFormat && old->machine == MachineKey())
-    for (const CpuCalibration& p : old->passes)
-      if (now - p.measured_at_unix_s <= plan.history_max_age_s && p.measured_at_unix_s <= now)
-        earlier.push_back(p);
-  const size_t keep_earlier = std::min(
-      earlier.size(), static_cast<size_t>(std::max(0, plan.history - static_cast<int>(passes.size()))));
-  passes.insert(passes.begin(), earlier.end() - static_cast<std::ptrdiff_t>(keep_earlier), earlier.end());
-  CpuCalibration c = CombinePasses(passes);
-  c.earlier_passes = static_cast<int>(keep_earlier);
+  std::vector<CpuCalibration> fresh = MeasurePasses(plan);
+  const int64_t now = fresh.back().measured_at_unix_s;
+  // The speed the profile is for: the one asked, else the machine's just after
+  // the passes (their last probe).
+  const SpeedProbe speed = given_speed ? plan.at_speed : fresh.back().probe_after;
+  std::vector<CpuCalibration> all = kept_of(now);
+  const int earlier_count = static_cast<int>(all.size());
+  all.insert(all.end(), fresh.begin(), fresh.end());
+  // This calibration's passes, and the earlier ones measured at the same
+  // speed, nearest first, up to plan.history: one calibration taken in a
+  // noisy minute moves the profile by a share, and one taken at another
+  // speed of the machine does not move it at all.
+  std::vector<int> use;
+  for (int i = earlier_count; i < static_cast<int>(all.size()); ++i) use.push_back(i);
+  const int room = std::max(0, plan.history - static_cast<int>(fresh.size()));
+  std::vector<CpuCalibration> earlier(all.begin(), all.begin() + earlier_count);
+  int earlier_used = 0;
+  for (int i : PassesAtSpeed(earlier, speed, room)) {
+    use.push_back(i);
+    ++earlier_used;
+  }
+  std::sort(use.begin(), use.end());  // oldest first, as the table prints them
+  std::vector<CpuCalibration> chosen;
+  for (int i : use) chosen.push_back(all[i]);
+  CpuCalibration c = CombinePasses(chosen);
+  c.earlier_passes = earlier_used;
+  // The entry keeps the newest plan.kept passes of any speed.
+  // The entry keeps the newest plan.kept passes of any speed, and the ones used.
+  const int drop = std::max(0, static_cast<int>(all.size()) - std::max(plan.kept, static_cast<int>(fresh.size())));
+  c.passes.clear();
+  c.used.clear();
+  for (int i = 0; i < static_cast<int>(all.size()); ++i) {
+    const bool used = std::find(use.begin(), use.end(), i) != use.end();
+    if (i < drop && !used) continue;
+    if (used) c.used.push_back(static_cast<int>(c.passes.size()));
+    c.passes.push_back(all[i]);
+  }
+  c.speed = speed;
+  c.speed_note = absl::StrFormat("%s%d passes at %s (%s): %d measured now, %d of %d earlier ones", 
+                                 moved.empty() ? "" : moved + "; ", chosen.size(), whose, speed.Describe(),
+                                 fresh.size(), earlier_used, earlier_count);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   c.path = cache_path;
   if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())
@@ -610,14 +735,39 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
   return c;
 }
 
+namespace {
+std::mutex current_mu;
+std::optional<CpuCalibration> current;  // the process's, once resolved
+SpeedProbe run_at_start, run_at_end;     // ChooseCpuPassesFor's
+}  // namespace
+
+void ChoosePassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end, CalibrationPlan* plan) {
+  plan->at_speed = SpeedProbe();
+  plan->any_speed.clear();
+  if (!at_start.measured()) return;
+  if (!at_end.measured() || at_start.DistanceTo(at_end) <= kSameSpeedDistance) {
+    plan->at_speed = SpeedProbe::Midpoint(at_start, at_end);
+    return;
+  }
+  plan->any_speed = absl::StrCat("the recorded run's machine changed speed while it ran (at its start ",
+                                 at_start.Describe(), "; at its end ", at_end.RatiosTo(at_start),
+                                 "): its steps mix two speeds");
+}
+
+void ChooseCpuPassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end) {
+  std::lock_guard<std::mutex> lock(current_mu);
+  current.reset();
+  run_at_start = at_start;
+  run_at_end = at_end;
+}
+
 absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure, bool fresh) {
-  static std::mutex mu;
-  static std::optional<CpuCalibration> current;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(current_mu);
   if (current && !remeasure) return *current;
   const char* pin = std::getenv(kPinEnv);
   CalibrationPlan plan;
-  if (fresh) plan.history = 0;
+  ChoosePassesFor(run_at_start, run_at_end, &plan);
+  if (fresh) plan.history = plan.kept = 0;
   auto c = ResolveCpuCalibration(pin ? pin : "", CpuProfileCachePath(), remeasure, plan);
   if (c.ok()) current = *c;
   return c;

@@ -23,11 +23,18 @@
 //                                   /cpu-profile-<key>.json, keyed by MachineKey()
 //   a measurement                   three passes, about 20 s of CPU, then written to the cache
 // `shardscope calibrate` measures again and rewrites the cache entry: its
-// three passes join the (up to six) newest of the entry's earlier ones, within
-// a day, and each figure is the median of them all; `--fresh` drops the old.
+// three passes join the entry's earlier ones (up to 30, within a day).
+//
+// The machine's speed moves (cpu_speed_probe.h): every pass carries a speed
+// probe taken just before and just after it, and the profile is the median of
+// the passes measured at the speed the machine has now (up to nine, nearest
+// first). Resolving from the cache probes the speed first (about 0.1 s); when
+// fewer than three kept passes ran at it, three are measured now and join the
+// entry. `--fresh` drops the old.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +43,7 @@
 #include "runtime/cpu_collective_benchmark.h"
 #include "runtime/cpu_op_benchmarks.h"
 #include "runtime/cpu_spread_benchmark.h"
+#include "runtime/cpu_speed_probe.h"
 
 namespace shardscope::runtime {
 
@@ -58,11 +66,30 @@ struct CpuCalibration {
   double seconds = 0;             // how long the measurement took
   int format = 0;                 // a file's layout (ReadCpuProfileFile); 0 when not read from one
   std::vector<std::string> rows;  // the microbenchmark table, as printed
-  // The passes whose median the figures are, oldest first (each with its
-  // figures and measured_at_unix_s only); empty for fixed values and for
-  // files written before passes were kept.
+  // The passes a cache entry keeps, oldest first (each with its figures,
+  // measured_at_unix_s and probes only); empty for fixed values and for files
+  // written before passes were kept.
   std::vector<CpuCalibration> passes;
-  int earlier_passes = 0;  // of `passes`, how many came from earlier calibrations (when measured)
+  // Of `passes`, the ones whose median the figures are (indices, nearest the
+  // speed first); empty: all of them (a pinned file, an older entry).
+  std::vector<int> used;
+  int earlier_passes = 0;  // of `used`, how many came from earlier calibrations (when measured)
+  // A pass's: the machine's speed just before and just after it (format 6).
+  SpeedProbe probe_before, probe_after;
+  // The profile's: the speed the passes were chosen for (probed when the
+  // profile was resolved, or a recorded run's), and what that choice did:
+  // "9 of 21 kept passes ran at the machine's speed now ..." (empty when
+  // no choice was made: fixed, pinned).
+  SpeedProbe speed;
+  std::string speed_note;
+
+  // A pass's speed: the midpoint of its two probes (in ratio); steady when
+  // they are kSameSpeedDistance or less apart (the speed did not move while
+  // it ran: its figures are of one speed).
+  SpeedProbe Speed() const;
+  bool Steady() const;
+  // How many passes the figures are the median of.
+  int UsedPasses() const { return used.empty() ? static_cast<int>(passes.size()) : static_cast<int>(used.size()); }
 
   // The `cpu` profile with these values, the rest derived as in
   // compiler/cost_model.cc.
@@ -81,12 +108,28 @@ struct CalibrationPlan {
   CollectivePlan collectives;
   SpreadPlan spread;
   int passes = 3;  // every benchmark this many times, a few seconds apart; each figure their median
-  // Passes kept across calibrations of one machine (its cache entry), the
-  // newest; the profile is the median of all kept. 0 or `passes`: this
-  // calibration's only (`shardscope calibrate --fresh`).
+  // The profile is the median of up to this many passes measured at the
+  // machine's speed now, this calibration's and earlier ones (the cache
+  // entry's). 0 or `passes`: this calibration's only (`calibrate --fresh`).
   int history = 9;
+  int kept = 30;                          // passes a cache entry keeps, the newest, of any speed
   int64_t history_max_age_s = 24 * 3600;  // older passes are dropped
+  // Resolving from the cache: fewer passes than this at the speed now (and
+  // not as many as the entry keeps) are measured again.
+  int min_at_speed = 3;
+  // The speed now (tests give their own); unset: MeasureSpeedProbe.
+  std::function<SpeedProbe()> probe;
+  // The speed to choose passes for instead of probing (a recorded run's:
+  // `run --simulate --calibrate-from`); unset: the speed now.
+  SpeedProbe at_speed;
+  // Non-empty: choose the newest passes of any speed, for this reason (a
+  // recorded run whose speed moved while it ran).
+  std::string any_speed;
 };
+
+// Of `passes`, the steady ones measured within kSameSpeedDistance of
+// `speed`, newest first, at most `n` (indices).
+std::vector<int> PassesAtSpeed(const std::vector<CpuCalibration>& passes, const SpeedProbe& speed, int n);
 
 // What identifies this machine for the cache: CPU model, core count, host
 // name, boot id, the GEMM backend chosen at start-up and $OPENBLAS_CORETYPE
@@ -117,6 +160,15 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
 // environment), resolved once per process. `remeasure` measures again and
 // rewrites the cache; `fresh` keeps none of the cache's earlier passes.
 absl::StatusOr<CpuCalibration> CurrentCpuCalibration(bool remeasure = false, bool fresh = false);
+// Makes the process's calibration choose its passes for a recorded run's
+// speed (`run --simulate --calibrate-from` compares against that run) instead
+// of probing the machine's speed now: its probes at its start and its end
+// (`at_end` unmeasured: the start's alone). When they are further apart than
+// kSameSpeedDistance the run's steps mix two speeds: the passes of every
+// speed are used, and the profile says so. Resolved again at the next use.
+void ChooseCpuPassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end);
+// What that choice sets in `plan` (at_speed, or any_speed and why).
+void ChoosePassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end, CalibrationPlan* plan);
 
 // A profile by name: `cpu` through CurrentCpuCalibration, the others built in.
 absl::StatusOr<compiler::ChipProfile> ResolveProfile(const std::string& name);

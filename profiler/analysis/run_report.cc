@@ -76,6 +76,9 @@ std::string ProfileValuesLine(const nlohmann::json& v) {
     absl::StrAppend(&line, absl::StrFormat("; small kernel %.2f us, reduce %.2f ns per element, chip spread %.0f ns",
                                            v.value("cold_kernel_overhead_ns", 0.0) / 1e3,
                                            v.value("reduce_read_ns", 0.0), v.value("chip_spread_ns", 0.0)));
+  // Which of the calibration's passes, for which speed of the machine (cpu_speed_probe.h).
+  if (v.contains("speed_note") && v["speed_note"].is_string())
+    absl::StrAppend(&line, "; ", v["speed_note"].get<std::string>());
   return line;
 }
 

@@ -60,7 +60,9 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   auto info = reader->Query(
       "SELECT simulated, imported, clock_kinds, sample, num_devices, mesh,"
       " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.batch') END AS batch,"
-      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.sharding') END AS sharding"
+      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.sharding') END AS sharding,"
+      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.profile_values.speed') END AS speed,"
+      " CASE WHEN json_valid(config_json) THEN json_extract(config_json, '$.speed_at_end') END AS speed_at_end"
       " FROM runs WHERE run_id = ?1",
       {id});
   if (!info.ok()) return info.status();
@@ -70,6 +72,8 @@ absl::StatusOr<RecordedDeviceTimes> LoadRecordedDeviceTimes(const std::string& d
   out.batch = info->Int(0, "batch", 0);
   out.mesh = info->Text(0, "mesh");
   out.sharding = info->Text(0, "sharding");
+  out.speed_json = info->Text(0, "speed");
+  out.speed_at_end_json = info->Text(0, "speed_at_end");
   auto faults = ReadRunFaults(*reader, *run);
   if (!faults.ok()) return faults.status();
   out.faults = absl::StrJoin(*faults, ", ");

@@ -42,6 +42,10 @@ struct RecordedDeviceTimes {
   std::string sharding;  // config_json's sharding (llama: dp, tp, ...), "" when not recorded
   std::string faults;  // the faults injected into it ("slow-chip:1:0.3, jitter:0.5"), "" when none
   std::string ended_early;  // how it ended when it did not finish (a hang: store::RunState::Describe), else ""
+  // The machine's speed when it started (config_json profile_values.speed, a
+  // runtime::SpeedProbe's JSON), "" when not recorded (fixed or pinned profile, older runs).
+  std::string speed_json;
+  std::string speed_at_end_json;  // ... and at its end (config_json speed_at_end), "" when not recorded
   std::vector<RecordedOp> ops;
   // Host-to-device transfers ("transfer x", per chip): (name, bytes) -> the
   // median device time of one, over every chip and step.

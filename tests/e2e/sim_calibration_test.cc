@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "runtime/cpu_calibration.h"
 #include "tests/e2e/shell.h"
 
 namespace shardscope::e2e {
@@ -318,6 +321,76 @@ TEST(SimCalibration, MistakesAreRefusedBeforeAnythingIsRecorded) {
   refused(absl::StrCat("--simulate --topology 2x4 --mesh 2x4 --calibrate-from ", hung),
           "run 1 has no kernel slices on the device clock: it stored no step (ended by the hang detector");
   EXPECT_EQ(::access(never.c_str(), F_OK), -1) << "nothing recorded";
+}
+
+// `--calibrate-from` prices the uncalibrated step with the calibration passes
+// measured at the recorded run's speed (its probes at start and end), not at
+// the machine's speed when the simulation runs; where the run's speed moved
+// while it ran, every speed's, said so. A cache entry of two speeds, and a
+// recorded run given each speed by hand: no probe or measurement runs.
+TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/speed_cache_", getpid());
+  ASSERT_EQ(setenv("XDG_CACHE_HOME", dir.c_str(), 1), 0);
+  const std::string cache = runtime::CpuProfileCachePath();  // what the CLI reads with that home
+  auto probe = [](double f) {
+    runtime::SpeedProbe p;
+    p.gemm_flops = 100e9 * f;
+    p.stream_bytes = 20e9 * f;
+    p.exp_ns = 3 / f;
+    p.reduce_ns = 0.2 / f;
+    return p;
+  };
+  runtime::CpuCalibration entry;
+  entry.machine = runtime::MachineKey();
+  const int64_t now = static_cast<int64_t>(std::time(nullptr));
+  for (int k = 0; k < 6; ++k) {  // three passes at speed 1 (GEMM 100 GFLOP/s), three at 2 (200)
+    runtime::CpuCalibration pass;
+    const double f = k < 3 ? 1 : 2;
+    pass.peak_flops = 100e9 * f + k * 1e9;
+    pass.hbm_bandwidth = 20e9 * f;
+    pass.kernel_overhead_ns = 1500;
+    pass.probe_before = pass.probe_after = probe(f);
+    pass.measured_at_unix_s = now - 600 + k * 60;
+    entry.passes.push_back(pass);
+  }
+  entry.peak_flops = 1e11;
+  entry.hbm_bandwidth = 2e10;
+  entry.measured_at_unix_s = now - 300;
+  ASSERT_TRUE(runtime::WriteCpuProfileFile(cache, entry).ok());
+
+  const std::string recorded = TempDb("speed_recorded");
+  ASSERT_EQ(Shell(absl::StrCat(kCli, kMlp8, " --db ", recorded)).code, 0);  // pinned, as every test
+  auto simulate = [&](const std::string& name) {
+    const std::string sim = TempDb(name);
+    Output o = Shell(absl::StrCat("env -u SHARDSCOPE_CPU_PROFILE XDG_CACHE_HOME=", dir, " ", kCli,
+                                  " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet",
+                                  " --calibrate-from ", recorded, " --db ", sim));
+    EXPECT_EQ(o.code, 0) << o.text;
+    return nlohmann::json::parse(Q(sim, "SELECT config_json FROM runs").Text(0, "config_json"))["profile_values"];
+  };
+  auto set_speeds = [&](double start, double end) {
+    Exec(recorded, absl::StrCat("UPDATE runs SET config_json = json_set(config_json, '$.profile_values.speed', json('",
+                                probe(start).Json(), "'), '$.speed_at_end', json('", probe(end).Json(), "'))"));
+  };
+  set_speeds(2, 2.1);  // a fast run
+  nlohmann::json v = simulate("speed_sim_fast");
+  EXPECT_EQ(v["source"], "cache");
+  EXPECT_EQ(v["peak_flops"], 204e9) << "the median of the fast passes (203, 204, 205 GFLOP/s)";
+  EXPECT_EQ(v["passes_used"], 3);
+  EXPECT_NE(v["speed_note"].get<std::string>().find("3 of the 6 kept passes ran at the recorded run's speed"),
+            std::string::npos)
+      << v.dump();
+  set_speeds(1, 1);  // a slow one
+  v = simulate("speed_sim_slow");
+  EXPECT_EQ(v["peak_flops"], 101e9);
+  set_speeds(1, 2);  // it moved: every speed's passes, and why
+  v = simulate("speed_sim_moved");
+  EXPECT_EQ(v["passes_used"], 6);
+  EXPECT_NE(v["speed_note"].get<std::string>().find("the recorded run's machine changed speed while it ran"),
+            std::string::npos)
+      << v.dump();
+  ASSERT_EQ(unsetenv("XDG_CACHE_HOME"), 0);
+  std::remove(cache.c_str());
 }
 
 TEST(CpuProfile, ARunRecordsThePinnedValuesItUsed) {

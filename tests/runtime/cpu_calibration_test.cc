@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -23,9 +24,23 @@ std::string TempPath(const std::string& name) {
   return test_files::RemoveAtExit(absl::StrCat(::testing::TempDir(), "/cpu_calibration_", name, "_", getpid(), ".json"));
 }
 
+// A probe of a machine `f` times as fast as a reference one (every figure alike).
+SpeedProbe Probe(double f) {
+  SpeedProbe p;
+  p.gemm_flops = 100e9 * f;
+  p.stream_bytes = 20e9 * f;
+  p.exp_ns = 3.0 / f;
+  p.reduce_ns = 0.2 / f;
+  p.measured_at_unix_s = 1764000000;
+  return p;
+}
+
 // A quick plan: the mechanism, not the figures (the bench measures those).
+// Its speed probe is given, at speed 1: a test that resolves twice must not
+// see the shared VM change speed between the two.
 CalibrationPlan Small() {
   CalibrationPlan p;
+  p.probe = [] { return Probe(1); };
   p.gemm_sizes = {64, 128};
   p.stream_min = 1 << 10;
   p.stream_max = 1 << 16;
@@ -189,7 +204,7 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   EXPECT_GT(c->ops.conv_flops, 0);
   auto rewritten = ReadCpuProfileFile(cache);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(rewritten->format, 5);
+  EXPECT_EQ(rewritten->format, 6);
   ExpectSameFigures(rewritten->ops, c->ops);
   // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
   std::ofstream(cache) << old;
@@ -285,36 +300,203 @@ void WriteEntryWithPasses(const std::string& path, int n, int64_t newest_age_s, 
     p.hbm_bandwidth = 1e10;
     p.ops.conv_flops = k * 1e9;
     p.measured_at_unix_s = now - newest_age_s - 60 * (n - k);
+    p.probe_before = p.probe_after = Probe(1);  // Small()'s speed
     c.passes.push_back(p);
   }
   ASSERT_TRUE(WriteCpuProfileFile(path, c).ok());
+}
+
+// A cache entry of this machine whose passes ran at the speeds given (each
+// probed before and after), a minute apart, the newest last; pass k has
+// GEMM and convolution figures of k GFLOP/s.
+void WriteEntryAtSpeeds(const std::string& path, const std::vector<std::pair<double, double>>& before_after) {
+  CpuCalibration c;
+  c.peak_flops = 1e9;
+  c.hbm_bandwidth = 1e10;
+  c.machine = MachineKey();
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  c.measured_at_unix_s = now - 10;
+  const int n = static_cast<int>(before_after.size());
+  for (int k = 1; k <= n; ++k) {
+    CpuCalibration p;
+    p.peak_flops = k * 1e9;
+    p.hbm_bandwidth = 1e10;
+    p.ops.conv_flops = k * 1e9;
+    p.measured_at_unix_s = now - 10 - 60 * (n - k);
+    p.probe_before = Probe(before_after[k - 1].first);
+    p.probe_after = Probe(before_after[k - 1].second);
+    c.passes.push_back(p);
+  }
+  ASSERT_TRUE(WriteCpuProfileFile(path, c).ok());
+}
+
+TEST(SpeedProbe, DistanceMidpointAndItsJson) {
+  EXPECT_NEAR(Probe(1).DistanceTo(Probe(2)), std::log(2.0), 1e-12);
+  EXPECT_EQ(Probe(1.5).DistanceTo(Probe(1.5)), 0);
+  SpeedProbe mixed = Probe(1);
+  mixed.stream_bytes *= 1.5;  // one figure of four moved by 50%
+  EXPECT_NEAR(mixed.DistanceTo(Probe(1)), std::log(1.5) / 4, 1e-12);
+  EXPECT_TRUE(std::isinf(SpeedProbe().DistanceTo(Probe(1))));
+  const SpeedProbe mid = SpeedProbe::Midpoint(Probe(1), Probe(4));
+  EXPECT_NEAR(mid.gemm_flops, Probe(2).gemm_flops, 1);
+  EXPECT_NEAR(mid.exp_ns, Probe(2).exp_ns, 1e-12);
+  EXPECT_EQ(SpeedProbe::Midpoint(SpeedProbe(), Probe(3)).gemm_flops, Probe(3).gemm_flops);
+  SpeedProbe back;
+  ASSERT_TRUE(SpeedProbe::FromJson(Probe(1.25).Json(), &back));
+  EXPECT_EQ(back.DistanceTo(Probe(1.25)), 0);
+  EXPECT_EQ(back.measured_at_unix_s, 1764000000);
+  for (const char* bad : {"", "[]", "{\"gemm_flops\": 1}", R"({"gemm_flops": 1, "stream_bytes": 1, "exp_ns": 0, "reduce_ns": 1})",
+                          R"({"gemm_flops": "fast", "stream_bytes": 1, "exp_ns": 1, "reduce_ns": 1})"})
+    EXPECT_FALSE(SpeedProbe::FromJson(bad, &back)) << bad;
+  EXPECT_EQ(back.DistanceTo(Probe(1.25)), 0) << "a failed read leaves the probe as it was";
+  EXPECT_EQ(Probe(2).RatiosTo(Probe(1)), "GEMM x2.00, stream x2.00, exp x2.00, reduce x2.00");
+}
+
+TEST(SpeedProbe, MeasuresTheMachine) {
+  const SpeedProbe p = MeasureSpeedProbe(3);
+  EXPECT_TRUE(p.measured()) << p.Describe();
+  EXPECT_GT(p.measured_at_unix_s, 0);
+}
+
+TEST(CpuCalibration, ARunUsesThePassesMeasuredAtTheMachinesSpeedNow) {
+  // Passes 1-3 ran at speed 1, 4-6 at speed 2 (a machine twice as fast for a
+  // stretch), pass 7 straddled both (probed at 1 before, 2 after).
+  const std::string cache = TempPath("speeds");
+  WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1.05}, {1, 1}, {2, 2}, {2, 2.1}, {2, 2}, {1, 2}});
+  CalibrationPlan plan = Small();
+  plan.probe = [] { return Probe(2.05); };
+  auto fast = ResolveCpuCalibration("", cache, /*remeasure=*/false, plan);
+  ASSERT_TRUE(fast.ok()) << fast.status();
+  EXPECT_EQ(fast->source, "cache");
+  EXPECT_EQ(fast->used, (std::vector<int>{5, 4, 3})) << "speed 2's passes, newest first; never the straddler";
+  EXPECT_EQ(fast->peak_flops, 5e9);
+  EXPECT_EQ(fast->ops.conv_flops, 5e9);
+  EXPECT_EQ(fast->passes.size(), 7u) << "the entry keeps every speed's";
+  EXPECT_EQ(fast->speed.DistanceTo(Probe(2.05)), 0);
+  EXPECT_NE(fast->Describe().find("3 of the 7 kept passes ran at the machine's speed now"), std::string::npos)
+      << fast->Describe();
+  EXPECT_NE(fast->Describe().find("median of 3 passes"), std::string::npos) << fast->Describe();
+  EXPECT_NE(fast->ProvenanceJson().find("\"speed\":{"), std::string::npos) << fast->ProvenanceJson();
+  EXPECT_NE(fast->ProvenanceJson().find("\"passes_used\":3"), std::string::npos) << fast->ProvenanceJson();
+  plan.probe = [] { return Probe(0.97); };
+  auto slow = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(slow.ok()) << slow.status();
+  EXPECT_EQ(slow->source, "cache");
+  EXPECT_EQ(slow->used, (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(slow->peak_flops, 2e9);
+  // A recorded run's speed instead of the machine's now (run --simulate --calibrate-from).
+  plan.at_speed = Probe(2);
+  auto theirs = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  EXPECT_EQ(theirs->peak_flops, 5e9);
+  EXPECT_NE(theirs->Describe().find("ran at the recorded run's speed"), std::string::npos) << theirs->Describe();
+  // ... a run whose speed moved while it ran: the newest passes, any speed, and why.
+  plan.at_speed = SpeedProbe();
+  plan.any_speed = "it moved";
+  plan.history = 4;
+  auto any = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(any->used, (std::vector<int>{3, 4, 5, 6}));
+  EXPECT_EQ(any->peak_flops, 5.5e9);
+  EXPECT_NE(any->Describe().find("the newest 4 of the 7 kept passes, of any speed: it moved"), std::string::npos)
+      << any->Describe();
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, AtASpeedNoKeptPassRanAtTheMachineIsMeasuredAgain) {
+  const std::string cache = TempPath("moved");
+  WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1}, {1, 1}, {1, 1}});
+  CalibrationPlan plan = Small();  // measures at speed 1 ...
+  plan.probe = [] { return Probe(1.6); };  // ... but the machine runs at 1.6 now
+  auto c = ResolveCpuCalibration("", cache, /*remeasure=*/false, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_NE(c->Describe().find("the machine's speed now"), std::string::npos) << c->Describe();
+  EXPECT_NE(c->Describe().find("is not that of the cache entry's passes (0 of 4 within 13%; the nearest's against "
+                               "it: GEMM x1.60, stream x1.60, exp x1.60, reduce x1.60): measured again"),
+            std::string::npos)
+      << c->Describe();
+  // The new pass (its probes at 1.6) alone makes the figures; the entry keeps all five.
+  EXPECT_EQ(c->used, (std::vector<int>{4}));
+  EXPECT_GT(c->peak_flops, 5e9) << "measured, not the entry's";
+  auto reread = ReadCpuProfileFile(cache);
+  ASSERT_TRUE(reread.ok()) << reread.status();
+  ASSERT_EQ(reread->passes.size(), 5u);
+  EXPECT_EQ(reread->passes[4].probe_after.DistanceTo(Probe(1.6)), 0);
+  EXPECT_TRUE(reread->passes[4].Steady());
+  // Fewer than three at the speed now (and the entry holds more): measured again too.
+  WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1}, {1.6, 1.6}, {1, 1}});
+  c = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->source, "measured");
+  EXPECT_EQ(c->used, (std::vector<int>{2, 4})) << "the one earlier pass at 1.6 joins the new one";
+  EXPECT_EQ(c->earlier_passes, 1);
+  // The entry keeps at most plan.kept passes, the newest (and the ones used).
+  WriteEntryAtSpeeds(cache, {{1.6, 1.6}, {1, 1}, {1, 1}, {1, 1}, {1, 1}});
+  plan.kept = 3;
+  plan.min_at_speed = 2;
+  c = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->passes.size(), 4u) << "the oldest, used, and the newest three";
+  EXPECT_EQ(c->passes[0].peak_flops, 1e9);
+  EXPECT_EQ(c->passes[1].peak_flops, 4e9);
+  EXPECT_EQ(c->used, (std::vector<int>{0, 3}));
+  std::remove(cache.c_str());
+}
+
+TEST(CpuCalibration, ARecordedRunWhoseSpeedMovedUsesEverySpeed) {
+  CalibrationPlan plan;
+  ChoosePassesFor(Probe(1), Probe(1.05), &plan);
+  EXPECT_TRUE(plan.any_speed.empty());
+  EXPECT_LT(plan.at_speed.DistanceTo(SpeedProbe::Midpoint(Probe(1), Probe(1.05))), 1e-12);
+  ChoosePassesFor(Probe(1), SpeedProbe(), &plan);  // no probe at its end: its start's
+  EXPECT_EQ(plan.at_speed.DistanceTo(Probe(1)), 0);
+  ChoosePassesFor(Probe(1), Probe(1.5), &plan);
+  EXPECT_FALSE(plan.at_speed.measured());
+  EXPECT_NE(plan.any_speed.find("changed speed while it ran"), std::string::npos) << plan.any_speed;
+  EXPECT_NE(plan.any_speed.find("at its end GEMM x1.50"), std::string::npos) << plan.any_speed;
+  ChoosePassesFor(SpeedProbe(), Probe(1), &plan);  // none recorded (a fixed or pinned profile)
+  EXPECT_FALSE(plan.at_speed.measured());
+  EXPECT_TRUE(plan.any_speed.empty());
 }
 
 TEST(CpuCalibration, ACalibrationJoinsTheNewestEarlierPassesAndTakesTheMedianOfAll) {
   const std::string cache = TempPath("history");
   CalibrationPlan plan = Small();  // one pass a calibration
   plan.history = 4;
-  // Five earlier passes (GEMM 1..5 GFLOP/s, far below any real one): the
-  // newest three are kept with the new pass, so the median is between 4 and 5.
+  // Five earlier passes (GEMM 1..5 GFLOP/s, far below any real one), all at
+  // the speed of the new pass: the newest three join it, so the median is
+  // between 4 and 5. The entry keeps all six.
   WriteEntryWithPasses(cache, 5, /*newest_age_s=*/10, MachineKey());
   auto c = ResolveCpuCalibration("", cache, /*remeasure=*/true, plan);
   ASSERT_TRUE(c.ok()) << c.status();
-  ASSERT_EQ(c->passes.size(), 4u);
+  ASSERT_EQ(c->passes.size(), 6u);
+  EXPECT_EQ(c->used, (std::vector<int>{2, 3, 4, 5}));
   EXPECT_EQ(c->earlier_passes, 3);
-  EXPECT_EQ(c->passes[0].peak_flops, 3e9);
-  EXPECT_GT(c->passes[3].peak_flops, 5e9) << "the new pass, measured";
+  EXPECT_EQ(c->passes[2].peak_flops, 3e9);
+  EXPECT_GT(c->passes[5].peak_flops, 5e9) << "the new pass, measured";
   EXPECT_EQ(c->peak_flops, 4.5e9);
-  EXPECT_EQ(c->ops.conv_flops, MedianOf({3e9, 4e9, 5e9, c->passes[3].ops.conv_flops}));
+  EXPECT_EQ(c->ops.conv_flops, MedianOf({3e9, 4e9, 5e9, c->passes[5].ops.conv_flops}));
   EXPECT_NE(c->Describe().find("median of 4 passes"), std::string::npos) << c->Describe();
   EXPECT_NE(c->Describe().find("3 of them from earlier calibrations"), std::string::npos) << c->Describe();
-  // The entry now holds those four, and the next calibration builds on them.
+  EXPECT_NE(c->Describe().find("4 passes at the machine's speed now"), std::string::npos) << c->Describe();
+  // The entry now holds those six, and the next calibration builds on them.
   auto reread = ReadCpuProfileFile(cache);
   ASSERT_TRUE(reread.ok()) << reread.status();
-  ASSERT_EQ(reread->passes.size(), 4u);
-  EXPECT_EQ(reread->passes[0].peak_flops, 3e9);
-  EXPECT_EQ(reread->passes[3].peak_flops, c->passes[3].peak_flops);
-  EXPECT_EQ(reread->passes[3].measured_at_unix_s, c->passes[3].measured_at_unix_s);
+  ASSERT_EQ(reread->passes.size(), 6u);
+  EXPECT_EQ(reread->passes[0].peak_flops, 1e9);
+  EXPECT_EQ(reread->passes[5].peak_flops, c->passes[5].peak_flops);
+  EXPECT_EQ(reread->passes[5].measured_at_unix_s, c->passes[5].measured_at_unix_s);
+  EXPECT_EQ(reread->passes[5].probe_before.DistanceTo(Probe(1)), 0) << "each pass keeps its probes";
   EXPECT_EQ(reread->peak_flops, c->peak_flops);
+  // Read back, the cache gives the same figures (the same four passes: the newest at the speed now).
+  plan.min_at_speed = 1;
+  auto cached = ResolveCpuCalibration("", cache, /*remeasure=*/false, plan);
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(cached->source, "cache");
+  EXPECT_EQ(cached->peak_flops, c->peak_flops);
 
   // Passes older than the age limit, or of another machine, are dropped.
   WriteEntryWithPasses(cache, 5, /*newest_age_s=*/plan.history_max_age_s + 60, MachineKey());
@@ -326,9 +508,10 @@ TEST(CpuCalibration, ACalibrationJoinsTheNewestEarlierPassesAndTakesTheMedianOfA
   c = ResolveCpuCalibration("", cache, true, plan);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->passes.size(), 1u);
-  // --fresh (history 0): this calibration's passes only.
+  // --fresh (history and kept 0): this calibration's passes only.
   WriteEntryWithPasses(cache, 5, 10, MachineKey());
   plan.history = 0;
+  plan.kept = 0;
   c = ResolveCpuCalibration("", cache, true, plan);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->passes.size(), 1u);
@@ -341,6 +524,13 @@ TEST(CpuCalibration, ACalibrationJoinsTheNewestEarlierPassesAndTakesTheMedianOfA
   auto bad = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("passes[1]: 'peak_flops' is -1"), std::string::npos) << bad.status();
+  std::ofstream(cache) << R"({"format": 6, "peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "passes": [{"peak_flops": 1e11, "gang_peak_flops": 0, "hbm_bandwidth": 2e10,
+      "kernel_overhead_ns": 1500, "measured_at_unix_s": 1764000000, "probe_before": {"gemm_flops": -1}}]})";
+  bad = ResolveCpuCalibration(cache, TempPath("unused"), false, Small());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("passes[0]: 'probe_before' is not a speed probe"), std::string::npos)
+      << bad.status();
   auto remeasured = ResolveCpuCalibration("", cache, false, Small());
   ASSERT_TRUE(remeasured.ok()) << remeasured.status();
   EXPECT_EQ(remeasured->source, "measured");
