@@ -665,8 +665,10 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     const SpeedProbe speed = given_speed ? plan.at_speed : speed_now();
     std::vector<CpuCalibration> kept = kept_of(UnixNow());
     const std::vector<int> at = PassesAtSpeed(kept, speed, std::max(1, plan.history));
-    if (static_cast<int>(at.size()) >= std::min<int>(plan.min_at_speed, static_cast<int>(kept.size())) &&
-        !at.empty()) {
+    // A recorded run's speed: one pass at it will do, as a measurement now
+    // would be at the machine's speed now, which need not be the run's.
+    const int need = given_speed ? 1 : std::min<int>(plan.min_at_speed, static_cast<int>(kept.size()));
+    if (static_cast<int>(at.size()) >= need && !at.empty()) {
       CpuCalibration c = from_cache(std::move(kept), at);
       c.speed = speed;
       c.speed_note = absl::StrFormat("%d of the %d kept passes ran at %s (%s)", at.size(), c.passes.size(), whose,
@@ -678,6 +680,22 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     for (size_t i = 0; i < kept.size(); ++i)
       if (nearest < 0 || kept[i].Speed().DistanceTo(speed) < kept[nearest].Speed().DistanceTo(speed))
         nearest = static_cast<int>(i);
+    if (given_speed && nearest >= 0) {
+      // The passes nearest the run's speed, said with how far they are.
+      std::vector<std::pair<double, int>> by_distance;
+      for (size_t i = 0; i < kept.size(); ++i) by_distance.push_back({kept[i].Speed().DistanceTo(speed), i});
+      std::sort(by_distance.begin(), by_distance.end());
+      std::vector<int> use;
+      for (const auto& [d, i] : by_distance)
+        if (static_cast<int>(use.size()) < std::max(1, plan.min_at_speed)) use.push_back(i);
+      const std::string against = speed.RatiosTo(kept[nearest].Speed());
+      CpuCalibration c = from_cache(std::move(kept), use);
+      c.speed = speed;
+      c.speed_note = absl::StrFormat(
+          "no kept pass ran within %.0f%% of %s (%s): the %d nearest of the %d kept (the nearest's against it: %s)",
+          100 * (std::exp(kSameSpeedDistance) - 1), whose, speed.Describe(), use.size(), c.passes.size(), against);
+      return c;
+    }
     moved = absl::StrFormat("%s (%s) is not that of the cache entry's passes (%d of %d within %.0f%%%s): measured "
                             "again",
                             whose, speed.Describe(), at.size(), kept.size(), 100 * (std::exp(kSameSpeedDistance) - 1),

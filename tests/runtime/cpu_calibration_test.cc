@@ -392,6 +392,24 @@ TEST(CpuCalibration, ARunUsesThePassesMeasuredAtTheMachinesSpeedNow) {
   ASSERT_TRUE(theirs.ok()) << theirs.status();
   EXPECT_EQ(theirs->peak_flops, 5e9);
   EXPECT_NE(theirs->Describe().find("ran at the recorded run's speed"), std::string::npos) << theirs->Describe();
+  // ... one pass at it will do (a measurement now would be at the machine's
+  // speed now); none: the nearest passes, said so, and nothing is measured.
+  plan.at_speed = Probe(1.5);
+  plan.probe = [] { return Probe(1.5); };
+  WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1.05}, {1, 1}, {2, 2}, {2, 2.1}, {1.5, 1.5}, {1, 2}});
+  auto one = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->source, "cache");
+  EXPECT_EQ(one->used, (std::vector<int>{5}));
+  plan.at_speed = Probe(3);
+  auto none = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->source, "cache") << "not measured: the machine now is not the run then";
+  EXPECT_EQ(none->used.size(), 3u);
+  EXPECT_EQ(none->peak_flops, 5e9) << "the three nearest: speed 2's";
+  EXPECT_NE(none->Describe().find("no kept pass ran within 13% of the recorded run's speed"), std::string::npos)
+      << none->Describe();
+  WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1.05}, {1, 1}, {2, 2}, {2, 2.1}, {2, 2}, {1, 2}});
   // ... a run whose speed moved while it ran: the newest passes, any speed, and why.
   plan.at_speed = SpeedProbe();
   plan.any_speed = "it moved";
