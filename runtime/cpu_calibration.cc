@@ -704,6 +704,11 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
                                          : std::string());
   }
 
+  // A measurement nobody asked for takes about 20 s: said before it starts.
+  if (!remeasure)
+    std::fprintf(stderr, "note: measuring this machine's cpu profile for the modeled clock (%d pass%s, about %d s; "
+                 "docs/cost_model.md): %s\n", std::max(1, plan.passes), plan.passes > 1 ? "es" : "", 7 * std::max(1, plan.passes),
+                 moved.empty() ? "no readable cache entry of this format" : moved.c_str());
   const auto start = std::chrono::steady_clock::now();
   std::vector<CpuCalibration> fresh = MeasurePasses(plan);
   const int64_t now = fresh.back().measured_at_unix_s;
