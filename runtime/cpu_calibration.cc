@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -619,10 +620,17 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c->source = "file";
     return c;
   }
-  // The cache entry's passes of this machine, within the age limit, oldest first.
+  // The cache entry, or why there is none to use (said when measuring).
   std::optional<CpuCalibration> cached;
-  if (auto c = ReadCpuProfileFile(cache_path); c.ok() && c->format == kFormat) cached = *std::move(c);
-  // else missing, damaged or an older format: measured again
+  std::string unusable;
+  if (auto c = ReadCpuProfileFile(cache_path); !c.ok())
+    unusable = c.status().code() == absl::StatusCode::kNotFound ? "no cache entry yet"
+                                                                 : std::string(c.status().message());
+  else if (c->format != kFormat)
+    unusable = absl::StrFormat("the cache entry is of format %d, this build's is %d", c->format, kFormat);
+  else
+    cached = *std::move(c);
+  // Its passes of this machine within the age limit, oldest first.
   auto kept_of = [&](int64_t now) {
     std::vector<CpuCalibration> kept;
     if (cached && cached->machine == MachineKey())
@@ -630,10 +638,20 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
         if (now - p.measured_at_unix_s <= plan.history_max_age_s && p.measured_at_unix_s <= now) kept.push_back(p);
     return kept;
   };
-  auto speed_now = [&] { return plan.probe ? plan.probe() : MeasureSpeedProbe(); };
   const bool given_speed = plan.at_speed.measured();
   const char* whose = given_speed ? "the recorded run's speed" : "the machine's speed now";
-  std::string moved;  // why a cache entry was measured again
+  const std::string within = absl::StrFormat("within %.0f%%", 100 * (std::exp(kSameSpeedDistance) - 1));
+  // When no pass ran at `speed`: the `n` nearest it, steady ones first (indices).
+  auto nearest_to = [](const std::vector<CpuCalibration>& passes, const SpeedProbe& speed, int n) {
+    std::vector<std::tuple<bool, double, int>> order;
+    for (int i = 0; i < static_cast<int>(passes.size()); ++i)
+      order.push_back({!passes[i].Steady(), passes[i].Speed().DistanceTo(speed), i});
+    std::sort(order.begin(), order.end());
+    std::vector<int> out;
+    for (const auto& [unsteady, d, i] : order)
+      if (static_cast<int>(out.size()) < n) out.push_back(i);
+    return out;
+  };
   // The profile of the kept passes `use` (indices), read from the cache.
   auto from_cache = [&](std::vector<CpuCalibration> kept, const std::vector<int>& use) {
     std::vector<CpuCalibration> chosen;
@@ -649,66 +667,65 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c.used = use;
     return c;
   };
-  if (!remeasure && cached && !plan.any_speed.empty() && !kept_of(UnixNow()).empty()) {
-    // The newest passes, whatever their speed.
-    std::vector<CpuCalibration> kept = kept_of(UnixNow());
-    std::vector<int> newest;
-    for (int i = std::max(0, static_cast<int>(kept.size()) - std::max(1, plan.history));
-         i < static_cast<int>(kept.size()); ++i)
-      newest.push_back(i);
-    CpuCalibration c = from_cache(std::move(kept), newest);
-    c.speed_note = absl::StrFormat("the newest %d of the %d kept passes, of any speed: %s", newest.size(),
-                                   c.passes.size(), plan.any_speed);
-    return c;
-  }
   if (!remeasure && cached) {
-    const SpeedProbe speed = given_speed ? plan.at_speed : speed_now();
     std::vector<CpuCalibration> kept = kept_of(UnixNow());
-    const std::vector<int> at = PassesAtSpeed(kept, speed, std::max(1, plan.history));
-    // A recorded run's speed: one pass at it will do, as a measurement now
-    // would be at the machine's speed now, which need not be the run's.
-    const int need = given_speed ? 1 : std::min<int>(plan.min_at_speed, static_cast<int>(kept.size()));
-    if (static_cast<int>(at.size()) >= need && !at.empty()) {
-      CpuCalibration c = from_cache(std::move(kept), at);
-      c.speed = speed;
-      c.speed_note = absl::StrFormat("%d of the %d kept passes ran at %s (%s)", at.size(), c.passes.size(), whose,
-                                     speed.Describe());
+    if (kept.empty()) {
+      unusable = "the cache entry has no pass of this machine from the last day";
+    } else if (!plan.any_speed.empty()) {
+      // The newest passes, whatever their speed.
+      std::vector<int> newest;
+      for (int i = std::max(0, static_cast<int>(kept.size()) - std::max(1, plan.history));
+           i < static_cast<int>(kept.size()); ++i)
+        newest.push_back(i);
+      CpuCalibration c = from_cache(std::move(kept), newest);
+      c.speed_note = absl::StrFormat("the newest %d of the %d kept passes, of any speed: %s", newest.size(),
+                                     c.passes.size(), plan.any_speed);
       return c;
-    }
-    // No pass (or too few) ran at this speed: the figures would be another speed's.
-    int nearest = -1;
-    for (size_t i = 0; i < kept.size(); ++i)
-      if (nearest < 0 || kept[i].Speed().DistanceTo(speed) < kept[nearest].Speed().DistanceTo(speed))
-        nearest = static_cast<int>(i);
-    if (given_speed && nearest >= 0) {
-      // The passes nearest the run's speed, said with how far they are.
-      std::vector<std::pair<double, int>> by_distance;
-      for (size_t i = 0; i < kept.size(); ++i) by_distance.push_back({kept[i].Speed().DistanceTo(speed), i});
-      std::sort(by_distance.begin(), by_distance.end());
-      std::vector<int> use;
-      for (const auto& [d, i] : by_distance)
-        if (static_cast<int>(use.size()) < std::max(1, plan.min_at_speed)) use.push_back(i);
+    } else {
+      const SpeedProbe speed = given_speed ? plan.at_speed : plan.probe ? plan.probe() : MeasureSpeedProbe();
+      const int all_at = static_cast<int>(PassesAtSpeed(kept, speed, static_cast<int>(kept.size())).size());
+      const std::vector<int> at = PassesAtSpeed(kept, speed, std::max(1, plan.history));
+      // A recorded run's speed: one pass at it will do, as a measurement now
+      // would be at the machine's speed now, which need not be the run's.
+      const int need = std::min(given_speed ? 1 : std::min<int>(plan.min_at_speed, static_cast<int>(kept.size())),
+                                std::max(1, plan.history));
+      const int nearest = nearest_to(kept, speed, 1)[0];
+      // "GEMM x1.18, ..." of the speed against the nearest pass's.
       const std::string against = speed.RatiosTo(kept[nearest].Speed());
-      CpuCalibration c = from_cache(std::move(kept), use);
-      c.speed = speed;
-      c.speed_note = absl::StrFormat(
-          "no kept pass ran within %.0f%% of %s (%s): the %d nearest of the %d kept (the nearest's against it: %s)",
-          100 * (std::exp(kSameSpeedDistance) - 1), whose, speed.Describe(), use.size(), c.passes.size(), against);
-      return c;
+      if (static_cast<int>(at.size()) >= need && !at.empty()) {
+        CpuCalibration c = from_cache(std::move(kept), at);
+        c.speed = speed;
+        c.speed_note =
+            static_cast<int>(at.size()) < all_at
+                ? absl::StrFormat("the newest %d of the %d kept passes that ran at %s (%s; %d kept)", at.size(),
+                                  all_at, whose, speed.Describe(), c.passes.size())
+                : absl::StrFormat("%d of the %d kept passes ran at %s (%s)", at.size(), c.passes.size(), whose,
+                                  speed.Describe());
+        return c;
+      }
+      if (given_speed) {
+        const std::vector<int> use = nearest_to(kept, speed, std::max(1, std::min(plan.min_at_speed, plan.history)));
+        CpuCalibration c = from_cache(std::move(kept), use);
+        c.speed = speed;
+        c.speed_note = absl::StrFormat(
+            "no kept pass ran %s of %s (%s): the %d nearest of the %d kept (its speed against the nearest's: %s)",
+            within, whose, speed.Describe(), use.size(), c.passes.size(), against);
+        return c;
+      }
+      // Too few passes ran at this speed: the figures would be another speed's.
+      unusable = absl::StrFormat("%s (%s) is not that of the cache entry's passes (%d of %d %s; against the "
+                                 "nearest's: %s)",
+                                 whose, speed.Describe(), all_at, kept.size(), within, against);
     }
-    moved = absl::StrFormat("%s (%s) is not that of the cache entry's passes (%d of %d within %.0f%%%s): measured "
-                            "again",
-                            whose, speed.Describe(), at.size(), kept.size(), 100 * (std::exp(kSameSpeedDistance) - 1),
-                            nearest >= 0 ? absl::StrCat("; the nearest's against it: ",
-                                                        speed.RatiosTo(kept[nearest].Speed()))
-                                         : std::string());
   }
 
   // A measurement nobody asked for takes about 20 s: said before it starts.
   if (!remeasure)
-    std::fprintf(stderr, "note: measuring this machine's cpu profile for the modeled clock (%d pass%s, about %d s; "
-                 "docs/cost_model.md): %s\n", std::max(1, plan.passes), plan.passes > 1 ? "es" : "", 7 * std::max(1, plan.passes),
-                 moved.empty() ? "no readable cache entry of this format" : moved.c_str());
+    std::fprintf(stderr,
+                 "note: measuring this machine's cpu profile for the modeled clock (%d pass%s, about %d s; "
+                 "docs/cost_model.md): %s%s\n",
+                 std::max(1, plan.passes), plan.passes > 1 ? "es" : "", 7 * std::max(1, plan.passes),
+                 unusable.c_str(), given_speed ? " (measured at the machine's speed now, not the recorded run's)" : "");
   const auto start = std::chrono::steady_clock::now();
   std::vector<CpuCalibration> fresh = MeasurePasses(plan);
   const int64_t now = fresh.back().measured_at_unix_s;
@@ -718,25 +735,31 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
   std::vector<CpuCalibration> all = kept_of(now);
   const int earlier_count = static_cast<int>(all.size());
   all.insert(all.end(), fresh.begin(), fresh.end());
-  // This calibration's passes, and the earlier ones measured at the same
-  // speed, nearest first, up to plan.history: one calibration taken in a
-  // noisy minute moves the profile by a share, and one taken at another
-  // speed of the machine does not move it at all.
+  // The passes measured at that speed, this calibration's and earlier ones,
+  // newest first, up to plan.history: one calibration taken in a noisy minute
+  // moves the profile by a share, one taken at another speed of the machine
+  // (or while it changed speed) not at all. plan.history at most this
+  // calibration's passes (--fresh): those alone.
   std::vector<int> use;
-  for (int i = earlier_count; i < static_cast<int>(all.size()); ++i) use.push_back(i);
-  const int room = std::max(0, plan.history - static_cast<int>(fresh.size()));
-  std::vector<CpuCalibration> earlier(all.begin(), all.begin() + earlier_count);
-  int earlier_used = 0;
-  for (int i : PassesAtSpeed(earlier, speed, room)) {
-    use.push_back(i);
-    ++earlier_used;
+  std::string fallback;
+  if (plan.history <= static_cast<int>(fresh.size())) {
+    for (int i = earlier_count; i < static_cast<int>(all.size()); ++i) use.push_back(i);
+  } else {
+    use = PassesAtSpeed(all, speed, plan.history);
+    if (use.empty()) {
+      use = nearest_to(all, speed, std::max(1, std::min(plan.min_at_speed, plan.history)));
+      fallback = absl::StrFormat("no pass ran %s of it: the %d nearest; ", within, use.size());
+    }
   }
   std::sort(use.begin(), use.end());  // oldest first, as the table prints them
   std::vector<CpuCalibration> chosen;
-  for (int i : use) chosen.push_back(all[i]);
+  int earlier_used = 0;
+  for (int i : use) {
+    chosen.push_back(all[i]);
+    if (i < earlier_count) ++earlier_used;
+  }
   CpuCalibration c = CombinePasses(chosen);
   c.earlier_passes = earlier_used;
-  // The entry keeps the newest plan.kept passes of any speed.
   // The entry keeps the newest plan.kept passes of any speed, and the ones used.
   const int drop = std::max(0, static_cast<int>(all.size()) - std::max(plan.kept, static_cast<int>(fresh.size())));
   c.passes.clear();
@@ -748,9 +771,10 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c.passes.push_back(all[i]);
   }
   c.speed = speed;
-  c.speed_note = absl::StrFormat("%s%d passes at %s (%s): %d measured now, %d of %d earlier ones", 
-                                 moved.empty() ? "" : moved + "; ", chosen.size(), whose, speed.Describe(),
-                                 fresh.size(), earlier_used, earlier_count);
+  c.speed_note = absl::StrFormat("%s%d passes for %s (%s): %s%d of the %d measured now, %d of %d earlier ones",
+                                 remeasure || unusable.empty() ? "" : unusable + "; ", chosen.size(), whose,
+                                 speed.Describe(), fallback, chosen.size() - earlier_used, fresh.size(),
+                                 earlier_used, earlier_count);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   c.path = cache_path;
   if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())

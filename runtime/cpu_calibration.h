@@ -27,8 +27,8 @@
 //
 // The machine's speed moves (cpu_speed_probe.h): every pass carries a speed
 // probe taken just before and just after it, and the profile is the median of
-// the passes measured at the speed the machine has now (up to nine, nearest
-// first). Resolving from the cache probes the speed first (about 0.1 s); when
+// the passes measured at the speed the machine has now (up to nine, newest
+// first). Resolving from the cache probes the speed first (0.1-0.3 s); when
 // fewer than three kept passes ran at it, three are measured now and join the
 // entry. `--fresh` drops the old.
 #pragma once
@@ -70,8 +70,8 @@ struct CpuCalibration {
   // measured_at_unix_s and probes only); empty for fixed values and for files
   // written before passes were kept.
   std::vector<CpuCalibration> passes;
-  // Of `passes`, the ones whose median the figures are (indices, nearest the
-  // speed first); empty: all of them (a pinned file, an older entry).
+  // Of `passes`, the ones whose median the figures are (indices); empty: all
+  // of them (a pinned file, an older entry).
   std::vector<int> used;
   int earlier_passes = 0;  // of `used`, how many came from earlier calibrations (when measured)
   // A pass's: the machine's speed just before and just after it (format 6).

@@ -79,10 +79,10 @@ SpeedProbe SpeedProbe::Midpoint(const SpeedProbe& a, const SpeedProbe& b) {
   if (!a.measured()) return b;
   if (!b.measured()) return a;
   SpeedProbe m;
-  m.gemm_flops = std::sqrt(a.gemm_flops * b.gemm_flops);
-  m.stream_bytes = std::sqrt(a.stream_bytes * b.stream_bytes);
-  m.exp_ns = std::sqrt(a.exp_ns * b.exp_ns);
-  m.reduce_ns = std::sqrt(a.reduce_ns * b.reduce_ns);
+  m.gemm_flops = std::sqrt(a.gemm_flops) * std::sqrt(b.gemm_flops);  // no overflow
+  m.stream_bytes = std::sqrt(a.stream_bytes) * std::sqrt(b.stream_bytes);  // no overflow
+  m.exp_ns = std::sqrt(a.exp_ns) * std::sqrt(b.exp_ns);  // no overflow
+  m.reduce_ns = std::sqrt(a.reduce_ns) * std::sqrt(b.reduce_ns);  // no overflow
   m.measured_at_unix_s = std::max(a.measured_at_unix_s, b.measured_at_unix_s);
   return m;
 }

@@ -332,6 +332,7 @@ TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/speed_cache_", getpid());
   ASSERT_EQ(setenv("XDG_CACHE_HOME", dir.c_str(), 1), 0);
   const std::string cache = runtime::CpuProfileCachePath();  // what the CLI reads with that home
+  ASSERT_EQ(unsetenv("XDG_CACHE_HOME"), 0);  // this process's own lookups stay as they were
   auto probe = [](double f) {
     runtime::SpeedProbe p;
     p.gemm_flops = 100e9 * f;
@@ -389,7 +390,6 @@ TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
   EXPECT_NE(v["speed_note"].get<std::string>().find("the recorded run's machine changed speed while it ran"),
             std::string::npos)
       << v.dump();
-  ASSERT_EQ(unsetenv("XDG_CACHE_HOME"), 0);
   std::remove(cache.c_str());
 }
 

@@ -409,6 +409,8 @@ TEST(CpuCalibration, ARunUsesThePassesMeasuredAtTheMachinesSpeedNow) {
   EXPECT_EQ(none->peak_flops, 5e9) << "the three nearest: speed 2's";
   EXPECT_NE(none->Describe().find("no kept pass ran within 13% of the recorded run's speed"), std::string::npos)
       << none->Describe();
+  EXPECT_NE(none->Describe().find("(its speed against the nearest's: GEMM x1.46"), std::string::npos)
+      << none->Describe();
   WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1.05}, {1, 1}, {2, 2}, {2, 2.1}, {2, 2}, {1, 2}});
   // ... a run whose speed moved while it ran: the newest passes, any speed, and why.
   plan.at_speed = SpeedProbe();
@@ -432,8 +434,9 @@ TEST(CpuCalibration, AtASpeedNoKeptPassRanAtTheMachineIsMeasuredAgain) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->source, "measured");
   EXPECT_NE(c->Describe().find("the machine's speed now"), std::string::npos) << c->Describe();
-  EXPECT_NE(c->Describe().find("is not that of the cache entry's passes (0 of 4 within 13%; the nearest's against "
-                               "it: GEMM x1.60, stream x1.60, exp x1.60, reduce x1.60): measured again"),
+  EXPECT_NE(c->Describe().find("is not that of the cache entry's passes (0 of 4 within 13%; against the "
+                               "nearest's: GEMM x1.60, stream x1.60, exp x1.60, reduce x1.60); 1 passes for the "
+                               "machine's speed now"),
             std::string::npos)
       << c->Describe();
   // The new pass (its probes at 1.6) alone makes the figures; the entry keeps all five.
@@ -499,7 +502,8 @@ TEST(CpuCalibration, ACalibrationJoinsTheNewestEarlierPassesAndTakesTheMedianOfA
   EXPECT_EQ(c->ops.conv_flops, MedianOf({3e9, 4e9, 5e9, c->passes[5].ops.conv_flops}));
   EXPECT_NE(c->Describe().find("median of 4 passes"), std::string::npos) << c->Describe();
   EXPECT_NE(c->Describe().find("3 of them from earlier calibrations"), std::string::npos) << c->Describe();
-  EXPECT_NE(c->Describe().find("4 passes at the machine's speed now"), std::string::npos) << c->Describe();
+  EXPECT_NE(c->Describe().find("4 passes for the machine's speed now"), std::string::npos) << c->Describe();
+  EXPECT_NE(c->Describe().find("1 of the 1 measured now, 3 of 5 earlier ones"), std::string::npos) << c->Describe();
   // The entry now holds those six, and the next calibration builds on them.
   auto reread = ReadCpuProfileFile(cache);
   ASSERT_TRUE(reread.ok()) << reread.status();

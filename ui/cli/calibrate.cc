@@ -29,7 +29,7 @@ const char kCalibrateHelp[] =
     "spread of 8 chips' times when they share the cores (each collective waits\n"
     "for the slowest). All through the runtime's own kernels and executor, timed\n"
     "as the device clock is (none fitted to the samples). Each pass is bracketed\n"
-    "by a speed probe (a GEMM, a stream, exp and a reduce, about 0.1 s): this\n"
+    "by a speed probe (a GEMM, a stream, exp and a reduce, 0.1-0.3 s): this\n"
     "VM switches between speeds every few seconds to minutes. The three passes\n"
     "join up to six of this machine's earlier passes (within a day) measured\n"
     "at the same speed, and each figure is the median of them all, so one\n"

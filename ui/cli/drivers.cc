@@ -751,11 +751,11 @@ int Run(const std::vector<std::string>& args) {
     // The uncalibrated step prices the recorded steps with the passes measured
     // at the speed that run's machine had (the VM's speed moves by 1.2-2x for
     // minutes at a time: docs/cost_model.md, "The machine's speed moves").
+    // None recorded (a fixed or pinned profile, an older run): the machine's speed now.
     runtime::SpeedProbe at_start, at_end;
-    if (runtime::SpeedProbe::FromJson(calibration->speed_json, &at_start)) {
+    if (runtime::SpeedProbe::FromJson(calibration->speed_json, &at_start))
       (void)runtime::SpeedProbe::FromJson(calibration->speed_at_end_json, &at_end);
-      runtime::ChooseCpuPassesFor(at_start, at_end);
-    }
+    runtime::ChooseCpuPassesFor(at_start, at_end);
   }
   // A damaged checkpoint, or another sample's, is refused before anything is
   // recorded (the sample loads it again into its model, checking its tensors).
