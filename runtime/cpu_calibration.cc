@@ -445,6 +445,17 @@ CpuCalibration CombinePasses(const std::vector<CpuCalibration>& passes) {
     row("chip spread", "ns", 1, [](const CpuCalibration& e) { return e.ops.chip_spread_ns; });
     row("GEMMs beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_compute; });
     row("streams beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_memory; });
+    // The machine's speed around each pass (its probes' midpoint; 0: none): the
+    // figures above are of that speed.
+    for (auto [name, unit, scale, get] :
+         {std::tuple<const char*, const char*, double, double (*)(const CpuCalibration&)>{
+              "speed probe: stream", "GB/s (median)", 1e-9,
+              [](const CpuCalibration& e) { return e.Speed().stream_bytes; }},
+          {"speed probe: exp", "ns (median)", 1.0, [](const CpuCalibration& e) { return e.Speed().exp_ns; }}}) {
+      std::string line = absl::StrFormat("  %-30s", name);
+      for (const CpuCalibration& e : passes) line += absl::StrFormat(" %9.2f", get(e) * scale);
+      c.rows.push_back(line + absl::StrFormat("  -> %9.2f %s", median(get) * scale, unit));
+    }
   }
   c.source = "measured";
   c.machine = MachineKey();
