@@ -678,6 +678,7 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c.used = use;
     return c;
   };
+  int passes_now = std::max(1, plan.passes);
   if (!remeasure && cached) {
     std::vector<CpuCalibration> kept = kept_of(UnixNow());
     if (kept.empty()) {
@@ -724,6 +725,8 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
         return c;
       }
       // Too few passes ran at this speed: the figures would be another speed's.
+      // Only the passes missing at this speed are measured: 7 s each.
+      passes_now = std::max(1, std::min(plan.passes, plan.min_at_speed - all_at));
       unusable = absl::StrFormat("%s (%s) is not that of the cache entry's passes (%d of %d %s; against the "
                                  "nearest's: %s)",
                                  whose, speed.Describe(), all_at, kept.size(), within, against);
@@ -735,10 +738,12 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     std::fprintf(stderr,
                  "note: measuring this machine's cpu profile for the modeled clock (%d pass%s, about %d s; "
                  "docs/cost_model.md): %s%s\n",
-                 std::max(1, plan.passes), plan.passes > 1 ? "es" : "", 7 * std::max(1, plan.passes),
+                 passes_now, passes_now > 1 ? "es" : "", 7 * passes_now,
                  unusable.c_str(), given_speed ? " (measured at the machine's speed now, not the recorded run's)" : "");
   const auto start = std::chrono::steady_clock::now();
-  std::vector<CpuCalibration> fresh = MeasurePasses(plan);
+  CalibrationPlan now_plan = plan;
+  now_plan.passes = passes_now;
+  std::vector<CpuCalibration> fresh = MeasurePasses(now_plan);
   const int64_t now = fresh.back().measured_at_unix_s;
   // The speed the profile is for: the one asked, else the machine's just after
   // the passes (their last probe).
@@ -753,7 +758,7 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
   // calibration's passes (--fresh): those alone.
   std::vector<int> use;
   std::string fallback;
-  if (plan.history <= static_cast<int>(fresh.size())) {
+  if (plan.history <= plan.passes) {
     for (int i = earlier_count; i < static_cast<int>(all.size()); ++i) use.push_back(i);
   } else {
     use = PassesAtSpeed(all, speed, plan.history);

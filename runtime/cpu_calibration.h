@@ -29,8 +29,8 @@
 // probe taken just before and just after it, and the profile is the median of
 // the passes measured at the speed the machine has now (up to nine, newest
 // first). Resolving from the cache probes the speed first (0.1-0.3 s); when
-// fewer than three kept passes ran at it, three are measured now and join the
-// entry. `--fresh` drops the old.
+// fewer than three kept passes ran at it, the ones missing are measured now
+// and join the entry. `--fresh` drops the old.
 #pragma once
 
 #include <cstdint>

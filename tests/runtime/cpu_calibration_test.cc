@@ -454,6 +454,15 @@ TEST(CpuCalibration, AtASpeedNoKeptPassRanAtTheMachineIsMeasuredAgain) {
   EXPECT_EQ(c->source, "measured");
   EXPECT_EQ(c->used, (std::vector<int>{2, 4})) << "the one earlier pass at 1.6 joins the new one";
   EXPECT_EQ(c->earlier_passes, 1);
+  // Only the passes missing at the speed now are measured (one at 1.6 kept: two more).
+  WriteEntryAtSpeeds(cache, {{1.6, 1.6}, {1, 1}, {1, 1}});
+  plan.passes = 3;
+  c = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->used, (std::vector<int>{0, 3, 4}));
+  EXPECT_NE(c->Describe().find("3 passes for the machine's speed now"), std::string::npos) << c->Describe();
+  EXPECT_NE(c->Describe().find("2 of the 2 measured now, 1 of 3 earlier ones"), std::string::npos) << c->Describe();
+  plan.passes = 1;
   // The entry keeps at most plan.kept passes, the newest (and the ones used).
   WriteEntryAtSpeeds(cache, {{1.6, 1.6}, {1, 1}, {1, 1}, {1, 1}, {1, 1}});
   plan.kept = 3;
