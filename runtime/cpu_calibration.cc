@@ -50,6 +50,9 @@ constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"al
 
 bool Measured(const compiler::CollectiveTimes& t) { return t[0][0] > 0; }
 
+// "1 pass", "3 passes".
+std::string PassCount(int n) { return absl::StrCat(n, n == 1 ? " pass" : " passes"); }
+
 // The op-class figures by their JSON names.
 std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
   return {{"conv_flops", &OpClassFigures::conv_flops},
@@ -755,18 +758,18 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
   // newest first, up to plan.history: one calibration taken in a noisy minute
   // moves the profile by a share, one taken at another speed of the machine
   // (or while it changed speed) not at all. plan.history at most this
-  // calibration's passes (--fresh): those alone.
-  std::vector<int> use;
+  // calibration's passes (--fresh): chosen among those alone.
+  const bool fresh_only = plan.history <= plan.passes;
+  const int first = fresh_only ? earlier_count : 0;
+  const std::vector<CpuCalibration> candidates(all.begin() + first, all.end());
+  std::vector<int> use = PassesAtSpeed(candidates, speed, fresh_only ? static_cast<int>(fresh.size()) : plan.history);
   std::string fallback;
-  if (plan.history <= plan.passes) {
-    for (int i = earlier_count; i < static_cast<int>(all.size()); ++i) use.push_back(i);
-  } else {
-    use = PassesAtSpeed(all, speed, plan.history);
-    if (use.empty()) {
-      use = nearest_to(all, speed, std::max(1, std::min(plan.min_at_speed, plan.history)));
-      fallback = absl::StrFormat("no pass ran %s of it: the %d nearest; ", within, use.size());
-    }
+  if (use.empty()) {
+    use = nearest_to(candidates, speed,
+                     fresh_only ? static_cast<int>(fresh.size()) : std::max(1, std::min(plan.min_at_speed, plan.history)));
+    fallback = absl::StrFormat("no pass held that speed %s: the %d nearest; ", within, use.size());
   }
+  for (int& i : use) i += first;
   std::sort(use.begin(), use.end());  // oldest first, as the table prints them
   std::vector<CpuCalibration> chosen;
   int earlier_used = 0;
@@ -776,6 +779,21 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
   }
   CpuCalibration c = CombinePasses(chosen);
   c.earlier_passes = earlier_used;
+  c.gang_width = fresh.back().gang_width;  // kept passes do not carry it
+  c.measured_at_unix_s = now;
+  // This calibration's passes set aside (another speed, or the speed moved
+  // while they ran): their tables still print, said so.
+  int set_aside = 0;
+  std::vector<std::string> aside_rows;
+  for (int i = earlier_count; i < static_cast<int>(all.size()); ++i)
+    if (std::find(use.begin(), use.end(), i) == use.end()) {
+      ++set_aside;
+      aside_rows.push_back(absl::StrFormat("(the pass below is set aside: %s)",
+                                           all[i].Steady() ? "it ran at another speed"
+                                                           : "the machine changed speed while it ran"));
+      aside_rows.insert(aside_rows.end(), all[i].rows.begin(), all[i].rows.end());
+    }
+  c.rows.insert(c.rows.begin(), aside_rows.begin(), aside_rows.end());
   // The entry keeps the newest plan.kept passes of any speed, and the ones used.
   const int drop = std::max(0, static_cast<int>(all.size()) - std::max(plan.kept, static_cast<int>(fresh.size())));
   c.passes.clear();
@@ -787,10 +805,13 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     c.passes.push_back(all[i]);
   }
   c.speed = speed;
-  c.speed_note = absl::StrFormat("%s%d passes for %s (%s): %s%d of the %d measured now, %d of %d earlier ones",
-                                 remeasure || unusable.empty() ? "" : unusable + "; ", chosen.size(), whose,
-                                 speed.Describe(), fallback, chosen.size() - earlier_used, fresh.size(),
-                                 earlier_used, earlier_count);
+  c.speed_note = absl::StrFormat(
+      "%s%s for %s (%s): %s%d of the %d measured now%s, %d of %d earlier ones",
+      remeasure || unusable.empty() ? "" : unusable + "; ", PassCount(static_cast<int>(chosen.size())), whose,
+      speed.Describe(), fallback, static_cast<int>(chosen.size()) - earlier_used, fresh.size(),
+      set_aside > 0 ? absl::StrFormat(" (%d set aside: another speed, or it moved while they ran)", set_aside)
+                    : std::string(),
+      earlier_used, fresh_only ? 0 : earlier_count);
   c.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   c.path = cache_path;
   if (absl::Status s = WriteCpuProfileFile(cache_path, c); !s.ok())

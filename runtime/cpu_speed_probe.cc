@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -45,7 +46,7 @@ std::string SpeedProbe::Describe() const {
 }
 
 std::string SpeedProbe::RatiosTo(const SpeedProbe& base) const {
-  return absl::StrFormat("GEMM x%.2f, stream x%.2f, exp x%.2f, reduce x%.2f", gemm_flops / base.gemm_flops,
+  return absl::StrFormat("GEMM %.2fx, stream %.2fx, exp %.2fx, reduce %.2fx as fast", gemm_flops / base.gemm_flops,
                          stream_bytes / base.stream_bytes, base.exp_ns / exp_ns, base.reduce_ns / reduce_ns);
 }
 
@@ -62,12 +63,16 @@ bool SpeedProbe::FromJson(const std::string& text, SpeedProbe* out) {
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return false;
   SpeedProbe p;
-  for (auto [key, field] : {std::pair<const char*, double*>{"gemm_flops", &p.gemm_flops},
-                            {"stream_bytes", &p.stream_bytes},
-                            {"exp_ns", &p.exp_ns},
-                            {"reduce_ns", &p.reduce_ns}}) {
-    if (!j.contains(key) || !j[key].is_number() || !(j[key].get<double>() > 0)) return false;
-    *field = j[key].get<double>();
+  // Each figure within what any machine could read (a damaged file's 1e300
+  // would print a 300-digit ratio and match nothing).
+  for (auto [key, field, low, high] : {std::tuple<const char*, double*, double, double>{"gemm_flops", &p.gemm_flops, 1e6, 1e16},
+                                       {"stream_bytes", &p.stream_bytes, 1e6, 1e14},
+                                       {"exp_ns", &p.exp_ns, 1e-4, 1e5},
+                                       {"reduce_ns", &p.reduce_ns, 1e-5, 1e5}}) {
+    if (!j.contains(key) || !j[key].is_number()) return false;
+    const double v = j[key].get<double>();
+    if (!(v >= low && v <= high)) return false;
+    *field = v;
   }
   if (j.contains("measured_at_unix_s") && j["measured_at_unix_s"].is_number_integer())
     p.measured_at_unix_s = j["measured_at_unix_s"].get<int64_t>();

@@ -29,12 +29,14 @@ struct SpeedProbe {
   double DistanceTo(const SpeedProbe& other) const;
   // "GEMM 193.6 GFLOP/s, stream 34.8 GB/s, exp 2.32 ns, reduce 0.19 ns per element".
   std::string Describe() const;
-  // "GEMM x1.18, stream x1.45, exp x1.75, reduce x2.20" against `base` (each as a speed ratio: above 1 is faster).
+  // "GEMM 1.18x, stream 1.45x, exp 1.75x, reduce 2.20x as fast" as `base` (speed ratios: an exp
+  // 1.75x as fast takes 1/1.75 the ns).
   std::string RatiosTo(const SpeedProbe& base) const;
   // {"gemm_flops": ..., "stream_bytes": ..., "exp_ns": ..., "reduce_ns": ..., "measured_at_unix_s": ...}
   std::string Json() const;
   // The object Json() writes; false (and `*out` untouched) when it is not one
-  // with four positive figures.
+  // with four figures each in a range any machine could read (GEMM 1e6-1e16
+  // FLOP/s, stream 1e6-1e14 bytes/s, exp 1e-4-1e5 ns, reduce 1e-5-1e5 ns).
   static bool FromJson(const std::string& text, SpeedProbe* out);
   // The midpoint of two probes, figure by figure in ratio (geometric mean).
   static SpeedProbe Midpoint(const SpeedProbe& a, const SpeedProbe& b);

@@ -384,6 +384,24 @@ TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
   set_speeds(1, 1);  // a slow one
   v = simulate("speed_sim_slow");
   EXPECT_EQ(v["peak_flops"], 101e9);
+  // A damaged probe at its end: said, and priced at its start's speed (nothing measured).
+  Exec(recorded, absl::StrCat("UPDATE runs SET config_json = json_set(config_json, '$.profile_values.speed', json('",
+                              probe(2).Json(), "'), '$.speed_at_end', json('{\"gemm_flops\": -5}'))"));
+  {
+    const std::string sim = TempDb("speed_sim_damaged_end");
+    Output o = Shell(absl::StrCat("env -u SHARDSCOPE_CPU_PROFILE XDG_CACHE_HOME=", dir, " ", kCli,
+                                  " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet",
+                                  " --calibrate-from ", recorded, " --db ", sim));
+    ASSERT_EQ(o.code, 0) << o.text;
+    EXPECT_NE(o.text.find("config_json 'speed_at_end' is not a speed probe ({\"gemm_flops\":-5}): whether its "
+                          "speed held while it ran is unknown; its step is priced at its start's speed"),
+              std::string::npos)
+        << o.text;
+    EXPECT_EQ(o.text.find("measuring this machine's cpu profile"), std::string::npos) << o.text;
+    EXPECT_EQ(nlohmann::json::parse(Q(sim, "SELECT config_json FROM runs").Text(0, "config_json"))["profile_values"]
+                                   ["peak_flops"],
+              204e9);
+  }
   set_speeds(1, 2);  // it moved: every speed's passes, and why
   v = simulate("speed_sim_moved");
   EXPECT_EQ(v["passes_used"], 6);

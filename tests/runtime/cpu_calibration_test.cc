@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -351,7 +352,10 @@ TEST(SpeedProbe, DistanceMidpointAndItsJson) {
                           R"({"gemm_flops": "fast", "stream_bytes": 1, "exp_ns": 1, "reduce_ns": 1})"})
     EXPECT_FALSE(SpeedProbe::FromJson(bad, &back)) << bad;
   EXPECT_EQ(back.DistanceTo(Probe(1.25)), 0) << "a failed read leaves the probe as it was";
-  EXPECT_EQ(Probe(2).RatiosTo(Probe(1)), "GEMM x2.00, stream x2.00, exp x2.00, reduce x2.00");
+  EXPECT_EQ(Probe(2).RatiosTo(Probe(1)), "GEMM 2.00x, stream 2.00x, exp 2.00x, reduce 2.00x as fast");
+  for (const char* absurd : {R"({"gemm_flops": 1e300, "stream_bytes": 2e10, "exp_ns": 3, "reduce_ns": 0.2})",
+                             R"({"gemm_flops": 1e11, "stream_bytes": 2e10, "exp_ns": 1e9, "reduce_ns": 0.2})"})
+    EXPECT_FALSE(SpeedProbe::FromJson(absurd, &back)) << absurd;
 }
 
 TEST(SpeedProbe, MeasuresTheMachine) {
@@ -409,7 +413,7 @@ TEST(CpuCalibration, ARunUsesThePassesMeasuredAtTheMachinesSpeedNow) {
   EXPECT_EQ(none->peak_flops, 5e9) << "the three nearest: speed 2's";
   EXPECT_NE(none->Describe().find("no kept pass ran within 13% of the recorded run's speed"), std::string::npos)
       << none->Describe();
-  EXPECT_NE(none->Describe().find("(its speed against the nearest's: GEMM x1.46"), std::string::npos)
+  EXPECT_NE(none->Describe().find("(its speed against the nearest's: GEMM 1.46x"), std::string::npos)
       << none->Describe();
   WriteEntryAtSpeeds(cache, {{1, 1}, {1, 1.05}, {1, 1}, {2, 2}, {2, 2.1}, {2, 2}, {1, 2}});
   // ... a run whose speed moved while it ran: the newest passes, any speed, and why.
@@ -435,7 +439,7 @@ TEST(CpuCalibration, AtASpeedNoKeptPassRanAtTheMachineIsMeasuredAgain) {
   EXPECT_EQ(c->source, "measured");
   EXPECT_NE(c->Describe().find("the machine's speed now"), std::string::npos) << c->Describe();
   EXPECT_NE(c->Describe().find("is not that of the cache entry's passes (0 of 4 within 13%; against the "
-                               "nearest's: GEMM x1.60, stream x1.60, exp x1.60, reduce x1.60); 1 passes for the "
+                               "nearest's: GEMM 1.60x, stream 1.60x, exp 1.60x, reduce 1.60x as fast); 1 pass for the "
                                "machine's speed now"),
             std::string::npos)
       << c->Describe();
@@ -476,6 +480,34 @@ TEST(CpuCalibration, AtASpeedNoKeptPassRanAtTheMachineIsMeasuredAgain) {
   std::remove(cache.c_str());
 }
 
+TEST(CpuCalibration, PassesTheSpeedMovedUnderAreSetAsideAndSaidSo) {
+  // Three earlier passes at speed 2; the machine moves from 1 to 2 under the new pass.
+  const std::string cache = TempPath("set_aside");
+  WriteEntryAtSpeeds(cache, {{2, 2}, {2, 2}, {2, 2}});
+  CalibrationPlan plan = Small();
+  auto calls = std::make_shared<int>(0);
+  plan.probe = [calls] { return Probe((*calls)++ % 2 == 0 ? 1 : 2); };
+  auto c = ResolveCpuCalibration("", cache, /*remeasure=*/true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->used, (std::vector<int>{0, 1, 2})) << "the new pass is not one speed's";
+  EXPECT_EQ(c->peak_flops, 2e9);
+  EXPECT_NE(c->Describe().find("0 of the 1 measured now (1 set aside"), std::string::npos) << c->Describe();
+  EXPECT_TRUE(std::any_of(c->rows.begin(), c->rows.end(), [](const std::string& r) {
+    return r == "(the pass below is set aside: the machine changed speed while it ran)";
+  }));
+  EXPECT_GT(c->measured_at_unix_s, c->passes[2].measured_at_unix_s) << "measured now, though set aside";
+  EXPECT_EQ(c->gang_width, c->passes[3].gang_width) << "this machine's, not a kept pass's default";
+  // --fresh: this calibration's passes alone; none held a speed: the nearest, said so.
+  plan.history = plan.kept = 0;
+  c = ResolveCpuCalibration("", cache, true, plan);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->passes.size(), 1u);
+  EXPECT_EQ(c->used, (std::vector<int>{0}));
+  EXPECT_NE(c->Describe().find("no pass held that speed within 13%: the 1 nearest"), std::string::npos)
+      << c->Describe();
+  std::remove(cache.c_str());
+}
+
 TEST(CpuCalibration, ARecordedRunWhoseSpeedMovedUsesEverySpeed) {
   CalibrationPlan plan;
   ChoosePassesFor(Probe(1), Probe(1.05), &plan);
@@ -486,7 +518,7 @@ TEST(CpuCalibration, ARecordedRunWhoseSpeedMovedUsesEverySpeed) {
   ChoosePassesFor(Probe(1), Probe(1.5), &plan);
   EXPECT_FALSE(plan.at_speed.measured());
   EXPECT_NE(plan.any_speed.find("changed speed while it ran"), std::string::npos) << plan.any_speed;
-  EXPECT_NE(plan.any_speed.find("at its end GEMM x1.50"), std::string::npos) << plan.any_speed;
+  EXPECT_NE(plan.any_speed.find("at its end GEMM 1.50x"), std::string::npos) << plan.any_speed;
   ChoosePassesFor(SpeedProbe(), Probe(1), &plan);  // none recorded (a fixed or pinned profile)
   EXPECT_FALSE(plan.at_speed.measured());
   EXPECT_TRUE(plan.any_speed.empty());

@@ -751,10 +751,21 @@ int Run(const std::vector<std::string>& args) {
     // The uncalibrated step prices the recorded steps with the passes measured
     // at the speed that run's machine had (the VM's speed moves by 1.2-2x for
     // minutes at a time: docs/cost_model.md, "The machine's speed moves").
-    // None recorded (a fixed or pinned profile, an older run): the machine's speed now.
+    // None recorded (a fixed or pinned profile, an older run): the machine's
+    // speed now. A damaged one is said, not guessed at.
     runtime::SpeedProbe at_start, at_end;
-    if (runtime::SpeedProbe::FromJson(calibration->speed_json, &at_start))
-      (void)runtime::SpeedProbe::FromJson(calibration->speed_at_end_json, &at_end);
+    const std::string run_name = absl::StrCat(o.calibrate_from, ": run ", calibration->run_id, "'s ");
+    if (runtime::SpeedProbe::FromJson(calibration->speed_json, &at_start)) {
+      if (!runtime::SpeedProbe::FromJson(calibration->speed_at_end_json, &at_end) &&
+          !calibration->speed_at_end_json.empty())
+        std::cerr << "note: " << run_name << "config_json 'speed_at_end' is not a speed probe ("
+                  << calibration->speed_at_end_json.substr(0, 80)
+                  << "): whether its speed held while it ran is unknown; its step is priced at its start's speed\n";
+    } else if (!calibration->speed_json.empty()) {
+      std::cerr << "note: " << run_name << "config_json 'profile_values.speed' is not a speed probe ("
+                << calibration->speed_json.substr(0, 80)
+                << "): its speed is unknown; its step is priced at the machine's speed now\n";
+    }
     runtime::ChooseCpuPassesFor(at_start, at_end);
   }
   // A damaged checkpoint, or another sample's, is refused before anything is
