@@ -67,7 +67,7 @@ for s in "${SAMPLES[@]}"; do
   # Which calibration passes priced the uncalibrated step: those measured at
   # the real run's speed, or every speed's where its speed moved while it ran.
   speed=$("$CLI" query "$DIR/$s-sim.db" "SELECT CASE
-      WHEN instr(json_extract(config_json, '$.profile_values.speed_note'), 'changed speed') > 0 THEN 'any speed (it moved)'
+      WHEN instr(json_extract(config_json, '$.profile_values.speed_note'), 'changed speed') > 0 THEN 'its two speeds (it moved)'
       WHEN instr(json_extract(config_json, '$.profile_values.speed_note'), 'measured again') > 0 THEN 'measured again'
       WHEN json_extract(config_json, '$.profile_values.passes_used') IS NULL THEN 'every kept pass'
       ELSE 'at its speed' END || ', ' || coalesce(json_extract(config_json, '$.profile_values.passes_used'), '?')

@@ -427,7 +427,14 @@ double CostModel::SerialNs(const Instruction& i, bool fused) const {
 
 double CostModel::ChipWaitNs(double segment_ns, int group_size) const {
   if (!profile_.chip_waits || profile_.chip_spread_ns <= 0 || segment_ns <= 0 || group_size <= 1) return 0;
-  return ExpectedMaxOfNormals(group_size) * std::sqrt(profile_.chip_spread_ns * segment_ns);
+  // The body: the slowest of n normal deviations. The tail: the chance that
+  // the host stalls a core while one of the n chips runs its segment (n * T
+  // of the cores' time), times a stall's mean length.
+  const double stall = profile_.host_stall_per_s > 0
+                           ? (1 - std::exp(-group_size * segment_ns * profile_.host_stall_per_s / 1e9)) *
+                                 profile_.host_stall_mean_ns
+                           : 0;
+  return ExpectedMaxOfNormals(group_size) * std::sqrt(profile_.chip_spread_ns * segment_ns) + stall;
 }
 
 CollectiveKind CollectiveKindOf(Opcode op) {

@@ -103,6 +103,10 @@ struct ChipProfile {
   // chip's time over a segment of T ns is chip_spread_ns * T
   // (runtime/cpu_spread_benchmark.h). 0: not measured.
   double chip_spread_ns = 0;
+  // The spread's tail: the host takes a core for milliseconds now and then
+  // (runtime/cpu_spread_benchmark.h, MeasureHostStalls), per second of a
+  // core's work and their mean length. 0: not measured.
+  double host_stall_per_s = 0, host_stall_mean_ns = 0;
   // A kernel's time when the other cores run chips too, over alone: compute-
   // bound (GEMMs) and memory-bound (streams), measured beside a thread running
   // them (runtime/cpu_op_benchmarks.h). ForSharedCores applies them. 0: not measured.
@@ -265,7 +269,8 @@ class CostModel {
   // The expected wait at a collective of `group_size` chips for the slowest
   // of them, after `segment_ns` of modeled work since their previous
   // collective: ExpectedMaxOfNormals(n) * sqrt(chip_spread_ns * segment_ns)
-  // on a profile with chip_waits, else 0.
+  // plus (1 - exp(-n * segment_ns * host_stall_per_s / 1e9)) *
+  // host_stall_mean_ns on a profile with chip_waits, else 0.
   double ChipWaitNs(double segment_ns, int group_size) const;
 
   // A host-to-device copy of `bytes`.

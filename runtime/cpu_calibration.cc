@@ -23,6 +23,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "compiler/ir.h"
 #include "runtime/gemm.h"
@@ -43,8 +44,9 @@ constexpr char kPinEnv[] = "SHARDSCOPE_CPU_PROFILE";
 // input gradient of a strided convolution, and convolution FLOPs counted by
 // the taps on input elements (the convolution rate changed with them); 6 the
 // speed probes of each pass (cpu_speed_probe.h): an entry whose passes have
-// none cannot say which ran at the speed now.
-constexpr int kFormat = 6;
+// none cannot say which ran at the speed now; 7 the host's stalls
+// (host_stall_per_s, host_stall_mean_ns: cpu_spread_benchmark.h).
+constexpr int kFormat = 7;
 constexpr const char* kCollectiveKeys[compiler::kMeasuredCollectiveKinds] = {"all_reduce", "all_gather",
                                                                              "reduce_scatter", "all_to_all"};
 
@@ -83,6 +85,8 @@ std::vector<std::pair<const char*, double OpClassFigures::*>> OpFields() {
           {"reduce_read_ns", &OpClassFigures::reduce_read_ns},
           {"fused_op_ns", &OpClassFigures::fused_op_ns},
           {"chip_spread_ns", &OpClassFigures::chip_spread_ns},
+          {"host_stall_per_s", &OpClassFigures::host_stall_per_s},
+          {"host_stall_mean_ns", &OpClassFigures::host_stall_mean_ns},
           {"beside_compute", &OpClassFigures::beside_compute},
           {"beside_memory", &OpClassFigures::beside_memory}};
 }
@@ -199,6 +203,8 @@ compiler::ChipProfile CpuCalibration::Profile() const {
   p.reduce_read_ns = ops.reduce_read_ns;
   p.fused_op_ns = ops.fused_op_ns;
   p.chip_spread_ns = ops.chip_spread_ns;
+  p.host_stall_per_s = ops.host_stall_per_s;
+  p.host_stall_mean_ns = ops.host_stall_mean_ns;
   p.beside_compute = ops.beside_compute;
   p.beside_memory = ops.beside_memory;
   p.collective_ns = collectives;
@@ -262,9 +268,9 @@ std::string CpuCalibration::Describe() const {
                       ? absl::StrFormat(
                             "; small kernel %.2f us over its traffic, reduce %.2f ns per element, "
                             "fused loop %.3f ns per element per op, chip spread %.0f ns (variance per ns "
-                            "of a segment)",
+                            "of a segment), host stalls %.2f a core-second of %.2f ms",
                             ops.cold_kernel_overhead_ns / 1e3, ops.reduce_read_ns, ops.fused_op_ns,
-                            ops.chip_spread_ns)
+                            ops.chip_spread_ns, ops.host_stall_per_s, ops.host_stall_mean_ns / 1e6)
                       : std::string("; no small-kernel, reduce or chip-spread figures (format 2: no wait at "
                                     "collectives)"))
            : std::string(
@@ -373,6 +379,11 @@ CpuCalibration MeasurePass(const CalibrationPlan& plan) {
   c.ops = MeasureOpClasses(plan.ops, &c.rows);
   c.collectives = MeasureCollectives(plan.collectives, &c.rows);
   c.ops.chip_spread_ns = MeasureChipSpread(plan.spread, &c.rows).variance_ns;
+  if (plan.spread.measure && plan.spread.stall_seconds > 0) {
+    const HostStalls stalls = MeasureHostStalls(plan.spread.stall_seconds, &c.rows);
+    c.ops.host_stall_per_s = stalls.per_s;
+    c.ops.host_stall_mean_ns = stalls.mean_ns;
+  }
   const double det = s00 * s11 - s01 * s01;
   const double per_byte = det != 0 ? (s00 * r1 - s01 * r0) / det : 0;
   c.kernel_overhead_ns = det != 0 ? std::max(0.0, (r0 * s11 - r1 * s01) / det) : 0;
@@ -419,6 +430,11 @@ CpuCalibration CombinePasses(const std::vector<CpuCalibration>& passes) {
     c.kernel_overhead_ns = median([](const CpuCalibration& e) { return e.kernel_overhead_ns; });
     for (const auto& [key, field] : OpFields())
       c.ops.*field = median([f = field](const CpuCalibration& e) { return e.ops.*f; });
+    // A stall's length over the passes that saw one (a pass that saw none says nothing of it).
+    std::vector<double> lengths;
+    for (const CpuCalibration& e : passes)
+      if (e.ops.host_stall_per_s > 0) lengths.push_back(e.ops.host_stall_mean_ns);
+    c.ops.host_stall_mean_ns = MedianOf(lengths);
     for (int k = 0; k < compiler::kMeasuredCollectiveKinds; ++k)
       for (int p = 0; p < compiler::kCollectivePoints; ++p) {
         c.collectives[k][p] = median([&](const CpuCalibration& e) { return e.collectives[k][p]; });
@@ -446,6 +462,9 @@ CpuCalibration CombinePasses(const std::vector<CpuCalibration>& passes) {
     row("all_reduce of 12 MiB traffic", "us", 1e-3,
         [](const CpuCalibration& e) { return e.collectives[0][2]; });
     row("chip spread", "ns", 1, [](const CpuCalibration& e) { return e.ops.chip_spread_ns; });
+    row("host stalls a core-second", "", 1, [](const CpuCalibration& e) { return e.ops.host_stall_per_s; });
+    row("host stall, mean", "ms (of those seen)", 1e-6,
+        [](const CpuCalibration& e) { return e.ops.host_stall_mean_ns; });
     row("GEMMs beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_compute; });
     row("streams beside other chips", "x", 1, [](const CpuCalibration& e) { return e.ops.beside_memory; });
     // The machine's speed around each pass (its probes' midpoint; 0: none): the
@@ -687,14 +706,31 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
     if (kept.empty()) {
       unusable = "the cache entry has no pass of this machine from the last day";
     } else if (!plan.any_speed.empty()) {
-      // The newest passes, whatever their speed.
-      std::vector<int> newest;
-      for (int i = std::max(0, static_cast<int>(kept.size()) - std::max(1, plan.history));
-           i < static_cast<int>(kept.size()); ++i)
-        newest.push_back(i);
-      CpuCalibration c = from_cache(std::move(kept), newest);
-      c.speed_note = absl::StrFormat("the newest %d of the %d kept passes, of any speed: %s", newest.size(),
-                                     c.passes.size(), plan.any_speed);
+      // The passes at each speed the run had, as many of each; none at
+      // either: the newest, whatever their speed.
+      std::vector<int> use;
+      std::vector<std::string> counts;
+      const int each = std::max(1, plan.history / std::max<int>(1, static_cast<int>(plan.mixed.size())));
+      for (size_t k = 0; k < plan.mixed.size(); ++k) {
+        int added = 0;
+        for (int i : PassesAtSpeed(kept, plan.mixed[k], each))
+          if (std::find(use.begin(), use.end(), i) == use.end()) use.push_back(i), ++added;
+        counts.push_back(absl::StrCat(added, k == 0 ? " at its start's speed" : " at its end's"));
+      }
+      std::string which;
+      if (use.empty()) {
+        for (int i = std::max(0, static_cast<int>(kept.size()) - std::max(1, plan.history));
+             i < static_cast<int>(kept.size()); ++i)
+          use.push_back(i);
+        which = absl::StrFormat("no kept pass ran at its speeds: the newest %d of the %d kept, of any speed",
+                                use.size(), kept.size());
+      } else {
+        std::sort(use.begin(), use.end());
+        which = absl::StrFormat("%d of the %d kept passes (%s)", use.size(), kept.size(),
+                                absl::StrJoin(counts, ", "));
+      }
+      CpuCalibration c = from_cache(std::move(kept), use);
+      c.speed_note = absl::StrCat(which, ": ", plan.any_speed);
       return c;
     } else {
       const SpeedProbe speed = given_speed ? plan.at_speed : plan.probe ? plan.probe() : MeasureSpeedProbe();
@@ -828,6 +864,7 @@ SpeedProbe run_at_start, run_at_end;     // ChooseCpuPassesFor's
 void ChoosePassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end, CalibrationPlan* plan) {
   plan->at_speed = SpeedProbe();
   plan->any_speed.clear();
+  plan->mixed.clear();
   if (!at_start.measured()) return;
   if (!at_end.measured() || at_start.DistanceTo(at_end) <= kSameSpeedDistance) {
     plan->at_speed = SpeedProbe::Midpoint(at_start, at_end);
@@ -836,6 +873,7 @@ void ChoosePassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end, Calib
   plan->any_speed = absl::StrCat("the recorded run's machine changed speed while it ran (at its start ",
                                  at_start.Describe(), "; at its end ", at_end.RatiosTo(at_start),
                                  "): its steps mix two speeds");
+  plan->mixed = {at_start, at_end};
 }
 
 void ChooseCpuPassesFor(const SpeedProbe& at_start, const SpeedProbe& at_end) {

@@ -122,9 +122,11 @@ struct CalibrationPlan {
   // The speed to choose passes for instead of probing (a recorded run's:
   // `run --simulate --calibrate-from`); unset: the speed now.
   SpeedProbe at_speed;
-  // Non-empty: choose the newest passes of any speed, for this reason (a
-  // recorded run whose speed moved while it ran).
+  // Non-empty: a recorded run whose speed moved while it ran, and why: its
+  // steps mix the speeds of its start and end (`mixed`), so the passes at
+  // either (half of plan.history each), else the newest of any speed.
   std::string any_speed;
+  std::vector<SpeedProbe> mixed;
 };
 
 // Of `passes`, the steady ones measured within kSameSpeedDistance of

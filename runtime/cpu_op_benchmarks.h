@@ -30,6 +30,9 @@ struct OpClassFigures {
   double reduce_read_ns = 0;           // a reduce kernel: ns per operand element
   double fused_op_ns = 0;              // a fused loop: ns per element per arithmetic op beyond the first
   double chip_spread_ns = 0;           // chips' segment-time variance per ns (cpu_spread_benchmark.h)
+  // The host's stalls of a core (MeasureHostStalls): a second of a core's
+  // work, and their mean length in ns (0: none seen)
+  double host_stall_per_s = 0, host_stall_mean_ns = 0;
   // A GEMM's and a stream's slowdown with another core running chips (MeasureBeside in the .cc):
   // the mean of beside a compute-bound and beside a memory-bound neighbour; 0: one core
   double beside_compute = 0, beside_memory = 0;

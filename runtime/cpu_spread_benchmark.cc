@@ -1,16 +1,21 @@
 // The chip-to-chip spread of the `cpu` profile (see cpu_spread_benchmark.h).
 #include "runtime/cpu_spread_benchmark.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 #include <thread>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "compiler/cost_model.h"
 #include "compiler/fusion.h"
 #include "compiler/ir.h"
 #include "runtime/executor.h"
+#include "runtime/intra_op.h"
 #include "runtime/thread_pool.h"
 #include "runtime/topology.h"
 
@@ -152,6 +157,61 @@ SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>
       "  variance rate v = %.0f ns (sd of a segment of T: sqrt(v T); %d segments, the middle 80%%)", f.variance_ns,
       f.segments));
   return f;
+}
+
+HostStalls MeasureHostStalls(double seconds, std::vector<std::string>* rows) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  struct Core {
+    int64_t work_ns = 0, stall_ns = 0;
+    long stalls = 0;
+  };
+  std::vector<Core> out(cores);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < cores; ++c)
+    threads.emplace_back([&, c] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(c, &set);
+      pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+      // Units of about 10 us on a 64 KiB buffer: short beside a stall, long
+      // beside the clock's reads.
+      std::vector<float> buffer(16384, 1.0f);
+      std::vector<int64_t> units;
+      units.reserve(static_cast<size_t>(seconds * 2e5) + 16);
+      const int64_t end = ThreadCpuNs() + static_cast<int64_t>(seconds * 1e9);
+      float carry = 0;
+      for (int64_t t = ThreadCpuNs(); t < end;) {
+        for (float& x : buffer) x = x * 0.999f + carry;
+        carry = buffer[c] * 1e-9f;
+        const int64_t now = ThreadCpuNs();
+        units.push_back(now - t);
+        t = now;
+      }
+      if (units.empty()) return;
+      std::vector<int64_t> sorted = units;
+      std::nth_element(sorted.begin(), sorted.begin() + sorted.size() / 2, sorted.end());
+      const int64_t median = sorted[sorted.size() / 2];
+      Core& r = out[c];
+      for (int64_t u : units) {
+        r.work_ns += u;
+        if (u - median >= kStallNs) ++r.stalls, r.stall_ns += u - median;
+      }
+      if (carry == 12345) r.work_ns += 1;  // keeps the loop's work
+    });
+  for (auto& t : threads) t.join();
+  int64_t work = 0, stall = 0;
+  long stalls = 0;
+  for (const Core& r : out) work += r.work_ns, stall += r.stall_ns, stalls += r.stalls;
+  HostStalls h;
+  if (work <= 0) return h;
+  h.per_s = stalls / (work / 1e9);
+  h.mean_ns = stalls > 0 ? static_cast<double>(stall) / stalls : 0;
+  if (rows)
+    rows->push_back(absl::StrFormat(
+        "host stalls (every core working %.1f s, units of about 10 us): %ld of %d us or more, %.2f a core-second, "
+        "mean %.2f ms (%.2f%% of the time)",
+        seconds, stalls, kStallNs / 1000, h.per_s, h.mean_ns / 1e6, 100.0 * stall / work));
+  return h;
 }
 
 }  // namespace shardscope::runtime

@@ -26,6 +26,7 @@ struct SpreadPlan {
   int64_t rows = 64;      // the GEMMs' rows (a chip's share of a batch)
   int64_t width = 512;    // their other dims
   int64_t stream_elements = int64_t{1} << 20;  // each chip's streamed buffer (f32; 8 chips: 32 MiB)
+  double stall_seconds = 1.5;  // MeasureHostStalls: every core working this long
 };
 
 struct SpreadFigures {
@@ -39,5 +40,19 @@ struct SpreadFigures {
 // segment's per-chip device times (the mean of the middle 80% of per-segment
 // estimates); appends the table to `rows`.
 SpreadFigures MeasureChipSpread(const SpreadPlan& plan, std::vector<std::string>* rows);
+
+// The spread's tail: now and then the host takes a core for milliseconds and
+// the thread's CPU clock runs through it (these VMs report no steal), so one
+// chip's kernel runs 3-5 ms long and every chip of its next collective waits
+// (docs/simulate.md, "What the misses are"). A few a core-second, alike on
+// registers, streams and cache-resident work: measured by timing small units
+// of work on every core at once, each unit's excess over the median unit of
+// kStallNs or more being a stall.
+constexpr int64_t kStallNs = 200000;
+struct HostStalls {
+  double per_s = 0;    // stalls per second of a core's work
+  double mean_ns = 0;  // their mean excess (0: none seen)
+};
+HostStalls MeasureHostStalls(double seconds, std::vector<std::string>* rows);
 
 }  // namespace shardscope::runtime

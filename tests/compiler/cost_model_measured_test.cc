@@ -324,6 +324,33 @@ TEST(CostModelMeasured, ChipsOutnumberingCoresWaitForTheSlowestAtEachCollective)
     EXPECT_EQ(CostModel(FindProfile(name)->ForSharedCores(4096, 2)).ChipWaitNs(1e6, 8), 0) << name;
 }
 
+TEST(CostModelMeasured, TheHostsStallsAddTheirChanceTimesTheirLengthToTheWait) {
+  ChipProfile p = Measured();
+  p.chip_spread_ns = 1e4;
+  const double body = CostModel(p.ForSharedCores(8, 2)).ChipWaitNs(1e6, 8);
+  p.host_stall_per_s = 2;       // two stalls a second of a core's work ...
+  p.host_stall_mean_ns = 3e6;   // ... of 3 ms each
+  const CostModel shared(p.ForSharedCores(8, 2));
+  // 8 chips x 1 ms of work: 8 ms of the cores' time, a stall with chance 1 - exp(-0.016).
+  EXPECT_NEAR(shared.ChipWaitNs(1e6, 8) - body, (1 - std::exp(-0.016)) * 3e6, 1e-6);
+  // Over long segments the chance saturates: at most one stall's length waited for.
+  EXPECT_LT(shared.ChipWaitNs(1e12, 8) - CostModel([&] {
+              ChipProfile q = p;
+              q.host_stall_per_s = 0;
+              return q.ForSharedCores(8, 2);
+            }()).ChipWaitNs(1e12, 8),
+            3e6 + 1e-3);
+  // Fewer chips in the group, fewer chances.
+  EXPECT_LT(shared.ChipWaitNs(1e6, 2) - CostModel([&] {
+              ChipProfile q = p;
+              q.host_stall_per_s = 0;
+              return q.ForSharedCores(8, 2);
+            }()).ChipWaitNs(1e6, 2),
+            shared.ChipWaitNs(1e6, 8) - body);
+  // No figure, or no shared cores: nothing.
+  EXPECT_EQ(CostModel(p.ForSharedCores(2, 2)).ChipWaitNs(1e6, 2), 0);
+}
+
 TEST(CostModelMeasured, SmallKernelsPayTheColdOverheadReducesTheirPerElementTime) {
   ChipProfile p = Measured();
   p.cold_kernel_overhead_ns = 3000;

@@ -55,6 +55,7 @@ CalibrationPlan Small() {
   p.spread.rows = 8;
   p.spread.width = 32;
   p.spread.stream_elements = 4096;
+  p.spread.stall_seconds = 0.05;
   p.collectives.members = 4;
   p.collectives.points = 2;
   p.collectives.cold_bytes = 1 << 20;
@@ -83,6 +84,8 @@ void ExpectSameFigures(const OpClassFigures& a, const OpClassFigures& b) {
   EXPECT_EQ(a.cold_kernel_overhead_ns, b.cold_kernel_overhead_ns);
   EXPECT_EQ(a.reduce_read_ns, b.reduce_read_ns);
   EXPECT_EQ(a.chip_spread_ns, b.chip_spread_ns);
+  EXPECT_EQ(a.host_stall_per_s, b.host_stall_per_s);
+  EXPECT_EQ(a.host_stall_mean_ns, b.host_stall_mean_ns);
   EXPECT_EQ(a.beside_compute, b.beside_compute);
   EXPECT_EQ(a.beside_memory, b.beside_memory);
 }
@@ -121,6 +124,9 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   EXPECT_GE(first->ops.fused_op_ns, 0);  // ten more ops per element never cost less (clamped at 0)
   // Chips sharing the cores never finish a segment at the same instant.
   EXPECT_GT(first->ops.chip_spread_ns, 0);
+  // The host's stalls: counted, perhaps none in 0.05 s (then no length either).
+  EXPECT_GE(first->ops.host_stall_per_s, 0);
+  EXPECT_EQ(first->ops.host_stall_per_s > 0, first->ops.host_stall_mean_ns > 0);
   if (std::thread::hardware_concurrency() >
       1) {  // the same kernels beside the other cores' chips, over alone
     EXPECT_GT(first->ops.beside_compute, 0);
@@ -135,7 +141,7 @@ TEST(CpuCalibration, MeasuresCachesAndReusesPerMachine) {
   }
   for (const char* table : {"convolution", "cold stream", "reduce_window", "transcendentals", "broadcast",
                             "skinny GEMM", "small kernels", "reduce (sum", "chip spread", "collectives (",
-                            "fused loop of 2 ops", "beside a busy core"})
+                            "fused loop of 2 ops", "beside a busy core", "host stalls (every core working"})
     EXPECT_TRUE(std::any_of(first->rows.begin(), first->rows.end(),
                             [&](const std::string& r) { return r.find(table) != std::string::npos; }))
         << table;
@@ -205,7 +211,7 @@ TEST(CpuCalibration, AnOlderCacheEntryIsMeasuredAgainAnOlderPinnedFileLoadsWitho
   EXPECT_GT(c->ops.conv_flops, 0);
   auto rewritten = ReadCpuProfileFile(cache);
   ASSERT_TRUE(rewritten.ok()) << rewritten.status();
-  EXPECT_EQ(rewritten->format, 6);
+  EXPECT_EQ(rewritten->format, 7);
   ExpectSameFigures(rewritten->ops, c->ops);
   // Pinned, the same file is used as it is: no figures, the plain roofline, said so.
   std::ofstream(cache) << old;
@@ -424,8 +430,18 @@ TEST(CpuCalibration, ARunUsesThePassesMeasuredAtTheMachinesSpeedNow) {
   ASSERT_TRUE(any.ok()) << any.status();
   EXPECT_EQ(any->used, (std::vector<int>{3, 4, 5, 6}));
   EXPECT_EQ(any->peak_flops, 5.5e9);
-  EXPECT_NE(any->Describe().find("the newest 4 of the 7 kept passes, of any speed: it moved"), std::string::npos)
+  EXPECT_NE(any->Describe().find("no kept pass ran at its speeds: the newest 4 of the 7 kept, of any speed: it moved"),
+            std::string::npos)
       << any->Describe();
+  // ... its two speeds given: as many passes at each.
+  plan.mixed = {Probe(1), Probe(2)};
+  auto both = ResolveCpuCalibration("", cache, false, plan);
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->used, (std::vector<int>{1, 2, 4, 5}));
+  EXPECT_EQ(both->peak_flops, 4e9);
+  EXPECT_NE(both->Describe().find("4 of the 7 kept passes (2 at its start's speed, 2 at its end's): it moved"),
+            std::string::npos)
+      << both->Describe();
   std::remove(cache.c_str());
 }
 
