@@ -734,8 +734,9 @@ absl::StatusOr<CpuCalibration> ResolveCpuCalibration(const std::string& pin, con
       return c;
     } else {
       const SpeedProbe speed = given_speed ? plan.at_speed : plan.probe ? plan.probe() : MeasureSpeedProbe();
-      const int all_at = static_cast<int>(PassesAtSpeed(kept, speed, static_cast<int>(kept.size())).size());
-      const std::vector<int> at = PassesAtSpeed(kept, speed, std::max(1, plan.history));
+      std::vector<int> at = PassesAtSpeed(kept, speed, static_cast<int>(kept.size()));
+      const int all_at = static_cast<int>(at.size());
+      at.resize(std::min<size_t>(at.size(), std::max(1, plan.history)));  // the newest, up to plan.history
       // A recorded run's speed: one pass at it will do, as a measurement now
       // would be at the machine's speed now, which need not be the run's.
       const int need = std::min(given_speed ? 1 : std::min<int>(plan.min_at_speed, static_cast<int>(kept.size())),

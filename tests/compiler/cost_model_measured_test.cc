@@ -331,22 +331,15 @@ TEST(CostModelMeasured, TheHostsStallsAddTheirChanceTimesTheirLengthToTheWait) {
   p.host_stall_per_s = 2;       // two stalls a second of a core's work ...
   p.host_stall_mean_ns = 3e6;   // ... of 3 ms each
   const CostModel shared(p.ForSharedCores(8, 2));
+  ChipProfile q = p;
+  q.host_stall_per_s = 0;
+  const CostModel no_stalls(q.ForSharedCores(8, 2));
   // 8 chips x 1 ms of work: 8 ms of the cores' time, a stall with chance 1 - exp(-0.016).
   EXPECT_NEAR(shared.ChipWaitNs(1e6, 8) - body, (1 - std::exp(-0.016)) * 3e6, 1e-6);
   // Over long segments the chance saturates: at most one stall's length waited for.
-  EXPECT_LT(shared.ChipWaitNs(1e12, 8) - CostModel([&] {
-              ChipProfile q = p;
-              q.host_stall_per_s = 0;
-              return q.ForSharedCores(8, 2);
-            }()).ChipWaitNs(1e12, 8),
-            3e6 + 1e-3);
+  EXPECT_LT(shared.ChipWaitNs(1e12, 8) - no_stalls.ChipWaitNs(1e12, 8), 3e6 + 1e-3);
   // Fewer chips in the group, fewer chances.
-  EXPECT_LT(shared.ChipWaitNs(1e6, 2) - CostModel([&] {
-              ChipProfile q = p;
-              q.host_stall_per_s = 0;
-              return q.ForSharedCores(8, 2);
-            }()).ChipWaitNs(1e6, 2),
-            shared.ChipWaitNs(1e6, 8) - body);
+  EXPECT_LT(shared.ChipWaitNs(1e6, 2) - no_stalls.ChipWaitNs(1e6, 2), shared.ChipWaitNs(1e6, 8) - body);
   // No figure, or no shared cores: nothing.
   EXPECT_EQ(CostModel(p.ForSharedCores(2, 2)).ChipWaitNs(1e6, 2), 0);
 }

@@ -361,13 +361,21 @@ TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
 
   const std::string recorded = TempDb("speed_recorded");
   ASSERT_EQ(Shell(absl::StrCat(kCli, kMlp8, " --db ", recorded)).code, 0);  // pinned, as every test
-  auto simulate = [&](const std::string& name) {
-    const std::string sim = TempDb(name);
+  // A simulation calibrated from `recorded` into `sim`: what it printed.
+  auto simulate_into = [&](const std::string& sim) {
     Output o = Shell(absl::StrCat("env -u SHARDSCOPE_CPU_PROFILE XDG_CACHE_HOME=", dir, " ", kCli,
                                   " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet",
                                   " --calibrate-from ", recorded, " --db ", sim));
     EXPECT_EQ(o.code, 0) << o.text;
+    return o;
+  };
+  auto profile_values = [](const std::string& sim) {
     return nlohmann::json::parse(Q(sim, "SELECT config_json FROM runs").Text(0, "config_json"))["profile_values"];
+  };
+  auto simulate = [&](const std::string& name) {
+    const std::string sim = TempDb(name);
+    simulate_into(sim);
+    return profile_values(sim);
   };
   auto set_speeds = [&](double start, double end) {
     Exec(recorded, absl::StrCat("UPDATE runs SET config_json = json_set(config_json, '$.profile_values.speed', json('",
@@ -389,18 +397,14 @@ TEST(CpuProfile, ACalibratedSimulationChoosesThePassesOfTheRecordedRunsSpeed) {
                               probe(2).Json(), "'), '$.speed_at_end', json('{\"gemm_flops\": -5}'))"));
   {
     const std::string sim = TempDb("speed_sim_damaged_end");
-    Output o = Shell(absl::StrCat("env -u SHARDSCOPE_CPU_PROFILE XDG_CACHE_HOME=", dir, " ", kCli,
-                                  " run mlp --simulate --mesh 8x1 --topology 2x4 --batch 64 --steps 2 --quiet",
-                                  " --calibrate-from ", recorded, " --db ", sim));
+    Output o = simulate_into(sim);
     ASSERT_EQ(o.code, 0) << o.text;
     EXPECT_NE(o.text.find("config_json 'speed_at_end' is not a speed probe ({\"gemm_flops\":-5}): whether its "
                           "speed held while it ran is unknown; its step is priced at its start's speed"),
               std::string::npos)
         << o.text;
     EXPECT_EQ(o.text.find("measuring this machine's cpu profile"), std::string::npos) << o.text;
-    EXPECT_EQ(nlohmann::json::parse(Q(sim, "SELECT config_json FROM runs").Text(0, "config_json"))["profile_values"]
-                                   ["peak_flops"],
-              204e9);
+    EXPECT_EQ(profile_values(sim)["peak_flops"], 204e9);
   }
   set_speeds(1, 2);  // it moved: every speed's passes, and why
   v = simulate("speed_sim_moved");
